@@ -1,0 +1,79 @@
+import { z } from 'zod';
+
+/** The MCP revision the gateway asks for; reference devices answer 2024-11-05 whatever is asked. */
+export const GATEWAY_PROTOCOL_VERSION = '2024-11-05';
+export const TOOL_NAME_MAX = 128;
+
+export const InitializeResultSchema = z
+  .object({
+    protocolVersion: z.string().max(64).catch('unknown'),
+    capabilities: z.record(z.string(), z.unknown()).catch({}),
+    serverInfo: z
+      .object({ name: z.string().max(256).catch('unknown'), version: z.string().max(128).catch('unknown') })
+      .loose()
+      .catch({ name: 'unknown', version: 'unknown' }),
+    instructions: z.string().max(16_384).optional().catch(undefined),
+  })
+  .loose();
+export type InitializeResult = z.infer<typeof InitializeResultSchema>;
+
+export const ToolAnnotationsSchema = z
+  .object({
+    audience: z.array(z.string().max(32)).max(8).optional(),
+    title: z.string().max(256).optional(),
+    readOnlyHint: z.boolean().optional(),
+    destructiveHint: z.boolean().optional(),
+    idempotentHint: z.boolean().optional(),
+    openWorldHint: z.boolean().optional(),
+  })
+  .loose();
+
+export const ToolSchema = z
+  .object({
+    name: z.string().min(1).max(TOOL_NAME_MAX),
+    title: z.string().max(256).optional(),
+    description: z.string().max(16_384).optional(),
+    inputSchema: z.record(z.string(), z.unknown()).default({ type: 'object' }),
+    outputSchema: z.record(z.string(), z.unknown()).optional(),
+    annotations: ToolAnnotationsSchema.optional(),
+  })
+  .loose();
+export type Tool = z.infer<typeof ToolSchema>;
+
+export const ToolsListResultSchema = z
+  .object({
+    tools: z.array(ToolSchema).max(1024),
+    /** Absent on the last page (the reference firmware omits it; an empty string also ends the walk). */
+    nextCursor: z.string().max(1024).optional(),
+  })
+  .loose();
+export type ToolsListResult = z.infer<typeof ToolsListResultSchema>;
+
+export const ContentBlockSchema = z.object({ type: z.string().max(64) }).loose();
+export type ContentBlock = z.infer<typeof ContentBlockSchema>;
+
+export const CallToolResultSchema = z
+  .object({
+    content: z.array(ContentBlockSchema).max(256).default([]),
+    isError: z.boolean().optional(),
+    structuredContent: z.record(z.string(), z.unknown()).optional(),
+  })
+  .loose();
+export type CallToolResult = z.infer<typeof CallToolResultSchema>;
+
+/** A tool the device marks for people only (`annotations.audience: ["user"]`): never for an LLM. */
+export function isUserOnlyTool(tool: Tool): boolean {
+  const audience = tool.annotations?.audience;
+  return Array.isArray(audience) && audience.includes('user') && !audience.includes('assistant');
+}
+
+export interface VisionCapability {
+  url: string;
+  token?: string;
+}
+
+export function buildInitializeParams(clientInfo: { name: string; version: string }, vision?: VisionCapability) {
+  const capabilities: Record<string, unknown> = {};
+  if (vision) capabilities['vision'] = vision.token ? { url: vision.url, token: vision.token } : { url: vision.url };
+  return { protocolVersion: GATEWAY_PROTOCOL_VERSION, capabilities, clientInfo };
+}

@@ -1,0 +1,55 @@
+import { z } from 'zod';
+import { DeviceIdSchema } from './device-id.js';
+
+/** Headers a device sends to the OTA endpoint (the body is free-form system info and is not trusted). */
+export const OtaRequestHeadersSchema = z.object({
+  'device-id': DeviceIdSchema,
+  'client-id': z.string().min(1).max(64).regex(/^[A-Za-z0-9_:.-]+$/, 'letters, digits and _ : . - only'),
+  'user-agent': z.string().max(256).optional(),
+});
+
+/** The part of the system info we read: the firmware version, to decide whether to offer an upgrade. */
+export const OtaSystemInfoSchema = z
+  .object({
+    application: z.object({ name: z.string().max(128).optional(), version: z.string().max(64).optional() }).loose().optional(),
+    board: z.object({ type: z.string().max(128).optional() }).loose().optional(),
+  })
+  .loose();
+
+export interface OtaWebsocketSection {
+  url: string;
+  token: string;
+}
+
+export interface OtaMqttSection {
+  endpoint: string;
+  client_id: string;
+  username: string;
+  password: string;
+  publish_topic: string;
+  subscribe_topic: string;
+}
+
+export interface OtaResponse {
+  server_time: { timestamp: number; timezone_offset: number };
+  firmware: { version: string; url: string };
+  websocket?: OtaWebsocketSection;
+  mqtt?: OtaMqttSection;
+}
+
+/** The device picks MQTT when an `mqtt` section is present, else WebSocket: send exactly one. */
+export const OtaResponseSchema = z.object({
+  server_time: z.object({ timestamp: z.number(), timezone_offset: z.number() }),
+  firmware: z.object({ version: z.string(), url: z.string() }),
+  websocket: z.object({ url: z.string(), token: z.string() }).optional(),
+  mqtt: z
+    .object({
+      endpoint: z.string(),
+      client_id: z.string(),
+      username: z.string(),
+      password: z.string(),
+      publish_topic: z.string(),
+      subscribe_topic: z.string(),
+    })
+    .optional(),
+});
