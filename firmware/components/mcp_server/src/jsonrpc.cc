@@ -1,5 +1,7 @@
 #include "mcp/jsonrpc.h"
 
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "cJSON.h"
@@ -34,10 +36,25 @@ std::string PrintAndDelete(cJSON* root, size_t size_hint) {
   return out;
 }
 
+// A numeric id printed so that it reads back as the same number: cJSON's own
+// printer rounds integers above 2^31 to 15 significant digits.
+cJSON* NumberId(double value) {
+  char text[32];
+  if (std::floor(value) == value && std::fabs(value) < 9007199254740992.0) {
+    snprintf(text, sizeof text, "%.0f", value);
+  } else {
+    snprintf(text, sizeof text, "%.17g", value);
+  }
+  return cJSON_CreateRaw(text);
+}
+
 cJSON* Envelope(const cJSON* id) {
   cJSON* root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "jsonrpc", "2.0");
-  cJSON_AddItemToObject(root, "id", id && IsValidId(id) ? cJSON_Duplicate(id, false) : cJSON_CreateNull());
+  cJSON* copy = cJSON_IsString(id)   ? cJSON_CreateString(id->valuestring)
+                : cJSON_IsNumber(id) ? NumberId(id->valuedouble)
+                                     : cJSON_CreateNull();
+  cJSON_AddItemToObject(root, "id", copy);
   return root;
 }
 
@@ -151,9 +168,10 @@ std::string Notification(const char* method, cJSON* params) {
 std::string IdKey(const cJSON* id) {
   if (id == nullptr) return {};
   if (cJSON_IsString(id)) return std::string("s:") + id->valuestring;
-  char* printed = cJSON_PrintUnformatted(id);
-  std::string key = std::string("n:") + (printed ? printed : "");
-  cJSON_free(printed);
+  if (!cJSON_IsNumber(id)) return {};
+  cJSON* number = NumberId(id->valuedouble);
+  std::string key = std::string("n:") + number->valuestring;
+  cJSON_Delete(number);
   return key;
 }
 

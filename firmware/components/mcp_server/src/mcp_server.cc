@@ -218,7 +218,7 @@ void McpServer::CallTool(const jsonrpc::Message& message) {
   }
 
   const std::string key = jsonrpc::IdKey(message.id());
-  CjsonPtr id = Share(cJSON_Duplicate(message.id(), false));
+  CjsonPtr id = Share(cJSON_Duplicate(message.id(), false));  // the message dies before the call runs
   {
     ScopedLock lock(mutex_);
     pending_[key] = false;
