@@ -41,3 +41,19 @@ export function safeEqual(a: string, b: string): boolean {
   const y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
 }
+
+/**
+ * A short-lived token for a device's vision (camera "explain") requests:
+ * `base64url(HMAC-SHA256(key, "vision|deviceId|exp")).exp`, exp in seconds. A vision service holding the
+ * key checks it with `verifyVisionToken`.
+ */
+export function mintVisionToken(key: string, deviceId: string, expiresAtSeconds: number): string {
+  const exp = Math.floor(expiresAtSeconds);
+  return `${sign(key, `vision|${deviceId}|${exp}`)}.${exp}`;
+}
+
+export function verifyVisionToken(key: string, token: string, deviceId: string, nowSeconds: number): boolean {
+  const m = /^([A-Za-z0-9_-]{43})\.(\d{1,12})$/.exec(token);
+  if (!m || Number(m[2]) < nowSeconds) return false;
+  return safeEqual(sign(key, `vision|${deviceId}|${m[2]}`), m[1]!);
+}

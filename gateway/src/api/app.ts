@@ -1,0 +1,61 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import type { DeviceRegistry } from '../devices/registry.js';
+import type { EventBus } from '../events/bus.js';
+import type { Metrics } from '../metrics.js';
+import { requireApiKey } from './auth.js';
+import { deviceRoutes } from './devices.js';
+import { eventRoutes } from './events.js';
+import { healthRoutes } from './health.js';
+import { otaRoutes } from './ota.js';
+import { registerProblemHandlers } from './problem.js';
+
+export interface ApiDeps {
+  config: Config;
+  log: Logger;
+  registry: DeviceRegistry;
+  bus: EventBus;
+  metrics: Metrics;
+  apiKeys: () => readonly string[];
+  deviceSecret: string;
+  mqttPort: () => number;
+  ready: () => boolean;
+  version: string;
+}
+
+/** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
+export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: d.config.http.bodyLimitBytes,
+    // Device ids may be percent-encoded (aa%3Abb...): fastify decodes params.
+    routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
+    forceCloseConnections: true,
+  });
+  registerProblemHandlers(app);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: { title: 'Voxgate API', version: d.version, description: 'Drive ESP32 voice devices: list them, read their tools, call them, follow their events.' },
+      components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key (GATEWAY_API_KEYS)' } } },
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  await app.register(healthRoutes, { metrics: d.metrics, ready: d.ready });
+  await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort });
+  await app.register(async (v1) => {
+    requireApiKey(v1, d.apiKeys);
+    v1.addHook('onRoute', (route) => {
+      route.schema = { ...route.schema, security: [{ apiKey: [] }] };
+    });
+    await v1.register(deviceRoutes, { registry: d.registry });
+    await v1.register(eventRoutes, { bus: d.bus, metrics: d.metrics });
+  });
+  return app;
+}

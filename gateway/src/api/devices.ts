@@ -1,0 +1,84 @@
+import { normalizeDeviceId } from '@voxgate/protocol';
+import type { FastifyInstance, FastifySchema } from 'fastify';
+import type { z } from 'zod';
+import type { DeviceRegistry } from '../devices/registry.js';
+import { GatewayError } from '../errors.js';
+import { CallBody, CallResult, Device, DeviceIdParam, DeviceList, Problem, RpcBody, RpcResult, ToolList, ToolParams, jsonSchema } from './schemas.js';
+
+const problems = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, { ...jsonSchema(Problem, 'output'), description: 'problem+json' }]));
+
+export function parseDeviceId(raw: string): string {
+  const id = normalizeDeviceId(raw);
+  if (!id) throw new GatewayError('INVALID_REQUEST', `"${raw.slice(0, 64)}" is not a device id; use a MAC such as aa:bb:cc:dd:ee:ff`);
+  return id;
+}
+
+/** Devices, their tools, and calls to them. */
+export async function deviceRoutes(app: FastifyInstance, opts: { registry: DeviceRegistry }): Promise<void> {
+  const { registry } = opts;
+  const tags = ['devices'];
+
+  app.get('/v1/devices', {
+    schema: { tags, summary: 'List every device seen since start, online or not', response: { 200: jsonSchema(DeviceList, 'output'), ...problems(401) } },
+    handler: async () => ({ devices: registry.list() }),
+  });
+
+  app.get<{ Params: z.infer<typeof DeviceIdParam> }>('/v1/devices/:deviceId', {
+    schema: { tags, summary: 'One device', params: jsonSchema(DeviceIdParam), response: { 200: jsonSchema(Device, 'output'), ...problems(400, 401, 404) } } as FastifySchema,
+    handler: async (req) => {
+      const id = parseDeviceId(req.params.deviceId);
+      const d = registry.get(id);
+      if (!d) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected`);
+      return d;
+    },
+  });
+
+  app.get<{ Params: z.infer<typeof DeviceIdParam> }>('/v1/devices/:deviceId/tools', {
+    schema: {
+      tags,
+      summary: "The device's tool catalog (user-only tools flagged)",
+      params: jsonSchema(DeviceIdParam),
+      response: { 200: jsonSchema(ToolList, 'output'), ...problems(400, 401, 404, 503, 504) },
+    } as FastifySchema,
+    handler: async (req) => {
+      const session = registry.session(parseDeviceId(req.params.deviceId));
+      const catalog = session.catalog;
+      if (!catalog) throw new GatewayError('DEVICE_OFFLINE', `device ${session.deviceId} has not finished initializing (${session.state})`);
+      return { tools: catalog.tools, hash: catalog.hash };
+    },
+  });
+
+  app.post<{ Params: z.infer<typeof ToolParams>; Body: z.infer<typeof CallBody> }>('/v1/devices/:deviceId/tools/:toolName/call', {
+    schema: {
+      tags,
+      summary: 'Call a tool on the device and wait for its result',
+      params: jsonSchema(ToolParams),
+      body: jsonSchema(CallBody),
+      response: { 200: jsonSchema(CallResult, 'output'), ...problems(400, 401, 404, 422, 429, 502, 503, 504) },
+    },
+    handler: async (req) => {
+      const session = registry.session(parseDeviceId(req.params.deviceId));
+      const body = req.body ?? {};
+      const out = await session.call(req.params.toolName, body.arguments ?? {}, callOpts(body.timeoutMs));
+      return { ...out, isError: out.isError ?? false };
+    },
+  });
+
+  app.post<{ Params: z.infer<typeof DeviceIdParam>; Body: z.infer<typeof RpcBody> }>('/v1/devices/:deviceId/rpc', {
+    schema: {
+      tags,
+      summary: 'Send a raw JSON-RPC request to the device (for engineers)',
+      params: jsonSchema(DeviceIdParam),
+      body: jsonSchema(RpcBody),
+      response: { 200: jsonSchema(RpcResult, 'output'), ...problems(400, 401, 404, 429, 502, 503, 504) },
+    },
+    handler: async (req) => {
+      const session = registry.session(parseDeviceId(req.params.deviceId));
+      return { result: await session.rpc(req.body.method, req.body.params, callOpts(req.body.timeoutMs)) };
+    },
+  });
+}
+
+function callOpts(timeoutMs: number | undefined): { timeoutMs?: number } {
+  return timeoutMs === undefined ? {} : { timeoutMs };
+}

@@ -1,0 +1,23 @@
+import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
+import { ERRORS, GatewayError, type ErrorCode } from '../errors.js';
+
+/** RFC 9457 problem details with a stable `code`, for every error the API returns. */
+export function sendProblem(reply: FastifyReply, code: ErrorCode, detail: string, extra: Record<string, unknown> = {}): FastifyReply {
+  const { status, title } = ERRORS[code];
+  return reply
+    .code(status)
+    .type('application/problem+json')
+    .send({ type: `urn:voxgate:error:${code}`, title, status, detail, code, instance: reply.request.url.split('?')[0], ...extra });
+}
+
+export function registerProblemHandlers(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError | GatewayError, req, reply) => {
+    if (err instanceof GatewayError) return sendProblem(reply, err.code, err.message, err.extra);
+    if ((err as FastifyError).validation) return sendProblem(reply, 'INVALID_REQUEST', err.message);
+    const status = (err as FastifyError).statusCode ?? 500;
+    if (status >= 400 && status < 500) return sendProblem(reply, status === 404 ? 'NOT_FOUND' : 'INVALID_REQUEST', err.message);
+    req.log.error({ err }, 'unhandled error');
+    return sendProblem(reply, 'INTERNAL', 'internal error; see the gateway log');
+  });
+  app.setNotFoundHandler((req, reply) => sendProblem(reply, 'NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`));
+}

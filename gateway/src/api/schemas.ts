@@ -1,0 +1,76 @@
+import { EVENT_TYPES } from '../events/bus.js';
+import { z } from 'zod';
+
+/** The HTTP wire types, defined once in zod; routes get JSON Schema from them (validation + OpenAPI). */
+export function jsonSchema(schema: z.ZodType, io: 'input' | 'output' = 'input'): Record<string, unknown> {
+  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { target: 'draft-7', io, unrepresentable: 'any' }) as Record<string, unknown>;
+  return rest;
+}
+
+export const Problem = z
+  .object({
+    type: z.string(),
+    title: z.string(),
+    status: z.number().int(),
+    detail: z.string(),
+    code: z.string().describe('Stable machine-readable error code'),
+    instance: z.string().optional(),
+  })
+  .loose();
+
+export const DeviceIdParam = z.object({ deviceId: z.string().max(64).describe('MAC address: aa:bb:cc:dd:ee:ff, aa_bb_.., aa-bb-.. or aabbccddeeff') });
+export const ToolParams = DeviceIdParam.extend({ toolName: z.string().min(1).max(128) });
+
+const ServerInfo = z.object({ name: z.string(), version: z.string() }).nullable();
+export const Device = z.object({
+  id: z.string(),
+  clientId: z.string(),
+  transport: z.enum(['websocket', 'mqtt']),
+  online: z.boolean(),
+  state: z.string().describe('awaiting_hello | initializing | ready | failed | offline'),
+  connectedAt: z.string(),
+  lastSeenAt: z.string(),
+  server: ServerInfo,
+  protocolVersion: z.string().nullable(),
+  toolCount: z.number().int(),
+  toolsHash: z.string().nullable(),
+  pendingCalls: z.number().int(),
+});
+export const DeviceList = z.object({ devices: z.array(Device) });
+
+export const ToolOut = z.object({
+  name: z.string(),
+  description: z.string(),
+  inputSchema: z.record(z.string(), z.unknown()),
+  annotations: z.record(z.string(), z.unknown()).optional(),
+  userOnly: z.boolean().describe('annotations.audience is ["user"]: for people, not for an LLM'),
+});
+export const ToolList = z.object({ tools: z.array(ToolOut), hash: z.string() });
+
+const TimeoutMs = z.number().int().min(1).max(3_600_000).optional().describe('Per-call timeout; capped by calls.maxTimeoutMs');
+export const CallBody = z
+  .object({
+    arguments: z.record(z.string(), z.unknown()).optional(),
+    timeoutMs: TimeoutMs,
+  })
+  .strict();
+export const CallResult = z.object({
+  content: z.array(z.record(z.string(), z.unknown())),
+  isError: z.boolean(),
+  structuredContent: z.record(z.string(), z.unknown()).optional(),
+  durationMs: z.number(),
+});
+
+export const RpcBody = z
+  .object({
+    method: z.string().min(1).max(256),
+    params: z.record(z.string(), z.unknown()).optional(),
+    timeoutMs: TimeoutMs,
+  })
+  .strict();
+export const RpcResult = z.object({ result: z.unknown() });
+
+export const EventsQuery = z.object({
+  device: z.string().max(2048).optional().describe('Comma-separated device ids'),
+  type: z.string().max(512).optional().describe(`Comma-separated event types: ${EVENT_TYPES.join(', ')}`),
+});

@@ -1,0 +1,182 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+
+/**
+ * Every setting and every default lives here. Sources, weakest first: these defaults, the optional JSON
+ * file (`GATEWAY_CONFIG`, default `gateway.config.json`), then `GATEWAY_*` environment variables.
+ */
+const Port = z.coerce.number().int().min(0).max(65535);
+const Ms = (def: number, max = 3_600_000) => z.coerce.number().int().min(1).max(max).default(def);
+const Csv = z.preprocess((v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter(Boolean) : v), z.array(z.string().min(1)));
+const Bool = z.preprocess((v) => (v === 'true' || v === '1' ? true : v === 'false' || v === '0' ? false : v), z.boolean());
+const HttpUrl = z.url({ protocol: /^https?$/ });
+
+export const ConfigSchema = z
+  .object({
+    http: z
+      .object({
+        host: z.string().default('0.0.0.0'),
+        port: Port.default(8000),
+        /** How devices reach this gateway (OTA answers); default: the Host header of the OTA request. */
+        publicUrl: HttpUrl.optional(),
+        bodyLimitBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(1024 * 1024),
+      })
+      .prefault({}),
+    ws: z
+      .object({
+        path: z.string().startsWith('/').default('/xiaozhi/v1/'),
+        maxPayloadBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
+        heartbeatMs: Ms(30_000),
+      })
+      .prefault({}),
+    mqtt: z
+      .object({
+        enabled: Bool.default(true),
+        host: z.string().default('0.0.0.0'),
+        port: Port.default(1883),
+        /** `host:port` handed to devices by OTA; default: the OTA request's host and `mqtt.port`. */
+        publicEndpoint: z.string().regex(/^[^\s:]+:\d+$/, 'host:port').optional(),
+        group: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).default('voxgate'),
+        maxPacketBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
+      })
+      .prefault({}),
+    /** How devices prove who they are: `open` (anyone), `token` (configured tokens), `hmac` (signed tokens). */
+    deviceAuth: z.enum(['open', 'token', 'hmac']).default('open'),
+    deviceTokens: Csv.default([]),
+    /** Signs device tokens, MQTT passwords and vision tokens; generated into the data dir when unset. */
+    deviceSecret: z.string().min(16, 'at least 16 characters').optional(),
+    deviceTokenMaxAgeSeconds: z.coerce.number().int().min(60).default(30 * 24 * 3600),
+    apiKeys: Csv.default([]),
+    dataDir: z.string().default('data'),
+    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    vision: z
+      .object({
+        url: HttpUrl.optional(),
+        tokenTtlSeconds: z.coerce.number().int().min(60).default(3600),
+      })
+      .prefault({}),
+    calls: z
+      .object({
+        defaultTimeoutMs: Ms(30_000),
+        maxTimeoutMs: Ms(300_000),
+        /** Calls waiting per device beyond the one running; more is `DEVICE_BUSY`. */
+        queueLimit: z.coerce.number().int().min(0).max(10_000).default(16),
+        /** Calls in flight per device; the reference firmware runs one tool at a time. */
+        concurrency: z.coerce.number().int().min(1).max(64).default(1),
+      })
+      .prefault({}),
+    session: z
+      .object({
+        /** initialize and each tools/list page must answer within this. */
+        requestTimeoutMs: Ms(10_000),
+        maxToolPages: z.coerce.number().int().min(1).max(1000).default(64),
+        maxTools: z.coerce.number().int().min(1).max(10_000).default(1024),
+      })
+      .prefault({}),
+    events: z.object({ bufferSize: z.coerce.number().int().min(0).max(1_000_000).default(1000) }).prefault({}),
+    ota: z
+      .object({
+        transport: z.enum(['websocket', 'mqtt']).default('websocket'),
+        firmwareVersion: z.string().default('0.0.0'),
+        firmwareUrl: z.string().default(''),
+        timezoneOffsetMinutes: z.coerce.number().int().min(-720).max(840).default(0),
+      })
+      .prefault({}),
+    shutdownGraceMs: Ms(4000, 60_000),
+  })
+  .check((ctx) => {
+    const c = ctx.value;
+    if (c.deviceAuth === 'token' && c.deviceTokens.length === 0)
+      ctx.issues.push({ code: 'custom', path: ['deviceTokens'], message: 'deviceAuth "token" needs at least one token', input: c.deviceTokens });
+    if (c.calls.defaultTimeoutMs > c.calls.maxTimeoutMs)
+      ctx.issues.push({ code: 'custom', path: ['calls', 'defaultTimeoutMs'], message: 'must not exceed calls.maxTimeoutMs', input: c.calls.defaultTimeoutMs });
+  });
+
+export type Config = z.infer<typeof ConfigSchema>;
+export type ConfigInput = z.input<typeof ConfigSchema>;
+
+/** Environment variable -> config path. */
+export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
+  GATEWAY_HTTP_HOST: ['http', 'host'],
+  GATEWAY_HTTP_PORT: ['http', 'port'],
+  GATEWAY_PUBLIC_URL: ['http', 'publicUrl'],
+  GATEWAY_WS_MAX_PAYLOAD: ['ws', 'maxPayloadBytes'],
+  GATEWAY_MQTT_ENABLED: ['mqtt', 'enabled'],
+  GATEWAY_MQTT_HOST: ['mqtt', 'host'],
+  GATEWAY_MQTT_PORT: ['mqtt', 'port'],
+  GATEWAY_MQTT_PUBLIC_ENDPOINT: ['mqtt', 'publicEndpoint'],
+  GATEWAY_MQTT_MAX_PACKET: ['mqtt', 'maxPacketBytes'],
+  GATEWAY_DEVICE_AUTH: ['deviceAuth'],
+  GATEWAY_DEVICE_TOKENS: ['deviceTokens'],
+  GATEWAY_DEVICE_SECRET: ['deviceSecret'],
+  GATEWAY_API_KEYS: ['apiKeys'],
+  GATEWAY_DATA_DIR: ['dataDir'],
+  GATEWAY_LOG_LEVEL: ['logLevel'],
+  GATEWAY_VISION_URL: ['vision', 'url'],
+  GATEWAY_CALL_TIMEOUT_MS: ['calls', 'defaultTimeoutMs'],
+  GATEWAY_CALL_MAX_TIMEOUT_MS: ['calls', 'maxTimeoutMs'],
+  GATEWAY_CALL_QUEUE_LIMIT: ['calls', 'queueLimit'],
+  GATEWAY_OTA_TRANSPORT: ['ota', 'transport'],
+  GATEWAY_FIRMWARE_VERSION: ['ota', 'firmwareVersion'],
+  GATEWAY_FIRMWARE_URL: ['ota', 'firmwareUrl'],
+};
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+/** Build the configuration; throws ConfigError listing every bad field with where it came from. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: ConfigInput = {}): Config {
+  const file = env['GATEWAY_CONFIG'] ?? 'gateway.config.json';
+  const fromFile = readConfigFile(file, env['GATEWAY_CONFIG'] !== undefined);
+  const merged = deepMerge(deepMerge(fromFile, envToObject(env)), overrides as Record<string, unknown>);
+  const r = ConfigSchema.safeParse(merged);
+  if (r.success) return r.data;
+  const origin = (path: PropertyKey[]) => {
+    const envName = Object.entries(ENV_MAP).find(([, p]) => p.join('.') === path.join('.'))?.[0];
+    return envName && env[envName] !== undefined ? ` (from ${envName})` : '';
+  };
+  throw new ConfigError(r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}${origin(i.path)}`));
+}
+
+function readConfigFile(path: string, required: boolean): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    if (!required && (e as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    throw new ConfigError([`${path}: cannot read (${(e as Error).message})`]);
+  }
+  try {
+    const v = JSON.parse(text) as unknown;
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error('the top level must be an object');
+    return v as Record<string, unknown>;
+  } catch (e) {
+    throw new ConfigError([`${path}: not valid JSON (${(e as Error).message})`]);
+  }
+}
+
+function envToObject(env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, path] of Object.entries(ENV_MAP)) {
+    const v = env[name];
+    if (v === undefined || v === '') continue;
+    let node = out;
+    for (const key of path.slice(0, -1)) node = (node[key] ??= {}) as Record<string, unknown>;
+    node[path[path.length - 1]!] = v;
+  }
+  return out;
+}
+
+function deepMerge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...a };
+  for (const [k, v] of Object.entries(b)) {
+    const prev = out[k];
+    out[k] = isPlain(prev) && isPlain(v) ? deepMerge(prev, v) : v;
+  }
+  return out;
+}
+
+const isPlain = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

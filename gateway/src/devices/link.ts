@@ -1,0 +1,13 @@
+/** How a session reaches its device: transport only, no MCP. */
+export interface DeviceLink {
+  readonly transport: 'websocket' | 'mqtt';
+  readonly remoteAddress: string;
+  /** Send one JSON text frame. Returns false when the link is closed and nothing was sent. */
+  send(text: string): boolean;
+  /** Close with a WebSocket close code (MQTT links just disconnect). */
+  close(code: number, reason: string): void;
+}
+
+export const CLOSE_REPLACED = 4000;
+export const CLOSE_NO_HELLO = 4002;
+export const CLOSE_SHUTDOWN = 1001;

@@ -1,0 +1,206 @@
+import type { VisionCapability } from '@voxgate/protocol';
+import type { Logger } from 'pino';
+import { GatewayError } from '../errors.js';
+import type { EventBus } from '../events/bus.js';
+import type { Metrics } from '../metrics.js';
+import { CLOSE_REPLACED, type DeviceLink } from './link.js';
+import { DeviceSession, type SessionSettings } from './session.js';
+
+/** What the registry remembers of a device, online or not. */
+interface DeviceRecord {
+  id: string;
+  clientId: string;
+  transport: 'websocket' | 'mqtt';
+  /** Increases with every connection; a close from an older epoch never marks a newer one offline. */
+  epoch: number;
+  session: DeviceSession | undefined;
+  connectedAt: number;
+  lastSeenAt: number;
+  catalogHash: string | undefined;
+  server?: { name: string; version: string };
+  protocolVersion?: string;
+  toolCount: number;
+  /** The epoch whose session is ready (counted in devicesReady), if any. */
+  readyEpoch?: number | undefined;
+}
+
+export interface DeviceSummary {
+  id: string;
+  clientId: string;
+  transport: 'websocket' | 'mqtt';
+  online: boolean;
+  state: string;
+  connectedAt: string;
+  lastSeenAt: string;
+  server: { name: string; version: string } | null;
+  protocolVersion: string | null;
+  toolCount: number;
+  toolsHash: string | null;
+  pendingCalls: number;
+}
+
+export interface ConnectInfo {
+  deviceId: string;
+  clientId: string;
+  link: DeviceLink;
+  expectHello: boolean;
+}
+
+export interface RegistryDeps {
+  log: Logger;
+  bus: EventBus;
+  metrics: Metrics;
+  settings: SessionSettings;
+  vision: (deviceId: string) => VisionCapability | undefined;
+}
+
+/** Presence for every device: who is connected now, over what, since when, and which session speaks for it. */
+export class DeviceRegistry {
+  private readonly records = new Map<string, DeviceRecord>();
+  private epochs = 0;
+  private readyCount = 0;
+
+  constructor(private readonly d: RegistryDeps) {}
+
+  /** A device connected: a newer connection replaces an older one (takeover). */
+  connect(info: ConnectInfo): DeviceSession {
+    const epoch = ++this.epochs;
+    const log = this.d.log.child({ deviceId: info.deviceId, transport: info.link.transport, epoch });
+    const prev = this.records.get(info.deviceId);
+    const old = prev?.session;
+    const record: DeviceRecord = {
+      id: info.deviceId,
+      clientId: info.clientId,
+      transport: info.link.transport,
+      epoch,
+      session: undefined,
+      connectedAt: Date.now(),
+      lastSeenAt: Date.now(),
+      catalogHash: prev?.catalogHash,
+      toolCount: prev?.toolCount ?? 0,
+    };
+    if (prev?.server) record.server = prev.server;
+    if (prev?.protocolVersion) record.protocolVersion = prev.protocolVersion;
+    const session = new DeviceSession(
+      {
+        deviceId: info.deviceId,
+        clientId: info.clientId,
+        link: info.link,
+        log,
+        bus: this.d.bus,
+        metrics: this.d.metrics,
+        settings: this.d.settings,
+        vision: () => this.d.vision(info.deviceId),
+        previousHash: () => record.catalogHash,
+        onReady: (s) => this.onReady(record, s),
+        onClosed: (s) => this.onClosed(record, s),
+      },
+      info.expectHello,
+    );
+    record.session = session;
+    this.records.set(info.deviceId, record);
+    if (prev && this.wasReady(prev)) {
+      this.readyCount--;
+      prev.readyEpoch = undefined;
+      this.d.metrics.devicesReady.set(this.readyCount);
+    }
+    if (old && old.state !== 'closed') {
+      this.d.metrics.takeovers.inc();
+      log.info({ previousEpoch: prev!.epoch }, 'a newer connection replaces the current one');
+      old.failAll(new GatewayError('DEVICE_OFFLINE', `device ${info.deviceId} reconnected; the call was on the replaced connection`));
+      old.link.close(CLOSE_REPLACED, 'replaced by a newer connection');
+    }
+    this.d.metrics.connections.inc({ transport: info.link.transport });
+    this.d.metrics.devicesConnected.inc({ transport: info.link.transport });
+    log.info({ clientId: info.clientId, remote: info.link.remoteAddress }, 'device connected');
+    this.d.bus.publish('device.online', info.deviceId, { transport: info.link.transport, clientId: info.clientId });
+    session.start();
+    return session;
+  }
+
+  private onReady(record: DeviceRecord, s: DeviceSession): void {
+    if (record.session !== s || !s.catalog) return;
+    if (!this.wasReady(record)) this.readyCount++;
+    record.catalogHash = s.catalog.hash;
+    record.toolCount = s.catalog.size;
+    if (s.initialize) {
+      record.server = { name: s.initialize.serverInfo.name, version: s.initialize.serverInfo.version };
+      record.protocolVersion = s.initialize.protocolVersion;
+    }
+    record.readyEpoch = record.epoch;
+    this.d.metrics.devicesReady.set(this.readyCount);
+  }
+
+  private wasReady(record: DeviceRecord): boolean {
+    return record.readyEpoch !== undefined && record.readyEpoch === record.epoch;
+  }
+
+  private onClosed(record: DeviceRecord, s: DeviceSession): void {
+    this.d.metrics.devicesConnected.dec({ transport: s.link.transport });
+    record.lastSeenAt = Math.max(record.lastSeenAt, s.lastSeenAt);
+    const current = this.records.get(record.id);
+    if (current !== record || record.session !== s) {
+      // A stale disconnect: a newer connection already speaks for this device.
+      this.d.log.debug({ deviceId: record.id, epoch: record.epoch }, 'stale disconnect ignored');
+      return;
+    }
+    if (this.wasReady(record)) {
+      this.readyCount--;
+      record.readyEpoch = undefined;
+      this.d.metrics.devicesReady.set(this.readyCount);
+    }
+    record.session = undefined;
+    record.lastSeenAt = Date.now();
+    this.d.bus.publish('device.offline', record.id, { reason: s.closeReason ?? 'closed' });
+  }
+
+  /** The live session, or the reason there is none. */
+  session(deviceId: string): DeviceSession {
+    const r = this.records.get(deviceId);
+    if (!r) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${deviceId} has ever connected`);
+    if (!r.session || r.session.state === 'closed') throw new GatewayError('DEVICE_OFFLINE', `device ${deviceId} is offline`);
+    return r.session;
+  }
+
+  has(deviceId: string): boolean {
+    return this.records.has(deviceId);
+  }
+
+  get(deviceId: string): DeviceSummary | undefined {
+    const r = this.records.get(deviceId);
+    return r && summarize(r);
+  }
+
+  list(): DeviceSummary[] {
+    return [...this.records.values()].map(summarize);
+  }
+
+  sessions(): DeviceSession[] {
+    const out: DeviceSession[] = [];
+    for (const r of this.records.values()) if (r.session) out.push(r.session);
+    return out;
+  }
+
+  get size(): number {
+    return this.records.size;
+  }
+}
+
+function summarize(r: DeviceRecord): DeviceSummary {
+  const s = r.session;
+  const catalog = s?.catalog;
+  return {
+    id: r.id,
+    clientId: r.clientId,
+    transport: r.transport,
+    online: s !== undefined,
+    state: s?.state ?? 'offline',
+    connectedAt: new Date(r.connectedAt).toISOString(),
+    lastSeenAt: new Date(Math.max(r.lastSeenAt, s?.lastSeenAt ?? 0)).toISOString(),
+    server: r.server ?? null,
+    protocolVersion: r.protocolVersion ?? null,
+    toolCount: catalog?.size ?? r.toolCount,
+    toolsHash: catalog?.hash ?? r.catalogHash ?? null,
+    pendingCalls: s?.pendingCount ?? 0,
+  };
+}

@@ -1,0 +1,469 @@
+import { randomUUID } from 'node:crypto';
+import {
+  CallToolResultSchema,
+  InitializeResultSchema,
+  ToolsListResultSchema,
+  buildGoodbye,
+  buildInitializeParams,
+  buildServerHello,
+  classifyRpc,
+  describeIssues,
+  encodeMcpFrame,
+  normalizeRpcError,
+  parseDeviceFrame,
+  type CallToolResult,
+  type DeviceFrame,
+  type InitializeResult,
+  type RpcId,
+  type Tool,
+  type VisionCapability,
+} from '@voxgate/protocol';
+import type { Logger } from 'pino';
+import { GatewayError } from '../errors.js';
+import type { EventBus } from '../events/bus.js';
+import type { Metrics } from '../metrics.js';
+import type { ArgumentProblem } from './arguments.js';
+import { ToolCatalog, type CatalogTool } from './catalog.js';
+import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
+
+export interface SessionSettings {
+  requestTimeoutMs: number;
+  maxToolPages: number;
+  maxTools: number;
+  defaultCallTimeoutMs: number;
+  maxCallTimeoutMs: number;
+  queueLimit: number;
+  concurrency: number;
+  clientInfo: { name: string; version: string };
+}
+
+export interface SessionDeps {
+  deviceId: string;
+  clientId: string;
+  link: DeviceLink;
+  log: Logger;
+  bus: EventBus;
+  metrics: Metrics;
+  settings: SessionSettings;
+  /** Minted per (re)initialize: the vision token expires. */
+  vision: () => VisionCapability | undefined;
+  /** The catalog hash this device had before (a previous connection), to tell a changed catalog. */
+  previousHash: () => string | undefined;
+  onReady: (session: DeviceSession) => void;
+  onClosed: (session: DeviceSession) => void;
+}
+
+export type SessionState = 'awaiting_hello' | 'initializing' | 'ready' | 'failed' | 'closed';
+
+export interface CallOutcome extends CallToolResult {
+  durationMs: number;
+}
+
+interface Pending {
+  method: string;
+  resolve: (result: unknown) => void;
+  reject: (err: GatewayError) => void;
+  timer: NodeJS.Timeout;
+  sentAt: number;
+}
+
+interface Job {
+  start: () => void;
+  reject: (err: GatewayError) => void;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * One connection's MCP client for one device: answers its hello, initializes it, walks its tool list,
+ * runs calls one at a time (by default) with timeouts, and turns everything else it sends into events.
+ */
+export class DeviceSession {
+  readonly sessionId = randomUUID();
+  readonly connectedAt = Date.now();
+  lastSeenAt = Date.now();
+  state: SessionState;
+  initialize?: InitializeResult;
+  catalog?: ToolCatalog;
+  initError?: string;
+  closeReason?: string;
+
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private active = 0;
+  private readonly waiting: Job[] = [];
+  private readyWaiters: Array<{ resolve: () => void; reject: (e: GatewayError) => void }> = [];
+  private helloTimer: NodeJS.Timeout | undefined;
+  private relisting = false;
+
+  constructor(
+    private readonly d: SessionDeps,
+    /** WebSocket devices start with a hello; MQTT devices are initialized at once. */
+    expectHello: boolean,
+  ) {
+    this.state = expectHello ? 'awaiting_hello' : 'initializing';
+  }
+
+  get deviceId(): string {
+    return this.d.deviceId;
+  }
+  get link(): DeviceLink {
+    return this.d.link;
+  }
+  get pendingCount(): number {
+    return this.pending.size + this.waiting.length;
+  }
+
+  /** Begin: wait for the hello (WebSocket) or initialize right away (MQTT). */
+  start(): void {
+    if (this.state === 'initializing') void this.runInit();
+    else
+      this.helloTimer = setTimeout(() => {
+        this.d.log.warn('no hello from the device; closing');
+        this.d.link.close(CLOSE_NO_HELLO, 'expected a hello');
+      }, this.d.settings.requestTimeoutMs);
+  }
+
+  /** One text frame from the link. Never throws: bad input is counted, logged, and dropped. */
+  onText(text: string): void {
+    this.lastSeenAt = Date.now();
+    const parsed = parseDeviceFrame(text);
+    if (!parsed.ok) {
+      this.d.metrics.framesRejected.inc({ reason: parsed.reason });
+      this.d.log.warn({ reason: parsed.reason, detail: parsed.detail, bytes: text.length }, 'frame rejected');
+      return;
+    }
+    if (parsed.value.repaired) this.d.metrics.framesRejected.inc({ reason: 'repaired' });
+    const frame = parsed.value.frame;
+    this.d.metrics.framesIn.inc({ transport: this.d.link.transport, kind: frame.type === 'mcp' ? 'mcp' : 'other' });
+    switch (frame.type) {
+      case 'mcp':
+        this.onMcp(frame['payload'] as Record<string, unknown>);
+        return;
+      case 'hello':
+        this.onHello(frame);
+        return;
+      default:
+        this.d.bus.publish('device.message', this.d.deviceId, { message: frame });
+    }
+  }
+
+  /** The link is gone: fail everything waiting, at once. */
+  onClosed(reason: string): void {
+    if (this.state === 'closed') return;
+    this.state = 'closed';
+    this.closeReason = reason;
+    clearTimeout(this.helloTimer);
+    this.failAll(new GatewayError('DEVICE_OFFLINE', `device ${this.d.deviceId} disconnected (${reason})`));
+    this.d.onClosed(this);
+  }
+
+  /** Fail pending and queued calls, e.g. when a newer connection takes over. */
+  failAll(err: GatewayError): void {
+    for (const [id, p] of this.pending) {
+      clearTimeout(p.timer);
+      this.pending.delete(id);
+      p.reject(err);
+    }
+    for (const job of this.waiting.splice(0)) {
+      clearTimeout(job.timer);
+      job.reject(err);
+    }
+    for (const w of this.readyWaiters.splice(0)) w.reject(err);
+  }
+
+  /** Call a tool: checked against the catalog and its schema, queued, timed out. */
+  async call(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<CallOutcome> {
+    const timeoutMs = this.clampTimeout(opts.timeoutMs);
+    const deadline = Date.now() + timeoutMs;
+    await this.whenReady(timeoutMs);
+    const tool = this.requireTool(name);
+    const problems = this.catalog!.checkArguments(tool, args);
+    if (problems) throw invalidArguments(name, problems);
+    return this.enqueue(deadline, async (remaining) => {
+      const started = performance.now();
+      let result: unknown;
+      try {
+        result = await this.request('tools/call', { name, arguments: args }, remaining);
+      } catch (e) {
+        this.countCall(e, started);
+        throw e;
+      }
+      const parsed = CallToolResultSchema.safeParse(result);
+      if (!parsed.success) {
+        this.d.metrics.calls.inc({ outcome: 'malformed' });
+        throw new GatewayError('DEVICE_ERROR', `device returned a malformed tools/call result: ${describeIssues(parsed.error.issues)}`);
+      }
+      const durationMs = Math.round((performance.now() - started) * 100) / 100;
+      this.d.metrics.calls.inc({ outcome: parsed.data.isError ? 'tool_error' : 'ok' });
+      this.d.metrics.callDuration.observe(durationMs / 1000);
+      return { ...parsed.data, durationMs };
+    });
+  }
+
+  /** A raw JSON-RPC request, for engineers; goes through the same queue as tool calls. */
+  async rpc(method: string, params: Record<string, unknown> | undefined, opts: { timeoutMs?: number } = {}): Promise<unknown> {
+    const timeoutMs = this.clampTimeout(opts.timeoutMs);
+    const deadline = Date.now() + timeoutMs;
+    if (this.state === 'closed') throw this.offline();
+    return this.enqueue(deadline, (remaining) => this.request(method, params, remaining));
+  }
+
+  findTool(name: string): CatalogTool | undefined {
+    return this.catalog?.get(name);
+  }
+
+  private requireTool(name: string): CatalogTool {
+    const tool = this.catalog?.get(name);
+    if (!tool) throw new GatewayError('TOOL_NOT_FOUND', `device ${this.d.deviceId} has no tool named "${name}"`, { tool: name });
+    return tool;
+  }
+
+  private clampTimeout(t: number | undefined): number {
+    return Math.min(t ?? this.d.settings.defaultCallTimeoutMs, this.d.settings.maxCallTimeoutMs);
+  }
+
+  private offline(): GatewayError {
+    return new GatewayError('DEVICE_OFFLINE', `device ${this.d.deviceId} is offline`);
+  }
+
+  private whenReady(timeoutMs: number): Promise<void> {
+    if (this.state === 'ready') return Promise.resolve();
+    if (this.state === 'closed') return Promise.reject(this.offline());
+    if (this.state === 'failed')
+      return Promise.reject(new GatewayError('DEVICE_ERROR', `device ${this.d.deviceId} did not complete initialization: ${this.initError}`));
+    return new Promise<void>((resolve, reject) => {
+      const waiter = {
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        reject: (e: GatewayError) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      };
+      const timer = setTimeout(() => {
+        this.readyWaiters = this.readyWaiters.filter((w) => w !== waiter);
+        reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not finish initializing within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.readyWaiters.push(waiter);
+    });
+  }
+
+  /** FIFO with `concurrency` slots; a job's deadline covers its time in the queue too. */
+  private enqueue<T>(deadline: number, run: (remainingMs: number) => Promise<T>): Promise<T> {
+    if (this.state === 'closed') return Promise.reject(this.offline());
+    return new Promise<T>((resolve, reject) => {
+      const start = () => {
+        this.active++;
+        run(Math.max(1, deadline - Date.now()))
+          .then(resolve, reject)
+          .finally(() => {
+            this.active--;
+            this.next();
+          });
+      };
+      if (this.active < this.d.settings.concurrency && this.waiting.length === 0) return start();
+      if (this.waiting.length >= this.d.settings.queueLimit) {
+        this.d.metrics.calls.inc({ outcome: 'busy' });
+        return reject(new GatewayError('DEVICE_BUSY', `device ${this.d.deviceId} has ${this.waiting.length} calls waiting; try again later`));
+      }
+      const job: Job = {
+        start: () => {
+          clearTimeout(job.timer);
+          start();
+        },
+        reject,
+        timer: setTimeout(() => {
+          const i = this.waiting.indexOf(job);
+          if (i >= 0) this.waiting.splice(i, 1);
+          this.d.metrics.calls.inc({ outcome: 'timeout' });
+          reject(new GatewayError('DEVICE_TIMEOUT', `call waited in the device queue until its deadline`));
+        }, Math.max(1, deadline - Date.now())),
+      };
+      this.waiting.push(job);
+    });
+  }
+
+  private next(): void {
+    while (this.active < this.d.settings.concurrency && this.waiting.length > 0) this.waiting.shift()!.start();
+  }
+
+  private countCall(e: unknown, started: number): void {
+    const code = e instanceof GatewayError ? e.code : 'INTERNAL';
+    const outcome = code === 'DEVICE_TIMEOUT' ? 'timeout' : code === 'DEVICE_OFFLINE' ? 'offline' : code === 'DEVICE_ERROR' ? 'device_error' : 'failed';
+    this.d.metrics.calls.inc({ outcome });
+    if (outcome === 'device_error') this.d.metrics.callDuration.observe((performance.now() - started) / 1000);
+  }
+
+  /** Send a request and await its reply; ids are small positive integers (devices drop string ids). */
+  private request(method: string, params: Record<string, unknown> | undefined, timeoutMs: number): Promise<unknown> {
+    if (this.state === 'closed') return Promise.reject(this.offline());
+    const id = this.nextId++;
+    const payload = params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params };
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not answer ${method} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.pending.set(id, { method, resolve, reject, timer, sentAt: Date.now() });
+      if (!this.d.link.send(encodeMcpFrame(this.sessionId, payload))) {
+        clearTimeout(timer);
+        this.pending.delete(id);
+        reject(this.offline());
+      }
+    });
+  }
+
+  private onHello(frame: DeviceFrame): void {
+    if (this.d.link.transport === 'mqtt') {
+      // Voice (UDP audio) is not part of this gateway yet: end the voice session, keep the MCP channel.
+      this.d.log.info('device asked for a voice session over MQTT; voice is not enabled, answering goodbye');
+      this.d.link.send(JSON.stringify(buildGoodbye(typeof frame.session_id === 'string' ? frame.session_id : '')));
+      return;
+    }
+    this.d.link.send(JSON.stringify(buildServerHello(this.sessionId)));
+    if (this.state !== 'awaiting_hello') return;
+    clearTimeout(this.helloTimer);
+    this.state = 'initializing';
+    void this.runInit();
+  }
+
+  private onMcp(payload: Record<string, unknown>): void {
+    const c = classifyRpc(payload);
+    if (!c.ok) {
+      this.d.metrics.framesRejected.inc({ reason: 'bad_jsonrpc' });
+      this.d.log.warn({ detail: c.detail }, 'mcp payload is not JSON-RPC');
+      return;
+    }
+    const m = c.message;
+    switch (m.kind) {
+      case 'response':
+        return this.settle(m.msg.id, (p) => p.resolve(m.msg.result));
+      case 'error': {
+        const err = normalizeRpcError(m.msg.error);
+        return this.settle(m.msg.id, (p) =>
+          p.reject(new GatewayError('DEVICE_ERROR', err.message, { rpcCode: err.code, codeInferred: err.inferredCode, method: p.method })),
+        );
+      }
+      case 'notification':
+        this.d.bus.publish('device.notification', this.d.deviceId, { method: m.msg.method, params: m.msg.params ?? {} });
+        if (m.msg.method === 'notifications/tools/list_changed') void this.relist('notification');
+        return;
+      case 'request':
+        // Devices have nothing to ask the gateway; say so rather than leave them waiting.
+        this.d.link.send(
+          encodeMcpFrame(this.sessionId, { jsonrpc: '2.0', id: m.msg.id, error: { code: -32601, message: `Method not found: ${m.msg.method}` } }),
+        );
+    }
+  }
+
+  private settle(id: RpcId | null, fn: (p: Pending) => void): void {
+    const p = typeof id === 'number' ? this.pending.get(id) : undefined;
+    if (!p) {
+      this.d.metrics.lateReplies.inc();
+      this.d.log.debug({ id }, 'reply matches no pending request (late or unknown id); dropped');
+      return;
+    }
+    clearTimeout(p.timer);
+    this.pending.delete(id as number);
+    fn(p);
+  }
+
+  private async runInit(): Promise<void> {
+    const t0 = Date.now();
+    try {
+      const init = InitializeResultSchema.parse(
+        await this.request('initialize', buildInitializeParams(this.d.settings.clientInfo, this.d.vision()), this.d.settings.requestTimeoutMs),
+      );
+      this.initialize = init;
+      this.catalog = await this.listTools();
+    } catch (e) {
+      if (this.state === 'closed') return;
+      this.state = 'failed';
+      this.initError = e instanceof Error ? e.message : String(e);
+      this.d.log.warn({ err: this.initError }, 'device initialization failed');
+      for (const w of this.readyWaiters.splice(0))
+        w.reject(new GatewayError('DEVICE_ERROR', `device ${this.d.deviceId} did not complete initialization: ${this.initError}`));
+      return;
+    }
+    if (this.state === 'closed') return;
+    this.state = 'ready';
+    const previous = this.d.previousHash();
+    this.d.log.info({ tools: this.catalog.size, hash: this.catalog.hash, ms: Date.now() - t0, server: this.initialize.serverInfo }, 'device ready');
+    this.d.onReady(this);
+    this.d.bus.publish('device.ready', this.d.deviceId, {
+      toolCount: this.catalog.size,
+      hash: this.catalog.hash,
+      server: this.initialize.serverInfo,
+      protocolVersion: this.initialize.protocolVersion,
+    });
+    if (previous !== undefined && previous !== this.catalog.hash) this.emitToolsChanged(previous, 'relisted');
+    for (const w of this.readyWaiters.splice(0)) w.resolve();
+  }
+
+  /** Walk `tools/list` while `nextCursor` is present, guarding against repeated cursors and endless pages. */
+  private async listTools(): Promise<ToolCatalog> {
+    const tools: Tool[] = [];
+    const seen = new Set<string>();
+    let cursor: string | undefined;
+    for (let page = 1; ; page++) {
+      const params: Record<string, unknown> = { withUserTools: true };
+      if (cursor !== undefined) params['cursor'] = cursor;
+      const raw = await this.request('tools/list', params, this.d.settings.requestTimeoutMs);
+      const r = ToolsListResultSchema.safeParse(raw);
+      if (!r.success) throw new Error(`malformed tools/list page ${page}: ${describeIssues(r.error.issues)}`);
+      tools.push(...r.data.tools);
+      const next = r.data.nextCursor;
+      if (next === undefined || next === '') break;
+      if (seen.has(next)) {
+        this.d.log.warn({ cursor: next, page }, 'device repeated a tools/list cursor; stopping the walk');
+        break;
+      }
+      if (page >= this.d.settings.maxToolPages) {
+        this.d.log.warn({ pages: page }, 'tools/list page cap reached; catalog truncated');
+        break;
+      }
+      if (tools.length >= this.d.settings.maxTools) break;
+      seen.add(next);
+      cursor = next;
+    }
+    if (tools.length > this.d.settings.maxTools) {
+      this.d.log.warn({ tools: tools.length, cap: this.d.settings.maxTools }, 'tool cap reached; catalog truncated');
+      tools.length = this.d.settings.maxTools;
+    }
+    return ToolCatalog.from(tools);
+  }
+
+  /** Re-read the catalog after the device says it changed; callers keep using the old one meanwhile. */
+  private async relist(reason: string): Promise<void> {
+    if (this.state !== 'ready' || this.relisting) return;
+    this.relisting = true;
+    const before = this.catalog!.hash;
+    try {
+      const next = await this.listTools();
+      if (this.state !== 'ready') return;
+      this.catalog = next;
+      this.d.onReady(this);
+      this.emitToolsChanged(before, reason);
+    } catch (e) {
+      this.d.log.warn({ err: e instanceof Error ? e.message : String(e) }, 'tools/list after list_changed failed; keeping the old catalog');
+    } finally {
+      this.relisting = false;
+    }
+  }
+
+  private emitToolsChanged(previousHash: string, reason: string): void {
+    this.d.bus.publish('device.tools_changed', this.d.deviceId, {
+      hash: this.catalog!.hash,
+      previousHash,
+      toolCount: this.catalog!.size,
+      reason,
+    });
+  }
+}
+
+function invalidArguments(tool: string, problems: ArgumentProblem[]): GatewayError {
+  const first = problems[0]!;
+  return new GatewayError('INVALID_ARGUMENTS', `argument "${first.argument}" ${first.message}`, { tool, errors: problems });
+}

@@ -1,0 +1,30 @@
+/** Every failure a caller can see, with its stable code and HTTP status. */
+export const ERRORS = {
+  UNAUTHORIZED: { status: 401, title: 'Unauthorized' },
+  NOT_FOUND: { status: 404, title: 'Not found' },
+  DEVICE_NOT_FOUND: { status: 404, title: 'Device not found' },
+  TOOL_NOT_FOUND: { status: 404, title: 'Tool not found' },
+  INVALID_REQUEST: { status: 400, title: 'Invalid request' },
+  INVALID_ARGUMENTS: { status: 422, title: 'Invalid arguments' },
+  DEVICE_BUSY: { status: 429, title: 'Device busy' },
+  DEVICE_ERROR: { status: 502, title: 'Device error' },
+  DEVICE_OFFLINE: { status: 503, title: 'Device offline' },
+  DEVICE_TIMEOUT: { status: 504, title: 'Device timeout' },
+  SHUTTING_DOWN: { status: 503, title: 'Shutting down' },
+  INTERNAL: { status: 500, title: 'Internal error' },
+} as const;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export class GatewayError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    detail: string,
+    readonly extra: Record<string, unknown> = {},
+  ) {
+    super(detail);
+    this.name = 'GatewayError';
+    this.status = ERRORS[code].status;
+  }
+}

@@ -1,0 +1,143 @@
+import { createHmac } from 'node:crypto';
+import { mintVisionToken, type VisionCapability } from '@voxgate/protocol';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { buildApi } from './api/app.js';
+import type { Config } from './config.js';
+import { DeviceRegistry } from './devices/registry.js';
+import { CLOSE_SHUTDOWN } from './devices/link.js';
+import { GatewayError } from './errors.js';
+import { EventBus } from './events/bus.js';
+import { fanOutToMqtt } from './events/mqtt-fanout.js';
+import { attachWebSocketLink } from './links/ws.js';
+import { startMqttLink, type MqttLink } from './links/mqtt.js';
+import { createLogger } from './log.js';
+import { createMetrics, type Metrics } from './metrics.js';
+import { resolveSecrets } from './secrets.js';
+import { GATEWAY_NAME, GATEWAY_VERSION } from './version.js';
+
+export interface Gateway {
+  config: Config;
+  log: Logger;
+  registry: DeviceRegistry;
+  bus: EventBus;
+  metrics: Metrics;
+  http: FastifyInstance;
+  mqtt: MqttLink | undefined;
+  httpPort: number;
+  mqttPort: number | undefined;
+  apiKeys: readonly string[];
+  deviceSecret: string;
+  /** Set when this start generated the first API key; print it once. */
+  generatedApiKey: string | undefined;
+  /** Key that signs vision tokens (derived from the device secret). */
+  visionKey: string;
+  close(): Promise<void>;
+}
+
+/** Start every part: HTTP API + device WebSocket on one port, the embedded MQTT broker on another. */
+export async function startGateway(config: Config, opts: { log?: Logger } = {}): Promise<Gateway> {
+  const log = opts.log ?? createLogger(config.logLevel);
+  const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
+  const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
+  if (config.deviceAuth === 'open') log.warn('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
+
+  const metrics = createMetrics();
+  const bus = new EventBus(config.events.bufferSize, metrics, (err) => log.error({ err }, 'event listener failed'));
+  const vision = (deviceId: string): VisionCapability | undefined =>
+    config.vision.url ? { url: config.vision.url, token: mintVisionToken(visionKey, deviceId, Date.now() / 1000 + config.vision.tokenTtlSeconds) } : undefined;
+  const registry = new DeviceRegistry({
+    log,
+    bus,
+    metrics,
+    vision,
+    settings: {
+      requestTimeoutMs: config.session.requestTimeoutMs,
+      maxToolPages: config.session.maxToolPages,
+      maxTools: config.session.maxTools,
+      defaultCallTimeoutMs: config.calls.defaultTimeoutMs,
+      maxCallTimeoutMs: config.calls.maxTimeoutMs,
+      queueLimit: config.calls.queueLimit,
+      concurrency: config.calls.concurrency,
+      clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
+    },
+  });
+  const auth = { mode: config.deviceAuth, tokens: config.deviceTokens, secret: secrets.deviceSecret, tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds };
+
+  let stopping = false;
+  let mqtt: MqttLink | undefined;
+  const http = await buildApi({
+    config,
+    log,
+    registry,
+    bus,
+    metrics,
+    apiKeys: () => secrets.apiKeys,
+    deviceSecret: secrets.deviceSecret,
+    mqttPort: () => mqtt?.port ?? config.mqtt.port,
+    ready: () => !stopping && http.server.listening && (!config.mqtt.enabled || mqtt !== undefined),
+    version: GATEWAY_VERSION,
+  });
+  const ws = attachWebSocketLink(http.server, {
+    path: config.ws.path,
+    maxPayloadBytes: config.ws.maxPayloadBytes,
+    heartbeatMs: config.ws.heartbeatMs,
+    auth,
+    registry,
+    log,
+    metrics,
+  });
+  try {
+    if (config.mqtt.enabled) {
+      mqtt = await startMqttLink({
+        host: config.mqtt.host,
+        port: config.mqtt.port,
+        maxPacketBytes: config.mqtt.maxPacketBytes,
+        auth,
+        apiKeys: () => secrets.apiKeys,
+        registry,
+        log: log.child({ component: 'mqtt' }),
+        metrics,
+      });
+      fanOutToMqtt(bus, mqtt.publish);
+    }
+    await http.listen({ host: config.http.host, port: config.http.port });
+  } catch (e) {
+    ws.close(CLOSE_SHUTDOWN, 'start failed');
+    await mqtt?.close();
+    await http.close();
+    throw e;
+  }
+  const address = http.server.address();
+  const httpPort = typeof address === 'object' && address ? address.port : config.http.port;
+  log.info({ http: `${config.http.host}:${httpPort}`, mqtt: mqtt ? `${config.mqtt.host}:${mqtt.port}` : 'disabled', deviceAuth: config.deviceAuth }, 'voxgate started');
+
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      stopping = true;
+      log.info('shutting down: refusing new work, closing devices');
+      for (const s of registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
+      ws.close(CLOSE_SHUTDOWN, 'gateway shutting down');
+      const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
+      await Promise.race([Promise.all([http.close(), mqtt?.close()]), grace]);
+      log.info('stopped');
+    })());
+
+  return {
+    config,
+    log,
+    registry,
+    bus,
+    metrics,
+    http,
+    mqtt,
+    httpPort,
+    mqttPort: mqtt?.port,
+    apiKeys: secrets.apiKeys,
+    deviceSecret: secrets.deviceSecret,
+    generatedApiKey: secrets.generatedApiKey,
+    visionKey,
+    close,
+  };
+}

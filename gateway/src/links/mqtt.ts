@@ -1,0 +1,160 @@
+import { createServer, type Server, type Socket } from 'node:net';
+import { Duplex } from 'node:stream';
+import { DEVICE_PUBLISH_TOPIC, deviceInboxTopic, parseMqttClientId, safeEqual } from '@voxgate/protocol';
+import { Aedes, type AuthenticateError, type Client, type PublishPacket } from 'aedes';
+import type { Logger } from 'pino';
+import type { DeviceLink } from '../devices/link.js';
+import type { DeviceRegistry } from '../devices/registry.js';
+import type { DeviceSession } from '../devices/session.js';
+import type { Metrics } from '../metrics.js';
+import { checkMqttDeviceAuth, type DeviceAuthPolicy } from './device-auth.js';
+import { MqttPacketGuard, PacketTooLargeError } from './mqtt-packet-guard.js';
+
+export const EVENTS_TOPIC_PREFIX = 'voxgate/events/';
+
+export interface MqttLinkOptions {
+  host: string;
+  port: number;
+  maxPacketBytes: number;
+  auth: DeviceAuthPolicy;
+  apiKeys: () => readonly string[];
+  registry: DeviceRegistry;
+  log: Logger;
+  metrics: Metrics;
+}
+
+type Peer = { kind: 'device'; deviceId: string; inbox: string; session?: DeviceSession } | { kind: 'backend' };
+
+const NOT_AUTHORIZED = 5;
+
+class MqttDeviceLink implements DeviceLink {
+  readonly transport = 'mqtt' as const;
+  constructor(
+    private readonly client: Client,
+    private readonly topic: string,
+    readonly remoteAddress: string,
+  ) {}
+
+  /** Pushed straight to the client: the reference firmware subscribes to nothing. */
+  send(text: string): boolean {
+    if (this.client.closed) return false;
+    const packet: PublishPacket = { cmd: 'publish', topic: this.topic, payload: Buffer.from(text), qos: 0, retain: false, dup: false };
+    this.client.publish(packet, () => {});
+    return true;
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}
+
+/**
+ * The embedded broker. Devices (xiaozhi client ids) publish to `device-server` and receive on their own
+ * `devices/p2p/<mac_>`; backends log in with an API key and may only subscribe to `voxgate/events/#`.
+ */
+export async function startMqttLink(o: MqttLinkOptions) {
+  const peers = new WeakMap<Client, Peer>();
+  const remotes = new WeakMap<object, string>();
+  const refuse = (reason: string): AuthenticateError => {
+    o.metrics.authRefused.inc({ transport: 'mqtt', reason });
+    return Object.assign(new Error(`not authorized: ${reason}`), { returnCode: NOT_AUTHORIZED }) as AuthenticateError;
+  };
+
+  const broker = await Aedes.createBroker({
+    authenticate(client, username, password, done) {
+      const pw = password?.toString('utf8');
+      const id = parseMqttClientId(client.id);
+      if (id) {
+        const v = checkMqttDeviceAuth(o.auth, client.id, username, pw);
+        if (!v.ok) {
+          o.log.warn({ clientId: client.id, reason: v.reason }, 'MQTT device refused');
+          return done(refuse(v.reason), false);
+        }
+        peers.set(client, { kind: 'device', deviceId: id.deviceId, inbox: deviceInboxTopic(id.deviceId) });
+        return done(null, true);
+      }
+      if (pw !== undefined && o.apiKeys().some((k) => safeEqual(k, pw))) {
+        peers.set(client, { kind: 'backend' });
+        return done(null, true);
+      }
+      o.log.warn({ clientId: client.id }, 'MQTT client refused: neither a device client id nor a valid API key');
+      return done(refuse('unknown_client'), false);
+    },
+    authorizePublish(client, packet, cb) {
+      if (!client) return cb(null);
+      const peer = peers.get(client);
+      if (peer?.kind === 'device' && packet.topic === DEVICE_PUBLISH_TOPIC) return cb(null);
+      o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'publish_denied' });
+      o.log.warn({ clientId: client.id, topic: packet.topic }, 'MQTT publish denied; disconnecting');
+      cb(new Error(`publishing to ${packet.topic} is not allowed`));
+    },
+    authorizeSubscribe(client, sub, cb) {
+      const peer = peers.get(client);
+      const allowed =
+        peer?.kind === 'device' ? sub.topic === peer.inbox : peer?.kind === 'backend' && (sub.topic === 'voxgate/events/#' || sub.topic.startsWith(EVENTS_TOPIC_PREFIX));
+      if (allowed) return cb(null, sub);
+      o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'subscribe_denied' });
+      o.log.warn({ clientId: client.id, topic: sub.topic }, 'MQTT subscription denied');
+      cb(null, null);
+    },
+  });
+
+  broker.on('clientReady', (client) => {
+    const peer = peers.get(client);
+    if (peer?.kind !== 'device') return;
+    const id = parseMqttClientId(client.id)!;
+    const link = new MqttDeviceLink(client, peer.inbox, remotes.get(client.conn) ?? '');
+    peer.session = o.registry.connect({ deviceId: peer.deviceId, clientId: id.uuid ?? client.id, link, expectHello: false });
+  });
+  broker.on('clientDisconnect', (client) => {
+    const peer = peers.get(client);
+    if (peer?.kind === 'device') peer.session?.onClosed('mqtt disconnected');
+  });
+  broker.on('publish', (packet, client) => {
+    if (!client) return;
+    const peer = peers.get(client);
+    if (peer?.kind !== 'device' || !peer.session) return;
+    const payload = packet.payload;
+    peer.session.onText(typeof payload === 'string' ? payload : payload.toString('utf8'));
+  });
+  broker.on('clientError', (client, err) => o.log.debug({ clientId: client.id, err: err.message }, 'MQTT client error'));
+
+  const server: Server = createServer((socket: Socket) => {
+    const guard = new MqttPacketGuard(o.maxPacketBytes);
+    guard.on('error', (err) => {
+      const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
+      o.metrics.framesRejected.inc({ reason });
+      o.log.warn({ remote: socket.remoteAddress, reason, err: err.message }, 'MQTT connection dropped');
+      socket.destroy();
+    });
+    socket.on('error', () => socket.destroy());
+    const conn = Duplex.from({ readable: socket.pipe(guard), writable: socket });
+    remotes.set(conn, socket.remoteAddress ?? '');
+    broker.handle(conn);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(o.port, o.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : o.port;
+
+  return {
+    broker,
+    port,
+    /** Publish an event to backend subscribers. */
+    publish(topic: string, payload: string): void {
+      broker.publish({ cmd: 'publish', topic, payload: Buffer.from(payload), qos: 0, retain: false, dup: false }, () => {});
+    },
+    async close(): Promise<void> {
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      await new Promise<void>((resolve) => broker.close(() => resolve()));
+      await stopped;
+    },
+  };
+}
+
+export type MqttLink = Awaited<ReturnType<typeof startMqttLink>>;

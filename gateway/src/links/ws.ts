@@ -1,0 +1,134 @@
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { normalizeDeviceId } from '@voxgate/protocol';
+import type { Logger } from 'pino';
+import { WebSocket, WebSocketServer, type RawData } from 'ws';
+import type { DeviceLink } from '../devices/link.js';
+import type { DeviceRegistry } from '../devices/registry.js';
+import type { Metrics } from '../metrics.js';
+import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
+
+export interface WsLinkOptions {
+  path: string;
+  maxPayloadBytes: number;
+  heartbeatMs: number;
+  auth: DeviceAuthPolicy;
+  registry: DeviceRegistry;
+  log: Logger;
+  metrics: Metrics;
+}
+
+class WsDeviceLink implements DeviceLink {
+  readonly transport = 'websocket' as const;
+  constructor(
+    private readonly ws: WebSocket,
+    readonly remoteAddress: string,
+  ) {}
+
+  send(text: string): boolean {
+    if (this.ws.readyState !== WebSocket.OPEN) return false;
+    this.ws.send(text);
+    return true;
+  }
+
+  close(code: number, reason: string): void {
+    if (this.ws.readyState === WebSocket.CLOSED) return;
+    this.ws.close(code, reason);
+    // Do not wait the default 30 s for a close frame from a device that may be gone.
+    setTimeout(() => this.ws.terminate(), 1000).unref();
+  }
+}
+
+/** Device WebSocket endpoint on the HTTP server: auth at the upgrade, frames to sessions, heartbeat. */
+export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false });
+  const alive = new WeakMap<WebSocket, boolean>();
+  const base = o.path.replace(/\/+$/, '');
+
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? '/', 'http://device');
+    if (url.pathname.replace(/\/+$/, '') !== base) return refuse(socket, 404, 'Not Found');
+    const q = url.searchParams;
+    const h = (name: string) => headerValue(req, name) ?? q.get(name) ?? q.get(name.replace('-', '_')) ?? undefined;
+    const deviceId = normalizeDeviceId(h('device-id') ?? '');
+    if (!deviceId) {
+      o.metrics.authRefused.inc({ transport: 'websocket', reason: 'bad_device_id' });
+      return refuse(socket, 400, 'Bad Request', 'Device-Id header must be a MAC address');
+    }
+    const clientId = (h('client-id') ?? deviceId).slice(0, 64);
+    const verdict = checkWebSocketAuth(o.auth, bearerToken(h('authorization') ?? q.get('token') ?? undefined), clientId, deviceId);
+    if (!verdict.ok) {
+      o.metrics.authRefused.inc({ transport: 'websocket', reason: verdict.reason });
+      o.log.warn({ deviceId, clientId, reason: verdict.reason, remote: req.socket.remoteAddress }, 'device WebSocket refused');
+      return refuse(socket, 401, 'Unauthorized');
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, req, deviceId, clientId));
+  };
+
+  const onConnection = (ws: WebSocket, req: IncomingMessage, deviceId: string, clientId: string) => {
+    alive.set(ws, true);
+    const link = new WsDeviceLink(ws, req.socket.remoteAddress ?? '');
+    const session = o.registry.connect({ deviceId, clientId, link, expectHello: true });
+    ws.on('pong', () => alive.set(ws, true));
+    ws.on('message', (data: RawData, isBinary: boolean) => {
+      alive.set(ws, true);
+      if (isBinary) {
+        // Voice audio: accepted and counted; not processed by this gateway yet.
+        o.metrics.framesIn.inc({ transport: 'websocket', kind: 'audio' });
+        o.metrics.audioBytes.inc(byteLength(data));
+        return;
+      }
+      session.onText(data.toString());
+    });
+    ws.on('error', (err: Error & { code?: string }) => {
+      const reason = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'too_large' : 'ws_protocol';
+      o.metrics.framesRejected.inc({ reason });
+      o.log.warn({ deviceId, reason, err: err.message }, 'device WebSocket error; dropping the connection');
+    });
+    ws.on('close', (code: number) => session.onClosed(`websocket closed (${code})`));
+  };
+
+  // One timer for every socket: a device that missed a whole round of pings is dropped.
+  const heartbeat = setInterval(() => {
+    for (const ws of wss.clients) {
+      if (!alive.get(ws)) {
+        ws.terminate();
+        continue;
+      }
+      alive.set(ws, false);
+      ws.ping();
+    }
+  }, o.heartbeatMs);
+  heartbeat.unref();
+
+  server.on('upgrade', onUpgrade);
+  return {
+    wss,
+    /** Stop accepting; close every device with a close frame. */
+    close(code: number, reason: string): void {
+      clearInterval(heartbeat);
+      server.off('upgrade', onUpgrade);
+      for (const ws of wss.clients) {
+        ws.close(code, reason);
+        setTimeout(() => ws.terminate(), 1000).unref();
+      }
+      wss.close();
+    },
+  };
+}
+
+function headerValue(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function refuse(socket: Duplex, status: number, text: string, detail = ''): void {
+  const body = detail || text;
+  socket.once('finish', () => socket.destroy());
+  socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+}
+
+function byteLength(d: RawData): number {
+  if (Array.isArray(d)) return d.reduce((n, b) => n + b.length, 0);
+  return d instanceof ArrayBuffer ? d.byteLength : d.length;
+}

@@ -1,0 +1,31 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Operator counters. No per-device labels: a fleet would explode the series count. */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'voxgate_process_' });
+  const m = {
+    registry,
+    devicesConnected: new Gauge({ name: 'voxgate_devices_connected', help: 'Devices connected now', labelNames: ['transport'] as const, registers: [registry] }),
+    devicesReady: new Gauge({ name: 'voxgate_devices_ready', help: 'Connected devices whose tool catalog is loaded', registers: [registry] }),
+    connections: new Counter({ name: 'voxgate_device_connections_total', help: 'Device connections accepted', labelNames: ['transport'] as const, registers: [registry] }),
+    authRefused: new Counter({ name: 'voxgate_device_auth_refused_total', help: 'Device connections refused at authentication', labelNames: ['transport', 'reason'] as const, registers: [registry] }),
+    takeovers: new Counter({ name: 'voxgate_device_takeovers_total', help: 'Connections replaced by a newer one for the same device', registers: [registry] }),
+    calls: new Counter({ name: 'voxgate_calls_total', help: 'Device calls by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
+    callDuration: new Histogram({
+      name: 'voxgate_call_duration_seconds',
+      help: 'Device call duration, from the request to the reply',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers: [registry],
+    }),
+    framesIn: new Counter({ name: 'voxgate_frames_received_total', help: 'Frames received from devices', labelNames: ['transport', 'kind'] as const, registers: [registry] }),
+    framesRejected: new Counter({ name: 'voxgate_frames_rejected_total', help: 'Device frames rejected', labelNames: ['reason'] as const, registers: [registry] }),
+    audioBytes: new Counter({ name: 'voxgate_audio_bytes_received_total', help: 'Binary (audio) bytes received and not processed', registers: [registry] }),
+    lateReplies: new Counter({ name: 'voxgate_late_replies_total', help: 'Device replies that matched no pending call (late or unknown id)', registers: [registry] }),
+    events: new Counter({ name: 'voxgate_events_total', help: 'Events published on the bus', labelNames: ['type'] as const, registers: [registry] }),
+    sseClients: new Gauge({ name: 'voxgate_sse_clients', help: 'Open SSE streams', registers: [registry] }),
+  };
+  return m;
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
