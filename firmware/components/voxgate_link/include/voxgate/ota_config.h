@@ -1,0 +1,94 @@
+// The OTA config exchange: the device POSTs its system info to the OTA URL
+// (with Device-Id/Client-Id headers) and keeps the `websocket` or `mqtt`
+// section of the answer. Storage is behind ConfigStore (NVS on the device, a
+// file or memory on the host).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "voxgate/device_identity.h"
+
+namespace voxgate {
+
+struct SystemInfo {
+  std::string chip_model = "esp32c3";
+  std::string board_type = "voxgate";
+  std::string board_name = "voxgate-devkit";
+  std::string app_name = "voxgate-firmware";
+  std::string app_version = "0.1.0";
+  std::string idf_version;
+};
+
+struct WebSocketConfig {
+  std::string url;
+  std::string token;
+};
+
+struct MqttConfig {
+  std::string endpoint;  // "host[:port]"
+  std::string client_id;
+  std::string username;
+  std::string password;
+  std::string publish_topic = kDefaultPublishTopic;
+  std::string subscribe_topic;  // informative; the device subscribes to its p2p topic
+  int keepalive_s = 240;
+};
+
+struct LinkConfig {
+  bool has_websocket = false;
+  bool has_mqtt = false;
+  WebSocketConfig websocket;
+  MqttConfig mqtt;
+};
+
+// JSON body of the OTA request: mac_address, uuid, chip_model_name,
+// application{name,version,idf_version}, board{type,name}.
+std::string OtaRequestBody(const DeviceIdentity& identity, const SystemInfo& info);
+// Device-Id, Client-Id, User-Agent, Content-Type, Accept-Language.
+Headers OtaRequestHeaders(const DeviceIdentity& identity, const SystemInfo& info);
+
+// Reads the `websocket` and `mqtt` sections of an OTA answer. False if the
+// text is not a JSON object or holds neither section.
+bool ParseOtaResponse(const std::string& text, LinkConfig* config);
+
+// Stored form (JSON text) of a LinkConfig.
+std::string SerializeLinkConfig(const LinkConfig& config);
+bool ParseLinkConfig(const std::string& text, LinkConfig* config);
+
+// "host[:port]" -> host, port (default_port when absent). False if malformed.
+bool SplitEndpoint(const std::string& endpoint, uint16_t default_port, std::string* host, uint16_t* port);
+
+class ConfigStore {
+ public:
+  virtual ~ConfigStore() = default;
+  virtual bool Load(std::string* blob) = 0;
+  virtual bool Save(const std::string& blob) = 0;
+};
+
+// Keeps the blob in memory (tests, simulated devices).
+class MemoryConfigStore : public ConfigStore {
+ public:
+  bool Load(std::string* blob) override;
+  bool Save(const std::string& blob) override;
+
+ private:
+  std::string blob_;
+  bool saved_ = false;
+};
+
+// Keeps the blob in a file (host).
+class FileConfigStore : public ConfigStore {
+ public:
+  explicit FileConfigStore(std::string path) : path_(std::move(path)) {}
+  bool Load(std::string* blob) override;
+  bool Save(const std::string& blob) override;
+
+ private:
+  std::string path_;
+};
+
+bool SaveLinkConfig(ConfigStore& store, const LinkConfig& config);
+bool LoadLinkConfig(ConfigStore& store, LinkConfig* config);
+
+}  // namespace voxgate

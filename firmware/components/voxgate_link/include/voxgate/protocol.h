@@ -1,0 +1,72 @@
+// The link between a device and its gateway. One implementation per
+// transport (WebSocket, MQTT; ESP and host flavours), all sharing the logic in
+// this base class: device hello, waiting for the server hello, the session
+// id, and the {"session_id","type":"mcp","payload"} envelope both ways.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "voxgate/hello.h"
+
+namespace voxgate {
+
+struct ProtocolEvents {
+  std::function<void()> on_connected;                                         // transport open, hello sent
+  std::function<void(const std::string& session_id)> on_hello;                // server hello received
+  std::function<void(const std::string& payload)> on_mcp;                     // JSON-RPC text from the gateway
+  std::function<void(const std::string& type, const std::string& frame)> on_frame;  // other types (goodbye, ...)
+  std::function<void(const std::string& reason)> on_closed;                   // link down; it will reconnect
+  std::function<void(const std::string& message)> on_error;                   // something worth a log line
+};
+
+class Protocol {
+ public:
+  explicit Protocol(Transport transport) : transport_(transport) {}
+  virtual ~Protocol() = default;
+  Protocol(const Protocol&) = delete;
+  Protocol& operator=(const Protocol&) = delete;
+
+  void SetEvents(ProtocolEvents events) { events_ = std::move(events); }  // before Start
+
+  // Connects, and keeps reconnecting with backoff until Stop.
+  virtual bool Start() = 0;
+  // Closes the link and waits until the implementation no longer calls back.
+  virtual void Stop() = 0;
+
+  // Sends one JSON-RPC message to the gateway. Thread-safe; false when down.
+  bool SendMcp(const std::string& payload);
+
+  Transport transport() const { return transport_; }
+  bool connected() const;
+  std::string session_id() const;
+
+ protected:
+  // For implementations, from their network thread:
+  void HandleOpen(uint64_t now_ms);                 // sends the device hello
+  void HandleText(const char* data, size_t length);  // one complete text frame
+  void HandleClosed(const std::string& reason);
+  void ReportError(const std::string& message);
+  // True once, when the server hello is overdue; WebSocket links then close.
+  bool HelloOverdue(uint64_t now_ms);
+
+  // Queues or writes one text frame; thread-safe.
+  virtual bool SendText(const std::string& text) = 0;
+  // The server said hello: the link works, so reconnect delays can start over.
+  virtual void OnHelloReceived() {}
+
+ private:
+  const Transport transport_;
+  ProtocolEvents events_;
+  mutable std::mutex mutex_;
+  std::string session_id_;
+  uint64_t hello_deadline_ms_ = 0;  // 0: not waiting
+  bool connected_ = false;
+};
+
+// Milliseconds on a monotonic clock (for deadlines and backoff).
+uint64_t MonotonicMs();
+
+}  // namespace voxgate
