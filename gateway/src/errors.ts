@@ -5,6 +5,8 @@ export const ERRORS = {
   DEVICE_NOT_FOUND: { status: 404, title: 'Device not found' },
   TOOL_NOT_FOUND: { status: 404, title: 'Tool not found' },
   INVALID_REQUEST: { status: 400, title: 'Invalid request' },
+  PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload too large' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type' },
   INVALID_ARGUMENTS: { status: 422, title: 'Invalid arguments' },
   DEVICE_BUSY: { status: 429, title: 'Device busy' },
   DEVICE_ERROR: { status: 502, title: 'Device error' },

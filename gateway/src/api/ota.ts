@@ -62,7 +62,7 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
     }
     return out;
   };
-  const schema = { tags: ['ota'], summary: 'Device self-configuration (xiaozhi OTA check)', headers: { type: 'object', required: ['device-id', 'client-id'] } };
+  const schema = { tags: ['ota'], summary: 'Device self-configuration (xiaozhi OTA check)', headers: { type: 'object', properties: { 'device-id': { type: 'string' }, 'client-id': { type: 'string' } }, required: ['device-id', 'client-id'] } };
   app.post('/xiaozhi/ota/', { schema, bodyLimit: 64 * 1024, handler });
   app.get('/xiaozhi/ota/', { schema, handler });
 }

@@ -10,12 +10,14 @@ export function sendProblem(reply: FastifyReply, code: ErrorCode, detail: string
     .send({ type: `urn:voxgate:error:${code}`, title, status, detail, code, instance: reply.request.url.split('?')[0], ...extra });
 }
 
+const CLIENT_ERRORS: Partial<Record<number, ErrorCode>> = { 404: 'NOT_FOUND', 413: 'PAYLOAD_TOO_LARGE', 415: 'UNSUPPORTED_MEDIA_TYPE' };
+
 export function registerProblemHandlers(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | GatewayError, req, reply) => {
     if (err instanceof GatewayError) return sendProblem(reply, err.code, err.message, err.extra);
     if ((err as FastifyError).validation) return sendProblem(reply, 'INVALID_REQUEST', err.message);
     const status = (err as FastifyError).statusCode ?? 500;
-    if (status >= 400 && status < 500) return sendProblem(reply, status === 404 ? 'NOT_FOUND' : 'INVALID_REQUEST', err.message);
+    if (status >= 400 && status < 500) return sendProblem(reply, CLIENT_ERRORS[status] ?? 'INVALID_REQUEST', err.message);
     req.log.error({ err }, 'unhandled error');
     return sendProblem(reply, 'INTERNAL', 'internal error; see the gateway log');
   });

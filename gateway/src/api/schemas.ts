@@ -1,9 +1,9 @@
 import { EVENT_TYPES } from '../events/bus.js';
 import { z } from 'zod';
 
-/** The HTTP wire types, defined once in zod; routes get JSON Schema from them (validation + OpenAPI). */
+/** The HTTP wire types, defined once in zod; routes get OpenAPI 3.0 schemas from them (validation + docs). */
 export function jsonSchema(schema: z.ZodType, io: 'input' | 'output' = 'input'): Record<string, unknown> {
-  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { target: 'draft-7', io, unrepresentable: 'any' }) as Record<string, unknown>;
+  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { target: 'openapi-3.0', io, unrepresentable: 'any' }) as Record<string, unknown>;
   return rest;
 }
 

@@ -1,0 +1,33 @@
+import SwaggerParser from '@apidevtools/swagger-parser';
+import { describe, expect, it } from 'vitest';
+import { startTestGateway } from '../../test/support/gateway-harness.js';
+
+describe('OpenAPI document', () => {
+  it('is a valid OpenAPI 3 document describing every route, and /docs serves the UI', async () => {
+    const t = await startTestGateway();
+    try {
+      const doc = (await (await fetch(`${t.baseUrl}/openapi.json`)).json()) as { paths: Record<string, Record<string, { security?: unknown[] }>> };
+      await SwaggerParser.validate(structuredClone(doc) as never);
+      expect(Object.keys(doc.paths).sort()).toEqual(
+        [
+          '/healthz',
+          '/metrics',
+          '/readyz',
+          '/v1/devices',
+          '/v1/devices/{deviceId}',
+          '/v1/devices/{deviceId}/rpc',
+          '/v1/devices/{deviceId}/tools',
+          '/v1/devices/{deviceId}/tools/{toolName}/call',
+          '/v1/events',
+          '/xiaozhi/ota/',
+        ].sort(),
+      );
+      expect(doc.paths['/v1/devices']!['get']!.security).toEqual([{ apiKey: [] }]);
+      const docs = await fetch(`${t.baseUrl}/docs`);
+      expect(docs.status).toBe(200);
+      expect(await docs.text()).toContain('swagger');
+    } finally {
+      await t.close();
+    }
+  });
+});
