@@ -1,8 +1,8 @@
 /** Small await helpers for tests: wait on events, never sleep-to-wait. */
 /** Anything with on/off, e.g. a node EventEmitter, a ws WebSocket/WebSocketServer or an mqtt.js client. */
 export interface Emitter {
-  on(event: string, listener: (...args: any[]) => void): unknown;
-  off(event: string, listener: (...args: any[]) => void): unknown;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+  off(event: string, listener: (...args: unknown[]) => void): unknown;
 }
 
 export interface Deferred<T> {
