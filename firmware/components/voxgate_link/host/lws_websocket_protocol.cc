@@ -7,30 +7,13 @@
 #include <thread>
 #include <vector>
 
+#include "voxgate/url.h"
+
 namespace voxgate {
 namespace {
 
 constexpr size_t kMaxFrameBytes = 256 * 1024;
 constexpr size_t kMaxQueuedFrames = 64;
-
-bool ParseUrl(const std::string& url, std::string* scheme, std::string* host, int* port, std::string* path) {
-  const size_t sep = url.find("://");
-  if (sep == std::string::npos) return false;
-  *scheme = url.substr(0, sep);
-  if (*scheme != "ws" && *scheme != "wss") return false;
-  const size_t host_start = sep + 3;
-  const size_t slash = url.find('/', host_start);
-  std::string authority = url.substr(host_start, slash == std::string::npos ? std::string::npos : slash - host_start);
-  *path = slash == std::string::npos ? "/" : url.substr(slash);
-  *port = *scheme == "wss" ? 443 : 80;
-  const size_t colon = authority.rfind(':');
-  if (colon != std::string::npos && authority.find(']') == std::string::npos) {
-    *port = atoi(authority.c_str() + colon + 1);
-    authority.resize(colon);
-  }
-  *host = authority;
-  return !host->empty() && *port > 0 && *port < 65536;
-}
 
 }  // namespace
 
@@ -40,7 +23,12 @@ LwsWebSocketProtocol::LwsWebSocketProtocol(std::shared_ptr<LwsLoop> loop, WebSoc
       options_(std::move(options)),
       headers_(UpgradeHeaders(options_.identity, options_.token)),
       backoff_(options_.backoff_initial_ms, options_.backoff_max_ms, options_.seed) {
-  url_ok_ = ParseUrl(options_.url, &scheme_, &host_, &port_, &path_);
+  Url url;
+  url_ok_ = ParseUrl(options_.url, &url) && (url.scheme == "ws" || url.scheme == "wss");
+  tls_ = url.tls();
+  host_ = url.host;
+  port_ = url.port;
+  path_ = url.path;
 }
 
 LwsWebSocketProtocol::~LwsWebSocketProtocol() { Stop(); }
@@ -88,7 +76,7 @@ void LwsWebSocketProtocol::Connect() {
   info.path = path_.c_str();
   info.host = host_.c_str();
   info.origin = host_.c_str();
-  info.ssl_connection = scheme_ == "wss" ? LCCSCF_USE_SSL : 0;
+  info.ssl_connection = tls_ ? LCCSCF_USE_SSL : 0;
   info.opaque_user_data = static_cast<LwsClient*>(this);
   info.pwsi = &wsi_;
   inbox_.clear();

@@ -44,8 +44,9 @@ class LwsWebSocketProtocol : public Protocol, private LwsClient {
   std::shared_ptr<LwsLoop> loop_;
   WebSocketOptions options_;
   Headers headers_;
-  std::string scheme_, host_, path_;
+  std::string host_, path_;
   int port_ = 80;
+  bool tls_ = false;
   bool url_ok_ = false;
 
   // Service thread state.

@@ -1,0 +1,242 @@
+// voxgate-device-sim: K simulated devices in one process, talking to a
+// gateway over WebSocket or MQTT. Events go to stdout as JSON lines; commands
+// come from stdin (`notify <method> <json-params>`, `quit`).
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cJSON.h"
+#include "event_log.h"
+#include "lws_loop.h"
+#include "sim_device.h"
+#include "voxgate/device_identity.h"
+#include "voxgate/ota_client.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: voxgate-device-sim (--ws URL | --mqtt HOST:PORT | --ota URL) [options]\n"
+    "  --ws URL                 WebSocket endpoint, e.g. ws://127.0.0.1:8000/xiaozhi/v1/\n"
+    "  --mqtt HOST:PORT         MQTT broker\n"
+    "  --mqtt-username U        MQTT username\n"
+    "  --mqtt-password P        MQTT password\n"
+    "  --mqtt-client-id ID      MQTT client id of the first device (default GID_voxgate@@@<mac_>@@@<uuid>)\n"
+    "  --ota URL                ask the gateway's OTA endpoint (http://host:8000/xiaozhi/ota/) where to connect;\n"
+    "                           --ws/--mqtt given as well take precedence\n"
+    "  --device-id MAC          first device's MAC (default 02:00:00:00:00:01); the others count up\n"
+    "  --client-id UUID         first device's client id (default: derived from its MAC)\n"
+    "  --token T                WebSocket bearer token\n"
+    "  --tools N                N extra synthetic tools (default 0)\n"
+    "  --page-budget BYTES      tools/list page budget (default 8000)\n"
+    "  --tool-latency-ms MS     each synthetic tool takes MS to answer (default 0)\n"
+    "  --count K                devices in this process (default 1)\n"
+    "  --reconnect-max-ms MS    cap of the reconnect backoff (default 5000; the device uses 30000)\n";
+
+volatile std::sig_atomic_t g_signalled = 0;
+
+void OnSignal(int) { g_signalled = 1; }
+
+struct Flags {
+  std::string ws, mqtt, mqtt_username, mqtt_password, mqtt_client_id, ota, token;
+  std::string device_id = "02:00:00:00:00:01";
+  std::string client_id;
+  int tools = 0;
+  size_t page_budget = 8000;
+  uint32_t tool_latency_ms = 0;
+  int count = 1;
+  uint32_t reconnect_max_ms = 5000;
+};
+
+[[noreturn]] void Usage(const std::string& problem) {
+  fprintf(stderr, "voxgate-device-sim: %s\n%s", problem.c_str(), kUsage);
+  exit(2);
+}
+
+long Number(const char* flag, const char* text, long min, long max) {
+  char* end = nullptr;
+  const long value = strtol(text, &end, 10);
+  if (*text == '\0' || *end != '\0' || value < min || value > max) Usage(std::string("bad value for ") + flag);
+  return value;
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      fputs(kUsage, stdout);
+      exit(0);
+    }
+    if (i + 1 >= argc) Usage("missing value for " + flag);
+    const char* value = argv[++i];
+    if (flag == "--ws") f.ws = value;
+    else if (flag == "--mqtt") f.mqtt = value;
+    else if (flag == "--mqtt-username") f.mqtt_username = value;
+    else if (flag == "--mqtt-password") f.mqtt_password = value;
+    else if (flag == "--mqtt-client-id") f.mqtt_client_id = value;
+    else if (flag == "--ota") f.ota = value;
+    else if (flag == "--device-id") f.device_id = value;
+    else if (flag == "--client-id") f.client_id = value;
+    else if (flag == "--token") f.token = value;
+    else if (flag == "--tools") f.tools = static_cast<int>(Number("--tools", value, 0, 100000));
+    else if (flag == "--page-budget") f.page_budget = static_cast<size_t>(Number("--page-budget", value, 1, 1 << 24));
+    else if (flag == "--tool-latency-ms") f.tool_latency_ms = static_cast<uint32_t>(Number("--tool-latency-ms", value, 0, 3600000));
+    else if (flag == "--count") f.count = static_cast<int>(Number("--count", value, 1, 10000));
+    else if (flag == "--reconnect-max-ms") f.reconnect_max_ms = static_cast<uint32_t>(Number("--reconnect-max-ms", value, 100, 3600000));
+    else Usage("unknown flag " + flag);
+  }
+  if (f.ws.empty() && f.mqtt.empty() && f.ota.empty()) Usage("one of --ws, --mqtt or --ota is required");
+  if (!f.ws.empty() && !f.mqtt.empty()) Usage("--ws and --mqtt are exclusive");
+  std::string mac;
+  if (!voxgate::NormalizeMac(f.device_id, &mac)) Usage("--device-id is not a MAC address");
+  f.device_id = mac;
+  return f;
+}
+
+// A stable client id per MAC, so a restarted simulator is the same device.
+std::string DerivedUuid(const std::string& mac, int index) {
+  uint8_t bytes[16];
+  uint32_t h = 2166136261u;
+  for (char c : mac) h = (h ^ static_cast<uint8_t>(c)) * 16777619u;
+  for (int i = 0; i < 16; ++i) {
+    h = (h ^ static_cast<uint32_t>(i + index * 31)) * 16777619u;
+    bytes[i] = static_cast<uint8_t>(h >> 24);
+  }
+  return voxgate::UuidFromBytes(bytes);
+}
+
+void RunCommand(const std::string& line, std::vector<std::unique_ptr<sim::SimDevice>>& devices, bool* quit) {
+  const size_t start = line.find_first_not_of(" \t\r");
+  if (start == std::string::npos) return;
+  const std::string text = line.substr(start);
+  if (text == "quit" || text == "quit\r") {
+    *quit = true;
+    return;
+  }
+  if (text.compare(0, 7, "notify ") == 0) {
+    const std::string rest = text.substr(7);
+    const size_t space = rest.find(' ');
+    const std::string method = rest.substr(0, space);
+    const std::string params_text = space == std::string::npos ? "" : rest.substr(space + 1);
+    cJSON* params = nullptr;
+    if (params_text.find_first_not_of(" \t\r") != std::string::npos) {
+      params = cJSON_Parse(params_text.c_str());
+      if (!cJSON_IsObject(params) && !cJSON_IsArray(params)) {
+        cJSON_Delete(params);
+        cJSON* f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "message", "notify: params must be a JSON object or array");
+        sim::Emit("error", "", f);
+        return;
+      }
+    }
+    if (method.empty()) {
+      cJSON_Delete(params);
+      return;
+    }
+    for (auto& device : devices) device->Notify(method, params ? cJSON_Duplicate(params, true) : nullptr);
+    cJSON_Delete(params);
+    return;
+  }
+  cJSON* f = cJSON_CreateObject();
+  cJSON_AddStringToObject(f, "message", ("unknown command: " + text).c_str());
+  sim::Emit("error", "", f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags = ParseFlags(argc, argv);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto loop = std::make_shared<voxgate::LwsLoop>();
+  if (!loop->ok()) {
+    fprintf(stderr, "voxgate-device-sim: could not create the libwebsockets context\n");
+    return 1;
+  }
+
+  std::vector<std::unique_ptr<sim::SimDevice>> devices;
+  for (int i = 0; i < flags.count; ++i) {
+    sim::DeviceOptions options;
+    options.identity.mac = voxgate::OffsetMac(flags.device_id, static_cast<uint32_t>(i));
+    options.identity.uuid = i == 0 && !flags.client_id.empty() ? flags.client_id : DerivedUuid(options.identity.mac, i);
+    options.extra_tools = flags.tools;
+    options.tool_latency_ms = flags.tool_latency_ms;
+    options.page_budget = flags.page_budget;
+    options.seed = 0x5eed0000u + static_cast<uint32_t>(i) * 7919u;
+    options.reconnect_max_ms = flags.reconnect_max_ms;
+
+    voxgate::LinkConfig& link = options.link;
+    if (!flags.ota.empty()) {
+      std::string error;
+      if (!voxgate::FetchOtaConfig(flags.ota, options.identity, voxgate::SystemInfo(), &link, &error)) {
+        cJSON* f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "message", ("ota: " + error).c_str());
+        sim::Emit("error", options.identity.mac, f);
+        if (flags.ws.empty() && flags.mqtt.empty()) return 1;
+      }
+    }
+    if (!flags.ws.empty()) {
+      link.has_mqtt = false;
+      link.has_websocket = true;
+      link.websocket.url = flags.ws;
+      if (!flags.token.empty()) link.websocket.token = flags.token;
+    } else if (!flags.mqtt.empty()) {
+      link.has_websocket = false;
+      link.has_mqtt = true;
+      link.mqtt.endpoint = flags.mqtt;
+      if (!flags.mqtt_username.empty()) link.mqtt.username = flags.mqtt_username;
+      if (!flags.mqtt_password.empty()) link.mqtt.password = flags.mqtt_password;
+      if (i == 0 && !flags.mqtt_client_id.empty()) link.mqtt.client_id = flags.mqtt_client_id;
+    } else if (link.has_mqtt) {
+      link.has_websocket = false;  // as the reference firmware: an mqtt section wins
+    }
+    if (link.has_mqtt && (link.mqtt.client_id.empty() || (i > 0 && !flags.mqtt.empty()))) {
+      link.mqtt.client_id = voxgate::MqttClientId("voxgate", options.identity);
+    }
+    if (link.has_mqtt && link.mqtt.endpoint.find(':') == std::string::npos && !flags.mqtt.empty()) {
+      link.mqtt.endpoint += ":1883";
+    }
+    devices.emplace_back(new sim::SimDevice(std::move(options), loop));
+  }
+  for (auto& device : devices) {
+    if (!device->Start()) {
+      cJSON* f = cJSON_CreateObject();
+      cJSON_AddStringToObject(f, "message", "could not start the link (bad URL or endpoint?)");
+      sim::Emit("error", device->id(), f);
+      return 1;
+    }
+  }
+
+  // stdin on its own thread so signals stay responsive; EOF leaves the
+  // devices running (a harness may close stdin) until a signal or `quit`.
+  std::atomic<bool> quit{false};
+  std::mutex devices_mutex;  // the input thread must not use devices being torn down
+  std::thread input([&] {
+    std::string line;
+    while (!quit && std::getline(std::cin, line)) {
+      std::lock_guard<std::mutex> lock(devices_mutex);
+      if (quit) break;
+      bool stop = false;
+      RunCommand(line, devices, &stop);
+      if (stop) quit = true;
+    }
+  });
+  input.detach();  // it may sit in getline forever; the process ends without it
+  while (!quit && !g_signalled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+
+  std::lock_guard<std::mutex> lock(devices_mutex);
+  quit = true;
+  for (auto& device : devices) device->Stop();
+  devices.clear();
+  return 0;
+}
