@@ -1,0 +1,72 @@
+import { WebSocket } from 'ws';
+import { describe, expect, it } from 'vitest';
+import { startTestGateway } from '../../test/support/gateway-harness.js';
+import { ReferenceDevice } from '../../test/support/reference-device.js';
+import { once } from '../../test/support/wait.js';
+
+describe('device sessions at the edges', () => {
+  it('closes a WebSocket device that never says hello (4002)', async () => {
+    const t = await startTestGateway({ session: { requestTimeoutMs: 300 } });
+    try {
+      const d = new ReferenceDevice({ deviceId: '02:00:00:00:05:01' });
+      await d.connectWebSocket(t.wsUrl, { skipHello: true });
+      expect(await d.closed()).toMatchObject({ code: 4002 });
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('marks a device whose initialize goes unanswered as failed, and says so to callers', async () => {
+    const t = await startTestGateway({ session: { requestTimeoutMs: 300 } });
+    try {
+      // A bare client that says hello and then ignores every request.
+      const ws = new WebSocket(t.wsUrl, { headers: { 'device-id': '02:00:00:00:05:02', 'client-id': 'mute' } });
+      await once(ws, 'open');
+      ws.send(JSON.stringify({ type: 'hello', version: 1, transport: 'websocket', features: { mcp: true } }));
+      await expect.poll(async () => (await t.api<{ state: string }>('GET', '/v1/devices/02:00:00:00:05:02')).body.state, { timeout: 5000 }).toBe('failed');
+      const r = await t.api<{ code: string; detail: string }>('POST', '/v1/devices/02:00:00:00:05:02/tools/x/call', {});
+      expect([r.status, r.body.code]).toEqual([502, 'DEVICE_ERROR']);
+      expect(r.body.detail).toContain('initialize');
+      expect(t.logs.some((l) => l['msg'] === 'device initialization failed' && l['deviceId'] === '02:00:00:00:05:02')).toBe(true);
+      ws.terminate();
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('answers pending calls with SHUTTING_DOWN when the gateway stops', async () => {
+    const t = await startTestGateway();
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:05:03' });
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+    d.holdReplies();
+    const pending = t.api<{ code: string }>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 1 } });
+    await d.waitForMcp((p) => p['method'] === 'tools/call');
+    const closing = t.close();
+    const r = await pending;
+    expect([r.status, r.body.code]).toEqual([503, 'SHUTTING_DOWN']);
+    expect((await d.closed()).code).toBe(1001);
+    await closing;
+  });
+
+  it('logs every line with the device id and never a secret', async () => {
+    const t = await startTestGateway({ deviceAuth: 'token', deviceTokens: ['super-secret-device-token'], vision: { url: 'http://127.0.0.1:9/v' } });
+    try {
+      const d = new ReferenceDevice({ deviceId: '02:00:00:00:05:04' });
+      const ready = t.nextEvent('device.ready', d.deviceId);
+      await d.connectWebSocket(t.wsUrl, { token: 'super-secret-device-token' });
+      await ready;
+      const deviceLines = t.logs.filter((l) => l['msg'] === 'device connected' || l['msg'] === 'device ready');
+      expect(deviceLines.length).toBe(2);
+      for (const l of deviceLines) expect(l['deviceId']).toBe(d.deviceId);
+      const all = JSON.stringify(t.logs);
+      expect(all).not.toContain('super-secret-device-token');
+      expect(all).not.toContain(d.vision!.token!);
+      expect(all).not.toContain('test-api-key-0123456789');
+      d.terminate();
+    } finally {
+      await t.close();
+    }
+  });
+});
