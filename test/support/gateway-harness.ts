@@ -44,7 +44,7 @@ export async function startTestGateway(overrides: ConfigInput = {}, env: NodeJS.
       cb();
     },
   });
-  const gw = await startGateway(config, { log: createLogger(process.env['VOXGATE_TEST_LOG'] ?? 'debug', sink) });
+  const gw = await startGateway(config, { log: createLogger('debug', sink) });
   const baseUrl = `http://127.0.0.1:${gw.httpPort}`;
   const api = async <T,>(method: string, path: string, body?: unknown, opts: { apiKey?: string | null } = {}): Promise<ApiResponse<T>> => {
     const headers: Record<string, string> = {};
