@@ -73,6 +73,12 @@ export const ConfigSchema = z
         maxTools: z.coerce.number().int().min(1).max(10_000).default(1024),
       })
       .prefault({}),
+    devices: z
+      .object({
+        /** Offline devices are remembered (listed with lastSeenAt) up to this many; the oldest are forgotten. */
+        maxKnown: z.coerce.number().int().min(1).max(100_000_000).default(1_000_000),
+      })
+      .prefault({}),
     events: z.object({ bufferSize: z.coerce.number().int().min(0).max(1_000_000).default(1000) }).prefault({}),
     ota: z
       .object({

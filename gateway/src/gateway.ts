@@ -47,6 +47,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   const vision = (deviceId: string): VisionCapability | undefined =>
     config.vision.url ? { url: config.vision.url, token: mintVisionToken(visionKey, deviceId, Date.now() / 1000 + config.vision.tokenTtlSeconds) } : undefined;
   const registry = new DeviceRegistry({
+    maxKnownDevices: config.devices.maxKnown,
     log,
     bus,
     metrics,

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import type { z } from 'zod';
 import type { DeviceRegistry } from '../devices/registry.js';
 import { GatewayError } from '../errors.js';
-import { CallBody, CallResult, Device, DeviceIdParam, DeviceList, Problem, RpcBody, RpcResult, ToolList, ToolParams, jsonSchema } from './schemas.js';
+import { CallBody, CallResult, Device, DeviceIdParam, DeviceList, DeviceListQuery, Problem, RpcBody, RpcResult, ToolList, ToolParams, jsonSchema } from './schemas.js';
 
 const problems = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, { ...jsonSchema(Problem, 'output'), description: 'problem+json' }]));
 
@@ -18,9 +18,17 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
   const { registry } = opts;
   const tags = ['devices'];
 
-  app.get('/v1/devices', {
-    schema: { tags, summary: 'List every device seen since start, online or not', response: { 200: jsonSchema(DeviceList, 'output'), ...problems(401) } },
-    handler: async () => ({ devices: registry.list() }),
+  app.get<{ Querystring: z.infer<typeof DeviceListQuery> }>('/v1/devices', {
+    schema: {
+      tags,
+      summary: 'List every device seen since start, online or not',
+      querystring: jsonSchema(DeviceListQuery),
+      response: { 200: jsonSchema(DeviceList, 'output'), ...problems(400, 401) },
+    } as FastifySchema,
+    handler: async (req) => {
+      const { online, transport } = req.query;
+      return { devices: registry.list({ ...(online ? { online: online === 'true' } : {}), ...(transport ? { transport } : {}) }) };
+    },
   });
 
   app.get<{ Params: z.infer<typeof DeviceIdParam> }>('/v1/devices/:deviceId', {

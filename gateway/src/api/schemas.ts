@@ -37,6 +37,10 @@ export const Device = z.object({
   pendingCalls: z.number().int(),
 });
 export const DeviceList = z.object({ devices: z.array(Device) });
+export const DeviceListQuery = z.object({
+  online: z.enum(['true', 'false']).optional().describe('Only online (true) or offline (false) devices'),
+  transport: z.enum(['websocket', 'mqtt']).optional(),
+});
 
 export const ToolOut = z.object({
   name: z.string(),

@@ -47,6 +47,8 @@ export interface ConnectInfo {
 }
 
 export interface RegistryDeps {
+  /** Offline devices remembered beyond this count are forgotten, least recently seen first. */
+  maxKnownDevices?: number;
   log: Logger;
   bus: EventBus;
   metrics: Metrics;
@@ -98,6 +100,7 @@ export class DeviceRegistry {
       info.expectHello,
     );
     record.session = session;
+    if (!prev) this.forgetOldOffline();
     this.records.set(info.deviceId, record);
     if (prev && this.wasReady(prev)) {
       this.readyCount--;
@@ -154,6 +157,16 @@ export class DeviceRegistry {
     this.d.bus.publish('device.offline', record.id, { reason: s.closeReason ?? 'closed' });
   }
 
+  /** Keep memory bounded under churn: drop the least recently seen 1% of offline devices. */
+  private forgetOldOffline(): void {
+    const max = this.d.maxKnownDevices ?? Infinity;
+    if (this.records.size < max) return;
+    const offline = [...this.records.values()].filter((r) => !r.session).sort((a, b) => a.lastSeenAt - b.lastSeenAt);
+    const drop = offline.slice(0, Math.max(1, Math.ceil(max / 100)));
+    for (const r of drop) this.records.delete(r.id);
+    this.d.log.info({ forgotten: drop.length, known: this.records.size }, 'forgot the least recently seen offline devices');
+  }
+
   /** The live session, or the reason there is none. */
   session(deviceId: string): DeviceSession {
     const r = this.records.get(deviceId);
@@ -171,8 +184,14 @@ export class DeviceRegistry {
     return r && summarize(r);
   }
 
-  list(): DeviceSummary[] {
-    return [...this.records.values()].map(summarize);
+  list(filter: { online?: boolean; transport?: 'websocket' | 'mqtt' } = {}): DeviceSummary[] {
+    const out: DeviceSummary[] = [];
+    for (const r of this.records.values()) {
+      if (filter.online !== undefined && (r.session !== undefined) !== filter.online) continue;
+      if (filter.transport !== undefined && r.transport !== filter.transport) continue;
+      out.push(summarize(r));
+    }
+    return out;
   }
 
   sessions(): DeviceSession[] {

@@ -143,7 +143,7 @@ export class DeviceSession {
         this.onHello(frame);
         return;
       default:
-        this.d.bus.publish('device.message', this.d.deviceId, { message: frame });
+        this.d.bus.publish('device.message', this.d.deviceId, { message: capForEvent(frame, text.length) });
     }
   }
 
@@ -347,7 +347,7 @@ export class DeviceSession {
         );
       }
       case 'notification':
-        this.d.bus.publish('device.notification', this.d.deviceId, { method: m.msg.method, params: m.msg.params ?? {} });
+        this.d.bus.publish('device.notification', this.d.deviceId, { method: m.msg.method, params: capForEvent(m.msg.params ?? {}) });
         if (m.msg.method === 'notifications/tools/list_changed') void this.relist('notification');
         return;
       case 'request':
@@ -461,6 +461,16 @@ export class DeviceSession {
       reason,
     });
   }
+}
+
+/** Device-sent data in events is bounded: the ring buffer and every subscriber hold it. */
+export const MAX_EVENT_DATA_BYTES = 8 * 1024;
+
+function capForEvent(value: unknown, knownBytes?: number): unknown {
+  const bytes = knownBytes ?? JSON.stringify(value).length;
+  if (bytes <= MAX_EVENT_DATA_BYTES) return value;
+  const type = typeof value === 'object' && value !== null && 'type' in value ? (value as { type: unknown }).type : undefined;
+  return { truncated: true, bytes, ...(typeof type === 'string' ? { type } : {}) };
 }
 
 function invalidArguments(tool: string, problems: ArgumentProblem[]): GatewayError {
