@@ -7,6 +7,7 @@ export default defineConfig({
     hookTimeout: 20_000,
     // Two cores: files run in parallel forks, each with its own ports (port 0).
     pool: 'forks',
+    reporters: ['default', './test/support/summary-reporter.ts'],
     maxWorkers: 2,
   },
 });
