@@ -1,0 +1,51 @@
+// ESP only: the OTA config request on esp_http_client.
+#include <string>
+
+#include "esp_crt_bundle.h"
+#include "esp_http_client.h"
+
+#include "voxgate/ota_client.h"
+
+namespace voxgate {
+
+bool FetchOtaConfig(const std::string& url, const DeviceIdentity& identity, const SystemInfo& info,
+                    LinkConfig* config, std::string* error) {
+  esp_http_client_config_t cfg = {};
+  cfg.url = url.c_str();
+  cfg.method = HTTP_METHOD_POST;
+  cfg.timeout_ms = 10000;
+  cfg.crt_bundle_attach = esp_crt_bundle_attach;
+  esp_http_client_handle_t client = esp_http_client_init(&cfg);
+  if (client == nullptr) {
+    *error = "could not create the HTTP client";
+    return false;
+  }
+  for (const auto& header : OtaRequestHeaders(identity, info)) {
+    esp_http_client_set_header(client, header.first.c_str(), header.second.c_str());
+  }
+  const std::string body = OtaRequestBody(identity, info);
+  std::string answer;
+  bool ok = false;
+  if (esp_http_client_open(client, static_cast<int>(body.size())) != ESP_OK) {
+    *error = "could not connect";
+  } else if (esp_http_client_write(client, body.data(), static_cast<int>(body.size())) < 0) {
+    *error = "could not send the request";
+  } else if (esp_http_client_fetch_headers(client) < 0) {
+    *error = "no answer";
+  } else if (esp_http_client_get_status_code(client) != 200) {
+    *error = "HTTP " + std::to_string(esp_http_client_get_status_code(client));
+  } else {
+    char buffer[512];
+    int n;
+    while ((n = esp_http_client_read(client, buffer, sizeof buffer)) > 0 && answer.size() < 32 * 1024) {
+      answer.append(buffer, static_cast<size_t>(n));
+    }
+    ok = ParseOtaResponse(answer, config);
+    if (!ok) *error = "the answer has neither a websocket nor an mqtt section";
+  }
+  esp_http_client_close(client);
+  esp_http_client_cleanup(client);
+  return ok;
+}
+
+}  // namespace voxgate
