@@ -44,8 +44,8 @@ class ServerTest : public ::testing::Test {
     return capture_.Next();
   }
 
+  Capture capture_;  // declared first: it must outlive the server's worker
   McpServer server_{mcp::ServerOptions{"test-board", "9.9.9", 8000, {}}};
-  Capture capture_;
 };
 
 }  // namespace

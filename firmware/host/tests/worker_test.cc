@@ -73,8 +73,8 @@ class WorkerTest : public ::testing::Test {
   Gate gate_;
   std::mutex mutex_;
   int quick_runs_ = 0;
+  Capture capture_;  // declared first: it must outlive the server's worker
   McpServer server_{mcp::ServerOptions{"t", "1", 8000, mcp::WorkerOptions{"t", 4096, 1, 3}}};
-  Capture capture_;
 };
 
 }  // namespace
