@@ -1,0 +1,438 @@
+/**
+ * Voxgate benchmarks: the gateway against floors measured in the same run.
+ *
+ *   npm run bench                 full (fleet 100 000 requested, 10 min soak)
+ *   npm run bench -- --quick      under 3 minutes on 2 cores (fleet 10 000, 60 s soak)
+ *   npm run bench -- --tiny       seconds; for the correctness test (20 devices)
+ *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet (storm/soak need fleet),
+ *            --profile (gateway under --cpu-prof, WebSocket call path only; see bench/tools/top-self.ts)
+ *
+ * Processes: this runner (the load generator, autocannon), the gateway (gateway/src/main.ts), the floors
+ * (bench/floors/*), and fleet processes (bench/fleet/fleet.ts) holding the simulated devices. Every child
+ * is killed at the end, on failure too.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { runLoad, type LoadResult } from './lib/load.js';
+import { ROOT, freePort, killAllNow, livePids, spawnTs, stopAll, type Proc, type Reply } from './lib/procs.js';
+import { limits, machine } from './lib/system.js';
+
+type Mode = 'full' | 'quick' | 'tiny';
+
+interface Result {
+  name: string;
+  value: number;
+  unit: string;
+  floor: number | null;
+  ratio: number | null;
+  params: Record<string, unknown>;
+}
+
+const argv = process.argv.slice(2);
+const flag = (name: string) => argv.includes(`--${name}`);
+const option = (name: string) => {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const mode: Mode = flag('tiny') ? 'tiny' : flag('quick') ? 'quick' : 'full';
+const profile = flag('profile');
+const only = new Set((option('only') ?? (profile ? 'ws' : 'ws,mqtt,fleet,storm,soak')).split(','));
+const outFile = resolve(option('out') ?? join(ROOT, 'bench/results/latest.json'));
+
+const API_KEY = 'bench-api-key-0123456789abcdef';
+const TOOL = 'self.audio_speaker.set_volume';
+const BODY = JSON.stringify({ arguments: { volume: 42 } });
+const SETTINGS = {
+  full: { callS: 10, warmS: 2, fleetN: 100_000, soakS: 600, soakRate: 1000, stormCalls: 1000 },
+  quick: { callS: 2, warmS: 0.5, fleetN: 10_000, soakS: 60, soakRate: 500, stormCalls: 200 },
+  tiny: { callS: 0, warmS: 0, fleetN: 20, soakS: 2, soakRate: 50, stormCalls: 20 },
+}[mode];
+const CALL_DEVICES = [1, 100];
+const CONCURRENCY = [1, 16, 64];
+const CALL_AMOUNT_TINY = 100;
+/** The gateway lets 64 callers wait on one device (default 16) so concurrency 64 over 1 device queues, not 429s. */
+const QUEUE_LIMIT = 128;
+const SOURCES_BASE = 2; // 127.0.0.2, .3, ...
+
+const results: Result[] = [];
+const log = (s: string) => process.stderr.write(`[bench ${((performance.now() - T0) / 1000).toFixed(1)}s] ${s}\n`);
+const T0 = performance.now();
+
+function macOf(group: number, index: number): string {
+  const b = [0x02, group & 0xff, (index >>> 24) & 0xff, (index >>> 16) & 0xff, (index >>> 8) & 0xff, index & 0xff];
+  return b.map((x) => x.toString(16).padStart(2, '0')).join(':');
+}
+const callPath = (group: number, devices: number) => (n: number) => `/v1/devices/${macOf(group, n % devices)}/tools/${TOOL}/call`;
+
+async function until(what: string, cond: () => Promise<boolean>, timeoutMs: number, everyMs = 20): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+async function metric(baseUrl: string, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    const m = /^([a-z_]+)(\{[^}]*\})? (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    if (Object.entries(labels).every(([k, v]) => (m[2] ?? '').includes(`${k}="${v}"`))) sum += Number(m[3]);
+  }
+  return sum;
+}
+
+async function callOutcomes(baseUrl: string): Promise<Record<string, number>> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^voxgate_calls_total\{outcome="([a-z_]+)"\} (\S+)$/gm)) out[m[1]!] = Number(m[2]);
+  return out;
+}
+
+const notOk = (before: Record<string, number>, after: Record<string, number>) =>
+  Object.entries(after).reduce((n, [k, v]) => (k === 'ok' ? n : n + v - (before[k] ?? 0)), 0);
+
+interface Mem {
+  rss: number;
+  heapUsed: number;
+  external: number;
+  arrayBuffers: number;
+}
+async function count(p: Proc): Promise<number> {
+  return (await p.request<Reply & { devices?: number }>({ cmd: 'count' }, 30_000)).devices ?? 0;
+}
+async function mem(p: Proc): Promise<Mem & { devices?: number }> {
+  const r = await p.request<Reply & { mem: Mem; devices?: number }>({ cmd: 'mem' }, 30_000);
+  return r.devices === undefined ? r.mem : { ...r.mem, devices: r.devices };
+}
+
+// ------------------------------------------------------------------------------------------- fleet
+
+class Fleet {
+  constructor(readonly procs: Proc[]) {}
+
+  /** Connect `count` devices of one group, split over the fleet processes. */
+  async connect(o: { group: string; mode: 'device' | 'bare'; waitFor: 'ready' | 'open'; transport: 'ws' | 'mqtt'; url: string; count: number; macGroup: number; sources: string[]; timeoutMs: number }) {
+    const procs = this.procs.slice(0, Math.max(1, Math.min(this.procs.length, Math.ceil(o.count / 50))));
+    const per = Math.ceil(o.count / procs.length);
+    const replies = await Promise.all(
+      procs.map((p, i) => {
+        const first = i * per;
+        const count = Math.max(0, Math.min(per, o.count - first));
+        return p.request({ cmd: 'connect', ...o, first, count, inflight: 128 }, o.timeoutMs + 10_000);
+      }),
+    );
+    return this.sum(replies, procs.length);
+  }
+
+  async storm(group: string, timeoutMs: number) {
+    const replies = await Promise.all(this.procs.map((p) => p.request({ cmd: 'storm', group, timeoutMs }, timeoutMs + 10_000).catch((e: Error) => ({ id: 0, ok: false, error: e.message }))));
+    return this.sum(replies.filter((r) => !(r.error ?? '').includes('no group')), this.procs.length);
+  }
+
+  async close(group: string) {
+    await Promise.all(this.procs.map((p) => p.request({ cmd: 'close', group }, 30_000)));
+  }
+
+  private sum(replies: Reply[], _n: number) {
+    const stats = { open: 0, ready: 0, calls: 0, connectRetries: 0, connectFailures: 0, droppedFrames: 0, unknownTools: 0 };
+    let ok = true;
+    for (const r of replies) {
+      ok &&= r.ok;
+      const s = (r['stats'] ?? {}) as Record<string, number>;
+      for (const k of Object.keys(stats) as Array<keyof typeof stats>) stats[k] += s[k] ?? 0;
+    }
+    return { ok, stats };
+  }
+}
+
+// ---------------------------------------------------------------------------------------- scenarios
+
+interface Env {
+  gateway: Proc;
+  gwUrl: string;
+  gwMqtt: string;
+  wsRelay: Proc;
+  mqttRelay: Proc;
+  bareWs: Proc;
+  fleet: Fleet;
+  sources: string[];
+  fleetN: number;
+  fleetParams: Record<string, unknown>;
+}
+
+async function loadOnce(baseUrl: string, path: (n: number) => string, connections: number, apiKey?: string): Promise<LoadResult> {
+  const base = { baseUrl, path, body: BODY, connections, ...(apiKey ? { apiKey } : {}) };
+  if (mode === 'tiny') {
+    await runLoad({ ...base, amount: Math.max(connections, 10) });
+    return runLoad({ ...base, amount: Math.max(CALL_AMOUNT_TINY, connections * 4) });
+  }
+  await runLoad({ ...base, durationS: SETTINGS.warmS });
+  return runLoad({ ...base, durationS: SETTINGS.callS });
+}
+
+const errorsOf = (r: LoadResult) => r.non2xx + r.errors + r.timeouts;
+
+async function callPathScenario(e: Env, transport: 'ws' | 'mqtt'): Promise<Map<string, number>> {
+  const gwGroup = transport === 'ws' ? 1 : 3;
+  const floorGroup = transport === 'ws' ? 2 : 4;
+  const relay = transport === 'ws' ? e.wsRelay : e.mqttRelay;
+  const relayHello = await relay.hello;
+  const floorUrl = `http://127.0.0.1:${relayHello['port'] as number}`;
+  const n = Math.max(...CALL_DEVICES);
+  const gwTarget = transport === 'ws' ? `ws://127.0.0.1:${new URL(e.gwUrl).port}/xiaozhi/v1/` : e.gwMqtt;
+  const floorTarget = transport === 'ws' ? `ws://127.0.0.1:${new URL(floorUrl).port}/xiaozhi/v1/` : `mqtt://127.0.0.1:${relayHello['mqttPort'] as number}`;
+  const readyBefore = await metric(e.gwUrl, 'voxgate_devices_ready');
+  const [gw, fl] = await Promise.all([
+    e.fleet.connect({ group: `${transport}-gw`, mode: 'device', waitFor: 'ready', transport, url: gwTarget, count: n, macGroup: gwGroup, sources: transport === 'ws' ? e.sources : [], timeoutMs: 60_000 }),
+    e.fleet.connect({ group: `${transport}-floor`, mode: 'device', waitFor: 'open', transport, url: floorTarget, count: n, macGroup: floorGroup, sources: transport === 'ws' ? e.sources : [], timeoutMs: 60_000 }),
+  ]);
+  if (!gw.ok || !fl.ok) throw new Error(`${transport}: devices did not connect (${JSON.stringify({ gw, fl })})`);
+  await until(`${transport} devices ready on the gateway`, async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= readyBefore + n, 30_000);
+  await until(`${transport} devices on the floor relay`, async () => (await count(relay)) >= n, 30_000, 100);
+  log(`${transport}: ${n} devices on the gateway and on the floor`);
+  const perSecond = new Map<string, number>();
+  const label = transport === 'ws' ? 'websocket' : 'mqtt';
+  for (const devices of CALL_DEVICES) {
+    for (const c of CONCURRENCY) {
+      const before = await callOutcomes(e.gwUrl);
+      const g = await loadOnce(e.gwUrl, callPath(gwGroup, devices), c, API_KEY);
+      const after = await callOutcomes(e.gwUrl);
+      const f = await loadOnce(floorUrl, callPath(floorGroup, devices), c);
+      const params = {
+        transport: label,
+        devices,
+        concurrency: c,
+        seconds: Math.round(g.seconds * 100) / 100,
+        calls: g.ok,
+        floorCalls: f.ok,
+        errors: errorsOf(g) + notOk(before, after),
+        floorErrors: errorsOf(f),
+        statusCodes: g.statusCodes,
+      };
+      perSecond.set(`${devices}/${c}`, g.perSecond);
+      results.push({ name: `${transport}.calls_per_s`, value: round(g.perSecond), unit: 'calls/s', floor: round(f.perSecond), ratio: ratio(g.perSecond, f.perSecond), params });
+      results.push({ name: `${transport}.p50_ms`, value: round(g.p50, 3), unit: 'ms', floor: round(f.p50, 3), ratio: ratio(f.p50, g.p50), params: { transport: label, devices, concurrency: c, errors: params.errors } });
+      results.push({ name: `${transport}.p99_ms`, value: round(g.p99, 3), unit: 'ms', floor: round(f.p99, 3), ratio: ratio(f.p99, g.p99), params: { transport: label, devices, concurrency: c, errors: params.errors } });
+      log(`${transport} d=${devices} c=${c}: gateway ${g.perSecond.toFixed(0)}/s p50 ${g.p50.toFixed(2)} ms, floor ${f.perSecond.toFixed(0)}/s p50 ${f.p50.toFixed(2)} ms; errors ${params.errors}/${params.floorErrors}`);
+    }
+  }
+  await Promise.all([e.fleet.close(`${transport}-gw`), e.fleet.close(`${transport}-floor`)]);
+  await until(`${transport} devices gone from the gateway`, async () => (await metric(e.gwUrl, 'voxgate_devices_connected')) === 0, 30_000, 50);
+  return perSecond;
+}
+
+async function fleetScenarios(e: Env): Promise<void> {
+  const N = e.fleetN;
+  const bare = await e.bareWs.hello;
+  const bareUrl = `ws://127.0.0.1:${bare['port'] as number}/`;
+  const timeoutMs = Math.max(60_000, N * 5);
+
+  // Floor: N bare WebSocket connections, then the same storm.
+  const fm0 = await mem(e.bareWs);
+  let t = performance.now();
+  const floorConnect = await e.fleet.connect({ group: 'fleet-floor', mode: 'bare', waitFor: 'open', transport: 'ws', url: bareUrl, count: N, macGroup: 6, sources: e.sources, timeoutMs });
+  await until('bare connections on the floor', async () => (await count(e.bareWs)) >= N, timeoutMs, 100);
+  const floorMs = performance.now() - t;
+  const fm1 = await mem(e.bareWs);
+  if (!floorConnect.ok) throw new Error(`floor fleet did not connect: ${JSON.stringify(floorConnect.stats)}`);
+  log(`fleet floor: ${N} bare connections in ${floorMs.toFixed(0)} ms; rss +${((fm1.rss - fm0.rss) / N).toFixed(0)} B each`);
+  let floorStormMs = NaN;
+  if (only.has('storm')) {
+    t = performance.now();
+    const s = await e.fleet.storm('fleet-floor', timeoutMs);
+    floorStormMs = performance.now() - t;
+    if (!s.ok) throw new Error(`floor storm did not complete: ${JSON.stringify(s.stats)}`);
+    log(`storm floor: ${N} bare connections back in ${floorStormMs.toFixed(0)} ms`);
+  }
+  await e.fleet.close('fleet-floor');
+
+  // The gateway: N devices that say hello, answer initialize and a two-page tools/list.
+  const gm0 = await mem(e.gateway);
+  const ready0 = await metric(e.gwUrl, 'voxgate_devices_ready');
+  t = performance.now();
+  const gwConnect = await e.fleet.connect({ group: 'fleet-gw', mode: 'device', waitFor: 'ready', transport: 'ws', url: `ws://127.0.0.1:${new URL(e.gwUrl).port}/xiaozhi/v1/`, count: N, macGroup: 5, sources: e.sources, timeoutMs });
+  if (!gwConnect.ok) throw new Error(`gateway fleet did not get ready: ${JSON.stringify(gwConnect.stats)}`);
+  await until('the gateway to count every device ready', async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= ready0 + N, 30_000);
+  const gwMs = performance.now() - t;
+  const gm1 = await mem(e.gateway);
+  log(`fleet gateway: ${N} devices ready in ${gwMs.toFixed(0)} ms; rss +${((gm1.rss - gm0.rss) / N).toFixed(0)} B, heap +${((gm1.heapUsed - gm0.heapUsed) / N).toFixed(0)} B each`);
+  const fp = { devices: N, ...e.fleetParams, connectRetries: gwConnect.stats.connectRetries, floorConnectRetries: floorConnect.stats.connectRetries, errors: gwConnect.stats.connectFailures };
+  const perDevice = (a: number, b: number) => (b - a) / N;
+  results.push({ name: 'fleet.ready_per_s', value: round(N / (gwMs / 1000)), unit: 'devices/s', floor: round(N / (floorMs / 1000)), ratio: ratio(floorMs, gwMs), params: { ...fp, gatewayMs: round(gwMs), floorMs: round(floorMs) } });
+  const rssGw = perDevice(gm0.rss, gm1.rss);
+  const rssFloor = perDevice(fm0.rss, fm1.rss);
+  results.push({ name: 'fleet.rss_per_device', value: round(rssGw), unit: 'B', floor: round(rssFloor), ratio: ratio(rssFloor, rssGw), params: { devices: N, rssBefore: gm0.rss, rssAfter: gm1.rss, floorRssBefore: fm0.rss, floorRssAfter: fm1.rss, afterGc: true } });
+  const heapGw = perDevice(gm0.heapUsed, gm1.heapUsed);
+  const heapFloor = perDevice(fm0.heapUsed, fm1.heapUsed);
+  results.push({ name: 'fleet.heap_per_device', value: round(heapGw), unit: 'B', floor: round(heapFloor), ratio: ratio(heapFloor, heapGw), params: { devices: N, heapBefore: gm0.heapUsed, heapAfter: gm1.heapUsed, afterGc: true } });
+
+  if (only.has('storm')) {
+    const readyNow = await metric(e.gwUrl, 'voxgate_devices_ready');
+    t = performance.now();
+    const s = await e.fleet.storm('fleet-gw', timeoutMs);
+    if (!s.ok) throw new Error(`gateway storm did not complete: ${JSON.stringify(s.stats)}`);
+    await until('the gateway to count every device ready again', async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= readyNow, 30_000);
+    const stormMs = performance.now() - t;
+    log(`storm gateway: ${N} devices ready again in ${stormMs.toFixed(0)} ms`);
+    const before = await callOutcomes(e.gwUrl);
+    const stride = Math.max(1, Math.floor(N / SETTINGS.stormCalls));
+    const after = await runLoad({ baseUrl: e.gwUrl, path: (n) => callPath(5, N)((n * stride) % N), body: BODY, apiKey: API_KEY, connections: 16, amount: SETTINGS.stormCalls });
+    const outcomes = await callOutcomes(e.gwUrl);
+    const errs = errorsOf(after) + notOk(before, outcomes);
+    results.push({ name: 'storm.ready_ms', value: round(stormMs), unit: 'ms', floor: round(floorStormMs), ratio: ratio(floorStormMs, stormMs), params: { devices: N, connectRetries: s.stats.connectRetries, errors: s.stats.connectFailures } });
+    results.push({ name: 'storm.ready_per_s', value: round(N / (stormMs / 1000)), unit: 'devices/s', floor: round(N / (floorStormMs / 1000)), ratio: ratio(floorStormMs, stormMs), params: { devices: N, target: 2000 } });
+    results.push({ name: 'storm.calls_after_ok', value: after.ok, unit: 'calls', floor: SETTINGS.stormCalls, ratio: ratio(after.ok, SETTINGS.stormCalls), params: { devices: N, attempted: SETTINGS.stormCalls, errors: errs, statusCodes: after.statusCodes } });
+    log(`storm: ${after.ok}/${SETTINGS.stormCalls} calls right after succeeded`);
+  }
+
+  if (only.has('soak')) {
+    const h0 = await mem(e.gateway);
+    const before = await callOutcomes(e.gwUrl);
+    const stride = 7919; // a prime: consecutive calls land on different devices
+    const r = await runLoad({
+      baseUrl: e.gwUrl,
+      path: (n) => callPath(5, N)((n * stride) % N),
+      body: BODY,
+      apiKey: API_KEY,
+      connections: 32,
+      durationS: SETTINGS.soakS,
+      overallRate: SETTINGS.soakRate,
+    });
+    const outcomes = await callOutcomes(e.gwUrl);
+    const h1 = await mem(e.gateway);
+    const list = (await (await fetch(`${e.gwUrl}/v1/devices`, { headers: { authorization: `Bearer ${API_KEY}` } })).json()) as { devices: Array<{ pendingCalls: number; online: boolean }> };
+    const pendingEnd = list.devices.reduce((n, d) => n + d.pendingCalls, 0);
+    const errs = errorsOf(r) + notOk(before, outcomes);
+    const sp = { devices: N, seconds: SETTINGS.soakS, targetRate: SETTINGS.soakRate, calls: r.ok, online: list.devices.filter((d) => d.online).length };
+    results.push({ name: 'soak.calls_per_s', value: round(r.perSecond), unit: 'calls/s', floor: SETTINGS.soakRate, ratio: ratio(r.perSecond, SETTINGS.soakRate), params: { ...sp, errors: errs, p50: round(r.p50, 3), p99: round(r.p99, 3) } });
+    results.push({ name: 'soak.heap_after_gc', value: h1.heapUsed, unit: 'B', floor: h0.heapUsed, ratio: ratio(h0.heapUsed, h1.heapUsed), params: { ...sp, note: 'floor = heap after GC at the start of the soak', rssStart: h0.rss, rssEnd: h1.rss } });
+    results.push({ name: 'soak.pending_end', value: pendingEnd, unit: 'entries', floor: 0, ratio: null, params: { ...sp, errors: errs } });
+    results.push({ name: 'soak.errors', value: errs, unit: 'calls', floor: 0, ratio: null, params: { ...sp, errors: errs, statusCodes: r.statusCodes, outcomes } });
+    log(`soak: ${r.ok} calls at ${r.perSecond.toFixed(0)}/s, heap ${(h0.heapUsed / 2 ** 20).toFixed(1)} -> ${(h1.heapUsed / 2 ** 20).toFixed(1)} MiB, pending ${pendingEnd}, errors ${errs}`);
+  }
+  await e.fleet.close('fleet-gw');
+}
+
+// ------------------------------------------------------------------------------------------- helpers
+
+function round(x: number, digits = 1): number {
+  if (!Number.isFinite(x)) return NaN;
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+function ratio(a: number, b: number): number | null {
+  return Number.isFinite(a) && Number.isFinite(b) && b !== 0 ? Math.round((a / b) * 1000) / 1000 : null;
+}
+
+function printTable(): void {
+  const rows = results.map((r) => {
+    const p = r.params;
+    const ctx = p['concurrency'] !== undefined ? `d=${String(p['devices'])} c=${String(p['concurrency'])}` : `n=${String(p['devices'] ?? '')}`;
+    return [r.name, ctx, `${r.value} ${r.unit}`, r.floor === null ? '-' : String(r.floor), r.ratio === null ? '-' : r.ratio.toFixed(3)];
+  });
+  const head = ['benchmark', 'params', 'gateway', 'floor', 'ratio'];
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i >= 2 ? c.padStart(w[i]!) : c.padEnd(w[i]!))).join('  ');
+  process.stdout.write(`\n${line(head)}\n${w.map((n) => '-'.repeat(n)).join('  ')}\n${rows.map(line).join('\n')}\n`);
+  process.stdout.write('ratio: 1.0 = as good as the floor; below 1 = slower / bigger than the floor.\n\n');
+}
+
+// ---------------------------------------------------------------------------------------------- main
+
+async function main(): Promise<void> {
+  const lim = limits();
+  const m = machine();
+  // Every connected device costs the gateway one descriptor and each fleet process one per device it holds.
+  const fdBudget = lim.nofileSoft - 1000;
+  const fleetN = Math.min(SETTINGS.fleetN, fdBudget);
+  const fleetParams: Record<string, unknown> = { requested: SETTINGS.fleetN, nofile: lim.nofileSoft, nofileHard: lim.nofileHard };
+  if (fleetN < SETTINGS.fleetN) fleetParams['cappedBy'] = `RLIMIT_NOFILE ${lim.nofileSoft} per process (hard ${lim.nofileHard}${lim.canRaiseNofile ? '' : ', no CAP_SYS_RESOURCE to raise it'})`;
+  const nSources = Math.max(4, Math.ceil(fleetN / (lim.ephemeralPorts * 0.8)));
+  const sources = Array.from({ length: nSources }, (_, i) => `127.0.0.${SOURCES_BASE + i}`);
+  fleetParams['sources'] = sources.length;
+  log(`mode ${mode}; ${m.cpus} cpus (${m.model}), ${m.memGiB} GiB, node ${m.node}`);
+  log(`limits: nofile ${lim.nofileSoft}/${lim.nofileHard} (can raise: ${lim.canRaiseNofile}), ports ${lim.portRange} (${lim.ephemeralPorts} per source address), file-max ${lim.fileMax}, somaxconn ${lim.somaxconn}, syn backlog ${lim.synBacklog}, tw_reuse ${lim.tcpTwReuse}`);
+  if (fleetParams['cappedBy']) log(`fleet capped at ${fleetN} devices: ${String(fleetParams['cappedBy'])}`);
+
+  const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-bench-'));
+  writeFileSync(join(dataDir, 'config.json'), '{}');
+  try {
+    const [httpPort, mqttPort] = [await freePort(), await freePort()];
+    const profDir = join(ROOT, 'bench/results/prof');
+    if (profile) mkdirSync(profDir, { recursive: true });
+    const gateway = spawnTs('gateway', 'bench/procs/gateway.ts', {
+      env: {
+        GATEWAY_HTTP_HOST: '127.0.0.1',
+        GATEWAY_HTTP_PORT: String(httpPort),
+        GATEWAY_MQTT_HOST: '127.0.0.1',
+        GATEWAY_MQTT_PORT: String(mqttPort),
+        GATEWAY_API_KEYS: API_KEY,
+        GATEWAY_DATA_DIR: dataDir,
+        GATEWAY_LOG_LEVEL: 'warn',
+        GATEWAY_CONFIG: join(dataDir, 'config.json'),
+        GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
+      },
+      nodeArgs: profile ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
+    });
+    const gwUrl = `http://127.0.0.1:${httpPort}`;
+    const fleetProcs = Math.max(1, Math.ceil(fleetN / 6000));
+    const fleet = new Fleet(Array.from({ length: fleetProcs }, (_, i) => spawnTs(`fleet${i}`, 'bench/fleet/fleet.ts')));
+    const wsRelay = spawnTs('ws-relay', 'bench/floors/ws-relay.ts');
+    const mqttRelay = spawnTs('mqtt-relay', 'bench/floors/mqtt-relay.ts');
+    const bareWs = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');
+    await Promise.all([...fleet.procs.map((p) => p.hello), wsRelay.hello, mqttRelay.hello, bareWs.hello]);
+    await until('the gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
+    log(`gateway on ${gwUrl} (mqtt ${mqttPort}); ${fleetProcs} fleet process(es); floors up`);
+    const env: Env = { gateway, gwUrl, gwMqtt: `mqtt://127.0.0.1:${mqttPort}`, wsRelay, mqttRelay, bareWs, fleet, sources, fleetN, fleetParams };
+
+    let ws: Map<string, number> | undefined;
+    let mq: Map<string, number> | undefined;
+    if (only.has('ws')) ws = await callPathScenario(env, 'ws');
+    if (only.has('mqtt')) mq = await callPathScenario(env, 'mqtt');
+    if (ws && mq)
+      for (const [k, v] of mq) {
+        const [devices, concurrency] = k.split('/').map(Number);
+        const w = ws.get(k)!;
+        results.push({ name: 'mqtt_vs_ws.calls_per_s', value: round(v), unit: 'calls/s', floor: round(w), ratio: ratio(v, w), params: { devices, concurrency, note: 'floor = the gateway over WebSocket; target ratio >= 0.5' } });
+      }
+    if (only.has('fleet')) await fleetScenarios(env);
+
+    const doc = { date: new Date().toISOString(), machine: m, results };
+    mkdirSync(dirname(outFile), { recursive: true });
+    writeFileSync(outFile, JSON.stringify(doc, null, 2) + '\n');
+    printTable();
+    log(`wrote ${outFile}`);
+  } finally {
+    await stopAll();
+    rmSync(dataDir, { recursive: true, force: true });
+    const left = livePids();
+    if (left.length > 0) log(`children still alive after stop: ${left.join(', ')}`);
+  }
+}
+
+process.on('exit', killAllNow);
+for (const sig of ['SIGINT', 'SIGTERM'] as const)
+  process.on(sig, () => {
+    void stopAll().finally(() => process.exit(130));
+  });
+const watchdog = setTimeout(
+  () => {
+    log('watchdog: the run took too long; stopping');
+    void stopAll().finally(() => process.exit(3));
+  },
+  { full: 40, quick: 6, tiny: 3 }[mode] * 60_000,
+);
+watchdog.unref();
+
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    log(`failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+    process.exitCode = 1;
+    void stopAll().finally(() => process.exit(1));
+  },
+);

@@ -1,0 +1,98 @@
+/**
+ * The bench harness in its tiny mode (20 devices, a few hundred calls, a 2 s soak): real processes,
+ * real sockets. Checks correctness only — the JSON file's shape, every scenario present, no errors,
+ * no pending call left after the soak. Never a speed: timing lives in the figures, not in a test.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+const ResultsFile = z
+  .object({
+    date: z.iso.datetime(),
+    machine: z.object({ cpus: z.number().int().positive(), model: z.string().min(1), memGiB: z.number().positive(), node: z.string().startsWith('v') }).strict(),
+    results: z.array(
+      z
+        .object({
+          name: z.string().min(1),
+          value: z.number(),
+          unit: z.string().min(1),
+          floor: z.number().nullable(),
+          ratio: z.number().nullable(),
+          params: z.record(z.string(), z.unknown()),
+        })
+        .strict(),
+    ),
+  })
+  .strict();
+
+function runBench(out: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn('bash', ['bench/run.sh', '--tiny', '--out', out], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('bench harness (tiny mode)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'voxgate-bench-test-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('runs every scenario against its floor, writes the results file, and leaves no error or pending call', { timeout: 240_000 }, async () => {
+    const out = join(dir, 'tiny.json');
+    const run = await runBench(out);
+    expect(run.code, run.stderr.slice(-3000)).toBe(0);
+    expect(run.stdout).toContain('benchmark');
+
+    const doc = ResultsFile.parse(JSON.parse(readFileSync(out, 'utf8')));
+    const names = new Set(doc.results.map((r) => r.name));
+    for (const name of [
+      'ws.calls_per_s',
+      'ws.p50_ms',
+      'ws.p99_ms',
+      'mqtt.calls_per_s',
+      'mqtt.p50_ms',
+      'mqtt.p99_ms',
+      'mqtt_vs_ws.calls_per_s',
+      'fleet.ready_per_s',
+      'fleet.rss_per_device',
+      'fleet.heap_per_device',
+      'storm.ready_ms',
+      'storm.ready_per_s',
+      'storm.calls_after_ok',
+      'soak.calls_per_s',
+      'soak.heap_after_gc',
+      'soak.pending_end',
+      'soak.errors',
+    ])
+      expect(names, name).toContain(name);
+
+    // Call paths: every (devices, concurrency) pair, each measured against a floor from the same run.
+    for (const transport of ['ws', 'mqtt']) {
+      const rows = doc.results.filter((r) => r.name === `${transport}.calls_per_s`);
+      expect(rows.map((r) => `${String(r.params['devices'])}/${String(r.params['concurrency'])}`).sort()).toEqual(['1/1', '1/16', '1/64', '100/1', '100/16', '100/64']);
+      for (const r of rows) {
+        expect(r.floor).not.toBeNull();
+        expect(r.ratio).not.toBeNull();
+      }
+    }
+    // No errors anywhere, and nothing left pending after the soak.
+    for (const r of doc.results) if ('errors' in r.params) expect(r.params['errors'], `${r.name} ${JSON.stringify(r.params)}`).toBe(0);
+    for (const r of doc.results) if ('floorErrors' in r.params) expect(r.params['floorErrors'], r.name).toBe(0);
+    expect(doc.results.find((r) => r.name === 'soak.pending_end')!.value).toBe(0);
+    expect(doc.results.find((r) => r.name === 'soak.errors')!.value).toBe(0);
+    const after = doc.results.find((r) => r.name === 'storm.calls_after_ok')!;
+    expect(after.value).toBe(after.floor);
+    // Fleet size is the tiny one; every device came back.
+    expect(doc.results.find((r) => r.name === 'fleet.ready_per_s')!.params['devices']).toBe(20);
+  });
+});
