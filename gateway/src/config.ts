@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { McpConfigError, resolveServers } from './hub/config.js';
 
 /**
  * Every setting and every default lives here. Sources, weakest first: these defaults, the optional JSON
@@ -47,6 +48,28 @@ export const ConfigSchema = z
     deviceSecret: z.string().min(16, 'at least 16 characters').optional(),
     deviceTokenMaxAgeSeconds: z.coerce.number().int().min(60).default(30 * 24 * 3600),
     apiKeys: Csv.default([]),
+    /**
+     * Tenants of API keys: `{"<key>": "<tenant>"}` in the file, or `GATEWAY_API_KEY_TENANTS=key1=tenantA,key2=tenantB`.
+     * A key not listed has no tenant. Every key listed here must also be in `apiKeys`.
+     */
+    apiKeyTenants: z
+      .preprocess(
+        (v) =>
+          typeof v === 'string'
+            ? Object.fromEntries(
+                v
+                  .split(',')
+                  .map((s) => s.trim())
+                  .filter(Boolean)
+                  .map((pair) => {
+                    const i = pair.lastIndexOf('=');
+                    return i <= 0 ? [pair, ''] : [pair.slice(0, i), pair.slice(i + 1)];
+                  }),
+              )
+            : v,
+        z.record(z.string().min(1), z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a tenant is 1-64 letters, digits, _ . -')),
+      )
+      .default({}),
     dataDir: z.string().default('data'),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     vision: z
@@ -89,11 +112,46 @@ export const ConfigSchema = z
       })
       .prefault({}),
     shutdownGraceMs: Ms(4000, 60_000),
+    mcp: z
+      .object({
+        /** `MCP_ENABLED=false` turns the hub (upstream servers) off; device tools and /mcp keep working. */
+        enabled: Bool.default(true),
+        /** The `{"mcpServers": {...}}` file (`GATEWAY_MCP_CONFIG`). No file and no inline servers: no hub. */
+        configFile: z.string().min(1).optional(),
+        /** Servers given inline (same format as the file's `mcpServers`); the file's entries win on a name clash. */
+        servers: z.record(z.string(), z.unknown()).default({}),
+        /** Device tools for LLMs: one tool per device tool, the generic devices_list + device_call, or both. */
+        deviceTools: z.enum(['per_device', 'generic', 'both']).default('both'),
+        connectTimeoutMs: Ms(20_000),
+        callTimeoutMs: Ms(60_000),
+        /** After SIGTERM, a child gets this long to exit before SIGKILL. */
+        killGraceMs: Ms(2000, 60_000),
+        maxRestarts: z.coerce.number().int().min(0).max(100).default(5),
+        restartBaseDelayMs: Ms(500),
+        restartMaxDelayMs: Ms(30_000),
+        restartResetMs: Ms(60_000),
+        maxResultBytes: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+        maxToolsPerServer: z.coerce.number().int().min(1).max(10_000).default(512),
+        /** Default for servers without `allow_private_network`: outbound HTTP may reach private addresses. */
+        allowPrivateNetwork: Bool.default(false),
+        endpoint: z
+          .object({
+            enabled: Bool.default(true),
+            /** Browser origins allowed besides the gateway's own; requests without Origin are allowed. */
+            allowedOrigins: Csv.default([]),
+            maxSessions: z.coerce.number().int().min(1).max(100_000).default(1000),
+            sessionIdleMs: Ms(30 * 60_000, 24 * 3_600_000),
+          })
+          .prefault({}),
+      })
+      .prefault({}),
   })
   .check((ctx) => {
     const c = ctx.value;
     if (c.deviceAuth === 'token' && c.deviceTokens.length === 0)
       ctx.issues.push({ code: 'custom', path: ['deviceTokens'], message: 'deviceAuth "token" needs at least one token', input: c.deviceTokens });
+    for (const key of Object.keys(c.apiKeyTenants))
+      if (!c.apiKeys.includes(key)) ctx.issues.push({ code: 'custom', path: ['apiKeyTenants'], message: 'names a key that is not in apiKeys', input: '[REDACTED]' });
     if (c.calls.defaultTimeoutMs > c.calls.maxTimeoutMs)
       ctx.issues.push({ code: 'custom', path: ['calls', 'defaultTimeoutMs'], message: 'must not exceed calls.maxTimeoutMs', input: c.calls.defaultTimeoutMs });
   });
@@ -116,6 +174,13 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_DEVICE_TOKENS: ['deviceTokens'],
   GATEWAY_DEVICE_SECRET: ['deviceSecret'],
   GATEWAY_API_KEYS: ['apiKeys'],
+  GATEWAY_API_KEY_TENANTS: ['apiKeyTenants'],
+  GATEWAY_MCP_CONFIG: ['mcp', 'configFile'],
+  MCP_ENABLED: ['mcp', 'enabled'],
+  GATEWAY_MCP_ENABLED: ['mcp', 'enabled'],
+  GATEWAY_MCP_DEVICE_TOOLS: ['mcp', 'deviceTools'],
+  GATEWAY_MCP_ALLOWED_ORIGINS: ['mcp', 'endpoint', 'allowedOrigins'],
+  GATEWAY_MCP_ENDPOINT_ENABLED: ['mcp', 'endpoint', 'enabled'],
   GATEWAY_DATA_DIR: ['dataDir'],
   GATEWAY_LOG_LEVEL: ['logLevel'],
   GATEWAY_VISION_URL: ['vision', 'url'],
@@ -139,7 +204,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   const fromFile = readConfigFile(file, env['GATEWAY_CONFIG'] !== undefined);
   const merged = deepMerge(deepMerge(fromFile, envToObject(env)), overrides as Record<string, unknown>);
   const r = ConfigSchema.safeParse(merged);
-  if (r.success) return r.data;
+  if (r.success) {
+    try {
+      resolveServers(r.data.mcp);
+    } catch (e) {
+      if (e instanceof McpConfigError) throw new ConfigError(e.problems);
+      throw e;
+    }
+    return r.data;
+  }
   const origin = (path: PropertyKey[]) => {
     const envName = Object.entries(ENV_MAP).find(([, p]) => p.join('.') === path.join('.'))?.[0];
     return envName && env[envName] !== undefined ? ` (from ${envName})` : '';

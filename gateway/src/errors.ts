@@ -1,9 +1,12 @@
 /** Every failure a caller can see, with its stable code and HTTP status. */
 export const ERRORS = {
   UNAUTHORIZED: { status: 401, title: 'Unauthorized' },
+  FORBIDDEN: { status: 403, title: 'Forbidden' },
   NOT_FOUND: { status: 404, title: 'Not found' },
   DEVICE_NOT_FOUND: { status: 404, title: 'Device not found' },
   TOOL_NOT_FOUND: { status: 404, title: 'Tool not found' },
+  SERVER_NOT_FOUND: { status: 404, title: 'MCP server not found' },
+  MISSING_TOKEN: { status: 400, title: 'Missing token' },
   INVALID_REQUEST: { status: 400, title: 'Invalid request' },
   PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type' },
@@ -12,6 +15,10 @@ export const ERRORS = {
   DEVICE_ERROR: { status: 502, title: 'Device error' },
   DEVICE_OFFLINE: { status: 503, title: 'Device offline' },
   DEVICE_TIMEOUT: { status: 504, title: 'Device timeout' },
+  UPSTREAM_UNAVAILABLE: { status: 503, title: 'Upstream MCP server unavailable' },
+  UPSTREAM_ERROR: { status: 502, title: 'Upstream MCP server error' },
+  UPSTREAM_TIMEOUT: { status: 504, title: 'Upstream MCP server timeout' },
+  HUB_DISABLED: { status: 503, title: 'MCP hub disabled' },
   SHUTTING_DOWN: { status: 503, title: 'Shutting down' },
   INTERNAL: { status: 500, title: 'Internal error' },
 } as const;

@@ -7,6 +7,9 @@ import type { Config } from './config.js';
 import { DeviceRegistry } from './devices/registry.js';
 import { CLOSE_SHUTDOWN } from './devices/link.js';
 import { GatewayError } from './errors.js';
+import type { McpEndpoint } from './facade/mcp-endpoint.js';
+import { resolveServers } from './hub/config.js';
+import { McpHub } from './hub/hub.js';
 import { EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
 import { attachWebSocketLink } from './links/ws.js';
@@ -32,6 +35,10 @@ export interface Gateway {
   generatedApiKey: string | undefined;
   /** Key that signs vision tokens (derived from the device secret). */
   visionKey: string;
+  /** Devices and upstream MCP servers as one tool namespace. */
+  hub: McpHub;
+  /** Settles when every upstream server has connected or failed (start does not wait for it). */
+  hubStarted: Promise<void>;
   close(): Promise<void>;
 }
 
@@ -65,6 +72,34 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   });
   const auth = { mode: config.deviceAuth, tokens: config.deviceTokens, secret: secrets.deviceSecret, tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds };
 
+  const mcpServers = resolveServers(config.mcp);
+  const hub = new McpHub({
+    log,
+    metrics,
+    registry,
+    bus,
+    servers: mcpServers.servers,
+    enabled: mcpServers.enabled,
+    deviceTools: config.mcp.deviceTools,
+    deviceCallTimeoutMs: config.calls.defaultTimeoutMs,
+    settings: {
+      connectTimeoutMs: config.mcp.connectTimeoutMs,
+      callTimeoutMs: config.mcp.callTimeoutMs,
+      killGraceMs: config.mcp.killGraceMs,
+      maxRestarts: config.mcp.maxRestarts,
+      restartBaseDelayMs: config.mcp.restartBaseDelayMs,
+      restartMaxDelayMs: config.mcp.restartMaxDelayMs,
+      restartResetMs: config.mcp.restartResetMs,
+      maxResultBytes: config.mcp.maxResultBytes,
+      maxMessageBytes: Math.max(config.mcp.maxResultBytes * 2, 1024 * 1024),
+      maxTools: config.mcp.maxToolsPerServer,
+      allowPrivateNetwork: config.mcp.allowPrivateNetwork,
+      clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
+    },
+  });
+  const tenants = new Map(Object.entries(config.apiKeyTenants));
+  let mcpEndpoint: McpEndpoint | undefined;
+
   let stopping = false;
   let mqtt: MqttLink | undefined;
   const http = await buildApi({
@@ -78,6 +113,10 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     mqttPort: () => mqtt?.port ?? config.mqtt.port,
     ready: () => !stopping && http.server.listening && (!config.mqtt.enabled || mqtt !== undefined),
     version: GATEWAY_VERSION,
+    hub,
+    hubEnabled: mcpServers.enabled,
+    tenantOf: (key) => tenants.get(key),
+    onMcpEndpoint: (e) => (mcpEndpoint = e),
   });
   const ws = attachWebSocketLink(http.server, {
     path: config.ws.path,
@@ -107,8 +146,11 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     ws.close(CLOSE_SHUTDOWN, 'start failed');
     await mqtt?.close();
     await http.close();
+    await hub.close();
     throw e;
   }
+  // Upstream servers connect after HTTP is up, in the background: a slow or broken one never delays start.
+  const hubStarted = hub.start();
   const address = http.server.address();
   const httpPort = typeof address === 'object' && address ? address.port : config.http.port;
   log.info({ http: `${config.http.host}:${httpPort}`, mqtt: mqtt ? `${config.mqtt.host}:${mqtt.port}` : 'disabled', deviceAuth: config.deviceAuth }, 'voxgate started');
@@ -120,8 +162,10 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       log.info('shutting down: refusing new work, closing devices');
       for (const s of registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
       ws.close(CLOSE_SHUTDOWN, 'gateway shutting down');
+      await mcpEndpoint?.close();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
-      await Promise.race([Promise.all([http.close(), mqtt?.close()]), grace]);
+      // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
+      await Promise.all([Promise.race([Promise.all([http.close(), mqtt?.close()]), grace]), hubStarted.then(() => hub.close())]);
       log.info('stopped');
     })());
 
@@ -139,6 +183,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     deviceSecret: secrets.deviceSecret,
     generatedApiKey: secrets.generatedApiKey,
     visionKey,
+    hub,
+    hubStarted,
     close,
   };
 }

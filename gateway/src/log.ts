@@ -21,6 +21,19 @@ export const REDACT_PATHS = [
   'headers.authorization',
   'vision.token',
   '*.vision.token',
+  // MCP hub: caller tokens, filled header templates, stdio env (API keys live there)
+  'tokens',
+  '*.tokens',
+  'headers_template',
+  '*.headers_template',
+  'headersTemplate',
+  '*.headersTemplate',
+  'headers["x-voxgate-tokens"]',
+  '*.headers["x-voxgate-tokens"]',
+  'env',
+  '*.env',
+  'apiKeyTenants',
+  '*.apiKeyTenants',
 ];
 
 export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {

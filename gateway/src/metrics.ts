@@ -24,6 +24,11 @@ export function createMetrics() {
     lateReplies: new Counter({ name: 'voxgate_late_replies_total', help: 'Device replies that matched no pending call (late or unknown id)', registers: [registry] }),
     events: new Counter({ name: 'voxgate_events_total', help: 'Events published on the bus', labelNames: ['type'] as const, registers: [registry] }),
     sseClients: new Gauge({ name: 'voxgate_sse_clients', help: 'Open SSE streams', registers: [registry] }),
+    hubConnects: new Counter({ name: 'voxgate_mcp_server_connects_total', help: 'Upstream MCP server start attempts at hub start, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
+    hubServerStates: new Counter({ name: 'voxgate_mcp_server_state_changes_total', help: 'Upstream MCP server state changes, by new state', labelNames: ['state'] as const, registers: [registry] }),
+    hubCalls: new Counter({ name: 'voxgate_tool_calls_total', help: 'Namespaced tool calls (HTTP and MCP endpoint), by target kind and outcome', labelNames: ['kind', 'outcome'] as const, registers: [registry] }),
+    mcpRequests: new Counter({ name: 'voxgate_mcp_endpoint_requests_total', help: 'Requests to the /mcp endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
+    mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),
   };
   return m;
 }

@@ -19,10 +19,19 @@ describe('OpenAPI document', () => {
           '/v1/devices/{deviceId}/tools',
           '/v1/devices/{deviceId}/tools/{toolName}/call',
           '/v1/events',
+          '/v1/mcp/instructions',
+          '/v1/mcp/prompts',
+          '/v1/mcp/prompts/{name}/get',
+          '/v1/mcp/resources',
+          '/v1/mcp/resources/read',
+          '/v1/mcp/servers',
+          '/v1/tools',
+          '/v1/tools/{name}/call',
           '/xiaozhi/ota/',
         ].sort(),
       );
       expect(doc.paths['/v1/devices']!['get']!.security).toEqual([{ apiKey: [] }]);
+      expect(doc.paths['/v1/tools']!['get']!.security).toEqual([{ apiKey: [] }]);
       const docs = await fetch(`${t.baseUrl}/docs`);
       expect(docs.status).toBe(200);
       expect(await docs.text()).toContain('swagger');

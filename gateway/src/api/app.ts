@@ -5,6 +5,8 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { EventBus } from '../events/bus.js';
+import { registerMcpEndpoint, type McpEndpoint } from '../facade/mcp-endpoint.js';
+import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import { requireApiKey } from './auth.js';
 import { deviceRoutes } from './devices.js';
@@ -12,6 +14,7 @@ import { eventRoutes } from './events.js';
 import { healthRoutes } from './health.js';
 import { otaRoutes } from './ota.js';
 import { registerProblemHandlers } from './problem.js';
+import { toolRoutes } from './tools.js';
 
 export interface ApiDeps {
   config: Config;
@@ -24,6 +27,13 @@ export interface ApiDeps {
   mqttPort: () => number;
   ready: () => boolean;
   version: string;
+  /** The MCP hub (devices + upstream servers as one tool namespace). */
+  hub?: McpHub;
+  hubEnabled?: boolean;
+  /** The tenant an API key carries, if any. */
+  tenantOf?: (key: string) => string | undefined;
+  /** Set when the /mcp endpoint is registered. */
+  onMcpEndpoint?: (e: McpEndpoint) => void;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -50,12 +60,31 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes, { metrics: d.metrics, ready: d.ready });
   await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort });
   await app.register(async (v1) => {
-    requireApiKey(v1, d.apiKeys);
+    requireApiKey(v1, d.apiKeys, d.tenantOf);
     v1.addHook('onRoute', (route) => {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
     await v1.register(deviceRoutes, { registry: d.registry });
     await v1.register(eventRoutes, { bus: d.bus, metrics: d.metrics });
+    if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
   });
+  if (d.hub && d.config.mcp.endpoint.enabled) {
+    const hub = d.hub;
+    await app.register(async (scope) => {
+      const endpoint = await registerMcpEndpoint(scope, {
+        hub,
+        apiKeys: d.apiKeys,
+        tenantOf: d.tenantOf ?? (() => undefined),
+        log: d.log,
+        metrics: d.metrics,
+        allowedOrigins: d.config.mcp.endpoint.allowedOrigins,
+        maxSessions: d.config.mcp.endpoint.maxSessions,
+        sessionIdleMs: d.config.mcp.endpoint.sessionIdleMs,
+        version: d.version,
+        bodyLimitBytes: d.config.http.bodyLimitBytes,
+      });
+      d.onMcpEndpoint?.(endpoint);
+    });
+  }
   return app;
 }

@@ -2,12 +2,37 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { safeEqual } from '@voxgate/protocol';
 import { GatewayError } from '../errors.js';
 
-/** Bearer API keys for everything under the plugin that calls this. */
-export function requireApiKey(app: FastifyInstance, keys: () => readonly string[]): void {
+/** Who is calling: an API key's tenant, if it has one. */
+export interface ApiCaller {
+  tenant?: string | undefined;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller?: ApiCaller;
+  }
+}
+
+/** The caller behind `Authorization: Bearer <key>`, or undefined when the key is missing or wrong. */
+export function authenticate(authorization: string | undefined, keys: readonly string[], tenantOf: (key: string) => string | undefined = () => undefined): ApiCaller | undefined {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+  if (!m) return undefined;
+  const key = keys.find((k) => safeEqual(k, m[1]!));
+  if (key === undefined) return undefined;
+  const tenant = tenantOf(key);
+  return tenant === undefined ? {} : { tenant };
+}
+
+/** Bearer API keys for everything under the plugin that calls this; sets `req.caller`. */
+export function requireApiKey(app: FastifyInstance, keys: () => readonly string[], tenantOf?: (key: string) => string | undefined): void {
   app.addHook('onRequest', async (req: FastifyRequest, reply) => {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-    if (m && keys().some((k) => safeEqual(k, m[1]!))) return;
+    const caller = authenticate(req.headers.authorization, keys(), tenantOf);
+    if (caller) {
+      req.caller = caller;
+      return;
+    }
+    const present = /^Bearer\s+\S+\s*$/i.test(req.headers.authorization ?? '');
     void reply.header('www-authenticate', 'Bearer realm="voxgate"');
-    throw new GatewayError('UNAUTHORIZED', m ? 'the API key is not valid' : 'send an API key: Authorization: Bearer <key>');
+    throw new GatewayError('UNAUTHORIZED', present ? 'the API key is not valid' : 'send an API key: Authorization: Bearer <key>');
   });
 }

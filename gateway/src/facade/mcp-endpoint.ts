@@ -1,0 +1,182 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { NodeStreamableHTTPServerTransport, toNodeHandler } from '@modelcontextprotocol/node';
+import { createMcpHandler, isInitializeRequest, type McpServer } from '@modelcontextprotocol/server';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { authenticate, type ApiCaller } from '../api/auth.js';
+import type { McpHub } from '../hub/hub.js';
+import type { Metrics } from '../metrics.js';
+import { buildFacadeServer } from './mcp-server.js';
+
+/**
+ * `/mcp`: the hub's tools, resources and prompts for any MCP client, over Streamable HTTP.
+ *
+ * - Every request needs `Authorization: Bearer <api key>`; the key's tenant picks what is visible.
+ * - A browser `Origin` must be the gateway's own or listed in `mcp.endpoint.allowedOrigins` (403 otherwise:
+ *   DNS-rebinding protection). Requests without `Origin` (non-browser clients) are accepted.
+ * - `initialize`-era clients get a session (`Mcp-Session-Id`) with a GET stream, on which
+ *   `notifications/tools/list_changed` arrives when a device or a server changes its tools. Sessions are
+ *   bound to the key that opened them, capped in number and closed when idle.
+ * - 2026-07-28 (stateless) clients, and 2025 requests without a session, are served by the SDK's
+ *   `createMcpHandler`; change notifications reach them on `subscriptions/listen`.
+ */
+export interface McpEndpointOptions {
+  hub: McpHub;
+  apiKeys: () => readonly string[];
+  tenantOf: (key: string) => string | undefined;
+  log: Logger;
+  metrics: Metrics;
+  allowedOrigins: readonly string[];
+  maxSessions: number;
+  sessionIdleMs: number;
+  version: string;
+  bodyLimitBytes: number;
+}
+
+interface Session {
+  transport: NodeStreamableHTTPServerTransport;
+  server: McpServer;
+  caller: ApiCaller;
+  keyFingerprint: string;
+  lastUsed: number;
+}
+
+export interface McpEndpoint {
+  sessionCount(): number;
+  close(): Promise<void>;
+}
+
+const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
+  reply.code(status).type('application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
+
+export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOptions): Promise<McpEndpoint> {
+  const log = o.log.child({ component: 'mcp-endpoint' });
+  const sessions = new Map<string, Session>();
+  const authOf = (req: FastifyRequest) => (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller ?? {};
+
+  const modern = createMcpHandler(
+    (ctx) => {
+      const tenant = (ctx.authInfo?.extra as { tenant?: string } | undefined)?.tenant;
+      return buildFacadeServer(o.hub, tenant === undefined ? {} : { tenant }, { log, version: o.version });
+    },
+    { legacy: 'stateless', onerror: (e) => log.debug({ err: e.message }, 'mcp handler error'), maxRequestBodySize: o.bodyLimitBytes },
+  );
+  const modernNode = toNodeHandler(modern, { onerror: (e) => log.warn({ err: e.message }, 'mcp adapter error'), maxRequestBodySize: o.bodyLimitBytes });
+
+  const offChanges = o.hub.onToolsChanged(() => {
+    modern.notify.toolsChanged();
+    for (const s of sessions.values()) {
+      try {
+        s.server.sendToolListChanged();
+      } catch (e) {
+        log.debug({ err: (e as Error).message }, 'tools/list_changed not sent');
+      }
+    }
+  });
+
+  const sweeper = setInterval(() => {
+    const now = Date.now();
+    for (const [id, s] of sessions) if (now - s.lastUsed > o.sessionIdleMs) void closeSession(id, 'idle');
+  }, Math.min(60_000, o.sessionIdleMs));
+  sweeper.unref();
+
+  async function closeSession(id: string, why: string): Promise<void> {
+    const s = sessions.get(id);
+    if (!s) return;
+    sessions.delete(id);
+    o.metrics.mcpSessions.set(sessions.size);
+    log.debug({ why }, 'mcp session closed');
+    await s.server.close().catch(() => undefined);
+  }
+
+  /** Sessions are bound to the key that opened them (kept only as a hash). */
+  const fingerprint = (authorization: string | undefined) => createHash('sha256').update(authorization ?? '').digest('base64url');
+
+  const originAllowed = (req: FastifyRequest): boolean => {
+    const origin = req.headers.origin;
+    if (origin === undefined) return true;
+    let u: URL;
+    try {
+      u = new URL(origin);
+    } catch {
+      return false;
+    }
+    if (o.allowedOrigins.includes(u.origin)) return true;
+    return u.host === req.headers.host;
+  };
+
+  const handle = async (req: FastifyRequest, reply: FastifyReply) => {
+    if (!originAllowed(req)) {
+      o.metrics.mcpRequests.inc({ outcome: 'forbidden_origin' });
+      log.warn({ origin: String(req.headers.origin).slice(0, 200) }, 'mcp request from a foreign origin refused');
+      return rpcError(reply, 403, -32000, 'Forbidden: this Origin is not allowed');
+    }
+    const caller = authenticate(req.headers.authorization, o.apiKeys(), o.tenantOf);
+    if (!caller) {
+      o.metrics.mcpRequests.inc({ outcome: 'unauthorized' });
+      void reply.header('www-authenticate', 'Bearer realm="voxgate"');
+      return rpcError(reply, 401, -32001, 'Unauthorized: send Authorization: Bearer <api key>');
+    }
+    (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller = caller;
+    // The SDK reads `req.auth` as the request's authInfo: the tenant only, never the key itself.
+    (req.raw as { auth?: unknown }).auth = { token: '[REDACTED]', clientId: caller.tenant ?? '', scopes: [], extra: { tenant: caller.tenant } };
+
+    const sid = req.headers['mcp-session-id'];
+    if (typeof sid === 'string') {
+      const s = sessions.get(sid);
+      if (!s || s.keyFingerprint !== fingerprint(req.headers.authorization)) {
+        o.metrics.mcpRequests.inc({ outcome: 'unknown_session' });
+        return rpcError(reply, 404, -32001, 'Session not found: initialize again');
+      }
+      s.lastUsed = Date.now();
+      o.metrics.mcpRequests.inc({ outcome: 'session' });
+      reply.hijack();
+      await s.transport.handleRequest(req.raw, reply.raw, req.body);
+      return reply;
+    }
+    if (req.method === 'POST' && isInitializeRequest(req.body)) {
+      if (sessions.size >= o.maxSessions) {
+        o.metrics.mcpRequests.inc({ outcome: 'session_limit' });
+        return rpcError(reply, 503, -32000, 'Too many MCP sessions; try again later or use the stateless protocol');
+      }
+      const server = buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
+      const transport: NodeStreamableHTTPServerTransport = new NodeStreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (id) => {
+          sessions.set(id, { transport, server, caller, keyFingerprint: fingerprint(req.headers.authorization), lastUsed: Date.now() });
+          o.metrics.mcpSessions.set(sessions.size);
+        },
+        onsessionclosed: (id) => void closeSession(id, 'deleted'),
+      });
+      transport.onclose = () => {
+        if (transport.sessionId) void closeSession(transport.sessionId, 'transport closed');
+      };
+      await server.connect(transport);
+      o.metrics.mcpRequests.inc({ outcome: 'initialize' });
+      reply.hijack();
+      await transport.handleRequest(req.raw, reply.raw, req.body);
+      return reply;
+    }
+    o.metrics.mcpRequests.inc({ outcome: 'stateless' });
+    reply.hijack();
+    await modernNode(req.raw, reply.raw, req.body);
+    return reply;
+  };
+
+  app.route({
+    method: ['GET', 'POST', 'DELETE'],
+    url: '/mcp',
+    schema: { hide: true },
+    handler: handle,
+  });
+
+  return {
+    sessionCount: () => sessions.size,
+    async close() {
+      clearInterval(sweeper);
+      offChanges();
+      await Promise.allSettled([...sessions.keys()].map((id) => closeSession(id, 'shutdown')));
+      await modern.close();
+    },
+  };
+}

@@ -1,0 +1,89 @@
+import { McpServer, ProtocolError, ProtocolErrorCode, type CallToolResult } from '@modelcontextprotocol/server';
+import type { Logger } from 'pino';
+import { GatewayError } from '../errors.js';
+import { parseTokensHeader, type Tokens } from '../hub/credentials.js';
+import type { Caller, McpHub } from '../hub/hub.js';
+
+/**
+ * One MCP server instance speaking for the hub to one caller (one legacy session, or one modern request).
+ * The tool list is dynamic (devices come and go) and the schemas are upstream JSON Schemas, so the
+ * list/call handlers are set on the low-level `server` of an `McpServer` instead of registering each
+ * tool with a Standard Schema.
+ */
+export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger; version: string }): McpServer {
+  const system = hub
+    .instructions(caller)
+    .system.map((s) => `[${s.server}] ${s.instruction}`)
+    .join('\n\n');
+  const mcp = new McpServer(
+    { name: 'voxgate', version: o.version },
+    {
+      capabilities: { tools: { listChanged: true }, resources: {}, prompts: {} },
+      instructions:
+        'Tools of ESP32 voice devices (device__<id>__<tool>, or devices_list + device_call) and of hosted MCP servers (mcp__<server>__<tool>).' +
+        (system ? `\n\n${system}` : ''),
+    },
+  );
+  const s = mcp.server;
+  const tokensOf = (req: Request | undefined): Tokens | undefined => {
+    const h = req?.headers.get('x-voxgate-tokens');
+    if (!h) return undefined;
+    try {
+      return parseTokensHeader(h);
+    } catch (e) {
+      throw new ProtocolError(ProtocolErrorCode.InvalidParams, (e as Error).message);
+    }
+  };
+
+  s.setRequestHandler('tools/list', async () => ({
+    tools: hub.tools(caller).map((t) => ({
+      name: t.name,
+      description: t.description,
+      inputSchema: { type: 'object' as const, ...t.inputSchema },
+      ...(t.annotations ? { annotations: t.annotations } : {}),
+      ...(t.responseInstruction || t.autoContext
+        ? { _meta: { ...(t.responseInstruction ? { 'voxgate/responseInstruction': t.responseInstruction } : {}), ...(t.autoContext ? { 'voxgate/autoContext': true } : {}) } }
+        : {}),
+    })),
+  }));
+
+  s.setRequestHandler('tools/call', async (req, ctx) => {
+    const name = req.params.name;
+    const args = (req.params.arguments ?? {}) as Record<string, unknown>;
+    try {
+      const { durationMs: _d, ...result } = await hub.call(name, args, { ...caller, tokens: tokensOf(ctx.http?.req), signal: ctx.mcpReq.signal });
+      return result as CallToolResult;
+    } catch (e) {
+      if (e instanceof GatewayError && e.code === 'TOOL_NOT_FOUND') throw new ProtocolError(ProtocolErrorCode.InvalidParams, e.message);
+      // Bad arguments and missing tokens are for the model (or its user) to fix: a tool error, not a protocol error.
+      if (e instanceof GatewayError) return { content: [{ type: 'text', text: e.message }], isError: true, _meta: { 'voxgate/code': e.code } };
+      throw e;
+    }
+  });
+
+  s.setRequestHandler('resources/list', async (_req, ctx) => ({
+    resources: (await hub.resources({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, ...r }) => ({ ...r, _meta: { ...(r._meta ?? {}), 'voxgate/server': server } })),
+  }));
+  s.setRequestHandler('resources/read', async (req, ctx) => {
+    try {
+      const { server: _s, ...r } = await hub.readResource(req.params.uri, undefined, { ...caller, tokens: tokensOf(ctx.http?.req) });
+      return r;
+    } catch (e) {
+      if (e instanceof GatewayError) throw new ProtocolError(e.code === 'NOT_FOUND' ? ProtocolErrorCode.InvalidParams : ProtocolErrorCode.InternalError, e.message);
+      throw e;
+    }
+  });
+  s.setRequestHandler('prompts/list', async (_req, ctx) => ({
+    prompts: (await hub.prompts({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, prompt: _p, ...p }) => ({ ...p, _meta: { ...(p._meta ?? {}), 'voxgate/server': server } })),
+  }));
+  s.setRequestHandler('prompts/get', async (req, ctx) => {
+    try {
+      const { server: _s, ...r } = await hub.getPrompt(req.params.name, (req.params.arguments ?? {}) as Record<string, string>, { ...caller, tokens: tokensOf(ctx.http?.req) });
+      return r;
+    } catch (e) {
+      if (e instanceof GatewayError) throw new ProtocolError(e.code === 'NOT_FOUND' ? ProtocolErrorCode.InvalidParams : ProtocolErrorCode.InternalError, e.message);
+      throw e;
+    }
+  });
+  return mcp;
+}

@@ -1,0 +1,205 @@
+import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { z } from 'zod';
+
+/**
+ * The `mcpServers` file: Claude Desktop–compatible (`{"mcpServers": {"name": {"command": ..., "args": [...]}}}`),
+ * plus the fields Voxgate adds. An entry with `command` is stdio; with `url` it is Streamable HTTP unless
+ * `type` says `sse`. Everything in it is checked here; nothing unchecked reaches a connection.
+ */
+export const SERVER_TYPES = ['stdio', 'http', 'sse', 'builtin', 'openapi'] as const;
+export type ServerType = (typeof SERVER_TYPES)[number];
+
+/** Server names become part of tool names (`mcp__{server}__{tool}`): keep them short and plain. */
+export const SERVER_NAME = /^[A-Za-z0-9_-]{1,32}$/;
+const TENANT = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'tenant: letters, digits, _ . - (1-64)');
+const HeaderName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/, 'not an HTTP header name');
+const HttpUrl = z.url({ protocol: /^https?$/ });
+
+export const BUILTIN_TOOL_NAMES = ['current_time', 'calculator'] as const;
+
+const BuiltinToolRef = z.union([
+  z.enum(BUILTIN_TOOL_NAMES),
+  z.object({ name: z.enum(BUILTIN_TOOL_NAMES), description: z.string().max(4096).optional() }).strict(),
+]);
+
+export const ServerEntrySchema = z
+  .object({
+    type: z.enum([...SERVER_TYPES, 'streamable-http', 'streamableHttp']).optional(),
+    /** Claude Desktop spelling; ignored when `type` is set. */
+    transport: z.string().optional(),
+    command: z.string().min(1).max(4096).optional(),
+    args: z.array(z.string().max(4096)).max(256).default([]),
+    env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string().max(32_768)).default({}),
+    cwd: z.string().optional(),
+    url: HttpUrl.optional(),
+    /** Header values may hold `${name}` placeholders, filled per request from the caller's tokens. */
+    headers_template: z.record(HeaderName, z.string().max(8192)).default({}),
+    /** Claude Desktop / VS Code spelling of static headers; merged under `headers_template`. */
+    headers: z.record(HeaderName, z.string().max(8192)).optional(),
+    allowed_tools: z.array(z.string().min(1).max(256)).max(4096).optional(),
+    timeout_ms: z.number().int().min(1).max(3_600_000).optional(),
+    tools: z.array(BuiltinToolRef).max(64).optional(),
+    /** An OpenAPI 3.0/3.1 document (JSON object), or the path of a JSON file (relative to the config file). */
+    openapi_spec: z.union([z.record(z.string(), z.unknown()), z.string().min(1).max(4096)]).optional(),
+    openapi_base_url: HttpUrl.optional(),
+    system_instruction: z.string().max(16_384).optional(),
+    response_instruction: z.string().max(16_384).optional(),
+    /** Tool names (the server's own names) to call automatically for context; the assistant uses them. */
+    auto_context_tool: z.union([z.string().min(1).max(256), z.array(z.string().min(1).max(256)).max(64)]).optional(),
+    /** Limit this server to callers whose API key carries one of these tenants. Absent: every caller. */
+    tenants: z.array(TENANT).max(1024).optional(),
+    /** Outbound HTTP (http, sse, openapi) may reach private, loopback and link-local addresses. */
+    allow_private_network: z.boolean().optional(),
+    disabled: z.boolean().default(false),
+  })
+  .strict();
+
+export type ServerEntryInput = z.input<typeof ServerEntrySchema>;
+
+export interface ServerConfig {
+  name: string;
+  type: ServerType;
+  command?: string;
+  args: string[];
+  env: Record<string, string>;
+  cwd?: string;
+  url?: string;
+  headersTemplate: Record<string, string>;
+  allowedTools?: string[];
+  timeoutMs?: number;
+  builtinTools: Array<{ name: (typeof BUILTIN_TOOL_NAMES)[number]; description?: string }>;
+  openapiSpec?: Record<string, unknown>;
+  openapiBaseUrl?: string;
+  systemInstruction?: string;
+  responseInstruction?: string;
+  autoContextTools: string[];
+  tenants?: string[];
+  allowPrivateNetwork?: boolean;
+  disabled: boolean;
+}
+
+export const McpServersFileSchema = z.object({ mcpServers: z.record(z.string(), z.unknown()).default({}) }).loose();
+
+export class McpConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid MCP server configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+/** Check and normalise every entry; all problems are reported at once, each naming its server. */
+export function parseServers(raw: Record<string, unknown>, baseDir = process.cwd()): ServerConfig[] {
+  const problems: string[] = [];
+  const out: ServerConfig[] = [];
+  for (const [name, value] of Object.entries(raw)) {
+    if (!SERVER_NAME.test(name)) {
+      problems.push(`mcpServers.${name}: a server name is 1-32 letters, digits, _ or -`);
+      continue;
+    }
+    const r = ServerEntrySchema.safeParse(value);
+    if (!r.success) {
+      for (const i of r.error.issues) problems.push(`mcpServers.${name}${i.path.length ? '.' + i.path.join('.') : ''}: ${i.message}`);
+      continue;
+    }
+    try {
+      out.push(normalise(name, r.data, baseDir));
+    } catch (e) {
+      problems.push(`mcpServers.${name}: ${(e as Error).message}`);
+    }
+  }
+  if (problems.length) throw new McpConfigError(problems);
+  return out;
+}
+
+function normalise(name: string, e: z.output<typeof ServerEntrySchema>, baseDir: string): ServerConfig {
+  const declared = e.type ?? (e.transport as ServerEntryInput['type'] | undefined);
+  let type: ServerType;
+  if (declared === 'streamable-http' || declared === 'streamableHttp') type = 'http';
+  else if (declared && (SERVER_TYPES as readonly string[]).includes(declared)) type = declared as ServerType;
+  else if (declared) throw new Error(`unknown type "${declared}"`);
+  else if (e.command) type = 'stdio';
+  else if (e.url) type = 'http';
+  else if (e.openapi_spec) type = 'openapi';
+  else if (e.tools) type = 'builtin';
+  else throw new Error('give "command" (stdio), "url" (http/sse), "openapi_spec" (openapi) or "tools" (builtin)');
+
+  if (type === 'stdio' && !e.command) throw new Error('a stdio server needs "command"');
+  if ((type === 'http' || type === 'sse') && !e.url) throw new Error(`a ${type} server needs "url"`);
+  if (type === 'builtin' && !e.tools?.length) throw new Error('a builtin server needs "tools" (current_time, calculator)');
+  if (type === 'openapi') {
+    if (!e.openapi_spec) throw new Error('an openapi server needs "openapi_spec"');
+    if (!e.openapi_base_url) throw new Error('an openapi server needs "openapi_base_url"');
+  }
+  const cfg: ServerConfig = {
+    name,
+    type,
+    args: e.args,
+    env: e.env,
+    headersTemplate: { ...(e.headers ?? {}), ...e.headers_template },
+    builtinTools: (e.tools ?? []).map((t) => (typeof t === 'string' ? { name: t } : t.description === undefined ? { name: t.name } : { name: t.name, description: t.description })),
+    autoContextTools: e.auto_context_tool === undefined ? [] : Array.isArray(e.auto_context_tool) ? e.auto_context_tool : [e.auto_context_tool],
+    disabled: e.disabled,
+  };
+  if (e.command) cfg.command = e.command;
+  if (e.cwd) cfg.cwd = isAbsolute(e.cwd) ? e.cwd : resolve(baseDir, e.cwd);
+  if (e.url) cfg.url = e.url;
+  if (e.allowed_tools) cfg.allowedTools = e.allowed_tools;
+  if (e.timeout_ms !== undefined) cfg.timeoutMs = e.timeout_ms;
+  if (e.openapi_base_url) cfg.openapiBaseUrl = e.openapi_base_url;
+  if (e.system_instruction !== undefined) cfg.systemInstruction = e.system_instruction;
+  if (e.response_instruction !== undefined) cfg.responseInstruction = e.response_instruction;
+  if (e.tenants) cfg.tenants = e.tenants;
+  if (e.allow_private_network !== undefined) cfg.allowPrivateNetwork = e.allow_private_network;
+  if (e.openapi_spec !== undefined) cfg.openapiSpec = typeof e.openapi_spec === 'string' ? readSpecFile(e.openapi_spec, baseDir) : e.openapi_spec;
+  return cfg;
+}
+
+const MAX_SPEC_BYTES = 10 * 1024 * 1024;
+
+function readSpecFile(path: string, baseDir: string): Record<string, unknown> {
+  const file = isAbsolute(path) ? path : resolve(baseDir, path);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new Error(`openapi_spec: cannot read ${file} (${(e as Error).message})`);
+  }
+  if (text.length > MAX_SPEC_BYTES) throw new Error(`openapi_spec: ${file} is over ${MAX_SPEC_BYTES} bytes`);
+  try {
+    const v = JSON.parse(text) as unknown;
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error('the top level must be an object');
+    return v as Record<string, unknown>;
+  } catch (e) {
+    throw new Error(`openapi_spec: ${file} is not a JSON OpenAPI document (${(e as Error).message})`);
+  }
+}
+
+/** Read `GATEWAY_MCP_CONFIG`: `{"mcpServers": {...}}`. Relative paths inside resolve against the file's folder. */
+export function loadServersFile(path: string): ServerConfig[] {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new McpConfigError([`${path}: cannot read (${(e as Error).message})`]);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new McpConfigError([`${path}: not valid JSON (${(e as Error).message})`]);
+  }
+  const r = McpServersFileSchema.safeParse(json);
+  if (!r.success) throw new McpConfigError([`${path}: expected {"mcpServers": {...}}`]);
+  return parseServers(r.data.mcpServers, dirname(resolve(path)));
+}
+
+/** The servers a configuration names: inline `mcp.servers`, then the file (`GATEWAY_MCP_CONFIG`), which wins. */
+export function resolveServers(mcp: { enabled: boolean; configFile?: string | undefined; servers: Record<string, unknown> }): { enabled: boolean; servers: ServerConfig[] } {
+  if (!mcp.enabled) return { enabled: false, servers: [] };
+  const inline = parseServers(mcp.servers);
+  const fromFile = mcp.configFile ? loadServersFile(mcp.configFile) : [];
+  const byName = new Map<string, ServerConfig>();
+  for (const s of [...inline, ...fromFile]) byName.set(s.name, s);
+  const servers = [...byName.values()];
+  return { enabled: mcp.configFile !== undefined || servers.length > 0, servers };
+}

@@ -1,0 +1,161 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { ReadBuffer, serializeMessage, type JSONRPCMessage, type Transport } from '@modelcontextprotocol/client';
+
+/**
+ * A stdio client transport that owns its child's whole process group. The SDK's `StdioClientTransport`
+ * signals only the direct child, so a server started through `npx` or a shell leaves its real process
+ * behind; here the child leads its own group and `close()` sends SIGTERM to the group, then SIGKILL after
+ * the grace period, and resolves only when the child has exited. stderr is kept (last lines) for
+ * `GET /v1/mcp/servers`, never forwarded to our own stderr.
+ */
+export interface ChildStdioOptions {
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  cwd?: string;
+  killGraceMs: number;
+  maxMessageBytes: number;
+  onStderr?: (line: string) => void;
+}
+
+/** The environment a child inherits when its config names no variable: enough to find and run programs. */
+const INHERITED = ['HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER', 'LANG', 'TMPDIR', 'NODE_EXTRA_CA_CERTS', 'SYSTEMROOT'];
+
+export class ChildStdioTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage) => void;
+  private child: ChildProcess | undefined;
+  private readonly buffer: ReadBuffer;
+  private exited: Promise<void> = Promise.resolve();
+  private closing = false;
+  exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+
+  constructor(private readonly o: ChildStdioOptions) {
+    this.buffer = new ReadBuffer({ maxBufferSize: o.maxMessageBytes });
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  start(): Promise<void> {
+    if (this.child) throw new Error('already started');
+    const env: Record<string, string> = {};
+    for (const k of INHERITED) if (process.env[k] !== undefined) env[k] = process.env[k]!;
+    Object.assign(env, this.o.env);
+    return new Promise((resolve, reject) => {
+      const child = spawn(this.o.command, this.o.args, { env, cwd: this.o.cwd, stdio: ['pipe', 'pipe', 'pipe'], detached: true, shell: false });
+      this.child = child;
+      this.exited = new Promise((res) => child.once('exit', () => res()));
+      child.once('error', (e) => {
+        reject(e);
+        this.onerror?.(e);
+      });
+      child.once('spawn', () => resolve());
+      child.once('exit', (code, signal) => {
+        this.exitInfo = { code, signal };
+      });
+      child.once('close', () => {
+        this.child = undefined;
+        this.buffer.clear();
+        this.onclose?.();
+      });
+      child.stdin!.on('error', (e) => this.onerror?.(e));
+      child.stdout!.on('data', (chunk: Buffer) => {
+        try {
+          this.buffer.append(chunk);
+          for (;;) {
+            let msg: JSONRPCMessage | null;
+            try {
+              msg = this.buffer.readMessage();
+            } catch (e) {
+              this.onerror?.(e as Error);
+              continue;
+            }
+            if (msg === null) break;
+            this.onmessage?.(msg);
+          }
+        } catch (e) {
+          // over the size cap: the stream cannot be resynchronised
+          this.onerror?.(e as Error);
+          void this.close();
+        }
+      });
+      let partial = '';
+      child.stderr!.setEncoding('utf8');
+      child.stderr!.on('data', (s: string) => {
+        const lines = (partial + s).split('\n');
+        partial = lines.pop()!.slice(-4096);
+        for (const l of lines) if (l.trim()) this.o.onStderr?.(l.slice(0, 2000));
+      });
+    });
+  }
+
+  async send(message: JSONRPCMessage): Promise<void> {
+    const stdin = this.child?.stdin;
+    if (!stdin || this.closing) throw new Error('the server process is not running');
+    const text = serializeMessage(message);
+    if (!stdin.write(text)) await new Promise<void>((resolve) => stdin.once('drain', resolve));
+  }
+
+  /** TERM the group, KILL it after the grace period; resolves when the child has exited. */
+  async close(): Promise<void> {
+    const child = this.child;
+    this.closing = true;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    try {
+      child.stdin?.end();
+    } catch {
+      /* already closed */
+    }
+    signalGroup(child, 'SIGTERM');
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<'grace'>((resolve) => (timer = setTimeout(() => resolve('grace'), this.o.killGraceMs)));
+    const r = await Promise.race([this.exited.then(() => 'exited' as const), graceOver]);
+    clearTimeout(timer);
+    if (r === 'grace') {
+      signalGroup(child, 'SIGKILL');
+      await this.exited;
+    } else signalGroup(child, 'SIGKILL'); // whatever else is left in the group
+    // Signals are delivered asynchronously: wait (bounded) until no live member of the group is left.
+    const deadline = Date.now() + this.o.killGraceMs;
+    while (child.pid !== undefined && groupHasLiveMembers(child.pid) && Date.now() < deadline) await new Promise((res) => setTimeout(res, 10));
+  }
+}
+
+/** Linux: any process of this group that is not a zombie. Elsewhere: assume the signals did their work. */
+function groupHasLiveMembers(pgid: number): boolean {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return false;
+  }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // rest[0] = state, rest[1] = ppid, rest[2] = pgrp
+      if (Number(rest[2]) === pgid && rest[0] !== 'Z' && rest[0] !== 'X') return true;
+    } catch {
+      /* exited meanwhile */
+    }
+  }
+  return false;
+}
+
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    try {
+      child.kill(signal);
+    } catch {
+      /* gone */
+    }
+  }
+}
