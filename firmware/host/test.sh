@@ -5,11 +5,13 @@ set -euo pipefail
 
 HOST_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BUILD_DIR="${HOST_DIR}/build"
-INSTALL_HINT="apt-get install -y cmake g++ libcjson-dev libgtest-dev libwebsockets-dev libmosquitto-dev"
+INSTALL_HINT="apt-get install -y cmake g++ libcjson-dev libgtest-dev libwebsockets-dev libmosquitto-dev mosquitto"
 
 missing=()
 command -v cmake >/dev/null 2>&1 || missing+=("cmake")
 command -v g++ >/dev/null 2>&1 || missing+=("g++")
+# The MQTT link test runs against a real broker; without it that test would only be skipped.
+command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || missing+=("mosquitto")
 header_present() { [ -f "/usr/include/$1" ] || [ -f "/usr/local/include/$1" ]; }
 header_present cjson/cJSON.h || missing+=("libcjson-dev (cjson/cJSON.h)")
 header_present gtest/gtest.h || missing+=("libgtest-dev (gtest/gtest.h)")

@@ -190,6 +190,18 @@ TEST(Url, Parses) {
   EXPECT_FALSE(ParseUrl("ws://h:0/", &url));
 }
 
+TEST(Url, HostHeaderKeepsANonDefaultPort) {
+  Url url;
+  ASSERT_TRUE(ParseUrl("http://127.0.0.1:8000/xiaozhi/ota/", &url));
+  EXPECT_EQ(url.host_header(), "127.0.0.1:8000");
+  ASSERT_TRUE(ParseUrl("ws://gw.example/xiaozhi/v1/", &url));
+  EXPECT_EQ(url.host_header(), "gw.example");
+  ASSERT_TRUE(ParseUrl("wss://gw.example:443/", &url));
+  EXPECT_EQ(url.host_header(), "gw.example");
+  ASSERT_TRUE(ParseUrl("https://gw.example:8443/", &url));
+  EXPECT_EQ(url.host_header(), "gw.example:8443");
+}
+
 namespace {
 
 // A transport that records frames, to test the shared Protocol logic.

@@ -136,7 +136,8 @@ bool FetchOtaConfig(const std::string& url_text, const DeviceIdentity& identity,
   connect.address = url.host.c_str();
   connect.port = url.port;
   connect.path = url.path.c_str();
-  connect.host = url.host.c_str();
+  const std::string host_header = url.host_header();
+  connect.host = host_header.c_str();
   connect.origin = url.host.c_str();
   connect.method = "POST";
   connect.ssl_connection = url.tls() ? LCCSCF_USE_SSL : 0;

@@ -28,6 +28,7 @@ LwsWebSocketProtocol::LwsWebSocketProtocol(std::shared_ptr<LwsLoop> loop, WebSoc
   tls_ = url.tls();
   host_ = url.host;
   port_ = url.port;
+  host_header_ = url.host_header();
   path_ = url.path;
 }
 
@@ -74,7 +75,7 @@ void LwsWebSocketProtocol::Connect() {
   info.address = host_.c_str();
   info.port = port_;
   info.path = path_.c_str();
-  info.host = host_.c_str();
+  info.host = host_header_.c_str();
   info.origin = host_.c_str();
   info.ssl_connection = tls_ ? LCCSCF_USE_SSL : 0;
   info.opaque_user_data = static_cast<LwsClient*>(this);

@@ -44,7 +44,7 @@ class LwsWebSocketProtocol : public Protocol, private LwsClient {
   std::shared_ptr<LwsLoop> loop_;
   WebSocketOptions options_;
   Headers headers_;
-  std::string host_, path_;
+  std::string host_, host_header_, path_;
   int port_ = 80;
   bool tls_ = false;
   bool url_ok_ = false;
