@@ -120,6 +120,9 @@ export async function startMqttLink(o: MqttLinkOptions) {
   broker.on('clientError', (client, err) => o.log.debug({ clientId: client.id, err: err.message }, 'MQTT client error'));
 
   const server: Server = createServer((socket: Socket) => {
+    // aedes writes a packet in several small chunks; behind the guard's Duplex they are not corked
+    // together, so with Nagle on, every reply to a device waited ~40 ms for a delayed ACK.
+    socket.setNoDelay(true);
     const guard = new MqttPacketGuard(o.maxPacketBytes);
     guard.on('error', (err) => {
       const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
