@@ -1,0 +1,8 @@
+#!/usr/bin/env node
+import { serveStdio } from '@modelcontextprotocol/server/stdio';
+import { createWeatherServer, optionsFromEnv } from './server.js';
+
+/** stdio entry: `JMA_BASE_URL` (default https://www.jma.go.jp) and `JMA_TIMEOUT_MS` configure it. */
+const options = optionsFromEnv();
+serveStdio(() => createWeatherServer(options));
+process.on('SIGTERM', () => process.exit(0));
