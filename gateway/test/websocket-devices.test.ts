@@ -121,6 +121,9 @@ describe('reference-firmware devices over WebSocket', () => {
     expect(wrongType.status).toBe(422);
     expect(d.mcpReceived.length).toBe(sentBefore); // refused before anything was sent
 
+    expect(await t.metric('voxgate_calls_total', { outcome: 'invalid_arguments' })).toBeGreaterThanOrEqual(3);
+    expect(await t.metric('voxgate_calls_total', { outcome: 'tool_not_found' })).toBeGreaterThanOrEqual(1);
+
     const badBody = await t.api<ProblemBody>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: [] });
     expect([badBody.status, badBody.body.code]).toEqual([400, 'INVALID_REQUEST']);
   });

@@ -176,9 +176,16 @@ export class DeviceSession {
     const timeoutMs = this.clampTimeout(opts.timeoutMs);
     const deadline = Date.now() + timeoutMs;
     await this.whenReady(timeoutMs);
-    const tool = this.requireTool(name);
+    const tool = this.catalog!.get(name);
+    if (!tool) {
+      this.d.metrics.calls.inc({ outcome: 'tool_not_found' });
+      throw new GatewayError('TOOL_NOT_FOUND', `device ${this.d.deviceId} has no tool named "${name}"`, { tool: name });
+    }
     const problems = this.catalog!.checkArguments(tool, args);
-    if (problems) throw invalidArguments(name, problems);
+    if (problems) {
+      this.d.metrics.calls.inc({ outcome: 'invalid_arguments' });
+      throw invalidArguments(name, problems);
+    }
     return this.enqueue(deadline, async (remaining) => {
       const started = performance.now();
       let result: unknown;
@@ -210,12 +217,6 @@ export class DeviceSession {
 
   findTool(name: string): CatalogTool | undefined {
     return this.catalog?.get(name);
-  }
-
-  private requireTool(name: string): CatalogTool {
-    const tool = this.catalog?.get(name);
-    if (!tool) throw new GatewayError('TOOL_NOT_FOUND', `device ${this.d.deviceId} has no tool named "${name}"`, { tool: name });
-    return tool;
   }
 
   private clampTimeout(t: number | undefined): number {
