@@ -21,6 +21,7 @@ export function createMetrics() {
     framesIn: new Counter({ name: 'voxgate_frames_received_total', help: 'Frames received from devices', labelNames: ['transport', 'kind'] as const, registers: [registry] }),
     framesRejected: new Counter({ name: 'voxgate_frames_rejected_total', help: 'Device frames rejected', labelNames: ['reason'] as const, registers: [registry] }),
     audioBytes: new Counter({ name: 'voxgate_audio_bytes_received_total', help: 'Binary (audio) bytes received and not processed', registers: [registry] }),
+    toolsPages: new Counter({ name: 'voxgate_tools_pages_total', help: 'tools/list pages received, parsed or taken from the page cache', labelNames: ['source'] as const, registers: [registry] }),
     lateReplies: new Counter({ name: 'voxgate_late_replies_total', help: 'Device replies that matched no pending call (late or unknown id)', registers: [registry] }),
     events: new Counter({ name: 'voxgate_events_total', help: 'Events published on the bus', labelNames: ['type'] as const, registers: [registry] }),
     sseClients: new Gauge({ name: 'voxgate_sse_clients', help: 'Open SSE streams', registers: [registry] }),

@@ -44,6 +44,23 @@ export class ToolCatalog {
     if (ref && !ref.deref()) ToolCatalog.interned.delete(hash);
   });
 
+  private static readonly byPages = new Map<string, WeakRef<ToolCatalog>>();
+
+  /**
+   * The catalog for a walk of cached pages: the same pages give the same catalog, found without hashing
+   * the tools again. Pages that were not cached (serial 0) fall back to `from`.
+   */
+  static fromPages(pages: ReadonlyArray<{ serial: number }>, tools: readonly Tool[]): ToolCatalog {
+    if (pages.some((p) => p.serial === 0)) return ToolCatalog.from(tools);
+    const key = pages.map((p) => p.serial).join(',');
+    const known = ToolCatalog.byPages.get(key)?.deref();
+    if (known) return known;
+    const catalog = ToolCatalog.from(tools);
+    if (ToolCatalog.byPages.size >= 1024) ToolCatalog.byPages.delete(ToolCatalog.byPages.keys().next().value!);
+    ToolCatalog.byPages.set(key, new WeakRef(catalog));
+    return catalog;
+  }
+
   /** Build (or reuse) the catalog for these tools; a repeated name keeps its first definition. */
   static from(tools: readonly Tool[]): ToolCatalog {
     const seen = new Set<string>();

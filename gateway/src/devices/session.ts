@@ -25,6 +25,7 @@ import type { Metrics } from '../metrics.js';
 import type { ArgumentProblem } from './arguments.js';
 import { ToolCatalog, type CatalogTool } from './catalog.js';
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
+import { TOOLS_PAGES, ToolsPageCache, type CachedPage } from './tools-page-cache.js';
 
 export interface SessionSettings {
   requestTimeoutMs: number;
@@ -94,6 +95,8 @@ export class DeviceSession {
   private readyWaiters: Array<{ resolve: () => void; reject: (e: GatewayError) => void }> = [];
   private helloTimer: NodeJS.Timeout | undefined;
   private relisting = false;
+  /** The tools/list reply being awaited: its frame prefix, and the page text once seen (for the page cache). */
+  private pageExpect: { id: number; after: string; text?: string; hit?: CachedPage } | undefined;
 
   constructor(
     private readonly d: SessionDeps,
@@ -126,6 +129,7 @@ export class DeviceSession {
   /** One text frame from the link. Never throws: bad input is counted, logged, and dropped. */
   onText(text: string): void {
     this.lastSeenAt = Date.now();
+    if (this.pageExpect && this.takeCachedPage(text)) return;
     const parsed = parseDeviceFrame(text);
     if (!parsed.ok) {
       this.d.metrics.framesRejected.inc({ reason: parsed.reason });
@@ -145,6 +149,23 @@ export class DeviceSession {
       default:
         this.d.bus.publish('device.message', this.d.deviceId, { message: capForEvent(frame, text.length) });
     }
+  }
+
+  /** A tools/list page this gateway has already parsed and validated for another device: no parsing. */
+  private takeCachedPage(text: string): boolean {
+    const expect = this.pageExpect!;
+    const pageText = ToolsPageCache.pageText(text, expect.after);
+    if (pageText === undefined) return false;
+    const cached = TOOLS_PAGES.get(pageText);
+    if (!cached) {
+      expect.text = pageText;
+      return false;
+    }
+    this.d.metrics.framesIn.inc({ transport: this.d.link.transport, kind: 'mcp' });
+    this.d.metrics.toolsPages.inc({ source: 'cache' });
+    expect.hit = cached;
+    this.settle(expect.id, (p) => p.resolve(cached));
+    return true;
   }
 
   /** The link is gone: fail everything waiting, at once. */
@@ -408,14 +429,14 @@ export class DeviceSession {
     const tools: Tool[] = [];
     const seen = new Set<string>();
     let cursor: string | undefined;
+    const pages: CachedPage[] = [];
     for (let page = 1; ; page++) {
       const params: Record<string, unknown> = { withUserTools: true };
       if (cursor !== undefined) params['cursor'] = cursor;
-      const raw = await this.request('tools/list', params, this.d.settings.requestTimeoutMs);
-      const r = ToolsListResultSchema.safeParse(raw);
-      if (!r.success) throw new Error(`malformed tools/list page ${page}: ${describeIssues(r.error.issues)}`);
-      tools.push(...r.data.tools);
-      const next = r.data.nextCursor;
+      const p = await this.requestPage(params, page);
+      pages.push(p);
+      tools.push(...p.result.tools);
+      const next = p.result.nextCursor;
       if (next === undefined || next === '') break;
       if (seen.has(next)) {
         this.d.log.warn({ cursor: next, page }, 'device repeated a tools/list cursor; stopping the walk');
@@ -432,8 +453,26 @@ export class DeviceSession {
     if (tools.length > this.d.settings.maxTools) {
       this.d.log.warn({ tools: tools.length, cap: this.d.settings.maxTools }, 'tool cap reached; catalog truncated');
       tools.length = this.d.settings.maxTools;
+      return ToolCatalog.from(tools);
     }
-    return ToolCatalog.from(tools);
+    return ToolCatalog.fromPages(pages, tools);
+  }
+
+  /** One tools/list page, validated, from the page cache when another device already sent the same text. */
+  private async requestPage(params: Record<string, unknown>, page: number): Promise<CachedPage> {
+    const id = this.nextId;
+    const expect: NonNullable<DeviceSession['pageExpect']> = { id, after: ToolsPageCache.expectAfterSessionId(id) };
+    this.pageExpect = expect;
+    try {
+      const raw = await this.request('tools/list', params, this.d.settings.requestTimeoutMs);
+      if (expect.hit !== undefined && raw === expect.hit) return expect.hit;
+      const r = ToolsListResultSchema.safeParse(raw);
+      if (!r.success) throw new Error(`malformed tools/list page ${page}: ${describeIssues(r.error.issues)}`);
+      this.d.metrics.toolsPages.inc({ source: 'parsed' });
+      return expect.text === undefined ? { serial: 0, result: r.data } : TOOLS_PAGES.store(expect.text, r.data);
+    } finally {
+      if (this.pageExpect === expect) this.pageExpect = undefined;
+    }
   }
 
   /** Re-read the catalog after the device says it changed; callers keep using the old one meanwhile. */

@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { ToolsPageCache } from '../../gateway/src/devices/tools-page-cache.js';
+import { startTestGateway } from '../../test/support/gateway-harness.js';
+import { ReferenceDevice, referenceTools } from '../../test/support/reference-device.js';
+
+const after = ToolsPageCache.expectAfterSessionId(7);
+
+describe('tools/list page cache', () => {
+  it('recognises only the reference layout, whatever the (unescaped) session id', () => {
+    const page = '{"tools":[{"name":"a","inputSchema":{"type":"object"}}],"nextCursor":"b"}';
+    expect(ToolsPageCache.pageText(`{"session_id":"s-1","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBe(page);
+    expect(ToolsPageCache.pageText(`{"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBe(page);
+    // Another id, an escaped session id, other key order or spacing: not recognised (the ordinary path runs).
+    expect(ToolsPageCache.pageText(`{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":8,"result":${page}}}`, after)).toBeUndefined();
+    expect(ToolsPageCache.pageText(`{"session_id":"a\\"","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBeUndefined();
+    expect(ToolsPageCache.pageText(`{"type":"mcp","session_id":"s","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBeUndefined();
+    expect(ToolsPageCache.pageText(`{"session_id": "s","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBeUndefined();
+    expect(ToolsPageCache.pageText(`{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}} `, after)).toBeUndefined();
+  });
+
+  it('parses a firmware’s pages once; later devices with the same pages share them, others do not', async () => {
+    const t = await startTestGateway();
+    const devices: ReferenceDevice[] = [];
+    try {
+      const join = async (d: ReferenceDevice, how: 'ws' | 'mqtt' = 'ws') => {
+        devices.push(d);
+        const ready = t.nextEvent('device.ready', d.deviceId);
+        if (how === 'ws') await d.connectWebSocket(t.wsUrl);
+        else await d.connectMqtt(t.mqttUrl, { clientId: `GID_test@@@${d.deviceId.replace(/:/g, '_')}@@@${d.clientId}` });
+        return (await ready).data['hash'] as string;
+      };
+      const pages = async () => ({ parsed: await t.metric('voxgate_tools_pages_total', { source: 'parsed' }), cache: await t.metric('voxgate_tools_pages_total', { source: 'cache' }) });
+
+      const h1 = await join(new ReferenceDevice({ deviceId: '02:00:00:00:07:01', extraTools: 40 }));
+      const first = await pages();
+      expect(first.parsed).toBeGreaterThanOrEqual(3);
+      expect(first.cache).toBe(0);
+
+      const h2 = await join(new ReferenceDevice({ deviceId: '02:00:00:00:07:02', extraTools: 40 }));
+      const h3 = await join(new ReferenceDevice({ deviceId: '02:00:00:00:07:03', extraTools: 40 }), 'mqtt');
+      const second = await pages();
+      expect(second.parsed).toBe(first.parsed);
+      expect(second.cache).toBe(2 * first.parsed);
+      expect([h2, h3]).toEqual([h1, h1]);
+      const a = await t.api<{ tools: unknown[] }>('GET', '/v1/devices/02:00:00:00:07:01/tools');
+      const c = await t.api<{ tools: unknown[] }>('GET', '/v1/devices/02:00:00:00:07:03/tools');
+      expect(c.body).toEqual(a.body);
+
+      // One changed description: a page of its own, and a catalog of its own.
+      const tools = referenceTools().map((x) => (x.name === 'self.audio_speaker.set_volume' ? { ...x, description: `${x.description}!` } : x));
+      const h4 = await join(new ReferenceDevice({ deviceId: '02:00:00:00:07:04', extraTools: 40, tools }));
+      expect(h4).not.toBe(h1);
+      expect((await pages()).parsed).toBeGreaterThan(second.parsed);
+      const call = await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/devices/02:00:00:00:07:03/tools/self.audio_speaker.set_volume/call', { arguments: { volume: 21 } });
+      expect(call.status).toBe(200);
+    } finally {
+      for (const d of devices) d.terminate();
+      await t.close();
+    }
+  });
+});
