@@ -351,7 +351,11 @@ async function main(): Promise<void> {
   const fleetN = Math.min(SETTINGS.fleetN, fdBudget);
   const fleetParams: Record<string, unknown> = { requested: SETTINGS.fleetN, nofile: lim.nofileSoft, nofileHard: lim.nofileHard };
   if (fleetN < SETTINGS.fleetN) fleetParams['cappedBy'] = `RLIMIT_NOFILE ${lim.nofileSoft} per process (hard ${lim.nofileHard}${lim.canRaiseNofile ? '' : ', no CAP_SYS_RESOURCE to raise it'})`;
-  const nSources = Math.max(4, Math.ceil(fleetN / (lim.ephemeralPorts * 0.8)));
+  // A connection from an explicit source address costs a kernel bind() that slows down badly once thousands
+  // of ports sit in TIME_WAIT (after the storm's drop it dominated the device simulators' CPU). So source
+  // addresses are used only when one address's ports could not hold the fleet plus its storm.
+  const perSource = Math.floor(lim.ephemeralPorts * 0.4);
+  const nSources = fleetN <= perSource ? 0 : Math.ceil(fleetN / perSource);
   const sources = Array.from({ length: nSources }, (_, i) => `127.0.0.${SOURCES_BASE + i}`);
   fleetParams['sources'] = sources.length;
   log(`mode ${mode}; ${m.cpus} cpus (${m.model}), ${m.memGiB} GiB, node ${m.node}`);
@@ -380,7 +384,9 @@ async function main(): Promise<void> {
     });
     const gwUrl = `http://127.0.0.1:${httpPort}`;
     const fleetProcs = Math.max(1, Math.ceil(fleetN / 6000));
-    const fleet = new Fleet(Array.from({ length: fleetProcs }, (_, i) => spawnTs(`fleet${i}`, 'bench/fleet/fleet.ts')));
+    // With --profile the device simulators are profiled too: they share the 2 cores with the gateway.
+    const fleetArgs = profile ? { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', join(profDir, 'fleet')] } : {};
+    const fleet = new Fleet(Array.from({ length: fleetProcs }, (_, i) => spawnTs(`fleet${i}`, 'bench/fleet/fleet.ts', fleetArgs)));
     const wsRelay = spawnTs('ws-relay', 'bench/floors/ws-relay.ts');
     const mqttRelay = spawnTs('mqtt-relay', 'bench/floors/mqtt-relay.ts');
     const bareWs = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');

@@ -336,3 +336,5 @@ process.on('message', (m: FleetCommand) => {
 });
 process.on('disconnect', () => process.exit(0));
 process.send?.({ id: 0, ok: true, ready: true, pages: catalog.pageCount, tools: catalog.toolNames.size });
+// Exit normally on SIGTERM so that --cpu-prof writes its profile.
+process.on('SIGTERM', () => process.exit(0));
