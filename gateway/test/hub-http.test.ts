@@ -35,24 +35,32 @@ function listeningPort(pid: number): number | undefined {
   return undefined;
 }
 
+/** server-everything in one of its HTTP modes on a free port; resolves once it listens. */
+async function startEverything(mode: 'streamableHttp' | 'sse'): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, [EVERYTHING_BIN, mode], { env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  // It writes "listening on port" (streamableHttp) or "is running on port" (sse) to stderr once listening.
+  await new Promise<void>((resolve, reject) => {
+    let buf = '';
+    child.stderr!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      if (/listening on port|is running on port/.test(buf)) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`server-everything exited (${code}): ${buf}`)));
+  });
+  const port = listeningPort(child.pid!);
+  if (!port) throw new Error('could not find the port server-everything listens on');
+  return { child, port };
+}
+
 describe('server-everything over Streamable HTTP', () => {
   let child: ChildProcess;
   let url: string;
   let t: TestGateway;
 
   beforeAll(async () => {
-    child = spawn(process.execPath, [EVERYTHING_BIN, 'streamableHttp'], { env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'ignore', 'pipe'] });
-    // It writes "listening on port" to stderr once its socket is listening.
-    await new Promise<void>((resolve, reject) => {
-      let buf = '';
-      child.stderr!.on('data', (d: Buffer) => {
-        buf += d.toString();
-        if (buf.includes('listening on port')) resolve();
-      });
-      child.once('exit', (code) => reject(new Error(`server-everything exited (${code}): ${buf}`)));
-    });
-    const port = listeningPort(child.pid!);
-    if (!port) throw new Error('could not find the port server-everything listens on');
+    const started = await startEverything('streamableHttp');
+    child = started.child;
+    const port = started.port;
     url = `http://127.0.0.1:${port}/mcp`;
     t = await startTestGateway({
       mcp: {
@@ -95,5 +103,28 @@ describe('server-everything over Streamable HTTP', () => {
     expect(r.status).toBe(200);
     expect(r.body.isError).toBe(true);
     expect(r.body.content[0]!.text).toMatch(/tool server "remote"/);
+  });
+});
+
+describe('server-everything over SSE (the older HTTP+SSE transport)', () => {
+  it('connects, lists and calls its tools, with headers from the caller’s tokens', async () => {
+    const { child, port } = await startEverything('sse');
+    const t = await startTestGateway({
+      mcp: { servers: { legacy: { type: 'sse', url: `http://127.0.0.1:${port}/sse`, allow_private_network: true, headers_template: { 'X-Api-Key': '${legacy_key}' } } } },
+    });
+    try {
+      await t.gw.hubStarted;
+      const servers = await t.api<{ servers: Array<{ name: string; state: string; type: string; toolCount: number }> }>('GET', '/v1/mcp/servers');
+      expect(servers.body.servers[0]).toMatchObject({ name: 'legacy', state: 'ready' });
+      expect(servers.body.servers[0]!.toolCount).toBeGreaterThan(3);
+      const r = await t.api<CallBody>('POST', '/v1/tools/mcp__legacy__get-sum/call', { arguments: { a: 40, b: 2 }, tokens: { legacy_key: 'secret-legacy-key' } });
+      expect(r.status).toBe(200);
+      expect(r.body.isError).toBe(false);
+      expect(r.body.content[0]!.text).toContain('42');
+      expect(JSON.stringify(t.logs)).not.toContain('secret-legacy-key');
+    } finally {
+      await t.close();
+      child.kill('SIGKILL');
+    }
   });
 });

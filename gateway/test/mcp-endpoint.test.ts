@@ -168,3 +168,30 @@ describe('/mcp: the gateway as an MCP server, driven by the SDK client', () => {
     expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'forbidden_origin' })).toBe(1);
   });
 });
+
+describe('/mcp sessions are bounded', () => {
+  it('refuses sessions past the cap and closes idle ones, which then must initialize again', async () => {
+    const t = await startTestGateway({ mcp: { endpoint: { maxSessions: 1, sessionIdleMs: 300 } } });
+    const open = async () => {
+      const client = new Client({ name: 'cap-test', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }));
+      return client;
+    };
+    try {
+      const first = await open();
+      expect(await t.metric('voxgate_mcp_endpoint_sessions')).toBe(1);
+      await expect(open()).rejects.toThrow(/Too many MCP sessions/);
+      expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'session_limit' })).toBe(1);
+
+      // Left idle, the session is closed by the sweeper; its id is then unknown.
+      await expect.poll(() => t.metric('voxgate_mcp_endpoint_sessions'), { timeout: 5000 }).toBe(0);
+      await expect(first.listTools()).rejects.toThrow(/Session not found/);
+      const again = await open();
+      expect((await again.listTools()).tools.map((x) => x.name)).toContain('devices_list');
+      await again.close();
+      await first.close().catch(() => undefined);
+    } finally {
+      await t.close();
+    }
+  });
+});

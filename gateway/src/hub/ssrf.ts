@@ -2,6 +2,7 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from 'undici';
 
 /**
  * The SSRF guard for every outbound request the hub makes on a caller's behalf (OpenAPI tools; HTTP/SSE
@@ -137,18 +138,27 @@ export function guardedRequest(url: URL, req: OutboundRequest): Promise<Outbound
   });
 }
 
+/** Every connection it makes resolves the host through `guardedLookup`, so the checked address is the one used. */
+export const guardedDispatcher = new Agent({ connect: { lookup: guardedLookup() } });
+
 /**
- * A `fetch` for the SDK's HTTP client transports that refuses blocked addresses before connecting (DNS is
- * resolved and every address checked). Streaming responses (SSE) need the platform fetch, so here the check
- * precedes the connection rather than sitting inside it.
+ * A `fetch` for the SDK's HTTP client transports (Streamable HTTP and SSE). The host is checked up front for a
+ * clear error, and again inside each connection's own DNS lookup (undici's `connect.lookup`), so a name that
+ * re-resolves to a private address between the two (DNS rebinding) is still refused.
  */
 export function guardedFetch(allowPrivateNetwork: boolean, headers: () => Record<string, string>): typeof fetch {
   return async (input, init) => {
-    const url = new URL(input instanceof Request ? input.url : String(input));
+    const request = input instanceof Request ? input : undefined;
+    const url = new URL(request ? request.url : String(input));
     if (!allowPrivateNetwork) await assertPublicHost(url.hostname.replace(/^\[|\]$/g, ''));
-    const h = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
+    const h = new Headers(init?.headers ?? request?.headers);
     for (const [k, v] of Object.entries(headers())) h.set(k, v);
-    return fetch(input, { ...init, headers: h, redirect: 'manual' });
+    const options: UndiciRequestInit = { ...(init as UndiciRequestInit), headers: Object.fromEntries(h), redirect: 'manual' };
+    if (request && init?.method === undefined) options.method = request.method;
+    if (request && init?.body === undefined && request.body) options.body = Buffer.from(await request.arrayBuffer());
+    if (request && init?.signal === undefined) options.signal = request.signal;
+    if (!allowPrivateNetwork) options.dispatcher = guardedDispatcher;
+    return (await undiciFetch(url, options)) as unknown as Response;
   };
 }
 
