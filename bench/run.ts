@@ -353,8 +353,11 @@ async function main(): Promise<void> {
   if (fleetN < SETTINGS.fleetN) fleetParams['cappedBy'] = `RLIMIT_NOFILE ${lim.nofileSoft} per process (hard ${lim.nofileHard}${lim.canRaiseNofile ? '' : ', no CAP_SYS_RESOURCE to raise it'})`;
   // A connection from an explicit source address costs a kernel bind() that slows down badly once thousands
   // of ports sit in TIME_WAIT (after the storm's drop it dominated the device simulators' CPU). So source
-  // addresses are used only when one address's ports could not hold the fleet plus its storm.
-  const perSource = Math.floor(lim.ephemeralPorts * 0.4);
+  // addresses are used only when one address's ports could not hold the fleet: with tcp_tw_reuse on for
+  // loopback (1 or 2) an unbound connect() reuses TIME_WAIT ports, so only the open connections count;
+  // without it the storm's TIME_WAIT ports count too.
+  const twReuse = lim.tcpTwReuse >= 1;
+  const perSource = Math.floor(lim.ephemeralPorts * (twReuse ? 0.8 : 0.4));
   const nSources = fleetN <= perSource ? 0 : Math.ceil(fleetN / perSource);
   const sources = Array.from({ length: nSources }, (_, i) => `127.0.0.${SOURCES_BASE + i}`);
   fleetParams['sources'] = sources.length;
