@@ -12,6 +12,8 @@ const Csv = z.preprocess((v) => (typeof v === 'string' ? v.split(',').map((s) =>
 const Bool = z.preprocess((v) => (v === 'true' || v === '1' ? true : v === 'false' || v === '0' ? false : v), z.boolean());
 const HttpUrl = z.url({ protocol: /^https?$/ });
 
+const always = () => true;
+
 export const ConfigSchema = z
   .object({
     http: z
@@ -146,14 +148,22 @@ export const ConfigSchema = z
       })
       .prefault({}),
   })
-  .check((ctx) => {
-    const c = ctx.value;
-    if (c.deviceAuth === 'token' && c.deviceTokens.length === 0)
-      ctx.issues.push({ code: 'custom', path: ['deviceTokens'], message: 'deviceAuth "token" needs at least one token', input: c.deviceTokens });
-    for (const key of Object.keys(c.apiKeyTenants))
-      if (!c.apiKeys.includes(key)) ctx.issues.push({ code: 'custom', path: ['apiKeyTenants'], message: 'names a key that is not in apiKeys', input: '[REDACTED]' });
-    if (c.calls.defaultTimeoutMs > c.calls.maxTimeoutMs)
-      ctx.issues.push({ code: 'custom', path: ['calls', 'defaultTimeoutMs'], message: 'must not exceed calls.maxTimeoutMs', input: c.calls.defaultTimeoutMs });
+  // Cross-field rules run even when other fields failed (`when`), so one start lists every problem; the
+  // values they read may then be raw input, hence the type guards.
+  .refine((c) => !(c.deviceAuth === 'token' && Array.isArray(c.deviceTokens) && c.deviceTokens.length === 0), {
+    path: ['deviceTokens'],
+    message: 'deviceAuth "token" needs at least one token',
+    when: always,
+  })
+  .refine((c) => !isPlain(c.apiKeyTenants) || !Array.isArray(c.apiKeys) || Object.keys(c.apiKeyTenants).every((k) => c.apiKeys.includes(k)), {
+    path: ['apiKeyTenants'],
+    message: 'names a key that is not in apiKeys',
+    when: always,
+  })
+  .refine((c) => !(typeof c.calls?.defaultTimeoutMs === 'number' && typeof c.calls.maxTimeoutMs === 'number' && c.calls.defaultTimeoutMs > c.calls.maxTimeoutMs), {
+    path: ['calls', 'defaultTimeoutMs'],
+    message: 'must not exceed calls.maxTimeoutMs',
+    when: always,
   });
 
 export type Config = z.infer<typeof ConfigSchema>;

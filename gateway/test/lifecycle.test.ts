@@ -58,11 +58,13 @@ describe('configuration', () => {
   });
 
   it('exits with code 2 and names the bad fields when started with an invalid configuration', async () => {
-    const run = runGateway({ GATEWAY_HTTP_PORT: 'eighty', GATEWAY_LOG_LEVEL: 'loud' });
+    const run = runGateway({ GATEWAY_HTTP_PORT: 'eighty', GATEWAY_LOG_LEVEL: 'loud', GATEWAY_DEVICE_AUTH: 'token' });
     expect(await withTimeout(run.exited, 15_000, 'the gateway to exit')).toBe(2);
     const err = run.stderr.join('');
     expect(err).toContain('http.port');
     expect(err).toContain('logLevel');
+    // Cross-field rules are reported in the same start, not only once the other fields are fixed.
+    expect(err).toContain('deviceTokens');
   });
 
   it('checks settings that depend on each other', () => {

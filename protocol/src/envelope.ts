@@ -15,11 +15,6 @@ export const DeviceFrameSchema = z
   })
   .loose();
 
-export const McpFrameSchema = DeviceFrameSchema.extend({
-  type: z.literal('mcp'),
-  payload: z.record(z.string(), z.unknown()),
-});
-
 export type DeviceFrame = z.infer<typeof DeviceFrameSchema> & JsonObject;
 export type FrameRejectReason = 'not_json' | 'not_object' | 'bad_envelope';
 

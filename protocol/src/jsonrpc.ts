@@ -97,6 +97,3 @@ export function rpcRequest(id: RpcId, method: string, params?: Record<string, un
   return params === undefined ? { jsonrpc: JSONRPC_VERSION, id, method } : { jsonrpc: JSONRPC_VERSION, id, method, params };
 }
 
-export function rpcNotification(method: string, params?: Record<string, unknown>): RpcNotification {
-  return params === undefined ? { jsonrpc: JSONRPC_VERSION, method } : { jsonrpc: JSONRPC_VERSION, method, params };
-}

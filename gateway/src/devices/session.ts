@@ -11,6 +11,7 @@ import {
   encodeMcpFrame,
   normalizeRpcError,
   parseDeviceFrame,
+  rpcRequest,
   type CallToolResult,
   type DeviceFrame,
   type InitializeResult,
@@ -322,7 +323,7 @@ export class DeviceSession {
   private request(method: string, params: Record<string, unknown> | undefined, timeoutMs: number): Promise<unknown> {
     if (this.state === 'closed') return Promise.reject(this.offline());
     const id = this.nextId++;
-    const payload = params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params };
+    const payload = rpcRequest(id, method, params);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);

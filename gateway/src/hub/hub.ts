@@ -1,3 +1,4 @@
+import { normalizeDeviceId } from '@voxgate/protocol';
 import type { CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, Tool } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
 import type { DeviceRegistry } from '../devices/registry.js';
@@ -6,7 +7,7 @@ import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
 import type { ServerConfig } from './config.js';
 import type { Tokens } from './credentials.js';
-import { buildNamespace, compactDeviceId, deviceToolRaw, serverToolRaw, TOOL_NAME, type ToolTarget } from './names.js';
+import { buildNamespace, deviceToolRaw, serverToolRaw, TOOL_NAME, type ToolTarget } from './names.js';
 import { createUpstream, McpUpstream, type CallContext, type HubSettings, type ServerStatus, type Upstream } from './upstream.js';
 
 export type DeviceToolMode = 'per_device' | 'generic' | 'both';
@@ -274,8 +275,8 @@ export class McpHub {
     const a = args['arguments'] ?? {};
     if (typeof deviceId !== 'string' || typeof tool !== 'string' || typeof a !== 'object' || a === null || Array.isArray(a))
       throw new GatewayError('INVALID_ARGUMENTS', 'device_call needs {"device_id": string, "tool": string, "arguments": object}');
-    const id = this.d.registry.has(deviceId) ? deviceId : (this.d.registry.list().find((d) => compactDeviceId(d.id) === compactDeviceId(deviceId))?.id ?? deviceId);
-    return this.callDevice(id, tool, a as Record<string, unknown>, ctx);
+    // Any MAC spelling names the device; anything else is looked up as given (and not found).
+    return this.callDevice(normalizeDeviceId(deviceId) ?? deviceId, tool, a as Record<string, unknown>, ctx);
   }
 
   private safeSession(id: string) {
