@@ -104,7 +104,19 @@ export const ConfigSchema = z
         maxKnown: z.coerce.number().int().min(1).max(100_000_000).default(1_000_000),
       })
       .prefault({}),
-    events: z.object({ bufferSize: z.coerce.number().int().min(0).max(1_000_000).default(1000) }).prefault({}),
+    events: z
+      .object({
+        bufferSize: z.coerce.number().int().min(0).max(1_000_000).default(1000),
+        /** device.message + device.notification events per device: sustained rate and burst; beyond, dropped and counted. */
+        devicePerSecond: z.coerce.number().min(0.01).max(100_000).default(20),
+        deviceBurst: z.coerce.number().int().min(1).max(1_000_000).default(50),
+        /** Open SSE streams in total and per API key; beyond, 429 TOO_MANY_STREAMS. */
+        maxStreams: z.coerce.number().int().min(1).max(100_000).default(1000),
+        maxStreamsPerKey: z.coerce.number().int().min(1).max(100_000).default(100),
+        /** A stream whose unsent bytes pass this is closed (a reader too slow for the event rate). */
+        maxBufferedBytes: z.coerce.number().int().min(64 * 1024).max(256 * 1024 * 1024).default(1024 * 1024),
+      })
+      .prefault({}),
     ota: z
       .object({
         transport: z.enum(['websocket', 'mqtt']).default('websocket'),
@@ -200,6 +212,11 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_OTA_TRANSPORT: ['ota', 'transport'],
   GATEWAY_FIRMWARE_VERSION: ['ota', 'firmwareVersion'],
   GATEWAY_FIRMWARE_URL: ['ota', 'firmwareUrl'],
+  GATEWAY_EVENTS_DEVICE_RATE: ['events', 'devicePerSecond'],
+  GATEWAY_EVENTS_DEVICE_BURST: ['events', 'deviceBurst'],
+  GATEWAY_SSE_MAX_STREAMS: ['events', 'maxStreams'],
+  GATEWAY_SSE_MAX_STREAMS_PER_KEY: ['events', 'maxStreamsPerKey'],
+  GATEWAY_DEVICES_MAX_KNOWN: ['devices', 'maxKnown'],
 };
 
 export class ConfigError extends Error {

@@ -50,7 +50,12 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   if (config.deviceAuth === 'open') log.warn('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
 
   const metrics = createMetrics();
-  const bus = new EventBus(config.events.bufferSize, metrics, (err) => log.error({ err }, 'event listener failed'));
+  const bus = new EventBus({
+    bufferSize: config.events.bufferSize,
+    metrics,
+    log: log.child({ component: 'events' }),
+    deviceRate: { ratePerSecond: config.events.devicePerSecond, burst: config.events.deviceBurst },
+  });
   const vision = (deviceId: string): VisionCapability | undefined =>
     config.vision.url ? { url: config.vision.url, token: mintVisionToken(visionKey, deviceId, Date.now() / 1000 + config.vision.tokenTtlSeconds) } : undefined;
   const registry = new DeviceRegistry({

@@ -65,7 +65,13 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
     await v1.register(deviceRoutes, { registry: d.registry });
-    await v1.register(eventRoutes, { bus: d.bus, metrics: d.metrics });
+    await v1.register(eventRoutes, {
+      bus: d.bus,
+      metrics: d.metrics,
+      maxStreams: d.config.events.maxStreams,
+      maxStreamsPerKey: d.config.events.maxStreamsPerKey,
+      maxBufferedBytes: d.config.events.maxBufferedBytes,
+    });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
   });
   if (d.hub && d.config.mcp.endpoint.enabled) {
