@@ -100,8 +100,8 @@ export const ConfigSchema = z
       .prefault({}),
     devices: z
       .object({
-        /** Offline devices are remembered (listed with lastSeenAt) up to this many; the oldest are forgotten. */
-        maxKnown: z.coerce.number().int().min(1).max(100_000_000).default(1_000_000),
+        /** Devices remembered (listed with lastSeenAt); past it offline ones are forgotten, never-ready ones first. */
+        maxKnown: z.coerce.number().int().min(1).max(10_000_000).default(50_000),
       })
       .prefault({}),
     events: z
