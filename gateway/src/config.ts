@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { jsonErrorWithoutInput, parseKeyTenants, redactProblem, safePath, secretValues } from './config-errors.js';
 import { McpConfigError, resolveServers } from './hub/config.js';
 
 /**
@@ -55,22 +56,7 @@ export const ConfigSchema = z
      * A key not listed has no tenant. Every key listed here must also be in `apiKeys`.
      */
     apiKeyTenants: z
-      .preprocess(
-        (v) =>
-          typeof v === 'string'
-            ? Object.fromEntries(
-                v
-                  .split(',')
-                  .map((s) => s.trim())
-                  .filter(Boolean)
-                  .map((pair) => {
-                    const i = pair.lastIndexOf('=');
-                    return i <= 0 ? [pair, ''] : [pair.slice(0, i), pair.slice(i + 1)];
-                  }),
-              )
-            : v,
-        z.record(z.string().min(1), z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a tenant is 1-64 letters, digits, _ . -')),
-      )
+      .preprocess(parseKeyTenants, z.record(z.string().min(1), z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a tenant is 1-64 letters, digits, _ . -')))
       .default({}),
     dataDir: z.string().default('data'),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -231,20 +217,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   const fromFile = readConfigFile(file, env['GATEWAY_CONFIG'] !== undefined);
   const merged = deepMerge(deepMerge(fromFile, envToObject(env)), overrides as Record<string, unknown>);
   const r = ConfigSchema.safeParse(merged);
+  // No problem text ever carries a secret value (see config-errors.ts).
+  const secrets = secretValues(merged);
+  const fail = (problems: string[]) => new ConfigError(problems.map((p) => redactProblem(p, secrets)));
   if (r.success) {
     try {
       resolveServers(r.data.mcp);
     } catch (e) {
-      if (e instanceof McpConfigError) throw new ConfigError(e.problems);
+      if (e instanceof McpConfigError) throw fail(e.problems);
       throw e;
     }
     return r.data;
   }
   const origin = (path: PropertyKey[]) => {
-    const envName = Object.entries(ENV_MAP).find(([, p]) => p.join('.') === path.join('.'))?.[0];
+    // The variable that set this path or a parent of it (an issue inside apiKeyTenants came from GATEWAY_API_KEY_TENANTS).
+    const envName = Object.entries(ENV_MAP).find(([, p]) => p.join('.') === path.slice(0, p.length).join('.'))?.[0];
     return envName && env[envName] !== undefined ? ` (from ${envName})` : '';
   };
-  throw new ConfigError(r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}${origin(i.path)}`));
+  throw fail(r.error.issues.map((i) => `${safePath(i.path, merged)}: ${i.message}${origin(i.path)}`));
 }
 
 function readConfigFile(path: string, required: boolean): Record<string, unknown> {
@@ -260,7 +250,7 @@ function readConfigFile(path: string, required: boolean): Record<string, unknown
     if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error('the top level must be an object');
     return v as Record<string, unknown>;
   } catch (e) {
-    throw new ConfigError([`${path}: not valid JSON (${(e as Error).message})`]);
+    throw new ConfigError([`${path}: not valid JSON (${jsonErrorWithoutInput(e)})`]);
   }
 }
 

@@ -46,6 +46,7 @@ export interface Gateway {
 export async function startGateway(config: Config, opts: { log?: Logger } = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel);
   const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
+  if (secrets.tightenedFrom) log.warn({ file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom }, 'the secrets file was readable by group or others; its mode is now 0600');
   const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
   if (config.deviceAuth === 'open') log.warn('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
 
