@@ -112,6 +112,15 @@ export const ConfigSchema = z
       })
       .prefault({}),
     shutdownGraceMs: Ms(4000, 60_000),
+    metrics: z
+      .object({
+        /** A bearer key that may read /metrics (and nothing else), besides the API keys. */
+        key: z.string().min(16, 'at least 16 characters').optional(),
+        /** Serve /metrics on its own listener (and not on the API port). It needs `key` only when one is set. */
+        port: Port.optional(),
+        host: z.string().default('127.0.0.1'),
+      })
+      .prefault({}),
     mcp: z
       .object({
         /** `MCP_ENABLED=false` turns the hub (upstream servers) off; device tools and /mcp keep working. */
@@ -203,6 +212,9 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_SSE_MAX_STREAMS: ['events', 'maxStreams'],
   GATEWAY_SSE_MAX_STREAMS_PER_KEY: ['events', 'maxStreamsPerKey'],
   GATEWAY_DEVICES_MAX_KNOWN: ['devices', 'maxKnown'],
+  GATEWAY_METRICS_KEY: ['metrics', 'key'],
+  GATEWAY_METRICS_PORT: ['metrics', 'port'],
+  GATEWAY_METRICS_HOST: ['metrics', 'host'],
 };
 
 export class ConfigError extends Error {
