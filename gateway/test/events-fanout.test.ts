@@ -77,6 +77,29 @@ describe('SSE fan-out under a chatty device (issue 8, defect 6)', () => {
     }
   });
 
+  it('serializes each event once, however many readers it has', async () => {
+    const t = await startTestGateway();
+    const streams: SseStream[] = [];
+    try {
+      for (let i = 0; i < 5; i++) streams.push(await openSse(`${t.baseUrl}/v1/events`, bearer(TEST_API_KEY)));
+      await expect.poll(() => t.metric('voxgate_sse_clients')).toBe(5);
+      let serialized = 0;
+      // JSON.stringify reads the getter once per serialization.
+      const data = {
+        get probe() {
+          serialized++;
+          return 'p';
+        },
+      };
+      t.gw.bus.publish('device.notification', '02:00:00:00:0f:05', data);
+      for (const s of streams) expect(JSON.parse((await s.events.next()).data)).toMatchObject({ data: { probe: 'p' } });
+      expect(serialized).toBe(1);
+    } finally {
+      for (const s of streams) s.close();
+      await t.close();
+    }
+  });
+
   it('drops a reader whose unsent bytes pass the bound, and counts it', async () => {
     const t = await startTestGateway({ events: { maxBufferedBytes: 64 * 1024 } });
     try {
