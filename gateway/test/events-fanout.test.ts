@@ -29,12 +29,17 @@ describe('SSE fan-out under a chatty device (issue 8, defect 6)', () => {
       const overKey = await t.api<{ code: string }>('GET', '/v1/events');
       expect([overKey.status, overKey.body.code]).toEqual([429, 'TOO_MANY_STREAMS']);
       expect(overKey.headers.get('content-type')).toContain('application/problem+json');
+      expect(overKey.headers.get('retry-after')).toEqual(expect.any(String));
+      // The same key spelled differently is still the same key.
+      const respelled = await fetch(`${t.baseUrl}/v1/events`, { headers: { authorization: `bearer   ${TEST_API_KEY} ` } });
+      expect(respelled.status).toBe(429);
+      await respelled.body?.cancel();
       // Another key still gets streams, up to the total.
       for (let i = 0; i < 10; i++) streams.push(await openSse(`${t.baseUrl}/v1/events`, bearer(SECOND_KEY)));
       expect(streams.every((s) => s.status === 200)).toBe(true);
       const overTotal = await t.api<{ code: string }>('GET', '/v1/events', undefined, { apiKey: SECOND_KEY });
       expect([overTotal.status, overTotal.body.code]).toEqual([429, 'TOO_MANY_STREAMS']);
-      expect(await t.metric('voxgate_sse_streams_dropped_total', { reason: 'key_cap' })).toBe(1);
+      expect(await t.metric('voxgate_sse_streams_dropped_total', { reason: 'key_cap' })).toBe(2);
       expect(await t.metric('voxgate_sse_streams_dropped_total', { reason: 'total_cap' })).toBe(1);
       expect(await t.metric('voxgate_sse_clients')).toBe(30);
 

@@ -99,9 +99,13 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
   });
 }
 
-/** Who a stream counts against: a digest of the bearer key (already authenticated), never the key itself. */
+/**
+ * Who a stream counts against: a digest of the bearer key (already authenticated), never the key itself;
+ * the key alone, so `bearer` vs `Bearer` or extra spaces never make a second count.
+ */
 function keyOf(authorization: string | undefined): string {
-  return createHash('sha256').update(authorization ?? '').digest('base64url');
+  const key = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1] ?? '';
+  return createHash('sha256').update(key).digest('base64url');
 }
 
 /** Open streams in total and per key, so one key can never take every stream. */
