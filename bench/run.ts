@@ -75,7 +75,7 @@ async function until(what: string, cond: () => Promise<boolean>, timeoutMs: numb
 }
 
 async function metric(baseUrl: string, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  const text = await (await fetch(`${baseUrl}/metrics`, { headers: { authorization: `Bearer ${API_KEY}` } })).text();
   let sum = 0;
   for (const line of text.split('\n')) {
     const m = /^([a-z_]+)(\{[^}]*\})? (\S+)$/.exec(line);
@@ -85,8 +85,21 @@ async function metric(baseUrl: string, name: string, labels: Record<string, stri
   return sum;
 }
 
+/** Every device, page by page (GET /v1/devices is paginated). */
+async function allDevices(baseUrl: string): Promise<{ devices: Array<{ pendingCalls: number; online: boolean }> }> {
+  const devices: Array<{ pendingCalls: number; online: boolean }> = [];
+  let cursor: string | undefined;
+  do {
+    const url = `${baseUrl}/v1/devices?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
+    const page = (await (await fetch(url, { headers: { authorization: `Bearer ${API_KEY}` } })).json()) as { devices: typeof devices; nextCursor?: string };
+    devices.push(...page.devices);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return { devices };
+}
+
 async function callOutcomes(baseUrl: string): Promise<Record<string, number>> {
-  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  const text = await (await fetch(`${baseUrl}/metrics`, { headers: { authorization: `Bearer ${API_KEY}` } })).text();
   const out: Record<string, number> = {};
   for (const m of text.matchAll(/^voxgate_calls_total\{outcome="([a-z_]+)"\} (\S+)$/gm)) out[m[1]!] = Number(m[2]);
   return out;
@@ -304,7 +317,7 @@ async function fleetScenarios(e: Env): Promise<void> {
     });
     const outcomes = await callOutcomes(e.gwUrl);
     const h1 = await mem(e.gateway);
-    const list = (await (await fetch(`${e.gwUrl}/v1/devices`, { headers: { authorization: `Bearer ${API_KEY}` } })).json()) as { devices: Array<{ pendingCalls: number; online: boolean }> };
+    const list = await allDevices(e.gwUrl);
     const pendingEnd = list.devices.reduce((n, d) => n + d.pendingCalls, 0);
     const errs = errorsOf(r) + notOk(before, outcomes);
     const sp = { devices: N, seconds: SETTINGS.soakS, targetRate: SETTINGS.soakRate, calls: r.ok, online: list.devices.filter((d) => d.online).length };

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { jsonErrorWithoutInput, parseKeyTenants, redactProblem, safePath, secretValues } from './config-errors.js';
 import { McpConfigError, resolveServers } from './hub/config.js';
 
 /**
@@ -55,22 +56,7 @@ export const ConfigSchema = z
      * A key not listed has no tenant. Every key listed here must also be in `apiKeys`.
      */
     apiKeyTenants: z
-      .preprocess(
-        (v) =>
-          typeof v === 'string'
-            ? Object.fromEntries(
-                v
-                  .split(',')
-                  .map((s) => s.trim())
-                  .filter(Boolean)
-                  .map((pair) => {
-                    const i = pair.lastIndexOf('=');
-                    return i <= 0 ? [pair, ''] : [pair.slice(0, i), pair.slice(i + 1)];
-                  }),
-              )
-            : v,
-        z.record(z.string().min(1), z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a tenant is 1-64 letters, digits, _ . -')),
-      )
+      .preprocess(parseKeyTenants, z.record(z.string().min(1), z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a tenant is 1-64 letters, digits, _ . -')))
       .default({}),
     dataDir: z.string().default('data'),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -100,11 +86,23 @@ export const ConfigSchema = z
       .prefault({}),
     devices: z
       .object({
-        /** Offline devices are remembered (listed with lastSeenAt) up to this many; the oldest are forgotten. */
-        maxKnown: z.coerce.number().int().min(1).max(100_000_000).default(1_000_000),
+        /** Devices remembered (listed with lastSeenAt); past it offline ones are forgotten, never-ready ones first. */
+        maxKnown: z.coerce.number().int().min(1).max(10_000_000).default(50_000),
       })
       .prefault({}),
-    events: z.object({ bufferSize: z.coerce.number().int().min(0).max(1_000_000).default(1000) }).prefault({}),
+    events: z
+      .object({
+        bufferSize: z.coerce.number().int().min(0).max(1_000_000).default(1000),
+        /** device.message + device.notification events per device: sustained rate and burst; beyond, dropped and counted. */
+        devicePerSecond: z.coerce.number().min(0.01).max(100_000).default(20),
+        deviceBurst: z.coerce.number().int().min(1).max(1_000_000).default(50),
+        /** Open SSE streams in total and per API key; beyond, 429 TOO_MANY_STREAMS. */
+        maxStreams: z.coerce.number().int().min(1).max(100_000).default(1000),
+        maxStreamsPerKey: z.coerce.number().int().min(1).max(100_000).default(100),
+        /** A stream whose unsent bytes pass this is closed (a reader too slow for the event rate). */
+        maxBufferedBytes: z.coerce.number().int().min(64 * 1024).max(256 * 1024 * 1024).default(1024 * 1024),
+      })
+      .prefault({}),
     ota: z
       .object({
         transport: z.enum(['websocket', 'mqtt']).default('websocket'),
@@ -114,6 +112,15 @@ export const ConfigSchema = z
       })
       .prefault({}),
     shutdownGraceMs: Ms(4000, 60_000),
+    metrics: z
+      .object({
+        /** A bearer key that may read /metrics (and nothing else), besides the API keys. */
+        key: z.string().min(16, 'at least 16 characters').optional(),
+        /** Serve /metrics on its own listener (and not on the API port). It needs `key` only when one is set. */
+        port: Port.optional(),
+        host: z.string().default('127.0.0.1'),
+      })
+      .prefault({}),
     mcp: z
       .object({
         /** `MCP_ENABLED=false` turns the hub (upstream servers) off; device tools and /mcp keep working. */
@@ -200,6 +207,14 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_OTA_TRANSPORT: ['ota', 'transport'],
   GATEWAY_FIRMWARE_VERSION: ['ota', 'firmwareVersion'],
   GATEWAY_FIRMWARE_URL: ['ota', 'firmwareUrl'],
+  GATEWAY_EVENTS_DEVICE_RATE: ['events', 'devicePerSecond'],
+  GATEWAY_EVENTS_DEVICE_BURST: ['events', 'deviceBurst'],
+  GATEWAY_SSE_MAX_STREAMS: ['events', 'maxStreams'],
+  GATEWAY_SSE_MAX_STREAMS_PER_KEY: ['events', 'maxStreamsPerKey'],
+  GATEWAY_DEVICES_MAX_KNOWN: ['devices', 'maxKnown'],
+  GATEWAY_METRICS_KEY: ['metrics', 'key'],
+  GATEWAY_METRICS_PORT: ['metrics', 'port'],
+  GATEWAY_METRICS_HOST: ['metrics', 'host'],
 };
 
 export class ConfigError extends Error {
@@ -214,20 +229,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   const fromFile = readConfigFile(file, env['GATEWAY_CONFIG'] !== undefined);
   const merged = deepMerge(deepMerge(fromFile, envToObject(env)), overrides as Record<string, unknown>);
   const r = ConfigSchema.safeParse(merged);
+  // No problem text ever carries a secret value (see config-errors.ts).
+  const secrets = secretValues(merged);
+  const fail = (problems: string[]) => new ConfigError(problems.map((p) => redactProblem(p, secrets)));
   if (r.success) {
     try {
       resolveServers(r.data.mcp);
     } catch (e) {
-      if (e instanceof McpConfigError) throw new ConfigError(e.problems);
+      if (e instanceof McpConfigError) throw fail(e.problems);
       throw e;
     }
     return r.data;
   }
   const origin = (path: PropertyKey[]) => {
-    const envName = Object.entries(ENV_MAP).find(([, p]) => p.join('.') === path.join('.'))?.[0];
+    // The variable that set this path or a parent of it (an issue inside apiKeyTenants came from GATEWAY_API_KEY_TENANTS).
+    const envName = Object.entries(ENV_MAP).find(([, p]) => p.join('.') === path.slice(0, p.length).join('.'))?.[0];
     return envName && env[envName] !== undefined ? ` (from ${envName})` : '';
   };
-  throw new ConfigError(r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}${origin(i.path)}`));
+  throw fail(r.error.issues.map((i) => `${safePath(i.path, merged)}: ${i.message}${origin(i.path)}`));
 }
 
 function readConfigFile(path: string, required: boolean): Record<string, unknown> {
@@ -243,7 +262,7 @@ function readConfigFile(path: string, required: boolean): Record<string, unknown
     if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error('the top level must be an object');
     return v as Record<string, unknown>;
   } catch (e) {
-    throw new ConfigError([`${path}: not valid JSON (${(e as Error).message})`]);
+    throw new ConfigError([`${path}: not valid JSON (${jsonErrorWithoutInput(e)})`]);
   }
 }
 

@@ -2,7 +2,8 @@ import { createHmac } from 'node:crypto';
 import { mintVisionToken, type VisionCapability } from '@voxgate/protocol';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { buildApi } from './api/app.js';
+import { buildApi, metricsKeys } from './api/app.js';
+import { startMetricsListener } from './api/health.js';
 import type { Config } from './config.js';
 import { DeviceRegistry } from './devices/registry.js';
 import { CLOSE_SHUTDOWN } from './devices/link.js';
@@ -29,6 +30,8 @@ export interface Gateway {
   mqtt: MqttLink | undefined;
   httpPort: number;
   mqttPort: number | undefined;
+  /** The port of the separate /metrics listener, when `metrics.port` is set. */
+  metricsPort: number | undefined;
   apiKeys: readonly string[];
   deviceSecret: string;
   /** Set when this start generated the first API key; print it once. */
@@ -46,11 +49,17 @@ export interface Gateway {
 export async function startGateway(config: Config, opts: { log?: Logger } = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel);
   const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
+  if (secrets.tightenedFrom) log.warn({ file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom }, 'the secrets file was readable by group or others; its mode is now 0600');
   const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
   if (config.deviceAuth === 'open') log.warn('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
 
   const metrics = createMetrics();
-  const bus = new EventBus(config.events.bufferSize, metrics, (err) => log.error({ err }, 'event listener failed'));
+  const bus = new EventBus({
+    bufferSize: config.events.bufferSize,
+    metrics,
+    log: log.child({ component: 'events' }),
+    deviceRate: { ratePerSecond: config.events.devicePerSecond, burst: config.events.deviceBurst },
+  });
   const vision = (deviceId: string): VisionCapability | undefined =>
     config.vision.url ? { url: config.vision.url, token: mintVisionToken(visionKey, deviceId, Date.now() / 1000 + config.vision.tokenTtlSeconds) } : undefined;
   const registry = new DeviceRegistry({
@@ -102,6 +111,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
 
   let stopping = false;
   let mqtt: MqttLink | undefined;
+  let metricsListener: { port: number; close(): Promise<void> } | undefined;
   const http = await buildApi({
     config,
     log,
@@ -142,7 +152,18 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       fanOutToMqtt(bus, mqtt.publish);
     }
     await http.listen({ host: config.http.host, port: config.http.port });
+    if (config.metrics.port !== undefined) {
+      metricsListener = await startMetricsListener({
+        host: config.metrics.host,
+        port: config.metrics.port,
+        metrics,
+        // On its own listener the address is the protection; a metrics key, when set, is required too.
+        keys: config.metrics.key === undefined ? undefined : metricsKeys({ config, apiKeys: () => secrets.apiKeys }),
+        log: log.child({ component: 'metrics' }),
+      });
+    }
   } catch (e) {
+    await metricsListener?.close();
     ws.close(CLOSE_SHUTDOWN, 'start failed');
     await mqtt?.close();
     await http.close();
@@ -165,7 +186,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       await mcpEndpoint?.close();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
       // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
-      await Promise.all([Promise.race([Promise.all([http.close(), mqtt?.close()]), grace]), hubStarted.then(() => hub.close())]);
+      await Promise.all([Promise.race([Promise.all([http.close(), mqtt?.close(), metricsListener?.close()]), grace]), hubStarted.then(() => hub.close())]);
       log.info('stopped');
     })());
 
@@ -179,6 +200,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     mqtt,
     httpPort,
     mqttPort: mqtt?.port,
+    metricsPort: metricsListener?.port,
     apiKeys: secrets.apiKeys,
     deviceSecret: secrets.deviceSecret,
     generatedApiKey: secrets.generatedApiKey,

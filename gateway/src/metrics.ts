@@ -30,6 +30,9 @@ export function createMetrics() {
     hubCalls: new Counter({ name: 'voxgate_tool_calls_total', help: 'Namespaced tool calls (HTTP and MCP endpoint), by target kind and outcome', labelNames: ['kind', 'outcome'] as const, registers: [registry] }),
     mcpRequests: new Counter({ name: 'voxgate_mcp_endpoint_requests_total', help: 'Requests to the /mcp endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),
+    eventsDropped: new Counter({ name: 'voxgate_events_dropped_total', help: 'Device events dropped before the bus, by reason (device_rate: over the per-device rate)', labelNames: ['reason'] as const, registers: [registry] }),
+    sseDropped: new Counter({ name: 'voxgate_sse_streams_dropped_total', help: 'SSE streams closed or refused by the gateway, by reason (slow, total_cap, key_cap)', labelNames: ['reason'] as const, registers: [registry] }),
+    devicesForgotten: new Counter({ name: 'voxgate_devices_forgotten_total', help: 'Offline devices forgotten past devices.maxKnown (never_ready first, then offline least recently seen)', labelNames: ['kind'] as const, registers: [registry] }),
   };
   return m;
 }

@@ -63,7 +63,9 @@ export async function startTestGateway(overrides: ConfigInput = {}, env: NodeJS.
     logs,
     api,
     async metric(name, labels = {}) {
-      const text = await (await fetch(`${baseUrl}/metrics`)).text();
+      // /metrics needs a key (an API key works); with metrics.port set it is on a listener of its own.
+      const metricsUrl = gw.metricsPort === undefined ? `${baseUrl}/metrics` : `http://127.0.0.1:${gw.metricsPort}/metrics`;
+      const text = await (await fetch(metricsUrl, { headers: { authorization: `Bearer ${TEST_API_KEY}` } })).text();
       let sum = 0;
       for (const line of text.split('\n')) {
         const m = /^([a-z_]+)(\{[^}]*\})? (\S+)$/.exec(line);

@@ -11,7 +11,7 @@ import type { Metrics } from '../metrics.js';
 import { requireApiKey } from './auth.js';
 import { deviceRoutes } from './devices.js';
 import { eventRoutes } from './events.js';
-import { healthRoutes } from './health.js';
+import { healthRoutes, metricsRoute } from './health.js';
 import { otaRoutes } from './ota.js';
 import { registerProblemHandlers } from './problem.js';
 import { toolRoutes } from './tools.js';
@@ -57,7 +57,9 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  await app.register(healthRoutes, { metrics: d.metrics, ready: d.ready });
+  await app.register(healthRoutes, { ready: d.ready });
+  // With metrics.port set, /metrics lives on its own listener (gateway.ts) and not here.
+  if (d.config.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d) });
   await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort });
   await app.register(async (v1) => {
     requireApiKey(v1, d.apiKeys, d.tenantOf);
@@ -65,7 +67,13 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
     await v1.register(deviceRoutes, { registry: d.registry });
-    await v1.register(eventRoutes, { bus: d.bus, metrics: d.metrics });
+    await v1.register(eventRoutes, {
+      bus: d.bus,
+      metrics: d.metrics,
+      maxStreams: d.config.events.maxStreams,
+      maxStreamsPerKey: d.config.events.maxStreamsPerKey,
+      maxBufferedBytes: d.config.events.maxBufferedBytes,
+    });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
   });
   if (d.hub && d.config.mcp.endpoint.enabled) {
@@ -87,4 +95,10 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     });
   }
   return app;
+}
+
+/** Who may scrape /metrics: every API key, plus the metrics key when one is set. */
+export function metricsKeys(d: Pick<ApiDeps, 'apiKeys' | 'config'>): () => readonly string[] {
+  const extra = d.config.metrics.key;
+  return extra === undefined ? d.apiKeys : () => [...d.apiKeys(), extra];
 }

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import type { z } from 'zod';
 import type { DeviceRegistry } from '../devices/registry.js';
 import { GatewayError } from '../errors.js';
-import { CallBody, CallResult, Device, DeviceIdParam, DeviceList, DeviceListQuery, Problem, RpcBody, RpcResult, ToolList, ToolParams, jsonSchema } from './schemas.js';
+import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, Problem, RpcBody, RpcResult, ToolList, ToolParams, jsonSchema } from './schemas.js';
 
 const problems = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, { ...jsonSchema(Problem, 'output'), description: 'problem+json' }]));
 
@@ -21,13 +21,15 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
   app.get<{ Querystring: z.infer<typeof DeviceListQuery> }>('/v1/devices', {
     schema: {
       tags,
-      summary: 'List every device seen since start, online or not',
+      summary: 'List the devices seen since start, online or not, in pages ordered by id',
       querystring: jsonSchema(DeviceListQuery),
       response: { 200: jsonSchema(DeviceList, 'output'), ...problems(400, 401) },
     } as FastifySchema,
     handler: async (req) => {
-      const { online, transport } = req.query;
-      return { devices: registry.list({ ...(online ? { online: online === 'true' } : {}), ...(transport ? { transport } : {}) }) };
+      const { online, transport, limit, cursor } = req.query;
+      const filter = { ...(online ? { online: online === 'true' } : {}), ...(transport ? { transport } : {}) };
+      const page = registry.page(filter, { limit: limit ?? DEVICE_PAGE_DEFAULT, after: cursor === undefined ? undefined : decodeCursor(cursor) });
+      return page.next === undefined ? { devices: page.devices } : { devices: page.devices, nextCursor: encodeCursor(page.next) };
     },
   });
 
@@ -85,6 +87,18 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       return { result: await session.rpc(req.body.method, req.body.params, callOpts(req.body.timeoutMs)) };
     },
   });
+}
+
+/** A page cursor: the last device id of the page, versioned and encoded so callers treat it as opaque. */
+const CURSOR_PREFIX = 'd1:';
+function encodeCursor(afterId: string): string {
+  return Buffer.from(CURSOR_PREFIX + afterId).toString('base64url');
+}
+function decodeCursor(cursor: string): string {
+  const text = /^[A-Za-z0-9_-]+$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
+  const id = text.startsWith(CURSOR_PREFIX) ? normalizeDeviceId(text.slice(CURSOR_PREFIX.length)) : undefined;
+  if (!id) throw new GatewayError('INVALID_REQUEST', 'cursor is not one this API gave out; start again without it');
+  return id;
 }
 
 function callOpts(timeoutMs: number | undefined): { timeoutMs?: number } {

@@ -1,23 +1,33 @@
+import { createHash } from 'node:crypto';
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import type { z } from 'zod';
-import { EVENT_TYPES, type EventBus, type EventType, type GatewayEvent } from '../events/bus.js';
+import { EVENT_TYPES, sseFrame, type EventBus, type EventType, type GatewayEvent } from '../events/bus.js';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
-import { EventsQuery, jsonSchema } from './schemas.js';
+import { EventsQuery, Problem, jsonSchema } from './schemas.js';
 
 const HEARTBEAT_MS = 15_000;
-/** A client this far behind is dropped rather than buffered without bound. */
-const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
+
+export interface EventRouteOptions {
+  bus: EventBus;
+  metrics: Metrics;
+  /** Open streams in total and per API key. */
+  maxStreams: number;
+  maxStreamsPerKey: number;
+  /** A stream this far behind is dropped rather than buffered without bound. */
+  maxBufferedBytes: number;
+}
 
 /** Server-sent events: every bus event, filtered, resumable with `Last-Event-ID`. */
-export async function eventRoutes(app: FastifyInstance, opts: { bus: EventBus; metrics: Metrics }): Promise<void> {
+export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions): Promise<void> {
+  const streams = new StreamCounter(opts.maxStreams, opts.maxStreamsPerKey);
   app.get<{ Querystring: z.infer<typeof EventsQuery> }>('/v1/events', {
     schema: {
       tags: ['events'],
-      summary: 'Device events as text/event-stream (supports Last-Event-ID)',
+      summary: 'Device events as text/event-stream (supports Last-Event-ID; an unknown one gets `event: resync`)',
       querystring: jsonSchema(EventsQuery),
-      response: { 200: { description: 'text/event-stream of {id, type, deviceId, at, data}', type: 'string' } },
+      response: { 200: { description: 'text/event-stream of {id, type, deviceId, at, data}', type: 'string' }, 429: { ...jsonSchema(Problem, 'output'), description: 'problem+json: too many open streams (TOO_MANY_STREAMS)' } },
     } as FastifySchema,
     handler: async (req, reply) => {
       const devices = parseList(req.query.device, (s) => {
@@ -32,6 +42,18 @@ export async function eventRoutes(app: FastifyInstance, opts: { bus: EventBus; m
       const wanted = (e: GatewayEvent) => (!devices || devices.has(e.deviceId)) && (!types || types.has(e.type));
       const lastEventId = req.headers['last-event-id'];
 
+      const key = keyOf(req.headers.authorization);
+      const refused = streams.open(key);
+      if (refused) {
+        opts.metrics.sseDropped.inc({ reason: refused });
+        req.log.warn({ reason: refused, open: streams.total }, 'SSE stream refused: too many open streams');
+        void reply.header('retry-after', '10');
+        throw new GatewayError(
+          'TOO_MANY_STREAMS',
+          refused === 'key_cap' ? `this API key already has ${opts.maxStreamsPerKey} open event streams; close one first` : 'the gateway has too many open event streams; retry later',
+        );
+      }
+
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, {
@@ -42,26 +64,76 @@ export async function eventRoutes(app: FastifyInstance, opts: { bus: EventBus; m
       });
       res.write(': voxgate events\nretry: 2000\n\n');
       const write = (e: GatewayEvent) => {
-        if (!wanted(e)) return;
-        if (res.writableLength > MAX_BUFFERED_BYTES) {
-          req.log.warn('SSE client too slow; closing its stream');
+        if (!wanted(e) || res.destroyed) return;
+        if (res.writableLength > opts.maxBufferedBytes) {
+          opts.metrics.sseDropped.inc({ reason: 'slow' });
+          req.log.warn({ buffered: res.writableLength }, 'SSE client too slow; closing its stream');
           res.destroy();
           return;
         }
-        res.write(`id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`);
+        // The frame is built once per event and shared by every stream.
+        res.write(sseFrame(e));
       };
-      if (typeof lastEventId === 'string') for (const e of opts.bus.since(lastEventId)) write(e);
+      if (typeof lastEventId === 'string') {
+        const replay = opts.bus.since(lastEventId.trim());
+        if ('resync' in replay) {
+          // The id is from another start, or older than the buffer: the client's view is stale, and says so.
+          res.write(`id: ${opts.bus.lastId}\nevent: resync\ndata: ${JSON.stringify({ reason: replay.resync, lastId: opts.bus.lastId })}\n\n`);
+        } else for (const e of replay.events) write(e);
+      }
       const unsubscribe = opts.bus.subscribe(write);
       const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);
       opts.metrics.sseClients.inc();
+      let closed = false;
       const done = () => {
+        if (closed) return;
+        closed = true;
         clearInterval(heartbeat);
-        if (unsubscribe()) opts.metrics.sseClients.dec();
+        unsubscribe();
+        streams.close(key);
+        opts.metrics.sseClients.dec();
       };
       res.on('close', done);
       res.on('error', done);
     },
   });
+}
+
+/**
+ * Who a stream counts against: a digest of the bearer key (already authenticated), never the key itself;
+ * the key alone, so `bearer` vs `Bearer` or extra spaces never make a second count.
+ */
+function keyOf(authorization: string | undefined): string {
+  const key = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1] ?? '';
+  return createHash('sha256').update(key).digest('base64url');
+}
+
+/** Open streams in total and per key, so one key can never take every stream. */
+class StreamCounter {
+  private readonly perKey = new Map<string, number>();
+  total = 0;
+
+  constructor(
+    private readonly max: number,
+    private readonly maxPerKey: number,
+  ) {}
+
+  /** Count a new stream; the reason when it is refused. */
+  open(key: string): 'total_cap' | 'key_cap' | undefined {
+    const n = this.perKey.get(key) ?? 0;
+    if (n >= this.maxPerKey) return 'key_cap';
+    if (this.total >= this.max) return 'total_cap';
+    this.perKey.set(key, n + 1);
+    this.total++;
+    return undefined;
+  }
+
+  close(key: string): void {
+    const n = (this.perKey.get(key) ?? 1) - 1;
+    if (n <= 0) this.perKey.delete(key);
+    else this.perKey.set(key, n);
+    this.total--;
+  }
 }
 
 function parseList<T>(raw: string | undefined, each: (s: string) => T): Set<T> | undefined {

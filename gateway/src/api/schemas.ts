@@ -36,10 +36,16 @@ export const Device = z.object({
   toolsHash: z.string().nullable(),
   pendingCalls: z.number().int(),
 });
-export const DeviceList = z.object({ devices: z.array(Device) });
+export const DeviceList = z.object({
+  devices: z.array(Device),
+  nextCursor: z.string().optional().describe('Pass as `cursor` for the next page; absent on the last page'),
+});
+export const DEVICE_PAGE_DEFAULT = 100;
 export const DeviceListQuery = z.object({
   online: z.enum(['true', 'false']).optional().describe('Only online (true) or offline (false) devices'),
   transport: z.enum(['websocket', 'mqtt']).optional(),
+  limit: z.number().int().min(1).max(1000).optional().describe(`Devices per page (default ${DEVICE_PAGE_DEFAULT}, at most 1000)`),
+  cursor: z.string().max(128).optional().describe("The previous page's nextCursor (opaque)"),
 });
 
 export const ToolOut = z.object({

@@ -59,6 +59,8 @@ export interface RegistryDeps {
 /** Presence for every device: who is connected now, over what, since when, and which session speaks for it. */
 export class DeviceRegistry {
   private readonly records = new Map<string, DeviceRecord>();
+  /** Every known device id, sorted: pages of the listing without sorting the fleet per request. */
+  private order: string[] = [];
   private epochs = 0;
   private readyCount = 0;
 
@@ -100,7 +102,7 @@ export class DeviceRegistry {
       info.expectHello,
     );
     record.session = session;
-    if (!prev) this.forgetOldOffline();
+    if (!prev) this.makeRoomFor(info.deviceId);
     this.records.set(info.deviceId, record);
     if (prev && this.wasReady(prev)) {
       this.readyCount--;
@@ -157,14 +159,27 @@ export class DeviceRegistry {
     this.d.bus.publish('device.offline', record.id, { reason: s.closeReason ?? 'closed' });
   }
 
-  /** Keep memory bounded under churn: drop the least recently seen 1% of offline devices. */
-  private forgetOldOffline(): void {
+  /**
+   * A new device id: index it for listing, and keep memory bounded under churn. Past the bound, forget 1% of
+   * the offline devices: never-ready ones first (an id that connected but never finished initializing is
+   * the cheap thing to forge), then the least recently seen. Online devices are never forgotten.
+   */
+  private makeRoomFor(deviceId: string): void {
+    this.order.splice(upperBound(this.order, deviceId), 0, deviceId);
     const max = this.d.maxKnownDevices ?? Infinity;
     if (this.records.size < max) return;
-    const offline = [...this.records.values()].filter((r) => !r.session).sort((a, b) => a.lastSeenAt - b.lastSeenAt);
+    const offline = [...this.records.values()]
+      .filter((r) => !r.session)
+      .sort((a, b) => Number(everReady(a)) - Number(everReady(b)) || a.lastSeenAt - b.lastSeenAt);
     const drop = offline.slice(0, Math.max(1, Math.ceil(max / 100)));
+    if (drop.length === 0) return;
+    const neverReady = drop.filter((r) => !everReady(r)).length;
     for (const r of drop) this.records.delete(r.id);
-    this.d.log.info({ forgotten: drop.length, known: this.records.size }, 'forgot the least recently seen offline devices');
+    const gone = new Set(drop.map((r) => r.id));
+    this.order = this.order.filter((id) => !gone.has(id));
+    if (neverReady > 0) this.d.metrics.devicesForgotten.inc({ kind: 'never_ready' }, neverReady);
+    if (drop.length > neverReady) this.d.metrics.devicesForgotten.inc({ kind: 'offline' }, drop.length - neverReady);
+    this.d.log.info({ forgotten: drop.length, neverReady, known: this.records.size }, 'forgot offline devices (never-ready first, then least recently seen)');
   }
 
   /** The live session, or the reason there is none. */
@@ -184,14 +199,25 @@ export class DeviceRegistry {
     return r && summarize(r);
   }
 
-  list(filter: { online?: boolean; transport?: 'websocket' | 'mqtt' } = {}): DeviceSummary[] {
+  list(filter: DeviceFilter = {}): DeviceSummary[] {
     const out: DeviceSummary[] = [];
-    for (const r of this.records.values()) {
-      if (filter.online !== undefined && (r.session !== undefined) !== filter.online) continue;
-      if (filter.transport !== undefined && r.transport !== filter.transport) continue;
-      out.push(summarize(r));
-    }
+    for (const r of this.records.values()) if (matches(r, filter)) out.push(summarize(r));
     return out;
+  }
+
+  /**
+   * One page of devices in id order, starting after the device id `after` (which may since have been
+   * forgotten). `next` is the id to continue after, when there may be more.
+   */
+  page(filter: DeviceFilter, opts: { limit: number; after?: string | undefined }): { devices: DeviceSummary[]; next: string | undefined } {
+    const devices: DeviceSummary[] = [];
+    let i = opts.after === undefined ? 0 : upperBound(this.order, opts.after);
+    for (; i < this.order.length && devices.length < opts.limit; i++) {
+      const r = this.records.get(this.order[i]!);
+      if (r && matches(r, filter)) devices.push(summarize(r));
+    }
+    const more = devices.length === opts.limit && i < this.order.length;
+    return { devices, next: more ? devices[devices.length - 1]!.id : undefined };
   }
 
   sessions(): DeviceSession[] {
@@ -203,6 +229,31 @@ export class DeviceRegistry {
   get size(): number {
     return this.records.size;
   }
+}
+
+export interface DeviceFilter {
+  online?: boolean;
+  transport?: 'websocket' | 'mqtt';
+}
+
+function matches(r: DeviceRecord, filter: DeviceFilter): boolean {
+  if (filter.online !== undefined && (r.session !== undefined) !== filter.online) return false;
+  return filter.transport === undefined || r.transport === filter.transport;
+}
+
+/** Whether the device ever finished initializing (its catalog hash is kept across its connections). */
+const everReady = (r: DeviceRecord): boolean => r.catalogHash !== undefined;
+
+/** The index of the first element of sorted `a` greater than `v`. */
+function upperBound(a: readonly string[], v: string): number {
+  let lo = 0;
+  let hi = a.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (a[mid]! <= v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 function summarize(r: DeviceRecord): DeviceSummary {

@@ -1,4 +1,7 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.js';
+import { KeyedRateLimiter, type RateLimit } from './rate-limit.js';
 
 export const EVENT_TYPES = [
   'device.online',
@@ -10,8 +13,11 @@ export const EVENT_TYPES = [
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
+/** Event types whose rate a device controls; they are rate-limited per device. */
+const DEVICE_DRIVEN: ReadonlySet<EventType> = new Set(['device.message', 'device.notification']);
+
 export interface GatewayEvent {
-  /** Increasing decimal integer: SSE `id`, and what `Last-Event-ID` names. */
+  /** `<boot>-<seq>`: unique across restarts (boot epoch), increasing within a boot. SSE `id`, what `Last-Event-ID` names. */
   id: string;
   type: EventType;
   deviceId: string;
@@ -21,36 +27,66 @@ export interface GatewayEvent {
 
 export type EventListener = (e: GatewayEvent) => void;
 
+/** What a client resuming after `Last-Event-ID` gets: the events it missed, or the news that it must resync. */
+export type Replay = { events: GatewayEvent[] } | { resync: 'unknown_id' | 'expired' };
+
+export interface EventBusOptions {
+  /** Events kept for `Last-Event-ID` replay. */
+  bufferSize: number;
+  metrics?: Metrics;
+  log?: Logger;
+  /** device.message and device.notification per device; beyond it events are dropped and counted. */
+  deviceRate?: RateLimit;
+  /** The boot epoch (tests); default: this start's time in base 36 plus 16 random bits. */
+  boot?: string;
+}
+
 /**
  * One bus for every device event. Keeps the last `bufferSize` events in a ring so SSE clients can
- * resume with `Last-Event-ID`. Listeners run synchronously and must not throw; one that does is logged
- * by the caller's wrapper, never allowed to stop delivery to the others.
+ * resume with `Last-Event-ID`. Listeners run synchronously and must not throw; one that does is logged,
+ * never allowed to stop delivery to the others.
  */
 export class EventBus {
+  /** Prefix of every id of this start, so an id from an earlier start is never mistaken for one of ours. */
+  readonly boot: string;
   private seq = 0;
+  private readonly bufferSize: number;
   private readonly ring: Array<GatewayEvent | undefined>;
   private readonly listeners = new Set<EventListener>();
+  private readonly limiter: KeyedRateLimiter | undefined;
 
-  constructor(
-    private readonly bufferSize: number,
-    private readonly metrics?: Metrics,
-    private readonly onListenerError: (e: unknown) => void = () => {},
-  ) {
-    this.ring = new Array<GatewayEvent | undefined>(bufferSize);
+  constructor(private readonly o: EventBusOptions) {
+    this.bufferSize = o.bufferSize;
+    this.ring = new Array<GatewayEvent | undefined>(o.bufferSize);
+    this.boot = o.boot ?? `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
+    this.limiter = o.deviceRate ? new KeyedRateLimiter(o.deviceRate) : undefined;
   }
 
-  publish(type: EventType, deviceId: string, data: Record<string, unknown> = {}): GatewayEvent {
-    const e: GatewayEvent = { id: String(++this.seq), type, deviceId, at: new Date().toISOString(), data };
+  /** Publish to every listener; undefined when a device-driven event is over its device's rate (dropped). */
+  publish(type: EventType, deviceId: string, data: Record<string, unknown> = {}): GatewayEvent | undefined {
+    if (this.limiter) {
+      if (type === 'device.offline') this.limiter.forget(deviceId);
+      else if (DEVICE_DRIVEN.has(type) && !this.admit(type, deviceId)) return undefined;
+    }
+    const e: GatewayEvent = { id: `${this.boot}-${++this.seq}`, type, deviceId, at: new Date().toISOString(), data };
     if (this.bufferSize > 0) this.ring[this.seq % this.bufferSize] = e;
-    this.metrics?.events.inc({ type });
+    this.o.metrics?.events.inc({ type });
     for (const l of this.listeners) {
       try {
         l(e);
       } catch (err) {
-        this.onListenerError(err);
+        this.o.log?.error({ err }, 'event listener failed');
       }
     }
     return e;
+  }
+
+  private admit(type: EventType, deviceId: string): boolean {
+    const a = this.limiter!.take(deviceId);
+    if (a.ok) return true;
+    this.o.metrics?.eventsDropped.inc({ reason: 'device_rate' });
+    if (a.report) this.o.log?.warn({ deviceId, type, dropped: a.report.dropped }, 'device events over the per-device rate are dropped (one line per minute per device)');
+    return false;
   }
 
   subscribe(listener: EventListener): () => boolean {
@@ -58,20 +94,51 @@ export class EventBus {
     return () => this.listeners.delete(listener);
   }
 
-  /** Buffered events after `lastId`, oldest first (all buffered ones if `lastId` is older than the buffer). */
-  since(lastId: string): GatewayEvent[] {
-    const last = /^\d{1,15}$/.test(lastId) ? Number(lastId) : NaN;
-    if (!Number.isFinite(last) || this.bufferSize === 0) return [];
-    const from = Math.max(last + 1, this.seq - this.bufferSize + 1, 1);
-    const out: GatewayEvent[] = [];
-    for (let s = from; s <= this.seq; s++) {
+  /** The buffered events after `lastId`, oldest first; or resync when `lastId` is not ours or fell out of the buffer. */
+  since(lastId: string): Replay {
+    const m = /^([0-9a-z]{1,32})-(\d{1,15})$/.exec(lastId);
+    const last = m && m[1] === this.boot ? Number(m[2]) : NaN;
+    if (!Number.isSafeInteger(last) || last > this.seq) return { resync: 'unknown_id' };
+    const oldest = Math.max(this.seq - this.bufferSize + 1, 1);
+    if (last + 1 < oldest) return { resync: 'expired' };
+    const events: GatewayEvent[] = [];
+    for (let s = last + 1; s <= this.seq; s++) {
       const e = this.ring[s % this.bufferSize];
-      if (e && Number(e.id) === s) out.push(e);
+      if (e) events.push(e);
     }
-    return out;
+    return { events };
   }
 
+  /** The id of the last event published (`<boot>-0` before the first). */
   get lastId(): string {
-    return String(this.seq);
+    return `${this.boot}-${this.seq}`;
   }
+}
+
+const json = new WeakMap<GatewayEvent, string>();
+const sse = new WeakMap<GatewayEvent, string>();
+
+/** The event as JSON, serialized once however many readers it has; never throws. */
+export function eventJson(e: GatewayEvent): string {
+  let s = json.get(e);
+  if (s === undefined) {
+    try {
+      s = JSON.stringify(e);
+    } catch {
+      // Device data that cannot be serialized (too deep, a cycle) must never break the fan-out.
+      s = JSON.stringify({ ...e, data: { unserializable: true } });
+    }
+    json.set(e, s);
+  }
+  return s;
+}
+
+/** The event as one SSE frame, built once and shared by every stream. */
+export function sseFrame(e: GatewayEvent): string {
+  let s = sse.get(e);
+  if (s === undefined) {
+    s = `id: ${e.id}\nevent: ${e.type}\ndata: ${eventJson(e)}\n\n`;
+    sse.set(e, s);
+  }
+  return s;
 }

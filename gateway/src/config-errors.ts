@@ -1,0 +1,74 @@
+/**
+ * Config errors are printed to a terminal and to container logs: they must never carry a secret. Three
+ * ways one could get in, each closed here: a secret used as a record key (an API key in `apiKeyTenants`)
+ * lands in the issue's path; JSON.parse quotes the text it failed on; and any message may echo a value.
+ */
+
+const REDACTED = '<redacted>';
+/** Shorter strings are not masked: they would mangle ordinary words, and no accepted secret is that short. */
+const MIN_MASKED_LENGTH = 6;
+
+/** `key=tenant,key2=tenant2` (env) or `{"key": "tenant"}` (file) -> the record; anything else as it came. */
+export function parseKeyTenants(v: unknown): unknown {
+  if (typeof v !== 'string') return v;
+  return Object.fromEntries(
+    v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .map((pair) => {
+        const i = pair.lastIndexOf('=');
+        return i <= 0 ? [pair, ''] : [pair.slice(0, i), pair.slice(i + 1)];
+      }),
+  );
+}
+
+/** Top-level config paths whose record keys are secrets: the key is shown by position, never by value. */
+const SECRET_KEYED = new Set(['apiKeyTenants']);
+
+/** An issue path for people: `apiKeyTenants[entry 2]` instead of `apiKeyTenants.<the API key>`. */
+export function safePath(path: readonly PropertyKey[], input: Record<string, unknown>): string {
+  const head = String(path[0] ?? '');
+  if (SECRET_KEYED.has(head) && path.length > 1) {
+    const record = parseKeyTenants(input[head]);
+    const keys = typeof record === 'object' && record !== null ? Object.keys(record) : [];
+    const at = keys.indexOf(String(path[1]));
+    return [`${head}[entry ${at >= 0 ? at + 1 : '?'}]`, ...path.slice(2).map(String)].join('.');
+  }
+  return path.map(String).join('.') || '(root)';
+}
+
+/** JSON.parse's message without the input it may quote (V8: `Unexpected token 'x', "<text>" is not valid JSON`). */
+export function jsonErrorWithoutInput(e: unknown): string {
+  return stripJsonSnippet(e instanceof Error ? e.message : String(e));
+}
+
+function stripJsonSnippet(message: string): string {
+  // V8 quotes the text around the error, maybe cut short: `..."apiKeys": api-key-th"... is not valid JSON`.
+  return message.replace(/(?:\.\.\.)?"[\s\S]*"(?:\.\.\.)? is not valid JSON/g, '(text not shown) is not valid JSON');
+}
+
+/** Every secret value the raw configuration input carries (API keys, device secret and tokens, tenant keys, metrics key). */
+export function secretValues(input: Record<string, unknown>): string[] {
+  const out: string[] = [];
+  const add = (v: unknown) => {
+    if (typeof v === 'string') for (const s of v.split(',')) if (s.trim().length >= MIN_MASKED_LENGTH) out.push(s.trim());
+    if (Array.isArray(v)) for (const x of v) add(x);
+  };
+  add(input['apiKeys']);
+  add(input['deviceTokens']);
+  add(input['deviceSecret']);
+  const tenants = parseKeyTenants(input['apiKeyTenants']);
+  if (typeof tenants === 'object' && tenants !== null) add(Object.keys(tenants));
+  const metrics = input['metrics'];
+  if (typeof metrics === 'object' && metrics !== null) add((metrics as Record<string, unknown>)['key']);
+  // Longest first, so a secret that contains another is masked whole.
+  return [...new Set(out)].sort((a, b) => b.length - a.length);
+}
+
+/** The problem text with every secret value replaced, and no quoted JSON text (it may come from a file we don't know). */
+export function redactProblem(problem: string, secrets: readonly string[]): string {
+  let out = stripJsonSnippet(problem);
+  for (const s of secrets) out = out.split(s).join(REDACTED);
+  return out;
+}
