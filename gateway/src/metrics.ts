@@ -30,6 +30,13 @@ export function createMetrics() {
     hubCalls: new Counter({ name: 'voxgate_tool_calls_total', help: 'Namespaced tool calls (HTTP and MCP endpoint), by target kind and outcome', labelNames: ['kind', 'outcome'] as const, registers: [registry] }),
     mcpRequests: new Counter({ name: 'voxgate_mcp_endpoint_requests_total', help: 'Requests to the /mcp endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),
+    connectionsOpen: new Gauge({ name: 'voxgate_connections_open', help: 'Open sockets per listener (devices, API callers, idle ones)', labelNames: ['listener'] as const, registers: [registry] }),
+    connectionsRefused: new Counter({
+      name: 'voxgate_connections_refused_total',
+      help: 'Connections refused or closed by a connection limit: listener_full, address_full, device_cap, no_connect, no_request',
+      labelNames: ['listener', 'reason'] as const,
+      registers: [registry],
+    }),
   };
   return m;
 }

@@ -12,6 +12,8 @@ export interface WsLinkOptions {
   path: string;
   maxPayloadBytes: number;
   heartbeatMs: number;
+  /** Device WebSockets at once; kept below the HTTP port's socket cap so the API always has room. */
+  maxConnections: number;
   auth: DeviceAuthPolicy;
   registry: DeviceRegistry;
   log: Logger;
@@ -48,6 +50,11 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? '/', 'http://device');
     if (url.pathname.replace(/\/+$/, '') !== base) return refuse(socket, 404, 'Not Found');
+    // handleUpgrade (no verifyClient) adds the socket to wss.clients synchronously: no burst overshoots.
+    if (wss.clients.size >= o.maxConnections) {
+      o.metrics.connectionsRefused.inc({ listener: 'http', reason: 'device_cap' });
+      return refuse(socket, 503, 'Service Unavailable', 'the gateway holds as many devices as it may; try again later');
+    }
     const q = url.searchParams;
     const h = (name: string) => headerValue(req, name) ?? q.get(name) ?? q.get(name.replace('-', '_')) ?? undefined;
     const deviceId = normalizeDeviceId(h('device-id') ?? '');
