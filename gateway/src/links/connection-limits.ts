@@ -34,7 +34,7 @@ export function sourceKey(remoteAddress: string | undefined): string {
  * byte is read) and per source. Runs first on 'connection': a refused socket is destroyed before the
  * listener's own handler sees it, so handlers skip a socket that is already `destroyed`.
  */
-export function limitConnections(server: Server, listener: Listener, limits: ListenerLimits, metrics: Metrics, log: Logger) {
+export function limitConnections(server: Server, listener: Listener, limits: ListenerLimits, metrics: Metrics, log: Logger): void {
   const perSource = new Map<string, number>();
   let open = 0;
   server.maxConnections = limits.maxConnections;
@@ -70,16 +70,6 @@ export function limitConnections(server: Server, listener: Listener, limits: Lis
       else perSource.set(key, left);
     });
   });
-
-  return {
-    get open(): number {
-      return open;
-    },
-    /** Open sockets from this remote address's source (see `sourceKey`). */
-    fromSource(remoteAddress: string): number {
-      return perSource.get(sourceKey(remoteAddress)) ?? 0;
-    },
-  };
 }
 
 /** Counts the sockets node's `headersTimeout` closed for sending no complete request (or upgrade) in time. */
