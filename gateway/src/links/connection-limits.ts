@@ -39,15 +39,10 @@ export function limitConnections(server: Server, listener: Listener, limits: Lis
   let open = 0;
   server.maxConnections = limits.maxConnections;
 
-  // Logged once per burst, not per socket: a flood must not become a log flood.
-  let warned = 0;
+  const warn = throttledWarn(log);
   const refused = (reason: 'listener_full' | 'address_full', remote: string | undefined) => {
     metrics.connectionsRefused.inc({ listener, reason });
-    const now = Date.now();
-    if (now - warned > 10_000) {
-      warned = now;
-      log.warn({ listener, reason, remote, open, limits }, 'connection refused by a connection limit (further refusals are counted, not logged, for 10 s)');
-    }
+    warn({ listener, reason, remote, open, limits }, 'connection refused by a connection limit');
   };
 
   server.on('drop', (d) => refused('listener_full', d?.remoteAddress));
@@ -70,6 +65,20 @@ export function limitConnections(server: Server, listener: Listener, limits: Lis
       else perSource.set(key, left);
     });
   });
+}
+
+/**
+ * A warn logger that writes at most one line per `intervalMs`: refusals come in floods, and a flood must
+ * not become a log flood (the counters carry the numbers).
+ */
+export function throttledWarn(log: Logger, intervalMs = 10_000): (fields: Record<string, unknown>, msg: string) => void {
+  let last = -Infinity;
+  return (fields, msg) => {
+    const now = Date.now();
+    if (now - last < intervalMs) return;
+    last = now;
+    log.warn(fields, `${msg} (further ones are counted, not logged, for ${intervalMs / 1000} s)`);
+  };
 }
 
 /** Counts the sockets node's `headersTimeout` closed for sending no complete request (or upgrade) in time. */

@@ -6,6 +6,7 @@ import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import type { DeviceLink } from '../devices/link.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { Metrics } from '../metrics.js';
+import { throttledWarn } from './connection-limits.js';
 import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
 
 export interface WsLinkOptions {
@@ -46,6 +47,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false });
   const alive = new WeakMap<WebSocket, boolean>();
   const base = o.path.replace(/\/+$/, '');
+  const warnFull = throttledWarn(o.log);
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? '/', 'http://device');
@@ -53,6 +55,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     // handleUpgrade (no verifyClient) adds the socket to wss.clients synchronously: no burst overshoots.
     if (wss.clients.size >= o.maxConnections) {
       o.metrics.connectionsRefused.inc({ listener: 'http', reason: 'device_cap' });
+      warnFull({ remote: req.socket.remoteAddress, maxConnections: o.maxConnections }, 'device WebSocket refused: ws.maxConnections reached');
       return refuse(socket, 503, 'Service Unavailable', 'the gateway holds as many devices as it may; try again later');
     }
     const q = url.searchParams;
