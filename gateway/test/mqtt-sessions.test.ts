@@ -129,6 +129,25 @@ describe('MQTT sessions, presence and keepalive (devices hold nothing at the bro
     expect(await t.metric('voxgate_devices_connected', { transport: 'mqtt' })).toBe(0);
   });
 
+  it('a second CONNECT with the same client id takes over; the old socket closing leaves the device online', async () => {
+    const m = nextMac();
+    const id = clientIdFor(m);
+    const first = await raw(id);
+    await until(() => t.gw.registry.get(deviceIdOf(m))?.online === true, 'the first connection to be online');
+    const openBefore = await t.metric('voxgate_connections_open', { listener: 'mqtt' });
+    const replaced = t.nextEvent('device.online', deviceIdOf(m));
+    await raw(id);
+    await replaced;
+    await withTimeout(first.c.closed.promise, 5000, 'the broker to close the replaced connection');
+    // The gateway has handled the old socket's close once the open-socket gauge is back to one each.
+    await until(async () => (await t.metric('voxgate_connections_open', { listener: 'mqtt' })) === openBefore, 'the old socket to be counted closed');
+    expect(t.gw.registry.get(deviceIdOf(m))?.online).toBe(true);
+    const offline = t.nextEvent('device.offline', deviceIdOf(m));
+    for (const f of cleanup.splice(0)) f();
+    await offline;
+    expect(t.gw.registry.get(deviceIdOf(m))?.online).toBe(false);
+  });
+
   it('keepalive 0 is held to the maximum: a silent client is closed at 1.5x and goes offline', async () => {
     const short = await startTestGateway({ mqtt: { keepaliveMinSeconds: 1, keepaliveMaxSeconds: 1 } });
     cleanup.push(() => void short.close());
