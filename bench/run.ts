@@ -395,6 +395,12 @@ async function main(): Promise<void> {
         GATEWAY_LOG_LEVEL: 'warn',
         GATEWAY_CONFIG: join(dataDir, 'config.json'),
         GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
+        // The whole fleet connects from loopback (one or a few source addresses) and may fill the
+        // descriptor budget: lift the per-source and device caps to it, keep the API's reserve.
+        GATEWAY_WS_MAX_CONNECTIONS: String(fleetN + 100),
+        GATEWAY_HTTP_MAX_CONNECTIONS: String(fleetN + 300),
+        GATEWAY_HTTP_MAX_CONNECTIONS_PER_ADDRESS: String(fleetN + 300),
+        GATEWAY_MQTT_MAX_CONNECTIONS: '300',
       },
       nodeArgs: profile ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
     });

@@ -13,6 +13,8 @@ const Csv = z.preprocess((v) => (typeof v === 'string' ? v.split(',').map((s) =>
 const Bool = z.preprocess((v) => (v === 'true' || v === '1' ? true : v === 'false' || v === '0' ? false : v), z.boolean());
 const HttpUrl = z.url({ protocol: /^https?$/ });
 
+const Count = (def: number) => z.coerce.number().int().min(1).max(10_000_000).default(def);
+
 const always = () => true;
 
 export const ConfigSchema = z
@@ -24,6 +26,12 @@ export const ConfigSchema = z
         /** How devices reach this gateway (OTA answers); default: the Host header of the OTA request. */
         publicUrl: HttpUrl.optional(),
         bodyLimitBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(1024 * 1024),
+        /** Every socket on the HTTP port (device WebSockets + API); above `ws.maxConnections`, so the API keeps a reserve. */
+        maxConnections: Count(9000),
+        /** Sockets on the HTTP port from one IPv4 address or IPv6 /64 (a site's devices often share one NAT address). */
+        maxConnectionsPerAddress: Count(1000),
+        /** A connection that has not sent a complete request or WebSocket upgrade within this is closed. */
+        headersTimeoutMs: Ms(10_000, 120_000),
       })
       .prefault({}),
     ws: z
@@ -31,6 +39,8 @@ export const ConfigSchema = z
         path: z.string().startsWith('/').default('/xiaozhi/v1/'),
         maxPayloadBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
         heartbeatMs: Ms(30_000),
+        /** Device WebSockets; an upgrade past it is answered 503. */
+        maxConnections: Count(8000),
       })
       .prefault({}),
     mqtt: z
@@ -42,6 +52,14 @@ export const ConfigSchema = z
         publicEndpoint: z.string().regex(/^[^\s:]+:\d+$/, 'host:port').optional(),
         group: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).default('voxgate'),
         maxPacketBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
+        /** Sockets on the MQTT port, and from one IPv4 address or IPv6 /64. */
+        maxConnections: Count(8000),
+        maxConnectionsPerAddress: Count(1000),
+        /** A socket that has not sent CONNECT within this is closed. */
+        connectTimeoutMs: Ms(10_000, 60_000),
+        /** A client's keepalive is held to [min, max] seconds (0 = "none" becomes max); silent for 1.5x that, it is closed. */
+        keepaliveMinSeconds: z.coerce.number().int().min(1).max(65_535).default(10),
+        keepaliveMaxSeconds: z.coerce.number().int().min(1).max(65_535).default(300),
       })
       .prefault({}),
     /** How devices prove who they are: `open` (anyone), `token` (configured tokens), `hmac` (signed tokens). */
@@ -171,6 +189,16 @@ export const ConfigSchema = z
     path: ['calls', 'defaultTimeoutMs'],
     message: 'must not exceed calls.maxTimeoutMs',
     when: always,
+  })
+  .refine((c) => !(typeof c.http?.maxConnections === 'number' && typeof c.ws?.maxConnections === 'number' && c.http.maxConnections <= c.ws.maxConnections), {
+    path: ['http', 'maxConnections'],
+    message: 'must exceed ws.maxConnections: the difference is what the API and health checks keep when devices fill the port',
+    when: always,
+  })
+  .refine((c) => !(typeof c.mqtt?.keepaliveMinSeconds === 'number' && typeof c.mqtt.keepaliveMaxSeconds === 'number' && c.mqtt.keepaliveMinSeconds > c.mqtt.keepaliveMaxSeconds), {
+    path: ['mqtt', 'keepaliveMinSeconds'],
+    message: 'must not exceed mqtt.keepaliveMaxSeconds',
+    when: always,
   });
 
 export type Config = z.infer<typeof ConfigSchema>;
@@ -215,6 +243,15 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_METRICS_KEY: ['metrics', 'key'],
   GATEWAY_METRICS_PORT: ['metrics', 'port'],
   GATEWAY_METRICS_HOST: ['metrics', 'host'],
+  GATEWAY_HTTP_MAX_CONNECTIONS: ['http', 'maxConnections'],
+  GATEWAY_HTTP_MAX_CONNECTIONS_PER_ADDRESS: ['http', 'maxConnectionsPerAddress'],
+  GATEWAY_HTTP_HEADERS_TIMEOUT_MS: ['http', 'headersTimeoutMs'],
+  GATEWAY_WS_MAX_CONNECTIONS: ['ws', 'maxConnections'],
+  GATEWAY_MQTT_MAX_CONNECTIONS: ['mqtt', 'maxConnections'],
+  GATEWAY_MQTT_MAX_CONNECTIONS_PER_ADDRESS: ['mqtt', 'maxConnectionsPerAddress'],
+  GATEWAY_MQTT_CONNECT_TIMEOUT_MS: ['mqtt', 'connectTimeoutMs'],
+  GATEWAY_MQTT_KEEPALIVE_MIN_S: ['mqtt', 'keepaliveMinSeconds'],
+  GATEWAY_MQTT_KEEPALIVE_MAX_S: ['mqtt', 'keepaliveMaxSeconds'],
 };
 
 export class ConfigError extends Error {

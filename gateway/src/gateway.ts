@@ -15,6 +15,7 @@ import { EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
 import { attachWebSocketLink } from './links/ws.js';
 import { startMqttLink, type MqttLink } from './links/mqtt.js';
+import { countRequestTimeouts, limitConnections, openFileLimit } from './links/connection-limits.js';
 import { createLogger } from './log.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { resolveSecrets } from './secrets.js';
@@ -128,10 +129,14 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     tenantOf: (key) => tenants.get(key),
     onMcpEndpoint: (e) => (mcpEndpoint = e),
   });
+  limitConnections(http.server, 'http', config.http, metrics, log.child({ component: 'http' }));
+  countRequestTimeouts(http.server, metrics);
+  warnIfOverOpenFileLimit(config, log);
   const ws = attachWebSocketLink(http.server, {
     path: config.ws.path,
     maxPayloadBytes: config.ws.maxPayloadBytes,
     heartbeatMs: config.ws.heartbeatMs,
+    maxConnections: config.ws.maxConnections,
     auth,
     registry,
     log,
@@ -143,6 +148,10 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
         host: config.mqtt.host,
         port: config.mqtt.port,
         maxPacketBytes: config.mqtt.maxPacketBytes,
+        maxConnections: config.mqtt.maxConnections,
+        maxConnectionsPerAddress: config.mqtt.maxConnectionsPerAddress,
+        connectTimeoutMs: config.mqtt.connectTimeoutMs,
+        keepalive: { minSeconds: config.mqtt.keepaliveMinSeconds, maxSeconds: config.mqtt.keepaliveMaxSeconds },
         auth,
         apiKeys: () => secrets.apiKeys,
         registry,
@@ -209,4 +218,17 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     hubStarted,
     close,
   };
+}
+
+/** Each socket is a descriptor: caps whose sum passes the process's limit let one port starve the other. */
+function warnIfOverOpenFileLimit(config: Config, log: Logger): void {
+  const limit = openFileLimit();
+  const sockets = config.http.maxConnections + (config.mqtt.enabled ? config.mqtt.maxConnections : 0);
+  // Files, child processes' pipes, DNS and upstream connections need descriptors too.
+  const headroom = 512;
+  if (limit !== undefined && sockets + headroom > limit)
+    log.warn(
+      { openFileLimit: limit, httpMaxConnections: config.http.maxConnections, mqttMaxConnections: config.mqtt.enabled ? config.mqtt.maxConnections : 0, headroom },
+      'connection caps exceed the open-file limit: raise `ulimit -n` or lower http.maxConnections / mqtt.maxConnections',
+    );
 }

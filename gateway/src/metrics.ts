@@ -33,6 +33,13 @@ export function createMetrics() {
     eventsDropped: new Counter({ name: 'voxgate_events_dropped_total', help: 'Device events dropped before the bus, by reason (device_rate: over the per-device rate)', labelNames: ['reason'] as const, registers: [registry] }),
     sseDropped: new Counter({ name: 'voxgate_sse_streams_dropped_total', help: 'SSE streams closed or refused by the gateway, by reason (slow, total_cap, key_cap)', labelNames: ['reason'] as const, registers: [registry] }),
     devicesForgotten: new Counter({ name: 'voxgate_devices_forgotten_total', help: 'Offline devices forgotten past devices.maxKnown (never_ready first, then offline least recently seen)', labelNames: ['kind'] as const, registers: [registry] }),
+    connectionsOpen: new Gauge({ name: 'voxgate_connections_open', help: 'Open sockets per listener (devices, API callers, idle ones)', labelNames: ['listener'] as const, registers: [registry] }),
+    connectionsRefused: new Counter({
+      name: 'voxgate_connections_refused_total',
+      help: 'Connections refused or closed by a connection limit: listener_full, address_full, device_cap, no_connect, no_request',
+      labelNames: ['listener', 'reason'] as const,
+      registers: [registry],
+    }),
   };
   return m;
 }

@@ -121,3 +121,15 @@ export class AsyncQueue<T> {
     return this.items.length;
   }
 }
+
+/**
+ * Resolve once `check` returns true; reject with `what` if it has not within `timeoutMs`. For state with
+ * no event to await (a gauge, a broker's store): it polls, but never asserts on how long it took.
+ */
+export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

@@ -45,6 +45,9 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     // Device ids may be percent-encoded (aa%3Abb...): fastify decodes params.
     routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
     forceCloseConnections: true,
+    // A socket that sends no complete request (or WebSocket upgrade) in time is closed (408): idle
+    // sockets would otherwise hold descriptors. Node checks every connectionsCheckingInterval.
+    http: { headersTimeout: d.config.http.headersTimeoutMs, connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(d.config.http.headersTimeoutMs / 4))) },
   });
   registerProblemHandlers(app);
   await app.register(swagger, {

@@ -1,6 +1,12 @@
 import { Transform, type TransformCallback } from 'node:stream';
 
-export class PacketTooLargeError extends Error {
+/**
+ * The guard's own verdict on the bytes. Anything else the guard emits as 'error' is the connection
+ * being torn down around it (e.g. the AbortError of a destroyed `Duplex.from`), not a rejection.
+ */
+export class MqttFramingError extends Error {}
+
+export class PacketTooLargeError extends MqttFramingError {
   constructor(readonly bytes: number, readonly limit: number) {
     super(`MQTT packet of ${bytes} bytes exceeds the ${limit}-byte limit`);
   }
@@ -41,7 +47,7 @@ export class MqttPacketGuard extends Transform {
         this.multiplier *= 128;
         this.lengthBytes++;
         if (b & 0x80) {
-          if (this.lengthBytes >= 4) return cb(new Error('malformed MQTT remaining length'));
+          if (this.lengthBytes >= 4) return cb(new MqttFramingError('malformed MQTT remaining length'));
           continue;
         }
         const total = 1 + this.lengthBytes + this.length;

@@ -8,7 +8,8 @@ import type { DeviceRegistry } from '../devices/registry.js';
 import type { DeviceSession } from '../devices/session.js';
 import type { Metrics } from '../metrics.js';
 import { checkMqttDeviceAuth, type DeviceAuthPolicy } from './device-auth.js';
-import { MqttPacketGuard, PacketTooLargeError } from './mqtt-packet-guard.js';
+import { limitConnections } from './connection-limits.js';
+import { MqttFramingError, MqttPacketGuard, PacketTooLargeError } from './mqtt-packet-guard.js';
 
 export const EVENTS_TOPIC_PREFIX = 'voxgate/events/';
 
@@ -16,6 +17,11 @@ export interface MqttLinkOptions {
   host: string;
   port: number;
   maxPacketBytes: number;
+  maxConnections: number;
+  maxConnectionsPerAddress: number;
+  /** A socket that sends no CONNECT within this is closed. */
+  connectTimeoutMs: number;
+  keepalive: KeepaliveBounds;
   auth: DeviceAuthPolicy;
   apiKeys: () => readonly string[];
   registry: DeviceRegistry;
@@ -24,6 +30,29 @@ export interface MqttLinkOptions {
 }
 
 type Peer = { kind: 'device'; deviceId: string; inbox: string; session?: DeviceSession } | { kind: 'backend' };
+
+/** What the link knows of one accepted socket (keyed by the stream aedes reads, `client.conn`). */
+interface Conn {
+  socket: Socket;
+  remote: string;
+  connectDeadline: NodeJS.Timeout | undefined;
+}
+
+export interface KeepaliveBounds {
+  minSeconds: number;
+  maxSeconds: number;
+}
+
+/**
+ * The keepalive the broker holds a client to (it closes a client silent for 1.5x this). 0 asks for no
+ * keepalive at all, which would keep a half-open socket, and its device "online", forever: it gets the
+ * maximum, as does anything above it. Below the minimum, a ping a moment late on a busy gateway would
+ * drop the device, so the timer gets the minimum.
+ */
+export function boundKeepalive(seconds: number | undefined, b: KeepaliveBounds): number {
+  if (!seconds) return b.maxSeconds;
+  return Math.min(b.maxSeconds, Math.max(b.minSeconds, seconds));
+}
 
 const NOT_AUTHORIZED = 5;
 
@@ -54,13 +83,31 @@ class MqttDeviceLink implements DeviceLink {
  */
 export async function startMqttLink(o: MqttLinkOptions) {
   const peers = new WeakMap<Client, Peer>();
-  const remotes = new WeakMap<object, string>();
+  const conns = new WeakMap<object, Conn>();
   const refuse = (reason: string): AuthenticateError => {
     o.metrics.authRefused.inc({ transport: 'mqtt', reason });
     return Object.assign(new Error(`not authorized: ${reason}`), { returnCode: NOT_AUTHORIZED }) as AuthenticateError;
   };
 
   const broker = await Aedes.createBroker({
+    // A backstop only: the link's own deadline (below) closes and counts a socket without CONNECT first.
+    connectTimeout: o.connectTimeoutMs * 2,
+    preConnect(client, packet, done) {
+      const c = conns.get(client.conn);
+      if (c) {
+        clearTimeout(c.connectDeadline);
+        c.connectDeadline = undefined;
+      }
+      // No persistent sessions: a device keeps nothing at the broker between connections (its tools are
+      // listed again after every CONNECT), so a clean=false client is served a clean session
+      // (CONNACK sessionPresent 0) and nothing it leaves behind outlives its socket.
+      packet.clean = true;
+      // Presence is the gateway's job (it follows the socket), not a will's; a will would be state
+      // kept per client for the whole connection.
+      delete packet.will;
+      packet.keepalive = boundKeepalive(packet.keepalive, o.keepalive);
+      done(null, true);
+    },
     authenticate(client, username, password, done) {
       const pw = password?.toString('utf8');
       const id = parseMqttClientId(client.id);
@@ -82,6 +129,15 @@ export async function startMqttLink(o: MqttLinkOptions) {
     },
     authorizePublish(client, packet, cb) {
       if (!client) return cb(null);
+      if (packet.qos === 2) {
+        // Devices publish at QoS 0/1. The broker keeps a QoS 2 packet until its PUBREL, which a client
+        // may never send: refused before anything is stored, like any publish it may not make.
+        o.metrics.framesRejected.inc({ reason: 'mqtt_qos2' });
+        o.log.warn({ clientId: client.id }, 'MQTT QoS 2 publish refused; disconnecting');
+        return cb(new Error('QoS 2 publishes are not accepted'));
+      }
+      // Nothing is kept for later subscribers.
+      packet.retain = false;
       const peer = peers.get(client);
       if (peer?.kind === 'device' && packet.topic === DEVICE_PUBLISH_TOPIC) return cb(null);
       o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'publish_denied' });
@@ -99,16 +155,18 @@ export async function startMqttLink(o: MqttLinkOptions) {
     },
   });
 
+  // Presence follows the socket, not aedes' reports: aedes finishes a CONNECT asynchronously and can
+  // report a client ready after its socket closed (its clientDisconnect already came, before it).
   broker.on('clientReady', (client) => {
     const peer = peers.get(client);
     if (peer?.kind !== 'device') return;
+    const c = conns.get(client.conn);
+    if (!c || client.closed || c.socket.destroyed) return;
     const id = parseMqttClientId(client.id)!;
-    const link = new MqttDeviceLink(client, peer.inbox, remotes.get(client.conn) ?? '');
-    peer.session = o.registry.connect({ deviceId: peer.deviceId, clientId: id.uuid ?? client.id, link, expectHello: false });
-  });
-  broker.on('clientDisconnect', (client) => {
-    const peer = peers.get(client);
-    if (peer?.kind === 'device') peer.session?.onClosed('mqtt disconnected');
+    const link = new MqttDeviceLink(client, peer.inbox, c.remote);
+    const session = o.registry.connect({ deviceId: peer.deviceId, clientId: id.uuid ?? client.id, link, expectHello: false });
+    peer.session = session;
+    c.socket.once('close', () => session.onClosed('mqtt disconnected'));
   });
   broker.on('publish', (packet, client) => {
     if (!client) return;
@@ -120,21 +178,36 @@ export async function startMqttLink(o: MqttLinkOptions) {
   broker.on('clientError', (client, err) => o.log.debug({ clientId: client.id, err: err.message }, 'MQTT client error'));
 
   const server: Server = createServer((socket: Socket) => {
+    if (socket.destroyed) return; // refused by a connection limit
     // aedes writes a packet in several small chunks; behind the guard's Duplex they are not corked
     // together, so with Nagle on, every reply to a device waited ~40 ms for a delayed ACK.
     socket.setNoDelay(true);
     const guard = new MqttPacketGuard(o.maxPacketBytes);
     guard.on('error', (err) => {
-      const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
-      o.metrics.framesRejected.inc({ reason });
-      o.log.warn({ remote: socket.remoteAddress, reason, err: err.message }, 'MQTT connection dropped');
+      if (err instanceof MqttFramingError) {
+        const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
+        o.metrics.framesRejected.inc({ reason });
+        o.log.warn({ remote: socket.remoteAddress, reason, err: err.message }, 'MQTT connection dropped');
+      }
       socket.destroy();
     });
     socket.on('error', () => socket.destroy());
     const conn = Duplex.from({ readable: socket.pipe(guard), writable: socket });
-    remotes.set(conn, socket.remoteAddress ?? '');
+    const c: Conn = {
+      socket,
+      remote: socket.remoteAddress ?? '',
+      // An idle socket holds a descriptor: one that never sends CONNECT is closed soon.
+      connectDeadline: setTimeout(() => {
+        o.metrics.connectionsRefused.inc({ listener: 'mqtt', reason: 'no_connect' });
+        o.log.debug({ remote: socket.remoteAddress }, 'MQTT socket sent no CONNECT in time; closed');
+        socket.destroy();
+      }, o.connectTimeoutMs),
+    };
+    socket.once('close', () => clearTimeout(c.connectDeadline));
+    conns.set(conn, c);
     broker.handle(conn);
   });
+  limitConnections(server, 'mqtt', { maxConnections: o.maxConnections, maxConnectionsPerAddress: o.maxConnectionsPerAddress }, o.metrics, o.log);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(o.port, o.host, () => {

@@ -6,12 +6,15 @@ import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import type { DeviceLink } from '../devices/link.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { Metrics } from '../metrics.js';
+import { throttledWarn } from './connection-limits.js';
 import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
 
 export interface WsLinkOptions {
   path: string;
   maxPayloadBytes: number;
   heartbeatMs: number;
+  /** Device WebSockets at once; kept below the HTTP port's socket cap so the API always has room. */
+  maxConnections: number;
   auth: DeviceAuthPolicy;
   registry: DeviceRegistry;
   log: Logger;
@@ -44,10 +47,17 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false });
   const alive = new WeakMap<WebSocket, boolean>();
   const base = o.path.replace(/\/+$/, '');
+  const warnFull = throttledWarn(o.log);
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? '/', 'http://device');
     if (url.pathname.replace(/\/+$/, '') !== base) return refuse(socket, 404, 'Not Found');
+    // handleUpgrade (no verifyClient) adds the socket to wss.clients synchronously: no burst overshoots.
+    if (wss.clients.size >= o.maxConnections) {
+      o.metrics.connectionsRefused.inc({ listener: 'http', reason: 'device_cap' });
+      warnFull({ remote: req.socket.remoteAddress, maxConnections: o.maxConnections }, 'device WebSocket refused: ws.maxConnections reached');
+      return refuse(socket, 503, 'Service Unavailable', 'the gateway holds as many devices as it may; try again later');
+    }
     const q = url.searchParams;
     const h = (name: string) => headerValue(req, name) ?? q.get(name) ?? q.get(name.replace('-', '_')) ?? undefined;
     const deviceId = normalizeDeviceId(h('device-id') ?? '');

@@ -1,0 +1,102 @@
+import { readFileSync } from 'node:fs';
+import type { Server as HttpServer } from 'node:http';
+import type { Server, Socket } from 'node:net';
+import ipaddr from 'ipaddr.js';
+import type { Logger } from 'pino';
+import type { Metrics } from '../metrics.js';
+
+export type Listener = 'http' | 'mqtt';
+
+export interface ListenerLimits {
+  /** Open sockets on this listener; the kernel-accepted one past it is closed at once. */
+  maxConnections: number;
+  /** Open sockets from one source (an IPv4 address, or an IPv6 /64). */
+  maxConnectionsPerAddress: number;
+}
+
+/**
+ * Who a connection counts against. One IPv6 subscriber usually holds a whole /64, so an address
+ * inside it is no new party; an IPv4-mapped IPv6 address is the IPv4 address it maps.
+ */
+export function sourceKey(remoteAddress: string | undefined): string {
+  if (!remoteAddress) return 'unknown';
+  try {
+    const a = ipaddr.process(remoteAddress);
+    if (a.kind() === 'ipv4') return a.toString();
+    return `${(a as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
+  } catch {
+    return remoteAddress;
+  }
+}
+
+/**
+ * Caps the sockets of one listener, in total (`server.maxConnections`, enforced by node before any
+ * byte is read) and per source. Runs first on 'connection': a refused socket is destroyed before the
+ * listener's own handler sees it, so handlers skip a socket that is already `destroyed`.
+ */
+export function limitConnections(server: Server, listener: Listener, limits: ListenerLimits, metrics: Metrics, log: Logger): void {
+  const perSource = new Map<string, number>();
+  let open = 0;
+  server.maxConnections = limits.maxConnections;
+
+  const warn = throttledWarn(log);
+  const refused = (reason: 'listener_full' | 'address_full', remote: string | undefined) => {
+    metrics.connectionsRefused.inc({ listener, reason });
+    warn({ listener, reason, remote, open, limits }, 'connection refused by a connection limit');
+  };
+
+  server.on('drop', (d) => refused('listener_full', d?.remoteAddress));
+  server.prependListener('connection', (socket: Socket) => {
+    const key = sourceKey(socket.remoteAddress);
+    const n = perSource.get(key) ?? 0;
+    if (n >= limits.maxConnectionsPerAddress) {
+      refused('address_full', socket.remoteAddress);
+      socket.destroy();
+      return;
+    }
+    perSource.set(key, n + 1);
+    open++;
+    metrics.connectionsOpen.inc({ listener });
+    socket.once('close', () => {
+      open--;
+      metrics.connectionsOpen.dec({ listener });
+      const left = (perSource.get(key) ?? 1) - 1;
+      if (left <= 0) perSource.delete(key);
+      else perSource.set(key, left);
+    });
+  });
+}
+
+/**
+ * A warn logger that writes at most one line per `intervalMs`: refusals come in floods, and a flood must
+ * not become a log flood (the counters carry the numbers).
+ */
+export function throttledWarn(log: Logger, intervalMs = 10_000): (fields: Record<string, unknown>, msg: string) => void {
+  let last = -Infinity;
+  return (fields, msg) => {
+    const now = Date.now();
+    if (now - last < intervalMs) return;
+    last = now;
+    log.warn(fields, `${msg} (further ones are counted, not logged, for ${intervalMs / 1000} s)`);
+  };
+}
+
+/** Counts the sockets node's `headersTimeout` closed for sending no complete request (or upgrade) in time. */
+export function countRequestTimeouts(server: HttpServer, metrics: Metrics): void {
+  server.on('clientError', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') metrics.connectionsRefused.inc({ listener: 'http', reason: 'no_request' });
+  });
+}
+
+/**
+ * The process's open-file limit (soft), read from /proc on Linux; undefined elsewhere. Every socket is a
+ * descriptor: listener caps above this let a flood on one port starve the other of descriptors.
+ */
+export function openFileLimit(procLimits = '/proc/self/limits'): number | undefined {
+  try {
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(readFileSync(procLimits, 'utf8'));
+    return m && m[1] !== 'unlimited' ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,64 @@
+import { connect as netConnect, type Socket } from 'node:net';
+import mqttPacket, { type IConnackPacket, type IConnectPacket, type Packet } from 'mqtt-packet';
+import { AsyncQueue, deferred, once } from './wait.js';
+
+/**
+ * An MQTT client with no manners, for tests: it writes exactly the packets it is given (a QoS 2
+ * PUBLISH never followed by PUBREL, a CONNECT with keepalive 0, nothing at all) and records the packets
+ * it gets back. Unlike mqtt.js it answers nothing by itself, not even a PINGREQ.
+ */
+export class RawMqtt {
+  readonly packets = new AsyncQueue<Packet>();
+  /** Settles when the socket closes, from either side. */
+  readonly closed = deferred();
+  /** True when this side ended the connection (so a close is not the server's doing). */
+  private ending = false;
+
+  private constructor(readonly socket: Socket) {
+    const parser = mqttPacket.parser({ protocolVersion: 4 });
+    parser.on('packet', (p: Packet) => this.packets.push(p));
+    socket.on('data', (d: Buffer) => parser.parse(d));
+    socket.on('error', () => {});
+    socket.on('close', () => this.closed.resolve());
+  }
+
+  /** A TCP connection (optionally from another loopback address), with nothing sent yet. */
+  static async open(port: number, opts: { localAddress?: string } = {}): Promise<RawMqtt> {
+    const socket = netConnect({ port, host: '127.0.0.1', ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) });
+    const c = new RawMqtt(socket);
+    await Promise.race([once(socket, 'connect'), c.closed.promise]);
+    return c;
+  }
+
+  /** Open, send CONNECT and return the CONNACK. */
+  static async connect(port: number, connect: Partial<IConnectPacket> & { clientId: string }): Promise<{ c: RawMqtt; connack: IConnackPacket }> {
+    const c = await RawMqtt.open(port);
+    c.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clean: true, keepalive: 60, ...connect });
+    return { c, connack: await c.nextOf('connack') };
+  }
+
+  /** The next packet of this kind, skipping others (e.g. the gateway's own pushes to a device). */
+  async nextOf<C extends Packet['cmd']>(cmd: C, timeoutMs = 5000): Promise<Extract<Packet, { cmd: C }>> {
+    for (;;) {
+      const p = await this.packets.next(timeoutMs, cmd.toUpperCase());
+      if (p.cmd === cmd) return p as Extract<Packet, { cmd: C }>;
+    }
+  }
+
+  send(packet: Packet): void {
+    this.socket.write(mqttPacket.generate(packet));
+  }
+
+  sendBytes(bytes: Buffer): void {
+    this.socket.write(bytes);
+  }
+
+  get endedByUs(): boolean {
+    return this.ending;
+  }
+
+  destroy(): void {
+    this.ending = true;
+    this.socket.destroy();
+  }
+}
