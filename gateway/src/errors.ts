@@ -12,6 +12,7 @@ export const ERRORS = {
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type' },
   INVALID_ARGUMENTS: { status: 422, title: 'Invalid arguments' },
   DEVICE_BUSY: { status: 429, title: 'Device busy' },
+  RATE_LIMITED: { status: 429, title: 'Too many requests' },
   DEVICE_ERROR: { status: 502, title: 'Device error' },
   DEVICE_OFFLINE: { status: 503, title: 'Device offline' },
   DEVICE_TIMEOUT: { status: 504, title: 'Device timeout' },

@@ -5,6 +5,8 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { EventBus } from '../events/bus.js';
+import { firmwareRoutes } from '../firmware/routes.js';
+import { FirmwareService } from '../firmware/service.js';
 import { registerMcpEndpoint, type McpEndpoint } from '../facade/mcp-endpoint.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
@@ -58,13 +60,15 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   await app.register(healthRoutes, { metrics: d.metrics, ready: d.ready });
-  await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort });
+  const firmware = new FirmwareService({ config: d.config, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
+  await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, firmware });
+  await app.register(firmwareRoutes, { firmware });
   await app.register(async (v1) => {
     requireApiKey(v1, d.apiKeys, d.tenantOf);
     v1.addHook('onRoute', (route) => {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
-    await v1.register(deviceRoutes, { registry: d.registry });
+    await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id) });
     await v1.register(eventRoutes, { bus: d.bus, metrics: d.metrics });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
   });
