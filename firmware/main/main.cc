@@ -13,6 +13,7 @@
 #include "board_tools.h"
 #include "button.h"
 #include "esp_board_hardware.h"
+#include "esp_firmware_update.h"
 #include "esp_protocols.h"
 #include "mcp/mcp_server.h"
 #include "nvs_settings.h"
@@ -55,6 +56,7 @@ bool UseMqtt(const voxgate::LinkConfig& link) {
 
 extern "C" void app_main() {
   NvsSettings::InitFlash();
+  voxgate::EspFirmwareUpdate::ArmRollbackDeadline();  // a new image that never gets going is rolled back
   static NvsSettings settings;
   static EspBoardHardware board(settings, CONFIG_VOXGATE_LED_GPIO, CONFIG_VOXGATE_BACKLIGHT_GPIO,
 #if defined(CONFIG_VOXGATE_BACKLIGHT_INVERTED)
@@ -84,12 +86,16 @@ extern "C" void app_main() {
 
   static mcp::McpServer server(mcp::ServerOptions{CONFIG_VOXGATE_BOARD_NAME, app->version, 8000, {}});
   RegisterBoardTools(server, board);
+  static voxgate::EspFirmwareUpdate firmware(link, app->version, [](const char* m, cJSON* p) { server.Notify(m, p); });
 
   static std::unique_ptr<voxgate::EspProtocol> protocol =
       mqtt ? voxgate::CreateEspMqttProtocol(link.mqtt, identity)
            : voxgate::CreateEspWebSocketProtocol(link.websocket, identity);
   voxgate::ProtocolEvents events;
-  events.on_mcp = [](const std::string& payload) { server.ParseMessage(payload); };
+  events.on_mcp = [](const std::string& payload) {
+    server.ParseMessage(payload);
+    firmware.OnMcpHandled(payload);  // an answered initialize confirms a new image
+  };
   events.on_hello = [](const std::string& session) { ESP_LOGI(kTag, "session %s", session.c_str()); };
   events.on_closed = [](const std::string& reason) { ESP_LOGW(kTag, "link closed: %s", reason.c_str()); };
   events.on_error = [](const std::string& message) { ESP_LOGW(kTag, "link: %s", message.c_str()); };
@@ -102,6 +108,7 @@ extern "C" void app_main() {
 
   for (;;) {
     protocol->Service();
+    firmware.Poll();
     vTaskDelay(pdMS_TO_TICKS(100));
   }
 }

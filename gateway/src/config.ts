@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { DeviceIdSchema } from '@voxgate/protocol';
 import { z } from 'zod';
 import { jsonErrorWithoutInput, parseKeyTenants, redactProblem, safePath, secretValues } from './config-errors.js';
 import { McpConfigError, resolveServers } from './hub/config.js';
@@ -16,6 +17,26 @@ const HttpUrl = z.url({ protocol: /^https?$/ });
 const Count = (def: number) => z.coerce.number().int().min(1).max(10_000_000).default(def);
 
 const always = () => true;
+
+/**
+ * One staged firmware rollout: `version` at `url` (a file name in <dataDir>/firmware, served at
+ * /firmware/<file>, or an absolute http(s) URL) for `percent` of the fleet (stable per device: a hash of
+ * its id), always for the listed `devices`, and only for the listed `boards` when given (matched against
+ * the OTA body's board.type / board.name and the User-Agent's product).
+ */
+const FirmwareRollout = z.object({
+  version: z.string().regex(/^v?\d{1,9}(\.\d{1,9}){0,2}(-[0-9A-Za-z.-]{1,64})?(\+[0-9A-Za-z.-]{1,64})?$/, 'a semantic version such as 1.4.0'),
+  url: z.union([HttpUrl, z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'a file name in <dataDir>/firmware or an http(s) URL')]),
+  percent: z.coerce.number().min(0).max(100),
+  devices: z.preprocess((v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter(Boolean) : v), z.array(DeviceIdSchema).max(10_000)).optional(),
+  boards: Csv.pipe(z.array(z.string().max(128)).max(64)).optional(),
+  /** Ask devices to install it even when it is not newer (a downgrade). */
+  force: Bool.optional(),
+  /** For an external URL: the image's size and SHA-256 the device checks (local files are measured). */
+  sha256: z.string().regex(/^[0-9a-fA-F]{64}$/).optional(),
+  size: z.coerce.number().int().min(1).optional(),
+});
+export type FirmwareRolloutConfig = z.infer<typeof FirmwareRollout>;
 
 export const ConfigSchema = z
   .object({
@@ -127,6 +148,8 @@ export const ConfigSchema = z
         firmwareVersion: z.string().default('0.0.0'),
         firmwareUrl: z.string().default(''),
         timezoneOffsetMinutes: z.coerce.number().int().min(-720).max(840).default(0),
+        /** Staged firmware rollouts: one object, or a list (the first that matches a device wins); read as a list. */
+        rollout: z.preprocess((v) => (isPlain(v) ? [v] : v), z.array(FirmwareRollout).max(64)).optional(),
       })
       .prefault({}),
     shutdownGraceMs: Ms(4000, 60_000),
@@ -252,6 +275,11 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_MQTT_CONNECT_TIMEOUT_MS: ['mqtt', 'connectTimeoutMs'],
   GATEWAY_MQTT_KEEPALIVE_MIN_S: ['mqtt', 'keepaliveMinSeconds'],
   GATEWAY_MQTT_KEEPALIVE_MAX_S: ['mqtt', 'keepaliveMaxSeconds'],
+  GATEWAY_OTA_ROLLOUT_VERSION: ['ota', 'rollout', 'version'],
+  GATEWAY_OTA_ROLLOUT_URL: ['ota', 'rollout', 'url'],
+  GATEWAY_OTA_ROLLOUT_PERCENT: ['ota', 'rollout', 'percent'],
+  GATEWAY_OTA_ROLLOUT_DEVICES: ['ota', 'rollout', 'devices'],
+  GATEWAY_OTA_ROLLOUT_BOARDS: ['ota', 'rollout', 'boards'],
 };
 
 export class ConfigError extends Error {
@@ -279,8 +307,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     return r.data;
   }
   const origin = (path: PropertyKey[]) => {
-    // The variable that set this path or a parent of it (an issue inside apiKeyTenants came from GATEWAY_API_KEY_TENANTS).
-    const envName = Object.entries(ENV_MAP).find(([, p]) => p.join('.') === path.slice(0, p.length).join('.'))?.[0];
+    // The variable that set this path or a parent of it (an issue inside apiKeyTenants came from
+    // GATEWAY_API_KEY_TENANTS); list indexes are not part of an env path (GATEWAY_OTA_ROLLOUT_PERCENT sets ota.rollout.0.percent).
+    const key = path.filter((p) => typeof p !== 'number');
+    const envName = Object.entries(ENV_MAP).find(([, p]) => p.join('.') === key.slice(0, p.length).join('.'))?.[0];
     return envName && env[envName] !== undefined ? ` (from ${envName})` : '';
   };
   throw fail(r.error.issues.map((i) => `${safePath(i.path, merged)}: ${i.message}${origin(i.path)}`));

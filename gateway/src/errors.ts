@@ -13,6 +13,7 @@ export const ERRORS = {
   INVALID_ARGUMENTS: { status: 422, title: 'Invalid arguments' },
   DEVICE_BUSY: { status: 429, title: 'Device busy' },
   TOO_MANY_STREAMS: { status: 429, title: 'Too many event streams' },
+  RATE_LIMITED: { status: 429, title: 'Too many requests' },
   DEVICE_ERROR: { status: 502, title: 'Device error' },
   DEVICE_OFFLINE: { status: 503, title: 'Device offline' },
   DEVICE_TIMEOUT: { status: 504, title: 'Device timeout' },

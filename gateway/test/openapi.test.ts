@@ -10,6 +10,7 @@ describe('OpenAPI document', () => {
       await SwaggerParser.validate(structuredClone(doc) as never);
       expect(Object.keys(doc.paths).sort()).toEqual(
         [
+          '/firmware/{file}',
           '/healthz',
           '/metrics',
           '/readyz',
@@ -32,6 +33,7 @@ describe('OpenAPI document', () => {
       );
       expect(doc.paths['/v1/devices']!['get']!.security).toEqual([{ apiKey: [] }]);
       expect(doc.paths['/v1/tools']!['get']!.security).toEqual([{ apiKey: [] }]);
+      expect(doc.paths['/firmware/{file}']!['get']!.security).toBeUndefined(); // devices download without a key
       const docs = await fetch(`${t.baseUrl}/docs`);
       expect(docs.status).toBe(200);
       expect(await docs.text()).toContain('swagger');

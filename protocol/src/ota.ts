@@ -30,9 +30,22 @@ export interface OtaMqttSection {
   subscribe_topic: string;
 }
 
+/**
+ * The offered firmware. An empty `url` offers nothing. `force: 1` asks the device to install it even when
+ * it is not newer; `size` and `sha256` (lowercase hex) let the device check the download (the reference
+ * firmware ignores them).
+ */
+export interface OtaFirmwareSection {
+  version: string;
+  url: string;
+  force?: number;
+  size?: number;
+  sha256?: string;
+}
+
 export interface OtaResponse {
   server_time: { timestamp: number; timezone_offset: number };
-  firmware: { version: string; url: string };
+  firmware: OtaFirmwareSection;
   websocket?: OtaWebsocketSection;
   mqtt?: OtaMqttSection;
 }
@@ -40,7 +53,13 @@ export interface OtaResponse {
 /** The device picks MQTT when an `mqtt` section is present, else WebSocket: send exactly one. */
 export const OtaResponseSchema = z.object({
   server_time: z.object({ timestamp: z.number(), timezone_offset: z.number() }),
-  firmware: z.object({ version: z.string(), url: z.string() }),
+  firmware: z.object({
+    version: z.string(),
+    url: z.string(),
+    force: z.number().optional(),
+    size: z.number().int().min(0).optional(),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  }),
   websocket: z.object({ url: z.string(), token: z.string() }).optional(),
   mqtt: z
     .object({

@@ -17,6 +17,7 @@
 #include "event_log.h"
 #include "lws_loop.h"
 #include "sim_device.h"
+#include "sim_firmware.h"
 #include "voxgate/device_identity.h"
 #include "voxgate/ota_client.h"
 
@@ -38,7 +39,13 @@ const char kUsage[] =
     "  --page-budget BYTES      tools/list page budget (default 8000)\n"
     "  --tool-latency-ms MS     each synthetic tool takes MS to answer (default 0)\n"
     "  --count K                devices in this process (default 1)\n"
-    "  --reconnect-max-ms MS    cap of the reconnect backoff (default 5000; the device uses 30000)\n";
+    "  --reconnect-max-ms MS    cap of the reconnect backoff (default 5000; the device uses 30000)\n"
+    "  --firmware-version V     the factory firmware version (default 0.1.0): OTA request, serverInfo\n"
+    "  --firmware-dir DIR       update over the air: per device DIR/<mac_>/{otadata.json,ota_0.bin,ota_1.bin};\n"
+    "                           a newer offered version is downloaded, verified, booted (a simulated reboot)\n"
+    "                           and kept once it answered initialize (needs --ota)\n"
+    "  --confirm-deadline-ms MS a new image not initialized by then is rolled back (default 600000)\n"
+    "  --broken-version V       an image of version V never brings its link up (to exercise the rollback)\n";
 
 volatile std::sig_atomic_t g_signalled = 0;
 
@@ -53,6 +60,10 @@ struct Flags {
   uint32_t tool_latency_ms = 0;
   int count = 1;
   uint32_t reconnect_max_ms = 5000;
+  std::string firmware_version = "0.1.0";
+  std::string firmware_dir;
+  uint64_t confirm_deadline_ms = voxgate::kDefaultConfirmDeadlineMs;
+  std::string broken_version;
 };
 
 [[noreturn]] void Usage(const std::string& problem) {
@@ -91,10 +102,15 @@ Flags ParseFlags(int argc, char** argv) {
     else if (flag == "--tool-latency-ms") f.tool_latency_ms = static_cast<uint32_t>(Number("--tool-latency-ms", value, 0, 3600000));
     else if (flag == "--count") f.count = static_cast<int>(Number("--count", value, 1, 10000));
     else if (flag == "--reconnect-max-ms") f.reconnect_max_ms = static_cast<uint32_t>(Number("--reconnect-max-ms", value, 100, 3600000));
+    else if (flag == "--firmware-version") f.firmware_version = value;
+    else if (flag == "--firmware-dir") f.firmware_dir = value;
+    else if (flag == "--confirm-deadline-ms") f.confirm_deadline_ms = static_cast<uint64_t>(Number("--confirm-deadline-ms", value, 1, 86400000));
+    else if (flag == "--broken-version") f.broken_version = value;
     else Usage("unknown flag " + flag);
   }
   if (f.ws.empty() && f.mqtt.empty() && f.ota.empty()) Usage("one of --ws, --mqtt or --ota is required");
   if (!f.ws.empty() && !f.mqtt.empty()) Usage("--ws and --mqtt are exclusive");
+  if (!f.firmware_dir.empty() && f.ota.empty()) Usage("--firmware-dir needs --ota (the offer comes from the OTA answer)");
   std::string mac;
   if (!voxgate::NormalizeMac(f.device_id, &mac)) Usage("--device-id is not a MAC address");
   f.device_id = mac;
@@ -141,13 +157,117 @@ void RunCommand(const std::string& line, std::vector<std::unique_ptr<sim::SimDev
       cJSON_Delete(params);
       return;
     }
-    for (auto& device : devices) device->Notify(method, params ? cJSON_Duplicate(params, true) : nullptr);
+    for (auto& device : devices) {
+      if (device) device->Notify(method, params ? cJSON_Duplicate(params, true) : nullptr);
+    }
     cJSON_Delete(params);
     return;
   }
   cJSON* f = cJSON_CreateObject();
   cJSON_AddStringToObject(f, "message", ("unknown command: " + text).c_str());
   sim::Emit("error", "", f);
+}
+
+// One device's firmware: its slots, and the update logic of its current boot.
+struct Firmware {
+  std::unique_ptr<sim::HostSlots> slots;
+  std::shared_ptr<sim::FirmwareBoot> boot;
+};
+
+// Boots device `i`: asks the OTA endpoint (with the running firmware version)
+// where to connect, builds the device, and starts its firmware logic. The
+// link is started by the caller. Null when the device cannot start.
+std::unique_ptr<sim::SimDevice> Boot(const Flags& flags, int i, const std::shared_ptr<voxgate::LwsLoop>& loop, Firmware* fw) {
+  sim::DeviceOptions options;
+  options.identity.mac = voxgate::OffsetMac(flags.device_id, static_cast<uint32_t>(i));
+  options.identity.uuid = i == 0 && !flags.client_id.empty() ? flags.client_id : DerivedUuid(options.identity.mac, i);
+  options.extra_tools = flags.tools;
+  options.tool_latency_ms = flags.tool_latency_ms;
+  options.page_budget = flags.page_budget;
+  options.seed = 0x5eed0000u + static_cast<uint32_t>(i) * 7919u;
+  options.reconnect_max_ms = flags.reconnect_max_ms;
+
+  options.app_version = fw->slots ? fw->slots->running_version() : flags.firmware_version;
+  voxgate::LinkConfig& link = options.link;
+  if (!flags.ota.empty()) {
+    std::string error;
+    voxgate::SystemInfo info;
+    info.app_version = options.app_version;
+    if (!voxgate::FetchOtaConfig(flags.ota, options.identity, info, &link, &error)) {
+      cJSON* f = cJSON_CreateObject();
+      cJSON_AddStringToObject(f, "message", ("ota: " + error).c_str());
+      sim::Emit("error", options.identity.mac, f);
+      if (flags.ws.empty() && flags.mqtt.empty()) return nullptr;
+    }
+  }
+  if (!flags.ws.empty()) {
+    link.has_mqtt = false;
+    link.has_websocket = true;
+    link.websocket.url = flags.ws;
+    if (!flags.token.empty()) link.websocket.token = flags.token;
+  } else if (!flags.mqtt.empty()) {
+    link.has_websocket = false;
+    link.has_mqtt = true;
+    link.mqtt.endpoint = flags.mqtt;
+    if (!flags.mqtt_username.empty()) link.mqtt.username = flags.mqtt_username;
+    if (!flags.mqtt_password.empty()) link.mqtt.password = flags.mqtt_password;
+    if (i == 0 && !flags.mqtt_client_id.empty()) link.mqtt.client_id = flags.mqtt_client_id;
+  } else if (link.has_mqtt) {
+    link.has_websocket = false;  // as the reference firmware: an mqtt section wins
+  }
+  if (link.has_mqtt && (link.mqtt.client_id.empty() || (i > 0 && !flags.mqtt.empty()))) {
+    link.mqtt.client_id = voxgate::MqttClientId("voxgate", options.identity);
+  }
+  if (link.has_mqtt && link.mqtt.endpoint.find(':') == std::string::npos && !flags.mqtt.empty()) {
+    link.mqtt.endpoint += ":1883";
+  }
+
+  std::shared_ptr<sim::FirmwareBoot> boot;
+  if (fw->slots) {
+    sim::FirmwareBootOptions boot_options;
+    boot_options.device_id = options.identity.mac;
+    boot_options.link = link;
+    boot_options.confirm_deadline_ms = flags.confirm_deadline_ms;
+    boot = std::make_shared<sim::FirmwareBoot>(std::move(boot_options), fw->slots.get());
+    options.on_mcp_handled = [boot](const std::string& payload) { boot->OnMcpHandled(payload); };
+  }
+  std::unique_ptr<sim::SimDevice> device(new sim::SimDevice(std::move(options), loop));
+  if (boot) {
+    fw->boot = boot;
+    boot->Start(device.get());
+  }
+  return device;
+}
+
+// A simulated bad build: it boots but never brings its link up.
+bool Broken(const Flags& flags, const Firmware& fw) {
+  return fw.slots && !flags.broken_version.empty() && fw.slots->running_version() == flags.broken_version;
+}
+
+// Starts the link of a booted device (unless its image is the broken one).
+bool StartLink(const Flags& flags, sim::SimDevice& device, const Firmware& fw) {
+  if (Broken(flags, fw)) return true;
+  if (device.Start()) return true;
+  cJSON* f = cJSON_CreateObject();
+  cJSON_AddStringToObject(f, "message", "could not start the link (bad URL or endpoint?)");
+  sim::Emit("error", device.id(), f);
+  return false;
+}
+
+// The simulated reboot after a slot switch: the old boot's logic and link
+// stop, and the device boots again from the slots (a new OTA request).
+bool Reboot(const Flags& flags, int i, const std::shared_ptr<voxgate::LwsLoop>& loop, Firmware* fw,
+            std::unique_ptr<sim::SimDevice>* device) {
+  fw->boot->Stop();
+  (*device)->Stop();
+  device->reset();
+  fw->boot.reset();
+  cJSON* f = cJSON_CreateObject();
+  cJSON_AddStringToObject(f, "state", "rebooting");
+  cJSON_AddStringToObject(f, "version", fw->slots->running_version().c_str());
+  sim::Emit("firmware", voxgate::OffsetMac(flags.device_id, static_cast<uint32_t>(i)), f);
+  *device = Boot(flags, i, loop, fw);
+  return *device && StartLink(flags, **device, *fw);
 }
 
 }  // namespace
@@ -165,56 +285,24 @@ int main(int argc, char** argv) {
   }
 
   std::vector<std::unique_ptr<sim::SimDevice>> devices;
+  std::vector<Firmware> firmware(static_cast<size_t>(flags.count));
   for (int i = 0; i < flags.count; ++i) {
-    sim::DeviceOptions options;
-    options.identity.mac = voxgate::OffsetMac(flags.device_id, static_cast<uint32_t>(i));
-    options.identity.uuid = i == 0 && !flags.client_id.empty() ? flags.client_id : DerivedUuid(options.identity.mac, i);
-    options.extra_tools = flags.tools;
-    options.tool_latency_ms = flags.tool_latency_ms;
-    options.page_budget = flags.page_budget;
-    options.seed = 0x5eed0000u + static_cast<uint32_t>(i) * 7919u;
-    options.reconnect_max_ms = flags.reconnect_max_ms;
-
-    voxgate::LinkConfig& link = options.link;
-    if (!flags.ota.empty()) {
-      std::string error;
-      if (!voxgate::FetchOtaConfig(flags.ota, options.identity, voxgate::SystemInfo(), &link, &error)) {
-        cJSON* f = cJSON_CreateObject();
-        cJSON_AddStringToObject(f, "message", ("ota: " + error).c_str());
-        sim::Emit("error", options.identity.mac, f);
-        if (flags.ws.empty() && flags.mqtt.empty()) return 1;
+    const std::string mac = voxgate::OffsetMac(flags.device_id, static_cast<uint32_t>(i));
+    if (!flags.firmware_dir.empty()) {
+      std::string dir_name = mac;
+      for (char& c : dir_name) c = c == ':' ? '_' : c;
+      firmware[i].slots.reset(new sim::HostSlots(flags.firmware_dir + "/" + dir_name, flags.firmware_version));
+      if (!firmware[i].slots->Load()) {
+        fprintf(stderr, "voxgate-device-sim: cannot use %s/%s\n", flags.firmware_dir.c_str(), dir_name.c_str());
+        return 1;
       }
     }
-    if (!flags.ws.empty()) {
-      link.has_mqtt = false;
-      link.has_websocket = true;
-      link.websocket.url = flags.ws;
-      if (!flags.token.empty()) link.websocket.token = flags.token;
-    } else if (!flags.mqtt.empty()) {
-      link.has_websocket = false;
-      link.has_mqtt = true;
-      link.mqtt.endpoint = flags.mqtt;
-      if (!flags.mqtt_username.empty()) link.mqtt.username = flags.mqtt_username;
-      if (!flags.mqtt_password.empty()) link.mqtt.password = flags.mqtt_password;
-      if (i == 0 && !flags.mqtt_client_id.empty()) link.mqtt.client_id = flags.mqtt_client_id;
-    } else if (link.has_mqtt) {
-      link.has_websocket = false;  // as the reference firmware: an mqtt section wins
-    }
-    if (link.has_mqtt && (link.mqtt.client_id.empty() || (i > 0 && !flags.mqtt.empty()))) {
-      link.mqtt.client_id = voxgate::MqttClientId("voxgate", options.identity);
-    }
-    if (link.has_mqtt && link.mqtt.endpoint.find(':') == std::string::npos && !flags.mqtt.empty()) {
-      link.mqtt.endpoint += ":1883";
-    }
-    devices.emplace_back(new sim::SimDevice(std::move(options), loop));
+    std::unique_ptr<sim::SimDevice> device = Boot(flags, i, loop, &firmware[i]);
+    if (!device) return 1;
+    devices.push_back(std::move(device));
   }
-  for (auto& device : devices) {
-    if (!device->Start()) {
-      cJSON* f = cJSON_CreateObject();
-      cJSON_AddStringToObject(f, "message", "could not start the link (bad URL or endpoint?)");
-      sim::Emit("error", device->id(), f);
-      return 1;
-    }
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (!StartLink(flags, *devices[i], firmware[i])) return 1;
   }
 
   // stdin on its own thread so signals stay responsive; EOF leaves the
@@ -232,11 +320,28 @@ int main(int argc, char** argv) {
     }
   });
   input.detach();  // it may sit in getline forever; the process ends without it
-  while (!quit && !g_signalled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  int status = 0;
+  while (!quit && !g_signalled) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (!firmware[i].boot || !firmware[i].boot->reboot_requested()) continue;
+      std::lock_guard<std::mutex> lock(devices_mutex);
+      if (!Reboot(flags, static_cast<int>(i), loop, &firmware[i], &devices[i])) {
+        quit = true;
+        status = 1;
+        break;
+      }
+    }
+  }
 
   std::lock_guard<std::mutex> lock(devices_mutex);
   quit = true;
-  for (auto& device : devices) device->Stop();
+  for (auto& fw : firmware) {
+    if (fw.boot) fw.boot->Stop();
+  }
+  for (auto& device : devices) {
+    if (device) device->Stop();
+  }
   devices.clear();
-  return 0;
+  return status;
 }

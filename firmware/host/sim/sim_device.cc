@@ -28,7 +28,7 @@ SimDevice::SimDevice(DeviceOptions options, std::shared_ptr<voxgate::LwsLoop> lo
         cJSON_AddStringToObject(f, "type", "reboot");
         Emit("notification", id(), f);
       }),
-      server_(mcp::ServerOptions{"voxgate-device-sim", "0.1.0", options_.page_budget, {}}) {
+      server_(mcp::ServerOptions{"voxgate-device-sim", options_.app_version, options_.page_budget, {}}) {
   RegisterBoardTools(server_, board_);
   AddSyntheticTools(server_, options_.extra_tools, options_.tool_latency_ms);
 
@@ -107,6 +107,7 @@ void SimDevice::OnIncoming(const std::string& payload) {
     cJSON_Delete(f);
   }
   server_.ParseMessage(payload);
+  if (options_.on_mcp_handled) options_.on_mcp_handled(payload);
 }
 
 void SimDevice::OnOutgoing(const std::string& payload, bool sent) {

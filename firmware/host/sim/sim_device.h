@@ -2,6 +2,7 @@
 // an MCP server and a link, with every event printed as a JSON line.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,9 @@ struct DeviceOptions {
   size_t page_budget = 8000;
   uint32_t seed = 1;
   uint32_t reconnect_max_ms = 5000;
+  std::string app_version = "0.1.0";  // the firmware version (serverInfo.version)
+  // Called with every MCP text from the gateway after the server handled it (firmware boot confirmation).
+  std::function<void(const std::string& payload)> on_mcp_handled;
 };
 
 class SimDevice {

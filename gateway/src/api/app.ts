@@ -5,6 +5,8 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { EventBus } from '../events/bus.js';
+import { firmwareRoutes } from '../firmware/routes.js';
+import { FirmwareService } from '../firmware/service.js';
 import { registerMcpEndpoint, type McpEndpoint } from '../facade/mcp-endpoint.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
@@ -63,13 +65,15 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes, { ready: d.ready });
   // With metrics.port set, /metrics lives on its own listener (gateway.ts) and not here.
   if (d.config.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d) });
-  await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort });
+  const firmware = new FirmwareService({ config: d.config, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
+  await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, firmware });
+  await app.register(firmwareRoutes, { firmware });
   await app.register(async (v1) => {
     requireApiKey(v1, d.apiKeys, d.tenantOf);
     v1.addHook('onRoute', (route) => {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
-    await v1.register(deviceRoutes, { registry: d.registry });
+    await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id) });
     await v1.register(eventRoutes, {
       bus: d.bus,
       metrics: d.metrics,

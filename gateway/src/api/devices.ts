@@ -1,7 +1,7 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import type { z } from 'zod';
-import type { DeviceRegistry } from '../devices/registry.js';
+import type { DeviceRegistry, DeviceSummary } from '../devices/registry.js';
 import { GatewayError } from '../errors.js';
 import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, Problem, RpcBody, RpcResult, ToolList, ToolParams, jsonSchema } from './schemas.js';
 
@@ -14,8 +14,10 @@ export function parseDeviceId(raw: string): string {
 }
 
 /** Devices, their tools, and calls to them. */
-export async function deviceRoutes(app: FastifyInstance, opts: { registry: DeviceRegistry }): Promise<void> {
+export async function deviceRoutes(app: FastifyInstance, opts: { registry: DeviceRegistry; firmwareVersion?: (deviceId: string) => string | undefined }): Promise<void> {
   const { registry } = opts;
+  // The device's own initialize answer is authenticated; the OTA report (an open endpoint) only fills in.
+  const withFirmware = (d: DeviceSummary) => ({ ...d, firmwareVersion: d.server?.version ?? opts.firmwareVersion?.(d.id) ?? null });
   const tags = ['devices'];
 
   app.get<{ Querystring: z.infer<typeof DeviceListQuery> }>('/v1/devices', {
@@ -29,7 +31,7 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       const { online, transport, limit, cursor } = req.query;
       const filter = { ...(online ? { online: online === 'true' } : {}), ...(transport ? { transport } : {}) };
       const page = registry.page(filter, { limit: limit ?? DEVICE_PAGE_DEFAULT, after: cursor === undefined ? undefined : decodeCursor(cursor) });
-      return page.next === undefined ? { devices: page.devices } : { devices: page.devices, nextCursor: encodeCursor(page.next) };
+      return page.next === undefined ? { devices: page.devices.map(withFirmware) } : { devices: page.devices.map(withFirmware), nextCursor: encodeCursor(page.next) };
     },
   });
 
@@ -39,7 +41,7 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       const id = parseDeviceId(req.params.deviceId);
       const d = registry.get(id);
       if (!d) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected`);
-      return d;
+      return withFirmware(d);
     },
   });
 

@@ -13,12 +13,15 @@ import {
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 import { GatewayError } from '../errors.js';
+import type { FirmwareService } from '../firmware/service.js';
 
 export interface OtaOptions {
   config: Config;
   deviceSecret: string;
   /** The MQTT port actually bound (it may be 0 in the configuration). */
   mqttPort: () => number;
+  /** Picks each device's `firmware` section (rollouts, images in <dataDir>/firmware). */
+  firmware: FirmwareService;
 }
 
 /**
@@ -40,7 +43,7 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
     const base = publicBase(req, c);
     const out: OtaResponse = {
       server_time: { timestamp: Date.now(), timezone_offset: c.ota.timezoneOffsetMinutes },
-      firmware: { version: c.ota.firmwareVersion, url: c.ota.firmwareUrl },
+      firmware: await o.firmware.offerFor({ deviceId, userAgent: h.data['user-agent'], body: req.body, base }),
     };
     if (c.ota.transport === 'mqtt' && c.mqtt.enabled) {
       const mqttClientId = formatMqttClientId(c.mqtt.group, deviceId, clientId.replace(/:/g, '_'));

@@ -32,6 +32,7 @@ export const Device = z.object({
   lastSeenAt: z.string(),
   server: ServerInfo,
   protocolVersion: z.string().nullable(),
+  firmwareVersion: z.string().nullable().describe("The device's firmware: its initialize serverInfo.version, else the version it reported to the OTA endpoint"),
   toolCount: z.number().int(),
   toolsHash: z.string().nullable(),
   pendingCalls: z.number().int(),

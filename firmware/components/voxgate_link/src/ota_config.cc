@@ -47,6 +47,7 @@ bool ReadSections(const cJSON* root, LinkConfig* config) {
     out.has_mqtt = !out.mqtt.endpoint.empty();
   }
   if (!out.has_websocket && !out.has_mqtt) return false;
+  out.has_firmware = ReadFirmwareOffer(root, &out.firmware);
   *config = out;
   return true;
 }

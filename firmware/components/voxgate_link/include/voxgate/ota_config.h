@@ -8,6 +8,7 @@
 #include <string>
 
 #include "voxgate/device_identity.h"
+#include "voxgate/firmware_update.h"
 
 namespace voxgate {
 
@@ -40,6 +41,9 @@ struct LinkConfig {
   bool has_mqtt = false;
   WebSocketConfig websocket;
   MqttConfig mqtt;
+  // The OTA answer's `firmware` section (not stored: it is read fresh at each boot).
+  bool has_firmware = false;
+  FirmwareOffer firmware;
 };
 
 // JSON body of the OTA request: mac_address, uuid, chip_model_name,
