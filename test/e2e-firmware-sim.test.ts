@@ -26,6 +26,8 @@ describe.each(['websocket', 'mqtt'] as const)('firmware simulator over %s', (tra
     const t = await startTestGateway({
       deviceAuth: 'hmac',
       deviceSecret: SECRET,
+      // The simulator does not run the activation flow: a new device id enrolls on its first OTA check.
+      enrollment: { policy: 'open' },
       ota: { transport },
       ...(ports ? { http: { port: ports.http }, mqtt: { port: ports.mqtt } } : {}),
     });

@@ -30,6 +30,9 @@ export function createMetrics() {
     hubCalls: new Counter({ name: 'voxgate_tool_calls_total', help: 'Namespaced tool calls (HTTP and MCP endpoint), by target kind and outcome', labelNames: ['kind', 'outcome'] as const, registers: [registry] }),
     mcpRequests: new Counter({ name: 'voxgate_mcp_endpoint_requests_total', help: 'Requests to the /mcp endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),
+    enrollments: new Counter({ name: 'voxgate_enrollment_decisions_total', help: 'OTA and activation decisions, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
+    rateLimited: new Counter({ name: 'voxgate_rate_limited_total', help: 'Requests refused by a per-address rate limit, by route', labelNames: ['route'] as const, registers: [registry] }),
+    takeoversRefused: new Counter({ name: 'voxgate_device_takeovers_refused_total', help: 'New connections refused because a live one holds other credentials', registers: [registry] }),
   };
   return m;
 }

@@ -16,18 +16,32 @@ export const OtaSystemInfoSchema = z
   })
   .loose();
 
+/**
+ * The device copies every member of `websocket` / `mqtt` into its settings, so a member left out keeps the
+ * value it stored: an answer without credentials (an enrolled device that did not prove itself) leaves
+ * the device's own credentials in place.
+ */
 export interface OtaWebsocketSection {
   url: string;
-  token: string;
+  token?: string;
 }
 
 export interface OtaMqttSection {
   endpoint: string;
-  client_id: string;
-  username: string;
-  password: string;
+  client_id?: string;
+  username?: string;
+  password?: string;
   publish_topic: string;
   subscribe_topic: string;
+}
+
+/** A device not yet enrolled shows and speaks `code`, then polls `POST <ota_url>/activate` (202 pending, 200 done). */
+export interface OtaActivationSection {
+  code: string;
+  message: string;
+  /** The firmware polls only when a challenge is present; an eFuse-keyed (v2) device sends back its HMAC. */
+  challenge: string;
+  timeout_ms: number;
 }
 
 export interface OtaResponse {
@@ -35,21 +49,33 @@ export interface OtaResponse {
   firmware: { version: string; url: string };
   websocket?: OtaWebsocketSection;
   mqtt?: OtaMqttSection;
+  activation?: OtaActivationSection;
 }
 
 /** The device picks MQTT when an `mqtt` section is present, else WebSocket: send exactly one. */
 export const OtaResponseSchema = z.object({
   server_time: z.object({ timestamp: z.number(), timezone_offset: z.number() }),
   firmware: z.object({ version: z.string(), url: z.string() }),
-  websocket: z.object({ url: z.string(), token: z.string() }).optional(),
+  websocket: z.object({ url: z.string(), token: z.string().optional() }).optional(),
   mqtt: z
     .object({
       endpoint: z.string(),
-      client_id: z.string(),
-      username: z.string(),
-      password: z.string(),
+      client_id: z.string().optional(),
+      username: z.string().optional(),
+      password: z.string().optional(),
       publish_topic: z.string(),
       subscribe_topic: z.string(),
     })
     .optional(),
+  activation: z.object({ code: z.string(), message: z.string(), challenge: z.string(), timeout_ms: z.number() }).optional(),
 });
+
+/** `POST <ota_url>/activate`: `{}` from a v1 device; a v2 device adds its serial number and the challenge's HMAC. */
+export const OtaActivateBodySchema = z
+  .object({
+    algorithm: z.string().max(32).optional(),
+    serial_number: z.string().max(128).optional(),
+    challenge: z.string().max(128).optional(),
+    hmac: z.string().max(256).optional(),
+  })
+  .loose();

@@ -9,7 +9,9 @@ import { registerMcpEndpoint, type McpEndpoint } from '../facade/mcp-endpoint.js
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import { requireApiKey } from './auth.js';
+import type { Enrollment } from '../enrollment/enrollment.js';
 import { deviceRoutes } from './devices.js';
+import { enrollmentRoutes } from './enrollments.js';
 import { eventRoutes } from './events.js';
 import { healthRoutes } from './health.js';
 import { otaRoutes } from './ota.js';
@@ -34,6 +36,8 @@ export interface ApiDeps {
   tenantOf?: (key: string) => string | undefined;
   /** Set when the /mcp endpoint is registered. */
   onMcpEndpoint?: (e: McpEndpoint) => void;
+  /** Device enrollment (absent when device auth is open). */
+  enrollment?: Enrollment | undefined;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -58,7 +62,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   await app.register(healthRoutes, { metrics: d.metrics, ready: d.ready });
-  await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort });
+  await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, metrics: d.metrics, enrollment: d.enrollment });
   await app.register(async (v1) => {
     requireApiKey(v1, d.apiKeys, d.tenantOf);
     v1.addHook('onRoute', (route) => {
@@ -66,6 +70,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     });
     await v1.register(deviceRoutes, { registry: d.registry });
     await v1.register(eventRoutes, { bus: d.bus, metrics: d.metrics });
+    await v1.register(enrollmentRoutes, { enrollment: d.enrollment });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
   });
   if (d.hub && d.config.mcp.endpoint.enabled) {

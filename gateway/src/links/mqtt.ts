@@ -23,7 +23,7 @@ export interface MqttLinkOptions {
   metrics: Metrics;
 }
 
-type Peer = { kind: 'device'; deviceId: string; inbox: string; session?: DeviceSession } | { kind: 'backend' };
+type Peer = { kind: 'device'; deviceId: string; inbox: string; credential: string; session?: DeviceSession | undefined } | { kind: 'backend' };
 
 const NOT_AUTHORIZED = 5;
 
@@ -70,7 +70,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
           o.log.warn({ clientId: client.id, reason: v.reason }, 'MQTT device refused');
           return done(refuse(v.reason), false);
         }
-        peers.set(client, { kind: 'device', deviceId: id.deviceId, inbox: deviceInboxTopic(id.deviceId) });
+        peers.set(client, { kind: 'device', deviceId: id.deviceId, inbox: deviceInboxTopic(id.deviceId), credential: v.credential });
         return done(null, true);
       }
       if (pw !== undefined && o.apiKeys().some((k) => safeEqual(k, pw))) {
@@ -104,7 +104,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
     if (peer?.kind !== 'device') return;
     const id = parseMqttClientId(client.id)!;
     const link = new MqttDeviceLink(client, peer.inbox, remotes.get(client.conn) ?? '');
-    peer.session = o.registry.connect({ deviceId: peer.deviceId, clientId: id.uuid ?? client.id, link, expectHello: false });
+    peer.session = o.registry.connect({ deviceId: peer.deviceId, clientId: id.uuid ?? client.id, link, expectHello: false, credential: peer.credential });
   });
   broker.on('clientDisconnect', (client) => {
     const peer = peers.get(client);
