@@ -124,7 +124,7 @@ describe('device enrollment (hmac device auth)', () => {
     await online(t, victim, creds);
 
     // The attacker knows the victim's Device-Id and Client-Id, and asks as often as it likes.
-    for (const extra of [{}, { authorization: 'Bearer forged.123' }, { authorization: `Basic ${Buffer.from('u:p').toString('base64')}` }]) {
+    for (const extra of [{} as Record<string, string>, { authorization: 'Bearer forged.123' }, { authorization: `Basic ${Buffer.from('u:p').toString('base64')}` }]) {
       const stolen = await ota(t, victim, extra);
       expect(stolen.status).toBe(200);
       expect(stolen.body.websocket?.token).toBeUndefined();
