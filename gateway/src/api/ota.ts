@@ -72,7 +72,7 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
     const transport = c.ota.transport === 'mqtt' && c.mqtt.enabled ? 'mqtt' : 'websocket';
     const out: OtaResponse = {
       server_time: { timestamp: Date.now(), timezone_offset: c.ota.timezoneOffsetMinutes },
-      firmware: { version: c.ota.firmwareVersion, url: c.ota.firmwareUrl },
+      firmware: firmwareSection(c),
     };
     let credentials: CredentialSource = { kind: 'legacy' };
     if (o.enrollment && mints(transport)) {
@@ -108,6 +108,11 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
       throw new GatewayError('ENROLLMENT_NOT_FOUND', 'no enrollment is pending for this device; ask /xiaozhi/ota/ first');
     },
   });
+}
+
+/** The firmware offered to the device: the one place to extend for per-board or per-version selection. */
+function firmwareSection(c: Config): OtaResponse['firmware'] {
+  return { version: c.ota.firmwareVersion, url: c.ota.firmwareUrl };
 }
 
 function activationSection(code: string, challenge: string, expiresAt: number): OtaActivationSection {
