@@ -239,8 +239,21 @@ describe('device enrollment (hmac device auth)', () => {
     const t = await gateway({ enrollment: { maxPending: 2 } });
     expect((await ota(t, device())).body.activation).toBeDefined();
     expect((await ota(t, device())).body.activation).toBeDefined();
-    const busy = await ota(t, device());
-    expect([busy.status, busy.body.code]).toEqual([503, 'ENROLLMENT_BUSY']);
+    const res = await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers: { 'device-id': nextMac(), 'client-id': 'c-1', 'content-type': 'application/json' }, body: '{}' });
+    expect([res.status, ((await res.json()) as Problem).code]).toEqual([503, 'ENROLLMENT_BUSY']);
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  it('open: of two requests racing for a new id, exactly one is enrolled and gets credentials', async () => {
+    const t = await gateway({ enrollment: { policy: 'open' } });
+    const id = nextMac();
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => ota(t, { deviceId: id, clientId: `claimant-${i}` })));
+    const winners = answers.filter((a) => a.body.websocket?.token !== undefined);
+    expect(winners).toHaveLength(1);
+    expect(answers.every((a) => a.status === 200 && a.body.websocket?.url)).toBe(true);
+    const bound = await t.api<{ clientId: string; via: string }>('GET', `/v1/enrollments/devices/${id}`);
+    expect(bound.body.via).toBe('open');
+    expect(answers.indexOf(winners[0]!)).toBe(Number(bound.body.clientId.split('-')[1]));
   });
 
   it('enrollments and pending codes survive a restart', async () => {

@@ -46,13 +46,12 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
   const c = o.config;
   const limiter = new AddressRateLimiter(c.enrollment.rateLimit);
   // Before the body is read: a flood costs a map lookup per request.
-  app.addHook('onRequest', async (req, reply) => {
+  app.addHook('onRequest', async (req) => {
     const route = req.routeOptions.url === '/xiaozhi/ota/activate' ? 'activate' : 'ota';
     const { retryAfterSeconds, firstRefusal } = limiter.take(req.ip);
     if (retryAfterSeconds === 0) return;
     o.metrics.rateLimited.inc({ route });
     if (firstRefusal) req.log.warn({ remote: req.ip, route }, 'OTA rate limit reached for this address');
-    void reply.header('retry-after', String(retryAfterSeconds));
     throw new GatewayError('RATE_LIMITED', `too many OTA requests from this address; retry in ${retryAfterSeconds} s`, { retryAfterSeconds });
   });
 
