@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DeviceSimProcess } from './support/device-sim-process.js';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from './support/gateway-harness.js';
@@ -22,12 +25,15 @@ describe.each(['websocket', 'mqtt'] as const)('firmware simulator over %s', (tra
   afterEach(async () => {
     for (const f of cleanup.splice(0).reverse()) await f();
   });
-  const gateway = async (ports?: { http: number; mqtt: number }) => {
+  const gateway = async (ports?: { http: number; mqtt: number }, dataDir?: string) => {
     const t = await startTestGateway({
       deviceAuth: 'hmac',
       deviceSecret: SECRET,
+      // The simulator does not run the activation flow: a new device id enrolls on its first OTA check.
+      enrollment: { policy: 'open' },
       ota: { transport },
       ...(ports ? { http: { port: ports.http }, mqtt: { port: ports.mqtt } } : {}),
+      ...(dataDir ? { dataDir } : {}),
     });
     cleanup.push(() => t.close());
     return t;
@@ -82,7 +88,10 @@ describe.each(['websocket', 'mqtt'] as const)('firmware simulator over %s', (tra
   });
 
   it('reconnects by itself when the gateway restarts', async () => {
-    const first = await gateway();
+    // A restart keeps its data dir: the enrollment the device's credentials are bound to.
+    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-e2e-'));
+    cleanup.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const first = await gateway(undefined, dataDir);
     const ready = first.nextEvent('device.ready', mac, 30_000);
     const p = sim(first, mac);
     await ready;
@@ -90,7 +99,7 @@ describe.each(['websocket', 'mqtt'] as const)('firmware simulator over %s', (tra
     await first.close();
     await p.waitForNext((e) => e.event === 'closed' || e.event === 'error', 15_000, 'the device to notice the gateway is gone');
 
-    const second = await gateway(ports);
+    const second = await gateway(ports, dataDir);
     await second.nextEvent('device.ready', mac, 30_000);
     const r = await second.api<Call>('POST', `/v1/devices/${mac}/tools/self.led.set/call`, { arguments: { on: true } });
     expect(r.status).toBe(200);

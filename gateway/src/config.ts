@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { DeviceIdSchema } from '@voxgate/protocol';
+import { normalizeDeviceId } from '@voxgate/protocol';
 import { z } from 'zod';
 import { jsonErrorWithoutInput, parseKeyTenants, redactProblem, safePath, secretValues } from './config-errors.js';
 import { McpConfigError, resolveServers } from './hub/config.js';
@@ -195,6 +196,32 @@ export const ConfigSchema = z
           .prefault({}),
       })
       .prefault({}),
+    /**
+     * Which devices may get credentials from the OTA endpoint (hmac device auth only; `open` and `token`
+     * mint nothing). `approve`: a new device shows a 6-digit code and waits for an operator; `open`: the
+     * first device to ask for an id gets it; `allowlist`: only the listed ids. An enrolled device id is
+     * bound to its credentials either way.
+     */
+    enrollment: z
+      .object({
+        policy: z.enum(['open', 'approve', 'allowlist']).default('approve'),
+        /** Device ids (any MAC spelling) that `allowlist` admits. */
+        allowlist: Csv.refine((ids) => ids.every((id) => normalizeDeviceId(id) !== undefined), 'every entry must be a MAC address such as aa:bb:cc:dd:ee:ff').default([]),
+        /** A pending activation code lives this long after the device's last OTA check. */
+        pendingTtlSeconds: z.coerce.number().int().min(60).max(30 * 24 * 3600).default(3600),
+        maxPending: z.coerce.number().int().min(1).max(100_000).default(1000),
+        maxPendingPerDevice: z.coerce.number().int().min(1).max(100).default(4),
+        /** OTA and activation requests per source address: a token bucket of `burst`, refilled at `perSecond`. */
+        rateLimit: z
+          .object({
+            perSecond: z.coerce.number().min(0.01).max(10_000).default(2),
+            burst: z.coerce.number().int().min(1).max(100_000).default(60),
+            /** Addresses tracked at once; the least recently seen is forgotten first. */
+            maxAddresses: z.coerce.number().int().min(100).max(10_000_000).default(100_000),
+          })
+          .prefault({}),
+      })
+      .prefault({}),
   })
   // Cross-field rules run even when other fields failed (`when`), so one start lists every problem; the
   // values they read may then be raw input, hence the type guards.
@@ -280,6 +307,11 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_OTA_ROLLOUT_PERCENT: ['ota', 'rollout', 'percent'],
   GATEWAY_OTA_ROLLOUT_DEVICES: ['ota', 'rollout', 'devices'],
   GATEWAY_OTA_ROLLOUT_BOARDS: ['ota', 'rollout', 'boards'],
+  GATEWAY_ENROLLMENT: ['enrollment', 'policy'],
+  GATEWAY_ENROLLMENT_ALLOWLIST: ['enrollment', 'allowlist'],
+  GATEWAY_ENROLLMENT_PENDING_TTL_S: ['enrollment', 'pendingTtlSeconds'],
+  GATEWAY_OTA_RATE_PER_SECOND: ['enrollment', 'rateLimit', 'perSecond'],
+  GATEWAY_OTA_RATE_BURST: ['enrollment', 'rateLimit', 'burst'],
 };
 
 export class ConfigError extends Error {

@@ -23,6 +23,10 @@ export const ERRORS = {
   HUB_DISABLED: { status: 503, title: 'MCP hub disabled' },
   SHUTTING_DOWN: { status: 503, title: 'Shutting down' },
   INTERNAL: { status: 500, title: 'Internal error' },
+  ENROLLMENT_NOT_FOUND: { status: 404, title: 'Enrollment not found' },
+  ENROLLMENT_REFUSED: { status: 403, title: 'Enrollment refused' },
+  ENROLLMENT_REJECTED: { status: 403, title: 'Enrollment rejected by an operator' },
+  ENROLLMENT_BUSY: { status: 503, title: 'Too many pending enrollments' },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -1,12 +1,15 @@
 import { createHmac } from 'node:crypto';
-import { mintVisionToken, type VisionCapability } from '@voxgate/protocol';
+import { join } from 'node:path';
+import { mintVisionToken, normalizeDeviceId, type VisionCapability } from '@voxgate/protocol';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApi, metricsKeys } from './api/app.js';
 import { startMetricsListener } from './api/health.js';
 import type { Config } from './config.js';
 import { DeviceRegistry } from './devices/registry.js';
-import { CLOSE_SHUTDOWN } from './devices/link.js';
+import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
+import { EnrollmentCredentials } from './enrollment/credentials.js';
+import { Enrollment } from './enrollment/enrollment.js';
 import { GatewayError } from './errors.js';
 import type { McpEndpoint } from './facade/mcp-endpoint.js';
 import { resolveServers } from './hub/config.js';
@@ -19,6 +22,8 @@ import { countRequestTimeouts, limitConnections, openFileLimit } from './links/c
 import { createLogger } from './log.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { resolveSecrets } from './secrets.js';
+import { SqliteStore } from './store/sqlite-store.js';
+import type { Store } from './store/store.js';
 import { GATEWAY_NAME, GATEWAY_VERSION } from './version.js';
 
 export interface Gateway {
@@ -43,6 +48,10 @@ export interface Gateway {
   hub: McpHub;
   /** Settles when every upstream server has connected or failed (start does not wait for it). */
   hubStarted: Promise<void>;
+  /** Persisted state (`<dataDir>/voxgate.db`). */
+  store: Store;
+  /** Which devices may join (absent when device auth is open). */
+  enrollment: Enrollment | undefined;
   close(): Promise<void>;
 }
 
@@ -80,7 +89,22 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
     },
   });
-  const auth = { mode: config.deviceAuth, tokens: config.deviceTokens, secret: secrets.deviceSecret, tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds };
+  const store = new SqliteStore(join(config.dataDir, 'voxgate.db'));
+  let enrollment: Enrollment | undefined;
+  try {
+    enrollment = config.deviceAuth === 'open' ? undefined : await openEnrollment(config, secrets.deviceSecret, store, log, metrics, registry);
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+  const auth = {
+    mode: config.deviceAuth,
+    tokens: config.deviceTokens,
+    secret: secrets.deviceSecret,
+    tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds,
+    enrollment,
+    liveCredential: (deviceId: string) => registry.liveCredential(deviceId),
+  };
 
   const mcpServers = resolveServers(config.mcp);
   const hub = new McpHub({
@@ -128,6 +152,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     hubEnabled: mcpServers.enabled,
     tenantOf: (key) => tenants.get(key),
     onMcpEndpoint: (e) => (mcpEndpoint = e),
+    enrollment,
   });
   limitConnections(http.server, 'http', config.http, metrics, log.child({ component: 'http' }));
   countRequestTimeouts(http.server, metrics);
@@ -177,6 +202,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     await mqtt?.close();
     await http.close();
     await hub.close();
+    await store.close();
     throw e;
   }
   // Upstream servers connect after HTTP is up, in the background: a slow or broken one never delays start.
@@ -196,6 +222,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
       // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
       await Promise.all([Promise.race([Promise.all([http.close(), mqtt?.close(), metricsListener?.close()]), grace]), hubStarted.then(() => hub.close())]);
+      await store.close();
       log.info('stopped');
     })());
 
@@ -216,6 +243,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     visionKey,
     hub,
     hubStarted,
+    store,
+    enrollment,
     close,
   };
 }
@@ -231,4 +260,25 @@ function warnIfOverOpenFileLimit(config: Config, log: Logger): void {
       { openFileLimit: limit, httpMaxConnections: config.http.maxConnections, mqttMaxConnections: config.mqtt.enabled ? config.mqtt.maxConnections : 0, headroom },
       'connection caps exceed the open-file limit: raise `ulimit -n` or lower http.maxConnections / mqtt.maxConnections',
     );
+}
+
+async function openEnrollment(config: Config, deviceSecret: string, store: Store, log: Logger, metrics: Metrics, registry: DeviceRegistry): Promise<Enrollment> {
+  const e = config.enrollment;
+  const enrollment = await Enrollment.open({
+    policy: e.policy,
+    allowlist: new Set(e.allowlist.map((id) => normalizeDeviceId(id)!)),
+    pendingTtlSeconds: e.pendingTtlSeconds,
+    maxPending: e.maxPending,
+    maxPendingPerDevice: e.maxPendingPerDevice,
+    credentials: new EnrollmentCredentials(deviceSecret, config.mqtt.group),
+    store,
+    log: log.child({ component: 'enrollment' }),
+    metrics,
+    // Revoked credentials must not keep a live connection.
+    onRevoked: (deviceId) => {
+      for (const s of registry.sessions()) if (s.deviceId === deviceId) s.link.close(CLOSE_REVOKED, 'credentials revoked');
+    },
+  });
+  log.info({ policy: e.policy }, 'device enrollment');
+  return enrollment;
 }

@@ -40,6 +40,9 @@ export function createMetrics() {
       labelNames: ['listener', 'reason'] as const,
       registers: [registry],
     }),
+    enrollments: new Counter({ name: 'voxgate_enrollment_decisions_total', help: 'OTA and activation decisions, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
+    rateLimited: new Counter({ name: 'voxgate_rate_limited_total', help: 'Requests refused by a per-address rate limit, by route', labelNames: ['route'] as const, registers: [registry] }),
+    takeoversRefused: new Counter({ name: 'voxgate_device_takeovers_refused_total', help: 'New connections refused because a live one holds other credentials', registers: [registry] }),
   };
   return m;
 }

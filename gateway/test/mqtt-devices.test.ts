@@ -43,7 +43,8 @@ describe('reference-firmware devices over MQTT (embedded broker)', () => {
   };
 
   beforeAll(async () => {
-    t = await startTestGateway({ deviceAuth: 'hmac', deviceSecret: SECRET, ota: { transport: 'mqtt' } });
+    // Enrollment open: each new device id collects its credentials on its first OTA check.
+    t = await startTestGateway({ deviceAuth: 'hmac', deviceSecret: SECRET, enrollment: { policy: 'open' }, ota: { transport: 'mqtt' } });
   });
   afterEach(() => {
     for (const f of cleanup.splice(0)) f();

@@ -29,6 +29,12 @@ describe('OpenAPI document', () => {
           '/v1/tools',
           '/v1/tools/{name}/call',
           '/xiaozhi/ota/',
+          '/xiaozhi/ota/activate',
+          '/v1/enrollments',
+          '/v1/enrollments/{code}/approve',
+          '/v1/enrollments/{code}/reject',
+          '/v1/enrollments/devices/{deviceId}',
+          '/v1/enrollments/devices/{deviceId}/reenroll',
         ].sort(),
       );
       expect(doc.paths['/v1/devices']!['get']!.security).toEqual([{ apiKey: [] }]);

@@ -16,16 +16,21 @@ export const OtaSystemInfoSchema = z
   })
   .loose();
 
+/**
+ * The device copies every member of `websocket` / `mqtt` into its settings, so a member left out keeps the
+ * value it stored: an answer without credentials (an enrolled device that did not prove itself) leaves
+ * the device's own credentials in place.
+ */
 export interface OtaWebsocketSection {
   url: string;
-  token: string;
+  token?: string;
 }
 
 export interface OtaMqttSection {
   endpoint: string;
-  client_id: string;
-  username: string;
-  password: string;
+  client_id?: string;
+  username?: string;
+  password?: string;
   publish_topic: string;
   subscribe_topic: string;
 }
@@ -43,11 +48,21 @@ export interface OtaFirmwareSection {
   sha256?: string;
 }
 
+/** A device not yet enrolled shows and speaks `code`, then polls `POST <ota_url>/activate` (202 pending, 200 done). */
+export interface OtaActivationSection {
+  code: string;
+  message: string;
+  /** The firmware polls only when a challenge is present; an eFuse-keyed (v2) device sends back its HMAC. */
+  challenge: string;
+  timeout_ms: number;
+}
+
 export interface OtaResponse {
   server_time: { timestamp: number; timezone_offset: number };
   firmware: OtaFirmwareSection;
   websocket?: OtaWebsocketSection;
   mqtt?: OtaMqttSection;
+  activation?: OtaActivationSection;
 }
 
 /** The device picks MQTT when an `mqtt` section is present, else WebSocket: send exactly one. */
@@ -60,15 +75,26 @@ export const OtaResponseSchema = z.object({
     size: z.number().int().min(0).optional(),
     sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
   }),
-  websocket: z.object({ url: z.string(), token: z.string() }).optional(),
+  websocket: z.object({ url: z.string(), token: z.string().optional() }).optional(),
   mqtt: z
     .object({
       endpoint: z.string(),
-      client_id: z.string(),
-      username: z.string(),
-      password: z.string(),
+      client_id: z.string().optional(),
+      username: z.string().optional(),
+      password: z.string().optional(),
       publish_topic: z.string(),
       subscribe_topic: z.string(),
     })
     .optional(),
+  activation: z.object({ code: z.string(), message: z.string(), challenge: z.string(), timeout_ms: z.number() }).optional(),
 });
+
+/** `POST <ota_url>/activate`: `{}` from a v1 device; a v2 device adds its serial number and the challenge's HMAC. */
+export const OtaActivateBodySchema = z
+  .object({
+    algorithm: z.string().max(32).optional(),
+    serial_number: z.string().max(128).optional(),
+    challenge: z.string().max(128).optional(),
+    hmac: z.string().max(256).optional(),
+  })
+  .loose();

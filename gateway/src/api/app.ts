@@ -11,7 +11,9 @@ import { registerMcpEndpoint, type McpEndpoint } from '../facade/mcp-endpoint.js
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import { requireApiKey } from './auth.js';
+import type { Enrollment } from '../enrollment/enrollment.js';
 import { deviceRoutes } from './devices.js';
+import { enrollmentRoutes } from './enrollments.js';
 import { eventRoutes } from './events.js';
 import { healthRoutes, metricsRoute } from './health.js';
 import { otaRoutes } from './ota.js';
@@ -36,6 +38,8 @@ export interface ApiDeps {
   tenantOf?: (key: string) => string | undefined;
   /** Set when the /mcp endpoint is registered. */
   onMcpEndpoint?: (e: McpEndpoint) => void;
+  /** Device enrollment (absent when device auth is open). */
+  enrollment?: Enrollment | undefined;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -66,7 +70,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   // With metrics.port set, /metrics lives on its own listener (gateway.ts) and not here.
   if (d.config.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d) });
   const firmware = new FirmwareService({ config: d.config, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
-  await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, firmware });
+  await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, metrics: d.metrics, enrollment: d.enrollment, firmware });
   await app.register(firmwareRoutes, { firmware });
   await app.register(async (v1) => {
     requireApiKey(v1, d.apiKeys, d.tenantOf);
@@ -81,6 +85,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       maxStreamsPerKey: d.config.events.maxStreamsPerKey,
       maxBufferedBytes: d.config.events.maxBufferedBytes,
     });
+    await v1.register(enrollmentRoutes, { enrollment: d.enrollment });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
   });
   if (d.hub && d.config.mcp.endpoint.enabled) {

@@ -1,5 +1,6 @@
 import {
   DEVICE_PUBLISH_TOPIC,
+  OtaActivateBodySchema,
   OtaRequestHeadersSchema,
   OtaSystemInfoSchema,
   deviceInboxTopic,
@@ -8,12 +9,19 @@ import {
   mintDeviceToken,
   mqttPassword,
   mqttUsername,
+  type OtaActivationSection,
+  type OtaMqttSection,
   type OtaResponse,
+  type OtaWebsocketSection,
 } from '@voxgate/protocol';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
+import type { OtaProof } from '../enrollment/credentials.js';
+import type { Enrollment, OtaDecision } from '../enrollment/enrollment.js';
+import { AddressRateLimiter } from '../enrollment/rate-limit.js';
 import { GatewayError } from '../errors.js';
 import type { FirmwareService } from '../firmware/service.js';
+import type { Metrics } from '../metrics.js';
 
 export interface OtaOptions {
   config: Config;
@@ -22,56 +30,134 @@ export interface OtaOptions {
   mqttPort: () => number;
   /** Picks each device's `firmware` section (rollouts, images in <dataDir>/firmware). */
   firmware: FirmwareService;
+  metrics: Metrics;
+  /** Who may receive minted credentials; absent when device auth is `open` (nothing to protect). */
+  enrollment?: Enrollment | undefined;
 }
+
+/** What the connection section may carry: the device's credentials, none (it keeps its own), or the unenrolled defaults. */
+type CredentialSource = { kind: 'binding'; decision: OtaDecision & { kind: 'credentials' } } | { kind: 'none' } | { kind: 'legacy' };
 
 /**
  * `POST /xiaozhi/ota/`: where a xiaozhi device learns how to connect. It answers with a `websocket` or an
  * `mqtt` section (never both: the device prefers MQTT whenever that section exists), built from the
- * configured public addresses or, by default, the host the device used to reach us.
+ * configured public addresses or, by default, the host the device used to reach us. Credentials go only
+ * to a device enrollment allows (see docs/security.md); a device waiting for approval gets an
+ * `activation` section instead and polls `POST /xiaozhi/ota/activate`.
  */
 export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<void> {
+  const c = o.config;
+  const limiter = new AddressRateLimiter(c.enrollment.rateLimit);
+  // Before the body is read: a flood costs a map lookup per request.
+  app.addHook('onRequest', async (req) => {
+    const route = req.routeOptions.url === '/xiaozhi/ota/activate' ? 'activate' : 'ota';
+    const { retryAfterSeconds, firstRefusal } = limiter.take(req.ip);
+    if (retryAfterSeconds === 0) return;
+    o.metrics.rateLimited.inc({ route });
+    if (firstRefusal) req.log.warn({ remote: req.ip, route }, 'OTA rate limit reached for this address');
+    throw new GatewayError('RATE_LIMITED', `too many OTA requests from this address; retry in ${retryAfterSeconds} s`, { retryAfterSeconds });
+  });
+
+  // Minted credentials need enrollment: hmac tokens, and MQTT passwords in every mode but open.
+  const mints = (transport: 'websocket' | 'mqtt') => c.deviceAuth === 'hmac' || (c.deviceAuth === 'token' && transport === 'mqtt');
+
   const handler = async (req: FastifyRequest) => {
     const h = OtaRequestHeadersSchema.safeParse(req.headers);
     if (!h.success) throw new GatewayError('INVALID_REQUEST', `OTA request headers: ${describeIssues(h.error.issues)}`);
     const deviceId = h.data['device-id'];
     const clientId = h.data['client-id'];
+    const base = publicBase(req, c);
     const info = OtaSystemInfoSchema.safeParse(req.body ?? {});
     const version = info.success ? info.data.application?.version : undefined;
     req.log.info({ deviceId, clientId, version }, 'OTA check');
 
-    const c = o.config;
-    const base = publicBase(req, c);
+    const transport = c.ota.transport === 'mqtt' && c.mqtt.enabled ? 'mqtt' : 'websocket';
     const out: OtaResponse = {
       server_time: { timestamp: Date.now(), timezone_offset: c.ota.timezoneOffsetMinutes },
       firmware: await o.firmware.offerFor({ deviceId, userAgent: h.data['user-agent'], body: req.body, base }),
     };
-    if (c.ota.transport === 'mqtt' && c.mqtt.enabled) {
-      const mqttClientId = formatMqttClientId(c.mqtt.group, deviceId, clientId.replace(/:/g, '_'));
-      const username = mqttUsername({ ip: req.ip });
-      out.mqtt = {
-        endpoint: c.mqtt.publicEndpoint ?? `${base.hostname}:${o.mqttPort()}`,
-        client_id: mqttClientId,
-        username,
-        password: mqttPassword(o.deviceSecret, mqttClientId, username),
-        publish_topic: DEVICE_PUBLISH_TOPIC,
-        subscribe_topic: deviceInboxTopic(deviceId),
-      };
-    } else {
-      const ws = new URL(c.ws.path, base);
-      ws.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
-      // Only hmac tokens can be minted here; a `token`-mode device keeps the token it was provisioned with.
-      const token = c.deviceAuth === 'hmac' ? mintDeviceToken(o.deviceSecret, clientId, deviceId, Date.now() / 1000) : '';
-      out.websocket = { url: ws.toString(), token };
+    let credentials: CredentialSource = { kind: 'legacy' };
+    if (o.enrollment && mints(transport)) {
+      const decision = await o.enrollment.ota({ deviceId, clientId, proof: otaProof(req.headers.authorization), remoteAddress: req.ip, userAgent: h.data['user-agent'], firmwareVersion: version });
+      if (decision.kind === 'activation') {
+        out.activation = activationSection(decision.claim.code, decision.claim.challenge, decision.claim.expiresAt);
+        return out;
+      }
+      credentials = decision.kind === 'credentials' ? { kind: 'binding', decision } : { kind: 'none' };
     }
+    if (transport === 'mqtt') out.mqtt = mqttSection(o, req, base, deviceId, clientId, credentials);
+    else out.websocket = websocketSection(o, base, deviceId, clientId, credentials);
     return out;
   };
-  const schema = { tags: ['ota'], summary: 'Device self-configuration (xiaozhi OTA check)', headers: { type: 'object', properties: { 'device-id': { type: 'string' }, 'client-id': { type: 'string' } }, required: ['device-id', 'client-id'] } };
+  const headers = { type: 'object', properties: { 'device-id': { type: 'string' }, 'client-id': { type: 'string' } }, required: ['device-id', 'client-id'] };
+  const schema = { tags: ['ota'], summary: 'Device self-configuration (xiaozhi OTA check)', headers };
   app.post('/xiaozhi/ota/', { schema, bodyLimit: 64 * 1024, handler });
   app.get('/xiaozhi/ota/', { schema, handler });
+
+  app.post('/xiaozhi/ota/activate', {
+    schema: { tags: ['ota'], summary: 'Device activation poll: 202 while an operator has not approved, 200 once enrolled', headers },
+    bodyLimit: 4 * 1024,
+    handler: async (req: FastifyRequest, reply: FastifyReply) => {
+      const h = OtaRequestHeadersSchema.safeParse(req.headers);
+      if (!h.success) throw new GatewayError('INVALID_REQUEST', `activation headers: ${describeIssues(h.error.issues)}`);
+      const body = OtaActivateBodySchema.safeParse(req.body ?? {});
+      if (!body.success) throw new GatewayError('INVALID_REQUEST', `activation body: ${describeIssues(body.error.issues)}`);
+      const state = o.enrollment ? o.enrollment.activate(h.data['device-id'], h.data['client-id'], body.data.challenge) : 'unknown';
+      o.metrics.enrollments.inc({ outcome: `activate_${state}` });
+      if (state === 'done') return reply.code(200).send({ status: 'activated' });
+      if (state === 'pending') return reply.code(202).send({ status: 'pending' });
+      if (state === 'rejected') throw new GatewayError('ENROLLMENT_REJECTED', 'an operator rejected this device');
+      throw new GatewayError('ENROLLMENT_NOT_FOUND', 'no enrollment is pending for this device; ask /xiaozhi/ota/ first');
+    },
+  });
 }
 
+
+function activationSection(code: string, challenge: string, expiresAt: number): OtaActivationSection {
+  return { code, message: `Voxgate enrollment code ${code}`, challenge, timeout_ms: Math.max(0, expiresAt - Date.now()) };
+}
+
+function websocketSection(o: OtaOptions, base: URL, deviceId: string, clientId: string, cred: CredentialSource): OtaWebsocketSection {
+  const ws = new URL(o.config.ws.path, base);
+  ws.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
+  const url = ws.toString();
+  if (cred.kind === 'binding') return { url, token: o.enrollment!.credentials.token(cred.decision.binding) };
+  if (cred.kind === 'none') return { url };
+  // Not minting (open or token device auth): an open device needs no token; a token device keeps its own.
+  if (o.config.deviceAuth === 'token') return { url };
+  return { url, token: o.config.deviceAuth === 'hmac' ? mintDeviceToken(o.deviceSecret, clientId, deviceId, Date.now() / 1000) : '' };
+}
+
+function mqttSection(o: OtaOptions, req: FastifyRequest, base: URL, deviceId: string, clientId: string, cred: CredentialSource): OtaMqttSection {
+  const c = o.config;
+  const where = { endpoint: c.mqtt.publicEndpoint ?? `${base.hostname}:${o.mqttPort()}`, publish_topic: DEVICE_PUBLISH_TOPIC, subscribe_topic: deviceInboxTopic(deviceId) };
+  if (cred.kind === 'none') return where;
+  const username = mqttUsername({ ip: req.ip });
+  if (cred.kind === 'binding') {
+    const creds = o.enrollment!.credentials;
+    const b = cred.decision.binding;
+    return { ...where, client_id: creds.mqttClientId(b), username, password: creds.mqttPassword(b, username) };
+  }
+  const mqttClientId = formatMqttClientId(c.mqtt.group, deviceId, clientId.replace(/:/g, '_'));
+  return { ...where, client_id: mqttClientId, username, password: mqttPassword(o.deviceSecret, mqttClientId, username) };
+}
+
+/** `Bearer <token>` (WebSocket credentials) or `Basic <username:password>` (MQTT credentials). */
+function otaProof(authorization: string | undefined): OtaProof {
+  const m = /^(Bearer|Basic)\s+(\S{1,2048})\s*$/i.exec(authorization ?? '');
+  if (!m) return {};
+  if (m[1]!.toLowerCase() === 'bearer') return { bearer: m[2]! };
+  const decoded = Buffer.from(m[2]!, 'base64').toString('utf8');
+  const i = decoded.indexOf(':');
+  return i < 0 ? {} : { basic: { username: decoded.slice(0, i), password: decoded.slice(i + 1) } };
+}
+
+/** Where devices reach us: the configured public URL, else the request's Host, which must be a plain host[:port]. */
 function publicBase(req: FastifyRequest, c: Config): URL {
   if (c.http.publicUrl) return new URL(c.http.publicUrl);
-  const host = req.headers.host && /^[A-Za-z0-9.:[\]-]{1,255}$/.test(req.headers.host) ? req.headers.host : `localhost:${c.http.port}`;
-  return new URL(`http://${host}`);
+  const host = req.headers.host;
+  if (!host) return new URL(`http://localhost:${c.http.port}`);
+  const parsed = /^[A-Za-z0-9.:[\]-]{1,255}$/.test(host) ? URL.parse(`http://${host}/`) : null;
+  if (!parsed || parsed.host.toLowerCase() !== host.toLowerCase().replace(/:80$/, '')) throw new GatewayError('INVALID_REQUEST', 'the Host header is not a valid host[:port]');
+  return parsed;
 }

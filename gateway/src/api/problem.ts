@@ -14,7 +14,12 @@ const CLIENT_ERRORS: Partial<Record<number, ErrorCode>> = { 404: 'NOT_FOUND', 41
 
 export function registerProblemHandlers(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | GatewayError, req, reply) => {
-    if (err instanceof GatewayError) return sendProblem(reply, err.code, err.message, err.extra);
+    if (err instanceof GatewayError) {
+      // A caller told to come back later also hears when, the standard way.
+      const retry = err.extra['retryAfterSeconds'];
+      if (typeof retry === 'number') void reply.header('retry-after', String(Math.ceil(retry)));
+      return sendProblem(reply, err.code, err.message, err.extra);
+    }
     if ((err as FastifyError).validation) return sendProblem(reply, 'INVALID_REQUEST', err.message);
     const status = (err as FastifyError).statusCode ?? 500;
     if (status >= 400 && status < 500) return sendProblem(reply, CLIENT_ERRORS[status] ?? 'INVALID_REQUEST', err.message);

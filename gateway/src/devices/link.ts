@@ -11,3 +11,7 @@ export interface DeviceLink {
 export const CLOSE_REPLACED = 4000;
 export const CLOSE_NO_HELLO = 4002;
 export const CLOSE_SHUTDOWN = 1001;
+/** A new connection for a device whose live connection proved other credentials. */
+export const CLOSE_TAKEOVER_REFUSED = 4003;
+/** An operator revoked the device's credentials (re-enroll). */
+export const CLOSE_REVOKED = 4004;

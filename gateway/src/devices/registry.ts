@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
-import { CLOSE_REPLACED, type DeviceLink } from './link.js';
+import { CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.js';
 import { DeviceSession, type SessionSettings } from './session.js';
 
 /** What the registry remembers of a device, online or not. */
@@ -22,6 +22,8 @@ interface DeviceRecord {
   toolCount: number;
   /** The epoch whose session is ready (counted in devicesReady), if any. */
   readyEpoch?: number | undefined;
+  /** What the current connection proved at authentication (see links/device-auth.ts). */
+  credential: string;
 }
 
 export interface DeviceSummary {
@@ -44,6 +46,8 @@ export interface ConnectInfo {
   clientId: string;
   link: DeviceLink;
   expectHello: boolean;
+  /** What this connection proved at authentication; '' when device auth is open. */
+  credential?: string;
 }
 
 export interface RegistryDeps {
@@ -66,12 +70,22 @@ export class DeviceRegistry {
 
   constructor(private readonly d: RegistryDeps) {}
 
-  /** A device connected: a newer connection replaces an older one (takeover). */
-  connect(info: ConnectInfo): DeviceSession {
-    const epoch = ++this.epochs;
-    const log = this.d.log.child({ deviceId: info.deviceId, transport: info.link.transport, epoch });
+  /**
+   * A device connected: a newer connection replaces an older one (takeover), but only when it proved the
+   * same credentials as the live one; otherwise the new one is closed and undefined returned.
+   */
+  connect(info: ConnectInfo): DeviceSession | undefined {
+    const credential = info.credential ?? '';
     const prev = this.records.get(info.deviceId);
     const old = prev?.session;
+    if (old && old.state !== 'closed' && prev.credential !== credential) {
+      this.d.metrics.takeoversRefused.inc();
+      this.d.log.warn({ deviceId: info.deviceId, transport: info.link.transport, remote: info.link.remoteAddress }, 'refused a takeover with other credentials than the live connection');
+      info.link.close(CLOSE_TAKEOVER_REFUSED, 'another connection holds this device');
+      return undefined;
+    }
+    const epoch = ++this.epochs;
+    const log = this.d.log.child({ deviceId: info.deviceId, transport: info.link.transport, epoch });
     const record: DeviceRecord = {
       id: info.deviceId,
       clientId: info.clientId,
@@ -82,6 +96,7 @@ export class DeviceRegistry {
       lastSeenAt: Date.now(),
       catalogHash: prev?.catalogHash,
       toolCount: prev?.toolCount ?? 0,
+      credential,
     };
     if (prev?.server) record.server = prev.server;
     if (prev?.protocolVersion) record.protocolVersion = prev.protocolVersion;
@@ -188,6 +203,12 @@ export class DeviceRegistry {
     if (!r) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${deviceId} has ever connected`);
     if (!r.session || r.session.state === 'closed') throw new GatewayError('DEVICE_OFFLINE', `device ${deviceId} is offline`);
     return r.session;
+  }
+
+  /** The credential of the device's live connection, if it has one. */
+  liveCredential(deviceId: string): string | undefined {
+    const r = this.records.get(deviceId);
+    return r?.session && r.session.state !== 'closed' ? r.credential : undefined;
   }
 
   has(deviceId: string): boolean {

@@ -29,7 +29,7 @@ export interface MqttLinkOptions {
   metrics: Metrics;
 }
 
-type Peer = { kind: 'device'; deviceId: string; inbox: string; session?: DeviceSession } | { kind: 'backend' };
+type Peer = { kind: 'device'; deviceId: string; inbox: string; credential: string; session?: DeviceSession | undefined } | { kind: 'backend' };
 
 /** What the link knows of one accepted socket (keyed by the stream aedes reads, `client.conn`). */
 interface Conn {
@@ -117,7 +117,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
           o.log.warn({ clientId: client.id, reason: v.reason }, 'MQTT device refused');
           return done(refuse(v.reason), false);
         }
-        peers.set(client, { kind: 'device', deviceId: id.deviceId, inbox: deviceInboxTopic(id.deviceId) });
+        peers.set(client, { kind: 'device', deviceId: id.deviceId, inbox: deviceInboxTopic(id.deviceId), credential: v.credential });
         return done(null, true);
       }
       if (pw !== undefined && o.apiKeys().some((k) => safeEqual(k, pw))) {
@@ -164,9 +164,9 @@ export async function startMqttLink(o: MqttLinkOptions) {
     if (!c || client.closed || c.socket.destroyed) return;
     const id = parseMqttClientId(client.id)!;
     const link = new MqttDeviceLink(client, peer.inbox, c.remote);
-    const session = o.registry.connect({ deviceId: peer.deviceId, clientId: id.uuid ?? client.id, link, expectHello: false });
+    const session = o.registry.connect({ deviceId: peer.deviceId, clientId: id.uuid ?? client.id, link, expectHello: false, credential: peer.credential });
     peer.session = session;
-    c.socket.once('close', () => session.onClosed('mqtt disconnected'));
+    if (session) c.socket.once('close', () => session.onClosed('mqtt disconnected'));
   });
   broker.on('publish', (packet, client) => {
     if (!client) return;

@@ -72,13 +72,15 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
       o.log.warn({ deviceId, clientId, reason: verdict.reason, remote: req.socket.remoteAddress }, 'device WebSocket refused');
       return refuse(socket, 401, 'Unauthorized');
     }
-    wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, req, deviceId, clientId));
+    const credential = verdict.credential;
+    wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, req, deviceId, clientId, credential));
   };
 
-  const onConnection = (ws: WebSocket, req: IncomingMessage, deviceId: string, clientId: string) => {
+  const onConnection = (ws: WebSocket, req: IncomingMessage, deviceId: string, clientId: string, credential: string) => {
     alive.set(ws, true);
     const link = new WsDeviceLink(ws, req.socket.remoteAddress ?? '');
-    const session = o.registry.connect({ deviceId, clientId, link, expectHello: true });
+    const session = o.registry.connect({ deviceId, clientId, link, expectHello: true, credential });
+    if (!session) return; // a live connection with other credentials holds this device; link closed
     ws.on('pong', () => alive.set(ws, true));
     ws.on('message', (data: RawData, isBinary: boolean) => {
       alive.set(ws, true);

@@ -1,0 +1,265 @@
+import { randomBytes, randomInt } from 'node:crypto';
+import type { Logger } from 'pino';
+import { GatewayError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
+import type { Store } from '../store/store.js';
+import type { EnrollmentCredentials, OtaProof } from './credentials.js';
+import { BindingSchema, ClaimSchema, type Binding, type Claim } from './records.js';
+
+export type EnrollmentPolicy = 'open' | 'approve' | 'allowlist';
+
+export interface EnrollmentOptions {
+  policy: EnrollmentPolicy;
+  /** Normalized device ids admitted by `allowlist`. */
+  allowlist: ReadonlySet<string>;
+  pendingTtlSeconds: number;
+  maxPending: number;
+  maxPendingPerDevice: number;
+  credentials: EnrollmentCredentials;
+  store: Store;
+  log: Logger;
+  metrics: Metrics;
+  /** Called after an operator revokes a device's credentials (re-enroll): close its live connection. */
+  onRevoked?: (deviceId: string) => void;
+}
+
+export interface OtaRequest {
+  deviceId: string;
+  clientId: string;
+  proof: OtaProof;
+  remoteAddress: string;
+  userAgent?: string | undefined;
+  firmwareVersion?: string | undefined;
+}
+
+/**
+ * What the OTA answer carries: the device's credentials, its connection settings without credentials (an
+ * enrolled device that did not prove itself keeps what it stored), or an activation code to show.
+ */
+export type OtaDecision = { kind: 'credentials'; binding: Binding } | { kind: 'withheld'; binding: Binding } | { kind: 'activation'; claim: Claim };
+
+export type ActivationState = 'done' | 'pending' | 'rejected' | 'unknown';
+
+const BINDINGS = 'enrollments';
+const CLAIMS = 'enrollment-claims';
+
+/**
+ * Which devices may join and with which credentials. The in-memory maps answer every read (auth runs on
+ * each connection); every change goes to the store first, one at a time, and only then into memory, so
+ * what a caller was told has been persisted.
+ */
+export class Enrollment {
+  private readonly bindings = new Map<string, Binding>();
+  private readonly claims = new Map<string, Claim>();
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(private readonly o: EnrollmentOptions) {}
+
+  static async open(o: EnrollmentOptions): Promise<Enrollment> {
+    const e = new Enrollment(o);
+    for (const { key, value } of await o.store.list(BINDINGS)) {
+      const b = BindingSchema.safeParse(value);
+      if (b.success) e.bindings.set(b.data.deviceId, b.data);
+      else o.log.error({ key }, 'ignoring an unreadable enrollment record');
+    }
+    for (const { key, value } of await o.store.list(CLAIMS)) {
+      const c = ClaimSchema.safeParse(value);
+      if (c.success) e.claims.set(c.data.code, c.data);
+      else o.log.error({ key }, 'ignoring an unreadable enrollment claim');
+    }
+    return e;
+  }
+
+  get policy(): EnrollmentPolicy {
+    return this.o.policy;
+  }
+
+  get credentials(): EnrollmentCredentials {
+    return this.o.credentials;
+  }
+
+  binding(deviceId: string): Binding | undefined {
+    return this.bindings.get(deviceId);
+  }
+
+  /** `POST /xiaozhi/ota/`: decide what this request may receive. Throws a GatewayError to refuse. */
+  ota(r: OtaRequest): Promise<OtaDecision> {
+    return this.exclusive(async () => {
+      await this.dropExpired();
+      const bound = this.bindings.get(r.deviceId);
+      if (bound) return this.otaForEnrolled(bound, r);
+      if (this.o.policy === 'open') return { kind: 'credentials', binding: await this.bind(r.deviceId, r.clientId, 'open', true) } as const;
+      if (this.o.policy === 'allowlist') {
+        if (!this.o.allowlist.has(r.deviceId)) {
+          this.outcome('refused', r, 'not on the allowlist');
+          throw new GatewayError('ENROLLMENT_REFUSED', 'this device is not on the enrollment allowlist; ask the operator to add it');
+        }
+        return { kind: 'credentials', binding: await this.bind(r.deviceId, r.clientId, 'allowlist', true) } as const;
+      }
+      return { kind: 'activation', claim: await this.claimFor(r) } as const;
+    });
+  }
+
+  private async otaForEnrolled(b: Binding, r: OtaRequest): Promise<OtaDecision> {
+    if (!b.delivered && r.clientId === b.clientId) {
+      // The first check after an operator approved this exact client: it collects the credentials once.
+      const delivered = { ...b, delivered: true };
+      await this.o.store.put(BINDINGS, b.deviceId, delivered);
+      this.bindings.set(b.deviceId, delivered);
+      this.outcome('delivered', r);
+      return { kind: 'credentials', binding: delivered };
+    }
+    const presented = r.proof.bearer !== undefined || r.proof.basic !== undefined;
+    if (presented && this.o.credentials.proves(b, r.proof)) {
+      this.outcome('proven', r);
+      return { kind: 'credentials', binding: b };
+    }
+    // Anyone can send a device's id: without proof, the answer names no credential (the device keeps its own).
+    this.outcome(presented ? 'proof_refused' : 'withheld', r);
+    return { kind: 'withheld', binding: b };
+  }
+
+  /** The device's pending claim (the same code on every retry), or a new one. */
+  private async claimFor(r: OtaRequest): Promise<Claim> {
+    const now = Date.now();
+    const existing = [...this.claims.values()].find((c) => c.deviceId === r.deviceId && c.clientId === r.clientId);
+    if (existing?.status === 'rejected') {
+      this.outcome('rejected', r);
+      throw new GatewayError('ENROLLMENT_REJECTED', 'an operator rejected this device; it may ask again later');
+    }
+    if (existing) {
+      const refreshed = { ...existing, expiresAt: now + this.o.pendingTtlSeconds * 1000 };
+      await this.o.store.put(CLAIMS, refreshed.code, refreshed);
+      this.claims.set(refreshed.code, refreshed);
+      this.outcome('pending', r);
+      return refreshed;
+    }
+    if (this.claims.size >= this.o.maxPending) {
+      this.outcome('busy', r);
+      throw new GatewayError('ENROLLMENT_BUSY', 'too many devices are waiting for approval; try again later', { retryAfterSeconds: 60 });
+    }
+    // Several devices may claim one id (one of them the real one): each gets its own code, and the
+    // operator approves the code shown on the device in front of them. Bounded per id: oldest goes.
+    const sameDevice = [...this.claims.values()].filter((c) => c.deviceId === r.deviceId).sort((a, b) => a.createdAt - b.createdAt);
+    for (const old of sameDevice.slice(0, Math.max(0, sameDevice.length - this.o.maxPendingPerDevice + 1))) {
+      await this.o.store.delete(CLAIMS, old.code);
+      this.claims.delete(old.code);
+    }
+    const claim: Claim = {
+      code: this.newCode(),
+      deviceId: r.deviceId,
+      clientId: r.clientId,
+      challenge: randomBytes(16).toString('hex'),
+      status: 'pending',
+      createdAt: now,
+      expiresAt: now + this.o.pendingTtlSeconds * 1000,
+      remoteAddress: r.remoteAddress,
+      ...(r.userAgent ? { userAgent: r.userAgent.slice(0, 256) } : {}),
+      ...(r.firmwareVersion ? { firmwareVersion: r.firmwareVersion.slice(0, 64) } : {}),
+    };
+    await this.o.store.put(CLAIMS, claim.code, claim);
+    this.claims.set(claim.code, claim);
+    this.outcome('claimed', r);
+    this.o.log.info({ deviceId: r.deviceId, clientId: r.clientId, code: claim.code, remote: r.remoteAddress }, 'device waits for enrollment approval');
+    return claim;
+  }
+
+  /** `POST <ota>/activate`: the device polls until an operator decided. */
+  activate(deviceId: string, clientId: string, challenge: string | undefined): ActivationState {
+    const b = this.bindings.get(deviceId);
+    if (b && b.clientId === clientId) return 'done';
+    const now = Date.now();
+    const claim = [...this.claims.values()].find((c) => c.deviceId === deviceId && c.clientId === clientId && c.expiresAt > now);
+    // A v2 device echoes the challenge of the answer it received: another answer's challenge is not its claim.
+    if (!claim || (challenge !== undefined && challenge !== claim.challenge)) return 'unknown';
+    return claim.status === 'rejected' ? 'rejected' : 'pending';
+  }
+
+  /** Pending claims, oldest first. */
+  pending(): Claim[] {
+    const now = Date.now();
+    return [...this.claims.values()].filter((c) => c.status === 'pending' && c.expiresAt > now).sort((a, b) => a.createdAt - b.createdAt);
+  }
+
+  approve(code: string): Promise<Binding> {
+    return this.exclusive(async () => {
+      const claim = this.liveClaim(code);
+      if (claim.status !== 'pending') throw new GatewayError('ENROLLMENT_NOT_FOUND', `enrollment ${code} was rejected; the device must ask again`);
+      const b = await this.bind(claim.deviceId, claim.clientId, 'approve', false);
+      for (const c of [...this.claims.values()]) {
+        if (c.deviceId !== claim.deviceId) continue;
+        await this.o.store.delete(CLAIMS, c.code);
+        this.claims.delete(c.code);
+      }
+      this.o.log.info({ deviceId: b.deviceId, clientId: b.clientId, code }, 'enrollment approved');
+      return b;
+    });
+  }
+
+  reject(code: string): Promise<Claim> {
+    return this.exclusive(async () => {
+      const claim = this.liveClaim(code);
+      const rejected: Claim = { ...claim, status: 'rejected' };
+      await this.o.store.put(CLAIMS, code, rejected);
+      this.claims.set(code, rejected);
+      this.o.log.info({ deviceId: claim.deviceId, clientId: claim.clientId, code }, 'enrollment rejected');
+      return rejected;
+    });
+  }
+
+  /** Revoke the device's credentials: its next OTA check enrolls it again under the policy. */
+  reenroll(deviceId: string): Promise<boolean> {
+    return this.exclusive(async () => {
+      if (!this.bindings.has(deviceId)) return false;
+      await this.o.store.delete(BINDINGS, deviceId);
+      this.bindings.delete(deviceId);
+      this.o.log.warn({ deviceId }, 'device credentials revoked by an operator; it must enroll again');
+      this.o.onRevoked?.(deviceId);
+      return true;
+    });
+  }
+
+  private liveClaim(code: string): Claim {
+    const claim = this.claims.get(code);
+    if (!claim || claim.expiresAt <= Date.now()) throw new GatewayError('ENROLLMENT_NOT_FOUND', `no pending enrollment has code ${code}`);
+    return claim;
+  }
+
+  private async bind(deviceId: string, clientId: string, via: Binding['via'], delivered: boolean): Promise<Binding> {
+    const b: Binding = { deviceId, clientId, credId: randomBytes(18).toString('base64url'), issuedAt: Math.floor(Date.now() / 1000), delivered, via, enrolledAt: new Date().toISOString() };
+    await this.o.store.put(BINDINGS, deviceId, b);
+    this.bindings.set(deviceId, b);
+    this.o.log.info({ deviceId, clientId, via }, 'device enrolled');
+    return b;
+  }
+
+  private newCode(): string {
+    for (;;) {
+      const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
+      if (!this.claims.has(code)) return code;
+    }
+  }
+
+  private async dropExpired(): Promise<void> {
+    const now = Date.now();
+    for (const c of [...this.claims.values()]) {
+      if (c.expiresAt > now) continue;
+      await this.o.store.delete(CLAIMS, c.code);
+      this.claims.delete(c.code);
+    }
+  }
+
+  private outcome(outcome: string, r: OtaRequest, detail?: string): void {
+    this.o.metrics.enrollments.inc({ outcome });
+    const line = { deviceId: r.deviceId, clientId: r.clientId, remote: r.remoteAddress, outcome, ...(detail ? { detail } : {}) };
+    if (outcome === 'proof_refused' || outcome === 'refused' || outcome === 'busy') this.o.log.warn(line, 'OTA: no credentials for this request');
+    else this.o.log.info(line, 'OTA enrollment decision');
+  }
+
+  /** One change at a time: a change reads memory, writes the store, then memory. */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+}

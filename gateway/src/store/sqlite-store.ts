@@ -1,0 +1,94 @@
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import sqlite from 'node-sqlite3-wasm';
+import type { Store } from './store.js';
+
+/**
+ * SQLite compiled to WebAssembly (`node-sqlite3-wasm`): a real file through Node's `fs`, so `npm ci` needs
+ * no native build. WAL with `synchronous=FULL` fsyncs every commit before `put` returns, so an
+ * acknowledged write survives a crash. WAL needs `locking_mode=EXCLUSIVE` here (the WebAssembly VFS has
+ * no shared memory), which also keeps a second gateway process off the same data dir.
+ *
+ * The VFS locks with a `<db>.lock` directory, which a killed process leaves behind; `<db>.owner` names the
+ * process that holds it, so a restart after a crash clears a lock whose owner is gone.
+ */
+/** Databases this process has open: its own pid in `<db>.owner` must not pass for a stale lock. */
+const openHere = new Set<string>();
+
+export class SqliteStore implements Store {
+  private readonly db: sqlite.Database;
+  private readonly key: string;
+
+  constructor(readonly path: string) {
+    this.key = resolve(path);
+    if (openHere.has(this.key)) throw new Error(`${path} is already open in this process`);
+    mkdirSync(dirname(path), { recursive: true });
+    clearStaleLock(path);
+    this.db = new sqlite.Database(path);
+    openHere.add(this.key);
+    try {
+      this.db.exec('PRAGMA locking_mode=EXCLUSIVE');
+      const mode = this.db.get('PRAGMA journal_mode=WAL') as { journal_mode?: string } | null;
+      if (mode?.journal_mode !== 'wal') throw new Error(`${path}: could not switch to WAL (got ${String(mode?.journal_mode)})`);
+      this.db.exec('PRAGMA synchronous=FULL');
+      writeFileSync(`${path}.owner`, String(process.pid), { mode: 0o600 });
+      this.db.exec('CREATE TABLE IF NOT EXISTS documents (collection TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (collection, key)) WITHOUT ROWID');
+    } catch (e) {
+      this.db.close();
+      openHere.delete(this.key);
+      throw e;
+    }
+  }
+
+  async get(collection: string, key: string): Promise<unknown> {
+    const row = this.db.get('SELECT value FROM documents WHERE collection = ? AND key = ?', [collection, key]) as { value: string } | null;
+    return row ? (JSON.parse(row.value) as unknown) : undefined;
+  }
+
+  async put(collection: string, key: string, value: unknown): Promise<void> {
+    this.db.run('INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (collection, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at', [
+      collection,
+      key,
+      JSON.stringify(value),
+      Date.now(),
+    ]);
+  }
+
+  async delete(collection: string, key: string): Promise<boolean> {
+    return this.db.run('DELETE FROM documents WHERE collection = ? AND key = ?', [collection, key]).changes > 0;
+  }
+
+  async list(collection: string): Promise<Array<{ key: string; value: unknown }>> {
+    const rows = this.db.all('SELECT key, value FROM documents WHERE collection = ? ORDER BY key', [collection]) as Array<{ key: string; value: string }>;
+    return rows.map((r) => ({ key: r.key, value: JSON.parse(r.value) as unknown }));
+  }
+
+  async close(): Promise<void> {
+    if (this.db.isOpen) this.db.close();
+    openHere.delete(this.key);
+  }
+}
+
+function clearStaleLock(path: string): void {
+  const lock = `${path}.lock`;
+  if (!existsSync(lock)) return;
+  let owner = NaN;
+  try {
+    owner = Number(readFileSync(`${path}.owner`, 'utf8').trim());
+  } catch {
+    // No owner file: the lock is not ours to judge; SQLite reports it as busy below.
+    return;
+  }
+  // Our own pid is stale too: a restarted container runs the gateway under the same pid.
+  if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && isAlive(owner)) throw new Error(`${path} is in use by process ${owner} (one gateway per data dir)`);
+  rmSync(lock, { recursive: true, force: true });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
