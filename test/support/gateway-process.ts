@@ -39,8 +39,8 @@ export function isolatedEnv(dataDir: string, extra: Record<string, string> = {})
   };
 }
 
-export function spawnGateway(command: string, args: string[], env: Record<string, string>): GatewayProcess {
-  const child = spawn(command, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export function spawnGateway(command: string, args: string[], env: Record<string, string>, cwd = ROOT): GatewayProcess {
+  const child = spawn(command, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   if (child.pid === undefined) throw new Error(`could not start ${command}`);
   const logs: LogLine[] = [];
   const stderr: string[] = [];
