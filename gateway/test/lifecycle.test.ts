@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync, statSync, readFileSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../gateway/src/config.js';
-import { isolatedEnv, startCompiledGateway } from '../../test/support/gateway-process.js';
+import { ConfigError, ENV_MAP, loadConfig } from '../../gateway/src/config.js';
+import { isolatedEnv, ROOT, startCompiledGateway } from '../../test/support/gateway-process.js';
 import { ReferenceDevice } from '../../test/support/reference-device.js';
 
 // Process tests wait for events (a log line, an exit), never for a fixed budget: a start on a loaded
@@ -55,6 +55,11 @@ describe('configuration', () => {
     // Cross-field rules are reported in the same start, not only once the other fields are fixed.
     expect(err).toContain('deviceTokens');
   }, PROCESS_TEST_MS);
+
+  it('.env.example lists every environment variable the gateway reads, and nothing else', () => {
+    const listed = [...readFileSync(join(ROOT, '.env.example'), 'utf8').matchAll(/^#?([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]);
+    expect(new Set(listed)).toEqual(new Set(['GATEWAY_CONFIG', ...Object.keys(ENV_MAP)]));
+  });
 
   it('checks settings that depend on each other', () => {
     expect(() => loadConfig({ GATEWAY_CONFIG: '/dev/null/x', GATEWAY_DEVICE_AUTH: 'token' })).toThrow(ConfigError);
