@@ -74,3 +74,16 @@ describe('runtime install without dev dependencies', () => {
     }
   }, 180_000);
 });
+
+describe('package exports', () => {
+  it('tests run the TypeScript sources of @voxgate/* (the voxgate-source condition); plain node runs dist/', async () => {
+    const viaPackage = await import('@voxgate/protocol');
+    const source = await import('../../protocol/src/index.js');
+    expect(viaPackage.normalizeDeviceId).toBe(source.normalizeDeviceId);
+
+    const resolve = async (...conditions: string[]) =>
+      (await run(process.execPath, [...conditions, '--input-type=module', '-e', "console.log(import.meta.resolve('@voxgate/gateway'))"], { cwd: ROOT })).stdout.trim();
+    expect(await resolve()).toBe(`file://${ROOT}gateway/dist/index.js`);
+    expect(await resolve('--conditions=voxgate-source')).toBe(`file://${ROOT}gateway/src/index.ts`);
+  });
+});
