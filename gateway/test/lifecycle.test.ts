@@ -97,4 +97,20 @@ describe('process lifecycle', () => {
       rmSync(dataDir, { recursive: true, force: true });
     }
   }, PROCESS_TEST_MS);
+
+  it('a SIGTERM that arrives while the gateway is starting stops it once it is up, gracefully', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-life-'));
+    writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
+    const run = startCompiledGateway(isolatedEnv(dataDir, { GATEWAY_API_KEYS: 'life-test-key' }));
+    try {
+      // Logged by startGateway before any listener is up.
+      await run.logLine('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
+      run.child.kill('SIGTERM');
+      expect(await run.exited).toEqual({ code: 0, signal: null });
+      expect(run.logs.map((l) => l.msg)).toEqual(expect.arrayContaining(['voxgate started', 'signal received', 'stopped']));
+    } finally {
+      run.child.kill('SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, PROCESS_TEST_MS);
 });
