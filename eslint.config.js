@@ -1,7 +1,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/node_modules/**', '**/.tsbuild/**', 'firmware/**', 'bench/results/**', 'coverage/**'] },
+  { ignores: ['**/node_modules/**', '**/.tsbuild/**', '**/dist/**', 'firmware/**', 'bench/results/**', 'coverage/**'] },
   ...tseslint.configs.recommended,
   {
     files: ['**/*.ts'],

@@ -1,8 +1,16 @@
+import { defaultServerConditions } from 'vite';
 import { defineConfig } from 'vitest/config';
 
+/** Workspace packages export their TypeScript sources under this condition (dist JS otherwise). */
+const SOURCE = 'voxgate-source';
+
 export default defineConfig({
+  // Tests run the TypeScript sources of @voxgate/* packages, never a possibly stale dist/.
+  ssr: { resolve: { conditions: [SOURCE, ...defaultServerConditions] } },
   test: {
     include: ['protocol/test/**/*.test.ts', 'gateway/test/**/*.test.ts', 'test/**/*.test.ts', 'bench/test/**/*.test.ts', 'mcp_servers/*/test/**/*.test.ts'],
+    // Build dist/ once per run: process tests start the compiled gateway (test/support/gateway-process.ts).
+    globalSetup: ['./test/support/build.ts'],
     testTimeout: 20_000,
     hookTimeout: 20_000,
     // Two cores: files run in parallel forks, each with its own ports (port 0).

@@ -4,4 +4,4 @@
 ulimit -Hn 1048576 2>/dev/null || true
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 cd "$(dirname "$0")/.." || exit 1
-exec node --import tsx bench/run.ts "$@"
+exec node --conditions=voxgate-source --import tsx bench/run.ts "$@"

@@ -103,7 +103,8 @@ export interface SpawnOptions {
 export function spawnTs(name: string, entry: string, o: SpawnOptions = {}): Proc {
   const child = fork(ROOT + entry, [], {
     cwd: ROOT,
-    execArgv: ['--expose-gc', ...(o.nodeArgs ?? []), '--import', 'tsx'],
+    // voxgate-source: @voxgate/* packages resolve to their TypeScript sources, as under vitest.
+    execArgv: ['--expose-gc', ...(o.nodeArgs ?? []), '--conditions=voxgate-source', '--import', 'tsx'],
     env: { ...process.env, ...o.env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     serialization: 'json',

@@ -217,11 +217,14 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       stopping = true;
       log.info('shutting down: refusing new work, closing devices');
       for (const s of registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
+      // Wait until each device socket has closed (close handshake done, or terminated a second later): a
+      // process that exits before that cuts off the close frame, and the device sees 1006, not 1001.
+      const devicesClosed = Promise.all([...ws.wss.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))));
       ws.close(CLOSE_SHUTDOWN, 'gateway shutting down');
       await mcpEndpoint?.close();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
       // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
-      await Promise.all([Promise.race([Promise.all([http.close(), mqtt?.close(), metricsListener?.close()]), grace]), hubStarted.then(() => hub.close())]);
+      await Promise.all([Promise.race([Promise.all([devicesClosed, http.close(), mqtt?.close(), metricsListener?.close()]), grace]), hubStarted.then(() => hub.close())]);
       await store.close();
       log.info('stopped');
     })());

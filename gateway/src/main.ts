@@ -1,9 +1,13 @@
-import { ConfigError, loadConfig } from './config.js';
-import { startGateway } from './gateway.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { startGateway, type Gateway } from './gateway.js';
 
-/** CLI entry: configuration problems exit 2; SIGINT/SIGTERM stop gracefully within the grace period. */
+/**
+ * CLI entry (`node --enable-source-maps gateway/dist/main.js`, or `npm start`, which execs it): one process
+ * that receives SIGINT/SIGTERM itself. Configuration problems exit 2; a signal stops gracefully (exit 0),
+ * a second signal or an overrun of the grace period exits 1.
+ */
 async function main(): Promise<void> {
-  let config;
+  let config: Config;
   try {
     config = loadConfig();
   } catch (e) {
@@ -13,23 +17,45 @@ async function main(): Promise<void> {
     }
     throw e;
   }
-  const gw = await startGateway(config);
+
+  // Listen before starting: a signal that arrives during start stops the gateway as soon as it is up,
+  // so nothing it started (listeners, hub children) outlives the process.
+  let gw: Gateway | undefined = undefined;
+  let signal: string | undefined;
+  const stop = (name: string) => {
+    if (signal !== undefined) process.exit(1);
+    signal = name;
+    if (gw) shutDown(gw, config, name);
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+
+  gw = await startGateway(config);
   if (gw.generatedApiKey) {
     // Printed once, outside the (redacted) log: it is also kept in <dataDir>/secrets.json (mode 0600).
     process.stderr.write(
       `\n  No GATEWAY_API_KEYS configured; generated an API key (kept in ${config.dataDir}/secrets.json):\n\n    ${gw.generatedApiKey}\n\n`,
     );
   }
-  let signals = 0;
-  const stop = (signal: string) => {
-    if (++signals > 1) process.exit(1);
-    gw.log.info({ signal }, 'signal received');
-    const hardStop = setTimeout(() => process.exit(1), 5000);
-    hardStop.unref();
-    void gw.close().then(() => process.exit(0));
-  };
-  process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGTERM', () => stop('SIGTERM'));
+  if (signal !== undefined) shutDown(gw, config, signal);
+}
+
+function shutDown(gw: Gateway, config: Config, signal: string): void {
+  gw.log.info({ signal }, 'signal received');
+  // close() bounds connections by shutdownGraceMs and hub children by mcp.killGraceMs (TERM, then KILL,
+  // then a bounded wait for the group); past both, something is stuck: exit anyway.
+  const hardStop = setTimeout(() => {
+    gw.log.error({ signal }, 'shutdown overran its grace period; exiting');
+    process.exit(1);
+  }, config.shutdownGraceMs + 2 * config.mcp.killGraceMs + 1000);
+  hardStop.unref();
+  void gw.close().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      gw.log.error({ err }, 'shutdown failed');
+      process.exit(1);
+    },
+  );
 }
 
 main().catch((e: unknown) => {

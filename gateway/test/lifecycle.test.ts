@@ -1,25 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../gateway/src/config.js';
+import { ConfigError, ENV_MAP, loadConfig } from '../../gateway/src/config.js';
+import { isolatedEnv, ROOT, startCompiledGateway } from '../../test/support/gateway-process.js';
 import { ReferenceDevice } from '../../test/support/reference-device.js';
-import { withTimeout } from '../../test/support/wait.js';
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const tsx = join(root, 'node_modules/.bin/tsx');
-
-function runGateway(env: Record<string, string>): { child: ChildProcess; stdout: string[]; stderr: string[]; exited: Promise<number | null> } {
-  const child = spawn(tsx, ['gateway/src/main.ts'], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const stdout: string[] = [];
-  const stderr: string[] = [];
-  child.stdout!.on('data', (b: Buffer) => stdout.push(b.toString()));
-  child.stderr!.on('data', (b: Buffer) => stderr.push(b.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, stdout, stderr, exited };
-}
+// Process tests wait for events (a log line, an exit), never for a fixed budget: a start on a loaded
+// machine may be slow, so only the test's own timeout bounds them.
+const PROCESS_TEST_MS = 60_000;
 
 describe('configuration', () => {
   it('layers defaults < file < environment', () => {
@@ -58,13 +47,18 @@ describe('configuration', () => {
   });
 
   it('exits with code 2 and names the bad fields when started with an invalid configuration', async () => {
-    const run = runGateway({ GATEWAY_HTTP_PORT: 'eighty', GATEWAY_LOG_LEVEL: 'loud', GATEWAY_DEVICE_AUTH: 'token' });
-    expect(await withTimeout(run.exited, 15_000, 'the gateway to exit')).toBe(2);
-    const err = run.stderr.join('');
+    const run = startCompiledGateway({ GATEWAY_HTTP_PORT: 'eighty', GATEWAY_LOG_LEVEL: 'loud', GATEWAY_DEVICE_AUTH: 'token' });
+    expect((await run.exited).code).toBe(2);
+    const err = run.stderr();
     expect(err).toContain('http.port');
     expect(err).toContain('logLevel');
     // Cross-field rules are reported in the same start, not only once the other fields are fixed.
     expect(err).toContain('deviceTokens');
+  }, PROCESS_TEST_MS);
+
+  it('.env.example lists every environment variable the gateway reads, and nothing else', () => {
+    const listed = [...readFileSync(join(ROOT, '.env.example'), 'utf8').matchAll(/^#?([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]);
+    expect(new Set(listed)).toEqual(new Set(['GATEWAY_CONFIG', ...Object.keys(ENV_MAP)]));
   });
 
   it('checks settings that depend on each other', () => {
@@ -80,25 +74,15 @@ describe('configuration', () => {
 describe('process lifecycle', () => {
   it('starts on its defaults, prints a generated API key once, and stops on SIGTERM closing devices with a close frame', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-life-'));
-    writeFileSync(join(dataDir, 'none.json'), '{}');
-    const run = runGateway({ GATEWAY_DATA_DIR: dataDir, GATEWAY_HTTP_PORT: '0', GATEWAY_MQTT_PORT: '0', GATEWAY_HTTP_HOST: '127.0.0.1', GATEWAY_MQTT_HOST: '127.0.0.1', GATEWAY_CONFIG: join(dataDir, 'none.json'), GATEWAY_API_KEYS: '' });
+    writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
+    const run = startCompiledGateway(isolatedEnv(dataDir, { GATEWAY_API_KEYS: '' }));
     try {
-      const started = await withTimeout(
-        new Promise<{ http: string }>((resolve) => {
-          const scan = () => {
-            for (const line of run.stdout.join('').split('\n')) if (line.includes('voxgate started')) return resolve(JSON.parse(line) as { http: string });
-            setTimeout(scan, 50);
-          };
-          scan();
-        }),
-        15_000,
-        'the gateway to start',
-      );
+      const started = (await run.logLine('voxgate started')) as { http: string };
       const base = `http://${started.http}`;
       const secrets = JSON.parse(readFileSync(join(dataDir, 'secrets.json'), 'utf8')) as { apiKey: string };
       expect(statSync(join(dataDir, 'secrets.json')).mode & 0o777).toBe(0o600);
-      expect(run.stderr.join('')).toContain(secrets.apiKey);
-      expect(run.stdout.join('')).not.toContain(secrets.apiKey);
+      expect(run.stderr()).toContain(secrets.apiKey);
+      expect(JSON.stringify(run.logs)).not.toContain(secrets.apiKey);
       const devices = await fetch(`${base}/v1/devices`, { headers: { authorization: `Bearer ${secrets.apiKey}` } });
       expect(devices.status).toBe(200);
 
@@ -106,10 +90,27 @@ describe('process lifecycle', () => {
       await d.connectWebSocket(`ws://${started.http}/xiaozhi/v1/`);
       run.child.kill('SIGTERM');
       expect((await d.closed()).code).toBe(1001);
-      expect(await withTimeout(run.exited, 5000, 'the gateway to exit after SIGTERM')).toBe(0);
+      expect(await run.exited).toEqual({ code: 0, signal: null });
+      expect(run.logs.map((l) => l.msg)).toContain('stopped');
     } finally {
       run.child.kill('SIGKILL');
       rmSync(dataDir, { recursive: true, force: true });
     }
-  });
+  }, PROCESS_TEST_MS);
+
+  it('a SIGTERM that arrives while the gateway is starting stops it once it is up, gracefully', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-life-'));
+    writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
+    const run = startCompiledGateway(isolatedEnv(dataDir, { GATEWAY_API_KEYS: 'life-test-key' }));
+    try {
+      // Logged by startGateway before any listener is up.
+      await run.logLine('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
+      run.child.kill('SIGTERM');
+      expect(await run.exited).toEqual({ code: 0, signal: null });
+      expect(run.logs.map((l) => l.msg)).toEqual(expect.arrayContaining(['voxgate started', 'signal received', 'stopped']));
+    } finally {
+      run.child.kill('SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, PROCESS_TEST_MS);
 });
