@@ -126,6 +126,7 @@ void LwsWebSocketProtocol::Ended(WsEnd end, const std::string& reason) {
     ReportError(reason);
   }
   if (!running_) return;
+  if (hello_seen_.exchange(false)) reconnect_.Succeeded();  // the link worked: delays start over
   if (ReconnectsAfter(end, options_.reconnect)) {
     reconnect_.Failed(MonotonicMs());
     return;
@@ -139,7 +140,8 @@ void LwsWebSocketProtocol::Ended(WsEnd end, const std::string& reason) {
   ReportError(std::string("link stopped for good after: ") + EndName(end));
 }
 
-void LwsWebSocketProtocol::OnHelloReceived() { reconnect_.Succeeded(); }
+// Maybe on a dispatcher thread: only flag it; the service thread resets the backoff.
+void LwsWebSocketProtocol::OnHelloReceived() { hello_seen_ = true; }
 
 void LwsWebSocketProtocol::RequestClose() {
   if (wsi_ == nullptr) return;

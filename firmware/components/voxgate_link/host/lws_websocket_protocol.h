@@ -7,6 +7,7 @@
 // device (voxgate/ws_message.h), fed the way esp_websocket_client feeds it.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -76,6 +77,7 @@ class LwsWebSocketProtocol : public Protocol, private LwsClient {
   bool running_ = false;
   bool close_requested_ = false;
   bool stranded_ = false;  // guarded by out_mutex_ for stranded()
+  std::atomic<bool> hello_seen_{false};
 
   mutable std::mutex out_mutex_;
   std::deque<std::string> outbox_;
