@@ -40,7 +40,7 @@ WsMessageAssembler::Result WsMessageAssembler::Add(const WsChunk& chunk) {
     if (buffer_.size() + chunk.data_len > max_bytes_) {
       result = Fail(Result::kTooLarge);
     } else {
-      buffer_.append(chunk.data, chunk.data_len);
+      if (chunk.data_len > 0) buffer_.append(chunk.data, chunk.data_len);
     }
   } else if (result == Result::kPending) {
     result = Result::kIgnored;
