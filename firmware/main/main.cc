@@ -31,8 +31,7 @@ const char* const kTag = "voxgate";
 
 // Task stacks in bytes (ESP-IDF counts bytes), from firmware/host/measure.sh
 // plus room for a TLS record write; see firmware/README.md "Stacks". With
-// CONFIG_LOG_MAXIMUM_LEVEL_DEBUG and esp_log_level_set("vx_stack", ESP_LOG_DEBUG)
-// every task logs the headroom it never used.
+// CONFIG_VOXGATE_LOG_STACKS every task logs the headroom it never used.
 constexpr uint32_t kLinkWorkerStack = 8192;  // envelope + MCP parse, tools/list pages, notifications, sends
 constexpr uint32_t kToolWorkerStack = 7168;  // tool handlers and their results
 
@@ -66,6 +65,9 @@ bool UseMqtt(const voxgate::LinkConfig& link) {
 }  // namespace
 
 extern "C" void app_main() {
+#if defined(CONFIG_VOXGATE_LOG_STACKS)
+  esp_log_level_set("vx_stack", ESP_LOG_DEBUG);  // figures for README "Stacks"
+#endif
   NvsSettings::InitFlash();
   static NvsSettings settings;
   static EspBoardHardware board(settings, CONFIG_VOXGATE_LED_GPIO, CONFIG_VOXGATE_BACKLIGHT_GPIO,
