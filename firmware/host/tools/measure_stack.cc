@@ -96,12 +96,13 @@ int main(int argc, char** argv) {
   link.Receive(R"({"type":"hello","transport":"websocket","session_id":"s"})");
 
   // The link worker: envelope + JSON-RPC parse, one tools/list page built and sent.
-  const std::string list =
-      R"({"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"withUserTools":true}}})";
+  const std::string list = R"({"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":2,)"
+                           R"("method":"tools/list","params":{"withUserTools":true}}})";
   link.Receive(list);  // warm-up (first-use allocations)
   const size_t list_stack = StackUsed([&] { link.Receive(list); });
-  const std::string init =
-      R"({"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{"vision":{"url":"http://gw/v","token":"t"}}}}})";
+  const std::string init = R"({"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":1,"method":"initialize",)"
+                           R"("params":{"protocolVersion":"2024-11-05",)"
+                           R"("capabilities":{"vision":{"url":"http://gw/v","token":"t"}}}}})";
   const size_t init_stack = StackUsed([&] { link.Receive(init); });
   // The tool worker: a handler runs, its result is wrapped and sent.
   const size_t call_stack = StackUsed([&] {

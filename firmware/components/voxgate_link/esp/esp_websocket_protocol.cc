@@ -75,6 +75,7 @@ class EspWebSocketProtocol : public EspProtocol {
     if (close_pending_.exchange(false) && client_) {
       // Never from the library's task (it refuses). With close-reconnect (>= 1.8.0) this
       // returns at once; the library finishes the close handshake and reconnects after the backoff.
+      closing_ = true;
       esp_websocket_client_close(client_, pdMS_TO_TICKS(2000));
     }
     if (HelloOverdue(static_cast<uint64_t>(esp_timer_get_time() / 1000))) close_pending_ = true;
@@ -129,10 +130,11 @@ class EspWebSocketProtocol : public EspProtocol {
       case WEBSOCKET_EVENT_DISCONNECTED:  // connect failed or connection lost (WsEnd::kConnectFailed/kConnectionLost)
       case WEBSOCKET_EVENT_CLOSED: {      // close handshake done (WsEnd::kServerClose/kClientClose)
         std::string reason = "disconnected";
-        if (id == WEBSOCKET_EVENT_CLOSED) {
-          // close_status_code: the server's code (1001 on a gateway restart), 0 when we closed.
-          reason = event->close_status_code ? "closed by peer (" + std::to_string(event->close_status_code) + ")"
-                                            : "closed";
+        if (self->closing_.exchange(false)) {
+          reason = "no server hello";  // our own close; the server's echo may carry a code too
+        } else if (id == WEBSOCKET_EVENT_CLOSED) {
+          // close_status_code (>= 1.8.0): the server's code, 1001 on a gateway restart.
+          reason = "closed by peer (" + std::to_string(event->close_status_code) + ")";
         }
         self->inbox_.Reset();
         self->HandleClosed(reason);
@@ -160,6 +162,7 @@ class EspWebSocketProtocol : public EspProtocol {
   WsMessageAssembler inbox_;  // the library's task only
   std::atomic<bool> close_pending_{false};
   std::atomic<bool> hello_seen_{false};
+  std::atomic<bool> closing_{false};  // we asked for the close (hello overdue)
 };
 
 }  // namespace

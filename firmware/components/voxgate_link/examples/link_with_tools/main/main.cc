@@ -65,9 +65,9 @@ extern "C" void app_main() {
 
   // 2. The link, with incoming frames handled on a worker task of their own.
   static std::unique_ptr<mcp::Worker> link_worker = mcp::Worker::Create(mcp::WorkerOptions{"vx_link", 8192, 3, 8});
-  static std::unique_ptr<voxgate::EspProtocol> protocol = link.has_mqtt
-                                                              ? voxgate::CreateEspMqttProtocol(link.mqtt, identity)
-                                                              : voxgate::CreateEspWebSocketProtocol(link.websocket, identity);
+  static std::unique_ptr<voxgate::EspProtocol> protocol =
+      link.has_mqtt ? voxgate::CreateEspMqttProtocol(link.mqtt, identity)
+                    : voxgate::CreateEspWebSocketProtocol(link.websocket, identity);
   voxgate::ProtocolEvents events;
   events.on_mcp = [](const std::string& payload) { server.ParseMessage(payload); };
   protocol->SetEvents(events);
