@@ -18,6 +18,7 @@
 #include "mcp/jsonrpc.h"
 #include "mcp/mcp_server.h"
 #include "synthetic_tools.h"
+#include "voxgate/envelope.h"
 #include "voxgate/protocol.h"
 
 namespace {
@@ -104,6 +105,13 @@ int main(int argc, char** argv) {
                            R"("params":{"protocolVersion":"2024-11-05",)"
                            R"("capabilities":{"vision":{"url":"http://gw/v","token":"t"}}}}})";
   const size_t init_stack = StackUsed([&] { link.Receive(init); });
+  // The worst frame the link accepts: nested to the bound (voxgate::kMaxFrameDepth), parsed, its payload
+  // printed and parsed again by the MCP server, and refused as invalid params.
+  std::string deep = R"({"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":4,"method":"tools/call",)"
+                     R"("params":{"name":"self.led.set","arguments":{"on":)";
+  const int levels = voxgate::kMaxFrameDepth - 4;  // the envelope, payload, params and arguments objects
+  deep += std::string(levels, '[') + std::string(levels, ']') + "}}}}";
+  const size_t deep_stack = StackUsed([&] { link.Receive(deep); });
   // The tool worker: a handler runs, its result is wrapped and sent.
   const size_t call_stack = StackUsed([&] {
     cJSON* status = DeviceStatusJson(board);  // self.get_device_status's handler
@@ -126,6 +134,7 @@ int main(int argc, char** argv) {
   printf("tools=%d\n", tools + 5);
   printf("link_worker_tools_list_bytes=%zu\n", list_stack);
   printf("link_worker_initialize_bytes=%zu\n", init_stack);
+  printf("link_worker_deepest_frame_bytes=%zu (depth %d)\n", deep_stack, voxgate::kMaxFrameDepth);
   printf("tool_worker_status_result_bytes=%zu\n", call_stack);
   printf("button_notification_bytes=%zu\n", notify_stack);
   return 0;

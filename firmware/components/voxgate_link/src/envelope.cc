@@ -5,9 +5,39 @@
 #include "cJSON.h"
 
 namespace voxgate {
+namespace {
+
+// True if arrays and objects nest deeper than `limit` (brackets inside strings do not count).
+bool DeeperThan(const char* text, size_t length, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < length; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // an escaped character, maybe a quote
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > limit) return true;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 Envelope Envelope::Parse(const char* text, size_t length) {
   Envelope e;
+  if (DeeperThan(text, length, kMaxFrameDepth)) {
+    e.error_ = FrameError::kTooDeep;
+    return e;
+  }
   e.root_ = length ? cJSON_ParseWithLength(text, length) : nullptr;
   if (e.root_ == nullptr) {
     e.error_ = FrameError::kNotJson;

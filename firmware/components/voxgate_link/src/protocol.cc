@@ -68,7 +68,7 @@ void Protocol::HandleText(const char* data, size_t length) {
 void Protocol::ProcessText(const char* data, size_t length) {
   Envelope frame = Envelope::Parse(data, length);
   if (!frame.ok()) {
-    ReportError("dropped a malformed frame");
+    ReportError(frame.error() == FrameError::kTooDeep ? "dropped a frame nested too deep" : "dropped a malformed frame");
     return;
   }
   if (frame.type() == "mcp") {
