@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "voxgate/envelope.h"
+#include "voxgate/ota_config.h"
 #include "voxgate/protocol.h"
 
 using namespace voxgate;
@@ -55,4 +56,13 @@ TEST(FrameBounds, TheLinkReportsADeepFrameAndHandlesNothing) {
   link.Receive(Nested(kMaxFrameDepth + 1));
   link.Receive(Nested(2));
   EXPECT_EQ(seen, (std::vector<std::string>{"error:dropped a frame nested too deep", "frame:tts"}));
+}
+
+TEST(FrameBounds, TheOtaAnswerIsBoundedToo) {
+  LinkConfig config;
+  const std::string ws = R"("websocket":{"url":"ws://gw/xiaozhi/v1/","token":"t"})";
+  EXPECT_TRUE(ParseOtaResponse("{" + ws + "}", &config));
+  const int levels = kMaxFrameDepth;  // plus the outer object: one level too many
+  EXPECT_FALSE(ParseOtaResponse("{" + ws + R"(,"x":)" + std::string(levels, '[') + std::string(levels, ']') + "}",
+                                &config));
 }

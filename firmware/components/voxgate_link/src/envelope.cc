@@ -5,10 +5,8 @@
 #include "cJSON.h"
 
 namespace voxgate {
-namespace {
 
-// True if arrays and objects nest deeper than `limit` (brackets inside strings do not count).
-bool DeeperThan(const char* text, size_t length, int limit) {
+bool JsonDeeperThan(const char* text, size_t length, int limit) {
   int depth = 0;
   bool in_string = false;
   for (size_t i = 0; i < length; ++i) {
@@ -30,11 +28,9 @@ bool DeeperThan(const char* text, size_t length, int limit) {
   return false;
 }
 
-}  // namespace
-
 Envelope Envelope::Parse(const char* text, size_t length) {
   Envelope e;
-  if (DeeperThan(text, length, kMaxFrameDepth)) {
+  if (JsonDeeperThan(text, length, kMaxFrameDepth)) {
     e.error_ = FrameError::kTooDeep;
     return e;
   }

@@ -16,6 +16,9 @@ enum class FrameError : unsigned char { kNone, kNotJson, kNotObject, kBadEnvelop
 // about 6 levels; tool arguments are flat.
 constexpr int kMaxFrameDepth = 32;
 
+// True if arrays and objects in `text` nest deeper than `limit` (brackets inside strings do not count).
+bool JsonDeeperThan(const char* text, size_t length, int limit);
+
 // A parsed incoming frame; owns its cJSON tree. Move-only.
 class Envelope {
  public:
