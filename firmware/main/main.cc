@@ -134,7 +134,6 @@ extern "C" void app_main() {
 
   uint64_t next_stack_log_ms = 0;
   for (;;) {
-    protocol->Service();
     // While the link is down and the OTA request has not been answered since
     // boot, keep asking: the gateway may have moved this device elsewhere.
     voxgate::LinkConfig fresh;
@@ -146,6 +145,7 @@ extern "C" void app_main() {
       LogStackHeadroom();
       next_stack_log_ms = NowMs() + 60000;
     }
+    protocol->Service();
     vTaskDelay(pdMS_TO_TICKS(100));
   }
 }

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <iostream>
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,9 +18,7 @@
 #include "lws_loop.h"
 #include "sim_device.h"
 #include "voxgate/device_identity.h"
-#include "voxgate/link_resolver.h"
 #include "voxgate/ota_client.h"
-#include "voxgate/protocol.h"
 
 namespace {
 
@@ -180,30 +177,12 @@ int main(int argc, char** argv) {
 
     voxgate::LinkConfig& link = options.link;
     if (!flags.ota.empty()) {
-      const voxgate::DeviceIdentity identity = options.identity;
-      const std::string url = flags.ota;
-      auto fetch = [identity, url](voxgate::LinkConfig* answer, std::string* error) {
-        return voxgate::FetchOtaConfig(url, identity, voxgate::SystemInfo(), answer, error);
-      };
-      auto report = [&options](const std::string& line) {
+      std::string error;
+      if (!voxgate::FetchOtaConfig(flags.ota, options.identity, voxgate::SystemInfo(), &link, &error)) {
         cJSON* f = cJSON_CreateObject();
-        cJSON_AddStringToObject(f, "message", ("ota: " + line).c_str());
+        cJSON_AddStringToObject(f, "message", ("ota: " + error).c_str());
         sim::Emit("error", options.identity.mac, f);
-      };
-      if (!flags.ws.empty() || !flags.mqtt.empty()) {
-        std::string error;  // --ws/--mqtt take precedence: one attempt, for the credentials
-        if (!fetch(&link, &error)) report(error);
-      } else {
-        // Boot recovery as on the device: ask again (backoff with jitter) until the gateway answers.
-        voxgate::MemoryConfigStore store;
-        voxgate::LinkResolver resolver(fetch, store, voxgate::Backoff(250, flags.reconnect_max_ms, options.seed));
-        resolver.SetLog(report);
-        link = resolver.Resolve(voxgate::MonotonicMs, [](uint32_t ms) {
-          for (uint32_t slept = 0; slept < ms; slept += 50) {
-            if (g_signalled) exit(130);
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          }
-        });
+        if (flags.ws.empty() && flags.mqtt.empty()) return 1;
       }
     }
     if (!flags.ws.empty()) {
