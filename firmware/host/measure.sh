@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Reproduces the two footprint numbers in firmware/README.md:
+# Reproduces the footprint numbers in firmware/README.md:
 #  1. code size of components/mcp_server for an ESP32-C3-like RISC-V core
 #     (rv32imc, -Os, no exceptions, no RTTI), from `size` on the objects;
 #  2. peak heap of building one tools/list page over 60 tools (host, counted
-#     with replaced operator new/delete and cJSON malloc hooks).
+#     with replaced operator new/delete and cJSON malloc hooks);
+#  3. stack used by the link worker, tool worker and button paths (host, a
+#     painted thread stack, as uxTaskGetStackHighWaterMark measures on FreeRTOS).
 # Works from any directory. Needs the host build's packages (see test.sh) and,
 # for (1): apt-get install -y gcc-riscv64-unknown-elf libnewlib-dev libstdc++-arm-none-eabi-dev
 set -euo pipefail
@@ -51,3 +53,8 @@ echo "== 2. peak heap of one tools/list page over 60 tools (host, x86-64)"
 cmake -S "${HOST_DIR}" -B "${BUILD_DIR}" >/dev/null
 cmake --build "${BUILD_DIR}" -j2 --target voxgate-measure-heap >/dev/null
 "${BUILD_DIR}/voxgate-measure-heap" 60 8000
+
+echo
+echo "== 3. stack used by the device's task paths (host, x86-64; painted-stack high water mark)"
+cmake --build "${BUILD_DIR}" -j2 --target voxgate-measure-stack >/dev/null
+"${BUILD_DIR}/voxgate-measure-stack" 60

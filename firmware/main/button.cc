@@ -1,6 +1,7 @@
 #include "button.h"
 
 #include "driver/gpio.h"
+#include "esp_log.h"
 #include "esp_timer.h"
 #include "freertos/FreeRTOS.h"
 #include "freertos/queue.h"
@@ -32,7 +33,8 @@ bool Button::Start() {
   gpio_config(&io);
   gpio_install_isr_service(0);  // ESP_ERR_INVALID_STATE if already installed: fine
   gpio_isr_handler_add(static_cast<gpio_num_t>(gpio_), &OnEdge, queue_);
-  return xTaskCreate(&Button::Task, "button", 3072, this, 3, nullptr) == pdPASS;
+  // The callback only posts to a worker (main.cc), so a small stack is enough.
+  return xTaskCreate(&Button::Task, "button", 2048, this, 3, nullptr) == pdPASS;
 }
 
 void Button::Task(void* self_ptr) {
@@ -45,5 +47,7 @@ void Button::Task(void* self_ptr) {
     last = at;
     vTaskDelay(pdMS_TO_TICKS(20));
     if (gpio_get_level(static_cast<gpio_num_t>(self->gpio_)) == 0) self->on_press_();
+    ESP_LOGD("vx_stack", "button: %u bytes of stack never used",
+             static_cast<unsigned>(uxTaskGetStackHighWaterMark(nullptr)));
   }
 }

@@ -1,5 +1,6 @@
 // ESP only: a push button on a GPIO (active low, internal pull-up), debounced,
-// calling back on a task of its own (never from the interrupt).
+// calling back on a task of its own (never from the interrupt). The callback
+// should hand work to another task: this one has a 2 KB stack.
 #pragma once
 
 #include <functional>

@@ -1,11 +1,16 @@
-// app_main: NVS, Wi-Fi, OTA config, the MCP server with the board tools, the
-// link to the gateway, and the button.
+// app_main: NVS, Wi-Fi, OTA config (with boot recovery), the MCP server with
+// the board tools, the link to the gateway (frames handled on a worker), and
+// the button.
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "esp_app_desc.h"
 #include "esp_idf_version.h"
 #include "esp_log.h"
+#include "esp_random.h"
+#include "esp_system.h"
+#include "esp_timer.h"
 #include "freertos/FreeRTOS.h"
 #include "freertos/task.h"
 #include "sdkconfig.h"
@@ -17,6 +22,7 @@
 #include "esp_protocols.h"
 #include "mcp/mcp_server.h"
 #include "nvs_settings.h"
+#include "voxgate/link_resolver.h"
 #include "voxgate/ota_client.h"
 #include "wifi_station.h"
 
@@ -24,22 +30,27 @@ namespace {
 
 const char* const kTag = "voxgate";
 
-// Asks the gateway where to connect; keeps the answer in NVS, and falls back
-// to the last answer (or the Kconfig URL) when the gateway cannot be reached.
-voxgate::LinkConfig ResolveLink(const voxgate::DeviceIdentity& identity, const voxgate::SystemInfo& info) {
-  auto store = voxgate::CreateNvsConfigStore();
+// Task stacks in bytes (ESP-IDF counts bytes), from firmware/host/measure.sh
+// plus room for a TLS record write; see firmware/README.md "Stacks". With
+// CONFIG_VOXGATE_LOG_STACKS every task logs the headroom it never used.
+constexpr uint32_t kLinkWorkerStack = 8192;  // envelope + MCP parse, tools/list pages, notifications, sends
+constexpr uint32_t kToolWorkerStack = 7168;  // tool handlers and their results
+
+uint64_t NowMs() { return static_cast<uint64_t>(esp_timer_get_time() / 1000); }
+
+// Used when the OTA request fails and nothing is stored yet (optional).
+voxgate::LinkConfig FallbackLink() {
   voxgate::LinkConfig link;
-  std::string error;
-  if (voxgate::FetchOtaConfig(CONFIG_VOXGATE_OTA_URL, identity, info, &link, &error)) {
-    voxgate::SaveLinkConfig(*store, link);
-    return link;
-  }
-  ESP_LOGW(kTag, "OTA request failed (%s); using the stored config", error.c_str());
-  if (!voxgate::LoadLinkConfig(*store, &link) && CONFIG_VOXGATE_FALLBACK_WEBSOCKET_URL[0] != '\0') {
+  if (CONFIG_VOXGATE_FALLBACK_WEBSOCKET_URL[0] != '\0') {
     link.has_websocket = true;
     link.websocket.url = CONFIG_VOXGATE_FALLBACK_WEBSOCKET_URL;
   }
   return link;
+}
+
+void LogStackHeadroom() {
+  ESP_LOGD("vx_stack", "%s: %u bytes of stack never used", pcTaskGetName(nullptr),
+           static_cast<unsigned>(uxTaskGetStackHighWaterMark(nullptr)));
 }
 
 bool UseMqtt(const voxgate::LinkConfig& link) {
@@ -55,6 +66,9 @@ bool UseMqtt(const voxgate::LinkConfig& link) {
 }  // namespace
 
 extern "C" void app_main() {
+#if defined(CONFIG_VOXGATE_LOG_STACKS)
+  esp_log_level_set("vx_stack", ESP_LOG_DEBUG);  // figures for README "Stacks"
+#endif
   NvsSettings::InitFlash();
   voxgate::EspFirmwareUpdate::ArmRollbackDeadline();  // a new image that never gets going is rolled back
   static NvsSettings settings;
@@ -80,11 +94,26 @@ extern "C" void app_main() {
   info.idf_version = esp_get_idf_version();
   ESP_LOGI(kTag, "device %s client %s", identity.mac.c_str(), identity.uuid.c_str());
 
-  voxgate::LinkConfig link = ResolveLink(identity, info);
+  // Where to connect. Boot recovery: the last good config (NVS) or the fallback is
+  // served at once when the OTA request fails, and the request is retried with
+  // backoff and jitter (blocking here only while there is nothing to serve).
+  static std::unique_ptr<voxgate::ConfigStore> store = voxgate::CreateNvsConfigStore();
+  static voxgate::LinkResolver resolver(
+      [identity, info](voxgate::LinkConfig* answer, std::string* error) {
+        return voxgate::FetchOtaConfig(CONFIG_VOXGATE_OTA_URL, identity, info, answer, error);
+      },
+      *store, voxgate::Backoff(2000, 120000, esp_random()), FallbackLink());
+  resolver.SetLog([](const std::string& line) { ESP_LOGW(kTag, "%s", line.c_str()); });
+  voxgate::LinkConfig link = resolver.Resolve(NowMs, [](uint32_t ms) { vTaskDelay(pdMS_TO_TICKS(ms)); });
   const bool mqtt = UseMqtt(link);
   if (mqtt && link.mqtt.client_id.empty()) link.mqtt.client_id = voxgate::MqttClientId("voxgate", identity);
 
-  static mcp::McpServer server(mcp::ServerOptions{CONFIG_VOXGATE_BOARD_NAME, app->version, 8000, {}});
+  // Incoming frames are parsed and answered on this worker, never on the
+  // network library's task; the button's notifications go out from it too.
+  static std::unique_ptr<mcp::Worker> link_worker =
+      mcp::Worker::Create(mcp::WorkerOptions{"vx_link", kLinkWorkerStack, 3, 8});
+  static mcp::McpServer server(mcp::ServerOptions{CONFIG_VOXGATE_BOARD_NAME, app->version, 8000,
+                                                  mcp::WorkerOptions{"mcp_tools", kToolWorkerStack, 2, 8}});
   RegisterBoardTools(server, board);
   static voxgate::EspFirmwareUpdate firmware(link, app->version, [](const char* m, cJSON* p) { server.Notify(m, p); });
 
@@ -100,13 +129,28 @@ extern "C" void app_main() {
   events.on_closed = [](const std::string& reason) { ESP_LOGW(kTag, "link closed: %s", reason.c_str()); };
   events.on_error = [](const std::string& message) { ESP_LOGW(kTag, "link: %s", message.c_str()); };
   protocol->SetEvents(events);
+  protocol->SetDispatcher([](std::function<void()> job) { return link_worker->Post(std::move(job)); });
   server.SetSender([](const std::string& json) { protocol->SendMcp(json); });
   if (!protocol->Start()) ESP_LOGE(kTag, "no usable link config: set the OTA URL in menuconfig");
 
-  static Button button(CONFIG_VOXGATE_BUTTON_GPIO, [] { NotifyButtonPressed(server, "boot"); });
+  static Button button(CONFIG_VOXGATE_BUTTON_GPIO, [] {
+    if (!link_worker->Post([] { NotifyButtonPressed(server, "boot"); })) ESP_LOGW(kTag, "button press dropped: busy");
+  });
   button.Start();
 
+  uint64_t next_stack_log_ms = 0;
   for (;;) {
+    // While the link is down and the OTA request has not been answered since
+    // boot, keep asking: the gateway may have moved this device elsewhere.
+    voxgate::LinkConfig fresh;
+    if (!protocol->connected() && resolver.Poll(NowMs(), &fresh)) {
+      ESP_LOGW(kTag, "the OTA answer moved this device; restarting with the new link config");
+      esp_restart();
+    }
+    if (NowMs() >= next_stack_log_ms) {
+      LogStackHeadroom();
+      next_stack_log_ms = NowMs() + 60000;
+    }
     protocol->Service();
     firmware.Poll();
     vTaskDelay(pdMS_TO_TICKS(100));

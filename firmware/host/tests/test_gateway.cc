@@ -77,7 +77,25 @@ std::string TestGateway::NextFrame(std::chrono::milliseconds timeout) {
 void TestGateway::Send(const std::string& text) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    outbox_.push_back(text);
+    outbox_.emplace_back(text, Piece::kWhole);
+  }
+  lws_cancel_service(context_);
+}
+
+void TestGateway::SendFragmented(const std::vector<std::string>& parts) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      outbox_.emplace_back(parts[i], i == 0 ? Piece::kFirst : i + 1 == parts.size() ? Piece::kLast : Piece::kMiddle);
+    }
+  }
+  lws_cancel_service(context_);
+}
+
+void TestGateway::CloseConnection(int code) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    close_code_ = code;
   }
   lws_cancel_service(context_);
 }
@@ -114,6 +132,7 @@ int TestGateway::OnEvent(lws* wsi, int reason, void* in, size_t len) {
       headers_ = headers;
       wsi_ = wsi;
       drop_ = false;
+      close_code_ = 0;
       outbox_.clear();
       ++connections_;
       return 0;
@@ -130,23 +149,36 @@ int TestGateway::OnEvent(lws* wsi, int reason, void* in, size_t len) {
     }
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED: {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (wsi_ && (drop_ || !outbox_.empty())) lws_callback_on_writable(wsi_);
+      if (wsi_ && (drop_ || close_code_ > 0 || !outbox_.empty())) lws_callback_on_writable(wsi_);
       return 0;
     }
     case LWS_CALLBACK_SERVER_WRITEABLE: {
       std::string frame;
+      Piece piece = Piece::kWhole;
       bool more = false;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (drop_) return -1;  // closes the connection
+        if (close_code_ > 0) {
+          static const char kReason[] = "going away";
+          lws_close_reason(wsi, static_cast<lws_close_status>(close_code_),
+                           reinterpret_cast<unsigned char*>(const_cast<char*>(kReason)), sizeof kReason - 1);
+          close_code_ = 0;
+          return -1;  // lws sends the close frame and waits for the device's answer
+        }
         if (outbox_.empty()) return 0;
-        frame = outbox_.front();
+        frame = outbox_.front().first;
+        piece = outbox_.front().second;
         outbox_.pop_front();
         more = !outbox_.empty();
       }
+      int flags = LWS_WRITE_TEXT;
+      if (piece == Piece::kFirst) flags = LWS_WRITE_TEXT | LWS_WRITE_NO_FIN;
+      if (piece == Piece::kMiddle) flags = LWS_WRITE_CONTINUATION | LWS_WRITE_NO_FIN;
+      if (piece == Piece::kLast) flags = LWS_WRITE_CONTINUATION;
       std::vector<unsigned char> buffer(LWS_PRE + frame.size());
       memcpy(buffer.data() + LWS_PRE, frame.data(), frame.size());
-      lws_write(wsi, buffer.data() + LWS_PRE, frame.size(), LWS_WRITE_TEXT);
+      lws_write(wsi, buffer.data() + LWS_PRE, frame.size(), static_cast<lws_write_protocol>(flags));
       if (more) lws_callback_on_writable(wsi);
       return 0;
     }

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 struct lws;
 struct lws_context;
@@ -25,6 +27,10 @@ class TestGateway {
   // bound on a hung test, not a timing assertion).
   std::string NextFrame(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   void Send(const std::string& text);
+  // One text message sent as several frames: TEXT (no FIN), CONTINUATION..., CONTINUATION+FIN.
+  void SendFragmented(const std::vector<std::string>& parts);
+  // A clean close started by the gateway: a close frame with `code` (1001: going away, as on a restart).
+  void CloseConnection(int code);
   void DropConnection();
   // Upgrade header of the latest connection ("authorization", "device-id", ...).
   std::string Header(const std::string& name);
@@ -40,7 +46,9 @@ class TestGateway {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::string> inbox_;
-  std::deque<std::string> outbox_;
+  enum class Piece : unsigned char { kWhole, kFirst, kMiddle, kLast };
+  std::deque<std::pair<std::string, Piece>> outbox_;
+  int close_code_ = 0;  // > 0: close with it at the next writeable
   std::map<std::string, std::string> headers_;
   std::string partial_;
   lws* wsi_ = nullptr;

@@ -1,15 +1,31 @@
-// ESP only: the WebSocket link on espressif/esp_websocket_client.
+// ESP only: the WebSocket link on espressif/esp_websocket_client (>= 1.8.0).
+//
+// Reconnects: the library owns the connection's state machine. It is
+// configured with kDeviceWsReconnect (voxgate/ws_reconnect.h): auto-reconnect
+// after failures AND after a clean close (enable_close_reconnect), else a
+// gateway restart (close 1001) or our own close on a hello timeout would end
+// the library's task and strand the device. Each end sets the library's next
+// reconnect delay from our backoff (esp_websocket_client_set_reconnect_timeout).
+//
+// Data: one WEBSOCKET_EVENT_DATA per rx-buffer-full, with offsets relative to
+// the FRAME; WsMessageAssembler joins frames into messages, bounded.
+// The library's task only joins bytes: parsing and MCP run on the dispatcher
+// (Protocol::SetDispatcher), a worker sized for them.
 #include <atomic>
 #include <string>
 
+#include "esp_crt_bundle.h"
 #include "esp_log.h"
 #include "esp_random.h"
 #include "esp_timer.h"
 #include "esp_websocket_client.h"
-#include "esp_crt_bundle.h"
+#include "freertos/FreeRTOS.h"
+#include "freertos/task.h"
 
 #include "esp_protocols.h"
 #include "voxgate/backoff.h"
+#include "voxgate/ws_message.h"
+#include "voxgate/ws_reconnect.h"
 
 namespace voxgate {
 namespace {
@@ -19,7 +35,10 @@ const char* const kTag = "ws_link";
 class EspWebSocketProtocol : public EspProtocol {
  public:
   EspWebSocketProtocol(const WebSocketConfig& config, const DeviceIdentity& identity)
-      : EspProtocol(Transport::kWebSocket), url_(config.url), backoff_(1000, 30000, esp_random()) {
+      : EspProtocol(Transport::kWebSocket),
+        url_(config.url),
+        backoff_(1000, 30000, esp_random()),
+        inbox_(kMaxIncomingMessageBytes) {
     for (const auto& header : UpgradeHeaders(identity, config.token)) {
       headers_ += header.first + ": " + header.second + "\r\n";
     }
@@ -31,10 +50,13 @@ class EspWebSocketProtocol : public EspProtocol {
     esp_websocket_client_config_t cfg = {};
     cfg.uri = url_.c_str();
     cfg.headers = headers_.c_str();
-    cfg.buffer_size = 2048;            // larger frames arrive in pieces and are joined below
-    cfg.reconnect_timeout_ms = 1000;   // replaced by the backoff after each failure
+    cfg.buffer_size = 2048;           // larger frames arrive in pieces and are joined by inbox_
+    cfg.reconnect_timeout_ms = 1000;  // replaced by the backoff at each end
     cfg.network_timeout_ms = 10000;
+    cfg.disable_auto_reconnect = !kDeviceWsReconnect.auto_reconnect;
+    cfg.enable_close_reconnect = kDeviceWsReconnect.close_reconnect;
     cfg.crt_bundle_attach = esp_crt_bundle_attach;
+    // cfg.task_stack: the library default (4 KB) is enough now that no MCP work runs there.
     client_ = esp_websocket_client_init(&cfg);
     if (client_ == nullptr) return false;
     esp_websocket_register_events(client_, WEBSOCKET_EVENT_ANY, &EspWebSocketProtocol::OnEvent, this);
@@ -51,7 +73,9 @@ class EspWebSocketProtocol : public EspProtocol {
 
   void Service() override {
     if (close_pending_.exchange(false) && client_) {
-      // Reconnects (after the backoff delay) for a fresh session.
+      // Never from the library's task (it refuses). With close-reconnect (>= 1.8.0) this
+      // returns at once; the library finishes the close handshake and reconnects after the backoff.
+      closing_ = true;
       esp_websocket_client_close(client_, pdMS_TO_TICKS(2000));
     }
     if (HelloOverdue(static_cast<uint64_t>(esp_timer_get_time() / 1000))) close_pending_ = true;
@@ -64,9 +88,35 @@ class EspWebSocketProtocol : public EspProtocol {
            0;
   }
 
-  void OnHelloReceived() override {
-    backoff_.Reset();
-    esp_websocket_client_set_reconnect_timeout(client_, 1000);
+  // On the dispatcher: the link works, so the next end starts the delays over.
+  void OnHelloReceived() override { hello_seen_ = true; }
+
+  void OnData(const esp_websocket_event_data_t& event) {
+    if (event.data_len < 0 || event.payload_len < 0 || event.payload_offset < 0) return;
+    WsChunk chunk;
+    chunk.op_code = event.op_code;
+    chunk.fin = event.fin;
+    chunk.payload_len = static_cast<size_t>(event.payload_len);
+    chunk.payload_offset = static_cast<size_t>(event.payload_offset);
+    chunk.data = event.data_ptr;
+    chunk.data_len = static_cast<size_t>(event.data_len);
+    switch (inbox_.Add(chunk)) {
+      case WsMessageAssembler::Result::kMessage: {
+        const std::string message = std::move(inbox_.message());
+        HandleText(message.data(), message.size());  // copied to the dispatcher
+        ESP_LOGD("vx_stack", "%s: %u bytes of stack never used", pcTaskGetName(nullptr),
+                 static_cast<unsigned>(uxTaskGetStackHighWaterMark(nullptr)));
+        break;
+      }
+      case WsMessageAssembler::Result::kTooLarge:
+        ReportError("dropped a message larger than the bound");
+        break;
+      case WsMessageAssembler::Result::kProtocolError:
+        ReportError("dropped a message: broken fragment sequence");
+        break;
+      default:
+        break;
+    }
   }
 
   static void OnEvent(void* self_ptr, esp_event_base_t, int32_t id, void* data) {
@@ -74,27 +124,28 @@ class EspWebSocketProtocol : public EspProtocol {
     auto* event = static_cast<esp_websocket_event_data_t*>(data);
     switch (id) {
       case WEBSOCKET_EVENT_CONNECTED:
-        self->inbox_.clear();
+        self->inbox_.Reset();
         self->HandleOpen(static_cast<uint64_t>(esp_timer_get_time() / 1000));
         break;
-      case WEBSOCKET_EVENT_DISCONNECTED:
-      case WEBSOCKET_EVENT_CLOSED: {
-        self->HandleClosed(id == WEBSOCKET_EVENT_CLOSED ? "closed by peer" : "disconnected");
+      case WEBSOCKET_EVENT_DISCONNECTED:  // connect failed or connection lost (WsEnd::kConnectFailed/kConnectionLost)
+      case WEBSOCKET_EVENT_CLOSED: {      // close handshake done (WsEnd::kServerClose/kClientClose)
+        std::string reason = "disconnected";
+        if (self->closing_.exchange(false)) {
+          reason = "no server hello";  // our own close; the server's echo may carry a code too
+        } else if (id == WEBSOCKET_EVENT_CLOSED) {
+          // close_status_code (>= 1.8.0): the server's code, 1001 on a gateway restart.
+          reason = "closed by peer (" + std::to_string(event->close_status_code) + ")";
+        }
+        self->inbox_.Reset();
+        self->HandleClosed(reason);
+        if (self->hello_seen_.exchange(false)) self->backoff_.Reset();
         const uint32_t delay = self->backoff_.NextDelayMs();
         esp_websocket_client_set_reconnect_timeout(self->client_, static_cast<int>(delay));
-        ESP_LOGW(kTag, "link down; reconnecting in %u ms", static_cast<unsigned>(delay));
+        ESP_LOGW(kTag, "%s; reconnecting in %u ms", reason.c_str(), static_cast<unsigned>(delay));
         break;
       }
       case WEBSOCKET_EVENT_DATA:
-        // Text frames (op 1) and their continuations (op 0); binary audio is not ours.
-        if (event->op_code == 0x1 || (event->op_code == 0x0 && !self->inbox_.empty())) {
-          if (event->payload_offset == 0) self->inbox_.clear();
-          self->inbox_.append(event->data_ptr, event->data_len);
-          if (event->payload_offset + event->data_len >= event->payload_len && event->fin) {
-            self->HandleText(self->inbox_.data(), self->inbox_.size());
-            self->inbox_.clear();
-          }
-        }
+        self->OnData(*event);
         break;
       case WEBSOCKET_EVENT_ERROR:
         self->ReportError("websocket error");
@@ -107,9 +158,11 @@ class EspWebSocketProtocol : public EspProtocol {
   std::string url_;
   std::string headers_;
   esp_websocket_client_handle_t client_ = nullptr;
-  std::string inbox_;
-  Backoff backoff_;
+  Backoff backoff_;           // the library's task only
+  WsMessageAssembler inbox_;  // the library's task only
   std::atomic<bool> close_pending_{false};
+  std::atomic<bool> hello_seen_{false};
+  std::atomic<bool> closing_{false};  // we asked for the close (hello overdue)
 };
 
 }  // namespace

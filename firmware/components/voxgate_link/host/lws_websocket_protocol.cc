@@ -12,8 +12,21 @@
 namespace voxgate {
 namespace {
 
-constexpr size_t kMaxFrameBytes = 256 * 1024;
 constexpr size_t kMaxQueuedFrames = 64;
+
+const char* EndName(WsEnd end) {
+  switch (end) {
+    case WsEnd::kConnectFailed:
+      return "connect failed";
+    case WsEnd::kConnectionLost:
+      return "connection lost";
+    case WsEnd::kServerClose:
+      return "closed by peer";
+    case WsEnd::kClientClose:
+      return "no server hello";
+  }
+  return "closed";
+}
 
 }  // namespace
 
@@ -22,7 +35,8 @@ LwsWebSocketProtocol::LwsWebSocketProtocol(std::shared_ptr<LwsLoop> loop, WebSoc
       loop_(std::move(loop)),
       options_(std::move(options)),
       headers_(UpgradeHeaders(options_.identity, options_.token)),
-      backoff_(options_.backoff_initial_ms, options_.backoff_max_ms, options_.seed) {
+      inbox_(options_.max_message_bytes),
+      reconnect_(Backoff(options_.backoff_initial_ms, options_.backoff_max_ms, options_.seed)) {
   Url url;
   url_ok_ = ParseUrl(options_.url, &url) && (url.scheme == "ws" || url.scheme == "wss");
   tls_ = url.tls();
@@ -30,6 +44,7 @@ LwsWebSocketProtocol::LwsWebSocketProtocol(std::shared_ptr<LwsLoop> loop, WebSoc
   port_ = url.port;
   host_header_ = url.host_header();
   path_ = url.path;
+  SetHelloTimeoutMs(options_.hello_timeout_ms);
 }
 
 LwsWebSocketProtocol::~LwsWebSocketProtocol() { Stop(); }
@@ -40,6 +55,10 @@ bool LwsWebSocketProtocol::Start() {
     if (!attached_) loop_->Attach(this);
     attached_ = true;
     running_ = true;
+    {
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      stranded_ = false;
+    }
     Connect();
   });
   return true;
@@ -48,7 +67,7 @@ bool LwsWebSocketProtocol::Start() {
 void LwsWebSocketProtocol::Stop() {
   loop_->Run([this] {
     running_ = false;
-    next_attempt_ms_ = 0;
+    reconnect_.Cancel();
     RequestClose();
   });
   // Wait until lws has let go of the connection, then detach.
@@ -66,8 +85,13 @@ void LwsWebSocketProtocol::Stop() {
   }
 }
 
+bool LwsWebSocketProtocol::stranded() const {
+  std::lock_guard<std::mutex> lock(out_mutex_);
+  return stranded_;
+}
+
 void LwsWebSocketProtocol::Connect() {
-  next_attempt_ms_ = 0;
+  reconnect_.Cancel();
   if (wsi_ != nullptr || !running_) return;
   lws_client_connect_info info;
   memset(&info, 0, sizeof info);
@@ -80,15 +104,17 @@ void LwsWebSocketProtocol::Connect() {
   info.ssl_connection = tls_ ? LCCSCF_USE_SSL : 0;
   info.opaque_user_data = static_cast<LwsClient*>(this);
   info.pwsi = &wsi_;
-  inbox_.clear();
+  inbox_.Reset();
+  frame_offset_ = 0;
+  peer_close_code_ = -1;
   close_requested_ = false;
   if (lws_client_connect_via_info(&info) == nullptr) {
     wsi_ = nullptr;
-    if (next_attempt_ms_ == 0) Disconnected("connect failed");
+    if (!reconnect_.armed()) Ended(WsEnd::kConnectFailed, "connect failed");
   }
 }
 
-void LwsWebSocketProtocol::Disconnected(const std::string& reason) {
+void LwsWebSocketProtocol::Ended(WsEnd end, const std::string& reason) {
   wsi_ = nullptr;
   {
     std::lock_guard<std::mutex> lock(out_mutex_);
@@ -99,10 +125,23 @@ void LwsWebSocketProtocol::Disconnected(const std::string& reason) {
   } else {
     ReportError(reason);
   }
-  if (running_) next_attempt_ms_ = MonotonicMs() + backoff_.NextDelayMs();
+  if (!running_) return;
+  if (hello_seen_.exchange(false)) reconnect_.Succeeded();  // the link worked: delays start over
+  if (ReconnectsAfter(end, options_.reconnect)) {
+    reconnect_.Failed(MonotonicMs());
+    return;
+  }
+  // What esp_websocket_client does here without close-reconnect: its task ends.
+  running_ = false;
+  {
+    std::lock_guard<std::mutex> lock(out_mutex_);
+    stranded_ = true;
+  }
+  ReportError(std::string("link stopped for good after: ") + EndName(end));
 }
 
-void LwsWebSocketProtocol::OnHelloReceived() { backoff_.Reset(); }
+// Maybe on a dispatcher thread: only flag it; the service thread resets the backoff.
+void LwsWebSocketProtocol::OnHelloReceived() { hello_seen_ = true; }
 
 void LwsWebSocketProtocol::RequestClose() {
   if (wsi_ == nullptr) return;
@@ -127,8 +166,40 @@ void LwsWebSocketProtocol::OnWake() {
 }
 
 void LwsWebSocketProtocol::OnTick(uint64_t now_ms) {
-  if (next_attempt_ms_ != 0 && now_ms >= next_attempt_ms_) Connect();
+  if (reconnect_.Due(now_ms)) Connect();
   if (wsi_ != nullptr && HelloOverdue(now_ms)) RequestClose();  // reconnect for a fresh session
+}
+
+// Describes each piece lws delivers the way esp_websocket_client does (offset
+// within the frame, the frame's length and opcode) and feeds the shared unit.
+void LwsWebSocketProtocol::Receive(lws* wsi, const void* in, size_t len) {
+  const size_t remaining = lws_remaining_packet_payload(wsi);
+  if (frame_offset_ == 0) {
+    frame_opcode_ = !lws_is_first_fragment(wsi) ? kWsContinuation : lws_frame_is_binary(wsi) ? kWsBinary : kWsText;
+  }
+  WsChunk chunk;
+  chunk.op_code = frame_opcode_;
+  chunk.fin = lws_is_final_fragment(wsi) != 0;  // lws reports FIN on the frame's last piece only
+  chunk.payload_offset = frame_offset_;
+  chunk.payload_len = frame_offset_ + len + remaining;
+  chunk.data = static_cast<const char*>(in);
+  chunk.data_len = len;
+  frame_offset_ = remaining == 0 ? 0 : frame_offset_ + len;
+  switch (inbox_.Add(chunk)) {
+    case WsMessageAssembler::Result::kMessage: {
+      const std::string message = std::move(inbox_.message());
+      HandleText(message.data(), message.size());
+      break;
+    }
+    case WsMessageAssembler::Result::kTooLarge:
+      ReportError("dropped a message larger than " + std::to_string(options_.max_message_bytes) + " bytes");
+      break;
+    case WsMessageAssembler::Result::kProtocolError:
+      ReportError("dropped a message: broken fragment sequence");
+      break;
+    default:
+      break;
+  }
 }
 
 int LwsWebSocketProtocol::OnLwsEvent(lws* wsi, int reason, void* in, size_t len) {
@@ -155,18 +226,14 @@ int LwsWebSocketProtocol::OnLwsEvent(lws* wsi, int reason, void* in, size_t len)
       HandleOpen(MonotonicMs());
       return 0;
     case LWS_CALLBACK_CLIENT_RECEIVE:
-      if (lws_frame_is_binary(wsi)) return 0;  // audio is not ours to handle
-      if (inbox_.size() + len > kMaxFrameBytes) {
-        ReportError("frame too large; closing");
-        return -1;
-      }
-      inbox_.append(static_cast<const char*>(in), len);
-      if (lws_is_final_fragment(wsi) && lws_remaining_packet_payload(wsi) == 0) {
-        const std::string frame = std::move(inbox_);
-        inbox_.clear();
-        HandleText(frame.data(), frame.size());
-      }
+      Receive(wsi, in, len);
       return 0;
+    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE: {
+      // A clean close by the server; lws answers it. The status code, if any, leads the payload.
+      const auto* body = static_cast<const unsigned char*>(in);
+      peer_close_code_ = len >= 2 ? (body[0] << 8) | body[1] : 0;
+      return 0;
+    }
     case LWS_CALLBACK_CLIENT_WRITEABLE: {
       if (close_requested_) {
         lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, nullptr, 0);
@@ -191,12 +258,21 @@ int LwsWebSocketProtocol::OnLwsEvent(lws* wsi, int reason, void* in, size_t len)
     }
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
       lws_set_opaque_user_data(wsi, nullptr);
-      Disconnected(in ? std::string("connect failed: ") + static_cast<const char*>(in) : "connect failed");
+      Ended(WsEnd::kConnectFailed,
+            in ? std::string("connect failed: ") + static_cast<const char*>(in) : "connect failed");
       return 0;
-    case LWS_CALLBACK_CLIENT_CLOSED:
+    case LWS_CALLBACK_CLIENT_CLOSED: {
       lws_set_opaque_user_data(wsi, nullptr);
-      Disconnected(close_requested_ && !running_ ? "stopped" : close_requested_ ? "no server hello" : "closed by peer");
+      if (close_requested_) {
+        Ended(WsEnd::kClientClose, running_ ? EndName(WsEnd::kClientClose) : "stopped");
+      } else if (peer_close_code_ >= 0) {
+        Ended(WsEnd::kServerClose, std::string(EndName(WsEnd::kServerClose)) + " (" +
+                                       std::to_string(peer_close_code_) + ")");
+      } else {
+        Ended(WsEnd::kConnectionLost, EndName(WsEnd::kConnectionLost));
+      }
       return 0;
+    }
     default:
       return 0;
   }

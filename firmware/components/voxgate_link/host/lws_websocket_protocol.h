@@ -1,15 +1,24 @@
-// Host only: the WebSocket link on libwebsockets.
+// Host only: the WebSocket link on libwebsockets. It follows the device's
+// esp_websocket_client state machine (voxgate/ws_reconnect.h): after a failed
+// connect or a lost connection it waits and reconnects; after a clean close
+// (the server's close frame, or its own close when the server hello is overdue)
+// it reconnects only under close-reconnect, and otherwise stops for good, as
+// the device would. Incoming frames are reassembled by the same unit as on the
+// device (voxgate/ws_message.h), fed the way esp_websocket_client feeds it.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "lws_loop.h"
-#include "voxgate/backoff.h"
 #include "voxgate/device_identity.h"
 #include "voxgate/protocol.h"
+#include "voxgate/retry_timer.h"
+#include "voxgate/ws_message.h"
+#include "voxgate/ws_reconnect.h"
 
 namespace voxgate {
 
@@ -20,6 +29,10 @@ struct WebSocketOptions {
   uint32_t backoff_initial_ms = 500;
   uint32_t backoff_max_ms = 30000;
   uint32_t seed = 1;  // jitter seed: distinct per device
+  // When to reconnect after a connection ends: the device's esp_websocket_client rule by default.
+  WsReconnectPolicy reconnect = kDeviceWsReconnect;
+  uint32_t hello_timeout_ms = kServerHelloTimeoutMs;
+  size_t max_message_bytes = kMaxIncomingMessageBytes;
 };
 
 class LwsWebSocketProtocol : public Protocol, private LwsClient {
@@ -30,6 +43,10 @@ class LwsWebSocketProtocol : public Protocol, private LwsClient {
   bool Start() override;
   void Stop() override;
 
+  // True once the link has stopped for good after a connection ended (the
+  // reconnect rule said so), as an esp_websocket_client task would end.
+  bool stranded() const;
+
  private:
   bool SendText(const std::string& text) override;
   int OnLwsEvent(lws* wsi, int reason, void* in, size_t len) override;
@@ -38,8 +55,9 @@ class LwsWebSocketProtocol : public Protocol, private LwsClient {
   void OnHelloReceived() override;
 
   void Connect();
-  void Disconnected(const std::string& reason);
+  void Ended(WsEnd end, const std::string& reason);
   void RequestClose();
+  void Receive(lws* wsi, const void* in, size_t len);
 
   std::shared_ptr<LwsLoop> loop_;
   WebSocketOptions options_;
@@ -51,13 +69,17 @@ class LwsWebSocketProtocol : public Protocol, private LwsClient {
 
   // Service thread state.
   lws* wsi_ = nullptr;
-  std::string inbox_;
-  uint64_t next_attempt_ms_ = 0;  // 0: no reconnect scheduled
+  WsMessageAssembler inbox_;
+  size_t frame_offset_ = 0;   // of the next piece within its frame
+  uint8_t frame_opcode_ = 0;  // of the frame being received
+  int peer_close_code_ = -1;  // the server's close frame status (0: none given), -1: no close frame
+  RetryTimer reconnect_;
   bool running_ = false;
   bool close_requested_ = false;
-  Backoff backoff_;
+  bool stranded_ = false;  // guarded by out_mutex_ for stranded()
+  std::atomic<bool> hello_seen_{false};
 
-  std::mutex out_mutex_;
+  mutable std::mutex out_mutex_;
   std::deque<std::string> outbox_;
   bool attached_ = false;
 };

@@ -13,7 +13,7 @@ MosquittoMqttProtocol::MosquittoMqttProtocol(MqttOptions options)
     : Protocol(Transport::kMqtt),
       options_(std::move(options)),
       subscribe_topic_(P2pTopic(options_.identity.mac)),
-      backoff_(options_.backoff_initial_ms, options_.backoff_max_ms, options_.seed) {
+      reconnect_(Backoff(options_.backoff_initial_ms, options_.backoff_max_ms, options_.seed)) {
   std::call_once(library_once, [] { mosquitto_lib_init(); });
 }
 
@@ -50,16 +50,15 @@ void MosquittoMqttProtocol::Stop() {
 }
 
 void MosquittoMqttProtocol::Loop() {
-  uint64_t next_attempt = 0;
   while (!stopping_) {
     const uint64_t now = MonotonicMs();
-    if (!socket_open_ && now >= next_attempt) {
+    if (!socket_open_ && (!reconnect_.armed() || reconnect_.Due(now))) {
       const int rc = mosquitto_connect(mosq_, host_.c_str(), port_, options_.config.keepalive_s);
       if (rc == MOSQ_ERR_SUCCESS) {
         socket_open_ = true;  // CONNACK arrives through the loop
       } else {
         ReportError(std::string("mqtt connect failed: ") + mosquitto_strerror(rc));
-        next_attempt = now + backoff_.NextDelayMs();
+        reconnect_.Failed(now);
       }
     }
     if (socket_open_) {
@@ -67,12 +66,12 @@ void MosquittoMqttProtocol::Loop() {
       if (rc != MOSQ_ERR_SUCCESS) {
         socket_open_ = false;
         HandleClosed(std::string("mqtt: ") + mosquitto_strerror(rc));
-        next_attempt = MonotonicMs() + backoff_.NextDelayMs();
+        reconnect_.Failed(MonotonicMs());
       }
       HelloOverdue(MonotonicMs());  // over MQTT a missing hello is only reported
     } else {
       std::unique_lock<std::mutex> lock(wait_mutex_);
-      const uint64_t wait = next_attempt > now ? next_attempt - now : 0;
+      const uint64_t wait = reconnect_.due_ms() > now ? reconnect_.due_ms() - now : 0;
       wait_cv_.wait_for(lock, std::chrono::milliseconds(wait), [this] { return stopping_.load(); });
     }
   }
@@ -91,7 +90,7 @@ void MosquittoMqttProtocol::OnConnect(mosquitto* mosq, void* self_ptr, int rc) {
     mosquitto_disconnect(mosq);  // the loop sees the socket close and backs off
     return;
   }
-  self->backoff_.Reset();
+  self->reconnect_.Succeeded();
   // The reference device subscribes to nothing (its broker pushes anyway);
   // subscribing to our own p2p topic makes a stock broker deliver too.
   mosquitto_subscribe(mosq, nullptr, self->subscribe_topic_.c_str(), 0);
@@ -107,7 +106,9 @@ void MosquittoMqttProtocol::OnMessage(mosquitto*, void* self_ptr, const mosquitt
   // Every PUBLISH is handled whatever its topic: brokers like the reference
   // gateway push to devices that did not subscribe.
   auto* self = static_cast<MosquittoMqttProtocol*>(self_ptr);
-  if (message->payloadlen > 0) {
+  if (static_cast<size_t>(message->payloadlen) > kMaxIncomingMessageBytes) {
+    self->ReportError("dropped a message larger than " + std::to_string(kMaxIncomingMessageBytes) + " bytes");
+  } else if (message->payloadlen > 0) {
     self->HandleText(static_cast<const char*>(message->payload), static_cast<size_t>(message->payloadlen));
   }
 }

@@ -8,10 +8,10 @@
 #include <string>
 #include <thread>
 
-#include "voxgate/backoff.h"
 #include "voxgate/device_identity.h"
 #include "voxgate/ota_config.h"
 #include "voxgate/protocol.h"
+#include "voxgate/retry_timer.h"
 
 struct mosquitto;
 struct mosquitto_message;
@@ -46,7 +46,7 @@ class MosquittoMqttProtocol : public Protocol {
   uint16_t port_ = 1883;
   std::string subscribe_topic_;
   mosquitto* mosq_ = nullptr;
-  Backoff backoff_;
+  RetryTimer reconnect_;      // network thread only
   bool socket_open_ = false;  // network thread only
   std::atomic<bool> stopping_{false};
   std::mutex wait_mutex_;

@@ -6,8 +6,34 @@
 
 namespace voxgate {
 
+bool JsonDeeperThan(const char* text, size_t length, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < length; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // an escaped character, maybe a quote
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > limit) return true;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 Envelope Envelope::Parse(const char* text, size_t length) {
   Envelope e;
+  if (JsonDeeperThan(text, length, kMaxFrameDepth)) {
+    e.error_ = FrameError::kTooDeep;
+    return e;
+  }
   e.root_ = length ? cJSON_ParseWithLength(text, length) : nullptr;
   if (e.root_ == nullptr) {
     e.error_ = FrameError::kNotJson;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "cJSON.h"
+#include "voxgate/envelope.h"
 
 namespace voxgate {
 namespace {
@@ -79,6 +80,7 @@ Headers OtaRequestHeaders(const DeviceIdentity& identity, const SystemInfo& info
 }
 
 bool ParseOtaResponse(const std::string& text, LinkConfig* config) {
+  if (JsonDeeperThan(text.data(), text.size(), kMaxFrameDepth)) return false;  // cJSON recurses: bound the stack
   cJSON* root = cJSON_ParseWithLength(text.data(), text.size());
   const bool ok = cJSON_IsObject(root) && ReadSections(root, config);
   cJSON_Delete(root);

@@ -1,6 +1,7 @@
 #include "voxgate/protocol.h"
 
 #include <chrono>
+#include <memory>
 
 #include "cJSON.h"
 #include "voxgate/envelope.h"
@@ -39,16 +40,35 @@ void Protocol::HandleOpen(uint64_t now_ms) {
     std::lock_guard<std::mutex> lock(mutex_);
     connected_ = true;
     session_id_.clear();  // every connection starts a fresh session
-    hello_deadline_ms_ = now_ms + kServerHelloTimeoutMs;
+    hello_deadline_ms_ = now_ms + hello_timeout_ms_;
+    ++connection_;
   }
   SendText(DeviceHello(transport_));
   if (events_.on_connected) events_.on_connected();
 }
 
 void Protocol::HandleText(const char* data, size_t length) {
+  if (!dispatcher_) return ProcessText(data, length);
+  uint64_t connection;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    connection = connection_;
+  }
+  auto text = std::make_shared<std::string>(data, length);
+  const bool queued = dispatcher_([this, text, connection] {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (connection != connection_) return;  // a reconnect happened since: the frame belongs to a dead session
+    }
+    ProcessText(text->data(), text->size());
+  });
+  if (!queued) ReportError("dropped a frame: the handler queue is full");
+}
+
+void Protocol::ProcessText(const char* data, size_t length) {
   Envelope frame = Envelope::Parse(data, length);
   if (!frame.ok()) {
-    ReportError("dropped a malformed frame");
+    ReportError(frame.error() == FrameError::kTooDeep ? "dropped a frame nested too deep" : "dropped a malformed frame");
     return;
   }
   if (frame.type() == "mcp") {
@@ -100,7 +120,7 @@ bool Protocol::HelloOverdue(uint64_t now_ms) {
     if (hello_deadline_ms_ == 0 || now_ms < hello_deadline_ms_) return false;
     hello_deadline_ms_ = 0;
   }
-  ReportError("no server hello within 10 s");
+  ReportError("no server hello within " + std::to_string(hello_timeout_ms_) + " ms");
   return true;
 }
 

@@ -37,7 +37,7 @@ class ScopedLock {
 
 struct WorkerOptions {
   const char* name = "mcp_tools";
-  uint32_t stack_bytes = 6144;  // FreeRTOS only
+  uint32_t stack_bytes = 7168;  // FreeRTOS only (bytes on ESP-IDF); see firmware/README.md "Stacks"
   int priority = 2;             // FreeRTOS only
   size_t queue_depth = 8;       // further jobs are refused, not queued
 };

@@ -1,5 +1,6 @@
 // Device platform (ESP-only): a FreeRTOS mutex, and a FreeRTOS task draining
 // a FreeRTOS queue of heap-allocated jobs.
+#include "esp_log.h"
 #include "freertos/FreeRTOS.h"
 #include "freertos/queue.h"
 #include "freertos/semphr.h"
@@ -52,6 +53,9 @@ class FreeRtosWorker : public Worker {
       if (job == nullptr) break;
       (*job)();
       delete job;
+      // Headroom after each job, to size the stack from measurement (debug level, tag "vx_stack").
+      ESP_LOGD("vx_stack", "%s: %u bytes of stack never used", pcTaskGetName(nullptr),
+               static_cast<unsigned>(uxTaskGetStackHighWaterMark(nullptr)));
     }
     xSemaphoreGive(done_);
     vTaskDelete(nullptr);

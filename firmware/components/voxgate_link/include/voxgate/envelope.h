@@ -8,7 +8,16 @@ struct cJSON;
 
 namespace voxgate {
 
-enum class FrameError : unsigned char { kNone, kNotJson, kNotObject, kBadEnvelope };
+enum class FrameError : unsigned char { kNone, kNotJson, kNotObject, kBadEnvelope, kTooDeep };
+
+// Nesting bound checked before parsing: cJSON parses recursively, so the depth
+// of a frame is stack on the task that parses it (its own limit is 1000 levels,
+// far beyond a device task's stack). A JSON-RPC message in its envelope needs
+// about 6 levels; tool arguments are flat.
+constexpr int kMaxFrameDepth = 32;
+
+// True if arrays and objects in `text` nest deeper than `limit` (brackets inside strings do not count).
+bool JsonDeeperThan(const char* text, size_t length, int limit);
 
 // A parsed incoming frame; owns its cJSON tree. Move-only.
 class Envelope {

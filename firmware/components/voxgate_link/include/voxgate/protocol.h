@@ -13,6 +13,10 @@
 
 namespace voxgate {
 
+// Bound on one incoming message (a WebSocket message across all its frames, or
+// an MQTT publish): larger ones are dropped and reported, never buffered.
+constexpr size_t kMaxIncomingMessageBytes = 32 * 1024;
+
 struct ProtocolEvents {
   std::function<void()> on_connected;                                         // transport open, hello sent
   std::function<void(const std::string& session_id)> on_hello;                // server hello received
@@ -31,6 +35,17 @@ class Protocol {
 
   void SetEvents(ProtocolEvents events) { events_ = std::move(events); }  // before Start
 
+  // Where incoming frames are parsed and handled (the events above called).
+  // Unset: on the transport's own thread, i.e. the network library's task. The
+  // device passes a worker task, so envelope parsing and MCP work (a tools/list
+  // page) never run on a library task sized for the library alone. The job
+  // must not outlive this link (destroy the worker first). False from the
+  // dispatcher (queue full): the frame is dropped and reported.
+  using Dispatcher = std::function<bool(std::function<void()> job)>;
+  void SetDispatcher(Dispatcher dispatcher) { dispatcher_ = std::move(dispatcher); }  // before Start
+  // How long to wait for the server hello (default kServerHelloTimeoutMs).
+  void SetHelloTimeoutMs(uint32_t ms) { hello_timeout_ms_ = ms; }  // before Start
+
   // Connects, and keeps reconnecting with backoff until Stop.
   virtual bool Start() = 0;
   // Closes the link and waits until the implementation no longer calls back.
@@ -46,7 +61,7 @@ class Protocol {
  protected:
   // For implementations, from their network thread:
   void HandleOpen(uint64_t now_ms);                 // sends the device hello
-  void HandleText(const char* data, size_t length);  // one complete text frame
+  void HandleText(const char* data, size_t length);  // one complete text message (dispatched)
   void HandleClosed(const std::string& reason);
   void ReportError(const std::string& message);
   // True once, when the server hello is overdue; WebSocket links then close.
@@ -58,9 +73,14 @@ class Protocol {
   virtual void OnHelloReceived() {}
 
  private:
+  void ProcessText(const char* data, size_t length);
+
   const Transport transport_;
   ProtocolEvents events_;
+  Dispatcher dispatcher_;
+  uint32_t hello_timeout_ms_ = kServerHelloTimeoutMs;
   mutable std::mutex mutex_;
+  uint64_t connection_ = 0;  // counts opens: a dispatched frame of an older connection is dropped
   std::string session_id_;
   uint64_t hello_deadline_ms_ = 0;  // 0: not waiting
   bool connected_ = false;
