@@ -15,7 +15,8 @@ const WORKSPACE_DISTS = ['protocol/dist', 'gateway/dist', 'mcp_servers/weather/d
 
 /** Bare module specifiers of an ES module: static imports, re-exports, side-effect and dynamic imports. */
 function bareImports(js: string): string[] {
-  const found = js.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)['"]([^'"./][^'"]*)['"]/g);
+  // Statements start a line in tsc's output; anchoring there keeps words like "came from'" in strings out.
+  const found = js.matchAll(/(?:^(?:import|export)\b[^;'"]*?\bfrom\s*|^import\s*|\bimport\s*\(\s*)['"]([^'"./][^'"]*)['"]/gm);
   return [...found].map((m) => m[1]!);
 }
 
