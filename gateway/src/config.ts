@@ -142,6 +142,8 @@ export const ConfigSchema = z
             /** Browser origins allowed besides the gateway's own; requests without Origin are allowed. */
             allowedOrigins: Csv.default([]),
             maxSessions: z.coerce.number().int().min(1).max(100_000).default(1000),
+            /** Sessions one API key may hold at once, so one key cannot take every slot of `maxSessions`. */
+            maxSessionsPerKey: z.coerce.number().int().min(1).max(100_000).default(100),
             sessionIdleMs: Ms(30 * 60_000, 24 * 3_600_000),
           })
           .prefault({}),
@@ -191,6 +193,8 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_MCP_DEVICE_TOOLS: ['mcp', 'deviceTools'],
   GATEWAY_MCP_ALLOWED_ORIGINS: ['mcp', 'endpoint', 'allowedOrigins'],
   GATEWAY_MCP_ENDPOINT_ENABLED: ['mcp', 'endpoint', 'enabled'],
+  GATEWAY_MCP_MAX_SESSIONS: ['mcp', 'endpoint', 'maxSessions'],
+  GATEWAY_MCP_MAX_SESSIONS_PER_KEY: ['mcp', 'endpoint', 'maxSessionsPerKey'],
   GATEWAY_DATA_DIR: ['dataDir'],
   GATEWAY_LOG_LEVEL: ['logLevel'],
   GATEWAY_VISION_URL: ['vision', 'url'],

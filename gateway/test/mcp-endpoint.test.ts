@@ -195,3 +195,37 @@ describe('/mcp sessions are bounded', () => {
     }
   });
 });
+
+describe('/mcp session caps per API key and in total', () => {
+  it('one key reaching its own cap leaves room for every other key; the total still holds', async () => {
+    const other = 'other-api-key-0123456789';
+    const t = await startTestGateway({ apiKeys: [TEST_API_KEY, other], mcp: { endpoint: { maxSessions: 3, maxSessionsPerKey: 2 } } });
+    const transports = new Map<Client, StreamableHTTPClientTransport>();
+    const open = async (key: string) => {
+      const client = new Client({ name: 'cap-test', version: '1.0.0' });
+      const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } });
+      await client.connect(transport);
+      transports.set(client, transport);
+      return client;
+    };
+    const held: Client[] = [];
+    try {
+      held.push(await open(TEST_API_KEY), await open(TEST_API_KEY));
+      await expect(open(TEST_API_KEY)).rejects.toThrow(/Too many MCP sessions for this API key/);
+      expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'session_limit_key' })).toBe(1);
+      // The greedy key did not lock the other tenant out.
+      held.push(await open(other));
+      expect((await held[2]!.listTools()).tools.length).toBeGreaterThan(0);
+      // ...and the total cap still applies to everyone.
+      await expect(open(other)).rejects.toThrow(/Too many MCP sessions;/);
+      // Closing a session (DELETE) gives the key its slot back.
+      await transports.get(held[0]!)!.terminateSession();
+      held.push(await open(TEST_API_KEY));
+      expect(await t.metric('voxgate_mcp_endpoint_sessions')).toBe(3);
+    } finally {
+      for (const c of held) await c.close().catch(() => undefined);
+      await t.close();
+    }
+  });
+});
+

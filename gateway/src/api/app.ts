@@ -79,6 +79,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
         metrics: d.metrics,
         allowedOrigins: d.config.mcp.endpoint.allowedOrigins,
         maxSessions: d.config.mcp.endpoint.maxSessions,
+        maxSessionsPerKey: d.config.mcp.endpoint.maxSessionsPerKey,
         sessionIdleMs: d.config.mcp.endpoint.sessionIdleMs,
         version: d.version,
         bodyLimitBytes: d.config.http.bodyLimitBytes,

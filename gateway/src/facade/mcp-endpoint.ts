@@ -27,7 +27,9 @@ export interface McpEndpointOptions {
   log: Logger;
   metrics: Metrics;
   allowedOrigins: readonly string[];
+  /** Total sessions, and sessions per API key (one tenant can't lock the others out). */
   maxSessions: number;
+  maxSessionsPerKey: number;
   sessionIdleMs: number;
   version: string;
   bodyLimitBytes: number;
@@ -84,6 +86,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     const s = sessions.get(id);
     if (!s) return;
     sessions.delete(id);
+    adjustKey(s.keyFingerprint, -1);
     o.metrics.mcpSessions.set(sessions.size);
     log.debug({ why }, 'mcp session closed');
     await s.server.close().catch(() => undefined);
@@ -91,6 +94,15 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
 
   /** Sessions are bound to the key that opened them (kept only as a hash). */
   const fingerprint = (authorization: string | undefined) => createHash('sha256').update(authorization ?? '').digest('base64url');
+
+  /** Open sessions per key, plus initializes in progress (reserved before any await, so a burst can't overshoot). */
+  const perKey = new Map<string, number>();
+  let reserved = 0;
+  const adjustKey = (fp: string, by: number) => {
+    const n = (perKey.get(fp) ?? 0) + by;
+    if (n > 0) perKey.set(fp, n);
+    else perKey.delete(fp);
+  };
 
   const originAllowed = (req: FastifyRequest): boolean => {
     const origin = req.headers.origin;
@@ -135,26 +147,46 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       return reply;
     }
     if (req.method === 'POST' && isInitializeRequest(req.body)) {
-      if (sessions.size >= o.maxSessions) {
+      const keyFingerprint = fingerprint(req.headers.authorization);
+      if ((perKey.get(keyFingerprint) ?? 0) >= o.maxSessionsPerKey) {
+        o.metrics.mcpRequests.inc({ outcome: 'session_limit_key' });
+        log.warn({ tenant: caller.tenant, limit: o.maxSessionsPerKey }, 'mcp session refused: this API key holds its maximum of sessions');
+        return rpcError(reply, 429, -32000, `Too many MCP sessions for this API key (${o.maxSessionsPerKey}); close some (DELETE /mcp) or use the stateless protocol`);
+      }
+      if (sessions.size + reserved >= o.maxSessions) {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit' });
+        log.warn({ limit: o.maxSessions }, 'mcp session refused: the gateway holds its maximum of sessions');
         return rpcError(reply, 503, -32000, 'Too many MCP sessions; try again later or use the stateless protocol');
       }
-      const server = buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
-      const transport: NodeStreamableHTTPServerTransport = new NodeStreamableHTTPServerTransport({
-        sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (id) => {
-          sessions.set(id, { transport, server, caller, keyFingerprint: fingerprint(req.headers.authorization), lastUsed: Date.now() });
-          o.metrics.mcpSessions.set(sessions.size);
-        },
-        onsessionclosed: (id) => void closeSession(id, 'deleted'),
-      });
-      transport.onclose = () => {
-        if (transport.sessionId) void closeSession(transport.sessionId, 'transport closed');
-      };
-      await server.connect(transport);
-      o.metrics.mcpRequests.inc({ outcome: 'initialize' });
-      reply.hijack();
-      await transport.handleRequest(req.raw, reply.raw, req.body);
+      // Reserve the slot now; the session takes it over once the SDK has assigned its id.
+      adjustKey(keyFingerprint, 1);
+      reserved++;
+      let registered = false;
+      try {
+        const server = buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
+        const transport: NodeStreamableHTTPServerTransport = new NodeStreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          onsessioninitialized: (id) => {
+            registered = true;
+            reserved--;
+            sessions.set(id, { transport, server, caller, keyFingerprint, lastUsed: Date.now() });
+            o.metrics.mcpSessions.set(sessions.size);
+          },
+          onsessionclosed: (id) => void closeSession(id, 'deleted'),
+        });
+        transport.onclose = () => {
+          if (transport.sessionId) void closeSession(transport.sessionId, 'transport closed');
+        };
+        await server.connect(transport);
+        o.metrics.mcpRequests.inc({ outcome: 'initialize' });
+        reply.hijack();
+        await transport.handleRequest(req.raw, reply.raw, req.body);
+      } finally {
+        if (!registered) {
+          reserved--;
+          adjustKey(keyFingerprint, -1);
+        }
+      }
       return reply;
     }
     o.metrics.mcpRequests.inc({ outcome: 'stateless' });
