@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../test/support/gateway-harness.js';
@@ -229,3 +230,44 @@ describe('/mcp session caps per API key and in total', () => {
   });
 });
 
+
+/** A raw POST with any Host header (fetch will not send a forged Host). */
+function rawPost(baseUrl: string, headers: Record<string, string>, body: unknown): Promise<{ status: number; text: string }> {
+  const u = new URL(`${baseUrl}/mcp`);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+describe('/mcp DNS-rebinding protection', () => {
+  it('answers only configured host names, and checks Origin against them, not against the request', async () => {
+    const t = await startTestGateway({ http: { publicUrl: 'https://voice.example.net/' }, mcp: { endpoint: { allowedHosts: ['gateway.lan'] } } });
+    const port = new URL(t.baseUrl).port;
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+    const post = (headers: Record<string, string>) => rawPost(t.baseUrl, { authorization: `Bearer ${TEST_API_KEY}`, ...headers }, init);
+    try {
+      // A rebound name: the attacker's page and the request agree with each other, and both are refused.
+      const rebound = await post({ host: `attacker.example:${port}`, origin: `http://attacker.example:${port}` });
+      expect(rebound.status).toBe(403);
+      expect(rebound.text).toMatch(/Host is not allowed/);
+      expect((await post({ host: `attacker.example:${port}` })).status).toBe(403);
+      expect((await post({ host: 'user@gateway.lan' })).status).toBe(403);
+      expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'forbidden_host' })).toBe(3);
+
+      // Loopback names, the listen address, the public URL's host and configured names are served.
+      for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`, 'voice.example.net', `GATEWAY.lan:${port}`]) expect((await post({ host })).status, host).toBe(200);
+      // An allowed Host does not make a foreign Origin acceptable.
+      expect((await post({ host: `gateway.lan:${port}`, origin: 'http://attacker.example' })).status).toBe(403);
+      expect((await post({ host: `127.0.0.1:${port}`, origin: `http://gateway.lan:${port}` })).status).toBe(200);
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -6,14 +6,16 @@ import type { Logger } from 'pino';
 import { authenticate, type ApiCaller } from '../api/auth.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
+import { hostnameOf } from './allowed-hosts.js';
 import { buildFacadeServer } from './mcp-server.js';
 
 /**
  * `/mcp`: the hub's tools, resources and prompts for any MCP client, over Streamable HTTP.
  *
  * - Every request needs `Authorization: Bearer <api key>`; the key's tenant picks what is visible.
- * - A browser `Origin` must be the gateway's own or listed in `mcp.endpoint.allowedOrigins` (403 otherwise:
- *   DNS-rebinding protection). Requests without `Origin` (non-browser clients) are accepted.
+ * - DNS-rebinding protection: the `Host` must be an allowed host name (`allowed-hosts.ts`); a browser `Origin`
+ *   must be listed in `mcp.endpoint.allowedOrigins` or be on an allowed host (403 otherwise). Requests
+ *   without `Origin` (non-browser clients) are accepted.
  * - `initialize`-era clients get a session (`Mcp-Session-Id`) with a GET stream, on which
  *   `notifications/tools/list_changed` arrives when a device or a server changes its tools. Sessions are
  *   bound to the key that opened them, capped in number and closed when idle.
@@ -27,6 +29,8 @@ export interface McpEndpointOptions {
   log: Logger;
   metrics: Metrics;
   allowedOrigins: readonly string[];
+  /** Host names (no port) the endpoint answers to: see `mcpAllowedHosts`. */
+  allowedHosts: ReadonlySet<string>;
   /** Total sessions, and sessions per API key (one tenant can't lock the others out). */
   maxSessions: number;
   maxSessionsPerKey: number;
@@ -104,6 +108,11 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     else perKey.delete(fp);
   };
 
+  const hostAllowed = (req: FastifyRequest): boolean => {
+    const name = hostnameOf(req.headers.host);
+    return name !== undefined && o.allowedHosts.has(name);
+  };
+  /** A browser Origin: listed in allowedOrigins, or on one of the allowed hosts (never compared with the request's Host). */
   const originAllowed = (req: FastifyRequest): boolean => {
     const origin = req.headers.origin;
     if (origin === undefined) return true;
@@ -114,10 +123,15 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       return false;
     }
     if (o.allowedOrigins.includes(u.origin)) return true;
-    return u.host === req.headers.host;
+    return (u.protocol === 'http:' || u.protocol === 'https:') && o.allowedHosts.has(u.hostname.toLowerCase());
   };
 
   const handle = async (req: FastifyRequest, reply: FastifyReply) => {
+    if (!hostAllowed(req)) {
+      o.metrics.mcpRequests.inc({ outcome: 'forbidden_host' });
+      log.warn({ host: String(req.headers.host).slice(0, 200) }, 'mcp request for a host name not in mcp.endpoint.allowedHosts refused');
+      return rpcError(reply, 403, -32000, 'Forbidden: this Host is not allowed (add it to mcp.endpoint.allowedHosts)');
+    }
     if (!originAllowed(req)) {
       o.metrics.mcpRequests.inc({ outcome: 'forbidden_origin' });
       log.warn({ origin: String(req.headers.origin).slice(0, 200) }, 'mcp request from a foreign origin refused');
