@@ -161,6 +161,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       stopping = true;
       log.info('shutting down: refusing new work, closing devices');
       for (const s of registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
+      // Calls to hosted servers in flight answer SHUTTING_DOWN before any connection closes.
+      await hub.drain();
       ws.close(CLOSE_SHUTDOWN, 'gateway shutting down');
       await mcpEndpoint?.close();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());

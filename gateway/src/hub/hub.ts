@@ -92,6 +92,9 @@ export class McpHub {
   private offBus: (() => boolean) | undefined;
   private notifyScheduled = false;
   private closed = false;
+  /** Calls in flight, so that shutdown can answer each one (SHUTTING_DOWN) and tell its upstream to cancel. */
+  private readonly inflight = new Set<InFlight>();
+  private draining = false;
 
   constructor(private readonly d: HubDeps) {
     if (d.enabled)
@@ -237,7 +240,7 @@ export class McpHub {
     const kind = target.kind;
     let result: CallToolResult;
     try {
-      result = await this.dispatch(target, args, ctx);
+      result = await this.tracked(ctx, (signal) => this.dispatch(target, args, { ...ctx, signal }));
     } catch (e) {
       if (e instanceof GatewayError && ['TOOL_NOT_FOUND', 'INVALID_ARGUMENTS', 'MISSING_TOKEN', 'INVALID_REQUEST'].includes(e.code)) {
         this.d.metrics.hubCalls.inc({ kind, outcome: e.code.toLowerCase() });
@@ -249,6 +252,43 @@ export class McpHub {
     this.d.metrics.hubCalls.inc({ kind, outcome: result.isError ? 'tool_error' : 'ok' });
     this.d.log.info({ tool: name, kind, server: target.kind === 'server' ? target.server : undefined, deviceId: target.kind === 'device' ? target.deviceId : undefined, isError: Boolean(result.isError), ms: durationMs }, 'tool call');
     return { ...result, durationMs };
+  }
+
+  /** Run `work` with a signal that the caller's signal or shutdown aborts; shutdown also settles it at once. */
+  private async tracked<T>(ctx: CallContext, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    if (this.draining) throw shuttingDown();
+    const abort = new AbortController();
+    const onCallerAbort = () => abort.abort(ctx.signal?.reason);
+    ctx.signal?.addEventListener('abort', onCallerAbort, { once: true });
+    let stop!: (e: Error) => void;
+    const stopped = new Promise<never>((_resolve, reject) => (stop = reject));
+    const entry: InFlight = { stop: () => (stop(shuttingDown()), abort.abort(shuttingDown())), done: Promise.resolve() };
+    const run = Promise.race([work(abort.signal), stopped]);
+    entry.done = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.inflight.add(entry);
+    try {
+      return await run;
+    } finally {
+      this.inflight.delete(entry);
+      ctx.signal?.removeEventListener('abort', onCallerAbort);
+    }
+  }
+
+  /**
+   * First step of shutdown: every call in flight, and every call from now on, answers a SHUTTING_DOWN
+   * error result (upstreams get notifications/cancelled). Resolves once those answers are handed to the
+   * callers' handlers, so they are written before connections close.
+   */
+  async drain(): Promise<void> {
+    this.draining = true;
+    const list = [...this.inflight];
+    for (const c of list) c.stop();
+    await Promise.all(list.map((c) => c.done));
+    // One macrotask turn: the HTTP and /mcp handlers write their responses in the microtasks after settling.
+    await new Promise<void>((resolve) => setImmediate(resolve));
   }
 
   private async dispatch(t: ToolTarget, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
@@ -383,6 +423,13 @@ export class McpHub {
 function targetKey(t: ToolTarget): string {
   return t.kind === 'server' ? `s\0${t.server}\0${t.tool}` : t.kind === 'device' ? `d\0${t.deviceId}\0${t.tool}` : `g\0${t.tool}`;
 }
+
+interface InFlight {
+  stop(): void;
+  done: Promise<void>;
+}
+
+const shuttingDown = () => new GatewayError('SHUTTING_DOWN', 'The gateway is shutting down; try again when it is back');
 
 function errorResult(e: unknown): CallToolResult {
   const text =
