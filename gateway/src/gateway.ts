@@ -91,7 +91,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       restartMaxDelayMs: config.mcp.restartMaxDelayMs,
       restartResetMs: config.mcp.restartResetMs,
       maxResultBytes: config.mcp.maxResultBytes,
-      maxMessageBytes: Math.max(config.mcp.maxResultBytes * 2, 1024 * 1024),
+      maxMessageBytes: config.mcp.maxResultBytes,
       maxTools: config.mcp.maxToolsPerServer,
       allowPrivateNetwork: config.mcp.allowPrivateNetwork,
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },

@@ -107,6 +107,7 @@ export class McpHub {
             settings: d.settings,
             onToolsChanged: () => this.changed(),
             onStateChange: (state) => d.metrics.hubServerStates.inc({ state }),
+            onOversized: () => d.metrics.hubOversized.inc(),
           }),
         );
       }

@@ -18,7 +18,7 @@ import type { ServerConfig } from './config.js';
 import { fillHeaders, placeholders, type Tokens } from './credentials.js';
 import { callOpenApi, toolsFromOpenApi, type OpenApiTool } from './openapi.js';
 import { guardedFetch } from './ssrf.js';
-import { ChildStdioTransport } from './stdio-transport.js';
+import { ChildStdioTransport, RESULT_TOO_LARGE } from './stdio-transport.js';
 
 export type ServerState = 'starting' | 'ready' | 'failed' | 'restarting' | 'stopped' | 'disabled';
 
@@ -66,6 +66,8 @@ export interface UpstreamDeps {
   /** Called when this server's tool list changed (connected, relisted, lost). */
   onToolsChanged: () => void;
   onStateChange?: (state: ServerState) => void;
+  /** A message over the size limit was skipped (counted by the hub). */
+  onOversized?: () => void;
 }
 
 /** What the hub needs of every kind of server. */
@@ -295,6 +297,10 @@ export class McpUpstream extends Upstream {
         ...(c.cwd ? { cwd: c.cwd } : {}),
         killGraceMs: s.killGraceMs,
         maxMessageBytes: s.maxMessageBytes,
+        onOversized: ({ bytes, id }) => {
+          this.d.onOversized?.();
+          this.d.log.warn({ bytes, limit: s.maxMessageBytes, answersRequest: id !== undefined }, 'upstream message over the size limit skipped; the server stays connected');
+        },
         onStderr: (line) => {
           this.stderrTail.push(line);
           if (this.stderrTail.length > 20) this.stderrTail.shift();
@@ -438,6 +444,7 @@ export class McpUpstream extends Upstream {
     if (err.code === 'CONNECTION_CLOSED' || err.code === 'NOT_CONNECTED') return `The tool server "${name}" stopped while handling the request. Try again in a moment.`;
     const d = this.describe(e);
     if (/refused the credentials/.test(d)) return `The tool server "${name}" ${d.replace(/^the server /, '')}: the access token is missing, invalid or expired.`;
+    if (err.code === RESULT_TOO_LARGE) return `The tool server "${name}" answered with a result too large to pass on: ${err.message.replace(/^MCP error -?\d+: /, '')}. Ask for less (a narrower query, fewer items).`;
     if (typeof err.code === 'number') return `The tool server "${name}" rejected the call: ${err.message}`;
     return `The tool server "${name}" could not be reached: ${d}`;
   }
