@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BoundedLineReader, idOfTruncated } from '../src/hub/line-reader.js';
 import { startTestGateway, type TestGateway } from '../../test/support/gateway-harness.js';
-import { FIXTURE_SERVER, nodeServer } from '../../test/support/hub.js';
+import { FIXTURE_SERVER, nodeServer, untilHub } from '../../test/support/hub.js';
 
 interface CallBody {
   content: Array<{ type: string; text?: string }>;
@@ -34,6 +34,26 @@ describe('an oversized result from a stdio server', () => {
     expect(s.state).toBe('ready');
     expect(s.restarts).toBe(0);
     expect(await t.metric('voxgate_mcp_server_oversized_messages_total')).toBe(4);
+  });
+});
+
+describe('a call to a restarting server', () => {
+  it('answers the documented error result, not "no tool named"', async () => {
+    // A long backoff keeps the server in "restarting" for the whole test.
+    const t = await startTestGateway({ mcp: { restartBaseDelayMs: 600_000, servers: { fixture: nodeServer(FIXTURE_SERVER, { allowed_tools: ['crash', 'echo'] }) } } });
+    try {
+      await t.gw.hubStarted;
+      const restarting = untilHub(t.gw.hub, () => t.gw.hub.servers({})[0]!.state === 'restarting', 'fixture restarting');
+      await t.api('POST', '/v1/tools/mcp__fixture__crash/call', {});
+      await restarting;
+      expect(t.gw.hub.tools({}).some((x) => x.name === 'mcp__fixture__echo')).toBe(false);
+      const r = await t.api<CallBody>('POST', '/v1/tools/mcp__fixture__echo/call', { arguments: { text: 'x' } });
+      expect(r.status).toBe(200);
+      expect(r.body.isError).toBe(true);
+      expect(text(r.body)).toMatch(/The tool server "fixture" is not available right now \(restarting: connection lost/);
+    } finally {
+      await t.close();
+    }
   });
 });
 

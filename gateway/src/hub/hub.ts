@@ -170,7 +170,7 @@ export class McpHub {
     if (this.ns?.version === this.version) return this.ns;
     const entries: Array<{ raw: string; target: ToolTarget }> = [];
     for (const u of this.upstreams.values())
-      for (const t of u.tools) entries.push({ raw: serverToolRaw(u.config.name, t.name), target: { kind: 'server', server: u.config.name, tool: t.name } });
+      for (const t of u.knownTools) entries.push({ raw: serverToolRaw(u.config.name, t.name), target: { kind: 'server', server: u.config.name, tool: t.name } });
     if (this.d.deviceTools !== 'generic')
       for (const s of this.d.registry.sessions()) {
         if (s.state !== 'ready' || !s.catalog) continue;

@@ -83,16 +83,24 @@ export abstract class Upstream {
     protected readonly d: UpstreamDeps,
   ) {}
 
-  /** The tools callers may see: `allowed_tools` applied, capped. */
+  /** The tools callers may see (ready servers only): `allowed_tools` applied, capped. */
   get tools(): readonly Tool[] {
-    if (this.state !== 'ready') return [];
+    return this.state === 'ready' ? this.knownTools : [];
+  }
+
+  /**
+   * The last tools this server listed, whatever its state: their names keep resolving while it restarts
+   * or is down, so a call answers "not available right now" instead of "no tool named".
+   */
+  get knownTools(): readonly Tool[] {
+    if (this.state === 'stopped' || this.state === 'disabled') return [];
     const allowed = this.config.allowedTools;
     const list = allowed ? this.allTools.filter((t) => allowed.includes(t.name)) : this.allTools;
     return list.slice(0, this.d.settings.maxTools);
   }
 
   hasTool(name: string): boolean {
-    return this.tools.some((t) => t.name === name);
+    return this.knownTools.some((t) => t.name === name);
   }
 
   abstract start(): Promise<void>;
@@ -220,6 +228,7 @@ export class McpUpstream extends Upstream {
   private stableTimer: NodeJS.Timeout | undefined;
   private readonly stderrTail: string[] = [];
   private generation = 0;
+  private reinitializing: Promise<void> | undefined;
 
   async start(): Promise<void> {
     if (this.stopping) return;
@@ -342,14 +351,16 @@ export class McpUpstream extends Upstream {
   }
 
   async call(tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
-    const client = this.client;
-    if (!client || this.state !== 'ready')
+    // A remote server that failed may be back: a call tries it again, at most once per restartBaseDelayMs.
+    if (this.state === 'failed' && this.config.type !== 'stdio' && !this.stopping && Date.now() - this.since >= this.d.settings.restartBaseDelayMs)
+      await this.reinitialize(this.client);
+    if (!this.client || this.state !== 'ready')
       return unavailable(`The tool server "${this.config.name}" is not available right now (${this.state}${this.lastError ? `: ${this.lastError}` : ''}).`);
     const headers = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name);
     const timeout = this.timeout(ctx);
     try {
-      const r = await callHeaders.run(headers, () =>
-        client.callTool({ name: tool, arguments: args }, { timeout, ...(ctx.signal ? { signal: ctx.signal } : {}) }),
+      const r = await this.withSession((client) =>
+        callHeaders.run(headers, () => client.callTool({ name: tool, arguments: args }, { timeout, ...(ctx.signal ? { signal: ctx.signal } : {}) })),
       );
       return r as CallToolResult;
     } catch (e) {
@@ -357,18 +368,58 @@ export class McpUpstream extends Upstream {
     }
   }
 
+  /**
+   * Run `fn` on the current client. A Streamable HTTP server that answers 404 to our session id has lost
+   * it (it restarted): as the spec requires, initialize a new session, then run `fn` once more.
+   */
+  private async withSession<T>(fn: (client: Client) => Promise<T>): Promise<T> {
+    const client = this.client;
+    if (!client) throw new GatewayError('UPSTREAM_UNAVAILABLE', `server "${this.config.name}" is not connected`);
+    try {
+      return await fn(client);
+    } catch (e) {
+      if (!this.sessionLost(e)) throw e;
+      await this.reinitialize(client);
+      const fresh = this.client as Client | undefined;
+      if (!fresh || this.state !== 'ready') throw e;
+      return fn(fresh);
+    }
+  }
+
+  /** HTTP 404 to our session id (the server restarted), or the server unreachable: re-initialize to learn which. */
+  private sessionLost(e: unknown): boolean {
+    if (this.config.type === 'stdio') return false;
+    const err = e as { status?: number; data?: { status?: number } };
+    if (this.config.type === 'http' && (err.status ?? err.data?.status) === 404) return true;
+    return e instanceof TypeError && /fetch failed/.test(e.message);
+  }
+
+  /** One re-initialize at a time; calls that failed on the same lost session share it. */
+  private reinitialize(lost: Client | undefined): Promise<void> {
+    if (this.client !== lost) return this.reinitializing ?? Promise.resolve();
+    this.reinitializing ??= (async () => {
+      this.d.log.warn('upstream MCP server forgot our session (HTTP 404) or is unreachable: initializing a new one');
+      this.generation++; // the old client's close is not a "lost connection"
+      this.client = undefined;
+      this.setState('restarting', 'the server lost our session (HTTP 404) or is unreachable; initializing a new one');
+      await lost?.close().catch(() => undefined);
+      await this.start().catch((e: unknown) => this.d.log.warn({ err: (e as Error).message }, 'upstream re-initialize failed'));
+    })().finally(() => (this.reinitializing = undefined));
+    return this.reinitializing;
+  }
+
   override async listResources(ctx: CallContext): Promise<Resource[]> {
     const client = this.readyClient('resources');
     if (!client) return [];
     const h = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name, true);
-    return (await callHeaders.run(h, () => client.listResources(undefined, { timeout: this.timeout(ctx) }))).resources;
+    return (await this.withSession((c) => callHeaders.run(h, () => c.listResources(undefined, { timeout: this.timeout(ctx) })))).resources;
   }
   override async readResource(uri: string, ctx: CallContext): Promise<ReadResourceResult> {
     const client = this.readyClient('resources');
     if (!client) throw new GatewayError('UPSTREAM_UNAVAILABLE', `server "${this.config.name}" is not ready or has no resources`);
     const h = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name);
     try {
-      return await callHeaders.run(h, () => client.readResource({ uri }, { timeout: this.timeout(ctx) }));
+      return await this.withSession((c) => callHeaders.run(h, () => c.readResource({ uri }, { timeout: this.timeout(ctx) })));
     } catch (e) {
       throw new GatewayError('UPSTREAM_ERROR', `server "${this.config.name}" could not read ${uri}: ${this.describe(e)}`);
     }
@@ -377,14 +428,14 @@ export class McpUpstream extends Upstream {
     const client = this.readyClient('prompts');
     if (!client) return [];
     const h = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name, true);
-    return (await callHeaders.run(h, () => client.listPrompts(undefined, { timeout: this.timeout(ctx) }))).prompts;
+    return (await this.withSession((c) => callHeaders.run(h, () => c.listPrompts(undefined, { timeout: this.timeout(ctx) })))).prompts;
   }
   override async getPrompt(name: string, args: Record<string, string>, ctx: CallContext): Promise<GetPromptResult> {
     const client = this.readyClient('prompts');
     if (!client) throw new GatewayError('UPSTREAM_UNAVAILABLE', `server "${this.config.name}" is not ready or has no prompts`);
     const h = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name);
     try {
-      return await callHeaders.run(h, () => client.getPrompt({ name, arguments: args }, { timeout: this.timeout(ctx) }));
+      return await this.withSession((c) => callHeaders.run(h, () => c.getPrompt({ name, arguments: args }, { timeout: this.timeout(ctx) })));
     } catch (e) {
       throw new GatewayError('UPSTREAM_ERROR', `server "${this.config.name}" could not get prompt "${name}": ${this.describe(e)}`);
     }
