@@ -271,3 +271,25 @@ describe('/mcp DNS-rebinding protection', () => {
     }
   });
 });
+
+describe('/mcp DELETE', () => {
+  it('accepts Content-Type: application/json with an empty body (as the Python SDK sends) and ends the session', async () => {
+    const t = await startTestGateway();
+    try {
+      const client = new Client({ name: 'delete-test', version: '1.0.0' });
+      const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } });
+      await client.connect(transport);
+      const sid = transport.sessionId!;
+      expect(await t.metric('voxgate_mcp_endpoint_sessions')).toBe(1);
+      const del = await fetch(`${t.baseUrl}/mcp`, { method: 'DELETE', headers: { authorization: `Bearer ${TEST_API_KEY}`, 'mcp-session-id': sid, 'content-type': 'application/json' }, body: '' });
+      expect(del.status).toBe(200);
+      expect(await t.metric('voxgate_mcp_endpoint_sessions')).toBe(0);
+      // A malformed JSON body is still refused.
+      const bad = await fetch(`${t.baseUrl}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":' });
+      expect(bad.status).toBe(400);
+      await client.close().catch(() => undefined);
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -209,6 +209,16 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     return reply;
   };
 
+  // An empty body with `Content-Type: application/json` is no body (the Python SDK's DELETE sends exactly
+  // that); anything else goes through fastify's own JSON parser (prototype-poisoning checks included).
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') return done(null, undefined);
+    json(req, text, done);
+  });
+
   app.route({
     method: ['GET', 'POST', 'DELETE'],
     url: '/mcp',
