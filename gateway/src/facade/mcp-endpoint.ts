@@ -140,8 +140,12 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     const caller = authenticate(req.headers.authorization, o.apiKeys(), o.tenantOf);
     if (!caller) {
       o.metrics.mcpRequests.inc({ outcome: 'unauthorized' });
-      void reply.header('www-authenticate', 'Bearer realm="voxgate"');
-      return rpcError(reply, 401, -32001, 'Unauthorized: send Authorization: Bearer <api key>');
+      // RFC 6750: a bearer token is expected, and it is an API key. No resource_metadata: this endpoint
+      // advertises no OAuth, so OAuth-aware clients report a bad key instead of starting an OAuth flow.
+      const present = /^Bearer\s+\S+\s*$/i.test(req.headers.authorization ?? '');
+      const description = present ? 'the API key is not valid' : 'an API key is required: Authorization: Bearer <api key>';
+      void reply.header('www-authenticate', `Bearer realm="voxgate"${present ? ', error="invalid_token"' : ''}, error_description="${description}"`);
+      return rpcError(reply, 401, -32001, `Unauthorized: ${description}`);
     }
     (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller = caller;
     // The SDK reads `req.auth` as the request's authInfo: the tenant only, never the key itself.
