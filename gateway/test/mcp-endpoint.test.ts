@@ -301,3 +301,41 @@ describe('/mcp DELETE', () => {
     }
   });
 });
+
+describe('/mcp CORS', () => {
+  it('answers preflights and exposes Mcp-Session-Id for allowedOrigins only', async () => {
+    const allowed = 'https://console.example.com';
+    const t = await startTestGateway({ mcp: { endpoint: { allowedOrigins: [allowed] } } });
+    const preflight = (origin: string) =>
+      fetch(`${t.baseUrl}/mcp`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, mcp-session-id' } });
+    try {
+      const ok = await preflight(allowed);
+      expect(ok.status).toBe(204);
+      expect(ok.headers.get('access-control-allow-origin')).toBe(allowed);
+      expect(ok.headers.get('access-control-allow-methods')).toMatch(/POST/);
+      expect(ok.headers.get('access-control-allow-headers')?.toLowerCase()).toEqual(expect.stringContaining('mcp-session-id'));
+      expect(ok.headers.get('access-control-allow-headers')?.toLowerCase()).toEqual(expect.stringContaining('authorization'));
+      const foreign = await preflight('https://evil.example');
+      expect(foreign.status).toBe(403);
+      expect(foreign.headers.get('access-control-allow-origin')).toBeNull();
+
+      const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'browser', version: '1' } } };
+      const res = await fetch(`${t.baseUrl}/mcp`, {
+        method: 'POST',
+        headers: { origin: allowed, authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify(init),
+      });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('mcp-session-id')).toBeTruthy();
+      expect(res.headers.get('access-control-allow-origin')).toBe(allowed);
+      expect(res.headers.get('access-control-expose-headers')).toMatch(/Mcp-Session-Id/);
+      await res.body?.cancel();
+      // Errors carry the CORS headers too, so the page can read why.
+      const unauth = await fetch(`${t.baseUrl}/mcp`, { method: 'POST', headers: { origin: allowed, 'content-type': 'application/json' }, body: JSON.stringify(init) });
+      expect(unauth.status).toBe(401);
+      expect(unauth.headers.get('access-control-allow-origin')).toBe(allowed);
+    } finally {
+      await t.close();
+    }
+  });
+});

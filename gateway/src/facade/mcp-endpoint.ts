@@ -52,6 +52,9 @@ export interface McpEndpoint {
   close(): Promise<void>;
 }
 
+const CORS_REQUEST_HEADERS = 'Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, X-Voxgate-Tokens';
+const CORS_EXPOSED_HEADERS = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate';
+
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
   reply.code(status).type('application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
 
@@ -126,7 +129,38 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     return (u.protocol === 'http:' || u.protocol === 'https:') && o.allowedHosts.has(u.hostname.toLowerCase());
   };
 
+  /**
+   * CORS for browser clients on the origins in `allowedOrigins` (only those; same-origin pages need none).
+   * Written by hand for this one route: a CORS plugin registers a global `OPTIONS *` route.
+   */
+  const corsOrigin = (req: FastifyRequest): string | undefined => {
+    const origin = req.headers.origin;
+    return origin !== undefined && o.allowedOrigins.includes(origin) ? origin : undefined;
+  };
+  const preflight = (req: FastifyRequest, reply: FastifyReply) => {
+    const origin = corsOrigin(req);
+    if (!origin || !hostAllowed(req)) {
+      o.metrics.mcpRequests.inc({ outcome: 'cors_refused' });
+      return reply.code(403).send();
+    }
+    return reply
+      .code(204)
+      .header('access-control-allow-origin', origin)
+      .header('vary', 'Origin')
+      .header('access-control-allow-methods', 'GET, POST, DELETE')
+      .header('access-control-allow-headers', CORS_REQUEST_HEADERS)
+      .header('access-control-max-age', '600')
+      .send();
+  };
+
   const handle = async (req: FastifyRequest, reply: FastifyReply) => {
+    const cors = corsOrigin(req);
+    if (cors) {
+      // On the raw response: the SDK writes hijacked replies itself, and Node merges these into its writeHead.
+      reply.raw.setHeader('access-control-allow-origin', cors);
+      reply.raw.setHeader('vary', 'Origin');
+      reply.raw.setHeader('access-control-expose-headers', CORS_EXPOSED_HEADERS);
+    }
     if (!hostAllowed(req)) {
       o.metrics.mcpRequests.inc({ outcome: 'forbidden_host' });
       log.warn({ host: String(req.headers.host).slice(0, 200) }, 'mcp request for a host name not in mcp.endpoint.allowedHosts refused');
@@ -229,6 +263,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     schema: { hide: true },
     handler: handle,
   });
+  app.route({ method: 'OPTIONS', url: '/mcp', schema: { hide: true }, handler: preflight });
 
   return {
     sessionCount: () => sessions.size,
