@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import { parseTokensHeader, type Tokens } from '../hub/credentials.js';
 import type { Caller, McpHub } from '../hub/hub.js';
+import type { Progress } from '../hub/upstream.js';
 
 /**
  * One MCP server instance speaking for the hub to one caller (one legacy session, or one modern request).
@@ -51,7 +52,16 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
     const name = req.params.name;
     const args = (req.params.arguments ?? {}) as Record<string, unknown>;
     try {
-      const { durationMs: _d, ...result } = await hub.call(name, args, { ...caller, tokens: tokensOf(ctx.http?.req), signal: ctx.mcpReq.signal });
+      const progressToken = ctx.mcpReq._meta?.progressToken ?? req.params._meta?.progressToken;
+      // Progress from the upstream goes back under the caller's own token, to this request only.
+      // Each notification is sent before the result (awaited below), so none arrives after its call ended.
+      let sent: Promise<unknown> = Promise.resolve();
+      const onProgress =
+        progressToken === undefined
+          ? undefined
+          : (p: Progress) => (sent = sent.then(() => ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, ...p } })).catch(() => undefined));
+      const { durationMs: _d, ...result } = await hub.call(name, args, { ...caller, tokens: tokensOf(ctx.http?.req), signal: ctx.mcpReq.signal, onProgress });
+      await sent;
       return result as CallToolResult;
     } catch (e) {
       if (e instanceof GatewayError && e.code === 'TOOL_NOT_FOUND') throw new ProtocolError(ProtocolErrorCode.InvalidParams, e.message);

@@ -83,7 +83,7 @@ export class ChildStdioTransport implements Transport {
             this.onerror?.(e as Error);
             continue;
           }
-          this.onmessage?.(msg);
+          this.deliver(msg);
         }
       });
       let partial = '';
@@ -96,12 +96,28 @@ export class ChildStdioTransport implements Transport {
     });
   }
 
+  /**
+   * One message per microtask, in order. The SDK runs notification handlers a microtask later but settles
+   * responses at once: a progress notification and the response read from the same chunk would otherwise
+   * lose the notification (its handler is gone by the time it runs).
+   */
+  private delivery: Promise<void> = Promise.resolve();
+  private deliver(msg: JSONRPCMessage): void {
+    this.delivery = this.delivery.then(() => {
+      try {
+        this.onmessage?.(msg);
+      } catch (e) {
+        this.onerror?.(e as Error);
+      }
+    });
+  }
+
   /** Answer the request the skipped message was for, so that its caller hears why at once. */
   private oversized(bytes: number, id: string | number | undefined): void {
     this.o.onOversized?.({ bytes, id });
     const message = `the server's answer was ${bytes} bytes, over the limit of ${this.o.maxMessageBytes} bytes (mcp.maxResultBytes)`;
     if (id === undefined) this.onerror?.(new Error(`skipped a message from the server: ${message}`));
-    else this.onmessage?.({ jsonrpc: '2.0', id, error: { code: RESULT_TOO_LARGE, message } });
+    else this.deliver({ jsonrpc: '2.0', id, error: { code: RESULT_TOO_LARGE, message } });
   }
 
   async send(message: JSONRPCMessage): Promise<void> {

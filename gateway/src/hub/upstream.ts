@@ -38,10 +38,19 @@ export interface HubSettings {
   clientInfo: { name: string; version: string };
 }
 
+export interface Progress {
+  progress: number;
+  total?: number | undefined;
+  message?: string | undefined;
+}
+
 export interface CallContext {
   tokens?: Tokens | undefined;
   timeoutMs?: number | undefined;
+  /** The caller gave up (its request was cancelled): the upstream is sent notifications/cancelled. */
   signal?: AbortSignal | undefined;
+  /** Set when the caller asked for progress (a progress token): the upstream's progress, for it alone. */
+  onProgress?: ((p: Progress) => void) | undefined;
 }
 
 export interface ServerStatus {
@@ -360,7 +369,17 @@ export class McpUpstream extends Upstream {
     const timeout = this.timeout(ctx);
     try {
       const r = await this.withSession((client) =>
-        callHeaders.run(headers, () => client.callTool({ name: tool, arguments: args }, { timeout, ...(ctx.signal ? { signal: ctx.signal } : {}) })),
+        callHeaders.run(headers, () =>
+          client.callTool(
+            { name: tool, arguments: args },
+            {
+              timeout,
+              ...(ctx.signal ? { signal: ctx.signal } : {}),
+              // Our own progress token goes upstream; the SDK maps its notifications back to this call only.
+              ...(ctx.onProgress ? { onprogress: progressRelay(ctx.onProgress), resetTimeoutOnProgress: true, maxTotalTimeout: timeout * 10 } : {}),
+            },
+          ),
+        ),
       );
       return r as CallToolResult;
     } catch (e) {
@@ -499,6 +518,18 @@ export class McpUpstream extends Upstream {
     if (typeof err.code === 'number') return `The tool server "${name}" rejected the call: ${err.message}`;
     return `The tool server "${name}" could not be reached: ${d}`;
   }
+}
+
+/** Pass on only the fields a progress notification has, bounded (the upstream is untrusted). */
+function progressRelay(to: (p: Progress) => void): (p: { progress: number; total?: number; message?: string }) => void {
+  return (p) => {
+    if (typeof p.progress !== 'number' || !Number.isFinite(p.progress)) return;
+    to({
+      progress: p.progress,
+      ...(typeof p.total === 'number' && Number.isFinite(p.total) ? { total: p.total } : {}),
+      ...(typeof p.message === 'string' ? { message: p.message.slice(0, 1000) } : {}),
+    });
+  };
 }
 
 function unavailable(text: string): CallToolResult {
