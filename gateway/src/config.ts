@@ -136,6 +136,8 @@ export const ConfigSchema = z
         maxToolsPerServer: z.coerce.number().int().min(1).max(10_000).default(512),
         /** Default for servers without `allow_private_network`: outbound HTTP may reach private addresses. */
         allowPrivateNetwork: Bool.default(false),
+        /** Asked of hosted servers that log (logging/setLevel); their messages go to /mcp sessions that see them. */
+        upstreamLogLevel: z.enum(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']).default('info'),
         endpoint: z
           .object({
             enabled: Bool.default(true),

@@ -94,6 +94,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       maxMessageBytes: config.mcp.maxResultBytes,
       maxTools: config.mcp.maxToolsPerServer,
       allowPrivateNetwork: config.mcp.allowPrivateNetwork,
+      logLevel: config.mcp.upstreamLogLevel,
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
     },
   });

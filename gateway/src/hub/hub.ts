@@ -1,5 +1,18 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
-import type { CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, Tool } from '@modelcontextprotocol/client';
+import {
+  ProtocolError,
+  ProtocolErrorCode,
+  type CallToolResult,
+  type CompleteRequest,
+  type CompleteResult,
+  type GetPromptResult,
+  type LoggingMessageNotificationParams,
+  type Prompt,
+  type ReadResourceResult,
+  type Resource,
+  type ResourceTemplateType,
+  type Tool,
+} from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
 import type { DeviceRegistry } from '../devices/registry.js';
 import { GatewayError } from '../errors.js';
@@ -8,7 +21,7 @@ import type { Metrics } from '../metrics.js';
 import type { ServerConfig } from './config.js';
 import type { Tokens } from './credentials.js';
 import { buildNamespace, deviceToolRaw, serverToolRaw, TOOL_NAME, type ToolTarget } from './names.js';
-import { createUpstream, McpUpstream, type CallContext, type HubSettings, type ServerStatus, type Upstream } from './upstream.js';
+import { createUpstream, McpUpstream, type CallContext, type HubSettings, type Peer, type PeerMethod, type ServerStatus, type Upstream } from './upstream.js';
 
 export type DeviceToolMode = 'per_device' | 'generic' | 'both';
 
@@ -22,6 +35,9 @@ export interface HubTool {
   name: string;
   description: string;
   inputSchema: Record<string, unknown>;
+  /** A hosted server's own fields, passed on unchanged. */
+  title?: string;
+  outputSchema?: Record<string, unknown>;
   annotations?: Record<string, unknown>;
   source: { kind: 'server'; server: string; tool: string } | { kind: 'device'; deviceId: string; tool: string } | { kind: 'generic' };
   /** The server's `response_instruction`, for the assistant to add after this tool ran. */
@@ -38,6 +54,11 @@ export interface HubPrompt extends Prompt {
 export interface HubResource extends Resource {
   server: string;
 }
+export interface HubResourceTemplate extends ResourceTemplateType {
+  server: string;
+}
+export type LogListener = (server: string, params: LoggingMessageNotificationParams) => void;
+export type ResourceUpdatedListener = (server: string, uri: string) => void;
 
 export interface Instructions {
   system: Array<{ server: string; instruction: string }>;
@@ -94,6 +115,10 @@ export class McpHub {
   private closed = false;
   /** Calls in flight, so that shutdown can answer each one (SHUTTING_DOWN) and tell its upstream to cancel. */
   private readonly inflight = new Set<InFlight>();
+  private readonly logListeners = new Set<LogListener>();
+  private readonly updateListeners = new Set<ResourceUpdatedListener>();
+  /** Upstream resource subscriptions, counted over /mcp sessions: `server\0uri` -> sessions. */
+  private readonly subscribed = new Map<string, number>();
   private draining = false;
 
   constructor(private readonly d: HubDeps) {
@@ -108,6 +133,9 @@ export class McpHub {
             onToolsChanged: () => this.changed(),
             onStateChange: (state) => d.metrics.hubServerStates.inc({ state }),
             onOversized: () => d.metrics.hubOversized.inc(),
+            onLog: (params) => this.emit(this.logListeners, (l) => l(cfg.name, params)),
+            onResourceUpdated: (uri) => this.emit(this.updateListeners, (l) => l(cfg.name, uri)),
+            onPeerRequest: (method, params, signal) => this.peerRequest(cfg.name, method, params, signal),
           }),
         );
       }
@@ -198,6 +226,8 @@ export class McpHub {
         if (!name) continue;
         const entry: HubTool = { name, description: t.description ?? '', inputSchema: t.inputSchema as Record<string, unknown>, source: { kind: 'server', server: u.config.name, tool: t.name } };
         if (t.annotations) entry.annotations = t.annotations as Record<string, unknown>;
+        if (typeof t.title === 'string') entry.title = t.title;
+        if (t.outputSchema) entry.outputSchema = t.outputSchema as Record<string, unknown>;
         if (u.config.responseInstruction) entry.responseInstruction = u.config.responseInstruction;
         if (u.config.autoContextTools.includes(t.name)) entry.autoContext = true;
         out.push(entry);
@@ -241,7 +271,7 @@ export class McpHub {
     const kind = target.kind;
     let result: CallToolResult;
     try {
-      result = await this.tracked(ctx, (signal) => this.dispatch(target, args, { ...ctx, signal }));
+      result = await this.tracked(ctx, target.kind === 'server' ? target.server : undefined, (signal) => this.dispatch(target, args, { ...ctx, signal }));
     } catch (e) {
       if (e instanceof GatewayError && ['TOOL_NOT_FOUND', 'INVALID_ARGUMENTS', 'MISSING_TOKEN', 'INVALID_REQUEST'].includes(e.code)) {
         this.d.metrics.hubCalls.inc({ kind, outcome: e.code.toLowerCase() });
@@ -256,14 +286,14 @@ export class McpHub {
   }
 
   /** Run `work` with a signal that the caller's signal or shutdown aborts; shutdown also settles it at once. */
-  private async tracked<T>(ctx: CallContext, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  private async tracked<T>(ctx: CallContext, server: string | undefined, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
     if (this.draining) throw shuttingDown();
     const abort = new AbortController();
     const onCallerAbort = () => abort.abort(ctx.signal?.reason);
     ctx.signal?.addEventListener('abort', onCallerAbort, { once: true });
     let stop!: (e: Error) => void;
     const stopped = new Promise<never>((_resolve, reject) => (stop = reject));
-    const entry: InFlight = { stop: () => (stop(shuttingDown()), abort.abort(shuttingDown())), done: Promise.resolve() };
+    const entry: InFlight = { stop: () => (stop(shuttingDown()), abort.abort(shuttingDown())), done: Promise.resolve(), server, peer: ctx.peer };
     const run = Promise.race([work(abort.signal), stopped]);
     entry.done = run.then(
       () => undefined,
@@ -356,11 +386,7 @@ export class McpHub {
   async readResource(uri: string, server: string | undefined, caller: Caller & CallContext): Promise<ReadResourceResult & { server: string }> {
     let u = server ? this.upstreams.get(server) : undefined;
     if (server && (!u || !this.visible(u, caller))) throw new GatewayError('SERVER_NOT_FOUND', `no MCP server "${server}"`);
-    if (!u) {
-      const owner = (await this.resources(caller)).find((r) => r.uri === uri);
-      if (!owner) throw new GatewayError('NOT_FOUND', `no server lists the resource ${uri.slice(0, 200)}; name the server`);
-      u = this.upstreams.get(owner.server)!;
-    }
+    u ??= await this.ownerOf(uri, caller);
     return { ...(await u.readResource(uri, caller)), server: u.config.name };
   }
 
@@ -405,6 +431,120 @@ export class McpHub {
     return { system, responseInstructions, autoContextTools };
   }
 
+  /** Resource templates of every visible server that has them. A server that fails is skipped (logged). */
+  async resourceTemplates(caller: Caller & CallContext): Promise<HubResourceTemplate[]> {
+    const out: HubResourceTemplate[] = [];
+    await Promise.all(
+      [...this.upstreams.values()]
+        .filter((u) => this.visible(u, caller))
+        .map(async (u) => {
+          try {
+            for (const t of await u.listResourceTemplates(caller)) out.push({ ...t, server: u.config.name });
+          } catch (e) {
+            this.d.log.warn({ server: u.config.name, err: (e as Error).message }, 'resources/templates/list failed');
+          }
+        }),
+    );
+    return out.sort((a, b) => (a.server + a.uriTemplate < b.server + b.uriTemplate ? -1 : 1));
+  }
+
+  /**
+   * The server that owns a resource URI: one that lists it, else the one whose template's literal prefix
+   * (the text before its first `{`) is the longest start of the URI. Templates are upstream data: matched
+   * by prefix, never compiled into a regular expression.
+   */
+  private async ownerOf(uri: string, caller: Caller & CallContext): Promise<Upstream> {
+    const listed = (await this.resources(caller)).find((r) => r.uri === uri);
+    if (listed) return this.upstreams.get(listed.server)!;
+    let best: { server: string; len: number } | undefined;
+    for (const t of await this.resourceTemplates(caller)) {
+      const prefix = t.uriTemplate.split('{')[0]!;
+      if (prefix.length > 0 && uri.startsWith(prefix) && (!best || prefix.length > best.len)) best = { server: t.server, len: prefix.length };
+    }
+    if (!best) throw new GatewayError('NOT_FOUND', `no server lists the resource ${uri.slice(0, 200)} or a template for it; name the server`);
+    return this.upstreams.get(best.server)!;
+  }
+
+  /** `completion/complete` for a namespaced prompt or a resource template, passed to its server. */
+  async complete(params: CompleteRequest['params'], caller: Caller & CallContext): Promise<CompleteResult> {
+    const ref = params.ref;
+    if (ref.type === 'ref/prompt') {
+      const p = (await this.prompts(caller)).find((x) => x.name === ref.name);
+      if (!p) throw new GatewayError('NOT_FOUND', `no prompt named "${ref.name.slice(0, 100)}"`);
+      return this.upstreams.get(p.server)!.complete({ ...params, ref: { ...ref, name: p.prompt } }, caller);
+    }
+    const t = (await this.resourceTemplates(caller)).find((x) => x.uriTemplate === ref.uri);
+    const u = t ? this.upstreams.get(t.server)! : await this.ownerOf(ref.uri, caller);
+    return u.complete(params, caller);
+  }
+
+  /** Subscribe (for one more /mcp session) to a resource; returns the owning server's name. */
+  async subscribe(uri: string, caller: Caller & CallContext): Promise<string> {
+    const u = await this.ownerOf(uri, caller);
+    const key = `${u.config.name}\0${uri}`;
+    const n = this.subscribed.get(key) ?? 0;
+    if (n === 0) await u.subscribe(uri);
+    this.subscribed.set(key, n + 1);
+    return u.config.name;
+  }
+  async unsubscribe(server: string, uri: string): Promise<void> {
+    const key = `${server}\0${uri}`;
+    const n = this.subscribed.get(key) ?? 0;
+    if (n > 1) return void this.subscribed.set(key, n - 1);
+    this.subscribed.delete(key);
+    if (n === 1) await this.upstreams.get(server)?.unsubscribe(uri);
+  }
+
+  onLog(fn: LogListener): () => void {
+    this.logListeners.add(fn);
+    return () => this.logListeners.delete(fn);
+  }
+  onResourceUpdated(fn: ResourceUpdatedListener): () => void {
+    this.updateListeners.add(fn);
+    return () => this.updateListeners.delete(fn);
+  }
+  /** Whether a caller may see a server (and so its logs and resource updates). */
+  serverVisible(server: string, caller: Caller): boolean {
+    const u = this.upstreams.get(server);
+    return u !== undefined && this.visible(u, caller);
+  }
+
+  private emit<L>(listeners: Set<L>, call: (l: L) => void): void {
+    for (const l of listeners) {
+      try {
+        call(l);
+      } catch (err) {
+        this.d.log.error({ err }, 'hub listener failed');
+      }
+    }
+  }
+
+  /**
+   * A server asks its client something (sampling, elicitation, roots) while it serves calls. Only the
+   * caller of a call running on that server may answer, and only when it is the one caller there: with
+   * several, the request can't be told apart and goes to nobody (one caller never sees another's).
+   */
+  private async peerRequest(server: string, method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal): Promise<Record<string, unknown>> {
+    const peers = new Set<Peer>();
+    const keys = new Set<object>();
+    for (const c of this.inflight)
+      if (c.server === server && c.peer) {
+        peers.add(c.peer);
+        keys.add(c.peer.key);
+      }
+    const refuse = (why: string) => {
+      this.d.metrics.hubCalls.inc({ kind: 'peer_request', outcome: 'refused' });
+      this.d.log.info({ server, method, why }, 'request from an MCP server refused');
+      return new ProtocolError(ProtocolErrorCode.InvalidRequest, `${method} refused by the Voxgate gateway: ${why}`);
+    };
+    if (keys.size === 0) throw refuse('no MCP client is waiting on a call to this server that could answer it');
+    if (keys.size > 1) throw refuse('several clients are calling this server at once and the request does not say for which call it is');
+    const peer = [...peers][0]!;
+    if (!peer.supports(method)) throw refuse(`the calling MCP client does not support ${method.split('/')[0]}`);
+    this.d.metrics.hubCalls.inc({ kind: 'peer_request', outcome: 'forwarded' });
+    return peer.request(method, params, signal);
+  }
+
   /** PIDs of running stdio children (for tests and the status page). */
   childPids(): number[] {
     const out: number[] = [];
@@ -428,6 +568,8 @@ function targetKey(t: ToolTarget): string {
 interface InFlight {
   stop(): void;
   done: Promise<void>;
+  server: string | undefined;
+  peer: Peer | undefined;
 }
 
 const shuttingDown = () => new GatewayError('SHUTTING_DOWN', 'The gateway is shutting down; try again when it is back');

@@ -1,9 +1,16 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import {
   Client,
+  ProtocolError,
+  ProtocolErrorCode,
   SSEClientTransport,
   StreamableHTTPClientTransport,
   type CallToolResult,
+  type CompleteRequest,
+  type CompleteResult,
+  type LoggingLevel,
+  type LoggingMessageNotificationParams,
+  type ResourceTemplateType as ResourceTemplate,
   type GetPromptResult,
   type Prompt,
   type ReadResourceResult,
@@ -35,6 +42,8 @@ export interface HubSettings {
   maxMessageBytes: number;
   maxTools: number;
   allowPrivateNetwork: boolean;
+  /** Asked of every server with the logging capability; their log notifications are passed to /mcp sessions. */
+  logLevel?: LoggingLevel;
   clientInfo: { name: string; version: string };
 }
 
@@ -44,6 +53,18 @@ export interface Progress {
   message?: string | undefined;
 }
 
+/** Requests a hosted server may make of its client while it serves a call: passed on to the caller. */
+export const PEER_METHODS = ['sampling/createMessage', 'elicitation/create', 'roots/list'] as const;
+export type PeerMethod = (typeof PEER_METHODS)[number];
+
+/** The `/mcp` client a call came from: it alone may answer what the server asks while serving that call. */
+export interface Peer {
+  /** Callers are told apart by identity (one per /mcp session or stateless request). */
+  readonly key: object;
+  supports(method: PeerMethod): boolean;
+  request(method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal): Promise<Record<string, unknown>>;
+}
+
 export interface CallContext {
   tokens?: Tokens | undefined;
   timeoutMs?: number | undefined;
@@ -51,6 +72,7 @@ export interface CallContext {
   signal?: AbortSignal | undefined;
   /** Set when the caller asked for progress (a progress token): the upstream's progress, for it alone. */
   onProgress?: ((p: Progress) => void) | undefined;
+  peer?: Peer | undefined;
 }
 
 export interface ServerStatus {
@@ -77,6 +99,10 @@ export interface UpstreamDeps {
   onStateChange?: (state: ServerState) => void;
   /** A message over the size limit was skipped (counted by the hub). */
   onOversized?: () => void;
+  onLog?: (params: LoggingMessageNotificationParams) => void;
+  onResourceUpdated?: (uri: string) => void;
+  /** A request from the server (sampling, elicitation, roots): the hub finds the one caller that may answer. */
+  onPeerRequest?: (method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal) => Promise<Record<string, unknown>>;
 }
 
 /** What the hub needs of every kind of server. */
@@ -126,6 +152,18 @@ export abstract class Upstream {
   }
   getPrompt(name: string, _args: Record<string, string>, _ctx: CallContext): Promise<GetPromptResult> {
     return Promise.reject(new GatewayError('NOT_FOUND', `server "${this.config.name}" has no prompt "${name}"`));
+  }
+  listResourceTemplates(_ctx: CallContext): Promise<ResourceTemplate[]> {
+    return Promise.resolve([]);
+  }
+  complete(_params: CompleteRequest['params'], _ctx: CallContext): Promise<CompleteResult> {
+    return Promise.resolve({ completion: { values: [] } });
+  }
+  subscribe(uri: string): Promise<void> {
+    return Promise.reject(new GatewayError('NOT_FOUND', `server "${this.config.name}" offers no subscription to ${uri.slice(0, 200)}`));
+  }
+  unsubscribe(_uri: string): Promise<void> {
+    return Promise.resolve();
   }
   protected capabilities(): ServerStatus['capabilities'] {
     return { tools: true, resources: false, prompts: false };
@@ -238,6 +276,8 @@ export class McpUpstream extends Upstream {
   private readonly stderrTail: string[] = [];
   private generation = 0;
   private reinitializing: Promise<void> | undefined;
+  /** Resource URIs subscribed upstream (for any number of /mcp sessions; the hub counts them). */
+  private readonly subscriptions = new Set<string>();
 
   async start(): Promise<void> {
     if (this.stopping) return;
@@ -245,7 +285,8 @@ export class McpUpstream extends Upstream {
     const d = this.d;
     const transport = this.makeTransport();
     const client = new Client(d.settings.clientInfo, {
-      capabilities: {},
+      // Passed on to the /mcp client whose call is running (refused clearly when it cannot answer).
+      capabilities: { sampling: {}, elicitation: { form: {}, url: {} }, roots: {} },
       listChanged: {
         tools: {
           onChanged: (err, tools) => {
@@ -263,6 +304,18 @@ export class McpUpstream extends Upstream {
     this.client = client;
     this.transport = transport;
     client.onerror = (e) => d.log.debug({ err: e.message }, 'upstream transport error');
+    client.setNotificationHandler('notifications/message', (n) => {
+      if (gen === this.generation) d.onLog?.(n.params);
+    });
+    client.setNotificationHandler('notifications/resources/updated', (n) => {
+      if (gen === this.generation && typeof n.params.uri === 'string') d.onResourceUpdated?.(n.params.uri);
+    });
+    for (const method of PEER_METHODS)
+      client.setRequestHandler(method, async (req, ctx) => {
+        if (!d.onPeerRequest) throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `${method} is not available through this gateway`);
+        // The SDK checks the answer against the method's result schema before it goes back upstream.
+        return (await d.onPeerRequest(method, (req.params ?? {}) as Record<string, unknown>, ctx.mcpReq.signal)) as never;
+      });
     client.onclose = () => {
       // Only a connection that was up is "lost"; a failure while connecting is reported by start().
       if (gen !== this.generation || this.stopping || this.state !== 'ready') return;
@@ -300,6 +353,10 @@ export class McpUpstream extends Upstream {
       this.stableTimer = setTimeout(() => (this.restarts = 0), d.settings.restartResetMs);
       this.stableTimer.unref();
     }
+    const caps = client.getServerCapabilities();
+    if (caps?.logging && d.settings.logLevel) void client.setLoggingLevel(d.settings.logLevel).catch((e: unknown) => d.log.debug({ err: (e as Error).message }, 'logging/setLevel refused'));
+    // A new session (restart, re-initialize) has no subscriptions: renew ours.
+    if (caps?.resources?.subscribe) for (const uri of this.subscriptions) void client.subscribeResource({ uri }).catch(() => undefined);
     d.log.info({ tools: this.allTools.length, server: client.getServerVersion() }, 'upstream MCP server ready');
     d.onToolsChanged();
   }
@@ -458,6 +515,33 @@ export class McpUpstream extends Upstream {
     } catch (e) {
       throw new GatewayError('UPSTREAM_ERROR', `server "${this.config.name}" could not get prompt "${name}": ${this.describe(e)}`);
     }
+  }
+
+  override async listResourceTemplates(ctx: CallContext): Promise<ResourceTemplate[]> {
+    const client = this.readyClient('resources');
+    if (!client) return [];
+    const h = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name, true);
+    return (await this.withSession((c) => callHeaders.run(h, () => c.listResourceTemplates(undefined, { timeout: this.timeout(ctx) })))).resourceTemplates;
+  }
+  override async complete(params: CompleteRequest['params'], ctx: CallContext): Promise<CompleteResult> {
+    if (this.state !== 'ready' || !this.client?.getServerCapabilities()?.completions) return { completion: { values: [] } };
+    const h = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name, true);
+    try {
+      return await this.withSession((c) => callHeaders.run(h, () => c.complete(params, { timeout: this.timeout(ctx) })));
+    } catch (e) {
+      throw new GatewayError('UPSTREAM_ERROR', `server "${this.config.name}" could not complete: ${this.describe(e)}`);
+    }
+  }
+  override async subscribe(uri: string): Promise<void> {
+    const client = this.readyClient('resources');
+    if (!client?.getServerCapabilities()?.resources?.subscribe) throw new GatewayError('NOT_FOUND', `server "${this.config.name}" offers no resource subscriptions`);
+    await this.withSession((c) => c.subscribeResource({ uri }, { timeout: this.d.settings.callTimeoutMs }));
+    this.subscriptions.add(uri);
+  }
+  override async unsubscribe(uri: string): Promise<void> {
+    if (!this.subscriptions.delete(uri)) return;
+    const client = this.readyClient('resources');
+    await client?.unsubscribeResource({ uri }, { timeout: this.d.settings.callTimeoutMs }).catch(() => undefined);
   }
 
   private readyClient(cap: 'resources' | 'prompts'): Client | undefined {
