@@ -138,6 +138,8 @@ export const ConfigSchema = z
         allowPrivateNetwork: Bool.default(false),
         /** Asked of hosted servers that log (logging/setLevel); their messages go to /mcp sessions that see them. */
         upstreamLogLevel: z.enum(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']).default('info'),
+        /** Log messages per second passed on from one hosted server (a burst of as many); the rest are dropped and counted. */
+        upstreamLogRatePerSecond: z.coerce.number().int().min(1).max(10_000).default(20),
         endpoint: z
           .object({
             enabled: Bool.default(true),

@@ -95,6 +95,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       maxTools: config.mcp.maxToolsPerServer,
       allowPrivateNetwork: config.mcp.allowPrivateNetwork,
       logLevel: config.mcp.upstreamLogLevel,
+      logRatePerSecond: config.mcp.upstreamLogRatePerSecond,
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
     },
   });

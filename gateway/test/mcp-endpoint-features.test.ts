@@ -108,10 +108,32 @@ describe('/mcp passes on the protocol features of hosted servers', () => {
     expect(text((await client.callTool({ name: 'mcp__features__ask_roots', arguments: {} })) as CallToolResult)).toBe('roots: file:///work');
   });
 
+  it('passes on a hosted server\'s cancellation of its request to the client', async () => {
+    const client = await connect({ sampling: {} });
+    let cancelled!: () => void;
+    const wasCancelled = new Promise<void>((resolve) => (cancelled = resolve));
+    client.setRequestHandler('sampling/createMessage', async (_req, ctx) => {
+      await new Promise<void>((resolve) => ctx.mcpReq.signal.addEventListener('abort', () => resolve(), { once: true }));
+      cancelled();
+      return { model: 'test-model', role: 'assistant' as const, content: { type: 'text' as const, text: 'too late' } };
+    });
+    const r = (await client.callTool({ name: 'mcp__features__ask_sampling_then_cancel', arguments: {} })) as CallToolResult;
+    expect(text(r)).toBe('cancelled the sampling request');
+    await wasCancelled;
+  });
+
   it('refuses them clearly when the calling client cannot answer', async () => {
     const client = await connect();
     const r = (await client.callTool({ name: 'mcp__features__ask_sampling', arguments: {} })) as CallToolResult;
     expect(r.isError).toBe(true);
     expect(text(r)).toMatch(/refused by the Voxgate gateway: the calling MCP client does not support sampling/);
+  });
+
+  it('drops what a hosted server logs beyond mcp.upstreamLogRatePerSecond, and counts it', async () => {
+    const client = await connect();
+    const before = await t.metric('voxgate_mcp_server_logs_dropped_total');
+    // 200 at once against a bucket of 20 (+20/s): some of them must be dropped.
+    await client.callTool({ name: 'mcp__features__log_burst', arguments: { n: 200 } });
+    await expect.poll(() => t.metric('voxgate_mcp_server_logs_dropped_total'), { timeout: 10_000 }).toBeGreaterThan(before);
   });
 });

@@ -133,7 +133,10 @@ export class McpHub {
             onToolsChanged: () => this.changed(),
             onStateChange: (state) => d.metrics.hubServerStates.inc({ state }),
             onOversized: () => d.metrics.hubOversized.inc(),
-            onLog: (params) => this.emit(this.logListeners, (l) => l(cfg.name, params)),
+            onLog: (params) => {
+              if (this.logAllowed(cfg.name)) this.emit(this.logListeners, (l) => l(cfg.name, params));
+              else d.metrics.hubLogsDropped.inc();
+            },
             onResourceUpdated: (uri) => this.emit(this.updateListeners, (l) => l(cfg.name, uri)),
             onPeerRequest: (method, params, signal) => this.peerRequest(cfg.name, method, params, signal),
           }),
@@ -507,6 +510,20 @@ export class McpHub {
   serverVisible(server: string, caller: Caller): boolean {
     const u = this.upstreams.get(server);
     return u !== undefined && this.visible(u, caller);
+  }
+
+  /** A token bucket per server: a chatty server can't flood every session with its logs. */
+  private readonly logBuckets = new Map<string, { tokens: number; at: number }>();
+  private logAllowed(server: string): boolean {
+    const rate = this.d.settings.logRatePerSecond ?? 20;
+    const now = performance.now();
+    const b = this.logBuckets.get(server) ?? { tokens: rate, at: now };
+    b.tokens = Math.min(rate, b.tokens + ((now - b.at) / 1000) * rate);
+    b.at = now;
+    this.logBuckets.set(server, b);
+    if (b.tokens < 1) return false;
+    b.tokens -= 1;
+    return true;
   }
 
   private emit<L>(listeners: Set<L>, call: (l: L) => void): void {

@@ -44,6 +44,8 @@ export interface HubSettings {
   allowPrivateNetwork: boolean;
   /** Asked of every server with the logging capability; their log notifications are passed to /mcp sessions. */
   logLevel?: LoggingLevel;
+  /** Log messages per second passed on per server (token bucket, burst of as many). */
+  logRatePerSecond?: number;
   clientInfo: { name: string; version: string };
 }
 
