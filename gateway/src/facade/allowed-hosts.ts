@@ -1,3 +1,4 @@
+import { localhostAllowedHostnames } from '@modelcontextprotocol/server';
 import type { Config } from '../config.js';
 
 /**
@@ -6,11 +7,10 @@ import type { Config } from '../config.js';
  * neither may be compared with the request itself. Both are checked against names the operator
  * configured: loopback names, the public URL's host, a specific listen address, `mcp.endpoint.allowedHosts`.
  */
-const LOOPBACK = ['localhost', '127.0.0.1', '[::1]'];
 const WILDCARD = new Set(['0.0.0.0', '::', '[::]', '']);
 
 export function mcpAllowedHosts(config: Pick<Config, 'http' | 'mcp'>): Set<string> {
-  const out = new Set(LOOPBACK);
+  const out = new Set(localhostAllowedHostnames());
   const listen = bracketed(config.http.host.toLowerCase());
   if (!WILDCARD.has(listen)) out.add(listen);
   if (config.http.publicUrl) out.add(new URL(config.http.publicUrl).hostname.toLowerCase());
@@ -21,7 +21,10 @@ export function mcpAllowedHosts(config: Pick<Config, 'http' | 'mcp'>): Set<strin
   return out;
 }
 
-/** The lowercase host name of a `Host` header value (`name[:port]`, `[v6][:port]`); undefined if malformed. */
+/**
+ * The lowercase host name of a `Host` header value (`name[:port]`, `[v6][:port]`); undefined if malformed.
+ * Stricter than the SDK's `validateHostHeader`, which takes `user@allowed.name` or `name/path` as the name.
+ */
 export function hostnameOf(host: string | undefined): string | undefined {
   if (!host || host.length > 300) return undefined;
   try {
