@@ -1,7 +1,7 @@
 // The conformance suite's server fixture, written from the scenarios' descriptions, hosted by the gateway
 // as server "conformance": its tools and prompts become mcp__conformance__<name> (run.ts's pass-through
 // maps the suite's bare names onto those), its resource URIs pass through unchanged.
-import { completable, McpServer, ResourceTemplate } from '@modelcontextprotocol/server';
+import { completable, fromJsonSchema, McpServer, ResourceTemplate } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { z } from 'zod';
 
@@ -116,6 +116,21 @@ serveStdio(() => {
     });
     return text(`Elicitation completed: action=${r.action}, content=${JSON.stringify(r.content ?? {})}`);
   });
+
+  server.registerTool(
+    'json_schema_2020_12_tool',
+    {
+      description: 'Tool with JSON Schema 2020-12 features',
+      inputSchema: fromJsonSchema({
+        $schema: 'https://json-schema.org/draft/2020-12/schema',
+        type: 'object',
+        $defs: { address: { type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
+        properties: { name: { type: 'string' }, address: { $ref: '#/$defs/address' } },
+        additionalProperties: false,
+      }),
+    },
+    async () => text('ok'),
+  );
 
   server.registerPrompt('test_simple_prompt', { description: 'Simple prompt' }, () => ({ messages: [{ role: 'user', content: { type: 'text', text: 'This is a simple prompt for testing.' } }] }));
   server.registerPrompt(

@@ -6,7 +6,8 @@
  * maps the suite's bare tool and prompt names onto the gateway's namespaced ones (`mcp__conformance__*`;
  * it keeps the caller's Host, so the DNS-rebinding scenario reaches the gateway's own check), and the suite
  * run by Node 22 from the npm `node` package. Every scenario then goes through the gateway and the hub.
- * Both are npm packages fetched by npx into its cache (CONFORMANCE_VERSION, CONFORMANCE_NODE to change).
+ * Both are npm packages fetched by npx into its cache (CONFORMANCE_VERSION, CONFORMANCE_NODE to change;
+ * CONFORMANCE_SUITE=all adds the suite's pending scenarios).
  * Prints one line per scenario; exits non-zero when one fails.
  */
 import { spawn } from 'node:child_process';
@@ -85,7 +86,8 @@ const port = (proxy.address() as { port: number }).port;
 
 const out = join(dir, 'results');
 // npx puts both packages' bins on PATH: `node` is Node 22, `conformance` the suite.
-const suite = `node "$(command -v conformance)" server --url http://localhost:${port}/mcp -o ${out}`;
+const which = process.env['CONFORMANCE_SUITE'] ?? 'active';
+const suite = `node "$(command -v conformance)" server --suite ${which} --url http://localhost:${port}/mcp -o ${out}`;
 const code = await new Promise<number>((resolve) => {
   const sh = spawn('npx', ['-y', '-p', `node@${NODE}`, '-p', `@modelcontextprotocol/conformance@${VERSION}`, '-c', suite], { stdio: 'inherit' });
   sh.on('exit', (c) => resolve(c ?? 1));
@@ -102,7 +104,9 @@ if (existsSync(out))
     if (failures.length) failed++;
     const verdict = failures.length === 0 ? 'pass' : 'FAIL';
     const passed = checks.filter((c) => c.status === 'SUCCESS').length;
-    console.log(`${verdict}  ${scenario} (${passed} checks passed)${failures.length ? `: ${failures.map((f) => (f.errorMessage ?? f.name ?? '').slice(0, 200)).join('; ')}` : ''}`);
+    const warnings = checks.filter((c) => c.status === 'WARNING');
+    const notes = [...failures, ...warnings].map((f) => `${f.status}: ${(f.errorMessage ?? f.name ?? '').slice(0, 200)}`);
+    console.log(`${verdict}  ${scenario} (${passed} checks passed, ${warnings.length} warnings)${notes.length ? `\n      ${notes.join('\n      ')}` : ''}`);
   }
 
 proxy.close();
