@@ -117,15 +117,20 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
 
   // Resource subscriptions of this session: uri -> server. Released when the session closes.
   const subscriptions = new Map<string, string>();
+  let closed = false;
   s.setRequestHandler('resources/subscribe', async (req, ctx) => {
     const uri = req.params.uri;
     if (subscriptions.has(uri)) return {};
     if (subscriptions.size >= MAX_SUBSCRIPTIONS) throw new ProtocolError(ProtocolErrorCode.InvalidRequest, `at most ${MAX_SUBSCRIPTIONS} resource subscriptions per session`);
+    let server: string;
     try {
-      subscriptions.set(uri, await hub.subscribe(uri, { ...caller, tokens: tokensOf(ctx.http?.req) }));
+      server = await hub.subscribe(uri, { ...caller, tokens: tokensOf(ctx.http?.req) });
     } catch (e) {
       throw asProtocolError(e);
     }
+    // A twin request won the race, or the session ended meanwhile: give this count back.
+    if (closed || subscriptions.has(uri)) void hub.unsubscribe(server, uri).catch(() => undefined);
+    else subscriptions.set(uri, server);
     return {};
   });
   s.setRequestHandler('resources/unsubscribe', async (req) => {
@@ -153,6 +158,7 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
     );
   };
   s.onclose = () => {
+    closed = true;
     for (const off of offHub) off();
     offHub = [];
     for (const [uri, server] of subscriptions) void hub.unsubscribe(server, uri).catch(() => undefined);

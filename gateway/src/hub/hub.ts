@@ -485,9 +485,16 @@ export class McpHub {
   async subscribe(uri: string, caller: Caller & CallContext): Promise<string> {
     const u = await this.ownerOf(uri, caller);
     const key = `${u.config.name}\0${uri}`;
+    // Counted before the await, so two sessions subscribing at once both hold their count.
     const n = this.subscribed.get(key) ?? 0;
-    if (n === 0) await u.subscribe(uri);
     this.subscribed.set(key, n + 1);
+    if (n === 0)
+      try {
+        await u.subscribe(uri);
+      } catch (e) {
+        this.subscribed.delete(key);
+        throw e;
+      }
     return u.config.name;
   }
   async unsubscribe(server: string, uri: string): Promise<void> {
