@@ -435,7 +435,8 @@ export class McpUpstream extends Upstream {
               timeout,
               ...(ctx.signal ? { signal: ctx.signal } : {}),
               // Our own progress token goes upstream; the SDK maps its notifications back to this call only.
-              ...(ctx.onProgress ? { onprogress: progressRelay(ctx.onProgress), resetTimeoutOnProgress: true, maxTotalTimeout: timeout * 10 } : {}),
+              // (The timeout stays the call's bound: progress does not extend it.)
+              ...(ctx.onProgress ? { onprogress: progressRelay(ctx.onProgress) } : {}),
             },
           ),
         ),
