@@ -185,12 +185,23 @@ export const ConfigSchema = z
         maxToolsPerServer: z.coerce.number().int().min(1).max(10_000).default(512),
         /** Default for servers without `allow_private_network`: outbound HTTP may reach private addresses. */
         allowPrivateNetwork: Bool.default(false),
+        /** Asked of hosted servers that log (logging/setLevel); their messages go to /mcp sessions that see them. */
+        upstreamLogLevel: z.enum(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']).default('info'),
+        /** Log messages per second passed on from one hosted server (a burst of as many); the rest are dropped and counted. */
+        upstreamLogRatePerSecond: z.coerce.number().int().min(1).max(10_000).default(20),
         endpoint: z
           .object({
             enabled: Bool.default(true),
             /** Browser origins allowed besides the gateway's own; requests without Origin are allowed. */
             allowedOrigins: Csv.default([]),
+            /**
+             * Host names `/mcp` answers to (DNS-rebinding protection), besides localhost, 127.0.0.1, [::1],
+             * the host of `http.publicUrl` and a specific `http.host`. Names only, no port.
+             */
+            allowedHosts: Csv.default([]),
             maxSessions: z.coerce.number().int().min(1).max(100_000).default(1000),
+            /** Sessions one API key may hold at once, so one key cannot take every slot of `maxSessions`. */
+            maxSessionsPerKey: z.coerce.number().int().min(1).max(100_000).default(100),
             sessionIdleMs: Ms(30 * 60_000, 24 * 3_600_000),
           })
           .prefault({}),
@@ -276,6 +287,9 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_MCP_DEVICE_TOOLS: ['mcp', 'deviceTools'],
   GATEWAY_MCP_ALLOWED_ORIGINS: ['mcp', 'endpoint', 'allowedOrigins'],
   GATEWAY_MCP_ENDPOINT_ENABLED: ['mcp', 'endpoint', 'enabled'],
+  GATEWAY_MCP_ALLOWED_HOSTS: ['mcp', 'endpoint', 'allowedHosts'],
+  GATEWAY_MCP_MAX_SESSIONS: ['mcp', 'endpoint', 'maxSessions'],
+  GATEWAY_MCP_MAX_SESSIONS_PER_KEY: ['mcp', 'endpoint', 'maxSessionsPerKey'],
   GATEWAY_DATA_DIR: ['dataDir'],
   GATEWAY_LOG_LEVEL: ['logLevel'],
   GATEWAY_VISION_URL: ['vision', 'url'],

@@ -125,9 +125,11 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       restartMaxDelayMs: config.mcp.restartMaxDelayMs,
       restartResetMs: config.mcp.restartResetMs,
       maxResultBytes: config.mcp.maxResultBytes,
-      maxMessageBytes: Math.max(config.mcp.maxResultBytes * 2, 1024 * 1024),
+      maxMessageBytes: config.mcp.maxResultBytes,
       maxTools: config.mcp.maxToolsPerServer,
       allowPrivateNetwork: config.mcp.allowPrivateNetwork,
+      logLevel: config.mcp.upstreamLogLevel,
+      logRatePerSecond: config.mcp.upstreamLogRatePerSecond,
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
     },
   });
@@ -217,6 +219,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       stopping = true;
       log.info('shutting down: refusing new work, closing devices');
       for (const s of registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
+      // Calls to hosted servers in flight answer SHUTTING_DOWN before any connection closes.
+      await hub.drain();
       // Wait until each device socket has closed (close handshake done, or terminated a second later): a
       // process that exits before that cuts off the close frame, and the device sees 1006, not 1001.
       const devicesClosed = Promise.all([...ws.wss.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))));

@@ -27,6 +27,8 @@ export function createMetrics() {
     sseClients: new Gauge({ name: 'voxgate_sse_clients', help: 'Open SSE streams', registers: [registry] }),
     hubConnects: new Counter({ name: 'voxgate_mcp_server_connects_total', help: 'Upstream MCP server start attempts at hub start, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     hubServerStates: new Counter({ name: 'voxgate_mcp_server_state_changes_total', help: 'Upstream MCP server state changes, by new state', labelNames: ['state'] as const, registers: [registry] }),
+    hubOversized: new Counter({ name: 'voxgate_mcp_server_oversized_messages_total', help: 'Messages from stdio MCP servers over mcp.maxResultBytes, skipped', registers: [registry] }),
+    hubLogsDropped: new Counter({ name: 'voxgate_mcp_server_logs_dropped_total', help: 'Log messages from hosted MCP servers over mcp.upstreamLogRatePerSecond, dropped', registers: [registry] }),
     hubCalls: new Counter({ name: 'voxgate_tool_calls_total', help: 'Namespaced tool calls (HTTP and MCP endpoint), by target kind and outcome', labelNames: ['kind', 'outcome'] as const, registers: [registry] }),
     mcpRequests: new Counter({ name: 'voxgate_mcp_endpoint_requests_total', help: 'Requests to the /mcp endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),

@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../test/support/gateway-harness.js';
@@ -148,8 +149,16 @@ describe('/mcp: the gateway as an MCP server, driven by the SDK client', () => {
     const noKey = await post({});
     expect(noKey.status).toBe(401);
     expect(noKey.headers.get('www-authenticate')).toMatch(/Bearer/);
+    expect(noKey.headers.get('www-authenticate')).toMatch(/^Bearer realm="voxgate", error_description="an API key is required/);
     const wrongKey = await post({ authorization: 'Bearer wrong' });
     expect(wrongKey.status).toBe(401);
+    // A wrong key is an invalid bearer token, not an invitation to OAuth: no resource metadata anywhere.
+    const challenge = wrongKey.headers.get('www-authenticate')!;
+    expect(challenge).toMatch(/^Bearer realm="voxgate", error="invalid_token", error_description="the API key is not valid"$/);
+    expect(challenge).not.toMatch(/resource_metadata/);
+    expect(((await wrongKey.json()) as { error: { message: string } }).error.message).toMatch(/API key is not valid/);
+    expect((await fetch(`${t.baseUrl}/.well-known/oauth-protected-resource`)).status).toBe(404);
+    expect((await fetch(`${t.baseUrl}/.well-known/oauth-protected-resource/mcp`)).status).toBe(404);
     const foreign = await post({ authorization: `Bearer ${TEST_API_KEY}`, origin: 'https://evil.example' });
     expect(foreign.status).toBe(403);
     const listed = await post({ authorization: `Bearer ${TEST_API_KEY}`, origin: 'https://console.example.com' });
@@ -190,6 +199,141 @@ describe('/mcp sessions are bounded', () => {
       expect((await again.listTools()).tools.map((x) => x.name)).toContain('devices_list');
       await again.close();
       await first.close().catch(() => undefined);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('/mcp session caps per API key and in total', () => {
+  it('one key reaching its own cap leaves room for every other key; the total still holds', async () => {
+    const other = 'other-api-key-0123456789';
+    const t = await startTestGateway({ apiKeys: [TEST_API_KEY, other], mcp: { endpoint: { maxSessions: 3, maxSessionsPerKey: 2 } } });
+    const transports = new Map<Client, StreamableHTTPClientTransport>();
+    const open = async (key: string) => {
+      const client = new Client({ name: 'cap-test', version: '1.0.0' });
+      const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } });
+      await client.connect(transport);
+      transports.set(client, transport);
+      return client;
+    };
+    const held: Client[] = [];
+    try {
+      held.push(await open(TEST_API_KEY), await open(TEST_API_KEY));
+      await expect(open(TEST_API_KEY)).rejects.toThrow(/Too many MCP sessions for this API key/);
+      expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'session_limit_key' })).toBe(1);
+      // The greedy key did not lock the other tenant out.
+      held.push(await open(other));
+      expect((await held[2]!.listTools()).tools.length).toBeGreaterThan(0);
+      // ...and the total cap still applies to everyone.
+      await expect(open(other)).rejects.toThrow(/Too many MCP sessions;/);
+      // Closing a session (DELETE) gives the key its slot back.
+      await transports.get(held[0]!)!.terminateSession();
+      held.push(await open(TEST_API_KEY));
+      expect(await t.metric('voxgate_mcp_endpoint_sessions')).toBe(3);
+    } finally {
+      for (const c of held) await c.close().catch(() => undefined);
+      await t.close();
+    }
+  });
+});
+
+
+/** A raw POST with any Host header (fetch will not send a forged Host). */
+function rawPost(baseUrl: string, headers: Record<string, string>, body: unknown): Promise<{ status: number; text: string }> {
+  const u = new URL(`${baseUrl}/mcp`);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+describe('/mcp DNS-rebinding protection', () => {
+  it('answers only configured host names, and checks Origin against them, not against the request', async () => {
+    const t = await startTestGateway({ http: { publicUrl: 'https://voice.example.net/' }, mcp: { endpoint: { allowedHosts: ['gateway.lan'] } } });
+    const port = new URL(t.baseUrl).port;
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+    const post = (headers: Record<string, string>) => rawPost(t.baseUrl, { authorization: `Bearer ${TEST_API_KEY}`, ...headers }, init);
+    try {
+      // A rebound name: the attacker's page and the request agree with each other, and both are refused.
+      const rebound = await post({ host: `attacker.example:${port}`, origin: `http://attacker.example:${port}` });
+      expect(rebound.status).toBe(403);
+      expect(rebound.text).toMatch(/Host is not allowed/);
+      expect((await post({ host: `attacker.example:${port}` })).status).toBe(403);
+      expect((await post({ host: 'user@gateway.lan' })).status).toBe(403);
+      expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'forbidden_host' })).toBe(3);
+
+      // Loopback names, the listen address, the public URL's host and configured names are served.
+      for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`, 'voice.example.net', `GATEWAY.lan:${port}`]) expect((await post({ host })).status, host).toBe(200);
+      // An allowed Host does not make a foreign Origin acceptable.
+      expect((await post({ host: `gateway.lan:${port}`, origin: 'http://attacker.example' })).status).toBe(403);
+      expect((await post({ host: `127.0.0.1:${port}`, origin: `http://gateway.lan:${port}` })).status).toBe(200);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('/mcp DELETE', () => {
+  it('accepts Content-Type: application/json with an empty body (as the Python SDK sends) and ends the session', async () => {
+    const t = await startTestGateway();
+    try {
+      const client = new Client({ name: 'delete-test', version: '1.0.0' });
+      const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } });
+      await client.connect(transport);
+      const sid = transport.sessionId!;
+      expect(await t.metric('voxgate_mcp_endpoint_sessions')).toBe(1);
+      const del = await fetch(`${t.baseUrl}/mcp`, { method: 'DELETE', headers: { authorization: `Bearer ${TEST_API_KEY}`, 'mcp-session-id': sid, 'content-type': 'application/json' }, body: '' });
+      expect(del.status).toBe(200);
+      expect(await t.metric('voxgate_mcp_endpoint_sessions')).toBe(0);
+      // A malformed JSON body is still refused.
+      const bad = await fetch(`${t.baseUrl}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":' });
+      expect(bad.status).toBe(400);
+      await client.close().catch(() => undefined);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('/mcp CORS', () => {
+  it('answers preflights and exposes Mcp-Session-Id for allowedOrigins only', async () => {
+    const allowed = 'https://console.example.com';
+    const t = await startTestGateway({ mcp: { endpoint: { allowedOrigins: [allowed] } } });
+    const preflight = (origin: string) =>
+      fetch(`${t.baseUrl}/mcp`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, mcp-session-id' } });
+    try {
+      const ok = await preflight(allowed);
+      expect(ok.status).toBe(204);
+      expect(ok.headers.get('access-control-allow-origin')).toBe(allowed);
+      expect(ok.headers.get('access-control-allow-methods')).toMatch(/POST/);
+      expect(ok.headers.get('access-control-allow-headers')?.toLowerCase()).toEqual(expect.stringContaining('mcp-session-id'));
+      expect(ok.headers.get('access-control-allow-headers')?.toLowerCase()).toEqual(expect.stringContaining('authorization'));
+      const foreign = await preflight('https://evil.example');
+      expect(foreign.status).toBe(403);
+      expect(foreign.headers.get('access-control-allow-origin')).toBeNull();
+
+      const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'browser', version: '1' } } };
+      const res = await fetch(`${t.baseUrl}/mcp`, {
+        method: 'POST',
+        headers: { origin: allowed, authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify(init),
+      });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('mcp-session-id')).toBeTruthy();
+      expect(res.headers.get('access-control-allow-origin')).toBe(allowed);
+      expect(res.headers.get('access-control-expose-headers')).toMatch(/Mcp-Session-Id/);
+      await res.body?.cancel();
+      // Errors carry the CORS headers too, so the page can read why.
+      const unauth = await fetch(`${t.baseUrl}/mcp`, { method: 'POST', headers: { origin: allowed, 'content-type': 'application/json' }, body: JSON.stringify(init) });
+      expect(unauth.status).toBe(401);
+      expect(unauth.headers.get('access-control-allow-origin')).toBe(allowed);
     } finally {
       await t.close();
     }

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { EventBus } from '../events/bus.js';
+import { mcpAllowedHosts } from '../facade/allowed-hosts.js';
 import { firmwareRoutes } from '../firmware/routes.js';
 import { FirmwareService } from '../firmware/service.js';
 import { registerMcpEndpoint, type McpEndpoint } from '../facade/mcp-endpoint.js';
@@ -98,7 +99,9 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
         log: d.log,
         metrics: d.metrics,
         allowedOrigins: d.config.mcp.endpoint.allowedOrigins,
+        allowedHosts: mcpAllowedHosts(d.config),
         maxSessions: d.config.mcp.endpoint.maxSessions,
+        maxSessionsPerKey: d.config.mcp.endpoint.maxSessionsPerKey,
         sessionIdleMs: d.config.mcp.endpoint.sessionIdleMs,
         version: d.version,
         bodyLimitBytes: d.config.http.bodyLimitBytes,

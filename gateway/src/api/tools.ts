@@ -22,6 +22,8 @@ const HubToolOut = z.object({
   name: z.string(),
   description: z.string(),
   inputSchema: Loose,
+  title: z.string().optional(),
+  outputSchema: Loose.optional(),
   annotations: Loose.optional(),
   source: Loose.describe('{kind: "server", server, tool} | {kind: "device", deviceId, tool} | {kind: "generic"}'),
   responseInstruction: z.string().optional(),

@@ -6,14 +6,16 @@ import type { Logger } from 'pino';
 import { authenticate, type ApiCaller } from '../api/auth.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
+import { hostnameOf } from './allowed-hosts.js';
 import { buildFacadeServer } from './mcp-server.js';
 
 /**
  * `/mcp`: the hub's tools, resources and prompts for any MCP client, over Streamable HTTP.
  *
  * - Every request needs `Authorization: Bearer <api key>`; the key's tenant picks what is visible.
- * - A browser `Origin` must be the gateway's own or listed in `mcp.endpoint.allowedOrigins` (403 otherwise:
- *   DNS-rebinding protection). Requests without `Origin` (non-browser clients) are accepted.
+ * - DNS-rebinding protection: the `Host` must be an allowed host name (`allowed-hosts.ts`); a browser `Origin`
+ *   must be listed in `mcp.endpoint.allowedOrigins` or be on an allowed host (403 otherwise). Requests
+ *   without `Origin` (non-browser clients) are accepted.
  * - `initialize`-era clients get a session (`Mcp-Session-Id`) with a GET stream, on which
  *   `notifications/tools/list_changed` arrives when a device or a server changes its tools. Sessions are
  *   bound to the key that opened them, capped in number and closed when idle.
@@ -27,7 +29,11 @@ export interface McpEndpointOptions {
   log: Logger;
   metrics: Metrics;
   allowedOrigins: readonly string[];
+  /** Host names (no port) the endpoint answers to: see `mcpAllowedHosts`. */
+  allowedHosts: ReadonlySet<string>;
+  /** Total sessions, and sessions per API key (one tenant can't lock the others out). */
   maxSessions: number;
+  maxSessionsPerKey: number;
   sessionIdleMs: number;
   version: string;
   bodyLimitBytes: number;
@@ -45,6 +51,9 @@ export interface McpEndpoint {
   sessionCount(): number;
   close(): Promise<void>;
 }
+
+const CORS_REQUEST_HEADERS = 'Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, X-Voxgate-Tokens';
+const CORS_EXPOSED_HEADERS = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate';
 
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
   reply.code(status).type('application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
@@ -84,6 +93,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     const s = sessions.get(id);
     if (!s) return;
     sessions.delete(id);
+    adjustKey(s.keyFingerprint, -1);
     o.metrics.mcpSessions.set(sessions.size);
     log.debug({ why }, 'mcp session closed');
     await s.server.close().catch(() => undefined);
@@ -92,6 +102,20 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   /** Sessions are bound to the key that opened them (kept only as a hash). */
   const fingerprint = (authorization: string | undefined) => createHash('sha256').update(authorization ?? '').digest('base64url');
 
+  /** Open sessions per key, plus initializes in progress (reserved before any await, so a burst can't overshoot). */
+  const perKey = new Map<string, number>();
+  let reserved = 0;
+  const adjustKey = (fp: string, by: number) => {
+    const n = (perKey.get(fp) ?? 0) + by;
+    if (n > 0) perKey.set(fp, n);
+    else perKey.delete(fp);
+  };
+
+  const hostAllowed = (req: FastifyRequest): boolean => {
+    const name = hostnameOf(req.headers.host);
+    return name !== undefined && o.allowedHosts.has(name);
+  };
+  /** A browser Origin: listed in allowedOrigins, or on one of the allowed hosts (never compared with the request's Host). */
   const originAllowed = (req: FastifyRequest): boolean => {
     const origin = req.headers.origin;
     if (origin === undefined) return true;
@@ -102,10 +126,46 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       return false;
     }
     if (o.allowedOrigins.includes(u.origin)) return true;
-    return u.host === req.headers.host;
+    return (u.protocol === 'http:' || u.protocol === 'https:') && o.allowedHosts.has(u.hostname.toLowerCase());
+  };
+
+  /**
+   * CORS for browser clients on the origins in `allowedOrigins` (only those; same-origin pages need none).
+   * Written by hand for this one route: a CORS plugin registers a global `OPTIONS *` route.
+   */
+  const corsOrigin = (req: FastifyRequest): string | undefined => {
+    const origin = req.headers.origin;
+    return origin !== undefined && o.allowedOrigins.includes(origin) ? origin : undefined;
+  };
+  const preflight = (req: FastifyRequest, reply: FastifyReply) => {
+    const origin = corsOrigin(req);
+    if (!origin || !hostAllowed(req)) {
+      o.metrics.mcpRequests.inc({ outcome: 'cors_refused' });
+      return reply.code(403).send();
+    }
+    return reply
+      .code(204)
+      .header('access-control-allow-origin', origin)
+      .header('vary', 'Origin')
+      .header('access-control-allow-methods', 'GET, POST, DELETE')
+      .header('access-control-allow-headers', CORS_REQUEST_HEADERS)
+      .header('access-control-max-age', '600')
+      .send();
   };
 
   const handle = async (req: FastifyRequest, reply: FastifyReply) => {
+    const cors = corsOrigin(req);
+    if (cors) {
+      // On the raw response: the SDK writes hijacked replies itself, and Node merges these into its writeHead.
+      reply.raw.setHeader('access-control-allow-origin', cors);
+      reply.raw.setHeader('vary', 'Origin');
+      reply.raw.setHeader('access-control-expose-headers', CORS_EXPOSED_HEADERS);
+    }
+    if (!hostAllowed(req)) {
+      o.metrics.mcpRequests.inc({ outcome: 'forbidden_host' });
+      log.warn({ host: String(req.headers.host).slice(0, 200) }, 'mcp request for a host name not in mcp.endpoint.allowedHosts refused');
+      return rpcError(reply, 403, -32000, 'Forbidden: this Host is not allowed (add it to mcp.endpoint.allowedHosts)');
+    }
     if (!originAllowed(req)) {
       o.metrics.mcpRequests.inc({ outcome: 'forbidden_origin' });
       log.warn({ origin: String(req.headers.origin).slice(0, 200) }, 'mcp request from a foreign origin refused');
@@ -114,8 +174,12 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     const caller = authenticate(req.headers.authorization, o.apiKeys(), o.tenantOf);
     if (!caller) {
       o.metrics.mcpRequests.inc({ outcome: 'unauthorized' });
-      void reply.header('www-authenticate', 'Bearer realm="voxgate"');
-      return rpcError(reply, 401, -32001, 'Unauthorized: send Authorization: Bearer <api key>');
+      // RFC 6750: a bearer token is expected, and it is an API key. No resource_metadata: this endpoint
+      // advertises no OAuth, so OAuth-aware clients report a bad key instead of starting an OAuth flow.
+      const present = /^Bearer\s+\S+\s*$/i.test(req.headers.authorization ?? '');
+      const description = present ? 'the API key is not valid' : 'an API key is required: Authorization: Bearer <api key>';
+      void reply.header('www-authenticate', `Bearer realm="voxgate"${present ? ', error="invalid_token"' : ''}, error_description="${description}"`);
+      return rpcError(reply, 401, -32001, `Unauthorized: ${description}`);
     }
     (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller = caller;
     // The SDK reads `req.auth` as the request's authInfo: the tenant only, never the key itself.
@@ -135,26 +199,46 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       return reply;
     }
     if (req.method === 'POST' && isInitializeRequest(req.body)) {
-      if (sessions.size >= o.maxSessions) {
+      const keyFingerprint = fingerprint(req.headers.authorization);
+      if ((perKey.get(keyFingerprint) ?? 0) >= o.maxSessionsPerKey) {
+        o.metrics.mcpRequests.inc({ outcome: 'session_limit_key' });
+        log.warn({ tenant: caller.tenant, limit: o.maxSessionsPerKey }, 'mcp session refused: this API key holds its maximum of sessions');
+        return rpcError(reply, 429, -32000, `Too many MCP sessions for this API key (${o.maxSessionsPerKey}); close some (DELETE /mcp) or use the stateless protocol`);
+      }
+      if (sessions.size + reserved >= o.maxSessions) {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit' });
+        log.warn({ limit: o.maxSessions }, 'mcp session refused: the gateway holds its maximum of sessions');
         return rpcError(reply, 503, -32000, 'Too many MCP sessions; try again later or use the stateless protocol');
       }
-      const server = buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
-      const transport: NodeStreamableHTTPServerTransport = new NodeStreamableHTTPServerTransport({
-        sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (id) => {
-          sessions.set(id, { transport, server, caller, keyFingerprint: fingerprint(req.headers.authorization), lastUsed: Date.now() });
-          o.metrics.mcpSessions.set(sessions.size);
-        },
-        onsessionclosed: (id) => void closeSession(id, 'deleted'),
-      });
-      transport.onclose = () => {
-        if (transport.sessionId) void closeSession(transport.sessionId, 'transport closed');
-      };
-      await server.connect(transport);
-      o.metrics.mcpRequests.inc({ outcome: 'initialize' });
-      reply.hijack();
-      await transport.handleRequest(req.raw, reply.raw, req.body);
+      // Reserve the slot now; the session takes it over once the SDK has assigned its id.
+      adjustKey(keyFingerprint, 1);
+      reserved++;
+      let registered = false;
+      try {
+        const server = buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
+        const transport: NodeStreamableHTTPServerTransport = new NodeStreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          onsessioninitialized: (id) => {
+            registered = true;
+            reserved--;
+            sessions.set(id, { transport, server, caller, keyFingerprint, lastUsed: Date.now() });
+            o.metrics.mcpSessions.set(sessions.size);
+          },
+          onsessionclosed: (id) => void closeSession(id, 'deleted'),
+        });
+        transport.onclose = () => {
+          if (transport.sessionId) void closeSession(transport.sessionId, 'transport closed');
+        };
+        await server.connect(transport);
+        o.metrics.mcpRequests.inc({ outcome: 'initialize' });
+        reply.hijack();
+        await transport.handleRequest(req.raw, reply.raw, req.body);
+      } finally {
+        if (!registered) {
+          reserved--;
+          adjustKey(keyFingerprint, -1);
+        }
+      }
       return reply;
     }
     o.metrics.mcpRequests.inc({ outcome: 'stateless' });
@@ -163,12 +247,23 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     return reply;
   };
 
+  // An empty body with `Content-Type: application/json` is no body (the Python SDK's DELETE sends exactly
+  // that); anything else goes through fastify's own JSON parser (prototype-poisoning checks included).
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') return done(null, undefined);
+    json(req, text, done);
+  });
+
   app.route({
     method: ['GET', 'POST', 'DELETE'],
     url: '/mcp',
     schema: { hide: true },
     handler: handle,
   });
+  app.route({ method: 'OPTIONS', url: '/mcp', schema: { hide: true }, handler: preflight });
 
   return {
     sessionCount: () => sessions.size,

@@ -3,6 +3,20 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import { parseTokensHeader, type Tokens } from '../hub/credentials.js';
 import type { Caller, McpHub } from '../hub/hub.js';
+import type { Peer, PeerMethod, Progress } from '../hub/upstream.js';
+
+/** The client capability each request from a hosted server needs. */
+const PEER_CAPABILITY: Record<PeerMethod, 'sampling' | 'elicitation' | 'roots'> = {
+  'sampling/createMessage': 'sampling',
+  'elicitation/create': 'elicitation',
+  'roots/list': 'roots',
+};
+const MAX_SUBSCRIPTIONS = 256;
+
+function asProtocolError(e: unknown): unknown {
+  if (e instanceof GatewayError) return new ProtocolError(e.code === 'NOT_FOUND' ? ProtocolErrorCode.InvalidParams : ProtocolErrorCode.InternalError, e.message);
+  return e;
+}
 
 /**
  * One MCP server instance speaking for the hub to one caller (one legacy session, or one modern request).
@@ -18,7 +32,7 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
   const mcp = new McpServer(
     { name: 'voxgate', version: o.version },
     {
-      capabilities: { tools: { listChanged: true }, resources: {}, prompts: {} },
+      capabilities: { tools: { listChanged: true }, resources: { subscribe: true }, prompts: {}, logging: {}, completions: {} },
       instructions:
         'Tools of ESP32 voice devices (device__<id>__<tool>, or devices_list + device_call) and of hosted MCP servers (mcp__<server>__<tool>).' +
         (system ? `\n\n${system}` : ''),
@@ -40,6 +54,8 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
       name: t.name,
       description: t.description,
       inputSchema: { type: 'object' as const, ...t.inputSchema },
+      ...(t.title !== undefined ? { title: t.title } : {}),
+      ...(t.outputSchema ? { outputSchema: { type: 'object' as const, ...t.outputSchema } } : {}),
       ...(t.annotations ? { annotations: t.annotations } : {}),
       ...(t.responseInstruction || t.autoContext
         ? { _meta: { ...(t.responseInstruction ? { 'voxgate/responseInstruction': t.responseInstruction } : {}), ...(t.autoContext ? { 'voxgate/autoContext': true } : {}) } }
@@ -51,7 +67,22 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
     const name = req.params.name;
     const args = (req.params.arguments ?? {}) as Record<string, unknown>;
     try {
-      const { durationMs: _d, ...result } = await hub.call(name, args, { ...caller, tokens: tokensOf(ctx.http?.req), signal: ctx.mcpReq.signal });
+      const progressToken = ctx.mcpReq._meta?.progressToken ?? req.params._meta?.progressToken;
+      // Progress from the upstream goes back under the caller's own token, to this request only.
+      // Each notification is sent before the result (awaited below), so none arrives after its call ended.
+      let sent: Promise<unknown> = Promise.resolve();
+      const onProgress =
+        progressToken === undefined
+          ? undefined
+          : (p: Progress) => (sent = sent.then(() => ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, ...p } })).catch(() => undefined));
+      // What the hosted server asks while serving this call (sampling, elicitation, roots) goes to this client.
+      const peer: Peer = {
+        key: mcp,
+        supports: (method) => Boolean(s.getClientCapabilities()?.[PEER_CAPABILITY[method]]),
+        request: (method, params, signal) => ctx.mcpReq.send({ method, params }, { signal }) as Promise<Record<string, unknown>>,
+      };
+      const { durationMs: _d, ...result } = await hub.call(name, args, { ...caller, tokens: tokensOf(ctx.http?.req), signal: ctx.mcpReq.signal, onProgress, peer });
+      await sent;
       return result as CallToolResult;
     } catch (e) {
       if (e instanceof GatewayError && e.code === 'TOOL_NOT_FOUND') throw new ProtocolError(ProtocolErrorCode.InvalidParams, e.message);
@@ -73,6 +104,67 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
       throw e;
     }
   });
+  s.setRequestHandler('resources/templates/list', async (_req, ctx) => ({
+    resourceTemplates: (await hub.resourceTemplates({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, ...t }) => ({ ...t, _meta: { ...(t._meta ?? {}), 'voxgate/server': server } })),
+  }));
+  s.setRequestHandler('completion/complete', async (req, ctx) => {
+    try {
+      return await hub.complete(req.params, { ...caller, tokens: tokensOf(ctx.http?.req) });
+    } catch (e) {
+      throw asProtocolError(e);
+    }
+  });
+
+  // Resource subscriptions of this session: uri -> server. Released when the session closes.
+  const subscriptions = new Map<string, string>();
+  let closed = false;
+  s.setRequestHandler('resources/subscribe', async (req, ctx) => {
+    const uri = req.params.uri;
+    if (subscriptions.has(uri)) return {};
+    if (subscriptions.size >= MAX_SUBSCRIPTIONS) throw new ProtocolError(ProtocolErrorCode.InvalidRequest, `at most ${MAX_SUBSCRIPTIONS} resource subscriptions per session`);
+    let server: string;
+    try {
+      server = await hub.subscribe(uri, { ...caller, tokens: tokensOf(ctx.http?.req) });
+    } catch (e) {
+      throw asProtocolError(e);
+    }
+    // A twin request won the race, or the session ended meanwhile: give this count back.
+    if (closed || subscriptions.has(uri)) void hub.unsubscribe(server, uri).catch(() => undefined);
+    else subscriptions.set(uri, server);
+    return {};
+  });
+  s.setRequestHandler('resources/unsubscribe', async (req) => {
+    const server = subscriptions.get(req.params.uri);
+    if (server !== undefined) {
+      subscriptions.delete(req.params.uri);
+      await hub.unsubscribe(server, req.params.uri);
+    }
+    return {};
+  });
+
+  // Log messages and resource updates of hosted servers reach initialized sessions that may see the server.
+  let offHub: Array<() => void> = [];
+  s.oninitialized = () => {
+    offHub.push(
+      hub.onLog((server, params) => {
+        const sid = s.transport?.sessionId;
+        if (!hub.serverVisible(server, caller)) return;
+        const logger = `mcp__${server}${typeof params.logger === 'string' ? `/${params.logger.slice(0, 100)}` : ''}`;
+        void s.sendLoggingMessage({ level: params.level, logger, data: params.data }, sid).catch(() => undefined);
+      }),
+      hub.onResourceUpdated((server, uri) => {
+        if (subscriptions.get(uri) === server) void s.sendResourceUpdated({ uri }).catch(() => undefined);
+      }),
+    );
+  };
+  s.onclose = () => {
+    closed = true;
+    for (const off of offHub) off();
+    offHub = [];
+    for (const [uri, server] of subscriptions) void hub.unsubscribe(server, uri).catch(() => undefined);
+    subscriptions.clear();
+  };
+
   s.setRequestHandler('prompts/list', async (_req, ctx) => ({
     prompts: (await hub.prompts({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, prompt: _p, ...p }) => ({ ...p, _meta: { ...(p._meta ?? {}), 'voxgate/server': server } })),
   }));

@@ -1,5 +1,18 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
-import type { CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, Tool } from '@modelcontextprotocol/client';
+import {
+  ProtocolError,
+  ProtocolErrorCode,
+  type CallToolResult,
+  type CompleteRequest,
+  type CompleteResult,
+  type GetPromptResult,
+  type LoggingMessageNotificationParams,
+  type Prompt,
+  type ReadResourceResult,
+  type Resource,
+  type ResourceTemplateType,
+  type Tool,
+} from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
 import type { DeviceRegistry } from '../devices/registry.js';
 import { GatewayError } from '../errors.js';
@@ -8,7 +21,7 @@ import type { Metrics } from '../metrics.js';
 import type { ServerConfig } from './config.js';
 import type { Tokens } from './credentials.js';
 import { buildNamespace, deviceToolRaw, serverToolRaw, TOOL_NAME, type ToolTarget } from './names.js';
-import { createUpstream, McpUpstream, type CallContext, type HubSettings, type ServerStatus, type Upstream } from './upstream.js';
+import { createUpstream, McpUpstream, type CallContext, type HubSettings, type Peer, type PeerMethod, type ServerStatus, type Upstream } from './upstream.js';
 
 export type DeviceToolMode = 'per_device' | 'generic' | 'both';
 
@@ -22,6 +35,9 @@ export interface HubTool {
   name: string;
   description: string;
   inputSchema: Record<string, unknown>;
+  /** A hosted server's own fields, passed on unchanged. */
+  title?: string;
+  outputSchema?: Record<string, unknown>;
   annotations?: Record<string, unknown>;
   source: { kind: 'server'; server: string; tool: string } | { kind: 'device'; deviceId: string; tool: string } | { kind: 'generic' };
   /** The server's `response_instruction`, for the assistant to add after this tool ran. */
@@ -38,6 +54,11 @@ export interface HubPrompt extends Prompt {
 export interface HubResource extends Resource {
   server: string;
 }
+export interface HubResourceTemplate extends ResourceTemplateType {
+  server: string;
+}
+export type LogListener = (server: string, params: LoggingMessageNotificationParams) => void;
+export type ResourceUpdatedListener = (server: string, uri: string) => void;
 
 export interface Instructions {
   system: Array<{ server: string; instruction: string }>;
@@ -92,6 +113,13 @@ export class McpHub {
   private offBus: (() => boolean) | undefined;
   private notifyScheduled = false;
   private closed = false;
+  /** Calls in flight, so that shutdown can answer each one (SHUTTING_DOWN) and tell its upstream to cancel. */
+  private readonly inflight = new Set<InFlight>();
+  private readonly logListeners = new Set<LogListener>();
+  private readonly updateListeners = new Set<ResourceUpdatedListener>();
+  /** Upstream resource subscriptions, counted over /mcp sessions: `server\0uri` -> sessions. */
+  private readonly subscribed = new Map<string, number>();
+  private draining = false;
 
   constructor(private readonly d: HubDeps) {
     if (d.enabled)
@@ -104,6 +132,13 @@ export class McpHub {
             settings: d.settings,
             onToolsChanged: () => this.changed(),
             onStateChange: (state) => d.metrics.hubServerStates.inc({ state }),
+            onOversized: () => d.metrics.hubOversized.inc(),
+            onLog: (params) => {
+              if (this.logAllowed(cfg.name)) this.emit(this.logListeners, (l) => l(cfg.name, params));
+              else d.metrics.hubLogsDropped.inc();
+            },
+            onResourceUpdated: (uri) => this.emit(this.updateListeners, (l) => l(cfg.name, uri)),
+            onPeerRequest: (method, params, signal) => this.peerRequest(cfg.name, method, params, signal),
           }),
         );
       }
@@ -166,7 +201,7 @@ export class McpHub {
     if (this.ns?.version === this.version) return this.ns;
     const entries: Array<{ raw: string; target: ToolTarget }> = [];
     for (const u of this.upstreams.values())
-      for (const t of u.tools) entries.push({ raw: serverToolRaw(u.config.name, t.name), target: { kind: 'server', server: u.config.name, tool: t.name } });
+      for (const t of u.knownTools) entries.push({ raw: serverToolRaw(u.config.name, t.name), target: { kind: 'server', server: u.config.name, tool: t.name } });
     if (this.d.deviceTools !== 'generic')
       for (const s of this.d.registry.sessions()) {
         if (s.state !== 'ready' || !s.catalog) continue;
@@ -194,6 +229,8 @@ export class McpHub {
         if (!name) continue;
         const entry: HubTool = { name, description: t.description ?? '', inputSchema: t.inputSchema as Record<string, unknown>, source: { kind: 'server', server: u.config.name, tool: t.name } };
         if (t.annotations) entry.annotations = t.annotations as Record<string, unknown>;
+        if (typeof t.title === 'string') entry.title = t.title;
+        if (t.outputSchema) entry.outputSchema = t.outputSchema as Record<string, unknown>;
         if (u.config.responseInstruction) entry.responseInstruction = u.config.responseInstruction;
         if (u.config.autoContextTools.includes(t.name)) entry.autoContext = true;
         out.push(entry);
@@ -237,7 +274,7 @@ export class McpHub {
     const kind = target.kind;
     let result: CallToolResult;
     try {
-      result = await this.dispatch(target, args, ctx);
+      result = await this.tracked(ctx, target.kind === 'server' ? target.server : undefined, (signal) => this.dispatch(target, args, { ...ctx, signal }));
     } catch (e) {
       if (e instanceof GatewayError && ['TOOL_NOT_FOUND', 'INVALID_ARGUMENTS', 'MISSING_TOKEN', 'INVALID_REQUEST'].includes(e.code)) {
         this.d.metrics.hubCalls.inc({ kind, outcome: e.code.toLowerCase() });
@@ -249,6 +286,43 @@ export class McpHub {
     this.d.metrics.hubCalls.inc({ kind, outcome: result.isError ? 'tool_error' : 'ok' });
     this.d.log.info({ tool: name, kind, server: target.kind === 'server' ? target.server : undefined, deviceId: target.kind === 'device' ? target.deviceId : undefined, isError: Boolean(result.isError), ms: durationMs }, 'tool call');
     return { ...result, durationMs };
+  }
+
+  /** Run `work` with a signal that the caller's signal or shutdown aborts; shutdown also settles it at once. */
+  private async tracked<T>(ctx: CallContext, server: string | undefined, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    if (this.draining) throw shuttingDown();
+    const abort = new AbortController();
+    const onCallerAbort = () => abort.abort(ctx.signal?.reason);
+    ctx.signal?.addEventListener('abort', onCallerAbort, { once: true });
+    let stop!: (e: Error) => void;
+    const stopped = new Promise<never>((_resolve, reject) => (stop = reject));
+    const entry: InFlight = { stop: () => (stop(shuttingDown()), abort.abort(shuttingDown())), done: Promise.resolve(), server, peer: ctx.peer };
+    const run = Promise.race([work(abort.signal), stopped]);
+    entry.done = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.inflight.add(entry);
+    try {
+      return await run;
+    } finally {
+      this.inflight.delete(entry);
+      ctx.signal?.removeEventListener('abort', onCallerAbort);
+    }
+  }
+
+  /**
+   * First step of shutdown: every call in flight, and every call from now on, answers a SHUTTING_DOWN
+   * error result (upstreams get notifications/cancelled). Resolves once those answers are handed to the
+   * callers' handlers, so they are written before connections close.
+   */
+  async drain(): Promise<void> {
+    this.draining = true;
+    const list = [...this.inflight];
+    for (const c of list) c.stop();
+    await Promise.all(list.map((c) => c.done));
+    // One macrotask turn: the HTTP and /mcp handlers write their responses in the microtasks after settling.
+    await new Promise<void>((resolve) => setImmediate(resolve));
   }
 
   private async dispatch(t: ToolTarget, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
@@ -315,11 +389,7 @@ export class McpHub {
   async readResource(uri: string, server: string | undefined, caller: Caller & CallContext): Promise<ReadResourceResult & { server: string }> {
     let u = server ? this.upstreams.get(server) : undefined;
     if (server && (!u || !this.visible(u, caller))) throw new GatewayError('SERVER_NOT_FOUND', `no MCP server "${server}"`);
-    if (!u) {
-      const owner = (await this.resources(caller)).find((r) => r.uri === uri);
-      if (!owner) throw new GatewayError('NOT_FOUND', `no server lists the resource ${uri.slice(0, 200)}; name the server`);
-      u = this.upstreams.get(owner.server)!;
-    }
+    u ??= await this.ownerOf(uri, caller);
     return { ...(await u.readResource(uri, caller)), server: u.config.name };
   }
 
@@ -364,6 +434,141 @@ export class McpHub {
     return { system, responseInstructions, autoContextTools };
   }
 
+  /** Resource templates of every visible server that has them. A server that fails is skipped (logged). */
+  async resourceTemplates(caller: Caller & CallContext): Promise<HubResourceTemplate[]> {
+    const out: HubResourceTemplate[] = [];
+    await Promise.all(
+      [...this.upstreams.values()]
+        .filter((u) => this.visible(u, caller))
+        .map(async (u) => {
+          try {
+            for (const t of await u.listResourceTemplates(caller)) out.push({ ...t, server: u.config.name });
+          } catch (e) {
+            this.d.log.warn({ server: u.config.name, err: (e as Error).message }, 'resources/templates/list failed');
+          }
+        }),
+    );
+    return out.sort((a, b) => (a.server + a.uriTemplate < b.server + b.uriTemplate ? -1 : 1));
+  }
+
+  /**
+   * The server that owns a resource URI: one that lists it, else the one whose template's literal prefix
+   * (the text before its first `{`) is the longest start of the URI. Templates are upstream data: matched
+   * by prefix, never compiled into a regular expression.
+   */
+  private async ownerOf(uri: string, caller: Caller & CallContext): Promise<Upstream> {
+    const listed = (await this.resources(caller)).find((r) => r.uri === uri);
+    if (listed) return this.upstreams.get(listed.server)!;
+    let best: { server: string; len: number } | undefined;
+    for (const t of await this.resourceTemplates(caller)) {
+      const prefix = t.uriTemplate.split('{')[0]!;
+      if (prefix.length > 0 && uri.startsWith(prefix) && (!best || prefix.length > best.len)) best = { server: t.server, len: prefix.length };
+    }
+    if (!best) throw new GatewayError('NOT_FOUND', `no server lists the resource ${uri.slice(0, 200)} or a template for it; name the server`);
+    return this.upstreams.get(best.server)!;
+  }
+
+  /** `completion/complete` for a namespaced prompt or a resource template, passed to its server. */
+  async complete(params: CompleteRequest['params'], caller: Caller & CallContext): Promise<CompleteResult> {
+    const ref = params.ref;
+    if (ref.type === 'ref/prompt') {
+      const p = (await this.prompts(caller)).find((x) => x.name === ref.name);
+      if (!p) throw new GatewayError('NOT_FOUND', `no prompt named "${ref.name.slice(0, 100)}"`);
+      return this.upstreams.get(p.server)!.complete({ ...params, ref: { ...ref, name: p.prompt } }, caller);
+    }
+    const t = (await this.resourceTemplates(caller)).find((x) => x.uriTemplate === ref.uri);
+    const u = t ? this.upstreams.get(t.server)! : await this.ownerOf(ref.uri, caller);
+    return u.complete(params, caller);
+  }
+
+  /** Subscribe (for one more /mcp session) to a resource; returns the owning server's name. */
+  async subscribe(uri: string, caller: Caller & CallContext): Promise<string> {
+    const u = await this.ownerOf(uri, caller);
+    const key = `${u.config.name}\0${uri}`;
+    // Counted before the await, so two sessions subscribing at once both hold their count.
+    const n = this.subscribed.get(key) ?? 0;
+    this.subscribed.set(key, n + 1);
+    if (n === 0)
+      try {
+        await u.subscribe(uri);
+      } catch (e) {
+        this.subscribed.delete(key);
+        throw e;
+      }
+    return u.config.name;
+  }
+  async unsubscribe(server: string, uri: string): Promise<void> {
+    const key = `${server}\0${uri}`;
+    const n = this.subscribed.get(key) ?? 0;
+    if (n > 1) return void this.subscribed.set(key, n - 1);
+    this.subscribed.delete(key);
+    if (n === 1) await this.upstreams.get(server)?.unsubscribe(uri);
+  }
+
+  onLog(fn: LogListener): () => void {
+    this.logListeners.add(fn);
+    return () => this.logListeners.delete(fn);
+  }
+  onResourceUpdated(fn: ResourceUpdatedListener): () => void {
+    this.updateListeners.add(fn);
+    return () => this.updateListeners.delete(fn);
+  }
+  /** Whether a caller may see a server (and so its logs and resource updates). */
+  serverVisible(server: string, caller: Caller): boolean {
+    const u = this.upstreams.get(server);
+    return u !== undefined && this.visible(u, caller);
+  }
+
+  /** A token bucket per server: a chatty server can't flood every session with its logs. */
+  private readonly logBuckets = new Map<string, { tokens: number; at: number }>();
+  private logAllowed(server: string): boolean {
+    const rate = this.d.settings.logRatePerSecond ?? 20;
+    const now = performance.now();
+    const b = this.logBuckets.get(server) ?? { tokens: rate, at: now };
+    b.tokens = Math.min(rate, b.tokens + ((now - b.at) / 1000) * rate);
+    b.at = now;
+    this.logBuckets.set(server, b);
+    if (b.tokens < 1) return false;
+    b.tokens -= 1;
+    return true;
+  }
+
+  private emit<L>(listeners: Set<L>, call: (l: L) => void): void {
+    for (const l of listeners) {
+      try {
+        call(l);
+      } catch (err) {
+        this.d.log.error({ err }, 'hub listener failed');
+      }
+    }
+  }
+
+  /**
+   * A server asks its client something (sampling, elicitation, roots) while it serves calls. Only the
+   * caller of a call running on that server may answer, and only when it is the one caller there: with
+   * several, the request can't be told apart and goes to nobody (one caller never sees another's).
+   */
+  private async peerRequest(server: string, method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal): Promise<Record<string, unknown>> {
+    const peers = new Set<Peer>();
+    const keys = new Set<object>();
+    for (const c of this.inflight)
+      if (c.server === server && c.peer) {
+        peers.add(c.peer);
+        keys.add(c.peer.key);
+      }
+    const refuse = (why: string) => {
+      this.d.metrics.hubCalls.inc({ kind: 'peer_request', outcome: 'refused' });
+      this.d.log.info({ server, method, why }, 'request from an MCP server refused');
+      return new ProtocolError(ProtocolErrorCode.InvalidRequest, `${method} refused by the Voxgate gateway: ${why}`);
+    };
+    if (keys.size === 0) throw refuse('no MCP client is waiting on a call to this server that could answer it');
+    if (keys.size > 1) throw refuse('several clients are calling this server at once and the request does not say for which call it is');
+    const peer = [...peers][0]!;
+    if (!peer.supports(method)) throw refuse(`the calling MCP client does not support ${method.split('/')[0]}`);
+    this.d.metrics.hubCalls.inc({ kind: 'peer_request', outcome: 'forwarded' });
+    return peer.request(method, params, signal);
+  }
+
   /** PIDs of running stdio children (for tests and the status page). */
   childPids(): number[] {
     const out: number[] = [];
@@ -383,6 +588,15 @@ export class McpHub {
 function targetKey(t: ToolTarget): string {
   return t.kind === 'server' ? `s\0${t.server}\0${t.tool}` : t.kind === 'device' ? `d\0${t.deviceId}\0${t.tool}` : `g\0${t.tool}`;
 }
+
+interface InFlight {
+  stop(): void;
+  done: Promise<void>;
+  server: string | undefined;
+  peer: Peer | undefined;
+}
+
+const shuttingDown = () => new GatewayError('SHUTTING_DOWN', 'The gateway is shutting down; try again when it is back');
 
 function errorResult(e: unknown): CallToolResult {
   const text =

@@ -1,6 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { ReadBuffer, serializeMessage, type JSONRPCMessage, type Transport } from '@modelcontextprotocol/client';
+import { deserializeMessage, serializeMessage, type JSONRPCMessage, type Transport } from '@modelcontextprotocol/client';
+import { BoundedLineReader, idOfTruncated } from './line-reader.js';
+
+/** JSON-RPC error code of the answer made up for a request whose real answer was over the size limit. */
+export const RESULT_TOO_LARGE = -32099;
 
 /**
  * A stdio client transport that owns its child's whole process group. The SDK's `StdioClientTransport`
@@ -15,8 +19,10 @@ export interface ChildStdioOptions {
   env: Record<string, string>;
   cwd?: string;
   killGraceMs: number;
+  /** A message over this is skipped (its request answered RESULT_TOO_LARGE); the server stays connected. */
   maxMessageBytes: number;
   onStderr?: (line: string) => void;
+  onOversized?: (info: { bytes: number; id: string | number | undefined }) => void;
 }
 
 /** The environment a child inherits when its config names no variable: enough to find and run programs. */
@@ -27,13 +33,13 @@ export class ChildStdioTransport implements Transport {
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
   private child: ChildProcess | undefined;
-  private readonly buffer: ReadBuffer;
+  private readonly lines: BoundedLineReader;
   private exited: Promise<void> = Promise.resolve();
   private closing = false;
   exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
 
   constructor(private readonly o: ChildStdioOptions) {
-    this.buffer = new ReadBuffer({ maxBufferSize: o.maxMessageBytes });
+    this.lines = new BoundedLineReader(o.maxMessageBytes);
   }
 
   get pid(): number | undefined {
@@ -59,28 +65,25 @@ export class ChildStdioTransport implements Transport {
       });
       child.once('close', () => {
         this.child = undefined;
-        this.buffer.clear();
+        this.lines.clear();
         this.onclose?.();
       });
       child.stdin!.on('error', (e) => this.onerror?.(e));
       child.stdout!.on('data', (chunk: Buffer) => {
-        try {
-          this.buffer.append(chunk);
-          for (;;) {
-            let msg: JSONRPCMessage | null;
-            try {
-              msg = this.buffer.readMessage();
-            } catch (e) {
-              this.onerror?.(e as Error);
-              continue;
-            }
-            if (msg === null) break;
-            this.onmessage?.(msg);
+        for (const line of this.lines.push(chunk)) {
+          if (line.kind === 'oversized') {
+            this.oversized(line.bytes, idOfTruncated(line.head, line.tail));
+            continue;
           }
-        } catch (e) {
-          // over the size cap: the stream cannot be resynchronised
-          this.onerror?.(e as Error);
-          void this.close();
+          if (!line.text.trim()) continue;
+          let msg: JSONRPCMessage;
+          try {
+            msg = deserializeMessage(line.text);
+          } catch (e) {
+            this.onerror?.(e as Error);
+            continue;
+          }
+          this.deliver(msg);
         }
       });
       let partial = '';
@@ -91,6 +94,30 @@ export class ChildStdioTransport implements Transport {
         for (const l of lines) if (l.trim()) this.o.onStderr?.(l.slice(0, 2000));
       });
     });
+  }
+
+  /**
+   * One message per microtask, in order. The SDK runs notification handlers a microtask later but settles
+   * responses at once: a progress notification and the response read from the same chunk would otherwise
+   * lose the notification (its handler is gone by the time it runs).
+   */
+  private delivery: Promise<void> = Promise.resolve();
+  private deliver(msg: JSONRPCMessage): void {
+    this.delivery = this.delivery.then(() => {
+      try {
+        this.onmessage?.(msg);
+      } catch (e) {
+        this.onerror?.(e as Error);
+      }
+    });
+  }
+
+  /** Answer the request the skipped message was for, so that its caller hears why at once. */
+  private oversized(bytes: number, id: string | number | undefined): void {
+    this.o.onOversized?.({ bytes, id });
+    const message = `the server's answer was ${bytes} bytes, over the limit of ${this.o.maxMessageBytes} bytes (mcp.maxResultBytes)`;
+    if (id === undefined) this.onerror?.(new Error(`skipped a message from the server: ${message}`));
+    else this.deliver({ jsonrpc: '2.0', id, error: { code: RESULT_TOO_LARGE, message } });
   }
 
   async send(message: JSONRPCMessage): Promise<void> {

@@ -1,9 +1,16 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import {
   Client,
+  ProtocolError,
+  ProtocolErrorCode,
   SSEClientTransport,
   StreamableHTTPClientTransport,
   type CallToolResult,
+  type CompleteRequest,
+  type CompleteResult,
+  type LoggingLevel,
+  type LoggingMessageNotificationParams,
+  type ResourceTemplateType as ResourceTemplate,
   type GetPromptResult,
   type Prompt,
   type ReadResourceResult,
@@ -18,7 +25,7 @@ import type { ServerConfig } from './config.js';
 import { fillHeaders, placeholders, type Tokens } from './credentials.js';
 import { callOpenApi, toolsFromOpenApi, type OpenApiTool } from './openapi.js';
 import { guardedFetch } from './ssrf.js';
-import { ChildStdioTransport } from './stdio-transport.js';
+import { ChildStdioTransport, RESULT_TOO_LARGE } from './stdio-transport.js';
 
 export type ServerState = 'starting' | 'ready' | 'failed' | 'restarting' | 'stopped' | 'disabled';
 
@@ -35,13 +42,39 @@ export interface HubSettings {
   maxMessageBytes: number;
   maxTools: number;
   allowPrivateNetwork: boolean;
+  /** Asked of every server with the logging capability; their log notifications are passed to /mcp sessions. */
+  logLevel?: LoggingLevel;
+  /** Log messages per second passed on per server (token bucket, burst of as many). */
+  logRatePerSecond?: number;
   clientInfo: { name: string; version: string };
+}
+
+export interface Progress {
+  progress: number;
+  total?: number | undefined;
+  message?: string | undefined;
+}
+
+/** Requests a hosted server may make of its client while it serves a call: passed on to the caller. */
+export const PEER_METHODS = ['sampling/createMessage', 'elicitation/create', 'roots/list'] as const;
+export type PeerMethod = (typeof PEER_METHODS)[number];
+
+/** The `/mcp` client a call came from: it alone may answer what the server asks while serving that call. */
+export interface Peer {
+  /** Callers are told apart by identity (one per /mcp session or stateless request). */
+  readonly key: object;
+  supports(method: PeerMethod): boolean;
+  request(method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal): Promise<Record<string, unknown>>;
 }
 
 export interface CallContext {
   tokens?: Tokens | undefined;
   timeoutMs?: number | undefined;
+  /** The caller gave up (its request was cancelled): the upstream is sent notifications/cancelled. */
   signal?: AbortSignal | undefined;
+  /** Set when the caller asked for progress (a progress token): the upstream's progress, for it alone. */
+  onProgress?: ((p: Progress) => void) | undefined;
+  peer?: Peer | undefined;
 }
 
 export interface ServerStatus {
@@ -66,6 +99,12 @@ export interface UpstreamDeps {
   /** Called when this server's tool list changed (connected, relisted, lost). */
   onToolsChanged: () => void;
   onStateChange?: (state: ServerState) => void;
+  /** A message over the size limit was skipped (counted by the hub). */
+  onOversized?: () => void;
+  onLog?: (params: LoggingMessageNotificationParams) => void;
+  onResourceUpdated?: (uri: string) => void;
+  /** A request from the server (sampling, elicitation, roots): the hub finds the one caller that may answer. */
+  onPeerRequest?: (method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal) => Promise<Record<string, unknown>>;
 }
 
 /** What the hub needs of every kind of server. */
@@ -81,16 +120,24 @@ export abstract class Upstream {
     protected readonly d: UpstreamDeps,
   ) {}
 
-  /** The tools callers may see: `allowed_tools` applied, capped. */
+  /** The tools callers may see (ready servers only): `allowed_tools` applied, capped. */
   get tools(): readonly Tool[] {
-    if (this.state !== 'ready') return [];
+    return this.state === 'ready' ? this.knownTools : [];
+  }
+
+  /**
+   * The last tools this server listed, whatever its state: their names keep resolving while it restarts
+   * or is down, so a call answers "not available right now" instead of "no tool named".
+   */
+  get knownTools(): readonly Tool[] {
+    if (this.state === 'stopped' || this.state === 'disabled') return [];
     const allowed = this.config.allowedTools;
     const list = allowed ? this.allTools.filter((t) => allowed.includes(t.name)) : this.allTools;
     return list.slice(0, this.d.settings.maxTools);
   }
 
   hasTool(name: string): boolean {
-    return this.tools.some((t) => t.name === name);
+    return this.knownTools.some((t) => t.name === name);
   }
 
   abstract start(): Promise<void>;
@@ -107,6 +154,18 @@ export abstract class Upstream {
   }
   getPrompt(name: string, _args: Record<string, string>, _ctx: CallContext): Promise<GetPromptResult> {
     return Promise.reject(new GatewayError('NOT_FOUND', `server "${this.config.name}" has no prompt "${name}"`));
+  }
+  listResourceTemplates(_ctx: CallContext): Promise<ResourceTemplate[]> {
+    return Promise.resolve([]);
+  }
+  complete(_params: CompleteRequest['params'], _ctx: CallContext): Promise<CompleteResult> {
+    return Promise.resolve({ completion: { values: [] } });
+  }
+  subscribe(uri: string): Promise<void> {
+    return Promise.reject(new GatewayError('NOT_FOUND', `server "${this.config.name}" offers no subscription to ${uri.slice(0, 200)}`));
+  }
+  unsubscribe(_uri: string): Promise<void> {
+    return Promise.resolve();
   }
   protected capabilities(): ServerStatus['capabilities'] {
     return { tools: true, resources: false, prompts: false };
@@ -218,6 +277,9 @@ export class McpUpstream extends Upstream {
   private stableTimer: NodeJS.Timeout | undefined;
   private readonly stderrTail: string[] = [];
   private generation = 0;
+  private reinitializing: Promise<void> | undefined;
+  /** Resource URIs subscribed upstream (for any number of /mcp sessions; the hub counts them). */
+  private readonly subscriptions = new Set<string>();
 
   async start(): Promise<void> {
     if (this.stopping) return;
@@ -225,7 +287,8 @@ export class McpUpstream extends Upstream {
     const d = this.d;
     const transport = this.makeTransport();
     const client = new Client(d.settings.clientInfo, {
-      capabilities: {},
+      // Passed on to the /mcp client whose call is running (refused clearly when it cannot answer).
+      capabilities: { sampling: {}, elicitation: { form: {}, url: {} }, roots: {} },
       listChanged: {
         tools: {
           onChanged: (err, tools) => {
@@ -243,6 +306,18 @@ export class McpUpstream extends Upstream {
     this.client = client;
     this.transport = transport;
     client.onerror = (e) => d.log.debug({ err: e.message }, 'upstream transport error');
+    client.setNotificationHandler('notifications/message', (n) => {
+      if (gen === this.generation) d.onLog?.(n.params);
+    });
+    client.setNotificationHandler('notifications/resources/updated', (n) => {
+      if (gen === this.generation && typeof n.params.uri === 'string') d.onResourceUpdated?.(n.params.uri);
+    });
+    for (const method of PEER_METHODS)
+      client.setRequestHandler(method, async (req, ctx) => {
+        if (!d.onPeerRequest) throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `${method} is not available through this gateway`);
+        // The SDK checks the answer against the method's result schema before it goes back upstream.
+        return (await d.onPeerRequest(method, (req.params ?? {}) as Record<string, unknown>, ctx.mcpReq.signal)) as never;
+      });
     client.onclose = () => {
       // Only a connection that was up is "lost"; a failure while connecting is reported by start().
       if (gen !== this.generation || this.stopping || this.state !== 'ready') return;
@@ -280,6 +355,10 @@ export class McpUpstream extends Upstream {
       this.stableTimer = setTimeout(() => (this.restarts = 0), d.settings.restartResetMs);
       this.stableTimer.unref();
     }
+    const caps = client.getServerCapabilities();
+    if (caps?.logging && d.settings.logLevel) void client.setLoggingLevel(d.settings.logLevel).catch((e: unknown) => d.log.debug({ err: (e as Error).message }, 'logging/setLevel refused'));
+    // A new session (restart, re-initialize) has no subscriptions: renew ours.
+    if (caps?.resources?.subscribe) for (const uri of this.subscriptions) void client.subscribeResource({ uri }).catch(() => undefined);
     d.log.info({ tools: this.allTools.length, server: client.getServerVersion() }, 'upstream MCP server ready');
     d.onToolsChanged();
   }
@@ -295,6 +374,10 @@ export class McpUpstream extends Upstream {
         ...(c.cwd ? { cwd: c.cwd } : {}),
         killGraceMs: s.killGraceMs,
         maxMessageBytes: s.maxMessageBytes,
+        onOversized: ({ bytes, id }) => {
+          this.d.onOversized?.();
+          this.d.log.warn({ bytes, limit: s.maxMessageBytes, answersRequest: id !== undefined }, 'upstream message over the size limit skipped; the server stays connected');
+        },
         onStderr: (line) => {
           this.stderrTail.push(line);
           if (this.stderrTail.length > 20) this.stderrTail.shift();
@@ -336,14 +419,27 @@ export class McpUpstream extends Upstream {
   }
 
   async call(tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
-    const client = this.client;
-    if (!client || this.state !== 'ready')
+    // A remote server that failed may be back: a call tries it again, at most once per restartBaseDelayMs.
+    if (this.state === 'failed' && this.config.type !== 'stdio' && !this.stopping && Date.now() - this.since >= this.d.settings.restartBaseDelayMs)
+      await this.reinitialize(this.client);
+    if (!this.client || this.state !== 'ready')
       return unavailable(`The tool server "${this.config.name}" is not available right now (${this.state}${this.lastError ? `: ${this.lastError}` : ''}).`);
     const headers = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name);
     const timeout = this.timeout(ctx);
     try {
-      const r = await callHeaders.run(headers, () =>
-        client.callTool({ name: tool, arguments: args }, { timeout, ...(ctx.signal ? { signal: ctx.signal } : {}) }),
+      const r = await this.withSession((client) =>
+        callHeaders.run(headers, () =>
+          client.callTool(
+            { name: tool, arguments: args },
+            {
+              timeout,
+              ...(ctx.signal ? { signal: ctx.signal } : {}),
+              // Our own progress token goes upstream; the SDK maps its notifications back to this call only.
+              // (The timeout stays the call's bound: progress does not extend it.)
+              ...(ctx.onProgress ? { onprogress: progressRelay(ctx.onProgress) } : {}),
+            },
+          ),
+        ),
       );
       return r as CallToolResult;
     } catch (e) {
@@ -351,18 +447,58 @@ export class McpUpstream extends Upstream {
     }
   }
 
+  /**
+   * Run `fn` on the current client. A Streamable HTTP server that answers 404 to our session id has lost
+   * it (it restarted): as the spec requires, initialize a new session, then run `fn` once more.
+   */
+  private async withSession<T>(fn: (client: Client) => Promise<T>): Promise<T> {
+    const client = this.client;
+    if (!client) throw new GatewayError('UPSTREAM_UNAVAILABLE', `server "${this.config.name}" is not connected`);
+    try {
+      return await fn(client);
+    } catch (e) {
+      if (!this.sessionLost(e)) throw e;
+      await this.reinitialize(client);
+      const fresh = this.client as Client | undefined;
+      if (!fresh || this.state !== 'ready') throw e;
+      return fn(fresh);
+    }
+  }
+
+  /** HTTP 404 to our session id (the server restarted), or the server unreachable: re-initialize to learn which. */
+  private sessionLost(e: unknown): boolean {
+    if (this.config.type === 'stdio') return false;
+    const err = e as { status?: number; data?: { status?: number } };
+    if (this.config.type === 'http' && (err.status ?? err.data?.status) === 404) return true;
+    return e instanceof TypeError && /fetch failed/.test(e.message);
+  }
+
+  /** One re-initialize at a time; calls that failed on the same lost session share it. */
+  private reinitialize(lost: Client | undefined): Promise<void> {
+    if (this.client !== lost) return this.reinitializing ?? Promise.resolve();
+    this.reinitializing ??= (async () => {
+      this.d.log.warn('upstream MCP server forgot our session (HTTP 404) or is unreachable: initializing a new one');
+      this.generation++; // the old client's close is not a "lost connection"
+      this.client = undefined;
+      this.setState('restarting', 'the server lost our session (HTTP 404) or is unreachable; initializing a new one');
+      await lost?.close().catch(() => undefined);
+      await this.start().catch((e: unknown) => this.d.log.warn({ err: (e as Error).message }, 'upstream re-initialize failed'));
+    })().finally(() => (this.reinitializing = undefined));
+    return this.reinitializing;
+  }
+
   override async listResources(ctx: CallContext): Promise<Resource[]> {
     const client = this.readyClient('resources');
     if (!client) return [];
     const h = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name, true);
-    return (await callHeaders.run(h, () => client.listResources(undefined, { timeout: this.timeout(ctx) }))).resources;
+    return (await this.withSession((c) => callHeaders.run(h, () => c.listResources(undefined, { timeout: this.timeout(ctx) })))).resources;
   }
   override async readResource(uri: string, ctx: CallContext): Promise<ReadResourceResult> {
     const client = this.readyClient('resources');
     if (!client) throw new GatewayError('UPSTREAM_UNAVAILABLE', `server "${this.config.name}" is not ready or has no resources`);
     const h = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name);
     try {
-      return await callHeaders.run(h, () => client.readResource({ uri }, { timeout: this.timeout(ctx) }));
+      return await this.withSession((c) => callHeaders.run(h, () => c.readResource({ uri }, { timeout: this.timeout(ctx) })));
     } catch (e) {
       throw new GatewayError('UPSTREAM_ERROR', `server "${this.config.name}" could not read ${uri}: ${this.describe(e)}`);
     }
@@ -371,17 +507,44 @@ export class McpUpstream extends Upstream {
     const client = this.readyClient('prompts');
     if (!client) return [];
     const h = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name, true);
-    return (await callHeaders.run(h, () => client.listPrompts(undefined, { timeout: this.timeout(ctx) }))).prompts;
+    return (await this.withSession((c) => callHeaders.run(h, () => c.listPrompts(undefined, { timeout: this.timeout(ctx) })))).prompts;
   }
   override async getPrompt(name: string, args: Record<string, string>, ctx: CallContext): Promise<GetPromptResult> {
     const client = this.readyClient('prompts');
     if (!client) throw new GatewayError('UPSTREAM_UNAVAILABLE', `server "${this.config.name}" is not ready or has no prompts`);
     const h = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name);
     try {
-      return await callHeaders.run(h, () => client.getPrompt({ name, arguments: args }, { timeout: this.timeout(ctx) }));
+      return await this.withSession((c) => callHeaders.run(h, () => c.getPrompt({ name, arguments: args }, { timeout: this.timeout(ctx) })));
     } catch (e) {
       throw new GatewayError('UPSTREAM_ERROR', `server "${this.config.name}" could not get prompt "${name}": ${this.describe(e)}`);
     }
+  }
+
+  override async listResourceTemplates(ctx: CallContext): Promise<ResourceTemplate[]> {
+    const client = this.readyClient('resources');
+    if (!client) return [];
+    const h = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name, true);
+    return (await this.withSession((c) => callHeaders.run(h, () => c.listResourceTemplates(undefined, { timeout: this.timeout(ctx) })))).resourceTemplates;
+  }
+  override async complete(params: CompleteRequest['params'], ctx: CallContext): Promise<CompleteResult> {
+    if (this.state !== 'ready' || !this.client?.getServerCapabilities()?.completions) return { completion: { values: [] } };
+    const h = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name, true);
+    try {
+      return await this.withSession((c) => callHeaders.run(h, () => c.complete(params, { timeout: this.timeout(ctx) })));
+    } catch (e) {
+      throw new GatewayError('UPSTREAM_ERROR', `server "${this.config.name}" could not complete: ${this.describe(e)}`);
+    }
+  }
+  override async subscribe(uri: string): Promise<void> {
+    const client = this.readyClient('resources');
+    if (!client?.getServerCapabilities()?.resources?.subscribe) throw new GatewayError('NOT_FOUND', `server "${this.config.name}" offers no resource subscriptions`);
+    await this.withSession((c) => c.subscribeResource({ uri }, { timeout: this.d.settings.callTimeoutMs }));
+    this.subscriptions.add(uri);
+  }
+  override async unsubscribe(uri: string): Promise<void> {
+    if (!this.subscriptions.delete(uri)) return;
+    const client = this.readyClient('resources');
+    await client?.unsubscribeResource({ uri }, { timeout: this.d.settings.callTimeoutMs }).catch(() => undefined);
   }
 
   private readyClient(cap: 'resources' | 'prompts'): Client | undefined {
@@ -438,9 +601,22 @@ export class McpUpstream extends Upstream {
     if (err.code === 'CONNECTION_CLOSED' || err.code === 'NOT_CONNECTED') return `The tool server "${name}" stopped while handling the request. Try again in a moment.`;
     const d = this.describe(e);
     if (/refused the credentials/.test(d)) return `The tool server "${name}" ${d.replace(/^the server /, '')}: the access token is missing, invalid or expired.`;
+    if (err.code === RESULT_TOO_LARGE) return `The tool server "${name}" answered with a result too large to pass on: ${err.message.replace(/^MCP error -?\d+: /, '')}. Ask for less (a narrower query, fewer items).`;
     if (typeof err.code === 'number') return `The tool server "${name}" rejected the call: ${err.message}`;
     return `The tool server "${name}" could not be reached: ${d}`;
   }
+}
+
+/** Pass on only the fields a progress notification has, bounded (the upstream is untrusted). */
+function progressRelay(to: (p: Progress) => void): (p: { progress: number; total?: number; message?: string }) => void {
+  return (p) => {
+    if (typeof p.progress !== 'number' || !Number.isFinite(p.progress)) return;
+    to({
+      progress: p.progress,
+      ...(typeof p.total === 'number' && Number.isFinite(p.total) ? { total: p.total } : {}),
+      ...(typeof p.message === 'string' ? { message: p.message.slice(0, 1000) } : {}),
+    });
+  };
 }
 
 function unavailable(text: string): CallToolResult {
