@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { buildApi } from './api/app.js';
 import type { Config } from './config.js';
 import { DeviceRegistry } from './devices/registry.js';
+import { ToolsPageCache } from './devices/tools-page-cache.js';
 import { CLOSE_SHUTDOWN } from './devices/link.js';
 import { GatewayError } from './errors.js';
 import type { McpEndpoint } from './facade/mcp-endpoint.js';
@@ -16,6 +17,7 @@ import { attachWebSocketLink } from './links/ws.js';
 import { startMqttLink, type MqttLink } from './links/mqtt.js';
 import { createLogger } from './log.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { SchemaValidators } from './schemas/validators.js';
 import { resolveSecrets } from './secrets.js';
 import { GATEWAY_NAME, GATEWAY_VERSION } from './version.js';
 
@@ -53,12 +55,20 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   const bus = new EventBus(config.events.bufferSize, metrics, (err) => log.error({ err }, 'event listener failed'));
   const vision = (deviceId: string): VisionCapability | undefined =>
     config.vision.url ? { url: config.vision.url, token: mintVisionToken(visionKey, deviceId, Date.now() / 1000 + config.vision.tokenTtlSeconds) } : undefined;
+  const schemaValidators = new SchemaValidators({
+    limits: config.schemas,
+    maxCached: config.schemas.validatorCacheSize,
+    onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
+    onSize: (size) => metrics.schemaValidators.set(size),
+  });
   const registry = new DeviceRegistry({
     maxKnownDevices: config.devices.maxKnown,
     log,
     bus,
     metrics,
     vision,
+    pages: new ToolsPageCache(),
+    validators: schemaValidators,
     settings: {
       requestTimeoutMs: config.session.requestTimeoutMs,
       maxToolPages: config.session.maxToolPages,
@@ -68,6 +78,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       queueLimit: config.calls.queueLimit,
       concurrency: config.calls.concurrency,
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
+      frameLimits: config.frames,
+      schemaLimits: config.schemas,
     },
   });
   const auth = { mode: config.deviceAuth, tokens: config.deviceTokens, secret: secrets.deviceSecret, tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds };
@@ -95,6 +107,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       maxTools: config.mcp.maxToolsPerServer,
       allowPrivateNetwork: config.mcp.allowPrivateNetwork,
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
+      schemaLimits: config.schemas,
+      validators: schemaValidators,
     },
   });
   const tenants = new Map(Object.entries(config.apiKeyTenants));

@@ -30,6 +30,15 @@ export function createMetrics() {
     hubCalls: new Counter({ name: 'voxgate_tool_calls_total', help: 'Namespaced tool calls (HTTP and MCP endpoint), by target kind and outcome', labelNames: ['kind', 'outcome'] as const, registers: [registry] }),
     mcpRequests: new Counter({ name: 'voxgate_mcp_endpoint_requests_total', help: 'Requests to the /mcp endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),
+    handlerErrors: new Counter({
+      name: 'voxgate_frame_handler_errors_total',
+      help: 'Unexpected errors in a connection frame handler (the connection is closed, the gateway goes on)',
+      labelNames: ['transport'] as const,
+      registers: [registry],
+    }),
+    schemasRefused: new Counter({ name: 'voxgate_schemas_refused_total', help: 'Tool schemas over the size/depth bounds (tool left out)', labelNames: ['source', 'reason'] as const, registers: [registry] }),
+    patternsUnenforced: new Counter({ name: 'voxgate_schema_patterns_unenforced_total', help: 'Schema patterns the linear-time regex engine cannot run (not enforced)', labelNames: ['reason'] as const, registers: [registry] }),
+    schemaValidators: new Gauge({ name: 'voxgate_schema_validators_cached', help: 'Compiled schema validators held (LRU, shared by schema content)', registers: [registry] }),
   };
   return m;
 }

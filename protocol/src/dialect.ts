@@ -1,3 +1,4 @@
+import { safeJsonText } from './json.js';
 import { RpcErrorCode, type RpcErrorResponse } from './jsonrpc.js';
 
 /** A device error with a code, however the device sent it. */
@@ -32,7 +33,8 @@ export function normalizeRpcError(error: RpcErrorResponse['error']): NormalizedR
 }
 
 function messageText(m: unknown): string {
-  const text = typeof m === 'string' ? m : m === undefined ? 'device error (no message)' : JSON.stringify(m);
+  // A device may send any JSON as the message: serialized without ever throwing.
+  const text = typeof m === 'string' ? m : m === undefined ? 'device error (no message)' : safeJsonText(m, 'device error (unprintable message)');
   return text.length > MAX_MESSAGE ? `${text.slice(0, MAX_MESSAGE)}…` : text;
 }
 

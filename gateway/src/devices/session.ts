@@ -6,27 +6,33 @@ import {
   buildGoodbye,
   buildInitializeParams,
   buildServerHello,
+  checkJsonBounds,
   classifyRpc,
   describeIssues,
   encodeMcpFrame,
   normalizeRpcError,
   parseDeviceFrame,
   rpcRequest,
+  safeJsonText,
+  tryParseJson,
   type CallToolResult,
   type DeviceFrame,
   type InitializeResult,
+  type JsonLimits,
   type RpcId,
   type Tool,
+  type ToolsListResult,
   type VisionCapability,
 } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
-import type { ArgumentProblem } from './arguments.js';
+import { guardSchema, type SchemaLimits } from '../schemas/untrusted-schema.js';
+import type { ArgumentProblem, SchemaValidators } from '../schemas/validators.js';
 import { ToolCatalog, type CatalogTool } from './catalog.js';
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
-import { TOOLS_PAGES, ToolsPageCache, type CachedPage } from './tools-page-cache.js';
+import { ToolsPageCache, type CachedPage } from './tools-page-cache.js';
 
 export interface SessionSettings {
   requestTimeoutMs: number;
@@ -37,6 +43,10 @@ export interface SessionSettings {
   queueLimit: number;
   concurrency: number;
   clientInfo: { name: string; version: string };
+  /** Depth and size bounds of every frame, checked before it is parsed. */
+  frameLimits: JsonLimits;
+  /** Bounds of each tool schema in the catalog; a tool over them is left out. */
+  schemaLimits: SchemaLimits;
 }
 
 export interface SessionDeps {
@@ -47,6 +57,10 @@ export interface SessionDeps {
   bus: EventBus;
   metrics: Metrics;
   settings: SessionSettings;
+  /** This gateway's tools/list page cache, shared by its sessions. */
+  pages: ToolsPageCache;
+  /** Compiled argument validators, shared by schema content. */
+  validators: SchemaValidators;
   /** Minted per (re)initialize: the vision token expires. */
   vision: () => VisionCapability | undefined;
   /** The catalog hash this device had before (a previous connection), to tell a changed catalog. */
@@ -96,8 +110,8 @@ export class DeviceSession {
   private readyWaiters: Array<{ resolve: () => void; reject: (e: GatewayError) => void }> = [];
   private helloTimer: NodeJS.Timeout | undefined;
   private relisting = false;
-  /** The tools/list reply being awaited: its frame prefix, and the page text once seen (for the page cache). */
-  private pageExpect: { id: number; after: string; text?: string; hit?: CachedPage } | undefined;
+  /** The tools/list reply being awaited: its frame prefix, and the page once taken from the fast path. */
+  private pageExpect: { id: number; after: string; hit?: CachedPage } | undefined;
 
   constructor(
     private readonly d: SessionDeps,
@@ -130,8 +144,8 @@ export class DeviceSession {
   /** One text frame from the link. Never throws: bad input is counted, logged, and dropped. */
   onText(text: string): void {
     this.lastSeenAt = Date.now();
-    if (this.pageExpect && this.takeCachedPage(text)) return;
-    const parsed = parseDeviceFrame(text);
+    if (this.pageExpect && this.takePage(text)) return;
+    const parsed = parseDeviceFrame(text, this.d.settings.frameLimits);
     if (!parsed.ok) {
       this.d.metrics.framesRejected.inc({ reason: parsed.reason });
       this.d.log.warn({ reason: parsed.reason, detail: parsed.detail, bytes: text.length }, 'frame rejected');
@@ -152,21 +166,52 @@ export class DeviceSession {
     }
   }
 
-  /** A tools/list page this gateway has already parsed and validated for another device: no parsing. */
-  private takeCachedPage(text: string): boolean {
+  /**
+   * The awaited tools/list reply in the reference layout: from the page cache when another device sent
+   * the same text, else validated from that text alone and cached. Anything else (or a page that does
+   * not stand alone as a valid page) returns false and takes the ordinary path, which judges it.
+   */
+  private takePage(text: string): boolean {
     const expect = this.pageExpect!;
     const pageText = ToolsPageCache.pageText(text, expect.after);
     if (pageText === undefined) return false;
-    const cached = TOOLS_PAGES.get(pageText);
-    if (!cached) {
-      expect.text = pageText;
-      return false;
+    let page = this.d.pages.get(pageText);
+    if (page) this.d.metrics.toolsPages.inc({ source: 'cache' });
+    else {
+      if (!checkJsonBounds(text, this.d.settings.frameLimits).ok) return false;
+      // The entry is the validated parse of its own key text, so it is the same whoever fills it.
+      const parsed = tryParseJson(pageText);
+      const valid = parsed.ok ? this.validatePage(parsed.value) : undefined;
+      if (!valid?.ok) return false;
+      page = this.d.pages.store(pageText, valid.page);
+      this.d.metrics.toolsPages.inc({ source: 'parsed' });
     }
     this.d.metrics.framesIn.inc({ transport: this.d.link.transport, kind: 'mcp' });
-    this.d.metrics.toolsPages.inc({ source: 'cache' });
-    expect.hit = cached;
-    this.settle(expect.id, (p) => p.resolve(cached));
+    const hit = page;
+    expect.hit = hit;
+    this.settle(expect.id, (p) => p.resolve(hit));
     return true;
+  }
+
+  /** A tools/list result, validated; tools whose schemas are over the bounds are left out (logged, counted). */
+  private validatePage(raw: unknown): { ok: true; page: ToolsListResult } | { ok: false; detail: string } {
+    const r = ToolsListResultSchema.safeParse(raw);
+    if (!r.success) return { ok: false, detail: describeIssues(r.error.issues) };
+    const tools: Tool[] = [];
+    for (const tool of r.data.tools) {
+      const input = guardSchema(tool.inputSchema, this.d.settings.schemaLimits);
+      const output = tool.outputSchema === undefined ? undefined : guardSchema(tool.outputSchema, this.d.settings.schemaLimits);
+      const refused = !input.ok ? input : output && !output.ok ? output : undefined;
+      if (refused) {
+        this.d.metrics.schemasRefused.inc({ source: 'device', reason: refused.reason });
+        this.d.log.warn({ tool: tool.name, reason: refused.reason, detail: refused.detail }, 'tool schema over the bounds; tool left out of the catalog');
+        continue;
+      }
+      const kept: Tool = { ...tool, inputSchema: input.ok ? input.schema : tool.inputSchema };
+      if (output?.ok) kept.outputSchema = output.schema;
+      tools.push(kept);
+    }
+    return { ok: true, page: { ...r.data, tools } };
   }
 
   /** The link is gone: fail everything waiting, at once. */
@@ -203,7 +248,7 @@ export class DeviceSession {
       this.d.metrics.calls.inc({ outcome: 'tool_not_found' });
       throw new GatewayError('TOOL_NOT_FOUND', `device ${this.d.deviceId} has no tool named "${name}"`, { tool: name });
     }
-    const problems = this.catalog!.checkArguments(tool, args);
+    const problems = this.d.validators.check(tool.inputSchema, args);
     if (problems) {
       this.d.metrics.calls.inc({ outcome: 'invalid_arguments' });
       throw invalidArguments(name, problems);
@@ -467,10 +512,10 @@ export class DeviceSession {
     try {
       const raw = await this.request('tools/list', params, this.d.settings.requestTimeoutMs);
       if (expect.hit !== undefined && raw === expect.hit) return expect.hit;
-      const r = ToolsListResultSchema.safeParse(raw);
-      if (!r.success) throw new Error(`malformed tools/list page ${page}: ${describeIssues(r.error.issues)}`);
+      const r = this.validatePage(raw);
+      if (!r.ok) throw new Error(`malformed tools/list page ${page}: ${r.detail}`);
       this.d.metrics.toolsPages.inc({ source: 'parsed' });
-      return expect.text === undefined ? { serial: 0, result: r.data } : TOOLS_PAGES.store(expect.text, r.data);
+      return { serial: 0, result: r.page };
     } finally {
       if (this.pageExpect === expect) this.pageExpect = undefined;
     }
@@ -508,7 +553,9 @@ export class DeviceSession {
 export const MAX_EVENT_DATA_BYTES = 8 * 1024;
 
 function capForEvent(value: unknown, knownBytes?: number): unknown {
-  const bytes = knownBytes ?? JSON.stringify(value).length;
+  // Frames are depth-bounded before parsing; the guarded stringify is the second line of defence.
+  const bytes = knownBytes ?? safeJsonText(value, '').length;
+  if (bytes === 0) return { truncated: true, unserializable: true };
   if (bytes <= MAX_EVENT_DATA_BYTES) return value;
   const type = typeof value === 'object' && value !== null && 'type' in value ? (value as { type: unknown }).type : undefined;
   return { truncated: true, bytes, ...(typeof type === 'string' ? { type } : {}) };

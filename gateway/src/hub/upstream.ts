@@ -19,6 +19,8 @@ import { fillHeaders, placeholders, type Tokens } from './credentials.js';
 import { callOpenApi, toolsFromOpenApi, type OpenApiTool } from './openapi.js';
 import { guardedFetch } from './ssrf.js';
 import { ChildStdioTransport } from './stdio-transport.js';
+import { guardSchema, type SchemaLimits } from '../schemas/untrusted-schema.js';
+import type { SchemaValidators } from '../schemas/validators.js';
 
 export type ServerState = 'starting' | 'ready' | 'failed' | 'restarting' | 'stopped' | 'disabled';
 
@@ -36,6 +38,9 @@ export interface HubSettings {
   maxTools: number;
   allowPrivateNetwork: boolean;
   clientInfo: { name: string; version: string };
+  /** Hosted servers' tool schemas are untrusted: bounded at load, compiled only by the shared safe validators. */
+  schemaLimits: SchemaLimits;
+  validators: SchemaValidators;
 }
 
 export interface CallContext {
@@ -226,13 +231,15 @@ export class McpUpstream extends Upstream {
     const transport = this.makeTransport();
     const client = new Client(d.settings.clientInfo, {
       capabilities: {},
+      // outputSchema validation: linear-time regexes and one bounded cache, not the SDK's own ajv.
+      jsonSchemaValidator: d.settings.validators,
       listChanged: {
         tools: {
           onChanged: (err, tools) => {
             if (gen !== this.generation) return;
             if (err) return d.log.warn({ err: err.message }, 'relisting tools after list_changed failed');
             if (tools) {
-              this.allTools = tools;
+              this.allTools = this.boundedTools(tools);
               d.log.info({ tools: tools.length }, 'upstream tools changed');
               d.onToolsChanged();
             }
@@ -257,7 +264,7 @@ export class McpUpstream extends Upstream {
         (async () => {
           await client.connect(transport);
           const listed = client.getServerCapabilities()?.tools ? (await client.listTools()).tools : [];
-          if (gen === this.generation) this.allTools = listed;
+          if (gen === this.generation) this.allTools = this.boundedTools(listed);
         })(),
         timeout,
       ]);
@@ -282,6 +289,24 @@ export class McpUpstream extends Upstream {
     }
     d.log.info({ tools: this.allTools.length, server: client.getServerVersion() }, 'upstream MCP server ready');
     d.onToolsChanged();
+  }
+
+  /** Tools whose schemas are over the bounds are left out (logged); the rest keep sanitized schemas. */
+  private boundedTools(tools: Tool[]): Tool[] {
+    const kept: Tool[] = [];
+    for (const t of tools) {
+      const input = guardSchema(t.inputSchema as Record<string, unknown>, this.d.settings.schemaLimits);
+      const output = t.outputSchema === undefined ? undefined : guardSchema(t.outputSchema as Record<string, unknown>, this.d.settings.schemaLimits);
+      const refused = !input.ok ? input : output && !output.ok ? output : undefined;
+      if (refused || !input.ok) {
+        this.d.log.warn({ tool: t.name, reason: refused?.reason, detail: refused?.detail }, 'upstream tool schema over the bounds; tool left out');
+        continue;
+      }
+      const tool = { ...t, inputSchema: input.schema as Tool['inputSchema'] };
+      if (output?.ok) tool.outputSchema = output.schema as NonNullable<Tool['outputSchema']>;
+      kept.push(tool);
+    }
+    return kept;
   }
 
   private makeTransport(): Transport {
