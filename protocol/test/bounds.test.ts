@@ -1,14 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { checkJsonBounds, normalizeRpcError, parseDeviceFrame, parseRpc, type JsonValue } from '../src/index.js';
+import { checkJsonBounds, normalizeRpcError, parseDeviceFrame, parseRpc } from '../src/index.js';
 
 const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
 const limits = { maxDepth: 64, maxBytes: 64 * 1024 };
 
 /** The nesting depth of a parsed value, the reference the scanner must agree with. */
-function depthOf(v: JsonValue): number {
+function depthOf(v: unknown): number {
   if (typeof v !== 'object' || v === null) return 0;
-  const children = Array.isArray(v) ? v : Object.values(v);
+  const children: unknown[] = Array.isArray(v) ? v : Object.values(v);
   return 1 + Math.max(0, ...children.map(depthOf));
 }
 
