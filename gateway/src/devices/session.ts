@@ -110,6 +110,7 @@ export class DeviceSession {
   private readyWaiters: Array<{ resolve: () => void; reject: (e: GatewayError) => void }> = [];
   private helloTimer: NodeJS.Timeout | undefined;
   private relisting = false;
+  private badInputs = 0;
   /** The tools/list reply being awaited: its frame prefix, and the page once taken from the fast path. */
   private pageExpect: { id: number; after: string; hit?: CachedPage } | undefined;
 
@@ -148,7 +149,7 @@ export class DeviceSession {
     const parsed = parseDeviceFrame(text, this.d.settings.frameLimits);
     if (!parsed.ok) {
       this.d.metrics.framesRejected.inc({ reason: parsed.reason });
-      this.d.log.warn({ reason: parsed.reason, detail: parsed.detail, bytes: text.length }, 'frame rejected');
+      this.logBadInput('warn', { reason: parsed.reason, detail: parsed.detail, bytes: text.length }, 'frame rejected');
       return;
     }
     if (parsed.value.repaired) this.d.metrics.framesRejected.inc({ reason: 'repaired' });
@@ -212,6 +213,15 @@ export class DeviceSession {
       tools.push(kept);
     }
     return { ok: true, page: { ...r.data, tools } };
+  }
+
+  /**
+   * Bad input from this device, logged within a budget: the first lines, then one line per thousand, so a
+   * hostile device cannot flood the log (the metrics count every frame).
+   */
+  private logBadInput(level: 'warn' | 'debug', obj: Record<string, unknown>, msg: string): void {
+    const n = ++this.badInputs;
+    if (n <= BAD_INPUT_LOG_LINES || n % 1000 === 0) this.d.log[level]({ ...obj, badInputs: n }, msg);
   }
 
   /** The link is gone: fail everything waiting, at once. */
@@ -401,7 +411,7 @@ export class DeviceSession {
     const c = classifyRpc(payload);
     if (!c.ok) {
       this.d.metrics.framesRejected.inc({ reason: 'bad_jsonrpc' });
-      this.d.log.warn({ detail: c.detail }, 'mcp payload is not JSON-RPC');
+      this.logBadInput('warn', { detail: c.detail }, 'mcp payload is not JSON-RPC');
       return;
     }
     const m = c.message;
@@ -430,7 +440,7 @@ export class DeviceSession {
     const p = typeof id === 'number' ? this.pending.get(id) : undefined;
     if (!p) {
       this.d.metrics.lateReplies.inc();
-      this.d.log.debug({ id }, 'reply matches no pending request (late or unknown id); dropped');
+      this.logBadInput('debug', { id: typeof id === 'string' ? id.slice(0, 64) : id }, 'reply matches no pending request (late or unknown id); dropped');
       return;
     }
     clearTimeout(p.timer);
@@ -548,6 +558,9 @@ export class DeviceSession {
     });
   }
 }
+
+/** Bad frames from one session logged one by one before the log thins out to one line per thousand. */
+const BAD_INPUT_LOG_LINES = 20;
 
 /** Device-sent data in events is bounded: the ring buffer and every subscriber hold it. */
 export const MAX_EVENT_DATA_BYTES = 8 * 1024;
