@@ -1,7 +1,9 @@
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { guardSchema } from '../../gateway/src/schemas/untrusted-schema.js';
 import { SchemaValidators } from '../../gateway/src/schemas/validators.js';
 import { startTestGateway } from '../../test/support/gateway-harness.js';
+import { nodeServer } from '../../test/support/hub.js';
 import { ReferenceDevice, referenceTools } from '../../test/support/reference-device.js';
 import { ScriptedWsDevice } from '../../test/support/scripted-device.js';
 
@@ -152,3 +154,27 @@ describe('untrusted schemas through the gateway', () => {
     }
   });
 });
+
+describe('untrusted schemas from a hosted MCP server', () => {
+  it('leaves out a tool whose schema is over the bounds; validates outputSchemas on the linear engine', async () => {
+    const t = await startTestGateway({ mcp: { servers: { hostile: nodeServer(fileURLToPath(new URL('fixtures/hostile-schema-server.mjs', import.meta.url))) } } });
+    try {
+      await t.gw.hubStarted;
+      const tools = await t.api<{ tools: Array<{ name: string }> }>('GET', '/v1/tools');
+      const names = tools.body.tools.map((x) => x.name).filter((n) => n.startsWith('mcp__hostile__'));
+      expect(names.sort()).toEqual(['mcp__hostile__fine', 'mcp__hostile__redos_out']);
+      expect(t.logs.some((l) => l['msg'] === 'upstream tool schema over the bounds; tool left out' && l['tool'] === 'deep_in')).toBe(true);
+
+      // 5000 a's and a b: decided in one pass, refused as not matching the declared outputSchema.
+      const redos = await t.api<{ isError: boolean; content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__hostile__redos_out/call', { arguments: {} });
+      expect(redos.body.isError).toBe(true);
+      expect(redos.body.content[0]?.text).toMatch(/does not match the tool's output schema: data\/s must match pattern/);
+      const fine = await t.api<{ structuredContent?: unknown }>('POST', '/v1/tools/mcp__hostile__fine/call', { arguments: {} });
+      expect(fine.status).toBe(200);
+      expect(fine.body.structuredContent).toEqual({ n: 1 });
+    } finally {
+      await t.close();
+    }
+  });
+});
+
