@@ -38,6 +38,12 @@ export function createMetrics() {
     }),
     schemasRefused: new Counter({ name: 'voxgate_schemas_refused_total', help: 'Tool schemas over the size/depth bounds (tool left out)', labelNames: ['source', 'reason'] as const, registers: [registry] }),
     patternsUnenforced: new Counter({ name: 'voxgate_schema_patterns_unenforced_total', help: 'Schema patterns the linear-time regex engine cannot run (not enforced)', labelNames: ['reason'] as const, registers: [registry] }),
+    deviceContent: new Counter({
+      name: 'voxgate_device_content_normalized_total',
+      help: 'Device tools/call content items rewritten to valid MCP content (firmware_image: the firmware image shape; malformed: passed on as text)',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
     schemaValidators: new Gauge({ name: 'voxgate_schema_validators_cached', help: 'Compiled schema validators held (LRU, shared by schema content)', registers: [registry] }),
   };
   return m;

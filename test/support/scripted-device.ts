@@ -13,6 +13,8 @@ export interface ScriptedTool {
   description?: string;
   inputSchema: Record<string, unknown>;
   annotations?: Record<string, unknown>;
+  /** The raw `result` JSON text a tools/call of this tool gets (default: the arguments echoed as text). */
+  result?: string;
 }
 
 /**
@@ -68,8 +70,11 @@ export class ScriptedWsDevice {
   private serve(r: ScriptedRequest): boolean {
     if (!this.served) return false;
     if (r.method === 'initialize') this.reply(r.id, '{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"scripted","version":"1"}}');
-    else if (r.method === 'tools/list') this.reply(r.id, JSON.stringify({ tools: this.served }));
-    else if (r.method === 'tools/call') this.reply(r.id, JSON.stringify({ content: [{ type: 'text', text: JSON.stringify(r.params?.['arguments'] ?? {}) }], isError: false }));
+    else if (r.method === 'tools/list') this.reply(r.id, JSON.stringify({ tools: this.served.map(({ result: _r, ...tool }) => tool) }));
+    else if (r.method === 'tools/call') {
+      const tool = this.served.find((x) => x.name === r.params?.['name']);
+      this.reply(r.id, tool?.result ?? JSON.stringify({ content: [{ type: 'text', text: JSON.stringify(r.params?.['arguments'] ?? {}) }], isError: false }));
+    }
     else return false;
     return true;
   }

@@ -10,11 +10,13 @@ import {
   classifyRpc,
   describeIssues,
   encodeMcpFrame,
+  normalizeDeviceContent,
   normalizeRpcError,
   parseDeviceFrame,
   rpcRequest,
   safeJsonText,
   tryParseJson,
+  unparsableReplyId,
   type CallToolResult,
   type DeviceFrame,
   type InitializeResult,
@@ -150,6 +152,7 @@ export class DeviceSession {
     if (!parsed.ok) {
       this.d.metrics.framesRejected.inc({ reason: parsed.reason });
       this.logBadInput('warn', { reason: parsed.reason, detail: parsed.detail, bytes: text.length }, 'frame rejected');
+      if (parsed.reason === 'not_json') this.settleUnparsable(text);
       return;
     }
     if (parsed.value.repaired) this.d.metrics.framesRejected.inc({ reason: 'repaired' });
@@ -224,6 +227,17 @@ export class DeviceSession {
     if (n <= BAD_INPUT_LOG_LINES || n % 1000 === 0) this.d.log[level]({ ...obj, badInputs: n }, msg);
   }
 
+  /**
+   * A reply that is not JSON even after repair still answers a request: the caller gets DEVICE_ERROR with
+   * the raw text at once, instead of waiting out its timeout.
+   */
+  private settleUnparsable(text: string): void {
+    const id = unparsableReplyId(text);
+    if (id === undefined || !this.pending.has(id)) return;
+    const raw = text.length > MAX_RAW_REPLY ? `${text.slice(0, MAX_RAW_REPLY)}…` : text;
+    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', `device sent a reply that is not JSON: ${raw}`, { method: p.method, unparsable: true })));
+  }
+
   /** The link is gone: fail everything waiting, at once. */
   onClosed(reason: string): void {
     if (this.state === 'closed') return;
@@ -278,9 +292,15 @@ export class DeviceSession {
         throw new GatewayError('DEVICE_ERROR', `device returned a malformed tools/call result: ${describeIssues(parsed.error.issues)}`);
       }
       const durationMs = Math.round((performance.now() - started) * 100) / 100;
-      this.d.metrics.calls.inc({ outcome: parsed.data.isError ? 'tool_error' : 'ok' });
+      const content = normalizeDeviceContent(parsed.data.content);
+      if (content.firmwareImages > 0) this.d.metrics.deviceContent.inc({ kind: 'firmware_image' }, content.firmwareImages);
+      if (content.malformed > 0) {
+        this.d.metrics.deviceContent.inc({ kind: 'malformed' }, content.malformed);
+        this.logBadInput('warn', { tool: name, items: content.malformed }, 'tools/call result had content items that are not valid MCP content; passed on as text');
+      }
+      this.d.metrics.calls.inc({ outcome: parsed.data.isError ? 'tool_error' : content.malformed > 0 ? 'ok_malformed_content' : 'ok' });
       this.d.metrics.callDuration.observe(durationMs / 1000);
-      return { ...parsed.data, durationMs };
+      return { ...parsed.data, content: content.content, durationMs };
     });
   }
 
@@ -558,6 +578,9 @@ export class DeviceSession {
     });
   }
 }
+
+/** How much of an unparsable reply a caller is shown. */
+const MAX_RAW_REPLY = 1024;
 
 /** Bad frames from one session logged one by one before the log thins out to one line per thousand. */
 const BAD_INPUT_LOG_LINES = 20;
