@@ -35,7 +35,8 @@ export type JsonBoundsProblem = { ok: false; reason: 'too_deep' | 'too_large'; d
  * from it is no deeper than `maxDepth`, so later recursion over it (stringify, validators) is safe.
  */
 export function checkJsonBounds(text: string, limits: JsonLimits): { ok: true } | JsonBoundsProblem {
-  if (text.length > limits.maxBytes) return tooLarge(text.length, limits);
+  // Every UTF-16 unit is at least one UTF-8 byte: a text this long is too large without counting.
+  if (text.length > limits.maxBytes) return tooLarge(limits);
   let depth = 0;
   let bytes = 0;
   let inString = false;
@@ -53,11 +54,11 @@ export function checkJsonBounds(text: string, limits: JsonLimits): { ok: true } 
       if (++depth > limits.maxDepth) return { ok: false, reason: 'too_deep', detail: `nested deeper than ${limits.maxDepth} levels` };
     } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) depth--;
   }
-  return bytes > limits.maxBytes ? tooLarge(bytes, limits) : { ok: true };
+  return bytes > limits.maxBytes ? tooLarge(limits) : { ok: true };
 }
 
-function tooLarge(size: number, limits: JsonLimits): JsonBoundsProblem {
-  return { ok: false, reason: 'too_large', detail: `${size} bytes, more than ${limits.maxBytes}` };
+function tooLarge(limits: JsonLimits): JsonBoundsProblem {
+  return { ok: false, reason: 'too_large', detail: `larger than ${limits.maxBytes} bytes (UTF-8)` };
 }
 
 /** JSON.stringify that never throws (cycles, BigInt, exotic depth): `fallback` instead. */
