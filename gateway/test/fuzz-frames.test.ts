@@ -167,7 +167,12 @@ describe('the gateway under generated hostile device frames', () => {
     expect(healthyCalls.failed).toEqual([]);
     expect(healthyCalls.ok).toBeGreaterThan(0);
     expect(await t.metric('voxgate_frame_handler_errors_total')).toBe(0);
-    for (const reason of ['too_deep', 'too_large', 'not_json', 'bad_envelope']) expect(await t.metric('voxgate_frames_rejected_total', { reason })).toBeGreaterThan(0);
+    // The run reached past the boundary too: every rejection reason, repairs, late replies, accepted MCP frames.
+    for (const reason of ['too_deep', 'too_large', 'not_json', 'bad_envelope', 'bad_jsonrpc', 'repaired']) {
+      expect(await t.metric('voxgate_frames_rejected_total', { reason })).toBeGreaterThan(0);
+    }
+    expect(await t.metric('voxgate_late_replies_total')).toBeGreaterThan(0);
+    expect(await t.metric('voxgate_frames_received_total', { kind: 'mcp' })).toBeGreaterThan(FRAMES / 10);
     // The attackers are still connected and still answer calls of their own.
     for (const d of attackers) {
       expect(d.connected).toBe(true);
