@@ -31,7 +31,12 @@ const weird = fc.oneof(
 );
 const key = fc.oneof(fc.constantFrom(...PROTO_KEYS, ...WIRE_KEYS), weird);
 const deep = fc
-  .tuple(fc.integer({ min: 1, max: 400 }), fc.constantFrom('[', '{"a":', '[{"b":'), fc.constantFrom('1', '"x"', '[]', '{}'))
+  .tuple(
+    // around the limit (64), and far past it: thousands of levels overflow a recursive JSON.stringify
+    fc.oneof({ arbitrary: fc.integer({ min: 1, max: 200 }), weight: 4 }, { arbitrary: fc.integer({ min: 1000, max: 6000 }), weight: 1 }),
+    fc.constantFrom('[', '{"a":', '[{"b":'),
+    fc.constantFrom('1', '"x"', '[]', '{}'),
+  )
   .map(([depth, open, leaf]) => {
     const close = open === '[' ? ']' : open === '{"a":' ? '}' : '}]';
     return open.repeat(depth) + leaf + close.repeat(depth);
