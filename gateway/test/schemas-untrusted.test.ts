@@ -164,6 +164,7 @@ describe('untrusted schemas from a hosted MCP server', () => {
       const names = tools.body.tools.map((x) => x.name).filter((n) => n.startsWith('mcp__hostile__'));
       expect(names.sort()).toEqual(['mcp__hostile__fine', 'mcp__hostile__redos_out']);
       expect(t.logs.some((l) => l['msg'] === 'upstream tool schema over the bounds; tool left out' && l['tool'] === 'deep_in')).toBe(true);
+      expect(await t.metric('voxgate_schemas_refused_total', { source: 'server', reason: 'too_deep' })).toBe(1);
 
       // 5000 a's and a b: decided in one pass, refused as not matching the declared outputSchema.
       const redos = await t.api<{ isError: boolean; content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__hostile__redos_out/call', { arguments: {} });

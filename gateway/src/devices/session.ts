@@ -30,7 +30,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
-import { guardSchema, type SchemaLimits } from '../schemas/untrusted-schema.js';
+import { guardToolSchemas, type SchemaLimits } from '../schemas/untrusted-schema.js';
 import type { ArgumentProblem, SchemaValidators } from '../schemas/validators.js';
 import { ToolCatalog, type CatalogTool } from './catalog.js';
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
@@ -203,16 +203,14 @@ export class DeviceSession {
     if (!r.success) return { ok: false, detail: describeIssues(r.error.issues) };
     const tools: Tool[] = [];
     for (const tool of r.data.tools) {
-      const input = guardSchema(tool.inputSchema, this.d.settings.schemaLimits);
-      const output = tool.outputSchema === undefined ? undefined : guardSchema(tool.outputSchema, this.d.settings.schemaLimits);
-      const refused = !input.ok ? input : output && !output.ok ? output : undefined;
-      if (refused) {
-        this.d.metrics.schemasRefused.inc({ source: 'device', reason: refused.reason });
-        this.d.log.warn({ tool: tool.name, reason: refused.reason, detail: refused.detail }, 'tool schema over the bounds; tool left out of the catalog');
+      const schemas = guardToolSchemas(tool.inputSchema, tool.outputSchema, this.d.settings.schemaLimits);
+      if (!schemas.ok) {
+        this.d.metrics.schemasRefused.inc({ source: 'device', reason: schemas.reason });
+        this.d.log.warn({ tool: tool.name, reason: schemas.reason, detail: schemas.detail }, 'tool schema over the bounds; tool left out of the catalog');
         continue;
       }
-      const kept: Tool = { ...tool, inputSchema: input.ok ? input.schema : tool.inputSchema };
-      if (output?.ok) kept.outputSchema = output.schema;
+      const kept: Tool = { ...tool, inputSchema: schemas.inputSchema };
+      if (schemas.outputSchema) kept.outputSchema = schemas.outputSchema;
       tools.push(kept);
     }
     return { ok: true, page: { ...r.data, tools } };

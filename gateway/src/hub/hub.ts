@@ -104,6 +104,7 @@ export class McpHub {
             settings: d.settings,
             onToolsChanged: () => this.changed(),
             onStateChange: (state) => d.metrics.hubServerStates.inc({ state }),
+            onSchemaRefused: (reason) => d.metrics.schemasRefused.inc({ source: 'server', reason }),
           }),
         );
       }

@@ -19,7 +19,7 @@ import { fillHeaders, placeholders, type Tokens } from './credentials.js';
 import { callOpenApi, toolsFromOpenApi, type OpenApiTool } from './openapi.js';
 import { guardedFetch } from './ssrf.js';
 import { ChildStdioTransport } from './stdio-transport.js';
-import { guardSchema, type SchemaLimits } from '../schemas/untrusted-schema.js';
+import { guardToolSchemas, type SchemaLimits } from '../schemas/untrusted-schema.js';
 import type { SchemaValidators } from '../schemas/validators.js';
 
 export type ServerState = 'starting' | 'ready' | 'failed' | 'restarting' | 'stopped' | 'disabled';
@@ -71,6 +71,8 @@ export interface UpstreamDeps {
   /** Called when this server's tool list changed (connected, relisted, lost). */
   onToolsChanged: () => void;
   onStateChange?: (state: ServerState) => void;
+  /** A tool was left out because its schema is over the bounds (a metric). */
+  onSchemaRefused?: (reason: string) => void;
 }
 
 /** What the hub needs of every kind of server. */
@@ -295,15 +297,14 @@ export class McpUpstream extends Upstream {
   private boundedTools(tools: Tool[]): Tool[] {
     const kept: Tool[] = [];
     for (const t of tools) {
-      const input = guardSchema(t.inputSchema as Record<string, unknown>, this.d.settings.schemaLimits);
-      const output = t.outputSchema === undefined ? undefined : guardSchema(t.outputSchema as Record<string, unknown>, this.d.settings.schemaLimits);
-      const refused = !input.ok ? input : output && !output.ok ? output : undefined;
-      if (refused || !input.ok) {
-        this.d.log.warn({ tool: t.name, reason: refused?.reason, detail: refused?.detail }, 'upstream tool schema over the bounds; tool left out');
+      const schemas = guardToolSchemas(t.inputSchema, t.outputSchema, this.d.settings.schemaLimits);
+      if (!schemas.ok) {
+        this.d.onSchemaRefused?.(schemas.reason);
+        this.d.log.warn({ tool: t.name, reason: schemas.reason, detail: schemas.detail }, 'upstream tool schema over the bounds; tool left out');
         continue;
       }
-      const tool = { ...t, inputSchema: input.schema as Tool['inputSchema'] };
-      if (output?.ok) tool.outputSchema = output.schema as NonNullable<Tool['outputSchema']>;
+      const tool: Tool = { ...t, inputSchema: schemas.inputSchema as Tool['inputSchema'] };
+      if (schemas.outputSchema) tool.outputSchema = schemas.outputSchema as NonNullable<Tool['outputSchema']>;
       kept.push(tool);
     }
     return kept;

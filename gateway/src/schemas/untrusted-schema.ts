@@ -32,6 +32,19 @@ export function guardSchema(schema: Record<string, unknown>, limits: SchemaLimit
   return { ok: true, schema: sanitize(schema) as Record<string, unknown> };
 }
 
+/** A tool's input and output schemas, both guarded: the sanitized pair, or why the tool is refused. */
+export function guardToolSchemas(
+  inputSchema: Record<string, unknown>,
+  outputSchema: Record<string, unknown> | undefined,
+  limits: SchemaLimits,
+): { ok: true; inputSchema: Record<string, unknown>; outputSchema?: Record<string, unknown> } | Extract<SchemaVerdict, { ok: false }> {
+  const input = guardSchema(inputSchema, limits);
+  if (!input.ok) return input;
+  if (outputSchema === undefined) return { ok: true, inputSchema: input.schema };
+  const output = guardSchema(outputSchema, limits);
+  return output.ok ? { ok: true, inputSchema: input.schema, outputSchema: output.schema } : output;
+}
+
 /** Iterative, so a value nested 100 000 levels deep (a hosted server's JSON) is measured safely. */
 function depthExceeds(root: unknown, maxDepth: number): boolean {
   const stack: Array<[unknown, number]> = [[root, 1]];
