@@ -143,6 +143,26 @@ export const ConfigSchema = z
         maxBufferedBytes: z.coerce.number().int().min(64 * 1024).max(256 * 1024 * 1024).default(1024 * 1024),
       })
       .prefault({}),
+    /** Every device text frame (WebSocket message, MQTT payload) is bounded before it is parsed. */
+    frames: z
+      .object({
+        /** Deepest object/array nesting accepted; deeper frames are rejected (`too_deep`). */
+        maxDepth: z.coerce.number().int().min(8).max(512).default(64),
+        /** Largest frame parsed, in UTF-8 bytes (`too_large`); the links' own byte caps apply first. */
+        maxBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
+      })
+      .prefault({}),
+    /** Tool schemas from devices and hosted MCP servers are untrusted data (see docs/security.md). */
+    schemas: z
+      .object({
+        /** A tool whose inputSchema/outputSchema is larger (UTF-8 bytes of its JSON) is left out of the catalog. */
+        maxBytes: z.coerce.number().int().min(256).max(4 * 1024 * 1024).default(64 * 1024),
+        /** ... or nested deeper than this (JSON levels). */
+        maxDepth: z.coerce.number().int().min(2).max(256).default(32),
+        /** Compiled validators kept, shared by every tool with the same schema content (LRU). */
+        validatorCacheSize: z.coerce.number().int().min(1).max(100_000).default(1024),
+      })
+      .prefault({}),
     ota: z
       .object({
         transport: z.enum(['websocket', 'mqtt']).default('websocket'),
@@ -326,6 +346,11 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_ENROLLMENT_PENDING_TTL_S: ['enrollment', 'pendingTtlSeconds'],
   GATEWAY_OTA_RATE_PER_SECOND: ['enrollment', 'rateLimit', 'perSecond'],
   GATEWAY_OTA_RATE_BURST: ['enrollment', 'rateLimit', 'burst'],
+  GATEWAY_FRAME_MAX_DEPTH: ['frames', 'maxDepth'],
+  GATEWAY_FRAME_MAX_BYTES: ['frames', 'maxBytes'],
+  GATEWAY_SCHEMA_MAX_BYTES: ['schemas', 'maxBytes'],
+  GATEWAY_SCHEMA_MAX_DEPTH: ['schemas', 'maxDepth'],
+  GATEWAY_VALIDATOR_CACHE_SIZE: ['schemas', 'validatorCacheSize'],
 };
 
 export class ConfigError extends Error {

@@ -10,6 +10,7 @@ import { DeviceRegistry } from './devices/registry.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
 import { EnrollmentCredentials } from './enrollment/credentials.js';
 import { Enrollment } from './enrollment/enrollment.js';
+import { ToolsPageCache } from './devices/tools-page-cache.js';
 import { GatewayError } from './errors.js';
 import type { McpEndpoint } from './facade/mcp-endpoint.js';
 import { resolveServers } from './hub/config.js';
@@ -21,6 +22,7 @@ import { startMqttLink, type MqttLink } from './links/mqtt.js';
 import { countRequestTimeouts, limitConnections, openFileLimit } from './links/connection-limits.js';
 import { createLogger } from './log.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { SchemaValidators } from './schemas/validators.js';
 import { resolveSecrets } from './secrets.js';
 import { SqliteStore } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
@@ -72,12 +74,20 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   });
   const vision = (deviceId: string): VisionCapability | undefined =>
     config.vision.url ? { url: config.vision.url, token: mintVisionToken(visionKey, deviceId, Date.now() / 1000 + config.vision.tokenTtlSeconds) } : undefined;
+  const schemaValidators = new SchemaValidators({
+    limits: config.schemas,
+    maxCached: config.schemas.validatorCacheSize,
+    onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
+    onSize: (size) => metrics.schemaValidators.set(size),
+  });
   const registry = new DeviceRegistry({
     maxKnownDevices: config.devices.maxKnown,
     log,
     bus,
     metrics,
     vision,
+    pages: new ToolsPageCache(),
+    validators: schemaValidators,
     settings: {
       requestTimeoutMs: config.session.requestTimeoutMs,
       maxToolPages: config.session.maxToolPages,
@@ -87,6 +97,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       queueLimit: config.calls.queueLimit,
       concurrency: config.calls.concurrency,
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
+      frameLimits: config.frames,
+      schemaLimits: config.schemas,
     },
   });
   const store = new SqliteStore(join(config.dataDir, 'voxgate.db'));
@@ -131,6 +143,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       logLevel: config.mcp.upstreamLogLevel,
       logRatePerSecond: config.mcp.upstreamLogRatePerSecond,
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
+      schemaLimits: config.schemas,
+      validators: schemaValidators,
     },
   });
   const tenants = new Map(Object.entries(config.apiKeyTenants));

@@ -45,6 +45,21 @@ export function createMetrics() {
     enrollments: new Counter({ name: 'voxgate_enrollment_decisions_total', help: 'OTA and activation decisions, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     rateLimited: new Counter({ name: 'voxgate_rate_limited_total', help: 'Requests refused by a per-address rate limit, by route', labelNames: ['route'] as const, registers: [registry] }),
     takeoversRefused: new Counter({ name: 'voxgate_device_takeovers_refused_total', help: 'New connections refused because a live one holds other credentials', registers: [registry] }),
+    handlerErrors: new Counter({
+      name: 'voxgate_frame_handler_errors_total',
+      help: 'Unexpected errors in a connection frame handler (the connection is closed, the gateway goes on)',
+      labelNames: ['transport'] as const,
+      registers: [registry],
+    }),
+    schemasRefused: new Counter({ name: 'voxgate_schemas_refused_total', help: 'Tool schemas over the size/depth bounds (tool left out)', labelNames: ['source', 'reason'] as const, registers: [registry] }),
+    patternsUnenforced: new Counter({ name: 'voxgate_schema_patterns_unenforced_total', help: 'Schema patterns the linear-time regex engine cannot run (not enforced)', labelNames: ['reason'] as const, registers: [registry] }),
+    deviceContent: new Counter({
+      name: 'voxgate_device_content_normalized_total',
+      help: 'Device tools/call content items rewritten to valid MCP content (firmware_image: the firmware image shape; malformed: passed on as text)',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
+    schemaValidators: new Gauge({ name: 'voxgate_schema_validators_cached', help: 'Compiled schema validators held (LRU, shared by schema content)', registers: [registry] }),
   };
   return m;
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ToolsPageCache } from '../../gateway/src/devices/tools-page-cache.js';
 import { startTestGateway } from '../../test/support/gateway-harness.js';
-import { ReferenceDevice, referenceTools } from '../../test/support/reference-device.js';
+import { ReferenceDevice, referenceTools, toolJson } from '../../test/support/reference-device.js';
+import { ScriptedWsDevice } from '../../test/support/scripted-device.js';
 
 const after = ToolsPageCache.expectAfterSessionId(7);
 
@@ -55,6 +56,48 @@ describe('tools/list page cache', () => {
       expect(call.status).toBe(200);
     } finally {
       for (const d of devices) d.terminate();
+      await t.close();
+    }
+  });
+
+  it('one device cannot poison the catalog another device gets (issue 8, defect 2)', async () => {
+    const t = await startTestGateway();
+    let attacker: ScriptedWsDevice | undefined;
+    const victim = new ReferenceDevice({
+      deviceId: '02:00:00:00:08:02',
+      // A catalog of its own (one changed description), so no other test has cached this page text.
+      tools: referenceTools().map((x) => (x.name === 'self.get_device_status' ? { ...x, description: `${x.description} (poison test)` } : x)),
+    });
+    try {
+      // The victim firmware's first page, byte for byte (the attacker knows the firmware).
+      const victimPage = `{"tools":[${victim.tools.map(toolJson).join(',')}]}`;
+      const evilPage = JSON.stringify({ tools: victim.tools.map((x) => JSON.parse(toolJson({ ...x, userOnly: false })) as unknown) });
+
+      attacker = await ScriptedWsDevice.connect(t.wsUrl, '02:00:00:00:08:01');
+      const attackerReady = t.nextEvent('device.ready', '02:00:00:00:08:01');
+      const init = await attacker.next('initialize');
+      attacker.reply(init.id, '{"protocolVersion":"2024-11-05","capabilities":{},"serverInfo":{"name":"x","version":"1"}}');
+      const list = await attacker.next('tools/list');
+      // Frame A: the victim's exact page text, in an envelope the gateway refuses (300-char session id).
+      attacker.send(`{"session_id":"${'x'.repeat(300)}","type":"mcp","payload":{"jsonrpc":"2.0","id":${list.id},"result":${victimPage}}}`);
+      // Frame B: settles the same request with the evil page, in another key order (off the fast path).
+      attacker.send(`{"type":"mcp","session_id":"s","payload":{"jsonrpc":"2.0","id":${list.id},"result":${evilPage}}}`);
+      await attackerReady;
+      const own = await t.api<{ tools: Array<{ name: string; userOnly: boolean }> }>('GET', '/v1/devices/02:00:00:00:08:01/tools');
+      expect(own.body.tools.find((x) => x.name === 'self.reboot')?.userOnly).toBe(false); // the attacker got its own forgery
+
+      const victimReady = t.nextEvent('device.ready', victim.deviceId);
+      await victim.connectWebSocket(t.wsUrl);
+      await victimReady;
+      expect(victim.sent.some((f) => f.endsWith(`"result":${victimPage}}}`))).toBe(true); // the attack targeted this exact text
+      const tools = await t.api<{ tools: Array<{ name: string; userOnly: boolean }> }>('GET', `/v1/devices/${victim.deviceId}/tools`);
+      expect(tools.body.tools.map((x) => x.name)).toEqual(victim.tools.map((x) => x.name));
+      expect(tools.body.tools.find((x) => x.name === 'self.reboot')?.userOnly).toBe(true);
+      const forLlm = await t.api<{ code: string }>('POST', '/v1/tools/device_call/call', { arguments: { device_id: victim.deviceId, tool: 'self.reboot' } });
+      expect(forLlm.body.code).toBe('TOOL_NOT_FOUND');
+    } finally {
+      attacker?.close();
+      victim.terminate();
       await t.close();
     }
   });

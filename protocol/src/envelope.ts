@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isJsonObject, tryParseJson, type JsonObject } from './json.js';
+import { DEFAULT_JSON_LIMITS, checkJsonBounds, isJsonObject, tryParseJson, type JsonLimits, type JsonObject } from './json.js';
 import { repairUnescapedErrorMessage } from './repair.js';
 import { describeIssues, fail, ok, type Parsed } from './result.js';
 
@@ -16,7 +16,7 @@ export const DeviceFrameSchema = z
   .loose();
 
 export type DeviceFrame = z.infer<typeof DeviceFrameSchema> & JsonObject;
-export type FrameRejectReason = 'not_json' | 'not_object' | 'bad_envelope';
+export type FrameRejectReason = 'too_deep' | 'too_large' | 'not_json' | 'not_object' | 'bad_envelope';
 
 export interface ParsedFrame {
   frame: DeviceFrame;
@@ -24,13 +24,20 @@ export interface ParsedFrame {
   repaired: boolean;
 }
 
-/** Parse a device text frame. Never throws; a rejected frame says why (a metrics label). */
-export function parseDeviceFrame(text: string): Parsed<ParsedFrame, FrameRejectReason> {
+/**
+ * Parse a device text frame. Never throws; a rejected frame says why (a metrics label). Depth and size
+ * are checked before anything is parsed, so nothing downstream ever holds a value nested deeper than
+ * `limits.maxDepth`.
+ */
+export function parseDeviceFrame(text: string, limits: JsonLimits = DEFAULT_JSON_LIMITS): Parsed<ParsedFrame, FrameRejectReason> {
+  const bounds = checkJsonBounds(text, limits);
+  if (!bounds.ok) return fail(bounds.reason, bounds.detail);
   let repaired = false;
   let parsed = tryParseJson(text);
   if (!parsed.ok) {
     const fixed = repairUnescapedErrorMessage(text);
-    const second = fixed === undefined ? undefined : tryParseJson(fixed);
+    // The repair only escapes characters, but its output is bounded again rather than reasoned about.
+    const second = fixed === undefined || !checkJsonBounds(fixed, limits).ok ? undefined : tryParseJson(fixed);
     if (!second?.ok) return fail('not_json', parsed.error);
     parsed = second;
     repaired = true;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isJsonObject, tryParseJson } from './json.js';
+import { DEFAULT_JSON_LIMITS, checkJsonBounds, isJsonObject, tryParseJson, type JsonLimits } from './json.js';
 
 export const JSONRPC_VERSION = '2.0';
 export const RpcErrorCode = {
@@ -82,8 +82,10 @@ export function classifyRpc(value: unknown): Classified {
   return invalid('neither a request, a notification nor a response');
 }
 
-/** Parse and classify a JSON-RPC text. */
-export function parseRpc(text: string): Classified {
+/** Parse and classify a JSON-RPC text; depth and size are bounded before parsing. */
+export function parseRpc(text: string, limits: JsonLimits = DEFAULT_JSON_LIMITS): Classified {
+  const bounds = checkJsonBounds(text, limits);
+  if (!bounds.ok) return { ok: false, code: RpcErrorCode.ParseError, detail: bounds.detail };
   const parsed = tryParseJson(text);
   if (!parsed.ok) return { ok: false, code: RpcErrorCode.ParseError, detail: parsed.error };
   return classifyRpc(parsed.value);

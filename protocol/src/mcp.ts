@@ -77,3 +77,18 @@ export function buildInitializeParams(clientInfo: { name: string; version: strin
   if (vision) capabilities['vision'] = vision.token ? { url: vision.url, token: vision.token } : { url: vision.url };
   return { protocolVersion: GATEWAY_PROTOCOL_VERSION, capabilities, clientInfo };
 }
+
+/** The MCP content items a standard client accepts (2025-06-18 `ContentBlock`), as the gateway passes them on. */
+const Annotations = z.record(z.string(), z.unknown()).optional();
+export const McpContentSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text'), text: z.string(), annotations: Annotations }),
+  z.object({ type: z.literal('image'), data: z.string(), mimeType: z.string().min(1).max(128), annotations: Annotations }),
+  z.object({ type: z.literal('audio'), data: z.string(), mimeType: z.string().min(1).max(128), annotations: Annotations }),
+  z.object({ type: z.literal('resource_link'), uri: z.string(), name: z.string(), annotations: Annotations }).loose(),
+  z.object({
+    type: z.literal('resource'),
+    resource: z.union([z.object({ uri: z.string(), text: z.string() }).loose(), z.object({ uri: z.string(), blob: z.string() }).loose()]),
+    annotations: Annotations,
+  }),
+]);
+export type McpContent = z.infer<typeof McpContentSchema>;

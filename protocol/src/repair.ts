@@ -25,7 +25,9 @@ function escapeLoose(raw: string): string {
     const c = raw[i]!;
     if (c === '\\') {
       const next = raw[i + 1];
-      if (next !== undefined && '"\\/bfnrtu'.includes(next)) {
+      // `\u` is an escape only with four hex digits after it (firmware text like `\uZZ` is literal).
+      const valid = next === 'u' ? /^[0-9a-fA-F]{4}$/.test(raw.slice(i + 2, i + 6)) : next !== undefined && '"\\/bfnrt'.includes(next);
+      if (valid) {
         out += c + next;
         i++;
       } else {
@@ -41,3 +43,17 @@ function escapeLoose(raw: string): string {
   }
   return out;
 }
+
+/** A reply in the reference layout: `"jsonrpc":"2.0","id":<n>,"error"|"result":`. Linear: it starts only at the literal. */
+const REPLY_ID = /"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(\d{1,15})\s*,\s*"(?:error|result)"\s*:/;
+
+/**
+ * The id of the request a frame answers, read from text that is not JSON even after repair, so that the
+ * request it answers can be settled (with an error carrying the raw text) instead of waiting for its
+ * timeout. Undefined when the text does not look like a reply.
+ */
+export function unparsableReplyId(text: string): number | undefined {
+  const m = REPLY_ID.exec(text);
+  return m ? Number(m[1]) : undefined;
+}
+

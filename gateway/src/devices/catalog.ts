@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { isUserOnlyTool, type Tool } from '@voxgate/protocol';
-import { checkArguments, type ArgumentProblem } from './arguments.js';
 
 export interface CatalogTool {
   name: string;
@@ -32,10 +31,6 @@ export class ToolCatalog {
 
   get size(): number {
     return this.tools.length;
-  }
-
-  checkArguments(tool: CatalogTool, args: Record<string, unknown>): ArgumentProblem[] | undefined {
-    return checkArguments(`${this.hash}:${tool.name}`, tool.inputSchema, args);
   }
 
   private static readonly interned = new Map<string, WeakRef<ToolCatalog>>();

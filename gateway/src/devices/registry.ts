@@ -4,7 +4,9 @@ import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
 import { CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.js';
+import type { SchemaValidators } from '../schemas/validators.js';
 import { DeviceSession, type SessionSettings } from './session.js';
+import type { ToolsPageCache } from './tools-page-cache.js';
 
 /** What the registry remembers of a device, online or not. */
 interface DeviceRecord {
@@ -58,6 +60,9 @@ export interface RegistryDeps {
   metrics: Metrics;
   settings: SessionSettings;
   vision: (deviceId: string) => VisionCapability | undefined;
+  /** Shared by every session of this gateway (see devices/tools-page-cache.ts, schemas/validators.ts). */
+  pages: ToolsPageCache;
+  validators: SchemaValidators;
 }
 
 /** Presence for every device: who is connected now, over what, since when, and which session speaks for it. */
@@ -109,6 +114,8 @@ export class DeviceRegistry {
         bus: this.d.bus,
         metrics: this.d.metrics,
         settings: this.d.settings,
+        pages: this.d.pages,
+        validators: this.d.validators,
         vision: () => this.d.vision(info.deviceId),
         previousHash: () => record.catalogHash,
         onReady: (s) => this.onReady(record, s),

@@ -6,27 +6,35 @@ import {
   buildGoodbye,
   buildInitializeParams,
   buildServerHello,
+  checkJsonBounds,
   classifyRpc,
   describeIssues,
   encodeMcpFrame,
+  normalizeDeviceContent,
   normalizeRpcError,
   parseDeviceFrame,
   rpcRequest,
+  safeJsonText,
+  tryParseJson,
+  unparsableReplyId,
   type CallToolResult,
   type DeviceFrame,
   type InitializeResult,
+  type JsonLimits,
   type RpcId,
   type Tool,
+  type ToolsListResult,
   type VisionCapability,
 } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
-import type { ArgumentProblem } from './arguments.js';
+import { guardToolSchemas, type SchemaLimits } from '../schemas/untrusted-schema.js';
+import type { ArgumentProblem, SchemaValidators } from '../schemas/validators.js';
 import { ToolCatalog, type CatalogTool } from './catalog.js';
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
-import { TOOLS_PAGES, ToolsPageCache, type CachedPage } from './tools-page-cache.js';
+import { ToolsPageCache, type CachedPage } from './tools-page-cache.js';
 
 export interface SessionSettings {
   requestTimeoutMs: number;
@@ -37,6 +45,10 @@ export interface SessionSettings {
   queueLimit: number;
   concurrency: number;
   clientInfo: { name: string; version: string };
+  /** Depth and size bounds of every frame, checked before it is parsed. */
+  frameLimits: JsonLimits;
+  /** Bounds of each tool schema in the catalog; a tool over them is left out. */
+  schemaLimits: SchemaLimits;
 }
 
 export interface SessionDeps {
@@ -47,6 +59,10 @@ export interface SessionDeps {
   bus: EventBus;
   metrics: Metrics;
   settings: SessionSettings;
+  /** This gateway's tools/list page cache, shared by its sessions. */
+  pages: ToolsPageCache;
+  /** Compiled argument validators, shared by schema content. */
+  validators: SchemaValidators;
   /** Minted per (re)initialize: the vision token expires. */
   vision: () => VisionCapability | undefined;
   /** The catalog hash this device had before (a previous connection), to tell a changed catalog. */
@@ -96,8 +112,9 @@ export class DeviceSession {
   private readyWaiters: Array<{ resolve: () => void; reject: (e: GatewayError) => void }> = [];
   private helloTimer: NodeJS.Timeout | undefined;
   private relisting = false;
-  /** The tools/list reply being awaited: its frame prefix, and the page text once seen (for the page cache). */
-  private pageExpect: { id: number; after: string; text?: string; hit?: CachedPage } | undefined;
+  private badInputs = 0;
+  /** The tools/list reply being awaited: its frame prefix, and the page once taken from the fast path. */
+  private pageExpect: { id: number; after: string; hit?: CachedPage } | undefined;
 
   constructor(
     private readonly d: SessionDeps,
@@ -130,11 +147,12 @@ export class DeviceSession {
   /** One text frame from the link. Never throws: bad input is counted, logged, and dropped. */
   onText(text: string): void {
     this.lastSeenAt = Date.now();
-    if (this.pageExpect && this.takeCachedPage(text)) return;
-    const parsed = parseDeviceFrame(text);
+    if (this.pageExpect && this.takePage(text)) return;
+    const parsed = parseDeviceFrame(text, this.d.settings.frameLimits);
     if (!parsed.ok) {
       this.d.metrics.framesRejected.inc({ reason: parsed.reason });
-      this.d.log.warn({ reason: parsed.reason, detail: parsed.detail, bytes: text.length }, 'frame rejected');
+      this.logBadInput('warn', { reason: parsed.reason, detail: parsed.detail, bytes: text.length }, 'frame rejected');
+      if (parsed.reason === 'not_json') this.settleUnparsable(text);
       return;
     }
     if (parsed.value.repaired) this.d.metrics.framesRejected.inc({ reason: 'repaired' });
@@ -152,21 +170,70 @@ export class DeviceSession {
     }
   }
 
-  /** A tools/list page this gateway has already parsed and validated for another device: no parsing. */
-  private takeCachedPage(text: string): boolean {
+  /**
+   * The awaited tools/list reply in the reference layout: from the page cache when another device sent
+   * the same text, else validated from that text alone and cached. Anything else (or a page that does
+   * not stand alone as a valid page) returns false and takes the ordinary path, which judges it.
+   */
+  private takePage(text: string): boolean {
     const expect = this.pageExpect!;
     const pageText = ToolsPageCache.pageText(text, expect.after);
     if (pageText === undefined) return false;
-    const cached = TOOLS_PAGES.get(pageText);
-    if (!cached) {
-      expect.text = pageText;
-      return false;
+    let page = this.d.pages.get(pageText);
+    if (page) this.d.metrics.toolsPages.inc({ source: 'cache' });
+    else {
+      if (!checkJsonBounds(text, this.d.settings.frameLimits).ok) return false;
+      // The entry is the validated parse of its own key text, so it is the same whoever fills it.
+      const parsed = tryParseJson(pageText);
+      const valid = parsed.ok ? this.validatePage(parsed.value) : undefined;
+      if (!valid?.ok) return false;
+      page = this.d.pages.store(pageText, valid.page);
+      this.d.metrics.toolsPages.inc({ source: 'parsed' });
     }
     this.d.metrics.framesIn.inc({ transport: this.d.link.transport, kind: 'mcp' });
-    this.d.metrics.toolsPages.inc({ source: 'cache' });
-    expect.hit = cached;
-    this.settle(expect.id, (p) => p.resolve(cached));
+    const hit = page;
+    expect.hit = hit;
+    this.settle(expect.id, (p) => p.resolve(hit));
     return true;
+  }
+
+  /** A tools/list result, validated; tools whose schemas are over the bounds are left out (logged, counted). */
+  private validatePage(raw: unknown): { ok: true; page: ToolsListResult } | { ok: false; detail: string } {
+    const r = ToolsListResultSchema.safeParse(raw);
+    if (!r.success) return { ok: false, detail: describeIssues(r.error.issues) };
+    const tools: Tool[] = [];
+    for (const tool of r.data.tools) {
+      const schemas = guardToolSchemas(tool.inputSchema, tool.outputSchema, this.d.settings.schemaLimits);
+      if (!schemas.ok) {
+        this.d.metrics.schemasRefused.inc({ source: 'device', reason: schemas.reason });
+        this.d.log.warn({ tool: tool.name, reason: schemas.reason, detail: schemas.detail }, 'tool schema over the bounds; tool left out of the catalog');
+        continue;
+      }
+      const kept: Tool = { ...tool, inputSchema: schemas.inputSchema };
+      if (schemas.outputSchema) kept.outputSchema = schemas.outputSchema;
+      tools.push(kept);
+    }
+    return { ok: true, page: { ...r.data, tools } };
+  }
+
+  /**
+   * Bad input from this device, logged within a budget: the first lines, then one line per thousand, so a
+   * hostile device cannot flood the log (the metrics count every frame).
+   */
+  private logBadInput(level: 'warn' | 'debug', obj: Record<string, unknown>, msg: string): void {
+    const n = ++this.badInputs;
+    if (n <= BAD_INPUT_LOG_LINES || n % 1000 === 0) this.d.log[level]({ ...obj, badInputs: n }, msg);
+  }
+
+  /**
+   * A reply that is not JSON even after repair still answers a request: the caller gets DEVICE_ERROR with
+   * the raw text at once, instead of waiting out its timeout.
+   */
+  private settleUnparsable(text: string): void {
+    const id = unparsableReplyId(text);
+    if (id === undefined || !this.pending.has(id)) return;
+    const raw = text.length > MAX_RAW_REPLY ? `${text.slice(0, MAX_RAW_REPLY)}…` : text;
+    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', `device sent a reply that is not JSON: ${raw}`, { method: p.method, unparsable: true })));
   }
 
   /** The link is gone: fail everything waiting, at once. */
@@ -203,7 +270,7 @@ export class DeviceSession {
       this.d.metrics.calls.inc({ outcome: 'tool_not_found' });
       throw new GatewayError('TOOL_NOT_FOUND', `device ${this.d.deviceId} has no tool named "${name}"`, { tool: name });
     }
-    const problems = this.catalog!.checkArguments(tool, args);
+    const problems = this.d.validators.check(tool.inputSchema, args);
     if (problems) {
       this.d.metrics.calls.inc({ outcome: 'invalid_arguments' });
       throw invalidArguments(name, problems);
@@ -223,9 +290,15 @@ export class DeviceSession {
         throw new GatewayError('DEVICE_ERROR', `device returned a malformed tools/call result: ${describeIssues(parsed.error.issues)}`);
       }
       const durationMs = Math.round((performance.now() - started) * 100) / 100;
-      this.d.metrics.calls.inc({ outcome: parsed.data.isError ? 'tool_error' : 'ok' });
+      const content = normalizeDeviceContent(parsed.data.content);
+      if (content.firmwareImages > 0) this.d.metrics.deviceContent.inc({ kind: 'firmware_image' }, content.firmwareImages);
+      if (content.malformed > 0) {
+        this.d.metrics.deviceContent.inc({ kind: 'malformed' }, content.malformed);
+        this.logBadInput('warn', { tool: name, items: content.malformed }, 'tools/call result had content items that are not valid MCP content; passed on as text');
+      }
+      this.d.metrics.calls.inc({ outcome: parsed.data.isError ? 'tool_error' : content.malformed > 0 ? 'ok_malformed_content' : 'ok' });
       this.d.metrics.callDuration.observe(durationMs / 1000);
-      return { ...parsed.data, durationMs };
+      return { ...parsed.data, content: content.content, durationMs };
     });
   }
 
@@ -356,7 +429,7 @@ export class DeviceSession {
     const c = classifyRpc(payload);
     if (!c.ok) {
       this.d.metrics.framesRejected.inc({ reason: 'bad_jsonrpc' });
-      this.d.log.warn({ detail: c.detail }, 'mcp payload is not JSON-RPC');
+      this.logBadInput('warn', { detail: c.detail }, 'mcp payload is not JSON-RPC');
       return;
     }
     const m = c.message;
@@ -385,7 +458,7 @@ export class DeviceSession {
     const p = typeof id === 'number' ? this.pending.get(id) : undefined;
     if (!p) {
       this.d.metrics.lateReplies.inc();
-      this.d.log.debug({ id }, 'reply matches no pending request (late or unknown id); dropped');
+      this.logBadInput('debug', { id: typeof id === 'string' ? id.slice(0, 64) : id }, 'reply matches no pending request (late or unknown id); dropped');
       return;
     }
     clearTimeout(p.timer);
@@ -467,10 +540,10 @@ export class DeviceSession {
     try {
       const raw = await this.request('tools/list', params, this.d.settings.requestTimeoutMs);
       if (expect.hit !== undefined && raw === expect.hit) return expect.hit;
-      const r = ToolsListResultSchema.safeParse(raw);
-      if (!r.success) throw new Error(`malformed tools/list page ${page}: ${describeIssues(r.error.issues)}`);
+      const r = this.validatePage(raw);
+      if (!r.ok) throw new Error(`malformed tools/list page ${page}: ${r.detail}`);
       this.d.metrics.toolsPages.inc({ source: 'parsed' });
-      return expect.text === undefined ? { serial: 0, result: r.data } : TOOLS_PAGES.store(expect.text, r.data);
+      return { serial: 0, result: r.page };
     } finally {
       if (this.pageExpect === expect) this.pageExpect = undefined;
     }
@@ -504,11 +577,19 @@ export class DeviceSession {
   }
 }
 
+/** How much of an unparsable reply a caller is shown. */
+const MAX_RAW_REPLY = 1024;
+
+/** Bad frames from one session logged one by one before the log thins out to one line per thousand. */
+const BAD_INPUT_LOG_LINES = 20;
+
 /** Device-sent data in events is bounded: the ring buffer and every subscriber hold it. */
 export const MAX_EVENT_DATA_BYTES = 8 * 1024;
 
 function capForEvent(value: unknown, knownBytes?: number): unknown {
-  const bytes = knownBytes ?? JSON.stringify(value).length;
+  // Frames are depth-bounded before parsing; the guarded stringify is the second line of defence.
+  const bytes = knownBytes ?? safeJsonText(value, '').length;
+  if (bytes === 0) return { truncated: true, unserializable: true };
   if (bytes <= MAX_EVENT_DATA_BYTES) return value;
   const type = typeof value === 'object' && value !== null && 'type' in value ? (value as { type: unknown }).type : undefined;
   return { truncated: true, bytes, ...(typeof type === 'string' ? { type } : {}) };

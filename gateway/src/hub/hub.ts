@@ -139,6 +139,7 @@ export class McpHub {
             },
             onResourceUpdated: (uri) => this.emit(this.updateListeners, (l) => l(cfg.name, uri)),
             onPeerRequest: (method, params, signal) => this.peerRequest(cfg.name, method, params, signal),
+            onSchemaRefused: (reason) => d.metrics.schemasRefused.inc({ source: 'server', reason }),
           }),
         );
       }

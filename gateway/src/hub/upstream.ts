@@ -26,6 +26,8 @@ import { fillHeaders, placeholders, type Tokens } from './credentials.js';
 import { callOpenApi, toolsFromOpenApi, type OpenApiTool } from './openapi.js';
 import { guardedFetch } from './ssrf.js';
 import { ChildStdioTransport, RESULT_TOO_LARGE } from './stdio-transport.js';
+import { guardToolSchemas, type SchemaLimits } from '../schemas/untrusted-schema.js';
+import type { SchemaValidators } from '../schemas/validators.js';
 
 export type ServerState = 'starting' | 'ready' | 'failed' | 'restarting' | 'stopped' | 'disabled';
 
@@ -47,6 +49,9 @@ export interface HubSettings {
   /** Log messages per second passed on per server (token bucket, burst of as many). */
   logRatePerSecond?: number;
   clientInfo: { name: string; version: string };
+  /** Hosted servers' tool schemas are untrusted: bounded at load, compiled only by the shared safe validators. */
+  schemaLimits: SchemaLimits;
+  validators: SchemaValidators;
 }
 
 export interface Progress {
@@ -105,6 +110,8 @@ export interface UpstreamDeps {
   onResourceUpdated?: (uri: string) => void;
   /** A request from the server (sampling, elicitation, roots): the hub finds the one caller that may answer. */
   onPeerRequest?: (method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal) => Promise<Record<string, unknown>>;
+  /** A tool was left out because its schema is over the bounds (a metric). */
+  onSchemaRefused?: (reason: string) => void;
 }
 
 /** What the hub needs of every kind of server. */
@@ -289,13 +296,15 @@ export class McpUpstream extends Upstream {
     const client = new Client(d.settings.clientInfo, {
       // Passed on to the /mcp client whose call is running (refused clearly when it cannot answer).
       capabilities: { sampling: {}, elicitation: { form: {}, url: {} }, roots: {} },
+      // outputSchema validation: linear-time regexes and one bounded cache, not the SDK's own ajv.
+      jsonSchemaValidator: d.settings.validators,
       listChanged: {
         tools: {
           onChanged: (err, tools) => {
             if (gen !== this.generation) return;
             if (err) return d.log.warn({ err: err.message }, 'relisting tools after list_changed failed');
             if (tools) {
-              this.allTools = tools;
+              this.allTools = this.boundedTools(tools);
               d.log.info({ tools: tools.length }, 'upstream tools changed');
               d.onToolsChanged();
             }
@@ -332,7 +341,7 @@ export class McpUpstream extends Upstream {
         (async () => {
           await client.connect(transport);
           const listed = client.getServerCapabilities()?.tools ? (await client.listTools()).tools : [];
-          if (gen === this.generation) this.allTools = listed;
+          if (gen === this.generation) this.allTools = this.boundedTools(listed);
         })(),
         timeout,
       ]);
@@ -361,6 +370,23 @@ export class McpUpstream extends Upstream {
     if (caps?.resources?.subscribe) for (const uri of this.subscriptions) void client.subscribeResource({ uri }).catch(() => undefined);
     d.log.info({ tools: this.allTools.length, server: client.getServerVersion() }, 'upstream MCP server ready');
     d.onToolsChanged();
+  }
+
+  /** Tools whose schemas are over the bounds are left out (logged); the rest keep sanitized schemas. */
+  private boundedTools(tools: Tool[]): Tool[] {
+    const kept: Tool[] = [];
+    for (const t of tools) {
+      const schemas = guardToolSchemas(t.inputSchema, t.outputSchema, this.d.settings.schemaLimits);
+      if (!schemas.ok) {
+        this.d.onSchemaRefused?.(schemas.reason);
+        this.d.log.warn({ tool: t.name, reason: schemas.reason, detail: schemas.detail }, 'upstream tool schema over the bounds; tool left out');
+        continue;
+      }
+      const tool: Tool = { ...t, inputSchema: schemas.inputSchema as Tool['inputSchema'] };
+      if (schemas.outputSchema) tool.outputSchema = schemas.outputSchema as NonNullable<Tool['outputSchema']>;
+      kept.push(tool);
+    }
+    return kept;
   }
 
   private makeTransport(): Transport {

@@ -10,6 +10,7 @@ import type { Metrics } from '../metrics.js';
 import { checkMqttDeviceAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { limitConnections } from './connection-limits.js';
 import { MqttFramingError, MqttPacketGuard, PacketTooLargeError } from './mqtt-packet-guard.js';
+import { guardFrame } from './frame-guard.js';
 
 export const EVENTS_TOPIC_PREFIX = 'voxgate/events/';
 
@@ -173,7 +174,9 @@ export async function startMqttLink(o: MqttLinkOptions) {
     const peer = peers.get(client);
     if (peer?.kind !== 'device' || !peer.session) return;
     const payload = packet.payload;
-    peer.session.onText(typeof payload === 'string' ? payload : payload.toString('utf8'));
+    const text = typeof payload === 'string' ? payload : payload.toString('utf8');
+    const session = peer.session;
+    guardFrame(() => session.onText(text), { transport: 'mqtt', log: o.log, who: () => ({ deviceId: peer.deviceId }), metrics: o.metrics, close: () => client.close() });
   });
   broker.on('clientError', (client, err) => o.log.debug({ clientId: client.id, err: err.message }, 'MQTT client error'));
 

@@ -8,6 +8,10 @@ import type { DeviceRegistry } from '../devices/registry.js';
 import type { Metrics } from '../metrics.js';
 import { throttledWarn } from './connection-limits.js';
 import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
+import { guardFrame } from './frame-guard.js';
+
+/** WebSocket close code 1011: the server hit an unexpected condition. */
+const CLOSE_INTERNAL_ERROR = 1011;
 
 export interface WsLinkOptions {
   path: string;
@@ -90,7 +94,8 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
         o.metrics.audioBytes.inc(byteLength(data));
         return;
       }
-      session.onText(data.toString());
+      const text = data.toString();
+      guardFrame(() => session.onText(text), { transport: 'websocket', log: o.log, who: () => ({ deviceId }), metrics: o.metrics, close: () => link.close(CLOSE_INTERNAL_ERROR, 'internal error') });
     });
     ws.on('error', (err: Error & { code?: string }) => {
       const reason = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'too_large' : 'ws_protocol';

@@ -1,0 +1,141 @@
+import { createHash } from 'node:crypto';
+import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from '@modelcontextprotocol/client';
+import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
+import { LRUCache } from 'lru-cache';
+import { RE2JS } from 're2js';
+import { guardSchema, type SchemaLimits } from './untrusted-schema.js';
+
+export interface ArgumentProblem {
+  argument: string;
+  message: string;
+}
+
+export interface SchemaValidatorsOptions {
+  limits: SchemaLimits;
+  /** Compiled validators kept (LRU); identical schemas share one, whoever sent them. */
+  maxCached: number;
+  /** A `pattern` the linear engine cannot run (or that is too large): it is not enforced. */
+  onUnenforcedPattern?: (reason: string) => void;
+  /** Told the number of validators held after each change (a gauge). */
+  onSize?: (size: number) => void;
+}
+
+/** Longest `pattern` compiled, and the most counted repetitions (`{n}`) summed over it: RE2 programs grow with both. */
+export const MAX_PATTERN_LENGTH = 512;
+export const MAX_PATTERN_REPEATS = 256;
+
+type RegExpEngine = NonNullable<NonNullable<Options['code']>['regExp']>;
+type RegExpLike = ReturnType<RegExpEngine>;
+
+type Entry = { schema: Record<string, unknown>; validate: ValidateFunction } | { schema: Record<string, unknown>; error: string };
+
+/**
+ * Compiled validators for untrusted schemas (device `inputSchema`s, hosted servers' `outputSchema`s),
+ * cached by schema content (sha-256 of the sanitized JSON) in a bounded LRU. Regular expressions run
+ * on RE2 (re2js, linear time), never on the backtracking RegExp engine. Also the MCP client's
+ * `jsonSchemaValidator`, so upstream servers' schemas go through the same bounds and cache.
+ */
+export class SchemaValidators implements jsonSchemaValidator {
+  private readonly ajv: Ajv;
+  private readonly cache: LRUCache<string, Entry>;
+  /** Schema object -> content key: a catalog's schema is hashed once, not per call. */
+  private readonly keys = new WeakMap<object, string>();
+
+  constructor(private readonly o: SchemaValidatorsOptions) {
+    this.ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false, code: { regExp: linearRegExp(o.onUnenforcedPattern) } });
+    // ajv keeps every schema it compiled (keyed by the object): evicting drops it there too.
+    this.cache = new LRUCache<string, Entry>({ max: o.maxCached, dispose: (e) => this.ajv.removeSchema(e.schema) });
+  }
+
+  /** Validators held now (at most `maxCached`). */
+  get size(): number {
+    return this.cache.size;
+  }
+
+  /** The compiled validator for a schema, or why there is none (refused by the bounds, or not compilable). */
+  validatorFor(schema: Record<string, unknown>): { validate: ValidateFunction } | { error: string } {
+    const known = this.keys.get(schema);
+    const hit = known === undefined ? undefined : this.cache.get(known);
+    if (hit) return hit;
+    const verdict = guardSchema(schema, this.o.limits);
+    if (!verdict.ok) return { error: `schema refused: ${verdict.detail}` };
+    const key = createHash('sha256').update(JSON.stringify(verdict.schema)).digest('base64url');
+    this.keys.set(schema, key);
+    let entry = this.cache.get(key);
+    if (!entry) {
+      try {
+        entry = { schema: verdict.schema, validate: this.ajv.compile(verdict.schema) };
+      } catch (e) {
+        entry = { schema: verdict.schema, error: `schema does not compile: ${e instanceof Error ? e.message.slice(0, 200) : 'unknown error'}` };
+      }
+      this.cache.set(key, entry);
+      this.o.onSize?.(this.cache.size);
+    }
+    return entry;
+  }
+
+  /**
+   * Tool arguments against a device's inputSchema: undefined when they fit, or when the schema has no
+   * validator (the device then judges, as it would without a gateway).
+   */
+  check(schema: Record<string, unknown>, args: Record<string, unknown>): ArgumentProblem[] | undefined {
+    const v = this.validatorFor(schema);
+    if (!('validate' in v) || v.validate(args)) return undefined;
+    return (v.validate.errors ?? []).slice(0, 10).map(describe);
+  }
+
+  /** The MCP client's hook: a schema it cannot compile throws, and the client reports it for that tool only. */
+  getValidator<T>(schema: JsonSchemaType): JsonSchemaValidator<T> {
+    const v = this.validatorFor(schema as Record<string, unknown>);
+    if (!('validate' in v)) throw new Error(v.error);
+    const validate = v.validate;
+    return (input: unknown) =>
+      validate(input)
+        ? { valid: true, data: input as T, errorMessage: undefined }
+        : { valid: false, data: undefined, errorMessage: this.ajv.errorsText(validate.errors) };
+  }
+}
+
+/** ajv's `code.regExp`: RE2 semantics and linear-time matching; a pattern RE2 refuses is not enforced. */
+function linearRegExp(onUnenforced?: (reason: string) => void): RegExpEngine {
+  const engine = (pattern: string): RegExpLike => {
+    let re: RE2JS | undefined;
+    if (pattern.length > MAX_PATTERN_LENGTH) onUnenforced?.('too_long');
+    else if (countedRepeats(pattern) > MAX_PATTERN_REPEATS) onUnenforced?.('too_many_repeats');
+    else
+      try {
+        re = RE2JS.compile(pattern);
+      } catch {
+        onUnenforced?.('unsupported');
+      }
+    // ajv uses toString() as the key that shares one compiled pattern between schemas.
+    const like: RegExpLike & { toString(): string } = { test: (s: string) => re === undefined || re.matcher(s).find(), toString: () => `re2:${pattern}` };
+    return like;
+  };
+  // Only read for standalone code generation, which this gateway does not use.
+  return Object.assign(engine, { code: 're2js' });
+}
+
+/** Sum of the numbers in `{n}`, `{n,}`, `{n,m}`: a cheap bound on the size of the compiled program. */
+function countedRepeats(pattern: string): number {
+  let sum = 0;
+  for (const m of pattern.matchAll(/\{(\d{1,6})(?:,(\d{0,6}))?\}/g)) sum += Math.max(Number(m[1]), Number(m[2] || 0));
+  return sum;
+}
+
+function describe(e: ErrorObject): ArgumentProblem {
+  const base = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
+  if (e.keyword === 'required') {
+    const missing = String((e.params as { missingProperty?: string }).missingProperty ?? '');
+    return { argument: base ? `${base}.${missing}` : missing, message: 'is required' };
+  }
+  if (e.keyword === 'additionalProperties') {
+    const extra = String((e.params as { additionalProperty?: string }).additionalProperty ?? '');
+    return { argument: base ? `${base}.${extra}` : extra, message: 'is not an argument of this tool' };
+  }
+  if (e.keyword === 'enum') {
+    const allowed = (e.params as { allowedValues?: unknown[] }).allowedValues ?? [];
+    return { argument: base || '(arguments)', message: `must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}` };
+  }
+  return { argument: base || '(arguments)', message: e.message ?? 'is invalid' };
+}
