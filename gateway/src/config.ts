@@ -100,6 +100,11 @@ export const ConfigSchema = z
         requestTimeoutMs: Ms(10_000),
         maxToolPages: z.coerce.number().int().min(1).max(1000).default(64),
         maxTools: z.coerce.number().int().min(1).max(10_000).default(1024),
+        /** A setup step that fails is retried while the link is up: first wait, doubling up to the max. */
+        setupRetryMinMs: Ms(1_000),
+        setupRetryMaxMs: Ms(30_000),
+        /** Failures other than timeouts (malformed reply, device error) per setup step before the device is `failed`. */
+        setupMaxErrors: z.coerce.number().int().min(1).max(100).default(5),
       })
       .prefault({}),
     devices: z

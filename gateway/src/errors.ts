@@ -15,6 +15,7 @@ export const ERRORS = {
   TOO_MANY_STREAMS: { status: 429, title: 'Too many event streams' },
   DEVICE_ERROR: { status: 502, title: 'Device error' },
   DEVICE_OFFLINE: { status: 503, title: 'Device offline' },
+  DEVICE_NOT_READY: { status: 503, title: 'Device still initializing' },
   DEVICE_TIMEOUT: { status: 504, title: 'Device timeout' },
   UPSTREAM_UNAVAILABLE: { status: 503, title: 'Upstream MCP server unavailable' },
   UPSTREAM_ERROR: { status: 502, title: 'Upstream MCP server error' },

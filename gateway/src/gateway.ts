@@ -78,6 +78,9 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       queueLimit: config.calls.queueLimit,
       concurrency: config.calls.concurrency,
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
+      setupRetryMinMs: config.session.setupRetryMinMs,
+      setupRetryMaxMs: config.session.setupRetryMaxMs,
+      setupMaxErrors: config.session.setupMaxErrors,
     },
   });
   const auth = { mode: config.deviceAuth, tokens: config.deviceTokens, secret: secrets.deviceSecret, tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds };

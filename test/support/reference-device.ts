@@ -904,6 +904,17 @@ export class ReferenceDevice {
     this.sendMcp(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params });
   }
 
+  /**
+   * Keep the main task busy until the returned function is called, as a long tool, a voice-session wait
+   * or a Wi-Fi reconnect does on the real device: requests still arrive and are validated, but every reply
+   * (initialize, tools/list, tools/call) waits behind this job, in scheduling order.
+   */
+  stallMainTask(): () => void {
+    const gate = deferred<void>();
+    this.main.schedule(() => gate.promise);
+    return () => gate.resolve();
+  }
+
   holdReplies(): void {
     this.held ??= [];
   }

@@ -37,6 +37,19 @@ export interface SessionSettings {
   queueLimit: number;
   concurrency: number;
   clientInfo: { name: string; version: string };
+  /** Setup (initialize, each tools/list page) is retried while the link is up: first wait, doubling up to the max. */
+  setupRetryMinMs: number;
+  setupRetryMaxMs: number;
+  /** Failures other than timeouts (a malformed reply, a device error) tolerated per setup step before giving up. */
+  setupMaxErrors: number;
+}
+
+/** What setup is doing while it retries a busy device (a long tool, a voice-session wait, a Wi-Fi blip). */
+export interface SetupProgress {
+  step: string;
+  attempt: number;
+  lastError: string;
+  retryAt: number;
 }
 
 export interface SessionDeps {
@@ -88,6 +101,8 @@ export class DeviceSession {
   catalog?: ToolCatalog;
   initError?: string;
   closeReason?: string;
+  /** Set while a setup step is being retried; cleared once the device is ready. */
+  setup?: SetupProgress | undefined;
 
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
@@ -95,6 +110,8 @@ export class DeviceSession {
   private readonly waiting: Job[] = [];
   private readyWaiters: Array<{ resolve: () => void; reject: (e: GatewayError) => void }> = [];
   private helloTimer: NodeJS.Timeout | undefined;
+  /** Ends a setup retry's backoff early when the link closes. */
+  private retryWait: { timer: NodeJS.Timeout; wake: () => void } | undefined;
   private relisting = false;
   /** The tools/list reply being awaited: its frame prefix, and the page text once seen (for the page cache). */
   private pageExpect: { id: number; after: string; text?: string; hit?: CachedPage } | undefined;
@@ -175,6 +192,10 @@ export class DeviceSession {
     this.state = 'closed';
     this.closeReason = reason;
     clearTimeout(this.helloTimer);
+    if (this.retryWait) {
+      clearTimeout(this.retryWait.timer);
+      this.retryWait.wake();
+    }
     this.failAll(new GatewayError('DEVICE_OFFLINE', `device ${this.d.deviceId} disconnected (${reason})`));
     this.d.onClosed(this);
   }
@@ -267,7 +288,8 @@ export class DeviceSession {
       };
       const timer = setTimeout(() => {
         this.readyWaiters = this.readyWaiters.filter((w) => w !== waiter);
-        reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not finish initializing within ${timeoutMs} ms`));
+        const retrying = this.setup ? `; setup step ${this.setup.step} is being retried (${this.setup.lastError})` : '';
+        reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not finish initializing within ${timeoutMs} ms${retrying}`));
       }, timeoutMs);
       this.readyWaiters.push(waiter);
     });
@@ -396,10 +418,11 @@ export class DeviceSession {
   private async runInit(): Promise<void> {
     const t0 = Date.now();
     try {
-      const init = InitializeResultSchema.parse(
-        await this.request('initialize', buildInitializeParams(this.d.settings.clientInfo, this.d.vision()), this.d.settings.requestTimeoutMs),
+      this.initialize = await this.withSetupRetry('initialize', async () =>
+        InitializeResultSchema.parse(
+          await this.request('initialize', buildInitializeParams(this.d.settings.clientInfo, this.d.vision()), this.d.settings.requestTimeoutMs),
+        ),
       );
-      this.initialize = init;
       this.catalog = await this.listTools();
     } catch (e) {
       if (this.state === 'closed') return;
@@ -412,6 +435,7 @@ export class DeviceSession {
     }
     if (this.state === 'closed') return;
     this.state = 'ready';
+    this.setup = undefined;
     const previous = this.d.previousHash();
     this.d.log.info({ tools: this.catalog.size, hash: this.catalog.hash, ms: Date.now() - t0, server: this.initialize.serverInfo }, 'device ready');
     this.d.onReady(this);
@@ -434,7 +458,8 @@ export class DeviceSession {
     for (let page = 1; ; page++) {
       const params: Record<string, unknown> = { withUserTools: true };
       if (cursor !== undefined) params['cursor'] = cursor;
-      const p = await this.requestPage(params, page);
+      // A page that fails is asked for again (same cursor): the pages already fetched are kept.
+      const p = await this.withSetupRetry(`tools/list page ${page}`, () => this.requestPage(params, page));
       pages.push(p);
       tools.push(...p.result.tools);
       const next = p.result.nextCursor;
@@ -473,6 +498,35 @@ export class DeviceSession {
       return expect.text === undefined ? { serial: 0, result: r.data } : TOOLS_PAGES.store(expect.text, r.data);
     } finally {
       if (this.pageExpect === expect) this.pageExpect = undefined;
+    }
+  }
+
+  /**
+   * One setup step, retried with backoff while the link is up. The firmware answers only from its main
+   * task, so a long tool or a voice-session wait delays a reply past any fixed timeout: timeouts are
+   * retried for as long as the device stays connected; other failures up to `setupMaxErrors` times.
+   */
+  private async withSetupRetry<T>(step: string, run: () => Promise<T>): Promise<T> {
+    let errors = 0;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await run();
+      } catch (e) {
+        if (this.state === 'closed') throw e;
+        const timedOut = e instanceof GatewayError && e.code === 'DEVICE_TIMEOUT';
+        if (!timedOut && ++errors >= this.d.settings.setupMaxErrors) throw e;
+        const { setupRetryMinMs: min, setupRetryMaxMs: max } = this.d.settings;
+        const waitMs = Math.min(max, min * 2 ** Math.min(attempt - 1, 20));
+        const lastError = e instanceof Error ? e.message : String(e);
+        if (this.state === 'initializing') this.setup = { step, attempt, lastError, retryAt: Date.now() + waitMs };
+        this.d.metrics.setupRetries.inc({ step: step.startsWith('tools/list') ? 'tools_list' : 'initialize' });
+        this.d.log.warn({ step, attempt, err: lastError, retryInMs: waitMs }, 'device setup step failed; retrying while the link is up');
+        await new Promise<void>((wake) => {
+          this.retryWait = { timer: setTimeout(wake, waitMs), wake };
+        });
+        this.retryWait = undefined;
+        if ((this.state as SessionState) === 'closed') throw this.offline(); // closed during the wait
+      }
     }
   }
 
