@@ -68,11 +68,18 @@ describe('reference-firmware devices over MQTT (embedded broker)', () => {
     expect(await t.metric('voxgate_devices_connected', { transport: 'mqtt' })).toBeGreaterThanOrEqual(1);
   });
 
-  it('answers an MQTT hello with goodbye (voice not enabled) and keeps the MCP channel', async () => {
+  it('ends the firmware\'s voice-channel wait at once (no 10 s stall, no error alert) and keeps the MCP channel', async () => {
     const { d } = await onlineDevice();
-    const goodbye = d.waitForFrame((f) => f['type'] === 'goodbye');
-    d.sendRaw(JSON.stringify({ type: 'hello', version: 3, transport: 'udp', features: { mcp: true }, audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 } }));
-    await goodbye;
+    // The firmware's OpenAudioChannel: hello, then the main task waits (10 s) for a valid UDP server hello.
+    const opened = d.openAudioChannel();
+    const hello = await d.waitForFrame((f) => f['type'] === 'hello');
+    const goodbye = await d.waitForFrame((f) => f['type'] === 'goodbye');
+    expect(goodbye['session_id']).toBe(hello['session_id']);
+    expect(await opened).toBe(false);
+    // It stopped waiting because the hello was accepted and the UDP connect failed, not at the timeout.
+    expect(d.lastAudioChannelFailure).toBe('udp_connect');
+    expect(d.networkErrors).toEqual([]);
+    expect(d.audioChannelOpen).toBe(false);
     const r = await t.api('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 12 } });
     expect(r.status).toBe(200);
   });

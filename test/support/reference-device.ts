@@ -13,7 +13,11 @@
  *   else is sent, not even an initialize/tools/list reply or a validation error; those go out after it,
  *   in scheduling order. Opening the channel (waiting up to 10 s for the server hello) also runs on the main
  *   task, so replies to requests that arrive before the server hello wait for it.
- * - A server hello without a string `transport` crashes the device (NULL dereference in ParseServerHello),
+ * - MQTT OpenAudioChannel blocks the main task until a server hello with transport "udp" and a complete
+ *   udp block arrives, or 10 s pass (then an error alert); nothing else (a goodbye, a refused hello) ends
+ *   the wait. After the hello, the UDP connect resolves the server name: an empty name fails at once,
+ *   and the device goes back to idle quietly.
+ * - A WebSocket server hello without `transport` crashes the device (NULL dereference in ParseServerHello),
  *   as does a `tts` frame without a string `state`; a crash or reboot drops the connection, forgets the
  *   vision URL and the session id, and discards pending main-task work.
  * - `self.reboot` never gets its reply out: the reboot job it schedules sits ahead of the reply on the
@@ -226,6 +230,12 @@ export class ReferenceDevice {
   brightness = 80;
   /** MQTT: the `udp` block of the accepted server hello (cleared by goodbye / a new hello). */
   udp?: UdpParams;
+  /** MQTT: the UDP audio channel is open (a server hello was accepted and its UDP host resolved). */
+  audioChannelOpen = false;
+  /** MQTT: why the last OpenAudioChannel returned false, if it did. */
+  lastAudioChannelFailure?: 'server_hello_timeout' | 'udp_connect' | undefined;
+  /** Protocol::SetError calls (each shows an error alert on the device), e.g. SERVER_TIMEOUT. */
+  readonly networkErrors: string[] = [];
   /** audio_params.sample_rate / frame_duration of the last accepted server hello. */
   serverSampleRate = 24000;
   serverFrameDuration = 60;
@@ -493,13 +503,27 @@ export class ReferenceDevice {
           features: this.helloFeatures,
           audio_params: AUDIO_PARAMS,
         });
+        this.audioChannelOpen = false;
         try {
           await this.sendHelloAndWait(link, hello, timeoutMs);
-          done.resolve(true);
         } catch (e) {
           this.logLine('MQTT', `Failed to receive server hello: ${String(e)}`);
-          done.resolve(false);
+          // SetError(SERVER_TIMEOUT): the device shows an error alert
+          this.networkErrors.push('SERVER_TIMEOUT');
+          this.lastAudioChannelFailure = 'server_hello_timeout';
+          return done.resolve(false);
         }
+        // EspUdp::Connect: gethostbyname fails at once for an empty (or unresolvable) host; OpenAudioChannel
+        // then returns false without SetError, and the application goes back to idle without an alert.
+        if (!resolvableHost(this.udp?.server ?? '')) {
+          this.logLine('EspUdp', 'Failed to get host by name');
+          this.logLine('MQTT', 'Failed to connect UDP audio channel');
+          this.lastAudioChannelFailure = 'udp_connect';
+          return done.resolve(false);
+        }
+        this.audioChannelOpen = true;
+        this.lastAudioChannelFailure = undefined;
+        done.resolve(true);
       },
       () => done.resolve(false),
     );
@@ -530,6 +554,7 @@ export class ReferenceDevice {
         // CloseAudioChannel on the main task; a server goodbye gets no goodbye back
         this.main.schedule(() => {
           this.udp = undefined;
+          this.audioChannelOpen = false;
           this.logLine('MQTT', 'audio channel closed by server goodbye');
         });
       } else {
@@ -540,13 +565,15 @@ export class ReferenceDevice {
     }
   }
 
+  /**
+   * MqttProtocol::ParseServerHello: only a hello with transport "udp" and a complete udp block (string
+   * server, port 1..65535, 16-byte hex key and nonce) ends OpenAudioChannel's wait; anything else is
+   * logged and ignored, and the main task keeps waiting for the full 10 s.
+   */
   private parseServerHelloMqtt(root: CJson): void {
     const transport = getItem(root, 'transport');
-    if (transport?.kind !== 'string') {
-      throw new DeviceCrash('ParseServerHello: transport missing or not a string (NULL valuestring dereferenced)');
-    }
-    if (transport.value !== 'udp') {
-      this.logLine('MQTT', `Unsupported transport: ${transport.value}`);
+    if (transport?.kind !== 'string' || transport.value !== 'udp') {
+      this.logLine('MQTT', 'Unsupported or missing transport');
       return;
     }
     this.acceptHelloCommon(root);
@@ -555,17 +582,19 @@ export class ReferenceDevice {
       this.logLine('MQTT', 'UDP is not specified');
       return;
     }
-    const str = (name: string): string => {
-      const v = getItem(udp, name);
-      if (v?.kind !== 'string') throw new DeviceCrash(`ParseServerHello: udp.${name} missing or not a string`);
-      return v.value;
-    };
-    const server = str('server');
+    const server = getItem(udp, 'server');
     const port = getItem(udp, 'port');
-    if (port === undefined) throw new DeviceCrash('ParseServerHello: udp.port missing');
-    const key = str('key');
-    const nonce = str('nonce');
-    this.udp = { server, port: port.kind === 'number' ? port.valueint : 0, key, nonce };
+    const key = getItem(udp, 'key');
+    const nonce = getItem(udp, 'nonce');
+    if (server?.kind !== 'string' || port?.kind !== 'number' || port.valueint <= 0 || port.valueint > 65535 || key?.kind !== 'string' || nonce?.kind !== 'string') {
+      this.logLine('MQTT', 'Invalid UDP server, port, key, or nonce');
+      return;
+    }
+    if (decodeHex16(key.value) === undefined || decodeHex16(nonce.value) === undefined) {
+      this.logLine('MQTT', 'Invalid AES key or nonce length');
+      return;
+    }
+    this.udp = { server: server.value, port: port.valueint, key: key.value, nonce: nonce.value };
     this.helloWaiter?.d.resolve();
   }
 
@@ -683,6 +712,7 @@ export class ReferenceDevice {
     this.sessionId = '';
     this.vision = undefined;
     this.udp = undefined;
+    this.audioChannelOpen = false;
     this.held = undefined;
     waiter?.d.reject(new Error('device restarted'));
     this.main.reset();
@@ -987,6 +1017,17 @@ export class ReferenceDevice {
       waiters.push(waiter);
     });
   }
+}
+
+/** DecodeHexString + the 16-byte length check of ParseServerHello. */
+function decodeHex16(hex: string): Buffer | undefined {
+  if (hex.length !== 32 || !/^[0-9a-fA-F]+$/.test(hex)) return undefined;
+  return Buffer.from(hex, 'hex');
+}
+
+/** lwIP gethostbyname: an empty name fails at once; the simulator has no DNS, so any other name resolves. */
+function resolvableHost(host: string): boolean {
+  return host.length > 0 && host.length <= 255;
 }
 
 function rawToString(data: RawData): string {

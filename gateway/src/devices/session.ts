@@ -1,10 +1,11 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import {
   CallToolResultSchema,
   InitializeResultSchema,
   ToolsListResultSchema,
   buildGoodbye,
   buildInitializeParams,
+  buildNoVoiceUdpHello,
   buildServerHello,
   classifyRpc,
   describeIssues,
@@ -362,9 +363,12 @@ export class DeviceSession {
 
   private onHello(frame: DeviceFrame): void {
     if (this.d.link.transport === 'mqtt') {
-      // Voice (UDP audio) is not part of this gateway yet: end the voice session, keep the MCP channel.
-      this.d.log.info('device asked for a voice session over MQTT; voice is not enabled, answering goodbye');
-      this.d.link.send(JSON.stringify(buildGoodbye(typeof frame.session_id === 'string' ? frame.session_id : '')));
+      // Voice (UDP audio) is not part of this gateway yet: end the device's wait for a server hello at
+      // once (a goodbye alone would block its main task, and every MCP reply, for 10 s), then close it.
+      const voiceSession = randomUUID();
+      this.d.log.info('device asked for a voice session over MQTT; voice is not enabled, answering a no-voice hello and goodbye');
+      this.d.link.send(JSON.stringify(buildNoVoiceUdpHello(voiceSession, randomBytes(16).toString('hex'), randomBytes(16).toString('hex'))));
+      this.d.link.send(JSON.stringify(buildGoodbye(voiceSession)));
       return;
     }
     this.d.link.send(JSON.stringify(buildServerHello(this.sessionId)));
