@@ -14,7 +14,6 @@ import {
   parseDeviceFrame,
   rpcRequest,
   type CallToolResult,
-  type DeviceFrame,
   type InitializeResult,
   type RpcId,
   type Tool,
@@ -163,7 +162,7 @@ export class DeviceSession {
         this.onMcp(frame['payload'] as Record<string, unknown>);
         return;
       case 'hello':
-        this.onHello(frame);
+        this.onHello();
         return;
       default:
         this.d.bus.publish('device.message', this.d.deviceId, { message: capForEvent(frame, text.length) });
@@ -361,7 +360,7 @@ export class DeviceSession {
     });
   }
 
-  private onHello(frame: DeviceFrame): void {
+  private onHello(): void {
     if (this.d.link.transport === 'mqtt') {
       // Voice (UDP audio) is not part of this gateway yet: end the device's wait for a server hello at
       // once (a goodbye alone would block its main task, and every MCP reply, for 10 s), then close it.
