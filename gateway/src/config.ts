@@ -82,6 +82,8 @@ export const ConfigSchema = z
       .object({
         url: HttpUrl.optional(),
         tokenTtlSeconds: z.coerce.number().int().min(60).default(3600),
+        /** How often a connected device gets a fresh token (a repeated initialize); default: 80% of tokenTtlSeconds. */
+        refreshMs: z.coerce.number().int().min(100).optional(),
       })
       .prefault({}),
     calls: z
@@ -190,6 +192,10 @@ export const ConfigSchema = z
     message: 'names a key that is not in apiKeys',
     when: always,
   })
+  .refine((c) => !(typeof c.vision?.refreshMs === 'number' && typeof c.vision.tokenTtlSeconds === 'number' && c.vision.refreshMs >= c.vision.tokenTtlSeconds * 1000), {
+    path: ['vision', 'refreshMs'],
+    message: 'must be shorter than vision.tokenTtlSeconds: the fresh token has to arrive before the old one expires',
+  })
   .refine((c) => !(typeof c.calls?.defaultTimeoutMs === 'number' && typeof c.calls.maxTimeoutMs === 'number' && c.calls.defaultTimeoutMs > c.calls.maxTimeoutMs), {
     path: ['calls', 'defaultTimeoutMs'],
     message: 'must not exceed calls.maxTimeoutMs',
@@ -234,6 +240,7 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_DATA_DIR: ['dataDir'],
   GATEWAY_LOG_LEVEL: ['logLevel'],
   GATEWAY_VISION_URL: ['vision', 'url'],
+  GATEWAY_VISION_REFRESH_MS: ['vision', 'refreshMs'],
   GATEWAY_CALL_TIMEOUT_MS: ['calls', 'defaultTimeoutMs'],
   GATEWAY_CALL_MAX_TIMEOUT_MS: ['calls', 'maxTimeoutMs'],
   GATEWAY_CALL_QUEUE_LIMIT: ['calls', 'queueLimit'],

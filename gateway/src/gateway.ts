@@ -81,6 +81,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       setupRetryMinMs: config.session.setupRetryMinMs,
       setupRetryMaxMs: config.session.setupRetryMaxMs,
       setupMaxErrors: config.session.setupMaxErrors,
+      visionRefreshMs: config.vision.url ? (config.vision.refreshMs ?? Math.floor(config.vision.tokenTtlSeconds * 800)) : undefined,
     },
   });
   const auth = { mode: config.deviceAuth, tokens: config.deviceTokens, secret: secrets.deviceSecret, tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds };

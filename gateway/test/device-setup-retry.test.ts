@@ -1,13 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../test/support/gateway-harness.js';
+import { connectMqttViaOta } from '../../test/support/ota-mqtt.js';
 import { ReferenceDevice } from '../../test/support/reference-device.js';
 
 let mac = 0x10;
 const nextMac = () => `02:00:00:00:09:${(mac++).toString(16).padStart(2, '0')}`;
-
-interface OtaMqtt {
-  mqtt: { client_id: string; username: string; password: string; publish_topic: string };
-}
 
 /**
  * The firmware answers only from its main task: a long tool or a voice-session wait delays the replies to
@@ -19,14 +16,8 @@ describe('device setup against a busy device (MQTT, reference firmware)', () => 
   const cleanup: Array<() => void> = [];
 
   const connect = async (d: ReferenceDevice) => {
-    const res = await fetch(`${t.baseUrl}/xiaozhi/ota/`, {
-      method: 'POST',
-      headers: { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' },
-      body: JSON.stringify({ application: { version: '1.7.6' } }),
-    });
-    const c = ((await res.json()) as OtaMqtt).mqtt;
     cleanup.push(() => d.terminate());
-    await d.connectMqtt(t.mqttUrl, { clientId: c.client_id, username: c.username, password: c.password, publishTopic: c.publish_topic });
+    await connectMqttViaOta(t, d);
   };
 
   beforeAll(async () => {

@@ -42,6 +42,8 @@ export interface SessionSettings {
   setupRetryMaxMs: number;
   /** Failures other than timeouts (a malformed reply, a device error) tolerated per setup step before giving up. */
   setupMaxErrors: number;
+  /** Re-send initialize with a fresh vision token this often (before the token expires); unset: never. */
+  visionRefreshMs?: number | undefined;
 }
 
 /** What setup is doing while it retries a busy device (a long tool, a voice-session wait, a Wi-Fi blip). */
@@ -112,6 +114,7 @@ export class DeviceSession {
   private helloTimer: NodeJS.Timeout | undefined;
   /** Ends a setup retry's backoff early when the link closes. */
   private retryWait: { timer: NodeJS.Timeout; wake: () => void } | undefined;
+  private visionTimer: NodeJS.Timeout | undefined;
   private relisting = false;
   /** The tools/list reply being awaited: its frame prefix, and the page text once seen (for the page cache). */
   private pageExpect: { id: number; after: string; text?: string; hit?: CachedPage } | undefined;
@@ -192,6 +195,7 @@ export class DeviceSession {
     this.state = 'closed';
     this.closeReason = reason;
     clearTimeout(this.helloTimer);
+    clearTimeout(this.visionTimer);
     if (this.retryWait) {
       clearTimeout(this.retryWait.timer);
       this.retryWait.wake();
@@ -450,6 +454,37 @@ export class DeviceSession {
     });
     if (previous !== undefined && previous !== this.catalog.hash) this.emitToolsChanged(previous, 'relisted');
     for (const w of this.readyWaiters.splice(0)) w.resolve();
+    this.scheduleVisionRefresh(this.d.settings.visionRefreshMs);
+  }
+
+  /**
+   * The vision token is minted with an expiry, so a long-lived (MQTT) device would lose vision one token
+   * lifetime after connecting. The firmware accepts a repeated initialize and takes the new URL and token
+   * from it; it goes through the call queue, so it never overlaps a call in flight.
+   */
+  private scheduleVisionRefresh(afterMs: number | undefined): void {
+    if (afterMs === undefined || this.state === 'closed') return;
+    clearTimeout(this.visionTimer);
+    this.visionTimer = setTimeout(() => void this.refreshVision(), afterMs);
+  }
+
+  private async refreshVision(): Promise<void> {
+    const vision = this.d.vision();
+    if (!vision || this.state === 'closed') return;
+    this.d.log.debug('vision token refresh queued');
+    const timeoutMs = this.d.settings.requestTimeoutMs;
+    try {
+      // Queued like a call, with room to wait behind the longest call the device may be running.
+      await this.enqueue(Date.now() + this.d.settings.maxCallTimeoutMs + timeoutMs, (remaining) =>
+        this.request('initialize', buildInitializeParams(this.d.settings.clientInfo, vision), Math.min(remaining, timeoutMs)),
+      );
+      this.d.log.debug('vision token refreshed');
+      this.scheduleVisionRefresh(this.d.settings.visionRefreshMs);
+    } catch (e) {
+      if ((this.state as SessionState) === 'closed') return; // closed while queued
+      this.d.log.warn({ err: e instanceof Error ? e.message : String(e) }, 'vision token refresh failed; retrying');
+      this.scheduleVisionRefresh(this.d.settings.setupRetryMaxMs);
+    }
   }
 
   /** Walk `tools/list` while `nextCursor` is present, guarding against repeated cursors and endless pages. */
