@@ -51,7 +51,12 @@ export const ConfigSchema = z
         /** `host:port` handed to devices by OTA; default: the OTA request's host and `mqtt.port`. */
         publicEndpoint: z.string().regex(/^[^\s:]+:\d+$/, 'host:port').optional(),
         group: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).default('voxgate'),
-        maxPacketBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
+        /**
+         * Largest MQTT packet. The firmware's largest messages are tool results (a tools/list page is <= 8 KB,
+         * but a result such as the vision server's answer is not bounded by the firmware, and Wi-Fi boards'
+         * MQTT client sends any size); 256 KiB leaves room. A device reply beyond it is refused alone.
+         */
+        maxPacketBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(256 * 1024),
         /** Sockets on the MQTT port, and from one IPv4 address or IPv6 /64. */
         maxConnections: Count(8000),
         maxConnectionsPerAddress: Count(1000),

@@ -189,6 +189,20 @@ export class DeviceSession {
     return true;
   }
 
+  /**
+   * The link refused a message over its size limit without reading it all. The firmware writes the
+   * envelope and `"id":N` first, so the start of the message says which request it answers: that
+   * request fails now with a clear error, instead of waiting out its timeout or losing the connection.
+   */
+  onOversizedMessage(bytes: number, limit: number, head: string): void {
+    this.lastSeenAt = Date.now();
+    const id = replyIdIn(head);
+    const detail = `device reply of ${bytes} bytes exceeds the ${limit}-byte limit (mqtt.maxPacketBytes); it was refused`;
+    this.d.log.warn({ bytes, limit, id }, 'device message over the size limit refused');
+    if (id === undefined || !this.pending.has(id)) return;
+    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', detail, { method: p.method, bytes, limit })));
+  }
+
   /** The link is gone: fail everything waiting, at once. */
   onClosed(reason: string): void {
     if (this.state === 'closed') return;
@@ -604,6 +618,14 @@ function capForEvent(value: unknown, knownBytes?: number): unknown {
   if (bytes <= MAX_EVENT_DATA_BYTES) return value;
   const type = typeof value === 'object' && value !== null && 'type' in value ? (value as { type: unknown }).type : undefined;
   return { truncated: true, bytes, ...(typeof type === 'string' ? { type } : {}) };
+}
+
+/** The JSON-RPC id of the reply an envelope starts: `..."payload":{"jsonrpc":"2.0","id":N,...` (bounded input). */
+function replyIdIn(head: string): number | undefined {
+  const at = head.indexOf('"payload"');
+  if (at < 0) return undefined;
+  const m = /"id"\s*:\s*(\d{1,9})\b/.exec(head.slice(at, at + 256));
+  return m ? Number(m[1]) : undefined;
 }
 
 function invalidArguments(tool: string, problems: ArgumentProblem[]): GatewayError {
