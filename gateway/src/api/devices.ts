@@ -4,7 +4,7 @@ import type { z } from 'zod';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { DeviceSession } from '../devices/session.js';
 import { GatewayError } from '../errors.js';
-import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, Problem, RpcBody, RpcResult, ToolList, ToolParams, jsonSchema } from './schemas.js';
+import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, Problem, RpcBody, RpcResult, RpcSent, ToolList, ToolParams, jsonSchema } from './schemas.js';
 
 const problems = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, { ...jsonSchema(Problem, 'output'), description: 'problem+json' }]));
 
@@ -81,11 +81,18 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       summary: 'Send a raw JSON-RPC request to the device (for engineers)',
       params: jsonSchema(DeviceIdParam),
       body: jsonSchema(RpcBody),
-      response: { 200: jsonSchema(RpcResult, 'output'), ...problems(400, 401, 404, 429, 502, 503, 504) },
+      response: { 200: jsonSchema(RpcResult, 'output'), 202: jsonSchema(RpcSent, 'output'), ...problems(400, 401, 404, 429, 502, 503, 504) },
     },
-    handler: async (req) => {
+    handler: async (req, reply) => {
+      const { method, params, timeoutMs } = req.body;
+      if (req.body.id !== undefined)
+        throw new GatewayError('INVALID_REQUEST', 'remove "id": the gateway assigns JSON-RPC ids to match the reply (devices accept small integers only); send "method" and "params"');
       const session = registry.session(parseDeviceId(req.params.deviceId));
-      return { result: await session.rpc(req.body.method, req.body.params, callOpts(req.body.timeoutMs)) };
+      if (method.startsWith('notifications/')) {
+        session.notify(method, params);
+        return reply.code(202).send({ sent: true, notification: method });
+      }
+      return { result: await session.rpc(method, params, callOpts(timeoutMs)) };
     },
   });
 }

@@ -12,6 +12,7 @@ import {
   encodeMcpFrame,
   normalizeRpcError,
   parseDeviceFrame,
+  rpcNotification,
   rpcRequest,
   type CallToolResult,
   type InitializeResult,
@@ -274,6 +275,11 @@ export class DeviceSession {
     const deadline = Date.now() + timeoutMs;
     if (this.state === 'closed') throw this.offline();
     return this.enqueue(deadline, (remaining) => this.request(method, params, remaining));
+  }
+
+  /** A JSON-RPC notification, sent at once: it expects no reply, so it holds no place in the call queue. */
+  notify(method: string, params: Record<string, unknown> | undefined): void {
+    if (this.state === 'closed' || !this.d.link.send(encodeMcpFrame(this.sessionId, rpcNotification(method, params)))) throw this.offline();
   }
 
   findTool(name: string): CatalogTool | undefined {
