@@ -26,6 +26,7 @@ import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
 import type { ArgumentProblem } from './arguments.js';
 import { ToolCatalog, type CatalogTool } from './catalog.js';
+import { int32Problems } from './int32.js';
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
 import { TOOLS_PAGES, ToolsPageCache, type CachedPage } from './tools-page-cache.js';
 
@@ -243,7 +244,7 @@ export class DeviceSession {
       this.d.metrics.calls.inc({ outcome: 'tool_not_found' });
       throw new GatewayError('TOOL_NOT_FOUND', `device ${this.d.deviceId} has no tool named "${name}"`, { tool: name });
     }
-    const problems = this.catalog!.checkArguments(tool, args);
+    const problems = this.catalog!.checkArguments(tool, args) ?? int32Problems(tool.inputSchema, args);
     if (problems) {
       this.d.metrics.calls.inc({ outcome: 'invalid_arguments' });
       throw invalidArguments(name, problems);
