@@ -89,6 +89,17 @@ export const ConfigSchema = z
         tokenTtlSeconds: z.coerce.number().int().min(60).default(3600),
         /** How often a connected device gets a fresh token (a repeated initialize); default: 80% of tokenTtlSeconds. */
         refreshMs: z.coerce.number().int().min(100).optional(),
+        /** Serve the vision endpoint (POST /mcp/vision/explain) here; `url` defaults to it when `http.publicUrl` is set. */
+        serve: Bool.default(true),
+        /** Largest photo accepted (xiaozhi-server: 5 MB). */
+        maxPhotoBytes: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(5 * 1024 * 1024),
+        /** Photos kept per device, and in all (oldest go first), under `<dataDir>/photos`. */
+        photosPerDevice: z.coerce.number().int().min(1).max(10_000).default(20),
+        maxStoredPhotos: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+        /** An external xiaozhi-compatible explainer (POST multipart question + file); unset: none yet. */
+        explainerUrl: HttpUrl.optional(),
+        explainerToken: z.string().optional(),
+        explainerTimeoutMs: Ms(30_000),
       })
       .prefault({}),
     calls: z
@@ -246,6 +257,9 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_LOG_LEVEL: ['logLevel'],
   GATEWAY_VISION_URL: ['vision', 'url'],
   GATEWAY_VISION_REFRESH_MS: ['vision', 'refreshMs'],
+  GATEWAY_VISION_SERVE: ['vision', 'serve'],
+  GATEWAY_VISION_EXPLAINER_URL: ['vision', 'explainerUrl'],
+  GATEWAY_VISION_EXPLAINER_TOKEN: ['vision', 'explainerToken'],
   GATEWAY_CALL_TIMEOUT_MS: ['calls', 'defaultTimeoutMs'],
   GATEWAY_CALL_MAX_TIMEOUT_MS: ['calls', 'maxTimeoutMs'],
   GATEWAY_CALL_QUEUE_LIMIT: ['calls', 'queueLimit'],

@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { join } from 'node:path';
 import { mintVisionToken, type VisionCapability } from '@voxgate/protocol';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -20,6 +21,9 @@ import { createLogger } from './log.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { resolveSecrets } from './secrets.js';
 import { GATEWAY_NAME, GATEWAY_VERSION } from './version.js';
+import { httpExplainer, noExplainer } from './vision/explainer.js';
+import { PhotoStore } from './vision/photo-store.js';
+import { VISION_EXPLAIN_PATH, type VisionService } from './vision/routes.js';
 
 export interface Gateway {
   config: Config;
@@ -61,8 +65,10 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     log: log.child({ component: 'events' }),
     deviceRate: { ratePerSecond: config.events.devicePerSecond, burst: config.events.deviceBurst },
   });
+  // The URL devices post photos to: configured, or this gateway's own endpoint when its public URL is known.
+  const visionUrl = config.vision.url ?? (config.vision.serve && config.http.publicUrl ? new URL(VISION_EXPLAIN_PATH, config.http.publicUrl).toString() : undefined);
   const vision = (deviceId: string): VisionCapability | undefined =>
-    config.vision.url ? { url: config.vision.url, token: mintVisionToken(visionKey, deviceId, Date.now() / 1000 + config.vision.tokenTtlSeconds) } : undefined;
+    visionUrl ? { url: visionUrl, token: mintVisionToken(visionKey, deviceId, Date.now() / 1000 + config.vision.tokenTtlSeconds) } : undefined;
   const registry = new DeviceRegistry({
     maxKnownDevices: config.devices.maxKnown,
     log,
@@ -81,7 +87,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       setupRetryMinMs: config.session.setupRetryMinMs,
       setupRetryMaxMs: config.session.setupRetryMaxMs,
       setupMaxErrors: config.session.setupMaxErrors,
-      visionRefreshMs: config.vision.url ? (config.vision.refreshMs ?? Math.floor(config.vision.tokenTtlSeconds * 800)) : undefined,
+      visionRefreshMs: visionUrl ? (config.vision.refreshMs ?? Math.floor(config.vision.tokenTtlSeconds * 800)) : undefined,
     },
   });
   const auth = { mode: config.deviceAuth, tokens: config.deviceTokens, secret: secrets.deviceSecret, tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds };
@@ -117,7 +123,19 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   let stopping = false;
   let mqtt: MqttLink | undefined;
   let metricsListener: { port: number; close(): Promise<void> } | undefined;
+  const visionService: VisionService | undefined = config.vision.serve
+    ? {
+        visionKey,
+        store: new PhotoStore(join(config.dataDir, 'photos'), { perDevice: config.vision.photosPerDevice, total: config.vision.maxStoredPhotos }),
+        explainer: config.vision.explainerUrl ? httpExplainer(config.vision.explainerUrl, { token: config.vision.explainerToken, timeoutMs: config.vision.explainerTimeoutMs }) : noExplainer,
+        maxPhotoBytes: config.vision.maxPhotoBytes,
+        bus,
+        metrics,
+        log: log.child({ component: 'vision' }),
+      }
+    : undefined;
   const http = await buildApi({
+    ...(visionService ? { vision: visionService } : {}),
     config,
     log,
     registry,

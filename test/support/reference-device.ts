@@ -61,6 +61,12 @@ export interface ReferenceDeviceOptions {
   pageBudget?: number;
   /** `features` of the device hello (both transports). Default {"mcp":true}. */
   helloFeatures?: Record<string, unknown>;
+  /**
+   * `self.camera.take_photo` posts this JPEG to the vision URL exactly as the firmware's Explain does
+   * (multipart, boundary ----ESP32_CAMERA_BOUNDARY, Device-Id/Client-Id/Bearer token) and returns the body.
+   * Unset: the photo tool answers a canned vision reply without any HTTP.
+   */
+  cameraJpeg?: Buffer;
 }
 export interface CloseInfo {
   code: number;
@@ -242,6 +248,7 @@ export class ReferenceDevice {
 
   readonly boardName: string;
   readonly firmwareVersion: string;
+  readonly cameraJpeg: Buffer | undefined;
   private readonly pageBudget: number;
   private readonly helloFeatures: Record<string, unknown>;
   private readonly main: MainTask;
@@ -259,6 +266,7 @@ export class ReferenceDevice {
     this.boardName = opts.boardName ?? 'sim-board';
     this.firmwareVersion = opts.firmwareVersion ?? '1.7.6';
     this.pageBudget = opts.pageBudget ?? DEFAULT_PAGE_BUDGET;
+    this.cameraJpeg = opts.cameraJpeg;
     this.helloFeatures = opts.helloFeatures ?? { mcp: true };
     this.main = new MainTask((err) => this.logLine('Application', `main task job failed: ${String(err)}`));
 
@@ -917,6 +925,36 @@ export class ReferenceDevice {
     });
   }
 
+  /**
+   * Esp32Camera::Explain: POST the photo to the vision URL as multipart (question first, then the file),
+   * with Device-Id, Client-Id and `Authorization: Bearer <token>` (only when a token was given). A status
+   * other than 200 throws "Failed to upload photo"; otherwise the raw body is the result.
+   */
+  async explain(question: string, jpeg: Buffer): Promise<string> {
+    if (!this.vision || this.vision.url === '') throw new Error('Image explain URL or token is not set');
+    const boundary = '----ESP32_CAMERA_BOUNDARY';
+    const body = Buffer.concat([
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="question"\r\n\r\n${question}\r\n`),
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="camera.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`),
+      jpeg,
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]);
+    const headers: Record<string, string> = { 'Device-Id': this.deviceId, 'Client-Id': this.clientId, 'Content-Type': `multipart/form-data; boundary=${boundary}` };
+    if (this.vision.token) headers['Authorization'] = `Bearer ${this.vision.token}`;
+    let res: Response;
+    try {
+      res = await fetch(this.vision.url, { method: 'POST', headers, body });
+    } catch {
+      throw new Error('Failed to connect to explain URL');
+    }
+    const text = await res.text();
+    if (res.status !== 200) {
+      this.logLine('Esp32Camera', `Failed to upload photo, status code: ${res.status}`);
+      throw new Error('Failed to upload photo');
+    }
+    return text;
+  }
+
   // ---------------------------------------------------------------- test affordances
 
   sendRaw(text: string | Buffer, opts: { binary?: boolean; topic?: string } = {}): void {
@@ -1102,6 +1140,7 @@ export function referenceTools(): RefTool[] {
         'Args:\n  `question`: what you want to know about the photo.\nReturn:\n  A JSON object describing the photo.',
       properties: { question: { type: 'string' } },
       run: (args, d) => {
+        if (d.cameraJpeg) return d.explain(String(args['question']), d.cameraJpeg);
         if (!d.vision || d.vision.url === '') throw new Error('Image explain URL or token is not set');
         return JSON.stringify({ success: true, action: 'RESPONSE', response: `Simulated answer to: ${String(args['question'])}` });
       },

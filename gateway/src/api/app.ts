@@ -15,6 +15,8 @@ import { healthRoutes, metricsRoute } from './health.js';
 import { otaRoutes } from './ota.js';
 import { registerProblemHandlers } from './problem.js';
 import { toolRoutes } from './tools.js';
+import { photoRoutes } from '../vision/photo-routes.js';
+import { visionExplainRoute, type VisionService } from '../vision/routes.js';
 
 export interface ApiDeps {
   config: Config;
@@ -34,6 +36,8 @@ export interface ApiDeps {
   tenantOf?: (key: string) => string | undefined;
   /** Set when the /mcp endpoint is registered. */
   onMcpEndpoint?: (e: McpEndpoint) => void;
+  /** The vision endpoint and photo store, when vision.serve is on. */
+  vision?: VisionService;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -64,12 +68,15 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   // With metrics.port set, /metrics lives on its own listener (gateway.ts) and not here.
   if (d.config.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d) });
   await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort });
+  // Devices authenticate with their vision token, not an API key.
+  if (d.vision) await app.register(visionExplainRoute, d.vision);
   await app.register(async (v1) => {
     requireApiKey(v1, d.apiKeys, d.tenantOf);
     v1.addHook('onRoute', (route) => {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
     await v1.register(deviceRoutes, { registry: d.registry });
+    if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
     await v1.register(eventRoutes, {
       bus: d.bus,
       metrics: d.metrics,
