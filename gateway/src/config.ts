@@ -96,6 +96,8 @@ export const ConfigSchema = z
         /** Photos kept per device, and in all (oldest go first), under `<dataDir>/photos`. */
         photosPerDevice: z.coerce.number().int().min(1).max(10_000).default(20),
         maxStoredPhotos: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+        /** Uploads per device per minute (bursts of up to 5); beyond, 429. */
+        uploadsPerMinute: z.coerce.number().int().min(1).max(10_000).default(6),
         /** An external xiaozhi-compatible explainer (POST multipart question + file); unset: none yet. */
         explainerUrl: HttpUrl.optional(),
         explainerToken: z.string().optional(),

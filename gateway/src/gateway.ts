@@ -129,6 +129,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
         store: new PhotoStore(join(config.dataDir, 'photos'), { perDevice: config.vision.photosPerDevice, total: config.vision.maxStoredPhotos }),
         explainer: config.vision.explainerUrl ? httpExplainer(config.vision.explainerUrl, { token: config.vision.explainerToken, timeoutMs: config.vision.explainerTimeoutMs }) : noExplainer,
         maxPhotoBytes: config.vision.maxPhotoBytes,
+        uploadsPerMinute: config.vision.uploadsPerMinute,
         bus,
         metrics,
         log: log.child({ component: 'vision' }),

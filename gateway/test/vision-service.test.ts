@@ -28,7 +28,7 @@ describe('the vision endpoint (POST /mcp/vision/explain)', () => {
   let url: string;
   beforeAll(async () => {
     // The port is only known after start; devices get the URL's token, the test points them at the real port.
-    t = await startTestGateway({ vision: { url: 'http://127.0.0.1:1/mcp/vision/explain', maxPhotoBytes: 4096, photosPerDevice: 2 } });
+    t = await startTestGateway({ vision: { url: 'http://127.0.0.1:1/mcp/vision/explain', maxPhotoBytes: 4096, photosPerDevice: 2, uploadsPerMinute: 5 } });
     url = `${t.baseUrl}/mcp/vision/explain`;
   });
   afterAll(() => t.close());
@@ -58,7 +58,7 @@ describe('the vision endpoint (POST /mcp/vision/explain)', () => {
     }
   });
 
-  it('refuses a missing, foreign or expired token, a non-image and an oversized photo; keeps the newest photos per device', async () => {
+  it('refuses a missing, foreign or expired token, a non-image, an oversized photo and a flood; keeps the newest photos per device', async () => {
     const id = '02:00:00:00:09:81';
     const token = mintVisionToken(t.gw.visionKey, id, Date.now() / 1000 + 60);
     expect((await upload(url, { deviceId: id })).status).toBe(401);
@@ -73,6 +73,8 @@ describe('the vision endpoint (POST /mcp/vision/explain)', () => {
     for (const q of ['one', 'two', 'three']) expect((await upload(url, { deviceId: id, token, question: q })).status).toBe(200);
     const list = await t.api<{ photos: Array<{ question: string }> }>('GET', `/v1/devices/${id}/photos`);
     expect(list.body.photos.map((p) => p.question)).toEqual(['three', 'two']);
+    // Five uploads with a valid token so far (a burst of 5): the next is refused until the bucket refills.
+    expect((await upload(url, { deviceId: id, token, question: 'four' })).status).toBe(429);
     expect(await t.metric('voxgate_vision_uploads_total', { outcome: 'unauthorized' })).toBe(3);
   });
 });

@@ -3,6 +3,7 @@ import { verifyVisionToken, normalizeDeviceId } from '@voxgate/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { EventBus } from '../events/bus.js';
+import { KeyedRateLimiter } from '../events/rate-limit.js';
 import type { Metrics } from '../metrics.js';
 import type { VisionExplainer } from './explainer.js';
 import type { PhotoStore } from './photo-store.js';
@@ -13,6 +14,7 @@ export interface VisionService {
   store: PhotoStore;
   explainer: VisionExplainer;
   maxPhotoBytes: number;
+  uploadsPerMinute: number;
   bus: EventBus;
   metrics: Metrics;
   log: Logger;
@@ -46,6 +48,8 @@ function refuse(reply: FastifyReply, status: number, message: string): FastifyRe
  * answers `{success, action, response}`, which the device returns as the tool's result.
  */
 export async function visionExplainRoute(app: FastifyInstance, s: VisionService): Promise<void> {
+  // Keyed by device, and only after the token checked out: the map holds devices this gateway minted for.
+  const uploads = new KeyedRateLimiter({ ratePerSecond: s.uploadsPerMinute / 60, burst: Math.min(5, s.uploadsPerMinute) });
   await app.register(multipart, {
     limits: { fileSize: s.maxPhotoBytes, files: 1, fields: 4, fieldSize: 8 * 1024, parts: 6, headerPairs: 32 },
   });
@@ -56,6 +60,10 @@ export async function visionExplainRoute(app: FastifyInstance, s: VisionService)
       s.metrics.visionUploads.inc({ outcome: 'unauthorized' });
       s.log.warn({ deviceId: deviceId ?? null }, 'vision upload refused: missing, expired or foreign token');
       return refuse(reply, 401, 'a valid vision token for this Device-Id is required (Authorization: Bearer <token>)');
+    }
+    if (!uploads.take(deviceId).ok) {
+      s.metrics.visionUploads.inc({ outcome: 'rate_limited' });
+      return refuse(reply.header('retry-after', String(Math.ceil(60 / s.uploadsPerMinute))), 429, `at most ${s.uploadsPerMinute} photos per minute per device`);
     }
     if (!req.isMultipart()) return refuse(reply, 415, 'send multipart/form-data with "question" and "file"');
     let question: string | undefined;
