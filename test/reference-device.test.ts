@@ -723,6 +723,8 @@ describe('MQTT transport (aedes broker)', () => {
     expect(d.sent).toHaveLength(1); // the reply waits for the hello timeout
     expect(parseReply((await b.fromDevices.next()).text).id).toBe(1);
     expect(d.log.some((l) => l.startsWith('MQTT: Failed to receive server hello'))).toBe(true);
+    expect(d.networkErrors).toEqual(['SERVER_TIMEOUT']); // the error alert
+    expect(d.lastAudioChannelFailure).toBe('server_hello_timeout');
 
     const opened = d.openAudioChannel(2000);
     await b.fromDevices.next(); // the second hello

@@ -73,7 +73,12 @@ export const ConfigSchema = z
         /** `host:port` handed to devices by OTA; default: the OTA request's host and `mqtt.port`. */
         publicEndpoint: z.string().regex(/^[^\s:]+:\d+$/, 'host:port').optional(),
         group: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).default('voxgate'),
-        maxPacketBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
+        /**
+         * Largest MQTT packet. The firmware's largest messages are tool results (a tools/list page is <= 8 KB,
+         * but a result such as the vision server's answer is not bounded by the firmware, and Wi-Fi boards'
+         * MQTT client sends any size); 256 KiB leaves room. A device reply beyond it is refused alone.
+         */
+        maxPacketBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(256 * 1024),
         /** Sockets on the MQTT port, and from one IPv4 address or IPv6 /64. */
         maxConnections: Count(8000),
         maxConnectionsPerAddress: Count(1000),
@@ -104,6 +109,21 @@ export const ConfigSchema = z
       .object({
         url: HttpUrl.optional(),
         tokenTtlSeconds: z.coerce.number().int().min(60).default(3600),
+        /** How often a connected device gets a fresh token (a repeated initialize); default: 80% of tokenTtlSeconds. */
+        refreshMs: z.coerce.number().int().min(100).optional(),
+        /** Serve the vision endpoint (POST /mcp/vision/explain) here; `url` defaults to it when `http.publicUrl` is set. */
+        serve: Bool.default(true),
+        /** Largest photo accepted (xiaozhi-server: 5 MB). */
+        maxPhotoBytes: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(5 * 1024 * 1024),
+        /** Photos kept per device, and in all (oldest go first), under `<dataDir>/photos`. */
+        photosPerDevice: z.coerce.number().int().min(1).max(10_000).default(20),
+        maxStoredPhotos: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+        /** Uploads per device per minute (bursts of up to 5); beyond, 429. */
+        uploadsPerMinute: z.coerce.number().int().min(1).max(10_000).default(6),
+        /** An external xiaozhi-compatible explainer (POST multipart question + file); unset: none yet. */
+        explainerUrl: HttpUrl.optional(),
+        explainerToken: z.string().optional(),
+        explainerTimeoutMs: Ms(30_000),
       })
       .prefault({}),
     calls: z
@@ -122,6 +142,11 @@ export const ConfigSchema = z
         requestTimeoutMs: Ms(10_000),
         maxToolPages: z.coerce.number().int().min(1).max(1000).default(64),
         maxTools: z.coerce.number().int().min(1).max(10_000).default(1024),
+        /** A setup step that fails is retried while the link is up: first wait, doubling up to the max. */
+        setupRetryMinMs: Ms(1_000),
+        setupRetryMaxMs: Ms(30_000),
+        /** Failures other than timeouts (malformed reply, device error) per setup step before the device is `failed`. */
+        setupMaxErrors: z.coerce.number().int().min(1).max(100).default(5),
       })
       .prefault({}),
     devices: z
@@ -266,6 +291,10 @@ export const ConfigSchema = z
     message: 'names a key that is not in apiKeys',
     when: always,
   })
+  .refine((c) => !(typeof c.vision?.refreshMs === 'number' && typeof c.vision.tokenTtlSeconds === 'number' && c.vision.refreshMs >= c.vision.tokenTtlSeconds * 1000), {
+    path: ['vision', 'refreshMs'],
+    message: 'must be shorter than vision.tokenTtlSeconds: the fresh token has to arrive before the old one expires',
+  })
   .refine((c) => !(typeof c.calls?.defaultTimeoutMs === 'number' && typeof c.calls.maxTimeoutMs === 'number' && c.calls.defaultTimeoutMs > c.calls.maxTimeoutMs), {
     path: ['calls', 'defaultTimeoutMs'],
     message: 'must not exceed calls.maxTimeoutMs',
@@ -313,6 +342,10 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_DATA_DIR: ['dataDir'],
   GATEWAY_LOG_LEVEL: ['logLevel'],
   GATEWAY_VISION_URL: ['vision', 'url'],
+  GATEWAY_VISION_REFRESH_MS: ['vision', 'refreshMs'],
+  GATEWAY_VISION_SERVE: ['vision', 'serve'],
+  GATEWAY_VISION_EXPLAINER_URL: ['vision', 'explainerUrl'],
+  GATEWAY_VISION_EXPLAINER_TOKEN: ['vision', 'explainerToken'],
   GATEWAY_CALL_TIMEOUT_MS: ['calls', 'defaultTimeoutMs'],
   GATEWAY_CALL_MAX_TIMEOUT_MS: ['calls', 'maxTimeoutMs'],
   GATEWAY_CALL_QUEUE_LIMIT: ['calls', 'queueLimit'],

@@ -16,6 +16,7 @@ export const ERRORS = {
   RATE_LIMITED: { status: 429, title: 'Too many requests' },
   DEVICE_ERROR: { status: 502, title: 'Device error' },
   DEVICE_OFFLINE: { status: 503, title: 'Device offline' },
+  DEVICE_NOT_READY: { status: 503, title: 'Device still initializing' },
   DEVICE_TIMEOUT: { status: 504, title: 'Device timeout' },
   UPSTREAM_UNAVAILABLE: { status: 503, title: 'Upstream MCP server unavailable' },
   UPSTREAM_ERROR: { status: 502, title: 'Upstream MCP server error' },

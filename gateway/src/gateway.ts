@@ -27,6 +27,9 @@ import { resolveSecrets } from './secrets.js';
 import { SqliteStore } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { GATEWAY_NAME, GATEWAY_VERSION } from './version.js';
+import { httpExplainer, noExplainer } from './vision/explainer.js';
+import { PhotoStore } from './vision/photo-store.js';
+import { VISION_EXPLAIN_PATH, type VisionService } from './vision/routes.js';
 
 export interface Gateway {
   config: Config;
@@ -72,8 +75,10 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     log: log.child({ component: 'events' }),
     deviceRate: { ratePerSecond: config.events.devicePerSecond, burst: config.events.deviceBurst },
   });
+  // The URL devices post photos to: configured, or this gateway's own endpoint when its public URL is known.
+  const visionUrl = config.vision.url ?? (config.vision.serve && config.http.publicUrl ? new URL(VISION_EXPLAIN_PATH, config.http.publicUrl).toString() : undefined);
   const vision = (deviceId: string): VisionCapability | undefined =>
-    config.vision.url ? { url: config.vision.url, token: mintVisionToken(visionKey, deviceId, Date.now() / 1000 + config.vision.tokenTtlSeconds) } : undefined;
+    visionUrl ? { url: visionUrl, token: mintVisionToken(visionKey, deviceId, Date.now() / 1000 + config.vision.tokenTtlSeconds) } : undefined;
   const schemaValidators = new SchemaValidators({
     limits: config.schemas,
     maxCached: config.schemas.validatorCacheSize,
@@ -99,6 +104,10 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
       frameLimits: config.frames,
       schemaLimits: config.schemas,
+      setupRetryMinMs: config.session.setupRetryMinMs,
+      setupRetryMaxMs: config.session.setupRetryMaxMs,
+      setupMaxErrors: config.session.setupMaxErrors,
+      visionRefreshMs: visionUrl ? (config.vision.refreshMs ?? Math.floor(config.vision.tokenTtlSeconds * 800)) : undefined,
     },
   });
   const store = new SqliteStore(join(config.dataDir, 'voxgate.db'));
@@ -153,7 +162,20 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   let stopping = false;
   let mqtt: MqttLink | undefined;
   let metricsListener: { port: number; close(): Promise<void> } | undefined;
+  const visionService: VisionService | undefined = config.vision.serve
+    ? {
+        visionKey,
+        store: new PhotoStore(join(config.dataDir, 'photos'), { perDevice: config.vision.photosPerDevice, total: config.vision.maxStoredPhotos }),
+        explainer: config.vision.explainerUrl ? httpExplainer(config.vision.explainerUrl, { token: config.vision.explainerToken, timeoutMs: config.vision.explainerTimeoutMs }) : noExplainer,
+        maxPhotoBytes: config.vision.maxPhotoBytes,
+        uploadsPerMinute: config.vision.uploadsPerMinute,
+        bus,
+        metrics,
+        log: log.child({ component: 'vision' }),
+      }
+    : undefined;
   const http = await buildApi({
+    ...(visionService ? { vision: visionService } : {}),
     config,
     log,
     registry,

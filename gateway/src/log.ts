@@ -21,6 +21,8 @@ export const REDACT_PATHS = [
   'headers.authorization',
   'vision.token',
   '*.vision.token',
+  'explainerToken',
+  '*.explainerToken',
   // MCP hub: caller tokens, filled header templates, stdio env (API keys live there)
   'tokens',
   '*.tokens',

@@ -23,6 +23,8 @@ export function createMetrics() {
     audioBytes: new Counter({ name: 'voxgate_audio_bytes_received_total', help: 'Binary (audio) bytes received and not processed', registers: [registry] }),
     toolsPages: new Counter({ name: 'voxgate_tools_pages_total', help: 'tools/list pages received, parsed or taken from the page cache', labelNames: ['source'] as const, registers: [registry] }),
     lateReplies: new Counter({ name: 'voxgate_late_replies_total', help: 'Device replies that matched no pending call (late or unknown id)', registers: [registry] }),
+    visionUploads: new Counter({ name: 'voxgate_vision_uploads_total', help: 'Photos posted to the vision endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
+    setupRetries: new Counter({ name: 'voxgate_device_setup_retries_total', help: 'Device setup steps (initialize, tools/list pages) retried after a failure', labelNames: ['step'] as const, registers: [registry] }),
     events: new Counter({ name: 'voxgate_events_total', help: 'Events published on the bus', labelNames: ['type'] as const, registers: [registry] }),
     sseClients: new Gauge({ name: 'voxgate_sse_clients', help: 'Open SSE streams', registers: [registry] }),
     hubConnects: new Counter({ name: 'voxgate_mcp_server_connects_total', help: 'Upstream MCP server start attempts at hub start, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),

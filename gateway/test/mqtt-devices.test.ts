@@ -1,7 +1,7 @@
 import { connect, type MqttClient } from 'mqtt';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../test/support/gateway-harness.js';
-import { ReferenceDevice } from '../../test/support/reference-device.js';
+import { ReferenceDevice, referenceTools, type RefTool } from '../../test/support/reference-device.js';
 import { once } from '../../test/support/wait.js';
 
 const SECRET = 'mqtt-device-secret-0123456789';
@@ -69,11 +69,18 @@ describe('reference-firmware devices over MQTT (embedded broker)', () => {
     expect(await t.metric('voxgate_devices_connected', { transport: 'mqtt' })).toBeGreaterThanOrEqual(1);
   });
 
-  it('answers an MQTT hello with goodbye (voice not enabled) and keeps the MCP channel', async () => {
+  it('ends the firmware\'s voice-channel wait at once (no 10 s stall, no error alert) and keeps the MCP channel', async () => {
     const { d } = await onlineDevice();
-    const goodbye = d.waitForFrame((f) => f['type'] === 'goodbye');
-    d.sendRaw(JSON.stringify({ type: 'hello', version: 3, transport: 'udp', features: { mcp: true }, audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 } }));
-    await goodbye;
+    // The firmware's OpenAudioChannel: hello, then the main task waits (10 s) for a valid UDP server hello.
+    const opened = d.openAudioChannel();
+    const hello = await d.waitForFrame((f) => f['type'] === 'hello');
+    const goodbye = await d.waitForFrame((f) => f['type'] === 'goodbye');
+    expect(goodbye['session_id']).toBe(hello['session_id']);
+    expect(await opened).toBe(false);
+    // It stopped waiting because the hello was accepted and the UDP connect failed, not at the timeout.
+    expect(d.lastAudioChannelFailure).toBe('udp_connect');
+    expect(d.networkErrors).toEqual([]);
+    expect(d.audioChannelOpen).toBe(false);
     const r = await t.api('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 12 } });
     expect(r.status).toBe(200);
   });
@@ -127,15 +134,32 @@ describe('reference-firmware devices over MQTT (embedded broker)', () => {
     expect(seen).toContainEqual({ topic: `voxgate/events/${d.deviceId}/device.ready`, type: 'device.ready', deviceId: d.deviceId });
   });
 
-  it('drops a client whose packet exceeds the size limit; others go on', async () => {
-    const { d: big } = await onlineDevice();
-    const { d: other } = await onlineDevice();
+  it('takes a 70 KiB result (over the old 64 KiB limit); refuses a reply over mqtt.maxPacketBytes alone, failing its call at once', async () => {
+    const big = 'x'.repeat(300 * 1024);
+    const tools: RefTool[] = [
+      { name: 'self.dump', description: 'A large result', properties: { kib: { type: 'integer' } }, run: (args) => (args['kib'] === 300 ? big : 'y'.repeat(70 * 1024)) },
+      ...referenceTools(),
+    ];
+    const d = new ReferenceDevice({ deviceId: nextMac(), tools });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    const c = await credentials(d);
+    await d.connectMqtt(t.mqttUrl, { clientId: c.client_id, username: c.username, password: c.password, publishTopic: c.publish_topic });
+    await ready;
+
+    const ok = await t.api<{ content: Array<{ text: string }> }>('POST', `/v1/devices/${d.deviceId}/tools/self.dump/call`, { arguments: { kib: 70 } });
+    expect(ok.status).toBe(200);
+    expect(ok.body.content[0]?.text).toHaveLength(70 * 1024);
+
     const before = await t.metric('voxgate_frames_rejected_total', { reason: 'too_large' });
-    big.sendRaw(JSON.stringify({ type: 'listen', state: 'detect', text: 'x'.repeat(70 * 1024) }));
-    await big.closed();
+    const r = await t.api<{ code: string; detail: string }>('POST', `/v1/devices/${d.deviceId}/tools/self.dump/call`, { arguments: { kib: 300 }, timeoutMs: 60_000 });
+    expect([r.status, r.body.code]).toEqual([502, 'DEVICE_ERROR']);
+    expect(r.body.detail).toContain('exceeds the 262144-byte limit');
     expect(await t.metric('voxgate_frames_rejected_total', { reason: 'too_large' })).toBe(before + 1);
-    const r = await t.api('POST', `/v1/devices/${other.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 1 } });
-    expect(r.status).toBe(200);
+    // The device stays connected and keeps working.
+    expect(d.connected).toBe(true);
+    const after = await t.api('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 1 } });
+    expect(after.status).toBe(200);
   });
 
   it('fails pending calls at once when an MQTT device drops', async () => {

@@ -16,6 +16,8 @@ describe('OpenAPI document', () => {
           '/readyz',
           '/v1/devices',
           '/v1/devices/{deviceId}',
+          '/v1/devices/{deviceId}/photos',
+          '/v1/devices/{deviceId}/photos/{photoId}',
           '/v1/devices/{deviceId}/rpc',
           '/v1/devices/{deviceId}/tools',
           '/v1/devices/{deviceId}/tools/{toolName}/call',

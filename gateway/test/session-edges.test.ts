@@ -2,7 +2,7 @@ import { WebSocket } from 'ws';
 import { describe, expect, it } from 'vitest';
 import { startTestGateway } from '../../test/support/gateway-harness.js';
 import { ReferenceDevice } from '../../test/support/reference-device.js';
-import { once } from '../../test/support/wait.js';
+import { once, until } from '../../test/support/wait.js';
 
 describe('device sessions at the edges', () => {
   it('closes a WebSocket device that never says hello (4002)', async () => {
@@ -16,18 +16,41 @@ describe('device sessions at the edges', () => {
     }
   });
 
-  it('marks a device whose initialize goes unanswered as failed, and says so to callers', async () => {
-    const t = await startTestGateway({ session: { requestTimeoutMs: 300 } });
+  it('keeps retrying the initialize of a connected device that does not answer, and says so to callers', async () => {
+    const t = await startTestGateway({ session: { requestTimeoutMs: 300, setupRetryMinMs: 20, setupRetryMaxMs: 50 } });
     try {
-      // A bare client that says hello and then ignores every request.
+      // A bare client that says hello and then ignores every request: busy, not gone (its link is up).
       const ws = new WebSocket(t.wsUrl, { headers: { 'device-id': '02:00:00:00:05:02', 'client-id': 'mute' } });
       await once(ws, 'open');
       ws.send(JSON.stringify({ type: 'hello', version: 1, transport: 'websocket', features: { mcp: true } }));
-      await expect.poll(async () => (await t.api<{ state: string }>('GET', '/v1/devices/02:00:00:00:05:02')).body.state, { timeout: 5000 }).toBe('failed');
-      const r = await t.api<{ code: string; detail: string }>('POST', '/v1/devices/02:00:00:00:05:02/tools/x/call', {});
+      await until(() => t.logs.some((l) => l['msg'] === 'device setup step failed; retrying while the link is up' && l['deviceId'] === '02:00:00:00:05:02'), 'a setup retry');
+      expect((await t.api<{ state: string }>('GET', '/v1/devices/02:00:00:00:05:02')).body.state).toBe('initializing');
+      const tools = await t.api<{ code: string }>('GET', '/v1/devices/02:00:00:00:05:02/tools');
+      expect([tools.status, tools.body.code]).toEqual([503, 'DEVICE_NOT_READY']);
+      const r = await t.api<{ code: string; detail: string }>('POST', '/v1/devices/02:00:00:00:05:02/tools/x/call', { timeoutMs: 400 });
+      expect([r.status, r.body.code]).toEqual([504, 'DEVICE_TIMEOUT']);
+      expect(r.body.detail).toContain('initializ');
+      ws.terminate();
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('marks a device whose initialize replies stay malformed as failed after setupMaxErrors, and says so', async () => {
+    const t = await startTestGateway({ session: { requestTimeoutMs: 2000, setupRetryMinMs: 10, setupRetryMaxMs: 20, setupMaxErrors: 2 } });
+    try {
+      const ws = new WebSocket(t.wsUrl, { headers: { 'device-id': '02:00:00:00:05:05', 'client-id': 'garbled' } });
+      await once(ws, 'open');
+      ws.on('message', (data: Buffer) => {
+        const f = JSON.parse(data.toString()) as { type: string; payload?: { id?: number } };
+        if (f.type === 'mcp' && f.payload?.id !== undefined)
+          ws.send(JSON.stringify({ type: 'mcp', payload: { jsonrpc: '2.0', id: f.payload.id, result: { protocolVersion: 7 } } }));
+      });
+      ws.send(JSON.stringify({ type: 'hello', version: 1, transport: 'websocket', features: { mcp: true } }));
+      await expect.poll(async () => (await t.api<{ state: string }>('GET', '/v1/devices/02:00:00:00:05:05')).body.state, { timeout: 5000 }).toBe('failed');
+      const r = await t.api<{ code: string; detail: string }>('POST', '/v1/devices/02:00:00:00:05:05/tools/x/call', {});
       expect([r.status, r.body.code]).toEqual([502, 'DEVICE_ERROR']);
-      expect(r.body.detail).toContain('initialize');
-      expect(t.logs.some((l) => l['msg'] === 'device initialization failed' && l['deviceId'] === '02:00:00:00:05:02')).toBe(true);
+      expect(t.logs.some((l) => l['msg'] === 'device initialization failed' && l['deviceId'] === '02:00:00:00:05:05')).toBe(true);
       ws.terminate();
     } finally {
       await t.close();

@@ -13,7 +13,11 @@
  *   else is sent, not even an initialize/tools/list reply or a validation error; those go out after it,
  *   in scheduling order. Opening the channel (waiting up to 10 s for the server hello) also runs on the main
  *   task, so replies to requests that arrive before the server hello wait for it.
- * - A server hello without a string `transport` crashes the device (NULL dereference in ParseServerHello),
+ * - MQTT OpenAudioChannel blocks the main task until a server hello with transport "udp" and a complete
+ *   udp block arrives, or 10 s pass (then an error alert); nothing else (a goodbye, a refused hello) ends
+ *   the wait. After the hello, the UDP connect resolves the server name: an empty name fails at once,
+ *   and the device goes back to idle quietly.
+ * - A WebSocket server hello without `transport` crashes the device (NULL dereference in ParseServerHello),
  *   as does a `tts` frame without a string `state`; a crash or reboot drops the connection, forgets the
  *   vision URL and the session id, and discards pending main-task work.
  * - `self.reboot` never gets its reply out: the reboot job it schedules sits ahead of the reply on the
@@ -57,6 +61,12 @@ export interface ReferenceDeviceOptions {
   pageBudget?: number;
   /** `features` of the device hello (both transports). Default {"mcp":true}. */
   helloFeatures?: Record<string, unknown>;
+  /**
+   * `self.camera.take_photo` posts this JPEG to the vision URL exactly as the firmware's Explain does
+   * (multipart, boundary ----ESP32_CAMERA_BOUNDARY, Device-Id/Client-Id/Bearer token) and returns the body.
+   * Unset: the photo tool answers a canned vision reply without any HTTP.
+   */
+  cameraJpeg?: Buffer;
 }
 export interface CloseInfo {
   code: number;
@@ -226,12 +236,19 @@ export class ReferenceDevice {
   brightness = 80;
   /** MQTT: the `udp` block of the accepted server hello (cleared by goodbye / a new hello). */
   udp?: UdpParams;
+  /** MQTT: the UDP audio channel is open (a server hello was accepted and its UDP host resolved). */
+  audioChannelOpen = false;
+  /** MQTT: why the last OpenAudioChannel returned false, if it did. */
+  lastAudioChannelFailure?: 'server_hello_timeout' | 'udp_connect' | undefined;
+  /** Protocol::SetError calls (each shows an error alert on the device), e.g. SERVER_TIMEOUT. */
+  readonly networkErrors: string[] = [];
   /** audio_params.sample_rate / frame_duration of the last accepted server hello. */
   serverSampleRate = 24000;
   serverFrameDuration = 60;
 
   readonly boardName: string;
   readonly firmwareVersion: string;
+  readonly cameraJpeg: Buffer | undefined;
   private readonly pageBudget: number;
   private readonly helloFeatures: Record<string, unknown>;
   private readonly main: MainTask;
@@ -249,6 +266,7 @@ export class ReferenceDevice {
     this.boardName = opts.boardName ?? 'sim-board';
     this.firmwareVersion = opts.firmwareVersion ?? '1.7.6';
     this.pageBudget = opts.pageBudget ?? DEFAULT_PAGE_BUDGET;
+    this.cameraJpeg = opts.cameraJpeg;
     this.helloFeatures = opts.helloFeatures ?? { mcp: true };
     this.main = new MainTask((err) => this.logLine('Application', `main task job failed: ${String(err)}`));
 
@@ -493,13 +511,27 @@ export class ReferenceDevice {
           features: this.helloFeatures,
           audio_params: AUDIO_PARAMS,
         });
+        this.audioChannelOpen = false;
         try {
           await this.sendHelloAndWait(link, hello, timeoutMs);
-          done.resolve(true);
         } catch (e) {
           this.logLine('MQTT', `Failed to receive server hello: ${String(e)}`);
-          done.resolve(false);
+          // SetError(SERVER_TIMEOUT): the device shows an error alert
+          this.networkErrors.push('SERVER_TIMEOUT');
+          this.lastAudioChannelFailure = 'server_hello_timeout';
+          return done.resolve(false);
         }
+        // EspUdp::Connect: gethostbyname fails at once for an empty (or unresolvable) host; OpenAudioChannel
+        // then returns false without SetError, and the application goes back to idle without an alert.
+        if (!resolvableHost(this.udp?.server ?? '')) {
+          this.logLine('EspUdp', 'Failed to get host by name');
+          this.logLine('MQTT', 'Failed to connect UDP audio channel');
+          this.lastAudioChannelFailure = 'udp_connect';
+          return done.resolve(false);
+        }
+        this.audioChannelOpen = true;
+        this.lastAudioChannelFailure = undefined;
+        done.resolve(true);
       },
       () => done.resolve(false),
     );
@@ -530,6 +562,7 @@ export class ReferenceDevice {
         // CloseAudioChannel on the main task; a server goodbye gets no goodbye back
         this.main.schedule(() => {
           this.udp = undefined;
+          this.audioChannelOpen = false;
           this.logLine('MQTT', 'audio channel closed by server goodbye');
         });
       } else {
@@ -540,13 +573,15 @@ export class ReferenceDevice {
     }
   }
 
+  /**
+   * MqttProtocol::ParseServerHello: only a hello with transport "udp" and a complete udp block (string
+   * server, port 1..65535, 16-byte hex key and nonce) ends OpenAudioChannel's wait; anything else is
+   * logged and ignored, and the main task keeps waiting for the full 10 s.
+   */
   private parseServerHelloMqtt(root: CJson): void {
     const transport = getItem(root, 'transport');
-    if (transport?.kind !== 'string') {
-      throw new DeviceCrash('ParseServerHello: transport missing or not a string (NULL valuestring dereferenced)');
-    }
-    if (transport.value !== 'udp') {
-      this.logLine('MQTT', `Unsupported transport: ${transport.value}`);
+    if (transport?.kind !== 'string' || transport.value !== 'udp') {
+      this.logLine('MQTT', 'Unsupported or missing transport');
       return;
     }
     this.acceptHelloCommon(root);
@@ -555,17 +590,19 @@ export class ReferenceDevice {
       this.logLine('MQTT', 'UDP is not specified');
       return;
     }
-    const str = (name: string): string => {
-      const v = getItem(udp, name);
-      if (v?.kind !== 'string') throw new DeviceCrash(`ParseServerHello: udp.${name} missing or not a string`);
-      return v.value;
-    };
-    const server = str('server');
+    const server = getItem(udp, 'server');
     const port = getItem(udp, 'port');
-    if (port === undefined) throw new DeviceCrash('ParseServerHello: udp.port missing');
-    const key = str('key');
-    const nonce = str('nonce');
-    this.udp = { server, port: port.kind === 'number' ? port.valueint : 0, key, nonce };
+    const key = getItem(udp, 'key');
+    const nonce = getItem(udp, 'nonce');
+    if (server?.kind !== 'string' || port?.kind !== 'number' || port.valueint <= 0 || port.valueint > 65535 || key?.kind !== 'string' || nonce?.kind !== 'string') {
+      this.logLine('MQTT', 'Invalid UDP server, port, key, or nonce');
+      return;
+    }
+    if (decodeHex16(key.value) === undefined || decodeHex16(nonce.value) === undefined) {
+      this.logLine('MQTT', 'Invalid AES key or nonce length');
+      return;
+    }
+    this.udp = { server: server.value, port: port.valueint, key: key.value, nonce: nonce.value };
     this.helloWaiter?.d.resolve();
   }
 
@@ -683,6 +720,7 @@ export class ReferenceDevice {
     this.sessionId = '';
     this.vision = undefined;
     this.udp = undefined;
+    this.audioChannelOpen = false;
     this.held = undefined;
     waiter?.d.reject(new Error('device restarted'));
     this.main.reset();
@@ -887,6 +925,36 @@ export class ReferenceDevice {
     });
   }
 
+  /**
+   * Esp32Camera::Explain: POST the photo to the vision URL as multipart (question first, then the file),
+   * with Device-Id, Client-Id and `Authorization: Bearer <token>` (only when a token was given). A status
+   * other than 200 throws "Failed to upload photo"; otherwise the raw body is the result.
+   */
+  async explain(question: string, jpeg: Buffer): Promise<string> {
+    if (!this.vision || this.vision.url === '') throw new Error('Image explain URL or token is not set');
+    const boundary = '----ESP32_CAMERA_BOUNDARY';
+    const body = Buffer.concat([
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="question"\r\n\r\n${question}\r\n`),
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="camera.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`),
+      jpeg,
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]);
+    const headers: Record<string, string> = { 'Device-Id': this.deviceId, 'Client-Id': this.clientId, 'Content-Type': `multipart/form-data; boundary=${boundary}` };
+    if (this.vision.token) headers['Authorization'] = `Bearer ${this.vision.token}`;
+    let res: Response;
+    try {
+      res = await fetch(this.vision.url, { method: 'POST', headers, body });
+    } catch {
+      throw new Error('Failed to connect to explain URL');
+    }
+    const text = await res.text();
+    if (res.status !== 200) {
+      this.logLine('Esp32Camera', `Failed to upload photo, status code: ${res.status}`);
+      throw new Error('Failed to upload photo');
+    }
+    return text;
+  }
+
   // ---------------------------------------------------------------- test affordances
 
   sendRaw(text: string | Buffer, opts: { binary?: boolean; topic?: string } = {}): void {
@@ -902,6 +970,17 @@ export class ReferenceDevice {
 
   notify(method: string, params?: Record<string, unknown>): void {
     this.sendMcp(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params });
+  }
+
+  /**
+   * Keep the main task busy until the returned function is called, as a long tool, a voice-session wait
+   * or a Wi-Fi reconnect does on the real device: requests still arrive and are validated, but every reply
+   * (initialize, tools/list, tools/call) waits behind this job, in scheduling order.
+   */
+  stallMainTask(): () => void {
+    const gate = deferred<void>();
+    this.main.schedule(() => gate.promise);
+    return () => gate.resolve();
   }
 
   holdReplies(): void {
@@ -978,6 +1057,17 @@ export class ReferenceDevice {
   }
 }
 
+/** DecodeHexString + the 16-byte length check of ParseServerHello. */
+function decodeHex16(hex: string): Buffer | undefined {
+  if (hex.length !== 32 || !/^[0-9a-fA-F]+$/.test(hex)) return undefined;
+  return Buffer.from(hex, 'hex');
+}
+
+/** lwIP gethostbyname: an empty name fails at once; the simulator has no DNS, so any other name resolves. */
+function resolvableHost(host: string): boolean {
+  return host.length > 0 && host.length <= 255;
+}
+
 function rawToString(data: RawData): string {
   if (Buffer.isBuffer(data)) return data.toString('utf8');
   if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
@@ -1050,6 +1140,7 @@ export function referenceTools(): RefTool[] {
         'Args:\n  `question`: what you want to know about the photo.\nReturn:\n  A JSON object describing the photo.',
       properties: { question: { type: 'string' } },
       run: (args, d) => {
+        if (d.cameraJpeg) return d.explain(String(args['question']), d.cameraJpeg);
         if (!d.vision || d.vision.url === '') throw new Error('Image explain URL or token is not set');
         return JSON.stringify({ success: true, action: 'RESPONSE', response: `Simulated answer to: ${String(args['question'])}` });
       },

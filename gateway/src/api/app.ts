@@ -20,6 +20,8 @@ import { healthRoutes, metricsRoute } from './health.js';
 import { otaRoutes } from './ota.js';
 import { registerProblemHandlers } from './problem.js';
 import { toolRoutes } from './tools.js';
+import { photoRoutes } from '../vision/photo-routes.js';
+import { visionExplainRoute, type VisionService } from '../vision/routes.js';
 
 export interface ApiDeps {
   config: Config;
@@ -41,6 +43,8 @@ export interface ApiDeps {
   onMcpEndpoint?: (e: McpEndpoint) => void;
   /** Device enrollment (absent when device auth is open). */
   enrollment?: Enrollment | undefined;
+  /** The vision endpoint and photo store, when vision.serve is on. */
+  vision?: VisionService;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -73,12 +77,15 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   const firmware = new FirmwareService({ config: d.config, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
   await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, metrics: d.metrics, enrollment: d.enrollment, firmware });
   await app.register(firmwareRoutes, { firmware });
+  // Devices authenticate with their vision token, not an API key.
+  if (d.vision) await app.register(visionExplainRoute, d.vision);
   await app.register(async (v1) => {
     requireApiKey(v1, d.apiKeys, d.tenantOf);
     v1.addHook('onRoute', (route) => {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
     await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id) });
+    if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
     await v1.register(eventRoutes, {
       bus: d.bus,
       metrics: d.metrics,

@@ -2,8 +2,9 @@ import { normalizeDeviceId } from '@voxgate/protocol';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import type { z } from 'zod';
 import type { DeviceRegistry, DeviceSummary } from '../devices/registry.js';
+import type { DeviceSession } from '../devices/session.js';
 import { GatewayError } from '../errors.js';
-import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, Problem, RpcBody, RpcResult, ToolList, ToolParams, jsonSchema } from './schemas.js';
+import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, Problem, RpcBody, RpcResult, RpcSent, ToolList, ToolParams, jsonSchema } from './schemas.js';
 
 const problems = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, { ...jsonSchema(Problem, 'output'), description: 'problem+json' }]));
 
@@ -50,12 +51,12 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       tags,
       summary: "The device's tool catalog (user-only tools flagged)",
       params: jsonSchema(DeviceIdParam),
-      response: { 200: jsonSchema(ToolList, 'output'), ...problems(400, 401, 404, 503, 504) },
+      response: { 200: jsonSchema(ToolList, 'output'), ...problems(400, 401, 404, 502, 503, 504) },
     } as FastifySchema,
     handler: async (req) => {
       const session = registry.session(parseDeviceId(req.params.deviceId));
       const catalog = session.catalog;
-      if (!catalog) throw new GatewayError('DEVICE_OFFLINE', `device ${session.deviceId} has not finished initializing (${session.state})`);
+      if (!catalog) throw notReady(session);
       return { tools: catalog.tools, hash: catalog.hash };
     },
   });
@@ -82,11 +83,18 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       summary: 'Send a raw JSON-RPC request to the device (for engineers)',
       params: jsonSchema(DeviceIdParam),
       body: jsonSchema(RpcBody),
-      response: { 200: jsonSchema(RpcResult, 'output'), ...problems(400, 401, 404, 429, 502, 503, 504) },
+      response: { 200: jsonSchema(RpcResult, 'output'), 202: jsonSchema(RpcSent, 'output'), ...problems(400, 401, 404, 429, 502, 503, 504) },
     },
-    handler: async (req) => {
+    handler: async (req, reply) => {
+      const { method, params, timeoutMs } = req.body;
+      if (req.body.id !== undefined)
+        throw new GatewayError('INVALID_REQUEST', 'remove "id": the gateway assigns JSON-RPC ids to match the reply (devices accept small integers only); send "method" and "params"');
       const session = registry.session(parseDeviceId(req.params.deviceId));
-      return { result: await session.rpc(req.body.method, req.body.params, callOpts(req.body.timeoutMs)) };
+      if (method.startsWith('notifications/')) {
+        session.notify(method, params);
+        return reply.code(202).send({ sent: true, notification: method });
+      }
+      return { result: await session.rpc(method, params, callOpts(timeoutMs)) };
     },
   });
 }
@@ -101,6 +109,19 @@ function decodeCursor(cursor: string): string {
   const id = text.startsWith(CURSOR_PREFIX) ? normalizeDeviceId(text.slice(CURSOR_PREFIX.length)) : undefined;
   if (!id) throw new GatewayError('INVALID_REQUEST', 'cursor is not one this API gave out; start again without it');
   return id;
+}
+
+/** An online device without a catalog yet: say what setup is doing (never "offline": it is connected). */
+function notReady(session: DeviceSession): GatewayError {
+  if (session.state === 'failed') return new GatewayError('DEVICE_ERROR', `device ${session.deviceId} did not complete initialization: ${session.initError}`, { state: 'failed' });
+  const s = session.setup;
+  if (!s) return new GatewayError('DEVICE_NOT_READY', `device ${session.deviceId} is online and initializing (${session.state}); try again shortly`, { state: session.state });
+  return new GatewayError('DEVICE_NOT_READY', `device ${session.deviceId} is online; setup step ${s.step} is being retried (attempt ${s.attempt}: ${s.lastError})`, {
+    state: 'retrying',
+    step: s.step,
+    attempt: s.attempt,
+    retryInMs: Math.max(0, s.retryAt - Date.now()),
+  });
 }
 
 function callOpts(timeoutMs: number | undefined): { timeoutMs?: number } {

@@ -74,12 +74,15 @@ export const CallResult = z.object({
 
 export const RpcBody = z
   .object({
-    method: z.string().min(1).max(256),
+    method: z.string().min(1).max(256).describe('A `notifications/*` method is sent as a notification: 202, no result'),
     params: z.record(z.string(), z.unknown()).optional(),
     timeoutMs: TimeoutMs,
+    // Listed so that a caller's own id is refused with a clear error rather than silently stripped.
+    id: z.unknown().optional().describe('Not accepted: the gateway assigns ids (devices take small integers only)'),
   })
   .strict();
 export const RpcResult = z.object({ result: z.unknown() });
+export const RpcSent = z.object({ sent: z.literal(true), notification: z.string() });
 
 export const EventsQuery = z.object({
   device: z.string().max(2048).optional().describe('Comma-separated device ids'),

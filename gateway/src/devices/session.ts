@@ -1,10 +1,11 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import {
   CallToolResultSchema,
   InitializeResultSchema,
   ToolsListResultSchema,
   buildGoodbye,
   buildInitializeParams,
+  buildNoVoiceUdpHello,
   buildServerHello,
   checkJsonBounds,
   classifyRpc,
@@ -13,12 +14,12 @@ import {
   normalizeDeviceContent,
   normalizeRpcError,
   parseDeviceFrame,
+  rpcNotification,
   rpcRequest,
   safeJsonText,
   tryParseJson,
   unparsableReplyId,
   type CallToolResult,
-  type DeviceFrame,
   type InitializeResult,
   type JsonLimits,
   type RpcId,
@@ -33,6 +34,7 @@ import type { Metrics } from '../metrics.js';
 import { guardToolSchemas, type SchemaLimits } from '../schemas/untrusted-schema.js';
 import type { ArgumentProblem, SchemaValidators } from '../schemas/validators.js';
 import { ToolCatalog, type CatalogTool } from './catalog.js';
+import { int32Problems } from './int32.js';
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
 import { ToolsPageCache, type CachedPage } from './tools-page-cache.js';
 
@@ -49,6 +51,21 @@ export interface SessionSettings {
   frameLimits: JsonLimits;
   /** Bounds of each tool schema in the catalog; a tool over them is left out. */
   schemaLimits: SchemaLimits;
+  /** Setup (initialize, each tools/list page) is retried while the link is up: first wait, doubling up to the max. */
+  setupRetryMinMs: number;
+  setupRetryMaxMs: number;
+  /** Failures other than timeouts (a malformed reply, a device error) tolerated per setup step before giving up. */
+  setupMaxErrors: number;
+  /** Re-send initialize with a fresh vision token this often (before the token expires); unset: never. */
+  visionRefreshMs?: number | undefined;
+}
+
+/** What setup is doing while it retries a busy device (a long tool, a voice-session wait, a Wi-Fi blip). */
+export interface SetupProgress {
+  step: string;
+  attempt: number;
+  lastError: string;
+  retryAt: number;
 }
 
 export interface SessionDeps {
@@ -104,6 +121,8 @@ export class DeviceSession {
   catalog?: ToolCatalog;
   initError?: string;
   closeReason?: string;
+  /** Set while a setup step is being retried; cleared once the device is ready. */
+  setup?: SetupProgress | undefined;
 
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
@@ -111,6 +130,9 @@ export class DeviceSession {
   private readonly waiting: Job[] = [];
   private readyWaiters: Array<{ resolve: () => void; reject: (e: GatewayError) => void }> = [];
   private helloTimer: NodeJS.Timeout | undefined;
+  /** Ends a setup retry's backoff early when the link closes. */
+  private retryWait: { timer: NodeJS.Timeout; wake: () => void } | undefined;
+  private visionTimer: NodeJS.Timeout | undefined;
   private relisting = false;
   private badInputs = 0;
   /** The tools/list reply being awaited: its frame prefix, and the page once taken from the fast path. */
@@ -163,7 +185,7 @@ export class DeviceSession {
         this.onMcp(frame['payload'] as Record<string, unknown>);
         return;
       case 'hello':
-        this.onHello(frame);
+        this.onHello();
         return;
       default:
         this.d.bus.publish('device.message', this.d.deviceId, { message: capForEvent(frame, text.length) });
@@ -236,12 +258,31 @@ export class DeviceSession {
     this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', `device sent a reply that is not JSON: ${raw}`, { method: p.method, unparsable: true })));
   }
 
+  /**
+   * The link refused a message over its size limit without reading it all. The firmware writes the
+   * envelope and `"id":N` first, so the start of the message says which request it answers: that
+   * request fails now with a clear error, instead of waiting out its timeout or losing the connection.
+   */
+  onOversizedMessage(bytes: number, limit: number, head: string): void {
+    this.lastSeenAt = Date.now();
+    const id = replyIdIn(head);
+    const detail = `device reply of ${bytes} bytes exceeds the ${limit}-byte limit (mqtt.maxPacketBytes); it was refused`;
+    this.d.log.warn({ bytes, limit, id }, 'device message over the size limit refused');
+    if (id === undefined || !this.pending.has(id)) return;
+    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', detail, { method: p.method, bytes, limit })));
+  }
+
   /** The link is gone: fail everything waiting, at once. */
   onClosed(reason: string): void {
     if (this.state === 'closed') return;
     this.state = 'closed';
     this.closeReason = reason;
     clearTimeout(this.helloTimer);
+    clearTimeout(this.visionTimer);
+    if (this.retryWait) {
+      clearTimeout(this.retryWait.timer);
+      this.retryWait.wake();
+    }
     this.failAll(new GatewayError('DEVICE_OFFLINE', `device ${this.d.deviceId} disconnected (${reason})`));
     this.d.onClosed(this);
   }
@@ -270,7 +311,7 @@ export class DeviceSession {
       this.d.metrics.calls.inc({ outcome: 'tool_not_found' });
       throw new GatewayError('TOOL_NOT_FOUND', `device ${this.d.deviceId} has no tool named "${name}"`, { tool: name });
     }
-    const problems = this.d.validators.check(tool.inputSchema, args);
+    const problems = this.d.validators.check(tool.inputSchema, args) ?? int32Problems(tool.inputSchema, args);
     if (problems) {
       this.d.metrics.calls.inc({ outcome: 'invalid_arguments' });
       throw invalidArguments(name, problems);
@@ -310,6 +351,11 @@ export class DeviceSession {
     return this.enqueue(deadline, (remaining) => this.request(method, params, remaining));
   }
 
+  /** A JSON-RPC notification, sent at once: it expects no reply, so it holds no place in the call queue. */
+  notify(method: string, params: Record<string, unknown> | undefined): void {
+    if (this.state === 'closed' || !this.d.link.send(encodeMcpFrame(this.sessionId, rpcNotification(method, params)))) throw this.offline();
+  }
+
   findTool(name: string): CatalogTool | undefined {
     return this.catalog?.get(name);
   }
@@ -340,7 +386,8 @@ export class DeviceSession {
       };
       const timer = setTimeout(() => {
         this.readyWaiters = this.readyWaiters.filter((w) => w !== waiter);
-        reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not finish initializing within ${timeoutMs} ms`));
+        const retrying = this.setup ? `; setup step ${this.setup.step} is being retried (${this.setup.lastError})` : '';
+        reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not finish initializing within ${timeoutMs} ms${retrying}`));
       }, timeoutMs);
       this.readyWaiters.push(waiter);
     });
@@ -411,11 +458,14 @@ export class DeviceSession {
     });
   }
 
-  private onHello(frame: DeviceFrame): void {
+  private onHello(): void {
     if (this.d.link.transport === 'mqtt') {
-      // Voice (UDP audio) is not part of this gateway yet: end the voice session, keep the MCP channel.
-      this.d.log.info('device asked for a voice session over MQTT; voice is not enabled, answering goodbye');
-      this.d.link.send(JSON.stringify(buildGoodbye(typeof frame.session_id === 'string' ? frame.session_id : '')));
+      // Voice (UDP audio) is not part of this gateway yet: end the device's wait for a server hello at
+      // once (a goodbye alone would block its main task, and every MCP reply, for 10 s), then close it.
+      const voiceSession = randomUUID();
+      this.d.log.info('device asked for a voice session over MQTT; voice is not enabled, answering a no-voice hello and goodbye');
+      this.d.link.send(JSON.stringify(buildNoVoiceUdpHello(voiceSession, randomBytes(16).toString('hex'), randomBytes(16).toString('hex'))));
+      this.d.link.send(JSON.stringify(buildGoodbye(voiceSession)));
       return;
     }
     this.d.link.send(JSON.stringify(buildServerHello(this.sessionId)));
@@ -469,10 +519,11 @@ export class DeviceSession {
   private async runInit(): Promise<void> {
     const t0 = Date.now();
     try {
-      const init = InitializeResultSchema.parse(
-        await this.request('initialize', buildInitializeParams(this.d.settings.clientInfo, this.d.vision()), this.d.settings.requestTimeoutMs),
+      this.initialize = await this.withSetupRetry('initialize', async () =>
+        InitializeResultSchema.parse(
+          await this.request('initialize', buildInitializeParams(this.d.settings.clientInfo, this.d.vision()), this.d.settings.requestTimeoutMs),
+        ),
       );
-      this.initialize = init;
       this.catalog = await this.listTools();
     } catch (e) {
       if (this.state === 'closed') return;
@@ -485,6 +536,7 @@ export class DeviceSession {
     }
     if (this.state === 'closed') return;
     this.state = 'ready';
+    this.setup = undefined;
     const previous = this.d.previousHash();
     this.d.log.info({ tools: this.catalog.size, hash: this.catalog.hash, ms: Date.now() - t0, server: this.initialize.serverInfo }, 'device ready');
     this.d.onReady(this);
@@ -496,6 +548,37 @@ export class DeviceSession {
     });
     if (previous !== undefined && previous !== this.catalog.hash) this.emitToolsChanged(previous, 'relisted');
     for (const w of this.readyWaiters.splice(0)) w.resolve();
+    this.scheduleVisionRefresh(this.d.settings.visionRefreshMs);
+  }
+
+  /**
+   * The vision token is minted with an expiry, so a long-lived (MQTT) device would lose vision one token
+   * lifetime after connecting. The firmware accepts a repeated initialize and takes the new URL and token
+   * from it; it goes through the call queue, so it never overlaps a call in flight.
+   */
+  private scheduleVisionRefresh(afterMs: number | undefined): void {
+    if (afterMs === undefined || this.state === 'closed') return;
+    clearTimeout(this.visionTimer);
+    this.visionTimer = setTimeout(() => void this.refreshVision(), afterMs);
+  }
+
+  private async refreshVision(): Promise<void> {
+    const vision = this.d.vision();
+    if (!vision || this.state === 'closed') return;
+    this.d.log.debug('vision token refresh queued');
+    const timeoutMs = this.d.settings.requestTimeoutMs;
+    try {
+      // Queued like a call, with room to wait behind the longest call the device may be running.
+      await this.enqueue(Date.now() + this.d.settings.maxCallTimeoutMs + timeoutMs, (remaining) =>
+        this.request('initialize', buildInitializeParams(this.d.settings.clientInfo, vision), Math.min(remaining, timeoutMs)),
+      );
+      this.d.log.debug('vision token refreshed');
+      this.scheduleVisionRefresh(this.d.settings.visionRefreshMs);
+    } catch (e) {
+      if ((this.state as SessionState) === 'closed') return; // closed while queued
+      this.d.log.warn({ err: e instanceof Error ? e.message : String(e) }, 'vision token refresh failed; retrying');
+      this.scheduleVisionRefresh(this.d.settings.setupRetryMaxMs);
+    }
   }
 
   /** Walk `tools/list` while `nextCursor` is present, guarding against repeated cursors and endless pages. */
@@ -507,7 +590,8 @@ export class DeviceSession {
     for (let page = 1; ; page++) {
       const params: Record<string, unknown> = { withUserTools: true };
       if (cursor !== undefined) params['cursor'] = cursor;
-      const p = await this.requestPage(params, page);
+      // A page that fails is asked for again (same cursor): the pages already fetched are kept.
+      const p = await this.withSetupRetry(`tools/list page ${page}`, () => this.requestPage(params, page));
       pages.push(p);
       tools.push(...p.result.tools);
       const next = p.result.nextCursor;
@@ -546,6 +630,35 @@ export class DeviceSession {
       return { serial: 0, result: r.page };
     } finally {
       if (this.pageExpect === expect) this.pageExpect = undefined;
+    }
+  }
+
+  /**
+   * One setup step, retried with backoff while the link is up. The firmware answers only from its main
+   * task, so a long tool or a voice-session wait delays a reply past any fixed timeout: timeouts are
+   * retried for as long as the device stays connected; other failures up to `setupMaxErrors` times.
+   */
+  private async withSetupRetry<T>(step: string, run: () => Promise<T>): Promise<T> {
+    let errors = 0;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await run();
+      } catch (e) {
+        if (this.state === 'closed') throw e;
+        const timedOut = e instanceof GatewayError && e.code === 'DEVICE_TIMEOUT';
+        if (!timedOut && ++errors >= this.d.settings.setupMaxErrors) throw e;
+        const { setupRetryMinMs: min, setupRetryMaxMs: max } = this.d.settings;
+        const waitMs = Math.min(max, min * 2 ** Math.min(attempt - 1, 20));
+        const lastError = e instanceof Error ? e.message : String(e);
+        if (this.state === 'initializing') this.setup = { step, attempt, lastError, retryAt: Date.now() + waitMs };
+        this.d.metrics.setupRetries.inc({ step: step.startsWith('tools/list') ? 'tools_list' : 'initialize' });
+        this.d.log.warn({ step, attempt, err: lastError, retryInMs: waitMs }, 'device setup step failed; retrying while the link is up');
+        await new Promise<void>((wake) => {
+          this.retryWait = { timer: setTimeout(wake, waitMs), wake };
+        });
+        this.retryWait = undefined;
+        if ((this.state as SessionState) === 'closed') throw this.offline(); // closed during the wait
+      }
     }
   }
 
@@ -593,6 +706,14 @@ function capForEvent(value: unknown, knownBytes?: number): unknown {
   if (bytes <= MAX_EVENT_DATA_BYTES) return value;
   const type = typeof value === 'object' && value !== null && 'type' in value ? (value as { type: unknown }).type : undefined;
   return { truncated: true, bytes, ...(typeof type === 'string' ? { type } : {}) };
+}
+
+/** The JSON-RPC id of the reply an envelope starts: `..."payload":{"jsonrpc":"2.0","id":N,...` (bounded input). */
+function replyIdIn(head: string): number | undefined {
+  const at = head.indexOf('"payload"');
+  if (at < 0) return undefined;
+  const m = /"id"\s*:\s*(\d{1,9})\b/.exec(head.slice(at, at + 256));
+  return m ? Number(m[1]) : undefined;
 }
 
 function invalidArguments(tool: string, problems: ArgumentProblem[]): GatewayError {

@@ -10,11 +10,12 @@ export const EVENT_TYPES = [
   'device.tools_changed',
   'device.notification',
   'device.message',
+  'device.photo',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
 /** Event types whose rate a device controls; they are rate-limited per device. */
-const DEVICE_DRIVEN: ReadonlySet<EventType> = new Set(['device.message', 'device.notification']);
+const DEVICE_DRIVEN: ReadonlySet<EventType> = new Set(['device.message', 'device.notification', 'device.photo']);
 
 export interface GatewayEvent {
   /** `<boot>-<seq>`: unique across restarts (boot epoch), increasing within a boot. SSE `id`, what `Last-Event-ID` names. */

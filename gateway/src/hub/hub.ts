@@ -21,6 +21,7 @@ import type { Metrics } from '../metrics.js';
 import type { ServerConfig } from './config.js';
 import type { Tokens } from './credentials.js';
 import { buildNamespace, deviceToolRaw, serverToolRaw, TOOL_NAME, type ToolTarget } from './names.js';
+import { rewriteToolReferences } from '../devices/tool-references.js';
 import { createUpstream, McpUpstream, type CallContext, type HubSettings, type Peer, type PeerMethod, type ServerStatus, type Upstream } from './upstream.js';
 
 export type DeviceToolMode = 'per_device' | 'generic' | 'both';
@@ -244,7 +245,9 @@ export class McpHub {
           if (t.userOnly) continue;
           const name = ns.byTarget.get(targetKey({ kind: 'device', deviceId: s.deviceId, tool: t.name }));
           if (!name) continue;
-          const entry: HubTool = { name, description: `[device ${s.deviceId}] ${t.description}`, inputSchema: t.inputSchema, source: { kind: 'device', deviceId: s.deviceId, tool: t.name } };
+          // The firmware's own tool names inside descriptions become the names callers can call.
+          const description = rewriteToolReferences(t.description, (tool) => ns.byTarget.get(targetKey({ kind: 'device', deviceId: s.deviceId, tool })));
+          const entry: HubTool = { name, description: `[device ${s.deviceId}] ${description}`, inputSchema: t.inputSchema, source: { kind: 'device', deviceId: s.deviceId, tool: t.name } };
           if (t.annotations) entry.annotations = t.annotations;
           out.push(entry);
         }

@@ -12,50 +12,100 @@ export class PacketTooLargeError extends MqttFramingError {
   }
 }
 
+/** A QoS 0 PUBLISH over the limit that was skipped (never buffered, never seen by the broker). */
+export interface OversizedPublish {
+  bytes: number;
+  limit: number;
+  topic: string;
+  /** The first bytes of its payload: enough to tell which request a device reply answers. */
+  payloadHead: string;
+}
+
+/** Bytes of an oversized publish's body kept to read its topic and the start of its payload. */
+const HEAD_BYTES = 512;
+const PUBLISH = 3;
+
 /**
- * Reads only MQTT fixed headers (type byte + variable-length "remaining length") as bytes pass, and
- * fails the stream as soon as a packet announces more than `limit` bytes — before the broker buffers it.
+ * Reads only MQTT fixed headers (type byte + variable-length "remaining length") as bytes pass. A QoS 0
+ * PUBLISH that announces more than `limit` bytes is skipped as it streams by (emitted as 'oversized',
+ * so the one message is refused and the connection stays); any other oversized packet fails the stream
+ * before the broker buffers it (QoS 1/2 would expect an acknowledgement for a packet the broker never saw).
  */
 export class MqttPacketGuard extends Transform {
-  private state: 'type' | 'length' | 'body' = 'type';
+  private state: 'type' | 'length' | 'body' | 'skip' = 'type';
+  /** The fixed header being read, held back until its length says whether the packet passes. */
+  private header: number[] = [];
   private length = 0;
   private multiplier = 1;
-  private lengthBytes = 0;
   private remaining = 0;
+  private skipped: { bytes: number; head: Buffer[]; headBytes: number } | undefined;
 
   constructor(private readonly limit: number) {
     super();
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    const out: Buffer[] = [];
     let i = 0;
     while (i < chunk.length) {
       if (this.state === 'body') {
         const take = Math.min(this.remaining, chunk.length - i);
+        out.push(chunk.subarray(i, i + take));
         i += take;
         this.remaining -= take;
         if (this.remaining === 0) this.state = 'type';
+      } else if (this.state === 'skip') {
+        const take = Math.min(this.remaining, chunk.length - i);
+        const s = this.skipped!;
+        if (s.headBytes < HEAD_BYTES) {
+          const part = chunk.subarray(i, i + Math.min(take, HEAD_BYTES - s.headBytes));
+          s.head.push(Buffer.from(part));
+          s.headBytes += part.length;
+        }
+        i += take;
+        this.remaining -= take;
+        if (this.remaining === 0) this.finishSkip();
       } else if (this.state === 'type') {
-        i++;
+        this.header = [chunk[i++]!];
         this.state = 'length';
         this.length = 0;
         this.multiplier = 1;
-        this.lengthBytes = 0;
       } else {
         const b = chunk[i++]!;
+        this.header.push(b);
         this.length += (b & 0x7f) * this.multiplier;
         this.multiplier *= 128;
-        this.lengthBytes++;
         if (b & 0x80) {
-          if (this.lengthBytes >= 4) return cb(new MqttFramingError('malformed MQTT remaining length'));
+          if (this.header.length > 4) return cb(new MqttFramingError('malformed MQTT remaining length'));
           continue;
         }
-        const total = 1 + this.lengthBytes + this.length;
-        if (total > this.limit) return cb(new PacketTooLargeError(total, this.limit));
+        const total = this.header.length + this.length;
         this.remaining = this.length;
+        if (total > this.limit) {
+          const first = this.header[0]!;
+          const qos0Publish = first >> 4 === PUBLISH && (first & 0x06) === 0;
+          if (!qos0Publish) return cb(new PacketTooLargeError(total, this.limit));
+          this.skipped = { bytes: total, head: [], headBytes: 0 };
+          this.state = 'skip';
+          continue;
+        }
+        out.push(Buffer.from(this.header));
         this.state = this.remaining === 0 ? 'type' : 'body';
       }
     }
-    cb(null, chunk);
+    if (out.length === 0) return cb();
+    cb(null, out.length === 1 ? out[0] : Buffer.concat(out));
+  }
+
+  private finishSkip(): void {
+    const s = this.skipped!;
+    this.skipped = undefined;
+    this.state = 'type';
+    const head = Buffer.concat(s.head);
+    const topicLength = head.length >= 2 ? head.readUInt16BE(0) : 0;
+    const topic = head.subarray(2, 2 + topicLength).toString('utf8');
+    const payloadHead = head.subarray(2 + topicLength).toString('utf8');
+    const info: OversizedPublish = { bytes: s.bytes, limit: this.limit, topic, payloadHead };
+    this.emit('oversized', info);
   }
 }

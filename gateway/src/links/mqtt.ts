@@ -9,7 +9,7 @@ import type { DeviceSession } from '../devices/session.js';
 import type { Metrics } from '../metrics.js';
 import { checkMqttDeviceAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { limitConnections } from './connection-limits.js';
-import { MqttFramingError, MqttPacketGuard, PacketTooLargeError } from './mqtt-packet-guard.js';
+import { MqttFramingError, MqttPacketGuard, PacketTooLargeError, type OversizedPublish } from './mqtt-packet-guard.js';
 import { guardFrame } from './frame-guard.js';
 
 export const EVENTS_TOPIC_PREFIX = 'voxgate/events/';
@@ -37,6 +37,8 @@ interface Conn {
   socket: Socket;
   remote: string;
   connectDeadline: NodeJS.Timeout | undefined;
+  /** The device session on this socket, once it is ready (an oversized reply is refused to it). */
+  session?: DeviceSession;
 }
 
 export interface KeepaliveBounds {
@@ -167,6 +169,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
     const link = new MqttDeviceLink(client, peer.inbox, c.remote);
     const session = o.registry.connect({ deviceId: peer.deviceId, clientId: id.uuid ?? client.id, link, expectHello: false, credential: peer.credential });
     peer.session = session;
+    c.session = session;
     if (session) c.socket.once('close', () => session.onClosed('mqtt disconnected'));
   });
   broker.on('publish', (packet, client) => {
@@ -195,6 +198,13 @@ export async function startMqttLink(o: MqttLinkOptions) {
       socket.destroy();
     });
     socket.on('error', () => socket.destroy());
+    // A device message over the limit is refused alone: the request it answers fails with a clear error.
+    guard.on('oversized', (info: OversizedPublish) => {
+      o.metrics.framesRejected.inc({ reason: 'too_large' });
+      const session = c.session;
+      if (session && info.topic === DEVICE_PUBLISH_TOPIC) return session.onOversizedMessage(info.bytes, info.limit, info.payloadHead);
+      o.log.warn({ remote: socket.remoteAddress, bytes: info.bytes, limit: info.limit }, 'oversized MQTT publish skipped');
+    });
     const conn = Duplex.from({ readable: socket.pipe(guard), writable: socket });
     const c: Conn = {
       socket,

@@ -1,0 +1,121 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+
+export interface PhotoRecord {
+  id: string;
+  deviceId: string;
+  at: string;
+  bytes: number;
+  mimeType: string;
+  question: string;
+}
+
+const PhotoMeta = z.object({
+  id: z.string().regex(/^[0-9a-z]{1,40}$/),
+  deviceId: z.string().max(64),
+  at: z.string().max(64),
+  bytes: z.number().int().min(0),
+  mimeType: z.string().max(64),
+  question: z.string().max(4096),
+});
+
+export interface PhotoStoreLimits {
+  perDevice: number;
+  total: number;
+}
+
+/**
+ * The photos devices upload for vision, kept in `<dataDir>/photos/<device>/`: each image beside a small
+ * JSON sidecar. Bounded: past `perDevice` a device's oldest photo goes, past `total` the oldest of all.
+ * The index lives in memory (rebuilt from the sidecars at start), so listing never touches the disk.
+ */
+export class PhotoStore {
+  private readonly byDevice = new Map<string, PhotoRecord[]>();
+  private count = 0;
+  private seq = 0;
+
+  constructor(
+    private readonly dir: string,
+    private readonly limits: PhotoStoreLimits,
+  ) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.load();
+  }
+
+  save(deviceId: string, data: Buffer, meta: { mimeType: string; question: string }): PhotoRecord {
+    // Ids sort in arrival order (time, then a per-process counter), also after a restart.
+    const id = `${Date.now().toString(36).padStart(9, '0')}${(this.seq++ % 36 ** 4).toString(36).padStart(4, '0')}${randomBytes(4).toString('hex')}`;
+    const record: PhotoRecord = { id, deviceId, at: new Date().toISOString(), bytes: data.length, mimeType: meta.mimeType, question: meta.question };
+    const dir = this.deviceDir(deviceId);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    writeFileSync(join(dir, `${id}.img`), data, { mode: 0o600 });
+    writeFileSync(join(dir, `${id}.json`), JSON.stringify(record), { mode: 0o600 });
+    const list = this.byDevice.get(deviceId) ?? [];
+    list.push(record);
+    this.byDevice.set(deviceId, list);
+    this.count++;
+    while (list.length > this.limits.perDevice) this.remove(list[0]!);
+    while (this.count > this.limits.total) this.remove(this.oldest()!);
+    return record;
+  }
+
+  /** Newest first. */
+  list(deviceId: string): PhotoRecord[] {
+    return [...(this.byDevice.get(deviceId) ?? [])].reverse();
+  }
+
+  read(deviceId: string, id: string): { record: PhotoRecord; data: Buffer } | undefined {
+    const record = this.byDevice.get(deviceId)?.find((r) => r.id === id);
+    if (!record) return undefined;
+    return { record, data: readFileSync(join(this.deviceDir(deviceId), `${id}.img`)) };
+  }
+
+  private deviceDir(deviceId: string): string {
+    return join(this.dir, deviceId.replace(/[^0-9a-f]/g, ''));
+  }
+
+  private oldest(): PhotoRecord | undefined {
+    let best: PhotoRecord | undefined;
+    for (const list of this.byDevice.values()) if (list[0] && (!best || list[0].id < best.id)) best = list[0];
+    return best;
+  }
+
+  private remove(r: PhotoRecord): void {
+    const list = this.byDevice.get(r.deviceId);
+    const i = list?.indexOf(r) ?? -1;
+    if (!list || i < 0) return;
+    list.splice(i, 1);
+    if (list.length === 0) this.byDevice.delete(r.deviceId);
+    this.count--;
+    const dir = this.deviceDir(r.deviceId);
+    rmSync(join(dir, `${r.id}.img`), { force: true });
+    rmSync(join(dir, `${r.id}.json`), { force: true });
+  }
+
+  private load(): void {
+    const all: PhotoRecord[] = [];
+    for (const sub of readdirSync(this.dir, { withFileTypes: true })) {
+      if (!sub.isDirectory()) continue;
+      for (const f of readdirSync(join(this.dir, sub.name))) {
+        if (!f.endsWith('.json')) continue;
+        try {
+          const meta = PhotoMeta.safeParse(JSON.parse(readFileSync(join(this.dir, sub.name, f), 'utf8')));
+          if (meta.success) all.push(meta.data);
+        } catch {
+          // an unreadable sidecar is skipped; its image is left for the operator
+        }
+      }
+    }
+    all.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    for (const r of all) {
+      const list = this.byDevice.get(r.deviceId) ?? [];
+      list.push(r);
+      this.byDevice.set(r.deviceId, list);
+      this.count++;
+    }
+    for (const list of [...this.byDevice.values()]) while (list.length > this.limits.perDevice) this.remove(list[0]!);
+    while (this.count > this.limits.total) this.remove(this.oldest()!);
+  }
+}
