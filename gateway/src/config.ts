@@ -174,7 +174,7 @@ export const ConfigSchema = z
         /** Deepest object/array nesting accepted; deeper frames are rejected (`too_deep`). */
         maxDepth: z.coerce.number().int().min(8).max(512).default(64),
         /** Largest frame parsed, in UTF-8 bytes (`too_large`); the links' own byte caps apply first. */
-        maxBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
+        maxBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(256 * 1024),
       })
       .prefault({}),
     /** Tool schemas from devices and hosted MCP servers are untrusted data (see docs/security.md). */

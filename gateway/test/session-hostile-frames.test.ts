@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { DeviceSession } from '../../gateway/src/devices/session.js';
 import { startTestGateway, type TestGateway } from '../../test/support/gateway-harness.js';
 import { ReferenceDevice } from '../../test/support/reference-device.js';
+import { ScriptedWsDevice } from '../../test/support/scripted-device.js';
 
 type How = 'websocket' | 'mqtt';
 let mac = 0x10;
@@ -65,6 +66,22 @@ describe('hostile frames: deep nesting, and the safety net around each frame han
     const note = t.nextEvent('device.notification', attacker.deviceId);
     attacker.notify('notifications/deep', { a: JSON.parse(nested(50)) as unknown });
     expect((await note).data['method']).toBe('notifications/deep');
+  });
+
+  it('a reply refused at the parse boundary (too deep) fails the call it answers at once, not at its timeout', async () => {
+    const id = nextMac();
+    const ready = t.nextEvent('device.ready', id);
+    // `result` is left to the test for this one tool: the device answers with a 5000-level result.
+    const device = await ScriptedWsDevice.connect(t.wsUrl, id, [{ name: 'deep', inputSchema: { type: 'object' }, result: nested(5000) }]);
+    try {
+      await ready;
+      const r = await t.api<{ code?: string; detail?: string }>('POST', `/v1/devices/${id}/tools/deep/call`, { arguments: {}, timeoutMs: 300_000 });
+      expect(r.status).toBe(502);
+      expect(r.body.code).toBe('DEVICE_ERROR');
+      expect(r.body.detail).toContain('too_deep');
+    } finally {
+      device.close();
+    }
   });
 
   it.each<How>(['websocket', 'mqtt'])('an unexpected throw in a frame handler over %s closes that connection only, logged and counted', async (how) => {

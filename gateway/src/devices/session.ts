@@ -174,7 +174,7 @@ export class DeviceSession {
     if (!parsed.ok) {
       this.d.metrics.framesRejected.inc({ reason: parsed.reason });
       this.logBadInput('warn', { reason: parsed.reason, detail: parsed.detail, bytes: text.length }, 'frame rejected');
-      if (parsed.reason === 'not_json') this.settleUnparsable(text);
+      this.refuseReply(text, parsed.reason, parsed.detail);
       return;
     }
     if (parsed.value.repaired) this.d.metrics.framesRejected.inc({ reason: 'repaired' });
@@ -248,24 +248,27 @@ export class DeviceSession {
   }
 
   /**
-   * A reply that is not JSON even after repair still answers a request: the caller gets DEVICE_ERROR with
-   * the raw text at once, instead of waiting out its timeout.
+   * A frame refused at the parse boundary (not JSON even after repair, too large, too deep) may still
+   * answer a request: the firmware writes the envelope and `"id":N` first, so the start of the text says
+   * which. That request fails now with DEVICE_ERROR (and, for text that is not JSON, the raw text) instead
+   * of waiting out its timeout.
    */
-  private settleUnparsable(text: string): void {
-    const id = unparsableReplyId(text);
+  private refuseReply(text: string, reason: string, detail: string): void {
+    const id = unparsableReplyId(text.length > REPLY_HEAD ? text.slice(0, REPLY_HEAD) : text);
     if (id === undefined || !this.pending.has(id)) return;
     const raw = text.length > MAX_RAW_REPLY ? `${text.slice(0, MAX_RAW_REPLY)}…` : text;
-    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', `device sent a reply that is not JSON: ${raw}`, { method: p.method, unparsable: true })));
+    const message = reason === 'not_json' ? `device sent a reply that is not JSON: ${raw}` : `device reply refused (${reason}): ${detail}`;
+    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', message, { method: p.method, reason, ...(reason === 'not_json' ? { unparsable: true } : {}) })));
   }
 
   /**
-   * The link refused a message over its size limit without reading it all. The firmware writes the
-   * envelope and `"id":N` first, so the start of the message says which request it answers: that
-   * request fails now with a clear error, instead of waiting out its timeout or losing the connection.
+   * The link refused a message over its size limit without reading it all; the request it answers (read
+   * from the start of the message) fails now with a clear error, instead of waiting out its timeout or
+   * losing the connection.
    */
   onOversizedMessage(bytes: number, limit: number, head: string): void {
     this.lastSeenAt = Date.now();
-    const id = replyIdIn(head);
+    const id = unparsableReplyId(head);
     const detail = `device reply of ${bytes} bytes exceeds the ${limit}-byte limit (mqtt.maxPacketBytes); it was refused`;
     this.d.log.warn({ bytes, limit, id }, 'device message over the size limit refused');
     if (id === undefined || !this.pending.has(id)) return;
@@ -691,6 +694,8 @@ export class DeviceSession {
 }
 
 /** How much of an unparsable reply a caller is shown. */
+/** The id of the request a refused frame answers is read from its start (the firmware writes it first). */
+const REPLY_HEAD = 512;
 const MAX_RAW_REPLY = 1024;
 
 /** Bad frames from one session logged one by one before the log thins out to one line per thousand. */
@@ -706,14 +711,6 @@ function capForEvent(value: unknown, knownBytes?: number): unknown {
   if (bytes <= MAX_EVENT_DATA_BYTES) return value;
   const type = typeof value === 'object' && value !== null && 'type' in value ? (value as { type: unknown }).type : undefined;
   return { truncated: true, bytes, ...(typeof type === 'string' ? { type } : {}) };
-}
-
-/** The JSON-RPC id of the reply an envelope starts: `..."payload":{"jsonrpc":"2.0","id":N,...` (bounded input). */
-function replyIdIn(head: string): number | undefined {
-  const at = head.indexOf('"payload"');
-  if (at < 0) return undefined;
-  const m = /"id"\s*:\s*(\d{1,9})\b/.exec(head.slice(at, at + 256));
-  return m ? Number(m[1]) : undefined;
 }
 
 function invalidArguments(tool: string, problems: ArgumentProblem[]): GatewayError {
