@@ -37,6 +37,27 @@ describe('an oversized result from a stdio server', () => {
   });
 });
 
+describe('arguments to a hosted server tool (issue 9 item 17)', () => {
+  it('are checked against its inputSchema before the call: 422 naming the argument, not an error result from the server', async () => {
+    const t = await startTestGateway({ mcp: { servers: { fixture: nodeServer(FIXTURE_SERVER, { allowed_tools: ['echo', 'slow'] }) } } });
+    try {
+      await t.gw.hubStarted;
+      const bad = await t.api<{ code: string; detail: string; errors: Array<{ argument: string }> }>('POST', '/v1/tools/mcp__fixture__echo/call', { arguments: { text: 42 } });
+      expect(bad.status).toBe(422);
+      expect(bad.body.code).toBe('INVALID_ARGUMENTS');
+      expect(bad.body.errors[0]!.argument).toBe('text');
+      const missing = await t.api<{ code: string }>('POST', '/v1/tools/mcp__fixture__slow/call', { arguments: {} });
+      expect(missing.status).toBe(422);
+      const ok = await t.api<CallBody>('POST', '/v1/tools/mcp__fixture__echo/call', { arguments: { text: 'hi' } });
+      expect(ok.status).toBe(200);
+      expect(text(ok.body)).toBe('hi');
+      expect(await t.metric('voxgate_tool_calls_total', { kind: 'server', outcome: 'invalid_arguments' })).toBe(2);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('a call to a restarting server', () => {
   it('answers the documented error result, not "no tool named"', async () => {
     // A long backoff keeps the server in "restarting" for the whole test.

@@ -32,7 +32,7 @@ import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
 import { guardToolSchemas, type SchemaLimits } from '../schemas/untrusted-schema.js';
-import type { ArgumentProblem, SchemaValidators } from '../schemas/validators.js';
+import { invalidArguments, type SchemaValidators } from '../schemas/validators.js';
 import { ToolCatalog, type CatalogTool } from './catalog.js';
 import { int32Problems } from './int32.js';
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
@@ -713,7 +713,3 @@ function capForEvent(value: unknown, knownBytes?: number): unknown {
   return { truncated: true, bytes, ...(typeof type === 'string' ? { type } : {}) };
 }
 
-function invalidArguments(tool: string, problems: ArgumentProblem[]): GatewayError {
-  const first = problems[0]!;
-  return new GatewayError('INVALID_ARGUMENTS', `argument "${first.argument}" ${first.message}`, { tool, errors: problems });
-}

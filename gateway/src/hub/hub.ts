@@ -23,8 +23,12 @@ import type { Tokens } from './credentials.js';
 import { buildNamespace, deviceToolRaw, serverToolRaw, TOOL_NAME, type ToolTarget } from './names.js';
 import { rewriteToolReferences } from '../devices/tool-references.js';
 import { createUpstream, McpUpstream, type CallContext, type HubSettings, type Peer, type PeerMethod, type ServerStatus, type Upstream } from './upstream.js';
+import { invalidArguments } from '../schemas/validators.js';
 
 export type DeviceToolMode = 'per_device' | 'generic' | 'both';
+
+/** Devices one devices_list result names at most. */
+const DEVICES_LIST_MAX = 200;
 
 /** A caller: its tenant (from its API key), if any. */
 export interface Caller {
@@ -333,20 +337,26 @@ export class McpHub {
     if (t.kind === 'server') {
       const u = this.upstreams.get(t.server)!;
       if (!u.hasTool(t.tool)) throw new GatewayError('TOOL_NOT_FOUND', `server "${t.server}" no longer offers "${t.tool}"`);
+      // Checked here as for device tools (422), with the same linear-time validators: the server is spared
+      // arguments its own schema refuses, and the caller learns which argument is wrong.
+      const schema = u.inputSchemaOf(t.tool);
+      const problems = schema && this.d.settings.validators.check(schema, args);
+      if (problems) throw invalidArguments(t.tool, problems);
       return u.call(t.tool, args, ctx);
     }
     if (t.kind === 'device') return this.callDevice(t.deviceId, t.tool, args, ctx);
     if (t.tool === 'devices_list') {
       const onlineOnly = args['online_only'] !== false;
-      const devices = this.d.registry
-        .list()
-        .filter((d) => !onlineOnly || d.online)
+      // One page: a fleet of thousands must not become one tool result (an LLM's context, a /mcp message).
+      const page = this.d.registry.page(onlineOnly ? { online: true } : {}, { limit: DEVICES_LIST_MAX, after: undefined });
+      const devices = page.devices
         .map((d) => {
           const session = d.online ? this.safeSession(d.id) : undefined;
           const tools = session?.catalog?.tools.filter((x) => !x.userOnly).map((x) => ({ name: x.name, description: x.description, inputSchema: x.inputSchema })) ?? [];
           return { device_id: d.id, online: d.online, state: d.state, board: d.server?.name ?? null, tools };
         });
-      return { content: [{ type: 'text', text: JSON.stringify({ devices }) }], structuredContent: { devices } };
+      const listed = page.next === undefined ? { devices } : { devices, truncated: true, note: `only the first ${DEVICES_LIST_MAX} devices are listed; call device_call with any device id` };
+      return { content: [{ type: 'text', text: JSON.stringify(listed) }], structuredContent: listed };
     }
     const deviceId = args['device_id'];
     const tool = args['tool'];

@@ -147,6 +147,11 @@ export abstract class Upstream {
     return this.knownTools.some((t) => t.name === name);
   }
 
+  /** The inputSchema of a tool this server offers (already bounded and sanitized at load). */
+  inputSchemaOf(name: string): Record<string, unknown> | undefined {
+    return this.knownTools.find((t) => t.name === name)?.inputSchema as Record<string, unknown> | undefined;
+  }
+
   abstract start(): Promise<void>;
   abstract call(tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult>;
   abstract close(): Promise<void>;

@@ -4,6 +4,7 @@ import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv'
 import { LRUCache } from 'lru-cache';
 import { RE2JS } from 're2js';
 import { guardSchema, type SchemaLimits } from './untrusted-schema.js';
+import { GatewayError } from '../errors.js';
 
 export interface ArgumentProblem {
   argument: string;
@@ -138,4 +139,10 @@ function describe(e: ErrorObject): ArgumentProblem {
     return { argument: base || '(arguments)', message: `must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}` };
   }
   return { argument: base || '(arguments)', message: e.message ?? 'is invalid' };
+}
+
+/** The INVALID_ARGUMENTS error (422) for arguments that do not fit a tool's inputSchema: names the first, lists all. */
+export function invalidArguments(tool: string, problems: ArgumentProblem[]): GatewayError {
+  const first = problems[0]!;
+  return new GatewayError('INVALID_ARGUMENTS', `argument "${first.argument}" ${first.message}`, { tool, errors: problems });
 }
