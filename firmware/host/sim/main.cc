@@ -37,7 +37,8 @@ const char kUsage[] =
     "                           memory, or --firmware-dir), presents its credentials on the next check and keeps\n"
     "                           them when an answer leaves them out; an `activation` answer prints the code\n"
     "                           (event \"activation\") and polls <URL>/activate until an operator approves\n"
-    "  --activation-poll-ms MS  poll interval while the activation is pending (default 3000)\n"
+    "  --activation-poll-ms MS  poll interval while the activation is pending (default 3000; 10/3 of it\n"
+    "                           after any other answer, as the device's 3 s / 10 s)\n"
     "  --device-id MAC          first device's MAC (default 02:00:00:00:00:01); the others count up\n"
     "  --client-id UUID         first device's client id (default: derived from its MAC)\n"
     "  --token T                WebSocket bearer token\n"
@@ -223,7 +224,7 @@ bool AskOta(const Flags& flags, const sim::DeviceOptions& options, voxgate::Conf
   ota.identity = options.identity;
   ota.info.app_version = options.app_version;
   ota.pending_poll_ms = flags.activation_poll_ms;
-  ota.retry_poll_ms = std::max<uint32_t>(flags.activation_poll_ms, 1000);
+  ota.retry_poll_ms = flags.activation_poll_ms / 3 * 10;  // the device's 3 s pending / 10 s otherwise
   voxgate::OtaClient client(ota, NowMs, WaitUnlessSignalled);
   const std::string device = options.identity.mac;
   client.SetActivationHandler([&device](voxgate::ActivationState state, const voxgate::OtaActivation& a) {
