@@ -1,5 +1,6 @@
 // ESP only: the OTA client's HTTP POST on esp_http_client.
 #include <string>
+#include <utility>
 
 #include "esp_crt_bundle.h"
 #include "esp_http_client.h"

@@ -3,6 +3,7 @@
 #include <libwebsockets.h>
 
 #include <cstring>
+#include <utility>
 
 #include "voxgate/ota_client.h"
 #include "voxgate/url.h"
