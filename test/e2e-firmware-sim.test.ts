@@ -25,12 +25,12 @@ describe.each(['websocket', 'mqtt'] as const)('firmware simulator over %s', (tra
   afterEach(async () => {
     for (const f of cleanup.splice(0).reverse()) await f();
   });
-  const gateway = async (ports?: { http: number; mqtt: number }, dataDir?: string) => {
+  const gateway = async (ports?: { http: number; mqtt: number }, dataDir?: string, policy: 'open' | 'approve' = 'open') => {
     const t = await startTestGateway({
       deviceAuth: 'hmac',
       deviceSecret: SECRET,
-      // The simulator does not run the activation flow: a new device id enrolls on its first OTA check.
-      enrollment: { policy: 'open' },
+      // `open`: a new device id enrolls on its first OTA check; `approve` (the hmac default): by activation code.
+      enrollment: { policy },
       ota: { transport },
       ...(ports ? { http: { port: ports.http }, mqtt: { port: ports.mqtt } } : {}),
       ...(dataDir ? { dataDir } : {}),
@@ -86,6 +86,26 @@ describe.each(['websocket', 'mqtt'] as const)('firmware simulator over %s', (tra
     const note = JSON.parse((await sse.events.next(15_000, 'the notification on SSE')).data) as { data: { method: string; params: unknown } };
     expect(note.data).toEqual({ method: 'notifications/state_changed', params: { button: 'boot', pressed: true } });
   });
+
+  it('enrolls by the activation code it shows: an operator approves it, and it comes online', async () => {
+    const t = await gateway(undefined, undefined, 'approve');
+    const p = sim(t, mac, ['--activation-poll-ms', '100']);
+    const shown = await p.waitFor((e) => e.event === 'activation' && e['state'] === 'code', 15_000, 'the activation code');
+    const code = String(shown['code']);
+    expect(code).toMatch(/^\d{6}$/);
+    expect(shown['timeout_ms']).toBeGreaterThan(0);
+    const pending = await t.api<{ enrollments: Array<{ code: string; deviceId: string }> }>('GET', '/v1/enrollments');
+    expect(pending.body.enrollments).toEqual([expect.objectContaining({ code, deviceId: mac })]);
+    expect((await t.api('GET', `/v1/devices/${mac}`)).status).toBe(404); // no credentials yet: never connected
+
+    const ready = t.nextEvent('device.ready', mac, 30_000);
+    expect((await t.api('POST', `/v1/enrollments/${code}/approve`)).status).toBe(200);
+    await p.waitFor((e) => e.event === 'activation' && e['state'] === 'activated', 15_000, 'the device to see the approval');
+    await ready;
+    const r = await t.api<Call>('POST', `/v1/devices/${mac}/tools/self.led.set/call`, { arguments: { on: true } });
+    expect(r.status).toBe(200);
+    expect((await t.api<{ enrollments: unknown[] }>('GET', '/v1/enrollments')).body.enrollments).toEqual([]);
+  }, 45_000);
 
   it('reconnects by itself when the gateway restarts', async () => {
     // A restart keeps its data dir: the enrollment the device's credentials are bound to.

@@ -98,9 +98,27 @@ extern "C" void app_main() {
   // served at once when the OTA request fails, and the request is retried with
   // backoff and jitter (blocking here only while there is nothing to serve).
   static std::unique_ptr<voxgate::ConfigStore> store = voxgate::CreateNvsConfigStore();
+  // The OTA check presents the stored credentials and keeps those an answer
+  // leaves out; a device waiting for enrollment logs its activation code.
+  voxgate::OtaClientOptions ota_options;
+  ota_options.url = CONFIG_VOXGATE_OTA_URL;
+  ota_options.identity = identity;
+  ota_options.info = info;
+  static voxgate::OtaClient ota(ota_options, NowMs,
+                                [](uint32_t ms) {
+                                  vTaskDelay(pdMS_TO_TICKS(ms));
+                                  return true;
+                                });
+  ota.SetActivationHandler([](voxgate::ActivationState state, const voxgate::OtaActivation& activation) {
+    if (state == voxgate::ActivationState::kCode) {
+      ESP_LOGW(kTag, "ACTIVATION CODE %s: %s", activation.code.c_str(), activation.message.c_str());
+    } else {
+      ESP_LOGW(kTag, "activation %s", voxgate::ActivationStateName(state));
+    }
+  });
   static voxgate::LinkResolver resolver(
-      [identity, info](voxgate::LinkConfig* answer, std::string* error) {
-        return voxgate::FetchOtaConfig(CONFIG_VOXGATE_OTA_URL, identity, info, answer, error);
+      [](const voxgate::LinkConfig& stored, voxgate::LinkConfig* answer, std::string* error) {
+        return ota.Fetch(stored, answer, error);
       },
       *store, voxgate::Backoff(2000, 120000, esp_random()), FallbackLink());
   resolver.SetLog([](const std::string& line) { ESP_LOGW(kTag, "%s", line.c_str()); });

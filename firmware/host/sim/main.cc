@@ -1,6 +1,8 @@
 // voxgate-device-sim: K simulated devices in one process, talking to a
 // gateway over WebSocket or MQTT. Events go to stdout as JSON lines; commands
 // come from stdin (`notify <method> <json-params>`, `quit`).
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +33,12 @@ const char kUsage[] =
     "  --mqtt-password P        MQTT password\n"
     "  --mqtt-client-id ID      MQTT client id of the first device (default GID_voxgate@@@<mac_>@@@<uuid>)\n"
     "  --ota URL                ask the gateway's OTA endpoint (http://host:8000/xiaozhi/ota/) where to connect;\n"
-    "                           --ws/--mqtt given as well take precedence\n"
+    "                           --ws/--mqtt given as well take precedence. Each device keeps the answer (in\n"
+    "                           memory, or --firmware-dir), presents its credentials on the next check and keeps\n"
+    "                           them when an answer leaves them out; an `activation` answer prints the code\n"
+    "                           (event \"activation\") and polls <URL>/activate until an operator approves\n"
+    "  --activation-poll-ms MS  poll interval while the activation is pending (default 3000; 10/3 of it\n"
+    "                           after any other answer, as the device's 3 s / 10 s)\n"
     "  --device-id MAC          first device's MAC (default 02:00:00:00:00:01); the others count up\n"
     "  --client-id UUID         first device's client id (default: derived from its MAC)\n"
     "  --token T                WebSocket bearer token\n"
@@ -41,7 +48,8 @@ const char kUsage[] =
     "  --count K                devices in this process (default 1)\n"
     "  --reconnect-max-ms MS    cap of the reconnect backoff (default 5000; the device uses 30000)\n"
     "  --firmware-version V     the factory firmware version (default 0.1.0): OTA request, serverInfo\n"
-    "  --firmware-dir DIR       update over the air: per device DIR/<mac_>/{otadata.json,ota_0.bin,ota_1.bin};\n"
+    "  --firmware-dir DIR       the devices' flash: per device DIR/<mac_>/{link.json,otadata.json,ota_0.bin,ota_1.bin};\n"
+    "                           update over the air:\n"
     "                           a newer offered version is downloaded, verified, booted (a simulated reboot)\n"
     "                           and kept once it answered initialize (needs --ota)\n"
     "  --confirm-deadline-ms MS a new image not initialized by then is rolled back (default 600000)\n"
@@ -60,6 +68,7 @@ struct Flags {
   uint32_t tool_latency_ms = 0;
   int count = 1;
   uint32_t reconnect_max_ms = 5000;
+  uint32_t activation_poll_ms = 3000;
   std::string firmware_version = "0.1.0";
   std::string firmware_dir;
   uint64_t confirm_deadline_ms = voxgate::kDefaultConfirmDeadlineMs;
@@ -102,6 +111,7 @@ Flags ParseFlags(int argc, char** argv) {
     else if (flag == "--tool-latency-ms") f.tool_latency_ms = static_cast<uint32_t>(Number("--tool-latency-ms", value, 0, 3600000));
     else if (flag == "--count") f.count = static_cast<int>(Number("--count", value, 1, 10000));
     else if (flag == "--reconnect-max-ms") f.reconnect_max_ms = static_cast<uint32_t>(Number("--reconnect-max-ms", value, 100, 3600000));
+    else if (flag == "--activation-poll-ms") f.activation_poll_ms = static_cast<uint32_t>(Number("--activation-poll-ms", value, 10, 600000));
     else if (flag == "--firmware-version") f.firmware_version = value;
     else if (flag == "--firmware-dir") f.firmware_dir = value;
     else if (flag == "--confirm-deadline-ms") f.confirm_deadline_ms = static_cast<uint64_t>(Number("--confirm-deadline-ms", value, 1, 86400000));
@@ -168,11 +178,72 @@ void RunCommand(const std::string& line, std::vector<std::unique_ptr<sim::SimDev
   sim::Emit("error", "", f);
 }
 
-// One device's firmware: its slots, and the update logic of its current boot.
+// One device's flash and firmware: its stored link config (the last OTA
+// answer, credentials included), its slots, and the update logic of its
+// current boot.
 struct Firmware {
+  std::unique_ptr<voxgate::ConfigStore> link_store;
   std::unique_ptr<sim::HostSlots> slots;
   std::shared_ptr<sim::FirmwareBoot> boot;
 };
+
+uint64_t NowMs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+// Waits `ms`; false as soon as the process is asked to stop.
+bool WaitUnlessSignalled(uint32_t ms) {
+  const uint64_t until = NowMs() + ms;
+  while (!g_signalled) {
+    const uint64_t now = NowMs();
+    if (now >= until) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<uint64_t>(50, until - now)));
+  }
+  return false;
+}
+
+void EmitActivation(const std::string& device, voxgate::ActivationState state, const voxgate::OtaActivation& a) {
+  cJSON* f = cJSON_CreateObject();
+  cJSON_AddStringToObject(f, "state", voxgate::ActivationStateName(state));
+  if (state == voxgate::ActivationState::kCode) {  // what a board shows and speaks
+    cJSON_AddStringToObject(f, "code", a.code.c_str());
+    cJSON_AddStringToObject(f, "message", a.message.c_str());
+    cJSON_AddNumberToObject(f, "timeout_ms", a.timeout_ms);
+  }
+  sim::Emit("activation", device, f);
+}
+
+// The device's OTA check, as the firmware runs it: the answer applied over
+// the stored config (whose credentials it presents), the activation when
+// asked, the result stored. When it fails, the last good config is served.
+bool AskOta(const Flags& flags, const sim::DeviceOptions& options, voxgate::ConfigStore& store,
+            voxgate::LinkConfig* link) {
+  voxgate::OtaClientOptions ota;
+  ota.url = flags.ota;
+  ota.identity = options.identity;
+  ota.info.app_version = options.app_version;
+  ota.pending_poll_ms = flags.activation_poll_ms;
+  ota.retry_poll_ms = flags.activation_poll_ms / 3 * 10;  // the device's 3 s pending / 10 s otherwise
+  voxgate::OtaClient client(ota, NowMs, WaitUnlessSignalled);
+  const std::string device = options.identity.mac;
+  client.SetActivationHandler([&device](voxgate::ActivationState state, const voxgate::OtaActivation& a) {
+    EmitActivation(device, state, a);
+  });
+  voxgate::LinkConfig stored;
+  const bool has_stored = voxgate::LoadLinkConfig(store, &stored);
+  std::string error;
+  if (client.Fetch(stored, link, &error)) {
+    if (!voxgate::SaveLinkConfig(store, *link)) error = "could not store the link config";
+    else return true;
+  }
+  cJSON* f = cJSON_CreateObject();
+  cJSON_AddStringToObject(f, "message", ("ota: " + error).c_str());
+  sim::Emit("error", device, f);
+  if (!has_stored) return false;
+  *link = stored;  // boot recovery: the last good config
+  return true;
+}
 
 // Boots device `i`: asks the OTA endpoint (with the running firmware version)
 // where to connect, builds the device, and starts its firmware logic. The
@@ -189,16 +260,8 @@ std::unique_ptr<sim::SimDevice> Boot(const Flags& flags, int i, const std::share
 
   options.app_version = fw->slots ? fw->slots->running_version() : flags.firmware_version;
   voxgate::LinkConfig& link = options.link;
-  if (!flags.ota.empty()) {
-    std::string error;
-    voxgate::SystemInfo info;
-    info.app_version = options.app_version;
-    if (!voxgate::FetchOtaConfig(flags.ota, options.identity, info, &link, &error)) {
-      cJSON* f = cJSON_CreateObject();
-      cJSON_AddStringToObject(f, "message", ("ota: " + error).c_str());
-      sim::Emit("error", options.identity.mac, f);
-      if (flags.ws.empty() && flags.mqtt.empty()) return nullptr;
-    }
+  if (!flags.ota.empty() && !AskOta(flags, options, *fw->link_store, &link) && flags.ws.empty() && flags.mqtt.empty()) {
+    return nullptr;
   }
   if (!flags.ws.empty()) {
     link.has_mqtt = false;
@@ -291,11 +354,15 @@ int main(int argc, char** argv) {
     if (!flags.firmware_dir.empty()) {
       std::string dir_name = mac;
       for (char& c : dir_name) c = c == ':' ? '_' : c;
-      firmware[i].slots.reset(new sim::HostSlots(flags.firmware_dir + "/" + dir_name, flags.firmware_version));
+      const std::string dir = flags.firmware_dir + "/" + dir_name;
+      firmware[i].slots.reset(new sim::HostSlots(dir, flags.firmware_version));
       if (!firmware[i].slots->Load()) {
-        fprintf(stderr, "voxgate-device-sim: cannot use %s/%s\n", flags.firmware_dir.c_str(), dir_name.c_str());
+        fprintf(stderr, "voxgate-device-sim: cannot use %s\n", dir.c_str());
         return 1;
       }
+      firmware[i].link_store.reset(new voxgate::FileConfigStore(dir + "/link.json"));
+    } else {
+      firmware[i].link_store.reset(new voxgate::MemoryConfigStore());
     }
     std::unique_ptr<sim::SimDevice> device = Boot(flags, i, loop, &firmware[i]);
     if (!device) return 1;

@@ -46,9 +46,11 @@ LinkConfig WebSocketAt(const std::string& url) {
 struct FakeOta {
   int failures_left = 0;
   int calls = 0;
+  LinkConfig last_stored;  // what the last request was given to apply the answer over
   LinkConfig answer = WebSocketAt("ws://gw:8000/xiaozhi/v1/");
   LinkResolver::Fetch fetch() {
-    return [this](LinkConfig* config, std::string* error) {
+    return [this](const LinkConfig& stored, LinkConfig* config, std::string* error) {
+      last_stored = stored;
       ++calls;
       if (failures_left > 0) {
         --failures_left;
@@ -137,6 +139,7 @@ TEST(LinkResolver, ServesTheLastGoodConfigAtOnceAndKeepsAsking) {
   uint64_t now = time.now + 60000;
   EXPECT_FALSE(resolver.Poll(now, &fresh)) << "due, asked, failed again";
   EXPECT_EQ(ota.calls, 2);
+  EXPECT_EQ(ota.last_stored.websocket.url, "ws://old:8000/xiaozhi/v1/") << "the answer applies over the stored config";
   EXPECT_TRUE(resolver.retrying());
   now += 60000;
   ota.answer = WebSocketAt("ws://old:8000/xiaozhi/v1/");  // the gateway is back, same answer

@@ -1,5 +1,6 @@
-// ESP only: the OTA config request on esp_http_client.
+// ESP only: the OTA client's HTTP POST on esp_http_client.
 #include <string>
+#include <utility>
 
 #include "esp_crt_bundle.h"
 #include "esp_http_client.h"
@@ -8,8 +9,8 @@
 
 namespace voxgate {
 
-bool FetchOtaConfig(const std::string& url, const DeviceIdentity& identity, const SystemInfo& info,
-                    LinkConfig* config, std::string* error) {
+bool OtaHttpPost(const std::string& url, const Headers& headers, const std::string& body, HttpAnswer* answer,
+                 std::string* error) {
   esp_http_client_config_t cfg = {};
   cfg.url = url.c_str();
   cfg.method = HTTP_METHOD_POST;
@@ -20,11 +21,10 @@ bool FetchOtaConfig(const std::string& url, const DeviceIdentity& identity, cons
     *error = "could not create the HTTP client";
     return false;
   }
-  for (const auto& header : OtaRequestHeaders(identity, info)) {
+  for (const auto& header : headers) {
     esp_http_client_set_header(client, header.first.c_str(), header.second.c_str());
   }
-  const std::string body = OtaRequestBody(identity, info);
-  std::string answer;
+  std::string text;
   bool ok = false;
   if (esp_http_client_open(client, static_cast<int>(body.size())) != ESP_OK) {
     *error = "could not connect";
@@ -32,16 +32,22 @@ bool FetchOtaConfig(const std::string& url, const DeviceIdentity& identity, cons
     *error = "could not send the request";
   } else if (esp_http_client_fetch_headers(client) < 0) {
     *error = "no answer";
-  } else if (esp_http_client_get_status_code(client) != 200) {
-    *error = "HTTP " + std::to_string(esp_http_client_get_status_code(client));
   } else {
     char buffer[512];
     int n;
-    while ((n = esp_http_client_read(client, buffer, sizeof buffer)) > 0 && answer.size() < 32 * 1024) {
-      answer.append(buffer, static_cast<size_t>(n));
+    ok = true;
+    while ((n = esp_http_client_read(client, buffer, sizeof buffer)) > 0) {
+      if (text.size() + static_cast<size_t>(n) > kMaxOtaAnswerBytes) {
+        *error = "answer too large";
+        ok = false;
+        break;
+      }
+      text.append(buffer, static_cast<size_t>(n));
     }
-    ok = ParseOtaResponse(answer, config);
-    if (!ok) *error = "the answer has neither a websocket nor an mqtt section";
+    if (ok) {
+      answer->status = esp_http_client_get_status_code(client);
+      answer->body = std::move(text);
+    }
   }
   esp_http_client_close(client);
   esp_http_client_cleanup(client);

@@ -1,8 +1,9 @@
-// Host only: the OTA config request with the libwebsockets HTTP client, on a
-// short-lived context serviced by the calling thread.
+// Host only: the OTA client's HTTP POST with the libwebsockets HTTP client,
+// on a short-lived context serviced by the calling thread.
 #include <libwebsockets.h>
 
 #include <cstring>
+#include <utility>
 
 #include "voxgate/ota_client.h"
 #include "voxgate/url.h"
@@ -10,7 +11,6 @@
 namespace voxgate {
 namespace {
 
-constexpr size_t kMaxAnswerBytes = 64 * 1024;
 constexpr lws_usec_t kTimeoutUs = 10 * LWS_US_PER_SEC;
 
 struct Request;
@@ -71,7 +71,7 @@ int Callback(lws* wsi, enum lws_callback_reasons reason, void* user, void* in, s
       return lws_http_client_read(wsi, &p, &n) < 0 ? -1 : 0;
     }
     case LWS_CALLBACK_RECEIVE_CLIENT_HTTP_READ:
-      if (request->answer.size() + len > kMaxAnswerBytes) {
+      if (request->answer.size() + len > kMaxOtaAnswerBytes) {
         request->error = "answer too large";
         return -1;
       }
@@ -106,8 +106,8 @@ void OnTimeout(lws_sorted_usec_list_t* sul) {
 
 }  // namespace
 
-bool FetchOtaConfig(const std::string& url_text, const DeviceIdentity& identity, const SystemInfo& info,
-                    LinkConfig* config, std::string* error) {
+bool OtaHttpPost(const std::string& url_text, const Headers& headers, const std::string& body, HttpAnswer* answer,
+                 std::string* error) {
   Url url;
   if (!ParseUrl(url_text, &url) || (url.scheme != "http" && url.scheme != "https")) {
     *error = "not an http(s) URL: " + url_text;
@@ -127,8 +127,8 @@ bool FetchOtaConfig(const std::string& url_text, const DeviceIdentity& identity,
   Request request;
   memset(&request.timeout.sul, 0, sizeof request.timeout.sul);
   request.timeout.request = &request;
-  request.headers = OtaRequestHeaders(identity, info);
-  request.body = OtaRequestBody(identity, info);
+  request.headers = headers;
+  request.body = body;
 
   lws_client_connect_info connect;
   memset(&connect, 0, sizeof connect);
@@ -158,14 +158,12 @@ bool FetchOtaConfig(const std::string& url_text, const DeviceIdentity& identity,
     *error = request.error;
     return false;
   }
-  if (request.status != 200) {
-    *error = "OTA answered HTTP " + std::to_string(request.status);
+  if (request.status == 0) {
+    *error = "no HTTP answer";
     return false;
   }
-  if (!ParseOtaResponse(request.answer, config)) {
-    *error = "OTA answer has neither a websocket nor an mqtt section";
-    return false;
-  }
+  answer->status = request.status;
+  answer->body = std::move(request.answer);
   return true;
 }
 

@@ -7,7 +7,9 @@ LinkResolver::LinkResolver(Fetch fetch, ConfigStore& store, Backoff backoff, Lin
 
 bool LinkResolver::Ask(LinkConfig* config) {
   std::string error;
-  if (fetch_(config, &error)) {
+  LinkConfig stored;
+  LoadLinkConfig(store_, &stored);  // nothing stored yet: an empty base
+  if (fetch_(stored, config, &error)) {
     timer_.Succeeded();
     if (!SaveLinkConfig(store_, *config) && log_) log_("could not store the link config");
     return true;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "cJSON.h"
+#include "voxgate/base64.h"
 #include "voxgate/envelope.h"
 
 namespace voxgate {
@@ -34,22 +35,42 @@ void ReadMqtt(const cJSON* mqtt, MqttConfig* config) {
   if (config->publish_topic.empty()) config->publish_topic = kDefaultPublishTopic;
 }
 
-bool ReadSections(const cJSON* root, LinkConfig* config) {
+// The answer's sections decide the transport; each section starts from the
+// stored one of the same kind, so absent fields keep their stored values.
+bool ReadSections(const cJSON* root, const LinkConfig& stored, LinkConfig* config) {
   const cJSON* ws = cJSON_GetObjectItemCaseSensitive(root, "websocket");
   const cJSON* mqtt = cJSON_GetObjectItemCaseSensitive(root, "mqtt");
   LinkConfig out;
   if (cJSON_IsObject(ws)) {
+    if (stored.has_websocket) out.websocket = stored.websocket;
     ReadString(ws, "url", &out.websocket.url);
     ReadString(ws, "token", &out.websocket.token);
     out.has_websocket = !out.websocket.url.empty();
   }
   if (cJSON_IsObject(mqtt)) {
+    if (stored.has_mqtt) out.mqtt = stored.mqtt;
     ReadMqtt(mqtt, &out.mqtt);
     out.has_mqtt = !out.mqtt.endpoint.empty();
   }
   if (!out.has_websocket && !out.has_mqtt) return false;
   out.has_firmware = ReadFirmwareOffer(root, &out.firmware);
   *config = out;
+  return true;
+}
+
+bool ReadActivation(const cJSON* root, OtaActivation* activation) {
+  const cJSON* section = cJSON_GetObjectItemCaseSensitive(root, "activation");
+  if (!cJSON_IsObject(section)) return false;
+  OtaActivation out;
+  ReadString(section, "code", &out.code);
+  ReadString(section, "message", &out.message);
+  ReadString(section, "challenge", &out.challenge);
+  const cJSON* timeout = cJSON_GetObjectItemCaseSensitive(section, "timeout_ms");
+  if (cJSON_IsNumber(timeout) && timeout->valuedouble > 0) {
+    out.timeout_ms = timeout->valuedouble >= 4294967295.0 ? UINT32_MAX : static_cast<uint32_t>(timeout->valuedouble);
+  }
+  if (out.code.empty() && out.challenge.empty()) return false;  // nothing to show, nothing to poll
+  *activation = out;
   return true;
 }
 
@@ -79,12 +100,39 @@ Headers OtaRequestHeaders(const DeviceIdentity& identity, const SystemInfo& info
           {"Content-Type", "application/json"}};
 }
 
-bool ParseOtaResponse(const std::string& text, LinkConfig* config) {
+bool ParseOtaAnswer(const std::string& text, const LinkConfig& stored, OtaAnswer* answer) {
   if (JsonDeeperThan(text.data(), text.size(), kMaxFrameDepth)) return false;  // cJSON recurses: bound the stack
   cJSON* root = cJSON_ParseWithLength(text.data(), text.size());
-  const bool ok = cJSON_IsObject(root) && ReadSections(root, config);
+  OtaAnswer out;
+  if (cJSON_IsObject(root)) {
+    out.has_link = ReadSections(root, stored, &out.link);
+    out.has_activation = ReadActivation(root, &out.activation);
+  }
   cJSON_Delete(root);
-  return ok;
+  if (!out.has_link && !out.has_activation) return false;
+  *answer = out;
+  return true;
+}
+
+bool ParseOtaResponse(const std::string& text, const LinkConfig& stored, LinkConfig* config) {
+  OtaAnswer answer;
+  if (!ParseOtaAnswer(text, stored, &answer) || !answer.has_link) return false;
+  *config = answer.link;
+  return true;
+}
+
+bool ParseOtaResponse(const std::string& text, LinkConfig* config) { return ParseOtaResponse(text, LinkConfig(), config); }
+
+std::string OtaProof(const LinkConfig& stored) {
+  if (stored.has_mqtt && !stored.mqtt.password.empty()) {
+    return "Basic " + Base64Encode(stored.mqtt.username + ":" + stored.mqtt.password);
+  }
+  if (stored.has_websocket && !stored.websocket.token.empty()) {
+    const std::string& token = stored.websocket.token;
+    // As at the WebSocket upgrade: a token with a scheme is sent as it is.
+    return token.find(' ') == std::string::npos ? "Bearer " + token : token;
+  }
+  return "";
 }
 
 std::string SerializeLinkConfig(const LinkConfig& config) {

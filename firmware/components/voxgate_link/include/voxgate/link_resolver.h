@@ -17,7 +17,9 @@ namespace voxgate {
 
 class LinkResolver {
  public:
-  using Fetch = std::function<bool(LinkConfig* config, std::string* error)>;
+  // Asks the OTA endpoint; the answer is applied over `stored` (the last good
+  // config, whose credentials the request presents): see OtaClient::Fetch.
+  using Fetch = std::function<bool(const LinkConfig& stored, LinkConfig* config, std::string* error)>;
   using Clock = std::function<uint64_t()>;        // monotonic milliseconds
   using Wait = std::function<void(uint32_t ms)>;  // blocks (vTaskDelay on the device)
   using Log = std::function<void(const std::string& line)>;

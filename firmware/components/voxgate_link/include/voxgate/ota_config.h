@@ -1,7 +1,11 @@
 // The OTA config exchange: the device POSTs its system info to the OTA URL
-// (with Device-Id/Client-Id headers) and keeps the `websocket` or `mqtt`
-// section of the answer. Storage is behind ConfigStore (NVS on the device, a
-// file or memory on the host).
+// (with Device-Id/Client-Id headers, and its current credentials as proof)
+// and applies the `websocket` or `mqtt` section of the answer over what it
+// stored, as the reference firmware does: fields present in the answer
+// replace the stored ones, absent ones keep theirs. An enrolled device that
+// proved nothing gets its section without credential fields and keeps its
+// own. Storage is behind ConfigStore (NVS on the device, a file or memory on
+// the host).
 #pragma once
 
 #include <cstdint>
@@ -46,15 +50,47 @@ struct LinkConfig {
   FirmwareOffer firmware;
 };
 
+// The answer's `activation` section: the server wants an operator to approve
+// this device first. The device shows the code and polls <ota_url>/activate.
+struct OtaActivation {
+  std::string code;       // shown (and spoken) on the device
+  std::string message;
+  std::string challenge;  // the device polls only when one is present
+  uint32_t timeout_ms = 0;  // 0: the server named none
+};
+
+// One OTA answer applied over the stored config.
+struct OtaAnswer {
+  bool has_link = false;  // a websocket or an mqtt section
+  LinkConfig link;
+  bool has_activation = false;
+  OtaActivation activation;
+};
+
 // JSON body of the OTA request: mac_address, uuid, chip_model_name,
 // application{name,version,idf_version}, board{type,name}.
 std::string OtaRequestBody(const DeviceIdentity& identity, const SystemInfo& info);
 // Device-Id, Client-Id, User-Agent, Content-Type, Accept-Language.
 Headers OtaRequestHeaders(const DeviceIdentity& identity, const SystemInfo& info);
 
-// Reads the `websocket` and `mqtt` sections of an OTA answer. False if the
-// text is not a JSON object or holds neither section.
+// Reads an OTA answer over `stored`: the sections present in the answer
+// decide the transport (has_websocket/has_mqtt); inside a section, each field
+// the answer carries replaces the stored one and each absent field (an
+// enrolled device's credentials, for example) keeps the stored value. False if
+// the text is not a JSON object or holds neither a section nor an activation.
+bool ParseOtaAnswer(const std::string& text, const LinkConfig& stored, OtaAnswer* answer);
+
+// The `websocket` and `mqtt` sections of an OTA answer over `stored` (see
+// ParseOtaAnswer). False if the text is not a JSON object or holds neither section.
+bool ParseOtaResponse(const std::string& text, const LinkConfig& stored, LinkConfig* config);
+// The same over nothing stored.
 bool ParseOtaResponse(const std::string& text, LinkConfig* config);
+
+// The `Authorization` value that proves to the OTA endpoint that the device
+// holds `stored`'s credentials: `Basic base64(username:password)` for MQTT
+// (which wins, as for the transport), else `Bearer <token>`. Empty when it
+// holds none.
+std::string OtaProof(const LinkConfig& stored);
 
 // Stored form (JSON text) of a LinkConfig.
 std::string SerializeLinkConfig(const LinkConfig& config);

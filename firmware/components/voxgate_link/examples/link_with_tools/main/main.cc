@@ -47,9 +47,22 @@ extern "C" void app_main() {
   const voxgate::DeviceIdentity identity = Identity();
   const voxgate::SystemInfo info;
   static std::unique_ptr<voxgate::ConfigStore> store = voxgate::CreateNvsConfigStore();
+  voxgate::OtaClientOptions ota_options;
+  ota_options.url = CONFIG_EXAMPLE_VOXGATE_OTA_URL;
+  ota_options.identity = identity;
+  ota_options.info = info;
+  static voxgate::OtaClient ota(ota_options, NowMs,
+                                [](uint32_t ms) {
+                                  vTaskDelay(pdMS_TO_TICKS(ms));
+                                  return true;
+                                });
+  ota.SetActivationHandler([](voxgate::ActivationState state, const voxgate::OtaActivation& activation) {
+    // Show the code on your display; an operator approves it on the gateway.
+    ESP_LOGW(kTag, "activation %s %s", voxgate::ActivationStateName(state), activation.code.c_str());
+  });
   static voxgate::LinkResolver resolver(
-      [identity, info](voxgate::LinkConfig* link, std::string* error) {
-        return voxgate::FetchOtaConfig(CONFIG_EXAMPLE_VOXGATE_OTA_URL, identity, info, link, error);
+      [](const voxgate::LinkConfig& stored, voxgate::LinkConfig* link, std::string* error) {
+        return ota.Fetch(stored, link, error);
       },
       *store, voxgate::Backoff(2000, 120000, esp_random()));
   voxgate::LinkConfig link = resolver.Resolve(NowMs, [](uint32_t ms) { vTaskDelay(pdMS_TO_TICKS(ms)); });
