@@ -22,6 +22,11 @@ export const ERRORS = {
   HUB_DISABLED: { status: 503, title: 'MCP hub disabled' },
   SHUTTING_DOWN: { status: 503, title: 'Shutting down' },
   INTERNAL: { status: 500, title: 'Internal error' },
+  MODEL_NOT_FOUND: { status: 404, title: 'Model not found' },
+  MODEL_ERROR: { status: 502, title: 'Model error' },
+  MODEL_TIMEOUT: { status: 504, title: 'Model timeout' },
+  CONVERSATION_BUSY: { status: 409, title: 'Conversation busy' },
+  TOO_MANY_TURNS: { status: 429, title: 'Too many turns' },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

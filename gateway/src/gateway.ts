@@ -3,6 +3,7 @@ import { mintVisionToken, type VisionCapability } from '@voxgate/protocol';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApi, metricsKeys } from './api/app.js';
+import { Assistant } from './assistant/assistant.js';
 import { startMetricsListener } from './api/health.js';
 import type { Config } from './config.js';
 import { DeviceRegistry } from './devices/registry.js';
@@ -43,6 +44,8 @@ export interface Gateway {
   hub: McpHub;
   /** Settles when every upstream server has connected or failed (start does not wait for it). */
   hubStarted: Promise<void>;
+  /** The LLM tool loop. */
+  assistant: Assistant;
   close(): Promise<void>;
 }
 
@@ -108,6 +111,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     },
   });
   const tenants = new Map(Object.entries(config.apiKeyTenants));
+  const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
   let mcpEndpoint: McpEndpoint | undefined;
 
   let stopping = false;
@@ -128,6 +132,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     hubEnabled: mcpServers.enabled,
     tenantOf: (key) => tenants.get(key),
     onMcpEndpoint: (e) => (mcpEndpoint = e),
+    assistant,
   });
   limitConnections(http.server, 'http', config.http, metrics, log.child({ component: 'http' }));
   countRequestTimeouts(http.server, metrics);
@@ -172,6 +177,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       });
     }
   } catch (e) {
+    assistant.close();
     await metricsListener?.close();
     ws.close(CLOSE_SHUTDOWN, 'start failed');
     await mqtt?.close();
@@ -191,6 +197,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       stopping = true;
       log.info('shutting down: refusing new work, closing devices');
       for (const s of registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
+      assistant.close();
       ws.close(CLOSE_SHUTDOWN, 'gateway shutting down');
       await mcpEndpoint?.close();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
@@ -216,6 +223,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     visionKey,
     hub,
     hubStarted,
+    assistant,
     close,
   };
 }

@@ -8,6 +8,8 @@ import type { EventBus } from '../events/bus.js';
 import { registerMcpEndpoint, type McpEndpoint } from '../facade/mcp-endpoint.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
+import type { Assistant } from '../assistant/assistant.js';
+import { assistantRoutes } from './assistant.js';
 import { requireApiKey } from './auth.js';
 import { deviceRoutes } from './devices.js';
 import { eventRoutes } from './events.js';
@@ -34,6 +36,8 @@ export interface ApiDeps {
   tenantOf?: (key: string) => string | undefined;
   /** Set when the /mcp endpoint is registered. */
   onMcpEndpoint?: (e: McpEndpoint) => void;
+  /** The LLM tool loop (/v1/assistant/*, /v1/chat/completions). */
+  assistant?: Assistant;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -78,6 +82,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       maxBufferedBytes: d.config.events.maxBufferedBytes,
     });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
+    if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: d.config.assistant.maxMessageBytes });
   });
   if (d.hub && d.config.mcp.endpoint.enabled) {
     const hub = d.hub;
