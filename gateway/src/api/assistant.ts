@@ -102,11 +102,13 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
       }
       // Checks that fail before the turn starts are plain problem+json; from turn.started on, events.
       const queued: TurnEvent[] = [];
-      let write = (e: TurnEvent) => void queued.push(e);
+      let write = (e: TurnEvent): void => void queued.push(e);
       const started = await assistant.start(chat, caller(req), { stream: true, interactive: true, emit: (e) => write(e) });
       const send = openSse(reply);
       for (const e of queued) send(e.type, e);
-      write = (e) => send(e.type, e);
+      write = (e) => {
+        send(e.type, e);
+      };
       cancelOnDisconnect(reply, () => started.turn.cancel('the caller disconnected'));
       try {
         const r = await started.done;
