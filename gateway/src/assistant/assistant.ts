@@ -141,7 +141,7 @@ export class Assistant {
       (r) => {
         this.conversations.append(c, userText, r.text);
         this.finish(turn, c, 'completed');
-        log.info({ rounds: r.rounds, toolCalls: r.toolCalls.length, tokens: r.usage, ms: Math.round(performance.now() - started) }, 'assistant turn completed');
+        log.info({ rounds: r.rounds, toolCalls: r.toolCalls.length, usage: r.usage, ms: Math.round(performance.now() - started) }, 'assistant turn completed');
         log.debug({ message: userText, answer: r.text }, 'assistant turn text');
         return r;
       },

@@ -190,6 +190,8 @@ export class Turn {
     try {
       const onText = this.i.stream ? (t: string) => this.i.emit({ type: 'text.delta', text: t, round }) : undefined;
       const reply = await this.model.complete({ ...req, signal: AbortSignal.any([this.ac.signal, timeout.signal]), ...(onText ? { onText } : {}) });
+      // The OpenAI SDK ends an aborted stream quietly instead of throwing: a cut-off reply is not an answer.
+      if (this.ac.signal.aborted || timeout.signal.aborted) throw new Error('aborted');
       this.usage = addUsage(this.usage, reply.usage);
       this.d.metrics.tokens.inc({ provider, direction: 'input' }, reply.usage.inputTokens);
       this.d.metrics.tokens.inc({ provider, direction: 'output' }, reply.usage.outputTokens);
