@@ -28,6 +28,12 @@ describe('OpenAPI document', () => {
           '/v1/tools',
           '/v1/tools/{name}/call',
           '/xiaozhi/ota/',
+          '/v1/assistant/chat',
+          '/v1/assistant/conversations/{id}',
+          '/v1/assistant/models',
+          '/v1/assistant/turns/{id}',
+          '/v1/assistant/turns/{turnId}/confirmations/{callId}',
+          '/v1/chat/completions',
         ].sort(),
       );
       expect(doc.paths['/v1/devices']!['get']!.security).toEqual([{ apiKey: [] }]);

@@ -1,9 +1,11 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Assistant, ChatRequest } from '../assistant/assistant.js';
-import { TurnCancelled, type TurnEvent } from '../assistant/turn.js';
-import { ERRORS, GatewayError } from '../errors.js';
-import { mergeTokens, parseTokens, parseTokensHeader, TokensSchema } from '../hub/credentials.js';
+import type { TurnEvent } from '../assistant/turn.js';
+import { GatewayError } from '../errors.js';
+import { TokensSchema } from '../hub/credentials.js';
+import { cancelOnDisconnect, failure, openSse, tokensOf } from './turn-http.js';
+import { chatCompletionRoutes } from './chat-completions.js';
 import { Problem, jsonSchema } from './schemas.js';
 
 /** The assistant over HTTP: a turn (JSON or SSE), conversations, confirmations, cancellation. */
@@ -45,36 +47,11 @@ const IdParam = z.object({ id: Id });
 const ConfirmParams = z.object({ turnId: Id, callId: z.string().min(1).max(128) });
 const ConfirmBody = z.object({ approve: z.boolean() }).strict();
 
-export function tokensOf(req: FastifyRequest, body?: { tokens?: Record<string, string> | undefined }) {
-  return mergeTokens(parseTokensHeader(req.headers['x-voxgate-tokens']), body?.tokens === undefined ? undefined : parseTokens(body.tokens));
-}
-
-/** Cancel the turn when the caller goes away before the answer is out. */
-export function cancelOnDisconnect(reply: FastifyReply, cancel: () => void): void {
-  reply.raw.on('close', () => {
-    if (!reply.raw.writableFinished) cancel();
-  });
-}
-
-/** Open an SSE response on a hijacked reply. */
-export function openSse(reply: FastifyReply): (event: string, data: unknown) => void {
-  reply.hijack();
-  reply.raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform', connection: 'keep-alive', 'x-accel-buffering': 'no' });
-  return (event, data) => {
-    if (!reply.raw.destroyed) reply.raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-  };
-}
-
-export function failure(e: unknown): { code: string; status: number; detail: string } {
-  if (e instanceof GatewayError) return { code: e.code, status: e.status, detail: e.message };
-  if (e instanceof TurnCancelled) return { code: 'CANCELLED', status: 499, detail: e.message };
-  return { code: 'INTERNAL', status: ERRORS.INTERNAL.status, detail: 'internal error; see the gateway log' };
-}
-
 export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assistant; maxMessageBytes: number }): Promise<void> {
   const { assistant } = o;
   const caller = (req: FastifyRequest) => req.caller ?? {};
   const ChatBody = chatBody(o.maxMessageBytes);
+  await app.register(chatCompletionRoutes, o);
 
   app.get('/v1/assistant/models', {
     schema: {
