@@ -219,6 +219,8 @@ export const ConfigSchema = z
         /** Tool results are cut to this many characters before the model reads them. */
         maxToolResultChars: z.coerce.number().int().min(256).max(1024 * 1024).default(16_000),
         maxConcurrentTurns: z.coerce.number().int().min(1).max(100_000).default(64),
+        /** Turns running at once for one tenant (keys without a tenant share one count): no tenant can take every slot. */
+        maxConcurrentTurnsPerTenant: z.coerce.number().int().min(1).max(100_000).default(16),
       })
       .prefault({}),
   })

@@ -46,7 +46,7 @@ describe('assistant with hosted servers', () => {
     t = await startTestGateway({
       apiKeys: [TEST_API_KEY, KEY_ACME, KEY_GLOBEX],
       apiKeyTenants: { [KEY_ACME]: 'acme', [KEY_GLOBEX]: 'globex' },
-      assistant: { models: llmModels(llm), defaultModel: 'oa', confirmTimeoutMs: 300, confirmTools: ['note'], toolTimeoutMs: 20_000 },
+      assistant: { models: llmModels(llm), defaultModel: 'oa', confirmTimeoutMs: 300, confirmTools: ['note'], toolTimeoutMs: 20_000, maxConcurrentTurnsPerTenant: 1 },
       mcp: {
         deviceTools: 'per_device',
         servers: {
@@ -186,6 +186,26 @@ describe('assistant with hosted servers', () => {
     await until(async () => (await t.metric('voxgate_assistant_turns_total', { outcome: 'cancelled' })) === before + 1, 'the turn to count as cancelled');
     expect(t.logs.some((l) => l['msg'] === 'assistant turn cancelled' && l['reason'] === 'the caller disconnected')).toBe(true);
     await until(() => llm.openConnections() === 0, 'no model connection left open');
+  });
+
+  it('caps turns running at once per tenant, so one tenant cannot starve another', async () => {
+    const asked = deferred();
+    llm.script((req) => {
+      if (req.body['messages'] && JSON.stringify(req.body['messages']).includes('hold on')) {
+        asked.resolve();
+        return { hang: true };
+      }
+      return { text: 'fine' };
+    });
+    const s = await chatStream(t, { message: 'hold on' }, KEY_ACME);
+    const turnId = String((await s.events.next()).data['turnId']);
+    await asked.promise;
+    const second = await t.api<{ code: string }>('POST', '/v1/assistant/chat', { message: 'me too' }, { apiKey: KEY_ACME });
+    expect([second.status, second.body.code]).toEqual([429, 'TOO_MANY_TURNS']);
+    const other = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'me too' }, { apiKey: KEY_GLOBEX });
+    expect(other.body.text).toBe('fine');
+    expect((await t.api('DELETE', `/v1/assistant/turns/${turnId}`, undefined, { apiKey: KEY_ACME })).status).toBe(204);
+    await untilEvent(s, 'turn.failed');
   });
 
   it('keeps conversations per tenant', async () => {

@@ -84,6 +84,8 @@ export class Assistant {
   async start(req: ChatRequest, caller: Caller, o: { stream: boolean; interactive: boolean; emit(e: TurnEvent): void }): Promise<StartedTurn> {
     const model = this.model(req.model);
     if (this.turns.size >= this.d.config.maxConcurrentTurns) throw new GatewayError('TOO_MANY_TURNS', `${this.turns.size} assistant turns are running; try again shortly`);
+    const mine = [...this.turns.values()].filter((t) => t.tenant === caller.tenant).length;
+    if (mine >= this.d.config.maxConcurrentTurnsPerTenant) throw new GatewayError('TOO_MANY_TURNS', `${mine} assistant turns of yours are running; wait for one to end`);
     const deviceId = req.deviceId === undefined ? undefined : normalizeDeviceId(req.deviceId);
     if (req.deviceId !== undefined && !deviceId) throw new GatewayError('INVALID_REQUEST', 'deviceId must be a MAC address');
     let conv: Conversation | undefined;
