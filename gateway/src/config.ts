@@ -180,8 +180,8 @@ export const ConfigSchema = z
             z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'model names: 1-64 of A-Z a-z 0-9 _ . : -'),
             z
               .object({
-                /** `openai`: Chat Completions (OpenAI, Ollama, vLLM, llama.cpp, LM Studio, DeepSeek...); `anthropic`: Messages. */
-                provider: z.enum(['openai', 'anthropic']),
+                /** `openai`: Chat Completions (OpenAI, Ollama, vLLM, llama.cpp, LM Studio, DeepSeek...); `anthropic`: Messages; `gemini`: Google Gemini. */
+                provider: z.enum(['openai', 'anthropic', 'gemini']),
                 baseUrl: HttpUrl.optional(),
                 /** The environment variable holding the API key (never the key itself in the file). */
                 apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/).optional(),

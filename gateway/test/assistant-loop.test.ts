@@ -109,6 +109,31 @@ describe('assistant tool loop', () => {
     expect(volumes.at(-1)).toBe(55);
   });
 
+  it('speaks Gemini too: functionCall, functionResponse with the thought signature, streamed and not', async () => {
+    for (const stream of [false, true]) {
+      llm.script([{ toolCalls: [{ name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: 60 + Number(stream) } }] }, { text: 'Gemini set it.' }]);
+      llm.requests.length = 0;
+      let text: string;
+      if (stream) {
+        const s = await chatStream(t, { message: 'volume', model: 'ge' });
+        const evs = await until(s, 'turn.completed');
+        text = evs.filter((e) => e.event === 'text.delta').map((e) => e.data['text']).join('');
+      } else text = (await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'volume', model: 'ge' })).body.text;
+      expect(text).toBe('Gemini set it.');
+      expect(volumes.at(-1)).toBe(60 + Number(stream));
+      expect(llm.requests.map((r) => [r.api, r.stream])).toEqual([
+        ['gemini', stream],
+        ['gemini', stream],
+      ]);
+      expect(llm.requests[0]!.tools).toContain(tool(A, 'self_audio_speaker_set_volume'));
+      expect(llm.requests[0]!.system).toContain('voice devices');
+      const contents = llm.requests[1]!.body['contents'] as Array<{ role: string; parts: Array<Record<string, unknown>> }>;
+      expect(contents.map((c) => c.role)).toEqual(['user', 'model', 'user']);
+      expect(contents[1]!.parts[0]).toMatchObject({ functionCall: { name: tool(A, 'self_audio_speaker_set_volume') }, thoughtSignature: `sig-${tool(A, 'self_audio_speaker_set_volume')}` });
+      expect(contents[2]!.parts[0]).toMatchObject({ functionResponse: { name: tool(A, 'self_audio_speaker_set_volume'), response: { output: 'true' } } });
+    }
+  });
+
   it('runs several tool calls of one reply in parallel, on different devices', async () => {
     llm.script([{ toolCalls: [{ name: tool(A, 'self_wait_for_b'), arguments: {} }, { name: tool(B, 'self_wait_for_a'), arguments: {} }] }, { text: 'both done' }]);
     const n = llm.requests.length;

@@ -7,7 +7,7 @@ import { AsyncQueue } from './wait.js';
 export const LLM_KEY_ENV = 'VOXGATE_TEST_LLM_KEY';
 export const LLM_KEY = 'sk-test-llm-key-not-for-logs';
 
-/** Named models on the scripted server: `oa` (OpenAI Chat Completions), `an` (Anthropic Messages), `mk` (OpenAI, markers), `no` (OpenAI, no tools). */
+/** Named models on the scripted server: `oa` (OpenAI Chat Completions), `an` (Anthropic Messages), `ge` (Gemini), `mk` (OpenAI, markers), `no` (OpenAI, no tools). */
 export function llmModels(llm: LlmServer) {
   process.env[LLM_KEY_ENV] = LLM_KEY;
   const common = { apiKeyEnv: LLM_KEY_ENV, maxRetries: 0 };
@@ -16,6 +16,7 @@ export function llmModels(llm: LlmServer) {
     an: { provider: 'anthropic' as const, baseUrl: llm.url, model: 'claude-test', ...common },
     mk: { provider: 'openai' as const, baseUrl: `${llm.url}/v1`, model: 'rkllm-test', toolMode: 'markers' as const, ...common },
     no: { provider: 'openai' as const, baseUrl: `${llm.url}/v1`, model: 'plain-test', toolMode: 'none' as const, ...common },
+    ge: { provider: 'gemini' as const, baseUrl: llm.url, model: 'gemini-test', ...common },
   };
 }
 

@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * A scripted LLM server speaking the real wire formats — OpenAI Chat Completions (JSON, and SSE chunks
- * with tool-call deltas) and Anthropic Messages (JSON, and SSE events with tool_use blocks) — so the
+ * with tool-call deltas), Anthropic Messages (JSON, and SSE events with tool_use blocks) and Gemini
+ * generateContent (JSON, and SSE chunks with functionCall parts) — so the
  * gateway's own SDK clients talk to it exactly as to the real services. Each request gets the next reply
  * from the script (a function of the request), and every request is recorded.
  */
@@ -30,7 +31,7 @@ export interface ScriptedReply {
 }
 
 export interface RecordedRequest {
-  api: 'openai' | 'anthropic';
+  api: 'openai' | 'anthropic' | 'gemini';
   stream: boolean;
   body: Record<string, unknown>;
   /** The system prompt (OpenAI: the system messages joined). */
@@ -77,12 +78,14 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
 
   async function handle(req: IncomingMessage, res: ServerResponse, raw: string): Promise<void> {
     const body = JSON.parse(raw) as Record<string, unknown>;
-    const api = req.url?.endsWith('/messages') ? 'anthropic' : 'openai';
+    const url = req.url ?? '';
+    const api = url.endsWith('/messages') ? 'anthropic' : url.includes('enerateContent') ? 'gemini' : 'openai';
     let onAbort!: () => void;
     const aborted = new Promise<void>((resolve) => (onAbort = resolve));
     res.on('close', () => {
       if (!res.writableFinished) onAbort();
     });
+    if (api === 'gemini') return handleGemini(req, res, body, aborted);
     const tools = ((body['tools'] ?? []) as Array<Record<string, unknown>>).map((t) => String(api === 'openai' ? (t['function'] as { name: string }).name : t['name']));
     const system =
       api === 'anthropic'
@@ -156,6 +159,51 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       send({ type: 'message_delta', delta: { stop_reason: calls.length ? 'tool_use' : 'end_turn', stop_sequence: null }, usage: { output_tokens: usage.output } }, 'message_delta');
       send({ type: 'message_stop' }, 'message_stop');
     }
+    res.end();
+  }
+
+  /** Gemini: POST /v1beta/models/{model}:generateContent, or :streamGenerateContent?alt=sse. */
+  async function handleGemini(req: IncomingMessage, res: ServerResponse, body: Record<string, unknown>, aborted: Promise<void>): Promise<void> {
+    const url = req.url ?? '';
+    const model = /models\/([^:]+):/.exec(url)?.[1] ?? '';
+    const decls = ((body['tools'] ?? []) as Array<{ functionDeclarations?: Array<{ name: string }> }>).flatMap((t) => t.functionDeclarations ?? []);
+    const sys = body['systemInstruction'] as { parts?: Array<{ text?: string }> } | undefined;
+    const rec: RecordedRequest = {
+      api: 'gemini',
+      stream: url.includes(':streamGenerateContent'),
+      body,
+      system: (sys?.parts ?? []).map((p) => p.text ?? '').join(''),
+      tools: decls.map((d) => d.name),
+      toolChoice: (body['toolConfig'] as { functionCallingConfig?: { mode?: string } } | undefined)?.functionCallingConfig?.mode,
+      aborted,
+      headers: req.headers,
+    };
+    requests.push(rec);
+    const reply = await script(rec, served++ - base);
+    if (reply.hang) return void (await aborted);
+    if (reply.status) {
+      res.writeHead(reply.status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { code: reply.status, message: reply.error ?? 'error', status: 'INVALID_ARGUMENT' } }));
+      return;
+    }
+    const text = reply.text ?? '';
+    const usage = reply.usage ?? { input: 10, output: 5 };
+    const calls = (reply.toolCalls ?? []).map((c) => ({ functionCall: { name: c.name, args: typeof c.arguments === 'string' ? (JSON.parse(c.arguments) as unknown) : c.arguments }, thoughtSignature: `sig-${c.name}` }));
+    const usageMetadata = { promptTokenCount: usage.input, candidatesTokenCount: usage.output, totalTokenCount: usage.input + usage.output };
+    const candidate = (parts: unknown[], finish?: string) => ({ content: { role: 'model', parts }, index: 0, ...(finish ? { finishReason: finish } : {}) });
+    if (!rec.stream) {
+      if (reply.hold) await reply.hold;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ candidates: [candidate([...(text ? [{ text }] : []), ...calls], 'STOP')], usageMetadata, modelVersion: model }));
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const pieces = reply.chunks ?? (text.match(/[\s\S]{1,3}/g) ?? []);
+    for (const [k, p] of pieces.entries()) {
+      res.write(`data: ${JSON.stringify({ candidates: [candidate([{ text: p }])], modelVersion: model })}\r\n\r\n`);
+      if (k === 0 && reply.hold) await reply.hold;
+    }
+    res.write(`data: ${JSON.stringify({ candidates: [candidate(calls.length ? calls : [{ text: '' }], 'STOP')], usageMetadata, modelVersion: model })}\r\n\r\n`);
     res.end();
   }
 

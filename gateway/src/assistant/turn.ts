@@ -20,7 +20,7 @@ export interface TurnSettings {
 
 export interface TurnModel {
   name: string;
-  provider: 'openai' | 'anthropic';
+  provider: 'openai' | 'anthropic' | 'gemini';
   client: ModelProvider;
   toolMode: 'native' | 'markers' | 'none';
   /** Scrubbed from provider error messages. */

@@ -16,6 +16,8 @@ export interface ToolCallRequest {
   arguments: Record<string, unknown>;
   /** Set when the model's arguments were not a JSON object: the call is answered with this error. */
   argumentsError?: string;
+  /** Opaque provider state to send back with the call (Gemini's thought signature). */
+  signature?: string;
 }
 
 export type ChatMessage =

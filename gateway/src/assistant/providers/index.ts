@@ -1,5 +1,6 @@
 import type { ModelProvider } from '../types.js';
 import { AnthropicProvider } from './anthropic.js';
+import { GeminiProvider } from './gemini.js';
 import { OpenAiProvider } from './openai.js';
 
 export interface ProviderOptions {
@@ -11,9 +12,11 @@ export interface ProviderOptions {
   timeoutMs: number;
 }
 
-export type ProviderName = 'openai' | 'anthropic';
+export type ProviderName = 'openai' | 'anthropic' | 'gemini';
 
 /** One client per named model, built once: the SDK clients keep their connection pools. */
 export function createProvider(provider: ProviderName, o: ProviderOptions): ModelProvider {
-  return provider === 'anthropic' ? new AnthropicProvider(o) : new OpenAiProvider(o);
+  if (provider === 'anthropic') return new AnthropicProvider(o);
+  if (provider === 'gemini') return new GeminiProvider(o);
+  return new OpenAiProvider(o);
 }
