@@ -197,6 +197,12 @@ export const ConfigSchema = z
           )
           .default({}),
         defaultModel: z.string().optional(),
+        /** Answers the vision endpoint's questions about a device's photo; default: the first model with `vision: true`. */
+        visionModel: z.string().optional(),
+        visionPrompt: z
+          .string()
+          .max(16 * 1024)
+          .default('You are the eyes of a voice device. Answer the question about the photo in one or two short sentences that can be spoken aloud, in the language of the question.'),
         systemPrompt: z
           .string()
           .max(64 * 1024)
@@ -248,6 +254,11 @@ export const ConfigSchema = z
   })
   .refine((c) => !(typeof c.assistant?.defaultModel === 'string' && isPlain(c.assistant.models) && !(c.assistant.defaultModel in c.assistant.models)), {
     path: ['assistant', 'defaultModel'],
+    message: 'names no model in assistant.models',
+    when: always,
+  })
+  .refine((c) => !(typeof c.assistant?.visionModel === 'string' && isPlain(c.assistant.models) && !(c.assistant.visionModel in c.assistant.models)), {
+    path: ['assistant', 'visionModel'],
     message: 'names no model in assistant.models',
     when: always,
   })

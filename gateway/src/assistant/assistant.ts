@@ -11,9 +11,21 @@ import { createAssistantMetrics, type AssistantMetrics } from './metrics.js';
 import { createProvider } from './providers/index.js';
 import { buildToolset } from './toolset.js';
 import { resultText, Turn, TurnCancelled, type TurnEvent, type TurnModel, type TurnResult } from './turn.js';
-import type { ChatMessage } from './types.js';
+import type { ChatMessage, ImageInput } from './types.js';
 
 export type AssistantConfig = Config['assistant'];
+
+/** The xiaozhi vision server's cap. */
+const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
+
+/** By magic bytes, never by what the sender claims. */
+export function imageType(b: Buffer): ImageInput['mimeType'] | undefined {
+  if (b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return 'image/jpeg';
+  if (b.length >= 8 && b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))) return 'image/png';
+  if (b.length >= 6 && (b.subarray(0, 6).toString('latin1') === 'GIF87a' || b.subarray(0, 6).toString('latin1') === 'GIF89a')) return 'image/gif';
+  if (b.length >= 12 && b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP') return 'image/webp';
+  return undefined;
+}
 
 export interface ChatRequest {
   message?: string | undefined;
@@ -164,6 +176,40 @@ export class Assistant {
     c.busy = false;
     this.conversations.touch(c);
     this.metrics.turns.inc({ outcome });
+  }
+
+  /**
+   * The vision endpoint's question about a device's photo, answered by the vision model in the xiaozhi
+   * shape `{success, action: "RESPONSE", response}` (the device speaks `response` as it is).
+   */
+  async explainImage(question: string, image: Buffer): Promise<{ success: true; action: 'RESPONSE'; response: string }> {
+    const name = this.d.config.visionModel ?? Object.entries(this.d.config.models).find(([, m]) => m.vision)?.[0];
+    if (name === undefined) throw new GatewayError('MODEL_NOT_FOUND', 'no vision model is configured (assistant.visionModel, or a model with vision: true)');
+    const model = this.model(name);
+    if (image.length > MAX_IMAGE_BYTES) throw new GatewayError('PAYLOAD_TOO_LARGE', `the image is over ${MAX_IMAGE_BYTES} bytes`);
+    const mimeType = imageType(image);
+    if (!mimeType) throw new GatewayError('INVALID_REQUEST', 'the image is not a JPEG, PNG, GIF or WebP');
+    const started = performance.now();
+    let outcome = 'ok';
+    try {
+      const reply = await model.client.complete({
+        system: this.d.config.visionPrompt,
+        messages: [{ role: 'user', content: question.slice(0, this.d.config.maxMessageBytes) || 'What is in this photo?', images: [{ mimeType, data: image.toString('base64') }] }],
+        tools: [],
+        toolChoice: 'auto',
+        signal: AbortSignal.timeout(this.d.config.modelTimeoutMs),
+      });
+      this.metrics.tokens.inc({ provider: model.provider, direction: 'input' }, reply.usage.inputTokens);
+      this.metrics.tokens.inc({ provider: model.provider, direction: 'output' }, reply.usage.outputTokens);
+      return { success: true, action: 'RESPONSE', response: reply.text };
+    } catch (e) {
+      outcome = e instanceof Error && e.name === 'TimeoutError' ? 'timeout' : 'error';
+      if (outcome === 'timeout') throw new GatewayError('MODEL_TIMEOUT', `model "${name}" did not answer within ${this.d.config.modelTimeoutMs} ms`);
+      const msg = (e instanceof Error ? e.message : String(e)).slice(0, 500);
+      throw new GatewayError('MODEL_ERROR', `model "${name}" failed: ${model.secret ? msg.split(model.secret).join('[REDACTED]') : msg}`);
+    } finally {
+      this.metrics.modelLatency.observe({ provider: model.provider, outcome }, (performance.now() - started) / 1000);
+    }
   }
 
   /** A running turn of this tenant, or NOT_FOUND (another tenant's turn is not found either). */

@@ -20,8 +20,14 @@ export interface ToolCallRequest {
   signature?: string;
 }
 
+/** A picture for a vision-capable model, base64-encoded. */
+export interface ImageInput {
+  mimeType: 'image/jpeg' | 'image/png' | 'image/gif' | 'image/webp';
+  data: string;
+}
+
 export type ChatMessage =
-  | { role: 'user'; content: string }
+  | { role: 'user'; content: string; images?: ImageInput[] }
   | { role: 'assistant'; content: string; toolCalls?: ToolCallRequest[] }
   | { role: 'tool'; toolCallId: string; name: string; content: string; isError: boolean };
 

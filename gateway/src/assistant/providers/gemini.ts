@@ -63,7 +63,7 @@ function toContents(messages: ChatMessage[]): Content[] {
       const last = out[out.length - 1];
       if (last?.role === 'user' && last.parts?.every((p) => p.functionResponse)) last.parts.push(part);
       else out.push({ role: 'user', parts: [part] });
-    } else if (m.role === 'user') out.push({ role: 'user', parts: [{ text: m.content }] });
+    } else if (m.role === 'user') out.push({ role: 'user', parts: [...(m.images ?? []).map((i) => ({ inlineData: { mimeType: i.mimeType, data: i.data } })), { text: m.content }] });
     else {
       const parts: Part[] = [];
       if (m.content) parts.push({ text: m.content });

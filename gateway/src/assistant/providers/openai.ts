@@ -69,7 +69,11 @@ function toTool(t: { name: string; description: string; parameters: Record<strin
 function toMessages(system: string, messages: ChatMessage[]): ChatCompletionMessageParam[] {
   const out: ChatCompletionMessageParam[] = [{ role: 'system', content: system }];
   for (const m of messages) {
-    if (m.role === 'user') out.push({ role: 'user', content: m.content });
+    if (m.role === 'user')
+      out.push({
+        role: 'user',
+        content: m.images?.length ? [...m.images.map((i) => ({ type: 'image_url' as const, image_url: { url: `data:${i.mimeType};base64,${i.data}` } })), { type: 'text' as const, text: m.content }] : m.content,
+      });
     else if (m.role === 'tool') out.push({ role: 'tool', tool_call_id: m.toolCallId, content: m.content });
     else if (m.toolCalls?.length)
       out.push({
