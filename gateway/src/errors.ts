@@ -27,6 +27,8 @@ export const ERRORS = {
   MODEL_TIMEOUT: { status: 504, title: 'Model timeout' },
   CONVERSATION_BUSY: { status: 409, title: 'Conversation busy' },
   TOO_MANY_TURNS: { status: 429, title: 'Too many turns' },
+  /** The caller went away or cancelled the turn (nginx's "client closed request"). */
+  CANCELLED: { status: 499, title: 'Cancelled' },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

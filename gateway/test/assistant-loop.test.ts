@@ -3,7 +3,8 @@ import { chatStream, llmModels, LLM_KEY, openAiToolMessages, until } from '../..
 import { startTestGateway, type TestGateway } from '../../test/support/gateway-harness.js';
 import { startLlmServer, type LlmServer } from '../../test/support/llm-server.js';
 import { ReferenceDevice } from '../../test/support/reference-device.js';
-import { deferred } from '../../test/support/wait.js';
+import { deferred, until as untilCheck } from '../../test/support/wait.js';
+import { TEST_API_KEY } from '../../test/support/gateway-harness.js';
 
 /** The tool loop (seed 000) against a real gateway, simulated devices and a scripted model speaking the real wire formats. */
 interface ChatOut {
@@ -201,6 +202,34 @@ describe('assistant tool loop', () => {
     expect(names).not.toContain(tool(A, 'self_audio_speaker_set_volume'));
     expect(names).toContain(tool(B, 'self_wait_for_a'));
     expect(llm.requests[0]!.system).toContain(A);
+  });
+
+  it('refuses a second turn in a busy conversation; a caller that hangs up cancels its turn quietly', async () => {
+    llm.script([{ text: 'first' }]);
+    const first = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'hello' });
+    const asked = deferred();
+    llm.script(() => (asked.resolve(), { hang: true }));
+    const before = await t.metric('voxgate_assistant_turns_total', { outcome: 'cancelled' });
+    const ac = new AbortController();
+    const hung = fetch(`${t.baseUrl}/v1/assistant/chat`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ message: 'hang on', conversationId: first.body.conversationId }),
+      signal: ac.signal,
+    }).catch(() => 'aborted');
+    await asked.promise;
+    const busy = await t.api<{ code: string }>('POST', '/v1/assistant/chat', { message: 'me too', conversationId: first.body.conversationId });
+    expect([busy.status, busy.body.code]).toEqual([409, 'CONVERSATION_BUSY']);
+    ac.abort();
+    expect(await hung).toBe('aborted');
+    await untilCheck(async () => (await t.metric('voxgate_assistant_turns_total', { outcome: 'cancelled' })) === before + 1, 'the turn to be cancelled');
+    expect(t.logs.some((l) => l['msg'] === 'unhandled error')).toBe(false);
+    // the conversation is free again and kept only the finished exchange
+    llm.script([{ text: 'second' }]);
+    const again = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'again', conversationId: first.body.conversationId });
+    expect(again.body.text).toBe('second');
+    const conv = await t.api<{ messages: Array<{ content: string }> }>('GET', `/v1/assistant/conversations/${first.body.conversationId}`);
+    expect(conv.body.messages.map((m) => m.content)).toEqual(['hello', 'first', 'again', 'second']);
   });
 
   it('toolMode none: the model gets no tools and answers', async () => {

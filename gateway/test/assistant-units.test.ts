@@ -39,6 +39,9 @@ describe('which tools a turn offers', () => {
     expect(needsConfirmation('x', srv('s', 'note'), ['mcp__s__note'])).toBe(true);
     expect(needsConfirmation('short', dev(A, 'self.reboot', 'device__aabbccddee01__self_reboot'), ['short'])).toBe(true);
     expect(needsConfirmation('x', srv('s', 'note', { annotations: { destructiveHint: false } }), [])).toBe(false);
+    const generic: HubTool = { name: 'device_call', description: 'd', inputSchema: {}, source: { kind: 'generic' } };
+    expect(needsConfirmation('device_call', generic, ['self.reboot'], { device_id: A, tool: 'self.reboot' })).toBe(true);
+    expect(needsConfirmation('device_call', generic, ['self.reboot'], { device_id: A, tool: 'self.light.on' })).toBe(false);
   });
 
   it('auto-context: the single required string, else query / q / text, else nothing', () => {

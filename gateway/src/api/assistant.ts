@@ -4,7 +4,7 @@ import type { Assistant, ChatRequest } from '../assistant/assistant.js';
 import type { TurnEvent } from '../assistant/turn.js';
 import { GatewayError } from '../errors.js';
 import { TokensSchema } from '../hub/credentials.js';
-import { cancelOnDisconnect, failure, openSse, tokensOf } from './turn-http.js';
+import { answerOf, cancelOnDisconnect, failure, openSse, tokensOf } from './turn-http.js';
 import { chatCompletionRoutes } from './chat-completions.js';
 import { Problem, jsonSchema } from './schemas.js';
 
@@ -75,7 +75,7 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
       if (!b.stream) {
         const started = await assistant.start(chat, caller(req), { stream: false, interactive: false, emit: () => undefined });
         cancelOnDisconnect(reply, () => started.turn.cancel('the caller disconnected'));
-        return started.done;
+        return answerOf(started.done);
       }
       // Checks that fail before the turn starts are plain problem+json; from turn.started on, events.
       const queued: TurnEvent[] = [];

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { Assistant } from '../assistant/assistant.js';
 import type { TurnEvent } from '../assistant/turn.js';
 import { GatewayError } from '../errors.js';
-import { cancelOnDisconnect, failure, tokensOf } from './turn-http.js';
+import { answerOf, cancelOnDisconnect, failure, tokensOf } from './turn-http.js';
 import { Problem, jsonSchema } from './schemas.js';
 
 /**
@@ -71,7 +71,7 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
       cancelOnDisconnect(reply, () => started.turn.cancel('the caller disconnected'));
       if (!b.stream) {
         try {
-          const r = await started.done;
+          const r = await answerOf(started.done);
           return {
             id,
             object: 'chat.completion',

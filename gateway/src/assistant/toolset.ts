@@ -39,10 +39,13 @@ export function buildToolset(all: readonly HubTool[], scope: ToolScope, boundDev
   return { specs, byName };
 }
 
-/** A tool whose use needs a person's yes: annotated destructive, or listed (by any of its names). */
-export function needsConfirmation(name: string, t: HubTool, listed: readonly string[]): boolean {
+/**
+ * A tool whose use needs a person's yes: annotated destructive, or listed (by any of its names). Through
+ * the generic `device_call`, the device tool it names counts.
+ */
+export function needsConfirmation(name: string, t: HubTool, listed: readonly string[], args: Record<string, unknown> = {}): boolean {
   if (t.annotations?.['destructiveHint'] === true) return true;
-  const src = t.source.kind === 'generic' ? undefined : t.source.tool;
+  const src = t.source.kind === 'generic' ? (typeof args['tool'] === 'string' ? args['tool'] : undefined) : t.source.tool;
   return listed.includes(name) || listed.includes(t.name) || (src !== undefined && listed.includes(src));
 }
 

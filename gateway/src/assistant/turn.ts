@@ -236,7 +236,7 @@ export class Turn {
     };
     if (!t) return finish(`Error: there is no tool named "${call.name.slice(0, 80)}". Use only the tools listed.`, true, 'not_found');
     if (call.argumentsError) return finish(`Error: ${call.argumentsError}. Call the tool again with a JSON object of arguments.`, true, 'invalid');
-    if (round > 0 && needsConfirmation(call.name, t, this.d.settings.confirmTools)) {
+    if (round > 0 && needsConfirmation(call.name, t, this.d.settings.confirmTools, call.arguments)) {
       const approved = await this.askConfirmation(call);
       if (!approved) return finish(`The person declined: "${call.name}" was not run. Do not run it again unless they ask for it.`, true, 'declined');
     }
