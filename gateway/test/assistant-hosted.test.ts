@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chatStream, llmModels, openAiToolMessages, until as untilEvent } from '../../test/support/assistant.js';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../test/support/gateway-harness.js';
-import { isAlive, nodeServer, untilHub } from '../../test/support/hub.js';
+import { FIXTURE_SERVER, isAlive, nodeServer, untilHub } from '../../test/support/hub.js';
 import { startLlmServer, type LlmServer } from '../../test/support/llm-server.js';
 import { ReferenceDevice } from '../../test/support/reference-device.js';
 import { deferred, until } from '../../test/support/wait.js';
@@ -58,7 +58,10 @@ describe('assistant with hosted servers', () => {
             response_instruction: 'WEATHER-RESPONSE',
           },
           acmeonly: nodeServer(FIXTURE, { tenants: ['acme'] }),
+          // fails at start: skipped, the others serve (seed 000's graceful degradation)
+          broken: nodeServer(FIXTURE_SERVER, { env: { FAIL_AT_START: '1' } }),
         },
+        maxRestarts: 0,
       },
     });
     const ready = t.nextEvent('device.ready', DEV);
@@ -98,8 +101,9 @@ describe('assistant with hosted servers', () => {
     expect(count(third!.system, 'FX-RESPONSE')).toBe(1);
     // the auto-context tool without a string parameter was skipped, with a log line
     expect(t.logs.some((l) => l['tool'] === 'mcp__fx__cancelled_count' && String(l['msg']).includes('auto-context tool skipped'))).toBe(true);
-    // the other tenant's server is not offered
+    // the other tenant's server is not offered, nor the one that failed to start
     expect(first!.tools.some((n) => n.startsWith('mcp__acmeonly__'))).toBe(false);
+    expect(first!.tools.some((n) => n.startsWith('mcp__broken__'))).toBe(false);
   });
 
   it('attaches resources and starts from a prompt template', async () => {

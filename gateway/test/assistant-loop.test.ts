@@ -159,16 +159,30 @@ describe('assistant tool loop', () => {
   });
 
   it('turns a tool timeout and a tool error into results the model reads', async () => {
-    llm.script([{ toolCalls: [{ name: tool(A, 'self_broken'), arguments: {} }, { name: tool(A, 'self_hang'), arguments: {} }, { name: 'no_such_tool', arguments: {} }] }, { text: 'Sorry, the speaker has a problem.' }]);
+    llm.script([
+      {
+        toolCalls: [
+          { name: tool(A, 'self_broken'), arguments: {} },
+          { name: tool(A, 'self_hang'), arguments: {} },
+          { name: 'no_such_tool', arguments: {} },
+          { name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: 'loud' } },
+          { name: tool(A, 'self_audio_speaker_set_volume'), arguments: '{"volume": 3' },
+        ],
+      },
+      { text: 'Sorry, the speaker has a problem.' },
+    ]);
     llm.requests.length = 0;
     const r = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'try' });
     expect(r.status).toBe(200);
     expect(r.body.text).toBe('Sorry, the speaker has a problem.');
-    expect(r.body.toolCalls.map((c) => c.isError)).toEqual([true, true, true]);
+    expect(r.body.toolCalls.map((c) => c.isError)).toEqual([true, true, true, true, true]);
     const results = openAiToolMessages(llm.requests[1]!.body).map((m) => m.content);
     expect(results[0]).toMatch(/speaker unplugged/);
     expect(results[1]).toMatch(/timed out/);
     expect(results[2]).toMatch(/no tool named "no_such_tool"/);
+    expect(results[3]).toMatch(/argument "volume"/);
+    expect(results[4]).toMatch(/not valid JSON/);
+    expect(volumes).not.toContain(3);
     expect(await t.metric('voxgate_assistant_tool_calls_total', { outcome: 'timeout' })).toBeGreaterThanOrEqual(1);
     release.resolve();
   });
