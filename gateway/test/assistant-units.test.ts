@@ -1,4 +1,6 @@
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../gateway/src/config.js';
 import { ConversationStore } from '../../gateway/src/assistant/conversations.js';
 import { autoContextArgument, buildToolset, needsConfirmation } from '../../gateway/src/assistant/toolset.js';
 import type { HubTool } from '../../gateway/src/hub/hub.js';
@@ -81,5 +83,19 @@ describe('conversations in memory', () => {
     expect(s.get(d.id, undefined, 8)).toBeUndefined();
     expect(s.get(c.id, undefined, 8)).toBe(c);
     expect(s.size).toBe(2);
+  });
+});
+
+describe('the example configuration', () => {
+  it('loads', () => {
+    const c = loadConfig({ GATEWAY_CONFIG: fileURLToPath(new URL('../../examples/assistant/gateway.config.json', import.meta.url)) });
+    expect(Object.keys(c.assistant.models)).toEqual(['local', 'gpt', 'claude', 'gemini']);
+    expect(c.assistant.defaultModel).toBe('local');
+  });
+
+  it('refuses a defaultModel or visionModel that names no model', () => {
+    const file = fileURLToPath(new URL('../../examples/assistant/gateway.config.json', import.meta.url));
+    expect(() => loadConfig({ GATEWAY_CONFIG: file, GATEWAY_ASSISTANT_DEFAULT_MODEL: 'nope' })).toThrow(/assistant\.defaultModel: names no model/);
+    expect(() => loadConfig({ GATEWAY_CONFIG: file }, { assistant: { visionModel: 'nope' } })).toThrow(/assistant\.visionModel: names no model/);
   });
 });
