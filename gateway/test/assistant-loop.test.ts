@@ -144,7 +144,7 @@ describe('assistant tool loop', () => {
     expect(openAiToolMessages(llm.requests[n + 1]!.body).map((m) => m.content)).toEqual(['a done', 'b done']);
   });
 
-  it('stops at maxToolRounds: says so and asks once more with tools disabled', async () => {
+  it('stops at maxToolRounds: says so and asks once more with tools disabled (OpenAI and Anthropic)', async () => {
     llm.script((_req, i) => ({ text: i === 2 ? 'I could only do part of it.' : '', toolCalls: [{ name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: 10 + i } }] }));
     llm.requests.length = 0;
     const r = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'keep going' });
@@ -156,6 +156,16 @@ describe('assistant tool loop', () => {
     const last = (llm.requests[2]!.body['messages'] as Array<{ role: string; content: string }>).at(-1)!;
     expect(last.role).toBe('user');
     expect(last.content).toMatch(/limit of 2 tool rounds/);
+    // Anthropic: the notice joins the tool results in one user message (roles must alternate)
+    llm.script((_req, i) => ({ text: i === 2 ? 'Partly done.' : '', toolCalls: [{ name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: 20 + i } }] }));
+    llm.requests.length = 0;
+    const a = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'keep going', model: 'an' });
+    expect(a.body.text).toBe('Partly done.');
+    expect(llm.requests[2]!.toolChoice).toEqual({ type: 'none' });
+    const msgs = llm.requests[2]!.body['messages'] as Array<{ role: string; content: Array<{ type: string; text?: string }> }>;
+    expect(msgs.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant', 'user']);
+    expect(msgs.at(-1)!.content.map((b) => b.type)).toEqual(['tool_result', 'text']);
+    expect(msgs.at(-1)!.content[1]!.text).toMatch(/limit of 2 tool rounds/);
   });
 
   it('turns a tool timeout and a tool error into results the model reads', async () => {

@@ -161,19 +161,23 @@ export class Turn {
   /** Before the first model call: each auto-context tool gets the user's message; its result (and its server's response instruction) joins the context. */
   private async autoContext(): Promise<void> {
     const auto = [...this.i.toolset.byName.entries()].filter(([, t]) => t.autoContext);
-    await Promise.all(
+    // In parallel, but added in list order: the same tools always give the same prompt.
+    const results = await Promise.all(
       auto.map(async ([name, t]) => {
         const arg = autoContextArgument(t.inputSchema);
         if (!arg || !this.i.query) {
           this.d.log.info({ turnId: this.i.turnId, tool: name }, 'auto-context tool skipped: no string parameter to put the message in');
-          return;
+          return undefined;
         }
         const r = await this.runTool({ id: this.nextId(), name, arguments: { [arg]: this.i.query } }, 0);
-        if (r.isError) return;
-        this.contextSections.push(`Context from ${name} for the user's message:\n${r.text}`);
-        this.noteResponseInstruction(t);
+        return r.isError ? undefined : { name, t, text: r.text };
       }),
     );
+    for (const r of results) {
+      if (!r) continue;
+      this.contextSections.push(`Context from ${r.name} for the user's message:\n${r.text}`);
+      this.noteResponseInstruction(r.t);
+    }
   }
 
   private nextId(): string {

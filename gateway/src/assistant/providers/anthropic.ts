@@ -54,11 +54,13 @@ function toMessages(messages: ChatMessage[]): MessageParam[] {
       const last = out[out.length - 1];
       if (last?.role === 'user' && Array.isArray(last.content) && last.content.every((b) => b.type === 'tool_result')) last.content.push(block);
       else out.push({ role: 'user', content: [block] });
-    } else if (m.role === 'user')
-      out.push({
-        role: 'user',
-        content: m.images?.length ? [...m.images.map((i): ContentBlockParam => ({ type: 'image', source: { type: 'base64', media_type: i.mimeType, data: i.data } })), { type: 'text', text: m.content }] : m.content,
-      });
+    } else if (m.role === 'user') {
+      const blocks: ContentBlockParam[] = [...(m.images ?? []).map((i): ContentBlockParam => ({ type: 'image', source: { type: 'base64', media_type: i.mimeType, data: i.data } })), { type: 'text', text: m.content }];
+      // A user message right after tool results (the round-limit notice) joins them: roles alternate.
+      const last = out[out.length - 1];
+      if (last?.role === 'user' && Array.isArray(last.content)) last.content.push(...blocks);
+      else out.push({ role: 'user', content: m.images?.length ? blocks : m.content });
+    }
     else {
       const blocks: ContentBlockParam[] = [];
       if (m.content) blocks.push({ type: 'text', text: m.content });
