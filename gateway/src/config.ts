@@ -210,6 +210,8 @@ export const ConfigSchema = z
         /** Which tools a turn offers: the caller's whole namespace, device tools only, or none. */
         tools: z.enum(['all', 'devices', 'none']).default('all'),
         maxToolRounds: z.coerce.number().int().min(1).max(50).default(5),
+        /** Tool calls run from one model reply; the rest are answered "not run" (a prompt-injected model cannot fan out without end). */
+        maxToolCallsPerRound: z.coerce.number().int().min(1).max(256).default(16),
         toolTimeoutMs: Ms(30_000),
         modelTimeoutMs: Ms(120_000),
         /** Tools that need a person's yes (besides those annotated destructiveHint): namespaced or short names. */

@@ -43,7 +43,7 @@ describe('assistant tool loop', () => {
 
   beforeAll(async () => {
     llm = await startLlmServer();
-    t = await startTestGateway({ assistant: { models: llmModels(llm), defaultModel: 'oa', maxToolRounds: 2, toolTimeoutMs: 1500, modelTimeoutMs: 3000 }, mcp: { deviceTools: 'per_device' } });
+    t = await startTestGateway({ assistant: { models: llmModels(llm), defaultModel: 'oa', maxToolRounds: 2, maxToolCallsPerRound: 5, toolTimeoutMs: 1500, modelTimeoutMs: 3000 }, mcp: { deviceTools: 'per_device' } });
     for (const d of [devA, devB]) {
       const ready = t.nextEvent('device.ready', d.deviceId);
       await d.connectWebSocket(t.wsUrl);
@@ -195,6 +195,16 @@ describe('assistant tool loop', () => {
     expect(volumes).not.toContain(3);
     expect(await t.metric('voxgate_assistant_tool_calls_total', { outcome: 'timeout' })).toBeGreaterThanOrEqual(1);
     release.resolve();
+  });
+
+  it('runs at most maxToolCallsPerRound calls of one reply; the rest are answered "not run"', async () => {
+    const before = volumes.length;
+    llm.script([{ toolCalls: Array.from({ length: 7 }, (_, i) => ({ name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: i } })) }, { text: 'ok' }]);
+    llm.requests.length = 0;
+    const r = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'many' });
+    expect(r.body.toolCalls.map((c) => c.isError)).toEqual([false, false, false, false, false, true, true]);
+    expect(volumes.length - before).toBe(5);
+    expect(openAiToolMessages(llm.requests[1]!.body).at(-1)!.content).toMatch(/at most 5 tool calls/);
   });
 
   it('tells the model when a device went offline during the turn', async () => {

@@ -10,6 +10,7 @@ import { addUsage, type ChatMessage, type ModelProvider, type ModelReply, type M
 
 export interface TurnSettings {
   maxToolRounds: number;
+  maxToolCallsPerRound: number;
   toolTimeoutMs: number;
   modelTimeoutMs: number;
   confirm: 'ask' | 'deny' | 'allow';
@@ -143,7 +144,10 @@ export class Turn {
         return { conversationId: i.conversationId, turnId: i.turnId, text, toolCalls: this.records, rounds: round, usage: this.usage };
       }
       messages.push({ role: 'assistant', content: reply.text, toolCalls: reply.toolCalls });
-      const results = await Promise.all(reply.toolCalls.map((c) => this.runTool(c, round)));
+      const cap = this.d.settings.maxToolCallsPerRound;
+      const results = await Promise.all(
+        reply.toolCalls.map((c, k) => (k < cap ? this.runTool(c, round) : this.refuse(c, round, `Error: not run: at most ${cap} tool calls are run from one reply.`))),
+      );
       reply.toolCalls.forEach((c, k) => messages.push({ role: 'tool', toolCallId: c.id, name: c.name, content: results[k]!.text, isError: results[k]!.isError }));
     }
   }
@@ -228,12 +232,14 @@ export class Turn {
   private async runTool(call: ToolCallRequest, round: number): Promise<{ text: string; isError: boolean }> {
     this.throwIfCancelled();
     const started = performance.now();
+    // The record's place is taken now, so toolCalls list the calls in the order the model made them.
+    const slot = this.records.push({ callId: call.id, name: call.name, arguments: call.arguments, isError: false, durationMs: 0 }) - 1;
     const t = this.i.toolset.byName.get(call.name);
     this.i.emit({ type: 'tool.call', callId: call.id, name: call.name, arguments: call.arguments, round });
     const finish = (text: string, isError: boolean, outcome: string) => {
       const durationMs = Math.round(performance.now() - started);
       const cut = text.length > this.d.settings.maxToolResultChars ? `${text.slice(0, this.d.settings.maxToolResultChars)}\n[... cut: the result was ${text.length} characters]` : text;
-      this.records.push({ callId: call.id, name: call.name, arguments: call.arguments, isError, durationMs });
+      this.records[slot] = { callId: call.id, name: call.name, arguments: call.arguments, isError, durationMs };
       this.d.metrics.toolCalls.inc({ outcome });
       this.i.emit({ type: 'tool.result', callId: call.id, name: call.name, isError, durationMs, text: cut });
       return { text: cut, isError };
@@ -278,6 +284,15 @@ export class Turn {
       clearTimeout(timer);
       this.ac.signal.removeEventListener('abort', onTurnAbort);
     }
+  }
+
+  /** A call that is answered without running. */
+  private refuse(call: ToolCallRequest, round: number, text: string): Promise<{ text: string; isError: boolean }> {
+    this.i.emit({ type: 'tool.call', callId: call.id, name: call.name, arguments: call.arguments, round });
+    this.records.push({ callId: call.id, name: call.name, arguments: call.arguments, isError: true, durationMs: 0 });
+    this.d.metrics.toolCalls.inc({ outcome: 'refused' });
+    this.i.emit({ type: 'tool.result', callId: call.id, name: call.name, isError: true, durationMs: 0, text });
+    return Promise.resolve({ text, isError: true });
   }
 
   private async askConfirmation(call: ToolCallRequest): Promise<boolean> {
