@@ -22,8 +22,8 @@ describe('vision', () => {
     await llm.close();
   });
 
-  const assistantWith = (visionModel: string) =>
-    new Assistant({ config: ConfigSchema.parse({ assistant: { models: llmModels(llm), visionModel } }).assistant, hub: t.gw.hub, log: createLogger('silent'), metrics: createMetrics() });
+  const assistantWith = (visionModel: string, extra: Record<string, unknown> = {}) =>
+    new Assistant({ config: ConfigSchema.parse({ assistant: { models: llmModels(llm), visionModel, ...extra } }).assistant, hub: t.gw.hub, log: createLogger('silent'), metrics: createMetrics() });
 
   it('sends the photo to OpenAI, Anthropic and Gemini models and answers {success, action, response}', async () => {
     const b64 = PNG.toString('base64');
@@ -53,6 +53,14 @@ describe('vision', () => {
     await expect(a.explainImage('x', Buffer.from('<svg/>'))).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
     a.close();
     await expect(t.gw.assistant.explainImage('x', PNG)).rejects.toMatchObject({ code: 'MODEL_NOT_FOUND' });
+    llm.script([{ hang: true }]);
+    const slow = assistantWith('an', { modelTimeoutMs: 200 });
+    await expect(slow.explainImage('x', PNG)).rejects.toMatchObject({ code: 'MODEL_TIMEOUT' });
+    slow.close();
+    llm.script([{ status: 400, error: 'image too small' }]);
+    const failing = assistantWith('ge');
+    await expect(failing.explainImage('x', PNG)).rejects.toMatchObject({ code: 'MODEL_ERROR', message: expect.stringContaining('image too small') });
+    failing.close();
     expect(imageType(Buffer.from([0xff, 0xd8, 0xff, 0xe0]))).toBe('image/jpeg');
     expect(imageType(Buffer.from('GIF89a....'))).toBe('image/gif');
     expect(imageType(Buffer.from('RIFF0000WEBPVP8 '))).toBe('image/webp');

@@ -63,7 +63,8 @@ export class Assistant {
     for (const [name, m] of Object.entries(d.config.models)) {
       const apiKey = m.apiKeyEnv ? env[m.apiKeyEnv] : undefined;
       if (m.apiKeyEnv && !apiKey) d.log.warn({ model: name, apiKeyEnv: m.apiKeyEnv }, 'assistant model: the API key variable is not set');
-      const client = createProvider(m.provider, { model: m.model, baseUrl: m.baseUrl, apiKey, maxTokens: m.maxTokens, maxRetries: m.maxRetries, timeoutMs: d.config.modelTimeoutMs });
+      // The SDK's own timeout is a backstop: the turn's timer fires first and says MODEL_TIMEOUT.
+      const client = createProvider(m.provider, { model: m.model, baseUrl: m.baseUrl, apiKey, maxTokens: m.maxTokens, maxRetries: m.maxRetries, timeoutMs: d.config.modelTimeoutMs + 5000 });
       this.models.set(name, { name, provider: m.provider, client, toolMode: m.toolMode, secret: apiKey });
     }
     this.conversations = new ConversationStore({
@@ -190,6 +191,7 @@ export class Assistant {
     const mimeType = imageType(image);
     if (!mimeType) throw new GatewayError('INVALID_REQUEST', 'the image is not a JPEG, PNG, GIF or WebP');
     const started = performance.now();
+    const signal = AbortSignal.timeout(this.d.config.modelTimeoutMs);
     let outcome = 'ok';
     try {
       const reply = await model.client.complete({
@@ -197,13 +199,13 @@ export class Assistant {
         messages: [{ role: 'user', content: question.slice(0, this.d.config.maxMessageBytes) || 'What is in this photo?', images: [{ mimeType, data: image.toString('base64') }] }],
         tools: [],
         toolChoice: 'auto',
-        signal: AbortSignal.timeout(this.d.config.modelTimeoutMs),
+        signal,
       });
       this.metrics.tokens.inc({ provider: model.provider, direction: 'input' }, reply.usage.inputTokens);
       this.metrics.tokens.inc({ provider: model.provider, direction: 'output' }, reply.usage.outputTokens);
       return { success: true, action: 'RESPONSE', response: reply.text };
     } catch (e) {
-      outcome = e instanceof Error && e.name === 'TimeoutError' ? 'timeout' : 'error';
+      outcome = signal.aborted ? 'timeout' : 'error';
       if (outcome === 'timeout') throw new GatewayError('MODEL_TIMEOUT', `model "${name}" did not answer within ${this.d.config.modelTimeoutMs} ms`);
       const msg = (e instanceof Error ? e.message : String(e)).slice(0, 500);
       throw new GatewayError('MODEL_ERROR', `model "${name}" failed: ${model.secret ? msg.split(model.secret).join('[REDACTED]') : msg}`);
