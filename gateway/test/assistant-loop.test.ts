@@ -25,6 +25,8 @@ describe('assistant tool loop', () => {
   let t: TestGateway;
   const volumes: number[] = [];
   const release = deferred();
+  const slowStarted = deferred();
+  const slowRelease = deferred();
   const bothStarted = { a: deferred(), b: deferred() };
   const devA = new ReferenceDevice({
     deviceId: A,
@@ -33,6 +35,7 @@ describe('assistant tool loop', () => {
       { name: 'self.wait_for_b', description: 'Waits until B runs too', run: async () => (bothStarted.a.resolve(), await bothStarted.b.promise, 'a done') },
       { name: 'self.hang', description: 'Never answers in time', run: async () => (await release.promise, 'late') },
       { name: 'self.broken', description: 'Always fails', run: () => { throw new Error('speaker unplugged'); } },
+      { name: 'self.slow', description: 'Answers when released', run: async () => (slowStarted.resolve(), await slowRelease.promise, 'slow done') },
       { name: 'self.reboot', description: 'user only', userOnly: true, run: () => true },
     ],
   });
@@ -223,6 +226,22 @@ describe('assistant tool loop', () => {
     const r = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'light on' });
     expect(r.body.text).toBe('The lamp is offline.');
     expect(openAiToolMessages(llm.requests[1]!.body)[0]!.content).toMatch(/offline/);
+  });
+
+  it('cancelling during a device tool ends the turn at once; the late result is dropped and the device queue moves on', async () => {
+    llm.script([{ toolCalls: [{ name: tool(A, 'self_slow'), arguments: {} }] }, { text: 'never asked' }]);
+    llm.requests.length = 0;
+    const s = await chatStream(t, { message: 'slow' });
+    const turnId = String((await s.events.next()).data['turnId']);
+    await slowStarted.promise;
+    expect((await t.api('DELETE', `/v1/assistant/turns/${turnId}`)).status).toBe(204);
+    const failed = (await until(s, 'turn.failed')).at(-1)!.data;
+    expect(failed['code']).toBe('CANCELLED');
+    slowRelease.resolve();
+    // the device's answer arrives after the turn ended: nobody asks the model again, and the next call runs
+    const next = await t.api<{ content: Array<{ text: string }> }>('POST', `/v1/tools/${tool(A, 'self_audio_speaker_set_volume')}/call`, { arguments: { volume: 33 } });
+    expect(next.body.content[0]!.text).toBe('true');
+    expect(llm.requests).toHaveLength(1);
   });
 
   it('binds a turn to a device: its tools first, under short names that map back', async () => {
