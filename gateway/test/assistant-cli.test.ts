@@ -86,6 +86,23 @@ describe('voxgate chat', () => {
     expect(roles.filter((r) => r === 'assistant')).toHaveLength(2);
   });
 
+  it('starts a new conversation when the current one is gone', async () => {
+    llm.script((_req, i) => {
+      // the conversation is deleted behind the CLI's back after the first answer
+      if (i === 0) return { text: 'first' };
+      return { text: 'fresh start' };
+    });
+    const c = cli(t);
+    c.child.stdin.write('hello\n');
+    await until(() => c.out().includes('◆ first'), 'the first answer');
+    const id = /"conversationId":"([^"]+)"/.exec(JSON.stringify(t.logs.filter((l) => l['msg'] === 'assistant turn completed').at(-1)))![1]!;
+    expect((await t.api('DELETE', `/v1/assistant/conversations/${id}`)).status).toBe(204);
+    c.child.stdin.end('are you there?\nstill?\n');
+    expect(await c.exit).toBe(0);
+    expect(c.err()).toContain('[the conversation is gone; the next message starts a new one]');
+    expect(c.out()).toContain('◆ fresh start');
+  });
+
   it('-m answers once; exits non-zero when the turn fails', async () => {
     llm.script([{ text: 'Hello there.' }]);
     const ok = cli(t, '-m', 'hi');

@@ -124,6 +124,11 @@ export async function runChat(o: ChatOptions): Promise<number> {
     } catch (err) {
       if (ac.signal.aborted) info('[turn cancelled]');
       else info(err instanceof ApiError ? `[error ${err.code}: ${err.message}]` : `[error: ${(err as Error).message}]`);
+      // An expired conversation would fail every later message: the next one starts afresh.
+      if (err instanceof ApiError && err.code === 'NOT_FOUND' && payload.conversationId) {
+        state.conversationId = undefined;
+        info('[the conversation is gone; the next message starts a new one]');
+      }
     } finally {
       running = undefined;
     }
