@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Assistant, imageType } from '../../gateway/src/assistant/assistant.js';
+import { assistantExplainer } from '../../gateway/src/assistant/vision.js';
 import { ConfigSchema } from '../../gateway/src/config.js';
 import { createLogger } from '../../gateway/src/log.js';
 import { createMetrics } from '../../gateway/src/metrics.js';
@@ -53,6 +54,11 @@ describe('vision', () => {
     await expect(a.explainImage('x', Buffer.from('<svg/>'))).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
     a.close();
     await expect(t.gw.assistant.explainImage('x', PNG)).rejects.toMatchObject({ code: 'MODEL_NOT_FOUND' });
+    expect(assistantExplainer(t.gw.assistant)).toBeUndefined();
+    const seeing = assistantWith('oa');
+    llm.script([{ text: 'A cat.' }]);
+    expect(await assistantExplainer(seeing)!.explain({ question: 'what?', image: PNG })).toEqual({ success: true, action: 'RESPONSE', response: 'A cat.' });
+    seeing.close();
     llm.script([{ hang: true }]);
     const slow = assistantWith('an', { modelTimeoutMs: 200 });
     await expect(slow.explainImage('x', PNG)).rejects.toMatchObject({ code: 'MODEL_TIMEOUT' });

@@ -179,12 +179,17 @@ export class Assistant {
     this.metrics.turns.inc({ outcome });
   }
 
+  /** The model that answers photo questions: `assistant.visionModel`, else the first with `vision: true`. */
+  visionModelName(): string | undefined {
+    return this.d.config.visionModel ?? Object.entries(this.d.config.models).find(([, m]) => m.vision)?.[0];
+  }
+
   /**
    * The vision endpoint's question about a device's photo, answered by the vision model in the xiaozhi
    * shape `{success, action: "RESPONSE", response}` (the device speaks `response` as it is).
    */
   async explainImage(question: string, image: Buffer): Promise<{ success: true; action: 'RESPONSE'; response: string }> {
-    const name = this.d.config.visionModel ?? Object.entries(this.d.config.models).find(([, m]) => m.vision)?.[0];
+    const name = this.visionModelName();
     if (name === undefined) throw new GatewayError('MODEL_NOT_FOUND', 'no vision model is configured (assistant.visionModel, or a model with vision: true)');
     const model = this.model(name);
     if (image.length > MAX_IMAGE_BYTES) throw new GatewayError('PAYLOAD_TOO_LARGE', `the image is over ${MAX_IMAGE_BYTES} bytes`);
