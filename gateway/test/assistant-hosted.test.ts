@@ -116,6 +116,8 @@ describe('assistant with hosted servers', () => {
     expect(llm.requests[0]!.system).toContain("Today's memo: buy milk");
     const msgs = llm.requests[0]!.body['messages'] as Array<{ role: string; content: string }>;
     expect(msgs.at(-1)).toEqual({ role: 'user', content: 'Summarize the memo in one line.' });
+    const conv = await t.api<{ messages: Array<{ role: string; content: string }> }>('GET', `/v1/assistant/conversations/${String(evs[0]!.data['conversationId'])}`);
+    expect(conv.body.messages.map((m) => m.content)).toEqual(['Summarize the memo in one line.', 'Milk, today.']);
     const bad = await t.api<{ code: string }>('POST', '/v1/assistant/chat', { message: 'x', resources: ['memo://nothing-here'] });
     expect(bad.body.code).toBe('NOT_FOUND');
   });

@@ -134,7 +134,8 @@ export class Assistant {
         const text = m.content.type === 'text' ? m.content.text : m.content.type === 'resource' && 'text' in m.content.resource ? String(m.content.resource.text) : resultText({ content: [m.content] });
         messages.push({ role: m.role, content: text });
       }
-      if (!userText) userText = `/prompt ${req.prompt.name}`;
+      // Without a message of its own, the conversation keeps what the template asked.
+      if (!userText) userText = [...messages].reverse().find((m) => m.role === 'user')?.content ?? `/prompt ${req.prompt.name}`;
     }
     if (req.message) messages.push({ role: 'user', content: req.message });
     if (!messages.length || messages[messages.length - 1]!.role !== 'user') throw new GatewayError('INVALID_REQUEST', 'a turn needs a message (or a prompt that ends with one)');
