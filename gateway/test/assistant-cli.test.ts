@@ -67,7 +67,7 @@ describe('voxgate chat', () => {
     expect(err).toContain(`${DEV}  online  websocket`);
     expect(err).toContain('mcp__fx__wipe');
     expect(err).toMatch(/\* oa {2}\(openai, native\)/);
-    expect(err).toContain("[MCP: Calling tool 'self_audio_speaker_set_volume']");
+    expect(err).toContain("[MCP: Detected 1 tool call]\n[MCP: Calling tool 'self_audio_speaker_set_volume']");
     expect(err).toContain("[MCP: Tool 'self_audio_speaker_set_volume' completed]");
     expect(err).toContain("[confirm 'mcp__fx__wipe': yes]");
     expect(err).toContain("[MCP: Tool 'mcp__fx__wipe' completed]");

@@ -49,6 +49,7 @@ export type TurnEvent =
   | { type: 'turn.started'; turnId: string; conversationId: string; model: string }
   | { type: 'resource.read'; uri: string; server: string }
   | { type: 'prompt.used'; name: string; server: string }
+  | { type: 'tool.calls'; round: number; count: number }
   | { type: 'tool.call'; callId: string; name: string; arguments: Record<string, unknown>; round: number }
   | { type: 'tool.result'; callId: string; name: string; isError: boolean; durationMs: number; text: string }
   | { type: 'confirmation.required'; callId: string; name: string; arguments: Record<string, unknown>; timeoutMs: number }
@@ -144,6 +145,7 @@ export class Turn {
         return { conversationId: i.conversationId, turnId: i.turnId, text, toolCalls: this.records, rounds: round, usage: this.usage };
       }
       messages.push({ role: 'assistant', content: reply.text, toolCalls: reply.toolCalls });
+      i.emit({ type: 'tool.calls', round, count: reply.toolCalls.length });
       const cap = this.d.settings.maxToolCallsPerRound;
       const results = await Promise.all(
         reply.toolCalls.map((c, k) => (k < cap ? this.runTool(c, round) : this.refuse(c, round, `Error: not run: at most ${cap} tool calls are run from one reply.`))),

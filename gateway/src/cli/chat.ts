@@ -91,6 +91,10 @@ export async function runChat(o: ChatOptions): Promise<number> {
           case 'prompt.used':
             info(`[MCP: Using prompt template '${String(e['name'])}' from server '${String(e['server'])}']`);
             break;
+          case 'tool.calls':
+            endAnswer();
+            info(`[MCP: Detected ${Number(e['count'])} tool call${e['count'] === 1 ? '' : 's'}]`);
+            break;
           case 'tool.call':
             endAnswer();
             info(`[MCP: Calling tool '${String(e['name'])}']`);
