@@ -278,6 +278,65 @@ export const ConfigSchema = z
           .prefault({}),
       })
       .prefault({}),
+    /** The LLM tool loop (docs/assistant.md). Models are named; a turn picks one (default: `defaultModel`). */
+    assistant: z
+      .object({
+        models: z
+          .record(
+            z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'model names: 1-64 of A-Z a-z 0-9 _ . : -'),
+            z
+              .object({
+                /** `openai`: Chat Completions (OpenAI, Ollama, vLLM, llama.cpp, LM Studio, DeepSeek...); `anthropic`: Messages; `gemini`: Google Gemini. */
+                provider: z.enum(['openai', 'anthropic', 'gemini']),
+                baseUrl: HttpUrl.optional(),
+                /** The environment variable holding the API key (never the key itself in the file). */
+                apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/).optional(),
+                model: z.string().min(1).max(256),
+                /** `native` function calling, `markers` (tools described in the prompt, calls parsed from text), `none` (no tools). */
+                toolMode: z.enum(['native', 'markers', 'none']).default('native'),
+                vision: Bool.default(false),
+                maxTokens: z.coerce.number().int().min(1).max(1_000_000).default(1024),
+                /** SDK retries on connection errors, 408/409/429 and 5xx. */
+                maxRetries: z.coerce.number().int().min(0).max(10).default(1),
+              })
+              .strict(),
+          )
+          .default({}),
+        defaultModel: z.string().optional(),
+        /** Answers the vision endpoint's questions about a device's photo; default: the first model with `vision: true`. */
+        visionModel: z.string().optional(),
+        visionPrompt: z
+          .string()
+          .max(16 * 1024)
+          .default('You are the eyes of a voice device. Answer the question about the photo in one or two short sentences that can be spoken aloud, in the language of the question.'),
+        systemPrompt: z
+          .string()
+          .max(64 * 1024)
+          .default('You are the assistant of a fleet of voice devices. Use the tools to act on devices and to look things up; answer briefly, in the language of the user.'),
+        /** Which tools a turn offers: the caller's whole namespace, device tools only, or none. */
+        tools: z.enum(['all', 'devices', 'none']).default('all'),
+        maxToolRounds: z.coerce.number().int().min(1).max(50).default(5),
+        /** Tool calls run from one model reply; the rest are answered "not run" (a prompt-injected model cannot fan out without end). */
+        maxToolCallsPerRound: z.coerce.number().int().min(1).max(256).default(16),
+        toolTimeoutMs: Ms(30_000),
+        modelTimeoutMs: Ms(120_000),
+        /** Tools that need a person's yes (besides those annotated destructiveHint): namespaced or short names. */
+        confirm: z.enum(['ask', 'deny', 'allow']).default('ask'),
+        confirmTools: Csv.default([]),
+        confirmTimeoutMs: Ms(60_000),
+        conversationTtlMs: Ms(3_600_000, 7 * 24 * 3_600_000),
+        maxConversations: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
+        /** Per conversation: user/answer pairs kept, and their total size; the oldest go first. */
+        maxConversationTurns: z.coerce.number().int().min(1).max(1000).default(50),
+        maxConversationBytes: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(256 * 1024),
+        maxMessageBytes: z.coerce.number().int().min(16).max(1024 * 1024).default(32 * 1024),
+        /** Tool results are cut to this many characters before the model reads them. */
+        maxToolResultChars: z.coerce.number().int().min(256).max(1024 * 1024).default(16_000),
+        maxConcurrentTurns: z.coerce.number().int().min(1).max(100_000).default(64),
+        /** Turns running at once for one tenant (keys without a tenant share one count): no tenant can take every slot. */
+        maxConcurrentTurnsPerTenant: z.coerce.number().int().min(1).max(100_000).default(16),
+      })
+      .prefault({}),
   })
   // Cross-field rules run even when other fields failed (`when`), so one start lists every problem; the
   // values they read may then be raw input, hence the type guards.
@@ -303,6 +362,16 @@ export const ConfigSchema = z
   .refine((c) => !(typeof c.http?.maxConnections === 'number' && typeof c.ws?.maxConnections === 'number' && c.http.maxConnections <= c.ws.maxConnections), {
     path: ['http', 'maxConnections'],
     message: 'must exceed ws.maxConnections: the difference is what the API and health checks keep when devices fill the port',
+    when: always,
+  })
+  .refine((c) => !(typeof c.assistant?.defaultModel === 'string' && isPlain(c.assistant.models) && !(c.assistant.defaultModel in c.assistant.models)), {
+    path: ['assistant', 'defaultModel'],
+    message: 'names no model in assistant.models',
+    when: always,
+  })
+  .refine((c) => !(typeof c.assistant?.visionModel === 'string' && isPlain(c.assistant.models) && !(c.assistant.visionModel in c.assistant.models)), {
+    path: ['assistant', 'visionModel'],
+    message: 'names no model in assistant.models',
     when: always,
   })
   .refine((c) => !(typeof c.mqtt?.keepaliveMinSeconds === 'number' && typeof c.mqtt.keepaliveMaxSeconds === 'number' && c.mqtt.keepaliveMinSeconds > c.mqtt.keepaliveMaxSeconds), {
@@ -384,6 +453,12 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_SCHEMA_MAX_BYTES: ['schemas', 'maxBytes'],
   GATEWAY_SCHEMA_MAX_DEPTH: ['schemas', 'maxDepth'],
   GATEWAY_VALIDATOR_CACHE_SIZE: ['schemas', 'validatorCacheSize'],
+  GATEWAY_ASSISTANT_DEFAULT_MODEL: ['assistant', 'defaultModel'],
+  GATEWAY_ASSISTANT_TOOLS: ['assistant', 'tools'],
+  GATEWAY_ASSISTANT_MAX_TOOL_ROUNDS: ['assistant', 'maxToolRounds'],
+  GATEWAY_ASSISTANT_TOOL_TIMEOUT_MS: ['assistant', 'toolTimeoutMs'],
+  GATEWAY_ASSISTANT_CONFIRM: ['assistant', 'confirm'],
+  GATEWAY_ASSISTANT_CONFIRM_TOOLS: ['assistant', 'confirmTools'],
 };
 
 export class ConfigError extends Error {

@@ -28,6 +28,13 @@ export const ERRORS = {
   ENROLLMENT_REFUSED: { status: 403, title: 'Enrollment refused' },
   ENROLLMENT_REJECTED: { status: 403, title: 'Enrollment rejected by an operator' },
   ENROLLMENT_BUSY: { status: 503, title: 'Too many pending enrollments' },
+  MODEL_NOT_FOUND: { status: 404, title: 'Model not found' },
+  MODEL_ERROR: { status: 502, title: 'Model error' },
+  MODEL_TIMEOUT: { status: 504, title: 'Model timeout' },
+  CONVERSATION_BUSY: { status: 409, title: 'Conversation busy' },
+  TOO_MANY_TURNS: { status: 429, title: 'Too many turns' },
+  /** The caller went away or cancelled the turn (nginx's "client closed request"). */
+  CANCELLED: { status: 499, title: 'Cancelled' },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

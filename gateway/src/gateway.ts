@@ -4,6 +4,7 @@ import { mintVisionToken, normalizeDeviceId, type VisionCapability } from '@voxg
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApi, metricsKeys } from './api/app.js';
+import { Assistant } from './assistant/assistant.js';
 import { startMetricsListener } from './api/health.js';
 import type { Config } from './config.js';
 import { DeviceRegistry } from './devices/registry.js';
@@ -57,6 +58,8 @@ export interface Gateway {
   store: Store;
   /** Which devices may join (absent when device auth is open). */
   enrollment: Enrollment | undefined;
+  /** The LLM tool loop. */
+  assistant: Assistant;
   close(): Promise<void>;
 }
 
@@ -157,6 +160,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     },
   });
   const tenants = new Map(Object.entries(config.apiKeyTenants));
+  const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
   let mcpEndpoint: McpEndpoint | undefined;
 
   let stopping = false;
@@ -191,6 +195,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     tenantOf: (key) => tenants.get(key),
     onMcpEndpoint: (e) => (mcpEndpoint = e),
     enrollment,
+    assistant,
   });
   limitConnections(http.server, 'http', config.http, metrics, log.child({ component: 'http' }));
   countRequestTimeouts(http.server, metrics);
@@ -235,6 +240,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       });
     }
   } catch (e) {
+    assistant.close();
     await metricsListener?.close();
     ws.close(CLOSE_SHUTDOWN, 'start failed');
     await mqtt?.close();
@@ -260,6 +266,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       // Wait until each device socket has closed (close handshake done, or terminated a second later): a
       // process that exits before that cuts off the close frame, and the device sees 1006, not 1001.
       const devicesClosed = Promise.all([...ws.wss.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))));
+      assistant.close();
       ws.close(CLOSE_SHUTDOWN, 'gateway shutting down');
       await mcpEndpoint?.close();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
@@ -288,6 +295,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     hubStarted,
     store,
     enrollment,
+    assistant,
     close,
   };
 }

@@ -37,6 +37,12 @@ describe('OpenAPI document', () => {
           '/v1/enrollments/{code}/reject',
           '/v1/enrollments/devices/{deviceId}',
           '/v1/enrollments/devices/{deviceId}/reenroll',
+          '/v1/assistant/chat',
+          '/v1/assistant/conversations/{id}',
+          '/v1/assistant/models',
+          '/v1/assistant/turns/{id}',
+          '/v1/assistant/turns/{turnId}/confirmations/{callId}',
+          '/v1/chat/completions',
         ].sort(),
       );
       expect(doc.paths['/v1/devices']!['get']!.security).toEqual([{ apiKey: [] }]);

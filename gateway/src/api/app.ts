@@ -11,6 +11,8 @@ import { FirmwareService } from '../firmware/service.js';
 import { registerMcpEndpoint, type McpEndpoint } from '../facade/mcp-endpoint.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
+import type { Assistant } from '../assistant/assistant.js';
+import { assistantRoutes } from './assistant.js';
 import { requireApiKey } from './auth.js';
 import type { Enrollment } from '../enrollment/enrollment.js';
 import { deviceRoutes } from './devices.js';
@@ -45,6 +47,8 @@ export interface ApiDeps {
   enrollment?: Enrollment | undefined;
   /** The vision endpoint and photo store, when vision.serve is on. */
   vision?: VisionService;
+  /** The LLM tool loop (/v1/assistant/*, /v1/chat/completions). */
+  assistant?: Assistant;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -95,6 +99,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     });
     await v1.register(enrollmentRoutes, { enrollment: d.enrollment });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
+    if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: d.config.assistant.maxMessageBytes });
   });
   if (d.hub && d.config.mcp.endpoint.enabled) {
     const hub = d.hub;

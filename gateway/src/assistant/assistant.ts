@@ -1,0 +1,235 @@
+import { randomUUID } from 'node:crypto';
+import { normalizeDeviceId } from '@voxgate/protocol';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { GatewayError } from '../errors.js';
+import type { Tokens } from '../hub/credentials.js';
+import type { Caller, McpHub } from '../hub/hub.js';
+import type { Metrics } from '../metrics.js';
+import { ConversationStore, type Conversation } from './conversations.js';
+import { createAssistantMetrics, type AssistantMetrics } from './metrics.js';
+import { createProvider } from './providers/index.js';
+import { buildToolset } from './toolset.js';
+import { resultText, Turn, TurnCancelled, type TurnEvent, type TurnModel, type TurnResult } from './turn.js';
+import type { ChatMessage, ImageInput } from './types.js';
+
+export type AssistantConfig = Config['assistant'];
+
+/** The xiaozhi vision server's cap. */
+const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
+
+/** By magic bytes, never by what the sender claims. */
+export function imageType(b: Buffer): ImageInput['mimeType'] | undefined {
+  if (b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return 'image/jpeg';
+  if (b.length >= 8 && b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))) return 'image/png';
+  if (b.length >= 6 && (b.subarray(0, 6).toString('latin1') === 'GIF87a' || b.subarray(0, 6).toString('latin1') === 'GIF89a')) return 'image/gif';
+  if (b.length >= 12 && b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP') return 'image/webp';
+  return undefined;
+}
+
+export interface ChatRequest {
+  message?: string | undefined;
+  conversationId?: string | undefined;
+  deviceId?: string | undefined;
+  model?: string | undefined;
+  prompt?: { name: string; arguments?: Record<string, string> | undefined } | undefined;
+  resources?: string[] | undefined;
+  tokens?: Tokens | undefined;
+  /** Earlier messages given by the caller (the OpenAI-compatible endpoint is stateless), before the stored ones. */
+  history?: Array<{ role: 'user' | 'assistant'; content: string }> | undefined;
+  /** Instructions from the caller, after the gateway's system prompt. */
+  system?: string[] | undefined;
+}
+
+export interface StartedTurn {
+  turn: Turn;
+  /** Resolves with the answer; rejects with a GatewayError (model failures) or TurnCancelled. */
+  done: Promise<TurnResult>;
+}
+
+/**
+ * The assistant: named models, conversations, and the turns running now (so a person can confirm a tool
+ * or cancel a turn from another request). Everything is per tenant.
+ */
+export class Assistant {
+  private readonly models = new Map<string, TurnModel>();
+  readonly conversations: ConversationStore;
+  private readonly turns = new Map<string, Turn>();
+  private readonly metrics: AssistantMetrics;
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(private readonly d: { config: AssistantConfig; hub: McpHub; log: Logger; metrics: Metrics; env?: NodeJS.ProcessEnv }) {
+    const env = d.env ?? process.env;
+    for (const [name, m] of Object.entries(d.config.models)) {
+      const apiKey = m.apiKeyEnv ? env[m.apiKeyEnv] : undefined;
+      if (m.apiKeyEnv && !apiKey) d.log.warn({ model: name, apiKeyEnv: m.apiKeyEnv }, 'assistant model: the API key variable is not set');
+      // The SDK's own timeout is a backstop: the turn's timer fires first and says MODEL_TIMEOUT.
+      const client = createProvider(m.provider, { model: m.model, baseUrl: m.baseUrl, apiKey, maxTokens: m.maxTokens, maxRetries: m.maxRetries, timeoutMs: d.config.modelTimeoutMs + 5000 });
+      this.models.set(name, { name, provider: m.provider, client, toolMode: m.toolMode, secret: apiKey });
+    }
+    this.conversations = new ConversationStore({
+      ttlMs: d.config.conversationTtlMs,
+      maxConversations: d.config.maxConversations,
+      maxTurns: d.config.maxConversationTurns,
+      maxBytes: d.config.maxConversationBytes,
+    });
+    this.sweeper = setInterval(() => this.conversations.sweep(), Math.min(60_000, d.config.conversationTtlMs)).unref();
+    this.metrics = createAssistantMetrics(d.metrics);
+  }
+
+  modelList(): Array<{ name: string; provider: string; toolMode: string; default: boolean }> {
+    const def = this.defaultModel();
+    return [...this.models.values()].map((m) => ({ name: m.name, provider: m.provider, toolMode: m.toolMode, default: m.name === def }));
+  }
+
+  private defaultModel(): string | undefined {
+    return this.d.config.defaultModel ?? this.models.keys().next().value;
+  }
+
+  model(name: string | undefined): TurnModel {
+    const n = name ?? this.defaultModel();
+    const m = n === undefined ? undefined : this.models.get(n);
+    if (!m) throw new GatewayError('MODEL_NOT_FOUND', n === undefined ? 'no assistant model is configured (assistant.models)' : `no assistant model named "${n.slice(0, 64)}"`, { models: [...this.models.keys()] });
+    return m;
+  }
+
+  /** Check everything a turn needs (model, conversation, device, resources, prompt), then start it. Errors here are the caller's (problem+json). */
+  async start(req: ChatRequest, caller: Caller, o: { stream: boolean; interactive: boolean; emit(e: TurnEvent): void }): Promise<StartedTurn> {
+    const model = this.model(req.model);
+    if (this.turns.size >= this.d.config.maxConcurrentTurns) throw new GatewayError('TOO_MANY_TURNS', `${this.turns.size} assistant turns are running; try again shortly`);
+    const mine = [...this.turns.values()].filter((t) => t.tenant === caller.tenant).length;
+    if (mine >= this.d.config.maxConcurrentTurnsPerTenant) throw new GatewayError('TOO_MANY_TURNS', `${mine} assistant turns of yours are running; wait for one to end`);
+    const deviceId = req.deviceId === undefined ? undefined : normalizeDeviceId(req.deviceId);
+    if (req.deviceId !== undefined && !deviceId) throw new GatewayError('INVALID_REQUEST', 'deviceId must be a MAC address');
+    let conv: Conversation | undefined;
+    if (req.conversationId !== undefined) {
+      conv = this.conversations.get(req.conversationId, caller.tenant);
+      if (!conv) throw new GatewayError('NOT_FOUND', 'no such conversation (it may have expired)');
+      if (conv.busy) throw new GatewayError('CONVERSATION_BUSY', 'a turn is already running in this conversation');
+    }
+    const ctx = { ...caller, tokens: req.tokens };
+    const scope = this.d.config.tools;
+    const toolset = buildToolset(this.d.hub.tools(caller), scope, deviceId);
+    const system = [this.d.config.systemPrompt];
+    if (deviceId)
+      system.push(
+        `You are speaking through the device ${deviceId}. Its own tools come first in the list, under short names${toolset.specs.length && [...toolset.byName.values()].some((t) => t.source.kind === 'device' && t.source.deviceId === deviceId) ? '' : ' (it is offline now: it has none)'}.`,
+      );
+    if (scope === 'all') for (const s of this.d.hub.instructions(caller).system) system.push(s.instruction);
+    for (const extra of req.system ?? []) system.push(extra);
+    const early: TurnEvent[] = [];
+    for (const uri of req.resources ?? []) {
+      const r = await this.d.hub.readResource(uri, undefined, ctx);
+      const text = r.contents.map((c) => ('text' in c ? String(c.text) : `[${c.mimeType ?? 'binary'} content omitted]`)).join('\n');
+      system.push(`Resource ${uri}:\n${text.slice(0, this.d.config.maxToolResultChars)}`);
+      early.push({ type: 'resource.read', uri, server: r.server });
+    }
+    const messages: ChatMessage[] = [];
+    for (const m of [...(req.history ?? []), ...(conv?.messages ?? [])]) messages.push({ role: m.role, content: m.content });
+    let userText = req.message ?? '';
+    if (req.prompt) {
+      const p = await this.d.hub.getPrompt(req.prompt.name, req.prompt.arguments ?? {}, ctx);
+      early.push({ type: 'prompt.used', name: req.prompt.name, server: p.server });
+      for (const m of p.messages) {
+        const text = m.content.type === 'text' ? m.content.text : m.content.type === 'resource' && 'text' in m.content.resource ? String(m.content.resource.text) : resultText({ content: [m.content] });
+        messages.push({ role: m.role, content: text });
+      }
+      // Without a message of its own, the conversation keeps what the template asked.
+      if (!userText) userText = [...messages].reverse().find((m) => m.role === 'user')?.content ?? `/prompt ${req.prompt.name}`;
+    }
+    if (req.message) messages.push({ role: 'user', content: req.message });
+    if (!messages.length || messages[messages.length - 1]!.role !== 'user') throw new GatewayError('INVALID_REQUEST', 'a turn needs a message (or a prompt that ends with one)');
+
+    conv ??= this.conversations.create(caller.tenant);
+    conv.busy = true;
+    const turnId = randomUUID();
+    const log = this.d.log.child({ component: 'assistant', turnId, conversationId: conv.id, model: model.name });
+    const turn = new Turn(
+      { turnId, conversationId: conv.id, caller, tokens: req.tokens, model, toolset, system, messages, query: req.message ?? '', interactive: o.interactive, stream: o.stream, emit: o.emit },
+      { hub: this.d.hub, log, metrics: this.metrics, settings: this.d.config },
+    );
+    this.turns.set(turnId, turn);
+    o.emit({ type: 'turn.started', turnId, conversationId: conv.id, model: model.name });
+    for (const e of early) o.emit(e);
+    const started = performance.now();
+    const c = conv;
+    const done = turn.run().then(
+      (r) => {
+        this.conversations.append(c, userText, r.text);
+        this.finish(turn, c, 'completed');
+        log.info({ rounds: r.rounds, toolCalls: r.toolCalls.length, usage: r.usage, ms: Math.round(performance.now() - started) }, 'assistant turn completed');
+        log.debug({ message: userText, answer: r.text }, 'assistant turn text');
+        return r;
+      },
+      (e: unknown) => {
+        const outcome = e instanceof TurnCancelled ? 'cancelled' : 'failed';
+        this.finish(turn, c, outcome);
+        if (e instanceof TurnCancelled) log.info({ reason: e.reason }, 'assistant turn cancelled');
+        else if (e instanceof GatewayError) log.warn({ code: e.code, detail: e.message }, 'assistant turn failed');
+        else log.error({ err: e }, 'assistant turn failed');
+        throw e instanceof TurnCancelled || e instanceof GatewayError ? e : new GatewayError('INTERNAL', 'the turn failed; see the gateway log');
+      },
+    );
+    return { turn, done };
+  }
+
+  private finish(turn: Turn, c: Conversation, outcome: 'completed' | 'failed' | 'cancelled'): void {
+    this.turns.delete(turn.id);
+    c.busy = false;
+    this.conversations.touch(c);
+    this.metrics.turns.inc({ outcome });
+  }
+
+  /** The model that answers photo questions: `assistant.visionModel`, else the first with `vision: true`. */
+  visionModelName(): string | undefined {
+    return this.d.config.visionModel ?? Object.entries(this.d.config.models).find(([, m]) => m.vision)?.[0];
+  }
+
+  /**
+   * The vision endpoint's question about a device's photo, answered by the vision model in the xiaozhi
+   * shape `{success, action: "RESPONSE", response}` (the device speaks `response` as it is).
+   */
+  async explainImage(question: string, image: Buffer): Promise<{ success: true; action: 'RESPONSE'; response: string }> {
+    const name = this.visionModelName();
+    if (name === undefined) throw new GatewayError('MODEL_NOT_FOUND', 'no vision model is configured (assistant.visionModel, or a model with vision: true)');
+    const model = this.model(name);
+    if (image.length > MAX_IMAGE_BYTES) throw new GatewayError('PAYLOAD_TOO_LARGE', `the image is over ${MAX_IMAGE_BYTES} bytes`);
+    const mimeType = imageType(image);
+    if (!mimeType) throw new GatewayError('INVALID_REQUEST', 'the image is not a JPEG, PNG, GIF or WebP');
+    const started = performance.now();
+    const signal = AbortSignal.timeout(this.d.config.modelTimeoutMs);
+    let outcome = 'ok';
+    try {
+      const reply = await model.client.complete({
+        system: this.d.config.visionPrompt,
+        messages: [{ role: 'user', content: question.slice(0, this.d.config.maxMessageBytes) || 'What is in this photo?', images: [{ mimeType, data: image.toString('base64') }] }],
+        tools: [],
+        toolChoice: 'auto',
+        signal,
+      });
+      this.metrics.tokens.inc({ provider: model.provider, direction: 'input' }, reply.usage.inputTokens);
+      this.metrics.tokens.inc({ provider: model.provider, direction: 'output' }, reply.usage.outputTokens);
+      return { success: true, action: 'RESPONSE', response: reply.text };
+    } catch (e) {
+      outcome = signal.aborted ? 'timeout' : 'error';
+      if (outcome === 'timeout') throw new GatewayError('MODEL_TIMEOUT', `model "${name}" did not answer within ${this.d.config.modelTimeoutMs} ms`);
+      const msg = (e instanceof Error ? e.message : String(e)).slice(0, 500);
+      throw new GatewayError('MODEL_ERROR', `model "${name}" failed: ${model.secret ? msg.split(model.secret).join('[REDACTED]') : msg}`);
+    } finally {
+      this.metrics.modelLatency.observe({ provider: model.provider, outcome }, (performance.now() - started) / 1000);
+    }
+  }
+
+  /** A running turn of this tenant, or NOT_FOUND (another tenant's turn is not found either). */
+  turn(id: string, caller: Caller): Turn {
+    const t = this.turns.get(id);
+    if (!t || t.tenant !== caller.tenant) throw new GatewayError('NOT_FOUND', 'no running turn with this id');
+    return t;
+  }
+
+  /** Cancel every running turn (shutdown). */
+  close(): void {
+    clearInterval(this.sweeper);
+    for (const t of this.turns.values()) t.cancel('the gateway is shutting down');
+  }
+}

@@ -1,0 +1,99 @@
+import { randomUUID } from 'node:crypto';
+
+/** What a conversation keeps: the user's messages and the final answers (never the tool steps). */
+export interface StoredMessage {
+  role: 'user' | 'assistant';
+  content: string;
+  at: string;
+}
+
+export interface Conversation {
+  id: string;
+  tenant: string | undefined;
+  messages: StoredMessage[];
+  bytes: number;
+  createdAt: number;
+  updatedAt: number;
+  /** A turn is running on it: a second one at the same time would interleave the history. */
+  busy: boolean;
+}
+
+export interface ConversationLimits {
+  ttlMs: number;
+  maxConversations: number;
+  maxTurns: number;
+  maxBytes: number;
+}
+
+/**
+ * Conversations in memory: expired after `ttlMs` idle, at most `maxConversations` (the least recently used
+ * goes), each cut to its last `maxTurns` exchanges and `maxBytes`. A conversation belongs to the tenant
+ * that started it: another tenant never finds it.
+ */
+export class ConversationStore {
+  // A Map keeps insertion order; touching re-inserts, so the first entry is the least recently used.
+  private readonly byId = new Map<string, Conversation>();
+
+  constructor(private readonly limits: ConversationLimits) {}
+
+  get(id: string, tenant: string | undefined, now = Date.now()): Conversation | undefined {
+    const c = this.byId.get(id);
+    if (!c || c.tenant !== tenant) return undefined;
+    if (now - c.updatedAt > this.limits.ttlMs && !c.busy) {
+      this.byId.delete(id);
+      return undefined;
+    }
+    return c;
+  }
+
+  create(tenant: string | undefined, now = Date.now()): Conversation {
+    this.sweep(now);
+    while (this.byId.size >= this.limits.maxConversations) {
+      const oldest = [...this.byId.values()].find((c) => !c.busy);
+      if (!oldest) break;
+      this.byId.delete(oldest.id);
+    }
+    const c: Conversation = { id: randomUUID(), tenant, messages: [], bytes: 0, createdAt: now, updatedAt: now, busy: false };
+    this.byId.set(c.id, c);
+    return c;
+  }
+
+  /** Keep one exchange, then trim: whole exchanges from the front until within the bounds. */
+  append(c: Conversation, user: string, answer: string, now = Date.now()): void {
+    const at = new Date(now).toISOString();
+    c.messages.push({ role: 'user', content: user, at }, { role: 'assistant', content: answer, at });
+    c.bytes += Buffer.byteLength(user) + Buffer.byteLength(answer);
+    while (c.messages.length > 2 && (c.messages.length / 2 > this.limits.maxTurns || c.bytes > this.limits.maxBytes)) {
+      const [u, a] = c.messages.splice(0, 2);
+      c.bytes -= Buffer.byteLength(u!.content) + Buffer.byteLength(a!.content);
+    }
+    this.touch(c, now);
+  }
+
+  touch(c: Conversation, now = Date.now()): void {
+    c.updatedAt = now;
+    if (this.byId.has(c.id)) {
+      this.byId.delete(c.id);
+      this.byId.set(c.id, c);
+    }
+  }
+
+  delete(id: string, tenant: string | undefined): boolean {
+    const c = this.get(id, tenant);
+    if (!c) return false;
+    this.byId.delete(id);
+    return true;
+  }
+
+  /** Drop expired conversations (least recently used first, so stop at the first live one). */
+  sweep(now = Date.now()): void {
+    for (const c of this.byId.values()) {
+      if (now - c.updatedAt <= this.limits.ttlMs) break;
+      if (!c.busy) this.byId.delete(c.id);
+    }
+  }
+
+  get size(): number {
+    return this.byId.size;
+  }
+}

@@ -1,0 +1,27 @@
+import { Counter, Histogram } from 'prom-client';
+import type { Metrics } from '../metrics.js';
+
+/** The assistant's operator counters, registered in the gateway's one registry (labels never name a person or a device). */
+export function createAssistantMetrics(m: Metrics) {
+  const registers = [m.registry];
+  return {
+    turns: new Counter({ name: 'voxgate_assistant_turns_total', help: 'Assistant turns by outcome (completed, failed, cancelled)', labelNames: ['outcome'] as const, registers }),
+    rounds: new Histogram({ name: 'voxgate_assistant_turn_rounds', help: 'Model calls per assistant turn', buckets: [1, 2, 3, 4, 5, 6, 8, 11, 21, 51], registers }),
+    toolCalls: new Counter({
+      name: 'voxgate_assistant_tool_calls_total',
+      help: 'Tool calls the assistant ran, by outcome (ok, error, timeout, declined, not_found, invalid, refused)',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    modelLatency: new Histogram({
+      name: 'voxgate_assistant_model_seconds',
+      help: 'Model request duration, by provider and outcome',
+      labelNames: ['provider', 'outcome'] as const,
+      buckets: [0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120],
+      registers,
+    }),
+    tokens: new Counter({ name: 'voxgate_assistant_tokens_total', help: 'Model tokens, by provider and direction (input, output)', labelNames: ['provider', 'direction'] as const, registers }),
+  };
+}
+
+export type AssistantMetrics = ReturnType<typeof createAssistantMetrics>;

@@ -1,0 +1,72 @@
+import Anthropic from '@anthropic-ai/sdk';
+import type { ContentBlockParam, MessageParam, Tool } from '@anthropic-ai/sdk/resources/messages';
+import type { ChatMessage, ModelProvider, ModelReply, ModelRequest, ToolCallRequest } from '../types.js';
+import type { ProviderOptions } from './index.js';
+
+/** Anthropic Messages with tool use, through the official SDK. */
+export class AnthropicProvider implements ModelProvider {
+  private readonly client: Anthropic;
+
+  constructor(private readonly o: ProviderOptions) {
+    this.client = new Anthropic({ apiKey: o.apiKey ?? null, baseURL: o.baseUrl ?? null, maxRetries: o.maxRetries, timeout: o.timeoutMs });
+  }
+
+  async complete(req: ModelRequest): Promise<ModelReply> {
+    const body = {
+      model: this.o.model,
+      max_tokens: this.o.maxTokens,
+      system: req.system,
+      messages: toMessages(req.messages),
+      ...(req.tools.length ? { tools: req.tools.map(toTool), tool_choice: { type: req.toolChoice } } : {}),
+    };
+    let message: Anthropic.Message;
+    if (req.onText) {
+      const onText = req.onText;
+      const stream = this.client.messages.stream(body, { signal: req.signal });
+      stream.on('text', (delta) => onText(delta));
+      message = await stream.finalMessage();
+    } else message = await this.client.messages.create({ ...body, stream: false }, { signal: req.signal });
+    let text = '';
+    const toolCalls: ToolCallRequest[] = [];
+    for (const b of message.content) {
+      if (b.type === 'text') text += b.text;
+      else if (b.type === 'tool_use') {
+        const input = b.input;
+        if (typeof input === 'object' && input !== null && !Array.isArray(input)) toolCalls.push({ id: b.id, name: b.name, arguments: input as Record<string, unknown> });
+        else toolCalls.push({ id: b.id, name: b.name, arguments: {}, argumentsError: 'the arguments must be a JSON object' });
+      }
+    }
+    return { text, toolCalls, usage: { inputTokens: message.usage.input_tokens, outputTokens: message.usage.output_tokens } };
+  }
+}
+
+function toTool(t: { name: string; description: string; parameters: Record<string, unknown> }): Tool {
+  // Anthropic requires an object schema at the top.
+  return { name: t.name, description: t.description, input_schema: { ...t.parameters, type: 'object' } };
+}
+
+/** Tool results go back as user messages of tool_result blocks; consecutive ones share one message. */
+function toMessages(messages: ChatMessage[]): MessageParam[] {
+  const out: MessageParam[] = [];
+  for (const m of messages) {
+    if (m.role === 'tool') {
+      const block: ContentBlockParam = { type: 'tool_result', tool_use_id: m.toolCallId, content: m.content, is_error: m.isError };
+      const last = out[out.length - 1];
+      if (last?.role === 'user' && Array.isArray(last.content) && last.content.every((b) => b.type === 'tool_result')) last.content.push(block);
+      else out.push({ role: 'user', content: [block] });
+    } else if (m.role === 'user') {
+      const blocks: ContentBlockParam[] = [...(m.images ?? []).map((i): ContentBlockParam => ({ type: 'image', source: { type: 'base64', media_type: i.mimeType, data: i.data } })), { type: 'text', text: m.content }];
+      // A user message right after tool results (the round-limit notice) joins them: roles alternate.
+      const last = out[out.length - 1];
+      if (last?.role === 'user' && Array.isArray(last.content)) last.content.push(...blocks);
+      else out.push({ role: 'user', content: m.images?.length ? blocks : m.content });
+    }
+    else {
+      const blocks: ContentBlockParam[] = [];
+      if (m.content) blocks.push({ type: 'text', text: m.content });
+      for (const c of m.toolCalls ?? []) blocks.push({ type: 'tool_use', id: c.id, name: c.name, input: c.arguments });
+      out.push({ role: 'assistant', content: blocks.length ? blocks : '' });
+    }
+  }
+  return out;
+}

@@ -1,0 +1,336 @@
+import type { CallToolResult } from '@modelcontextprotocol/client';
+import type { Logger } from 'pino';
+import { GatewayError } from '../errors.js';
+import type { Tokens } from '../hub/credentials.js';
+import type { Caller, HubTool, McpHub } from '../hub/hub.js';
+import { MarkerModel } from './markers.js';
+import type { AssistantMetrics } from './metrics.js';
+import { autoContextArgument, needsConfirmation, type Toolset } from './toolset.js';
+import { addUsage, type ChatMessage, type ModelProvider, type ModelReply, type ModelRequest, type ToolCallRequest, type Usage } from './types.js';
+
+export interface TurnSettings {
+  maxToolRounds: number;
+  maxToolCallsPerRound: number;
+  toolTimeoutMs: number;
+  modelTimeoutMs: number;
+  confirm: 'ask' | 'deny' | 'allow';
+  confirmTools: readonly string[];
+  confirmTimeoutMs: number;
+  maxToolResultChars: number;
+}
+
+export interface TurnModel {
+  name: string;
+  provider: 'openai' | 'anthropic' | 'gemini';
+  client: ModelProvider;
+  toolMode: 'native' | 'markers' | 'none';
+  /** Scrubbed from provider error messages. */
+  secret?: string | undefined;
+}
+
+export interface ToolCallRecord {
+  callId: string;
+  name: string;
+  arguments: Record<string, unknown>;
+  isError: boolean;
+  durationMs: number;
+}
+
+export interface TurnResult {
+  conversationId: string;
+  turnId: string;
+  text: string;
+  toolCalls: ToolCallRecord[];
+  rounds: number;
+  usage: Usage;
+}
+
+export type TurnEvent =
+  | { type: 'turn.started'; turnId: string; conversationId: string; model: string }
+  | { type: 'resource.read'; uri: string; server: string }
+  | { type: 'prompt.used'; name: string; server: string }
+  | { type: 'tool.calls'; round: number; count: number }
+  | { type: 'tool.call'; callId: string; name: string; arguments: Record<string, unknown>; round: number }
+  | { type: 'tool.result'; callId: string; name: string; isError: boolean; durationMs: number; text: string }
+  | { type: 'confirmation.required'; callId: string; name: string; arguments: Record<string, unknown>; timeoutMs: number }
+  | { type: 'text.delta'; text: string; round: number }
+  | ({ type: 'turn.completed' } & TurnResult)
+  | { type: 'turn.failed'; turnId: string; code: string; detail: string };
+
+export interface TurnInput {
+  turnId: string;
+  conversationId: string;
+  caller: Caller;
+  tokens?: Tokens | undefined;
+  model: TurnModel;
+  toolset: Toolset;
+  /** The base system prompt plus the servers' system_instruction, resources read for this turn. */
+  system: string[];
+  /** Earlier exchanges, then this turn's messages (prompt template expansion, the user's message). */
+  messages: ChatMessage[];
+  /** The user's words, for auto-context tools. */
+  query: string;
+  /** A person can answer confirmations (a stream is open). */
+  interactive: boolean;
+  /** Stream text from the model as it arrives. */
+  stream: boolean;
+  emit(e: TurnEvent): void;
+}
+
+export const ROUND_LIMIT_MESSAGE = (n: number) =>
+  `The limit of ${n} tool rounds for this answer has been reached: no more tools can be run. Answer the user now with what you have, and say what could not be done.`;
+
+export class TurnCancelled extends Error {
+  constructor(readonly reason: string) {
+    super(`the turn was cancelled: ${reason}`);
+  }
+}
+
+/**
+ * One turn of the tool loop (seed 000): ask the model with the tools; while it asks for tools, run them
+ * (in parallel; each with a timeout; every failure a result the model reads) and ask again; past
+ * `maxToolRounds` ask once more with tools disabled. Intermediate steps live only here.
+ */
+export class Turn {
+  private readonly ac = new AbortController();
+  private readonly confirmations = new Map<string, (approve: boolean) => void>();
+  private readonly responseInstructions = new Map<string, string>();
+  private readonly contextSections: string[] = [];
+  private readonly records: ToolCallRecord[] = [];
+  private usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  private seq = 0;
+  private readonly model: ModelProvider;
+
+  constructor(
+    private readonly i: TurnInput,
+    private readonly d: { hub: McpHub; log: Logger; metrics: AssistantMetrics; settings: TurnSettings },
+  ) {
+    this.model = i.model.toolMode === 'markers' ? new MarkerModel(i.model.client) : i.model.client;
+  }
+
+  get id(): string {
+    return this.i.turnId;
+  }
+  get tenant(): string | undefined {
+    return this.i.caller.tenant;
+  }
+
+  /** Abort the model request and every tool call in flight. */
+  cancel(reason: string): void {
+    if (!this.ac.signal.aborted) this.ac.abort(new TurnCancelled(reason));
+  }
+
+  /** A person's answer to a pending confirmation; false when there is none with this id. */
+  confirm(callId: string, approve: boolean): boolean {
+    const f = this.confirmations.get(callId);
+    if (!f) return false;
+    f(approve);
+    return true;
+  }
+
+  async run(): Promise<TurnResult> {
+    const { i } = this;
+    const tools = i.model.toolMode === 'none' ? [] : i.toolset.specs;
+    const messages = [...i.messages];
+    await this.autoContext();
+    let round = 0;
+    for (;;) {
+      round++;
+      const forced = round > this.d.settings.maxToolRounds && tools.length > 0;
+      if (forced) messages.push({ role: 'user', content: ROUND_LIMIT_MESSAGE(this.d.settings.maxToolRounds) });
+      const reply = await this.ask({ system: this.system(), messages, tools, toolChoice: forced ? 'none' : 'auto' }, round);
+      if (!reply.toolCalls.length || forced || !tools.length) {
+        const text = reply.text || (forced ? `I stopped after ${this.d.settings.maxToolRounds} rounds of tool calls without an answer.` : '');
+        this.d.metrics.rounds.observe(round);
+        return { conversationId: i.conversationId, turnId: i.turnId, text, toolCalls: this.records, rounds: round, usage: this.usage };
+      }
+      messages.push({ role: 'assistant', content: reply.text, toolCalls: reply.toolCalls });
+      i.emit({ type: 'tool.calls', round, count: reply.toolCalls.length });
+      const cap = this.d.settings.maxToolCallsPerRound;
+      const results = await Promise.all(
+        reply.toolCalls.map((c, k) => (k < cap ? this.runTool(c, round) : this.refuse(c, round, `Error: not run: at most ${cap} tool calls are run from one reply.`))),
+      );
+      reply.toolCalls.forEach((c, k) => messages.push({ role: 'tool', toolCallId: c.id, name: c.name, content: results[k]!.text, isError: results[k]!.isError }));
+    }
+  }
+
+  /** The base prompt and system instructions, auto-context results, then the response instructions of servers whose tools ran. */
+  private system(): string {
+    return [...this.i.system, ...this.contextSections, ...this.responseInstructions.values()].filter(Boolean).join('\n\n');
+  }
+
+  private noteResponseInstruction(t: HubTool | undefined): void {
+    if (!t?.responseInstruction || t.source.kind !== 'server') return;
+    if (!this.responseInstructions.has(t.source.server)) this.responseInstructions.set(t.source.server, t.responseInstruction);
+  }
+
+  /** Before the first model call: each auto-context tool gets the user's message; its result (and its server's response instruction) joins the context. */
+  private async autoContext(): Promise<void> {
+    const auto = [...this.i.toolset.byName.entries()].filter(([, t]) => t.autoContext);
+    // In parallel, but added in list order: the same tools always give the same prompt.
+    const results = await Promise.all(
+      auto.map(async ([name, t]) => {
+        const arg = autoContextArgument(t.inputSchema);
+        if (!arg || !this.i.query) {
+          this.d.log.info({ turnId: this.i.turnId, tool: name }, 'auto-context tool skipped: no string parameter to put the message in');
+          return undefined;
+        }
+        const r = await this.runTool({ id: this.nextId(), name, arguments: { [arg]: this.i.query } }, 0);
+        return r.isError ? undefined : { name, t, text: r.text };
+      }),
+    );
+    for (const r of results) {
+      if (!r) continue;
+      this.contextSections.push(`Context from ${r.name} for the user's message:\n${r.text}`);
+      this.noteResponseInstruction(r.t);
+    }
+  }
+
+  private nextId(): string {
+    return `auto_${++this.seq}`;
+  }
+
+  private async ask(req: Omit<ModelRequest, 'signal' | 'onText'>, round: number): Promise<ModelReply> {
+    this.throwIfCancelled();
+    const timeout = new AbortController();
+    const timer = setTimeout(() => timeout.abort(), this.d.settings.modelTimeoutMs);
+    const started = performance.now();
+    const provider = this.i.model.provider;
+    let outcome = 'ok';
+    try {
+      const onText = this.i.stream ? (t: string) => this.i.emit({ type: 'text.delta', text: t, round }) : undefined;
+      const reply = await this.model.complete({ ...req, signal: AbortSignal.any([this.ac.signal, timeout.signal]), ...(onText ? { onText } : {}) });
+      // The OpenAI SDK ends an aborted stream quietly instead of throwing: a cut-off reply is not an answer.
+      if (this.ac.signal.aborted || timeout.signal.aborted) throw new Error('aborted');
+      this.usage = addUsage(this.usage, reply.usage);
+      this.d.metrics.tokens.inc({ provider, direction: 'input' }, reply.usage.inputTokens);
+      this.d.metrics.tokens.inc({ provider, direction: 'output' }, reply.usage.outputTokens);
+      return reply;
+    } catch (e) {
+      this.throwIfCancelled();
+      if (timeout.signal.aborted) {
+        outcome = 'timeout';
+        throw new GatewayError('MODEL_TIMEOUT', `model "${this.i.model.name}" did not answer within ${this.d.settings.modelTimeoutMs} ms`);
+      }
+      outcome = 'error';
+      throw new GatewayError('MODEL_ERROR', `model "${this.i.model.name}" failed: ${this.scrub(e)}`);
+    } finally {
+      clearTimeout(timer);
+      this.d.metrics.modelLatency.observe({ provider, outcome }, (performance.now() - started) / 1000);
+    }
+  }
+
+  private scrub(e: unknown): string {
+    let m = (e instanceof Error ? e.message : String(e)).slice(0, 500);
+    if (this.i.model.secret) m = m.split(this.i.model.secret).join('[REDACTED]');
+    return m;
+  }
+
+  private throwIfCancelled(): void {
+    if (this.ac.signal.aborted) throw this.ac.signal.reason instanceof TurnCancelled ? this.ac.signal.reason : new TurnCancelled('aborted');
+  }
+
+  /** Run one tool call; whatever happens short of cancellation becomes a result the model reads. */
+  private async runTool(call: ToolCallRequest, round: number): Promise<{ text: string; isError: boolean }> {
+    this.throwIfCancelled();
+    const started = performance.now();
+    // The record's place is taken now, so toolCalls list the calls in the order the model made them.
+    const slot = this.records.push({ callId: call.id, name: call.name, arguments: call.arguments, isError: false, durationMs: 0 }) - 1;
+    const t = this.i.toolset.byName.get(call.name);
+    this.i.emit({ type: 'tool.call', callId: call.id, name: call.name, arguments: call.arguments, round });
+    const finish = (text: string, isError: boolean, outcome: string) => {
+      const durationMs = Math.round(performance.now() - started);
+      const cut = text.length > this.d.settings.maxToolResultChars ? `${text.slice(0, this.d.settings.maxToolResultChars)}\n[... cut: the result was ${text.length} characters]` : text;
+      this.records[slot] = { callId: call.id, name: call.name, arguments: call.arguments, isError, durationMs };
+      this.d.metrics.toolCalls.inc({ outcome });
+      this.i.emit({ type: 'tool.result', callId: call.id, name: call.name, isError, durationMs, text: cut });
+      return { text: cut, isError };
+    };
+    if (!t) return finish(`Error: there is no tool named "${call.name.slice(0, 80)}". Use only the tools listed.`, true, 'not_found');
+    if (call.argumentsError) return finish(`Error: ${call.argumentsError}. Call the tool again with a JSON object of arguments.`, true, 'invalid');
+    if (round > 0 && needsConfirmation(call.name, t, this.d.settings.confirmTools, call.arguments)) {
+      const approved = await this.askConfirmation(call);
+      if (!approved) return finish(`The person declined: "${call.name}" was not run. Do not run it again unless they ask for it.`, true, 'declined');
+    }
+    const timeoutMs = this.d.settings.toolTimeoutMs;
+    const ac = new AbortController();
+    const onTurnAbort = () => ac.abort();
+    this.ac.signal.addEventListener('abort', onTurnAbort, { once: true });
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+      const cancelled = new Promise<'cancelled'>((resolve) => ac.signal.addEventListener('abort', () => resolve('cancelled'), { once: true }));
+      const call$ = this.d.hub.call(t.name, call.arguments, { ...this.i.caller, tokens: this.i.tokens, timeoutMs, signal: ac.signal });
+      // A device cannot cancel: its late result is dropped (the race is lost), the queue moves on.
+      call$.catch(() => undefined);
+      const r = await Promise.race([call$, timedOut, cancelled]);
+      if (r === 'cancelled') this.throwIfCancelled();
+      if (r === 'timeout' || r === 'cancelled') {
+        ac.abort();
+        return finish(`Error: "${call.name}" did not finish within ${timeoutMs} ms (timed out).`, true, 'timeout');
+      }
+      const text = resultText(r);
+      this.noteResponseInstruction(t);
+      return finish(text, Boolean(r.isError), r.isError ? 'error' : 'ok');
+    } catch (e) {
+      if (e instanceof TurnCancelled) throw e;
+      this.throwIfCancelled();
+      if (e instanceof GatewayError) {
+        const offline = e.code === 'TOOL_NOT_FOUND' && t.source.kind === 'device';
+        const text = offline ? `Error: device ${t.source.kind === 'device' ? t.source.deviceId : ''} is offline or no longer offers this tool.` : `Error: ${e.message}`;
+        return finish(text, true, e.code === 'INVALID_ARGUMENTS' ? 'invalid' : 'error');
+      }
+      this.d.log.warn({ turnId: this.i.turnId, tool: call.name, err: (e as Error).message }, 'assistant tool call failed');
+      return finish(`Error: the call failed: ${(e as Error).message}`, true, 'error');
+    } finally {
+      clearTimeout(timer);
+      this.ac.signal.removeEventListener('abort', onTurnAbort);
+    }
+  }
+
+  /** A call that is answered without running. */
+  private refuse(call: ToolCallRequest, round: number, text: string): Promise<{ text: string; isError: boolean }> {
+    this.i.emit({ type: 'tool.call', callId: call.id, name: call.name, arguments: call.arguments, round });
+    this.records.push({ callId: call.id, name: call.name, arguments: call.arguments, isError: true, durationMs: 0 });
+    this.d.metrics.toolCalls.inc({ outcome: 'refused' });
+    this.i.emit({ type: 'tool.result', callId: call.id, name: call.name, isError: true, durationMs: 0, text });
+    return Promise.resolve({ text, isError: true });
+  }
+
+  private async askConfirmation(call: ToolCallRequest): Promise<boolean> {
+    const policy = this.d.settings.confirm;
+    if (policy === 'allow') return true;
+    // Nobody can answer without a stream: the same as a no.
+    if (policy === 'deny' || !this.i.interactive) return false;
+    const timeoutMs = this.d.settings.confirmTimeoutMs;
+    return new Promise<boolean>((resolve, reject) => {
+      const done = (v: boolean) => {
+        clearTimeout(timer);
+        this.confirmations.delete(call.id);
+        this.ac.signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      };
+      const onAbort = () => {
+        clearTimeout(timer);
+        this.confirmations.delete(call.id);
+        reject(this.ac.signal.reason instanceof TurnCancelled ? this.ac.signal.reason : new TurnCancelled('aborted'));
+      };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      this.confirmations.set(call.id, done);
+      this.ac.signal.addEventListener('abort', onAbort, { once: true });
+      this.i.emit({ type: 'confirmation.required', callId: call.id, name: call.name, arguments: call.arguments, timeoutMs });
+    });
+  }
+}
+
+/** A tool result as text the model reads: text parts, structured content when there is no text, placeholders for the rest. */
+export function resultText(r: CallToolResult): string {
+  const parts: string[] = [];
+  for (const c of r.content ?? []) {
+    if (c.type === 'text') parts.push(c.text);
+    else if (c.type === 'resource' && 'text' in c.resource) parts.push(String(c.resource.text));
+    else parts.push(`[${c.type} content omitted]`);
+  }
+  if (!parts.length && r.structuredContent) parts.push(JSON.stringify(r.structuredContent));
+  return parts.join('\n') || (r.isError ? 'Error: the tool failed without a message.' : '(no output)');
+}
