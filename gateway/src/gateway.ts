@@ -22,6 +22,7 @@ import { startMqttLink, type MqttLink } from './links/mqtt.js';
 import { countRequestTimeouts, limitConnections, openFileLimit } from './links/connection-limits.js';
 import { createLogger } from './log.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { MetricsHistory } from './metrics-history.js';
 import { SchemaValidators } from './schemas/validators.js';
 import { resolveSecrets } from './secrets.js';
 import { SqliteStore } from './store/sqlite-store.js';
@@ -153,6 +154,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   let stopping = false;
   let mqtt: MqttLink | undefined;
   let metricsListener: { port: number; close(): Promise<void> } | undefined;
+  const history = new MetricsHistory(metrics, config.metrics.historyIntervalMs, config.metrics.historySamples);
   const http = await buildApi({
     config,
     log,
@@ -169,6 +171,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     tenantOf: (key) => tenants.get(key),
     onMcpEndpoint: (e) => (mcpEndpoint = e),
     enrollment,
+    history,
   });
   limitConnections(http.server, 'http', config.http, metrics, log.child({ component: 'http' }));
   countRequestTimeouts(http.server, metrics);
@@ -221,6 +224,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     await store.close();
     throw e;
   }
+  history.start();
   // Upstream servers connect after HTTP is up, in the background: a slow or broken one never delays start.
   const hubStarted = hub.start();
   const address = http.server.address();
@@ -231,6 +235,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   const close = () =>
     (closing ??= (async () => {
       stopping = true;
+      history.stop();
       log.info('shutting down: refusing new work, closing devices');
       for (const s of registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
       // Calls to hosted servers in flight answer SHUTTING_DOWN before any connection closes.

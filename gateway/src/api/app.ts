@@ -20,6 +20,9 @@ import { healthRoutes, metricsRoute } from './health.js';
 import { otaRoutes } from './ota.js';
 import { registerProblemHandlers } from './problem.js';
 import { toolRoutes } from './tools.js';
+import { consoleRoutes } from './console.js';
+import { historyRoutes } from './history.js';
+import type { MetricsHistory } from '../metrics-history.js';
 
 export interface ApiDeps {
   config: Config;
@@ -41,6 +44,8 @@ export interface ApiDeps {
   onMcpEndpoint?: (e: McpEndpoint) => void;
   /** Device enrollment (absent when device auth is open). */
   enrollment?: Enrollment | undefined;
+  /** In-memory metric samples for GET /v1/metrics/history (the console's health charts). */
+  history?: MetricsHistory;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -88,7 +93,9 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     });
     await v1.register(enrollmentRoutes, { enrollment: d.enrollment });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
+    if (d.history) await v1.register(historyRoutes, { history: d.history });
   });
+  if (d.config.console.enabled) await app.register(consoleRoutes, { dir: d.config.console.dir, publicUrl: d.config.http.publicUrl });
   if (d.hub && d.config.mcp.endpoint.enabled) {
     const hub = d.hub;
     await app.register(async (scope) => {
