@@ -46,7 +46,7 @@ export async function consoleRoutes(app: FastifyInstance, o: ConsoleOptions): Pr
     decorateReply: false,
     wildcard: false,
     index: ['index.html'],
-    redirect: true,
+    redirect: false, // the router ignores trailing slashes: /console is /console/
     schemaHide: true,
     setHeaders: (res) => {
       for (const [k, v] of Object.entries(HEADERS)) res.setHeader(k, v);
