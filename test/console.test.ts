@@ -103,6 +103,16 @@ describe('console', () => {
     expect(await page.evaluate(() => [sessionStorage.getItem('voxgate.apiKey'), localStorage.length, document.cookie, location.href])).toEqual([TEST_API_KEY, 0, '', `${t.baseUrl}/console/`]);
   }, 60_000);
 
+  it('says how to build it when console/dist is missing, and is gone when turned off', async () => {
+    const unbuilt = await gateway({ console: { dir: '/nonexistent/console-dist' } });
+    for (const path of ['/console', '/console/', '/console/devices']) {
+      const res = await unbuilt.api<{ code: string; detail: string }>('GET', path, undefined, { apiKey: null });
+      expect([res.status, res.body.code, res.body.detail]).toEqual([404, 'NOT_FOUND', 'the console is not built: run "npm run build"']);
+    }
+    const off = await gateway({ console: { enabled: false } });
+    expect((await off.api<{ code: string; detail: string }>('GET', '/console/', undefined, { apiKey: null })).body.detail).toBe('no route GET /console/');
+  });
+
   it('a device comes online live; its generated form calls a tool; a device error shows its problem code; events stream, pause and resume', async () => {
     const t = await gateway({ metrics: { historyIntervalMs: 200 }, mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] } } } });
     const page = await openPage(t);

@@ -29,6 +29,10 @@ export function LineChart({ title, unit, series }: { title: string; unit: string
         {series.map((s) => (
           <polyline key={s.name} class={`line ${s.tone}`} points={points(s.values, x, y)} />
         ))}
+        {/* A point with no neighbour draws no line: show it as a dot. */}
+        {series.flatMap((s) =>
+          s.values.map((v, i) => (v !== null && (s.values[i - 1] ?? null) === null && (s.values[i + 1] ?? null) === null ? <circle key={`${s.name}-${i}`} class={`dot ${s.tone}`} cx={x(i)} cy={y(v)} r={3} /> : null)),
+        )}
       </svg>
       <ul class="legend">
         {series.map((s) => (

@@ -47,7 +47,7 @@ export function HealthView() {
       </dl>
       {history.problem && <ProblemBox problem={history.problem} />}
       {!history.data && history.loading && <Loading what="metrics" />}
-      {history.data && samples.length === 0 && <p class="muted">The first sample comes {Math.round(history.data.intervalMs / 1000)} s after start.</p>}
+      {history.data && samples.length === 0 && <p class="muted">The first sample comes {duration(history.data.intervalMs)} after start.</p>}
       {samples.length > 0 && (
         <div class="charts">
           <LineChart title="Device calls per second, by outcome" unit="/s" series={callSeries.length ? callSeries : [{ name: 'calls', tone: 's0', values: samples.map(() => 0) }]} />
@@ -56,9 +56,11 @@ export function HealthView() {
         </div>
       )}
       <p class="muted small">
-        {history.data && `One sample every ${Math.round(history.data.intervalMs / 1000)} s, the last ${history.data.capacity} kept in the gateway's memory. `}
+        {history.data && `One sample every ${duration(history.data.intervalMs)}, the last ${history.data.capacity} kept in the gateway's memory. `}
         Full series: <code>/metrics</code> (Prometheus).
       </p>
     </section>
   );
 }
+
+const duration = (ms: number) => (ms < 1000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`);
