@@ -201,6 +201,15 @@ describe('console', () => {
     await offline;
     await page.getByRole('link', { name: 'Devices' }).click();
     await page.locator(`tr.offline[data-device="${d.deviceId}"]`).waitFor();
+    // Filters: the server filters by status; the search box within the page.
+    await page.getByLabel('Status').selectOption('true');
+    await page.getByText('No device on this page matches.').waitFor();
+    await page.getByLabel('Status').selectOption('false');
+    await page.locator(`tr.offline[data-device="${d.deviceId}"]`).waitFor();
+    await page.getByLabel('Search this page').fill('no-such-board');
+    await page.getByText('No device on this page matches.').waitFor();
+    await page.getByLabel('Search this page').fill('sim-board');
+    await page.locator(`tr[data-device="${d.deviceId}"]`).waitFor();
   }, 120_000);
 
   it('is usable on a phone: no sideways scrolling, the device table keeps its key columns', async () => {
