@@ -56,16 +56,11 @@ async function signIn(page: Page, key: string): Promise<void> {
   await page.keyboard.press('Enter');
 }
 
-/** Every form control on the page has an accessible name. */
+/** Every form control on the page has an accessible name (runs in the page: given as text, the tests have no DOM types). */
 async function unlabelledControls(page: Page): Promise<string[]> {
-  return page.evaluate(() =>
-    [...document.querySelectorAll('input, select, textarea')]
-      .filter((el) => {
-        const c = el as HTMLInputElement;
-        return !(c.labels && c.labels.length > 0) && !c.getAttribute('aria-label') && !c.closest('label');
-      })
-      .map((el) => el.outerHTML.slice(0, 120)),
-  );
+  return page.evaluate<string[]>(`[...document.querySelectorAll('input, select, textarea')]
+    .filter((c) => !(c.labels && c.labels.length > 0) && !c.getAttribute('aria-label') && !c.closest('label'))
+    .map((c) => c.outerHTML.slice(0, 120))`);
 }
 
 const LIGHT = {
@@ -100,7 +95,7 @@ describe('console', () => {
     await page.getByLabel('API key').fill(TEST_API_KEY);
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Devices' }).waitFor();
-    expect(await page.evaluate(() => [sessionStorage.getItem('voxgate.apiKey'), localStorage.length, document.cookie, location.href])).toEqual([TEST_API_KEY, 0, '', `${t.baseUrl}/console/`]);
+    expect(await page.evaluate(`[sessionStorage.getItem('voxgate.apiKey'), localStorage.length, document.cookie, location.href]`)).toEqual([TEST_API_KEY, 0, '', `${t.baseUrl}/console/`]);
   }, 60_000);
 
   it('says how to build it when console/dist is missing, and is gone when turned off', async () => {
@@ -142,7 +137,7 @@ describe('console', () => {
     await light.waitFor();
     // The form follows the schema: an integer field with its range and default, a checkbox, a text field.
     const brightness = light.getByLabel('brightness');
-    expect(await brightness.evaluate((el: HTMLInputElement) => [el.type, el.min, el.max, el.value, el.step])).toEqual(['number', '0', '100', '50', '1']);
+    expect([...(await Promise.all(['type', 'min', 'max', 'step'].map((a) => brightness.getAttribute(a)))), await brightness.inputValue()]).toEqual(['number', '0', '100', '1', '50']);
     expect(await light.getByLabel('on').getAttribute('type')).toBe('checkbox');
     expect(await page.locator(`article[data-tool="${REBOOT.name}"] .badge`).textContent()).toBe('user-only');
     expect(await unlabelledControls(page)).toEqual([]);
@@ -222,7 +217,7 @@ describe('console', () => {
     const page = await openPage(t, { width: 390, height: 844 });
     await signIn(page, TEST_API_KEY);
     await page.locator(`tr[data-device="${d.deviceId}"]`).waitFor();
-    expect(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth)).toBe(true);
+    expect(await page.evaluate('document.documentElement.scrollWidth <= document.documentElement.clientWidth')).toBe(true);
     await page.screenshot({ path: `${SHOTS}/devices-phone.png`, fullPage: true });
   }, 60_000);
 
