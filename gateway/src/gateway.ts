@@ -154,7 +154,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   let stopping = false;
   let mqtt: MqttLink | undefined;
   let metricsListener: { port: number; close(): Promise<void> } | undefined;
-  const history = new MetricsHistory(metrics, config.metrics.historyIntervalMs, config.metrics.historySamples);
+  const history = new MetricsHistory(metrics, config.metrics.historyIntervalMs, config.metrics.historySamples, Date.now, log.child({ component: 'metrics' }));
   const http = await buildApi({
     config,
     log,

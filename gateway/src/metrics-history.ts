@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import type { Metrics } from './metrics.js';
 
 /** One point of the health charts: rates over the interval that ended at `at`, gauges as read at `at`. */
@@ -34,13 +35,16 @@ export class MetricsHistory {
     readonly intervalMs: number,
     readonly capacity: number,
     private readonly now: () => number = Date.now,
+    private readonly log?: Logger,
   ) {}
 
   start(): void {
     if (this.timer) return;
+    // A failed reading skips one sample; it never becomes an unhandled rejection.
+    const tick = () => void this.sample().catch((err: unknown) => this.log?.warn({ err }, 'metrics history: sample failed'));
     // The first reading is the baseline the first sample's rates are measured against.
-    void this.sample();
-    this.timer = setInterval(() => void this.sample(), this.intervalMs);
+    tick();
+    this.timer = setInterval(tick, this.intervalMs);
     this.timer.unref();
   }
 
