@@ -86,6 +86,11 @@ describe('console', () => {
     expect(res.headers.get('content-type')).toMatch(/text\/html/);
     expect(res.headers.get('content-security-policy')).toContain("default-src 'self'");
     expect(await res.text()).toContain('<div id="app">');
+    const index = await fetch(`${t.baseUrl}/console/`);
+    expect(index.headers.get('cache-control')).toBe('no-cache');
+    const script = /src="(\/console\/assets\/[^"]+\.js)"/.exec(await index.text())?.[1];
+    const asset = await fetch(`${t.baseUrl}${script}`);
+    expect([asset.status, asset.headers.get('cache-control')]).toEqual([200, 'public, max-age=31536000, immutable']);
 
     const page = await openPage(t);
     await signIn(page, 'not-the-key-0123456789');

@@ -48,8 +48,11 @@ export async function consoleRoutes(app: FastifyInstance, o: ConsoleOptions): Pr
     index: ['index.html'],
     redirect: false, // the router ignores trailing slashes: /console is /console/
     schemaHide: true,
-    setHeaders: (res) => {
+    cacheControl: false,
+    setHeaders: (res, path) => {
       for (const [k, v] of Object.entries(HEADERS)) res.setHeader(k, v);
+      // Vite names assets by content hash: cache them for good; the page itself is always revalidated.
+      res.setHeader('cache-control', /[\\/]assets[\\/]/.test(path) ? 'public, max-age=31536000, immutable' : 'no-cache');
     },
   });
   // Client-side routes (deep links, reloads): the page, never a directory listing or a 404. Read once:
