@@ -95,7 +95,8 @@ function EnrollmentPanel({ id }: { id: string }) {
           Enrolled via <strong>{b.via}</strong> {ago(b.enrolledAt)}; credentials {b.delivered ? 'collected by the device' : 'not collected yet'}.
         </p>
       )}
-      {b && 'code' in b && <p class="muted">{(b as Problem).detail.includes('open') ? 'Device auth is open: devices need no enrollment.' : 'Not enrolled.'}</p>}
+      {/* ENROLLMENT_NOT_FOUND covers both "not enrolled" and "device auth is open"; its detail tells which. */}
+      {b && 'code' in b && <p class="muted">{(b as Problem).detail.includes('"open"') ? 'Device auth is open: devices need no enrollment.' : 'Not enrolled.'}</p>}
       {mine.length > 0 && (
         <ul class="enrollments">
           {mine.map((p) => (

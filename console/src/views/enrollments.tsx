@@ -1,13 +1,20 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
 import { problemOf, useLoad } from '../lib/hooks.js';
 import type { PendingEnrollment, Problem } from '../lib/types.js';
 import { Badge, Loading, ProblemBox, ago } from '../components.js';
 
+const POLL_MS = 5000;
+
 /** Devices waiting for an operator: the code each shows and speaks, approve or reject. */
 export function EnrollmentsView() {
   const list = useLoad((signal) => api<{ enrollments: PendingEnrollment[] }>('GET', '/v1/enrollments', undefined, { signal }), []);
   const [decided, setDecided] = useState<string>();
+  // A device asking to join sends no event (it is not connected yet): look again now and then.
+  useEffect(() => {
+    const t = setInterval(list.reload, POLL_MS);
+    return () => clearInterval(t);
+  }, [list.reload]);
   return (
     <section aria-labelledby="enroll-h">
       <h1 id="enroll-h">Enrollments</h1>
@@ -50,9 +57,7 @@ export function EnrollmentRow({ pending: p, onDone }: { pending: PendingEnrollme
   return (
     <li class="enrollment card" data-code={p.code}>
       <p>
-        <strong class="code" aria-label={`code ${p.code.split('').join(' ')}`}>
-          {p.code}
-        </strong>{' '}
+        <strong class="code">{p.code}</strong>{' '}
         <a href={`#/devices/${encodeURIComponent(p.deviceId)}`}>{p.deviceId}</a> {p.status === 'rejected' ? <Badge tone="bad">rejected</Badge> : <Badge tone="warn">pending</Badge>}
       </p>
       <p class="muted small">
