@@ -36,7 +36,7 @@ export function ToolCard({ deviceId, tool }: { deviceId: string; tool: Tool }) {
       </h3>
       {tool.description && <p class="desc">{tool.description}</p>}
       {tool.userOnly && <p class="muted small">Marked for people (audience: user): an LLM is not offered this tool.</p>}
-      <form onSubmit={call} noValidate={false}>
+      <form onSubmit={call}>
         {fields.map((f) => (
           <FieldInput key={f.name} id={`${idBase}-${f.name}`} field={f} value={values[f.name] ?? ''} onChange={(v) => setValues((s) => ({ ...s, [f.name]: v }))} />
         ))}
