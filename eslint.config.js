@@ -4,7 +4,7 @@ export default tseslint.config(
   { ignores: ['**/node_modules/**', '**/.tsbuild/**', '**/dist/**', 'firmware/**', 'bench/results/**', 'coverage/**'] },
   ...tseslint.configs.recommended,
   {
-    files: ['**/*.ts'],
+    files: ['**/*.ts', '**/*.tsx'],
     rules: {
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],

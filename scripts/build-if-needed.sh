@@ -1,9 +1,11 @@
 #!/bin/sh
-# Run by `npm start` before the gateway. With TypeScript installed, build: `tsc -b` is incremental and
-# takes about a second when dist/ is up to date. In a runtime install (`npm ci --omit=dev`) there is no
-# compiler: start the build that was copied in, or say how to make one.
+# Run by `npm start` before the gateway. The console first (scripts/build-console-if-needed.sh: only when
+# stale). With TypeScript installed, build: `tsc -b` is incremental and takes about a second when dist/
+# is up to date. In a runtime install (`npm ci --omit=dev`) there is no compiler: start the build that
+# was copied in, or say how to make one.
 set -e
 cd "$(dirname "$0")/.."
+sh scripts/build-console-if-needed.sh
 if [ -x node_modules/.bin/tsc ]; then
   exec node_modules/.bin/tsc -b tsconfig.build.json
 fi

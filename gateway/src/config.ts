@@ -206,6 +206,17 @@ export const ConfigSchema = z
         /** Serve /metrics on its own listener (and not on the API port). It needs `key` only when one is set. */
         port: Port.optional(),
         host: z.string().default('127.0.0.1'),
+        /** The in-memory history behind GET /v1/metrics/history (the console's health charts): one sample every `historyIntervalMs`, the last `historySamples` kept (default: an hour). */
+        historyIntervalMs: Ms(10_000, 600_000),
+        historySamples: z.coerce.number().int().min(1).max(10_000).default(360),
+      })
+      .prefault({}),
+    /** The web console, static files served at /console (built into console/dist by `npm run build`). */
+    console: z
+      .object({
+        enabled: Bool.default(true),
+        /** Where the built files are; default: console/dist of this checkout. */
+        dir: z.string().min(1).optional(),
       })
       .prefault({}),
     mcp: z
@@ -429,6 +440,10 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_METRICS_KEY: ['metrics', 'key'],
   GATEWAY_METRICS_PORT: ['metrics', 'port'],
   GATEWAY_METRICS_HOST: ['metrics', 'host'],
+  GATEWAY_METRICS_HISTORY_INTERVAL_MS: ['metrics', 'historyIntervalMs'],
+  GATEWAY_METRICS_HISTORY_SAMPLES: ['metrics', 'historySamples'],
+  GATEWAY_CONSOLE_ENABLED: ['console', 'enabled'],
+  GATEWAY_CONSOLE_DIR: ['console', 'dir'],
   GATEWAY_HTTP_MAX_CONNECTIONS: ['http', 'maxConnections'],
   GATEWAY_HTTP_MAX_CONNECTIONS_PER_ADDRESS: ['http', 'maxConnectionsPerAddress'],
   GATEWAY_HTTP_HEADERS_TIMEOUT_MS: ['http', 'headersTimeoutMs'],

@@ -23,6 +23,7 @@ import { startMqttLink, type MqttLink } from './links/mqtt.js';
 import { countRequestTimeouts, limitConnections, openFileLimit } from './links/connection-limits.js';
 import { createLogger } from './log.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { MetricsHistory } from './metrics-history.js';
 import { SchemaValidators } from './schemas/validators.js';
 import { resolveSecrets } from './secrets.js';
 import { SqliteStore } from './store/sqlite-store.js';
@@ -178,6 +179,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
         log: log.child({ component: 'vision' }),
       }
     : undefined;
+  const history = new MetricsHistory(metrics, config.metrics.historyIntervalMs, config.metrics.historySamples, Date.now, log.child({ component: 'metrics' }));
   const http = await buildApi({
     ...(visionService ? { vision: visionService } : {}),
     config,
@@ -196,6 +198,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     onMcpEndpoint: (e) => (mcpEndpoint = e),
     enrollment,
     assistant,
+    history,
   });
   limitConnections(http.server, 'http', config.http, metrics, log.child({ component: 'http' }));
   countRequestTimeouts(http.server, metrics);
@@ -249,6 +252,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     await store.close();
     throw e;
   }
+  history.start();
   // Upstream servers connect after HTTP is up, in the background: a slow or broken one never delays start.
   const hubStarted = hub.start();
   const address = http.server.address();
@@ -259,6 +263,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   const close = () =>
     (closing ??= (async () => {
       stopping = true;
+      history.stop();
       log.info('shutting down: refusing new work, closing devices');
       for (const s of registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
       // Calls to hosted servers in flight answer SHUTTING_DOWN before any connection closes.

@@ -10,7 +10,7 @@ import { isolatedEnv, ROOT, spawnGateway } from '../../test/support/gateway-proc
 const run = promisify(execFile);
 
 /** What a runtime install needs: the manifests, the lock file, the start script and every dist/ (built by globalSetup). */
-const RUNTIME_FILES = ['package.json', 'package-lock.json', 'scripts', 'protocol/package.json', 'protocol/dist', 'gateway/package.json', 'gateway/dist', 'mcp_servers/weather/package.json', 'mcp_servers/weather/dist'];
+const RUNTIME_FILES = ['package.json', 'package-lock.json', 'scripts', 'protocol/package.json', 'protocol/dist', 'gateway/package.json', 'gateway/dist', 'mcp_servers/weather/package.json', 'mcp_servers/weather/dist', 'console/package.json', 'console/dist'];
 const WORKSPACE_DISTS = ['protocol/dist', 'gateway/dist', 'mcp_servers/weather/dist'];
 
 /** Bare module specifiers of an ES module: static imports, re-exports, side-effect and dynamic imports. */
@@ -46,7 +46,7 @@ describe('runtime install without dev dependencies', () => {
       }
       // The cache is warm after the development install; the registry is asked only for what it lacks.
       await run('npm', ['ci', '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund'], { cwd: dir });
-      for (const dev of ['typescript', 'tsx', 'vitest', 'eslint']) expect(existsSync(join(dir, 'node_modules', dev)), `${dev} installed`).toBe(false);
+      for (const dev of ['typescript', 'tsx', 'vitest', 'eslint', 'vite', 'preact', 'playwright-core']) expect(existsSync(join(dir, 'node_modules', dev)), `${dev} installed`).toBe(false);
 
       // Every import in the build, lazy ones included, resolves to a package of this install.
       const missing = new Set<string>();
@@ -63,6 +63,9 @@ describe('runtime install without dev dependencies', () => {
         const started = (await gw.logLine('voxgate started')) as { http: string };
         await gw.logLine('upstream MCP server ready');
         expect((await fetch(`http://${started.http}/healthz`)).status).toBe(200);
+        // The console is static files built beforehand: served without Vite or Preact installed.
+        const page = await fetch(`http://${started.http}/console/`);
+        expect([page.status, (await page.text()).includes('<div id="app">')]).toEqual([200, true]);
         const tools = await fetch(`http://${started.http}/v1/tools`, { headers: { authorization: 'Bearer runtime-test-key' } });
         expect(JSON.stringify(await tools.json())).toContain('mcp__weather__');
         gw.child.kill('SIGTERM');

@@ -28,6 +28,7 @@ describe('OpenAPI document', () => {
           '/v1/mcp/resources',
           '/v1/mcp/resources/read',
           '/v1/mcp/servers',
+          '/v1/metrics/history',
           '/v1/tools',
           '/v1/tools/{name}/call',
           '/xiaozhi/ota/',

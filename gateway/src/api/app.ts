@@ -24,6 +24,9 @@ import { registerProblemHandlers } from './problem.js';
 import { toolRoutes } from './tools.js';
 import { photoRoutes } from '../vision/photo-routes.js';
 import { visionExplainRoute, type VisionService } from '../vision/routes.js';
+import { consoleRoutes } from './console.js';
+import { historyRoutes } from './history.js';
+import type { MetricsHistory } from '../metrics-history.js';
 
 export interface ApiDeps {
   config: Config;
@@ -49,6 +52,8 @@ export interface ApiDeps {
   vision?: VisionService;
   /** The LLM tool loop (/v1/assistant/*, /v1/chat/completions). */
   assistant?: Assistant;
+  /** In-memory metric samples for GET /v1/metrics/history (the console's health charts). */
+  history?: MetricsHistory;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -100,7 +105,9 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     await v1.register(enrollmentRoutes, { enrollment: d.enrollment });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
     if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: d.config.assistant.maxMessageBytes });
+    if (d.history) await v1.register(historyRoutes, { history: d.history });
   });
+  if (d.config.console.enabled) await app.register(consoleRoutes, { dir: d.config.console.dir, publicUrl: d.config.http.publicUrl });
   if (d.hub && d.config.mcp.endpoint.enabled) {
     const hub = d.hub;
     await app.register(async (scope) => {

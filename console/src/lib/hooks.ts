@@ -1,0 +1,65 @@
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError } from './api.js';
+import { events } from './events.js';
+import type { GatewayEvent, Problem } from './types.js';
+
+/** Re-render on every event and status change of the page's event stream. */
+export function useStreamState(): typeof events {
+  const [, setTick] = useState(0);
+  useEffect(() => events.subscribe(() => setTick((n) => n + 1)), []);
+  return events;
+}
+
+/** Run `f` for each event (and on `resync`), while mounted. */
+export function useOnEvent(f: (e: GatewayEvent | 'resync') => void): void {
+  const ref = useRef(f);
+  ref.current = f;
+  useEffect(() => events.subscribe((e) => e !== 'status' && ref.current(e)), []);
+}
+
+export interface Loaded<T> {
+  data: T | undefined;
+  problem: Problem | undefined;
+  loading: boolean;
+  reload: () => void;
+}
+
+/** Load from the API; a newer load cancels an older one; problems are kept for display, never thrown. */
+export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[]): Loaded<T> {
+  const [state, setState] = useState<{ data?: T; problem?: Problem; loading: boolean }>({ loading: true });
+  const [gen, setGen] = useState(0);
+  useEffect(() => {
+    const abort = new AbortController();
+    setState((s) => ({ ...s, loading: true }));
+    load(abort.signal).then(
+      (data) => !abort.signal.aborted && setState({ data, loading: false }),
+      (e: unknown) => {
+        if (abort.signal.aborted) return;
+        setState((s) => ({ ...s, problem: problemOf(e), loading: false }));
+      },
+    );
+    return () => abort.abort();
+  }, [...deps, gen]);
+  const reload = useCallback(() => setGen((g) => g + 1), []);
+  return { data: state.data, problem: state.problem, loading: state.loading, reload };
+}
+
+export function problemOf(e: unknown): Problem {
+  if (e instanceof ApiError) return e.problem;
+  return { type: 'about:blank', title: 'Error', status: 0, code: 'CLIENT', detail: e instanceof Error ? e.message : String(e) };
+}
+
+/** Call `f` at most once per `ms`, trailing: many events in a burst make one reload. */
+export function useCoalesced(f: () => void, ms: number): () => void {
+  const ref = useRef(f);
+  ref.current = f;
+  const timer = useRef<ReturnType<typeof setTimeout>>();
+  useEffect(() => () => clearTimeout(timer.current), []);
+  return useCallback(() => {
+    if (timer.current !== undefined) return;
+    timer.current = setTimeout(() => {
+      timer.current = undefined;
+      ref.current();
+    }, ms);
+  }, [ms]);
+}

@@ -1,0 +1,106 @@
+/**
+ * The API's wire types as the console reads them. The gateway defines them in zod
+ * (gateway/src/api/schemas.ts, tools.ts, enrollments.ts, history.ts); these mirror the fields the console
+ * uses, and the console talks to the gateway only over HTTP.
+ */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: string;
+}
+
+export interface Device {
+  id: string;
+  clientId: string;
+  transport: 'websocket' | 'mqtt';
+  online: boolean;
+  state: string;
+  connectedAt: string;
+  lastSeenAt: string;
+  server: { name: string; version: string } | null;
+  protocolVersion: string | null;
+  firmwareVersion: string | null;
+  toolCount: number;
+  toolsHash: string | null;
+  pendingCalls: number;
+}
+export interface DeviceList {
+  devices: Device[];
+  nextCursor?: string;
+}
+
+export interface Tool {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  annotations?: Record<string, unknown>;
+  userOnly: boolean;
+}
+export interface ToolList {
+  tools: Tool[];
+  hash: string;
+}
+
+export interface CallResult {
+  content: Array<Record<string, unknown>>;
+  isError: boolean;
+  structuredContent?: Record<string, unknown>;
+  durationMs: number;
+}
+
+export type EventType = 'device.online' | 'device.ready' | 'device.offline' | 'device.tools_changed' | 'device.notification' | 'device.message';
+export const EVENT_TYPES: readonly EventType[] = ['device.online', 'device.ready', 'device.offline', 'device.tools_changed', 'device.notification', 'device.message'];
+export interface GatewayEvent {
+  id: string;
+  type: EventType;
+  deviceId: string;
+  at: string;
+  data: Record<string, unknown>;
+}
+
+export interface PendingEnrollment {
+  code: string;
+  deviceId: string;
+  clientId: string;
+  status: 'pending' | 'rejected';
+  createdAt: string;
+  expiresAt: string;
+  remoteAddress: string;
+  userAgent?: string;
+  firmwareVersion?: string;
+}
+export interface EnrolledDevice {
+  deviceId: string;
+  clientId: string;
+  via: 'open' | 'approve' | 'allowlist';
+  enrolledAt: string;
+  delivered: boolean;
+}
+
+export interface HostedServer {
+  name: string;
+  type: string;
+  state: string;
+  lastError: string | null;
+  toolCount: number;
+  tools: string[];
+  restarts: number;
+  pid: number | null;
+  since: string;
+  serverInfo: { name: string; version: string } | null;
+}
+
+export interface MetricSample {
+  at: string;
+  devicesOnline: Record<string, number>;
+  callsPerSecond: Record<string, number>;
+  callLatencyMs: number | null;
+  eventsPerSecond: number;
+}
+export interface MetricHistory {
+  intervalMs: number;
+  capacity: number;
+  samples: MetricSample[];
+}

@@ -1,0 +1,183 @@
+import { useState } from 'preact/hooks';
+import { ApiError, api, devicePath } from '../lib/api.js';
+import { events } from '../lib/events.js';
+import { problemOf, useCoalesced, useLoad, useOnEvent, useStreamState } from '../lib/hooks.js';
+import type { Device, EnrolledDevice, PendingEnrollment, Problem, ToolList } from '../lib/types.js';
+import { Badge, Json, Loading, ProblemBox, ago } from '../components.js';
+import { ToolCard } from './tool-form.js';
+import { EnrollmentRow } from './enrollments.js';
+
+/** One device: what it is, its tools (callable), raw JSON-RPC, its enrollment and its recent events. */
+export function DeviceView({ id }: { id: string }) {
+  const device = useLoad((signal) => api<Device>('GET', devicePath(id), undefined, { signal }), [id]);
+  const tools = useLoad((signal) => api<ToolList>('GET', `${devicePath(id)}/tools`, undefined, { signal }), [id]);
+  const reloadDevice = useCoalesced(device.reload, 400);
+  const reloadTools = useCoalesced(tools.reload, 400);
+  useOnEvent((e) => {
+    if (e === 'resync') return (reloadDevice(), reloadTools());
+    if (e.deviceId !== device.data?.id) return;
+    reloadDevice();
+    if (e.type === 'device.ready' || e.type === 'device.tools_changed' || e.type === 'device.offline') reloadTools();
+  });
+  const d = device.data;
+  return (
+    <section aria-labelledby="device-h">
+      <p>
+        <a href="#/devices">← Devices</a>
+      </p>
+      <h1 id="device-h">
+        Device <code>{d?.id ?? id}</code>
+      </h1>
+      {device.problem && <ProblemBox problem={device.problem} />}
+      {!d && device.loading && <Loading what="the device" />}
+      {d && (
+        <dl class={`facts ${d.online ? '' : 'offline'}`}>
+          <dt>Status</dt>
+          <dd>{d.online ? <Badge tone={d.state === 'ready' ? 'ok' : 'warn'}>{d.state === 'ready' ? 'online' : d.state}</Badge> : <Badge tone="off">offline</Badge>}</dd>
+          <dt>Transport</dt>
+          <dd>{d.transport === 'mqtt' ? 'MQTT' : 'WebSocket'}</dd>
+          <dt>Firmware</dt>
+          <dd class="firmware">{d.firmwareVersion ?? 'unknown'}</dd>
+          <dt>Board</dt>
+          <dd>{d.server ? `${d.server.name} ${d.server.version}` : 'unknown'}</dd>
+          <dt>MCP protocol</dt>
+          <dd>{d.protocolVersion ?? '—'}</dd>
+          <dt>Client id</dt>
+          <dd>
+            <code>{d.clientId}</code>
+          </dd>
+          <dt>Connected</dt>
+          <dd>{ago(d.connectedAt)}</dd>
+          <dt>Last seen</dt>
+          <dd>{ago(d.lastSeenAt)}</dd>
+          <dt>Pending calls</dt>
+          <dd>{d.pendingCalls}</dd>
+        </dl>
+      )}
+      <EnrollmentPanel id={d?.id ?? id} />
+      <h2>Tools {tools.data && <span class="muted">({tools.data.tools.length})</span>}</h2>
+      {tools.problem && <ProblemBox problem={tools.problem} label="Tools unavailable" />}
+      {!tools.data && tools.loading && <Loading what="tools" />}
+      {/* The catalog hash keys the cards: a changed catalog gets fresh forms. */}
+      <div class="tools" key={tools.data?.hash}>
+        {d && tools.data?.tools.map((t) => <ToolCard key={t.name} deviceId={d.id} tool={t} />)}
+      </div>
+      {d && <RawRpc id={d.id} />}
+      {d && <Timeline id={d.id} />}
+    </section>
+  );
+}
+
+/** Where the device stands with enrollment: enrolled (how), waiting for approval, or auth open. */
+function EnrollmentPanel({ id }: { id: string }) {
+  const binding = useLoad(async (signal) => {
+    try {
+      return await api<EnrolledDevice>('GET', `/v1/enrollments/devices/${encodeURIComponent(id)}`, undefined, { signal });
+    } catch (e) {
+      if (e instanceof ApiError && e.problem.code === 'ENROLLMENT_NOT_FOUND') return e.problem;
+      throw e;
+    }
+  }, [id]);
+  const pending = useLoad((signal) => api<{ enrollments: PendingEnrollment[] }>('GET', '/v1/enrollments', undefined, { signal }), [id]);
+  const mine = (pending.data?.enrollments ?? []).filter((p) => p.deviceId === id);
+  const b = binding.data;
+  const [decided, setDecided] = useState<string>();
+  const reload = (message: string) => (setDecided(message), binding.reload(), pending.reload());
+  return (
+    <section class="card" aria-labelledby="enroll-h">
+      <h2 id="enroll-h">Enrollment</h2>
+      {binding.problem && <ProblemBox problem={binding.problem} />}
+      <p role="status" class="ok">
+        {decided}
+      </p>
+      {b && 'via' in b && (
+        <p class="enrolled">
+          Enrolled via <strong>{b.via}</strong> {ago(b.enrolledAt)}; credentials {b.delivered ? 'collected by the device' : 'not collected yet'}.
+        </p>
+      )}
+      {/* ENROLLMENT_NOT_FOUND covers both "not enrolled" and "device auth is open"; its detail tells which. */}
+      {b && 'code' in b && <p class="muted">{(b as Problem).detail.includes('"open"') ? 'Device auth is open: devices need no enrollment.' : 'Not enrolled.'}</p>}
+      {mine.length > 0 && (
+        <ul class="enrollments">
+          {mine.map((p) => (
+            <EnrollmentRow key={p.code} pending={p} onDone={reload} />
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+/** Raw JSON-RPC to the device, for engineers (POST /v1/devices/{id}/rpc). */
+function RawRpc({ id }: { id: string }) {
+  const [method, setMethod] = useState('tools/list');
+  const [params, setParams] = useState('{}');
+  const [out, setOut] = useState<{ result: unknown } | { problem: Problem }>();
+  const [busy, setBusy] = useState(false);
+  const send = async (e: Event) => {
+    e.preventDefault();
+    let parsed: unknown;
+    try {
+      parsed = params.trim() ? JSON.parse(params) : undefined;
+    } catch {
+      return setOut({ problem: { type: 'about:blank', title: 'Invalid JSON', status: 0, code: 'CLIENT', detail: 'params is not valid JSON' } });
+    }
+    setBusy(true);
+    try {
+      setOut(await api<{ result: unknown }>('POST', `${devicePath(id)}/rpc`, { method, ...(parsed === undefined ? {} : { params: parsed }) }));
+    } catch (err) {
+      setOut({ problem: problemOf(err) });
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <details class="card">
+      <summary>
+        <h2>Raw JSON-RPC</h2>
+      </summary>
+      <form onSubmit={send}>
+        <div class="field">
+          <label for="rpc-method">method</label>
+          <input id="rpc-method" value={method} maxLength={256} required onInput={(e) => setMethod(e.currentTarget.value)} />
+        </div>
+        <div class="field">
+          <label for="rpc-params">params (JSON object)</label>
+          <textarea id="rpc-params" rows={4} value={params} spellcheck={false} onInput={(e) => setParams(e.currentTarget.value)} />
+        </div>
+        <button type="submit" disabled={busy}>
+          Send
+        </button>
+      </form>
+      <div aria-live="polite">
+        {out && 'problem' in out && <ProblemBox problem={out.problem} />}
+        {out && 'result' in out && <Json value={out.result} />}
+      </div>
+    </details>
+  );
+}
+
+/** The device's events from the page's stream (since the console opened), newest first. */
+function Timeline({ id }: { id: string }) {
+  useStreamState();
+  const mine = events.recent().filter((e) => e.deviceId === id).slice(0, 100);
+  return (
+    <section class="card" aria-labelledby="timeline-h">
+      <h2 id="timeline-h">Timeline</h2>
+      {mine.length === 0 && <p class="muted">No event from this device since the console opened.</p>}
+      <ol class="timeline">
+        {mine.map((e) => (
+          <li key={e.id}>
+            <time dateTime={e.at}>{new Date(e.at).toLocaleTimeString()}</time> <code>{e.type}</code>
+            {Object.keys(e.data).length > 0 && (
+              <details>
+                <summary>data</summary>
+                <Json value={e.data} />
+              </details>
+            )}
+          </li>
+        ))}
+      </ol>
+    </section>
+  );
+}

@@ -1,0 +1,81 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api } from '../lib/api.js';
+import { problemOf, useLoad } from '../lib/hooks.js';
+import type { PendingEnrollment, Problem } from '../lib/types.js';
+import { Badge, Loading, ProblemBox, ago } from '../components.js';
+
+const POLL_MS = 5000;
+
+/** Devices waiting for an operator: the code each shows and speaks, approve or reject. */
+export function EnrollmentsView() {
+  const list = useLoad((signal) => api<{ enrollments: PendingEnrollment[] }>('GET', '/v1/enrollments', undefined, { signal }), []);
+  const [decided, setDecided] = useState<string>();
+  // A device asking to join sends no event (it is not connected yet): look again now and then.
+  useEffect(() => {
+    const t = setInterval(list.reload, POLL_MS);
+    return () => clearInterval(t);
+  }, [list.reload]);
+  return (
+    <section aria-labelledby="enroll-h">
+      <h1 id="enroll-h">Enrollments</h1>
+      <p class="muted">
+        A device that checks in under <code>deviceAuth</code> hmac or token with the approve policy shows a 6-digit code. Approve it here; its next OTA check collects
+        its credentials.
+      </p>
+      <button type="button" onClick={list.reload}>
+        Refresh
+      </button>
+      <p role="status" class="ok">
+        {decided}
+      </p>
+      {list.problem && <ProblemBox problem={list.problem} />}
+      {!list.data && list.loading && <Loading what="enrollments" />}
+      {list.data && list.data.enrollments.length === 0 && <p>No device is waiting for approval.</p>}
+      <ul class="enrollments">
+        {list.data?.enrollments.map((p) => (
+          <EnrollmentRow key={p.code} pending={p} onDone={(msg) => (setDecided(msg), list.reload())} />
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+export function EnrollmentRow({ pending: p, onDone }: { pending: PendingEnrollment; onDone: (message: string) => void }) {
+  const [busy, setBusy] = useState(false);
+  const [problem, setProblem] = useState<Problem>();
+  const decide = async (verb: 'approve' | 'reject') => {
+    setBusy(true);
+    try {
+      await api('POST', `/v1/enrollments/${encodeURIComponent(p.code)}/${verb}`);
+      onDone(verb === 'approve' ? `Approved ${p.deviceId} (code ${p.code}): its next OTA check collects its credentials.` : `Rejected ${p.deviceId} (code ${p.code}).`);
+    } catch (e) {
+      setProblem(problemOf(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <li class="enrollment card" data-code={p.code}>
+      <p>
+        <strong class="code">{p.code}</strong>{' '}
+        <a href={`#/devices/${encodeURIComponent(p.deviceId)}`}>{p.deviceId}</a> {p.status === 'rejected' ? <Badge tone="bad">rejected</Badge> : <Badge tone="warn">pending</Badge>}
+      </p>
+      <p class="muted small">
+        from {p.remoteAddress}
+        {p.firmwareVersion ? `, firmware ${p.firmwareVersion}` : ''}
+        {p.userAgent ? `, ${p.userAgent}` : ''}; asked {ago(p.createdAt)}; expires {new Date(p.expiresAt).toLocaleString()}
+      </p>
+      {p.status === 'pending' && (
+        <div class="actions">
+          <button type="button" disabled={busy} onClick={() => void decide('approve')} aria-label={`Approve ${p.deviceId} (code ${p.code})`}>
+            Approve
+          </button>
+          <button type="button" class="secondary" disabled={busy} onClick={() => void decide('reject')} aria-label={`Reject ${p.deviceId} (code ${p.code})`}>
+            Reject
+          </button>
+        </div>
+      )}
+      {problem && <ProblemBox problem={problem} />}
+    </li>
+  );
+}

@@ -1,0 +1,252 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, TEST_API_KEY, type TestGateway } from './support/gateway-harness.js';
+import { EVERYTHING_BIN } from './support/hub.js';
+import { ReferenceDevice } from './support/reference-device.js';
+
+/**
+ * The web console end to end: the gateway serves the built console at /console, Debian's Chromium (driven
+ * by playwright-core) uses it like a person. Every wait is on a selector or an event, never a sleep.
+ * Screenshots of each main view go to test-results/console/ for review.
+ */
+const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
+const SHOTS = 'test-results/console';
+
+let browser: Browser;
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install chromium (or set CHROMIUM_PATH)`);
+  if (!existsSync('console/dist/index.html')) throw new Error('console/dist is missing: npm run build');
+  mkdirSync(SHOTS, { recursive: true });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+}, 60_000);
+afterAll(async () => {
+  await browser?.close();
+});
+
+/** Re-check until it holds: the page updates asynchronously (a busy machine gets plenty of time). */
+const until = <T,>(f: () => T | Promise<T>) => expect.poll(f, { timeout: 20_000, interval: 50 });
+
+const cleanup: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const f of cleanup.splice(0).reverse()) await f();
+});
+
+async function gateway(overrides: Parameters<typeof startTestGateway>[0] = {}): Promise<TestGateway> {
+  const t = await startTestGateway(overrides);
+  cleanup.push(() => t.close());
+  return t;
+}
+
+async function openPage(t: TestGateway, viewport = { width: 1280, height: 860 }): Promise<Page> {
+  const context = await browser.newContext({ viewport, colorScheme: 'light' });
+  cleanup.push(() => context.close());
+  const page = await context.newPage();
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  cleanup.push(() => expect(errors, 'uncaught errors in the page').toEqual([]));
+  await page.goto(`${t.baseUrl}/console/`);
+  return page;
+}
+
+/** Sign in with the keyboard only: the key field has focus order and a label. */
+async function signIn(page: Page, key: string): Promise<void> {
+  await page.getByLabel('API key').focus();
+  await page.keyboard.type(key);
+  await page.keyboard.press('Enter');
+}
+
+/** Every form control on the page has an accessible name (runs in the page: given as text, the tests have no DOM types). */
+async function unlabelledControls(page: Page): Promise<string[]> {
+  return page.evaluate<string[]>(`[...document.querySelectorAll('input, select, textarea')]
+    .filter((c) => !(c.labels && c.labels.length > 0) && !c.getAttribute('aria-label') && !c.closest('label'))
+    .map((c) => c.outerHTML.slice(0, 120))`);
+}
+
+const LIGHT = {
+  name: 'self.light.set',
+  description: 'Set the light',
+  properties: { brightness: { type: 'integer' as const, minimum: 0, maximum: 100, default: 50 }, on: { type: 'boolean' as const }, label: { type: 'string' as const, default: 'desk' } },
+  run: (args: Record<string, boolean | number | string>) => ({ brightness: args['brightness'], on: args['on'], label: args['label'] }),
+};
+const MOTOR = {
+  name: 'self.motor.spin',
+  description: 'Spin the motor',
+  run: () => {
+    throw new Error('motor stalled');
+  },
+};
+const REBOOT = { name: 'self.reboot', description: 'Reboot the device', userOnly: true, run: () => true };
+
+describe('console', () => {
+  it('serves the page with a strict CSP, deep links fall back to it, and a wrong key shows UNAUTHORIZED', async () => {
+    const t = await gateway();
+    const res = await fetch(`${t.baseUrl}/console/devices/aa:bb:cc:dd:ee:ff`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/text\/html/);
+    expect(res.headers.get('content-security-policy')).toContain("default-src 'self'");
+    expect(await res.text()).toContain('<div id="app">');
+    const index = await fetch(`${t.baseUrl}/console/`);
+    expect(index.headers.get('cache-control')).toBe('no-cache');
+    const script = /src="(\/console\/assets\/[^"]+\.js)"/.exec(await index.text())?.[1];
+    const asset = await fetch(`${t.baseUrl}${script}`);
+    expect([asset.status, asset.headers.get('cache-control')]).toEqual([200, 'public, max-age=31536000, immutable']);
+
+    const page = await openPage(t);
+    await signIn(page, 'not-the-key-0123456789');
+    await until(() => page.locator('.problem[data-code="UNAUTHORIZED"]').count()).toBe(1);
+    await page.screenshot({ path: `${SHOTS}/sign-in.png` });
+    // The key is kept in the tab's session storage only, never in local storage, a cookie or the URL.
+    await page.getByLabel('API key').fill(TEST_API_KEY);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Devices' }).waitFor();
+    expect(await page.evaluate(`[sessionStorage.getItem('voxgate.apiKey'), localStorage.length, document.cookie, location.href]`)).toEqual([TEST_API_KEY, 0, '', `${t.baseUrl}/console/`]);
+  }, 60_000);
+
+  it('says how to build it when console/dist is missing, and is gone when turned off', async () => {
+    const unbuilt = await gateway({ console: { dir: '/nonexistent/console-dist' } });
+    for (const path of ['/console', '/console/', '/console/devices']) {
+      const res = await unbuilt.api<{ code: string; detail: string }>('GET', path, undefined, { apiKey: null });
+      expect([res.status, res.body.code, res.body.detail]).toEqual([404, 'NOT_FOUND', 'the console is not built: run "npm run build"']);
+    }
+    const off = await gateway({ console: { enabled: false } });
+    expect((await off.api<{ code: string; detail: string }>('GET', '/console/', undefined, { apiKey: null })).body.detail).toBe('no route GET /console/');
+  });
+
+  it('a device comes online live; its generated form calls a tool; a device error shows its problem code; events stream, pause and resume', async () => {
+    const t = await gateway({ metrics: { historyIntervalMs: 200 }, mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] } } } });
+    const page = await openPage(t);
+    await signIn(page, TEST_API_KEY);
+
+    // No device yet: the empty state names this gateway's real OTA URL.
+    await until(() => page.locator('.ota-url').textContent()).toBe(`${t.baseUrl}/xiaozhi/ota/`);
+    await page.screenshot({ path: `${SHOTS}/devices-empty.png` });
+    await page.locator('.stream.live').waitFor();
+
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c0:01', firmwareVersion: '2.1.0', boardName: 'sim-board', tools: [LIGHT, MOTOR, REBOOT] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+
+    // It appears without a reload, highlighted as new, with its firmware and tool count.
+    const row = page.locator(`tr[data-device="${d.deviceId}"]`);
+    await row.and(page.locator('tr.fresh')).waitFor();
+    await until(() => row.locator('td').allTextContents()).toEqual(expect.arrayContaining(['online', 'WebSocket', '2.1.0sim-board', '3', '0']));
+    await page.screenshot({ path: `${SHOTS}/devices.png` });
+
+    await row.getByRole('link', { name: d.deviceId }).click();
+    await page.getByRole('heading', { name: `Device ${d.deviceId}` }).waitFor();
+    await until(() => page.locator('.firmware').textContent()).toBe('2.1.0');
+    const light = page.locator(`article[data-tool="${LIGHT.name}"]`);
+    await light.waitFor();
+    // The form follows the schema: an integer field with its range and default, a checkbox, a text field.
+    const brightness = light.getByLabel('brightness');
+    expect([...(await Promise.all(['type', 'min', 'max', 'step'].map((a) => brightness.getAttribute(a)))), await brightness.inputValue()]).toEqual(['number', '0', '100', '1', '50']);
+    expect(await light.getByLabel('on').getAttribute('type')).toBe('checkbox');
+    expect(await page.locator(`article[data-tool="${REBOOT.name}"] .badge`).textContent()).toBe('user-only');
+    expect(await unlabelledControls(page)).toEqual([]);
+
+    await brightness.fill('70');
+    await light.getByLabel('on').check();
+    await light.getByRole('button', { name: `Call ${LIGHT.name}` }).click();
+    await light.locator('[data-testid="call-result"] .duration').waitFor();
+    expect(JSON.parse((await light.locator('[data-testid="call-result"] pre.text').textContent()) ?? '')).toEqual({ brightness: 70, on: true, label: 'desk' });
+    // What reached the device: typed arguments, not form strings.
+    const sent = d.mcpReceived.find((p) => p['method'] === 'tools/call' && (p['params'] as { name?: string }).name === LIGHT.name);
+    expect((sent?.['params'] as { arguments?: unknown }).arguments).toEqual({ brightness: 70, on: true, label: 'desk' });
+
+    const motor = page.locator(`article[data-tool="${MOTOR.name}"]`);
+    await motor.getByRole('button', { name: `Call ${MOTOR.name}` }).click();
+    const problem = motor.locator('.problem[data-code="DEVICE_ERROR"]');
+    await problem.waitFor();
+    expect(await problem.textContent()).toContain('The device answered with an error');
+    expect(await problem.textContent()).toContain('motor stalled');
+    await page.screenshot({ path: `${SHOTS}/device.png`, fullPage: true });
+
+    // Events: a device notification appears live; paused, the stream misses nothing: resume replays it.
+    await page.getByRole('link', { name: 'Events' }).click();
+    await page.getByRole('heading', { name: 'Events' }).waitFor();
+    const notifications = page.locator('tr[data-event-type="device.notification"]');
+    d.notify('notifications/state_changed', { state: 'listening' });
+    await notifications.first().waitFor();
+    await page.getByRole('button', { name: 'Pause' }).click();
+    await page.locator('.stream.paused').waitFor();
+    const missed = t.nextEvent('device.notification', d.deviceId);
+    d.notify('notifications/state_changed', { state: 'speaking' });
+    await missed;
+    expect(await notifications.count()).toBe(1);
+    await page.getByRole('button', { name: 'Resume' }).click();
+    await until(() => notifications.count()).toBe(2);
+    await page.locator('.stream.live').waitFor();
+    await page.screenshot({ path: `${SHOTS}/events.png` });
+
+    // Hosted servers: state, tools, resources and prompts of a real stdio server.
+    await t.gw.hubStarted;
+    await page.getByRole('link', { name: 'Servers' }).click();
+    await page.locator('article[data-server="everything"] .badge.ok').waitFor();
+    await until(async () => (await page.locator('ul.names li').count()) > 3).toBe(true);
+    await page.screenshot({ path: `${SHOTS}/servers.png`, fullPage: true });
+
+    // Health: counts and charts from the gateway's in-memory samples (one every 200 ms here).
+    await page.getByRole('link', { name: 'Health' }).click();
+    await until(() => page.locator('.online-count').textContent()).toBe('1');
+    await page.locator('figure.chart').first().waitFor();
+    expect(await page.locator('figure.chart').count()).toBe(3);
+    await page.screenshot({ path: `${SHOTS}/health.png` });
+
+    // Offline: greyed in the table, live.
+    const offline = t.nextEvent('device.offline', d.deviceId);
+    d.terminate();
+    await offline;
+    await page.getByRole('link', { name: 'Devices' }).click();
+    await page.locator(`tr.offline[data-device="${d.deviceId}"]`).waitFor();
+    // Filters: the server filters by status; the search box within the page.
+    await page.getByLabel('Status').selectOption('true');
+    await page.getByText('No device on this page matches.').waitFor();
+    await page.getByLabel('Status').selectOption('false');
+    await page.locator(`tr.offline[data-device="${d.deviceId}"]`).waitFor();
+    await page.getByLabel('Search this page').fill('no-such-board');
+    await page.getByText('No device on this page matches.').waitFor();
+    await page.getByLabel('Search this page').fill('sim-board');
+    await page.locator(`tr[data-device="${d.deviceId}"]`).waitFor();
+  }, 120_000);
+
+  it('is usable on a phone: no sideways scrolling, the device table keeps its key columns', async () => {
+    const t = await gateway();
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c0:02', tools: [LIGHT] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+    const page = await openPage(t, { width: 390, height: 844 });
+    await signIn(page, TEST_API_KEY);
+    await page.locator(`tr[data-device="${d.deviceId}"]`).waitFor();
+    expect(await page.evaluate('document.documentElement.scrollWidth <= document.documentElement.clientWidth')).toBe(true);
+    await page.screenshot({ path: `${SHOTS}/devices-phone.png`, fullPage: true });
+  }, 60_000);
+
+  it('approves a device waiting for enrollment', async () => {
+    const t = await gateway({ deviceAuth: 'hmac', deviceSecret: 'console-device-secret-0123456789' });
+    const device = { deviceId: '02:00:00:00:c0:03', clientId: '6f1c5a8e-4a2b-4c1e-9a7d-0c5e2b3f4a10' };
+    const check = await fetch(`${t.baseUrl}/xiaozhi/ota/`, {
+      method: 'POST',
+      headers: { 'device-id': device.deviceId, 'client-id': device.clientId, 'content-type': 'application/json', 'user-agent': 'sim-board/1.7.6' },
+      body: JSON.stringify({ application: { name: 'xiaozhi', version: '1.7.6' } }),
+    });
+    const code = ((await check.json()) as { activation?: { code: string } }).activation?.code;
+    expect(code).toMatch(/^\d{6}$/);
+
+    const page = await openPage(t);
+    await signIn(page, TEST_API_KEY);
+    await page.getByRole('link', { name: 'Enrollments' }).click();
+    const item = page.locator(`li[data-code="${code}"]`);
+    await item.waitFor();
+    await page.screenshot({ path: `${SHOTS}/enrollments.png` });
+    await item.getByRole('button', { name: `Approve ${device.deviceId} (code ${code})` }).click();
+    await until(() => page.getByRole('status').filter({ hasText: 'Approved' }).count()).toBe(1);
+    await item.waitFor({ state: 'detached' });
+    const binding = await t.api<{ via: string }>('GET', `/v1/enrollments/devices/${device.deviceId}`);
+    expect(binding.body.via).toBe('approve');
+  }, 60_000);
+});
