@@ -3,7 +3,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 /** Operator counters. No per-device labels: a fleet would explode the series count. */
 export function createMetrics() {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'voxgate_process_' });
+  // prom-client's default names already say what they are (process_cpu_…, nodejs_heap_…): only the project prefix.
+  collectDefaultMetrics({ register: registry, prefix: 'voxgate_' });
   const m = {
     registry,
     devicesConnected: new Gauge({ name: 'voxgate_devices_connected', help: 'Devices connected now', labelNames: ['transport'] as const, registers: [registry] }),
