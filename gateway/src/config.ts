@@ -100,6 +100,8 @@ export const ConfigSchema = z
       .default({}),
     dataDir: z.string().default('data'),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /** `json` lines for log collectors; `pretty` (pino-pretty) for people reading a terminal. */
+    logFormat: z.enum(['json', 'pretty']).default('json'),
     vision: z
       .strictObject({
         url: HttpUrl.optional(),
@@ -312,6 +314,7 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_MCP_MAX_SESSIONS_PER_KEY: ['mcp', 'endpoint', 'maxSessionsPerKey'],
   GATEWAY_DATA_DIR: ['dataDir'],
   GATEWAY_LOG_LEVEL: ['logLevel'],
+  GATEWAY_LOG_FORMAT: ['logFormat'],
   GATEWAY_VISION_URL: ['vision', 'url'],
   GATEWAY_CALL_TIMEOUT_MS: ['calls', 'defaultTimeoutMs'],
   GATEWAY_CALL_MAX_TIMEOUT_MS: ['calls', 'maxTimeoutMs'],

@@ -59,7 +59,7 @@ export interface Gateway {
 
 /** Start every part: HTTP API + device WebSocket on one port, the embedded MQTT broker on another. */
 export async function startGateway(config: Config, opts: { log?: Logger } = {}): Promise<Gateway> {
-  const log = opts.log ?? createLogger(config.logLevel);
+  const log = opts.log ?? createLogger(config.logLevel, undefined, config.logFormat);
   const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
   if (secrets.tightenedFrom) log.warn({ file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom }, 'the secrets file was readable by group or others; its mode is now 0600');
   const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
