@@ -60,6 +60,12 @@ export function createMetrics() {
       labelNames: ['kind'] as const,
       registers: [registry],
     }),
+    unhandledErrors: new Counter({
+      name: 'voxgate_unhandled_errors_total',
+      help: 'Errors no handler caught, by kind (rejection: logged, the gateway goes on; exception: logged, the gateway stops and exits 1)',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
     schemaValidators: new Gauge({ name: 'voxgate_schema_validators_cached', help: 'Compiled schema validators held (LRU, shared by schema content)', registers: [registry] }),
   };
   return m;
