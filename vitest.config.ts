@@ -10,7 +10,8 @@ export default defineConfig({
   test: {
     include: ['protocol/test/**/*.test.ts', 'gateway/test/**/*.test.ts', 'test/**/*.test.ts', 'bench/test/**/*.test.ts', 'mcp_servers/*/test/**/*.test.ts'],
     // Build dist/ once per run: process tests start the compiled gateway (test/support/gateway-process.ts).
-    globalSetup: ['./test/support/build.ts'],
+    // temp-guard: a temp folder per run, and the run fails if a test leaves a folder of its own behind.
+    globalSetup: ['./test/support/temp-guard.ts', './test/support/build.ts'],
     testTimeout: 20_000,
     hookTimeout: 20_000,
     // Two cores: files run in parallel forks, each with its own ports (port 0).

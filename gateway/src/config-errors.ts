@@ -4,6 +4,9 @@
  * lands in the issue's path; JSON.parse quotes the text it failed on; and any message may echo a value.
  */
 
+import { closest, distance } from 'fastest-levenshtein';
+import type { z } from 'zod';
+
 const REDACTED = '<redacted>';
 /** Shorter strings are not masked: they would mangle ordinary words, and no accepted secret is that short. */
 const MIN_MASKED_LENGTH = 6;
@@ -71,4 +74,37 @@ export function redactProblem(problem: string, secrets: readonly string[]): stri
   let out = stripJsonSnippet(problem);
   for (const s of secrets) out = out.split(s).join(REDACTED);
   return out;
+}
+
+/**
+ * One problem per misspelled or unknown key (`http.prot: unknown setting; did you mean "port"?`): a
+ * strict schema refuses them instead of ignoring them silently, and the closest known key is suggested.
+ */
+export function unknownKeyProblems(schema: z.ZodType, path: readonly PropertyKey[], keys: readonly string[]): string[] {
+  const known = knownKeysAt(schema, path);
+  return keys.map((key) => {
+    const near = known.length ? closest(key, known) : undefined;
+    const hint = near !== undefined && distance(key.toLowerCase(), near.toLowerCase()) <= Math.max(2, Math.floor(near.length / 3)) ? `; did you mean "${near}"?` : '';
+    return `${[...path.map(String), key].join('.')}: unknown setting${hint}`;
+  });
+}
+
+/** The keys an object schema accepts at `path` (through defaults, optionals, preprocessing and lists). */
+function knownKeysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
+  let node: z.core.$ZodType | undefined = schema;
+  const rest = [...path];
+  while (node) {
+    const def = node._zod.def as unknown as Record<string, unknown> & { type: string };
+    if (def.type === 'object') {
+      const shape = def['shape'] as Record<string, z.core.$ZodType>;
+      if (rest.length === 0) return Object.keys(shape);
+      node = shape[String(rest.shift())];
+    } else if (def.type === 'array') {
+      if (typeof rest[0] === 'number') rest.shift();
+      node = def['element'] as z.core.$ZodType;
+    } else if (def.type === 'pipe') node = def['out'] as z.core.$ZodType;
+    else if ('innerType' in def) node = def['innerType'] as z.core.$ZodType;
+    else return [];
+  }
+  return [];
 }

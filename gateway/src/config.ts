@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { DeviceIdSchema } from '@voxgate/protocol';
 import { normalizeDeviceId } from '@voxgate/protocol';
 import { z } from 'zod';
-import { jsonErrorWithoutInput, parseKeyTenants, redactProblem, safePath, secretValues } from './config-errors.js';
+import { jsonErrorWithoutInput, parseKeyTenants, redactProblem, safePath, secretValues, unknownKeyProblems } from './config-errors.js';
 import { McpConfigError, resolveServers } from './hub/config.js';
 
 /**
@@ -25,7 +25,7 @@ const always = () => true;
  * its id), always for the listed `devices`, and only for the listed `boards` when given (matched against
  * the OTA body's board.type / board.name and the User-Agent's product).
  */
-const FirmwareRollout = z.object({
+const FirmwareRollout = z.strictObject({
   version: z.string().regex(/^v?\d{1,9}(\.\d{1,9}){0,2}(-[0-9A-Za-z.-]{1,64})?(\+[0-9A-Za-z.-]{1,64})?$/, 'a semantic version such as 1.4.0'),
   url: z.union([HttpUrl, z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'a file name in <dataDir>/firmware or an http(s) URL')]),
   percent: z.coerce.number().min(0).max(100),
@@ -40,9 +40,9 @@ const FirmwareRollout = z.object({
 export type FirmwareRolloutConfig = z.infer<typeof FirmwareRollout>;
 
 export const ConfigSchema = z
-  .object({
+  .strictObject({
     http: z
-      .object({
+      .strictObject({
         host: z.string().default('0.0.0.0'),
         port: Port.default(8000),
         /** How devices reach this gateway (OTA answers); default: the Host header of the OTA request. */
@@ -57,7 +57,7 @@ export const ConfigSchema = z
       })
       .prefault({}),
     ws: z
-      .object({
+      .strictObject({
         path: z.string().startsWith('/').default('/xiaozhi/v1/'),
         maxPayloadBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
         heartbeatMs: Ms(30_000),
@@ -66,7 +66,7 @@ export const ConfigSchema = z
       })
       .prefault({}),
     mqtt: z
-      .object({
+      .strictObject({
         enabled: Bool.default(true),
         host: z.string().default('0.0.0.0'),
         port: Port.default(1883),
@@ -105,8 +105,10 @@ export const ConfigSchema = z
       .default({}),
     dataDir: z.string().default('data'),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /** `json` lines for log collectors; `pretty` (pino-pretty) for people reading a terminal. */
+    logFormat: z.enum(['json', 'pretty']).default('json'),
     vision: z
-      .object({
+      .strictObject({
         url: HttpUrl.optional(),
         tokenTtlSeconds: z.coerce.number().int().min(60).default(3600),
         /** How often a connected device gets a fresh token (a repeated initialize); default: 80% of tokenTtlSeconds. */
@@ -127,7 +129,7 @@ export const ConfigSchema = z
       })
       .prefault({}),
     calls: z
-      .object({
+      .strictObject({
         defaultTimeoutMs: Ms(30_000),
         maxTimeoutMs: Ms(300_000),
         /** Calls waiting per device beyond the one running; more is `DEVICE_BUSY`. */
@@ -137,7 +139,7 @@ export const ConfigSchema = z
       })
       .prefault({}),
     session: z
-      .object({
+      .strictObject({
         /** initialize and each tools/list page must answer within this. */
         requestTimeoutMs: Ms(10_000),
         maxToolPages: z.coerce.number().int().min(1).max(1000).default(64),
@@ -150,13 +152,13 @@ export const ConfigSchema = z
       })
       .prefault({}),
     devices: z
-      .object({
+      .strictObject({
         /** Devices remembered (listed with lastSeenAt); past it offline ones are forgotten, never-ready ones first. */
         maxKnown: z.coerce.number().int().min(1).max(10_000_000).default(50_000),
       })
       .prefault({}),
     events: z
-      .object({
+      .strictObject({
         bufferSize: z.coerce.number().int().min(0).max(1_000_000).default(1000),
         /** device.message + device.notification events per device: sustained rate and burst; beyond, dropped and counted. */
         devicePerSecond: z.coerce.number().min(0.01).max(100_000).default(20),
@@ -170,7 +172,7 @@ export const ConfigSchema = z
       .prefault({}),
     /** Every device text frame (WebSocket message, MQTT payload) is bounded before it is parsed. */
     frames: z
-      .object({
+      .strictObject({
         /** Deepest object/array nesting accepted; deeper frames are rejected (`too_deep`). */
         maxDepth: z.coerce.number().int().min(8).max(512).default(64),
         /** Largest frame parsed, in UTF-8 bytes (`too_large`); the links' own byte caps apply first. */
@@ -179,7 +181,7 @@ export const ConfigSchema = z
       .prefault({}),
     /** Tool schemas from devices and hosted MCP servers are untrusted data (see docs/security.md). */
     schemas: z
-      .object({
+      .strictObject({
         /** A tool whose inputSchema/outputSchema is larger (UTF-8 bytes of its JSON) is left out of the catalog. */
         maxBytes: z.coerce.number().int().min(256).max(4 * 1024 * 1024).default(64 * 1024),
         /** ... or nested deeper than this (JSON levels). */
@@ -189,7 +191,7 @@ export const ConfigSchema = z
       })
       .prefault({}),
     ota: z
-      .object({
+      .strictObject({
         transport: z.enum(['websocket', 'mqtt']).default('websocket'),
         firmwareVersion: z.string().default('0.0.0'),
         firmwareUrl: z.string().default(''),
@@ -200,7 +202,7 @@ export const ConfigSchema = z
       .prefault({}),
     shutdownGraceMs: Ms(4000, 60_000),
     metrics: z
-      .object({
+      .strictObject({
         /** A bearer key that may read /metrics (and nothing else), besides the API keys. */
         key: z.string().min(16, 'at least 16 characters').optional(),
         /** Serve /metrics on its own listener (and not on the API port). It needs `key` only when one is set. */
@@ -220,7 +222,7 @@ export const ConfigSchema = z
       })
       .prefault({}),
     mcp: z
-      .object({
+      .strictObject({
         /** `MCP_ENABLED=false` turns the hub (upstream servers) off; device tools and /mcp keep working. */
         enabled: Bool.default(true),
         /** The `{"mcpServers": {...}}` file (`GATEWAY_MCP_CONFIG`). No file and no inline servers: no hub. */
@@ -246,7 +248,7 @@ export const ConfigSchema = z
         /** Log messages per second passed on from one hosted server (a burst of as many); the rest are dropped and counted. */
         upstreamLogRatePerSecond: z.coerce.number().int().min(1).max(10_000).default(20),
         endpoint: z
-          .object({
+          .strictObject({
             enabled: Bool.default(true),
             /** Browser origins allowed besides the gateway's own; requests without Origin are allowed. */
             allowedOrigins: Csv.default([]),
@@ -270,7 +272,7 @@ export const ConfigSchema = z
      * bound to its credentials either way.
      */
     enrollment: z
-      .object({
+      .strictObject({
         policy: z.enum(['open', 'approve', 'allowlist']).default('approve'),
         /** Device ids (any MAC spelling) that `allowlist` admits. */
         allowlist: Csv.refine((ids) => ids.every((id) => normalizeDeviceId(id) !== undefined), 'every entry must be a MAC address such as aa:bb:cc:dd:ee:ff').default([]),
@@ -280,7 +282,7 @@ export const ConfigSchema = z
         maxPendingPerDevice: z.coerce.number().int().min(1).max(100).default(4),
         /** OTA and activation requests per source address: a token bucket of `burst`, refilled at `perSecond`. */
         rateLimit: z
-          .object({
+          .strictObject({
             perSecond: z.coerce.number().min(0.01).max(10_000).default(2),
             burst: z.coerce.number().int().min(1).max(100_000).default(60),
             /** Addresses tracked at once; the least recently seen is forgotten first. */
@@ -421,6 +423,7 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_MCP_MAX_SESSIONS_PER_KEY: ['mcp', 'endpoint', 'maxSessionsPerKey'],
   GATEWAY_DATA_DIR: ['dataDir'],
   GATEWAY_LOG_LEVEL: ['logLevel'],
+  GATEWAY_LOG_FORMAT: ['logFormat'],
   GATEWAY_VISION_URL: ['vision', 'url'],
   GATEWAY_VISION_REFRESH_MS: ['vision', 'refreshMs'],
   GATEWAY_VISION_SERVE: ['vision', 'serve'],
@@ -507,7 +510,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     const envName = Object.entries(ENV_MAP).find(([, p]) => p.join('.') === key.slice(0, p.length).join('.'))?.[0];
     return envName && env[envName] !== undefined ? ` (from ${envName})` : '';
   };
-  throw fail(r.error.issues.map((i) => `${safePath(i.path, merged)}: ${i.message}${origin(i.path)}`));
+  throw fail(
+    r.error.issues.flatMap((i) =>
+      // Every object is strict: a misspelled key is an error (with a suggestion), never silently ignored.
+      i.code === 'unrecognized_keys' ? unknownKeyProblems(ConfigSchema, i.path, i.keys) : [`${safePath(i.path, merged)}: ${i.message}${origin(i.path)}`],
+    ),
+  );
 }
 
 function readConfigFile(path: string, required: boolean): Record<string, unknown> {

@@ -66,7 +66,7 @@ export interface Gateway {
 
 /** Start every part: HTTP API + device WebSocket on one port, the embedded MQTT broker on another. */
 export async function startGateway(config: Config, opts: { log?: Logger } = {}): Promise<Gateway> {
-  const log = opts.log ?? createLogger(config.logLevel);
+  const log = opts.log ?? createLogger(config.logLevel, undefined, config.logFormat);
   const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
   if (secrets.tightenedFrom) log.warn({ file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom }, 'the secrets file was readable by group or others; its mode is now 0600');
   const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
@@ -214,8 +214,9 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     metrics,
   });
   try {
-    if (config.mqtt.enabled) {
-      mqtt = await startMqttLink({
+    // Both listeners start together, so a start that fails reports every port that failed, not the first.
+    const [mqttStart, httpStart] = await Promise.allSettled([
+      config.mqtt.enabled ? startMqttLink({
         host: config.mqtt.host,
         port: config.mqtt.port,
         maxPacketBytes: config.mqtt.maxPacketBytes,
@@ -228,10 +229,16 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
         registry,
         log: log.child({ component: 'mqtt' }),
         metrics,
-      });
-      fanOutToMqtt(bus, mqtt.publish);
-    }
-    await http.listen({ host: config.http.host, port: config.http.port });
+      }) : Promise.resolve(undefined),
+      http.listen({ host: config.http.host, port: config.http.port }),
+    ]);
+    if (mqttStart.status === 'fulfilled') mqtt = mqttStart.value;
+    const failed = [
+      ...(httpStart.status === 'rejected' ? [listenProblem('HTTP', config.http.host, config.http.port, httpStart.reason)] : []),
+      ...(mqttStart.status === 'rejected' ? [listenProblem('MQTT', config.mqtt.host, config.mqtt.port, mqttStart.reason)] : []),
+    ];
+    if (failed.length) throw new Error(`cannot listen: ${failed.join('; ')}`);
+    if (mqtt) fanOutToMqtt(bus, mqtt.publish);
     if (config.metrics.port !== undefined) {
       metricsListener = await startMetricsListener({
         host: config.metrics.host,
@@ -337,4 +344,11 @@ async function openEnrollment(config: Config, deviceSecret: string, store: Store
   });
   log.info({ policy: e.policy }, 'device enrollment');
   return enrollment;
+}
+
+/** "HTTP 0.0.0.0:8000 is already in use (EADDRINUSE)": which listener, where, and why, for the person starting it. */
+function listenProblem(listener: string, host: string, port: number, err: unknown): string {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  const why = code === 'EADDRINUSE' ? 'is already in use' : code === 'EACCES' ? 'needs more privileges' : `failed: ${err instanceof Error ? err.message : String(err)}`;
+  return `${listener} ${host}:${port} ${why}${code ? ` (${code})` : ''}`;
 }

@@ -1,4 +1,5 @@
 import { pino, type Logger } from 'pino';
+import { build as prettyStream } from 'pino-pretty';
 
 /** Secrets never reach a log line, wherever they sit in a logged object. */
 export const REDACT_PATHS = [
@@ -38,8 +39,16 @@ export const REDACT_PATHS = [
   '*.apiKeyTenants',
 ];
 
-export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {
+/** `json`: one JSON object per line, for machines (the default). `pretty`: colored lines for people. */
+export type LogFormat = 'json' | 'pretty';
+
+export function createLogger(level: string, destination?: NodeJS.WritableStream, format: LogFormat = 'json'): Logger {
   const opts = { level, redact: { paths: REDACT_PATHS, censor: '[REDACTED]' }, base: { service: 'voxgate' } };
+  if (format === 'pretty') {
+    // In this thread and synchronous (no transport worker): every line is written before a process.exit.
+    // Redaction runs before formatting, so pretty lines hide the same secrets.
+    return pino(opts, prettyStream({ destination: destination ?? 1, sync: true, colorize: destination === undefined && process.stdout.isTTY, ignore: 'service' }));
+  }
   return destination ? pino(opts, destination as pino.DestinationStream) : pino(opts);
 }
 

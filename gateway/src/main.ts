@@ -1,10 +1,12 @@
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { startGateway, type Gateway } from './gateway.js';
+import { createLogger } from './log.js';
+import { installSafetyNet } from './safety-net.js';
 
 /**
  * CLI entry (`node --enable-source-maps gateway/dist/main.js`, or `npm start`, which execs it): one process
  * that receives SIGINT/SIGTERM itself. Configuration problems exit 2; a signal stops gracefully (exit 0),
- * a second signal or an overrun of the grace period exits 1.
+ * a second signal or an overrun of the grace period exits 1. Errors no handler caught: see safety-net.ts.
  */
 async function main(): Promise<void> {
   let config: Config;
@@ -22,26 +24,31 @@ async function main(): Promise<void> {
   // so nothing it started (listeners, hub children) outlives the process.
   let gw: Gateway | undefined = undefined;
   let signal: string | undefined;
-  const stop = (name: string) => {
+  let exitCode = 0;
+  const stop = (name: string, code = 0) => {
     if (signal !== undefined) process.exit(1);
     signal = name;
-    if (gw) shutDown(gw, config, name);
+    exitCode = code;
+    if (gw) shutDown(gw, config, name, code);
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  const log = createLogger(config.logLevel, undefined, config.logFormat);
+  installSafetyNet({ log, count: (kind) => gw?.metrics.unhandledErrors.inc({ kind }), onException: () => stop('uncaughtException', 1) });
 
-  gw = await startGateway(config);
+  gw = await startGateway(config, { log });
   if (gw.generatedApiKey) {
     // Printed once, outside the (redacted) log: it is also kept in <dataDir>/secrets.json (mode 0600).
     process.stderr.write(
       `\n  No GATEWAY_API_KEYS configured; generated an API key (kept in ${config.dataDir}/secrets.json):\n\n    ${gw.generatedApiKey}\n\n`,
     );
   }
-  if (signal !== undefined) shutDown(gw, config, signal);
+  if (signal !== undefined) shutDown(gw, config, signal, exitCode);
 }
 
-function shutDown(gw: Gateway, config: Config, signal: string): void {
-  gw.log.info({ signal }, 'signal received');
+function shutDown(gw: Gateway, config: Config, signal: string, exitCode: number): void {
+  if (exitCode === 0) gw.log.info({ signal }, 'signal received');
+  else gw.log.error({ reason: signal }, 'stopping after an uncaught exception');
   // close() bounds connections by shutdownGraceMs and hub children by mcp.killGraceMs (TERM, then KILL,
   // then a bounded wait for the group); past both, something is stuck: exit anyway.
   const hardStop = setTimeout(() => {
@@ -50,7 +57,7 @@ function shutDown(gw: Gateway, config: Config, signal: string): void {
   }, config.shutdownGraceMs + 2 * config.mcp.killGraceMs + 1000);
   hardStop.unref();
   void gw.close().then(
-    () => process.exit(0),
+    () => process.exit(exitCode),
     (err: unknown) => {
       gw.log.error({ err }, 'shutdown failed');
       process.exit(1);

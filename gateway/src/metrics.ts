@@ -3,7 +3,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 /** Operator counters. No per-device labels: a fleet would explode the series count. */
 export function createMetrics() {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'voxgate_process_' });
+  // prom-client's default names already say what they are (process_cpu_…, nodejs_heap_…): only the project prefix.
+  collectDefaultMetrics({ register: registry, prefix: 'voxgate_' });
   const m = {
     registry,
     devicesConnected: new Gauge({ name: 'voxgate_devices_connected', help: 'Devices connected now', labelNames: ['transport'] as const, registers: [registry] }),
@@ -58,6 +59,12 @@ export function createMetrics() {
     deviceContent: new Counter({
       name: 'voxgate_device_content_normalized_total',
       help: 'Device tools/call content items rewritten to valid MCP content (firmware_image: the firmware image shape; malformed: passed on as text)',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
+    unhandledErrors: new Counter({
+      name: 'voxgate_unhandled_errors_total',
+      help: 'Errors no handler caught, by kind (rejection: logged, the gateway goes on; exception: logged, the gateway stops and exits 1)',
       labelNames: ['kind'] as const,
       registers: [registry],
     }),

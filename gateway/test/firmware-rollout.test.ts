@@ -2,8 +2,8 @@ import { OtaResponseSchema } from '@voxgate/protocol';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { dirname, join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { startTestGateway, type TestGateway } from '../../test/support/gateway-harness.js';
 import { ReferenceDevice } from '../../test/support/reference-device.js';
@@ -60,6 +60,7 @@ describe('rollout selection', () => {
 describe('ota.rollout configuration', () => {
   const emptyFile = join(mkdtempSync(join(tmpdir(), 'voxgate-cfg-')), 'gateway.config.json');
   writeFileSync(emptyFile, '{}');
+  afterAll(() => rmSync(dirname(emptyFile), { recursive: true, force: true }));
   const load = (env: Record<string, string>, over: ConfigInput = {}) => loadConfig({ GATEWAY_CONFIG: emptyFile, ...env }, over);
 
   it('comes from GATEWAY_OTA_ROLLOUT_* or the file, and is validated', () => {

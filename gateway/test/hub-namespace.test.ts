@@ -1,8 +1,8 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { dirname, join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { loadConfig } from '../../gateway/src/config.js';
 import { buildNamespace, deviceToolRaw, serverToolRaw, TOOL_NAME, type ToolTarget } from '../../gateway/src/hub/names.js';
 import { startTestGateway } from '../../test/support/gateway-harness.js';
@@ -102,6 +102,7 @@ describe('tenants', () => {
   it('parses key tenants from the environment, keeping plain GATEWAY_API_KEYS valid', () => {
     const empty = join(mkdtempSync(join(tmpdir(), 'voxgate-cfg-')), 'gateway.config.json');
     writeFileSync(empty, '{}');
+    onTestFinished(() => rmSync(dirname(empty), { recursive: true, force: true }));
     const c = loadConfig({ GATEWAY_CONFIG: empty, GATEWAY_API_KEYS: 'k1,k2,k3', GATEWAY_API_KEY_TENANTS: 'k1=acme, k2=globex' });
     expect(c.apiKeys).toEqual(['k1', 'k2', 'k3']);
     expect(c.apiKeyTenants).toEqual({ k1: 'acme', k2: 'globex' });

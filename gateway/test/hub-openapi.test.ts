@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -40,6 +40,7 @@ const spec = {
 describe('OpenAPI servers, credentials and the SSRF guard', () => {
   let api: FastifyInstance;
   let apiUrl: string;
+  let dir: string;
   let t: TestGateway;
   const seen: Array<{ method: string; url: string; auth?: string; body?: unknown }> = [];
 
@@ -54,7 +55,7 @@ describe('OpenAPI servers, credentials and the SSRF guard', () => {
     await api.listen({ host: '127.0.0.1', port: 0 });
     const addr = api.server.address() as { port: number };
     apiUrl = `http://127.0.0.1:${addr.port}`;
-    const dir = mkdtempSync(join(tmpdir(), 'voxgate-openapi-'));
+    dir = mkdtempSync(join(tmpdir(), 'voxgate-openapi-'));
     writeFileSync(join(dir, 'lamps.json'), JSON.stringify(spec));
     writeFileSync(
       join(dir, 'mcp.json'),
@@ -72,6 +73,7 @@ describe('OpenAPI servers, credentials and the SSRF guard', () => {
   afterAll(async () => {
     await t.close();
     await api.close();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('turns every operation into a tool: operationId or method_path, merged parameters, summary + description', () => {

@@ -33,10 +33,6 @@ export async function startTestGateway(overrides: ConfigInput = {}, env: NodeJS.
   const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-test-'));
   // An empty config file of its own, so a developer's gateway.config.json never leaks into a test.
   writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
-  const config = loadConfig(
-    { GATEWAY_CONFIG: join(dataDir, 'gateway.config.json'), ...env },
-    { dataDir, apiKeys: [TEST_API_KEY], ...overrides, http: { host: '127.0.0.1', port: 0, ...overrides.http }, mqtt: { host: '127.0.0.1', port: 0, ...overrides.mqtt } },
-  );
   const logs: Array<Record<string, unknown>> = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
@@ -44,7 +40,18 @@ export async function startTestGateway(overrides: ConfigInput = {}, env: NodeJS.
       cb();
     },
   });
-  const gw = await startGateway(config, { log: createLogger('debug', sink) });
+  let gw: Gateway;
+  try {
+    const config = loadConfig(
+      { GATEWAY_CONFIG: join(dataDir, 'gateway.config.json'), ...env },
+      { dataDir, apiKeys: [TEST_API_KEY], ...overrides, http: { host: '127.0.0.1', port: 0, ...overrides.http }, mqtt: { host: '127.0.0.1', port: 0, ...overrides.mqtt } },
+    );
+    gw = await startGateway(config, { log: createLogger('debug', sink) });
+  } catch (e) {
+    // Tests that expect a start to fail leave no data dir behind either.
+    rmSync(dataDir, { recursive: true, force: true });
+    throw e;
+  }
   const baseUrl = `http://127.0.0.1:${gw.httpPort}`;
   const api = async <T,>(method: string, path: string, body?: unknown, opts: { apiKey?: string | null } = {}): Promise<ApiResponse<T>> => {
     const headers: Record<string, string> = {};

@@ -21,6 +21,7 @@ import { eventRoutes } from './events.js';
 import { healthRoutes, metricsRoute } from './health.js';
 import { otaRoutes } from './ota.js';
 import { registerProblemHandlers } from './problem.js';
+import { rootRoute } from './root.js';
 import { toolRoutes } from './tools.js';
 import { photoRoutes } from '../vision/photo-routes.js';
 import { visionExplainRoute, type VisionService } from '../vision/routes.js';
@@ -81,6 +82,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   await app.register(healthRoutes, { ready: d.ready });
+  await app.register(rootRoute, { version: d.version });
   // With metrics.port set, /metrics lives on its own listener (gateway.ts) and not here.
   if (d.config.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d) });
   const firmware = new FirmwareService({ config: d.config, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });

@@ -323,7 +323,7 @@ export class DeviceSession {
       const started = performance.now();
       let result: unknown;
       try {
-        result = await this.request('tools/call', { name, arguments: args }, remaining);
+        result = await this.request('tools/call', { name, arguments: args }, remaining, timeoutMs);
       } catch (e) {
         this.countCall(e, started);
         throw e;
@@ -351,7 +351,7 @@ export class DeviceSession {
     const timeoutMs = this.clampTimeout(opts.timeoutMs);
     const deadline = Date.now() + timeoutMs;
     if (this.state === 'closed') throw this.offline();
-    return this.enqueue(deadline, (remaining) => this.request(method, params, remaining));
+    return this.enqueue(deadline, (remaining) => this.request(method, params, remaining, timeoutMs));
   }
 
   /** A JSON-RPC notification, sent at once: it expects no reply, so it holds no place in the call queue. */
@@ -442,15 +442,18 @@ export class DeviceSession {
     if (outcome === 'device_error') this.d.metrics.callDuration.observe((performance.now() - started) / 1000);
   }
 
-  /** Send a request and await its reply; ids are small positive integers (devices drop string ids). */
-  private request(method: string, params: Record<string, unknown> | undefined, timeoutMs: number): Promise<unknown> {
+  /**
+   * Send a request and await its reply; ids are small positive integers (devices drop string ids).
+   * `reportedMs`: the timeout the caller asked for, which the error names (`timeoutMs` may be what is left of it).
+   */
+  private request(method: string, params: Record<string, unknown> | undefined, timeoutMs: number, reportedMs = timeoutMs): Promise<unknown> {
     if (this.state === 'closed') return Promise.reject(this.offline());
     const id = this.nextId++;
     const payload = rpcRequest(id, method, params);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not answer ${method} within ${timeoutMs} ms`));
+        reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not answer ${method} within ${reportedMs} ms`));
       }, timeoutMs);
       this.pending.set(id, { method, resolve, reject, timer, sentAt: Date.now() });
       if (!this.d.link.send(encodeMcpFrame(this.sessionId, payload))) {

@@ -222,9 +222,11 @@ export async function startMqttLink(o: MqttLinkOptions) {
   });
   limitConnections(server, 'mqtt', { maxConnections: o.maxConnections, maxConnectionsPerAddress: o.maxConnectionsPerAddress }, o.metrics, o.log);
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    // A port that cannot be bound leaves nothing running: the broker (and its timers) is closed too.
+    const failed = (err: Error) => broker.close(() => reject(err));
+    server.once('error', failed);
     server.listen(o.port, o.host, () => {
-      server.off('error', reject);
+      server.off('error', failed);
       resolve();
     });
   });

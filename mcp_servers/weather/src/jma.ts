@@ -1,3 +1,5 @@
+import { readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { z } from 'zod';
 
 /**
@@ -46,14 +48,33 @@ export function resolveArea(input: string): { code: string; name: string } | und
 
 export interface ForecastOptions {
   baseUrl: string;
+  /** Offline: read `<dataDir>/<area code>.json` (files saved from the JMA API) instead of asking the service. */
+  dataDir?: string | undefined;
   timeoutMs: number;
   maxBytes: number;
 }
 
 export class WeatherError extends Error {}
 
-/** Fetch and check one area's forecast. */
+/** Fetch (or, with `dataDir`, read) and check one area's forecast. */
 export async function fetchForecast(code: string, o: ForecastOptions): Promise<ForecastDocument> {
+  return parseForecast(o.dataDir === undefined ? await download(code, o) : await readSaved(code, o.dataDir, o.maxBytes));
+}
+
+async function readSaved(code: string, dir: string, maxBytes: number): Promise<string> {
+  // `code` is 6 digits (resolveArea): it cannot name a file outside `dir`.
+  if (!/^\d{6}$/.test(code)) throw new WeatherError(`no forecast for area code ${code}`);
+  const file = join(dir, `${code}.json`);
+  try {
+    if ((await stat(file)).size > maxBytes) throw new WeatherError('the forecast is unexpectedly large');
+    return await readFile(file, 'utf8');
+  } catch (e) {
+    if (e instanceof WeatherError) throw e;
+    throw new WeatherError(`no saved forecast for area code ${code} (offline data in ${dir})`);
+  }
+}
+
+async function download(code: string, o: ForecastOptions): Promise<string> {
   const url = `${o.baseUrl.replace(/\/+$/, '')}/bosai/forecast/data/forecast/${code}.json`;
   let res: Response;
   try {
@@ -65,6 +86,10 @@ export async function fetchForecast(code: string, o: ForecastOptions): Promise<F
   if (!res.ok) throw new WeatherError(`the forecast service answered HTTP ${res.status}`);
   const text = await res.text();
   if (text.length > o.maxBytes) throw new WeatherError('the forecast is unexpectedly large');
+  return text;
+}
+
+function parseForecast(text: string): ForecastDocument {
   let json: unknown;
   try {
     json = JSON.parse(text);

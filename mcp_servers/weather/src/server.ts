@@ -7,6 +7,7 @@ export const DEFAULT_BASE_URL = 'https://www.jma.go.jp';
 export function optionsFromEnv(env: NodeJS.ProcessEnv = process.env): ForecastOptions {
   return {
     baseUrl: env['JMA_BASE_URL'] || DEFAULT_BASE_URL,
+    dataDir: env['JMA_DATA_DIR'] || undefined,
     timeoutMs: Number(env['JMA_TIMEOUT_MS'] ?? 10_000) || 10_000,
     maxBytes: 2 * 1024 * 1024,
   };

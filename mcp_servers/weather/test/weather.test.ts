@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { Client, type CallToolResult } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ForecastDocument, resolveArea, summarize } from '../src/jma.js';
+import { fetchForecast, ForecastDocument, resolveArea, summarize, WeatherError } from '../src/jma.js';
 
 /** The weather server as a real stdio child, against a local fixture server shaped like the JMA API. */
 const FIXTURE = readFileSync(fileURLToPath(new URL('./fixtures/130000.json', import.meta.url)), 'utf8');
@@ -40,6 +40,20 @@ describe('JMA forecast parsing', () => {
       ],
     });
     expect(ForecastDocument.safeParse([{ publishingOffice: 'x' }]).success).toBe(false);
+  });
+});
+
+describe('offline forecasts (JMA_DATA_DIR)', () => {
+  const dataDir = fileURLToPath(new URL('./fixtures/', import.meta.url));
+  const o = { baseUrl: 'http://127.0.0.1:9', timeoutMs: 1000, maxBytes: 2 * 1024 * 1024, dataDir };
+
+  it('reads <dir>/<area code>.json instead of asking the service', async () => {
+    expect(summarize(await fetchForecast('130000', o)).office).toBe('気象庁');
+  });
+
+  it('answers a tool error for an area with no saved forecast', async () => {
+    await expect(fetchForecast('270000', o)).rejects.toThrow(WeatherError);
+    await expect(fetchForecast('270000', o)).rejects.toThrow(/no saved forecast for area code 270000/);
   });
 });
 
