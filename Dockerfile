@@ -11,10 +11,12 @@ COPY package.json package-lock.json tsconfig.base.json tsconfig.build.json ./
 COPY protocol/package.json protocol/tsconfig.json protocol/
 COPY gateway/package.json gateway/tsconfig.json gateway/
 COPY mcp_servers/weather/package.json mcp_servers/weather/tsconfig.build.json mcp_servers/weather/
+COPY console/package.json console/tsconfig.json console/vite.config.ts console/index.html console/
 RUN npm ci --no-audit --no-fund
 COPY protocol/src protocol/src
 COPY gateway/src gateway/src
 COPY mcp_servers/weather/src mcp_servers/weather/src
+COPY console/src console/src
 RUN npm run build
 
 # --- runtime: production dependencies + the build, nothing else ---------------------------------------------
@@ -37,12 +39,17 @@ COPY package.json package-lock.json ./
 COPY protocol/package.json protocol/
 COPY gateway/package.json gateway/
 COPY mcp_servers/weather/package.json mcp_servers/weather/
+# The console's front-end packages are dev dependencies: its manifest only keeps the workspace list whole.
+COPY console/package.json console/
 RUN npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 COPY scripts scripts
+# The `voxgate` command (voxgate chat): a two-line launcher of the compiled CLI.
+COPY gateway/bin gateway/bin
 COPY --from=build /src/protocol/dist protocol/dist
 COPY --from=build /src/gateway/dist gateway/dist
 COPY --from=build /src/mcp_servers/weather/dist mcp_servers/weather/dist
+COPY --from=build /src/console/dist console/dist
 
 USER 10001:10001
 # Secrets (generated API key, device secret), enrollments and firmware images: keep them across upgrades.

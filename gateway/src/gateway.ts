@@ -32,6 +32,7 @@ import { GATEWAY_NAME, GATEWAY_VERSION } from './version.js';
 import { httpExplainer, noExplainer } from './vision/explainer.js';
 import { PhotoStore } from './vision/photo-store.js';
 import { VISION_EXPLAIN_PATH, type VisionService } from './vision/routes.js';
+import { assistantExplainer } from './assistant/vision.js';
 
 export interface Gateway {
   config: Config;
@@ -171,7 +172,10 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     ? {
         visionKey,
         store: new PhotoStore(join(config.dataDir, 'photos'), { perDevice: config.vision.photosPerDevice, total: config.vision.maxStoredPhotos }),
-        explainer: config.vision.explainerUrl ? httpExplainer(config.vision.explainerUrl, { token: config.vision.explainerToken, timeoutMs: config.vision.explainerTimeoutMs }) : noExplainer,
+        // An external explainer when configured, else the assistant's vision model, else a clear "none" answer.
+        explainer: config.vision.explainerUrl
+          ? httpExplainer(config.vision.explainerUrl, { token: config.vision.explainerToken, timeoutMs: config.vision.explainerTimeoutMs })
+          : (assistantExplainer(assistant) ?? noExplainer),
         maxPhotoBytes: config.vision.maxPhotoBytes,
         uploadsPerMinute: config.vision.uploadsPerMinute,
         bus,

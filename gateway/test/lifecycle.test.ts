@@ -81,7 +81,7 @@ describe('process lifecycle', () => {
       const base = `http://${started.http}`;
       const secrets = JSON.parse(readFileSync(join(dataDir, 'secrets.json'), 'utf8')) as { apiKey: string };
       expect(statSync(join(dataDir, 'secrets.json')).mode & 0o777).toBe(0o600);
-      expect(run.stderr()).toContain(secrets.apiKey);
+      await run.stderrIncludes(secrets.apiKey);
       expect(JSON.stringify(run.logs)).not.toContain(secrets.apiKey);
       const devices = await fetch(`${base}/v1/devices`, { headers: { authorization: `Bearer ${secrets.apiKey}` } });
       expect(devices.status).toBe(200);

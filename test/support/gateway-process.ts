@@ -21,6 +21,8 @@ export interface GatewayProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** The first log line (past or future) with this `msg`; rejects if the process exits before it. */
   logLine(msg: string): Promise<LogLine>;
+  /** Resolves once stderr contains `text` (stdout and stderr are separate pipes: no order between them). */
+  stderrIncludes(text: string): Promise<void>;
 }
 
 /**
@@ -56,7 +58,19 @@ export function spawnGateway(command: string, args: string[], env: Record<string
     logs.push(line);
     waiters = waiters.filter((w) => (w.msg === line.msg ? (w.resolve(line), false) : true));
   });
-  child.stderr!.on('data', (b: Buffer) => stderr.push(b.toString()));
+  let stderrWaiters: Array<{ text: string; resolve: () => void }> = [];
+  child.stderr!.on('data', (b: Buffer) => {
+    stderr.push(b.toString());
+    const all = stderr.join('');
+    stderrWaiters = stderrWaiters.filter((w) => (all.includes(w.text) ? (w.resolve(), false) : true));
+  });
+  const stderrIncludes = (text: string) =>
+    stderr.join('').includes(text)
+      ? Promise.resolve()
+      : new Promise<void>((resolve, reject) => {
+          stderrWaiters.push({ text, resolve });
+          void exited.then(({ code, signal }) => reject(new Error(`the gateway exited (${code ?? signal}) before printing the expected text on stderr`)));
+        });
   const logLine = (msg: string) => {
     const hit = logs.find((l) => l.msg === msg);
     if (hit) return Promise.resolve(hit);
@@ -65,7 +79,7 @@ export function spawnGateway(command: string, args: string[], env: Record<string
       void exited.then(({ code, signal }) => reject(new Error(`the gateway exited (${code ?? signal}) before logging "${msg}"; stderr: ${stderr.join('').slice(-2000)}`)));
     });
   };
-  return { child, pid: child.pid, logs, stderr: () => stderr.join(''), exited, logLine };
+  return { child, pid: child.pid, logs, stderr: () => stderr.join(''), exited, logLine, stderrIncludes };
 }
 
 /** `node --enable-source-maps gateway/dist/main.js`, the production start. */

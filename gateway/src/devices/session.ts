@@ -174,7 +174,9 @@ export class DeviceSession {
     if (!parsed.ok) {
       this.d.metrics.framesRejected.inc({ reason: parsed.reason });
       this.logBadInput('warn', { reason: parsed.reason, detail: parsed.detail, bytes: text.length }, 'frame rejected');
-      this.refuseReply(text, parsed.reason, parsed.detail);
+      // Text that cannot be read (not JSON, too large, too deep) still says which request it answers; a
+      // readable frame with a bad envelope is dropped like any other refused frame.
+      if (parsed.reason === 'not_json' || parsed.reason === 'too_large' || parsed.reason === 'too_deep') this.refuseReply(text, parsed.reason, parsed.detail);
       return;
     }
     if (parsed.value.repaired) this.d.metrics.framesRejected.inc({ reason: 'repaired' });
