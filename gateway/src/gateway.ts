@@ -27,6 +27,7 @@ import { resolveSecrets } from './secrets.js';
 import { SqliteStore } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { GATEWAY_NAME, GATEWAY_VERSION } from './version.js';
+import { startVoice, type Voice } from './voice/start.js';
 
 export interface Gateway {
   config: Config;
@@ -54,6 +55,8 @@ export interface Gateway {
   store: Store;
   /** Which devices may join (absent when device auth is open). */
   enrollment: Enrollment | undefined;
+  /** The voice relay (and its UDP socket), when voice.mode is "relay". */
+  voice: Voice | undefined;
   close(): Promise<void>;
 }
 
@@ -80,7 +83,9 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
     onSize: (size) => metrics.schemaValidators.set(size),
   });
+  const voice: Voice | undefined = config.voice.mode === 'relay' ? await startVoice(config.voice, metrics, log) : undefined;
   const registry = new DeviceRegistry({
+    ...(voice ? { voice: voice.relay } : {}),
     maxKnownDevices: config.devices.maxKnown,
     log,
     bus,
@@ -106,6 +111,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   try {
     enrollment = config.deviceAuth === 'open' ? undefined : await openEnrollment(config, secrets.deviceSecret, store, log, metrics, registry);
   } catch (e) {
+    voice?.close();
     await store.close();
     throw e;
   }
@@ -214,6 +220,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     }
   } catch (e) {
     await metricsListener?.close();
+    voice?.close();
     ws.close(CLOSE_SHUTDOWN, 'start failed');
     await mqtt?.close();
     await http.close();
@@ -238,6 +245,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       // Wait until each device socket has closed (close handshake done, or terminated a second later): a
       // process that exits before that cuts off the close frame, and the device sees 1006, not 1001.
       const devicesClosed = Promise.all([...ws.wss.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))));
+      voice?.close();
       ws.close(CLOSE_SHUTDOWN, 'gateway shutting down');
       await mcpEndpoint?.close();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
@@ -266,6 +274,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     hubStarted,
     store,
     enrollment,
+    voice,
     close,
   };
 }

@@ -34,6 +34,9 @@ export const REDACT_PATHS = [
   '*.env',
   'apiKeyTenants',
   '*.apiKeyTenants',
+  // voice relay upstream credentials
+  'hmacSecret',
+  '*.hmacSecret',
 ];
 
 export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {

@@ -4,6 +4,10 @@ export interface DeviceLink {
   readonly remoteAddress: string;
   /** Send one JSON text frame. Returns false when the link is closed and nothing was sent. */
   send(text: string): boolean;
+  /** Send one binary (audio) frame, WebSocket links only. Returns false when nothing was sent. */
+  sendBinary?(data: Buffer): boolean;
+  /** Bytes queued on the socket and not yet written (audio is dropped above a bound). */
+  bufferedBytes?(): number;
   /** Close with a WebSocket close code (MQTT links just disconnect). */
   close(code: number, reason: string): void;
 }

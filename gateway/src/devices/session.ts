@@ -35,6 +35,7 @@ import type { ArgumentProblem, SchemaValidators } from '../schemas/validators.js
 import { ToolCatalog, type CatalogTool } from './catalog.js';
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
 import { ToolsPageCache, type CachedPage } from './tools-page-cache.js';
+import type { VoiceHook } from './voice-hook.js';
 
 export interface SessionSettings {
   requestTimeoutMs: number;
@@ -69,6 +70,8 @@ export interface SessionDeps {
   previousHash: () => string | undefined;
   onReady: (session: DeviceSession) => void;
   onClosed: (session: DeviceSession) => void;
+  /** The voice relay, when voice.mode is "relay": it answers hellos and carries the voice session. */
+  voice?: VoiceHook;
 }
 
 export type SessionState = 'awaiting_hello' | 'initializing' | 'ready' | 'failed' | 'closed';
@@ -127,6 +130,9 @@ export class DeviceSession {
   get deviceId(): string {
     return this.d.deviceId;
   }
+  get clientId(): string {
+    return this.d.clientId;
+  }
   get link(): DeviceLink {
     return this.d.link;
   }
@@ -166,6 +172,7 @@ export class DeviceSession {
         this.onHello(frame);
         return;
       default:
+        if (this.d.voice?.onJson(this, frame, text)) return;
         this.d.bus.publish('device.message', this.d.deviceId, { message: capForEvent(frame, text.length) });
     }
   }
@@ -242,6 +249,7 @@ export class DeviceSession {
     this.state = 'closed';
     this.closeReason = reason;
     clearTimeout(this.helloTimer);
+    this.d.voice?.onClosed(this);
     this.failAll(new GatewayError('DEVICE_OFFLINE', `device ${this.d.deviceId} disconnected (${reason})`));
     this.d.onClosed(this);
   }
@@ -308,6 +316,16 @@ export class DeviceSession {
     const deadline = Date.now() + timeoutMs;
     if (this.state === 'closed') throw this.offline();
     return this.enqueue(deadline, (remaining) => this.request(method, params, remaining));
+  }
+
+  /** Resolves once the catalog is loaded (the voice relay answers its voice server's MCP from it). */
+  awaitReady(timeoutMs: number): Promise<void> {
+    return this.whenReady(timeoutMs);
+  }
+
+  /** Binary (audio) from the link: the voice relay's, when a voice session holds it. */
+  onBinary(data: Buffer): boolean {
+    return this.d.voice?.onAudio(this, data) ?? false;
   }
 
   findTool(name: string): CatalogTool | undefined {
@@ -412,6 +430,7 @@ export class DeviceSession {
   }
 
   private onHello(frame: DeviceFrame): void {
+    if (this.d.voice) return this.onVoiceHello(this.d.voice, frame);
     if (this.d.link.transport === 'mqtt') {
       // Voice (UDP audio) is not part of this gateway yet: end the voice session, keep the MCP channel.
       this.d.log.info('device asked for a voice session over MQTT; voice is not enabled, answering goodbye');
@@ -423,6 +442,16 @@ export class DeviceSession {
     clearTimeout(this.helloTimer);
     this.state = 'initializing';
     void this.runInit();
+  }
+
+  /** The relay answers the hello with the voice server's; MCP starts after it, as the firmware needs. */
+  private onVoiceHello(voice: VoiceHook, frame: DeviceFrame): void {
+    if (this.state === 'awaiting_hello') clearTimeout(this.helloTimer);
+    void voice.onHello(this, frame).then((answered) => {
+      if (!answered || this.state !== 'awaiting_hello') return;
+      this.state = 'initializing';
+      void this.runInit();
+    });
   }
 
   private onMcp(payload: Record<string, unknown>): void {

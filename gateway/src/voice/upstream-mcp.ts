@@ -1,0 +1,77 @@
+import { classifyRpc, type RpcId } from '@voxgate/protocol';
+import { GatewayError } from '../errors.js';
+import type { CatalogTool } from '../devices/catalog.js';
+import type { DeviceSession } from '../devices/session.js';
+import type { VoiceMetrics } from './metrics.js';
+
+/** Tools per tools/list page answered to a voice server; the cursor is the next tool's name, as the device's is. */
+export const UPSTREAM_TOOLS_PAGE = 64;
+/** How long an upstream initialize/tools/list waits for the gateway's own initialization of the device. */
+const READY_WAIT_MS = 10_000;
+
+type Reply = { jsonrpc: '2.0'; id: RpcId; result: unknown } | { jsonrpc: '2.0'; id: RpcId; error: { code: number; message: string } };
+
+/**
+ * A voice server acting as the device's MCP client. Its requests never reach the device under their own
+ * ids: `initialize` and `tools/list` are answered from the gateway's cached result, `tools/call` runs
+ * through the device's call queue (under the gateway's ids), so two clients never collide on the device.
+ * Resolves with the reply (undefined for notifications); never rejects.
+ */
+export async function answerUpstreamMcp(device: DeviceSession, payload: unknown, metrics: VoiceMetrics): Promise<Reply | undefined> {
+  const c = classifyRpc(payload);
+  if (!c.ok || c.message.kind !== 'request') {
+    if (c.ok && c.message.kind === 'notification') metrics.upstreamMcp.inc({ method: 'notification', answer: 'dropped' });
+    return undefined;
+  }
+  const { id, method } = c.message.msg;
+  const params = (c.message.msg.params ?? {}) as Record<string, unknown>;
+  const err = (code: number, message: string): Reply => ({ jsonrpc: '2.0', id, error: { code, message } });
+  try {
+    switch (method) {
+      case 'initialize':
+        await device.awaitReady(READY_WAIT_MS);
+        metrics.upstreamMcp.inc({ method, answer: 'cache' });
+        return { jsonrpc: '2.0', id, result: device.initialize };
+      case 'tools/list': {
+        await device.awaitReady(READY_WAIT_MS);
+        metrics.upstreamMcp.inc({ method, answer: 'cache' });
+        return { jsonrpc: '2.0', id, result: toolsPage(device.catalog?.tools ?? [], params) };
+      }
+      case 'tools/call': {
+        const name = params['name'];
+        const args = params['arguments'] ?? {};
+        if (typeof name !== 'string' || typeof args !== 'object' || args === null || Array.isArray(args)) {
+          metrics.upstreamMcp.inc({ method, answer: 'refused' });
+          return err(-32602, 'tools/call needs a string name and object arguments');
+        }
+        const out = await device.call(name, args as Record<string, unknown>);
+        metrics.upstreamMcp.inc({ method, answer: 'device' });
+        const result: Record<string, unknown> = { content: out.content, isError: out.isError ?? false };
+        if (out.structuredContent !== undefined) result['structuredContent'] = out.structuredContent;
+        return { jsonrpc: '2.0', id, result };
+      }
+      default:
+        metrics.upstreamMcp.inc({ method: 'other', answer: 'refused' });
+        return err(-32601, `Method not implemented: ${method.slice(0, 64)}`);
+    }
+  } catch (e) {
+    metrics.upstreamMcp.inc({ method, answer: 'error' });
+    return err(-32000, e instanceof GatewayError ? e.message : 'internal error');
+  }
+}
+
+/** One page, user-only tools only with `withUserTools` (as the firmware pages), from `cursor` on. */
+function toolsPage(all: readonly CatalogTool[], params: Record<string, unknown>): { tools: unknown[]; nextCursor?: string } {
+  const withUser = params['withUserTools'] === true;
+  const tools = withUser ? all : all.filter((t) => !t.userOnly);
+  const cursor = typeof params['cursor'] === 'string' ? params['cursor'] : undefined;
+  let start = 0;
+  if (cursor !== undefined) {
+    start = tools.findIndex((t) => t.name === cursor);
+    if (start < 0) return { tools: [] };
+  }
+  const page = tools.slice(start, start + UPSTREAM_TOOLS_PAGE);
+  const next = tools[start + UPSTREAM_TOOLS_PAGE];
+  const wire = page.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema, ...(t.annotations ? { annotations: t.annotations } : {}) }));
+  return next ? { tools: wire, nextCursor: next.name } : { tools: wire };
+}

@@ -1,0 +1,161 @@
+import { encodeBinaryFrame, verifyDeviceToken } from '@voxgate/protocol';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, type TestGateway } from '../../test/support/gateway-harness.js';
+import { ReferenceDevice } from '../../test/support/reference-device.js';
+import { VoiceServerDouble } from '../../test/support/voice-server.js';
+import { deferred, until, withTimeout } from '../../test/support/wait.js';
+
+const SECRET = 'voice-server-auth-key';
+let mac = 0x10;
+const nextMac = () => `02:00:00:00:0a:${(mac++).toString(16).padStart(2, '0')}`;
+
+/** Opus-like frames: distinct bytes per frame so a reorder or a changed byte shows. */
+const frame = (i: number, size = 120) => Buffer.from(Array.from({ length: size }, (_, k) => (i * 31 + k) & 0xff));
+
+describe('voice relay: WebSocket devices through Voxgate to a voice server', () => {
+  let vs: VoiceServerDouble;
+  let t: TestGateway;
+  const devices: ReferenceDevice[] = [];
+  const device = () => {
+    const d = new ReferenceDevice({ deviceId: nextMac() });
+    devices.push(d);
+    return d;
+  };
+
+  beforeAll(async () => {
+    // The double checks the token the way xiaozhi-esp32-server's AuthManager does.
+    vs = await VoiceServerDouble.start({
+      authorize: (h) => {
+        const auth = String(h['authorization'] ?? '');
+        if (!auth.startsWith('Bearer ')) return false;
+        const r = verifyDeviceToken(SECRET, auth.slice(7), String(h['client-id']), String(h['device-id']), { nowSeconds: Date.now() / 1000, maxAgeSeconds: 3600 });
+        return r.ok;
+      },
+    });
+    t = await startTestGateway({ voice: { mode: 'relay', upstream: { url: vs.url, hmacSecret: SECRET } } });
+  });
+  afterEach(() => {
+    for (const d of devices.splice(0)) d.terminate();
+  });
+  afterAll(async () => {
+    await t.close();
+    await vs.close();
+  });
+
+  it.each([1, 2, 3] as const)('protocol %i: hello from the voice server, JSON both ways, audio both ways byte-exact', async (version) => {
+    const d = device();
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    const upConn = vs.nextConnection();
+    await d.connectWebSocket(t.wsUrl, { protocolVersion: version });
+    const up = await upConn;
+
+    // The upstream saw the device's identity, its protocol version and an HMAC token it accepts.
+    expect(up.headers['device-id']).toBe(d.deviceId);
+    expect(up.headers['client-id']).toBe(d.clientId);
+    expect(up.headers['protocol-version']).toBe(String(version));
+    expect(up.json[0]).toMatchObject({ type: 'hello', version, transport: 'websocket', features: { mcp: true } });
+    // The device got the voice server's hello: its session id and audio params.
+    expect(d.received[0]).toMatchObject({ type: 'hello', transport: 'websocket', session_id: up.sessionId, audio_params: { sample_rate: 24000 } });
+    expect(d.sessionId).toBe(up.sessionId);
+    // The device's MCP session is still Voxgate's, started after the hello.
+    await ready;
+
+    // JSON up (listen) and down (stt, tts).
+    d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'listen', state: 'detect', text: '你好小智' }));
+    expect(await up.nextJson((m) => m['type'] === 'listen')).toMatchObject({ state: 'detect', text: '你好小智' });
+    const stt = await d.waitForFrame((f) => f['type'] === 'stt');
+    expect(stt['text']).toBe('你好小智');
+    await d.waitForFrame((f) => f['type'] === 'tts' && f['state'] === 'stop');
+
+    // Audio up, echoed down: every frame arrives unchanged, in order.
+    const sent = Array.from({ length: 20 }, (_, i) => encodeBinaryFrame(version, { payload: frame(i), timestampMs: i * 60 }));
+    for (const f of sent) d.sendRaw(f, { binary: true });
+    for (const f of sent) expect((await up.nextAudio()).equals(f)).toBe(true);
+    await until(() => d.audioReceived.length >= sent.length, 'echoed audio at the device');
+    expect(d.audioReceived.map((b) => b.toString('hex'))).toEqual(sent.map((b) => b.toString('hex')));
+    expect(await t.metric('voxgate_voice_audio_frames_total', { direction: 'up' })).toBeGreaterThanOrEqual(20);
+  });
+
+  it("answers the voice server's initialize and tools/list from the cache, and runs its tools/call beside an HTTP call", async () => {
+    const d = device();
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    const upConn = vs.nextConnection();
+    await d.connectWebSocket(t.wsUrl);
+    const up = await upConn;
+    await ready;
+    const initsBefore = d.mcpReceived.filter((p) => p['method'] === 'initialize').length;
+    const listsBefore = d.mcpReceived.filter((p) => p['method'] === 'tools/list').length;
+
+    const init = await up.mcp('initialize', { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'XiaozhiClient', version: '1.0.0' } });
+    expect(init).toMatchObject({ id: 1, result: { protocolVersion: '2024-11-05', serverInfo: { name: 'sim-board' } } });
+    const page = await up.mcp('tools/list');
+    const names = (page['result'] as { tools: Array<{ name: string }> }).tools.map((x) => x.name);
+    expect(names).toContain('self.audio_speaker.set_volume');
+    expect(names).not.toContain('self.reboot'); // user-only, not asked for
+    const withUser = await up.mcp('tools/list', { withUserTools: true });
+    expect((withUser['result'] as { tools: Array<{ name: string }> }).tools.map((x) => x.name)).toContain('self.reboot');
+    // Neither reached the device.
+    expect(d.mcpReceived.filter((p) => p['method'] === 'initialize')).toHaveLength(initsBefore);
+    expect(d.mcpReceived.filter((p) => p['method'] === 'tools/list')).toHaveLength(listsBefore);
+
+    // An HTTP call and the voice server's call in flight together: each gets its own answer.
+    d.holdReplies();
+    const http = t.api<{ content: Array<{ text: string }> }>('POST', `/v1/devices/${d.deviceId}/tools/self.get_device_status/call`, { arguments: {} });
+    const upCall = up.mcp('tools/call', { name: 'self.audio_speaker.set_volume', arguments: { volume: 33 } });
+    await until(() => d.heldReplies + d.mcpReceived.filter((p) => p['method'] === 'tools/call').length >= 2, 'both calls at the device');
+    d.releaseReplies();
+    const [h, u] = await Promise.all([http, upCall]);
+    expect(h.status).toBe(200);
+    expect(u).toMatchObject({ id: 4, result: { content: [{ type: 'text', text: 'true' }], isError: false } });
+    expect(d.volume).toBe(33);
+    const ids = d.mcpReceived.map((p) => p['id']).filter((x) => x !== undefined);
+    expect(new Set(ids).size).toBe(ids.length); // the device never saw one id twice
+  });
+
+  it('closes the voice server side when the device goes, and the device when the voice server goes', async () => {
+    const a = device();
+    let upConn = vs.nextConnection();
+    await a.connectWebSocket(t.wsUrl);
+    const upA = await upConn;
+    a.terminate();
+    await withTimeout(upA.closed.promise, 5000, 'the upstream to close after the device');
+
+    const b = device();
+    upConn = vs.nextConnection();
+    await b.connectWebSocket(t.wsUrl);
+    const upB = await upConn;
+    upB.close(1000, 'bye');
+    const closed = await withTimeout(b.closed(), 5000, 'the device to be closed after the upstream');
+    expect(closed.code).toBe(1000);
+    await until(async () => (await t.metric('voxgate_voice_sessions_ended_total', { reason: 'upstream_closed' })) >= 1, 'ended metric');
+  });
+});
+
+describe('voice relay: the voice server refusing or unreachable', () => {
+  it('a refused upgrade and a silent server each give the device an alert it can show, then close', async () => {
+    const refusing = await VoiceServerDouble.start({ authorize: () => false });
+    const silent = await VoiceServerDouble.start({ silent: true });
+    const t1 = await startTestGateway({ voice: { mode: 'relay', upstream: { url: refusing.url, token: 'static-token-1' } } });
+    const t2 = await startTestGateway({ voice: { mode: 'relay', upstream: { url: silent.url, connectTimeoutMs: 300 } } });
+    try {
+      for (const [t, outcome] of [
+        [t1, 'upstream_refused'],
+        [t2, 'upstream_timeout'],
+      ] as const) {
+        const d = new ReferenceDevice({ deviceId: nextMac() });
+        const alert = deferred<Record<string, unknown>>();
+        void d.waitForFrame((f) => f['type'] === 'alert', 10_000).then(alert.resolve, alert.reject);
+        await expect(d.connectWebSocket(t.wsUrl, { helloTimeoutMs: 10_000 })).rejects.toThrow();
+        expect(await alert.promise).toMatchObject({ type: 'alert', status: 'error', emotion: 'sad' });
+        expect((await d.closed()).code).toBe(4005);
+        expect(await t.metric('voxgate_voice_sessions_total', { outcome })).toBe(1);
+        // The token never reaches a log line.
+        expect(JSON.stringify(t.logs)).not.toContain('static-token-1');
+      }
+      expect(refusing.refused).toBe(1);
+    } finally {
+      await Promise.all([t1.close(), t2.close()]);
+      await Promise.all([refusing.close(), silent.close()]);
+    }
+  });
+});
