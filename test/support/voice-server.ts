@@ -28,6 +28,8 @@ export interface VoiceServerOptions {
 
 export class VoiceServerConnection {
   readonly headers: IncomingMessage['headers'];
+  /** The upgrade's path and query. */
+  readonly url: string;
   readonly sessionId: string;
   /** Every JSON message received, parsed, in order. */
   readonly json: Array<Record<string, unknown>> = [];
@@ -46,6 +48,7 @@ export class VoiceServerConnection {
     sessionId: string,
   ) {
     this.headers = req.headers;
+    this.url = req.url ?? '';
     this.sessionId = sessionId;
     ws.on('message', (data: RawData, isBinary: boolean) => {
       const buf = toBuffer(data);

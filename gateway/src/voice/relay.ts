@@ -29,7 +29,7 @@ export interface DeviceAudioPath {
   /** One binary message from the voice server, for the device. */
   toDevice(frame: Buffer): void;
   /** The device's answer to the voice server's hello. */
-  deviceHello(up: UpstreamHello): Record<string, unknown>;
+  deviceHello(up: UpstreamHello): object;
   /** Release what the path holds (a UDP binding). */
   close(): void;
 }
@@ -42,6 +42,7 @@ export interface UdpAudioFactory {
 /** What a UDP binding sees of its voice session. */
 export interface VoiceSessionHandle {
   readonly deviceId: string;
+  readonly device: DeviceSession;
   /** Uplink audio (already decrypted, framed for the voice server). */
   sendUpstream(frame: Buffer, payloadBytes: number): void;
   touch(): void;
