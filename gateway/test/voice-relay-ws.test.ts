@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { encodeBinaryFrame, verifyDeviceToken } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../test/support/gateway-harness.js';
@@ -131,6 +134,64 @@ describe('voice relay: WebSocket devices through Voxgate to a voice server', () 
   });
 });
 
+describe('voice relay: backpressure and many sessions', () => {
+  it('a voice server that stops reading costs only dropped (counted) audio; every frame is relayed or counted', async () => {
+    const vs = await VoiceServerDouble.start({ echoAudio: false });
+    const t = await startTestGateway({ voice: { mode: 'relay', upstream: { url: vs.url }, maxBufferedBytes: 1024 } });
+    const d = new ReferenceDevice({ deviceId: nextMac() });
+    try {
+      const upConn = vs.nextConnection();
+      await d.connectWebSocket(t.wsUrl);
+      const up = await upConn;
+      up.ws.pause(); // the voice server stops reading: the gateway's socket to it fills up
+      const n = 3000;
+      for (let i = 0; i < n; i++) d.sendRaw(frame(i, 2000), { binary: true });
+      await until(async () => (await t.metric('voxgate_voice_audio_dropped_total', { direction: 'up', reason: 'backpressure' })) > 0, 'backpressure drops');
+      // The gateway keeps serving while the voice server is stuck.
+      expect((await fetch(`${t.baseUrl}/healthz`)).status).toBeLessThan(500);
+      up.ws.resume();
+      const relayed = async () => t.metric('voxgate_voice_audio_frames_total', { direction: 'up' });
+      const dropped = async () => t.metric('voxgate_voice_audio_dropped_total', { direction: 'up' });
+      await until(async () => (await relayed()) + (await dropped()) === n, 'every frame relayed or dropped');
+      await until(async () => up.audio.length === (await relayed()), 'the relayed frames at the voice server');
+      // What arrived is a subsequence of what was sent, in order, unchanged.
+      let k = 0;
+      for (const got of up.audio) {
+        while (k < n && !frame(k, 2000).equals(got)) k++;
+        expect(k).toBeLessThan(n);
+        k++;
+      }
+    } finally {
+      d.terminate();
+      await t.close();
+      await vs.close();
+    }
+  });
+
+  it('50 concurrent voice sessions with audio at the 60 ms frame rate lose nothing', async () => {
+    const vs = await VoiceServerDouble.start();
+    const t = await startTestGateway({ voice: { mode: 'relay', upstream: { url: vs.url } } });
+    const ds = Array.from({ length: 50 }, () => new ReferenceDevice({ deviceId: nextMac() }));
+    try {
+      await Promise.all(ds.map((d) => d.connectWebSocket(t.wsUrl, { protocolVersion: 3 })));
+      expect(vs.openCount).toBe(50);
+      const frames = 10;
+      for (let i = 0; i < frames; i++) {
+        for (const [n, d] of ds.entries()) d.sendRaw(encodeBinaryFrame(3, { payload: frame(n * 100 + i) }), { binary: true });
+        await new Promise((r) => setTimeout(r, 60)); // the device's frame pace (pacing the sender, not waiting for a result)
+      }
+      await until(() => ds.every((d) => d.audioReceived.length === frames), 'every echoed frame at every device', 20_000);
+      for (const [n, d] of ds.entries()) expect(d.audioReceived.map((b) => b.subarray(4).toString('hex'))).toEqual(Array.from({ length: frames }, (_, i) => frame(n * 100 + i).toString('hex')));
+      expect(await t.metric('voxgate_voice_audio_dropped_total')).toBe(0);
+      expect(await t.metric('voxgate_voice_sessions_active')).toBe(50);
+    } finally {
+      for (const d of ds) d.terminate();
+      await t.close();
+      await vs.close();
+    }
+  });
+});
+
 describe('voice relay: the voice server refusing or unreachable', () => {
   it('a refused upgrade and a silent server each give the device an alert it can show, then close', async () => {
     const refusing = await VoiceServerDouble.start({ authorize: () => false });
@@ -157,5 +218,47 @@ describe('voice relay: the voice server refusing or unreachable', () => {
       await Promise.all([t1.close(), t2.close()]);
       await Promise.all([refusing.close(), silent.close()]);
     }
+  });
+});
+
+describe('voice relay: limits and configuration', () => {
+  it('a hello past voice.maxSessions gets an alert, and the sessions already open go on', async () => {
+    const vs = await VoiceServerDouble.start();
+    const t = await startTestGateway({ voice: { mode: 'relay', upstream: { url: vs.url }, maxSessions: 1 } });
+    const a = new ReferenceDevice({ deviceId: nextMac() });
+    const b = new ReferenceDevice({ deviceId: nextMac() });
+    try {
+      await a.connectWebSocket(t.wsUrl);
+      const alert = b.waitForFrame((f) => f['type'] === 'alert', 10_000);
+      await expect(b.connectWebSocket(t.wsUrl)).rejects.toThrow();
+      expect(await alert).toMatchObject({ status: 'error', message: expect.stringContaining('busy') as unknown });
+      expect(await t.metric('voxgate_voice_sessions_total', { outcome: 'busy' })).toBe(1);
+      a.sendRaw(Buffer.from([1, 2, 3]), { binary: true });
+      await until(() => a.audioReceived.length === 1, 'the open session still relays');
+    } finally {
+      a.terminate();
+      b.terminate();
+      await t.close();
+      await vs.close();
+    }
+  });
+
+  it('relay mode needs the upstream URL, and one credential kind', async () => {
+    const { loadConfig, ConfigError } = await import('../src/config.js');
+    const dir = mkdtempSync(join(tmpdir(), 'voxgate-voice-config-'));
+    writeFileSync(join(dir, 'c.json'), '{}');
+    const env = { GATEWAY_CONFIG: join(dir, 'c.json') };
+    expect(() => loadConfig(env, { voice: { mode: 'relay' } })).toThrow(ConfigError);
+    expect(() => loadConfig(env, { voice: { mode: 'relay', upstream: { url: 'ws://x/', token: 'a-token-1', hmacSecret: 'a-secret-1' } } })).toThrow(/not both/);
+    let message = '';
+    try {
+      loadConfig({ ...env, GATEWAY_VOICE_MODE: 'relay', GATEWAY_VOICE_UPSTREAM_URL: 'http://x/', GATEWAY_VOICE_UPSTREAM_HMAC_SECRET: 'hmac-secret-value-1' });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toContain('voice.upstream.url');
+    expect(message).not.toContain('hmac-secret-value-1');
+    const ok = loadConfig({ ...env, GATEWAY_VOICE_MODE: 'relay', GATEWAY_VOICE_UPSTREAM_URL: 'ws://voice:8000/xiaozhi/v1/', GATEWAY_VOICE_UDP_PORT: '9884' });
+    expect(ok.voice).toMatchObject({ mode: 'relay', udp: { port: 9884 }, idleTimeoutMs: 120_000 });
   });
 });
