@@ -262,3 +262,43 @@ describe('voice relay: limits and configuration', () => {
     expect(ok.voice).toMatchObject({ mode: 'relay', udp: { port: 9884 }, idleTimeoutMs: 120_000 });
   });
 });
+
+describe("voice relay: the voice server's vision endpoint", () => {
+  const VISION = { url: 'http://vision.example/mcp/vision/explain', token: 'upstream-vision-token' };
+  const initParams = { protocolVersion: '2024-11-05', capabilities: { vision: VISION }, clientInfo: { name: 'XiaozhiClient', version: '1.0.0' } };
+
+  it("is applied to the device (re-initialize) when Voxgate has no vision of its own; Voxgate's wins when it has", async () => {
+    const vs = await VoiceServerDouble.start();
+    const plain = await startTestGateway({ voice: { mode: 'relay', upstream: { url: vs.url } } });
+    const withVision = await startTestGateway({ vision: { url: 'http://127.0.0.1:9/vision/explain' }, voice: { mode: 'relay', upstream: { url: vs.url } } });
+    const devices: ReferenceDevice[] = [];
+    try {
+      for (const [t, outcome] of [
+        [plain, 'applied'],
+        [withVision, 'gateway'],
+      ] as const) {
+        const d = new ReferenceDevice({ deviceId: nextMac(), boardName: 'cam-board' });
+        devices.push(d);
+        const ready = t.nextEvent('device.ready', d.deviceId);
+        const upConn = vs.nextConnection();
+        await d.connectWebSocket(t.wsUrl);
+        const up = await upConn;
+        await ready;
+        const reply = await up.mcp('initialize', initParams);
+        expect(reply['result']).toMatchObject({ serverInfo: { name: 'cam-board' }, _meta: { 'voxgate/vision': outcome } });
+        if (outcome === 'applied') {
+          expect(d.vision).toEqual(VISION);
+          expect(d.mcpReceived.filter((p) => p['method'] === 'initialize')).toHaveLength(2);
+        } else {
+          expect(d.vision?.url).toBe('http://127.0.0.1:9/vision/explain');
+          expect(d.mcpReceived.filter((p) => p['method'] === 'initialize')).toHaveLength(1);
+        }
+        expect(JSON.stringify(t.logs)).not.toContain('upstream-vision-token');
+      }
+    } finally {
+      for (const d of devices) d.terminate();
+      await Promise.all([plain.close(), withVision.close()]);
+      await vs.close();
+    }
+  });
+});

@@ -323,6 +323,17 @@ export class DeviceSession {
     return this.whenReady(timeoutMs);
   }
 
+  /**
+   * A voice server's vision endpoint for this device: re-initialize the device with it, unless the
+   * gateway's own vision is configured, which wins. Resolves with which one the device has.
+   */
+  async applyVision(vision: VisionCapability, timeoutMs: number): Promise<'applied' | 'gateway'> {
+    if (this.d.vision()) return 'gateway';
+    const deadline = Date.now() + timeoutMs;
+    await this.enqueue(deadline, (remaining) => this.request('initialize', buildInitializeParams(this.d.settings.clientInfo, vision), remaining));
+    return 'applied';
+  }
+
   /** Binary (audio) from the link: the voice relay's, when a voice session holds it. */
   onBinary(data: Buffer): boolean {
     return this.d.voice?.onAudio(this, data) ?? false;

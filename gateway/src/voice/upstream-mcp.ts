@@ -1,4 +1,5 @@
 import { classifyRpc, type RpcId } from '@voxgate/protocol';
+import { z } from 'zod';
 import { GatewayError } from '../errors.js';
 import type { CatalogTool } from '../devices/catalog.js';
 import type { DeviceSession } from '../devices/session.js';
@@ -8,6 +9,12 @@ import type { VoiceMetrics } from './metrics.js';
 export const UPSTREAM_TOOLS_PAGE = 64;
 /** How long an upstream initialize/tools/list waits for the gateway's own initialization of the device. */
 const READY_WAIT_MS = 10_000;
+
+/** The vision endpoint a voice server hands the device in its initialize (xiaozhi-esp32-server does). */
+const UpstreamVision = z.object({
+  url: z.url({ protocol: /^https?$/ }).max(2048),
+  token: z.string().max(4096).optional(),
+});
 
 type Reply = { jsonrpc: '2.0'; id: RpcId; result: unknown } | { jsonrpc: '2.0'; id: RpcId; error: { code: number; message: string } };
 
@@ -28,10 +35,15 @@ export async function answerUpstreamMcp(device: DeviceSession, payload: unknown,
   const err = (code: number, message: string): Reply => ({ jsonrpc: '2.0', id, error: { code, message } });
   try {
     switch (method) {
-      case 'initialize':
+      case 'initialize': {
         await device.awaitReady(READY_WAIT_MS);
         metrics.upstreamMcp.inc({ method, answer: 'cache' });
-        return { jsonrpc: '2.0', id, result: device.initialize };
+        const vision = visionOf(params);
+        if (vision === undefined) return { jsonrpc: '2.0', id, result: device.initialize };
+        // Which vision endpoint the device uses is told back in _meta: the gateway's own wins when set.
+        const outcome = vision.success ? await device.applyVision(vision.data, READY_WAIT_MS) : 'invalid';
+        return { jsonrpc: '2.0', id, result: { ...device.initialize, _meta: { 'voxgate/vision': outcome } } };
+      }
       case 'tools/list': {
         await device.awaitReady(READY_WAIT_MS);
         metrics.upstreamMcp.inc({ method, answer: 'cache' });
@@ -58,6 +70,13 @@ export async function answerUpstreamMcp(device: DeviceSession, payload: unknown,
     metrics.upstreamMcp.inc({ method, answer: 'error' });
     return err(-32000, e instanceof GatewayError ? e.message : 'internal error');
   }
+}
+
+function visionOf(params: Record<string, unknown>) {
+  const caps = params['capabilities'];
+  if (typeof caps !== 'object' || caps === null || !('vision' in caps)) return undefined;
+  const v = UpstreamVision.safeParse((caps as { vision: unknown }).vision);
+  return v.success ? ({ success: true, data: v.data.token === undefined ? { url: v.data.url } : { url: v.data.url, token: v.data.token } } as const) : ({ success: false } as const);
 }
 
 /** One page, user-only tools only with `withUserTools` (as the firmware pages), from `cursor` on. */
