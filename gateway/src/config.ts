@@ -290,6 +290,10 @@ export const ConfigSchema = z
         maxFrameBytes: z.coerce.number().int().min(256).max(65_535).default(4096),
         /** A voice session with no audio either way for this long ends (the firmware's channel timeout is 120 s). */
         idleTimeoutMs: Ms(120_000),
+        /** The voice server's tools/list for a device also holds the hub's tools (hosted servers, other devices, device_call); Voxgate runs those calls. */
+        exposeHubTools: Bool.default(false),
+        /** The tenant whose hub tools are exposed (servers limited to other tenants stay hidden); unset: servers open to all only. */
+        hubTenant: z.string().min(1).max(128).optional(),
       })
       .prefault({}),
   })
@@ -409,6 +413,8 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_VOICE_UDP_PORT: ['voice', 'udp', 'port'],
   GATEWAY_VOICE_UDP_PUBLIC_HOST: ['voice', 'udp', 'publicHost'],
   GATEWAY_VOICE_MAX_SESSIONS: ['voice', 'maxSessions'],
+  GATEWAY_VOICE_EXPOSE_HUB_TOOLS: ['voice', 'exposeHubTools'],
+  GATEWAY_VOICE_HUB_TENANT: ['voice', 'hubTenant'],
 };
 
 export class ConfigError extends Error {

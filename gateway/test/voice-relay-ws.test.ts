@@ -302,3 +302,53 @@ describe("voice relay: the voice server's vision endpoint", () => {
     }
   });
 });
+
+describe('voice relay: fleet tools for the voice server (voice.exposeHubTools)', () => {
+  it("lists the hub's tools after the device's own and runs them in Voxgate: a hosted server and another device", async () => {
+    const vs = await VoiceServerDouble.start();
+    const t = await startTestGateway({
+      mcp: { servers: { utils: { type: 'builtin', tools: ['calculator'] } } },
+      voice: { mode: 'relay', upstream: { url: vs.url }, exposeHubTools: true },
+    });
+    const kitchen = new ReferenceDevice({ deviceId: nextMac() });
+    const hallway = new ReferenceDevice({ deviceId: nextMac() });
+    try {
+      await t.gw.hubStarted;
+      for (const d of [hallway, kitchen]) {
+        const ready = t.nextEvent('device.ready', d.deviceId);
+        await d.connectWebSocket(t.wsUrl);
+        await ready;
+      }
+      const up = vs.all.find((c) => c.headers['device-id'] === kitchen.deviceId)!;
+      // Walk every page, as xiaozhi-esp32-server does.
+      const names: string[] = [];
+      let cursor: string | undefined;
+      for (let page = 0; page < 20; page++) {
+        const r = (await up.mcp('tools/list', cursor ? { cursor } : undefined))['result'] as { tools: Array<{ name: string }>; nextCursor?: string };
+        names.push(...r.tools.map((x) => x.name));
+        cursor = r.nextCursor;
+        if (!cursor) break;
+      }
+      const compact = (id: string) => id.replace(/:/g, '');
+      expect(names[0]).toBe('self.get_device_status'); // the device's own first, under their own names
+      expect(names).toContain('mcp__utils__calculator');
+      expect(names).toContain('device_call');
+      const hallwayVolume = names.find((n) => n.startsWith(`device__${compact(hallway.deviceId)}__`) && n.includes('set_volume'));
+      expect(hallwayVolume).toBeDefined();
+      expect(names.some((n) => n.startsWith(`device__${compact(kitchen.deviceId)}__`))).toBe(false);
+
+      const calc = await up.mcp('tools/call', { name: 'mcp__utils__calculator', arguments: { expression: '6 * 7' } });
+      expect(calc).toMatchObject({ result: { content: [{ type: 'text', text: '42' }], isError: false } });
+      const lamp = await up.mcp('tools/call', { name: hallwayVolume!, arguments: { volume: 7 } });
+      expect(lamp).toMatchObject({ result: { isError: false } });
+      expect(hallway.volume).toBe(7);
+      expect(kitchen.mcpReceived.filter((p) => p['method'] === 'tools/call')).toHaveLength(0);
+      expect(await t.metric('voxgate_voice_upstream_mcp_total', { method: 'tools/call', answer: 'hub' })).toBe(2);
+    } finally {
+      kitchen.terminate();
+      hallway.terminate();
+      await t.close();
+      await vs.close();
+    }
+  });
+});

@@ -13,7 +13,7 @@ import type { Config } from '../config.js';
 import type { DeviceSession } from '../devices/session.js';
 import type { VoiceHook } from '../devices/voice-hook.js';
 import type { VoiceMetrics } from './metrics.js';
-import { answerUpstreamMcp } from './upstream-mcp.js';
+import { answerUpstreamMcp, type HubExposure, type HubPort } from './upstream-mcp.js';
 import { openUpstream, parseUpstreamJson, UpstreamError } from './upstream.js';
 
 export type VoiceConfig = Config['voice'];
@@ -82,6 +82,8 @@ export interface VoiceRelayDeps {
   metrics: VoiceMetrics;
   /** Present when MQTT devices may open voice sessions over UDP. */
   udp?: UdpAudioFactory;
+  /** The hub, for voice.exposeHubTools (a thunk: the hub starts after the relay). */
+  hub?: () => HubPort | undefined;
 }
 
 /**
@@ -244,7 +246,7 @@ export class VoiceRelay implements VoiceHook {
         return; // one hello per session, already answered
       case 'mcp':
         // The device's MCP is the gateway's: the voice server's requests are answered through its session.
-        void answerUpstreamMcp(vs.device, msg['payload'], this.d.metrics).then((reply) => {
+        void answerUpstreamMcp(vs.device, msg['payload'], this.d.metrics, this.hubExposure()).then((reply) => {
           if (reply && vs.upstream?.readyState === vs.upstream?.OPEN) vs.upstream?.send(JSON.stringify({ type: 'mcp', session_id: vs.upstreamSessionId, payload: reply }));
         });
         return;
@@ -285,6 +287,11 @@ export class VoiceRelay implements VoiceHook {
       vs.device.link.close(1000, `voice session ended (${reason})`);
     }
     this.d.log.info({ deviceId: vs.deviceId, reason }, 'voice session ended');
+  }
+
+  private hubExposure(): HubExposure | undefined {
+    const hub = this.d.config.exposeHubTools ? this.d.hub?.() : undefined;
+    return hub ? { hub, tenant: this.d.config.hubTenant } : undefined;
   }
 
   private endIdle(): void {

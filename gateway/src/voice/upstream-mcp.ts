@@ -3,7 +3,21 @@ import { z } from 'zod';
 import { GatewayError } from '../errors.js';
 import type { CatalogTool } from '../devices/catalog.js';
 import type { DeviceSession } from '../devices/session.js';
+import type { HubTool } from '../hub/hub.js';
+import { compactDeviceId } from '../hub/names.js';
 import type { VoiceMetrics } from './metrics.js';
+
+/** The hub as the voice relay uses it (McpHub): its tool list for a tenant, and calls by namespaced name. */
+export interface HubPort {
+  tools(caller: { tenant?: string | undefined }): HubTool[];
+  call(name: string, args: Record<string, unknown>, ctx: { tenant?: string | undefined }): Promise<{ content: unknown[]; isError?: boolean | undefined; structuredContent?: unknown }>;
+}
+
+/** With voice.exposeHubTools: the hub, and the tenant whose tools the voice server may use. */
+export interface HubExposure {
+  hub: HubPort;
+  tenant: string | undefined;
+}
 
 /** Tools per tools/list page answered to a voice server; the cursor is the next tool's name, as the device's is. */
 export const UPSTREAM_TOOLS_PAGE = 64;
@@ -24,7 +38,7 @@ type Reply = { jsonrpc: '2.0'; id: RpcId; result: unknown } | { jsonrpc: '2.0'; 
  * through the device's call queue (under the gateway's ids), so two clients never collide on the device.
  * Resolves with the reply (undefined for notifications); never rejects.
  */
-export async function answerUpstreamMcp(device: DeviceSession, payload: unknown, metrics: VoiceMetrics): Promise<Reply | undefined> {
+export async function answerUpstreamMcp(device: DeviceSession, payload: unknown, metrics: VoiceMetrics, exposure?: HubExposure): Promise<Reply | undefined> {
   const c = classifyRpc(payload);
   if (!c.ok || c.message.kind !== 'request') {
     if (c.ok && c.message.kind === 'notification') metrics.upstreamMcp.inc({ method: 'notification', answer: 'dropped' });
@@ -47,7 +61,7 @@ export async function answerUpstreamMcp(device: DeviceSession, payload: unknown,
       case 'tools/list': {
         await device.awaitReady(READY_WAIT_MS);
         metrics.upstreamMcp.inc({ method, answer: 'cache' });
-        return { jsonrpc: '2.0', id, result: toolsPage(device.catalog?.tools ?? [], params) };
+        return { jsonrpc: '2.0', id, result: toolsPage(listFor(device, params, exposure), params) };
       }
       case 'tools/call': {
         const name = params['name'];
@@ -56,8 +70,10 @@ export async function answerUpstreamMcp(device: DeviceSession, payload: unknown,
           metrics.upstreamMcp.inc({ method, answer: 'refused' });
           return err(-32602, 'tools/call needs a string name and object arguments');
         }
-        const out = await device.call(name, args as Record<string, unknown>);
-        metrics.upstreamMcp.inc({ method, answer: 'device' });
+        // A hub tool runs in the gateway, answered as if the device had; everything else is the device's.
+        const viaHub = exposure !== undefined && !device.findTool(name) && hubToolsFor(device, exposure).some((t) => t.name === name);
+        const out = viaHub ? await exposure.hub.call(name, args as Record<string, unknown>, { tenant: exposure.tenant }) : await device.call(name, args as Record<string, unknown>);
+        metrics.upstreamMcp.inc({ method, answer: viaHub ? 'hub' : 'device' });
         const result: Record<string, unknown> = { content: out.content, isError: out.isError ?? false };
         if (out.structuredContent !== undefined) result['structuredContent'] = out.structuredContent;
         return { jsonrpc: '2.0', id, result };
@@ -79,10 +95,30 @@ function visionOf(params: Record<string, unknown>) {
   return v.success ? ({ success: true, data: v.data.token === undefined ? { url: v.data.url } : { url: v.data.url, token: v.data.token } } as const) : ({ success: false } as const);
 }
 
-/** One page, user-only tools only with `withUserTools` (as the firmware pages), from `cursor` on. */
-function toolsPage(all: readonly CatalogTool[], params: Record<string, unknown>): { tools: unknown[]; nextCursor?: string } {
-  const withUser = params['withUserTools'] === true;
-  const tools = withUser ? all : all.filter((t) => !t.userOnly);
+interface ListedTool {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  annotations?: Record<string, unknown> | undefined;
+}
+
+/** The device's own tools (user-only ones only with `withUserTools`, as the firmware pages), then the hub's. */
+function listFor(device: DeviceSession, params: Record<string, unknown>, exposure: HubExposure | undefined): ListedTool[] {
+  const own: readonly CatalogTool[] = device.catalog?.tools ?? [];
+  const tools: ListedTool[] = params['withUserTools'] === true ? [...own] : own.filter((t) => !t.userOnly);
+  if (!exposure) return tools;
+  const taken = new Set(own.map((t) => t.name));
+  for (const t of hubToolsFor(device, exposure)) if (!taken.has(t.name)) tools.push({ name: t.name, description: t.description, inputSchema: t.inputSchema, annotations: t.annotations });
+  return tools;
+}
+
+/** The hub's tools for the tenant, less this device's own (the voice server already has them under their names). */
+function hubToolsFor(device: DeviceSession, exposure: HubExposure): HubTool[] {
+  return exposure.hub.tools({ tenant: exposure.tenant }).filter((t) => !(t.source.kind === 'device' && compactDeviceId(t.source.deviceId) === compactDeviceId(device.deviceId)));
+}
+
+/** One page from `cursor` (a tool name, as the firmware's) on. */
+function toolsPage(tools: readonly ListedTool[], params: Record<string, unknown>): { tools: unknown[]; nextCursor?: string } {
   const cursor = typeof params['cursor'] === 'string' ? params['cursor'] : undefined;
   let start = 0;
   if (cursor !== undefined) {
