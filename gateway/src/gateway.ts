@@ -83,9 +83,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
     onSize: (size) => metrics.schemaValidators.set(size),
   });
-  // The relay asks for the hub only when a voice server lists tools, long after the hub exists.
-  let hubForVoice: McpHub | undefined;
-  const voice: Voice | undefined = config.voice.mode === 'relay' ? await startVoice(config.voice, metrics, log, () => hubForVoice) : undefined;
+  const voice: Voice | undefined = config.voice.mode === 'relay' ? await startVoice(config.voice, metrics, log) : undefined;
   const registry = new DeviceRegistry({
     ...(voice ? { voice: voice.relay } : {}),
     maxKnownDevices: config.devices.maxKnown,
@@ -155,7 +153,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       validators: schemaValidators,
     },
   });
-  hubForVoice = hub;
+  // The hub needs the registry, which needs the relay: the relay learns of the hub last.
+  voice?.relay.useHub(hub);
   const tenants = new Map(Object.entries(config.apiKeyTenants));
   let mcpEndpoint: McpEndpoint | undefined;
 

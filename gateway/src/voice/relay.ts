@@ -82,8 +82,6 @@ export interface VoiceRelayDeps {
   metrics: VoiceMetrics;
   /** Present when MQTT devices may open voice sessions over UDP. */
   udp?: UdpAudioFactory;
-  /** The hub, for voice.exposeHubTools (a thunk: the hub starts after the relay). */
-  hub?: () => HubPort | undefined;
 }
 
 /**
@@ -94,11 +92,17 @@ export interface VoiceRelayDeps {
 export class VoiceRelay implements VoiceHook {
   private readonly sessions = new Map<DeviceSession, VoiceSession>();
   private readonly sweep: NodeJS.Timeout;
+  private hub: HubPort | undefined;
 
   constructor(private readonly d: VoiceRelayDeps) {
     const every = Math.max(50, Math.min(10_000, Math.floor(d.config.idleTimeoutMs / 4)));
     this.sweep = setInterval(() => this.endIdle(), every);
     this.sweep.unref();
+  }
+
+  /** The hub whose tools voice.exposeHubTools lists for voice servers. */
+  useHub(hub: HubPort): void {
+    this.hub = hub;
   }
 
   get activeCount(): number {
@@ -290,8 +294,7 @@ export class VoiceRelay implements VoiceHook {
   }
 
   private hubExposure(): HubExposure | undefined {
-    const hub = this.d.config.exposeHubTools ? this.d.hub?.() : undefined;
-    return hub ? { hub, tenant: this.d.config.hubTenant } : undefined;
+    return this.d.config.exposeHubTools && this.hub ? { hub: this.hub, tenant: this.d.config.hubTenant } : undefined;
   }
 
   private endIdle(): void {

@@ -2,7 +2,6 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.js';
 import { createVoiceMetrics, type VoiceMetrics } from './metrics.js';
 import { VoiceRelay, type VoiceConfig } from './relay.js';
-import type { HubPort } from './upstream-mcp.js';
 import { UdpAudio } from './udp-audio.js';
 
 export interface Voice {
@@ -14,11 +13,11 @@ export interface Voice {
 }
 
 /** The voice relay for voice.mode "relay", with its one UDP socket for MQTT devices' audio. */
-export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Logger, hub: () => HubPort | undefined): Promise<Voice> {
+export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Logger): Promise<Voice> {
   const voiceMetrics = createVoiceMetrics(metrics.registry);
   const voiceLog = log.child({ component: 'voice' });
   const udp = await UdpAudio.start(config, voiceMetrics, voiceLog);
-  const relay = new VoiceRelay({ config, log: voiceLog, metrics: voiceMetrics, udp, hub });
+  const relay = new VoiceRelay({ config, log: voiceLog, metrics: voiceMetrics, udp });
   log.info({ upstream: redactedUrl(config.upstream.url!), udp: `${config.udp.host}:${udp.port}` }, 'voice relay on');
   return {
     relay,
