@@ -185,7 +185,10 @@ export class VoiceRelay implements VoiceHook {
       this.end(vs, 'device_goodbye');
       return true;
     }
-    if (vs.upstream.readyState === vs.upstream.OPEN) vs.upstream.send(text);
+    if (vs.upstream.readyState !== vs.upstream.OPEN) return true;
+    // JSON is bounded like audio: a device cannot queue without limit behind a stalled voice server.
+    if (vs.upstream.bufferedAmount > this.d.config.maxBufferedBytes) this.d.metrics.dropped.inc({ direction: 'up', reason: 'backpressure_json' });
+    else vs.upstream.send(text);
     return true;
   }
 
@@ -258,7 +261,8 @@ export class VoiceRelay implements VoiceHook {
         this.end(vs, 'upstream_goodbye');
         return;
       default:
-        vs.device.link.send(text);
+        if ((vs.device.link.bufferedBytes?.() ?? 0) > this.d.config.maxBufferedBytes) this.d.metrics.dropped.inc({ direction: 'down', reason: 'backpressure_json' });
+        else vs.device.link.send(text);
     }
   }
 
@@ -282,7 +286,8 @@ export class VoiceRelay implements VoiceHook {
         setTimeout(() => up.terminate(), 1000).unref();
       }
     }
-    if (reason === 'device_closed' || reason === 'replaced') return;
+    // On shutdown the links close devices themselves (1001, going away).
+    if (reason === 'device_closed' || reason === 'replaced' || reason === 'shutdown') return;
     if (vs.transport === 'udp') {
       // MQTT devices keep their link (and MCP): a goodbye with the voice session's id closes the UDP channel.
       if (reason !== 'device_goodbye') vs.device.link.send(JSON.stringify({ type: 'goodbye', session_id: vs.upstreamSessionId }));
