@@ -74,6 +74,11 @@ describe('voice relay: MQTT + UDP devices', () => {
     expect(hello).toMatchObject({ transport: 'udp', session_id: up.sessionId, udp: { server: '127.0.0.1', encryption: 'aes-128-ctr' } });
     expect(d.udp!.key).toMatch(/^[0-9a-f]{32}$/);
 
+    // JSON both ways over MQTT.
+    d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'listen', state: 'detect', text: 'hi' }));
+    expect(await up.nextJson((m) => m['type'] === 'listen')).toMatchObject({ state: 'detect', text: 'hi' });
+    expect((await d.waitForFrame((f) => f['type'] === 'stt'))['text']).toBe('hi');
+
     const frames = Array.from({ length: 12 }, (_, i) => opus(1, i));
     frames.forEach((f, i) => udp.sendAudio(f, 1000 + i * 60));
     for (let i = 0; i < frames.length; i++) {
@@ -153,6 +158,32 @@ describe('voice relay: MQTT + UDP devices', () => {
     // The MQTT link, and the device's MCP, outlive the voice session.
     expect(b.connected).toBe(true);
     expect((await t.api('POST', `/v1/devices/${b.deviceId}/tools/self.get_device_status/call`, { arguments: {} })).status).toBe(200);
+  });
+
+  it('an unreachable voice server: the device gets an alert and a goodbye, and keeps its MQTT link and MCP', async () => {
+    const gone = await VoiceServerDouble.start();
+    const url = gone.url;
+    await gone.close(); // nothing listens there now
+    const gw = await startTestGateway({
+      deviceAuth: 'hmac',
+      deviceSecret: SECRET,
+      enrollment: { policy: 'open' },
+      ota: { transport: 'mqtt' },
+      voice: { mode: 'relay', upstream: { url } },
+    });
+    try {
+      const d = await onlineDevice(gw);
+      const alert = d.waitForFrame((f) => f['type'] === 'alert', 10_000);
+      const bye = d.waitForFrame((f) => f['type'] === 'goodbye', 10_000);
+      expect(await d.openAudioChannel(1000)).toBe(false); // no server hello comes: the firmware gives up
+      expect(await alert).toMatchObject({ status: 'error', emotion: 'sad' });
+      await bye;
+      expect(await gw.metric('voxgate_voice_sessions_total', { transport: 'udp', outcome: 'upstream_error' })).toBe(1);
+      expect(d.connected).toBe(true);
+      expect((await gw.api('POST', `/v1/devices/${d.deviceId}/tools/self.get_device_status/call`, { arguments: {} })).status).toBe(200);
+    } finally {
+      await gw.close();
+    }
   });
 
   it('a voice session with no audio for voice.idleTimeoutMs ends with a goodbye', async () => {
