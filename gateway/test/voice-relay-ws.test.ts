@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { encodeBinaryFrame, verifyDeviceToken } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../test/support/gateway-harness.js';
@@ -260,6 +261,9 @@ describe('voice relay: limits and configuration', () => {
     expect(message).not.toContain('hmac-secret-value-1');
     const ok = loadConfig({ ...env, GATEWAY_VOICE_MODE: 'relay', GATEWAY_VOICE_UPSTREAM_URL: 'ws://voice:8000/xiaozhi/v1/', GATEWAY_VOICE_UDP_PORT: '9884' });
     expect(ok.voice).toMatchObject({ mode: 'relay', udp: { port: 9884 }, idleTimeoutMs: 120_000 });
+    // The example in examples/voice-relay/ is a valid configuration.
+    const example = loadConfig({ GATEWAY_CONFIG: fileURLToPath(new URL('../../examples/voice-relay/gateway.config.json', import.meta.url)) });
+    expect(example.voice).toMatchObject({ mode: 'relay', exposeHubTools: true });
   });
 });
 
