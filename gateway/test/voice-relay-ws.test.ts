@@ -244,6 +244,24 @@ describe('voice relay: limits and configuration', () => {
     }
   });
 
+  it('a hello flood while the voice server is connecting opens one upstream connection, not many', async () => {
+    const vs = await VoiceServerDouble.start({ silent: true });
+    const t = await startTestGateway({ voice: { mode: 'relay', upstream: { url: vs.url, connectTimeoutMs: 60_000 } } });
+    const d = new ReferenceDevice({ deviceId: nextMac() });
+    try {
+      await d.connectWebSocket(t.wsUrl, { skipHello: true });
+      const hello = JSON.stringify({ type: 'hello', version: 1, transport: 'websocket', audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 } });
+      for (let i = 0; i < 20; i++) d.sendRaw(hello);
+      await until(async () => (await t.metric('voxgate_voice_sessions_total', { outcome: 'duplicate_hello' })) === 19, 'the duplicates counted');
+      await vs.nextConnection();
+      expect(vs.all).toHaveLength(1);
+    } finally {
+      d.terminate();
+      await t.close();
+      await vs.close();
+    }
+  });
+
   it('relay mode needs the upstream URL, and one credential kind', async () => {
     const { loadConfig, ConfigError } = await import('../src/config.js');
     const dir = mkdtempSync(join(tmpdir(), 'voxgate-voice-config-'));

@@ -113,6 +113,11 @@ export class VoiceRelay implements VoiceHook {
     const hello = DeviceHelloSchema.safeParse(frame);
     const transport = hello.success && hello.data.transport === 'udp' ? 'udp' : 'websocket';
     const previous = this.sessions.get(device);
+    if (previous && !previous.upstream) {
+      // One upstream connect at a time per device: a hello flood cannot fan out into connections.
+      this.d.metrics.sessions.inc({ transport, outcome: 'duplicate_hello' });
+      return false;
+    }
     if (previous) this.end(previous, 'replaced');
     const log = this.d.log.child({ deviceId: device.deviceId, component: 'voice' });
     if (transport === 'udp' && !this.d.udp) {
