@@ -262,6 +262,39 @@ describe('voice relay: limits and configuration', () => {
     }
   });
 
+  it("the voice server's MCP requests in flight are capped per session; the rest are answered busy at once", async () => {
+    const vs = await VoiceServerDouble.start();
+    const t = await startTestGateway({ calls: { queueLimit: 64 }, voice: { mode: 'relay', upstream: { url: vs.url } } });
+    const d = new ReferenceDevice({ deviceId: nextMac() });
+    try {
+      const ready = t.nextEvent('device.ready', d.deviceId);
+      const upConn = vs.nextConnection();
+      await d.connectWebSocket(t.wsUrl);
+      const up = await upConn;
+      await ready;
+      d.holdReplies();
+      const calls = Array.from({ length: 20 }, (_, i) => up.mcp('tools/call', { name: 'self.audio_speaker.set_volume', arguments: { volume: i } }));
+      const busy = await Promise.all(calls.slice(16));
+      for (const b of busy) expect(b['error']).toMatchObject({ message: expect.stringContaining('in flight') as unknown });
+      await until(() => d.heldReplies >= 1, 'the first call at the device');
+      d.releaseReplies();
+      // The device runs one call at a time: release each held reply until all 16 are answered.
+      const all = Promise.all(calls.slice(0, 16));
+      let settled = false;
+      void all.then(() => (settled = true));
+      await until(() => {
+        d.releaseReplies();
+        d.holdReplies();
+        return settled;
+      }, 'the 16 admitted calls answered');
+      for (const r of await all) expect(r['result']).toMatchObject({ isError: false });
+    } finally {
+      d.terminate();
+      await t.close();
+      await vs.close();
+    }
+  });
+
   it('relay mode needs the upstream URL, and one credential kind', async () => {
     const { loadConfig, ConfigError } = await import('../src/config.js');
     const dir = mkdtempSync(join(tmpdir(), 'voxgate-voice-config-'));

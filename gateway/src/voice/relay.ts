@@ -18,6 +18,9 @@ import { openUpstream, parseUpstreamJson, UpstreamError } from './upstream.js';
 
 export type VoiceConfig = Config['voice'];
 
+/** The voice server's MCP requests in flight per session; more are answered "busy" at once. */
+export const UPSTREAM_MCP_MAX_IN_FLIGHT = 16;
+
 /** WebSocket close code for a device whose voice session could not be relayed (the alert said why). */
 export const CLOSE_VOICE_UNAVAILABLE = 4005;
 
@@ -56,6 +59,7 @@ class VoiceSession implements VoiceSessionHandle {
   lastAudioAt = Date.now();
   ended = false;
   upstreamSessionId = '';
+  mcpInFlight = 0;
 
   constructor(
     readonly device: DeviceSession,
@@ -258,9 +262,7 @@ export class VoiceRelay implements VoiceHook {
         return; // one hello per session, already answered
       case 'mcp':
         // The device's MCP is the gateway's: the voice server's requests are answered through its session.
-        void answerUpstreamMcp(vs.device, msg['payload'], this.d.metrics, this.hubExposure()).then((reply) => {
-          if (reply && vs.upstream?.readyState === vs.upstream?.OPEN) vs.upstream?.send(JSON.stringify({ type: 'mcp', session_id: vs.upstreamSessionId, payload: reply }));
-        });
+        this.onUpstreamMcp(vs, msg['payload']);
         return;
       case 'goodbye':
         this.end(vs, 'upstream_goodbye');
@@ -269,6 +271,22 @@ export class VoiceRelay implements VoiceHook {
         if ((vs.device.link.bufferedBytes?.() ?? 0) > this.d.config.maxBufferedBytes) this.d.metrics.dropped.inc({ direction: 'down', reason: 'backpressure_json' });
         else vs.device.link.send(text);
     }
+  }
+
+  private onUpstreamMcp(vs: VoiceSession, payload: unknown): void {
+    const reply = (r: unknown) => {
+      if (r && vs.upstream?.readyState === vs.upstream?.OPEN) vs.upstream?.send(JSON.stringify({ type: 'mcp', session_id: vs.upstreamSessionId, payload: r }));
+    };
+    if (vs.mcpInFlight >= UPSTREAM_MCP_MAX_IN_FLIGHT) {
+      const id = (payload as { id?: unknown } | null)?.id;
+      this.d.metrics.upstreamMcp.inc({ method: 'any', answer: 'busy' });
+      if (typeof id === 'number' || typeof id === 'string') reply({ jsonrpc: '2.0', id, error: { code: -32000, message: `more than ${UPSTREAM_MCP_MAX_IN_FLIGHT} requests in flight` } });
+      return;
+    }
+    vs.mcpInFlight++;
+    void answerUpstreamMcp(vs.device, payload, this.d.metrics, this.hubExposure())
+      .then(reply)
+      .finally(() => vs.mcpInFlight--);
   }
 
   /** End a voice session once: close the voice server's socket; tell or close the device as its transport needs. */
