@@ -97,6 +97,7 @@ export class VoiceRelay implements VoiceHook {
   private readonly sessions = new Map<DeviceSession, VoiceSession>();
   private readonly sweep: NodeJS.Timeout;
   private hub: HubPort | undefined;
+  private closed = false;
 
   constructor(private readonly d: VoiceRelayDeps) {
     const every = Math.max(50, Math.min(10_000, Math.floor(d.config.idleTimeoutMs / 4)));
@@ -116,6 +117,7 @@ export class VoiceRelay implements VoiceHook {
   async onHello(device: DeviceSession, frame: DeviceFrame): Promise<boolean> {
     const hello = DeviceHelloSchema.safeParse(frame);
     const transport = hello.success && hello.data.transport === 'udp' ? 'udp' : 'websocket';
+    if (this.closed) return false; // shutting down: the links are closing every device
     const previous = this.sessions.get(device);
     if (previous && !previous.upstream) {
       // One upstream connect at a time per device: a hello flood cannot fan out into connections.
@@ -235,6 +237,7 @@ export class VoiceRelay implements VoiceHook {
   }
 
   close(): void {
+    this.closed = true;
     clearInterval(this.sweep);
     for (const vs of [...this.sessions.values()]) this.end(vs, 'shutdown');
   }
