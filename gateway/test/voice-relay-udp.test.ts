@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { createSocket } from 'node:dgram';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeBinaryFrame } from '@voxgate/protocol';
 import { startTestGateway, type TestGateway } from '../../test/support/gateway-harness.js';
@@ -120,6 +122,35 @@ describe('voice relay: MQTT + UDP devices', () => {
     expect(await before('bad_length')).toBe(len0 + 1);
     expect(await before('old_sequence')).toBe(old0 + 1);
     expect(up.audio).toHaveLength(2);
+  });
+
+  it('garbage on the UDP port (random bytes, live ssrcs with wrong keys) is dropped, and the session goes on', async () => {
+    const d = await onlineDevice();
+    const { up, udp } = await voiceSession(d);
+    const dropped0 = await t.metric('voxgate_voice_audio_dropped_total', { direction: 'up' });
+    const junk = createSocket('udp4');
+    cleanup.push(() => junk.close());
+    // In batches, each counted before the next: a burst would overflow the kernel's receive buffer.
+    const dropped = async () => (await t.metric('voxgate_voice_audio_dropped_total', { direction: 'up' })) - dropped0;
+    for (let batch = 0; batch < 10; batch++) {
+      for (let j = 0; j < 30; j++) {
+        const i = batch * 30 + j;
+        const p = randomBytes(i % 60);
+        if (i % 3 === 0 && p.length >= 16) {
+          p[0] = 1;
+          p.writeUInt16BE(p.length - 16, 2);
+          p.writeUInt32BE(udp.ssrc, 4);
+          p.writeUInt32BE(0, 12); // sequence 0: never above the last accepted
+        }
+        junk.send(p, d.udp!.port, '127.0.0.1');
+      }
+      await until(async () => (await dropped()) === (batch + 1) * 30, `junk batch ${batch} dropped`);
+    }
+    expect(up.audio).toHaveLength(0);
+    const good = opus(4, 0);
+    udp.sendAudio(good, 60);
+    const f = decodeBinaryFrame(2, await up.nextAudio(), 4096);
+    expect(f.ok && f.value.payload.equals(good)).toBe(true);
   });
 
   it('routes by ssrc among several devices at once', async () => {
