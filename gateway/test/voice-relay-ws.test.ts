@@ -244,6 +244,24 @@ describe('voice relay: limits and configuration', () => {
     }
   });
 
+  it('a WebSocket device claiming transport "udp" still gets a WebSocket session: no UDP key, no binding', async () => {
+    const vs = await VoiceServerDouble.start();
+    const t = await startTestGateway({ voice: { mode: 'relay', upstream: { url: vs.url } } });
+    const d = new ReferenceDevice({ deviceId: nextMac() });
+    try {
+      await d.connectWebSocket(t.wsUrl, { skipHello: true });
+      d.sendRaw(JSON.stringify({ type: 'hello', version: 3, transport: 'udp', audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 } }));
+      const hello = await d.waitForFrame((f) => f['type'] === 'hello');
+      expect(hello['transport']).toBe('websocket');
+      expect(hello['udp']).toBeUndefined();
+      expect(t.gw.voice!.udp.bindingCount).toBe(0);
+    } finally {
+      d.terminate();
+      await t.close();
+      await vs.close();
+    }
+  });
+
   it('a hello flood while the voice server is connecting opens one upstream connection, not many', async () => {
     const vs = await VoiceServerDouble.start({ silent: true });
     const t = await startTestGateway({ voice: { mode: 'relay', upstream: { url: vs.url, connectTimeoutMs: 60_000 } } });

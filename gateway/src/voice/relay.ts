@@ -116,7 +116,8 @@ export class VoiceRelay implements VoiceHook {
 
   async onHello(device: DeviceSession, frame: DeviceFrame): Promise<boolean> {
     const hello = DeviceHelloSchema.safeParse(frame);
-    const transport = hello.success && hello.data.transport === 'udp' ? 'udp' : 'websocket';
+    // The link decides, not the hello's claim: MQTT carries no audio, so its voice goes over UDP.
+    const transport = device.link.transport === 'mqtt' ? 'udp' : 'websocket';
     if (this.closed) return false; // shutting down: the links are closing every device
     const previous = this.sessions.get(device);
     if (previous && !previous.upstream) {
