@@ -38,9 +38,9 @@ describe('voice relay: MQTT + UDP devices', () => {
   };
   /** The device opens its audio channel: hello over MQTT, the server hello with the udp block, a UDP socket. */
   const voiceSession = async (d: ReferenceDevice, server: VoiceServerDouble = vs): Promise<{ up: VoiceServerConnection; udp: UdpDeviceChannel }> => {
-    const upConn = server.nextConnection();
     expect(await d.openAudioChannel()).toBe(true);
-    const up = await upConn;
+    let up = await server.nextConnection();
+    while (up.headers['device-id'] !== d.deviceId) up = await server.nextConnection(); // skip other tests' sessions
     const udp = await UdpDeviceChannel.open(d.udp!);
     cleanup.push(() => udp.close());
     return { up, udp };
@@ -169,6 +169,32 @@ describe('voice relay: MQTT + UDP devices', () => {
       await until(() => s.udp.received.length >= 5, 'echo');
       expect(s.udp.received.map((r) => r.opus.toString('hex'))).toEqual([0, 1, 2, 3, 4].map((i) => opus(10 + tag, i).toString('hex')));
     }
+  });
+
+  it('50 concurrent MQTT voice sessions with audio at the 60 ms frame rate lose nothing', async () => {
+    const ds = await Promise.all(Array.from({ length: 50 }, () => onlineDevice()));
+    expect((await Promise.all(ds.map((d) => d.openAudioChannel()))).every(Boolean)).toBe(true);
+    const sessions = await Promise.all(
+      ds.map(async (d) => {
+        let up: VoiceServerConnection | undefined;
+        await until(() => (up = vs.all.find((c) => c.headers['device-id'] === d.deviceId)) !== undefined, 'its upstream');
+        const udp = await UdpDeviceChannel.open(d.udp!);
+        cleanup.push(() => udp.close());
+        return { up: up!, udp };
+      }),
+    );
+    const dropped0 = await t.metric('voxgate_voice_audio_dropped_total');
+    const frames = 10;
+    for (let i = 0; i < frames; i++) {
+      sessions.forEach((s, n) => s.udp.sendAudio(opus(n, i), i * 60));
+      await new Promise((r) => setTimeout(r, 60)); // the device's frame pace (pacing the sender, not waiting for a result)
+    }
+    await until(() => sessions.every((s) => s.udp.received.length === frames), 'every echoed frame at every device', 20_000);
+    for (const [n, s] of sessions.entries()) {
+      expect(s.up.audio.map((b) => b.subarray(16).toString('hex'))).toEqual(Array.from({ length: frames }, (_, i) => opus(n, i).toString('hex')));
+      expect(s.udp.received.map((r) => r.opus.toString('hex'))).toEqual(Array.from({ length: frames }, (_, i) => opus(n, i).toString('hex')));
+    }
+    expect(await t.metric('voxgate_voice_audio_dropped_total')).toBe(dropped0);
   });
 
   it('goodbye from the device closes the upstream; goodbye from the upstream reaches the device and frees the ssrc', async () => {
