@@ -98,7 +98,12 @@ describe('voice relay: WebSocket devices through Voxgate to a voice server', () 
     expect(names).not.toContain('self.reboot'); // user-only, not asked for
     const withUser = await up.mcp('tools/list', { withUserTools: true });
     expect((withUser['result'] as { tools: Array<{ name: string }> }).tools.map((x) => x.name)).toContain('self.reboot');
-    // Neither reached the device.
+    // Any other method reaches the device under a gateway id; its answer comes back under the server's.
+    const ping = await up.mcp('ping');
+    expect(ping).toMatchObject({ id: 4, error: { message: 'Method not implemented: ping' } });
+    const pingAtDevice = d.mcpReceived.find((p) => p['method'] === 'ping')!;
+    expect(Number.isInteger(pingAtDevice['id'])).toBe(true);
+    // Neither initialize nor tools/list reached the device.
     expect(d.mcpReceived.filter((p) => p['method'] === 'initialize')).toHaveLength(initsBefore);
     expect(d.mcpReceived.filter((p) => p['method'] === 'tools/list')).toHaveLength(listsBefore);
 
@@ -110,7 +115,7 @@ describe('voice relay: WebSocket devices through Voxgate to a voice server', () 
     d.releaseReplies();
     const [h, u] = await Promise.all([http, upCall]);
     expect(h.status).toBe(200);
-    expect(u).toMatchObject({ id: 4, result: { content: [{ type: 'text', text: 'true' }], isError: false } });
+    expect(u).toMatchObject({ id: 5, result: { content: [{ type: 'text', text: 'true' }], isError: false } });
     expect(d.volume).toBe(33);
     const ids = d.mcpReceived.map((p) => p['id']).filter((x) => x !== undefined);
     expect(new Set(ids).size).toBe(ids.length); // the device never saw one id twice

@@ -24,6 +24,9 @@ export const UPSTREAM_TOOLS_PAGE = 64;
 /** How long an upstream initialize/tools/list waits for the gateway's own initialization of the device. */
 const READY_WAIT_MS = 10_000;
 
+/** Methods counted under their own name; any other is counted as "other" (bounded label set). */
+const KNOWN = new Set(['initialize', 'tools/list', 'tools/call']);
+
 /** The vision endpoint a voice server hands the device in its initialize (xiaozhi-esp32-server does). */
 const UpstreamVision = z.object({
   url: z.url({ protocol: /^https?$/ }).max(2048),
@@ -34,8 +37,9 @@ type Reply = { jsonrpc: '2.0'; id: RpcId; result: unknown } | { jsonrpc: '2.0'; 
 
 /**
  * A voice server acting as the device's MCP client. Its requests never reach the device under their own
- * ids: `initialize` and `tools/list` are answered from the gateway's cached result, `tools/call` runs
- * through the device's call queue (under the gateway's ids), so two clients never collide on the device.
+ * ids: `initialize` and `tools/list` are answered from the gateway's cached result; `tools/call` and any
+ * other method run through the device's call queue under the gateway's ids, and the answer goes back under
+ * the voice server's id, so two clients never collide on the device.
  * Resolves with the reply (undefined for notifications); never rejects.
  */
 export async function answerUpstreamMcp(device: DeviceSession, payload: unknown, metrics: VoiceMetrics, exposure?: HubExposure): Promise<Reply | undefined> {
@@ -78,13 +82,18 @@ export async function answerUpstreamMcp(device: DeviceSession, payload: unknown,
         if (out.structuredContent !== undefined) result['structuredContent'] = out.structuredContent;
         return { jsonrpc: '2.0', id, result };
       }
-      default:
-        metrics.upstreamMcp.inc({ method: 'other', answer: 'refused' });
-        return err(-32601, `Method not implemented: ${method.slice(0, 64)}`);
+      default: {
+        // Anything else goes to the device as it is, under a gateway id, and its answer comes back.
+        const result = await device.rpc(method, c.message.msg.params as Record<string, unknown> | undefined);
+        metrics.upstreamMcp.inc({ method: 'other', answer: 'device' });
+        return { jsonrpc: '2.0', id, result };
+      }
     }
   } catch (e) {
-    metrics.upstreamMcp.inc({ method, answer: 'error' });
-    return err(-32000, e instanceof GatewayError ? e.message : 'internal error');
+    metrics.upstreamMcp.inc({ method: KNOWN.has(method) ? method : 'other', answer: 'error' });
+    if (!(e instanceof GatewayError)) return err(-32603, 'internal error');
+    const code = typeof e.extra['rpcCode'] === 'number' ? e.extra['rpcCode'] : -32000;
+    return err(code, e.message);
   }
 }
 
