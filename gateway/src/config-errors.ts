@@ -65,6 +65,11 @@ export function secretValues(input: Record<string, unknown>): string[] {
   if (typeof tenants === 'object' && tenants !== null) add(Object.keys(tenants));
   const metrics = input['metrics'];
   if (typeof metrics === 'object' && metrics !== null) add((metrics as Record<string, unknown>)['key']);
+  const upstream = (input['voice'] as { upstream?: Record<string, unknown> } | undefined)?.upstream;
+  if (typeof upstream === 'object' && upstream !== null) {
+    add(upstream['token']);
+    add(upstream['hmacSecret']);
+  }
   // Longest first, so a secret that contains another is masked whole.
   return [...new Set(out)].sort((a, b) => b.length - a.length);
 }

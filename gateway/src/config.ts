@@ -350,6 +350,59 @@ export const ConfigSchema = z
         maxConcurrentTurnsPerTenant: z.coerce.number().int().min(1).max(100_000).default(16),
       })
       .prefault({}),
+    /**
+     * Voice sessions relayed to a xiaozhi-compatible voice server (docs/voice.md). `off`: a WebSocket hello is
+     * answered by the gateway and audio is dropped; an MQTT hello gets a goodbye.
+     */
+    voice: z
+      .object({
+        mode: z.enum(['off', 'relay']).default('off'),
+        upstream: z
+          .object({
+            /** The voice server's device WebSocket, e.g. ws://voice-server:8000/xiaozhi/v1/ */
+            url: z.url({ protocol: /^wss?$/ }).optional(),
+            /** A static token, sent as `Authorization: Bearer <token>`. */
+            token: z.string().min(1).max(4096).optional(),
+            /** xiaozhi-esp32-server's auth key: each connection carries a fresh base64url(HMAC-SHA256(key, clientId|deviceId|ts)).ts */
+            hmacSecret: z.string().min(8).max(4096).optional(),
+            /** Extra headers for the upstream upgrade. */
+            headers: z.record(z.string().regex(/^[A-Za-z0-9-]{1,64}$/), z.string().max(4096)).default({}),
+            /** Upstream WebSocket open + its hello; past it the device gets an `alert` and the session ends. */
+            connectTimeoutMs: Ms(10_000, 60_000),
+          })
+          .prefault({}),
+        udp: z
+          .object({
+            host: z.string().default('0.0.0.0'),
+            port: Port.default(8884),
+            /** The address devices send UDP audio to (the server hello's udp.server); default: the MQTT connection's local address. */
+            publicHost: z.string().min(1).max(253).optional(),
+          })
+          .prefault({}),
+        /** Voice sessions at once; a hello past it gets an `alert`. */
+        maxSessions: Count(1000),
+        /** Bytes queued on one side's socket above which further audio for it is dropped (and counted). */
+        maxBufferedBytes: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(256 * 1024),
+        /** One audio frame's payload; bigger frames are dropped (a 60 ms Opus frame is well under 1 KiB). */
+        maxFrameBytes: z.coerce.number().int().min(256).max(65_535).default(4096),
+        /** A voice session with no audio either way for this long ends (the firmware's channel timeout is 120 s). */
+        idleTimeoutMs: Ms(120_000),
+        /** The voice server's tools/list for a device also holds the hub's tools (hosted servers, other devices, device_call); Voxgate runs those calls. */
+        exposeHubTools: Bool.default(false),
+        /** The tenant whose hub tools are exposed (servers limited to other tenants stay hidden); unset: servers open to all only. */
+        hubTenant: z.string().min(1).max(128).optional(),
+      })
+      .prefault({}),
+  })
+  .refine((c) => !(c.voice?.mode === 'relay' && !c.voice.upstream?.url), {
+    path: ['voice', 'upstream', 'url'],
+    message: 'voice.mode "relay" needs the voice server\'s WebSocket URL',
+    when: always,
+  })
+  .refine((c) => !(c.voice?.upstream?.token !== undefined && c.voice.upstream.hmacSecret !== undefined), {
+    path: ['voice', 'upstream', 'hmacSecret'],
+    message: 'set either voice.upstream.token or voice.upstream.hmacSecret, not both',
+    when: always,
   })
   // Cross-field rules run even when other fields failed (`when`), so one start lists every problem; the
   // values they read may then be raw input, hence the type guards.
@@ -477,6 +530,17 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_ASSISTANT_TOOL_TIMEOUT_MS: ['assistant', 'toolTimeoutMs'],
   GATEWAY_ASSISTANT_CONFIRM: ['assistant', 'confirm'],
   GATEWAY_ASSISTANT_CONFIRM_TOOLS: ['assistant', 'confirmTools'],
+  GATEWAY_VOICE_MODE: ['voice', 'mode'],
+  GATEWAY_VOICE_UPSTREAM_URL: ['voice', 'upstream', 'url'],
+  GATEWAY_VOICE_UPSTREAM_TOKEN: ['voice', 'upstream', 'token'],
+  GATEWAY_VOICE_UPSTREAM_HMAC_SECRET: ['voice', 'upstream', 'hmacSecret'],
+  GATEWAY_VOICE_CONNECT_TIMEOUT_MS: ['voice', 'upstream', 'connectTimeoutMs'],
+  GATEWAY_VOICE_UDP_HOST: ['voice', 'udp', 'host'],
+  GATEWAY_VOICE_UDP_PORT: ['voice', 'udp', 'port'],
+  GATEWAY_VOICE_UDP_PUBLIC_HOST: ['voice', 'udp', 'publicHost'],
+  GATEWAY_VOICE_MAX_SESSIONS: ['voice', 'maxSessions'],
+  GATEWAY_VOICE_EXPOSE_HUB_TOOLS: ['voice', 'exposeHubTools'],
+  GATEWAY_VOICE_HUB_TENANT: ['voice', 'hubTenant'],
 };
 
 export class ConfigError extends Error {

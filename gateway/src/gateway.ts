@@ -33,6 +33,7 @@ import { httpExplainer, noExplainer } from './vision/explainer.js';
 import { PhotoStore } from './vision/photo-store.js';
 import { VISION_EXPLAIN_PATH, type VisionService } from './vision/routes.js';
 import { assistantExplainer } from './assistant/vision.js';
+import { startVoice, type Voice } from './voice/start.js';
 
 export interface Gateway {
   config: Config;
@@ -62,6 +63,8 @@ export interface Gateway {
   enrollment: Enrollment | undefined;
   /** The LLM tool loop. */
   assistant: Assistant;
+  /** The voice relay (and its UDP socket), when voice.mode is "relay". */
+  voice: Voice | undefined;
   close(): Promise<void>;
 }
 
@@ -90,7 +93,9 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
     onSize: (size) => metrics.schemaValidators.set(size),
   });
+  const voice: Voice | undefined = config.voice.mode === 'relay' ? await startVoice(config.voice, metrics, log) : undefined;
   const registry = new DeviceRegistry({
+    ...(voice ? { voice: voice.relay } : {}),
     maxKnownDevices: config.devices.maxKnown,
     log,
     bus,
@@ -120,6 +125,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   try {
     enrollment = config.deviceAuth === 'open' ? undefined : await openEnrollment(config, secrets.deviceSecret, store, log, metrics, registry);
   } catch (e) {
+    voice?.close();
     await store.close();
     throw e;
   }
@@ -161,6 +167,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       validators: schemaValidators,
     },
   });
+  // The hub needs the registry, which needs the relay: the relay learns of the hub last.
+  voice?.relay.useHub(hub);
   const tenants = new Map(Object.entries(config.apiKeyTenants));
   const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
   let mcpEndpoint: McpEndpoint | undefined;
@@ -256,6 +264,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   } catch (e) {
     assistant.close();
     await metricsListener?.close();
+    voice?.close();
     ws.close(CLOSE_SHUTDOWN, 'start failed');
     await mqtt?.close();
     await http.close();
@@ -283,6 +292,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       // process that exits before that cuts off the close frame, and the device sees 1006, not 1001.
       const devicesClosed = Promise.all([...ws.wss.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))));
       assistant.close();
+      voice?.close();
       ws.close(CLOSE_SHUTDOWN, 'gateway shutting down');
       await mcpEndpoint?.close();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
@@ -312,6 +322,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     store,
     enrollment,
     assistant,
+    voice,
     close,
   };
 }

@@ -37,6 +37,9 @@ export const REDACT_PATHS = [
   '*.env',
   'apiKeyTenants',
   '*.apiKeyTenants',
+  // voice relay upstream credentials
+  'hmacSecret',
+  '*.hmacSecret',
 ];
 
 /** `json`: one JSON object per line, for machines (the default). `pretty`: colored lines for people. */

@@ -42,26 +42,6 @@ export function buildServerHello(sessionId: string, audio: AudioParams = DEFAULT
   return { type: 'hello', transport: 'websocket', session_id: sessionId, audio_params: audio };
 }
 
-export interface UdpServerHello {
-  type: 'hello';
-  transport: 'udp';
-  session_id: string;
-  audio_params: AudioParams;
-  udp: { server: string; port: number; key: string; nonce: string };
-}
-
-/**
- * The answer to an MQTT voice request while this gateway serves no voice: the only reply that ends the
- * firmware's OpenAudioChannel wait at once is a complete UDP server hello (anything else, a goodbye
- * included, leaves it blocked for 10 s, delaying every MCP reply). Its `udp.server` is empty, so the
- * device's UDP connect fails at once (gethostbyname("")): it returns to idle without an error alert and
- * sends no audio. A goodbye with the same session id should follow, closing the channel on any network
- * stack that does connect. Key and nonce are random: nothing is ever encrypted with them.
- */
-export function buildNoVoiceUdpHello(sessionId: string, key: string, nonce: string, audio: AudioParams = DEFAULT_SERVER_AUDIO): UdpServerHello {
-  return { type: 'hello', transport: 'udp', session_id: sessionId, audio_params: audio, udp: { server: '', port: 1, key, nonce } };
-}
-
 /** A goodbye ends a (voice) session; over MQTT it answers a hello while voice is not enabled. */
 export function buildGoodbye(sessionId: string): { type: 'goodbye'; session_id: string } {
   return { type: 'goodbye', session_id: sessionId };

@@ -10,3 +10,4 @@ export * from './mcp.js';
 export * from './hmac-token.js';
 export * from './mqtt-identity.js';
 export * from './ota.js';
+export * from './voice/index.js';

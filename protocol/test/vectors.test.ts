@@ -23,7 +23,7 @@ const load = <I, E>(name: string): VectorFile<I, E> => JSON.parse(readFileSync(d
 
 describe('vectors', () => {
   it('every vector file is used by a test below', () => {
-    expect(readdirSync(dir).sort()).toEqual(['device-id.json', 'device-token.json', 'envelope.json', 'jsonrpc.json', 'mqtt-identity.json']);
+    expect(readdirSync(dir).sort()).toEqual(['device-id.json', 'device-token.json', 'envelope.json', 'jsonrpc.json', 'mqtt-identity.json', 'voice-binary.json', 'voice-udp.json']);
   });
 
   const env = load<string, { ok: boolean; type?: string; sessionId?: string | null; hasPayload?: boolean; reason?: string; repaired?: boolean; errorMessage?: string }>('envelope.json');

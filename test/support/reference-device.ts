@@ -78,6 +78,8 @@ export interface WebSocketConnectOptions {
   headers?: Record<string, string>;
   helloTimeoutMs?: number;
   skipHello?: boolean;
+  /** The `websocket.version` setting: binary protocol 1 (default), 2 or 3 (header and hello `version`). */
+  protocolVersion?: 1 | 2 | 3;
 }
 export interface MqttConnectOptions {
   clientId: string;
@@ -223,6 +225,8 @@ export class ReferenceDevice {
   readonly crashes: string[] = [];
   /** Binary (audio) frames received over WebSocket. */
   audioFramesReceived = 0;
+  /** The binary frames themselves, in order (test affordance). */
+  readonly audioReceived: Buffer[] = [];
   rebootCount = 0;
   /** Restarts so far (reboots and crashes). */
   get restarts(): number {
@@ -331,14 +335,15 @@ export class ReferenceDevice {
       headers['Device-Id'] = this.deviceId;
       headers['Client-Id'] = this.clientId;
     }
-    headers['Protocol-Version'] = '1';
+    const version = opts.protocolVersion ?? 1;
+    headers['Protocol-Version'] = String(version);
     Object.assign(headers, opts.headers);
 
     const link = await this.openWsLink(target.toString(), headers);
     if (opts.skipHello) return;
     const hello = JSON.stringify({
       type: 'hello',
-      version: 1,
+      version,
       features: this.helloFeatures,
       transport: 'websocket',
       audio_params: AUDIO_PARAMS,
@@ -368,6 +373,7 @@ export class ReferenceDevice {
       if (this.link !== link) return;
       if (isBinary) {
         this.audioFramesReceived++;
+        this.audioReceived.push(Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data));
         return;
       }
       this.guard(() => this.onWebSocketText(rawToString(data)));

@@ -2,8 +2,14 @@
 export interface DeviceLink {
   readonly transport: 'websocket' | 'mqtt';
   readonly remoteAddress: string;
+  /** The address the device reached us on (MQTT: where its UDP audio may go too). */
+  readonly localAddress?: string;
   /** Send one JSON text frame. Returns false when the link is closed and nothing was sent. */
   send(text: string): boolean;
+  /** Send one binary (audio) frame, WebSocket links only. Returns false when nothing was sent. */
+  sendBinary?(data: Buffer): boolean;
+  /** Bytes queued on the socket and not yet written (audio is dropped above a bound). */
+  bufferedBytes?(): number;
   /** Close with a WebSocket close code (MQTT links just disconnect). */
   close(code: number, reason: string): void;
 }

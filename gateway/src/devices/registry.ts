@@ -7,6 +7,7 @@ import { CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.
 import type { SchemaValidators } from '../schemas/validators.js';
 import { DeviceSession, type SessionSettings } from './session.js';
 import type { ToolsPageCache } from './tools-page-cache.js';
+import type { VoiceHook } from './voice-hook.js';
 
 /** What the registry remembers of a device, online or not. */
 interface DeviceRecord {
@@ -63,6 +64,8 @@ export interface RegistryDeps {
   /** Shared by every session of this gateway (see devices/tools-page-cache.ts, schemas/validators.ts). */
   pages: ToolsPageCache;
   validators: SchemaValidators;
+  /** The voice relay, when voice.mode is "relay". */
+  voice?: VoiceHook;
 }
 
 /** Presence for every device: who is connected now, over what, since when, and which session speaks for it. */
@@ -120,6 +123,7 @@ export class DeviceRegistry {
         previousHash: () => record.catalogHash,
         onReady: (s) => this.onReady(record, s),
         onClosed: (s) => this.onClosed(record, s),
+        ...(this.d.voice ? { voice: this.d.voice } : {}),
       },
       info.expectHello,
     );

@@ -20,6 +20,7 @@ import {
   tryParseJson,
   unparsableReplyId,
   type CallToolResult,
+  type DeviceFrame,
   type InitializeResult,
   type JsonLimits,
   type RpcId,
@@ -37,6 +38,7 @@ import { ToolCatalog, type CatalogTool } from './catalog.js';
 import { int32Problems } from './int32.js';
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
 import { ToolsPageCache, type CachedPage } from './tools-page-cache.js';
+import type { VoiceHook } from './voice-hook.js';
 
 export interface SessionSettings {
   requestTimeoutMs: number;
@@ -86,6 +88,8 @@ export interface SessionDeps {
   previousHash: () => string | undefined;
   onReady: (session: DeviceSession) => void;
   onClosed: (session: DeviceSession) => void;
+  /** The voice relay, when voice.mode is "relay": it answers hellos and carries the voice session. */
+  voice?: VoiceHook;
 }
 
 export type SessionState = 'awaiting_hello' | 'initializing' | 'ready' | 'failed' | 'closed';
@@ -149,6 +153,9 @@ export class DeviceSession {
   get deviceId(): string {
     return this.d.deviceId;
   }
+  get clientId(): string {
+    return this.d.clientId;
+  }
   get link(): DeviceLink {
     return this.d.link;
   }
@@ -187,9 +194,10 @@ export class DeviceSession {
         this.onMcp(frame['payload'] as Record<string, unknown>);
         return;
       case 'hello':
-        this.onHello();
+        this.onHello(frame);
         return;
       default:
+        if (this.d.voice?.onJson(this, frame, text)) return;
         this.d.bus.publish('device.message', this.d.deviceId, { message: capForEvent(frame, text.length) });
     }
   }
@@ -288,6 +296,7 @@ export class DeviceSession {
       clearTimeout(this.retryWait.timer);
       this.retryWait.wake();
     }
+    this.d.voice?.onClosed(this);
     this.failAll(new GatewayError('DEVICE_OFFLINE', `device ${this.d.deviceId} disconnected (${reason})`));
     this.d.onClosed(this);
   }
@@ -359,6 +368,27 @@ export class DeviceSession {
   /** A JSON-RPC notification, sent at once: it expects no reply, so it holds no place in the call queue. */
   notify(method: string, params: Record<string, unknown> | undefined): void {
     if (this.state === 'closed' || !this.d.link.send(encodeMcpFrame(this.sessionId, rpcNotification(method, params)))) throw this.offline();
+  }
+
+  /** Resolves once the catalog is loaded (the voice relay answers its voice server's MCP from it). */
+  awaitReady(timeoutMs: number): Promise<void> {
+    return this.whenReady(timeoutMs);
+  }
+
+  /**
+   * A voice server's vision endpoint for this device: re-initialize the device with it, unless the
+   * gateway's own vision is configured, which wins. Resolves with which one the device has.
+   */
+  async applyVision(vision: VisionCapability, timeoutMs: number): Promise<'applied' | 'gateway'> {
+    if (this.d.vision()) return 'gateway';
+    const deadline = Date.now() + timeoutMs;
+    await this.enqueue(deadline, (remaining) => this.request('initialize', buildInitializeParams(this.d.settings.clientInfo, vision), remaining));
+    return 'applied';
+  }
+
+  /** Binary (audio) from the link: the voice relay's, when a voice session holds it. */
+  onBinary(data: Buffer): boolean {
+    return this.d.voice?.onAudio(this, data) ?? false;
   }
 
   findTool(name: string): CatalogTool | undefined {
@@ -466,13 +496,14 @@ export class DeviceSession {
     });
   }
 
-  private onHello(): void {
+  private onHello(frame: DeviceFrame): void {
+    if (this.d.voice) return this.onVoiceHello(this.d.voice, frame);
     if (this.d.link.transport === 'mqtt') {
       // Voice (UDP audio) is not part of this gateway yet: end the device's wait for a server hello at
       // once (a goodbye alone would block its main task, and every MCP reply, for 10 s), then close it.
       const voiceSession = randomUUID();
       this.d.log.info('device asked for a voice session over MQTT; voice is not enabled, answering a no-voice hello and goodbye');
-      this.d.link.send(JSON.stringify(buildNoVoiceUdpHello(voiceSession, randomBytes(16).toString('hex'), randomBytes(16).toString('hex'))));
+      this.d.link.send(JSON.stringify(buildNoVoiceUdpHello(voiceSession, randomBytes(16), randomBytes(16))));
       this.d.link.send(JSON.stringify(buildGoodbye(voiceSession)));
       return;
     }
@@ -481,6 +512,16 @@ export class DeviceSession {
     clearTimeout(this.helloTimer);
     this.state = 'initializing';
     void this.runInit();
+  }
+
+  /** The relay answers the hello with the voice server's; MCP starts after it, as the firmware needs. */
+  private onVoiceHello(voice: VoiceHook, frame: DeviceFrame): void {
+    if (this.state === 'awaiting_hello') clearTimeout(this.helloTimer);
+    void voice.onHello(this, frame).then((answered) => {
+      if (!answered || this.state !== 'awaiting_hello') return;
+      this.state = 'initializing';
+      void this.runInit();
+    });
   }
 
   private onMcp(payload: Record<string, unknown>): void {

@@ -65,6 +65,7 @@ class MqttDeviceLink implements DeviceLink {
     private readonly client: Client,
     private readonly topic: string,
     readonly remoteAddress: string,
+    readonly localAddress: string = '',
   ) {}
 
   /** Pushed straight to the client: the reference firmware subscribes to nothing. */
@@ -166,7 +167,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
     const c = conns.get(client.conn);
     if (!c || client.closed || c.socket.destroyed) return;
     const id = parseMqttClientId(client.id)!;
-    const link = new MqttDeviceLink(client, peer.inbox, c.remote);
+    const link = new MqttDeviceLink(client, peer.inbox, c.remote, c.socket.localAddress ?? '');
     const session = o.registry.connect({ deviceId: peer.deviceId, clientId: id.uuid ?? client.id, link, expectHello: false, credential: peer.credential });
     peer.session = session;
     c.session = session;

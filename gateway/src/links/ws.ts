@@ -38,6 +38,16 @@ class WsDeviceLink implements DeviceLink {
     return true;
   }
 
+  sendBinary(data: Buffer): boolean {
+    if (this.ws.readyState !== WebSocket.OPEN) return false;
+    this.ws.send(data, { binary: true });
+    return true;
+  }
+
+  bufferedBytes(): number {
+    return this.ws.bufferedAmount;
+  }
+
   close(code: number, reason: string): void {
     if (this.ws.readyState === WebSocket.CLOSED) return;
     this.ws.close(code, reason);
@@ -89,9 +99,9 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     ws.on('message', (data: RawData, isBinary: boolean) => {
       alive.set(ws, true);
       if (isBinary) {
-        // Voice audio: accepted and counted; not processed by this gateway yet.
         o.metrics.framesIn.inc({ transport: 'websocket', kind: 'audio' });
-        o.metrics.audioBytes.inc(byteLength(data));
+        // Voice audio goes to the voice relay's session; without one it is counted and dropped.
+        if (!session.onBinary(toBuffer(data))) o.metrics.audioBytes.inc(byteLength(data));
         return;
       }
       const text = data.toString();
@@ -143,6 +153,11 @@ function refuse(socket: Duplex, status: number, text: string, detail = ''): void
   const body = detail || text;
   socket.once('finish', () => socket.destroy());
   socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+}
+
+function toBuffer(d: RawData): Buffer {
+  if (Buffer.isBuffer(d)) return d;
+  return Array.isArray(d) ? Buffer.concat(d) : Buffer.from(d);
 }
 
 function byteLength(d: RawData): number {

@@ -1,0 +1,388 @@
+import {
+  DeviceHelloSchema,
+  isBinaryProtocolVersion,
+  upstreamAuthorization,
+  type BinaryProtocolVersion,
+  type DeviceFrame,
+  type UpstreamCredential,
+  type UpstreamHello,
+} from '@voxgate/protocol';
+import type { Logger } from 'pino';
+import type { RawData, WebSocket } from 'ws';
+import type { Config } from '../config.js';
+import type { DeviceSession } from '../devices/session.js';
+import type { VoiceHook } from '../devices/voice-hook.js';
+import type { VoiceMetrics } from './metrics.js';
+import { answerUpstreamMcp, type HubExposure, type HubPort } from './upstream-mcp.js';
+import { openUpstream, parseUpstreamJson, UpstreamError } from './upstream.js';
+
+export type VoiceConfig = Config['voice'];
+
+/** The voice server's MCP requests in flight per session; more are answered "busy" at once. */
+export const UPSTREAM_MCP_MAX_IN_FLIGHT = 16;
+
+/** WebSocket close code for a device whose voice session could not be relayed (the alert said why). */
+export const CLOSE_VOICE_UNAVAILABLE = 4005;
+
+/** Where a voice session's downlink audio goes, and how uplink audio reaches the voice server. */
+export interface DeviceAudioPath {
+  readonly transport: 'websocket' | 'udp';
+  /** The binary protocol spoken with the voice server. */
+  readonly upstreamVersion: BinaryProtocolVersion;
+  /** One binary message from the voice server, for the device. */
+  toDevice(frame: Buffer): void;
+  /** The device's answer to the voice server's hello. */
+  deviceHello(up: UpstreamHello): object;
+  /** Release what the path holds (a UDP binding). */
+  close(): void;
+}
+
+/** The UDP side, when MQTT devices may open voice sessions (voice/udp-audio.ts). */
+export interface UdpAudioFactory {
+  open(session: VoiceSessionHandle): DeviceAudioPath;
+}
+
+/** What a UDP binding sees of its voice session. */
+export interface VoiceSessionHandle {
+  readonly deviceId: string;
+  readonly device: DeviceSession;
+  /** Uplink audio (already decrypted, framed for the voice server). */
+  sendUpstream(frame: Buffer, payloadBytes: number): void;
+  touch(): void;
+}
+
+type EndReason = 'device_closed' | 'upstream_closed' | 'device_goodbye' | 'upstream_goodbye' | 'idle' | 'replaced' | 'shutdown';
+
+class VoiceSession implements VoiceSessionHandle {
+  upstream?: WebSocket;
+  path?: DeviceAudioPath;
+  lastAudioAt = Date.now();
+  ended = false;
+  upstreamSessionId = '';
+  mcpInFlight = 0;
+
+  constructor(
+    readonly device: DeviceSession,
+    readonly transport: 'websocket' | 'udp',
+    private readonly relay: VoiceRelay,
+  ) {}
+
+  get deviceId(): string {
+    return this.device.deviceId;
+  }
+
+  sendUpstream(frame: Buffer, payloadBytes: number): void {
+    this.relay.toUpstream(this, frame, payloadBytes);
+  }
+
+  touch(): void {
+    this.lastAudioAt = Date.now();
+  }
+}
+
+export interface VoiceRelayDeps {
+  config: VoiceConfig;
+  log: Logger;
+  metrics: VoiceMetrics;
+  /** Present when MQTT devices may open voice sessions over UDP. */
+  udp?: UdpAudioFactory;
+}
+
+/**
+ * Relays each device's voice session to the configured voice server: one upstream WebSocket per session,
+ * JSON both ways (MCP excepted: the device's MCP stays the gateway's), audio both ways, bounded buffers,
+ * a session cap, an idle end. Never throws into a link handler.
+ */
+export class VoiceRelay implements VoiceHook {
+  private readonly sessions = new Map<DeviceSession, VoiceSession>();
+  private readonly sweep: NodeJS.Timeout;
+  private hub: HubPort | undefined;
+  private closed = false;
+
+  constructor(private readonly d: VoiceRelayDeps) {
+    const every = Math.max(50, Math.min(10_000, Math.floor(d.config.idleTimeoutMs / 4)));
+    this.sweep = setInterval(() => this.endIdle(), every);
+    this.sweep.unref();
+  }
+
+  /** The hub whose tools voice.exposeHubTools lists for voice servers. */
+  useHub(hub: HubPort): void {
+    this.hub = hub;
+  }
+
+  get activeCount(): number {
+    return this.sessions.size;
+  }
+
+  async onHello(device: DeviceSession, frame: DeviceFrame): Promise<boolean> {
+    const hello = DeviceHelloSchema.safeParse(frame);
+    // The link decides, not the hello's claim: MQTT carries no audio, so its voice goes over UDP.
+    const transport = device.link.transport === 'mqtt' ? 'udp' : 'websocket';
+    if (this.closed) return false; // shutting down: the links are closing every device
+    const previous = this.sessions.get(device);
+    if (previous && !previous.upstream) {
+      // One upstream connect at a time per device: a hello flood cannot fan out into connections.
+      this.d.metrics.sessions.inc({ transport, outcome: 'duplicate_hello' });
+      return false;
+    }
+    if (previous) this.end(previous, 'replaced');
+    const log = this.d.log.child({ deviceId: device.deviceId, component: 'voice' });
+    if (transport === 'udp' && !this.d.udp) {
+      this.d.metrics.sessions.inc({ transport, outcome: 'udp_unavailable' });
+      this.refuse(device, transport, 'Voice over MQTT is not enabled on this gateway');
+      return false;
+    }
+    if (this.sessions.size >= this.d.config.maxSessions) {
+      this.d.metrics.sessions.inc({ transport, outcome: 'busy' });
+      log.warn({ maxSessions: this.d.config.maxSessions }, 'voice session refused: voice.maxSessions reached');
+      this.refuse(device, transport, 'The voice service is busy; try again later');
+      return false;
+    }
+    const vs = new VoiceSession(device, transport, this);
+    this.sessions.set(device, vs);
+    this.d.metrics.active.set(this.sessions.size);
+    const deviceVersion = hello.success && isBinaryProtocolVersion(hello.data.version) ? hello.data.version : 1;
+    try {
+      vs.path = transport === 'udp' ? this.d.udp!.open(vs) : this.webSocketPath(device, deviceVersion);
+    } catch (e) {
+      this.sessions.delete(device);
+      this.d.metrics.active.set(this.sessions.size);
+      this.d.metrics.sessions.inc({ transport, outcome: 'udp_unavailable' });
+      log.warn({ err: e instanceof Error ? e.message : String(e) }, 'voice session refused: no UDP binding');
+      this.refuse(device, transport, 'The voice service is busy; try again later');
+      return false;
+    }
+    const t0 = performance.now();
+    const upHello: Record<string, unknown> = {
+      ...(hello.success ? hello.data : {}),
+      type: 'hello',
+      version: vs.path.upstreamVersion,
+      transport: 'websocket',
+    };
+    try {
+      const { ws, hello: up } = await openUpstream(this.upstreamUrl(transport), this.upstreamHeaders(device, vs.path.upstreamVersion), upHello, this.d.config.upstream.connectTimeoutMs);
+      if (vs.ended || this.sessions.get(device) !== vs) {
+        ws.terminate();
+        return false;
+      }
+      vs.upstream = ws;
+      vs.upstreamSessionId = up.session_id;
+      this.d.metrics.connectSeconds.observe((performance.now() - t0) / 1000);
+      this.d.metrics.sessions.inc({ transport, outcome: 'opened' });
+      ws.on('message', (data: RawData, isBinary: boolean) => this.fromUpstream(vs, data, isBinary));
+      ws.on('close', () => this.end(vs, 'upstream_closed'));
+      ws.on('error', (e: Error) => log.warn({ err: e.message }, 'voice server connection error'));
+      device.link.send(JSON.stringify(vs.path.deviceHello(up)));
+      log.info({ transport, upstreamSession: up.session_id }, 'voice session relayed');
+      return true;
+    } catch (e) {
+      const reason = e instanceof UpstreamError ? e.reason : 'upstream_error';
+      this.d.metrics.sessions.inc({ transport, outcome: reason });
+      log.warn({ reason, err: e instanceof Error ? e.message : String(e) }, 'voice server unavailable');
+      if (this.sessions.get(device) === vs) {
+        this.sessions.delete(device);
+        this.d.metrics.active.set(this.sessions.size);
+      }
+      vs.ended = true;
+      vs.path.close();
+      if (device.state !== 'closed') this.refuse(device, transport, 'The voice server is unavailable; try again later');
+      return false;
+    }
+  }
+
+  onJson(device: DeviceSession, frame: DeviceFrame, text: string): boolean {
+    const vs = this.sessions.get(device);
+    if (!vs?.upstream) return false;
+    if (frame.type === 'goodbye') {
+      this.end(vs, 'device_goodbye');
+      return true;
+    }
+    if (vs.upstream.readyState !== vs.upstream.OPEN) return true;
+    // JSON is bounded like audio: a device cannot queue without limit behind a stalled voice server.
+    if (vs.upstream.bufferedAmount > this.d.config.maxBufferedBytes) this.d.metrics.dropped.inc({ direction: 'up', reason: 'backpressure_json' });
+    else vs.upstream.send(text);
+    return true;
+  }
+
+  onAudio(device: DeviceSession, data: Buffer): boolean {
+    const vs = this.sessions.get(device);
+    if (!vs?.upstream || vs.transport !== 'websocket') return false;
+    if (data.length > this.d.config.maxFrameBytes + 16) {
+      this.d.metrics.dropped.inc({ direction: 'up', reason: 'too_large' });
+      return true;
+    }
+    this.toUpstream(vs, data, data.length);
+    return true;
+  }
+
+  onClosed(device: DeviceSession): void {
+    const vs = this.sessions.get(device);
+    if (vs) this.end(vs, 'device_closed');
+  }
+
+  /** Audio for the voice server, dropped (and counted) while its socket is backed up. */
+  toUpstream(vs: VoiceSession, frame: Buffer, payloadBytes: number): void {
+    const ws = vs.upstream;
+    if (!ws || ws.readyState !== ws.OPEN) {
+      this.d.metrics.dropped.inc({ direction: 'up', reason: 'no_session' });
+      return;
+    }
+    if (ws.bufferedAmount > this.d.config.maxBufferedBytes) {
+      this.d.metrics.dropped.inc({ direction: 'up', reason: 'backpressure' });
+      return;
+    }
+    vs.touch();
+    ws.send(frame, { binary: true });
+    this.d.metrics.frames.inc({ direction: 'up' });
+    this.d.metrics.bytes.inc({ direction: 'up' }, payloadBytes);
+  }
+
+  close(): void {
+    this.closed = true;
+    clearInterval(this.sweep);
+    for (const vs of [...this.sessions.values()]) this.end(vs, 'shutdown');
+  }
+
+  private fromUpstream(vs: VoiceSession, data: RawData, isBinary: boolean): void {
+    if (vs.ended) return;
+    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+    if (isBinary) {
+      if (buf.length > this.d.config.maxFrameBytes + 16) {
+        this.d.metrics.dropped.inc({ direction: 'down', reason: 'too_large' });
+        return;
+      }
+      vs.touch();
+      vs.path!.toDevice(buf);
+      return;
+    }
+    const text = buf.toString('utf8');
+    const msg = parseUpstreamJson(text);
+    if (!msg || typeof msg['type'] !== 'string') {
+      this.d.metrics.dropped.inc({ direction: 'down', reason: 'bad_json' });
+      return;
+    }
+    switch (msg['type']) {
+      case 'hello':
+        return; // one hello per session, already answered
+      case 'mcp':
+        // The device's MCP is the gateway's: the voice server's requests are answered through its session.
+        this.onUpstreamMcp(vs, msg['payload']);
+        return;
+      case 'goodbye':
+        this.end(vs, 'upstream_goodbye');
+        return;
+      default:
+        if ((vs.device.link.bufferedBytes?.() ?? 0) > this.d.config.maxBufferedBytes) this.d.metrics.dropped.inc({ direction: 'down', reason: 'backpressure_json' });
+        else vs.device.link.send(text);
+    }
+  }
+
+  private onUpstreamMcp(vs: VoiceSession, payload: unknown): void {
+    const reply = (r: unknown) => {
+      if (r && vs.upstream?.readyState === vs.upstream?.OPEN) vs.upstream?.send(JSON.stringify({ type: 'mcp', session_id: vs.upstreamSessionId, payload: r }));
+    };
+    if (vs.mcpInFlight >= UPSTREAM_MCP_MAX_IN_FLIGHT) {
+      const id = (payload as { id?: unknown } | null)?.id;
+      this.d.metrics.upstreamMcp.inc({ method: 'any', answer: 'busy' });
+      if (typeof id === 'number' || typeof id === 'string') reply({ jsonrpc: '2.0', id, error: { code: -32000, message: `more than ${UPSTREAM_MCP_MAX_IN_FLIGHT} requests in flight` } });
+      return;
+    }
+    vs.mcpInFlight++;
+    void answerUpstreamMcp(vs.device, payload, this.d.metrics, this.hubExposure())
+      .then(reply)
+      .finally(() => vs.mcpInFlight--);
+  }
+
+  /** End a voice session once: close the voice server's socket; tell or close the device as its transport needs. */
+  private end(vs: VoiceSession, reason: EndReason): void {
+    if (vs.ended) return;
+    vs.ended = true;
+    if (this.sessions.get(vs.device) === vs) this.sessions.delete(vs.device);
+    this.d.metrics.active.set(this.sessions.size);
+    this.d.metrics.ended.inc({ reason });
+    vs.path?.close();
+    const up = vs.upstream;
+    if (up) {
+      up.removeAllListeners('message');
+      up.removeAllListeners('close');
+      up.on('error', () => undefined);
+      if (reason === 'upstream_closed') up.terminate();
+      else {
+        // The voice server learns of a device goodbye the way the MQTT gateway tells it: the socket closes.
+        up.close(1000, reason);
+        setTimeout(() => up.terminate(), 1000).unref();
+      }
+    }
+    // On shutdown the links close devices themselves (1001, going away).
+    if (reason === 'device_closed' || reason === 'replaced' || reason === 'shutdown') return;
+    if (vs.transport === 'udp') {
+      // MQTT devices keep their link (and MCP): a goodbye with the voice session's id closes the UDP channel.
+      if (reason !== 'device_goodbye') vs.device.link.send(JSON.stringify({ type: 'goodbye', session_id: vs.upstreamSessionId }));
+    } else {
+      // WebSocket devices connect for one voice session: it is over.
+      vs.device.link.close(1000, `voice session ended (${reason})`);
+    }
+    this.d.log.info({ deviceId: vs.deviceId, reason }, 'voice session ended');
+  }
+
+  private hubExposure(): HubExposure | undefined {
+    return this.d.config.exposeHubTools && this.hub ? { hub: this.hub, tenant: this.d.config.hubTenant } : undefined;
+  }
+
+  private endIdle(): void {
+    const cutoff = Date.now() - this.d.config.idleTimeoutMs;
+    for (const vs of [...this.sessions.values()]) if (vs.upstream && vs.lastAudioAt < cutoff) this.end(vs, 'idle');
+  }
+
+  /** Tell the device in a way it shows (the reference firmware ignores `type:"error"`), then end its attempt. */
+  private refuse(device: DeviceSession, transport: 'websocket' | 'udp', message: string): void {
+    device.link.send(JSON.stringify({ type: 'alert', status: 'error', message, emotion: 'sad' }));
+    if (transport === 'udp') device.link.send(JSON.stringify({ type: 'goodbye', session_id: '' }));
+    else device.link.close(CLOSE_VOICE_UNAVAILABLE, 'voice server unavailable');
+  }
+
+  private webSocketPath(device: DeviceSession, version: BinaryProtocolVersion): DeviceAudioPath {
+    const metrics = this.d.metrics;
+    const maxBuffered = this.d.config.maxBufferedBytes;
+    return {
+      transport: 'websocket',
+      // The same protocol both ways: frames pass unchanged.
+      upstreamVersion: version,
+      toDevice(frame) {
+        const link = device.link;
+        if (!link.sendBinary || (link.bufferedBytes?.() ?? 0) > maxBuffered) {
+          metrics.dropped.inc({ direction: 'down', reason: 'backpressure' });
+          return;
+        }
+        if (!link.sendBinary(frame)) return metrics.dropped.inc({ direction: 'down', reason: 'no_session' });
+        metrics.frames.inc({ direction: 'down' });
+        metrics.bytes.inc({ direction: 'down' }, frame.length);
+      },
+      deviceHello: (up) => ({ ...up, type: 'hello', transport: 'websocket', session_id: up.session_id }),
+      close() {},
+    };
+  }
+
+  private upstreamUrl(transport: 'websocket' | 'udp'): string {
+    const url = new URL(this.d.config.upstream.url!);
+    // xiaozhi-esp32-server reads a 16-byte header on binary frames from connections marked this way.
+    if (transport === 'udp') url.searchParams.set('from', 'mqtt_gateway');
+    return url.toString();
+  }
+
+  private upstreamHeaders(device: DeviceSession, version: BinaryProtocolVersion): Record<string, string> {
+    const u = this.d.config.upstream;
+    const cred: UpstreamCredential = u.token !== undefined ? { token: u.token } : u.hmacSecret !== undefined ? { hmacSecret: u.hmacSecret } : {};
+    const headers: Record<string, string> = {
+      ...u.headers,
+      'Device-Id': device.deviceId,
+      'Client-Id': device.clientId,
+      'Protocol-Version': String(version),
+    };
+    const auth = upstreamAuthorization(cred, device.clientId, device.deviceId, Date.now() / 1000);
+    if (auth) headers['Authorization'] = auth;
+    const remote = device.link.remoteAddress;
+    if (remote) headers['X-Forwarded-For'] = remote.replace(/^::ffff:/, '');
+    return headers;
+  }
+}

@@ -1,0 +1,3 @@
+export * from './binary.js';
+export * from './udp.js';
+export * from './hello.js';

@@ -1,0 +1,77 @@
+import { createCipheriv, randomBytes } from 'node:crypto';
+import { fail, ok, type Parsed } from '../result.js';
+
+/**
+ * The MQTT+UDP audio packet (firmware mqtt_protocol.cc):
+ * `|type u8=1|flags u8|payload_len u16 BE|ssrc u32|timestamp u32 BE|sequence u32 BE|` + AES-128-CTR(Opus),
+ * the 16-byte header doubling as the CTR counter block. The sender copies the session nonce from the
+ * server hello and overwrites the length, timestamp and sequence, so type, flags and ssrc are the
+ * server's: the ssrc is how a packet is routed to its session.
+ */
+export const UDP_HEADER_BYTES = 16;
+export const UDP_AUDIO_TYPE = 0x01;
+export const AES_128_KEY_BYTES = 16;
+
+export interface UdpHeader {
+  flags: number;
+  payloadLength: number;
+  ssrc: number;
+  timestamp: number;
+  sequence: number;
+}
+
+export type UdpPacketProblem = 'too_short' | 'bad_type' | 'bad_length';
+
+/** Read a packet's header; the declared length must match the bytes that arrived. */
+export function parseUdpHeader(packet: Buffer): Parsed<UdpHeader, UdpPacketProblem> {
+  if (packet.length < UDP_HEADER_BYTES) return fail('too_short', `${packet.length} bytes`);
+  if (packet[0] !== UDP_AUDIO_TYPE) return fail('bad_type', `type ${packet[0]}`);
+  const payloadLength = packet.readUInt16BE(2);
+  if (payloadLength !== packet.length - UDP_HEADER_BYTES) return fail('bad_length', `declared ${payloadLength}, carried ${packet.length - UDP_HEADER_BYTES}`);
+  return ok({
+    flags: packet[1]!,
+    payloadLength,
+    ssrc: packet.readUInt32BE(4),
+    timestamp: packet.readUInt32BE(8),
+    sequence: packet.readUInt32BE(12),
+  });
+}
+
+/** The ssrc of a packet at least a header long (routing happens before the session's key is known). */
+export function udpSsrc(packet: Buffer): number | undefined {
+  return packet.length >= UDP_HEADER_BYTES ? packet.readUInt32BE(4) : undefined;
+}
+
+function ctr(key: Buffer, iv: Buffer, data: Uint8Array): Buffer {
+  const c = createCipheriv('aes-128-ctr', key, iv);
+  return Buffer.concat([c.update(data), c.final()]);
+}
+
+/** Decrypt a packet's payload (CTR is symmetric; the header is the IV). */
+export function openUdpPacket(key: Buffer, packet: Buffer): Buffer {
+  return ctr(key, packet.subarray(0, UDP_HEADER_BYTES), packet.subarray(UDP_HEADER_BYTES));
+}
+
+/** Build a packet as the device does: the session nonce with length, timestamp and sequence written in. */
+export function sealUdpPacket(key: Buffer, nonce: Buffer, fields: { timestamp: number; sequence: number }, opus: Uint8Array): Buffer {
+  if (opus.length > 0xffff) throw new RangeError('a UDP audio payload carries at most 65535 bytes');
+  const header = Buffer.from(nonce.subarray(0, UDP_HEADER_BYTES));
+  header.writeUInt16BE(opus.length, 2);
+  header.writeUInt32BE(fields.timestamp >>> 0, 8);
+  header.writeUInt32BE(fields.sequence >>> 0, 12);
+  return Buffer.concat([header, ctr(key, header, opus)]);
+}
+
+export interface UdpSessionKeys {
+  key: Buffer;
+  /** The header template the device copies: type 1, flags 0, the session's ssrc, zeros elsewhere. */
+  nonce: Buffer;
+}
+
+/** A fresh AES-128 key and the nonce naming `ssrc`, for one voice session. */
+export function newUdpSessionKeys(ssrc: number): UdpSessionKeys {
+  const nonce = Buffer.alloc(UDP_HEADER_BYTES);
+  nonce[0] = UDP_AUDIO_TYPE;
+  nonce.writeUInt32BE(ssrc >>> 0, 4);
+  return { key: randomBytes(AES_128_KEY_BYTES), nonce };
+}
