@@ -54,6 +54,11 @@ export const ConfigSchema = z
         maxConnectionsPerAddress: Count(1000),
         /** A connection that has not sent a complete request or WebSocket upgrade within this is closed. */
         headersTimeoutMs: Ms(10_000, 120_000),
+        /**
+         * Reverse proxies whose X-Forwarded-For/-Proto/-Host headers are believed (addresses, CIDRs, or
+         * `loopback`, `linklocal`, `uniquelocal`). Empty: the headers are ignored, whoever sends them.
+         */
+        trustProxy: Csv.default([]),
       })
       .prefault({}),
     ws: z
@@ -253,6 +258,29 @@ export const ConfigSchema = z
           .prefault({}),
       })
       .prefault({}),
+    /**
+     * TLS on the gateway itself (docs/deployment.md, "TLS"): with certFile and keyFile, the HTTP port serves
+     * HTTPS/WSS and the broker gets a second, TLS listener. Files are read at start and on SIGHUP.
+     */
+    tls: z
+      .object({
+        /** PEM certificate (leaf first; intermediates may follow). */
+        certFile: z.string().min(1).optional(),
+        /** PEM private key of certFile. */
+        keyFile: z.string().min(1).optional(),
+        /** PEM intermediate/CA certificates that complete the chain presented, when certFile holds the leaf only. */
+        caFile: z.string().min(1).optional(),
+        /** MQTT over TLS (the reference firmware uses TLS exactly when the port it is given is 8883). */
+        mqttEnabled: Bool.default(true),
+        mqttPort: Port.default(8883),
+        /**
+         * What OTA hands devices. `auto`: wss:// when the OTA request came over HTTPS (here or, per
+         * X-Forwarded-Proto, at a trusted proxy) and host:<mqttPort> when the TLS broker listener is on;
+         * `tls`: always (TLS terminated in front of the gateway); `plain`: ws:// and mqtt.port.
+         */
+        advertise: z.enum(['auto', 'tls', 'plain']).default('auto'),
+      })
+      .prefault({}),
   })
   // Cross-field rules run even when other fields failed (`when`), so one start lists every problem; the
   // values they read may then be raw input, hence the type guards.
@@ -274,6 +302,16 @@ export const ConfigSchema = z
   .refine((c) => !(typeof c.http?.maxConnections === 'number' && typeof c.ws?.maxConnections === 'number' && c.http.maxConnections <= c.ws.maxConnections), {
     path: ['http', 'maxConnections'],
     message: 'must exceed ws.maxConnections: the difference is what the API and health checks keep when devices fill the port',
+    when: always,
+  })
+  .refine((c) => (c.tls?.certFile === undefined) === (c.tls?.keyFile === undefined), {
+    path: ['tls', 'keyFile'],
+    message: 'tls.certFile and tls.keyFile go together',
+    when: always,
+  })
+  .refine((c) => !(c.tls?.caFile !== undefined && c.tls.certFile === undefined), {
+    path: ['tls', 'caFile'],
+    message: 'needs tls.certFile and tls.keyFile',
     when: always,
   })
   .refine((c) => !(typeof c.mqtt?.keepaliveMinSeconds === 'number' && typeof c.mqtt.keepaliveMaxSeconds === 'number' && c.mqtt.keepaliveMinSeconds > c.mqtt.keepaliveMaxSeconds), {
@@ -351,6 +389,13 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_SCHEMA_MAX_BYTES: ['schemas', 'maxBytes'],
   GATEWAY_SCHEMA_MAX_DEPTH: ['schemas', 'maxDepth'],
   GATEWAY_VALIDATOR_CACHE_SIZE: ['schemas', 'validatorCacheSize'],
+  GATEWAY_TRUST_PROXY: ['http', 'trustProxy'],
+  GATEWAY_TLS_CERT_FILE: ['tls', 'certFile'],
+  GATEWAY_TLS_KEY_FILE: ['tls', 'keyFile'],
+  GATEWAY_TLS_CA_FILE: ['tls', 'caFile'],
+  GATEWAY_TLS_MQTT_ENABLED: ['tls', 'mqttEnabled'],
+  GATEWAY_TLS_MQTT_PORT: ['tls', 'mqttPort'],
+  GATEWAY_TLS_ADVERTISE: ['tls', 'advertise'],
 };
 
 export class ConfigError extends Error {

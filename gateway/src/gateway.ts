@@ -27,6 +27,9 @@ import { resolveSecrets } from './secrets.js';
 import { SqliteStore } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { GATEWAY_NAME, GATEWAY_VERSION } from './version.js';
+import type { Server as TlsServer } from 'node:tls';
+import { TlsCertificates } from './tls/certificates.js';
+import { closeFailedHandshakes } from './tls/listener.js';
 
 export interface Gateway {
   config: Config;
@@ -54,6 +57,12 @@ export interface Gateway {
   store: Store;
   /** Which devices may join (absent when device auth is open). */
   enrollment: Enrollment | undefined;
+  /** The MQTT-over-TLS port bound, when TLS is configured and `tls.mqttEnabled`. */
+  mqttTlsPort: number | undefined;
+  /** The certificate the TLS listeners serve (absent without `tls.certFile`). */
+  tls: TlsCertificates | undefined;
+  /** Reread the TLS files (SIGHUP); false when there is no TLS or the new files do not load (the old certificate stays). */
+  reloadTls(): boolean;
   close(): Promise<void>;
 }
 
@@ -66,6 +75,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   if (config.deviceAuth === 'open') log.warn('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
 
   const metrics = createMetrics();
+  // Read first: a missing or mismatched certificate stops the start before anything listens.
+  const tls = config.tls.certFile !== undefined && config.tls.keyFile !== undefined ? new TlsCertificates({ certFile: config.tls.certFile, keyFile: config.tls.keyFile, caFile: config.tls.caFile }, log.child({ component: 'tls' }), metrics) : undefined;
   const bus = new EventBus({
     bufferSize: config.events.bufferSize,
     metrics,
@@ -162,6 +173,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     apiKeys: () => secrets.apiKeys,
     deviceSecret: secrets.deviceSecret,
     mqttPort: () => mqtt?.port ?? config.mqtt.port,
+    mqttTlsPort: () => mqtt?.tlsPort,
     ready: () => !stopping && http.server.listening && (!config.mqtt.enabled || mqtt !== undefined),
     version: GATEWAY_VERSION,
     hub,
@@ -169,7 +181,14 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     tenantOf: (key) => tenants.get(key),
     onMcpEndpoint: (e) => (mcpEndpoint = e),
     enrollment,
+    https: tls?.options,
   });
+  if (tls) {
+    // buildApi made an https.Server (a tls.Server) for these options; fastify types it as http.Server.
+    const server = http.server as unknown as TlsServer;
+    tls.serve(server);
+    closeFailedHandshakes(server, 'http', metrics, log.child({ component: 'http' }));
+  }
   limitConnections(http.server, 'http', config.http, metrics, log.child({ component: 'http' }));
   countRequestTimeouts(http.server, metrics);
   warnIfOverOpenFileLimit(config, log);
@@ -198,6 +217,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
         registry,
         log: log.child({ component: 'mqtt' }),
         metrics,
+        tls: tls && config.tls.mqttEnabled ? { port: config.tls.mqttPort, certificates: tls } : undefined,
       });
       fanOutToMqtt(bus, mqtt.publish);
     }
@@ -225,7 +245,16 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   const hubStarted = hub.start();
   const address = http.server.address();
   const httpPort = typeof address === 'object' && address ? address.port : config.http.port;
-  log.info({ http: `${config.http.host}:${httpPort}`, mqtt: mqtt ? `${config.mqtt.host}:${mqtt.port}` : 'disabled', deviceAuth: config.deviceAuth }, 'voxgate started');
+  log.info(
+    {
+      http: `${config.http.host}:${httpPort}`,
+      ...(tls ? { tls: true } : {}),
+      mqtt: mqtt ? `${config.mqtt.host}:${mqtt.port}` : 'disabled',
+      ...(mqtt?.tlsPort !== undefined ? { mqttTls: `${config.mqtt.host}:${mqtt.tlsPort}` } : {}),
+      deviceAuth: config.deviceAuth,
+    },
+    'voxgate started',
+  );
 
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -266,6 +295,13 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     hubStarted,
     store,
     enrollment,
+    mqttTlsPort: mqtt?.tlsPort,
+    tls,
+    reloadTls: () => {
+      if (tls) return tls.reload();
+      log.warn('TLS reload asked, but no tls.certFile is configured; nothing to reload');
+      return false;
+    },
     close,
   };
 }
