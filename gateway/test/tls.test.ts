@@ -116,6 +116,21 @@ describe('TLS on the HTTP listener and a second MQTT listener', () => {
     }
   });
 
+  it('explicit settings override what OTA advertises: tls.advertise=plain, mqtt.publicEndpoint', async () => {
+    const id = '02:00:00:00:13:05';
+    const plain = await startTestGateway({ tls: tlsConfig({ advertise: 'plain' }) });
+    const pinned = await startTestGateway({ tls: tlsConfig(), ota: { transport: 'mqtt' }, mqtt: { publicEndpoint: 'mqtt.example.net:1884' } });
+    try {
+      const ws = await httpsRequest(plain.gw.httpPort, '/xiaozhi/ota/', { ca: pki.root, method: 'POST', headers: otaHeaders(id), body: otaBody(id) });
+      expect(OtaResponseSchema.parse(JSON.parse(ws.body)).websocket?.url).toBe(`ws://127.0.0.1:${plain.gw.httpPort}/xiaozhi/v1/`);
+      const mq = await httpsRequest(pinned.gw.httpPort, '/xiaozhi/ota/', { ca: pki.root, method: 'POST', headers: otaHeaders(id), body: otaBody(id) });
+      expect(OtaResponseSchema.parse(JSON.parse(mq.body)).mqtt?.endpoint).toBe('mqtt.example.net:1884');
+    } finally {
+      await plain.close();
+      await pinned.close();
+    }
+  });
+
   it('the plain broker listener and the TLS one share the per-address cap', async () => {
     const g = await startTestGateway({ tls: tlsConfig(), metrics: { port: 0 }, mqtt: { maxConnectionsPerAddress: 1 } });
     const held: Socket[] = [];
