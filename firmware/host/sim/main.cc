@@ -29,6 +29,8 @@ const char kUsage[] =
     "  --mqtt HOST:PORT         MQTT broker\n"
     "  --mqtt-username U        MQTT username\n"
     "  --mqtt-password P        MQTT password\n"
+    "  --mqtt-tls               MQTT over TLS on any port (the device uses TLS for port 8883 only)\n"
+    "  --ca-file PEM            trust these roots for wss:// and MQTT over TLS (default: the system store)\n"
     "  --mqtt-client-id ID      MQTT client id of the first device (default GID_voxgate@@@<mac_>@@@<uuid>)\n"
     "  --ota URL                ask the gateway's OTA endpoint (http://host:8000/xiaozhi/ota/) where to connect;\n"
     "                           --ws/--mqtt given as well take precedence\n"
@@ -64,6 +66,8 @@ struct Flags {
   std::string firmware_dir;
   uint64_t confirm_deadline_ms = voxgate::kDefaultConfirmDeadlineMs;
   std::string broken_version;
+  bool mqtt_tls = false;
+  std::string ca_file;
 };
 
 [[noreturn]] void Usage(const std::string& problem) {
@@ -86,6 +90,10 @@ Flags ParseFlags(int argc, char** argv) {
       fputs(kUsage, stdout);
       exit(0);
     }
+    if (flag == "--mqtt-tls") {
+      f.mqtt_tls = true;
+      continue;
+    }
     if (i + 1 >= argc) Usage("missing value for " + flag);
     const char* value = argv[++i];
     if (flag == "--ws") f.ws = value;
@@ -94,6 +102,7 @@ Flags ParseFlags(int argc, char** argv) {
     else if (flag == "--mqtt-password") f.mqtt_password = value;
     else if (flag == "--mqtt-client-id") f.mqtt_client_id = value;
     else if (flag == "--ota") f.ota = value;
+    else if (flag == "--ca-file") f.ca_file = value;
     else if (flag == "--device-id") f.device_id = value;
     else if (flag == "--client-id") f.client_id = value;
     else if (flag == "--token") f.token = value;
@@ -186,6 +195,8 @@ std::unique_ptr<sim::SimDevice> Boot(const Flags& flags, int i, const std::share
   options.page_budget = flags.page_budget;
   options.seed = 0x5eed0000u + static_cast<uint32_t>(i) * 7919u;
   options.reconnect_max_ms = flags.reconnect_max_ms;
+  options.mqtt_tls = flags.mqtt_tls;
+  options.ca_file = flags.ca_file;
 
   options.app_version = fw->slots ? fw->slots->running_version() : flags.firmware_version;
   voxgate::LinkConfig& link = options.link;
@@ -278,7 +289,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
 
-  auto loop = std::make_shared<voxgate::LwsLoop>();
+  auto loop = std::make_shared<voxgate::LwsLoop>(flags.ca_file);
   if (!loop->ok()) {
     fprintf(stderr, "voxgate-device-sim: could not create the libwebsockets context\n");
     return 1;

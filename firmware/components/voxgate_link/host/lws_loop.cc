@@ -42,7 +42,7 @@ void TickCallback(lws_sorted_usec_list_t* sul) {
 
 }  // namespace
 
-LwsLoop::LwsLoop() : tick_(new Timer()) {
+LwsLoop::LwsLoop(std::string ca_file) : ca_file_(std::move(ca_file)), tick_(new Timer()) {
   static std::once_flag log_once;
   std::call_once(log_once, [] { lws_set_log_level(LLL_ERR, nullptr); });  // stdout belongs to the caller
   tick_->loop = this;
@@ -52,6 +52,7 @@ LwsLoop::LwsLoop() : tick_(new Timer()) {
   info.protocols = kProtocols;
   info.user = this;
   info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+  if (!ca_file_.empty()) info.client_ssl_ca_filepath = ca_file_.c_str();
   info.fd_limit_per_thread = 4096;  // lws otherwise sizes its tables by `ulimit -n`
   context_ = lws_create_context(&info);
   if (context_ == nullptr) return;

@@ -26,7 +26,9 @@ class LwsClient {
 
 class LwsLoop {
  public:
-  LwsLoop();
+  // `ca_file`: PEM roots that wss:// servers are verified against (empty: the system store), the
+  // host's stand-in for the device's certificate bundle.
+  explicit LwsLoop(std::string ca_file = "");
   ~LwsLoop();  // stops the thread; clients must have detached
   LwsLoop(const LwsLoop&) = delete;
   LwsLoop& operator=(const LwsLoop&) = delete;
@@ -54,6 +56,7 @@ class LwsLoop {
  private:
   void ScheduleTick();
 
+  std::string ca_file_;
   lws_context* context_ = nullptr;
   std::unique_ptr<Timer> tick_;
   std::mutex mutex_;
