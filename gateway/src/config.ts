@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { DeviceIdSchema } from '@voxgate/protocol';
 import { normalizeDeviceId } from '@voxgate/protocol';
+import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import { jsonErrorWithoutInput, parseKeyTenants, redactProblem, safePath, secretValues } from './config-errors.js';
 import { McpConfigError, resolveServers } from './hub/config.js';
@@ -58,7 +59,7 @@ export const ConfigSchema = z
          * Reverse proxies whose X-Forwarded-For/-Proto/-Host headers are believed (addresses, CIDRs, or
          * `loopback`, `linklocal`, `uniquelocal`). Empty: the headers are ignored, whoever sends them.
          */
-        trustProxy: Csv.default([]),
+        trustProxy: Csv.refine((list) => list.every(isProxyAddress), 'addresses, CIDRs, or loopback / linklocal / uniquelocal').default([]),
       })
       .prefault({}),
     ws: z
@@ -469,5 +470,8 @@ function deepMerge(a: Record<string, unknown>, b: Record<string, unknown>): Reco
   }
   return out;
 }
+
+/** What fastify's trustProxy (proxy-addr) takes: an address, a CIDR, or a named range. */
+const isProxyAddress = (v: string) => ['loopback', 'linklocal', 'uniquelocal'].includes(v) || ipaddr.isValid(v) || ipaddr.isValidCIDR(v);
 
 const isPlain = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -213,6 +213,8 @@ describe('TLS configuration', () => {
     expect(loadConfig({}).tls).toMatchObject({ mqttPort: 8883, advertise: 'auto' });
     expect(() => loadConfig({ GATEWAY_TLS_CERT_FILE: '/c.pem' })).toThrow(/tls.keyFile: tls.certFile and tls.keyFile go together/);
     expect(() => loadConfig({ GATEWAY_TLS_CA_FILE: '/ca.pem' })).toThrow(/tls.caFile: needs tls.certFile/);
+    // Checked here (exit 2, the variable named), not by fastify at start.
+    expect(() => loadConfig({ GATEWAY_TRUST_PROXY: '10.0.0.1,proxy.example' })).toThrow(/http.trustProxy: addresses, CIDRs.*\(from GATEWAY_TRUST_PROXY\)/);
   });
 
   it('refuses to start on a key that does not match the certificate, naming the files but not their content', async () => {
