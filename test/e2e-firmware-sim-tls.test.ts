@@ -56,6 +56,23 @@ describe('firmware simulator over TLS', () => {
     expect(JSON.parse(r.body)).toMatchObject({ isError: false });
   });
 
+  it('provisions itself through OTA over HTTPS: handed wss:// (WebSocket) or the TLS broker port (MQTT), it connects there', async () => {
+    const wsMac = '02:00:00:00:16:05';
+    const wsReady = t.nextEvent('device.ready', wsMac, 30_000);
+    sim(['--ota', `https://127.0.0.1:${t.gw.httpPort}/xiaozhi/ota/`, '--ca-file', pki.rootFile, '--device-id', wsMac]);
+    await wsReady;
+    expect(t.gw.registry.sessions().find((s) => s.deviceId === wsMac)?.link.transport).toBe('websocket');
+
+    // MQTT: the OTA answer names the TLS port; a port other than 8883 needs --mqtt-tls (the device's rule).
+    const m = await startTestGateway({ tls: t.gw.config.tls, ota: { transport: 'mqtt' } });
+    cleanup.push(() => m.close());
+    const mqttMac = '02:00:00:00:16:06';
+    const mqttReady = m.nextEvent('device.ready', mqttMac, 30_000);
+    sim(['--ota', `https://127.0.0.1:${m.gw.httpPort}/xiaozhi/ota/`, '--mqtt-tls', '--ca-file', pki.rootFile, '--device-id', mqttMac]);
+    await mqttReady;
+    expect(m.gw.registry.sessions().find((s) => s.deviceId === mqttMac)?.link.transport).toBe('mqtt');
+  });
+
   it.each([
     ['WSS', '02:00:00:00:16:03', () => ['--ws', `wss://127.0.0.1:${t.gw.httpPort}/xiaozhi/v1/`]],
     ['MQTTS', '02:00:00:00:16:04', () => ['--mqtt', `127.0.0.1:${t.gw.mqttTlsPort}`, '--mqtt-tls']],

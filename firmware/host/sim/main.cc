@@ -18,6 +18,7 @@
 #include "lws_loop.h"
 #include "sim_device.h"
 #include "sim_firmware.h"
+#include "trust_roots.h"
 #include "voxgate/device_identity.h"
 #include "voxgate/ota_client.h"
 
@@ -30,7 +31,8 @@ const char kUsage[] =
     "  --mqtt-username U        MQTT username\n"
     "  --mqtt-password P        MQTT password\n"
     "  --mqtt-tls               MQTT over TLS on any port (the device uses TLS for port 8883 only)\n"
-    "  --ca-file PEM            trust these roots for wss:// and MQTT over TLS (default: the system store)\n"
+    "  --ca-file PEM            trust these roots for every TLS connection: wss://, MQTT over TLS, https OTA\n"
+    "                           and firmware downloads (default: the system store)\n"
     "  --mqtt-client-id ID      MQTT client id of the first device (default GID_voxgate@@@<mac_>@@@<uuid>)\n"
     "  --ota URL                ask the gateway's OTA endpoint (http://host:8000/xiaozhi/ota/) where to connect;\n"
     "                           --ws/--mqtt given as well take precedence\n"
@@ -196,7 +198,6 @@ std::unique_ptr<sim::SimDevice> Boot(const Flags& flags, int i, const std::share
   options.seed = 0x5eed0000u + static_cast<uint32_t>(i) * 7919u;
   options.reconnect_max_ms = flags.reconnect_max_ms;
   options.mqtt_tls = flags.mqtt_tls;
-  options.ca_file = flags.ca_file;
 
   options.app_version = fw->slots ? fw->slots->running_version() : flags.firmware_version;
   voxgate::LinkConfig& link = options.link;
@@ -289,7 +290,8 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
 
-  auto loop = std::make_shared<voxgate::LwsLoop>(flags.ca_file);
+  voxgate::SetTrustRootsFile(flags.ca_file);
+  auto loop = std::make_shared<voxgate::LwsLoop>();
   if (!loop->ok()) {
     fprintf(stderr, "voxgate-device-sim: could not create the libwebsockets context\n");
     return 1;

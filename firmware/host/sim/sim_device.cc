@@ -40,7 +40,6 @@ SimDevice::SimDevice(DeviceOptions options, std::shared_ptr<voxgate::LwsLoop> lo
     mqtt.backoff_initial_ms = 250;
     mqtt.backoff_max_ms = options_.reconnect_max_ms;
     mqtt.tls = options_.mqtt_tls;
-    mqtt.ca_file = options_.ca_file;
     link_.reset(new voxgate::MosquittoMqttProtocol(mqtt));
   } else {
     voxgate::WebSocketOptions ws;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <condition_variable>
 
+#include "trust_roots.h"
 #include "voxgate/protocol.h"
 
 namespace voxgate {
@@ -42,7 +43,7 @@ void TickCallback(lws_sorted_usec_list_t* sul) {
 
 }  // namespace
 
-LwsLoop::LwsLoop(std::string ca_file) : ca_file_(std::move(ca_file)), tick_(new Timer()) {
+LwsLoop::LwsLoop() : tick_(new Timer()) {
   static std::once_flag log_once;
   std::call_once(log_once, [] { lws_set_log_level(LLL_ERR, nullptr); });  // stdout belongs to the caller
   tick_->loop = this;
@@ -52,7 +53,7 @@ LwsLoop::LwsLoop(std::string ca_file) : ca_file_(std::move(ca_file)), tick_(new 
   info.protocols = kProtocols;
   info.user = this;
   info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-  if (!ca_file_.empty()) info.client_ssl_ca_filepath = ca_file_.c_str();
+  if (!TrustRootsFile().empty()) info.client_ssl_ca_filepath = TrustRootsFile().c_str();
   info.fd_limit_per_thread = 4096;  // lws otherwise sizes its tables by `ulimit -n`
   context_ = lws_create_context(&info);
   if (context_ == nullptr) return;

@@ -26,9 +26,7 @@ class LwsClient {
 
 class LwsLoop {
  public:
-  // `ca_file`: PEM roots that wss:// servers are verified against (empty: the system store), the
-  // host's stand-in for the device's certificate bundle.
-  explicit LwsLoop(std::string ca_file = "");
+  LwsLoop();
   ~LwsLoop();  // stops the thread; clients must have detached
   LwsLoop(const LwsLoop&) = delete;
   LwsLoop& operator=(const LwsLoop&) = delete;
@@ -56,7 +54,6 @@ class LwsLoop {
  private:
   void ScheduleTick();
 
-  std::string ca_file_;
   lws_context* context_ = nullptr;
   std::unique_ptr<Timer> tick_;
   std::mutex mutex_;

@@ -2,6 +2,8 @@
 
 #include <mosquitto.h>
 
+#include "trust_roots.h"
+
 namespace voxgate {
 namespace {
 
@@ -32,9 +34,9 @@ bool MosquittoMqttProtocol::Start() {
                               options_.config.password.empty() ? nullptr : options_.config.password.c_str());
   }
   if (port_ == 8883 || options_.tls) {
-    const bool own_ca = !options_.ca_file.empty();
-    if (mosquitto_tls_set(mosq_, own_ca ? options_.ca_file.c_str() : nullptr, own_ca ? nullptr : "/etc/ssl/certs", nullptr, nullptr,
-                          nullptr) != MOSQ_ERR_SUCCESS) {
+    const std::string& roots = TrustRootsFile();
+    if (mosquitto_tls_set(mosq_, roots.empty() ? nullptr : roots.c_str(), roots.empty() ? "/etc/ssl/certs" : nullptr, nullptr,
+                          nullptr, nullptr) != MOSQ_ERR_SUCCESS) {
       mosquitto_destroy(mosq_);
       mosq_ = nullptr;
       return false;

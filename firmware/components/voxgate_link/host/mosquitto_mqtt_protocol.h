@@ -26,8 +26,6 @@ struct MqttOptions {
   uint32_t seed = 1;
   // TLS: the device turns it on for port 8883; `tls` forces it (a test broker on another port).
   bool tls = false;
-  // PEM roots the broker is verified against (empty: the system store in /etc/ssl/certs).
-  std::string ca_file;
 };
 
 class MosquittoMqttProtocol : public Protocol {
