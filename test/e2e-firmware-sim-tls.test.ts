@@ -19,7 +19,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'voxgate-sim-tls-'));
   pki = createTestPki(dir);
   const leaf = pki.issue('voxgate-sim-server');
-  t = await startTestGateway({ tls: { certFile: leaf.certFile, keyFile: leaf.keyFile, caFile: pki.intermediateFile, mqttPort: 0 } });
+  t = await startTestGateway({ tls: { certFile: leaf.certFile, keyFile: leaf.keyFile, caFile: pki.intermediateFile } });
 });
 afterAll(async () => {
   await t.close();

@@ -53,7 +53,7 @@ describe('OTA behind a reverse proxy (http.trustProxy)', () => {
     await withGateway({ http: { trustProxy: ['127.0.0.1'] }, ota: { transport: 'mqtt' } }, async (t) => {
       expect((await ota(t, forwarded)).body.mqtt?.endpoint).toBe(`gw.example.net:${t.gw.mqttPort}`);
     });
-    await withGateway({ http: { trustProxy: ['127.0.0.1'] }, ota: { transport: 'mqtt' }, tls: { advertise: 'tls' } }, async (t) => {
+    await withGateway({ http: { trustProxy: ['127.0.0.1'] }, ota: { transport: 'mqtt' }, tls: { advertise: 'tls', mqttPort: 8883 } }, async (t) => {
       expect((await ota(t, forwarded)).body.mqtt?.endpoint).toBe('gw.example.net:8883');
     });
     // advertise=tls also makes the WebSocket URL wss:// without a forwarded proto (a TCP/TLS proxy sends no headers).

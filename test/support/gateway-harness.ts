@@ -35,7 +35,7 @@ export async function startTestGateway(overrides: ConfigInput = {}, env: NodeJS.
   writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
   const config = loadConfig(
     { GATEWAY_CONFIG: join(dataDir, 'gateway.config.json'), ...env },
-    { dataDir, apiKeys: [TEST_API_KEY], ...overrides, http: { host: '127.0.0.1', port: 0, ...overrides.http }, mqtt: { host: '127.0.0.1', port: 0, ...overrides.mqtt } },
+    { dataDir, apiKeys: [TEST_API_KEY], ...overrides, http: { host: '127.0.0.1', port: 0, ...overrides.http }, mqtt: { host: '127.0.0.1', port: 0, ...overrides.mqtt }, tls: { mqttPort: 0, ...overrides.tls } },
   );
   const logs: Array<Record<string, unknown>> = [];
   const sink = new Writable({
