@@ -64,6 +64,8 @@ describe('TLS certificate reload', () => {
         expect(d.volume).toBe(volume);
       }
       expect(await t.metric('voxgate_tls_reloads_total', { outcome: 'ok' })).toBe(1);
+      // The served certificate's expiry, for an alert (the test certificates live two days).
+      expect(await t.metric('voxgate_tls_certificate_expiry_timestamp_seconds')).toBeGreaterThan(Date.now() / 1000 + 86_400);
       expect(t.logs.find((l) => l.msg === 'TLS certificate reloaded')).toMatchObject({ certificate: { fingerprint256: renewed.fingerprint256 } });
     } finally {
       ws.terminate();
