@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { DeviceIdSchema } from '@voxgate/protocol';
 import { normalizeDeviceId } from '@voxgate/protocol';
+import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import { jsonErrorWithoutInput, parseKeyTenants, redactProblem, safePath, secretValues, unknownKeyProblems } from './config-errors.js';
 import { McpConfigError, resolveServers } from './hub/config.js';
@@ -54,6 +55,11 @@ export const ConfigSchema = z
         maxConnectionsPerAddress: Count(1000),
         /** A connection that has not sent a complete request or WebSocket upgrade within this is closed. */
         headersTimeoutMs: Ms(10_000, 120_000),
+        /**
+         * Reverse proxies whose X-Forwarded-For/-Proto/-Host headers are believed (addresses, CIDRs, or
+         * `loopback`, `linklocal`, `uniquelocal`). Empty: the headers are ignored, whoever sends them.
+         */
+        trustProxy: Csv.refine((list) => list.every(isProxyAddress), 'addresses, CIDRs, or loopback / linklocal / uniquelocal').default([]),
       })
       .prefault({}),
     ws: z
@@ -393,6 +399,29 @@ export const ConfigSchema = z
         hubTenant: z.string().min(1).max(128).optional(),
       })
       .prefault({}),
+    /**
+     * TLS on the gateway itself (docs/deployment.md, "TLS"): with certFile and keyFile, the HTTP port serves
+     * HTTPS/WSS and the broker gets a second, TLS listener. Files are read at start and on SIGHUP.
+     */
+    tls: z
+      .object({
+        /** PEM certificate (leaf first; intermediates may follow). */
+        certFile: z.string().min(1).optional(),
+        /** PEM private key of certFile. */
+        keyFile: z.string().min(1).optional(),
+        /** PEM intermediate/CA certificates that complete the chain presented, when certFile holds the leaf only. */
+        caFile: z.string().min(1).optional(),
+        /** MQTT over TLS (the reference firmware uses TLS exactly when the port it is given is 8883). */
+        mqttEnabled: Bool.default(true),
+        mqttPort: Port.default(8883),
+        /**
+         * What OTA hands devices. `auto`: wss:// when the OTA request came over HTTPS (here or, per
+         * X-Forwarded-Proto, at a trusted proxy) and host:<mqttPort> when the TLS broker listener is on;
+         * `tls`: always (TLS terminated in front of the gateway); `plain`: ws:// and mqtt.port.
+         */
+        advertise: z.enum(['auto', 'tls', 'plain']).default('auto'),
+      })
+      .prefault({}),
   })
   .refine((c) => !(c.voice?.mode === 'relay' && !c.voice.upstream?.url), {
     path: ['voice', 'upstream', 'url'],
@@ -438,6 +467,16 @@ export const ConfigSchema = z
   .refine((c) => !(typeof c.assistant?.visionModel === 'string' && isPlain(c.assistant.models) && !(c.assistant.visionModel in c.assistant.models)), {
     path: ['assistant', 'visionModel'],
     message: 'names no model in assistant.models',
+    when: always,
+  })
+  .refine((c) => (c.tls?.certFile === undefined) === (c.tls?.keyFile === undefined), {
+    path: ['tls', 'keyFile'],
+    message: 'tls.certFile and tls.keyFile go together',
+    when: always,
+  })
+  .refine((c) => !(c.tls?.caFile !== undefined && c.tls.certFile === undefined), {
+    path: ['tls', 'caFile'],
+    message: 'needs tls.certFile and tls.keyFile',
     when: always,
   })
   .refine((c) => !(typeof c.mqtt?.keepaliveMinSeconds === 'number' && typeof c.mqtt.keepaliveMaxSeconds === 'number' && c.mqtt.keepaliveMinSeconds > c.mqtt.keepaliveMaxSeconds), {
@@ -541,6 +580,13 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_VOICE_MAX_SESSIONS: ['voice', 'maxSessions'],
   GATEWAY_VOICE_EXPOSE_HUB_TOOLS: ['voice', 'exposeHubTools'],
   GATEWAY_VOICE_HUB_TENANT: ['voice', 'hubTenant'],
+  GATEWAY_TRUST_PROXY: ['http', 'trustProxy'],
+  GATEWAY_TLS_CERT_FILE: ['tls', 'certFile'],
+  GATEWAY_TLS_KEY_FILE: ['tls', 'keyFile'],
+  GATEWAY_TLS_CA_FILE: ['tls', 'caFile'],
+  GATEWAY_TLS_MQTT_ENABLED: ['tls', 'mqttEnabled'],
+  GATEWAY_TLS_MQTT_PORT: ['tls', 'mqttPort'],
+  GATEWAY_TLS_ADVERTISE: ['tls', 'advertise'],
 };
 
 export class ConfigError extends Error {
@@ -619,5 +665,8 @@ function deepMerge(a: Record<string, unknown>, b: Record<string, unknown>): Reco
   }
   return out;
 }
+
+/** What fastify's trustProxy (proxy-addr) takes: an address, a CIDR, or a named range. */
+const isProxyAddress = (v: string) => ['loopback', 'linklocal', 'uniquelocal'].includes(v) || ipaddr.isValid(v) || ipaddr.isValidCIDR(v);
 
 const isPlain = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

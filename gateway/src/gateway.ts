@@ -34,6 +34,9 @@ import { PhotoStore } from './vision/photo-store.js';
 import { VISION_EXPLAIN_PATH, type VisionService } from './vision/routes.js';
 import { assistantExplainer } from './assistant/vision.js';
 import { startVoice, type Voice } from './voice/start.js';
+import type { Server as TlsServer } from 'node:tls';
+import { TlsCertificates } from './tls/certificates.js';
+import { closeFailedHandshakes } from './tls/listener.js';
 
 export interface Gateway {
   config: Config;
@@ -65,6 +68,12 @@ export interface Gateway {
   assistant: Assistant;
   /** The voice relay (and its UDP socket), when voice.mode is "relay". */
   voice: Voice | undefined;
+  /** The MQTT-over-TLS port bound, when TLS is configured and `tls.mqttEnabled`. */
+  mqttTlsPort: number | undefined;
+  /** The certificate the TLS listeners serve (absent without `tls.certFile`). */
+  tls: TlsCertificates | undefined;
+  /** Reread the TLS files (SIGHUP); false when there is no TLS or the new files do not load (the old certificate stays). */
+  reloadTls(): boolean;
   close(): Promise<void>;
 }
 
@@ -77,6 +86,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   if (config.deviceAuth === 'open') log.warn('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
 
   const metrics = createMetrics();
+  // Read first: a missing or mismatched certificate stops the start before anything listens.
+  const tls = config.tls.certFile !== undefined && config.tls.keyFile !== undefined ? new TlsCertificates({ certFile: config.tls.certFile, keyFile: config.tls.keyFile, caFile: config.tls.caFile }, log.child({ component: 'tls' }), metrics) : undefined;
   const bus = new EventBus({
     bufferSize: config.events.bufferSize,
     metrics,
@@ -202,6 +213,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     apiKeys: () => secrets.apiKeys,
     deviceSecret: secrets.deviceSecret,
     mqttPort: () => mqtt?.port ?? config.mqtt.port,
+    mqttTlsPort: () => mqtt?.tlsPort,
     ready: () => !stopping && http.server.listening && (!config.mqtt.enabled || mqtt !== undefined),
     version: GATEWAY_VERSION,
     hub,
@@ -211,7 +223,14 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     enrollment,
     assistant,
     history,
+    https: tls?.options,
   });
+  if (tls) {
+    // buildApi made an https.Server (a tls.Server) for these options; fastify types it as http.Server.
+    const server = http.server as unknown as TlsServer;
+    tls.serve(server);
+    closeFailedHandshakes(server, 'http', metrics, log.child({ component: 'http' }));
+  }
   limitConnections(http.server, 'http', config.http, metrics, log.child({ component: 'http' }));
   countRequestTimeouts(http.server, metrics);
   warnIfOverOpenFileLimit(config, log);
@@ -241,6 +260,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
         registry,
         log: log.child({ component: 'mqtt' }),
         metrics,
+        tls: tls && config.tls.mqttEnabled ? { port: config.tls.mqttPort, certificates: tls } : undefined,
       }) : Promise.resolve(undefined),
       http.listen({ host: config.http.host, port: config.http.port }),
     ]);
@@ -277,7 +297,16 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   const hubStarted = hub.start();
   const address = http.server.address();
   const httpPort = typeof address === 'object' && address ? address.port : config.http.port;
-  log.info({ http: `${config.http.host}:${httpPort}`, mqtt: mqtt ? `${config.mqtt.host}:${mqtt.port}` : 'disabled', deviceAuth: config.deviceAuth }, 'voxgate started');
+  log.info(
+    {
+      http: `${config.http.host}:${httpPort}`,
+      ...(tls ? { tls: true } : {}),
+      mqtt: mqtt ? `${config.mqtt.host}:${mqtt.port}` : 'disabled',
+      ...(mqtt?.tlsPort !== undefined ? { mqttTls: `${config.mqtt.host}:${mqtt.tlsPort}` } : {}),
+      deviceAuth: config.deviceAuth,
+    },
+    'voxgate started',
+  );
 
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -323,6 +352,13 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     enrollment,
     assistant,
     voice,
+    mqttTlsPort: mqtt?.tlsPort,
+    tls,
+    reloadTls: () => {
+      if (tls) return tls.reload();
+      log.warn('TLS reload asked, but no tls.certFile is configured; nothing to reload');
+      return false;
+    },
     close,
   };
 }

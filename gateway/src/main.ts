@@ -33,6 +33,13 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  // SIGHUP rereads the TLS certificate and key (after a renewal) without dropping a connection; it
+  // never stops the gateway (node's default for SIGHUP would). One during start is ignored: start reads them.
+  process.on('SIGHUP', () => {
+    if (!gw || signal !== undefined) return;
+    gw.log.info({ signal: 'SIGHUP' }, 'signal received');
+    gw.reloadTls();
+  });
   const log = createLogger(config.logLevel, undefined, config.logFormat);
   installSafetyNet({ log, count: (kind) => gw?.metrics.unhandledErrors.inc({ kind }), onException: () => stop('uncaughtException', 1) });
 

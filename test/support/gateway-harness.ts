@@ -44,7 +44,7 @@ export async function startTestGateway(overrides: ConfigInput = {}, env: NodeJS.
   try {
     const config = loadConfig(
       { GATEWAY_CONFIG: join(dataDir, 'gateway.config.json'), ...env },
-      { dataDir, apiKeys: [TEST_API_KEY], ...overrides, http: { host: '127.0.0.1', port: 0, ...overrides.http }, mqtt: { host: '127.0.0.1', port: 0, ...overrides.mqtt }, voice: { ...overrides.voice, udp: { host: '127.0.0.1', port: 0, ...overrides.voice?.udp } } },
+      { dataDir, apiKeys: [TEST_API_KEY], ...overrides, http: { host: '127.0.0.1', port: 0, ...overrides.http }, mqtt: { host: '127.0.0.1', port: 0, ...overrides.mqtt }, voice: { ...overrides.voice, udp: { host: '127.0.0.1', port: 0, ...overrides.voice?.udp } }, tls: { mqttPort: 0, ...overrides.tls } },
     );
     gw = await startGateway(config, { log: createLogger('debug', sink) });
   } catch (e) {

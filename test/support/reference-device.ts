@@ -80,6 +80,8 @@ export interface WebSocketConnectOptions {
   skipHello?: boolean;
   /** The `websocket.version` setting: binary protocol 1 (default), 2 or 3 (header and hello `version`). */
   protocolVersion?: 1 | 2 | 3;
+  /** CA certificates to trust for a wss:// URL (the device's bundled root). */
+  ca?: Buffer | string;
 }
 export interface MqttConnectOptions {
   clientId: string;
@@ -91,6 +93,8 @@ export interface MqttConnectOptions {
   helloTimeoutMs?: number;
   /** Where the device publishes (the OTA `mqtt.publish_topic`). Default 'device-server'. */
   publishTopic?: string;
+  /** CA certificates to trust for an mqtts:// URL. */
+  ca?: Buffer | string;
 }
 export interface UdpParams {
   server: string;
@@ -339,7 +343,7 @@ export class ReferenceDevice {
     headers['Protocol-Version'] = String(version);
     Object.assign(headers, opts.headers);
 
-    const link = await this.openWsLink(target.toString(), headers);
+    const link = await this.openWsLink(target.toString(), headers, opts.ca);
     if (opts.skipHello) return;
     const hello = JSON.stringify({
       type: 'hello',
@@ -351,8 +355,8 @@ export class ReferenceDevice {
     await this.sendHelloAndWait(link, hello, opts.helloTimeoutMs ?? HELLO_TIMEOUT_MS);
   }
 
-  private openWsLink(url: string, headers: Record<string, string>): Promise<Link> {
-    const ws = new WebSocket(url, { headers, perMessageDeflate: false });
+  private openWsLink(url: string, headers: Record<string, string>, ca?: Buffer | string): Promise<Link> {
+    const ws = new WebSocket(url, { headers, perMessageDeflate: false, ...(ca !== undefined ? { ca } : {}) });
     const closedInfo = deferred<CloseInfo>();
     const link: Link = {
       transport: 'websocket',
@@ -439,6 +443,7 @@ export class ReferenceDevice {
     };
     if (opts.username !== undefined) options.username = opts.username;
     if (opts.password !== undefined) options.password = opts.password;
+    if (opts.ca !== undefined) options.ca = opts.ca;
     const client: MqttClient = mqttConnect(url, options);
     const closedInfo = deferred<CloseInfo>();
     const topic = (): string => this.publishTopic;

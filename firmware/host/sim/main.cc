@@ -20,6 +20,7 @@
 #include "lws_loop.h"
 #include "sim_device.h"
 #include "sim_firmware.h"
+#include "trust_roots.h"
 #include "voxgate/device_identity.h"
 #include "voxgate/ota_client.h"
 
@@ -31,6 +32,9 @@ const char kUsage[] =
     "  --mqtt HOST:PORT         MQTT broker\n"
     "  --mqtt-username U        MQTT username\n"
     "  --mqtt-password P        MQTT password\n"
+    "  --mqtt-tls               MQTT over TLS on any port (the device uses TLS for port 8883 only)\n"
+    "  --ca-file PEM            trust these roots for every TLS connection: wss://, MQTT over TLS, https OTA\n"
+    "                           and firmware downloads (default: the system store)\n"
     "  --mqtt-client-id ID      MQTT client id of the first device (default GID_voxgate@@@<mac_>@@@<uuid>)\n"
     "  --ota URL                ask the gateway's OTA endpoint (http://host:8000/xiaozhi/ota/) where to connect;\n"
     "                           --ws/--mqtt given as well take precedence. Each device keeps the answer (in\n"
@@ -73,6 +77,8 @@ struct Flags {
   std::string firmware_dir;
   uint64_t confirm_deadline_ms = voxgate::kDefaultConfirmDeadlineMs;
   std::string broken_version;
+  bool mqtt_tls = false;
+  std::string ca_file;
 };
 
 [[noreturn]] void Usage(const std::string& problem) {
@@ -95,6 +101,10 @@ Flags ParseFlags(int argc, char** argv) {
       fputs(kUsage, stdout);
       exit(0);
     }
+    if (flag == "--mqtt-tls") {
+      f.mqtt_tls = true;
+      continue;
+    }
     if (i + 1 >= argc) Usage("missing value for " + flag);
     const char* value = argv[++i];
     if (flag == "--ws") f.ws = value;
@@ -103,6 +113,7 @@ Flags ParseFlags(int argc, char** argv) {
     else if (flag == "--mqtt-password") f.mqtt_password = value;
     else if (flag == "--mqtt-client-id") f.mqtt_client_id = value;
     else if (flag == "--ota") f.ota = value;
+    else if (flag == "--ca-file") f.ca_file = value;
     else if (flag == "--device-id") f.device_id = value;
     else if (flag == "--client-id") f.client_id = value;
     else if (flag == "--token") f.token = value;
@@ -257,6 +268,7 @@ std::unique_ptr<sim::SimDevice> Boot(const Flags& flags, int i, const std::share
   options.page_budget = flags.page_budget;
   options.seed = 0x5eed0000u + static_cast<uint32_t>(i) * 7919u;
   options.reconnect_max_ms = flags.reconnect_max_ms;
+  options.mqtt_tls = flags.mqtt_tls;
 
   options.app_version = fw->slots ? fw->slots->running_version() : flags.firmware_version;
   voxgate::LinkConfig& link = options.link;
@@ -341,6 +353,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
 
+  voxgate::SetTrustRootsFile(flags.ca_file);
   auto loop = std::make_shared<voxgate::LwsLoop>();
   if (!loop->ok()) {
     fprintf(stderr, "voxgate-device-sim: could not create the libwebsockets context\n");

@@ -39,6 +39,7 @@ SimDevice::SimDevice(DeviceOptions options, std::shared_ptr<voxgate::LwsLoop> lo
     mqtt.seed = options_.seed;
     mqtt.backoff_initial_ms = 250;
     mqtt.backoff_max_ms = options_.reconnect_max_ms;
+    mqtt.tls = options_.mqtt_tls;
     link_.reset(new voxgate::MosquittoMqttProtocol(mqtt));
   } else {
     voxgate::WebSocketOptions ws;

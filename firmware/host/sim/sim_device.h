@@ -24,6 +24,7 @@ struct DeviceOptions {
   uint32_t seed = 1;
   uint32_t reconnect_max_ms = 5000;
   std::string app_version = "0.1.0";  // the firmware version (serverInfo.version)
+  bool mqtt_tls = false;              // MQTT over TLS whatever the port (the device: port 8883 only)
   // Called with every MCP text from the gateway after the server handled it (firmware boot confirmation).
   std::function<void(const std::string& payload)> on_mcp_handled;
 };

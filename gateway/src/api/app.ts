@@ -1,3 +1,4 @@
+import type { SecureContextOptions } from 'node:tls';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
@@ -38,6 +39,8 @@ export interface ApiDeps {
   apiKeys: () => readonly string[];
   deviceSecret: string;
   mqttPort: () => number;
+  /** The MQTT-over-TLS port bound, if that listener is on. */
+  mqttTlsPort?: () => number | undefined;
   ready: () => boolean;
   version: string;
   /** The MCP hub (devices + upstream servers as one tool namespace). */
@@ -55,10 +58,13 @@ export interface ApiDeps {
   assistant?: Assistant;
   /** In-memory metric samples for GET /v1/metrics/history (the console's health charts). */
   history?: MetricsHistory;
+  /** Serve HTTPS (and WSS) with this certificate and key instead of plain HTTP. */
+  https?: SecureContextOptions | undefined;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
 export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
+  const serverOptions = { headersTimeout: d.config.http.headersTimeoutMs, connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(d.config.http.headersTimeoutMs / 4))) };
   const app = Fastify({
     loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -68,7 +74,12 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     forceCloseConnections: true,
     // A socket that sends no complete request (or WebSocket upgrade) in time is closed (408): idle
     // sockets would otherwise hold descriptors. Node checks every connectionsCheckingInterval.
-    http: { headersTimeout: d.config.http.headersTimeoutMs, connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(d.config.http.headersTimeoutMs / 4))) },
+    http: serverOptions,
+    // X-Forwarded-* are believed from the listed proxies only (req.ip, req.protocol, req.host).
+    trustProxy: d.config.http.trustProxy.length > 0 ? d.config.http.trustProxy : false,
+    // https.createServer ignores `http`: the same deadlines go with the certificate, and the TLS handshake
+    // must finish within the request deadline as well (the HTTP clock starts only after it).
+    ...(d.https ? { https: { ...d.https, ...serverOptions, handshakeTimeout: d.config.http.headersTimeoutMs } } : {}),
   });
   registerProblemHandlers(app);
   await app.register(swagger, {
@@ -86,7 +97,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   // With metrics.port set, /metrics lives on its own listener (gateway.ts) and not here.
   if (d.config.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d) });
   const firmware = new FirmwareService({ config: d.config, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
-  await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, metrics: d.metrics, enrollment: d.enrollment, firmware });
+  await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, mqttTlsPort: d.mqttTlsPort ?? (() => undefined), metrics: d.metrics, enrollment: d.enrollment, firmware });
   await app.register(firmwareRoutes, { firmware });
   // Devices authenticate with their vision token, not an API key.
   if (d.vision) await app.register(visionExplainRoute, d.vision);

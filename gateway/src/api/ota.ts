@@ -28,6 +28,8 @@ export interface OtaOptions {
   deviceSecret: string;
   /** The MQTT port actually bound (it may be 0 in the configuration). */
   mqttPort: () => number;
+  /** The MQTT-over-TLS port bound, when that listener is on. */
+  mqttTlsPort: () => number | undefined;
   /** Picks each device's `firmware` section (rollouts, images in <dataDir>/firmware). */
   firmware: FirmwareService;
   metrics: Metrics;
@@ -119,7 +121,8 @@ function activationSection(code: string, challenge: string, expiresAt: number): 
 
 function websocketSection(o: OtaOptions, base: URL, deviceId: string, clientId: string, cred: CredentialSource): OtaWebsocketSection {
   const ws = new URL(o.config.ws.path, base);
-  ws.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
+  const advertise = o.config.tls.advertise;
+  ws.protocol = advertise === 'tls' || (advertise === 'auto' && base.protocol === 'https:') ? 'wss:' : 'ws:';
   const url = ws.toString();
   if (cred.kind === 'binding') return { url, token: o.enrollment!.credentials.token(cred.decision.binding) };
   if (cred.kind === 'none') return { url };
@@ -130,7 +133,7 @@ function websocketSection(o: OtaOptions, base: URL, deviceId: string, clientId: 
 
 function mqttSection(o: OtaOptions, req: FastifyRequest, base: URL, deviceId: string, clientId: string, cred: CredentialSource): OtaMqttSection {
   const c = o.config;
-  const where = { endpoint: c.mqtt.publicEndpoint ?? `${base.hostname}:${o.mqttPort()}`, publish_topic: DEVICE_PUBLISH_TOPIC, subscribe_topic: deviceInboxTopic(deviceId) };
+  const where = { endpoint: c.mqtt.publicEndpoint ?? `${base.hostname}:${advertisedMqttPort(o)}`, publish_topic: DEVICE_PUBLISH_TOPIC, subscribe_topic: deviceInboxTopic(deviceId) };
   if (cred.kind === 'none') return where;
   const username = mqttUsername({ ip: req.ip });
   if (cred.kind === 'binding') {
@@ -140,6 +143,18 @@ function mqttSection(o: OtaOptions, req: FastifyRequest, base: URL, deviceId: st
   }
   const mqttClientId = formatMqttClientId(c.mqtt.group, deviceId, clientId.replace(/:/g, '_'));
   return { ...where, client_id: mqttClientId, username, password: mqttPassword(o.deviceSecret, mqttClientId, username) };
+}
+
+/**
+ * The broker port devices are told: the TLS one when that listener is on (or `tls.advertise` is `tls`:
+ * TLS terminated in front of us). The reference firmware turns TLS on exactly for port 8883.
+ */
+function advertisedMqttPort(o: OtaOptions): number {
+  const { advertise, mqttPort } = o.config.tls;
+  const tlsPort = o.mqttTlsPort();
+  if (advertise === 'tls') return tlsPort ?? mqttPort;
+  if (advertise === 'auto' && tlsPort !== undefined) return tlsPort;
+  return o.mqttPort();
 }
 
 /** `Bearer <token>` (WebSocket credentials) or `Basic <username:password>` (MQTT credentials). */
@@ -152,12 +167,18 @@ function otaProof(authorization: string | undefined): OtaProof {
   return i < 0 ? {} : { basic: { username: decoded.slice(0, i), password: decoded.slice(i + 1) } };
 }
 
-/** Where devices reach us: the configured public URL, else the request's Host, which must be a plain host[:port]. */
+/**
+ * Where devices reach us: the configured public URL, else the scheme and Host of the request as it
+ * reached the gateway or, from a proxy listed in `http.trustProxy`, as X-Forwarded-Proto/-Host say it
+ * reached the proxy. The host must be a plain host[:port].
+ */
 function publicBase(req: FastifyRequest, c: Config): URL {
   if (c.http.publicUrl) return new URL(c.http.publicUrl);
-  const host = req.headers.host;
-  if (!host) return new URL(`http://localhost:${c.http.port}`);
-  const parsed = /^[A-Za-z0-9.:[\]-]{1,255}$/.test(host) ? URL.parse(`http://${host}/`) : null;
-  if (!parsed || parsed.host.toLowerCase() !== host.toLowerCase().replace(/:80$/, '')) throw new GatewayError('INVALID_REQUEST', 'the Host header is not a valid host[:port]');
+  const scheme = req.protocol === 'https' ? 'https' : 'http';
+  const host = req.host;
+  if (!host) return new URL(`${scheme}://localhost:${c.http.port}`);
+  const parsed = /^[A-Za-z0-9.:[\]-]{1,255}$/.test(host) ? URL.parse(`${scheme}://${host}/`) : null;
+  const defaultPort = scheme === 'https' ? /:443$/ : /:80$/;
+  if (!parsed || parsed.host.toLowerCase() !== host.toLowerCase().replace(defaultPort, '')) throw new GatewayError('INVALID_REQUEST', 'the Host header is not a valid host[:port]');
   return parsed;
 }

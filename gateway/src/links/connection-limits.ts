@@ -32,12 +32,12 @@ export function sourceKey(remoteAddress: string | undefined): string {
 /**
  * Caps the sockets of one listener, in total (`server.maxConnections`, enforced by node before any
  * byte is read) and per source. Runs first on 'connection': a refused socket is destroyed before the
- * listener's own handler sees it, so handlers skip a socket that is already `destroyed`.
+ * listener's own handler sees it, so handlers skip a socket that is already `destroyed`. Several servers
+ * (the broker's plain and TLS ports) share one set of caps: a second port is no second quota.
  */
-export function limitConnections(server: Server, listener: Listener, limits: ListenerLimits, metrics: Metrics, log: Logger): void {
+export function limitConnections(servers: Server | readonly Server[], listener: Listener, limits: ListenerLimits, metrics: Metrics, log: Logger): void {
   const perSource = new Map<string, number>();
   let open = 0;
-  server.maxConnections = limits.maxConnections;
 
   const warn = throttledWarn(log);
   const refused = (reason: 'listener_full' | 'address_full', remote: string | undefined) => {
@@ -45,26 +45,35 @@ export function limitConnections(server: Server, listener: Listener, limits: Lis
     warn({ listener, reason, remote, open, limits }, 'connection refused by a connection limit');
   };
 
-  server.on('drop', (d) => refused('listener_full', d?.remoteAddress));
-  server.prependListener('connection', (socket: Socket) => {
-    const key = sourceKey(socket.remoteAddress);
-    const n = perSource.get(key) ?? 0;
-    if (n >= limits.maxConnectionsPerAddress) {
-      refused('address_full', socket.remoteAddress);
-      socket.destroy();
-      return;
-    }
-    perSource.set(key, n + 1);
-    open++;
-    metrics.connectionsOpen.inc({ listener });
-    socket.once('close', () => {
-      open--;
-      metrics.connectionsOpen.dec({ listener });
-      const left = (perSource.get(key) ?? 1) - 1;
-      if (left <= 0) perSource.delete(key);
-      else perSource.set(key, left);
+  for (const server of ([] as Server[]).concat(servers)) {
+    server.maxConnections = limits.maxConnections;
+    server.on('drop', (d) => refused('listener_full', d?.remoteAddress));
+    server.prependListener('connection', (socket: Socket) => {
+      // Each server's maxConnections counts its own sockets; the total across servers is checked here.
+      if (open >= limits.maxConnections) {
+        refused('listener_full', socket.remoteAddress);
+        socket.destroy();
+        return;
+      }
+      const key = sourceKey(socket.remoteAddress);
+      const n = perSource.get(key) ?? 0;
+      if (n >= limits.maxConnectionsPerAddress) {
+        refused('address_full', socket.remoteAddress);
+        socket.destroy();
+        return;
+      }
+      perSource.set(key, n + 1);
+      open++;
+      metrics.connectionsOpen.inc({ listener });
+      socket.once('close', () => {
+        open--;
+        metrics.connectionsOpen.dec({ listener });
+        const left = (perSource.get(key) ?? 1) - 1;
+        if (left <= 0) perSource.delete(key);
+        else perSource.set(key, left);
+      });
     });
-  });
+  }
 }
 
 /**

@@ -1,4 +1,5 @@
 import { createServer, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
 import { Duplex } from 'node:stream';
 import { DEVICE_PUBLISH_TOPIC, deviceInboxTopic, parseMqttClientId, safeEqual } from '@voxgate/protocol';
 import { Aedes, type AuthenticateError, type Client, type PublishPacket } from 'aedes';
@@ -7,6 +8,8 @@ import type { DeviceLink } from '../devices/link.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { DeviceSession } from '../devices/session.js';
 import type { Metrics } from '../metrics.js';
+import type { TlsCertificates } from '../tls/certificates.js';
+import { closeFailedHandshakes } from '../tls/listener.js';
 import { checkMqttDeviceAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { limitConnections } from './connection-limits.js';
 import { MqttFramingError, MqttPacketGuard, PacketTooLargeError, type OversizedPublish } from './mqtt-packet-guard.js';
@@ -28,6 +31,8 @@ export interface MqttLinkOptions {
   registry: DeviceRegistry;
   log: Logger;
   metrics: Metrics;
+  /** A second listener, MQTT over TLS, sharing the connection caps and everything per socket. */
+  tls?: { port: number; certificates: TlsCertificates } | undefined;
 }
 
 type Peer = { kind: 'device'; deviceId: string; inbox: string; credential: string; session?: DeviceSession | undefined } | { kind: 'backend' };
@@ -184,7 +189,8 @@ export async function startMqttLink(o: MqttLinkOptions) {
   });
   broker.on('clientError', (client, err) => o.log.debug({ clientId: client.id, err: err.message }, 'MQTT client error'));
 
-  const server: Server = createServer((socket: Socket) => {
+  // Everything per socket, for the plain and the TLS listener alike (a TLS socket arrives here after its handshake).
+  const onSocket = (socket: Socket) => {
     if (socket.destroyed) return; // refused by a connection limit
     // aedes writes a packet in several small chunks; behind the guard's Duplex they are not corked
     // together, so with Nagle on, every reply to a device waited ~40 ms for a delayed ACK.
@@ -220,29 +226,49 @@ export async function startMqttLink(o: MqttLinkOptions) {
     socket.once('close', () => clearTimeout(c.connectDeadline));
     conns.set(conn, c);
     broker.handle(conn);
-  });
-  limitConnections(server, 'mqtt', { maxConnections: o.maxConnections, maxConnectionsPerAddress: o.maxConnectionsPerAddress }, o.metrics, o.log);
-  await new Promise<void>((resolve, reject) => {
-    // A port that cannot be bound leaves nothing running: the broker (and its timers) is closed too.
-    const failed = (err: Error) => broker.close(() => reject(err));
-    server.once('error', failed);
-    server.listen(o.port, o.host, () => {
-      server.off('error', failed);
-      resolve();
+  };
+  const server: Server = createServer(onSocket);
+  // The handshake gets the CONNECT deadline too: a socket that never finishes it is closed as soon.
+  const tls = o.tls;
+  const tlsServer = tls && createTlsServer({ ...tls.certificates.options, handshakeTimeout: o.connectTimeoutMs }, onSocket);
+  if (tls && tlsServer) {
+    tls.certificates.serve(tlsServer);
+    closeFailedHandshakes(tlsServer, 'mqtt', o.metrics, o.log);
+  }
+  const servers = tlsServer ? [server, tlsServer] : [server];
+  limitConnections(servers, 'mqtt', { maxConnections: o.maxConnections, maxConnectionsPerAddress: o.maxConnectionsPerAddress }, o.metrics, o.log);
+  const listen = (srv: Server, port: number) =>
+    new Promise<number>((resolve, reject) => {
+      srv.once('error', reject);
+      srv.listen(port, o.host, () => {
+        srv.off('error', reject);
+        const address = srv.address();
+        resolve(typeof address === 'object' && address ? address.port : port);
+      });
     });
-  });
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : o.port;
+  let port: number;
+  let tlsPort: number | undefined;
+  try {
+    port = await listen(server, o.port);
+    if (tls && tlsServer) tlsPort = await listen(tlsServer, tls.port);
+  } catch (e) {
+    // A port that cannot be bound leaves nothing running: the other listener and the broker (and its timers) are closed too.
+    await Promise.all(servers.filter((srv) => srv.listening).map((srv) => new Promise<void>((resolve) => srv.close(() => resolve()))));
+    await new Promise<void>((resolve) => broker.close(() => resolve()));
+    throw e;
+  }
 
   return {
     broker,
     port,
+    /** The MQTT-over-TLS port bound, when that listener is on. */
+    tlsPort,
     /** Publish an event to backend subscribers. */
     publish(topic: string, payload: string): void {
       broker.publish({ cmd: 'publish', topic, payload: Buffer.from(payload), qos: 0, retain: false, dup: false }, () => {});
     },
     async close(): Promise<void> {
-      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      const stopped = Promise.all(servers.map((srv) => new Promise<void>((resolve) => srv.close(() => resolve()))));
       await new Promise<void>((resolve) => broker.close(() => resolve()));
       await stopped;
     },

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "firmware_download.h"
+#include "trust_roots.h"
 #include "voxgate/url.h"
 
 namespace voxgate {
@@ -135,6 +136,7 @@ DownloadResult DownloadFirmware(const FirmwareOffer& offer, const std::string& p
   info.protocols = kProtocols;
   info.fd_limit_per_thread = 16;
   if (url.tls()) info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+  if (url.tls() && !TrustRootsFile().empty()) info.client_ssl_ca_filepath = TrustRootsFile().c_str();
   Download d;
   d.context = lws_create_context(&info);
   if (d.context == nullptr) {

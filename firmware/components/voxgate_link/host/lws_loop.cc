@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <condition_variable>
 
+#include "trust_roots.h"
 #include "voxgate/protocol.h"
 
 namespace voxgate {
@@ -52,6 +53,7 @@ LwsLoop::LwsLoop() : tick_(new Timer()) {
   info.protocols = kProtocols;
   info.user = this;
   info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+  if (!TrustRootsFile().empty()) info.client_ssl_ca_filepath = TrustRootsFile().c_str();
   info.fd_limit_per_thread = 4096;  // lws otherwise sizes its tables by `ulimit -n`
   context_ = lws_create_context(&info);
   if (context_ == nullptr) return;

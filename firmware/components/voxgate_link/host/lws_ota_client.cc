@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "trust_roots.h"
 #include "voxgate/ota_client.h"
 #include "voxgate/url.h"
 
@@ -119,6 +120,7 @@ bool OtaHttpPost(const std::string& url_text, const Headers& headers, const std:
   context_info.protocols = kProtocols;
   context_info.fd_limit_per_thread = 16;
   if (url.tls()) context_info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+  if (url.tls() && !TrustRootsFile().empty()) context_info.client_ssl_ca_filepath = TrustRootsFile().c_str();
   lws_context* context = lws_create_context(&context_info);
   if (context == nullptr) {
     *error = "could not create a libwebsockets context";

@@ -2,6 +2,8 @@
 
 #include <mosquitto.h>
 
+#include "trust_roots.h"
+
 namespace voxgate {
 namespace {
 
@@ -31,7 +33,15 @@ bool MosquittoMqttProtocol::Start() {
     mosquitto_username_pw_set(mosq_, options_.config.username.c_str(),
                               options_.config.password.empty() ? nullptr : options_.config.password.c_str());
   }
-  if (port_ == 8883) mosquitto_tls_set(mosq_, nullptr, "/etc/ssl/certs", nullptr, nullptr, nullptr);
+  if (port_ == 8883 || options_.tls) {
+    const std::string& roots = TrustRootsFile();
+    if (mosquitto_tls_set(mosq_, roots.empty() ? nullptr : roots.c_str(), roots.empty() ? "/etc/ssl/certs" : nullptr, nullptr,
+                          nullptr, nullptr) != MOSQ_ERR_SUCCESS) {
+      mosquitto_destroy(mosq_);
+      mosq_ = nullptr;
+      return false;
+    }
+  }
   mosquitto_connect_callback_set(mosq_, &MosquittoMqttProtocol::OnConnect);
   mosquitto_disconnect_callback_set(mosq_, &MosquittoMqttProtocol::OnDisconnect);
   mosquitto_message_callback_set(mosq_, &MosquittoMqttProtocol::OnMessage);
@@ -65,6 +75,9 @@ void MosquittoMqttProtocol::Loop() {
       const int rc = mosquitto_loop(mosq_, 100, 1);
       if (rc != MOSQ_ERR_SUCCESS) {
         socket_open_ = false;
+        // Before CONNACK there is no connection to report closed (a TLS handshake fails here, not in
+        // mosquitto_connect): report the failed attempt, as a refused TCP connect is.
+        if (!connected()) ReportError(std::string("mqtt connect failed: ") + mosquitto_strerror(rc));
         HandleClosed(std::string("mqtt: ") + mosquitto_strerror(rc));
         reconnect_.Failed(MonotonicMs());
       }

@@ -24,6 +24,8 @@ struct MqttOptions {
   uint32_t backoff_initial_ms = 500;
   uint32_t backoff_max_ms = 30000;
   uint32_t seed = 1;
+  // TLS: the device turns it on for port 8883; `tls` forces it (a test broker on another port).
+  bool tls = false;
 };
 
 class MosquittoMqttProtocol : public Protocol {
