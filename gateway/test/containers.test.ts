@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { parseDocument } from 'yaml';
 import { ROOT, isolatedEnv, startCompiledGateway } from '../../test/support/gateway-process.js';
 import { ConfigSchema } from '../src/config.js';
+import { createTestPki } from '../../test/support/tls-certs.js';
 
 // No Docker engine runs on the test machines: the container files are checked by parsing them with the
 // tools Docker's own ecosystem uses (the Compose Specification schema, the Dockerfile language service's
@@ -265,6 +266,26 @@ describe('the image health check (gateway/dist/cli/healthcheck.js)', () => {
       expect(after.stderr).toMatch(/^unhealthy: /);
     } finally {
       gw.child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('follows the gateway onto HTTPS when TLS is configured', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxgate-health-tls-'));
+    writeFileSync(join(dir, 'gateway.config.json'), '{}');
+    const cert = createTestPki(dir).issue('voxgate-health');
+    const env = isolatedEnv(dir, { GATEWAY_API_KEYS: 'health-test-key', GATEWAY_LOG_LEVEL: 'info', GATEWAY_TLS_CERT_FILE: cert.certFile, GATEWAY_TLS_KEY_FILE: cert.keyFile, GATEWAY_TLS_MQTT_PORT: '0' });
+    const gw = startCompiledGateway(env);
+    try {
+      const started = (await gw.logLine('voxgate started')) as { http: string };
+      const port = started.http.split(':').at(-1)!;
+      expect(check({ ...env, GATEWAY_HTTP_PORT: port })).toEqual({ code: 0, stderr: '' });
+      // Plain HTTP to the HTTPS port is no answer: the check must not pass by accident without TLS.
+      const { GATEWAY_TLS_CERT_FILE: _c, GATEWAY_TLS_KEY_FILE: _k, ...plain } = env;
+      expect(check({ ...plain, GATEWAY_HTTP_PORT: port }).code).toBe(1);
+    } finally {
+      gw.child.kill('SIGKILL');
+      await gw.exited;
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -8,6 +8,9 @@ import type { AssistantMetrics } from './metrics.js';
 import { autoContextArgument, needsConfirmation, type Toolset } from './toolset.js';
 import { addUsage, type ChatMessage, type ModelProvider, type ModelReply, type ModelRequest, type ToolCallRequest, type Usage } from './types.js';
 
+/** How far past assistant.toolTimeoutMs a tool's own call limit is set (see runTool). */
+const TOOL_TIMEOUT_MARGIN_MS = 250;
+
 export interface TurnSettings {
   maxToolRounds: number;
   maxToolCallsPerRound: number;
@@ -260,7 +263,9 @@ export class Turn {
     try {
       const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
       const cancelled = new Promise<'cancelled'>((resolve) => ac.signal.addEventListener('abort', () => resolve('cancelled'), { once: true }));
-      const call$ = this.d.hub.call(t.name, call.arguments, { ...this.i.caller, tokens: this.i.tokens, timeoutMs, signal: ac.signal });
+      // The turn's own timer decides (one message, one outcome); the call's limit sits just past it, so the
+      // device or server timeout never wins the race on a busy machine.
+      const call$ = this.d.hub.call(t.name, call.arguments, { ...this.i.caller, tokens: this.i.tokens, timeoutMs: timeoutMs + TOOL_TIMEOUT_MARGIN_MS, signal: ac.signal });
       // A device cannot cancel: its late result is dropped (the race is lost), the queue moves on.
       call$.catch(() => undefined);
       const r = await Promise.race([call$, timedOut, cancelled]);

@@ -1,4 +1,5 @@
-import { request } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { loadConfig } from '../config.js';
 
 /**
@@ -14,12 +15,18 @@ function localHost(host: string): string {
   return host === '0.0.0.0' || host === '::' || host === '' ? '127.0.0.1' : host;
 }
 
-function readyStatus(host: string, port: number): Promise<number> {
+/**
+ * With `tls` configured the port speaks HTTPS only. The probe asks the same process over loopback, so the
+ * certificate (issued for the public name) is not checked here: readiness is the question, not identity.
+ */
+function readyStatus(host: string, port: number, tls: boolean): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request({ host, port, path: '/readyz', method: 'GET', timeout: TIMEOUT_MS }, (res) => {
+    const opts = { host, port, path: '/readyz', method: 'GET', timeout: TIMEOUT_MS };
+    const onResponse = (res: IncomingMessage) => {
       res.resume();
       resolve(res.statusCode ?? 0);
-    });
+    };
+    const req = tls ? httpsRequest({ ...opts, rejectUnauthorized: false }, onResponse) : httpRequest(opts, onResponse);
     req.on('timeout', () => req.destroy(new Error(`no answer within ${TIMEOUT_MS} ms`)));
     req.on('error', reject);
     req.end();
@@ -29,16 +36,18 @@ function readyStatus(host: string, port: number): Promise<number> {
 async function main(): Promise<number> {
   let host: string;
   let port: number;
+  let tls: boolean;
   try {
     const config = loadConfig();
     host = localHost(config.http.host);
     port = config.http.port;
+    tls = config.tls.certFile !== undefined;
   } catch (e) {
     process.stderr.write(`unhealthy: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
   }
   try {
-    const status = await readyStatus(host, port);
+    const status = await readyStatus(host, port, tls);
     if (status === 200) return 0;
     process.stderr.write(`unhealthy: /readyz answered ${status}\n`);
   } catch (e) {
