@@ -23,7 +23,7 @@ import { WebSocket, type RawData } from 'ws';
 export const FRAME_MS = 60;
 /** A 60 ms, 16 kHz mono Opus frame at ~21 kbit/s. */
 export const OPUS_BYTES = 160;
-/** Frames in flight per device are tracked in a ring this large (a frame older than that counts as lost). */
+/** Frames in flight per device are tracked in a ring this large: an echo later than that counts as corrupt, its frame as lost. */
 const RING = 1024;
 const V2_HEADER = 16;
 const AUDIO_PARAMS = { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: FRAME_MS };
