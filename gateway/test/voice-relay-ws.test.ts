@@ -1,9 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { encodeBinaryFrame, verifyDeviceToken } from '@voxgate/protocol';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../test/support/gateway-harness.js';
 import { ReferenceDevice } from '../../test/support/reference-device.js';
 import { VoiceServerDouble } from '../../test/support/voice-server.js';
@@ -321,6 +321,7 @@ describe('voice relay: limits and configuration', () => {
   it('relay mode needs the upstream URL, and one credential kind', async () => {
     const { loadConfig, ConfigError } = await import('../src/config.js');
     const dir = mkdtempSync(join(tmpdir(), 'voxgate-voice-config-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     writeFileSync(join(dir, 'c.json'), '{}');
     const env = { GATEWAY_CONFIG: join(dir, 'c.json') };
     expect(() => loadConfig(env, { voice: { mode: 'relay' } })).toThrow(ConfigError);
