@@ -2,9 +2,9 @@
  * Voxgate benchmarks: the gateway against floors measured in the same run.
  *
  *   npm run bench                 full (fleet 100 000 requested, 10 min soak)
- *   npm run bench -- --quick      under 3 minutes on 2 cores (fleet 10 000, 60 s soak)
+ *   npm run bench -- --quick      about 3 minutes on 2 cores (fleet 10 000, 60 s soak, 40 s of relayed audio)
  *   npm run bench -- --tiny       seconds; for the correctness test (20 devices)
- *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet (storm/soak need fleet),
+ *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet,voice (storm/soak need fleet),
  *            --profile (gateway under --cpu-prof, WebSocket call path only; see bench/tools/top-self.ts)
  *
  * Processes: this runner (the load generator, autocannon), the gateway (gateway/src/main.ts), the floors
@@ -15,6 +15,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { runLoad, type LoadResult } from './lib/load.js';
+import { runVoiceLoad, type VoiceLoadResult } from './lib/voice.js';
 import { ROOT, freePort, killAllNow, livePids, spawnTs, stopAll, type Proc, type Reply } from './lib/procs.js';
 import { limits, machine } from './lib/system.js';
 
@@ -37,7 +38,7 @@ const option = (name: string) => {
 };
 const mode: Mode = flag('tiny') ? 'tiny' : flag('quick') ? 'quick' : 'full';
 const profile = flag('profile');
-const only = new Set((option('only') ?? (profile ? 'ws' : 'ws,mqtt,fleet,storm,soak')).split(','));
+const only = new Set((option('only') ?? (profile ? 'ws' : 'ws,mqtt,fleet,storm,soak,voice')).split(','));
 const outFile = resolve(option('out') ?? join(ROOT, 'bench/results/latest.json'));
 
 const API_KEY = 'bench-api-key-0123456789abcdef';
@@ -47,6 +48,15 @@ const SETTINGS = {
   full: { callS: 10, warmS: 2, fleetN: 100_000, soakS: 600, soakRate: 1000, stormCalls: 1000 },
   quick: { callS: 1.5, warmS: 0.3, fleetN: 10_000, soakS: 60, soakRate: 500, stormCalls: 200 },
   tiny: { callS: 0, warmS: 0, fleetN: 20, soakS: 2, soakRate: 50, stormCalls: 20 },
+}[mode];
+/**
+ * Relayed audio: `devices` voice sessions at the real frame rate for `seconds`, then `satDevices` sessions with
+ * `satWindow` frames in flight each (a new frame per echo) for `satSeconds`.
+ */
+const VOICE = {
+  full: { devices: 500, seconds: 20, satDevices: 10, satWindow: 8, satSeconds: 10 },
+  quick: { devices: 100, seconds: 5, satDevices: 10, satWindow: 8, satSeconds: 3 },
+  tiny: { devices: 4, seconds: 0.6, satDevices: 2, satWindow: 4, satSeconds: 0.3 },
 }[mode];
 const CALL_DEVICES = [1, 100];
 const CONCURRENCY = [1, 16, 64];
@@ -330,6 +340,90 @@ async function fleetScenarios(e: Env): Promise<void> {
   await e.fleet.close('fleet-gw');
 }
 
+/**
+ * Relayed audio: devices -> a gateway with voice.mode "relay" -> the voice server double (echo) -> back, against
+ * the same devices connected straight to the double (the floor), in the same run. Its own gateway process:
+ * with the relay on, every WebSocket hello opens a voice session, which the call-path and fleet rows must not.
+ */
+async function voiceScenarios(dataDir: string): Promise<void> {
+  const voiceServer = spawnTs('voice-server', 'bench/floors/voice-server.ts');
+  const upstreamUrl = (await voiceServer.hello)['url'] as string;
+  const [httpPort, mqttPort] = [await freePort(), await freePort()];
+  const voiceDir = join(dataDir, 'voice');
+  mkdirSync(voiceDir, { recursive: true });
+  writeFileSync(join(voiceDir, 'config.json'), '{}');
+  const gateway = spawnTs('voice-gateway', 'bench/procs/gateway.ts', {
+    env: {
+      GATEWAY_HTTP_HOST: '127.0.0.1',
+      GATEWAY_HTTP_PORT: String(httpPort),
+      GATEWAY_MQTT_HOST: '127.0.0.1',
+      GATEWAY_MQTT_PORT: String(mqttPort),
+      GATEWAY_API_KEYS: API_KEY,
+      GATEWAY_DATA_DIR: voiceDir,
+      GATEWAY_LOG_LEVEL: 'warn',
+      GATEWAY_CONFIG: join(voiceDir, 'config.json'),
+      GATEWAY_VOICE_MODE: 'relay',
+      GATEWAY_VOICE_UPSTREAM_URL: upstreamUrl,
+      GATEWAY_VOICE_UDP_HOST: '127.0.0.1',
+      GATEWAY_VOICE_UDP_PORT: '0',
+      GATEWAY_VOICE_UDP_PUBLIC_HOST: '127.0.0.1',
+    },
+  });
+  const gwUrl = `http://127.0.0.1:${httpPort}`;
+  await until('the voice gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
+  log(`voice: gateway on ${gwUrl} relaying to ${upstreamUrl}`);
+  const runs = [
+    { pace: 'paced' as const, devices: VOICE.devices, window: 1, seconds: VOICE.seconds },
+    { pace: 'saturate' as const, devices: VOICE.satDevices, window: VOICE.satWindow, seconds: VOICE.satSeconds },
+  ];
+  let macGroup = 0;
+  try {
+    for (const transport of ['ws', 'udp'] as const) {
+      const label = transport === 'ws' ? 'websocket' : 'mqtt+udp';
+      for (const r of runs) {
+        const common = { devices: r.devices, pace: r.pace, window: r.window, seconds: r.seconds, connectTimeoutMs: 30_000, drainMs: 5_000 };
+        const gwTarget = transport === 'ws' ? `ws://127.0.0.1:${httpPort}/xiaozhi/v1/` : `mqtt://127.0.0.1:${mqttPort}`;
+        // The gateway talks binary protocol 2 upstream for UDP devices: their floor speaks it straight to the double.
+        const version = transport === 'ws' ? 1 : 2;
+        const g = await runVoiceLoad({ ...common, transport, url: gwTarget, version, macGroup: macGroup++, expectMcp: true });
+        await until('the voice sessions to end on the gateway', async () => (await metric(gwUrl, 'voxgate_voice_sessions_active')) === 0, 30_000, 50);
+        const f = await runVoiceLoad({ ...common, transport: 'ws', url: upstreamUrl, version, macGroup: macGroup++, expectMcp: false });
+        pushVoiceRows(transport, label, r, g, f);
+        log(
+          `voice ${label} ${r.pace} n=${r.devices}: gateway ${g.perSecond.toFixed(0)} frames/s p50 ${g.p50.toFixed(2)} p99 ${g.p99.toFixed(2)} ms, ` +
+            `floor ${f.perSecond.toFixed(0)} frames/s p50 ${f.p50.toFixed(2)} p99 ${f.p99.toFixed(2)} ms; lost ${g.lost}/${f.lost}`,
+        );
+      }
+    }
+  } finally {
+    await Promise.all([gateway.stop(), voiceServer.stop()]);
+  }
+}
+
+function pushVoiceRows(transport: 'ws' | 'udp', label: string, r: { pace: string; devices: number; window: number; seconds: number }, g: VoiceLoadResult, f: VoiceLoadResult): void {
+  const errs = (x: VoiceLoadResult) => x.lost + x.corrupt + x.connectFailures;
+  const base = {
+    transport: label,
+    pace: r.pace,
+    devices: r.devices,
+    ...(r.pace === 'saturate' ? { window: r.window } : { frameMs: 60 }),
+    floorPath: transport === 'ws' ? 'device -> voice server, WebSocket, protocol 1' : 'device -> voice server, WebSocket, protocol 2 (a UDP device has no direct path)',
+    errors: errs(g),
+    floorErrors: errs(f),
+  };
+  const name = `voice_${transport}`;
+  results.push({
+    name: `${name}.frames_per_s`,
+    value: round(g.perSecond),
+    unit: 'frames/s',
+    floor: round(f.perSecond),
+    ratio: ratio(g.perSecond, f.perSecond),
+    params: { ...base, seconds: round(g.seconds, 2), frames: g.received, floorFrames: f.received, sent: g.sent, lost: g.lost, corrupt: g.corrupt, floorLost: f.lost },
+  });
+  results.push({ name: `${name}.rtt_p50_ms`, value: round(g.p50, 3), unit: 'ms', floor: round(f.p50, 3), ratio: ratio(f.p50, g.p50), params: { ...base, addedMs: round(g.p50 - f.p50, 3) } });
+  results.push({ name: `${name}.rtt_p99_ms`, value: round(g.p99, 3), unit: 'ms', floor: round(f.p99, 3), ratio: ratio(f.p99, g.p99), params: { ...base, addedMs: round(g.p99 - f.p99, 3) } });
+}
+
 // ------------------------------------------------------------------------------------------- helpers
 
 function round(x: number, digits = 1): number {
@@ -344,7 +438,12 @@ function ratio(a: number, b: number): number | null {
 function printTable(): void {
   const rows = results.map((r) => {
     const p = r.params;
-    const ctx = p['concurrency'] !== undefined ? `d=${String(p['devices'])} c=${String(p['concurrency'])}` : `n=${String(p['devices'] ?? '')}`;
+    const ctx =
+      p['concurrency'] !== undefined
+        ? `d=${String(p['devices'])} c=${String(p['concurrency'])}`
+        : p['pace'] !== undefined
+          ? `n=${String(p['devices'])} ${p['pace'] === 'saturate' ? `w=${String(p['window'])}` : '60ms'}`
+          : `n=${String(p['devices'] ?? '')}`;
     return [r.name, ctx, `${r.value} ${r.unit}`, r.floor === null ? '-' : String(r.floor), r.ratio === null ? '-' : r.ratio.toFixed(3)];
   });
   const head = ['benchmark', 'params', 'gateway', 'floor', 'ratio'];
@@ -428,6 +527,7 @@ async function main(): Promise<void> {
         results.push({ name: 'mqtt_vs_ws.calls_per_s', value: round(v), unit: 'calls/s', floor: round(w), ratio: ratio(v, w), params: { devices, concurrency, note: 'floor = the gateway over WebSocket; target ratio >= 0.5' } });
       }
     if (only.has('fleet')) await fleetScenarios(env);
+    if (only.has('voice')) await voiceScenarios(dataDir);
 
     const doc = { date: new Date().toISOString(), machine: m, results };
     mkdirSync(dirname(outFile), { recursive: true });

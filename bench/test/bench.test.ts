@@ -1,5 +1,5 @@
 /**
- * The bench harness in its tiny mode (20 devices, a few hundred calls, a 2 s soak): real processes,
+ * The bench harness in its tiny mode (20 devices, a few hundred calls, a 2 s soak, a few voice sessions): real processes,
  * real sockets. Checks correctness only — the JSON file's shape, every scenario present, no errors,
  * no pending call left after the soak. Never a speed: timing lives in the figures, not in a test.
  */
@@ -73,6 +73,12 @@ describe('bench harness (tiny mode)', () => {
       'soak.heap_after_gc',
       'soak.pending_end',
       'soak.errors',
+      'voice_ws.frames_per_s',
+      'voice_ws.rtt_p50_ms',
+      'voice_ws.rtt_p99_ms',
+      'voice_udp.frames_per_s',
+      'voice_udp.rtt_p50_ms',
+      'voice_udp.rtt_p99_ms',
     ])
       expect(names, name).toContain(name);
 
@@ -83,6 +89,19 @@ describe('bench harness (tiny mode)', () => {
       for (const r of rows) {
         expect(r.floor).not.toBeNull();
         expect(r.ratio).not.toBeNull();
+      }
+    }
+    // Relayed audio: at the frame rate and saturated, over both transports, each against the direct floor; every
+    // frame sent came back byte-exact (errors and floorErrors below count lost and corrupt echoes).
+    for (const transport of ['ws', 'udp']) {
+      const rows = doc.results.filter((r) => r.name === `voice_${transport}.frames_per_s`);
+      expect(rows.map((r) => r.params['pace']).sort()).toEqual(['paced', 'saturate']);
+      for (const r of rows) {
+        expect(r.floor).not.toBeNull();
+        expect(r.ratio).not.toBeNull();
+        expect(r.params['frames']).toBe(r.params['sent']);
+        expect(r.params['frames']).toBeGreaterThan(0);
+        expect(r.params['floorFrames']).toBeGreaterThan(0);
       }
     }
     // No errors anywhere, and nothing left pending after the soak.

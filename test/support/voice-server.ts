@@ -24,6 +24,8 @@ export interface VoiceServerOptions {
   /** Echo binary frames back. Default true. */
   echoAudio?: boolean;
   audioParams?: Record<string, unknown>;
+  /** Keep every received frame for tests to read. Default true; the bench turns it off (it only echoes). */
+  recordAudio?: boolean;
 }
 
 export class VoiceServerConnection {
@@ -53,8 +55,10 @@ export class VoiceServerConnection {
     ws.on('message', (data: RawData, isBinary: boolean) => {
       const buf = toBuffer(data);
       if (isBinary) {
-        this.audio.push(buf);
-        this.audioQueue.push(buf);
+        if (opts.recordAudio ?? true) {
+          this.audio.push(buf);
+          this.audioQueue.push(buf);
+        }
         if (opts.echoAudio ?? true) ws.send(buf, { binary: true });
         return;
       }
