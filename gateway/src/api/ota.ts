@@ -153,7 +153,7 @@ function otaProof(authorization: string | undefined): OtaProof {
 }
 
 /** Where devices reach us: the configured public URL, else the request's Host, which must be a plain host[:port]. */
-function publicBase(req: FastifyRequest, c: Config): URL {
+export function publicBase(req: FastifyRequest, c: Config): URL {
   if (c.http.publicUrl) return new URL(c.http.publicUrl);
   const host = req.headers.host;
   if (!host) return new URL(`http://localhost:${c.http.port}`);
