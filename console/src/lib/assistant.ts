@@ -1,20 +1,14 @@
 import { createParser } from 'eventsource-parser';
 import { ApiError, authHeaders, problemOfResponse, session } from './api.js';
+import { turnEventOf, type TurnEvent } from './turn-events.js';
+
+export type { TurnEvent };
 
 /**
  * One assistant turn over the public API: POST /v1/assistant/chat with `stream: true`, read with fetch
- * (the API key goes in the Authorization header) and parsed with eventsource-parser. The events mirror
- * gateway/src/assistant/turn.ts (TurnEvent); each is checked before a view sees it.
+ * (the API key goes in the Authorization header) and parsed with eventsource-parser; each event is
+ * checked (turn-events.ts) before a view sees it.
  */
-export type TurnEvent =
-  | { type: 'turn.started'; turnId: string; conversationId: string; model: string }
-  | { type: 'tool.call'; callId: string; name: string; arguments: Record<string, unknown>; round: number }
-  | { type: 'tool.result'; callId: string; name: string; isError: boolean; durationMs: number; text: string }
-  | { type: 'confirmation.required'; callId: string; name: string; arguments: Record<string, unknown>; timeoutMs: number }
-  | { type: 'text.delta'; text: string }
-  | { type: 'turn.completed'; turnId: string; conversationId: string; text: string }
-  | { type: 'turn.failed'; turnId: string; code: string; detail: string };
-
 export interface ChatRequest {
   message: string;
   conversationId?: string | undefined;
@@ -64,47 +58,5 @@ export async function streamTurn(req: ChatRequest, onEvent: (e: TurnEvent) => vo
     const { value, done } = await reader.read();
     if (done) return;
     parser.feed(value);
-  }
-}
-
-/** The events the panel uses, checked field by field; anything else (or malformed) is skipped. */
-export function turnEventOf(event: string | undefined, data: string): TurnEvent | undefined {
-  let v: Record<string, unknown>;
-  try {
-    const parsed = JSON.parse(data) as unknown;
-    if (typeof parsed !== 'object' || parsed === null) return undefined;
-    v = parsed as Record<string, unknown>;
-  } catch {
-    return undefined;
-  }
-  const str = (k: string) => (typeof v[k] === 'string' ? (v[k] as string) : undefined);
-  const num = (k: string) => (typeof v[k] === 'number' ? (v[k] as number) : 0);
-  const args = () => (typeof v['arguments'] === 'object' && v['arguments'] !== null ? (v['arguments'] as Record<string, unknown>) : {});
-  const turnId = str('turnId');
-  const callId = str('callId');
-  const name = str('name');
-  switch (event) {
-    case 'turn.started': {
-      const conversationId = str('conversationId');
-      return turnId && conversationId ? { type: event, turnId, conversationId, model: str('model') ?? '' } : undefined;
-    }
-    case 'tool.call':
-      return callId && name ? { type: event, callId, name, arguments: args(), round: num('round') } : undefined;
-    case 'tool.result':
-      return callId && name ? { type: event, callId, name, isError: v['isError'] === true, durationMs: num('durationMs'), text: str('text') ?? '' } : undefined;
-    case 'confirmation.required':
-      return callId && name ? { type: event, callId, name, arguments: args(), timeoutMs: num('timeoutMs') } : undefined;
-    case 'text.delta': {
-      const text = str('text');
-      return text !== undefined ? { type: event, text } : undefined;
-    }
-    case 'turn.completed': {
-      const conversationId = str('conversationId');
-      return turnId && conversationId ? { type: event, turnId, conversationId, text: str('text') ?? '' } : undefined;
-    }
-    case 'turn.failed':
-      return { type: event, turnId: turnId ?? '', code: str('code') ?? 'INTERNAL', detail: str('detail') ?? '' };
-    default:
-      return undefined;
   }
 }

@@ -11,12 +11,13 @@ type Entry =
   | { kind: 'user'; id: number; text: string }
   | { kind: 'assistant'; id: number; text: string }
   | { kind: 'tool'; id: number; callId: string; name: string; args: Record<string, unknown>; state: 'running' | 'ok' | 'error'; durationMs?: number; text?: string }
-  | { kind: 'confirm'; id: number; turnId: string; callId: string; name: string; args: Record<string, unknown>; answer?: 'approved' | 'denied'; problem?: Problem }
+  | { kind: 'confirm'; id: number; turnId: string; callId: string; name: string; args: Record<string, unknown>; answer?: 'approved' | 'denied' | 'unanswered'; problem?: Problem }
   | { kind: 'end'; id: number; outcome: 'failed' | 'cancelled'; problem: Problem };
 
 /** The transcript keeps this many entries; older ones fall off (a long session never grows the page without bound). */
 const KEEP = 400;
 let nextId = 1;
+const CANCELLED: Problem = { type: 'about:blank', title: 'Cancelled', status: 0, code: 'CANCELLED', detail: 'cancelled by you' };
 
 /**
  * A chat with the gateway's assistant (docs/assistant.md): streamed turns, tool progress, confirmations,
@@ -105,13 +106,15 @@ function Chat({ models, deviceId }: { models: AssistantModel[]; deviceId: string
   const [running, setRunning] = useState<{ abort: AbortController; turnId?: string }>();
   const [cancelProblem, setCancelProblem] = useState<Problem>();
   const abortRef = useRef<AbortController>();
+  const cancelledEarly = useRef<AbortController>();
   // Leaving the page ends the stream: the gateway cancels a turn whose caller went away.
   useEffect(() => () => abortRef.current?.abort(), []);
 
   const add = (e: Entry) => setEntries((s) => [...s, e].slice(-KEEP));
   const update = (match: (e: Entry) => boolean, f: (e: Entry) => Entry) => setEntries((s) => s.map((e) => (match(e) ? f(e) : e)));
 
-  const onEvent = (ev: TurnEvent, turn: { id?: string }) => {
+  const onEvent = (ev: TurnEvent, turn: { id?: string; ended?: boolean }) => {
+    if (ev.type === 'turn.completed' || ev.type === 'turn.failed') turn.ended = true;
     switch (ev.type) {
       case 'turn.started':
         turn.id = ev.turnId;
@@ -162,20 +165,31 @@ function Chat({ models, deviceId }: { models: AssistantModel[]; deviceId: string
     setCancelProblem(undefined);
     setMessage('');
     add({ kind: 'user', id: nextId++, text });
-    const turn: { id?: string } = {};
+    const turn: { id?: string; ended?: boolean } = {};
     try {
       await streamTurn({ message: text, conversationId, deviceId, model }, (ev) => onEvent(ev, turn), abort.signal);
+      if (!turn.ended) add({ kind: 'end', id: nextId++, outcome: 'failed', problem: { type: 'about:blank', title: 'Interrupted', status: 0, code: 'NETWORK', detail: 'the stream ended before the turn finished' } });
     } catch (err) {
       if ((err as Error).name !== 'AbortError') add({ kind: 'end', id: nextId++, outcome: 'failed', problem: problemOf(err) });
+      // Cancelled before the gateway named the turn: closing the stream cancels it.
+      else if (cancelledEarly.current === abort) add({ kind: 'end', id: nextId++, outcome: 'cancelled', problem: CANCELLED });
     } finally {
       if (abortRef.current === abort) abortRef.current = undefined;
       setRunning(undefined);
+      // A question left open when the turn ended can no longer be answered (the gateway took it as a no).
+      update(
+        (e) => e.kind === 'confirm' && e.answer === undefined && e.turnId === turn.id,
+        (e) => ({ ...e, answer: 'unanswered' }) as Entry,
+      );
     }
   };
 
   const cancel = async () => {
     if (!running) return;
-    if (!running.turnId) return running.abort.abort();
+    if (!running.turnId) {
+      cancelledEarly.current = running.abort;
+      return running.abort.abort();
+    }
     try {
       // The stream then ends with turn.failed CANCELLED.
       await api('DELETE', `/v1/assistant/turns/${encodeURIComponent(running.turnId)}`);
@@ -305,7 +319,7 @@ function EntryView({ entry: e, onAnswer }: { entry: Entry; onAnswer: (c: Extract
             The assistant wants to run <code>{e.name}</code> with <code>{JSON.stringify(e.args).slice(0, 500)}</code>.
           </p>
           {e.answer ? (
-            <p>{e.answer === 'approved' ? <Badge tone="ok">approved</Badge> : <Badge tone="off">denied</Badge>}</p>
+            <p>{e.answer === 'approved' ? <Badge tone="ok">approved</Badge> : e.answer === 'denied' ? <Badge tone="off">denied</Badge> : <Badge tone="warn">not answered: declined</Badge>}</p>
           ) : (
             <div class="actions">
               <button type="button" onClick={() => void onAnswer(e, true)} aria-label={`Approve ${e.name}`}>
