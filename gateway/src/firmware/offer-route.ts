@@ -27,7 +27,7 @@ export async function firmwareOfferRoute(app: FastifyInstance, o: { firmware: Fi
       tags: ['devices'],
       summary: "The firmware the device's next OTA check would be offered (rollout, baseline or none), and what it reported last",
       params: jsonSchema(DeviceIdParam),
-      response: { 200: jsonSchema(FirmwarePreview, 'output'), 400: { ...jsonSchema(Problem, 'output'), description: 'problem+json' } },
+      response: { 200: jsonSchema(FirmwarePreview, 'output'), ...Object.fromEntries([400, 401].map((c) => [c, { ...jsonSchema(Problem, 'output'), description: 'problem+json' }])) },
     } as FastifySchema,
     handler: async (req) => {
       const deviceId = parseDeviceId(req.params.deviceId);
