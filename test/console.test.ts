@@ -1,9 +1,13 @@
 import { existsSync, mkdirSync } from 'node:fs';
+import { deflateSync } from 'node:zlib';
+import { mintVisionToken } from '@voxgate/protocol';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from './support/gateway-harness.js';
 import { EVERYTHING_BIN } from './support/hub.js';
 import { ReferenceDevice } from './support/reference-device.js';
+import { llmModels } from './support/assistant.js';
+import { startLlmServer } from './support/llm-server.js';
 
 /**
  * The web console end to end: the gateway serves the built console at /console, Debian's Chromium (driven
@@ -249,4 +253,137 @@ describe('console', () => {
     const binding = await t.api<{ via: string }>('GET', `/v1/enrollments/devices/${device.deviceId}`);
     expect(binding.body.via).toBe('approve');
   }, 60_000);
+
+  it('the assistant panel: a streamed turn with a tool call on a bound device, a confirmation approved; the device page shows its photos and firmware offer', async () => {
+    const llm = await startLlmServer();
+    cleanup.push(() => llm.close());
+    const DOOR = { name: 'self.door.lock', description: 'Lock the door', run: () => ({ locked: true }) };
+    const t = await gateway({
+      assistant: { models: llmModels(llm), defaultModel: 'oa', confirmTools: [DOOR.name] },
+      ota: { firmwareVersion: '2.2.0', firmwareUrl: 'https://fw.example.com/devkit-2.2.0.bin' },
+    });
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c0:04', firmwareVersion: '2.1.0', boardName: 'sim-board', tools: [LIGHT, DOOR] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await Promise.all([ready, t.gw.hubStarted]);
+
+    const page = await openPage(t);
+    await signIn(page, TEST_API_KEY);
+    await page.goto(`${t.baseUrl}/console/#/devices/${d.deviceId}`);
+    await page.getByRole('heading', { name: `Device ${d.deviceId}` }).waitFor();
+    // Firmware: what it runs and what its next OTA check would be offered (the fleet baseline here).
+    const firmware = page.locator('[data-testid="firmware-offer"]');
+    await firmware.waitFor();
+    expect([await firmware.getAttribute('data-source'), await firmware.locator('.fw-running').textContent(), await firmware.locator('.fw-offer').textContent()]).toEqual(['baseline', '2.1.0', '2.2.0']);
+    // Photos: none yet; one the device uploads for a vision question appears live, with alt text.
+    await page.getByText('No photo yet.', { exact: false }).waitFor();
+    const form = new FormData();
+    form.append('question', 'what is on the desk?');
+    form.append('file', new Blob([new Uint8Array(png(64, 48))], { type: 'image/png' }), 'camera.png');
+    const token = mintVisionToken(t.gw.visionKey, d.deviceId, Date.now() / 1000 + 60);
+    const upload = await fetch(`${t.baseUrl}/mcp/vision/explain`, { method: 'POST', headers: { 'device-id': d.deviceId, authorization: `Bearer ${token}` }, body: form });
+    expect(upload.status).toBe(200);
+    const photo = page.locator('ul.photos img');
+    await photo.waitFor();
+    expect(await photo.getAttribute('alt')).toContain('what is on the desk?');
+    await until(() => photo.evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBe(64);
+    expect(await unlabelledControls(page)).toEqual([]);
+    await page.screenshot({ path: `${SHOTS}/device-photos-firmware.png`, fullPage: true });
+
+    // Chat with this device: a tool call streams its progress line, then the answer.
+    llm.script([{ toolCalls: [{ name: 'self_light_set', arguments: { brightness: 70, on: true } }] }, { text: 'The light is at 70.' }, { toolCalls: [{ name: 'self_door_lock', arguments: {} }] }, { text: 'The door is locked.' }]);
+    await page.getByRole('link', { name: 'Chat with this device' }).click();
+    await page.getByRole('heading', { name: 'Assistant' }).waitFor();
+    expect(await page.getByLabel('Device').inputValue()).toBe(d.deviceId);
+    expect(await page.getByLabel('Model').inputValue()).toBe('oa');
+    await page.getByLabel('Message').fill('set the light to 70');
+    await page.keyboard.press('Enter');
+    const lightLine = page.locator('li.tool-line[data-tool-call="self_light_set"]');
+    await lightLine.and(page.locator('[data-state="ok"]')).waitFor();
+    expect(await lightLine.textContent()).toContain('completed in');
+    await until(() => page.locator('[data-testid="assistant-text"]').last().textContent()).toBe('Assistant: The light is at 70.');
+    // The turn is over: Cancel is gone.
+    await page.getByRole('button', { name: 'Cancel' }).waitFor({ state: 'detached' });
+    const lit = d.mcpReceived.find((m) => m['method'] === 'tools/call' && (m['params'] as { name?: string }).name === LIGHT.name);
+    expect((lit?.['params'] as { arguments?: unknown }).arguments).toEqual({ brightness: 70, on: true });
+    // The model was offered the bound device's tools under short names, on the OpenAI wire format.
+    expect(llm.requests[0]!.api).toBe('openai');
+    expect(llm.requests[0]!.tools).toContain('self_light_set');
+    await page.screenshot({ path: `${SHOTS}/assistant.png`, fullPage: true });
+
+    // A tool that needs a person's yes: the turn waits until Approve, then the device runs it.
+    await page.getByLabel('Message').fill('lock the door');
+    await page.getByRole('button', { name: 'Send' }).click();
+    const approve = page.getByRole('button', { name: 'Approve self_door_lock' });
+    await approve.waitFor();
+    await page.getByRole('button', { name: 'Cancel' }).waitFor();
+    expect(d.mcpReceived.some((m) => (m['params'] as { name?: string } | undefined)?.name === DOOR.name)).toBe(false);
+    await page.screenshot({ path: `${SHOTS}/assistant-confirm.png`, fullPage: true });
+    await approve.click();
+    await page.locator('li.confirm .badge.ok').waitFor();
+    await page.locator('li.tool-line[data-tool-call="self_door_lock"][data-state="ok"]').waitFor();
+    await until(() => page.locator('[data-testid="assistant-text"]').last().textContent()).toBe('Assistant: The door is locked.');
+    expect(d.mcpReceived.some((m) => (m['params'] as { name?: string } | undefined)?.name === DOOR.name)).toBe(true);
+    // One conversation: the second turn's request carries the first exchange.
+    const roles = (llm.requests[2]!.body['messages'] as Array<{ role: string }>).map((m) => m.role);
+    expect(roles.filter((r) => r === 'assistant').length).toBeGreaterThanOrEqual(1);
+    expect(await unlabelledControls(page)).toEqual([]);
+  }, 120_000);
+
+  it('the assistant panel cancels a running turn, and says how to configure a model when none is', async () => {
+    const llm = await startLlmServer();
+    cleanup.push(() => llm.close());
+    const t = await gateway({ assistant: { models: llmModels(llm), defaultModel: 'oa' } });
+    await t.gw.hubStarted;
+    llm.script(() => ({ hang: true }));
+    const page = await openPage(t);
+    await signIn(page, TEST_API_KEY);
+    await page.getByRole('link', { name: 'Assistant' }).click();
+    await page.getByLabel('Message').fill('tell me a long story');
+    await page.keyboard.press('Enter');
+    await until(() => llm.requests.length).toBe(1);
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await page.locator('li.end[data-outcome="cancelled"]').waitFor();
+    await llm.requests[0]!.aborted;
+    expect(await t.metric('voxgate_assistant_turns_total', { outcome: 'cancelled' })).toBe(1);
+
+    const bare = await gateway();
+    const empty = await openPage(bare);
+    await signIn(empty, TEST_API_KEY);
+    await empty.getByRole('link', { name: 'Assistant' }).click();
+    await empty.locator('[data-testid="no-model"]').waitFor();
+    expect(await empty.getByRole('heading', { name: 'No assistant model is configured' }).count()).toBe(1);
+    await empty.screenshot({ path: `${SHOTS}/assistant-empty.png` });
+  }, 120_000);
 });
+
+/** A small real PNG (a colour gradient), so the browser decodes and draws it. */
+function png(width: number, height: number): Buffer {
+  const crcTable = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  const crc = (buf: Buffer) => {
+    let c = 0xffffffff;
+    for (const b of buf) c = crcTable[(c ^ b) & 0xff]! ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  };
+  const chunk = (type: string, data: Buffer) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const body = Buffer.concat([Buffer.from(type, 'ascii'), data]);
+    const sum = Buffer.alloc(4);
+    sum.writeUInt32BE(crc(body));
+    return Buffer.concat([len, body, sum]);
+  };
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(width, 0);
+  header.writeUInt32BE(height, 4);
+  header.set([8, 2, 0, 0, 0], 8); // 8-bit RGB
+  const rows = Buffer.alloc(height * (1 + width * 3));
+  for (let y = 0; y < height; y++)
+    for (let x = 0; x < width; x++) rows.set([(x * 4) & 0xff, (y * 5) & 0xff, 160], y * (1 + width * 3) + 1 + x * 3);
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
+}

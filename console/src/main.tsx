@@ -11,14 +11,16 @@ import { EventsView } from './views/events.js';
 import { ServersView } from './views/servers.js';
 import { HealthView } from './views/health.js';
 import { EnrollmentsView } from './views/enrollments.js';
+import { AssistantView } from './views/assistant.js';
 import './style.css';
 
-type Route = { view: 'devices' } | { view: 'device'; id: string } | { view: 'events' } | { view: 'servers' } | { view: 'health' } | { view: 'enrollments' };
+type Route = { view: 'devices' } | { view: 'device'; id: string } | { view: 'events' } | { view: 'servers' } | { view: 'health' } | { view: 'enrollments' } | { view: 'assistant'; deviceId: string | undefined };
 
 /** Hash routes (#/devices/aa:bb:..): deep links work behind any prefix, with no server rewrite. */
 function parseRoute(hash: string): Route {
   const parts = hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   if (parts[0] === 'devices' && parts[1]) return { view: 'device', id: parts[1] };
+  if (parts[0] === 'assistant') return { view: 'assistant', deviceId: parts[1] || undefined };
   if (parts[0] === 'events' || parts[0] === 'servers' || parts[0] === 'health' || parts[0] === 'enrollments') return { view: parts[0] };
   return { view: 'devices' };
 }
@@ -74,6 +76,7 @@ const NAV: Array<[Route['view'], string, string]> = [
   ['enrollments', '#/enrollments', 'Enrollments'],
   ['events', '#/events', 'Events'],
   ['servers', '#/servers', 'Servers'],
+  ['assistant', '#/assistant', 'Assistant'],
   ['health', '#/health', 'Health'],
 ];
 
@@ -132,6 +135,8 @@ function App() {
         {route.view === 'events' && <EventsView />}
         {route.view === 'servers' && <ServersView />}
         {route.view === 'health' && <HealthView />}
+        {/* Keyed by the device: binding another device starts a fresh chat. */}
+        {route.view === 'assistant' && <AssistantView key={route.deviceId ?? ''} deviceId={route.deviceId} />}
       </main>
     </>
   );

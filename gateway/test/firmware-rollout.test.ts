@@ -217,3 +217,49 @@ describe('GET /v1/devices shows firmware versions', () => {
     }
   });
 });
+
+describe('GET /v1/devices/{id}/firmware', () => {
+  it('says what the next OTA check would offer and why, without counting or remembering anything', async () => {
+    const inside = FLEET.find((id) => rolloutBucket(id) < 30)!;
+    const listed = FLEET.find((id) => rolloutBucket(id) >= 30)!;
+    const g = await gatewayWithImages(
+      { 'devkit-1.1.0.bin': IMAGE },
+      { firmwareVersion: '1.0.5', firmwareUrl: 'https://fw.example.com/1.0.5.bin', rollout: { version: '1.1.0', url: 'devkit-1.1.0.bin', percent: 30, devices: [listed], boards: ['voxgate-devkit'] } },
+    );
+    const preview = async (id: string) => g.t.api<Record<string, unknown>>('GET', `/v1/devices/${id}/firmware`);
+    try {
+      // Never checked in: its board is unknown, so a board-limited rollout does not cover it yet.
+      expect((await preview(inside)).body).toEqual({ deviceId: inside, reported: null, source: 'baseline', offer: { version: '1.0.5', url: 'https://fw.example.com/1.0.5.bin' }, rollout: null });
+      const offered = await ota(g.t, inside, { application: { version: '1.0.0' }, board: { type: 'voxgate-devkit', name: 'not-in-any-rollout' } });
+      const after = await preview(inside.replaceAll(':', '_').toUpperCase());
+      expect(after.status).toBe(200);
+      expect(after.body).toEqual({
+        deviceId: inside,
+        reported: { version: '1.0.0', boards: ['voxgate-devkit'] },
+        source: 'rollout',
+        offer: offered,
+        rollout: { version: '1.1.0', percent: 30, listed: false, bucket: rolloutBucket(inside) },
+      });
+      await ota(g.t, listed, {}, 'voxgate-devkit/1.0.0');
+      expect((await preview(listed)).body['rollout']).toEqual({ version: '1.1.0', percent: 30, listed: true, bucket: rolloutBucket(listed) });
+      // Only the two OTA checks were counted; the previews were not.
+      expect(await g.t.metric('voxgate_firmware_offers_total')).toBe(2);
+
+      expect((await g.t.api<{ code: string }>('GET', '/v1/devices/not-a-mac/firmware')).body.code).toBe('INVALID_REQUEST');
+      expect((await g.t.api('GET', `/v1/devices/${inside}/firmware`, undefined, { apiKey: null })).status).toBe(401);
+    } finally {
+      await g.close();
+    }
+  });
+
+  it('answers none, and logs nothing, when the configured image is missing', async () => {
+    const g = await gatewayWithImages({}, { rollout: { version: '1.1.0', url: 'missing-1.1.0.bin', percent: 100 } });
+    try {
+      const r = await g.t.api<Record<string, unknown>>('GET', `/v1/devices/${FLEET[5]!}/firmware`);
+      expect(r.body).toMatchObject({ source: 'none', offer: { version: '0.0.0', url: '' }, rollout: null });
+      expect(g.t.logs.some((l) => l['msg'] === 'firmware image missing: not offered')).toBe(false);
+    } finally {
+      await g.close();
+    }
+  });
+});

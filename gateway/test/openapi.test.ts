@@ -16,6 +16,7 @@ describe('OpenAPI document', () => {
           '/readyz',
           '/v1/devices',
           '/v1/devices/{deviceId}',
+          '/v1/devices/{deviceId}/firmware',
           '/v1/devices/{deviceId}/photos',
           '/v1/devices/{deviceId}/photos/{photoId}',
           '/v1/devices/{deviceId}/rpc',

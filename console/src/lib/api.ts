@@ -46,14 +46,19 @@ export async function api<T>(method: string, path: string, body?: unknown, opts:
     if ((e as Error).name === 'AbortError') throw e;
     throw new ApiError({ type: 'about:blank', title: 'Network error', status: 0, detail: 'the gateway did not answer; is it running?', code: 'NETWORK' });
   }
-  const text = await res.text();
-  const parsed: unknown = text ? safeJson(text) : {};
   if (!res.ok) {
-    const problem = isProblem(parsed) ? parsed : { type: 'about:blank', title: res.statusText, status: res.status, detail: text.slice(0, 300), code: `HTTP_${res.status}` };
     if (res.status === 401 && opts.key === undefined) session.signOut();
-    throw new ApiError(problem);
+    throw new ApiError(await problemOfResponse(res));
   }
-  return parsed as T;
+  const text = await res.text();
+  return (text ? safeJson(text) : {}) as T;
+}
+
+/** The problem+json of a failed answer; anything else (a proxy's HTML page) as HTTP_<status>. */
+export async function problemOfResponse(res: Response): Promise<Problem> {
+  const text = await res.text().catch(() => '');
+  const parsed = text ? safeJson(text) : undefined;
+  return isProblem(parsed) ? parsed : { type: 'about:blank', title: res.statusText, status: res.status, detail: text.slice(0, 300), code: `HTTP_${res.status}` };
 }
 
 function safeJson(text: string): unknown {

@@ -28,6 +28,12 @@ const EXPLAIN: Record<string, string> = {
   ENROLLMENT_REJECTED: 'An operator rejected this device.',
   ENROLLMENT_BUSY: 'Too many devices are waiting for approval.',
   NETWORK: 'The browser could not reach the gateway.',
+  MODEL_NOT_FOUND: 'No assistant model by this name (or none is configured): see assistant.models.',
+  MODEL_ERROR: "The model's provider answered with an error (its message is in the detail).",
+  MODEL_TIMEOUT: 'The model did not answer in time (assistant.modelTimeoutMs).',
+  CONVERSATION_BUSY: 'A turn is already running in this conversation. Wait for it or cancel it.',
+  TOO_MANY_TURNS: 'Too many assistant turns are running; retry shortly.',
+  CANCELLED: 'The turn was cancelled.',
 };
 
 export function explain(code: string): string {

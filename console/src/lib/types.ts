@@ -50,8 +50,8 @@ export interface CallResult {
   durationMs: number;
 }
 
-export type EventType = 'device.online' | 'device.ready' | 'device.offline' | 'device.tools_changed' | 'device.notification' | 'device.message';
-export const EVENT_TYPES: readonly EventType[] = ['device.online', 'device.ready', 'device.offline', 'device.tools_changed', 'device.notification', 'device.message'];
+export type EventType = 'device.online' | 'device.ready' | 'device.offline' | 'device.tools_changed' | 'device.notification' | 'device.message' | 'device.photo';
+export const EVENT_TYPES: readonly EventType[] = ['device.online', 'device.ready', 'device.offline', 'device.tools_changed', 'device.notification', 'device.message', 'device.photo'];
 export interface GatewayEvent {
   id: string;
   type: EventType;
@@ -103,4 +103,22 @@ export interface MetricHistory {
   intervalMs: number;
   capacity: number;
   samples: MetricSample[];
+}
+
+export interface Photo {
+  id: string;
+  deviceId: string;
+  at: string;
+  bytes: number;
+  mimeType: string;
+  question: string;
+}
+
+/** GET /v1/devices/{id}/firmware: what the device's next OTA check would be offered. */
+export interface FirmwarePreview {
+  deviceId: string;
+  reported: { version: string | null; boards: string[] } | null;
+  source: 'rollout' | 'baseline' | 'none';
+  offer: { version: string; url: string; force?: number; size?: number; sha256?: string };
+  rollout: { version: string; percent: number; listed: boolean; bucket: number } | null;
 }

@@ -6,6 +6,8 @@ import type { Device, EnrolledDevice, PendingEnrollment, Problem, ToolList } fro
 import { Badge, Json, Loading, ProblemBox, ago } from '../components.js';
 import { ToolCard } from './tool-form.js';
 import { EnrollmentRow } from './enrollments.js';
+import { FirmwarePanel, PhotosPanel } from './device-media.js';
+import { chatLink } from './assistant.js';
 
 /** One device: what it is, its tools (callable), raw JSON-RPC, its enrollment and its recent events. */
 export function DeviceView({ id }: { id: string }) {
@@ -28,6 +30,11 @@ export function DeviceView({ id }: { id: string }) {
       <h1 id="device-h">
         Device <code>{d?.id ?? id}</code>
       </h1>
+      <p>
+        <a class="chat-link" href={chatLink(d?.id ?? id)}>
+          Chat with this device
+        </a>
+      </p>
       {device.problem && <ProblemBox problem={device.problem} />}
       {!d && device.loading && <Loading what="the device" />}
       {d && (
@@ -55,6 +62,7 @@ export function DeviceView({ id }: { id: string }) {
         </dl>
       )}
       <EnrollmentPanel id={d?.id ?? id} />
+      {d && <FirmwarePanel id={d.id} running={d.firmwareVersion} />}
       <h2>Tools {tools.data && <span class="muted">({tools.data.tools.length})</span>}</h2>
       {tools.problem && <ProblemBox problem={tools.problem} label="Tools unavailable" />}
       {!tools.data && tools.loading && <Loading what="tools" />}
@@ -62,6 +70,7 @@ export function DeviceView({ id }: { id: string }) {
       <div class="tools" key={tools.data?.hash}>
         {d && tools.data?.tools.map((t) => <ToolCard key={t.name} deviceId={d.id} tool={t} />)}
       </div>
+      {d && <PhotosPanel id={d.id} />}
       {d && <RawRpc id={d.id} />}
       {d && <Timeline id={d.id} />}
     </section>

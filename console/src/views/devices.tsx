@@ -30,7 +30,7 @@ export function DevicesView() {
   const reload = useCoalesced(list.reload, 400);
   useOnEvent((e) => {
     if (e === 'resync') return reload();
-    if (e.type === 'device.notification' || e.type === 'device.message') return;
+    if (e.type === 'device.notification' || e.type === 'device.message' || e.type === 'device.photo') return;
     reload();
     if (e.type !== 'device.online') return;
     setFresh((s) => new Set(s).add(e.deviceId));

@@ -8,6 +8,7 @@ import type { DeviceRegistry } from '../devices/registry.js';
 import type { EventBus } from '../events/bus.js';
 import { mcpAllowedHosts } from '../facade/allowed-hosts.js';
 import { firmwareRoutes } from '../firmware/routes.js';
+import { firmwareOfferRoute } from '../firmware/offer-route.js';
 import { FirmwareService } from '../firmware/service.js';
 import { registerMcpEndpoint, type McpEndpoint } from '../facade/mcp-endpoint.js';
 import type { McpHub } from '../hub/hub.js';
@@ -108,6 +109,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     });
     await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id) });
     if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
+    await v1.register(firmwareOfferRoute, { firmware, config: d.config });
     await v1.register(eventRoutes, {
       bus: d.bus,
       metrics: d.metrics,

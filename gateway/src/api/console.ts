@@ -16,7 +16,7 @@ export const DEFAULT_CONSOLE_DIR = fileURLToPath(new URL('../../../console/dist/
 
 // The console runs only its own script and talks only to this origin; nothing may frame it.
 const HEADERS = {
-  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
 };

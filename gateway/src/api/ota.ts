@@ -172,7 +172,7 @@ function otaProof(authorization: string | undefined): OtaProof {
  * reached the gateway or, from a proxy listed in `http.trustProxy`, as X-Forwarded-Proto/-Host say it
  * reached the proxy. The host must be a plain host[:port].
  */
-function publicBase(req: FastifyRequest, c: Config): URL {
+export function publicBase(req: FastifyRequest, c: Config): URL {
   if (c.http.publicUrl) return new URL(c.http.publicUrl);
   const scheme = req.protocol === 'https' ? 'https' : 'http';
   const host = req.host;

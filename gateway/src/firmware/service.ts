@@ -5,7 +5,7 @@ import { Counter } from 'prom-client';
 import type { Config, FirmwareRolloutConfig } from '../config.js';
 import type { Metrics } from '../metrics.js';
 import { FirmwareImages } from './images.js';
-import { deviceFacts, pickRollout } from './rollout.js';
+import { deviceFacts, pickRollout, rolloutBucket, type DeviceFacts } from './rollout.js';
 
 export interface FirmwareServiceDeps {
   config: Config;
@@ -25,6 +25,24 @@ export interface OfferRequest {
 /** Devices whose reported version is remembered; the OTA endpoint is open, so this must stay bounded. */
 const MAX_REPORTED = 100_000;
 
+/** What the OTA answer would offer a device now, for people (GET /v1/devices/{id}/firmware). */
+export interface FirmwarePreview {
+  /** The version and boards from the device's last OTA request (boards: only those a rollout names). */
+  reported: { version: string | null; boards: string[] } | null;
+  source: 'rollout' | 'baseline' | 'none';
+  offer: OtaFirmwareSection;
+  /** The rollout entry that covers the device, and why: listed in `devices`, or in its `percent`. */
+  rollout: { version: string; percent: number; listed: boolean; bucket: number } | null;
+}
+
+interface Decision {
+  source: FirmwarePreview['source'];
+  offer: OtaFirmwareSection;
+  rollout: FirmwareRolloutConfig | undefined;
+  /** A configured image that is not in <dataDir>/firmware (so not offered). */
+  missing: string[];
+}
+
 /**
  * Which firmware each device is offered in its OTA answer (a matching `ota.rollout` entry, else the
  * fleet-wide `ota.firmwareVersion`/`firmwareUrl`), the images served at /firmware/<file>, and the version
@@ -33,13 +51,16 @@ const MAX_REPORTED = 100_000;
 export class FirmwareService {
   readonly images: FirmwareImages;
   private readonly rollouts: readonly FirmwareRolloutConfig[];
-  private readonly reported = new Map<string, string>();
+  private readonly reported = new Map<string, DeviceFacts>();
+  /** The boards rollouts name: only these are remembered per device (bounded by the config, not by devices). */
+  private readonly rolloutBoards: ReadonlySet<string>;
   private readonly offers: Counter<'source'>;
   readonly downloads: Counter<'outcome'>;
 
   constructor(private readonly d: FirmwareServiceDeps) {
     this.images = new FirmwareImages(join(d.config.dataDir, 'firmware'));
     this.rollouts = d.config.ota.rollout ?? [];
+    this.rolloutBoards = new Set(this.rollouts.flatMap((r) => r.boards ?? []));
     this.offers = new Counter({ name: 'voxgate_firmware_offers_total', help: 'OTA answers by where their firmware section came from', labelNames: ['source'] as const, registers: [d.metrics.registry] });
     this.downloads = new Counter({ name: 'voxgate_firmware_downloads_total', help: 'GET /firmware/<file> by outcome', labelNames: ['outcome'] as const, registers: [d.metrics.registry] });
   }
@@ -47,31 +68,54 @@ export class FirmwareService {
   /** The `firmware` section of one device's OTA answer; also remembers the version the device reported. */
   async offerFor(req: OfferRequest): Promise<OtaFirmwareSection> {
     const facts = deviceFacts(req.userAgent, req.body);
-    if (facts.version) this.remember(req.deviceId, facts.version);
-    const rollout = pickRollout(this.rollouts, req.deviceId, facts);
-    if (rollout) {
-      const section = await this.section(rollout.version, rollout.url, req.base, rollout);
-      if (section) {
-        this.offers.inc({ source: 'rollout' });
-        this.d.log.debug({ deviceId: req.deviceId, from: facts.version, to: rollout.version }, 'firmware rollout offered');
-        return section;
-      }
-    }
-    const c = this.d.config.ota;
-    const baseline = c.firmwareUrl ? await this.section(c.firmwareVersion, c.firmwareUrl, req.base, {}) : undefined;
-    this.offers.inc({ source: baseline ? 'baseline' : 'none' });
-    return baseline ?? { version: c.firmwareVersion, url: '' };
+    this.remember(req.deviceId, facts);
+    const d = await this.decide(req.deviceId, facts, req.base);
+    for (const file of d.missing) this.d.log.warn({ file, dir: this.images.dir }, 'firmware image missing: not offered');
+    this.offers.inc({ source: d.source });
+    if (d.rollout) this.d.log.debug({ deviceId: req.deviceId, from: facts.version, to: d.rollout.version }, 'firmware rollout offered');
+    return d.offer;
+  }
+
+  /**
+   * What the device's next OTA check would be offered, from what it reported last time (read-only: no
+   * counter, nothing remembered). A device that never checked in matches rollouts by id and share only.
+   */
+  async preview(deviceId: string, base: URL): Promise<FirmwarePreview> {
+    const facts = this.reported.get(deviceId);
+    const d = await this.decide(deviceId, facts ?? { version: undefined, boards: [] }, base);
+    return {
+      reported: facts ? { version: facts.version ?? null, boards: facts.boards } : null,
+      source: d.source,
+      offer: d.offer,
+      rollout: d.rollout ? { version: d.rollout.version, percent: d.rollout.percent, listed: d.rollout.devices?.includes(deviceId) ?? false, bucket: rolloutBucket(deviceId) } : null,
+    };
   }
 
   /** The version a device last reported to the OTA endpoint, if any. */
   reportedVersion(deviceId: string): string | undefined {
-    return this.reported.get(deviceId);
+    return this.reported.get(deviceId)?.version;
   }
 
-  private remember(deviceId: string, version: string): void {
+  /** A matching rollout with its image, else the baseline with its image, else nothing (`url: ""`). */
+  private async decide(deviceId: string, facts: DeviceFacts, base: URL): Promise<Decision> {
+    const missing: string[] = [];
+    const rollout = pickRollout(this.rollouts, deviceId, facts);
+    if (rollout) {
+      const offer = await this.section(rollout.version, rollout.url, base, rollout);
+      if (offer) return { source: 'rollout', offer, rollout, missing };
+      missing.push(rollout.url);
+    }
+    const c = this.d.config.ota;
+    const baseline = c.firmwareUrl ? await this.section(c.firmwareVersion, c.firmwareUrl, base, {}) : undefined;
+    if (c.firmwareUrl && !baseline) missing.push(c.firmwareUrl);
+    return baseline ? { source: 'baseline', offer: baseline, rollout: undefined, missing } : { source: 'none', offer: { version: c.firmwareVersion, url: '' }, rollout: undefined, missing };
+  }
+
+  private remember(deviceId: string, facts: DeviceFacts): void {
+    if (!facts.version && !facts.boards.some((b) => this.rolloutBoards.has(b))) return;
     this.reported.delete(deviceId);
     if (this.reported.size >= MAX_REPORTED) this.reported.delete(this.reported.keys().next().value!);
-    this.reported.set(deviceId, version);
+    this.reported.set(deviceId, { version: facts.version, boards: facts.boards.filter((b) => this.rolloutBoards.has(b)) });
   }
 
   /**
@@ -86,10 +130,7 @@ export class FirmwareService {
       if (extra.sha256 !== undefined) out.sha256 = extra.sha256.toLowerCase();
     } else {
       const info = await this.images.info(url);
-      if (!info) {
-        this.d.log.warn({ file: url, dir: this.images.dir }, 'firmware image missing: not offered');
-        return undefined;
-      }
+      if (!info) return undefined;
       out.url = new URL(`/firmware/${encodeURIComponent(url)}`, base).toString();
       out.size = info.size;
       // A digest configured for a local file is a claim about it: pass the configured one on, so a
