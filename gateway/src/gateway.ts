@@ -4,6 +4,7 @@ import { mintVisionToken, normalizeDeviceId, type VisionCapability } from '@voxg
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApi, metricsKeys } from './api/app.js';
+import { startCluster, type Cluster } from './cluster/cluster.js';
 import { Assistant } from './assistant/assistant.js';
 import { startMetricsListener } from './api/health.js';
 import type { Config } from './config.js';
@@ -65,6 +66,8 @@ export interface Gateway {
   assistant: Assistant;
   /** The voice relay (and its UDP socket), when voice.mode is "relay". */
   voice: Voice | undefined;
+  /** This instance's part of the cluster, when `cluster.enabled`. */
+  cluster: Cluster | undefined;
   close(): Promise<void>;
 }
 
@@ -176,6 +179,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   let stopping = false;
   let mqtt: MqttLink | undefined;
   let metricsListener: { port: number; close(): Promise<void> } | undefined;
+  let cluster: Cluster | undefined;
   const visionService: VisionService | undefined = config.vision.serve
     ? {
         visionKey,
@@ -226,6 +230,9 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     metrics,
   });
   try {
+    // Joined before the listeners open, so the first device's presence reaches the other instances.
+    if (config.cluster.enabled)
+      cluster = await startCluster({ config: config.cluster, calls: config.calls, registry, bus, log, metricsRegistry: metrics.registry });
     // Both listeners start together, so a start that fails reports every port that failed, not the first.
     const [mqttStart, httpStart] = await Promise.allSettled([
       config.mqtt.enabled ? startMqttLink({
@@ -269,6 +276,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     await mqtt?.close();
     await http.close();
     await hub.close();
+    await cluster?.close();
     await store.close();
     throw e;
   }
@@ -298,6 +306,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
       // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
       await Promise.all([Promise.race([Promise.all([devicesClosed, http.close(), mqtt?.close(), metricsListener?.close()]), grace]), hubStarted.then(() => hub.close())]);
+      await cluster?.close();
       await store.close();
       log.info('stopped');
     })());
@@ -323,6 +332,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     enrollment,
     assistant,
     voice,
+    cluster,
     close,
   };
 }

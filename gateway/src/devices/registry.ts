@@ -68,6 +68,15 @@ export interface RegistryDeps {
   voice?: VoiceHook;
 }
 
+/** What callers of a device need: the local session satisfies it, and so does a device on another instance (cluster). */
+export type DeviceHandle = Pick<DeviceSession, 'deviceId' | 'state' | 'catalog' | 'setup' | 'initError' | 'findTool' | 'call' | 'rpc' | 'notify'>;
+
+/** Devices held by other instances (cluster/): a handle to call one, and its summary. */
+export interface RemoteDevices {
+  device(deviceId: string): DeviceHandle | undefined;
+  summary(deviceId: string): DeviceSummary | undefined;
+}
+
 /** Presence for every device: who is connected now, over what, since when, and which session speaks for it. */
 export class DeviceRegistry {
   private readonly records = new Map<string, DeviceRecord>();
@@ -75,8 +84,21 @@ export class DeviceRegistry {
   private order: string[] = [];
   private epochs = 0;
   private readyCount = 0;
+  private remote: RemoteDevices | undefined;
 
   constructor(private readonly d: RegistryDeps) {}
+
+  /** With cluster on: devices without a live local connection are looked up on the other instances. */
+  useRemote(remote: RemoteDevices): void {
+    this.remote = remote;
+  }
+
+  /** The device to call: its live local session, else (cluster) the instance that holds it, else the reason there is none. */
+  device(deviceId: string): DeviceHandle {
+    const r = this.records.get(deviceId);
+    if (r?.session && r.session.state !== 'closed') return r.session;
+    return this.remote?.device(deviceId) ?? this.session(deviceId);
+  }
 
   /**
    * A device connected: a newer connection replaces an older one (takeover), but only when it proved the
@@ -228,6 +250,7 @@ export class DeviceRegistry {
 
   get(deviceId: string): DeviceSummary | undefined {
     const r = this.records.get(deviceId);
+    if (this.remote && !r?.session) return this.remote.summary(deviceId) ?? (r && summarize(r));
     return r && summarize(r);
   }
 

@@ -376,7 +376,7 @@ export class McpHub {
   }
 
   private async callDevice(deviceId: string, tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
-    const session = this.d.registry.session(deviceId);
+    const session = this.d.registry.device(deviceId);
     if (session.findTool(tool)?.userOnly) throw new GatewayError('TOOL_NOT_FOUND', `"${tool}" on device ${deviceId} is for people only, not for an LLM`);
     const out = await session.call(tool, args, { timeoutMs: ctx.timeoutMs ?? this.d.deviceCallTimeoutMs });
     const { durationMs: _d, ...result } = out;

@@ -1,0 +1,186 @@
+import type { KV, KvWatchEntry } from '@nats-io/kv';
+import type { Logger } from 'pino';
+import { ToolCatalog } from '../devices/catalog.js';
+import { catalogKey, deviceOfKey, instanceKey, PresenceEntry, presenceKey, StoredCatalog } from './wire.js';
+
+/** A device's entry as this instance last saw it; `revision` is the KV revision, the cluster-wide connection epoch. */
+export interface SeenPresence {
+  entry: PresenceEntry;
+  revision: number;
+}
+
+export interface PresenceDeps {
+  kv: KV;
+  instanceId: string;
+  heartbeatMs: number;
+  log: Logger;
+  /** Another instance wrote a newer entry for a device this instance still holds. */
+  onTakenOver(deviceId: string): void;
+  /** An instance stopped (deleted its key) or went silent for 3 heartbeats. */
+  onInstanceDead(instanceId: string): void;
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * Presence for the whole cluster, mirrored in memory from the KV bucket (one watch), so a lookup on the
+ * call path is a map read. Writes from this instance are serialized per device and compare-and-set on the
+ * revision this instance wrote: a stale instance never overwrites a newer connection's entry.
+ */
+export class ClusterPresence {
+  private readonly seen = new Map<string, SeenPresence>();
+  /** The revision of the last entry this instance wrote per device it holds. */
+  private readonly own = new Map<string, number>();
+  private readonly writes = new Map<string, Promise<void>>();
+  private readonly catalogs = new Map<string, ToolCatalog>();
+  private readonly storedCatalogs = new Set<string>();
+  /** Instances alive, by the local time their last heartbeat arrived. */
+  private readonly instances = new Map<string, number>();
+  private readonly stops: Array<() => void> = [];
+  private heartbeat: NodeJS.Timeout | undefined;
+
+  constructor(private readonly d: PresenceDeps) {}
+
+  async start(): Promise<void> {
+    await this.beat();
+    this.instances.set(this.d.instanceId, Date.now());
+    const devices = await this.d.kv.watch({ key: 'dev.>' });
+    const insts = await this.d.kv.watch({ key: 'inst.>' });
+    this.stops.push(() => devices.stop(), () => insts.stop());
+    void this.consume(devices, (e) => this.onDeviceEntry(e));
+    void this.consume(insts, (e) => this.onInstanceEntry(e));
+    this.heartbeat = setInterval(() => {
+      void this.beat().catch((err: unknown) => this.d.log.warn({ err }, 'cluster heartbeat failed'));
+      this.sweep();
+    }, this.d.heartbeatMs);
+    this.heartbeat.unref();
+  }
+
+  private async consume(it: AsyncIterable<KvWatchEntry>, fn: (e: KvWatchEntry) => void): Promise<void> {
+    try {
+      for await (const e of it) {
+        try {
+          fn(e);
+        } catch (err) {
+          this.d.log.warn({ err, key: e.key }, 'cluster presence entry ignored');
+        }
+      }
+    } catch (err) {
+      this.d.log.warn({ err }, 'cluster presence watch ended');
+    }
+  }
+
+  private beat(): Promise<number> {
+    return this.d.kv.put(instanceKey(this.d.instanceId), JSON.stringify({ at: new Date().toISOString() }));
+  }
+
+  private onInstanceEntry(e: KvWatchEntry): void {
+    const id = e.key.slice('inst.'.length);
+    if (id === this.d.instanceId) return;
+    if (e.operation !== 'PUT') return this.dead(id);
+    // An entry from before this instance started tells only when that instance last spoke.
+    if (!this.instances.has(id) && Date.now() - e.created.getTime() > 3 * this.d.heartbeatMs) return;
+    this.instances.set(id, Date.now());
+  }
+
+  private sweep(): void {
+    const cutoff = Date.now() - 3 * this.d.heartbeatMs;
+    for (const [id, at] of this.instances) if (id !== this.d.instanceId && at < cutoff) this.dead(id);
+  }
+
+  /** An instance is gone: its calls fail and its devices read as offline until they reconnect somewhere. */
+  dead(id: string): void {
+    if (id === this.d.instanceId || !this.instances.delete(id)) return;
+    this.d.log.warn({ instance: id }, 'cluster instance gone; its devices are offline until they reconnect');
+    this.d.onInstanceDead(id);
+  }
+
+  alive(id: string): boolean {
+    return this.instances.has(id);
+  }
+
+  private onDeviceEntry(e: KvWatchEntry): void {
+    const deviceId = deviceOfKey(e.key);
+    if (!deviceId) return;
+    if (e.operation !== 'PUT') {
+      this.seen.delete(deviceId);
+      return;
+    }
+    const entry = PresenceEntry.parse(JSON.parse(decoder.decode(e.value)));
+    this.seen.set(deviceId, { entry, revision: e.revision });
+    if (entry.catalogHash) void this.loadCatalog(entry.catalogHash);
+    const mine = this.own.get(deviceId);
+    if (entry.instance !== this.d.instanceId && mine !== undefined && e.revision > mine) {
+      this.own.delete(deviceId);
+      this.d.onTakenOver(deviceId);
+    }
+  }
+
+  /** The entry for a device held by a live instance other than this one. */
+  remote(deviceId: string): SeenPresence | undefined {
+    const p = this.seen.get(deviceId);
+    return p && p.entry.instance !== this.d.instanceId ? p : undefined;
+  }
+
+  catalog(hash: string | undefined): ToolCatalog | undefined {
+    return hash === undefined ? undefined : this.catalogs.get(hash);
+  }
+
+  private async loadCatalog(hash: string): Promise<void> {
+    if (this.catalogs.has(hash)) return;
+    const e = await this.d.kv.get(catalogKey(hash)).catch(() => null);
+    if (!e || e.operation !== 'PUT' || this.catalogs.has(hash)) return;
+    try {
+      const stored = StoredCatalog.parse(JSON.parse(decoder.decode(e.value)));
+      const catalog = ToolCatalog.from(stored.tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema as never, ...(t.annotations ? { annotations: t.annotations } : {}) })));
+      // The hash is the content's: a catalog whose tools do not hash to its key is refused.
+      if (catalog.hash !== hash) throw new Error('catalog content does not match its hash');
+      this.catalogs.set(hash, catalog);
+    } catch (err) {
+      this.d.log.warn({ err, hash }, 'cluster catalog refused');
+    }
+  }
+
+  /** Record this instance's view of a device it holds; queued behind its earlier writes. */
+  write(deviceId: string, entry: PresenceEntry, first: boolean, catalog?: ToolCatalog): Promise<void> {
+    const prev = this.writes.get(deviceId) ?? Promise.resolve();
+    const next = prev.then(() => this.doWrite(deviceId, entry, first, catalog)).catch((err: unknown) => this.d.log.warn({ err, deviceId }, 'cluster presence write failed'));
+    this.writes.set(deviceId, next);
+    void next.then(() => {
+      if (this.writes.get(deviceId) === next) this.writes.delete(deviceId);
+    });
+    return next;
+  }
+
+  private async doWrite(deviceId: string, entry: PresenceEntry, first: boolean, catalog: ToolCatalog | undefined): Promise<void> {
+    if (catalog && !this.storedCatalogs.has(catalog.hash)) {
+      await this.d.kv.create(catalogKey(catalog.hash), JSON.stringify({ tools: catalog.tools })).catch(() => undefined); // exists: same content
+      this.storedCatalogs.add(catalog.hash);
+      this.catalogs.set(catalog.hash, catalog);
+    }
+    const value = JSON.stringify(entry);
+    if (first) {
+      // A new connection always wins: the latest put is the newest connection, cluster-wide.
+      this.own.set(deviceId, await this.d.kv.put(presenceKey(deviceId), value));
+      return;
+    }
+    const mine = this.own.get(deviceId);
+    if (mine === undefined) return; // taken over meanwhile: the newer entry stays
+    try {
+      const revision = await this.d.kv.update(presenceKey(deviceId), value, mine);
+      if (entry.state === 'offline') this.own.delete(deviceId);
+      else this.own.set(deviceId, revision);
+    } catch {
+      // Someone wrote after us: a newer connection elsewhere. Never overwrite it.
+      this.own.delete(deviceId);
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    await Promise.allSettled(this.writes.values());
+    for (const s of this.stops) s();
+    // Others learn at once (a delete on the watch) instead of after 3 missed heartbeats.
+    await this.d.kv.delete(instanceKey(this.d.instanceId)).catch(() => undefined);
+  }
+}

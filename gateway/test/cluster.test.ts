@@ -1,0 +1,185 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../test/support/gateway-harness.js';
+import { isolatedEnv, spawnGateway, type GatewayProcess } from '../../test/support/gateway-process.js';
+import { startNatsServer, type NatsServer } from '../../test/support/nats-server.js';
+import { ReferenceDevice } from '../../test/support/reference-device.js';
+import { openSse } from '../../test/support/sse.js';
+import { until, withTimeout } from '../../test/support/wait.js';
+
+interface Problem {
+  code: string;
+  detail: string;
+}
+interface ToolsBody {
+  tools: Array<{ name: string }>;
+  hash: string;
+}
+
+/** Long enough that an instance is never taken for dead on a busy machine; short enough that a killed one is found in seconds. */
+const HEARTBEAT_MS = 1000;
+const auth = { authorization: `Bearer ${TEST_API_KEY}` };
+
+let mac = 0x10;
+const nextMac = () => `02:00:00:00:13:${(mac++).toString(16).padStart(2, '0')}`;
+
+describe('many instances on NATS (issue 13)', () => {
+  let nats: NatsServer;
+  const gws: TestGateway[] = [];
+  const devices: ReferenceDevice[] = [];
+  const device = (id = nextMac()) => {
+    const d = new ReferenceDevice({ deviceId: id });
+    devices.push(d);
+    return d;
+  };
+  /** Connect the device to one instance and wait until every instance can list its tools. */
+  const online = async (d: ReferenceDevice, on: TestGateway) => {
+    const ready = on.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(on.wsUrl);
+    await ready;
+    for (const g of gws) await until(async () => (await g.api('GET', `/v1/devices/${d.deviceId}/tools`)).status === 200, `${d.deviceId}'s tools on every instance`);
+    return d;
+  };
+  const setVolume = (g: TestGateway, d: ReferenceDevice, volume: number, timeoutMs?: number) =>
+    g.api<Problem & { content: Array<{ text: string }> }>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume }, ...(timeoutMs ? { timeoutMs } : {}) });
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    for (const name of ['a', 'b', 'c'])
+      gws.push(await startTestGateway({ cluster: { enabled: true, instanceId: `gw-${name}`, nats: { servers: [nats.url] }, heartbeatMs: HEARTBEAT_MS } }));
+  });
+  afterEach(() => {
+    for (const d of devices.splice(0)) d.terminate();
+  });
+  afterAll(async () => {
+    await Promise.all(gws.map((g) => g.close()));
+    await nats?.stop();
+  });
+
+  it('answers for every device on every instance: tools, calls (HTTP and the hub), device info', async () => {
+    const spread = await Promise.all(gws.map((g) => online(device(), g)));
+    let volume = 1;
+    for (const g of gws)
+      for (const d of spread) {
+        const tools = await g.api<ToolsBody>('GET', `/v1/devices/${d.deviceId}/tools`);
+        expect(tools.body.tools.map((t) => t.name)).toContain('self.audio_speaker.set_volume');
+        const r = await setVolume(g, d, ++volume);
+        expect(r.status, `${g.gw.cluster?.instanceId} -> ${d.deviceId}`).toBe(200);
+        expect(r.body.content[0]!.text).toBe('true');
+        expect(d.volume).toBe(volume);
+        // The hub (what /mcp and the assistant use) reaches it the same way.
+        const hub = await g.api<{ isError?: boolean }>('POST', '/v1/tools/device_call/call', { arguments: { device_id: d.deviceId, tool: 'self.audio_speaker.set_volume', arguments: { volume: ++volume } } });
+        expect(hub.status).toBe(200);
+        expect(d.volume).toBe(volume);
+        const info = await g.api<{ online: boolean; state: string }>('GET', `/v1/devices/${d.deviceId}`);
+        expect(info.body).toMatchObject({ online: true, state: 'ready' });
+      }
+  });
+
+  it('keeps the owner\'s problem codes for forwarded calls', async () => {
+    const d = await online(device(), gws[0]!);
+    const far = gws[2]!;
+    const unknown = await far.api<Problem>('POST', `/v1/devices/${d.deviceId}/tools/self.nope/call`, { arguments: {} });
+    expect([unknown.status, unknown.body.code]).toEqual([404, 'TOOL_NOT_FOUND']);
+    const invalid = await setVolume(far, d, 1000);
+    expect([invalid.status, invalid.body.code]).toEqual([422, 'INVALID_ARGUMENTS']);
+    d.holdReplies();
+    const slow = await setVolume(far, d, 5, 200);
+    expect([slow.status, slow.body.code]).toEqual([504, 'DEVICE_TIMEOUT']);
+    const never = await far.api<Problem>('POST', '/v1/devices/02:00:00:00:99:99/tools/x/call', { arguments: {} });
+    expect([never.status, never.body.code]).toEqual([404, 'DEVICE_NOT_FOUND']);
+  });
+
+  it('lets a newer connection on another instance take over: the old one closes 4000, its pending call fails', async () => {
+    const [a, b, c] = gws as [TestGateway, TestGateway, TestGateway];
+    const first = await online(device(), a);
+    first.holdReplies();
+    const pending = setVolume(b, first, 7);
+    await first.waitForMcp((p) => p['method'] === 'tools/call');
+    const second = device(first.deviceId);
+    const ready = c.nextEvent('device.ready', first.deviceId);
+    await second.connectWebSocket(c.wsUrl);
+    await ready;
+    expect((await withTimeout(first.closed(), 10_000, 'the replaced connection to close')).code).toBe(4000);
+    const failed = await pending;
+    expect([failed.status, failed.body.code]).toEqual([503, 'DEVICE_OFFLINE']);
+    // Every instance now reaches the new connection.
+    for (const g of gws) {
+      await until(async () => (await setVolume(g, second, 40)).status === 200, `calls through ${g.gw.cluster?.instanceId} to reach the new connection`);
+      expect(second.volume).toBe(40);
+    }
+    expect(a.gw.registry.get(first.deviceId)).toMatchObject({ online: true, state: 'ready' });
+  });
+
+  it('serves every device\'s events once on each instance\'s SSE stream', async () => {
+    const d = device();
+    const far = gws[1]!;
+    const stream = await openSse(`${far.baseUrl}/v1/events?device=${d.deviceId}`, auth);
+    try {
+      await online(d, gws[0]!);
+      const seen: string[] = [];
+      for (;;) {
+        const e = await stream.events.next(10_000, 'events of a device on another instance');
+        seen.push(e.event!);
+        if (e.event === 'device.ready') break;
+      }
+      expect(seen).toEqual(['device.online', 'device.ready']);
+    } finally {
+      stream.close();
+    }
+  });
+
+  it('fails calls to a killed instance at once, and converges when its devices reconnect elsewhere', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-cluster-'));
+    writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
+    let killed: GatewayProcess | undefined;
+    try {
+      killed = spawnGateway(
+        process.execPath,
+        ['--import', 'tsx', 'gateway/src/main.ts'],
+        isolatedEnv(dataDir, {
+          GATEWAY_API_KEYS: TEST_API_KEY,
+          GATEWAY_CLUSTER_ENABLED: 'true',
+          GATEWAY_CLUSTER_INSTANCE_ID: 'gw-killed',
+          GATEWAY_CLUSTER_NATS_SERVERS: nats.url,
+          GATEWAY_CLUSTER_HEARTBEAT_MS: String(HEARTBEAT_MS),
+        }),
+      );
+      const started = await killed.logLine('voxgate started');
+      const wsUrl = `ws://${String(started['http'])}/xiaozhi/v1/`;
+      const d = device();
+      const [a, b] = gws as [TestGateway, TestGateway];
+      const relayed = a.nextEvent('device.ready', d.deviceId, 30_000);
+      await d.connectWebSocket(wsUrl);
+      await relayed;
+      await until(async () => (await setVolume(a, d, 3)).status === 200, 'a call through gw-a to the device on gw-killed');
+
+      d.holdReplies();
+      // The call's own timeout is a minute: only the instance's death can end it in the test's time.
+      const inFlight = setVolume(a, d, 9, 60_000);
+      await d.waitForMcp((p) => p['method'] === 'tools/call' && (p['params'] as { arguments: { volume: number } }).arguments.volume === 9);
+      killed.child.kill('SIGKILL');
+      await killed.exited;
+      const failed = await inFlight;
+      expect([failed.status, failed.body.code]).toEqual([503, 'DEVICE_OFFLINE']);
+      const after = await setVolume(b, d, 4);
+      expect([after.status, after.body.code]).toEqual([503, 'DEVICE_OFFLINE']);
+      const offline = await b.api<{ online: boolean }>('GET', `/v1/devices/${d.deviceId}`);
+      expect(offline.body.online).toBe(false);
+
+      // The device comes back through another instance: presence converges on every instance.
+      d.terminate();
+      const again = device(d.deviceId);
+      await online(again, b);
+      for (const g of gws) {
+        const r = await setVolume(g, again, 11);
+        expect(r.status).toBe(200);
+      }
+    } finally {
+      if (killed && killed.child.exitCode === null && killed.child.signalCode === null) killed.child.kill('SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
