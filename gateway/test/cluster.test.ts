@@ -163,11 +163,20 @@ describe('many instances on NATS (issue 13)', () => {
       killed.child.kill('SIGKILL');
       await killed.exited;
       const failed = await inFlight;
-      expect([failed.status, failed.body.code]).toEqual([503, 'DEVICE_OFFLINE']);
+      expect([failed.status, failed.body.code], failed.body.detail).toEqual([503, 'DEVICE_OFFLINE']);
       const after = await setVolume(b, d, 4);
       expect([after.status, after.body.code]).toEqual([503, 'DEVICE_OFFLINE']);
       const offline = await b.api<{ online: boolean }>('GET', `/v1/devices/${d.deviceId}`);
       expect(offline.body.online).toBe(false);
+
+      // The instance id starts again (a restarted process): it marks the entries its dead run left offline.
+      const restarted = await startTestGateway({ cluster: { enabled: true, instanceId: 'gw-killed', nats: { servers: [nats.url] }, heartbeatMs: HEARTBEAT_MS } });
+      gws.push(restarted);
+      const witness = await online(device(), restarted);
+      expect((await setVolume(b, witness, 6)).status).toBe(200); // b sees gw-killed alive again
+      await until(async () => (await b.api<{ online: boolean }>('GET', `/v1/devices/${d.deviceId}`)).body.online === false, 'the dead run\'s entry to read offline');
+      const stillOffline = await setVolume(b, d, 4);
+      expect([stillOffline.status, stillOffline.body.code]).toEqual([503, 'DEVICE_OFFLINE']);
 
       // The device comes back through another instance: presence converges on every instance.
       d.terminate();

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { CallToolResultSchema } from '@voxgate/protocol';
 import { readFileSync } from 'node:fs';
 import { Kvm } from '@nats-io/kv';
 import { connect, credsAuthenticator, RequestError, TimeoutError, type Msg, type NatsConnection } from '@nats-io/transport-node';
@@ -155,7 +156,9 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
     try {
       const c = parseMessage(msg, ForwardedCall, d.config.maxMessageBytes);
       if (!c) throw new GatewayError('INVALID_REQUEST', 'malformed forwarded call');
-      const s = d.registry.session(c.deviceId);
+      const s = safeSession(d.registry, c.deviceId);
+      // Presence said this instance holds it, but it does not (any more): offline, as seen from the caller.
+      if (!s) throw new GatewayError('DEVICE_OFFLINE', `device ${c.deviceId} is offline (no longer connected to gateway instance ${instanceId})`);
       if (c.op === 'call') return { ok: true, result: await s.call(c.name, c.args, c.timeoutMs === undefined ? {} : { timeoutMs: c.timeoutMs }) };
       if (c.op === 'rpc') return { ok: true, result: await s.rpc(c.name, c.args, c.timeoutMs === undefined ? {} : { timeoutMs: c.timeoutMs }) };
       s.notify(c.name, c.args);
@@ -203,8 +206,13 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       catalog,
       setup: undefined,
       findTool: (name: string): CatalogTool | undefined => catalog?.get(name),
-      call: async (name, args, opts = {}) =>
-        (await forward(owner, { op: 'call', deviceId, name, args, ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }) }, clamp(opts.timeoutMs))) as CallOutcome,
+      call: async (name, args, opts = {}) => {
+        const result = await forward(owner, { op: 'call', deviceId, name, args, ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }) }, clamp(opts.timeoutMs));
+        const parsed = CallToolResultSchema.safeParse(result);
+        if (!parsed.success) throw new GatewayError('DEVICE_ERROR', `the instance holding device ${deviceId} sent a malformed tools/call result`);
+        const { durationMs } = result as { durationMs?: unknown };
+        return { ...parsed.data, durationMs: typeof durationMs === 'number' ? durationMs : 0 } as CallOutcome;
+      },
       rpc: (method, params, opts = {}) =>
         forward(owner, { op: 'rpc', deviceId, name: method, ...(params ? { args: params } : {}), ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }) }, clamp(opts.timeoutMs)),
       notify: (method, params) => {
@@ -220,8 +228,11 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
   };
   d.registry.useRemote({
     device: (deviceId) => {
+      if (!presence.remote(deviceId)) return undefined;
       const p = remote(deviceId);
-      return p && handle(deviceId, p);
+      // Known to the cluster, but offline (or its instance is gone): offline, not "never connected".
+      if (!p) throw new GatewayError('DEVICE_OFFLINE', `device ${deviceId} is offline`);
+      return handle(deviceId, p);
     },
     summary: (deviceId) => {
       const p = presence.remote(deviceId);

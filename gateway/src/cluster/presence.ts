@@ -113,6 +113,9 @@ export class ClusterPresence {
     if (entry.instance !== this.d.instanceId && mine !== undefined && e.revision > mine) {
       this.own.delete(deviceId);
       this.d.onTakenOver(deviceId);
+    } else if (entry.instance === this.d.instanceId && entry.state !== 'offline' && mine === undefined && !this.writes.has(deviceId)) {
+      // Left by an earlier run under this instance id (it died): this start holds no such connection.
+      void this.d.kv.update(e.key, JSON.stringify({ ...entry, state: 'offline' }), e.revision).catch(() => undefined);
     }
   }
 

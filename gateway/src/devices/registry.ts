@@ -73,6 +73,7 @@ export type DeviceHandle = Pick<DeviceSession, 'deviceId' | 'state' | 'catalog' 
 
 /** Devices held by other instances (cluster/): a handle to call one, and its summary. */
 export interface RemoteDevices {
+  /** Undefined when the cluster does not know the device; throws DEVICE_OFFLINE when it knows it offline. */
   device(deviceId: string): DeviceHandle | undefined;
   summary(deviceId: string): DeviceSummary | undefined;
 }
