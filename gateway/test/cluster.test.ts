@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../test/support/gateway-harness.js';
 import { isolatedEnv, spawnGateway, type GatewayProcess } from '../../test/support/gateway-process.js';
@@ -128,6 +129,25 @@ describe('many instances on NATS (issue 13)', () => {
       expect(seen).toEqual(['device.online', 'device.ready']);
     } finally {
       stream.close();
+    }
+  });
+
+  it('refuses malformed messages from NATS with a clear answer, counted, and keeps serving', async () => {
+    const a = gws[0]!;
+    const nc = await connect({ servers: nats.url });
+    try {
+      const answer = async (body: string) => JSON.parse(new TextDecoder().decode((await nc.request('voxgate.call.gw-a', body, { timeout: 10_000 })).data)) as { ok: boolean; code?: string };
+      expect(await answer('{"op":"call","deviceId":')).toMatchObject({ ok: false, code: 'INVALID_REQUEST' });
+      expect(await answer(JSON.stringify({ op: 'call', deviceId: 'not a mac', name: 'x', args: {} }))).toMatchObject({ ok: false, code: 'INVALID_REQUEST' });
+      expect(await answer(JSON.stringify({ op: 'call', deviceId: '02:00:00:00:98:01', name: 'x', args: {} }))).toMatchObject({ ok: false, code: 'DEVICE_OFFLINE' });
+      const refused = await a.metric('voxgate_cluster_events_refused_total');
+      nc.publish('voxgate.events.x.device.online', '{"origin":"gw-x","type":"device.online","deviceId":"x","data":{}}');
+      nc.publish('voxgate.events.02:00:00:00:98:02.device.pwned', JSON.stringify({ origin: 'gw-x', type: 'device.pwned', deviceId: '02:00:00:00:98:02', data: {} }));
+      await until(async () => (await a.metric('voxgate_cluster_events_refused_total')) >= refused + 2, 'the malformed events to be counted');
+      const d = await online(device(), gws[1]!);
+      expect((await setVolume(a, d, 8)).status).toBe(200);
+    } finally {
+      await nc.close();
     }
   });
 

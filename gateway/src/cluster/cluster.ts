@@ -69,6 +69,13 @@ export async function startCluster(d: ClusterDeps): Promise<Cluster> {
 
 async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log: Logger, metrics: ReturnType<typeof clusterMetrics>): Promise<Cluster> {
   const kv = await new Kvm(nc).create(d.config.bucket, { history: 1, maxValueSize: d.config.maxMessageBytes });
+  // Whatever can publish on the NATS account can send junk: one warning per minute, the counters say how much.
+  let lastRefusedLog = 0;
+  const refusedLog = (obj: Record<string, unknown>, msg: string) => {
+    if (Date.now() - lastRefusedLog < 60_000) return;
+    lastRefusedLog = Date.now();
+    log.warn(obj, msg);
+  };
   /** Forwarded calls waiting for an instance's answer, so they fail at once when it is found gone. */
   const waiting = new Map<string, Set<(e: GatewayError) => void>>();
   const presence = new ClusterPresence({
@@ -106,7 +113,10 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
     callback: (err, msg) => {
       if (err) return;
       const e = parseMessage(msg, RelayedEvent, d.config.maxMessageBytes);
-      if (!e) return void metrics.eventsRefused.inc();
+      if (!e) {
+        metrics.eventsRefused.inc();
+        return refusedLog({ subject: msg.subject.slice(0, 200), bytes: msg.data.length }, 'malformed event from NATS refused (one line per minute)');
+      }
       if (e.origin === instanceId || staleOffline(e.type, e.deviceId, e.origin)) return;
       relaying = true;
       try {
@@ -155,7 +165,10 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
   async function serve(msg: Msg): Promise<ForwardedReply> {
     try {
       const c = parseMessage(msg, ForwardedCall, d.config.maxMessageBytes);
-      if (!c) throw new GatewayError('INVALID_REQUEST', 'malformed forwarded call');
+      if (!c) {
+        refusedLog({ subject: msg.subject, bytes: msg.data.length }, 'malformed forwarded call refused (one line per minute)');
+        throw new GatewayError('INVALID_REQUEST', 'malformed forwarded call');
+      }
       const s = safeSession(d.registry, c.deviceId);
       // Presence said this instance holds it, but it does not (any more): offline, as seen from the caller.
       if (!s) throw new GatewayError('DEVICE_OFFLINE', `device ${c.deviceId} is offline (no longer connected to gateway instance ${instanceId})`);
