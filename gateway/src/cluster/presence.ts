@@ -1,3 +1,4 @@
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { KV, KvWatchEntry } from '@nats-io/kv';
 import type { Logger } from 'pino';
 import { ToolCatalog } from '../devices/catalog.js';
@@ -32,6 +33,8 @@ export class ClusterPresence {
   /** The revision of the last entry this instance wrote per device it holds. */
   private readonly own = new Map<string, number>();
   private readonly writes = new Map<string, Promise<void>>();
+  /** Writes that failed for want of NATS (a restart, a partition): the latest per device, retried each heartbeat. */
+  private readonly retries = new Map<string, { entry: PresenceEntry; first: boolean; catalog: ToolCatalog | undefined }>();
   private readonly catalogs = new Map<string, ToolCatalog>();
   private readonly storedCatalogs = new Set<string>();
   /** Instances alive, by the local time their last heartbeat arrived. */
@@ -52,6 +55,7 @@ export class ClusterPresence {
     this.heartbeat = setInterval(() => {
       void this.beat().catch((err: unknown) => this.d.log.warn({ err }, 'cluster heartbeat failed'));
       this.sweep();
+      this.retry();
     }, this.d.heartbeatMs);
     this.heartbeat.unref();
   }
@@ -146,13 +150,25 @@ export class ClusterPresence {
 
   /** Record this instance's view of a device it holds; queued behind its earlier writes. */
   write(deviceId: string, entry: PresenceEntry, first: boolean, catalog?: ToolCatalog): Promise<void> {
+    this.retries.delete(deviceId); // superseded
     const prev = this.writes.get(deviceId) ?? Promise.resolve();
-    const next = prev.then(() => this.doWrite(deviceId, entry, first, catalog)).catch((err: unknown) => this.d.log.warn({ err, deviceId }, 'cluster presence write failed'));
+    const next = prev
+      .then(() => this.doWrite(deviceId, entry, first, catalog))
+      .catch((err: unknown) => {
+        this.d.log.warn({ err, deviceId }, 'cluster presence write failed; retried at the next heartbeat');
+        if (!this.retries.has(deviceId)) this.retries.set(deviceId, { entry, first, catalog });
+      });
     this.writes.set(deviceId, next);
     void next.then(() => {
       if (this.writes.get(deviceId) === next) this.writes.delete(deviceId);
     });
     return next;
+  }
+
+  private retry(): void {
+    const due = [...this.retries];
+    this.retries.clear();
+    for (const [deviceId, w] of due) void this.write(deviceId, w.entry, w.first, w.catalog);
   }
 
   private async doWrite(deviceId: string, entry: PresenceEntry, first: boolean, catalog: ToolCatalog | undefined): Promise<void> {
@@ -173,7 +189,8 @@ export class ClusterPresence {
       const revision = await this.d.kv.update(presenceKey(deviceId), value, mine);
       if (entry.state === 'offline') this.own.delete(deviceId);
       else this.own.set(deviceId, revision);
-    } catch {
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence)) throw err;
       // Someone wrote after us: a newer connection elsewhere. Never overwrite it.
       this.own.delete(deviceId);
     }
