@@ -77,6 +77,17 @@ describe('many instances on NATS (issue 13)', () => {
         const info = await g.api<{ online: boolean; state: string }>('GET', `/v1/devices/${d.deviceId}`);
         expect(info.body).toMatchObject({ online: true, state: 'ready' });
       }
+    // The hub's namespace (what /mcp and the assistant list) names every device's tools on every instance.
+    for (const g of gws)
+      await until(async () => {
+        const list = await g.api<{ tools: Array<{ name: string; source: { deviceId?: string; tool?: string } }> }>('GET', '/v1/tools');
+        return spread.every((d) => list.body.tools.some((t) => t.source.deviceId === d.deviceId && t.source.tool === 'self.audio_speaker.set_volume'));
+      }, `every device's tools in ${g.gw.cluster?.instanceId}'s namespace`);
+    const far = await gws[2]!.api<{ tools: Array<{ name: string; source: { deviceId?: string; tool?: string } }> }>('GET', '/v1/tools');
+    const name = far.body.tools.find((t) => t.source.deviceId === spread[0]!.deviceId && t.source.tool === 'self.audio_speaker.set_volume')!.name;
+    const byName = await gws[2]!.api('POST', `/v1/tools/${encodeURIComponent(name)}/call`, { arguments: { volume: 77 } });
+    expect(byName.status).toBe(200);
+    expect(spread[0]!.volume).toBe(77);
   });
 
   it('keeps the owner\'s problem codes for forwarded calls', async () => {

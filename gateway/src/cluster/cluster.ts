@@ -91,6 +91,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       s.failAll(new GatewayError('DEVICE_OFFLINE', `device ${deviceId} reconnected to another instance; the call was on the replaced connection`));
       s.link.close(CLOSE_REPLACED, 'replaced by a newer connection');
     },
+    onRemoteChange: () => d.registry.remoteChanged(),
     onInstanceDead: (id) => {
       metrics.instancesLost.inc();
       const set = waiting.get(id);
@@ -247,6 +248,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       if (!p) throw new GatewayError('DEVICE_OFFLINE', `device ${deviceId} is offline`);
       return handle(deviceId, p);
     },
+    ready: () => presence.readyRemote(),
     summary: (deviceId) => {
       const p = presence.remote(deviceId);
       return p && summarize(deviceId, p, remote(deviceId) !== undefined);

@@ -19,6 +19,8 @@ export interface PresenceDeps {
   onTakenOver(deviceId: string): void;
   /** An instance stopped (deleted its key) or went silent for 3 heartbeats. */
   onInstanceDead(instanceId: string): void;
+  /** Another instance's device changed (presence, a catalog loaded, its instance came or went). */
+  onRemoteChange(): void;
 }
 
 const decoder = new TextDecoder();
@@ -84,7 +86,9 @@ export class ClusterPresence {
     if (e.operation !== 'PUT') return this.dead(id);
     // An entry from before this instance started tells only when that instance last spoke.
     if (!this.instances.has(id) && Date.now() - e.created.getTime() > 3 * this.d.heartbeatMs) return;
+    const known = this.instances.has(id);
     this.instances.set(id, Date.now());
+    if (!known) this.d.onRemoteChange();
   }
 
   private sweep(): void {
@@ -97,6 +101,7 @@ export class ClusterPresence {
     if (id === this.d.instanceId || !this.instances.delete(id)) return;
     this.d.log.warn({ instance: id }, 'cluster instance gone; its devices are offline until they reconnect');
     this.d.onInstanceDead(id);
+    this.d.onRemoteChange();
   }
 
   alive(id: string): boolean {
@@ -108,11 +113,13 @@ export class ClusterPresence {
     if (!deviceId) return;
     if (e.operation !== 'PUT') {
       this.seen.delete(deviceId);
+      this.d.onRemoteChange();
       return;
     }
     const entry = PresenceEntry.parse(JSON.parse(decoder.decode(e.value)));
     this.seen.set(deviceId, { entry, revision: e.revision });
     if (entry.catalogHash) void this.loadCatalog(entry.catalogHash);
+    if (entry.instance !== this.d.instanceId) this.d.onRemoteChange();
     const mine = this.own.get(deviceId);
     if (entry.instance !== this.d.instanceId && mine !== undefined && e.revision > mine) {
       this.own.delete(deviceId);
@@ -129,6 +136,16 @@ export class ClusterPresence {
     return p && p.entry.instance !== this.d.instanceId ? p : undefined;
   }
 
+  /** Devices ready on other live instances, with their catalogs loaded. */
+  readyRemote(): Array<{ deviceId: string; catalog: ToolCatalog }> {
+    const out: Array<{ deviceId: string; catalog: ToolCatalog }> = [];
+    for (const [deviceId, p] of this.seen) {
+      const catalog = p.entry.state === 'ready' && p.entry.instance !== this.d.instanceId && this.instances.has(p.entry.instance) ? this.catalog(p.entry.catalogHash) : undefined;
+      if (catalog) out.push({ deviceId, catalog });
+    }
+    return out;
+  }
+
   catalog(hash: string | undefined): ToolCatalog | undefined {
     return hash === undefined ? undefined : this.catalogs.get(hash);
   }
@@ -143,6 +160,7 @@ export class ClusterPresence {
       // The hash is the content's: a catalog whose tools do not hash to its key is refused.
       if (catalog.hash !== hash) throw new Error('catalog content does not match its hash');
       this.catalogs.set(hash, catalog);
+      this.d.onRemoteChange();
     } catch (err) {
       this.d.log.warn({ err, hash }, 'cluster catalog refused');
     }

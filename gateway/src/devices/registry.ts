@@ -6,6 +6,7 @@ import type { Metrics } from '../metrics.js';
 import { CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.js';
 import type { SchemaValidators } from '../schemas/validators.js';
 import { DeviceSession, type SessionSettings } from './session.js';
+import type { ToolCatalog } from './catalog.js';
 import type { ToolsPageCache } from './tools-page-cache.js';
 import type { VoiceHook } from './voice-hook.js';
 
@@ -76,6 +77,8 @@ export interface RemoteDevices {
   /** Undefined when the cluster does not know the device; throws DEVICE_OFFLINE when it knows it offline. */
   device(deviceId: string): DeviceHandle | undefined;
   summary(deviceId: string): DeviceSummary | undefined;
+  /** Ready devices on other live instances whose catalogs are known here. */
+  ready(): Array<{ deviceId: string; catalog: ToolCatalog }>;
 }
 
 /** Presence for every device: who is connected now, over what, since when, and which session speaks for it. */
@@ -86,12 +89,28 @@ export class DeviceRegistry {
   private epochs = 0;
   private readyCount = 0;
   private remote: RemoteDevices | undefined;
+  private readonly remoteListeners = new Set<() => void>();
 
   constructor(private readonly d: RegistryDeps) {}
 
   /** With cluster on: devices without a live local connection are looked up on the other instances. */
   useRemote(remote: RemoteDevices): void {
     this.remote = remote;
+  }
+
+  /** (cluster) Ready devices held by other instances; empty with the cluster off. */
+  remoteReady(): Array<{ deviceId: string; catalog: ToolCatalog }> {
+    return this.remote ? this.remote.ready() : [];
+  }
+
+  /** (cluster) Called when the other instances' devices change (presence, catalogs); the hub rebuilds its namespace. */
+  onRemoteChange(fn: () => void): () => boolean {
+    this.remoteListeners.add(fn);
+    return () => this.remoteListeners.delete(fn);
+  }
+
+  remoteChanged(): void {
+    for (const fn of this.remoteListeners) fn();
   }
 
   /** The device to call: its live local session, else (cluster) the instance that holds it, else the reason there is none. */
