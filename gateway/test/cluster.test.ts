@@ -90,6 +90,19 @@ describe('many instances on NATS (issue 13)', () => {
     expect(spread[0]!.volume).toBe(77);
   });
 
+  it('refuses to start when NATS cannot be reached, saying where it tried (without the password)', async () => {
+    const closed = await startNatsServer();
+    const url = closed.url;
+    await closed.stop();
+    const withPassword = url.replace('nats://', 'nats://voxuser:s3cret-pass@');
+    const err = await startTestGateway({ cluster: { enabled: true, instanceId: 'gw-nowhere', nats: { servers: [withPassword] } } }).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    expect(err?.message).toContain(`cannot reach NATS at ${url}`);
+    expect(err?.message).not.toContain('s3cret');
+  });
+
   it('keeps the owner\'s problem codes for forwarded calls', async () => {
     const d = await online(device(), gws[0]!);
     const far = gws[2]!;

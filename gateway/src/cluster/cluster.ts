@@ -53,11 +53,14 @@ export async function startCluster(d: ClusterDeps): Promise<Cluster> {
   const log = d.log.child({ component: 'cluster', instance: instanceId });
   const metrics = clusterMetrics(d.metricsRegistry);
   const creds = d.config.nats.credsFile;
+  const servers = d.config.nats.servers.map(withoutUserInfo);
   const nc = await connect({
     servers: d.config.nats.servers,
     name: `voxgate-${instanceId}`,
     maxReconnectAttempts: -1,
     ...(creds ? { authenticator: credsAuthenticator(readFileSync(creds)) } : {}),
+  }).catch((e: unknown) => {
+    throw new Error(`cluster: cannot reach NATS at ${servers.join(', ')}: ${e instanceof Error ? e.message : String(e)}`);
   });
   try {
     return await join(nc, instanceId, d, log, metrics);
@@ -254,7 +257,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       return p && summarize(deviceId, p, remote(deviceId) !== undefined);
     },
   });
-  log.info({ servers: d.config.nats.servers, bucket: d.config.bucket }, 'joined the cluster');
+  log.info({ servers: d.config.nats.servers.map(withoutUserInfo), bucket: d.config.bucket }, 'joined the cluster');
 
   return {
     instanceId,
@@ -266,6 +269,11 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       await nc.drain().catch(() => undefined);
     },
   };
+}
+
+/** A server URL for logs and errors: `nats://user:pass@host` loses its user and password. */
+function withoutUserInfo(server: string): string {
+  return server.replace(/^([a-z]+:\/\/)?[^@/]*@/i, '$1');
 }
 
 function safeSession(registry: DeviceRegistry, deviceId: string) {
