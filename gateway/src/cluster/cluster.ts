@@ -110,7 +110,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
     if (relaying) return;
     writePresence(e);
     const body = JSON.stringify({ origin: instanceId, type: e.type, deviceId: e.deviceId, data: e.data });
-    if (body.length > d.config.maxMessageBytes) return void metrics.eventsRefused.inc();
+    if (Buffer.byteLength(body) > d.config.maxMessageBytes) return void metrics.eventsRefused.inc();
     nc.publish(eventSubject(e.deviceId, e.type), body);
   });
   const eventsSub = nc.subscribe(EVENTS_WILDCARD, {
@@ -159,8 +159,12 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
         (reply) => {
           metrics.served.inc({ outcome: reply.ok ? 'ok' : reply.code });
           let body = JSON.stringify(reply);
-          if (body.length > d.config.maxMessageBytes) body = JSON.stringify({ ok: false, code: 'DEVICE_ERROR', message: 'the result is too large to forward between instances', extra: {} });
-          msg.respond(body);
+          if (Buffer.byteLength(body) > d.config.maxMessageBytes) body = JSON.stringify({ ok: false, code: 'DEVICE_ERROR', message: 'the result is too large to forward between instances', extra: {} });
+          try {
+            msg.respond(body);
+          } catch (err) {
+            log.warn({ err }, 'could not answer a forwarded call (NATS connection closing)');
+          }
         },
       );
     },
@@ -202,7 +206,8 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       return reply.result;
     } catch (e) {
       const err = forwardError(e, call.deviceId, owner);
-      if (err.code === 'DEVICE_OFFLINE' && !(e instanceof GatewayError)) presence.dead(owner);
+      // Nobody subscribes to the owner's subject: it is gone (no need to wait for its missed heartbeats).
+      if (e instanceof RequestError && e.isNoResponders()) presence.dead(owner);
       metrics.forwarded.inc({ outcome: err.code });
       throw err;
     } finally {
@@ -233,7 +238,11 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       rpc: (method, params, opts = {}) =>
         forward(owner, { op: 'rpc', deviceId, name: method, ...(params ? { args: params } : {}), ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }) }, clamp(opts.timeoutMs)),
       notify: (method, params) => {
-        nc.publish(callSubject(owner), JSON.stringify({ op: 'notify', deviceId, name: method, ...(params ? { args: params } : {}) }));
+        try {
+          nc.publish(callSubject(owner), JSON.stringify({ op: 'notify', deviceId, name: method, ...(params ? { args: params } : {}) }));
+        } catch {
+          throw new GatewayError('DEVICE_OFFLINE', `device ${deviceId} could not be reached through gateway instance ${owner}`);
+        }
       },
     };
   }
