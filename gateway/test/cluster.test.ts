@@ -35,10 +35,11 @@ describe('many instances on NATS (issue 13)', () => {
     devices.push(d);
     return d;
   };
-  /** Connect the device to one instance and wait until every instance can list its tools. */
-  const online = async (d: ReferenceDevice, on: TestGateway) => {
+  /** Connect the device to one instance (WebSocket, or MQTT) and wait until every instance can list its tools. */
+  const online = async (d: ReferenceDevice, on: TestGateway, transport: 'websocket' | 'mqtt' = 'websocket') => {
     const ready = on.nextEvent('device.ready', d.deviceId);
-    await d.connectWebSocket(on.wsUrl);
+    if (transport === 'mqtt') await d.connectMqtt(on.mqttUrl, { clientId: `GID_voxgate@@@${d.deviceId.replace(/:/g, '_')}@@@u` });
+    else await d.connectWebSocket(on.wsUrl);
     await ready;
     for (const g of gws) await until(async () => (await g.api('GET', `/v1/devices/${d.deviceId}/tools`)).status === 200, `${d.deviceId}'s tools on every instance`);
     return d;
@@ -61,6 +62,8 @@ describe('many instances on NATS (issue 13)', () => {
 
   it('answers for every device on every instance: tools, calls (HTTP and the hub), device info', async () => {
     const spread = await Promise.all(gws.map((g) => online(device(), g)));
+    // One more over MQTT on the second instance: forwarding does not care how the device is connected.
+    spread.push(await online(device(), gws[1]!, 'mqtt'));
     let volume = 1;
     for (const g of gws)
       for (const d of spread) {
