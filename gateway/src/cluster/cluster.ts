@@ -274,10 +274,17 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       offBus();
       callsSub.unsubscribe();
       eventsSub.unsubscribe();
-      await presence.stop();
-      await nc.drain().catch(() => undefined);
+      // Bounded: with NATS unreachable, the last presence writes and the drain must not hold shutdown.
+      const grace = 2 * d.config.heartbeatMs;
+      await within(presence.stop(), grace);
+      await within(nc.drain().catch(() => undefined), grace);
+      if (!nc.isClosed()) await nc.close();
     },
   };
+}
+
+function within(p: Promise<unknown>, ms: number): Promise<unknown> {
+  return Promise.race([p, new Promise((resolve) => setTimeout(resolve, ms).unref())]);
 }
 
 /** A server URL for logs and errors: `nats://user:pass@host` loses its user and password. */
