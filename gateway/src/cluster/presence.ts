@@ -43,6 +43,7 @@ export class ClusterPresence {
   private readonly instances = new Map<string, number>();
   private readonly stops: Array<() => void> = [];
   private heartbeat: NodeJS.Timeout | undefined;
+  private lastSweep = Date.now();
 
   constructor(private readonly d: PresenceDeps) {}
 
@@ -92,7 +93,12 @@ export class ClusterPresence {
   }
 
   private sweep(): void {
-    const cutoff = Date.now() - 3 * this.d.heartbeatMs;
+    // After this process stalled (GC, a busy machine), the heartbeats it missed are still queued: no verdict now.
+    const now = Date.now();
+    const stalled = now - this.lastSweep > 2 * this.d.heartbeatMs;
+    this.lastSweep = now;
+    if (stalled) return;
+    const cutoff = now - 3 * this.d.heartbeatMs;
     for (const [id, at] of this.instances) if (id !== this.d.instanceId && at < cutoff) this.dead(id);
   }
 
