@@ -422,6 +422,27 @@ export const ConfigSchema = z
         advertise: z.enum(['auto', 'tls', 'plain']).default('auto'),
       })
       .prefault({}),
+    /** Many instances on NATS (docs/scaling.md). Off: one process, no external service. */
+    cluster: z
+      .object({
+        enabled: Bool.default(false),
+        /** This instance's name: NATS subjects and presence entries carry it; unique per instance. Default: a random one per start. */
+        instanceId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, "_" or "-" (at most 64)').optional(),
+        nats: z
+          .object({
+            servers: Csv.default(['nats://127.0.0.1:4222']),
+            /** A NATS .creds file (JWT + nkey seed) for authenticated clusters. */
+            credsFile: z.string().min(1).max(4096).optional(),
+          })
+          .prefault({}),
+        /** Key-value bucket holding presence and catalogs; events go to subjects under `voxgate.events.`. */
+        bucket: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).default('voxgate'),
+        /** Each instance announces itself this often; one silent for 3 heartbeats is dead (its devices offline, calls to it failed). */
+        heartbeatMs: Ms(2_000, 60_000),
+        /** Bytes of one forwarded call's request or reply (NATS's own max_payload is 1 MiB by default). */
+        maxMessageBytes: z.coerce.number().int().min(4096).max(8 * 1024 * 1024).default(1024 * 1024),
+      })
+      .prefault({}),
   })
   .refine((c) => !(c.voice?.mode === 'relay' && !c.voice.upstream?.url), {
     path: ['voice', 'upstream', 'url'],
@@ -587,6 +608,11 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_TLS_MQTT_ENABLED: ['tls', 'mqttEnabled'],
   GATEWAY_TLS_MQTT_PORT: ['tls', 'mqttPort'],
   GATEWAY_TLS_ADVERTISE: ['tls', 'advertise'],
+  GATEWAY_CLUSTER_ENABLED: ['cluster', 'enabled'],
+  GATEWAY_CLUSTER_INSTANCE_ID: ['cluster', 'instanceId'],
+  GATEWAY_CLUSTER_NATS_SERVERS: ['cluster', 'nats', 'servers'],
+  GATEWAY_CLUSTER_NATS_CREDS_FILE: ['cluster', 'nats', 'credsFile'],
+  GATEWAY_CLUSTER_HEARTBEAT_MS: ['cluster', 'heartbeatMs'],
 };
 
 export class ConfigError extends Error {

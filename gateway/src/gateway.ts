@@ -4,6 +4,7 @@ import { mintVisionToken, normalizeDeviceId, type VisionCapability } from '@voxg
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApi, metricsKeys } from './api/app.js';
+import { startCluster, type Cluster } from './cluster/cluster.js';
 import { Assistant } from './assistant/assistant.js';
 import { startMetricsListener } from './api/health.js';
 import type { Config } from './config.js';
@@ -74,6 +75,8 @@ export interface Gateway {
   tls: TlsCertificates | undefined;
   /** Reread the TLS files (SIGHUP); false when there is no TLS or the new files do not load (the old certificate stays). */
   reloadTls(): boolean;
+  /** This instance's part of the cluster, when `cluster.enabled`. */
+  cluster: Cluster | undefined;
   close(): Promise<void>;
 }
 
@@ -187,6 +190,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   let stopping = false;
   let mqtt: MqttLink | undefined;
   let metricsListener: { port: number; close(): Promise<void> } | undefined;
+  let cluster: Cluster | undefined;
   const visionService: VisionService | undefined = config.vision.serve
     ? {
         visionKey,
@@ -245,6 +249,9 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     metrics,
   });
   try {
+    // Joined before the listeners open, so the first device's presence reaches the other instances.
+    if (config.cluster.enabled)
+      cluster = await startCluster({ config: config.cluster, calls: config.calls, registry, bus, log, metricsRegistry: metrics.registry });
     // Both listeners start together, so a start that fails reports every port that failed, not the first.
     const [mqttStart, httpStart] = await Promise.allSettled([
       config.mqtt.enabled ? startMqttLink({
@@ -289,6 +296,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     await mqtt?.close();
     await http.close();
     await hub.close();
+    await cluster?.close();
     await store.close();
     throw e;
   }
@@ -327,6 +335,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
       // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
       await Promise.all([Promise.race([Promise.all([devicesClosed, http.close(), mqtt?.close(), metricsListener?.close()]), grace]), hubStarted.then(() => hub.close())]);
+      await cluster?.close();
       await store.close();
       log.info('stopped');
     })());
@@ -359,6 +368,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       log.warn('TLS reload asked, but no tls.certFile is configured; nothing to reload');
       return false;
     },
+    cluster,
     close,
   };
 }

@@ -1,8 +1,7 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import type { z } from 'zod';
-import type { DeviceRegistry, DeviceSummary } from '../devices/registry.js';
-import type { DeviceSession } from '../devices/session.js';
+import type { DeviceHandle, DeviceRegistry, DeviceSummary } from '../devices/registry.js';
 import { GatewayError } from '../errors.js';
 import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, Problem, RpcBody, RpcResult, RpcSent, ToolList, ToolParams, jsonSchema } from './schemas.js';
 
@@ -54,7 +53,7 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       response: { 200: jsonSchema(ToolList, 'output'), ...problems(400, 401, 404, 502, 503, 504) },
     } as FastifySchema,
     handler: async (req) => {
-      const session = registry.session(parseDeviceId(req.params.deviceId));
+      const session = registry.device(parseDeviceId(req.params.deviceId));
       const catalog = session.catalog;
       if (!catalog) throw notReady(session);
       return { tools: catalog.tools, hash: catalog.hash };
@@ -70,7 +69,7 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       response: { 200: jsonSchema(CallResult, 'output'), ...problems(400, 401, 404, 422, 429, 502, 503, 504) },
     },
     handler: async (req) => {
-      const session = registry.session(parseDeviceId(req.params.deviceId));
+      const session = registry.device(parseDeviceId(req.params.deviceId));
       const body = req.body ?? {};
       const out = await session.call(req.params.toolName, body.arguments ?? {}, callOpts(body.timeoutMs));
       return { ...out, isError: out.isError ?? false };
@@ -89,7 +88,7 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       const { method, params, timeoutMs } = req.body;
       if (req.body.id !== undefined)
         throw new GatewayError('INVALID_REQUEST', 'remove "id": the gateway assigns JSON-RPC ids to match the reply (devices accept small integers only); send "method" and "params"');
-      const session = registry.session(parseDeviceId(req.params.deviceId));
+      const session = registry.device(parseDeviceId(req.params.deviceId));
       if (method.startsWith('notifications/')) {
         session.notify(method, params);
         return reply.code(202).send({ sent: true, notification: method });
@@ -112,7 +111,7 @@ function decodeCursor(cursor: string): string {
 }
 
 /** An online device without a catalog yet: say what setup is doing (never "offline": it is connected). */
-function notReady(session: DeviceSession): GatewayError {
+function notReady(session: DeviceHandle): GatewayError {
   if (session.state === 'failed') return new GatewayError('DEVICE_ERROR', `device ${session.deviceId} did not complete initialization: ${session.initError}`, { state: 'failed' });
   const s = session.setup;
   if (!s) return new GatewayError('DEVICE_NOT_READY', `device ${session.deviceId} is online and initializing (${session.state}); try again shortly`, { state: session.state });

@@ -6,6 +6,7 @@ import type { Metrics } from '../metrics.js';
 import { CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.js';
 import type { SchemaValidators } from '../schemas/validators.js';
 import { DeviceSession, type SessionSettings } from './session.js';
+import type { ToolCatalog } from './catalog.js';
 import type { ToolsPageCache } from './tools-page-cache.js';
 import type { VoiceHook } from './voice-hook.js';
 
@@ -68,6 +69,18 @@ export interface RegistryDeps {
   voice?: VoiceHook;
 }
 
+/** What callers of a device need: the local session satisfies it, and so does a device on another instance (cluster). */
+export type DeviceHandle = Pick<DeviceSession, 'deviceId' | 'state' | 'catalog' | 'setup' | 'initError' | 'findTool' | 'call' | 'rpc' | 'notify'>;
+
+/** Devices held by other instances (cluster/): a handle to call one, and its summary. */
+export interface RemoteDevices {
+  /** Undefined when the cluster does not know the device; throws DEVICE_OFFLINE when it knows it offline. */
+  device(deviceId: string): DeviceHandle | undefined;
+  summary(deviceId: string): DeviceSummary | undefined;
+  /** Ready devices on other live instances whose catalogs are known here. */
+  ready(): Array<{ deviceId: string; catalog: ToolCatalog }>;
+}
+
 /** Presence for every device: who is connected now, over what, since when, and which session speaks for it. */
 export class DeviceRegistry {
   private readonly records = new Map<string, DeviceRecord>();
@@ -75,8 +88,37 @@ export class DeviceRegistry {
   private order: string[] = [];
   private epochs = 0;
   private readyCount = 0;
+  private remote: RemoteDevices | undefined;
+  private readonly remoteListeners = new Set<() => void>();
 
   constructor(private readonly d: RegistryDeps) {}
+
+  /** With cluster on: devices without a live local connection are looked up on the other instances. */
+  useRemote(remote: RemoteDevices): void {
+    this.remote = remote;
+  }
+
+  /** (cluster) Ready devices held by other instances; empty with the cluster off. */
+  remoteReady(): Array<{ deviceId: string; catalog: ToolCatalog }> {
+    return this.remote ? this.remote.ready() : [];
+  }
+
+  /** (cluster) Called when the other instances' devices change (presence, catalogs); the hub rebuilds its namespace. */
+  onRemoteChange(fn: () => void): () => boolean {
+    this.remoteListeners.add(fn);
+    return () => this.remoteListeners.delete(fn);
+  }
+
+  remoteChanged(): void {
+    for (const fn of this.remoteListeners) fn();
+  }
+
+  /** The device to call: its live local session, else (cluster) the instance that holds it, else the reason there is none. */
+  device(deviceId: string): DeviceHandle {
+    const r = this.records.get(deviceId);
+    if (r?.session && r.session.state !== 'closed') return r.session;
+    return this.remote?.device(deviceId) ?? this.session(deviceId);
+  }
 
   /**
    * A device connected: a newer connection replaces an older one (takeover), but only when it proved the
@@ -228,6 +270,7 @@ export class DeviceRegistry {
 
   get(deviceId: string): DeviceSummary | undefined {
     const r = this.records.get(deviceId);
+    if (this.remote && !r?.session) return this.remote.summary(deviceId) ?? (r && summarize(r));
     return r && summarize(r);
   }
 

@@ -14,6 +14,7 @@ import {
   type Tool,
 } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
+import type { ToolCatalog } from '../devices/catalog.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
@@ -116,6 +117,7 @@ export class McpHub {
   private version = 0;
   private ns: { version: number; map: Map<string, ToolTarget>; byTarget: Map<string, string> } | undefined;
   private offBus: (() => boolean) | undefined;
+  private offRemote: (() => boolean) | undefined;
   private notifyScheduled = false;
   private closed = false;
   /** Calls in flight, so that shutdown can answer each one (SHUTTING_DOWN) and tell its upstream to cancel. */
@@ -151,6 +153,7 @@ export class McpHub {
     this.offBus = d.bus.subscribe((e) => {
       if (e.type === 'device.ready' || e.type === 'device.tools_changed' || e.type === 'device.offline') this.changed();
     });
+    this.offRemote = d.registry.onRemoteChange(() => this.changed());
   }
 
   /** Connect every server at once; resolves when each has connected or failed. Never rejects. */
@@ -209,8 +212,8 @@ export class McpHub {
     for (const u of this.upstreams.values())
       for (const t of u.knownTools) entries.push({ raw: serverToolRaw(u.config.name, t.name), target: { kind: 'server', server: u.config.name, tool: t.name } });
     if (this.d.deviceTools !== 'generic')
-      for (const s of this.d.registry.sessions()) {
-        if (s.state !== 'ready' || !s.catalog) continue;
+      for (const s of this.readyDevices()) {
+        if ((s.state !== undefined && s.state !== 'ready') || !s.catalog) continue;
         for (const t of s.catalog.tools) if (!t.userOnly) entries.push({ raw: deviceToolRaw(s.deviceId, t.name), target: { kind: 'device', deviceId: s.deviceId, tool: t.name } });
       }
     if (this.d.deviceTools !== 'per_device') {
@@ -222,6 +225,13 @@ export class McpHub {
     for (const [name, t] of map) byTarget.set(targetKey(t), name);
     this.ns = { version: this.version, map, byTarget };
     return this.ns;
+  }
+
+  /** Local sessions, plus (cluster) the ready devices of the other instances. */
+  private readyDevices(): Array<{ deviceId: string; catalog?: ToolCatalog | undefined; state?: string }> {
+    const remote = this.d.registry.remoteReady();
+    const local = this.d.registry.sessions();
+    return remote.length === 0 ? local : [...local, ...remote];
   }
 
   /** The provider-neutral tool list for this caller: servers' tools, device tools, generic device tools. */
@@ -243,8 +253,8 @@ export class McpHub {
       }
     }
     if (this.d.deviceTools !== 'generic')
-      for (const s of this.d.registry.sessions()) {
-        if (s.state !== 'ready' || !s.catalog) continue;
+      for (const s of this.readyDevices()) {
+        if ((s.state !== undefined && s.state !== 'ready') || !s.catalog) continue;
         for (const t of s.catalog.tools) {
           if (t.userOnly) continue;
           const name = ns.byTarget.get(targetKey({ kind: 'device', deviceId: s.deviceId, tool: t.name }));
@@ -376,7 +386,7 @@ export class McpHub {
   }
 
   private async callDevice(deviceId: string, tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
-    const session = this.d.registry.session(deviceId);
+    const session = this.d.registry.device(deviceId);
     if (session.findTool(tool)?.userOnly) throw new GatewayError('TOOL_NOT_FOUND', `"${tool}" on device ${deviceId} is for people only, not for an LLM`);
     const out = await session.call(tool, args, { timeoutMs: ctx.timeoutMs ?? this.d.deviceCallTimeoutMs });
     const { durationMs: _d, ...result } = out;
@@ -594,6 +604,7 @@ export class McpHub {
   async close(): Promise<void> {
     this.closed = true;
     this.offBus?.();
+    this.offRemote?.();
     this.listeners.clear();
     await Promise.allSettled([...this.upstreams.values()].map((u) => u.close()));
   }

@@ -1,0 +1,339 @@
+import { randomBytes } from 'node:crypto';
+import { CallToolResultSchema } from '@voxgate/protocol';
+import { readFileSync } from 'node:fs';
+import { Kvm } from '@nats-io/kv';
+import { connect, credsAuthenticator, RequestError, TimeoutError, type Msg, type NatsConnection } from '@nats-io/transport-node';
+import { Counter, type Registry } from 'prom-client';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { CLOSE_REPLACED } from '../devices/link.js';
+import type { DeviceHandle, DeviceRegistry, DeviceSummary } from '../devices/registry.js';
+import type { CatalogTool } from '../devices/catalog.js';
+import type { CallOutcome, SessionState } from '../devices/session.js';
+import { GatewayError } from '../errors.js';
+import type { EventBus, GatewayEvent } from '../events/bus.js';
+import { ClusterPresence, type SeenPresence } from './presence.js';
+import { callSubject, eventSubject, EVENTS_WILDCARD, ForwardedCall, ForwardedReply, RelayedEvent } from './wire.js';
+
+export interface ClusterDeps {
+  config: Config['cluster'];
+  calls: { defaultTimeoutMs: number; maxTimeoutMs: number };
+  registry: DeviceRegistry;
+  bus: EventBus;
+  log: Logger;
+  metricsRegistry: Registry;
+}
+
+export interface Cluster {
+  instanceId: string;
+  close(): Promise<void>;
+}
+
+const decoder = new TextDecoder();
+/** Beyond the call's own timeout, how long the forwarding side waits for the owner's DEVICE_TIMEOUT answer. */
+const FORWARD_MARGIN_MS = 2_000;
+
+function clusterMetrics(registry: Registry) {
+  const registers = [registry];
+  return {
+    forwarded: new Counter({ name: 'voxgate_cluster_forwarded_calls_total', help: 'Calls forwarded to the instance holding the device, by outcome', labelNames: ['outcome'] as const, registers }),
+    served: new Counter({ name: 'voxgate_cluster_served_calls_total', help: 'Calls served for other instances, by outcome', labelNames: ['outcome'] as const, registers }),
+    takeovers: new Counter({ name: 'voxgate_cluster_takeovers_total', help: 'Local connections closed because the device connected to another instance', registers }),
+    instancesLost: new Counter({ name: 'voxgate_cluster_instances_lost_total', help: 'Other instances found gone (stopped, or silent for 3 heartbeats)', registers }),
+    eventsRefused: new Counter({ name: 'voxgate_cluster_events_refused_total', help: 'Events from NATS refused (malformed, too large)', registers }),
+  };
+}
+
+/**
+ * This instance's part of the cluster: it writes the presence of the devices it holds, answers calls other
+ * instances forward to it, forwards calls for devices it does not hold, and relays events both ways.
+ */
+export async function startCluster(d: ClusterDeps): Promise<Cluster> {
+  const instanceId = d.config.instanceId ?? `gw-${randomBytes(4).toString('hex')}`;
+  const log = d.log.child({ component: 'cluster', instance: instanceId });
+  const metrics = clusterMetrics(d.metricsRegistry);
+  const creds = d.config.nats.credsFile;
+  const servers = d.config.nats.servers.map(withoutUserInfo);
+  const nc = await connect({
+    servers: d.config.nats.servers,
+    name: `voxgate-${instanceId}`,
+    maxReconnectAttempts: -1,
+    ...(creds ? { authenticator: credsAuthenticator(readFileSync(creds)) } : {}),
+  }).catch((e: unknown) => {
+    throw new Error(`cluster: cannot reach NATS at ${servers.join(', ')}: ${e instanceof Error ? e.message : String(e)}`);
+  });
+  try {
+    return await join(nc, instanceId, d, log, metrics);
+  } catch (e) {
+    await nc.close();
+    throw e;
+  }
+}
+
+async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log: Logger, metrics: ReturnType<typeof clusterMetrics>): Promise<Cluster> {
+  const kv = await new Kvm(nc).create(d.config.bucket, { history: 1, maxValueSize: d.config.maxMessageBytes });
+  // Whatever can publish on the NATS account can send junk: one warning per minute, the counters say how much.
+  let lastRefusedLog = 0;
+  const refusedLog = (obj: Record<string, unknown>, msg: string) => {
+    if (Date.now() - lastRefusedLog < 60_000) return;
+    lastRefusedLog = Date.now();
+    log.warn(obj, msg);
+  };
+  /** Forwarded calls waiting for an instance's answer, so they fail at once when it is found gone. */
+  const waiting = new Map<string, Set<(e: GatewayError) => void>>();
+  const presence = new ClusterPresence({
+    kv,
+    instanceId,
+    heartbeatMs: d.config.heartbeatMs,
+    log,
+    onTakenOver: (deviceId) => {
+      const s = safeSession(d.registry, deviceId);
+      if (!s) return;
+      metrics.takeovers.inc();
+      log.info({ deviceId }, 'the device connected to another instance; closing the connection here');
+      s.failAll(new GatewayError('DEVICE_OFFLINE', `device ${deviceId} reconnected to another instance; the call was on the replaced connection`));
+      s.link.close(CLOSE_REPLACED, 'replaced by a newer connection');
+    },
+    onRemoteChange: () => d.registry.remoteChanged(),
+    onInstanceDead: (id) => {
+      metrics.instancesLost.inc();
+      const set = waiting.get(id);
+      waiting.delete(id);
+      for (const fail of set ?? []) fail(new GatewayError('DEVICE_OFFLINE', `the gateway instance holding the device (${id}) is gone`));
+    },
+  });
+  await presence.start();
+
+  // Presence and events of the devices this instance holds. Events relayed from NATS are not sent back.
+  let relaying = false;
+  const offBus = d.bus.subscribe((e) => {
+    if (relaying) return;
+    writePresence(e);
+    const body = JSON.stringify({ origin: instanceId, type: e.type, deviceId: e.deviceId, data: e.data });
+    if (Buffer.byteLength(body) > d.config.maxMessageBytes) return void metrics.eventsRefused.inc();
+    nc.publish(eventSubject(e.deviceId, e.type), body);
+  });
+  const eventsSub = nc.subscribe(EVENTS_WILDCARD, {
+    callback: (err, msg) => {
+      if (err) return;
+      const e = parseMessage(msg, RelayedEvent, d.config.maxMessageBytes);
+      if (!e) {
+        metrics.eventsRefused.inc();
+        return refusedLog({ subject: msg.subject.slice(0, 200), bytes: msg.data.length }, 'malformed event from NATS refused (one line per minute)');
+      }
+      if (e.origin === instanceId || staleOffline(e.type, e.deviceId, e.origin)) return;
+      relaying = true;
+      try {
+        d.bus.publish(e.type, e.deviceId, e.data);
+      } finally {
+        relaying = false;
+      }
+    },
+  });
+
+  /** The old instance's "offline" after a takeover: the device is online elsewhere (here, or at another instance). */
+  function staleOffline(type: string, deviceId: string, origin: string): boolean {
+    if (type !== 'device.offline') return false;
+    if (safeSession(d.registry, deviceId)) return true;
+    const p = presence.remote(deviceId);
+    return p !== undefined && p.entry.instance !== origin && p.entry.state !== 'offline';
+  }
+
+  function writePresence(e: GatewayEvent): void {
+    if (e.type !== 'device.online' && e.type !== 'device.ready' && e.type !== 'device.offline' && e.type !== 'device.tools_changed') return;
+    const summary = d.registry.get(e.deviceId);
+    if (!summary) return;
+    const s = safeSession(d.registry, e.deviceId);
+    const base = { instance: instanceId, transport: summary.transport, clientId: summary.clientId, connectedAt: summary.connectedAt, toolCount: summary.toolCount };
+    if (e.type === 'device.online') void presence.write(e.deviceId, { ...base, state: 'online' }, true);
+    else if (e.type === 'device.offline') void presence.write(e.deviceId, { ...base, state: 'offline', ...(summary.toolsHash ? { catalogHash: summary.toolsHash } : {}) }, false);
+    else if (s?.catalog)
+      void presence.write(e.deviceId, { ...base, state: 'ready', catalogHash: s.catalog.hash, toolCount: s.catalog.size, ...(summary.server ? { server: summary.server } : {}) }, false, s.catalog);
+  }
+
+  // Calls other instances forward here: only a live local session answers (never forwarded again).
+  const callsSub = nc.subscribe(callSubject(instanceId), {
+    callback: (err, msg) => {
+      if (err) return;
+      void serve(msg).then(
+        (reply) => {
+          metrics.served.inc({ outcome: reply.ok ? 'ok' : reply.code });
+          let body = JSON.stringify(reply);
+          if (Buffer.byteLength(body) > d.config.maxMessageBytes) body = JSON.stringify({ ok: false, code: 'DEVICE_ERROR', message: 'the result is too large to forward between instances', extra: {} });
+          try {
+            msg.respond(body);
+          } catch (err) {
+            log.warn({ err }, 'could not answer a forwarded call (NATS connection closing)');
+          }
+        },
+      );
+    },
+  });
+
+  async function serve(msg: Msg): Promise<ForwardedReply> {
+    try {
+      const c = parseMessage(msg, ForwardedCall, d.config.maxMessageBytes);
+      if (!c) {
+        refusedLog({ subject: msg.subject, bytes: msg.data.length }, 'malformed forwarded call refused (one line per minute)');
+        throw new GatewayError('INVALID_REQUEST', 'malformed forwarded call');
+      }
+      const s = safeSession(d.registry, c.deviceId);
+      // Presence said this instance holds it, but it does not (any more): offline, as seen from the caller.
+      if (!s) throw new GatewayError('DEVICE_OFFLINE', `device ${c.deviceId} is offline (no longer connected to gateway instance ${instanceId})`);
+      if (c.op === 'call') return { ok: true, result: await s.call(c.name, c.args, c.timeoutMs === undefined ? {} : { timeoutMs: c.timeoutMs }) };
+      if (c.op === 'rpc') return { ok: true, result: await s.rpc(c.name, c.args, c.timeoutMs === undefined ? {} : { timeoutMs: c.timeoutMs }) };
+      s.notify(c.name, c.args);
+      return { ok: true, result: null };
+    } catch (e) {
+      if (e instanceof GatewayError) return { ok: false, code: e.code, message: e.message, extra: e.extra };
+      log.error({ err: e }, 'forwarded call failed');
+      return { ok: false, code: 'INTERNAL', message: 'internal error on the instance holding the device', extra: {} };
+    }
+  }
+
+  async function forward(owner: string, call: ForwardedCall, timeoutMs: number): Promise<unknown> {
+    let fail!: (e: GatewayError) => void;
+    const gone = new Promise<never>((_, reject) => (fail = reject));
+    let set = waiting.get(owner);
+    if (!set) waiting.set(owner, (set = new Set()));
+    set.add(fail);
+    try {
+      const msg = await Promise.race([nc.request(callSubject(owner), JSON.stringify(call), { timeout: timeoutMs + FORWARD_MARGIN_MS }), gone]);
+      const reply = parseMessage(msg, ForwardedReply, d.config.maxMessageBytes);
+      if (!reply) throw new GatewayError('DEVICE_ERROR', 'the instance holding the device sent a malformed answer');
+      if (!reply.ok) throw new GatewayError(reply.code, reply.message, reply.extra);
+      metrics.forwarded.inc({ outcome: 'ok' });
+      return reply.result;
+    } catch (e) {
+      const err = forwardError(e, call.deviceId, owner);
+      // Nobody subscribes to the owner's subject: it is gone (no need to wait for its missed heartbeats).
+      if (e instanceof RequestError && e.isNoResponders()) presence.dead(owner);
+      metrics.forwarded.inc({ outcome: err.code });
+      throw err;
+    } finally {
+      set.delete(fail);
+      if (set.size === 0 && waiting.get(owner) === set) waiting.delete(owner);
+    }
+  }
+
+  const clamp = (t: number | undefined) => Math.min(t ?? d.calls.defaultTimeoutMs, d.calls.maxTimeoutMs);
+
+  function handle(deviceId: string, p: SeenPresence): DeviceHandle {
+    const owner = p.entry.instance;
+    const catalog = p.entry.state === 'ready' ? presence.catalog(p.entry.catalogHash) : undefined;
+    const state: SessionState = catalog ? 'ready' : 'initializing';
+    return {
+      deviceId,
+      state,
+      catalog,
+      setup: undefined,
+      findTool: (name: string): CatalogTool | undefined => catalog?.get(name),
+      call: async (name, args, opts = {}) => {
+        const result = await forward(owner, { op: 'call', deviceId, name, args, ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }) }, clamp(opts.timeoutMs));
+        const parsed = CallToolResultSchema.safeParse(result);
+        if (!parsed.success) throw new GatewayError('DEVICE_ERROR', `the instance holding device ${deviceId} sent a malformed tools/call result`);
+        const { durationMs } = result as { durationMs?: unknown };
+        return { ...parsed.data, durationMs: typeof durationMs === 'number' ? durationMs : 0 } as CallOutcome;
+      },
+      rpc: (method, params, opts = {}) =>
+        forward(owner, { op: 'rpc', deviceId, name: method, ...(params ? { args: params } : {}), ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }) }, clamp(opts.timeoutMs)),
+      notify: (method, params) => {
+        try {
+          nc.publish(callSubject(owner), JSON.stringify({ op: 'notify', deviceId, name: method, ...(params ? { args: params } : {}) }));
+        } catch {
+          throw new GatewayError('DEVICE_OFFLINE', `device ${deviceId} could not be reached through gateway instance ${owner}`);
+        }
+      },
+    };
+  }
+
+  /** A device online on another live instance. */
+  const remote = (deviceId: string): SeenPresence | undefined => {
+    const p = presence.remote(deviceId);
+    return p && p.entry.state !== 'offline' && presence.alive(p.entry.instance) ? p : undefined;
+  };
+  d.registry.useRemote({
+    device: (deviceId) => {
+      if (!presence.remote(deviceId)) return undefined;
+      const p = remote(deviceId);
+      // Known to the cluster, but offline (or its instance is gone): offline, not "never connected".
+      if (!p) throw new GatewayError('DEVICE_OFFLINE', `device ${deviceId} is offline`);
+      return handle(deviceId, p);
+    },
+    ready: () => presence.readyRemote(),
+    summary: (deviceId) => {
+      const p = presence.remote(deviceId);
+      return p && summarize(deviceId, p, remote(deviceId) !== undefined);
+    },
+  });
+  log.info({ servers: d.config.nats.servers.map(withoutUserInfo), bucket: d.config.bucket }, 'joined the cluster');
+
+  return {
+    instanceId,
+    close: async () => {
+      offBus();
+      callsSub.unsubscribe();
+      eventsSub.unsubscribe();
+      // Bounded: with NATS unreachable, the last presence writes and the drain must not hold shutdown.
+      const grace = 2 * d.config.heartbeatMs;
+      await within(presence.stop(), grace);
+      await within(nc.drain().catch(() => undefined), grace);
+      if (!nc.isClosed()) await nc.close();
+    },
+  };
+}
+
+function within(p: Promise<unknown>, ms: number): Promise<unknown> {
+  return Promise.race([p, new Promise((resolve) => setTimeout(resolve, ms).unref())]);
+}
+
+/** A server URL for logs and errors: `nats://user:pass@host` loses its user and password. */
+function withoutUserInfo(server: string): string {
+  return server.replace(/^([a-z]+:\/\/)?[^@/]*@/i, '$1');
+}
+
+function safeSession(registry: DeviceRegistry, deviceId: string) {
+  try {
+    return registry.session(deviceId);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The message's JSON, parsed with the schema; undefined when too large or malformed. */
+function parseMessage<T>(msg: Msg, schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } }, maxBytes: number): T | undefined {
+  if (msg.data.length > maxBytes) return undefined;
+  try {
+    const r = schema.safeParse(JSON.parse(decoder.decode(msg.data)));
+    return r.success ? r.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** NATS failures in the caller's terms: nobody listening for the owner means the device is offline. */
+function forwardError(e: unknown, deviceId: string, owner: string): GatewayError {
+  if (e instanceof GatewayError) return e;
+  if (e instanceof RequestError && e.isNoResponders()) return new GatewayError('DEVICE_OFFLINE', `device ${deviceId} is offline (its gateway instance ${owner} is gone)`);
+  if (e instanceof TimeoutError || (e instanceof RequestError && e.cause instanceof TimeoutError))
+    return new GatewayError('DEVICE_TIMEOUT', `device ${deviceId} did not answer in time (through gateway instance ${owner})`);
+  return new GatewayError('DEVICE_OFFLINE', `device ${deviceId} could not be reached through gateway instance ${owner}`);
+}
+
+function summarize(deviceId: string, p: SeenPresence, online: boolean): DeviceSummary {
+  const e = p.entry;
+  return {
+    id: deviceId,
+    clientId: e.clientId,
+    transport: e.transport,
+    online,
+    state: online ? (e.state === 'ready' ? 'ready' : 'initializing') : 'offline',
+    connectedAt: e.connectedAt,
+    lastSeenAt: e.connectedAt,
+    server: e.server ?? null,
+    protocolVersion: null,
+    toolCount: e.toolCount,
+    toolsHash: e.catalogHash ?? null,
+    pendingCalls: 0,
+  };
+}
