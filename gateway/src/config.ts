@@ -247,6 +247,8 @@ export const ConfigSchema = z
         restartResetMs: Ms(60_000),
         maxResultBytes: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
         maxToolsPerServer: z.coerce.number().int().min(1).max(10_000).default(512),
+        /** Devices one `devices_list` result names at most (a fleet must not become one tool result); past it: `truncated`. */
+        devicesListMax: z.coerce.number().int().min(1).max(10_000).default(200),
         /** Default for servers without `allow_private_network`: outbound HTTP may reach private addresses. */
         allowPrivateNetwork: Bool.default(false),
         /** Asked of hosted servers that log (logging/setLevel); their messages go to /mcp sessions that see them. */

@@ -162,6 +162,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     enabled: mcpServers.enabled,
     deviceTools: config.mcp.deviceTools,
     deviceCallTimeoutMs: config.calls.defaultTimeoutMs,
+    devicesListMax: config.mcp.devicesListMax,
     settings: {
       connectTimeoutMs: config.mcp.connectTimeoutMs,
       callTimeoutMs: config.mcp.callTimeoutMs,

@@ -98,6 +98,27 @@ describe('device tools in the namespace', () => {
   });
 });
 
+describe('devices_list on a large fleet', () => {
+  it('names at most mcp.devicesListMax devices and says the list is truncated', async () => {
+    const t = await startTestGateway({ mcp: { deviceTools: 'generic', devicesListMax: 2 } });
+    const devices = ['02:00:00:00:02:11', '02:00:00:00:02:12', '02:00:00:00:02:13'].map((id) => new ReferenceDevice({ deviceId: id }));
+    try {
+      for (const d of devices) {
+        const ready = t.nextEvent('device.ready', d.deviceId);
+        await d.connectWebSocket(t.wsUrl);
+        await ready;
+      }
+      const r = await t.api<CallBody & { structuredContent: { devices: Array<{ device_id: string }>; truncated?: boolean } }>('POST', '/v1/tools/devices_list/call', { arguments: {} });
+      expect(r.body.isError).toBe(false);
+      expect(r.body.structuredContent.devices.map((d) => d.device_id)).toEqual(['02:00:00:00:02:11', '02:00:00:00:02:12']);
+      expect(r.body.structuredContent.truncated).toBe(true);
+    } finally {
+      for (const d of devices) d.terminate();
+      await t.close();
+    }
+  });
+});
+
 describe('tenants', () => {
   it('parses key tenants from the environment, keeping plain GATEWAY_API_KEYS valid', () => {
     const empty = join(mkdtempSync(join(tmpdir(), 'voxgate-cfg-')), 'gateway.config.json');

@@ -28,8 +28,6 @@ import { invalidArguments } from '../schemas/validators.js';
 
 export type DeviceToolMode = 'per_device' | 'generic' | 'both';
 
-/** Devices one devices_list result names at most. */
-const DEVICES_LIST_MAX = 200;
 
 /** A caller: its tenant (from its API key), if any. */
 export interface Caller {
@@ -83,6 +81,8 @@ export interface HubDeps {
   settings: HubSettings;
   deviceTools: DeviceToolMode;
   deviceCallTimeoutMs: number;
+  /** Devices one devices_list result names at most. */
+  devicesListMax: number;
 }
 
 const GENERIC_TOOLS: Record<'devices_list' | 'device_call', Omit<HubTool, 'name' | 'source'>> = {
@@ -358,14 +358,14 @@ export class McpHub {
     if (t.tool === 'devices_list') {
       const onlineOnly = args['online_only'] !== false;
       // One page: a fleet of thousands must not become one tool result (an LLM's context, a /mcp message).
-      const page = this.d.registry.page(onlineOnly ? { online: true } : {}, { limit: DEVICES_LIST_MAX, after: undefined });
+      const page = this.d.registry.page(onlineOnly ? { online: true } : {}, { limit: this.d.devicesListMax, after: undefined });
       const devices = page.devices
         .map((d) => {
           const session = d.online ? this.safeSession(d.id) : undefined;
           const tools = session?.catalog?.tools.filter((x) => !x.userOnly).map((x) => ({ name: x.name, description: x.description, inputSchema: x.inputSchema })) ?? [];
           return { device_id: d.id, online: d.online, state: d.state, board: d.server?.name ?? null, tools };
         });
-      const listed = page.next === undefined ? { devices } : { devices, truncated: true, note: `only the first ${DEVICES_LIST_MAX} devices are listed; call device_call with any device id` };
+      const listed = page.next === undefined ? { devices } : { devices, truncated: true, note: `only the first ${this.d.devicesListMax} devices are listed; call device_call with any device id` };
       return { content: [{ type: 'text', text: JSON.stringify(listed) }], structuredContent: listed };
     }
     const deviceId = args['device_id'];
