@@ -251,7 +251,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   try {
     // Joined before the listeners open, so the first device's presence reaches the other instances.
     if (config.cluster.enabled)
-      cluster = await startCluster({ config: config.cluster, calls: config.calls, registry, bus, log, metricsRegistry: metrics.registry });
+      cluster = await startCluster({ config: config.cluster, calls: config.calls, registry, bus, log, metricsRegistry: metrics.registry, replayLimit: config.events.bufferSize });
     // Both listeners start together, so a start that fails reports every port that failed, not the first.
     const [mqttStart, httpStart] = await Promise.allSettled([
       config.mqtt.enabled ? startMqttLink({

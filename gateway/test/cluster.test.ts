@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../test/support/gateway-harness.js';
@@ -156,6 +157,65 @@ describe('many instances on NATS (issue 13)', () => {
       expect(seen).toEqual(['device.online', 'device.ready']);
     } finally {
       stream.close();
+    }
+  });
+
+  it('replays missed events to a client that resumes with Last-Event-ID on another instance', async () => {
+    const [a, b, c] = gws as [TestGateway, TestGateway, TestGateway];
+    const d = device();
+    const first = await openSse(`${b.baseUrl}/v1/events?device=${d.deviceId}`, auth);
+    let lastId: string;
+    try {
+      await online(d, a);
+      for (;;) {
+        const e = await first.events.next(10_000, 'device.ready on the first stream');
+        if (e.event === 'device.ready') {
+          lastId = e.id!;
+          break;
+        }
+      }
+    } finally {
+      first.close();
+    }
+    // Missed while no stream is open: the device drops and comes back on A.
+    const offline = a.nextEvent('device.offline', d.deviceId);
+    d.terminate();
+    await offline;
+    const again = device(d.deviceId);
+    const ready = await (async () => {
+      const r = a.nextEvent('device.ready', d.deviceId);
+      await again.connectWebSocket(a.wsUrl);
+      return r;
+    })();
+    // The stream has stored the last of them (JetStream stores asynchronously to the core delivery).
+    const nc = await connect({ servers: nats.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await until(async () => {
+        const m = await jsm.streams.getMessage('VOXGATE_EVENTS', { last_by_subj: `voxgate.events.${d.deviceId}.device.ready` });
+        return (m?.json<{ id?: string }>().id) === ready.id;
+      }, 'the last event in the stream');
+    } finally {
+      await nc.close();
+    }
+    const resumed = await openSse(`${c.baseUrl}/v1/events?device=${d.deviceId}`, { ...auth, 'last-event-id': lastId });
+    try {
+      const seen: Array<{ id?: string; event?: string }> = [];
+      for (;;) {
+        const e = await resumed.events.next(10_000, 'the replayed events on another instance');
+        seen.push({ id: e.id, event: e.event });
+        if (e.id === ready.id) break;
+      }
+      expect(seen.map((e) => e.event)).toEqual(['device.offline', 'device.online', 'device.ready']);
+    } finally {
+      resumed.close();
+    }
+    // An id no instance ever gave still gets resync.
+    const unknown = await openSse(`${c.baseUrl}/v1/events?device=${d.deviceId}`, { ...auth, 'last-event-id': 'zzzz-1' });
+    try {
+      expect((await unknown.events.next(10_000, 'resync')).event).toBe('resync');
+    } finally {
+      unknown.close();
     }
   });
 

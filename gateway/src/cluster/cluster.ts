@@ -12,6 +12,7 @@ import type { CatalogTool } from '../devices/catalog.js';
 import type { CallOutcome, SessionState } from '../devices/session.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus, GatewayEvent } from '../events/bus.js';
+import { openEventStream } from './event-stream.js';
 import { ClusterPresence, type SeenPresence } from './presence.js';
 import { callSubject, eventSubject, EVENTS_WILDCARD, ForwardedCall, ForwardedReply, RelayedEvent } from './wire.js';
 
@@ -22,6 +23,8 @@ export interface ClusterDeps {
   bus: EventBus;
   log: Logger;
   metricsRegistry: Registry;
+  /** At most this many events are replayed to a client resuming with `Last-Event-ID` (the bus's own ring size). */
+  replayLimit: number;
 }
 
 export interface Cluster {
@@ -104,12 +107,16 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
   });
   await presence.start();
 
+  // The stream exists before the first event is published, so it holds every event from here on.
+  const stream = await openEventStream(nc, d.config, d.replayLimit, log);
+  d.bus.remoteReplay = stream.replay;
+
   // Presence and events of the devices this instance holds. Events relayed from NATS are not sent back.
   let relaying = false;
   const offBus = d.bus.subscribe((e) => {
     if (relaying) return;
     writePresence(e);
-    const body = JSON.stringify({ origin: instanceId, type: e.type, deviceId: e.deviceId, data: e.data });
+    const body = JSON.stringify({ origin: instanceId, type: e.type, deviceId: e.deviceId, data: e.data, id: e.id, at: e.at });
     if (Buffer.byteLength(body) > d.config.maxMessageBytes) return void metrics.eventsRefused.inc();
     nc.publish(eventSubject(e.deviceId, e.type), body);
   });
@@ -124,7 +131,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       if (e.origin === instanceId || staleOffline(e.type, e.deviceId, e.origin)) return;
       relaying = true;
       try {
-        d.bus.publish(e.type, e.deviceId, e.data);
+        d.bus.publish(e.type, e.deviceId, e.data, e.id !== undefined && e.at !== undefined ? { id: e.id, at: e.at } : undefined);
       } finally {
         relaying = false;
       }
@@ -272,6 +279,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
     instanceId,
     close: async () => {
       offBus();
+      d.bus.remoteReplay = undefined;
       callsSub.unsubscribe();
       eventsSub.unsubscribe();
       // Bounded: with NATS unreachable, the last presence writes and the drain must not hold shutdown.
