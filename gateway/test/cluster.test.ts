@@ -94,6 +94,36 @@ describe('many instances on NATS (issue 13)', () => {
     expect(spread[0]!.volume).toBe(77);
   });
 
+  it('lists every instance\'s devices on every instance: GET /v1/devices in pages, and the hub\'s devices_list', async () => {
+    const spread = await Promise.all(gws.map((g) => online(device(), g)));
+    const ids = spread.map((d) => d.deviceId).sort();
+    for (const g of gws) {
+      // Pages of 2 walk the local and the cluster's ids together, each device once, in id order.
+      const listed: Array<{ id: string; online: boolean; state: string }> = [];
+      let cursor: string | undefined;
+      do {
+        const page = await g.api<{ devices: typeof listed; nextCursor?: string }>('GET', `/v1/devices?online=true&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+        expect(page.status).toBe(200);
+        expect(page.body.devices.length).toBeLessThanOrEqual(2);
+        listed.push(...page.body.devices);
+        cursor = page.body.nextCursor;
+      } while (cursor);
+      const listedIds = listed.map((d) => d.id);
+      expect(listedIds, `${g.gw.cluster?.instanceId}'s listing`).toEqual(expect.arrayContaining(ids));
+      expect(new Set(listedIds).size).toBe(listedIds.length);
+      expect(listedIds).toEqual([...listedIds].sort());
+      for (const d of listed.filter((x) => ids.includes(x.id))) expect(d).toMatchObject({ online: true, state: 'ready' });
+
+      const hub = await g.api<{ structuredContent: { devices: Array<{ device_id: string; online: boolean; tools: Array<{ name: string }> }> } }>('POST', '/v1/tools/devices_list/call', { arguments: {} });
+      expect(hub.status).toBe(200);
+      for (const id of ids) {
+        const entry = hub.body.structuredContent.devices.find((x) => x.device_id === id);
+        expect(entry, `${id} in ${g.gw.cluster?.instanceId}'s devices_list`).toMatchObject({ online: true });
+        expect(entry!.tools.map((t) => t.name)).toContain('self.audio_speaker.set_volume');
+      }
+    }
+  });
+
   it('refuses to start when NATS cannot be reached, saying where it tried (without the password)', async () => {
     const closed = await startNatsServer();
     const url = closed.url;

@@ -268,6 +268,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       return handle(deviceId, p);
     },
     ready: () => presence.readyRemote(),
+    ids: () => presence.ids(),
     summary: (deviceId) => {
       const p = presence.remote(deviceId);
       return p && summarize(deviceId, p, remote(deviceId) !== undefined);

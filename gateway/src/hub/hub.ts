@@ -377,9 +377,10 @@ export class McpHub {
     return this.callDevice(normalizeDeviceId(deviceId) ?? deviceId, tool, a as Record<string, unknown>, ctx);
   }
 
+  /** The device's local session, or (cluster) the handle of the instance holding it, whose catalog is known here. */
   private safeSession(id: string) {
     try {
-      return this.d.registry.session(id);
+      return this.d.registry.device(id);
     } catch {
       return undefined;
     }
