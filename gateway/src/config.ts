@@ -441,6 +441,8 @@ export const ConfigSchema = z
         heartbeatMs: Ms(2_000, 60_000),
         /** Bytes of one forwarded call's request or reply (NATS's own max_payload is 1 MiB by default). */
         maxMessageBytes: z.coerce.number().int().min(4096).max(8 * 1024 * 1024).default(1024 * 1024),
+        /** Key-value bucket of the persisted state every instance shares (enrollments): the store with the cluster on. */
+        storeBucket: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).default('voxgate-store'),
         /** The JetStream stream over `voxgate.events.>` that `Last-Event-ID` resumes from on any instance; oldest dropped first. */
         events: z
           .object({

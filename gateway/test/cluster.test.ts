@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
+import { OtaResponseSchema, type OtaResponse } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../test/support/gateway-harness.js';
 import { isolatedEnv, spawnGateway, type GatewayProcess } from '../../test/support/gateway-process.js';
@@ -122,6 +123,39 @@ describe('many instances on NATS (issue 13)', () => {
         expect(entry!.tools.map((t) => t.name)).toContain('self.audio_speaker.set_volume');
       }
     }
+  });
+
+  it('shares enrollments: approved on one instance, the device collects its credentials from another and connects', async () => {
+    // Two more instances with enrollment on (hmac device auth, approve policy); the KV store is shared.
+    const enrolling = { deviceAuth: 'hmac' as const, deviceSecret: 'cluster-enrollment-secret-0123456789', cluster: { enabled: true, nats: { servers: [nats.url] }, heartbeatMs: HEARTBEAT_MS } };
+    const a = await startTestGateway({ ...enrolling, cluster: { ...enrolling.cluster, instanceId: 'gw-enroll-a' } });
+    gws.push(a);
+    const b = await startTestGateway({ ...enrolling, cluster: { ...enrolling.cluster, instanceId: 'gw-enroll-b' } });
+    gws.push(b);
+    const d = device();
+    const ota = async (g: TestGateway) => {
+      const res = await fetch(`${g.baseUrl}/xiaozhi/ota/`, {
+        method: 'POST',
+        headers: { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' },
+        body: JSON.stringify({ application: { name: 'xiaozhi', version: '1.7.6' } }),
+      });
+      return { status: res.status, body: OtaResponseSchema.parse(await res.json()) };
+    };
+    const first = await ota(a);
+    const code = first.body.activation!.code;
+    expect((await a.api('POST', `/v1/enrollments/${code}/approve`)).status).toBe(200);
+    let creds: OtaResponse | undefined;
+    await until(async () => {
+      const r = await ota(b);
+      if (r.body.websocket?.token) creds = r.body;
+      return creds !== undefined;
+    }, 'the approval on gw-enroll-a to reach gw-enroll-b');
+    const ready = b.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(b.wsUrl, { token: creds!.websocket!.token! });
+    await ready;
+    // Revoked on B: A forgets the binding too (its next OTA answer is an activation code again).
+    expect((await b.api('POST', `/v1/enrollments/devices/${d.deviceId}/reenroll`)).status).toBe(200);
+    await until(async () => (await ota(a)).body.activation !== undefined, 'the revocation on gw-enroll-b to reach gw-enroll-a');
   });
 
   it('refuses to start when NATS cannot be reached, saying where it tried (without the password)', async () => {

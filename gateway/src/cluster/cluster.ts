@@ -297,7 +297,7 @@ function within(p: Promise<unknown>, ms: number): Promise<unknown> {
 }
 
 /** A server URL for logs and errors: `nats://user:pass@host` loses its user and password. */
-function withoutUserInfo(server: string): string {
+export function withoutUserInfo(server: string): string {
   return server.replace(/^([a-z]+:\/\/)?[^@/]*@/i, '$1');
 }
 
