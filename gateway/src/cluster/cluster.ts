@@ -43,6 +43,7 @@ function clusterMetrics(registry: Registry) {
     served: new Counter({ name: 'voxgate_cluster_served_calls_total', help: 'Calls served for other instances, by outcome', labelNames: ['outcome'] as const, registers }),
     takeovers: new Counter({ name: 'voxgate_cluster_takeovers_total', help: 'Local connections closed because the device connected to another instance', registers }),
     instancesLost: new Counter({ name: 'voxgate_cluster_instances_lost_total', help: 'Other instances found gone (stopped, or silent for 3 heartbeats)', registers }),
+    replays: new Counter({ name: 'voxgate_cluster_event_replays_total', help: 'Last-Event-ID looked up in the cluster event stream, by outcome (replayed, not_found, failed)', labelNames: ['outcome'] as const, registers }),
     eventsRefused: new Counter({ name: 'voxgate_cluster_events_refused_total', help: 'Events from NATS refused (malformed, too large)', registers }),
   };
 }
@@ -109,7 +110,17 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
 
   // The stream exists before the first event is published, so it holds every event from here on.
   const stream = await openEventStream(nc, d.config, d.replayLimit, log);
-  d.bus.remoteReplay = stream.replay;
+  d.bus.remoteReplay = async (lastId) => {
+    try {
+      const r = await stream.replay(lastId);
+      metrics.replays.inc({ outcome: r ? 'replayed' : 'not_found' });
+      return r;
+    } catch (err) {
+      metrics.replays.inc({ outcome: 'failed' });
+      log.warn({ err }, 'Last-Event-ID lookup in the cluster event stream failed; the client gets resync');
+      return undefined;
+    }
+  };
 
   // Presence and events of the devices this instance holds. Events relayed from NATS are not sent back.
   let relaying = false;

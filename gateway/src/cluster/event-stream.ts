@@ -6,6 +6,7 @@ import type { GatewayEvent, Replay } from '../events/bus.js';
 import { EVENTS_WILDCARD, RelayedEvent } from './wire.js';
 
 const decoder = new TextDecoder();
+const EVENT_ID = /^[0-9a-z]{1,32}-\d{1,15}$/;
 /** How long one replay lookup may read the stream before the client gets `resync` instead. */
 const FETCH_EXPIRES_MS = 5_000;
 
@@ -33,7 +34,8 @@ export async function openEventStream(nc: NatsConnection, config: Config['cluste
 
   /** The events after `lastId` in the stream, oldest first; undefined when the id is not in its last `replayLimit` events. */
   async function replay(lastId: string): Promise<Replay | undefined> {
-    if (replayLimit <= 0) return undefined;
+    // Only an id some instance could have given is looked for: anything else costs no read of the stream.
+    if (replayLimit <= 0 || !EVENT_ID.test(lastId)) return undefined;
     const { state } = await jsm.streams.info(name);
     if (state.messages === 0) return undefined;
     const from = Math.max(state.first_seq, state.last_seq - replayLimit); // one more than the limit: the id itself
