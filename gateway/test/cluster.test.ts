@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import { OtaResponseSchema, type OtaResponse } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -156,6 +157,22 @@ describe('many instances on NATS (issue 13)', () => {
     // Revoked on B: A forgets the binding too (its next OTA answer is an activation code again).
     expect((await b.api('POST', `/v1/enrollments/devices/${d.deviceId}/reenroll`)).status).toBe(200);
     await until(async () => (await ota(a)).body.activation !== undefined, 'the revocation on gw-enroll-b to reach gw-enroll-a');
+
+    // Junk written to the shared bucket (not JSON; a record for another device) is refused, logged, not believed.
+    const nc = await connect({ servers: nats.url });
+    try {
+      const kv = await new Kvm(nc).open('voxgate-store');
+      const key = `enrollments.${Buffer.from(d.deviceId).toString('base64url')}`;
+      await kv.put(key, 'not json {');
+      await kv.put(key, JSON.stringify({ deviceId: '02:00:00:00:66:66', clientId: d.clientId, credId: 'x', issuedAt: 1, delivered: true, via: 'approve', enrolledAt: 'now' }));
+      await until(async () => a.logs.some((l) => String(l['msg']).includes('unreadable enrollment record from the shared store')), 'the forged record to be refused');
+      expect(a.logs.some((l) => String(l['msg']).includes('unreadable document in the shared store'))).toBe(true);
+      const still = await ota(a);
+      expect(still.body.activation).toBeDefined();
+      expect(still.body.websocket?.token).toBeUndefined();
+    } finally {
+      await nc.close();
+    }
   });
 
   it('refuses to start when NATS cannot be reached, saying where it tried (without the password)', async () => {

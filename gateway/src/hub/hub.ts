@@ -361,7 +361,7 @@ export class McpHub {
       const page = this.d.registry.page(onlineOnly ? { online: true } : {}, { limit: DEVICES_LIST_MAX, after: undefined });
       const devices = page.devices
         .map((d) => {
-          const session = d.online ? this.safeSession(d.id) : undefined;
+          const session = d.online ? this.safeHandle(d.id) : undefined;
           const tools = session?.catalog?.tools.filter((x) => !x.userOnly).map((x) => ({ name: x.name, description: x.description, inputSchema: x.inputSchema })) ?? [];
           return { device_id: d.id, online: d.online, state: d.state, board: d.server?.name ?? null, tools };
         });
@@ -378,7 +378,7 @@ export class McpHub {
   }
 
   /** The device's local session, or (cluster) the handle of the instance holding it, whose catalog is known here. */
-  private safeSession(id: string) {
+  private safeHandle(id: string) {
     try {
       return this.d.registry.device(id);
     } catch {
