@@ -90,7 +90,7 @@ export class NatsKvStore implements Store {
     const keys: string[] = [];
     for await (const k of await this.kv.keys(`${collection}.>`)) keys.push(k);
     const out: Array<{ key: string; value: unknown }> = [];
-    for (const k of keys.sort()) {
+    for (const k of keys) {
       const e = await this.kv.get(k);
       if (e?.operation === 'PUT') out.push({ key: Buffer.from(k.slice(collection.length + 1), 'base64url').toString(), value: JSON.parse(decoder.decode(e.value)) as unknown });
     }
