@@ -443,6 +443,17 @@ export const ConfigSchema = z
         heartbeatMs: Ms(2_000, 60_000),
         /** Bytes of one forwarded call's request or reply (NATS's own max_payload is 1 MiB by default). */
         maxMessageBytes: z.coerce.number().int().min(4096).max(8 * 1024 * 1024).default(1024 * 1024),
+        /** Key-value bucket of the persisted state every instance shares (enrollments): the store with the cluster on. */
+        storeBucket: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).default('voxgate-store'),
+        /** The JetStream stream over `voxgate.events.>` that `Last-Event-ID` resumes from on any instance; oldest dropped first. */
+        events: z
+          .object({
+            stream: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).default('VOXGATE_EVENTS'),
+            maxMsgs: z.coerce.number().int().min(1).max(1e9).default(100_000),
+            maxBytes: z.coerce.number().int().min(1024 * 1024).max(1024 ** 4).default(256 * 1024 * 1024),
+            maxAgeMs: z.coerce.number().int().min(1000).max(30 * 86_400_000).default(3_600_000),
+          })
+          .prefault({}),
       })
       .prefault({}),
   })

@@ -27,6 +27,7 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { MetricsHistory } from './metrics-history.js';
 import { SchemaValidators } from './schemas/validators.js';
 import { resolveSecrets } from './secrets.js';
+import { NatsKvStore } from './store/nats-kv-store.js';
 import { SqliteStore } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { GATEWAY_NAME, GATEWAY_VERSION } from './version.js';
@@ -134,7 +135,13 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       visionRefreshMs: visionUrl ? (config.vision.refreshMs ?? Math.floor(config.vision.tokenTtlSeconds * 800)) : undefined,
     },
   });
-  const store = new SqliteStore(join(config.dataDir, 'voxgate.db'));
+  // With the cluster on, persisted state is shared by every instance (a KV bucket), not this data dir's.
+  const store: Store = config.cluster.enabled
+    ? await NatsKvStore.open(config.cluster, log).catch((e: unknown) => {
+        voice?.close();
+        throw e;
+      })
+    : new SqliteStore(join(config.dataDir, 'voxgate.db'));
   let enrollment: Enrollment | undefined;
   try {
     enrollment = config.deviceAuth === 'open' ? undefined : await openEnrollment(config, secrets.deviceSecret, store, log, metrics, registry);
@@ -252,7 +259,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   try {
     // Joined before the listeners open, so the first device's presence reaches the other instances.
     if (config.cluster.enabled)
-      cluster = await startCluster({ config: config.cluster, calls: config.calls, registry, bus, log, metricsRegistry: metrics.registry });
+      cluster = await startCluster({ config: config.cluster, calls: config.calls, registry, bus, log, metricsRegistry: metrics.registry, replayLimit: config.events.bufferSize });
     // Both listeners start together, so a start that fails reports every port that failed, not the first.
     const [mqttStart, httpStart] = await Promise.allSettled([
       config.mqtt.enabled ? startMqttLink({

@@ -1,7 +1,10 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
+import { OtaResponseSchema, type OtaResponse } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../test/support/gateway-harness.js';
 import { isolatedEnv, spawnGateway, type GatewayProcess } from '../../test/support/gateway-process.js';
@@ -93,6 +96,85 @@ describe('many instances on NATS (issue 13)', () => {
     expect(spread[0]!.volume).toBe(77);
   });
 
+  it('lists every instance\'s devices on every instance: GET /v1/devices in pages, and the hub\'s devices_list', async () => {
+    const spread = await Promise.all(gws.map((g) => online(device(), g)));
+    const ids = spread.map((d) => d.deviceId).sort();
+    for (const g of gws) {
+      // Pages of 2 walk the local and the cluster's ids together, each device once, in id order.
+      const listed: Array<{ id: string; online: boolean; state: string }> = [];
+      let cursor: string | undefined;
+      do {
+        const page = await g.api<{ devices: typeof listed; nextCursor?: string }>('GET', `/v1/devices?online=true&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+        expect(page.status).toBe(200);
+        expect(page.body.devices.length).toBeLessThanOrEqual(2);
+        listed.push(...page.body.devices);
+        cursor = page.body.nextCursor;
+      } while (cursor);
+      const listedIds = listed.map((d) => d.id);
+      expect(listedIds, `${g.gw.cluster?.instanceId}'s listing`).toEqual(expect.arrayContaining(ids));
+      expect(new Set(listedIds).size).toBe(listedIds.length);
+      expect(listedIds).toEqual([...listedIds].sort());
+      for (const d of listed.filter((x) => ids.includes(x.id))) expect(d).toMatchObject({ online: true, state: 'ready' });
+
+      const hub = await g.api<{ structuredContent: { devices: Array<{ device_id: string; online: boolean; tools: Array<{ name: string }> }> } }>('POST', '/v1/tools/devices_list/call', { arguments: {} });
+      expect(hub.status).toBe(200);
+      for (const id of ids) {
+        const entry = hub.body.structuredContent.devices.find((x) => x.device_id === id);
+        expect(entry, `${id} in ${g.gw.cluster?.instanceId}'s devices_list`).toMatchObject({ online: true });
+        expect(entry!.tools.map((t) => t.name)).toContain('self.audio_speaker.set_volume');
+      }
+    }
+  });
+
+  it('shares enrollments: approved on one instance, the device collects its credentials from another and connects', async () => {
+    // Two more instances with enrollment on (hmac device auth, approve policy); the KV store is shared.
+    const enrolling = { deviceAuth: 'hmac' as const, deviceSecret: 'cluster-enrollment-secret-0123456789', cluster: { enabled: true, nats: { servers: [nats.url] }, heartbeatMs: HEARTBEAT_MS } };
+    const a = await startTestGateway({ ...enrolling, cluster: { ...enrolling.cluster, instanceId: 'gw-enroll-a' } });
+    gws.push(a);
+    const b = await startTestGateway({ ...enrolling, cluster: { ...enrolling.cluster, instanceId: 'gw-enroll-b' } });
+    gws.push(b);
+    const d = device();
+    const ota = async (g: TestGateway) => {
+      const res = await fetch(`${g.baseUrl}/xiaozhi/ota/`, {
+        method: 'POST',
+        headers: { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' },
+        body: JSON.stringify({ application: { name: 'xiaozhi', version: '1.7.6' } }),
+      });
+      return { status: res.status, body: OtaResponseSchema.parse(await res.json()) };
+    };
+    const first = await ota(a);
+    const code = first.body.activation!.code;
+    expect((await a.api('POST', `/v1/enrollments/${code}/approve`)).status).toBe(200);
+    let creds: OtaResponse | undefined;
+    await until(async () => {
+      const r = await ota(b);
+      if (r.body.websocket?.token) creds = r.body;
+      return creds !== undefined;
+    }, 'the approval on gw-enroll-a to reach gw-enroll-b');
+    const ready = b.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(b.wsUrl, { token: creds!.websocket!.token! });
+    await ready;
+    // Revoked on B: A forgets the binding too (its next OTA answer is an activation code again).
+    expect((await b.api('POST', `/v1/enrollments/devices/${d.deviceId}/reenroll`)).status).toBe(200);
+    await until(async () => (await ota(a)).body.activation !== undefined, 'the revocation on gw-enroll-b to reach gw-enroll-a');
+
+    // Junk written to the shared bucket (not JSON; a record for another device) is refused, logged, not believed.
+    const nc = await connect({ servers: nats.url });
+    try {
+      const kv = await new Kvm(nc).open('voxgate-store');
+      const key = `enrollments.${Buffer.from(d.deviceId).toString('base64url')}`;
+      await kv.put(key, 'not json {');
+      await kv.put(key, JSON.stringify({ deviceId: '02:00:00:00:66:66', clientId: d.clientId, credId: 'x', issuedAt: 1, delivered: true, via: 'approve', enrolledAt: 'now' }));
+      await until(async () => a.logs.some((l) => String(l['msg']).includes('unreadable enrollment record from the shared store')), 'the forged record to be refused');
+      expect(a.logs.some((l) => String(l['msg']).includes('unreadable document in the shared store'))).toBe(true);
+      const still = await ota(a);
+      expect(still.body.activation).toBeDefined();
+      expect(still.body.websocket?.token).toBeUndefined();
+    } finally {
+      await nc.close();
+    }
+  });
+
   it('refuses to start when NATS cannot be reached, saying where it tried (without the password)', async () => {
     const closed = await startNatsServer();
     const url = closed.url;
@@ -156,6 +238,65 @@ describe('many instances on NATS (issue 13)', () => {
       expect(seen).toEqual(['device.online', 'device.ready']);
     } finally {
       stream.close();
+    }
+  });
+
+  it('replays missed events to a client that resumes with Last-Event-ID on another instance', async () => {
+    const [a, b, c] = gws as [TestGateway, TestGateway, TestGateway];
+    const d = device();
+    const first = await openSse(`${b.baseUrl}/v1/events?device=${d.deviceId}`, auth);
+    let lastId: string;
+    try {
+      await online(d, a);
+      for (;;) {
+        const e = await first.events.next(10_000, 'device.ready on the first stream');
+        if (e.event === 'device.ready') {
+          lastId = e.id!;
+          break;
+        }
+      }
+    } finally {
+      first.close();
+    }
+    // Missed while no stream is open: the device drops and comes back on A.
+    const offline = a.nextEvent('device.offline', d.deviceId);
+    d.terminate();
+    await offline;
+    const again = device(d.deviceId);
+    const ready = await (async () => {
+      const r = a.nextEvent('device.ready', d.deviceId);
+      await again.connectWebSocket(a.wsUrl);
+      return r;
+    })();
+    // The stream has stored the last of them (JetStream stores asynchronously to the core delivery).
+    const nc = await connect({ servers: nats.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await until(async () => {
+        const m = await jsm.streams.getMessage('VOXGATE_EVENTS', { last_by_subj: `voxgate.events.${d.deviceId}.device.ready` });
+        return (m?.json<{ id?: string }>().id) === ready.id;
+      }, 'the last event in the stream');
+    } finally {
+      await nc.close();
+    }
+    const resumed = await openSse(`${c.baseUrl}/v1/events?device=${d.deviceId}`, { ...auth, 'last-event-id': lastId });
+    try {
+      const seen: Array<{ id?: string; event?: string }> = [];
+      for (;;) {
+        const e = await resumed.events.next(10_000, 'the replayed events on another instance');
+        seen.push({ id: e.id, event: e.event });
+        if (e.id === ready.id) break;
+      }
+      expect(seen.map((e) => e.event)).toEqual(['device.offline', 'device.online', 'device.ready']);
+    } finally {
+      resumed.close();
+    }
+    // An id no instance ever gave still gets resync.
+    const unknown = await openSse(`${c.baseUrl}/v1/events?device=${d.deviceId}`, { ...auth, 'last-event-id': 'zzzz-1' });
+    try {
+      expect((await unknown.events.next(10_000, 'resync')).event).toBe('resync');
+    } finally {
+      unknown.close();
     }
   });
 

@@ -74,14 +74,26 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
         // The frame is built once per event and shared by every stream.
         res.write(sseFrame(e));
       };
+      let unsubscribe: () => boolean;
       if (typeof lastEventId === 'string') {
-        const replay = opts.bus.since(lastEventId.trim());
+        // Events published while the replay is looked up (it may ask NATS) wait, then follow it once each.
+        const pending: GatewayEvent[] = [];
+        unsubscribe = opts.bus.subscribe((e) => pending.push(e));
+        const replay = await opts.bus.replay(lastEventId.trim());
+        unsubscribe();
+        const sent = new Set<string>();
         if ('resync' in replay) {
           // The id is from another start, or older than the buffer: the client's view is stale, and says so.
           res.write(`id: ${opts.bus.lastId}\nevent: resync\ndata: ${JSON.stringify({ reason: replay.resync, lastId: opts.bus.lastId })}\n\n`);
-        } else for (const e of replay.events) write(e);
+        } else
+          for (const e of replay.events) {
+            sent.add(e.id);
+            write(e);
+          }
+        for (const e of pending) if (!sent.has(e.id)) write(e);
+        if (res.destroyed) return void streams.close(key); // gone while the replay was looked up
       }
-      const unsubscribe = opts.bus.subscribe(write);
+      unsubscribe = opts.bus.subscribe(write);
       const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);
       opts.metrics.sseClients.inc();
       let closed = false;

@@ -12,6 +12,7 @@ import type { CatalogTool } from '../devices/catalog.js';
 import type { CallOutcome, SessionState } from '../devices/session.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus, GatewayEvent } from '../events/bus.js';
+import { openEventStream } from './event-stream.js';
 import { ClusterPresence, type SeenPresence } from './presence.js';
 import { callSubject, eventSubject, EVENTS_WILDCARD, ForwardedCall, ForwardedReply, RelayedEvent } from './wire.js';
 
@@ -22,6 +23,8 @@ export interface ClusterDeps {
   bus: EventBus;
   log: Logger;
   metricsRegistry: Registry;
+  /** At most this many events are replayed to a client resuming with `Last-Event-ID` (the bus's own ring size). */
+  replayLimit: number;
 }
 
 export interface Cluster {
@@ -40,6 +43,7 @@ function clusterMetrics(registry: Registry) {
     served: new Counter({ name: 'voxgate_cluster_served_calls_total', help: 'Calls served for other instances, by outcome', labelNames: ['outcome'] as const, registers }),
     takeovers: new Counter({ name: 'voxgate_cluster_takeovers_total', help: 'Local connections closed because the device connected to another instance', registers }),
     instancesLost: new Counter({ name: 'voxgate_cluster_instances_lost_total', help: 'Other instances found gone (stopped, or silent for 3 heartbeats)', registers }),
+    replays: new Counter({ name: 'voxgate_cluster_event_replays_total', help: 'Last-Event-ID looked up in the cluster event stream, by outcome (replayed, not_found, failed)', labelNames: ['outcome'] as const, registers }),
     eventsRefused: new Counter({ name: 'voxgate_cluster_events_refused_total', help: 'Events from NATS refused (malformed, too large)', registers }),
   };
 }
@@ -104,12 +108,26 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
   });
   await presence.start();
 
+  // The stream exists before the first event is published, so it holds every event from here on.
+  const stream = await openEventStream(nc, d.config, d.replayLimit, log);
+  d.bus.remoteReplay = async (lastId) => {
+    try {
+      const r = await stream.replay(lastId);
+      metrics.replays.inc({ outcome: r ? 'replayed' : 'not_found' });
+      return r;
+    } catch (err) {
+      metrics.replays.inc({ outcome: 'failed' });
+      log.warn({ err }, 'Last-Event-ID lookup in the cluster event stream failed; the client gets resync');
+      return undefined;
+    }
+  };
+
   // Presence and events of the devices this instance holds. Events relayed from NATS are not sent back.
   let relaying = false;
   const offBus = d.bus.subscribe((e) => {
     if (relaying) return;
     writePresence(e);
-    const body = JSON.stringify({ origin: instanceId, type: e.type, deviceId: e.deviceId, data: e.data });
+    const body = JSON.stringify({ origin: instanceId, type: e.type, deviceId: e.deviceId, data: e.data, id: e.id, at: e.at });
     if (Buffer.byteLength(body) > d.config.maxMessageBytes) return void metrics.eventsRefused.inc();
     nc.publish(eventSubject(e.deviceId, e.type), body);
   });
@@ -124,7 +142,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       if (e.origin === instanceId || staleOffline(e.type, e.deviceId, e.origin)) return;
       relaying = true;
       try {
-        d.bus.publish(e.type, e.deviceId, e.data);
+        d.bus.publish(e.type, e.deviceId, e.data, e.id !== undefined && e.at !== undefined ? { id: e.id, at: e.at } : undefined);
       } finally {
         relaying = false;
       }
@@ -261,6 +279,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       return handle(deviceId, p);
     },
     ready: () => presence.readyRemote(),
+    ids: () => presence.ids(),
     summary: (deviceId) => {
       const p = presence.remote(deviceId);
       return p && summarize(deviceId, p, remote(deviceId) !== undefined);
@@ -272,6 +291,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
     instanceId,
     close: async () => {
       offBus();
+      d.bus.remoteReplay = undefined;
       callsSub.unsubscribe();
       eventsSub.unsubscribe();
       // Bounded: with NATS unreachable, the last presence writes and the drain must not hold shutdown.
@@ -288,7 +308,7 @@ function within(p: Promise<unknown>, ms: number): Promise<unknown> {
 }
 
 /** A server URL for logs and errors: `nats://user:pass@host` loses its user and password. */
-function withoutUserInfo(server: string): string {
+export function withoutUserInfo(server: string): string {
   return server.replace(/^([a-z]+:\/\/)?[^@/]*@/i, '$1');
 }
 

@@ -32,6 +32,8 @@ const decoder = new TextDecoder();
  */
 export class ClusterPresence {
   private readonly seen = new Map<string, SeenPresence>();
+  /** The keys of `seen`, sorted: the cluster-wide device listing pages through them. */
+  private readonly sorted: string[] = [];
   /** The revision of the last entry this instance wrote per device it holds. */
   private readonly own = new Map<string, number>();
   private readonly writes = new Map<string, Promise<void>>();
@@ -118,11 +120,12 @@ export class ClusterPresence {
     const deviceId = deviceOfKey(e.key);
     if (!deviceId) return;
     if (e.operation !== 'PUT') {
-      this.seen.delete(deviceId);
+      if (this.seen.delete(deviceId)) this.sorted.splice(lowerBound(this.sorted, deviceId), 1);
       this.d.onRemoteChange();
       return;
     }
     const entry = PresenceEntry.parse(JSON.parse(decoder.decode(e.value)));
+    if (!this.seen.has(deviceId)) this.sorted.splice(lowerBound(this.sorted, deviceId), 0, deviceId);
     this.seen.set(deviceId, { entry, revision: e.revision });
     if (entry.catalogHash) void this.loadCatalog(entry.catalogHash);
     if (entry.instance !== this.d.instanceId) this.d.onRemoteChange();
@@ -134,6 +137,11 @@ export class ClusterPresence {
       // Left by an earlier run under this instance id (it died): this start holds no such connection.
       void this.d.kv.update(e.key, JSON.stringify({ ...entry, state: 'offline' }), e.revision).catch(() => undefined);
     }
+  }
+
+  /** Every device id the cluster knows (any instance, any state), sorted. */
+  ids(): readonly string[] {
+    return this.sorted;
   }
 
   /** The entry for a device held by a live instance other than this one. */
@@ -227,4 +235,16 @@ export class ClusterPresence {
     // Others learn at once (a delete on the watch) instead of after 3 missed heartbeats.
     await this.d.kv.delete(instanceKey(this.d.instanceId)).catch(() => undefined);
   }
+}
+
+/** The index of the first element of sorted `a` not less than `v`. */
+function lowerBound(a: readonly string[], v: string): number {
+  let lo = 0;
+  let hi = a.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (a[mid]! < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }

@@ -62,7 +62,11 @@ export const RelayedEvent = z.object({
   type: z.enum(EVENT_TYPES),
   deviceId: DeviceId,
   data: z.record(z.string(), z.unknown()),
+  /** The origin's event id (`<boot>-<n>`) and time: every instance serves the event under this id. */
+  id: z.string().regex(/^[0-9a-z]{1,32}-\d{1,15}$/).optional(),
+  at: z.string().max(64).optional(),
 });
+export type RelayedEvent = z.infer<typeof RelayedEvent>;
 
 /** KV keys allow `[-/_=.A-Za-z0-9]`: a MAC's colons become underscores. */
 export const presenceKey = (deviceId: string): string => `dev.${deviceId.replaceAll(':', '_')}`;

@@ -79,6 +79,8 @@ export interface RemoteDevices {
   summary(deviceId: string): DeviceSummary | undefined;
   /** Ready devices on other live instances whose catalogs are known here. */
   ready(): Array<{ deviceId: string; catalog: ToolCatalog }>;
+  /** Every device id the cluster knows, sorted (the listing pages through them with the local ones). */
+  ids(): readonly string[];
 }
 
 /** Presence for every device: who is connected now, over what, since when, and which session speaks for it. */
@@ -285,6 +287,7 @@ export class DeviceRegistry {
    * forgotten). `next` is the id to continue after, when there may be more.
    */
   page(filter: DeviceFilter, opts: { limit: number; after?: string | undefined }): { devices: DeviceSummary[]; next: string | undefined } {
+    if (this.remote) return this.clusterPage(this.remote.ids(), filter, opts);
     const devices: DeviceSummary[] = [];
     let i = opts.after === undefined ? 0 : upperBound(this.order, opts.after);
     for (; i < this.order.length && devices.length < opts.limit; i++) {
@@ -292,6 +295,25 @@ export class DeviceRegistry {
       if (r && matches(r, filter)) devices.push(summarize(r));
     }
     const more = devices.length === opts.limit && i < this.order.length;
+    return { devices, next: more ? devices[devices.length - 1]!.id : undefined };
+  }
+
+  /** (cluster) `page` over the union of the local ids and the cluster's, each device as `get` sees it. */
+  private clusterPage(remote: readonly string[], filter: DeviceFilter, opts: { limit: number; after?: string | undefined }): { devices: DeviceSummary[]; next: string | undefined } {
+    const local = this.order;
+    const devices: DeviceSummary[] = [];
+    let i = opts.after === undefined ? 0 : upperBound(local, opts.after);
+    let j = opts.after === undefined ? 0 : upperBound(remote, opts.after);
+    while (devices.length < opts.limit && (i < local.length || j < remote.length)) {
+      const a = local[i];
+      const b = remote[j];
+      const id = b === undefined || (a !== undefined && a <= b) ? a! : b;
+      if (a === id) i++;
+      if (b === id) j++;
+      const s = this.get(id);
+      if (s && (filter.online === undefined || s.online === filter.online) && (filter.transport === undefined || s.transport === filter.transport)) devices.push(s);
+    }
+    const more = devices.length === opts.limit && (i < local.length || j < remote.length);
     return { devices, next: more ? devices[devices.length - 1]!.id : undefined };
   }
 

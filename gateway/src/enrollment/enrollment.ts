@@ -67,7 +67,27 @@ export class Enrollment {
       if (c.success) e.claims.set(c.data.code, c.data);
       else o.log.error({ key }, 'ignoring an unreadable enrollment claim');
     }
+    // A shared store (cluster): another instance's approvals, claims and revocations reach this one's maps.
+    o.store.onChange?.(BINDINGS, (c) => e.bindingChanged(c.key, c.value));
+    o.store.onChange?.(CLAIMS, (c) => e.claimChanged(c.key, c.value));
     return e;
+  }
+
+  private bindingChanged(deviceId: string, value: unknown): void {
+    if (value === undefined) {
+      if (this.bindings.delete(deviceId)) this.o.onRevoked?.(deviceId);
+      return;
+    }
+    const b = BindingSchema.safeParse(value);
+    if (b.success && b.data.deviceId === deviceId) this.bindings.set(deviceId, b.data);
+    else this.o.log.error({ deviceId }, 'ignoring an unreadable enrollment record from the shared store');
+  }
+
+  private claimChanged(code: string, value: unknown): void {
+    if (value === undefined) return void this.claims.delete(code);
+    const c = ClaimSchema.safeParse(value);
+    if (c.success && c.data.code === code) this.claims.set(code, c.data);
+    else this.o.log.error({ code }, 'ignoring an unreadable enrollment claim from the shared store');
   }
 
   get policy(): EnrollmentPolicy {

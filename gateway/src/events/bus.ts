@@ -55,6 +55,11 @@ export class EventBus {
   private readonly ring: Array<GatewayEvent | undefined>;
   private readonly listeners = new Set<EventListener>();
   private readonly limiter: KeyedRateLimiter | undefined;
+  /**
+   * Resolves a `Last-Event-ID` this bus cannot (another instance's id, or older than the ring): with the
+   * cluster on, through the JetStream event stream. Undefined when it cannot either.
+   */
+  remoteReplay: ((lastId: string) => Promise<Replay | undefined>) | undefined;
 
   constructor(private readonly o: EventBusOptions) {
     this.bufferSize = o.bufferSize;
@@ -64,12 +69,14 @@ export class EventBus {
   }
 
   /** Publish to every listener; undefined when a device-driven event is over its device's rate (dropped). */
-  publish(type: EventType, deviceId: string, data: Record<string, unknown> = {}): GatewayEvent | undefined {
+  publish(type: EventType, deviceId: string, data: Record<string, unknown> = {}, origin?: { id: string; at: string }): GatewayEvent | undefined {
     if (this.limiter) {
       if (type === 'device.offline') this.limiter.forget(deviceId);
       else if (DEVICE_DRIVEN.has(type) && !this.admit(type, deviceId)) return undefined;
     }
-    const e: GatewayEvent = { id: `${this.boot}-${++this.seq}`, type, deviceId, at: new Date().toISOString(), data };
+    // An event relayed from another instance keeps that instance's id, so its id means the same everywhere.
+    ++this.seq;
+    const e: GatewayEvent = { id: origin?.id ?? `${this.boot}-${this.seq}`, type, deviceId, at: origin?.at ?? new Date().toISOString(), data };
     if (this.bufferSize > 0) this.ring[this.seq % this.bufferSize] = e;
     this.o.metrics?.events.inc({ type });
     for (const l of this.listeners) {
@@ -108,6 +115,13 @@ export class EventBus {
       if (e) events.push(e);
     }
     return { events };
+  }
+
+  /** `since`, else what `remoteReplay` finds (the events after another instance's id), else the resync. */
+  async replay(lastId: string): Promise<Replay> {
+    const local = this.since(lastId);
+    if (!('resync' in local) || !this.remoteReplay) return local;
+    return (await this.remoteReplay(lastId).catch(() => undefined)) ?? local;
   }
 
   /** The id of the last event published (`<boot>-0` before the first). */

@@ -361,7 +361,7 @@ export class McpHub {
       const page = this.d.registry.page(onlineOnly ? { online: true } : {}, { limit: this.d.devicesListMax, after: undefined });
       const devices = page.devices
         .map((d) => {
-          const session = d.online ? this.safeSession(d.id) : undefined;
+          const session = d.online ? this.safeHandle(d.id) : undefined;
           const tools = session?.catalog?.tools.filter((x) => !x.userOnly).map((x) => ({ name: x.name, description: x.description, inputSchema: x.inputSchema })) ?? [];
           return { device_id: d.id, online: d.online, state: d.state, board: d.server?.name ?? null, tools };
         });
@@ -377,9 +377,10 @@ export class McpHub {
     return this.callDevice(normalizeDeviceId(deviceId) ?? deviceId, tool, a as Record<string, unknown>, ctx);
   }
 
-  private safeSession(id: string) {
+  /** The device's local session, or (cluster) the handle of the instance holding it, whose catalog is known here. */
+  private safeHandle(id: string) {
     try {
-      return this.d.registry.session(id);
+      return this.d.registry.device(id);
     } catch {
       return undefined;
     }

@@ -1,7 +1,7 @@
 /**
  * Persisted state behind one small interface: JSON documents by collection and key. The embedded default
  * is SQLite in the data dir (`sqlite-store.ts`); a server database or a NATS KV bucket can implement the
- * same five methods. A write has reached stable storage when its promise resolves.
+ * same five methods (`nats-kv-store.ts` does, with the cluster on). A write has reached stable storage when its promise resolves.
  */
 export interface Store {
   get(collection: string, key: string): Promise<unknown>;
@@ -10,4 +10,14 @@ export interface Store {
   delete(collection: string, key: string): Promise<boolean>;
   list(collection: string): Promise<Array<{ key: string; value: unknown }>>;
   close(): Promise<void>;
+  /**
+   * (shared stores only: `nats-kv-store.ts`) Changes another process wrote to the collection, so what this
+   * one keeps in memory follows. `value` is undefined when the document was deleted.
+   */
+  onChange?(collection: string, fn: (change: StoreChange) => void): () => void;
+}
+
+export interface StoreChange {
+  key: string;
+  value: unknown;
 }

@@ -1,0 +1,68 @@
+import { DeliverPolicy, DiscardPolicy, jetstream, jetstreamManager, StorageType, type StreamConfig } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import type { GatewayEvent, Replay } from '../events/bus.js';
+import { EVENTS_WILDCARD, RelayedEvent } from './wire.js';
+
+const decoder = new TextDecoder();
+const EVENT_ID = /^[0-9a-z]{1,32}-\d{1,15}$/;
+/** How long one replay lookup may read the stream before the client gets `resync` instead. */
+const FETCH_EXPIRES_MS = 5_000;
+
+/**
+ * The JetStream stream over `voxgate.events.>`: every instance's events, bounded (count, bytes, age;
+ * oldest dropped). Events travel with their origin's id, so a client that resumes on any instance with
+ * `Last-Event-ID` is answered from here: the events after that id, at most `replayLimit` of them.
+ */
+export async function openEventStream(nc: NatsConnection, config: Config['cluster'], replayLimit: number, log: Logger) {
+  const name = config.events.stream;
+  const jsm = await jetstreamManager(nc);
+  const cfg: Partial<StreamConfig> & { name: string } = {
+    name,
+    subjects: [EVENTS_WILDCARD],
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    max_msgs: config.events.maxMsgs,
+    max_bytes: config.events.maxBytes,
+    max_age: config.events.maxAgeMs * 1_000_000, // nanoseconds
+    max_msg_size: config.maxMessageBytes,
+  };
+  // Another instance made it first (perhaps with other limits): this instance's configuration wins.
+  await jsm.streams.add(cfg).catch(() => jsm.streams.update(name, cfg));
+  const js = jetstream(nc);
+
+  /** The events after `lastId` in the stream, oldest first; undefined when the id is not in its last `replayLimit` events. */
+  async function replay(lastId: string): Promise<Replay | undefined> {
+    // Only an id some instance could have given is looked for: anything else costs no read of the stream.
+    if (replayLimit <= 0 || !EVENT_ID.test(lastId)) return undefined;
+    const { state } = await jsm.streams.info(name);
+    if (state.messages === 0) return undefined;
+    const from = Math.max(state.first_seq, state.last_seq - replayLimit); // one more than the limit: the id itself
+    const consumer = await js.consumers.get(name, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from });
+    const batch = await consumer.fetch({ max_messages: state.last_seq - from + 1, expires: FETCH_EXPIRES_MS });
+    let found = false;
+    const events: GatewayEvent[] = [];
+    for await (const m of batch) {
+      // Whatever can publish on the account lands in the stream too: each message is parsed, junk skipped.
+      const e = m.data.length <= config.maxMessageBytes ? parse(m.data) : undefined;
+      if (e?.id !== undefined) {
+        if (found) events.push({ id: e.id, type: e.type, deviceId: e.deviceId, at: e.at ?? new Date(m.info.timestampNanos / 1e6).toISOString(), data: e.data });
+        else if (e.id === lastId) found = true;
+      }
+      if (m.seq >= state.last_seq) break;
+    }
+    if (!found) log.debug({ lastId }, 'Last-Event-ID not in the cluster event stream');
+    return found ? { events } : undefined;
+  }
+  return { replay };
+}
+
+function parse(data: Uint8Array): RelayedEvent | undefined {
+  try {
+    const r = RelayedEvent.safeParse(JSON.parse(decoder.decode(data)));
+    return r.success ? r.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
