@@ -4,12 +4,12 @@
  *   npm run bench                 full (fleet 100 000 requested, 10 min soak)
  *   npm run bench -- --quick      about 3 minutes on 2 cores (fleet 10 000, 60 s soak, 40 s of relayed audio)
  *   npm run bench -- --tiny       seconds; for the correctness test (20 devices)
- *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet,voice (storm/soak need fleet),
+ *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet,voice,cluster (storm/soak need fleet),
  *            --profile (gateway under --cpu-prof, WebSocket call path only; see bench/tools/top-self.ts)
  *
  * Processes: this runner (the load generator, autocannon), the gateway (gateway/src/main.ts), the floors
- * (bench/floors/*), and fleet processes (bench/fleet/fleet.ts) holding the simulated devices. Every child
- * is killed at the end, on failure too.
+ * (bench/floors/*), and fleet processes (bench/fleet/fleet.ts) holding the simulated devices; the cluster rows add a
+ * nats-server and two clustered gateways. Every child is killed at the end, on failure too.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +18,7 @@ import { runLoad, type LoadResult } from './lib/load.js';
 import { runVoiceLoad, type VoiceLoadResult } from './lib/voice.js';
 import { ROOT, freePort, killAllNow, livePids, spawnTs, stopAll, type Proc, type Reply } from './lib/procs.js';
 import { limits, machine } from './lib/system.js';
+import { startNatsServer, type NatsServer } from '../test/support/nats-server.js';
 
 type Mode = 'full' | 'quick' | 'tiny';
 
@@ -38,7 +39,7 @@ const option = (name: string) => {
 };
 const mode: Mode = flag('tiny') ? 'tiny' : flag('quick') ? 'quick' : 'full';
 const profile = flag('profile');
-const only = new Set((option('only') ?? (profile ? 'ws' : 'ws,mqtt,fleet,storm,soak,voice')).split(','));
+const only = new Set((option('only') ?? (profile ? 'ws' : 'ws,mqtt,fleet,storm,soak,voice,cluster')).split(','));
 const outFile = resolve(option('out') ?? join(ROOT, 'bench/results/latest.json'));
 
 const API_KEY = 'bench-api-key-0123456789abcdef';
@@ -58,6 +59,8 @@ const VOICE = {
   quick: { devices: 100, seconds: 5, satDevices: 10, satWindow: 8, satSeconds: 3 },
   tiny: { devices: 4, seconds: 0.6, satDevices: 2, satWindow: 4, satSeconds: 0.3 },
 }[mode];
+/** Cluster: devices held by the owning instance (calls rotate over all of them). */
+const CLUSTER_DEVICES = { full: 5000, quick: 1000, tiny: 20 }[mode];
 const CALL_DEVICES = [1, 100];
 const CONCURRENCY = [1, 16, 64];
 const CALL_AMOUNT_TINY = 100;
@@ -400,6 +403,102 @@ async function voiceScenarios(dataDir: string): Promise<void> {
   }
 }
 
+/**
+ * Two gateway instances on one nats-server, every device on instance A: the same call through A (the owning
+ * instance: the floor) and through B (forwarded to A by NATS request-reply), same devices, same run. Also what each
+ * instance holds: devices and RSS per device on A, and what B grows by for devices it only knows of (presence).
+ */
+async function clusterScenarios(e: Env, dataDir: string): Promise<void> {
+  let nats: NatsServer | undefined;
+  const killNats = () => nats?.child.kill('SIGKILL');
+  process.on('exit', killNats);
+  const instances: Proc[] = [];
+  try {
+    nats = await startNatsServer();
+    const n = CLUSTER_DEVICES;
+    const start = async (id: string) => {
+      const [httpPort, mqttPort] = [await freePort(), await freePort()];
+      const dir = join(dataDir, `cluster-${id}`);
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, 'config.json'), '{}');
+      const proc = spawnTs(`cluster-${id}`, 'bench/procs/gateway.ts', {
+        env: {
+          GATEWAY_HTTP_HOST: '127.0.0.1',
+          GATEWAY_HTTP_PORT: String(httpPort),
+          GATEWAY_MQTT_HOST: '127.0.0.1',
+          GATEWAY_MQTT_PORT: String(mqttPort),
+          GATEWAY_API_KEYS: API_KEY,
+          GATEWAY_DATA_DIR: dir,
+          GATEWAY_LOG_LEVEL: 'warn',
+          GATEWAY_CONFIG: join(dir, 'config.json'),
+          GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
+          GATEWAY_WS_MAX_CONNECTIONS: String(n + 100),
+          GATEWAY_HTTP_MAX_CONNECTIONS_PER_ADDRESS: String(n + 300),
+          GATEWAY_CLUSTER_ENABLED: 'true',
+          GATEWAY_CLUSTER_INSTANCE_ID: `bench-${id}`,
+          GATEWAY_CLUSTER_NATS_SERVERS: nats!.url,
+        },
+      });
+      instances.push(proc);
+      const url = `http://127.0.0.1:${httpPort}`;
+      await until(`cluster instance ${id} to be ready`, async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
+      return { proc, url, port: httpPort };
+    };
+    const a = await start('a');
+    const b = await start('b');
+    log(`cluster: nats ${nats.url}; instance a ${a.url}, b ${b.url}`);
+
+    const [a0, b0] = [await mem(a.proc), await mem(b.proc)];
+    const macGroup = 7;
+    const timeoutMs = Math.max(60_000, n * 20);
+    const c = await e.fleet.connect({ group: 'cluster', mode: 'device', waitFor: 'ready', transport: 'ws', url: `ws://127.0.0.1:${a.port}/xiaozhi/v1/`, count: n, macGroup, sources: [], timeoutMs });
+    if (!c.ok) throw new Error(`cluster: devices did not connect (${JSON.stringify(c.stats)})`);
+    await until('cluster devices ready on instance a', async () => (await metric(a.url, 'voxgate_devices_ready')) >= n, timeoutMs);
+    // B answers for a device once its presence entry has reached B: the cluster-wide listing shows them all online.
+    await until('instance b to list every device online', async () => (await allDevices(b.url)).devices.filter((d) => d.online).length >= n, timeoutMs, 200);
+    const [a1, b1] = [await mem(a.proc), await mem(b.proc)];
+    const held = { a: await metric(a.url, 'voxgate_devices_connected'), b: await metric(b.url, 'voxgate_devices_connected') };
+    log(`cluster: ${n} devices on a (${held.a} connected), b holds ${held.b}; a rss +${((a1.rss - a0.rss) / n).toFixed(0)} B/device, b +${((b1.rss - b0.rss) / n).toFixed(0)} B/device`);
+    const perDevice = (x: number, y: number) => round((y - x) / n);
+    results.push({ name: 'cluster.devices_per_instance', value: held.a, unit: 'devices', floor: null, ratio: null, params: { devices: n, instance: 'a (owning)', otherInstance: held.b } });
+    results.push({ name: 'cluster.rss_per_device', value: perDevice(a0.rss, a1.rss), unit: 'B', floor: null, ratio: null, params: { devices: n, instance: 'a (owning)', rssBefore: a0.rss, rssAfter: a1.rss, heapPerDevice: perDevice(a0.heapUsed, a1.heapUsed), afterGc: true } });
+    results.push({ name: 'cluster.peer_rss_per_device', value: perDevice(b0.rss, b1.rss), unit: 'B', floor: null, ratio: null, params: { devices: n, instance: 'b (holds none)', rssBefore: b0.rss, rssAfter: b1.rss, heapPerDevice: perDevice(b0.heapUsed, b1.heapUsed), afterGc: true } });
+
+    for (const concurrency of CONCURRENCY) {
+      const before = { a: await callOutcomes(a.url), b: await callOutcomes(b.url), fwd: await metric(b.url, 'voxgate_cluster_forwarded_calls_total', { outcome: 'ok' }) };
+      const owning = await loadOnce(a.url, callPath(macGroup, n), concurrency, API_KEY);
+      const forwarded = await loadOnce(b.url, callPath(macGroup, n), concurrency, API_KEY);
+      const after = { a: await callOutcomes(a.url), b: await callOutcomes(b.url), fwd: await metric(b.url, 'voxgate_cluster_forwarded_calls_total', { outcome: 'ok' }) };
+      const errors = errorsOf(forwarded) + notOk(before.b, after.b);
+      const floorErrors = errorsOf(owning) + notOk(before.a, after.a);
+      const params = {
+        path: 'HTTP -> instance b -> NATS -> instance a -> device',
+        floorPath: 'HTTP -> instance a -> device',
+        devices: n,
+        concurrency,
+        seconds: round(forwarded.seconds, 2),
+        calls: forwarded.ok,
+        floorCalls: owning.ok,
+        // Every forwarded call (and the warm-up's) went over NATS: B counts it as forwarded ok.
+        forwardedOk: after.fwd - before.fwd,
+        errors,
+        floorErrors,
+        statusCodes: forwarded.statusCodes,
+      };
+      results.push({ name: 'cluster.calls_per_s', value: round(forwarded.perSecond), unit: 'calls/s', floor: round(owning.perSecond), ratio: ratio(forwarded.perSecond, owning.perSecond), params });
+      const lat = { devices: n, concurrency, errors, floorErrors };
+      results.push({ name: 'cluster.p50_ms', value: round(forwarded.p50, 3), unit: 'ms', floor: round(owning.p50, 3), ratio: ratio(owning.p50, forwarded.p50), params: { ...lat, addedMs: round(forwarded.p50 - owning.p50, 3) } });
+      results.push({ name: 'cluster.p99_ms', value: round(forwarded.p99, 3), unit: 'ms', floor: round(owning.p99, 3), ratio: ratio(owning.p99, forwarded.p99), params: { ...lat, addedMs: round(forwarded.p99 - owning.p99, 3) } });
+      log(`cluster d=${n} c=${concurrency}: via b ${forwarded.perSecond.toFixed(0)}/s p50 ${forwarded.p50.toFixed(2)} ms, via a ${owning.perSecond.toFixed(0)}/s p50 ${owning.p50.toFixed(2)} ms; errors ${errors}/${floorErrors}`);
+    }
+    await e.fleet.close('cluster');
+  } finally {
+    await Promise.all(instances.map((p) => p.stop()));
+    await nats?.stop();
+    process.off('exit', killNats);
+  }
+}
+
 function pushVoiceRows(transport: 'ws' | 'udp', label: string, r: { pace: string; devices: number; window: number; seconds: number }, g: VoiceLoadResult, f: VoiceLoadResult): void {
   const errs = (x: VoiceLoadResult) => x.lost + x.corrupt + x.connectFailures;
   const base = {
@@ -528,6 +627,7 @@ async function main(): Promise<void> {
       }
     if (only.has('fleet')) await fleetScenarios(env);
     if (only.has('voice')) await voiceScenarios(dataDir);
+    if (only.has('cluster')) await clusterScenarios(env, dataDir);
 
     const doc = { date: new Date().toISOString(), machine: m, results };
     mkdirSync(dirname(outFile), { recursive: true });

@@ -1,6 +1,6 @@
 /**
- * The bench harness in its tiny mode (20 devices, a few hundred calls, a 2 s soak, a few voice sessions): real processes,
- * real sockets. Checks correctness only — the JSON file's shape, every scenario present, no errors,
+ * The bench harness in its tiny mode (20 devices, a few hundred calls, a 2 s soak, a few voice sessions, two clustered
+ * instances on a real nats-server): real processes, real sockets. Checks correctness only — the JSON file's shape, every scenario present, no errors,
  * no pending call left after the soak. Never a speed: timing lives in the figures, not in a test.
  */
 import { spawn } from 'node:child_process';
@@ -79,6 +79,12 @@ describe('bench harness (tiny mode)', () => {
       'voice_udp.frames_per_s',
       'voice_udp.rtt_p50_ms',
       'voice_udp.rtt_p99_ms',
+      'cluster.devices_per_instance',
+      'cluster.rss_per_device',
+      'cluster.peer_rss_per_device',
+      'cluster.calls_per_s',
+      'cluster.p50_ms',
+      'cluster.p99_ms',
     ])
       expect(names, name).toContain(name);
 
@@ -103,6 +109,20 @@ describe('bench harness (tiny mode)', () => {
         expect(r.params['frames']).toBeGreaterThan(0);
         expect(r.params['floorFrames']).toBeGreaterThan(0);
       }
+    }
+    // Cluster: every device on the owning instance, none on the other; each call through the other instance went
+    // over NATS (B counts it forwarded; the warm-up's too), measured against the owning instance in the same run.
+    const held = doc.results.find((r) => r.name === 'cluster.devices_per_instance')!;
+    expect(held.value).toBe(20);
+    expect(held.params['otherInstance']).toBe(0);
+    const clusterRows = doc.results.filter((r) => r.name === 'cluster.calls_per_s');
+    expect(clusterRows.map((r) => r.params['concurrency'])).toEqual([1, 16, 64]);
+    for (const r of clusterRows) {
+      expect(r.floor).not.toBeNull();
+      expect(r.ratio).not.toBeNull();
+      expect(r.params['calls']).toBeGreaterThan(0);
+      expect(r.params['floorCalls']).toBeGreaterThan(0);
+      expect(r.params['forwardedOk']).toBeGreaterThanOrEqual(r.params['calls'] as number);
     }
     // No errors anywhere, and nothing left pending after the soak.
     for (const r of doc.results) if ('errors' in r.params) expect(r.params['errors'], `${r.name} ${JSON.stringify(r.params)}`).toBe(0);
