@@ -55,8 +55,7 @@ USER 10001:10001
 # Secrets (generated API key, device secret), enrollments and firmware images: keep them across upgrades.
 VOLUME ["/data"]
 # HTTP API + OTA + device WebSocket; MQTT; MQTT over TLS (with a `tls` config); voice UDP audio.
-# 8884/udp is a placeholder: voice over MQTT+UDP is not in the gateway yet and has no config key; it is
-# the port the reference xiaozhi servers use, so the image already documents where it will listen.
+# 8884/udp is voice.udp.port's default (MQTT devices' audio when voice.mode is "relay", docs/voice.md).
 EXPOSE 8000/tcp 1883/tcp 8883/tcp 8884/udp
 # Ready = every listener up and not shutting down. Reads the same config (file + GATEWAY_*) as the gateway.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
