@@ -6,6 +6,8 @@ import { mintVisionToken } from '@voxgate/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../test/support/gateway-harness.js';
 import { ReferenceDevice } from '../../test/support/reference-device.js';
+import { llmModels } from '../../test/support/assistant.js';
+import { startLlmServer } from '../../test/support/llm-server.js';
 import { NO_EXPLAINER_ANSWER } from '../src/vision/explainer.js';
 import { PhotoStore } from '../src/vision/photo-store.js';
 
@@ -109,6 +111,23 @@ describe('an external explainer (vision.explainerUrl)', () => {
       expect(t.logs.some((l) => JSON.stringify(l).includes('explainer-secret'))).toBe(false);
     } finally {
       await t.close();
+    }
+  });
+});
+
+describe("the assistant's vision model as the explainer", () => {
+  it('answers the device from a vision-capable assistant model when no external explainer is set', async () => {
+    const llm = await startLlmServer();
+    const t = await startTestGateway({ vision: { url: 'http://127.0.0.1:1/mcp/vision/explain' }, assistant: { models: llmModels(llm), visionModel: 'oa' } });
+    try {
+      llm.script([{ text: 'A blue cup.' }]);
+      const id = '02:00:00:00:09:84';
+      const r = await upload(`${t.baseUrl}/mcp/vision/explain`, { deviceId: id, token: mintVisionToken(t.gw.visionKey, id, Date.now() / 1000 + 60), question: 'what is this?' });
+      expect(r).toEqual({ status: 200, body: { success: true, action: 'RESPONSE', response: 'A blue cup.' } });
+      expect(JSON.stringify(llm.requests[0]!.body)).toContain('what is this?');
+    } finally {
+      await t.close();
+      await llm.close();
     }
   });
 });
