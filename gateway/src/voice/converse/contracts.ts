@@ -1,0 +1,81 @@
+/**
+ * The seams of voice.mode "converse" (Voxgate answers a device's voice session itself: speech in, the
+ * assistant with the fleet's tools, speech out). Audio and providers live under audio/ and providers/;
+ * the per-device conversation (protocol, turn, pacing) under session/. Each side depends only on these.
+ */
+
+/** 16-bit signed little-endian mono PCM samples at a stated rate. */
+export interface Pcm {
+  readonly samples: Int16Array;
+  readonly sampleRate: number;
+}
+
+/** Decodes one device's uplink Opus packets (one 20/60 ms packet each) to PCM at `sampleRate`. */
+export interface OpusDecoder {
+  readonly sampleRate: number;
+  /** One Opus packet → its PCM; a corrupt packet gives an empty array, never a throw. */
+  decode(packet: Uint8Array): Int16Array;
+  free(): void;
+}
+
+/** Encodes PCM at `sampleRate` to Opus packets of exactly `frameMs` each (the server hello's audio_params). */
+export interface OpusEncoder {
+  readonly sampleRate: number;
+  readonly frameMs: number;
+  /** Samples per frame: sampleRate * frameMs / 1000. */
+  readonly frameSamples: number;
+  /** Exactly `frameSamples` samples → one Opus packet. */
+  encode(frame: Int16Array): Uint8Array;
+  free(): void;
+}
+
+/** What the end-of-speech detector decided about the audio pushed so far. */
+export type VadState = 'silence' | 'speech' | 'end';
+
+/**
+ * Voice activity over a stream of 16 kHz PCM: 'speech' once speech started, 'end' once speech was followed by
+ * enough silence (or steady room noise) — within 1 s of the speaker stopping.
+ */
+export interface SpeechDetector {
+  push(pcm16k: Int16Array): VadState;
+  /** Forget the utterance (new turn). */
+  reset(): void;
+}
+
+export interface RecognizeOptions {
+  signal: AbortSignal;
+  /** BCP-47 or ISO-639-1, as configured; absent lets the recogniser decide. */
+  language?: string | undefined;
+}
+
+/** Speech → text. The audio is a complete utterance as a WAV file (16 kHz, 16-bit, mono). */
+export interface SpeechRecognizer {
+  readonly name: string;
+  /** The transcript ('' for silence or noise). Rejects with ProviderError on failure or abort. */
+  transcribe(wav: Buffer, opts: RecognizeOptions): Promise<string>;
+}
+
+export interface SynthesizeOptions {
+  signal: AbortSignal;
+  /** Overrides the configured voice (per tenant or device). */
+  voice?: string | undefined;
+}
+
+/** Text → speech as PCM chunks at `sampleRate` (any chunk size), streamed as the provider produces them. */
+export interface SpeechSynthesizer {
+  readonly name: string;
+  readonly sampleRate: number;
+  synthesize(text: string, opts: SynthesizeOptions): AsyncIterable<Int16Array>;
+}
+
+/** A speech provider failed: `code` is stable (for metrics), `message` is safe to show (no key, no URL query). */
+export class ProviderError extends Error {
+  constructor(
+    readonly code: 'timeout' | 'aborted' | 'http' | 'network' | 'bad_output' | 'process',
+    message: string,
+    readonly provider: string,
+  ) {
+    super(message);
+    this.name = 'ProviderError';
+  }
+}
