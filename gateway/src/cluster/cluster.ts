@@ -12,6 +12,7 @@ import type { CatalogTool } from '../devices/catalog.js';
 import type { CallOutcome, SessionState } from '../devices/session.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus, GatewayEvent } from '../events/bus.js';
+import { withoutUserInfo } from '../nats/servers.js';
 import { openEventStream } from './event-stream.js';
 import { ClusterPresence, type SeenPresence } from './presence.js';
 import { callSubject, eventSubject, EVENTS_WILDCARD, ForwardedCall, ForwardedReply, RelayedEvent } from './wire.js';
@@ -305,11 +306,6 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
 
 function within(p: Promise<unknown>, ms: number): Promise<unknown> {
   return Promise.race([p, new Promise((resolve) => setTimeout(resolve, ms).unref())]);
-}
-
-/** A server URL for logs and errors: `nats://user:pass@host` loses its user and password. */
-export function withoutUserInfo(server: string): string {
-  return server.replace(/^([a-z]+:\/\/)?[^@/]*@/i, '$1');
 }
 
 function safeSession(registry: DeviceRegistry, deviceId: string) {

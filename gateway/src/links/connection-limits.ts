@@ -3,9 +3,7 @@ import type { Server as HttpServer } from 'node:http';
 import type { Server, Socket } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { Logger } from 'pino';
-import type { Metrics } from '../metrics.js';
-
-export type Listener = 'http' | 'mqtt';
+import type { Listener, Metrics } from '../metrics.js';
 
 export interface ListenerLimits {
   /** Open sockets on this listener; the kernel-accepted one past it is closed at once. */
