@@ -18,10 +18,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 import type { OtaProof } from '../enrollment/credentials.js';
 import type { Enrollment, OtaDecision } from '../enrollment/enrollment.js';
-import { AddressRateLimiter } from '../enrollment/rate-limit.js';
 import { GatewayError } from '../errors.js';
 import type { FirmwareService } from '../firmware/service.js';
 import type { Metrics } from '../metrics.js';
+import { KeyedTokenBucket } from '../throttle/token-bucket.js';
+import { ThrottledLog } from '../throttle/throttled-log.js';
 import { publicBase } from './route-helpers.js';
 
 export interface OtaOptions {
@@ -50,14 +51,17 @@ type CredentialSource = { kind: 'binding'; decision: OtaDecision & { kind: 'cred
  */
 export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<void> {
   const c = o.config;
-  const limiter = new AddressRateLimiter(c.enrollment.rateLimit);
+  const { perSecond, burst, maxAddresses } = c.enrollment.rateLimit;
+  const limiter = new KeyedTokenBucket({ ratePerSecond: perSecond, burst }, { maxKeys: maxAddresses });
+  const refusals = new ThrottledLog(app.log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: maxAddresses });
   // Before the body is read: a flood costs a map lookup per request.
   app.addHook('onRequest', async (req) => {
     const route = req.routeOptions.url === '/xiaozhi/ota/activate' ? 'activate' : 'ota';
-    const { retryAfterSeconds, firstRefusal } = limiter.take(req.ip);
-    if (retryAfterSeconds === 0) return;
+    const take = limiter.take(req.ip);
+    if (take.ok) return;
     o.metrics.rateLimited.inc({ route });
-    if (firstRefusal) req.log.warn({ remote: req.ip, route }, 'OTA rate limit reached for this address');
+    refusals.write({ remote: req.ip, route }, 'OTA rate limit reached for this address', req.ip);
+    const { retryAfterSeconds } = take;
     throw new GatewayError('RATE_LIMITED', `too many OTA requests from this address; retry in ${retryAfterSeconds} s`, { retryAfterSeconds });
   });
 

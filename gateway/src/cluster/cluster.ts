@@ -13,6 +13,7 @@ import type { CallOutcome, SessionState } from '../devices/session.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus, GatewayEvent } from '../events/bus.js';
 import { withoutUserInfo } from '../nats/servers.js';
+import { ThrottledLog } from '../throttle/throttled-log.js';
 import { openEventStream } from './event-stream.js';
 import { ClusterPresence, type SeenPresence } from './presence.js';
 import { callSubject, eventSubject, EVENTS_WILDCARD, ForwardedCall, ForwardedReply, RelayedEvent } from './wire.js';
@@ -78,12 +79,8 @@ export async function startCluster(d: ClusterDeps): Promise<Cluster> {
 async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log: Logger, metrics: ReturnType<typeof clusterMetrics>): Promise<Cluster> {
   const kv = await new Kvm(nc).create(d.config.bucket, { history: 1, maxValueSize: d.config.maxMessageBytes });
   // Whatever can publish on the NATS account can send junk: one warning per minute, the counters say how much.
-  let lastRefusedLog = 0;
-  const refusedLog = (obj: Record<string, unknown>, msg: string) => {
-    if (Date.now() - lastRefusedLog < 60_000) return;
-    lastRefusedLog = Date.now();
-    log.warn(obj, msg);
-  };
+  const refused = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000 });
+  const refusedLog = (obj: Record<string, unknown>, msg: string) => void refused.write(obj, msg);
   /** Forwarded calls waiting for an instance's answer, so they fail at once when it is found gone. */
   const waiting = new Map<string, Set<(e: GatewayError) => void>>();
   const presence = new ClusterPresence({

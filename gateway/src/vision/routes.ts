@@ -3,8 +3,8 @@ import { verifyVisionToken, normalizeDeviceId } from '@voxgate/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { EventBus } from '../events/bus.js';
-import { KeyedRateLimiter } from '../events/rate-limit.js';
 import type { Metrics } from '../metrics.js';
+import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import type { VisionExplainer } from './explainer.js';
 import { imageType } from './image-type.js';
 import type { PhotoStore } from './photo-store.js';
@@ -40,7 +40,7 @@ function refuse(reply: FastifyReply, status: number, message: string): FastifyRe
  */
 export async function visionExplainRoute(app: FastifyInstance, s: VisionService): Promise<void> {
   // Keyed by device, and only after the token checked out: the map holds devices this gateway minted for.
-  const uploads = new KeyedRateLimiter({ ratePerSecond: s.uploadsPerMinute / 60, burst: Math.min(5, s.uploadsPerMinute) });
+  const uploads = new KeyedTokenBucket({ ratePerSecond: s.uploadsPerMinute / 60, burst: Math.min(5, s.uploadsPerMinute) }, { maxKeys: 10_000 });
   await app.register(multipart, {
     limits: { fileSize: s.maxPhotoBytes, files: 1, fields: 4, fieldSize: 8 * 1024, parts: 6, headerPairs: 32 },
   });
