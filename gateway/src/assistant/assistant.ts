@@ -64,7 +64,7 @@ export class Assistant {
       maxBytes: d.config.maxConversationBytes,
     });
     this.sweeper = setInterval(() => this.conversations.sweep(), Math.min(60_000, d.config.conversationTtlMs)).unref();
-    this.metrics = createAssistantMetrics(d.metrics);
+    this.metrics = createAssistantMetrics(d.metrics.registry);
   }
 
   modelList(): Array<{ name: string; provider: string; toolMode: string; default: boolean }> {

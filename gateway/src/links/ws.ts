@@ -3,16 +3,13 @@ import type { Duplex } from 'node:stream';
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
-import type { DeviceLink } from '../devices/link.js';
+import { CLOSE_INTERNAL_ERROR, type DeviceLink } from '../devices/link.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { Metrics } from '../metrics.js';
 import { REFUSAL_LOG, REFUSAL_LOG_NOTE } from './connection-limits.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { guardFrame } from './frame-guard.js';
-
-/** WebSocket close code 1011: the server hit an unexpected condition. */
-const CLOSE_INTERNAL_ERROR = 1011;
 
 export interface WsLinkOptions {
   path: string;
