@@ -176,7 +176,9 @@ void FirmwareBoot::Confirm() {
       cJSON* f = cJSON_CreateObject();
       cJSON_AddStringToObject(f, "state", "rolling_back");
       cJSON_AddStringToObject(f, "version", version.c_str());
-      if (!rolled_back) cJSON_AddStringToObject(f, "reason", "rollback not possible: restarting, the bootloader drops it");
+      if (!rolled_back) {
+        cJSON_AddStringToObject(f, "reason", "rollback not possible: restarting, the bootloader drops it");
+      }
       Emit("firmware", options_.device_id, f);
       reboot_ = true;
     }

@@ -4,8 +4,9 @@
 // (the server's close frame, or its own close when the server hello is overdue)
 // it reconnects only under close-reconnect, and otherwise stops for good, as
 // the device would. Its own close waits for the server as the device's does
-// (unbounded, no pings) until Protocol::CloseOverdue drops the connection. Incoming frames are reassembled by the same unit as on the
-// device (voxgate/ws_message.h), fed the way esp_websocket_client feeds it.
+// (unbounded, no pings) until Protocol::CloseOverdue drops the connection.
+// Incoming frames are reassembled by the same unit as on the device
+// (voxgate/ws_message.h), fed the way esp_websocket_client feeds it.
 #pragma once
 
 #include <atomic>

@@ -62,7 +62,8 @@ FirmwareInstall::Step FirmwareInstall::Finished(FinishEnd end, const std::string
     case FinishEnd::kFailed:
       break;
   }
-  return Fail(Step::kFailed, "could not finish the install: " + (detail.empty() ? std::string("unknown error") : detail));
+  const std::string why = detail.empty() ? std::string("unknown error") : detail;
+  return Fail(Step::kFailed, "could not finish the install: " + why);
 }
 
 }  // namespace voxgate
