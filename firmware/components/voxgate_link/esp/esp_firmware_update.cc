@@ -144,8 +144,9 @@ bool EspInstallFirmware(const FirmwareOffer& offer, const std::function<void(con
                                              : "download failed: the connection ended early";
     if (install.Downloaded(end, detail, total, received) == FirmwareInstall::Step::kVerify) {
       report({"verifying", offer.version, received, total, ""});
-      // Every byte is in the slot: esp_ota_write caches a partial 16-byte block
-      // only with flash encryption, and app images are 16-byte multiples.
+      // Every byte is in the slot: esp_ota_write holds back a partial 16-byte
+      // block (until esp_ota_end) only with flash encryption, and app images
+      // are 16-byte multiples. A file that is not would fail here: refused, never booted.
       std::string sha256;
       const bool read_ok = PartitionSha256(slot, static_cast<size_t>(received), &sha256);
       install.Verified(read_ok, sha256);
