@@ -14,7 +14,10 @@ function arrowRules() {
     for (const other of FOLDERS) {
       if (other === folder || LEAVES.includes(other)) continue;
       if (!allowed.has(other)) {
-        patterns.push({ group: [`**/${other}/**`, `!**/${folder}/**`], message: `${folder}/ may not import ${other}/ (docs/architecture.md, eslint.arrows.js)` });
+        patterns.push({
+          group: [`**/${other}/**`, `!**/${folder}/**`],
+          message: `${folder}/ may not import ${other}/ (docs/architecture.md, eslint.arrows.js)`,
+        });
       } else if (allowed.get(other)) {
         const leaves = allowed.get(other);
         patterns.push({
@@ -32,6 +35,11 @@ function arrowRules() {
   });
 }
 
+/** One forbidden group of imports, as a rules object. */
+function restrict(group, message) {
+  return { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group, message }] }] };
+}
+
 /** `import-x/no-cycle` on the given files, TypeScript paths resolved as tsc does (`./x.js` is `./x.ts`). */
 export function cycleCheck(files) {
   return {
@@ -40,14 +48,20 @@ export function cycleCheck(files) {
     settings: {
       ...importX.flatConfigs.typescript.settings,
       'import-x/resolver': undefined,
-      'import-x/resolver-next': [createTypeScriptImportResolver({ project: ['gateway/tsconfig.json', 'protocol/tsconfig.json'], noWarnOnMultipleProjects: true })],
+      'import-x/resolver-next': [
+        createTypeScriptImportResolver({ project: ['gateway/tsconfig.json', 'protocol/tsconfig.json'], noWarnOnMultipleProjects: true }),
+      ],
     },
     rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }] },
   };
 }
 
 export default tseslint.config(
-  { ignores: ['**/node_modules/**', '**/.tsbuild/**', '**/dist/**', 'firmware/**', 'bench/results/**', 'coverage/**', 'gateway/test/fixtures/lint/**'] },
+  {
+    ignores: ['**/node_modules/**', '**/.tsbuild/**', '**/dist/**', 'firmware/**', 'bench/results/**', 'coverage/**'],
+  },
+  // Fixtures that break the rules on purpose (gateway/test/lint/architecture-lint.test.ts lints them itself).
+  { ignores: ['gateway/test/fixtures/lint/**'] },
   ...tseslint.configs.recommended,
   {
     files: ['**/*.ts', '**/*.tsx'],
@@ -66,19 +80,15 @@ export default tseslint.config(
   // The wire package, the console and the sample servers stand alone.
   {
     files: ['protocol/src/**/*.ts'],
-    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: ['**/gateway/**', '@voxgate/gateway'], message: 'protocol/ is the wire only: it imports no gateway code' }] }] },
+    rules: restrict(['**/gateway/**', '@voxgate/gateway'], 'protocol/ is the wire only: it imports no gateway code'),
   },
   {
     files: ['console/src/**/*.ts', 'console/src/**/*.tsx'],
-    rules: {
-      '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: ['**/gateway/**', '**/protocol/**', '@voxgate/*'], message: 'the console talks to the gateway only through its HTTP API' }] }],
-    },
+    rules: restrict(['**/gateway/**', '**/protocol/**', '@voxgate/*'], 'the console talks to the gateway only through its HTTP API'),
   },
   {
     files: ['mcp_servers/**/*.ts'],
-    rules: {
-      '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: ['**/gateway/**', '**/protocol/**', '@voxgate/*'], message: 'the sample MCP servers stand alone' }] }],
-    },
+    rules: restrict(['**/gateway/**', '**/protocol/**', '@voxgate/*'], 'the sample MCP servers stand alone'),
   },
   {
     files: ['gateway/**/*.ts', 'protocol/**/*.ts', 'console/**/*.ts', 'console/**/*.tsx', 'bench/**/*.ts', 'test/**/*.ts'],

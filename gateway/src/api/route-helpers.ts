@@ -32,6 +32,8 @@ export function publicBase(req: FastifyRequest, http: { publicUrl?: string | und
   if (!host) return new URL(`${scheme}://localhost:${http.port}`);
   const parsed = /^[A-Za-z0-9.:[\]-]{1,255}$/.test(host) ? URL.parse(`${scheme}://${host}/`) : null;
   const defaultPort = scheme === 'https' ? /:443$/ : /:80$/;
-  if (!parsed || parsed.host.toLowerCase() !== host.toLowerCase().replace(defaultPort, '')) throw new GatewayError('INVALID_REQUEST', 'the Host header is not a valid host[:port]');
+  if (!parsed || parsed.host.toLowerCase() !== host.toLowerCase().replace(defaultPort, '')) {
+    throw new GatewayError('INVALID_REQUEST', 'the Host header is not a valid host[:port]');
+  }
   return parsed;
 }

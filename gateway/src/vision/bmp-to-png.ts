@@ -17,7 +17,9 @@ export function bmpToPng(bmp: Buffer): Buffer {
   // Read as the decoder reads them: the width unsigned, the height signed (negative means top-down).
   const width = bmp.readUInt32LE(FILE_HEADER_BYTES + 4);
   const height = Math.abs(bmp.readInt32LE(FILE_HEADER_BYTES + 8));
-  if (width === 0 || height === 0 || width * height > MAX_BMP_PIXELS) throw new Error(`the BMP is ${width}x${height}: at most ${MAX_BMP_PIXELS} pixels`);
+  if (width === 0 || height === 0 || width * height > MAX_BMP_PIXELS) {
+    throw new Error(`the BMP is ${width}x${height}: at most ${MAX_BMP_PIXELS} pixels`);
+  }
   let image: { width: number; height: number; data: Buffer };
   try {
     image = decode(bmp, { toRGBA: true });

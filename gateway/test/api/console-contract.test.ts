@@ -10,9 +10,20 @@ import { startTestGateway, type TestGateway } from '../../../test/support/gatewa
  * response schema, and a field the console takes as always present is required there.
  */
 
-type Schema = { type?: string; properties?: Record<string, Schema>; required?: string[]; items?: Schema; anyOf?: Schema[]; oneOf?: Schema[]; allOf?: Schema[]; $ref?: string; enum?: unknown[] };
+interface Schema {
+  type?: string;
+  properties?: Record<string, Schema>;
+  required?: string[];
+  items?: Schema;
+  anyOf?: Schema[];
+  oneOf?: Schema[];
+  allOf?: Schema[];
+  $ref?: string;
+}
+type Response = { content?: Record<string, { schema: Schema }> };
+type Operation = { parameters?: Array<{ name: string; schema?: Schema }>; responses: Record<string, Response> };
 interface OpenApi {
-  paths: Record<string, Record<string, { parameters?: Array<{ name: string; schema?: Schema }>; responses: Record<string, { content?: Record<string, { schema: Schema }> }> }>>;
+  paths: Record<string, Record<string, Operation>>;
   components?: { schemas?: Record<string, Schema> };
 }
 

@@ -27,7 +27,12 @@ describe('the assistant explains BMP photos', () => {
   // explainImage never touches the hub: the explainer is built without a whole gateway.
   const noHub = {} as McpHub;
   const assistantWith = (visionModel: string) =>
-    new Assistant({ config: ConfigSchema.parse({ assistant: { models: llmModels(llm), visionModel } }).assistant, hub: noHub, log: createLogger('silent'), metrics: createMetrics() });
+    new Assistant({
+      config: ConfigSchema.parse({ assistant: { models: llmModels(llm), visionModel } }).assistant,
+      hub: noHub,
+      log: createLogger('silent'),
+      metrics: createMetrics(),
+    });
   const colour = (x: number, y: number): [number, number, number] => [x * 100, y * 100, 50];
   const photo = bmp24(2, 2, colour);
 
@@ -41,7 +46,8 @@ describe('the assistant explains BMP photos', () => {
       llm.requests.length = 0;
       const a = assistantWith(model);
       const explainer = assistantExplainer(a, 5 * 1024 * 1024)!;
-      expect(await explainer.explain({ question: 'What colours?', image: photo })).toEqual({ success: true, action: 'RESPONSE', response: `Four squares (${api}).` });
+      const answer = await explainer.explain({ question: 'What colours?', image: photo });
+      expect(answer).toEqual({ success: true, action: 'RESPONSE', response: `Four squares (${api}).` });
       a.close();
       const body = JSON.stringify(llm.requests[0]!.body);
       expect(body).not.toContain('image/bmp');
