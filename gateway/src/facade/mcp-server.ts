@@ -82,7 +82,7 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
         progressToken === undefined
           ? undefined
           : (p: Progress) => (sent = sent.then(() => ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, ...p } })).catch(() => undefined));
-      // What the hosted server asks while serving this call (sampling, elicitation, roots) goes to this client.
+      // What the hosted server asks while serving this call (sampling, elicitation) goes to this client.
       const peer: Peer = {
         key: mcp,
         supports: (method) => Boolean(s.getClientCapabilities()?.[PEER_CAPABILITY[method]]),
