@@ -8,6 +8,8 @@ import { buildHub, facadeClient } from './support.js';
 const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('');
 const stop = (child: ChildProcess) => new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : (child.once('exit', () => resolve()), child.kill('SIGKILL'))));
 
+// Child processes on a loaded machine: only the test's own timeout bounds them (events, never sleeps).
+const PROCESS_TEST_MS = 60_000;
 let hubs: McpHub[] = [];
 let children: ChildProcess[] = [];
 afterEach(async () => {
@@ -15,9 +17,9 @@ afterEach(async () => {
   await Promise.all(children.map(stop));
   hubs = [];
   children = [];
-});
+}, PROCESS_TEST_MS);
 
-describe('the official server-everything over Streamable HTTP, restarted (issue 24 item 14)', () => {
+describe('the official server-everything over Streamable HTTP, restarted (issue 24 item 14)', { timeout: PROCESS_TEST_MS }, () => {
   it('answers 400 to our stale session: the hub re-initializes, its resources and prompts stay listed, and a server that is gone shows as failed', async () => {
     const first = await startEverything('streamableHttp');
     children.push(first.child);
@@ -55,7 +57,7 @@ describe('the official server-everything over Streamable HTTP, restarted (issue 
   });
 });
 
-describe('roots of two /mcp clients with different tenants (issue 20 item 5)', () => {
+describe('roots of two /mcp clients with different tenants (issue 20 item 5)', { timeout: PROCESS_TEST_MS }, () => {
   it('never reach the shared upstream session: no client is asked, so none can see another’s', async () => {
     const { hub } = buildHub({ everything: { command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] } });
     hubs.push(hub);

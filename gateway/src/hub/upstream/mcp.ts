@@ -32,21 +32,11 @@ export class McpUpstream extends Upstream {
   private readonly stderrTail: string[] = [];
   private generation = 0;
   private reinitializing: Promise<void> | undefined;
-  /** The connect in progress: close() ends it (its transport) and waits for it. */
-  private starting: Promise<void> | undefined;
   /** Resource URIs subscribed upstream (for any number of /mcp sessions; the hub counts them). */
   private readonly subscriptions = new Set<string>();
 
-  start(): Promise<void> {
-    if (this.stopping) return Promise.resolve();
-    const run: Promise<void> = this.connect().finally(() => {
-      if (this.starting === run) this.starting = undefined;
-    });
-    this.starting = run;
-    return run;
-  }
-
-  private async connect(): Promise<void> {
+  async start(): Promise<void> {
+    if (this.stopping) return;
     const gen = ++this.generation;
     const transport = makeTransport(this.config, this.d.settings, {
       onOversized: ({ bytes, id }) => {
@@ -346,7 +336,10 @@ export class McpUpstream extends Upstream {
     return this.transport instanceof ChildStdioTransport ? this.transport.pid : undefined;
   }
 
-  /** Ends a connect in progress too: no child outlives close(), and close() never waits for an initialize. */
+  /**
+   * Ends a connect in progress too (its transport is the current one from the first line of start()): no
+   * child outlives close(), and close() never waits for an initialize.
+   */
   async close(): Promise<void> {
     this.stopping = true;
     this.generation++;
@@ -359,7 +352,6 @@ export class McpUpstream extends Upstream {
     // The client's close() closes the transport; for stdio that is TERM, then KILL after the grace period.
     await client?.close().catch(() => undefined);
     await transport?.close().catch(() => undefined);
-    await this.starting?.catch(() => undefined);
   }
 
   private failureContext(): FailureContext {
