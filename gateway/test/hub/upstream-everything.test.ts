@@ -1,4 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EVERYTHING_BIN, startEverything } from '../../../test/support/hub.js';
@@ -54,6 +56,46 @@ describe('the official server-everything over Streamable HTTP, restarted (issue 
     const status = hub.servers({})[0]!;
     expect(status.state).toBe('failed');
     expect(status.lastError).toMatch(/fetch failed|ECONNREFUSED/);
+  });
+});
+
+/** A pass-through HTTP proxy to `port` that can be told to answer every request 500 itself. */
+async function faultyProxy(port: number): Promise<{ server: Server; url: string; broken: { on: boolean } }> {
+  const broken = { on: false };
+  const server = createServer((req, res) => {
+    if (broken.on) return void res.writeHead(500, { 'content-type': 'text/plain' }).end('proxy broken on purpose');
+    const up = request({ host: '127.0.0.1', port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers);
+      r.pipe(res);
+    });
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, broken };
+}
+
+describe('a Streamable HTTP server that answers 500 (issue 24 item 14)', { timeout: PROCESS_TEST_MS }, () => {
+  it('shows as failed with its error, its listings are retried, and it is ready again once it answers', async () => {
+    const everything = await startEverything('streamableHttp');
+    children.push(everything.child);
+    const proxy = await faultyProxy(everything.port);
+    try {
+      const { hub } = buildHub({ flaky: { type: 'http', url: proxy.url, allow_private_network: true } }, { restartBaseDelayMs: 1 });
+      hubs.push(hub);
+      await hub.start();
+      const prompts = (await hub.prompts({})).length;
+      expect(prompts).toBeGreaterThan(0);
+      proxy.broken.on = true;
+      expect(await hub.prompts({})).toEqual([]);
+      expect(hub.servers({})[0]).toMatchObject({ state: 'failed', lastError: expect.stringMatching(/proxy broken on purpose/) });
+      proxy.broken.on = false;
+      expect((await hub.prompts({})).length).toBe(prompts);
+      expect(hub.servers({})[0]).toMatchObject({ state: 'ready', lastError: null });
+    } finally {
+      proxy.server.closeAllConnections();
+      await new Promise((resolve) => proxy.server.close(resolve));
+    }
   });
 });
 

@@ -18,7 +18,7 @@ import { guardToolSchemas } from '../../schemas/untrusted-schema.js';
 import { fillHeaders } from '../credentials.js';
 import { ChildStdioTransport } from '../stdio-transport.js';
 import { PEER_METHODS, Upstream, type CallContext, type Progress, type ServerStatus } from './base.js';
-import { classifyFailure, describeCallFailure, describeFailure, sessionMayBeLost, tooLargeText, type FailureContext } from './failure.js';
+import { classifyFailure, describeCallFailure, describeFailure, sessionMayBeLost, tooLargeText, type FailureContext, type UpstreamFailure } from './failure.js';
 import { overCap } from './result-cap.js';
 import { makeTransport, withHeaders } from './transports.js';
 
@@ -236,12 +236,32 @@ export class McpUpstream extends Upstream {
     try {
       return await fn(client);
     } catch (e) {
-      if (this.config.type === 'stdio' || !sessionMayBeLost(classifyFailure(e))) throw e;
+      if (this.config.type === 'stdio') throw e;
+      const f = classifyFailure(e);
+      if (!sessionMayBeLost(f)) throw this.noteFailure(client, f, e);
       await this.reinitialize(client, e);
       const fresh = this.client as Client | undefined;
       if (!fresh || this.state !== 'ready') throw e;
-      return fn(fresh);
+      try {
+        return await fn(fresh);
+      } catch (again) {
+        throw this.noteFailure(fresh, classifyFailure(again), again, true);
+      }
     }
+  }
+
+  /**
+   * A server that answers the HTTP request itself with a 5xx (or, on a fresh session, with what a lost
+   * session gets) is failing: its status says so, and the next request after restartBaseDelayMs tries it
+   * again. A JSON-RPC error, a refusal of credentials or a timeout leaves it ready.
+   */
+  private noteFailure(client: Client, f: UpstreamFailure, e: unknown, retried = false): unknown {
+    const failing = (f.kind === 'http' && f.status >= 500) || (retried && sessionMayBeLost(f));
+    if (failing && this.client === client && this.state === 'ready') {
+      this.setState('failed', this.describe(e));
+      this.d.onToolsChanged();
+    }
+    return e;
   }
 
   /** One re-initialize at a time; calls that failed on the same lost session share it. */
