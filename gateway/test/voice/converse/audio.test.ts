@@ -44,7 +44,10 @@ describe('opus', () => {
     expect(decoded.every((d) => d.length === enc.frameSamples)).toBe(true);
     const joined = new Int16Array(decoded.reduce((n, d) => n + d.length, 0));
     let off = 0;
-    for (const d of decoded) (joined.set(d, off), (off += d.length));
+    for (const d of decoded) {
+      joined.set(d, off);
+      off += d.length;
+    }
     expect(similarity(pcm, joined, rate / 50)).toBeGreaterThan(0.8);
     enc.free();
     dec.free();

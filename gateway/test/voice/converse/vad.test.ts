@@ -39,7 +39,7 @@ function deviceStream(speech: Int16Array, room: Float32Array | undefined): { fra
   }
   // Where the speech audibly ends (its faint tail drowns in the room's noise).
   let last = 0;
-  for (let i = speech.length - 1; i >= 0; i--) if (Math.abs(speech[i] ?? 0) > 1500) (last = i), (i = -1);
+  for (let i = speech.length - 1; i >= 0 && last === 0; i--) if (Math.abs(speech[i] ?? 0) > 1500) last = i;
   const enc = createOpusEncoder(RATE, 60);
   const dec = createOpusDecoder(RATE);
   const frames: Int16Array[] = [];
