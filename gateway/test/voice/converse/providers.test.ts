@@ -118,6 +118,17 @@ describe('openai speech provider', () => {
     expect(s16.length).toBe(Math.round((speechPcm('Hello there.').length * 2) / 3));
   });
 
+  it('does not count a paced consumer holding a chunk as the provider idling', async () => {
+    server = await startSpeechServer({ speak: { chunkBytes: 24_000 } });
+    const parts: number[] = [];
+    for await (const p of tts({ timeoutMs: 500 }).synthesize('A sentence of a few seconds.', { signal: signal() })) {
+      parts.push(p.length);
+      // Playback at real time holds each 0.5 s chunk longer than the idle timeout.
+      await new Promise((r) => setTimeout(r, 700));
+    }
+    expect(parts.reduce((a, b) => a + b, 0)).toBe(speechPcm('A sentence of a few seconds.').length);
+  });
+
   it('fails mid-stream, on HTTP errors, on timeouts and on abort, closing the request', async () => {
     server = await startSpeechServer({ speak: { failAfterChunks: 2 } });
     expect((await rejection(collect(tts(), 'A long sentence to say.'))).code).toBe('network');
