@@ -130,6 +130,7 @@ describe('resample', () => {
     [24_000, 16_000],
     [16_000, 24_000],
     [48_000, 16_000],
+    [22_051, 24_000], // no small common divisor: the interpolated-kernel path
   ])('%i Hz → %i Hz keeps length and pitch, streamed or whole', (from, to) => {
     const input = tone(440, from, 1);
     const whole = resample(input, from, to);
