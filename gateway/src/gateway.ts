@@ -179,7 +179,6 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       restartMaxDelayMs: config.mcp.restartMaxDelayMs,
       restartResetMs: config.mcp.restartResetMs,
       maxResultBytes: config.mcp.maxResultBytes,
-      maxMessageBytes: config.mcp.maxResultBytes,
       maxTools: config.mcp.maxToolsPerServer,
       allowPrivateNetwork: config.mcp.allowPrivateNetwork,
       logLevel: config.mcp.upstreamLogLevel,
@@ -342,7 +341,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       await mcpEndpoint?.close();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
       // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
-      await Promise.all([Promise.race([Promise.all([devicesClosed, http.close(), mqtt?.close(), metricsListener?.close()]), grace]), hubStarted.then(() => hub.close())]);
+      // hub.close() also ends servers still connecting: a stuck initialize never holds shutdown up.
+      await Promise.all([Promise.race([Promise.all([devicesClosed, http.close(), mqtt?.close(), metricsListener?.close()]), grace]), hub.close()]);
       await cluster?.close();
       await store.close();
       log.info('stopped');
