@@ -108,9 +108,9 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
     onSize: (size) => metrics.schemaValidators.set(size),
   });
-  const voice: Voice | undefined = config.voice.mode === 'relay' ? await startVoice(config.voice, metrics, log) : undefined;
+  const voice: Voice | undefined = await startVoice(config.voice, metrics, log);
   const registry = new DeviceRegistry({
-    ...(voice ? { voice: voice.relay } : {}),
+    voice: voice.hook,
     maxKnownDevices: config.devices.maxKnown,
     log,
     bus,
@@ -144,6 +144,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     : new SqliteStore(join(config.dataDir, 'voxgate.db'));
   let enrollment: Enrollment | undefined;
   try {
+    await voice?.useStore(store);
     enrollment = config.deviceAuth === 'open' ? undefined : await openEnrollment(config, secrets.deviceSecret, store, log, metrics, registry);
   } catch (e) {
     voice?.close();
@@ -190,9 +191,10 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     },
   });
   // The hub needs the registry, which needs the relay: the relay learns of the hub last.
-  voice?.relay.useHub(hub);
+  voice?.useHub(hub);
   const tenants = new Map(Object.entries(config.apiKeyTenants));
   const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
+  voice?.useAssistant(assistant, bus);
   let mcpEndpoint: McpEndpoint | undefined;
 
   let stopping = false;
@@ -236,6 +238,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     assistant,
     history,
     https: tls?.options,
+    deviceSettings: { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id) },
   });
   if (tls) {
     // buildApi made an https.Server (a tls.Server) for these options; fastify types it as http.Server.
