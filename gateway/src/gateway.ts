@@ -35,6 +35,7 @@ import { httpExplainer, noExplainer } from './vision/explainer.js';
 import { PhotoStore } from './vision/photo-store.js';
 import { VISION_EXPLAIN_PATH, type VisionService } from './vision/routes.js';
 import { assistantExplainer } from './assistant/vision.js';
+import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
 import type { Server as TlsServer } from 'node:tls';
 import { TlsCertificates } from './tls/certificates.js';
@@ -82,7 +83,7 @@ export interface Gateway {
 }
 
 /** Start every part: HTTP API + device WebSocket on one port, the embedded MQTT broker on another. */
-export async function startGateway(config: Config, opts: { log?: Logger } = {}): Promise<Gateway> {
+export async function startGateway(config: Config, opts: { log?: Logger; converseKit?: () => ConverseKit } = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel, undefined, config.logFormat);
   const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
   if (secrets.tightenedFrom) log.warn({ file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom }, 'the secrets file was readable by group or others; its mode is now 0600');
@@ -108,7 +109,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
     onSize: (size) => metrics.schemaValidators.set(size),
   });
-  const voice: Voice | undefined = await startVoice(config.voice, metrics, log);
+  const voice: Voice | undefined = await startVoice(config.voice, metrics, log, opts.converseKit ? { kit: opts.converseKit } : {});
   const registry = new DeviceRegistry({
     voice: voice.hook,
     maxKnownDevices: config.devices.maxKnown,

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import { z } from 'zod';
-import { VoiceModeSchema, type VoiceMode } from '../voice/converse/config.js';
+import { VOICE_MODES, VoiceModeSchema, type VoiceMode } from '../voice/converse/config.js';
 import type { DeviceVoiceModes } from '../voice/modes.js';
 import { parseDeviceId } from './devices.js';
 import { DeviceIdParam, Problem, jsonSchema } from './schemas.js';
@@ -33,7 +33,12 @@ export async function deviceSettingsRoutes(app: FastifyInstance, d: DeviceSettin
       tags: ['devices'],
       summary: "Change a device's settings (its voice mode); fields left out stay as they are",
       params: jsonSchema(DeviceIdParam),
-      body: jsonSchema(DeviceSettingsPatch),
+      // Written out: null (clear) must pass the validator, which an OpenAPI 3.0 `nullable` enum does not say.
+      body: {
+        type: 'object',
+        properties: { voiceMode: { enum: [...VOICE_MODES, null], description: 'off, relay or converse; null: the tenant\'s or voice.mode' } },
+        additionalProperties: false,
+      },
       response: { 200: jsonSchema(DeviceSettings, 'output'), ...problems },
     } as FastifySchema,
     handler: async (req) => {
