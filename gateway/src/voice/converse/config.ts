@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AsrConfigSchema, TtsConfigSchema, type AsrConfig, type TtsConfig } from './providers/config.js';
 
 /**
  * The `voice` section's additions for mode "converse" (spread into the section's object in config.ts),
@@ -11,35 +12,7 @@ export const VoiceModeSchema = z.enum(VOICE_MODES);
 
 const Ms = (def: number, max = 600_000) => z.coerce.number().int().min(1).max(max).default(def);
 const Name = z.string().min(1).max(256);
-const Args = z.array(z.string().max(4096)).max(64).default([]);
 const MacRe = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
-
-// Interim provider blocks: the audio side's providers/config.ts owns these names and replaces them on merge.
-export const AsrConfigSchema = z
-  .object({
-    provider: z.enum(['openai', 'command']).default('openai'),
-    baseUrl: z.url({ protocol: /^https?$/ }).default('https://api.openai.com/v1'),
-    apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/).default('OPENAI_API_KEY'),
-    model: Name.default('whisper-1'),
-    language: z.string().min(2).max(16).optional(),
-    command: z.string().min(1).max(4096).optional(),
-    args: Args,
-    timeoutMs: Ms(15_000, 120_000),
-  })
-  .prefault({});
-
-export const TtsConfigSchema = z
-  .object({
-    provider: z.enum(['openai', 'edge', 'command']).default('openai'),
-    baseUrl: z.url({ protocol: /^https?$/ }).default('https://api.openai.com/v1'),
-    apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/).default('OPENAI_API_KEY'),
-    model: Name.default('gpt-4o-mini-tts'),
-    voice: Name.default('alloy'),
-    command: z.string().min(1).max(4096).optional(),
-    args: Args,
-    timeoutMs: Ms(15_000, 120_000),
-  })
-  .prefault({});
 
 /** Who a device talks to: per tenant (its devices listed here until devices carry a tenant themselves). */
 export const VoiceTenantSchema = z.object({
@@ -55,8 +28,8 @@ export const VoiceTenantSchema = z.object({
 });
 
 export const converseConfigShape = {
-  asr: AsrConfigSchema,
-  tts: TtsConfigSchema,
+  asr: AsrConfigSchema.prefault({}),
+  tts: TtsConfigSchema.prefault({}),
   /** One of assistant.models; default: the assistant's default model. */
   model: z.string().min(1).max(128).optional(),
   /** The downlink Opus sample rate announced in the server hello (the firmware resamples to its codec). */
@@ -99,13 +72,14 @@ export const CONVERSE_ENV: Record<string, string[]> = {
   GATEWAY_VOICE_TTS_API_KEY_ENV: ['voice', 'tts', 'apiKeyEnv'],
   GATEWAY_VOICE_TTS_MODEL: ['voice', 'tts', 'model'],
   GATEWAY_VOICE_TTS_VOICE: ['voice', 'tts', 'voice'],
+  GATEWAY_VOICE_TTS_FORMAT: ['voice', 'tts', 'format'],
   GATEWAY_VOICE_TTS_COMMAND: ['voice', 'tts', 'command'],
 };
 
 /** The converse fields as parsed (what the session side reads). */
 export interface ConverseConfig {
-  asr: z.infer<typeof AsrConfigSchema>;
-  tts: z.infer<typeof TtsConfigSchema>;
+  asr: AsrConfig;
+  tts: TtsConfig;
   model?: string | undefined;
   sampleRate: number;
   persona?: string | undefined;

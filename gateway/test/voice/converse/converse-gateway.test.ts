@@ -100,7 +100,8 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     t = await startTestGateway(
       {
         ota: { transport: 'mqtt' },
-        assistant: { models: { oa }, defaultModel: 'oa', confirmTools: ['self.screen.set_brightness'] },
+        // A fleet talking at once needs more turns than the assistant's defaults (64, 16 per tenant).
+        assistant: { models: { oa }, defaultModel: 'oa', confirmTools: ['self.screen.set_brightness'], maxConcurrentTurns: 200, maxConcurrentTurnsPerTenant: 200 },
         voice: { mode: 'converse', udp: { publicHost: '127.0.0.1' } },
       },
       {},
@@ -264,5 +265,21 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     expect(await t.metric('voxgate_voice_converse_sessions_active')).toBe(0);
     const cleared = await t.api('PATCH', `/v1/devices/${id}`, { voiceMode: null });
     expect(cleared.body).toEqual({ id, voiceMode: null, effectiveVoiceMode: 'converse' });
+  });
+
+  it('100 concurrent conversations, each heard, answered through the model and spoken, paced', { timeout: 120_000 }, async () => {
+    const N = 100;
+    llm.script(() => ({ text: 'It is noon. Have a good day.' }));
+    const devices: ReferenceDevice[] = [];
+    for (let i = 0; i < N; i += 25) devices.push(...(await Promise.all(Array.from({ length: 25 }, () => wsDevice(3)))));
+    for (const d of devices) listen(d, 'auto');
+    await Promise.all(devices.map((d) => streamFrames(wsUplink(d, 3), utterance(4))));
+    await until(() => devices.every((d) => stops(d) === 1), 'every device answered', 90_000);
+    for (const d of devices) {
+      expect(voiceFrames(d)[0]).toMatchObject({ type: 'stt', text: 'what can you do' });
+      expect(voiceFrames(d).filter((f) => f['state'] === 'sentence_start').map((f) => f['text'])).toEqual(['It is noon.', 'Have a good day.']);
+      expect(maxFramesAhead(d.audioReceivedAt)).toBeLessThanOrEqual(40);
+    }
+    await until(async () => (await t.metric('voxgate_voice_converse_turns_total', { outcome: 'answered' })) >= N, 'counted');
   });
 });

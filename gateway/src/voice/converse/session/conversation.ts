@@ -3,7 +3,7 @@ import { GatewayError } from '../../../errors.js';
 import { ProviderError, type OpusDecoder, type OpusEncoder, type SpeechDetector, type SpeechRecognizer, type SpeechSynthesizer } from '../contracts.js';
 import type { ConverseMetrics, ConverseStage, TurnOutcome } from '../metrics.js';
 import { DownlinkPacer } from './pacer.js';
-import { sentenceSplitter } from './sentences.js';
+import { SentenceSplitter } from '../audio/sentences.js';
 import { Speaker } from './speaker.js';
 import { toDevice, type ListenMode, type VoiceInput } from './wire.js';
 
@@ -306,7 +306,7 @@ export class ConverseSession {
   }
 
   private async runTurn(turn: ActiveTurn, text: string): Promise<void> {
-    const split = sentenceSplitter();
+    const split = new SentenceSplitter();
     const say = (sentences: string[]) => {
       for (const s of sentences) {
         turn.marks.firstSentence ??= performance.now();
@@ -341,7 +341,7 @@ export class ConverseSession {
       say(split.flush());
       // A model that did not stream still has its answer spoken.
       if (!turn.spokenText.length && r.text) {
-        const whole = sentenceSplitter();
+        const whole = new SentenceSplitter();
         say([...whole.push(r.text), ...whole.flush()]);
       }
       await turn.speaker.end();
