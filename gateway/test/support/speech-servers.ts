@@ -333,7 +333,7 @@ export async function startEdgeTtsServer(options: { speak?: EdgeTtsScript | Edge
         const pcm = /^raw-24khz-16bit-mono-pcm$/.test(outputFormat);
         if (!mp3 && !pcm) return ws.close(1007, 'unsupported output format');
         const samples = reply.pcm ?? speechPcm(text);
-        const audio = mp3 ? await encodeMp3(samples) : Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
+        const audio = mp3 ? await encodeMp3Cached(samples, reply.pcm ? undefined : text) : Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
         const mime = mp3 ? 'audio/mpeg' : 'audio/x-wav';
         const ts = new Date().toISOString();
         ws.send(edgeText(requestId, 'turn.start', ts, '{"context":{"serviceTag":"stand-in"}}'));
@@ -411,6 +411,18 @@ function unescapeXml(s: string): string {
 function rawToString(data: RawData): string {
   if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
   return Buffer.from(data as ArrayBuffer).toString('utf8');
+}
+
+/** lamejs is slow (pure JS): the default speech of a text is encoded once per process. */
+const mp3Cache = new Map<string, Buffer>();
+async function encodeMp3Cached(pcm: Int16Array, text: string | undefined): Promise<Buffer> {
+  if (text === undefined) return encodeMp3(pcm);
+  const hit = mp3Cache.get(text);
+  if (hit) return hit;
+  const mp3 = await encodeMp3(pcm);
+  if (mp3Cache.size >= 64) mp3Cache.clear();
+  mp3Cache.set(text, mp3);
+  return mp3;
 }
 
 async function encodeMp3(pcm: Int16Array): Promise<Buffer> {

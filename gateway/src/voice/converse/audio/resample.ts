@@ -11,16 +11,28 @@
 const RES = 128;
 const ZERO_CROSSINGS = 16;
 const PASS = 0.92;
+/** Up to this many output phases (the reduced output rate), each phase's taps are computed once. */
+const MAX_PHASES = 1024;
+
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
+}
 
 export class Resampler {
-  private readonly step: number;
+  /** Output position = input index `ipos` + `phase`/L; each output advances it by M/L input samples (exact). */
+  private readonly L: number;
+  private readonly M: number;
   private readonly half: number;
+  private readonly taps: number;
+  /** The kernel at RES points per input sample of distance (the general case). */
   private readonly table: Float32Array;
+  /** Per output phase, its taps in order (when L ≤ MAX_PHASES). */
+  private readonly phases: Float32Array | undefined;
   /** Pending input (history for the kernel and what is not consumed yet). */
   private buf: Float32Array;
   private len: number;
-  /** Where the next output sample sits, in `buf` coordinates. */
-  private pos: number;
+  private ipos: number;
+  private phase = 0;
   private inCount = 0;
   private outCount = 0;
 
@@ -31,32 +43,39 @@ export class Resampler {
     if (!Number.isInteger(from) || !Number.isInteger(to) || from < 1000 || to < 1000 || from > 384_000 || to > 384_000) {
       throw new RangeError(`cannot resample ${from} Hz to ${to} Hz`);
     }
-    this.step = from / to;
+    const g = gcd(from, to);
+    this.L = to / g;
+    this.M = from / g;
     // Downsampling lowers the cut-off to the output's Nyquist, which widens the kernel in input samples.
     const cutoff = Math.min(1, to / from) * PASS;
     this.half = Math.ceil(ZERO_CROSSINGS / cutoff);
-    this.table = new Float32Array(this.half * RES + 2);
-    for (let i = 0; i < this.table.length; i++) {
-      const x = i / RES;
+    this.taps = 2 * this.half;
+    const kernel = (x: number): number => {
       const t = Math.min(1, x / this.half);
       const window = 0.42 + 0.5 * Math.cos(Math.PI * t) + 0.08 * Math.cos(2 * Math.PI * t);
       const arg = Math.PI * cutoff * x;
-      this.table[i] = (x === 0 ? cutoff : (cutoff * Math.sin(arg)) / arg) * window;
+      return (x === 0 ? cutoff : (cutoff * Math.sin(arg)) / arg) * window;
+    };
+    this.table = Float32Array.from({ length: this.half * RES + 2 }, (_, i) => kernel(i / RES));
+    if (this.L <= MAX_PHASES) {
+      this.phases = new Float32Array(this.L * this.taps);
+      for (let p = 0; p < this.L; p++) {
+        for (let j = 0; j < this.taps; j++) this.phases[p * this.taps + j] = kernel(Math.abs(1 - this.half + j - p / this.L));
+      }
     }
     // Start with `half` samples of silence before the first input, so output 0 aligns with input 0.
     this.buf = new Float32Array(4096 + 2 * this.half);
     this.len = this.half;
-    this.pos = this.half;
+    this.ipos = this.half;
   }
 
   /** Input samples in → the output samples they complete. */
   push(input: Int16Array): Int16Array {
+    this.inCount += input.length;
     if (this.from === this.to) {
-      this.inCount += input.length;
       this.outCount += input.length;
       return input.slice();
     }
-    this.inCount += input.length;
     this.append(input);
     return this.drain(this.len - this.half);
   }
@@ -82,33 +101,39 @@ export class Resampler {
 
   /** Outputs while the kernel's right side (up to `limit`) is available; then drops consumed input. */
   private drain(limit: number): Int16Array {
-    const count = Math.max(0, Math.ceil((limit - this.pos) / this.step));
-    const out = new Int16Array(count);
-    const { buf, table, half } = this;
-    let n = 0;
-    while (n < count && this.pos < limit) {
-      const center = Math.floor(this.pos);
-      const frac = this.pos - center;
+    const { buf, table, phases, half, taps, L, M } = this;
+    const out = new Int16Array(Math.max(0, Math.ceil(((limit - this.ipos) * L - this.phase) / M)));
+    for (let n = 0; n < out.length; n++) {
+      const base = this.ipos - half + 1;
       let acc = 0;
-      for (let k = 1 - half; k <= half; k++) {
-        const d = Math.abs(k - frac) * RES;
-        const i = Math.floor(d);
-        if (i >= table.length - 1) continue;
-        const w = (table[i] ?? 0) + ((table[i + 1] ?? 0) - (table[i] ?? 0)) * (d - i);
-        acc += (buf[center + k] ?? 0) * w;
+      if (phases) {
+        const off = this.phase * taps;
+        // Indices are in range by construction (see push/flush); `!` keeps the hot loop free of checks.
+        for (let j = 0; j < taps; j++) acc += buf[base + j]! * phases[off + j]!;
+      } else {
+        const frac = this.phase / L;
+        for (let j = 0; j < taps; j++) {
+          const d = Math.abs(1 - half + j - frac) * RES;
+          const i = Math.floor(d);
+          if (i >= table.length - 1) continue;
+          const w = (table[i] ?? 0) + ((table[i + 1] ?? 0) - (table[i] ?? 0)) * (d - i);
+          acc += (buf[base + j] ?? 0) * w;
+        }
       }
-      out[n++] = acc > 32767 ? 32767 : acc < -32768 ? -32768 : Math.round(acc);
-      this.pos += this.step;
+      out[n] = acc > 32767 ? 32767 : acc < -32768 ? -32768 : Math.round(acc);
+      this.phase += M;
+      this.ipos += Math.floor(this.phase / L);
+      this.phase %= L;
     }
-    this.outCount += n;
+    this.outCount += out.length;
     // Keep `half` samples of history before the next output position.
-    const drop = Math.max(0, Math.floor(this.pos) - half);
+    const drop = this.ipos - half;
     if (drop > 0) {
       buf.copyWithin(0, drop, this.len);
       this.len -= drop;
-      this.pos -= drop;
+      this.ipos -= drop;
     }
-    return n === count ? out : out.subarray(0, n);
+    return out;
   }
 }
 

@@ -31,7 +31,7 @@ const POWER_FLOOR = 1e3;
 export interface SpeechDetectorOptions {
   /** Silence (or noise) after speech that ends the utterance; default 600 ms (the issue allows at most 1 s). */
   silenceMs?: number;
-  /** Mean log likelihood ratio above which a frame is louder than the noise; default 1.2. */
+  /** Mean log likelihood ratio above which a frame is louder than the noise; default 1.0. */
   threshold?: number;
   /** Frames of band energy below this (dBFS) are never speech; default -55. */
   minLevelDb?: number;
@@ -75,7 +75,7 @@ export class SpectralSpeechDetector implements SpeechDetector {
 
   constructor(opts: SpeechDetectorOptions) {
     this.endFrames = Math.max(5, Math.round((opts.silenceMs ?? 600) / 20));
-    this.threshold = opts.threshold ?? 1.2;
+    this.threshold = opts.threshold ?? 1.0;
     // Band power of a full-scale sine is about (32768·FFT/4)²; the floor is relative to that.
     const fullScale = (32768 * FFT * 0.25) ** 2;
     this.minBandPower = fullScale * 10 ** ((opts.minLevelDb ?? -55) / 10);
@@ -145,9 +145,9 @@ export class SpectralSpeechDetector implements SpeechDetector {
     }
     if (band < this.minBandPower) return false;
     if (llr / BINS < this.threshold) return false;
-    // Flatness of γ (geometric over arithmetic mean, dB): ≈ -2.5 dB for noise scaled evenly, far lower for harmonics.
+    // Flatness of γ (geometric over arithmetic mean, dB): ≈ -2.5 dB for noise scaled evenly (the mean of ln of an exponential variate), far lower for harmonics.
     const flatnessDb = 10 * Math.log10(Math.exp(logSum / BINS) / (sum / BINS));
-    return flatnessDb < -6;
+    return flatnessDb < -4.5;
   }
 
   private learnNoise(speech: boolean): void {

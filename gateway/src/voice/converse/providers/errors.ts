@@ -26,6 +26,8 @@ export interface Deadline {
   reason(): 'aborted' | 'timeout' | undefined;
   /** Start the timeout over (an idle timeout between streamed chunks). */
   touch(): void;
+  /** Stop the clock while the consumer holds a chunk (a paced consumer is not a slow provider); touch() restarts it. */
+  pause(): void;
   clear(): void;
 }
 
@@ -56,6 +58,9 @@ export function deadline(caller: AbortSignal, timeoutMs: number): Deadline {
     reason: () => why,
     touch: () => {
       if (!why) arm();
+    },
+    pause: () => {
+      if (timer) clearTimeout(timer);
     },
     clear: () => {
       if (timer) clearTimeout(timer);

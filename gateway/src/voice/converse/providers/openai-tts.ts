@@ -66,7 +66,11 @@ export class OpenAiSynthesizer implements SpeechSynthesizer {
         const rate = wav ? (wav.format?.sampleRate ?? OPENAI_PCM_RATE) : OPENAI_PCM_RATE;
         if (rate !== this.sampleRate) resampler ??= new Resampler(rate, this.sampleRate);
         const out = resampler ? resampler.push(samples) : samples;
-        if (out.length) yield out;
+        if (out.length) {
+          d.pause();
+          yield out;
+          d.touch();
+        }
       }
       if (wav && !wav.format) throw new ProviderError('bad_output', 'speech response was not a WAV', this.name);
       const tail = resampler?.flush();

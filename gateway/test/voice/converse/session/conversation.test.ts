@@ -400,7 +400,7 @@ describe('conversation session (stand-in audio and providers)', () => {
     let maxAhead = 0;
     for (const s of h.sent.filter((x) => x.frame)) {
       playedUntil = Math.max(playedUntil, s.at) + 60;
-      maxAhead = Math.max(maxAhead, Math.ceil((playedUntil - s.at) / 60));
+      maxAhead = Math.max(maxAhead, Math.round((playedUntil - s.at) / 60));
     }
     expect(h.frames()).toBe(60);
     expect(maxAhead).toBeLessThanOrEqual(40);
