@@ -69,7 +69,7 @@ export interface Gateway {
   enrollment: Enrollment | undefined;
   /** The LLM tool loop. */
   assistant: Assistant;
-  /** The voice relay (and its UDP socket), when voice.mode is "relay". */
+  /** Voice: the mode router, the relay and the conversation, the UDP socket (when a configured mode needs it). */
   voice: Voice | undefined;
   /** The MQTT-over-TLS port bound, when TLS is configured and `tls.mqttEnabled`. */
   mqttTlsPort: number | undefined;
