@@ -8,6 +8,7 @@ import { startCluster, type Cluster } from './cluster/cluster.js';
 import { Assistant } from './assistant/assistant.js';
 import { startMetricsListener } from './api/health.js';
 import type { Config } from './config.js';
+import { FleetDirectory } from './devices/directory.js';
 import { DeviceRegistry } from './devices/registry.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
 import { EnrollmentCredentials } from './enrollment/credentials.js';
@@ -159,11 +160,13 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     liveCredential: (deviceId: string) => registry.liveCredential(deviceId),
   };
 
+  // Callers find devices here: this instance's registry, and the cluster's devices once it has joined.
+  const directory = new FleetDirectory(registry);
   const mcpServers = resolveServers(config.mcp);
   const hub = new McpHub({
     log,
     metrics,
-    registry,
+    registry: directory,
     bus,
     servers: mcpServers.servers,
     enabled: mcpServers.enabled,
@@ -219,7 +222,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     ...(visionService ? { vision: visionService } : {}),
     config,
     log,
-    registry,
+    registry: directory,
     bus,
     metrics,
     apiKeys: () => secrets.apiKeys,
@@ -258,8 +261,10 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   });
   try {
     // Joined before the listeners open, so the first device's presence reaches the other instances.
-    if (config.cluster.enabled)
+    if (config.cluster.enabled) {
       cluster = await startCluster({ config: config.cluster, calls: config.calls, registry, bus, log, metricsRegistry: metrics.registry, replayLimit: config.events.bufferSize });
+      directory.attach(cluster.devices);
+    }
     // Both listeners start together, so a start that fails reports every port that failed, not the first.
     const [mqttStart, httpStart] = await Promise.allSettled([
       config.mqtt.enabled ? startMqttLink({

@@ -14,8 +14,7 @@ import {
   type Tool,
 } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
-import type { ToolCatalog } from '../devices/catalog.js';
-import type { DeviceRegistry } from '../devices/registry.js';
+import type { DeviceDirectory, ReadyDevice } from '../devices/directory.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
@@ -73,7 +72,7 @@ export interface Instructions {
 export interface HubDeps {
   log: Logger;
   metrics: Metrics;
-  registry: DeviceRegistry;
+  registry: DeviceDirectory;
   bus: EventBus;
   servers: ServerConfig[];
   /** Upstream servers are hosted (MCP_ENABLED and a config). Device tools work either way. */
@@ -117,7 +116,7 @@ export class McpHub {
   private version = 0;
   private ns: { version: number; map: Map<string, ToolTarget>; byTarget: Map<string, string> } | undefined;
   private offBus: (() => boolean) | undefined;
-  private offRemote: (() => boolean) | undefined;
+  private offRemote: (() => void) | undefined;
   private notifyScheduled = false;
   private closed = false;
   /** Calls in flight, so that shutdown can answer each one (SHUTTING_DOWN) and tell its upstream to cancel. */
@@ -153,7 +152,7 @@ export class McpHub {
     this.offBus = d.bus.subscribe((e) => {
       if (e.type === 'device.ready' || e.type === 'device.tools_changed' || e.type === 'device.offline') this.changed();
     });
-    this.offRemote = d.registry.onRemoteChange(() => this.changed());
+    this.offRemote = d.registry.onChange(() => this.changed());
   }
 
   /** Connect every server at once; resolves when each has connected or failed. Never rejects. */
@@ -228,10 +227,8 @@ export class McpHub {
   }
 
   /** Local sessions, plus (cluster) the ready devices of the other instances. */
-  private readyDevices(): Array<{ deviceId: string; catalog?: ToolCatalog | undefined; state?: string }> {
-    const remote = this.d.registry.remoteReady();
-    const local = this.d.registry.sessions();
-    return remote.length === 0 ? local : [...local, ...remote];
+  private readyDevices(): ReadyDevice[] {
+    return this.d.registry.ready();
   }
 
   /** The provider-neutral tool list for this caller: servers' tools, device tools, generic device tools. */
@@ -361,7 +358,7 @@ export class McpHub {
       const page = this.d.registry.page(onlineOnly ? { online: true } : {}, { limit: this.d.devicesListMax, after: undefined });
       const devices = page.devices
         .map((d) => {
-          const session = d.online ? this.safeHandle(d.id) : undefined;
+          const session = d.online ? this.d.registry.find(d.id) : undefined;
           const tools = session?.catalog?.tools.filter((x) => !x.userOnly).map((x) => ({ name: x.name, description: x.description, inputSchema: x.inputSchema })) ?? [];
           return { device_id: d.id, online: d.online, state: d.state, board: d.server?.name ?? null, tools };
         });
@@ -375,15 +372,6 @@ export class McpHub {
       throw new GatewayError('INVALID_ARGUMENTS', 'device_call needs {"device_id": string, "tool": string, "arguments": object}');
     // Any MAC spelling names the device; anything else is looked up as given (and not found).
     return this.callDevice(normalizeDeviceId(deviceId) ?? deviceId, tool, a as Record<string, unknown>, ctx);
-  }
-
-  /** The device's local session, or (cluster) the handle of the instance holding it, whose catalog is known here. */
-  private safeHandle(id: string) {
-    try {
-      return this.d.registry.device(id);
-    } catch {
-      return undefined;
-    }
   }
 
   private async callDevice(deviceId: string, tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
