@@ -413,7 +413,7 @@ async function openEnrollment(config: Config, deviceSecret: string, store: Store
     metrics,
     // Revoked credentials must not keep a live connection.
     onRevoked: (deviceId) => {
-      for (const s of registry.sessions()) if (s.deviceId === deviceId) s.link.close(CLOSE_REVOKED, 'credentials revoked');
+      for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
     },
   });
   log.info({ policy: e.policy }, 'device enrollment');

@@ -140,7 +140,7 @@ export class DeviceRegistry implements LocalDevices {
       this.d.metrics.takeovers.inc();
       log.info({ previousEpoch: prev!.epoch }, 'a newer connection replaces the current one');
       old.failAll(new GatewayError('DEVICE_OFFLINE', `device ${info.deviceId} reconnected; the call was on the replaced connection`));
-      old.link.close(CLOSE_REPLACED, 'replaced by a newer connection');
+      old.close(CLOSE_REPLACED, 'replaced by a newer connection');
     }
     this.d.metrics.connections.inc({ transport: info.link.transport });
     this.d.metrics.devicesConnected.inc({ transport: info.link.transport });
@@ -168,7 +168,7 @@ export class DeviceRegistry implements LocalDevices {
   }
 
   private onClosed(record: DeviceRecord, s: DeviceSession): void {
-    this.d.metrics.devicesConnected.dec({ transport: s.link.transport });
+    this.d.metrics.devicesConnected.dec({ transport: s.transport });
     record.lastSeenAt = Math.max(record.lastSeenAt, s.lastSeenAt);
     const current = this.records.get(record.id);
     if (current !== record || record.session !== s) {

@@ -1,31 +1,22 @@
 import { randomUUID } from 'node:crypto';
-import {
-  buildInitializeParams,
-  classifyRpc,
-  encodeMcpFrame,
-  parseDeviceFrame,
-  rpcNotification,
-  type DeviceFrame,
-  type InitializeResult,
-  type VisionCapability,
-} from '@voxgate/protocol';
+import { classifyRpc, encodeMcpFrame, parseDeviceFrame, type DeviceFrame, type InitializeResult, type VisionCapability } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
 import type { SchemaValidators } from '../schemas/validators.js';
 import { BadInputLog } from './bad-input-log.js';
-import { CallQueue, clampTimeout, type CallTimeouts } from './call-queue.js';
+import { CallQueue } from './call-queue.js';
 import type { CatalogTool, ToolCatalog } from './catalog.js';
+import { DeviceClient } from './device-client.js';
 import type { CallOutcome, DeviceHandle } from './device-handle.js';
 import { capForEvent } from './event-data.js';
+import { DeviceEvents } from './device-events.js';
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
 import { PageReader } from './page-reader.js';
-import { ReadyGate } from './ready-gate.js';
 import { RpcChannel } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import { DeviceSetup, type ListedTools } from './setup.js';
-import { checkToolCall, countFailedCall, readCallResult, type ToolCallDeps } from './tool-call.js';
 import type { ToolsPageCache } from './tools-page-cache.js';
 import type { VoiceDevice, VoiceHook } from './voice-hook.js';
 
@@ -73,10 +64,9 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
   private readonly channel: RpcChannel;
   private readonly queue: CallQueue;
   private readonly steps: DeviceSetup;
-  private readonly readyGate = new ReadyGate();
+  private readonly client: DeviceClient;
   private readonly badInput: BadInputLog;
-  private readonly timeouts: CallTimeouts;
-  private readonly callDeps: ToolCallDeps;
+  private readonly events: DeviceEvents;
   private helloTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -88,6 +78,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     const { settings, metrics, log } = d;
     const isClosed = () => this.state === 'closed';
     this.badInput = new BadInputLog(log);
+    this.events = new DeviceEvents(d.bus, d.deviceId);
     this.channel = new RpcChannel({ deviceId: d.deviceId, sessionId: this.sessionId, send: (t) => d.link.send(t), isClosed, log, metrics, badInput: this.badInput });
     const offline = () => this.channel.offline();
     this.queue = new CallQueue({ deviceId: d.deviceId, concurrency: settings.concurrency, queueLimit: settings.queueLimit, metrics, isClosed, offline });
@@ -97,8 +88,10 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
       pageReader: () => new PageReader(reader),
       state: () => this.state,
     });
-    this.timeouts = { defaultTimeoutMs: settings.defaultCallTimeoutMs, maxTimeoutMs: settings.maxCallTimeoutMs };
-    this.callDeps = { deviceId: d.deviceId, metrics, validators: d.validators, badInput: this.badInput };
+    this.client = new DeviceClient({
+      ...{ deviceId: d.deviceId, sessionId: this.sessionId, settings, metrics, validators: d.validators, badInput: this.badInput },
+      ...{ channel: this.channel, queue: this.queue, send: (t) => d.link.send(t), vision: d.vision, session: this },
+    });
   }
 
   get deviceId(): string {
@@ -106,9 +99,6 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
   }
   get clientId(): string {
     return this.d.clientId;
-  }
-  get link(): DeviceLink {
-    return this.d.link;
   }
   get transport(): 'websocket' | 'mqtt' {
     return this.d.link.transport;
@@ -186,55 +176,24 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
   failAll(err: GatewayError): void {
     this.channel.failAll(err);
     this.queue.failAll(err);
-    this.readyGate.fail(err);
+    this.client.ready.fail(err);
   }
 
-  /** Call a tool: checked against the catalog and its schema, queued, timed out. */
-  async call(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<CallOutcome> {
-    const timeoutMs = clampTimeout(opts.timeoutMs, this.timeouts);
-    const deadline = Date.now() + timeoutMs;
-    await this.whenReady(timeoutMs);
-    checkToolCall(this.callDeps, this.catalog!, name, args);
-    return this.queue.enqueue(deadline, async (remaining) => {
-      const started = performance.now();
-      let result: unknown;
-      try {
-        result = await this.channel.request('tools/call', { name, arguments: args }, remaining, { reportedMs: timeoutMs });
-      } catch (e) {
-        countFailedCall(this.d.metrics, e, started);
-        throw e;
-      }
-      return readCallResult(this.callDeps, name, result, started);
-    });
+  call(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<CallOutcome> {
+    return this.client.call(name, args, opts);
   }
-
-  /** A raw JSON-RPC request, for engineers; goes through the same queue as tool calls. */
-  async rpc(method: string, params: Record<string, unknown> | undefined, opts: { timeoutMs?: number } = {}): Promise<unknown> {
-    const timeoutMs = clampTimeout(opts.timeoutMs, this.timeouts);
-    const deadline = Date.now() + timeoutMs;
-    if (this.state === 'closed') throw this.channel.offline();
-    return this.queue.enqueue(deadline, (remaining) => this.channel.request(method, params, remaining, { reportedMs: timeoutMs }));
+  rpc(method: string, params: Record<string, unknown> | undefined, opts: { timeoutMs?: number } = {}): Promise<unknown> {
+    return this.client.rpc(method, params, opts);
   }
-
-  /** A JSON-RPC notification, sent at once: it expects no reply, so it holds no place in the call queue. */
   notify(method: string, params: Record<string, unknown> | undefined): void {
-    if (this.state === 'closed' || !this.d.link.send(encodeMcpFrame(this.sessionId, rpcNotification(method, params)))) throw this.channel.offline();
+    this.client.notify(method, params);
   }
-
   /** Resolves once the catalog is loaded (the voice relay answers its voice server's MCP from it). */
   awaitReady(timeoutMs: number): Promise<void> {
-    return this.whenReady(timeoutMs);
+    return this.client.whenReady(timeoutMs);
   }
-
-  /**
-   * A voice server's vision endpoint for this device: re-initialize the device with it, unless the
-   * gateway's own vision is configured, which wins. Resolves with which one the device has.
-   */
-  async applyVision(vision: VisionCapability, timeoutMs: number): Promise<'applied' | 'gateway'> {
-    if (this.d.vision()) return 'gateway';
-    const deadline = Date.now() + timeoutMs;
-    await this.queue.enqueue(deadline, (remaining) => this.channel.request('initialize', buildInitializeParams(this.d.settings.clientInfo, vision), remaining));
-    return 'applied';
+  applyVision(vision: VisionCapability, timeoutMs: number): Promise<'applied' | 'gateway'> {
+    return this.client.applyVision(vision, timeoutMs);
   }
 
   findTool(name: string): CatalogTool | undefined {
@@ -252,20 +211,6 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
   }
   close(code: number, reason: string): void {
     this.d.link.close(code, reason);
-  }
-
-  private whenReady(timeoutMs: number): Promise<void> {
-    if (this.state === 'ready') return Promise.resolve();
-    if (this.state === 'closed') return Promise.reject(this.channel.offline());
-    if (this.state === 'failed') return Promise.reject(this.initFailure());
-    return this.readyGate.wait(timeoutMs, () => {
-      const retrying = this.setup ? `; setup step ${this.setup.step} is being retried (${this.setup.lastError})` : '';
-      return new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not finish initializing within ${timeoutMs} ms${retrying}`);
-    });
-  }
-
-  private initFailure(): GatewayError {
-    return new GatewayError('DEVICE_ERROR', `device ${this.d.deviceId} did not complete initialization: ${this.initError}`);
   }
 
   /** The voice hook answers the hello; MCP starts once the device has its server hello, as the firmware needs. */
@@ -318,7 +263,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
       this.state = 'failed';
       this.initError = e instanceof Error ? e.message : String(e);
       this.d.log.warn({ err: this.initError }, 'device initialization failed');
-      this.readyGate.fail(this.initFailure());
+      this.client.ready.fail(this.client.initFailure());
       return;
     }
     if (this.state === 'closed') return;
@@ -330,15 +275,10 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     this.d.log.info({ tools: catalog.size, hash: catalog.hash, ms: Date.now() - t0, server: this.initialize.serverInfo }, 'device ready');
     this.noteGap(listed);
     this.d.onReady(this);
-    this.d.bus.publish('device.ready', this.d.deviceId, {
-      toolCount: catalog.size,
-      hash: catalog.hash,
-      server: this.initialize.serverInfo,
-      protocolVersion: this.initialize.protocolVersion,
-    });
-    if (listed.gap) this.publishGap(listed);
-    if (previous !== undefined && previous !== catalog.hash) this.emitToolsChanged(previous, 'relisted');
-    this.readyGate.open();
+    this.events.ready(this.initialize, catalog);
+    this.events.catalogIncomplete(listed);
+    if (previous !== undefined && previous !== catalog.hash) this.events.toolsChanged(catalog, previous, 'relisted');
+    this.client.ready.open();
     this.steps.scheduleVisionRefresh(this.d.settings.visionRefreshMs);
   }
 
@@ -351,27 +291,13 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     this.catalog = next.catalog;
     this.noteGap(next);
     this.d.onReady(this);
-    if (next.gap) this.publishGap(next);
-    this.emitToolsChanged(before, reason);
+    this.events.catalogIncomplete(next);
+    this.events.toolsChanged(next.catalog, before, reason);
   }
 
   /** The device refused part of its catalog for good: ready all the same, with a warning operators see. */
   private noteGap(listed: ListedTools): void {
     this.catalogWarning = listed.gap?.warning;
     if (listed.gap) this.d.metrics.catalogsIncomplete.inc();
-  }
-
-  private publishGap({ catalog, gap }: ListedTools): void {
-    if (!gap) return;
-    this.d.bus.publish('device.catalog_incomplete', this.d.deviceId, { warning: gap.warning, page: gap.page, after: gap.after ?? null, error: gap.error, toolCount: catalog.size });
-  }
-
-  private emitToolsChanged(previousHash: string, reason: string): void {
-    this.d.bus.publish('device.tools_changed', this.d.deviceId, {
-      hash: this.catalog!.hash,
-      previousHash,
-      toolCount: this.catalog!.size,
-      reason,
-    });
   }
 }
