@@ -8,7 +8,7 @@ import { startCluster, type Cluster } from './cluster/cluster.js';
 import { Assistant } from './assistant/assistant.js';
 import { startMetricsListener } from './api/health.js';
 import type { Config } from './config.js';
-import { FleetDirectory } from './devices/directory.js';
+import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
 import { DeviceRegistry } from './devices/registry.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
 import { EnrollmentCredentials } from './enrollment/credentials.js';
@@ -45,6 +45,8 @@ export interface Gateway {
   config: Config;
   log: Logger;
   registry: DeviceRegistry;
+  /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
+  directory: DeviceDirectory;
   bus: EventBus;
   metrics: Metrics;
   http: FastifyInstance;
@@ -357,6 +359,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     config,
     log,
     registry,
+    directory,
     bus,
     metrics,
     http,
