@@ -78,7 +78,8 @@ export class DeviceClient {
 
   /** A JSON-RPC notification, sent at once: it expects no reply, so it holds no place in the call queue. */
   notify(method: string, params: Record<string, unknown> | undefined): void {
-    if (this.d.session.state === 'closed' || !this.d.send(encodeMcpFrame(this.d.sessionId, rpcNotification(method, params)))) throw this.d.channel.offline();
+    const frame = encodeMcpFrame(this.d.sessionId, rpcNotification(method, params));
+    if (this.d.session.state === 'closed' || !this.d.send(frame)) throw this.d.channel.offline();
   }
 
   /**
@@ -88,7 +89,8 @@ export class DeviceClient {
   async applyVision(vision: VisionCapability, timeoutMs: number): Promise<'applied' | 'gateway'> {
     if (this.d.vision()) return 'gateway';
     const deadline = Date.now() + timeoutMs;
-    await this.d.queue.enqueue(deadline, (remaining) => this.d.channel.request('initialize', buildInitializeParams(this.d.settings.clientInfo, vision), remaining));
+    const params = buildInitializeParams(this.d.settings.clientInfo, vision);
+    await this.d.queue.enqueue(deadline, (remaining) => this.d.channel.request('initialize', params, remaining));
     return 'applied';
   }
 

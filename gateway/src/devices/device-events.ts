@@ -22,7 +22,8 @@ export class DeviceEvents {
   /** The device refused a tools/list page for good: ready with the tools before it. */
   catalogIncomplete({ catalog, gap }: ListedTools): void {
     if (!gap) return;
-    this.bus.publish('device.catalog_incomplete', this.deviceId, { warning: gap.warning, page: gap.page, after: gap.after ?? null, error: gap.error, toolCount: catalog.size });
+    const { warning, page, after, error } = gap;
+    this.bus.publish('device.catalog_incomplete', this.deviceId, { warning, page, after: after ?? null, error, toolCount: catalog.size });
   }
 
   toolsChanged(catalog: ToolCatalog, previousHash: string, reason: string): void {

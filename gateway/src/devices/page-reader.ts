@@ -62,7 +62,9 @@ export class PageReader implements RawReplyReader {
   page(reply: unknown, pageNumber: number): CachedPage {
     if (this.taken !== undefined && reply === this.taken) return this.taken;
     const r = this.validate(reply);
-    if (!r.ok) throw new GatewayError('DEVICE_ERROR', `malformed tools/list page ${pageNumber}: ${r.detail}`, { method: 'tools/list', malformed: true });
+    if (!r.ok) {
+      throw new GatewayError('DEVICE_ERROR', `malformed tools/list page ${pageNumber}: ${r.detail}`, { method: 'tools/list', malformed: true });
+    }
     this.d.metrics.toolsPages.inc({ source: 'parsed' });
     return { serial: 0, result: r.page };
   }
@@ -76,7 +78,8 @@ export class PageReader implements RawReplyReader {
       const schemas = guardToolSchemas(tool.inputSchema, tool.outputSchema, this.d.schemaLimits);
       if (!schemas.ok) {
         this.d.metrics.schemasRefused.inc({ source: 'device', reason: schemas.reason });
-        this.d.log.warn({ tool: tool.name, reason: schemas.reason, detail: schemas.detail }, 'tool schema over the bounds; tool left out of the catalog');
+        const { reason, detail } = schemas;
+        this.d.log.warn({ tool: tool.name, reason, detail }, 'tool schema over the bounds; tool left out of the catalog');
         continue;
       }
       const kept: Tool = { ...tool, inputSchema: schemas.inputSchema };

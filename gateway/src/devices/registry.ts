@@ -6,7 +6,15 @@ import type { Metrics } from '../metrics.js';
 import { CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.js';
 import type { SchemaValidators } from '../schemas/validators.js';
 import type { DeviceHandle } from './device-handle.js';
-import { matchesFilter, type DeviceFilter, type DevicePage, type DeviceSummary, type LocalDevices, type PageRequest, type ReadyDevice } from './directory.js';
+import {
+  matchesFilter,
+  type DeviceFilter,
+  type DevicePage,
+  type DeviceSummary,
+  type LocalDevices,
+  type PageRequest,
+  type ReadyDevice,
+} from './directory.js';
 import { NoVoiceHook } from './no-voice-hook.js';
 import { DeviceSession } from './session.js';
 import type { SessionSettings } from './settings.js';

@@ -60,7 +60,12 @@ export class RpcChannel {
    * `reportedMs`: the timeout the caller asked for, which the error names (`timeoutMs` may be what is left of it).
    * `raw`: reads this request's reply from its text before the frame parser runs (see `takeRaw`).
    */
-  request(method: string, params: Record<string, unknown> | undefined, timeoutMs: number, opts: { reportedMs?: number; raw?: RawReplyReader } = {}): Promise<unknown> {
+  request(
+    method: string,
+    params: Record<string, unknown> | undefined,
+    timeoutMs: number,
+    opts: { reportedMs?: number; raw?: RawReplyReader } = {},
+  ): Promise<unknown> {
     if (this.d.isClosed()) return Promise.reject(this.offline());
     const id = this.nextId++;
     const reportedMs = opts.reportedMs ?? timeoutMs;
@@ -114,7 +119,8 @@ export class RpcChannel {
     if (id === undefined || !this.pending.has(id)) return;
     const raw = text.length > MAX_RAW_REPLY ? `${text.slice(0, MAX_RAW_REPLY)}…` : text;
     const message = reason === 'not_json' ? `device sent a reply that is not JSON: ${raw}` : `device reply refused (${reason}): ${detail}`;
-    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', message, { method: p.method, reason, ...(reason === 'not_json' ? { unparsable: true } : {}) })));
+    const unparsable = reason === 'not_json' ? { unparsable: true } : {};
+    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', message, { method: p.method, reason, ...unparsable })));
   }
 
   /**
@@ -143,7 +149,8 @@ export class RpcChannel {
     const p = typeof id === 'number' ? this.pending.get(id) : undefined;
     if (typeof id !== 'number' || !p) {
       this.d.metrics.lateReplies.inc();
-      this.d.badInput.note('debug', { id: typeof id === 'string' ? id.slice(0, 64) : id }, 'reply matches no pending request (late or unknown id); dropped');
+      const shown = typeof id === 'string' ? id.slice(0, 64) : id;
+      this.d.badInput.note('debug', { id: shown }, 'reply matches no pending request (late or unknown id); dropped');
       return;
     }
     clearTimeout(p.timer);

@@ -79,10 +79,13 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     const isClosed = () => this.state === 'closed';
     this.badInput = new BadInputLog(log);
     this.events = new DeviceEvents(d.bus, d.deviceId);
-    this.channel = new RpcChannel({ deviceId: d.deviceId, sessionId: this.sessionId, send: (t) => d.link.send(t), isClosed, log, metrics, badInput: this.badInput });
+    const { deviceId, link } = d;
+    const send = (t: string) => link.send(t);
+    this.channel = new RpcChannel({ deviceId, sessionId: this.sessionId, send, isClosed, log, metrics, badInput: this.badInput });
     const offline = () => this.channel.offline();
-    this.queue = new CallQueue({ deviceId: d.deviceId, concurrency: settings.concurrency, queueLimit: settings.queueLimit, metrics, isClosed, offline });
-    const reader = { pages: d.pages, frameLimits: settings.frameLimits, schemaLimits: settings.schemaLimits, transport: d.link.transport, metrics, log };
+    this.queue = new CallQueue({ deviceId, concurrency: settings.concurrency, queueLimit: settings.queueLimit, metrics, isClosed, offline });
+    const { frameLimits, schemaLimits } = settings;
+    const reader = { pages: d.pages, frameLimits, schemaLimits, transport: link.transport, metrics, log };
     this.steps = new DeviceSetup({
       ...{ deviceId: d.deviceId, log, metrics, settings, channel: this.channel, queue: this.queue, vision: d.vision },
       pageReader: () => new PageReader(reader),
@@ -90,7 +93,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     });
     this.client = new DeviceClient({
       ...{ deviceId: d.deviceId, sessionId: this.sessionId, settings, metrics, validators: d.validators, badInput: this.badInput },
-      ...{ channel: this.channel, queue: this.queue, send: (t) => d.link.send(t), vision: d.vision, session: this },
+      ...{ channel: this.channel, queue: this.queue, send, vision: d.vision, session: this },
     });
   }
 
@@ -137,7 +140,8 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
       this.badInput.note('warn', { reason: parsed.reason, detail: parsed.detail, bytes: text.length }, 'frame rejected');
       // Text that cannot be read (not JSON, too large, too deep) still says which request it answers; a
       // readable frame with a bad envelope is dropped like any other refused frame.
-      if (parsed.reason === 'not_json' || parsed.reason === 'too_large' || parsed.reason === 'too_deep') this.channel.refuseReply(text, parsed.reason, parsed.detail);
+      const unreadable = parsed.reason === 'not_json' || parsed.reason === 'too_large' || parsed.reason === 'too_deep';
+      if (unreadable) this.channel.refuseReply(text, parsed.reason, parsed.detail);
       return;
     }
     if (parsed.value.repaired) this.d.metrics.framesRejected.inc({ reason: 'repaired' });

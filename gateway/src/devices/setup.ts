@@ -59,9 +59,10 @@ export class DeviceSetup {
 
   initialize(): Promise<InitializeResult> {
     const { settings } = this.d;
-    return this.withRetry('initialize', async () =>
-      InitializeResultSchema.parse(await this.d.channel.request('initialize', buildInitializeParams(settings.clientInfo, this.d.vision()), settings.requestTimeoutMs)),
-    );
+    return this.withRetry('initialize', async () => {
+      const params = buildInitializeParams(settings.clientInfo, this.d.vision());
+      return InitializeResultSchema.parse(await this.d.channel.request('initialize', params, settings.requestTimeoutMs));
+    });
   }
 
   /**
@@ -87,7 +88,8 @@ export class DeviceSetup {
       } catch (e) {
         if (!refusedForGood(e) || this.d.state() === 'closed') throw e;
         gap = catalogGap(page, tools[tools.length - 1]?.name, e.message);
-        this.d.log.warn({ page, after: gap.after, err: gap.error, tools: tools.length }, 'the device refused a tools/list page; keeping the pages before it');
+        const logged = { page, after: gap.after, err: gap.error, tools: tools.length };
+        this.d.log.warn(logged, 'the device refused a tools/list page; keeping the pages before it');
         break;
       }
       pages.push(p);
@@ -222,6 +224,9 @@ function refusedForGood(e: unknown): e is GatewayError {
 const MAX_GAP_ERROR = 200;
 
 function catalogGap(page: number, after: string | undefined, error: string): CatalogGap {
-  const warning = after === undefined ? 'catalog incomplete: the first tools/list page was refused by the device' : `catalog incomplete: tool after ${after} refused by the device`;
+  const warning =
+    after === undefined
+      ? 'catalog incomplete: the first tools/list page was refused by the device'
+      : `catalog incomplete: tool after ${after} refused by the device`;
   return { page, after, error: error.length > MAX_GAP_ERROR ? `${error.slice(0, MAX_GAP_ERROR)}…` : error, warning };
 }

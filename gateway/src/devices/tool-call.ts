@@ -48,7 +48,8 @@ export function readCallResult(d: ToolCallDeps, name: string, result: unknown, s
   if (content.firmwareImages > 0) d.metrics.deviceContent.inc({ kind: 'firmware_image' }, content.firmwareImages);
   if (content.malformed > 0) {
     d.metrics.deviceContent.inc({ kind: 'malformed' }, content.malformed);
-    d.badInput.note('warn', { tool: name, items: content.malformed }, 'tools/call result had content items that are not valid MCP content; passed on as text');
+    const what = 'tools/call result had content items that are not valid MCP content; passed on as text';
+    d.badInput.note('warn', { tool: name, items: content.malformed }, what);
   }
   d.metrics.calls.inc({ outcome: parsed.data.isError ? 'tool_error' : content.malformed > 0 ? 'ok_malformed_content' : 'ok' });
   d.metrics.callDuration.observe(durationMs / 1000);
