@@ -78,7 +78,13 @@ export interface SessionUnderTest {
 }
 
 /** A session over an in-memory link, its frames delivered to it as a link would. */
-export function sessionPair(opts: { transport?: 'websocket' | 'mqtt'; settings?: Partial<SessionSettings>; deps?: Partial<SessionDeps> } = {}): SessionUnderTest {
+export interface SessionPairOptions {
+  transport?: 'websocket' | 'mqtt';
+  settings?: Partial<SessionSettings>;
+  deps?: Partial<SessionDeps>;
+}
+
+export function sessionPair(opts: SessionPairOptions = {}): SessionUnderTest {
   const transport = opts.transport ?? 'websocket';
   const [link, device] = createLinkedPair(transport);
   const metrics = createMetrics();

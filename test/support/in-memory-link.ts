@@ -131,7 +131,8 @@ export class InMemoryDevice {
 function mcpPayload(text: string): Record<string, unknown> | undefined {
   try {
     const frame = JSON.parse(text) as { type?: unknown; payload?: unknown };
-    return frame.type === 'mcp' && typeof frame.payload === 'object' && frame.payload !== null ? (frame.payload as Record<string, unknown>) : undefined;
+    const isMcp = frame.type === 'mcp' && typeof frame.payload === 'object' && frame.payload !== null;
+    return isMcp ? (frame.payload as Record<string, unknown>) : undefined;
   } catch {
     return undefined;
   }

@@ -40,7 +40,10 @@ function local(known: DeviceSummary[]): LocalDevices {
       return handle(id);
     },
     get: (id) => byId.get(id),
-    page: (_f, opts) => ({ devices: ids.filter((id) => opts.after === undefined || id > opts.after).slice(0, opts.limit).map((id) => byId.get(id)!), next: undefined }),
+    page: (_f, opts) => {
+      const after = ids.filter((id) => opts.after === undefined || id > opts.after);
+      return { devices: after.slice(0, opts.limit).map((id) => byId.get(id)!), next: undefined };
+    },
     ready: () => ids.filter((id) => byId.get(id)!.online).map((deviceId) => ({ deviceId })),
     ids: () => ids,
     onChange: () => () => undefined,

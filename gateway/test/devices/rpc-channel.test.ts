@@ -66,7 +66,8 @@ describe('RpcChannel: requests and the matching of their replies', () => {
     link.close(1000, 'bye');
     await expect(channel.request('ping', undefined, 1000)).rejects.toMatchObject({ code: 'DEVICE_OFFLINE' });
     close();
-    await expect(channel.request('ping', undefined, 1000)).rejects.toMatchObject({ code: 'DEVICE_OFFLINE', message: 'device 02:00:00:00:00:01 is offline' });
+    const offline = { code: 'DEVICE_OFFLINE', message: 'device 02:00:00:00:00:01 is offline' };
+    await expect(channel.request('ping', undefined, 1000)).rejects.toMatchObject(offline);
     expect(channel.pendingCount).toBe(0);
   });
 

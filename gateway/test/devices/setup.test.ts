@@ -25,8 +25,10 @@ function setupPair(overrides: Partial<SessionSettings> = {}, pages = new ToolsPa
       if (c.message.kind === 'error') channel.onError(c.message.msg.id, c.message.msg.error);
     },
   };
-  const queue = new CallQueue({ deviceId: 'd1', concurrency: 1, queueLimit: 4, metrics, isClosed: () => state === 'closed', offline: () => channel.offline() });
-  const reader = { pages, frameLimits: settings.frameLimits, schemaLimits: settings.schemaLimits, transport: 'mqtt' as const, metrics, log: silentLog };
+  const isClosed = () => state === 'closed';
+  const queue = new CallQueue({ deviceId: 'd1', concurrency: 1, queueLimit: 4, metrics, isClosed, offline: () => channel.offline() });
+  const { frameLimits, schemaLimits } = settings;
+  const reader = { pages, frameLimits, schemaLimits, transport: 'mqtt' as const, metrics, log: silentLog };
   const setup = new DeviceSetup({
     deviceId: 'd1',
     log: silentLog,
@@ -92,7 +94,12 @@ describe('DeviceSetup: initialize and the tools/list walk', () => {
     device.replyError(p2.id, 'Failed to add tool huge because of payload size limit');
     const listed = await walk;
     expect(listed.catalog.tools.map((t) => t.name)).toEqual(['a', 'b']);
-    expect(listed.gap).toEqual({ page: 2, after: 'b', error: 'Failed to add tool huge because of payload size limit', warning: 'catalog incomplete: tool after b refused by the device' });
+    expect(listed.gap).toEqual({
+      page: 2,
+      after: 'b',
+      error: 'Failed to add tool huge because of payload size limit',
+      warning: 'catalog incomplete: tool after b refused by the device',
+    });
     expect(device.frames.filter((f) => f.includes('tools/list'))).toHaveLength(2);
     expect(setup.progress).toBeUndefined();
   });
