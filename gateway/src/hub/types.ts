@@ -1,5 +1,4 @@
 import type { LoggingMessageNotificationParams, Prompt, Resource, ResourceTemplateType } from '@modelcontextprotocol/client';
-import type { ToolCatalog } from '../devices/catalog.js';
 import type { DeviceDirectory, ReadyDevice } from '../devices/directory.js';
 
 export type DeviceToolMode = 'per_device' | 'generic' | 'both';
