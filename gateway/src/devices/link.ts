@@ -23,7 +23,7 @@ export const CLOSE_SHUTDOWN = 1001;
 export const CLOSE_TAKEOVER_REFUSED = 4003;
 /** An operator revoked the device's credentials (re-enroll). */
 export const CLOSE_REVOKED = 4004;
-/** A device whose voice session could not be relayed (the alert said why). */
+/** A device whose voice session could not be relayed or answered (the alert said why). */
 export const CLOSE_VOICE_UNAVAILABLE = 4005;
 /** The server hit an unexpected condition (a frame handler threw). */
 export const CLOSE_INTERNAL_ERROR = 1011;
