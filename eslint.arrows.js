@@ -29,9 +29,10 @@ export const ARROWS = {
   firmware: [{ folder: 'api', only: ['schemas', 'route-helpers'] }],
   facade: ['hub', { folder: 'api', only: ['auth'] }],
   assistant: ['hub', { folder: 'vision', only: ['image-type', 'bmp-to-png'] }],
-  voice: ['devices', 'hub'],
+  // voice.mode converse answers with the assistant's turn and keeps per-device modes in the store.
+  voice: ['devices', 'hub', 'events', 'store', 'assistant'],
   // The HTTP edge mounts the route plugins of the consumers.
-  api: ['devices', 'events', 'enrollment', 'hub', 'assistant', 'facade', 'firmware', 'vision'],
+  api: ['devices', 'events', 'enrollment', 'hub', 'assistant', 'facade', 'firmware', 'vision', 'voice'],
   // The CLI talks to a gateway over HTTP; it reads only the configuration's defaults.
   cli: [],
 };
