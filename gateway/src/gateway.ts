@@ -213,7 +213,7 @@ export async function startGateway(config: Config, opts: { log?: Logger; convers
         // An external explainer when configured, else the assistant's vision model, else a clear "none" answer.
         explainer: config.vision.explainerUrl
           ? httpExplainer(config.vision.explainerUrl, { token: config.vision.explainerToken, timeoutMs: config.vision.explainerTimeoutMs })
-          : (assistantExplainer(assistant) ?? noExplainer),
+          : (assistantExplainer(assistant, config.vision.maxPhotoBytes) ?? noExplainer),
         maxPhotoBytes: config.vision.maxPhotoBytes,
         uploadsPerMinute: config.vision.uploadsPerMinute,
         bus,

@@ -78,3 +78,6 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** The `listener` label of the connection and TLS metrics. */
+export type Listener = 'http' | 'mqtt';

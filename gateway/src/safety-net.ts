@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { ThrottledLog } from './throttle/throttled-log.js';
 
 export type UnhandledKind = 'rejection' | 'exception';
 
@@ -25,21 +26,11 @@ export interface SafetyNetOptions {
  *   policy) starts it again; devices reconnect by themselves.
  */
 export function installSafetyNet(o: SafetyNetOptions): () => void {
-  const perMinute = o.maxLogsPerMinute ?? 20;
-  let windowStart = 0;
-  let logged = 0;
-  let suppressed = 0;
+  // Past the cap, the next line written says how many were held back (`suppressed`).
+  const rejections = new ThrottledLog(o.log, 'error', { linesPerWindow: o.maxLogsPerMinute ?? 20, windowMs: 60_000 });
   const onRejection = (reason: unknown) => {
     o.count('rejection');
-    const now = Date.now();
-    if (now - windowStart >= 60_000) {
-      if (suppressed > 0) o.log.error({ suppressed }, 'unhandled promise rejections not logged in the last minute (counted)');
-      windowStart = now;
-      logged = 0;
-      suppressed = 0;
-    }
-    if (logged++ < perMinute) o.log.error({ err: reason }, 'unhandled promise rejection; the gateway goes on');
-    else suppressed++;
+    rejections.write({ err: reason }, 'unhandled promise rejection; the gateway goes on');
   };
   const onException = (err: unknown, origin: string) => {
     o.count('exception');

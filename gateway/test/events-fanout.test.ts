@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { KeyedRateLimiter } from '../src/events/rate-limit.js';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../test/support/gateway-harness.js';
 import { ReferenceDevice } from '../../test/support/reference-device.js';
 import { openSse, type SseStream } from '../../test/support/sse.js';
@@ -125,28 +124,5 @@ describe('SSE fan-out under a chatty device (issue 8, defect 6)', () => {
     } finally {
       await t.close();
     }
-  });
-});
-
-describe('KeyedRateLimiter', () => {
-  it('gives each key its own bucket, refills at the rate, and reports drops once per window', () => {
-    let now = 0;
-    const limiter = new KeyedRateLimiter({ ratePerSecond: 2, burst: 3 }, 60_000, () => now);
-    const takes = (key: string, n: number) => Array.from({ length: n }, () => limiter.take(key));
-    const a = takes('a', 5);
-    expect(a.map((x) => x.ok)).toEqual([true, true, true, false, false]);
-    expect(a[3]).toEqual({ ok: false, report: { dropped: 1 } });
-    expect(a[4]).toEqual({ ok: false });
-    expect(takes('b', 3).every((x) => x.ok)).toBe(true); // a's flood never spends b's budget
-    now += 1000; // two tokens back
-    expect(takes('a', 3).map((x) => x.ok)).toEqual([true, true, false]);
-    now += 60_000;
-    limiter.take('a'); // refilled to the burst: passes
-    limiter.take('a');
-    limiter.take('a');
-    // the drops since the last report (two unreported ones in the first window + this one) come in one report
-    expect(limiter.take('a')).toEqual({ ok: false, report: { dropped: 3 } });
-    limiter.forget('a');
-    expect(limiter.size).toBe(1);
   });
 });

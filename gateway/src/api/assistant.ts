@@ -6,10 +6,10 @@ import { GatewayError } from '../errors.js';
 import { TokensSchema } from '../hub/credentials.js';
 import { answerOf, cancelOnDisconnect, failure, openSse, tokensOf } from './turn-http.js';
 import { chatCompletionRoutes } from './chat-completions.js';
-import { Problem, jsonSchema } from './schemas.js';
+import { problems } from './route-helpers.js';
+import { jsonSchema } from './schemas.js';
 
 /** The assistant over HTTP: a turn (JSON or SSE), conversations, confirmations, cancellation. */
-const problems = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, { ...jsonSchema(Problem, 'output'), description: 'problem+json' }]));
 const Id = z.string().min(1).max(64);
 
 export function chatBody(maxMessageBytes: number) {

@@ -2,8 +2,8 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import { VOICE_MODES, VoiceModeSchema, type VoiceMode } from '../voice/converse/config.js';
 import type { DeviceVoiceModes } from '../voice/modes.js';
-import { parseDeviceId } from './devices.js';
-import { DeviceIdParam, Problem, jsonSchema } from './schemas.js';
+import { parseDeviceId, problems } from './route-helpers.js';
+import { DeviceIdParam, jsonSchema } from './schemas.js';
 
 /**
  * What a person sets on a device. Each field is optional and independent (a PATCH changes only what it
@@ -27,7 +27,6 @@ export interface DeviceSettingsDeps {
 }
 
 export async function deviceSettingsRoutes(app: FastifyInstance, d: DeviceSettingsDeps): Promise<void> {
-  const problems = Object.fromEntries([400, 401].map((c) => [c, { ...jsonSchema(Problem, 'output'), description: 'problem+json' }]));
   app.patch<{ Params: z.infer<typeof DeviceIdParam>; Body: z.infer<typeof DeviceSettingsPatch> }>('/v1/devices/:deviceId', {
     schema: {
       tags: ['devices'],
@@ -39,7 +38,7 @@ export async function deviceSettingsRoutes(app: FastifyInstance, d: DeviceSettin
         properties: { voiceMode: { enum: [...VOICE_MODES, null], description: 'off, relay or converse; null: the tenant\'s or voice.mode' } },
         additionalProperties: false,
       },
-      response: { 200: jsonSchema(DeviceSettings, 'output'), ...problems },
+      response: { 200: jsonSchema(DeviceSettings, 'output'), ...problems(400, 401) },
     } as FastifySchema,
     handler: async (req) => {
       const id = parseDeviceId(req.params.deviceId);

@@ -4,15 +4,8 @@ import type { z } from 'zod';
 import type { DeviceHandle } from '../devices/device-handle.js';
 import type { DeviceDirectory, DeviceSummary } from '../devices/directory.js';
 import { GatewayError } from '../errors.js';
-import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, Problem, RpcBody, RpcResult, RpcSent, ToolList, ToolParams, jsonSchema } from './schemas.js';
-
-const problems = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, { ...jsonSchema(Problem, 'output'), description: 'problem+json' }]));
-
-export function parseDeviceId(raw: string): string {
-  const id = normalizeDeviceId(raw);
-  if (!id) throw new GatewayError('INVALID_REQUEST', `"${raw.slice(0, 64)}" is not a device id; use a MAC such as aa:bb:cc:dd:ee:ff`);
-  return id;
-}
+import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, RpcBody, RpcResult, RpcSent, ToolList, ToolParams, jsonSchema } from './schemas.js';
+import { parseDeviceId, problems } from './route-helpers.js';
 
 /** Devices, their tools, and calls to them. */
 export async function deviceRoutes(app: FastifyInstance, opts: { registry: DeviceDirectory; firmwareVersion?: (deviceId: string) => string | undefined }): Promise<void> {

@@ -3,8 +3,8 @@ import { z } from 'zod';
 import type { Enrollment } from '../enrollment/enrollment.js';
 import type { Binding, Claim } from '../enrollment/records.js';
 import { GatewayError } from '../errors.js';
-import { parseDeviceId } from './devices.js';
-import { DeviceIdParam, Problem, jsonSchema } from './schemas.js';
+import { parseDeviceId, problems } from './route-helpers.js';
+import { DeviceIdParam, jsonSchema } from './schemas.js';
 
 const PendingEnrollment = z.object({
   code: z.string().describe('The 6-digit code the device shows and speaks'),
@@ -27,8 +27,6 @@ const EnrolledDevice = z.object({
 });
 const CodeParam = z.object({ code: z.string().regex(/^\d{6}$/).describe('The code the device shows') });
 const Reenrolled = z.object({ deviceId: z.string(), revoked: z.boolean() });
-
-const problems = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, { ...jsonSchema(Problem, 'output'), description: 'problem+json' }]));
 
 /** Operators decide which devices join: pending activation codes, approve or reject, re-enroll. */
 export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment: Enrollment | undefined }): Promise<void> {

@@ -18,10 +18,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 import type { OtaProof } from '../enrollment/credentials.js';
 import type { Enrollment, OtaDecision } from '../enrollment/enrollment.js';
-import { AddressRateLimiter } from '../enrollment/rate-limit.js';
 import { GatewayError } from '../errors.js';
 import type { FirmwareService } from '../firmware/service.js';
 import type { Metrics } from '../metrics.js';
+import { KeyedTokenBucket } from '../throttle/token-bucket.js';
+import { ThrottledLog } from '../throttle/throttled-log.js';
+import { publicBase } from './route-helpers.js';
 
 export interface OtaOptions {
   config: Config;
@@ -49,14 +51,17 @@ type CredentialSource = { kind: 'binding'; decision: OtaDecision & { kind: 'cred
  */
 export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<void> {
   const c = o.config;
-  const limiter = new AddressRateLimiter(c.enrollment.rateLimit);
+  const { perSecond, burst, maxAddresses } = c.enrollment.rateLimit;
+  const limiter = new KeyedTokenBucket({ ratePerSecond: perSecond, burst }, { maxKeys: maxAddresses });
+  const refusals = new ThrottledLog(app.log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: maxAddresses });
   // Before the body is read: a flood costs a map lookup per request.
   app.addHook('onRequest', async (req) => {
     const route = req.routeOptions.url === '/xiaozhi/ota/activate' ? 'activate' : 'ota';
-    const { retryAfterSeconds, firstRefusal } = limiter.take(req.ip);
-    if (retryAfterSeconds === 0) return;
+    const take = limiter.take(req.ip);
+    if (take.ok) return;
     o.metrics.rateLimited.inc({ route });
-    if (firstRefusal) req.log.warn({ remote: req.ip, route }, 'OTA rate limit reached for this address');
+    refusals.write({ remote: req.ip, route }, 'OTA rate limit reached for this address', req.ip);
+    const { retryAfterSeconds } = take;
     throw new GatewayError('RATE_LIMITED', `too many OTA requests from this address; retry in ${retryAfterSeconds} s`, { retryAfterSeconds });
   });
 
@@ -68,7 +73,7 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
     if (!h.success) throw new GatewayError('INVALID_REQUEST', `OTA request headers: ${describeIssues(h.error.issues)}`);
     const deviceId = h.data['device-id'];
     const clientId = h.data['client-id'];
-    const base = publicBase(req, c);
+    const base = publicBase(req, c.http);
     const info = OtaSystemInfoSchema.safeParse(req.body ?? {});
     const version = info.success ? info.data.application?.version : undefined;
     req.log.info({ deviceId, clientId, version }, 'OTA check');
@@ -165,20 +170,4 @@ function otaProof(authorization: string | undefined): OtaProof {
   const decoded = Buffer.from(m[2]!, 'base64').toString('utf8');
   const i = decoded.indexOf(':');
   return i < 0 ? {} : { basic: { username: decoded.slice(0, i), password: decoded.slice(i + 1) } };
-}
-
-/**
- * Where devices reach us: the configured public URL, else the scheme and Host of the request as it
- * reached the gateway or, from a proxy listed in `http.trustProxy`, as X-Forwarded-Proto/-Host say it
- * reached the proxy. The host must be a plain host[:port].
- */
-export function publicBase(req: FastifyRequest, c: Config): URL {
-  if (c.http.publicUrl) return new URL(c.http.publicUrl);
-  const scheme = req.protocol === 'https' ? 'https' : 'http';
-  const host = req.host;
-  if (!host) return new URL(`${scheme}://localhost:${c.http.port}`);
-  const parsed = /^[A-Za-z0-9.:[\]-]{1,255}$/.test(host) ? URL.parse(`${scheme}://${host}/`) : null;
-  const defaultPort = scheme === 'https' ? /:443$/ : /:80$/;
-  if (!parsed || parsed.host.toLowerCase() !== host.toLowerCase().replace(defaultPort, '')) throw new GatewayError('INVALID_REQUEST', 'the Host header is not a valid host[:port]');
-  return parsed;
 }

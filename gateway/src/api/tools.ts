@@ -3,10 +3,10 @@ import { z } from 'zod';
 import { GatewayError } from '../errors.js';
 import { mergeTokens, parseTokens, parseTokensHeader, TokensSchema, type Tokens } from '../hub/credentials.js';
 import type { McpHub } from '../hub/hub.js';
-import { Problem, jsonSchema } from './schemas.js';
+import { problems } from './route-helpers.js';
+import { jsonSchema } from './schemas.js';
 
 /** The namespaced tools of devices and upstream MCP servers, and the servers' resources and prompts, over HTTP. */
-const problems = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, { ...jsonSchema(Problem, 'output'), description: 'problem+json' }]));
 const Loose = z.record(z.string(), z.unknown());
 
 const ToolNameParam = z.object({ name: z.string().min(1).max(64).describe('A namespaced tool name from GET /v1/tools') });

@@ -6,6 +6,8 @@ import { GatewayError } from '../errors.js';
 import type { Tokens } from '../hub/credentials.js';
 import type { Caller, McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
+import { bmpToPng } from '../vision/bmp-to-png.js';
+import { imageType } from '../vision/image-type.js';
 import { ConversationStore, type Conversation } from './conversations.js';
 import { createAssistantMetrics, type AssistantMetrics } from './metrics.js';
 import { createProvider } from './providers/index.js';
@@ -14,18 +16,6 @@ import { resultText, Turn, TurnCancelled, type TurnEvent, type TurnModel, type T
 import type { ChatMessage, ImageInput } from './types.js';
 
 export type AssistantConfig = Config['assistant'];
-
-/** The xiaozhi vision server's cap. */
-const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
-
-/** By magic bytes, never by what the sender claims. */
-export function imageType(b: Buffer): ImageInput['mimeType'] | undefined {
-  if (b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return 'image/jpeg';
-  if (b.length >= 8 && b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))) return 'image/png';
-  if (b.length >= 6 && (b.subarray(0, 6).toString('latin1') === 'GIF87a' || b.subarray(0, 6).toString('latin1') === 'GIF89a')) return 'image/gif';
-  if (b.length >= 12 && b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP') return 'image/webp';
-  return undefined;
-}
 
 export interface ChatRequest {
   message?: string | undefined;
@@ -74,7 +64,7 @@ export class Assistant {
       maxBytes: d.config.maxConversationBytes,
     });
     this.sweeper = setInterval(() => this.conversations.sweep(), Math.min(60_000, d.config.conversationTtlMs)).unref();
-    this.metrics = createAssistantMetrics(d.metrics);
+    this.metrics = createAssistantMetrics(d.metrics.registry);
   }
 
   modelList(): Array<{ name: string; provider: string; toolMode: string; default: boolean }> {
@@ -187,15 +177,15 @@ export class Assistant {
 
   /**
    * The vision endpoint's question about a device's photo, answered by the vision model in the xiaozhi
-   * shape `{success, action: "RESPONSE", response}` (the device speaks `response` as it is).
+   * shape `{success, action: "RESPONSE", response}` (the device speaks `response` as it is). `maxBytes` is
+   * the endpoint's own limit, `vision.maxPhotoBytes`: a photo the endpoint took is one the model is shown.
    */
-  async explainImage(question: string, image: Buffer): Promise<{ success: true; action: 'RESPONSE'; response: string }> {
+  async explainImage(question: string, photo: Buffer, maxBytes: number): Promise<{ success: true; action: 'RESPONSE'; response: string }> {
     const name = this.visionModelName();
     if (name === undefined) throw new GatewayError('MODEL_NOT_FOUND', 'no vision model is configured (assistant.visionModel, or a model with vision: true)');
     const model = this.model(name);
-    if (image.length > MAX_IMAGE_BYTES) throw new GatewayError('PAYLOAD_TOO_LARGE', `the image is over ${MAX_IMAGE_BYTES} bytes`);
-    const mimeType = imageType(image);
-    if (!mimeType) throw new GatewayError('INVALID_REQUEST', 'the image is not a JPEG, PNG, GIF or WebP');
+    if (photo.length > maxBytes) throw new GatewayError('PAYLOAD_TOO_LARGE', `the image is over ${maxBytes} bytes (vision.maxPhotoBytes)`);
+    const { mimeType, image } = forModel(photo);
     const started = performance.now();
     const signal = AbortSignal.timeout(this.d.config.modelTimeoutMs);
     let outcome = 'ok';
@@ -231,5 +221,17 @@ export class Assistant {
   close(): void {
     clearInterval(this.sweeper);
     for (const t of this.turns.values()) t.cancel('the gateway is shutting down');
+  }
+}
+
+/** The photo in a format every provider reads: BMP (which none takes) becomes PNG; the rest pass as they are. */
+function forModel(photo: Buffer): { mimeType: ImageInput['mimeType']; image: Buffer } {
+  const type = imageType(photo);
+  if (!type) throw new GatewayError('INVALID_REQUEST', 'the image is not a JPEG, PNG, GIF, WebP or BMP');
+  if (type !== 'image/bmp') return { mimeType: type, image: photo };
+  try {
+    return { mimeType: 'image/png', image: bmpToPng(photo) };
+  } catch (e) {
+    throw new GatewayError('INVALID_REQUEST', e instanceof Error ? e.message : String(e));
   }
 }

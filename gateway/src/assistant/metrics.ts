@@ -1,9 +1,8 @@
-import { Counter, Histogram } from 'prom-client';
-import type { Metrics } from '../metrics.js';
+import { Counter, Histogram, type Registry } from 'prom-client';
 
 /** The assistant's operator counters, registered in the gateway's one registry (labels never name a person or a device). */
-export function createAssistantMetrics(m: Metrics) {
-  const registers = [m.registry];
+export function createAssistantMetrics(registry: Registry) {
+  const registers = [registry];
   return {
     turns: new Counter({ name: 'voxgate_assistant_turns_total', help: 'Assistant turns by outcome (completed, failed, cancelled)', labelNames: ['outcome'] as const, registers }),
     rounds: new Histogram({ name: 'voxgate_assistant_turn_rounds', help: 'Model calls per assistant turn', buckets: [1, 2, 3, 4, 5, 6, 8, 11, 21, 51], registers }),

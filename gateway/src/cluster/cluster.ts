@@ -3,7 +3,7 @@ import { CallToolResultSchema } from '@voxgate/protocol';
 import { readFileSync } from 'node:fs';
 import { Kvm } from '@nats-io/kv';
 import { connect, credsAuthenticator, RequestError, TimeoutError, type Msg, type NatsConnection } from '@nats-io/transport-node';
-import { Counter, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { CLOSE_REPLACED } from '../devices/link.js';
@@ -15,7 +15,10 @@ import type { DeviceRegistry } from '../devices/registry.js';
 import type { SessionState } from '../devices/settings.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus, GatewayEvent } from '../events/bus.js';
+import { withoutUserInfo } from '../nats/servers.js';
+import { ThrottledLog } from '../throttle/throttled-log.js';
 import { openEventStream } from './event-stream.js';
+import { createClusterMetrics, type ClusterMetrics } from './metrics.js';
 import { ClusterPresence, type SeenPresence } from './presence.js';
 import { callSubject, eventSubject, EVENTS_WILDCARD, ForwardedCall, ForwardedReply, RelayedEvent } from './wire.js';
 
@@ -41,18 +44,6 @@ const decoder = new TextDecoder();
 /** Beyond the call's own timeout, how long the forwarding side waits for the owner's DEVICE_TIMEOUT answer. */
 const FORWARD_MARGIN_MS = 2_000;
 
-function clusterMetrics(registry: Registry) {
-  const registers = [registry];
-  return {
-    forwarded: new Counter({ name: 'voxgate_cluster_forwarded_calls_total', help: 'Calls forwarded to the instance holding the device, by outcome', labelNames: ['outcome'] as const, registers }),
-    served: new Counter({ name: 'voxgate_cluster_served_calls_total', help: 'Calls served for other instances, by outcome', labelNames: ['outcome'] as const, registers }),
-    takeovers: new Counter({ name: 'voxgate_cluster_takeovers_total', help: 'Local connections closed because the device connected to another instance', registers }),
-    instancesLost: new Counter({ name: 'voxgate_cluster_instances_lost_total', help: 'Other instances found gone (stopped, or silent for 3 heartbeats)', registers }),
-    replays: new Counter({ name: 'voxgate_cluster_event_replays_total', help: 'Last-Event-ID looked up in the cluster event stream, by outcome (replayed, not_found, failed)', labelNames: ['outcome'] as const, registers }),
-    eventsRefused: new Counter({ name: 'voxgate_cluster_events_refused_total', help: 'Events from NATS refused (malformed, too large)', registers }),
-  };
-}
-
 /**
  * This instance's part of the cluster: it writes the presence of the devices it holds, answers calls other
  * instances forward to it, forwards calls for devices it does not hold, and relays events both ways.
@@ -60,7 +51,7 @@ function clusterMetrics(registry: Registry) {
 export async function startCluster(d: ClusterDeps): Promise<Cluster> {
   const instanceId = d.config.instanceId ?? `gw-${randomBytes(4).toString('hex')}`;
   const log = d.log.child({ component: 'cluster', instance: instanceId });
-  const metrics = clusterMetrics(d.metricsRegistry);
+  const metrics = createClusterMetrics(d.metricsRegistry);
   const creds = d.config.nats.credsFile;
   const servers = d.config.nats.servers.map(withoutUserInfo);
   const nc = await connect({
@@ -79,15 +70,11 @@ export async function startCluster(d: ClusterDeps): Promise<Cluster> {
   }
 }
 
-async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log: Logger, metrics: ReturnType<typeof clusterMetrics>): Promise<Cluster> {
+async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log: Logger, metrics: ClusterMetrics): Promise<Cluster> {
   const kv = await new Kvm(nc).create(d.config.bucket, { history: 1, maxValueSize: d.config.maxMessageBytes });
   // Whatever can publish on the NATS account can send junk: one warning per minute, the counters say how much.
-  let lastRefusedLog = 0;
-  const refusedLog = (obj: Record<string, unknown>, msg: string) => {
-    if (Date.now() - lastRefusedLog < 60_000) return;
-    lastRefusedLog = Date.now();
-    log.warn(obj, msg);
-  };
+  const refused = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000 });
+  const refusedLog = (obj: Record<string, unknown>, msg: string) => void refused.write(obj, msg);
   /** Forwarded calls waiting for an instance's answer, so they fail at once when it is found gone. */
   const waiting = new Map<string, Set<(e: GatewayError) => void>>();
   const changeListeners = new Set<() => void>();
@@ -316,11 +303,6 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
 
 function within(p: Promise<unknown>, ms: number): Promise<unknown> {
   return Promise.race([p, new Promise((resolve) => setTimeout(resolve, ms).unref())]);
-}
-
-/** A server URL for logs and errors: `nats://user:pass@host` loses its user and password. */
-export function withoutUserInfo(server: string): string {
-  return server.replace(/^([a-z]+:\/\/)?[^@/]*@/i, '$1');
 }
 
 /** The message's JSON, parsed with the schema; undefined when too large or malformed. */

@@ -14,6 +14,8 @@ export interface DeviceLink {
   close(code: number, reason: string): void;
 }
 
+/** Every WebSocket close code the gateway sends, in one list (1000-1011 are RFC 6455's, 4000-4999 ours). */
+export const CLOSE_NORMAL = 1000;
 export const CLOSE_REPLACED = 4000;
 export const CLOSE_NO_HELLO = 4002;
 export const CLOSE_SHUTDOWN = 1001;
@@ -21,3 +23,7 @@ export const CLOSE_SHUTDOWN = 1001;
 export const CLOSE_TAKEOVER_REFUSED = 4003;
 /** An operator revoked the device's credentials (re-enroll). */
 export const CLOSE_REVOKED = 4004;
+/** A device whose voice session could not be relayed or answered (the alert said why). */
+export const CLOSE_VOICE_UNAVAILABLE = 4005;
+/** The server hit an unexpected condition (a frame handler threw). */
+export const CLOSE_INTERNAL_ERROR = 1011;

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.js';
-import { KeyedRateLimiter, type RateLimit } from './rate-limit.js';
+import { ThrottledLog } from '../throttle/throttled-log.js';
+import { KeyedTokenBucket, type RateLimit } from '../throttle/token-bucket.js';
 
 export const EVENT_TYPES = [
   'device.online',
@@ -52,6 +53,9 @@ export interface EventBusOptions {
  * resume with `Last-Event-ID`. Listeners run synchronously and must not throw; one that does is logged,
  * never allowed to stop delivery to the others.
  */
+/** Devices whose event budgets are kept at once (offline ones are forgotten at once): past it, the least recent starts afresh. */
+const MAX_RATED_DEVICES = 100_000;
+
 export class EventBus {
   /** Prefix of every id of this start, so an id from an earlier start is never mistaken for one of ours. */
   readonly boot: string;
@@ -59,7 +63,8 @@ export class EventBus {
   private readonly bufferSize: number;
   private readonly ring: Array<GatewayEvent | undefined>;
   private readonly listeners = new Set<EventListener>();
-  private readonly limiter: KeyedRateLimiter | undefined;
+  private readonly limiter: KeyedTokenBucket | undefined;
+  private readonly dropLog: ThrottledLog | undefined;
   /**
    * Resolves a `Last-Event-ID` this bus cannot (another instance's id, or older than the ring): with the
    * cluster on, through the JetStream event stream. Undefined when it cannot either.
@@ -70,13 +75,17 @@ export class EventBus {
     this.bufferSize = o.bufferSize;
     this.ring = new Array<GatewayEvent | undefined>(o.bufferSize);
     this.boot = o.boot ?? `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
-    this.limiter = o.deviceRate ? new KeyedRateLimiter(o.deviceRate) : undefined;
+    this.limiter = o.deviceRate ? new KeyedTokenBucket(o.deviceRate, { maxKeys: MAX_RATED_DEVICES }) : undefined;
+    this.dropLog = o.log && new ThrottledLog(o.log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: MAX_RATED_DEVICES });
   }
 
   /** Publish to every listener; undefined when a device-driven event is over its device's rate (dropped). */
   publish(type: EventType, deviceId: string, data: Record<string, unknown> = {}, origin?: { id: string; at: string }): GatewayEvent | undefined {
     if (this.limiter) {
-      if (type === 'device.offline') this.limiter.forget(deviceId);
+      if (type === 'device.offline') {
+        this.limiter.forget(deviceId);
+        this.dropLog?.forget(deviceId);
+      }
       else if (DEVICE_DRIVEN.has(type) && !this.admit(type, deviceId)) return undefined;
     }
     // An event relayed from another instance keeps that instance's id, so its id means the same everywhere.
@@ -98,7 +107,7 @@ export class EventBus {
     const a = this.limiter!.take(deviceId);
     if (a.ok) return true;
     this.o.metrics?.eventsDropped.inc({ reason: 'device_rate' });
-    if (a.report) this.o.log?.warn({ deviceId, type, dropped: a.report.dropped }, 'device events over the per-device rate are dropped (one line per minute per device)');
+    this.dropLog?.write({ deviceId, type }, 'device events over the per-device rate are dropped (one line per minute per device)', deviceId);
     return false;
   }
 

@@ -1,8 +1,7 @@
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import { z } from 'zod';
-import { parseDeviceId } from '../api/devices.js';
-import { publicBase } from '../api/ota.js';
-import { DeviceIdParam, Problem, jsonSchema } from '../api/schemas.js';
+import { parseDeviceId, problems, publicBase } from '../api/route-helpers.js';
+import { DeviceIdParam, jsonSchema } from '../api/schemas.js';
 import type { Config } from '../config.js';
 import type { FirmwareService } from './service.js';
 
@@ -27,11 +26,11 @@ export async function firmwareOfferRoute(app: FastifyInstance, o: { firmware: Fi
       tags: ['devices'],
       summary: "The firmware the device's next OTA check would be offered (rollout, baseline or none), and what it reported last",
       params: jsonSchema(DeviceIdParam),
-      response: { 200: jsonSchema(FirmwarePreview, 'output'), ...Object.fromEntries([400, 401].map((c) => [c, { ...jsonSchema(Problem, 'output'), description: 'problem+json' }])) },
+      response: { 200: jsonSchema(FirmwarePreview, 'output'), ...problems(400, 401) },
     } as FastifySchema,
     handler: async (req) => {
       const deviceId = parseDeviceId(req.params.deviceId);
-      return { deviceId, ...(await o.firmware.preview(deviceId, publicBase(req, o.config))) };
+      return { deviceId, ...(await o.firmware.preview(deviceId, publicBase(req, o.config.http))) };
     },
   });
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
+import { HttpUrl } from '../schemas/fields.js';
 
 /**
  * The `mcpServers` file: Claude Desktop–compatible (`{"mcpServers": {"name": {"command": ..., "args": [...]}}}`),
@@ -14,7 +15,6 @@ export type ServerType = (typeof SERVER_TYPES)[number];
 export const SERVER_NAME = /^[A-Za-z0-9_-]{1,32}$/;
 const TENANT = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'tenant: letters, digits, _ . - (1-64)');
 const HeaderName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/, 'not an HTTP header name');
-const HttpUrl = z.url({ protocol: /^https?$/ });
 
 export const BUILTIN_TOOL_NAMES = ['current_time', 'calculator'] as const;
 

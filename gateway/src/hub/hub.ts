@@ -4,10 +4,10 @@ import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
 import { invalidArguments } from '../schemas/validators.js';
+import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import type { ServerConfig } from './config.js';
 import { DeviceTools } from './device-tools.js';
 import { CallsInFlight } from './in-flight.js';
-import { LogRate } from './log-rate.js';
 import type { ToolTarget } from './names.js';
 import { ToolNamespace, visibleTo } from './namespace.js';
 import { routePeerRequest } from './peer-requests.js';
@@ -49,7 +49,8 @@ export class McpHub {
   private readonly lists: ServerLists;
   private readonly devices: DeviceTools;
   private readonly calls = new CallsInFlight();
-  private readonly logRate: LogRate;
+  /** A token bucket per server for the log messages passed on to /mcp sessions: a chatty server can't flood every session. */
+  private readonly logRate: KeyedTokenBucket;
   private readonly listeners = new Set<() => void>();
   private readonly logListeners = new Set<LogListener>();
   private readonly updateListeners = new Set<ResourceUpdatedListener>();
@@ -59,7 +60,8 @@ export class McpHub {
   private closed = false;
 
   constructor(private readonly d: HubDeps) {
-    this.logRate = new LogRate(d.settings.logRatePerSecond ?? 20);
+    const logRate = d.settings.logRatePerSecond ?? 20;
+    this.logRate = new KeyedTokenBucket({ ratePerSecond: logRate, burst: logRate }, { maxKeys: 1024, now: () => performance.now() });
     if (d.enabled) for (const cfg of d.servers) this.upstreams.set(cfg.name, this.upstreamFor(cfg));
     this.namespace = new ToolNamespace(this.upstreams, d.registry, d.deviceTools);
     this.lists = new ServerLists(this.upstreams, d.log);
@@ -79,7 +81,7 @@ export class McpHub {
       onStateChange: (state) => d.metrics.hubServerStates.inc({ state }),
       onOversized: () => d.metrics.hubOversized.inc(),
       onLog: (params) => {
-        if (this.logRate.allow(cfg.name)) this.emit(this.logListeners, (l) => l(cfg.name, params));
+        if (this.logRate.take(cfg.name).ok) this.emit(this.logListeners, (l) => l(cfg.name, params));
         else d.metrics.hubLogsDropped.inc();
       },
       onResourceUpdated: (uri) => this.emit(this.updateListeners, (l) => l(cfg.name, uri)),

@@ -3,9 +3,8 @@ import type { Server as HttpServer } from 'node:http';
 import type { Server, Socket } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { Logger } from 'pino';
-import type { Metrics } from '../metrics.js';
-
-export type Listener = 'http' | 'mqtt';
+import type { Listener, Metrics } from '../metrics.js';
+import { ThrottledLog } from '../throttle/throttled-log.js';
 
 export interface ListenerLimits {
   /** Open sockets on this listener; the kernel-accepted one past it is closed at once. */
@@ -29,6 +28,10 @@ export function sourceKey(remoteAddress: string | undefined): string {
   }
 }
 
+/** Refusals come in floods, and a flood must not become a log flood: the counters carry the numbers. */
+export const REFUSAL_LOG = { linesPerWindow: 1, windowMs: 10_000 };
+export const REFUSAL_LOG_NOTE = ' (further ones are counted, not logged, for 10 s)';
+
 /**
  * Caps the sockets of one listener, in total (`server.maxConnections`, enforced by node before any
  * byte is read) and per source. Runs first on 'connection': a refused socket is destroyed before the
@@ -39,10 +42,10 @@ export function limitConnections(servers: Server | readonly Server[], listener: 
   const perSource = new Map<string, number>();
   let open = 0;
 
-  const warn = throttledWarn(log);
+  const warns = new ThrottledLog(log, 'warn', REFUSAL_LOG);
   const refused = (reason: 'listener_full' | 'address_full', remote: string | undefined) => {
     metrics.connectionsRefused.inc({ listener, reason });
-    warn({ listener, reason, remote, open, limits }, 'connection refused by a connection limit');
+    warns.write({ listener, reason, remote, open, limits }, `connection refused by a connection limit${REFUSAL_LOG_NOTE}`);
   };
 
   for (const server of ([] as Server[]).concat(servers)) {
@@ -74,20 +77,6 @@ export function limitConnections(servers: Server | readonly Server[], listener: 
       });
     });
   }
-}
-
-/**
- * A warn logger that writes at most one line per `intervalMs`: refusals come in floods, and a flood must
- * not become a log flood (the counters carry the numbers).
- */
-export function throttledWarn(log: Logger, intervalMs = 10_000): (fields: Record<string, unknown>, msg: string) => void {
-  let last = -Infinity;
-  return (fields, msg) => {
-    const now = Date.now();
-    if (now - last < intervalMs) return;
-    last = now;
-    log.warn(fields, `${msg} (further ones are counted, not logged, for ${intervalMs / 1000} s)`);
-  };
 }
 
 /** Counts the sockets node's `headersTimeout` closed for sending no complete request (or upgrade) in time. */

@@ -14,8 +14,7 @@ import { checkMqttDeviceAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { limitConnections } from './connection-limits.js';
 import { MqttFramingError, MqttPacketGuard, PacketTooLargeError, type OversizedPublish } from './mqtt-packet-guard.js';
 import { guardFrame } from './frame-guard.js';
-
-export const EVENTS_TOPIC_PREFIX = 'voxgate/events/';
+import { EVENTS_TOPIC_FILTER, EVENTS_TOPIC_PREFIX } from '../events/mqtt-fanout.js';
 
 export interface MqttLinkOptions {
   host: string;
@@ -156,7 +155,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
     authorizeSubscribe(client, sub, cb) {
       const peer = peers.get(client);
       const allowed =
-        peer?.kind === 'device' ? sub.topic === peer.inbox : peer?.kind === 'backend' && (sub.topic === 'voxgate/events/#' || sub.topic.startsWith(EVENTS_TOPIC_PREFIX));
+        peer?.kind === 'device' ? sub.topic === peer.inbox : peer?.kind === 'backend' && (sub.topic === EVENTS_TOPIC_FILTER || sub.topic.startsWith(EVENTS_TOPIC_PREFIX));
       if (allowed) return cb(null, sub);
       o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'subscribe_denied' });
       o.log.warn({ clientId: client.id, topic: sub.topic }, 'MQTT subscription denied');

@@ -3,15 +3,13 @@ import type { Duplex } from 'node:stream';
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
-import type { DeviceLink } from '../devices/link.js';
+import { CLOSE_INTERNAL_ERROR, type DeviceLink } from '../devices/link.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { Metrics } from '../metrics.js';
-import { throttledWarn } from './connection-limits.js';
+import { REFUSAL_LOG, REFUSAL_LOG_NOTE } from './connection-limits.js';
+import { ThrottledLog } from '../throttle/throttled-log.js';
 import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { guardFrame } from './frame-guard.js';
-
-/** WebSocket close code 1011: the server hit an unexpected condition. */
-const CLOSE_INTERNAL_ERROR = 1011;
 
 export interface WsLinkOptions {
   path: string;
@@ -61,7 +59,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false });
   const alive = new WeakMap<WebSocket, boolean>();
   const base = o.path.replace(/\/+$/, '');
-  const warnFull = throttledWarn(o.log);
+  const fullLog = new ThrottledLog(o.log, 'warn', REFUSAL_LOG);
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? '/', 'http://device');
@@ -69,7 +67,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     // handleUpgrade (no verifyClient) adds the socket to wss.clients synchronously: no burst overshoots.
     if (wss.clients.size >= o.maxConnections) {
       o.metrics.connectionsRefused.inc({ listener: 'http', reason: 'device_cap' });
-      warnFull({ remote: req.socket.remoteAddress, maxConnections: o.maxConnections }, 'device WebSocket refused: ws.maxConnections reached');
+      fullLog.write({ remote: req.socket.remoteAddress, maxConnections: o.maxConnections }, `device WebSocket refused: ws.maxConnections reached${REFUSAL_LOG_NOTE}`);
       return refuse(socket, 503, 'Service Unavailable', 'the gateway holds as many devices as it may; try again later');
     }
     const q = url.searchParams;

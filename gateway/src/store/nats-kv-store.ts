@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Kvm, KvWatchInclude, type KV } from '@nats-io/kv';
 import { connect, credsAuthenticator, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
-import { withoutUserInfo } from '../cluster/cluster.js';
+import { withoutUserInfo } from '../nats/servers.js';
 import type { Config } from '../config.js';
 import type { Store, StoreChange } from './store.js';
 

@@ -1,7 +1,6 @@
 import type { Server as TlsServer, TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
-import type { Listener } from '../links/connection-limits.js';
-import type { Metrics } from '../metrics.js';
+import type { Listener, Metrics } from '../metrics.js';
 
 /**
  * A TLS socket that fails its handshake (a scanner, a client that distrusts the certificate, one that

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import { z } from 'zod';
-import { parseDeviceId } from '../api/devices.js';
+import { parseDeviceId } from '../api/route-helpers.js';
 import { DeviceIdParam, jsonSchema } from '../api/schemas.js';
 import { GatewayError } from '../errors.js';
 import type { PhotoStore } from './photo-store.js';

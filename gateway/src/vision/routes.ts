@@ -3,9 +3,10 @@ import { verifyVisionToken, normalizeDeviceId } from '@voxgate/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { EventBus } from '../events/bus.js';
-import { KeyedRateLimiter } from '../events/rate-limit.js';
 import type { Metrics } from '../metrics.js';
+import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import type { VisionExplainer } from './explainer.js';
+import { imageType } from './image-type.js';
 import type { PhotoStore } from './photo-store.js';
 
 export interface VisionService {
@@ -26,16 +27,6 @@ export const VISION_EXPLAIN_PATH = '/mcp/vision/explain';
 const MAX_QUESTION_CHARS = 2000;
 const APOLOGY = 'The photo was saved, but the vision explainer could not describe it right now.';
 
-/** Image types the xiaozhi vision server accepts, told by their first bytes (never by the client's word). */
-export function imageTypeOf(b: Buffer): string | undefined {
-  if (b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return 'image/jpeg';
-  if (b.length >= 8 && b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))) return 'image/png';
-  if (b.length >= 6 && (b.subarray(0, 6).toString('latin1') === 'GIF87a' || b.subarray(0, 6).toString('latin1') === 'GIF89a')) return 'image/gif';
-  if (b.length >= 12 && b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP') return 'image/webp';
-  if (b.length >= 2 && b[0] === 0x42 && b[1] === 0x4d) return 'image/bmp';
-  return undefined;
-}
-
 /** The xiaozhi answer shape for a refusal: the firmware treats any non-200 as "Failed to upload photo". */
 function refuse(reply: FastifyReply, status: number, message: string): FastifyReply {
   return reply.code(status).send({ success: false, message });
@@ -49,7 +40,7 @@ function refuse(reply: FastifyReply, status: number, message: string): FastifyRe
  */
 export async function visionExplainRoute(app: FastifyInstance, s: VisionService): Promise<void> {
   // Keyed by device, and only after the token checked out: the map holds devices this gateway minted for.
-  const uploads = new KeyedRateLimiter({ ratePerSecond: s.uploadsPerMinute / 60, burst: Math.min(5, s.uploadsPerMinute) });
+  const uploads = new KeyedTokenBucket({ ratePerSecond: s.uploadsPerMinute / 60, burst: Math.min(5, s.uploadsPerMinute) }, { maxKeys: 10_000 });
   await app.register(multipart, {
     limits: { fileSize: s.maxPhotoBytes, files: 1, fields: 4, fieldSize: 8 * 1024, parts: 6, headerPairs: 32 },
   });
@@ -78,7 +69,7 @@ export async function visionExplainRoute(app: FastifyInstance, s: VisionService)
       s.metrics.visionUploads.inc({ outcome: tooLarge ? 'too_large' : 'bad_request' });
       return refuse(reply, tooLarge ? 413 : 400, tooLarge ? `the photo exceeds ${s.maxPhotoBytes} bytes (vision.maxPhotoBytes)` : 'malformed multipart body');
     }
-    const mimeType = image ? imageTypeOf(image) : undefined;
+    const mimeType = image ? imageType(image) : undefined;
     if (!image || !mimeType || question === undefined) {
       s.metrics.visionUploads.inc({ outcome: 'bad_request' });
       return refuse(reply, 400, image && !mimeType ? 'the file is not an image (JPEG, PNG, GIF, WEBP or BMP)' : 'both "question" and "file" are required');

@@ -10,6 +10,7 @@ import {
 import type { Logger } from 'pino';
 import type { RawData, WebSocket } from 'ws';
 import type { Config } from '../config.js';
+import { CLOSE_NORMAL, CLOSE_VOICE_UNAVAILABLE } from '../devices/link.js';
 import type { VoiceDevice, VoiceHook } from '../devices/voice-hook.js';
 import type { VoiceMetrics } from './metrics.js';
 import { answerUpstreamMcp, type HubExposure, type HubPort } from './upstream-mcp.js';
@@ -19,9 +20,6 @@ export type VoiceConfig = Config['voice'];
 
 /** The voice server's MCP requests in flight per session; more are answered "busy" at once. */
 export const UPSTREAM_MCP_MAX_IN_FLIGHT = 16;
-
-/** WebSocket close code for a device whose voice session could not be relayed (the alert said why). */
-export const CLOSE_VOICE_UNAVAILABLE = 4005;
 
 /** Where a voice session's downlink audio goes, and how uplink audio reaches the voice server. */
 export interface DeviceAudioPath {
@@ -308,7 +306,7 @@ export class VoiceRelay implements VoiceHook {
       if (reason === 'upstream_closed') up.terminate();
       else {
         // The voice server learns of a device goodbye the way the MQTT gateway tells it: the socket closes.
-        up.close(1000, reason);
+        up.close(CLOSE_NORMAL, reason);
         setTimeout(() => up.terminate(), 1000).unref();
       }
     }
@@ -319,7 +317,7 @@ export class VoiceRelay implements VoiceHook {
       if (reason !== 'device_goodbye') vs.device.send(JSON.stringify({ type: 'goodbye', session_id: vs.upstreamSessionId }));
     } else {
       // WebSocket devices connect for one voice session: it is over.
-      vs.device.close(1000, `voice session ended (${reason})`);
+      vs.device.close(CLOSE_NORMAL, `voice session ended (${reason})`);
     }
     this.d.log.info({ deviceId: vs.deviceId, reason }, 'voice session ended');
   }

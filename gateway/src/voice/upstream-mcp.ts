@@ -5,6 +5,7 @@ import type { CatalogTool } from '../devices/catalog.js';
 import type { VoiceDevice } from '../devices/voice-hook.js';
 import type { HubTool } from '../hub/hub.js';
 import { compactDeviceId } from '../hub/names.js';
+import { HttpUrl } from '../schemas/fields.js';
 import type { VoiceMetrics } from './metrics.js';
 
 /** The hub as the voice relay uses it (McpHub): its tool list for a tenant, and calls by namespaced name. */
@@ -29,7 +30,7 @@ const KNOWN = new Set(['initialize', 'tools/list', 'tools/call']);
 
 /** The vision endpoint a voice server hands the device in its initialize (xiaozhi-esp32-server does). */
 const UpstreamVision = z.object({
-  url: z.url({ protocol: /^https?$/ }).max(2048),
+  url: HttpUrl.max(2048),
   token: z.string().max(4096).optional(),
 });
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DeviceHelloSchema, isBinaryProtocolVersion, type AudioParams, type DeviceFrame } from '@voxgate/protocol';
 import type { Logger } from 'pino';
+import { CLOSE_NORMAL, CLOSE_VOICE_UNAVAILABLE } from '../../devices/link.js';
 import type { VoiceDevice, VoiceHook } from '../../devices/voice-hook.js';
 import type { VoiceMetrics } from '../metrics.js';
 import type { UdpAudioFactory, VoiceSessionHandle } from '../relay.js';
@@ -10,9 +11,6 @@ import type { ConverseMetrics } from './metrics.js';
 import { ConverseSession, UPLINK_RATE, type SessionEvents, type TurnPort } from './session/conversation.js';
 import { udpTransport, webSocketTransport, type ConverseTransport } from './session/transport.js';
 import { readVoiceInput, toDevice } from './session/wire.js';
-
-/** WebSocket close code when a conversation could not start (the alert said why). */
-export const CLOSE_CONVERSE_UNAVAILABLE = 4005;
 
 /** The audio side (codecs, detector, WAV, resampler) and the speech providers a conversation uses. */
 export interface ConverseKit {
@@ -255,7 +253,7 @@ export class Converse implements VoiceHook {
     if (reason === 'device_closed' || reason === 'replaced' || reason === 'shutdown' || reason === 'device_goodbye') return;
     // Idle: MQTT devices keep their link (a goodbye closes the UDP channel); a WebSocket session is over.
     if (e.transport.kind === 'udp') e.device.send(JSON.stringify({ type: 'goodbye', session_id: e.id }));
-    else e.device.close(1000, `voice session ended (${reason})`);
+    else e.device.close(CLOSE_NORMAL, `voice session ended (${reason})`);
   }
 
   private endIdle(): void {
@@ -267,6 +265,6 @@ export class Converse implements VoiceHook {
   private refuse(device: VoiceDevice, message: string): void {
     device.send(JSON.stringify(toDevice.alert('', message)));
     if (device.transport === 'mqtt') device.send(JSON.stringify({ type: 'goodbye', session_id: '' }));
-    else device.close(CLOSE_CONVERSE_UNAVAILABLE, 'voice unavailable');
+    else device.close(CLOSE_VOICE_UNAVAILABLE, 'voice unavailable');
   }
 }

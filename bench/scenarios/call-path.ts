@@ -1,0 +1,53 @@
+/** Calls through the gateway against the same calls through a relay that only moves bytes (the floor). */
+import { API_KEY, CALL_DEVICES, CONCURRENCY, type Bench } from './bench.js';
+import type { Env } from './env.js';
+import { callOutcomes, callPath, count, errorsOf, loadOnce, metric, notOk, ratio, round, until } from './measure.js';
+
+export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt'): Promise<Map<string, number>> {
+  const gwGroup = transport === 'ws' ? 1 : 3;
+  const floorGroup = transport === 'ws' ? 2 : 4;
+  const relay = transport === 'ws' ? e.wsRelay : e.mqttRelay;
+  const relayHello = await relay.hello;
+  const floorUrl = `http://127.0.0.1:${relayHello['port'] as number}`;
+  const n = Math.max(...CALL_DEVICES);
+  const gwTarget = transport === 'ws' ? `ws://127.0.0.1:${new URL(e.gwUrl).port}/xiaozhi/v1/` : e.gwMqtt;
+  const floorTarget = transport === 'ws' ? `ws://127.0.0.1:${new URL(floorUrl).port}/xiaozhi/v1/` : `mqtt://127.0.0.1:${relayHello['mqttPort'] as number}`;
+  const readyBefore = await metric(e.gwUrl, 'voxgate_devices_ready');
+  const [gw, fl] = await Promise.all([
+    e.fleet.connect({ group: `${transport}-gw`, mode: 'device', waitFor: 'ready', transport, url: gwTarget, count: n, macGroup: gwGroup, sources: transport === 'ws' ? e.sources : [], timeoutMs: 60_000 }),
+    e.fleet.connect({ group: `${transport}-floor`, mode: 'device', waitFor: 'open', transport, url: floorTarget, count: n, macGroup: floorGroup, sources: transport === 'ws' ? e.sources : [], timeoutMs: 60_000 }),
+  ]);
+  if (!gw.ok || !fl.ok) throw new Error(`${transport}: devices did not connect (${JSON.stringify({ gw, fl })})`);
+  await until(`${transport} devices ready on the gateway`, async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= readyBefore + n, 30_000);
+  await until(`${transport} devices on the floor relay`, async () => (await count(relay)) >= n, 30_000, 100);
+  b.log(`${transport}: ${n} devices on the gateway and on the floor`);
+  const perSecond = new Map<string, number>();
+  const label = transport === 'ws' ? 'websocket' : 'mqtt';
+  for (const devices of CALL_DEVICES) {
+    for (const c of CONCURRENCY) {
+      const before = await callOutcomes(e.gwUrl);
+      const g = await loadOnce(b, e.gwUrl, callPath(gwGroup, devices), c, API_KEY);
+      const after = await callOutcomes(e.gwUrl);
+      const f = await loadOnce(b, floorUrl, callPath(floorGroup, devices), c);
+      const params = {
+        transport: label,
+        devices,
+        concurrency: c,
+        seconds: Math.round(g.seconds * 100) / 100,
+        calls: g.ok,
+        floorCalls: f.ok,
+        errors: errorsOf(g) + notOk(before, after),
+        floorErrors: errorsOf(f),
+        statusCodes: g.statusCodes,
+      };
+      perSecond.set(`${devices}/${c}`, g.perSecond);
+      b.results.push({ name: `${transport}.calls_per_s`, value: round(g.perSecond), unit: 'calls/s', floor: round(f.perSecond), ratio: ratio(g.perSecond, f.perSecond), params });
+      b.results.push({ name: `${transport}.p50_ms`, value: round(g.p50, 3), unit: 'ms', floor: round(f.p50, 3), ratio: ratio(f.p50, g.p50), params: { transport: label, devices, concurrency: c, errors: params.errors } });
+      b.results.push({ name: `${transport}.p99_ms`, value: round(g.p99, 3), unit: 'ms', floor: round(f.p99, 3), ratio: ratio(f.p99, g.p99), params: { transport: label, devices, concurrency: c, errors: params.errors } });
+      b.log(`${transport} d=${devices} c=${c}: gateway ${g.perSecond.toFixed(0)}/s p50 ${g.p50.toFixed(2)} ms, floor ${f.perSecond.toFixed(0)}/s p50 ${f.p50.toFixed(2)} ms; errors ${params.errors}/${params.floorErrors}`);
+    }
+  }
+  await Promise.all([e.fleet.close(`${transport}-gw`), e.fleet.close(`${transport}-floor`)]);
+  await until(`${transport} devices gone from the gateway`, async () => (await metric(e.gwUrl, 'voxgate_devices_connected')) === 0, 30_000, 50);
+  return perSecond;
+}

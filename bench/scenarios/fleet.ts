@@ -1,0 +1,97 @@
+/** A fleet of devices connecting, a reconnect storm, and a soak of calls over the whole fleet, each against bare connections. */
+import { runLoad } from '../lib/load.js';
+import { API_KEY, BODY, type Bench } from './bench.js';
+import type { Env } from './env.js';
+import { allDevices, callOutcomes, callPath, count, errorsOf, mem, metric, notOk, ratio, round, until } from './measure.js';
+
+export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
+  const N = e.fleetN;
+  const bare = await e.bareWs.hello;
+  const bareUrl = `ws://127.0.0.1:${bare['port'] as number}/`;
+  const timeoutMs = Math.max(60_000, N * 5);
+
+  // Floor: N bare WebSocket connections, then the same storm.
+  const fm0 = await mem(e.bareWs);
+  let t = performance.now();
+  const floorConnect = await e.fleet.connect({ group: 'fleet-floor', mode: 'bare', waitFor: 'open', transport: 'ws', url: bareUrl, count: N, macGroup: 6, sources: e.sources, timeoutMs });
+  await until('bare connections on the floor', async () => (await count(e.bareWs)) >= N, timeoutMs, 100);
+  const floorMs = performance.now() - t;
+  const fm1 = await mem(e.bareWs);
+  if (!floorConnect.ok) throw new Error(`floor fleet did not connect: ${JSON.stringify(floorConnect.stats)}`);
+  b.log(`fleet floor: ${N} bare connections in ${floorMs.toFixed(0)} ms; rss +${((fm1.rss - fm0.rss) / N).toFixed(0)} B each`);
+  let floorStormMs = NaN;
+  if (b.only.has('storm')) {
+    t = performance.now();
+    const s = await e.fleet.storm('fleet-floor', timeoutMs);
+    floorStormMs = performance.now() - t;
+    if (!s.ok) throw new Error(`floor storm did not complete: ${JSON.stringify(s.stats)}`);
+    b.log(`storm floor: ${N} bare connections back in ${floorStormMs.toFixed(0)} ms`);
+  }
+  await e.fleet.close('fleet-floor');
+
+  // The gateway: N devices that say hello, answer initialize and a two-page tools/list.
+  const gm0 = await mem(e.gateway);
+  const ready0 = await metric(e.gwUrl, 'voxgate_devices_ready');
+  t = performance.now();
+  const gwConnect = await e.fleet.connect({ group: 'fleet-gw', mode: 'device', waitFor: 'ready', transport: 'ws', url: `ws://127.0.0.1:${new URL(e.gwUrl).port}/xiaozhi/v1/`, count: N, macGroup: 5, sources: e.sources, timeoutMs });
+  if (!gwConnect.ok) throw new Error(`gateway fleet did not get ready: ${JSON.stringify(gwConnect.stats)}`);
+  await until('the gateway to count every device ready', async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= ready0 + N, 30_000);
+  const gwMs = performance.now() - t;
+  const gm1 = await mem(e.gateway);
+  b.log(`fleet gateway: ${N} devices ready in ${gwMs.toFixed(0)} ms; rss +${((gm1.rss - gm0.rss) / N).toFixed(0)} B, heap +${((gm1.heapUsed - gm0.heapUsed) / N).toFixed(0)} B each`);
+  const fp = { devices: N, ...e.fleetParams, connectRetries: gwConnect.stats.connectRetries, floorConnectRetries: floorConnect.stats.connectRetries, errors: gwConnect.stats.connectFailures };
+  const perDevice = (a: number, b: number) => (b - a) / N;
+  b.results.push({ name: 'fleet.ready_per_s', value: round(N / (gwMs / 1000)), unit: 'devices/s', floor: round(N / (floorMs / 1000)), ratio: ratio(floorMs, gwMs), params: { ...fp, gatewayMs: round(gwMs), floorMs: round(floorMs) } });
+  const rssGw = perDevice(gm0.rss, gm1.rss);
+  const rssFloor = perDevice(fm0.rss, fm1.rss);
+  b.results.push({ name: 'fleet.rss_per_device', value: round(rssGw), unit: 'B', floor: round(rssFloor), ratio: ratio(rssFloor, rssGw), params: { devices: N, rssBefore: gm0.rss, rssAfter: gm1.rss, floorRssBefore: fm0.rss, floorRssAfter: fm1.rss, afterGc: true } });
+  const heapGw = perDevice(gm0.heapUsed, gm1.heapUsed);
+  const heapFloor = perDevice(fm0.heapUsed, fm1.heapUsed);
+  b.results.push({ name: 'fleet.heap_per_device', value: round(heapGw), unit: 'B', floor: round(heapFloor), ratio: ratio(heapFloor, heapGw), params: { devices: N, heapBefore: gm0.heapUsed, heapAfter: gm1.heapUsed, afterGc: true } });
+
+  if (b.only.has('storm')) {
+    const readyNow = await metric(e.gwUrl, 'voxgate_devices_ready');
+    t = performance.now();
+    const s = await e.fleet.storm('fleet-gw', timeoutMs);
+    if (!s.ok) throw new Error(`gateway storm did not complete: ${JSON.stringify(s.stats)}`);
+    await until('the gateway to count every device ready again', async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= readyNow, 30_000);
+    const stormMs = performance.now() - t;
+    b.log(`storm gateway: ${N} devices ready again in ${stormMs.toFixed(0)} ms`);
+    const before = await callOutcomes(e.gwUrl);
+    const stride = Math.max(1, Math.floor(N / b.settings.stormCalls));
+    const after = await runLoad({ baseUrl: e.gwUrl, path: (n) => callPath(5, N)((n * stride) % N), body: BODY, apiKey: API_KEY, connections: 16, amount: b.settings.stormCalls });
+    const outcomes = await callOutcomes(e.gwUrl);
+    const errs = errorsOf(after) + notOk(before, outcomes);
+    b.results.push({ name: 'storm.ready_ms', value: round(stormMs), unit: 'ms', floor: round(floorStormMs), ratio: ratio(floorStormMs, stormMs), params: { devices: N, connectRetries: s.stats.connectRetries, errors: s.stats.connectFailures } });
+    b.results.push({ name: 'storm.ready_per_s', value: round(N / (stormMs / 1000)), unit: 'devices/s', floor: round(N / (floorStormMs / 1000)), ratio: ratio(floorStormMs, stormMs), params: { devices: N, target: 2000 } });
+    b.results.push({ name: 'storm.calls_after_ok', value: after.ok, unit: 'calls', floor: b.settings.stormCalls, ratio: ratio(after.ok, b.settings.stormCalls), params: { devices: N, attempted: b.settings.stormCalls, errors: errs, statusCodes: after.statusCodes } });
+    b.log(`storm: ${after.ok}/${b.settings.stormCalls} calls right after succeeded`);
+  }
+
+  if (b.only.has('soak')) {
+    const h0 = await mem(e.gateway);
+    const before = await callOutcomes(e.gwUrl);
+    const stride = 7919; // a prime: consecutive calls land on different devices
+    const r = await runLoad({
+      baseUrl: e.gwUrl,
+      path: (n) => callPath(5, N)((n * stride) % N),
+      body: BODY,
+      apiKey: API_KEY,
+      connections: 32,
+      durationS: b.settings.soakS,
+      overallRate: b.settings.soakRate,
+    });
+    const outcomes = await callOutcomes(e.gwUrl);
+    const h1 = await mem(e.gateway);
+    const list = await allDevices(e.gwUrl);
+    const pendingEnd = list.devices.reduce((n, d) => n + d.pendingCalls, 0);
+    const errs = errorsOf(r) + notOk(before, outcomes);
+    const sp = { devices: N, seconds: b.settings.soakS, targetRate: b.settings.soakRate, calls: r.ok, online: list.devices.filter((d) => d.online).length };
+    b.results.push({ name: 'soak.calls_per_s', value: round(r.perSecond), unit: 'calls/s', floor: b.settings.soakRate, ratio: ratio(r.perSecond, b.settings.soakRate), params: { ...sp, errors: errs, p50: round(r.p50, 3), p99: round(r.p99, 3) } });
+    b.results.push({ name: 'soak.heap_after_gc', value: h1.heapUsed, unit: 'B', floor: h0.heapUsed, ratio: ratio(h0.heapUsed, h1.heapUsed), params: { ...sp, note: 'floor = heap after GC at the start of the soak', rssStart: h0.rss, rssEnd: h1.rss } });
+    b.results.push({ name: 'soak.pending_end', value: pendingEnd, unit: 'entries', floor: 0, ratio: null, params: { ...sp, errors: errs } });
+    b.results.push({ name: 'soak.errors', value: errs, unit: 'calls', floor: 0, ratio: null, params: { ...sp, errors: errs, statusCodes: r.statusCodes, outcomes } });
+    b.log(`soak: ${r.ok} calls at ${r.perSecond.toFixed(0)}/s, heap ${(h0.heapUsed / 2 ** 20).toFixed(1)} -> ${(h1.heapUsed / 2 ** 20).toFixed(1)} MiB, pending ${pendingEnd}, errors ${errs}`);
+  }
+  await e.fleet.close('fleet-gw');
+}

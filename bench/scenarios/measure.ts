@@ -1,0 +1,92 @@
+/** What the scenarios measure with: the gateway's metrics and device list, the load runs, rounding. */
+import { runLoad, type LoadResult } from '../lib/load.js';
+import type { Proc, Reply } from '../lib/procs.js';
+import { API_KEY, BODY, CALL_AMOUNT_TINY, TOOL, type Bench } from './bench.js';
+
+export function macOf(group: number, index: number): string {
+  const b = [0x02, group & 0xff, (index >>> 24) & 0xff, (index >>> 16) & 0xff, (index >>> 8) & 0xff, index & 0xff];
+  return b.map((x) => x.toString(16).padStart(2, '0')).join(':');
+}
+
+export const callPath = (group: number, devices: number) => (n: number) => `/v1/devices/${macOf(group, n % devices)}/tools/${TOOL}/call`;
+
+export async function until(what: string, cond: () => Promise<boolean>, timeoutMs: number, everyMs = 20): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+export async function metric(baseUrl: string, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const text = await (await fetch(`${baseUrl}/metrics`, { headers: { authorization: `Bearer ${API_KEY}` } })).text();
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    const m = /^([a-z_]+)(\{[^}]*\})? (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    if (Object.entries(labels).every(([k, v]) => (m[2] ?? '').includes(`${k}="${v}"`))) sum += Number(m[3]);
+  }
+  return sum;
+}
+
+/** Every device, page by page (GET /v1/devices is paginated). */
+export async function allDevices(baseUrl: string): Promise<{ devices: Array<{ pendingCalls: number; online: boolean }> }> {
+  const devices: Array<{ pendingCalls: number; online: boolean }> = [];
+  let cursor: string | undefined;
+  do {
+    const url = `${baseUrl}/v1/devices?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
+    const page = (await (await fetch(url, { headers: { authorization: `Bearer ${API_KEY}` } })).json()) as { devices: typeof devices; nextCursor?: string };
+    devices.push(...page.devices);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return { devices };
+}
+
+export async function callOutcomes(baseUrl: string): Promise<Record<string, number>> {
+  const text = await (await fetch(`${baseUrl}/metrics`, { headers: { authorization: `Bearer ${API_KEY}` } })).text();
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^voxgate_calls_total\{outcome="([a-z_]+)"\} (\S+)$/gm)) out[m[1]!] = Number(m[2]);
+  return out;
+}
+
+export const notOk = (before: Record<string, number>, after: Record<string, number>) =>
+  Object.entries(after).reduce((n, [k, v]) => (k === 'ok' ? n : n + v - (before[k] ?? 0)), 0);
+
+export interface Mem {
+  rss: number;
+  heapUsed: number;
+  external: number;
+  arrayBuffers: number;
+}
+
+export async function count(p: Proc): Promise<number> {
+  return (await p.request<Reply & { devices?: number }>({ cmd: 'count' }, 30_000)).devices ?? 0;
+}
+
+export async function mem(p: Proc): Promise<Mem & { devices?: number }> {
+  const r = await p.request<Reply & { mem: Mem; devices?: number }>({ cmd: 'mem' }, 30_000);
+  return r.devices === undefined ? r.mem : { ...r.mem, devices: r.devices };
+}
+
+export async function loadOnce(b: Bench, baseUrl: string, path: (n: number) => string, connections: number, apiKey?: string): Promise<LoadResult> {
+  const base = { baseUrl, path, body: BODY, connections, ...(apiKey ? { apiKey } : {}) };
+  if (b.mode === 'tiny') {
+    await runLoad({ ...base, amount: Math.max(connections, 10) });
+    return runLoad({ ...base, amount: Math.max(CALL_AMOUNT_TINY, connections * 4) });
+  }
+  await runLoad({ ...base, durationS: b.settings.warmS });
+  return runLoad({ ...base, durationS: b.settings.callS });
+}
+
+export const errorsOf = (r: LoadResult) => r.non2xx + r.errors + r.timeouts;
+
+export function round(x: number, digits = 1): number {
+  if (!Number.isFinite(x)) return NaN;
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+
+export function ratio(a: number, b: number): number | null {
+  return Number.isFinite(a) && Number.isFinite(b) && b !== 0 ? Math.round((a / b) * 1000) / 1000 : null;
+}

@@ -1,0 +1,68 @@
+import { LRUCache } from 'lru-cache';
+
+export interface ThrottleOptions {
+  /** Lines written per window and key; past it lines are only counted. */
+  linesPerWindow: number;
+  windowMs: number;
+  /** Keys tracked at once (LRU); a forgotten key starts a fresh window. */
+  maxKeys?: number;
+}
+
+type Level = 'debug' | 'info' | 'warn' | 'error';
+
+/** A pino logger, or fastify's (the levels this needs). */
+export type LevelLog = { [L in Level]: (obj: Record<string, unknown>, msg: string) => void };
+
+interface Window {
+  start: number;
+  written: number;
+  suppressed: number;
+}
+
+/**
+ * A log that writes at most `linesPerWindow` lines per `windowMs` for each key (a device, an address, or
+ * the one key `''`): what a hostile peer can trigger comes in floods, and a flood must not become a log
+ * flood (the metrics count every occurrence). The next line written after some were held back carries
+ * their number as `suppressed`.
+ */
+export class ThrottledLog {
+  private readonly windows: LRUCache<string, Window>;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly log: LevelLog,
+    private readonly level: Level,
+    private readonly o: ThrottleOptions,
+    now: () => number = Date.now,
+  ) {
+    this.windows = new LRUCache({ max: o.maxKeys ?? 1 });
+    this.now = now;
+  }
+
+  /** Writes the line unless this key's window is spent; says whether it was written. */
+  write(fields: Record<string, unknown>, msg: string, key = ''): boolean {
+    const now = this.now();
+    let w = this.windows.get(key);
+    if (!w) {
+      w = { start: now, written: 0, suppressed: 0 };
+      this.windows.set(key, w);
+    }
+    if (now - w.start >= this.o.windowMs) {
+      w.start = now;
+      w.written = 0;
+    }
+    if (w.written >= this.o.linesPerWindow) {
+      w.suppressed++;
+      return false;
+    }
+    w.written++;
+    const suppressed = w.suppressed;
+    w.suppressed = 0;
+    this.log[this.level](suppressed > 0 ? { ...fields, suppressed } : fields, msg);
+    return true;
+  }
+
+  forget(key: string): void {
+    this.windows.delete(key);
+  }
+}

@@ -1,0 +1,56 @@
+import { LRUCache } from 'lru-cache';
+
+/** A token bucket's size: `ratePerSecond` sustained, up to `burst` at once. */
+export interface RateLimit {
+  ratePerSecond: number;
+  burst: number;
+}
+
+/** What one `take` says: pass, or refused with the whole seconds until a token is back (for Retry-After). */
+export type Take = { ok: true } | { ok: false; retryAfterSeconds: number };
+
+interface Bucket {
+  tokens: number;
+  at: number;
+}
+
+/**
+ * One token bucket per key (a source address, a device, a server), so one party never spends another's
+ * budget. The buckets live in a bounded LRU: memory stays flat whatever the number of keys, and a key
+ * forgotten (evicted, or `forget`) starts again with a full bucket.
+ */
+export class KeyedTokenBucket {
+  private readonly buckets: LRUCache<string, Bucket>;
+
+  constructor(
+    private readonly limit: RateLimit,
+    o: { maxKeys: number; now?: () => number },
+  ) {
+    this.buckets = new LRUCache({ max: o.maxKeys });
+    this.now = o.now ?? Date.now;
+  }
+
+  private readonly now: () => number;
+
+  take(key: string): Take {
+    const now = this.now();
+    const b = this.buckets.get(key) ?? { tokens: this.limit.burst, at: now };
+    b.tokens = Math.min(this.limit.burst, b.tokens + ((now - b.at) / 1000) * this.limit.ratePerSecond);
+    b.at = now;
+    this.buckets.set(key, b);
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return { ok: true };
+    }
+    return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - b.tokens) / this.limit.ratePerSecond)) };
+  }
+
+  /** Forget a key that is gone (a device offline): only live keys take room. */
+  forget(key: string): void {
+    this.buckets.delete(key);
+  }
+
+  get size(): number {
+    return this.buckets.size;
+  }
+}

@@ -1,0 +1,35 @@
+import { decode } from 'bmp-ts';
+import { PNG } from 'pngjs';
+
+/**
+ * No model provider takes BMP (OpenAI, Anthropic and Gemini read JPEG, PNG, WebP and GIF at most), and the
+ * ESP32 camera driver's `frame2bmp` makes them: such a photo is re-encoded as a lossless PNG first.
+ */
+
+/** Decoded pixels are 4 bytes each: the cap keeps a small RLE file from asking for gigabytes. */
+export const MAX_BMP_PIXELS = 4096 * 4096;
+
+const FILE_HEADER_BYTES = 14;
+
+/** The BMP as a PNG (RGB, the BMP's alpha is not kept); throws a plain Error when malformed or too large. */
+export function bmpToPng(bmp: Buffer): Buffer {
+  if (bmp.length < FILE_HEADER_BYTES + 40) throw new Error('the BMP is truncated');
+  // Read as the decoder reads them: the width unsigned, the height signed (negative means top-down).
+  const width = bmp.readUInt32LE(FILE_HEADER_BYTES + 4);
+  const height = Math.abs(bmp.readInt32LE(FILE_HEADER_BYTES + 8));
+  if (width === 0 || height === 0 || width * height > MAX_BMP_PIXELS) {
+    throw new Error(`the BMP is ${width}x${height}: at most ${MAX_BMP_PIXELS} pixels`);
+  }
+  let image: { width: number; height: number; data: Buffer };
+  try {
+    image = decode(bmp, { toRGBA: true });
+  } catch (e) {
+    // The decoder reads past the end of a truncated file with Buffer reads: a RangeError, not a crash.
+    throw new Error(`the BMP cannot be decoded: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const png = new PNG({ width: image.width, height: Math.abs(image.height) });
+  image.data.copy(png.data, 0, 0, Math.min(image.data.length, png.data.length));
+  // The decoder's alpha is not the picture's (BMP rarely has one, and it leaves 0 there): opaque, as shown.
+  for (let i = 3; i < png.data.length; i += 4) png.data[i] = 0xff;
+  return PNG.sync.write(png, { colorType: 2, inputHasAlpha: true });
+}

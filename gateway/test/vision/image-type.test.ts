@@ -1,0 +1,44 @@
+import { PNG } from 'pngjs';
+import { describe, expect, it } from 'vitest';
+import { bmpToPng, MAX_BMP_PIXELS } from '../../src/vision/bmp-to-png.js';
+import { imageType } from '../../src/vision/image-type.js';
+import { bmp24 } from './bmp-fixture.js';
+
+describe('imageType', () => {
+  it('tells the five accepted formats by their first bytes, and nothing else', () => {
+    expect(imageType(Buffer.from([0xff, 0xd8, 0xff, 0xe0]))).toBe('image/jpeg');
+    expect(imageType(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0]))).toBe('image/png');
+    expect(imageType(Buffer.from('GIF87a....'))).toBe('image/gif');
+    expect(imageType(Buffer.from('RIFF0000WEBPVP8 '))).toBe('image/webp');
+    expect(imageType(bmp24(1, 1, () => [0, 0, 0]))).toBe('image/bmp');
+    expect(imageType(Buffer.from('<svg/>'))).toBeUndefined();
+    expect(imageType(Buffer.alloc(0))).toBeUndefined();
+  });
+});
+
+describe('bmpToPng', () => {
+  it('keeps every pixel, top row first', () => {
+    const colour = (x: number, y: number): [number, number, number] => [x * 80, y * 80, 200];
+    const png = PNG.sync.read(bmpToPng(bmp24(3, 2, colour)));
+    expect([png.width, png.height]).toEqual([3, 2]);
+    for (let y = 0; y < 2; y++)
+      for (let x = 0; x < 3; x++) {
+        const i = (y * 3 + x) * 4;
+        expect([png.data[i], png.data[i + 1], png.data[i + 2]]).toEqual(colour(x, y));
+      }
+  });
+
+  it('refuses a header that asks for more pixels than the cap, before decoding', () => {
+    const huge = bmp24(1, 1, () => [0, 0, 0]);
+    huge.writeInt32LE(65_536, 18);
+    huge.writeInt32LE(-65_536, 22);
+    expect(65_536 * 65_536).toBeGreaterThan(MAX_BMP_PIXELS);
+    expect(() => bmpToPng(huge)).toThrow(/at most/);
+  });
+
+  it('throws an Error (not a crash) on a truncated file', () => {
+    const whole = bmp24(64, 64, () => [1, 2, 3]);
+    expect(() => bmpToPng(whole.subarray(0, 100))).toThrow(Error);
+    expect(() => bmpToPng(whole.subarray(0, 20))).toThrow(/truncated/);
+  });
+});
