@@ -29,9 +29,10 @@ import { invalidArguments } from '../schemas/validators.js';
 export type DeviceToolMode = 'per_device' | 'generic' | 'both';
 
 
-/** A caller: its tenant (from its API key), if any. */
+/** A caller: its tenant (from its API key), if any, and its principal (the key; see principal.ts). */
 export interface Caller {
   tenant?: string | undefined;
+  principal?: string | undefined;
 }
 
 /** One tool in the provider-neutral list: what an LLM sees, plus where it goes. */
@@ -279,6 +280,45 @@ export class McpHub {
     if (t.kind === 'server' && !this.visible(this.upstreams.get(t.server)!, caller))
       throw new GatewayError('TOOL_NOT_FOUND', `no tool named "${name}"; list them with GET /v1/tools or tools/list`, { tool: name });
     return t;
+  }
+
+  /**
+   * The tool a call of `name` with `args` reaches, as it stands now, for deciding on it before running it
+   * (a person's confirmation): the hosted server's tool, the device's catalog entry, or for `device_call`
+   * the device tool its arguments name (its own annotations, its per-device name when it has one).
+   * Undefined: nothing to reach (no such tool or device, the device's catalog not loaded, a user-only tool).
+   */
+  callTarget(name: string, args: Record<string, unknown>, caller: Caller): HubTool | undefined {
+    let target: ToolTarget;
+    try {
+      target = this.resolve(name, caller);
+    } catch {
+      return undefined;
+    }
+    if (target.kind === 'server') {
+      const t = this.upstreams.get(target.server)?.tools.find((x) => x.name === target.tool);
+      if (!t) return undefined;
+      const entry: HubTool = { name, description: t.description ?? '', inputSchema: t.inputSchema as Record<string, unknown>, source: target };
+      if (t.annotations) entry.annotations = t.annotations as Record<string, unknown>;
+      return entry;
+    }
+    if (target.kind === 'generic' && target.tool === 'devices_list') return { name, ...GENERIC_TOOLS.devices_list, source: { kind: 'generic' } };
+    let deviceId: string;
+    let tool: string;
+    if (target.kind === 'device') ({ deviceId, tool } = target);
+    else {
+      const id = args['device_id'];
+      const t = args['tool'];
+      if (typeof id !== 'string' || typeof t !== 'string') return undefined;
+      deviceId = normalizeDeviceId(id) ?? id;
+      tool = t;
+    }
+    const found = this.safeHandle(deviceId)?.findTool(tool);
+    if (!found || found.userOnly) return undefined;
+    const source = { kind: 'device' as const, deviceId, tool };
+    const entry: HubTool = { name: this.namespace().byTarget.get(targetKey(source)) ?? deviceToolRaw(deviceId, tool), description: found.description, inputSchema: found.inputSchema, source };
+    if (found.annotations) entry.annotations = found.annotations;
+    return entry;
   }
 
   /**
