@@ -2,7 +2,7 @@
  * The shape of an Opus packet (RFC 6716 §3.1–3.4), read from its TOC byte and frame-count byte: the one
  * check a MAC-less AES-128-CTR payload allows. A packet encrypted under another key (or none) decrypts to
  * random bytes, whose TOC describes the device's declared audio (mono, its frame duration) by chance
- * about once in 75 tries; every packet the device's encoder makes passes. Constant time in the size.
+ * about once in 85 tries; every packet the device's encoder makes passes. Cheap: two or three bytes read, bounded by the frame count.
  */
 
 /** Frame duration in microseconds per TOC config (0–11 SILK, 12–15 hybrid, 16–31 CELT). */
