@@ -11,7 +11,8 @@ import { until, withTimeout } from '../../test/support/wait.js';
 const SECRET = 'mqtt-voice-secret-0123456789';
 let mac = 0x30;
 const nextMac = () => `02:00:00:00:0b:${(mac++).toString(16).padStart(2, '0')}`;
-const opus = (tag: number, i: number, size = 80) => Buffer.from(Array.from({ length: size }, (_, k) => (tag * 7 + i * 13 + k) & 0xff));
+// An Opus packet as the firmware makes (TOC 0x58: SILK wideband, one 60 ms frame, mono), then bytes distinct per frame.
+const opus = (tag: number, i: number, size = 80) => Buffer.from(Array.from({ length: size }, (_, k) => (k === 0 ? 0x58 : (tag * 7 + i * 13 + k) & 0xff)));
 
 interface OtaMqtt {
   mqtt: { client_id: string; username: string; password: string; publish_topic: string };

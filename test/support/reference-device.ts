@@ -45,6 +45,8 @@ export interface RefTool {
   description: string;
   properties?: Record<string, RefProperty>;
   userOnly?: boolean;
+  /** MCP annotations the tool declares (e.g. `destructiveHint`), as a firmware could. */
+  annotations?: Record<string, unknown>;
   /**
    * Throwing an Error makes the device reply {"error":{"message":<err.message>}} with NO code and the message
    * NOT escaped (raw text pasted into JSON), exactly like the firmware.
@@ -192,7 +194,7 @@ export function toolJson(tool: RefTool): string {
   const inputSchema: Record<string, unknown> = { type: 'object', properties };
   if (required.length > 0) inputSchema['required'] = required;
   const json: Record<string, unknown> = { name: tool.name, description: tool.description, inputSchema };
-  if (tool.userOnly) json['annotations'] = { audience: ['user'] };
+  if (tool.userOnly || tool.annotations) json['annotations'] = { ...(tool.userOnly ? { audience: ['user'] } : {}), ...tool.annotations };
   return JSON.stringify(json);
 }
 

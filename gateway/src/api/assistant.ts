@@ -101,7 +101,7 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
   app.get<{ Params: z.infer<typeof IdParam> }>('/v1/assistant/conversations/:id', {
     schema: { tags: ['assistant'], summary: "A conversation's messages (the user's and the final answers)", params: jsonSchema(IdParam), response: { 200: jsonSchema(ConversationOut, 'output'), ...problems(401, 404) } },
     handler: async (req) => {
-      const c = assistant.conversations.get(req.params.id, caller(req).tenant);
+      const c = assistant.conversation(req.params.id, caller(req));
       if (!c) throw new GatewayError('NOT_FOUND', 'no such conversation (it may have expired)');
       return { id: c.id, messages: c.messages, createdAt: new Date(c.createdAt).toISOString(), updatedAt: new Date(c.updatedAt).toISOString() };
     },
@@ -110,7 +110,7 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
   app.delete<{ Params: z.infer<typeof IdParam> }>('/v1/assistant/conversations/:id', {
     schema: { tags: ['assistant'], summary: 'Forget a conversation', params: jsonSchema(IdParam), response: { 204: { type: 'null', description: 'deleted' }, ...problems(401, 404) } },
     handler: async (req, reply) => {
-      if (!assistant.conversations.delete(req.params.id, caller(req).tenant)) throw new GatewayError('NOT_FOUND', 'no such conversation (it may have expired)');
+      if (!assistant.forget(req.params.id, caller(req))) throw new GatewayError('NOT_FOUND', 'no such conversation (it may have expired)');
       return reply.code(204).send();
     },
   });

@@ -1,11 +1,20 @@
+import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { safeEqual } from '@voxgate/protocol';
 import { GatewayError } from '../errors.js';
 
-/** Who is calling: an API key's tenant, if it has one. */
+/** Who is calling: an API key's tenant, if it has one, and the key itself (as a principal, never the secret). */
 export interface ApiCaller {
   tenant?: string | undefined;
+  /** Stands for the key: a hash of it, stable while the key is, never logged. */
+  principal?: string | undefined;
 }
+
+/** The principal of an API key: part of its SHA-256, so the key itself is kept nowhere else (see principal.ts). */
+export function principalOf(key: string): string {
+  return `key:${createHash('sha256').update(key).digest('base64url').slice(0, 22)}`;
+}
+
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -20,7 +29,8 @@ export function authenticate(authorization: string | undefined, keys: readonly s
   const key = keys.find((k) => safeEqual(k, m[1]!));
   if (key === undefined) return undefined;
   const tenant = tenantOf(key);
-  return tenant === undefined ? {} : { tenant };
+  const principal = principalOf(key);
+  return tenant === undefined ? { principal } : { tenant, principal };
 }
 
 /** Bearer API keys for everything under the plugin that calls this; sets `req.caller`. */

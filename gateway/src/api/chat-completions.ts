@@ -101,11 +101,10 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
       }
       const last = history.pop();
       if (last?.role !== 'user' || !last.content) throw new GatewayError('INVALID_REQUEST', 'the last message must be a user message with text');
-      const tenant = req.caller?.tenant;
       const id = `chatcmpl-${randomUUID()}`;
       const created = Math.floor(Date.now() / 1000);
       let conversationId: string | undefined;
-      const forget = () => conversationId && o.assistant.conversations.delete(conversationId, tenant);
+      const forget = () => conversationId && o.assistant.forget(conversationId, req.caller ?? {});
       const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({ id, object: 'chat.completion.chunk', created, model: b.model, choices: [{ index: 0, delta, finish_reason: finish }] });
       let write: (e: TurnEvent) => void = (e) => {
         if (e.type === 'turn.started') conversationId = e.conversationId;

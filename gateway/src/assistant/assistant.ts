@@ -8,6 +8,7 @@ import type { Caller, McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import { bmpToPng } from '../vision/bmp-to-png.js';
 import { imageType } from '../vision/image-type.js';
+import { isOwner, ownerOf } from '../principal.js';
 import { ConversationStore, type Conversation } from './conversations.js';
 import { createAssistantMetrics, type AssistantMetrics } from './metrics.js';
 import { createProvider } from './providers/index.js';
@@ -93,7 +94,7 @@ export class Assistant {
     if (req.deviceId !== undefined && !deviceId) throw new GatewayError('INVALID_REQUEST', 'deviceId must be a MAC address');
     let conv: Conversation | undefined;
     if (req.conversationId !== undefined) {
-      conv = this.conversations.get(req.conversationId, caller.tenant);
+      conv = this.conversation(req.conversationId, caller);
       if (!conv) throw new GatewayError('NOT_FOUND', 'no such conversation (it may have expired)');
       if (conv.busy) throw new GatewayError('CONVERSATION_BUSY', 'a turn is already running in this conversation');
     }
@@ -130,7 +131,7 @@ export class Assistant {
     if (req.message) messages.push({ role: 'user', content: req.message });
     if (!messages.length || messages[messages.length - 1]!.role !== 'user') throw new GatewayError('INVALID_REQUEST', 'a turn needs a message (or a prompt that ends with one)');
 
-    conv ??= this.conversations.create(caller.tenant);
+    conv ??= this.conversations.create(ownerOf(caller));
     conv.busy = true;
     const turnId = randomUUID();
     const log = this.d.log.child({ component: 'assistant', turnId, conversationId: conv.id, model: model.name });
@@ -210,11 +211,22 @@ export class Assistant {
     }
   }
 
-  /** A running turn of this tenant, or NOT_FOUND (another tenant's turn is not found either). */
+  /** A running turn this caller started, or NOT_FOUND (anyone else's turn is not found either; principal.ts). */
   turn(id: string, caller: Caller): Turn {
     const t = this.turns.get(id);
-    if (!t || t.tenant !== caller.tenant) throw new GatewayError('NOT_FOUND', 'no running turn with this id');
+    if (!t || !isOwner(t.owner, caller)) throw new GatewayError('NOT_FOUND', 'no running turn with this id');
     return t;
+  }
+
+  /** A conversation this caller started; undefined for anyone else's (principal.ts). */
+  conversation(id: string, caller: Caller): Conversation | undefined {
+    const owner = ownerOf(caller);
+    return owner === undefined ? undefined : this.conversations.get(id, owner);
+  }
+
+  /** Forget a conversation this caller started; false when there is none. */
+  forget(id: string, caller: Caller): boolean {
+    return this.conversation(id, caller) !== undefined && this.conversations.delete(id, ownerOf(caller));
   }
 
   /** Cancel every running turn (shutdown). */

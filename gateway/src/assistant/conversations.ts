@@ -9,7 +9,8 @@ export interface StoredMessage {
 
 export interface Conversation {
   id: string;
-  tenant: string | undefined;
+  /** Who started it (principal.ts ownerOf): only they find it. */
+  owner: string | undefined;
   messages: StoredMessage[];
   bytes: number;
   createdAt: number;
@@ -27,8 +28,8 @@ export interface ConversationLimits {
 
 /**
  * Conversations in memory: expired after `ttlMs` idle, at most `maxConversations` (the least recently used
- * goes), each cut to its last `maxTurns` exchanges and `maxBytes`. A conversation belongs to the tenant
- * that started it: another tenant never finds it.
+ * goes), each cut to its last `maxTurns` exchanges and `maxBytes`. A conversation belongs to its owner (the
+ * key that started it, principal.ts): nobody else finds it.
  */
 export class ConversationStore {
   // A Map keeps insertion order; touching re-inserts, so the first entry is the least recently used.
@@ -36,9 +37,9 @@ export class ConversationStore {
 
   constructor(private readonly limits: ConversationLimits) {}
 
-  get(id: string, tenant: string | undefined, now = Date.now()): Conversation | undefined {
+  get(id: string, owner: string | undefined, now = Date.now()): Conversation | undefined {
     const c = this.byId.get(id);
-    if (!c || c.tenant !== tenant) return undefined;
+    if (!c || c.owner !== owner) return undefined;
     if (now - c.updatedAt > this.limits.ttlMs && !c.busy) {
       this.byId.delete(id);
       return undefined;
@@ -46,14 +47,14 @@ export class ConversationStore {
     return c;
   }
 
-  create(tenant: string | undefined, now = Date.now()): Conversation {
+  create(owner: string | undefined, now = Date.now()): Conversation {
     this.sweep(now);
     while (this.byId.size >= this.limits.maxConversations) {
       const oldest = [...this.byId.values()].find((c) => !c.busy);
       if (!oldest) break;
       this.byId.delete(oldest.id);
     }
-    const c: Conversation = { id: randomUUID(), tenant, messages: [], bytes: 0, createdAt: now, updatedAt: now, busy: false };
+    const c: Conversation = { id: randomUUID(), owner, messages: [], bytes: 0, createdAt: now, updatedAt: now, busy: false };
     this.byId.set(c.id, c);
     return c;
   }
@@ -78,8 +79,8 @@ export class ConversationStore {
     }
   }
 
-  delete(id: string, tenant: string | undefined): boolean {
-    const c = this.get(id, tenant);
+  delete(id: string, owner: string | undefined): boolean {
+    const c = this.get(id, owner);
     if (!c) return false;
     this.byId.delete(id);
     return true;

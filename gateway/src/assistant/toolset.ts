@@ -50,6 +50,15 @@ export function needsConfirmation(name: string, t: HubTool, listed: readonly str
 }
 
 /**
+ * Whether a call needs a person's yes, decided on where it lands: the name the model used and the tool it
+ * was offered (so `device_call` itself can be listed), and the target the hub resolved for it now (a
+ * device tool reached through `device_call` brings its own `destructiveHint` and names).
+ */
+export function callNeedsConfirmation(name: string, offered: HubTool, target: HubTool, listed: readonly string[], args: Record<string, unknown>): boolean {
+  return needsConfirmation(name, offered, listed, args) || needsConfirmation(target.name, target, listed);
+}
+
+/**
  * The argument an auto-context tool gets the user's message in: its single required string parameter,
  * or one named query / q / text. Undefined: no mapping fits (the tool is skipped).
  */

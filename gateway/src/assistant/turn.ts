@@ -3,9 +3,10 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Tokens } from '../hub/credentials.js';
 import type { Caller, HubTool, McpHub } from '../hub/hub.js';
+import { ownerOf } from '../principal.js';
 import { MarkerModel } from './markers.js';
 import type { AssistantMetrics } from './metrics.js';
-import { autoContextArgument, needsConfirmation, type Toolset } from './toolset.js';
+import { autoContextArgument, callNeedsConfirmation, type Toolset } from './toolset.js';
 import { addUsage, type ChatMessage, type ModelProvider, type ModelReply, type ModelRequest, type ToolCallRequest, type Usage } from './types.js';
 
 /** How far past assistant.toolTimeoutMs a tool's own call limit is set (see runTool). */
@@ -117,6 +118,10 @@ export class Turn {
   get tenant(): string | undefined {
     return this.i.caller.tenant;
   }
+  /** Who may answer its confirmations and cancel it (principal.ts). */
+  get owner(): string | undefined {
+    return ownerOf(this.i.caller);
+  }
 
   /** Abort the model request and every tool call in flight. */
   cancel(reason: string): void {
@@ -150,8 +155,12 @@ export class Turn {
       messages.push({ role: 'assistant', content: reply.text, toolCalls: reply.toolCalls });
       i.emit({ type: 'tool.calls', round, count: reply.toolCalls.length });
       const cap = this.d.settings.maxToolCallsPerRound;
+      // The model chooses its call ids (and injected text can steer it into repeating one): everything the
+      // gateway keys on a call (events, records, a person's confirmation) uses an id of its own instead.
+      // The model's id goes back to the provider with the result.
+      const calls = reply.toolCalls.map((c, k) => ({ ...c, id: `call_${round}_${k + 1}` }));
       const results = await Promise.all(
-        reply.toolCalls.map((c, k) => (k < cap ? this.runTool(c, round) : this.refuse(c, round, `Error: not run: at most ${cap} tool calls are run from one reply.`))),
+        calls.map((c, k) => (k < cap ? this.runTool(c, round) : this.refuse(c, round, `Error: not run: at most ${cap} tool calls are run from one reply.`))),
       );
       reply.toolCalls.forEach((c, k) => messages.push({ role: 'tool', toolCallId: c.id, name: c.name, content: results[k]!.text, isError: results[k]!.isError }));
     }
@@ -251,9 +260,15 @@ export class Turn {
     };
     if (!t) return finish(`Error: there is no tool named "${call.name.slice(0, 80)}". Use only the tools listed.`, true, 'not_found');
     if (call.argumentsError) return finish(`Error: ${call.argumentsError}. Call the tool again with a JSON object of arguments.`, true, 'invalid');
-    if (round > 0 && needsConfirmation(call.name, t, this.d.settings.confirmTools, call.arguments)) {
-      const approved = await this.askConfirmation(call);
-      if (!approved) return finish(`The person declined: "${call.name}" was not run. Do not run it again unless they ask for it.`, true, 'declined');
+    if (round > 0) {
+      // Decided on the target as it is now (for device_call, the device tool it names); a call whose target
+      // cannot be resolved is not run, so nothing destructive slips through unseen.
+      const target = this.d.hub.callTarget(t.name, call.arguments, this.i.caller);
+      if (!target) return finish(unreachable(t, call.arguments), true, 'not_found');
+      if (callNeedsConfirmation(call.name, t, target, this.d.settings.confirmTools, call.arguments)) {
+        const approved = await this.askConfirmation(call);
+        if (!approved) return finish(`The person declined: "${call.name}" was not run. Do not run it again unless they ask for it.`, true, 'declined');
+      }
     }
     const timeoutMs = this.d.settings.toolTimeoutMs;
     const ac = new AbortController();
@@ -326,6 +341,16 @@ export class Turn {
       this.i.emit({ type: 'confirmation.required', callId: call.id, name: call.name, arguments: call.arguments, timeoutMs });
     });
   }
+}
+
+/** What the model reads when a call's target is gone (a device offline, a tool no longer offered). */
+function unreachable(t: HubTool, args: Record<string, unknown>): string {
+  if (t.source.kind === 'device') return `Error: device ${t.source.deviceId} is offline or no longer offers this tool.`;
+  if (t.source.kind === 'server') return `Error: server "${t.source.server}" no longer offers "${t.source.tool}".`;
+  const id = args['device_id'];
+  const tool = args['tool'];
+  if (typeof id !== 'string' || typeof tool !== 'string') return 'Error: device_call needs {"device_id": string, "tool": string, "arguments": object}.';
+  return `Error: device ${id.slice(0, 64)} is offline or has no tool named "${tool.slice(0, 80)}". Call devices_list for the devices and their tools.`;
 }
 
 /** A tool result as text the model reads: text parts, structured content when there is no text, placeholders for the rest. */

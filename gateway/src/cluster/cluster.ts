@@ -43,6 +43,12 @@ export interface Cluster {
 const decoder = new TextDecoder();
 /** Beyond the call's own timeout, how long the forwarding side waits for the owner's DEVICE_TIMEOUT answer. */
 const FORWARD_MARGIN_MS = 2_000;
+/**
+ * While calls wait on an instance, how often NATS is asked whether it still listens on its subject: a killed
+ * process loses its subscription at once (its socket closes), long before 3 missed heartbeats.
+ */
+const PROBE_MS = 500;
+const PING = JSON.stringify({ op: 'ping' });
 
 /**
  * This instance's part of the cluster: it writes the presence of the devices it holds, answers calls other
@@ -78,6 +84,15 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
   /** Forwarded calls waiting for an instance's answer, so they fail at once when it is found gone. */
   const waiting = new Map<string, Set<(e: GatewayError) => void>>();
   const changeListeners = new Set<() => void>();
+  /** Every call waiting on `owner` fails now with DEVICE_OFFLINE: the answer can no longer come. */
+  const lost = (owner: string, why: string) => {
+    const set = waiting.get(owner);
+    waiting.delete(owner);
+    for (const fail of set ?? []) fail(new GatewayError('DEVICE_OFFLINE', why));
+  };
+  /** False while the NATS connection is down: a request cannot reach anyone, an answer cannot come back. */
+  let connected = true;
+  const probes = new Map<string, NodeJS.Timeout>();
   const presence = new ClusterPresence({
     kv,
     instanceId,
@@ -96,12 +111,19 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
     },
     onInstanceDead: (id) => {
       metrics.instancesLost.inc();
-      const set = waiting.get(id);
-      waiting.delete(id);
-      for (const fail of set ?? []) fail(new GatewayError('DEVICE_OFFLINE', `the gateway instance holding the device (${id}) is gone`));
+      lost(id, `the gateway instance holding the device (${id}) is gone`);
     },
   });
   await presence.start();
+  void (async () => {
+    for await (const st of nc.status()) {
+      if (st.type === 'disconnect') {
+        connected = false;
+        log.warn('lost the NATS connection: calls forwarded to other instances fail as offline until it is back');
+        for (const owner of [...waiting.keys()]) lost(owner, `the gateway instance holding the device (${owner}) cannot be reached: this instance lost its NATS connection`);
+      } else if (st.type === 'reconnect') connected = true;
+    }
+  })().catch((err: unknown) => log.warn({ err }, 'NATS status watch ended'));
 
   // The stream exists before the first event is published, so it holds every event from here on.
   const stream = await openEventStream(nc, d.config, d.replayLimit, log);
@@ -168,20 +190,26 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
   const callsSub = nc.subscribe(callSubject(instanceId), {
     callback: (err, msg) => {
       if (err) return;
+      // Another instance checking this one is alive (see probe): answered, not counted as a call.
+      if (msg.data.length === PING.length && decoder.decode(msg.data) === PING) return void respond(msg, JSON.stringify({ ok: true, result: null }));
       void serve(msg).then(
         (reply) => {
           metrics.served.inc({ outcome: reply.ok ? 'ok' : reply.code });
           let body = JSON.stringify(reply);
           if (Buffer.byteLength(body) > d.config.maxMessageBytes) body = JSON.stringify({ ok: false, code: 'DEVICE_ERROR', message: 'the result is too large to forward between instances', extra: {} });
-          try {
-            msg.respond(body);
-          } catch (err) {
-            log.warn({ err }, 'could not answer a forwarded call (NATS connection closing)');
-          }
+          respond(msg, body);
         },
       );
     },
   });
+
+  function respond(msg: Msg, body: string): void {
+    try {
+      msg.respond(body);
+    } catch (err) {
+      log.warn({ err }, 'could not answer a forwarded call (NATS connection closing)');
+    }
+  }
 
   async function serve(msg: Msg): Promise<ForwardedReply> {
     try {
@@ -190,6 +218,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
         refusedLog({ subject: msg.subject, bytes: msg.data.length }, 'malformed forwarded call refused (one line per minute)');
         throw new GatewayError('INVALID_REQUEST', 'malformed forwarded call');
       }
+      if (c.op === 'ping') return { ok: true, result: null };
       const s = d.registry.find(c.deviceId);
       // Presence said this instance holds it, but it does not (any more): offline, as seen from the caller.
       if (!s) throw new GatewayError('DEVICE_OFFLINE', `device ${c.deviceId} is offline (no longer connected to gateway instance ${instanceId})`);
@@ -204,12 +233,36 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
     }
   }
 
-  async function forward(owner: string, call: ForwardedCall, timeoutMs: number): Promise<unknown> {
+  /** While calls wait on `owner`: nobody left listening on its subject means it is gone (presence hears too). */
+  function probe(owner: string): void {
+    if (probes.has(owner)) return;
+    const timer = setInterval(() => {
+      if (!waiting.has(owner)) {
+        clearInterval(timer);
+        probes.delete(owner);
+        return;
+      }
+      nc.request(callSubject(owner), PING, { timeout: PROBE_MS }).catch((e: unknown) => {
+        if (!(e instanceof RequestError && e.isNoResponders())) return; // slow or busy: the call's own timeout decides
+        lost(owner, `the gateway instance holding the device (${owner}) is gone`);
+        presence.dead(owner);
+      });
+    }, PROBE_MS);
+    timer.unref();
+    probes.set(owner, timer);
+  }
+
+  async function forward(owner: string, call: Exclude<ForwardedCall, { op: 'ping' }>, timeoutMs: number): Promise<unknown> {
+    if (!connected) {
+      metrics.forwarded.inc({ outcome: 'DEVICE_OFFLINE' });
+      throw new GatewayError('DEVICE_OFFLINE', `device ${call.deviceId} cannot be reached: this gateway instance lost its NATS connection`);
+    }
     let fail!: (e: GatewayError) => void;
     const gone = new Promise<never>((_, reject) => (fail = reject));
     let set = waiting.get(owner);
     if (!set) waiting.set(owner, (set = new Set()));
     set.add(fail);
+    probe(owner);
     try {
       const msg = await Promise.race([nc.request(callSubject(owner), JSON.stringify(call), { timeout: timeoutMs + FORWARD_MARGIN_MS }), gone]);
       const reply = parseMessage(msg, ForwardedReply, d.config.maxMessageBytes);
@@ -289,6 +342,8 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
     devices,
     close: async () => {
       offBus();
+      for (const t of probes.values()) clearInterval(t);
+      probes.clear();
       d.bus.remoteReplay = undefined;
       callsSub.unsubscribe();
       eventsSub.unsubscribe();

@@ -45,6 +45,8 @@ export const ForwardedCall = z.discriminatedUnion('op', [
   z.object({ op: z.literal('call'), deviceId: DeviceId, name: z.string().min(1).max(256), args: z.record(z.string(), z.unknown()), timeoutMs: z.number().int().min(1).max(86_400_000).optional() }),
   z.object({ op: z.literal('rpc'), deviceId: DeviceId, name: z.string().min(1).max(256), args: z.record(z.string(), z.unknown()).optional(), timeoutMs: z.number().int().min(1).max(86_400_000).optional() }),
   z.object({ op: z.literal('notify'), deviceId: DeviceId, name: z.string().min(1).max(256), args: z.record(z.string(), z.unknown()).optional() }),
+  // Is anyone still listening on this instance's subject? (An older instance answers INVALID_REQUEST: also alive.)
+  z.object({ op: z.literal('ping') }),
 ]);
 export type ForwardedCall = z.infer<typeof ForwardedCall>;
 

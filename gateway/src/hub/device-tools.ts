@@ -32,6 +32,11 @@ export class DeviceTools {
     return this.call(normalizeDeviceId(deviceId) ?? deviceId, tool, a as Record<string, unknown>, ctx);
   }
 
+  /** A device's tool as its catalog has it now; undefined when the device or its catalog is not there. */
+  findTool(deviceId: string, tool: string) {
+    return this.d.registry.find(deviceId)?.findTool(tool);
+  }
+
   async call(deviceId: string, tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
     const session = this.d.registry.device(deviceId);
     if (session.findTool(tool)?.userOnly) throw new GatewayError('TOOL_NOT_FOUND', `"${tool}" on device ${deviceId} is for people only, not for an LLM`);

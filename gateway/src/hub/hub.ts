@@ -1,3 +1,4 @@
+import { normalizeDeviceId } from '@voxgate/protocol';
 import type { CallToolResult, CompleteRequest, CompleteResult, GetPromptResult, ReadResourceResult } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
@@ -8,8 +9,8 @@ import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import type { ServerConfig } from './config.js';
 import { DeviceTools } from './device-tools.js';
 import { CallsInFlight } from './in-flight.js';
-import type { ToolTarget } from './names.js';
-import { ToolNamespace, visibleTo } from './namespace.js';
+import { deviceToolRaw, type ToolTarget } from './names.js';
+import { GENERIC_TOOLS, ToolNamespace, visibleTo } from './namespace.js';
 import { routePeerRequest } from './peer-requests.js';
 import { ServerLists } from './server-lists.js';
 import { toToolResult } from './tool-result.js';
@@ -148,6 +149,45 @@ export class McpHub {
   /** Resolve a namespaced name to its target, for this caller; TOOL_NOT_FOUND otherwise. */
   resolve(name: string, caller: Caller): ToolTarget {
     return this.namespace.resolve(name, caller);
+  }
+
+  /**
+   * The tool a call of `name` with `args` reaches, as it stands now, for deciding on it before running it
+   * (a person's confirmation): the hosted server's tool, the device's catalog entry, or for `device_call`
+   * the device tool its arguments name (its own annotations, its per-device name when it has one).
+   * Undefined: nothing to reach (no such tool or device, the device's catalog not loaded, a user-only tool).
+   */
+  callTarget(name: string, args: Record<string, unknown>, caller: Caller): HubTool | undefined {
+    let target: ToolTarget;
+    try {
+      target = this.resolve(name, caller);
+    } catch {
+      return undefined;
+    }
+    if (target.kind === 'server') {
+      const t = this.upstreams.get(target.server)?.tools.find((x) => x.name === target.tool);
+      if (!t) return undefined;
+      const entry: HubTool = { name, description: t.description ?? '', inputSchema: t.inputSchema as Record<string, unknown>, source: target };
+      if (t.annotations) entry.annotations = t.annotations as Record<string, unknown>;
+      return entry;
+    }
+    if (target.kind === 'generic' && target.tool === 'devices_list') return { name, ...GENERIC_TOOLS.devices_list, source: { kind: 'generic' } };
+    let deviceId: string;
+    let tool: string;
+    if (target.kind === 'device') ({ deviceId, tool } = target);
+    else {
+      const id = args['device_id'];
+      const t = args['tool'];
+      if (typeof id !== 'string' || typeof t !== 'string') return undefined;
+      deviceId = normalizeDeviceId(id) ?? id;
+      tool = t;
+    }
+    const found = this.devices.findTool(deviceId, tool);
+    if (!found || found.userOnly) return undefined;
+    const source = { kind: 'device' as const, deviceId, tool };
+    const entry: HubTool = { name: this.namespace.nameOf(source) ?? deviceToolRaw(deviceId, tool), description: found.description, inputSchema: found.inputSchema, source };
+    if (found.annotations) entry.annotations = found.annotations;
+    return entry;
   }
 
   /**

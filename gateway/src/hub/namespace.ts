@@ -115,6 +115,11 @@ export class ToolNamespace {
     return out;
   }
 
+  /** The namespaced name of a target, when it has one now. */
+  nameOf(target: ToolTarget): string | undefined {
+    return this.current().byTarget.get(targetKey(target));
+  }
+
   /** Resolve a namespaced name to its target, for this caller; TOOL_NOT_FOUND otherwise. */
   resolve(name: string, caller: Caller): ToolTarget {
     if (!TOOL_NAME.test(name)) throw new GatewayError('TOOL_NOT_FOUND', `"${name.slice(0, 80)}" is not a tool name`, { tool: name.slice(0, 80) });

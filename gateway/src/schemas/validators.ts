@@ -19,7 +19,12 @@ export interface SchemaValidatorsOptions {
   onUnenforcedPattern?: (reason: string) => void;
   /** Told the number of validators held after each change (a gauge). */
   onSize?: (size: number) => void;
+  /** Schemas one ajv instance compiles before a new one takes over; default max(maxCached, 256). */
+  compilesPerInstance?: number;
 }
+
+/** A new ajv instance compiles its meta-schema first (tens of ms): a tiny cache must not start one every few compiles. */
+const MIN_COMPILES_PER_INSTANCE = 256;
 
 /** Longest `pattern` compiled, and the most counted repetitions (`{n}`) summed over it: RE2 programs grow with both. */
 export const MAX_PATTERN_LENGTH = 512;
@@ -28,24 +33,60 @@ export const MAX_PATTERN_REPEATS = 256;
 type RegExpEngine = NonNullable<NonNullable<Options['code']>['regExp']>;
 type RegExpLike = ReturnType<RegExpEngine>;
 
-type Entry = { schema: Record<string, unknown>; validate: ValidateFunction } | { schema: Record<string, unknown>; error: string };
+type Entry = ({ schema: Record<string, unknown>; validate: ValidateFunction } | { schema: Record<string, unknown>; error: string }) & { generation: Generation };
+
+/**
+ * One ajv instance and what it compiled. ajv keeps something of every compile in its instance (the
+ * generated code's scope values), and `removeSchema` does not release it: only dropping the instance does.
+ */
+interface Generation {
+  ajv: Ajv;
+  compiled: number;
+  /** Cache entries compiled by it and still held. */
+  live: number;
+}
 
 /**
  * Compiled validators for untrusted schemas (device `inputSchema`s, hosted servers' `outputSchema`s),
  * cached by schema content (sha-256 of the sanitized JSON) in a bounded LRU. Regular expressions run
  * on RE2 (re2js, linear time), never on the backtracking RegExp engine. Also the MCP client's
  * `jsonSchemaValidator`, so upstream servers' schemas go through the same bounds and cache.
+ *
+ * Memory: each ajv instance compiles at most `compilesPerInstance` schemas, then a new one takes over; an
+ * instance is dropped once none of its validators is cached. Entries of the instance before the previous
+ * one are evicted when a new one starts (a hot schema is compiled again), so at most three instances, and
+ * 3 × `compilesPerInstance` compiles, are held whatever the fleet sends.
  */
 export class SchemaValidators implements jsonSchemaValidator {
-  private readonly ajv: Ajv;
+  /** Newest first: the current instance, then older ones whose validators are still cached. */
+  private generations: Generation[] = [];
   private readonly cache: LRUCache<string, Entry>;
   /** Schema object -> content key: a catalog's schema is hashed once, not per call. */
   private readonly keys = new WeakMap<object, string>();
 
   constructor(private readonly o: SchemaValidatorsOptions) {
-    this.ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false, code: { regExp: linearRegExp(o.onUnenforcedPattern) } });
-    // ajv keeps every schema it compiled (keyed by the object): evicting drops it there too.
-    this.cache = new LRUCache<string, Entry>({ max: o.maxCached, dispose: (e) => this.ajv.removeSchema(e.schema) });
+    this.cache = new LRUCache<string, Entry>({ max: o.maxCached, dispose: (e) => this.release(e) });
+    this.newGeneration();
+  }
+
+  /** The instance compiling now. */
+  private get ajv(): Ajv {
+    return this.generations[0]!.ajv;
+  }
+
+  private newGeneration(): void {
+    const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false, code: { regExp: linearRegExp(this.o.onUnenforcedPattern) } });
+    this.generations.unshift({ ajv, compiled: 0, live: 0 });
+    // Keep the current instance and the one before; what older ones compiled is evicted, so they can go.
+    const old = new Set(this.generations.slice(2));
+    if (old.size) for (const k of [...this.cache.entries()].filter(([, e]) => old.has(e.generation)).map(([k]) => k)) this.cache.delete(k);
+    this.generations = this.generations.filter((g, i) => i < 2 || g.live > 0);
+  }
+
+  /** An evicted validator: out of its instance's registry, and its instance dropped when it held the last one. */
+  private release(e: Entry): void {
+    e.generation.ajv.removeSchema(e.schema);
+    if (--e.generation.live === 0 && e.generation !== this.generations[0]) this.generations = this.generations.filter((g) => g !== e.generation);
   }
 
   /** Validators held now (at most `maxCached`). */
@@ -64,10 +105,14 @@ export class SchemaValidators implements jsonSchemaValidator {
     this.keys.set(schema, key);
     let entry = this.cache.get(key);
     if (!entry) {
+      if (this.generations[0]!.compiled >= (this.o.compilesPerInstance ?? Math.max(this.o.maxCached, MIN_COMPILES_PER_INSTANCE))) this.newGeneration();
+      const generation = this.generations[0]!;
+      generation.compiled++;
+      generation.live++;
       try {
-        entry = { schema: verdict.schema, validate: this.ajv.compile(verdict.schema) };
+        entry = { schema: verdict.schema, validate: generation.ajv.compile(verdict.schema), generation };
       } catch (e) {
-        entry = { schema: verdict.schema, error: `schema does not compile: ${e instanceof Error ? e.message.slice(0, 200) : 'unknown error'}` };
+        entry = { schema: verdict.schema, error: `schema does not compile: ${e instanceof Error ? e.message.slice(0, 200) : 'unknown error'}`, generation };
       }
       this.cache.set(key, entry);
       this.o.onSize?.(this.cache.size);

@@ -36,7 +36,8 @@ export interface DeviceAudioPath {
 
 /** The UDP side, when MQTT devices may open voice sessions (voice/udp-audio.ts). */
 export interface UdpAudioFactory {
-  open(session: VoiceSessionHandle): DeviceAudioPath;
+  /** `declared`: the device hello's audio (channels, frame duration), which its UDP payloads must fit. */
+  open(session: VoiceSessionHandle, declared?: { channels?: number | undefined; frameDurationMs?: number | undefined }): DeviceAudioPath;
 }
 
 /** What a UDP binding sees of its voice session. */
@@ -140,7 +141,7 @@ export class VoiceRelay implements VoiceHook {
     this.d.metrics.active.set(this.sessions.size);
     const deviceVersion = hello.success && isBinaryProtocolVersion(hello.data.version) ? hello.data.version : 1;
     try {
-      vs.path = transport === 'udp' ? this.d.udp!.open(vs) : this.webSocketPath(device, deviceVersion);
+      vs.path = transport === 'udp' ? this.d.udp!.open(vs, { channels: hello.data?.audio_params?.channels, frameDurationMs: hello.data?.audio_params?.frame_duration }) : this.webSocketPath(device, deviceVersion);
     } catch (e) {
       this.sessions.delete(device);
       this.d.metrics.active.set(this.sessions.size);

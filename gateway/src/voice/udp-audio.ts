@@ -13,7 +13,18 @@ import {
 } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import type { VoiceMetrics } from './metrics.js';
+import { fitsDeclaredAudio, type DeclaredAudio } from './opus-packet.js';
 import type { DeviceAudioPath, UdpAudioFactory, VoiceConfig, VoiceSessionHandle } from './relay.js';
+
+/**
+ * How far past the last accepted uplink sequence a packet may be: 512 frames (about 30 s at 60 ms). A
+ * packet beyond is dropped, so one forged packet cannot push the sequence out of the device's reach.
+ */
+export const SEQUENCE_WINDOW = 512;
+/** How far past the last accepted sequence a packet from a new source port (a NAT rebinding) may be. */
+export const REBIND_STEP = 32;
+/** Packets from other sources that failed to rebind, per session, before rebinding is refused for good. */
+export const REBIND_FAILURES = 16;
 
 interface Binding {
   ssrc: number;
@@ -22,11 +33,16 @@ interface Binding {
   session: VoiceSessionHandle;
   /** The device's MQTT address: UDP from anywhere else is not this device's (CTR carries no MAC). */
   deviceAddress: string;
+  /** What the device's hello declared: a decrypted payload must be an Opus packet of that shape. */
+  declared: DeclaredAudio;
   /** Highest uplink sequence accepted: anything not above it is old or replayed. */
   upSequence: number;
   /** Our own downlink sequence (the device drops a sequence below its last). */
   downSequence: number;
+  /** Pinned by the first packet accepted: uplink is taken, and downlink sent, only there (see onPacket). */
   remote?: { address: string; port: number };
+  /** Packets from another source that did not rebind (see REBIND_FAILURES). */
+  rebindFailures: number;
 }
 
 /**
@@ -73,7 +89,7 @@ export class UdpAudio implements UdpAudioFactory {
     return this.bindings.size;
   }
 
-  open(session: VoiceSessionHandle): DeviceAudioPath {
+  open(session: VoiceSessionHandle, declared: DeclaredAudio = {}): DeviceAudioPath {
     let ssrc = randomInt(1, 0xffffffff);
     for (let i = 0; this.bindings.has(ssrc); i++) {
       if (i > 16) throw new Error('no free ssrc');
@@ -81,7 +97,7 @@ export class UdpAudio implements UdpAudioFactory {
     }
     const keys = newUdpSessionKeys(ssrc);
     const device = session.device;
-    const b: Binding = { ssrc, ...keys, session, deviceAddress: normalizeAddress(device.remoteAddress), upSequence: 0, downSequence: 0 };
+    const b: Binding = { ssrc, ...keys, session, deviceAddress: normalizeAddress(device.remoteAddress), declared, upSequence: 0, downSequence: 0, rebindFailures: 0 };
     this.bindings.set(ssrc, b);
     const server = this.config.udp.publicHost ?? (normalizeAddress(device.localAddress ?? '') || '127.0.0.1');
     return {
@@ -100,6 +116,16 @@ export class UdpAudio implements UdpAudioFactory {
     this.socket.close();
   }
 
+  /**
+   * The firmware's packets carry no MAC (AES-128-CTR only), so a packet is the device's only when
+   * everything the protocol allows checking holds: a live ssrc; the header bytes the device copies from
+   * our nonce; the device's MQTT address; a sequence above the last accepted and at most SEQUENCE_WINDOW
+   * past it; a payload that decrypts to an Opus packet of the declared audio. The first such packet pins
+   * the source address and port. A packet from another port (a NAT rebinding, or another host behind the
+   * same NAT) moves the pin only when it passes every check with a sequence at most REBIND_STEP past the
+   * last; after REBIND_FAILURES others, rebinding is refused for the session. A packet that fails any
+   * check changes nothing (sequence, pin) and is counted by reason.
+   */
   private onPacket(packet: Buffer, address: string, port: number): void {
     const drop = (reason: string) => this.metrics.dropped.inc({ direction: 'up', reason });
     const ssrc = udpSsrc(packet);
@@ -107,12 +133,24 @@ export class UdpAudio implements UdpAudioFactory {
     if (!b) return drop(ssrc === undefined ? 'too_short' : 'unknown_ssrc');
     const h = parseUdpHeader(packet);
     if (!h.ok) return drop(h.reason);
+    if (h.value.flags !== b.nonce[1]) return drop('bad_flags');
     if (b.deviceAddress && normalizeAddress(address) !== b.deviceAddress) return drop('wrong_address');
-    if (h.value.sequence <= b.upSequence) return drop('old_sequence');
-    if (h.value.payloadLength > this.config.maxFrameBytes) return drop('too_large');
+    const pinned = b.remote === undefined || (b.remote.address === address && b.remote.port === port);
+    if (!pinned && b.rebindFailures >= REBIND_FAILURES) return drop('rebind_refused');
+    // A source that is not the pinned one: any failure below counts against rebinding.
+    const refuse = (reason: string) => {
+      if (!pinned) b.rebindFailures++;
+      return drop(pinned ? reason : `rebind_${reason}`);
+    };
+    if (h.value.sequence <= b.upSequence) return refuse('old_sequence');
+    // Until a source is pinned, the first packets are near sequence 1: a stranger cannot pin a sequence far ahead.
+    if (h.value.sequence - b.upSequence > (pinned && b.remote ? SEQUENCE_WINDOW : REBIND_STEP)) return refuse('sequence_jump');
+    if (h.value.payloadLength > this.config.maxFrameBytes) return refuse('too_large');
+    const opus = openUdpPacket(b.key, packet);
+    if (!fitsDeclaredAudio(opus, b.declared)) return refuse('not_opus');
+    if (!pinned) this.log.info({ deviceId: b.session.deviceId, from: b.remote, to: { address, port } }, 'UDP audio source moved (NAT rebinding)');
     b.upSequence = h.value.sequence;
     b.remote = { address, port };
-    const opus = openUdpPacket(b.key, packet);
     b.session.sendUpstream(encodeBinaryFrame(2, { payload: opus, timestampMs: h.value.timestamp }), opus.length);
   }
 

@@ -27,7 +27,8 @@ export function assistantTurns(assistant: Assistant, settings: VoiceTurnSettings
       const ask = (conversationId: string | undefined) =>
         assistant.start(
           { message: req.text, deviceId: req.deviceId, conversationId, model: settings.model, system },
-          { tenant: profile.tenant },
+          // The device owns its voice conversation (principal.ts): no API key can read or answer it.
+          { tenant: profile.tenant, principal: `device:${req.deviceId}` },
           { stream: true, interactive: true, emit },
         );
       let started;
