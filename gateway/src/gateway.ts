@@ -15,7 +15,7 @@ import { Enrollment } from './enrollment/enrollment.js';
 import { ToolsPageCache } from './devices/tools-page-cache.js';
 import { GatewayError } from './errors.js';
 import type { McpEndpoint } from './facade/mcp-endpoint.js';
-import { resolveServers } from './hub/config.js';
+import { hubEnabled } from './hub/config.js';
 import { McpHub } from './hub/hub.js';
 import { EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
@@ -159,14 +159,13 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     liveCredential: (deviceId: string) => registry.liveCredential(deviceId),
   };
 
-  const mcpServers = resolveServers(config.mcp);
   const hub = new McpHub({
     log,
     metrics,
     registry,
     bus,
-    servers: mcpServers.servers,
-    enabled: mcpServers.enabled,
+    servers: Object.values(config.mcp.servers),
+    enabled: hubEnabled(config.mcp),
     deviceTools: config.mcp.deviceTools,
     deviceCallTimeoutMs: config.calls.defaultTimeoutMs,
     devicesListMax: config.mcp.devicesListMax,
@@ -229,7 +228,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     ready: () => !stopping && http.server.listening && (!config.mqtt.enabled || mqtt !== undefined),
     version: GATEWAY_VERSION,
     hub,
-    hubEnabled: mcpServers.enabled,
+    hubEnabled: hubEnabled(config.mcp),
     tenantOf: (key) => tenants.get(key),
     onMcpEndpoint: (e) => (mcpEndpoint = e),
     enrollment,
