@@ -15,7 +15,11 @@ import {
   type OtaWebsocketSection,
 } from '@voxgate/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Config } from '../config.js';
+import type { EnrollmentConfig } from '../enrollment/config.js';
+import type { OtaConfig } from '../firmware/config.js';
+import type { DeviceAuthMode, MqttConfig, WsConfig } from '../links/config.js';
+import type { TlsConfig } from '../tls/config.js';
+import type { HttpConfig } from './config.js';
 import type { OtaProof } from '../enrollment/credentials.js';
 import type { Enrollment, OtaDecision } from '../enrollment/enrollment.js';
 import { AddressRateLimiter } from '../enrollment/rate-limit.js';
@@ -23,8 +27,19 @@ import { GatewayError } from '../errors.js';
 import type { FirmwareService } from '../firmware/service.js';
 import type { Metrics } from '../metrics.js';
 
+/** The parts of the configuration an OTA answer is built from. */
+export interface OtaSettings {
+  http: Pick<HttpConfig, 'publicUrl' | 'port'>;
+  ws: Pick<WsConfig, 'path'>;
+  mqtt: Pick<MqttConfig, 'enabled' | 'publicEndpoint' | 'group'>;
+  tls: Pick<TlsConfig, 'advertise' | 'mqttPort'>;
+  ota: Pick<OtaConfig, 'transport' | 'timezoneOffsetMinutes'>;
+  enrollment: Pick<EnrollmentConfig, 'rateLimit'>;
+  deviceAuth: DeviceAuthMode;
+}
+
 export interface OtaOptions {
-  config: Config;
+  settings: OtaSettings;
   deviceSecret: string;
   /** The MQTT port actually bound (it may be 0 in the configuration). */
   mqttPort: () => number;
@@ -48,7 +63,7 @@ type CredentialSource = { kind: 'binding'; decision: OtaDecision & { kind: 'cred
  * `activation` section instead and polls `POST /xiaozhi/ota/activate`.
  */
 export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<void> {
-  const c = o.config;
+  const c = o.settings;
   const limiter = new AddressRateLimiter(c.enrollment.rateLimit);
   // Before the body is read: a flood costs a map lookup per request.
   app.addHook('onRequest', async (req) => {
@@ -68,7 +83,7 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
     if (!h.success) throw new GatewayError('INVALID_REQUEST', `OTA request headers: ${describeIssues(h.error.issues)}`);
     const deviceId = h.data['device-id'];
     const clientId = h.data['client-id'];
-    const base = publicBase(req, c);
+    const base = publicBase(req, c.http);
     const info = OtaSystemInfoSchema.safeParse(req.body ?? {});
     const version = info.success ? info.data.application?.version : undefined;
     req.log.info({ deviceId, clientId, version }, 'OTA check');
@@ -120,19 +135,19 @@ function activationSection(code: string, challenge: string, expiresAt: number): 
 }
 
 function websocketSection(o: OtaOptions, base: URL, deviceId: string, clientId: string, cred: CredentialSource): OtaWebsocketSection {
-  const ws = new URL(o.config.ws.path, base);
-  const advertise = o.config.tls.advertise;
+  const ws = new URL(o.settings.ws.path, base);
+  const advertise = o.settings.tls.advertise;
   ws.protocol = advertise === 'tls' || (advertise === 'auto' && base.protocol === 'https:') ? 'wss:' : 'ws:';
   const url = ws.toString();
   if (cred.kind === 'binding') return { url, token: o.enrollment!.credentials.token(cred.decision.binding) };
   if (cred.kind === 'none') return { url };
   // Not minting (open or token device auth): an open device needs no token; a token device keeps its own.
-  if (o.config.deviceAuth === 'token') return { url };
-  return { url, token: o.config.deviceAuth === 'hmac' ? mintDeviceToken(o.deviceSecret, clientId, deviceId, Date.now() / 1000) : '' };
+  if (o.settings.deviceAuth === 'token') return { url };
+  return { url, token: o.settings.deviceAuth === 'hmac' ? mintDeviceToken(o.deviceSecret, clientId, deviceId, Date.now() / 1000) : '' };
 }
 
 function mqttSection(o: OtaOptions, req: FastifyRequest, base: URL, deviceId: string, clientId: string, cred: CredentialSource): OtaMqttSection {
-  const c = o.config;
+  const c = o.settings;
   const where = { endpoint: c.mqtt.publicEndpoint ?? `${base.hostname}:${advertisedMqttPort(o)}`, publish_topic: DEVICE_PUBLISH_TOPIC, subscribe_topic: deviceInboxTopic(deviceId) };
   if (cred.kind === 'none') return where;
   const username = mqttUsername({ ip: req.ip });
@@ -150,7 +165,7 @@ function mqttSection(o: OtaOptions, req: FastifyRequest, base: URL, deviceId: st
  * TLS terminated in front of us). The reference firmware turns TLS on exactly for port 8883.
  */
 function advertisedMqttPort(o: OtaOptions): number {
-  const { advertise, mqttPort } = o.config.tls;
+  const { advertise, mqttPort } = o.settings.tls;
   const tlsPort = o.mqttTlsPort();
   if (advertise === 'tls') return tlsPort ?? mqttPort;
   if (advertise === 'auto' && tlsPort !== undefined) return tlsPort;
@@ -172,11 +187,11 @@ function otaProof(authorization: string | undefined): OtaProof {
  * reached the gateway or, from a proxy listed in `http.trustProxy`, as X-Forwarded-Proto/-Host say it
  * reached the proxy. The host must be a plain host[:port].
  */
-export function publicBase(req: FastifyRequest, c: Config): URL {
-  if (c.http.publicUrl) return new URL(c.http.publicUrl);
+export function publicBase(req: FastifyRequest, http: Pick<HttpConfig, 'publicUrl' | 'port'>): URL {
+  if (http.publicUrl) return new URL(http.publicUrl);
   const scheme = req.protocol === 'https' ? 'https' : 'http';
   const host = req.host;
-  if (!host) return new URL(`${scheme}://localhost:${c.http.port}`);
+  if (!host) return new URL(`${scheme}://localhost:${http.port}`);
   const parsed = /^[A-Za-z0-9.:[\]-]{1,255}$/.test(host) ? URL.parse(`${scheme}://${host}/`) : null;
   const defaultPort = scheme === 'https' ? /:443$/ : /:80$/;
   if (!parsed || parsed.host.toLowerCase() !== host.toLowerCase().replace(defaultPort, '')) throw new GatewayError('INVALID_REQUEST', 'the Host header is not a valid host[:port]');

@@ -547,7 +547,7 @@ export class McpHub {
   /** A token bucket per server: a chatty server can't flood every session with its logs. */
   private readonly logBuckets = new Map<string, { tokens: number; at: number }>();
   private logAllowed(server: string): boolean {
-    const rate = this.d.settings.logRatePerSecond ?? 20;
+    const rate = this.d.settings.logRatePerSecond;
     const now = performance.now();
     const b = this.logBuckets.get(server) ?? { tokens: rate, at: now };
     b.tokens = Math.min(rate, b.tokens + ((now - b.at) / 1000) * rate);

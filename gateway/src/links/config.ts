@@ -72,6 +72,8 @@ export const FramesSlice = z.strictObject({
 });
 export type FramesConfig = z.infer<typeof FramesSlice>;
 
+export type DeviceAuthMode = 'open' | 'token' | 'hmac';
+
 /** How devices prove who they are; top-level keys of the config file. */
 export const deviceAuthFields = {
   /** `open` (anyone), `token` (configured tokens), `hmac` (signed tokens). */
