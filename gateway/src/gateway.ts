@@ -6,7 +6,7 @@ import { metricsKeys } from './api/app.js';
 import { startMetricsListener } from './api/health.js';
 import { createHttp } from './api/start.js';
 import { Assistant } from './assistant/assistant.js';
-import { connectCluster, startCluster, type Cluster } from './cluster/cluster.js';
+import { connectCluster, startCluster, type Cluster, type ClusterConnection } from './cluster/cluster.js';
 import type { Config } from './config.js';
 import { createRegistry } from './devices/create.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
@@ -97,116 +97,57 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
 
 type Secrets = ReturnType<typeof resolveSecrets>;
 
+/** The parts behind the ports: what HTTP, the links and the cluster are built on. */
+interface Core {
+  metrics: Metrics;
+  tls: TlsCertificates | undefined;
+  clusterLink: ClusterConnection | undefined;
+  bus: EventBus;
+  voice: Voice | undefined;
+  registry: DeviceRegistry;
+  store: Store;
+  enrollment: Enrollment | undefined;
+  hub: McpHub;
+  assistant: Assistant;
+  visionKey: string;
+  closeVoice: () => Promise<void>;
+  closeHub: () => Promise<void>;
+  closeAssistant: () => Promise<void>;
+}
+
+/** What the ports need to know while they run: set by the listeners, read by /readyz and OTA. */
+interface Front {
+  http: FastifyInstance;
+  ws: ReturnType<typeof attachWebSocketLink>;
+  mqtt: MqttLink | undefined;
+  metricsListener: { port: number; close(): Promise<void> } | undefined;
+  cluster: Cluster | undefined;
+  history: MetricsHistory;
+  stopping: boolean;
+  closeHttp: () => Promise<void>;
+  closeMqtt: () => Promise<void>;
+  closeMetrics: () => Promise<void>;
+  closeWs: (reason: string) => Promise<void>;
+}
+
 async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecycle): Promise<Gateway> {
-  const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
-  const metrics = createMetrics();
-  // Read first: a missing or mismatched certificate stops the start before anything listens.
-  const tls = config.tls.certFile !== undefined && config.tls.keyFile !== undefined ? new TlsCertificates({ certFile: config.tls.certFile, keyFile: config.tls.keyFile, caFile: config.tls.caFile }, log.child({ component: 'tls' }), metrics) : undefined;
-  const clusterLink = config.cluster.enabled ? await connectCluster(config.cluster, { log, metricsRegistry: metrics.registry, replayLimit: config.events.bufferSize }) : undefined;
-  if (clusterLink) life.defer('cluster connection', () => clusterLink.close());
-  const bus = new EventBus({ bufferSize: config.events.bufferSize, metrics, log: log.child({ component: 'events' }), deviceRate: { ratePerSecond: config.events.devicePerSecond, burst: config.events.deviceBurst }, replaySource: clusterLink?.replay });
-  const validators = new SchemaValidators({ limits: config.schemas, maxCached: config.schemas.validatorCacheSize, onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }), onSize: (size) => metrics.schemaValidators.set(size) });
-  const voice: Voice | undefined = config.voice.mode === 'relay' ? await startVoice(config.voice, metrics, log) : undefined;
-  const closeVoice = once(() => voice?.close());
-  life.defer('voice', closeVoice);
-  const vision = visionOffer(config.vision, config.http.publicUrl, visionKey);
-  const registry = createRegistry({ ...(voice ? { voice: voice.relay } : {}), log, bus, metrics, vision: vision.capability, validators }, { ...config, visionRefreshMs: vision.refreshMs });
-  const store = await openStore(config.cluster, config.dataDir, log);
-  life.defer('store', () => store.close());
-  const onRevoked = (deviceId: string) => {
-    for (const s of registry.sessions()) if (s.deviceId === deviceId) s.link.close(CLOSE_REVOKED, 'credentials revoked');
-  };
-  const enrollment = config.deviceAuth === 'open' ? undefined : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked }, config.enrollment);
-  const auth = { mode: config.deviceAuth, tokens: config.deviceTokens, secret: secrets.deviceSecret, tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds, enrollment, liveCredential: (id: string) => registry.liveCredential(id) };
-  const hub = createHub({ log, metrics, registry, bus, validators }, config.mcp, { schemas: config.schemas, deviceCallTimeoutMs: config.calls.defaultTimeoutMs });
-  const closeHub = once(() => hub.close());
-  life.defer('hub', closeHub);
-  // The hub needs the registry, which needs the relay: the relay learns of the hub last.
-  voice?.relay.useHub(hub);
-  const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
-  const closeAssistant = once(() => assistant.close());
-  life.defer('assistant', closeAssistant);
-  const tenants = new Map(Object.entries(config.apiKeyTenants));
-  const history = new MetricsHistory(metrics, config.metrics.historyIntervalMs, config.metrics.historySamples, Date.now, log.child({ component: 'metrics' }));
-  let stopping = false;
-  let mqtt: MqttLink | undefined;
-  const vService = visionService({ visionKey, dataDir: config.dataDir, assistant, bus, metrics, log }, config.vision);
-  const http: FastifyInstance = await createHttp(
-    {
-      settings: { ...config, mcpEndpoint: config.mcp.endpoint, firmwareDir: join(config.dataDir, 'firmware') },
-      ...(vService ? { vision: vService } : {}),
-      log, registry, bus, metrics, hub, enrollment, assistant, history, version: GATEWAY_VERSION,
-      apiKeys: () => secrets.apiKeys,
-      deviceSecret: secrets.deviceSecret,
-      mqttPort: () => mqtt?.port ?? config.mqtt.port,
-      mqttTlsPort: () => mqtt?.tlsPort,
-      ready: () => !stopping && http.server.listening && (!config.mqtt.enabled || mqtt !== undefined),
-      hubEnabled: hubEnabled(config.mcp),
-      tenantOf: (key) => tenants.get(key),
-    },
-    tls,
-  );
-  const closeHttp = once(() => http.close());
-  life.defer('http', closeHttp);
-  warnIfOverOpenFileLimit(config, log);
-  const ws = attachWebSocketLink(http.server, { ...config.ws, auth, registry, log, metrics });
-  const closeWs = once((reason: string) => ws.close(CLOSE_SHUTDOWN, reason));
-  life.defer('device websockets', () => closeWs('start failed'));
-  // Joined before the listeners open, so the first device's presence reaches the other instances.
-  const cluster = clusterLink ? await startCluster(clusterLink, { calls: config.calls, registry, bus }) : undefined;
-  if (cluster) life.defer('cluster', () => cluster.close());
-  const closeMqtt = once(() => mqtt?.close());
-  life.defer('mqtt', closeMqtt);
-  await openListeners(http, config, () => mqttOptions(config, { auth, registry, log, metrics, tls, apiKeys: () => secrets.apiKeys }), (m) => (mqtt = m));
-  if (mqtt) fanOutToMqtt(bus, mqtt.publish);
-  const metricsListener = config.metrics.port === undefined ? undefined : await startMetricsListener({
-    host: config.metrics.host,
-    port: config.metrics.port,
-    metrics,
-    // On its own listener the address is the protection; a metrics key, when set, is required too.
-    keys: config.metrics.key === undefined ? undefined : metricsKeys(() => secrets.apiKeys, config.metrics.key),
-    log: log.child({ component: 'metrics' }),
-  });
-  const closeMetrics = once(() => metricsListener?.close());
-  life.defer('metrics listener', closeMetrics);
-  history.start();
-  life.defer('metrics history', () => history.stop());
+  const core = await openCore(config, log, secrets, life);
+  const front = await openFront(config, log, secrets, core, life);
   // Upstream servers connect after HTTP is up, in the background: a slow or broken one never delays start.
-  const hubStarted = hub.start();
-
-  // Shutdown, in stages pushed last so they run first: the parts above then close as no-ops, except the
-  // cluster and the store, which close after the listeners.
-  let devicesClosed: Promise<unknown> = Promise.resolve();
-  life.defer('listeners and hosted servers', () =>
-    // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
-    Promise.all([within(Promise.all([devicesClosed, closeHttp(), closeMqtt(), closeMetrics()]), config.shutdownGraceMs), hubStarted.then(closeHub)]),
-  );
-  life.defer('devices', async () => {
-    // Wait until each device socket has closed (close handshake done, or terminated a second later): a
-    // process that exits before that cuts off the close frame, and the device sees 1006, not 1001.
-    devicesClosed = Promise.all([...ws.wss.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))));
-    await closeAssistant();
-    await closeVoice();
-    await closeWs('gateway shutting down');
-  });
-  life.defer('hub calls', async () => {
-    stopping = true;
-    history.stop();
-    log.info('shutting down: refusing new work, closing devices');
-    for (const s of registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
-    // Calls to hosted servers in flight answer SHUTTING_DOWN before any connection closes (the /mcp
-    // endpoint's sessions close in its own preClose hook, when the HTTP app closes).
-    await hub.drain();
-  });
-
-  logStarted(config, log, http, mqtt, tls !== undefined);
-  const address = http.server.address();
+  const hubStarted = core.hub.start();
+  deferShutdown(config, log, core, front, hubStarted, life);
+  logStarted(config, log, front.http, front.mqtt, core.tls !== undefined);
+  const address = front.http.server.address();
+  const { metrics, bus, registry, hub, store, enrollment, assistant, voice, tls, visionKey } = core;
   return {
-    config, log, registry, bus, metrics, http, mqtt, hub, hubStarted, store, enrollment, assistant, voice, tls, cluster, visionKey,
+    config, log, registry, bus, metrics, hub, hubStarted, store, enrollment, assistant, voice, tls, visionKey,
+    http: front.http,
+    mqtt: front.mqtt,
+    cluster: front.cluster,
     httpPort: typeof address === 'object' && address ? address.port : config.http.port,
-    mqttPort: mqtt?.port,
-    mqttTlsPort: mqtt?.tlsPort,
-    metricsPort: metricsListener?.port,
+    mqttPort: front.mqtt?.port,
+    mqttTlsPort: front.mqtt?.tlsPort,
+    metricsPort: front.metricsListener?.port,
     apiKeys: secrets.apiKeys,
     deviceSecret: secrets.deviceSecret,
     generatedApiKey: secrets.generatedApiKey,
@@ -220,6 +161,138 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
       log.info('stopped');
     }),
   };
+}
+
+/** Events, devices, persisted state, the hub and the assistant; each registers its closer as it opens. */
+async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lifecycle): Promise<Core> {
+  const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
+  const metrics = createMetrics();
+  // Read first: a missing or mismatched certificate stops the start before anything listens.
+  const { certFile, keyFile, caFile } = config.tls;
+  const tls = certFile !== undefined && keyFile !== undefined ? new TlsCertificates({ certFile, keyFile, caFile }, log.child({ component: 'tls' }), metrics) : undefined;
+  const clusterLink = config.cluster.enabled ? await connectCluster(config.cluster, { log, metricsRegistry: metrics.registry, replayLimit: config.events.bufferSize }) : undefined;
+  if (clusterLink) life.defer('cluster connection', () => clusterLink.close());
+  const bus = new EventBus({
+    bufferSize: config.events.bufferSize,
+    metrics,
+    log: log.child({ component: 'events' }),
+    deviceRate: { ratePerSecond: config.events.devicePerSecond, burst: config.events.deviceBurst },
+    replaySource: clusterLink?.replay,
+  });
+  const validators = new SchemaValidators({
+    limits: config.schemas,
+    maxCached: config.schemas.validatorCacheSize,
+    onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
+    onSize: (size) => metrics.schemaValidators.set(size),
+  });
+  const voice: Voice | undefined = config.voice.mode === 'relay' ? await startVoice(config.voice, metrics, log) : undefined;
+  const closeVoice = once(() => voice?.close());
+  life.defer('voice', closeVoice);
+  const vision = visionOffer(config.vision, config.http.publicUrl, visionKey);
+  const registry = createRegistry({ ...(voice ? { voice: voice.relay } : {}), log, bus, metrics, vision: vision.capability, validators }, { ...config, visionRefreshMs: vision.refreshMs });
+  const store = await openStore(config.cluster, config.dataDir, log);
+  life.defer('store', () => store.close());
+  const onRevoked = (deviceId: string) => {
+    for (const s of registry.sessions()) if (s.deviceId === deviceId) s.link.close(CLOSE_REVOKED, 'credentials revoked');
+  };
+  const enrollment =
+    config.deviceAuth === 'open' ? undefined : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked }, config.enrollment);
+  const hub = createHub({ log, metrics, registry, bus, validators }, config.mcp, { schemas: config.schemas, deviceCallTimeoutMs: config.calls.defaultTimeoutMs });
+  const closeHub = once(() => hub.close());
+  life.defer('hub', closeHub);
+  // The hub needs the registry, which needs the relay: the relay learns of the hub last.
+  voice?.relay.useHub(hub);
+  const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
+  const closeAssistant = once(() => assistant.close());
+  life.defer('assistant', closeAssistant);
+  return { metrics, tls, clusterLink, bus, voice, registry, store, enrollment, hub, assistant, visionKey, closeVoice, closeHub, closeAssistant };
+}
+
+/** The HTTP app and device WebSockets, the cluster, then every listener; each registers its closer as it opens. */
+async function openFront(config: Config, log: Logger, secrets: Secrets, core: Core, life: Lifecycle): Promise<Front> {
+  const { metrics, registry, bus, hub, enrollment, assistant, tls } = core;
+  const tenants = new Map(Object.entries(config.apiKeyTenants));
+  const apiKeys = () => secrets.apiKeys;
+  const history = new MetricsHistory(metrics, config.metrics.historyIntervalMs, config.metrics.historySamples, Date.now, log.child({ component: 'metrics' }));
+  const vision = visionService({ visionKey: core.visionKey, dataDir: config.dataDir, assistant, bus, metrics, log }, config.vision);
+  const api = { log, registry, bus, metrics, hub, enrollment, assistant, history, apiKeys, version: GATEWAY_VERSION, deviceSecret: secrets.deviceSecret };
+  const f = { stopping: false, mqtt: undefined as MqttLink | undefined };
+  const http: FastifyInstance = await createHttp(
+    {
+      ...api,
+      ...(vision ? { vision } : {}),
+      settings: { ...config, mcpEndpoint: config.mcp.endpoint, firmwareDir: join(config.dataDir, 'firmware') },
+      mqttPort: () => f.mqtt?.port ?? config.mqtt.port,
+      mqttTlsPort: () => f.mqtt?.tlsPort,
+      ready: () => !f.stopping && http.server.listening && (!config.mqtt.enabled || f.mqtt !== undefined),
+      hubEnabled: hubEnabled(config.mcp),
+      tenantOf: (key) => tenants.get(key),
+    },
+    tls,
+  );
+  const closeHttp = once(() => http.close());
+  life.defer('http', closeHttp);
+  warnIfOverOpenFileLimit(config, log);
+  const auth = { mode: config.deviceAuth, tokens: config.deviceTokens, secret: secrets.deviceSecret, tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds, enrollment, liveCredential: (id: string) => registry.liveCredential(id) };
+  const ws = attachWebSocketLink(http.server, { ...config.ws, auth, registry, log, metrics });
+  const closeWs = once((reason: string) => ws.close(CLOSE_SHUTDOWN, reason));
+  life.defer('device websockets', () => closeWs('start failed'));
+  // Joined before the listeners open, so the first device's presence reaches the other instances.
+  const cluster = core.clusterLink ? await startCluster(core.clusterLink, { calls: config.calls, registry, bus }) : undefined;
+  if (cluster) life.defer('cluster', () => cluster.close());
+  const closeMqtt = once(() => f.mqtt?.close());
+  life.defer('mqtt', closeMqtt);
+  await openListeners(http, config, () => mqttOptions(config, { auth, registry, log, metrics, tls, apiKeys }), (m) => (f.mqtt = m));
+  if (f.mqtt) fanOutToMqtt(bus, f.mqtt.publish);
+  const metricsListener =
+    config.metrics.port === undefined
+      ? undefined
+      : await startMetricsListener({
+          host: config.metrics.host,
+          port: config.metrics.port,
+          metrics,
+          // On its own listener the address is the protection; a metrics key, when set, is required too.
+          keys: config.metrics.key === undefined ? undefined : metricsKeys(apiKeys, config.metrics.key),
+          log: log.child({ component: 'metrics' }),
+        });
+  const closeMetrics = once(() => metricsListener?.close());
+  life.defer('metrics listener', closeMetrics);
+  history.start();
+  life.defer('metrics history', () => history.stop());
+  return Object.assign(f, { http, ws, metricsListener, cluster, history, closeHttp, closeMqtt, closeMetrics, closeWs });
+}
+
+/**
+ * The shutdown, in stages pushed last so they run first: drain hub calls, close devices, then the
+ * listeners within shutdownGraceMs (hosted servers alongside). The parts opened before then close as
+ * no-ops, except the cluster and the store, which close after the listeners.
+ */
+function deferShutdown(config: Config, log: Logger, core: Core, front: Front, hubStarted: Promise<void>, life: Lifecycle): void {
+  let devicesClosed: Promise<unknown> = Promise.resolve();
+  life.defer('listeners and hosted servers', () =>
+    Promise.all([
+      within(Promise.all([devicesClosed, front.closeHttp(), front.closeMqtt(), front.closeMetrics()]), config.shutdownGraceMs),
+      // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
+      hubStarted.then(core.closeHub),
+    ]),
+  );
+  life.defer('devices', async () => {
+    // Wait until each device socket has closed (close handshake done, or terminated a second later): a
+    // process that exits before that cuts off the close frame, and the device sees 1006, not 1001.
+    devicesClosed = Promise.all([...front.ws.wss.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))));
+    await core.closeAssistant();
+    await core.closeVoice();
+    await front.closeWs('gateway shutting down');
+  });
+  life.defer('hub calls', async () => {
+    front.stopping = true;
+    front.history.stop();
+    log.info('shutting down: refusing new work, closing devices');
+    for (const s of core.registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
+    // Calls to hosted servers in flight answer SHUTTING_DOWN before any connection closes (the /mcp
+    // endpoint's sessions close in its own preClose hook, when the HTTP app closes).
+    await core.hub.drain();
+  });
 }
 
 function mqttOptions(
