@@ -87,4 +87,34 @@ describe('OpenAI-compatible endpoint', () => {
     ).rejects.toThrow(/context too long/);
     await expect(client.chat.completions.create({ model: 'oa', messages: [{ role: 'assistant', content: 'x' }] })).rejects.toMatchObject({ status: 400 });
   });
+
+  it('lists the assistant models as OpenAI clients and chat UIs expect (models.list, models.retrieve)', async () => {
+    const page = await client.models.list();
+    const ids = page.data.map((m) => m.id);
+    expect(ids.sort()).toEqual(Object.keys(llmModels(llm)).sort());
+    for (const m of page.data) {
+      expect(m.object).toBe('model');
+      expect(Number.isInteger(m.created)).toBe(true);
+      expect(typeof m.owned_by).toBe('string');
+    }
+    expect(await client.models.retrieve('an')).toMatchObject({ id: 'an', object: 'model', owned_by: 'anthropic' });
+    await expect(client.models.retrieve('nope')).rejects.toMatchObject({ status: 404, message: expect.stringContaining('GET /v1/models') });
+    const doc = await t.api<{ paths: Record<string, unknown> }>('GET', '/openapi.json');
+    expect(Object.keys(doc.body.paths)).toEqual(expect.arrayContaining(['/v1/models', '/v1/models/{id}']));
+  });
+
+  it('refuses client-side tools and tool_choice "required" with a clear 400 instead of ignoring them', async () => {
+    const tools = [{ type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: {} } } }];
+    await expect(client.chat.completions.create({ model: 'oa', messages: [{ role: 'user', content: 'x' }], tools })).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringContaining('client-side `tools` are not supported'),
+    });
+    await expect(client.chat.completions.create({ model: 'oa', messages: [{ role: 'user', content: 'x' }], tool_choice: 'required' })).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringContaining('tool_choice "required" is not supported'),
+    });
+    llm.script([{ text: 'fine' }]);
+    const ok = await client.chat.completions.create({ model: 'oa', messages: [{ role: 'user', content: 'x' }], tool_choice: 'auto' });
+    expect(ok.choices[0]!.message.content).toBe('fine');
+  });
 });

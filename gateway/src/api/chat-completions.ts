@@ -21,8 +21,26 @@ const Body = z
     messages: z.array(Message).min(1).max(500),
     stream: z.boolean().optional(),
     stream_options: z.object({ include_usage: z.boolean().optional() }).loose().optional(),
+    tools: z.array(z.unknown()).max(512).optional(),
+    tool_choice: z.unknown().optional(),
   })
   .loose();
+
+/** OpenAI's model object: what the openai SDK's `models.list()` and chat UIs' model pickers read. */
+const OpenAiModel = z.object({ id: z.string(), object: z.literal('model'), created: z.number().int(), owned_by: z.string() });
+const ModelId = z.object({ id: z.string().min(1).max(64) });
+
+/**
+ * Client-side tools cannot be honoured: the assistant runs the fleet's tools here and returns only text.
+ * Saying so beats ignoring them (a client that sent `tool_choice: "required"` would wait for a call forever).
+ */
+function refuseClientTools(b: { tools?: unknown[] | undefined; tool_choice?: unknown }): void {
+  if (b.tools?.length)
+    throw new GatewayError('INVALID_REQUEST', 'client-side `tools` are not supported: the assistant runs the gateway\'s device and hosted-server tools itself and returns only text; send the request without `tools`');
+  const choice = b.tool_choice;
+  if (choice !== undefined && choice !== null && choice !== 'auto' && choice !== 'none')
+    throw new GatewayError('INVALID_REQUEST', `tool_choice ${JSON.stringify(choice).slice(0, 80)} is not supported: the gateway chooses and runs its own tools; use "auto" or leave it out`);
+}
 
 function textOf(content: unknown): string {
   const c = Content.safeParse(content);
@@ -38,6 +56,30 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
     void reply.header('content-type', 'application/json; charset=utf-8');
     return JSON.stringify({ ...p, error: { message: p.detail, type: 'invalid_request_error', code: p.code } });
   });
+  // Every model "exists" since the gateway started: a stable `created` for clients that sort by it.
+  const listedSince = Math.floor(Date.now() / 1000);
+  const modelObject = (m: { name: string; provider: string }): z.infer<typeof OpenAiModel> => ({ id: m.name, object: 'model', created: listedSince, owned_by: m.provider });
+  app.get('/v1/models', {
+    schema: {
+      tags: ['assistant'],
+      summary: 'OpenAI-compatible model list: the assistant models (assistant.models), for OpenAI clients and chat UIs',
+      response: { 200: jsonSchema(z.object({ object: z.literal('list'), data: z.array(OpenAiModel) }), 'output') },
+    },
+    handler: async () => ({ object: 'list' as const, data: o.assistant.modelList().map(modelObject) }),
+  });
+  app.get<{ Params: z.infer<typeof ModelId> }>('/v1/models/:id', {
+    schema: {
+      tags: ['assistant'],
+      summary: 'One assistant model in OpenAI\'s shape',
+      params: jsonSchema(ModelId),
+      response: { 200: jsonSchema(OpenAiModel, 'output'), 404: { ...jsonSchema(Problem, 'output') } },
+    },
+    handler: async (req) => {
+      const m = o.assistant.modelList().find((x) => x.name === req.params.id);
+      if (!m) throw new GatewayError('MODEL_NOT_FOUND', `no assistant model "${req.params.id}" (GET /v1/models lists them)`);
+      return modelObject(m);
+    },
+  });
   app.post<{ Body: z.infer<typeof Body> }>('/v1/chat/completions', {
     schema: {
       tags: ['assistant'],
@@ -47,6 +89,7 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
     },
     handler: async (req: FastifyRequest<{ Body: z.infer<typeof Body> }>, reply) => {
       const b = req.body;
+      refuseClientTools(b);
       const system: string[] = [];
       const history: Array<{ role: 'user' | 'assistant'; content: string }> = [];
       for (const m of b.messages) {

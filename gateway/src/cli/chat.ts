@@ -31,6 +31,9 @@ const HELP = `Commands:
   /help                     this help
   /quit                     leave (Ctrl-C cancels a turn; twice leaves)`;
 
+/** What a question waiting for a line gets when Ctrl-C abandons it. */
+const INTERRUPTED = Symbol('interrupted');
+
 export async function runChat(o: ChatOptions): Promise<number> {
   const api = new GatewayClient(o.url.replace(/\/+$/, ''), o.key);
   const out = (s: string) => o.output.write(s);
@@ -39,19 +42,48 @@ export async function runChat(o: ChatOptions): Promise<number> {
   let running: { turnId?: string; ac: AbortController; cancelling: boolean } | undefined;
 
   const rl = createInterface({ input: o.input, output: o.interactive ? o.output : undefined, terminal: o.interactive });
-  const lines = rl[Symbol.asyncIterator]();
-  const nextLine = async (prompt: string): Promise<string | undefined> => {
+  // Our own line queue (not rl's async iterator): a question that Ctrl-C abandons must not swallow the
+  // next line typed, and piped input that arrives early is kept in order.
+  const typed: string[] = [];
+  let waiter: ((line: string | typeof INTERRUPTED | undefined) => void) | undefined;
+  let inputEnded = false;
+  rl.on('line', (line) => {
+    const w = waiter;
+    waiter = undefined;
+    if (w) w(line);
+    else typed.push(line);
+  });
+  rl.on('close', () => {
+    inputEnded = true;
+    const w = waiter;
+    waiter = undefined;
+    w?.(undefined);
+  });
+  const nextLine = (prompt: string): Promise<string | typeof INTERRUPTED | undefined> => {
     if (o.interactive) {
       rl.setPrompt(prompt);
       rl.prompt();
     }
-    const r = await lines.next();
-    return r.done ? undefined : r.value;
+    if (typed.length) return Promise.resolve(typed.shift());
+    if (inputEnded) return Promise.resolve(undefined);
+    return new Promise((resolve) => (waiter = resolve));
+  };
+  /** Ctrl-C while a y/N question waits: the question is answered "no" (true when one was waiting). */
+  const interruptQuestion = (): boolean => {
+    const w = waiter;
+    if (!w || !running) return false;
+    waiter = undefined;
+    w(INTERRUPTED);
+    return true;
   };
 
   let exitCode: number | undefined;
   const onInterrupt = () => {
-    if (running && !running.cancelling) {
+    // Ctrl-C at a y/N question answers "no" and cancels the turn; it never quits.
+    const atQuestion = interruptQuestion();
+    if (atQuestion && o.interactive) out('\n');
+    if (running && (atQuestion || !running.cancelling)) {
+      if (running.cancelling) return;
       running.cancelling = true;
       info('[cancelling the turn; Ctrl-C again to quit]');
       if (running.turnId) void api.request('DELETE', `/v1/assistant/turns/${running.turnId}`).catch(() => undefined);
@@ -105,6 +137,8 @@ export async function runChat(o: ChatOptions): Promise<number> {
           case 'confirmation.required': {
             endAnswer();
             const answer = o.interactive || !o.message ? await nextLine(`Run '${String(e['name'])}' with ${JSON.stringify(e['arguments'])}? [y/N] `) : undefined;
+            // Ctrl-C at the question: "no", and the turn is being cancelled (onInterrupt), so nothing to record.
+            if (answer === INTERRUPTED) break;
             const approve = /^y(es)?$/i.test((answer ?? '').trim());
             if (!o.interactive) info(`[confirm '${String(e['name'])}': ${approve ? 'yes' : 'no'}]`);
             await api.request('POST', `/v1/assistant/turns/${running!.turnId}/confirmations/${encodeURIComponent(String(e['callId']))}`, { approve }).catch((err: unknown) => info(`[confirmation not recorded: ${(err as Error).message}]`));
@@ -217,6 +251,7 @@ export async function runChat(o: ChatOptions): Promise<number> {
     for (;;) {
       const line = await nextLine('> ');
       if (line === undefined) break;
+      if (line === INTERRUPTED) continue;
       if (!line.trim()) continue;
       if (line.trim().startsWith('/')) {
         if (!(await command(line))) break;
