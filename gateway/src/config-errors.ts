@@ -7,7 +7,6 @@
 import { closest, distance } from 'fastest-levenshtein';
 import { parseKeyTenants } from './api/config.js';
 
-export { parseKeyTenants };
 import type { z } from 'zod';
 
 const REDACTED = '<redacted>';
