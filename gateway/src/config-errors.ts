@@ -5,9 +5,8 @@
  */
 
 import { closest, distance } from 'fastest-levenshtein';
-import { parseKeyTenants } from './api/config.js';
-
 import type { z } from 'zod';
+import { parseKeyTenants } from './api/config.js';
 
 const REDACTED = '<redacted>';
 /** Shorter strings are not masked: they would mangle ordinary words, and no accepted secret is that short. */
