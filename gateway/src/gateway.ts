@@ -135,7 +135,7 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
   const front = await openFront(config, log, secrets, core, life);
   // Upstream servers connect after HTTP is up, in the background: a slow or broken one never delays start.
   const hubStarted = core.hub.start();
-  deferShutdown(config, log, core, front, hubStarted, life);
+  deferShutdown(config, log, core, front, life);
   logStarted(config, log, front.http, front.mqtt, core.tls !== undefined);
   const address = front.http.server.address();
   const { metrics, bus, registry, hub, store, enrollment, assistant, voice, tls, visionKey } = core;
@@ -267,13 +267,14 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
  * listeners within shutdownGraceMs (hosted servers alongside). The parts opened before then close as
  * no-ops, except the cluster and the store, which close after the listeners.
  */
-function deferShutdown(config: Config, log: Logger, core: Core, front: Front, hubStarted: Promise<void>, life: Lifecycle): void {
+function deferShutdown(config: Config, log: Logger, core: Core, front: Front, life: Lifecycle): void {
   let devicesClosed: Promise<unknown> = Promise.resolve();
   life.defer('listeners and hosted servers', () =>
     Promise.all([
       within(Promise.all([devicesClosed, front.closeHttp(), front.closeMqtt(), front.closeMetrics()]), config.shutdownGraceMs),
       // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
-      hubStarted.then(core.closeHub),
+      // hub.close() also ends servers still connecting: a stuck initialize never holds shutdown up.
+      core.closeHub(),
     ]),
   );
   life.defer('devices', async () => {

@@ -2,7 +2,7 @@ import type { SchemasConfig } from '../schemas/config.js';
 import { GATEWAY_NAME, GATEWAY_VERSION } from '../version.js';
 import { hubEnabled, type McpConfig } from './config.js';
 import { McpHub, type HubDeps } from './hub.js';
-import type { HubSettings } from './upstream.js';
+import type { HubSettings } from './upstream/base.js';
 
 export interface HubCreateDeps extends Pick<HubDeps, 'log' | 'metrics' | 'registry' | 'bus'> {
   validators: HubSettings['validators'];
@@ -29,7 +29,6 @@ export function createHub(d: HubCreateDeps, mcp: McpConfig, s: { schemas: Schema
       restartMaxDelayMs: mcp.restartMaxDelayMs,
       restartResetMs: mcp.restartResetMs,
       maxResultBytes: mcp.maxResultBytes,
-      maxMessageBytes: mcp.maxResultBytes,
       maxTools: mcp.maxToolsPerServer,
       allowPrivateNetwork: mcp.allowPrivateNetwork,
       logLevel: mcp.upstreamLogLevel,
