@@ -59,6 +59,11 @@ export const ConfigSchema = z
   })
   // Rules across slices. They run even when other fields failed (`when`), so one start lists every
   // problem; the values they read may then be raw input, hence the type guards.
+  .refine((c) => c.voice?.model === undefined || Object.hasOwn(c.assistant?.models ?? {}, c.voice.model), {
+    path: ['voice', 'model'],
+    message: 'voice.model must name one of assistant.models',
+    when: always,
+  })
   .refine((c) => !(c.deviceAuth === 'token' && Array.isArray(c.deviceTokens) && c.deviceTokens.length === 0), {
     path: ['deviceTokens'],
     message: 'deviceAuth "token" needs at least one token',

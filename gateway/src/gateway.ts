@@ -33,6 +33,7 @@ import type { Store } from './store/store.js';
 import { TlsCertificates } from './tls/certificates.js';
 import { GATEWAY_VERSION } from './version.js';
 import { visionOffer, visionService } from './vision/start.js';
+import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
 
 export interface Gateway {
@@ -63,7 +64,7 @@ export interface Gateway {
   enrollment: Enrollment | undefined;
   /** The LLM tool loop. */
   assistant: Assistant;
-  /** The voice relay (and its UDP socket), when voice.mode is "relay". */
+  /** Voice: the mode router, the relay and the conversation, the UDP socket (when a configured mode needs it). */
   voice: Voice | undefined;
   /** The MQTT-over-TLS port bound, when TLS is configured and `tls.mqttEnabled`. */
   mqttTlsPort: number | undefined;
@@ -81,14 +82,14 @@ export interface Gateway {
  * registers its closer as it opens (a Lifecycle stack), so a start that fails closes what it opened, and
  * close() runs the reverse of the start: drain hub calls, close devices, listeners, cluster, store.
  */
-export async function startGateway(config: Config, opts: { log?: Logger } = {}): Promise<Gateway> {
+export async function startGateway(config: Config, opts: { log?: Logger; converseKit?: () => ConverseKit } = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel, undefined, config.logFormat);
   const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
   if (secrets.tightenedFrom) log.warn({ file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom }, 'the secrets file was readable by group or others; its mode is now 0600');
   if (config.deviceAuth === 'open') log.warn('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
   const life = new Lifecycle(log);
   try {
-    return await wire(config, log, secrets, life);
+    return await wire(config, log, secrets, life, opts.converseKit);
   } catch (e) {
     await life.close().catch(() => undefined);
     throw e;
@@ -103,7 +104,7 @@ interface Core {
   tls: TlsCertificates | undefined;
   clusterLink: ClusterConnection | undefined;
   bus: EventBus;
-  voice: Voice | undefined;
+  voice: Voice;
   registry: DeviceRegistry;
   store: Store;
   enrollment: Enrollment | undefined;
@@ -130,8 +131,8 @@ interface Front {
   closeWs: (reason: string) => Promise<void>;
 }
 
-async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecycle): Promise<Gateway> {
-  const core = await openCore(config, log, secrets, life);
+async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecycle, converseKit?: () => ConverseKit): Promise<Gateway> {
+  const core = await openCore(config, log, secrets, life, converseKit);
   const front = await openFront(config, log, secrets, core, life);
   // Upstream servers connect after HTTP is up, in the background: a slow or broken one never delays start.
   const hubStarted = core.hub.start();
@@ -164,7 +165,7 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
 }
 
 /** Events, devices, persisted state, the hub and the assistant; each registers its closer as it opens. */
-async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lifecycle): Promise<Core> {
+async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lifecycle, converseKit?: () => ConverseKit): Promise<Core> {
   const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
   const metrics = createMetrics();
   // Read first: a missing or mismatched certificate stops the start before anything listens.
@@ -185,13 +186,14 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
     onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
     onSize: (size) => metrics.schemaValidators.set(size),
   });
-  const voice: Voice | undefined = config.voice.mode === 'relay' ? await startVoice(config.voice, metrics, log) : undefined;
-  const closeVoice = once(() => voice?.close());
+  const voice: Voice = await startVoice(config.voice, metrics, log, converseKit ? { kit: converseKit } : {});
+  const closeVoice = once(() => voice.close());
   life.defer('voice', closeVoice);
   const vision = visionOffer(config.vision, config.http.publicUrl, visionKey);
-  const registry = createRegistry({ ...(voice ? { voice: voice.relay } : {}), log, bus, metrics, vision: vision.capability, validators }, { ...config, visionRefreshMs: vision.refreshMs });
+  const registry = createRegistry({ voice: voice.hook, log, bus, metrics, vision: vision.capability, validators }, { ...config, visionRefreshMs: vision.refreshMs });
   const store = await openStore(config.cluster, config.dataDir, log);
   life.defer('store', () => store.close());
+  await voice.useStore(store);
   const onRevoked = (deviceId: string) => {
     for (const s of registry.sessions()) if (s.deviceId === deviceId) s.link.close(CLOSE_REVOKED, 'credentials revoked');
   };
@@ -201,8 +203,9 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const closeHub = once(() => hub.close());
   life.defer('hub', closeHub);
   // The hub needs the registry, which needs the relay: the relay learns of the hub last.
-  voice?.relay.useHub(hub);
+  voice.useHub(hub);
   const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
+  voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
   return { metrics, tls, clusterLink, bus, voice, registry, store, enrollment, hub, assistant, visionKey, closeVoice, closeHub, closeAssistant };
@@ -227,6 +230,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       ready: () => !f.stopping && http.server.listening && (!config.mqtt.enabled || f.mqtt !== undefined),
       hubEnabled: hubEnabled(config.mcp),
       tenantOf: (key) => tenants.get(key),
+      deviceSettings: { voiceModes: core.voice.modes, effectiveVoiceMode: (id) => core.voice.modeOf(id) },
     },
     tls,
   );

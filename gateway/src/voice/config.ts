@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { always, Bool, Count, env, Ms, Port, Tenant } from '../config/fields.js';
+import { CONVERSE_ENV, converseConfigShape, VoiceModeSchema } from './converse/config.js';
 
 /** The voice server a relay connects devices to (`voice.mode: "relay"`). */
 export const VoiceUpstreamSlice = z.strictObject({
@@ -27,7 +28,12 @@ export const VoiceUdpSlice = z.strictObject({
  * (the slice is a plain shape so it extends without touching the others).
  */
 export const voiceFields = {
-  mode: env('GATEWAY_VOICE_MODE', z.enum(['off', 'relay']).default('off'), '`off` (hellos answered here, audio dropped) or `relay` to a voice server: see [docs/voice.md](docs/voice.md)'),
+  mode: env(
+    'GATEWAY_VOICE_MODE',
+    VoiceModeSchema.default('off'),
+    '`off` (hellos answered here, audio dropped), `relay` to a voice server, or `converse` (Voxgate answers): see [docs/voice.md](docs/voice.md)',
+  ),
+  ...declareConverseEnv(converseConfigShape),
   upstream: VoiceUpstreamSlice.prefault({}),
   udp: VoiceUdpSlice.prefault({}),
   /** Voice sessions at once; a hello past it gets an `alert`. */
@@ -43,6 +49,19 @@ export const voiceFields = {
   /** The tenant whose hub tools are exposed (servers limited to other tenants stay hidden); unset: servers open to all only. */
   hubTenant: env('GATEWAY_VOICE_HUB_TENANT', Tenant.optional(), 'the tenant whose hub tools are exposed', 'servers open to all only'),
 };
+
+/** The converse fields keep their variable table (voice/converse/config.ts): each name is declared on its field here. */
+function declareConverseEnv<T extends Record<string, z.core.$ZodType>>(shape: T): T {
+  for (const [name, path] of Object.entries(CONVERSE_ENV)) {
+    let node: z.core.$ZodType | undefined = shape[path[1]!];
+    for (const key of path.slice(2)) {
+      while (node && !('shape' in node._zod.def)) node = (node._zod.def as { innerType?: z.core.$ZodType }).innerType;
+      node = node ? (node._zod.def as unknown as { shape: Record<string, z.core.$ZodType> }).shape[key] : undefined;
+    }
+    if (node) env(name, node, `voice.mode "converse": \`${path.slice(1).join('.')}\` (see [docs/voice.md](docs/voice.md))`);
+  }
+  return shape;
+}
 
 /**
  * Voice sessions relayed to a xiaozhi-compatible voice server (docs/voice.md). `off`: a WebSocket hello is
