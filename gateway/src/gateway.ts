@@ -10,6 +10,7 @@ import { connectCluster, startCluster, type Cluster, type ClusterConnection } fr
 import type { Config } from './config.js';
 import { createRegistry } from './devices/create.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
+import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
 import type { DeviceRegistry } from './devices/registry.js';
 import type { Enrollment } from './enrollment/enrollment.js';
 import { openEnrollment } from './enrollment/open.js';
@@ -37,6 +38,8 @@ import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
 
 export interface Gateway {
+  /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
+  directory: DeviceDirectory;
   config: Config;
   log: Logger;
   registry: DeviceRegistry;
@@ -106,6 +109,7 @@ interface Core {
   bus: EventBus;
   voice: Voice;
   registry: DeviceRegistry;
+  directory: FleetDirectory;
   store: Store;
   enrollment: Enrollment | undefined;
   hub: McpHub;
@@ -139,9 +143,9 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
   deferShutdown(config, log, core, front, life);
   logStarted(config, log, front.http, front.mqtt, core.tls !== undefined);
   const address = front.http.server.address();
-  const { metrics, bus, registry, hub, store, enrollment, assistant, voice, tls, visionKey } = core;
+  const { metrics, bus, registry, directory, hub, store, enrollment, assistant, voice, tls, visionKey } = core;
   return {
-    config, log, registry, bus, metrics, hub, hubStarted, store, enrollment, assistant, voice, tls, visionKey,
+    config, log, registry, directory, bus, metrics, hub, hubStarted, store, enrollment, assistant, voice, tls, visionKey,
     http: front.http,
     mqtt: front.mqtt,
     cluster: front.cluster,
@@ -191,15 +195,17 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   life.defer('voice', closeVoice);
   const vision = visionOffer(config.vision, config.http.publicUrl, visionKey);
   const registry = createRegistry({ voice: voice.hook, log, bus, metrics, vision: vision.capability, validators }, { ...config, visionRefreshMs: vision.refreshMs });
+  // Callers find devices here: this instance's registry, and the cluster's devices once it has joined.
+  const directory = new FleetDirectory(registry);
   const store = await openStore(config.cluster, config.dataDir, log);
   life.defer('store', () => store.close());
   await voice.useStore(store);
   const onRevoked = (deviceId: string) => {
-    for (const s of registry.sessions()) if (s.deviceId === deviceId) s.link.close(CLOSE_REVOKED, 'credentials revoked');
+    for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
   };
   const enrollment =
     config.deviceAuth === 'open' ? undefined : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked }, config.enrollment);
-  const hub = createHub({ log, metrics, registry, bus, validators }, config.mcp, { schemas: config.schemas, deviceCallTimeoutMs: config.calls.defaultTimeoutMs });
+  const hub = createHub({ log, metrics, registry: directory, bus, validators }, config.mcp, { schemas: config.schemas, deviceCallTimeoutMs: config.calls.defaultTimeoutMs });
   const closeHub = once(() => hub.close());
   life.defer('hub', closeHub);
   // The hub needs the registry, which needs the relay: the relay learns of the hub last.
@@ -208,17 +214,17 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
-  return { metrics, tls, clusterLink, bus, voice, registry, store, enrollment, hub, assistant, visionKey, closeVoice, closeHub, closeAssistant };
+  return { metrics, tls, clusterLink, bus, voice, registry, directory, store, enrollment, hub, assistant, visionKey, closeVoice, closeHub, closeAssistant };
 }
 
 /** The HTTP app and device WebSockets, the cluster, then every listener; each registers its closer as it opens. */
 async function openFront(config: Config, log: Logger, secrets: Secrets, core: Core, life: Lifecycle): Promise<Front> {
-  const { metrics, registry, bus, hub, enrollment, assistant, tls } = core;
+  const { metrics, registry, directory, bus, hub, enrollment, assistant, tls } = core;
   const tenants = new Map(Object.entries(config.apiKeyTenants));
   const apiKeys = () => secrets.apiKeys;
   const history = new MetricsHistory(metrics, config.metrics.historyIntervalMs, config.metrics.historySamples, Date.now, log.child({ component: 'metrics' }));
   const vision = visionService({ visionKey: core.visionKey, dataDir: config.dataDir, assistant, bus, metrics, log }, config.vision);
-  const api = { log, registry, bus, metrics, hub, enrollment, assistant, history, apiKeys, version: GATEWAY_VERSION, deviceSecret: secrets.deviceSecret };
+  const api = { log, registry: directory, bus, metrics, hub, enrollment, assistant, history, apiKeys, version: GATEWAY_VERSION, deviceSecret: secrets.deviceSecret };
   const f = { stopping: false, mqtt: undefined as MqttLink | undefined };
   const http: FastifyInstance = await createHttp(
     {
@@ -243,7 +249,10 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   life.defer('device websockets', () => closeWs('start failed'));
   // Joined before the listeners open, so the first device's presence reaches the other instances.
   const cluster = core.clusterLink ? await startCluster(core.clusterLink, { calls: config.calls, registry, bus }) : undefined;
-  if (cluster) life.defer('cluster', () => cluster.close());
+  if (cluster) {
+    directory.attach(cluster.devices);
+    life.defer('cluster', () => cluster.close());
+  }
   const closeMqtt = once(() => f.mqtt?.close());
   life.defer('mqtt', closeMqtt);
   await openListeners(http, config, () => mqttOptions(config, { auth, registry, log, metrics, tls, apiKeys }), (m) => (f.mqtt = m));

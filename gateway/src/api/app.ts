@@ -8,7 +8,7 @@ import type { EventsConfig } from '../events/config.js';
 import type { OtaConfig } from '../firmware/config.js';
 import type { McpConfig } from '../hub/config.js';
 import type { ConsoleConfig, HttpConfig, MetricsConfig } from './config.js';
-import type { DeviceRegistry } from '../devices/registry.js';
+import type { DeviceDirectory } from '../devices/directory.js';
 import type { EventBus } from '../events/bus.js';
 import { mcpAllowedHosts } from '../facade/allowed-hosts.js';
 import { firmwareRoutes } from '../firmware/routes.js';
@@ -52,7 +52,7 @@ export interface ApiSettings extends OtaSettings {
 export interface ApiDeps {
   settings: ApiSettings;
   log: Logger;
-  registry: DeviceRegistry;
+  registry: DeviceDirectory;
   bus: EventBus;
   metrics: Metrics;
   apiKeys: () => readonly string[];
