@@ -4,14 +4,15 @@
  * shows the same table: change both together.
  *
  * Every folder may also import the root leaves (errors, metrics, log, version, secrets, config-errors, the
- * `Config` type of config.ts) and the leaf folders listed in LEAVES. Nothing imports the composition root
+ * `Config` type of config.ts), the leaf folders listed in LEAVES, and any folder's `config.ts` (its schema slice). Nothing imports the composition root
  * (gateway.ts, main.ts, index.ts). `only` narrows an arrow to named leaf modules of the target folder.
  */
-export const LEAVES = ['schemas', 'throttle', 'nats'];
+export const LEAVES = ['schemas', 'throttle', 'nats', 'config'];
 
 /** @type {Record<string, Array<string | { folder: string, only: string[] }>>} */
 export const ARROWS = {
   // Leaves: no arrow to any other folder.
+  config: [],
   schemas: [],
   throttle: [],
   nats: [],
@@ -31,8 +32,8 @@ export const ARROWS = {
   assistant: ['hub', { folder: 'vision', only: ['image-type', 'bmp-to-png'] }],
   // voice.mode converse answers with the assistant's turn and keeps per-device modes in the store.
   voice: ['devices', 'hub', 'events', 'store', 'assistant'],
-  // The HTTP edge mounts the route plugins of the consumers.
-  api: ['devices', 'events', 'enrollment', 'hub', 'assistant', 'facade', 'firmware', 'vision', 'voice'],
+  // The HTTP edge mounts the route plugins of the consumers, and caps and secures its own sockets (links, tls).
+  api: ['devices', 'events', 'enrollment', 'hub', 'assistant', 'facade', 'firmware', 'vision', 'voice', 'links', 'tls'],
   // The CLI talks to a gateway over HTTP; it reads only the configuration's defaults.
   cli: [],
 };

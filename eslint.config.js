@@ -13,15 +13,16 @@ function arrowRules() {
     const patterns = [];
     for (const other of FOLDERS) {
       if (other === folder || LEAVES.includes(other)) continue;
+      // Every folder's config.ts is a leaf (a schema slice over config/fields.ts): any part may take another's slice type.
       if (!allowed.has(other)) {
         patterns.push({
-          group: [`**/${other}/**`, `!**/${folder}/**`],
+          group: [`**/${other}/**`, `!**/${folder}/**`, `!**/${other}/config.js`],
           message: `${folder}/ may not import ${other}/ (docs/architecture.md, eslint.arrows.js)`,
         });
       } else if (allowed.get(other)) {
         const leaves = allowed.get(other);
         patterns.push({
-          group: [`**/${other}/**`, ...leaves.map((m) => `!**/${other}/${m}.js`)],
+          group: [`**/${other}/**`, ...leaves.map((m) => `!**/${other}/${m}.js`), `!**/${other}/config.js`],
           message: `${folder}/ may import only ${leaves.map((m) => `${other}/${m}.ts`).join(', ')} from ${other}/ (docs/architecture.md)`,
         });
       }

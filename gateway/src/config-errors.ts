@@ -6,25 +6,11 @@
 
 import { closest, distance } from 'fastest-levenshtein';
 import type { z } from 'zod';
+import { parseKeyTenants } from './api/config.js';
 
 const REDACTED = '<redacted>';
 /** Shorter strings are not masked: they would mangle ordinary words, and no accepted secret is that short. */
 const MIN_MASKED_LENGTH = 6;
-
-/** `key=tenant,key2=tenant2` (env) or `{"key": "tenant"}` (file) -> the record; anything else as it came. */
-export function parseKeyTenants(v: unknown): unknown {
-  if (typeof v !== 'string') return v;
-  return Object.fromEntries(
-    v
-      .split(',')
-      .map((s) => s.trim())
-      .filter(Boolean)
-      .map((pair) => {
-        const i = pair.lastIndexOf('=');
-        return i <= 0 ? [pair, ''] : [pair.slice(0, i), pair.slice(i + 1)];
-      }),
-  );
-}
 
 /** Top-level config paths whose record keys are secrets: the key is shown by position, never by value. */
 const SECRET_KEYED = new Set(['apiKeyTenants']);

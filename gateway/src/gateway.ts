@@ -1,53 +1,49 @@
 import { createHmac } from 'node:crypto';
 import { join } from 'node:path';
-import { mintVisionToken, normalizeDeviceId, type VisionCapability } from '@voxgate/protocol';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { buildApi, metricsKeys } from './api/app.js';
-import { startCluster, type Cluster } from './cluster/cluster.js';
-import { Assistant } from './assistant/assistant.js';
+import { metricsKeys } from './api/app.js';
 import { startMetricsListener } from './api/health.js';
+import { createHttp } from './api/start.js';
+import { Assistant } from './assistant/assistant.js';
+import { connectCluster, startCluster, type Cluster, type ClusterConnection } from './cluster/cluster.js';
 import type { Config } from './config.js';
-import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
-import { DeviceRegistry } from './devices/registry.js';
+import { createRegistry } from './devices/create.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
-import { EnrollmentCredentials } from './enrollment/credentials.js';
-import { Enrollment } from './enrollment/enrollment.js';
-import { ToolsPageCache } from './devices/tools-page-cache.js';
+import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
+import type { DeviceRegistry } from './devices/registry.js';
+import type { Enrollment } from './enrollment/enrollment.js';
+import { openEnrollment } from './enrollment/open.js';
 import { GatewayError } from './errors.js';
-import type { McpEndpoint } from './facade/mcp-endpoint.js';
-import { resolveServers } from './hub/config.js';
-import { McpHub } from './hub/hub.js';
 import { EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
+import { createHub } from './hub/create.js';
+import { hubEnabled } from './hub/config.js';
+import type { McpHub } from './hub/hub.js';
+import { Lifecycle, once, within } from './lifecycle.js';
+import { openListeners, warnIfOverOpenFileLimit } from './links/listeners.js';
+import type { MqttLink, MqttLinkOptions } from './links/mqtt.js';
 import { attachWebSocketLink } from './links/ws.js';
-import { startMqttLink, type MqttLink } from './links/mqtt.js';
-import { countRequestTimeouts, limitConnections, openFileLimit } from './links/connection-limits.js';
 import { createLogger } from './log.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { MetricsHistory } from './metrics-history.js';
 import { SchemaValidators } from './schemas/validators.js';
 import { resolveSecrets } from './secrets.js';
-import { NatsKvStore } from './store/nats-kv-store.js';
-import { SqliteStore } from './store/sqlite-store.js';
+import { openStore } from './store/open.js';
 import type { Store } from './store/store.js';
-import { GATEWAY_NAME, GATEWAY_VERSION } from './version.js';
-import { httpExplainer, noExplainer } from './vision/explainer.js';
-import { PhotoStore } from './vision/photo-store.js';
-import { VISION_EXPLAIN_PATH, type VisionService } from './vision/routes.js';
+import { TlsCertificates } from './tls/certificates.js';
+import { GATEWAY_VERSION } from './version.js';
 import { assistantExplainer } from './assistant/vision.js';
+import { visionOffer, visionService } from './vision/start.js';
 import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
-import type { Server as TlsServer } from 'node:tls';
-import { TlsCertificates } from './tls/certificates.js';
-import { closeFailedHandshakes } from './tls/listener.js';
 
 export interface Gateway {
+  /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
+  directory: DeviceDirectory;
   config: Config;
   log: Logger;
   registry: DeviceRegistry;
-  /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
-  directory: DeviceDirectory;
   bus: EventBus;
   metrics: Metrics;
   http: FastifyInstance;
@@ -85,242 +81,259 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-/** Start every part: HTTP API + device WebSocket on one port, the embedded MQTT broker on another. */
+/**
+ * Start every part: HTTP API + device WebSocket on one port, the embedded MQTT broker on another. Each part
+ * registers its closer as it opens (a Lifecycle stack), so a start that fails closes what it opened, and
+ * close() runs the reverse of the start: drain hub calls, close devices, listeners, cluster, store.
+ */
 export async function startGateway(config: Config, opts: { log?: Logger; converseKit?: () => ConverseKit } = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel, undefined, config.logFormat);
   const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
   if (secrets.tightenedFrom) log.warn({ file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom }, 'the secrets file was readable by group or others; its mode is now 0600');
-  const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
   if (config.deviceAuth === 'open') log.warn('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
+  const life = new Lifecycle(log);
+  try {
+    return await wire(config, log, secrets, life, opts.converseKit);
+  } catch (e) {
+    await life.close().catch(() => undefined);
+    throw e;
+  }
+}
 
+type Secrets = ReturnType<typeof resolveSecrets>;
+
+/** The parts behind the ports: what HTTP, the links and the cluster are built on. */
+interface Core {
+  metrics: Metrics;
+  tls: TlsCertificates | undefined;
+  clusterLink: ClusterConnection | undefined;
+  bus: EventBus;
+  voice: Voice;
+  registry: DeviceRegistry;
+  directory: FleetDirectory;
+  store: Store;
+  enrollment: Enrollment | undefined;
+  hub: McpHub;
+  assistant: Assistant;
+  visionKey: string;
+  closeVoice: () => Promise<void>;
+  closeHub: () => Promise<void>;
+  closeAssistant: () => Promise<void>;
+}
+
+/** What the ports need to know while they run: set by the listeners, read by /readyz and OTA. */
+interface Front {
+  http: FastifyInstance;
+  ws: ReturnType<typeof attachWebSocketLink>;
+  mqtt: MqttLink | undefined;
+  metricsListener: { port: number; close(): Promise<void> } | undefined;
+  cluster: Cluster | undefined;
+  history: MetricsHistory;
+  stopping: boolean;
+  closeHttp: () => Promise<void>;
+  closeMqtt: () => Promise<void>;
+  closeMetrics: () => Promise<void>;
+  closeWs: (reason: string) => Promise<void>;
+}
+
+async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecycle, converseKit?: () => ConverseKit): Promise<Gateway> {
+  const core = await openCore(config, log, secrets, life, converseKit);
+  const front = await openFront(config, log, secrets, core, life);
+  // Upstream servers connect after HTTP is up, in the background: a slow or broken one never delays start.
+  const hubStarted = core.hub.start();
+  deferShutdown(config, log, core, front, life);
+  logStarted(config, log, front.http, front.mqtt, core.tls !== undefined);
+  const address = front.http.server.address();
+  const { metrics, bus, registry, directory, hub, store, enrollment, assistant, voice, tls, visionKey } = core;
+  return {
+    config, log, registry, directory, bus, metrics, hub, hubStarted, store, enrollment, assistant, voice, tls, visionKey,
+    http: front.http,
+    mqtt: front.mqtt,
+    cluster: front.cluster,
+    httpPort: typeof address === 'object' && address ? address.port : config.http.port,
+    mqttPort: front.mqtt?.port,
+    mqttTlsPort: front.mqtt?.tlsPort,
+    metricsPort: front.metricsListener?.port,
+    apiKeys: secrets.apiKeys,
+    deviceSecret: secrets.deviceSecret,
+    generatedApiKey: secrets.generatedApiKey,
+    reloadTls: () => {
+      if (tls) return tls.reload();
+      log.warn('TLS reload asked, but no tls.certFile is configured; nothing to reload');
+      return false;
+    },
+    close: once(async () => {
+      await life.close();
+      log.info('stopped');
+    }),
+  };
+}
+
+/** Events, devices, persisted state, the hub and the assistant; each registers its closer as it opens. */
+async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lifecycle, converseKit?: () => ConverseKit): Promise<Core> {
+  const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
   const metrics = createMetrics();
   // Read first: a missing or mismatched certificate stops the start before anything listens.
-  const tls = config.tls.certFile !== undefined && config.tls.keyFile !== undefined ? new TlsCertificates({ certFile: config.tls.certFile, keyFile: config.tls.keyFile, caFile: config.tls.caFile }, log.child({ component: 'tls' }), metrics) : undefined;
+  const { certFile, keyFile, caFile } = config.tls;
+  const tls = certFile !== undefined && keyFile !== undefined ? new TlsCertificates({ certFile, keyFile, caFile }, log.child({ component: 'tls' }), metrics) : undefined;
+  const clusterLink = config.cluster.enabled ? await connectCluster(config.cluster, { log, metricsRegistry: metrics.registry, replayLimit: config.events.bufferSize }) : undefined;
+  if (clusterLink) life.defer('cluster connection', () => clusterLink.close());
   const bus = new EventBus({
     bufferSize: config.events.bufferSize,
     metrics,
     log: log.child({ component: 'events' }),
     deviceRate: { ratePerSecond: config.events.devicePerSecond, burst: config.events.deviceBurst },
+    replaySource: clusterLink?.replay,
   });
-  // The URL devices post photos to: configured, or this gateway's own endpoint when its public URL is known.
-  const visionUrl = config.vision.url ?? (config.vision.serve && config.http.publicUrl ? new URL(VISION_EXPLAIN_PATH, config.http.publicUrl).toString() : undefined);
-  const vision = (deviceId: string): VisionCapability | undefined =>
-    visionUrl ? { url: visionUrl, token: mintVisionToken(visionKey, deviceId, Date.now() / 1000 + config.vision.tokenTtlSeconds) } : undefined;
-  const schemaValidators = new SchemaValidators({
+  const validators = new SchemaValidators({
     limits: config.schemas,
     maxCached: config.schemas.validatorCacheSize,
     onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
     onSize: (size) => metrics.schemaValidators.set(size),
   });
-  const voice: Voice | undefined = await startVoice(config.voice, metrics, log, opts.converseKit ? { kit: opts.converseKit } : {});
-  const registry = new DeviceRegistry({
-    voice: voice.hook,
-    maxKnownDevices: config.devices.maxKnown,
-    log,
-    bus,
-    metrics,
-    vision,
-    pages: new ToolsPageCache(),
-    validators: schemaValidators,
-    settings: {
-      requestTimeoutMs: config.session.requestTimeoutMs,
-      maxToolPages: config.session.maxToolPages,
-      maxTools: config.session.maxTools,
-      defaultCallTimeoutMs: config.calls.defaultTimeoutMs,
-      maxCallTimeoutMs: config.calls.maxTimeoutMs,
-      queueLimit: config.calls.queueLimit,
-      concurrency: config.calls.concurrency,
-      clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
-      frameLimits: config.frames,
-      schemaLimits: config.schemas,
-      setupRetryMinMs: config.session.setupRetryMinMs,
-      setupRetryMaxMs: config.session.setupRetryMaxMs,
-      setupMaxErrors: config.session.setupMaxErrors,
-      visionRefreshMs: visionUrl ? (config.vision.refreshMs ?? Math.floor(config.vision.tokenTtlSeconds * 800)) : undefined,
-    },
-  });
-  // With the cluster on, persisted state is shared by every instance (a KV bucket), not this data dir's.
-  const store: Store = config.cluster.enabled
-    ? await NatsKvStore.open(config.cluster, log).catch((e: unknown) => {
-        voice?.close();
-        throw e;
-      })
-    : new SqliteStore(join(config.dataDir, 'voxgate.db'));
-  let enrollment: Enrollment | undefined;
-  try {
-    await voice?.useStore(store);
-    enrollment = config.deviceAuth === 'open' ? undefined : await openEnrollment(config, secrets.deviceSecret, store, log, metrics, registry);
-  } catch (e) {
-    voice?.close();
-    await store.close();
-    throw e;
-  }
-  const auth = {
-    mode: config.deviceAuth,
-    tokens: config.deviceTokens,
-    secret: secrets.deviceSecret,
-    tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds,
-    enrollment,
-    liveCredential: (deviceId: string) => registry.liveCredential(deviceId),
-  };
-
+  const voice: Voice = await startVoice(config.voice, metrics, log, converseKit ? { kit: converseKit } : {});
+  const closeVoice = once(() => voice.close());
+  life.defer('voice', closeVoice);
+  const vision = visionOffer(config.vision, config.http.publicUrl, visionKey);
+  const registry = createRegistry({ voice: voice.hook, log, bus, metrics, vision: vision.capability, validators }, { ...config, visionRefreshMs: vision.refreshMs });
   // Callers find devices here: this instance's registry, and the cluster's devices once it has joined.
   const directory = new FleetDirectory(registry);
-  const mcpServers = resolveServers(config.mcp);
-  const hub = new McpHub({
-    log,
-    metrics,
-    registry: directory,
-    bus,
-    servers: mcpServers.servers,
-    enabled: mcpServers.enabled,
-    deviceTools: config.mcp.deviceTools,
-    deviceCallTimeoutMs: config.calls.defaultTimeoutMs,
-    devicesListMax: config.mcp.devicesListMax,
-    settings: {
-      connectTimeoutMs: config.mcp.connectTimeoutMs,
-      callTimeoutMs: config.mcp.callTimeoutMs,
-      killGraceMs: config.mcp.killGraceMs,
-      maxRestarts: config.mcp.maxRestarts,
-      restartBaseDelayMs: config.mcp.restartBaseDelayMs,
-      restartMaxDelayMs: config.mcp.restartMaxDelayMs,
-      restartResetMs: config.mcp.restartResetMs,
-      maxResultBytes: config.mcp.maxResultBytes,
-      maxTools: config.mcp.maxToolsPerServer,
-      allowPrivateNetwork: config.mcp.allowPrivateNetwork,
-      logLevel: config.mcp.upstreamLogLevel,
-      logRatePerSecond: config.mcp.upstreamLogRatePerSecond,
-      clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
-      schemaLimits: config.schemas,
-      validators: schemaValidators,
-    },
-  });
+  const store = await openStore(config.cluster, config.dataDir, log);
+  life.defer('store', () => store.close());
+  await voice.useStore(store);
+  const onRevoked = (deviceId: string) => {
+    for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
+  };
+  const enrollment =
+    config.deviceAuth === 'open' ? undefined : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked }, config.enrollment);
+  const hub = createHub({ log, metrics, registry: directory, bus, validators }, config.mcp, { schemas: config.schemas, deviceCallTimeoutMs: config.calls.defaultTimeoutMs });
+  const closeHub = once(() => hub.close());
+  life.defer('hub', closeHub);
   // The hub needs the registry, which needs the relay: the relay learns of the hub last.
-  voice?.useHub(hub);
-  const tenants = new Map(Object.entries(config.apiKeyTenants));
+  voice.useHub(hub);
   const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
-  voice?.useAssistant(assistant, bus);
-  let mcpEndpoint: McpEndpoint | undefined;
+  voice.useAssistant(assistant, bus);
+  const closeAssistant = once(() => assistant.close());
+  life.defer('assistant', closeAssistant);
+  return { metrics, tls, clusterLink, bus, voice, registry, directory, store, enrollment, hub, assistant, visionKey, closeVoice, closeHub, closeAssistant };
+}
 
-  let stopping = false;
-  let mqtt: MqttLink | undefined;
-  let metricsListener: { port: number; close(): Promise<void> } | undefined;
-  let cluster: Cluster | undefined;
-  const visionService: VisionService | undefined = config.vision.serve
-    ? {
-        visionKey,
-        store: new PhotoStore(join(config.dataDir, 'photos'), { perDevice: config.vision.photosPerDevice, total: config.vision.maxStoredPhotos }),
-        // An external explainer when configured, else the assistant's vision model, else a clear "none" answer.
-        explainer: config.vision.explainerUrl
-          ? httpExplainer(config.vision.explainerUrl, { token: config.vision.explainerToken, timeoutMs: config.vision.explainerTimeoutMs })
-          : (assistantExplainer(assistant, config.vision.maxPhotoBytes) ?? noExplainer),
-        maxPhotoBytes: config.vision.maxPhotoBytes,
-        uploadsPerMinute: config.vision.uploadsPerMinute,
-        bus,
-        metrics,
-        log: log.child({ component: 'vision' }),
-      }
-    : undefined;
+/** The HTTP app and device WebSockets, the cluster, then every listener; each registers its closer as it opens. */
+async function openFront(config: Config, log: Logger, secrets: Secrets, core: Core, life: Lifecycle): Promise<Front> {
+  const { metrics, registry, directory, bus, hub, enrollment, assistant, tls } = core;
+  const tenants = new Map(Object.entries(config.apiKeyTenants));
+  const apiKeys = () => secrets.apiKeys;
   const history = new MetricsHistory(metrics, config.metrics.historyIntervalMs, config.metrics.historySamples, Date.now, log.child({ component: 'metrics' }));
-  const http = await buildApi({
-    ...(visionService ? { vision: visionService } : {}),
-    config,
-    log,
-    registry: directory,
-    bus,
-    metrics,
-    apiKeys: () => secrets.apiKeys,
-    deviceSecret: secrets.deviceSecret,
-    mqttPort: () => mqtt?.port ?? config.mqtt.port,
-    mqttTlsPort: () => mqtt?.tlsPort,
-    ready: () => !stopping && http.server.listening && (!config.mqtt.enabled || mqtt !== undefined),
-    version: GATEWAY_VERSION,
-    hub,
-    hubEnabled: mcpServers.enabled,
-    tenantOf: (key) => tenants.get(key),
-    onMcpEndpoint: (e) => (mcpEndpoint = e),
-    enrollment,
-    assistant,
-    history,
-    https: tls?.options,
-    deviceSettings: { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id) },
-  });
-  if (tls) {
-    // buildApi made an https.Server (a tls.Server) for these options; fastify types it as http.Server.
-    const server = http.server as unknown as TlsServer;
-    tls.serve(server);
-    closeFailedHandshakes(server, 'http', metrics, log.child({ component: 'http' }));
-  }
-  limitConnections(http.server, 'http', config.http, metrics, log.child({ component: 'http' }));
-  countRequestTimeouts(http.server, metrics);
+  const fallbackExplainer = assistantExplainer(assistant, config.vision.maxPhotoBytes);
+  const vision = visionService({ visionKey: core.visionKey, dataDir: config.dataDir, fallbackExplainer, bus, metrics, log }, config.vision);
+  const api = { log, registry: directory, bus, metrics, hub, enrollment, assistant, history, apiKeys, version: GATEWAY_VERSION, deviceSecret: secrets.deviceSecret };
+  const f = { stopping: false, mqtt: undefined as MqttLink | undefined };
+  const http: FastifyInstance = await createHttp(
+    {
+      ...api,
+      ...(vision ? { vision } : {}),
+      settings: { ...config, mcpEndpoint: config.mcp.endpoint, firmwareDir: join(config.dataDir, 'firmware') },
+      mqttPort: () => f.mqtt?.port ?? config.mqtt.port,
+      mqttTlsPort: () => f.mqtt?.tlsPort,
+      ready: () => !f.stopping && http.server.listening && (!config.mqtt.enabled || f.mqtt !== undefined),
+      hubEnabled: hubEnabled(config.mcp),
+      tenantOf: (key) => tenants.get(key),
+      deviceSettings: { voiceModes: core.voice.modes, effectiveVoiceMode: (id) => core.voice.modeOf(id) },
+    },
+    tls,
+  );
+  const closeHttp = once(() => http.close());
+  life.defer('http', closeHttp);
   warnIfOverOpenFileLimit(config, log);
-  const ws = attachWebSocketLink(http.server, {
-    path: config.ws.path,
-    maxPayloadBytes: config.ws.maxPayloadBytes,
-    heartbeatMs: config.ws.heartbeatMs,
-    maxConnections: config.ws.maxConnections,
-    auth,
-    registry,
-    log,
-    metrics,
-  });
-  try {
-    // Joined before the listeners open, so the first device's presence reaches the other instances.
-    if (config.cluster.enabled) {
-      cluster = await startCluster({ config: config.cluster, calls: config.calls, registry, bus, log, metricsRegistry: metrics.registry, replayLimit: config.events.bufferSize });
-      directory.attach(cluster.devices);
-    }
-    // Both listeners start together, so a start that fails reports every port that failed, not the first.
-    const [mqttStart, httpStart] = await Promise.allSettled([
-      config.mqtt.enabled ? startMqttLink({
-        host: config.mqtt.host,
-        port: config.mqtt.port,
-        maxPacketBytes: config.mqtt.maxPacketBytes,
-        maxConnections: config.mqtt.maxConnections,
-        maxConnectionsPerAddress: config.mqtt.maxConnectionsPerAddress,
-        connectTimeoutMs: config.mqtt.connectTimeoutMs,
-        keepalive: { minSeconds: config.mqtt.keepaliveMinSeconds, maxSeconds: config.mqtt.keepaliveMaxSeconds },
-        auth,
-        apiKeys: () => secrets.apiKeys,
-        registry,
-        log: log.child({ component: 'mqtt' }),
-        metrics,
-        tls: tls && config.tls.mqttEnabled ? { port: config.tls.mqttPort, certificates: tls } : undefined,
-      }) : Promise.resolve(undefined),
-      http.listen({ host: config.http.host, port: config.http.port }),
-    ]);
-    if (mqttStart.status === 'fulfilled') mqtt = mqttStart.value;
-    const failed = [
-      ...(httpStart.status === 'rejected' ? [listenProblem('HTTP', config.http.host, config.http.port, httpStart.reason)] : []),
-      ...(mqttStart.status === 'rejected' ? [listenProblem('MQTT', config.mqtt.host, config.mqtt.port, mqttStart.reason)] : []),
-    ];
-    if (failed.length) throw new Error(`cannot listen: ${failed.join('; ')}`);
-    if (mqtt) fanOutToMqtt(bus, mqtt.publish);
-    if (config.metrics.port !== undefined) {
-      metricsListener = await startMetricsListener({
-        host: config.metrics.host,
-        port: config.metrics.port,
-        metrics,
-        // On its own listener the address is the protection; a metrics key, when set, is required too.
-        keys: config.metrics.key === undefined ? undefined : metricsKeys({ config, apiKeys: () => secrets.apiKeys }),
-        log: log.child({ component: 'metrics' }),
-      });
-    }
-  } catch (e) {
-    assistant.close();
-    await metricsListener?.close();
-    voice?.close();
-    ws.close(CLOSE_SHUTDOWN, 'start failed');
-    await mqtt?.close();
-    await http.close();
-    await hub.close();
-    await cluster?.close();
-    await store.close();
-    throw e;
+  const auth = { mode: config.deviceAuth, tokens: config.deviceTokens, secret: secrets.deviceSecret, tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds, enrollment, liveCredential: (id: string) => registry.liveCredential(id) };
+  const ws = attachWebSocketLink(http.server, { ...config.ws, auth, registry, log, metrics });
+  const closeWs = once((reason: string) => ws.close(CLOSE_SHUTDOWN, reason));
+  life.defer('device websockets', () => closeWs('start failed'));
+  // Joined before the listeners open, so the first device's presence reaches the other instances.
+  const cluster = core.clusterLink ? await startCluster(core.clusterLink, { calls: config.calls, registry, bus }) : undefined;
+  if (cluster) {
+    directory.attach(cluster.devices);
+    life.defer('cluster', () => cluster.close());
   }
+  const closeMqtt = once(() => f.mqtt?.close());
+  life.defer('mqtt', closeMqtt);
+  await openListeners(http, config, () => mqttOptions(config, { auth, registry, log, metrics, tls, apiKeys }), (m) => (f.mqtt = m));
+  if (f.mqtt) fanOutToMqtt(bus, f.mqtt.publish);
+  const metricsListener =
+    config.metrics.port === undefined
+      ? undefined
+      : await startMetricsListener({
+          host: config.metrics.host,
+          port: config.metrics.port,
+          metrics,
+          // On its own listener the address is the protection; a metrics key, when set, is required too.
+          keys: config.metrics.key === undefined ? undefined : metricsKeys(apiKeys, config.metrics.key),
+          log: log.child({ component: 'metrics' }),
+        });
+  const closeMetrics = once(() => metricsListener?.close());
+  life.defer('metrics listener', closeMetrics);
   history.start();
-  // Upstream servers connect after HTTP is up, in the background: a slow or broken one never delays start.
-  const hubStarted = hub.start();
+  life.defer('metrics history', () => history.stop());
+  return Object.assign(f, { http, ws, metricsListener, cluster, history, closeHttp, closeMqtt, closeMetrics, closeWs });
+}
+
+/**
+ * The shutdown, in stages pushed last so they run first: drain hub calls, close devices, then the
+ * listeners within shutdownGraceMs (hosted servers alongside). The parts opened before then close as
+ * no-ops, except the cluster and the store, which close after the listeners.
+ */
+function deferShutdown(config: Config, log: Logger, core: Core, front: Front, life: Lifecycle): void {
+  let devicesClosed: Promise<unknown> = Promise.resolve();
+  life.defer('listeners and hosted servers', () =>
+    Promise.all([
+      within(Promise.all([devicesClosed, front.closeHttp(), front.closeMqtt(), front.closeMetrics()]), config.shutdownGraceMs),
+      // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
+      // hub.close() also ends servers still connecting: a stuck initialize never holds shutdown up.
+      core.closeHub(),
+    ]),
+  );
+  life.defer('devices', async () => {
+    // Wait until each device socket has closed (close handshake done, or terminated a second later): a
+    // process that exits before that cuts off the close frame, and the device sees 1006, not 1001.
+    devicesClosed = Promise.all([...front.ws.wss.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))));
+    await core.closeAssistant();
+    await core.closeVoice();
+    await front.closeWs('gateway shutting down');
+  });
+  life.defer('hub calls', async () => {
+    front.stopping = true;
+    front.history.stop();
+    log.info('shutting down: refusing new work, closing devices');
+    for (const s of core.registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
+    // Calls to hosted servers in flight answer SHUTTING_DOWN before any connection closes (the /mcp
+    // endpoint's sessions close in its own preClose hook, when the HTTP app closes).
+    await core.hub.drain();
+  });
+}
+
+function mqttOptions(
+  config: Config,
+  d: Pick<MqttLinkOptions, 'auth' | 'registry' | 'metrics' | 'apiKeys'> & { log: Logger; tls: TlsCertificates | undefined },
+): MqttLinkOptions {
+  const m = config.mqtt;
+  return {
+    host: m.host,
+    port: m.port,
+    maxPacketBytes: m.maxPacketBytes,
+    maxConnections: m.maxConnections,
+    maxConnectionsPerAddress: m.maxConnectionsPerAddress,
+    connectTimeoutMs: m.connectTimeoutMs,
+    keepalive: { minSeconds: m.keepaliveMinSeconds, maxSeconds: m.keepaliveMaxSeconds },
+    auth: d.auth,
+    apiKeys: d.apiKeys,
+    registry: d.registry,
+    log: d.log.child({ component: 'mqtt' }),
+    metrics: d.metrics,
+    tls: d.tls && config.tls.mqttEnabled ? { port: config.tls.mqttPort, certificates: d.tls } : undefined,
+  };
+}
+
+function logStarted(config: Config, log: Logger, http: FastifyInstance, mqtt: MqttLink | undefined, tls: boolean): void {
   const address = http.server.address();
   const httpPort = typeof address === 'object' && address ? address.port : config.http.port;
   log.info(
@@ -333,103 +346,4 @@ export async function startGateway(config: Config, opts: { log?: Logger; convers
     },
     'voxgate started',
   );
-
-  let closing: Promise<void> | undefined;
-  const close = () =>
-    (closing ??= (async () => {
-      stopping = true;
-      history.stop();
-      log.info('shutting down: refusing new work, closing devices');
-      for (const s of registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
-      // Calls to hosted servers in flight answer SHUTTING_DOWN before any connection closes.
-      await hub.drain();
-      // Wait until each device socket has closed (close handshake done, or terminated a second later): a
-      // process that exits before that cuts off the close frame, and the device sees 1006, not 1001.
-      const devicesClosed = Promise.all([...ws.wss.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))));
-      assistant.close();
-      voice?.close();
-      ws.close(CLOSE_SHUTDOWN, 'gateway shutting down');
-      await mcpEndpoint?.close();
-      const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
-      // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
-      // hub.close() also ends servers still connecting: a stuck initialize never holds shutdown up.
-      await Promise.all([Promise.race([Promise.all([devicesClosed, http.close(), mqtt?.close(), metricsListener?.close()]), grace]), hub.close()]);
-      await cluster?.close();
-      await store.close();
-      log.info('stopped');
-    })());
-
-  return {
-    config,
-    log,
-    registry,
-    directory,
-    bus,
-    metrics,
-    http,
-    mqtt,
-    httpPort,
-    mqttPort: mqtt?.port,
-    metricsPort: metricsListener?.port,
-    apiKeys: secrets.apiKeys,
-    deviceSecret: secrets.deviceSecret,
-    generatedApiKey: secrets.generatedApiKey,
-    visionKey,
-    hub,
-    hubStarted,
-    store,
-    enrollment,
-    assistant,
-    voice,
-    mqttTlsPort: mqtt?.tlsPort,
-    tls,
-    reloadTls: () => {
-      if (tls) return tls.reload();
-      log.warn('TLS reload asked, but no tls.certFile is configured; nothing to reload');
-      return false;
-    },
-    cluster,
-    close,
-  };
-}
-
-/** Each socket is a descriptor: caps whose sum passes the process's limit let one port starve the other. */
-function warnIfOverOpenFileLimit(config: Config, log: Logger): void {
-  const limit = openFileLimit();
-  const sockets = config.http.maxConnections + (config.mqtt.enabled ? config.mqtt.maxConnections : 0);
-  // Files, child processes' pipes, DNS and upstream connections need descriptors too.
-  const headroom = 512;
-  if (limit !== undefined && sockets + headroom > limit)
-    log.warn(
-      { openFileLimit: limit, httpMaxConnections: config.http.maxConnections, mqttMaxConnections: config.mqtt.enabled ? config.mqtt.maxConnections : 0, headroom },
-      'connection caps exceed the open-file limit: raise `ulimit -n` or lower http.maxConnections / mqtt.maxConnections',
-    );
-}
-
-async function openEnrollment(config: Config, deviceSecret: string, store: Store, log: Logger, metrics: Metrics, registry: DeviceRegistry): Promise<Enrollment> {
-  const e = config.enrollment;
-  const enrollment = await Enrollment.open({
-    policy: e.policy,
-    allowlist: new Set(e.allowlist.map((id) => normalizeDeviceId(id)!)),
-    pendingTtlSeconds: e.pendingTtlSeconds,
-    maxPending: e.maxPending,
-    maxPendingPerDevice: e.maxPendingPerDevice,
-    credentials: new EnrollmentCredentials(deviceSecret, config.mqtt.group),
-    store,
-    log: log.child({ component: 'enrollment' }),
-    metrics,
-    // Revoked credentials must not keep a live connection.
-    onRevoked: (deviceId) => {
-      for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
-    },
-  });
-  log.info({ policy: e.policy }, 'device enrollment');
-  return enrollment;
-}
-
-/** "HTTP 0.0.0.0:8000 is already in use (EADDRINUSE)": which listener, where, and why, for the person starting it. */
-function listenProblem(listener: string, host: string, port: number, err: unknown): string {
-  const code = (err as NodeJS.ErrnoException | undefined)?.code;
-  const why = code === 'EADDRINUSE' ? 'is already in use' : code === 'EACCES' ? 'needs more privileges' : `failed: ${err instanceof Error ? err.message : String(err)}`;
-  return `${listener} ${host}:${port} ${why}${code ? ` (${code})` : ''}`;
 }

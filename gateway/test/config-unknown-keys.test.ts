@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { isolatedEnv, startCompiledGateway } from '../../test/support/gateway-process.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -62,4 +63,39 @@ describe('misspelled keys in gateway.config.json are refused, not ignored (issue
     expect(c.http.port).toBe(9000);
     expect(c.mcp.endpoint.allowedHosts).toEqual(['gw.local']);
   });
+
+  // Deliberate change (issue 18 move 2): these five sections used to accept any key silently.
+  it('refuses misspelled keys in voice, cluster, tls, assistant and console too, at every depth', () => {
+    const problems = problemsFor({
+      voice: { mdoe: 'relay', upstream: { tokn: 'x' }, udp: { prot: 1 } },
+      cluster: { enabeld: true, nats: { server: ['nats://a:4222'] }, events: { maxMsg: 5 } },
+      tls: { certfile: 'a.pem' },
+      assistant: { maxToolRound: 3, models: { local: { provider: 'openai', model: 'm', tolMode: 'none' } } },
+      console: { enable: false },
+    });
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        'voice.mdoe: unknown setting; did you mean "mode"?',
+        'voice.upstream.tokn: unknown setting; did you mean "token"?',
+        'voice.udp.prot: unknown setting; did you mean "port"?',
+        'cluster.enabeld: unknown setting; did you mean "enabled"?',
+        'cluster.nats.server: unknown setting; did you mean "servers"?',
+        'cluster.events.maxMsg: unknown setting; did you mean "maxMsgs"?',
+        'tls.certfile: unknown setting; did you mean "certFile"?',
+        'assistant.maxToolRound: unknown setting; did you mean "maxToolRounds"?',
+        'console.enable: unknown setting; did you mean "enabled"?',
+      ]),
+    );
+    expect(problems.some((p) => p.startsWith('assistant.models.local.tolMode: unknown setting'))).toBe(true);
+    expect(problems.filter((p) => p.includes('unknown setting'))).toHaveLength(10);
+  });
+
+  it('exits with code 2 on a misspelled key inside a section, as for a top-level one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxgate-cfg-'));
+    dirs.push(dir);
+    writeFileSync(join(dir, 'gateway.config.json'), JSON.stringify({ voice: { mdoe: 'relay' } }));
+    const run = startCompiledGateway(isolatedEnv(dir));
+    expect((await run.exited).code).toBe(2);
+    expect(run.stderr()).toContain('voice.mdoe: unknown setting; did you mean "mode"?');
+  }, 60_000);
 });

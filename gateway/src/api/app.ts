@@ -3,14 +3,18 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { AssistantConfig } from '../assistant/config.js';
+import type { EventsConfig } from '../events/config.js';
+import type { OtaConfig } from '../firmware/config.js';
+import type { McpConfig } from '../hub/config.js';
+import type { ConsoleConfig, HttpConfig, MetricsConfig } from './config.js';
 import type { DeviceDirectory } from '../devices/directory.js';
 import type { EventBus } from '../events/bus.js';
 import { mcpAllowedHosts } from '../facade/allowed-hosts.js';
 import { firmwareRoutes } from '../firmware/routes.js';
 import { firmwareOfferRoute } from '../firmware/offer-route.js';
 import { FirmwareService } from '../firmware/service.js';
-import { registerMcpEndpoint, type McpEndpoint } from '../facade/mcp-endpoint.js';
+import { registerMcpEndpoint } from '../facade/mcp-endpoint.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import type { Assistant } from '../assistant/assistant.js';
@@ -22,7 +26,7 @@ import { deviceSettingsRoutes, type DeviceSettingsDeps } from './device-settings
 import { enrollmentRoutes } from './enrollments.js';
 import { eventRoutes } from './events.js';
 import { healthRoutes, metricsRoute } from './health.js';
-import { otaRoutes } from './ota.js';
+import { otaRoutes, type OtaSettings } from './ota.js';
 import { registerProblemHandlers } from './problem.js';
 import { rootRoute } from './root.js';
 import { toolRoutes } from './tools.js';
@@ -32,8 +36,21 @@ import { consoleRoutes } from './console.js';
 import { historyRoutes } from './history.js';
 import type { MetricsHistory } from '../metrics-history.js';
 
+/** The slices of the configuration the HTTP side reads. */
+export interface ApiSettings extends OtaSettings {
+  http: HttpConfig;
+  metrics: Pick<MetricsConfig, 'key' | 'port'>;
+  console: ConsoleConfig;
+  events: Pick<EventsConfig, 'maxStreams' | 'maxStreamsPerKey' | 'maxBufferedBytes'>;
+  mcpEndpoint: McpConfig['endpoint'];
+  assistant: Pick<AssistantConfig, 'maxMessageBytes'>;
+  ota: OtaConfig;
+  /** Where firmware images are kept (<dataDir>/firmware). */
+  firmwareDir: string;
+}
+
 export interface ApiDeps {
-  config: Config;
+  settings: ApiSettings;
   log: Logger;
   registry: DeviceDirectory;
   bus: EventBus;
@@ -50,8 +67,6 @@ export interface ApiDeps {
   hubEnabled?: boolean;
   /** The tenant an API key carries, if any. */
   tenantOf?: (key: string) => string | undefined;
-  /** Set when the /mcp endpoint is registered. */
-  onMcpEndpoint?: (e: McpEndpoint) => void;
   /** Device enrollment (absent when device auth is open). */
   enrollment?: Enrollment | undefined;
   /** The vision endpoint and photo store, when vision.serve is on. */
@@ -68,11 +83,12 @@ export interface ApiDeps {
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
 export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
-  const serverOptions = { headersTimeout: d.config.http.headersTimeoutMs, connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(d.config.http.headersTimeoutMs / 4))) };
+  const s = d.settings;
+  const serverOptions = { headersTimeout: s.http.headersTimeoutMs, connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(s.http.headersTimeoutMs / 4))) };
   const app = Fastify({
     loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: d.config.http.bodyLimitBytes,
+    bodyLimit: s.http.bodyLimitBytes,
     // Device ids may be percent-encoded (aa%3Abb...): fastify decodes params.
     routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
     forceCloseConnections: true,
@@ -80,10 +96,10 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     // sockets would otherwise hold descriptors. Node checks every connectionsCheckingInterval.
     http: serverOptions,
     // X-Forwarded-* are believed from the listed proxies only (req.ip, req.protocol, req.host).
-    trustProxy: d.config.http.trustProxy.length > 0 ? d.config.http.trustProxy : false,
+    trustProxy: s.http.trustProxy.length > 0 ? s.http.trustProxy : false,
     // https.createServer ignores `http`: the same deadlines go with the certificate, and the TLS handshake
     // must finish within the request deadline as well (the HTTP clock starts only after it).
-    ...(d.https ? { https: { ...d.https, ...serverOptions, handshakeTimeout: d.config.http.headersTimeoutMs } } : {}),
+    ...(d.https ? { https: { ...d.https, ...serverOptions, handshakeTimeout: s.http.headersTimeoutMs } } : {}),
   });
   registerProblemHandlers(app);
   await app.register(swagger, {
@@ -99,10 +115,10 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes, { ready: d.ready });
   await app.register(rootRoute, { version: d.version });
   // With metrics.port set, /metrics lives on its own listener (gateway.ts) and not here.
-  if (d.config.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d) });
-  const firmware = new FirmwareService({ config: d.config, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
-  await app.register(otaRoutes, { config: d.config, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, mqttTlsPort: d.mqttTlsPort ?? (() => undefined), metrics: d.metrics, enrollment: d.enrollment, firmware });
-  await app.register(firmwareRoutes, { firmware });
+  if (s.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d.apiKeys, s.metrics.key) });
+  const firmware = new FirmwareService({ settings: s.ota, imagesDir: s.firmwareDir, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
+  await app.register(otaRoutes, { settings: s, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, mqttTlsPort: d.mqttTlsPort ?? (() => undefined), metrics: d.metrics, enrollment: d.enrollment, firmware });
+  await app.register(firmwareRoutes, { firmware, maxPerAddress: s.ota.downloadsPerAddress, maxTotal: s.ota.maxDownloads });
   // Devices authenticate with their vision token, not an API key.
   if (d.vision) await app.register(visionExplainRoute, d.vision);
   await app.register(async (v1) => {
@@ -113,45 +129,44 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id) });
     if (d.deviceSettings) await v1.register(deviceSettingsRoutes, d.deviceSettings);
     if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
-    await v1.register(firmwareOfferRoute, { firmware, config: d.config });
+    await v1.register(firmwareOfferRoute, { firmware, http: s.http });
     await v1.register(eventRoutes, {
       bus: d.bus,
       metrics: d.metrics,
-      maxStreams: d.config.events.maxStreams,
-      maxStreamsPerKey: d.config.events.maxStreamsPerKey,
-      maxBufferedBytes: d.config.events.maxBufferedBytes,
+      maxStreams: s.events.maxStreams,
+      maxStreamsPerKey: s.events.maxStreamsPerKey,
+      maxBufferedBytes: s.events.maxBufferedBytes,
     });
     await v1.register(enrollmentRoutes, { enrollment: d.enrollment });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
-    if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: d.config.assistant.maxMessageBytes });
+    if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });
     if (d.history) await v1.register(historyRoutes, { history: d.history });
   });
-  if (d.config.console.enabled) await app.register(consoleRoutes, { dir: d.config.console.dir, publicUrl: d.config.http.publicUrl });
-  if (d.hub && d.config.mcp.endpoint.enabled) {
+  if (s.console.enabled) await app.register(consoleRoutes, { dir: s.console.dir, publicUrl: s.http.publicUrl });
+  if (d.hub && s.mcpEndpoint.enabled) {
     const hub = d.hub;
     await app.register(async (scope) => {
-      const endpoint = await registerMcpEndpoint(scope, {
+      // The endpoint closes its sessions in its own preClose hook, when the app closes.
+      await registerMcpEndpoint(scope, {
         hub,
         apiKeys: d.apiKeys,
         tenantOf: d.tenantOf ?? (() => undefined),
         log: d.log,
         metrics: d.metrics,
-        allowedOrigins: d.config.mcp.endpoint.allowedOrigins,
-        allowedHosts: mcpAllowedHosts(d.config),
-        maxSessions: d.config.mcp.endpoint.maxSessions,
-        maxSessionsPerKey: d.config.mcp.endpoint.maxSessionsPerKey,
-        sessionIdleMs: d.config.mcp.endpoint.sessionIdleMs,
+        allowedOrigins: s.mcpEndpoint.allowedOrigins,
+        allowedHosts: mcpAllowedHosts(s.http, s.mcpEndpoint.allowedHosts),
+        maxSessions: s.mcpEndpoint.maxSessions,
+        maxSessionsPerKey: s.mcpEndpoint.maxSessionsPerKey,
+        sessionIdleMs: s.mcpEndpoint.sessionIdleMs,
         version: d.version,
-        bodyLimitBytes: d.config.http.bodyLimitBytes,
+        bodyLimitBytes: s.http.bodyLimitBytes,
       });
-      d.onMcpEndpoint?.(endpoint);
     });
   }
   return app;
 }
 
 /** Who may scrape /metrics: every API key, plus the metrics key when one is set. */
-export function metricsKeys(d: Pick<ApiDeps, 'apiKeys' | 'config'>): () => readonly string[] {
-  const extra = d.config.metrics.key;
-  return extra === undefined ? d.apiKeys : () => [...d.apiKeys(), extra];
+export function metricsKeys(apiKeys: () => readonly string[], metricsKey: string | undefined): () => readonly string[] {
+  return metricsKey === undefined ? apiKeys : () => [...apiKeys(), metricsKey];
 }

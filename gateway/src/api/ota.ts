@@ -15,7 +15,11 @@ import {
   type OtaWebsocketSection,
 } from '@voxgate/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Config } from '../config.js';
+import type { EnrollmentConfig } from '../enrollment/config.js';
+import type { OtaConfig } from '../firmware/config.js';
+import type { DeviceAuthMode, MqttConfig, WsConfig } from '../links/config.js';
+import type { TlsConfig } from '../tls/config.js';
+import type { HttpConfig } from './config.js';
 import type { OtaProof } from '../enrollment/credentials.js';
 import type { Enrollment, OtaDecision } from '../enrollment/enrollment.js';
 import { GatewayError } from '../errors.js';
@@ -25,8 +29,19 @@ import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { publicBase } from './route-helpers.js';
 
+/** The parts of the configuration an OTA answer is built from. */
+export interface OtaSettings {
+  http: Pick<HttpConfig, 'publicUrl' | 'port'>;
+  ws: Pick<WsConfig, 'path'>;
+  mqtt: Pick<MqttConfig, 'enabled' | 'publicEndpoint' | 'group'>;
+  tls: Pick<TlsConfig, 'advertise' | 'mqttPort'>;
+  ota: Pick<OtaConfig, 'transport' | 'timezoneOffsetMinutes'>;
+  enrollment: Pick<EnrollmentConfig, 'rateLimit'>;
+  deviceAuth: DeviceAuthMode;
+}
+
 export interface OtaOptions {
-  config: Config;
+  settings: OtaSettings;
   deviceSecret: string;
   /** The MQTT port actually bound (it may be 0 in the configuration). */
   mqttPort: () => number;
@@ -50,7 +65,7 @@ type CredentialSource = { kind: 'binding'; decision: OtaDecision & { kind: 'cred
  * `activation` section instead and polls `POST /xiaozhi/ota/activate`.
  */
 export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<void> {
-  const c = o.config;
+  const c = o.settings;
   const { perSecond, burst, maxAddresses } = c.enrollment.rateLimit;
   const limiter = new KeyedTokenBucket({ ratePerSecond: perSecond, burst }, { maxKeys: maxAddresses });
   const refusals = new ThrottledLog(app.log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: maxAddresses });
@@ -125,19 +140,19 @@ function activationSection(code: string, challenge: string, expiresAt: number): 
 }
 
 function websocketSection(o: OtaOptions, base: URL, deviceId: string, clientId: string, cred: CredentialSource): OtaWebsocketSection {
-  const ws = new URL(o.config.ws.path, base);
-  const advertise = o.config.tls.advertise;
+  const ws = new URL(o.settings.ws.path, base);
+  const advertise = o.settings.tls.advertise;
   ws.protocol = advertise === 'tls' || (advertise === 'auto' && base.protocol === 'https:') ? 'wss:' : 'ws:';
   const url = ws.toString();
   if (cred.kind === 'binding') return { url, token: o.enrollment!.credentials.token(cred.decision.binding) };
   if (cred.kind === 'none') return { url };
   // Not minting (open or token device auth): an open device needs no token; a token device keeps its own.
-  if (o.config.deviceAuth === 'token') return { url };
-  return { url, token: o.config.deviceAuth === 'hmac' ? mintDeviceToken(o.deviceSecret, clientId, deviceId, Date.now() / 1000) : '' };
+  if (o.settings.deviceAuth === 'token') return { url };
+  return { url, token: o.settings.deviceAuth === 'hmac' ? mintDeviceToken(o.deviceSecret, clientId, deviceId, Date.now() / 1000) : '' };
 }
 
 function mqttSection(o: OtaOptions, req: FastifyRequest, base: URL, deviceId: string, clientId: string, cred: CredentialSource): OtaMqttSection {
-  const c = o.config;
+  const c = o.settings;
   const where = { endpoint: c.mqtt.publicEndpoint ?? `${base.hostname}:${advertisedMqttPort(o)}`, publish_topic: DEVICE_PUBLISH_TOPIC, subscribe_topic: deviceInboxTopic(deviceId) };
   if (cred.kind === 'none') return where;
   const username = mqttUsername({ ip: req.ip });
@@ -155,7 +170,7 @@ function mqttSection(o: OtaOptions, req: FastifyRequest, base: URL, deviceId: st
  * TLS terminated in front of us). The reference firmware turns TLS on exactly for port 8883.
  */
 function advertisedMqttPort(o: OtaOptions): number {
-  const { advertise, mqttPort } = o.config.tls;
+  const { advertise, mqttPort } = o.settings.tls;
   const tlsPort = o.mqttTlsPort();
   if (advertise === 'tls') return tlsPort ?? mqttPort;
   if (advertise === 'auto' && tlsPort !== undefined) return tlsPort;

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
 import { GatewayError } from '../errors.js';
 import type { Tokens } from '../hub/credentials.js';
 import type { Caller, McpHub } from '../hub/hub.js';
@@ -16,7 +15,8 @@ import { buildToolset } from './toolset.js';
 import { resultText, Turn, TurnCancelled, type TurnEvent, type TurnModel, type TurnResult } from './turn.js';
 import type { ChatMessage, ImageInput } from './types.js';
 
-export type AssistantConfig = Config['assistant'];
+import type { AssistantConfig } from './config.js';
+export type { AssistantConfig };
 
 export interface ChatRequest {
   message?: string | undefined;

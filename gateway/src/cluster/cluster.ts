@@ -5,7 +5,7 @@ import { Kvm } from '@nats-io/kv';
 import { connect, credsAuthenticator, RequestError, TimeoutError, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { ClusterConfig } from './config.js';
 import { CLOSE_REPLACED } from '../devices/link.js';
 import { clampTimeout } from '../devices/call-queue.js';
 import type { CatalogTool } from '../devices/catalog.js';
@@ -14,7 +14,7 @@ import type { DeviceSummary, RemoteDevices } from '../devices/directory.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { SessionState } from '../devices/settings.js';
 import { GatewayError } from '../errors.js';
-import type { EventBus, GatewayEvent } from '../events/bus.js';
+import type { EventBus, GatewayEvent, ReplaySource } from '../events/bus.js';
 import { withoutUserInfo } from '../nats/servers.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { openEventStream } from './event-stream.js';
@@ -22,15 +22,33 @@ import { createClusterMetrics, type ClusterMetrics } from './metrics.js';
 import { ClusterPresence, type SeenPresence } from './presence.js';
 import { callSubject, eventSubject, EVENTS_WILDCARD, ForwardedCall, ForwardedReply, RelayedEvent } from './wire.js';
 
-export interface ClusterDeps {
-  config: Config['cluster'];
-  calls: { defaultTimeoutMs: number; maxTimeoutMs: number };
-  registry: DeviceRegistry;
-  bus: EventBus;
+export interface ClusterConnectDeps {
   log: Logger;
   metricsRegistry: Registry;
   /** At most this many events are replayed to a client resuming with `Last-Event-ID` (the bus's own ring size). */
   replayLimit: number;
+}
+
+/** NATS reached and the event stream open: what the event bus replays from, before the instance joins. */
+export interface ClusterConnection {
+  readonly instanceId: string;
+  readonly config: ClusterConfig;
+  /** Resolves a `Last-Event-ID` from the cluster's event stream; nothing once the connection is closed. */
+  readonly replay: ReplaySource;
+  /** Close NATS (when the instance never joined; a joined cluster closes it itself). */
+  close(): Promise<void>;
+}
+
+interface Connected extends ClusterConnection {
+  nc: NatsConnection;
+  log: Logger;
+  metrics: ClusterMetrics;
+}
+
+export interface ClusterDeps {
+  calls: { defaultTimeoutMs: number; maxTimeoutMs: number };
+  registry: DeviceRegistry;
+  bus: EventBus;
 }
 
 export interface Cluster {
@@ -50,33 +68,55 @@ const FORWARD_MARGIN_MS = 2_000;
 const PROBE_MS = 500;
 const PING = JSON.stringify({ op: 'ping' });
 
-/**
- * This instance's part of the cluster: it writes the presence of the devices it holds, answers calls other
- * instances forward to it, forwards calls for devices it does not hold, and relays events both ways.
- */
-export async function startCluster(d: ClusterDeps): Promise<Cluster> {
-  const instanceId = d.config.instanceId ?? `gw-${randomBytes(4).toString('hex')}`;
+/** Reach NATS and open the event stream (it exists before the first event is published, so it holds every one). */
+export async function connectCluster(config: ClusterConfig, d: ClusterConnectDeps): Promise<ClusterConnection> {
+  const instanceId = config.instanceId ?? `gw-${randomBytes(4).toString('hex')}`;
   const log = d.log.child({ component: 'cluster', instance: instanceId });
   const metrics = createClusterMetrics(d.metricsRegistry);
-  const creds = d.config.nats.credsFile;
-  const servers = d.config.nats.servers.map(withoutUserInfo);
+  const creds = config.nats.credsFile;
+  const servers = config.nats.servers.map(withoutUserInfo);
   const nc = await connect({
-    servers: d.config.nats.servers,
+    servers: config.nats.servers,
     name: `voxgate-${instanceId}`,
     maxReconnectAttempts: -1,
     ...(creds ? { authenticator: credsAuthenticator(readFileSync(creds)) } : {}),
   }).catch((e: unknown) => {
     throw new Error(`cluster: cannot reach NATS at ${servers.join(', ')}: ${e instanceof Error ? e.message : String(e)}`);
   });
+  const close = async () => {
+    if (!nc.isClosed()) await nc.close();
+  };
   try {
-    return await join(nc, instanceId, d, log, metrics);
+    const stream = await openEventStream(nc, config, d.replayLimit, log);
+    const replay: ReplaySource = {
+      replay: async (lastId) => {
+        if (nc.isClosed()) return undefined;
+        try {
+          const r = await stream.replay(lastId);
+          metrics.replays.inc({ outcome: r ? 'replayed' : 'not_found' });
+          return r;
+        } catch (err) {
+          metrics.replays.inc({ outcome: 'failed' });
+          log.warn({ err }, 'Last-Event-ID lookup in the cluster event stream failed; the client gets resync');
+          return undefined;
+        }
+      },
+    };
+    const connected: Connected = { instanceId, config, replay, close, nc, log, metrics };
+    return connected;
   } catch (e) {
-    await nc.close();
+    await close();
     throw e;
   }
 }
 
-async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log: Logger, metrics: ClusterMetrics): Promise<Cluster> {
+/**
+ * This instance's part of the cluster: it writes the presence of the devices it holds, answers calls other
+ * instances forward to it, forwards calls for devices it does not hold, and relays events both ways.
+ */
+export async function startCluster(connection: ClusterConnection, deps: ClusterDeps): Promise<Cluster> {
+  const { nc, instanceId, log, metrics, config } = connection as Connected;
+  const d = { ...deps, config };
   const kv = await new Kvm(nc).create(d.config.bucket, { history: 1, maxValueSize: d.config.maxMessageBytes });
   // Whatever can publish on the NATS account can send junk: one warning per minute, the counters say how much.
   const refused = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000 });
@@ -124,20 +164,6 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       } else if (st.type === 'reconnect') connected = true;
     }
   })().catch((err: unknown) => log.warn({ err }, 'NATS status watch ended'));
-
-  // The stream exists before the first event is published, so it holds every event from here on.
-  const stream = await openEventStream(nc, d.config, d.replayLimit, log);
-  d.bus.remoteReplay = async (lastId) => {
-    try {
-      const r = await stream.replay(lastId);
-      metrics.replays.inc({ outcome: r ? 'replayed' : 'not_found' });
-      return r;
-    } catch (err) {
-      metrics.replays.inc({ outcome: 'failed' });
-      log.warn({ err }, 'Last-Event-ID lookup in the cluster event stream failed; the client gets resync');
-      return undefined;
-    }
-  };
 
   // Presence and events of the devices this instance holds. Events relayed from NATS are not sent back.
   let relaying = false;
@@ -344,7 +370,6 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       offBus();
       for (const t of probes.values()) clearInterval(t);
       probes.clear();
-      d.bus.remoteReplay = undefined;
       callsSub.unsubscribe();
       eventsSub.unsubscribe();
       // Bounded: with NATS unreachable, the last presence writes and the drain must not hold shutdown.

@@ -1,7 +1,7 @@
 import { DeliverPolicy, DiscardPolicy, jetstream, jetstreamManager, StorageType, type StreamConfig } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { ClusterConfig } from './config.js';
 import type { GatewayEvent, Replay } from '../events/bus.js';
 import { EVENTS_WILDCARD, RelayedEvent } from './wire.js';
 
@@ -15,7 +15,7 @@ const FETCH_EXPIRES_MS = 5_000;
  * oldest dropped). Events travel with their origin's id, so a client that resumes on any instance with
  * `Last-Event-ID` is answered from here: the events after that id, at most `replayLimit` of them.
  */
-export async function openEventStream(nc: NatsConnection, config: Config['cluster'], replayLimit: number, log: Logger) {
+export async function openEventStream(nc: NatsConnection, config: ClusterConfig, replayLimit: number, log: Logger) {
   const name = config.events.stream;
   const jsm = await jetstreamManager(nc);
   const cfg: Partial<StreamConfig> & { name: string } = {

@@ -37,6 +37,14 @@ export type EventListener = (e: GatewayEvent) => void;
 /** What a client resuming after `Last-Event-ID` gets: the events it missed, or the news that it must resync. */
 export type Replay = { events: GatewayEvent[] } | { resync: 'unknown_id' | 'expired' };
 
+/**
+ * Resolves a `Last-Event-ID` this bus cannot (another instance's id, or older than the ring): with the
+ * cluster on, the JetStream event stream. Undefined when it cannot either.
+ */
+export interface ReplaySource {
+  replay(lastId: string): Promise<Replay | undefined>;
+}
+
 export interface EventBusOptions {
   /** Events kept for `Last-Event-ID` replay. */
   bufferSize: number;
@@ -44,6 +52,8 @@ export interface EventBusOptions {
   log?: Logger;
   /** device.message and device.notification per device; beyond it events are dropped and counted. */
   deviceRate?: RateLimit;
+  /** Where a `Last-Event-ID` this bus does not hold is looked up (the cluster's event stream). */
+  replaySource?: ReplaySource | undefined;
   /** The boot epoch (tests); default: this start's time in base 36 plus 16 random bits. */
   boot?: string;
 }
@@ -65,11 +75,6 @@ export class EventBus {
   private readonly listeners = new Set<EventListener>();
   private readonly limiter: KeyedTokenBucket | undefined;
   private readonly dropLog: ThrottledLog | undefined;
-  /**
-   * Resolves a `Last-Event-ID` this bus cannot (another instance's id, or older than the ring): with the
-   * cluster on, through the JetStream event stream. Undefined when it cannot either.
-   */
-  remoteReplay: ((lastId: string) => Promise<Replay | undefined>) | undefined;
 
   constructor(private readonly o: EventBusOptions) {
     this.bufferSize = o.bufferSize;
@@ -131,11 +136,12 @@ export class EventBus {
     return { events };
   }
 
-  /** `since`, else what `remoteReplay` finds (the events after another instance's id), else the resync. */
+  /** `since`, else what the replay source finds (the events after another instance's id), else the resync. */
   async replay(lastId: string): Promise<Replay> {
     const local = this.since(lastId);
-    if (!('resync' in local) || !this.remoteReplay) return local;
-    return (await this.remoteReplay(lastId).catch(() => undefined)) ?? local;
+    const remote = this.o.replaySource;
+    if (!('resync' in local) || !remote) return local;
+    return (await remote.replay(lastId).catch(() => undefined)) ?? local;
   }
 
   /** The id of the last event published (`<boot>-0` before the first). */

@@ -1,5 +1,5 @@
 import { localhostAllowedHostnames } from '@modelcontextprotocol/server';
-import type { Config } from '../config.js';
+import type { HttpConfig } from '../api/config.js';
 
 /**
  * DNS-rebinding protection for `/mcp` (as the MCP spec advises): a page on `evil.example` whose name the
@@ -9,12 +9,12 @@ import type { Config } from '../config.js';
  */
 const WILDCARD = new Set(['0.0.0.0', '::', '[::]', '']);
 
-export function mcpAllowedHosts(config: Pick<Config, 'http' | 'mcp'>): Set<string> {
+export function mcpAllowedHosts(http: Pick<HttpConfig, 'host' | 'publicUrl'>, allowedHosts: readonly string[]): Set<string> {
   const out = new Set(localhostAllowedHostnames());
-  const listen = bracketed(config.http.host.toLowerCase());
+  const listen = bracketed(http.host.toLowerCase());
   if (!WILDCARD.has(listen)) out.add(listen);
-  if (config.http.publicUrl) out.add(new URL(config.http.publicUrl).hostname.toLowerCase());
-  for (const h of config.mcp.endpoint.allowedHosts) {
+  if (http.publicUrl) out.add(new URL(http.publicUrl).hostname.toLowerCase());
+  for (const h of allowedHosts) {
     const name = hostnameOf(h);
     if (name) out.add(name);
   }

@@ -265,7 +265,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   });
   app.route({ method: 'OPTIONS', url: '/mcp', schema: { hide: true }, handler: preflight });
 
-  return {
+  const endpoint: McpEndpoint = {
     sessionCount: () => sessions.size,
     async close() {
       clearInterval(sweeper);
@@ -274,4 +274,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       await modern.close();
     },
   };
+  // Open SSE streams end before the server closes its connections (fastify runs preClose first).
+  app.addHook('preClose', () => endpoint.close());
+  return endpoint;
 }

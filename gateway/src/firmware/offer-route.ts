@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import { parseDeviceId, problems, publicBase } from '../api/route-helpers.js';
 import { DeviceIdParam, jsonSchema } from '../api/schemas.js';
-import type { Config } from '../config.js';
+import type { HttpConfig } from '../api/config.js';
 import type { FirmwareService } from './service.js';
 
 const FirmwarePreview = z.object({
@@ -20,7 +20,7 @@ const FirmwarePreview = z.object({
  * `GET /v1/devices/{id}/firmware`: what the device's next OTA check would be offered, and why. Read-only:
  * nothing is counted or remembered, so the console (or a script) can ask as often as it likes.
  */
-export async function firmwareOfferRoute(app: FastifyInstance, o: { firmware: FirmwareService; config: Config }): Promise<void> {
+export async function firmwareOfferRoute(app: FastifyInstance, o: { firmware: FirmwareService; http: Pick<HttpConfig, 'publicUrl' | 'port'> }): Promise<void> {
   app.get<{ Params: z.infer<typeof DeviceIdParam> }>('/v1/devices/:deviceId/firmware', {
     schema: {
       tags: ['devices'],
@@ -30,7 +30,7 @@ export async function firmwareOfferRoute(app: FastifyInstance, o: { firmware: Fi
     } as FastifySchema,
     handler: async (req) => {
       const deviceId = parseDeviceId(req.params.deviceId);
-      return { deviceId, ...(await o.firmware.preview(deviceId, publicBase(req, o.config.http))) };
+      return { deviceId, ...(await o.firmware.preview(deviceId, publicBase(req, o.http))) };
     },
   });
 }

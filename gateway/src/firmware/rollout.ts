@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import type { FirmwareRolloutConfig } from '../config.js';
+import type { FirmwareRolloutConfig } from './config.js';
 
 /** What the OTA request tells us about the device's firmware: its version and the names of its board. */
 export interface DeviceFacts {

@@ -7,8 +7,8 @@ import type { FirmwareService } from './service.js';
 export interface FirmwareRoutesOptions {
   firmware: FirmwareService;
   /** Downloads in flight per client address, and in all; more is 429 (an image is megabytes). */
-  maxPerAddress?: number;
-  maxTotal?: number;
+  maxPerAddress: number;
+  maxTotal: number;
 }
 
 /**
@@ -17,8 +17,7 @@ export interface FirmwareRoutesOptions {
  * with the SHA-256 the OTA answer also carries. No Range: a device restarts a failed download.
  */
 export async function firmwareRoutes(app: FastifyInstance, o: FirmwareRoutesOptions): Promise<void> {
-  const maxPerAddress = o.maxPerAddress ?? 4;
-  const maxTotal = o.maxTotal ?? 64;
+  const { maxPerAddress, maxTotal } = o;
   const active = new Map<string, number>();
   let total = 0;
 

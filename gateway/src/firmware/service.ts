@@ -1,14 +1,16 @@
 import type { OtaFirmwareSection } from '@voxgate/protocol';
-import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { Counter } from 'prom-client';
-import type { Config, FirmwareRolloutConfig } from '../config.js';
+import type { FirmwareRolloutConfig, OtaConfig } from './config.js';
 import type { Metrics } from '../metrics.js';
 import { FirmwareImages } from './images.js';
+import { firmwareVersionProblem, isNewerFirmware } from './version.js';
 import { deviceFacts, pickRollout, rolloutBucket, type DeviceFacts } from './rollout.js';
 
 export interface FirmwareServiceDeps {
-  config: Config;
+  settings: Pick<OtaConfig, 'firmwareVersion' | 'firmwareUrl' | 'rollout'>;
+  /** Where the images are (<dataDir>/firmware). */
+  imagesDir: string;
   log: Logger;
   metrics: Metrics;
 }
@@ -58,8 +60,8 @@ export class FirmwareService {
   readonly downloads: Counter<'outcome'>;
 
   constructor(private readonly d: FirmwareServiceDeps) {
-    this.images = new FirmwareImages(join(d.config.dataDir, 'firmware'));
-    this.rollouts = d.config.ota.rollout ?? [];
+    this.images = new FirmwareImages(d.imagesDir);
+    this.rollouts = d.settings.rollout ?? [];
     this.rolloutBoards = new Set(this.rollouts.flatMap((r) => r.boards ?? []));
     this.offers = new Counter({ name: 'voxgate_firmware_offers_total', help: 'OTA answers by where their firmware section came from', labelNames: ['source'] as const, registers: [d.metrics.registry] });
     this.downloads = new Counter({ name: 'voxgate_firmware_downloads_total', help: 'GET /firmware/<file> by outcome', labelNames: ['outcome'] as const, registers: [d.metrics.registry] });
@@ -72,7 +74,11 @@ export class FirmwareService {
     const d = await this.decide(req.deviceId, facts, req.base);
     for (const file of d.missing) this.d.log.warn({ file, dir: this.images.dir }, 'firmware image missing: not offered');
     this.offers.inc({ source: d.source });
-    if (d.rollout) this.d.log.debug({ deviceId: req.deviceId, from: facts.version, to: d.rollout.version }, 'firmware rollout offered');
+    if (d.rollout) {
+      // What the device will decide, by its own comparison (a version it reported that it cannot read itself is not compared).
+      const installs = d.rollout.force === true || facts.version === undefined || firmwareVersionProblem(facts.version) !== undefined || isNewerFirmware(facts.version, d.rollout.version);
+      this.d.log.debug({ deviceId: req.deviceId, from: facts.version, to: d.rollout.version, installs }, 'firmware rollout offered');
+    }
     return d.offer;
   }
 
@@ -105,7 +111,7 @@ export class FirmwareService {
       if (offer) return { source: 'rollout', offer, rollout, missing };
       missing.push(rollout.url);
     }
-    const c = this.d.config.ota;
+    const c = this.d.settings;
     const baseline = c.firmwareUrl ? await this.section(c.firmwareVersion, c.firmwareUrl, base, {}) : undefined;
     if (c.firmwareUrl && !baseline) missing.push(c.firmwareUrl);
     return baseline ? { source: 'baseline', offer: baseline, rollout: undefined, missing } : { source: 'none', offer: { version: c.firmwareVersion, url: '' }, rollout: undefined, missing };

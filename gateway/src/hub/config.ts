@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
-import { HttpUrl } from '../schemas/fields.js';
+import { Bool, Csv, env, HttpUrl, Ms, Tenant } from '../config/fields.js';
 
 /**
  * The `mcpServers` file: Claude Desktop–compatible (`{"mcpServers": {"name": {"command": ..., "args": [...]}}}`),
@@ -13,7 +13,6 @@ export type ServerType = (typeof SERVER_TYPES)[number];
 
 /** Server names become part of tool names (`mcp__{server}__{tool}`): keep them short and plain. */
 export const SERVER_NAME = /^[A-Za-z0-9_-]{1,32}$/;
-const TENANT = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'tenant: letters, digits, _ . - (1-64)');
 const HeaderName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/, 'not an HTTP header name');
 
 export const BUILTIN_TOOL_NAMES = ['current_time', 'calculator'] as const;
@@ -48,7 +47,7 @@ export const ServerEntrySchema = z
     /** Tool names (the server's own names) to call automatically for context; the assistant uses them. */
     auto_context_tool: z.union([z.string().min(1).max(256), z.array(z.string().min(1).max(256)).max(64)]).optional(),
     /** Limit this server to callers whose API key carries one of these tenants. Absent: every caller. */
-    tenants: z.array(TENANT).max(1024).optional(),
+    tenants: z.array(Tenant).max(1024).optional(),
     /** Outbound HTTP (http, sse, openapi) may reach private, loopback and link-local addresses. */
     allow_private_network: z.boolean().optional(),
     disabled: z.boolean().default(false),
@@ -193,13 +192,70 @@ export function loadServersFile(path: string): ServerConfig[] {
   return parseServers(r.data.mcpServers, dirname(resolve(path)));
 }
 
-/** The servers a configuration names: inline `mcp.servers`, then the file (`GATEWAY_MCP_CONFIG`), which wins. */
-export function resolveServers(mcp: { enabled: boolean; configFile?: string | undefined; servers: Record<string, unknown> }): { enabled: boolean; servers: ServerConfig[] } {
-  if (!mcp.enabled) return { enabled: false, servers: [] };
+/** The servers a configuration names, by name: inline `mcp.servers`, then the file (`GATEWAY_MCP_CONFIG`), which wins. */
+export function resolveServers(mcp: { enabled: boolean; configFile?: string | undefined; servers: Record<string, unknown> }): Record<string, ServerConfig> {
+  if (!mcp.enabled) return {};
   const inline = parseServers(mcp.servers);
   const fromFile = mcp.configFile ? loadServersFile(mcp.configFile) : [];
-  const byName = new Map<string, ServerConfig>();
-  for (const s of [...inline, ...fromFile]) byName.set(s.name, s);
-  const servers = [...byName.values()];
-  return { enabled: mcp.configFile !== undefined || servers.length > 0, servers };
+  const byName: Record<string, ServerConfig> = {};
+  for (const s of [...inline, ...fromFile]) byName[s.name] = s;
+  return byName;
 }
+
+/** Whether the hub (hosted servers) runs: MCP enabled, and a servers file or inline servers given. */
+export function hubEnabled(mcp: Pick<McpConfig, 'enabled' | 'configFile' | 'servers'>): boolean {
+  return mcp.enabled && (mcp.configFile !== undefined || Object.keys(mcp.servers).length > 0);
+}
+
+/** The hub and the `/mcp` endpoint. */
+export const McpSlice = z.strictObject({
+  /** `MCP_ENABLED=false` turns the hub (upstream servers) off; device tools and /mcp keep working. */
+  enabled: env(['MCP_ENABLED', 'GATEWAY_MCP_ENABLED'], Bool.default(true), '`false` turns the hub (hosted servers) off; device tools and `/mcp` keep working'),
+  /** The `{"mcpServers": {...}}` file (`GATEWAY_MCP_CONFIG`). No file and no inline servers: no hub. */
+  configFile: env('GATEWAY_MCP_CONFIG', z.string().min(1).optional(), 'the `{"mcpServers": {...}}` file: see [docs/mcp-hub.md](docs/mcp-hub.md)', 'hub off without a file'),
+  /** Servers given inline (same format as the file's `mcpServers`); the file's entries win on a name clash. Read by loadConfig. */
+  servers: z.record(z.string(), z.unknown()).default({}),
+  /** Device tools for LLMs: one tool per device tool, the generic devices_list + device_call, or both. */
+  deviceTools: env(
+    'GATEWAY_MCP_DEVICE_TOOLS',
+    z.enum(['per_device', 'generic', 'both']).default('both'),
+    'device tools for LLMs: one tool per device tool (`per_device`), `devices_list` + `device_call` (`generic`), or `both`',
+  ),
+  connectTimeoutMs: Ms(20_000),
+  callTimeoutMs: Ms(60_000),
+  /** After SIGTERM, a child gets this long to exit before SIGKILL. */
+  killGraceMs: Ms(2000, 60_000),
+  maxRestarts: z.coerce.number().int().min(0).max(100).default(5),
+  restartBaseDelayMs: Ms(500),
+  restartMaxDelayMs: Ms(30_000),
+  restartResetMs: Ms(60_000),
+  maxResultBytes: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+  maxToolsPerServer: z.coerce.number().int().min(1).max(10_000).default(512),
+  /** Devices one `devices_list` result names at most (a fleet must not become one tool result); past it: `truncated`. */
+  devicesListMax: z.coerce.number().int().min(1).max(10_000).default(200),
+  /** Default for servers without `allow_private_network`: outbound HTTP may reach private addresses. */
+  allowPrivateNetwork: Bool.default(false),
+  /** Asked of hosted servers that log (logging/setLevel); their messages go to /mcp sessions that see them. */
+  upstreamLogLevel: z.enum(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']).default('info'),
+  /** Log messages per second passed on from one hosted server (a burst of as many); the rest are dropped and counted. */
+  upstreamLogRatePerSecond: z.coerce.number().int().min(1).max(10_000).default(20),
+  endpoint: z
+    .strictObject({
+      enabled: env('GATEWAY_MCP_ENDPOINT_ENABLED', Bool.default(true), 'serve `/mcp` (Streamable HTTP)'),
+      /** Browser origins allowed besides the gateway's own; requests without Origin are allowed. */
+      allowedOrigins: env('GATEWAY_MCP_ALLOWED_ORIGINS', Csv.default([]), "browser origins `/mcp` allows besides the gateway's own"),
+      /**
+       * Host names `/mcp` answers to (DNS-rebinding protection), besides localhost, 127.0.0.1, [::1],
+       * the host of `http.publicUrl` and a specific `http.host`. Names only, no port.
+       */
+      allowedHosts: env('GATEWAY_MCP_ALLOWED_HOSTS', Csv.default([]), 'host names `/mcp` answers to besides localhost, `http.publicUrl` and `http.host`'),
+      maxSessions: env('GATEWAY_MCP_MAX_SESSIONS', z.coerce.number().int().min(1).max(100_000).default(1000), '`/mcp` sessions at once'),
+      /** Sessions one API key may hold at once, so one key cannot take every slot of `maxSessions`. */
+      maxSessionsPerKey: env('GATEWAY_MCP_MAX_SESSIONS_PER_KEY', z.coerce.number().int().min(1).max(100_000).default(100), '… per API key'),
+      sessionIdleMs: Ms(30 * 60_000, 24 * 3_600_000),
+    })
+    .prefault({}),
+});
+
+/** The `mcp` slice as the gateway uses it: `servers` checked and merged with the file's, by name. */
+export type McpConfig = Omit<z.infer<typeof McpSlice>, 'servers'> & { servers: Record<string, ServerConfig> };

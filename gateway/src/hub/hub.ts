@@ -61,7 +61,7 @@ export class McpHub {
   private closed = false;
 
   constructor(private readonly d: HubDeps) {
-    const logRate = d.settings.logRatePerSecond ?? 20;
+    const logRate = d.settings.logRatePerSecond;
     this.logRate = new KeyedTokenBucket({ ratePerSecond: logRate, burst: logRate }, { maxKeys: 1024, now: () => performance.now() });
     if (d.enabled) for (const cfg of d.servers) this.upstreams.set(cfg.name, this.upstreamFor(cfg));
     this.namespace = new ToolNamespace(this.upstreams, d.registry, d.deviceTools);

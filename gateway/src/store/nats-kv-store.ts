@@ -3,7 +3,7 @@ import { Kvm, KvWatchInclude, type KV } from '@nats-io/kv';
 import { connect, credsAuthenticator, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import { withoutUserInfo } from '../nats/servers.js';
-import type { Config } from '../config.js';
+import type { ClusterConfig } from '../cluster/config.js';
 import type { Store, StoreChange } from './store.js';
 
 const decoder = new TextDecoder();
@@ -26,7 +26,7 @@ export class NatsKvStore implements Store {
     private readonly log: Logger,
   ) {}
 
-  static async open(config: Config['cluster'], log: Logger): Promise<NatsKvStore> {
+  static async open(config: ClusterConfig, log: Logger): Promise<NatsKvStore> {
     const creds = config.nats.credsFile;
     const nc = await connect({
       servers: config.nats.servers,

@@ -9,14 +9,14 @@ import {
 } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import type { RawData, WebSocket } from 'ws';
-import type { Config } from '../config.js';
 import { CLOSE_NORMAL, CLOSE_VOICE_UNAVAILABLE } from '../devices/link.js';
 import type { VoiceDevice, VoiceHook } from '../devices/voice-hook.js';
 import type { VoiceMetrics } from './metrics.js';
 import { answerUpstreamMcp, type HubExposure, type HubPort } from './upstream-mcp.js';
 import { openUpstream, parseUpstreamJson, UpstreamError } from './upstream.js';
 
-export type VoiceConfig = Config['voice'];
+import type { VoiceConfig } from './config.js';
+export type { VoiceConfig };
 
 /** The voice server's MCP requests in flight per session; more are answered "busy" at once. */
 export const UPSTREAM_MCP_MAX_IN_FLIGHT = 16;

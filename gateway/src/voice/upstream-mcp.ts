@@ -5,7 +5,7 @@ import type { CatalogTool } from '../devices/catalog.js';
 import type { VoiceDevice } from '../devices/voice-hook.js';
 import type { HubTool } from '../hub/hub.js';
 import { compactDeviceId } from '../hub/names.js';
-import { HttpUrl } from '../schemas/fields.js';
+import { HttpUrl } from '../config/fields.js';
 import type { VoiceMetrics } from './metrics.js';
 
 /** The hub as the voice relay uses it (McpHub): its tool list for a tenant, and calls by namespaced name. */

@@ -36,7 +36,7 @@ export interface HubSettings {
   /** Asked of every server with the logging capability; their log notifications are passed to /mcp sessions. */
   logLevel?: LoggingLevel;
   /** Log messages per second passed on per server (token bucket, burst of as many). */
-  logRatePerSecond?: number;
+  logRatePerSecond: number;
   clientInfo: { name: string; version: string };
   /** Hosted servers' tool schemas are untrusted: bounded at load, compiled only by the shared safe validators. */
   schemaLimits: SchemaLimits;

@@ -1,0 +1,44 @@
+import { z } from 'zod';
+import { always, documented, env, Ms } from '../config/fields.js';
+
+/** The call queue per device, the setup of a device's session, and the devices remembered. */
+
+export const CallsSlice = z
+  .strictObject({
+    defaultTimeoutMs: env('GATEWAY_CALL_TIMEOUT_MS', Ms(30_000), 'per-call timeout when the caller gives none'),
+    maxTimeoutMs: env('GATEWAY_CALL_MAX_TIMEOUT_MS', Ms(300_000), "cap on a caller's `timeoutMs`"),
+    /** Calls waiting per device beyond the one running; more is `DEVICE_BUSY`. */
+    queueLimit: env('GATEWAY_CALL_QUEUE_LIMIT', z.coerce.number().int().min(0).max(10_000).default(16), 'calls waiting per device before `DEVICE_BUSY`'),
+    /** Calls in flight per device; the reference firmware runs one tool at a time. */
+    concurrency: documented(z.coerce.number().int().min(1).max(64).default(1), 'calls in flight per device (the reference firmware runs one tool at a time)'),
+  })
+  .refine((c) => !(typeof c?.defaultTimeoutMs === 'number' && typeof c.maxTimeoutMs === 'number' && c.defaultTimeoutMs > c.maxTimeoutMs), {
+    path: ['defaultTimeoutMs'],
+    message: 'must not exceed calls.maxTimeoutMs',
+    when: always,
+  });
+export type CallsConfig = z.infer<typeof CallsSlice>;
+
+/** A device's setup: initialize and the tools/list walk (the call queue is `calls`). */
+export const SessionSlice = z.strictObject({
+  /** initialize and each tools/list page must answer within this. */
+  requestTimeoutMs: documented(Ms(10_000), "`initialize` and each `tools/list` page; also the wait for a WebSocket device's hello"),
+  maxToolPages: documented(z.coerce.number().int().min(1).max(1000).default(64), "pages of a device's catalog walk"),
+  maxTools: documented(z.coerce.number().int().min(1).max(10_000).default(1024), 'tools of one device'),
+  /** A setup step that fails is retried while the link is up: first wait, doubling up to the max. */
+  setupRetryMinMs: documented(Ms(1_000), 'a failed setup step is retried while the link is up: first wait, doubling …'),
+  setupRetryMaxMs: documented(Ms(30_000), '… up to this'),
+  /** Failures other than timeouts (malformed reply, device error) per setup step before the device is `failed`. */
+  setupMaxErrors: documented(z.coerce.number().int().min(1).max(100).default(5), 'failures other than timeouts per setup step before the device is `failed`'),
+});
+export type SessionConfig = z.infer<typeof SessionSlice>;
+
+export const DevicesSlice = z.strictObject({
+  /** Devices remembered (listed with lastSeenAt); past it offline ones are forgotten, never-ready ones first. */
+  maxKnown: env(
+    'GATEWAY_DEVICES_MAX_KNOWN',
+    z.coerce.number().int().min(1).max(10_000_000).default(50_000),
+    'devices remembered; past it offline ones are forgotten, never-ready ones first, then the least recently seen',
+  ),
+});
+export type DevicesConfig = z.infer<typeof DevicesSlice>;

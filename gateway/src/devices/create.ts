@@ -1,0 +1,41 @@
+import type { FramesConfig } from '../links/config.js';
+import type { SchemasConfig } from '../schemas/config.js';
+import { GATEWAY_NAME, GATEWAY_VERSION } from '../version.js';
+import type { CallsConfig, DevicesConfig, SessionConfig } from './config.js';
+import { DeviceRegistry, type RegistryDeps } from './registry.js';
+import { ToolsPageCache } from './tools-page-cache.js';
+
+export interface RegistrySettings {
+  session: SessionConfig;
+  calls: CallsConfig;
+  devices: DevicesConfig;
+  frames: FramesConfig;
+  schemas: SchemasConfig;
+  /** A connected device gets a fresh vision token this often (see vision/start.ts). */
+  visionRefreshMs: number | undefined;
+}
+
+/** The registry of connected devices, each session set up from its slices of the configuration. */
+export function createRegistry(d: Omit<RegistryDeps, 'settings' | 'maxKnownDevices' | 'pages'>, s: RegistrySettings): DeviceRegistry {
+  return new DeviceRegistry({
+    ...d,
+    maxKnownDevices: s.devices.maxKnown,
+    pages: new ToolsPageCache(),
+    settings: {
+      requestTimeoutMs: s.session.requestTimeoutMs,
+      maxToolPages: s.session.maxToolPages,
+      maxTools: s.session.maxTools,
+      defaultCallTimeoutMs: s.calls.defaultTimeoutMs,
+      maxCallTimeoutMs: s.calls.maxTimeoutMs,
+      queueLimit: s.calls.queueLimit,
+      concurrency: s.calls.concurrency,
+      clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
+      frameLimits: s.frames,
+      schemaLimits: s.schemas,
+      setupRetryMinMs: s.session.setupRetryMinMs,
+      setupRetryMaxMs: s.session.setupRetryMaxMs,
+      setupMaxErrors: s.session.setupMaxErrors,
+      visionRefreshMs: s.visionRefreshMs,
+    },
+  });
+}

@@ -1,0 +1,37 @@
+import { normalizeDeviceId } from '@voxgate/protocol';
+import { z } from 'zod';
+import { Csv, documented, env } from '../config/fields.js';
+
+/**
+ * Which devices may get credentials from the OTA endpoint (hmac device auth only; `open` and `token`
+ * mint nothing). `approve`: a new device shows a 6-digit code and waits for an operator; `open`: the
+ * first device to ask for an id gets it; `allowlist`: only the listed ids. An enrolled device id is
+ * bound to its credentials either way.
+ */
+export const EnrollmentSlice = z.strictObject({
+  policy: env('GATEWAY_ENROLLMENT', z.enum(['open', 'approve', 'allowlist']).default('approve'), 'who gets credentials from OTA: `approve`, `open` or `allowlist`'),
+  /** Device ids (any MAC spelling) that `allowlist` admits. */
+  allowlist: env(
+    'GATEWAY_ENROLLMENT_ALLOWLIST',
+    Csv.refine((ids) => ids.every((id) => normalizeDeviceId(id) !== undefined), 'every entry must be a MAC address such as aa:bb:cc:dd:ee:ff').default([]),
+    'comma-separated device ids for `allowlist`',
+  ),
+  /** A pending activation code lives this long after the device's last OTA check. */
+  pendingTtlSeconds: env(
+    'GATEWAY_ENROLLMENT_PENDING_TTL_S',
+    z.coerce.number().int().min(60).max(30 * 24 * 3600).default(3600),
+    "a pending code lives this long after the device's last check",
+  ),
+  maxPending: documented(z.coerce.number().int().min(1).max(100_000).default(1000), 'devices waiting for approval'),
+  maxPendingPerDevice: documented(z.coerce.number().int().min(1).max(100).default(4), '… codes per device'),
+  /** OTA and activation requests per source address: a token bucket of `burst`, refilled at `perSecond`. */
+  rateLimit: z
+    .strictObject({
+      perSecond: env('GATEWAY_OTA_RATE_PER_SECOND', z.coerce.number().min(0.01).max(10_000).default(2), 'OTA + activation requests per source address per second'),
+      burst: env('GATEWAY_OTA_RATE_BURST', z.coerce.number().int().min(1).max(100_000).default(60), '… and their burst'),
+      /** Addresses tracked at once; the least recently seen is forgotten first. */
+      maxAddresses: documented(z.coerce.number().int().min(100).max(10_000_000).default(100_000), 'source addresses tracked (least recently seen forgotten)'),
+    })
+    .prefault({}),
+});
+export type EnrollmentConfig = z.infer<typeof EnrollmentSlice>;

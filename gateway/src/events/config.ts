@@ -1,0 +1,23 @@
+import { z } from 'zod';
+import { documented, env } from '../config/fields.js';
+
+/** The event bus, its replay buffer and the SSE streams that read it. */
+export const EventsSlice = z.strictObject({
+  bufferSize: documented(
+    z.coerce.number().int().min(0).max(1_000_000).default(1000),
+    'events kept for `Last-Event-ID` replay (device-sent data over 8 KiB is replaced by `{truncated, bytes}`)',
+  ),
+  /** device.message + device.notification events per device: sustained rate and burst; beyond, dropped and counted. */
+  devicePerSecond: env(
+    'GATEWAY_EVENTS_DEVICE_RATE',
+    z.coerce.number().min(0.01).max(100_000).default(20),
+    '`device.message` + `device.notification` events per device per second; beyond, dropped and counted',
+  ),
+  deviceBurst: env('GATEWAY_EVENTS_DEVICE_BURST', z.coerce.number().int().min(1).max(1_000_000).default(50), '… and their burst'),
+  /** Open SSE streams in total and per API key; beyond, 429 TOO_MANY_STREAMS. */
+  maxStreams: env('GATEWAY_SSE_MAX_STREAMS', z.coerce.number().int().min(1).max(100_000).default(1000), 'open `GET /v1/events` streams in total'),
+  maxStreamsPerKey: env('GATEWAY_SSE_MAX_STREAMS_PER_KEY', z.coerce.number().int().min(1).max(100_000).default(100), '… and per API key'),
+  /** A stream whose unsent bytes pass this is closed (a reader too slow for the event rate). */
+  maxBufferedBytes: documented(z.coerce.number().int().min(64 * 1024).max(256 * 1024 * 1024).default(1024 * 1024), 'an SSE stream this far behind is closed'),
+});
+export type EventsConfig = z.infer<typeof EventsSlice>;

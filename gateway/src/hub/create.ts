@@ -1,0 +1,41 @@
+import type { SchemasConfig } from '../schemas/config.js';
+import { GATEWAY_NAME, GATEWAY_VERSION } from '../version.js';
+import { hubEnabled, type McpConfig } from './config.js';
+import { McpHub, type HubDeps } from './hub.js';
+import type { HubSettings } from './upstream/base.js';
+
+export interface HubCreateDeps extends Pick<HubDeps, 'log' | 'metrics' | 'registry' | 'bus'> {
+  validators: HubSettings['validators'];
+}
+
+/** The hub: devices and the hosted servers of `mcp` as one tool namespace (started later, after HTTP is up). */
+export function createHub(d: HubCreateDeps, mcp: McpConfig, s: { schemas: SchemasConfig; deviceCallTimeoutMs: number }): McpHub {
+  return new McpHub({
+    log: d.log,
+    metrics: d.metrics,
+    registry: d.registry,
+    bus: d.bus,
+    servers: Object.values(mcp.servers),
+    enabled: hubEnabled(mcp),
+    deviceTools: mcp.deviceTools,
+    deviceCallTimeoutMs: s.deviceCallTimeoutMs,
+    devicesListMax: mcp.devicesListMax,
+    settings: {
+      connectTimeoutMs: mcp.connectTimeoutMs,
+      callTimeoutMs: mcp.callTimeoutMs,
+      killGraceMs: mcp.killGraceMs,
+      maxRestarts: mcp.maxRestarts,
+      restartBaseDelayMs: mcp.restartBaseDelayMs,
+      restartMaxDelayMs: mcp.restartMaxDelayMs,
+      restartResetMs: mcp.restartResetMs,
+      maxResultBytes: mcp.maxResultBytes,
+      maxTools: mcp.maxToolsPerServer,
+      allowPrivateNetwork: mcp.allowPrivateNetwork,
+      logLevel: mcp.upstreamLogLevel,
+      logRatePerSecond: mcp.upstreamLogRatePerSecond,
+      clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
+      schemaLimits: s.schemas,
+      validators: d.validators,
+    },
+  });
+}
