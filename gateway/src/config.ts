@@ -4,7 +4,7 @@ import { normalizeDeviceId } from '@voxgate/protocol';
 import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import { jsonErrorWithoutInput, parseKeyTenants, redactProblem, safePath, secretValues, unknownKeyProblems } from './config-errors.js';
-import { McpConfigError, resolveServers } from './hub/config.js';
+import { McpConfigError, McpEndpointsConfigSchema, McpPublishConfigSchema, resolveServers } from './hub/config.js';
 
 /**
  * Every setting and every default lives here. Sources, weakest first: these defaults, the optional JSON
@@ -255,6 +255,8 @@ export const ConfigSchema = z
         upstreamLogLevel: z.enum(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']).default('info'),
         /** Log messages per second passed on from one hosted server (a burst of as many); the rest are dropped and counted. */
         upstreamLogRatePerSecond: z.coerce.number().int().min(1).max(10_000).default(20),
+        endpoints: McpEndpointsConfigSchema,
+        publish: McpPublishConfigSchema,
         endpoint: z
           .strictObject({
             enabled: Bool.default(true),
@@ -547,6 +549,7 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_MCP_ALLOWED_HOSTS: ['mcp', 'endpoint', 'allowedHosts'],
   GATEWAY_MCP_MAX_SESSIONS: ['mcp', 'endpoint', 'maxSessions'],
   GATEWAY_MCP_MAX_SESSIONS_PER_KEY: ['mcp', 'endpoint', 'maxSessionsPerKey'],
+  GATEWAY_MCP_ENDPOINTS_PATH: ['mcp', 'endpoints', 'path'],
   GATEWAY_DATA_DIR: ['dataDir'],
   GATEWAY_LOG_LEVEL: ['logLevel'],
   GATEWAY_LOG_FORMAT: ['logFormat'],

@@ -16,9 +16,12 @@ import { ToolsPageCache } from './devices/tools-page-cache.js';
 import { GatewayError } from './errors.js';
 import type { McpEndpoint } from './facade/mcp-endpoint.js';
 import { resolveServers } from './hub/config.js';
+import { McpEndpoints } from './hub/endpoints.js';
 import { McpHub } from './hub/hub.js';
+import { wsBounds } from './hub/upstream/transports.js';
 import { EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
+import { attachMcpEndpointLink } from './links/mcp-endpoint.js';
 import { attachWebSocketLink } from './links/ws.js';
 import { startMqttLink, type MqttLink } from './links/mqtt.js';
 import { countRequestTimeouts, limitConnections, openFileLimit } from './links/connection-limits.js';
@@ -60,6 +63,8 @@ export interface Gateway {
   visionKey: string;
   /** Devices and upstream MCP servers as one tool namespace. */
   hub: McpHub;
+  /** MCP endpoint tokens (tool processes that dial in), when mcp.endpoints.enabled. */
+  mcpEndpoints: McpEndpoints | undefined;
   /** Settles when every upstream server has connected or failed (start does not wait for it). */
   hubStarted: Promise<void>;
   /** Persisted state (`<dataDir>/voxgate.db`). */
@@ -188,6 +193,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       validators: schemaValidators,
     },
   });
+  const endpointsCfg = config.mcp.endpoints;
+  const mcpEndpoints = endpointsCfg.enabled ? await McpEndpoints.open(hub, store, log.child({ component: 'mcp-endpoint' }), endpointsCfg) : undefined;
   // The hub needs the registry, which needs the relay: the relay learns of the hub last.
   voice?.relay.useHub(hub);
   const tenants = new Map(Object.entries(config.apiKeyTenants));
@@ -231,6 +238,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     hubEnabled: mcpServers.enabled,
     tenantOf: (key) => tenants.get(key),
     onMcpEndpoint: (e) => (mcpEndpoint = e),
+    ...(mcpEndpoints ? { mcpEndpoints: { endpoints: mcpEndpoints, path: endpointsCfg.path } } : {}),
     enrollment,
     assistant,
     history,
@@ -245,7 +253,20 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   limitConnections(http.server, 'http', config.http, metrics, log.child({ component: 'http' }));
   countRequestTimeouts(http.server, metrics);
   warnIfOverOpenFileLimit(config, log);
+  const toolLink = mcpEndpoints
+    ? attachMcpEndpointLink(http.server, {
+        path: endpointsCfg.path,
+        endpoints: mcpEndpoints,
+        bounds: wsBounds(hub.settings),
+        maxConnections: endpointsCfg.maxConnections,
+        maxConnectionsPerToken: endpointsCfg.maxConnectionsPerToken,
+        unknownTokenRate: { perSecond: endpointsCfg.unknownTokenPerSecond, burst: endpointsCfg.unknownTokenBurst },
+        log,
+        metrics,
+      })
+    : undefined;
   const ws = attachWebSocketLink(http.server, {
+    otherPath: (p) => toolLink?.owns(p) ?? false,
     path: config.ws.path,
     maxPayloadBytes: config.ws.maxPayloadBytes,
     heartbeatMs: config.ws.heartbeatMs,
@@ -300,6 +321,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     await metricsListener?.close();
     voice?.close();
     ws.close(CLOSE_SHUTDOWN, 'start failed');
+    toolLink?.close();
     await mqtt?.close();
     await http.close();
     await hub.close();
@@ -338,6 +360,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       assistant.close();
       voice?.close();
       ws.close(CLOSE_SHUTDOWN, 'gateway shutting down');
+      toolLink?.close();
       await mcpEndpoint?.close();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
       // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
@@ -364,6 +387,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     generatedApiKey: secrets.generatedApiKey,
     visionKey,
     hub,
+    mcpEndpoints,
     hubStarted,
     store,
     enrollment,

@@ -5,16 +5,18 @@ import { z } from 'zod';
 /**
  * The `mcpServers` file: Claude Desktop–compatible (`{"mcpServers": {"name": {"command": ..., "args": [...]}}}`),
  * plus the fields Voxgate adds. An entry with `command` is stdio; with `url` it is Streamable HTTP unless
- * `type` says `sse`. Everything in it is checked here; nothing unchecked reaches a connection.
+ * `type` says `sse` (or the url is ws:// or wss://: WebSocket, subprotocol `mcp`). Everything in it is checked here; nothing unchecked reaches a connection.
  */
-export const SERVER_TYPES = ['stdio', 'http', 'sse', 'builtin', 'openapi'] as const;
-export type ServerType = (typeof SERVER_TYPES)[number];
+export const SERVER_TYPES = ['stdio', 'http', 'sse', 'websocket', 'builtin', 'openapi'] as const;
+/** `endpoint`: a tool process that dialed in (hub/endpoints.ts); made at run time, never configured. */
+export type ServerType = (typeof SERVER_TYPES)[number] | 'endpoint';
 
 /** Server names become part of tool names (`mcp__{server}__{tool}`): keep them short and plain. */
 export const SERVER_NAME = /^[A-Za-z0-9_-]{1,32}$/;
 const TENANT = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'tenant: letters, digits, _ . - (1-64)');
 const HeaderName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/, 'not an HTTP header name');
 const HttpUrl = z.url({ protocol: /^https?$/ });
+const RemoteUrl = z.url({ protocol: /^(https?|wss?)$/ });
 
 export const BUILTIN_TOOL_NAMES = ['current_time', 'calculator'] as const;
 
@@ -32,7 +34,7 @@ export const ServerEntrySchema = z
     args: z.array(z.string().max(4096)).max(256).default([]),
     env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string().max(32_768)).default({}),
     cwd: z.string().optional(),
-    url: HttpUrl.optional(),
+    url: RemoteUrl.optional(),
     /** Header values may hold `${name}` placeholders, filled per request from the caller's tokens. */
     headers_template: z.record(HeaderName, z.string().max(8192)).default({}),
     /** Claude Desktop / VS Code spelling of static headers; merged under `headers_template`. */
@@ -118,13 +120,18 @@ function normalise(name: string, e: z.output<typeof ServerEntrySchema>, baseDir:
   else if (declared && (SERVER_TYPES as readonly string[]).includes(declared)) type = declared as ServerType;
   else if (declared) throw new Error(`unknown type "${declared}"`);
   else if (e.command) type = 'stdio';
-  else if (e.url) type = 'http';
+  else if (e.url) type = /^wss?:/.test(e.url) ? 'websocket' : 'http';
   else if (e.openapi_spec) type = 'openapi';
   else if (e.tools) type = 'builtin';
   else throw new Error('give "command" (stdio), "url" (http/sse), "openapi_spec" (openapi) or "tools" (builtin)');
 
   if (type === 'stdio' && !e.command) throw new Error('a stdio server needs "command"');
-  if ((type === 'http' || type === 'sse') && !e.url) throw new Error(`a ${type} server needs "url"`);
+  if ((type === 'http' || type === 'sse' || type === 'websocket') && !e.url) throw new Error(`a ${type} server needs "url"`);
+  const wsUrl = e.url !== undefined && /^wss?:/.test(e.url);
+  if (wsUrl !== (type === 'websocket') && e.url !== undefined && (type === 'http' || type === 'sse' || type === 'websocket'))
+    throw new Error(type === 'websocket' ? 'a websocket server\'s "url" is ws:// or wss://' : `a ${type} server's "url" is http:// or https://`);
+  if (type === 'websocket' && Object.values({ ...e.headers, ...e.headers_template }).some((v) => v.includes('${')))
+    throw new Error('a websocket server sends its headers once, when it connects: ${name} placeholders (filled per call) cannot apply');
   if (type === 'builtin' && !e.tools?.length) throw new Error('a builtin server needs "tools" (current_time, calculator)');
   if (type === 'openapi') {
     if (!e.openapi_spec) throw new Error('an openapi server needs "openapi_spec"');
@@ -203,3 +210,36 @@ export function resolveServers(mcp: { enabled: boolean; configFile?: string | un
   const servers = [...byName.values()];
   return { enabled: mcp.configFile !== undefined || servers.length > 0, servers };
 }
+
+/**
+ * `mcp.endpoints`: the inbound MCP endpoint (tool processes dial in, see hub/endpoints.ts). Tokens are
+ * made through the API; these are the route and its bounds.
+ */
+export const McpEndpointsConfigSchema = z
+  .strictObject({
+    enabled: z.preprocess((v) => (v === 'true' || v === '1' ? true : v === 'false' || v === '0' ? false : v), z.boolean()).default(true),
+    /** xiaozhi-esp32-server's path; the pipe's MCP_ENDPOINT is `ws(s)://host:port<path>?token=…`. */
+    path: z.string().regex(/^\/[A-Za-z0-9/_.-]*$/).default('/mcp_endpoint/mcp/'),
+    maxConnections: z.coerce.number().int().min(1).max(100_000).default(256),
+    /** Sockets open at once with one token (the newest serves; the others are being replaced or handshaking). */
+    maxConnectionsPerToken: z.coerce.number().int().min(1).max(100).default(4),
+    /** Unknown tokens per source address before 429: a bucket of `unknownTokenBurst`, refilled at this rate. */
+    unknownTokenPerSecond: z.coerce.number().min(0.01).max(1000).default(0.2),
+    unknownTokenBurst: z.coerce.number().int().min(1).max(10_000).default(10),
+    /** MCP ping to each connected tool process; one unanswered within the interval cuts it (4002). */
+    pingIntervalMs: z.coerce.number().int().min(1000).max(3_600_000).default(30_000),
+  })
+  .prefault({});
+
+/** `mcp.publish`: remote MCP endpoints the gateway dials to serve its namespace there (hub/publish.ts). */
+export const McpPublishConfigSchema = z
+  .array(
+    z
+      .strictObject({
+        url: z.url({ protocol: /^wss?$/ }),
+        tenant: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).optional(),
+        allowed_tools: z.array(z.string().min(1).max(256)).max(4096).optional(),
+      }),
+  )
+  .max(64)
+  .default([]);
