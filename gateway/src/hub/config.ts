@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
+import { parse as parseToml } from 'smol-toml';
 import { z } from 'zod';
 
 /**
@@ -181,7 +182,11 @@ function readSpecFile(path: string, baseDir: string): Record<string, unknown> {
   }
 }
 
-/** Read `GATEWAY_MCP_CONFIG`: `{"mcpServers": {...}}`. Relative paths inside resolve against the file's folder. */
+/**
+ * Read `GATEWAY_MCP_CONFIG`: `{"mcpServers": {...}}`, or (a path ending in `.toml`) TOML with `[[servers]]`
+ * tables as seed 003 writes them (`name`, `command`, `args`, `url`, `transport = "stdio" | "sse" | "websocket"`)
+ * or `[mcpServers.<name>]` tables. Relative paths inside resolve against the file's folder.
+ */
 export function loadServersFile(path: string): ServerConfig[] {
   let text: string;
   try {
@@ -189,6 +194,7 @@ export function loadServersFile(path: string): ServerConfig[] {
   } catch (e) {
     throw new McpConfigError([`${path}: cannot read (${(e as Error).message})`]);
   }
+  if (path.toLowerCase().endsWith('.toml')) return parseServers(tomlServers(path, text), dirname(resolve(path)));
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -198,6 +204,29 @@ export function loadServersFile(path: string): ServerConfig[] {
   const r = McpServersFileSchema.safeParse(json);
   if (!r.success) throw new McpConfigError([`${path}: expected {"mcpServers": {...}}`]);
   return parseServers(r.data.mcpServers, dirname(resolve(path)));
+}
+
+const TomlServersFile = z.object({ servers: z.array(z.record(z.string(), z.unknown())).max(1024).optional(), mcpServers: z.record(z.string(), z.unknown()).optional() }).loose();
+
+/** A TOML server file as the `mcpServers` record the JSON file holds, so both share one validation. */
+function tomlServers(path: string, text: string): Record<string, unknown> {
+  let doc: unknown;
+  try {
+    doc = parseToml(text);
+  } catch (e) {
+    throw new McpConfigError([`${path}: not valid TOML (${(e as Error).message.split('\n')[0]})`]);
+  }
+  const r = TomlServersFile.safeParse(doc);
+  if (!r.success || (!r.data.servers && !r.data.mcpServers)) throw new McpConfigError([`${path}: expected [[servers]] tables (name, command, args, url, transport) or [mcpServers.<name>]`]);
+  const out: Record<string, unknown> = { ...r.data.mcpServers };
+  const problems: string[] = [];
+  (r.data.servers ?? []).forEach(({ name, ...entry }, i) => {
+    if (typeof name !== 'string') return problems.push(`servers[${i}]: a server needs "name"`);
+    if (name in out) return problems.push(`servers[${i}]: the name "${name}" is used twice`);
+    out[name] = entry;
+  });
+  if (problems.length) throw new McpConfigError(problems);
+  return out;
 }
 
 /** The servers a configuration names: inline `mcp.servers`, then the file (`GATEWAY_MCP_CONFIG`), which wins. */
