@@ -18,6 +18,7 @@ import type { McpEndpoint } from './facade/mcp-endpoint.js';
 import { resolveServers } from './hub/config.js';
 import { McpEndpoints } from './hub/endpoints.js';
 import { McpHub } from './hub/hub.js';
+import { FleetPublisher } from './hub/publish.js';
 import { wsBounds } from './hub/upstream/transports.js';
 import { EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
@@ -332,6 +333,13 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   history.start();
   // Upstream servers connect after HTTP is up, in the background: a slow or broken one never delays start.
   const hubStarted = hub.start();
+  // The token is in the URL: logs name the endpoint by origin and path only.
+  const publishers = config.mcp.publish.map((target) => {
+    const u = new URL(target.url);
+    const p = new FleetPublisher(hub, target, { log: log.child({ component: 'mcp-publish', endpoint: `${u.origin}${u.pathname}` }), version: GATEWAY_VERSION });
+    p.start();
+    return p;
+  });
   const address = http.server.address();
   const httpPort = typeof address === 'object' && address ? address.port : config.http.port;
   log.info(
@@ -361,6 +369,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       voice?.close();
       ws.close(CLOSE_SHUTDOWN, 'gateway shutting down');
       toolLink?.close();
+      for (const p of publishers) p.close();
       await mcpEndpoint?.close();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
       // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().

@@ -56,6 +56,7 @@ export class WebSocketTransport implements Transport {
     ws.on('message', (data: RawData) => this.onFrame(data));
     ws.on('error', (err) => this.onerror?.(err));
     ws.on('close', () => this.ended());
+    if (ws.isPaused) ws.resume();
     if (ws.readyState !== WebSocket.OPEN && ws.readyState !== WebSocket.CONNECTING) this.ended();
   }
 
@@ -126,6 +127,8 @@ export interface DialOptions {
   allowPrivateNetwork: boolean;
   maxPayloadBytes: number;
   handshakeTimeoutMs: number;
+  /** `mcp` (the draft WebSocket transport); none for a xiaozhi endpoint, which answers no subprotocol. */
+  subprotocol?: string | undefined;
 }
 
 /**
@@ -135,7 +138,7 @@ export interface DialOptions {
 export async function dialWebSocket(url: string, o: DialOptions): Promise<WebSocket> {
   const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
   if (!o.allowPrivateNetwork) await assertPublicHost(host);
-  const ws = new WebSocket(url, 'mcp', {
+  const ws = new WebSocket(url, o.subprotocol === undefined ? [] : [o.subprotocol], {
     headers: o.headers,
     maxPayload: o.maxPayloadBytes,
     handshakeTimeout: o.handshakeTimeoutMs,
@@ -149,6 +152,9 @@ export async function dialWebSocket(url: string, o: DialOptions): Promise<WebSoc
       reject(err);
     };
     ws.once('open', () => {
+      // The peer may speak first (an endpoint sends initialize at once), and its frame can come with the
+      // upgrade answer: held until the transport listens (start() resumes).
+      ws.pause();
       ws.off('error', fail);
       resolve(ws);
     });
