@@ -4,11 +4,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "esp_app_desc.h"
 #include "esp_idf_version.h"
 #include "esp_log.h"
-#include "esp_random.h"
 #include "esp_system.h"
 #include "esp_timer.h"
 #include "freertos/FreeRTOS.h"
@@ -19,11 +19,10 @@
 #include "button.h"
 #include "esp_board_hardware.h"
 #include "esp_firmware_update.h"
+#include "esp_link_boot.h"
 #include "esp_protocols.h"
 #include "mcp/mcp_server.h"
 #include "nvs_settings.h"
-#include "voxgate/link_resolver.h"
-#include "voxgate/ota_client.h"
 #include "wifi_station.h"
 
 namespace {
@@ -94,37 +93,26 @@ extern "C" void app_main() {
   info.idf_version = esp_get_idf_version();
   ESP_LOGI(kTag, "device %s client %s", identity.mac.c_str(), identity.uuid.c_str());
 
-  // Where to connect. Boot recovery: the last good config (NVS) or the fallback is
-  // served at once when the OTA request fails, and the request is retried with
-  // backoff and jitter (blocking here only while there is nothing to serve).
-  static std::unique_ptr<voxgate::ConfigStore> store = voxgate::CreateNvsConfigStore();
-  // The OTA check presents the stored credentials and keeps those an answer
-  // leaves out; a device waiting for enrollment logs its activation code.
-  voxgate::OtaClientOptions ota_options;
-  ota_options.url = CONFIG_VOXGATE_OTA_URL;
-  ota_options.identity = identity;
-  ota_options.info = info;
-  static voxgate::OtaClient ota(ota_options, NowMs,
-                                [](uint32_t ms) {
-                                  vTaskDelay(pdMS_TO_TICKS(ms));
-                                  return true;
-                                });
-  ota.SetActivationHandler([](voxgate::ActivationState state, const voxgate::OtaActivation& activation) {
+  // Where to connect (boot recovery: the last good config or the fallback is
+  // served at once when the OTA request fails; see esp_link_boot.h). The OTA
+  // check presents the stored credentials; a device waiting for enrollment
+  // logs its activation code.
+  voxgate::EspLinkBootOptions boot_options;
+  boot_options.ota.url = CONFIG_VOXGATE_OTA_URL;
+  boot_options.ota.identity = identity;
+  boot_options.ota.info = info;
+  boot_options.fallback = FallbackLink();
+  boot_options.on_activation = [](voxgate::ActivationState state, const voxgate::OtaActivation& activation) {
     if (state == voxgate::ActivationState::kCode) {
       ESP_LOGW(kTag, "ACTIVATION CODE %s: %s", activation.code.c_str(), activation.message.c_str());
     } else {
       ESP_LOGW(kTag, "activation %s", voxgate::ActivationStateName(state));
     }
-  });
-  static voxgate::LinkResolver resolver(
-      [](const voxgate::LinkConfig& stored, voxgate::LinkConfig* answer, std::string* error) {
-        return ota.Fetch(stored, answer, error);
-      },
-      *store, voxgate::Backoff(2000, 120000, esp_random()), FallbackLink());
-  resolver.SetLog([](const std::string& line) { ESP_LOGW(kTag, "%s", line.c_str()); });
-  voxgate::LinkConfig link = resolver.Resolve(NowMs, [](uint32_t ms) { vTaskDelay(pdMS_TO_TICKS(ms)); });
+  };
+  boot_options.log = [](const std::string& line) { ESP_LOGW(kTag, "%s", line.c_str()); };
+  static voxgate::EspLinkBoot boot(std::move(boot_options));
+  const voxgate::LinkConfig& link = boot.Resolve();
   const bool mqtt = UseMqtt(link);
-  if (mqtt && link.mqtt.client_id.empty()) link.mqtt.client_id = voxgate::MqttClientId("voxgate", identity);
 
   // Incoming frames are parsed and answered on this worker, never on the
   // network library's task; the button's notifications go out from it too.
@@ -135,9 +123,7 @@ extern "C" void app_main() {
   RegisterBoardTools(server, board);
   static voxgate::EspFirmwareUpdate firmware(link, app->version, [](const char* m, cJSON* p) { server.Notify(m, p); });
 
-  static std::unique_ptr<voxgate::EspProtocol> protocol =
-      mqtt ? voxgate::CreateEspMqttProtocol(link.mqtt, identity)
-           : voxgate::CreateEspWebSocketProtocol(link.websocket, identity);
+  static std::unique_ptr<voxgate::EspProtocol> protocol = boot.CreateProtocol(mqtt);
   voxgate::ProtocolEvents events;
   events.on_mcp = [](const std::string& payload) {
     server.ParseMessage(payload);
@@ -160,8 +146,7 @@ extern "C" void app_main() {
   for (;;) {
     // While the link is down and the OTA request has not been answered since
     // boot, keep asking: the gateway may have moved this device elsewhere.
-    voxgate::LinkConfig fresh;
-    if (!protocol->connected() && resolver.Poll(NowMs(), &fresh)) {
+    if (!protocol->connected() && boot.Moved()) {
       ESP_LOGW(kTag, "the OTA answer moved this device; restarting with the new link config");
       esp_restart();
     }

@@ -51,7 +51,8 @@ const char kUsage[] =
     "  --tool-latency-ms MS     each synthetic tool takes MS to answer (default 0)\n"
     "  --count K                devices in this process (default 1)\n"
     "  --reconnect-max-ms MS    cap of the reconnect backoff (default 5000; the device uses 30000)\n"
-    "  --firmware-version V     the factory firmware version (default 0.1.0): OTA request, serverInfo\n"
+    "  --firmware-version V     the factory firmware version (default " VOXGATE_FIRMWARE_VERSION
+    ", firmware/version.txt): OTA request, serverInfo\n"
     "  --firmware-dir DIR       the devices' flash: per device DIR/<mac_>/{link.json,otadata.json,ota_0.bin,ota_1.bin};\n"
     "                           update over the air:\n"
     "                           a newer offered version is downloaded, verified, booted (a simulated reboot)\n"
@@ -73,7 +74,7 @@ struct Flags {
   int count = 1;
   uint32_t reconnect_max_ms = 5000;
   uint32_t activation_poll_ms = 3000;
-  std::string firmware_version = "0.1.0";
+  std::string firmware_version = VOXGATE_FIRMWARE_VERSION;  // firmware/version.txt
   std::string firmware_dir;
   uint64_t confirm_deadline_ms = voxgate::kDefaultConfirmDeadlineMs;
   std::string broken_version;

@@ -36,6 +36,11 @@ bool HostSlots::Load() {
       const cJSON* v = cJSON_GetArrayItem(versions, i);
       versions_[i] = cJSON_IsString(v) ? v->valuestring : "";
     }
+    const cJSON* recorded = cJSON_GetObjectItemCaseSensitive(root, "recorded");
+    for (int i = 0; i < 2; ++i) {
+      const cJSON* r = cJSON_IsArray(recorded) ? cJSON_GetArrayItem(recorded, i) : nullptr;
+      recorded_[i] = r != nullptr ? cJSON_IsTrue(r) : i == 1 && !versions_[1].empty();
+    }
     pending_ = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "pending_verify"));
     const cJSON* rejected = cJSON_GetObjectItemCaseSensitive(root, "rejected");
     rejected_ = cJSON_IsString(rejected) ? rejected->valuestring : "";
@@ -50,6 +55,8 @@ bool HostSlots::Save() {
   cJSON_AddNumberToObject(root, "boot", boot_);
   cJSON* versions = cJSON_AddArrayToObject(root, "versions");
   for (const std::string& v : versions_) cJSON_AddItemToArray(versions, cJSON_CreateString(v.c_str()));
+  cJSON* recorded = cJSON_AddArrayToObject(root, "recorded");
+  for (bool r : recorded_) cJSON_AddItemToArray(recorded, cJSON_CreateBool(r));
   cJSON_AddBoolToObject(root, "pending_verify", pending_);
   cJSON_AddStringToObject(root, "rejected", rejected_.c_str());
   cJSON_AddBoolToObject(root, "rollback_reported", rollback_reported_);
@@ -62,6 +69,7 @@ bool HostSlots::Save() {
 
 bool HostSlots::Install(int slot, const std::string& version) {
   versions_[slot] = version;
+  recorded_[slot] = true;
   boot_ = slot;
   pending_ = true;
   return Save();
@@ -73,9 +81,20 @@ bool HostSlots::MarkValid() {
 }
 
 bool HostSlots::RollBack() {
+  if (!recorded_[1 - boot_]) return false;
   rejected_ = versions_[boot_];
   rollback_reported_ = false;
   boot_ = 1 - boot_;
+  pending_ = false;
+  return Save();
+}
+
+bool HostSlots::Restart() {
+  if (!pending_) return true;
+  rejected_ = versions_[boot_];
+  rollback_reported_ = false;
+  recorded_[boot_] = false;  // aborted: no longer a valid boot record
+  boot_ = recorded_[1 - boot_] ? 1 - boot_ : 0;
   pending_ = false;
   return Save();
 }
@@ -151,10 +170,15 @@ void FirmwareBoot::Confirm() {
       Report({"confirmed", slots_->running_version(), -1, -1, ""});
     } else {
       const std::string version = slots_->running_version();
-      slots_->RollBack();
+      // As the device: the rollback call, and a restart when it returns.
+      const bool rolled_back = slots_->RollBack();
+      if (!rolled_back) slots_->Restart();
       cJSON* f = cJSON_CreateObject();
       cJSON_AddStringToObject(f, "state", "rolling_back");
       cJSON_AddStringToObject(f, "version", version.c_str());
+      if (!rolled_back) {
+        cJSON_AddStringToObject(f, "reason", "rollback not possible: restarting, the bootloader drops it");
+      }
       Emit("firmware", options_.device_id, f);
       reboot_ = true;
     }

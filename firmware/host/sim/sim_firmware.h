@@ -37,7 +37,14 @@ class HostSlots {
 
   bool Install(int slot, const std::string& version);  // boots `slot` next, pending verification
   bool MarkValid();
-  bool RollBack();  // boots the previous slot again and remembers the rejected version
+  // As esp_ota_mark_app_invalid_rollback: boots the previous slot again and
+  // remembers the rejected version; false, changing nothing, when the previous
+  // slot has no boot record (the first update after a USB flash: the factory
+  // image in slot 0 was flashed, not installed), i.e. "rollback not possible".
+  bool RollBack();
+  // As the bootloader after a restart: a still-pending image is aborted (and
+  // remembered as rejected); with no other boot record it boots slot 0.
+  bool Restart();
   bool MarkRollbackReported();
 
  private:
@@ -47,6 +54,7 @@ class HostSlots {
   voxgate::FileConfigStore store_;
   int boot_ = 0;
   std::string versions_[2];
+  bool recorded_[2] = {false, false};  // the slot has a boot record (it was installed over the air)
   bool pending_ = false;
   std::string rejected_;
   bool rollback_reported_ = true;

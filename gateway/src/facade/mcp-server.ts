@@ -66,6 +66,25 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
     }
   };
 
+  const face: Face = { mcp, s, hub, caller, tokensOf, allowed };
+  serveTools(face);
+  serveListings(face);
+  serveSubscriptions(face);
+  return mcp;
+}
+
+/** What each group of handlers needs: the server, the hub, this caller, and its tokens per request. */
+interface Face {
+  mcp: McpServer;
+  s: McpServer['server'];
+  hub: McpHub;
+  caller: Caller;
+  tokensOf: (req: Request | undefined) => Tokens | undefined;
+  /** Only these tools, when set (a published namespace). */
+  allowed: ReadonlySet<string> | undefined;
+}
+
+function serveTools({ mcp, s, hub, caller, tokensOf, allowed }: Face): void {
   // One page always: no cursor is ever handed out, so any cursor a client sends is not one of ours.
   s.setRequestHandler('tools/list', async (req) => {
     if (req.params?.cursor !== undefined) throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'invalid cursor: tools/list has a single page here');
@@ -101,7 +120,10 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
       throw e;
     }
   });
+}
 
+/** Resources, templates, prompts and completions of the hosted servers this caller may see. */
+function serveListings({ s, hub, caller, tokensOf }: Face): void {
   s.setRequestHandler('resources/list', async (_req, ctx) => ({
     resources: (await hub.resources({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, ...r }) => ({ ...r, _meta: { ...(r._meta ?? {}), 'voxgate/server': server } })),
   }));
@@ -124,6 +146,21 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
     }
   });
 
+  s.setRequestHandler('prompts/list', async (_req, ctx) => ({
+    prompts: (await hub.prompts({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, prompt: _p, ...p }) => ({ ...p, _meta: { ...(p._meta ?? {}), 'voxgate/server': server } })),
+  }));
+  s.setRequestHandler('prompts/get', async (req, ctx) => {
+    try {
+      const { server: _s, ...r } = await hub.getPrompt(req.params.name, (req.params.arguments ?? {}) as Record<string, string>, { ...caller, tokens: tokensOf(ctx.http?.req) });
+      return r;
+    } catch (e) {
+      throw toProtocolError(e);
+    }
+  });
+}
+
+/** Resource subscriptions, and what hosted servers log, for an initialized session; released when it closes. */
+function serveSubscriptions({ s, hub, caller, tokensOf }: Face): void {
   // Resource subscriptions of this session: uri -> server. Released when the session closes.
   const subscriptions = new Map<string, string>();
   let closed = false;
@@ -173,17 +210,4 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
     for (const [uri, server] of subscriptions) void hub.unsubscribe(server, uri).catch(() => undefined);
     subscriptions.clear();
   };
-
-  s.setRequestHandler('prompts/list', async (_req, ctx) => ({
-    prompts: (await hub.prompts({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, prompt: _p, ...p }) => ({ ...p, _meta: { ...(p._meta ?? {}), 'voxgate/server': server } })),
-  }));
-  s.setRequestHandler('prompts/get', async (req, ctx) => {
-    try {
-      const { server: _s, ...r } = await hub.getPrompt(req.params.name, (req.params.arguments ?? {}) as Record<string, string>, { ...caller, tokens: tokensOf(ctx.http?.req) });
-      return r;
-    } catch (e) {
-      throw toProtocolError(e);
-    }
-  });
-  return mcp;
 }

@@ -11,13 +11,15 @@ const SILENT = fileURLToPath(new URL('./fixtures/silent-server.mjs', import.meta
 const node = (file: string) => ({ command: process.execPath, args: [file] });
 const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('');
 
+// Child processes on a loaded machine: only the test's own timeout bounds them (events, never sleeps).
+const PROCESS_TEST_MS = 60_000;
 let hubs: McpHub[] = [];
 afterEach(async () => {
   await Promise.all(hubs.map((h) => h.close()));
   hubs = [];
-});
+}, PROCESS_TEST_MS);
 
-describe('McpHub, built directly', () => {
+describe('McpHub, built directly', { timeout: PROCESS_TEST_MS }, () => {
   it('passes every field of a hosted tool definition through to /mcp (issue 24 item 16)', async () => {
     const { hub } = buildHub({ shapes: node(SHAPES) });
     hubs.push(hub);

@@ -1,4 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EVERYTHING_BIN, startEverything } from '../../../test/support/hub.js';
@@ -8,6 +10,8 @@ import { buildHub, facadeClient } from './support.js';
 const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('');
 const stop = (child: ChildProcess) => new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : (child.once('exit', () => resolve()), child.kill('SIGKILL'))));
 
+// Child processes on a loaded machine: only the test's own timeout bounds them (events, never sleeps).
+const PROCESS_TEST_MS = 60_000;
 let hubs: McpHub[] = [];
 let children: ChildProcess[] = [];
 afterEach(async () => {
@@ -15,9 +19,9 @@ afterEach(async () => {
   await Promise.all(children.map(stop));
   hubs = [];
   children = [];
-});
+}, PROCESS_TEST_MS);
 
-describe('the official server-everything over Streamable HTTP, restarted (issue 24 item 14)', () => {
+describe('the official server-everything over Streamable HTTP, restarted (issue 24 item 14)', { timeout: PROCESS_TEST_MS }, () => {
   it('answers 400 to our stale session: the hub re-initializes, its resources and prompts stay listed, and a server that is gone shows as failed', async () => {
     const first = await startEverything('streamableHttp');
     children.push(first.child);
@@ -55,7 +59,47 @@ describe('the official server-everything over Streamable HTTP, restarted (issue 
   });
 });
 
-describe('roots of two /mcp clients with different tenants (issue 20 item 5)', () => {
+/** A pass-through HTTP proxy to `port` that can be told to answer every request 500 itself. */
+async function faultyProxy(port: number): Promise<{ server: Server; url: string; broken: { on: boolean } }> {
+  const broken = { on: false };
+  const server = createServer((req, res) => {
+    if (broken.on) return void res.writeHead(500, { 'content-type': 'text/plain' }).end('proxy broken on purpose');
+    const up = request({ host: '127.0.0.1', port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers);
+      r.pipe(res);
+    });
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, broken };
+}
+
+describe('a Streamable HTTP server that answers 500 (issue 24 item 14)', { timeout: PROCESS_TEST_MS }, () => {
+  it('shows as failed with its error, its listings are retried, and it is ready again once it answers', async () => {
+    const everything = await startEverything('streamableHttp');
+    children.push(everything.child);
+    const proxy = await faultyProxy(everything.port);
+    try {
+      const { hub } = buildHub({ flaky: { type: 'http', url: proxy.url, allow_private_network: true } }, { restartBaseDelayMs: 1 });
+      hubs.push(hub);
+      await hub.start();
+      const prompts = (await hub.prompts({})).length;
+      expect(prompts).toBeGreaterThan(0);
+      proxy.broken.on = true;
+      expect(await hub.prompts({})).toEqual([]);
+      expect(hub.servers({})[0]).toMatchObject({ state: 'failed', lastError: expect.stringMatching(/proxy broken on purpose/) });
+      proxy.broken.on = false;
+      expect((await hub.prompts({})).length).toBe(prompts);
+      expect(hub.servers({})[0]).toMatchObject({ state: 'ready', lastError: null });
+    } finally {
+      proxy.server.closeAllConnections();
+      await new Promise((resolve) => proxy.server.close(resolve));
+    }
+  });
+});
+
+describe('roots of two /mcp clients with different tenants (issue 20 item 5)', { timeout: PROCESS_TEST_MS }, () => {
   it('never reach the shared upstream session: no client is asked, so none can see another’s', async () => {
     const { hub } = buildHub({ everything: { command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] } });
     hubs.push(hub);

@@ -19,6 +19,7 @@
 #include "freertos/task.h"
 #include "mbedtls/sha256.h"
 #include "nvs.h"
+#include "voxgate/firmware_install.h"
 
 namespace voxgate {
 namespace {
@@ -86,11 +87,21 @@ bool PartitionSha256(const esp_partition_t* partition, size_t length, std::strin
 void RollBackIfStillPending(void*) {
   if (!RunningImagePending()) return;
   ESP_LOGE(kTag, "the new image did not reach the gateway in time: rolling back");
-  esp_ota_mark_app_invalid_rollback_and_reboot();
+  const esp_err_t err = esp_ota_mark_app_invalid_rollback_and_reboot();  // restarts when it can mark the image
+  // It returns when IDF sees no other image to roll back to: after a USB flash
+  // (no factory app) only the new image has a boot record (ESP_ERR_OTA_ROLLBACK_FAILED).
+  // Restart anyway: the bootloader marks the still-pending image aborted and,
+  // with no valid boot record left, boots ota_0, the flashed image.
+  ESP_LOGE(kTag, "rollback call returned %s: restarting so the bootloader drops the pending image",
+           esp_err_to_name(err));
+  esp_restart();
 }
 
 }  // namespace
 
+// Follows FirmwareInstall's steps: the slot becomes bootable only in
+// esp_https_ota_finish, after the header, the transfer and the SHA-256 passed;
+// every earlier failure ends in esp_https_ota_abort, which leaves otadata as it was.
 bool EspInstallFirmware(const FirmwareOffer& offer, const std::function<void(const FirmwareProgress&)>& report,
                         std::string* error) {
   esp_http_client_config_t http = {};
@@ -106,44 +117,53 @@ bool EspInstallFirmware(const FirmwareOffer& offer, const std::function<void(con
   esp_https_ota_handle_t handle = nullptr;
   esp_err_t err = esp_https_ota_begin(&config, &handle);
   if (err != ESP_OK || slot == nullptr) {
-    *error = std::string("could not start the download: ") + esp_err_to_name(err);
+    if (err == ESP_OK) esp_https_ota_abort(handle);
+    *error = std::string("could not start the download: ") + (err != ESP_OK ? esp_err_to_name(err) : "no OTA slot");
     return false;
   }
-  // The image says which version it is: refuse one that is not what was offered (no install loops).
+  FirmwareInstall install(offer, true);
+  // ESP_FAIL here: shorter than a header, or no app description magic (esp_https_ota checks it).
   esp_app_desc_t desc = {};
-  SemVer offered, image;
-  if (esp_https_ota_get_img_desc(handle, &desc) != ESP_OK || !ParseSemVer(offer.version, &offered) ||
-      !ParseSemVer(desc.version, &image) || CompareSemVer(offered, image) != 0) {
-    esp_https_ota_abort(handle);
-    *error = std::string("the image is version ") + desc.version + ", not " + offer.version;
+  const bool app_image = esp_https_ota_get_img_desc(handle, &desc) == ESP_OK;
+  if (install.HeaderRead(app_image, app_image ? desc.version : "") == FirmwareInstall::Step::kDownload) {
+    const int64_t total = esp_https_ota_get_image_size(handle);  // Content-Length, -1 when absent
+    ProgressThrottle throttle;
+    while ((err = esp_https_ota_perform(handle)) == ESP_ERR_HTTPS_OTA_IN_PROGRESS) {
+      const int64_t read = esp_https_ota_get_image_len_read(handle);
+      if (throttle.Due(read, total, NowMs())) report({"downloading", offer.version, read, total, ""});
+    }
+    // The first perform checks the chip id and revision (ESP_ERR_INVALID_VERSION);
+    // esp_ota_write the first byte's magic (ESP_ERR_OTA_VALIDATE_FAILED).
+    const TransferEnd end = err == ESP_ERR_INVALID_VERSION         ? TransferEnd::kWrongChip
+                            : err == ESP_ERR_OTA_VALIDATE_FAILED   ? TransferEnd::kNotAnAppImage
+                            : err != ESP_OK                        ? TransferEnd::kFailed
+                            : !esp_https_ota_is_complete_data_received(handle) ? TransferEnd::kFailed
+                                                                    : TransferEnd::kComplete;
+    const int64_t received = esp_https_ota_get_image_len_read(handle);
+    const std::string detail = err != ESP_OK ? std::string("download failed: ") + esp_err_to_name(err)
+                                             : "download failed: the connection ended early";
+    if (install.Downloaded(end, detail, total, received) == FirmwareInstall::Step::kVerify) {
+      report({"verifying", offer.version, received, total, ""});
+      // Every byte is in the slot: esp_ota_write holds back a partial 16-byte
+      // block (until esp_ota_end) only with flash encryption, and app images
+      // are 16-byte multiples. A file that is not would fail here: refused, never booted.
+      std::string sha256;
+      const bool read_ok = PartitionSha256(slot, static_cast<size_t>(received), &sha256);
+      install.Verified(read_ok, sha256);
+    }
+  }
+  if (install.step() != FirmwareInstall::Step::kFinish) {
+    esp_https_ota_abort(handle);  // the slot never becomes bootable; otadata untouched
+    *error = install.error();
     return false;
   }
-  const int64_t total = esp_https_ota_get_image_size(handle);  // Content-Length, -1 when absent
-  ProgressThrottle throttle;
-  while ((err = esp_https_ota_perform(handle)) == ESP_ERR_HTTPS_OTA_IN_PROGRESS) {
-    const int64_t read = esp_https_ota_get_image_len_read(handle);
-    if (throttle.Due(read, total, NowMs())) report({"downloading", offer.version, read, total, ""});
-  }
-  const int64_t received = esp_https_ota_get_image_len_read(handle);
-  if (err != ESP_OK || !esp_https_ota_is_complete_data_received(handle)) {
-    esp_https_ota_abort(handle);
-    *error = std::string("download failed: ") + esp_err_to_name(err);
-    return false;
-  }
-  report({"verifying", offer.version, received, total, ""});
-  // esp_ota_end inside: ESP-IDF validates the image (and its signature with secure boot), then it boots next.
+  // esp_ota_end (validates the image, and its signature with secure boot), then esp_ota_set_boot_partition.
   err = esp_https_ota_finish(handle);
-  if (err != ESP_OK) {
-    *error = std::string("image rejected: ") + esp_err_to_name(err);
-    return false;
-  }
-  std::string sha256;
-  const std::string why = PartitionSha256(slot, static_cast<size_t>(received), &sha256)
-                              ? VerifyDownload(offer, total, received, sha256)
-                              : "could not read the new slot back";
-  if (!why.empty()) {
-    esp_ota_set_boot_partition(esp_ota_get_running_partition());  // keep booting what runs now
-    *error = why;
+  const FinishEnd end = err == ESP_OK                        ? FinishEnd::kDone
+                        : err == ESP_ERR_OTA_VALIDATE_FAILED ? FinishEnd::kInvalid
+                                                             : FinishEnd::kFailed;
+  if (install.Finished(end, esp_err_to_name(err)) != FirmwareInstall::Step::kDone) {
+    *error = install.error();
     return false;
   }
   return true;

@@ -1,6 +1,7 @@
 // ESP only: the WebSocket link on espressif/esp_websocket_client (>= 1.8.0).
 //
-// Reconnects: the library owns the connection's state machine. It is
+// Reconnects: the library owns the connection's state machine, except after
+// a close for a missing hello that the gateway never answers (Drop). It is
 // configured with kDeviceWsReconnect (voxgate/ws_reconnect.h): auto-reconnect
 // after failures AND after a clean close (enable_close_reconnect), else a
 // gateway restart (close 1001) or our own close on a hello timeout would end
@@ -72,13 +73,19 @@ class EspWebSocketProtocol : public EspProtocol {
   }
 
   void Service() override {
+    const uint64_t now = static_cast<uint64_t>(esp_timer_get_time() / 1000);
+    if (client_ && restart_at_ms_ != 0 && now >= restart_at_ms_) {
+      restart_at_ms_ = 0;
+      if (esp_websocket_client_start(client_) != ESP_OK) ReportError("could not restart the WebSocket client");
+    }
     if (close_pending_.exchange(false) && client_) {
       // Never from the library's task (it refuses). With close-reconnect (>= 1.8.0) this
       // returns at once; the library finishes the close handshake and reconnects after the backoff.
       closing_ = true;
       esp_websocket_client_close(client_, pdMS_TO_TICKS(2000));
     }
-    if (HelloOverdue(static_cast<uint64_t>(esp_timer_get_time() / 1000))) close_pending_ = true;
+    if (HelloOverdue(now)) close_pending_ = true;
+    if (client_ && CloseOverdue(now)) Drop(now);
   }
 
  private:
@@ -90,6 +97,22 @@ class EspWebSocketProtocol : public EspProtocol {
 
   // On the dispatcher: the link works, so the next end starts the delays over.
   void OnHelloReceived() override { hello_seen_ = true; }
+
+  // The gateway answered neither the hello nor our close frame. Once it has
+  // sent a close frame the library stops pinging and waits for the server's
+  // answer as long as TCP lives, so stop its task (which closes the
+  // connection) and start it again after the backoff, from Service().
+  void Drop(uint64_t now) {
+    closing_ = false;
+    if (esp_websocket_client_stop(client_) != ESP_OK) return;  // CloseOverdue fires again
+    inbox_.Reset();  // the library's task has ended: nothing else touches these now
+    HandleClosed("no server hello, close unanswered: dropped");
+    if (hello_seen_.exchange(false)) backoff_.Reset();
+    const uint32_t delay = backoff_.NextDelayMs();
+    restart_at_ms_ = now + delay;
+    ESP_LOGW(kTag, "dropped a connection that answered neither hello nor close; reconnecting in %u ms",
+             static_cast<unsigned>(delay));
+  }
 
   void OnData(const esp_websocket_event_data_t& event) {
     if (event.data_len < 0 || event.payload_len < 0 || event.payload_offset < 0) return;
@@ -158,8 +181,9 @@ class EspWebSocketProtocol : public EspProtocol {
   std::string url_;
   std::string headers_;
   esp_websocket_client_handle_t client_ = nullptr;
-  Backoff backoff_;           // the library's task only
-  WsMessageAssembler inbox_;  // the library's task only
+  Backoff backoff_;           // the library's task, or Service() while that task is stopped
+  WsMessageAssembler inbox_;  // the library's task, or Service() while that task is stopped
+  uint64_t restart_at_ms_ = 0;  // Service() only: when to start the client again after Drop
   std::atomic<bool> close_pending_{false};
   std::atomic<bool> hello_seen_{false};
   std::atomic<bool> closing_{false};  // we asked for the close (hello overdue)

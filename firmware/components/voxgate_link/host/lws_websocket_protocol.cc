@@ -1,6 +1,7 @@
 #include "lws_websocket_protocol.h"
 
 #include <libwebsockets.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstring>
@@ -68,7 +69,12 @@ void LwsWebSocketProtocol::Stop() {
   loop_->Run([this] {
     running_ = false;
     reconnect_.Cancel();
-    RequestClose();
+    if (close_sent_) {
+      DropConnection();  // the server did not answer our close: do not wait for it
+    } else if (wsi_ != nullptr) {
+      stopping_close_ = true;
+      RequestClose();
+    }
   });
   // Wait until lws has let go of the connection, then detach.
   for (;;) {
@@ -108,6 +114,9 @@ void LwsWebSocketProtocol::Connect() {
   frame_offset_ = 0;
   peer_close_code_ = -1;
   close_requested_ = false;
+  close_sent_ = false;
+  drop_requested_ = false;
+  stopping_close_ = false;
   if (lws_client_connect_via_info(&info) == nullptr) {
     wsi_ = nullptr;
     if (!reconnect_.armed()) Ended(WsEnd::kConnectFailed, "connect failed");
@@ -144,9 +153,17 @@ void LwsWebSocketProtocol::Ended(WsEnd end, const std::string& reason) {
 void LwsWebSocketProtocol::OnHelloReceived() { hello_seen_ = true; }
 
 void LwsWebSocketProtocol::RequestClose() {
-  if (wsi_ == nullptr) return;
+  if (wsi_ == nullptr || close_requested_) return;
   close_requested_ = true;
   lws_callback_on_writable(wsi_);
+}
+
+void LwsWebSocketProtocol::DropConnection() {
+  if (wsi_ == nullptr) return;
+  close_requested_ = true;
+  drop_requested_ = true;
+  // lws sees the socket end and reports LWS_CALLBACK_CLIENT_CLOSED, with no close handshake.
+  shutdown(lws_get_socket_fd(wsi_), SHUT_RDWR);
 }
 
 bool LwsWebSocketProtocol::SendText(const std::string& text) {
@@ -168,6 +185,7 @@ void LwsWebSocketProtocol::OnWake() {
 void LwsWebSocketProtocol::OnTick(uint64_t now_ms) {
   if (reconnect_.Due(now_ms)) Connect();
   if (wsi_ != nullptr && HelloOverdue(now_ms)) RequestClose();  // reconnect for a fresh session
+  if (wsi_ != nullptr && CloseOverdue(now_ms)) DropConnection();
 }
 
 // Describes each piece lws delivers the way esp_websocket_client does (offset
@@ -235,9 +253,24 @@ int LwsWebSocketProtocol::OnLwsEvent(lws* wsi, int reason, void* in, size_t len)
       return 0;
     }
     case LWS_CALLBACK_CLIENT_WRITEABLE: {
-      if (close_requested_) {
+      if (close_requested_ && stopping_close_) {
         lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, nullptr, 0);
         return -1;
+      }
+      if (close_requested_) {
+        if (close_sent_ || drop_requested_) return 0;
+        // A close frame (1000), then nothing: the server's close answer or its end of TCP ends it.
+        // Built here and written raw: lws's own close (lws_close_reason) gives up after 5 s.
+        unsigned char frame[LWS_PRE + 8];
+        unsigned char* f = frame + LWS_PRE;
+        f[0] = 0x88;  // FIN + close
+        f[1] = 0x82;  // masked (a client's frames are), 2 bytes of payload
+        lws_get_random(lws_get_context(wsi), f + 2, 4);
+        f[6] = static_cast<unsigned char>((LWS_CLOSE_STATUS_NORMAL >> 8) ^ f[2]);
+        f[7] = static_cast<unsigned char>((LWS_CLOSE_STATUS_NORMAL & 0xff) ^ f[3]);
+        if (lws_write(wsi, f, 8, LWS_WRITE_RAW) < 8) return -1;
+        close_sent_ = true;
+        return 0;
       }
       std::string frame;
       bool more = false;
@@ -264,7 +297,9 @@ int LwsWebSocketProtocol::OnLwsEvent(lws* wsi, int reason, void* in, size_t len)
     case LWS_CALLBACK_CLIENT_CLOSED: {
       lws_set_opaque_user_data(wsi, nullptr);
       if (close_requested_) {
-        Ended(WsEnd::kClientClose, running_ ? EndName(WsEnd::kClientClose) : "stopped");
+        const char* why = !running_ ? "stopped" : drop_requested_ ? "no server hello, close unanswered: dropped"
+                                                                  : EndName(WsEnd::kClientClose);
+        Ended(WsEnd::kClientClose, why);
       } else if (peer_close_code_ >= 0) {
         Ended(WsEnd::kServerClose, std::string(EndName(WsEnd::kServerClose)) + " (" +
                                        std::to_string(peer_close_code_) + ")");

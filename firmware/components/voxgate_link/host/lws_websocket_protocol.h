@@ -3,8 +3,10 @@
 // connect or a lost connection it waits and reconnects; after a clean close
 // (the server's close frame, or its own close when the server hello is overdue)
 // it reconnects only under close-reconnect, and otherwise stops for good, as
-// the device would. Incoming frames are reassembled by the same unit as on the
-// device (voxgate/ws_message.h), fed the way esp_websocket_client feeds it.
+// the device would. Its own close waits for the server as the device's does
+// (unbounded, no pings) until Protocol::CloseOverdue drops the connection.
+// Incoming frames are reassembled by the same unit as on the device
+// (voxgate/ws_message.h), fed the way esp_websocket_client feeds it.
 #pragma once
 
 #include <atomic>
@@ -56,7 +58,11 @@ class LwsWebSocketProtocol : public Protocol, private LwsClient {
 
   void Connect();
   void Ended(WsEnd end, const std::string& reason);
+  // As esp_websocket_client_close with close-reconnect: sends a close frame and
+  // waits, with no bound and no pings, until the server ends the connection.
   void RequestClose();
+  // As esp_websocket_client_stop: ends the connection without the handshake.
+  void DropConnection();
   void Receive(lws* wsi, const void* in, size_t len);
 
   std::shared_ptr<LwsLoop> loop_;
@@ -75,7 +81,10 @@ class LwsWebSocketProtocol : public Protocol, private LwsClient {
   int peer_close_code_ = -1;  // the server's close frame status (0: none given), -1: no close frame
   RetryTimer reconnect_;
   bool running_ = false;
-  bool close_requested_ = false;
+  bool close_requested_ = false;  // a close frame is due or sent: we ended this connection
+  bool close_sent_ = false;
+  bool drop_requested_ = false;
+  bool stopping_close_ = false;  // Stop: let lws close (it bounds the wait for the server's answer)
   bool stranded_ = false;  // guarded by out_mutex_ for stranded()
   std::atomic<bool> hello_seen_{false};
 

@@ -122,6 +122,16 @@ bool ParseSemVer(const std::string& input, SemVer* out) {
   return true;
 }
 
+bool IsNumericVersion(const std::string& text) {
+  const std::vector<std::string> parts = Split(text, '.');
+  uint32_t value = 0;
+  if (parts.size() != 3) return false;
+  for (const std::string& part : parts) {
+    if (!ParseNumber(part, &value)) return false;  // digits, no leading zero, at most 9: fits an int
+  }
+  return true;
+}
+
 int CompareSemVer(const SemVer& a, const SemVer& b) {
   if (a.major != b.major) return a.major < b.major ? -1 : 1;
   if (a.minor != b.minor) return a.minor < b.minor ? -1 : 1;
@@ -183,8 +193,7 @@ std::string HexLower(const uint8_t* bytes, size_t length) {
   return out;
 }
 
-std::string VerifyDownload(const FirmwareOffer& offer, int64_t announced_length, int64_t received,
-                           const std::string& sha256_hex) {
+std::string VerifyTransfer(const FirmwareOffer& offer, int64_t announced_length, int64_t received) {
   if (received <= 0) return "empty image";
   if (announced_length >= 0 && announced_length != received) {
     return "received " + std::to_string(received) + " of " + std::to_string(announced_length) + " bytes";
@@ -192,6 +201,13 @@ std::string VerifyDownload(const FirmwareOffer& offer, int64_t announced_length,
   if (offer.size >= 0 && offer.size != received) {
     return "size " + std::to_string(received) + " differs from the offered " + std::to_string(offer.size);
   }
+  return "";
+}
+
+std::string VerifyDownload(const FirmwareOffer& offer, int64_t announced_length, int64_t received,
+                           const std::string& sha256_hex) {
+  const std::string why = VerifyTransfer(offer, announced_length, received);
+  if (!why.empty()) return why;
   if (!offer.sha256.empty() && !Sha256Matches(sha256_hex, offer.sha256)) return "sha256 mismatch";
   return "";
 }

@@ -41,6 +41,7 @@ void Protocol::HandleOpen(uint64_t now_ms) {
     connected_ = true;
     session_id_.clear();  // every connection starts a fresh session
     hello_deadline_ms_ = now_ms + hello_timeout_ms_;
+    close_deadline_ms_ = 0;
     ++connection_;
   }
   SendText(DeviceHello(transport_));
@@ -105,6 +106,7 @@ void Protocol::HandleClosed(const std::string& reason) {
     if (!connected_) return;
     connected_ = false;
     hello_deadline_ms_ = 0;
+    close_deadline_ms_ = 0;
     session_id_.clear();
   }
   if (events_.on_closed) events_.on_closed(reason);
@@ -119,8 +121,20 @@ bool Protocol::HelloOverdue(uint64_t now_ms) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (hello_deadline_ms_ == 0 || now_ms < hello_deadline_ms_) return false;
     hello_deadline_ms_ = 0;
+    close_deadline_ms_ = now_ms + close_timeout_ms_;
   }
   ReportError("no server hello within " + std::to_string(hello_timeout_ms_) + " ms");
+  return true;
+}
+
+bool Protocol::CloseOverdue(uint64_t now_ms) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!connected_ || close_deadline_ms_ == 0 || now_ms < close_deadline_ms_) return false;
+    close_deadline_ms_ = now_ms + close_timeout_ms_;  // fires again if dropping does not end it either
+  }
+  ReportError("the gateway did not finish the close within " + std::to_string(close_timeout_ms_) +
+              " ms: dropping the connection");
   return true;
 }
 

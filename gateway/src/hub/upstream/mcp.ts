@@ -18,7 +18,7 @@ import { guardToolSchemas } from '../../schemas/untrusted-schema.js';
 import { fillHeaders } from '../credentials.js';
 import { ChildStdioTransport } from '../stdio-transport.js';
 import { PEER_METHODS, Upstream, type CallContext, type Progress, type ServerStatus } from './base.js';
-import { classifyFailure, describeCallFailure, describeFailure, sessionMayBeLost, tooLargeText, type FailureContext } from './failure.js';
+import { classifyFailure, describeCallFailure, describeFailure, sessionMayBeLost, tooLargeText, type FailureContext, type UpstreamFailure } from './failure.js';
 import { overCap } from './result-cap.js';
 import { makeTransport, withHeaders, type TransportHooks } from './transports.js';
 
@@ -32,21 +32,11 @@ export class McpUpstream extends Upstream {
   private readonly stderrTail: string[] = [];
   private generation = 0;
   private reinitializing: Promise<void> | undefined;
-  /** The connect in progress: close() ends it (its transport) and waits for it. */
-  private starting: Promise<void> | undefined;
   /** Resource URIs subscribed upstream (for any number of /mcp sessions; the hub counts them). */
   private readonly subscriptions = new Set<string>();
 
-  start(): Promise<void> {
-    if (this.stopping) return Promise.resolve();
-    const run: Promise<void> = this.connect().finally(() => {
-      if (this.starting === run) this.starting = undefined;
-    });
-    this.starting = run;
-    return run;
-  }
-
-  private async connect(): Promise<void> {
+  async start(): Promise<void> {
+    if (this.stopping) return;
     const gen = ++this.generation;
     const transport = this.createTransport({
       onOversized: ({ bytes, id }) => {
@@ -256,12 +246,32 @@ export class McpUpstream extends Upstream {
     try {
       return await fn(client);
     } catch (e) {
-      if (!this.dialsOut || !sessionMayBeLost(classifyFailure(e))) throw e;
+      if (!this.dialsOut) throw e;
+      const f = classifyFailure(e);
+      if (!sessionMayBeLost(f)) throw this.noteFailure(client, f, e);
       await this.reinitialize(client, e);
       const fresh = this.client as Client | undefined;
       if (!fresh || this.state !== 'ready') throw e;
-      return fn(fresh);
+      try {
+        return await fn(fresh);
+      } catch (again) {
+        throw this.noteFailure(fresh, classifyFailure(again), again, true);
+      }
     }
+  }
+
+  /**
+   * A server that answers the HTTP request itself with a 5xx (or, on a fresh session, with what a lost
+   * session gets) is failing: its status says so, and the next request after restartBaseDelayMs tries it
+   * again. A JSON-RPC error, a refusal of credentials or a timeout leaves it ready.
+   */
+  private noteFailure(client: Client, f: UpstreamFailure, e: unknown, retried = false): unknown {
+    const failing = (f.kind === 'http' && f.status >= 500) || (retried && sessionMayBeLost(f));
+    if (failing && this.client === client && this.state === 'ready') {
+      this.setState('failed', this.describe(e));
+      this.d.onToolsChanged();
+    }
+    return e;
   }
 
   /** One re-initialize at a time; calls that failed on the same lost session share it. */
@@ -356,7 +366,10 @@ export class McpUpstream extends Upstream {
     return this.transport instanceof ChildStdioTransport ? this.transport.pid : undefined;
   }
 
-  /** Ends a connect in progress too: no child outlives close(), and close() never waits for an initialize. */
+  /**
+   * Ends a connect in progress too (its transport is the current one from the first line of start()): no
+   * child outlives close(), and close() never waits for an initialize.
+   */
   async close(): Promise<void> {
     this.stopping = true;
     this.generation++;
@@ -369,7 +382,6 @@ export class McpUpstream extends Upstream {
     // The client's close() closes the transport; for stdio that is TERM, then KILL after the grace period.
     await client?.close().catch(() => undefined);
     await transport?.close().catch(() => undefined);
-    await this.starting?.catch(() => undefined);
   }
 
   private failureContext(): FailureContext {

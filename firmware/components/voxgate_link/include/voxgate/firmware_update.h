@@ -25,6 +25,11 @@ struct SemVer {
 };
 
 bool ParseSemVer(const std::string& text, SemVer* out);
+// True for MAJOR.MINOR.PATCH in digits only, each part an int without a
+// leading zero: the versions every xiaozhi firmware can parse (it converts
+// each dot-separated part with std::stoi, built without exceptions, so "v1"
+// or "rc" aborts the device). firmware/version.txt must be one.
+bool IsNumericVersion(const std::string& text);
 // <0, 0, >0 by semver precedence (build metadata ignored; a pre-release
 // sorts before its release; numeric identifiers compare as numbers).
 int CompareSemVer(const SemVer& a, const SemVer& b);
@@ -57,9 +62,10 @@ UpdateDecision DecideUpdate(const std::string& running_version, const FirmwareOf
 bool Sha256Matches(const std::string& hex, const std::string& expected);
 std::string HexLower(const uint8_t* bytes, size_t length);
 
-// Checks a finished transfer against the offer: the byte count against the
-// offer's size (and the announced Content-Length), the digest against the
-// offer's sha256. Empty when it passes, else why not.
+// Checks a finished transfer's byte count against the announced
+// Content-Length and the offer's size. Empty when it passes, else why not.
+std::string VerifyTransfer(const FirmwareOffer& offer, int64_t announced_length, int64_t received);
+// VerifyTransfer, then the digest against the offer's sha256.
 std::string VerifyDownload(const FirmwareOffer& offer, int64_t announced_length, int64_t received,
                            const std::string& sha256_hex);
 

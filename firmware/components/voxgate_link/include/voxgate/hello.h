@@ -11,6 +11,10 @@ namespace voxgate {
 enum class Transport : unsigned char { kWebSocket, kMqtt };
 
 constexpr unsigned kServerHelloTimeoutMs = 10000;
+// After the device closes a WebSocket link for a missing hello: how long the
+// gateway has to finish the close (answer the close frame or end TCP) before
+// the device drops the connection without the handshake.
+constexpr unsigned kCloseTimeoutMs = 5000;
 
 // WebSocket: {"type":"hello","version":1,"features":{"mcp":true},"transport":"websocket",
 //             "audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}

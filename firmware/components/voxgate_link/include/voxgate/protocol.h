@@ -45,6 +45,8 @@ class Protocol {
   void SetDispatcher(Dispatcher dispatcher) { dispatcher_ = std::move(dispatcher); }  // before Start
   // How long to wait for the server hello (default kServerHelloTimeoutMs).
   void SetHelloTimeoutMs(uint32_t ms) { hello_timeout_ms_ = ms; }  // before Start
+  // How long a close for a missing hello may take (default kCloseTimeoutMs).
+  void SetCloseTimeoutMs(uint32_t ms) { close_timeout_ms_ = ms; }  // before Start
 
   // Connects, and keeps reconnecting with backoff until Stop.
   virtual bool Start() = 0;
@@ -66,6 +68,13 @@ class Protocol {
   void ReportError(const std::string& message);
   // True once, when the server hello is overdue; WebSocket links then close.
   bool HelloOverdue(uint64_t now_ms);
+  // After HelloOverdue: true when the connection still stands a close timeout
+  // later, and again after each further one, until the link closes. A gateway
+  // that keeps TCP open but answers neither the hello nor the close frame
+  // would otherwise hold the link "connected" without a session for as long
+  // as TCP lives (esp_websocket_client stops pinging once it has sent a close
+  // frame). WebSocket links then drop the connection without the handshake.
+  bool CloseOverdue(uint64_t now_ms);
 
   // Queues or writes one text frame; thread-safe.
   virtual bool SendText(const std::string& text) = 0;
@@ -79,10 +88,12 @@ class Protocol {
   ProtocolEvents events_;
   Dispatcher dispatcher_;
   uint32_t hello_timeout_ms_ = kServerHelloTimeoutMs;
+  uint32_t close_timeout_ms_ = kCloseTimeoutMs;
   mutable std::mutex mutex_;
   uint64_t connection_ = 0;  // counts opens: a dispatched frame of an older connection is dropped
   std::string session_id_;
   uint64_t hello_deadline_ms_ = 0;  // 0: not waiting
+  uint64_t close_deadline_ms_ = 0;  // 0: no close for a missing hello under way
   bool connected_ = false;
 };
 

@@ -2,29 +2,27 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "esp_event.h"
 #include "esp_log.h"
 #include "esp_mac.h"
 #include "esp_netif.h"
 #include "esp_random.h"
-#include "esp_timer.h"
+#include "esp_system.h"
 #include "freertos/FreeRTOS.h"
 #include "freertos/task.h"
 #include "nvs_flash.h"
 #include "protocol_examples_common.h"
 #include "sdkconfig.h"
 
+#include "esp_link_boot.h"
 #include "esp_protocols.h"
 #include "mcp/mcp_server.h"
-#include "voxgate/link_resolver.h"
-#include "voxgate/ota_client.h"
 
 namespace {
 
 const char* const kTag = "example";
-
-uint64_t NowMs() { return static_cast<uint64_t>(esp_timer_get_time() / 1000); }
 
 voxgate::DeviceIdentity Identity() {
   uint8_t mac[6] = {};
@@ -44,29 +42,17 @@ extern "C" void app_main() {
   ESP_ERROR_CHECK(esp_event_loop_create_default());
   ESP_ERROR_CHECK(example_connect());  // your app's own Wi-Fi code goes here
 
-  const voxgate::DeviceIdentity identity = Identity();
-  const voxgate::SystemInfo info;
-  static std::unique_ptr<voxgate::ConfigStore> store = voxgate::CreateNvsConfigStore();
-  voxgate::OtaClientOptions ota_options;
-  ota_options.url = CONFIG_EXAMPLE_VOXGATE_OTA_URL;
-  ota_options.identity = identity;
-  ota_options.info = info;
-  static voxgate::OtaClient ota(ota_options, NowMs,
-                                [](uint32_t ms) {
-                                  vTaskDelay(pdMS_TO_TICKS(ms));
-                                  return true;
-                                });
-  ota.SetActivationHandler([](voxgate::ActivationState state, const voxgate::OtaActivation& activation) {
+  // Where to connect: the OTA check, with the last good answer (NVS) served
+  // when it fails (see esp_link_boot.h).
+  voxgate::EspLinkBootOptions boot_options;
+  boot_options.ota.url = CONFIG_EXAMPLE_VOXGATE_OTA_URL;
+  boot_options.ota.identity = Identity();
+  boot_options.on_activation = [](voxgate::ActivationState state, const voxgate::OtaActivation& activation) {
     // Show the code on your display; an operator approves it on the gateway.
     ESP_LOGW(kTag, "activation %s %s", voxgate::ActivationStateName(state), activation.code.c_str());
-  });
-  static voxgate::LinkResolver resolver(
-      [](const voxgate::LinkConfig& stored, voxgate::LinkConfig* link, std::string* error) {
-        return ota.Fetch(stored, link, error);
-      },
-      *store, voxgate::Backoff(2000, 120000, esp_random()));
-  voxgate::LinkConfig link = resolver.Resolve(NowMs, [](uint32_t ms) { vTaskDelay(pdMS_TO_TICKS(ms)); });
-  if (link.has_mqtt && link.mqtt.client_id.empty()) link.mqtt.client_id = voxgate::MqttClientId("voxgate", identity);
+  };
+  static voxgate::EspLinkBoot boot(std::move(boot_options));
+  const voxgate::LinkConfig& link = boot.Resolve();
 
   // 1. The MCP server and your tools.
   static mcp::McpServer server(mcp::ServerOptions{"example-board", "0.1.0", 8000, {}});
@@ -78,9 +64,7 @@ extern "C" void app_main() {
 
   // 2. The link, with incoming frames handled on a worker task of their own.
   static std::unique_ptr<mcp::Worker> link_worker = mcp::Worker::Create(mcp::WorkerOptions{"vx_link", 8192, 3, 8});
-  static std::unique_ptr<voxgate::EspProtocol> protocol =
-      link.has_mqtt ? voxgate::CreateEspMqttProtocol(link.mqtt, identity)
-                    : voxgate::CreateEspWebSocketProtocol(link.websocket, identity);
+  static std::unique_ptr<voxgate::EspProtocol> protocol = boot.CreateProtocol(link.has_mqtt);
   voxgate::ProtocolEvents events;
   events.on_mcp = [](const std::string& payload) { server.ParseMessage(payload); };
   protocol->SetEvents(events);
@@ -91,6 +75,7 @@ extern "C" void app_main() {
   protocol->Start();
 
   for (;;) {  // hello deadline and reconnects
+    if (!protocol->connected() && boot.Moved()) esp_restart();  // the gateway moved this device
     protocol->Service();
     vTaskDelay(pdMS_TO_TICKS(100));
   }

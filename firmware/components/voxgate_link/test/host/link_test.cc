@@ -212,6 +212,7 @@ class FakeProtocol : public Protocol {
   void Stop() override {}
   using Protocol::HandleClosed;
   using Protocol::HandleOpen;
+  using Protocol::CloseOverdue;
   using Protocol::HelloOverdue;
   void Receive(const std::string& text) { HandleText(text.data(), text.size()); }
   std::vector<std::string> sent;
@@ -276,4 +277,42 @@ TEST(Protocol, HelloTimeoutAndMqttGoodbye) {
   EXPECT_FALSE(mqtt.HelloOverdue(kServerHelloTimeoutMs * 2)) << "a goodbye answers the hello";
   EXPECT_TRUE(mqtt.connected()) << "MQTT keeps its MCP channel after goodbye";
   EXPECT_TRUE(mqtt.SendMcp(R"({"jsonrpc":"2.0","id":2,"result":{}})"));
+}
+
+// A gateway that keeps TCP open but answers neither the hello nor the close
+// the device then sends: the close times out, and keeps timing out until the
+// link is down, so the transport drops the connection instead of holding a
+// "connected" link without a session until TCP dies.
+TEST(Protocol, AnUnansweredCloseForAMissingHelloFiresUntilTheLinkCloses) {
+  FakeProtocol ws(Transport::kWebSocket);
+  std::vector<std::string> errors;
+  ProtocolEvents ev;
+  ev.on_error = [&](const std::string& message) { errors.push_back(message); };
+  ws.SetEvents(ev);
+  ws.HandleOpen(1000);
+  const uint64_t overdue = 1000 + kServerHelloTimeoutMs;
+  EXPECT_FALSE(ws.CloseOverdue(overdue)) << "no close under way before the hello is overdue";
+  ASSERT_TRUE(ws.HelloOverdue(overdue));
+  EXPECT_FALSE(ws.CloseOverdue(overdue + kCloseTimeoutMs - 1));
+  EXPECT_TRUE(ws.CloseOverdue(overdue + kCloseTimeoutMs));
+  EXPECT_FALSE(ws.CloseOverdue(overdue + kCloseTimeoutMs + 1));
+  EXPECT_TRUE(ws.CloseOverdue(overdue + 2 * kCloseTimeoutMs)) << "again while the connection still stands";
+  EXPECT_EQ(errors, (std::vector<std::string>{
+                        "no server hello within 10000 ms",
+                        "the gateway did not finish the close within 5000 ms: dropping the connection",
+                        "the gateway did not finish the close within 5000 ms: dropping the connection"}));
+  ws.HandleClosed("dropped");
+  EXPECT_FALSE(ws.CloseOverdue(overdue + 10 * kCloseTimeoutMs)) << "the link is down";
+
+  // A new connection starts over: its hello is awaited again, no close is due.
+  ws.HandleOpen(100000);
+  EXPECT_FALSE(ws.CloseOverdue(100000 + kServerHelloTimeoutMs + kCloseTimeoutMs));
+  EXPECT_TRUE(ws.HelloOverdue(100000 + kServerHelloTimeoutMs));
+
+  // A hello in time: nothing fires.
+  FakeProtocol answered(Transport::kWebSocket);
+  answered.HandleOpen(0);
+  answered.Receive(R"({"type":"hello","transport":"websocket","session_id":"s"})");
+  EXPECT_FALSE(answered.HelloOverdue(kServerHelloTimeoutMs));
+  EXPECT_FALSE(answered.CloseOverdue(kServerHelloTimeoutMs + kCloseTimeoutMs));
 }
