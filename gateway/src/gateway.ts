@@ -39,6 +39,7 @@ import { httpExplainer, noExplainer } from './vision/explainer.js';
 import { PhotoStore } from './vision/photo-store.js';
 import { VISION_EXPLAIN_PATH, type VisionService } from './vision/routes.js';
 import { assistantExplainer } from './assistant/vision.js';
+import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
 import type { Server as TlsServer } from 'node:tls';
 import { TlsCertificates } from './tls/certificates.js';
@@ -74,7 +75,7 @@ export interface Gateway {
   enrollment: Enrollment | undefined;
   /** The LLM tool loop. */
   assistant: Assistant;
-  /** The voice relay (and its UDP socket), when voice.mode is "relay". */
+  /** Voice: the mode router, the relay and the conversation, the UDP socket (when a configured mode needs it). */
   voice: Voice | undefined;
   /** The MQTT-over-TLS port bound, when TLS is configured and `tls.mqttEnabled`. */
   mqttTlsPort: number | undefined;
@@ -88,7 +89,7 @@ export interface Gateway {
 }
 
 /** Start every part: HTTP API + device WebSocket on one port, the embedded MQTT broker on another. */
-export async function startGateway(config: Config, opts: { log?: Logger } = {}): Promise<Gateway> {
+export async function startGateway(config: Config, opts: { log?: Logger; converseKit?: () => ConverseKit } = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel, undefined, config.logFormat);
   const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
   if (secrets.tightenedFrom) log.warn({ file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom }, 'the secrets file was readable by group or others; its mode is now 0600');
@@ -114,9 +115,9 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
     onSize: (size) => metrics.schemaValidators.set(size),
   });
-  const voice: Voice | undefined = config.voice.mode === 'relay' ? await startVoice(config.voice, metrics, log) : undefined;
+  const voice: Voice | undefined = await startVoice(config.voice, metrics, log, opts.converseKit ? { kit: opts.converseKit } : {});
   const registry = new DeviceRegistry({
-    ...(voice ? { voice: voice.relay } : {}),
+    voice: voice.hook,
     maxKnownDevices: config.devices.maxKnown,
     log,
     bus,
@@ -150,6 +151,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     : new SqliteStore(join(config.dataDir, 'voxgate.db'));
   let enrollment: Enrollment | undefined;
   try {
+    await voice?.useStore(store);
     enrollment = config.deviceAuth === 'open' ? undefined : await openEnrollment(config, secrets.deviceSecret, store, log, metrics, registry);
   } catch (e) {
     voice?.close();
@@ -197,9 +199,10 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   const endpointsCfg = config.mcp.endpoints;
   const mcpEndpoints = endpointsCfg.enabled ? await McpEndpoints.open(hub, store, log.child({ component: 'mcp-endpoint' }), endpointsCfg) : undefined;
   // The hub needs the registry, which needs the relay: the relay learns of the hub last.
-  voice?.relay.useHub(hub);
+  voice?.useHub(hub);
   const tenants = new Map(Object.entries(config.apiKeyTenants));
   const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
+  voice?.useAssistant(assistant, bus);
   let mcpEndpoint: McpEndpoint | undefined;
 
   let stopping = false;
@@ -244,6 +247,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     assistant,
     history,
     https: tls?.options,
+    deviceSettings: { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id) },
   });
   if (tls) {
     // buildApi made an https.Server (a tls.Server) for these options; fastify types it as http.Server.

@@ -19,6 +19,7 @@ import { assistantRoutes } from './assistant.js';
 import { requireApiKey } from './auth.js';
 import type { Enrollment } from '../enrollment/enrollment.js';
 import { deviceRoutes } from './devices.js';
+import { deviceSettingsRoutes, type DeviceSettingsDeps } from './device-settings.js';
 import { enrollmentRoutes } from './enrollments.js';
 import { eventRoutes } from './events.js';
 import { healthRoutes, metricsRoute } from './health.js';
@@ -65,6 +66,8 @@ export interface ApiDeps {
   history?: MetricsHistory;
   /** Serve HTTPS (and WSS) with this certificate and key instead of plain HTTP. */
   https?: SecureContextOptions | undefined;
+  /** Per-device voice modes (PATCH /v1/devices/{id}). */
+  deviceSettings?: DeviceSettingsDeps;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -112,6 +115,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
     await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id) });
+    if (d.deviceSettings) await v1.register(deviceSettingsRoutes, d.deviceSettings);
     if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
     await v1.register(firmwareOfferRoute, { firmware, config: d.config });
     await v1.register(eventRoutes, {
