@@ -49,7 +49,7 @@ function fakeTool(url: string, o: Partial<Pick<FakeTool, 'tools' | 'onCall' | 'a
   });
 }
 
-describe('MCP endpoint boundary', () => {
+describe('MCP endpoint boundary', { timeout: 60_000 }, () => {
   let t: TestGateway;
   beforeAll(async () => {
     t = await startTestGateway({ mcp: { connectTimeoutMs: 1500, endpoints: { unknownTokenBurst: 3, unknownTokenPerSecond: 0.01 } } });
@@ -107,7 +107,7 @@ describe('MCP endpoint boundary', () => {
 
     const flood = await fakeTool(ep.url);
     await untilHub(hub(), ready('hostile'), 'ready again');
-    for (let i = 0; i < 2000 && flood.ws.readyState === WebSocket.OPEN; i++) flood.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: i } });
+    for (let i = 0; i < 20_000 && flood.ws.readyState === WebSocket.OPEN; i++) flood.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: i } });
     expect((await flood.closed).code).toBe(1008);
     expect(await t.metric('voxgate_frames_rejected_total', { reason: 'flood' })).toBeGreaterThan(0);
   });

@@ -64,7 +64,7 @@ const stop = (p: Pipe) =>
 type Endpoint = { id: string; name: string; token: string; url: string };
 type EndpointList = { endpoints: Array<{ id: string; name: string; state: string; toolCount: number; tools: string[] }> };
 
-describe.skipIf(!existsSync(PYTHON))('MCP endpoint: a pipe dials in', () => {
+describe.skipIf(!existsSync(PYTHON))('MCP endpoint: a pipe dials in', { timeout: 60_000 }, () => {
   let t: TestGateway;
   beforeAll(async () => {
     t = await startTestGateway({

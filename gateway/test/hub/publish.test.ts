@@ -9,7 +9,7 @@ import { ReferenceDevice } from '../../../test/support/reference-device.js';
  */
 type CallOut = { content: Array<{ text: string }>; isError: boolean };
 
-describe('publishing the fleet to another gateway', () => {
+describe('publishing the fleet to another gateway', { timeout: 60_000 }, () => {
   let a: TestGateway;
   let b: TestGateway;
   const lamp: boolean[] = [];
