@@ -8,6 +8,7 @@ import { startCluster, type Cluster } from './cluster/cluster.js';
 import { Assistant } from './assistant/assistant.js';
 import { startMetricsListener } from './api/health.js';
 import type { Config } from './config.js';
+import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
 import { DeviceRegistry } from './devices/registry.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
 import { EnrollmentCredentials } from './enrollment/credentials.js';
@@ -49,6 +50,8 @@ export interface Gateway {
   config: Config;
   log: Logger;
   registry: DeviceRegistry;
+  /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
+  directory: DeviceDirectory;
   bus: EventBus;
   metrics: Metrics;
   http: FastifyInstance;
@@ -167,11 +170,13 @@ export async function startGateway(config: Config, opts: { log?: Logger; convers
     liveCredential: (deviceId: string) => registry.liveCredential(deviceId),
   };
 
+  // Callers find devices here: this instance's registry, and the cluster's devices once it has joined.
+  const directory = new FleetDirectory(registry);
   const mcpServers = resolveServers(config.mcp);
   const hub = new McpHub({
     log,
     metrics,
-    registry,
+    registry: directory,
     bus,
     servers: mcpServers.servers,
     enabled: mcpServers.enabled,
@@ -229,7 +234,7 @@ export async function startGateway(config: Config, opts: { log?: Logger; convers
     ...(visionService ? { vision: visionService } : {}),
     config,
     log,
-    registry,
+    registry: directory,
     bus,
     metrics,
     apiKeys: () => secrets.apiKeys,
@@ -283,8 +288,10 @@ export async function startGateway(config: Config, opts: { log?: Logger; convers
   });
   try {
     // Joined before the listeners open, so the first device's presence reaches the other instances.
-    if (config.cluster.enabled)
+    if (config.cluster.enabled) {
       cluster = await startCluster({ config: config.cluster, calls: config.calls, registry, bus, log, metricsRegistry: metrics.registry, replayLimit: config.events.bufferSize });
+      directory.attach(cluster.devices);
+    }
     // Both listeners start together, so a start that fails reports every port that failed, not the first.
     const [mqttStart, httpStart] = await Promise.allSettled([
       config.mqtt.enabled ? startMqttLink({
@@ -388,6 +395,7 @@ export async function startGateway(config: Config, opts: { log?: Logger; convers
     config,
     log,
     registry,
+    directory,
     bus,
     metrics,
     http,
@@ -445,7 +453,7 @@ async function openEnrollment(config: Config, deviceSecret: string, store: Store
     metrics,
     // Revoked credentials must not keep a live connection.
     onRevoked: (deviceId) => {
-      for (const s of registry.sessions()) if (s.deviceId === deviceId) s.link.close(CLOSE_REVOKED, 'credentials revoked');
+      for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
     },
   });
   log.info({ policy: e.policy }, 'device enrollment');

@@ -4,7 +4,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import type { DeviceRegistry } from '../devices/registry.js';
+import type { DeviceDirectory } from '../devices/directory.js';
 import type { EventBus } from '../events/bus.js';
 import { mcpAllowedHosts } from '../facade/allowed-hosts.js';
 import { firmwareRoutes } from '../firmware/routes.js';
@@ -37,7 +37,7 @@ import type { MetricsHistory } from '../metrics-history.js';
 export interface ApiDeps {
   config: Config;
   log: Logger;
-  registry: DeviceRegistry;
+  registry: DeviceDirectory;
   bus: EventBus;
   metrics: Metrics;
   apiKeys: () => readonly string[];

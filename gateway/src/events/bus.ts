@@ -8,6 +8,7 @@ export const EVENT_TYPES = [
   'device.ready',
   'device.offline',
   'device.tools_changed',
+  'device.catalog_incomplete',
   'device.notification',
   'device.message',
   'device.photo',

@@ -13,7 +13,7 @@ export class DeviceTools {
     const onlineOnly = args['online_only'] !== false;
     const page = this.d.registry.page(onlineOnly ? { online: true } : {}, { limit: this.d.devicesListMax, after: undefined });
     const devices = page.devices.map((d) => {
-      const session = d.online ? this.safeHandle(d.id) : undefined;
+      const session = d.online ? this.d.registry.find(d.id) : undefined;
       const tools = session?.catalog?.tools.filter((x) => !x.userOnly).map((x) => ({ name: x.name, description: x.description, inputSchema: x.inputSchema })) ?? [];
       return { device_id: d.id, online: d.online, state: d.state, board: d.server?.name ?? null, tools };
     });
@@ -30,15 +30,6 @@ export class DeviceTools {
       throw new GatewayError('INVALID_ARGUMENTS', 'device_call needs {"device_id": string, "tool": string, "arguments": object}');
     // Any MAC spelling names the device; anything else is looked up as given (and not found).
     return this.call(normalizeDeviceId(deviceId) ?? deviceId, tool, a as Record<string, unknown>, ctx);
-  }
-
-  /** The device's local session, or (cluster) the handle of the instance holding it, whose catalog is known here. */
-  private safeHandle(id: string) {
-    try {
-      return this.d.registry.device(id);
-    } catch {
-      return undefined;
-    }
   }
 
   async call(deviceId: string, tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {

@@ -54,7 +54,7 @@ export class McpHub {
   private readonly logListeners = new Set<LogListener>();
   private readonly updateListeners = new Set<ResourceUpdatedListener>();
   private offBus: (() => boolean) | undefined;
-  private offRemote: (() => boolean) | undefined;
+  private offRemote: (() => void) | undefined;
   private notifyScheduled = false;
   private closed = false;
 
@@ -71,7 +71,7 @@ export class McpHub {
     this.offBus = d.bus.subscribe((e) => {
       if (e.type === 'device.ready' || e.type === 'device.tools_changed' || e.type === 'device.offline') this.changed();
     });
-    this.offRemote = d.registry.onRemoteChange(() => this.changed());
+    this.offRemote = d.registry.onChange(() => this.changed());
   }
 
   private upstreamFor(cfg: ServerConfig): Upstream {

@@ -75,10 +75,7 @@ export class ToolNamespace {
 
   /** Ready devices with a catalog: local sessions, plus (cluster) the ready devices of the other instances. */
   private readyDevices(): ListedDevice[] {
-    const remote = this.devices.remoteReady();
-    const local = this.devices.sessions();
-    const all: ListedDevice[] = remote.length === 0 ? local : [...local, ...remote];
-    return all.filter((s) => (s.state === undefined || s.state === 'ready') && s.catalog !== undefined);
+    return this.devices.ready().filter((s) => (s.state === undefined || s.state === 'ready') && s.catalog !== undefined);
   }
 
   /** The provider-neutral tool list for this caller: servers' tools, device tools, generic device tools. */

@@ -1,6 +1,5 @@
 import type { LoggingMessageNotificationParams, Prompt, Resource, ResourceTemplateType } from '@modelcontextprotocol/client';
-import type { ToolCatalog } from '../devices/catalog.js';
-import type { DeviceRegistry } from '../devices/registry.js';
+import type { DeviceDirectory, ReadyDevice } from '../devices/directory.js';
 
 export type DeviceToolMode = 'per_device' | 'generic' | 'both';
 
@@ -48,11 +47,7 @@ export interface Instructions {
 }
 
 /** What the hub needs of the device registry (a port: tests give a small stand-in). */
-export type HubDevices = Pick<DeviceRegistry, 'remoteReady' | 'sessions' | 'onRemoteChange' | 'page' | 'device'>;
+export type HubDevices = Pick<DeviceDirectory, 'ready' | 'onChange' | 'page' | 'device' | 'find'>;
 
 /** A device as the namespace sees it: a local session, or (cluster) a ready device of another instance. */
-export interface ListedDevice {
-  deviceId: string;
-  catalog?: ToolCatalog | undefined;
-  state?: string;
-}
+export type ListedDevice = ReadyDevice;

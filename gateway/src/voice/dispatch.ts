@@ -1,7 +1,5 @@
-import { randomBytes, randomUUID } from 'node:crypto';
-import { buildGoodbye, buildNoVoiceUdpHello, buildServerHello, type DeviceFrame } from '@voxgate/protocol';
-import type { DeviceSession } from '../devices/session.js';
-import type { VoiceHook } from '../devices/voice-hook.js';
+import type { DeviceFrame } from '@voxgate/protocol';
+import type { VoiceDevice, VoiceHook } from '../devices/voice-hook.js';
 import type { VoiceMode } from './converse/config.js';
 
 /**
@@ -9,17 +7,19 @@ import type { VoiceMode } from './converse/config.js';
  * device's mode at its hello (device, then tenant, then voice.mode). The choice holds for the session.
  */
 export class VoiceModeRouter implements VoiceHook {
-  private readonly owner = new Map<DeviceSession, VoiceHook>();
+  private readonly owner = new Map<VoiceDevice, VoiceHook>();
 
   constructor(
     private readonly d: {
       modeOf(deviceId: string): VoiceMode;
       relay?: VoiceHook | undefined;
       converse?: VoiceHook | undefined;
+      /** Mode "off" (or a mode this gateway cannot serve): devices/no-voice-hook.ts. */
+      off: VoiceHook;
     },
   ) {}
 
-  async onHello(device: DeviceSession, frame: DeviceFrame): Promise<boolean> {
+  onHello(device: VoiceDevice, frame: DeviceFrame): boolean | Promise<boolean> {
     const mode = this.d.modeOf(device.deviceId);
     const hook = mode === 'relay' ? this.d.relay : mode === 'converse' ? this.d.converse : undefined;
     const previous = this.owner.get(device);
@@ -27,34 +27,22 @@ export class VoiceModeRouter implements VoiceHook {
       this.owner.delete(device);
       previous.onClosed(device);
     }
-    if (!hook) return this.answerWithoutVoice(device);
+    if (!hook) return this.d.off.onHello(device, frame);
     this.owner.set(device, hook);
     return hook.onHello(device, frame);
   }
 
-  onJson(device: DeviceSession, frame: DeviceFrame, text: string): boolean {
+  onJson(device: VoiceDevice, frame: DeviceFrame, text: string): boolean {
     return this.owner.get(device)?.onJson(device, frame, text) ?? false;
   }
 
-  onAudio(device: DeviceSession, data: Buffer): boolean {
+  onAudio(device: VoiceDevice, data: Buffer): boolean {
     return this.owner.get(device)?.onAudio(device, data) ?? false;
   }
 
-  onClosed(device: DeviceSession): void {
+  onClosed(device: VoiceDevice): void {
     const hook = this.owner.get(device);
     this.owner.delete(device);
     hook?.onClosed(device);
-  }
-
-  /** Mode "off" (or a mode this gateway cannot serve): what the session answers with no voice configured. */
-  private answerWithoutVoice(device: DeviceSession): boolean {
-    if (device.link.transport === 'mqtt') {
-      const id = randomUUID();
-      device.link.send(JSON.stringify(buildNoVoiceUdpHello(id, randomBytes(16), randomBytes(16))));
-      device.link.send(JSON.stringify(buildGoodbye(id)));
-      return false;
-    }
-    device.link.send(JSON.stringify(buildServerHello(device.sessionId)));
-    return true;
   }
 }

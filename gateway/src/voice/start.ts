@@ -9,6 +9,7 @@ import { voiceConfigured, type VoiceMode } from './converse/config.js';
 import { Converse, type ConverseKit } from './converse/converse.js';
 import { createConverseKit } from './converse/kit.js';
 import { createConverseMetrics } from './converse/metrics.js';
+import { NoVoiceHook } from '../devices/no-voice-hook.js';
 import { VoiceModeRouter } from './dispatch.js';
 import { createVoiceMetrics, type VoiceMetrics } from './metrics.js';
 import { DeviceVoiceModes, voiceModeOf, voiceProfileOf } from './modes.js';
@@ -57,7 +58,7 @@ export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Log
     profile: (deviceId) => voiceProfileOf(config, deviceId),
   });
   const modeOf = (id: string) => voiceModeOf(config, modes, id);
-  const hook = new VoiceModeRouter({ modeOf, relay, converse });
+  const hook = new VoiceModeRouter({ modeOf, relay, converse, off: new NoVoiceHook(voiceLog) });
   if (relay) log.info({ upstream: redactedUrl(config.upstream.url!), udp: udp ? `${config.udp.host}:${udp.port}` : 'off' }, 'voice relay on');
   if (config.mode === 'converse') log.info({ asr: config.asr.provider, tts: config.tts.provider, udp: udp ? `${config.udp.host}:${udp.port}` : 'off' }, 'voice conversation on');
   return {

@@ -12,15 +12,15 @@ import { createMetrics } from '../../src/metrics.js';
 import { SchemaValidators } from '../../src/schemas/validators.js';
 
 /** No devices: the hub's device port, empty. */
-const noDevices = {
-  remoteReady: () => [],
-  sessions: () => [],
-  onRemoteChange: () => () => true,
+const noDevices: HubDevices = {
+  ready: () => [],
+  onChange: () => () => undefined,
   page: () => ({ devices: [], next: undefined }),
+  find: () => undefined,
   device: (id: string) => {
     throw new Error(`no device ${id}`);
   },
-} as unknown as HubDevices;
+};
 
 export interface BuiltHub {
   hub: McpHub;

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DeviceHelloSchema, isBinaryProtocolVersion, type AudioParams, type DeviceFrame } from '@voxgate/protocol';
 import type { Logger } from 'pino';
-import type { DeviceSession } from '../../devices/session.js';
-import type { VoiceHook } from '../../devices/voice-hook.js';
+import type { VoiceDevice, VoiceHook } from '../../devices/voice-hook.js';
 import type { VoiceMetrics } from '../metrics.js';
 import type { UdpAudioFactory, VoiceSessionHandle } from '../relay.js';
 import type { ConverseConfig } from './config.js';
@@ -52,7 +51,7 @@ export interface ConverseDeps {
 const FRAME_MS = 60;
 
 interface Entry {
-  device: DeviceSession;
+  device: VoiceDevice;
   id: string;
   transport: ConverseTransport;
   session: ConverseSession;
@@ -65,7 +64,7 @@ interface Entry {
  * an idle end. Never throws into a link handler.
  */
 export class Converse implements VoiceHook {
-  private readonly entries = new Map<DeviceSession, Entry>();
+  private readonly entries = new Map<VoiceDevice, Entry>();
   private readonly sweep: NodeJS.Timeout;
   private turns: TurnsFor | undefined;
   private publish: ((type: ConverseEvent, deviceId: string, data: Record<string, unknown>) => void) | undefined;
@@ -87,7 +86,7 @@ export class Converse implements VoiceHook {
     return this.entries.size;
   }
 
-  onHello(device: DeviceSession, frame: DeviceFrame): Promise<boolean> {
+  onHello(device: VoiceDevice, frame: DeviceFrame): Promise<boolean> {
     try {
       return Promise.resolve(this.open(device, frame));
     } catch (e) {
@@ -97,7 +96,7 @@ export class Converse implements VoiceHook {
     }
   }
 
-  onJson(device: DeviceSession, frame: DeviceFrame): boolean {
+  onJson(device: VoiceDevice, frame: DeviceFrame): boolean {
     const e = this.entries.get(device);
     if (!e) return false;
     const input = readVoiceInput(frame);
@@ -106,14 +105,14 @@ export class Converse implements VoiceHook {
     return true;
   }
 
-  onAudio(device: DeviceSession, data: Buffer): boolean {
+  onAudio(device: VoiceDevice, data: Buffer): boolean {
     const e = this.entries.get(device);
     if (!e || e.transport.kind !== 'websocket') return false;
     this.uplink(e, data);
     return true;
   }
 
-  onClosed(device: DeviceSession): void {
+  onClosed(device: VoiceDevice): void {
     const e = this.entries.get(device);
     if (e) this.end(e, 'device_closed');
   }
@@ -124,8 +123,8 @@ export class Converse implements VoiceHook {
     for (const e of [...this.entries.values()]) this.end(e, 'shutdown');
   }
 
-  private open(device: DeviceSession, frame: DeviceFrame): boolean {
-    const transportKind = device.link.transport === 'mqtt' ? 'udp' : 'websocket';
+  private open(device: VoiceDevice, frame: DeviceFrame): boolean {
+    const transportKind = device.transport === 'mqtt' ? 'udp' : 'websocket';
     if (this.closed) return false;
     const previous = this.entries.get(device);
     if (previous) this.end(previous, 'replaced');
@@ -164,8 +163,8 @@ export class Converse implements VoiceHook {
     };
     const transport =
       transportKind === 'udp'
-        ? udpTransport(device.link, this.d.udp!.open(handle), this.d.config.maxFrameBytes, drops)
-        : webSocketTransport(device.link, version, this.d.config.maxFrameBytes, this.d.config.maxBufferedBytes, drops);
+        ? udpTransport(device, this.d.udp!.open(handle), this.d.config.maxFrameBytes, drops)
+        : webSocketTransport(device, version, this.d.config.maxFrameBytes, this.d.config.maxBufferedBytes, drops);
     const profile = this.d.profile(device.deviceId);
     const events = this.sessionEvents(device.deviceId, id);
     const session = new ConverseSession({
@@ -203,7 +202,7 @@ export class Converse implements VoiceHook {
     this.d.metrics.active.set(this.entries.size);
     this.d.voiceMetrics.sessions.inc({ transport: transportKind, outcome: 'opened' });
     const audio: AudioParams = { format: 'opus', sample_rate: this.d.config.sampleRate, channels: 1, frame_duration: FRAME_MS };
-    device.link.send(JSON.stringify(transport.hello(id, audio)));
+    device.send(JSON.stringify(transport.hello(id, audio)));
     log.info({ transport: transportKind, session: id }, 'conversation started');
     return true;
   }
@@ -255,8 +254,8 @@ export class Converse implements VoiceHook {
     this.d.log.info({ deviceId: e.device.deviceId, reason }, 'conversation ended');
     if (reason === 'device_closed' || reason === 'replaced' || reason === 'shutdown' || reason === 'device_goodbye') return;
     // Idle: MQTT devices keep their link (a goodbye closes the UDP channel); a WebSocket session is over.
-    if (e.transport.kind === 'udp') e.device.link.send(JSON.stringify({ type: 'goodbye', session_id: e.id }));
-    else e.device.link.close(1000, `voice session ended (${reason})`);
+    if (e.transport.kind === 'udp') e.device.send(JSON.stringify({ type: 'goodbye', session_id: e.id }));
+    else e.device.close(1000, `voice session ended (${reason})`);
   }
 
   private endIdle(): void {
@@ -265,9 +264,9 @@ export class Converse implements VoiceHook {
   }
 
   /** Shown on the device (the firmware ignores `type:"error"`), then its attempt ends. */
-  private refuse(device: DeviceSession, message: string): void {
-    device.link.send(JSON.stringify(toDevice.alert('', message)));
-    if (device.link.transport === 'mqtt') device.link.send(JSON.stringify({ type: 'goodbye', session_id: '' }));
-    else device.link.close(CLOSE_CONVERSE_UNAVAILABLE, 'voice unavailable');
+  private refuse(device: VoiceDevice, message: string): void {
+    device.send(JSON.stringify(toDevice.alert('', message)));
+    if (device.transport === 'mqtt') device.send(JSON.stringify({ type: 'goodbye', session_id: '' }));
+    else device.close(CLOSE_CONVERSE_UNAVAILABLE, 'voice unavailable');
   }
 }
