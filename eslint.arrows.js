@@ -22,8 +22,10 @@ export const ARROWS = {
   events: [],
   devices: ['events'],
   enrollment: ['store'],
-  links: ['devices', 'enrollment', 'events', 'tls'],
-  hub: ['devices', 'events'],
+  // The MCP endpoint's WebSocket (tool processes dial in) hands its socket to the hub's transport.
+  links: ['devices', 'enrollment', 'events', 'tls', { folder: 'hub', only: ['endpoints'] }],
+  // Endpoint tokens are kept (hashed) in the store.
+  hub: ['devices', 'events', 'store'],
   cluster: ['devices', 'events'],
   // The consumers of the core.
   vision: ['events', { folder: 'api', only: ['schemas', 'route-helpers'] }],

@@ -23,7 +23,11 @@ import type { McpHub } from './hub/hub.js';
 import { Lifecycle, once, within } from './lifecycle.js';
 import { openListeners, warnIfOverOpenFileLimit } from './links/listeners.js';
 import type { MqttLink, MqttLinkOptions } from './links/mqtt.js';
+import { attachMcpEndpointLink } from './links/mcp-endpoint.js';
 import { attachWebSocketLink } from './links/ws.js';
+import { McpEndpoints } from './hub/endpoints.js';
+import { FleetPublisher } from './facade/publish.js';
+import { wsBounds } from './hub/upstream/transports.js';
 import { createLogger } from './log.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { MetricsHistory } from './metrics-history.js';
@@ -60,6 +64,8 @@ export interface Gateway {
   visionKey: string;
   /** Devices and upstream MCP servers as one tool namespace. */
   hub: McpHub;
+  /** MCP endpoint tokens (tool processes that dial in), when mcp.endpoints.enabled. */
+  mcpEndpoints: McpEndpoints | undefined;
   /** Settles when every upstream server has connected or failed (start does not wait for it). */
   hubStarted: Promise<void>;
   /** Persisted state (`<dataDir>/voxgate.db`). */
@@ -114,6 +120,8 @@ interface Core {
   store: Store;
   enrollment: Enrollment | undefined;
   hub: McpHub;
+  /** Tokens for tool processes that dial in (mcp.endpoints), when enabled. */
+  mcpEndpoints: McpEndpoints | undefined;
   assistant: Assistant;
   visionKey: string;
   closeVoice: () => Promise<void>;
@@ -141,12 +149,13 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
   const front = await openFront(config, log, secrets, core, life);
   // Upstream servers connect after HTTP is up, in the background: a slow or broken one never delays start.
   const hubStarted = core.hub.start();
+  publishFleet(config, log, core.hub, life);
   deferShutdown(config, log, core, front, life);
   logStarted(config, log, front.http, front.mqtt, core.tls !== undefined);
   const address = front.http.server.address();
-  const { metrics, bus, registry, directory, hub, store, enrollment, assistant, voice, tls, visionKey } = core;
+  const { metrics, bus, registry, directory, hub, mcpEndpoints, store, enrollment, assistant, voice, tls, visionKey } = core;
   return {
-    config, log, registry, directory, bus, metrics, hub, hubStarted, store, enrollment, assistant, voice, tls, visionKey,
+    config, log, registry, directory, bus, metrics, hub, mcpEndpoints, hubStarted, store, enrollment, assistant, voice, tls, visionKey,
     http: front.http,
     mqtt: front.mqtt,
     cluster: front.cluster,
@@ -209,13 +218,14 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const hub = createHub({ log, metrics, registry: directory, bus, validators }, config.mcp, { schemas: config.schemas, deviceCallTimeoutMs: config.calls.defaultTimeoutMs });
   const closeHub = once(() => hub.close());
   life.defer('hub', closeHub);
+  const mcpEndpoints = config.mcp.endpoints.enabled ? await McpEndpoints.open(hub, store, log.child({ component: 'mcp-endpoint' }), config.mcp.endpoints) : undefined;
   // The hub needs the registry, which needs the relay: the relay learns of the hub last.
   voice.useHub(hub);
   const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
-  return { metrics, tls, clusterLink, bus, voice, registry, directory, store, enrollment, hub, assistant, visionKey, closeVoice, closeHub, closeAssistant };
+  return { metrics, tls, clusterLink, bus, voice, registry, directory, store, enrollment, hub, mcpEndpoints, assistant, visionKey, closeVoice, closeHub, closeAssistant };
 }
 
 /** The HTTP app and device WebSockets, the cluster, then every listener; each registers its closer as it opens. */
@@ -239,6 +249,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       hubEnabled: hubEnabled(config.mcp),
       tenantOf: (key) => tenants.get(key),
       deviceSettings: { voiceModes: core.voice.modes, effectiveVoiceMode: (id) => core.voice.modeOf(id) },
+      ...(core.mcpEndpoints ? { mcpEndpoints: { endpoints: core.mcpEndpoints, path: config.mcp.endpoints.path } } : {}),
     },
     tls,
   );
@@ -246,8 +257,24 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   life.defer('http', closeHttp);
   warnIfOverOpenFileLimit(config, log);
   const auth = { mode: config.deviceAuth, tokens: config.deviceTokens, secret: secrets.deviceSecret, tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds, enrollment, liveCredential: (id: string) => registry.liveCredential(id) };
-  const ws = attachWebSocketLink(http.server, { ...config.ws, auth, registry, log, metrics });
-  const closeWs = once((reason: string) => ws.close(CLOSE_SHUTDOWN, reason));
+  const endpoints = config.mcp.endpoints;
+  const toolLink = core.mcpEndpoints
+    ? attachMcpEndpointLink(http.server, {
+        path: endpoints.path,
+        endpoints: core.mcpEndpoints,
+        bounds: wsBounds(hub.settings),
+        maxConnections: endpoints.maxConnections,
+        maxConnectionsPerToken: endpoints.maxConnectionsPerToken,
+        unknownTokenRate: { perSecond: endpoints.unknownTokenPerSecond, burst: endpoints.unknownTokenBurst },
+        log,
+        metrics,
+      })
+    : undefined;
+  const ws = attachWebSocketLink(http.server, { ...config.ws, otherPath: (p) => toolLink?.owns(p) ?? false, auth, registry, log, metrics });
+  const closeWs = once(async (reason: string) => {
+    ws.close(CLOSE_SHUTDOWN, reason);
+    toolLink?.close();
+  });
   life.defer('device websockets', () => closeWs('start failed'));
   // Joined before the listeners open, so the first device's presence reaches the other instances.
   const cluster = core.clusterLink ? await startCluster(core.clusterLink, { calls: config.calls, registry, bus }) : undefined;
@@ -275,6 +302,17 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   history.start();
   life.defer('metrics history', () => history.stop());
   return Object.assign(f, { http, ws, metricsListener, cluster, history, closeHttp, closeMqtt, closeMetrics, closeWs });
+}
+
+/** mcp.publish: the namespace served to remote MCP endpoints (each redials with backoff until closed). */
+function publishFleet(config: Config, log: Logger, hub: McpHub, life: Lifecycle): void {
+  for (const target of config.mcp.publish) {
+    // The token is in the URL: logs name the endpoint by origin and path only.
+    const u = new URL(target.url);
+    const p = new FleetPublisher(hub, target, { log: log.child({ component: 'mcp-publish', endpoint: `${u.origin}${u.pathname}` }), version: GATEWAY_VERSION });
+    p.start();
+    life.defer('mcp publish', () => p.close());
+  }
 }
 
 /**

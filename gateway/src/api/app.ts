@@ -15,6 +15,7 @@ import { firmwareRoutes } from '../firmware/routes.js';
 import { firmwareOfferRoute } from '../firmware/offer-route.js';
 import { FirmwareService } from '../firmware/service.js';
 import { registerMcpEndpoint } from '../facade/mcp-endpoint.js';
+import type { McpEndpoints } from '../hub/endpoints.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import type { Assistant } from '../assistant/assistant.js';
@@ -27,6 +28,7 @@ import { enrollmentRoutes } from './enrollments.js';
 import { eventRoutes } from './events.js';
 import { healthRoutes, metricsRoute } from './health.js';
 import { otaRoutes, type OtaSettings } from './ota.js';
+import { mcpEndpointRoutes } from './mcp-endpoints.js';
 import { registerProblemHandlers } from './problem.js';
 import { rootRoute } from './root.js';
 import { toolRoutes } from './tools.js';
@@ -67,6 +69,8 @@ export interface ApiDeps {
   hubEnabled?: boolean;
   /** The tenant an API key carries, if any. */
   tenantOf?: (key: string) => string | undefined;
+  /** Tokens for tool processes that dial in (mcp.endpoints). */
+  mcpEndpoints?: { endpoints: McpEndpoints; path: string };
   /** Device enrollment (absent when device auth is open). */
   enrollment?: Enrollment | undefined;
   /** The vision endpoint and photo store, when vision.serve is on. */
@@ -139,6 +143,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     });
     await v1.register(enrollmentRoutes, { enrollment: d.enrollment });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
+    if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });
     if (d.history) await v1.register(historyRoutes, { history: d.history });
   });

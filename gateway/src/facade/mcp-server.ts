@@ -39,7 +39,9 @@ function wireTool(t: HubTool) {
  * list/call handlers are set on the low-level `server` of an `McpServer` instead of registering each
  * tool with a Standard Schema.
  */
-export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger; version: string }): McpServer {
+export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger; version: string; allowedTools?: readonly string[] | undefined }): McpServer {
+  // A published namespace may be narrowed to some tools (mcp.publish[].allowed_tools); calls to others are unknown.
+  const allowed = o.allowedTools ? new Set(o.allowedTools) : undefined;
   const system = hub
     .instructions(caller)
     .system.map((s) => `[${s.server}] ${s.instruction}`)
@@ -64,7 +66,7 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
     }
   };
 
-  const face: Face = { mcp, s, hub, caller, tokensOf };
+  const face: Face = { mcp, s, hub, caller, tokensOf, allowed };
   serveTools(face);
   serveListings(face);
   serveSubscriptions(face);
@@ -78,18 +80,21 @@ interface Face {
   hub: McpHub;
   caller: Caller;
   tokensOf: (req: Request | undefined) => Tokens | undefined;
+  /** Only these tools, when set (a published namespace). */
+  allowed: ReadonlySet<string> | undefined;
 }
 
-function serveTools({ mcp, s, hub, caller, tokensOf }: Face): void {
+function serveTools({ mcp, s, hub, caller, tokensOf, allowed }: Face): void {
   // One page always: no cursor is ever handed out, so any cursor a client sends is not one of ours.
   s.setRequestHandler('tools/list', async (req) => {
     if (req.params?.cursor !== undefined) throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'invalid cursor: tools/list has a single page here');
-    return { tools: hub.tools(caller).map(wireTool) };
+    return { tools: hub.tools(caller).filter((t) => !allowed || allowed.has(t.name)).map(wireTool) };
   });
 
   s.setRequestHandler('tools/call', async (req, ctx) => {
     const name = req.params.name;
     const args = (req.params.arguments ?? {}) as Record<string, unknown>;
+    if (allowed && !allowed.has(name)) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `unknown tool "${name.slice(0, 64)}"`);
     try {
       const progressToken = ctx.mcpReq._meta?.progressToken ?? req.params._meta?.progressToken;
       // Progress from the upstream goes back under the caller's own token, to this request only.

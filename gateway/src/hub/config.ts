@@ -1,19 +1,22 @@
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
+import { parse as parseToml } from 'smol-toml';
 import { z } from 'zod';
 import { Bool, Csv, env, HttpUrl, Ms, Tenant } from '../config/fields.js';
 
 /**
  * The `mcpServers` file: Claude Desktop–compatible (`{"mcpServers": {"name": {"command": ..., "args": [...]}}}`),
  * plus the fields Voxgate adds. An entry with `command` is stdio; with `url` it is Streamable HTTP unless
- * `type` says `sse`. Everything in it is checked here; nothing unchecked reaches a connection.
+ * `type` says `sse` (or the url is ws:// or wss://: WebSocket, subprotocol `mcp`). Everything in it is checked here; nothing unchecked reaches a connection.
  */
-export const SERVER_TYPES = ['stdio', 'http', 'sse', 'builtin', 'openapi'] as const;
-export type ServerType = (typeof SERVER_TYPES)[number];
+export const SERVER_TYPES = ['stdio', 'http', 'sse', 'websocket', 'builtin', 'openapi'] as const;
+/** `endpoint`: a tool process that dialed in (hub/endpoints.ts); made at run time, never configured. */
+export type ServerType = (typeof SERVER_TYPES)[number] | 'endpoint';
 
 /** Server names become part of tool names (`mcp__{server}__{tool}`): keep them short and plain. */
 export const SERVER_NAME = /^[A-Za-z0-9_-]{1,32}$/;
 const HeaderName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/, 'not an HTTP header name');
+const RemoteUrl = z.url({ protocol: /^(https?|wss?)$/ });
 
 export const BUILTIN_TOOL_NAMES = ['current_time', 'calculator'] as const;
 
@@ -31,7 +34,7 @@ export const ServerEntrySchema = z
     args: z.array(z.string().max(4096)).max(256).default([]),
     env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string().max(32_768)).default({}),
     cwd: z.string().optional(),
-    url: HttpUrl.optional(),
+    url: RemoteUrl.optional(),
     /** Header values may hold `${name}` placeholders, filled per request from the caller's tokens. */
     headers_template: z.record(HeaderName, z.string().max(8192)).default({}),
     /** Claude Desktop / VS Code spelling of static headers; merged under `headers_template`. */
@@ -117,13 +120,18 @@ function normalise(name: string, e: z.output<typeof ServerEntrySchema>, baseDir:
   else if (declared && (SERVER_TYPES as readonly string[]).includes(declared)) type = declared as ServerType;
   else if (declared) throw new Error(`unknown type "${declared}"`);
   else if (e.command) type = 'stdio';
-  else if (e.url) type = 'http';
+  else if (e.url) type = /^wss?:/.test(e.url) ? 'websocket' : 'http';
   else if (e.openapi_spec) type = 'openapi';
   else if (e.tools) type = 'builtin';
   else throw new Error('give "command" (stdio), "url" (http/sse), "openapi_spec" (openapi) or "tools" (builtin)');
 
   if (type === 'stdio' && !e.command) throw new Error('a stdio server needs "command"');
-  if ((type === 'http' || type === 'sse') && !e.url) throw new Error(`a ${type} server needs "url"`);
+  if ((type === 'http' || type === 'sse' || type === 'websocket') && !e.url) throw new Error(`a ${type} server needs "url"`);
+  const wsUrl = e.url !== undefined && /^wss?:/.test(e.url);
+  if (wsUrl !== (type === 'websocket') && e.url !== undefined && (type === 'http' || type === 'sse' || type === 'websocket'))
+    throw new Error(type === 'websocket' ? 'a websocket server\'s "url" is ws:// or wss://' : `a ${type} server's "url" is http:// or https://`);
+  if (type === 'websocket' && Object.values({ ...e.headers, ...e.headers_template }).some((v) => v.includes('${')))
+    throw new Error('a websocket server sends its headers once, when it connects: ${name} placeholders (filled per call) cannot apply');
   if (type === 'builtin' && !e.tools?.length) throw new Error('a builtin server needs "tools" (current_time, calculator)');
   if (type === 'openapi') {
     if (!e.openapi_spec) throw new Error('an openapi server needs "openapi_spec"');
@@ -173,7 +181,11 @@ function readSpecFile(path: string, baseDir: string): Record<string, unknown> {
   }
 }
 
-/** Read `GATEWAY_MCP_CONFIG`: `{"mcpServers": {...}}`. Relative paths inside resolve against the file's folder. */
+/**
+ * Read `GATEWAY_MCP_CONFIG`: `{"mcpServers": {...}}`, or (a path ending in `.toml`) TOML with `[[servers]]`
+ * tables as seed 003 writes them (`name`, `command`, `args`, `url`, `transport = "stdio" | "sse" | "websocket"`)
+ * or `[mcpServers.<name>]` tables. Relative paths inside resolve against the file's folder.
+ */
 export function loadServersFile(path: string): ServerConfig[] {
   let text: string;
   try {
@@ -181,6 +193,7 @@ export function loadServersFile(path: string): ServerConfig[] {
   } catch (e) {
     throw new McpConfigError([`${path}: cannot read (${(e as Error).message})`]);
   }
+  if (path.toLowerCase().endsWith('.toml')) return parseServers(tomlServers(path, text), dirname(resolve(path)));
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -192,6 +205,29 @@ export function loadServersFile(path: string): ServerConfig[] {
   return parseServers(r.data.mcpServers, dirname(resolve(path)));
 }
 
+const TomlServersFile = z.object({ servers: z.array(z.record(z.string(), z.unknown())).max(1024).optional(), mcpServers: z.record(z.string(), z.unknown()).optional() }).loose();
+
+/** A TOML server file as the `mcpServers` record the JSON file holds, so both share one validation. */
+function tomlServers(path: string, text: string): Record<string, unknown> {
+  let doc: unknown;
+  try {
+    doc = parseToml(text);
+  } catch (e) {
+    throw new McpConfigError([`${path}: not valid TOML (${(e as Error).message.split('\n')[0]})`]);
+  }
+  const r = TomlServersFile.safeParse(doc);
+  if (!r.success || (!r.data.servers && !r.data.mcpServers)) throw new McpConfigError([`${path}: expected [[servers]] tables (name, command, args, url, transport) or [mcpServers.<name>]`]);
+  const out: Record<string, unknown> = { ...r.data.mcpServers };
+  const problems: string[] = [];
+  (r.data.servers ?? []).forEach(({ name, ...entry }, i) => {
+    if (typeof name !== 'string') return problems.push(`servers[${i}]: a server needs "name"`);
+    if (name in out) return problems.push(`servers[${i}]: the name "${name}" is used twice`);
+    out[name] = entry;
+  });
+  if (problems.length) throw new McpConfigError(problems);
+  return out;
+}
+
 /** The servers a configuration names, by name: inline `mcp.servers`, then the file (`GATEWAY_MCP_CONFIG`), which wins. */
 export function resolveServers(mcp: { enabled: boolean; configFile?: string | undefined; servers: Record<string, unknown> }): Record<string, ServerConfig> {
   if (!mcp.enabled) return {};
@@ -201,6 +237,39 @@ export function resolveServers(mcp: { enabled: boolean; configFile?: string | un
   for (const s of [...inline, ...fromFile]) byName[s.name] = s;
   return byName;
 }
+
+/**
+ * `mcp.endpoints`: the inbound MCP endpoint (tool processes dial in, see hub/endpoints.ts). Tokens are
+ * made through the API; these are the route and its bounds.
+ */
+export const McpEndpointsConfigSchema = z
+  .strictObject({
+    enabled: Bool.default(true),
+    /** xiaozhi-esp32-server's path; the pipe's MCP_ENDPOINT is `ws(s)://host:port<path>?token=…`. */
+    path: env('GATEWAY_MCP_ENDPOINTS_PATH', z.string().regex(/^\/[A-Za-z0-9/_.-]*$/).default('/mcp_endpoint/mcp/'), 'the WebSocket path tool processes dial in on (the xiaozhi MCP endpoint)'),
+    maxConnections: z.coerce.number().int().min(1).max(100_000).default(256),
+    /** Sockets open at once with one token (the newest serves; the others are being replaced or handshaking). */
+    maxConnectionsPerToken: z.coerce.number().int().min(1).max(100).default(4),
+    /** Unknown tokens per source address before 429: a bucket of `unknownTokenBurst`, refilled at this rate. */
+    unknownTokenPerSecond: z.coerce.number().min(0.01).max(1000).default(0.2),
+    unknownTokenBurst: z.coerce.number().int().min(1).max(10_000).default(10),
+    /** MCP ping to each connected tool process; one unanswered within the interval cuts it (4002). */
+    pingIntervalMs: z.coerce.number().int().min(1000).max(3_600_000).default(30_000),
+  })
+  .prefault({});
+
+/** `mcp.publish`: remote MCP endpoints the gateway dials to serve its namespace there (hub/publish.ts). */
+export const McpPublishConfigSchema = z
+  .array(
+    z
+      .strictObject({
+        url: z.url({ protocol: /^wss?$/ }),
+        tenant: Tenant.optional(),
+        allowed_tools: z.array(z.string().min(1).max(256)).max(4096).optional(),
+      }),
+  )
+  .max(64)
+  .default([]);
 
 /** Whether the hub (hosted servers) runs: MCP enabled, and a servers file or inline servers given. */
 export function hubEnabled(mcp: Pick<McpConfig, 'enabled' | 'configFile' | 'servers'>): boolean {
@@ -255,6 +324,8 @@ export const McpSlice = z.strictObject({
       sessionIdleMs: Ms(30 * 60_000, 24 * 3_600_000),
     })
     .prefault({}),
+  endpoints: McpEndpointsConfigSchema,
+  publish: McpPublishConfigSchema,
 });
 
 /** The `mcp` slice as the gateway uses it: `servers` checked and merged with the file's, by name. */

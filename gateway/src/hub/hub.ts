@@ -60,6 +60,10 @@ export class McpHub {
   private notifyScheduled = false;
   private closed = false;
 
+  get settings(): HubSettings {
+    return this.d.settings;
+  }
+
   constructor(private readonly d: HubDeps) {
     const logRate = d.settings.logRatePerSecond;
     this.logRate = new KeyedTokenBucket({ ratePerSecond: logRate, burst: logRate }, { maxKeys: 1024, now: () => performance.now() });
@@ -108,6 +112,28 @@ export class McpHub {
     });
     const ready = list.filter((u) => u.state === 'ready').length;
     if (list.length && !this.closed) this.d.log.info({ servers: list.length, ready }, 'MCP hub started');
+  }
+
+  /**
+   * Add a server at run time (an MCP endpoint a tool process dials into): its tools join the namespace
+   * as soon as it is ready. The name must be free; the caller starts it.
+   */
+  addServer(cfg: ServerConfig): Upstream {
+    if (this.closed) throw new GatewayError('SHUTTING_DOWN', 'the hub is closed');
+    if (this.upstreams.has(cfg.name)) throw new GatewayError('INVALID_REQUEST', `a server named "${cfg.name}" exists`);
+    const u = this.upstreamFor(cfg);
+    this.upstreams.set(cfg.name, u);
+    this.changed();
+    return u;
+  }
+
+  /** Remove a server added at run time; its connection is closed and its tools leave the namespace. */
+  async removeServer(name: string): Promise<void> {
+    const u = this.upstreams.get(name);
+    if (!u) return;
+    this.upstreams.delete(name);
+    this.changed();
+    await u.close();
   }
 
   onToolsChanged(fn: () => void): () => void {

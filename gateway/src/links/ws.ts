@@ -14,6 +14,8 @@ import { guardFrame } from './frame-guard.js';
 export interface WsLinkOptions {
   path: string;
   maxPayloadBytes: number;
+  /** Paths another upgrade listener serves: left alone here. */
+  otherPath?: (pathname: string) => boolean;
   heartbeatMs: number;
   /** Device WebSockets at once; kept below the HTTP port's socket cap so the API always has room. */
   maxConnections: number;
@@ -63,6 +65,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? '/', 'http://device');
+    if (o.otherPath?.(url.pathname)) return; // another upgrade listener's (the MCP endpoint)
     if (url.pathname.replace(/\/+$/, '') !== base) return refuse(socket, 404, 'Not Found');
     // handleUpgrade (no verifyClient) adds the socket to wss.clients synchronously: no burst overshoots.
     if (wss.clients.size >= o.maxConnections) {
@@ -147,7 +150,7 @@ function headerValue(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-function refuse(socket: Duplex, status: number, text: string, detail = ''): void {
+export function refuse(socket: Duplex, status: number, text: string, detail = ''): void {
   const body = detail || text;
   socket.once('finish', () => socket.destroy());
   socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);

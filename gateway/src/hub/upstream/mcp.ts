@@ -20,11 +20,11 @@ import { ChildStdioTransport } from '../stdio-transport.js';
 import { PEER_METHODS, Upstream, type CallContext, type Progress, type ServerStatus } from './base.js';
 import { classifyFailure, describeCallFailure, describeFailure, sessionMayBeLost, tooLargeText, type FailureContext, type UpstreamFailure } from './failure.js';
 import { overCap } from './result-cap.js';
-import { makeTransport, withHeaders } from './transports.js';
+import { makeTransport, withHeaders, type TransportHooks } from './transports.js';
 
-/** A real MCP server over stdio, Streamable HTTP or SSE, through the SDK v2 `Client`. */
+/** A real MCP server over stdio, Streamable HTTP, SSE or WebSocket, through the SDK v2 `Client`. */
 export class McpUpstream extends Upstream {
-  private client: Client | undefined;
+  protected client: Client | undefined;
   private transport: Transport | undefined;
   private stopping = false;
   private restartTimer: NodeJS.Timeout | undefined;
@@ -38,7 +38,7 @@ export class McpUpstream extends Upstream {
   async start(): Promise<void> {
     if (this.stopping) return;
     const gen = ++this.generation;
-    const transport = makeTransport(this.config, this.d.settings, {
+    const transport = this.createTransport({
       onOversized: ({ bytes, id }) => {
         this.d.onOversized?.();
         this.d.log.warn({ bytes, limit: this.d.settings.maxResultBytes, answersRequest: id !== undefined }, 'upstream message over the size limit skipped; the server stays connected');
@@ -70,6 +70,16 @@ export class McpUpstream extends Upstream {
     }
     if (gen !== this.generation || this.stopping) return;
     this.becameReady(client);
+  }
+
+  /** The transport of a new connection (an endpoint's is the socket a tool process opened). */
+  protected createTransport(hooks: TransportHooks): Transport {
+    return makeTransport(this.config, this.d.settings, hooks);
+  }
+
+  /** Servers the gateway dials itself: a failed one is tried again by the next request. */
+  private get dialsOut(): boolean {
+    return this.config.type === 'http' || this.config.type === 'sse' || this.config.type === 'websocket';
   }
 
   private async initialize(client: Client, transport: Transport, gen: number): Promise<void> {
@@ -212,7 +222,7 @@ export class McpUpstream extends Upstream {
 
   /** A remote server that failed may be back: a request tries it again, at most once per restartBaseDelayMs. */
   private async reviveIfFailed(): Promise<void> {
-    if (this.state === 'failed' && this.config.type !== 'stdio' && !this.stopping && Date.now() - this.since >= this.d.settings.restartBaseDelayMs)
+    if (this.state === 'failed' && this.dialsOut && !this.stopping && Date.now() - this.since >= this.d.settings.restartBaseDelayMs)
       await this.reinitialize(this.client, undefined);
   }
 
@@ -236,7 +246,7 @@ export class McpUpstream extends Upstream {
     try {
       return await fn(client);
     } catch (e) {
-      if (this.config.type === 'stdio') throw e;
+      if (!this.dialsOut) throw e;
       const f = classifyFailure(e);
       if (!sessionMayBeLost(f)) throw this.noteFailure(client, f, e);
       await this.reinitialize(client, e);

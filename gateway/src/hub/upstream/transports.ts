@@ -1,11 +1,19 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { SSEClientTransport, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
+import { DEFAULT_JSON_LIMITS } from '@voxgate/protocol';
 import type { ServerConfig } from '../config.js';
 import { fillHeaders } from '../credentials.js';
 import { guardedFetch } from '../ssrf.js';
 import { ChildStdioTransport } from '../stdio-transport.js';
 import type { HubSettings } from './base.js';
 import { messageBound } from './result-cap.js';
+import { dialWebSocket, WebSocketTransport, type WsTransportOptions } from './ws-transport.js';
+
+/** Bounds on what a WebSocket peer (a dialed server, a tool process that dialed in) sends. */
+export function wsBounds(s: HubSettings, onRefused?: WsTransportOptions['onRefused']): WsTransportOptions {
+  const maxBytes = messageBound(s.maxResultBytes);
+  return { limits: { maxDepth: DEFAULT_JSON_LIMITS.maxDepth, maxBytes }, maxMessagesPerSecond: 500, ...(onRefused ? { onRefused } : {}) };
+}
 
 /** Headers for the HTTP request being made right now on behalf of one call (its caller's tokens). */
 const callHeaders = new AsyncLocalStorage<Record<string, string>>();
@@ -20,7 +28,7 @@ export interface TransportHooks {
   onStderr: (line: string) => void;
 }
 
-/** The SDK transport for a server: our own stdio transport (process groups), or Streamable HTTP / SSE through the SSRF guard. */
+/** The SDK transport for a server: our own stdio transport (process groups), or Streamable HTTP / SSE / WebSocket through the SSRF guard. */
 export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportHooks): Transport {
   if (c.type === 'stdio') {
     return new ChildStdioTransport({
@@ -36,6 +44,13 @@ export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportH
     });
   }
   const allowPrivate = c.allowPrivateNetwork ?? s.allowPrivateNetwork;
+  if (c.type === 'websocket') {
+    // One socket serves every caller: headers go once, at connect (config refuses per-call placeholders).
+    const headers = fillHeaders(c.headersTemplate, undefined, c.name, true);
+    const dial = () =>
+      dialWebSocket(c.url!, { headers, allowPrivateNetwork: allowPrivate, maxPayloadBytes: messageBound(s.maxResultBytes), handshakeTimeoutMs: s.connectTimeoutMs, subprotocol: 'mcp' });
+    return new WebSocketTransport(dial, wsBounds(s, (reason, detail) => hooks.onStderr(`frame refused (${reason}): ${detail}`)));
+  }
   // Headers: the template filled with the current call's tokens, or (no call: connect, listing) the
   // headers whose placeholders need no token.
   const fetchFn = guardedFetch(allowPrivate, () => callHeaders.getStore() ?? fillHeaders(c.headersTemplate, undefined, c.name, true));

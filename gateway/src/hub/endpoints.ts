@@ -1,0 +1,187 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { GatewayError } from '../errors.js';
+import type { Store } from '../store/store.js';
+import { SERVER_NAME, type ServerConfig } from './config.js';
+import type { McpHub } from './hub.js';
+import type { Caller } from './types.js';
+import { EndpointUpstream } from './upstream/endpoint.js';
+import type { WebSocketTransport } from './upstream/ws-transport.js';
+
+const COLLECTION = 'mcp_endpoints';
+const TENANT = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/** An endpoint as stored: never the token, only its sha256. */
+const EndpointRecord = z.object({
+  id: z.string(),
+  name: z.string().regex(SERVER_NAME),
+  tenant: z.string().regex(TENANT).optional(),
+  allowedTools: z.array(z.string()).optional(),
+  tokenSha256: z.string().regex(/^[0-9a-f]{64}$/),
+  createdAt: z.string(),
+});
+export type EndpointRecord = z.infer<typeof EndpointRecord>;
+
+export const CreateEndpointBody = z
+  .object({
+    name: z.string().regex(SERVER_NAME, 'name: 1-32 letters, digits, _ or -'),
+    tenant: z.string().regex(TENANT, 'tenant: letters, digits, _ . - (1-64)').optional(),
+    allowed_tools: z.array(z.string().min(1).max(256)).max(4096).optional(),
+  })
+  .strict();
+
+export interface EndpointView {
+  id: string;
+  name: string;
+  tenant: string | null;
+  allowedTools: string[] | null;
+  createdAt: string;
+  /** `connected`: a tool process is being served; `waiting`: none (lastError says what happened to the last one). */
+  state: 'connected' | 'waiting';
+  lastError: string | null;
+  toolCount: number;
+  tools: string[];
+}
+
+export function tokenHash(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+/**
+ * The MCP endpoints (xiaozhi's "MCP接入点"): tokens issued and revoked through the API, each bound to a
+ * server name, a tenant and an optional `allowed_tools`. A tool process that dials in with a token becomes
+ * that endpoint's connection (upstream/endpoint.ts); the endpoint is a server in the hub from its creation
+ * (state `failed`, "waiting", until a tool process connects) to its deletion.
+ */
+export class McpEndpoints {
+  private readonly byHash = new Map<string, EndpointRecord>();
+  private readonly byId = new Map<string, EndpointRecord>();
+
+  private constructor(
+    private readonly hub: McpHub,
+    private readonly store: Store,
+    private readonly log: Logger,
+    private readonly pingIntervalMs: number,
+  ) {}
+
+  static async open(hub: McpHub, store: Store, log: Logger, o: { pingIntervalMs: number }): Promise<McpEndpoints> {
+    const e = new McpEndpoints(hub, store, log, o.pingIntervalMs);
+    for (const { key, value } of await store.list(COLLECTION)) {
+      const r = EndpointRecord.safeParse(value);
+      if (!r.success) {
+        log.warn({ key }, 'stored MCP endpoint unreadable; skipped');
+        continue;
+      }
+      try {
+        e.add(r.data);
+      } catch (err) {
+        log.warn({ name: r.data.name, err: (err as Error).message }, 'stored MCP endpoint not restored');
+      }
+    }
+    return e;
+  }
+
+  private add(r: EndpointRecord): void {
+    const cfg: ServerConfig = {
+      name: r.name,
+      type: 'endpoint',
+      args: [],
+      env: {},
+      headersTemplate: {},
+      builtinTools: [],
+      autoContextTools: [],
+      disabled: false,
+      ...(r.tenant ? { tenants: [r.tenant] } : {}),
+      ...(r.allowedTools ? { allowedTools: r.allowedTools } : {}),
+    };
+    const u = this.hub.addServer(cfg);
+    if (u instanceof EndpointUpstream) u.pingIntervalMs = this.pingIntervalMs;
+    void u.start();
+    this.byHash.set(r.tokenSha256, r);
+    this.byId.set(r.id, r);
+  }
+
+  /** Issue a token. A caller with a tenant makes endpoints for its own tenant only. The token is returned once. */
+  async create(body: z.infer<typeof CreateEndpointBody>, caller: Caller): Promise<{ record: EndpointRecord; token: string }> {
+    if (caller.tenant !== undefined && body.tenant !== undefined && body.tenant !== caller.tenant)
+      throw new GatewayError('INVALID_REQUEST', `an API key of tenant "${caller.tenant}" makes endpoints for that tenant only`);
+    const tenant = caller.tenant ?? body.tenant;
+    if (this.hub.upstreams.has(body.name)) throw new GatewayError('INVALID_REQUEST', `a server named "${body.name}" exists; choose another name`);
+    const token = randomBytes(32).toString('base64url');
+    const record: EndpointRecord = {
+      id: randomUUID(),
+      name: body.name,
+      ...(tenant ? { tenant } : {}),
+      ...(body.allowed_tools ? { allowedTools: body.allowed_tools } : {}),
+      tokenSha256: tokenHash(token),
+      createdAt: new Date().toISOString(),
+    };
+    await this.store.put(COLLECTION, record.id, record);
+    this.add(record);
+    this.log.info({ id: record.id, name: record.name, tenant }, 'MCP endpoint created');
+    return { record, token };
+  }
+
+  list(caller: Caller): EndpointView[] {
+    return [...this.byId.values()].filter((r) => this.sees(r, caller)).map((r) => this.view(r));
+  }
+
+  get(id: string, caller: Caller): EndpointView {
+    const r = this.byId.get(id);
+    if (!r || !this.sees(r, caller)) throw new GatewayError('NOT_FOUND', `no MCP endpoint ${id.slice(0, 64)}`);
+    return this.view(r);
+  }
+
+  /** Revoke: the token stops working, and a live connection is cut (close code 4001). */
+  async remove(id: string, caller: Caller): Promise<void> {
+    const r = this.byId.get(id);
+    if (!r || !this.sees(r, caller)) throw new GatewayError('NOT_FOUND', `no MCP endpoint ${id.slice(0, 64)}`);
+    this.byId.delete(id);
+    this.byHash.delete(r.tokenSha256);
+    await this.store.delete(COLLECTION, id);
+    const u = this.hub.upstreams.get(r.name);
+    if (u instanceof EndpointUpstream) await u.revoke();
+    await this.hub.removeServer(r.name);
+    this.log.info({ id, name: r.name }, 'MCP endpoint revoked');
+  }
+
+  /** The endpoint a token opens, if any. */
+  byToken(token: string): EndpointRecord | undefined {
+    return this.byHash.get(tokenHash(token));
+  }
+
+  /** A tool process dialed in with this endpoint's token: it becomes the endpoint's connection. */
+  accept(r: EndpointRecord, t: WebSocketTransport): Promise<void> {
+    const u = this.hub.upstreams.get(r.name);
+    if (!(u instanceof EndpointUpstream)) {
+      t.closeWith(4001, 'endpoint removed');
+      return Promise.resolve();
+    }
+    return u.attach(t);
+  }
+
+  private sees(r: EndpointRecord, caller: Caller): boolean {
+    return caller.tenant === undefined || r.tenant === caller.tenant;
+  }
+
+  private view(r: EndpointRecord): EndpointView {
+    const u = this.hub.upstreams.get(r.name);
+    const connected = u instanceof EndpointUpstream && u.connections > 0;
+    const status = u?.status();
+    return {
+      id: r.id,
+      name: r.name,
+      tenant: r.tenant ?? null,
+      allowedTools: r.allowedTools ?? null,
+      createdAt: r.createdAt,
+      state: connected ? 'connected' : 'waiting',
+      lastError: connected ? null : (status?.lastError ?? null),
+      toolCount: status?.toolCount ?? 0,
+      tools: status?.tools ?? [],
+    };
+  }
+}
+
+/** The transport an accepted endpoint socket becomes (links/mcp-endpoint.ts hands it over through this module). */
+export { WebSocketTransport, WS_CLOSE, type WsTransportOptions } from './upstream/ws-transport.js';

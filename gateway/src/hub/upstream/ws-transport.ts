@@ -1,0 +1,164 @@
+import { deserializeMessage, type JSONRPCMessage, type Transport } from '@modelcontextprotocol/client';
+import { checkJsonBounds, type JsonLimits } from '@voxgate/protocol';
+import { WebSocket, type RawData } from 'ws';
+import { assertPublicHost, guardedLookup } from '../ssrf.js';
+
+/** Close codes every MCP-over-WebSocket connection of the gateway uses (inbound endpoint, outbound, publish). */
+export const WS_CLOSE = {
+  normal: 1000,
+  goingAway: 1001,
+  /** A frame that is not one JSON-RPC message, nested too deep, or a flood of messages. */
+  policy: 1008,
+  /** ws closes with this itself when a frame is over maxPayload. */
+  tooBig: 1009,
+  /** Another connection with the same token took this one's place. */
+  replaced: 4000,
+  /** The endpoint's token was revoked. */
+  revoked: 4001,
+  /** No answer to initialize within the handshake deadline, or to a keepalive ping. */
+  unresponsive: 4002,
+} as const;
+
+export interface WsTransportOptions {
+  /** Bounds of each text frame, checked before it is parsed. */
+  limits: JsonLimits;
+  /** Messages per second the peer may send (a burst of as many); past it the connection is closed (1008). */
+  maxMessagesPerSecond: number;
+  /** A frame was refused (the connection is closed with 1008). */
+  onRefused?: (reason: 'too_deep' | 'too_large' | 'not_json' | 'flood', detail: string) => void;
+}
+
+/**
+ * The MCP SDK's Transport over one WebSocket: one JSON-RPC message per text frame (a trailing newline, as
+ * 78/mcp-calculator's mcp_pipe.py sends, is tolerated; binary frames are read as UTF-8 text). The socket is
+ * either accepted (inbound endpoint) or dialed by `start()` (outbound, publish). Everything the peer sends is
+ * bounded: size (maxPayload, at the socket), depth, rate; a frame past a bound ends the connection.
+ */
+export class WebSocketTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage) => void;
+  private ws: WebSocket | undefined;
+  private closed = false;
+  private tokens: number;
+  private at = Date.now();
+
+  constructor(
+    private readonly socket: WebSocket | (() => Promise<WebSocket>),
+    private readonly o: WsTransportOptions,
+  ) {
+    this.tokens = o.maxMessagesPerSecond;
+  }
+
+  async start(): Promise<void> {
+    const ws = typeof this.socket === 'function' ? await this.socket() : this.socket;
+    this.ws = ws;
+    ws.on('message', (data: RawData) => this.onFrame(data));
+    ws.on('error', (err) => this.onerror?.(err));
+    ws.on('close', () => this.ended());
+    if (ws.isPaused) ws.resume();
+    if (ws.readyState !== WebSocket.OPEN && ws.readyState !== WebSocket.CONNECTING) this.ended();
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return Promise.reject(new Error('WebSocket not open'));
+    return new Promise((resolve, reject) => ws.send(JSON.stringify(message), (err) => (err ? reject(err) : resolve())));
+  }
+
+  /** What close() (the SDK client's own close) tells the peer. */
+  closeReason: { code: number; reason: string } = { code: WS_CLOSE.normal, reason: 'closing' };
+
+  close(): Promise<void> {
+    this.closeWith(this.closeReason.code, this.closeReason.reason);
+    return Promise.resolve();
+  }
+
+  /** Close with a code the peer can act on; the socket is cut if it does not complete the close in a second. */
+  closeWith(code: number, reason: string): void {
+    const ws = this.ws ?? (typeof this.socket === 'function' ? undefined : this.socket);
+    if (!ws) return this.ended();
+    if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) {
+      ws.close(code, reason);
+      setTimeout(() => ws.terminate(), 1000).unref();
+    }
+    // Calls in flight fail now, not when the peer acknowledges the close.
+    this.ended();
+  }
+
+  private ended(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onclose?.();
+  }
+
+  private onFrame(data: RawData): void {
+    if (this.closed) return;
+    const now = Date.now();
+    this.tokens = Math.min(this.o.maxMessagesPerSecond, this.tokens + ((now - this.at) / 1000) * this.o.maxMessagesPerSecond);
+    this.at = now;
+    if (this.tokens < 1) return this.refuse('flood', `over ${this.o.maxMessagesPerSecond} messages per second`);
+    this.tokens -= 1;
+    const text = (Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer)).toString('utf8').trim();
+    if (text === '') return;
+    const bounds = checkJsonBounds(text, this.o.limits);
+    if (!bounds.ok) return this.refuse(bounds.reason, bounds.detail);
+    let message: JSONRPCMessage;
+    try {
+      message = deserializeMessage(text);
+    } catch {
+      return this.refuse('not_json', 'a frame is not one JSON-RPC message');
+    }
+    try {
+      this.onmessage?.(message);
+    } catch (e) {
+      this.onerror?.(e as Error);
+    }
+  }
+
+  private refuse(reason: 'too_deep' | 'too_large' | 'not_json' | 'flood', detail: string): void {
+    this.o.onRefused?.(reason, detail);
+    this.closeWith(WS_CLOSE.policy, detail.slice(0, 120));
+  }
+}
+
+export interface DialOptions {
+  headers: Record<string, string>;
+  allowPrivateNetwork: boolean;
+  maxPayloadBytes: number;
+  handshakeTimeoutMs: number;
+  /** `mcp` (the draft WebSocket transport); none for a xiaozhi endpoint, which answers no subprotocol. */
+  subprotocol?: string | undefined;
+}
+
+/**
+ * Dial an MCP server over WebSocket (the MCP draft transport: subprotocol `mcp`). Without
+ * allowPrivateNetwork the host is checked up front and again in the connection's own DNS lookup.
+ */
+export async function dialWebSocket(url: string, o: DialOptions): Promise<WebSocket> {
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  if (!o.allowPrivateNetwork) await assertPublicHost(host);
+  const ws = new WebSocket(url, o.subprotocol === undefined ? [] : [o.subprotocol], {
+    headers: o.headers,
+    maxPayload: o.maxPayloadBytes,
+    handshakeTimeout: o.handshakeTimeoutMs,
+    perMessageDeflate: false,
+    followRedirects: false,
+    ...(o.allowPrivateNetwork ? {} : { lookup: guardedLookup() }),
+  });
+  return new Promise((resolve, reject) => {
+    const fail = (err: Error) => {
+      ws.terminate();
+      reject(err);
+    };
+    ws.once('open', () => {
+      // The peer may speak first (an endpoint sends initialize at once), and its frame can come with the
+      // upgrade answer: held until the transport listens (start() resumes).
+      ws.pause();
+      ws.off('error', fail);
+      resolve(ws);
+    });
+    ws.once('error', fail);
+    ws.once('unexpected-response', (_req, res) => fail(new Error(`the server answered the WebSocket upgrade with HTTP ${res.statusCode}`)));
+  });
+}

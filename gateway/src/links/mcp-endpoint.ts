@@ -1,0 +1,124 @@
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { KeyedTokenBucket } from '../throttle/token-bucket.js';
+import { ThrottledLog } from '../throttle/throttled-log.js';
+import { WebSocketTransport, WS_CLOSE, type EndpointRecord, type McpEndpoints, type WsTransportOptions } from '../hub/endpoints.js';
+import { REFUSAL_LOG } from './connection-limits.js';
+import { bearerToken } from './device-auth.js';
+import { guardFrame } from './frame-guard.js';
+import type { Metrics } from '../metrics.js';
+import { refuse } from './ws.js';
+
+export interface McpEndpointLinkOptions {
+  /** Default `/mcp_endpoint/mcp/` (xiaozhi-esp32-server's path); a trailing slash or not, both match. */
+  path: string;
+  endpoints: McpEndpoints;
+  /** Frame bounds (size at the socket, depth and rate per message). */
+  bounds: WsTransportOptions;
+  maxConnections: number;
+  maxConnectionsPerToken: number;
+  /** Unknown tokens per source address: a bucket of `burst`, refilled at `perSecond`; past it, 429. */
+  unknownTokenRate: { perSecond: number; burst: number };
+  log: Logger;
+  metrics: Metrics;
+}
+
+/**
+ * The inbound MCP endpoint on the HTTP port: a tool process (mcp_pipe.py) opens a WebSocket to
+ * `<path>?token=…` (or with `Authorization: Bearer …`) and the gateway becomes its MCP client. Refusals
+ * happen at the upgrade, as HTTP statuses the pipe logs and retries with its backoff: 401 (unknown token),
+ * 429 (too many unknown tokens from this address), 503 (connection caps).
+ */
+export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions) {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: o.bounds.limits.maxBytes, perMessageDeflate: false });
+  const base = normalise(o.path);
+  const perToken = new Map<string, number>();
+  const limiter = new KeyedTokenBucket({ ratePerSecond: o.unknownTokenRate.perSecond, burst: o.unknownTokenRate.burst }, { maxKeys: 10_000 });
+  const log = o.log.child({ component: 'mcp-endpoint' });
+  const fullLog = new ThrottledLog(log, 'warn', REFUSAL_LOG);
+  const refusedLog = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 10_000 });
+  const warnFull = (fields: Record<string, unknown>, msg: string) => void fullLog.write(fields, msg);
+
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? '/', 'http://endpoint');
+    if (normalise(url.pathname) !== base) return;
+    guardFrame(() => upgrade(req, socket, head, url), {
+      transport: 'websocket',
+      log,
+      who: () => ({ remote: req.socket.remoteAddress }),
+      metrics: o.metrics,
+      close: () => socket.destroy(),
+    });
+  };
+
+  const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) => {
+    const remote = req.socket.remoteAddress ?? '';
+    const header = req.headers.authorization;
+    const token = bearerToken(header ?? undefined) ?? url.searchParams.get('token') ?? '';
+    const record = token ? o.endpoints.byToken(token) : undefined;
+    if (!record) {
+      const take = limiter.take(remote);
+      o.metrics.authRefused.inc({ transport: 'mcp_endpoint', reason: take.ok ? 'bad_token' : 'rate_limited' });
+      if (!take.ok) {
+        refusedLog.write({ remote }, 'MCP endpoint: too many unknown tokens from this address; refusing for a while', remote);
+        return refuse(socket, 429, 'Too Many Requests', `too many unknown tokens; retry in ${take.retryAfterSeconds} s`);
+      }
+      refusedLog.write({ remote }, 'MCP endpoint refused: unknown token', remote);
+      return refuse(socket, 401, 'Unauthorized', 'unknown or revoked MCP endpoint token');
+    }
+    if (wss.clients.size >= o.maxConnections) {
+      warnFull({ remote, maxConnections: o.maxConnections }, 'MCP endpoint refused: mcp.endpoints.maxConnections reached');
+      return refuse(socket, 503, 'Service Unavailable', 'the gateway holds as many MCP endpoint connections as it may');
+    }
+    if ((perToken.get(record.id) ?? 0) >= o.maxConnectionsPerToken) {
+      warnFull({ remote, endpoint: record.name }, 'MCP endpoint refused: too many connections with one token');
+      return refuse(socket, 503, 'Service Unavailable', 'too many connections with this token at once');
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, record, remote));
+  };
+
+  const onConnection = (ws: WebSocket, record: EndpointRecord, remote: string) => {
+    perToken.set(record.id, (perToken.get(record.id) ?? 0) + 1);
+    ws.once('close', (code: number) => {
+      const n = (perToken.get(record.id) ?? 1) - 1;
+      if (n > 0) perToken.set(record.id, n);
+      else perToken.delete(record.id);
+      log.info({ endpoint: record.name, code, remote }, 'MCP endpoint connection closed');
+    });
+    ws.on('error', (err: Error & { code?: string }) => {
+      const reason = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'too_large' : 'ws_protocol';
+      o.metrics.framesRejected.inc({ reason });
+      log.warn({ endpoint: record.name, reason, err: err.message }, 'MCP endpoint WebSocket error; dropping the connection');
+    });
+    const t = new WebSocketTransport(ws, {
+      ...o.bounds,
+      onRefused: (reason, detail) => {
+        o.metrics.framesRejected.inc({ reason });
+        log.warn({ endpoint: record.name, reason, detail }, 'MCP endpoint frame refused; closing the connection');
+      },
+    });
+    log.info({ endpoint: record.name, remote }, 'MCP endpoint: a tool process connected');
+    void o.endpoints.accept(record, t).catch((err: unknown) => log.warn({ endpoint: record.name, err: (err as Error).message }, 'MCP endpoint connection failed'));
+  };
+
+  server.on('upgrade', onUpgrade);
+  return {
+    /** Whether a path is this endpoint's (the device link leaves it alone). */
+    owns: (pathname: string) => normalise(pathname) === base,
+    connections: () => wss.clients.size,
+    close(): void {
+      server.off('upgrade', onUpgrade);
+      for (const ws of wss.clients) {
+        ws.close(WS_CLOSE.goingAway, 'gateway shutting down');
+        setTimeout(() => ws.terminate(), 1000).unref();
+      }
+      wss.close();
+    },
+  };
+}
+
+function normalise(path: string): string {
+  return path.replace(/\/+$/, '') || '/';
+}

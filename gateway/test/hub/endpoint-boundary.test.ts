@@ -1,0 +1,122 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { untilHub } from '../../../test/support/hub.js';
+
+/**
+ * The inbound MCP endpoint as a boundary: a hand-written tool process on a raw WebSocket (frames with a
+ * trailing newline, as mcp_pipe.py sends them) that lists, changes its list, or misbehaves.
+ */
+type Rpc = { jsonrpc: '2.0'; id?: number | string; method?: string; params?: Record<string, unknown>; result?: unknown };
+
+interface FakeTool {
+  ws: WebSocket;
+  tools: Array<{ name: string; description: string; inputSchema: Record<string, unknown> }>;
+  /** Answer tools/call (undefined: never answer). */
+  onCall?: (name: string, args: Record<string, unknown>) => string | undefined;
+  /** Answer initialize at all. */
+  answersInitialize: boolean;
+  closed: Promise<{ code: number; reason: string }>;
+  send(msg: Rpc | string): void;
+}
+
+function fakeTool(url: string, o: Partial<Pick<FakeTool, 'tools' | 'onCall' | 'answersInitialize'>> = {}): Promise<FakeTool> {
+  const ws = new WebSocket(url);
+  const fake: FakeTool = {
+    ws,
+    tools: o.tools ?? [{ name: 'hello', description: 'says hello', inputSchema: { type: 'object', properties: { who: { type: 'string' } } } }],
+    answersInitialize: o.answersInitialize ?? true,
+    closed: new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() }))),
+    send: (msg) => ws.send(typeof msg === 'string' ? msg : JSON.stringify(msg) + '\n'),
+    ...(o.onCall ? { onCall: o.onCall } : {}),
+  };
+  ws.on('message', (data) => {
+    const m = JSON.parse(data.toString()) as Rpc;
+    if (m.method === 'initialize' && fake.answersInitialize)
+      fake.send({ jsonrpc: '2.0', id: m.id!, result: { protocolVersion: (m.params as { protocolVersion: string }).protocolVersion, capabilities: { tools: { listChanged: true } }, serverInfo: { name: 'fake', version: '1' } } });
+    else if (m.method === 'tools/list') fake.send({ jsonrpc: '2.0', id: m.id!, result: { tools: fake.tools } });
+    else if (m.method === 'ping') fake.send({ jsonrpc: '2.0', id: m.id!, result: {} });
+    else if (m.method === 'tools/call') {
+      const p = m.params as { name: string; arguments: Record<string, unknown> };
+      const text = fake.onCall?.(p.name, p.arguments);
+      if (text !== undefined) fake.send({ jsonrpc: '2.0', id: m.id!, result: { content: [{ type: 'text', text }] } });
+    }
+  });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(fake));
+    ws.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
+    ws.once('error', reject);
+  });
+}
+
+describe('MCP endpoint boundary', { timeout: 60_000 }, () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ mcp: { connectTimeoutMs: 1500, endpoints: { unknownTokenBurst: 3, unknownTokenPerSecond: 0.01 } } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+  const hub = () => t.gw.hub;
+  const create = async (name: string) => (await t.api<{ id: string; url: string; token: string }>('POST', '/v1/mcp/endpoints', { name })).body;
+  const ready = (name: string) => () => hub().upstreams.get(name)?.state === 'ready';
+  const call = (tool: string, args: Record<string, unknown>, timeoutMs?: number) =>
+    t.api<{ content: Array<{ text: string }>; isError: boolean }>('POST', `/v1/tools/${tool}/call`, { arguments: args, ...(timeoutMs ? { timeoutMs } : {}) });
+
+  it('relists on tools/list_changed; the newest connection with a token replaces the older (4000)', async () => {
+    const ep = await create('fake');
+    const first = await fakeTool(ep.url, { onCall: (_n, a) => `first ${String(a['who'])}` });
+    await untilHub(hub(), ready('fake'), 'the fake to be ready');
+    expect((await call('mcp__fake__hello', { who: 'x' })).body.content[0]!.text).toBe('first x');
+
+    first.tools = [...first.tools, { name: 'bye', description: 'says bye', inputSchema: { type: 'object' } }];
+    first.send({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+    await untilHub(hub(), () => hub().tools({}).some((x) => x.name === 'mcp__fake__bye'), 'the new tool');
+
+    const second = await fakeTool(ep.url, { onCall: (_n, a) => `second ${String(a['who'])}` });
+    expect(await first.closed).toEqual({ code: 4000, reason: 'replaced by a newer connection with the same token' });
+    await untilHub(hub(), ready('fake'), 'the second connection to be ready');
+    expect((await call('mcp__fake__hello', { who: 'y' })).body.content[0]!.text).toBe('second y');
+    second.ws.close();
+  });
+
+  it('times out a call the tool process never answers, and cuts one that never answers initialize (4002)', async () => {
+    const ep = await create('mute');
+    const mute = await fakeTool(ep.url, { onCall: () => undefined });
+    await untilHub(hub(), ready('mute'), 'the mute fake to be ready');
+    const r = await call('mcp__mute__hello', {}, 300);
+    expect(r.body.isError).toBe(true);
+    expect(r.body.content[0]!.text).toMatch(/did not answer/);
+    mute.ws.close();
+
+    const silent = await fakeTool(ep.url, { answersInitialize: false });
+    expect((await silent.closed).code).toBe(4002);
+  });
+
+  it('closes on a frame nested too deep (1008), a frame over the size bound (1009), and a flood (1008)', async () => {
+    const ep = await create('hostile');
+    const deep = await fakeTool(ep.url);
+    await untilHub(hub(), ready('hostile'), 'the hostile fake to be ready');
+    deep.send('['.repeat(100_000) + ']'.repeat(100_000));
+    expect((await deep.closed).code).toBe(1008);
+
+    const big = await fakeTool(ep.url);
+    await untilHub(hub(), ready('hostile'), 'ready again');
+    big.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'x'.repeat(4 * 1024 * 1024) } }));
+    expect((await big.closed).code).toBe(1009);
+
+    const flood = await fakeTool(ep.url);
+    await untilHub(hub(), ready('hostile'), 'ready again');
+    for (let i = 0; i < 20_000 && flood.ws.readyState === WebSocket.OPEN; i++) flood.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: i } });
+    expect((await flood.closed).code).toBe(1008);
+    expect(await t.metric('voxgate_frames_rejected_total', { reason: 'flood' })).toBeGreaterThan(0);
+  });
+
+  it('refuses unknown tokens with 401, then 429 once an address has tried too many', async () => {
+    const base = `ws://127.0.0.1:${t.gw.httpPort}/mcp_endpoint/mcp/`;
+    const statuses: string[] = [];
+    for (let i = 0; i < 5; i++) statuses.push(await fakeTool(`${base}?token=wrong${i}`).then(() => 'open', (e: Error) => e.message));
+    expect(statuses.slice(0, 3)).toEqual(['HTTP 401', 'HTTP 401', 'HTTP 401']);
+    expect(statuses.slice(3)).toEqual(['HTTP 429', 'HTTP 429']);
+  });
+});
