@@ -7,6 +7,7 @@ import { authenticate, type ApiCaller } from '../api/auth.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import { hostnameOf } from './allowed-hosts.js';
+import { BoundedEventStores, DEFAULT_EVENT_STORE_LIMITS, type EventStoreLimits, type SessionEventStore } from './event-store.js';
 import { buildFacadeServer } from './mcp-server.js';
 
 /**
@@ -37,11 +38,17 @@ export interface McpEndpointOptions {
   sessionIdleMs: number;
   version: string;
   bodyLimitBytes: number;
+  /** Resumability: what a session's SSE streams sent is kept within these bounds (defaults: event-store.ts). */
+  eventStore?: Partial<EventStoreLimits>;
 }
+
+/** Suggested in each SSE stream's priming event: how soon a client reconnects after a drop. */
+const SSE_RETRY_MS = 1000;
 
 interface Session {
   transport: NodeStreamableHTTPServerTransport;
   server: McpServer;
+  events: SessionEventStore;
   caller: ApiCaller;
   keyFingerprint: string;
   lastUsed: number;
@@ -61,6 +68,7 @@ const rpcError = (reply: FastifyReply, status: number, code: number, message: st
 export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOptions): Promise<McpEndpoint> {
   const log = o.log.child({ component: 'mcp-endpoint' });
   const sessions = new Map<string, Session>();
+  const eventStores = new BoundedEventStores({ ...DEFAULT_EVENT_STORE_LIMITS, ...o.eventStore });
   const authOf = (req: FastifyRequest) => (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller ?? {};
 
   const modern = createMcpHandler(
@@ -94,6 +102,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     if (!s) return;
     sessions.delete(id);
     adjustKey(s.keyFingerprint, -1);
+    s.events.dispose();
     o.metrics.mcpSessions.set(sessions.size);
     log.debug({ why }, 'mcp session closed');
     await s.server.close().catch(() => undefined);
@@ -214,14 +223,18 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       adjustKey(keyFingerprint, 1);
       reserved++;
       let registered = false;
+      const events = eventStores.forSession();
       try {
         const server = buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
         const transport: NodeStreamableHTTPServerTransport = new NodeStreamableHTTPServerTransport({
           sessionIdGenerator: () => randomUUID(),
+          // SSE events carry ids (and a retry hint): a dropped stream resumes with Last-Event-ID.
+          eventStore: events,
+          retryInterval: SSE_RETRY_MS,
           onsessioninitialized: (id) => {
             registered = true;
             reserved--;
-            sessions.set(id, { transport, server, caller, keyFingerprint, lastUsed: Date.now() });
+            sessions.set(id, { transport, server, events, caller, keyFingerprint, lastUsed: Date.now() });
             o.metrics.mcpSessions.set(sessions.size);
           },
           onsessionclosed: (id) => void closeSession(id, 'deleted'),
@@ -235,6 +248,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
         await transport.handleRequest(req.raw, reply.raw, req.body);
       } finally {
         if (!registered) {
+          events.dispose();
           reserved--;
           adjustKey(keyFingerprint, -1);
         }
