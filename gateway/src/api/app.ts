@@ -139,6 +139,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
         sessionIdleMs: d.config.mcp.endpoint.sessionIdleMs,
         version: d.version,
         bodyLimitBytes: d.config.http.bodyLimitBytes,
+        publicUrl: d.config.http.publicUrl,
       });
       d.onMcpEndpoint?.(endpoint);
     });

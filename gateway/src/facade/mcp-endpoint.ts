@@ -40,6 +40,8 @@ export interface McpEndpointOptions {
   bodyLimitBytes: number;
   /** Resumability: what a session's SSE streams sent is kept within these bounds (defaults: event-store.ts). */
   eventStore?: Partial<EventStoreLimits>;
+  /** `http.publicUrl`: the resource named in the protected-resource metadata; else the request's own origin. */
+  publicUrl?: string | undefined;
 }
 
 /** Suggested in each SSE stream's priming event: how soon a client reconnects after a drop. */
@@ -61,6 +63,8 @@ export interface McpEndpoint {
 
 const CORS_REQUEST_HEADERS = 'Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, X-Voxgate-Tokens';
 const CORS_EXPOSED_HEADERS = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate';
+
+const METADATA_PATH = '/.well-known/oauth-protected-resource';
 
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
   reply.code(status).type('application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
@@ -118,6 +122,15 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     const n = (perKey.get(fp) ?? 0) + by;
     if (n > 0) perKey.set(fp, n);
     else perKey.delete(fp);
+  };
+
+  /** Where clients reach this gateway: `http.publicUrl`, else the request's scheme and Host. */
+  const originOf = (req: FastifyRequest): string => {
+    if (o.publicUrl) return new URL(o.publicUrl).origin;
+    // Only a Host on the allow-list is echoed (a forged Host must not shape the challenge).
+    const name = hostnameOf(req.headers.host);
+    const host = name !== undefined && o.allowedHosts.has(name) ? String(req.headers.host) : 'localhost';
+    return `${req.protocol}://${host}`;
   };
 
   const hostAllowed = (req: FastifyRequest): boolean => {
@@ -183,11 +196,17 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     const caller = authenticate(req.headers.authorization, o.apiKeys(), o.tenantOf);
     if (!caller) {
       o.metrics.mcpRequests.inc({ outcome: 'unauthorized' });
-      // RFC 6750: a bearer token is expected, and it is an API key. No resource_metadata: this endpoint
-      // advertises no OAuth, so OAuth-aware clients report a bad key instead of starting an OAuth flow.
+      // RFC 6750 + RFC 9728: a bearer token is expected, and it is a Voxgate API key. The resource metadata
+      // names no authorization server, so MCP clients (the Inspector) report a missing or wrong key, not OAuth.
       const present = /^Bearer\s+\S+\s*$/i.test(req.headers.authorization ?? '');
-      const description = present ? 'the API key is not valid' : 'an API key is required: Authorization: Bearer <api key>';
-      void reply.header('www-authenticate', `Bearer realm="voxgate"${present ? ', error="invalid_token"' : ''}, error_description="${description}"`);
+      const description = present
+        ? 'the Voxgate API key is not valid'
+        : 'a Voxgate API key is required: Authorization: Bearer <api key>';
+      const metadata = `${originOf(req)}${METADATA_PATH}/mcp`;
+      void reply.header(
+        'www-authenticate',
+        `Bearer realm="voxgate", resource_metadata="${metadata}"${present ? ', error="invalid_token"' : ''}, error_description="${description}"`,
+      );
       return rpcError(reply, 401, -32001, `Unauthorized: ${description}`);
     }
     (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller = caller;
@@ -278,6 +297,18 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     handler: handle,
   });
   app.route({ method: 'OPTIONS', url: '/mcp', schema: { hide: true }, handler: preflight });
+  // RFC 9728 protected-resource metadata, at the root and path-suffixed (`/mcp`) locations MCP clients try.
+  const metadata = (req: FastifyRequest, reply: FastifyReply) => {
+    const origin = originOf(req);
+    return reply.header('cache-control', 'max-age=300').send({
+      resource: `${origin}/mcp`,
+      bearer_methods_supported: ['header'],
+      resource_name: 'Voxgate MCP endpoint (a Voxgate API key as the bearer token; no OAuth)',
+      resource_documentation: `${origin}/docs`,
+    });
+  };
+  app.get(METADATA_PATH, { schema: { hide: true } }, metadata);
+  app.get(`${METADATA_PATH}/mcp`, { schema: { hide: true } }, metadata);
 
   return {
     sessionCount: () => sessions.size,

@@ -1,10 +1,16 @@
-import { Client, StreamableHTTPClientTransport, type CallToolResult, type FetchLike } from '@modelcontextprotocol/client';
+import {
+  Client,
+  discoverOAuthProtectedResourceMetadata,
+  StreamableHTTPClientTransport,
+  type CallToolResult,
+  type FetchLike,
+} from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 import { deferred } from '../../../test/support/wait.js';
 
-describe('/mcp resumability: a dropped SSE stream gets its answer back with the resumption token', () => {
+describe('/mcp with the SDK client: resumption tokens, and a wrong key reported as such', () => {
   let t: TestGateway;
   beforeAll(async () => {
     t = await startTestGateway();
@@ -69,6 +75,33 @@ describe('/mcp resumability: a dropped SSE stream gets its answer back with the 
     } finally {
       await client.close();
       d.terminate();
+    }
+  });
+
+  it('a wrong or missing key: the SDK client error names the Voxgate API key; the resource metadata is served and valid', async () => {
+    for (const headers of [{ authorization: 'Bearer not-the-key' }, {} as Record<string, string>]) {
+      const client = new Client({ name: 'wrong-key', version: '1.0.0' });
+      const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers } });
+      const err = await client.connect(transport).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      await client.close().catch(() => undefined);
+      expect(err?.message).toMatch(/Voxgate API key (is not valid|is required)/);
+    }
+    const challenge = (await fetch(`${t.baseUrl}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).headers.get(
+      'www-authenticate',
+    );
+    const url = /resource_metadata="([^"]+)"/.exec(challenge ?? '')?.[1];
+    expect(url).toBe(`${t.baseUrl}/.well-known/oauth-protected-resource/mcp`);
+    // The SDK's own discovery fetches and validates it (RFC 9728 schema), at both locations.
+    for (const resourceMetadataUrl of [url!, `${t.baseUrl}/.well-known/oauth-protected-resource`]) {
+      const meta = await discoverOAuthProtectedResourceMetadata(`${t.baseUrl}/mcp`, { resourceMetadataUrl });
+      expect(meta.resource).toBe(`${t.baseUrl}/mcp`);
+      expect(meta.bearer_methods_supported).toEqual(['header']);
+      expect(meta.authorization_servers).toBeUndefined();
+      expect(meta.resource_name).toMatch(/API key/);
+      expect(meta.resource_documentation).toBe(`${t.baseUrl}/docs`);
     }
   });
 });
