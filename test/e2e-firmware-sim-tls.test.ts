@@ -61,7 +61,7 @@ describe('firmware simulator over TLS', () => {
     const wsReady = t.nextEvent('device.ready', wsMac, 30_000);
     sim(['--ota', `https://127.0.0.1:${t.gw.httpPort}/xiaozhi/ota/`, '--ca-file', pki.rootFile, '--device-id', wsMac]);
     await wsReady;
-    expect(t.gw.registry.sessions().find((s) => s.deviceId === wsMac)?.link.transport).toBe('websocket');
+    expect(t.gw.registry.sessions().find((s) => s.deviceId === wsMac)?.transport).toBe('websocket');
 
     // MQTT: the OTA answer names the TLS port; a port other than 8883 needs --mqtt-tls (the device's rule).
     const m = await startTestGateway({ tls: t.gw.config.tls, ota: { transport: 'mqtt' } });
@@ -70,7 +70,7 @@ describe('firmware simulator over TLS', () => {
     const mqttReady = m.nextEvent('device.ready', mqttMac, 30_000);
     sim(['--ota', `https://127.0.0.1:${m.gw.httpPort}/xiaozhi/ota/`, '--mqtt-tls', '--ca-file', pki.rootFile, '--device-id', mqttMac]);
     await mqttReady;
-    expect(m.gw.registry.sessions().find((s) => s.deviceId === mqttMac)?.link.transport).toBe('mqtt');
+    expect(m.gw.registry.sessions().find((s) => s.deviceId === mqttMac)?.transport).toBe('mqtt');
   });
 
   it.each([

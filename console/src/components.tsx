@@ -16,8 +16,22 @@ export function ProblemBox({ problem, label }: { problem: Problem; label?: strin
   );
 }
 
-export function Badge({ tone, children }: { tone: 'ok' | 'off' | 'warn' | 'bad' | 'info'; children: ComponentChildren }) {
-  return <span class={`badge ${tone}`}>{children}</span>;
+export function Badge({ tone, title, children }: { tone: 'ok' | 'off' | 'warn' | 'bad' | 'info'; title?: string | undefined; children: ComponentChildren }) {
+  return (
+    <span class={`badge ${tone}`} title={title}>
+      {children}
+    </span>
+  );
+}
+
+/** A device that refused part of its tool list for good: it works with the tools before the refused one. */
+export function CatalogWarning({ warning }: { warning: string | undefined }) {
+  if (!warning) return null;
+  return (
+    <Badge tone="warn" title={warning}>
+      catalog incomplete
+    </Badge>
+  );
 }
 
 export function Json({ value }: { value: unknown }) {

@@ -5,6 +5,7 @@ import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import { jsonErrorWithoutInput, parseKeyTenants, redactProblem, safePath, secretValues, unknownKeyProblems } from './config-errors.js';
 import { McpConfigError, resolveServers } from './hub/config.js';
+import { CONVERSE_ENV, VoiceModeSchema, converseConfigShape } from './voice/converse/config.js';
 
 /**
  * Every setting and every default lives here. Sources, weakest first: these defaults, the optional JSON
@@ -364,7 +365,8 @@ export const ConfigSchema = z
      */
     voice: z
       .object({
-        mode: z.enum(['off', 'relay']).default('off'),
+        mode: VoiceModeSchema.default('off'),
+        ...converseConfigShape,
         upstream: z
           .object({
             /** The voice server's device WebSocket, e.g. ws://voice-server:8000/xiaozhi/v1/ */
@@ -460,6 +462,11 @@ export const ConfigSchema = z
   .refine((c) => !(c.voice?.mode === 'relay' && !c.voice.upstream?.url), {
     path: ['voice', 'upstream', 'url'],
     message: 'voice.mode "relay" needs the voice server\'s WebSocket URL',
+    when: always,
+  })
+  .refine((c) => c.voice?.model === undefined || Object.hasOwn(c.assistant?.models ?? {}, c.voice.model), {
+    path: ['voice', 'model'],
+    message: 'voice.model must name one of assistant.models',
     when: always,
   })
   .refine((c) => !(c.voice?.upstream?.token !== undefined && c.voice.upstream.hmacSecret !== undefined), {
@@ -614,6 +621,7 @@ export const ENV_MAP: Readonly<Record<string, readonly string[]>> = {
   GATEWAY_VOICE_MAX_SESSIONS: ['voice', 'maxSessions'],
   GATEWAY_VOICE_EXPOSE_HUB_TOOLS: ['voice', 'exposeHubTools'],
   GATEWAY_VOICE_HUB_TENANT: ['voice', 'hubTenant'],
+  ...CONVERSE_ENV,
   GATEWAY_TRUST_PROXY: ['http', 'trustProxy'],
   GATEWAY_TLS_CERT_FILE: ['tls', 'certFile'],
   GATEWAY_TLS_KEY_FILE: ['tls', 'keyFile'],

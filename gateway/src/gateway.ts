@@ -8,6 +8,7 @@ import { startCluster, type Cluster } from './cluster/cluster.js';
 import { Assistant } from './assistant/assistant.js';
 import { startMetricsListener } from './api/health.js';
 import type { Config } from './config.js';
+import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
 import { DeviceRegistry } from './devices/registry.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
 import { EnrollmentCredentials } from './enrollment/credentials.js';
@@ -35,6 +36,7 @@ import { httpExplainer, noExplainer } from './vision/explainer.js';
 import { PhotoStore } from './vision/photo-store.js';
 import { VISION_EXPLAIN_PATH, type VisionService } from './vision/routes.js';
 import { assistantExplainer } from './assistant/vision.js';
+import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
 import type { Server as TlsServer } from 'node:tls';
 import { TlsCertificates } from './tls/certificates.js';
@@ -44,6 +46,8 @@ export interface Gateway {
   config: Config;
   log: Logger;
   registry: DeviceRegistry;
+  /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
+  directory: DeviceDirectory;
   bus: EventBus;
   metrics: Metrics;
   http: FastifyInstance;
@@ -68,7 +72,7 @@ export interface Gateway {
   enrollment: Enrollment | undefined;
   /** The LLM tool loop. */
   assistant: Assistant;
-  /** The voice relay (and its UDP socket), when voice.mode is "relay". */
+  /** Voice: the mode router, the relay and the conversation, the UDP socket (when a configured mode needs it). */
   voice: Voice | undefined;
   /** The MQTT-over-TLS port bound, when TLS is configured and `tls.mqttEnabled`. */
   mqttTlsPort: number | undefined;
@@ -82,7 +86,7 @@ export interface Gateway {
 }
 
 /** Start every part: HTTP API + device WebSocket on one port, the embedded MQTT broker on another. */
-export async function startGateway(config: Config, opts: { log?: Logger } = {}): Promise<Gateway> {
+export async function startGateway(config: Config, opts: { log?: Logger; converseKit?: () => ConverseKit } = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel, undefined, config.logFormat);
   const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
   if (secrets.tightenedFrom) log.warn({ file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom }, 'the secrets file was readable by group or others; its mode is now 0600');
@@ -108,9 +112,9 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
     onSize: (size) => metrics.schemaValidators.set(size),
   });
-  const voice: Voice | undefined = config.voice.mode === 'relay' ? await startVoice(config.voice, metrics, log) : undefined;
+  const voice: Voice | undefined = await startVoice(config.voice, metrics, log, opts.converseKit ? { kit: opts.converseKit } : {});
   const registry = new DeviceRegistry({
-    ...(voice ? { voice: voice.relay } : {}),
+    voice: voice.hook,
     maxKnownDevices: config.devices.maxKnown,
     log,
     bus,
@@ -144,6 +148,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     : new SqliteStore(join(config.dataDir, 'voxgate.db'));
   let enrollment: Enrollment | undefined;
   try {
+    await voice?.useStore(store);
     enrollment = config.deviceAuth === 'open' ? undefined : await openEnrollment(config, secrets.deviceSecret, store, log, metrics, registry);
   } catch (e) {
     voice?.close();
@@ -159,11 +164,13 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     liveCredential: (deviceId: string) => registry.liveCredential(deviceId),
   };
 
+  // Callers find devices here: this instance's registry, and the cluster's devices once it has joined.
+  const directory = new FleetDirectory(registry);
   const mcpServers = resolveServers(config.mcp);
   const hub = new McpHub({
     log,
     metrics,
-    registry,
+    registry: directory,
     bus,
     servers: mcpServers.servers,
     enabled: mcpServers.enabled,
@@ -179,7 +186,6 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       restartMaxDelayMs: config.mcp.restartMaxDelayMs,
       restartResetMs: config.mcp.restartResetMs,
       maxResultBytes: config.mcp.maxResultBytes,
-      maxMessageBytes: config.mcp.maxResultBytes,
       maxTools: config.mcp.maxToolsPerServer,
       allowPrivateNetwork: config.mcp.allowPrivateNetwork,
       logLevel: config.mcp.upstreamLogLevel,
@@ -190,9 +196,10 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     },
   });
   // The hub needs the registry, which needs the relay: the relay learns of the hub last.
-  voice?.relay.useHub(hub);
+  voice?.useHub(hub);
   const tenants = new Map(Object.entries(config.apiKeyTenants));
   const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
+  voice?.useAssistant(assistant, bus);
   let mcpEndpoint: McpEndpoint | undefined;
 
   let stopping = false;
@@ -219,7 +226,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     ...(visionService ? { vision: visionService } : {}),
     config,
     log,
-    registry,
+    registry: directory,
     bus,
     metrics,
     apiKeys: () => secrets.apiKeys,
@@ -236,6 +243,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     assistant,
     history,
     https: tls?.options,
+    deviceSettings: { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id) },
   });
   if (tls) {
     // buildApi made an https.Server (a tls.Server) for these options; fastify types it as http.Server.
@@ -258,8 +266,10 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
   });
   try {
     // Joined before the listeners open, so the first device's presence reaches the other instances.
-    if (config.cluster.enabled)
+    if (config.cluster.enabled) {
       cluster = await startCluster({ config: config.cluster, calls: config.calls, registry, bus, log, metricsRegistry: metrics.registry, replayLimit: config.events.bufferSize });
+      directory.attach(cluster.devices);
+    }
     // Both listeners start together, so a start that fails reports every port that failed, not the first.
     const [mqttStart, httpStart] = await Promise.allSettled([
       config.mqtt.enabled ? startMqttLink({
@@ -342,7 +352,8 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
       await mcpEndpoint?.close();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
       // Children are always awaited (TERM, then KILL after mcp.killGraceMs): no orphan outlives close().
-      await Promise.all([Promise.race([Promise.all([devicesClosed, http.close(), mqtt?.close(), metricsListener?.close()]), grace]), hubStarted.then(() => hub.close())]);
+      // hub.close() also ends servers still connecting: a stuck initialize never holds shutdown up.
+      await Promise.all([Promise.race([Promise.all([devicesClosed, http.close(), mqtt?.close(), metricsListener?.close()]), grace]), hub.close()]);
       await cluster?.close();
       await store.close();
       log.info('stopped');
@@ -352,6 +363,7 @@ export async function startGateway(config: Config, opts: { log?: Logger } = {}):
     config,
     log,
     registry,
+    directory,
     bus,
     metrics,
     http,
@@ -408,7 +420,7 @@ async function openEnrollment(config: Config, deviceSecret: string, store: Store
     metrics,
     // Revoked credentials must not keep a live connection.
     onRevoked: (deviceId) => {
-      for (const s of registry.sessions()) if (s.deviceId === deviceId) s.link.close(CLOSE_REVOKED, 'credentials revoked');
+      for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
     },
   });
   log.info({ policy: e.policy }, 'device enrollment');

@@ -26,6 +26,7 @@ export function createMetrics() {
     lateReplies: new Counter({ name: 'voxgate_late_replies_total', help: 'Device replies that matched no pending call (late or unknown id)', registers: [registry] }),
     visionUploads: new Counter({ name: 'voxgate_vision_uploads_total', help: 'Photos posted to the vision endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     setupRetries: new Counter({ name: 'voxgate_device_setup_retries_total', help: 'Device setup steps (initialize, tools/list pages) retried after a failure', labelNames: ['step'] as const, registers: [registry] }),
+    catalogsIncomplete: new Counter({ name: 'voxgate_device_catalogs_incomplete_total', help: 'Device catalogs kept incomplete because the device refused a tools/list page for good', registers: [registry] }),
     events: new Counter({ name: 'voxgate_events_total', help: 'Events published on the bus', labelNames: ['type'] as const, registers: [registry] }),
     sseClients: new Gauge({ name: 'voxgate_sse_clients', help: 'Open SSE streams', registers: [registry] }),
     hubConnects: new Counter({ name: 'voxgate_mcp_server_connects_total', help: 'Upstream MCP server start attempts at hub start, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),

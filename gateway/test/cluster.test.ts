@@ -220,7 +220,7 @@ describe('many instances on NATS (issue 13)', () => {
       await until(async () => (await setVolume(g, second, 40)).status === 200, `calls through ${g.gw.cluster?.instanceId} to reach the new connection`);
       expect(second.volume).toBe(40);
     }
-    expect(a.gw.registry.get(first.deviceId)).toMatchObject({ online: true, state: 'ready' });
+    expect(a.gw.directory.get(first.deviceId)).toMatchObject({ online: true, state: 'ready' });
   });
 
   it('serves every device\'s events once on each instance\'s SSE stream', async () => {

@@ -1,55 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../test/support/gateway-harness.js';
-import { EVERYTHING_BIN, isAlive } from '../../test/support/hub.js';
+import { isAlive, startEverything } from '../../test/support/hub.js';
 
 interface CallBody {
   content: Array<{ type: string; text?: string }>;
   isError: boolean;
-}
-
-/** The TCP port a process listens on, read from /proc (the server is started with PORT=0). */
-function listeningPort(pid: number): number | undefined {
-  const inodes = new Set<string>();
-  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-    try {
-      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
-      if (m) inodes.add(m[1]!);
-    } catch {
-      /* closed meanwhile */
-    }
-  }
-  for (const table of ['/proc/net/tcp6', '/proc/net/tcp']) {
-    let text = '';
-    try {
-      text = readFileSync(table, 'utf8');
-    } catch {
-      continue;
-    }
-    for (const line of text.split('\n').slice(1)) {
-      const f = line.trim().split(/\s+/);
-      if (f[3] === '0A' && inodes.has(f[9] ?? '')) return parseInt(f[1]!.split(':')[1]!, 16);
-    }
-  }
-  return undefined;
-}
-
-/** server-everything in one of its HTTP modes on a free port; resolves once it listens. */
-async function startEverything(mode: 'streamableHttp' | 'sse'): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(process.execPath, [EVERYTHING_BIN, mode], { env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'ignore', 'pipe'] });
-  // It writes "listening on port" (streamableHttp) or "is running on port" (sse) to stderr once listening.
-  await new Promise<void>((resolve, reject) => {
-    let buf = '';
-    child.stderr!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      if (/listening on port|is running on port/.test(buf)) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`server-everything exited (${code}): ${buf}`)));
-  });
-  const port = listeningPort(child.pid!);
-  if (!port) throw new Error('could not find the port server-everything listens on');
-  return { child, port };
 }
 
 describe('server-everything over Streamable HTTP', () => {

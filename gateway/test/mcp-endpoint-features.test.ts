@@ -97,14 +97,18 @@ describe('/mcp passes on the protocol features of hosted servers', () => {
     expect(await calls()).toEqual({ subscribe: 1, unsubscribe: 1 });
   });
 
-  it('forwards sampling, elicitation and roots requests to the client whose call is running', async () => {
+  it('forwards sampling and elicitation requests to the client whose call is running; never roots (issue 20 item 5)', async () => {
     const client = await connect({ sampling: {}, elicitation: { form: {} }, roots: {} });
     client.setRequestHandler('sampling/createMessage', async () => ({ model: 'test-model', role: 'assistant' as const, content: { type: 'text' as const, text: 'hi there' } }));
     client.setRequestHandler('elicitation/create', async () => ({ action: 'accept' as const, content: { name: 'Ada' } }));
-    client.setRequestHandler('roots/list', async () => ({ roots: [{ uri: 'file:///work', name: 'work' }] }));
+    let rootsAsked = 0;
+    client.setRequestHandler('roots/list', async () => (rootsAsked++, { roots: [{ uri: 'file:///work', name: 'work' }] }));
     expect(text((await client.callTool({ name: 'mcp__features__ask_sampling', arguments: {} })) as CallToolResult)).toBe('sampled: hi there');
     expect(text((await client.callTool({ name: 'mcp__features__ask_elicit', arguments: {} })) as CallToolResult)).toBe('elicited: accept {"name":"Ada"}');
-    expect(text((await client.callTool({ name: 'mcp__features__ask_roots', arguments: {} })) as CallToolResult)).toBe('roots: file:///work');
+    // The upstream session is shared by every caller and a server keeps its roots answer: roots are not declared upstream.
+    const roots = (await client.callTool({ name: 'mcp__features__ask_roots', arguments: {} })) as CallToolResult;
+    expect(roots.isError).toBe(true);
+    expect(rootsAsked).toBe(0);
   });
 
   it('passes on a hosted server\'s cancellation of its request to the client', async () => {

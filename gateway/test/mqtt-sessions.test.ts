@@ -124,7 +124,7 @@ describe('MQTT sessions, presence and keepalive (devices hold nothing at the bro
     client.end(true);
     await gone;
 
-    const stillOnline = t.gw.registry.list({ online: true }).filter((d) => macs.includes(d.id.replace(/:/g, '_')));
+    const stillOnline = t.gw.registry.page({ online: true }, { limit: 100_000 }).devices.filter((d) => macs.includes(d.id.replace(/:/g, '_')));
     expect(stillOnline).toEqual([]);
     expect(await t.metric('voxgate_devices_connected', { transport: 'mqtt' })).toBe(0);
   });

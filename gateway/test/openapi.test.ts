@@ -46,6 +46,8 @@ describe('OpenAPI document', () => {
           '/v1/assistant/turns/{id}',
           '/v1/assistant/turns/{turnId}/confirmations/{callId}',
           '/v1/chat/completions',
+          '/v1/models',
+          '/v1/models/{id}',
         ].sort(),
       );
       expect(doc.paths['/v1/devices']!['get']!.security).toEqual([{ apiKey: [] }]);

@@ -1,22 +1,22 @@
+import { referenceResultTail, referenceResultText } from '@voxgate/protocol';
 import { describe, expect, it } from 'vitest';
-import { ToolsPageCache } from '../../gateway/src/devices/tools-page-cache.js';
 import { startTestGateway } from '../../test/support/gateway-harness.js';
 import { ReferenceDevice, referenceTools, toolJson } from '../../test/support/reference-device.js';
 import { ScriptedWsDevice } from '../../test/support/scripted-device.js';
 
-const after = ToolsPageCache.expectAfterSessionId(7);
+const after = referenceResultTail(7);
 
 describe('tools/list page cache', () => {
   it('recognises only the reference layout, whatever the (unescaped) session id', () => {
     const page = '{"tools":[{"name":"a","inputSchema":{"type":"object"}}],"nextCursor":"b"}';
-    expect(ToolsPageCache.pageText(`{"session_id":"s-1","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBe(page);
-    expect(ToolsPageCache.pageText(`{"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBe(page);
+    expect(referenceResultText(`{"session_id":"s-1","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBe(page);
+    expect(referenceResultText(`{"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBe(page);
     // Another id, an escaped session id, other key order or spacing: not recognised (the ordinary path runs).
-    expect(ToolsPageCache.pageText(`{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":8,"result":${page}}}`, after)).toBeUndefined();
-    expect(ToolsPageCache.pageText(`{"session_id":"a\\"","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBeUndefined();
-    expect(ToolsPageCache.pageText(`{"type":"mcp","session_id":"s","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBeUndefined();
-    expect(ToolsPageCache.pageText(`{"session_id": "s","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBeUndefined();
-    expect(ToolsPageCache.pageText(`{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}} `, after)).toBeUndefined();
+    expect(referenceResultText(`{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":8,"result":${page}}}`, after)).toBeUndefined();
+    expect(referenceResultText(`{"session_id":"a\\"","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBeUndefined();
+    expect(referenceResultText(`{"type":"mcp","session_id":"s","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBeUndefined();
+    expect(referenceResultText(`{"session_id": "s","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}}`, after)).toBeUndefined();
+    expect(referenceResultText(`{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":${page}}} `, after)).toBeUndefined();
   });
 
   it('parses a firmware’s pages once; later devices with the same pages share them, others do not', async () => {

@@ -259,7 +259,7 @@ describe('voice relay: limits and configuration', () => {
       const hello = await d.waitForFrame((f) => f['type'] === 'hello');
       expect(hello['transport']).toBe('websocket');
       expect(hello['udp']).toBeUndefined();
-      expect(t.gw.voice!.udp.bindingCount).toBe(0);
+      expect(t.gw.voice!.udp!.bindingCount).toBe(0);
     } finally {
       d.terminate();
       await t.close();

@@ -55,3 +55,34 @@ export function parseDeviceFrame(text: string, limits: JsonLimits = DEFAULT_JSON
 export function encodeMcpFrame(sessionId: string, payload: unknown): string {
   return JSON.stringify({ session_id: sessionId, type: 'mcp', payload });
 }
+
+const REFERENCE_HEAD = '{"session_id":"';
+/** The envelope's own bound on `session_id` (DeviceFrameSchema): a longer one is not a valid frame. */
+const MAX_SESSION_ID = 256;
+
+/**
+ * What follows the session id in the firmware's (reference) layout of a result reply to request `id`:
+ * `{"session_id":"<sid>","type":"mcp","payload":{"jsonrpc":"2.0","id":<id>,"result":<result>}}`.
+ */
+export function referenceResultTail(id: number): string {
+  return `","type":"mcp","payload":{"jsonrpc":"2.0","id":${id},"result":`;
+}
+
+/**
+ * The result text inside a reference-layout frame (`tail` from `referenceResultTail`), or undefined when
+ * the frame has another shape or an envelope the ordinary parser would refuse. The session id may be any
+ * valid string without escapes (MQTT devices send their own, often empty): it does not change the result.
+ */
+export function referenceResultText(frame: string, tail: string): string | undefined {
+  if (!frame.startsWith(REFERENCE_HEAD)) return undefined;
+  const close = frame.indexOf('"', REFERENCE_HEAD.length);
+  if (close < 0 || close - REFERENCE_HEAD.length > MAX_SESSION_ID) return undefined;
+  for (let i = REFERENCE_HEAD.length; i < close; i++) {
+    const c = frame.charCodeAt(i);
+    if (c < 0x20 || c === 0x5c /* \ */) return undefined;
+  }
+  if (!frame.startsWith(tail, close)) return undefined;
+  const start = close + tail.length;
+  if (frame.length <= start + 2 || !frame.endsWith('}}')) return undefined;
+  return frame.slice(start, -2);
+}

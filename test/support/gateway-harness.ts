@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { loadConfig, startGateway, type ConfigInput, type EventType, type Gateway, type GatewayEvent } from '../../gateway/src/index.js';
 import { createLogger } from '../../gateway/src/log.js';
+import type { ConverseKit } from '../../gateway/src/voice/converse/converse.js';
 
 export const TEST_API_KEY = 'test-api-key-0123456789';
 
@@ -29,7 +30,7 @@ export interface TestGateway {
 }
 
 /** A real gateway on 127.0.0.1, ports chosen by the OS, its own data dir, logs captured in memory. */
-export async function startTestGateway(overrides: ConfigInput = {}, env: NodeJS.ProcessEnv = {}): Promise<TestGateway> {
+export async function startTestGateway(overrides: ConfigInput = {}, env: NodeJS.ProcessEnv = {}, opts: { converseKit?: () => ConverseKit } = {}): Promise<TestGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-test-'));
   // An empty config file of its own, so a developer's gateway.config.json never leaks into a test.
   writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
@@ -46,7 +47,7 @@ export async function startTestGateway(overrides: ConfigInput = {}, env: NodeJS.
       { GATEWAY_CONFIG: join(dataDir, 'gateway.config.json'), ...env },
       { dataDir, apiKeys: [TEST_API_KEY], ...overrides, http: { host: '127.0.0.1', port: 0, ...overrides.http }, mqtt: { host: '127.0.0.1', port: 0, ...overrides.mqtt }, voice: { ...overrides.voice, udp: { host: '127.0.0.1', port: 0, ...overrides.voice?.udp } }, tls: { mqttPort: 0, ...overrides.tls } },
     );
-    gw = await startGateway(config, { log: createLogger('debug', sink) });
+    gw = await startGateway(config, { log: createLogger('debug', sink), ...opts });
   } catch (e) {
     // Tests that expect a start to fail leave no data dir behind either.
     rmSync(dataDir, { recursive: true, force: true });

@@ -231,6 +231,8 @@ export class ReferenceDevice {
   audioFramesReceived = 0;
   /** The binary frames themselves, in order (test affordance). */
   readonly audioReceived: Buffer[] = [];
+  /** When each binary frame arrived (performance.now()), for pacing checks. */
+  readonly audioReceivedAt: number[] = [];
   rebootCount = 0;
   /** Restarts so far (reboots and crashes). */
   get restarts(): number {
@@ -377,6 +379,7 @@ export class ReferenceDevice {
       if (this.link !== link) return;
       if (isBinary) {
         this.audioFramesReceived++;
+        this.audioReceivedAt.push(performance.now());
         this.audioReceived.push(Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data));
         return;
       }

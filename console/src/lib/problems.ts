@@ -1,7 +1,6 @@
 /** What each problem code means for the person at the console, and what to try. */
 const EXPLAIN: Record<string, string> = {
   UNAUTHORIZED: 'The API key is missing or not valid. Sign in again with a key from GATEWAY_API_KEYS.',
-  FORBIDDEN: 'This API key may not do that.',
   NOT_FOUND: 'No such route or resource.',
   DEVICE_NOT_FOUND: 'No device with this id has connected since the gateway started.',
   TOOL_NOT_FOUND: 'The device (or server) has no tool by this name. Its catalog may have changed: reload.',
@@ -20,7 +19,6 @@ const EXPLAIN: Record<string, string> = {
   UPSTREAM_UNAVAILABLE: 'The hosted MCP server is not running.',
   UPSTREAM_ERROR: 'The hosted MCP server answered with an error.',
   UPSTREAM_TIMEOUT: 'The hosted MCP server did not answer in time.',
-  HUB_DISABLED: 'Hosted MCP servers are turned off on this gateway.',
   SHUTTING_DOWN: 'The gateway is shutting down.',
   INTERNAL: 'The gateway failed unexpectedly; its log has the details.',
   ENROLLMENT_NOT_FOUND: 'No such enrollment (the code expired, or device auth is open).',

@@ -25,6 +25,8 @@ export interface Device {
   toolCount: number;
   toolsHash: string | null;
   pendingCalls: number;
+  /** Present when the device refused part of its tool list for good ("catalog incomplete: tool after X refused by the device"). */
+  catalogWarning?: string;
 }
 export interface DeviceList {
   devices: Device[];
@@ -50,8 +52,25 @@ export interface CallResult {
   durationMs: number;
 }
 
-export type EventType = 'device.online' | 'device.ready' | 'device.offline' | 'device.tools_changed' | 'device.notification' | 'device.message' | 'device.photo';
-export const EVENT_TYPES: readonly EventType[] = ['device.online', 'device.ready', 'device.offline', 'device.tools_changed', 'device.notification', 'device.message', 'device.photo'];
+export type EventType =
+  | 'device.online'
+  | 'device.ready'
+  | 'device.offline'
+  | 'device.tools_changed'
+  | 'device.catalog_incomplete'
+  | 'device.notification'
+  | 'device.message'
+  | 'device.photo';
+export const EVENT_TYPES: readonly EventType[] = [
+  'device.online',
+  'device.ready',
+  'device.offline',
+  'device.tools_changed',
+  'device.catalog_incomplete',
+  'device.notification',
+  'device.message',
+  'device.photo',
+];
 export interface GatewayEvent {
   id: string;
   type: EventType;

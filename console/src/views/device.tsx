@@ -3,7 +3,7 @@ import { ApiError, api, devicePath } from '../lib/api.js';
 import { events } from '../lib/events.js';
 import { problemOf, useCoalesced, useLoad, useOnEvent, useStreamState } from '../lib/hooks.js';
 import type { Device, EnrolledDevice, PendingEnrollment, Problem, ToolList } from '../lib/types.js';
-import { Badge, Json, Loading, ProblemBox, ago } from '../components.js';
+import { Badge, CatalogWarning, Json, Loading, ProblemBox, ago } from '../components.js';
 import { ToolCard } from './tool-form.js';
 import { EnrollmentRow } from './enrollments.js';
 import { FirmwarePanel, PhotosPanel } from './device-media.js';
@@ -19,7 +19,7 @@ export function DeviceView({ id }: { id: string }) {
     if (e === 'resync') return (reloadDevice(), reloadTools());
     if (e.deviceId !== device.data?.id) return;
     reloadDevice();
-    if (e.type === 'device.ready' || e.type === 'device.tools_changed' || e.type === 'device.offline') reloadTools();
+    if (e.type === 'device.ready' || e.type === 'device.tools_changed' || e.type === 'device.catalog_incomplete' || e.type === 'device.offline') reloadTools();
   });
   const d = device.data;
   return (
@@ -40,7 +40,16 @@ export function DeviceView({ id }: { id: string }) {
       {d && (
         <dl class={`facts ${d.online ? '' : 'offline'}`}>
           <dt>Status</dt>
-          <dd>{d.online ? <Badge tone={d.state === 'ready' ? 'ok' : 'warn'}>{d.state === 'ready' ? 'online' : d.state}</Badge> : <Badge tone="off">offline</Badge>}</dd>
+          <dd>
+            {d.online ? <Badge tone={d.state === 'ready' ? 'ok' : 'warn'}>{d.state === 'ready' ? 'online' : d.state}</Badge> : <Badge tone="off">offline</Badge>}
+            {d.online && <CatalogWarning warning={d.catalogWarning} />}
+          </dd>
+          {d.online && d.catalogWarning && (
+            <>
+              <dt>Catalog</dt>
+              <dd class="catalog-warning">{d.catalogWarning}</dd>
+            </>
+          )}
           <dt>Transport</dt>
           <dd>{d.transport === 'mqtt' ? 'MQTT' : 'WebSocket'}</dd>
           <dt>Firmware</dt>

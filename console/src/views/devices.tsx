@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
 import { useCoalesced, useLoad, useOnEvent } from '../lib/hooks.js';
 import type { DeviceList } from '../lib/types.js';
-import { Badge, Loading, ProblemBox, ago } from '../components.js';
+import { Badge, CatalogWarning, Loading, ProblemBox, ago } from '../components.js';
 
 const PAGE = 25;
 /** How long a device that just came online stays highlighted. */
@@ -107,6 +107,7 @@ export function DevicesView() {
                   </th>
                   <td>
                     {d.online ? <Badge tone={d.state === 'ready' ? 'ok' : 'warn'}>{d.state === 'ready' ? 'online' : d.state}</Badge> : <Badge tone="off">offline</Badge>}
+                    {d.online && <CatalogWarning warning={d.catalogWarning} />}
                     {fresh.has(d.id) && d.online && <span class="sr-only"> (just came online)</span>}
                   </td>
                   <td>{d.transport === 'mqtt' ? 'MQTT' : 'WebSocket'}</td>

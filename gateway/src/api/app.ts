@@ -4,7 +4,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import type { DeviceRegistry } from '../devices/registry.js';
+import type { DeviceDirectory } from '../devices/directory.js';
 import type { EventBus } from '../events/bus.js';
 import { mcpAllowedHosts } from '../facade/allowed-hosts.js';
 import { firmwareRoutes } from '../firmware/routes.js';
@@ -18,6 +18,7 @@ import { assistantRoutes } from './assistant.js';
 import { requireApiKey } from './auth.js';
 import type { Enrollment } from '../enrollment/enrollment.js';
 import { deviceRoutes } from './devices.js';
+import { deviceSettingsRoutes, type DeviceSettingsDeps } from './device-settings.js';
 import { enrollmentRoutes } from './enrollments.js';
 import { eventRoutes } from './events.js';
 import { healthRoutes, metricsRoute } from './health.js';
@@ -34,7 +35,7 @@ import type { MetricsHistory } from '../metrics-history.js';
 export interface ApiDeps {
   config: Config;
   log: Logger;
-  registry: DeviceRegistry;
+  registry: DeviceDirectory;
   bus: EventBus;
   metrics: Metrics;
   apiKeys: () => readonly string[];
@@ -61,6 +62,8 @@ export interface ApiDeps {
   history?: MetricsHistory;
   /** Serve HTTPS (and WSS) with this certificate and key instead of plain HTTP. */
   https?: SecureContextOptions | undefined;
+  /** Per-device voice modes (PATCH /v1/devices/{id}). */
+  deviceSettings?: DeviceSettingsDeps;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -108,6 +111,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
     await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id) });
+    if (d.deviceSettings) await v1.register(deviceSettingsRoutes, d.deviceSettings);
     if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
     await v1.register(firmwareOfferRoute, { firmware, config: d.config });
     await v1.register(eventRoutes, {

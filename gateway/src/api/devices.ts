@@ -1,7 +1,8 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import type { z } from 'zod';
-import type { DeviceHandle, DeviceRegistry, DeviceSummary } from '../devices/registry.js';
+import type { DeviceHandle } from '../devices/device-handle.js';
+import type { DeviceDirectory, DeviceSummary } from '../devices/directory.js';
 import { GatewayError } from '../errors.js';
 import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, Problem, RpcBody, RpcResult, RpcSent, ToolList, ToolParams, jsonSchema } from './schemas.js';
 
@@ -14,7 +15,7 @@ export function parseDeviceId(raw: string): string {
 }
 
 /** Devices, their tools, and calls to them. */
-export async function deviceRoutes(app: FastifyInstance, opts: { registry: DeviceRegistry; firmwareVersion?: (deviceId: string) => string | undefined }): Promise<void> {
+export async function deviceRoutes(app: FastifyInstance, opts: { registry: DeviceDirectory; firmwareVersion?: (deviceId: string) => string | undefined }): Promise<void> {
   const { registry } = opts;
   // The device's own initialize answer is authenticated; the OTA report (an open endpoint) only fills in.
   const withFirmware = (d: DeviceSummary) => ({ ...d, firmwareVersion: d.server?.version ?? opts.firmwareVersion?.(d.id) ?? null });

@@ -36,6 +36,7 @@ export const Device = z.object({
   toolCount: z.number().int(),
   toolsHash: z.string().nullable(),
   pendingCalls: z.number().int(),
+  catalogWarning: z.string().optional().describe('Present when the device refused part of its tool list for good: the catalog holds the tools before it'),
 });
 export const DeviceList = z.object({
   devices: z.array(Device),

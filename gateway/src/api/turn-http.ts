@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { TurnCancelled } from '../assistant/turn.js';
-import { ERRORS, GatewayError } from '../errors.js';
+import { GatewayError } from '../errors.js';
+import { httpStatusOf } from './problem.js';
 import { mergeTokens, parseTokens, parseTokensHeader } from '../hub/credentials.js';
 
 /** What the assistant's HTTP routes share: tokens, SSE, cancellation on disconnect, failures as codes. */
@@ -41,7 +42,7 @@ export async function answerOf<T>(done: Promise<T>): Promise<T> {
 }
 
 export function failure(e: unknown): { code: string; status: number; detail: string } {
-  if (e instanceof GatewayError) return { code: e.code, status: e.status, detail: e.message };
-  if (e instanceof TurnCancelled) return { code: 'CANCELLED', status: ERRORS.CANCELLED.status, detail: e.message };
-  return { code: 'INTERNAL', status: ERRORS.INTERNAL.status, detail: 'internal error; see the gateway log' };
+  if (e instanceof GatewayError) return { code: e.code, status: httpStatusOf(e.code), detail: e.message };
+  if (e instanceof TurnCancelled) return { code: 'CANCELLED', status: httpStatusOf('CANCELLED'), detail: e.message };
+  return { code: 'INTERNAL', status: httpStatusOf('INTERNAL'), detail: 'internal error; see the gateway log' };
 }

@@ -7,9 +7,12 @@ import { Counter, type Registry } from 'prom-client';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { CLOSE_REPLACED } from '../devices/link.js';
-import type { DeviceHandle, DeviceRegistry, DeviceSummary } from '../devices/registry.js';
+import { clampTimeout } from '../devices/call-queue.js';
 import type { CatalogTool } from '../devices/catalog.js';
-import type { CallOutcome, SessionState } from '../devices/session.js';
+import type { CallOutcome, DeviceHandle } from '../devices/device-handle.js';
+import type { DeviceSummary, RemoteDevices } from '../devices/directory.js';
+import type { DeviceRegistry } from '../devices/registry.js';
+import type { SessionState } from '../devices/settings.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus, GatewayEvent } from '../events/bus.js';
 import { openEventStream } from './event-stream.js';
@@ -29,6 +32,8 @@ export interface ClusterDeps {
 
 export interface Cluster {
   instanceId: string;
+  /** The devices the other instances hold: the root attaches them to its device directory. */
+  devices: RemoteDevices;
   close(): Promise<void>;
 }
 
@@ -85,20 +90,23 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
   };
   /** Forwarded calls waiting for an instance's answer, so they fail at once when it is found gone. */
   const waiting = new Map<string, Set<(e: GatewayError) => void>>();
+  const changeListeners = new Set<() => void>();
   const presence = new ClusterPresence({
     kv,
     instanceId,
     heartbeatMs: d.config.heartbeatMs,
     log,
     onTakenOver: (deviceId) => {
-      const s = safeSession(d.registry, deviceId);
+      const s = d.registry.find(deviceId);
       if (!s) return;
       metrics.takeovers.inc();
       log.info({ deviceId }, 'the device connected to another instance; closing the connection here');
       s.failAll(new GatewayError('DEVICE_OFFLINE', `device ${deviceId} reconnected to another instance; the call was on the replaced connection`));
-      s.link.close(CLOSE_REPLACED, 'replaced by a newer connection');
+      s.close(CLOSE_REPLACED, 'replaced by a newer connection');
     },
-    onRemoteChange: () => d.registry.remoteChanged(),
+    onRemoteChange: () => {
+      for (const fn of changeListeners) fn();
+    },
     onInstanceDead: (id) => {
       metrics.instancesLost.inc();
       const set = waiting.get(id);
@@ -152,7 +160,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
   /** The old instance's "offline" after a takeover: the device is online elsewhere (here, or at another instance). */
   function staleOffline(type: string, deviceId: string, origin: string): boolean {
     if (type !== 'device.offline') return false;
-    if (safeSession(d.registry, deviceId)) return true;
+    if (d.registry.find(deviceId)) return true;
     const p = presence.remote(deviceId);
     return p !== undefined && p.entry.instance !== origin && p.entry.state !== 'offline';
   }
@@ -161,7 +169,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
     if (e.type !== 'device.online' && e.type !== 'device.ready' && e.type !== 'device.offline' && e.type !== 'device.tools_changed') return;
     const summary = d.registry.get(e.deviceId);
     if (!summary) return;
-    const s = safeSession(d.registry, e.deviceId);
+    const s = d.registry.find(e.deviceId);
     const base = { instance: instanceId, transport: summary.transport, clientId: summary.clientId, connectedAt: summary.connectedAt, toolCount: summary.toolCount };
     if (e.type === 'device.online') void presence.write(e.deviceId, { ...base, state: 'online' }, true);
     else if (e.type === 'device.offline') void presence.write(e.deviceId, { ...base, state: 'offline', ...(summary.toolsHash ? { catalogHash: summary.toolsHash } : {}) }, false);
@@ -195,7 +203,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
         refusedLog({ subject: msg.subject, bytes: msg.data.length }, 'malformed forwarded call refused (one line per minute)');
         throw new GatewayError('INVALID_REQUEST', 'malformed forwarded call');
       }
-      const s = safeSession(d.registry, c.deviceId);
+      const s = d.registry.find(c.deviceId);
       // Presence said this instance holds it, but it does not (any more): offline, as seen from the caller.
       if (!s) throw new GatewayError('DEVICE_OFFLINE', `device ${c.deviceId} is offline (no longer connected to gateway instance ${instanceId})`);
       if (c.op === 'call') return { ok: true, result: await s.call(c.name, c.args, c.timeoutMs === undefined ? {} : { timeoutMs: c.timeoutMs }) };
@@ -234,7 +242,7 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
     }
   }
 
-  const clamp = (t: number | undefined) => Math.min(t ?? d.calls.defaultTimeoutMs, d.calls.maxTimeoutMs);
+  const clamp = (t: number | undefined) => clampTimeout(t, d.calls);
 
   function handle(deviceId: string, p: SeenPresence): DeviceHandle {
     const owner = p.entry.instance;
@@ -246,16 +254,16 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
       catalog,
       setup: undefined,
       findTool: (name: string): CatalogTool | undefined => catalog?.get(name),
-      call: async (name, args, opts = {}) => {
+      call: async (name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}) => {
         const result = await forward(owner, { op: 'call', deviceId, name, args, ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }) }, clamp(opts.timeoutMs));
         const parsed = CallToolResultSchema.safeParse(result);
         if (!parsed.success) throw new GatewayError('DEVICE_ERROR', `the instance holding device ${deviceId} sent a malformed tools/call result`);
         const { durationMs } = result as { durationMs?: unknown };
         return { ...parsed.data, durationMs: typeof durationMs === 'number' ? durationMs : 0 } as CallOutcome;
       },
-      rpc: (method, params, opts = {}) =>
+      rpc: (method: string, params: Record<string, unknown> | undefined, opts: { timeoutMs?: number } = {}) =>
         forward(owner, { op: 'rpc', deviceId, name: method, ...(params ? { args: params } : {}), ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }) }, clamp(opts.timeoutMs)),
-      notify: (method, params) => {
+      notify: (method: string, params: Record<string, unknown> | undefined) => {
         try {
           nc.publish(callSubject(owner), JSON.stringify({ op: 'notify', deviceId, name: method, ...(params ? { args: params } : {}) }));
         } catch {
@@ -270,25 +278,28 @@ async function join(nc: NatsConnection, instanceId: string, d: ClusterDeps, log:
     const p = presence.remote(deviceId);
     return p && p.entry.state !== 'offline' && presence.alive(p.entry.instance) ? p : undefined;
   };
-  d.registry.useRemote({
-    device: (deviceId) => {
-      if (!presence.remote(deviceId)) return undefined;
+  const devices: RemoteDevices = {
+    find: (deviceId) => {
       const p = remote(deviceId);
-      // Known to the cluster, but offline (or its instance is gone): offline, not "never connected".
-      if (!p) throw new GatewayError('DEVICE_OFFLINE', `device ${deviceId} is offline`);
-      return handle(deviceId, p);
+      return p && handle(deviceId, p);
     },
+    knows: (deviceId) => presence.remote(deviceId) !== undefined,
     ready: () => presence.readyRemote(),
     ids: () => presence.ids(),
     summary: (deviceId) => {
       const p = presence.remote(deviceId);
       return p && summarize(deviceId, p, remote(deviceId) !== undefined);
     },
-  });
+    onChange: (fn) => {
+      changeListeners.add(fn);
+      return () => changeListeners.delete(fn);
+    },
+  };
   log.info({ servers: d.config.nats.servers.map(withoutUserInfo), bucket: d.config.bucket }, 'joined the cluster');
 
   return {
     instanceId,
+    devices,
     close: async () => {
       offBus();
       d.bus.remoteReplay = undefined;
@@ -310,14 +321,6 @@ function within(p: Promise<unknown>, ms: number): Promise<unknown> {
 /** A server URL for logs and errors: `nats://user:pass@host` loses its user and password. */
 export function withoutUserInfo(server: string): string {
   return server.replace(/^([a-z]+:\/\/)?[^@/]*@/i, '$1');
-}
-
-function safeSession(registry: DeviceRegistry, deviceId: string) {
-  try {
-    return registry.session(deviceId);
-  } catch {
-    return undefined;
-  }
 }
 
 /** The message's JSON, parsed with the schema; undefined when too large or malformed. */

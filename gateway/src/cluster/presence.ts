@@ -2,6 +2,7 @@ import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { KV, KvWatchEntry } from '@nats-io/kv';
 import type { Logger } from 'pino';
 import { ToolCatalog } from '../devices/catalog.js';
+import { lowerBound } from '../devices/sorted-ids.js';
 import { catalogKey, deviceOfKey, instanceKey, PresenceEntry, presenceKey, StoredCatalog } from './wire.js';
 
 /** A device's entry as this instance last saw it; `revision` is the KV revision, the cluster-wide connection epoch. */
@@ -235,16 +236,4 @@ export class ClusterPresence {
     // Others learn at once (a delete on the watch) instead of after 3 missed heartbeats.
     await this.d.kv.delete(instanceKey(this.d.instanceId)).catch(() => undefined);
   }
-}
-
-/** The index of the first element of sorted `a` not less than `v`. */
-function lowerBound(a: readonly string[], v: string): number {
-  let lo = 0;
-  let hi = a.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (a[mid]! < v) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }

@@ -1,6 +1,6 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
 import { z } from 'zod';
-import { ERRORS, type ErrorCode } from '../errors.js';
+import { ERROR_CODES } from '../errors.js';
 import { EVENT_TYPES } from '../events/bus.js';
 
 /**
@@ -48,7 +48,7 @@ export const ForwardedCall = z.discriminatedUnion('op', [
 ]);
 export type ForwardedCall = z.infer<typeof ForwardedCall>;
 
-const ErrorCodeSchema = z.enum(Object.keys(ERRORS) as [ErrorCode, ...ErrorCode[]]);
+const ErrorCodeSchema = z.enum(ERROR_CODES);
 /** The owner's answer: the result, or the error with the code the caller would have got from it directly. */
 export const ForwardedReply = z.union([
   z.object({ ok: z.literal(true), result: z.unknown() }),

@@ -5,8 +5,20 @@ import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
 import { CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.js';
 import type { SchemaValidators } from '../schemas/validators.js';
-import { DeviceSession, type SessionSettings } from './session.js';
-import type { ToolCatalog } from './catalog.js';
+import type { DeviceHandle } from './device-handle.js';
+import {
+  matchesFilter,
+  type DeviceFilter,
+  type DevicePage,
+  type DeviceSummary,
+  type LocalDevices,
+  type PageRequest,
+  type ReadyDevice,
+} from './directory.js';
+import { NoVoiceHook } from './no-voice-hook.js';
+import { DeviceSession } from './session.js';
+import type { SessionSettings } from './settings.js';
+import { upperBound } from './sorted-ids.js';
 import type { ToolsPageCache } from './tools-page-cache.js';
 import type { VoiceHook } from './voice-hook.js';
 
@@ -28,21 +40,6 @@ interface DeviceRecord {
   readyEpoch?: number | undefined;
   /** What the current connection proved at authentication (see links/device-auth.ts). */
   credential: string;
-}
-
-export interface DeviceSummary {
-  id: string;
-  clientId: string;
-  transport: 'websocket' | 'mqtt';
-  online: boolean;
-  state: string;
-  connectedAt: string;
-  lastSeenAt: string;
-  server: { name: string; version: string } | null;
-  protocolVersion: string | null;
-  toolCount: number;
-  toolsHash: string | null;
-  pendingCalls: number;
 }
 
 export interface ConnectInfo {
@@ -69,57 +66,25 @@ export interface RegistryDeps {
   voice?: VoiceHook;
 }
 
-/** What callers of a device need: the local session satisfies it, and so does a device on another instance (cluster). */
-export type DeviceHandle = Pick<DeviceSession, 'deviceId' | 'state' | 'catalog' | 'setup' | 'initError' | 'findTool' | 'call' | 'rpc' | 'notify'>;
-
-/** Devices held by other instances (cluster/): a handle to call one, and its summary. */
-export interface RemoteDevices {
-  /** Undefined when the cluster does not know the device; throws DEVICE_OFFLINE when it knows it offline. */
-  device(deviceId: string): DeviceHandle | undefined;
-  summary(deviceId: string): DeviceSummary | undefined;
-  /** Ready devices on other live instances whose catalogs are known here. */
-  ready(): Array<{ deviceId: string; catalog: ToolCatalog }>;
-  /** Every device id the cluster knows, sorted (the listing pages through them with the local ones). */
-  ids(): readonly string[];
-}
-
 /** Presence for every device: who is connected now, over what, since when, and which session speaks for it. */
-export class DeviceRegistry {
+export class DeviceRegistry implements LocalDevices {
   private readonly records = new Map<string, DeviceRecord>();
   /** Every known device id, sorted: pages of the listing without sorting the fleet per request. */
   private order: string[] = [];
   private epochs = 0;
   private readyCount = 0;
-  private remote: RemoteDevices | undefined;
-  private readonly remoteListeners = new Set<() => void>();
 
   constructor(private readonly d: RegistryDeps) {}
 
-  /** With cluster on: devices without a live local connection are looked up on the other instances. */
-  useRemote(remote: RemoteDevices): void {
-    this.remote = remote;
-  }
-
-  /** (cluster) Ready devices held by other instances; empty with the cluster off. */
-  remoteReady(): Array<{ deviceId: string; catalog: ToolCatalog }> {
-    return this.remote ? this.remote.ready() : [];
-  }
-
-  /** (cluster) Called when the other instances' devices change (presence, catalogs); the hub rebuilds its namespace. */
-  onRemoteChange(fn: () => void): () => boolean {
-    this.remoteListeners.add(fn);
-    return () => this.remoteListeners.delete(fn);
-  }
-
-  remoteChanged(): void {
-    for (const fn of this.remoteListeners) fn();
-  }
-
-  /** The device to call: its live local session, else (cluster) the instance that holds it, else the reason there is none. */
-  device(deviceId: string): DeviceHandle {
+  /** The device's live local session, or undefined. */
+  find(deviceId: string): DeviceSession | undefined {
     const r = this.records.get(deviceId);
-    if (r?.session && r.session.state !== 'closed') return r.session;
-    return this.remote?.device(deviceId) ?? this.session(deviceId);
+    return r?.session && r.session.state !== 'closed' ? r.session : undefined;
+  }
+
+  /** The live local session, or the reason there is none (DEVICE_NOT_FOUND, DEVICE_OFFLINE). */
+  device(deviceId: string): DeviceHandle {
+    return this.session(deviceId);
   }
 
   /**
@@ -167,7 +132,7 @@ export class DeviceRegistry {
         previousHash: () => record.catalogHash,
         onReady: (s) => this.onReady(record, s),
         onClosed: (s) => this.onClosed(record, s),
-        ...(this.d.voice ? { voice: this.d.voice } : {}),
+        voice: this.d.voice ?? new NoVoiceHook(log),
       },
       info.expectHello,
     );
@@ -183,7 +148,7 @@ export class DeviceRegistry {
       this.d.metrics.takeovers.inc();
       log.info({ previousEpoch: prev!.epoch }, 'a newer connection replaces the current one');
       old.failAll(new GatewayError('DEVICE_OFFLINE', `device ${info.deviceId} reconnected; the call was on the replaced connection`));
-      old.link.close(CLOSE_REPLACED, 'replaced by a newer connection');
+      old.close(CLOSE_REPLACED, 'replaced by a newer connection');
     }
     this.d.metrics.connections.inc({ transport: info.link.transport });
     this.d.metrics.devicesConnected.inc({ transport: info.link.transport });
@@ -211,7 +176,7 @@ export class DeviceRegistry {
   }
 
   private onClosed(record: DeviceRecord, s: DeviceSession): void {
-    this.d.metrics.devicesConnected.dec({ transport: s.link.transport });
+    this.d.metrics.devicesConnected.dec({ transport: s.transport });
     record.lastSeenAt = Math.max(record.lastSeenAt, s.lastSeenAt);
     const current = this.records.get(record.id);
     if (current !== record || record.session !== s) {
@@ -252,12 +217,12 @@ export class DeviceRegistry {
     this.d.log.info({ forgotten: drop.length, neverReady, known: this.records.size }, 'forgot offline devices (never-ready first, then least recently seen)');
   }
 
-  /** The live session, or the reason there is none. */
+  /** The live session, or the reason there is none (for API use; `find` is the normal "not here"). */
   session(deviceId: string): DeviceSession {
-    const r = this.records.get(deviceId);
-    if (!r) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${deviceId} has ever connected`);
-    if (!r.session || r.session.state === 'closed') throw new GatewayError('DEVICE_OFFLINE', `device ${deviceId} is offline`);
-    return r.session;
+    const found = this.find(deviceId);
+    if (found) return found;
+    if (!this.records.has(deviceId)) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${deviceId} has ever connected`);
+    throw new GatewayError('DEVICE_OFFLINE', `device ${deviceId} is offline`);
   }
 
   /** The credential of the device's live connection, if it has one. */
@@ -266,55 +231,39 @@ export class DeviceRegistry {
     return r?.session && r.session.state !== 'closed' ? r.credential : undefined;
   }
 
-  has(deviceId: string): boolean {
-    return this.records.has(deviceId);
-  }
-
   get(deviceId: string): DeviceSummary | undefined {
     const r = this.records.get(deviceId);
-    if (this.remote && !r?.session) return this.remote.summary(deviceId) ?? (r && summarize(r));
     return r && summarize(r);
-  }
-
-  list(filter: DeviceFilter = {}): DeviceSummary[] {
-    const out: DeviceSummary[] = [];
-    for (const r of this.records.values()) if (matches(r, filter)) out.push(summarize(r));
-    return out;
   }
 
   /**
    * One page of devices in id order, starting after the device id `after` (which may since have been
    * forgotten). `next` is the id to continue after, when there may be more.
    */
-  page(filter: DeviceFilter, opts: { limit: number; after?: string | undefined }): { devices: DeviceSummary[]; next: string | undefined } {
-    if (this.remote) return this.clusterPage(this.remote.ids(), filter, opts);
+  page(filter: DeviceFilter, opts: PageRequest): DevicePage {
     const devices: DeviceSummary[] = [];
     let i = opts.after === undefined ? 0 : upperBound(this.order, opts.after);
     for (; i < this.order.length && devices.length < opts.limit; i++) {
       const r = this.records.get(this.order[i]!);
-      if (r && matches(r, filter)) devices.push(summarize(r));
+      if (r && matchesFilter({ online: r.session !== undefined, transport: r.transport }, filter)) devices.push(summarize(r));
     }
     const more = devices.length === opts.limit && i < this.order.length;
     return { devices, next: more ? devices[devices.length - 1]!.id : undefined };
   }
 
-  /** (cluster) `page` over the union of the local ids and the cluster's, each device as `get` sees it. */
-  private clusterPage(remote: readonly string[], filter: DeviceFilter, opts: { limit: number; after?: string | undefined }): { devices: DeviceSummary[]; next: string | undefined } {
-    const local = this.order;
-    const devices: DeviceSummary[] = [];
-    let i = opts.after === undefined ? 0 : upperBound(local, opts.after);
-    let j = opts.after === undefined ? 0 : upperBound(remote, opts.after);
-    while (devices.length < opts.limit && (i < local.length || j < remote.length)) {
-      const a = local[i];
-      const b = remote[j];
-      const id = b === undefined || (a !== undefined && a <= b) ? a! : b;
-      if (a === id) i++;
-      if (b === id) j++;
-      const s = this.get(id);
-      if (s && (filter.online === undefined || s.online === filter.online) && (filter.transport === undefined || s.transport === filter.transport)) devices.push(s);
-    }
-    const more = devices.length === opts.limit && (i < local.length || j < remote.length);
-    return { devices, next: more ? devices[devices.length - 1]!.id : undefined };
+  ids(): readonly string[] {
+    return this.order;
+  }
+
+  ready(): ReadyDevice[] {
+    const out: ReadyDevice[] = [];
+    for (const r of this.records.values()) if (r.session?.state === 'ready' && r.session.catalog) out.push(r.session);
+    return out;
+  }
+
+  /** Local changes are events on the bus; only devices held elsewhere change without one. */
+  onChange(): () => void {
+    return () => undefined;
   }
 
   sessions(): DeviceSession[] {
@@ -328,30 +277,8 @@ export class DeviceRegistry {
   }
 }
 
-export interface DeviceFilter {
-  online?: boolean;
-  transport?: 'websocket' | 'mqtt';
-}
-
-function matches(r: DeviceRecord, filter: DeviceFilter): boolean {
-  if (filter.online !== undefined && (r.session !== undefined) !== filter.online) return false;
-  return filter.transport === undefined || r.transport === filter.transport;
-}
-
 /** Whether the device ever finished initializing (its catalog hash is kept across its connections). */
 const everReady = (r: DeviceRecord): boolean => r.catalogHash !== undefined;
-
-/** The index of the first element of sorted `a` greater than `v`. */
-function upperBound(a: readonly string[], v: string): number {
-  let lo = 0;
-  let hi = a.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (a[mid]! <= v) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
 
 function summarize(r: DeviceRecord): DeviceSummary {
   const s = r.session;
@@ -369,5 +296,6 @@ function summarize(r: DeviceRecord): DeviceSummary {
     toolCount: catalog?.size ?? r.toolCount,
     toolsHash: catalog?.hash ?? r.catalogHash ?? null,
     pendingCalls: s?.pendingCount ?? 0,
+    ...(s?.catalogWarning !== undefined ? { catalogWarning: s.catalogWarning } : {}),
   };
 }

@@ -8,9 +8,14 @@ export const EVENT_TYPES = [
   'device.ready',
   'device.offline',
   'device.tools_changed',
+  'device.catalog_incomplete',
   'device.notification',
   'device.message',
   'device.photo',
+  // A device's conversation (voice.mode "converse"): what was heard, tools run, what was answered and how fast.
+  'voice.transcript',
+  'voice.tool',
+  'voice.reply',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

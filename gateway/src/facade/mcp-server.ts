@@ -2,20 +2,35 @@ import { McpServer, ProtocolError, ProtocolErrorCode, type CallToolResult } from
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import { parseTokensHeader, type Tokens } from '../hub/credentials.js';
-import type { Caller, McpHub } from '../hub/hub.js';
-import type { Peer, PeerMethod, Progress } from '../hub/upstream.js';
+import type { Caller, HubTool, McpHub } from '../hub/hub.js';
+import { toToolResult } from '../hub/tool-result.js';
+import type { Peer, PeerMethod, Progress } from '../hub/upstream/base.js';
+import { toProtocolError } from './protocol-error.js';
 
 /** The client capability each request from a hosted server needs. */
-const PEER_CAPABILITY: Record<PeerMethod, 'sampling' | 'elicitation' | 'roots'> = {
+const PEER_CAPABILITY: Record<PeerMethod, 'sampling' | 'elicitation'> = {
   'sampling/createMessage': 'sampling',
   'elicitation/create': 'elicitation',
-  'roots/list': 'roots',
 };
 const MAX_SUBSCRIPTIONS = 256;
 
-function asProtocolError(e: unknown): unknown {
-  if (e instanceof GatewayError) return new ProtocolError(e.code === 'NOT_FOUND' ? ProtocolErrorCode.InvalidParams : ProtocolErrorCode.InternalError, e.message);
-  return e;
+/** A tool as tools/list shows it: every field its server defined, our name, and Voxgate's hints in `_meta`. */
+function wireTool(t: HubTool) {
+  const meta = {
+    ...((t.fields?.['_meta'] as Record<string, unknown> | undefined) ?? {}),
+    ...(t.responseInstruction ? { 'voxgate/responseInstruction': t.responseInstruction } : {}),
+    ...(t.autoContext ? { 'voxgate/autoContext': true } : {}),
+  };
+  return {
+    ...t.fields,
+    name: t.name,
+    description: t.description,
+    inputSchema: { type: 'object' as const, ...t.inputSchema },
+    ...(t.title !== undefined ? { title: t.title } : {}),
+    ...(t.outputSchema ? { outputSchema: { type: 'object' as const, ...t.outputSchema } } : {}),
+    ...(t.annotations ? { annotations: t.annotations } : {}),
+    ...(Object.keys(meta).length > 0 ? { _meta: meta } : {}),
+  };
 }
 
 /**
@@ -49,19 +64,28 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
     }
   };
 
-  s.setRequestHandler('tools/list', async () => ({
-    tools: hub.tools(caller).map((t) => ({
-      name: t.name,
-      description: t.description,
-      inputSchema: { type: 'object' as const, ...t.inputSchema },
-      ...(t.title !== undefined ? { title: t.title } : {}),
-      ...(t.outputSchema ? { outputSchema: { type: 'object' as const, ...t.outputSchema } } : {}),
-      ...(t.annotations ? { annotations: t.annotations } : {}),
-      ...(t.responseInstruction || t.autoContext
-        ? { _meta: { ...(t.responseInstruction ? { 'voxgate/responseInstruction': t.responseInstruction } : {}), ...(t.autoContext ? { 'voxgate/autoContext': true } : {}) } }
-        : {}),
-    })),
-  }));
+  const face: Face = { mcp, s, hub, caller, tokensOf };
+  serveTools(face);
+  serveListings(face);
+  serveSubscriptions(face);
+  return mcp;
+}
+
+/** What each group of handlers needs: the server, the hub, this caller, and its tokens per request. */
+interface Face {
+  mcp: McpServer;
+  s: McpServer['server'];
+  hub: McpHub;
+  caller: Caller;
+  tokensOf: (req: Request | undefined) => Tokens | undefined;
+}
+
+function serveTools({ mcp, s, hub, caller, tokensOf }: Face): void {
+  // One page always: no cursor is ever handed out, so any cursor a client sends is not one of ours.
+  s.setRequestHandler('tools/list', async (req) => {
+    if (req.params?.cursor !== undefined) throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'invalid cursor: tools/list has a single page here');
+    return { tools: hub.tools(caller).map(wireTool) };
+  });
 
   s.setRequestHandler('tools/call', async (req, ctx) => {
     const name = req.params.name;
@@ -75,7 +99,7 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
         progressToken === undefined
           ? undefined
           : (p: Progress) => (sent = sent.then(() => ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, ...p } })).catch(() => undefined));
-      // What the hosted server asks while serving this call (sampling, elicitation, roots) goes to this client.
+      // What the hosted server asks while serving this call (sampling, elicitation) goes to this client.
       const peer: Peer = {
         key: mcp,
         supports: (method) => Boolean(s.getClientCapabilities()?.[PEER_CAPABILITY[method]]),
@@ -85,13 +109,16 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
       await sent;
       return result as CallToolResult;
     } catch (e) {
-      if (e instanceof GatewayError && e.code === 'TOOL_NOT_FOUND') throw new ProtocolError(ProtocolErrorCode.InvalidParams, e.message);
+      if (e instanceof GatewayError && e.code === 'TOOL_NOT_FOUND') throw toProtocolError(e);
       // Bad arguments and missing tokens are for the model (or its user) to fix: a tool error, not a protocol error.
-      if (e instanceof GatewayError) return { content: [{ type: 'text', text: e.message }], isError: true, _meta: { 'voxgate/code': e.code } };
+      if (e instanceof GatewayError) return toToolResult(e);
       throw e;
     }
   });
+}
 
+/** Resources, templates, prompts and completions of the hosted servers this caller may see. */
+function serveListings({ s, hub, caller, tokensOf }: Face): void {
   s.setRequestHandler('resources/list', async (_req, ctx) => ({
     resources: (await hub.resources({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, ...r }) => ({ ...r, _meta: { ...(r._meta ?? {}), 'voxgate/server': server } })),
   }));
@@ -100,8 +127,7 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
       const { server: _s, ...r } = await hub.readResource(req.params.uri, undefined, { ...caller, tokens: tokensOf(ctx.http?.req) });
       return r;
     } catch (e) {
-      if (e instanceof GatewayError) throw new ProtocolError(e.code === 'NOT_FOUND' ? ProtocolErrorCode.InvalidParams : ProtocolErrorCode.InternalError, e.message);
-      throw e;
+      throw toProtocolError(e);
     }
   });
   s.setRequestHandler('resources/templates/list', async (_req, ctx) => ({
@@ -111,10 +137,25 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
     try {
       return await hub.complete(req.params, { ...caller, tokens: tokensOf(ctx.http?.req) });
     } catch (e) {
-      throw asProtocolError(e);
+      throw toProtocolError(e);
     }
   });
 
+  s.setRequestHandler('prompts/list', async (_req, ctx) => ({
+    prompts: (await hub.prompts({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, prompt: _p, ...p }) => ({ ...p, _meta: { ...(p._meta ?? {}), 'voxgate/server': server } })),
+  }));
+  s.setRequestHandler('prompts/get', async (req, ctx) => {
+    try {
+      const { server: _s, ...r } = await hub.getPrompt(req.params.name, (req.params.arguments ?? {}) as Record<string, string>, { ...caller, tokens: tokensOf(ctx.http?.req) });
+      return r;
+    } catch (e) {
+      throw toProtocolError(e);
+    }
+  });
+}
+
+/** Resource subscriptions, and what hosted servers log, for an initialized session; released when it closes. */
+function serveSubscriptions({ s, hub, caller, tokensOf }: Face): void {
   // Resource subscriptions of this session: uri -> server. Released when the session closes.
   const subscriptions = new Map<string, string>();
   let closed = false;
@@ -126,7 +167,7 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
     try {
       server = await hub.subscribe(uri, { ...caller, tokens: tokensOf(ctx.http?.req) });
     } catch (e) {
-      throw asProtocolError(e);
+      throw toProtocolError(e);
     }
     // A twin request won the race, or the session ended meanwhile: give this count back.
     if (closed || subscriptions.has(uri)) void hub.unsubscribe(server, uri).catch(() => undefined);
@@ -164,18 +205,4 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
     for (const [uri, server] of subscriptions) void hub.unsubscribe(server, uri).catch(() => undefined);
     subscriptions.clear();
   };
-
-  s.setRequestHandler('prompts/list', async (_req, ctx) => ({
-    prompts: (await hub.prompts({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, prompt: _p, ...p }) => ({ ...p, _meta: { ...(p._meta ?? {}), 'voxgate/server': server } })),
-  }));
-  s.setRequestHandler('prompts/get', async (req, ctx) => {
-    try {
-      const { server: _s, ...r } = await hub.getPrompt(req.params.name, (req.params.arguments ?? {}) as Record<string, string>, { ...caller, tokens: tokensOf(ctx.http?.req) });
-      return r;
-    } catch (e) {
-      if (e instanceof GatewayError) throw new ProtocolError(e.code === 'NOT_FOUND' ? ProtocolErrorCode.InvalidParams : ProtocolErrorCode.InternalError, e.message);
-      throw e;
-    }
-  });
-  return mcp;
 }

@@ -16,13 +16,6 @@ export const MAX_TOKENS_HEADER = 64 * 1024;
 
 const PLACEHOLDER = /\$\{([^}]*)\}/g;
 
-/** The placeholder names a template uses. */
-export function placeholders(template: Readonly<Record<string, string>>): string[] {
-  const names = new Set<string>();
-  for (const v of Object.values(template)) for (const m of v.matchAll(PLACEHOLDER)) names.add(m[1]!);
-  return [...names];
-}
-
 /**
  * Fill a template. A missing token is a clear error naming it (`MISSING_TOKEN`); with `lenient`, headers
  * whose tokens are missing are left out instead (used for connections opened at start, with no caller).

@@ -19,8 +19,10 @@ export interface ChildStdioOptions {
   env: Record<string, string>;
   cwd?: string;
   killGraceMs: number;
-  /** A message over this is skipped (its request answered RESULT_TOO_LARGE); the server stays connected. */
+  /** A message over this is skipped unread (its request answered RESULT_TOO_LARGE); the server stays connected. */
   maxMessageBytes: number;
+  /** mcp.maxResultBytes, named in the answer made up for a skipped message. */
+  maxResultBytes: number;
   onStderr?: (line: string) => void;
   onOversized?: (info: { bytes: number; id: string | number | undefined }) => void;
 }
@@ -48,6 +50,8 @@ export class ChildStdioTransport implements Transport {
 
   start(): Promise<void> {
     if (this.child) throw new Error('already started');
+    // Closed before it started (the hub shut down while connecting): no child may outlive close().
+    if (this.closing) return Promise.reject(new Error('the transport was closed before it started'));
     const env: Record<string, string> = {};
     for (const k of INHERITED) if (process.env[k] !== undefined) env[k] = process.env[k]!;
     Object.assign(env, this.o.env);
@@ -115,7 +119,7 @@ export class ChildStdioTransport implements Transport {
   /** Answer the request the skipped message was for, so that its caller hears why at once. */
   private oversized(bytes: number, id: string | number | undefined): void {
     this.o.onOversized?.({ bytes, id });
-    const message = `the server's answer was ${bytes} bytes, over the limit of ${this.o.maxMessageBytes} bytes (mcp.maxResultBytes)`;
+    const message = `the server's answer was ${bytes} bytes, over the limit of ${this.o.maxResultBytes} bytes (mcp.maxResultBytes)`;
     if (id === undefined) this.onerror?.(new Error(`skipped a message from the server: ${message}`));
     else this.deliver({ jsonrpc: '2.0', id, error: { code: RESULT_TOO_LARGE, message } });
   }

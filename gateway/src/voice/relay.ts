@@ -10,8 +10,7 @@ import {
 import type { Logger } from 'pino';
 import type { RawData, WebSocket } from 'ws';
 import type { Config } from '../config.js';
-import type { DeviceSession } from '../devices/session.js';
-import type { VoiceHook } from '../devices/voice-hook.js';
+import type { VoiceDevice, VoiceHook } from '../devices/voice-hook.js';
 import type { VoiceMetrics } from './metrics.js';
 import { answerUpstreamMcp, type HubExposure, type HubPort } from './upstream-mcp.js';
 import { openUpstream, parseUpstreamJson, UpstreamError } from './upstream.js';
@@ -45,7 +44,7 @@ export interface UdpAudioFactory {
 /** What a UDP binding sees of its voice session. */
 export interface VoiceSessionHandle {
   readonly deviceId: string;
-  readonly device: DeviceSession;
+  readonly device: VoiceDevice;
   /** Uplink audio (already decrypted, framed for the voice server). */
   sendUpstream(frame: Buffer, payloadBytes: number): void;
   touch(): void;
@@ -62,7 +61,7 @@ class VoiceSession implements VoiceSessionHandle {
   mcpInFlight = 0;
 
   constructor(
-    readonly device: DeviceSession,
+    readonly device: VoiceDevice,
     readonly transport: 'websocket' | 'udp',
     private readonly relay: VoiceRelay,
   ) {}
@@ -94,7 +93,7 @@ export interface VoiceRelayDeps {
  * a session cap, an idle end. Never throws into a link handler.
  */
 export class VoiceRelay implements VoiceHook {
-  private readonly sessions = new Map<DeviceSession, VoiceSession>();
+  private readonly sessions = new Map<VoiceDevice, VoiceSession>();
   private readonly sweep: NodeJS.Timeout;
   private hub: HubPort | undefined;
   private closed = false;
@@ -114,10 +113,10 @@ export class VoiceRelay implements VoiceHook {
     return this.sessions.size;
   }
 
-  async onHello(device: DeviceSession, frame: DeviceFrame): Promise<boolean> {
+  async onHello(device: VoiceDevice, frame: DeviceFrame): Promise<boolean> {
     const hello = DeviceHelloSchema.safeParse(frame);
     // The link decides, not the hello's claim: MQTT carries no audio, so its voice goes over UDP.
-    const transport = device.link.transport === 'mqtt' ? 'udp' : 'websocket';
+    const transport = device.transport === 'mqtt' ? 'udp' : 'websocket';
     if (this.closed) return false; // shutting down: the links are closing every device
     const previous = this.sessions.get(device);
     if (previous && !previous.upstream) {
@@ -172,7 +171,7 @@ export class VoiceRelay implements VoiceHook {
       ws.on('message', (data: RawData, isBinary: boolean) => this.fromUpstream(vs, data, isBinary));
       ws.on('close', () => this.end(vs, 'upstream_closed'));
       ws.on('error', (e: Error) => log.warn({ err: e.message }, 'voice server connection error'));
-      device.link.send(JSON.stringify(vs.path.deviceHello(up)));
+      device.send(JSON.stringify(vs.path.deviceHello(up)));
       log.info({ transport, upstreamSession: up.session_id }, 'voice session relayed');
       return true;
     } catch (e) {
@@ -190,7 +189,7 @@ export class VoiceRelay implements VoiceHook {
     }
   }
 
-  onJson(device: DeviceSession, frame: DeviceFrame, text: string): boolean {
+  onJson(device: VoiceDevice, frame: DeviceFrame, text: string): boolean {
     const vs = this.sessions.get(device);
     if (!vs?.upstream) return false;
     if (frame.type === 'goodbye') {
@@ -204,7 +203,7 @@ export class VoiceRelay implements VoiceHook {
     return true;
   }
 
-  onAudio(device: DeviceSession, data: Buffer): boolean {
+  onAudio(device: VoiceDevice, data: Buffer): boolean {
     const vs = this.sessions.get(device);
     if (!vs?.upstream || vs.transport !== 'websocket') return false;
     if (data.length > this.d.config.maxFrameBytes + 16) {
@@ -215,7 +214,7 @@ export class VoiceRelay implements VoiceHook {
     return true;
   }
 
-  onClosed(device: DeviceSession): void {
+  onClosed(device: VoiceDevice): void {
     const vs = this.sessions.get(device);
     if (vs) this.end(vs, 'device_closed');
   }
@@ -272,8 +271,8 @@ export class VoiceRelay implements VoiceHook {
         this.end(vs, 'upstream_goodbye');
         return;
       default:
-        if ((vs.device.link.bufferedBytes?.() ?? 0) > this.d.config.maxBufferedBytes) this.d.metrics.dropped.inc({ direction: 'down', reason: 'backpressure_json' });
-        else vs.device.link.send(text);
+        if ((vs.device.bufferedBytes()) > this.d.config.maxBufferedBytes) this.d.metrics.dropped.inc({ direction: 'down', reason: 'backpressure_json' });
+        else vs.device.send(text);
     }
   }
 
@@ -317,10 +316,10 @@ export class VoiceRelay implements VoiceHook {
     if (reason === 'device_closed' || reason === 'replaced' || reason === 'shutdown') return;
     if (vs.transport === 'udp') {
       // MQTT devices keep their link (and MCP): a goodbye with the voice session's id closes the UDP channel.
-      if (reason !== 'device_goodbye') vs.device.link.send(JSON.stringify({ type: 'goodbye', session_id: vs.upstreamSessionId }));
+      if (reason !== 'device_goodbye') vs.device.send(JSON.stringify({ type: 'goodbye', session_id: vs.upstreamSessionId }));
     } else {
       // WebSocket devices connect for one voice session: it is over.
-      vs.device.link.close(1000, `voice session ended (${reason})`);
+      vs.device.close(1000, `voice session ended (${reason})`);
     }
     this.d.log.info({ deviceId: vs.deviceId, reason }, 'voice session ended');
   }
@@ -335,13 +334,13 @@ export class VoiceRelay implements VoiceHook {
   }
 
   /** Tell the device in a way it shows (the reference firmware ignores `type:"error"`), then end its attempt. */
-  private refuse(device: DeviceSession, transport: 'websocket' | 'udp', message: string): void {
-    device.link.send(JSON.stringify({ type: 'alert', status: 'error', message, emotion: 'sad' }));
-    if (transport === 'udp') device.link.send(JSON.stringify({ type: 'goodbye', session_id: '' }));
-    else device.link.close(CLOSE_VOICE_UNAVAILABLE, 'voice server unavailable');
+  private refuse(device: VoiceDevice, transport: 'websocket' | 'udp', message: string): void {
+    device.send(JSON.stringify({ type: 'alert', status: 'error', message, emotion: 'sad' }));
+    if (transport === 'udp') device.send(JSON.stringify({ type: 'goodbye', session_id: '' }));
+    else device.close(CLOSE_VOICE_UNAVAILABLE, 'voice server unavailable');
   }
 
-  private webSocketPath(device: DeviceSession, version: BinaryProtocolVersion): DeviceAudioPath {
+  private webSocketPath(device: VoiceDevice, version: BinaryProtocolVersion): DeviceAudioPath {
     const metrics = this.d.metrics;
     const maxBuffered = this.d.config.maxBufferedBytes;
     return {
@@ -349,12 +348,11 @@ export class VoiceRelay implements VoiceHook {
       // The same protocol both ways: frames pass unchanged.
       upstreamVersion: version,
       toDevice(frame) {
-        const link = device.link;
-        if (!link.sendBinary || (link.bufferedBytes?.() ?? 0) > maxBuffered) {
+        if (device.bufferedBytes() > maxBuffered) {
           metrics.dropped.inc({ direction: 'down', reason: 'backpressure' });
           return;
         }
-        if (!link.sendBinary(frame)) return metrics.dropped.inc({ direction: 'down', reason: 'no_session' });
+        if (!device.sendBinary(frame)) return metrics.dropped.inc({ direction: 'down', reason: 'no_session' });
         metrics.frames.inc({ direction: 'down' });
         metrics.bytes.inc({ direction: 'down' }, frame.length);
       },
@@ -370,7 +368,7 @@ export class VoiceRelay implements VoiceHook {
     return url.toString();
   }
 
-  private upstreamHeaders(device: DeviceSession, version: BinaryProtocolVersion): Record<string, string> {
+  private upstreamHeaders(device: VoiceDevice, version: BinaryProtocolVersion): Record<string, string> {
     const u = this.d.config.upstream;
     const cred: UpstreamCredential = u.token !== undefined ? { token: u.token } : u.hmacSecret !== undefined ? { hmacSecret: u.hmacSecret } : {};
     const headers: Record<string, string> = {
@@ -381,7 +379,7 @@ export class VoiceRelay implements VoiceHook {
     };
     const auth = upstreamAuthorization(cred, device.clientId, device.deviceId, Date.now() / 1000);
     if (auth) headers['Authorization'] = auth;
-    const remote = device.link.remoteAddress;
+    const remote = device.remoteAddress;
     if (remote) headers['X-Forwarded-For'] = remote.replace(/^::ffff:/, '');
     return headers;
   }

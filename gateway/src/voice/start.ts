@@ -1,31 +1,89 @@
 import type { Logger } from 'pino';
+import type { Assistant } from '../assistant/assistant.js';
+import type { VoiceHook } from '../devices/voice-hook.js';
+import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
+import type { Store } from '../store/store.js';
+import { assistantTurns } from './converse/assistant-port.js';
+import { voiceConfigured, type VoiceMode } from './converse/config.js';
+import { Converse, type ConverseKit } from './converse/converse.js';
+import { createConverseKit } from './converse/kit.js';
+import { createConverseMetrics } from './converse/metrics.js';
+import { NoVoiceHook } from '../devices/no-voice-hook.js';
+import { VoiceModeRouter } from './dispatch.js';
 import { createVoiceMetrics, type VoiceMetrics } from './metrics.js';
+import { DeviceVoiceModes, voiceModeOf, voiceProfileOf } from './modes.js';
 import { VoiceRelay, type VoiceConfig } from './relay.js';
+import type { HubPort } from './upstream-mcp.js';
 import { UdpAudio } from './udp-audio.js';
 
 export interface Voice {
-  relay: VoiceRelay;
+  /** What device sessions call: routes each voice session to the relay, the conversation, or neither. */
+  hook: VoiceHook;
+  relay: VoiceRelay | undefined;
+  converse: Converse;
+  /** Per-device modes (`PATCH /v1/devices/{id} {voiceMode}`). */
+  modes: DeviceVoiceModes;
+  /** The mode a device's next voice session uses. */
+  modeOf(deviceId: string): VoiceMode;
   metrics: VoiceMetrics;
-  /** The UDP audio socket for MQTT devices. */
-  udp: UdpAudio;
+  /** The UDP audio socket for MQTT devices (bound when a configured mode needs voice). */
+  udp: UdpAudio | undefined;
+  useStore(store: Store): Promise<void>;
+  useHub(hub: HubPort): void;
+  useAssistant(assistant: Assistant, bus: EventBus): void;
   close(): void;
 }
 
-/** The voice relay for voice.mode "relay", with its one UDP socket for MQTT devices' audio. */
-export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Logger): Promise<Voice> {
+/**
+ * Voice: the relay (voice.upstream.url set), the conversation (mode "converse"), one UDP socket for MQTT
+ * devices' audio, and the per-device mode router in front. The audio kit (codecs, providers) is built at the
+ * first conversation, so a gateway that never converses never loads it.
+ */
+export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Logger, o: { kit?: () => ConverseKit } = {}): Promise<Voice> {
   const voiceMetrics = createVoiceMetrics(metrics.registry);
   const voiceLog = log.child({ component: 'voice' });
-  const udp = await UdpAudio.start(config, voiceMetrics, voiceLog);
-  const relay = new VoiceRelay({ config, log: voiceLog, metrics: voiceMetrics, udp });
-  log.info({ upstream: redactedUrl(config.upstream.url!), udp: `${config.udp.host}:${udp.port}` }, 'voice relay on');
+  const udp = voiceConfigured(config) ? await UdpAudio.start(config, voiceMetrics, voiceLog) : undefined;
+  const relay = config.upstream.url ? new VoiceRelay({ config, log: voiceLog, metrics: voiceMetrics, ...(udp ? { udp } : {}) }) : undefined;
+  const modes = new DeviceVoiceModes();
+  let kit: ConverseKit | undefined;
+  const makeKit = o.kit ?? (() => createConverseKit(config, voiceLog));
+  const converse = new Converse({
+    config,
+    log: voiceLog,
+    metrics: createConverseMetrics(metrics.registry),
+    voiceMetrics,
+    kit: () => (kit ??= makeKit()),
+    udp,
+    profile: (deviceId) => voiceProfileOf(config, deviceId),
+  });
+  const modeOf = (id: string) => voiceModeOf(config, modes, id);
+  const hook = new VoiceModeRouter({ modeOf, relay, converse, off: new NoVoiceHook(voiceLog) });
+  if (relay) log.info({ upstream: redactedUrl(config.upstream.url!), udp: udp ? `${config.udp.host}:${udp.port}` : 'off' }, 'voice relay on');
+  if (config.mode === 'converse') log.info({ asr: config.asr.provider, tts: config.tts.provider, udp: udp ? `${config.udp.host}:${udp.port}` : 'off' }, 'voice conversation on');
   return {
+    hook,
     relay,
+    converse,
+    modes,
+    modeOf,
     metrics: voiceMetrics,
     udp,
+    useStore: (store) => modes.attach(store),
+    useHub: (hub) => relay?.useHub(hub),
+    useAssistant(assistant, bus) {
+      converse.useTurns(
+        (deviceId) => {
+          const p = voiceProfileOf(config, deviceId);
+          return assistantTurns(assistant, { model: config.model, persona: p.persona ?? config.persona }, p);
+        },
+        (type, deviceId, data) => void bus.publish(type, deviceId, data),
+      );
+    },
     close: () => {
-      relay.close();
-      udp.close();
+      relay?.close();
+      converse.close();
+      udp?.close();
     },
   };
 }

@@ -80,10 +80,10 @@ export class UdpAudio implements UdpAudioFactory {
       ssrc = randomInt(1, 0xffffffff);
     }
     const keys = newUdpSessionKeys(ssrc);
-    const link = session.device.link;
-    const b: Binding = { ssrc, ...keys, session, deviceAddress: normalizeAddress(link.remoteAddress), upSequence: 0, downSequence: 0 };
+    const device = session.device;
+    const b: Binding = { ssrc, ...keys, session, deviceAddress: normalizeAddress(device.remoteAddress), upSequence: 0, downSequence: 0 };
     this.bindings.set(ssrc, b);
-    const server = this.config.udp.publicHost ?? (normalizeAddress(link.localAddress ?? '') || '127.0.0.1');
+    const server = this.config.udp.publicHost ?? (normalizeAddress(device.localAddress ?? '') || '127.0.0.1');
     return {
       transport: 'udp',
       upstreamVersion: 2,

@@ -2,7 +2,7 @@ import { classifyRpc, type RpcId } from '@voxgate/protocol';
 import { z } from 'zod';
 import { GatewayError } from '../errors.js';
 import type { CatalogTool } from '../devices/catalog.js';
-import type { DeviceSession } from '../devices/session.js';
+import type { VoiceDevice } from '../devices/voice-hook.js';
 import type { HubTool } from '../hub/hub.js';
 import { compactDeviceId } from '../hub/names.js';
 import type { VoiceMetrics } from './metrics.js';
@@ -42,7 +42,7 @@ type Reply = { jsonrpc: '2.0'; id: RpcId; result: unknown } | { jsonrpc: '2.0'; 
  * the voice server's id, so two clients never collide on the device.
  * Resolves with the reply (undefined for notifications); never rejects.
  */
-export async function answerUpstreamMcp(device: DeviceSession, payload: unknown, metrics: VoiceMetrics, exposure?: HubExposure): Promise<Reply | undefined> {
+export async function answerUpstreamMcp(device: VoiceDevice, payload: unknown, metrics: VoiceMetrics, exposure?: HubExposure): Promise<Reply | undefined> {
   const c = classifyRpc(payload);
   if (!c.ok || c.message.kind !== 'request') {
     if (c.ok && c.message.kind === 'notification') metrics.upstreamMcp.inc({ method: 'notification', answer: 'dropped' });
@@ -112,7 +112,7 @@ interface ListedTool {
 }
 
 /** The device's own tools (user-only ones only with `withUserTools`, as the firmware pages), then the hub's. */
-function listFor(device: DeviceSession, params: Record<string, unknown>, exposure: HubExposure | undefined): ListedTool[] {
+function listFor(device: VoiceDevice, params: Record<string, unknown>, exposure: HubExposure | undefined): ListedTool[] {
   const own: readonly CatalogTool[] = device.catalog?.tools ?? [];
   const tools: ListedTool[] = params['withUserTools'] === true ? [...own] : own.filter((t) => !t.userOnly);
   if (!exposure) return tools;
@@ -122,7 +122,7 @@ function listFor(device: DeviceSession, params: Record<string, unknown>, exposur
 }
 
 /** The hub's tools for the tenant, less this device's own (the voice server already has them under their names). */
-function hubToolsFor(device: DeviceSession, exposure: HubExposure): HubTool[] {
+function hubToolsFor(device: VoiceDevice, exposure: HubExposure): HubTool[] {
   return exposure.hub.tools({ tenant: exposure.tenant }).filter((t) => !(t.source.kind === 'device' && compactDeviceId(t.source.deviceId) === compactDeviceId(device.deviceId)));
 }
 

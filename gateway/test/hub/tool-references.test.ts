@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { rewriteToolReferences } from '../src/devices/tool-references.js';
-import { startTestGateway } from '../../test/support/gateway-harness.js';
-import { ReferenceDevice } from '../../test/support/reference-device.js';
+import { rewriteToolReferences } from '../../src/hub/tool-references.js';
+import { startTestGateway } from '../../../test/support/gateway-harness.js';
+import { ReferenceDevice } from '../../../test/support/reference-device.js';
 
 const names: Record<string, string> = { 'self.get_device_status': 'device__020000000950__self_get_device_status', status_now: 'device__x__status_now', status: 'device__x__status' };
 const rename = (tool: string) => names[tool];

@@ -1,0 +1,90 @@
+import { GatewayError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
+
+/** The call timeouts of `config.calls`: what a call gets when it asks for none, and the most it may ask for. */
+export interface CallTimeouts {
+  defaultTimeoutMs: number;
+  maxTimeoutMs: number;
+}
+
+/** The timeout a call runs with: its own, else the default, never over the maximum. */
+export function clampTimeout(requestedMs: number | undefined, limits: CallTimeouts): number {
+  return Math.min(requestedMs ?? limits.defaultTimeoutMs, limits.maxTimeoutMs);
+}
+
+export interface CallQueueDeps {
+  deviceId: string;
+  /** Calls run at once per device; the firmware answers one at a time, so 1 by default. */
+  concurrency: number;
+  /** Calls waiting beyond the running ones; more are refused with DEVICE_BUSY. */
+  queueLimit: number;
+  metrics: Metrics;
+  /** True once the session is closed: nothing is queued any more. */
+  isClosed: () => boolean;
+  offline: () => GatewayError;
+}
+
+interface Job {
+  start: () => void;
+  reject: (err: GatewayError) => void;
+  timer: NodeJS.Timeout;
+}
+
+/** One device's calls: FIFO with `concurrency` slots and a bounded queue; a job's deadline covers its time in the queue too. */
+export class CallQueue {
+  private active = 0;
+  private readonly waiting: Job[] = [];
+
+  constructor(private readonly d: CallQueueDeps) {}
+
+  get waitingCount(): number {
+    return this.waiting.length;
+  }
+
+  /** Run `run` when a slot is free, with the time left until `deadline`; DEVICE_BUSY when the queue is full. */
+  enqueue<T>(deadline: number, run: (remainingMs: number) => Promise<T>): Promise<T> {
+    if (this.d.isClosed()) return Promise.reject(this.d.offline());
+    return new Promise<T>((resolve, reject) => {
+      const start = () => {
+        this.active++;
+        run(Math.max(1, deadline - Date.now()))
+          .then(resolve, reject)
+          .finally(() => {
+            this.active--;
+            this.next();
+          });
+      };
+      if (this.active < this.d.concurrency && this.waiting.length === 0) return start();
+      if (this.waiting.length >= this.d.queueLimit) {
+        this.d.metrics.calls.inc({ outcome: 'busy' });
+        return reject(new GatewayError('DEVICE_BUSY', `device ${this.d.deviceId} has ${this.waiting.length} calls waiting; try again later`));
+      }
+      const job: Job = {
+        start: () => {
+          clearTimeout(job.timer);
+          start();
+        },
+        reject,
+        timer: setTimeout(() => {
+          const i = this.waiting.indexOf(job);
+          if (i >= 0) this.waiting.splice(i, 1);
+          this.d.metrics.calls.inc({ outcome: 'timeout' });
+          reject(new GatewayError('DEVICE_TIMEOUT', `call waited in the device queue until its deadline`));
+        }, Math.max(1, deadline - Date.now())),
+      };
+      this.waiting.push(job);
+    });
+  }
+
+  /** Fail every queued job (running ones fail through their requests). */
+  failAll(err: GatewayError): void {
+    for (const job of this.waiting.splice(0)) {
+      clearTimeout(job.timer);
+      job.reject(err);
+    }
+  }
+
+  private next(): void {
+    while (this.active < this.d.concurrency && this.waiting.length > 0) this.waiting.shift()!.start();
+  }
+}

@@ -1,0 +1,112 @@
+import { buildInitializeParams, encodeMcpFrame, rpcNotification, type VisionCapability } from '@voxgate/protocol';
+import { GatewayError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
+import type { SchemaValidators } from '../schemas/validators.js';
+import type { BadInputLog } from './bad-input-log.js';
+import { clampTimeout, type CallQueue, type CallTimeouts } from './call-queue.js';
+import type { ToolCatalog } from './catalog.js';
+import type { CallOutcome } from './device-handle.js';
+import { ReadyGate } from './ready-gate.js';
+import type { RpcChannel } from './rpc-channel.js';
+import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
+import { checkToolCall, countFailedCall, readCallResult, type ToolCallDeps } from './tool-call.js';
+
+/** What the client reads of its session at each call. */
+export interface ClientView {
+  readonly state: SessionState;
+  readonly catalog?: ToolCatalog | undefined;
+  readonly setup?: SetupProgress | undefined;
+  readonly initError?: string | undefined;
+}
+
+export interface DeviceClientDeps {
+  deviceId: string;
+  sessionId: string;
+  settings: SessionSettings;
+  metrics: Metrics;
+  validators: SchemaValidators;
+  badInput: BadInputLog;
+  channel: RpcChannel;
+  queue: CallQueue;
+  /** Sends one text frame; false when the link is closed. */
+  send: (text: string) => boolean;
+  vision: () => VisionCapability | undefined;
+  session: ClientView;
+}
+
+/**
+ * What callers do with a device (the MCP SDK's client role over the channel): tool calls checked against
+ * the catalog and queued, raw requests, notifications, and waiting for setup to finish.
+ */
+export class DeviceClient {
+  /** Opened when setup is done, failed when it fails or the link closes. */
+  readonly ready = new ReadyGate();
+  private readonly timeouts: CallTimeouts;
+  private readonly callDeps: ToolCallDeps;
+
+  constructor(private readonly d: DeviceClientDeps) {
+    this.timeouts = { defaultTimeoutMs: d.settings.defaultCallTimeoutMs, maxTimeoutMs: d.settings.maxCallTimeoutMs };
+    this.callDeps = { deviceId: d.deviceId, metrics: d.metrics, validators: d.validators, badInput: d.badInput };
+  }
+
+  /** Call a tool: checked against the catalog and its schema, queued, timed out. */
+  async call(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<CallOutcome> {
+    const timeoutMs = clampTimeout(opts.timeoutMs, this.timeouts);
+    const deadline = Date.now() + timeoutMs;
+    await this.whenReady(timeoutMs);
+    checkToolCall(this.callDeps, this.d.session.catalog!, name, args);
+    return this.d.queue.enqueue(deadline, async (remaining) => {
+      const started = performance.now();
+      let result: unknown;
+      try {
+        result = await this.d.channel.request('tools/call', { name, arguments: args }, remaining, { reportedMs: timeoutMs });
+      } catch (e) {
+        countFailedCall(this.d.metrics, e, started);
+        throw e;
+      }
+      return readCallResult(this.callDeps, name, result, started);
+    });
+  }
+
+  /** A raw JSON-RPC request, for engineers; goes through the same queue as tool calls. */
+  async rpc(method: string, params: Record<string, unknown> | undefined, opts: { timeoutMs?: number } = {}): Promise<unknown> {
+    const timeoutMs = clampTimeout(opts.timeoutMs, this.timeouts);
+    const deadline = Date.now() + timeoutMs;
+    if (this.d.session.state === 'closed') throw this.d.channel.offline();
+    return this.d.queue.enqueue(deadline, (remaining) => this.d.channel.request(method, params, remaining, { reportedMs: timeoutMs }));
+  }
+
+  /** A JSON-RPC notification, sent at once: it expects no reply, so it holds no place in the call queue. */
+  notify(method: string, params: Record<string, unknown> | undefined): void {
+    const frame = encodeMcpFrame(this.d.sessionId, rpcNotification(method, params));
+    if (this.d.session.state === 'closed' || !this.d.send(frame)) throw this.d.channel.offline();
+  }
+
+  /**
+   * A voice server's vision endpoint for this device: re-initialize the device with it, unless the
+   * gateway's own vision is configured, which wins. Resolves with which one the device has.
+   */
+  async applyVision(vision: VisionCapability, timeoutMs: number): Promise<'applied' | 'gateway'> {
+    if (this.d.vision()) return 'gateway';
+    const deadline = Date.now() + timeoutMs;
+    const params = buildInitializeParams(this.d.settings.clientInfo, vision);
+    await this.d.queue.enqueue(deadline, (remaining) => this.d.channel.request('initialize', params, remaining));
+    return 'applied';
+  }
+
+  /** Resolves once the catalog is loaded; rejects at once when the device is closed or failed setup. */
+  whenReady(timeoutMs: number): Promise<void> {
+    const s = this.d.session;
+    if (s.state === 'ready') return Promise.resolve();
+    if (s.state === 'closed') return Promise.reject(this.d.channel.offline());
+    if (s.state === 'failed') return Promise.reject(this.initFailure());
+    return this.ready.wait(timeoutMs, () => {
+      const retrying = s.setup ? `; setup step ${s.setup.step} is being retried (${s.setup.lastError})` : '';
+      return new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not finish initializing within ${timeoutMs} ms${retrying}`);
+    });
+  }
+
+  initFailure(): GatewayError {
+    return new GatewayError('DEVICE_ERROR', `device ${this.d.deviceId} did not complete initialization: ${this.d.session.initError}`);
+  }
+}

@@ -1,0 +1,37 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { buildGoodbye, buildNoVoiceUdpHello, buildServerHello } from '@voxgate/protocol';
+import type { Logger } from 'pino';
+import type { VoiceDevice, VoiceHook } from './voice-hook.js';
+
+/**
+ * The voice hook when voice.mode is off: a WebSocket device's hello gets the server hello (its MCP starts);
+ * an MQTT device asking for a voice session is told at once that there is none. Audio and other JSON are
+ * not taken (the session counts audio and publishes the JSON as events).
+ */
+export class NoVoiceHook implements VoiceHook {
+  constructor(private readonly log: Logger) {}
+
+  onHello(device: VoiceDevice): boolean {
+    if (device.transport === 'mqtt') {
+      // Voice (UDP audio) is not enabled: end the device's wait for a server hello at once (a goodbye alone
+      // would block its main task, and every MCP reply, for 10 s), then close it.
+      const voiceSession = randomUUID();
+      this.log.info('device asked for a voice session over MQTT; voice is not enabled, answering a no-voice hello and goodbye');
+      device.send(JSON.stringify(buildNoVoiceUdpHello(voiceSession, randomBytes(16), randomBytes(16))));
+      device.send(JSON.stringify(buildGoodbye(voiceSession)));
+      return false;
+    }
+    device.send(JSON.stringify(buildServerHello(device.sessionId)));
+    return true;
+  }
+
+  onJson(): boolean {
+    return false;
+  }
+
+  onAudio(): boolean {
+    return false;
+  }
+
+  onClosed(): void {}
+}

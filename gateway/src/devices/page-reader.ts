@@ -1,0 +1,91 @@
+import {
+  ToolsListResultSchema,
+  checkJsonBounds,
+  describeIssues,
+  referenceResultTail,
+  referenceResultText,
+  tryParseJson,
+  type JsonLimits,
+  type Tool,
+  type ToolsListResult,
+} from '@voxgate/protocol';
+import type { Logger } from 'pino';
+import { GatewayError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
+import { guardToolSchemas, type SchemaLimits } from '../schemas/untrusted-schema.js';
+import type { RawReplyReader } from './rpc-channel.js';
+import type { CachedPage, ToolsPageCache } from './tools-page-cache.js';
+
+export interface PageReaderDeps {
+  pages: ToolsPageCache;
+  frameLimits: JsonLimits;
+  schemaLimits: SchemaLimits;
+  transport: 'websocket' | 'mqtt';
+  metrics: Metrics;
+  log: Logger;
+}
+
+/**
+ * The tools/list pages of one walk. A reply in the firmware's exact layout is read from its text (the
+ * request's raw reader, before the frame parser runs): from the page cache when another device sent the
+ * same text, else validated from that text alone and cached. Anything else (or a page that does not stand
+ * alone as a valid page) is not taken, takes the ordinary path, and is validated here once parsed.
+ */
+export class PageReader implements RawReplyReader {
+  /** The page last taken from raw text: a reply that is this object needs no second look. */
+  private taken: CachedPage | undefined;
+  private tail: { id: number; text: string } | undefined;
+
+  constructor(private readonly d: PageReaderDeps) {}
+
+  read(text: string, id: number): CachedPage | undefined {
+    if (this.tail?.id !== id) this.tail = { id, text: referenceResultTail(id) };
+    const pageText = referenceResultText(text, this.tail.text);
+    if (pageText === undefined) return undefined;
+    let page = this.d.pages.get(pageText);
+    if (page) this.d.metrics.toolsPages.inc({ source: 'cache' });
+    else {
+      if (!checkJsonBounds(text, this.d.frameLimits).ok) return undefined;
+      // The entry is the validated parse of its own key text, so it is the same whoever fills it.
+      const parsed = tryParseJson(pageText);
+      const valid = parsed.ok ? this.validate(parsed.value) : undefined;
+      if (!valid?.ok) return undefined;
+      page = this.d.pages.store(pageText, valid.page);
+      this.d.metrics.toolsPages.inc({ source: 'parsed' });
+    }
+    this.d.metrics.framesIn.inc({ transport: this.d.transport, kind: 'mcp' });
+    this.taken = page;
+    return page;
+  }
+
+  /** The page a reply stands for: the one read from its text, else the parsed reply, validated. */
+  page(reply: unknown, pageNumber: number): CachedPage {
+    if (this.taken !== undefined && reply === this.taken) return this.taken;
+    const r = this.validate(reply);
+    if (!r.ok) {
+      throw new GatewayError('DEVICE_ERROR', `malformed tools/list page ${pageNumber}: ${r.detail}`, { method: 'tools/list', malformed: true });
+    }
+    this.d.metrics.toolsPages.inc({ source: 'parsed' });
+    return { serial: 0, result: r.page };
+  }
+
+  /** A tools/list result, validated; tools whose schemas are over the bounds are left out (logged, counted). */
+  private validate(raw: unknown): { ok: true; page: ToolsListResult } | { ok: false; detail: string } {
+    const r = ToolsListResultSchema.safeParse(raw);
+    if (!r.success) return { ok: false, detail: describeIssues(r.error.issues) };
+    const tools: Tool[] = [];
+    for (const tool of r.data.tools) {
+      const schemas = guardToolSchemas(tool.inputSchema, tool.outputSchema, this.d.schemaLimits);
+      if (!schemas.ok) {
+        this.d.metrics.schemasRefused.inc({ source: 'device', reason: schemas.reason });
+        const { reason, detail } = schemas;
+        this.d.log.warn({ tool: tool.name, reason, detail }, 'tool schema over the bounds; tool left out of the catalog');
+        continue;
+      }
+      const kept: Tool = { ...tool, inputSchema: schemas.inputSchema };
+      if (schemas.outputSchema) kept.outputSchema = schemas.outputSchema;
+      tools.push(kept);
+    }
+    return { ok: true, page: { ...r.data, tools } };
+  }
+}

@@ -1,0 +1,165 @@
+import { encodeMcpFrame, normalizeRpcError, rpcRequest, unparsableReplyId, type RpcErrorResponse, type RpcId } from '@voxgate/protocol';
+import type { Logger } from 'pino';
+import { GatewayError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
+import type { BadInputLog } from './bad-input-log.js';
+
+export interface RpcChannelDeps {
+  deviceId: string;
+  /** The MCP envelope's session id of every request. */
+  sessionId: string;
+  /** Sends one text frame; false when the link is closed and nothing was sent. */
+  send: (text: string) => boolean;
+  /** True once the session is closed: no request is sent any more. */
+  isClosed: () => boolean;
+  log: Logger;
+  metrics: Metrics;
+  badInput: BadInputLog;
+}
+
+/** Reads the reply to request `id` from its raw text before it is parsed; undefined: not taken (parsed as usual). */
+export interface RawReplyReader {
+  read(text: string, id: number): unknown;
+}
+
+interface Pending {
+  method: string;
+  resolve: (result: unknown) => void;
+  reject: (err: GatewayError) => void;
+  timer: NodeJS.Timeout;
+}
+
+/** The id of the request a refused frame answers is read from its start (the firmware writes it first). */
+const REPLY_HEAD = 512;
+/** How much of an unparsable reply a caller is shown. */
+const MAX_RAW_REPLY = 1024;
+
+/**
+ * Requests to one device and the matching of its replies (the MCP SDK's Protocol layer): ids, pending
+ * requests with their timeouts, replies that settle them, replies refused before they could be read, and
+ * replies that match nothing (late or unknown ids, counted).
+ */
+export class RpcChannel {
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  /** The one request whose reply may be read from raw text (the tools/list walk asks one page at a time). */
+  private raw: { id: number; reader: RawReplyReader } | undefined;
+
+  constructor(private readonly d: RpcChannelDeps) {}
+
+  get pendingCount(): number {
+    return this.pending.size;
+  }
+
+  offline(): GatewayError {
+    return new GatewayError('DEVICE_OFFLINE', `device ${this.d.deviceId} is offline`);
+  }
+
+  /**
+   * Send a request and await its reply; ids are small positive integers (devices drop string ids).
+   * `reportedMs`: the timeout the caller asked for, which the error names (`timeoutMs` may be what is left of it).
+   * `raw`: reads this request's reply from its text before the frame parser runs (see `takeRaw`).
+   */
+  request(
+    method: string,
+    params: Record<string, unknown> | undefined,
+    timeoutMs: number,
+    opts: { reportedMs?: number; raw?: RawReplyReader } = {},
+  ): Promise<unknown> {
+    if (this.d.isClosed()) return Promise.reject(this.offline());
+    const id = this.nextId++;
+    const reportedMs = opts.reportedMs ?? timeoutMs;
+    const payload = rpcRequest(id, method, params);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.forget(id);
+        reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not answer ${method} within ${reportedMs} ms`));
+      }, timeoutMs);
+      this.pending.set(id, { method, resolve, reject, timer });
+      if (opts.raw) this.raw = { id, reader: opts.raw };
+      if (!this.d.send(encodeMcpFrame(this.d.sessionId, payload))) {
+        clearTimeout(timer);
+        this.forget(id);
+        reject(this.offline());
+      }
+    });
+  }
+
+  /** A text frame, offered to the raw reader of the request awaiting one; true when it settled that request. */
+  takeRaw(text: string): boolean {
+    const raw = this.raw;
+    if (raw === undefined) return false;
+    const value = raw.reader.read(text, raw.id);
+    if (value === undefined) return false;
+    this.settle(raw.id, (p) => p.resolve(value));
+    return true;
+  }
+
+  /** A JSON-RPC result from the device. */
+  onResult(id: RpcId | null, result: unknown): void {
+    this.settle(id, (p) => p.resolve(result));
+  }
+
+  /** A JSON-RPC error from the device: the request fails with DEVICE_ERROR and the device's code. */
+  onError(id: RpcId | null, error: RpcErrorResponse['error']): void {
+    const err = normalizeRpcError(error);
+    this.settle(id, (p) =>
+      p.reject(new GatewayError('DEVICE_ERROR', err.message, { rpcCode: err.code, codeInferred: err.inferredCode, method: p.method })),
+    );
+  }
+
+  /**
+   * A frame refused at the parse boundary (not JSON even after repair, too large, too deep) may still
+   * answer a request: the firmware writes the envelope and `"id":N` first, so the start of the text says
+   * which. That request fails now with DEVICE_ERROR (and, for text that is not JSON, the raw text) instead
+   * of waiting out its timeout.
+   */
+  refuseReply(text: string, reason: string, detail: string): void {
+    const id = unparsableReplyId(text.length > REPLY_HEAD ? text.slice(0, REPLY_HEAD) : text);
+    if (id === undefined || !this.pending.has(id)) return;
+    const raw = text.length > MAX_RAW_REPLY ? `${text.slice(0, MAX_RAW_REPLY)}…` : text;
+    const message = reason === 'not_json' ? `device sent a reply that is not JSON: ${raw}` : `device reply refused (${reason}): ${detail}`;
+    const unparsable = reason === 'not_json' ? { unparsable: true } : {};
+    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', message, { method: p.method, reason, ...unparsable })));
+  }
+
+  /**
+   * The link refused a message over its size limit without reading it all; the request it answers (read
+   * from the start of the message) fails now with a clear error, instead of waiting out its timeout or
+   * losing the connection.
+   */
+  refuseOversized(bytes: number, limit: number, head: string): void {
+    const id = unparsableReplyId(head);
+    const detail = `device reply of ${bytes} bytes exceeds the ${limit}-byte limit (mqtt.maxPacketBytes); it was refused`;
+    this.d.log.warn({ bytes, limit, id }, 'device message over the size limit refused');
+    if (id === undefined || !this.pending.has(id)) return;
+    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', detail, { method: p.method, bytes, limit })));
+  }
+
+  /** Fail every pending request at once (the link closed, a newer connection took over). */
+  failAll(err: GatewayError): void {
+    for (const [id, p] of this.pending) {
+      clearTimeout(p.timer);
+      this.forget(id);
+      p.reject(err);
+    }
+  }
+
+  private settle(id: RpcId | null, fn: (p: Pending) => void): void {
+    const p = typeof id === 'number' ? this.pending.get(id) : undefined;
+    if (typeof id !== 'number' || !p) {
+      this.d.metrics.lateReplies.inc();
+      const shown = typeof id === 'string' ? id.slice(0, 64) : id;
+      this.d.badInput.note('debug', { id: shown }, 'reply matches no pending request (late or unknown id); dropped');
+      return;
+    }
+    clearTimeout(p.timer);
+    this.forget(id);
+    fn(p);
+  }
+
+  private forget(id: number): void {
+    this.pending.delete(id);
+    if (this.raw?.id === id) this.raw = undefined;
+  }
+}

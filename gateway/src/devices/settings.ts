@@ -1,0 +1,35 @@
+import type { JsonLimits } from '@voxgate/protocol';
+import type { SchemaLimits } from '../schemas/untrusted-schema.js';
+
+/** What every device session of this gateway runs with (config `session`, `calls`, `frames`, `schemas`, `vision`). */
+export interface SessionSettings {
+  requestTimeoutMs: number;
+  maxToolPages: number;
+  maxTools: number;
+  defaultCallTimeoutMs: number;
+  maxCallTimeoutMs: number;
+  queueLimit: number;
+  concurrency: number;
+  clientInfo: { name: string; version: string };
+  /** Depth and size bounds of every frame, checked before it is parsed. */
+  frameLimits: JsonLimits;
+  /** Bounds of each tool schema in the catalog; a tool over them is left out. */
+  schemaLimits: SchemaLimits;
+  /** Setup (initialize, each tools/list page) is retried while the link is up: first wait, doubling up to the max. */
+  setupRetryMinMs: number;
+  setupRetryMaxMs: number;
+  /** Failures other than timeouts (a malformed reply, a device error) tolerated per setup step before giving up. */
+  setupMaxErrors: number;
+  /** Re-send initialize with a fresh vision token this often (before the token expires); unset: never. */
+  visionRefreshMs?: number | undefined;
+}
+
+export type SessionState = 'awaiting_hello' | 'initializing' | 'ready' | 'failed' | 'closed';
+
+/** What setup is doing while it retries a busy device (a long tool, a voice-session wait, a Wi-Fi blip). */
+export interface SetupProgress {
+  step: string;
+  attempt: number;
+  lastError: string;
+  retryAt: number;
+}

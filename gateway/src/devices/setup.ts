@@ -1,0 +1,232 @@
+import { InitializeResultSchema, buildInitializeParams, type InitializeResult, type Tool, type VisionCapability } from '@voxgate/protocol';
+import type { Logger } from 'pino';
+import { GatewayError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
+import type { CallQueue } from './call-queue.js';
+import { ToolCatalog } from './catalog.js';
+import type { PageReader } from './page-reader.js';
+import type { RpcChannel } from './rpc-channel.js';
+import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
+import type { CachedPage } from './tools-page-cache.js';
+
+export interface SetupDeps {
+  deviceId: string;
+  log: Logger;
+  metrics: Metrics;
+  settings: SessionSettings;
+  channel: RpcChannel;
+  queue: CallQueue;
+  /** A fresh reader for one tools/list walk. */
+  pageReader: () => PageReader;
+  /** Minted per (re)initialize: the vision token expires. */
+  vision: () => VisionCapability | undefined;
+  /** The session's state: 'closed' ends every retry; progress is reported while 'initializing'. */
+  state: () => SessionState;
+}
+
+/** A page the device refused with an answer that cannot change: the walk stopped there. */
+export interface CatalogGap {
+  /** The page that was refused (1-based). */
+  page: number;
+  /** The last tool listed before it, if any. */
+  after: string | undefined;
+  /** The device's error. */
+  error: string;
+  /** What operators are shown (the device summary, the console's badge). */
+  warning: string;
+}
+
+/** The result of one tools/list walk. */
+export interface ListedTools {
+  catalog: ToolCatalog;
+  /** Set when the device refused a page for good: the catalog holds the pages before it. */
+  gap?: CatalogGap;
+}
+
+/**
+ * A device's setup: initialize, the tools/list walk (its page reader, the page cache's fast path),
+ * retries while the link is up, relisting after list_changed, and the vision token's refresh.
+ */
+export class DeviceSetup {
+  /** Set while a setup step is being retried; cleared by the session once the device is ready. */
+  progress: SetupProgress | undefined;
+  /** Ends a retry's backoff early when the link closes. */
+  private retryWait: { timer: NodeJS.Timeout; wake: () => void } | undefined;
+  private visionTimer: NodeJS.Timeout | undefined;
+  private relisting = false;
+
+  constructor(private readonly d: SetupDeps) {}
+
+  initialize(): Promise<InitializeResult> {
+    const { settings } = this.d;
+    return this.withRetry('initialize', async () => {
+      const params = buildInitializeParams(settings.clientInfo, this.d.vision());
+      return InitializeResultSchema.parse(await this.d.channel.request('initialize', params, settings.requestTimeoutMs));
+    });
+  }
+
+  /**
+   * Walk `tools/list` while `nextCursor` is present, guarding against repeated cursors and endless pages.
+   * A page that fails is asked for again (same cursor): the pages already fetched are kept. A page the
+   * device refuses with a JSON-RPC error ends the walk: that answer cannot change (the firmware refuses a
+   * page holding a tool larger than its page, and its cursor never moves past that tool).
+   */
+  async listTools(): Promise<ListedTools> {
+    const { settings } = this.d;
+    const reader = this.d.pageReader();
+    const tools: Tool[] = [];
+    const seen = new Set<string>();
+    const pages: CachedPage[] = [];
+    let cursor: string | undefined;
+    let gap: CatalogGap | undefined;
+    for (let page = 1; ; page++) {
+      const params: Record<string, unknown> = { withUserTools: true };
+      if (cursor !== undefined) params['cursor'] = cursor;
+      let p: CachedPage;
+      try {
+        p = await this.withRetry(`tools/list page ${page}`, () => this.requestPage(reader, params, page), refusedForGood);
+      } catch (e) {
+        if (!refusedForGood(e) || this.d.state() === 'closed') throw e;
+        gap = catalogGap(page, tools[tools.length - 1]?.name, e.message);
+        const logged = { page, after: gap.after, err: gap.error, tools: tools.length };
+        this.d.log.warn(logged, 'the device refused a tools/list page; keeping the pages before it');
+        break;
+      }
+      pages.push(p);
+      tools.push(...p.result.tools);
+      const next = p.result.nextCursor;
+      if (next === undefined || next === '') break;
+      if (seen.has(next)) {
+        this.d.log.warn({ cursor: next, page }, 'device repeated a tools/list cursor; stopping the walk');
+        break;
+      }
+      if (page >= settings.maxToolPages) {
+        this.d.log.warn({ pages: page }, 'tools/list page cap reached; catalog truncated');
+        break;
+      }
+      if (tools.length >= settings.maxTools) break;
+      seen.add(next);
+      cursor = next;
+    }
+    const catalog = this.catalogOf(pages, tools);
+    return gap ? { catalog, gap } : { catalog };
+  }
+
+  /** Re-read the catalog after the device says it changed; undefined when it failed (the old one stays). */
+  async relist(): Promise<ListedTools | undefined> {
+    if (this.relisting) return undefined;
+    this.relisting = true;
+    try {
+      return await this.listTools();
+    } catch (e) {
+      this.d.log.warn({ err: e instanceof Error ? e.message : String(e) }, 'tools/list after list_changed failed; keeping the old catalog');
+      return undefined;
+    } finally {
+      this.relisting = false;
+    }
+  }
+
+  /**
+   * The vision token is minted with an expiry, so a long-lived (MQTT) device would lose vision one token
+   * lifetime after connecting. The firmware accepts a repeated initialize and takes the new URL and token
+   * from it; it goes through the call queue, so it never overlaps a call in flight.
+   */
+  scheduleVisionRefresh(afterMs: number | undefined): void {
+    if (afterMs === undefined || this.d.state() === 'closed') return;
+    clearTimeout(this.visionTimer);
+    this.visionTimer = setTimeout(() => void this.refreshVision(), afterMs);
+  }
+
+  /** The link closed: no more retries or refreshes. */
+  close(): void {
+    clearTimeout(this.visionTimer);
+    if (this.retryWait) {
+      clearTimeout(this.retryWait.timer);
+      this.retryWait.wake();
+    }
+  }
+
+  private catalogOf(pages: CachedPage[], tools: Tool[]): ToolCatalog {
+    const max = this.d.settings.maxTools;
+    if (tools.length <= max) return ToolCatalog.fromPages(pages, tools);
+    this.d.log.warn({ tools: tools.length, cap: max }, 'tool cap reached; catalog truncated');
+    tools.length = max;
+    return ToolCatalog.from(tools);
+  }
+
+  private async refreshVision(): Promise<void> {
+    const vision = this.d.vision();
+    if (!vision || this.d.state() === 'closed') return;
+    this.d.log.debug('vision token refresh queued');
+    const { settings } = this.d;
+    const timeoutMs = settings.requestTimeoutMs;
+    try {
+      // Queued like a call, with room to wait behind the longest call the device may be running.
+      await this.d.queue.enqueue(Date.now() + settings.maxCallTimeoutMs + timeoutMs, (remaining) =>
+        this.d.channel.request('initialize', buildInitializeParams(settings.clientInfo, vision), Math.min(remaining, timeoutMs)),
+      );
+      this.d.log.debug('vision token refreshed');
+      this.scheduleVisionRefresh(settings.visionRefreshMs);
+    } catch (e) {
+      if (this.d.state() === 'closed') return; // closed while queued
+      this.d.log.warn({ err: e instanceof Error ? e.message : String(e) }, 'vision token refresh failed; retrying');
+      this.scheduleVisionRefresh(settings.setupRetryMaxMs);
+    }
+  }
+
+  /** One tools/list page, validated, from the page cache when another device already sent the same text. */
+  private async requestPage(reader: PageReader, params: Record<string, unknown>, page: number): Promise<CachedPage> {
+    const reply = await this.d.channel.request('tools/list', params, this.d.settings.requestTimeoutMs, { raw: reader });
+    return reader.page(reply, page);
+  }
+
+  /**
+   * One setup step, retried with backoff while the link is up. The firmware answers only from its main
+   * task, so a long tool or a voice-session wait delays a reply past any fixed timeout: timeouts are
+   * retried for as long as the device stays connected; other failures up to `setupMaxErrors` times, and
+   * an answer that cannot change (`final`) not at all.
+   */
+  private async withRetry<T>(step: string, run: () => Promise<T>, final: (e: unknown) => boolean = () => false): Promise<T> {
+    let errors = 0;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await run();
+      } catch (e) {
+        if (this.d.state() === 'closed' || final(e)) throw e;
+        const timedOut = e instanceof GatewayError && e.code === 'DEVICE_TIMEOUT';
+        if (!timedOut && ++errors >= this.d.settings.setupMaxErrors) throw e;
+        await this.backoff(step, attempt, e);
+        if (this.d.state() === 'closed') throw this.d.channel.offline(); // closed during the wait
+      }
+    }
+  }
+
+  private async backoff(step: string, attempt: number, e: unknown): Promise<void> {
+    const { setupRetryMinMs: min, setupRetryMaxMs: max } = this.d.settings;
+    const waitMs = Math.min(max, min * 2 ** Math.min(attempt - 1, 20));
+    const lastError = e instanceof Error ? e.message : String(e);
+    if (this.d.state() === 'initializing') this.progress = { step, attempt, lastError, retryAt: Date.now() + waitMs };
+    this.d.metrics.setupRetries.inc({ step: step.startsWith('tools/list') ? 'tools_list' : 'initialize' });
+    this.d.log.warn({ step, attempt, err: lastError, retryInMs: waitMs }, 'device setup step failed; retrying while the link is up');
+    await new Promise<void>((wake) => {
+      this.retryWait = { timer: setTimeout(wake, waitMs), wake };
+    });
+    this.retryWait = undefined;
+  }
+}
+
+/** The device answered with a JSON-RPC error: asking again with the same cursor gets the same answer. */
+function refusedForGood(e: unknown): e is GatewayError {
+  return e instanceof GatewayError && e.code === 'DEVICE_ERROR' && e.extra['rpcCode'] !== undefined;
+}
+
+/** A device error is bounded before it is kept in the summary, the event and the log. */
+const MAX_GAP_ERROR = 200;
+
+function catalogGap(page: number, after: string | undefined, error: string): CatalogGap {
+  const warning =
+    after === undefined
+      ? 'catalog incomplete: the first tools/list page was refused by the device'
+      : `catalog incomplete: tool after ${after} refused by the device`;
+  return { page, after, error: error.length > MAX_GAP_ERROR ? `${error.slice(0, MAX_GAP_ERROR)}…` : error, warning };
+}

@@ -1,0 +1,42 @@
+import { normalizeDeviceId } from '@voxgate/protocol';
+import type { CallToolResult } from '@modelcontextprotocol/client';
+import { GatewayError } from '../errors.js';
+import type { HubDevices } from './types.js';
+import type { CallContext } from './upstream/base.js';
+
+/** The generic device tools (`devices_list`, `device_call`) and calls to one device's tool. */
+export class DeviceTools {
+  constructor(private readonly d: { registry: HubDevices; deviceCallTimeoutMs: number; devicesListMax: number }) {}
+
+  /** One page: a fleet of thousands must not become one tool result (an LLM's context, a /mcp message). */
+  list(args: Record<string, unknown>): CallToolResult {
+    const onlineOnly = args['online_only'] !== false;
+    const page = this.d.registry.page(onlineOnly ? { online: true } : {}, { limit: this.d.devicesListMax, after: undefined });
+    const devices = page.devices.map((d) => {
+      const session = d.online ? this.d.registry.find(d.id) : undefined;
+      const tools = session?.catalog?.tools.filter((x) => !x.userOnly).map((x) => ({ name: x.name, description: x.description, inputSchema: x.inputSchema })) ?? [];
+      return { device_id: d.id, online: d.online, state: d.state, board: d.server?.name ?? null, tools };
+    });
+    const listed = page.next === undefined ? { devices } : { devices, truncated: true, note: `only the first ${this.d.devicesListMax} devices are listed; call device_call with any device id` };
+    return { content: [{ type: 'text', text: JSON.stringify(listed) }], structuredContent: listed };
+  }
+
+  /** `device_call {device_id, tool, arguments}`. */
+  callGeneric(args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
+    const deviceId = args['device_id'];
+    const tool = args['tool'];
+    const a = args['arguments'] ?? {};
+    if (typeof deviceId !== 'string' || typeof tool !== 'string' || typeof a !== 'object' || a === null || Array.isArray(a))
+      throw new GatewayError('INVALID_ARGUMENTS', 'device_call needs {"device_id": string, "tool": string, "arguments": object}');
+    // Any MAC spelling names the device; anything else is looked up as given (and not found).
+    return this.call(normalizeDeviceId(deviceId) ?? deviceId, tool, a as Record<string, unknown>, ctx);
+  }
+
+  async call(deviceId: string, tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
+    const session = this.d.registry.device(deviceId);
+    if (session.findTool(tool)?.userOnly) throw new GatewayError('TOOL_NOT_FOUND', `"${tool}" on device ${deviceId} is for people only, not for an LLM`);
+    const out = await session.call(tool, args, { timeoutMs: ctx.timeoutMs ?? this.d.deviceCallTimeoutMs });
+    const { durationMs: _d, ...result } = out;
+    return result as CallToolResult;
+  }
+}

@@ -1,0 +1,126 @@
+import { GatewayError } from '../errors.js';
+import { buildNamespace, deviceToolRaw, serverToolRaw, TOOL_NAME, type ToolTarget } from './names.js';
+import { rewriteToolReferences } from './tool-references.js';
+import type { Caller, DeviceToolMode, HubDevices, HubTool, ListedDevice } from './types.js';
+import type { Upstream } from './upstream/base.js';
+
+export const GENERIC_TOOLS: Record<'devices_list' | 'device_call', Omit<HubTool, 'name' | 'source'>> = {
+  devices_list: {
+    description: 'Lists the voice devices connected to the gateway, with the tools each one offers. Call it before device_call.',
+    inputSchema: { type: 'object', properties: { online_only: { type: 'boolean', description: 'Only devices online now (default true)' } }, additionalProperties: false },
+    annotations: { readOnlyHint: true },
+  },
+  device_call: {
+    description: 'Calls a tool on one device. Get device ids and tool names from devices_list.',
+    inputSchema: {
+      type: 'object',
+      properties: {
+        device_id: { type: 'string', maxLength: 64, description: 'Device id (MAC address) from devices_list' },
+        tool: { type: 'string', maxLength: 256, description: "The device's tool name, e.g. self.audio_speaker.set_volume" },
+        arguments: { type: 'object', description: "The tool's arguments", additionalProperties: true },
+      },
+      required: ['device_id', 'tool'],
+      additionalProperties: false,
+    },
+  },
+};
+
+export function targetKey(t: ToolTarget): string {
+  return t.kind === 'server' ? `s\0${t.server}\0${t.tool}` : t.kind === 'device' ? `d\0${t.deviceId}\0${t.tool}` : `g\0${t.tool}`;
+}
+
+/** Whether a caller may see a server: servers limited to tenants are hidden from every other caller. */
+export function visibleTo(u: Upstream, caller: Caller): boolean {
+  const t = u.config.tenants;
+  return !t || (caller.tenant !== undefined && t.includes(caller.tenant));
+}
+
+/**
+ * The one namespace of tools: every server's tools, every ready device's tools, the generic device tools.
+ * Rebuilt lazily after a change (a device came, went or changed its tools; a server's tools changed).
+ */
+export class ToolNamespace {
+  private version = 0;
+  private ns: { version: number; map: Map<string, ToolTarget>; byTarget: Map<string, string> } | undefined;
+
+  constructor(
+    private readonly upstreams: ReadonlyMap<string, Upstream>,
+    private readonly devices: HubDevices,
+    private readonly mode: DeviceToolMode,
+  ) {}
+
+  /** Something in the namespace changed: the next read rebuilds it. */
+  invalidate(): void {
+    this.version++;
+  }
+
+  private current() {
+    if (this.ns?.version === this.version) return this.ns;
+    const entries: Array<{ raw: string; target: ToolTarget }> = [];
+    for (const u of this.upstreams.values())
+      for (const t of u.knownTools) entries.push({ raw: serverToolRaw(u.config.name, t.name), target: { kind: 'server', server: u.config.name, tool: t.name } });
+    if (this.mode !== 'generic')
+      for (const s of this.readyDevices())
+        for (const t of s.catalog!.tools) if (!t.userOnly) entries.push({ raw: deviceToolRaw(s.deviceId, t.name), target: { kind: 'device', deviceId: s.deviceId, tool: t.name } });
+    if (this.mode !== 'per_device') {
+      entries.push({ raw: 'devices_list', target: { kind: 'generic', tool: 'devices_list' } });
+      entries.push({ raw: 'device_call', target: { kind: 'generic', tool: 'device_call' } });
+    }
+    const map = buildNamespace(entries);
+    const byTarget = new Map<string, string>();
+    for (const [name, t] of map) byTarget.set(targetKey(t), name);
+    this.ns = { version: this.version, map, byTarget };
+    return this.ns;
+  }
+
+  /** Ready devices with a catalog: local sessions, plus (cluster) the ready devices of the other instances. */
+  private readyDevices(): ListedDevice[] {
+    return this.devices.ready().filter((s) => (s.state === undefined || s.state === 'ready') && s.catalog !== undefined);
+  }
+
+  /** The provider-neutral tool list for this caller: servers' tools, device tools, generic device tools. */
+  tools(caller: Caller): HubTool[] {
+    const ns = this.current();
+    const out: HubTool[] = [];
+    for (const u of this.upstreams.values()) {
+      if (!visibleTo(u, caller)) continue;
+      for (const t of u.tools) {
+        const name = ns.byTarget.get(targetKey({ kind: 'server', server: u.config.name, tool: t.name }));
+        if (!name) continue;
+        // Everything the server defined passes on; only the name (namespaced) is ours.
+        const { name: _n, description, inputSchema, title, outputSchema, annotations, ...fields } = t;
+        const entry: HubTool = { name, description: description ?? '', inputSchema: inputSchema as Record<string, unknown>, source: { kind: 'server', server: u.config.name, tool: t.name } };
+        if (annotations) entry.annotations = annotations as Record<string, unknown>;
+        if (typeof title === 'string') entry.title = title;
+        if (outputSchema) entry.outputSchema = outputSchema as Record<string, unknown>;
+        if (Object.keys(fields).length > 0) entry.fields = fields;
+        if (u.config.responseInstruction) entry.responseInstruction = u.config.responseInstruction;
+        if (u.config.autoContextTools.includes(t.name)) entry.autoContext = true;
+        out.push(entry);
+      }
+    }
+    if (this.mode !== 'generic')
+      for (const s of this.readyDevices())
+        for (const t of s.catalog!.tools) {
+          if (t.userOnly) continue;
+          const name = ns.byTarget.get(targetKey({ kind: 'device', deviceId: s.deviceId, tool: t.name }));
+          if (!name) continue;
+          // The firmware's own tool names inside descriptions become the names callers can call.
+          const description = rewriteToolReferences(t.description, (tool) => ns.byTarget.get(targetKey({ kind: 'device', deviceId: s.deviceId, tool })));
+          const entry: HubTool = { name, description: `[device ${s.deviceId}] ${description}`, inputSchema: t.inputSchema, source: { kind: 'device', deviceId: s.deviceId, tool: t.name } };
+          if (t.annotations) entry.annotations = t.annotations;
+          out.push(entry);
+        }
+    if (this.mode !== 'per_device') for (const [name, def] of Object.entries(GENERIC_TOOLS)) out.push({ name, ...def, source: { kind: 'generic' } });
+    return out;
+  }
+
+  /** Resolve a namespaced name to its target, for this caller; TOOL_NOT_FOUND otherwise. */
+  resolve(name: string, caller: Caller): ToolTarget {
+    if (!TOOL_NAME.test(name)) throw new GatewayError('TOOL_NOT_FOUND', `"${name.slice(0, 80)}" is not a tool name`, { tool: name.slice(0, 80) });
+    const t = this.current().map.get(name);
+    if (!t || (t.kind === 'server' && !visibleTo(this.upstreams.get(t.server)!, caller)))
+      throw new GatewayError('TOOL_NOT_FOUND', `no tool named "${name}"; list them with GET /v1/tools or tools/list`, { tool: name });
+    return t;
+  }
+}

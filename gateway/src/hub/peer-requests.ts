@@ -1,0 +1,31 @@
+import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
+import type { Logger } from 'pino';
+import type { Metrics } from '../metrics.js';
+import type { CallsInFlight } from './in-flight.js';
+import type { PeerMethod } from './upstream/base.js';
+
+/**
+ * A server asks its client something (sampling, elicitation) while it serves calls. Only the caller of a
+ * call running on that server may answer, and only when it is the one caller there: with several, the
+ * request can't be told apart and goes to nobody (one caller never sees another's).
+ */
+export function routePeerRequest(
+  d: { calls: CallsInFlight; metrics: Metrics; log: Logger },
+  server: string,
+  method: PeerMethod,
+  params: Record<string, unknown>,
+  signal: AbortSignal,
+): Promise<Record<string, unknown>> {
+  const peers = d.calls.peersOn(server);
+  const refuse = (why: string) => {
+    d.metrics.hubCalls.inc({ kind: 'peer_request', outcome: 'refused' });
+    d.log.info({ server, method, why }, 'request from an MCP server refused');
+    return Promise.reject(new ProtocolError(ProtocolErrorCode.InvalidRequest, `${method} refused by the Voxgate gateway: ${why}`));
+  };
+  if (peers.size === 0) return refuse('no MCP client is waiting on a call to this server that could answer it');
+  if (peers.size > 1) return refuse('several clients are calling this server at once and the request does not say for which call it is');
+  const peer = [...peers.values()][0]!;
+  if (!peer.supports(method)) return refuse(`the calling MCP client does not support ${method.split('/')[0]}`);
+  d.metrics.hubCalls.inc({ kind: 'peer_request', outcome: 'forwarded' });
+  return peer.request(method, params, signal);
+}

@@ -1,0 +1,225 @@
+import type {
+  CallToolResult,
+  CompleteRequest,
+  CompleteResult,
+  GetPromptResult,
+  LoggingLevel,
+  LoggingMessageNotificationParams,
+  Prompt,
+  ReadResourceResult,
+  Resource,
+  ResourceTemplateType as ResourceTemplate,
+  Tool,
+} from '@modelcontextprotocol/client';
+import type { Logger } from 'pino';
+import { GatewayError } from '../../errors.js';
+import type { ServerConfig } from '../config.js';
+import type { Tokens } from '../credentials.js';
+import type { SchemaLimits } from '../../schemas/untrusted-schema.js';
+import type { SchemaValidators } from '../../schemas/validators.js';
+
+export type ServerState = 'starting' | 'ready' | 'failed' | 'restarting' | 'stopped' | 'disabled';
+
+export interface HubSettings {
+  connectTimeoutMs: number;
+  callTimeoutMs: number;
+  killGraceMs: number;
+  maxRestarts: number;
+  restartBaseDelayMs: number;
+  restartMaxDelayMs: number;
+  /** A server up this long has its restart count reset. */
+  restartResetMs: number;
+  /** A result counts its text once (content or its structured twin, the larger); see result-cap.ts. */
+  maxResultBytes: number;
+  maxTools: number;
+  allowPrivateNetwork: boolean;
+  /** Asked of every server with the logging capability; their log notifications are passed to /mcp sessions. */
+  logLevel?: LoggingLevel;
+  /** Log messages per second passed on per server (token bucket, burst of as many). */
+  logRatePerSecond?: number;
+  clientInfo: { name: string; version: string };
+  /** Hosted servers' tool schemas are untrusted: bounded at load, compiled only by the shared safe validators. */
+  schemaLimits: SchemaLimits;
+  validators: SchemaValidators;
+}
+
+export interface Progress {
+  progress: number;
+  total?: number | undefined;
+  message?: string | undefined;
+}
+
+/**
+ * Requests a hosted server may make of its client while it serves a call: passed on to the caller.
+ * Not `roots/list`: servers keep the answer for their whole session (server-everything caches it; the
+ * filesystem server replaces its allowed directories with it), and the session is shared by every caller,
+ * so one client's roots would reach the others. The hub declares no `roots` capability upstream.
+ */
+export const PEER_METHODS = ['sampling/createMessage', 'elicitation/create'] as const;
+export type PeerMethod = (typeof PEER_METHODS)[number];
+
+/** The `/mcp` client a call came from: it alone may answer what the server asks while serving that call. */
+export interface Peer {
+  /** Callers are told apart by identity (one per /mcp session or stateless request). */
+  readonly key: object;
+  supports(method: PeerMethod): boolean;
+  request(method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal): Promise<Record<string, unknown>>;
+}
+
+export interface CallContext {
+  tokens?: Tokens | undefined;
+  timeoutMs?: number | undefined;
+  /** The caller gave up (its request was cancelled): the upstream is sent notifications/cancelled. */
+  signal?: AbortSignal | undefined;
+  /** Set when the caller asked for progress (a progress token): the upstream's progress, for it alone. */
+  onProgress?: ((p: Progress) => void) | undefined;
+  peer?: Peer | undefined;
+}
+
+export interface ServerStatus {
+  name: string;
+  type: ServerConfig['type'];
+  state: ServerState;
+  lastError: string | null;
+  toolCount: number;
+  tools: string[];
+  restarts: number;
+  pid: number | null;
+  since: string;
+  serverInfo: { name: string; version: string } | null;
+  capabilities: { tools: boolean; resources: boolean; prompts: boolean };
+  tenants: string[] | null;
+  systemInstruction: string | null;
+}
+
+export interface UpstreamDeps {
+  log: Logger;
+  settings: HubSettings;
+  /** Called when this server's tool list changed (connected, relisted, lost). */
+  onToolsChanged: () => void;
+  onStateChange?: (state: ServerState) => void;
+  /** A message over the size limit was skipped (counted by the hub). */
+  onOversized?: () => void;
+  onLog?: (params: LoggingMessageNotificationParams) => void;
+  onResourceUpdated?: (uri: string) => void;
+  /** A request from the server (sampling, elicitation): the hub finds the one caller that may answer. */
+  onPeerRequest?: (method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal) => Promise<Record<string, unknown>>;
+  /** A tool was left out because its schema is over the bounds (a metric). */
+  onSchemaRefused?: (reason: string) => void;
+}
+
+/** What the hub needs of every kind of server. */
+export abstract class Upstream {
+  private current: ServerState = 'starting';
+  lastError: string | undefined;
+  protected allTools: Tool[] = [];
+  protected since = Date.now();
+  restarts = 0;
+
+  constructor(
+    readonly config: ServerConfig,
+    protected readonly d: UpstreamDeps,
+  ) {}
+
+  /** Changed only through setState, so that the state metric and `since` follow. */
+  get state(): ServerState {
+    return this.current;
+  }
+
+  /** A server the configuration turns off: never started. */
+  disable(): void {
+    this.setState('disabled');
+  }
+
+  /** The tools callers may see (ready servers only): `allowed_tools` applied, capped. */
+  get tools(): readonly Tool[] {
+    return this.state === 'ready' ? this.knownTools : [];
+  }
+
+  /**
+   * The last tools this server listed, whatever its state: their names keep resolving while it restarts
+   * or is down, so a call answers "not available right now" instead of "no tool named".
+   */
+  get knownTools(): readonly Tool[] {
+    if (this.state === 'stopped' || this.state === 'disabled') return [];
+    const allowed = this.config.allowedTools;
+    const list = allowed ? this.allTools.filter((t) => allowed.includes(t.name)) : this.allTools;
+    return list.slice(0, this.d.settings.maxTools);
+  }
+
+  hasTool(name: string): boolean {
+    return this.knownTools.some((t) => t.name === name);
+  }
+
+  /** The inputSchema of a tool this server offers (already bounded and sanitized at load). */
+  inputSchemaOf(name: string): Record<string, unknown> | undefined {
+    return this.knownTools.find((t) => t.name === name)?.inputSchema as Record<string, unknown> | undefined;
+  }
+
+  abstract start(): Promise<void>;
+  abstract call(tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult>;
+  abstract close(): Promise<void>;
+  listResources(_ctx: CallContext): Promise<Resource[]> {
+    return Promise.resolve([]);
+  }
+  readResource(uri: string, _ctx: CallContext): Promise<ReadResourceResult> {
+    return Promise.reject(new GatewayError('NOT_FOUND', `server "${this.config.name}" has no resource ${uri}`));
+  }
+  listPrompts(_ctx: CallContext): Promise<Prompt[]> {
+    return Promise.resolve([]);
+  }
+  getPrompt(name: string, _args: Record<string, string>, _ctx: CallContext): Promise<GetPromptResult> {
+    return Promise.reject(new GatewayError('NOT_FOUND', `server "${this.config.name}" has no prompt "${name}"`));
+  }
+  listResourceTemplates(_ctx: CallContext): Promise<ResourceTemplate[]> {
+    return Promise.resolve([]);
+  }
+  complete(_params: CompleteRequest['params'], _ctx: CallContext): Promise<CompleteResult> {
+    return Promise.resolve({ completion: { values: [] } });
+  }
+  subscribe(uri: string): Promise<void> {
+    return Promise.reject(new GatewayError('NOT_FOUND', `server "${this.config.name}" offers no subscription to ${uri.slice(0, 200)}`));
+  }
+  unsubscribe(_uri: string): Promise<void> {
+    return Promise.resolve();
+  }
+  protected capabilities(): ServerStatus['capabilities'] {
+    return { tools: true, resources: false, prompts: false };
+  }
+  protected pid(): number | null {
+    return null;
+  }
+  protected serverInfo(): ServerStatus['serverInfo'] {
+    return null;
+  }
+
+  status(): ServerStatus {
+    return {
+      name: this.config.name,
+      type: this.config.type,
+      state: this.state,
+      lastError: this.lastError ?? null,
+      toolCount: this.tools.length,
+      tools: this.tools.map((t) => t.name),
+      restarts: this.restarts,
+      pid: this.pid(),
+      since: new Date(this.since).toISOString(),
+      serverInfo: this.serverInfo(),
+      capabilities: this.capabilities(),
+      tenants: this.config.tenants ?? null,
+      systemInstruction: this.config.systemInstruction ?? null,
+    };
+  }
+
+  protected setState(state: ServerState, error?: string): void {
+    const changed = this.current !== state;
+    this.current = state;
+    this.since = Date.now();
+    if (error !== undefined) this.lastError = error;
+    if (changed) this.d.onStateChange?.(state);
+  }
+
+  protected timeout(ctx: CallContext): number {
+    return Math.min(ctx.timeoutMs ?? this.config.timeoutMs ?? this.d.settings.callTimeoutMs, this.config.timeoutMs ?? Number.MAX_SAFE_INTEGER, 3_600_000);
+  }
+}

@@ -1,0 +1,395 @@
+import {
+  Client,
+  ProtocolError,
+  ProtocolErrorCode,
+  type CallToolResult,
+  type CompleteRequest,
+  type CompleteResult,
+  type GetPromptResult,
+  type Prompt,
+  type ReadResourceResult,
+  type Resource,
+  type ResourceTemplateType as ResourceTemplate,
+  type Tool,
+  type Transport,
+} from '@modelcontextprotocol/client';
+import { GatewayError } from '../../errors.js';
+import { guardToolSchemas } from '../../schemas/untrusted-schema.js';
+import { fillHeaders } from '../credentials.js';
+import { ChildStdioTransport } from '../stdio-transport.js';
+import { PEER_METHODS, Upstream, type CallContext, type Progress, type ServerStatus } from './base.js';
+import { classifyFailure, describeCallFailure, describeFailure, sessionMayBeLost, tooLargeText, type FailureContext, type UpstreamFailure } from './failure.js';
+import { overCap } from './result-cap.js';
+import { makeTransport, withHeaders } from './transports.js';
+
+/** A real MCP server over stdio, Streamable HTTP or SSE, through the SDK v2 `Client`. */
+export class McpUpstream extends Upstream {
+  private client: Client | undefined;
+  private transport: Transport | undefined;
+  private stopping = false;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private stableTimer: NodeJS.Timeout | undefined;
+  private readonly stderrTail: string[] = [];
+  private generation = 0;
+  private reinitializing: Promise<void> | undefined;
+  /** Resource URIs subscribed upstream (for any number of /mcp sessions; the hub counts them). */
+  private readonly subscriptions = new Set<string>();
+
+  async start(): Promise<void> {
+    if (this.stopping) return;
+    const gen = ++this.generation;
+    const transport = makeTransport(this.config, this.d.settings, {
+      onOversized: ({ bytes, id }) => {
+        this.d.onOversized?.();
+        this.d.log.warn({ bytes, limit: this.d.settings.maxResultBytes, answersRequest: id !== undefined }, 'upstream message over the size limit skipped; the server stays connected');
+      },
+      onStderr: (line) => {
+        this.stderrTail.push(line);
+        if (this.stderrTail.length > 20) this.stderrTail.shift();
+        this.d.log.debug({ stderr: line }, 'upstream stderr');
+      },
+    });
+    const client = this.makeClient(gen);
+    this.client = client;
+    this.transport = transport;
+    const ms = this.d.settings.connectTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const deadline = new Promise<never>((_r, reject) => (timer = setTimeout(() => reject(new Error(`no answer to initialize within ${ms} ms`)), ms)));
+      await Promise.race([this.initialize(client, transport, gen), deadline]);
+    } catch (e) {
+      if (gen !== this.generation || this.stopping) return;
+      const msg = this.describe(e);
+      this.generation++;
+      await client.close().catch(() => undefined);
+      await transport.close().catch(() => undefined);
+      this.setState('failed', msg);
+      throw new Error(msg);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (gen !== this.generation || this.stopping) return;
+    this.becameReady(client);
+  }
+
+  private async initialize(client: Client, transport: Transport, gen: number): Promise<void> {
+    await client.connect(transport);
+    const listed = client.getServerCapabilities()?.tools ? (await client.listTools()).tools : [];
+    if (gen === this.generation) this.allTools = this.boundedTools(listed);
+  }
+
+  private makeClient(gen: number): Client {
+    const d = this.d;
+    const client = new Client(d.settings.clientInfo, {
+      // Passed on to the /mcp client whose call is running (refused clearly when it cannot answer). No
+      // `roots`: see PEER_METHODS.
+      capabilities: { sampling: {}, elicitation: { form: {}, url: {} } },
+      // outputSchema validation: linear-time regexes and one bounded cache, not the SDK's own ajv.
+      jsonSchemaValidator: d.settings.validators,
+      listChanged: {
+        tools: {
+          onChanged: (err, tools) => {
+            if (gen !== this.generation) return;
+            if (err) return d.log.warn({ err: err.message }, 'relisting tools after list_changed failed');
+            if (tools) {
+              this.allTools = this.boundedTools(tools);
+              d.log.info({ tools: tools.length }, 'upstream tools changed');
+              d.onToolsChanged();
+            }
+          },
+        },
+      },
+    });
+    client.onerror = (e) => d.log.debug({ err: e.message }, 'upstream transport error');
+    client.setNotificationHandler('notifications/message', (n) => {
+      if (gen === this.generation) d.onLog?.(n.params);
+    });
+    client.setNotificationHandler('notifications/resources/updated', (n) => {
+      if (gen === this.generation && typeof n.params.uri === 'string') d.onResourceUpdated?.(n.params.uri);
+    });
+    for (const method of PEER_METHODS)
+      client.setRequestHandler(method, async (req, ctx) => {
+        if (!d.onPeerRequest) throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `${method} is not available through this gateway`);
+        // The SDK checks the answer against the method's result schema before it goes back upstream.
+        return (await d.onPeerRequest(method, (req.params ?? {}) as Record<string, unknown>, ctx.mcpReq.signal)) as never;
+      });
+    client.onclose = () => {
+      // Only a connection that was up is "lost"; a failure while connecting is reported by start().
+      if (gen !== this.generation || this.stopping || this.state !== 'ready') return;
+      this.onLost();
+    };
+    return client;
+  }
+
+  private becameReady(client: Client): void {
+    const d = this.d;
+    this.setState('ready');
+    this.lastError = undefined;
+    if (this.restarts > 0) {
+      clearTimeout(this.stableTimer);
+      this.stableTimer = setTimeout(() => (this.restarts = 0), d.settings.restartResetMs);
+      this.stableTimer.unref();
+    }
+    const caps = client.getServerCapabilities();
+    if (caps?.logging && d.settings.logLevel) void client.setLoggingLevel(d.settings.logLevel).catch((e: unknown) => d.log.debug({ err: (e as Error).message }, 'logging/setLevel refused'));
+    // A new session (restart, re-initialize) has no subscriptions: renew ours.
+    if (caps?.resources?.subscribe) for (const uri of this.subscriptions) void client.subscribeResource({ uri }).catch(() => undefined);
+    d.log.info({ tools: this.allTools.length, server: client.getServerVersion() }, 'upstream MCP server ready');
+    d.onToolsChanged();
+  }
+
+  /** Tools whose schemas are over the bounds are left out (logged); the rest keep sanitized schemas. */
+  private boundedTools(tools: Tool[]): Tool[] {
+    const kept: Tool[] = [];
+    for (const t of tools) {
+      const schemas = guardToolSchemas(t.inputSchema, t.outputSchema, this.d.settings.schemaLimits);
+      if (!schemas.ok) {
+        this.d.onSchemaRefused?.(schemas.reason);
+        this.d.log.warn({ tool: t.name, reason: schemas.reason, detail: schemas.detail }, 'upstream tool schema over the bounds; tool left out');
+        continue;
+      }
+      const tool: Tool = { ...t, inputSchema: schemas.inputSchema as Tool['inputSchema'] };
+      if (schemas.outputSchema) tool.outputSchema = schemas.outputSchema as NonNullable<Tool['outputSchema']>;
+      kept.push(tool);
+    }
+    return kept;
+  }
+
+  /** The connection dropped (the process exited): restart stdio servers with backoff, up to the limit. */
+  private onLost(): void {
+    const exit = this.transport instanceof ChildStdioTransport ? this.transport.exitInfo : undefined;
+    const tail = this.stderrTail.at(-1);
+    const why = `connection lost${exit ? ` (exit ${exit.code ?? exit.signal})` : ''}${tail ? `: ${tail}` : ''}`;
+    this.generation++;
+    this.client = undefined;
+    this.d.log.warn({ exit }, `upstream MCP server ${why}`);
+    if (this.config.type !== 'stdio' || this.restarts >= this.d.settings.maxRestarts) {
+      this.setState('failed', this.config.type === 'stdio' ? `${why}; gave up after ${this.restarts} restarts` : why);
+      this.d.onToolsChanged();
+      return;
+    }
+    const delay = Math.min(this.d.settings.restartBaseDelayMs * 2 ** this.restarts, this.d.settings.restartMaxDelayMs);
+    this.restarts++;
+    this.setState('restarting', why);
+    this.d.onToolsChanged();
+    this.restartTimer = setTimeout(() => {
+      this.start().catch((e: unknown) => {
+        this.d.log.warn({ err: (e as Error).message, attempt: this.restarts }, 'upstream restart failed');
+        if (!this.stopping && this.restarts < this.d.settings.maxRestarts) this.onLost();
+      });
+    }, delay);
+  }
+
+  /** Call a tool. A failure past the gateway is a GatewayError whose message is the sentence a model reads. */
+  async call(tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
+    await this.reviveIfFailed();
+    if (!this.client || this.state !== 'ready')
+      throw new GatewayError('UPSTREAM_UNAVAILABLE', `The tool server "${this.config.name}" is not available right now (${this.state}${this.lastError ? `: ${this.lastError}` : ''}).`);
+    const timeout = this.timeout(ctx);
+    const options = {
+      timeout,
+      ...(ctx.signal ? { signal: ctx.signal } : {}),
+      // Our own progress token goes upstream; the SDK maps its notifications back to this call only.
+      // (The timeout stays the call's bound: progress does not extend it.)
+      ...(ctx.onProgress ? { onprogress: progressRelay(ctx.onProgress) } : {}),
+    };
+    let result: CallToolResult;
+    try {
+      result = (await this.withCallHeaders(ctx, (c) => c.callTool({ name: tool, arguments: args }, options))) as CallToolResult;
+    } catch (e) {
+      if (e instanceof GatewayError && e.code === 'MISSING_TOKEN') throw e;
+      const { code, text } = describeCallFailure(e, this.failureContext(), timeout);
+      throw new GatewayError(code, text);
+    }
+    const tooLarge = overCap(result, this.d.settings.maxResultBytes);
+    if (tooLarge) {
+      this.d.onOversized?.();
+      this.d.log.warn({ tool, why: tooLarge }, 'upstream result over mcp.maxResultBytes refused');
+      throw new GatewayError('UPSTREAM_ERROR', tooLargeText(this.config.name, tooLarge));
+    }
+    return result;
+  }
+
+  /** A remote server that failed may be back: a request tries it again, at most once per restartBaseDelayMs. */
+  private async reviveIfFailed(): Promise<void> {
+    if (this.state === 'failed' && this.config.type !== 'stdio' && !this.stopping && Date.now() - this.since >= this.d.settings.restartBaseDelayMs)
+      await this.reinitialize(this.client, undefined);
+  }
+
+  /**
+   * Run `fn` on the session, every HTTP request it makes carrying the headers filled from this caller's
+   * tokens (`lenient`: a listing goes out without the headers whose tokens are missing).
+   */
+  private async withCallHeaders<T>(ctx: CallContext, fn: (client: Client) => Promise<T>, lenient = false): Promise<T> {
+    const headers = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name, lenient);
+    return this.withSession((client) => withHeaders(headers, () => fn(client)));
+  }
+
+  /**
+   * Run `fn` on the current client. A Streamable HTTP server that no longer knows our session (it
+   * restarted) answers with an HTTP error or not at all: as the spec requires, initialize a new session,
+   * then run `fn` once more.
+   */
+  private async withSession<T>(fn: (client: Client) => Promise<T>): Promise<T> {
+    const client = this.client;
+    if (!client) throw new GatewayError('UPSTREAM_UNAVAILABLE', `server "${this.config.name}" is not connected`);
+    try {
+      return await fn(client);
+    } catch (e) {
+      if (this.config.type === 'stdio') throw e;
+      const f = classifyFailure(e);
+      if (!sessionMayBeLost(f)) throw this.noteFailure(client, f, e);
+      await this.reinitialize(client, e);
+      const fresh = this.client as Client | undefined;
+      if (!fresh || this.state !== 'ready') throw e;
+      try {
+        return await fn(fresh);
+      } catch (again) {
+        throw this.noteFailure(fresh, classifyFailure(again), again, true);
+      }
+    }
+  }
+
+  /**
+   * A server that answers the HTTP request itself with a 5xx (or, on a fresh session, with what a lost
+   * session gets) is failing: its status says so, and the next request after restartBaseDelayMs tries it
+   * again. A JSON-RPC error, a refusal of credentials or a timeout leaves it ready.
+   */
+  private noteFailure(client: Client, f: UpstreamFailure, e: unknown, retried = false): unknown {
+    const failing = (f.kind === 'http' && f.status >= 500) || (retried && sessionMayBeLost(f));
+    if (failing && this.client === client && this.state === 'ready') {
+      this.setState('failed', this.describe(e));
+      this.d.onToolsChanged();
+    }
+    return e;
+  }
+
+  /** One re-initialize at a time; calls that failed on the same lost session share it. */
+  private reinitialize(lost: Client | undefined, cause: unknown): Promise<void> {
+    if (this.client !== lost) return this.reinitializing ?? Promise.resolve();
+    this.reinitializing ??= (async () => {
+      const f = cause === undefined ? undefined : classifyFailure(cause);
+      const why = f?.kind === 'http' ? `the server lost our session (HTTP ${f.status})` : f ? 'the server is unreachable' : 'the server failed before';
+      this.d.log.warn({ why }, 'upstream MCP server forgot our session or is unreachable: initializing a new one');
+      this.generation++; // the old client's close is not a "lost connection"
+      this.client = undefined;
+      this.setState('restarting', `${why}; initializing a new session`);
+      await lost?.close().catch(() => undefined);
+      await this.start().catch((e: unknown) => this.d.log.warn({ err: (e as Error).message }, 'upstream re-initialize failed'));
+    })().finally(() => (this.reinitializing = undefined));
+    return this.reinitializing;
+  }
+
+  /** The client when the server is ready and has `cap` (a failed remote server is tried again first). */
+  private async readyFor(cap: 'resources' | 'prompts' | 'completions'): Promise<Client | undefined> {
+    await this.reviveIfFailed();
+    if (this.state !== 'ready' || !this.client) return undefined;
+    return this.client.getServerCapabilities()?.[cap] ? this.client : undefined;
+  }
+
+  /** A request other than a tool call failed: UPSTREAM_ERROR naming what could not be done. */
+  private failed(what: string, e: unknown): GatewayError {
+    if (e instanceof GatewayError) return e;
+    return new GatewayError('UPSTREAM_ERROR', `server "${this.config.name}" could not ${what}: ${this.describe(e)}`);
+  }
+
+  override async listResources(ctx: CallContext): Promise<Resource[]> {
+    if (!(await this.readyFor('resources'))) return [];
+    return (await this.withCallHeaders(ctx, (c) => c.listResources(undefined, { timeout: this.timeout(ctx) }), true)).resources;
+  }
+  override async readResource(uri: string, ctx: CallContext): Promise<ReadResourceResult> {
+    if (!(await this.readyFor('resources'))) throw new GatewayError('UPSTREAM_UNAVAILABLE', `server "${this.config.name}" is not ready or has no resources`);
+    try {
+      return await this.withCallHeaders(ctx, (c) => c.readResource({ uri }, { timeout: this.timeout(ctx) }));
+    } catch (e) {
+      throw this.failed(`read ${uri}`, e);
+    }
+  }
+  override async listPrompts(ctx: CallContext): Promise<Prompt[]> {
+    if (!(await this.readyFor('prompts'))) return [];
+    return (await this.withCallHeaders(ctx, (c) => c.listPrompts(undefined, { timeout: this.timeout(ctx) }), true)).prompts;
+  }
+  override async getPrompt(name: string, args: Record<string, string>, ctx: CallContext): Promise<GetPromptResult> {
+    if (!(await this.readyFor('prompts'))) throw new GatewayError('UPSTREAM_UNAVAILABLE', `server "${this.config.name}" is not ready or has no prompts`);
+    try {
+      return await this.withCallHeaders(ctx, (c) => c.getPrompt({ name, arguments: args }, { timeout: this.timeout(ctx) }));
+    } catch (e) {
+      throw this.failed(`get prompt "${name}"`, e);
+    }
+  }
+  override async listResourceTemplates(ctx: CallContext): Promise<ResourceTemplate[]> {
+    if (!(await this.readyFor('resources'))) return [];
+    return (await this.withCallHeaders(ctx, (c) => c.listResourceTemplates(undefined, { timeout: this.timeout(ctx) }), true)).resourceTemplates;
+  }
+  override async complete(params: CompleteRequest['params'], ctx: CallContext): Promise<CompleteResult> {
+    if (!(await this.readyFor('completions'))) return { completion: { values: [] } };
+    try {
+      return await this.withCallHeaders(ctx, (c) => c.complete(params, { timeout: this.timeout(ctx) }), true);
+    } catch (e) {
+      throw this.failed('complete', e);
+    }
+  }
+  override async subscribe(uri: string): Promise<void> {
+    const client = await this.readyFor('resources');
+    if (!client?.getServerCapabilities()?.resources?.subscribe) throw new GatewayError('NOT_FOUND', `server "${this.config.name}" offers no resource subscriptions`);
+    await this.withSession((c) => c.subscribeResource({ uri }, { timeout: this.d.settings.callTimeoutMs }));
+    this.subscriptions.add(uri);
+  }
+  override async unsubscribe(uri: string): Promise<void> {
+    if (!this.subscriptions.delete(uri)) return;
+    if (this.state !== 'ready') return;
+    await this.client?.unsubscribeResource({ uri }, { timeout: this.d.settings.callTimeoutMs }).catch(() => undefined);
+  }
+
+  protected override capabilities(): ServerStatus['capabilities'] {
+    const caps = this.state === 'ready' ? this.client?.getServerCapabilities() : undefined;
+    return { tools: Boolean(caps?.tools), resources: Boolean(caps?.resources), prompts: Boolean(caps?.prompts) };
+  }
+  protected override pid(): number | null {
+    return this.childPid ?? null;
+  }
+  protected override serverInfo(): ServerStatus['serverInfo'] {
+    const v = this.client?.getServerVersion();
+    return v ? { name: v.name, version: v.version } : null;
+  }
+  get childPid(): number | undefined {
+    return this.transport instanceof ChildStdioTransport ? this.transport.pid : undefined;
+  }
+
+  /**
+   * Ends a connect in progress too (its transport is the current one from the first line of start()): no
+   * child outlives close(), and close() never waits for an initialize.
+   */
+  async close(): Promise<void> {
+    this.stopping = true;
+    this.generation++;
+    clearTimeout(this.restartTimer);
+    clearTimeout(this.stableTimer);
+    const client = this.client;
+    const transport = this.transport;
+    this.client = undefined;
+    this.setState('stopped');
+    // The client's close() closes the transport; for stdio that is TERM, then KILL after the grace period.
+    await client?.close().catch(() => undefined);
+    await transport?.close().catch(() => undefined);
+  }
+
+  private failureContext(): FailureContext {
+    return { server: this.config.name, type: this.config.type, command: this.config.command, stderrTail: this.stderrTail.at(-1) };
+  }
+  private describe(e: unknown): string {
+    return describeFailure(e, this.failureContext());
+  }
+}
+
+/** Pass on only the fields a progress notification has, bounded (the upstream is untrusted). */
+function progressRelay(to: (p: Progress) => void): (p: { progress: number; total?: number; message?: string }) => void {
+  return (p) => {
+    if (typeof p.progress !== 'number' || !Number.isFinite(p.progress)) return;
+    to({
+      progress: p.progress,
+      ...(typeof p.total === 'number' && Number.isFinite(p.total) ? { total: p.total } : {}),
+      ...(typeof p.message === 'string' ? { message: p.message.slice(0, 1000) } : {}),
+    });
+  };
+}

@@ -1,0 +1,48 @@
+import type { Assistant } from '../../assistant/assistant.js';
+import { GatewayError } from '../../errors.js';
+import type { DeviceProfile } from './converse.js';
+import type { TurnHandle, TurnPort, TurnRequest, TurnSignal } from './session/conversation.js';
+
+/** Spoken answers: what a voice device needs from the model beyond the assistant's own prompt. */
+export const VOICE_PROMPT =
+  'Your answer is spoken aloud by a small voice device: reply in one to three short sentences of plain text, ' +
+  'no lists, no markdown, no links. When you use a tool, say briefly what you did.';
+
+export interface VoiceTurnSettings {
+  model?: string | undefined;
+  persona?: string | undefined;
+}
+
+/**
+ * The assistant's turn for a device's utterance: bound to the device (its tools first, then the hub's for its
+ * tenant), streamed (synthesis starts with the first sentence), interactive (confirmations are asked aloud),
+ * in the device's conversation. A forgotten conversation starts afresh rather than failing the turn.
+ */
+export function assistantTurns(assistant: Assistant, settings: VoiceTurnSettings, profile: DeviceProfile): TurnPort {
+  const system = [VOICE_PROMPT];
+  if (settings.persona) system.push(settings.persona);
+  if (profile.language) system.push(`Answer in the language with code "${profile.language}" unless the person speaks another.`);
+  return {
+    async start(req: TurnRequest, emit: (e: TurnSignal) => void): Promise<TurnHandle> {
+      const ask = (conversationId: string | undefined) =>
+        assistant.start(
+          { message: req.text, deviceId: req.deviceId, conversationId, model: settings.model, system },
+          { tenant: profile.tenant },
+          { stream: true, interactive: true, emit },
+        );
+      let started;
+      try {
+        started = await ask(req.conversationId);
+      } catch (e) {
+        if (!(e instanceof GatewayError) || req.conversationId === undefined || (e.code !== 'NOT_FOUND' && e.code !== 'CONVERSATION_BUSY')) throw e;
+        started = await ask(undefined);
+      }
+      const { turn, done } = started;
+      return {
+        cancel: (reason) => turn.cancel(reason),
+        confirm: (callId, approve) => turn.confirm(callId, approve),
+        done: done.then((r) => ({ text: r.text, conversationId: r.conversationId })),
+      };
+    },
+  };
+}

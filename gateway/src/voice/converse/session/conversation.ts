@@ -1,0 +1,469 @@
+import type { Logger } from 'pino';
+import { GatewayError } from '../../../errors.js';
+import { ProviderError, type OpusDecoder, type OpusEncoder, type SpeechDetector, type SpeechRecognizer, type SpeechSynthesizer } from '../contracts.js';
+import type { ConverseMetrics, ConverseStage, TurnOutcome } from '../metrics.js';
+import { DownlinkPacer } from './pacer.js';
+import { SentenceSplitter } from '../audio/sentences.js';
+import { Speaker } from './speaker.js';
+import { toDevice, type ListenMode, type VoiceInput } from './wire.js';
+
+/** Uplink PCM rate: what the device sends (16 kHz Opus), the detector and the recogniser take. */
+export const UPLINK_RATE = 16_000;
+
+/** What the session sees of an assistant turn (adapter over assistant/assistant.ts, so tests can stand in). */
+export interface TurnHandle {
+  cancel(reason: string): void;
+  confirm(callId: string, approve: boolean): boolean;
+  /** Resolves with the answer; rejects with a GatewayError (model failures) or the turn's cancellation. */
+  done: Promise<{ text: string; conversationId: string }>;
+}
+
+/** The assistant's turn events the session acts on (a subset of assistant/turn.ts TurnEvent). */
+export type TurnSignal =
+  | { type: 'text.delta'; text: string }
+  | { type: 'confirmation.required'; callId: string; name: string; arguments: Record<string, unknown> }
+  | { type: 'tool.call'; callId: string; name: string; arguments: Record<string, unknown> }
+  | { type: 'tool.result'; callId: string; name: string; isError: boolean; durationMs: number }
+  | { type: string };
+
+export interface TurnRequest {
+  text: string;
+  deviceId: string;
+  /** The device's conversation so far, when it has one. */
+  conversationId?: string | undefined;
+}
+
+export interface TurnPort {
+  start(req: TurnRequest, emit: (e: TurnSignal) => void): Promise<TurnHandle>;
+}
+
+export interface SessionAudio {
+  decoder: OpusDecoder;
+  encoder: OpusEncoder;
+  detector: SpeechDetector;
+  /** A complete utterance as a WAV file (16 kHz, 16-bit mono). */
+  wav(pcm: Int16Array, sampleRate: number): Buffer;
+  resample(pcm: Int16Array, from: number, to: number): Int16Array;
+}
+
+export interface SessionOut {
+  json(message: object): void;
+  frame(opus: Uint8Array, timestampMs: number): void;
+}
+
+export interface SessionLimits {
+  frameMs: number;
+  leadFrames: number;
+  /** Items (frames and markers) queued for the device at most. */
+  maxQueuedFrames: number;
+  maxUtteranceMs: number;
+  asrTimeoutMs: number;
+  /** How much audio before speech is kept (the detector needs a moment to decide). */
+  preRollMs: number;
+}
+
+/** Milliseconds from the end of speech, per part (the bench and the console read them). */
+export interface TurnTimings {
+  asrMs?: number;
+  llmFirstTokenMs?: number;
+  firstSentenceMs?: number;
+  firstAudioMs?: number;
+  totalMs?: number;
+}
+
+export interface SessionEvents {
+  transcript(text: string): void;
+  tool(e: { phase: 'call' | 'result'; name: string; isError?: boolean; durationMs?: number }): void;
+  reply(e: { text: string; outcome: TurnOutcome; timings: TurnTimings }): void;
+}
+
+export interface ConverseSessionDeps {
+  sessionId: string;
+  deviceId: string;
+  out: SessionOut;
+  audio: SessionAudio;
+  asr: SpeechRecognizer;
+  tts: SpeechSynthesizer;
+  turns: TurnPort;
+  language?: string | undefined;
+  voice?: string | undefined;
+  limits: SessionLimits;
+  log: Logger;
+  metrics: ConverseMetrics;
+  events: SessionEvents;
+  conversation: { get(): string | undefined; set(id: string): void };
+}
+
+interface ActiveTurn {
+  ac: AbortController;
+  handle?: TurnHandle;
+  speaker: Speaker;
+  /** The confirmation the next utterance answers. */
+  confirming?: string | undefined;
+  spokenText: string[];
+  marks: { speechEnd: number; llmFirst?: number; firstSentence?: number; firstAudio?: number; asrMs?: number };
+}
+
+/**
+ * One device's conversation: it listens (manual, auto or realtime), hears the end of an utterance,
+ * transcribes it, runs an assistant turn bound to the device, and speaks the answer sentence by sentence,
+ * paced. Abort and barge-in stop speaking at once and cancel the turn's model and synthesis requests.
+ * Everything the device sends is handled without throwing; every buffer is bounded.
+ */
+export class ConverseSession {
+  private mode: ListenMode = 'auto';
+  private listening = false;
+  private chunks: Int16Array[] = [];
+  private samples = 0;
+  private speechSeen = false;
+  /** An utterance is being transcribed or answered: uplink audio waits (realtime: barge-in only). */
+  private busy = false;
+  private asrAc: AbortController | undefined;
+  private turn: ActiveTurn | undefined;
+  private readonly pacer: DownlinkPacer;
+  private closed = false;
+  private frameSentHook: (() => void) | undefined;
+
+  constructor(private readonly d: ConverseSessionDeps) {
+    this.pacer = new DownlinkPacer(
+      {
+        frame: (opus, ts) => {
+          this.frameSentHook?.();
+          d.metrics.framesDown.inc();
+          d.out.frame(opus, ts);
+        },
+        json: (m) => d.out.json(m),
+      },
+      { frameMs: d.limits.frameMs, leadFrames: d.limits.leadFrames, maxQueued: d.limits.maxQueuedFrames },
+    );
+  }
+
+  get state(): 'listening' | 'busy' | 'idle' {
+    return this.busy ? 'busy' : this.listening ? 'listening' : 'idle';
+  }
+
+  /** A control message from the device. */
+  input(i: VoiceInput): void {
+    if (this.closed) return;
+    switch (i.kind) {
+      case 'listen_start':
+        this.mode = i.mode;
+        this.listening = true;
+        if (!this.busy) this.resetUplink();
+        return;
+      case 'listen_stop':
+        this.listening = false;
+        if (!this.busy && this.speechSeen) this.endUtterance();
+        else if (!this.busy) this.resetUplink();
+        return;
+      case 'detect':
+        // The wake word (its audio was sent first): a turn with its text, as if it had been heard.
+        this.stopSpeaking('barge_in', false);
+        this.resetUplink();
+        if (i.text.trim()) this.startTurn(i.text.trim(), performance.now(), undefined);
+        return;
+      case 'abort':
+        this.stopSpeaking('aborted', true);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** One uplink Opus packet. */
+  audio(opus: Uint8Array): void {
+    if (this.closed) return;
+    this.d.metrics.framesUp.inc();
+    const pcm = this.d.audio.decoder.decode(opus);
+    if (!pcm.length) return;
+    if (this.busy) {
+      // Realtime: the device streams while it plays; speech over our own playback is a barge-in.
+      if (this.mode !== 'realtime' || !this.turn?.speaker.speaking) return;
+      if (this.d.audio.detector.push(pcm) === 'silence') return;
+      this.stopSpeaking('barge_in', true);
+      this.listening = true;
+      this.speechSeen = true;
+      this.keep(pcm);
+      return;
+    }
+    if (!this.listening) return;
+    this.keep(pcm);
+    const v = this.d.audio.detector.push(pcm);
+    if (v !== 'silence') this.speechSeen = true;
+    if (!this.speechSeen) this.trimPreRoll();
+    if ((this.mode !== 'manual' && v === 'end') || this.samples >= (this.d.limits.maxUtteranceMs * UPLINK_RATE) / 1000) this.endUtterance();
+  }
+
+  /** The device went away or the session ended: everything stops, nothing more is sent. */
+  close(): void {
+    if (this.closed) return;
+    if (this.busy) this.d.metrics.outcome.device_gone.inc();
+    this.closed = true;
+    this.asrAc?.abort();
+    this.cancelTurn('the device left');
+    this.pacer.close();
+    this.chunks = [];
+    this.d.audio.decoder.free();
+    this.d.audio.encoder.free();
+  }
+
+  private keep(pcm: Int16Array): void {
+    this.chunks.push(pcm);
+    this.samples += pcm.length;
+  }
+
+  private trimPreRoll(): void {
+    const max = (this.d.limits.preRollMs * UPLINK_RATE) / 1000;
+    while (this.chunks.length > 1 && this.samples - this.chunks[0]!.length >= max) this.samples -= this.chunks.shift()!.length;
+  }
+
+  private resetUplink(): void {
+    this.chunks = [];
+    this.samples = 0;
+    this.speechSeen = false;
+    this.d.audio.detector.reset();
+  }
+
+  private endUtterance(): void {
+    const heard = this.speechSeen;
+    const pcm = concat(this.chunks, this.samples);
+    this.resetUplink();
+    // Silence or noise: no stt, no tts; the device keeps listening (or goes idle after a manual stop).
+    if (!heard) return void this.d.metrics.outcome.silence.inc();
+    void this.transcribe(pcm, performance.now());
+  }
+
+  private async transcribe(pcm: Int16Array, speechEnd: number): Promise<void> {
+    this.busy = true;
+    const ac = new AbortController();
+    this.asrAc = ac;
+    let text: string;
+    try {
+      const signal = AbortSignal.any([ac.signal, AbortSignal.timeout(this.d.limits.asrTimeoutMs)]);
+      text = (await this.d.asr.transcribe(this.d.audio.wav(pcm, UPLINK_RATE), { signal, language: this.d.language })).trim();
+    } catch (e) {
+      if (ac.signal.aborted || this.closed) return;
+      this.busy = false;
+      this.providerFailed('asr', e, "Sorry, I couldn't hear that. Speech recognition is not working.");
+      return;
+    } finally {
+      if (this.asrAc === ac) this.asrAc = undefined;
+    }
+    if (ac.signal.aborted || this.closed) return;
+    if (!text) {
+      this.busy = false;
+      this.d.metrics.outcome.empty_transcript.inc();
+      return;
+    }
+    const asrMs = performance.now() - speechEnd;
+    const pending = this.turn?.confirming;
+    if (pending !== undefined && this.turn?.handle) {
+      this.d.out.json(toDevice.stt(this.d.sessionId, text));
+      this.d.events.transcript(text);
+      this.turn.confirming = undefined;
+      this.turn.marks = { speechEnd, asrMs };
+      this.frameSentHook = this.firstFrameHook(this.turn);
+      const yes = isYes(text);
+      this.d.log.info({ approved: yes }, 'voice confirmation answered');
+      if (!this.turn.handle.confirm(pending, yes)) this.d.log.warn('the confirmation had already expired');
+      return;
+    }
+    this.startTurn(text, speechEnd, asrMs);
+  }
+
+  private startTurn(text: string, speechEnd: number, asrMs: number | undefined): void {
+    this.cancelTurn('a new turn began');
+    this.busy = true;
+    this.d.out.json(toDevice.stt(this.d.sessionId, text));
+    this.d.out.json(toDevice.llm(this.d.sessionId, 'thinking'));
+    this.d.events.transcript(text);
+    const ac = new AbortController();
+    const speaker = new Speaker({
+      sessionId: this.d.sessionId,
+      synth: this.d.tts,
+      encoder: this.d.audio.encoder,
+      resample: (p, f, t) => this.d.audio.resample(p, f, t),
+      pacer: this.pacer,
+      signal: ac.signal,
+      voice: this.d.voice,
+      onError: (e) => this.providerFailed('tts', e, undefined),
+      onSpeaking: () => this.d.audio.detector.reset(),
+    });
+    const turn: ActiveTurn = { ac, speaker, spokenText: [], marks: { speechEnd, ...(asrMs !== undefined ? { asrMs } : {}) } };
+    this.turn = turn;
+    this.frameSentHook = this.firstFrameHook(turn);
+    void this.runTurn(turn, text);
+  }
+
+  private firstFrameHook(turn: ActiveTurn): () => void {
+    return () => {
+      this.frameSentHook = undefined;
+      if (turn.marks.firstAudio === undefined) {
+        turn.marks.firstAudio = performance.now();
+        this.d.metrics.latency.observe((turn.marks.firstAudio - turn.marks.speechEnd) / 1000);
+      }
+    };
+  }
+
+  private async runTurn(turn: ActiveTurn, text: string): Promise<void> {
+    const split = new SentenceSplitter();
+    const say = (sentences: string[]) => {
+      for (const s of sentences) {
+        turn.marks.firstSentence ??= performance.now();
+        turn.spokenText.push(s);
+        turn.speaker.say(s);
+      }
+    };
+    const emit = (e: TurnSignal) => {
+      if (turn.ac.signal.aborted) return;
+      if (e.type === 'text.delta' && 'text' in e) {
+        turn.marks.llmFirst ??= performance.now();
+        say(split.push(e.text));
+      } else if (e.type === 'confirmation.required' && 'callId' in e && 'arguments' in e) {
+        say(split.flush());
+        say([confirmQuestion(e.name, this.d.language)]);
+        void this.awaitConfirmation(turn, e.callId);
+      } else if ((e.type === 'tool.call' || e.type === 'tool.result') && 'name' in e) {
+        this.d.events.tool(
+          e.type === 'tool.call' ? { phase: 'call', name: e.name } : { phase: 'result', name: e.name, isError: 'isError' in e && e.isError, durationMs: 'durationMs' in e ? e.durationMs : 0 },
+        );
+      }
+    };
+    let outcome: TurnOutcome = 'answered';
+    try {
+      turn.handle = await this.d.turns.start({ text, deviceId: this.d.deviceId, conversationId: this.d.conversation.get() }, emit);
+      if (turn.ac.signal.aborted) {
+        turn.handle.cancel('aborted');
+        return;
+      }
+      const r = await turn.handle.done;
+      this.d.conversation.set(r.conversationId);
+      say(split.flush());
+      // A model that did not stream still has its answer spoken.
+      if (!turn.spokenText.length && r.text) {
+        const whole = new SentenceSplitter();
+        say([...whole.push(r.text), ...whole.flush()]);
+      }
+      await turn.speaker.end();
+    } catch (e) {
+      if (turn.ac.signal.aborted || this.closed) return;
+      outcome = 'failed';
+      const msg = e instanceof GatewayError && (e.code === 'TOO_MANY_TURNS' || e.code === 'CONVERSATION_BUSY') ? "I'm busy right now; please try again in a moment." : "Sorry, I can't answer right now.";
+      this.providerFailed('llm', e, undefined);
+      say([msg]);
+      await turn.speaker.end();
+    } finally {
+      if (this.turn === turn && !turn.ac.signal.aborted) this.finishTurn(turn, outcome);
+    }
+  }
+
+  /** The question has been spoken (`tts stop`): the device listens, and the next utterance answers it. */
+  private async awaitConfirmation(turn: ActiveTurn, callId: string): Promise<void> {
+    await turn.speaker.end();
+    if (turn.ac.signal.aborted || this.turn !== turn) return;
+    turn.confirming = callId;
+    this.d.metrics.outcome.confirmation.inc();
+    this.busy = false;
+    this.resetUplink();
+  }
+
+  private finishTurn(turn: ActiveTurn, outcome: TurnOutcome): void {
+    this.turn = undefined;
+    this.busy = false;
+    this.frameSentHook = undefined;
+    this.resetUplink();
+    this.d.metrics.outcome[outcome].inc();
+    const m = turn.marks;
+    const since = (t: number | undefined) => (t === undefined ? undefined : Math.round(t - m.speechEnd));
+    const timings: TurnTimings = {};
+    if (m.asrMs !== undefined) timings.asrMs = Math.round(m.asrMs);
+    const parts: Array<[keyof TurnTimings, number | undefined]> = [
+      ['llmFirstTokenMs', since(m.llmFirst)],
+      ['firstSentenceMs', since(m.firstSentence)],
+      ['firstAudioMs', since(m.firstAudio)],
+      ['totalMs', since(performance.now())],
+    ];
+    for (const [k, v] of parts) if (v !== undefined) timings[k] = v;
+    this.d.events.reply({ text: turn.spokenText.join(' '), outcome, timings });
+  }
+
+  /** Abort or barge-in: stop the audio now, cancel the turn's model and synthesis, tell the device. */
+  private stopSpeaking(outcome: 'aborted' | 'barge_in', answer: boolean): void {
+    const hadTurn = this.busy || this.turn !== undefined;
+    this.asrAc?.abort();
+    this.cancelTurn(outcome === 'aborted' ? 'aborted by the device' : 'the person spoke');
+    this.pacer.clear();
+    if (answer) this.d.out.json(toDevice.ttsStop(this.d.sessionId));
+    if (hadTurn) this.d.metrics.outcome[outcome].inc();
+    this.busy = false;
+    this.resetUplink();
+  }
+
+  private cancelTurn(reason: string): void {
+    const t = this.turn;
+    if (!t) return;
+    this.turn = undefined;
+    this.frameSentHook = undefined;
+    t.ac.abort();
+    t.handle?.cancel(reason);
+  }
+
+  /** Counted, logged without secrets, shown on the device (and spoken where speech still works). */
+  private providerFailed(stage: ConverseStage, e: unknown, spoken: string | undefined): void {
+    const code = e instanceof ProviderError ? e.code : e instanceof GatewayError ? e.code.toLowerCase() : 'error';
+    const provider = e instanceof ProviderError ? e.provider : stage;
+    const message = e instanceof Error ? e.message.slice(0, 300) : String(e).slice(0, 300);
+    this.d.metrics.providerErrors.inc({ stage, code });
+    this.d.log.warn({ stage, code, provider, err: message }, 'voice provider failed');
+    const shown = stage === 'asr' ? 'Speech recognition failed' : stage === 'tts' ? 'Speech synthesis failed' : 'The assistant is unavailable';
+    this.d.out.json(toDevice.alert(this.d.sessionId, `${shown} (${code})`));
+    if (spoken && !this.closed) {
+      // Spoken through a throwaway turn of the speaker: the device hears why, not just silence.
+      const ac = new AbortController();
+      const speaker = new Speaker({
+        sessionId: this.d.sessionId,
+        synth: this.d.tts,
+        encoder: this.d.audio.encoder,
+        resample: (p, f, t) => this.d.audio.resample(p, f, t),
+        pacer: this.pacer,
+        signal: ac.signal,
+        onError: () => undefined,
+      });
+      this.d.metrics.outcome.failed.inc();
+      this.busy = true;
+      const turn: ActiveTurn = { ac, speaker, spokenText: [spoken], marks: { speechEnd: performance.now() } };
+      this.turn = turn;
+      speaker.say(spoken);
+      void speaker.end().finally(() => {
+        if (this.turn !== turn) return;
+        this.turn = undefined;
+        this.busy = false;
+        this.resetUplink();
+      });
+    }
+  }
+}
+
+function concat(chunks: Int16Array[], samples: number): Int16Array {
+  const out = new Int16Array(samples);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
+}
+
+/** Yes, in the words people use (English and Chinese); anything else, silence included, is a no. */
+export function isYes(text: string): boolean {
+  const t = text.toLowerCase();
+  if (/\b(no|nope|don't|do not|cancel|stop|never)\b|不|别|取消/.test(t)) return false;
+  return /\b(yes|yeah|yep|yup|sure|ok|okay|confirm(ed)?|go ahead|do it|please do|affirmative)\b|是|好|确认|可以|对/.test(t);
+}
+
+/** The spoken question for a tool that needs a person's yes. */
+export function confirmQuestion(tool: string, language: string | undefined): string {
+  const what = tool.replace(/^self[_.]/, '').replace(/[_.]+/g, ' ').trim();
+  if (language?.toLowerCase().startsWith('zh')) return `要执行 ${what} 吗？请说“是”确认。`;
+  return `Should I run ${what}? Say yes to confirm.`;
+}

@@ -1,0 +1,125 @@
+/**
+ * Downlink pacing: the device plays 60 ms frames from a decode queue of 40 (audio_service.h,
+ * MAX_DECODE_PACKETS_IN_QUEUE) and drops what does not fit, so frames go out at real time with a small
+ * lead. Frame n of a segment is due `lead` frames before it plays; when the sender falls behind (a slow
+ * synthesiser, a busy loop) the device has run dry, so the clock restarts from now rather than bursting.
+ * JSON markers (`tts sentence_start`, `tts stop`) ride in the same queue so they reach the device in order
+ * with the audio they announce. Bounded: `push` waits while the queue is full.
+ */
+
+export type PacedItem = { kind: 'frame'; opus: Uint8Array } | { kind: 'json'; message: object };
+
+export interface PacerSink {
+  frame(opus: Uint8Array, timestampMs: number): void;
+  json(message: object): void;
+}
+
+export interface PacerOptions {
+  frameMs: number;
+  /** Frames sent ahead of playback (a jitter buffer for the network), far below the device's 40. */
+  leadFrames: number;
+  /** Items queued at most; `push` waits for room beyond it. */
+  maxQueued: number;
+  now?: () => number;
+}
+
+export class DownlinkPacer {
+  private readonly queue: PacedItem[] = [];
+  private readonly roomWaiters: Array<() => void> = [];
+  private readonly idleWaiters: Array<() => void> = [];
+  private timer: NodeJS.Timeout | undefined;
+  /** When frame 0 of this segment plays (restarted on an underrun). */
+  private t0 = 0;
+  private sentInSegment = 0;
+  private closed = false;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly sink: PacerSink,
+    private readonly o: PacerOptions,
+  ) {
+    this.now = o.now ?? (() => performance.now());
+  }
+
+  /** Frames sent since the segment began (the last `newSegment`). */
+  get framesSent(): number {
+    return this.sentInSegment;
+  }
+
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /**
+   * Queue an item; resolves once it is queued (waits while the queue is full). False, and nothing queued,
+   * once the pacer is closed or `signal` aborted (a cleared queue must not refill from a stale speaker).
+   */
+  async push(item: PacedItem, signal?: AbortSignal): Promise<boolean> {
+    while (!this.closed && !signal?.aborted && this.queue.length >= this.o.maxQueued) await new Promise<void>((r) => this.roomWaiters.push(r));
+    if (this.closed || signal?.aborted) return false;
+    this.queue.push(item);
+    this.pump();
+    return true;
+  }
+
+  /** Resolves when everything queued has been sent (or dropped). */
+  drained(): Promise<void> {
+    if (!this.queue.length || this.closed) return Promise.resolve();
+    return new Promise<void>((r) => this.idleWaiters.push(r));
+  }
+
+  /** A new segment (a new `tts start`): playback starts afresh at the device. */
+  newSegment(): void {
+    this.sentInSegment = 0;
+  }
+
+  /** Drop everything queued (abort, barge-in); waiters are released. Returns how many frames were dropped. */
+  clear(): number {
+    const dropped = this.queue.filter((i) => i.kind === 'frame').length;
+    this.queue.length = 0;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.release();
+    return dropped;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.clear();
+  }
+
+  private release(): void {
+    for (const r of this.roomWaiters.splice(0)) r();
+    if (!this.queue.length) for (const r of this.idleWaiters.splice(0)) r();
+  }
+
+  private pump(): void {
+    if (this.timer || this.closed) return;
+    const { frameMs, leadFrames } = this.o;
+    while (this.queue.length) {
+      const item = this.queue[0]!;
+      if (item.kind === 'json') {
+        this.queue.shift();
+        this.sink.json(item.message);
+        continue;
+      }
+      const now = this.now();
+      const n = this.sentInSegment;
+      // Underrun (or the segment's first frame): frame n plays now.
+      if (n === 0 || now > this.t0 + n * frameMs) this.t0 = now - n * frameMs;
+      const due = this.t0 + (n - leadFrames) * frameMs;
+      if (now < due) {
+        this.timer = setTimeout(() => {
+          this.timer = undefined;
+          this.pump();
+        }, Math.ceil(due - now));
+        break;
+      }
+      this.queue.shift();
+      this.sentInSegment++;
+      this.sink.frame(item.opus, n * frameMs);
+    }
+    if (this.queue.length < this.o.maxQueued) for (const r of this.roomWaiters.splice(0)) r();
+    if (!this.queue.length) for (const r of this.idleWaiters.splice(0)) r();
+  }
+}

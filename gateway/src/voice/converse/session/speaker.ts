@@ -1,0 +1,110 @@
+import { ProviderError, type OpusEncoder, type SpeechSynthesizer } from '../contracts.js';
+import type { DownlinkPacer } from './pacer.js';
+import { emotionOf, speakable, toDevice } from './wire.js';
+
+export interface SpeakerDeps {
+  sessionId: string;
+  synth: SpeechSynthesizer;
+  encoder: OpusEncoder;
+  /** PCM at the synthesiser's rate → the encoder's rate (identity when they match). */
+  resample(pcm: Int16Array, from: number, to: number): Int16Array;
+  pacer: DownlinkPacer;
+  /** The turn's: aborting it closes the synthesis request and stops queuing audio. */
+  signal: AbortSignal;
+  voice?: string | undefined;
+  /** A sentence could not be synthesised (counted and shown once per turn by the caller). */
+  onError(e: ProviderError): void;
+  /** A speaking segment begins (`tts start` queued): realtime barge-in detection starts afresh. */
+  onSpeaking?(): void;
+}
+
+/**
+ * Speaks one turn's sentences in order: each is synthesised (streamed), cut into frames, encoded and queued
+ * on the pacer behind its `tts sentence_start`; the first is preceded by `llm` (its emotion) and a single
+ * `tts start`. `end()` queues `tts stop` after the last frame. Synthesis of the next sentence runs while
+ * the previous one plays (the pacer's bound is the only wait).
+ */
+export class Speaker {
+  private chain: Promise<void> = Promise.resolve();
+  private started = false;
+  private failed = false;
+  private spokenSentences = 0;
+
+  constructor(private readonly d: SpeakerDeps) {}
+
+  /** Sentences that reached the device as audio. */
+  get spoken(): number {
+    return this.spokenSentences;
+  }
+
+  get speaking(): boolean {
+    return this.started;
+  }
+
+  say(sentence: string): void {
+    const text = speakable(sentence);
+    if (!text || !/[\p{L}\p{N}]/u.test(text)) return;
+    const emotion = emotionOf(sentence);
+    this.chain = this.chain.then(() => this.speak(text, emotion));
+  }
+
+  /** After the last sentence: `tts stop` once the audio is queued; resolves when it has been sent. */
+  async end(): Promise<void> {
+    await this.chain;
+    if (this.d.signal.aborted) return;
+    if (this.started) await this.d.pacer.push({ kind: 'json', message: toDevice.ttsStop(this.d.sessionId) }, this.d.signal);
+    await this.d.pacer.drained();
+    this.started = false;
+  }
+
+  private async speak(text: string, emotion: ReturnType<typeof emotionOf>): Promise<void> {
+    if (this.d.signal.aborted || this.failed) return;
+    const { encoder, pacer, synth } = this.d;
+    const frame = new Int16Array(encoder.frameSamples);
+    let filled = 0;
+    let announced = false;
+    const announce = async () => {
+      if (announced) return;
+      announced = true;
+      if (!this.started) {
+        this.started = true;
+        pacer.newSegment();
+        this.d.onSpeaking?.();
+        await pacer.push({ kind: 'json', message: toDevice.llm(this.d.sessionId, emotion) }, this.d.signal);
+        await pacer.push({ kind: 'json', message: toDevice.ttsStart(this.d.sessionId) }, this.d.signal);
+      }
+      await pacer.push({ kind: 'json', message: toDevice.sentence(this.d.sessionId, text) }, this.d.signal);
+    };
+    const emit = async () => {
+      await announce();
+      if (this.d.signal.aborted) return;
+      await pacer.push({ kind: 'frame', opus: encoder.encode(frame) }, this.d.signal);
+    };
+    try {
+      for await (const chunk of synth.synthesize(text, { signal: this.d.signal, voice: this.d.voice })) {
+        if (this.d.signal.aborted) return;
+        const pcm = synth.sampleRate === encoder.sampleRate ? chunk : this.d.resample(chunk, synth.sampleRate, encoder.sampleRate);
+        for (let i = 0; i < pcm.length; ) {
+          const n = Math.min(pcm.length - i, frame.length - filled);
+          frame.set(pcm.subarray(i, i + n), filled);
+          filled += n;
+          i += n;
+          if (filled === frame.length) {
+            await emit();
+            if (this.d.signal.aborted) return;
+            filled = 0;
+          }
+        }
+      }
+      if (filled > 0 && !this.d.signal.aborted) {
+        frame.fill(0, filled);
+        await emit();
+      }
+      if (announced) this.spokenSentences++;
+    } catch (e) {
+      if (this.d.signal.aborted) return;
+      this.failed = true;
+      this.d.onError(e instanceof ProviderError ? e : new ProviderError('bad_output', e instanceof Error ? e.message.slice(0, 200) : 'synthesis failed', synth.name));
+    }
+  }
+}
