@@ -240,12 +240,18 @@ describe('console', () => {
     });
     const code = ((await check.json()) as { activation?: { code: string } }).activation?.code;
     expect(code).toMatch(/^\d{6}$/);
+    // A device still provisioned for an open gateway dials in without a token: refused, and shown as such.
+    const stranded = new ReferenceDevice({ deviceId: '02:00:00:00:c0:04' });
+    await expect(stranded.connectWebSocket(t.wsUrl)).rejects.toMatchObject({ statusCode: 401 });
 
     const page = await openPage(t);
     await signIn(page, TEST_API_KEY);
     await page.getByRole('link', { name: 'Enrollments' }).click();
     const item = page.locator(`li[data-code="${code}"]`);
     await item.waitFor();
+    const refused = page.locator('tr[data-refused="02:00:00:00:c0:04"]');
+    await refused.waitFor();
+    expect(await refused.textContent()).toMatch(/websocket.*missing_token/);
     await page.screenshot({ path: `${SHOTS}/enrollments.png` });
     await item.getByRole('button', { name: `Approve ${device.deviceId} (code ${code})` }).click();
     await until(() => page.getByRole('status').filter({ hasText: 'Approved' }).count()).toBe(1);

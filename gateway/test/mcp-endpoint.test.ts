@@ -149,16 +149,14 @@ describe('/mcp: the gateway as an MCP server, driven by the SDK client', () => {
     const noKey = await post({});
     expect(noKey.status).toBe(401);
     expect(noKey.headers.get('www-authenticate')).toMatch(/Bearer/);
-    expect(noKey.headers.get('www-authenticate')).toMatch(/^Bearer realm="voxgate", error_description="an API key is required/);
+    expect(noKey.headers.get('www-authenticate')).toMatch(/^Bearer realm="voxgate", resource_metadata="[^"]+", error_description="a Voxgate API key is required/);
     const wrongKey = await post({ authorization: 'Bearer wrong' });
     expect(wrongKey.status).toBe(401);
-    // A wrong key is an invalid bearer token, not an invitation to OAuth: no resource metadata anywhere.
+    // A wrong key is an invalid bearer token; the resource metadata names no authorization server (no OAuth).
     const challenge = wrongKey.headers.get('www-authenticate')!;
-    expect(challenge).toMatch(/^Bearer realm="voxgate", error="invalid_token", error_description="the API key is not valid"$/);
-    expect(challenge).not.toMatch(/resource_metadata/);
+    expect(challenge).toMatch(/, error="invalid_token", error_description="the Voxgate API key is not valid"$/);
+    expect(challenge).toContain(`resource_metadata="${t.baseUrl}/.well-known/oauth-protected-resource/mcp"`);
     expect(((await wrongKey.json()) as { error: { message: string } }).error.message).toMatch(/API key is not valid/);
-    expect((await fetch(`${t.baseUrl}/.well-known/oauth-protected-resource`)).status).toBe(404);
-    expect((await fetch(`${t.baseUrl}/.well-known/oauth-protected-resource/mcp`)).status).toBe(404);
     const foreign = await post({ authorization: `Bearer ${TEST_API_KEY}`, origin: 'https://evil.example' });
     expect(foreign.status).toBe(403);
     const listed = await post({ authorization: `Bearer ${TEST_API_KEY}`, origin: 'https://console.example.com' });

@@ -37,6 +37,7 @@ describe('OpenAPI document', () => {
           '/xiaozhi/ota/',
           '/xiaozhi/ota/activate',
           '/v1/enrollments',
+          '/v1/enrollments/refused',
           '/v1/enrollments/{code}/approve',
           '/v1/enrollments/{code}/reject',
           '/v1/enrollments/devices/{deviceId}',

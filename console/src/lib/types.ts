@@ -79,6 +79,18 @@ export interface GatewayEvent {
   data: Record<string, unknown>;
 }
 
+/** A device refused at connect for lack of valid credentials (GET /v1/enrollments/refused). */
+export interface RefusedDevice {
+  deviceId: string;
+  clientId: string;
+  transport: 'websocket' | 'mqtt';
+  reason: string;
+  count: number;
+  firstAt: string;
+  lastAt: string;
+  remoteAddress: string;
+}
+
 export interface PendingEnrollment {
   code: string;
   deviceId: string;

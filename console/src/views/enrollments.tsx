@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
 import { problemOf, useLoad } from '../lib/hooks.js';
-import type { PendingEnrollment, Problem } from '../lib/types.js';
+import type { PendingEnrollment, Problem, RefusedDevice } from '../lib/types.js';
 import { Badge, Loading, ProblemBox, ago } from '../components.js';
 
 const POLL_MS = 5000;
@@ -9,12 +9,13 @@ const POLL_MS = 5000;
 /** Devices waiting for an operator: the code each shows and speaks, approve or reject. */
 export function EnrollmentsView() {
   const list = useLoad((signal) => api<{ enrollments: PendingEnrollment[] }>('GET', '/v1/enrollments', undefined, { signal }), []);
+  const refused = useLoad((signal) => api<{ refused: RefusedDevice[] }>('GET', '/v1/enrollments/refused', undefined, { signal }), []);
   const [decided, setDecided] = useState<string>();
   // A device asking to join sends no event (it is not connected yet): look again now and then.
   useEffect(() => {
-    const t = setInterval(list.reload, POLL_MS);
+    const t = setInterval(() => (list.reload(), refused.reload()), POLL_MS);
     return () => clearInterval(t);
-  }, [list.reload]);
+  }, [list.reload, refused.reload]);
   return (
     <section aria-labelledby="enroll-h">
       <h1 id="enroll-h">Enrollments</h1>
@@ -36,6 +37,7 @@ export function EnrollmentsView() {
           <EnrollmentRow key={p.code} pending={p} onDone={(msg) => (setDecided(msg), list.reload())} />
         ))}
       </ul>
+      {refused.data && refused.data.refused.length > 0 && <RefusedDevices devices={refused.data.refused} />}
     </section>
   );
 }
@@ -77,5 +79,47 @@ export function EnrollmentRow({ pending: p, onDone }: { pending: PendingEnrollme
       )}
       {problem && <ProblemBox problem={problem} />}
     </li>
+  );
+}
+
+/** Devices that dial in without valid credentials (e.g. a fleet moved from open to hmac): they need an OTA check. */
+function RefusedDevices({ devices }: { devices: RefusedDevice[] }) {
+  return (
+    <section aria-labelledby="refused-h" class="refused">
+      <h2 id="refused-h">Refused devices</h2>
+      <p class="muted">
+        These devices connect without valid credentials and are refused. A device collects its credentials from an OTA check, which the firmware makes
+        only at boot: restart each one (power cycle), then approve its code above (or list its id in <code>enrollment.allowlist</code>). See
+        docs/security.md, "Moving a fleet from open to hmac".
+      </p>
+      <table>
+        <thead>
+          <tr>
+            <th>Device</th>
+            <th>Transport</th>
+            <th>Reason</th>
+            <th>Tries</th>
+            <th>First</th>
+            <th>Last</th>
+            <th>From</th>
+          </tr>
+        </thead>
+        <tbody>
+          {devices.map((d) => (
+            <tr key={d.deviceId} data-refused={d.deviceId}>
+              <td>{d.deviceId}</td>
+              <td>{d.transport}</td>
+              <td>
+                <Badge tone="bad">{d.reason}</Badge>
+              </td>
+              <td>{d.count}</td>
+              <td>{ago(d.firstAt)}</td>
+              <td>{ago(d.lastAt)}</td>
+              <td>{d.remoteAddress}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
   );
 }

@@ -165,6 +165,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
         sessionIdleMs: s.mcpEndpoint.sessionIdleMs,
         version: d.version,
         bodyLimitBytes: s.http.bodyLimitBytes,
+        publicUrl: s.http.publicUrl,
       });
     });
   }

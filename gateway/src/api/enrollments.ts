@@ -25,6 +25,17 @@ const EnrolledDevice = z.object({
   enrolledAt: z.string(),
   delivered: z.boolean().describe('The device has collected its credentials from the OTA endpoint'),
 });
+const RefusedDevice = z.object({
+  deviceId: z.string(),
+  clientId: z.string(),
+  transport: z.enum(['websocket', 'mqtt']),
+  reason: z.string().describe('Why: missing_token, missing_credentials, bad_signature, bad_password, expired, takeover_refused, ...'),
+  count: z.number().int().describe('Refusals since first seen (or since this instance started)'),
+  firstAt: z.string(),
+  lastAt: z.string(),
+  remoteAddress: z.string(),
+});
+const RefusedList = z.object({ refused: z.array(RefusedDevice) });
 const CodeParam = z.object({ code: z.string().regex(/^\d{6}$/).describe('The code the device shows') });
 const Reenrolled = z.object({ deviceId: z.string(), revoked: z.boolean() });
 
@@ -39,6 +50,18 @@ export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment:
   app.get('/v1/enrollments', {
     schema: { tags, summary: 'Devices waiting for approval, oldest first', response: { 200: jsonSchema(EnrollmentList, 'output'), ...problems(401) } } as FastifySchema,
     handler: async () => ({ enrollments: (opts.enrollment?.pending() ?? []).map(claimView) }),
+  });
+
+  app.get('/v1/enrollments/refused', {
+    schema: {
+      tags,
+      summary: 'Devices refused at connect for lack of valid credentials, most recent first (the last 256 ids, this instance)',
+      description: 'A fleet moved from open to hmac shows here: those devices need credentials from an OTA check (see docs/security.md).',
+      response: { 200: jsonSchema(RefusedList, 'output'), ...problems(401) },
+    } as FastifySchema,
+    handler: async () => ({
+      refused: (opts.enrollment?.refused.list() ?? []).map((d) => ({ ...d, firstAt: new Date(d.firstAt).toISOString(), lastAt: new Date(d.lastAt).toISOString() })),
+    }),
   });
 
   app.post<{ Params: z.infer<typeof CodeParam> }>('/v1/enrollments/:code/approve', {

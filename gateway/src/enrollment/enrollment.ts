@@ -5,6 +5,7 @@ import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/store.js';
 import type { EnrollmentCredentials, OtaProof } from './credentials.js';
 import { BindingSchema, ClaimSchema, type Binding, type Claim } from './records.js';
+import { RefusedDevices } from './refused.js';
 
 export type EnrollmentPolicy = 'open' | 'approve' | 'allowlist';
 
@@ -52,8 +53,12 @@ export class Enrollment {
   private readonly bindings = new Map<string, Binding>();
   private readonly claims = new Map<string, Claim>();
   private queue: Promise<unknown> = Promise.resolve();
+  /** Devices refused at connect, for the operator (per instance). */
+  readonly refused: RefusedDevices;
 
-  private constructor(private readonly o: EnrollmentOptions) {}
+  private constructor(private readonly o: EnrollmentOptions) {
+    this.refused = new RefusedDevices();
+  }
 
   static async open(o: EnrollmentOptions): Promise<Enrollment> {
     const e = new Enrollment(o);

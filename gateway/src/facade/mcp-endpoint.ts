@@ -7,6 +7,7 @@ import { authenticate, type ApiCaller } from '../api/auth.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import { hostnameOf } from './allowed-hosts.js';
+import { BoundedEventStores, DEFAULT_EVENT_STORE_LIMITS, type EventStoreLimits, type SessionEventStore } from './event-store.js';
 import { buildFacadeServer } from './mcp-server.js';
 
 /**
@@ -37,11 +38,19 @@ export interface McpEndpointOptions {
   sessionIdleMs: number;
   version: string;
   bodyLimitBytes: number;
+  /** Resumability: what a session's SSE streams sent is kept within these bounds (defaults: event-store.ts). */
+  eventStore?: Partial<EventStoreLimits>;
+  /** `http.publicUrl`: the resource named in the protected-resource metadata; else the request's own origin. */
+  publicUrl?: string | undefined;
 }
+
+/** Suggested in each SSE stream's priming event: how soon a client reconnects after a drop. */
+const SSE_RETRY_MS = 1000;
 
 interface Session {
   transport: NodeStreamableHTTPServerTransport;
   server: McpServer;
+  events: SessionEventStore;
   caller: ApiCaller;
   keyFingerprint: string;
   lastUsed: number;
@@ -55,12 +64,15 @@ export interface McpEndpoint {
 const CORS_REQUEST_HEADERS = 'Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, X-Voxgate-Tokens';
 const CORS_EXPOSED_HEADERS = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate';
 
+const METADATA_PATH = '/.well-known/oauth-protected-resource';
+
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
   reply.code(status).type('application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
 
 export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOptions): Promise<McpEndpoint> {
   const log = o.log.child({ component: 'mcp-endpoint' });
   const sessions = new Map<string, Session>();
+  const eventStores = new BoundedEventStores({ ...DEFAULT_EVENT_STORE_LIMITS, ...o.eventStore });
   const authOf = (req: FastifyRequest) => (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller ?? {};
 
   const modern = createMcpHandler(
@@ -94,6 +106,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     if (!s) return;
     sessions.delete(id);
     adjustKey(s.keyFingerprint, -1);
+    s.events.dispose();
     o.metrics.mcpSessions.set(sessions.size);
     log.debug({ why }, 'mcp session closed');
     await s.server.close().catch(() => undefined);
@@ -109,6 +122,15 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     const n = (perKey.get(fp) ?? 0) + by;
     if (n > 0) perKey.set(fp, n);
     else perKey.delete(fp);
+  };
+
+  /** Where clients reach this gateway: `http.publicUrl`, else the request's scheme and Host. */
+  const originOf = (req: FastifyRequest): string => {
+    if (o.publicUrl) return new URL(o.publicUrl).origin;
+    // Only a Host on the allow-list is echoed (a forged Host must not shape the challenge).
+    const name = hostnameOf(req.headers.host);
+    const host = name !== undefined && o.allowedHosts.has(name) ? String(req.headers.host) : 'localhost';
+    return `${req.protocol}://${host}`;
   };
 
   const hostAllowed = (req: FastifyRequest): boolean => {
@@ -174,11 +196,17 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     const caller = authenticate(req.headers.authorization, o.apiKeys(), o.tenantOf);
     if (!caller) {
       o.metrics.mcpRequests.inc({ outcome: 'unauthorized' });
-      // RFC 6750: a bearer token is expected, and it is an API key. No resource_metadata: this endpoint
-      // advertises no OAuth, so OAuth-aware clients report a bad key instead of starting an OAuth flow.
+      // RFC 6750 + RFC 9728: a bearer token is expected, and it is a Voxgate API key. The resource metadata
+      // names no authorization server, so MCP clients (the Inspector) report a missing or wrong key, not OAuth.
       const present = /^Bearer\s+\S+\s*$/i.test(req.headers.authorization ?? '');
-      const description = present ? 'the API key is not valid' : 'an API key is required: Authorization: Bearer <api key>';
-      void reply.header('www-authenticate', `Bearer realm="voxgate"${present ? ', error="invalid_token"' : ''}, error_description="${description}"`);
+      const description = present
+        ? 'the Voxgate API key is not valid'
+        : 'a Voxgate API key is required: Authorization: Bearer <api key>';
+      const metadata = `${originOf(req)}${METADATA_PATH}/mcp`;
+      void reply.header(
+        'www-authenticate',
+        `Bearer realm="voxgate", resource_metadata="${metadata}"${present ? ', error="invalid_token"' : ''}, error_description="${description}"`,
+      );
       return rpcError(reply, 401, -32001, `Unauthorized: ${description}`);
     }
     (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller = caller;
@@ -214,14 +242,18 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       adjustKey(keyFingerprint, 1);
       reserved++;
       let registered = false;
+      const events = eventStores.forSession();
       try {
         const server = buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
         const transport: NodeStreamableHTTPServerTransport = new NodeStreamableHTTPServerTransport({
           sessionIdGenerator: () => randomUUID(),
+          // SSE events carry ids (and a retry hint): a dropped stream resumes with Last-Event-ID.
+          eventStore: events,
+          retryInterval: SSE_RETRY_MS,
           onsessioninitialized: (id) => {
             registered = true;
             reserved--;
-            sessions.set(id, { transport, server, caller, keyFingerprint, lastUsed: Date.now() });
+            sessions.set(id, { transport, server, events, caller, keyFingerprint, lastUsed: Date.now() });
             o.metrics.mcpSessions.set(sessions.size);
           },
           onsessionclosed: (id) => void closeSession(id, 'deleted'),
@@ -235,6 +267,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
         await transport.handleRequest(req.raw, reply.raw, req.body);
       } finally {
         if (!registered) {
+          events.dispose();
           reserved--;
           adjustKey(keyFingerprint, -1);
         }
@@ -264,6 +297,18 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     handler: handle,
   });
   app.route({ method: 'OPTIONS', url: '/mcp', schema: { hide: true }, handler: preflight });
+  // RFC 9728 protected-resource metadata, at the root and path-suffixed (`/mcp`) locations MCP clients try.
+  const metadata = (req: FastifyRequest, reply: FastifyReply) => {
+    const origin = originOf(req);
+    return reply.header('cache-control', 'max-age=300').send({
+      resource: `${origin}/mcp`,
+      bearer_methods_supported: ['header'],
+      resource_name: 'Voxgate MCP endpoint (a Voxgate API key as the bearer token; no OAuth)',
+      resource_documentation: `${origin}/docs`,
+    });
+  };
+  app.get(METADATA_PATH, { schema: { hide: true } }, metadata);
+  app.get(`${METADATA_PATH}/mcp`, { schema: { hide: true } }, metadata);
 
   const endpoint: McpEndpoint = {
     sessionCount: () => sessions.size,

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { parseMqttClientId, safeEqual, verifyDeviceToken, verifyMqttPassword } from '@voxgate/protocol';
 import type { EnrollmentCredentials } from '../enrollment/credentials.js';
 import type { Binding } from '../enrollment/records.js';
+import type { RefusedDevices } from '../enrollment/refused.js';
 
 export type DeviceAuthMode = 'open' | 'token' | 'hmac';
 /**
@@ -14,6 +15,8 @@ export type AuthVerdict = { ok: true; credential: string } | { ok: false; reason
 export interface EnrollmentAuthority {
   binding(deviceId: string): Binding | undefined;
   readonly credentials: EnrollmentCredentials;
+  /** Where refused devices are kept for the operator (and logged, throttled per device). */
+  readonly refused?: RefusedDevices;
 }
 
 export interface DeviceAuthPolicy {

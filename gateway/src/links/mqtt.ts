@@ -121,10 +121,16 @@ export async function startMqttLink(o: MqttLinkOptions) {
       const id = parseMqttClientId(client.id);
       if (id) {
         const v = checkMqttDeviceAuth(o.auth, client.id, username, pw);
+        const refused = o.auth.enrollment?.refused;
         if (!v.ok) {
-          o.log.warn({ clientId: client.id, reason: v.reason }, 'MQTT device refused');
+          const remoteAddress = conns.get(client.conn)?.remote ?? '';
+          const r = { deviceId: id.deviceId, clientId: client.id, transport: 'mqtt' as const, reason: v.reason, remoteAddress };
+          // Listed for the operator (GET /v1/enrollments/refused); logged once per device per minute at most.
+          const due = refused ? refused.record(r) : {};
+          if (due) o.log.warn({ clientId: client.id, reason: v.reason, remote: remoteAddress, ...due }, 'MQTT device refused');
           return done(refuse(v.reason), false);
         }
+        refused?.forget(id.deviceId);
         peers.set(client, { kind: 'device', deviceId: id.deviceId, inbox: deviceInboxTopic(id.deviceId), credential: v.credential });
         return done(null, true);
       }

@@ -84,9 +84,14 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     const verdict = checkWebSocketAuth(o.auth, bearerToken(h('authorization') ?? q.get('token') ?? undefined), clientId, deviceId);
     if (!verdict.ok) {
       o.metrics.authRefused.inc({ transport: 'websocket', reason: verdict.reason });
-      o.log.warn({ deviceId, clientId, reason: verdict.reason, remote: req.socket.remoteAddress }, 'device WebSocket refused');
+      const remoteAddress = req.socket.remoteAddress ?? '';
+      // Listed for the operator (GET /v1/enrollments/refused); logged once per device per minute at most.
+      const refused = o.auth.enrollment?.refused;
+      const due = refused ? refused.record({ deviceId, clientId, transport: 'websocket', reason: verdict.reason, remoteAddress }) : {};
+      if (due) o.log.warn({ deviceId, clientId, reason: verdict.reason, remote: remoteAddress, ...due }, 'device WebSocket refused');
       return refuse(socket, 401, 'Unauthorized');
     }
+    o.auth.enrollment?.refused?.forget(deviceId);
     const credential = verdict.credential;
     wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, req, deviceId, clientId, credential));
   };

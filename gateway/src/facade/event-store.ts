@@ -1,0 +1,135 @@
+import type { EventId, EventStore, StreamId } from '@modelcontextprotocol/server';
+
+/**
+ * Resumability for `/mcp` sessions: the SSE events each session sent, so a client whose stream dropped
+ * can reconnect with `Last-Event-ID` and get what it missed (an answer sent while it was away).
+ *
+ * Bounded three ways: events and bytes per session (oldest dropped first) and bytes over all sessions
+ * (the oldest event of any session dropped first). An event id is only looked up in its own session's
+ * store, so one session can never replay another's events.
+ */
+export interface EventStoreLimits {
+  maxEventsPerSession: number;
+  maxBytesPerSession: number;
+  maxBytesTotal: number;
+}
+
+export const DEFAULT_EVENT_STORE_LIMITS: EventStoreLimits = {
+  maxEventsPerSession: 256,
+  maxBytesPerSession: 4 * 1024 * 1024,
+  maxBytesTotal: 32 * 1024 * 1024,
+};
+
+type Message = Parameters<EventStore['storeEvent']>[1];
+
+interface Stored {
+  id: EventId;
+  streamId: StreamId;
+  message: Message;
+  bytes: number;
+  /** Order over all sessions: the total byte bound drops the globally oldest event. */
+  order: number;
+}
+
+export interface SessionEventStore extends EventStore {
+  /** Frees the session's events (the session is closed). */
+  dispose(): void;
+}
+
+export class BoundedEventStores {
+  private readonly sessions = new Set<SessionStore>();
+  private totalBytes = 0;
+  private order = 0;
+
+  constructor(private readonly limits: EventStoreLimits = DEFAULT_EVENT_STORE_LIMITS) {}
+
+  /** A store for one session's transport. */
+  forSession(): SessionEventStore {
+    const store = new SessionStore(this);
+    this.sessions.add(store);
+    return store;
+  }
+
+  bytes(): number {
+    return this.totalBytes;
+  }
+
+  /** @internal */ nextOrder(): number {
+    return ++this.order;
+  }
+  /** @internal */ get bounds(): EventStoreLimits {
+    return this.limits;
+  }
+  /** @internal */ account(by: number): void {
+    this.totalBytes += by;
+    while (this.totalBytes > this.limits.maxBytesTotal) {
+      let oldest: SessionStore | undefined;
+      for (const s of this.sessions) if (s.oldestOrder() !== undefined && (!oldest || s.oldestOrder()! < oldest.oldestOrder()!)) oldest = s;
+      if (!oldest) break;
+      oldest.dropOldest();
+    }
+  }
+  /** @internal */ remove(store: SessionStore): void {
+    this.sessions.delete(store);
+  }
+}
+
+class SessionStore implements SessionEventStore {
+  private readonly events: Stored[] = [];
+  private readonly byId = new Map<EventId, Stored>();
+  private bytes = 0;
+  private seq = 0;
+  private disposed = false;
+
+  constructor(private readonly owner: BoundedEventStores) {}
+
+  storeEvent(streamId: StreamId, message: Message): Promise<EventId> {
+    const id = `${streamId}_${++this.seq}`;
+    if (this.disposed) return Promise.resolve(id);
+    const bytes = Buffer.byteLength(JSON.stringify(message)) + streamId.length + id.length;
+    const { maxEventsPerSession, maxBytesPerSession } = this.owner.bounds;
+    // An event larger than the whole per-session budget is sent live but cannot be replayed.
+    if (bytes > maxBytesPerSession) return Promise.resolve(id);
+    while (this.events.length > 0 && (this.events.length >= maxEventsPerSession || this.bytes + bytes > maxBytesPerSession)) this.dropOldest();
+    const e: Stored = { id, streamId, message, bytes, order: this.owner.nextOrder() };
+    this.events.push(e);
+    this.byId.set(id, e);
+    this.bytes += bytes;
+    this.owner.account(bytes);
+    return Promise.resolve(id);
+  }
+
+  getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
+    return Promise.resolve(this.byId.get(eventId)?.streamId);
+  }
+
+  async replayEventsAfter(lastEventId: EventId, { send }: { send: (eventId: EventId, message: Message) => Promise<void> }): Promise<StreamId> {
+    const last = this.byId.get(lastEventId);
+    // The SDK answers a thrown error with an HTTP error: the client learns the events are gone.
+    if (!last) throw new Error('unknown or expired Last-Event-ID: the events after it are no longer kept');
+    for (const e of this.events) {
+      if (e.order <= last.order || e.streamId !== last.streamId) continue;
+      // Priming events (`{}`) only carry an id for the client; nothing to replay.
+      if (!('jsonrpc' in e.message)) continue;
+      await send(e.id, e.message);
+    }
+    return last.streamId;
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    while (this.events.length > 0) this.dropOldest();
+    this.owner.remove(this);
+  }
+
+  /** @internal */ oldestOrder(): number | undefined {
+    return this.events[0]?.order;
+  }
+  /** @internal */ dropOldest(): void {
+    const e = this.events.shift();
+    if (!e) return;
+    this.byId.delete(e.id);
+    this.bytes -= e.bytes;
+    this.owner.account(-e.bytes);
+  }
+}
