@@ -11,7 +11,8 @@
  *   block, to the address and key of the server hello's `udp` block.
  * Both answer the gateway's initialize and a one-page tools/list before the measurement starts.
  *
- * A frame's first 4 bytes carry its number; the rest is a per-device pattern, so an echo is checked byte for
+ * A frame opens with an Opus TOC byte for one 60 ms mono frame (the gateway checks the shape of what it
+ * relays), then 4 bytes carrying its number; the rest is a per-device pattern, so an echo is checked byte for
  * byte (`corrupt` counts echoes that differ, duplicates included) and its round trip timed.
  */
 import { createCipheriv, randomUUID } from 'node:crypto';
@@ -23,6 +24,8 @@ import { WebSocket, type RawData } from 'ws';
 export const FRAME_MS = 60;
 /** A 60 ms, 16 kHz mono Opus frame at ~21 kbit/s. */
 export const OPUS_BYTES = 160;
+/** TOC byte (RFC 6716 §3.1): config 11 (SILK wideband, 60 ms), mono, one frame. */
+const OPUS_TOC_60MS_MONO = 0x58;
 /** Frames in flight per device are tracked in a ring this large: an echo later than that counts as corrupt, its frame as lost. */
 const RING = 1024;
 const V2_HEADER = 16;
@@ -103,6 +106,7 @@ class VoiceDevice {
   ) {
     this.pattern = Buffer.alloc(OPUS_BYTES);
     for (let k = 0; k < OPUS_BYTES; k++) this.pattern[k] = (index * 7 + k * 13) & 0xff;
+    this.pattern[0] = OPUS_TOC_60MS_MONO;
   }
 
   /** Open the link and the voice session; resolves false when it could not within the timeout. */
@@ -228,7 +232,7 @@ class VoiceDevice {
   private sendFrame(): void {
     const seq = this.sent++;
     const frame = Buffer.from(this.pattern);
-    frame.writeUInt32BE(seq, 0);
+    frame.writeUInt32BE(seq, 1);
     const slot = seq % RING;
     this.ringSeq[slot] = seq;
     this.sentAt[slot] = performance.now();
@@ -255,9 +259,9 @@ class VoiceDevice {
   private onEcho(payload: Buffer): void {
     const now = performance.now();
     if (payload.length !== OPUS_BYTES) return void this.corrupt++;
-    const seq = payload.readUInt32BE(0);
+    const seq = payload.readUInt32BE(1);
     const slot = seq % RING;
-    if (this.ringSeq[slot] !== seq || !payload.subarray(4).equals(this.pattern.subarray(4))) return void this.corrupt++;
+    if (this.ringSeq[slot] !== seq || payload[0] !== OPUS_TOC_60MS_MONO || !payload.subarray(5).equals(this.pattern.subarray(5))) return void this.corrupt++;
     this.ringSeq[slot] = -1;
     this.received++;
     this.run.rtts.push(now - this.sentAt[slot]!);

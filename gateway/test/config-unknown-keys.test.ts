@@ -90,6 +90,21 @@ describe('misspelled keys in gateway.config.json are refused, not ignored (issue
     expect(problems.filter((p) => p.includes('unknown setting'))).toHaveLength(10);
   });
 
+  it('refuses misspelled keys in the conversation settings (voice.asr, voice.tts, voice.converse, voice.tenants)', () => {
+    const problems = problemsFor({
+      voice: { asr: { modle: 'whisper-1' }, tts: { voicee: 'alloy' }, converse: { leadFrame: 5 }, tenants: { acme: { persona: 'x', langauge: 'en' } } },
+    });
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        'voice.asr.modle: unknown setting; did you mean "model"?',
+        'voice.tts.voicee: unknown setting; did you mean "voice"?',
+        'voice.converse.leadFrame: unknown setting; did you mean "leadFrames"?',
+      ]),
+    );
+    // Inside a record (tenants by name) the key is refused too, without a suggestion.
+    expect(problems.some((p) => p.startsWith('voice.tenants.acme.langauge: unknown setting'))).toBe(true);
+  });
+
   it('exits with code 2 on a misspelled key inside a section, as for a top-level one', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'voxgate-cfg-'));
     dirs.push(dir);

@@ -36,6 +36,7 @@ const WHERE: Record<string, { path: string; method: string; status: string; at?:
   ToolList: { path: '/v1/devices/{deviceId}/tools', method: 'get', status: '200' },
   CallResult: { path: '/v1/devices/{deviceId}/tools/{toolName}/call', method: 'post', status: '200' },
   PendingEnrollment: { path: '/v1/enrollments', method: 'get', status: '200', at: ['enrollments', '[]'] },
+  RefusedDevice: { path: '/v1/enrollments/refused', method: 'get', status: '200', at: ['refused', '[]'] },
   EnrolledDevice: { path: '/v1/enrollments/devices/{deviceId}', method: 'get', status: '200' },
   HostedServer: { path: '/v1/mcp/servers', method: 'get', status: '200', at: ['servers', '[]'] },
   MetricHistory: { path: '/v1/metrics/history', method: 'get', status: '200' },

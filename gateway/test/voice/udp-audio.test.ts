@@ -5,7 +5,7 @@ import { decodeBinaryFrame, encodeBinaryFrame, openUdpPacket, sealUdpPacket } fr
 import { Registry } from 'prom-client';
 import pino from 'pino';
 import { loadConfig } from '../../src/config.js';
-import type { DeviceSession } from '../../src/devices/session.js';
+import type { VoiceDevice } from '../../src/devices/voice-hook.js';
 import { createVoiceMetrics } from '../../src/voice/metrics.js';
 import { fitsDeclaredAudio, opusShape } from '../../src/voice/opus-packet.js';
 import type { VoiceSessionHandle } from '../../src/voice/relay.js';
@@ -64,7 +64,7 @@ describe('UDP audio: pinned source, bounded sequence, Opus-shaped payloads', () 
     const upstream = new AsyncQueue<Buffer>();
     const handle: VoiceSessionHandle = {
       deviceId: '02:00:00:00:14:01',
-      device: { link: { remoteAddress: DEVICE_IP, localAddress: '127.0.0.1' } } as unknown as DeviceSession,
+      device: { remoteAddress: DEVICE_IP, localAddress: '127.0.0.1' } as unknown as VoiceDevice,
       sendUpstream: (frame) => upstream.push(frame),
       touch: () => undefined,
     };

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Tenant } from '../../config/fields.js';
 import { AsrConfigSchema, TtsConfigSchema, type AsrConfig, type TtsConfig } from './providers/config.js';
 
 /**
@@ -15,7 +16,7 @@ const Name = z.string().min(1).max(256);
 const MacRe = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 
 /** Who a device talks to: per tenant (its devices listed here until devices carry a tenant themselves). */
-export const VoiceTenantSchema = z.object({
+export const VoiceTenantSchema = z.strictObject({
   mode: VoiceModeSchema.optional(),
   /** Device ids (MAC, lowercase with colons) of this tenant. */
   devices: z.array(z.string().toLowerCase().regex(MacRe)).max(100_000).default([]),
@@ -40,9 +41,9 @@ export const converseConfigShape = {
     .default(24_000),
   persona: z.string().max(4000).optional(),
   language: z.string().min(2).max(16).optional(),
-  tenants: z.record(z.string().min(1).max(128), VoiceTenantSchema).default({}),
+  tenants: z.record(Tenant, VoiceTenantSchema).default({}),
   converse: z
-    .object({
+    .strictObject({
       /** An utterance longer than this ends there and is answered. */
       maxUtteranceMs: Ms(15_000, 60_000),
       /** Frames sent ahead of the device's playback (its queue holds 40). */
