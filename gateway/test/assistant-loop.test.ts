@@ -302,6 +302,8 @@ describe('assistant tool loop', () => {
     const err = await t.api<{ code: string; detail: string }>('POST', '/v1/assistant/chat', { message: 'x' });
     expect([err.status, err.body.code]).toEqual([502, 'MODEL_ERROR']);
     expect(err.body.detail).toContain('the model gpt-test does not exist');
+    // The person reading it learns where the model was asked (fidelity item 10).
+    expect(err.body.detail).toContain(`model "oa" (${llm.url}/v1) failed`);
     llm.script([{ hang: true }]);
     const to = await t.api<{ code: string }>('POST', '/v1/assistant/chat', { message: 'x' });
     expect([to.status, to.body.code]).toEqual([504, 'MODEL_TIMEOUT']);

@@ -12,7 +12,7 @@ import { ConversationStore, type Conversation } from './conversations.js';
 import { createAssistantMetrics, type AssistantMetrics } from './metrics.js';
 import { createProvider } from './providers/index.js';
 import { buildToolset } from './toolset.js';
-import { resultText, Turn, TurnCancelled, type TurnEvent, type TurnModel, type TurnResult } from './turn.js';
+import { modelLabel, resultText, Turn, TurnCancelled, type TurnEvent, type TurnModel, type TurnResult } from './turn.js';
 import type { ChatMessage, ImageInput } from './types.js';
 
 import type { AssistantConfig } from './config.js';
@@ -56,7 +56,7 @@ export class Assistant {
       if (m.apiKeyEnv && !apiKey) d.log.warn({ model: name, apiKeyEnv: m.apiKeyEnv }, 'assistant model: the API key variable is not set');
       // The SDK's own timeout is a backstop: the turn's timer fires first and says MODEL_TIMEOUT.
       const client = createProvider(m.provider, { model: m.model, baseUrl: m.baseUrl, apiKey, maxTokens: m.maxTokens, maxRetries: m.maxRetries, timeoutMs: d.config.modelTimeoutMs + 5000 });
-      this.models.set(name, { name, provider: m.provider, client, toolMode: m.toolMode, secret: apiKey });
+      this.models.set(name, { name, provider: m.provider, client, toolMode: m.toolMode, secret: apiKey, endpoint: endpointOf(m.baseUrl) });
     }
     this.conversations = new ConversationStore({
       ttlMs: d.config.conversationTtlMs,
@@ -205,7 +205,7 @@ export class Assistant {
       outcome = signal.aborted ? 'timeout' : 'error';
       if (outcome === 'timeout') throw new GatewayError('MODEL_TIMEOUT', `model "${name}" did not answer within ${this.d.config.modelTimeoutMs} ms`);
       const msg = (e instanceof Error ? e.message : String(e)).slice(0, 500);
-      throw new GatewayError('MODEL_ERROR', `model "${name}" failed: ${model.secret ? msg.split(model.secret).join('[REDACTED]') : msg}`);
+      throw new GatewayError('MODEL_ERROR', `${modelLabel(model)} failed: ${model.secret ? msg.split(model.secret).join('[REDACTED]') : msg}`);
     } finally {
       this.metrics.modelLatency.observe({ provider: model.provider, outcome }, (performance.now() - started) / 1000);
     }
@@ -246,4 +246,10 @@ function forModel(photo: Buffer): { mimeType: ImageInput['mimeType']; image: Buf
   } catch (e) {
     throw new GatewayError('INVALID_REQUEST', e instanceof Error ? e.message : String(e));
   }
+}
+
+/** A provider's base URL as errors may show it: no credentials, no query (a key may ride there). */
+function endpointOf(baseUrl: string | undefined): string | undefined {
+  const u = baseUrl ? URL.parse(baseUrl) : null;
+  return u ? `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}` : undefined;
 }

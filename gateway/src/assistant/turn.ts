@@ -30,6 +30,8 @@ export interface TurnModel {
   toolMode: 'native' | 'markers' | 'none';
   /** Scrubbed from provider error messages. */
   secret?: string | undefined;
+  /** Where the provider is reached (`baseUrl` without credentials or query), named in its errors. */
+  endpoint?: string | undefined;
 }
 
 export interface ToolCallRecord {
@@ -225,7 +227,7 @@ export class Turn {
         throw new GatewayError('MODEL_TIMEOUT', `model "${this.i.model.name}" did not answer within ${this.d.settings.modelTimeoutMs} ms`);
       }
       outcome = 'error';
-      throw new GatewayError('MODEL_ERROR', `model "${this.i.model.name}" failed: ${this.scrub(e)}`);
+      throw new GatewayError('MODEL_ERROR', `${modelLabel(this.i.model)} failed: ${this.scrub(e)}`);
     } finally {
       clearTimeout(timer);
       this.d.metrics.modelLatency.observe({ provider, outcome }, (performance.now() - started) / 1000);
@@ -363,4 +365,9 @@ export function resultText(r: CallToolResult): string {
   }
   if (!parts.length && r.structuredContent) parts.push(JSON.stringify(r.structuredContent));
   return parts.join('\n') || (r.isError ? 'Error: the tool failed without a message.' : '(no output)');
+}
+
+/** `model "local" (http://127.0.0.1:11434/v1)`: which model, and where it was asked, for the person reading the error. */
+export function modelLabel(m: Pick<TurnModel, 'name' | 'endpoint'>): string {
+  return m.endpoint ? `model "${m.name}" (${m.endpoint})` : `model "${m.name}"`;
 }
