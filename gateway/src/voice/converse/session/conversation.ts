@@ -4,8 +4,9 @@ import { ProviderError, type OpusDecoder, type OpusEncoder, type SpeechDetector,
 import type { ConverseMetrics, ConverseStage, TurnOutcome } from '../metrics.js';
 import { DownlinkPacer } from './pacer.js';
 import { SentenceSplitter } from '../audio/sentences.js';
-import { Speaker } from './speaker.js';
+import { Speaker, type SpeakerDeps } from './speaker.js';
 import { toDevice, type ListenMode, type VoiceInput } from './wire.js';
+import { confirmQuestion, isYes } from './confirm-words.js';
 
 /** Uplink PCM rate: what the device sends (16 kHz Opus), the detector and the recogniser take. */
 export const UPLINK_RATE = 16_000;
@@ -278,13 +279,7 @@ export class ConverseSession {
     this.d.out.json(toDevice.llm(this.d.sessionId, 'thinking'));
     this.d.events.transcript(text);
     const ac = new AbortController();
-    const speaker = new Speaker({
-      sessionId: this.d.sessionId,
-      synth: this.d.tts,
-      encoder: this.d.audio.encoder,
-      resample: (p, f, t) => this.d.audio.resample(p, f, t),
-      pacer: this.pacer,
-      signal: ac.signal,
+    const speaker = this.speaker(ac.signal, {
       voice: this.d.voice,
       onError: (e) => this.providerFailed('tts', e, undefined),
       onSpeaking: () => this.d.audio.detector.reset(),
@@ -293,6 +288,12 @@ export class ConverseSession {
     this.turn = turn;
     this.frameSentHook = this.firstFrameHook(turn);
     void this.runTurn(turn, text);
+  }
+
+  /** A speaker on this session's synthesiser, encoder and pacer, for one turn. */
+  private speaker(signal: AbortSignal, o: Pick<SpeakerDeps, 'onError'> & Partial<Pick<SpeakerDeps, 'voice' | 'onSpeaking'>>): Speaker {
+    const resample = (p: Int16Array, f: number, t: number) => this.d.audio.resample(p, f, t);
+    return new Speaker({ sessionId: this.d.sessionId, synth: this.d.tts, encoder: this.d.audio.encoder, resample, pacer: this.pacer, signal, ...o });
   }
 
   private firstFrameHook(turn: ActiveTurn): () => void {
@@ -420,15 +421,7 @@ export class ConverseSession {
     if (spoken && !this.closed) {
       // Spoken through a throwaway turn of the speaker: the device hears why, not just silence.
       const ac = new AbortController();
-      const speaker = new Speaker({
-        sessionId: this.d.sessionId,
-        synth: this.d.tts,
-        encoder: this.d.audio.encoder,
-        resample: (p, f, t) => this.d.audio.resample(p, f, t),
-        pacer: this.pacer,
-        signal: ac.signal,
-        onError: () => undefined,
-      });
+      const speaker = this.speaker(ac.signal, { onError: () => undefined });
       this.d.metrics.outcome.failed.inc();
       this.busy = true;
       const turn: ActiveTurn = { ac, speaker, spokenText: [spoken], marks: { speechEnd: performance.now() } };
@@ -452,18 +445,4 @@ function concat(chunks: Int16Array[], samples: number): Int16Array {
     at += c.length;
   }
   return out;
-}
-
-/** Yes, in the words people use (English and Chinese); anything else, silence included, is a no. */
-export function isYes(text: string): boolean {
-  const t = text.toLowerCase();
-  if (/\b(no|nope|don't|do not|cancel|stop|never)\b|不|别|取消/.test(t)) return false;
-  return /\b(yes|yeah|yep|yup|sure|ok|okay|confirm(ed)?|go ahead|do it|please do|affirmative)\b|是|好|确认|可以|对/.test(t);
-}
-
-/** The spoken question for a tool that needs a person's yes. */
-export function confirmQuestion(tool: string, language: string | undefined): string {
-  const what = tool.replace(/^self[_.]/, '').replace(/[_.]+/g, ' ').trim();
-  if (language?.toLowerCase().startsWith('zh')) return `要执行 ${what} 吗？请说“是”确认。`;
-  return `Should I run ${what}? Say yes to confirm.`;
 }

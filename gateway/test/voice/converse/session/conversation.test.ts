@@ -4,7 +4,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { GatewayError } from '../../../../src/errors.js';
 import { ProviderError, type OpusDecoder, type OpusEncoder, type SpeechDetector, type SpeechRecognizer, type SpeechSynthesizer, type VadState } from '../../../../src/voice/converse/contracts.js';
 import { createConverseMetrics } from '../../../../src/voice/converse/metrics.js';
-import { ConverseSession, isYes, type TurnHandle, type TurnPort, type TurnSignal } from '../../../../src/voice/converse/session/conversation.js';
+import { ConverseSession, type TurnHandle, type TurnPort, type TurnSignal } from '../../../../src/voice/converse/session/conversation.js';
+import { isYes } from '../../../../src/voice/converse/session/confirm-words.js';
 import { EMOTIONS, readVoiceInput } from '../../../../src/voice/converse/session/wire.js';
 import { deferred, until } from '../../../../../test/support/wait.js';
 
