@@ -1,0 +1,279 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { mintDeviceToken, mqttPassword, OtaResponseSchema, type OtaResponse } from '@voxgate/protocol';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { DeviceLink } from '../../src/devices/link.js';
+import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { ReferenceDevice } from '../../../test/support/reference-device.js';
+
+const SECRET = 'enrollment-device-secret-0123456789';
+let mac = 0x10;
+const nextMac = () => `02:00:00:00:0e:${(mac++).toString(16).padStart(2, '0')}`;
+
+interface Problem {
+  code: string;
+  detail: string;
+}
+interface Pending {
+  enrollments: Array<{ code: string; deviceId: string; clientId: string; status: string; firmwareVersion?: string }>;
+}
+
+const cleanup: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const f of cleanup.splice(0).reverse()) await f();
+});
+
+async function gateway(overrides: Parameters<typeof startTestGateway>[0] = {}): Promise<TestGateway> {
+  const t = await startTestGateway({ deviceAuth: 'hmac', deviceSecret: SECRET, ...overrides });
+  cleanup.push(() => t.close());
+  return t;
+}
+
+function device(deviceId = nextMac(), clientId?: string): ReferenceDevice {
+  const d = new ReferenceDevice({ deviceId, ...(clientId ? { clientId } : {}) });
+  cleanup.push(() => d.terminate());
+  return d;
+}
+
+/** The device's OTA check, as the firmware sends it. */
+async function ota(t: TestGateway, d: { deviceId: string; clientId: string }, extra: Record<string, string> = {}): Promise<{ status: number; body: OtaResponse & Partial<Problem> }> {
+  const res = await fetch(`${t.baseUrl}/xiaozhi/ota/`, {
+    method: 'POST',
+    headers: { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json', 'user-agent': 'sim-board/1.7.6', ...extra },
+    body: JSON.stringify({ application: { name: 'xiaozhi', version: '1.7.6' } }),
+  });
+  const body = (await res.json()) as OtaResponse & Partial<Problem>;
+  return { status: res.status, body: res.status === 200 ? OtaResponseSchema.parse(body) : body };
+}
+
+async function activate(t: TestGateway, d: { deviceId: string; clientId: string }, body: unknown = {}): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${t.baseUrl}/xiaozhi/ota/activate`, { method: 'POST', headers: { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+/** Approve flow end to end; returns what the device collected. */
+async function enroll(t: TestGateway, d: ReferenceDevice): Promise<OtaResponse> {
+  const first = await ota(t, d);
+  const code = first.body.activation!.code;
+  expect((await t.api('POST', `/v1/enrollments/${code}/approve`)).status).toBe(200);
+  const collected = await ota(t, d);
+  expect(collected.status).toBe(200);
+  return collected.body;
+}
+
+async function online(t: TestGateway, d: ReferenceDevice, creds: OtaResponse): Promise<void> {
+  const ready = t.nextEvent('device.ready', d.deviceId);
+  if (creds.mqtt) await d.connectMqtt(t.mqttUrl, { clientId: creds.mqtt.client_id!, username: creds.mqtt.username!, password: creds.mqtt.password!, publishTopic: creds.mqtt.publish_topic });
+  else await d.connectWebSocket(t.wsUrl, { token: creds.websocket!.token! });
+  await ready;
+}
+
+async function callable(t: TestGateway, deviceId: string): Promise<number> {
+  return (await t.api('POST', `/v1/devices/${deviceId}/tools/self.get_device_status/call`, {})).status;
+}
+
+describe('device enrollment (hmac device auth)', () => {
+  it('approve (the default): the device shows a code and polls 202 until an operator approves, then collects its credentials once', async () => {
+    const t = await gateway();
+    const d = device();
+    const first = await ota(t, d);
+    expect(first.status).toBe(200);
+    expect(first.body.websocket).toBeUndefined();
+    expect(first.body.mqtt).toBeUndefined();
+    const a = first.body.activation!;
+    expect(a.code).toMatch(/^\d{6}$/);
+    expect(a.message).toContain(a.code);
+    expect(a.challenge.length).toBeGreaterThanOrEqual(16);
+    expect(a.timeout_ms).toBeGreaterThan(0);
+    // The firmware asks again after ten polls: same code, so the one on its screen stays valid.
+    expect((await ota(t, d)).body.activation!.code).toBe(a.code);
+    expect((await activate(t, d)).status).toBe(202);
+
+    const list = await t.api<Pending>('GET', '/v1/enrollments');
+    expect(list.body.enrollments).toEqual([expect.objectContaining({ code: a.code, deviceId: d.deviceId, clientId: d.clientId, status: 'pending', firmwareVersion: '1.7.6' })]);
+    expect((await t.api('GET', '/v1/enrollments', undefined, { apiKey: null })).status).toBe(401);
+    expect((await t.api('POST', `/v1/enrollments/${a.code}/approve`, undefined, { apiKey: null })).status).toBe(401);
+
+    const approved = await t.api<{ deviceId: string; via: string; delivered: boolean }>('POST', `/v1/enrollments/${a.code}/approve`);
+    expect(approved.status).toBe(200);
+    expect(approved.body).toMatchObject({ deviceId: d.deviceId, via: 'approve', delivered: false });
+    expect((await activate(t, d)).status).toBe(200);
+    expect((await t.api<Pending>('GET', '/v1/enrollments')).body.enrollments).toEqual([]);
+
+    const collected = await ota(t, d);
+    expect(collected.body.activation).toBeUndefined();
+    expect(collected.body.websocket?.token).toMatch(/^[A-Za-z0-9_-]{43}\.\d+$/);
+    await online(t, d, collected.body);
+    expect(await callable(t, d.deviceId)).toBe(200);
+    // Collected once: the next check without proof names no credential.
+    expect((await ota(t, d)).body.websocket).toEqual({ url: collected.body.websocket!.url });
+    expect((await t.api<{ delivered: boolean }>('GET', `/v1/enrollments/devices/${d.deviceId}`)).body.delivered).toBe(true);
+
+    const again = await t.api<Problem>('POST', `/v1/enrollments/${a.code}/approve`);
+    expect([again.status, again.headers.get('content-type')?.split(';')[0], again.body.code]).toEqual([404, 'application/problem+json', 'ENROLLMENT_NOT_FOUND']);
+    expect((await t.api<Problem>('POST', '/v1/enrollments/12ab56/approve')).status).toBe(400);
+    expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'claimed' })).toBe(1);
+    expect(JSON.stringify(t.logs)).not.toContain(collected.body.websocket!.token!);
+  });
+
+  it.each(['websocket', 'mqtt'] as const)('the takeover attack from issue 8 (%s): OTA with the victim’s ids yields no credential, and the live device stays', async (transport) => {
+    const t = await gateway({ ota: { transport } });
+    const victim = device();
+    const creds = await enroll(t, victim);
+    await online(t, victim, creds);
+
+    // The attacker knows the victim's Device-Id and Client-Id, and asks as often as it likes.
+    for (const extra of [{} as Record<string, string>, { authorization: 'Bearer forged.123' }, { authorization: `Basic ${Buffer.from('u:p').toString('base64')}` }]) {
+      const stolen = await ota(t, victim, extra);
+      expect(stolen.status).toBe(200);
+      expect(stolen.body.websocket?.token).toBeUndefined();
+      expect(stolen.body.mqtt?.password).toBeUndefined();
+      expect(stolen.body.mqtt?.client_id).toBeUndefined();
+    }
+    expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'proof_refused' })).toBe(2);
+
+    // What the old OTA endpoint handed anyone (credentials signed with the device secret) no longer opens an enrolled id.
+    const attacker = new ReferenceDevice({ deviceId: victim.deviceId, clientId: victim.clientId });
+    cleanup.push(() => attacker.terminate());
+    if (transport === 'websocket') {
+      const legacy = mintDeviceToken(SECRET, victim.clientId, victim.deviceId, Date.now() / 1000);
+      await expect(attacker.connectWebSocket(t.wsUrl, { token: legacy })).rejects.toMatchObject({ statusCode: 401 });
+    } else {
+      const username = Buffer.from(JSON.stringify({ ip: '203.0.113.9' })).toString('base64');
+      const clientId = creds.mqtt!.client_id!;
+      await expect(attacker.connectMqtt(t.mqttUrl, { clientId, username, password: mqttPassword(SECRET, clientId, username) })).rejects.toMatchObject({ code: 5 });
+    }
+    expect(victim.connected).toBe(true);
+    expect(await callable(t, victim.deviceId)).toBe(200);
+  });
+
+  it('a takeover of a live connection needs the credentials the live one proved: other valid ones are refused, counted and logged', async () => {
+    const t = await gateway();
+    const d = device();
+    // Not enrolled: tokens signed with the device secret (as its holder may issue) are valid, each different.
+    const live = mintDeviceToken(SECRET, d.clientId, d.deviceId, Date.now() / 1000 - 60);
+    const other = mintDeviceToken(SECRET, d.clientId, d.deviceId, Date.now() / 1000);
+    await online(t, d, { websocket: { url: t.wsUrl, token: live } } as OtaResponse);
+
+    const intruder = device(d.deviceId, d.clientId);
+    await expect(intruder.connectWebSocket(t.wsUrl, { token: other })).rejects.toMatchObject({ statusCode: 401 });
+    expect(await t.metric('voxgate_device_auth_refused_total', { transport: 'websocket', reason: 'takeover_refused' })).toBe(1);
+    expect(t.logs.some((l) => l['msg'] === 'device WebSocket refused' && l['reason'] === 'takeover_refused')).toBe(true);
+    expect(d.connected).toBe(true);
+    expect(await callable(t, d.deviceId)).toBe(200);
+
+    // The registry refuses too, whatever got past the check (two upgrades racing).
+    const closes: number[] = [];
+    const link: DeviceLink = { transport: 'websocket', remoteAddress: '192.0.2.7', send: () => true, close: (code) => void closes.push(code) };
+    expect(t.gw.registry.connect({ deviceId: d.deviceId, clientId: d.clientId, link, expectHello: true, credential: 'something-else' })).toBeUndefined();
+    expect(closes).toEqual([4003]);
+    expect(await t.metric('voxgate_device_takeovers_refused_total')).toBe(1);
+    expect(await callable(t, d.deviceId)).toBe(200);
+
+    // The same credentials may take over (the device reconnecting while its old socket lingers).
+    const again = device(d.deviceId, d.clientId);
+    await online(t, again, { websocket: { url: t.wsUrl, token: live } } as OtaResponse);
+    expect((await d.closed()).code).toBe(4000);
+  });
+
+  it('re-enroll: an operator revokes the credentials, closes the live connection, and the device must enroll again', async () => {
+    const t = await gateway();
+    const d = device();
+    const creds = await enroll(t, d);
+    await online(t, d, creds);
+    const r = await t.api<{ revoked: boolean }>('POST', `/v1/enrollments/devices/${d.deviceId.replace(/:/g, '-')}/reenroll`);
+    expect([r.status, r.body.revoked]).toEqual([200, true]);
+    expect((await d.closed()).code).toBe(4004);
+    const back = device(d.deviceId, d.clientId);
+    await expect(back.connectWebSocket(t.wsUrl, { token: creds.websocket!.token! })).rejects.toMatchObject({ statusCode: 401 });
+    expect((await t.api<Problem>('GET', `/v1/enrollments/devices/${d.deviceId}`)).body.code).toBe('ENROLLMENT_NOT_FOUND');
+    expect((await t.api<Problem>('POST', `/v1/enrollments/devices/${d.deviceId}/reenroll`)).status).toBe(404);
+
+    const fresh = await enroll(t, d);
+    expect(fresh.websocket!.token).not.toBe(creds.websocket!.token);
+    await online(t, back, fresh);
+  });
+
+  it('reject: the device is told 403 when it polls and when it asks again', async () => {
+    const t = await gateway();
+    const d = device();
+    const code = (await ota(t, d)).body.activation!.code;
+    const rejected = await t.api<{ status: string }>('POST', `/v1/enrollments/${code}/reject`);
+    expect([rejected.status, rejected.body.status]).toEqual([200, 'rejected']);
+    const polled = await activate(t, d);
+    expect([polled.status, polled.body['code']]).toEqual([403, 'ENROLLMENT_REJECTED']);
+    const asked = await ota(t, d);
+    expect([asked.status, asked.body.code]).toEqual([403, 'ENROLLMENT_REJECTED']);
+    expect((await t.api<Problem>('POST', `/v1/enrollments/${code}/approve`)).status).toBe(404);
+  });
+
+  it('two claimants of one device id get their own codes; approving the real one leaves the other with nothing', async () => {
+    const t = await gateway();
+    const real = device();
+    const impostor = device(real.deviceId);
+    const impostorCode = (await ota(t, impostor)).body.activation!;
+    const realCode = (await ota(t, real)).body.activation!;
+    expect(realCode.code).not.toBe(impostorCode.code);
+    // A v2 device echoes its challenge: another answer's challenge is not its claim.
+    expect((await activate(t, real, { algorithm: 'hmac-sha256', serial_number: 'SN1', challenge: impostorCode.challenge, hmac: '00' })).status).toBe(404);
+    expect((await activate(t, real, { algorithm: 'hmac-sha256', serial_number: 'SN1', challenge: realCode.challenge, hmac: '00' })).status).toBe(202);
+
+    expect((await t.api('POST', `/v1/enrollments/${realCode.code}/approve`)).status).toBe(200);
+    expect((await activate(t, impostor)).status).toBe(404);
+    const stolen = await ota(t, impostor);
+    expect(stolen.body.activation).toBeUndefined();
+    expect(stolen.body.websocket?.token).toBeUndefined();
+    expect((await ota(t, real)).body.websocket?.token).toBeDefined();
+  });
+
+  it('allowlist: listed ids enroll on their first check, others get a 403 problem', async () => {
+    const listed = nextMac();
+    const t = await gateway({ enrollment: { policy: 'allowlist', allowlist: [listed.toUpperCase().replace(/:/g, '-')] } });
+    expect((await ota(t, device(listed))).body.websocket?.token).toBeDefined();
+    const refused = await ota(t, device());
+    expect([refused.status, refused.body.code]).toEqual([403, 'ENROLLMENT_REFUSED']);
+  });
+
+  it('caps pending enrollments: past maxPending a new device gets a 503 problem', async () => {
+    const t = await gateway({ enrollment: { maxPending: 2 } });
+    expect((await ota(t, device())).body.activation).toBeDefined();
+    expect((await ota(t, device())).body.activation).toBeDefined();
+    const res = await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers: { 'device-id': nextMac(), 'client-id': 'c-1', 'content-type': 'application/json' }, body: '{}' });
+    expect([res.status, ((await res.json()) as Problem).code]).toEqual([503, 'ENROLLMENT_BUSY']);
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  it('open: of two requests racing for a new id, exactly one is enrolled and gets credentials', async () => {
+    const t = await gateway({ enrollment: { policy: 'open' } });
+    const id = nextMac();
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => ota(t, { deviceId: id, clientId: `claimant-${i}` })));
+    const winners = answers.filter((a) => a.body.websocket?.token !== undefined);
+    expect(winners).toHaveLength(1);
+    expect(answers.every((a) => a.status === 200 && a.body.websocket?.url)).toBe(true);
+    const bound = await t.api<{ clientId: string; via: string }>('GET', `/v1/enrollments/devices/${id}`);
+    expect(bound.body.via).toBe('open');
+    expect(answers.indexOf(winners[0]!)).toBe(Number(bound.body.clientId.split('-')[1]));
+  });
+
+  it('enrollments and pending codes survive a restart', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-enroll-'));
+    cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }));
+    const first = await startTestGateway({ deviceAuth: 'hmac', deviceSecret: SECRET, dataDir });
+    const d = device();
+    const waiting = device();
+    let creds: OtaResponse;
+    let code: string;
+    try {
+      creds = await enroll(first, d);
+      code = (await ota(first, waiting)).body.activation!.code;
+    } finally {
+      await first.close();
+    }
+    const second = await gateway({ dataDir });
+    await online(second, d, creds);
+    expect((await ota(second, d)).body.websocket?.token).toBeUndefined();
+    expect((await second.api<Pending>('GET', '/v1/enrollments')).body.enrollments.map((e) => e.code)).toEqual([code]);
+    expect((await ota(second, waiting)).body.activation?.code).toBe(code);
+  });
+});

@@ -1,0 +1,42 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { commandLine, descendants, isolatedEnv, portIsFree, procStat, spawnGateway, WEATHER_MAIN } from '../../../test/support/gateway-process.js';
+import { isAlive } from '../../../test/support/hub.js';
+
+// `npm start` is what the README tells people to run: the signal an operator (or a container runtime)
+// sends to npm's own PID must stop the gateway and every hub child, and free the ports.
+describe('npm start', () => {
+  it('runs the compiled gateway as npm\'s direct child, and SIGTERM to npm stops it and its hub children', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-start-'));
+    writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
+    // A stdio MCP server (the compiled sample): a grandchild that must not outlive the gateway.
+    writeFileSync(join(dataDir, 'mcp.json'), JSON.stringify({ mcpServers: { weather: { command: process.execPath, args: [WEATHER_MAIN] } } }));
+    const npm = spawnGateway('npm', ['start', '--silent'], isolatedEnv(dataDir, { GATEWAY_API_KEYS: 'start-test-key', GATEWAY_MCP_CONFIG: join(dataDir, 'mcp.json') }));
+    let tree: number[] = [];
+    try {
+      const started = (await npm.logLine('voxgate started')) as { http: string; mqtt: string };
+      await npm.logLine('upstream MCP server ready');
+      tree = descendants(npm.pid);
+      // `exec` in the start script: npm's child is node running the compiled entry, with no shell between.
+      const gateway = tree.find((pid) => procStat(pid)?.ppid === npm.pid);
+      expect(commandLine(gateway!)).toEqual(['node', '--enable-source-maps', 'gateway/dist/main.js']);
+      const weather = tree.find((pid) => commandLine(pid).includes(WEATHER_MAIN));
+      expect(weather && procStat(weather)?.ppid).toBe(gateway);
+      const health = await fetch(`http://${started.http}/healthz`);
+      expect(health.status).toBe(200);
+
+      process.kill(npm.pid, 'SIGTERM');
+      expect(await npm.exited).toEqual({ code: 0, signal: null });
+      expect(npm.logs.map((l) => l.msg)).toContain('stopped');
+      expect(tree.filter(isAlive)).toEqual([]);
+      const port = (hostPort: string) => Number(hostPort.slice(hostPort.lastIndexOf(':') + 1));
+      expect(await portIsFree(port(started.http))).toBe(true);
+      expect(await portIsFree(port(started.mqtt))).toBe(true);
+    } finally {
+      for (const pid of [npm.pid, ...tree]) if (isAlive(pid)) process.kill(pid, 'SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});

@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest';
+import { MqttPacketGuard, PacketTooLargeError, type OversizedPublish } from '../../src/links/mqtt-packet-guard.js';
+
+/** An MQTT 3.1.1 PUBLISH: fixed header (type 3, QoS in bits 1-2), topic, packet id when QoS > 0, payload. */
+function publish(topic: string, payload: Buffer, qos = 0): Buffer {
+  const t = Buffer.from(topic);
+  const body = Buffer.concat([Buffer.from([t.length >> 8, t.length & 0xff]), t, qos > 0 ? Buffer.from([0, 1]) : Buffer.alloc(0), payload]);
+  const len: number[] = [];
+  let n = body.length;
+  do {
+    let b = n % 128;
+    n = Math.floor(n / 128);
+    if (n > 0) b |= 0x80;
+    len.push(b);
+  } while (n > 0);
+  return Buffer.concat([Buffer.from([0x30 | (qos << 1), ...len]), body]);
+}
+
+async function run(limit: number, input: Buffer, chunk = 1000): Promise<{ out: Buffer; oversized: OversizedPublish[]; error?: unknown }> {
+  const guard = new MqttPacketGuard(limit);
+  const oversized: OversizedPublish[] = [];
+  const parts: Buffer[] = [];
+  guard.on('oversized', (o: OversizedPublish) => oversized.push(o));
+  guard.on('data', (b: Buffer) => parts.push(b));
+  const done = new Promise<unknown>((resolve) => {
+    guard.on('error', resolve);
+    guard.on('end', () => resolve(undefined));
+  });
+  for (let i = 0; i < input.length; i += chunk) guard.write(input.subarray(i, i + chunk));
+  guard.end();
+  const error = await done;
+  return { out: Buffer.concat(parts), oversized, ...(error ? { error } : {}) };
+}
+
+describe('MQTT packet guard', () => {
+  it('skips an oversized QoS 0 publish (reporting its topic and payload start) and passes the packets around it intact', async () => {
+    const small1 = publish('device-server', Buffer.from('{"a":1}'));
+    const big = publish('device-server', Buffer.from(`{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":"${'z'.repeat(5000)}"}}`));
+    const small2 = publish('device-server', Buffer.from('{"b":2}'));
+    const r = await run(1024, Buffer.concat([small1, big, small2]), 333);
+    expect(r.error).toBeUndefined();
+    expect(r.out.equals(Buffer.concat([small1, small2]))).toBe(true);
+    expect(r.oversized).toHaveLength(1);
+    expect(r.oversized[0]).toMatchObject({ bytes: big.length, limit: 1024, topic: 'device-server' });
+    expect(r.oversized[0]!.payloadHead.startsWith('{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":7')).toBe(true);
+  });
+
+  it('fails the stream on an oversized QoS 1 publish (it would expect an acknowledgement)', async () => {
+    const r = await run(1024, publish('device-server', Buffer.alloc(4000, 0x61), 1));
+    expect(r.error).toBeInstanceOf(PacketTooLargeError);
+  });
+});
