@@ -36,6 +36,8 @@ import { photoRoutes } from '../vision/photo-routes.js';
 import { visionExplainRoute, type VisionService } from '../vision/routes.js';
 import { consoleRoutes } from './console.js';
 import { historyRoutes } from './history.js';
+import type { Scheduler } from '../fleet/schedules.js';
+import { scheduleRoutes } from './schedules.js';
 import type { MetricsHistory } from '../metrics-history.js';
 
 /** The slices of the configuration the HTTP side reads. */
@@ -83,6 +85,8 @@ export interface ApiDeps {
   https?: SecureContextOptions | undefined;
   /** Per-device voice modes (PATCH /v1/devices/{id}). */
   deviceSettings?: DeviceSettingsDeps;
+  /** Cron and one-off schedules (/v1/schedules). */
+  scheduler?: Scheduler;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -146,6 +150,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });
     if (d.history) await v1.register(historyRoutes, { history: d.history });
+    if (d.scheduler) await v1.register(scheduleRoutes, { scheduler: d.scheduler });
   });
   if (s.console.enabled) await app.register(consoleRoutes, { dir: s.console.dir, publicUrl: s.http.publicUrl });
   if (d.hub && s.mcpEndpoint.enabled) {
