@@ -31,7 +31,7 @@ const JobTarget = z
       })
       .strict(),
     concurrency: z.number().int().min(1).max(1000).optional(),
-    ratePerSecond: z.number().positive().max(10_000).optional(),
+    ratePerSecond: z.number().min(0.001).max(10_000).optional(),
     abortOverPercent: z.number().min(0).max(100).optional(),
     ttlMs: z.number().int().min(1000).max(30 * 86_400_000).optional(),
   })
