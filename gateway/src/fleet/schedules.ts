@@ -61,6 +61,8 @@ export interface SchedulerOptions {
 
 /** The timer never sleeps longer than this, so a wall clock that jumps (NTP, a suspended VM) is caught within a minute. */
 const MAX_SLEEP_MS = 60_000;
+/** After the store failed, due runs are tried again this much later (not in a tight loop). */
+const RETRY_MS = 5_000;
 /** Claims are pruned at most this often (a list of the claims collection). */
 const PRUNE_EVERY_MS = 10 * 60_000;
 /** A schedule's call or job, as JSON: every schedule is held in memory on every instance. */
@@ -93,6 +95,7 @@ export class Scheduler {
   private ticking: Promise<void> | undefined;
   private wakeAgain = false;
   private lastPrune = Number.NEGATIVE_INFINITY;
+  private retryAt = 0;
   private closed = false;
   private offChange: (() => void) | undefined;
 
@@ -178,7 +181,12 @@ export class Scheduler {
    */
   async setPaused(id: string, paused: boolean, tenant?: string): Promise<Schedule> {
     const e = this.entry(id, tenant);
-    const current = (await this.fresh(id)) ?? e.s;
+    const current = await this.fresh(id);
+    if (!current) {
+      // Deleted by another instance, whose news has not arrived yet.
+      this.entries.delete(id);
+      throw new GatewayError('NOT_FOUND', `no schedule ${id.slice(0, 64)}`);
+    }
     let nextRun: string | null = null;
     if (!paused) nextRun = e.clock.once === undefined ? iso(e.clock.nextAfter(this.clock.now())) : current.lastRun === null ? iso(e.clock.once) : null;
     const s = { ...current, paused, nextRun };
@@ -228,7 +236,8 @@ export class Scheduler {
     let earliest = Number.POSITIVE_INFINITY;
     for (const { s } of this.entries.values()) if (!s.paused && s.nextRun !== null) earliest = Math.min(earliest, Date.parse(s.nextRun));
     if (earliest === Number.POSITIVE_INFINITY) return;
-    const delay = Math.max(0, Math.min(MAX_SLEEP_MS, earliest - this.clock.now()));
+    const now = this.clock.now();
+    const delay = Math.max(0, this.retryAt - now, Math.min(MAX_SLEEP_MS, earliest - now));
     this.timer = this.clock.setTimer(() => this.wake(), delay);
   }
 
@@ -252,15 +261,22 @@ export class Scheduler {
 
   private async tick(): Promise<void> {
     const now = this.clock.now();
+    let failed = 0;
+    let firstError: unknown;
     for (const [id, e] of [...this.entries]) {
       if (this.closed) return;
       if (e.s.paused || e.s.nextRun === null || Date.parse(e.s.nextRun) > now) continue;
       try {
         await this.runDue(id, e, now);
       } catch (err) {
-        // The store failed (a NATS outage): the run stays due and is tried again on the next tick.
-        this.log.warn({ err, scheduleId: id }, 'schedule run could not be handled; retried');
+        // The store failed (a NATS outage, say): the run stays due and is tried again after a pause.
+        failed++;
+        firstError ??= err;
       }
+    }
+    if (failed > 0) {
+      this.retryAt = now + RETRY_MS;
+      this.log.warn({ err: firstError, failed }, `schedule runs could not be handled (the store failed); retried in ${RETRY_MS / 1000} s`);
     }
     if (now - this.lastPrune >= PRUNE_EVERY_MS) {
       this.lastPrune = now;

@@ -33,6 +33,9 @@ class FakeClock implements SchedulerClock {
   get pending(): number {
     return this.timers.size;
   }
+  get nextAt(): number | undefined {
+    return Math.min(...[...this.timers].map((h) => h.at));
+  }
   /** Move to `t` (ISO or ms) and run every timer due on the way, letting each tick finish. */
   async moveTo(t: string | number, s: Scheduler): Promise<void> {
     const target = typeof t === 'string' ? Date.parse(t) : t;
@@ -273,6 +276,35 @@ describe('schedules (one instance, SQLite store, a clock moved by hand)', () => 
     const claims = (await store.list(SCHEDULE_CLAIMS)).map((c) => c.key);
     expect(claims).not.toContain(`${hourly.id}@2026-11-26T11:00:00.000Z`);
     expect(claims).toContain(`${hourly.id}@2026-11-26T13:00:00.000Z`);
+  });
+
+  it('a store that fails: the due run is tried again after a pause (no tight loop), and fires once when the store is back', async () => {
+    const clock = new FakeClock(Date.parse('2026-11-26T10:00:00Z'));
+    const { store } = sqlite();
+    let failing = false;
+    const flaky: Store = {
+      get: (c, k) => store.get(c, k),
+      put: (c, k, v) => store.put(c, k, v),
+      delete: (c, k) => store.delete(c, k),
+      list: (c) => store.list(c),
+      close: () => store.close(),
+      create: async (c, k, v) => {
+        if (failing) throw new Error('the store is down');
+        return store.create(c, k, v);
+      },
+    };
+    const { s, targets } = await open(flaky, clock);
+    const hourly = await s.create({ cron: '0 * * * *', call });
+    failing = true;
+    await clock.moveTo('2026-11-26T11:00:00Z', s);
+    expect(targets.calls).toHaveLength(0);
+    expect(clock.nextAt).toBe(Date.parse('2026-11-26T11:00:05Z'));
+    await clock.moveTo('2026-11-26T11:00:05Z', s);
+    expect(clock.nextAt).toBe(Date.parse('2026-11-26T11:00:10Z'));
+    failing = false;
+    await clock.moveTo('2026-11-26T11:00:10Z', s);
+    expect(targets.calls).toHaveLength(1);
+    expect(s.get(hourly.id)).toMatchObject({ lastRun: '2026-11-26T11:00:00.000Z', nextRun: '2026-11-26T12:00:00.000Z' });
   });
 
   it('SQLite create is put-if-absent', async () => {
