@@ -277,6 +277,8 @@ export class Scheduler {
           failed++;
           firstError ??= err;
         }
+        // The embedded store writes synchronously (fsync included): let sockets and HTTP in between runs.
+        await new Promise<void>((resolve) => setImmediate(resolve));
       }
     };
     await Promise.all(Array.from({ length: Math.min(RUNS_AT_ONCE, due.length) }, worker));
