@@ -1,8 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { isolatedEnv, startCompiledGateway, type GatewayProcess } from '../../../test/support/gateway-process.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 import { until } from '../../../test/support/wait.js';
 
@@ -111,4 +112,43 @@ describe('schedules over HTTP (issue 23)', { timeout: 60_000 }, () => {
     expect(ran).toMatchObject({ lastRun: at, nextRun: null });
     expect(ran.lastResult?.skipped).toBeUndefined();
   });
+
+  it('survives a SIGKILL: what was acknowledged is kept, and the one-off runs after the restart', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-schedules-kill-'));
+    dirs.push(dataDir);
+    writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
+    const env = isolatedEnv(dataDir, { GATEWAY_API_KEYS: TEST_API_KEY });
+    const procs: GatewayProcess[] = [];
+    const start = async () => {
+      const p = startCompiledGateway(env);
+      procs.push(p);
+      const http = String((await p.logLine('voxgate started'))['http']);
+      const base = `http://127.0.0.1:${http.slice(http.lastIndexOf(':') + 1)}`;
+      return async <T,>(method: string, path: string, body?: unknown) => {
+        const res = await fetch(base + path, {
+          method,
+          headers: { authorization: `Bearer ${TEST_API_KEY}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          body: body === undefined ? null : JSON.stringify(body),
+        });
+        return { status: res.status, body: (await res.json()) as T };
+      };
+    };
+    try {
+      const api = await start();
+      const cron = await api<Schedule>('POST', '/v1/schedules', { cron: '@daily', call: setVolume(8) });
+      const at = inMs(3000);
+      const once = await api<Schedule>('POST', '/v1/schedules', { at, call: setVolume(9) });
+      expect([cron.status, once.status]).toEqual([201, 201]);
+      procs[0]!.child.kill('SIGKILL');
+      expect((await procs[0]!.exited).signal).toBe('SIGKILL');
+
+      const again = await start();
+      const kept = await again<{ schedules: Schedule[] }>('GET', '/v1/schedules');
+      expect(kept.body.schedules.map((x) => x.id)).toEqual([cron.body.id, once.body.id]);
+      await until(async () => (await again<Schedule>('GET', `/v1/schedules/${once.body.id}`)).body.lastRun === at, 'the one-off to run after the restart', 20_000);
+    } finally {
+      for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+      await Promise.all(procs.map((p) => p.exited));
+    }
+  }, 180_000);
 });
