@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { GatewayError } from '../errors.js';
 import { MAX_CRON_LENGTH } from '../fleet/schedules-timing.js';
 import type { Scheduler } from '../fleet/schedules.js';
 import { problems } from './route-helpers.js';
@@ -71,6 +72,13 @@ const ScheduleOut = z.object({
 const IdParam = z.object({ id: z.string().min(1).max(64) });
 const PatchBody = z.object({ paused: z.boolean() }).strict();
 
+/** A body the route's schema let through, read with zod (an absent body is a 400, never a 500). */
+function bodyOf<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const r = schema.safeParse(body);
+  if (!r.success) throw new GatewayError('INVALID_REQUEST', `body: ${z.prettifyError(r.error).slice(0, 500)}`);
+  return r.data;
+}
+
 /** A tenant's key sees and changes its tenant's schedules only. */
 const tenantOf = (req: FastifyRequest) => req.caller?.tenant;
 
@@ -87,8 +95,7 @@ export async function scheduleRoutes(app: FastifyInstance, o: { scheduler: Sched
       response: { 201: out, ...problems(400, 401) },
     },
     handler: async (req, reply) => {
-      const body = ScheduleBody.parse(req.body);
-      return reply.code(201).send(await scheduler.create(body, req.caller));
+      return reply.code(201).send(await scheduler.create(bodyOf(ScheduleBody, req.body), req.caller));
     },
   });
 
@@ -110,7 +117,7 @@ export async function scheduleRoutes(app: FastifyInstance, o: { scheduler: Sched
       body: jsonSchema(PatchBody),
       response: { 200: out, ...problems(400, 401, 404) },
     },
-    handler: async (req) => scheduler.setPaused(req.params.id, PatchBody.parse(req.body).paused, tenantOf(req)),
+    handler: async (req) => scheduler.setPaused(req.params.id, bodyOf(PatchBody, req.body).paused, tenantOf(req)),
   });
 
   app.delete<{ Params: z.infer<typeof IdParam> }>('/v1/schedules/:id', {

@@ -81,6 +81,9 @@ describe('schedules over HTTP (issue 23)', { timeout: 60_000 }, () => {
     expect(Date.parse(cron.body.nextRun!)).toBeGreaterThan(Date.now());
     const list = await t.api<{ schedules: Schedule[] }>('GET', '/v1/schedules');
     expect(list.body.schedules.map((s) => s.id)).toEqual([made.body.id, cron.body.id]);
+    expect((await t.api<Problem>('PATCH', `/v1/schedules/${cron.body.id}`)).body.code).toBe('INVALID_REQUEST');
+    expect((await t.api<Problem>('PATCH', `/v1/schedules/${cron.body.id}`, { paused: 'yes' })).status).toBe(400);
+    expect((await t.api<Problem>('POST', '/v1/schedules')).status).toBe(400);
     const paused = await t.api<Schedule>('PATCH', `/v1/schedules/${cron.body.id}`, { paused: true });
     expect(paused.body).toMatchObject({ paused: true, nextRun: null });
     expect((await t.api('DELETE', `/v1/schedules/${cron.body.id}`)).status).toBe(204);
