@@ -2,6 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { deflateSync } from 'node:zlib';
 import { mintVisionToken } from '@voxgate/protocol';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import WebSocket from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from './support/gateway-harness.js';
 import { EVERYTHING_BIN } from './support/hub.js';
@@ -122,8 +123,10 @@ describe('console', () => {
     const page = await openPage(t);
     await signIn(page, TEST_API_KEY);
 
-    // No device yet: the empty state names this gateway's real OTA URL.
+    // No device yet: the empty state names this gateway's real OTA URL, and says a loopback address reaches no device.
     await until(() => page.locator('.ota-url').textContent()).toBe(`${t.baseUrl}/xiaozhi/ota/`);
+    expect(await page.locator('[data-testid="loopback-hint"]').textContent()).toContain('127.0.0.1 is this computer\'s loopback address');
+    expect(await page.locator('.lan-url').textContent()).toBe(`http://192.168.1.20:${new URL(t.baseUrl).port}/xiaozhi/ota/`);
     await page.screenshot({ path: `${SHOTS}/devices-empty.png` });
     await page.locator('.stream.live').waitFor();
 
@@ -155,7 +158,10 @@ describe('console', () => {
     await light.getByLabel('on').check();
     await light.getByRole('button', { name: `Call ${LIGHT.name}` }).click();
     await light.locator('[data-testid="call-result"] .duration').waitFor();
-    expect(JSON.parse((await light.locator('[data-testid="call-result"] pre.text').textContent()) ?? '')).toEqual({ brightness: 70, on: true, label: 'desk' });
+    // A JSON result is shown indented, not on one line.
+    const shown = (await light.locator('[data-testid="call-result"] pre.text').textContent()) ?? '';
+    expect(shown).toContain('\n  "brightness": 70');
+    expect(JSON.parse(shown)).toEqual({ brightness: 70, on: true, label: 'desk' });
     // What reached the device: typed arguments, not form strings.
     const sent = d.mcpReceived.find((p) => p['method'] === 'tools/call' && (p['params'] as { name?: string }).name === LIGHT.name);
     expect((sent?.['params'] as { arguments?: unknown }).arguments).toEqual({ brightness: 70, on: true, label: 'desk' });
@@ -328,7 +334,10 @@ describe('console', () => {
     await page.screenshot({ path: `${SHOTS}/assistant-confirm.png`, fullPage: true });
     await approve.click();
     await page.locator('li.confirm .badge.ok').waitFor();
-    await page.locator('li.tool-line[data-tool-call="self_door_lock"][data-state="ok"]').waitFor();
+    const doorLine = page.locator('li.tool-line[data-tool-call="self_door_lock"][data-state="ok"]');
+    await doorLine.waitFor();
+    // The gateway's time includes the person's wait: the line takes it out and says so.
+    expect(await doorLine.locator('.waited').textContent()).toMatch(/after \d+\.\d s waiting for your answer, not counted/);
     await until(() => page.locator('[data-testid="assistant-text"]').last().textContent()).toBe('Assistant: The door is locked.');
     expect(d.mcpReceived.some((m) => (m['params'] as { name?: string } | undefined)?.name === DOOR.name)).toBe(true);
     // One conversation: the second turn's request carries the first exchange.
@@ -354,6 +363,21 @@ describe('console', () => {
     await llm.requests[0]!.aborted;
     expect(await t.metric('voxgate_assistant_turns_total', { outcome: 'cancelled' })).toBe(1);
 
+    // Cancelled while a tool runs: its line says so, never "Calling tool…" for good.
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c0:06', tools: [{ name: 'self.slow', description: 'Never answers', run: () => new Promise(() => undefined) }] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+    llm.script([{ toolCalls: [{ name: 'device_call', arguments: { device_id: d.deviceId, tool: 'self.slow' } }] }]);
+    await page.getByLabel('Message').fill('run the slow tool');
+    await page.keyboard.press('Enter');
+    const slow = page.locator('li.tool-line[data-tool-call="device_call"]');
+    await slow.and(page.locator('[data-state="running"]')).waitFor();
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await slow.and(page.locator('[data-state="cancelled"]')).waitFor();
+    expect(await slow.textContent()).toContain('not finished: the turn was cancelled');
+
     const bare = await gateway();
     const empty = await openPage(bare);
     await signIn(empty, TEST_API_KEY);
@@ -363,6 +387,236 @@ describe('console', () => {
     await empty.screenshot({ path: `${SHOTS}/assistant-empty.png` });
   }, 120_000);
 });
+
+describe('console, live', () => {
+  const WIPE = {
+    name: 'self.storage.wipe',
+    description: 'Erase every recording',
+    annotations: { destructiveHint: true },
+    run: () => ({ wiped: true }),
+  };
+  const REPORT = {
+    name: 'self.report',
+    description: 'A long JSON report',
+    run: () => Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`sensor${i}`, i])),
+  };
+
+  it('times tick; a dropped event stream shows devices as unknown under a banner; tools first and searchable; a destructive tool asks first; long JSON folds; hosted tools are callable', async () => {
+    const t = await gateway({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] } } } });
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c1:01', tools: [LIGHT, WIPE, REPORT] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await Promise.all([ready, t.gw.hubStarted]);
+
+    const page = await openPage(t);
+    // The sign-in page says where a generated key is kept.
+    expect(await page.locator('.key-where').textContent()).toContain('data/secrets.json');
+    await signIn(page, TEST_API_KEY);
+    const row = page.locator(`tr[data-device="${d.deviceId}"]`);
+    await row.waitFor();
+    await page.locator('.stream.live').waitFor();
+
+    // "Last seen 1s ago" moves on by itself.
+    const seen = row.locator('time');
+    const first = await seen.textContent();
+    await until(() => seen.textContent()).not.toBe(first);
+
+    // The stream drops (every reconnection refused): a banner, and "online" is no longer claimed.
+    await page.route('**/v1/events', (route) => route.abort());
+    await page.getByRole('link', { name: 'Events' }).click();
+    await page.getByRole('button', { name: 'Pause' }).click();
+    await page.getByRole('button', { name: 'Resume' }).click();
+    await page.locator('.stream.retrying').waitFor();
+    await page.getByRole('link', { name: 'Devices' }).click();
+    const banner = page.locator('[data-testid="stream-banner"]');
+    await banner.waitFor();
+    expect(await banner.textContent()).toContain('device states are unknown until it is back');
+    await until(() => row.locator('td .badge').first().textContent()).toBe('unknown (was online)');
+    await page.screenshot({ path: `${SHOTS}/devices-stream-down.png` });
+    // Back: live again, the banner gone, the device online.
+    await page.unroute('**/v1/events');
+    await page.locator('.stream.live').waitFor();
+    await banner.waitFor({ state: 'detached' });
+    await until(() => row.locator('td .badge').first().textContent()).toBe('online');
+
+    // The device page: its tools come before everything else, with a search.
+    await row.getByRole('link', { name: d.deviceId }).click();
+    const wipe = page.locator(`article[data-tool="${WIPE.name}"]`);
+    await wipe.waitFor();
+    const [toolsY, factsY] = await Promise.all([page.locator('#tools-h').boundingBox(), page.locator('#facts-h').boundingBox()]);
+    expect(toolsY!.y).toBeLessThan(factsY!.y);
+    await page.getByLabel('Search tools').fill('erase');
+    await until(() => page.locator('article.tool').count()).toBe(1);
+    await page.getByLabel('Search tools').fill('');
+    await until(() => page.locator('article.tool').count()).toBe(3);
+
+    // A destructive tool: the first click asks; "Don't run" runs nothing, "Run" runs it once.
+    expect(await wipe.locator('.badge').textContent()).toContain('destructive');
+    await wipe.getByRole('button', { name: `Call ${WIPE.name}` }).click();
+    const ask = wipe.getByRole('alertdialog');
+    await ask.waitFor();
+    await page.screenshot({ path: `${SHOTS}/device-destructive-confirm.png` });
+    await ask.getByRole('button', { name: "Don't run" }).click();
+    await ask.waitFor({ state: 'detached' });
+    const wipes = () => d.mcpReceived.filter((m) => m['method'] === 'tools/call' && (m['params'] as { name?: string }).name === WIPE.name).length;
+    expect(wipes()).toBe(0);
+    await wipe.getByRole('button', { name: `Call ${WIPE.name}` }).click();
+    await wipe.getByRole('button', { name: `Run ${WIPE.name}` }).click();
+    await wipe.locator('[data-testid="call-result"]').waitFor();
+    expect(wipes()).toBe(1);
+
+    // A long JSON result is indented and folded.
+    const report = page.locator(`article[data-tool="${REPORT.name}"]`);
+    await report.getByRole('button', { name: `Call ${REPORT.name}` }).click();
+    const fold = report.locator('[data-testid="call-result"] details.fold');
+    await fold.waitFor();
+    expect(await fold.locator('summary').textContent()).toContain('42 lines: show all');
+    await fold.locator('summary').click();
+    expect(await fold.locator('pre').textContent()).toContain('"sensor39": 39');
+
+    // A hosted server's tool, called from the Servers page (POST /v1/tools/{name}/call).
+    await page.getByRole('link', { name: 'Servers' }).click();
+    const server = page.locator('article[data-server="everything"]');
+    await server.locator('.badge.ok').waitFor();
+    await server.locator('details.server-tools > summary').click();
+    const echo = server.locator('article[data-tool="mcp__everything__echo"]');
+    await echo.getByLabel('message').fill('hello from the console');
+    await echo.getByRole('button', { name: 'Call mcp__everything__echo' }).click();
+    await until(() => echo.locator('[data-testid="call-result"] pre').first().textContent()).toContain('hello from the console');
+    expect(await unlabelledControls(page)).toEqual([]);
+    await page.screenshot({ path: `${SHOTS}/servers-tool-call.png`, fullPage: true });
+  }, 120_000);
+
+  it('MCP endpoints: a token is created and shown once, a tool process dials in with it, its tool is called, the token is revoked', async () => {
+    const t = await gateway();
+    await t.gw.hubStarted;
+    const page = await openPage(t);
+    await signIn(page, TEST_API_KEY);
+    await page.getByRole('link', { name: 'Endpoints' }).click();
+    await page.getByRole('heading', { name: 'MCP endpoints' }).waitFor();
+    await page.getByText('No endpoint yet.').waitFor();
+    await page.getByLabel('Name').fill('calc');
+    await page.getByRole('button', { name: 'Create token' }).click();
+    const url = (await page.locator('.created-token .endpoint-url').textContent()) ?? '';
+    expect(url).toMatch(new RegExp(`^ws://127\\.0\\.0\\.1:${new URL(t.baseUrl).port}/mcp_endpoint/mcp/\\?token=[A-Za-z0-9_-]{20,}$`));
+    const card = page.locator('article[data-endpoint="calc"]');
+    await until(() => card.locator('.badge').textContent()).toBe('waiting for its tool process');
+    await page.screenshot({ path: `${SHOTS}/endpoints-created.png`, fullPage: true });
+
+    // A tool process (as mcp_pipe.py does: the gateway is its MCP client) dials in with the URL.
+    const pipe = fakeToolProcess(url);
+    cleanup.push(() => pipe.close());
+    await until(() => card.locator('.badge').textContent()).toBe('connected');
+    await page.getByRole('link', { name: 'Servers' }).click();
+    const server = page.locator('article[data-server="calc"]');
+    await server.locator('details.server-tools > summary').click();
+    const add = server.locator('article[data-tool="mcp__calc__add"]');
+    await add.getByLabel(/^a\b/).fill('2');
+    await add.getByLabel(/^b\b/).fill('40');
+    await add.getByRole('button', { name: 'Call mcp__calc__add' }).click();
+    await until(() => add.locator('[data-testid="call-result"] pre').first().textContent()).toBe('42');
+
+    await page.getByRole('link', { name: 'Endpoints' }).click();
+    await card.getByRole('button', { name: 'Revoke…' }).click();
+    await card.getByRole('button', { name: 'Revoke calc' }).click();
+    await card.waitFor({ state: 'detached' });
+    expect((await t.api<{ endpoints: unknown[] }>('GET', '/v1/mcp/endpoints')).body.endpoints).toEqual([]);
+    await pipe.closed;
+  }, 90_000);
+
+  it("a device's conversation appears live as a chat; its voice mode is set from its page", async () => {
+    const t = await gateway();
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c1:02', tools: [LIGHT] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+    const page = await openPage(t);
+    await signIn(page, TEST_API_KEY);
+    await page.goto(`${t.baseUrl}/console/#/devices/${d.deviceId}`);
+    const mode = page.getByLabel('Voice mode');
+    await mode.waitFor();
+    expect(await mode.inputValue()).toBe('');
+    await mode.selectOption('converse');
+    await until(() => page.locator('.effective-mode strong').textContent()).toBe('converse');
+    const settings = await t.api<{ voiceMode: string | null }>('PATCH', `/v1/devices/${d.deviceId}`, {});
+    expect(settings.body.voiceMode).toBe('converse');
+
+    // The events a conversing device's turn publishes (voice/converse), as the gateway's bus carries them.
+    await page.locator('.stream.live').waitFor();
+    const session = { session: 'sess-1' };
+    t.gw.bus.publish('voice.transcript', d.deviceId, { ...session, text: 'turn the light on' });
+    t.gw.bus.publish('voice.tool', d.deviceId, { ...session, phase: 'call', name: 'self.light.set' });
+    const heard = page.locator('li[data-voice="heard"]');
+    await heard.waitFor();
+    expect(await heard.locator('.text').textContent()).toBe('turn the light on');
+    const tool = page.locator('li[data-voice="tool"]');
+    await until(() => tool.textContent()).toContain('Calling tool self.light.set…');
+    t.gw.bus.publish('voice.tool', d.deviceId, { ...session, phase: 'result', name: 'self.light.set', isError: false, durationMs: 31 });
+    t.gw.bus.publish('voice.reply', d.deviceId, { ...session, text: 'The light is on.', outcome: 'answered', timings: { asrMs: 210, llmFirstTokenMs: 380, firstAudioMs: 520, totalMs: 1400 } });
+    await until(() => tool.textContent()).toContain('self.light.set completed in 31 ms');
+    const reply = page.locator('li[data-voice="reply"]');
+    await reply.waitFor();
+    expect([await reply.locator('.text').textContent(), await reply.locator('.timings').textContent()]).toEqual([
+      'The light is on.',
+      'speech recognised 210 ms · first token 380 ms · first audio 520 ms · total 1400 ms',
+    ]);
+    await page.screenshot({ path: `${SHOTS}/device-conversation.png`, fullPage: true });
+    // The Conversations page: every device's, with the device named.
+    await page.getByRole('link', { name: 'Conversations' }).click();
+    await page.locator('li[data-voice="reply"] a.who').filter({ hasText: d.deviceId }).waitFor();
+    expect(await page.locator('li[data-voice]').count()).toBe(3);
+    await page.screenshot({ path: `${SHOTS}/conversations.png` });
+  }, 60_000);
+
+  it('fleet pages on a gateway without the fleet routes say "not available on this gateway"', async () => {
+    const t = await gateway();
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c1:03', tools: [LIGHT] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+    const page = await openPage(t);
+    await signIn(page, TEST_API_KEY);
+    for (const [link, what] of [
+      ['Jobs', 'Fleet jobs is not available on this gateway.'],
+      ['Schedules', 'Schedules is not available on this gateway.'],
+    ] as const) {
+      await page.getByRole('link', { name: link }).click();
+      await until(() => page.locator('.not-available').textContent()).toBe(what);
+    }
+    await page.goto(`${t.baseUrl}/console/#/jobs/0b8f3c52-4d6e-4c1a-9a55-1f1d2e3c4b5a`);
+    await until(() => page.locator('.not-available').textContent()).toBe('Fleet jobs is not available on this gateway.');
+    await page.getByRole('link', { name: 'Events' }).click();
+    await until(() => page.locator('.history-state').getAttribute('data-state')).toBe('unavailable');
+    await page.goto(`${t.baseUrl}/console/#/devices/${d.deviceId}`);
+    await page.locator('[data-testid="queued-calls"] > summary').click();
+    await until(() => page.locator('[data-testid="queued-calls"] .not-available').textContent()).toBe('Queuing calls is not available on this gateway.');
+    expect(await page.locator('#meta-h + .not-available').textContent()).toContain('is not available on this gateway');
+  }, 60_000);
+});
+
+/**
+ * A tool process as xiaozhi's mcp_pipe.py runs one: it dials the endpoint URL and answers the gateway, which
+ * is the MCP client on that connection (initialize, tools/list, tools/call, ping), one JSON-RPC message per text frame.
+ */
+function fakeToolProcess(url: string): { close: () => void; closed: Promise<void> } {
+  const ws = new WebSocket(url);
+  const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
+  ws.on('message', (raw) => {
+    const m = JSON.parse(raw.toString()) as { id?: number | string; method?: string; params?: { protocolVersion?: string; arguments?: { a?: number; b?: number } } };
+    if (m.id === undefined) return;
+    const reply = (result: unknown) => ws.send(JSON.stringify({ jsonrpc: '2.0', id: m.id, result }));
+    if (m.method === 'initialize') reply({ protocolVersion: m.params?.protocolVersion ?? '2024-11-05', capabilities: { tools: {} }, serverInfo: { name: 'calc', version: '1.0.0' } });
+    else if (m.method === 'tools/list')
+      reply({ tools: [{ name: 'add', description: 'Add two numbers', inputSchema: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] } }] });
+    else if (m.method === 'tools/call') reply({ content: [{ type: 'text', text: String((m.params?.arguments?.a ?? 0) + (m.params?.arguments?.b ?? 0)) }] });
+    else if (m.method === 'ping') reply({});
+    else ws.send(JSON.stringify({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'method not found' } }));
+  });
+  return { close: () => ws.close(), closed };
+}
 
 /** A small real PNG (a colour gradient), so the browser decodes and draws it. */
 function png(width: number, height: number): Buffer {

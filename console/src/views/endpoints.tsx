@@ -153,8 +153,9 @@ function EndpointCard({ endpoint: e, onRevoked }: { endpoint: McpEndpoint; onRev
         {e.tenant && ` · tenant ${e.tenant}`}
         {e.allowedTools && ` · allowed: ${e.allowedTools.join(', ')}`}
       </p>
+      {/* While waiting, the "error" is only that nobody has dialed in yet. */}
       {e.lastError && (
-        <p class="problem" role="note">
+        <p class={e.state === 'connected' ? 'problem' : 'muted small'} role="note">
           Last error: {e.lastError}
         </p>
       )}
