@@ -597,6 +597,274 @@ describe('console, live', () => {
   }, 60_000);
 });
 
+describe('console, fleet pages against the contract (FLEET-API.md)', () => {
+  /*
+   * The fleet routes are built elsewhere; until they are merged, the browser's requests to them are answered
+   * by a stand-in that follows the contract's shapes (what the pages send is recorded and checked), while
+   * every other request reaches the real gateway. Fleet events are published on the real bus.
+   */
+  it('names, rooms and tags; queued calls; a job with live progress and per-device results; a schedule; history first on the events page', async () => {
+    const t = await gateway();
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c1:04', tools: [LIGHT] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+    const page = await openPage(t);
+    const fleet = await fakeFleet(page, d.deviceId);
+    await signIn(page, TEST_API_KEY);
+
+    // Names, rooms and tags: edited on the device page, shown and filtered in the list.
+    await page.goto(`${t.baseUrl}/console/#/devices/${d.deviceId}`);
+    await page.getByLabel('Name', { exact: true }).fill('Kitchen speaker');
+    await page.getByLabel('Room', { exact: true }).fill('kitchen');
+    await page.getByLabel('Tags', { exact: true }).fill('speaker, floor-1 bad/tag');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByText('tag "bad/tag": 1-32 letters, digits, _ . : -').waitFor();
+    await page.getByLabel('Tags', { exact: true }).fill('speaker, floor-1');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.locator('.meta-form .ok').waitFor();
+    expect(fleet.patches).toEqual([{ name: 'Kitchen speaker', room: 'kitchen', tags: ['speaker', 'floor-1'] }]);
+    await page.getByRole('link', { name: 'Devices', exact: true }).click();
+    const row = page.locator(`tr[data-device="${d.deviceId}"]`);
+    await until(() => row.locator('.device-name').textContent()).toBe('Kitchen speaker');
+    expect(await row.locator('td.meta').textContent()).toBe('kitchenspeakerfloor-1');
+    await page.getByLabel('Tag', { exact: true }).fill('garden');
+    await page.getByLabel('Tag', { exact: true }).press('Enter');
+    await page.getByText('No device on this page matches.').waitFor();
+    expect(fleet.deviceQueries.at(-1)).toBe('garden');
+    await page.getByLabel('Tag', { exact: true }).fill('speaker');
+    await page.getByLabel('Tag', { exact: true }).press('Enter');
+    await row.waitFor();
+    await page.screenshot({ path: `${SHOTS}/devices-tags.png` });
+
+    // Queued calls: queue one, see it, cancel it.
+    await page.goto(`${t.baseUrl}/console/#/devices/${d.deviceId}`);
+    const calls = page.locator('[data-testid="queued-calls"]');
+    await calls.locator('summary').first().click();
+    await calls.getByLabel('Tool').fill(LIGHT.name);
+    await calls.getByLabel('Arguments (JSON object)').fill('{"on": true}');
+    await calls.getByRole('button', { name: 'Queue call' }).click();
+    const queued = calls.locator('li[data-state="queued"]');
+    await queued.waitFor();
+    expect(fleet.calls[0]).toMatchObject({ deviceId: d.deviceId, tool: LIGHT.name, arguments: { on: true } });
+    await queued.getByRole('button', { name: /^Cancel call/ }).click();
+    await calls.locator('li[data-state="cancelled"]').waitFor();
+
+    // A job: created with a filter, progress live from job.progress events, per-device results, cancel.
+    await page.getByRole('link', { name: 'Jobs' }).click();
+    await page.locator('summary', { hasText: 'New job' }).click();
+    await page.getByLabel('Tool', { exact: true }).fill('self.audio_speaker.set_volume');
+    await page.getByLabel('Arguments (JSON object)').fill('{"volume": 40}');
+    await page.getByRole('button', { name: 'Start job' }).click();
+    await page.getByText('filter: name at least one of tags, room, firmware, board or device ids').waitFor();
+    await page.getByLabel('Tags', { exact: true }).fill('speaker');
+    await page.getByLabel('Abort over % failed').fill('20');
+    await page.getByRole('button', { name: 'Start job' }).click();
+    await page.getByRole('heading', { name: /^Job / }).waitFor();
+    expect(fleet.jobBodies).toEqual([{ tool: 'self.audio_speaker.set_volume', arguments: { volume: 40 }, filter: { tags: ['speaker'] }, concurrency: 10, abortOverPercent: 20 }]);
+    const job = fleet.jobs[0]!;
+    await until(() => page.locator('.counts-line').first().textContent()).toContain('0/3');
+    fleet.progress(job.id, { queued: 0, sent: 1, succeeded: 1, failed: 1, expired: 0, cancelled: 0 });
+    t.gw.bus.publish('job.progress' as never, '', { jobId: job.id, state: 'running', counts: job.counts });
+    await until(() => page.locator('.counts-line').first().textContent()).toContain('2/3 · 1 ok · 1 failed');
+    await until(() => page.locator('ul.calls li').count()).toBe(3);
+    expect(await page.locator('ul.calls li[data-state="failed"]').textContent()).toContain('DEVICE_ERROR');
+    await page.screenshot({ path: `${SHOTS}/job.png`, fullPage: true });
+    await page.getByRole('button', { name: 'Cancel job' }).click();
+    await until(() => page.locator('.facts .badge').first().textContent()).toBe('cancelled');
+    await page.getByRole('link', { name: '← Jobs' }).click();
+    await page.locator(`tr[data-job="${job.id}"]`).waitFor();
+
+    // A schedule: cron in a time zone, listed with its next run, paused, deleted.
+    await page.getByRole('link', { name: 'Schedules' }).click();
+    await page.locator('summary', { hasText: 'New schedule' }).click();
+    await page.getByLabel('Cron expression').fill('0 7 * * 1-5');
+    await page.getByLabel('Time zone').fill('Europe/Berlin');
+    await page.getByLabel('Device id').fill(d.deviceId);
+    await page.getByLabel('Tool', { exact: true }).fill(LIGHT.name);
+    await page.getByRole('button', { name: 'Create schedule' }).click();
+    const sched = page.locator('li.schedule');
+    await sched.locator('.next-run').waitFor();
+    expect(fleet.scheduleBodies).toEqual([{ cron: '0 7 * * 1-5', timeZone: 'Europe/Berlin', call: { device: d.deviceId, tool: LIGHT.name } }]);
+    await sched.getByRole('button', { name: 'Pause' }).click();
+    await page.locator('li.schedule[data-paused="true"]').waitFor();
+    await page.screenshot({ path: `${SHOTS}/schedules.png`, fullPage: true });
+    await sched.getByRole('button', { name: 'Delete…' }).click();
+    await sched.getByRole('button', { name: 'Delete for good' }).click();
+    await page.getByText('No schedule yet.').waitFor();
+
+    // The events page starts with history (oldest kept event first in time, shown newest first), then the live stream.
+    await page.getByRole('link', { name: 'Events' }).click();
+    await until(() => page.locator('.history-state').getAttribute('data-state')).toBe('loaded');
+    await page.locator('tr[data-event-type="device.offline"]').waitFor();
+    expect(fleet.historyQueries.at(-1)).toMatch(/^since=[^&]+&limit=200$/);
+    expect(await unlabelledControls(page)).toEqual([]);
+  }, 120_000);
+});
+
+interface FakeJob {
+  id: string;
+  tool: string;
+  arguments: Record<string, unknown>;
+  filter: Record<string, unknown>;
+  concurrency: number;
+  ttlMs: number;
+  state: string;
+  createdAt: string;
+  updatedAt: string;
+  counts: Record<string, number>;
+  total: number;
+}
+
+/** The contract's routes answered in the browser (page.route), the rest passed to the real gateway. */
+async function fakeFleet(page: Page, deviceId: string) {
+  const now = () => new Date().toISOString();
+  let seq = 0;
+  const id = () => `00000000-0000-4000-8000-${String(++seq).padStart(12, '0')}`;
+  const meta = { name: null as string | null, room: null as string | null, tags: [] as string[], tenant: null, board: 'sim-board', firstSeenAt: now() };
+  const f = {
+    patches: [] as unknown[],
+    deviceQueries: [] as string[],
+    calls: [] as Array<Record<string, unknown>>,
+    jobBodies: [] as unknown[],
+    jobs: [] as FakeJob[],
+    scheduleBodies: [] as unknown[],
+    schedules: [] as Array<Record<string, unknown>>,
+    historyQueries: [] as string[],
+    progress(jobId: string, counts: Record<string, number>) {
+      const j = f.jobs.find((x) => x.id === jobId)!;
+      j.counts = counts;
+    },
+  };
+  const json = (body: unknown, status = 200) => ({ status, contentType: 'application/json', body: JSON.stringify(body) });
+  const notFound = { status: 404, contentType: 'application/problem+json', body: JSON.stringify({ type: 'about:blank', title: 'Not Found', status: 404, code: 'NOT_FOUND', detail: 'no such thing' }) };
+  await page.route('**/openapi.json', async (route) => {
+    const doc = (await (await route.fetch()).json()) as { paths: Record<string, Record<string, unknown>> };
+    const op = { responses: {} };
+    Object.assign(doc.paths, {
+      '/v1/devices/{deviceId}/calls': { get: op, post: op },
+      '/v1/calls/{callId}': { get: op, delete: op },
+      '/v1/jobs': { get: op, post: op },
+      '/v1/jobs/{jobId}': { get: op },
+      '/v1/jobs/{jobId}/devices': { get: op },
+      '/v1/jobs/{jobId}/cancel': { post: op },
+      '/v1/schedules': { get: op, post: op },
+      '/v1/schedules/{scheduleId}': { get: op, patch: op, delete: op },
+      '/v1/events/history': { get: op },
+    });
+    const list = doc.paths['/v1/devices']!['get'] as { parameters: Array<{ name: string; in: string }> };
+    list.parameters.push(...['tag', 'room', 'name'].map((name) => ({ name, in: 'query' })));
+    await route.fulfill(json(doc));
+  });
+  // The device list and record gain the registry's fields; ?tag= is applied here.
+  await page.route(/\/v1\/devices(\?|\/[^/?]+$|\/[^/?]+\?)/, async (route) => {
+    const req = route.request();
+    const url = new URL(req.url());
+    if (req.method() === 'PATCH') {
+      const body = req.postDataJSON() as Record<string, unknown>;
+      if (!('name' in body || 'room' in body || 'tags' in body)) return route.fallback();
+      f.patches.push(body);
+      Object.assign(meta, body);
+      return route.fulfill(json({ id: deviceId, voiceMode: null, effectiveVoiceMode: 'off', ...meta }));
+    }
+    if (req.method() !== 'GET') return route.fallback();
+    const tag = url.searchParams.get('tag');
+    if (tag !== null) f.deviceQueries.push(tag);
+    for (const k of ['tag', 'room', 'name']) url.searchParams.delete(k);
+    const real = (await (await route.fetch({ url: url.href })).json()) as { devices?: Array<Record<string, unknown>> } & Record<string, unknown>;
+    if (!real.devices) return route.fulfill(json({ ...real, ...meta }));
+    const devices = real.devices.map((x) => ({ ...x, ...meta })).filter(() => tag === null || tag.split(',').every((t) => meta.tags.includes(t)));
+    return route.fulfill(json({ ...real, devices }));
+  });
+  await page.route(/\/v1\/devices\/[^/]+\/calls/, async (route) => {
+    const req = route.request();
+    if (req.method() === 'POST') {
+      const body = req.postDataJSON() as { tool: string; arguments?: Record<string, unknown> };
+      const call = { id: id(), deviceId, tool: body.tool, arguments: body.arguments ?? {}, state: 'queued', createdAt: now(), updatedAt: now(), expiresAt: new Date(Date.now() + 3_600_000).toISOString() };
+      f.calls.unshift(call);
+      return route.fulfill(json(call, 202));
+    }
+    return route.fulfill(json({ calls: f.calls }));
+  });
+  await page.route(/\/v1\/calls\/[^/]+$/, async (route) => {
+    const call = f.calls.find((c) => route.request().url().endsWith(c['id'] as string));
+    if (!call) return route.fulfill(notFound);
+    Object.assign(call, { state: 'cancelled', updatedAt: now() });
+    return route.fulfill(json(call));
+  });
+  await page.route(/\/v1\/jobs(\/|\?|$)/, async (route) => {
+    const req = route.request();
+    const path = new URL(req.url()).pathname;
+    if (path === '/v1/jobs' && req.method() === 'POST') {
+      const body = req.postDataJSON() as { tool: string; arguments?: Record<string, unknown>; filter: Record<string, unknown>; concurrency?: number };
+      f.jobBodies.push(body);
+      const job: FakeJob = {
+        id: id(),
+        tool: body.tool,
+        arguments: body.arguments ?? {},
+        filter: body.filter,
+        concurrency: body.concurrency ?? 10,
+        ttlMs: 86_400_000,
+        state: 'running',
+        createdAt: now(),
+        updatedAt: now(),
+        counts: { queued: 3, sent: 0, succeeded: 0, failed: 0, expired: 0, cancelled: 0 },
+        total: 3,
+      };
+      f.jobs.unshift(job);
+      return route.fulfill(json(job, 202));
+    }
+    if (path === '/v1/jobs') return route.fulfill(json({ jobs: f.jobs }));
+    const [, , , jobId, sub] = path.split('/');
+    const job = f.jobs.find((j) => j.id === jobId);
+    if (!job) return route.fulfill(notFound);
+    if (sub === 'cancel') {
+      job.state = 'cancelled';
+      return route.fulfill(json(job));
+    }
+    if (sub === 'devices') {
+      const states = job.counts['succeeded'] ? ['succeeded', 'failed', 'sent'] : ['queued', 'queued', 'queued'];
+      const devices = states.map((state, i) => ({
+        deviceId: `02:00:00:00:d0:0${i}`,
+        callId: `call-${i}`,
+        state,
+        ...(state === 'succeeded' ? { result: { content: [{ type: 'text', text: '{"volume":40}' }], isError: false, durationMs: 12 } } : {}),
+        ...(state === 'failed' ? { error: { code: 'DEVICE_ERROR', message: 'speaker busy' } } : {}),
+      }));
+      return route.fulfill(json({ devices }));
+    }
+    return route.fulfill(json(job));
+  });
+  await page.route(/\/v1\/schedules(\/|$)/, async (route) => {
+    const req = route.request();
+    const path = new URL(req.url()).pathname;
+    if (path === '/v1/schedules' && req.method() === 'POST') {
+      const body = req.postDataJSON() as Record<string, unknown>;
+      f.scheduleBodies.push(body);
+      const s = { id: id(), ...body, paused: false, nextRun: new Date(Date.now() + 86_400_000).toISOString(), lastRun: null, createdAt: now() };
+      f.schedules.push(s);
+      return route.fulfill(json(s, 201));
+    }
+    if (path === '/v1/schedules') return route.fulfill(json({ schedules: f.schedules }));
+    const s = f.schedules.find((x) => path.endsWith(x['id'] as string));
+    if (!s) return route.fulfill(notFound);
+    if (req.method() === 'DELETE') {
+      f.schedules.splice(f.schedules.indexOf(s), 1);
+      return route.fulfill({ status: 204 });
+    }
+    if (req.method() === 'PATCH') Object.assign(s, req.postDataJSON() as Record<string, unknown>);
+    return route.fulfill(json(s));
+  });
+  await page.route(/\/v1\/events\/history/, async (route) => {
+    const url = new URL(route.request().url());
+    f.historyQueries.push(url.search.slice(1));
+    const at = new Date(Date.now() - 600_000).toISOString();
+    return route.fulfill(json({ events: [{ id: 'old-1', type: 'device.offline', deviceId, at, data: { reason: 'closed' } }] }));
+  });
+  return f;
+}
+
 /**
  * A tool process as xiaozhi's mcp_pipe.py runs one: it dials the endpoint URL and answers the gateway, which
  * is the MCP client on that connection (initialize, tools/list, tools/call, ping), one JSON-RPC message per text frame.
