@@ -31,11 +31,11 @@ export class EventStream {
   }
 
   /**
-   * Whether device states on the page may be out of date: the stream is down, paused or reconnecting after
-   * having been live (before the first connection, what the page just loaded is current).
+   * Whether device states on the page may be out of date: the stream is paused, failing, or not live
+   * after having been live (before the first connection, what the page just loaded is current).
    */
   get stale(): boolean {
-    return this.status !== 'live' && (this.everLive || this.status !== 'connecting');
+    return this.status === 'retrying' || this.status === 'paused' || (this.everLive && this.status !== 'live');
   }
 
   /** Add events read from the history route (older ones, or ones missed); duplicates of what the stream brought are skipped. */
@@ -69,6 +69,8 @@ export class EventStream {
   stop(status: StreamStatus = 'stopped'): void {
     this.abort?.abort();
     this.abort = undefined;
+    // Stopped (signed out): the next start begins afresh, not "stale".
+    if (status === 'stopped') this.everLive = false;
     this.setStatus(status);
   }
 

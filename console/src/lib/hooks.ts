@@ -15,8 +15,9 @@ export function useStreamState(): typeof events {
  * `onFresh` run each time the stream is live again after that (reload: what changed meanwhile was not seen).
  */
 export function useStale(onFresh?: () => void): boolean {
-  const stream = useStreamState();
-  const stale = stream.stale;
+  // Only status changes re-render (not every event): the devices table listens to this.
+  const [stale, setStale] = useState(() => events.stale);
+  useEffect(() => events.subscribe((e) => e === 'status' && setStale(events.stale)), []);
   const was = useRef(stale);
   const fresh = useRef(onFresh);
   fresh.current = onFresh;

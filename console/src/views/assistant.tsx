@@ -267,9 +267,10 @@ function Chat({ models, deviceId }: { models: AssistantModel[]; deviceId: string
       );
     } catch (err) {
       const problem = problemOf(err);
+      // Not recorded: the question is still open, so its wait is not over.
       update(
         (e) => e.id === c.id,
-        (e) => ({ ...e, problem }) as Entry,
+        (e) => ({ ...e, problem, answeredAt: undefined }) as Entry,
       );
     }
   };

@@ -103,13 +103,14 @@ function CreateEndpoint({ onCreated }: { onCreated: (c: McpEndpointCreated) => v
 
 /** The one time the token is seen: the URL to set as the tool process's MCP_ENDPOINT, with a copy button. */
 function CreatedToken({ created, onDismiss }: { created: McpEndpointCreated; onDismiss: () => void }) {
-  const [copied, setCopied] = useState(false);
+  const [copied, setCopied] = useState<'yes' | 'no'>();
   const copy = async () => {
     try {
+      // Refused outside a secure context (plain http on the LAN): then the URL is selected on click instead.
       await navigator.clipboard.writeText(created.url);
-      setCopied(true);
+      setCopied('yes');
     } catch {
-      setCopied(false);
+      setCopied('no');
     }
   };
   return (
@@ -119,10 +120,11 @@ function CreatedToken({ created, onDismiss }: { created: McpEndpointCreated; onD
         Give the tool process this URL. <strong>It holds the token and is shown only now</strong>: the gateway keeps only its hash.
       </p>
       <pre class="endpoint-url">{created.url}</pre>
+      {copied === 'no' && <p class="invalid">This browser refused the clipboard here: select the URL above and copy it.</p>}
       <pre class="muted small">{`export MCP_ENDPOINT='${created.url}'\npython mcp_pipe.py calculator.py`}</pre>
       <div class="actions">
         <button type="button" onClick={() => void copy()}>
-          {copied ? 'Copied' : 'Copy URL'}
+          {copied === 'yes' ? 'Copied' : 'Copy URL'}
         </button>
         <button type="button" class="secondary" onClick={onDismiss}>
           Done
