@@ -1,7 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { conversationOf, timingsText } from '../console/src/lib/conversation.js';
 import { mergeEvents, parseEvent } from '../console/src/lib/event-list.js';
-import { EMPTY_JOB_FORM, jobBody, jobProgress, metaPatch, parseArgs, parseTags, scheduleBody, type ScheduleForm } from '../console/src/lib/fleet.js';
+import {
+  EMPTY_JOB_FORM,
+  jobBody,
+  jobProgress,
+  metaPatch,
+  parseArgs,
+  parseTags,
+  scheduleBody,
+  type ScheduleForm,
+} from '../console/src/lib/fleet.js';
 import { prettyJson } from '../console/src/lib/json-text.js';
 import { isLoopback, loopbackHint } from '../console/src/lib/lan-hint.js';
 import { capabilitiesOf } from '../console/src/lib/routes-of.js';
@@ -9,7 +18,13 @@ import type { GatewayEvent } from '../console/src/lib/types.js';
 
 /** The console's logic that needs no browser: fleet forms to request bodies (FLEET-API.md), conversations, history merging, hints. */
 
-const ev = (id: string, type: GatewayEvent['type'], at: string, data: Record<string, unknown> = {}, deviceId = 'aa:bb:cc:dd:ee:ff'): GatewayEvent => ({ id, type, deviceId, at, data });
+const ev = (
+  id: string,
+  type: GatewayEvent['type'],
+  at: string,
+  data: Record<string, unknown> = {},
+  deviceId = 'aa:bb:cc:dd:ee:ff',
+): GatewayEvent => ({ id, type, deviceId, at, data });
 
 describe('fleet forms', () => {
   it('tags: comma or space separated, each once, in the contract alphabet', () => {
@@ -21,7 +36,10 @@ describe('fleet forms', () => {
   });
 
   it('name/room/tags: empty clears (null), limits checked', () => {
-    expect(metaPatch({ name: ' Living-room speaker ', room: '', tags: 'speaker' })).toEqual({ ok: true, value: { name: 'Living-room speaker', room: null, tags: ['speaker'] } });
+    expect(metaPatch({ name: ' Living-room speaker ', room: '', tags: 'speaker' })).toEqual({
+      ok: true,
+      value: { name: 'Living-room speaker', room: null, tags: ['speaker'] },
+    });
     expect(metaPatch({ name: 'n'.repeat(65), room: '', tags: '' })).toMatchObject({ ok: false, message: 'name: at most 64 characters' });
   });
 
@@ -59,24 +77,59 @@ describe('fleet forms', () => {
         ttlMs: 3_600_000,
       },
     });
-    expect(jobBody({ ...EMPTY_JOB_FORM, tool: 't', room: 'kitchen', concurrency: '1.5' })).toMatchObject({ ok: false, message: expect.stringContaining('concurrency') });
-    expect(jobBody({ ...EMPTY_JOB_FORM, tool: 't', room: 'kitchen', abortOverPercent: '150' })).toMatchObject({ ok: false, message: expect.stringContaining('abort') });
+    expect(jobBody({ ...EMPTY_JOB_FORM, tool: 't', room: 'kitchen', concurrency: '1.5' })).toMatchObject({
+      ok: false,
+      message: expect.stringContaining('concurrency'),
+    });
+    expect(jobBody({ ...EMPTY_JOB_FORM, tool: 't', room: 'kitchen', abortOverPercent: '150' })).toMatchObject({
+      ok: false,
+      message: expect.stringContaining('abort'),
+    });
     // Empty optional numbers are left out: the gateway's defaults apply.
-    expect(jobBody({ ...EMPTY_JOB_FORM, tool: 't', room: 'kitchen', concurrency: '' })).toEqual({ ok: true, value: { tool: 't', filter: { room: 'kitchen' } } });
+    expect(jobBody({ ...EMPTY_JOB_FORM, tool: 't', room: 'kitchen', concurrency: '' })).toEqual({
+      ok: true,
+      value: { tool: 't', filter: { room: 'kitchen' } },
+    });
   });
 
-  const schedule: ScheduleForm = { when: 'cron', cron: '', timeZone: 'Europe/Berlin', at: '', target: 'call', device: 'aa:bb:cc:dd:ee:ff', tool: 'self.light.set', arguments: '{"on": true}', job: EMPTY_JOB_FORM };
+  const schedule: ScheduleForm = {
+    when: 'cron',
+    cron: '',
+    timeZone: 'Europe/Berlin',
+    at: '',
+    target: 'call',
+    device: 'aa:bb:cc:dd:ee:ff',
+    tool: 'self.light.set',
+    arguments: '{"on": true}',
+    job: EMPTY_JOB_FORM,
+  };
   it('a schedule: exactly one of cron/at and of call/job', () => {
     expect(scheduleBody({ ...schedule, cron: ' 0  7 * * 1-5 ' })).toEqual({
       ok: true,
-      value: { cron: '0 7 * * 1-5', timeZone: 'Europe/Berlin', call: { device: 'aa:bb:cc:dd:ee:ff', tool: 'self.light.set', arguments: { on: true } } },
+      value: {
+        cron: '0 7 * * 1-5',
+        timeZone: 'Europe/Berlin',
+        call: { device: 'aa:bb:cc:dd:ee:ff', tool: 'self.light.set', arguments: { on: true } },
+      },
     });
     expect(scheduleBody({ ...schedule, cron: '0 7 *' })).toMatchObject({ ok: false, message: expect.stringContaining('five fields') });
     expect(scheduleBody({ ...schedule, cron: '' })).toMatchObject({ ok: false });
-    const at = scheduleBody({ ...schedule, when: 'at', at: '2030-01-02T03:04:05Z', target: 'job', job: { ...EMPTY_JOB_FORM, tool: 'self.reboot', room: 'lab' } });
-    expect(at).toEqual({ ok: true, value: { at: '2030-01-02T03:04:05.000Z', job: { tool: 'self.reboot', filter: { room: 'lab' }, concurrency: 10 } } });
+    const at = scheduleBody({
+      ...schedule,
+      when: 'at',
+      at: '2030-01-02T03:04:05Z',
+      target: 'job',
+      job: { ...EMPTY_JOB_FORM, tool: 'self.reboot', room: 'lab' },
+    });
+    expect(at).toEqual({
+      ok: true,
+      value: { at: '2030-01-02T03:04:05.000Z', job: { tool: 'self.reboot', filter: { room: 'lab' }, concurrency: 10 } },
+    });
     expect(scheduleBody({ ...schedule, when: 'at', at: 'soon' })).toMatchObject({ ok: false, message: 'at: a date and time' });
-    expect(scheduleBody({ ...schedule, cron: '* * * * *', device: '' })).toMatchObject({ ok: false, message: expect.stringContaining('device') });
+    expect(scheduleBody({ ...schedule, cron: '* * * * *', device: '' })).toMatchObject({
+      ok: false,
+      message: expect.stringContaining('device'),
+    });
   });
 
   it('job progress: finished of total', () => {
@@ -88,17 +141,53 @@ describe('fleet forms', () => {
 describe('conversation from voice.* events', () => {
   it('heard, tool call and result on one line, reply with timings, oldest first; malformed data skipped', () => {
     const lines = conversationOf([
-      ev('5', 'voice.reply', '2026-11-26T10:00:03.000Z', { session: 's1', text: 'Volume is 40.', outcome: 'answered', timings: { asrMs: 120.4, totalMs: 900, bogus: 1 } }),
+      ev('5', 'voice.reply', '2026-11-26T10:00:03.000Z', {
+        session: 's1',
+        text: 'Volume is 40.',
+        outcome: 'answered',
+        timings: { asrMs: 120.4, totalMs: 900, bogus: 1 },
+      }),
       ev('1', 'voice.transcript', '2026-11-26T10:00:00.000Z', { session: 's1', text: 'set the volume to forty' }),
       ev('2', 'voice.tool', '2026-11-26T10:00:01.000Z', { session: 's1', phase: 'call', name: 'self.audio_speaker.set_volume' }),
-      ev('3', 'voice.tool', '2026-11-26T10:00:02.000Z', { session: 's1', phase: 'result', name: 'self.audio_speaker.set_volume', isError: false, durationMs: 42 }),
+      ev('3', 'voice.tool', '2026-11-26T10:00:02.000Z', {
+        session: 's1',
+        phase: 'result',
+        name: 'self.audio_speaker.set_volume',
+        isError: false,
+        durationMs: 42,
+      }),
       ev('4', 'voice.tool', '2026-11-26T10:00:02.500Z', { session: 's1', phase: 'call' }),
       ev('6', 'device.online', '2026-11-26T10:00:04.000Z'),
     ]);
     expect(lines).toEqual([
-      { kind: 'heard', id: '1', at: '2026-11-26T10:00:00.000Z', deviceId: 'aa:bb:cc:dd:ee:ff', session: 's1', text: 'set the volume to forty' },
-      { kind: 'tool', id: '2', at: '2026-11-26T10:00:01.000Z', deviceId: 'aa:bb:cc:dd:ee:ff', session: 's1', name: 'self.audio_speaker.set_volume', state: 'ok', durationMs: 42 },
-      { kind: 'reply', id: '5', at: '2026-11-26T10:00:03.000Z', deviceId: 'aa:bb:cc:dd:ee:ff', session: 's1', text: 'Volume is 40.', outcome: 'answered', timings: { asrMs: 120.4, totalMs: 900 } },
+      {
+        kind: 'heard',
+        id: '1',
+        at: '2026-11-26T10:00:00.000Z',
+        deviceId: 'aa:bb:cc:dd:ee:ff',
+        session: 's1',
+        text: 'set the volume to forty',
+      },
+      {
+        kind: 'tool',
+        id: '2',
+        at: '2026-11-26T10:00:01.000Z',
+        deviceId: 'aa:bb:cc:dd:ee:ff',
+        session: 's1',
+        name: 'self.audio_speaker.set_volume',
+        state: 'ok',
+        durationMs: 42,
+      },
+      {
+        kind: 'reply',
+        id: '5',
+        at: '2026-11-26T10:00:03.000Z',
+        deviceId: 'aa:bb:cc:dd:ee:ff',
+        session: 's1',
+        text: 'Volume is 40.',
+        outcome: 'answered',
+        timings: { asrMs: 120.4, totalMs: 900 },
+      },
     ]);
     expect(timingsText({ asrMs: 120.4, totalMs: 900 })).toBe('speech recognised 120 ms · total 900 ms');
   });
@@ -119,7 +208,10 @@ describe('events from history and the stream', () => {
   });
 
   it('checks each event', () => {
-    expect(parseEvent('{"id":"1","type":"call.state","deviceId":"d","at":"2026-11-26T10:00:00Z","data":{"state":"sent"}}')).toMatchObject({ type: 'call.state', data: { state: 'sent' } });
+    expect(parseEvent('{"id":"1","type":"call.state","deviceId":"d","at":"2026-11-26T10:00:00Z","data":{"state":"sent"}}')).toMatchObject({
+      type: 'call.state',
+      data: { state: 'sent' },
+    });
     expect(parseEvent('{"id":1,"type":"x","deviceId":"d","at":"t"}')).toBeUndefined();
     expect(parseEvent('{"id":"1","type":"x","deviceId":"d","at":"t","data":[1]}')).toMatchObject({ data: {} });
     expect(parseEvent('not json')).toBeUndefined();
@@ -129,7 +221,15 @@ describe('events from history and the stream', () => {
 describe('what the gateway offers', () => {
   const caps = capabilitiesOf({
     paths: {
-      '/v1/devices': { get: { parameters: [{ name: 'tag', in: 'query' }, { name: 'limit', in: 'query' }, { name: 'x', in: 'header' }] } },
+      '/v1/devices': {
+        get: {
+          parameters: [
+            { name: 'tag', in: 'query' },
+            { name: 'limit', in: 'query' },
+            { name: 'x', in: 'header' },
+          ],
+        },
+      },
       '/v1/calls/{callId}': { delete: {} },
     },
   });
@@ -154,7 +254,10 @@ describe('text and hints', () => {
   });
 
   it('a loopback page address is named, with a LAN-style example of the OTA URL', () => {
-    expect(loopbackHint('http://localhost:8000/console/#/devices')).toEqual({ host: 'localhost', example: 'http://192.168.1.20:8000/xiaozhi/ota/' });
+    expect(loopbackHint('http://localhost:8000/console/#/devices')).toEqual({
+      host: 'localhost',
+      example: 'http://192.168.1.20:8000/xiaozhi/ota/',
+    });
     expect(loopbackHint('http://127.0.0.1:8000/console/')?.host).toBe('127.0.0.1');
     expect(loopbackHint('http://[::1]:8000/console/')?.host).toBe('[::1]');
     expect(loopbackHint('http://192.168.1.5:8000/console/')).toBeUndefined();

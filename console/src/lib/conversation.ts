@@ -15,7 +15,16 @@ export interface Timings {
 
 export type Line =
   | { kind: 'heard'; id: string; at: string; deviceId: string; session: string; text: string }
-  | { kind: 'tool'; id: string; at: string; deviceId: string; session: string; name: string; state: 'running' | 'ok' | 'error'; durationMs?: number }
+  | {
+      kind: 'tool';
+      id: string;
+      at: string;
+      deviceId: string;
+      session: string;
+      name: string;
+      state: 'running' | 'ok' | 'error';
+      durationMs?: number;
+    }
   | { kind: 'reply'; id: string; at: string; deviceId: string; session: string; text: string; outcome: string; timings: Timings };
 
 const str = (v: unknown, max = 4000) => (typeof v === 'string' ? v.slice(0, max) : undefined);

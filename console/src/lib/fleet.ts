@@ -19,7 +19,11 @@ export function parseTags(text: string): Checked<string[]> {
 }
 
 /** A device's name/room/tags form to a PATCH body: empty text clears (null). */
-export function metaPatch(form: { name: string; room: string; tags: string }): Checked<{ name: string | null; room: string | null; tags: string[] }> {
+export function metaPatch(form: {
+  name: string;
+  room: string;
+  tags: string;
+}): Checked<{ name: string | null; room: string | null; tags: string[] }> {
   const name = form.name.trim();
   const room = form.room.trim();
   if (name.length > 64) return { ok: false, message: 'name: at most 64 characters' };
@@ -54,13 +58,28 @@ export interface JobForm {
   abortOverPercent: string;
   ttlSeconds: string;
 }
-export const EMPTY_JOB_FORM: JobForm = { tool: '', arguments: '', tags: '', room: '', firmware: '', board: '', ids: '', concurrency: '10', ratePerSecond: '', abortOverPercent: '', ttlSeconds: '' };
+export const EMPTY_JOB_FORM: JobForm = {
+  tool: '',
+  arguments: '',
+  tags: '',
+  room: '',
+  firmware: '',
+  board: '',
+  ids: '',
+  concurrency: '10',
+  ratePerSecond: '',
+  abortOverPercent: '',
+  ttlSeconds: '',
+};
 
 function positive(text: string, name: string, o: { integer?: boolean; max?: number } = {}): Checked<number | undefined> {
   if (!text.trim()) return { ok: true, value: undefined };
   const n = Number(text);
   if (!Number.isFinite(n) || n <= 0 || (o.integer && !Number.isInteger(n)) || (o.max !== undefined && n > o.max))
-    return { ok: false, message: `${name}: ${o.integer ? 'a whole number' : 'a number'} above 0${o.max !== undefined ? ` and at most ${o.max}` : ''}` };
+    return {
+      ok: false,
+      message: `${name}: ${o.integer ? 'a whole number' : 'a number'} above 0${o.max !== undefined ? ` and at most ${o.max}` : ''}`,
+    };
   return { ok: true, value: n };
 }
 
@@ -77,7 +96,8 @@ export function jobBody(f: JobForm): Checked<JobBody> {
   for (const k of ['room', 'firmware', 'board'] as const) if (f[k].trim()) filter[k] = f[k].trim();
   const ids = f.ids.split(/[\s,]+/).filter(Boolean);
   if (ids.length) filter.ids = [...new Set(ids)];
-  if (Object.keys(filter).length === 0) return { ok: false, message: 'filter: name at least one of tags, room, firmware, board or device ids' };
+  if (Object.keys(filter).length === 0)
+    return { ok: false, message: 'filter: name at least one of tags, room, firmware, board or device ids' };
   const body: JobBody = { tool, filter };
   if (Object.keys(args.value).length) body.arguments = args.value;
   const checks: Array<[keyof JobBody, Checked<number | undefined>]> = [
@@ -112,7 +132,8 @@ export function scheduleBody(f: ScheduleForm): Checked<ScheduleBody> {
   if (f.when === 'cron') {
     const cron = f.cron.trim().replace(/\s+/g, ' ');
     if (!cron) return { ok: false, message: 'cron: required, e.g. "0 7 * * 1-5" (07:00 on weekdays)' };
-    if (cron.split(' ').length < 5 || cron.split(' ').length > 6) return { ok: false, message: 'cron: five fields (minute hour day month weekday), or six with seconds' };
+    if (cron.split(' ').length < 5 || cron.split(' ').length > 6)
+      return { ok: false, message: 'cron: five fields (minute hour day month weekday), or six with seconds' };
     body.cron = cron;
     if (f.timeZone.trim()) body.timeZone = f.timeZone.trim();
   } else {

@@ -10,7 +10,8 @@ import type { GatewayEvent } from './types.js';
 const MAX_PAGES = 5;
 const PAGE = 200;
 
-export type HistoryOutcome = { state: 'loaded'; count: number; since: string } | { state: 'unavailable' } | { state: 'failed'; detail: string };
+export type HistoryOutcome =
+  { state: 'loaded'; count: number; since: string } | { state: 'unavailable' } | { state: 'failed'; detail: string };
 
 /**
  * Read GET /v1/events/history from `since` (oldest first, following `next`) and add what it holds to the

@@ -23,8 +23,8 @@ export function ConversationsView() {
     <section aria-labelledby="conv-h">
       <h1 id="conv-h">Conversations</h1>
       <p class="muted">
-        Devices whose voice mode is <code>converse</code> talk to the gateway's assistant: each turn appears here as it happens. Set a device's mode on its
-        page.
+        Devices whose voice mode is <code>converse</code> talk to the gateway's assistant: each turn appears here as it happens. Set a
+        device's mode on its page.
       </p>
       <div class="filters">
         <label>
@@ -51,7 +51,7 @@ export function ConversationPanel({ deviceId }: { deviceId: string }) {
 }
 
 const MODES = [
-  ['', 'default (the tenant\'s or voice.mode)'],
+  ['', "default (the tenant's or voice.mode)"],
   ['converse', 'converse: Voxgate answers'],
   ['relay', 'relay: to the voice server'],
   ['off', 'off: no voice sessions'],
@@ -106,7 +106,11 @@ function ConversationLog({ lines, showDevice }: { lines: Line[]; showDevice: boo
   return (
     <ol class="transcript voice" role="log" aria-live="polite" aria-label="Conversation">
       {lines.slice(-SHOW).map((l) => (
-        <li key={l.id} class={l.kind === 'heard' ? 'msg user' : l.kind === 'reply' ? 'msg assistant' : `tool-line ${l.state}`} data-voice={l.kind}>
+        <li
+          key={l.id}
+          class={l.kind === 'heard' ? 'msg user' : l.kind === 'reply' ? 'msg assistant' : `tool-line ${l.state}`}
+          data-voice={l.kind}
+        >
           {showDevice && (
             <a class="small who" href={`#/devices/${encodeURIComponent(l.deviceId)}`}>
               {l.deviceId}
@@ -125,7 +129,9 @@ function ConversationLog({ lines, showDevice }: { lines: Line[]; showDevice: boo
             <>
               {l.state === 'running' ? 'Calling tool ' : 'Tool '}
               <code>{l.name}</code>
-              {l.state === 'running' ? '…' : `${l.state === 'ok' ? ' completed' : ' failed'}${l.durationMs !== undefined ? ` in ${Math.round(l.durationMs)} ms` : ''}`}
+              {l.state === 'running'
+                ? '…'
+                : `${l.state === 'ok' ? ' completed' : ' failed'}${l.durationMs !== undefined ? ` in ${Math.round(l.durationMs)} ms` : ''}`}
             </>
           )}
           {l.kind === 'reply' && (

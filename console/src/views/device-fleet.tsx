@@ -42,15 +42,33 @@ export function MetaPanel({ device, onSaved }: { device: Device & Partial<Device
         <form class="meta-form" onSubmit={save}>
           <div class="field">
             <label for="meta-name">Name</label>
-            <input id="meta-name" value={form.name} maxLength={64} placeholder="living-room speaker" onInput={(e) => setForm((f) => ({ ...f, name: e.currentTarget.value }))} />
+            <input
+              id="meta-name"
+              value={form.name}
+              maxLength={64}
+              placeholder="living-room speaker"
+              onInput={(e) => setForm((f) => ({ ...f, name: e.currentTarget.value }))}
+            />
           </div>
           <div class="field">
             <label for="meta-room">Room</label>
-            <input id="meta-room" value={form.room} maxLength={64} placeholder="kitchen" onInput={(e) => setForm((f) => ({ ...f, room: e.currentTarget.value }))} />
+            <input
+              id="meta-room"
+              value={form.room}
+              maxLength={64}
+              placeholder="kitchen"
+              onInput={(e) => setForm((f) => ({ ...f, room: e.currentTarget.value }))}
+            />
           </div>
           <div class="field">
             <label for="meta-tags">Tags</label>
-            <input id="meta-tags" value={form.tags} placeholder="speaker, floor-1" aria-describedby="meta-tags-help" onInput={(e) => setForm((f) => ({ ...f, tags: e.currentTarget.value }))} />
+            <input
+              id="meta-tags"
+              value={form.tags}
+              placeholder="speaker, floor-1"
+              aria-describedby="meta-tags-help"
+              onInput={(e) => setForm((f) => ({ ...f, tags: e.currentTarget.value }))}
+            />
             <p id="meta-tags-help" class="muted small">
               Comma separated; each 1-32 letters, digits, _ . : - (at most 32). An empty field clears.
             </p>
@@ -69,7 +87,8 @@ export function MetaPanel({ device, onSaved }: { device: Device & Partial<Device
   );
 }
 
-const callTone = (s: QueuedCall['state']) => (s === 'succeeded' ? 'ok' : s === 'failed' || s === 'expired' ? 'bad' : s === 'cancelled' ? 'off' : 'info');
+const callTone = (s: QueuedCall['state']) =>
+  s === 'succeeded' ? 'ok' : s === 'failed' || s === 'expired' ? 'bad' : s === 'cancelled' ? 'off' : 'info';
 
 /**
  * Calls queued for the device (FLEET-API.md): delivered when it is online and free, kept across restarts.
@@ -78,15 +97,18 @@ const callTone = (s: QueuedCall['state']) => (s === 'succeeded' ? 'ok' : s === '
 export function QueuedCallsPanel({ deviceId, tools }: { deviceId: string; tools: Tool[] }) {
   const caps = useCapabilities();
   const available = caps?.has('get', '/v1/devices/{id}/calls') ?? true;
-  const list = useLoad(async (signal) => {
-    if (!available) return undefined;
-    try {
-      return await api<QueuedCallList>('GET', `${devicePath(deviceId)}/calls?limit=20`, undefined, { signal });
-    } catch (e) {
-      if (isMissingRoute(e)) return undefined;
-      throw e;
-    }
-  }, [deviceId, available]);
+  const list = useLoad(
+    async (signal) => {
+      if (!available) return undefined;
+      try {
+        return await api<QueuedCallList>('GET', `${devicePath(deviceId)}/calls?limit=20`, undefined, { signal });
+      } catch (e) {
+        if (isMissingRoute(e)) return undefined;
+        throw e;
+      }
+    },
+    [deviceId, available],
+  );
   const reload = useCoalesced(list.reload, 300);
   useOnEvent((e) => {
     if (e === 'resync' || (e.type === 'call.state' && e.deviceId === deviceId)) reload();
@@ -129,7 +151,9 @@ export function QueuedCallsPanel({ deviceId, tools }: { deviceId: string; tools:
         <NotAvailable what="Queuing calls" />
       ) : (
         <>
-          <p class="muted small">A queued call waits until the device is online and free (a WebSocket device: its next voice session), then runs once.</p>
+          <p class="muted small">
+            A queued call waits until the device is online and free (a WebSocket device: its next voice session), then runs once.
+          </p>
           <form class="queue-form" onSubmit={queue}>
             <div class="field">
               <label for="q-tool">Tool</label>
@@ -142,7 +166,14 @@ export function QueuedCallsPanel({ deviceId, tools }: { deviceId: string; tools:
             </div>
             <div class="field">
               <label for="q-args">Arguments (JSON object)</label>
-              <textarea id="q-args" rows={2} value={args} spellcheck={false} placeholder='{"volume": 40}' onInput={(e) => setArgs(e.currentTarget.value)} />
+              <textarea
+                id="q-args"
+                rows={2}
+                value={args}
+                spellcheck={false}
+                placeholder='{"volume": 40}'
+                onInput={(e) => setArgs(e.currentTarget.value)}
+              />
             </div>
             <div class="field">
               <label for="q-ttl">Time to live (seconds; empty: the gateway's default)</label>
@@ -160,8 +191,18 @@ export function QueuedCallsPanel({ deviceId, tools }: { deviceId: string; tools:
           <ul class="calls">
             {list.data?.calls.map((c) => (
               <li key={c.id} data-call={c.id} data-state={c.state}>
-                <Badge tone={callTone(c.state)}>{c.state}</Badge> <code>{c.tool}</code> <span class="muted small">
-                  queued <Ago iso={c.createdAt} />, {c.state === 'queued' || c.state === 'sent' ? <>expires <Ago iso={c.expiresAt} /></> : <>updated <Ago iso={c.updatedAt} /></>}
+                <Badge tone={callTone(c.state)}>{c.state}</Badge> <code>{c.tool}</code>{' '}
+                <span class="muted small">
+                  queued <Ago iso={c.createdAt} />,{' '}
+                  {c.state === 'queued' || c.state === 'sent' ? (
+                    <>
+                      expires <Ago iso={c.expiresAt} />
+                    </>
+                  ) : (
+                    <>
+                      updated <Ago iso={c.updatedAt} />
+                    </>
+                  )}
                   {c.jobId && (
                     <>
                       {' '}
@@ -170,7 +211,12 @@ export function QueuedCallsPanel({ deviceId, tools }: { deviceId: string; tools:
                   )}
                 </span>
                 {(c.state === 'queued' || c.state === 'sent') && (
-                  <button type="button" class="secondary small" onClick={() => void cancel(c.id)} aria-label={`Cancel call ${c.tool} ${c.id}`}>
+                  <button
+                    type="button"
+                    class="secondary small"
+                    onClick={() => void cancel(c.id)}
+                    aria-label={`Cancel call ${c.tool} ${c.id}`}
+                  >
                     Cancel
                   </button>
                 )}

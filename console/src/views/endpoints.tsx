@@ -29,8 +29,9 @@ export function EndpointsView() {
     <section aria-labelledby="endpoints-h">
       <h1 id="endpoints-h">MCP endpoints</h1>
       <p class="muted">
-        A tool process on any machine (xiaozhi's <code>mcp_pipe.py</code> and its ports) connects <em>out</em> to the gateway with a token, and its tools
-        join the hub as <code>mcp__&lt;name&gt;__&lt;tool&gt;</code>: for the assistant, <code>/mcp</code> and the API. See docs/mcp-hub.md.
+        A tool process on any machine (xiaozhi's <code>mcp_pipe.py</code> and its ports) connects <em>out</em> to the gateway with a token,
+        and its tools join the hub as <code>mcp__&lt;name&gt;__&lt;tool&gt;</code>: for the assistant, <code>/mcp</code> and the API. See
+        docs/mcp-hub.md.
       </p>
       {list.data === null ? (
         <NotAvailable what="The MCP endpoint" />
@@ -65,7 +66,11 @@ function CreateEndpoint({ onCreated }: { onCreated: (c: McpEndpointCreated) => v
     setBusy(true);
     setProblem(undefined);
     try {
-      const body = { name: name.trim(), ...(tenant.trim() ? { tenant: tenant.trim() } : {}), ...(allowedTools.length ? { allowed_tools: allowedTools } : {}) };
+      const body = {
+        name: name.trim(),
+        ...(tenant.trim() ? { tenant: tenant.trim() } : {}),
+        ...(allowedTools.length ? { allowed_tools: allowedTools } : {}),
+      };
       onCreated(await api<McpEndpointCreated>('POST', '/v1/mcp/endpoints', body));
       setName('');
       setAllowed('');
@@ -80,7 +85,15 @@ function CreateEndpoint({ onCreated }: { onCreated: (c: McpEndpointCreated) => v
       <h2>New endpoint</h2>
       <div class="field">
         <label for="ep-name">Name</label>
-        <input id="ep-name" value={name} maxLength={32} required placeholder="calculator" aria-describedby="ep-name-help" onInput={(e) => setName(e.currentTarget.value)} />
+        <input
+          id="ep-name"
+          value={name}
+          maxLength={32}
+          required
+          placeholder="calculator"
+          aria-describedby="ep-name-help"
+          onInput={(e) => setName(e.currentTarget.value)}
+        />
         <p id="ep-name-help" class="muted small">
           Its tools are named <code>mcp__{name || '<name>'}__&lt;tool&gt;</code>.
         </p>
@@ -148,7 +161,10 @@ function EndpointCard({ endpoint: e, onRevoked }: { endpoint: McpEndpoint; onRev
   return (
     <article class="card server" data-endpoint-id={e.id} data-endpoint={e.name}>
       <h2>
-        {e.name} <Badge tone={e.state === 'connected' ? 'ok' : 'off'}>{e.state === 'connected' ? 'connected' : 'waiting for its tool process'}</Badge>
+        {e.name}{' '}
+        <Badge tone={e.state === 'connected' ? 'ok' : 'off'}>
+          {e.state === 'connected' ? 'connected' : 'waiting for its tool process'}
+        </Badge>
       </h2>
       <p class="muted small">
         created <Ago iso={e.createdAt} />

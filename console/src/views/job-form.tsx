@@ -6,7 +6,14 @@ export function JobFields({ form, set, idBase }: { form: JobForm; set: (f: JobFo
     <div class="field">
       <label for={`${idBase}-${k}`}>{label}</label>
       {o.area ? (
-        <textarea id={`${idBase}-${k}`} rows={2} spellcheck={false} value={form[k]} placeholder={o.placeholder} onInput={(e) => set({ ...form, [k]: e.currentTarget.value })} />
+        <textarea
+          id={`${idBase}-${k}`}
+          rows={2}
+          spellcheck={false}
+          value={form[k]}
+          placeholder={o.placeholder}
+          onInput={(e) => set({ ...form, [k]: e.currentTarget.value })}
+        />
       ) : (
         <input
           id={`${idBase}-${k}`}
@@ -37,7 +44,10 @@ export function JobFields({ form, set, idBase }: { form: JobForm; set: (f: JobFo
         {field('concurrency', 'Concurrency', { type: 'number' })}
         {field('ratePerSecond', 'Calls per second', { type: 'number' })}
         {field('abortOverPercent', 'Abort over % failed', { type: 'number' })}
-        {field('ttlSeconds', 'Time to live (s)', { type: 'number', help: 'An offline device gets the call when it returns, within this time.' })}
+        {field('ttlSeconds', 'Time to live (s)', {
+          type: 'number',
+          help: 'An offline device gets the call when it returns, within this time.',
+        })}
       </fieldset>
     </>
   );

@@ -8,21 +8,34 @@ import type { Problem } from '../lib/types.js';
 import { Ago, Badge, Loading, NotAvailable, ProblemBox } from '../components.js';
 import { JobFields, filterText } from './job-form.js';
 
-const EMPTY: ScheduleForm = { when: 'cron', cron: '', timeZone: '', at: '', target: 'call', device: '', tool: '', arguments: '', job: EMPTY_JOB_FORM };
+const EMPTY: ScheduleForm = {
+  when: 'cron',
+  cron: '',
+  timeZone: '',
+  at: '',
+  target: 'call',
+  device: '',
+  tool: '',
+  arguments: '',
+  job: EMPTY_JOB_FORM,
+};
 
 /** Schedules (FLEET-API.md): a cron expression in a time zone, or one time, that starts a call or a job. */
 export function SchedulesView() {
   const caps = useCapabilities();
   const available = caps?.has('get', '/v1/schedules') ?? true;
-  const list = useLoad(async (signal) => {
-    if (!available) return null;
-    try {
-      return await api<ScheduleList>('GET', '/v1/schedules', undefined, { signal });
-    } catch (e) {
-      if (isMissingRoute(e)) return null;
-      throw e;
-    }
-  }, [available]);
+  const list = useLoad(
+    async (signal) => {
+      if (!available) return null;
+      try {
+        return await api<ScheduleList>('GET', '/v1/schedules', undefined, { signal });
+      } catch (e) {
+        if (isMissingRoute(e)) return null;
+        throw e;
+      }
+    },
+    [available],
+  );
   const reload = useCoalesced(list.reload, 500);
   useOnEvent((e) => (e === 'resync' || e.type === 'schedule.fired') && reload());
   return (
@@ -165,14 +178,25 @@ function NewSchedule({ onCreated }: { onCreated: () => void }) {
           <>
             <div class="field">
               <label for="s-cron">Cron expression</label>
-              <input id="s-cron" value={form.cron} placeholder="0 7 * * 1-5" aria-describedby="s-cron-help" onInput={(e) => set({ cron: e.currentTarget.value })} />
+              <input
+                id="s-cron"
+                value={form.cron}
+                placeholder="0 7 * * 1-5"
+                aria-describedby="s-cron-help"
+                onInput={(e) => set({ cron: e.currentTarget.value })}
+              />
               <p id="s-cron-help" class="muted small">
                 minute hour day-of-month month day-of-week: <code>0 7 * * 1-5</code> is 07:00 on weekdays.
               </p>
             </div>
             <div class="field">
               <label for="s-tz">Time zone</label>
-              <input id="s-tz" value={form.timeZone} placeholder="Europe/Berlin" onInput={(e) => set({ timeZone: e.currentTarget.value })} />
+              <input
+                id="s-tz"
+                value={form.timeZone}
+                placeholder="Europe/Berlin"
+                onInput={(e) => set({ timeZone: e.currentTarget.value })}
+              />
             </div>
           </>
         ) : (
@@ -184,17 +208,24 @@ function NewSchedule({ onCreated }: { onCreated: () => void }) {
         <fieldset class="filters">
           <legend>What</legend>
           <label class="check">
-            <input type="radio" name="target" checked={form.target === 'call'} onChange={() => set({ target: 'call' })} /> a call to one device
+            <input type="radio" name="target" checked={form.target === 'call'} onChange={() => set({ target: 'call' })} /> a call to one
+            device
           </label>
           <label class="check">
-            <input type="radio" name="target" checked={form.target === 'job'} onChange={() => set({ target: 'job' })} /> a job across the fleet
+            <input type="radio" name="target" checked={form.target === 'job'} onChange={() => set({ target: 'job' })} /> a job across the
+            fleet
           </label>
         </fieldset>
         {form.target === 'call' ? (
           <>
             <div class="field">
               <label for="s-device">Device id</label>
-              <input id="s-device" value={form.device} placeholder="aa:bb:cc:dd:ee:ff" onInput={(e) => set({ device: e.currentTarget.value })} />
+              <input
+                id="s-device"
+                value={form.device}
+                placeholder="aa:bb:cc:dd:ee:ff"
+                onInput={(e) => set({ device: e.currentTarget.value })}
+              />
             </div>
             <div class="field">
               <label for="s-tool">Tool</label>
@@ -202,7 +233,13 @@ function NewSchedule({ onCreated }: { onCreated: () => void }) {
             </div>
             <div class="field">
               <label for="s-args">Arguments (JSON object)</label>
-              <textarea id="s-args" rows={2} spellcheck={false} value={form.arguments} onInput={(e) => set({ arguments: e.currentTarget.value })} />
+              <textarea
+                id="s-args"
+                rows={2}
+                spellcheck={false}
+                value={form.arguments}
+                onInput={(e) => set({ arguments: e.currentTarget.value })}
+              />
             </div>
           </>
         ) : (
@@ -211,7 +248,8 @@ function NewSchedule({ onCreated }: { onCreated: () => void }) {
         <button type="submit" disabled={busy}>
           Create schedule
         </button>
-        {problem && ('invalid' in problem ? <p class="invalid">{problem.invalid}</p> : <ProblemBox problem={problem} label="Not created" />)}
+        {problem &&
+          ('invalid' in problem ? <p class="invalid">{problem.invalid}</p> : <ProblemBox problem={problem} label="Not created" />)}
       </form>
     </details>
   );
