@@ -85,6 +85,11 @@ describe('fleet forms', () => {
       ok: false,
       message: expect.stringContaining('abort'),
     });
+    // 0 % is a rule too: abort at the first failure.
+    expect(jobBody({ ...EMPTY_JOB_FORM, tool: 't', room: 'kitchen', abortOverPercent: '0' })).toMatchObject({
+      ok: true,
+      value: { abortOverPercent: 0 },
+    });
     // Empty optional numbers are left out: the gateway's defaults apply.
     expect(jobBody({ ...EMPTY_JOB_FORM, tool: 't', room: 'kitchen', concurrency: '' })).toEqual({
       ok: true,

@@ -72,13 +72,14 @@ export const EMPTY_JOB_FORM: JobForm = {
   ttlSeconds: '',
 };
 
-function positive(text: string, name: string, o: { integer?: boolean; max?: number } = {}): Checked<number | undefined> {
+/** A number field: empty is "not given"; else above 0 (or from 0 with `zero`), at most `max`. */
+function positive(text: string, name: string, o: { integer?: boolean; max?: number; zero?: boolean } = {}): Checked<number | undefined> {
   if (!text.trim()) return { ok: true, value: undefined };
   const n = Number(text);
-  if (!Number.isFinite(n) || n <= 0 || (o.integer && !Number.isInteger(n)) || (o.max !== undefined && n > o.max))
+  if (!Number.isFinite(n) || n < 0 || (n === 0 && !o.zero) || (o.integer && !Number.isInteger(n)) || (o.max !== undefined && n > o.max))
     return {
       ok: false,
-      message: `${name}: ${o.integer ? 'a whole number' : 'a number'} above 0${o.max !== undefined ? ` and at most ${o.max}` : ''}`,
+      message: `${name}: ${o.integer ? 'a whole number' : 'a number'} ${o.zero ? 'from 0' : 'above 0'}${o.max !== undefined ? ` and at most ${o.max}` : ''}`,
     };
   return { ok: true, value: n };
 }
@@ -101,9 +102,9 @@ export function jobBody(f: JobForm): Checked<JobBody> {
   const body: JobBody = { tool, filter };
   if (Object.keys(args.value).length) body.arguments = args.value;
   const checks: Array<[keyof JobBody, Checked<number | undefined>]> = [
-    ['concurrency', positive(f.concurrency, 'concurrency', { integer: true, max: 1000 })],
+    ['concurrency', positive(f.concurrency, 'concurrency', { integer: true, max: 10_000 })],
     ['ratePerSecond', positive(f.ratePerSecond, 'rate per second', { max: 10_000 })],
-    ['abortOverPercent', positive(f.abortOverPercent, 'abort over %', { max: 100 })],
+    ['abortOverPercent', positive(f.abortOverPercent, 'abort over %', { max: 100, zero: true })],
     ['ttlMs', positive(f.ttlSeconds, 'time to live', { max: 30 * 86_400 })],
   ];
   for (const [k, c] of checks) {

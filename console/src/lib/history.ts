@@ -6,8 +6,12 @@ import { events } from './events.js';
 import type { HistoryPage } from './fleet-types.js';
 import type { GatewayEvent } from './types.js';
 
-/** Pages read at most per load: history is a start for the views, the live stream does the rest. */
-const MAX_PAGES = 5;
+/**
+ * Pages read at most per load: history is a start for the views, the live stream does the rest. Oldest
+ * first (the contract), more pages to reach the recent end; newest first (a gateway that offers `order`),
+ * a few pages back from now fill the 500 events the page keeps.
+ */
+const MAX_PAGES = { oldest: 5, newest: 3 } as const;
 const PAGE = 200;
 
 export type HistoryOutcome =
@@ -20,11 +24,13 @@ export type HistoryOutcome =
 export async function loadHistory(q: { since: string; device?: string }, signal?: AbortSignal): Promise<HistoryOutcome> {
   const caps = await capabilities();
   if (!caps.has('get', '/v1/events/history')) return { state: 'unavailable' };
+  const order = caps.query('get', '/v1/events/history').has('order') ? 'newest' : 'oldest';
   const got: GatewayEvent[] = [];
   let cursor: string | undefined;
   try {
-    for (let i = 0; i < MAX_PAGES; i++) {
+    for (let i = 0; i < MAX_PAGES[order]; i++) {
       const p = new URLSearchParams({ since: q.since, limit: String(PAGE) });
+      if (order === 'newest') p.set('order', 'newest');
       if (q.device) p.set('device', q.device);
       if (cursor) p.set('cursor', cursor);
       const page = await api<HistoryPage>('GET', `/v1/events/history?${p}`, undefined, signal ? { signal } : {});
