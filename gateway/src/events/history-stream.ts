@@ -17,6 +17,11 @@ export interface StreamHistoryDeps {
 const MAX_SCAN = 10_000;
 /** How long one fetch may wait for the messages the consumer said were pending. */
 const FETCH_EXPIRES_MS = 5_000;
+/**
+ * `since` is the event's time (its origin's clock), the stream starts by its own storage time (the NATS
+ * server's clock): the scan starts this much earlier, and the event's `at` decides.
+ */
+const CLOCK_SKEW_MS = 60_000;
 
 /**
  * The event history of a cluster: pages read from the JetStream stream every instance already writes
@@ -61,7 +66,7 @@ export function streamHistory(d: StreamHistoryDeps): (q: HistoryQuery) => Promis
 
   async function oldestFirst(q: HistoryQuery): Promise<HistoryPage> {
     const after = q.cursor === undefined ? undefined : parseCursor(q.cursor);
-    const from = after !== undefined ? { seq: after + 1 } : q.since !== undefined ? { time: q.since } : { seq: 1 };
+    const from = after !== undefined ? { seq: after + 1 } : q.since !== undefined ? { time: q.since - CLOCK_SKEW_MS } : { seq: 1 };
     const events: GatewayEvent[] = [];
     let lastKept = 0;
     const r = await scan(from, subject(q), MAX_SCAN, (seq, e) => {
