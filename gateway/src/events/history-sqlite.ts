@@ -117,8 +117,11 @@ export class SqliteEventLog implements EventLog {
 
   async read(q: HistoryQuery): Promise<HistoryPage> {
     this.flush();
+    // Nothing at or after `since` (the index answers at once): no scan of the table for a time still to come.
+    if (q.since !== undefined && !this.db.get('SELECT 1 FROM events WHERE at >= ? LIMIT 1', [q.since])) return { events: [] };
     const newest = q.order === 'newest';
-    const where = ['at >= ?'];
+    // `+at`: time filters rows but never picks the index (pages follow seq; the `at` index serves age retention).
+    const where = ['+at >= ?'];
     const params: Array<string | number> = [Math.max(q.since ?? 0, this.now() - this.o.maxAgeMs)];
     const after = q.cursor === undefined ? undefined : parseCursor(q.cursor);
     if (after !== undefined) {
