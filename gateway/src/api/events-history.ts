@@ -16,12 +16,20 @@ export const EventsHistoryQuery = z.object({
   device: z.string().max(2048).optional().describe(`Comma-separated device ids (at most ${MAX_DEVICES}): events of any of them`),
   type: z.string().max(1024).optional().describe(`Comma-separated event types: ${EVENT_TYPES.join(', ')}`),
   since: z.string().max(64).optional().describe('ISO 8601 time: only events at or after it'),
-  limit: z.number().int().min(1).max(HISTORY_PAGE_MAX).optional().describe(`Events per page (default ${HISTORY_PAGE_DEFAULT}, at most ${HISTORY_PAGE_MAX})`),
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .max(HISTORY_PAGE_MAX)
+    .optional()
+    .describe(`Events per page (default ${HISTORY_PAGE_DEFAULT}, at most ${HISTORY_PAGE_MAX})`),
   cursor: z.string().max(32).optional().describe("The previous page's `next` (opaque)"),
   order: z
     .enum(['oldest', 'newest'])
     .optional()
-    .describe('oldest (default): oldest first from `since`, `next` going forward; newest: the latest first, `next` going back (a timeline that starts now)'),
+    .describe(
+      'oldest (default): oldest first from `since`, `next` going forward; newest: the latest first, `next` going back (a timeline that starts now)',
+    ),
 });
 
 export const HistoryEvent = z.object({
@@ -33,7 +41,10 @@ export const HistoryEvent = z.object({
 });
 export const EventsHistoryPage = z.object({
   events: z.array(HistoryEvent),
-  next: z.string().optional().describe('Pass as `cursor` for the following page; absent when there is nothing more (yet). A page may hold fewer than `limit` events and still have a `next`'),
+  next: z
+    .string()
+    .optional()
+    .describe('Pass as `cursor` for the following page; absent when there is nothing more (yet). A page may hold fewer than `limit` events and still have a `next`'),
 });
 
 export interface EventHistoryRouteOptions {
@@ -62,7 +73,8 @@ export async function eventHistoryRoutes(app: FastifyInstance, opts: EventHistor
         return id;
       });
       const types = list(q.type, EVENT_TYPES.length, (s) => {
-        if (!(EVENT_TYPES as readonly string[]).includes(s)) throw new GatewayError('INVALID_REQUEST', `unknown event type "${s.slice(0, 64)}"; known: ${EVENT_TYPES.join(', ')}`);
+        if (!(EVENT_TYPES as readonly string[]).includes(s))
+          throw new GatewayError('INVALID_REQUEST', `unknown event type "${s.slice(0, 64)}"; known: ${EVENT_TYPES.join(', ')}`);
         return s as EventType;
       });
       const since = q.since === undefined ? undefined : Date.parse(q.since);

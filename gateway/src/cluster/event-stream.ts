@@ -57,7 +57,7 @@ export async function openEventStream(nc: NatsConnection, config: ClusterConfig,
       // Whatever can publish on the account lands in the stream too: each message is parsed, junk skipped.
       const e = m.data.length <= config.maxMessageBytes ? parse(m.data) : undefined;
       if (e?.id !== undefined) {
-        if (found) events.push({ id: e.id, type: e.type, deviceId: e.deviceId, at: e.at ?? new Date(m.info.timestampNanos / 1e6).toISOString(), data: e.data });
+        if (found) events.push(toEvent(e, e.id, m.info.timestampNanos / 1e6));
         else if (e.id === lastId) found = true;
       }
       if (m.seq >= state.last_seq) break;
@@ -72,10 +72,15 @@ export async function openEventStream(nc: NatsConnection, config: ClusterConfig,
     prefix: EVENTS_WILDCARD.slice(0, -2),
     parse: (data, storedAtMs) => {
       const e = data.length <= config.maxMessageBytes ? parse(data) : undefined;
-      return e?.id === undefined ? undefined : { id: e.id, type: e.type, deviceId: e.deviceId, at: e.at ?? new Date(storedAtMs).toISOString(), data: e.data };
+      return e?.id === undefined ? undefined : toEvent(e, e.id, storedAtMs);
     },
   });
   return { replay, read };
+}
+
+/** The event a stored message carries, timed by its origin (else by when the stream stored it). */
+function toEvent(e: RelayedEvent, id: string, storedAtMs: number): GatewayEvent {
+  return { id, type: e.type, deviceId: e.deviceId, at: e.at ?? new Date(storedAtMs).toISOString(), data: e.data };
 }
 
 function parse(data: Uint8Array): RelayedEvent | undefined {

@@ -57,7 +57,8 @@ export class SqliteEventLog implements EventLog {
   /** The options events.history sets. */
   static options(events: Pick<EventsConfig, 'history' | 'bufferSize'>, log?: Logger): SqliteEventLogOptions {
     const h = events.history;
-    return { maxEvents: h.maxEvents, maxAgeMs: historyMaxAgeMs(h), flushMs: h.flushMs, batchSize: h.batchSize, replayLimit: events.bufferSize, log };
+    const { maxEvents, flushMs, batchSize } = h;
+    return { maxEvents, maxAgeMs: historyMaxAgeMs(h), flushMs, batchSize, replayLimit: events.bufferSize, log };
   }
 
   /**
@@ -134,7 +135,8 @@ export class SqliteEventLog implements EventLog {
       params.push(...values);
     }
     params.push(q.limit + 1);
-    const rows = this.db.all(`SELECT seq, id, type, device, at, data FROM events WHERE ${where.join(' AND ')} ORDER BY seq ${newest ? 'DESC' : 'ASC'} LIMIT ?`, params) as unknown as Row[];
+    const sql = `SELECT seq, id, type, device, at, data FROM events WHERE ${where.join(' AND ')} ORDER BY seq ${newest ? 'DESC' : 'ASC'} LIMIT ?`;
+    const rows = this.db.all(sql, params) as unknown as Row[];
     const page = rows.slice(0, q.limit);
     const events = page.flatMap((r) => toEvent(r) ?? []);
     const last = page.at(-1);
@@ -147,7 +149,8 @@ export class SqliteEventLog implements EventLog {
     this.flush();
     const row = this.db.get('SELECT seq FROM events WHERE id = ? ORDER BY seq DESC LIMIT 1', [lastId]) as { seq: number } | null;
     if (!row) return undefined;
-    const rows = this.db.all('SELECT seq, id, type, device, at, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?', [row.seq, this.o.replayLimit + 1]) as unknown as Row[];
+    const after = [row.seq, this.o.replayLimit + 1];
+    const rows = this.db.all('SELECT seq, id, type, device, at, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?', after) as unknown as Row[];
     if (rows.length > this.o.replayLimit) return { resync: 'expired' };
     return { events: rows.flatMap((r) => toEvent(r) ?? []) };
   }
@@ -186,7 +189,8 @@ export class SqliteEventLog implements EventLog {
       } catch {
         // The rollback failing leaves nothing more to undo here.
       }
-      this.warn?.write({ err, waiting: this.pending.length }, 'writing the event history failed; events wait for the next try (one line per minute)');
+      const msg = 'writing the event history failed; events wait for the next try (one line per minute)';
+      this.warn?.write({ err, waiting: this.pending.length }, msg);
       return false;
     }
   }
@@ -222,7 +226,8 @@ function dataJson(data: Record<string, unknown>): string {
 function toEvent(r: Row): GatewayEvent | undefined {
   if (!KNOWN_TYPES.has(r.type)) return undefined;
   try {
-    return { id: r.id, type: r.type as EventType, deviceId: r.device, at: new Date(Number(r.at)).toISOString(), data: JSON.parse(r.data) as Record<string, unknown> };
+    const data = JSON.parse(r.data) as Record<string, unknown>;
+    return { id: r.id, type: r.type as EventType, deviceId: r.device, at: new Date(Number(r.at)).toISOString(), data };
   } catch {
     return undefined;
   }
