@@ -204,7 +204,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   life.defer('store', () => store.close());
   // --- History (events/history*.ts): events kept in the store, or the cluster's event stream; Last-Event-ID
   // resumes from it across restarts. Closed (its last batch written) before the store, after every device.
-  const eventLog = openEventLog(config, store, clusterLink, log);
+  const eventLog = openEventLog(config, store, clusterLink, log, metrics);
   const bus = new EventBus({
     bufferSize: config.events.bufferSize,
     metrics,
@@ -256,11 +256,11 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
  * History: the event log this gateway keeps. With the cluster on, the event stream every instance writes;
  * else a table beside the documents in the embedded store's database (it lends its one handle).
  */
-function openEventLog(config: Config, store: Store, cluster: ClusterConnection | undefined, log: Logger): EventLog | undefined {
+function openEventLog(config: Config, store: Store, cluster: ClusterConnection | undefined, log: Logger, metrics: Metrics): EventLog | undefined {
   if (!config.events.history.enabled) return undefined;
   if (cluster) return cluster.history;
   if (!(store instanceof SqliteStore)) return undefined;
-  return store.share((db) => new SqliteEventLog(db, SqliteEventLog.options(config.events, log.child({ component: 'event-history' }))));
+  return store.share((db) => new SqliteEventLog(db, SqliteEventLog.options(config.events, log.child({ component: 'event-history' }), metrics)));
 }
 
 /** The HTTP app and device WebSockets, the cluster, then every listener; each registers its closer as it opens. */

@@ -1,5 +1,6 @@
 import type sqlite from 'node-sqlite3-wasm';
 import type { Logger } from 'pino';
+import type { Metrics } from '../metrics.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { EVENT_TYPES, type EventType, type GatewayEvent, type Replay } from './bus.js';
 import type { EventsConfig } from './config.js';
@@ -15,6 +16,7 @@ export interface SqliteEventLogOptions {
   /** At most this many events are replayed after a `Last-Event-ID` (the bus's ring size); more: resync. */
   replayLimit: number;
   log?: Logger | undefined;
+  metrics?: Pick<Metrics, 'eventHistory' | 'eventHistorySize'> | undefined;
   /** The clock retention by age reads (tests inject one). */
   now?: () => number;
 }
@@ -55,10 +57,10 @@ export class SqliteEventLog implements EventLog {
   private readonly warn: ThrottledLog | undefined;
 
   /** The options events.history sets. */
-  static options(events: Pick<EventsConfig, 'history' | 'bufferSize'>, log?: Logger): SqliteEventLogOptions {
+  static options(events: Pick<EventsConfig, 'history' | 'bufferSize'>, log?: Logger, metrics?: Metrics): SqliteEventLogOptions {
     const h = events.history;
     const { maxEvents, flushMs, batchSize } = h;
-    return { maxEvents, maxAgeMs: historyMaxAgeMs(h), flushMs, batchSize, replayLimit: events.bufferSize, log };
+    return { maxEvents, maxAgeMs: historyMaxAgeMs(h), flushMs, batchSize, replayLimit: events.bufferSize, log, metrics };
   }
 
   /**
@@ -110,9 +112,11 @@ export class SqliteEventLog implements EventLog {
       this.count += batch.length;
       this.retain();
     });
-    if (written) return;
+    if (written) return void this.o.metrics?.eventHistory.inc({ outcome: 'written' }, batch.length);
     const keep = this.o.batchSize * MAX_PENDING_BATCHES;
-    this.pending = [...batch, ...this.pending].slice(-keep);
+    const waiting = [...batch, ...this.pending];
+    if (waiting.length > keep) this.o.metrics?.eventHistory.inc({ outcome: 'dropped' }, waiting.length - keep);
+    this.pending = waiting.slice(-keep);
     if (!this.closed) this.timer ??= setTimeout(() => this.flush(), this.o.flushMs).unref();
   }
 
@@ -181,6 +185,7 @@ export class SqliteEventLog implements EventLog {
       this.db.exec('BEGIN');
       fn();
       this.db.exec('COMMIT');
+      this.o.metrics?.eventHistorySize.set(this.count);
       return true;
     } catch (err) {
       this.count = count;
@@ -203,7 +208,10 @@ export class SqliteEventLog implements EventLog {
     clearInterval(this.pruneTimer);
     clearTimeout(this.timer);
     clearImmediate(this.immediate);
-    if (this.pending.length) this.o.log?.warn({ lost: this.pending.length }, 'events could not be written to the history before close');
+    if (this.pending.length) {
+      this.o.metrics?.eventHistory.inc({ outcome: 'dropped' }, this.pending.length);
+      this.o.log?.warn({ lost: this.pending.length }, 'events could not be written to the history before close');
+    }
     this.pending = [];
   }
 }

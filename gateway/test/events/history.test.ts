@@ -6,6 +6,7 @@ import { EventBus, type EventType, type GatewayEvent } from '../../src/events/bu
 import { SqliteEventLog, type SqliteEventLogOptions } from '../../src/events/history-sqlite.js';
 import type { HistoryQuery } from '../../src/events/history.js';
 import { createLogger } from '../../src/log.js';
+import { createMetrics } from '../../src/metrics.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 
 const A = 'aa:bb:cc:dd:ee:01';
@@ -111,12 +112,16 @@ describe('event history in the embedded store (SQLite)', () => {
     expect((await all(log, { limit: 1, order: 'newest', devices: new Set([B]) })).ids).toEqual(ofB);
   });
 
-  it('keeps at most maxEvents, the oldest dropped first', async () => {
-    const { log } = open(tempDb(), { maxEvents: 5 });
+  it('keeps at most maxEvents, the oldest dropped first (counted in the metrics)', async () => {
+    const metrics = createMetrics();
+    const { log } = open(tempDb(), { maxEvents: 5, metrics });
     const written = Array.from({ length: 8 }, (_, i) => event('device.message', A, T0 + i, { i }));
     for (const e of written) log.append(e);
     log.flush();
     expect(log.size).toBe(5);
+    const values = async (name: string) => (await metrics.registry.getSingleMetric(name)!.get()).values.map((v) => [v.labels['outcome'], v.value]);
+    expect(await values('voxgate_event_history_writes_total')).toEqual([['written', 8]]);
+    expect(await values('voxgate_event_history_size')).toEqual([[undefined, 5]]);
     expect((await all(log, { limit: 100 })).ids).toEqual(written.slice(3).map((e) => e.id));
   });
 
