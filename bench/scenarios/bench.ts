@@ -47,7 +47,7 @@ export interface Bench {
   clusterDevices: number;
   /** The scenarios to run (--only). */
   only: ReadonlySet<string>;
-  /** --profile: the gateway under --cpu-prof, WebSocket call path only. */
+  /** --profile: the gateways under --cpu-prof (the WebSocket call path unless --only names others). */
   profile: boolean;
   outFile: string;
   results: Result[];
