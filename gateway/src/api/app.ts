@@ -37,6 +37,7 @@ import { visionExplainRoute, type VisionService } from '../vision/routes.js';
 import { consoleRoutes } from './console.js';
 import { historyRoutes } from './history.js';
 import type { MetricsHistory } from '../metrics-history.js';
+import { lazyChildLogger } from './request-logger.js';
 
 /** The slices of the configuration the HTTP side reads. */
 export interface ApiSettings extends OtaSettings {
@@ -92,6 +93,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: lazyChildLogger,
     bodyLimit: s.http.bodyLimitBytes,
     // Device ids may be percent-encoded (aa%3Abb...): fastify decodes params.
     routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
