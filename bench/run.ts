@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { ROOT, freePort, killAllNow, livePids, spawnTs, stopAll } from './lib/procs.js';
 import { limits, machine } from './lib/system.js';
-import { QUEUE_LIMIT, API_KEY, SOURCES_BASE, benchFromArgs, type Bench, type Result } from './scenarios/bench.js';
+import { GATEWAY_START_MS, QUEUE_LIMIT, API_KEY, SOURCES_BASE, benchFromArgs, type Bench, type Result } from './scenarios/bench.js';
 import { callPathScenario } from './scenarios/call-path.js';
 import { clusterScenarios } from './scenarios/cluster.js';
 import { Fleet, type Env } from './scenarios/env.js';
@@ -86,7 +86,7 @@ async function main(b: Bench): Promise<void> {
     const mqttRelay = spawnTs('mqtt-relay', 'bench/floors/mqtt-relay.ts');
     const bareWs = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');
     await Promise.all([...fleet.procs.map((p) => p.hello), wsRelay.hello, mqttRelay.hello, bareWs.hello]);
-    await until('the gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
+    await until('the gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
     b.log(`gateway on ${gwUrl} (mqtt ${mqttPort}); ${fleetProcs} fleet process(es); floors up`);
     const env: Env = { gateway, gwUrl, gwMqtt: `mqtt://127.0.0.1:${mqttPort}`, wsRelay, mqttRelay, bareWs, fleet, sources, fleetN, fleetParams };
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { cpuUs } from '../lib/cpu.js';
 import { ROOT, freePort, spawnTs, type Proc } from '../lib/procs.js';
 import { runVoiceLoad, type VoiceLoadOptions, type VoiceLoadResult } from '../lib/voice.js';
-import { API_KEY, type Bench } from './bench.js';
+import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
 import { count, mem, metric, ratio, round, until } from './measure.js';
 
 /**
@@ -41,7 +41,7 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
   const gwUrl = `http://127.0.0.1:${httpPort}`;
   const relay = spawnTs('voice-relay', 'bench/floors/voice-relay.ts', { env: { VOICE_UPSTREAM_URL: upstreamUrl } });
   const relayHello = await relay.hello;
-  await until('the voice gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
+  await until('the voice gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
   b.log(`voice: gateway on ${gwUrl} and the bare relay (port ${String(relayHello['port'])}) relaying to ${upstreamUrl}`);
   b.log(`voice: the peer 78/xiaozhi-mqtt-gateway is not in these rows: it is not on the npm registry (see docs/performance.md)`);
   const [gwIdle, relayIdle] = [await mem(gateway), await mem(relay)];
