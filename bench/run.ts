@@ -163,7 +163,8 @@ const watchdog = setTimeout(
     b.log('watchdog: the run took too long; stopping');
     void stopAll().finally(() => process.exit(3));
   },
-  { full: 40, quick: 6, tiny: 3 }[b.mode] * 60_000,
+  // Generous: on a shared machine under load a gateway alone may take a minute to start from sources.
+  { full: 40, quick: 8, tiny: 5 }[b.mode] * 60_000,
 );
 watchdog.unref();
 

@@ -47,7 +47,7 @@ describe('bench harness (tiny mode)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'voxgate-bench-test-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('runs every scenario against its floor, writes the results file, and leaves no error or pending call', { timeout: 240_000 }, async () => {
+  it('runs every scenario against its floor, writes the results file, and leaves no error or pending call', { timeout: 360_000 }, async () => {
     const out = join(dir, 'tiny.json');
     const run = await runBench(out);
     expect(run.code, run.stderr.slice(-3000)).toBe(0);
