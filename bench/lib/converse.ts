@@ -3,7 +3,6 @@
  * (test/support/reference-device.ts: they answer the gateway's MCP set-up as the firmware does) that stream
  * real Opus speech at 60 ms frames in `auto` mode and record when each answer frame arrives.
  */
-import { readFileSync } from 'node:fs';
 import { createOpusEncoder } from '../../gateway/src/voice/converse/audio/opus.js';
 import { resample } from '../../gateway/src/voice/converse/audio/resample.js';
 import { parseWav } from '../../gateway/src/voice/converse/audio/wav.js';
@@ -105,12 +104,4 @@ function playback(arrivals: readonly number[]): { lateFrames: number; maxAhead: 
     maxAhead = Math.max(maxAhead, Math.round((playedUntil - at) / FRAME_MS));
   }
   return { lateFrames: late, maxAhead };
-}
-
-/** Process CPU time (user + system) of a child, in ms, from /proc (Linux). */
-export function processCpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // utime and stime are fields 14 and 15 of stat; after the command name they are at 11 and 12.
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
 }

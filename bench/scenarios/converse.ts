@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { measureAudioCost } from '../../gateway/test/voice/converse/audio-bench.js';
 import { startSpeechServer } from '../../gateway/test/support/speech-servers.js';
 import { startLlmServer } from '../../test/support/llm-server.js';
-import { ConversationDevice, processCpuMs, spokenUtterance, type TurnObservation } from '../lib/converse.js';
+import { ConversationDevice, spokenUtterance, type TurnObservation } from '../lib/converse.js';
+import { cpuUs } from '../lib/cpu.js';
 import { freePort, spawnTs } from '../lib/procs.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
 import { macOf, metric, ratio, round, until } from './measure.js';
@@ -96,11 +97,11 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
 
     // Concurrency: N devices, one turn each, at the same time.
     const many = await open(s.concurrent);
-    const cpu0 = processCpuMs(gateway.child.pid!);
+    const cpu0 = cpuUs(gateway.child.pid);
     const t0 = performance.now();
     const results = await Promise.allSettled(many.map((d) => d.turn(utterance, 120_000)));
     const wallS = (performance.now() - t0) / 1000;
-    const cpuMs = processCpuMs(gateway.child.pid!) - cpu0;
+    const cpuMs = (cpuUs(gateway.child.pid) - cpu0) / 1000;
     const ok = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
     const late = ok.reduce((n, o) => n + o.lateFrames, 0);
     const framesDown = ok.reduce((n, o) => n + o.framesDown, 0);
