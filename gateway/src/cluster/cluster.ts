@@ -10,7 +10,7 @@ import { CLOSE_REPLACED } from '../devices/link.js';
 import { clampTimeout } from '../devices/call-queue.js';
 import type { CatalogTool } from '../devices/catalog.js';
 import type { CallOutcome, DeviceHandle } from '../devices/device-handle.js';
-import type { DeviceSummary, RemoteDevices } from '../devices/directory.js';
+import type { DevicePresence, RemoteDevices } from '../devices/directory.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { SessionState } from '../devices/settings.js';
 import { GatewayError } from '../errors.js';
@@ -405,7 +405,7 @@ function forwardError(e: unknown, deviceId: string, owner: string): GatewayError
   return new GatewayError('DEVICE_OFFLINE', `device ${deviceId} could not be reached through gateway instance ${owner}`);
 }
 
-function summarize(deviceId: string, p: SeenPresence, online: boolean): DeviceSummary {
+function summarize(deviceId: string, p: SeenPresence, online: boolean): DevicePresence {
   const e = p.entry;
   return {
     id: deviceId,
