@@ -49,6 +49,7 @@ export type DeviceMeta = z.infer<typeof StoredMeta>;
  */
 export interface RecordStore {
   put(collection: string, key: string, value: unknown): Promise<void>;
+  putMany(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void>;
   delete(collection: string, key: string): Promise<boolean>;
   list(collection: string): Promise<Array<{ key: string; value: unknown }>>;
   onChange?(collection: string, fn: (change: { key: string; value: unknown }) => void): () => void;
@@ -84,8 +85,13 @@ export interface SeenDevice {
   readonly lastSeenAt: number;
 }
 
-/** Writes in one sweep before the event loop is given back (the embedded store writes synchronously). */
-const SWEEP_BATCH = 200;
+/**
+ * Facts written together (one SQLite transaction: one fsync for the lot). The embedded store writes
+ * synchronously, so the event loop is given back between batches.
+ */
+const BATCH = 500;
+/** Facts changed by connections are gathered this long, then written in batches (a fleet re-dialing after a restart). */
+const FLUSH_DELAY_MS = 250;
 
 /**
  * Every device ever admitted, kept in the store (SQLite embedded, the shared KV bucket in a cluster) and
@@ -97,13 +103,15 @@ export class DeviceRecords {
   private readonly meta = new Map<string, DeviceMeta>();
   /** The lastSeen each device's facts were last written with: the sweep writes only those that moved. */
   private readonly savedSeen = new Map<string, number>();
-  /** One chain of writes per document, so a slow write is never overtaken by a later one. */
-  private readonly writes = new Map<string, Promise<void>>();
+  /** Devices whose facts changed since they were written. */
+  private readonly dirty = new Set<string>();
+  /** Every store operation, in order: a forget is never overtaken by a batch that still holds the device. */
+  private ops: Promise<void> = Promise.resolve();
+  private flushTimer: NodeJS.Timeout | undefined;
   private readonly forgottenListeners = new Set<(deviceId: string) => void>();
   private readonly changeListeners = new Set<(deviceId: string) => void>();
   private store: RecordStore | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
-  private sweeping = false;
   private readonly stops: Array<() => void> = [];
 
   constructor(private readonly o: DeviceRecordsOptions) {}
@@ -226,7 +234,7 @@ export class DeviceRecords {
     if (empty) this.meta.delete(deviceId);
     else this.meta.set(deviceId, next);
     for (const fn of this.changeListeners) fn(deviceId);
-    await this.persist(DEVICE_META_COLLECTION, deviceId);
+    await this.enqueue(() => this.writeMeta(deviceId));
     return next;
   }
 
@@ -236,8 +244,12 @@ export class DeviceRecords {
     const named = this.meta.delete(deviceId);
     this.savedSeen.delete(deviceId);
     if (!known && !named) return false;
+    this.dirty.delete(deviceId);
     if (named) for (const fn of this.changeListeners) fn(deviceId);
-    await Promise.all([this.persist(DEVICE_FACTS_COLLECTION, deviceId), this.persist(DEVICE_META_COLLECTION, deviceId)]);
+    await this.enqueue(async () => {
+      await this.store?.delete(DEVICE_FACTS_COLLECTION, deviceId);
+      await this.store?.delete(DEVICE_META_COLLECTION, deviceId);
+    });
     return true;
   }
 
@@ -247,72 +259,93 @@ export class DeviceRecords {
    */
   startLastSeenSweep(live: () => Iterable<SeenDevice>): void {
     clearInterval(this.sweepTimer);
-    this.sweepTimer = setInterval(() => void this.sweep(live()), this.o.lastSeenWriteMs);
+    this.sweepTimer = setInterval(() => void this.sweep(live()).catch(() => undefined), this.o.lastSeenWriteMs); // failures are logged
     this.sweepTimer.unref();
   }
 
-  /** One pass of the sweep (also what tests call). */
+  /** One pass of the sweep (also what tests call): the devices whose last seen moved, written in batches. */
   async sweep(live: Iterable<SeenDevice>): Promise<number> {
-    if (this.sweeping) return 0;
-    this.sweeping = true;
-    let written = 0;
-    try {
-      for (const d of live) {
-        const f = this.facts.get(d.deviceId);
-        if (!f || d.lastSeenAt <= (this.savedSeen.get(d.deviceId) ?? 0)) continue;
-        f.lastSeen = Math.max(f.lastSeen, d.lastSeenAt);
-        await this.persist(DEVICE_FACTS_COLLECTION, d.deviceId).catch(() => undefined);
-        if (++written % SWEEP_BATCH === 0) await new Promise((resolve) => setImmediate(resolve));
-      }
-    } finally {
-      this.sweeping = false;
+    let moved = 0;
+    for (const d of live) {
+      const f = this.facts.get(d.deviceId);
+      if (!f || d.lastSeenAt <= (this.savedSeen.get(d.deviceId) ?? 0)) continue;
+      f.lastSeen = Math.max(f.lastSeen, d.lastSeenAt);
+      this.dirty.add(d.deviceId);
+      moved++;
     }
-    return written;
+    await this.flush();
+    return moved;
   }
 
-  /** Stop the sweep and wait for the writes under way (the store closes after this). */
+  /** Write every changed device's facts now (the sweep, close, tests). */
+  flush(): Promise<void> {
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    return this.enqueue(() => this.writeDirty());
+  }
+
+  /** Stop the sweep and write what is pending (the store closes after this). */
   async close(): Promise<void> {
     clearInterval(this.sweepTimer);
     for (const stop of this.stops) stop();
-    await Promise.allSettled([...this.writes.values()]);
+    await this.flush();
   }
 
   private due(deviceId: string, lastSeen: number): boolean {
     return lastSeen - (this.savedSeen.get(deviceId) ?? 0) >= this.o.lastSeenWriteMs;
   }
 
+  /** Facts changed: written with the next batch, a moment later. */
   private saveFacts(deviceId: string): void {
-    void this.persist(DEVICE_FACTS_COLLECTION, deviceId).catch(() => undefined);
+    this.dirty.add(deviceId);
+    if (this.flushTimer || !this.store) return;
+    this.flushTimer = setTimeout(() => void this.flush().catch(() => undefined), FLUSH_DELAY_MS); // failures are logged
+    this.flushTimer.unref();
   }
 
-  /** Write the document as it is in memory when its turn comes (or delete it when it is gone). Rejects on a store failure. */
-  private persist(collection: string, deviceId: string): Promise<void> {
-    const key = `${collection}\n${deviceId}`;
+  /** Run one store operation after the ones before it; rejects (and logs) on a store failure. */
+  private enqueue(op: () => Promise<void>): Promise<void> {
     const run = async () => {
-      const store = this.store;
-      if (!store) return;
-      const doc = collection === DEVICE_FACTS_COLLECTION ? this.facts.get(deviceId) : this.meta.get(deviceId);
       try {
-        if (doc === undefined) await store.delete(collection, deviceId);
-        else {
-          const seen = collection === DEVICE_FACTS_COLLECTION ? (doc as DeviceFacts).lastSeen : undefined;
-          await store.put(collection, deviceId, doc);
-          if (seen !== undefined) this.savedSeen.set(deviceId, seen);
-        }
+        await op();
         this.o.onWrite?.('ok');
       } catch (err) {
         this.o.onWrite?.('failed');
-        this.o.log.warn({ err, deviceId, collection }, 'device record write failed');
+        this.o.log.warn({ err }, 'device record write failed');
         throw err;
       }
     };
-    const next = (this.writes.get(key) ?? Promise.resolve()).then(run);
-    const settled = next.catch(() => undefined);
-    this.writes.set(key, settled);
-    void settled.then(() => {
-      if (this.writes.get(key) === settled) this.writes.delete(key);
-    });
+    const next = this.ops.then(run);
+    this.ops = next.catch(() => undefined);
     return next;
+  }
+
+  private async writeDirty(): Promise<void> {
+    const store = this.store;
+    while (store && this.dirty.size > 0) {
+      const batch: Array<{ key: string; value: DeviceFacts }> = [];
+      for (const id of this.dirty) {
+        this.dirty.delete(id);
+        const value = this.facts.get(id);
+        if (value) batch.push({ key: id, value: { ...value } });
+        if (batch.length >= BATCH) break;
+      }
+      try {
+        await store.putMany(DEVICE_FACTS_COLLECTION, batch);
+      } catch (err) {
+        // Kept for the next flush (unless a newer change or a forget came meanwhile).
+        for (const e of batch) if (this.facts.has(e.key)) this.dirty.add(e.key);
+        throw err;
+      }
+      for (const e of batch) this.savedSeen.set(e.key, e.value.lastSeen);
+      if (this.dirty.size > 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  private async writeMeta(deviceId: string): Promise<void> {
+    const doc = this.meta.get(deviceId);
+    if (doc === undefined) await this.store?.delete(DEVICE_META_COLLECTION, deviceId);
+    else await this.store?.put(DEVICE_META_COLLECTION, deviceId, doc);
   }
 
   private applyFacts(deviceId: string, value: unknown): void {
