@@ -153,7 +153,9 @@ export class FleetDirectory implements DeviceDirectory {
     const theirs = this.remote.summary(deviceId);
     // An offline device with no record was forgotten (DELETE): its presence entry alone does not list it.
     if (!theirs || (!theirs.online && this.records && !this.records.has(deviceId))) return mine;
-    return { ...theirs, ...recordFields(this.records, deviceId, theirs.connectedAt) };
+    // Presence says when it connected; the record, when it was last heard from (written by its instance, throttled).
+    const lastSeen = Math.max(Date.parse(theirs.lastSeenAt), this.records?.getFacts(deviceId)?.lastSeen ?? 0);
+    return { ...theirs, lastSeenAt: new Date(lastSeen).toISOString(), ...recordFields(this.records, deviceId, theirs.connectedAt) };
   }
 
   ready(): ReadyDevice[] {
