@@ -118,22 +118,24 @@ export class DeviceRegistry implements LocalDevices {
   }
 
   private drop(r: DeviceRecord, reason: string): void {
-    this.records.delete(r.id);
-    const at = lowerBound(this.order, r.id);
-    if (this.order[at] === r.id) this.order.splice(at, 1);
-    this.d.metrics.devicesKnown.set(this.records.size);
+    const s = r.session;
+    if (s) {
+      r.session = undefined;
+      s.failAll(new GatewayError('DEVICE_NOT_FOUND', `device ${r.id} was ${reason}`));
+      s.close(CLOSE_FORGOTTEN, reason);
+      // Published while the entry is still here (the cluster writes its presence offline from it); the
+      // session's own close comes later and is a stale one by then.
+      this.d.bus.publish('device.offline', r.id, { reason });
+    }
     if (this.wasReady(r)) {
       this.readyCount--;
       r.readyEpoch = undefined;
       this.d.metrics.devicesReady.set(this.readyCount);
     }
-    const s = r.session;
-    if (!s) return;
-    r.session = undefined;
-    // Its close is a stale one now (the record is gone): the offline event is published here.
-    s.failAll(new GatewayError('DEVICE_NOT_FOUND', `device ${r.id} was ${reason}`));
-    s.close(CLOSE_FORGOTTEN, reason);
-    this.d.bus.publish('device.offline', r.id, { reason });
+    this.records.delete(r.id);
+    const at = lowerBound(this.order, r.id);
+    if (this.order[at] === r.id) this.order.splice(at, 1);
+    this.d.metrics.devicesKnown.set(this.records.size);
   }
 
   /** The device's live local session, or undefined. */
