@@ -89,7 +89,7 @@ export interface SeenDevice {
  * Facts written together (one SQLite transaction: one fsync for the lot). The embedded store writes
  * synchronously, so the event loop is given back between batches.
  */
-const BATCH = 500;
+const BATCH = 200;
 /** Facts changed by connections are gathered this long, then written in batches (a fleet re-dialing after a restart). */
 const FLUSH_DELAY_MS = 250;
 
