@@ -1,3 +1,4 @@
+import { describeIssues } from '@voxgate/protocol';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import type { DeviceMeta, DeviceRecords } from '../devices/records.js';
@@ -105,7 +106,9 @@ export async function deviceSettingsRoutes(app: FastifyInstance, d: DeviceSettin
     } as FastifySchema,
     handler: async (req) => {
       const id = parseDeviceId(req.params.deviceId);
-      const body = DeviceSettingsPatch.parse(req.body ?? {});
+      const parsed = DeviceSettingsPatch.safeParse(req.body ?? {});
+      if (!parsed.success) throw new GatewayError('INVALID_REQUEST', `device settings: ${describeIssues(parsed.error.issues)}`);
+      const body = parsed.data;
       await applyMeta(d, id, body);
       await applyVoiceMode(d, id, body);
       const base = { id, voiceMode: d.voiceModes.get(id) ?? null, effectiveVoiceMode: d.effectiveVoiceMode(id) };

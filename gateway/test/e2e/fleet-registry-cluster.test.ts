@@ -19,11 +19,11 @@ describe('the fleet registry in a cluster', () => {
   beforeAll(async () => {
     nats = await startNatsServer();
     for (const name of ['a', 'b']) gws.push(await startTestGateway({ cluster: { enabled: true, instanceId: `gw-${name}`, nats: { servers: [nats.url] }, heartbeatMs: 2_000 } }));
-  });
+  }, 120_000);
   afterAll(async () => {
     await Promise.all(gws.map((g) => g.close()));
     await nats?.stop();
-  });
+  }, 60_000);
 
   it('names a device held by one instance through another; a DELETE on the other closes it and every instance forgets it', async () => {
     const [a, b] = gws as [TestGateway, TestGateway];
@@ -43,5 +43,5 @@ describe('the fleet registry in a cluster', () => {
     } finally {
       d.terminate();
     }
-  });
+  }, 120_000);
 });
