@@ -36,7 +36,7 @@ export const DeviceSettings = z.object({
   id: z.string(),
   voiceMode: VoiceModeSchema.nullable().describe('Set on this device (null: not set)'),
   effectiveVoiceMode: VoiceModeSchema.describe('What its next voice session uses'),
-  name: z.string().nullable().optional().describe('Present once the device is recorded (it connected at least once)'),
+  name: z.string().nullable().optional().describe('name, room, tags and tenant: present when the PATCH set name, room or tags'),
   room: z.string().nullable().optional(),
   tags: z.array(z.string()).optional(),
   tenant: z.string().nullable().optional(),
@@ -66,6 +66,10 @@ function roomChange(body: Patch): Partial<DeviceMeta> {
 
 function tagsChange(body: Patch): Partial<DeviceMeta> {
   return body.tags === undefined ? {} : { tags: body.tags ?? [] };
+}
+
+function touchesMeta(body: Patch): boolean {
+  return body.name !== undefined || body.room !== undefined || body.tags !== undefined;
 }
 
 /** Name, room and tags belong to a recorded device: an id never seen is a 404, not a record made up. */
@@ -112,7 +116,8 @@ export async function deviceSettingsRoutes(app: FastifyInstance, d: DeviceSettin
       await applyMeta(d, id, body);
       await applyVoiceMode(d, id, body);
       const base = { id, voiceMode: d.voiceModes.get(id) ?? null, effectiveVoiceMode: d.effectiveVoiceMode(id) };
-      if (!d.records?.has(id)) return base;
+      // A voice-mode-only PATCH answers as it always has; one that touched the metadata gets all of it back.
+      if (!touchesMeta(body) || !d.records?.has(id)) return base;
       const { name, room, tags, tenant } = d.records.getMeta(id);
       return { ...base, name, room, tags: [...tags], tenant };
     },

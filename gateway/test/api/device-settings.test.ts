@@ -37,7 +37,9 @@ describe('PATCH and DELETE /v1/devices/{id} (issue 23)', () => {
       status: 200,
       body: { id: ID, voiceMode: null, effectiveVoiceMode: 'relay', name: 'Kitchen speaker', room: 'Kitchen', tags: ['audio', 'floor:1'], tenant: null },
     });
-    expect((await patch(ID, { voiceMode: 'off' })).body).toMatchObject({ voiceMode: 'off', name: 'Kitchen speaker', tags: ['audio', 'floor:1'] });
+    // A voice-mode-only PATCH answers as it always did (no metadata in the answer), and leaves the metadata alone.
+    expect((await patch(ID, { voiceMode: 'off' })).body).toEqual({ id: ID, voiceMode: 'off', effectiveVoiceMode: 'off' });
+    expect((await patch(ID, { room: 'Kitchen' })).body).toMatchObject({ voiceMode: 'off', name: 'Kitchen speaker', tags: ['audio', 'floor:1'] });
     expect((await patch(ID, { name: null, tags: null })).body).toMatchObject({ name: null, room: 'Kitchen', tags: [] });
     expect((await patch(ID, { room: null, tags: [] })).body).toMatchObject({ name: null, room: null, tags: [] });
     await a.close();
