@@ -352,6 +352,7 @@ export class DeviceRecords {
     if (value === undefined) {
       this.facts.delete(deviceId);
       this.savedSeen.delete(deviceId);
+      this.dirty.delete(deviceId); // forgotten elsewhere: a pending batch must not write it back
       return;
     }
     const parsed = StoredFacts.safeParse(value);
