@@ -36,6 +36,8 @@ import { photoRoutes } from '../vision/photo-routes.js';
 import { visionExplainRoute, type VisionService } from '../vision/routes.js';
 import { consoleRoutes } from './console.js';
 import { historyRoutes } from './history.js';
+import type { Scheduler } from '../fleet/schedules.js';
+import { scheduleRoutes } from './schedules.js';
 import type { MetricsHistory } from '../metrics-history.js';
 
 /** The slices of the configuration the HTTP side reads. */
@@ -85,6 +87,8 @@ export interface ApiDeps {
   deviceSettings?: DeviceSettingsDeps;
   /** What a device's OTA check said about it (board, firmware): the device records keep it (devices/records.ts). */
   deviceReports?: (deviceId: string, facts: { board: string | undefined; firmware: string | undefined }) => void;
+  /** Cron and one-off schedules (/v1/schedules). */
+  scheduler?: Scheduler;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -149,6 +153,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });
     if (d.history) await v1.register(historyRoutes, { history: d.history });
+    if (d.scheduler) await v1.register(scheduleRoutes, { scheduler: d.scheduler });
   });
   if (s.console.enabled) await app.register(consoleRoutes, { dir: s.console.dir, publicUrl: s.http.publicUrl });
   if (d.hub && s.mcpEndpoint.enabled) {

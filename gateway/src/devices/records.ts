@@ -49,7 +49,7 @@ export type DeviceMeta = z.infer<typeof StoredMeta>;
  */
 export interface RecordStore {
   put(collection: string, key: string, value: unknown): Promise<void>;
-  putMany(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void>;
+  putMany?(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void>;
   delete(collection: string, key: string): Promise<boolean>;
   list(collection: string): Promise<Array<{ key: string; value: unknown }>>;
   onChange?(collection: string, fn: (change: { key: string; value: unknown }) => void): () => void;
@@ -331,7 +331,8 @@ export class DeviceRecords {
         if (batch.length >= BATCH) break;
       }
       try {
-        await store.putMany(DEVICE_FACTS_COLLECTION, batch);
+        if (store.putMany) await store.putMany(DEVICE_FACTS_COLLECTION, batch);
+        else for (const e of batch) await store.put(DEVICE_FACTS_COLLECTION, e.key, e.value);
       } catch (err) {
         // Kept for the next flush (unless a newer change or a forget came meanwhile).
         for (const e of batch) if (this.facts.has(e.key)) this.dirty.add(e.key);

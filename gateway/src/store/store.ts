@@ -1,16 +1,24 @@
 /**
  * Persisted state behind one small interface: JSON documents by collection and key. The embedded default
  * is SQLite in the data dir (`sqlite-store.ts`); a server database or a NATS KV bucket can implement the
- * same five methods (`nats-kv-store.ts` does, with the cluster on). A write has reached stable storage when its promise resolves.
+ * same methods (`nats-kv-store.ts` does, with the cluster on). A write has reached stable storage when its promise resolves.
  */
 export interface Store {
   get(collection: string, key: string): Promise<unknown>;
   put(collection: string, key: string, value: unknown): Promise<void>;
-  /** Several puts as one write (SQLite: one transaction, one fsync); resolves when all have reached stable storage. */
-  putMany(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void>;
+  /**
+   * Several puts as one write (SQLite: one transaction, one fsync); resolves when all have reached stable
+   * storage. Optional: a store without it gets the puts one by one.
+   */
+  putMany?(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void>;
   /** True when something was deleted. */
   delete(collection: string, key: string): Promise<boolean>;
   list(collection: string): Promise<Array<{ key: string; value: unknown }>>;
+  /**
+   * Put-if-absent: writes and answers true only when no document has the key. Atomic across every process
+   * that shares the store, so exactly one of several instances wins a claim (fleet/schedules.ts).
+   */
+  create?(collection: string, key: string, value: unknown): Promise<boolean>;
   close(): Promise<void>;
   /**
    * (shared stores only: `nats-kv-store.ts`) Changes another process wrote to the collection, so what this

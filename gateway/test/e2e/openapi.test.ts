@@ -50,6 +50,8 @@ describe('OpenAPI document', () => {
           '/v1/chat/completions',
           '/v1/models',
           '/v1/models/{id}',
+          '/v1/schedules',
+          '/v1/schedules/{id}',
         ].sort(),
       );
       expect(doc.paths['/v1/devices']!['get']!.security).toEqual([{ apiKey: [] }]);
