@@ -37,6 +37,9 @@ export function createMetrics() {
     mcpRequests: new Counter({ name: 'voxgate_mcp_endpoint_requests_total', help: 'Requests to the /mcp endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),
     eventsDropped: new Counter({ name: 'voxgate_events_dropped_total', help: 'Device events dropped before the bus, by reason (device_rate: over the per-device rate)', labelNames: ['reason'] as const, registers: [registry] }),
+    // The persisted event history (embedded store): events written in batches, or dropped (writes kept failing).
+    eventHistory: new Counter({ name: 'voxgate_event_history_writes_total', help: 'Events written to the event history, or dropped (outcome: written, dropped)', labelNames: ['outcome'] as const, registers: [registry] }),
+    eventHistorySize: new Gauge({ name: 'voxgate_event_history_size', help: 'Events kept in the event history (embedded store)', registers: [registry] }),
     sseDropped: new Counter({ name: 'voxgate_sse_streams_dropped_total', help: 'SSE streams closed or refused by the gateway, by reason (slow, total_cap, key_cap)', labelNames: ['reason'] as const, registers: [registry] }),
     devicesKnown: new Gauge({ name: 'voxgate_devices_known', help: 'Devices known here, online or not (recorded in the store; bounded by devices.maxKnown but for online and named ones)', registers: [registry] }),
     deviceRecordWrites: new Counter({ name: 'voxgate_device_record_writes_total', help: 'Device record store operations (a batch of facts: connects, last seen, disconnects; a metadata write; a forget), by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
