@@ -11,6 +11,7 @@ import type { Config } from './config.js';
 import { createRegistry } from './devices/create.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
 import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
+import type { DeviceSettingsDeps } from './api/device-settings.js';
 import { deviceForgetter } from './devices/forget.js';
 import { DeviceRecords } from './devices/records.js';
 import type { DeviceRegistry } from './devices/registry.js';
@@ -303,13 +304,8 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       ready: () => !f.stopping && http.server.listening && (!config.mqtt.enabled || f.mqtt !== undefined),
       hubEnabled: hubEnabled(config.mcp),
       tenantOf: (key) => tenants.get(key),
-      deviceSettings: {
-        voiceModes: core.voice.modes,
-        effectiveVoiceMode: (id) => core.voice.modeOf(id),
-        // Fleet registry (issue 23): name, room, tags; DELETE forgets the record, voice mode and credentials.
-        records: core.records,
-        forget: deviceForgetter({ registry, known: (id) => directory.get(id) !== undefined, voiceModes: core.voice.modes, enrollment }),
-      },
+      // Fleet registry (issue 23): name, room, tags; DELETE forgets; what OTA checks say of a device.
+      deviceSettings: deviceSettings(core),
       deviceReports: (id, facts) => core.records.reported(id, facts),
       ...(core.mcpEndpoints ? { mcpEndpoints: { endpoints: core.mcpEndpoints, path: config.mcp.endpoints.path } } : {}),
       // History: device tenancy plugs its per-request filter in as `visibleTo`.
@@ -393,6 +389,13 @@ async function openSchedules(config: Config, log: Logger, core: Core, life: Life
   const scheduler = await Scheduler.open({ store: core.store, targets, bus: core.bus, log, config: SchedulesSlice.parse({}), instanceId: config.cluster.instanceId });
   life.defer('schedules', () => scheduler.close());
   return scheduler;
+}
+
+/** PATCH /v1/devices/{id} (voice mode, name, room, tags) and DELETE: forgets the record, voice mode and credentials. */
+function deviceSettings(core: Core): DeviceSettingsDeps {
+  const { registry, directory, enrollment, voice, records } = core;
+  const forget = deviceForgetter({ registry, known: (id) => directory.get(id) !== undefined, voiceModes: voice.modes, enrollment });
+  return { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id), records, forget };
 }
 
 /** mcp.publish: the namespace served to remote MCP endpoints (each redials with backoff until closed). */
