@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { bindCounter } from './metrics-bound.js';
 
 /** Operator counters. No per-device labels: a fleet would explode the series count. */
 export function createMetrics() {
@@ -79,7 +80,23 @@ export function createMetrics() {
     tlsCertificateExpiry: new Gauge({ name: 'voxgate_tls_certificate_expiry_timestamp_seconds', help: 'When the served TLS certificate expires (Unix time)', registers: [registry] }),
     tlsHandshakeFailures: new Counter({ name: 'voxgate_tls_handshake_failures_total', help: 'TLS connections closed in the handshake, by listener and reason (timeout, error)', labelNames: ['listener', 'reason'] as const, registers: [registry] }),
   };
-  return m;
+  return { ...m, hot: hotCounters(m.calls, m.framesIn) };
+}
+
+/**
+ * The counters every call or frame increments, bound once (bindCounter: an increment is one addition, not a
+ * label hash): what a device sent, and the outcome of a call that succeeded.
+ */
+function hotCounters(calls: Counter<'outcome'>, framesIn: Counter<'transport' | 'kind'>) {
+  const framesOf = (transport: 'websocket' | 'mqtt') => ({
+    mcp: bindCounter(framesIn, { transport, kind: 'mcp' }),
+    other: bindCounter(framesIn, { transport, kind: 'other' }),
+    audio: bindCounter(framesIn, { transport, kind: 'audio' }),
+  });
+  return {
+    callsOk: bindCounter(calls, { outcome: 'ok' }),
+    framesIn: { websocket: framesOf('websocket'), mqtt: framesOf('mqtt') },
+  };
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

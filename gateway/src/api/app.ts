@@ -40,6 +40,7 @@ import { historyRoutes } from './history.js';
 import type { Scheduler } from '../fleet/schedules.js';
 import { scheduleRoutes } from './schedules.js';
 import type { MetricsHistory } from '../metrics-history.js';
+import { lazyChildLogger } from './request-logger.js';
 
 /** The slices of the configuration the HTTP side reads. */
 export interface ApiSettings extends OtaSettings {
@@ -101,6 +102,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: lazyChildLogger,
     bodyLimit: s.http.bodyLimitBytes,
     // Device ids may be percent-encoded (aa%3Abb...): fastify decodes params.
     routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
