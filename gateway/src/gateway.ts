@@ -41,6 +41,8 @@ import { assistantExplainer } from './assistant/vision.js';
 import { visionOffer, visionService } from './vision/start.js';
 import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
+import { startFleet, type Fleet } from './fleet/start.js';
+import { RegistrySelector } from './fleet/registry-selector.js';
 
 export interface Gateway {
   /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
@@ -84,6 +86,8 @@ export interface Gateway {
   reloadTls(): boolean;
   /** This instance's part of the cluster, when `cluster.enabled`. */
   cluster: Cluster | undefined;
+  /** Queued calls and fleet jobs. */
+  fleet: Fleet;
   close(): Promise<void>;
 }
 
@@ -123,6 +127,7 @@ interface Core {
   /** Tokens for tool processes that dial in (mcp.endpoints), when enabled. */
   mcpEndpoints: McpEndpoints | undefined;
   assistant: Assistant;
+  fleet: Fleet;
   visionKey: string;
   closeVoice: () => Promise<void>;
   closeHub: () => Promise<void>;
@@ -153,9 +158,9 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
   deferShutdown(config, log, core, front, life);
   logStarted(config, log, front.http, front.mqtt, core.tls !== undefined);
   const address = front.http.server.address();
-  const { metrics, bus, registry, directory, hub, mcpEndpoints, store, enrollment, assistant, voice, tls, visionKey } = core;
+  const { metrics, bus, registry, directory, hub, mcpEndpoints, store, enrollment, assistant, voice, tls, visionKey, fleet } = core;
   return {
-    config, log, registry, directory, bus, metrics, hub, mcpEndpoints, hubStarted, store, enrollment, assistant, voice, tls, visionKey,
+    config, log, registry, directory, bus, metrics, hub, mcpEndpoints, hubStarted, store, enrollment, assistant, voice, tls, visionKey, fleet,
     http: front.http,
     mqtt: front.mqtt,
     cluster: front.cluster,
@@ -225,7 +230,21 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
-  return { metrics, tls, clusterLink, bus, voice, registry, directory, store, enrollment, hub, mcpEndpoints, assistant, visionKey, closeVoice, closeHub, closeAssistant };
+  // Queued calls and fleet jobs (fleet/): delivered to devices ready on THIS instance; closed before the store.
+  const fleet = await startFleet(
+    {
+      store,
+      bus,
+      log,
+      port: { readyHere: (id) => (registry.find(id)?.state === 'ready' ? registry.find(id) : undefined) },
+      selector: new RegistrySelector(directory),
+      soleSender: !config.cluster.enabled,
+      maxCallMs: config.calls.maxTimeoutMs,
+    },
+    config.fleet,
+  );
+  life.defer('fleet', () => fleet.close());
+  return { metrics, tls, clusterLink, bus, voice, registry, directory, store, enrollment, hub, mcpEndpoints, assistant, fleet, visionKey, closeVoice, closeHub, closeAssistant };
 }
 
 /** The HTTP app and device WebSockets, the cluster, then every listener; each registers its closer as it opens. */
@@ -250,6 +269,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       tenantOf: (key) => tenants.get(key),
       deviceSettings: { voiceModes: core.voice.modes, effectiveVoiceMode: (id) => core.voice.modeOf(id) },
       ...(core.mcpEndpoints ? { mcpEndpoints: { endpoints: core.mcpEndpoints, path: config.mcp.endpoints.path } } : {}),
+      fleet: core.fleet,
     },
     tls,
   );

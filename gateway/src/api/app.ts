@@ -36,6 +36,10 @@ import { photoRoutes } from '../vision/photo-routes.js';
 import { visionExplainRoute, type VisionService } from '../vision/routes.js';
 import { consoleRoutes } from './console.js';
 import { historyRoutes } from './history.js';
+import { callRoutes } from './calls.js';
+import { jobRoutes } from './jobs.js';
+import type { QueuedCalls } from '../fleet/queued-calls.js';
+import type { Jobs } from '../fleet/jobs.js';
 import type { MetricsHistory } from '../metrics-history.js';
 
 /** The slices of the configuration the HTTP side reads. */
@@ -83,6 +87,8 @@ export interface ApiDeps {
   https?: SecureContextOptions | undefined;
   /** Per-device voice modes (PATCH /v1/devices/{id}). */
   deviceSettings?: DeviceSettingsDeps;
+  /** Queued calls and fleet jobs (/v1/devices/{id}/calls, /v1/calls, /v1/jobs). */
+  fleet?: { calls: QueuedCalls; jobs: Jobs };
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -146,6 +152,10 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });
     if (d.history) await v1.register(historyRoutes, { history: d.history });
+    if (d.fleet) {
+      await v1.register(callRoutes, { calls: d.fleet.calls });
+      await v1.register(jobRoutes, { jobs: d.fleet.jobs });
+    }
   });
   if (s.console.enabled) await app.register(consoleRoutes, { dir: s.console.dir, publicUrl: s.http.publicUrl });
   if (d.hub && s.mcpEndpoint.enabled) {

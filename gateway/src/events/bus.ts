@@ -17,6 +17,9 @@ export const EVENT_TYPES = [
   'voice.transcript',
   'voice.tool',
   'voice.reply',
+  // Queued calls and fleet jobs (fleet/): a call's state changed; a job's counts (deviceId "").
+  'call.state',
+  'job.progress',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
