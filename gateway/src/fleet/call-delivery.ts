@@ -46,8 +46,9 @@ export class CallDelivery {
     this.offBus = this.d.bus.subscribe((e) => {
       if (e.type === 'device.ready') this.kick(e.deviceId);
     });
+    // A call newly queued (or put back), or one cancelled or expired before it went out (the head moved on).
     this.offCalls = this.d.calls.onChange((c, previous) => {
-      if (c.state === 'queued' && previous !== 'queued') this.kick(c.deviceId);
+      if (c.state !== previous && (c.state === 'queued' || previous === 'queued')) this.kick(c.deviceId);
     });
     for (const id of this.d.calls.devicesWithPending()) this.kick(id);
   }

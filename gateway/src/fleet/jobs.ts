@@ -185,8 +185,10 @@ export class Jobs implements DeliveryGate {
 
   admit(c: QueuedCall): boolean {
     const job = c.jobId === undefined ? undefined : this.jobs.get(c.jobId);
-    if (!job || job.state !== 'running') return true;
-    const r = this.rollouts.get(job.id)!;
+    if (!job) return true;
+    // Aborted or cancelled: its queued calls are being cancelled; none may slip out meanwhile.
+    const r = this.rollouts.get(job.id);
+    if (job.state !== 'running' || !r) return false;
     const now = this.now();
     if (job.counts.sent + r.reserved >= job.concurrency || now < r.nextAt) {
       r.waiting.add(c.deviceId);
@@ -253,7 +255,6 @@ export class Jobs implements DeliveryGate {
     this.rollouts.delete(job.id);
     if (announce) this.progress(job, true);
     else await this.write(job);
-    if (r) for (const id of r.waiting) this.kickDevice(id);
     this.forgetOldJobs();
   }
 

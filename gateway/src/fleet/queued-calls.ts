@@ -4,6 +4,7 @@ import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Store } from '../store/store.js';
 import type { FleetConfig } from './config.js';
+import { StoreWriter } from './store-writer.js';
 import { isFinished, newId, QueuedCallSchema, type CallError, type CallResult, type CallState, type QueuedCall } from './types.js';
 
 /** The store collection of queued calls, one document per call (key = call id). */
@@ -68,11 +69,13 @@ export class QueuedCalls {
   private readonly listeners = new Set<CallListener>();
   private offStore: (() => void) | undefined;
   private readonly now: () => number;
+  private readonly writer: StoreWriter;
   /** Finished calls the retention must keep whatever their age (a running job's: its counts read them). */
   private retains: (c: QueuedCall) => boolean = () => false;
 
   constructor(private readonly d: QueuedCallsDeps) {
     this.now = d.now ?? Date.now;
+    this.writer = new StoreWriter(d.store, CALLS_COLLECTION);
   }
 
   keepWhile(retains: (c: QueuedCall) => boolean): void {
@@ -103,8 +106,10 @@ export class QueuedCalls {
     }
   }
 
-  close(): void {
+  /** Stop following the store; resolves once every write made is stored. */
+  async close(): Promise<void> {
     this.offStore?.();
+    await this.writer.flushed();
   }
 
   onChange(fn: CallListener): () => void {
@@ -162,7 +167,7 @@ export class QueuedCalls {
     this.checkRoom(1);
     this.index(c);
     try {
-      await this.d.store.put(CALLS_COLLECTION, c.id, c);
+      await this.writer.put(c.id, c);
     } catch (e) {
       this.unindex(c);
       throw e;
@@ -207,15 +212,16 @@ export class QueuedCalls {
     };
   }
 
-  /** Queue calls already prepared (a job's), writing a few at a time; bounds were checked by the caller. */
+  /** Queue calls already drafted (a job's), written as one batch; bounds were checked by the caller. */
   async enqueueMany(calls: QueuedCall[]): Promise<void> {
     for (const c of calls) this.index(c);
-    const WRITES_AT_ONCE = 32;
-    for (let i = 0; i < calls.length; i += WRITES_AT_ONCE) {
-      const batch = calls.slice(i, i + WRITES_AT_ONCE);
-      await Promise.all(batch.map((c) => this.d.store.put(CALLS_COLLECTION, c.id, c)));
-      for (const c of batch) this.announce(c, undefined);
+    try {
+      await Promise.all(calls.map((c) => this.writer.put(c.id, c)));
+    } catch (e) {
+      for (const c of calls) this.unindex(c);
+      throw e;
     }
+    for (const c of calls) this.announce(c, undefined);
   }
 
   /**
@@ -250,6 +256,7 @@ export class QueuedCalls {
   /** Forget a device's calls (the device was deleted): the unfinished ones are cancelled first, so their waiters hear. */
   async forgetDevice(deviceId: string): Promise<void> {
     for (const id of [...(this.pending.get(deviceId) ?? [])]) await this.transition(id, 'cancelled');
+    await this.writer.flushed();
     for (const id of [...(this.byDevice.get(deviceId) ?? [])]) {
       const c = this.calls.get(id);
       if (c && isFinished(c.state)) await this.forget(c);
@@ -265,14 +272,15 @@ export class QueuedCalls {
     const s = this.d.settings;
     const expire: QueuedCall[] = [];
     const stale: QueuedCall[] = [];
-    const finished: QueuedCall[] = [];
     for (const c of this.calls.values()) {
       if (c.state === 'queued' && Date.parse(c.expiresAt) <= now) expire.push(c);
       else if (c.state === 'sent' && now - Date.parse(c.sentAt ?? c.updatedAt) > s.sentStaleMs) stale.push(c);
-      else if (isFinished(c.state) && !this.retains(c)) finished.push(c);
     }
     for (const c of expire) await this.transition(c.id, 'expired', { error: { code: 'CALL_EXPIRED', message: `the device was not ready before ${c.expiresAt}` } });
     for (const c of stale) await this.interrupt(c, 'no result came back in time and the instance that sent it is gone: the device may or may not have run it');
+    const finished = [...this.calls.values()].filter((c) => isFinished(c.state) && !this.retains(c));
+    // A finished call's last write must land before its delete.
+    await this.writer.flushed();
     finished.sort((a, b) => (a.updatedAt < b.updatedAt ? -1 : a.updatedAt > b.updatedAt ? 1 : 0));
     const cutoff = new Date(now - s.keepFinishedMs).toISOString();
     const over = Math.max(0, finished.length - s.keepFinished);
@@ -304,7 +312,7 @@ export class QueuedCalls {
 
   private async write(c: QueuedCall): Promise<void> {
     try {
-      await this.d.store.put(CALLS_COLLECTION, c.id, c);
+      await this.writer.put(c.id, c);
     } catch (err) {
       // Memory stays the truth for this process; the store catches up with the call's next change.
       this.d.log.error({ err, callId: c.id, state: c.state }, 'could not write a queued call to the store');
@@ -328,9 +336,10 @@ export class QueuedCalls {
     this.notify(c, old?.state, false);
   }
 
+  /** Listeners first (a job's counts follow), then the event: who reads the job on hearing the event sees the change. */
   private announce(c: QueuedCall, previous: CallState | undefined): void {
-    this.d.bus.publish('call.state', c.deviceId, { callId: c.id, state: c.state, ...(c.jobId !== undefined ? { jobId: c.jobId } : {}) });
     this.notify(c, previous, true);
+    this.d.bus.publish('call.state', c.deviceId, { callId: c.id, state: c.state, ...(c.jobId !== undefined ? { jobId: c.jobId } : {}) });
   }
 
   private notify(c: QueuedCall, previous: CallState | undefined, local: boolean): void {

@@ -64,7 +64,7 @@ export async function startFleet(d: FleetDeps, config: FleetConfig): Promise<Fle
       clearInterval(sweep);
       await delivery.close();
       jobs.close();
-      calls.close();
+      await calls.close();
     },
   };
 }

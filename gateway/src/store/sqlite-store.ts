@@ -54,6 +54,25 @@ export class SqliteStore implements Store {
     ]);
   }
 
+  async putMany(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void> {
+    if (entries.length === 0) return;
+    const now = Date.now();
+    this.db.exec('BEGIN IMMEDIATE');
+    try {
+      for (const e of entries)
+        this.db.run('INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (collection, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at', [
+          collection,
+          e.key,
+          JSON.stringify(e.value),
+          now,
+        ]);
+      this.db.exec('COMMIT');
+    } catch (err) {
+      this.db.exec('ROLLBACK');
+      throw err;
+    }
+  }
+
   async delete(collection: string, key: string): Promise<boolean> {
     return this.db.run('DELETE FROM documents WHERE collection = ? AND key = ?', [collection, key]).changes > 0;
   }
