@@ -70,7 +70,7 @@ export const JobSchema = z.object({
   arguments: z.record(z.string(), z.unknown()),
   filter: JobFilterSchema,
   concurrency: z.number().int().min(1),
-  ratePerSecond: z.number().positive().optional(),
+  ratePerSecond: z.number().min(0.001).optional(),
   abortOverPercent: z.number().min(0).max(100).optional(),
   ttlMs: z.number().int().min(1),
   state: z.enum(JOB_STATES),

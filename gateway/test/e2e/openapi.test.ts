@@ -50,6 +50,12 @@ describe('OpenAPI document', () => {
           '/v1/chat/completions',
           '/v1/models',
           '/v1/models/{id}',
+          '/v1/devices/{deviceId}/calls',
+          '/v1/calls/{callId}',
+          '/v1/jobs',
+          '/v1/jobs/{jobId}',
+          '/v1/jobs/{jobId}/devices',
+          '/v1/jobs/{jobId}/cancel',
         ].sort(),
       );
       expect(doc.paths['/v1/devices']!['get']!.security).toEqual([{ apiKey: [] }]);
