@@ -43,6 +43,7 @@ import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
 import { startFleet, type Fleet } from './fleet/start.js';
 import { RegistrySelector } from './fleet/registry-selector.js';
+import { JobBody, jobRequest } from './api/jobs.js';
 
 export interface Gateway {
   /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
@@ -244,6 +245,8 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
     config.fleet,
   );
   life.defer('fleet', () => fleet.close());
+  // The hub's `fleet_start_job` builtin starts jobs as POST /v1/jobs does (same body, same checks).
+  hub.useFleetJobs({ start: (body) => fleet.jobs.create(jobRequest(JobBody.parse(body))) });
   return { metrics, tls, clusterLink, bus, voice, registry, directory, store, enrollment, hub, mcpEndpoints, assistant, fleet, visionKey, closeVoice, closeHub, closeAssistant };
 }
 
