@@ -365,7 +365,10 @@ function deferShutdown(config: Config, log: Logger, core: Core, front: Front, li
     front.stopping = true;
     front.history.stop();
     log.info('shutting down: refusing new work, closing devices');
+    // No queued call goes out from now on; the ones in flight are failed SHUTTING_DOWN just below.
+    const fleetStopped = core.fleet.delivery.close();
     for (const s of core.registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
+    await fleetStopped;
     // Calls to hosted servers in flight answer SHUTTING_DOWN before any connection closes (the /mcp
     // endpoint's sessions close in its own preClose hook, when the HTTP app closes).
     await core.hub.drain();

@@ -95,6 +95,11 @@ export class CallDelivery {
         if (c.jobId !== undefined) this.d.gate?.unadmit(c);
         continue;
       }
+      if (this.closed) {
+        // Stopped while the `sent` write was on its way: the call never left, it waits for the next start.
+        await this.d.calls.transition(c.id, 'queued');
+        return;
+      }
       const outcome = await send(handle, c);
       if ('putBack' in outcome) {
         await this.d.calls.transition(c.id, 'queued');

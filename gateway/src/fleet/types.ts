@@ -55,7 +55,8 @@ export const JobFilterSchema = z
     room: z.string().min(1).max(64).optional(),
     firmware: z.string().min(1).max(64).optional(),
     board: z.string().min(1).max(64).optional(),
-    ids: z.array(z.string().min(1).max(64)).min(1).max(100_000).optional(),
+    // At most 10 000: the job keeps its filter in one document (a NATS KV value is at most 1 MiB).
+    ids: z.array(z.string().min(1).max(64)).min(1).max(10_000).optional(),
   })
   .strict();
 export type JobFilter = z.infer<typeof JobFilterSchema>;

@@ -79,6 +79,11 @@ export class NatsKvStore implements Store {
     this.written.set(k, await this.kv.put(k, JSON.stringify(value)));
   }
 
+  /** JetStream has no multi-key transaction: the puts go out together and each is acknowledged. */
+  async putMany(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void> {
+    await Promise.all(entries.map((e) => this.put(collection, e.key, e.value)));
+  }
+
   async delete(collection: string, key: string): Promise<boolean> {
     const k = kvKey(collection, key);
     const existed = (await this.kv.get(k))?.operation === 'PUT';
