@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { normalizeDeviceId } from '@voxgate/protocol';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -17,6 +18,8 @@ import { openEnrollment } from './enrollment/open.js';
 import { GatewayError } from './errors.js';
 import { EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
+import { SchedulesSlice } from './fleet/schedules-config.js';
+import { Scheduler, type ScheduleTargets } from './fleet/schedules.js';
 import { createHub } from './hub/create.js';
 import { hubEnabled } from './hub/config.js';
 import type { McpHub } from './hub/hub.js';
@@ -260,9 +263,11 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   const vision = visionService({ visionKey: core.visionKey, dataDir: config.dataDir, fallbackExplainer, bus, metrics, log }, config.vision);
   const api = { log, registry: directory, bus, metrics, hub, enrollment, assistant, history, apiKeys, version: GATEWAY_VERSION, deviceSecret: secrets.deviceSecret };
   const f = { stopping: false, mqtt: undefined as MqttLink | undefined };
+  const scheduler = await openSchedules(config, log, core, life);
   const http: FastifyInstance = await createHttp(
     {
       ...api,
+      scheduler,
       ...(vision ? { vision } : {}),
       settings: { ...config, mcpEndpoint: config.mcp.endpoint, firmwareDir: join(config.dataDir, 'firmware') },
       mqttPort: () => f.mqtt?.port ?? config.mqtt.port,
@@ -325,6 +330,30 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   history.start();
   life.defer('metrics history', () => history.stop());
   return Object.assign(f, { http, ws, metricsListener, cluster, history, closeHttp, closeMqtt, closeMetrics, closeWs });
+}
+
+/**
+ * Schedules (fleet/schedules.ts): kept in the store, fired once per run across the cluster. What they start
+ * goes through the ScheduleTargets port.
+ */
+async function openSchedules(config: Config, log: Logger, core: Core, life: Lifecycle): Promise<Scheduler> {
+  // A scheduled call is a queued call (it waits for an offline device); a scheduled job is a fleet job, checked
+  // as POST /v1/jobs checks it.
+  const targets: ScheduleTargets = {
+    async startCall(deviceId, tool, args) {
+      const c = await core.fleet.calls.enqueue({ deviceId: normalizeDeviceId(deviceId) ?? deviceId, tool, arguments: args });
+      return { callId: c.id };
+    },
+    async startJob(body) {
+      const parsed = JobBody.safeParse(body);
+      if (!parsed.success) throw new GatewayError('INVALID_REQUEST', `the scheduled job is not a valid POST /v1/jobs body: ${parsed.error.message.slice(0, 500)}`);
+      return { jobId: (await core.fleet.jobs.create(jobRequest(parsed.data))).id };
+    },
+  };
+  // schedules.* joins the configuration at merge (fleet/schedules-config.ts): the defaults until then.
+  const scheduler = await Scheduler.open({ store: core.store, targets, bus: core.bus, log, config: SchedulesSlice.parse({}), instanceId: config.cluster.instanceId });
+  life.defer('schedules', () => scheduler.close());
+  return scheduler;
 }
 
 /** mcp.publish: the namespace served to remote MCP endpoints (each redials with backoff until closed). */

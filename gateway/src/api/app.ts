@@ -40,6 +40,8 @@ import { callRoutes } from './calls.js';
 import { jobRoutes } from './jobs.js';
 import type { QueuedCalls } from '../fleet/queued-calls.js';
 import type { Jobs } from '../fleet/jobs.js';
+import type { Scheduler } from '../fleet/schedules.js';
+import { scheduleRoutes } from './schedules.js';
 import type { MetricsHistory } from '../metrics-history.js';
 
 /** The slices of the configuration the HTTP side reads. */
@@ -89,6 +91,8 @@ export interface ApiDeps {
   deviceSettings?: DeviceSettingsDeps;
   /** Queued calls and fleet jobs (/v1/devices/{id}/calls, /v1/calls, /v1/jobs). */
   fleet?: { calls: QueuedCalls; jobs: Jobs };
+  /** Cron and one-off schedules (/v1/schedules). */
+  scheduler?: Scheduler;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -156,6 +160,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       await v1.register(callRoutes, { calls: d.fleet.calls });
       await v1.register(jobRoutes, { jobs: d.fleet.jobs });
     }
+    if (d.scheduler) await v1.register(scheduleRoutes, { scheduler: d.scheduler });
   });
   if (s.console.enabled) await app.register(consoleRoutes, { dir: s.console.dir, publicUrl: s.http.publicUrl });
   if (d.hub && s.mcpEndpoint.enabled) {

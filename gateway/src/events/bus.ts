@@ -20,6 +20,8 @@ export const EVENT_TYPES = [
   // Queued calls and fleet jobs (fleet/): a call's state changed; a job's counts (deviceId "").
   'call.state',
   'job.progress',
+  // A schedule started its call or job (fleet/schedules.ts); deviceId is the call's device, "" for a job.
+  'schedule.fired',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

@@ -56,6 +56,8 @@ describe('OpenAPI document', () => {
           '/v1/jobs/{jobId}',
           '/v1/jobs/{jobId}/devices',
           '/v1/jobs/{jobId}/cancel',
+          '/v1/schedules',
+          '/v1/schedules/{id}',
         ].sort(),
       );
       expect(doc.paths['/v1/devices']!['get']!.security).toEqual([{ apiKey: [] }]);
