@@ -37,6 +37,9 @@ export function createMetrics() {
     mcpRequests: new Counter({ name: 'voxgate_mcp_endpoint_requests_total', help: 'Requests to the /mcp endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),
     eventsDropped: new Counter({ name: 'voxgate_events_dropped_total', help: 'Device events dropped before the bus, by reason (device_rate: over the per-device rate)', labelNames: ['reason'] as const, registers: [registry] }),
+    // The persisted event history (embedded store): events written in batches, or dropped (writes kept failing).
+    eventHistory: new Counter({ name: 'voxgate_event_history_writes_total', help: 'Events written to the event history, or dropped (outcome: written, dropped)', labelNames: ['outcome'] as const, registers: [registry] }),
+    eventHistorySize: new Gauge({ name: 'voxgate_event_history_size', help: 'Events kept in the event history (embedded store)', registers: [registry] }),
     sseDropped: new Counter({ name: 'voxgate_sse_streams_dropped_total', help: 'SSE streams closed or refused by the gateway, by reason (slow, total_cap, key_cap)', labelNames: ['reason'] as const, registers: [registry] }),
     devicesForgotten: new Counter({ name: 'voxgate_devices_forgotten_total', help: 'Offline devices forgotten past devices.maxKnown (never_ready first, then offline least recently seen)', labelNames: ['kind'] as const, registers: [registry] }),
     connectionsOpen: new Gauge({ name: 'voxgate_connections_open', help: 'Open sockets per listener (devices, API callers, idle ones)', labelNames: ['listener'] as const, registers: [registry] }),

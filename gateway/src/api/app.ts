@@ -26,6 +26,7 @@ import { deviceRoutes } from './devices.js';
 import { deviceSettingsRoutes, type DeviceSettingsDeps } from './device-settings.js';
 import { enrollmentRoutes } from './enrollments.js';
 import { eventRoutes } from './events.js';
+import { eventHistoryRoutes, type EventHistoryRouteOptions } from './events-history.js';
 import { healthRoutes, metricsRoute } from './health.js';
 import { otaRoutes, type OtaSettings } from './ota.js';
 import { mcpEndpointRoutes } from './mcp-endpoints.js';
@@ -91,6 +92,8 @@ export interface ApiDeps {
   deviceSettings?: DeviceSettingsDeps;
   /** Queued calls and fleet jobs (/v1/devices/{id}/calls, /v1/calls, /v1/jobs). */
   fleet?: { calls: QueuedCalls; jobs: Jobs };
+  /** The persisted event log (GET /v1/events/history), when events.history is on. */
+  eventHistory?: EventHistoryRouteOptions | undefined;
   /** Cron and one-off schedules (/v1/schedules). */
   scheduler?: Scheduler;
 }
@@ -151,6 +154,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       maxStreamsPerKey: s.events.maxStreamsPerKey,
       maxBufferedBytes: s.events.maxBufferedBytes,
     });
+    if (d.eventHistory) await v1.register(eventHistoryRoutes, d.eventHistory);
     await v1.register(enrollmentRoutes, { enrollment: d.enrollment });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
