@@ -37,8 +37,7 @@ import { photoRoutes } from '../vision/photo-routes.js';
 import { visionExplainRoute, type VisionService } from '../vision/routes.js';
 import { consoleRoutes } from './console.js';
 import { historyRoutes } from './history.js';
-import { callRoutes } from './calls.js';
-import { jobRoutes } from './jobs.js';
+import { fleetRoutes } from './jobs.js';
 import type { QueuedCalls } from '../fleet/queued-calls.js';
 import type { Jobs } from '../fleet/jobs.js';
 import type { Scheduler } from '../fleet/schedules.js';
@@ -160,10 +159,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });
     if (d.history) await v1.register(historyRoutes, { history: d.history });
-    if (d.fleet) {
-      await v1.register(callRoutes, { calls: d.fleet.calls });
-      await v1.register(jobRoutes, { jobs: d.fleet.jobs });
-    }
+    if (d.fleet) await v1.register(fleetRoutes, d.fleet);
     if (d.scheduler) await v1.register(scheduleRoutes, { scheduler: d.scheduler });
   });
   if (s.console.enabled) await app.register(consoleRoutes, { dir: s.console.dir, publicUrl: s.http.publicUrl });

@@ -3,7 +3,8 @@ import { z } from 'zod';
 import { GatewayError } from '../errors.js';
 import type { Jobs } from '../fleet/jobs.js';
 import { CALL_STATES, CallErrorSchema, CallResultSchema, JobFilterSchema, JobSchema, type JobFilter } from '../fleet/types.js';
-import { decodeCursor, encodeCursor, PAGE_DEFAULT, PageQuery } from './calls.js';
+import type { QueuedCalls } from '../fleet/queued-calls.js';
+import { callRoutes, decodeCursor, encodeCursor, PAGE_DEFAULT, PageQuery } from './calls.js';
 import { parseDeviceId, problems } from './route-helpers.js';
 import { jsonSchema } from './schemas.js';
 
@@ -44,6 +45,12 @@ export function jobRequest(body: JobBodyInput) {
     abortOverPercent: body.abortOverPercent,
     ttlMs: body.ttlMs,
   };
+}
+
+/** Queued calls and fleet jobs, mounted together. */
+export async function fleetRoutes(app: FastifyInstance, opts: { calls: QueuedCalls; jobs: Jobs }): Promise<void> {
+  await app.register(callRoutes, { calls: opts.calls });
+  await app.register(jobRoutes, { jobs: opts.jobs });
 }
 
 /** Fleet jobs: one tool call on every device a filter selects, with rollout controls. */
