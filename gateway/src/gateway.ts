@@ -1,5 +1,4 @@
 import { createHmac } from 'node:crypto';
-import { normalizeDeviceId } from '@voxgate/protocol';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -9,22 +8,18 @@ import { createHttp } from './api/start.js';
 import { Assistant } from './assistant/assistant.js';
 import { connectCluster, startCluster, type Cluster, type ClusterConnection } from './cluster/cluster.js';
 import type { Config } from './config.js';
-import { createRegistry } from './devices/create.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
-import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
+import { type FleetDirectory, type DeviceDirectory } from './devices/directory.js';
 import type { DeviceSettingsDeps } from './api/device-settings.js';
 import { deviceForgetter } from './devices/forget.js';
-import { DeviceRecords } from './devices/records.js';
+import { type DeviceRecords } from './devices/records.js';
 import type { DeviceRegistry } from './devices/registry.js';
 import type { Enrollment } from './enrollment/enrollment.js';
 import { openEnrollment } from './enrollment/open.js';
 import { GatewayError } from './errors.js';
-import { EventBus } from './events/bus.js';
+import { type EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
 import { historyMaxAgeMs, type EventLog } from './events/history.js';
-import { SqliteEventLog } from './events/history-sqlite.js';
-import { SchedulesSlice } from './fleet/schedules-config.js';
-import { Scheduler, type ScheduleTargets } from './fleet/schedules.js';
 import { createHub } from './hub/create.js';
 import { hubEnabled } from './hub/config.js';
 import type { McpHub } from './hub/hub.js';
@@ -42,7 +37,6 @@ import { MetricsHistory } from './metrics-history.js';
 import { SchemaValidators } from './schemas/validators.js';
 import { resolveSecrets } from './secrets.js';
 import { openStore } from './store/open.js';
-import { SqliteStore } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { TlsCertificates } from './tls/certificates.js';
 import { GATEWAY_VERSION } from './version.js';
@@ -50,9 +44,8 @@ import { assistantExplainer } from './assistant/vision.js';
 import { visionOffer, visionService } from './vision/start.js';
 import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
-import { startFleet, type Fleet } from './fleet/start.js';
-import { RegistrySelector } from './fleet/registry-selector.js';
-import { JobBody, jobRequest } from './api/jobs.js';
+import type { Fleet } from './fleet/start.js';
+import { openDevices, openEvents, openFleet, openSchedules } from './open-state.js';
 
 export interface Gateway {
   /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
@@ -216,24 +209,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   // Opened before the bus: the event history (a table in it) is where the bus resumes an id its ring lost.
   const store = await openStore(config.cluster, config.dataDir, log);
   life.defer('store', () => store.close());
-  // --- History (events/history*.ts): events kept in the store, or the cluster's event stream; Last-Event-ID
-  // resumes from it across restarts. Closed (its last batch written) before the store, after every device.
-  const eventLog = openEventLog(config, store, clusterLink, log, metrics);
-  const bus = new EventBus({
-    bufferSize: config.events.bufferSize,
-    metrics,
-    log: log.child({ component: 'events' }),
-    deviceRate: { ratePerSecond: config.events.devicePerSecond, burst: config.events.deviceBurst },
-    replaySource: eventLog ?? clusterLink?.replay,
-  });
-  if (eventLog) {
-    const unsubscribe = bus.subscribe((e) => eventLog.append(e));
-    life.defer('event history', () => {
-      unsubscribe();
-      return eventLog.close();
-    });
-  }
-  // --- end History
+  const { bus, eventLog } = openEvents(config, store, clusterLink, log, metrics, life);
   const validators = new SchemaValidators({
     limits: config.schemas,
     maxCached: config.schemas.validatorCacheSize,
@@ -244,21 +220,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const closeVoice = once(() => voice.close());
   life.defer('voice', closeVoice);
   const vision = visionOffer(config.vision, config.http.publicUrl, visionKey);
-  // Fleet registry (issue 23): every device ever admitted, kept in the store; listed offline until it dials back.
-  const records = new DeviceRecords({
-    log: log.child({ component: 'device-records' }),
-    lastSeenWriteMs: config.devices.lastSeenWriteMs,
-    onWrite: (outcome) => metrics.deviceRecordWrites.inc({ outcome }),
-  });
-  const registry = createRegistry({ voice: voice.hook, log, bus, metrics, vision: vision.capability, validators, records }, { ...config, visionRefreshMs: vision.refreshMs });
-  // Callers find devices here: this instance's registry, and the cluster's devices once it has joined.
-  const directory = new FleetDirectory(registry, records);
-  await records.attach(store);
-  registry.restoreRecords();
-  records.startLastSeenSweep(() => registry.sessions());
-  // Deferred after the store: runs before it closes, once the devices' final last-seen writes are queued.
-  life.defer('device records', () => records.close());
-  // (end of the fleet registry block)
+  const { records, registry, directory } = await openDevices(config, { voice, log, bus, metrics, vision, validators, store, life });
   await voice.useStore(store);
   const onRevoked = (deviceId: string) => {
     for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
@@ -275,35 +237,12 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
-  // Queued calls and fleet jobs (fleet/): delivered to devices ready on THIS instance; closed before the store.
-  const fleet = await startFleet(
-    {
-      store,
-      bus,
-      log,
-      port: { readyHere: (id) => (registry.find(id)?.state === 'ready' ? registry.find(id) : undefined) },
-      selector: new RegistrySelector(directory),
-      soleSender: !config.cluster.enabled,
-      maxCallMs: config.calls.maxTimeoutMs,
-    },
-    config.fleet,
-  );
-  life.defer('fleet', () => fleet.close());
-  // The hub's `fleet_start_job` builtin starts jobs as POST /v1/jobs does (same body, same checks).
-  hub.useFleetJobs({ start: (body) => fleet.jobs.create(jobRequest(JobBody.parse(body))) });
+  const fleet = await openFleet(config, { store, bus, log, registry, directory, hub, life });
   return { metrics, tls, clusterLink, bus, eventLog, voice, registry, records, directory, store, enrollment, hub, mcpEndpoints, assistant, fleet, visionKey, closeVoice, closeHub, closeAssistant };
 }
 
-/**
- * History: the event log this gateway keeps. With the cluster on, the event stream every instance writes;
- * else a table beside the documents in the embedded store's database (it lends its one handle).
- */
-function openEventLog(config: Config, store: Store, cluster: ClusterConnection | undefined, log: Logger, metrics: Metrics): EventLog | undefined {
-  if (!config.events.history.enabled) return undefined;
-  if (cluster) return cluster.history;
-  if (!(store instanceof SqliteStore)) return undefined;
-  return store.share((db) => new SqliteEventLog(db, SqliteEventLog.options(config.events, log.child({ component: 'event-history' }), metrics)));
-}
+
+
 
 /** The HTTP app and device WebSockets, the cluster, then every listener; each registers its closer as it opens. */
 async function openFront(config: Config, log: Logger, secrets: Secrets, core: Core, life: Lifecycle): Promise<Front> {
@@ -388,34 +327,18 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   return Object.assign(f, { http, ws, metricsListener, cluster, history, closeHttp, closeMqtt, closeMetrics, closeWs });
 }
 
-/**
- * Schedules (fleet/schedules.ts): kept in the store, fired once per run across the cluster. What they start
- * goes through the ScheduleTargets port.
- */
-async function openSchedules(config: Config, log: Logger, core: Core, life: Lifecycle): Promise<Scheduler> {
-  // A scheduled call is a queued call (it waits for an offline device); a scheduled job is a fleet job, checked
-  // as POST /v1/jobs checks it.
-  const targets: ScheduleTargets = {
-    async startCall(deviceId, tool, args) {
-      const c = await core.fleet.calls.enqueue({ deviceId: normalizeDeviceId(deviceId) ?? deviceId, tool, arguments: args });
-      return { callId: c.id };
-    },
-    async startJob(body) {
-      const parsed = JobBody.safeParse(body);
-      if (!parsed.success) throw new GatewayError('INVALID_REQUEST', `the scheduled job is not a valid POST /v1/jobs body: ${parsed.error.message.slice(0, 500)}`);
-      return { jobId: (await core.fleet.jobs.create(jobRequest(parsed.data))).id };
-    },
-  };
-  // schedules.* joins the configuration at merge (fleet/schedules-config.ts): the defaults until then.
-  const scheduler = await Scheduler.open({ store: core.store, targets, bus: core.bus, log, config: SchedulesSlice.parse({}), instanceId: config.cluster.instanceId });
-  life.defer('schedules', () => scheduler.close());
-  return scheduler;
-}
 
 /** PATCH /v1/devices/{id} (voice mode, name, room, tags) and DELETE: forgets the record, voice mode and credentials. */
 function deviceSettings(core: Core): DeviceSettingsDeps {
   const { registry, directory, enrollment, voice, records } = core;
-  const forget = deviceForgetter({ registry, known: (id) => directory.get(id) !== undefined, voiceModes: voice.modes, enrollment });
+  const forget = deviceForgetter({
+    registry,
+    known: (id) => directory.get(id) !== undefined,
+    voiceModes: voice.modes,
+    enrollment,
+    // Its queued calls are cancelled and its finished ones forgotten with it.
+    also: [(id) => core.fleet.calls.forgetDevice(id)],
+  });
   return { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id), records, forget };
 }
 

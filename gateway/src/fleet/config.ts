@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { SchedulesSlice } from './schedules-config.js';
 import { documented, env, Ms } from '../config/fields.js';
 
 const DAY_MS = 86_400_000;
@@ -27,5 +28,7 @@ export const FleetSlice = z.strictObject({
   sweepIntervalMs: documented(Ms(5_000, 600_000), 'how often expired calls and retention are swept'),
   /** `job.progress` events per job at most this often (plus one when it ends). */
   progressIntervalMs: documented(Ms(250, 60_000), '`job.progress` events at most this often per job (plus one at the end)'),
+  /** Cron and one-off schedules (fleet/schedules.ts). */
+  schedules: SchedulesSlice.prefault({}),
 });
 export type FleetConfig = z.infer<typeof FleetSlice>;

@@ -1,0 +1,135 @@
+/**
+ * The parts of the composition root that keep state (gateway.ts wires them): the event bus with its
+ * history, the device registry with its lasting records, queued calls and jobs, and schedules.
+ */
+import { normalizeDeviceId } from '@voxgate/protocol';
+import type { Logger } from 'pino';
+import { JobBody, jobRequest } from './api/jobs.js';
+import type { ClusterConnection } from './cluster/cluster.js';
+import type { Config } from './config.js';
+import { createRegistry } from './devices/create.js';
+import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
+import { DeviceRecords } from './devices/records.js';
+import type { DeviceRegistry } from './devices/registry.js';
+import { GatewayError } from './errors.js';
+import { EventBus } from './events/bus.js';
+import { type EventLog } from './events/history.js';
+import { SqliteEventLog } from './events/history-sqlite.js';
+import { RegistrySelector } from './fleet/registry-selector.js';
+import { Scheduler, type ScheduleTargets } from './fleet/schedules.js';
+import { startFleet, type Fleet } from './fleet/start.js';
+import type { McpHub } from './hub/hub.js';
+import type { Lifecycle } from './lifecycle.js';
+import type { Metrics } from './metrics.js';
+import type { SchemaValidators } from './schemas/validators.js';
+import { SqliteStore } from './store/sqlite-store.js';
+import type { Store } from './store/store.js';
+import type { visionOffer } from './vision/start.js';
+import type { Voice } from './voice/start.js';
+
+/**
+ * The event bus, and the history it resumes from (events/history*.ts): events kept in the store, or the
+ * cluster's event stream, so Last-Event-ID resumes across restarts. The history closes (its last batch
+ * written) before the store, after every device.
+ */
+export function openEvents(config: Config, store: Store, clusterLink: ClusterConnection | undefined, log: Logger, metrics: Metrics, life: Lifecycle) {
+  const eventLog = openEventLog(config, store, clusterLink, log, metrics);
+  const bus = new EventBus({
+    bufferSize: config.events.bufferSize,
+    metrics,
+    log: log.child({ component: 'events' }),
+    deviceRate: { ratePerSecond: config.events.devicePerSecond, burst: config.events.deviceBurst },
+    replaySource: eventLog ?? clusterLink?.replay,
+  });
+  if (eventLog) {
+    const unsubscribe = bus.subscribe((e) => eventLog.append(e));
+    life.defer('event history', () => {
+      unsubscribe();
+      return eventLog.close();
+    });
+  }
+  return { bus, eventLog };
+}
+
+/**
+ * History: the event log this gateway keeps. With the cluster on, the event stream every instance writes;
+ * else a table beside the documents in the embedded store's database (it lends its one handle).
+ */
+function openEventLog(config: Config, store: Store, cluster: ClusterConnection | undefined, log: Logger, metrics: Metrics): EventLog | undefined {
+  if (!config.events.history.enabled) return undefined;
+  if (cluster) return cluster.history;
+  if (!(store instanceof SqliteStore)) return undefined;
+  return store.share((db) => new SqliteEventLog(db, SqliteEventLog.options(config.events, log.child({ component: 'event-history' }), metrics)));
+}
+
+/** The device registry and its lasting records (issue 23): every device ever admitted, listed offline until it dials back. */
+export async function openDevices(
+  config: Config,
+  d: { voice: Voice; log: Logger; bus: EventBus; metrics: Metrics; vision: ReturnType<typeof visionOffer>; validators: SchemaValidators; store: Store; life: Lifecycle },
+) {
+  const { log, metrics, vision } = d;
+  const records = new DeviceRecords({
+    log: log.child({ component: 'device-records' }),
+    lastSeenWriteMs: config.devices.lastSeenWriteMs,
+    onWrite: (outcome) => metrics.deviceRecordWrites.inc({ outcome }),
+  });
+  const registry = createRegistry(
+    { voice: d.voice.hook, log, bus: d.bus, metrics, vision: vision.capability, validators: d.validators, records },
+    { ...config, visionRefreshMs: vision.refreshMs },
+  );
+  // Callers find devices here: this instance's registry, and the cluster's devices once it has joined.
+  const directory = new FleetDirectory(registry, records);
+  await records.attach(d.store);
+  registry.restoreRecords();
+  records.startLastSeenSweep(() => registry.sessions());
+  // Deferred after the store: runs before it closes, once the devices' final last-seen writes are queued.
+  d.life.defer('device records', () => records.close());
+  return { records, registry, directory };
+}
+
+/** Queued calls and fleet jobs (fleet/): delivered to devices ready on THIS instance; closed before the store. */
+export async function openFleet(
+  config: Config,
+  d: { store: Store; bus: EventBus; log: Logger; registry: DeviceRegistry; directory: DeviceDirectory; hub: McpHub; life: Lifecycle },
+): Promise<Fleet> {
+  const { registry } = d;
+  const fleet = await startFleet(
+    {
+      store: d.store,
+      bus: d.bus,
+      log: d.log,
+      port: { readyHere: (id) => (registry.find(id)?.state === 'ready' ? registry.find(id) : undefined) },
+      selector: new RegistrySelector(d.directory),
+      soleSender: !config.cluster.enabled,
+      maxCallMs: config.calls.maxTimeoutMs,
+    },
+    config.fleet,
+  );
+  d.life.defer('fleet', () => fleet.close());
+  // The hub's `fleet_start_job` builtin starts jobs as POST /v1/jobs does (same body, same checks).
+  d.hub.useFleetJobs({ start: (body) => fleet.jobs.create(jobRequest(JobBody.parse(body))) });
+  return fleet;
+}
+
+/**
+ * Schedules (fleet/schedules.ts): kept in the store, fired once per run across the cluster. What they start
+ * goes through the ScheduleTargets port.
+ */
+export async function openSchedules(config: Config, log: Logger, core: { fleet: Fleet; store: Store; bus: EventBus }, life: Lifecycle): Promise<Scheduler> {
+  // A scheduled call is a queued call (it waits for an offline device); a scheduled job is a fleet job, checked
+  // as POST /v1/jobs checks it.
+  const targets: ScheduleTargets = {
+    async startCall(deviceId, tool, args) {
+      const c = await core.fleet.calls.enqueue({ deviceId: normalizeDeviceId(deviceId) ?? deviceId, tool, arguments: args });
+      return { callId: c.id };
+    },
+    async startJob(body) {
+      const parsed = JobBody.safeParse(body);
+      if (!parsed.success) throw new GatewayError('INVALID_REQUEST', `the scheduled job is not a valid POST /v1/jobs body: ${parsed.error.message.slice(0, 500)}`);
+      return { jobId: (await core.fleet.jobs.create(jobRequest(parsed.data))).id };
+    },
+  };
+  const scheduler = await Scheduler.open({ store: core.store, targets, bus: core.bus, log, config: config.fleet.schedules, instanceId: config.cluster.instanceId });
+  life.defer('schedules', () => scheduler.close());
+  return scheduler;
+}
