@@ -11,6 +11,7 @@ import type { Config } from './config.js';
 import { createRegistry } from './devices/create.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
 import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
+import { DeviceTenants } from './devices/tenants.js';
 import type { DeviceRegistry } from './devices/registry.js';
 import type { Enrollment } from './enrollment/enrollment.js';
 import { openEnrollment } from './enrollment/open.js';
@@ -84,6 +85,8 @@ export interface Gateway {
   reloadTls(): boolean;
   /** This instance's part of the cluster, when `cluster.enabled`. */
   cluster: Cluster | undefined;
+  /** Which tenant each device belongs to (what a tenant's API key may see). */
+  deviceTenants: DeviceTenants;
   close(): Promise<void>;
 }
 
@@ -119,6 +122,7 @@ interface Core {
   directory: FleetDirectory;
   store: Store;
   enrollment: Enrollment | undefined;
+  deviceTenants: DeviceTenants;
   hub: McpHub;
   /** Tokens for tool processes that dial in (mcp.endpoints), when enabled. */
   mcpEndpoints: McpEndpoints | undefined;
@@ -153,9 +157,9 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
   deferShutdown(config, log, core, front, life);
   logStarted(config, log, front.http, front.mqtt, core.tls !== undefined);
   const address = front.http.server.address();
-  const { metrics, bus, registry, directory, hub, mcpEndpoints, store, enrollment, assistant, voice, tls, visionKey } = core;
+  const { metrics, bus, registry, directory, hub, mcpEndpoints, store, enrollment, assistant, voice, tls, visionKey, deviceTenants } = core;
   return {
-    config, log, registry, directory, bus, metrics, hub, mcpEndpoints, hubStarted, store, enrollment, assistant, voice, tls, visionKey,
+    config, log, registry, directory, bus, metrics, hub, mcpEndpoints, hubStarted, store, enrollment, assistant, voice, tls, visionKey, deviceTenants,
     http: front.http,
     mqtt: front.mqtt,
     cluster: front.cluster,
@@ -215,7 +219,11 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   };
   const enrollment =
     config.deviceAuth === 'open' ? undefined : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked }, config.enrollment);
-  const hub = createHub({ log, metrics, registry: directory, bus, validators }, config.mcp, { schemas: config.schemas, deviceCallTimeoutMs: config.calls.defaultTimeoutMs });
+  // Tenancy (issue 20 item 6): each device's tenant, kept in the store and shared through it in a cluster;
+  // the hub, the device, event and enrollment routes and OTA (enrollment.tenantRules) read it.
+  const deviceTenants = new DeviceTenants(config.enrollment.tenantRules ?? [], log.child({ component: 'tenancy' }));
+  await deviceTenants.attach(store);
+  const hub = createHub({ log, metrics, registry: directory, bus, validators, deviceTenancy: deviceTenants }, config.mcp, { schemas: config.schemas, deviceCallTimeoutMs: config.calls.defaultTimeoutMs });
   const closeHub = once(() => hub.close());
   life.defer('hub', closeHub);
   const mcpEndpoints = config.mcp.endpoints.enabled ? await McpEndpoints.open(hub, store, log.child({ component: 'mcp-endpoint' }), config.mcp.endpoints) : undefined;
@@ -225,7 +233,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
-  return { metrics, tls, clusterLink, bus, voice, registry, directory, store, enrollment, hub, mcpEndpoints, assistant, visionKey, closeVoice, closeHub, closeAssistant };
+  return { metrics, tls, clusterLink, bus, voice, registry, directory, store, enrollment, deviceTenants, hub, mcpEndpoints, assistant, visionKey, closeVoice, closeHub, closeAssistant };
 }
 
 /** The HTTP app and device WebSockets, the cluster, then every listener; each registers its closer as it opens. */
@@ -249,6 +257,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       hubEnabled: hubEnabled(config.mcp),
       tenantOf: (key) => tenants.get(key),
       deviceSettings: { voiceModes: core.voice.modes, effectiveVoiceMode: (id) => core.voice.modeOf(id) },
+      deviceTenants: core.deviceTenants,
       ...(core.mcpEndpoints ? { mcpEndpoints: { endpoints: core.mcpEndpoints, path: config.mcp.endpoints.path } } : {}),
     },
     tls,

@@ -9,6 +9,7 @@ import type { OtaConfig } from '../firmware/config.js';
 import type { McpConfig } from '../hub/config.js';
 import type { ConsoleConfig, HttpConfig, MetricsConfig } from './config.js';
 import type { DeviceDirectory } from '../devices/directory.js';
+import type { DeviceTenants } from '../devices/tenants.js';
 import type { EventBus } from '../events/bus.js';
 import { mcpAllowedHosts } from '../facade/allowed-hosts.js';
 import { firmwareRoutes } from '../firmware/routes.js';
@@ -83,6 +84,8 @@ export interface ApiDeps {
   https?: SecureContextOptions | undefined;
   /** Per-device voice modes (PATCH /v1/devices/{id}). */
   deviceSettings?: DeviceSettingsDeps;
+  /** Devices' tenants: what a tenant's API key may see (absent: no device has a tenant; operator keys see all). */
+  deviceTenants?: DeviceTenants;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -121,7 +124,17 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   // With metrics.port set, /metrics lives on its own listener (gateway.ts) and not here.
   if (s.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d.apiKeys, s.metrics.key) });
   const firmware = new FirmwareService({ settings: s.ota, imagesDir: s.firmwareDir, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
-  await app.register(otaRoutes, { settings: s, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, mqttTlsPort: d.mqttTlsPort ?? (() => undefined), metrics: d.metrics, enrollment: d.enrollment, firmware });
+  const tenants = d.deviceTenants;
+  await app.register(otaRoutes, {
+    settings: s,
+    deviceSecret: d.deviceSecret,
+    mqttPort: d.mqttPort,
+    mqttTlsPort: d.mqttTlsPort ?? (() => undefined),
+    metrics: d.metrics,
+    enrollment: d.enrollment,
+    firmware,
+    tenants,
+  });
   await app.register(firmwareRoutes, { firmware, maxPerAddress: s.ota.downloadsPerAddress, maxTotal: s.ota.maxDownloads });
   // Devices authenticate with their vision token, not an API key.
   if (d.vision) await app.register(visionExplainRoute, d.vision);
@@ -130,8 +143,8 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     v1.addHook('onRoute', (route) => {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
-    await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id) });
-    if (d.deviceSettings) await v1.register(deviceSettingsRoutes, d.deviceSettings);
+    await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id), ...(tenants ? { tenancy: tenants } : {}) });
+    if (d.deviceSettings) await v1.register(deviceSettingsRoutes, { ...d.deviceSettings, tenants });
     if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
     await v1.register(firmwareOfferRoute, { firmware, http: s.http });
     await v1.register(eventRoutes, {
@@ -140,8 +153,9 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       maxStreams: s.events.maxStreams,
       maxStreamsPerKey: s.events.maxStreamsPerKey,
       maxBufferedBytes: s.events.maxBufferedBytes,
+      tenancy: tenants,
     });
-    await v1.register(enrollmentRoutes, { enrollment: d.enrollment });
+    await v1.register(enrollmentRoutes, { enrollment: d.enrollment, tenants });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });

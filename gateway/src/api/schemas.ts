@@ -37,6 +37,7 @@ export const Device = z.object({
   toolsHash: z.string().nullable(),
   pendingCalls: z.number().int(),
   catalogWarning: z.string().optional().describe('Present when the device refused part of its tool list for good: the catalog holds the tools before it'),
+  tenant: z.string().nullable().describe('The tenant the device belongs to (null: none yet; only operator keys see it)'),
 });
 export const DeviceList = z.object({
   devices: z.array(Device),

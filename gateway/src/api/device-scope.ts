@@ -1,0 +1,33 @@
+import type { FastifyRequest } from 'fastify';
+import type { DeviceDirectory } from '../devices/directory.js';
+import { scopedDirectory } from '../devices/scoped-directory.js';
+import { deviceVisible, type DeviceTenancy } from '../devices/tenants.js';
+import { GatewayError } from '../errors.js';
+import { parseDeviceId } from './route-helpers.js';
+
+/**
+ * Device routes see devices through the caller's tenant (principal.ts canSee): an operator key (no tenant)
+ * sees every device, a tenant's key only its tenant's. Another tenant's device is answered as one that
+ * never connected (404 DEVICE_NOT_FOUND), never 403: a tenant learns nothing of the others' devices.
+ */
+
+/** Nobody has a tenant: what routes see when no tenancy is wired (only operator keys see devices). */
+export const NO_TENANTS: DeviceTenancy = { tenantOf: () => undefined };
+
+/** Whether this request's caller may see the device. */
+export function callerSees(req: FastifyRequest, tenancy: DeviceTenancy, deviceId: string): boolean {
+  return deviceVisible(tenancy, req.caller ?? {}, deviceId);
+}
+
+/** The device id of a path parameter, when the caller may see that device; 400 when malformed, 404 when not its own. */
+export function visibleDeviceId(req: FastifyRequest, tenancy: DeviceTenancy, raw: string): string {
+  const id = parseDeviceId(raw);
+  if (!callerSees(req, tenancy, id)) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected`);
+  return id;
+}
+
+/** The directory as this request's caller sees it. */
+export function callerDirectory(req: FastifyRequest, dir: DeviceDirectory, tenancy: DeviceTenancy): DeviceDirectory {
+  const caller = req.caller ?? {};
+  return caller.tenant === undefined ? dir : scopedDirectory(dir, (id) => deviceVisible(tenancy, caller, id));
+}
