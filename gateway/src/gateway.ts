@@ -223,6 +223,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   // the hub, the device, event and enrollment routes and OTA (enrollment.tenantRules) read it.
   const deviceTenants = new DeviceTenants(config.enrollment.tenantRules ?? [], log.child({ component: 'tenancy' }));
   await deviceTenants.attach(store);
+  voice.useTenancy(deviceTenants);
   const hub = createHub({ log, metrics, registry: directory, bus, validators, deviceTenancy: deviceTenants }, config.mcp, { schemas: config.schemas, deviceCallTimeoutMs: config.calls.defaultTimeoutMs });
   const closeHub = once(() => hub.close());
   life.defer('hub', closeHub);
@@ -293,7 +294,9 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   }
   const closeMqtt = once(() => f.mqtt?.close());
   life.defer('mqtt', closeMqtt);
-  await openListeners(http, config, () => mqttOptions(config, { auth, registry, log, metrics, tls, apiKeys }), (m) => (f.mqtt = m));
+  // MQTT backends read every device's events (voxgate/events/#): operator keys only, never a tenant's key.
+  const operatorKeys = () => secrets.apiKeys.filter((k) => !tenants.has(k));
+  await openListeners(http, config, () => mqttOptions(config, { auth, registry, log, metrics, tls, apiKeys: operatorKeys }), (m) => (f.mqtt = m));
   if (f.mqtt) fanOutToMqtt(bus, f.mqtt.publish);
   const metricsListener =
     config.metrics.port === undefined
