@@ -22,6 +22,7 @@ import type { Metrics } from '../metrics.js';
 import type { Assistant } from '../assistant/assistant.js';
 import { assistantRoutes } from './assistant.js';
 import { requireApiKey } from './auth.js';
+import { NO_TENANTS, scopeDeviceRoutes } from './device-scope.js';
 import type { Enrollment } from '../enrollment/enrollment.js';
 import { deviceRoutes } from './devices.js';
 import { deviceSettingsRoutes, type DeviceSettingsDeps } from './device-settings.js';
@@ -140,6 +141,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   if (d.vision) await app.register(visionExplainRoute, d.vision);
   await app.register(async (v1) => {
     requireApiKey(v1, d.apiKeys, d.tenantOf);
+    scopeDeviceRoutes(v1, tenants ?? NO_TENANTS);
     v1.addHook('onRoute', (route) => {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });

@@ -1,4 +1,5 @@
-import type { FastifyRequest } from 'fastify';
+import { normalizeDeviceId } from '@voxgate/protocol';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { DeviceDirectory } from '../devices/directory.js';
 import { scopedDirectory } from '../devices/scoped-directory.js';
 import { deviceVisible, type DeviceTenancy } from '../devices/tenants.js';
@@ -24,6 +25,20 @@ export function visibleDeviceId(req: FastifyRequest, tenancy: DeviceTenancy, raw
   const id = parseDeviceId(raw);
   if (!callerSees(req, tenancy, id)) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected`);
   return id;
+}
+
+/**
+ * Every route under `/v1/devices/{deviceId}` of the plugin that calls this, whoever registers it (photos,
+ * firmware, queued calls, ...), answers 404 for a device the caller may not see, before its handler runs.
+ */
+export function scopeDeviceRoutes(app: FastifyInstance, tenancy: DeviceTenancy): void {
+  app.addHook('preHandler', async (req) => {
+    if (req.caller?.tenant === undefined || !req.routeOptions.url?.startsWith('/v1/devices/:deviceId')) return;
+    const raw = (req.params as { deviceId?: unknown }).deviceId;
+    const id = typeof raw === 'string' ? normalizeDeviceId(raw) : undefined;
+    // A malformed id is the route's own 400; an id of another tenant's device is not there.
+    if (id !== undefined && !callerSees(req, tenancy, id)) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected`);
+  });
 }
 
 /** The directory as this request's caller sees it. */

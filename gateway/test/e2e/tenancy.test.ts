@@ -127,6 +127,8 @@ describe('tenants separate devices, enrollments, events and tools (issue 20 item
         await t.api<Problem>('POST', `${base}/rpc`, { method: 'tools/list' }, as(KEY_A)),
         await t.api<Problem>('PATCH', base, { voiceMode: 'off' }, as(KEY_A)),
         await t.api<Problem>('PATCH', base, { tenant: 'acme' }, as(KEY_A)),
+        // Routes under /v1/devices/{id} that other parts register are scoped too.
+        await t.api<Problem>('GET', `${base}/firmware`, undefined, as(KEY_A)),
       ];
       expect(tries.map((r) => [r.status, r.body.code])).toEqual(tries.map(() => [404, 'DEVICE_NOT_FOUND']));
     }
