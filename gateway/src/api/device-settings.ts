@@ -49,7 +49,7 @@ export async function deviceSettingsRoutes(app: FastifyInstance, d: DeviceSettin
   app.patch<{ Params: z.infer<typeof DeviceIdParam>; Body: z.infer<typeof DeviceSettingsPatch> }>('/v1/devices/:deviceId', {
     schema: {
       tags: ['devices'],
-      summary: "Change a device's settings (its voice mode); fields left out stay as they are",
+      summary: "Change a device's settings (its voice mode, its tenant); fields left out stay as they are",
       params: jsonSchema(DeviceIdParam),
       // Written out: null (clear) must pass the validator, which an OpenAPI 3.0 `nullable` enum does not say.
       body: {
