@@ -4,14 +4,14 @@
  *   npm run bench                 full (fleet 100 000 requested, 10 min soak)
  *   npm run bench -- --quick      about 3 minutes on 2 cores (fleet 10 000, 60 s soak, 40 s of relayed audio)
  *   npm run bench -- --tiny       seconds; for the correctness test (20 devices)
- *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet,voice,cluster (storm/soak need fleet),
+ *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet,voice,converse,cluster (storm/soak need fleet),
  *            --profile (gateway under --cpu-prof, WebSocket call path only; see bench/tools/top-self.ts)
  *
  * Processes: this runner (the load generator, autocannon), the gateway (gateway/src/main.ts), the floors
  * (bench/floors/*), and fleet processes (bench/fleet/fleet.ts) holding the simulated devices; the cluster rows add a
  * nats-server and two clustered gateways. Every child is killed at the end, on failure too.
  *
- * The scenarios are in bench/scenarios/: call-path.ts, fleet.ts (with storm and soak), voice.ts, cluster.ts.
+ * The scenarios are in bench/scenarios/: call-path.ts, fleet.ts (with storm and soak), voice.ts, converse.ts, cluster.ts.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,6 +25,7 @@ import { Fleet, type Env } from './scenarios/env.js';
 import { fleetScenarios } from './scenarios/fleet.js';
 import { ratio, round, until } from './scenarios/measure.js';
 import { voiceScenarios } from './scenarios/voice.js';
+import { converseScenarios } from './scenarios/converse.js';
 
 async function main(b: Bench): Promise<void> {
   const lim = limits();
@@ -99,6 +100,7 @@ async function main(b: Bench): Promise<void> {
       }
     if (b.only.has('fleet')) await fleetScenarios(b, env);
     if (b.only.has('voice')) await voiceScenarios(b, dataDir);
+    if (b.only.has('converse')) await converseScenarios(b, dataDir);
     if (b.only.has('cluster')) await clusterScenarios(b, env, dataDir);
 
     const doc = { date: new Date().toISOString(), machine: m, results: b.results };

@@ -1,5 +1,5 @@
 /**
- * The bench harness in its tiny mode (20 devices, a few hundred calls, a 2 s soak, a few voice sessions, two clustered
+ * The bench harness in its tiny mode (20 devices, a few hundred calls, a 2 s soak, a few voice sessions, four conversations, two clustered
  * instances on a real nats-server): real processes, real sockets. Checks correctness only — the JSON file's shape, every scenario present, no errors,
  * no pending call left after the soak. Never a speed: timing lives in the figures, not in a test.
  */
@@ -85,6 +85,10 @@ describe('bench harness (tiny mode)', () => {
       'cluster.calls_per_s',
       'cluster.p50_ms',
       'cluster.p99_ms',
+      'converse.own_latency_p50_ms',
+      'converse.concurrent_answered',
+      'converse.cpu_ms_per_audio_s',
+      'converse.audio_path_ms_per_audio_s',
     ])
       expect(names, name).toContain(name);
 
@@ -110,6 +114,11 @@ describe('bench harness (tiny mode)', () => {
         expect(r.params['floorFrames']).toBeGreaterThan(0);
       }
     }
+    // Conversations: every device's turn answered with audio (correctness; how fast is the figures' business).
+    const answered = doc.results.find((r) => r.name === 'converse.concurrent_answered')!;
+    expect(answered.value).toBe(answered.floor);
+    expect(answered.params['failed']).toBe(0);
+    expect(answered.params['framesDown']).toBeGreaterThan(0);
     // Cluster: every device on the owning instance, none on the other; each call through the other instance went
     // over NATS (B counts it forwarded; the warm-up's too), measured against the owning instance in the same run.
     const held = doc.results.find((r) => r.name === 'cluster.devices_per_instance')!;

@@ -57,6 +57,7 @@ class WsDeviceLink implements DeviceLink {
 }
 
 /** Device WebSocket endpoint on the HTTP server: auth at the upgrade, frames to sessions, heartbeat. */
+// eslint-disable-next-line max-lines-per-function -- a connection's handlers share its closure (limits, state, close)
 export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false });
   const alive = new WeakMap<WebSocket, boolean>();
