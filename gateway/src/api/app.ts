@@ -126,16 +126,8 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   if (s.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d.apiKeys, s.metrics.key) });
   const firmware = new FirmwareService({ settings: s.ota, imagesDir: s.firmwareDir, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
   const tenants = d.deviceTenants;
-  await app.register(otaRoutes, {
-    settings: s,
-    deviceSecret: d.deviceSecret,
-    mqttPort: d.mqttPort,
-    mqttTlsPort: d.mqttTlsPort ?? (() => undefined),
-    metrics: d.metrics,
-    enrollment: d.enrollment,
-    firmware,
-    tenants,
-  });
+  const ota = { settings: s, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, mqttTlsPort: d.mqttTlsPort ?? (() => undefined), metrics: d.metrics, enrollment: d.enrollment };
+  await app.register(otaRoutes, { ...ota, firmware, tenants });
   await app.register(firmwareRoutes, { firmware, maxPerAddress: s.ota.downloadsPerAddress, maxTotal: s.ota.maxDownloads });
   // Devices authenticate with their vision token, not an API key.
   if (d.vision) await app.register(visionExplainRoute, d.vision);

@@ -10,10 +10,14 @@ import { callerDirectory, NO_TENANTS } from './device-scope.js';
 import { parseDeviceId, problems } from './route-helpers.js';
 
 /** Devices, their tools, and calls to them. */
-export async function deviceRoutes(
-  app: FastifyInstance,
-  opts: { registry: DeviceDirectory; firmwareVersion?: (deviceId: string) => string | undefined; tenancy?: DeviceTenancy },
-): Promise<void> {
+export interface DeviceRouteOptions {
+  registry: DeviceDirectory;
+  firmwareVersion?: (deviceId: string) => string | undefined;
+  /** Devices' tenants: what a tenant's key may see (absent: no device has a tenant). */
+  tenancy?: DeviceTenancy;
+}
+
+export async function deviceRoutes(app: FastifyInstance, opts: DeviceRouteOptions): Promise<void> {
   const tenancy = opts.tenancy ?? NO_TENANTS;
   // Every route reads devices through the caller's tenant: another tenant's device is not there (404).
   const devicesOf = (req: FastifyRequest) => callerDirectory(req, opts.registry, tenancy);

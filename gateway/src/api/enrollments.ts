@@ -43,6 +43,13 @@ const RefusedList = z.object({ refused: z.array(RefusedDevice) });
 const CodeParam = z.object({ code: z.string().regex(/^\d{6}$/).describe('The code the device shows') });
 const Reenrolled = z.object({ deviceId: z.string(), revoked: z.boolean() });
 const ApproveBody = z.object({ tenant: Tenant.optional() }).strict();
+/** Written out: the body is optional (no body at all is an approval without a tenant). */
+const APPROVE_BODY_JSON = {
+  type: 'object',
+  nullable: true,
+  properties: { tenant: { type: 'string', pattern: TENANT_PATTERN.source, description: "The tenant the device joins (operator keys; a tenant's key may only name its own)" } },
+  additionalProperties: false,
+};
 
 /** What the routes need of device tenancy (devices/tenants.ts). */
 export type EnrollmentTenants = Pick<DeviceTenants, 'tenantOf' | 'ruleFor' | 'set'>;
@@ -67,22 +74,30 @@ function approvedTenant(req: FastifyRequest, t: EnrollmentTenants, claim: Claim 
 }
 
 /** Operators decide which devices join: pending activation codes, approve or reject, re-enroll. */
+/** The enrollment checks of one gateway, each through principal.ts canSee. */
+function scoped(tenants: EnrollmentTenants, need: () => Enrollment) {
+  const seesClaim = (req: FastifyRequest, c: Claim) => canSee(req.caller ?? {}, claimTenant(tenants, c));
+  return {
+    seesDevice: (req: FastifyRequest, deviceId: string) => canSee(req.caller ?? {}, tenants.tenantOf(deviceId)),
+    seesClaim,
+    /** The pending claim behind a code, when this caller may see it (operators: whatever enrollment says). */
+    claimFor: (req: FastifyRequest, code: string): Claim | undefined => {
+      const claim = need().pending().find((c) => c.code === code);
+      if (req.caller?.tenant !== undefined && (!claim || !seesClaim(req, claim))) throw new GatewayError('ENROLLMENT_NOT_FOUND', `no pending enrollment has code ${code}`);
+      return claim;
+    },
+    view: (b: Binding) => ({ ...bindingView(b), tenant: tenants.tenantOf(b.deviceId) ?? null }),
+  };
+}
+
 export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment: Enrollment | undefined; tenants?: EnrollmentTenants | undefined }): Promise<void> {
   const tags = ['enrollment'];
   const tenants = opts.tenants ?? NO_TENANTS;
-  const seesDevice = (req: FastifyRequest, deviceId: string) => canSee(req.caller ?? {}, tenants.tenantOf(deviceId));
-  const seesClaim = (req: FastifyRequest, c: Claim) => canSee(req.caller ?? {}, claimTenant(tenants, c));
-  /** The pending claim behind a code, when this caller may see it (operators: whatever enrollment says). */
-  const claimFor = (req: FastifyRequest, code: string): Claim | undefined => {
-    const claim = need().pending().find((c) => c.code === code);
-    if (req.caller?.tenant !== undefined && (!claim || !seesClaim(req, claim))) throw new GatewayError('ENROLLMENT_NOT_FOUND', `no pending enrollment has code ${code}`);
-    return claim;
-  };
-  const view = (b: Binding) => ({ ...bindingView(b), tenant: tenants.tenantOf(b.deviceId) ?? null });
   const need = (): Enrollment => {
     if (!opts.enrollment) throw new GatewayError('ENROLLMENT_NOT_FOUND', 'device auth is "open": devices need no enrollment');
     return opts.enrollment;
   };
+  const { seesDevice, seesClaim, claimFor, view } = scoped(tenants, need);
 
   app.get('/v1/enrollments', {
     schema: { tags, summary: 'Devices waiting for approval, oldest first', response: { 200: jsonSchema(EnrollmentList, 'output'), ...problems(401) } } as FastifySchema,
@@ -107,13 +122,7 @@ export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment:
       summary: 'Approve the device showing this code: its next OTA check receives its credentials',
       description: "A tenant's key approves for its own tenant (a different `tenant` is 403); an operator key may name the device's tenant.",
       params: jsonSchema(CodeParam),
-      // Written out: the body is optional (no body at all is an approval without a tenant).
-      body: {
-        type: 'object',
-        nullable: true,
-        properties: { tenant: { type: 'string', pattern: TENANT_PATTERN.source, description: 'The tenant the device joins (operator keys; a tenant\'s key may only name its own)' } },
-        additionalProperties: false,
-      },
+      body: APPROVE_BODY_JSON,
       response: { 200: jsonSchema(EnrolledDevice, 'output'), ...problems(400, 401, 403, 404) },
     } as FastifySchema,
     handler: async (req) => {
