@@ -1,5 +1,6 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { OtaResponseSchema, type OtaResponse } from '@voxgate/protocol';
+import { connect } from 'mqtt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { ReferenceDevice, type RefTool } from '../../../test/support/reference-device.js';
@@ -204,5 +205,16 @@ describe('tenants separate devices, enrollments, events and tools (issue 20 item
     } finally {
       for (const s of streams) s.close();
     }
+  });
+
+  it("MQTT event subscribers (every device's events) log in with an operator key only", async () => {
+    const login = (password: string) =>
+      new Promise<string>((resolve) => {
+        const c = connect(t.mqttUrl, { clientId: `backend-${password.slice(4, 12)}`, username: 'backend', password, reconnectPeriod: 0 });
+        c.once('connect', () => (c.end(true), resolve('connected')));
+        c.once('error', (e) => (c.end(true), resolve(`refused ${String((e as { code?: number }).code)}`)));
+      });
+    expect(await login(KEY_A)).toMatch(/^refused/);
+    expect(await login(TEST_API_KEY)).toBe('connected');
   });
 });
