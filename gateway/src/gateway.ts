@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -18,6 +18,8 @@ import { openEnrollment } from './enrollment/open.js';
 import { GatewayError } from './errors.js';
 import { EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
+import { SchedulesSlice } from './fleet/schedules-config.js';
+import { Scheduler, type ScheduleTargets } from './fleet/schedules.js';
 import { createHub } from './hub/create.js';
 import { hubEnabled } from './hub/config.js';
 import type { McpHub } from './hub/hub.js';
@@ -247,9 +249,11 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   const vision = visionService({ visionKey: core.visionKey, dataDir: config.dataDir, fallbackExplainer, bus, metrics, log }, config.vision);
   const api = { log, registry: directory, bus, metrics, hub, enrollment, assistant, history, apiKeys, version: GATEWAY_VERSION, deviceSecret: secrets.deviceSecret };
   const f = { stopping: false, mqtt: undefined as MqttLink | undefined };
+  const scheduler = await openSchedules(config, log, core, life);
   const http: FastifyInstance = await createHttp(
     {
       ...api,
+      scheduler,
       ...(vision ? { vision } : {}),
       settings: { ...config, mcpEndpoint: config.mcp.endpoint, firmwareDir: join(config.dataDir, 'firmware') },
       mqttPort: () => f.mqtt?.port ?? config.mqtt.port,
@@ -314,6 +318,33 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   history.start();
   life.defer('metrics history', () => history.stop());
   return Object.assign(f, { http, ws, metricsListener, cluster, history, closeHttp, closeMqtt, closeMetrics, closeWs });
+}
+
+/**
+ * Schedules (fleet/schedules.ts): kept in the store, fired once per run across the cluster. What they start
+ * goes through the ScheduleTargets port.
+ */
+async function openSchedules(config: Config, log: Logger, core: Core, life: Lifecycle): Promise<Scheduler> {
+  // wired to fleet/queued-calls at merge: until then a scheduled call goes straight to the device (an offline
+  // device is the run's error), and a scheduled job is refused when it fires.
+  const targets: ScheduleTargets = {
+    async startCall(deviceId, tool, args) {
+      const device = core.directory.device(deviceId);
+      const callId = `call_${randomBytes(9).toString('base64url')}`;
+      void device.call(tool, args).then(
+        (out) => log.info({ deviceId, tool, callId, isError: out.isError ?? false }, 'scheduled call done'),
+        (err: unknown) => log.warn({ deviceId, tool, callId, err }, 'scheduled call failed'),
+      );
+      return { callId };
+    },
+    async startJob() {
+      throw new GatewayError('INVALID_REQUEST', 'fleet jobs are not in this build yet: a schedule can start a call only');
+    },
+  };
+  // schedules.* joins the configuration at merge (fleet/schedules-config.ts): the defaults until then.
+  const scheduler = await Scheduler.open({ store: core.store, targets, bus: core.bus, log, config: SchedulesSlice.parse({}), instanceId: config.cluster.instanceId });
+  life.defer('schedules', () => scheduler.close());
+  return scheduler;
 }
 
 /** mcp.publish: the namespace served to remote MCP endpoints (each redials with backoff until closed). */

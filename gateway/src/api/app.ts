@@ -38,6 +38,8 @@ import { photoRoutes } from '../vision/photo-routes.js';
 import { visionExplainRoute, type VisionService } from '../vision/routes.js';
 import { consoleRoutes } from './console.js';
 import { historyRoutes } from './history.js';
+import type { Scheduler } from '../fleet/schedules.js';
+import { scheduleRoutes } from './schedules.js';
 import type { MetricsHistory } from '../metrics-history.js';
 
 /** The slices of the configuration the HTTP side reads. */
@@ -87,6 +89,8 @@ export interface ApiDeps {
   deviceSettings?: DeviceSettingsDeps;
   /** Devices' tenants: what a tenant's API key may see (absent: no device has a tenant; operator keys see all). */
   deviceTenants?: DeviceTenants;
+  /** Cron and one-off schedules (/v1/schedules). */
+  scheduler?: Scheduler;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -154,6 +158,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });
     if (d.history) await v1.register(historyRoutes, { history: d.history });
+    if (d.scheduler) await v1.register(scheduleRoutes, { scheduler: d.scheduler });
   });
   if (s.console.enabled) await app.register(consoleRoutes, { dir: s.console.dir, publicUrl: s.http.publicUrl });
   if (d.hub && s.mcpEndpoint.enabled) {

@@ -54,6 +54,11 @@ export class SqliteStore implements Store {
     ]);
   }
 
+  async create(collection: string, key: string, value: unknown): Promise<boolean> {
+    const sql = 'INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (collection, key) DO NOTHING';
+    return this.db.run(sql, [collection, key, JSON.stringify(value), Date.now()]).changes > 0;
+  }
+
   async delete(collection: string, key: string): Promise<boolean> {
     return this.db.run('DELETE FROM documents WHERE collection = ? AND key = ?', [collection, key]).changes > 0;
   }
