@@ -5,7 +5,7 @@ import { startSpeechServer } from '../../gateway/test/support/speech-servers.js'
 import { startLlmServer } from '../../test/support/llm-server.js';
 import { ConversationDevice, processCpuMs, spokenUtterance, type TurnObservation } from '../lib/converse.js';
 import { freePort, spawnTs } from '../lib/procs.js';
-import { API_KEY, type Bench } from './bench.js';
+import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
 import { macOf, metric, ratio, round, until } from './measure.js';
 
 /** Fixed delays of the stand-in providers, subtracted from what the device sees. */
@@ -78,7 +78,7 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     return made;
   };
   try {
-    await until('the converse gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
+    await until('the converse gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
     await replies.ready;
     // Latency: one device, turns one after another.
     const [one] = await open(1);

@@ -47,7 +47,7 @@ describe('bench harness (tiny mode)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'voxgate-bench-test-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('runs every scenario against its floor, writes the results file, and leaves no error or pending call', { timeout: 240_000 }, async () => {
+  it('runs every scenario against its floor, writes the results file, and leaves no error or pending call', { timeout: 360_000 }, async () => {
     const out = join(dir, 'tiny.json');
     const run = await runBench(out);
     expect(run.code, run.stderr.slice(-3000)).toBe(0);
@@ -59,11 +59,14 @@ describe('bench harness (tiny mode)', () => {
       'ws.calls_per_s',
       'ws.p50_ms',
       'ws.p99_ms',
+      'ws.cpu_us_per_call',
       'mqtt.calls_per_s',
       'mqtt.p50_ms',
       'mqtt.p99_ms',
+      'mqtt.cpu_us_per_call',
       'mqtt_vs_ws.calls_per_s',
       'fleet.ready_per_s',
+      'fleet.cpu_us_per_device',
       'fleet.rss_per_device',
       'fleet.heap_per_device',
       'storm.ready_ms',
@@ -73,10 +76,16 @@ describe('bench harness (tiny mode)', () => {
       'soak.heap_after_gc',
       'soak.pending_end',
       'soak.errors',
+      'idle.rss',
+      'voice.idle_rss',
       'voice_ws.frames_per_s',
+      'voice_ws.cpu_us_per_frame',
+      'voice_ws.rss_per_session',
       'voice_ws.rtt_p50_ms',
       'voice_ws.rtt_p99_ms',
       'voice_udp.frames_per_s',
+      'voice_udp.cpu_us_per_frame',
+      'voice_udp.rss_per_session',
       'voice_udp.rtt_p50_ms',
       'voice_udp.rtt_p99_ms',
       'cluster.devices_per_instance',

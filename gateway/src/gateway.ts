@@ -1,9 +1,10 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { metricsKeys } from './api/app.js';
 import { startMetricsListener } from './api/health.js';
+import { eventFilterFor } from './api/device-scope.js';
 import { createHttp } from './api/start.js';
 import { Assistant } from './assistant/assistant.js';
 import { connectCluster, startCluster, type Cluster, type ClusterConnection } from './cluster/cluster.js';
@@ -18,6 +19,8 @@ import { openEnrollment } from './enrollment/open.js';
 import { GatewayError } from './errors.js';
 import { EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
+import { historyMaxAgeMs, type EventLog } from './events/history.js';
+import { SqliteEventLog } from './events/history-sqlite.js';
 import { SchedulesSlice } from './fleet/schedules-config.js';
 import { Scheduler, type ScheduleTargets } from './fleet/schedules.js';
 import { createHub } from './hub/create.js';
@@ -37,6 +40,7 @@ import { MetricsHistory } from './metrics-history.js';
 import { SchemaValidators } from './schemas/validators.js';
 import { resolveSecrets } from './secrets.js';
 import { openStore } from './store/open.js';
+import { SqliteStore } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { TlsCertificates } from './tls/certificates.js';
 import { GATEWAY_VERSION } from './version.js';
@@ -119,6 +123,8 @@ interface Core {
   tls: TlsCertificates | undefined;
   clusterLink: ClusterConnection | undefined;
   bus: EventBus;
+  /** The persisted event history (GET /v1/events/history), when events.history is on. */
+  eventLog: EventLog | undefined;
   voice: Voice;
   registry: DeviceRegistry;
   directory: FleetDirectory;
@@ -191,15 +197,36 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   // Read first: a missing or mismatched certificate stops the start before anything listens.
   const { certFile, keyFile, caFile } = config.tls;
   const tls = certFile !== undefined && keyFile !== undefined ? new TlsCertificates({ certFile, keyFile, caFile }, log.child({ component: 'tls' }), metrics) : undefined;
-  const clusterLink = config.cluster.enabled ? await connectCluster(config.cluster, { log, metricsRegistry: metrics.registry, replayLimit: config.events.bufferSize }) : undefined;
+  const clusterLink = config.cluster.enabled
+    ? await connectCluster(config.cluster, {
+        log,
+        metricsRegistry: metrics.registry,
+        replayLimit: config.events.bufferSize,
+        history: { maxEvents: config.events.history.maxEvents, maxAgeMs: historyMaxAgeMs(config.events.history) },
+      })
+    : undefined;
   if (clusterLink) life.defer('cluster connection', () => clusterLink.close());
+  // Opened before the bus: the event history (a table in it) is where the bus resumes an id its ring lost.
+  const store = await openStore(config.cluster, config.dataDir, log);
+  life.defer('store', () => store.close());
+  // --- History (events/history*.ts): events kept in the store, or the cluster's event stream; Last-Event-ID
+  // resumes from it across restarts. Closed (its last batch written) before the store, after every device.
+  const eventLog = openEventLog(config, store, clusterLink, log, metrics);
   const bus = new EventBus({
     bufferSize: config.events.bufferSize,
     metrics,
     log: log.child({ component: 'events' }),
     deviceRate: { ratePerSecond: config.events.devicePerSecond, burst: config.events.deviceBurst },
-    replaySource: clusterLink?.replay,
+    replaySource: eventLog ?? clusterLink?.replay,
   });
+  if (eventLog) {
+    const unsubscribe = bus.subscribe((e) => eventLog.append(e));
+    life.defer('event history', () => {
+      unsubscribe();
+      return eventLog.close();
+    });
+  }
+  // --- end History
   const validators = new SchemaValidators({
     limits: config.schemas,
     maxCached: config.schemas.validatorCacheSize,
@@ -213,8 +240,6 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const registry = createRegistry({ voice: voice.hook, log, bus, metrics, vision: vision.capability, validators }, { ...config, visionRefreshMs: vision.refreshMs });
   // Callers find devices here: this instance's registry, and the cluster's devices once it has joined.
   const directory = new FleetDirectory(registry);
-  const store = await openStore(config.cluster, config.dataDir, log);
-  life.defer('store', () => store.close());
   await voice.useStore(store);
   const onRevoked = (deviceId: string) => {
     for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
@@ -236,7 +261,18 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
-  return { metrics, tls, clusterLink, bus, voice, registry, directory, store, enrollment, deviceTenants, hub, mcpEndpoints, assistant, visionKey, closeVoice, closeHub, closeAssistant };
+  return { metrics, tls, clusterLink, bus, eventLog, voice, registry, directory, store, enrollment, deviceTenants, hub, mcpEndpoints, assistant, visionKey, closeVoice, closeHub, closeAssistant };
+}
+
+/**
+ * History: the event log this gateway keeps. With the cluster on, the event stream every instance writes;
+ * else a table beside the documents in the embedded store's database (it lends its one handle).
+ */
+function openEventLog(config: Config, store: Store, cluster: ClusterConnection | undefined, log: Logger, metrics: Metrics): EventLog | undefined {
+  if (!config.events.history.enabled) return undefined;
+  if (cluster) return cluster.history;
+  if (!(store instanceof SqliteStore)) return undefined;
+  return store.share((db) => new SqliteEventLog(db, SqliteEventLog.options(config.events, log.child({ component: 'event-history' }), metrics)));
 }
 
 /** The HTTP app and device WebSockets, the cluster, then every listener; each registers its closer as it opens. */
@@ -264,6 +300,8 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       deviceSettings: { voiceModes: core.voice.modes, effectiveVoiceMode: (id) => core.voice.modeOf(id) },
       deviceTenants: core.deviceTenants,
       ...(core.mcpEndpoints ? { mcpEndpoints: { endpoints: core.mcpEndpoints, path: config.mcp.endpoints.path } } : {}),
+      // History: device tenancy's per-request filter (a tenant's key reads its devices' events only).
+      ...(core.eventLog ? { eventHistory: { log: core.eventLog, visibleTo: (req: FastifyRequest) => eventFilterFor(req, core.deviceTenants) } } : {}),
     },
     tls,
   );

@@ -28,6 +28,7 @@ import { deviceRoutes } from './devices.js';
 import { deviceSettingsRoutes, type DeviceSettingsDeps } from './device-settings.js';
 import { enrollmentRoutes } from './enrollments.js';
 import { eventRoutes } from './events.js';
+import { eventHistoryRoutes, type EventHistoryRouteOptions } from './events-history.js';
 import { healthRoutes, metricsRoute } from './health.js';
 import { otaRoutes, type OtaSettings } from './ota.js';
 import { mcpEndpointRoutes } from './mcp-endpoints.js';
@@ -41,6 +42,7 @@ import { historyRoutes } from './history.js';
 import type { Scheduler } from '../fleet/schedules.js';
 import { scheduleRoutes } from './schedules.js';
 import type { MetricsHistory } from '../metrics-history.js';
+import { lazyChildLogger } from './request-logger.js';
 
 /** The slices of the configuration the HTTP side reads. */
 export interface ApiSettings extends OtaSettings {
@@ -89,6 +91,8 @@ export interface ApiDeps {
   deviceSettings?: DeviceSettingsDeps;
   /** Devices' tenants: what a tenant's API key may see (absent: no device has a tenant; operator keys see all). */
   deviceTenants?: DeviceTenants;
+  /** The persisted event log (GET /v1/events/history), when events.history is on. */
+  eventHistory?: EventHistoryRouteOptions | undefined;
   /** Cron and one-off schedules (/v1/schedules). */
   scheduler?: Scheduler;
 }
@@ -100,6 +104,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: lazyChildLogger,
     bodyLimit: s.http.bodyLimitBytes,
     // Device ids may be percent-encoded (aa%3Abb...): fastify decodes params.
     routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
@@ -145,14 +150,9 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     if (d.deviceSettings) await v1.register(deviceSettingsRoutes, { ...d.deviceSettings, tenants });
     if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
     await v1.register(firmwareOfferRoute, { firmware, http: s.http });
-    await v1.register(eventRoutes, {
-      bus: d.bus,
-      metrics: d.metrics,
-      maxStreams: s.events.maxStreams,
-      maxStreamsPerKey: s.events.maxStreamsPerKey,
-      maxBufferedBytes: s.events.maxBufferedBytes,
-      tenancy: tenants,
-    });
+    const { maxStreams, maxStreamsPerKey, maxBufferedBytes } = s.events;
+    await v1.register(eventRoutes, { bus: d.bus, metrics: d.metrics, maxStreams, maxStreamsPerKey, maxBufferedBytes, tenancy: tenants });
+    if (d.eventHistory) await v1.register(eventHistoryRoutes, d.eventHistory);
     await v1.register(enrollmentRoutes, { enrollment: d.enrollment, tenants });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });

@@ -41,6 +41,11 @@ export function scopeDeviceRoutes(app: FastifyInstance, tenancy: DeviceTenancy):
   });
 }
 
+/** For the event log's pages: undefined for an operator (every event), else a filter to the caller's devices' events. */
+export function eventFilterFor(req: FastifyRequest, tenancy: DeviceTenancy): ((e: { deviceId: string }) => boolean) | undefined {
+  return req.caller?.tenant === undefined ? undefined : (e) => callerSees(req, tenancy, e.deviceId);
+}
+
 /** The directory as this request's caller sees it. */
 export function callerDirectory(req: FastifyRequest, dir: DeviceDirectory, tenancy: DeviceTenancy): DeviceDirectory {
   const caller = req.caller ?? {};

@@ -10,6 +10,7 @@ import { CLOSE_REPLACED } from '../devices/link.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus, ReplaySource } from '../events/bus.js';
+import type { EventLog } from '../events/history.js';
 import { withoutUserInfo } from '../nats/servers.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { openEventStream } from './event-stream.js';
@@ -25,6 +26,8 @@ export interface ClusterConnectDeps {
   metricsRegistry: Registry;
   /** At most this many events are replayed to a client resuming with `Last-Event-ID` (the bus's own ring size). */
   replayLimit: number;
+  /** events.history's bounds: the event stream's, unless cluster.events sets its own. */
+  history: { maxEvents: number; maxAgeMs: number };
 }
 
 /** NATS reached and the event stream open: what the event bus replays from, before the instance joins. */
@@ -33,6 +36,8 @@ export interface ClusterConnection {
   readonly config: ClusterConfig;
   /** Resolves a `Last-Event-ID` from the cluster's event stream; nothing once the connection is closed. */
   readonly replay: ReplaySource;
+  /** The cluster's event history: the event stream every instance writes, read for `GET /v1/events/history`. */
+  readonly history: EventLog;
   /** Close NATS (when the instance never joined; a joined cluster closes it itself). */
   close(): Promise<void>;
 }
@@ -75,7 +80,7 @@ export async function connectCluster(config: ClusterConfig, d: ClusterConnectDep
     if (!nc.isClosed()) await nc.close();
   };
   try {
-    const stream = await openEventStream(nc, config, d.replayLimit, log);
+    const stream = await openEventStream(nc, config, { replayLimit: d.replayLimit, history: d.history }, log);
     const replay: ReplaySource = {
       replay: async (lastId) => {
         if (nc.isClosed()) return undefined;
@@ -90,7 +95,17 @@ export async function connectCluster(config: ClusterConfig, d: ClusterConnectDep
         }
       },
     };
-    const connected: Connected = { instanceId, config, replay, close, nc, log, metrics };
+    const history: EventLog = {
+      // Every instance already publishes its events into the stream (startCluster): nothing to append or flush here.
+      append: () => undefined,
+      read: async (q) => {
+        if (nc.isClosed()) throw new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down');
+        return stream.read(q);
+      },
+      replay: replay.replay,
+      close: () => undefined,
+    };
+    const connected: Connected = { instanceId, config, replay, history, close, nc, log, metrics };
     return connected;
   } catch (e) {
     await close();

@@ -106,7 +106,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     ws.on('message', (data: RawData, isBinary: boolean) => {
       alive.set(ws, true);
       if (isBinary) {
-        o.metrics.framesIn.inc({ transport: 'websocket', kind: 'audio' });
+        o.metrics.hot.framesIn.websocket.audio.inc();
         // Voice audio goes to the voice relay's session; without one it is counted and dropped.
         if (!session.onBinary(toBuffer(data))) o.metrics.audioBytes.inc(byteLength(data));
         return;

@@ -24,6 +24,7 @@ describe('OpenAPI document', () => {
           '/v1/devices/{deviceId}/tools',
           '/v1/devices/{deviceId}/tools/{toolName}/call',
           '/v1/events',
+          '/v1/events/history',
           '/v1/mcp/endpoints',
           '/v1/mcp/endpoints/{id}',
           '/v1/mcp/instructions',
