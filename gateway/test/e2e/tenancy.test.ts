@@ -202,6 +202,13 @@ describe('tenants separate devices, enrollments, events and tools (issue 20 item
       await opsGone;
       expect((await next(acme)).deviceId).toBe(DEV_OPS);
       expect((await devicesFor(KEY_A)).map((d) => d.id)).toEqual([DEV_A, DEV_OPS]);
+      // The kept history (GET /v1/events/history) likewise.
+      const history = async (key: string) =>
+        new Set((await t.api<{ events: Array<{ deviceId: string }> }>('GET', '/v1/events/history?limit=1000', undefined, as(key))).body.events.map((e) => e.deviceId));
+      await expect.poll(async () => (await history(TEST_API_KEY)).has(DEV_B)).toBe(true);
+      const acmeHistory = await history(KEY_A);
+      expect(acmeHistory.has(DEV_A)).toBe(true);
+      expect([...acmeHistory].filter((id) => id !== DEV_A && id !== DEV_OPS)).toEqual([]);
     } finally {
       for (const s of streams) s.close();
     }
