@@ -5,6 +5,8 @@
  */
 export const ERROR_CODES = [
   'UNAUTHORIZED',
+  /** A valid key asked for something only an operator key (one without a tenant) may do. */
+  'FORBIDDEN',
   'NOT_FOUND',
   'DEVICE_NOT_FOUND',
   'TOOL_NOT_FOUND',

@@ -1,9 +1,10 @@
 import { createHmac } from 'node:crypto';
 import { join } from 'node:path';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { metricsKeys } from './api/app.js';
 import { startMetricsListener } from './api/health.js';
+import { eventFilterFor } from './api/device-scope.js';
 import { createHttp } from './api/start.js';
 import { Assistant } from './assistant/assistant.js';
 import { connectCluster, startCluster, type Cluster, type ClusterConnection } from './cluster/cluster.js';
@@ -13,6 +14,7 @@ import { type FleetDirectory, type DeviceDirectory } from './devices/directory.j
 import type { DeviceSettingsDeps } from './api/device-settings.js';
 import { deviceForgetter } from './devices/forget.js';
 import { type DeviceRecords } from './devices/records.js';
+import { DeviceTenants } from './devices/tenants.js';
 import type { DeviceRegistry } from './devices/registry.js';
 import type { Enrollment } from './enrollment/enrollment.js';
 import { openEnrollment } from './enrollment/open.js';
@@ -91,6 +93,8 @@ export interface Gateway {
   cluster: Cluster | undefined;
   /** Queued calls and fleet jobs. */
   fleet: Fleet;
+  /** Which tenant each device belongs to (what a tenant's API key may see). */
+  deviceTenants: DeviceTenants;
   close(): Promise<void>;
 }
 
@@ -130,6 +134,7 @@ interface Core {
   directory: FleetDirectory;
   store: Store;
   enrollment: Enrollment | undefined;
+  deviceTenants: DeviceTenants;
   hub: McpHub;
   /** Tokens for tool processes that dial in (mcp.endpoints), when enabled. */
   mcpEndpoints: McpEndpoints | undefined;
@@ -165,9 +170,9 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
   deferShutdown(config, log, core, front, life);
   logStarted(config, log, front.http, front.mqtt, core.tls !== undefined);
   const address = front.http.server.address();
-  const { metrics, bus, registry, directory, hub, mcpEndpoints, store, enrollment, assistant, voice, tls, visionKey, fleet } = core;
+  const { metrics, bus, registry, directory, hub, mcpEndpoints, store, enrollment, assistant, voice, tls, visionKey, fleet, deviceTenants } = core;
   return {
-    config, log, registry, directory, bus, metrics, hub, mcpEndpoints, hubStarted, store, enrollment, assistant, voice, tls, visionKey, fleet,
+    config, log, registry, directory, bus, metrics, hub, mcpEndpoints, hubStarted, store, enrollment, assistant, voice, tls, visionKey, fleet, deviceTenants,
     http: front.http,
     mqtt: front.mqtt,
     cluster: front.cluster,
@@ -227,7 +232,12 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   };
   const enrollment =
     config.deviceAuth === 'open' ? undefined : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked }, config.enrollment);
-  const hub = createHub({ log, metrics, registry: directory, bus, validators }, config.mcp, { schemas: config.schemas, deviceCallTimeoutMs: config.calls.defaultTimeoutMs });
+  // Tenancy (issue 20 item 6): each device's tenant, kept in the store and shared through it in a cluster;
+  // the hub, the device, event and enrollment routes and OTA (enrollment.tenantRules) read it.
+  const deviceTenants = new DeviceTenants(config.enrollment.tenantRules ?? [], log.child({ component: 'tenancy' }));
+  await deviceTenants.attach(store);
+  voice.useTenancy(deviceTenants);
+  const hub = createHub({ log, metrics, registry: directory, bus, validators, deviceTenancy: deviceTenants }, config.mcp, { schemas: config.schemas, deviceCallTimeoutMs: config.calls.defaultTimeoutMs });
   const closeHub = once(() => hub.close());
   life.defer('hub', closeHub);
   const mcpEndpoints = config.mcp.endpoints.enabled ? await McpEndpoints.open(hub, store, log.child({ component: 'mcp-endpoint' }), config.mcp.endpoints) : undefined;
@@ -238,7 +248,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
   const fleet = await openFleet(config, { store, bus, log, registry, directory, hub, life });
-  return { metrics, tls, clusterLink, bus, eventLog, voice, registry, records, directory, store, enrollment, hub, mcpEndpoints, assistant, fleet, visionKey, closeVoice, closeHub, closeAssistant };
+  return { metrics, tls, clusterLink, bus, eventLog, voice, registry, records, directory, store, enrollment, deviceTenants, hub, mcpEndpoints, assistant, fleet, visionKey, closeVoice, closeHub, closeAssistant };
 }
 
 
@@ -266,13 +276,14 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       ready: () => !f.stopping && http.server.listening && (!config.mqtt.enabled || f.mqtt !== undefined),
       hubEnabled: hubEnabled(config.mcp),
       tenantOf: (key) => tenants.get(key),
-      // Fleet registry (issue 23): name, room, tags; DELETE forgets; what OTA checks say of a device.
+      // Fleet registry (issue 23): name, room, tags, tenant; DELETE forgets; what OTA checks say of a device.
       deviceSettings: deviceSettings(core),
       deviceReports: (id, facts) => core.records.reported(id, facts),
+      deviceTenants: core.deviceTenants,
       ...(core.mcpEndpoints ? { mcpEndpoints: { endpoints: core.mcpEndpoints, path: config.mcp.endpoints.path } } : {}),
       fleet: core.fleet,
-      // History: device tenancy plugs its per-request filter in as `visibleTo`.
-      ...(core.eventLog ? { eventHistory: { log: core.eventLog } } : {}),
+      // History: device tenancy's per-request filter (a tenant's key reads its devices' events only).
+      ...(core.eventLog ? { eventHistory: { log: core.eventLog, visibleTo: (req: FastifyRequest) => eventFilterFor(req, core.deviceTenants) } } : {}),
     },
     tls,
   );
@@ -307,7 +318,9 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   }
   const closeMqtt = once(() => f.mqtt?.close());
   life.defer('mqtt', closeMqtt);
-  await openListeners(http, config, () => mqttOptions(config, { auth, registry, log, metrics, tls, apiKeys }), (m) => (f.mqtt = m));
+  // MQTT backends read every device's events (voxgate/events/#): operator keys only, never a tenant's key.
+  const operatorKeys = () => secrets.apiKeys.filter((k) => !tenants.has(k));
+  await openListeners(http, config, () => mqttOptions(config, { auth, registry, log, metrics, tls, apiKeys: operatorKeys }), (m) => (f.mqtt = m));
   if (f.mqtt) fanOutToMqtt(bus, f.mqtt.publish);
   const metricsListener =
     config.metrics.port === undefined
@@ -339,7 +352,7 @@ function deviceSettings(core: Core): DeviceSettingsDeps {
     // Its queued calls are cancelled and its finished ones forgotten with it.
     also: [(id) => core.fleet.calls.forgetDevice(id)],
   });
-  return { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id), records, forget };
+  return { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id), records, forget, tenants: core.deviceTenants };
 }
 
 /** mcp.publish: the namespace served to remote MCP endpoints (each redials with backoff until closed). */

@@ -17,3 +17,21 @@ export function ownerOf(c: Principal): string | undefined {
 export function isOwner(owner: string | undefined, c: Principal): boolean {
   return owner !== undefined && owner === ownerOf(c);
 }
+
+/**
+ * The tenant rule, in one place. A key without a tenant is an operator: it sees and acts on every device,
+ * enrollment, event and MCP endpoint. A key with a tenant sees only what belongs to that tenant (what has
+ * no tenant yet belongs to operators only). Everything that scopes a caller to devices asks this.
+ */
+export function canSee(caller: Pick<Principal, 'tenant'>, ownerTenant: string | undefined): boolean {
+  return caller.tenant === undefined || caller.tenant === ownerTenant;
+}
+
+/**
+ * Hosted MCP servers are shared services, not owned things, so their rule differs on purpose: a server
+ * without `tenants` serves every caller; a server with `tenants` serves keys of those tenants only (not
+ * even operator keys, which have no tenant).
+ */
+export function mayUseServer(caller: Pick<Principal, 'tenant'>, serverTenants: readonly string[] | undefined): boolean {
+  return serverTenants === undefined || (caller.tenant !== undefined && serverTenants.includes(caller.tenant));
+}

@@ -9,6 +9,7 @@ import type { OtaConfig } from '../firmware/config.js';
 import type { McpConfig } from '../hub/config.js';
 import type { ConsoleConfig, HttpConfig, MetricsConfig } from './config.js';
 import type { DeviceDirectory } from '../devices/directory.js';
+import type { DeviceTenants } from '../devices/tenants.js';
 import type { EventBus } from '../events/bus.js';
 import { mcpAllowedHosts } from '../facade/allowed-hosts.js';
 import { firmwareRoutes } from '../firmware/routes.js';
@@ -21,6 +22,7 @@ import type { Metrics } from '../metrics.js';
 import type { Assistant } from '../assistant/assistant.js';
 import { assistantRoutes } from './assistant.js';
 import { requireApiKey } from './auth.js';
+import { NO_TENANTS, scopeDeviceRoutes } from './device-scope.js';
 import type { Enrollment } from '../enrollment/enrollment.js';
 import { deviceRoutes } from './devices.js';
 import { deviceSettingsRoutes, type DeviceSettingsDeps } from './device-settings.js';
@@ -94,6 +96,8 @@ export interface ApiDeps {
   deviceReports?: (deviceId: string, facts: { board: string | undefined; firmware: string | undefined }) => void;
   /** Queued calls and fleet jobs (/v1/devices/{id}/calls, /v1/calls, /v1/jobs). */
   fleet?: { calls: QueuedCalls; jobs: Jobs };
+  /** Devices' tenants: what a tenant's API key may see (absent: no device has a tenant; operator keys see all). */
+  deviceTenants?: DeviceTenants;
   /** The persisted event log (GET /v1/events/history), when events.history is on. */
   eventHistory?: EventHistoryRouteOptions | undefined;
   /** Cron and one-off schedules (/v1/schedules). */
@@ -137,29 +141,26 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   // With metrics.port set, /metrics lives on its own listener (gateway.ts) and not here.
   if (s.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d.apiKeys, s.metrics.key) });
   const firmware = new FirmwareService({ settings: s.ota, imagesDir: s.firmwareDir, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
-  const ota = { settings: s, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, mqttTlsPort: d.mqttTlsPort ?? (() => undefined), metrics: d.metrics, enrollment: d.enrollment, firmware };
+  const tenants = d.deviceTenants;
+  const ota = { settings: s, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, mqttTlsPort: d.mqttTlsPort ?? (() => undefined), metrics: d.metrics, enrollment: d.enrollment, firmware, tenants };
   await app.register(otaRoutes, { ...ota, ...(d.deviceReports ? { onReport: d.deviceReports } : {}) });
   await app.register(firmwareRoutes, { firmware, maxPerAddress: s.ota.downloadsPerAddress, maxTotal: s.ota.maxDownloads });
   // Devices authenticate with their vision token, not an API key.
   if (d.vision) await app.register(visionExplainRoute, d.vision);
   await app.register(async (v1) => {
     requireApiKey(v1, d.apiKeys, d.tenantOf);
+    scopeDeviceRoutes(v1, tenants ?? NO_TENANTS);
     v1.addHook('onRoute', (route) => {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
-    await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id) });
-    if (d.deviceSettings) await v1.register(deviceSettingsRoutes, d.deviceSettings);
+    await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id), ...(tenants ? { tenancy: tenants } : {}) });
+    if (d.deviceSettings) await v1.register(deviceSettingsRoutes, { ...d.deviceSettings, tenants });
     if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
     await v1.register(firmwareOfferRoute, { firmware, http: s.http });
-    await v1.register(eventRoutes, {
-      bus: d.bus,
-      metrics: d.metrics,
-      maxStreams: s.events.maxStreams,
-      maxStreamsPerKey: s.events.maxStreamsPerKey,
-      maxBufferedBytes: s.events.maxBufferedBytes,
-    });
+    const { maxStreams, maxStreamsPerKey, maxBufferedBytes } = s.events;
+    await v1.register(eventRoutes, { bus: d.bus, metrics: d.metrics, maxStreams, maxStreamsPerKey, maxBufferedBytes, tenancy: tenants });
     if (d.eventHistory) await v1.register(eventHistoryRoutes, d.eventHistory);
-    await v1.register(enrollmentRoutes, { enrollment: d.enrollment });
+    await v1.register(enrollmentRoutes, { enrollment: d.enrollment, tenants });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });

@@ -1,12 +1,15 @@
 import { describeIssues } from '@voxgate/protocol';
-import type { FastifyInstance, FastifySchema } from 'fastify';
+import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { z } from 'zod';
+import { Tenant, TENANT_PATTERN } from '../config/fields.js';
 import type { DeviceMeta, DeviceRecords } from '../devices/records.js';
 import { MAX_NAME, MAX_ROOM, MAX_TAG, MAX_TAGS, TAG_PATTERN } from '../devices/records.js';
+import type { DeviceTenants } from '../devices/tenants.js';
 import { GatewayError } from '../errors.js';
 import { VOICE_MODES, VoiceModeSchema, type VoiceMode } from '../voice/converse/config.js';
 import type { DeviceVoiceModes } from '../voice/modes.js';
-import { parseDeviceId, problems } from './route-helpers.js';
+import { NO_TENANTS, visibleDeviceId } from './device-scope.js';
+import { problems } from './route-helpers.js';
 import { DeviceIdParam, jsonSchema } from './schemas.js';
 
 /** A name or room as people write it: trimmed, at least one character once trimmed. */
@@ -28,6 +31,7 @@ export const DeviceSettingsPatch = z
       .nullable()
       .optional()
       .describe(`At most ${MAX_TAGS} tags of at most ${MAX_TAG} characters [A-Za-z0-9_.:-]; replaces the tags; null or [] clears`),
+    tenant: Tenant.nullable().optional().describe('The tenant the device belongs to (operator keys only); null: none'),
   })
   .strict();
 type Patch = z.infer<typeof DeviceSettingsPatch>;
@@ -36,10 +40,10 @@ export const DeviceSettings = z.object({
   id: z.string(),
   voiceMode: VoiceModeSchema.nullable().describe('Set on this device (null: not set)'),
   effectiveVoiceMode: VoiceModeSchema.describe('What its next voice session uses'),
-  name: z.string().nullable().optional().describe('name, room, tags and tenant: present when the PATCH set name, room or tags'),
-  room: z.string().nullable().optional(),
-  tags: z.array(z.string()).optional(),
-  tenant: z.string().nullable().optional(),
+  name: z.string().nullable().describe('What people call it (null: not named, or not a device that has connected)'),
+  room: z.string().nullable(),
+  tags: z.array(z.string()),
+  tenant: z.string().nullable().describe('The tenant the device belongs to (null: none; only operator keys see it)'),
 });
 
 export interface DeviceSettingsDeps {
@@ -49,6 +53,19 @@ export interface DeviceSettingsDeps {
   records?: DeviceRecords;
   /** Forget the device (record, voice mode, credentials, live connection); false when it is not known. */
   forget?(deviceId: string): Promise<boolean>;
+  /** Devices' tenants (devices/tenants.ts); absent: no device has one and `tenant` cannot be set. */
+  tenants?: Pick<DeviceTenants, 'tenantOf' | 'set'> | undefined;
+}
+
+/**
+ * `tenant`: only an operator key (no tenant) moves a device between tenants. A tenant's key may not, even
+ * to its own tenant: it could otherwise claim an unassigned device (which it cannot see) by naming it.
+ */
+async function setTenant(req: FastifyRequest, d: DeviceSettingsDeps, id: string, tenant: string | null | undefined): Promise<void> {
+  if (tenant === undefined) return;
+  if (req.caller?.tenant !== undefined) throw new GatewayError('FORBIDDEN', "only an operator key (an API key without a tenant) sets a device's tenant");
+  if (!d.tenants) throw new GatewayError('INVALID_REQUEST', 'device tenants are not available on this gateway');
+  await d.tenants.set(id, tenant);
 }
 
 /** The voice mode may be set before the device ever connects (it applies when it does). */
@@ -68,10 +85,6 @@ function tagsChange(body: Patch): Partial<DeviceMeta> {
   return body.tags === undefined ? {} : { tags: body.tags ?? [] };
 }
 
-function touchesMeta(body: Patch): boolean {
-  return body.name !== undefined || body.room !== undefined || body.tags !== undefined;
-}
-
 /** Name, room and tags belong to a recorded device: an id never seen is a 404, not a record made up. */
 async function applyMeta(d: DeviceSettingsDeps, id: string, body: Patch): Promise<void> {
   const patch = { ...nameChange(body), ...roomChange(body), ...tagsChange(body) };
@@ -87,7 +100,7 @@ export async function deviceSettingsRoutes(app: FastifyInstance, d: DeviceSettin
     schema: {
       tags: ['devices'],
       summary:
-        "Change a device's settings (voice mode, name, room, tags); fields left out stay as they are, null clears. " +
+        "Change a device's settings (voice mode, name, room, tags, tenant); fields left out stay as they are, null clears. " +
         'Name, room and tags need a device that has connected: 404 for an id never seen; a voice mode may be set in advance',
       params: jsonSchema(DeviceIdParam),
       // Written out: null (clear) must pass the validator, which an OpenAPI 3.0 `nullable` enum does not say.
@@ -103,23 +116,31 @@ export async function deviceSettingsRoutes(app: FastifyInstance, d: DeviceSettin
             items: { type: 'string', minLength: 1, maxLength: MAX_TAG, pattern: TAG_PATTERN.source },
             description: `Replaces the tags: at most ${MAX_TAGS} of at most ${MAX_TAG} characters [A-Za-z0-9_.:-]; null or [] clears`,
           }),
+          tenant: { type: 'string', nullable: true, pattern: TENANT_PATTERN.source, description: 'The tenant the device belongs to (operator keys only; 403 otherwise); null: none' },
         },
         additionalProperties: false,
       },
-      response: { 200: jsonSchema(DeviceSettings, 'output'), ...problems(400, 401, 404) },
+      response: { 200: jsonSchema(DeviceSettings, 'output'), ...problems(400, 401, 403, 404) },
     } as FastifySchema,
     handler: async (req) => {
-      const id = parseDeviceId(req.params.deviceId);
+      const tenants = d.tenants ?? NO_TENANTS;
+      const id = visibleDeviceId(req, tenants, req.params.deviceId);
       const parsed = DeviceSettingsPatch.safeParse(req.body ?? {});
       if (!parsed.success) throw new GatewayError('INVALID_REQUEST', `device settings: ${describeIssues(parsed.error.issues)}`);
       const body = parsed.data;
+      await setTenant(req, d, id, body.tenant);
       await applyMeta(d, id, body);
       await applyVoiceMode(d, id, body);
-      const base = { id, voiceMode: d.voiceModes.get(id) ?? null, effectiveVoiceMode: d.effectiveVoiceMode(id) };
-      // A voice-mode-only PATCH answers as it always has; one that touched the metadata gets all of it back.
-      if (!touchesMeta(body) || !d.records?.has(id)) return base;
-      const { name, room, tags, tenant } = d.records.getMeta(id);
-      return { ...base, name, room, tags: [...tags], tenant };
+      const meta = d.records?.has(id) ? d.records.getMeta(id) : undefined;
+      return {
+        id,
+        voiceMode: d.voiceModes.get(id) ?? null,
+        effectiveVoiceMode: d.effectiveVoiceMode(id),
+        name: meta?.name ?? null,
+        room: meta?.room ?? null,
+        tags: [...(meta?.tags ?? [])],
+        tenant: tenants.tenantOf(id) ?? null,
+      };
     },
   });
 
@@ -135,7 +156,7 @@ export async function deviceSettingsRoutes(app: FastifyInstance, d: DeviceSettin
       response: { 204: { type: 'null', description: 'Forgotten' }, ...problems(400, 401, 404) },
     } as FastifySchema,
     handler: async (req, reply) => {
-      const id = parseDeviceId(req.params.deviceId);
+      const id = visibleDeviceId(req, d.tenants ?? NO_TENANTS, req.params.deviceId);
       if (!(await forget(id))) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} is known (never connected, or already forgotten)`);
       return reply.code(204).send();
     },

@@ -1,17 +1,28 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
-import type { FastifyInstance, FastifySchema } from 'fastify';
+import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import type { z } from 'zod';
 import type { DeviceHandle } from '../devices/device-handle.js';
 import type { DeviceDirectory, DeviceFilter, DeviceSummary } from '../devices/directory.js';
 import { GatewayError } from '../errors.js';
 import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, RpcBody, RpcResult, RpcSent, ToolList, ToolParams, jsonSchema } from './schemas.js';
+import type { DeviceTenancy } from '../devices/tenants.js';
+import { callerDirectory, NO_TENANTS } from './device-scope.js';
 import { parseDeviceId, problems } from './route-helpers.js';
 
 /** Devices, their tools, and calls to them. */
-export async function deviceRoutes(app: FastifyInstance, opts: { registry: DeviceDirectory; firmwareVersion?: (deviceId: string) => string | undefined }): Promise<void> {
-  const { registry } = opts;
+export interface DeviceRouteOptions {
+  registry: DeviceDirectory;
+  firmwareVersion?: (deviceId: string) => string | undefined;
+  /** Devices' tenants: what a tenant's key may see (absent: no device has a tenant). */
+  tenancy?: DeviceTenancy;
+}
+
+export async function deviceRoutes(app: FastifyInstance, opts: DeviceRouteOptions): Promise<void> {
+  const tenancy = opts.tenancy ?? NO_TENANTS;
+  // Every route reads devices through the caller's tenant: another tenant's device is not there (404).
+  const devicesOf = (req: FastifyRequest) => callerDirectory(req, opts.registry, tenancy);
   // The device's own initialize answer is authenticated; the OTA report (an open endpoint) only fills in.
-  const withFirmware = ({ firmware, ...d }: DeviceSummary) => ({ ...d, firmwareVersion: d.server?.version ?? opts.firmwareVersion?.(d.id) ?? firmware });
+  const withFirmware = ({ firmware, ...d }: DeviceSummary) => ({ ...d, firmwareVersion: d.server?.version ?? opts.firmwareVersion?.(d.id) ?? firmware, tenant: tenancy.tenantOf(d.id) ?? null });
   const tags = ['devices'];
 
   app.get<{ Querystring: z.infer<typeof DeviceListQuery> }>('/v1/devices', {
@@ -24,7 +35,7 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
     handler: async (req) => {
       const { limit, cursor } = req.query;
       const filter = listFilter(req.query);
-      const page = registry.page(filter, { limit: limit ?? DEVICE_PAGE_DEFAULT, after: cursor === undefined ? undefined : decodeCursor(cursor) });
+      const page = devicesOf(req).page(filter, { limit: limit ?? DEVICE_PAGE_DEFAULT, after: cursor === undefined ? undefined : decodeCursor(cursor) });
       return page.next === undefined ? { devices: page.devices.map(withFirmware) } : { devices: page.devices.map(withFirmware), nextCursor: encodeCursor(page.next) };
     },
   });
@@ -33,7 +44,7 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
     schema: { tags, summary: 'One device', params: jsonSchema(DeviceIdParam), response: { 200: jsonSchema(Device, 'output'), ...problems(400, 401, 404) } } as FastifySchema,
     handler: async (req) => {
       const id = parseDeviceId(req.params.deviceId);
-      const d = registry.get(id);
+      const d = devicesOf(req).get(id);
       if (!d) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected`);
       return withFirmware(d);
     },
@@ -47,7 +58,7 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       response: { 200: jsonSchema(ToolList, 'output'), ...problems(400, 401, 404, 502, 503, 504) },
     } as FastifySchema,
     handler: async (req) => {
-      const session = registry.device(parseDeviceId(req.params.deviceId));
+      const session = devicesOf(req).device(parseDeviceId(req.params.deviceId));
       const catalog = session.catalog;
       if (!catalog) throw notReady(session);
       return { tools: catalog.tools, hash: catalog.hash };
@@ -63,7 +74,7 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       response: { 200: jsonSchema(CallResult, 'output'), ...problems(400, 401, 404, 422, 429, 502, 503, 504) },
     },
     handler: async (req) => {
-      const session = registry.device(parseDeviceId(req.params.deviceId));
+      const session = devicesOf(req).device(parseDeviceId(req.params.deviceId));
       const body = req.body ?? {};
       const out = await session.call(req.params.toolName, body.arguments ?? {}, callOpts(body.timeoutMs));
       return { ...out, isError: out.isError ?? false };
@@ -82,7 +93,7 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       const { method, params, timeoutMs } = req.body;
       if (req.body.id !== undefined)
         throw new GatewayError('INVALID_REQUEST', 'remove "id": the gateway assigns JSON-RPC ids to match the reply (devices accept small integers only); send "method" and "params"');
-      const session = registry.device(parseDeviceId(req.params.deviceId));
+      const session = devicesOf(req).device(parseDeviceId(req.params.deviceId));
       if (method.startsWith('notifications/')) {
         session.notify(method, params);
         return reply.code(202).send({ sent: true, notification: method });

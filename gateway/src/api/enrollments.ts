@@ -1,6 +1,9 @@
-import type { FastifyInstance, FastifySchema } from 'fastify';
+import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { z } from 'zod';
+import { Tenant, TENANT_PATTERN } from '../config/fields.js';
+import type { DeviceTenants } from '../devices/tenants.js';
 import type { Enrollment } from '../enrollment/enrollment.js';
+import { canSee } from '../principal.js';
 import type { Binding, Claim } from '../enrollment/records.js';
 import { GatewayError } from '../errors.js';
 import { parseDeviceId, problems } from './route-helpers.js';
@@ -24,6 +27,7 @@ const EnrolledDevice = z.object({
   via: z.enum(['open', 'approve', 'allowlist']),
   enrolledAt: z.string(),
   delivered: z.boolean().describe('The device has collected its credentials from the OTA endpoint'),
+  tenant: z.string().nullable().describe('The tenant the device belongs to (null: none; only operator keys see it)'),
 });
 const RefusedDevice = z.object({
   deviceId: z.string(),
@@ -38,18 +42,66 @@ const RefusedDevice = z.object({
 const RefusedList = z.object({ refused: z.array(RefusedDevice) });
 const CodeParam = z.object({ code: z.string().regex(/^\d{6}$/).describe('The code the device shows') });
 const Reenrolled = z.object({ deviceId: z.string(), revoked: z.boolean() });
+const ApproveBody = z.object({ tenant: Tenant.optional() }).strict();
+/** Written out: the body is optional (no body at all is an approval without a tenant). */
+const APPROVE_BODY_JSON = {
+  type: 'object',
+  nullable: true,
+  properties: { tenant: { type: 'string', pattern: TENANT_PATTERN.source, description: "The tenant the device joins (operator keys; a tenant's key may only name its own)" } },
+  additionalProperties: false,
+};
+
+/** What the routes need of device tenancy (devices/tenants.ts). */
+export type EnrollmentTenants = Pick<DeviceTenants, 'tenantOf' | 'ruleFor' | 'set'>;
+const NO_TENANTS: EnrollmentTenants = { tenantOf: () => undefined, ruleFor: () => undefined, set: async () => undefined };
+
+/**
+ * Who sees what here (principal.ts canSee): operator keys (no tenant) see every enrollment. A tenant's key
+ * sees a device's enrollment, and a pending request, only when the device is already its tenant's (a
+ * re-enrollment) or `enrollment.tenantRules` give the request to its tenant; everything else waits for an
+ * operator. Whatever a tenant may not see answers 404, as if it did not exist.
+ */
+function claimTenant(t: EnrollmentTenants, c: Claim): string | undefined {
+  return t.tenantOf(c.deviceId) ?? t.ruleFor({ deviceId: c.deviceId, clientId: c.clientId, board: c.board });
+}
+
+/** The tenant an approval gives the device: a tenant's key gives its own; an operator names one, or the device keeps its own or gets the rules'. */
+function approvedTenant(req: FastifyRequest, t: EnrollmentTenants, claim: Claim | undefined, asked: string | undefined): string | undefined {
+  const mine = req.caller?.tenant;
+  if (mine === undefined) return asked ?? (claim ? claimTenant(t, claim) : undefined);
+  if (asked !== undefined && asked !== mine) throw new GatewayError('FORBIDDEN', `an API key of tenant "${mine}" approves devices for that tenant only`);
+  return mine;
+}
 
 /** Operators decide which devices join: pending activation codes, approve or reject, re-enroll. */
-export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment: Enrollment | undefined }): Promise<void> {
+/** The enrollment checks of one gateway, each through principal.ts canSee. */
+function scoped(tenants: EnrollmentTenants, need: () => Enrollment) {
+  const seesClaim = (req: FastifyRequest, c: Claim) => canSee(req.caller ?? {}, claimTenant(tenants, c));
+  return {
+    seesDevice: (req: FastifyRequest, deviceId: string) => canSee(req.caller ?? {}, tenants.tenantOf(deviceId)),
+    seesClaim,
+    /** The pending claim behind a code, when this caller may see it (operators: whatever enrollment says). */
+    claimFor: (req: FastifyRequest, code: string): Claim | undefined => {
+      const claim = need().pending().find((c) => c.code === code);
+      if (req.caller?.tenant !== undefined && (!claim || !seesClaim(req, claim))) throw new GatewayError('ENROLLMENT_NOT_FOUND', `no pending enrollment has code ${code}`);
+      return claim;
+    },
+    view: (b: Binding) => ({ ...bindingView(b), tenant: tenants.tenantOf(b.deviceId) ?? null }),
+  };
+}
+
+export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment: Enrollment | undefined; tenants?: EnrollmentTenants | undefined }): Promise<void> {
   const tags = ['enrollment'];
+  const tenants = opts.tenants ?? NO_TENANTS;
   const need = (): Enrollment => {
     if (!opts.enrollment) throw new GatewayError('ENROLLMENT_NOT_FOUND', 'device auth is "open": devices need no enrollment');
     return opts.enrollment;
   };
+  const { seesDevice, seesClaim, claimFor, view } = scoped(tenants, need);
 
   app.get('/v1/enrollments', {
     schema: { tags, summary: 'Devices waiting for approval, oldest first', response: { 200: jsonSchema(EnrollmentList, 'output'), ...problems(401) } } as FastifySchema,
-    handler: async () => ({ enrollments: (opts.enrollment?.pending() ?? []).map(claimView) }),
+    handler: async (req) => ({ enrollments: (opts.enrollment?.pending() ?? []).filter((c) => seesClaim(req, c)).map(claimView) }),
   });
 
   app.get('/v1/enrollments/refused', {
@@ -59,19 +111,28 @@ export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment:
       description: 'A fleet moved from open to hmac shows here: those devices need credentials from an OTA check (see docs/security.md).',
       response: { 200: jsonSchema(RefusedList, 'output'), ...problems(401) },
     } as FastifySchema,
-    handler: async () => ({
-      refused: (opts.enrollment?.refused.list() ?? []).map((d) => ({ ...d, firstAt: new Date(d.firstAt).toISOString(), lastAt: new Date(d.lastAt).toISOString() })),
+    handler: async (req) => ({
+      refused: (opts.enrollment?.refused.list() ?? []).filter((d) => seesDevice(req, d.deviceId)).map((d) => ({ ...d, firstAt: new Date(d.firstAt).toISOString(), lastAt: new Date(d.lastAt).toISOString() })),
     }),
   });
 
-  app.post<{ Params: z.infer<typeof CodeParam> }>('/v1/enrollments/:code/approve', {
+  app.post<{ Params: z.infer<typeof CodeParam>; Body: z.infer<typeof ApproveBody> | null }>('/v1/enrollments/:code/approve', {
     schema: {
       tags,
       summary: 'Approve the device showing this code: its next OTA check receives its credentials',
+      description: "A tenant's key approves for its own tenant (a different `tenant` is 403); an operator key may name the device's tenant.",
       params: jsonSchema(CodeParam),
-      response: { 200: jsonSchema(EnrolledDevice, 'output'), ...problems(400, 401, 404) },
+      body: APPROVE_BODY_JSON,
+      response: { 200: jsonSchema(EnrolledDevice, 'output'), ...problems(400, 401, 403, 404) },
     } as FastifySchema,
-    handler: async (req) => bindingView(await need().approve(req.params.code)),
+    handler: async (req) => {
+      const asked = ApproveBody.parse(req.body ?? {}).tenant;
+      const claim = claimFor(req, req.params.code);
+      const tenant = approvedTenant(req, tenants, claim, asked);
+      const b = await need().approve(req.params.code);
+      if (tenant !== undefined && tenants.tenantOf(b.deviceId) !== tenant) await tenants.set(b.deviceId, tenant);
+      return view(b);
+    },
   });
 
   app.post<{ Params: z.infer<typeof CodeParam> }>('/v1/enrollments/:code/reject', {
@@ -81,7 +142,10 @@ export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment:
       params: jsonSchema(CodeParam),
       response: { 200: jsonSchema(PendingEnrollment, 'output'), ...problems(400, 401, 404) },
     } as FastifySchema,
-    handler: async (req) => claimView(await need().reject(req.params.code)),
+    handler: async (req) => {
+      claimFor(req, req.params.code);
+      return claimView(await need().reject(req.params.code));
+    },
   });
 
   app.get<{ Params: z.infer<typeof DeviceIdParam> }>('/v1/enrollments/devices/:deviceId', {
@@ -89,8 +153,8 @@ export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment:
     handler: async (req) => {
       const id = parseDeviceId(req.params.deviceId);
       const b = need().binding(id);
-      if (!b) throw new GatewayError('ENROLLMENT_NOT_FOUND', `device ${id} is not enrolled`);
-      return bindingView(b);
+      if (!b || !seesDevice(req, id)) throw new GatewayError('ENROLLMENT_NOT_FOUND', `device ${id} is not enrolled`);
+      return view(b);
     },
   });
 
@@ -103,7 +167,7 @@ export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment:
     } as FastifySchema,
     handler: async (req) => {
       const id = parseDeviceId(req.params.deviceId);
-      if (!(await need().reenroll(id))) throw new GatewayError('ENROLLMENT_NOT_FOUND', `device ${id} is not enrolled`);
+      if (!seesDevice(req, id) || !(await need().reenroll(id))) throw new GatewayError('ENROLLMENT_NOT_FOUND', `device ${id} is not enrolled`);
       return { deviceId: id, revoked: true };
     },
   });
@@ -123,6 +187,6 @@ function claimView(c: Claim): z.infer<typeof PendingEnrollment> {
   };
 }
 
-function bindingView(b: Binding): z.infer<typeof EnrolledDevice> {
+function bindingView(b: Binding): Omit<z.infer<typeof EnrolledDevice>, 'tenant'> {
   return { deviceId: b.deviceId, clientId: b.clientId, via: b.via, enrolledAt: b.enrolledAt, delivered: b.delivered };
 }

@@ -5,6 +5,8 @@ import type { z } from 'zod';
 import { EVENT_TYPES, sseFrame, type EventBus, type EventType, type GatewayEvent } from '../events/bus.js';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
+import type { DeviceTenancy } from '../devices/tenants.js';
+import { callerSees, NO_TENANTS } from './device-scope.js';
 import { EventsQuery, Problem, jsonSchema } from './schemas.js';
 
 const HEARTBEAT_MS = 15_000;
@@ -17,9 +19,11 @@ export interface EventRouteOptions {
   maxStreamsPerKey: number;
   /** A stream this far behind is dropped rather than buffered without bound. */
   maxBufferedBytes: number;
+  /** Devices' tenants: a tenant's key gets only its devices' events; fleet-wide events (no device) go to operator keys only. */
+  tenancy?: DeviceTenancy | undefined;
 }
 
-/** Server-sent events: every bus event, filtered, resumable with `Last-Event-ID`. */
+/** Server-sent events: every bus event the caller may see, filtered, resumable with `Last-Event-ID`. */
 // eslint-disable-next-line max-lines-per-function -- a route table: each route's schema is declarative data, its handler a few lines
 export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions): Promise<void> {
   const streams = new StreamCounter(opts.maxStreams, opts.maxStreamsPerKey);
@@ -40,7 +44,9 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
         if (!(EVENT_TYPES as readonly string[]).includes(s)) throw new GatewayError('INVALID_REQUEST', `unknown event type "${s.slice(0, 64)}"; known: ${EVENT_TYPES.join(', ')}`);
         return s as EventType;
       });
-      const wanted = (e: GatewayEvent) => (!devices || devices.has(e.deviceId)) && (!types || types.has(e.type));
+      const tenancy = opts.tenancy ?? NO_TENANTS;
+      // Asked per event (replayed ones too): a device moved to another tenant stops streaming to the old one at once.
+      const wanted = (e: GatewayEvent) => (!devices || devices.has(e.deviceId)) && (!types || types.has(e.type)) && callerSees(req, tenancy, e.deviceId);
       const lastEventId = req.headers['last-event-id'];
 
       const key = keyOf(req.headers.authorization);

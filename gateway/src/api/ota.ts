@@ -22,6 +22,7 @@ import type { TlsConfig } from '../tls/config.js';
 import type { HttpConfig } from './config.js';
 import type { OtaProof } from '../enrollment/credentials.js';
 import type { Enrollment, OtaDecision } from '../enrollment/enrollment.js';
+import type { DeviceTenants } from '../devices/tenants.js';
 import { GatewayError } from '../errors.js';
 import { deviceFacts } from '../firmware/rollout.js';
 import type { FirmwareService } from '../firmware/service.js';
@@ -55,6 +56,8 @@ export interface OtaOptions {
   enrollment?: Enrollment | undefined;
   /** What the check said about the device: its board (board.type, else board.name, else the User-Agent's product) and firmware. */
   onReport?: (deviceId: string, facts: { board: string | undefined; firmware: string | undefined }) => void;
+  /** Devices' tenants: `enrollment.tenantRules` give a device without one its tenant here. */
+  tenants?: Pick<DeviceTenants, 'assignByRules'> | undefined;
 }
 
 /** What the connection section may carry: the device's credentials, none (it keeps its own), or the unenrolled defaults. */
@@ -98,6 +101,7 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
     }
     const info = OtaSystemInfoSchema.safeParse(req.body ?? {});
     const version = info.success ? info.data.application?.version : undefined;
+    const board = info.success ? info.data.board?.type : undefined;
     req.log.info({ deviceId, clientId, version }, 'OTA check');
 
     const transport = c.ota.transport === 'mqtt' && c.mqtt.enabled ? 'mqtt' : 'websocket';
@@ -107,13 +111,16 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
     };
     let credentials: CredentialSource = { kind: 'legacy' };
     if (o.enrollment && mints(transport)) {
-      const decision = await o.enrollment.ota({ deviceId, clientId, proof: otaProof(req.headers.authorization), remoteAddress: req.ip, userAgent: h.data['user-agent'], firmwareVersion: version });
+      const decision = await o.enrollment.ota({ deviceId, clientId, proof: otaProof(req.headers.authorization), remoteAddress: req.ip, userAgent: h.data['user-agent'], firmwareVersion: version, board });
       if (decision.kind === 'activation') {
         out.activation = activationSection(decision.claim.code, decision.claim.challenge, decision.claim.expiresAt);
         return out;
       }
       credentials = decision.kind === 'credentials' ? { kind: 'binding', decision } : { kind: 'none' };
     }
+    // A device without a tenant gets one from enrollment.tenantRules once it may connect: when enrollment
+    // hands it credentials, or where nothing is enrolled. A pending device gets its tenant at approval.
+    if (o.tenants && credentials.kind !== 'none') await o.tenants.assignByRules({ deviceId, clientId, board });
     if (transport === 'mqtt') out.mqtt = mqttSection(o, req, base, deviceId, clientId, credentials);
     else out.websocket = websocketSection(o, base, deviceId, clientId, credentials);
     return out;

@@ -4,6 +4,7 @@ import { GatewayError, type ErrorCode } from '../errors.js';
 /** The HTTP face of every domain error code: its status and the problem's title. */
 export const HTTP_PROBLEMS: Record<ErrorCode, { status: number; title: string }> = {
   UNAUTHORIZED: { status: 401, title: 'Unauthorized' },
+  FORBIDDEN: { status: 403, title: 'Forbidden' },
   NOT_FOUND: { status: 404, title: 'Not found' },
   DEVICE_NOT_FOUND: { status: 404, title: 'Device not found' },
   TOOL_NOT_FOUND: { status: 404, title: 'Tool not found' },

@@ -40,7 +40,7 @@ export const Device = z.object({
   name: z.string().nullable().describe('What people call it (PATCH /v1/devices/{id})'),
   room: z.string().nullable().describe('Where it is (PATCH /v1/devices/{id})'),
   tags: z.array(z.string()).describe('Tags people gave it (PATCH /v1/devices/{id})'),
-  tenant: z.string().nullable().describe('The tenant it belongs to (null: none)'),
+  tenant: z.string().nullable().describe('The tenant the device belongs to (null: none yet; only operator keys see it)'),
   board: z.string().nullable().describe("Its board, as its last OTA check reported it (board.type, else board.name, else the User-Agent's product)"),
   firstSeenAt: z.string().describe('When it was first admitted (kept in the store across restarts)'),
 });

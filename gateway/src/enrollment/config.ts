@@ -1,6 +1,23 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
 import { z } from 'zod';
-import { Csv, documented, env } from '../config/fields.js';
+import { Csv, documented, env, Tenant } from '../config/fields.js';
+
+/** A MAC prefix of 1 to 6 octets, any case, `:` or `-` between them. */
+const MAC_PREFIX = /^[0-9A-Fa-f]{2}([:-][0-9A-Fa-f]{2}){0,5}$/;
+
+/**
+ * `enrollment.tenantRules[]`: a device without a tenant gets `tenant` when every matcher given matches what it
+ * reported at its OTA check (its id, its client id, its board type). At least one matcher. See devices/tenants.ts.
+ */
+export const TenantRuleSchema = z
+  .strictObject({
+    tenant: Tenant,
+    macPrefix: z.string().regex(MAC_PREFIX, 'a MAC prefix such as aa:bb:cc').optional(),
+    clientIdPrefix: z.string().min(1).max(64).optional(),
+    board: z.string().min(1).max(128).optional(),
+  })
+  .refine((r) => r.macPrefix !== undefined || r.clientIdPrefix !== undefined || r.board !== undefined, 'a tenant rule needs macPrefix, clientIdPrefix or board');
+export type TenantRule = z.infer<typeof TenantRuleSchema>;
 
 /**
  * Which devices may get credentials from the OTA endpoint (hmac device auth only; `open` and `token`
@@ -33,5 +50,11 @@ export const EnrollmentSlice = z.strictObject({
       maxAddresses: documented(z.coerce.number().int().min(100).max(10_000_000).default(100_000), 'source addresses tracked (least recently seen forgotten)'),
     })
     .prefault({}),
+  /** Optional (not defaulted): a gateway without rules has the same configuration as before they existed. */
+  tenantRules: documented(
+    z.array(TenantRuleSchema).max(256).optional(),
+    'rules giving a device without a tenant its tenant: `[{tenant, macPrefix?, clientIdPrefix?, board?}]`, first match wins',
+    'none',
+  ),
 });
 export type EnrollmentConfig = z.infer<typeof EnrollmentSlice>;

@@ -31,6 +31,8 @@ export interface OtaRequest {
   remoteAddress: string;
   userAgent?: string | undefined;
   firmwareVersion?: string | undefined;
+  /** The OTA body's `board.type`, as the device reported it. */
+  board?: string | undefined;
 }
 
 /**
@@ -181,6 +183,7 @@ export class Enrollment {
       remoteAddress: r.remoteAddress,
       ...(r.userAgent ? { userAgent: r.userAgent.slice(0, 256) } : {}),
       ...(r.firmwareVersion ? { firmwareVersion: r.firmwareVersion.slice(0, 64) } : {}),
+      ...(r.board ? { board: r.board.slice(0, 128) } : {}),
     };
     await this.o.store.put(CLAIMS, claim.code, claim);
     this.claims.set(claim.code, claim);

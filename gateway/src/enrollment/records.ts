@@ -31,5 +31,7 @@ export const ClaimSchema = z.object({
   userAgent: z.string().optional(),
   firmwareVersion: z.string().optional(),
   serialNumber: z.string().optional(),
+  /** The board type the device reported (OTA body `board.type`): what `enrollment.tenantRules` may match. */
+  board: z.string().optional(),
 });
 export type Claim = z.infer<typeof ClaimSchema>;

@@ -4,7 +4,7 @@ import { hubEnabled, type McpConfig } from './config.js';
 import { McpHub, type HubDeps } from './hub.js';
 import type { HubSettings } from './upstream/base.js';
 
-export interface HubCreateDeps extends Pick<HubDeps, 'log' | 'metrics' | 'registry' | 'bus'> {
+export interface HubCreateDeps extends Pick<HubDeps, 'log' | 'metrics' | 'registry' | 'bus' | 'deviceTenancy'> {
   validators: HubSettings['validators'];
 }
 
@@ -15,6 +15,7 @@ export function createHub(d: HubCreateDeps, mcp: McpConfig, s: { schemas: Schema
     metrics: d.metrics,
     registry: d.registry,
     bus: d.bus,
+    deviceTenancy: d.deviceTenancy,
     servers: Object.values(mcp.servers),
     enabled: hubEnabled(mcp),
     deviceTools: mcp.deviceTools,

@@ -1,19 +1,20 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { GatewayError } from '../errors.js';
-import type { HubDevices } from './types.js';
+import { visiblePage } from '../devices/scoped-directory.js';
+import type { Caller, HubDevices } from './types.js';
 import type { CallContext } from './upstream/base.js';
 
 /** The generic device tools (`devices_list`, `device_call`) and calls to one device's tool. */
 export class DeviceTools {
-  constructor(private readonly d: { registry: HubDevices; deviceCallTimeoutMs: number; devicesListMax: number }) {}
+  constructor(private readonly d: { registry: HubDevices; deviceCallTimeoutMs: number; devicesListMax: number; sees: (caller: Caller, deviceId: string) => boolean }) {}
 
   /** One page: a fleet of thousands must not become one tool result (an LLM's context, a /mcp message). */
-  list(args: Record<string, unknown>): CallToolResult {
+  list(args: Record<string, unknown>, caller: Caller): CallToolResult {
     const onlineOnly = args['online_only'] !== false;
     const room = typeof args['room'] === 'string' && args['room'] !== '' ? args['room'].slice(0, 64) : undefined;
     const filter = { ...(onlineOnly ? { online: true } : {}), ...(room !== undefined ? { room } : {}) };
-    const page = this.d.registry.page(filter, { limit: this.d.devicesListMax, after: undefined });
+    const page = visiblePage(this.d.registry, filter, { limit: this.d.devicesListMax, after: undefined }, (id) => this.d.sees(caller, id));
     const devices = page.devices.map((d) => {
       const session = d.online ? this.d.registry.find(d.id) : undefined;
       const tools = session?.catalog?.tools.filter((x) => !x.userOnly).map((x) => ({ name: x.name, description: x.description, inputSchema: x.inputSchema })) ?? [];
@@ -26,7 +27,7 @@ export class DeviceTools {
   }
 
   /** `device_call {device_id, tool, arguments}`. */
-  callGeneric(args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
+  callGeneric(args: Record<string, unknown>, ctx: CallContext & Caller): Promise<CallToolResult> {
     const deviceId = args['device_id'];
     const tool = args['tool'];
     const a = args['arguments'] ?? {};
@@ -36,12 +37,14 @@ export class DeviceTools {
     return this.call(normalizeDeviceId(deviceId) ?? deviceId, tool, a as Record<string, unknown>, ctx);
   }
 
-  /** A device's tool as its catalog has it now; undefined when the device or its catalog is not there. */
-  findTool(deviceId: string, tool: string) {
-    return this.d.registry.find(deviceId)?.findTool(tool);
+  /** A device's tool as its catalog has it now; undefined when the device or its catalog is not there, or the caller may not see it. */
+  findTool(deviceId: string, tool: string, caller: Caller) {
+    return this.d.sees(caller, deviceId) ? this.d.registry.find(deviceId)?.findTool(tool) : undefined;
   }
 
-  async call(deviceId: string, tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
+  async call(deviceId: string, tool: string, args: Record<string, unknown>, ctx: CallContext & Caller): Promise<CallToolResult> {
+    // Another tenant's device answers as a device that never connected.
+    if (!this.d.sees(ctx, deviceId)) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${deviceId} has ever connected`);
     const session = this.d.registry.device(deviceId);
     if (session.findTool(tool)?.userOnly) throw new GatewayError('TOOL_NOT_FOUND', `"${tool}" on device ${deviceId} is for people only, not for an LLM`);
     const out = await session.call(tool, args, { timeoutMs: ctx.timeoutMs ?? this.d.deviceCallTimeoutMs });

@@ -1,7 +1,9 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { Tenant } from '../config/fields.js';
 import { GatewayError } from '../errors.js';
+import { canSee } from '../principal.js';
 import type { Store } from '../store/store.js';
 import { SERVER_NAME, type ServerConfig } from './config.js';
 import type { McpHub } from './hub.js';
@@ -10,13 +12,12 @@ import { EndpointUpstream } from './upstream/endpoint.js';
 import type { WebSocketTransport } from './upstream/ws-transport.js';
 
 const COLLECTION = 'mcp_endpoints';
-const TENANT = /^[A-Za-z0-9_.-]{1,64}$/;
 
 /** An endpoint as stored: never the token, only its sha256. */
 const EndpointRecord = z.object({
   id: z.string(),
   name: z.string().regex(SERVER_NAME),
-  tenant: z.string().regex(TENANT).optional(),
+  tenant: Tenant.optional(),
   allowedTools: z.array(z.string()).optional(),
   tokenSha256: z.string().regex(/^[0-9a-f]{64}$/),
   createdAt: z.string(),
@@ -26,7 +27,7 @@ export type EndpointRecord = z.infer<typeof EndpointRecord>;
 export const CreateEndpointBody = z
   .object({
     name: z.string().regex(SERVER_NAME, 'name: 1-32 letters, digits, _ or -'),
-    tenant: z.string().regex(TENANT, 'tenant: letters, digits, _ . - (1-64)').optional(),
+    tenant: Tenant.optional(),
     allowed_tools: z.array(z.string().min(1).max(256)).max(4096).optional(),
   })
   .strict();
@@ -162,7 +163,7 @@ export class McpEndpoints {
   }
 
   private sees(r: EndpointRecord, caller: Caller): boolean {
-    return caller.tenant === undefined || r.tenant === caller.tenant;
+    return canSee(caller, r.tenant);
   }
 
   private view(r: EndpointRecord): EndpointView {

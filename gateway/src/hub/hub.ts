@@ -2,6 +2,7 @@ import { normalizeDeviceId } from '@voxgate/protocol';
 import type { CallToolResult, CompleteRequest, CompleteResult, GetPromptResult, ReadResourceResult } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
+import { canSee } from '../principal.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
 import { invalidArguments } from '../schemas/validators.js';
@@ -15,7 +16,7 @@ import { GENERIC_TOOLS, ToolNamespace, visibleTo } from './namespace.js';
 import { routePeerRequest } from './peer-requests.js';
 import { ServerLists } from './server-lists.js';
 import { toToolResult } from './tool-result.js';
-import type { Caller, DeviceToolMode, HubDevices, HubPrompt, HubResource, HubResourceTemplate, HubTool, Instructions, LogListener, ResourceUpdatedListener } from './types.js';
+import type { Caller, DeviceToolMode, DeviceVisibility, HubDevices, HubPrompt, HubResource, HubResourceTemplate, HubTool, Instructions, LogListener, ResourceUpdatedListener } from './types.js';
 import type { CallContext, HubSettings, ServerStatus, Upstream } from './upstream/base.js';
 import { createUpstream } from './upstream/create.js';
 import { McpUpstream } from './upstream/mcp.js';
@@ -35,6 +36,14 @@ export interface HubDeps {
   deviceCallTimeoutMs: number;
   /** Devices one devices_list result names at most. */
   devicesListMax: number;
+  /** Each device's tenant (devices/tenants.ts). Absent: no device has one, so only operator callers see devices. */
+  deviceTenancy?: DeviceTenancyPort | undefined;
+}
+
+/** What the hub asks of device tenancy: a device's tenant, and word when any device's tenant changed. */
+export interface DeviceTenancyPort {
+  tenantOf(deviceId: string): string | undefined;
+  onChange?(fn: () => void): () => void;
 }
 
 /** Failures a caller must fix before a call can run: thrown (HTTP 4xx, JSON-RPC error), never a tool result. */
@@ -58,6 +67,9 @@ export class McpHub {
   private readonly updateListeners = new Set<ResourceUpdatedListener>();
   private offBus: (() => boolean) | undefined;
   private offRemote: (() => void) | undefined;
+  private offTenancy: (() => void) | undefined;
+  /** The one tenant rule (principal.ts) applied to devices: every device tool, listing and call asks it. */
+  private readonly sees: DeviceVisibility;
   private notifyScheduled = false;
   private closed = false;
   private fleetJobs: FleetJobsPort | undefined;
@@ -70,13 +82,17 @@ export class McpHub {
     const logRate = d.settings.logRatePerSecond;
     this.logRate = new KeyedTokenBucket({ ratePerSecond: logRate, burst: logRate }, { maxKeys: 1024, now: () => performance.now() });
     if (d.enabled) for (const cfg of d.servers) this.upstreams.set(cfg.name, this.upstreamFor(cfg));
-    this.namespace = new ToolNamespace(this.upstreams, d.registry, d.deviceTools);
+    const tenancy = d.deviceTenancy;
+    this.sees = (caller, deviceId) => canSee(caller, tenancy?.tenantOf(deviceId));
+    this.namespace = new ToolNamespace(this.upstreams, d.registry, d.deviceTools, this.sees);
     this.lists = new ServerLists(this.upstreams, d.log);
-    this.devices = new DeviceTools(d);
+    this.devices = new DeviceTools({ ...d, sees: this.sees });
     this.offBus = d.bus.subscribe((e) => {
       if (e.type === 'device.ready' || e.type === 'device.tools_changed' || e.type === 'device.offline') this.changed();
     });
     this.offRemote = d.registry.onChange(() => this.changed());
+    // A device moved to another tenant: every caller's tool list changes.
+    this.offTenancy = d.deviceTenancy?.onChange?.(() => this.changed());
   }
 
   /** The fleet's jobs, for the `fleet_start_job` builtin: the fleet is made after the hub. */
@@ -216,7 +232,7 @@ export class McpHub {
       deviceId = normalizeDeviceId(id) ?? id;
       tool = t;
     }
-    const found = this.devices.findTool(deviceId, tool);
+    const found = this.devices.findTool(deviceId, tool, caller);
     if (!found || found.userOnly) return undefined;
     const source = { kind: 'device' as const, deviceId, tool };
     const entry: HubTool = { name: this.namespace.nameOf(source) ?? deviceToolRaw(deviceId, tool), description: found.description, inputSchema: found.inputSchema, source };
@@ -259,7 +275,7 @@ export class McpHub {
     return this.calls.drain();
   }
 
-  private async dispatch(t: ToolTarget, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
+  private async dispatch(t: ToolTarget, args: Record<string, unknown>, ctx: CallContext & Caller): Promise<CallToolResult> {
     if (t.kind === 'server') {
       const u = this.upstreams.get(t.server)!;
       if (!u.hasTool(t.tool)) throw new GatewayError('TOOL_NOT_FOUND', `server "${t.server}" no longer offers "${t.tool}"`);
@@ -271,7 +287,7 @@ export class McpHub {
       return u.call(t.tool, args, ctx);
     }
     if (t.kind === 'device') return this.devices.call(t.deviceId, t.tool, args, ctx);
-    if (t.tool === 'devices_list') return this.devices.list(args);
+    if (t.tool === 'devices_list') return this.devices.list(args, ctx);
     return this.devices.callGeneric(args, ctx);
   }
 
@@ -356,6 +372,7 @@ export class McpHub {
     this.closed = true;
     this.offBus?.();
     this.offRemote?.();
+    this.offTenancy?.();
     this.listeners.clear();
     await Promise.allSettled([...this.upstreams.values()].map((u) => u.close()));
   }

@@ -1,7 +1,8 @@
 import { GatewayError } from '../errors.js';
+import { mayUseServer } from '../principal.js';
 import { buildNamespace, deviceToolRaw, serverToolRaw, TOOL_NAME, type ToolTarget } from './names.js';
 import { rewriteToolReferences } from './tool-references.js';
-import type { Caller, DeviceToolMode, HubDevices, HubTool, ListedDevice } from './types.js';
+import type { Caller, DeviceToolMode, DeviceVisibility, HubDevices, HubTool, ListedDevice } from './types.js';
 import type { Upstream } from './upstream/base.js';
 
 export const GENERIC_TOOLS: Record<'devices_list' | 'device_call', Omit<HubTool, 'name' | 'source'>> = {
@@ -54,8 +55,7 @@ export function targetKey(t: ToolTarget): string {
 
 /** Whether a caller may see a server: servers limited to tenants are hidden from every other caller. */
 export function visibleTo(u: Upstream, caller: Caller): boolean {
-  const t = u.config.tenants;
-  return !t || (caller.tenant !== undefined && t.includes(caller.tenant));
+  return mayUseServer(caller, u.config.tenants);
 }
 
 /**
@@ -70,6 +70,8 @@ export class ToolNamespace {
     private readonly upstreams: ReadonlyMap<string, Upstream>,
     private readonly devices: HubDevices,
     private readonly mode: DeviceToolMode,
+    /** A caller's view of the devices: other tenants' device tools are neither listed nor resolved. */
+    private readonly sees: DeviceVisibility = () => true,
   ) {}
 
   /** Something in the namespace changed: the next read rebuilds it. */
@@ -123,7 +125,8 @@ export class ToolNamespace {
       }
     }
     if (this.mode !== 'generic')
-      for (const s of this.readyDevices())
+      for (const s of this.readyDevices()) {
+        if (!this.sees(caller, s.deviceId)) continue;
         for (const t of s.catalog!.tools) {
           if (t.userOnly) continue;
           const name = ns.byTarget.get(targetKey({ kind: 'device', deviceId: s.deviceId, tool: t.name }));
@@ -135,6 +138,7 @@ export class ToolNamespace {
           if (t.annotations) entry.annotations = t.annotations;
           out.push(entry);
         }
+      }
     if (this.mode !== 'per_device') for (const [name, def] of Object.entries(GENERIC_TOOLS)) out.push({ name, ...def, source: { kind: 'generic' } });
     return out;
   }
@@ -148,7 +152,7 @@ export class ToolNamespace {
   resolve(name: string, caller: Caller): ToolTarget {
     if (!TOOL_NAME.test(name)) throw new GatewayError('TOOL_NOT_FOUND', `"${name.slice(0, 80)}" is not a tool name`, { tool: name.slice(0, 80) });
     const t = this.current().map.get(name);
-    if (!t || (t.kind === 'server' && !visibleTo(this.upstreams.get(t.server)!, caller)))
+    if (!t || (t.kind === 'server' && !visibleTo(this.upstreams.get(t.server)!, caller)) || (t.kind === 'device' && !this.sees(caller, t.deviceId)))
       throw new GatewayError('TOOL_NOT_FOUND', `no tool named "${name}"; list them with GET /v1/tools or tools/list`, { tool: name });
     return t;
   }

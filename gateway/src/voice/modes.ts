@@ -46,22 +46,26 @@ export class DeviceVoiceModes {
 
 type ProfileConfig = Pick<ConverseConfig, 'mode' | 'tenants' | 'language' | 'hubTenant' | 'tts'> & { asr: { language?: string | undefined } };
 
-/** A device's tenant: the voice tenant that lists it, else voice.hubTenant. */
-export function voiceTenantOf(c: ProfileConfig, deviceId: string): string | undefined {
+/**
+ * A device's voice tenant: the voice tenant that lists it, else the tenant the device belongs to
+ * (devices/tenants.ts), else voice.hubTenant. A conversation's turns run with this tenant's rights: a
+ * device of one tenant never reaches another tenant's devices or servers by speaking.
+ */
+export function voiceTenantOf(c: ProfileConfig, deviceId: string, deviceTenant?: string): string | undefined {
   for (const [name, t] of Object.entries(c.tenants)) if (t.devices.includes(deviceId)) return name;
-  return c.hubTenant;
+  return deviceTenant ?? c.hubTenant;
 }
 
 /** The device's own mode, else its tenant's, else voice.mode. */
-export function voiceModeOf(c: ProfileConfig, modes: DeviceVoiceModes, deviceId: string): VoiceMode {
+export function voiceModeOf(c: ProfileConfig, modes: DeviceVoiceModes, deviceId: string, deviceTenant?: string): VoiceMode {
   const own = modes.get(deviceId);
   if (own) return own;
-  const tenant = voiceTenantOf(c, deviceId);
+  const tenant = voiceTenantOf(c, deviceId, deviceTenant);
   return (tenant !== undefined ? c.tenants[tenant]?.mode : undefined) ?? c.mode;
 }
 
-export function voiceProfileOf(c: ProfileConfig, deviceId: string): DeviceProfile & { persona?: string | undefined } {
-  const tenant = voiceTenantOf(c, deviceId);
+export function voiceProfileOf(c: ProfileConfig, deviceId: string, deviceTenant?: string): DeviceProfile & { persona?: string | undefined } {
+  const tenant = voiceTenantOf(c, deviceId, deviceTenant);
   const t = tenant !== undefined ? c.tenants[tenant] : undefined;
   return { tenant, language: t?.language ?? c.language ?? c.asr.language, voice: t?.voice, persona: t?.persona };
 }

@@ -95,6 +95,8 @@ export class VoiceRelay implements VoiceHook {
   private readonly sessions = new Map<VoiceDevice, VoiceSession>();
   private readonly sweep: NodeJS.Timeout;
   private hub: HubPort | undefined;
+  /** Each device's tenant (devices/tenants.ts): a voice server sees the hub as its device's tenant does. */
+  private tenantOf: (deviceId: string) => string | undefined = () => undefined;
   private closed = false;
 
   constructor(private readonly d: VoiceRelayDeps) {
@@ -106,6 +108,10 @@ export class VoiceRelay implements VoiceHook {
   /** The hub whose tools voice.exposeHubTools lists for voice servers. */
   useHub(hub: HubPort): void {
     this.hub = hub;
+  }
+
+  useTenancy(tenantOf: (deviceId: string) => string | undefined): void {
+    this.tenantOf = tenantOf;
   }
 
   get activeCount(): number {
@@ -287,7 +293,7 @@ export class VoiceRelay implements VoiceHook {
       return;
     }
     vs.mcpInFlight++;
-    void answerUpstreamMcp(vs.device, payload, this.d.metrics, this.hubExposure())
+    void answerUpstreamMcp(vs.device, payload, this.d.metrics, this.hubExposure(vs.deviceId))
       .then(reply)
       .finally(() => vs.mcpInFlight--);
   }
@@ -324,8 +330,8 @@ export class VoiceRelay implements VoiceHook {
     this.d.log.info({ deviceId: vs.deviceId, reason }, 'voice session ended');
   }
 
-  private hubExposure(): HubExposure | undefined {
-    return this.d.config.exposeHubTools && this.hub ? { hub: this.hub, tenant: this.d.config.hubTenant } : undefined;
+  private hubExposure(deviceId: string): HubExposure | undefined {
+    return this.d.config.exposeHubTools && this.hub ? { hub: this.hub, tenant: this.tenantOf(deviceId) ?? this.d.config.hubTenant } : undefined;
   }
 
   private endIdle(): void {

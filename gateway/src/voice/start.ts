@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Assistant } from '../assistant/assistant.js';
+import type { DeviceTenancy } from '../devices/tenants.js';
 import type { VoiceHook } from '../devices/voice-hook.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
@@ -32,6 +33,8 @@ export interface Voice {
   useStore(store: Store): Promise<void>;
   useHub(hub: HubPort): void;
   useAssistant(assistant: Assistant, bus: EventBus): void;
+  /** Devices' tenants (devices/tenants.ts): a device without a voice tenant talks with its own tenant's rights. */
+  useTenancy(tenancy: DeviceTenancy): void;
   close(): void;
 }
 
@@ -46,6 +49,7 @@ export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Log
   const udp = voiceConfigured(config) ? await UdpAudio.start(config, voiceMetrics, voiceLog) : undefined;
   const relay = config.upstream.url ? new VoiceRelay({ config, log: voiceLog, metrics: voiceMetrics, ...(udp ? { udp } : {}) }) : undefined;
   const modes = new DeviceVoiceModes();
+  let tenancy: DeviceTenancy = { tenantOf: () => undefined };
   let kit: ConverseKit | undefined;
   const makeKit = o.kit ?? (() => createConverseKit(config, voiceLog));
   const converse = new Converse({
@@ -55,9 +59,9 @@ export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Log
     voiceMetrics,
     kit: () => (kit ??= makeKit()),
     udp,
-    profile: (deviceId) => voiceProfileOf(config, deviceId),
+    profile: (deviceId) => voiceProfileOf(config, deviceId, tenancy.tenantOf(deviceId)),
   });
-  const modeOf = (id: string) => voiceModeOf(config, modes, id);
+  const modeOf = (id: string) => voiceModeOf(config, modes, id, tenancy.tenantOf(id));
   const hook = new VoiceModeRouter({ modeOf, relay, converse, off: new NoVoiceHook(voiceLog) });
   if (relay) log.info({ upstream: redactedUrl(config.upstream.url!), udp: udp ? `${config.udp.host}:${udp.port}` : 'off' }, 'voice relay on');
   if (config.mode === 'converse') log.info({ asr: config.asr.provider, tts: config.tts.provider, udp: udp ? `${config.udp.host}:${udp.port}` : 'off' }, 'voice conversation on');
@@ -71,10 +75,14 @@ export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Log
     udp,
     useStore: (store) => modes.attach(store),
     useHub: (hub) => relay?.useHub(hub),
+    useTenancy: (t) => {
+      tenancy = t;
+      relay?.useTenancy((id) => t.tenantOf(id));
+    },
     useAssistant(assistant, bus) {
       converse.useTurns(
         (deviceId) => {
-          const p = voiceProfileOf(config, deviceId);
+          const p = voiceProfileOf(config, deviceId, tenancy.tenantOf(deviceId));
           return assistantTurns(assistant, { model: config.model, persona: p.persona ?? config.persona }, p);
         },
         (type, deviceId, data) => void bus.publish(type, deviceId, data),

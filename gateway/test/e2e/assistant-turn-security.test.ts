@@ -54,6 +54,8 @@ describe('assistant confirmations and ownership (issue 20)', () => {
       await d.connectWebSocket(t.wsUrl);
       await ready;
     }
+    // Tenants see only their tenant's devices (item 6): the lamp is acme's, so acme's keys can reach it (item 3).
+    expect((await t.api('PATCH', `/v1/devices/${LAMP}`, { tenant: 'acme' })).status).toBe(200);
   });
   afterAll(async () => {
     lamp.terminate();

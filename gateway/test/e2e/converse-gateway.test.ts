@@ -256,7 +256,7 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     const id = nextMac();
     const r = await t.api('PATCH', `/v1/devices/${id}`, { voiceMode: 'off' });
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ id, voiceMode: 'off', effectiveVoiceMode: 'off' });
+    expect(r.body).toEqual({ id, voiceMode: 'off', effectiveVoiceMode: 'off', name: null, room: null, tags: [], tenant: null });
     expect((await t.api('PATCH', `/v1/devices/${id}`, { voiceMode: 'loud' })).status).toBe(400);
     const d = new ReferenceDevice({ deviceId: id });
     cleanup.push(() => d.terminate());
@@ -264,7 +264,7 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     expect(d.received.find((f) => f['type'] === 'hello')?.['audio_params']).toMatchObject({ sample_rate: 24000 });
     expect(await t.metric('voxgate_voice_converse_sessions_active')).toBe(0);
     const cleared = await t.api('PATCH', `/v1/devices/${id}`, { voiceMode: null });
-    expect(cleared.body).toEqual({ id, voiceMode: null, effectiveVoiceMode: 'converse' });
+    expect(cleared.body).toEqual({ id, voiceMode: null, effectiveVoiceMode: 'converse', name: null, room: null, tags: [], tenant: null });
   });
 
   it('100 concurrent conversations, each heard, answered through the model and spoken, paced', { timeout: 120_000 }, async () => {

@@ -20,16 +20,20 @@ describe('device tools name what people call a device (issue 23)', () => {
     },
     find: () => undefined,
   };
-  const tools = new DeviceTools({ registry, deviceCallTimeoutMs: 1000, devicesListMax: 10 });
+  // Tenant "acme" sees the kitchen device only; an operator (no tenant) sees both.
+  const tools = new DeviceTools({ registry, deviceCallTimeoutMs: 1000, devicesListMax: 10, sees: (caller, id) => caller.tenant === undefined || id.endsWith(':72') });
+  const operator = {};
 
   it('devices_list gives each device its name, room and tags, and filters by room', () => {
-    const all = tools.list({}).structuredContent as { devices: Array<Record<string, unknown>> };
+    const all = tools.list({}, operator).structuredContent as { devices: Array<Record<string, unknown>> };
     expect(all.devices.map((d) => [d['device_id'], d['name'], d['room'], d['tags']])).toEqual([
       ['02:00:00:00:23:71', 'Speaker', 'Living room', ['audio']],
       ['02:00:00:00:23:72', null, 'Kitchen', []],
     ]);
-    const living = tools.list({ room: 'living ROOM' }).structuredContent as { devices: Array<Record<string, unknown>> };
+    const living = tools.list({ room: 'living ROOM' }, operator).structuredContent as { devices: Array<Record<string, unknown>> };
     expect(living.devices.map((d) => d['device_id'])).toEqual(['02:00:00:00:23:71']);
+    const acme = tools.list({}, { tenant: 'acme' }).structuredContent as { devices: Array<Record<string, unknown>> };
+    expect(acme.devices.map((d) => d['device_id'])).toEqual(['02:00:00:00:23:72']);
   });
 
   it("a device tool's description names the device's name and room, without brackets from people's words", () => {

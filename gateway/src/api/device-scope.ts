@@ -1,0 +1,53 @@
+import { normalizeDeviceId } from '@voxgate/protocol';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { DeviceDirectory } from '../devices/directory.js';
+import { scopedDirectory } from '../devices/scoped-directory.js';
+import { deviceVisible, type DeviceTenancy } from '../devices/tenants.js';
+import { GatewayError } from '../errors.js';
+import { parseDeviceId } from './route-helpers.js';
+
+/**
+ * Device routes see devices through the caller's tenant (principal.ts canSee): an operator key (no tenant)
+ * sees every device, a tenant's key only its tenant's. Another tenant's device is answered as one that
+ * never connected (404 DEVICE_NOT_FOUND), never 403: a tenant learns nothing of the others' devices.
+ */
+
+/** Nobody has a tenant: what routes see when no tenancy is wired (only operator keys see devices). */
+export const NO_TENANTS: DeviceTenancy = { tenantOf: () => undefined };
+
+/** Whether this request's caller may see the device. */
+export function callerSees(req: FastifyRequest, tenancy: DeviceTenancy, deviceId: string): boolean {
+  return deviceVisible(tenancy, req.caller ?? {}, deviceId);
+}
+
+/** The device id of a path parameter, when the caller may see that device; 400 when malformed, 404 when not its own. */
+export function visibleDeviceId(req: FastifyRequest, tenancy: DeviceTenancy, raw: string): string {
+  const id = parseDeviceId(raw);
+  if (!callerSees(req, tenancy, id)) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected`);
+  return id;
+}
+
+/**
+ * Every route under `/v1/devices/{deviceId}` of the plugin that calls this, whoever registers it (photos,
+ * firmware, queued calls, ...), answers 404 for a device the caller may not see, before its handler runs.
+ */
+export function scopeDeviceRoutes(app: FastifyInstance, tenancy: DeviceTenancy): void {
+  app.addHook('preHandler', async (req) => {
+    if (req.caller?.tenant === undefined || !req.routeOptions.url?.startsWith('/v1/devices/:deviceId')) return;
+    const raw = (req.params as { deviceId?: unknown }).deviceId;
+    const id = typeof raw === 'string' ? normalizeDeviceId(raw) : undefined;
+    // A malformed id is the route's own 400; an id of another tenant's device is not there.
+    if (id !== undefined && !callerSees(req, tenancy, id)) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected`);
+  });
+}
+
+/** For the event log's pages: undefined for an operator (every event), else a filter to the caller's devices' events. */
+export function eventFilterFor(req: FastifyRequest, tenancy: DeviceTenancy): ((e: { deviceId: string }) => boolean) | undefined {
+  return req.caller?.tenant === undefined ? undefined : (e) => callerSees(req, tenancy, e.deviceId);
+}
+
+/** The directory as this request's caller sees it. */
+export function callerDirectory(req: FastifyRequest, dir: DeviceDirectory, tenancy: DeviceTenancy): DeviceDirectory {
+  const caller = req.caller ?? {};
+  return caller.tenant === undefined ? dir : scopedDirectory(dir, (id) => deviceVisible(tenancy, caller, id));
+}

@@ -1,0 +1,130 @@
+import { describe, expect, it } from 'vitest';
+import type { DeviceFilter, DevicePage, DeviceSummary, PageRequest } from '../../src/devices/directory.js';
+import { visiblePage } from '../../src/devices/scoped-directory.js';
+import { DEVICE_TENANT_COLLECTION, DeviceTenants, tenantByRules, type TenantDocuments } from '../../src/devices/tenants.js';
+import { EnrollmentSlice } from '../../src/enrollment/config.js';
+import { canSee, mayUseServer } from '../../src/principal.js';
+
+/** A store shared by "instances": each watcher hears the writes made through the others (as NATS KV does). */
+function sharedStore() {
+  const docs = new Map<string, unknown>();
+  const watchers = new Set<{ owner: object; fn: (c: { key: string; value: unknown }) => void }>();
+  return (owner: object = {}): TenantDocuments & { docs: Map<string, unknown> } => ({
+    docs,
+    async put(_c, key, value) {
+      docs.set(key, value);
+      for (const w of watchers) if (w.owner !== owner) w.fn({ key, value });
+    },
+    async delete(_c, key) {
+      const had = docs.delete(key);
+      for (const w of watchers) if (w.owner !== owner) w.fn({ key, value: undefined });
+      return had;
+    },
+    async list(c) {
+      expect(c).toBe(DEVICE_TENANT_COLLECTION);
+      return [...docs].map(([key, value]) => ({ key, value }));
+    },
+    onChange(_c, fn) {
+      const w = { owner, fn };
+      watchers.add(w);
+      return () => watchers.delete(w);
+    },
+  });
+}
+
+describe('the tenant rule (principal.ts)', () => {
+  it('operators (no tenant) see everything; a tenant sees its own only, never what has no tenant', () => {
+    expect(canSee({}, undefined)).toBe(true);
+    expect(canSee({}, 'acme')).toBe(true);
+    expect(canSee({ tenant: 'acme' }, 'acme')).toBe(true);
+    expect(canSee({ tenant: 'acme' }, 'globex')).toBe(false);
+    expect(canSee({ tenant: 'acme' }, undefined)).toBe(false);
+  });
+
+  it('hosted servers keep their own rule: open servers serve all, limited ones only their tenants (not operators)', () => {
+    expect(mayUseServer({}, undefined)).toBe(true);
+    expect(mayUseServer({ tenant: 'acme' }, undefined)).toBe(true);
+    expect(mayUseServer({ tenant: 'acme' }, ['acme'])).toBe(true);
+    expect(mayUseServer({ tenant: 'globex' }, ['acme'])).toBe(false);
+    expect(mayUseServer({}, ['acme'])).toBe(false);
+  });
+});
+
+describe('DeviceTenants', () => {
+  it('loads what the store holds (ignoring malformed tenants), writes through, and follows another instance', async () => {
+    const store = sharedStore();
+    const a = store({});
+    a.docs.set('02:00:00:00:00:01', { tenant: 'acme' });
+    a.docs.set('02:00:00:00:00:02', { tenant: 'not a tenant!' });
+    a.docs.set('02:00:00:00:00:03', 'garbage');
+    const one = new DeviceTenants();
+    await one.attach(a);
+    expect(one.tenantOf('02:00:00:00:00:01')).toBe('acme');
+    expect(one.tenantOf('02:00:00:00:00:02')).toBeUndefined();
+    expect(one.tenantOf('02:00:00:00:00:03')).toBeUndefined();
+
+    const two = new DeviceTenants();
+    await two.attach(store({}));
+    let heard = 0;
+    two.onChange(() => heard++);
+    await one.set('02:00:00:00:00:04', 'globex');
+    expect(a.docs.get('02:00:00:00:00:04')).toEqual({ tenant: 'globex' });
+    expect(two.tenantOf('02:00:00:00:00:04')).toBe('globex');
+    await one.set('02:00:00:00:00:01', null);
+    expect(two.tenantOf('02:00:00:00:00:01')).toBeUndefined();
+    expect(heard).toBe(2);
+  });
+
+  it('rules: the first that matches on every matcher given; a device with a tenant keeps it', async () => {
+    const rules = EnrollmentSlice.parse({
+      tenantRules: [
+        { tenant: 'acme', macPrefix: 'AA-BB-CC', board: 'kit-1' },
+        { tenant: 'globex', clientIdPrefix: 'globex-' },
+        { tenant: 'initech', macPrefix: 'aa:bb' },
+      ],
+    }).tenantRules!;
+    expect(tenantByRules(rules, { deviceId: 'aa:bb:cc:00:00:01', board: 'kit-1' })).toBe('acme');
+    expect(tenantByRules(rules, { deviceId: 'aa:bb:cc:00:00:01', board: 'kit-2' })).toBe('initech');
+    expect(tenantByRules(rules, { deviceId: '02:00:00:00:00:01', clientId: 'globex-7' })).toBe('globex');
+    expect(tenantByRules(rules, { deviceId: '02:00:00:00:00:01' })).toBeUndefined();
+
+    const t = new DeviceTenants(rules);
+    await t.attach(sharedStore()());
+    expect(await t.assignByRules({ deviceId: 'aa:bb:01:00:00:01' })).toBe('initech');
+    await t.set('aa:bb:cc:00:00:09', 'globex');
+    expect(await t.assignByRules({ deviceId: 'aa:bb:cc:00:00:09', board: 'kit-1' })).toBe('globex');
+    expect(await t.assignByRules({ deviceId: '02:00:00:00:00:09' })).toBeUndefined();
+    expect(t.tenantOf('02:00:00:00:00:09')).toBeUndefined();
+  });
+
+  it('the config refuses a rule without a matcher, an unknown key, or a bad tenant; no rules leaves the defaults as they were', () => {
+    expect(EnrollmentSlice.safeParse({ tenantRules: [{ tenant: 'acme' }] }).success).toBe(false);
+    expect(EnrollmentSlice.safeParse({ tenantRules: [{ tenant: 'acme', macPrefix: 'aa:bb', mac: 'x' }] }).success).toBe(false);
+    expect(EnrollmentSlice.safeParse({ tenantRules: [{ tenant: 'a b', macPrefix: 'aa:bb' }] }).success).toBe(false);
+    expect(EnrollmentSlice.safeParse({ tenantRules: [{ tenant: 'acme', macPrefix: 'aa:bb:c' }] }).success).toBe(false);
+    expect('tenantRules' in EnrollmentSlice.parse({})).toBe(false);
+  });
+});
+
+describe('visiblePage: one page of the devices a caller may see', () => {
+  const ids = Array.from({ length: 700 }, (_, i) => `02:00:00:00:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 0xff).toString(16).padStart(2, '0')}`);
+  const dir = {
+    page(_f: DeviceFilter, o: PageRequest): DevicePage {
+      const start = o.after === undefined ? 0 : ids.indexOf(o.after) + 1;
+      const devices = ids.slice(start, start + o.limit).map((id) => ({ id }) as DeviceSummary);
+      return { devices, next: start + o.limit < ids.length ? devices.at(-1)!.id : undefined };
+    },
+  };
+
+  it('reads past hidden devices to fill the page, and ends when no visible device is left', () => {
+    const mine = new Set([ids[3]!, ids[300]!, ids[301]!, ids[650]!]);
+    const visible = (id: string) => mine.has(id);
+    const first = visiblePage(dir, {}, { limit: 2 }, visible);
+    expect(first.devices.map((d) => d.id)).toEqual([ids[3], ids[300]]);
+    expect(first.next).toBe(ids[300]);
+    const second = visiblePage(dir, {}, { limit: 2, after: first.next }, visible);
+    expect(second.devices.map((d) => d.id)).toEqual([ids[301], ids[650]]);
+    expect(second.next).toBeUndefined();
+    expect(visiblePage(dir, {}, { limit: 5 }, () => false)).toEqual({ devices: [], next: undefined });
+  });
+});
