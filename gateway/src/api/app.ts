@@ -22,7 +22,7 @@ import type { Metrics } from '../metrics.js';
 import type { Assistant } from '../assistant/assistant.js';
 import { assistantRoutes } from './assistant.js';
 import { requireApiKey } from './auth.js';
-import { NO_TENANTS, scopeDeviceRoutes } from './device-scope.js';
+import { NO_TENANTS, operatorOnly, scopeDeviceRoutes } from './device-scope.js';
 import type { Enrollment } from '../enrollment/enrollment.js';
 import { deviceRoutes } from './devices.js';
 import { deviceSettingsRoutes, type DeviceSettingsDeps } from './device-settings.js';
@@ -165,8 +165,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });
     if (d.history) await v1.register(historyRoutes, { history: d.history });
-    if (d.fleet) await v1.register(fleetRoutes, d.fleet);
-    if (d.scheduler) await v1.register(scheduleRoutes, { scheduler: d.scheduler });
+    await registerFleet(v1, d);
   });
   if (s.console.enabled) await app.register(consoleRoutes, { dir: s.console.dir, publicUrl: s.http.publicUrl });
   if (d.hub && s.mcpEndpoint.enabled) {
@@ -196,4 +195,15 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
 /** Who may scrape /metrics: every API key, plus the metrics key when one is set. */
 export function metricsKeys(apiKeys: () => readonly string[], metricsKey: string | undefined): () => readonly string[] {
   return metricsKey === undefined ? apiKeys : () => [...apiKeys(), metricsKey];
+}
+
+/** Queued calls (scoped to the caller's devices), fleet jobs and schedules (operator keys only). */
+async function registerFleet(v1: FastifyInstance, d: ApiDeps): Promise<void> {
+  if (d.fleet) await v1.register(fleetRoutes, { ...d.fleet, tenancy: d.deviceTenants });
+  const scheduler = d.scheduler;
+  if (!scheduler) return;
+  await v1.register(async (scope) => {
+    operatorOnly(scope, 'schedules');
+    await scope.register(scheduleRoutes, { scheduler });
+  });
 }

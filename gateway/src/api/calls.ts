@@ -1,4 +1,6 @@
-import type { FastifyInstance, FastifySchema } from 'fastify';
+import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
+import type { DeviceTenancy } from '../devices/tenants.js';
+import { callerSees, NO_TENANTS } from './device-scope.js';
 import { z } from 'zod';
 import { GatewayError } from '../errors.js';
 import type { QueuedCalls } from '../fleet/queued-calls.js';
@@ -24,7 +26,14 @@ export const CallListQuery = z.object({ state: z.enum(CALL_STATES).optional(), .
 const CallList = z.object({ calls: z.array(QueuedCallOut), nextCursor: z.string().optional().describe('Absent on the last page') });
 
 /** Queued calls: calls that wait for their device (offline, busy, or connected only for a voice session). */
-export async function callRoutes(app: FastifyInstance, opts: { calls: QueuedCalls }): Promise<void> {
+export async function callRoutes(app: FastifyInstance, opts: { calls: QueuedCalls; tenancy?: DeviceTenancy | undefined }): Promise<void> {
+  const tenancy = opts.tenancy ?? NO_TENANTS;
+  /** A call on a device the caller may not see is not there for it (404), like the device itself. */
+  const visibleCall = (req: FastifyRequest, id: string) => {
+    const c = opts.calls.get(id);
+    if (!c || !callerSees(req, tenancy, c.deviceId)) throw new GatewayError('NOT_FOUND', `no queued call ${id}`);
+    return c;
+  };
   const { calls } = opts;
   const tags = ['calls'];
 
@@ -66,11 +75,7 @@ export async function callRoutes(app: FastifyInstance, opts: { calls: QueuedCall
       params: jsonSchema(CallIdParam),
       response: { 200: jsonSchema(QueuedCallOut, 'output'), ...problems(400, 401, 404) },
     } as FastifySchema,
-    handler: async (req) => {
-      const c = calls.get(req.params.callId);
-      if (!c) throw new GatewayError('NOT_FOUND', `no queued call ${req.params.callId}`);
-      return publicCall(c);
-    },
+    handler: async (req) => publicCall(visibleCall(req, req.params.callId)),
   });
 
   app.delete<{ Params: z.infer<typeof CallIdParam> }>('/v1/calls/:callId', {
@@ -80,7 +85,7 @@ export async function callRoutes(app: FastifyInstance, opts: { calls: QueuedCall
       params: jsonSchema(CallIdParam),
       response: { 200: jsonSchema(QueuedCallOut, 'output'), ...problems(400, 401, 404, 409) },
     } as FastifySchema,
-    handler: async (req) => publicCall(await calls.cancel(req.params.callId)),
+    handler: async (req) => publicCall(await calls.cancel(visibleCall(req, req.params.callId).id)),
   });
 }
 

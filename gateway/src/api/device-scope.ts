@@ -51,3 +51,13 @@ export function callerDirectory(req: FastifyRequest, dir: DeviceDirectory, tenan
   const caller = req.caller ?? {};
   return caller.tenant === undefined ? dir : scopedDirectory(dir, (id) => deviceVisible(tenancy, caller, id));
 }
+
+/**
+ * Routes that reach across devices (fleet jobs, schedules) are for operator keys: a tenant's key gets 403,
+ * since what they select or name is not limited to its own devices.
+ */
+export function operatorOnly(app: FastifyInstance, what: string): void {
+  app.addHook('onRequest', async (req) => {
+    if (req.caller?.tenant !== undefined) throw new GatewayError('FORBIDDEN', `${what} are for operator keys (an API key without a tenant)`);
+  });
+}

@@ -1,3 +1,5 @@
+import type { DeviceTenancy } from '../devices/tenants.js';
+import { operatorOnly } from './device-scope.js';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import { GatewayError } from '../errors.js';
@@ -48,9 +50,12 @@ export function jobRequest(body: JobBodyInput) {
 }
 
 /** Queued calls and fleet jobs, mounted together. */
-export async function fleetRoutes(app: FastifyInstance, opts: { calls: QueuedCalls; jobs: Jobs }): Promise<void> {
-  await app.register(callRoutes, { calls: opts.calls });
-  await app.register(jobRoutes, { jobs: opts.jobs });
+export async function fleetRoutes(app: FastifyInstance, opts: { calls: QueuedCalls; jobs: Jobs; tenancy?: DeviceTenancy | undefined }): Promise<void> {
+  await app.register(callRoutes, { calls: opts.calls, tenancy: opts.tenancy });
+  await app.register(async (scope) => {
+    operatorOnly(scope, 'fleet jobs');
+    await scope.register(jobRoutes, { jobs: opts.jobs });
+  });
 }
 
 /** Fleet jobs: one tool call on every device a filter selects, with rollout controls. */

@@ -142,6 +142,25 @@ describe('tenants separate devices, enrollments, events and tools (issue 20 item
     expect((await t.api<{ voiceMode: string; tenant: string }>('PATCH', `/v1/devices/${DEV_A}`, { voiceMode: 'off' }, as(KEY_A))).body).toMatchObject({ voiceMode: 'off', tenant: 'acme' });
   });
 
+  it('fleet: a tenant queues calls for its own devices only and reads only those; jobs and schedules are for operators', async () => {
+    const mine = await t.api<{ id: string }>('POST', `/v1/devices/${DEV_A}/calls`, { tool: 'self.mark' }, as(KEY_A));
+    expect(mine.status).toBe(202);
+    expect((await t.api<Problem>('POST', `/v1/devices/${DEV_B}/calls`, { tool: 'self.mark' }, as(KEY_A))).status).toBe(404);
+    // A tool B's device lacks: the call is B's to read, and it runs nothing the later checks count.
+    const theirs = await t.api<{ id: string }>('POST', `/v1/devices/${DEV_B}/calls`, { tool: 'self.absent' }, as(KEY_B));
+    expect(theirs.status).toBe(202);
+    expect((await t.api('GET', `/v1/calls/${mine.body.id}`, undefined, as(KEY_A))).status).toBe(200);
+    expect((await t.api<Problem>('GET', `/v1/calls/${theirs.body.id}`, undefined, as(KEY_A))).body.code).toBe('NOT_FOUND');
+    expect((await t.api<Problem>('DELETE', `/v1/calls/${theirs.body.id}`, undefined, as(KEY_A))).body.code).toBe('NOT_FOUND');
+    expect((await t.api('GET', `/v1/calls/${theirs.body.id}`)).status).toBe(200);
+    const job = await t.api<Problem>('POST', '/v1/jobs', { tool: 'self.mark', filter: { ids: [DEV_B] } }, as(KEY_A));
+    expect([job.status, job.body.code]).toEqual([403, 'FORBIDDEN']);
+    const at = new Date(Date.now() + 3_600_000).toISOString();
+    const schedule = await t.api<Problem>('POST', '/v1/schedules', { at, call: { device: DEV_B, tool: 'self.mark' } }, as(KEY_A));
+    expect([schedule.status, schedule.body.code]).toEqual([403, 'FORBIDDEN']);
+    expect((await t.api<Problem>('GET', '/v1/jobs', undefined, as(KEY_A))).status).toBe(403);
+  });
+
   it('tools: a tenant\'s /v1/tools, devices_list, device_call and /mcp reach only its own devices', async () => {
     expect(await deviceToolsFor(KEY_A)).toEqual([perDevice(DEV_A, 'self.mark')]);
     expect(await deviceToolsFor(KEY_B)).toEqual([perDevice(DEV_B, 'self.mark')]);
