@@ -80,7 +80,7 @@ export interface Gateway {
   mqttTlsPort: number | undefined;
   /** The certificate the TLS listeners serve (absent without `tls.certFile`). */
   tls: TlsCertificates | undefined;
-  /** Reread the TLS files (SIGHUP); false when there is no TLS or the new files do not load (the old certificate stays). */
+  /** Reread the TLS files (SIGUSR2); false when there is no TLS or the new files do not load (the old certificate stays). */
   reloadTls(): boolean;
   /** This instance's part of the cluster, when `cluster.enabled`. */
   cluster: Cluster | undefined;
