@@ -72,7 +72,7 @@ export function createMetrics() {
     schemaValidators: new Gauge({ name: 'voxgate_schema_validators_cached', help: 'Compiled schema validators held (LRU, shared by schema content)', registers: [registry] }),
     tlsReloads: new Counter({ name: 'voxgate_tls_reloads_total', help: 'TLS certificate reloads (SIGUSR2), by outcome (ok, failed: the previous certificate stays)', labelNames: ['outcome'] as const, registers: [registry] }),
     tlsCertificateExpiry: new Gauge({ name: 'voxgate_tls_certificate_expiry_timestamp_seconds', help: 'When the served TLS certificate expires (Unix time)', registers: [registry] }),
-    tlsHandshakeFailures: new Counter({ name: 'voxgate_tls_handshake_failures_total', help: 'TLS connections closed in the handshake, by listener and reason (timeout, error)', labelNames: ['listener', 'reason'] as const, registers: [registry] }),
+    tlsHandshakeFailures: new Counter({ name: 'voxgate_tls_handshake_failures_total', help: 'TLS connections closed in the handshake, by listener and reason (timeout, error, plain_http: an http:// request to the HTTPS port)', labelNames: ['listener', 'reason'] as const, registers: [registry] }),
   };
   return m;
 }
