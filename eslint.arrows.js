@@ -34,8 +34,10 @@ export const ARROWS = {
   assistant: ['hub', { folder: 'vision', only: ['image-type', 'bmp-to-png'] }],
   // voice.mode converse answers with the assistant's turn and keeps per-device modes in the store.
   voice: ['devices', 'hub', 'events', 'store', 'assistant'],
+  // Fleet operations (schedules, queued calls, jobs) kept in the store, reaching devices through the hub.
+  fleet: ['devices', 'hub', 'events', 'store'],
   // The HTTP edge mounts the route plugins of the consumers, and caps and secures its own sockets (links, tls).
-  api: ['devices', 'events', 'enrollment', 'hub', 'assistant', 'facade', 'firmware', 'vision', 'voice', 'links', 'tls'],
+  api: ['devices', 'events', 'enrollment', 'hub', 'assistant', 'facade', 'firmware', 'vision', 'voice', 'links', 'tls', 'fleet'],
   // The CLI talks to a gateway over HTTP; it reads only the configuration's defaults.
   cli: [],
 };

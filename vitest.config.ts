@@ -12,8 +12,10 @@ export default defineConfig({
     // Build dist/ once per run: process tests start the compiled gateway (test/support/gateway-process.ts).
     // temp-guard: a temp folder per run, and the run fails if a test leaves a folder of its own behind.
     globalSetup: ['./test/support/temp-guard.ts', './test/support/build.ts'],
-    testTimeout: 20_000,
-    hookTimeout: 20_000,
+    // Hang guards, not budgets: tests await the events they need, and two runs side by side on 2 cores
+    // (or a CI machine starting gateway processes through tsx) can take several times a quiet run's time.
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
     // Two cores: files run in parallel forks, each with its own ports (port 0).
     pool: 'forks',
     reporters: ['default', './test/support/summary-reporter.ts'],

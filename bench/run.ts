@@ -4,27 +4,30 @@
  *   npm run bench                 full (fleet 100 000 requested, 10 min soak)
  *   npm run bench -- --quick      about 3 minutes on 2 cores (fleet 10 000, 60 s soak, 40 s of relayed audio)
  *   npm run bench -- --tiny       seconds; for the correctness test (20 devices)
- *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet,voice,cluster (storm/soak need fleet),
- *            --profile (gateway under --cpu-prof, WebSocket call path only; see bench/tools/top-self.ts)
+ *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet,voice,converse,cluster (storm/soak need fleet),
+ *            --profile (the gateways under --cpu-prof; WebSocket call path unless --only says otherwise, e.g.
+ *            --only mqtt or --only voice; profiles in bench/results/prof/, read them with bench/tools/top-self.ts)
  *
  * Processes: this runner (the load generator, autocannon), the gateway (gateway/src/main.ts), the floors
  * (bench/floors/*), and fleet processes (bench/fleet/fleet.ts) holding the simulated devices; the cluster rows add a
  * nats-server and two clustered gateways. Every child is killed at the end, on failure too.
  *
- * The scenarios are in bench/scenarios/: call-path.ts, fleet.ts (with storm and soak), voice.ts, cluster.ts.
+ * The scenarios are in bench/scenarios/: call-path.ts, fleet.ts (with storm and soak), voice.ts, converse.ts, cluster.ts.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { ROOT, freePort, killAllNow, livePids, spawnTs, stopAll } from './lib/procs.js';
 import { limits, machine } from './lib/system.js';
-import { QUEUE_LIMIT, API_KEY, SOURCES_BASE, benchFromArgs, type Bench, type Result } from './scenarios/bench.js';
+import { GATEWAY_START_MS, QUEUE_LIMIT, API_KEY, SOURCES_BASE, benchFromArgs, type Bench, type Result } from './scenarios/bench.js';
 import { callPathScenario } from './scenarios/call-path.js';
 import { clusterScenarios } from './scenarios/cluster.js';
 import { Fleet, type Env } from './scenarios/env.js';
 import { fleetScenarios } from './scenarios/fleet.js';
-import { ratio, round, until } from './scenarios/measure.js';
+import { mem, ratio, round, until } from './scenarios/measure.js';
 import { voiceScenarios } from './scenarios/voice.js';
+import { converseScenarios } from './scenarios/converse.js';
 
 async function main(b: Bench): Promise<void> {
   const lim = limits();
@@ -83,9 +86,14 @@ async function main(b: Bench): Promise<void> {
     const mqttRelay = spawnTs('mqtt-relay', 'bench/floors/mqtt-relay.ts');
     const bareWs = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');
     await Promise.all([...fleet.procs.map((p) => p.hello), wsRelay.hello, mqttRelay.hello, bareWs.hello]);
-    await until('the gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
+    await until('the gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
     b.log(`gateway on ${gwUrl} (mqtt ${mqttPort}); ${fleetProcs} fleet process(es); floors up`);
     const env: Env = { gateway, gwUrl, gwMqtt: `mqtt://127.0.0.1:${mqttPort}`, wsRelay, mqttRelay, bareWs, fleet, sources, fleetN, fleetParams };
+
+    // Idle: the started gateway with no device and no call yet, after GC.
+    const idle = await mem(gateway);
+    b.results.push({ name: 'idle.rss', value: idle.rss, unit: 'B', floor: null, ratio: null, params: { heapUsed: idle.heapUsed, external: idle.external, note: 'started gateway, no device, after GC' } });
+    b.log(`idle gateway: rss ${(idle.rss / 2 ** 20).toFixed(1)} MiB, heap ${(idle.heapUsed / 2 ** 20).toFixed(1)} MiB`);
 
     let ws: Map<string, number> | undefined;
     let mq: Map<string, number> | undefined;
@@ -99,7 +107,12 @@ async function main(b: Bench): Promise<void> {
       }
     if (b.only.has('fleet')) await fleetScenarios(b, env);
     if (b.only.has('voice')) await voiceScenarios(b, dataDir);
-    if (b.only.has('cluster')) await clusterScenarios(b, env, dataDir);
+    if (b.only.has('converse')) await converseScenarios(b, dataDir);
+    if (b.only.has('cluster')) {
+      // An optional service: without nats-server the cluster rows are skipped with a note, as the tests skip theirs.
+      if (hasNatsServer()) await clusterScenarios(b, env, dataDir);
+      else b.log('cluster rows skipped: nats-server is not installed (on PATH); install it (Debian: apt-get install nats-server) to measure them');
+    }
 
     const doc = { date: new Date().toISOString(), machine: m, results: b.results };
     mkdirSync(dirname(b.outFile), { recursive: true });
@@ -114,6 +127,11 @@ async function main(b: Bench): Promise<void> {
   }
 }
 
+function hasNatsServer(): boolean {
+  const r = spawnSync('nats-server', ['--version'], { stdio: 'ignore' });
+  return r.error === undefined && r.status === 0;
+}
+
 function printTable(results: Result[]): void {
   const rows = results.map((r) => {
     const p = r.params;
@@ -123,13 +141,15 @@ function printTable(results: Result[]): void {
         : p['pace'] !== undefined
           ? `n=${String(p['devices'])} ${p['pace'] === 'saturate' ? `w=${String(p['window'])}` : '60ms'}`
           : `n=${String(p['devices'] ?? '')}`;
-    return [r.name, ctx, `${r.value} ${r.unit}`, r.floor === null ? '-' : String(r.floor), r.ratio === null ? '-' : r.ratio.toFixed(3)];
+    const load = Array.isArray(p['load']) ? (p['load'] as number[]).map((x) => x.toFixed(1)).join('→') : '';
+    return [r.name, ctx, `${r.value} ${r.unit}`, r.floor === null ? '-' : String(r.floor), r.ratio === null ? '-' : r.ratio.toFixed(3), load];
   });
-  const head = ['benchmark', 'params', 'gateway', 'floor', 'ratio'];
+  const head = ['benchmark', 'params', 'gateway', 'floor', 'ratio', 'load avg'];
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i >= 2 ? c.padStart(w[i]!) : c.padEnd(w[i]!))).join('  ');
   process.stdout.write(`\n${line(head)}\n${w.map((n) => '-'.repeat(n)).join('  ')}\n${rows.map(line).join('\n')}\n`);
-  process.stdout.write('ratio: 1.0 = as good as the floor; below 1 = slower / bigger than the floor.\n\n');
+  process.stdout.write('ratio: 1.0 = as good as the floor; below 1 = slower / bigger than the floor.\n' +
+      'CPU rows (µs of process CPU per unit, /proc/<pid>/stat) hold on a busy machine; calls/s and latencies move with its load (1-minute load average, start→end of the row).\n\n');
 }
 
 const b = benchFromArgs(process.argv.slice(2));
@@ -143,7 +163,8 @@ const watchdog = setTimeout(
     b.log('watchdog: the run took too long; stopping');
     void stopAll().finally(() => process.exit(3));
   },
-  { full: 40, quick: 6, tiny: 3 }[b.mode] * 60_000,
+  // Generous: on a shared machine under load a gateway alone may take a minute to start from sources.
+  { full: 40, quick: 8, tiny: 5 }[b.mode] * 60_000,
 );
 watchdog.unref();
 

@@ -2,6 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { deflateSync } from 'node:zlib';
 import { mintVisionToken } from '@voxgate/protocol';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import WebSocket from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from './support/gateway-harness.js';
 import { EVERYTHING_BIN } from './support/hub.js';
@@ -122,8 +123,10 @@ describe('console', () => {
     const page = await openPage(t);
     await signIn(page, TEST_API_KEY);
 
-    // No device yet: the empty state names this gateway's real OTA URL.
+    // No device yet: the empty state names this gateway's real OTA URL, and says a loopback address reaches no device.
     await until(() => page.locator('.ota-url').textContent()).toBe(`${t.baseUrl}/xiaozhi/ota/`);
+    expect(await page.locator('[data-testid="loopback-hint"]').textContent()).toContain('127.0.0.1 is this computer\'s loopback address');
+    expect(await page.locator('.lan-url').textContent()).toBe(`http://192.168.1.20:${new URL(t.baseUrl).port}/xiaozhi/ota/`);
     await page.screenshot({ path: `${SHOTS}/devices-empty.png` });
     await page.locator('.stream.live').waitFor();
 
@@ -155,7 +158,10 @@ describe('console', () => {
     await light.getByLabel('on').check();
     await light.getByRole('button', { name: `Call ${LIGHT.name}` }).click();
     await light.locator('[data-testid="call-result"] .duration').waitFor();
-    expect(JSON.parse((await light.locator('[data-testid="call-result"] pre.text').textContent()) ?? '')).toEqual({ brightness: 70, on: true, label: 'desk' });
+    // A JSON result is shown indented, not on one line.
+    const shown = (await light.locator('[data-testid="call-result"] pre.text').textContent()) ?? '';
+    expect(shown).toContain('\n  "brightness": 70');
+    expect(JSON.parse(shown)).toEqual({ brightness: 70, on: true, label: 'desk' });
     // What reached the device: typed arguments, not form strings.
     const sent = d.mcpReceived.find((p) => p['method'] === 'tools/call' && (p['params'] as { name?: string }).name === LIGHT.name);
     expect((sent?.['params'] as { arguments?: unknown }).arguments).toEqual({ brightness: 70, on: true, label: 'desk' });
@@ -328,7 +334,10 @@ describe('console', () => {
     await page.screenshot({ path: `${SHOTS}/assistant-confirm.png`, fullPage: true });
     await approve.click();
     await page.locator('li.confirm .badge.ok').waitFor();
-    await page.locator('li.tool-line[data-tool-call="self_door_lock"][data-state="ok"]').waitFor();
+    const doorLine = page.locator('li.tool-line[data-tool-call="self_door_lock"][data-state="ok"]');
+    await doorLine.waitFor();
+    // The gateway's time includes the person's wait: the line takes it out and says so.
+    expect(await doorLine.locator('.waited').textContent()).toMatch(/after \d+\.\d s waiting for your answer, not counted/);
     await until(() => page.locator('[data-testid="assistant-text"]').last().textContent()).toBe('Assistant: The door is locked.');
     expect(d.mcpReceived.some((m) => (m['params'] as { name?: string } | undefined)?.name === DOOR.name)).toBe(true);
     // One conversation: the second turn's request carries the first exchange.
@@ -354,6 +363,21 @@ describe('console', () => {
     await llm.requests[0]!.aborted;
     expect(await t.metric('voxgate_assistant_turns_total', { outcome: 'cancelled' })).toBe(1);
 
+    // Cancelled while a tool runs: its line says so, never "Calling tool…" for good.
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c0:06', tools: [{ name: 'self.slow', description: 'Never answers', run: () => new Promise(() => undefined) }] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+    llm.script([{ toolCalls: [{ name: 'device_call', arguments: { device_id: d.deviceId, tool: 'self.slow' } }] }]);
+    await page.getByLabel('Message').fill('run the slow tool');
+    await page.keyboard.press('Enter');
+    const slow = page.locator('li.tool-line[data-tool-call="device_call"]');
+    await slow.and(page.locator('[data-state="running"]')).waitFor();
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await slow.and(page.locator('[data-state="cancelled"]')).waitFor();
+    expect(await slow.textContent()).toContain('not finished: the turn was cancelled');
+
     const bare = await gateway();
     const empty = await openPage(bare);
     await signIn(empty, TEST_API_KEY);
@@ -363,6 +387,504 @@ describe('console', () => {
     await empty.screenshot({ path: `${SHOTS}/assistant-empty.png` });
   }, 120_000);
 });
+
+describe('console, live', () => {
+  const WIPE = {
+    name: 'self.storage.wipe',
+    description: 'Erase every recording',
+    annotations: { destructiveHint: true },
+    run: () => ({ wiped: true }),
+  };
+  const REPORT = {
+    name: 'self.report',
+    description: 'A long JSON report',
+    run: () => Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`sensor${i}`, i])),
+  };
+
+  it('times tick; a dropped event stream shows devices as unknown under a banner; tools first and searchable; a destructive tool asks first; long JSON folds; hosted tools are callable', async () => {
+    const t = await gateway({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] } } } });
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c1:01', tools: [LIGHT, WIPE, REPORT] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await Promise.all([ready, t.gw.hubStarted]);
+
+    const page = await openPage(t);
+    // The sign-in page says where a generated key is kept.
+    expect(await page.locator('.key-where').textContent()).toContain('data/secrets.json');
+    await signIn(page, TEST_API_KEY);
+    const row = page.locator(`tr[data-device="${d.deviceId}"]`);
+    await row.waitFor();
+    await page.locator('.stream.live').waitFor();
+
+    // "Last seen 1s ago" moves on by itself.
+    const seen = row.locator('time');
+    const first = await seen.textContent();
+    await until(() => seen.textContent()).not.toBe(first);
+
+    // The stream drops (every reconnection refused): a banner, and "online" is no longer claimed.
+    await page.route('**/v1/events', (route) => route.abort());
+    await page.getByRole('link', { name: 'Events' }).click();
+    await page.getByRole('button', { name: 'Pause' }).click();
+    await page.getByRole('button', { name: 'Resume' }).click();
+    await page.locator('.stream.retrying').waitFor();
+    await page.getByRole('link', { name: 'Devices' }).click();
+    const banner = page.locator('[data-testid="stream-banner"]');
+    await banner.waitFor();
+    expect(await banner.textContent()).toContain('device states are unknown until it is back');
+    await until(() => row.locator('td .badge').first().textContent()).toBe('unknown (was online)');
+    await page.screenshot({ path: `${SHOTS}/devices-stream-down.png` });
+    // Back: live again, the banner gone, the device online.
+    await page.unroute('**/v1/events');
+    await page.locator('.stream.live').waitFor();
+    await banner.waitFor({ state: 'detached' });
+    await until(() => row.locator('td .badge').first().textContent()).toBe('online');
+
+    // The device page: its tools come before everything else, with a search.
+    await row.getByRole('link', { name: d.deviceId }).click();
+    const wipe = page.locator(`article[data-tool="${WIPE.name}"]`);
+    await wipe.waitFor();
+    const [toolsY, factsY] = await Promise.all([page.locator('#tools-h').boundingBox(), page.locator('#facts-h').boundingBox()]);
+    expect(toolsY!.y).toBeLessThan(factsY!.y);
+    await page.getByLabel('Search tools').fill('erase');
+    await until(() => page.locator('article.tool').count()).toBe(1);
+    await page.getByLabel('Search tools').fill('');
+    await until(() => page.locator('article.tool').count()).toBe(3);
+
+    // A destructive tool: the first click asks; "Don't run" runs nothing, "Run" runs it once.
+    expect(await wipe.locator('.badge').textContent()).toContain('destructive');
+    await wipe.getByRole('button', { name: `Call ${WIPE.name}` }).click();
+    const ask = wipe.getByRole('alertdialog');
+    await ask.waitFor();
+    await page.screenshot({ path: `${SHOTS}/device-destructive-confirm.png` });
+    await ask.getByRole('button', { name: "Don't run" }).click();
+    await ask.waitFor({ state: 'detached' });
+    const wipes = () => d.mcpReceived.filter((m) => m['method'] === 'tools/call' && (m['params'] as { name?: string }).name === WIPE.name).length;
+    expect(wipes()).toBe(0);
+    await wipe.getByRole('button', { name: `Call ${WIPE.name}` }).click();
+    await wipe.getByRole('button', { name: `Run ${WIPE.name}` }).click();
+    await wipe.locator('[data-testid="call-result"]').waitFor();
+    expect(wipes()).toBe(1);
+
+    // A long JSON result is indented and folded.
+    const report = page.locator(`article[data-tool="${REPORT.name}"]`);
+    await report.getByRole('button', { name: `Call ${REPORT.name}` }).click();
+    const fold = report.locator('[data-testid="call-result"] details.fold');
+    await fold.waitFor();
+    expect(await fold.locator('summary').textContent()).toContain('42 lines: show all');
+    await fold.locator('summary').click();
+    expect(await fold.locator('pre').textContent()).toContain('"sensor39": 39');
+
+    // A hosted server's tool, called from the Servers page (POST /v1/tools/{name}/call).
+    await page.getByRole('link', { name: 'Servers' }).click();
+    const server = page.locator('article[data-server="everything"]');
+    await server.locator('.badge.ok').waitFor();
+    await server.locator('details.server-tools > summary').click();
+    const echo = server.locator('article[data-tool="mcp__everything__echo"]');
+    await echo.getByLabel('message').fill('hello from the console');
+    await echo.getByRole('button', { name: 'Call mcp__everything__echo' }).click();
+    await until(() => echo.locator('[data-testid="call-result"] pre').first().textContent()).toContain('hello from the console');
+    expect(await unlabelledControls(page)).toEqual([]);
+    await page.screenshot({ path: `${SHOTS}/servers-tool-call.png`, fullPage: true });
+  }, 120_000);
+
+  it('MCP endpoints: a token is created and shown once, a tool process dials in with it, its tool is called, the token is revoked', async () => {
+    const t = await gateway();
+    await t.gw.hubStarted;
+    const page = await openPage(t);
+    await signIn(page, TEST_API_KEY);
+    await page.getByRole('link', { name: 'Endpoints' }).click();
+    await page.getByRole('heading', { name: 'MCP endpoints' }).waitFor();
+    await page.getByText('No endpoint yet.').waitFor();
+    await page.getByLabel('Name').fill('calc');
+    await page.getByRole('button', { name: 'Create token' }).click();
+    const url = (await page.locator('.created-token .endpoint-url').textContent()) ?? '';
+    expect(url).toMatch(new RegExp(`^ws://127\\.0\\.0\\.1:${new URL(t.baseUrl).port}/mcp_endpoint/mcp/\\?token=[A-Za-z0-9_-]{20,}$`));
+    const card = page.locator('article[data-endpoint="calc"]');
+    await until(() => card.locator('.badge').textContent()).toBe('waiting for its tool process');
+    await page.screenshot({ path: `${SHOTS}/endpoints-created.png`, fullPage: true });
+
+    // A tool process (as mcp_pipe.py does: the gateway is its MCP client) dials in with the URL.
+    const pipe = fakeToolProcess(url);
+    cleanup.push(() => pipe.close());
+    await until(() => card.locator('.badge').textContent()).toBe('connected');
+    await page.getByRole('link', { name: 'Servers' }).click();
+    const server = page.locator('article[data-server="calc"]');
+    await server.locator('details.server-tools > summary').click();
+    const add = server.locator('article[data-tool="mcp__calc__add"]');
+    await add.getByLabel(/^a\b/).fill('2');
+    await add.getByLabel(/^b\b/).fill('40');
+    await add.getByRole('button', { name: 'Call mcp__calc__add' }).click();
+    await until(() => add.locator('[data-testid="call-result"] pre').first().textContent()).toBe('42');
+
+    await page.getByRole('link', { name: 'Endpoints' }).click();
+    await card.getByRole('button', { name: 'Revoke…' }).click();
+    await card.getByRole('button', { name: 'Revoke calc' }).click();
+    await card.waitFor({ state: 'detached' });
+    expect((await t.api<{ endpoints: unknown[] }>('GET', '/v1/mcp/endpoints')).body.endpoints).toEqual([]);
+    await pipe.closed;
+  }, 90_000);
+
+  it("a device's conversation appears live as a chat; its voice mode is set from its page", async () => {
+    const t = await gateway();
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c1:02', tools: [LIGHT] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+    const page = await openPage(t);
+    await signIn(page, TEST_API_KEY);
+    await page.goto(`${t.baseUrl}/console/#/devices/${d.deviceId}`);
+    const mode = page.getByLabel('Voice mode');
+    await mode.waitFor();
+    expect(await mode.inputValue()).toBe('');
+    await mode.selectOption('converse');
+    await until(() => page.locator('.effective-mode strong').textContent()).toBe('converse');
+    const settings = await t.api<{ voiceMode: string | null }>('PATCH', `/v1/devices/${d.deviceId}`, {});
+    expect(settings.body.voiceMode).toBe('converse');
+
+    // The events a conversing device's turn publishes (voice/converse), as the gateway's bus carries them.
+    await page.locator('.stream.live').waitFor();
+    const session = { session: 'sess-1' };
+    t.gw.bus.publish('voice.transcript', d.deviceId, { ...session, text: 'turn the light on' });
+    t.gw.bus.publish('voice.tool', d.deviceId, { ...session, phase: 'call', name: 'self.light.set' });
+    const heard = page.locator('li[data-voice="heard"]');
+    await heard.waitFor();
+    expect(await heard.locator('.text').textContent()).toBe('turn the light on');
+    const tool = page.locator('li[data-voice="tool"]');
+    await until(() => tool.textContent()).toContain('Calling tool self.light.set…');
+    t.gw.bus.publish('voice.tool', d.deviceId, { ...session, phase: 'result', name: 'self.light.set', isError: false, durationMs: 31 });
+    t.gw.bus.publish('voice.reply', d.deviceId, { ...session, text: 'The light is on.', outcome: 'answered', timings: { asrMs: 210, llmFirstTokenMs: 380, firstAudioMs: 520, totalMs: 1400 } });
+    await until(() => tool.textContent()).toContain('self.light.set completed in 31 ms');
+    const reply = page.locator('li[data-voice="reply"]');
+    await reply.waitFor();
+    expect([await reply.locator('.text').textContent(), await reply.locator('.timings').textContent()]).toEqual([
+      'The light is on.',
+      'speech recognised 210 ms · first token 380 ms · first audio 520 ms · total 1400 ms',
+    ]);
+    await page.screenshot({ path: `${SHOTS}/device-conversation.png`, fullPage: true });
+    // The Conversations page: every device's, with the device named.
+    await page.getByRole('link', { name: 'Conversations' }).click();
+    await page.locator('li[data-voice="reply"] a.who').filter({ hasText: d.deviceId }).waitFor();
+    expect(await page.locator('li[data-voice]').count()).toBe(3);
+    await page.screenshot({ path: `${SHOTS}/conversations.png` });
+  }, 60_000);
+
+  it('fleet pages on a gateway without the fleet routes say "not available on this gateway"', async () => {
+    const t = await gateway();
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c1:03', tools: [LIGHT] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+    const page = await openPage(t);
+    await signIn(page, TEST_API_KEY);
+    for (const [link, what] of [
+      ['Jobs', 'Fleet jobs is not available on this gateway.'],
+      ['Schedules', 'Schedules is not available on this gateway.'],
+    ] as const) {
+      await page.getByRole('link', { name: link }).click();
+      await until(() => page.locator('.not-available').textContent()).toBe(what);
+    }
+    await page.goto(`${t.baseUrl}/console/#/jobs/0b8f3c52-4d6e-4c1a-9a55-1f1d2e3c4b5a`);
+    await until(() => page.locator('.not-available').textContent()).toBe('Fleet jobs is not available on this gateway.');
+    await page.getByRole('link', { name: 'Events' }).click();
+    await until(() => page.locator('.history-state').getAttribute('data-state')).toBe('unavailable');
+    await page.goto(`${t.baseUrl}/console/#/devices/${d.deviceId}`);
+    await page.locator('[data-testid="queued-calls"] > summary').click();
+    await until(() => page.locator('[data-testid="queued-calls"] .not-available').textContent()).toBe('Queuing calls is not available on this gateway.');
+    expect(await page.locator('#meta-h + .not-available').textContent()).toContain('is not available on this gateway');
+  }, 60_000);
+});
+
+describe('console, fleet pages against the contract (FLEET-API.md)', () => {
+  /*
+   * The fleet routes are built elsewhere; until they are merged, the browser's requests to them are answered
+   * by a stand-in that follows the contract's shapes (what the pages send is recorded and checked), while
+   * every other request reaches the real gateway. Fleet events are published on the real bus.
+   */
+  it('names, rooms and tags; queued calls; a job with live progress and per-device results; a schedule; history first on the events page', async () => {
+    const t = await gateway();
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c1:04', tools: [LIGHT] });
+    cleanup.push(() => d.terminate());
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+    const page = await openPage(t);
+    const fleet = await fakeFleet(page, d.deviceId);
+    await signIn(page, TEST_API_KEY);
+
+    // Names, rooms and tags: edited on the device page, shown and filtered in the list.
+    await page.goto(`${t.baseUrl}/console/#/devices/${d.deviceId}`);
+    await page.getByLabel('Name', { exact: true }).fill('Kitchen speaker');
+    await page.getByLabel('Room', { exact: true }).fill('kitchen');
+    await page.getByLabel('Tags', { exact: true }).fill('speaker, floor-1 bad/tag');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByText('tag "bad/tag": 1-32 letters, digits, _ . : -').waitFor();
+    await page.getByLabel('Tags', { exact: true }).fill('speaker, floor-1');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.locator('.meta-form .ok').waitFor();
+    expect(fleet.patches).toEqual([{ name: 'Kitchen speaker', room: 'kitchen', tags: ['speaker', 'floor-1'] }]);
+    await page.getByRole('link', { name: 'Devices', exact: true }).click();
+    const row = page.locator(`tr[data-device="${d.deviceId}"]`);
+    await until(() => row.locator('.device-name').textContent()).toBe('Kitchen speaker');
+    expect(await row.locator('td.meta').textContent()).toBe('kitchenspeakerfloor-1');
+    await page.getByLabel('Tag', { exact: true }).fill('garden');
+    await page.getByLabel('Tag', { exact: true }).press('Enter');
+    await page.getByText('No device on this page matches.').waitFor();
+    expect(fleet.deviceQueries.at(-1)).toBe('garden');
+    await page.getByLabel('Tag', { exact: true }).fill('speaker');
+    await page.getByLabel('Tag', { exact: true }).press('Enter');
+    await row.waitFor();
+    await page.screenshot({ path: `${SHOTS}/devices-tags.png` });
+
+    // Queued calls: queue one, see it, cancel it.
+    await page.goto(`${t.baseUrl}/console/#/devices/${d.deviceId}`);
+    const calls = page.locator('[data-testid="queued-calls"]');
+    await calls.locator('summary').first().click();
+    await calls.getByLabel('Tool').fill(LIGHT.name);
+    await calls.getByLabel('Arguments (JSON object)').fill('{"on": true}');
+    await calls.getByRole('button', { name: 'Queue call' }).click();
+    const queued = calls.locator('li[data-state="queued"]');
+    await queued.waitFor();
+    expect(fleet.calls[0]).toMatchObject({ deviceId: d.deviceId, tool: LIGHT.name, arguments: { on: true } });
+    await queued.getByRole('button', { name: /^Cancel call/ }).click();
+    await calls.locator('li[data-state="cancelled"]').waitFor();
+
+    // A job: created with a filter, progress live from job.progress events, per-device results, cancel.
+    await page.getByRole('link', { name: 'Jobs' }).click();
+    await page.locator('summary', { hasText: 'New job' }).click();
+    await page.getByLabel('Tool', { exact: true }).fill('self.audio_speaker.set_volume');
+    await page.getByLabel('Arguments (JSON object)').fill('{"volume": 40}');
+    await page.getByRole('button', { name: 'Start job' }).click();
+    await page.getByText('filter: name at least one of tags, room, firmware, board or device ids').waitFor();
+    await page.getByLabel('Tags', { exact: true }).fill('speaker');
+    await page.getByLabel('Abort over % failed').fill('20');
+    await page.getByRole('button', { name: 'Start job' }).click();
+    await page.getByRole('heading', { name: /^Job / }).waitFor();
+    expect(fleet.jobBodies).toEqual([{ tool: 'self.audio_speaker.set_volume', arguments: { volume: 40 }, filter: { tags: ['speaker'] }, concurrency: 10, abortOverPercent: 20 }]);
+    const job = fleet.jobs[0]!;
+    await until(() => page.locator('.counts-line').first().textContent()).toContain('0/3');
+    fleet.progress(job.id, { queued: 0, sent: 1, succeeded: 1, failed: 1, expired: 0, cancelled: 0 });
+    t.gw.bus.publish('job.progress' as never, '', { jobId: job.id, state: 'running', counts: job.counts });
+    await until(() => page.locator('.counts-line').first().textContent()).toContain('2/3 · 1 ok · 1 failed');
+    await until(() => page.locator('ul.calls li').count()).toBe(3);
+    expect(await page.locator('ul.calls li[data-state="failed"]').textContent()).toContain('DEVICE_ERROR');
+    await page.screenshot({ path: `${SHOTS}/job.png`, fullPage: true });
+    await page.getByRole('button', { name: 'Cancel job' }).click();
+    await until(() => page.locator('.facts .badge').first().textContent()).toBe('cancelled');
+    await page.getByRole('link', { name: '← Jobs' }).click();
+    await page.locator(`tr[data-job="${job.id}"]`).waitFor();
+
+    // A schedule: cron in a time zone, listed with its next run, paused, deleted.
+    await page.getByRole('link', { name: 'Schedules' }).click();
+    await page.locator('summary', { hasText: 'New schedule' }).click();
+    await page.getByLabel('Cron expression').fill('0 7 * * 1-5');
+    await page.getByLabel('Time zone').fill('Europe/Berlin');
+    await page.getByLabel('Device id').fill(d.deviceId);
+    await page.getByLabel('Tool', { exact: true }).fill(LIGHT.name);
+    await page.getByRole('button', { name: 'Create schedule' }).click();
+    const sched = page.locator('li.schedule');
+    await sched.locator('.next-run').waitFor();
+    expect(fleet.scheduleBodies).toEqual([{ cron: '0 7 * * 1-5', timeZone: 'Europe/Berlin', call: { device: d.deviceId, tool: LIGHT.name } }]);
+    await sched.getByRole('button', { name: 'Pause' }).click();
+    await page.locator('li.schedule[data-paused="true"]').waitFor();
+    await page.screenshot({ path: `${SHOTS}/schedules.png`, fullPage: true });
+    await sched.getByRole('button', { name: 'Delete…' }).click();
+    await sched.getByRole('button', { name: 'Delete for good' }).click();
+    await page.getByText('No schedule yet.').waitFor();
+
+    // The events page starts with history (oldest kept event first in time, shown newest first), then the live stream.
+    await page.getByRole('link', { name: 'Events' }).click();
+    await until(() => page.locator('.history-state').getAttribute('data-state')).toBe('loaded');
+    await page.locator('tr[data-event-type="device.offline"]').waitFor();
+    expect(fleet.historyQueries.at(-1)).toMatch(/^since=[^&]+&limit=200$/);
+    expect(await unlabelledControls(page)).toEqual([]);
+  }, 120_000);
+});
+
+interface FakeJob {
+  id: string;
+  tool: string;
+  arguments: Record<string, unknown>;
+  filter: Record<string, unknown>;
+  concurrency: number;
+  ttlMs: number;
+  state: string;
+  createdAt: string;
+  updatedAt: string;
+  counts: Record<string, number>;
+  total: number;
+}
+
+/** The contract's routes answered in the browser (page.route), the rest passed to the real gateway. */
+async function fakeFleet(page: Page, deviceId: string) {
+  const now = () => new Date().toISOString();
+  let seq = 0;
+  const id = () => `00000000-0000-4000-8000-${String(++seq).padStart(12, '0')}`;
+  const meta = { name: null as string | null, room: null as string | null, tags: [] as string[], tenant: null, board: 'sim-board', firstSeenAt: now() };
+  const f = {
+    patches: [] as unknown[],
+    deviceQueries: [] as string[],
+    calls: [] as Array<Record<string, unknown>>,
+    jobBodies: [] as unknown[],
+    jobs: [] as FakeJob[],
+    scheduleBodies: [] as unknown[],
+    schedules: [] as Array<Record<string, unknown>>,
+    historyQueries: [] as string[],
+    progress(jobId: string, counts: Record<string, number>) {
+      const j = f.jobs.find((x) => x.id === jobId)!;
+      j.counts = counts;
+    },
+  };
+  const json = (body: unknown, status = 200) => ({ status, contentType: 'application/json', body: JSON.stringify(body) });
+  const notFound = { status: 404, contentType: 'application/problem+json', body: JSON.stringify({ type: 'about:blank', title: 'Not Found', status: 404, code: 'NOT_FOUND', detail: 'no such thing' }) };
+  await page.route('**/openapi.json', async (route) => {
+    const doc = (await (await route.fetch()).json()) as { paths: Record<string, Record<string, unknown>> };
+    const op = { responses: {} };
+    Object.assign(doc.paths, {
+      '/v1/devices/{deviceId}/calls': { get: op, post: op },
+      '/v1/calls/{callId}': { get: op, delete: op },
+      '/v1/jobs': { get: op, post: op },
+      '/v1/jobs/{jobId}': { get: op },
+      '/v1/jobs/{jobId}/devices': { get: op },
+      '/v1/jobs/{jobId}/cancel': { post: op },
+      '/v1/schedules': { get: op, post: op },
+      '/v1/schedules/{scheduleId}': { get: op, patch: op, delete: op },
+      '/v1/events/history': { get: op },
+    });
+    const list = doc.paths['/v1/devices']!['get'] as { parameters: Array<{ name: string; in: string }> };
+    list.parameters.push(...['tag', 'room', 'name'].map((name) => ({ name, in: 'query' })));
+    await route.fulfill(json(doc));
+  });
+  // The device list and record gain the registry's fields; ?tag= is applied here.
+  await page.route(/\/v1\/devices(\?|\/[^/?]+$|\/[^/?]+\?)/, async (route) => {
+    const req = route.request();
+    const url = new URL(req.url());
+    if (req.method() === 'PATCH') {
+      const body = req.postDataJSON() as Record<string, unknown>;
+      if (!('name' in body || 'room' in body || 'tags' in body)) return route.fallback();
+      f.patches.push(body);
+      Object.assign(meta, body);
+      return route.fulfill(json({ id: deviceId, voiceMode: null, effectiveVoiceMode: 'off', ...meta }));
+    }
+    if (req.method() !== 'GET') return route.fallback();
+    const tag = url.searchParams.get('tag');
+    if (tag !== null) f.deviceQueries.push(tag);
+    for (const k of ['tag', 'room', 'name']) url.searchParams.delete(k);
+    const real = (await (await route.fetch({ url: url.href })).json()) as { devices?: Array<Record<string, unknown>> } & Record<string, unknown>;
+    if (!real.devices) return route.fulfill(json({ ...real, ...meta }));
+    const devices = real.devices.map((x) => ({ ...x, ...meta })).filter(() => tag === null || tag.split(',').every((t) => meta.tags.includes(t)));
+    return route.fulfill(json({ ...real, devices }));
+  });
+  await page.route(/\/v1\/devices\/[^/]+\/calls/, async (route) => {
+    const req = route.request();
+    if (req.method() === 'POST') {
+      const body = req.postDataJSON() as { tool: string; arguments?: Record<string, unknown> };
+      const call = { id: id(), deviceId, tool: body.tool, arguments: body.arguments ?? {}, state: 'queued', createdAt: now(), updatedAt: now(), expiresAt: new Date(Date.now() + 3_600_000).toISOString() };
+      f.calls.unshift(call);
+      return route.fulfill(json(call, 202));
+    }
+    return route.fulfill(json({ calls: f.calls }));
+  });
+  await page.route(/\/v1\/calls\/[^/]+$/, async (route) => {
+    const call = f.calls.find((c) => route.request().url().endsWith(c['id'] as string));
+    if (!call) return route.fulfill(notFound);
+    Object.assign(call, { state: 'cancelled', updatedAt: now() });
+    return route.fulfill(json(call));
+  });
+  await page.route(/\/v1\/jobs(\/|\?|$)/, async (route) => {
+    const req = route.request();
+    const path = new URL(req.url()).pathname;
+    if (path === '/v1/jobs' && req.method() === 'POST') {
+      const body = req.postDataJSON() as { tool: string; arguments?: Record<string, unknown>; filter: Record<string, unknown>; concurrency?: number };
+      f.jobBodies.push(body);
+      const job: FakeJob = {
+        id: id(),
+        tool: body.tool,
+        arguments: body.arguments ?? {},
+        filter: body.filter,
+        concurrency: body.concurrency ?? 10,
+        ttlMs: 86_400_000,
+        state: 'running',
+        createdAt: now(),
+        updatedAt: now(),
+        counts: { queued: 3, sent: 0, succeeded: 0, failed: 0, expired: 0, cancelled: 0 },
+        total: 3,
+      };
+      f.jobs.unshift(job);
+      return route.fulfill(json(job, 202));
+    }
+    if (path === '/v1/jobs') return route.fulfill(json({ jobs: f.jobs }));
+    const [, , , jobId, sub] = path.split('/');
+    const job = f.jobs.find((j) => j.id === jobId);
+    if (!job) return route.fulfill(notFound);
+    if (sub === 'cancel') {
+      job.state = 'cancelled';
+      return route.fulfill(json(job));
+    }
+    if (sub === 'devices') {
+      const states = job.counts['succeeded'] ? ['succeeded', 'failed', 'sent'] : ['queued', 'queued', 'queued'];
+      const devices = states.map((state, i) => ({
+        deviceId: `02:00:00:00:d0:0${i}`,
+        callId: `call-${i}`,
+        state,
+        ...(state === 'succeeded' ? { result: { content: [{ type: 'text', text: '{"volume":40}' }], isError: false, durationMs: 12 } } : {}),
+        ...(state === 'failed' ? { error: { code: 'DEVICE_ERROR', message: 'speaker busy' } } : {}),
+      }));
+      return route.fulfill(json({ devices }));
+    }
+    return route.fulfill(json(job));
+  });
+  await page.route(/\/v1\/schedules(\/|$)/, async (route) => {
+    const req = route.request();
+    const path = new URL(req.url()).pathname;
+    if (path === '/v1/schedules' && req.method() === 'POST') {
+      const body = req.postDataJSON() as Record<string, unknown>;
+      f.scheduleBodies.push(body);
+      const s = { id: id(), ...body, paused: false, nextRun: new Date(Date.now() + 86_400_000).toISOString(), lastRun: null, createdAt: now() };
+      f.schedules.push(s);
+      return route.fulfill(json(s, 201));
+    }
+    if (path === '/v1/schedules') return route.fulfill(json({ schedules: f.schedules }));
+    const s = f.schedules.find((x) => path.endsWith(x['id'] as string));
+    if (!s) return route.fulfill(notFound);
+    if (req.method() === 'DELETE') {
+      f.schedules.splice(f.schedules.indexOf(s), 1);
+      return route.fulfill({ status: 204 });
+    }
+    if (req.method() === 'PATCH') Object.assign(s, req.postDataJSON() as Record<string, unknown>);
+    return route.fulfill(json(s));
+  });
+  await page.route(/\/v1\/events\/history/, async (route) => {
+    const url = new URL(route.request().url());
+    f.historyQueries.push(url.search.slice(1));
+    const at = new Date(Date.now() - 600_000).toISOString();
+    return route.fulfill(json({ events: [{ id: 'old-1', type: 'device.offline', deviceId, at, data: { reason: 'closed' } }] }));
+  });
+  return f;
+}
+
+/**
+ * A tool process as xiaozhi's mcp_pipe.py runs one: it dials the endpoint URL and answers the gateway, which
+ * is the MCP client on that connection (initialize, tools/list, tools/call, ping), one JSON-RPC message per text frame.
+ */
+function fakeToolProcess(url: string): { close: () => void; closed: Promise<void> } {
+  const ws = new WebSocket(url);
+  const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
+  ws.on('message', (raw) => {
+    const m = JSON.parse(raw.toString()) as { id?: number | string; method?: string; params?: { protocolVersion?: string; arguments?: { a?: number; b?: number } } };
+    if (m.id === undefined) return;
+    const reply = (result: unknown) => ws.send(JSON.stringify({ jsonrpc: '2.0', id: m.id, result }));
+    if (m.method === 'initialize') reply({ protocolVersion: m.params?.protocolVersion ?? '2024-11-05', capabilities: { tools: {} }, serverInfo: { name: 'calc', version: '1.0.0' } });
+    else if (m.method === 'tools/list')
+      reply({ tools: [{ name: 'add', description: 'Add two numbers', inputSchema: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] } }] });
+    else if (m.method === 'tools/call') reply({ content: [{ type: 'text', text: String((m.params?.arguments?.a ?? 0) + (m.params?.arguments?.b ?? 0)) }] });
+    else if (m.method === 'ping') reply({});
+    else ws.send(JSON.stringify({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'method not found' } }));
+  });
+  return { close: () => ws.close(), closed };
+}
 
 /** A small real PNG (a colour gradient), so the browser decodes and draws it. */
 function png(width: number, height: number): Buffer {

@@ -2,12 +2,13 @@
  * Floor for the MQTT call path: a bare aedes broker (no hooks, no packet guard) and a fastify route that
  * pushes the call straight to the device's client (`client.publish` on devices/p2p/<mac_>, as the device
  * subscribes to nothing) and returns the reply it publishes to `device-server`. No validation, auth,
- * metrics, logging, queue or timeout.
+ * metrics, logging, queue or timeout. `/serial/v1/…` is the same with one call at a time per device (serial.ts).
  */
 import { createServer } from 'node:net';
 import { Aedes, type Client } from 'aedes';
-import Fastify from 'fastify';
+import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { serveMemoryProbe } from '../procs/ipc.js';
+import { nextCall, serially } from './serial.js';
 
 const devices = new Map<string, Client>();
 const pending = new Map<number, (payload: unknown) => void>();
@@ -35,19 +36,30 @@ broker.on('publish', (packet, client) => {
 const mqttServer = createServer((socket) => broker.handle(socket));
 await new Promise<void>((resolve) => mqttServer.listen(0, '127.0.0.1', resolve));
 
-const app = Fastify({ logger: false });
-app.post<{ Params: { deviceId: string; toolName: string }; Body: { arguments?: Record<string, unknown> } }>(
-  '/v1/devices/:deviceId/tools/:toolName/call',
-  (req, reply) => {
-    const client = devices.get(req.params.deviceId);
-    if (!client) return reply.code(503).send({ error: 'offline' });
+type CallRequest = { Params: { deviceId: string; toolName: string }; Body: { arguments?: Record<string, unknown> } };
+const route = (serial: boolean) => (req: FastifyRequest<CallRequest>, reply: FastifyReply) => {
+  const { deviceId, toolName } = req.params;
+  const send = () => {
+    const client = devices.get(deviceId);
+    if (!client) {
+      if (serial) nextCall(deviceId);
+      return void reply.code(503).send({ error: 'offline' });
+    }
     const id = nextId++;
-    pending.set(id, (result) => void reply.send(result));
-    const text = `{"session_id":"","type":"mcp","payload":${JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: req.params.toolName, arguments: req.body?.arguments ?? {} } })}}`;
-    client.publish({ cmd: 'publish', topic: `devices/p2p/${req.params.deviceId.replace(/:/g, '_')}`, payload: Buffer.from(text), qos: 0, retain: false, dup: false }, () => {});
-    return reply;
-  },
-);
+    pending.set(id, (result) => {
+      if (serial) nextCall(deviceId);
+      void reply.send(result);
+    });
+    const text = `{"session_id":"","type":"mcp","payload":${JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: toolName, arguments: req.body?.arguments ?? {} } })}}`;
+    client.publish({ cmd: 'publish', topic: `devices/p2p/${deviceId.replace(/:/g, '_')}`, payload: Buffer.from(text), qos: 0, retain: false, dup: false }, () => {});
+  };
+  if (serial) serially(deviceId, send);
+  else send();
+  return reply;
+};
+const app = Fastify({ logger: false });
+app.post<CallRequest>('/v1/devices/:deviceId/tools/:toolName/call', route(false));
+app.post<CallRequest>('/serial/v1/devices/:deviceId/tools/:toolName/call', route(true));
 
 serveMemoryProbe(() => ({ devices: devices.size }));
 await app.listen({ host: '127.0.0.1', port: 0 });

@@ -35,7 +35,7 @@ const TOOLS_RESULT = '{"tools":[{"name":"self.get_device_status","description":"
 
 export interface VoiceLoadOptions {
   transport: 'ws' | 'udp';
-  /** ws://…/xiaozhi/v1/ (the gateway or the voice server) for `ws`; mqtt://… (the gateway) for `udp`. */
+  /** ws://…/xiaozhi/v1/ (the gateway, the bare relay or the voice server) for `ws`; mqtt://… (the gateway or the bare relay) for `udp`. */
   url: string;
   /** Binary protocol on a `ws` device's WebSocket. */
   version: 1 | 2;
@@ -51,6 +51,8 @@ export interface VoiceLoadOptions {
   expectMcp: boolean;
   connectTimeoutMs: number;
   drainMs: number;
+  /** Called once every session is open, before the first frame (e.g. to read the relay's memory). */
+  whenOpen?: () => Promise<void>;
 }
 
 export interface VoiceLoadResult {
@@ -178,6 +180,12 @@ class VoiceDevice {
     // The reference device subscribes to nothing: the gateway pushes to it.
     client.on('message', (_topic: string, payload: Buffer) => this.onText(payload.toString('utf8')));
     client.on('error', () => undefined);
+    // Without MCP (the bare relay floor) the device opens its audio channel at once.
+    if (!this.run.o.expectMcp) client.on('connect', () => this.publishUdpHello());
+  }
+
+  private publishUdpHello(): void {
+    this.publish(JSON.stringify({ type: 'hello', version: 3, transport: 'udp', features: { mcp: true }, audio_params: AUDIO_PARAMS }));
   }
 
   private publish(text: string): void {
@@ -209,7 +217,7 @@ class VoiceDevice {
     if (m.payload.method !== 'tools/list') return;
     this.listed = true;
     // An MQTT device's MCP session is up: now it opens its audio channel.
-    if (this.run.o.transport === 'udp') this.publish(JSON.stringify({ type: 'hello', version: 3, transport: 'udp', features: { mcp: true }, audio_params: AUDIO_PARAMS }));
+    if (this.run.o.transport === 'udp') this.publishUdpHello();
     else this.checkReady();
   }
 
@@ -284,6 +292,7 @@ export async function runVoiceLoad(o: VoiceLoadOptions): Promise<VoiceLoadResult
     const opened = await Promise.all(devices.map((d) => d.open()));
     const connectFailures = opened.filter((ok) => !ok).length;
     const live = devices.filter((_, i) => opened[i]);
+    await o.whenOpen?.();
     run.sending = true;
     const t0 = performance.now();
     for (const d of live) d.start();

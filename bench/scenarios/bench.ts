@@ -22,6 +22,8 @@ export const CALL_AMOUNT_TINY = 100;
 /** The gateway lets 64 callers wait on one device (default 16) so concurrency 64 over 1 device queues, not 429s. */
 export const QUEUE_LIMIT = 128;
 export const SOURCES_BASE = 2; // 127.0.0.2, .3, ...
+/** How long a gateway may take to start: from TypeScript sources (tsx) on a shared, loaded machine this took over 30 s. */
+export const GATEWAY_START_MS = 120_000;
 
 const SETTINGS = {
   full: { callS: 10, warmS: 2, fleetN: 100_000, soakS: 600, soakRate: 1000, stormCalls: 1000 },
@@ -47,7 +49,7 @@ export interface Bench {
   clusterDevices: number;
   /** The scenarios to run (--only). */
   only: ReadonlySet<string>;
-  /** --profile: the gateway under --cpu-prof, WebSocket call path only. */
+  /** --profile: the gateways under --cpu-prof (the WebSocket call path unless --only names others). */
   profile: boolean;
   outFile: string;
   results: Result[];
@@ -69,7 +71,7 @@ export function benchFromArgs(argv: readonly string[]): Bench {
     settings: SETTINGS[mode],
     voice: VOICE[mode],
     clusterDevices: CLUSTER_DEVICES[mode],
-    only: new Set((option('only') ?? (profile ? 'ws' : 'ws,mqtt,fleet,storm,soak,voice,cluster')).split(',')),
+    only: new Set((option('only') ?? (profile ? 'ws' : 'ws,mqtt,fleet,storm,soak,voice,converse,cluster')).split(',')),
     profile,
     outFile: resolve(option('out') ?? join(ROOT, 'bench/results/latest.json')),
     results: [],

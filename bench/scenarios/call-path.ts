@@ -1,7 +1,7 @@
 /** Calls through the gateway against the same calls through a relay that only moves bytes (the floor). */
 import { API_KEY, CALL_DEVICES, CONCURRENCY, type Bench } from './bench.js';
 import type { Env } from './env.js';
-import { callOutcomes, callPath, count, errorsOf, loadOnce, metric, notOk, ratio, round, until } from './measure.js';
+import { callOutcomes, callPath, count, serialPath, errorsOf, loadOnce, metric, notOk, ratio, round, until } from './measure.js';
 
 export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt'): Promise<Map<string, number>> {
   const gwGroup = transport === 'ws' ? 1 : 3;
@@ -26,25 +26,40 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
   for (const devices of CALL_DEVICES) {
     for (const c of CONCURRENCY) {
       const before = await callOutcomes(e.gwUrl);
-      const g = await loadOnce(b, e.gwUrl, callPath(gwGroup, devices), c, API_KEY);
+      const g = await loadOnce(b, e.gwUrl, callPath(gwGroup, devices), c, API_KEY, e.gateway.child.pid);
       const after = await callOutcomes(e.gwUrl);
-      const f = await loadOnce(b, floorUrl, callPath(floorGroup, devices), c);
+      const f = await loadOnce(b, floorUrl, callPath(floorGroup, devices), c, undefined, relay.child.pid);
+      // One device, several callers: the gateway runs one call at a time per device, so its floor does too.
+      const serial = devices === 1 && c > 1 ? await loadOnce(b, floorUrl, serialPath(floorGroup, devices), c, undefined, relay.child.pid) : undefined;
+      const floor = serial ?? f;
       const params = {
         transport: label,
         devices,
         concurrency: c,
         seconds: Math.round(g.seconds * 100) / 100,
         calls: g.ok,
-        floorCalls: f.ok,
+        floorCalls: floor.ok,
+        floorKind: serial ? 'serial per device' : 'pipelined',
+        ...(serial ? { pipelinedFloorPerS: round(f.perSecond), pipelinedFloorP50: round(f.p50, 3), pipelinedFloorCpuUsPerCall: round(f.cpuUsPerCall) } : {}),
+        cpuUsPerCall: round(g.cpuUsPerCall),
+        floorCpuUsPerCall: round(floor.cpuUsPerCall),
+        load: g.load,
+        floorLoad: floor.load,
         errors: errorsOf(g) + notOk(before, after),
-        floorErrors: errorsOf(f),
+        floorErrors: errorsOf(f) + (serial ? errorsOf(serial) : 0),
         statusCodes: g.statusCodes,
       };
       perSecond.set(`${devices}/${c}`, g.perSecond);
-      b.results.push({ name: `${transport}.calls_per_s`, value: round(g.perSecond), unit: 'calls/s', floor: round(f.perSecond), ratio: ratio(g.perSecond, f.perSecond), params });
-      b.results.push({ name: `${transport}.p50_ms`, value: round(g.p50, 3), unit: 'ms', floor: round(f.p50, 3), ratio: ratio(f.p50, g.p50), params: { transport: label, devices, concurrency: c, errors: params.errors } });
-      b.results.push({ name: `${transport}.p99_ms`, value: round(g.p99, 3), unit: 'ms', floor: round(f.p99, 3), ratio: ratio(f.p99, g.p99), params: { transport: label, devices, concurrency: c, errors: params.errors } });
-      b.log(`${transport} d=${devices} c=${c}: gateway ${g.perSecond.toFixed(0)}/s p50 ${g.p50.toFixed(2)} ms, floor ${f.perSecond.toFixed(0)}/s p50 ${f.p50.toFixed(2)} ms; errors ${params.errors}/${params.floorErrors}`);
+      const lat = { transport: label, devices, concurrency: c, floorKind: params.floorKind, errors: params.errors };
+      b.results.push({ name: `${transport}.calls_per_s`, value: round(g.perSecond), unit: 'calls/s', floor: round(floor.perSecond), ratio: ratio(g.perSecond, floor.perSecond), params });
+      b.results.push({ name: `${transport}.p50_ms`, value: round(g.p50, 3), unit: 'ms', floor: round(floor.p50, 3), ratio: ratio(floor.p50, g.p50), params: lat });
+      b.results.push({ name: `${transport}.p99_ms`, value: round(g.p99, 3), unit: 'ms', floor: round(floor.p99, 3), ratio: ratio(floor.p99, g.p99), params: lat });
+      // CPU per call: a lower figure is better, so the ratio is floor/gateway like the latencies'.
+      b.results.push({ name: `${transport}.cpu_us_per_call`, value: round(g.cpuUsPerCall), unit: 'µs', floor: round(floor.cpuUsPerCall), ratio: ratio(floor.cpuUsPerCall, g.cpuUsPerCall), params: { ...lat, load: g.load, floorLoad: floor.load } });
+      b.log(
+        `${transport} d=${devices} c=${c}: gateway ${g.perSecond.toFixed(0)}/s p50 ${g.p50.toFixed(2)} ms ${g.cpuUsPerCall.toFixed(0)} µs/call, ` +
+          `floor (${params.floorKind}) ${floor.perSecond.toFixed(0)}/s p50 ${floor.p50.toFixed(2)} ms ${floor.cpuUsPerCall.toFixed(0)} µs/call; load ${g.load.join('→')}; errors ${params.errors}/${params.floorErrors}`,
+      );
     }
   }
   await Promise.all([e.fleet.close(`${transport}-gw`), e.fleet.close(`${transport}-floor`)]);

@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startNatsServer, type NatsServer } from '../../test/support/nats-server.js';
 import { freePort, spawnTs, type Proc } from '../lib/procs.js';
-import { API_KEY, CONCURRENCY, QUEUE_LIMIT, type Bench } from './bench.js';
+import { API_KEY, CONCURRENCY, GATEWAY_START_MS, QUEUE_LIMIT, type Bench } from './bench.js';
 import type { Env } from './env.js';
 import { allDevices, callOutcomes, callPath, errorsOf, loadOnce, mem, metric, notOk, ratio, round, until } from './measure.js';
 
@@ -44,7 +44,7 @@ export async function clusterScenarios(bench: Bench, e: Env, dataDir: string): P
       });
       instances.push(proc);
       const url = `http://127.0.0.1:${httpPort}`;
-      await until(`cluster instance ${id} to be ready`, async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
+      await until(`cluster instance ${id} to be ready`, async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
       return { proc, url, port: httpPort };
     };
     const a = await start('a');

@@ -2,6 +2,8 @@
 import { runLoad } from '../lib/load.js';
 import { API_KEY, BODY, type Bench } from './bench.js';
 import type { Env } from './env.js';
+import { measured } from '../lib/cpu.js';
+import type { Reply } from '../lib/procs.js';
 import { allDevices, callOutcomes, callPath, count, errorsOf, mem, metric, notOk, ratio, round, until } from './measure.js';
 
 export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
@@ -10,22 +12,40 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   const bareUrl = `ws://127.0.0.1:${bare['port'] as number}/`;
   const timeoutMs = Math.max(60_000, N * 5);
 
-  // Floor: N bare WebSocket connections, then the same storm.
+  // Memory floor: N bare WebSocket connections (what N sockets cost).
   const fm0 = await mem(e.bareWs);
   let t = performance.now();
-  const floorConnect = await e.fleet.connect({ group: 'fleet-floor', mode: 'bare', waitFor: 'open', transport: 'ws', url: bareUrl, count: N, macGroup: 6, sources: e.sources, timeoutMs });
+  const bareConnect = await e.fleet.connect({ group: 'fleet-bare', mode: 'bare', waitFor: 'open', transport: 'ws', url: bareUrl, count: N, macGroup: 6, sources: e.sources, timeoutMs });
   await until('bare connections on the floor', async () => (await count(e.bareWs)) >= N, timeoutMs, 100);
-  const floorMs = performance.now() - t;
+  const bareMs = performance.now() - t;
   const fm1 = await mem(e.bareWs);
-  if (!floorConnect.ok) throw new Error(`floor fleet did not connect: ${JSON.stringify(floorConnect.stats)}`);
-  b.log(`fleet floor: ${N} bare connections in ${floorMs.toFixed(0)} ms; rss +${((fm1.rss - fm0.rss) / N).toFixed(0)} B each`);
+  if (!bareConnect.ok) throw new Error(`bare fleet did not connect: ${JSON.stringify(bareConnect.stats)}`);
+  b.log(`fleet bare: ${N} bare connections in ${bareMs.toFixed(0)} ms; rss +${((fm1.rss - fm0.rss) / N).toFixed(0)} B each`);
+  await e.fleet.close('fleet-bare');
+  await until('bare connections gone', async () => (await count(e.bareWs)) === 0, timeoutMs, 100);
+
+  // Ready/s floor: the same devices doing the same four round trips (hello, initialize, two tools/list pages)
+  // against a server that parses each reply with JSON.parse and nothing else; then the same storm.
+  const floorReady = async () => (await e.bareWs.request<Reply & { ready?: number }>({ cmd: 'count' }, 30_000)).ready ?? 0;
+  const floorUrl = `${bareUrl}xiaozhi/v1/`;
+  t = performance.now();
+  const fc = await measured([e.bareWs.child.pid], async () => {
+    const r = await e.fleet.connect({ group: 'fleet-floor', mode: 'device', waitFor: 'ready', transport: 'ws', url: floorUrl, count: N, macGroup: 6, sources: e.sources, timeoutMs });
+    if (!r.ok) throw new Error(`floor fleet did not get ready: ${JSON.stringify(r.stats)}`);
+    await until('every device ready on the floor', async () => (await floorReady()) >= N, timeoutMs, 50);
+    return r;
+  });
+  const floorConnect = fc.result;
+  const floorMs = performance.now() - t;
+  b.log(`fleet floor: ${N} devices through hello, initialize and tools/list in ${floorMs.toFixed(0)} ms; ${(fc.cpu[0]! / N).toFixed(0)} µs CPU each`);
   let floorStormMs = NaN;
   if (b.only.has('storm')) {
     t = performance.now();
     const s = await e.fleet.storm('fleet-floor', timeoutMs);
-    floorStormMs = performance.now() - t;
     if (!s.ok) throw new Error(`floor storm did not complete: ${JSON.stringify(s.stats)}`);
-    b.log(`storm floor: ${N} bare connections back in ${floorStormMs.toFixed(0)} ms`);
+    await until('every device ready again on the floor', async () => (await floorReady()) >= N, timeoutMs, 50);
+    floorStormMs = performance.now() - t;
+    b.log(`storm floor: ${N} devices ready again in ${floorStormMs.toFixed(0)} ms`);
   }
   await e.fleet.close('fleet-floor');
 
@@ -33,18 +53,26 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   const gm0 = await mem(e.gateway);
   const ready0 = await metric(e.gwUrl, 'voxgate_devices_ready');
   t = performance.now();
-  const gwConnect = await e.fleet.connect({ group: 'fleet-gw', mode: 'device', waitFor: 'ready', transport: 'ws', url: `ws://127.0.0.1:${new URL(e.gwUrl).port}/xiaozhi/v1/`, count: N, macGroup: 5, sources: e.sources, timeoutMs });
-  if (!gwConnect.ok) throw new Error(`gateway fleet did not get ready: ${JSON.stringify(gwConnect.stats)}`);
-  await until('the gateway to count every device ready', async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= ready0 + N, 30_000);
+  const gc = await measured([e.gateway.child.pid], async () => {
+    const r = await e.fleet.connect({ group: 'fleet-gw', mode: 'device', waitFor: 'ready', transport: 'ws', url: `ws://127.0.0.1:${new URL(e.gwUrl).port}/xiaozhi/v1/`, count: N, macGroup: 5, sources: e.sources, timeoutMs });
+    if (!r.ok) throw new Error(`gateway fleet did not get ready: ${JSON.stringify(r.stats)}`);
+    await until('the gateway to count every device ready', async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= ready0 + N, 30_000);
+    return r;
+  });
+  const gwConnect = gc.result;
   const gwMs = performance.now() - t;
   const gm1 = await mem(e.gateway);
   b.log(`fleet gateway: ${N} devices ready in ${gwMs.toFixed(0)} ms; rss +${((gm1.rss - gm0.rss) / N).toFixed(0)} B, heap +${((gm1.heapUsed - gm0.heapUsed) / N).toFixed(0)} B each`);
-  const fp = { devices: N, ...e.fleetParams, connectRetries: gwConnect.stats.connectRetries, floorConnectRetries: floorConnect.stats.connectRetries, errors: gwConnect.stats.connectFailures };
+  const fp = { devices: N, ...e.fleetParams, connectRetries: gwConnect.stats.connectRetries, floorConnectRetries: floorConnect.stats.connectRetries + bareConnect.stats.connectRetries, errors: gwConnect.stats.connectFailures };
   const perDevice = (a: number, b: number) => (b - a) / N;
-  b.results.push({ name: 'fleet.ready_per_s', value: round(N / (gwMs / 1000)), unit: 'devices/s', floor: round(N / (floorMs / 1000)), ratio: ratio(floorMs, gwMs), params: { ...fp, gatewayMs: round(gwMs), floorMs: round(floorMs) } });
+  const floorKind = 'hello, initialize, 2 tools/list pages; JSON.parse only';
+  b.results.push({ name: 'fleet.ready_per_s', value: round(N / (gwMs / 1000)), unit: 'devices/s', floor: round(N / (floorMs / 1000)), ratio: ratio(floorMs, gwMs), params: { ...fp, floorKind, gatewayMs: round(gwMs), floorMs: round(floorMs), bareConnectionsMs: round(bareMs), load: gc.load, floorLoad: fc.load } });
+  const cpuGw = gc.cpu[0]! / N;
+  const cpuFloor = fc.cpu[0]! / N;
+  b.results.push({ name: 'fleet.cpu_us_per_device', value: round(cpuGw), unit: 'µs', floor: round(cpuFloor), ratio: ratio(cpuFloor, cpuGw), params: { devices: N, floorKind, load: gc.load, floorLoad: fc.load } });
   const rssGw = perDevice(gm0.rss, gm1.rss);
   const rssFloor = perDevice(fm0.rss, fm1.rss);
-  b.results.push({ name: 'fleet.rss_per_device', value: round(rssGw), unit: 'B', floor: round(rssFloor), ratio: ratio(rssFloor, rssGw), params: { devices: N, rssBefore: gm0.rss, rssAfter: gm1.rss, floorRssBefore: fm0.rss, floorRssAfter: fm1.rss, afterGc: true } });
+  b.results.push({ name: 'fleet.rss_per_device', value: round(rssGw), unit: 'B', floor: round(rssFloor), ratio: ratio(rssFloor, rssGw), params: { devices: N, floorKind: 'bare connections', rssBefore: gm0.rss, rssAfter: gm1.rss, floorRssBefore: fm0.rss, floorRssAfter: fm1.rss, afterGc: true } });
   const heapGw = perDevice(gm0.heapUsed, gm1.heapUsed);
   const heapFloor = perDevice(fm0.heapUsed, fm1.heapUsed);
   b.results.push({ name: 'fleet.heap_per_device', value: round(heapGw), unit: 'B', floor: round(heapFloor), ratio: ratio(heapFloor, heapGw), params: { devices: N, heapBefore: gm0.heapUsed, heapAfter: gm1.heapUsed, afterGc: true } });
@@ -63,7 +91,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     const outcomes = await callOutcomes(e.gwUrl);
     const errs = errorsOf(after) + notOk(before, outcomes);
     b.results.push({ name: 'storm.ready_ms', value: round(stormMs), unit: 'ms', floor: round(floorStormMs), ratio: ratio(floorStormMs, stormMs), params: { devices: N, connectRetries: s.stats.connectRetries, errors: s.stats.connectFailures } });
-    b.results.push({ name: 'storm.ready_per_s', value: round(N / (stormMs / 1000)), unit: 'devices/s', floor: round(N / (floorStormMs / 1000)), ratio: ratio(floorStormMs, stormMs), params: { devices: N, target: 2000 } });
+    b.results.push({ name: 'storm.ready_per_s', value: round(N / (stormMs / 1000)), unit: 'devices/s', floor: round(N / (floorStormMs / 1000)), ratio: ratio(floorStormMs, stormMs), params: { devices: N, floorKind, target: 2000 } });
     b.results.push({ name: 'storm.calls_after_ok', value: after.ok, unit: 'calls', floor: b.settings.stormCalls, ratio: ratio(after.ok, b.settings.stormCalls), params: { devices: N, attempted: b.settings.stormCalls, errors: errs, statusCodes: after.statusCodes } });
     b.log(`storm: ${after.ok}/${b.settings.stormCalls} calls right after succeeded`);
   }

@@ -1,4 +1,5 @@
 /** What the scenarios measure with: the gateway's metrics and device list, the load runs, rounding. */
+import { measured } from '../lib/cpu.js';
 import { runLoad, type LoadResult } from '../lib/load.js';
 import type { Proc, Reply } from '../lib/procs.js';
 import { API_KEY, BODY, CALL_AMOUNT_TINY, TOOL, type Bench } from './bench.js';
@@ -9,6 +10,8 @@ export function macOf(group: number, index: number): string {
 }
 
 export const callPath = (group: number, devices: number) => (n: number) => `/v1/devices/${macOf(group, n % devices)}/tools/${TOOL}/call`;
+/** The floors' route that runs one call at a time per device (bench/floors/serial.ts). */
+export const serialPath = (group: number, devices: number) => (n: number) => `/serial${callPath(group, devices)(n)}`;
 
 export async function until(what: string, cond: () => Promise<boolean>, timeoutMs: number, everyMs = 20): Promise<void> {
   const end = Date.now() + timeoutMs;
@@ -69,14 +72,20 @@ export async function mem(p: Proc): Promise<Mem & { devices?: number }> {
   return r.devices === undefined ? r.mem : { ...r.mem, devices: r.devices };
 }
 
-export async function loadOnce(b: Bench, baseUrl: string, path: (n: number) => string, connections: number, apiKey?: string): Promise<LoadResult> {
+export interface MeasuredLoad extends LoadResult {
+  /** µs of CPU the serving process (`pid`) spent per successful call, over the measured run (not the warm-up). */
+  cpuUsPerCall: number;
+  /** The machine's 1-minute load average at the start and the end of the measured run. */
+  load: [number, number];
+}
+
+/** A warm-up, then the measured run; `pid` is the process serving it (its CPU time is read around the run). */
+export async function loadOnce(b: Bench, baseUrl: string, path: (n: number) => string, connections: number, apiKey?: string, pid?: number): Promise<MeasuredLoad> {
   const base = { baseUrl, path, body: BODY, connections, ...(apiKey ? { apiKey } : {}) };
-  if (b.mode === 'tiny') {
-    await runLoad({ ...base, amount: Math.max(connections, 10) });
-    return runLoad({ ...base, amount: Math.max(CALL_AMOUNT_TINY, connections * 4) });
-  }
-  await runLoad({ ...base, durationS: b.settings.warmS });
-  return runLoad({ ...base, durationS: b.settings.callS });
+  const tiny = b.mode === 'tiny';
+  await runLoad(tiny ? { ...base, amount: Math.max(connections, 10) } : { ...base, durationS: b.settings.warmS });
+  const m = await measured([pid], () => runLoad(tiny ? { ...base, amount: Math.max(CALL_AMOUNT_TINY, connections * 4) } : { ...base, durationS: b.settings.callS }));
+  return { ...m.result, cpuUsPerCall: m.result.ok > 0 ? m.cpu[0]! / m.result.ok : NaN, load: m.load };
 }
 
 export const errorsOf = (r: LoadResult) => r.non2xx + r.errors + r.timeouts;

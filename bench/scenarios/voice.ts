@@ -1,13 +1,16 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { freePort, spawnTs } from '../lib/procs.js';
-import { runVoiceLoad, type VoiceLoadResult } from '../lib/voice.js';
-import { API_KEY, type Bench } from './bench.js';
-import { metric, ratio, round, until } from './measure.js';
+import { cpuUs } from '../lib/cpu.js';
+import { ROOT, freePort, spawnTs, type Proc } from '../lib/procs.js';
+import { runVoiceLoad, type VoiceLoadOptions, type VoiceLoadResult } from '../lib/voice.js';
+import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
+import { count, mem, metric, ratio, round, until } from './measure.js';
 
 /**
- * Relayed audio: devices -> a gateway with voice.mode "relay" -> the voice server double (echo) -> back, against
- * the same devices connected straight to the double (the floor), in the same run. Its own gateway process:
+ * Relayed audio: devices -> a gateway with voice.mode "relay" -> the voice server double (echo) -> back, against the
+ * same devices through a bare byte relay (bench/floors/voice-relay.ts: the floor) and connected straight to the double
+ * (direct), in the same run. Its own gateway process:
  * with the relay on, every WebSocket hello opens a voice session, which the call-path and fleet rows must not.
  */
 export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
@@ -33,58 +36,94 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
       GATEWAY_VOICE_UDP_PORT: '0',
       GATEWAY_VOICE_UDP_PUBLIC_HOST: '127.0.0.1',
     },
+    nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/voice')] : [],
   });
   const gwUrl = `http://127.0.0.1:${httpPort}`;
-  await until('the voice gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
-  b.log(`voice: gateway on ${gwUrl} relaying to ${upstreamUrl}`);
+  const relay = spawnTs('voice-relay', 'bench/floors/voice-relay.ts', { env: { VOICE_UPSTREAM_URL: upstreamUrl } });
+  const relayHello = await relay.hello;
+  await until('the voice gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
+  b.log(`voice: gateway on ${gwUrl} and the bare relay (port ${String(relayHello['port'])}) relaying to ${upstreamUrl}`);
+  b.log(`voice: the peer 78/xiaozhi-mqtt-gateway is not in these rows: it is not on the npm registry (see docs/performance.md)`);
+  const [gwIdle, relayIdle] = [await mem(gateway), await mem(relay)];
+  b.results.push({ name: 'voice.idle_rss', value: gwIdle.rss, unit: 'B', floor: relayIdle.rss, ratio: ratio(relayIdle.rss, gwIdle.rss), params: { floorKind: 'bare voice relay (ws + aedes + dgram)', heapUsed: gwIdle.heapUsed, floorHeapUsed: relayIdle.heapUsed, afterGc: true } });
   const runs = [
     { pace: 'paced' as const, devices: b.voice.devices, window: 1, seconds: b.voice.seconds },
     { pace: 'saturate' as const, devices: b.voice.satDevices, window: b.voice.satWindow, seconds: b.voice.satSeconds },
   ];
   let macGroup = 0;
+  const relayTarget = { ws: `ws://127.0.0.1:${String(relayHello['port'])}/xiaozhi/v1/`, udp: `mqtt://127.0.0.1:${String(relayHello['mqttPort'])}` };
+  // One run through a relay process: its CPU from the first frame to the last echo, and its memory with every
+  // session open (after GC).
+  const through = async (proc: Proc, o: VoiceLoadOptions) => {
+    const m0 = await mem(proc);
+    let m1 = m0;
+    let c0 = NaN;
+    const load0 = loadavg()[0]!;
+    const result = await runVoiceLoad({
+      ...o,
+      whenOpen: async () => {
+        m1 = await mem(proc);
+        c0 = cpuUs(proc.child.pid);
+      },
+    });
+    const cpu = cpuUs(proc.child.pid) - c0;
+    const load: [number, number] = [round(load0, 2), round(loadavg()[0]!, 2)];
+    return { ...result, cpuUsPerFrame: result.received > 0 ? cpu / result.received : NaN, rssPerSession: (m1.rss - m0.rss) / o.devices, load };
+  };
   try {
     for (const transport of ['ws', 'udp'] as const) {
       const label = transport === 'ws' ? 'websocket' : 'mqtt+udp';
       for (const r of runs) {
         const common = { devices: r.devices, pace: r.pace, window: r.window, seconds: r.seconds, connectTimeoutMs: 30_000, drainMs: 5_000 };
         const gwTarget = transport === 'ws' ? `ws://127.0.0.1:${httpPort}/xiaozhi/v1/` : `mqtt://127.0.0.1:${mqttPort}`;
-        // The gateway talks binary protocol 2 upstream for UDP devices: their floor speaks it straight to the double.
+        // The gateway talks binary protocol 2 upstream for UDP devices: their direct run speaks it straight to the double.
         const version = transport === 'ws' ? 1 : 2;
-        const g = await runVoiceLoad({ ...common, transport, url: gwTarget, version, macGroup: macGroup++, expectMcp: true });
+        const g = await through(gateway, { ...common, transport, url: gwTarget, version, macGroup: macGroup++, expectMcp: true });
         await until('the voice sessions to end on the gateway', async () => (await metric(gwUrl, 'voxgate_voice_sessions_active')) === 0, 30_000, 50);
+        const rl = await through(relay, { ...common, transport, url: relayTarget[transport], version: 1, macGroup: macGroup++, expectMcp: false });
+        await until('the voice sessions to end on the bare relay', async () => (await count(relay)) === 0, 30_000, 50);
         const f = await runVoiceLoad({ ...common, transport: 'ws', url: upstreamUrl, version, macGroup: macGroup++, expectMcp: false });
-        pushVoiceRows(b, transport, label, r, g, f);
+        pushVoiceRows(b, transport, label, r, g, rl, f);
         b.log(
-          `voice ${label} ${r.pace} n=${r.devices}: gateway ${g.perSecond.toFixed(0)} frames/s p50 ${g.p50.toFixed(2)} p99 ${g.p99.toFixed(2)} ms, ` +
-            `floor ${f.perSecond.toFixed(0)} frames/s p50 ${f.p50.toFixed(2)} p99 ${f.p99.toFixed(2)} ms; lost ${g.lost}/${f.lost}`,
+          `voice ${label} ${r.pace} n=${r.devices}: gateway ${g.perSecond.toFixed(0)} frames/s p50 ${g.p50.toFixed(2)} ms ${g.cpuUsPerFrame.toFixed(1)} µs/frame, ` +
+            `bare relay ${rl.perSecond.toFixed(0)} frames/s p50 ${rl.p50.toFixed(2)} ms ${rl.cpuUsPerFrame.toFixed(1)} µs/frame, ` +
+            `direct ${f.perSecond.toFixed(0)} frames/s p50 ${f.p50.toFixed(2)} ms; lost ${g.lost}/${rl.lost}/${f.lost}; load ${g.load.join('→')}`,
         );
       }
     }
   } finally {
-    await Promise.all([gateway.stop(), voiceServer.stop()]);
+    await Promise.all([gateway.stop(), relay.stop(), voiceServer.stop()]);
   }
 }
 
-function pushVoiceRows(b: Bench, transport: 'ws' | 'udp', label: string, r: { pace: string; devices: number; window: number; seconds: number }, g: VoiceLoadResult, f: VoiceLoadResult): void {
+type Relayed = VoiceLoadResult & { cpuUsPerFrame: number; rssPerSession: number; load: [number, number] };
+
+function pushVoiceRows(b: Bench, transport: 'ws' | 'udp', label: string, r: { pace: string; devices: number; window: number; seconds: number }, g: Relayed, rl: Relayed, f: VoiceLoadResult): void {
   const errs = (x: VoiceLoadResult) => x.lost + x.corrupt + x.connectFailures;
   const base = {
     transport: label,
     pace: r.pace,
     devices: r.devices,
     ...(r.pace === 'saturate' ? { window: r.window } : { frameMs: 60 }),
-    floorPath: transport === 'ws' ? 'device -> voice server, WebSocket, protocol 1' : 'device -> voice server, WebSocket, protocol 2 (a UDP device has no direct path)',
+    floorPath: transport === 'ws' ? 'device -> bare relay (WebSocket in, WebSocket out) -> voice server' : 'device -> bare relay (MQTT hello; UDP + AES-128-CTR in, WebSocket protocol 2 out) -> voice server',
+    directPath: transport === 'ws' ? 'device -> voice server, WebSocket, protocol 1' : 'device -> voice server, WebSocket, protocol 2 (a UDP device has no direct path)',
     errors: errs(g),
-    floorErrors: errs(f),
+    floorErrors: errs(rl) + errs(f),
+    load: g.load,
+    floorLoad: rl.load,
   };
   const name = `voice_${transport}`;
   b.results.push({
     name: `${name}.frames_per_s`,
     value: round(g.perSecond),
     unit: 'frames/s',
-    floor: round(f.perSecond),
-    ratio: ratio(g.perSecond, f.perSecond),
-    params: { ...base, seconds: round(g.seconds, 2), frames: g.received, floorFrames: f.received, sent: g.sent, lost: g.lost, corrupt: g.corrupt, floorLost: f.lost },
+    floor: round(rl.perSecond),
+    ratio: ratio(g.perSecond, rl.perSecond),
+    params: { ...base, seconds: round(g.seconds, 2), frames: g.received, floorFrames: rl.received, sent: g.sent, lost: g.lost, corrupt: g.corrupt, floorLost: rl.lost, directPerS: round(f.perSecond), directRatio: ratio(g.perSecond, f.perSecond), directFrames: f.received },
   });
-  b.results.push({ name: `${name}.rtt_p50_ms`, value: round(g.p50, 3), unit: 'ms', floor: round(f.p50, 3), ratio: ratio(f.p50, g.p50), params: { ...base, addedMs: round(g.p50 - f.p50, 3) } });
-  b.results.push({ name: `${name}.rtt_p99_ms`, value: round(g.p99, 3), unit: 'ms', floor: round(f.p99, 3), ratio: ratio(f.p99, g.p99), params: { ...base, addedMs: round(g.p99 - f.p99, 3) } });
+  b.results.push({ name: `${name}.cpu_us_per_frame`, value: round(g.cpuUsPerFrame), unit: 'µs', floor: round(rl.cpuUsPerFrame), ratio: ratio(rl.cpuUsPerFrame, g.cpuUsPerFrame), params: base });
+  b.results.push({ name: `${name}.rtt_p50_ms`, value: round(g.p50, 3), unit: 'ms', floor: round(rl.p50, 3), ratio: ratio(rl.p50, g.p50), params: { ...base, addedMs: round(g.p50 - rl.p50, 3), directP50: round(f.p50, 3) } });
+  b.results.push({ name: `${name}.rtt_p99_ms`, value: round(g.p99, 3), unit: 'ms', floor: round(rl.p99, 3), ratio: ratio(rl.p99, g.p99), params: { ...base, addedMs: round(g.p99 - rl.p99, 3), directP99: round(f.p99, 3) } });
+  if (r.pace === 'paced')
+    b.results.push({ name: `${name}.rss_per_session`, value: round(g.rssPerSession), unit: 'B', floor: round(rl.rssPerSession), ratio: ratio(rl.rssPerSession, g.rssPerSession), params: { ...base, afterGc: true } });
 }

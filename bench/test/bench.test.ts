@@ -1,5 +1,5 @@
 /**
- * The bench harness in its tiny mode (20 devices, a few hundred calls, a 2 s soak, a few voice sessions, two clustered
+ * The bench harness in its tiny mode (20 devices, a few hundred calls, a 2 s soak, a few voice sessions, four conversations, two clustered
  * instances on a real nats-server): real processes, real sockets. Checks correctness only — the JSON file's shape, every scenario present, no errors,
  * no pending call left after the soak. Never a speed: timing lives in the figures, not in a test.
  */
@@ -47,7 +47,7 @@ describe('bench harness (tiny mode)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'voxgate-bench-test-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('runs every scenario against its floor, writes the results file, and leaves no error or pending call', { timeout: 240_000 }, async () => {
+  it('runs every scenario against its floor, writes the results file, and leaves no error or pending call', { timeout: 360_000 }, async () => {
     const out = join(dir, 'tiny.json');
     const run = await runBench(out);
     expect(run.code, run.stderr.slice(-3000)).toBe(0);
@@ -59,11 +59,14 @@ describe('bench harness (tiny mode)', () => {
       'ws.calls_per_s',
       'ws.p50_ms',
       'ws.p99_ms',
+      'ws.cpu_us_per_call',
       'mqtt.calls_per_s',
       'mqtt.p50_ms',
       'mqtt.p99_ms',
+      'mqtt.cpu_us_per_call',
       'mqtt_vs_ws.calls_per_s',
       'fleet.ready_per_s',
+      'fleet.cpu_us_per_device',
       'fleet.rss_per_device',
       'fleet.heap_per_device',
       'storm.ready_ms',
@@ -73,10 +76,16 @@ describe('bench harness (tiny mode)', () => {
       'soak.heap_after_gc',
       'soak.pending_end',
       'soak.errors',
+      'idle.rss',
+      'voice.idle_rss',
       'voice_ws.frames_per_s',
+      'voice_ws.cpu_us_per_frame',
+      'voice_ws.rss_per_session',
       'voice_ws.rtt_p50_ms',
       'voice_ws.rtt_p99_ms',
       'voice_udp.frames_per_s',
+      'voice_udp.cpu_us_per_frame',
+      'voice_udp.rss_per_session',
       'voice_udp.rtt_p50_ms',
       'voice_udp.rtt_p99_ms',
       'cluster.devices_per_instance',
@@ -85,6 +94,10 @@ describe('bench harness (tiny mode)', () => {
       'cluster.calls_per_s',
       'cluster.p50_ms',
       'cluster.p99_ms',
+      'converse.own_latency_p50_ms',
+      'converse.concurrent_answered',
+      'converse.cpu_ms_per_audio_s',
+      'converse.audio_path_ms_per_audio_s',
     ])
       expect(names, name).toContain(name);
 
@@ -110,6 +123,11 @@ describe('bench harness (tiny mode)', () => {
         expect(r.params['floorFrames']).toBeGreaterThan(0);
       }
     }
+    // Conversations: every device's turn answered with audio (correctness; how fast is the figures' business).
+    const answered = doc.results.find((r) => r.name === 'converse.concurrent_answered')!;
+    expect(answered.value).toBe(answered.floor);
+    expect(answered.params['failed']).toBe(0);
+    expect(answered.params['framesDown']).toBeGreaterThan(0);
     // Cluster: every device on the owning instance, none on the other; each call through the other instance went
     // over NATS (B counts it forwarded; the warm-up's too), measured against the owning instance in the same run.
     const held = doc.results.find((r) => r.name === 'cluster.devices_per_instance')!;

@@ -1,4 +1,6 @@
 import type { ComponentChildren } from 'preact';
+import { tickFor, useNow } from './lib/clock.js';
+import { prettyJson } from './lib/json-text.js';
 import { explain } from './lib/problems.js';
 import type { Problem } from './lib/types.js';
 
@@ -34,8 +36,51 @@ export function CatalogWarning({ warning }: { warning: string | undefined }) {
   );
 }
 
+/** Past this many lines a JSON block starts folded: its first lines show in the summary. */
+const FOLD_LINES = 24;
+
+/** A value as indented JSON; long ones fold (a click shows the rest). */
 export function Json({ value }: { value: unknown }) {
-  return <pre class="json">{JSON.stringify(value, null, 2)}</pre>;
+  return <Folded text={JSON.stringify(value, null, 2) ?? String(value)} cls="json" />;
+}
+
+/** A tool's text: pretty-printed when it is JSON, as it came otherwise; long ones fold. */
+export function ResultText({ text }: { text: string }) {
+  const pretty = prettyJson(text);
+  return <Folded text={pretty ?? text} cls={pretty === undefined ? 'text' : 'text json'} />;
+}
+
+function Folded({ text, cls }: { text: string; cls: string }) {
+  const lines = text.split('\n');
+  if (lines.length <= FOLD_LINES) return <pre class={cls}>{text}</pre>;
+  return (
+    <details class="fold">
+      <summary>
+        <code>{lines.slice(0, 3).join(' ').slice(0, 120)}</code> … <span class="muted small">({lines.length} lines: show all)</span>
+      </summary>
+      <pre class={cls}>{text}</pre>
+    </details>
+  );
+}
+
+/** A relative time that keeps moving ("3s ago", then "4s ago"), with the exact time as its tooltip. */
+export function Ago({ iso }: { iso: string }) {
+  const age = Date.now() - Date.parse(iso);
+  const now = useNow(tickFor(Number.isFinite(age) ? age : 0));
+  return (
+    <time dateTime={iso} title={iso}>
+      {ago(iso, now)}
+    </time>
+  );
+}
+
+/** Shown in place of a page or panel whose routes this gateway does not have (an older or smaller build). */
+export function NotAvailable({ what }: { what: string }) {
+  return (
+    <p class="muted not-available" role="note">
+      {what} is not available on this gateway.
+    </p>
+  );
 }
 
 export function ago(iso: string, now = Date.now()): string {
@@ -53,4 +98,20 @@ export function Loading({ what }: { what: string }) {
       Loading {what}…
     </p>
   );
+}
+
+/**
+ * A device's status. While the event stream is down (stale), an "online" seen earlier may no longer be
+ * true: it shows as unknown, with the last known state in its label.
+ */
+export function DeviceStatus({ online, state, stale }: { online: boolean; state: string; stale: boolean }) {
+  const known = online ? (state === 'ready' ? 'online' : state) : 'offline';
+  if (stale)
+    return (
+      <Badge tone="warn" title={`The event stream is down: last known ${known}`}>
+        <span class="stale-status">unknown</span>
+        <span class="small"> (was {known})</span>
+      </Badge>
+    );
+  return online ? <Badge tone={state === 'ready' ? 'ok' : 'warn'}>{known}</Badge> : <Badge tone="off">offline</Badge>;
 }

@@ -12,16 +12,29 @@ import { ServersView } from './views/servers.js';
 import { HealthView } from './views/health.js';
 import { EnrollmentsView } from './views/enrollments.js';
 import { AssistantView } from './views/assistant.js';
+import { EndpointsView } from './views/endpoints.js';
+import { ConversationsView } from './views/conversations.js';
+import { JobsView } from './views/jobs.js';
+import { SchedulesView } from './views/schedules.js';
 import './style.css';
 
-type Route = { view: 'devices' } | { view: 'device'; id: string } | { view: 'events' } | { view: 'servers' } | { view: 'health' } | { view: 'enrollments' } | { view: 'assistant'; deviceId: string | undefined };
+/** Views with no parameter: the hash is their name. */
+const PLAIN = ['events', 'servers', 'health', 'enrollments', 'endpoints', 'conversations', 'jobs', 'schedules'] as const;
+type Plain = (typeof PLAIN)[number];
+type Route =
+  | { view: 'devices' }
+  | { view: 'device'; id: string }
+  | { view: Plain }
+  | { view: 'job'; id: string }
+  | { view: 'assistant'; deviceId: string | undefined };
 
 /** Hash routes (#/devices/aa:bb:..): deep links work behind any prefix, with no server rewrite. */
 function parseRoute(hash: string): Route {
   const parts = hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   if (parts[0] === 'devices' && parts[1]) return { view: 'device', id: parts[1] };
   if (parts[0] === 'assistant') return { view: 'assistant', deviceId: parts[1] || undefined };
-  if (parts[0] === 'events' || parts[0] === 'servers' || parts[0] === 'health' || parts[0] === 'enrollments') return { view: parts[0] };
+  if (parts[0] === 'jobs' && parts[1]) return { view: 'job', id: parts[1] };
+  if ((PLAIN as readonly string[]).includes(parts[0] ?? '')) return { view: parts[0] as Plain };
   return { view: 'devices' };
 }
 
@@ -62,6 +75,11 @@ function SignIn({ onDone }: { onDone: () => void }) {
         <p id="key-help" class="muted">
           One of the gateway's <code>GATEWAY_API_KEYS</code>. It stays in this tab only (session storage).
         </p>
+        <p class="muted small key-where">
+          No key set? At its first start the gateway generated one, printed it once, and keeps it in <code>secrets.json</code> in its data
+          directory (<code>data/secrets.json</code> where it was started, or <code>$GATEWAY_DATA_DIR/secrets.json</code>; readable by its
+          owner only).
+        </p>
         <button type="submit" disabled={busy}>
           {busy ? 'Signing in…' : 'Sign in'}
         </button>
@@ -75,7 +93,11 @@ const NAV: Array<[Route['view'], string, string]> = [
   ['devices', '#/devices', 'Devices'],
   ['enrollments', '#/enrollments', 'Enrollments'],
   ['events', '#/events', 'Events'],
+  ['conversations', '#/conversations', 'Conversations'],
+  ['jobs', '#/jobs', 'Jobs'],
+  ['schedules', '#/schedules', 'Schedules'],
   ['servers', '#/servers', 'Servers'],
+  ['endpoints', '#/endpoints', 'Endpoints'],
   ['assistant', '#/assistant', 'Assistant'],
   ['health', '#/health', 'Health'],
 ];
@@ -90,6 +112,20 @@ function StreamStatus() {
   );
 }
 
+/** While the stream is down the page cannot know what changed: said once, above every view. */
+function StreamBanner() {
+  const s = useStreamState();
+  if (!s.stale) return null;
+  return (
+    <div class="banner" role="alert" data-testid="stream-banner">
+      {s.status === 'paused'
+        ? 'Events are paused: device states on this page are not updated (resume on the Events page).'
+        : `The event stream is down (${s.status === 'stopped' ? 'stopped' : 'reconnecting'}): device states are unknown until it is back.`}
+      {s.error && <span class="muted small"> {s.error}</span>}
+    </div>
+  );
+}
+
 function App() {
   const [signedIn, setSignedIn] = useState(() => session.key() !== null);
   const route = useRoute();
@@ -100,7 +136,7 @@ function App() {
     return () => events.stop();
   }, [signedIn]);
   if (!signedIn) return <SignIn onDone={() => setSignedIn(true)} />;
-  const current = route.view === 'device' ? 'devices' : route.view;
+  const current = route.view === 'device' ? 'devices' : route.view === 'job' ? 'jobs' : route.view;
   return (
     <>
       {/* Not href="#main": the hash is the route. */}
@@ -128,12 +164,18 @@ function App() {
           Sign out
         </button>
       </header>
+      <StreamBanner />
       <main id="main" tabIndex={-1}>
         {route.view === 'devices' && <DevicesView />}
         {route.view === 'device' && <DeviceView id={route.id} />}
         {route.view === 'enrollments' && <EnrollmentsView />}
         {route.view === 'events' && <EventsView />}
         {route.view === 'servers' && <ServersView />}
+        {route.view === 'endpoints' && <EndpointsView />}
+        {route.view === 'conversations' && <ConversationsView />}
+        {route.view === 'jobs' && <JobsView />}
+        {route.view === 'job' && <JobsView id={route.id} />}
+        {route.view === 'schedules' && <SchedulesView />}
         {route.view === 'health' && <HealthView />}
         {/* Keyed by the device: binding another device starts a fresh chat. */}
         {route.view === 'assistant' && <AssistantView key={route.deviceId ?? ''} deviceId={route.deviceId} />}

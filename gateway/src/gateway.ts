@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -17,6 +17,10 @@ import { openEnrollment } from './enrollment/open.js';
 import { GatewayError } from './errors.js';
 import { EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
+import { historyMaxAgeMs, type EventLog } from './events/history.js';
+import { SqliteEventLog } from './events/history-sqlite.js';
+import { SchedulesSlice } from './fleet/schedules-config.js';
+import { Scheduler, type ScheduleTargets } from './fleet/schedules.js';
 import { createHub } from './hub/create.js';
 import { hubEnabled } from './hub/config.js';
 import type { McpHub } from './hub/hub.js';
@@ -34,6 +38,7 @@ import { MetricsHistory } from './metrics-history.js';
 import { SchemaValidators } from './schemas/validators.js';
 import { resolveSecrets } from './secrets.js';
 import { openStore } from './store/open.js';
+import { SqliteStore } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { startupSummary, summaryText } from './startup-summary.js';
 import { TlsCertificates } from './tls/certificates.js';
@@ -115,6 +120,8 @@ interface Core {
   tls: TlsCertificates | undefined;
   clusterLink: ClusterConnection | undefined;
   bus: EventBus;
+  /** The persisted event history (GET /v1/events/history), when events.history is on. */
+  eventLog: EventLog | undefined;
   voice: Voice;
   registry: DeviceRegistry;
   directory: FleetDirectory;
@@ -186,15 +193,36 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   // Read first: a missing or mismatched certificate stops the start before anything listens.
   const { certFile, keyFile, caFile } = config.tls;
   const tls = certFile !== undefined && keyFile !== undefined ? new TlsCertificates({ certFile, keyFile, caFile }, log.child({ component: 'tls' }), metrics) : undefined;
-  const clusterLink = config.cluster.enabled ? await connectCluster(config.cluster, { log, metricsRegistry: metrics.registry, replayLimit: config.events.bufferSize }) : undefined;
+  const clusterLink = config.cluster.enabled
+    ? await connectCluster(config.cluster, {
+        log,
+        metricsRegistry: metrics.registry,
+        replayLimit: config.events.bufferSize,
+        history: { maxEvents: config.events.history.maxEvents, maxAgeMs: historyMaxAgeMs(config.events.history) },
+      })
+    : undefined;
   if (clusterLink) life.defer('cluster connection', () => clusterLink.close());
+  // Opened before the bus: the event history (a table in it) is where the bus resumes an id its ring lost.
+  const store = await openStore(config.cluster, config.dataDir, log);
+  life.defer('store', () => store.close());
+  // --- History (events/history*.ts): events kept in the store, or the cluster's event stream; Last-Event-ID
+  // resumes from it across restarts. Closed (its last batch written) before the store, after every device.
+  const eventLog = openEventLog(config, store, clusterLink, log, metrics);
   const bus = new EventBus({
     bufferSize: config.events.bufferSize,
     metrics,
     log: log.child({ component: 'events' }),
     deviceRate: { ratePerSecond: config.events.devicePerSecond, burst: config.events.deviceBurst },
-    replaySource: clusterLink?.replay,
+    replaySource: eventLog ?? clusterLink?.replay,
   });
+  if (eventLog) {
+    const unsubscribe = bus.subscribe((e) => eventLog.append(e));
+    life.defer('event history', () => {
+      unsubscribe();
+      return eventLog.close();
+    });
+  }
+  // --- end History
   const validators = new SchemaValidators({
     limits: config.schemas,
     maxCached: config.schemas.validatorCacheSize,
@@ -208,8 +236,6 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const registry = createRegistry({ voice: voice.hook, log, bus, metrics, vision: vision.capability, validators }, { ...config, visionRefreshMs: vision.refreshMs });
   // Callers find devices here: this instance's registry, and the cluster's devices once it has joined.
   const directory = new FleetDirectory(registry);
-  const store = await openStore(config.cluster, config.dataDir, log);
-  life.defer('store', () => store.close());
   await voice.useStore(store);
   const onRevoked = (deviceId: string) => {
     for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
@@ -226,7 +252,18 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
-  return { metrics, tls, clusterLink, bus, voice, registry, directory, store, enrollment, hub, mcpEndpoints, assistant, visionKey, closeVoice, closeHub, closeAssistant };
+  return { metrics, tls, clusterLink, bus, eventLog, voice, registry, directory, store, enrollment, hub, mcpEndpoints, assistant, visionKey, closeVoice, closeHub, closeAssistant };
+}
+
+/**
+ * History: the event log this gateway keeps. With the cluster on, the event stream every instance writes;
+ * else a table beside the documents in the embedded store's database (it lends its one handle).
+ */
+function openEventLog(config: Config, store: Store, cluster: ClusterConnection | undefined, log: Logger, metrics: Metrics): EventLog | undefined {
+  if (!config.events.history.enabled) return undefined;
+  if (cluster) return cluster.history;
+  if (!(store instanceof SqliteStore)) return undefined;
+  return store.share((db) => new SqliteEventLog(db, SqliteEventLog.options(config.events, log.child({ component: 'event-history' }), metrics)));
 }
 
 /** The HTTP app and device WebSockets, the cluster, then every listener; each registers its closer as it opens. */
@@ -239,9 +276,11 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   const vision = visionService({ visionKey: core.visionKey, dataDir: config.dataDir, fallbackExplainer, bus, metrics, log }, config.vision);
   const api = { log, registry: directory, bus, metrics, hub, enrollment, assistant, history, apiKeys, version: GATEWAY_VERSION, deviceSecret: secrets.deviceSecret };
   const f = { stopping: false, mqtt: undefined as MqttLink | undefined };
+  const scheduler = await openSchedules(config, log, core, life);
   const http: FastifyInstance = await createHttp(
     {
       ...api,
+      scheduler,
       ...(vision ? { vision } : {}),
       settings: { ...config, mcpEndpoint: config.mcp.endpoint, firmwareDir: join(config.dataDir, 'firmware') },
       mqttPort: () => f.mqtt?.port ?? config.mqtt.port,
@@ -251,6 +290,8 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       tenantOf: (key) => tenants.get(key),
       deviceSettings: { voiceModes: core.voice.modes, effectiveVoiceMode: (id) => core.voice.modeOf(id) },
       ...(core.mcpEndpoints ? { mcpEndpoints: { endpoints: core.mcpEndpoints, path: config.mcp.endpoints.path } } : {}),
+      // History: device tenancy plugs its per-request filter in as `visibleTo`.
+      ...(core.eventLog ? { eventHistory: { log: core.eventLog } } : {}),
     },
     tls,
   );
@@ -303,6 +344,33 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   history.start();
   life.defer('metrics history', () => history.stop());
   return Object.assign(f, { http, ws, metricsListener, cluster, history, closeHttp, closeMqtt, closeMetrics, closeWs });
+}
+
+/**
+ * Schedules (fleet/schedules.ts): kept in the store, fired once per run across the cluster. What they start
+ * goes through the ScheduleTargets port.
+ */
+async function openSchedules(config: Config, log: Logger, core: Core, life: Lifecycle): Promise<Scheduler> {
+  // wired to fleet/queued-calls at merge: until then a scheduled call goes straight to the device (an offline
+  // device is the run's error), and a scheduled job is refused when it fires.
+  const targets: ScheduleTargets = {
+    async startCall(deviceId, tool, args) {
+      const device = core.directory.device(deviceId);
+      const callId = `call_${randomBytes(9).toString('base64url')}`;
+      void device.call(tool, args).then(
+        (out) => log.info({ deviceId, tool, callId, isError: out.isError ?? false }, 'scheduled call done'),
+        (err: unknown) => log.warn({ deviceId, tool, callId, err }, 'scheduled call failed'),
+      );
+      return { callId };
+    },
+    async startJob() {
+      throw new GatewayError('INVALID_REQUEST', 'fleet jobs are not in this build yet: a schedule can start a call only');
+    },
+  };
+  // schedules.* joins the configuration at merge (fleet/schedules-config.ts): the defaults until then.
+  const scheduler = await Scheduler.open({ store: core.store, targets, bus: core.bus, log, config: SchedulesSlice.parse({}), instanceId: config.cluster.instanceId });
+  life.defer('schedules', () => scheduler.close());
+  return scheduler;
 }
 
 /** mcp.publish: the namespace served to remote MCP endpoints (each redials with backoff until closed). */

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { bindCounter } from './metrics-bound.js';
 
 /** Operator counters. No per-device labels: a fleet would explode the series count. */
 export function createMetrics() {
@@ -40,6 +41,9 @@ export function createMetrics() {
     inboundEndpointCalls: new Counter({ name: 'voxgate_mcp_inbound_endpoint_tool_calls_total', help: 'Tool calls served by tool processes on the inbound MCP endpoint, by outcome (ok, tool_error: an error result, a timeout or a dropped connection)', labelNames: ['outcome'] as const, registers: [registry] }),
     mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),
     eventsDropped: new Counter({ name: 'voxgate_events_dropped_total', help: 'Device events dropped before the bus, by reason (device_rate: over the per-device rate)', labelNames: ['reason'] as const, registers: [registry] }),
+    // The persisted event history (embedded store): events written in batches, or dropped (writes kept failing).
+    eventHistory: new Counter({ name: 'voxgate_event_history_writes_total', help: 'Events written to the event history, or dropped (outcome: written, dropped)', labelNames: ['outcome'] as const, registers: [registry] }),
+    eventHistorySize: new Gauge({ name: 'voxgate_event_history_size', help: 'Events kept in the event history (embedded store)', registers: [registry] }),
     sseDropped: new Counter({ name: 'voxgate_sse_streams_dropped_total', help: 'SSE streams closed or refused by the gateway, by reason (slow, total_cap, key_cap)', labelNames: ['reason'] as const, registers: [registry] }),
     devicesForgotten: new Counter({ name: 'voxgate_devices_forgotten_total', help: 'Offline devices forgotten past devices.maxKnown (never_ready first, then offline least recently seen)', labelNames: ['kind'] as const, registers: [registry] }),
     connectionsOpen: new Gauge({ name: 'voxgate_connections_open', help: 'Open sockets per listener (devices, API callers, idle ones)', labelNames: ['listener'] as const, registers: [registry] }),
@@ -77,7 +81,23 @@ export function createMetrics() {
     tlsCertificateExpiry: new Gauge({ name: 'voxgate_tls_certificate_expiry_timestamp_seconds', help: 'When the served TLS certificate expires (Unix time)', registers: [registry] }),
     tlsHandshakeFailures: new Counter({ name: 'voxgate_tls_handshake_failures_total', help: 'TLS connections closed in the handshake, by listener and reason (timeout, error, plain_http: an http:// request to the HTTPS port)', labelNames: ['listener', 'reason'] as const, registers: [registry] }),
   };
-  return m;
+  return { ...m, hot: hotCounters(m.calls, m.framesIn) };
+}
+
+/**
+ * The counters every call or frame increments, bound once (bindCounter: an increment is one addition, not a
+ * label hash): what a device sent, and the outcome of a call that succeeded.
+ */
+function hotCounters(calls: Counter<'outcome'>, framesIn: Counter<'transport' | 'kind'>) {
+  const framesOf = (transport: 'websocket' | 'mqtt') => ({
+    mcp: bindCounter(framesIn, { transport, kind: 'mcp' }),
+    other: bindCounter(framesIn, { transport, kind: 'other' }),
+    audio: bindCounter(framesIn, { transport, kind: 'audio' }),
+  });
+  return {
+    callsOk: bindCounter(calls, { outcome: 'ok' }),
+    framesIn: { websocket: framesOf('websocket'), mqtt: framesOf('mqtt') },
+  };
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

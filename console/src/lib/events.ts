@@ -1,5 +1,6 @@
 import { createParser } from 'eventsource-parser';
 import { ApiError, authHeaders, session } from './api.js';
+import { mergeEvents, parseEvent } from './event-list.js';
 import type { GatewayEvent } from './types.js';
 
 export type StreamStatus = 'connecting' | 'live' | 'paused' | 'retrying' | 'stopped';
@@ -19,12 +20,30 @@ export class EventStream {
   lastId: string | undefined;
   error: string | undefined;
   private events: GatewayEvent[] = [];
+  /** Set once the stream has been live: from then on, any other status means what the page shows may be stale. */
+  private everLive = false;
   private abort: AbortController | undefined;
   private readonly listeners = new Set<(e: GatewayEvent | 'resync' | 'status') => void>();
 
   /** Newest first. */
   recent(): readonly GatewayEvent[] {
     return this.events;
+  }
+
+  /**
+   * Whether device states on the page may be out of date: the stream is paused, failing, or not live
+   * after having been live (before the first connection, what the page just loaded is current).
+   */
+  get stale(): boolean {
+    return this.status === 'retrying' || this.status === 'paused' || (this.everLive && this.status !== 'live');
+  }
+
+  /** Add events read from the history route (older ones, or ones missed); duplicates of what the stream brought are skipped. */
+  addHistory(older: readonly GatewayEvent[]): void {
+    const merged = mergeEvents(this.events, older, KEEP);
+    if (merged === this.events) return;
+    this.events = merged;
+    this.emit('status');
   }
 
   subscribe(f: (e: GatewayEvent | 'resync' | 'status') => void): () => void {
@@ -50,6 +69,8 @@ export class EventStream {
   stop(status: StreamStatus = 'stopped'): void {
     this.abort?.abort();
     this.abort = undefined;
+    // Stopped (signed out): the next start begins afresh, not "stale".
+    if (status === 'stopped') this.everLive = false;
     this.setStatus(status);
   }
 
@@ -112,21 +133,12 @@ export class EventStream {
   private setStatus(s: StreamStatus): void {
     if (this.status === s) return;
     this.status = s;
+    if (s === 'live') this.everLive = true;
     this.emit('status');
   }
 
   private emit(e: GatewayEvent | 'resync' | 'status'): void {
     for (const f of this.listeners) f(e);
-  }
-}
-
-function parseEvent(data: string): GatewayEvent | undefined {
-  try {
-    const v = JSON.parse(data) as Partial<GatewayEvent>;
-    if (typeof v.id !== 'string' || typeof v.type !== 'string' || typeof v.deviceId !== 'string' || typeof v.at !== 'string') return undefined;
-    return { id: v.id, type: v.type, deviceId: v.deviceId, at: v.at, data: typeof v.data === 'object' && v.data !== null ? v.data : {} };
-  } catch {
-    return undefined;
   }
 }
 

@@ -10,6 +10,24 @@ export function useStreamState(): typeof events {
   return events;
 }
 
+/**
+ * Whether what the page shows of devices may be stale (the event stream down, paused or reconnecting), and
+ * `onFresh` run each time the stream is live again after that (reload: what changed meanwhile was not seen).
+ */
+export function useStale(onFresh?: () => void): boolean {
+  // Only status changes re-render (not every event): the devices table listens to this.
+  const [stale, setStale] = useState(() => events.stale);
+  useEffect(() => events.subscribe((e) => e === 'status' && setStale(events.stale)), []);
+  const was = useRef(stale);
+  const fresh = useRef(onFresh);
+  fresh.current = onFresh;
+  useEffect(() => {
+    if (was.current && !stale) fresh.current?.();
+    was.current = stale;
+  }, [stale]);
+  return stale;
+}
+
 /** Run `f` for each event (and on `resync`), while mounted. */
 export function useOnEvent(f: (e: GatewayEvent | 'resync') => void): void {
   const ref = useRef(f);
@@ -61,5 +79,15 @@ export function useCoalesced(f: () => void, ms: number): () => void {
       timer.current = undefined;
       ref.current();
     }, ms);
+  }, [ms]);
+}
+
+/** Run `f` every `ms` while mounted (for what changes without an event, e.g. a tool process connecting). */
+export function useInterval(f: () => void, ms: number): void {
+  const ref = useRef(f);
+  ref.current = f;
+  useEffect(() => {
+    const t = setInterval(() => ref.current(), ms);
+    return () => clearInterval(t);
   }, [ms]);
 }

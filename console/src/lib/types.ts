@@ -3,6 +3,8 @@
  * (gateway/src/api/schemas.ts, tools.ts, enrollments.ts, history.ts); these mirror the fields the console
  * uses, and the console talks to the gateway only over HTTP.
  */
+import type { FleetEventType } from './fleet-types.js';
+
 export interface Problem {
   type: string;
   title: string;
@@ -45,6 +47,19 @@ export interface ToolList {
   hash: string;
 }
 
+/** A tool of the hub (GET /v1/tools): a hosted server's (mcp__server__tool), a device's, or the generic ones. */
+export interface HubTool {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  title?: string;
+  annotations?: Record<string, unknown>;
+  source: Record<string, unknown>;
+}
+export interface HubToolList {
+  tools: HubTool[];
+}
+
 export interface CallResult {
   content: Array<Record<string, unknown>>;
   isError: boolean;
@@ -60,7 +75,10 @@ export type EventType =
   | 'device.catalog_incomplete'
   | 'device.notification'
   | 'device.message'
-  | 'device.photo';
+  | 'device.photo'
+  | 'voice.transcript'
+  | 'voice.tool'
+  | 'voice.reply';
 export const EVENT_TYPES: readonly EventType[] = [
   'device.online',
   'device.ready',
@@ -70,10 +88,14 @@ export const EVENT_TYPES: readonly EventType[] = [
   'device.notification',
   'device.message',
   'device.photo',
+  'voice.transcript',
+  'voice.tool',
+  'voice.reply',
 ];
 export interface GatewayEvent {
   id: string;
-  type: EventType;
+  /** Fleet events (fleet-types.ts) arrive on gateways that have those routes. */
+  type: EventType | FleetEventType;
   deviceId: string;
   at: string;
   data: Record<string, unknown>;
@@ -152,4 +174,31 @@ export interface FirmwarePreview {
   source: 'rollout' | 'baseline' | 'none';
   offer: { version: string; url: string; force?: number; size?: number; sha256?: string };
   rollout: { version: string; percent: number; listed: boolean; bucket: number } | null;
+}
+
+/** PATCH /v1/devices/{id}: the device's settings after the change (an empty body changes nothing: a read). */
+export interface DeviceSettings {
+  id: string;
+  voiceMode: 'off' | 'relay' | 'converse' | null;
+  effectiveVoiceMode: 'off' | 'relay' | 'converse';
+}
+
+/** An MCP endpoint token (GET /v1/mcp/endpoints): a tool process dials in with it and serves its tools. */
+export interface McpEndpoint {
+  id: string;
+  name: string;
+  tenant: string | null;
+  allowedTools: string[] | null;
+  createdAt: string;
+  state: 'connected' | 'waiting';
+  lastError: string | null;
+  toolCount: number;
+  tools: string[];
+}
+/** POST /v1/mcp/endpoints: the token is shown once (the gateway keeps only its hash). */
+export interface McpEndpointCreated {
+  id: string;
+  name: string;
+  token: string;
+  url: string;
 }

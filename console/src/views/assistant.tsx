@@ -10,13 +10,47 @@ import { Badge, Loading, ProblemBox } from '../components.js';
 type Entry =
   | { kind: 'user'; id: number; text: string }
   | { kind: 'assistant'; id: number; text: string }
-  | { kind: 'tool'; id: number; callId: string; name: string; args: Record<string, unknown>; state: 'running' | 'ok' | 'error'; durationMs?: number; text?: string }
-  | { kind: 'confirm'; id: number; turnId: string; callId: string; name: string; args: Record<string, unknown>; answer?: 'approved' | 'denied' | 'unanswered'; problem?: Problem }
+  | {
+      kind: 'tool';
+      id: number;
+      /** The page's own number for the turn (its gateway id may not be known yet). */
+      turn: number;
+      callId: string;
+      name: string;
+      args: Record<string, unknown>;
+      state: 'running' | 'ok' | 'error' | 'cancelled' | 'interrupted';
+      durationMs?: number;
+      /** How long the call waited for the person's answer (the gateway's durationMs includes it). */
+      waitedMs?: number;
+      text?: string;
+    }
+  | {
+      kind: 'confirm';
+      id: number;
+      turnId: string;
+      callId: string;
+      name: string;
+      args: Record<string, unknown>;
+      /** When the question was shown, and when answered (performance.now()): the wait, taken out of the tool's time. */
+      askedAt: number;
+      answeredAt?: number;
+      answer?: 'approved' | 'denied' | 'unanswered';
+      problem?: Problem;
+    }
   | { kind: 'end'; id: number; outcome: 'failed' | 'cancelled'; problem: Problem };
+
+/** What the page knows of the turn it is streaming. */
+interface TurnState {
+  seq: number;
+  id?: string;
+  ended?: boolean;
+  cancelled?: boolean;
+}
 
 /** The transcript keeps this many entries; older ones fall off (a long session never grows the page without bound). */
 const KEEP = 400;
 let nextId = 1;
+let nextTurn = 1;
 const CANCELLED: Problem = { type: 'about:blank', title: 'Cancelled', status: 0, code: 'CANCELLED', detail: 'cancelled by you' };
 
 /**
@@ -113,8 +147,9 @@ function Chat({ models, deviceId }: { models: AssistantModel[]; deviceId: string
   const add = (e: Entry) => setEntries((s) => [...s, e].slice(-KEEP));
   const update = (match: (e: Entry) => boolean, f: (e: Entry) => Entry) => setEntries((s) => s.map((e) => (match(e) ? f(e) : e)));
 
-  const onEvent = (ev: TurnEvent, turn: { id?: string; ended?: boolean }) => {
+  const onEvent = (ev: TurnEvent, turn: TurnState) => {
     if (ev.type === 'turn.completed' || ev.type === 'turn.failed') turn.ended = true;
+    if (ev.type === 'turn.failed' && ev.code === 'CANCELLED') turn.cancelled = true;
     switch (ev.type) {
       case 'turn.started':
         turn.id = ev.turnId;
@@ -129,14 +164,19 @@ function Chat({ models, deviceId }: { models: AssistantModel[]; deviceId: string
           return [...s, { kind: 'assistant' as const, id: nextId++, text: ev.text }].slice(-KEEP);
         });
       case 'tool.call':
-        return add({ kind: 'tool', id: nextId++, callId: ev.callId, name: ev.name, args: ev.arguments, state: 'running' });
+        return add({ kind: 'tool', id: nextId++, turn: turn.seq, callId: ev.callId, name: ev.name, args: ev.arguments, state: 'running' });
       case 'tool.result':
-        return update(
-          (e) => e.kind === 'tool' && e.callId === ev.callId,
-          (e) => ({ ...e, state: ev.isError ? 'error' : 'ok', durationMs: ev.durationMs, text: ev.text }) as Entry,
-        );
+        return setEntries((s) => {
+          const asked = s.find((e): e is Extract<Entry, { kind: 'confirm' }> => e.kind === 'confirm' && e.callId === ev.callId && e.turnId === turn.id);
+          const waitedMs = asked?.answeredAt !== undefined ? asked.answeredAt - asked.askedAt : undefined;
+          return s.map((e) =>
+            e.kind === 'tool' && e.callId === ev.callId && e.turn === turn.seq
+              ? { ...e, state: ev.isError ? 'error' : 'ok', durationMs: ev.durationMs, text: ev.text, ...(waitedMs !== undefined ? { waitedMs } : {}) }
+              : e,
+          );
+        });
       case 'confirmation.required':
-        return add({ kind: 'confirm', id: nextId++, turnId: turn.id ?? '', callId: ev.callId, name: ev.name, args: ev.arguments });
+        return add({ kind: 'confirm', id: nextId++, turnId: turn.id ?? '', callId: ev.callId, name: ev.name, args: ev.arguments, askedAt: performance.now() });
       case 'turn.completed':
         // The final answer is authoritative (e.g. markers stripped); streamed text showed it as it came.
         setConversationId(ev.conversationId);
@@ -165,15 +205,29 @@ function Chat({ models, deviceId }: { models: AssistantModel[]; deviceId: string
     setCancelProblem(undefined);
     setMessage('');
     add({ kind: 'user', id: nextId++, text });
-    const turn: { id?: string; ended?: boolean } = {};
+    const turn: TurnState = { seq: nextTurn++ };
+    let outcome: 'cancelled' | 'interrupted' | undefined;
     try {
       await streamTurn({ message: text, conversationId, deviceId, model }, (ev) => onEvent(ev, turn), abort.signal);
-      if (!turn.ended) add({ kind: 'end', id: nextId++, outcome: 'failed', problem: { type: 'about:blank', title: 'Interrupted', status: 0, code: 'NETWORK', detail: 'the stream ended before the turn finished' } });
+      if (!turn.ended) {
+        outcome = 'interrupted';
+        add({ kind: 'end', id: nextId++, outcome: 'failed', problem: { type: 'about:blank', title: 'Interrupted', status: 0, code: 'NETWORK', detail: 'the stream ended before the turn finished' } });
+      }
     } catch (err) {
+      outcome = 'interrupted';
       if ((err as Error).name !== 'AbortError') add({ kind: 'end', id: nextId++, outcome: 'failed', problem: problemOf(err) });
       // Cancelled before the gateway named the turn: closing the stream cancels it.
-      else if (cancelledEarly.current === abort) add({ kind: 'end', id: nextId++, outcome: 'cancelled', problem: CANCELLED });
+      else if (cancelledEarly.current === abort) {
+        outcome = 'cancelled';
+        add({ kind: 'end', id: nextId++, outcome: 'cancelled', problem: CANCELLED });
+      }
     } finally {
+      // A tool still "running" when the turn is over never reported: cancelled with the turn, or cut off with the stream.
+      const ended = outcome ?? (turn.cancelled ? 'cancelled' : 'interrupted');
+      update(
+        (e) => e.kind === 'tool' && e.turn === turn.seq && e.state === 'running',
+        (e) => ({ ...e, state: ended }) as Entry,
+      );
       if (abortRef.current === abort) abortRef.current = undefined;
       setRunning(undefined);
       // A question left open when the turn ended can no longer be answered (the gateway took it as a no).
@@ -200,6 +254,11 @@ function Chat({ models, deviceId }: { models: AssistantModel[]; deviceId: string
   };
 
   const answer = async (c: Extract<Entry, { kind: 'confirm' }>, approve: boolean) => {
+    const answeredAt = performance.now();
+    update(
+      (e) => e.id === c.id,
+      (e) => ({ ...e, answeredAt }) as Entry,
+    );
     try {
       await api('POST', `/v1/assistant/turns/${encodeURIComponent(c.turnId)}/confirmations/${encodeURIComponent(c.callId)}`, { approve });
       update(
@@ -208,9 +267,10 @@ function Chat({ models, deviceId }: { models: AssistantModel[]; deviceId: string
       );
     } catch (err) {
       const problem = problemOf(err);
+      // Not recorded: the question is still open, so its wait is not over.
       update(
         (e) => e.id === c.id,
-        (e) => ({ ...e, problem }) as Entry,
+        (e) => ({ ...e, problem, answeredAt: undefined }) as Entry,
       );
     }
   };
@@ -302,7 +362,7 @@ function EntryView({ entry: e, onAnswer }: { entry: Entry; onAnswer: (c: Extract
         <li class={`tool-line ${e.state}`} data-tool-call={e.name} data-state={e.state}>
           {e.state === 'running' ? 'Calling tool ' : 'Tool '}
           <code>{e.name}</code>
-          {e.state === 'running' ? '…' : e.state === 'ok' ? ` completed in ${Math.round(e.durationMs ?? 0)} ms` : ` failed after ${Math.round(e.durationMs ?? 0)} ms`}
+          <ToolOutcome entry={e} />
           {Object.keys(e.args).length > 0 && <code class="args"> {JSON.stringify(e.args).slice(0, 200)}</code>}
           {e.text !== undefined && (
             <details>
@@ -340,6 +400,27 @@ function EntryView({ entry: e, onAnswer }: { entry: Entry; onAnswer: (c: Extract
         </li>
       );
   }
+}
+
+/**
+ * "completed in N ms". The gateway's time runs from the call to its result, so for a tool that waited for a
+ * person's yes it includes the wait: that wait (measured here, from the question shown to the answer sent)
+ * is taken out and said separately.
+ */
+function ToolOutcome({ entry: e }: { entry: Extract<Entry, { kind: 'tool' }> }) {
+  if (e.state === 'running') return <>…</>;
+  if (e.state === 'cancelled') return <> not finished: the turn was cancelled</>;
+  if (e.state === 'interrupted') return <> not finished: the turn ended first</>;
+  const total = Math.round(e.durationMs ?? 0);
+  const ran = e.waitedMs !== undefined ? Math.max(0, Math.round(total - e.waitedMs)) : total;
+  const verb = e.state === 'ok' ? 'completed in' : 'failed after';
+  return (
+    <>
+      {' '}
+      {verb} <span class="duration">{e.waitedMs !== undefined ? `≈${ran}` : ran} ms</span>
+      {e.waitedMs !== undefined && <span class="muted small waited"> (after {(e.waitedMs / 1000).toFixed(1)} s waiting for your answer, not counted)</span>}
+    </>
+  );
 }
 
 /** For the device page: a link that opens the assistant bound to this device. */

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, authHeaders, devicePath, problemOfResponse } from '../lib/api.js';
 import { useCoalesced, useLoad, useOnEvent } from '../lib/hooks.js';
 import type { FirmwarePreview, Photo, Problem } from '../lib/types.js';
-import { Badge, Loading, ProblemBox, ago } from '../components.js';
+import { Badge, Loading, ProblemBox, Ago } from '../components.js';
 
 /** What the device runs, and what its next OTA check would be offered (GET /v1/devices/{id}/firmware). */
 export function FirmwarePanel({ id, running }: { id: string; running: string | null }) {
@@ -122,7 +122,7 @@ function PhotoFigure({ deviceId, photo: p }: { deviceId: string; photo: Photo })
       <figcaption>
         <q>{p.question}</q>{' '}
         <span class="muted small">
-          {ago(p.at)} · {(p.bytes / 1024).toFixed(0)} KiB <Badge tone="info">{p.mimeType.replace('image/', '')}</Badge>
+          <Ago iso={p.at} /> · {(p.bytes / 1024).toFixed(0)} KiB <Badge tone="info">{p.mimeType.replace('image/', '')}</Badge>
         </span>
       </figcaption>
     </figure>

@@ -1,26 +1,33 @@
 import { useState } from 'preact/hooks';
 import { ApiError, api, devicePath } from '../lib/api.js';
 import { events } from '../lib/events.js';
-import { problemOf, useCoalesced, useLoad, useOnEvent, useStreamState } from '../lib/hooks.js';
+import { useHistory } from '../lib/history.js';
+import { problemOf, useCoalesced, useLoad, useOnEvent, useStale, useStreamState, type Loaded } from '../lib/hooks.js';
 import type { Device, EnrolledDevice, PendingEnrollment, Problem, ToolList } from '../lib/types.js';
-import { Badge, CatalogWarning, Json, Loading, ProblemBox, ago } from '../components.js';
-import { ToolCard } from './tool-form.js';
+import type { DeviceMeta } from '../lib/fleet-types.js';
+import { Ago, CatalogWarning, DeviceStatus, Json, Loading, ProblemBox } from '../components.js';
+import { ToolCard, deviceToolPath } from './tool-form.js';
+import { MetaPanel, QueuedCallsPanel } from './device-fleet.js';
+import { ConversationPanel } from './conversations.js';
 import { EnrollmentRow } from './enrollments.js';
 import { FirmwarePanel, PhotosPanel } from './device-media.js';
 import { chatLink } from './assistant.js';
 
-/** One device: what it is, its tools (callable), raw JSON-RPC, its enrollment and its recent events. */
+/** One device: its tools first (searchable, callable), then what it is, its settings, calls, conversation, enrollment, media and events. */
 export function DeviceView({ id }: { id: string }) {
-  const device = useLoad((signal) => api<Device>('GET', devicePath(id), undefined, { signal }), [id]);
+  const device = useLoad((signal) => api<Device & Partial<DeviceMeta>>('GET', devicePath(id), undefined, { signal }), [id]);
   const tools = useLoad((signal) => api<ToolList>('GET', `${devicePath(id)}/tools`, undefined, { signal }), [id]);
   const reloadDevice = useCoalesced(device.reload, 400);
   const reloadTools = useCoalesced(tools.reload, 400);
+  const stale = useStale(() => (reloadDevice(), reloadTools()));
   useOnEvent((e) => {
     if (e === 'resync') return (reloadDevice(), reloadTools());
-    if (e.deviceId !== device.data?.id) return;
+    if (e.deviceId !== device.data?.id || !e.type.startsWith('device.')) return;
     reloadDevice();
     if (e.type === 'device.ready' || e.type === 'device.tools_changed' || e.type === 'device.catalog_incomplete' || e.type === 'device.offline') reloadTools();
   });
+  // This device's past events (where the gateway keeps history): the timeline and the conversation start with them.
+  useHistory(24, id);
   const d = device.data;
   return (
     <section aria-labelledby="device-h">
@@ -30,58 +37,96 @@ export function DeviceView({ id }: { id: string }) {
       <h1 id="device-h">
         Device <code>{d?.id ?? id}</code>
       </h1>
-      <p>
+      {d?.name && <p class="device-name">{d.name}{d.room ? ` · ${d.room}` : ''}</p>}
+      <p class="toolbar">
+        {d && <DeviceStatus online={d.online} state={d.state} stale={stale} />}
+        {d?.online && <CatalogWarning warning={d.catalogWarning} />}
         <a class="chat-link" href={chatLink(d?.id ?? id)}>
           Chat with this device
         </a>
       </p>
       {device.problem && <ProblemBox problem={device.problem} />}
       {!d && device.loading && <Loading what="the device" />}
+      <ToolsPanel deviceId={d?.id} tools={tools} />
       {d && (
-        <dl class={`facts ${d.online ? '' : 'offline'}`}>
-          <dt>Status</dt>
-          <dd>
-            {d.online ? <Badge tone={d.state === 'ready' ? 'ok' : 'warn'}>{d.state === 'ready' ? 'online' : d.state}</Badge> : <Badge tone="off">offline</Badge>}
-            {d.online && <CatalogWarning warning={d.catalogWarning} />}
-          </dd>
-          {d.online && d.catalogWarning && (
-            <>
-              <dt>Catalog</dt>
-              <dd class="catalog-warning">{d.catalogWarning}</dd>
-            </>
-          )}
-          <dt>Transport</dt>
-          <dd>{d.transport === 'mqtt' ? 'MQTT' : 'WebSocket'}</dd>
-          <dt>Firmware</dt>
-          <dd class="firmware">{d.firmwareVersion ?? 'unknown'}</dd>
-          <dt>Board</dt>
-          <dd>{d.server ? `${d.server.name} ${d.server.version}` : 'unknown'}</dd>
-          <dt>MCP protocol</dt>
-          <dd>{d.protocolVersion ?? '—'}</dd>
-          <dt>Client id</dt>
-          <dd>
-            <code>{d.clientId}</code>
-          </dd>
-          <dt>Connected</dt>
-          <dd>{ago(d.connectedAt)}</dd>
-          <dt>Last seen</dt>
-          <dd>{ago(d.lastSeenAt)}</dd>
-          <dt>Pending calls</dt>
-          <dd>{d.pendingCalls}</dd>
-        </dl>
+        <section class="card" aria-labelledby="facts-h">
+          <h2 id="facts-h">About this device</h2>
+          <dl class={`facts ${d.online ? '' : 'offline'}`}>
+            {d.online && d.catalogWarning && (
+              <>
+                <dt>Catalog</dt>
+                <dd class="catalog-warning">{d.catalogWarning}</dd>
+              </>
+            )}
+            <dt>Transport</dt>
+            <dd>{d.transport === 'mqtt' ? 'MQTT' : 'WebSocket'}</dd>
+            <dt>Firmware</dt>
+            <dd class="firmware">{d.firmwareVersion ?? 'unknown'}</dd>
+            <dt>Board</dt>
+            <dd>{d.server ? `${d.server.name} ${d.server.version}` : (d.board ?? 'unknown')}</dd>
+            <dt>MCP protocol</dt>
+            <dd>{d.protocolVersion ?? '—'}</dd>
+            <dt>Client id</dt>
+            <dd>
+              <code>{d.clientId}</code>
+            </dd>
+            {d.firstSeenAt && (
+              <>
+                <dt>First seen</dt>
+                <dd>
+                  <Ago iso={d.firstSeenAt} />
+                </dd>
+              </>
+            )}
+            <dt>Connected</dt>
+            <dd>
+              <Ago iso={d.connectedAt} />
+            </dd>
+            <dt>Last seen</dt>
+            <dd>
+              <Ago iso={d.lastSeenAt} />
+            </dd>
+            <dt>Pending calls</dt>
+            <dd>{d.pendingCalls}</dd>
+          </dl>
+        </section>
       )}
+      {d && <MetaPanel device={d} onSaved={device.reload} />}
+      {d && <QueuedCallsPanel deviceId={d.id} tools={tools.data?.tools ?? []} />}
+      {d && <ConversationPanel deviceId={d.id} />}
       <EnrollmentPanel id={d?.id ?? id} />
       {d && <FirmwarePanel id={d.id} running={d.firmwareVersion} />}
-      <h2>Tools {tools.data && <span class="muted">({tools.data.tools.length})</span>}</h2>
-      {tools.problem && <ProblemBox problem={tools.problem} label="Tools unavailable" />}
-      {!tools.data && tools.loading && <Loading what="tools" />}
-      {/* The catalog hash keys the cards: a changed catalog gets fresh forms. */}
-      <div class="tools" key={tools.data?.hash}>
-        {d && tools.data?.tools.map((t) => <ToolCard key={t.name} deviceId={d.id} tool={t} />)}
-      </div>
       {d && <PhotosPanel id={d.id} />}
       {d && <RawRpc id={d.id} />}
       {d && <Timeline id={d.id} />}
+    </section>
+  );
+}
+
+/** The device's tools at the top of its page, with a search over names, titles and descriptions. */
+function ToolsPanel({ deviceId, tools }: { deviceId: string | undefined; tools: Loaded<ToolList> }) {
+  const [search, setSearch] = useState('');
+  const all = tools.data?.tools ?? [];
+  const needle = search.trim().toLowerCase();
+  const shown = needle ? all.filter((t) => [t.name, t.description, typeof t.annotations?.['title'] === 'string' ? t.annotations['title'] : ''].some((s) => s.toLowerCase().includes(needle))) : all;
+  return (
+    <section aria-labelledby="tools-h">
+      <div class="toolbar">
+        <h2 id="tools-h">Tools {tools.data && <span class="muted">({needle ? `${shown.length} of ${all.length}` : all.length})</span>}</h2>
+        {all.length > 0 && (
+          <label class="inline">
+            Search tools{' '}
+            <input type="search" value={search} onInput={(e) => setSearch(e.currentTarget.value)} placeholder="name or description" />
+          </label>
+        )}
+      </div>
+      {tools.problem && <ProblemBox problem={tools.problem} label="Tools unavailable" />}
+      {!tools.data && tools.loading && <Loading what="tools" />}
+      {needle && shown.length === 0 && <p class="muted">No tool matches “{search}”.</p>}
+      {/* The catalog hash keys the cards: a changed catalog gets fresh forms. */}
+      <div class="tools" key={tools.data?.hash}>
+        {deviceId && shown.map((t) => <ToolCard key={t.name} tool={t} callPath={deviceToolPath(deviceId, t.name)} />)}
+      </div>
     </section>
   );
 }
@@ -110,7 +155,7 @@ function EnrollmentPanel({ id }: { id: string }) {
       </p>
       {b && 'via' in b && (
         <p class="enrolled">
-          Enrolled via <strong>{b.via}</strong> {ago(b.enrolledAt)}; credentials {b.delivered ? 'collected by the device' : 'not collected yet'}.
+          Enrolled via <strong>{b.via}</strong> <Ago iso={b.enrolledAt} />; credentials {b.delivered ? 'collected by the device' : 'not collected yet'}.
         </p>
       )}
       {/* ENROLLMENT_NOT_FOUND covers both "not enrolled" and "device auth is open"; its detail tells which. */}
@@ -175,14 +220,14 @@ function RawRpc({ id }: { id: string }) {
   );
 }
 
-/** The device's events from the page's stream (since the console opened), newest first. */
+/** The device's events: its history where the gateway keeps one, then the page's live stream; newest first. */
 function Timeline({ id }: { id: string }) {
   useStreamState();
   const mine = events.recent().filter((e) => e.deviceId === id).slice(0, 100);
   return (
     <section class="card" aria-labelledby="timeline-h">
       <h2 id="timeline-h">Timeline</h2>
-      {mine.length === 0 && <p class="muted">No event from this device since the console opened.</p>}
+      {mine.length === 0 && <p class="muted">No event from this device yet.</p>}
       <ol class="timeline">
         {mine.map((e) => (
           <li key={e.id}>

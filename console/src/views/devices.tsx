@@ -1,8 +1,16 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
-import { useCoalesced, useLoad, useOnEvent } from '../lib/hooks.js';
-import type { DeviceList } from '../lib/types.js';
-import { Badge, CatalogWarning, Loading, ProblemBox, ago } from '../components.js';
+import { useCapabilities } from '../lib/capabilities.js';
+import { useCoalesced, useLoad, useOnEvent, useStale } from '../lib/hooks.js';
+import type { Device, DeviceList } from '../lib/types.js';
+import type { DeviceMeta } from '../lib/fleet-types.js';
+import { loopbackHint } from '../lib/lan-hint.js';
+import { Ago, CatalogWarning, DeviceStatus, Loading, ProblemBox } from '../components.js';
+
+/** A device as listed; name, room and tags where the gateway keeps them (FLEET-API.md). */
+type Listed = Device & Partial<DeviceMeta>;
+/** device.* events that change what the table shows (not messages, notifications, photos: those change no row). */
+const RELOADS = new Set(['device.online', 'device.ready', 'device.offline', 'device.tools_changed', 'device.catalog_incomplete']);
 
 const PAGE = 25;
 /** How long a device that just came online stays highlighted. */
@@ -13,6 +21,10 @@ export function DevicesView() {
   const [online, setOnline] = useState('');
   const [transport, setTransport] = useState('');
   const [search, setSearch] = useState('');
+  // Server-side filters on the lasting registry's fields, shown only when this gateway's list takes them.
+  const [meta, setMeta] = useState({ name: '', room: '', tag: '' });
+  const caps = useCapabilities();
+  const metaFilters = caps?.query('get', '/v1/devices').has('tag') ?? false;
   // Cursor pages: the stack holds the cursor of each page visited, for "Previous".
   const [cursors, setCursors] = useState<string[]>([]);
   const cursor = cursors[cursors.length - 1];
@@ -21,16 +33,19 @@ export function DevicesView() {
     if (online) q.set('online', online);
     if (transport) q.set('transport', transport);
     if (cursor) q.set('cursor', cursor);
+    for (const [k, v] of Object.entries(meta)) if (metaFilters && v.trim()) q.set(k, v.trim());
     return api<DeviceList>('GET', `/v1/devices?${q}`, undefined, { signal });
-  }, [online, transport, cursor]);
+  }, [online, transport, cursor, meta, metaFilters]);
 
   const [fresh, setFresh] = useState<ReadonlySet<string>>(new Set());
   const timers = useRef(new Map<string, ReturnType<typeof setTimeout>>());
   useEffect(() => () => timers.current.forEach(clearTimeout), []);
   const reload = useCoalesced(list.reload, 400);
+  // Back from an outage: reload, since the events of the gap may not all be replayed.
+  const stale = useStale(reload);
   useOnEvent((e) => {
     if (e === 'resync') return reload();
-    if (e.type === 'device.notification' || e.type === 'device.message' || e.type === 'device.photo') return;
+    if (!RELOADS.has(e.type)) return;
     reload();
     if (e.type !== 'device.online') return;
     setFresh((s) => new Set(s).add(e.deviceId));
@@ -49,10 +64,14 @@ export function DevicesView() {
   });
 
   const needle = search.trim().toLowerCase();
-  const devices = (list.data?.devices ?? []).filter(
-    (d) => !needle || [d.id, d.clientId, d.firmwareVersion ?? '', d.server?.name ?? '', d.state].some((s) => s.toLowerCase().includes(needle)),
+  const all: Listed[] = list.data?.devices ?? [];
+  const devices = all.filter(
+    (d) =>
+      !needle ||
+      [d.id, d.clientId, d.firmwareVersion ?? '', d.server?.name ?? '', d.state, d.name ?? '', d.room ?? '', ...(d.tags ?? [])].some((s) => s.toLowerCase().includes(needle)),
   );
-  const filtered = online !== '' || transport !== '' || cursor !== undefined;
+  const hasMeta = metaFilters || all.some((d) => Array.isArray(d.tags));
+  const filtered = online !== '' || transport !== '' || cursor !== undefined || Object.values(meta).some((v) => v.trim() !== '');
   const resetPaging = () => setCursors([]);
 
   return (
@@ -75,6 +94,20 @@ export function DevicesView() {
             <option value="mqtt">MQTT</option>
           </select>
         </label>
+        {metaFilters &&
+          (['name', 'room', 'tag'] as const).map((k) => (
+            <label key={k}>
+              {k === 'tag' ? 'Tag' : k === 'name' ? 'Name' : 'Room'}
+              <input
+                type="search"
+                value={meta[k]}
+                maxLength={64}
+                placeholder={k === 'tag' ? 'kitchen,speaker' : ''}
+                // Committed on Enter or leaving the field: one request per filter, not per keystroke.
+                onChange={(e) => (setMeta((m) => ({ ...m, [k]: e.currentTarget.value })), resetPaging())}
+              />
+            </label>
+          ))}
         <label>
           Search this page
           <input type="search" value={search} onInput={(e) => setSearch(e.currentTarget.value)} placeholder="id, client id, firmware, board" />
@@ -96,17 +129,23 @@ export function DevicesView() {
                 <th scope="col">Tools</th>
                 <th scope="col">Pending calls</th>
                 <th scope="col">Last seen</th>
+                {hasMeta && (
+                  <th scope="col" class="meta">
+                    Room / tags
+                  </th>
+                )}
               </tr>
             </thead>
             <tbody>
               {devices.map((d) => (
                 <tr key={d.id} class={`${d.online ? '' : 'offline'} ${fresh.has(d.id) && d.online ? 'fresh' : ''}`} data-device={d.id}>
                   <th scope="row">
+                    {d.name && <div class="device-name">{d.name}</div>}
                     <a href={`#/devices/${encodeURIComponent(d.id)}`}>{d.id}</a>
                     <div class="muted small">{d.clientId}</div>
                   </th>
                   <td>
-                    {d.online ? <Badge tone={d.state === 'ready' ? 'ok' : 'warn'}>{d.state === 'ready' ? 'online' : d.state}</Badge> : <Badge tone="off">offline</Badge>}
+                    <DeviceStatus online={d.online} state={d.state} stale={stale} />
                     {d.online && <CatalogWarning warning={d.catalogWarning} />}
                     {fresh.has(d.id) && d.online && <span class="sr-only"> (just came online)</span>}
                   </td>
@@ -118,15 +157,23 @@ export function DevicesView() {
                   <td class="num">{d.toolCount}</td>
                   <td class="num">{d.pendingCalls}</td>
                   <td>
-                    <time dateTime={d.lastSeenAt} title={d.lastSeenAt}>
-                      {ago(d.lastSeenAt)}
-                    </time>
+                    <Ago iso={d.lastSeenAt} />
                   </td>
+                  {hasMeta && (
+                    <td class="meta">
+                      {d.room && <div>{d.room}</div>}
+                      {(d.tags ?? []).map((t) => (
+                        <span key={t} class="tag">
+                          {t}
+                        </span>
+                      ))}
+                    </td>
+                  )}
                 </tr>
               ))}
               {devices.length === 0 && (
                 <tr>
-                  <td colSpan={7} class="muted">
+                  <td colSpan={hasMeta ? 8 : 7} class="muted">
                     No device on this page matches.
                   </td>
                 </tr>
@@ -147,10 +194,15 @@ export function DevicesView() {
   );
 }
 
-/** No device yet: say where to point one, with this gateway's real OTA URL. */
+/**
+ * No device yet: say where to point one. `http.publicUrl` when the gateway has one (config.json); else this
+ * page's own origin, which is right on the LAN but not when the page was opened on the gateway's host as
+ * localhost: then the hint says so (the gateway reports no LAN address to the console).
+ */
 function EmptyFleet() {
   const config = useLoad((signal) => fetch('/console/config.json', { signal }).then((r) => r.json() as Promise<{ otaUrl: string | null }>), []);
   const otaUrl = config.data?.otaUrl ?? new URL('/xiaozhi/ota/', location.origin).href;
+  const hint = config.data && !config.data.otaUrl ? loopbackHint(location.href) : undefined;
   return (
     <div class="empty" role="status">
       <h2>No device has connected yet</h2>
@@ -158,6 +210,13 @@ function EmptyFleet() {
         Point a device at <code class="ota-url">{otaUrl}</code>: set it as the OTA URL in the firmware's settings (xiaozhi: <code>CONFIG_OTA_URL</code>), and
         it will ask the gateway where to connect. It appears here as soon as it does.
       </p>
+      {hint && (
+        <p class="warn-note" data-testid="loopback-hint">
+          <strong>{hint.host} is this computer's loopback address: a device cannot reach it.</strong> Use the gateway host's LAN address instead,
+          e.g. <code class="lan-url">{hint.example}</code> (the address of this computer on your Wi-Fi: <code>ip -4 addr</code>, <code>ipconfig</code>), or set{' '}
+          <code>http.publicUrl</code> (<code>GATEWAY_PUBLIC_URL</code>) so this page shows it.
+        </p>
+      )}
     </div>
   );
 }

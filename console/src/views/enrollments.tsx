@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
 import { problemOf, useLoad } from '../lib/hooks.js';
 import type { PendingEnrollment, Problem, RefusedDevice } from '../lib/types.js';
-import { Badge, Loading, ProblemBox, ago } from '../components.js';
+import { Badge, Loading, ProblemBox, Ago } from '../components.js';
 
 const POLL_MS = 5000;
 
@@ -65,7 +65,7 @@ export function EnrollmentRow({ pending: p, onDone }: { pending: PendingEnrollme
       <p class="muted small">
         from {p.remoteAddress}
         {p.firmwareVersion ? `, firmware ${p.firmwareVersion}` : ''}
-        {p.userAgent ? `, ${p.userAgent}` : ''}; asked {ago(p.createdAt)}; expires {new Date(p.expiresAt).toLocaleString()}
+        {p.userAgent ? `, ${p.userAgent}` : ''}; asked <Ago iso={p.createdAt} />; expires {new Date(p.expiresAt).toLocaleString()}
       </p>
       {p.status === 'pending' && (
         <div class="actions">
@@ -113,8 +113,8 @@ function RefusedDevices({ devices }: { devices: RefusedDevice[] }) {
                 <Badge tone="bad">{d.reason}</Badge>
               </td>
               <td>{d.count}</td>
-              <td>{ago(d.firstAt)}</td>
-              <td>{ago(d.lastAt)}</td>
+              <td><Ago iso={d.firstAt} /></td>
+              <td><Ago iso={d.lastAt} /></td>
               <td>{d.remoteAddress}</td>
             </tr>
           ))}

@@ -1,17 +1,23 @@
 import { useState } from 'preact/hooks';
+import { FLEET_EVENT_TYPES } from '../lib/fleet-types.js';
+import { useHistory } from '../lib/history.js';
 import { useStreamState } from '../lib/hooks.js';
-import { EVENT_TYPES, type EventType } from '../lib/types.js';
+import { EVENT_TYPES, type GatewayEvent } from '../lib/types.js';
 import { Json } from '../components.js';
 
-/** The live stream with filters; pause closes it, resume reopens it from the last id seen. */
+type AnyType = GatewayEvent['type'];
+const ALL_TYPES: readonly AnyType[] = [...EVENT_TYPES, ...FLEET_EVENT_TYPES];
+
+/** The last hour from the gateway's history (where it keeps one), then the live stream, with filters; pause closes the stream, resume reopens it from the last id seen. */
 export function EventsView() {
   const stream = useStreamState();
-  const [types, setTypes] = useState<ReadonlySet<EventType>>(new Set(EVENT_TYPES));
+  const history = useHistory(1);
+  const [types, setTypes] = useState<ReadonlySet<AnyType>>(new Set(ALL_TYPES));
   const [device, setDevice] = useState('');
   const needle = device.trim().toLowerCase().replace(/[-_]/g, ':');
   const shown = stream.recent().filter((e) => types.has(e.type) && (!needle || e.deviceId.includes(needle)));
   const paused = stream.status === 'paused';
-  const toggle = (t: EventType, on: boolean) =>
+  const toggle = (t: AnyType, on: boolean) =>
     setTypes((s) => {
       const n = new Set(s);
       if (on) n.add(t);
@@ -29,12 +35,21 @@ export function EventsView() {
           {paused ? `Paused; resuming replays from ${stream.lastId ?? 'now'}.` : `Last id: ${stream.lastId ?? '—'}`}
           {stream.error && ` · ${stream.error}`}
         </span>
+        <span class="muted small history-state" data-state={history?.state ?? 'loading'}>
+          {history === undefined
+            ? 'Reading history…'
+            : history.state === 'loaded'
+              ? `History: ${history.count} event${history.count === 1 ? '' : 's'} of the last hour.`
+              : history.state === 'unavailable'
+                ? 'Event history is not available on this gateway: events since this page opened.'
+                : `History could not be read (${history.detail}).`}
+        </span>
       </div>
       <fieldset class="filters">
         <legend>Show</legend>
-        {EVENT_TYPES.map((t) => (
+        {ALL_TYPES.map((t) => (
           <label class="check" key={t}>
-            <input type="checkbox" checked={types.has(t)} onChange={(e) => toggle(t, e.currentTarget.checked)} /> {t.replace('device.', '')}
+            <input type="checkbox" checked={types.has(t)} onChange={(e) => toggle(t, e.currentTarget.checked)} /> {t.replace(/^device\./, '')}
           </label>
         ))}
         <label>

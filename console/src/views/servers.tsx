@@ -1,7 +1,11 @@
 import { api } from '../lib/api.js';
 import { useLoad } from '../lib/hooks.js';
-import type { HostedServer } from '../lib/types.js';
-import { Badge, Json, Loading, ProblemBox, ago } from '../components.js';
+import type { HostedServer, HubTool, HubToolList } from '../lib/types.js';
+import { Ago, Badge, Json, Loading, ProblemBox } from '../components.js';
+import { ToolCard, hubToolPath } from './tool-form.js';
+
+/** The hub's tools of one server (a hosted server or an MCP endpoint: both are `source.kind: "server"`). */
+const toolsOf = (tools: readonly HubTool[], server: string) => tools.filter((t) => t.source['kind'] === 'server' && t.source['server'] === server);
 
 const tone = (state: string) => (state === 'ready' ? 'ok' : state === 'failed' ? 'bad' : state === 'disabled' || state === 'stopped' ? 'off' : 'warn');
 
@@ -10,7 +14,8 @@ export function ServersView() {
   const servers = useLoad((signal) => api<{ enabled: boolean; servers: HostedServer[] }>('GET', '/v1/mcp/servers', undefined, { signal }), []);
   const resources = useLoad((signal) => api<{ resources: Array<Record<string, unknown>> }>('GET', '/v1/mcp/resources', undefined, { signal }), []);
   const prompts = useLoad((signal) => api<{ prompts: Array<Record<string, unknown>> }>('GET', '/v1/mcp/prompts', undefined, { signal }), []);
-  const reload = () => (servers.reload(), resources.reload(), prompts.reload());
+  const tools = useLoad((signal) => api<HubToolList>('GET', '/v1/tools', undefined, { signal }), []);
+  const reload = () => (servers.reload(), resources.reload(), prompts.reload(), tools.reload());
   return (
     <section aria-labelledby="servers-h">
       <h1 id="servers-h">Hosted MCP servers</h1>
@@ -29,7 +34,7 @@ export function ServersView() {
             </h2>
             <p class="muted small">
               {s.type}
-              {s.serverInfo && ` · ${s.serverInfo.name} ${s.serverInfo.version}`} · since {ago(s.since)} · restarts {s.restarts}
+              {s.serverInfo && ` · ${s.serverInfo.name} ${s.serverInfo.version}`} · since <Ago iso={s.since} /> · restarts {s.restarts}
               {s.pid !== null && ` · pid ${s.pid}`}
             </p>
             {s.lastError && (
@@ -37,15 +42,24 @@ export function ServersView() {
                 Last error: {s.lastError}
               </p>
             )}
-            <details>
+            <details class="server-tools">
               <summary>{s.toolCount} tools</summary>
-              <ul class="names">
-                {s.tools.map((t) => (
-                  <li key={t}>
-                    <code>{t}</code>
-                  </li>
+              {tools.problem && <ProblemBox problem={tools.problem} label="Tools unavailable" />}
+              {/* Callable: POST /v1/tools/{name}/call. Names the hub lists for the server but GET /v1/tools does not (not ready) stay names. */}
+              <div class="tools">
+                {toolsOf(tools.data?.tools ?? [], s.name).map((t) => (
+                  <ToolCard key={t.name} tool={t} callPath={hubToolPath(t.name)} />
                 ))}
-              </ul>
+              </div>
+              {!tools.data && (
+                <ul class="names">
+                  {s.tools.map((t) => (
+                    <li key={t}>
+                      <code>{t}</code>
+                    </li>
+                  ))}
+                </ul>
+              )}
             </details>
           </article>
         ))}

@@ -26,6 +26,7 @@ import { deviceRoutes } from './devices.js';
 import { deviceSettingsRoutes, type DeviceSettingsDeps } from './device-settings.js';
 import { enrollmentRoutes } from './enrollments.js';
 import { eventRoutes } from './events.js';
+import { eventHistoryRoutes, type EventHistoryRouteOptions } from './events-history.js';
 import { healthRoutes, metricsRoute } from './health.js';
 import { otaRoutes, type OtaSettings } from './ota.js';
 import { mcpEndpointRoutes } from './mcp-endpoints.js';
@@ -36,7 +37,10 @@ import { photoRoutes } from '../vision/photo-routes.js';
 import { visionExplainRoute, type VisionService } from '../vision/routes.js';
 import { consoleRoutes } from './console.js';
 import { historyRoutes } from './history.js';
+import type { Scheduler } from '../fleet/schedules.js';
+import { scheduleRoutes } from './schedules.js';
 import type { MetricsHistory } from '../metrics-history.js';
+import { lazyChildLogger } from './request-logger.js';
 
 /** The slices of the configuration the HTTP side reads. */
 export interface ApiSettings extends OtaSettings {
@@ -83,6 +87,10 @@ export interface ApiDeps {
   https?: SecureContextOptions | undefined;
   /** Per-device voice modes (PATCH /v1/devices/{id}). */
   deviceSettings?: DeviceSettingsDeps;
+  /** The persisted event log (GET /v1/events/history), when events.history is on. */
+  eventHistory?: EventHistoryRouteOptions | undefined;
+  /** Cron and one-off schedules (/v1/schedules). */
+  scheduler?: Scheduler;
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
@@ -92,6 +100,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: lazyChildLogger,
     bodyLimit: s.http.bodyLimitBytes,
     // Device ids may be percent-encoded (aa%3Abb...): fastify decodes params.
     routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
@@ -141,11 +150,13 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       maxStreamsPerKey: s.events.maxStreamsPerKey,
       maxBufferedBytes: s.events.maxBufferedBytes,
     });
+    if (d.eventHistory) await v1.register(eventHistoryRoutes, d.eventHistory);
     await v1.register(enrollmentRoutes, { enrollment: d.enrollment });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });
     if (d.history) await v1.register(historyRoutes, { history: d.history });
+    if (d.scheduler) await v1.register(scheduleRoutes, { scheduler: d.scheduler });
   });
   if (s.console.enabled) await app.register(consoleRoutes, { dir: s.console.dir, publicUrl: s.http.publicUrl });
   if (d.hub && s.mcpEndpoint.enabled) {

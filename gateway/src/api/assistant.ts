@@ -47,6 +47,7 @@ const IdParam = z.object({ id: Id });
 const ConfirmParams = z.object({ turnId: Id, callId: z.string().min(1).max(128) });
 const ConfirmBody = z.object({ approve: z.boolean() }).strict();
 
+// eslint-disable-next-line max-lines-per-function -- a route table: each route's schema is declarative data, its handler a few lines
 export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assistant; maxMessageBytes: number }): Promise<void> {
   const { assistant } = o;
   const caller = (req: FastifyRequest) => req.caller ?? {};

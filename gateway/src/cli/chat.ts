@@ -64,6 +64,7 @@ export function toolLines(tools: readonly ListedTool[], device: string | undefin
 /** What a question waiting for a line gets when Ctrl-C abandons it. */
 const INTERRUPTED = Symbol('interrupted');
 
+// eslint-disable-next-line max-lines-per-function -- the REPL's commands share its state (model, device, conversation); each command is a few lines
 export async function runChat(o: ChatOptions): Promise<number> {
   const api = new GatewayClient(o.url.replace(/\/+$/, ''), o.key);
   const out = (s: string) => o.output.write(s);

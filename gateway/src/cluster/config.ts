@@ -32,9 +32,10 @@ export const ClusterSlice = z.strictObject({
   events: z
     .strictObject({
       stream: Name.default('VOXGATE_EVENTS'),
-      maxMsgs: z.coerce.number().int().min(1).max(1e9).default(100_000),
+      // Unset: the event history's bounds (events.history.maxEvents, maxAgeHours); the stream is the cluster's history.
+      maxMsgs: z.coerce.number().int().min(1).max(1e9).optional(),
       maxBytes: z.coerce.number().int().min(1024 * 1024).max(1024 ** 4).default(256 * 1024 * 1024),
-      maxAgeMs: z.coerce.number().int().min(1000).max(30 * 86_400_000).default(3_600_000),
+      maxAgeMs: z.coerce.number().int().min(1000).max(366 * 86_400_000).optional(),
     })
     .prefault({}),
 });

@@ -3,7 +3,15 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import type { ClusterConfig } from './config.js';
 import type { GatewayEvent, Replay } from '../events/bus.js';
+import { streamHistory } from '../events/history-stream.js';
 import { EVENTS_WILDCARD, RelayedEvent } from './wire.js';
+
+export interface EventStreamLimits {
+  /** At most this many events are replayed after a `Last-Event-ID` (the bus's ring size). */
+  replayLimit: number;
+  /** events.history: the stream's bounds unless cluster.events sets its own. */
+  history: { maxEvents: number; maxAgeMs: number };
+}
 
 const decoder = new TextDecoder();
 const EVENT_ID = /^[0-9a-z]{1,32}-\d{1,15}$/;
@@ -15,7 +23,8 @@ const FETCH_EXPIRES_MS = 5_000;
  * oldest dropped). Events travel with their origin's id, so a client that resumes on any instance with
  * `Last-Event-ID` is answered from here: the events after that id, at most `replayLimit` of them.
  */
-export async function openEventStream(nc: NatsConnection, config: ClusterConfig, replayLimit: number, log: Logger) {
+export async function openEventStream(nc: NatsConnection, config: ClusterConfig, limits: EventStreamLimits, log: Logger) {
+  const { replayLimit } = limits;
   const name = config.events.stream;
   const jsm = await jetstreamManager(nc);
   const cfg: Partial<StreamConfig> & { name: string } = {
@@ -23,9 +32,10 @@ export async function openEventStream(nc: NatsConnection, config: ClusterConfig,
     subjects: [EVENTS_WILDCARD],
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
-    max_msgs: config.events.maxMsgs,
+    // The stream is the cluster's event history: its bounds are the history's unless cluster.events sets its own.
+    max_msgs: config.events.maxMsgs ?? limits.history.maxEvents,
     max_bytes: config.events.maxBytes,
-    max_age: config.events.maxAgeMs * 1_000_000, // nanoseconds
+    max_age: Math.round(config.events.maxAgeMs ?? limits.history.maxAgeMs) * 1_000_000, // nanoseconds
     max_msg_size: config.maxMessageBytes,
   };
   // Another instance made it first (perhaps with other limits): this instance's configuration wins.
@@ -47,7 +57,7 @@ export async function openEventStream(nc: NatsConnection, config: ClusterConfig,
       // Whatever can publish on the account lands in the stream too: each message is parsed, junk skipped.
       const e = m.data.length <= config.maxMessageBytes ? parse(m.data) : undefined;
       if (e?.id !== undefined) {
-        if (found) events.push({ id: e.id, type: e.type, deviceId: e.deviceId, at: e.at ?? new Date(m.info.timestampNanos / 1e6).toISOString(), data: e.data });
+        if (found) events.push(toEvent(e, e.id, m.info.timestampNanos / 1e6));
         else if (e.id === lastId) found = true;
       }
       if (m.seq >= state.last_seq) break;
@@ -55,7 +65,22 @@ export async function openEventStream(nc: NatsConnection, config: ClusterConfig,
     if (!found) log.debug({ lastId }, 'Last-Event-ID not in the cluster event stream');
     return found ? { events } : undefined;
   }
-  return { replay };
+  const read = streamHistory({
+    js,
+    jsm,
+    stream: name,
+    prefix: EVENTS_WILDCARD.slice(0, -2),
+    parse: (data, storedAtMs) => {
+      const e = data.length <= config.maxMessageBytes ? parse(data) : undefined;
+      return e?.id === undefined ? undefined : toEvent(e, e.id, storedAtMs);
+    },
+  });
+  return { replay, read };
+}
+
+/** The event a stored message carries, timed by its origin (else by when the stream stored it). */
+function toEvent(e: RelayedEvent, id: string, storedAtMs: number): GatewayEvent {
+  return { id, type: e.type, deviceId: e.deviceId, at: e.at ?? new Date(storedAtMs).toISOString(), data: e.data };
 }
 
 function parse(data: Uint8Array): RelayedEvent | undefined {

@@ -44,25 +44,17 @@ export class CallQueue {
   /** Run `run` when a slot is free, with the time left until `deadline`; DEVICE_BUSY when the queue is full. */
   enqueue<T>(deadline: number, run: (remainingMs: number) => Promise<T>): Promise<T> {
     if (this.d.isClosed()) return Promise.reject(this.d.offline());
+    // A free slot and nobody waiting (the usual case): run now, with no promise around the run's own.
+    if (this.active < this.d.concurrency && this.waiting.length === 0) return this.runNow(deadline, run);
+    if (this.waiting.length >= this.d.queueLimit) {
+      this.d.metrics.calls.inc({ outcome: 'busy' });
+      return Promise.reject(new GatewayError('DEVICE_BUSY', `device ${this.d.deviceId} has ${this.waiting.length} calls waiting; try again later`));
+    }
     return new Promise<T>((resolve, reject) => {
-      const start = () => {
-        this.active++;
-        run(Math.max(1, deadline - Date.now()))
-          .then(resolve, reject)
-          .finally(() => {
-            this.active--;
-            this.next();
-          });
-      };
-      if (this.active < this.d.concurrency && this.waiting.length === 0) return start();
-      if (this.waiting.length >= this.d.queueLimit) {
-        this.d.metrics.calls.inc({ outcome: 'busy' });
-        return reject(new GatewayError('DEVICE_BUSY', `device ${this.d.deviceId} has ${this.waiting.length} calls waiting; try again later`));
-      }
       const job: Job = {
         start: () => {
           clearTimeout(job.timer);
-          start();
+          this.runNow(deadline, run).then(resolve, reject);
         },
         reject,
         timer: setTimeout(() => {
@@ -74,6 +66,33 @@ export class CallQueue {
       };
       this.waiting.push(job);
     });
+  }
+
+  /** Hold a slot while `run` runs; the slot frees (and the next job starts) when it settles, or throws. */
+  private runNow<T>(deadline: number, run: (remainingMs: number) => Promise<T>): Promise<T> {
+    this.active++;
+    let running: Promise<T>;
+    try {
+      running = run(Math.max(1, deadline - Date.now()));
+    } catch (e) {
+      this.release();
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
+    return running.then(
+      (value) => {
+        this.release();
+        return value;
+      },
+      (err: unknown) => {
+        this.release();
+        throw err;
+      },
+    );
+  }
+
+  private release(): void {
+    this.active--;
+    this.next();
   }
 
   /** Fail every queued job (running ones fail through their requests). */

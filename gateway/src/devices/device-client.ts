@@ -50,21 +50,29 @@ export class DeviceClient {
   }
 
   /** Call a tool: checked against the catalog and its schema, queued, timed out. */
-  async call(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<CallOutcome> {
+  call(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<CallOutcome> {
     const timeoutMs = clampTimeout(opts.timeoutMs, this.timeouts);
     const deadline = Date.now() + timeoutMs;
-    await this.whenReady(timeoutMs);
-    checkToolCall(this.callDeps, this.d.session.catalog!, name, args);
-    return this.d.queue.enqueue(deadline, async (remaining) => {
+    // Ready (the usual case): straight on, without waiting a turn for an already open gate.
+    if (this.d.session.state === 'ready') return this.callReady(name, args, timeoutMs, deadline);
+    return this.whenReady(timeoutMs).then(() => this.callReady(name, args, timeoutMs, deadline));
+  }
+
+  private callReady(name: string, args: Record<string, unknown>, timeoutMs: number, deadline: number): Promise<CallOutcome> {
+    try {
+      checkToolCall(this.callDeps, this.d.session.catalog!, name, args);
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
+    return this.d.queue.enqueue(deadline, (remaining) => {
       const started = performance.now();
-      let result: unknown;
-      try {
-        result = await this.d.channel.request('tools/call', { name, arguments: args }, remaining, { reportedMs: timeoutMs });
-      } catch (e) {
-        countFailedCall(this.d.metrics, e, started);
-        throw e;
-      }
-      return readCallResult(this.callDeps, name, result, started);
+      return this.d.channel.request('tools/call', { name, arguments: args }, remaining, { reportedMs: timeoutMs }).then(
+        (result) => readCallResult(this.callDeps, name, result, started),
+        (e: unknown) => {
+          countFailedCall(this.d.metrics, e, started);
+          throw e;
+        },
+      );
     });
   }
 

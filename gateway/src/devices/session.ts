@@ -146,7 +146,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     }
     if (parsed.value.repaired) this.d.metrics.framesRejected.inc({ reason: 'repaired' });
     const frame = parsed.value.frame;
-    this.d.metrics.framesIn.inc({ transport: this.d.link.transport, kind: frame.type === 'mcp' ? 'mcp' : 'other' });
+    this.d.metrics.hot.framesIn[this.d.link.transport][frame.type === 'mcp' ? 'mcp' : 'other'].inc();
     if (frame.type === 'mcp') return this.onMcp(frame['payload']);
     if (frame.type === 'hello') return this.onHello(frame);
     if (this.d.voice.onJson(this, frame, text)) return;

@@ -17,6 +17,8 @@ export const EVENT_TYPES = [
   'voice.transcript',
   'voice.tool',
   'voice.reply',
+  // A schedule started its call or job (fleet/schedules.ts); deviceId is the call's device, "" for a job.
+  'schedule.fired',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

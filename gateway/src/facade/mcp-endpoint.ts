@@ -69,6 +69,7 @@ const METADATA_PATH = '/.well-known/oauth-protected-resource';
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
   reply.code(status).type('application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
 
+// eslint-disable-next-line max-lines-per-function -- the /mcp route's session table, its limits and its three methods share one closure
 export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOptions): Promise<McpEndpoint> {
   const log = o.log.child({ component: 'mcp-endpoint' });
   const sessions = new Map<string, Session>();
@@ -175,6 +176,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       .send();
   };
 
+  // eslint-disable-next-line max-lines-per-function -- one request through the checks the transport spec orders (origin, auth, session, limits)
   const handle = async (req: FastifyRequest, reply: FastifyReply) => {
     const cors = corsOrigin(req);
     if (cors) {

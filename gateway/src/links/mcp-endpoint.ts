@@ -31,6 +31,7 @@ export interface McpEndpointLinkOptions {
  * happen at the upgrade, as HTTP statuses the pipe logs and retries with its backoff: 401 (unknown token),
  * 429 (too many unknown tokens from this address), 503 (connection caps).
  */
+// eslint-disable-next-line max-lines-per-function -- a connection's handlers share its closure (limits, state, close)
 export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: o.bounds.limits.maxBytes, perMessageDeflate: false });
   const base = normalise(o.path);

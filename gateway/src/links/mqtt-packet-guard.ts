@@ -46,6 +46,8 @@ export class MqttPacketGuard extends Transform {
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     const out: Buffer[] = [];
+    // The usual chunk holds whole packets under the limit: it then passes as it came, without a copy.
+    let whole = this.state === 'type' || this.state === 'body';
     let i = 0;
     while (i < chunk.length) {
       if (this.state === 'body') {
@@ -85,6 +87,7 @@ export class MqttPacketGuard extends Transform {
           const first = this.header[0]!;
           const qos0Publish = first >> 4 === PUBLISH && (first & 0x06) === 0;
           if (!qos0Publish) return cb(new PacketTooLargeError(total, this.limit));
+          whole = false;
           this.skipped = { bytes: total, head: [], headBytes: 0 };
           this.state = 'skip';
           continue;
@@ -93,6 +96,7 @@ export class MqttPacketGuard extends Transform {
         this.state = this.remaining === 0 ? 'type' : 'body';
       }
     }
+    if (whole && this.state !== 'length' && this.state !== 'skip') return cb(null, chunk);
     if (out.length === 0) return cb();
     cb(null, out.length === 1 ? out[0] : Buffer.concat(out));
   }

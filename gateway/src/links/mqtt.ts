@@ -89,6 +89,7 @@ class MqttDeviceLink implements DeviceLink {
  * The embedded broker. Devices (xiaozhi client ids) publish to `device-server` and receive on their own
  * `devices/p2p/<mac_>`; backends log in with an API key and may only subscribe to `voxgate/events/#`.
  */
+// eslint-disable-next-line max-lines-per-function -- the broker's handlers (authenticate, authorizePublish, subscribe, client events) share the link's state
 export async function startMqttLink(o: MqttLinkOptions) {
   const peers = new WeakMap<Client, Peer>();
   const conns = new WeakMap<object, Conn>();

@@ -57,6 +57,7 @@ class WsDeviceLink implements DeviceLink {
 }
 
 /** Device WebSocket endpoint on the HTTP server: auth at the upgrade, frames to sessions, heartbeat. */
+// eslint-disable-next-line max-lines-per-function -- a connection's handlers share its closure (limits, state, close)
 export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false });
   const alive = new WeakMap<WebSocket, boolean>();
@@ -105,7 +106,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     ws.on('message', (data: RawData, isBinary: boolean) => {
       alive.set(ws, true);
       if (isBinary) {
-        o.metrics.framesIn.inc({ transport: 'websocket', kind: 'audio' });
+        o.metrics.hot.framesIn.websocket.audio.inc();
         // Voice audio goes to the voice relay's session; without one it is counted and dropped.
         if (!session.onBinary(toBuffer(data))) o.metrics.audioBytes.inc(byteLength(data));
         return;

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { JetStreamApiCodes } from '@nats-io/jetstream';
 import { Kvm, KvWatchInclude, type KV } from '@nats-io/kv';
 import { connect, credsAuthenticator, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
@@ -77,6 +78,19 @@ export class NatsKvStore implements Store {
   async put(collection: string, key: string, value: unknown): Promise<void> {
     const k = kvKey(collection, key);
     this.written.set(k, await this.kv.put(k, JSON.stringify(value)));
+  }
+
+  /** `kv.create` writes only when the key holds nothing (or a delete marker): JetStream refuses a second writer. */
+  async create(collection: string, key: string, value: unknown): Promise<boolean> {
+    const k = kvKey(collection, key);
+    try {
+      this.written.set(k, await this.kv.create(k, JSON.stringify(value)));
+      return true;
+    } catch (e) {
+      const code = (e as { code?: unknown }).code;
+      if (code === JetStreamApiCodes.StreamWrongLastSequence || code === JetStreamApiCodes.StreamWrongLastSequenceUnknown) return false;
+      throw e;
+    }
   }
 
   async delete(collection: string, key: string): Promise<boolean> {

@@ -15,9 +15,15 @@ import type { Store } from './store.js';
 /** Databases this process has open: its own pid in `<db>.owner` must not pass for a stale lock. */
 const openHere = new Set<string>();
 
+/** A table of its own in the store's database (the event history): closed, synchronously, before the handle is. */
+export interface SharedTable {
+  close(): void;
+}
+
 export class SqliteStore implements Store {
   private readonly db: sqlite.Database;
   private readonly key: string;
+  private readonly tables: SharedTable[] = [];
 
   constructor(readonly path: string) {
     this.key = resolve(path);
@@ -54,6 +60,11 @@ export class SqliteStore implements Store {
     ]);
   }
 
+  async create(collection: string, key: string, value: unknown): Promise<boolean> {
+    const sql = 'INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (collection, key) DO NOTHING';
+    return this.db.run(sql, [collection, key, JSON.stringify(value), Date.now()]).changes > 0;
+  }
+
   async delete(collection: string, key: string): Promise<boolean> {
     return this.db.run('DELETE FROM documents WHERE collection = ? AND key = ?', [collection, key]).changes > 0;
   }
@@ -63,8 +74,23 @@ export class SqliteStore implements Store {
     return rows.map((r) => ({ key: r.key, value: JSON.parse(r.value) as unknown }));
   }
 
+  /**
+   * The one handle to this file (EXCLUSIVE-locked: no second connection can open it) lent to a table
+   * beside the documents; `open` makes its schema, and what it returns closes before the database does.
+   */
+  share<T extends SharedTable>(open: (db: sqlite.Database) => T): T {
+    if (!this.db.isOpen) throw new Error(`${this.path} is closed`);
+    const table = open(this.db);
+    this.tables.push(table);
+    return table;
+  }
+
   async close(): Promise<void> {
-    if (this.db.isOpen) this.db.close();
+    try {
+      for (const t of this.tables.splice(0)) t.close();
+    } finally {
+      if (this.db.isOpen) this.db.close();
+    }
     openHere.delete(this.key);
   }
 }

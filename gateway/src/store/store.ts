@@ -1,7 +1,7 @@
 /**
  * Persisted state behind one small interface: JSON documents by collection and key. The embedded default
  * is SQLite in the data dir (`sqlite-store.ts`); a server database or a NATS KV bucket can implement the
- * same five methods (`nats-kv-store.ts` does, with the cluster on). A write has reached stable storage when its promise resolves.
+ * same methods (`nats-kv-store.ts` does, with the cluster on). A write has reached stable storage when its promise resolves.
  */
 export interface Store {
   get(collection: string, key: string): Promise<unknown>;
@@ -9,6 +9,11 @@ export interface Store {
   /** True when something was deleted. */
   delete(collection: string, key: string): Promise<boolean>;
   list(collection: string): Promise<Array<{ key: string; value: unknown }>>;
+  /**
+   * Put-if-absent: writes and answers true only when no document has the key. Atomic across every process
+   * that shares the store, so exactly one of several instances wins a claim (fleet/schedules.ts).
+   */
+  create?(collection: string, key: string, value: unknown): Promise<boolean>;
   close(): Promise<void>;
   /**
    * (shared stores only: `nats-kv-store.ts`) Changes another process wrote to the collection, so what this

@@ -1,8 +1,11 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { bindCounter } from '../metrics-bound.js';
 
 /** Voice relay counters, on the gateway's registry. No per-device labels. */
 export function createVoiceMetrics(registry: Registry) {
   const registers = [registry];
+  const frames = new Counter({ name: 'voxgate_voice_audio_frames_total', help: 'Audio frames relayed, by direction (up: device to voice server)', labelNames: ['direction'] as const, registers });
+  const bytes = new Counter({ name: 'voxgate_voice_audio_bytes_total', help: 'Audio payload bytes relayed, by direction', labelNames: ['direction'] as const, registers });
   return {
     sessions: new Counter({
       name: 'voxgate_voice_sessions_total',
@@ -12,8 +15,13 @@ export function createVoiceMetrics(registry: Registry) {
     }),
     ended: new Counter({ name: 'voxgate_voice_sessions_ended_total', help: 'Voice sessions ended, by reason', labelNames: ['reason'] as const, registers }),
     active: new Gauge({ name: 'voxgate_voice_sessions_active', help: 'Voice sessions relayed now', registers }),
-    frames: new Counter({ name: 'voxgate_voice_audio_frames_total', help: 'Audio frames relayed, by direction (up: device to voice server)', labelNames: ['direction'] as const, registers }),
-    bytes: new Counter({ name: 'voxgate_voice_audio_bytes_total', help: 'Audio payload bytes relayed, by direction', labelNames: ['direction'] as const, registers }),
+    frames,
+    bytes,
+    /** The per-frame counters, bound once (see bindCounter): what every relayed frame increments. */
+    relayed: {
+      up: { frames: bindCounter(frames, { direction: 'up' }), bytes: bindCounter(bytes, { direction: 'up' }) },
+      down: { frames: bindCounter(frames, { direction: 'down' }), bytes: bindCounter(bytes, { direction: 'down' }) },
+    },
     dropped: new Counter({
       name: 'voxgate_voice_audio_dropped_total',
       help: 'Audio frames and UDP packets dropped, by direction and reason',

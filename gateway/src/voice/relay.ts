@@ -231,8 +231,9 @@ export class VoiceRelay implements VoiceHook {
     }
     vs.touch();
     ws.send(frame, { binary: true });
-    this.d.metrics.frames.inc({ direction: 'up' });
-    this.d.metrics.bytes.inc({ direction: 'up' }, payloadBytes);
+    const up = this.d.metrics.relayed.up;
+    up.frames.inc();
+    up.bytes.inc(payloadBytes);
   }
 
   close(): void {
@@ -341,6 +342,7 @@ export class VoiceRelay implements VoiceHook {
 
   private webSocketPath(device: VoiceDevice, version: BinaryProtocolVersion): DeviceAudioPath {
     const metrics = this.d.metrics;
+    const down = metrics.relayed.down;
     const maxBuffered = this.d.config.maxBufferedBytes;
     return {
       transport: 'websocket',
@@ -352,8 +354,8 @@ export class VoiceRelay implements VoiceHook {
           return;
         }
         if (!device.sendBinary(frame)) return metrics.dropped.inc({ direction: 'down', reason: 'no_session' });
-        metrics.frames.inc({ direction: 'down' });
-        metrics.bytes.inc({ direction: 'down' }, frame.length);
+        down.frames.inc();
+        down.bytes.inc(frame.length);
       },
       deviceHello: (up) => ({ ...up, type: 'hello', transport: 'websocket', session_id: up.session_id }),
       close() {},

@@ -1,15 +1,16 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import {
+  BINARY_V2_HEADER_BYTES,
   DEFAULT_SERVER_AUDIO,
+  UDP_HEADER_BYTES,
+  UdpCrypter,
   buildUdpServerHello,
   decodeBinaryFrame,
-  encodeBinaryFrame,
   newUdpSessionKeys,
-  openUdpPacket,
   parseUdpHeader,
-  sealUdpPacket,
   udpSsrc,
+  writeBinaryV2Header,
 } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import type { VoiceMetrics } from './metrics.js';
@@ -30,6 +31,8 @@ interface Binding {
   ssrc: number;
   key: Buffer;
   nonce: Buffer;
+  /** AES-128-CTR with this session's key, its key schedule done once (not a cipher per packet). */
+  crypter: UdpCrypter;
   session: VoiceSessionHandle;
   /** The device's MQTT address: UDP from anywhere else is not this device's (CTR carries no MAC). */
   deviceAddress: string;
@@ -53,6 +56,7 @@ interface Binding {
  */
 export class UdpAudio implements UdpAudioFactory {
   private readonly bindings = new Map<number, Binding>();
+  private readonly relayedDown: VoiceMetrics['relayed']['down'];
 
   private constructor(
     private readonly socket: Socket,
@@ -61,6 +65,7 @@ export class UdpAudio implements UdpAudioFactory {
     private readonly metrics: VoiceMetrics,
     private readonly log: Logger,
   ) {
+    this.relayedDown = metrics.relayed.down;
     socket.on('message', (packet, rinfo) => {
       try {
         this.onPacket(packet, rinfo.address, rinfo.port);
@@ -82,6 +87,7 @@ export class UdpAudio implements UdpAudioFactory {
         resolve();
       });
     });
+    sizeReceiveBuffer(socket, config.maxSessions, log);
     return new UdpAudio(socket, socket.address().port, config, metrics, log);
   }
 
@@ -97,7 +103,7 @@ export class UdpAudio implements UdpAudioFactory {
     }
     const keys = newUdpSessionKeys(ssrc);
     const device = session.device;
-    const b: Binding = { ssrc, ...keys, session, deviceAddress: normalizeAddress(device.remoteAddress), declared, upSequence: 0, downSequence: 0, rebindFailures: 0 };
+    const b: Binding = { ssrc, ...keys, crypter: new UdpCrypter(keys.key), session, deviceAddress: normalizeAddress(device.remoteAddress), declared, upSequence: 0, downSequence: 0, rebindFailures: 0 };
     this.bindings.set(ssrc, b);
     const server = this.config.udp.publicHost ?? (normalizeAddress(device.localAddress ?? '') || '127.0.0.1');
     return {
@@ -127,44 +133,76 @@ export class UdpAudio implements UdpAudioFactory {
    * check changes nothing (sequence, pin) and is counted by reason.
    */
   private onPacket(packet: Buffer, address: string, port: number): void {
-    const drop = (reason: string) => this.metrics.dropped.inc({ direction: 'up', reason });
     const ssrc = udpSsrc(packet);
     const b = ssrc === undefined ? undefined : this.bindings.get(ssrc);
-    if (!b) return drop(ssrc === undefined ? 'too_short' : 'unknown_ssrc');
+    if (!b) return this.dropUp(ssrc === undefined ? 'too_short' : 'unknown_ssrc');
     const h = parseUdpHeader(packet);
-    if (!h.ok) return drop(h.reason);
-    if (h.value.flags !== b.nonce[1]) return drop('bad_flags');
-    if (b.deviceAddress && normalizeAddress(address) !== b.deviceAddress) return drop('wrong_address');
-    const pinned = b.remote === undefined || (b.remote.address === address && b.remote.port === port);
-    if (!pinned && b.rebindFailures >= REBIND_FAILURES) return drop('rebind_refused');
+    if (!h.ok) return this.dropUp(h.reason);
+    if (h.value.flags !== b.nonce[1]) return this.dropUp('bad_flags');
+    if (b.deviceAddress && normalizeAddress(address) !== b.deviceAddress) return this.dropUp('wrong_address');
+    const remote = b.remote;
+    const pinned = remote === undefined || (remote.address === address && remote.port === port);
+    if (!pinned && b.rebindFailures >= REBIND_FAILURES) return this.dropUp('rebind_refused');
     // A source that is not the pinned one: any failure below counts against rebinding.
-    const refuse = (reason: string) => {
-      if (!pinned) b.rebindFailures++;
-      return drop(pinned ? reason : `rebind_${reason}`);
-    };
-    if (h.value.sequence <= b.upSequence) return refuse('old_sequence');
+    if (h.value.sequence <= b.upSequence) return this.refuse(b, pinned, 'old_sequence');
     // Until a source is pinned, the first packets are near sequence 1: a stranger cannot pin a sequence far ahead.
-    if (h.value.sequence - b.upSequence > (pinned && b.remote ? SEQUENCE_WINDOW : REBIND_STEP)) return refuse('sequence_jump');
-    if (h.value.payloadLength > this.config.maxFrameBytes) return refuse('too_large');
-    const opus = openUdpPacket(b.key, packet);
-    if (!fitsDeclaredAudio(opus, b.declared)) return refuse('not_opus');
-    if (!pinned) this.log.info({ deviceId: b.session.deviceId, from: b.remote, to: { address, port } }, 'UDP audio source moved (NAT rebinding)');
+    if (h.value.sequence - b.upSequence > (pinned && remote ? SEQUENCE_WINDOW : REBIND_STEP)) return this.refuse(b, pinned, 'sequence_jump');
+    if (h.value.payloadLength > this.config.maxFrameBytes) return this.refuse(b, pinned, 'too_large');
+    // Decrypted straight into the protocol-2 frame that goes upstream: one buffer per packet, no copy.
+    const frame = Buffer.allocUnsafe(BINARY_V2_HEADER_BYTES + packet.length - UDP_HEADER_BYTES);
+    b.crypter.openInto(packet, frame, BINARY_V2_HEADER_BYTES);
+    const opus = frame.subarray(BINARY_V2_HEADER_BYTES);
+    if (!fitsDeclaredAudio(opus, b.declared)) return this.refuse(b, pinned, 'not_opus');
+    if (!pinned) this.log.info({ deviceId: b.session.deviceId, from: remote, to: { address, port } }, 'UDP audio source moved (NAT rebinding)');
     b.upSequence = h.value.sequence;
-    b.remote = { address, port };
-    b.session.sendUpstream(encodeBinaryFrame(2, { payload: opus, timestampMs: h.value.timestamp }), opus.length);
+    if (!pinned || remote === undefined) b.remote = { address, port };
+    writeBinaryV2Header(frame, 'opus', h.value.timestamp, opus.length);
+    b.session.sendUpstream(frame, opus.length);
+  }
+
+  private dropUp(reason: string): void {
+    this.metrics.dropped.inc({ direction: 'up', reason });
+  }
+
+  private refuse(b: Binding, pinned: boolean, reason: string): void {
+    if (!pinned) b.rebindFailures++;
+    this.dropUp(pinned ? reason : `rebind_${reason}`);
   }
 
   private toDevice(b: Binding, frame: Buffer): void {
-    const drop = (reason: string) => this.metrics.dropped.inc({ direction: 'down', reason });
     const f = decodeBinaryFrame(2, frame, this.config.maxFrameBytes);
-    if (!f.ok) return drop(f.reason);
-    if (f.value.type !== 'opus') return drop('not_audio');
-    if (!b.remote) return drop('no_remote'); // the device has not sent a packet yet: nowhere to send
+    if (!f.ok) return this.dropDown(f.reason);
+    if (f.value.type !== 'opus') return this.dropDown('not_audio');
+    if (!b.remote) return this.dropDown('no_remote'); // the device has not sent a packet yet: nowhere to send
     b.session.touch();
-    const packet = sealUdpPacket(b.key, b.nonce, { timestamp: f.value.timestampMs, sequence: ++b.downSequence }, f.value.payload);
+    const packet = b.crypter.seal(b.nonce, { timestamp: f.value.timestampMs, sequence: ++b.downSequence }, f.value.payload);
     this.socket.send(packet, b.remote.port, b.remote.address);
-    this.metrics.frames.inc({ direction: 'down' });
-    this.metrics.bytes.inc({ direction: 'down' }, f.value.payload.length);
+    this.relayedDown.frames.inc();
+    this.relayedDown.bytes.inc(f.value.payload.length);
+  }
+
+  private dropDown(reason: string): void {
+    this.metrics.dropped.inc({ direction: 'down', reason });
+  }
+}
+
+/** Kernel receive buffer per session the socket may carry: ~8 packets of a 60 ms stream with the kernel's overhead. */
+const RECEIVE_BYTES_PER_SESSION = 8 * 1024;
+const RECEIVE_BYTES_MIN = 256 * 1024;
+const RECEIVE_BYTES_MAX = 16 * 1024 * 1024;
+
+/**
+ * Size the socket's receive buffer for the sessions it may carry: with the default (~208 KiB) a few hundred
+ * streaming devices overflowed it during one event-loop pause (a full GC), and the kernel dropped their packets.
+ * The kernel caps what it grants at net.core.rmem_max; what was granted is logged.
+ */
+function sizeReceiveBuffer(socket: Socket, maxSessions: number, log: Logger): void {
+  const wanted = Math.min(RECEIVE_BYTES_MAX, Math.max(RECEIVE_BYTES_MIN, maxSessions * RECEIVE_BYTES_PER_SESSION));
+  try {
+    socket.setRecvBufferSize(wanted);
+    log.debug({ wanted, granted: socket.getRecvBufferSize() }, 'UDP audio receive buffer sized');
+  } catch (e) {
+    log.warn({ wanted, err: e instanceof Error ? e.message : String(e) }, 'UDP audio receive buffer left at the default');
   }
 }
 

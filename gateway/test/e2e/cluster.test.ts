@@ -54,7 +54,8 @@ describe('many instances on NATS (issue 13)', () => {
     nats = await startNatsServer();
     for (const name of ['a', 'b', 'c'])
       gws.push(await startTestGateway({ cluster: { enabled: true, instanceId: `gw-${name}`, nats: { servers: [nats.url] }, heartbeatMs: HEARTBEAT_MS } }));
-  });
+    // A hang guard, not a budget: three gateways and nats-server start in a few seconds on a quiet machine.
+  }, 120_000);
   afterEach(() => {
     for (const d of devices.splice(0)) d.terminate();
   });
@@ -321,7 +322,8 @@ describe('many instances on NATS (issue 13)', () => {
     }
   });
 
-  it('fails calls to a killed instance at once, and converges when its devices reconnect elsewhere', async () => {
+  // It starts a gateway process through tsx (18-23 s under heavy load): a hang guard, not a budget.
+  it('fails calls to a killed instance at once, and converges when its devices reconnect elsewhere', { timeout: 120_000 }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-cluster-'));
     writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
     let killed: GatewayProcess | undefined;

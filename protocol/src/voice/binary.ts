@@ -29,17 +29,22 @@ export function isBinaryProtocolVersion(v: unknown): v is BinaryProtocolVersion 
   return v === 1 || v === 2 || v === 3;
 }
 
+/** A protocol 2 header at the start of `out`, for a payload of `size` bytes the caller writes after it. */
+export function writeBinaryV2Header(out: Buffer, type: BinaryFrameType, timestampMs: number, size: number): void {
+  out.writeUInt16BE(2, 0);
+  out.writeUInt16BE(TYPE_CODE[type], 2);
+  out.writeUInt32BE(0, 4);
+  out.writeUInt32BE(timestampMs >>> 0, 8);
+  out.writeUInt32BE(size, 12);
+}
+
 export function encodeBinaryFrame(version: BinaryProtocolVersion, frame: { type?: BinaryFrameType; payload: Uint8Array; timestampMs?: number }): Buffer {
   const payload = frame.payload;
   const type = TYPE_CODE[frame.type ?? 'opus'];
   if (version === 1) return Buffer.from(payload);
   if (version === 2) {
     const out = Buffer.allocUnsafe(BINARY_V2_HEADER_BYTES + payload.length);
-    out.writeUInt16BE(2, 0);
-    out.writeUInt16BE(type, 2);
-    out.writeUInt32BE(0, 4);
-    out.writeUInt32BE((frame.timestampMs ?? 0) >>> 0, 8);
-    out.writeUInt32BE(payload.length, 12);
+    writeBinaryV2Header(out, frame.type ?? 'opus', frame.timestampMs ?? 0, payload.length);
     out.set(payload, BINARY_V2_HEADER_BYTES);
     return out;
   }

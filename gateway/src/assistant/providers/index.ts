@@ -1,7 +1,4 @@
-import type { ModelProvider } from '../types.js';
-import { AnthropicProvider } from './anthropic.js';
-import { GeminiProvider } from './gemini.js';
-import { OpenAiProvider } from './openai.js';
+import type { ModelProvider, ModelReply, ModelRequest } from '../types.js';
 
 export interface ProviderOptions {
   model: string;
@@ -14,9 +11,22 @@ export interface ProviderOptions {
 
 export type ProviderName = 'openai' | 'anthropic' | 'gemini';
 
-/** One client per named model, built once: the SDK clients keep their connection pools. */
+/**
+ * One client per named model, built once: the SDK clients keep their connection pools. The SDK is loaded at the
+ * model's first request, not at start: the three SDKs were ~400 modules and tens of MiB of an idle gateway's
+ * memory, loaded whether or not a model is ever asked (docs/performance.md, idle memory).
+ */
 export function createProvider(provider: ProviderName, o: ProviderOptions): ModelProvider {
-  if (provider === 'anthropic') return new AnthropicProvider(o);
-  if (provider === 'gemini') return new GeminiProvider(o);
-  return new OpenAiProvider(o);
+  let client: Promise<ModelProvider> | undefined;
+  const load = async (): Promise<ModelProvider> => {
+    if (provider === 'anthropic') return new (await import('./anthropic.js')).AnthropicProvider(o);
+    if (provider === 'gemini') return new (await import('./gemini.js')).GeminiProvider(o);
+    return new (await import('./openai.js')).OpenAiProvider(o);
+  };
+  return {
+    async complete(req: ModelRequest): Promise<ModelReply> {
+      client ??= load();
+      return (await client).complete(req);
+    },
+  };
 }

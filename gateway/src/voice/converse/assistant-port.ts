@@ -1,7 +1,7 @@
 import type { Assistant } from '../../assistant/assistant.js';
 import { GatewayError } from '../../errors.js';
 import type { DeviceProfile } from './converse.js';
-import type { TurnHandle, TurnPort, TurnRequest, TurnSignal } from './session/conversation.js';
+import type { TurnHandle, TurnPort, TurnRequest, TurnSignal } from './session/ports.js';
 
 /** Spoken answers: what a voice device needs from the model beyond the assistant's own prompt. */
 export const VOICE_PROMPT =

@@ -8,7 +8,8 @@ import type { UdpAudioFactory, VoiceSessionHandle } from '../relay.js';
 import type { ConverseConfig } from './config.js';
 import type { OpusDecoder, OpusEncoder, SpeechDetector, SpeechRecognizer, SpeechSynthesizer } from './contracts.js';
 import type { ConverseMetrics } from './metrics.js';
-import { ConverseSession, UPLINK_RATE, type SessionEvents, type TurnPort } from './session/conversation.js';
+import { ConverseSession } from './session/conversation.js';
+import { UPLINK_RATE, type SessionEvents, type TurnPort } from './session/ports.js';
 import { udpTransport, webSocketTransport, type ConverseTransport } from './session/transport.js';
 import { readVoiceInput, toDevice } from './session/wire.js';
 
@@ -127,22 +128,12 @@ export class Converse implements VoiceHook {
     const previous = this.entries.get(device);
     if (previous) this.end(previous, 'replaced');
     const log = this.d.log.child({ deviceId: device.deviceId, component: 'converse' });
-    if (!this.turns) {
+    const turns = this.turns;
+    if (!turns) {
       this.refuse(device, 'The assistant is not ready yet; try again shortly');
       return false;
     }
-    if (transportKind === 'udp' && !this.d.udp) {
-      this.d.voiceMetrics.sessions.inc({ transport: transportKind, outcome: 'udp_unavailable' });
-      this.refuse(device, 'Voice over MQTT is not enabled on this gateway');
-      return false;
-    }
-    if (this.entries.size >= this.d.config.maxSessions) {
-      this.d.voiceMetrics.sessions.inc({ transport: transportKind, outcome: 'busy' });
-      log.warn({ maxSessions: this.d.config.maxSessions }, 'conversation refused: voice.maxSessions reached');
-      this.refuse(device, 'The voice service is busy; try again later');
-      return false;
-    }
-    const kit = this.d.kit();
+    if (!this.admit(device, transportKind, log)) return false;
     const hello = DeviceHelloSchema.safeParse(frame);
     const version = hello.success && isBinaryProtocolVersion(hello.data.version) ? hello.data.version : 1;
     const id = randomUUID();
@@ -163,9 +154,39 @@ export class Converse implements VoiceHook {
       transportKind === 'udp'
         ? udpTransport(device, this.d.udp!.open(handle), this.d.config.maxFrameBytes, drops)
         : webSocketTransport(device, version, this.d.config.maxFrameBytes, this.d.config.maxBufferedBytes, drops);
+    const session = this.newSession(device, id, transport, turns(device.deviceId), log);
+    const entry: Entry = { device, id, transport, session, lastAudioAt: Date.now() };
+    ref.entry = entry;
+    this.entries.set(device, entry);
+    this.d.metrics.active.set(this.entries.size);
+    this.d.voiceMetrics.sessions.inc({ transport: transportKind, outcome: 'opened' });
+    const audio: AudioParams = { format: 'opus', sample_rate: this.d.config.sampleRate, channels: 1, frame_duration: FRAME_MS };
+    device.send(JSON.stringify(transport.hello(id, audio)));
+    log.info({ transport: transportKind, session: id }, 'conversation started');
+    return true;
+  }
+
+  /** Refuses the session (and says why) when UDP is off or voice.maxSessions is reached. */
+  private admit(device: VoiceDevice, transportKind: 'udp' | 'websocket', log: Logger): boolean {
+    if (transportKind === 'udp' && !this.d.udp) {
+      this.d.voiceMetrics.sessions.inc({ transport: transportKind, outcome: 'udp_unavailable' });
+      this.refuse(device, 'Voice over MQTT is not enabled on this gateway');
+      return false;
+    }
+    if (this.entries.size >= this.d.config.maxSessions) {
+      this.d.voiceMetrics.sessions.inc({ transport: transportKind, outcome: 'busy' });
+      log.warn({ maxSessions: this.d.config.maxSessions }, 'conversation refused: voice.maxSessions reached');
+      this.refuse(device, 'The voice service is busy; try again later');
+      return false;
+    }
+    return true;
+  }
+
+  private newSession(device: VoiceDevice, id: string, transport: Entry['transport'], turns: TurnPort, log: Logger): ConverseSession {
+    const kit = this.d.kit();
     const profile = this.d.profile(device.deviceId);
     const events = this.sessionEvents(device.deviceId, id);
-    const session = new ConverseSession({
+    return new ConverseSession({
       sessionId: id,
       deviceId: device.deviceId,
       out: { json: (m) => transport.json(m), frame: (o, ts) => transport.frame(o, ts) },
@@ -178,7 +199,7 @@ export class Converse implements VoiceHook {
       },
       asr: kit.asr,
       tts: kit.tts,
-      turns: this.turns(device.deviceId),
+      turns,
       language: profile.language,
       voice: profile.voice,
       limits: {
@@ -194,15 +215,6 @@ export class Converse implements VoiceHook {
       events,
       conversation: this.memory(device.deviceId),
     });
-    const entry: Entry = { device, id, transport, session, lastAudioAt: Date.now() };
-    ref.entry = entry;
-    this.entries.set(device, entry);
-    this.d.metrics.active.set(this.entries.size);
-    this.d.voiceMetrics.sessions.inc({ transport: transportKind, outcome: 'opened' });
-    const audio: AudioParams = { format: 'opus', sample_rate: this.d.config.sampleRate, channels: 1, frame_duration: FRAME_MS };
-    device.send(JSON.stringify(transport.hello(id, audio)));
-    log.info({ transport: transportKind, session: id }, 'conversation started');
-    return true;
   }
 
   private uplink(e: Entry, data: Buffer): void {

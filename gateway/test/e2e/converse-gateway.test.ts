@@ -1,15 +1,15 @@
 import { decodeBinaryFrame } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { OpusDecoder, OpusEncoder, SpeechDetector, SpeechRecognizer, SpeechSynthesizer, VadState } from '../../../src/voice/converse/contracts.js';
-import type { ConverseKit } from '../../../src/voice/converse/converse.js';
-import { EMOTIONS } from '../../../src/voice/converse/session/wire.js';
-import { llmModels } from '../../../../test/support/assistant.js';
-import { startTestGateway, type TestGateway } from '../../../../test/support/gateway-harness.js';
-import { startLlmServer, type LlmServer } from '../../../../test/support/llm-server.js';
-import { ReferenceDevice } from '../../../../test/support/reference-device.js';
-import { UdpDeviceChannel } from '../../../../test/support/udp-device.js';
-import { until, withTimeout } from '../../../../test/support/wait.js';
-import { maxFramesAhead, streamFrames, udpUplink, wsUplink } from '../../support/voice-client.js';
+import type { OpusDecoder, OpusEncoder, SpeechDetector, SpeechRecognizer, SpeechSynthesizer, VadState } from '../../src/voice/converse/contracts.js';
+import type { ConverseKit } from '../../src/voice/converse/converse.js';
+import { EMOTIONS } from '../../src/voice/converse/session/wire.js';
+import { llmModels } from '../../../test/support/assistant.js';
+import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { startLlmServer, type LlmServer } from '../../../test/support/llm-server.js';
+import { ReferenceDevice } from '../../../test/support/reference-device.js';
+import { UdpDeviceChannel } from '../../../test/support/udp-device.js';
+import { until, withTimeout } from '../../../test/support/wait.js';
+import { maxFramesAhead, streamFrames, udpUplink, wsUplink } from '../support/voice-client.js';
 
 /**
  * voice.mode "converse" through a whole gateway: reference devices over WebSocket and MQTT + UDP, the real

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { isAlive } from '../../../test/support/hub.js';
 import { descendants, isolatedEnv, startCompiledGateway } from '../../../test/support/gateway-process.js';
 
-const SILENT = fileURLToPath(new URL('./fixtures/silent-server.mjs', import.meta.url));
+const SILENT = fileURLToPath(new URL('../hub/fixtures/silent-server.mjs', import.meta.url));
 const dirs: string[] = [];
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });

@@ -1,16 +1,16 @@
 import { decodeBinaryFrame } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createOpusDecoder, createOpusEncoder } from '../../../src/voice/converse/audio/opus.js';
-import { resample } from '../../../src/voice/converse/audio/resample.js';
-import { parseWav } from '../../../src/voice/converse/audio/wav.js';
-import { llmModels } from '../../../../test/support/assistant.js';
-import { startTestGateway, type TestGateway } from '../../../../test/support/gateway-harness.js';
-import { startLlmServer, type LlmServer } from '../../../../test/support/llm-server.js';
-import { ReferenceDevice } from '../../../../test/support/reference-device.js';
-import { UdpDeviceChannel } from '../../../../test/support/udp-device.js';
-import { until, withTimeout } from '../../../../test/support/wait.js';
-import { espeakWav, startSpeechServer, type SpeechServer, type TranscriptionRequest } from '../../support/speech-servers.js';
-import { maxFramesAhead, streamFrames, udpUplink, wsUplink } from '../../support/voice-client.js';
+import { createOpusDecoder, createOpusEncoder } from '../../src/voice/converse/audio/opus.js';
+import { resample } from '../../src/voice/converse/audio/resample.js';
+import { parseWav } from '../../src/voice/converse/audio/wav.js';
+import { llmModels } from '../../../test/support/assistant.js';
+import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { startLlmServer, type LlmServer } from '../../../test/support/llm-server.js';
+import { ReferenceDevice } from '../../../test/support/reference-device.js';
+import { UdpDeviceChannel } from '../../../test/support/udp-device.js';
+import { until, withTimeout } from '../../../test/support/wait.js';
+import { espeakWav, startSpeechServer, type SpeechServer, type TranscriptionRequest } from '../support/speech-servers.js';
+import { maxFramesAhead, streamFrames, udpUplink, wsUplink } from '../support/voice-client.js';
 
 /**
  * voice.mode "converse" end to end with real audio: espeak-ng speech, encoded by the real Opus codec at 60 ms

@@ -43,6 +43,11 @@ const WHERE: Record<string, { path: string; method: string; status: string; at?:
   MetricSample: { path: '/v1/metrics/history', method: 'get', status: '200', at: ['samples', '[]'] },
   Photo: { path: '/v1/devices/{deviceId}/photos', method: 'get', status: '200', at: ['photos', '[]'] },
   FirmwarePreview: { path: '/v1/devices/{deviceId}/firmware', method: 'get', status: '200' },
+  HubTool: { path: '/v1/tools', method: 'get', status: '200', at: ['tools', '[]'] },
+  HubToolList: { path: '/v1/tools', method: 'get', status: '200' },
+  DeviceSettings: { path: '/v1/devices/{deviceId}', method: 'patch', status: '200' },
+  McpEndpoint: { path: '/v1/mcp/endpoints', method: 'get', status: '200', at: ['endpoints', '[]'] },
+  McpEndpointCreated: { path: '/v1/mcp/endpoints', method: 'post', status: '201' },
 };
 /** Read from the event stream (text/event-stream, no JSON schema in the document): checked by its type enum below. */
 const NOT_IN_DOCUMENT = new Set(['GatewayEvent']);

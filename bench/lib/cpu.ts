@@ -1,0 +1,36 @@
+/**
+ * Process CPU time and the machine's load, read from /proc: on a shared machine wall-clock throughput moves with
+ * the neighbours' load, CPU time per unit of work much less, so every row reports both.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+
+let ticksPerSecond = 100;
+try {
+  ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+} catch {
+  /* Linux's usual USER_HZ */
+}
+
+/** utime + stime of a process in µs (fields 14 and 15 of /proc/<pid>/stat); NaN when it cannot be read. */
+export function cpuUs(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) / ticksPerSecond) * 1e6;
+  } catch {
+    return NaN;
+  }
+}
+
+/** CPU spent by some processes while `work` runs, and the 1-minute load average at its start and end. */
+export async function measured<T>(pids: ReadonlyArray<number | undefined>, work: () => Promise<T>): Promise<{ result: T; cpu: number[]; load: [number, number] }> {
+  const load0 = loadavg()[0]!;
+  const c0 = pids.map(cpuUs);
+  const result = await work();
+  const cpu = pids.map((p, i) => cpuUs(p) - c0[i]!);
+  return { result, cpu, load: [Math.round(load0 * 100) / 100, Math.round(loadavg()[0]! * 100) / 100] };
+}

@@ -1,0 +1,65 @@
+/**
+ * Process CPU per operation of the hot-path pieces issue 21 changed, old way against new, in one process:
+ *   npx tsx --conditions voxgate-source bench/tools/micro.ts
+ * CPU time (process.cpuUsage), not wall clock, so the figures hold on a busy shared machine. Each pair is run
+ * twice, alternating, and the lower of each is kept. No assertion: figures for docs/performance.md.
+ */
+import { Writable } from 'node:stream';
+import { CallToolResultSchema, UdpCrypter, safeEqual, newUdpSessionKeys, normalizeDeviceContent, openUdpPacket, sealUdpPacket } from '@voxgate/protocol';
+import { Counter, Registry } from 'prom-client';
+import { lazyChildLogger } from '../../gateway/src/api/request-logger.js';
+import { authenticate, principalOf } from '../../gateway/src/api/auth.js';
+import { plainTextResult } from '../../gateway/src/devices/tool-call.js';
+import { createLogger } from '../../gateway/src/log.js';
+import { bindCounter } from '../../gateway/src/metrics-bound.js';
+
+function cpuUsPerOp(n: number, op: (i: number) => void): number {
+  for (let i = 0; i < Math.min(n, 5000); i++) op(i); // warm up (JIT)
+  const c0 = process.cpuUsage();
+  for (let i = 0; i < n; i++) op(i);
+  const c = process.cpuUsage(c0);
+  return (c.user + c.system) / n;
+}
+
+function pair(name: string, n: number, before: (i: number) => void, after: (i: number) => void): void {
+  const b = Math.min(cpuUsPerOp(n, before), cpuUsPerOp(n, before));
+  const a = Math.min(cpuUsPerOp(n, after), cpuUsPerOp(n, after));
+  process.stdout.write(`${name.padEnd(58)} before ${b.toFixed(3).padStart(7)} µs  after ${a.toFixed(3).padStart(7)} µs  (${(b / a).toFixed(1)}× less)\n`);
+}
+
+// AES-128-CTR of one 160-byte Opus frame, up (open) and down (seal).
+const { key, nonce } = { key: Buffer.alloc(16, 7), nonce: newUdpSessionKeys(1234).nonce };
+const opus = Buffer.alloc(160, 0x58);
+const packet = sealUdpPacket(key, nonce, { timestamp: 60, sequence: 1 }, opus);
+const crypter = new UdpCrypter(key);
+const frame = Buffer.allocUnsafe(16 + 160);
+pair('UDP packet open (createCipheriv per packet -> UdpCrypter)', 100_000, () => void openUdpPacket(key, packet), () => crypter.openInto(packet, frame, 16));
+pair('UDP packet seal (createCipheriv per packet -> UdpCrypter)', 100_000, (i) => void sealUdpPacket(key, nonce, { timestamp: i, sequence: i }, opus), (i) => void crypter.seal(nonce, { timestamp: i, sequence: i }, opus));
+
+// A labelled counter increment, as every relayed frame does four of.
+const registry = new Registry();
+const frames = new Counter({ name: 'f_total', help: 'f', labelNames: ['direction'] as const, registers: [registry] });
+const bound = bindCounter(frames, { direction: 'up' });
+pair('counter increment (inc({labels}) -> bound child)', 1_000_000, () => frames.inc({ direction: 'up' }), () => bound.inc());
+
+// A device's usual tools/call result.
+const reply = JSON.parse('{"content":[{"type":"text","text":"true"}],"isError":false}') as unknown;
+pair('tools/call result check (zod -> plainTextResult)', 200_000, () => {
+  const r = CallToolResultSchema.safeParse(reply);
+  if (r.success) normalizeDeviceContent(r.data.content);
+}, () => void plainTextResult(reply));
+
+// A request's logger (fastify makes one per request).
+const sink = new Writable({ write: (_c, _e, cb) => cb() });
+const log = createLogger('warn', sink).child({ component: 'http' });
+pair('request logger (pino child with redaction -> lazy)', 200_000, (i) => void log.child({ reqId: `req-${i}` }, {}), (i) => void lazyChildLogger(log, { reqId: `req-${i}` }, {}));
+
+// The API key check of every request.
+const keys = ['bench-api-key-0123456789abcdef'];
+const header = `Bearer ${keys[0]!}`;
+const uncached = () => {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  const key = keys.find((k) => safeEqual(k, m![1]!));
+  return { principal: principalOf(key!) };
+};
+pair('API key check (SHA-256 per request -> once per key)', 200_000, () => void uncached(), () => void authenticate(header, keys));

@@ -1,0 +1,242 @@
+import type sqlite from 'node-sqlite3-wasm';
+import type { Logger } from 'pino';
+import type { Metrics } from '../metrics.js';
+import { ThrottledLog } from '../throttle/throttled-log.js';
+import { EVENT_TYPES, type EventType, type GatewayEvent, type Replay } from './bus.js';
+import type { EventsConfig } from './config.js';
+import { formatCursor, historyMaxAgeMs, parseCursor, type EventLog, type HistoryPage, type HistoryQuery } from './history.js';
+
+export interface SqliteEventLogOptions {
+  /** Events kept at most, and for at most `maxAgeMs`; the oldest go first. */
+  maxEvents: number;
+  maxAgeMs: number;
+  /** Events wait at most this long before they are written, or until `batchSize` of them wait. */
+  flushMs: number;
+  batchSize: number;
+  /** At most this many events are replayed after a `Last-Event-ID` (the bus's ring size); more: resync. */
+  replayLimit: number;
+  log?: Logger | undefined;
+  metrics?: Pick<Metrics, 'eventHistory' | 'eventHistorySize'> | undefined;
+  /** The clock retention by age reads (tests inject one). */
+  now?: () => number;
+}
+
+/** How often age retention runs when no event arrives to trigger it. */
+const PRUNE_MS = 60_000;
+/** Events waiting while writes fail (disk full): past this many batches, the oldest are dropped. */
+const MAX_PENDING_BATCHES = 20;
+/** A stored event's data past this is replaced (the bus already bounds what devices send: 8 KiB). */
+const MAX_DATA_CHARS = 64 * 1024;
+const KNOWN_TYPES: ReadonlySet<string> = new Set(EVENT_TYPES);
+
+interface Row {
+  seq: number;
+  id: string;
+  type: string;
+  device: string;
+  at: number;
+  data: string;
+}
+
+/**
+ * The embedded event log: a table of its own in the store's SQLite file (the store lends its one handle),
+ * rowid-ordered, indexed by id (`Last-Event-ID`), device, type and time. Events are written in batches, one
+ * transaction each (every `flushMs` or `batchSize` events), never one synchronous write per event; a read
+ * writes what waits first, so it sees every event published before it. A SIGTERM writes the last batch
+ * (close); a SIGKILL loses at most it.
+ */
+export class SqliteEventLog implements EventLog {
+  private pending: GatewayEvent[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private immediate: NodeJS.Immediate | undefined;
+  private readonly pruneTimer: NodeJS.Timeout;
+  /** Rows in the table, counted once at open, then kept by every insert and delete. */
+  private count: number;
+  private closed = false;
+  private readonly now: () => number;
+  private readonly warn: ThrottledLog | undefined;
+
+  /** The options events.history sets. */
+  static options(events: Pick<EventsConfig, 'history' | 'bufferSize'>, log?: Logger, metrics?: Metrics): SqliteEventLogOptions {
+    const h = events.history;
+    const { maxEvents, flushMs, batchSize } = h;
+    return { maxEvents, maxAgeMs: historyMaxAgeMs(h), flushMs, batchSize, replayLimit: events.bufferSize, log, metrics };
+  }
+
+  /**
+   * Open (or create) the table in a database the store lends (`SqliteStore.share`): the store closes it,
+   * writing what waits, before the database.
+   */
+  constructor(
+    private readonly db: sqlite.Database,
+    private readonly o: SqliteEventLogOptions,
+  ) {
+    this.now = o.now ?? Date.now;
+    this.warn = o.log && new ThrottledLog(o.log, 'warn', { linesPerWindow: 1, windowMs: 60_000 });
+    // Secondary indexes carry the rowid (seq): each serves its filter in event order.
+    db.exec(`CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, type TEXT NOT NULL,
+      device TEXT NOT NULL, at INTEGER NOT NULL, data TEXT NOT NULL);
+      CREATE INDEX IF NOT EXISTS events_id ON events (id);
+      CREATE INDEX IF NOT EXISTS events_device ON events (device);
+      CREATE INDEX IF NOT EXISTS events_type ON events (type);
+      CREATE INDEX IF NOT EXISTS events_at ON events (at);`);
+    this.count = Number((db.get('SELECT COUNT(*) AS n FROM events') as { n: number }).n);
+    this.transaction(() => this.retain());
+    this.pruneTimer = setInterval(() => this.transaction(() => this.retain()), PRUNE_MS).unref();
+  }
+
+  append(e: GatewayEvent): void {
+    if (this.closed) return;
+    this.pending.push(e);
+    if (this.pending.length >= this.o.batchSize) {
+      // Off the publisher's call stack: the commit's fsync never runs inside a bus listener.
+      this.immediate ??= setImmediate(() => this.flush());
+    } else this.timer ??= setTimeout(() => this.flush(), this.o.flushMs).unref();
+  }
+
+  /** Write every waiting event in one transaction; on failure they wait for the next try (bounded). */
+  flush(): void {
+    clearTimeout(this.timer);
+    clearImmediate(this.immediate);
+    this.timer = this.immediate = undefined;
+    if (this.pending.length === 0 || !this.db.isOpen) return;
+    const batch = this.pending;
+    this.pending = [];
+    const written = this.transaction(() => {
+      const insert = this.db.prepare('INSERT INTO events (id, type, device, at, data) VALUES (?, ?, ?, ?, ?)');
+      try {
+        for (const e of batch) insert.run([e.id, e.type, e.deviceId, atMs(e.at, this.now), dataJson(e.data)]);
+      } finally {
+        insert.finalize();
+      }
+      this.count += batch.length;
+      this.retain();
+    });
+    if (written) return void this.o.metrics?.eventHistory.inc({ outcome: 'written' }, batch.length);
+    const keep = this.o.batchSize * MAX_PENDING_BATCHES;
+    const waiting = [...batch, ...this.pending];
+    if (waiting.length > keep) this.o.metrics?.eventHistory.inc({ outcome: 'dropped' }, waiting.length - keep);
+    this.pending = waiting.slice(-keep);
+    if (!this.closed) this.timer ??= setTimeout(() => this.flush(), this.o.flushMs).unref();
+  }
+
+  async read(q: HistoryQuery): Promise<HistoryPage> {
+    this.flush();
+    // Nothing at or after `since` (the index answers at once): no scan of the table for a time still to come.
+    if (q.since !== undefined && !this.db.get('SELECT 1 FROM events WHERE at >= ? LIMIT 1', [q.since])) return { events: [] };
+    const newest = q.order === 'newest';
+    // `+at`: time filters rows but never picks the index (pages follow seq; the `at` index serves age retention).
+    const where = ['+at >= ?'];
+    const params: Array<string | number> = [Math.max(q.since ?? 0, this.now() - this.o.maxAgeMs)];
+    const after = q.cursor === undefined ? undefined : parseCursor(q.cursor);
+    if (after !== undefined) {
+      where.push(newest ? 'seq < ?' : 'seq > ?');
+      params.push(after);
+    }
+    for (const [column, values] of [['device', q.devices], ['type', q.types]] as const) {
+      if (!values) continue;
+      where.push(`${column} IN (${[...values].map(() => '?').join(', ')})`);
+      params.push(...values);
+    }
+    params.push(q.limit + 1);
+    const sql = `SELECT seq, id, type, device, at, data FROM events WHERE ${where.join(' AND ')} ORDER BY seq ${newest ? 'DESC' : 'ASC'} LIMIT ?`;
+    const rows = this.db.all(sql, params) as unknown as Row[];
+    const page = rows.slice(0, q.limit);
+    const events = page.flatMap((r) => toEvent(r) ?? []);
+    const last = page.at(-1);
+    return rows.length > q.limit && last ? { events, next: formatCursor(last.seq) } : { events };
+  }
+
+  /** The events after `lastId` (any start's id the log still holds), at most `replayLimit` of them. */
+  async replay(lastId: string): Promise<Replay | undefined> {
+    if (this.o.replayLimit <= 0 || !this.db.isOpen) return undefined;
+    this.flush();
+    const row = this.db.get('SELECT seq FROM events WHERE id = ? ORDER BY seq DESC LIMIT 1', [lastId]) as { seq: number } | null;
+    if (!row) return undefined;
+    const after = [row.seq, this.o.replayLimit + 1];
+    const rows = this.db.all('SELECT seq, id, type, device, at, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?', after) as unknown as Row[];
+    if (rows.length > this.o.replayLimit) return { resync: 'expired' };
+    return { events: rows.flatMap((r) => toEvent(r) ?? []) };
+  }
+
+  /** Drop what is past either bound: the oldest beyond `maxEvents`, anything older than `maxAgeMs`. Inside a transaction. */
+  private retain(): void {
+    const aged = this.db.run('DELETE FROM events WHERE at < ?', [this.now() - this.o.maxAgeMs]).changes;
+    this.count -= aged;
+    const excess = this.count - this.o.maxEvents;
+    if (excess > 0) this.count -= this.db.run('DELETE FROM events WHERE seq IN (SELECT seq FROM events ORDER BY seq LIMIT ?)', [excess]).changes;
+  }
+
+  /** Age retention now (tests, with their clock); it also runs at every write and once a minute. */
+  prune(): void {
+    this.transaction(() => this.retain());
+  }
+
+  /** Events in the table (what retention bounds). */
+  get size(): number {
+    return this.count;
+  }
+
+  /** Run `fn` in one transaction; false (logged, rolled back, counts restored) when it fails. Never throws. */
+  private transaction(fn: () => void): boolean {
+    if (!this.db.isOpen) return false;
+    const count = this.count;
+    try {
+      this.db.exec('BEGIN');
+      fn();
+      this.db.exec('COMMIT');
+      this.o.metrics?.eventHistorySize.set(this.count);
+      return true;
+    } catch (err) {
+      this.count = count;
+      try {
+        if (this.db.inTransaction) this.db.exec('ROLLBACK');
+      } catch {
+        // The rollback failing leaves nothing more to undo here.
+      }
+      const msg = 'writing the event history failed; events wait for the next try (one line per minute)';
+      this.warn?.write({ err, waiting: this.pending.length }, msg);
+      return false;
+    }
+  }
+
+  /** Write what waits and stop (the store calls this before it closes the database). */
+  close(): void {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    clearInterval(this.pruneTimer);
+    clearTimeout(this.timer);
+    clearImmediate(this.immediate);
+    if (this.pending.length) {
+      this.o.metrics?.eventHistory.inc({ outcome: 'dropped' }, this.pending.length);
+      this.o.log?.warn({ lost: this.pending.length }, 'events could not be written to the history before close');
+    }
+    this.pending = [];
+  }
+}
+
+function atMs(at: string, now: () => number): number {
+  const ms = Date.parse(at);
+  return Number.isFinite(ms) ? ms : now();
+}
+
+function dataJson(data: Record<string, unknown>): string {
+  let s: string;
+  try {
+    s = JSON.stringify(data);
+  } catch {
+    return '{"unserializable":true}';
+  }
+  return s.length > MAX_DATA_CHARS ? JSON.stringify({ truncated: true, bytes: Buffer.byteLength(s) }) : s;
+}
+
+function toEvent(r: Row): GatewayEvent | undefined {
+  if (!KNOWN_TYPES.has(r.type)) return undefined;
+  try {
+    const data = JSON.parse(r.data) as Record<string, unknown>;
+    return { id: r.id, type: r.type as EventType, deviceId: r.device, at: new Date(Number(r.at)).toISOString(), data };
+  } catch {
+    return undefined;
+  }
+}

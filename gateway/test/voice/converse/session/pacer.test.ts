@@ -1,0 +1,90 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { DownlinkPacer, type PacedItem } from '../../../../src/voice/converse/session/pacer.js';
+
+/** The downlink pacer on a fake clock: what goes out, and when, frame by frame. */
+describe('DownlinkPacer', () => {
+  beforeEach(() => vi.useFakeTimers({ now: 0 }));
+  afterEach(() => vi.useRealTimers());
+
+  const frame = (n: number): PacedItem => ({ kind: 'frame', opus: Uint8Array.of(0x58, n) });
+  function pacer(o: { leadFrames?: number; maxQueued?: number } = {}) {
+    const sent: Array<{ at: number; frame?: number; ts?: number; json?: object }> = [];
+    const p = new DownlinkPacer(
+      { frame: (opus, ts) => sent.push({ at: Date.now(), frame: opus[1]!, ts }), json: (m) => sent.push({ at: Date.now(), json: m }) },
+      { frameMs: 60, leadFrames: o.leadFrames ?? 3, maxQueued: o.maxQueued ?? 100, now: () => Date.now() },
+    );
+    return { p, sent };
+  }
+
+  it('sends the lead at once, then one frame per 60 ms, stamped with its place in the segment', async () => {
+    const { p, sent } = pacer({ leadFrames: 3 });
+    for (let i = 0; i < 10; i++) await p.push(frame(i));
+    // Frames 0..3 are due at or before now (frame n is due `lead` frames before it plays).
+    expect(sent.map((s) => s.frame)).toEqual([0, 1, 2, 3]);
+    await vi.advanceTimersByTimeAsync(60);
+    expect(sent.map((s) => s.frame)).toEqual([0, 1, 2, 3, 4]);
+    await vi.advanceTimersByTimeAsync(5 * 60);
+    expect(sent.map((s) => s.frame)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(sent.map((s) => s.ts)).toEqual([0, 60, 120, 180, 240, 300, 360, 420, 480, 540]);
+    // Never more than lead + 1 frames ahead of what the device has played.
+    for (const s of sent) expect(s.ts! / 60 - s.at / 60).toBeLessThanOrEqual(4);
+    await p.drained();
+  });
+
+  it('keeps markers in order with the audio they announce', async () => {
+    const { p, sent } = pacer({ leadFrames: 0 });
+    await p.push({ kind: 'json', message: { state: 'sentence_start', text: 'One.' } });
+    await p.push(frame(0));
+    await p.push(frame(1));
+    await p.push({ kind: 'json', message: { state: 'sentence_start', text: 'Two.' } });
+    await p.push(frame(2));
+    await vi.advanceTimersByTimeAsync(3 * 60);
+    expect(sent.map((s) => s.json ?? s.frame)).toEqual([{ state: 'sentence_start', text: 'One.' }, 0, 1, { state: 'sentence_start', text: 'Two.' }, 2]);
+    // The second marker went out when frame 1 had been sent, not before.
+    expect(sent[3]!.at).toBe(sent[2]!.at);
+  });
+
+  it('makes push wait while the queue is full, and lets it in as frames go out', async () => {
+    const { p, sent } = pacer({ leadFrames: 0, maxQueued: 2 });
+    await p.push(frame(0)); // sent at once
+    await p.push(frame(1));
+    await p.push(frame(2));
+    let third = false;
+    const pending = p.push(frame(3)).then((ok) => (third = ok));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(third).toBe(false);
+    expect(p.queued).toBe(2);
+    await vi.advanceTimersByTimeAsync(60);
+    await pending;
+    expect(third).toBe(true);
+    expect(sent.map((s) => s.frame)).toEqual([0, 1]);
+  });
+
+  it('after a gap (the synthesiser was slow) restarts the clock rather than bursting to catch up', async () => {
+    const { p, sent } = pacer({ leadFrames: 2 });
+    await p.push(frame(0));
+    await vi.advanceTimersByTimeAsync(1000);
+    for (let i = 1; i < 8; i++) await p.push(frame(i));
+    // Frame 1 plays now (the device ran dry), so only frames 1..3 (the lead) go at once.
+    expect(sent.filter((s) => s.at === 1000).map((s) => s.frame)).toEqual([1, 2, 3]);
+    await vi.advanceTimersByTimeAsync(60);
+    expect(sent.map((s) => s.frame)).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it('clear drops what is queued and says how many frames; a waiting push whose speaker was stopped queues nothing', async () => {
+    const { p, sent } = pacer({ leadFrames: 0, maxQueued: 3 });
+    for (let i = 0; i < 4; i++) await p.push(frame(i));
+    // The queue is full: the speaker's next push waits; then the turn is aborted and the queue cleared.
+    const ac = new AbortController();
+    const waiting = p.push(frame(4), ac.signal);
+    ac.abort();
+    expect(p.clear()).toBe(3);
+    expect(await waiting).toBe(false);
+    await vi.advanceTimersByTimeAsync(600);
+    expect(sent.map((s) => s.frame)).toEqual([0]);
+    expect(p.queued).toBe(0);
+    p.close();
+    expect(await p.push(frame(10))).toBe(false);
+    await p.drained();
+  });
+});
