@@ -11,6 +11,9 @@ import type { Config } from './config.js';
 import { createRegistry } from './devices/create.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
 import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
+import type { DeviceSettingsDeps } from './api/device-settings.js';
+import { deviceForgetter } from './devices/forget.js';
+import { DeviceRecords } from './devices/records.js';
 import type { DeviceRegistry } from './devices/registry.js';
 import type { Enrollment } from './enrollment/enrollment.js';
 import { openEnrollment } from './enrollment/open.js';
@@ -124,6 +127,8 @@ interface Core {
   eventLog: EventLog | undefined;
   voice: Voice;
   registry: DeviceRegistry;
+  /** Every device ever admitted, in the store (devices/records.ts). */
+  records: DeviceRecords;
   directory: FleetDirectory;
   store: Store;
   enrollment: Enrollment | undefined;
@@ -233,9 +238,21 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const closeVoice = once(() => voice.close());
   life.defer('voice', closeVoice);
   const vision = visionOffer(config.vision, config.http.publicUrl, visionKey);
-  const registry = createRegistry({ voice: voice.hook, log, bus, metrics, vision: vision.capability, validators }, { ...config, visionRefreshMs: vision.refreshMs });
+  // Fleet registry (issue 23): every device ever admitted, kept in the store; listed offline until it dials back.
+  const records = new DeviceRecords({
+    log: log.child({ component: 'device-records' }),
+    lastSeenWriteMs: config.devices.lastSeenWriteMs,
+    onWrite: (outcome) => metrics.deviceRecordWrites.inc({ outcome }),
+  });
+  const registry = createRegistry({ voice: voice.hook, log, bus, metrics, vision: vision.capability, validators, records }, { ...config, visionRefreshMs: vision.refreshMs });
   // Callers find devices here: this instance's registry, and the cluster's devices once it has joined.
-  const directory = new FleetDirectory(registry);
+  const directory = new FleetDirectory(registry, records);
+  await records.attach(store);
+  registry.restoreRecords();
+  records.startLastSeenSweep(() => registry.sessions());
+  // Deferred after the store: runs before it closes, once the devices' final last-seen writes are queued.
+  life.defer('device records', () => records.close());
+  // (end of the fleet registry block)
   await voice.useStore(store);
   const onRevoked = (deviceId: string) => {
     for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
@@ -252,7 +269,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
-  return { metrics, tls, clusterLink, bus, eventLog, voice, registry, directory, store, enrollment, hub, mcpEndpoints, assistant, visionKey, closeVoice, closeHub, closeAssistant };
+  return { metrics, tls, clusterLink, bus, eventLog, voice, registry, records, directory, store, enrollment, hub, mcpEndpoints, assistant, visionKey, closeVoice, closeHub, closeAssistant };
 }
 
 /**
@@ -288,7 +305,9 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       ready: () => !f.stopping && http.server.listening && (!config.mqtt.enabled || f.mqtt !== undefined),
       hubEnabled: hubEnabled(config.mcp),
       tenantOf: (key) => tenants.get(key),
-      deviceSettings: { voiceModes: core.voice.modes, effectiveVoiceMode: (id) => core.voice.modeOf(id) },
+      // Fleet registry (issue 23): name, room, tags; DELETE forgets; what OTA checks say of a device.
+      deviceSettings: deviceSettings(core),
+      deviceReports: (id, facts) => core.records.reported(id, facts),
       ...(core.mcpEndpoints ? { mcpEndpoints: { endpoints: core.mcpEndpoints, path: config.mcp.endpoints.path } } : {}),
       // History: device tenancy plugs its per-request filter in as `visibleTo`.
       ...(core.eventLog ? { eventHistory: { log: core.eventLog } } : {}),
@@ -371,6 +390,13 @@ async function openSchedules(config: Config, log: Logger, core: Core, life: Life
   const scheduler = await Scheduler.open({ store: core.store, targets, bus: core.bus, log, config: SchedulesSlice.parse({}), instanceId: config.cluster.instanceId });
   life.defer('schedules', () => scheduler.close());
   return scheduler;
+}
+
+/** PATCH /v1/devices/{id} (voice mode, name, room, tags) and DELETE: forgets the record, voice mode and credentials. */
+function deviceSettings(core: Core): DeviceSettingsDeps {
+  const { registry, directory, enrollment, voice, records } = core;
+  const forget = deviceForgetter({ registry, known: (id) => directory.get(id) !== undefined, voiceModes: voice.modes, enrollment });
+  return { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id), records, forget };
 }
 
 /** mcp.publish: the namespace served to remote MCP endpoints (each redials with backoff until closed). */

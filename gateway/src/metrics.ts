@@ -45,6 +45,8 @@ export function createMetrics() {
     eventHistory: new Counter({ name: 'voxgate_event_history_writes_total', help: 'Events written to the event history, or dropped (outcome: written, dropped)', labelNames: ['outcome'] as const, registers: [registry] }),
     eventHistorySize: new Gauge({ name: 'voxgate_event_history_size', help: 'Events kept in the event history (embedded store)', registers: [registry] }),
     sseDropped: new Counter({ name: 'voxgate_sse_streams_dropped_total', help: 'SSE streams closed or refused by the gateway, by reason (slow, total_cap, key_cap)', labelNames: ['reason'] as const, registers: [registry] }),
+    devicesKnown: new Gauge({ name: 'voxgate_devices_known', help: 'Devices known here, online or not (recorded in the store; bounded by devices.maxKnown but for online and named ones)', registers: [registry] }),
+    deviceRecordWrites: new Counter({ name: 'voxgate_device_record_writes_total', help: 'Device record store operations (a batch of facts: connects, last seen, disconnects; a metadata write; a forget), by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     devicesForgotten: new Counter({ name: 'voxgate_devices_forgotten_total', help: 'Offline devices forgotten past devices.maxKnown (never_ready first, then offline least recently seen)', labelNames: ['kind'] as const, registers: [registry] }),
     connectionsOpen: new Gauge({ name: 'voxgate_connections_open', help: 'Open sockets per listener (devices, API callers, idle ones)', labelNames: ['listener'] as const, registers: [registry] }),
     connectionsRefused: new Counter({

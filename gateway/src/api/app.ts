@@ -87,6 +87,8 @@ export interface ApiDeps {
   https?: SecureContextOptions | undefined;
   /** Per-device voice modes (PATCH /v1/devices/{id}). */
   deviceSettings?: DeviceSettingsDeps;
+  /** What a device's OTA check said about it (board, firmware): the device records keep it (devices/records.ts). */
+  deviceReports?: (deviceId: string, facts: { board: string | undefined; firmware: string | undefined }) => void;
   /** The persisted event log (GET /v1/events/history), when events.history is on. */
   eventHistory?: EventHistoryRouteOptions | undefined;
   /** Cron and one-off schedules (/v1/schedules). */
@@ -130,7 +132,8 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   // With metrics.port set, /metrics lives on its own listener (gateway.ts) and not here.
   if (s.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d.apiKeys, s.metrics.key) });
   const firmware = new FirmwareService({ settings: s.ota, imagesDir: s.firmwareDir, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
-  await app.register(otaRoutes, { settings: s, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, mqttTlsPort: d.mqttTlsPort ?? (() => undefined), metrics: d.metrics, enrollment: d.enrollment, firmware });
+  const ota = { settings: s, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, mqttTlsPort: d.mqttTlsPort ?? (() => undefined), metrics: d.metrics, enrollment: d.enrollment, firmware };
+  await app.register(otaRoutes, { ...ota, ...(d.deviceReports ? { onReport: d.deviceReports } : {}) });
   await app.register(firmwareRoutes, { firmware, maxPerAddress: s.ota.downloadsPerAddress, maxTotal: s.ota.maxDownloads });
   // Devices authenticate with their vision token, not an API key.
   if (d.vision) await app.register(visionExplainRoute, d.vision);

@@ -2,7 +2,7 @@ import { normalizeDeviceId } from '@voxgate/protocol';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import type { z } from 'zod';
 import type { DeviceHandle } from '../devices/device-handle.js';
-import type { DeviceDirectory, DeviceSummary } from '../devices/directory.js';
+import type { DeviceDirectory, DeviceFilter, DeviceSummary } from '../devices/directory.js';
 import { GatewayError } from '../errors.js';
 import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, RpcBody, RpcResult, RpcSent, ToolList, ToolParams, jsonSchema } from './schemas.js';
 import { parseDeviceId, problems } from './route-helpers.js';
@@ -11,19 +11,19 @@ import { parseDeviceId, problems } from './route-helpers.js';
 export async function deviceRoutes(app: FastifyInstance, opts: { registry: DeviceDirectory; firmwareVersion?: (deviceId: string) => string | undefined }): Promise<void> {
   const { registry } = opts;
   // The device's own initialize answer is authenticated; the OTA report (an open endpoint) only fills in.
-  const withFirmware = (d: DeviceSummary) => ({ ...d, firmwareVersion: d.server?.version ?? opts.firmwareVersion?.(d.id) ?? null });
+  const withFirmware = ({ firmware, ...d }: DeviceSummary) => ({ ...d, firmwareVersion: d.server?.version ?? opts.firmwareVersion?.(d.id) ?? firmware });
   const tags = ['devices'];
 
   app.get<{ Querystring: z.infer<typeof DeviceListQuery> }>('/v1/devices', {
     schema: {
       tags,
-      summary: 'List the devices seen since start, online or not, in pages ordered by id',
+      summary: 'List the known devices (kept in the store across restarts), online or not, in pages ordered by id; filters combine (all must match)',
       querystring: jsonSchema(DeviceListQuery),
       response: { 200: jsonSchema(DeviceList, 'output'), ...problems(400, 401) },
     } as FastifySchema,
     handler: async (req) => {
-      const { online, transport, limit, cursor } = req.query;
-      const filter = { ...(online ? { online: online === 'true' } : {}), ...(transport ? { transport } : {}) };
+      const { limit, cursor } = req.query;
+      const filter = listFilter(req.query);
       const page = registry.page(filter, { limit: limit ?? DEVICE_PAGE_DEFAULT, after: cursor === undefined ? undefined : decodeCursor(cursor) });
       return page.next === undefined ? { devices: page.devices.map(withFirmware) } : { devices: page.devices.map(withFirmware), nextCursor: encodeCursor(page.next) };
     },
@@ -90,6 +90,20 @@ export async function deviceRoutes(app: FastifyInstance, opts: { registry: Devic
       return { result: await session.rpc(method, params, callOpts(timeoutMs)) };
     },
   });
+}
+
+/** The listing's filters from its query (`tag` may repeat and hold commas: every tag must match). */
+function listFilter(q: z.infer<typeof DeviceListQuery>): DeviceFilter {
+  const tags = q.tag?.flatMap((t) => t.split(',')).map((t) => t.trim()).filter(Boolean);
+  return {
+    ...(q.online ? { online: q.online === 'true' } : {}),
+    ...(q.transport ? { transport: q.transport } : {}),
+    ...(tags?.length ? { tags } : {}),
+    ...(q.room !== undefined ? { room: q.room } : {}),
+    ...(q.name !== undefined ? { name: q.name } : {}),
+    ...(q.board !== undefined ? { board: q.board } : {}),
+    ...(q.firmware !== undefined ? { firmware: q.firmware } : {}),
+  };
 }
 
 /** A page cursor: the last device id of the page, versioned and encoded so callers treat it as opaque. */

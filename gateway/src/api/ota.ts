@@ -23,6 +23,7 @@ import type { HttpConfig } from './config.js';
 import type { OtaProof } from '../enrollment/credentials.js';
 import type { Enrollment, OtaDecision } from '../enrollment/enrollment.js';
 import { GatewayError } from '../errors.js';
+import { deviceFacts } from '../firmware/rollout.js';
 import type { FirmwareService } from '../firmware/service.js';
 import type { Metrics } from '../metrics.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
@@ -52,6 +53,8 @@ export interface OtaOptions {
   metrics: Metrics;
   /** Who may receive minted credentials; absent when device auth is `open` (nothing to protect). */
   enrollment?: Enrollment | undefined;
+  /** What the check said about the device: its board (board.type, else board.name, else the User-Agent's product) and firmware. */
+  onReport?: (deviceId: string, facts: { board: string | undefined; firmware: string | undefined }) => void;
 }
 
 /** What the connection section may carry: the device's credentials, none (it keeps its own), or the unenrolled defaults. */
@@ -89,6 +92,10 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
     const deviceId = h.data['device-id'];
     const clientId = h.data['client-id'];
     const base = publicBase(req, c.http);
+    if (o.onReport) {
+      const facts = deviceFacts(h.data['user-agent'], req.body);
+      o.onReport(deviceId, { board: facts.boards[0], firmware: facts.version });
+    }
     const info = OtaSystemInfoSchema.safeParse(req.body ?? {});
     const version = info.success ? info.data.application?.version : undefined;
     req.log.info({ deviceId, clientId, version }, 'OTA check');

@@ -37,15 +37,27 @@ export const Device = z.object({
   toolsHash: z.string().nullable(),
   pendingCalls: z.number().int(),
   catalogWarning: z.string().optional().describe('Present when the device refused part of its tool list for good: the catalog holds the tools before it'),
+  name: z.string().nullable().describe('What people call it (PATCH /v1/devices/{id})'),
+  room: z.string().nullable().describe('Where it is (PATCH /v1/devices/{id})'),
+  tags: z.array(z.string()).describe('Tags people gave it (PATCH /v1/devices/{id})'),
+  tenant: z.string().nullable().describe('The tenant it belongs to (null: none)'),
+  board: z.string().nullable().describe("Its board, as its last OTA check reported it (board.type, else board.name, else the User-Agent's product)"),
+  firstSeenAt: z.string().describe('When it was first admitted (kept in the store across restarts)'),
 });
 export const DeviceList = z.object({
   devices: z.array(Device),
   nextCursor: z.string().optional().describe('Pass as `cursor` for the next page; absent on the last page'),
 });
 export const DEVICE_PAGE_DEFAULT = 100;
+const FilterText = z.string().min(1).max(128);
 export const DeviceListQuery = z.object({
   online: z.enum(['true', 'false']).optional().describe('Only online (true) or offline (false) devices'),
   transport: z.enum(['websocket', 'mqtt']).optional(),
+  tag: z.array(FilterText).max(32).optional().describe('Only devices with every one of these tags (repeat the parameter, or separate with commas)'),
+  room: FilterText.optional().describe('Only devices in this room (ignoring case)'),
+  name: FilterText.optional().describe('Only devices whose name contains this (ignoring case)'),
+  board: FilterText.optional().describe('Only devices of this board'),
+  firmware: FilterText.optional().describe('Only devices on this firmware version'),
   limit: z.number().int().min(1).max(1000).optional().describe(`Devices per page (default ${DEVICE_PAGE_DEFAULT}, at most 1000)`),
   cursor: z.string().max(128).optional().describe("The previous page's nextCursor (opaque)"),
 });

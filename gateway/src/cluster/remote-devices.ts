@@ -3,7 +3,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { clampTimeout } from '../devices/call-queue.js';
 import type { CatalogTool } from '../devices/catalog.js';
 import type { CallOutcome, DeviceHandle } from '../devices/device-handle.js';
-import type { DeviceSummary, RemoteDevices } from '../devices/directory.js';
+import type { DevicePresence, RemoteDevices } from '../devices/directory.js';
 import type { SessionState } from '../devices/settings.js';
 import { GatewayError } from '../errors.js';
 import type { Forwarder } from './forwarder.js';
@@ -77,7 +77,7 @@ function remoteHandle(d: RemoteDevicesDeps, deviceId: string, p: SeenPresence): 
   };
 }
 
-function summarize(deviceId: string, p: SeenPresence, online: boolean): DeviceSummary {
+function summarize(deviceId: string, p: SeenPresence, online: boolean): DevicePresence {
   const e = p.entry;
   return {
     id: deviceId,

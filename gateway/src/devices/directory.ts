@@ -1,9 +1,11 @@
 import { GatewayError } from '../errors.js';
 import type { ToolCatalog } from './catalog.js';
 import type { DeviceHandle } from './device-handle.js';
+import { recordFields, type DeviceRecords, type RecordFields } from './records.js';
 import { upperBound } from './sorted-ids.js';
 
-export interface DeviceSummary {
+/** A device's presence: where it is connected, over what, since when (the registry's, or another instance's). */
+export interface DevicePresence {
   id: string;
   clientId: string;
   transport: 'websocket' | 'mqtt';
@@ -20,13 +22,31 @@ export interface DeviceSummary {
   catalogWarning?: string;
 }
 
+/** A device as it is listed: its presence and its lasting record (records.ts). */
+export interface DeviceSummary extends DevicePresence, RecordFields {}
+
 export interface DeviceFilter {
   online?: boolean;
   transport?: 'websocket' | 'mqtt';
+  /** Every one of these tags. */
+  tags?: readonly string[];
+  /** The room, ignoring case. */
+  room?: string;
+  /** Part of the name, ignoring case. */
+  name?: string;
+  board?: string;
+  /** The firmware version: the device's initialize answer, else what it reported to the OTA endpoint. */
+  firmware?: string;
 }
 
-export function matchesFilter(d: { online: boolean; transport: 'websocket' | 'mqtt' }, filter: DeviceFilter): boolean {
-  return (filter.online === undefined || d.online === filter.online) && (filter.transport === undefined || d.transport === filter.transport);
+export function matchesFilter(d: DeviceSummary, f: DeviceFilter): boolean {
+  if (f.online !== undefined && d.online !== f.online) return false;
+  if (f.transport !== undefined && d.transport !== f.transport) return false;
+  if (f.board !== undefined && d.board !== f.board) return false;
+  if (f.firmware !== undefined && (d.server?.version ?? d.firmware) !== f.firmware) return false;
+  if (f.room !== undefined && d.room?.toLowerCase() !== f.room.toLowerCase()) return false;
+  if (f.name !== undefined && !d.name?.toLowerCase().includes(f.name.toLowerCase())) return false;
+  return f.tags === undefined || f.tags.every((t) => d.tags.includes(t));
 }
 
 export interface DevicePage {
@@ -58,8 +78,10 @@ export interface DeviceDirectory {
   page(filter: DeviceFilter, opts: PageRequest): DevicePage;
   /** Ready devices with their catalogs. */
   ready(): ReadyDevice[];
-  /** Called when devices held elsewhere change (presence, catalogs); returns the unsubscribe. */
+  /** Called when devices held elsewhere change (presence, catalogs), or a device's name or room; returns the unsubscribe. */
   onChange(fn: () => void): () => void;
+  /** What people call the device (name, room, tags), for tool descriptions; the fleet directory knows it. */
+  describe?(deviceId: string): { name: string | null; room: string | null; tags: readonly string[] } | undefined;
 }
 
 /** This instance's devices, as the directory composes them (devices/registry.ts). */
@@ -74,7 +96,7 @@ export interface RemoteDevices {
   find(deviceId: string): DeviceHandle | undefined;
   /** Whether the cluster knows the device at all (online or not). */
   knows(deviceId: string): boolean;
-  summary(deviceId: string): DeviceSummary | undefined;
+  summary(deviceId: string): DevicePresence | undefined;
   /** Ready devices on other live instances whose catalogs are known here. */
   ready(): ReadyDevice[];
   /** Every device id the cluster knows, sorted (the listing pages through them with the local ones). */
@@ -90,14 +112,27 @@ export class FleetDirectory implements DeviceDirectory {
   private remote: RemoteDevices | undefined;
   private readonly listeners = new Set<() => void>();
 
-  constructor(private readonly local: LocalDevices) {}
+  constructor(
+    private readonly local: LocalDevices,
+    /** The lasting records: names and rooms for every device, and which offline devices are still known. */
+    private readonly records?: DeviceRecords,
+  ) {
+    records?.onMetaChange(() => this.changed());
+  }
+
+  private changed(): void {
+    for (const fn of this.listeners) fn();
+  }
+
+  describe(deviceId: string): { name: string | null; room: string | null; tags: readonly string[] } | undefined {
+    const m = this.records?.getMeta(deviceId);
+    return m && { name: m.name, room: m.room, tags: m.tags };
+  }
 
   /** The cluster's part, once it has joined. */
   attach(remote: RemoteDevices): void {
     this.remote = remote;
-    remote.onChange(() => {
-      for (const fn of this.listeners) fn();
-    });
+    remote.onChange(() => this.changed());
   }
 
   find(deviceId: string): DeviceHandle | undefined {
@@ -114,8 +149,13 @@ export class FleetDirectory implements DeviceDirectory {
 
   get(deviceId: string): DeviceSummary | undefined {
     const mine = this.local.get(deviceId);
-    if (this.remote && !mine?.online) return this.remote.summary(deviceId) ?? mine;
-    return mine;
+    if (!this.remote || mine?.online) return mine;
+    const theirs = this.remote.summary(deviceId);
+    // An offline device with no record was forgotten (DELETE): its presence entry alone does not list it.
+    if (!theirs || (!theirs.online && this.records && !this.records.has(deviceId))) return mine;
+    // Presence says when it connected; the record, when it was last heard from (written by its instance, throttled).
+    const lastSeen = Math.max(Date.parse(theirs.lastSeenAt), this.records?.getFacts(deviceId)?.lastSeen ?? 0);
+    return { ...theirs, lastSeenAt: new Date(lastSeen).toISOString(), ...recordFields(this.records, deviceId, theirs.connectedAt) };
   }
 
   ready(): ReadyDevice[] {

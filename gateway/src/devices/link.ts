@@ -23,6 +23,8 @@ export const CLOSE_SHUTDOWN = 1001;
 export const CLOSE_TAKEOVER_REFUSED = 4003;
 /** An operator revoked the device's credentials (re-enroll). */
 export const CLOSE_REVOKED = 4004;
+/** An operator forgot the device (DELETE /v1/devices/{id}); if it dials again it is recorded as new. */
+export const CLOSE_FORGOTTEN = 4006;
 /** A device whose voice session could not be relayed or answered (the alert said why). */
 export const CLOSE_VOICE_UNAVAILABLE = 4005;
 /** The server hit an unexpected condition (a frame handler threw). */

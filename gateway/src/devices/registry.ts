@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
-import { CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.js';
+import { CLOSE_FORGOTTEN, CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.js';
 import type { SchemaValidators } from '../schemas/validators.js';
 import type { DeviceHandle } from './device-handle.js';
 import {
@@ -16,9 +16,10 @@ import {
   type ReadyDevice,
 } from './directory.js';
 import { NoVoiceHook } from './no-voice-hook.js';
+import { recordFields, type DeviceRecords } from './records.js';
 import { DeviceSession } from './session.js';
 import type { SessionSettings } from './settings.js';
-import { upperBound } from './sorted-ids.js';
+import { lowerBound, upperBound } from './sorted-ids.js';
 import type { ToolsPageCache } from './tools-page-cache.js';
 import type { VoiceHook } from './voice-hook.js';
 
@@ -64,6 +65,8 @@ export interface RegistryDeps {
   validators: SchemaValidators;
   /** The voice relay, when voice.mode is "relay". */
   voice?: VoiceHook;
+  /** The lasting records in the store (records.ts): told of connections, readiness and disconnects. */
+  records?: DeviceRecords;
 }
 
 /** Presence for every device: who is connected now, over what, since when, and which session speaks for it. */
@@ -73,8 +76,67 @@ export class DeviceRegistry implements LocalDevices {
   private order: string[] = [];
   private epochs = 0;
   private readyCount = 0;
+  /** When "known devices over the bound" was last logged (once a minute at most). */
+  private overBoundLoggedAt = 0;
 
   constructor(private readonly d: RegistryDeps) {}
+
+  /**
+   * List every recorded device not known here yet, offline, until it dials back (after a restart, and in a
+   * cluster the devices the others recorded). A device forgotten elsewhere (DELETE there) goes here too.
+   */
+  restoreRecords(): void {
+    const records = this.d.records;
+    if (!records) return;
+    const added: string[] = [];
+    for (const id of records.ids()) {
+      const f = records.getFacts(id);
+      if (!f || this.records.has(id)) continue;
+      const { clientId, transport, connectedAt, lastSeen: lastSeenAt, toolCount } = f;
+      const r: DeviceRecord = { id, clientId, transport, epoch: 0, session: undefined, connectedAt, lastSeenAt, catalogHash: f.catalogHash ?? undefined, toolCount, credential: '' };
+      if (f.server) r.server = f.server;
+      this.records.set(id, r);
+      added.push(id);
+    }
+    if (added.length > 0) this.order = [...this.order, ...added].sort();
+    this.d.metrics.devicesKnown.set(this.records.size);
+    records.onForgotten((id) => {
+      const r = this.records.get(id);
+      if (r) this.drop(r, 'forgotten on another gateway instance');
+    });
+  }
+
+  /**
+   * Forget a device (DELETE /v1/devices/{id}): its records go, and a live connection is closed (otherwise
+   * its traffic would record it again at once). False when the device is not known here.
+   */
+  async forget(deviceId: string): Promise<boolean> {
+    const r = this.records.get(deviceId);
+    if (r) this.drop(r, 'forgotten by an operator');
+    const recorded = (await this.d.records?.forget(deviceId)) ?? false;
+    return r !== undefined || recorded;
+  }
+
+  private drop(r: DeviceRecord, reason: string): void {
+    const s = r.session;
+    if (s) {
+      r.session = undefined;
+      s.failAll(new GatewayError('DEVICE_NOT_FOUND', `device ${r.id} was ${reason}`));
+      s.close(CLOSE_FORGOTTEN, reason);
+      // Published while the entry is still here (the cluster writes its presence offline from it); the
+      // session's own close comes later and is a stale one by then.
+      this.d.bus.publish('device.offline', r.id, { reason });
+    }
+    if (this.wasReady(r)) {
+      this.readyCount--;
+      r.readyEpoch = undefined;
+      this.d.metrics.devicesReady.set(this.readyCount);
+    }
+    this.records.delete(r.id);
+    const at = lowerBound(this.order, r.id);
+    if (this.order[at] === r.id) this.order.splice(at, 1);
+    this.d.metrics.devicesKnown.set(this.records.size);
+  }
 
   /** The device's live local session, or undefined. */
   find(deviceId: string): DeviceSession | undefined {
@@ -139,6 +201,8 @@ export class DeviceRegistry implements LocalDevices {
     record.session = session;
     if (!prev) this.makeRoomFor(info.deviceId);
     this.records.set(info.deviceId, record);
+    this.d.metrics.devicesKnown.set(this.records.size);
+    this.d.records?.admitted(info.deviceId, { clientId: info.clientId, transport: info.link.transport, at: record.connectedAt });
     if (prev && this.wasReady(prev)) {
       this.readyCount--;
       prev.readyEpoch = undefined;
@@ -169,6 +233,7 @@ export class DeviceRegistry implements LocalDevices {
     }
     record.readyEpoch = record.epoch;
     this.d.metrics.devicesReady.set(this.readyCount);
+    this.d.records?.ready(record.id, { catalogHash: s.catalog.hash, toolCount: s.catalog.size, server: record.server });
   }
 
   private wasReady(record: DeviceRecord): boolean {
@@ -191,25 +256,37 @@ export class DeviceRegistry implements LocalDevices {
     }
     record.session = undefined;
     record.lastSeenAt = Date.now();
+    this.d.records?.closed(record.id, record.lastSeenAt);
     this.d.bus.publish('device.offline', record.id, { reason: s.closeReason ?? 'closed' });
   }
 
   /**
    * A new device id: index it for listing, and keep memory bounded under churn. Past the bound, forget 1% of
    * the offline devices: never-ready ones first (an id that connected but never finished initializing is
-   * the cheap thing to forge), then the least recently seen. Online devices are never forgotten.
+   * the cheap thing to forge), then the least recently seen. Online devices, and devices a person named
+   * (name, room, tags, tenant), are never forgotten this way: past the bound with nothing else to forget,
+   * the count grows (voxgate_devices_known) and a warning says so.
    */
   private makeRoomFor(deviceId: string): void {
     this.order.splice(upperBound(this.order, deviceId), 0, deviceId);
     const max = this.d.maxKnownDevices ?? Infinity;
     if (this.records.size < max) return;
+    const named = (id: string) => this.d.records?.isNamed(id) ?? false;
     const offline = [...this.records.values()]
-      .filter((r) => !r.session)
+      .filter((r) => !r.session && !named(r.id))
       .sort((a, b) => Number(everReady(a)) - Number(everReady(b)) || a.lastSeenAt - b.lastSeenAt);
     const drop = offline.slice(0, Math.max(1, Math.ceil(max / 100)));
-    if (drop.length === 0) return;
+    if (drop.length === 0) {
+      if (Date.now() - this.overBoundLoggedAt < 60_000) return;
+      this.overBoundLoggedAt = Date.now();
+      this.d.log.warn({ known: this.records.size, maxKnown: max }, 'known devices past devices.maxKnown: every one is online or named, none forgotten');
+      return;
+    }
     const neverReady = drop.filter((r) => !everReady(r)).length;
-    for (const r of drop) this.records.delete(r.id);
+    for (const r of drop) {
+      this.records.delete(r.id);
+      void this.d.records?.forget(r.id).catch(() => undefined);
+    }
     const gone = new Set(drop.map((r) => r.id));
     this.order = this.order.filter((id) => !gone.has(id));
     if (neverReady > 0) this.d.metrics.devicesForgotten.inc({ kind: 'never_ready' }, neverReady);
@@ -233,7 +310,7 @@ export class DeviceRegistry implements LocalDevices {
 
   get(deviceId: string): DeviceSummary | undefined {
     const r = this.records.get(deviceId);
-    return r && summarize(r);
+    return r && summarize(r, this.d.records);
   }
 
   /**
@@ -245,7 +322,9 @@ export class DeviceRegistry implements LocalDevices {
     let i = opts.after === undefined ? 0 : upperBound(this.order, opts.after);
     for (; i < this.order.length && devices.length < opts.limit; i++) {
       const r = this.records.get(this.order[i]!);
-      if (r && matchesFilter({ online: r.session !== undefined, transport: r.transport }, filter)) devices.push(summarize(r));
+      if (!r) continue;
+      const d = summarize(r, this.d.records);
+      if (matchesFilter(d, filter)) devices.push(d);
     }
     const more = devices.length === opts.limit && i < this.order.length;
     return { devices, next: more ? devices[devices.length - 1]!.id : undefined };
@@ -280,16 +359,17 @@ export class DeviceRegistry implements LocalDevices {
 /** Whether the device ever finished initializing (its catalog hash is kept across its connections). */
 const everReady = (r: DeviceRecord): boolean => r.catalogHash !== undefined;
 
-function summarize(r: DeviceRecord): DeviceSummary {
+function summarize(r: DeviceRecord, records: DeviceRecords | undefined): DeviceSummary {
   const s = r.session;
   const catalog = s?.catalog;
+  const connectedAt = new Date(r.connectedAt).toISOString();
   return {
     id: r.id,
     clientId: r.clientId,
     transport: r.transport,
     online: s !== undefined,
     state: s?.state ?? 'offline',
-    connectedAt: new Date(r.connectedAt).toISOString(),
+    connectedAt,
     lastSeenAt: new Date(Math.max(r.lastSeenAt, s?.lastSeenAt ?? 0)).toISOString(),
     server: r.server ?? null,
     protocolVersion: r.protocolVersion ?? null,
@@ -297,5 +377,6 @@ function summarize(r: DeviceRecord): DeviceSummary {
     toolsHash: catalog?.hash ?? r.catalogHash ?? null,
     pendingCalls: s?.pendingCount ?? 0,
     ...(s?.catalogWarning !== undefined ? { catalogWarning: s.catalogWarning } : {}),
+    ...recordFields(records, r.id, connectedAt),
   };
 }

@@ -52,6 +52,7 @@ export interface SessionDeps {
 export class DeviceSession implements DeviceHandle, VoiceDevice {
   readonly sessionId = randomUUID();
   readonly connectedAt = Date.now();
+  /** Moved by any traffic from the device, keepalives included (the links set it; records.ts writes it, throttled). */
   lastSeenAt = Date.now();
   state: SessionState;
   initialize?: InitializeResult;
@@ -155,6 +156,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
 
   /** Binary (audio) from the link: the voice hook's, when a voice session holds it. */
   onBinary(data: Buffer): boolean {
+    this.lastSeenAt = Date.now();
     return this.d.voice.onAudio(this, data);
   }
 

@@ -11,11 +11,15 @@ export class DeviceTools {
   /** One page: a fleet of thousands must not become one tool result (an LLM's context, a /mcp message). */
   list(args: Record<string, unknown>): CallToolResult {
     const onlineOnly = args['online_only'] !== false;
-    const page = this.d.registry.page(onlineOnly ? { online: true } : {}, { limit: this.d.devicesListMax, after: undefined });
+    const room = typeof args['room'] === 'string' && args['room'] !== '' ? args['room'].slice(0, 64) : undefined;
+    const filter = { ...(onlineOnly ? { online: true } : {}), ...(room !== undefined ? { room } : {}) };
+    const page = this.d.registry.page(filter, { limit: this.d.devicesListMax, after: undefined });
     const devices = page.devices.map((d) => {
       const session = d.online ? this.d.registry.find(d.id) : undefined;
       const tools = session?.catalog?.tools.filter((x) => !x.userOnly).map((x) => ({ name: x.name, description: x.description, inputSchema: x.inputSchema })) ?? [];
-      return { device_id: d.id, online: d.online, state: d.state, board: d.server?.name ?? null, tools };
+      // What people call it: how "the living-room speaker" is found.
+      const { name, room: where, tags } = d;
+      return { device_id: d.id, name, room: where, tags, online: d.online, state: d.state, board: d.server?.name ?? null, tools };
     });
     const listed = page.next === undefined ? { devices } : { devices, truncated: true, note: `only the first ${this.d.devicesListMax} devices are listed; call device_call with any device id` };
     return { content: [{ type: 'text', text: JSON.stringify(listed) }], structuredContent: listed };

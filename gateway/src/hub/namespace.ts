@@ -6,8 +6,17 @@ import type { Upstream } from './upstream/base.js';
 
 export const GENERIC_TOOLS: Record<'devices_list' | 'device_call', Omit<HubTool, 'name' | 'source'>> = {
   devices_list: {
-    description: 'Lists the voice devices connected to the gateway, with the tools each one offers. Call it before device_call.',
-    inputSchema: { type: 'object', properties: { online_only: { type: 'boolean', description: 'Only devices online now (default true)' } }, additionalProperties: false },
+    description:
+      'Lists the voice devices connected to the gateway, with the name, room and tags people gave each one and the tools it offers. ' +
+      'Call it before device_call; find "the living-room speaker" by its room or name.',
+    inputSchema: {
+      type: 'object',
+      properties: {
+        online_only: { type: 'boolean', description: 'Only devices online now (default true)' },
+        room: { type: 'string', maxLength: 64, description: 'Only devices in this room (ignoring case)' },
+      },
+      additionalProperties: false,
+    },
     annotations: { readOnlyHint: true },
   },
   device_call: {
@@ -24,6 +33,20 @@ export const GENERIC_TOOLS: Record<'devices_list' | 'device_call', Omit<HubTool,
     },
   },
 };
+
+/**
+ * How a device tool's description names its device: the id, and what people call it, so "turn the
+ * living-room speaker down" finds it. Brackets and quotes are left out of people's words (the assistant
+ * strips the `[device …] ` prefix for a bound device, assistant/toolset.ts).
+ */
+export function deviceLabel(deviceId: string, meta: { name: string | null; room: string | null; tags: readonly string[] } | undefined): string {
+  const clean = (v: string) => v.replace(/[[\]"]/g, '');
+  const parts = [`device ${deviceId}`];
+  if (meta?.name) parts.push(`"${clean(meta.name)}"`);
+  if (meta?.room) parts.push(`in ${clean(meta.room)}`);
+  if (meta?.tags.length) parts.push(`tags ${meta.tags.join(',')}`);
+  return parts.join(' ');
+}
 
 export function targetKey(t: ToolTarget): string {
   return t.kind === 'server' ? `s\0${t.server}\0${t.tool}` : t.kind === 'device' ? `d\0${t.deviceId}\0${t.tool}` : `g\0${t.tool}`;
@@ -107,7 +130,8 @@ export class ToolNamespace {
           if (!name) continue;
           // The firmware's own tool names inside descriptions become the names callers can call.
           const description = rewriteToolReferences(t.description, (tool) => ns.byTarget.get(targetKey({ kind: 'device', deviceId: s.deviceId, tool })));
-          const entry: HubTool = { name, description: `[device ${s.deviceId}] ${description}`, inputSchema: t.inputSchema, source: { kind: 'device', deviceId: s.deviceId, tool: t.name } };
+          const label = deviceLabel(s.deviceId, this.devices.describe?.(s.deviceId));
+          const entry: HubTool = { name, description: `[${label}] ${description}`, inputSchema: t.inputSchema, source: { kind: 'device', deviceId: s.deviceId, tool: t.name } };
           if (t.annotations) entry.annotations = t.annotations;
           out.push(entry);
         }

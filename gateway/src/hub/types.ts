@@ -49,7 +49,7 @@ export interface Instructions {
 }
 
 /** What the hub needs of the device registry (a port: tests give a small stand-in). */
-export type HubDevices = Pick<DeviceDirectory, 'ready' | 'onChange' | 'page' | 'device' | 'find'>;
+export type HubDevices = Pick<DeviceDirectory, 'ready' | 'onChange' | 'page' | 'device' | 'find' | 'describe'>;
 
 /** A device as the namespace sees it: a local session, or (cluster) a ready device of another instance. */
 export type ListedDevice = ReadyDevice;

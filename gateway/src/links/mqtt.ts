@@ -193,6 +193,11 @@ export async function startMqttLink(o: MqttLinkOptions) {
     const session = peer.session;
     guardFrame(() => session.onText(text), { transport: 'mqtt', log: o.log, who: () => ({ deviceId: peer.deviceId }), metrics: o.metrics, close: () => client.close() });
   });
+  // A PINGREQ is traffic: last seen moves with it (devices/records.ts writes it, throttled).
+  broker.on('ping', (_packet, client) => {
+    const peer = peers.get(client);
+    if (peer?.kind === 'device' && peer.session) peer.session.lastSeenAt = Date.now();
+  });
   broker.on('clientError', (client, err) => o.log.debug({ clientId: client.id, err: err.message }, 'MQTT client error'));
 
   // Everything per socket, for the plain and the TLS listener alike (a TLS socket arrives here after its handshake).

@@ -102,7 +102,12 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     const link = new WsDeviceLink(ws, req.socket.remoteAddress ?? '');
     const session = o.registry.connect({ deviceId, clientId, link, expectHello: true, credential });
     if (!session) return; // a live connection with other credentials holds this device; link closed
-    ws.on('pong', () => alive.set(ws, true));
+    // Keepalives are traffic: last seen moves with them (devices/records.ts writes it, throttled).
+    ws.on('pong', () => {
+      alive.set(ws, true);
+      session.lastSeenAt = Date.now();
+    });
+    ws.on('ping', () => (session.lastSeenAt = Date.now()));
     ws.on('message', (data: RawData, isBinary: boolean) => {
       alive.set(ws, true);
       if (isBinary) {

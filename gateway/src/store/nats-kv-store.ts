@@ -80,6 +80,11 @@ export class NatsKvStore implements Store {
     this.written.set(k, await this.kv.put(k, JSON.stringify(value)));
   }
 
+  /** JetStream has no multi-key transaction: the puts go out together and each is acknowledged. */
+  async putMany(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void> {
+    await Promise.all(entries.map((e) => this.put(collection, e.key, e.value)));
+  }
+
   /** `kv.create` writes only when the key holds nothing (or a delete marker): JetStream refuses a second writer. */
   async create(collection: string, key: string, value: unknown): Promise<boolean> {
     const k = kvKey(collection, key);

@@ -52,6 +52,22 @@ export class SqliteStore implements Store {
   }
 
   async put(collection: string, key: string, value: unknown): Promise<void> {
+    this.upsert(collection, key, value);
+  }
+
+  /** One transaction: a single fsync for the lot (each `put` is one), all or none. */
+  async putMany(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void> {
+    this.db.exec('BEGIN');
+    try {
+      for (const e of entries) this.upsert(collection, e.key, e.value);
+      this.db.exec('COMMIT');
+    } catch (err) {
+      this.db.exec('ROLLBACK');
+      throw err;
+    }
+  }
+
+  private upsert(collection: string, key: string, value: unknown): void {
     this.db.run('INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (collection, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at', [
       collection,
       key,

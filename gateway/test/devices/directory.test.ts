@@ -17,6 +17,8 @@ const summary = (id: string, online: boolean, transport: 'websocket' | 'mqtt' = 
   toolCount: 0,
   toolsHash: null,
   pendingCalls: 0,
+  // What a device record adds (devices/records.ts): none here.
+  ...{ name: null, room: null, tags: [], tenant: null, board: null, firmware: null, firstSeenAt: '2026-01-01T00:00:00.000Z' },
 });
 const handle = (deviceId: string): DeviceHandle => ({
   deviceId,

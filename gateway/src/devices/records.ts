@@ -1,0 +1,402 @@
+import type { Logger } from 'pino';
+import { z } from 'zod';
+
+/**
+ * What the gateway learned from a device, one document per device id: written by the instance that holds
+ * the device (at connect, when ready, last seen at most once per `lastSeenWriteMs`, and at disconnect).
+ */
+export const DEVICE_FACTS_COLLECTION = 'devices';
+/**
+ * What people gave a device (name, room, tags, tenant), one document per device id: written only by
+ * `PATCH /v1/devices/{id}`, so a last-seen write on one instance never overwrites a rename on another.
+ */
+export const DEVICE_META_COLLECTION = 'device-meta';
+
+export const MAX_NAME = 64;
+export const MAX_ROOM = 64;
+export const MAX_TAGS = 32;
+export const MAX_TAG = 32;
+export const TAG_PATTERN = /^[A-Za-z0-9_.:-]+$/;
+
+const Transport = z.enum(['websocket', 'mqtt']);
+// The shared store is read back as untrusted: bounded strings, or the document is skipped.
+const StoredFacts = z.object({
+  clientId: z.string().max(128),
+  transport: Transport,
+  board: z.string().max(128).nullable().catch(null),
+  firmware: z.string().max(128).nullable().catch(null),
+  firstSeen: z.number().int().nonnegative(),
+  lastSeen: z.number().int().nonnegative(),
+  connectedAt: z.number().int().nonnegative(),
+  catalogHash: z.string().max(64).nullable().catch(null),
+  toolCount: z.number().int().nonnegative().catch(0),
+  server: z.object({ name: z.string().max(256), version: z.string().max(256) }).nullable().catch(null),
+});
+export type DeviceFacts = z.infer<typeof StoredFacts>;
+
+const Tag = z.string().min(1).max(MAX_TAG).regex(TAG_PATTERN);
+const StoredMeta = z.object({
+  name: z.string().max(MAX_NAME).nullable().catch(null),
+  room: z.string().max(MAX_ROOM).nullable().catch(null),
+  tags: z.array(Tag).max(MAX_TAGS).catch([]),
+  tenant: z.string().max(128).nullable().catch(null),
+});
+export type DeviceMeta = z.infer<typeof StoredMeta>;
+
+/**
+ * The part of the store (store/store.ts) the records use, as a port: devices/ does not import store/.
+ * `onChange` is there with a shared store (the cluster's KV bucket).
+ */
+export interface RecordStore {
+  put(collection: string, key: string, value: unknown): Promise<void>;
+  putMany?(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void>;
+  delete(collection: string, key: string): Promise<boolean>;
+  list(collection: string): Promise<Array<{ key: string; value: unknown }>>;
+  onChange?(collection: string, fn: (change: { key: string; value: unknown }) => void): () => void;
+}
+
+export const NO_META: Readonly<DeviceMeta> = Object.freeze({ name: null, room: null, tags: [], tenant: null });
+
+export interface DeviceRecordsOptions {
+  log: Logger;
+  /** Last seen is written at most this often per device (and once more at disconnect). */
+  lastSeenWriteMs: number;
+  /** Counts every store write by outcome. */
+  onWrite?: (outcome: 'ok' | 'failed') => void;
+}
+
+/** What the registry reports when a device connects. */
+export interface Admission {
+  clientId: string;
+  transport: 'websocket' | 'mqtt';
+  at: number;
+}
+
+/** What the registry reports when a device's catalog is loaded. */
+export interface Readiness {
+  catalogHash: string;
+  toolCount: number;
+  server: { name: string; version: string } | undefined;
+}
+
+/** A live device as the last-seen sweep reads it: a field write per frame, nothing more (see session.ts). */
+export interface SeenDevice {
+  readonly deviceId: string;
+  readonly lastSeenAt: number;
+}
+
+/**
+ * Facts written together (one SQLite transaction: one fsync for the lot). The embedded store writes
+ * synchronously, so the event loop is given back between batches.
+ */
+const BATCH = 200;
+/** Facts changed by connections are gathered this long, then written in batches (a fleet re-dialing after a restart). */
+const FLUSH_DELAY_MS = 250;
+
+/**
+ * Every device ever admitted, kept in the store (SQLite embedded, the shared KV bucket in a cluster) and
+ * mirrored in memory: its facts and what people gave it. The registry (registry.ts) reports connections,
+ * readiness and disconnects; its bound (`devices.maxKnown`) decides what is forgotten (`forget`).
+ */
+export class DeviceRecords {
+  private readonly facts = new Map<string, DeviceFacts>();
+  private readonly meta = new Map<string, DeviceMeta>();
+  /** The lastSeen each device's facts were last written with: the sweep writes only those that moved. */
+  private readonly savedSeen = new Map<string, number>();
+  /** Devices whose facts changed since they were written. */
+  private readonly dirty = new Set<string>();
+  /** Every store operation, in order: a forget is never overtaken by a batch that still holds the device. */
+  private ops: Promise<void> = Promise.resolve();
+  private flushTimer: NodeJS.Timeout | undefined;
+  private readonly forgottenListeners = new Set<(deviceId: string) => void>();
+  private readonly changeListeners = new Set<(deviceId: string) => void>();
+  private store: RecordStore | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private readonly stops: Array<() => void> = [];
+
+  constructor(private readonly o: DeviceRecordsOptions) {}
+
+  /** Read every record from the store, then follow the changes other instances write (shared store). */
+  async attach(store: RecordStore): Promise<void> {
+    this.store = store;
+    for (const { key, value } of await store.list(DEVICE_FACTS_COLLECTION)) this.applyFacts(key, value);
+    for (const { key, value } of await store.list(DEVICE_META_COLLECTION)) this.applyMeta(key, value);
+    const offFacts = store.onChange?.(DEVICE_FACTS_COLLECTION, (c) => {
+      const known = this.facts.has(c.key);
+      this.applyFacts(c.key, c.value);
+      if (known && !this.facts.has(c.key)) {
+        this.meta.delete(c.key);
+        for (const fn of this.forgottenListeners) fn(c.key);
+      }
+    });
+    const offMeta = store.onChange?.(DEVICE_META_COLLECTION, (c) => {
+      this.applyMeta(c.key, c.value);
+      for (const fn of this.changeListeners) fn(c.key);
+    });
+    if (offFacts) this.stops.push(offFacts);
+    if (offMeta) this.stops.push(offMeta);
+  }
+
+  get size(): number {
+    return this.facts.size;
+  }
+
+  /** Every recorded device id (unsorted). */
+  ids(): IterableIterator<string> {
+    return this.facts.keys();
+  }
+
+  getFacts(deviceId: string): Readonly<DeviceFacts> | undefined {
+    return this.facts.get(deviceId);
+  }
+
+  getMeta(deviceId: string): Readonly<DeviceMeta> {
+    return this.meta.get(deviceId) ?? NO_META;
+  }
+
+  has(deviceId: string): boolean {
+    return this.facts.has(deviceId);
+  }
+
+  /** Whether a person gave the device a name, room, tags or tenant (such devices are never forgotten automatically). */
+  isNamed(deviceId: string): boolean {
+    return this.meta.has(deviceId);
+  }
+
+  /** Another instance forgot a device (DELETE there): the registry drops it here too. */
+  onForgotten(fn: (deviceId: string) => void): () => void {
+    this.forgottenListeners.add(fn);
+    return () => this.forgottenListeners.delete(fn);
+  }
+
+  /** A device's name, room, tags or tenant changed (here or on another instance). */
+  onMetaChange(fn: (deviceId: string) => void): () => void {
+    this.changeListeners.add(fn);
+    return () => this.changeListeners.delete(fn);
+  }
+
+  /** A device connected: recorded when new; otherwise written only when what it says changed or last seen is due. */
+  admitted(deviceId: string, a: Admission): void {
+    const known = this.facts.get(deviceId);
+    if (!known) {
+      const facts: DeviceFacts = {
+        ...{ clientId: a.clientId, transport: a.transport, board: null, firmware: null, firstSeen: a.at, lastSeen: a.at, connectedAt: a.at },
+        ...{ catalogHash: null, toolCount: 0, server: null },
+      };
+      this.facts.set(deviceId, facts);
+      return this.saveFacts(deviceId);
+    }
+    const changed = known.clientId !== a.clientId || known.transport !== a.transport;
+    known.clientId = a.clientId;
+    known.transport = a.transport;
+    known.connectedAt = a.at;
+    known.lastSeen = Math.max(known.lastSeen, a.at);
+    if (changed || this.due(deviceId, known.lastSeen)) this.saveFacts(deviceId);
+  }
+
+  /** The device's catalog loaded: its hash (catalogs are interned by hash), size and firmware. */
+  ready(deviceId: string, r: Readiness): void {
+    const f = this.facts.get(deviceId);
+    if (!f) return;
+    const server = r.server ? { name: r.server.name.slice(0, 256), version: r.server.version.slice(0, 256) } : null;
+    const firmware = server ? server.version.slice(0, 128) : f.firmware;
+    if (f.catalogHash === r.catalogHash && f.toolCount === r.toolCount && f.firmware === firmware && sameServer(f.server, server)) return;
+    Object.assign(f, { catalogHash: r.catalogHash, toolCount: r.toolCount, server, firmware });
+    this.saveFacts(deviceId);
+  }
+
+  /** What a recorded device told the (open) OTA endpoint: its board, and its firmware when it has not said otherwise. */
+  reported(deviceId: string, r: { board: string | undefined; firmware: string | undefined }): void {
+    const f = this.facts.get(deviceId);
+    if (!f) return;
+    const board = r.board?.slice(0, 128) ?? f.board;
+    const firmware = f.server ? f.firmware : (r.firmware?.slice(0, 128) ?? f.firmware);
+    if (board === f.board && firmware === f.firmware) return;
+    f.board = board;
+    f.firmware = firmware;
+    this.saveFacts(deviceId);
+  }
+
+  /** The device disconnected: its last seen is written now (the final write of the connection). */
+  closed(deviceId: string, lastSeenAt: number): void {
+    const f = this.facts.get(deviceId);
+    if (!f) return;
+    f.lastSeen = Math.max(f.lastSeen, lastSeenAt);
+    if (this.savedSeen.get(deviceId) !== f.lastSeen) this.saveFacts(deviceId);
+  }
+
+  /** Change what people gave a device (only the fields present; null or [] clears). Undefined when the device is not recorded. */
+  async setMeta(deviceId: string, patch: Partial<DeviceMeta>): Promise<DeviceMeta | undefined> {
+    if (!this.facts.has(deviceId)) return undefined;
+    const next: DeviceMeta = { ...this.getMeta(deviceId), ...patch };
+    next.tags = [...new Set(next.tags)];
+    const empty = next.name === null && next.room === null && next.tags.length === 0 && next.tenant === null;
+    if (empty) this.meta.delete(deviceId);
+    else this.meta.set(deviceId, next);
+    for (const fn of this.changeListeners) fn(deviceId);
+    await this.enqueue(() => this.writeMeta(deviceId));
+    return next;
+  }
+
+  /** Forget a device: both of its documents. False when it was not recorded. */
+  async forget(deviceId: string): Promise<boolean> {
+    const known = this.facts.delete(deviceId);
+    const named = this.meta.delete(deviceId);
+    this.savedSeen.delete(deviceId);
+    if (!known && !named) return false;
+    this.dirty.delete(deviceId);
+    if (named) for (const fn of this.changeListeners) fn(deviceId);
+    await this.enqueue(async () => {
+      await this.store?.delete(DEVICE_FACTS_COLLECTION, deviceId);
+      await this.store?.delete(DEVICE_META_COLLECTION, deviceId);
+    });
+    return true;
+  }
+
+  /**
+   * Every `lastSeenWriteMs`, write the last seen of each live device whose traffic moved it: a device is
+   * written at most once per period however busy, and an idle one whose keepalives arrive still moves.
+   */
+  startLastSeenSweep(live: () => Iterable<SeenDevice>): void {
+    clearInterval(this.sweepTimer);
+    this.sweepTimer = setInterval(() => void this.sweep(live()).catch(() => undefined), this.o.lastSeenWriteMs); // failures are logged
+    this.sweepTimer.unref();
+  }
+
+  /** One pass of the sweep (also what tests call): the devices whose last seen moved, written in batches. */
+  async sweep(live: Iterable<SeenDevice>): Promise<number> {
+    let moved = 0;
+    for (const d of live) {
+      const f = this.facts.get(d.deviceId);
+      if (!f || d.lastSeenAt <= (this.savedSeen.get(d.deviceId) ?? 0)) continue;
+      f.lastSeen = Math.max(f.lastSeen, d.lastSeenAt);
+      this.dirty.add(d.deviceId);
+      moved++;
+    }
+    await this.flush();
+    return moved;
+  }
+
+  /** Write every changed device's facts now (the sweep, close, tests). */
+  flush(): Promise<void> {
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    return this.enqueue(() => this.writeDirty());
+  }
+
+  /** Stop the sweep and write what is pending (the store closes after this). */
+  async close(): Promise<void> {
+    clearInterval(this.sweepTimer);
+    for (const stop of this.stops) stop();
+    await this.flush();
+  }
+
+  private due(deviceId: string, lastSeen: number): boolean {
+    return lastSeen - (this.savedSeen.get(deviceId) ?? 0) >= this.o.lastSeenWriteMs;
+  }
+
+  /** Facts changed: written with the next batch, a moment later. */
+  private saveFacts(deviceId: string): void {
+    this.dirty.add(deviceId);
+    if (this.flushTimer || !this.store) return;
+    this.flushTimer = setTimeout(() => void this.flush().catch(() => undefined), FLUSH_DELAY_MS); // failures are logged
+    this.flushTimer.unref();
+  }
+
+  /** Run one store operation after the ones before it; rejects (and logs) on a store failure. */
+  private enqueue(op: () => Promise<void>): Promise<void> {
+    const run = async () => {
+      try {
+        await op();
+        this.o.onWrite?.('ok');
+      } catch (err) {
+        this.o.onWrite?.('failed');
+        this.o.log.warn({ err }, 'device record write failed');
+        throw err;
+      }
+    };
+    const next = this.ops.then(run);
+    this.ops = next.catch(() => undefined);
+    return next;
+  }
+
+  private async writeDirty(): Promise<void> {
+    const store = this.store;
+    while (store && this.dirty.size > 0) {
+      const batch: Array<{ key: string; value: DeviceFacts }> = [];
+      for (const id of this.dirty) {
+        this.dirty.delete(id);
+        const value = this.facts.get(id);
+        if (value) batch.push({ key: id, value: { ...value } });
+        if (batch.length >= BATCH) break;
+      }
+      try {
+        if (store.putMany) await store.putMany(DEVICE_FACTS_COLLECTION, batch);
+        else for (const e of batch) await store.put(DEVICE_FACTS_COLLECTION, e.key, e.value);
+      } catch (err) {
+        // Kept for the next flush (unless a newer change or a forget came meanwhile).
+        for (const e of batch) if (this.facts.has(e.key)) this.dirty.add(e.key);
+        throw err;
+      }
+      for (const e of batch) this.savedSeen.set(e.key, e.value.lastSeen);
+      if (this.dirty.size > 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  private async writeMeta(deviceId: string): Promise<void> {
+    const doc = this.meta.get(deviceId);
+    if (doc === undefined) await this.store?.delete(DEVICE_META_COLLECTION, deviceId);
+    else await this.store?.put(DEVICE_META_COLLECTION, deviceId, doc);
+  }
+
+  private applyFacts(deviceId: string, value: unknown): void {
+    if (value === undefined) {
+      this.facts.delete(deviceId);
+      this.savedSeen.delete(deviceId);
+      this.dirty.delete(deviceId); // forgotten elsewhere: a pending batch must not write it back
+      return;
+    }
+    const parsed = StoredFacts.safeParse(value);
+    if (!parsed.success) return this.o.log.warn({ deviceId }, 'unreadable device record ignored');
+    this.facts.set(deviceId, parsed.data);
+    this.savedSeen.set(deviceId, parsed.data.lastSeen);
+  }
+
+  private applyMeta(deviceId: string, value: unknown): void {
+    if (value === undefined) return void this.meta.delete(deviceId);
+    const parsed = StoredMeta.safeParse(value);
+    if (!parsed.success) return this.o.log.warn({ deviceId }, 'unreadable device metadata ignored');
+    this.meta.set(deviceId, parsed.data);
+  }
+}
+
+function sameServer(a: DeviceFacts['server'], b: DeviceFacts['server']): boolean {
+  return a === b || (a !== null && b !== null && a.name === b.name && a.version === b.version);
+}
+
+/** What a device's record adds to its listing. */
+export interface RecordFields {
+  name: string | null;
+  room: string | null;
+  tags: string[];
+  tenant: string | null;
+  board: string | null;
+  /** The firmware version recorded (initialize's serverInfo.version, else the OTA report). */
+  firmware: string | null;
+  firstSeenAt: string;
+}
+
+/** The record's part of a listing; a device not recorded (no store yet) has none, and was first seen at `fallbackFirstSeen`. */
+export function recordFields(records: DeviceRecords | undefined, deviceId: string, fallbackFirstSeen: string): RecordFields {
+  const f = records?.getFacts(deviceId);
+  const m = records?.getMeta(deviceId) ?? NO_META;
+  return {
+    name: m.name,
+    room: m.room,
+    tags: [...m.tags],
+    tenant: m.tenant,
+    board: f?.board ?? null,
+    firmware: f?.firmware ?? null,
+    firstSeenAt: f ? new Date(f.firstSeen).toISOString() : fallbackFirstSeen,
+  };
+}

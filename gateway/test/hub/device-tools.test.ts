@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { matchesFilter, type DeviceFilter, type DeviceSummary } from '../../src/devices/directory.js';
+import { DeviceTools } from '../../src/hub/device-tools.js';
+import { deviceLabel } from '../../src/hub/namespace.js';
+import type { HubDevices } from '../../src/hub/types.js';
+
+const device = (id: string, name: string | null, room: string | null, tags: string[] = []): DeviceSummary => ({
+  ...{ id, clientId: id, transport: 'websocket', online: true, state: 'ready', connectedAt: '', lastSeenAt: '', server: null, protocolVersion: null },
+  ...{ toolCount: 0, toolsHash: null, pendingCalls: 0, name, room, tags, tenant: null, board: null, firmware: null, firstSeenAt: '' },
+});
+
+describe('device tools name what people call a device (issue 23)', () => {
+  const fleet = [device('02:00:00:00:23:71', 'Speaker', 'Living room', ['audio']), device('02:00:00:00:23:72', null, 'Kitchen')];
+  const registry: HubDevices = {
+    ready: () => [],
+    onChange: () => () => undefined,
+    page: (filter: DeviceFilter) => ({ devices: fleet.filter((d) => matchesFilter(d, filter)), next: undefined }),
+    device: () => {
+      throw new Error('not in this test');
+    },
+    find: () => undefined,
+  };
+  const tools = new DeviceTools({ registry, deviceCallTimeoutMs: 1000, devicesListMax: 10 });
+
+  it('devices_list gives each device its name, room and tags, and filters by room', () => {
+    const all = tools.list({}).structuredContent as { devices: Array<Record<string, unknown>> };
+    expect(all.devices.map((d) => [d['device_id'], d['name'], d['room'], d['tags']])).toEqual([
+      ['02:00:00:00:23:71', 'Speaker', 'Living room', ['audio']],
+      ['02:00:00:00:23:72', null, 'Kitchen', []],
+    ]);
+    const living = tools.list({ room: 'living ROOM' }).structuredContent as { devices: Array<Record<string, unknown>> };
+    expect(living.devices.map((d) => d['device_id'])).toEqual(['02:00:00:00:23:71']);
+  });
+
+  it("a device tool's description names the device's name and room, without brackets from people's words", () => {
+    expect(deviceLabel('02:00:00:00:23:71', { name: 'Speaker [big]', room: 'Living "room"', tags: ['audio'] })).toBe(
+      'device 02:00:00:00:23:71 "Speaker big" in Living room tags audio',
+    );
+    expect(deviceLabel('02:00:00:00:23:72', undefined)).toBe('device 02:00:00:00:23:72');
+  });
+});
