@@ -10,6 +10,7 @@ import { CallsSlice, DevicesSlice, SessionSlice } from './devices/config.js';
 import { EnrollmentSlice } from './enrollment/config.js';
 import { EventsSlice } from './events/config.js';
 import { OtaSlice } from './firmware/config.js';
+import { FleetSlice } from './fleet/config.js';
 import { McpConfigError, McpSlice, resolveServers, type McpConfig } from './hub/config.js';
 import { deviceAuthFields, FramesSlice, MqttSlice, WsSlice } from './links/config.js';
 import { SchemasSlice } from './schemas/config.js';
@@ -57,6 +58,7 @@ export const ConfigSchema = z
     voice: VoiceSlice.prefault({}),
     tls: TlsSlice.prefault({}),
     cluster: ClusterSlice.prefault({}),
+    fleet: FleetSlice.prefault({}),
   })
   // Rules across slices. They run even when other fields failed (`when`), so one start lists every
   // problem; the values they read may then be raw input, hence the type guards.

@@ -37,6 +37,10 @@ export const ERROR_CODES = [
   'TOO_MANY_TURNS',
   /** The caller went away or cancelled the turn. */
   'CANCELLED',
+  /** Queued calls (fleet/): a device's queue or the total is full; a call already sent or finished; too many jobs running. */
+  'QUEUE_FULL',
+  'CALL_FINISHED',
+  'TOO_MANY_JOBS',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -1,4 +1,5 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac } from 'node:crypto';
+import { normalizeDeviceId } from '@voxgate/protocol';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -50,6 +51,9 @@ import { assistantExplainer } from './assistant/vision.js';
 import { visionOffer, visionService } from './vision/start.js';
 import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
+import { startFleet, type Fleet } from './fleet/start.js';
+import { RegistrySelector } from './fleet/registry-selector.js';
+import { JobBody, jobRequest } from './api/jobs.js';
 
 export interface Gateway {
   /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
@@ -93,6 +97,8 @@ export interface Gateway {
   reloadTls(): boolean;
   /** This instance's part of the cluster, when `cluster.enabled`. */
   cluster: Cluster | undefined;
+  /** Queued calls and fleet jobs. */
+  fleet: Fleet;
   close(): Promise<void>;
 }
 
@@ -136,6 +142,7 @@ interface Core {
   /** Tokens for tool processes that dial in (mcp.endpoints), when enabled. */
   mcpEndpoints: McpEndpoints | undefined;
   assistant: Assistant;
+  fleet: Fleet;
   visionKey: string;
   closeVoice: () => Promise<void>;
   closeHub: () => Promise<void>;
@@ -166,9 +173,9 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
   deferShutdown(config, log, core, front, life);
   logStarted(config, log, front.http, front.mqtt, core.tls !== undefined);
   const address = front.http.server.address();
-  const { metrics, bus, registry, directory, hub, mcpEndpoints, store, enrollment, assistant, voice, tls, visionKey } = core;
+  const { metrics, bus, registry, directory, hub, mcpEndpoints, store, enrollment, assistant, voice, tls, visionKey, fleet } = core;
   return {
-    config, log, registry, directory, bus, metrics, hub, mcpEndpoints, hubStarted, store, enrollment, assistant, voice, tls, visionKey,
+    config, log, registry, directory, bus, metrics, hub, mcpEndpoints, hubStarted, store, enrollment, assistant, voice, tls, visionKey, fleet,
     http: front.http,
     mqtt: front.mqtt,
     cluster: front.cluster,
@@ -269,7 +276,23 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
-  return { metrics, tls, clusterLink, bus, eventLog, voice, registry, records, directory, store, enrollment, hub, mcpEndpoints, assistant, visionKey, closeVoice, closeHub, closeAssistant };
+  // Queued calls and fleet jobs (fleet/): delivered to devices ready on THIS instance; closed before the store.
+  const fleet = await startFleet(
+    {
+      store,
+      bus,
+      log,
+      port: { readyHere: (id) => (registry.find(id)?.state === 'ready' ? registry.find(id) : undefined) },
+      selector: new RegistrySelector(directory),
+      soleSender: !config.cluster.enabled,
+      maxCallMs: config.calls.maxTimeoutMs,
+    },
+    config.fleet,
+  );
+  life.defer('fleet', () => fleet.close());
+  // The hub's `fleet_start_job` builtin starts jobs as POST /v1/jobs does (same body, same checks).
+  hub.useFleetJobs({ start: (body) => fleet.jobs.create(jobRequest(JobBody.parse(body))) });
+  return { metrics, tls, clusterLink, bus, eventLog, voice, registry, records, directory, store, enrollment, hub, mcpEndpoints, assistant, fleet, visionKey, closeVoice, closeHub, closeAssistant };
 }
 
 /**
@@ -309,6 +332,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       deviceSettings: deviceSettings(core),
       deviceReports: (id, facts) => core.records.reported(id, facts),
       ...(core.mcpEndpoints ? { mcpEndpoints: { endpoints: core.mcpEndpoints, path: config.mcp.endpoints.path } } : {}),
+      fleet: core.fleet,
       // History: device tenancy plugs its per-request filter in as `visibleTo`.
       ...(core.eventLog ? { eventHistory: { log: core.eventLog } } : {}),
     },
@@ -370,20 +394,17 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
  * goes through the ScheduleTargets port.
  */
 async function openSchedules(config: Config, log: Logger, core: Core, life: Lifecycle): Promise<Scheduler> {
-  // wired to fleet/queued-calls at merge: until then a scheduled call goes straight to the device (an offline
-  // device is the run's error), and a scheduled job is refused when it fires.
+  // A scheduled call is a queued call (it waits for an offline device); a scheduled job is a fleet job, checked
+  // as POST /v1/jobs checks it.
   const targets: ScheduleTargets = {
     async startCall(deviceId, tool, args) {
-      const device = core.directory.device(deviceId);
-      const callId = `call_${randomBytes(9).toString('base64url')}`;
-      void device.call(tool, args).then(
-        (out) => log.info({ deviceId, tool, callId, isError: out.isError ?? false }, 'scheduled call done'),
-        (err: unknown) => log.warn({ deviceId, tool, callId, err }, 'scheduled call failed'),
-      );
-      return { callId };
+      const c = await core.fleet.calls.enqueue({ deviceId: normalizeDeviceId(deviceId) ?? deviceId, tool, arguments: args });
+      return { callId: c.id };
     },
-    async startJob() {
-      throw new GatewayError('INVALID_REQUEST', 'fleet jobs are not in this build yet: a schedule can start a call only');
+    async startJob(body) {
+      const parsed = JobBody.safeParse(body);
+      if (!parsed.success) throw new GatewayError('INVALID_REQUEST', `the scheduled job is not a valid POST /v1/jobs body: ${parsed.error.message.slice(0, 500)}`);
+      return { jobId: (await core.fleet.jobs.create(jobRequest(parsed.data))).id };
     },
   };
   // schedules.* joins the configuration at merge (fleet/schedules-config.ts): the defaults until then.
@@ -437,7 +458,10 @@ function deferShutdown(config: Config, log: Logger, core: Core, front: Front, li
     front.stopping = true;
     front.history.stop();
     log.info('shutting down: refusing new work, closing devices');
+    // No queued call goes out from now on; the ones in flight are failed SHUTTING_DOWN just below.
+    const fleetStopped = core.fleet.delivery.close();
     for (const s of core.registry.sessions()) s.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
+    await fleetStopped;
     // Calls to hosted servers in flight answer SHUTTING_DOWN before any connection closes (the /mcp
     // endpoint's sessions close in its own preClose hook, when the HTTP app closes).
     await core.hub.drain();

@@ -37,6 +37,9 @@ import { photoRoutes } from '../vision/photo-routes.js';
 import { visionExplainRoute, type VisionService } from '../vision/routes.js';
 import { consoleRoutes } from './console.js';
 import { historyRoutes } from './history.js';
+import { fleetRoutes } from './jobs.js';
+import type { QueuedCalls } from '../fleet/queued-calls.js';
+import type { Jobs } from '../fleet/jobs.js';
 import type { Scheduler } from '../fleet/schedules.js';
 import { scheduleRoutes } from './schedules.js';
 import type { MetricsHistory } from '../metrics-history.js';
@@ -89,6 +92,8 @@ export interface ApiDeps {
   deviceSettings?: DeviceSettingsDeps;
   /** What a device's OTA check said about it (board, firmware): the device records keep it (devices/records.ts). */
   deviceReports?: (deviceId: string, facts: { board: string | undefined; firmware: string | undefined }) => void;
+  /** Queued calls and fleet jobs (/v1/devices/{id}/calls, /v1/calls, /v1/jobs). */
+  fleet?: { calls: QueuedCalls; jobs: Jobs };
   /** The persisted event log (GET /v1/events/history), when events.history is on. */
   eventHistory?: EventHistoryRouteOptions | undefined;
   /** Cron and one-off schedules (/v1/schedules). */
@@ -159,6 +164,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });
     if (d.history) await v1.register(historyRoutes, { history: d.history });
+    if (d.fleet) await v1.register(fleetRoutes, d.fleet);
     if (d.scheduler) await v1.register(scheduleRoutes, { scheduler: d.scheduler });
   });
   if (s.console.enabled) await app.register(consoleRoutes, { dir: s.console.dir, publicUrl: s.http.publicUrl });

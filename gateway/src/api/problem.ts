@@ -36,6 +36,9 @@ export const HTTP_PROBLEMS: Record<ErrorCode, { status: number; title: string }>
   TOO_MANY_TURNS: { status: 429, title: 'Too many turns' },
   /** nginx's "client closed request". */
   CANCELLED: { status: 499, title: 'Cancelled' },
+  QUEUE_FULL: { status: 429, title: 'Call queue full' },
+  CALL_FINISHED: { status: 409, title: 'Call already sent or finished' },
+  TOO_MANY_JOBS: { status: 429, title: 'Too many jobs running' },
 };
 
 export const httpStatusOf = (code: ErrorCode): number => HTTP_PROBLEMS[code].status;

@@ -17,6 +17,9 @@ export const EVENT_TYPES = [
   'voice.transcript',
   'voice.tool',
   'voice.reply',
+  // Queued calls and fleet jobs (fleet/): a call's state changed; a job's counts (deviceId "").
+  'call.state',
+  'job.progress',
   // A schedule started its call or job (fleet/schedules.ts); deviceId is the call's device, "" for a job.
   'schedule.fired',
 ] as const;

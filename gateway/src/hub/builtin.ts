@@ -4,14 +4,71 @@ import type { BUILTIN_TOOL_NAMES } from './config.js';
 /** Tools implemented in the gateway itself: no process, no network. */
 type BuiltinName = (typeof BUILTIN_TOOL_NAMES)[number];
 
+/**
+ * What `fleet_start_job` needs of the fleet (a port: the hub does not import fleet/, the composition root
+ * plugs it in). `start` takes the body of POST /v1/jobs, validates it as that route does, and answers the
+ * job; it throws a GatewayError for what it refuses.
+ */
+export interface FleetJobsPort {
+  start(body: Record<string, unknown>): Promise<{ id: string; state: string; total: number }>;
+}
+
+export interface BuiltinContext {
+  fleetJobs?: FleetJobsPort | undefined;
+}
+
 interface Builtin {
   tool: Tool;
-  run(args: Record<string, unknown>): CallToolResult;
+  run(args: Record<string, unknown>, ctx?: BuiltinContext): CallToolResult | Promise<CallToolResult>;
 }
 
 const text = (t: string, isError = false): CallToolResult => ({ content: [{ type: 'text', text: t }], ...(isError ? { isError: true } : {}) });
 
+const JOB_FILTER_SCHEMA = {
+  type: 'object',
+  description: 'Which devices: every field given must match; at least one field',
+  properties: {
+    tags: { type: 'array', items: { type: 'string', maxLength: 32 }, maxItems: 32, description: 'the device has all these tags' },
+    room: { type: 'string', maxLength: 64 },
+    firmware: { type: 'string', maxLength: 64, description: 'firmware version, exactly' },
+    board: { type: 'string', maxLength: 64, description: 'board name, exactly' },
+    ids: { type: 'array', items: { type: 'string', maxLength: 64 }, maxItems: 10_000, description: 'device ids (MAC addresses)' },
+  },
+  additionalProperties: false,
+};
+
 const BUILTINS: Record<BuiltinName, Builtin> = {
+  fleet_start_job: {
+    tool: {
+      name: 'fleet_start_job',
+      description:
+        'Start a fleet job: run one device tool, with the same arguments, on every device the filter selects (offline devices get it ' +
+        'when they come back). It changes many devices at once: ask the person before using it. Answers the job id and how many devices it reaches.',
+      inputSchema: {
+        type: 'object',
+        properties: {
+          tool: { type: 'string', minLength: 1, maxLength: 128, description: "the devices' tool name, e.g. self.audio_speaker.set_volume" },
+          arguments: { type: 'object', description: "the tool's arguments" },
+          filter: JOB_FILTER_SCHEMA,
+          concurrency: { type: 'integer', minimum: 1, maximum: 10_000, description: 'calls at once (default 10)' },
+          abortOverPercent: { type: 'number', minimum: 0, maximum: 100, description: 'stop when more than this % of finished calls failed' },
+        },
+        required: ['tool', 'filter'],
+        additionalProperties: false,
+      },
+      annotations: { destructiveHint: true, readOnlyHint: false, openWorldHint: true },
+    },
+    async run(args, ctx) {
+      if (!ctx?.fleetJobs) return text('fleet jobs are not available on this gateway', true);
+      try {
+        const job = await ctx.fleetJobs.start(args);
+        const out = { jobId: job.id, state: job.state, devices: job.total };
+        return { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
+      } catch (e) {
+        return text(`the job was not started: ${e instanceof Error ? e.message.slice(0, 1000) : String(e)}`, true);
+      }
+    },
+  },
   current_time: {
     tool: {
       name: 'current_time',

@@ -18,7 +18,8 @@ export const SERVER_NAME = /^[A-Za-z0-9_-]{1,32}$/;
 const HeaderName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/, 'not an HTTP header name');
 const RemoteUrl = z.url({ protocol: /^(https?|wss?)$/ });
 
-export const BUILTIN_TOOL_NAMES = ['current_time', 'calculator'] as const;
+/** `fleet_start_job` starts a fleet job (fleet/jobs.ts, through the hub's FleetJobsPort); destructive, so the assistant asks first. */
+export const BUILTIN_TOOL_NAMES = ['current_time', 'calculator', 'fleet_start_job'] as const;
 
 const BuiltinToolRef = z.union([
   z.enum(BUILTIN_TOOL_NAMES),
@@ -132,7 +133,7 @@ function normalise(name: string, e: z.output<typeof ServerEntrySchema>, baseDir:
     throw new Error(type === 'websocket' ? 'a websocket server\'s "url" is ws:// or wss://' : `a ${type} server's "url" is http:// or https://`);
   if (type === 'websocket' && Object.values({ ...e.headers, ...e.headers_template }).some((v) => v.includes('${')))
     throw new Error('a websocket server sends its headers once, when it connects: ${name} placeholders (filled per call) cannot apply');
-  if (type === 'builtin' && !e.tools?.length) throw new Error('a builtin server needs "tools" (current_time, calculator)');
+  if (type === 'builtin' && !e.tools?.length) throw new Error('a builtin server needs "tools" (current_time, calculator, fleet_start_job)');
   if (type === 'openapi') {
     if (!e.openapi_spec) throw new Error('an openapi server needs "openapi_spec"');
     if (!e.openapi_base_url) throw new Error('an openapi server needs "openapi_base_url"');

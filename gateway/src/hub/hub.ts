@@ -6,6 +6,7 @@ import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
 import { invalidArguments } from '../schemas/validators.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
+import type { FleetJobsPort } from './builtin.js';
 import type { ServerConfig } from './config.js';
 import { DeviceTools } from './device-tools.js';
 import { CallsInFlight } from './in-flight.js';
@@ -59,6 +60,7 @@ export class McpHub {
   private offRemote: (() => void) | undefined;
   private notifyScheduled = false;
   private closed = false;
+  private fleetJobs: FleetJobsPort | undefined;
 
   get settings(): HubSettings {
     return this.d.settings;
@@ -77,9 +79,15 @@ export class McpHub {
     this.offRemote = d.registry.onChange(() => this.changed());
   }
 
+  /** The fleet's jobs, for the `fleet_start_job` builtin: the fleet is made after the hub. */
+  useFleetJobs(port: FleetJobsPort): void {
+    this.fleetJobs = port;
+  }
+
   private upstreamFor(cfg: ServerConfig): Upstream {
     const d = this.d;
     return createUpstream(cfg, {
+      fleetJobs: () => this.fleetJobs,
       log: d.log.child({ component: 'hub', server: cfg.name, type: cfg.type }),
       settings: d.settings,
       onToolsChanged: () => this.changed(),

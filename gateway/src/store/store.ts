@@ -6,11 +6,8 @@
 export interface Store {
   get(collection: string, key: string): Promise<unknown>;
   put(collection: string, key: string, value: unknown): Promise<void>;
-  /**
-   * Several puts as one write (SQLite: one transaction, one fsync); resolves when all have reached stable
-   * storage. Optional: a store without it gets the puts one by one.
-   */
-  putMany?(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void>;
+  /** Several puts as one write (SQLite: one transaction, one fsync); resolves when all have reached stable storage. */
+  putMany(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void>;
   /** True when something was deleted. */
   delete(collection: string, key: string): Promise<boolean>;
   list(collection: string): Promise<Array<{ key: string; value: unknown }>>;

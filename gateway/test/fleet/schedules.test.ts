@@ -285,6 +285,7 @@ describe('schedules (one instance, SQLite store, a clock moved by hand)', () => 
     const flaky: Store = {
       get: (c, k) => store.get(c, k),
       put: (c, k, v) => store.put(c, k, v),
+      putMany: (c, e) => store.putMany(c, e),
       delete: (c, k) => store.delete(c, k),
       list: (c) => store.list(c),
       close: () => store.close(),

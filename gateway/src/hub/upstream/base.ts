@@ -13,6 +13,7 @@ import type {
 } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
 import { GatewayError } from '../../errors.js';
+import type { FleetJobsPort } from '../builtin.js';
 import type { ServerConfig } from '../config.js';
 import type { Tokens } from '../credentials.js';
 import type { SchemaLimits } from '../../schemas/untrusted-schema.js';
@@ -106,6 +107,8 @@ export interface UpstreamDeps {
   onPeerRequest?: (method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal) => Promise<Record<string, unknown>>;
   /** A tool was left out because its schema is over the bounds (a metric). */
   onSchemaRefused?: (reason: string) => void;
+  /** The fleet's jobs, for the `fleet_start_job` builtin (plugged in after the hub is made). */
+  fleetJobs?: () => FleetJobsPort | undefined;
 }
 
 /** What the hub needs of every kind of server. */

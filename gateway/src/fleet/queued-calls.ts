@@ -1,0 +1,401 @@
+import type { Logger } from 'pino';
+import { upperBound } from '../devices/sorted-ids.js';
+import { GatewayError } from '../errors.js';
+import type { EventBus } from '../events/bus.js';
+import type { Store } from '../store/store.js';
+import type { FleetConfig } from './config.js';
+import { StoreWriter } from './store-writer.js';
+import { isFinished, newId, QueuedCallSchema, type CallError, type CallResult, type CallState, type QueuedCall } from './types.js';
+
+/** The store collection of queued calls, one document per call (key = call id). */
+export const CALLS_COLLECTION = 'calls';
+
+/** The error a `sent` call gets when nobody can know whether the device ran it (see `interruptSent`). */
+export const CALL_INTERRUPTED = 'CALL_INTERRUPTED';
+
+/** Which state may follow which: a finished call never changes; `sent → queued` puts back a call the device never got. */
+const NEXT: Record<CallState, readonly CallState[]> = {
+  queued: ['sent', 'expired', 'cancelled'],
+  sent: ['queued', 'succeeded', 'failed'],
+  succeeded: [],
+  failed: [],
+  expired: [],
+  cancelled: [],
+};
+
+export type QueuedCallsSettings = Pick<
+  FleetConfig,
+  'maxQueuedPerDevice' | 'maxQueuedTotal' | 'defaultTtlMs' | 'maxTtlMs' | 'keepFinished' | 'keepFinishedMs' | 'maxArgumentsBytes' | 'maxResultBytes'
+> & {
+  /** A call `sent` this long ago whose result never came was lost with its sender: failed CALL_INTERRUPTED. */
+  sentStaleMs: number;
+};
+
+export interface QueuedCallsDeps {
+  store: Store;
+  bus: Pick<EventBus, 'publish'>;
+  log: Logger;
+  settings: QueuedCallsSettings;
+  now?: () => number;
+}
+
+export interface NewCall {
+  deviceId: string;
+  tool: string;
+  arguments: Record<string, unknown>;
+  ttlMs?: number | undefined;
+  jobId?: string | undefined;
+}
+
+/** A change of one call: `previous` is undefined for a new call. `local`: made by this instance. */
+export type CallListener = (call: QueuedCall, previous: CallState | undefined, local: boolean) => void;
+
+/**
+ * Every queued call, held in memory (bounded: the unfinished ones by `maxQueuedTotal`, the finished ones by
+ * `keepFinished`/`keepFinishedMs`) and written through to the store, so they outlive a restart. With a
+ * shared store (the cluster's KV bucket) the other instances' writes are followed, so each instance knows
+ * every call and delivers those of the devices connected to it.
+ *
+ * A change is applied in memory first (the state checks and the change in one synchronous step, so a
+ * cancel and a delivery cannot both win), then written; its `call.state` event follows the write.
+ */
+export class QueuedCalls {
+  private readonly calls = new Map<string, QueuedCall>();
+  /** Per device: ids of its calls, every one retained, sorted (= creation order). */
+  private readonly byDevice = new Map<string, string[]>();
+  /** Per device: ids of its unfinished calls (queued or sent), sorted: the head is the next to deliver. */
+  private readonly pending = new Map<string, string[]>();
+  private unfinished = 0;
+  private readonly listeners = new Set<CallListener>();
+  private offStore: (() => void) | undefined;
+  private readonly now: () => number;
+  private readonly writer: StoreWriter;
+  /** Finished calls the retention must keep whatever their age (a running job's: its counts read them). */
+  private retains: (c: QueuedCall) => boolean = () => false;
+
+  constructor(private readonly d: QueuedCallsDeps) {
+    this.now = d.now ?? Date.now;
+    this.writer = new StoreWriter(d.store, CALLS_COLLECTION);
+  }
+
+  keepWhile(retains: (c: QueuedCall) => boolean): void {
+    this.retains = retains;
+  }
+
+  /**
+   * Read every call from the store. `interruptSent`: calls left `sent` are failed with CALL_INTERRUPTED
+   * at once (the embedded store: this process was their only sender, and it is new). In a cluster, another
+   * instance may still be waiting for their result: the sweep judges them by age instead.
+   */
+  async load(opts: { interruptSent: boolean }): Promise<void> {
+    let skipped = 0;
+    for (const { key, value } of await this.d.store.list(CALLS_COLLECTION)) {
+      const parsed = QueuedCallSchema.safeParse(value);
+      if (!parsed.success || parsed.data.id !== key) {
+        skipped++;
+        continue;
+      }
+      this.index(parsed.data);
+    }
+    if (skipped) this.d.log.warn({ skipped }, 'unreadable queued calls in the store were skipped');
+    this.offStore = this.d.store.onChange?.(CALLS_COLLECTION, (c) => this.applyRemote(c.key, c.value));
+    if (opts.interruptSent) {
+      const sent = [...this.calls.values()].filter((c) => c.state === 'sent');
+      for (const c of sent) await this.interrupt(c, 'the gateway restarted while the call was sent: the device may or may not have run it; it is not sent again');
+      if (sent.length) this.d.log.warn({ calls: sent.length }, 'calls in flight at the last stop were marked failed (CALL_INTERRUPTED), not sent again');
+    }
+  }
+
+  /** Stop following the store; resolves once every write made is stored. */
+  async close(): Promise<void> {
+    this.offStore?.();
+    await this.writer.flushed();
+  }
+
+  onChange(fn: CallListener): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  get(id: string): QueuedCall | undefined {
+    return this.calls.get(id);
+  }
+
+  /** Every call held (unfinished, and finished within retention). */
+  all(): IterableIterator<QueuedCall> {
+    return this.calls.values();
+  }
+
+  /** Unfinished calls in total (what `maxQueuedTotal` bounds). */
+  get unfinishedCount(): number {
+    return this.unfinished;
+  }
+
+  /** Room for `n` more unfinished calls in total, or the 429 that says why not. */
+  checkRoom(n: number): void {
+    const max = this.d.settings.maxQueuedTotal;
+    if (this.unfinished + n > max)
+      throw new GatewayError('QUEUE_FULL', `${this.unfinished} calls are queued in total (at most ${max}); wait for some to finish`, { retryAfterSeconds: 10 });
+  }
+
+  /** The first unfinished call of the device (the next to deliver, or the one being delivered). */
+  head(deviceId: string): QueuedCall | undefined {
+    const id = this.pending.get(deviceId)?.[0];
+    return id === undefined ? undefined : this.calls.get(id);
+  }
+
+  /** Devices with unfinished calls. */
+  devicesWithPending(): string[] {
+    return [...this.pending.keys()];
+  }
+
+  /** One page of a device's calls, oldest first, after the call id `after`. */
+  forDevice(deviceId: string, o: { state?: CallState | undefined; limit: number; after?: string | undefined }): { calls: QueuedCall[]; next: string | undefined } {
+    const ids = this.byDevice.get(deviceId) ?? [];
+    const out: QueuedCall[] = [];
+    let i = o.after === undefined ? 0 : upperBound(ids, o.after);
+    for (; i < ids.length && out.length < o.limit; i++) {
+      const c = this.calls.get(ids[i]!);
+      if (c && (o.state === undefined || c.state === o.state)) out.push(c);
+    }
+    return { calls: out, next: out.length === o.limit && i < ids.length ? out[out.length - 1]!.id : undefined };
+  }
+
+  /** Queue a call (202 at once; delivery follows). 429 QUEUE_FULL past the per-device or total bound. */
+  async enqueue(n: NewCall): Promise<QueuedCall> {
+    const c = this.prepare(n);
+    this.checkRoom(1);
+    this.index(c);
+    try {
+      await this.writer.put(c.id, c);
+    } catch (e) {
+      this.unindex(c);
+      throw e;
+    }
+    this.announce(c, undefined);
+    return c;
+  }
+
+  /** Validate and bound a new call, without queueing it. */
+  prepare(n: NewCall): QueuedCall {
+    const full = this.queueFull(n.deviceId);
+    if (full) throw full;
+    return this.draft(n);
+  }
+
+  /** The 429 a new call for this device gets, when its queue is full. */
+  queueFull(deviceId: string): GatewayError | undefined {
+    const waiting = this.pending.get(deviceId)?.length ?? 0;
+    const max = this.d.settings.maxQueuedPerDevice;
+    if (waiting < max) return undefined;
+    return new GatewayError('QUEUE_FULL', `device ${deviceId} has ${waiting} queued calls (at most ${max}); wait for some to finish or cancel some`, { retryAfterSeconds: 10 });
+  }
+
+  /** A new call's document, its arguments bounded (PAYLOAD_TOO_LARGE); the queue's bounds are not checked here. */
+  draft(n: NewCall): QueuedCall {
+    const s = this.d.settings;
+    const bytes = Buffer.byteLength(JSON.stringify(n.arguments));
+    if (bytes > s.maxArgumentsBytes) throw new GatewayError('PAYLOAD_TOO_LARGE', `arguments are ${bytes} bytes of JSON; a queued call takes at most ${s.maxArgumentsBytes}`);
+    const now = this.now();
+    const at = new Date(now).toISOString();
+    const ttl = Math.min(n.ttlMs ?? s.defaultTtlMs, s.maxTtlMs);
+    return {
+      id: newId('call', now),
+      deviceId: n.deviceId,
+      tool: n.tool,
+      arguments: n.arguments,
+      state: 'queued',
+      createdAt: at,
+      updatedAt: at,
+      expiresAt: new Date(now + ttl).toISOString(),
+      ...(n.jobId !== undefined ? { jobId: n.jobId } : {}),
+    };
+  }
+
+  /** Queue calls already drafted (a job's), written as one batch; bounds were checked by the caller. */
+  async enqueueMany(calls: QueuedCall[]): Promise<void> {
+    for (const c of calls) this.index(c);
+    try {
+      await Promise.all(calls.map((c) => this.writer.put(c.id, c)));
+    } catch (e) {
+      for (const c of calls) this.unindex(c);
+      throw e;
+    }
+    for (const c of calls) this.announce(c, undefined);
+  }
+
+  /**
+   * Move a call to its next state (false when it is not in a state that allows it: someone else got there
+   * first). The result is kept only up to `maxResultBytes`.
+   */
+  async transition(id: string, to: CallState, patch: { result?: CallResult; error?: CallError } = {}): Promise<boolean> {
+    const c = this.calls.get(id);
+    if (!c || !NEXT[c.state].includes(to)) return false;
+    const previous = c.state;
+    const next: QueuedCall = { ...c, state: to, updatedAt: new Date(this.now()).toISOString() };
+    if (to === 'sent') next.sentAt = next.updatedAt;
+    if (to === 'queued') delete next.sentAt;
+    if (patch.result) next.result = this.bounded(patch.result);
+    if (patch.error) next.error = { code: patch.error.code.slice(0, 64), message: patch.error.message.slice(0, 4096) };
+    this.replace(next);
+    await this.write(next);
+    this.announce(next, previous);
+    return true;
+  }
+
+  /** DELETE /v1/calls/{id}: a queued call is cancelled; a sent or finished one cannot be (409). */
+  async cancel(id: string): Promise<QueuedCall> {
+    const c = this.calls.get(id);
+    if (!c) throw new GatewayError('NOT_FOUND', `no queued call ${id.slice(0, 64)}`);
+    if (c.state === 'sent') throw new GatewayError('CALL_FINISHED', `call ${id} was already sent to the device; it can no longer be cancelled`, { state: c.state });
+    if (isFinished(c.state)) throw new GatewayError('CALL_FINISHED', `call ${id} is already ${c.state}`, { state: c.state });
+    await this.transition(id, 'cancelled');
+    return this.calls.get(id)!;
+  }
+
+  /** Forget a device's calls (the device was deleted): the unfinished ones are cancelled first, so their waiters hear. */
+  async forgetDevice(deviceId: string): Promise<void> {
+    for (const id of [...(this.pending.get(deviceId) ?? [])]) await this.transition(id, 'cancelled');
+    await this.writer.flushed();
+    for (const id of [...(this.byDevice.get(deviceId) ?? [])]) {
+      const c = this.calls.get(id);
+      if (c && isFinished(c.state)) await this.forget(c);
+    }
+  }
+
+  /**
+   * Expire queued calls past their `expiresAt`, fail `sent` calls whose sender is gone (older than
+   * `sentStaleMs`), and forget finished calls past the retention bounds (oldest first).
+   */
+  async sweep(): Promise<{ expired: number; interrupted: number; forgotten: number }> {
+    const now = this.now();
+    const s = this.d.settings;
+    const expire: QueuedCall[] = [];
+    const stale: QueuedCall[] = [];
+    for (const c of this.calls.values()) {
+      if (c.state === 'queued' && Date.parse(c.expiresAt) <= now) expire.push(c);
+      else if (c.state === 'sent' && now - Date.parse(c.sentAt ?? c.updatedAt) > s.sentStaleMs) stale.push(c);
+    }
+    for (const c of expire) await this.transition(c.id, 'expired', { error: { code: 'CALL_EXPIRED', message: `the device was not ready before ${c.expiresAt}` } });
+    for (const c of stale) await this.interrupt(c, 'no result came back in time and the instance that sent it is gone: the device may or may not have run it');
+    const finished = [...this.calls.values()].filter((c) => isFinished(c.state) && !this.retains(c));
+    // A finished call's last write must land before its delete.
+    await this.writer.flushed();
+    finished.sort((a, b) => (a.updatedAt < b.updatedAt ? -1 : a.updatedAt > b.updatedAt ? 1 : 0));
+    const cutoff = new Date(now - s.keepFinishedMs).toISOString();
+    const over = Math.max(0, finished.length - s.keepFinished);
+    let forgotten = 0;
+    for (let i = 0; i < finished.length; i++) {
+      const c = finished[i]!;
+      if (i >= over && c.updatedAt >= cutoff) break;
+      await this.forget(c);
+      forgotten++;
+    }
+    return { expired: expire.length, interrupted: stale.length, forgotten };
+  }
+
+  private async interrupt(c: QueuedCall, message: string): Promise<void> {
+    await this.transition(c.id, 'failed', { error: { code: CALL_INTERRUPTED, message } });
+  }
+
+  private async forget(c: QueuedCall): Promise<void> {
+    this.unindex(c);
+    await this.d.store.delete(CALLS_COLLECTION, c.id).catch((err: unknown) => this.d.log.warn({ err, callId: c.id }, 'could not delete a finished call from the store'));
+  }
+
+  private bounded(r: CallResult): CallResult {
+    const bytes = Buffer.byteLength(JSON.stringify(r));
+    if (bytes <= this.d.settings.maxResultBytes) return r;
+    const note = `the result was ${bytes} bytes; queued calls keep results of at most ${this.d.settings.maxResultBytes}`;
+    return { content: [{ type: 'text', text: note }], isError: r.isError, durationMs: r.durationMs };
+  }
+
+  private async write(c: QueuedCall): Promise<void> {
+    try {
+      await this.writer.put(c.id, c);
+    } catch (err) {
+      // Memory stays the truth for this process; the store catches up with the call's next change.
+      this.d.log.error({ err, callId: c.id, state: c.state }, 'could not write a queued call to the store');
+    }
+  }
+
+  /** A change another instance wrote to the shared store. */
+  private applyRemote(key: string, value: unknown): void {
+    const old = this.calls.get(key);
+    if (value === undefined) {
+      if (old) this.unindex(old);
+      return;
+    }
+    const parsed = QueuedCallSchema.safeParse(value);
+    if (!parsed.success || parsed.data.id !== key) return;
+    const c = parsed.data;
+    // A finished call stays finished whatever order the writes arrive in.
+    if (old && isFinished(old.state) && !isFinished(c.state)) return;
+    if (old) this.replace(c);
+    else this.index(c);
+    this.notify(c, old?.state, false);
+  }
+
+  /** Listeners first (a job's counts follow), then the event: who reads the job on hearing the event sees the change. */
+  private announce(c: QueuedCall, previous: CallState | undefined): void {
+    this.notify(c, previous, true);
+    this.d.bus.publish('call.state', c.deviceId, { callId: c.id, state: c.state, ...(c.jobId !== undefined ? { jobId: c.jobId } : {}) });
+  }
+
+  private notify(c: QueuedCall, previous: CallState | undefined, local: boolean): void {
+    for (const fn of this.listeners) {
+      try {
+        fn(c, previous, local);
+      } catch (err) {
+        this.d.log.error({ err }, 'queued-call listener failed');
+      }
+    }
+  }
+
+  private index(c: QueuedCall): void {
+    const old = this.calls.get(c.id);
+    if (old) return this.replace(c);
+    this.calls.set(c.id, c);
+    insertSorted(this.byDevice, c.deviceId, c.id);
+    if (!isFinished(c.state)) {
+      insertSorted(this.pending, c.deviceId, c.id);
+      this.unfinished++;
+    }
+  }
+
+  private replace(c: QueuedCall): void {
+    const old = this.calls.get(c.id);
+    if (!old) return this.index(c);
+    this.calls.set(c.id, c);
+    if (!isFinished(old.state) && isFinished(c.state)) {
+      removeSorted(this.pending, c.deviceId, c.id);
+      this.unfinished--;
+    }
+  }
+
+  private unindex(c: QueuedCall): void {
+    const old = this.calls.get(c.id);
+    if (!old) return;
+    this.calls.delete(c.id);
+    removeSorted(this.byDevice, old.deviceId, old.id);
+    if (!isFinished(old.state)) {
+      removeSorted(this.pending, old.deviceId, old.id);
+      this.unfinished--;
+    }
+  }
+}
+
+function insertSorted(m: Map<string, string[]>, key: string, id: string): void {
+  let ids = m.get(key);
+  if (!ids) m.set(key, (ids = []));
+  if (ids.length === 0 || ids[ids.length - 1]! < id) ids.push(id);
+  else ids.splice(upperBound(ids, id), 0, id);
+}
+
+function removeSorted(m: Map<string, string[]>, key: string, id: string): void {
+  const ids = m.get(key);
+  if (!ids) return;
+  const i = ids[0] === id ? 0 : ids.indexOf(id);
+  if (i >= 0) ids.splice(i, 1);
+  if (ids.length === 0) m.delete(key);
+}

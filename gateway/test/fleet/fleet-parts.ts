@@ -1,0 +1,143 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import type { CallOutcome } from '../../src/devices/device-handle.js';
+import { GatewayError } from '../../src/errors.js';
+import { EventBus, type GatewayEvent } from '../../src/events/bus.js';
+import { FleetSlice, type FleetConfig } from '../../src/fleet/config.js';
+import type { DeviceSelector } from '../../src/fleet/ports.js';
+import { startFleet, type Fleet } from '../../src/fleet/start.js';
+import type { JobFilter } from '../../src/fleet/types.js';
+import { SqliteStore } from '../../src/store/sqlite-store.js';
+
+/**
+ * The fleet's parts over a real SqliteStore in a temp folder and a fake device port: simulated devices are
+ * plain objects (no session, no link), each answering `call` after a macrotask. What is real: the store, the
+ * event bus, the queue, the delivery and the job runner.
+ */
+export interface FakeDevice {
+  id: string;
+  ready: boolean;
+  board?: string;
+  /** The tool answers with isError (the device refuses). */
+  fails?: boolean;
+  /** Thrown instead of answering (a timeout, the device busy). */
+  throws?: GatewayError;
+  /** Calls this device ran, in order. */
+  ran: Array<{ tool: string; args: Record<string, unknown>; at: number }>;
+  /** Held calls: resolve them to answer. */
+  hold?: boolean;
+  held: Array<() => void>;
+}
+
+export class FakeFleet {
+  readonly devices = new Map<string, FakeDevice>();
+  readonly events: GatewayEvent[] = [];
+  inFlight = 0;
+  maxInFlight = 0;
+
+  constructor(readonly bus: EventBus) {
+    bus.subscribe((e) => this.events.push(e));
+  }
+
+  add(id: string, o: Partial<Omit<FakeDevice, 'id' | 'ran' | 'held'>> = {}): FakeDevice {
+    const d: FakeDevice = { id, ready: false, ran: [], held: [], ...o };
+    this.devices.set(id, d);
+    return d;
+  }
+
+  /** The device comes online and ready, announced as the registry does. */
+  connect(id: string): void {
+    this.devices.get(id)!.ready = true;
+    this.bus.publish('device.ready', id, {});
+  }
+
+  readyHere = (id: string) => {
+    const d = this.devices.get(id);
+    if (!d?.ready) return undefined;
+    return {
+      call: (tool: string, args: Record<string, unknown>): Promise<CallOutcome> => {
+        d.ran.push({ tool, args, at: Date.now() });
+        this.inFlight++;
+        this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+        return new Promise<CallOutcome>((resolve, reject) => {
+          const answer = () => {
+            this.inFlight--;
+            if (d.throws) return reject(d.throws);
+            resolve({ content: [{ type: 'text', text: d.fails ? 'refused' : 'ok' }], isError: d.fails === true, durationMs: 1 });
+          };
+          if (d.hold) d.held.push(answer);
+          else setImmediate(answer);
+        });
+      },
+    };
+  };
+
+  selector: DeviceSelector = {
+    select: async (f: JobFilter) => [...this.devices.values()].filter((d) => (!f.board || d.board === f.board) && (!f.ids || f.ids.includes(d.id))).map((d) => d.id),
+  };
+
+  /** The first event (past or future) that matches. */
+  event(match: (e: GatewayEvent) => boolean): Promise<GatewayEvent> {
+    const hit = this.events.find(match);
+    if (hit) return Promise.resolve(hit);
+    return new Promise((resolve) => {
+      const off = this.bus.subscribe((e) => {
+        if (match(e)) {
+          off();
+          resolve(e);
+        }
+      });
+    });
+  }
+}
+
+export interface Rig {
+  dir: string;
+  store: SqliteStore;
+  fleet: Fleet;
+  fake: FakeFleet;
+  /** Close the fleet and the store (a restart keeps the folder). */
+  stop(): Promise<void>;
+}
+
+export const tempDir = () => mkdtempSync(join(tmpdir(), 'voxgate-fleet-'));
+export const removeDir = (dir: string) => rmSync(dir, { recursive: true, force: true });
+
+export const fleetConfig = (o: Partial<FleetConfig> = {}): FleetConfig => ({ ...FleetSlice.parse({}), sweepIntervalMs: 600_000, progressIntervalMs: 50, ...o });
+
+/** A fleet over the store in `dir` (opened fresh: a second call on the same folder is a restart). */
+export async function startRig(dir: string, o: { config?: Partial<FleetConfig>; fake?: FakeFleet; now?: () => number; soleSender?: boolean } = {}): Promise<Rig> {
+  const store = new SqliteStore(join(dir, 'voxgate.db'));
+  const bus = o.fake?.bus ?? new EventBus({ bufferSize: 0 });
+  const fake = o.fake ?? new FakeFleet(bus);
+  const fleet = await startFleet(
+    {
+      store,
+      bus,
+      log: pino({ level: 'silent' }),
+      port: { readyHere: fake.readyHere },
+      selector: fake.selector,
+      soleSender: o.soleSender ?? true,
+      maxCallMs: 300_000,
+      ...(o.now ? { now: o.now } : {}),
+    },
+    fleetConfig(o.config),
+  );
+  return {
+    dir,
+    store,
+    fleet,
+    fake,
+    stop: async () => {
+      await fleet.close();
+      await store.close();
+    },
+  };
+}
+
+export const mac = (n: number) =>
+  `02:00:${[(n >> 24) & 255, (n >> 16) & 255, (n >> 8) & 255, n & 255].map((b) => b.toString(16).padStart(2, '0')).join(':')}`;
+
+export { GatewayError };
