@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # Voxgate gateway image. docs/deployment.md ("Containers") explains every choice below;
 # gateway/test/containers.test.ts checks this file's facts on every `npm test` (no Docker engine runs there).
-ARG NODE_VERSION=20.20
+ARG NODE_VERSION=24.21
 
 # --- build: every dependency (the TypeScript compiler included), then `npm run build` -> */dist ------------
 FROM node:${NODE_VERSION}-bookworm-slim AS build

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { z } from 'zod';
 import { apiKeyFields, ConsoleSlice, HttpSlice, MetricsSlice } from './api/config.js';
 import { AssistantSlice } from './assistant/config.js';
@@ -84,7 +85,11 @@ export const ConfigSchema = z
 
 type Parsed = z.infer<typeof ConfigSchema>;
 /** The configuration as loadConfig returns it: `mcp.servers` checked, and merged with the servers file. */
-export type Config = Omit<Parsed, 'mcp'> & { mcp: McpConfig };
+export type Config = Omit<Parsed, 'mcp'> & {
+  mcp: McpConfig;
+  /** The JSON file the configuration was read from (absolute), for the startup summary; absent when there was none. */
+  configFile?: string | undefined;
+};
 export type ConfigInput = z.input<typeof ConfigSchema>;
 
 /** Environment variable -> config path, derived from the variables each field declares. */
@@ -102,7 +107,7 @@ export class ConfigError extends Error {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: ConfigInput = {}): Config {
   const file = env['GATEWAY_CONFIG'] ?? 'gateway.config.json';
   const fromFile = readConfigFile(file, env['GATEWAY_CONFIG'] !== undefined);
-  const merged = deepMerge(deepMerge(fromFile, envToObject(env)), overrides as Record<string, unknown>);
+  const merged = deepMerge(deepMerge(fromFile ?? {}, envToObject(env)), overrides as Record<string, unknown>);
   const r = ConfigSchema.safeParse(merged);
   // No problem text ever carries a secret value (see config-errors.ts).
   const secrets = secretValues(merged);
@@ -110,7 +115,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   if (r.success) {
     try {
       // The servers file is read once, here; the gateway gets the checked entries.
-      return { ...r.data, mcp: { ...r.data.mcp, servers: resolveServers(r.data.mcp) } };
+      return { ...r.data, mcp: { ...r.data.mcp, servers: resolveServers(r.data.mcp) }, configFile: fromFile === undefined ? undefined : resolve(file) };
     } catch (e) {
       if (e instanceof McpConfigError) throw fail(e.problems);
       throw e;
@@ -131,12 +136,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   );
 }
 
-function readConfigFile(path: string, required: boolean): Record<string, unknown> {
+/** The file's settings; undefined when an optional file is missing. */
+function readConfigFile(path: string, required: boolean): Record<string, unknown> | undefined {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
-    if (!required && (e as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    if (!required && (e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw new ConfigError([`${path}: cannot read (${(e as Error).message})`]);
   }
   try {

@@ -40,6 +40,7 @@ import { SchemaValidators } from './schemas/validators.js';
 import { resolveSecrets } from './secrets.js';
 import { openStore } from './store/open.js';
 import type { Store } from './store/store.js';
+import { startupSummary, summaryText } from './startup-summary.js';
 import { TlsCertificates } from './tls/certificates.js';
 import { GATEWAY_VERSION } from './version.js';
 import { assistantExplainer } from './assistant/vision.js';
@@ -87,7 +88,7 @@ export interface Gateway {
   mqttTlsPort: number | undefined;
   /** The certificate the TLS listeners serve (absent without `tls.certFile`). */
   tls: TlsCertificates | undefined;
-  /** Reread the TLS files (SIGHUP); false when there is no TLS or the new files do not load (the old certificate stays). */
+  /** Reread the TLS files (SIGUSR2); false when there is no TLS or the new files do not load (the old certificate stays). */
   reloadTls(): boolean;
   /** This instance's part of the cluster, when `cluster.enabled`. */
   cluster: Cluster | undefined;
@@ -425,17 +426,19 @@ function mqttOptions(
   };
 }
 
+/** One block on start: the ports (as before), then where to go and what was read (startup-summary.ts). */
 function logStarted(config: Config, log: Logger, http: FastifyInstance, mqtt: MqttLink | undefined, tls: boolean): void {
   const address = http.server.address();
   const httpPort = typeof address === 'object' && address ? address.port : config.http.port;
-  log.info(
-    {
-      http: `${config.http.host}:${httpPort}`,
-      ...(tls ? { tls: true } : {}),
-      mqtt: mqtt ? `${config.mqtt.host}:${mqtt.port}` : 'disabled',
-      ...(mqtt?.tlsPort !== undefined ? { mqttTls: `${config.mqtt.host}:${mqtt.tlsPort}` } : {}),
-      deviceAuth: config.deviceAuth,
-    },
-    'voxgate started',
-  );
+  const summary = startupSummary(config, { httpPort, tls });
+  const ports = {
+    http: `${config.http.host}:${httpPort}`,
+    ...(tls ? { tls: true } : {}),
+    mqtt: mqtt ? `${config.mqtt.host}:${mqtt.port}` : 'disabled',
+    ...(mqtt?.tlsPort !== undefined ? { mqttTls: `${config.mqtt.host}:${mqtt.tlsPort}` } : {}),
+    deviceAuth: config.deviceAuth,
+  };
+  // Pretty logs are read by a person: the summary as aligned lines under the message, not as fields.
+  if (config.logFormat === 'pretty') log.info(`voxgate started (version ${GATEWAY_VERSION})\n${summaryText(summary, ports)}`);
+  else log.info({ ...ports, version: GATEWAY_VERSION, ...summary }, 'voxgate started');
 }

@@ -5,8 +5,9 @@ import { installSafetyNet } from './safety-net.js';
 
 /**
  * CLI entry (`node --enable-source-maps gateway/dist/main.js`, or `npm start`, which execs it): one process
- * that receives SIGINT/SIGTERM itself. Configuration problems exit 2; a signal stops gracefully (exit 0),
- * a second signal or an overrun of the grace period exits 1. Errors no handler caught: see safety-net.ts.
+ * that receives its signals itself. Configuration problems exit 2; SIGINT, SIGTERM or SIGHUP (the terminal
+ * closed) stops gracefully (exit 0), a second SIGINT/SIGTERM or an overrun of the grace period exits 1;
+ * SIGUSR2 rereads the TLS files. Errors no handler caught: see safety-net.ts.
  */
 async function main(): Promise<void> {
   let config: Config;
@@ -26,18 +27,26 @@ async function main(): Promise<void> {
   let signal: string | undefined;
   let exitCode = 0;
   const stop = (name: string, code = 0) => {
-    if (signal !== undefined) process.exit(1);
+    if (signal !== undefined) {
+      // A closed terminal delivers SIGHUP more than once (the kernel to the session leader, the shell to
+      // its jobs, the kernel again to the foreground group): only an impatient SIGINT/SIGTERM cuts the stop short.
+      if (name === 'SIGHUP') return;
+      process.exit(1);
+    }
     signal = name;
     exitCode = code;
     if (gw) shutDown(gw, config, name, code);
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
-  // SIGHUP rereads the TLS certificate and key (after a renewal) without dropping a connection; it
-  // never stops the gateway (node's default for SIGHUP would). One during start is ignored: start reads them.
-  process.on('SIGHUP', () => {
+  // The terminal hung up (SSH drop, closed window): stop as SIGINT does, or the gateway lives on with
+  // PPID 1, holding the ports and the store, and the next start fails.
+  process.on('SIGHUP', () => stop('SIGHUP'));
+  // SIGUSR2 rereads what can change under a running gateway: the TLS certificate, key and CA (after a
+  // renewal), without dropping a connection. One during start is ignored: start reads them.
+  process.on('SIGUSR2', () => {
     if (!gw || signal !== undefined) return;
-    gw.log.info({ signal: 'SIGHUP' }, 'signal received');
+    gw.log.info({ signal: 'SIGUSR2' }, 'signal received: rereading the TLS files');
     gw.reloadTls();
   });
   const log = createLogger(config.logLevel, undefined, config.logFormat);

@@ -36,6 +36,7 @@ export function createMetrics() {
     hubLogsDropped: new Counter({ name: 'voxgate_mcp_server_logs_dropped_total', help: 'Log messages from hosted MCP servers over mcp.upstreamLogRatePerSecond, dropped', registers: [registry] }),
     hubCalls: new Counter({ name: 'voxgate_tool_calls_total', help: 'Namespaced tool calls (HTTP and MCP endpoint), by target kind and outcome', labelNames: ['kind', 'outcome'] as const, registers: [registry] }),
     mcpRequests: new Counter({ name: 'voxgate_mcp_endpoint_requests_total', help: 'Requests to the /mcp endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
+    ...inboundEndpointMetrics(registry),
     mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),
     eventsDropped: new Counter({ name: 'voxgate_events_dropped_total', help: 'Device events dropped before the bus, by reason (device_rate: over the per-device rate)', labelNames: ['reason'] as const, registers: [registry] }),
     // The persisted event history (embedded store): events written in batches, or dropped (writes kept failing).
@@ -76,9 +77,9 @@ export function createMetrics() {
       registers: [registry],
     }),
     schemaValidators: new Gauge({ name: 'voxgate_schema_validators_cached', help: 'Compiled schema validators held (LRU, shared by schema content)', registers: [registry] }),
-    tlsReloads: new Counter({ name: 'voxgate_tls_reloads_total', help: 'TLS certificate reloads (SIGHUP), by outcome (ok, failed: the previous certificate stays)', labelNames: ['outcome'] as const, registers: [registry] }),
+    tlsReloads: new Counter({ name: 'voxgate_tls_reloads_total', help: 'TLS certificate reloads (SIGUSR2), by outcome (ok, failed: the previous certificate stays)', labelNames: ['outcome'] as const, registers: [registry] }),
     tlsCertificateExpiry: new Gauge({ name: 'voxgate_tls_certificate_expiry_timestamp_seconds', help: 'When the served TLS certificate expires (Unix time)', registers: [registry] }),
-    tlsHandshakeFailures: new Counter({ name: 'voxgate_tls_handshake_failures_total', help: 'TLS connections closed in the handshake, by listener and reason (timeout, error)', labelNames: ['listener', 'reason'] as const, registers: [registry] }),
+    tlsHandshakeFailures: new Counter({ name: 'voxgate_tls_handshake_failures_total', help: 'TLS connections closed in the handshake, by listener and reason (timeout, error, plain_http: an http:// request to the HTTPS port)', labelNames: ['listener', 'reason'] as const, registers: [registry] }),
   };
   return { ...m, hot: hotCounters(m.calls, m.framesIn) };
 }
@@ -96,6 +97,15 @@ function hotCounters(calls: Counter<'outcome'>, framesIn: Counter<'transport' | 
   return {
     callsOk: bindCounter(calls, { outcome: 'ok' }),
     framesIn: { websocket: framesOf('websocket'), mqtt: framesOf('mqtt') },
+  };
+}
+
+/** The inbound MCP endpoint's own series (tool processes such as mcp_pipe.py that dial in). */
+function inboundEndpointMetrics(registry: Registry) {
+  return {
+    inboundEndpointConnections: new Gauge({ name: 'voxgate_mcp_inbound_endpoint_connections', help: 'Tool processes connected to the inbound MCP endpoint (mcp_pipe.py and the like)', registers: [registry] }),
+    inboundEndpointRefused: new Counter({ name: 'voxgate_mcp_inbound_endpoint_refused_total', help: 'Connections to the inbound MCP endpoint refused at the upgrade, by reason (unknown_token, rate_limited, total_full, token_full)', labelNames: ['reason'] as const, registers: [registry] }),
+    inboundEndpointCalls: new Counter({ name: 'voxgate_mcp_inbound_endpoint_tool_calls_total', help: 'Tool calls served by tool processes on the inbound MCP endpoint, by outcome (ok, tool_error: an error result, a timeout or a dropped connection)', labelNames: ['outcome'] as const, registers: [registry] }),
   };
 }
 

@@ -56,7 +56,7 @@ export class Assistant {
       if (m.apiKeyEnv && !apiKey) d.log.warn({ model: name, apiKeyEnv: m.apiKeyEnv }, 'assistant model: the API key variable is not set');
       // The SDK's own timeout is a backstop: the turn's timer fires first and says MODEL_TIMEOUT.
       const client = createProvider(m.provider, { model: m.model, baseUrl: m.baseUrl, apiKey, maxTokens: m.maxTokens, maxRetries: m.maxRetries, timeoutMs: d.config.modelTimeoutMs + 5000 });
-      this.models.set(name, { name, provider: m.provider, client, toolMode: m.toolMode, secret: apiKey, endpoint: endpointOf(m.baseUrl) });
+      this.models.set(name, { name, provider: m.provider, client, toolMode: m.toolMode, secret: apiKey, endpoint: providerEndpoint(m.baseUrl) });
     }
     this.conversations = new ConversationStore({
       ttlMs: d.config.conversationTtlMs,
@@ -249,7 +249,7 @@ function forModel(photo: Buffer): { mimeType: ImageInput['mimeType']; image: Buf
 }
 
 /** A provider's base URL as errors may show it: no credentials, no query (a key may ride there). */
-function endpointOf(baseUrl: string | undefined): string | undefined {
+export function providerEndpoint(baseUrl: string | undefined): string | undefined {
   const u = baseUrl ? URL.parse(baseUrl) : null;
   return u ? `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}` : undefined;
 }

@@ -8,7 +8,7 @@ export function createAssistantMetrics(registry: Registry) {
     rounds: new Histogram({ name: 'voxgate_assistant_turn_rounds', help: 'Model calls per assistant turn', buckets: [1, 2, 3, 4, 5, 6, 8, 11, 21, 51], registers }),
     toolCalls: new Counter({
       name: 'voxgate_assistant_tool_calls_total',
-      help: 'Tool calls the assistant ran, by outcome (ok, error, timeout, declined, not_found, invalid, refused)',
+      help: 'Tool calls the assistant ran, by outcome (ok, error, timeout, declined: a person said no, unconfirmed: no answer in time, nobody to ask or confirm=deny, not_found, invalid, refused)',
       labelNames: ['outcome'] as const,
       registers,
     }),

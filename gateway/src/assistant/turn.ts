@@ -268,8 +268,8 @@ export class Turn {
       const target = this.d.hub.callTarget(t.name, call.arguments, this.i.caller);
       if (!target) return finish(unreachable(t, call.arguments), true, 'not_found');
       if (callNeedsConfirmation(call.name, t, target, this.d.settings.confirmTools, call.arguments)) {
-        const approved = await this.askConfirmation(call);
-        if (!approved) return finish(`The person declined: "${call.name}" was not run. Do not run it again unless they ask for it.`, true, 'declined');
+        const answer = await this.askConfirmation(call);
+        if (answer !== 'approved') return finish(notConfirmed(call.name, answer, this.d.settings.confirmTimeoutMs), true, answer === 'declined' ? 'declined' : 'unconfirmed');
       }
     }
     const timeoutMs = this.d.settings.toolTimeoutMs;
@@ -319,14 +319,15 @@ export class Turn {
     return Promise.resolve({ text, isError: true });
   }
 
-  private async askConfirmation(call: ToolCallRequest): Promise<boolean> {
+  private async askConfirmation(call: ToolCallRequest): Promise<ConfirmAnswer> {
     const policy = this.d.settings.confirm;
-    if (policy === 'allow') return true;
-    // Nobody can answer without a stream: the same as a no.
-    if (policy === 'deny' || !this.i.interactive) return false;
+    if (policy === 'allow') return 'approved';
+    if (policy === 'deny') return 'policy';
+    // Nobody can answer without a stream (plain JSON, /v1/chat/completions, `voxgate chat -m` piped).
+    if (!this.i.interactive) return 'nobody';
     const timeoutMs = this.d.settings.confirmTimeoutMs;
-    return new Promise<boolean>((resolve, reject) => {
-      const done = (v: boolean) => {
+    return new Promise<ConfirmAnswer>((resolve, reject) => {
+      const done = (v: ConfirmAnswer) => {
         clearTimeout(timer);
         this.confirmations.delete(call.id);
         this.ac.signal.removeEventListener('abort', onAbort);
@@ -337,11 +338,35 @@ export class Turn {
         this.confirmations.delete(call.id);
         reject(this.ac.signal.reason instanceof TurnCancelled ? this.ac.signal.reason : new TurnCancelled('aborted'));
       };
-      const timer = setTimeout(() => done(false), timeoutMs);
-      this.confirmations.set(call.id, done);
+      const timer = setTimeout(() => done('timeout'), timeoutMs);
+      this.confirmations.set(call.id, (approve) => done(approve ? 'approved' : 'declined'));
       this.ac.signal.addEventListener('abort', onAbort, { once: true });
       this.i.emit({ type: 'confirmation.required', callId: call.id, name: call.name, arguments: call.arguments, timeoutMs });
     });
+  }
+}
+
+/** How a confirmation ended: a person's yes or no, no answer in time, nobody to ask, or `assistant.confirm: deny`. */
+type ConfirmAnswer = 'approved' | 'declined' | 'timeout' | 'nobody' | 'policy';
+
+/**
+ * What the model reads when a call needing a yes did not get one. Only a person's no is "the person
+ * declined": with nobody to ask, the model must not tell the user they refused something never put to them.
+ */
+function notConfirmed(name: string, answer: Exclude<ConfirmAnswer, 'approved'>, timeoutMs: number): string {
+  const again = 'Do not run it again unless they ask for it.';
+  switch (answer) {
+    case 'declined':
+      return `The person declined: "${name}" was not run. ${again}`;
+    case 'timeout':
+      return `Not run: "${name}" needs the person's confirmation and nobody answered within ${Math.round(timeoutMs / 1000)} s, so it was declined. ${again}`;
+    case 'nobody':
+      return (
+        `Not run: "${name}" needs a person's confirmation, and nobody could give it here (this request has no way to ask), ` +
+        'so it was declined without asking anyone. Tell the user it needs their confirmation in an interactive chat (the console or `voxgate chat`).'
+      );
+    case 'policy':
+      return `Not run: "${name}" needs a confirmation, and this gateway declines every such call (assistant.confirm is "deny").`;
   }
 }
 

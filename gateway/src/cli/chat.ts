@@ -1,4 +1,5 @@
 import { createInterface } from 'node:readline';
+import { normalizeDeviceId } from '@voxgate/protocol';
 import type { Readable, Writable } from 'node:stream';
 import { ApiError, GatewayClient, type TurnEventData } from './client.js';
 
@@ -23,13 +24,42 @@ export interface ChatOptions {
 const HELP = `Commands:
   /prompt <name> [k=v ...]  start a turn from a prompt template
   /resource <uri>           attach a resource to the next message
-  /tools                    list the tools the assistant can use
+  /tools [all]              list the tools the assistant can use (bound to a device: its tools,
+                            not other devices'; all: every tool)
   /devices                  list the devices
   /device [<id>]            bind the chat to a device (no id: unbind)
   /model [<name>]           choose the model (no name: list them)
   /new                      start a new conversation
   /help                     this help
   /quit                     leave (Ctrl-C cancels a turn; twice leaves)`;
+
+interface ListedTool {
+  name: string;
+  description: string;
+  source?: { kind?: string; deviceId?: string; tool?: string };
+}
+
+/**
+ * `/tools`: bound to a device, that device's tools first (by the device's own names) and other devices'
+ * tools left out, as the chat is about that device; servers' and the generic device tools stay listed.
+ */
+export function toolLines(tools: readonly ListedTool[], device: string | undefined): string[] {
+  const line = (name: string, t: ListedTool) => `${name}  ${t.description.split('\n')[0]!.slice(0, 100)}`;
+  const bound = device === undefined ? undefined : (normalizeDeviceId(device) ?? device.toLowerCase());
+  if (bound === undefined) return tools.length ? tools.map((t) => line(t.name, t)) : ['(no tools)'];
+  const onDevice = (t: ListedTool) => t.source?.kind === 'device';
+  const mine = tools.filter((t) => onDevice(t) && t.source?.deviceId === bound);
+  const others = tools.filter((t) => !onDevice(t));
+  const hidden = tools.length - mine.length - others.length;
+  // Without per-device tools (mcp.deviceTools: generic) every device is reached through device_call.
+  const perDevice = tools.some(onDevice);
+  return [
+    ...(perDevice ? [mine.length ? `device ${bound}:` : `device ${bound}: no tools (offline, or not known here)`] : []),
+    ...mine.map((t) => `  ${line(t.source?.tool ?? t.name, { ...t, description: t.description.replace(/^\[device [^\]]*\] /, '') })}`),
+    ...others.map((t) => line(t.name, t)),
+    ...(hidden ? [`(${hidden} tool${hidden === 1 ? '' : 's'} of other devices not shown: /tools all)`] : []),
+  ];
+}
 
 /** What a question waiting for a line gets when Ctrl-C abandons it. */
 const INTERRUPTED = Symbol('interrupted');
@@ -209,9 +239,8 @@ export async function runChat(o: ChatOptions): Promise<number> {
           return true;
         }
         case '/tools': {
-          const r = await api.request<{ tools: Array<{ name: string; description: string }> }>('GET', '/v1/tools');
-          for (const t of r.tools) info(`${t.name}  ${t.description.split('\n')[0]!.slice(0, 100)}`);
-          if (!r.tools.length) info('(no tools)');
+          const r = await api.request<{ tools: ListedTool[] }>('GET', '/v1/tools');
+          for (const l of toolLines(r.tools, arg === 'all' ? undefined : state.device)) info(l);
           return true;
         }
         case '/resource':

@@ -262,6 +262,8 @@ export class McpHub {
     const durationMs = Math.round((performance.now() - started) * 100) / 100;
     this.d.metrics.hubCalls.inc({ kind, outcome: result.isError ? 'tool_error' : 'ok' });
     const server = target.kind === 'server' ? target.server : undefined;
+    if (server !== undefined && this.upstreams.get(server)?.config.type === 'endpoint')
+      this.d.metrics.inboundEndpointCalls.inc({ outcome: result.isError ? 'tool_error' : 'ok' });
     const deviceId = target.kind === 'device' ? target.deviceId : undefined;
     this.d.log.info({ tool: name, kind, server, deviceId, isError: Boolean(result.isError), ms: durationMs }, 'tool call');
     return { ...result, durationMs };

@@ -62,6 +62,7 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
     if (!record) {
       const take = limiter.take(remote);
       o.metrics.authRefused.inc({ transport: 'mcp_endpoint', reason: take.ok ? 'bad_token' : 'rate_limited' });
+      o.metrics.inboundEndpointRefused.inc({ reason: take.ok ? 'unknown_token' : 'rate_limited' });
       if (!take.ok) {
         refusedLog.write({ remote }, 'MCP endpoint: too many unknown tokens from this address; refusing for a while', remote);
         return refuse(socket, 429, 'Too Many Requests', `too many unknown tokens; retry in ${take.retryAfterSeconds} s`);
@@ -70,10 +71,12 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
       return refuse(socket, 401, 'Unauthorized', 'unknown or revoked MCP endpoint token');
     }
     if (wss.clients.size >= o.maxConnections) {
+      o.metrics.inboundEndpointRefused.inc({ reason: 'total_full' });
       warnFull({ remote, maxConnections: o.maxConnections }, 'MCP endpoint refused: mcp.endpoints.maxConnections reached');
       return refuse(socket, 503, 'Service Unavailable', 'the gateway holds as many MCP endpoint connections as it may');
     }
     if ((perToken.get(record.id) ?? 0) >= o.maxConnectionsPerToken) {
+      o.metrics.inboundEndpointRefused.inc({ reason: 'token_full' });
       warnFull({ remote, endpoint: record.name }, 'MCP endpoint refused: too many connections with one token');
       return refuse(socket, 503, 'Service Unavailable', 'too many connections with this token at once');
     }
@@ -82,7 +85,9 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
 
   const onConnection = (ws: WebSocket, record: EndpointRecord, remote: string) => {
     perToken.set(record.id, (perToken.get(record.id) ?? 0) + 1);
+    o.metrics.inboundEndpointConnections.inc();
     ws.once('close', (code: number) => {
+      o.metrics.inboundEndpointConnections.dec();
       const n = (perToken.get(record.id) ?? 1) - 1;
       if (n > 0) perToken.set(record.id, n);
       else perToken.delete(record.id);

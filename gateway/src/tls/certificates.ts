@@ -82,7 +82,7 @@ export class TlsCertificates {
     server.once('close', () => this.servers.delete(server));
   }
 
-  /** Reread the files (SIGHUP). True when the new certificate is now served. */
+  /** Reread the files (SIGUSR2). True when the new certificate is now served. */
   reload(): boolean {
     let next: { options: SecureContextOptions; summary: CertificateSummary };
     try {

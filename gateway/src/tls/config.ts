@@ -3,7 +3,7 @@ import { always, Bool, env, Port } from '../config/fields.js';
 
 /**
  * TLS on the gateway itself (docs/deployment.md, "TLS"): with certFile and keyFile, the HTTP port serves
- * HTTPS/WSS and the broker gets a second, TLS listener. Files are read at start and on SIGHUP.
+ * HTTPS/WSS and the broker gets a second, TLS listener. Files are read at start and on SIGUSR2.
  */
 export const TlsSlice = z
   .strictObject({
@@ -11,7 +11,7 @@ export const TlsSlice = z
     certFile: env(
       'GATEWAY_TLS_CERT_FILE',
       z.string().min(1).optional(),
-      'TLS on the gateway: HTTPS/WSS on the HTTP port, MQTT over TLS on `tls.mqttPort`; reread on SIGHUP: see [docs/deployment.md](docs/deployment.md#tls)',
+      'TLS on the gateway: HTTPS/WSS on the HTTP port, MQTT over TLS on `tls.mqttPort`; reread on SIGUSR2: see [docs/deployment.md](docs/deployment.md#tls)',
     ),
     /** PEM private key of certFile. */
     keyFile: env('GATEWAY_TLS_KEY_FILE', z.string().min(1).optional(), "the certificate's private key (PEM)"),

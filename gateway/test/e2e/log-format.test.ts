@@ -62,6 +62,12 @@ describe('GATEWAY_LOG_FORMAT=pretty: readable logs for people, JSON stays the de
       run.child.kill('SIGTERM');
       expect((await run.exited).code).toBe(0);
       expect(out).toMatch(/INFO.*voxgate started/);
+      // The startup summary, as lines for a person: where to go and what was read.
+      expect(out).toMatch(/OTA URL {6}http:\/\/127\.0\.0\.1:\d+\/xiaozhi\/ota\//);
+      expect(out).toContain(`Config file  ${join(dataDir, 'gateway.config.json')}`);
+      expect(out).toContain('API key      from GATEWAY_API_KEYS');
+      expect(out).toContain('! listening on 127.0.0.1 only');
+      expect(out).not.toContain('log-format-test-key');
       expect(out).toContain('stopped');
       expect(run.logs).toEqual([]); // no JSON line at all
     } finally {

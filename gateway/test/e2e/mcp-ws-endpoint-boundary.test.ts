@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { untilHub } from '../../../test/support/hub.js';
+import { until } from '../../../test/support/wait.js';
 
 /**
  * The inbound MCP endpoint as a boundary: a hand-written tool process on a raw WebSocket (frames with a
@@ -118,5 +119,74 @@ describe('MCP endpoint boundary', { timeout: 60_000 }, () => {
     for (let i = 0; i < 5; i++) statuses.push(await fakeTool(`${base}?token=wrong${i}`).then(() => 'open', (e: Error) => e.message));
     expect(statuses.slice(0, 3)).toEqual(['HTTP 401', 'HTTP 401', 'HTTP 401']);
     expect(statuses.slice(3)).toEqual(['HTTP 429', 'HTTP 429']);
+  });
+});
+
+describe('MCP endpoint caps and allowed_tools', { timeout: 60_000 }, () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ mcp: { endpoints: { maxConnections: 2, maxConnectionsPerToken: 1 } } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+  const hub = () => t.gw.hub;
+  const create = async (body: Record<string, unknown>) => (await t.api<{ id: string; url: string; token: string }>('POST', '/v1/mcp/endpoints', body)).body;
+  const ready = (name: string) => () => hub().upstreams.get(name)?.state === 'ready';
+  const refused = (reason: string) => t.metric('voxgate_mcp_inbound_endpoint_refused_total', { reason });
+  const TWO = [
+    { name: 'hello', description: 'says hello', inputSchema: { type: 'object' } },
+    { name: 'bye', description: 'says bye', inputSchema: { type: 'object' } },
+  ];
+
+  it('refuses a second socket with one token past maxConnectionsPerToken (503), and any past maxConnections; the first keeps serving', async () => {
+    const a = await create({ name: 'capa' });
+    const b = await create({ name: 'capb' });
+    const c = await create({ name: 'capc' });
+    const first = await fakeTool(a.url, { onCall: () => 'a' });
+    await untilHub(hub(), ready('capa'), 'capa to be ready');
+    const tokenFull = await refused('token_full');
+    await expect(fakeTool(a.url)).rejects.toThrow('HTTP 503');
+    expect(await refused('token_full')).toBe(tokenFull + 1);
+
+    const second = await fakeTool(b.url);
+    await untilHub(hub(), ready('capb'), 'capb to be ready');
+    expect(await t.metric('voxgate_mcp_inbound_endpoint_connections')).toBe(2);
+    const totalFull = await refused('total_full');
+    await expect(fakeTool(c.url)).rejects.toThrow('HTTP 503');
+    expect(await refused('total_full')).toBe(totalFull + 1);
+
+    // The refusals took nothing from the connections that were in.
+    const calls = await t.metric('voxgate_mcp_inbound_endpoint_tool_calls_total', { outcome: 'ok' });
+    const r = await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__capa__hello/call', { arguments: {} });
+    expect(r.body.content[0]!.text).toBe('a');
+    expect(await t.metric('voxgate_mcp_inbound_endpoint_tool_calls_total', { outcome: 'ok' })).toBe(calls + 1);
+
+    // A place frees when a connection leaves.
+    second.ws.close();
+    await second.closed;
+    await until(async () => (await t.gw.metrics.inboundEndpointConnections.get()).values[0]?.value === 1, 'the count to drop');
+    const third = await fakeTool(c.url);
+    await untilHub(hub(), ready('capc'), 'capc to be ready');
+    first.ws.close();
+    third.ws.close();
+    await Promise.all([first.closed, third.closed]);
+  });
+
+  it('offers only allowed_tools of a tool process; the others are not callable', async () => {
+    const ep = await create({ name: 'picky', allowed_tools: ['hello'] });
+    const tool = await fakeTool(ep.url, { tools: TWO, onCall: (n) => n });
+    try {
+      await untilHub(hub(), ready('picky'), 'picky to be ready');
+      const names = hub().tools({}).map((x) => x.name).filter((n) => n.startsWith('mcp__picky__'));
+      expect(names).toEqual(['mcp__picky__hello']);
+      expect((await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__picky__hello/call', { arguments: {} })).body.content[0]!.text).toBe('hello');
+      expect((await t.api<{ code: string }>('POST', '/v1/tools/mcp__picky__bye/call', { arguments: {} })).status).toBe(404);
+      const listed = await t.api<{ endpoints: Array<{ name: string; allowed_tools?: string[] | null; tools: string[] }> }>('GET', '/v1/mcp/endpoints');
+      expect(listed.body.endpoints.find((e) => e.name === 'picky')).toMatchObject({ tools: ['hello'] });
+    } finally {
+      tool.ws.close();
+      await tool.closed;
+    }
   });
 });

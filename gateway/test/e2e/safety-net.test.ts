@@ -8,7 +8,7 @@ import { ReferenceDevice } from '../../../test/support/reference-device.js';
 const KEY = 'safety-net-test-key-0123';
 const INJECTOR = join(ROOT, 'test/support/fault-injector.mjs');
 
-/** The compiled gateway, with a preload that raises an unhandled rejection or exception on SIGUSR2. */
+/** The compiled gateway, with a preload that raises an unhandled rejection or exception on SIGWINCH. */
 function startWithFault(fault: 'rejection' | 'exception'): { run: GatewayProcess; dataDir: string } {
   const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-net-'));
   writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
@@ -36,7 +36,7 @@ describe('process-level safety net (issue 8, defect 1)', () => {
     const base = `http://${started.http}`;
     await device.connectWebSocket(`ws://${started.http}/xiaozhi/v1/`);
 
-    run.child.kill('SIGUSR2');
+    run.child.kill('SIGWINCH');
     const line = await run.logLine('unhandled promise rejection; the gateway goes on');
     expect(line).toMatchObject({ level: 50, err: { message: 'injected unhandled rejection' } });
     expect(await counter(base, 'rejection')).toBe(1);
@@ -60,7 +60,7 @@ describe('process-level safety net (issue 8, defect 1)', () => {
     const started = (await run.logLine('voxgate started')) as { http: string };
     await device.connectWebSocket(`ws://${started.http}/xiaozhi/v1/`);
 
-    run.child.kill('SIGUSR2');
+    run.child.kill('SIGWINCH');
     expect((await device.closed()).code).toBe(1001);
     expect(await run.exited).toEqual({ code: 1, signal: null });
     const fatal = run.logs.find((l) => l.msg === 'uncaught exception; stopping the gateway (state may be inconsistent)');

@@ -16,7 +16,16 @@ describe('npm start', () => {
     const npm = spawnGateway('npm', ['start', '--silent'], isolatedEnv(dataDir, { GATEWAY_API_KEYS: 'start-test-key', GATEWAY_MCP_CONFIG: join(dataDir, 'mcp.json') }));
     let tree: number[] = [];
     try {
-      const started = (await npm.logLine('voxgate started')) as { http: string; mqtt: string };
+      const started = (await npm.logLine('voxgate started')) as { http: string; mqtt: string; [k: string]: unknown };
+      // The startup summary, as fields of the same line (JSON logs).
+      expect(started).toMatchObject({
+        ota: [`http://${started.http}/xiaozhi/ota/`],
+        console: [`http://${started.http}/console/`],
+        configFile: join(dataDir, 'gateway.config.json'),
+        mcpServersFile: join(dataDir, 'mcp.json'),
+        apiKeys: 'GATEWAY_API_KEYS',
+        models: [],
+      });
       await npm.logLine('upstream MCP server ready');
       tree = descendants(npm.pid);
       // `exec` in the start script: npm's child is node running the compiled entry, with no shell between.

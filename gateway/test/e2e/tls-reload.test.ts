@@ -108,8 +108,8 @@ describe('TLS certificate reload', () => {
   });
 });
 
-describe('SIGHUP (the compiled gateway as a process)', () => {
-  it('rereads the certificate files and keeps running', async () => {
+describe('signals to the compiled gateway as a process', () => {
+  it('SIGUSR2 rereads the certificate files and keeps running; SIGHUP (twice, as a closed terminal sends it) stops it gracefully', async () => {
     const live = liveFiles('sighup', first);
     const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-tls-hup-'));
     writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
@@ -125,16 +125,19 @@ describe('SIGHUP (the compiled gateway as a process)', () => {
       await d.connectWebSocket(`wss://127.0.0.1:${httpPort}/xiaozhi/v1/`, { ca: pki.root });
 
       install(live, renewed);
-      run.child.kill('SIGHUP');
+      run.child.kill('SIGUSR2');
       await run.logLine('TLS certificate reloaded');
       expect(await presentedFingerprint(httpPort, pki.root)).toBe(renewed.fingerprint256);
       expect(await presentedFingerprint(mqttTlsPort, pki.root)).toBe(renewed.fingerprint256);
       expect(d.connected).toBe(true);
       expect(run.child.exitCode).toBeNull();
 
-      run.child.kill('SIGTERM');
+      run.child.kill('SIGHUP');
+      await run.logLine('signal received');
+      run.child.kill('SIGHUP');
       expect((await d.closed()).code).toBe(1001);
       expect(await run.exited).toEqual({ code: 0, signal: null });
+      expect(run.logs.map((l) => l.msg)).toContain('stopped');
     } finally {
       run.child.kill('SIGKILL');
       rmSync(dataDir, { recursive: true, force: true });

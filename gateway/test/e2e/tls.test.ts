@@ -57,8 +57,16 @@ describe('TLS on the HTTP listener and a second MQTT listener', () => {
     const devices = await httpsRequest(t.gw.httpPort, '/v1/devices', { ca: pki.root, headers: { authorization: `Bearer ${TEST_API_KEY}` } });
     expect(devices.status).toBe(200);
     expect(await httpsRequest(t.gw.httpPort, '/v1/devices', { ca: pki.root })).toMatchObject({ status: 401 });
-    // Plain HTTP on the TLS port is not an HTTP exchange: node answers the bytes with a TLS alert, no response.
-    await expect(fetch(`http://127.0.0.1:${t.gw.httpPort}/healthz`)).rejects.toThrow();
+    // Plain HTTP on the TLS port is no HTTP exchange with the API, but it gets a hint (issue 24 item 10):
+    // a 400 that says to use https://, a throttled warning and a counter.
+    // (t.metric speaks plain HTTP: read the counter in process)
+    const plainCount = async () => (await t.gw.metrics.tlsHandshakeFailures.get()).values.find((v) => v.labels.reason === 'plain_http')?.value ?? 0;
+    const before = await plainCount();
+    const plain = await fetch(`http://127.0.0.1:${t.gw.httpPort}/healthz`);
+    expect(plain.status).toBe(400);
+    expect(await plain.text()).toContain('This port speaks TLS: use https://');
+    expect(await plainCount()).toBe(before + 1);
+    expect(t.logs.map((l) => l.msg)).toContain('plain HTTP sent to the HTTPS port; answered 400 "use https://"');
   });
 
   it('a WSS device connects, and the API calls its tool', async () => {
