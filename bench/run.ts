@@ -36,7 +36,9 @@ async function main(b: Bench): Promise<void> {
   const fdBudget = lim.nofileSoft - 1000;
   const fleetN = Math.min(b.settings.fleetN, fdBudget);
   const fleetParams: Record<string, unknown> = { requested: b.settings.fleetN, nofile: lim.nofileSoft, nofileHard: lim.nofileHard };
-  if (fleetN < b.settings.fleetN) fleetParams['cappedBy'] = `RLIMIT_NOFILE ${lim.nofileSoft} per process (hard ${lim.nofileHard}${lim.canRaiseNofile ? '' : ', no CAP_SYS_RESOURCE to raise it'})`;
+  if (fleetN < b.settings.fleetN)
+    fleetParams['cappedBy'] =
+      `RLIMIT_NOFILE ${lim.nofileSoft} per process (hard ${lim.nofileHard}${lim.canRaiseNofile ? '' : ', no CAP_SYS_RESOURCE to raise it'})`;
   // A connection from an explicit source address costs a kernel bind() that slows down badly once thousands
   // of ports sit in TIME_WAIT (after the storm's drop it dominated the device simulators' CPU). So source
   // addresses are used only when one address's ports could not hold the fleet: with tcp_tw_reuse on for
@@ -48,7 +50,9 @@ async function main(b: Bench): Promise<void> {
   const sources = Array.from({ length: nSources }, (_, i) => `127.0.0.${SOURCES_BASE + i}`);
   fleetParams['sources'] = sources.length;
   b.log(`mode ${b.mode}; ${m.cpus} cpus (${m.model}), ${m.memGiB} GiB, node ${m.node}`);
-  b.log(`limits: nofile ${lim.nofileSoft}/${lim.nofileHard} (can raise: ${lim.canRaiseNofile}), ports ${lim.portRange} (${lim.ephemeralPorts} per source address), file-max ${lim.fileMax}, somaxconn ${lim.somaxconn}, syn backlog ${lim.synBacklog}, tw_reuse ${lim.tcpTwReuse}`);
+  b.log(
+    `limits: nofile ${lim.nofileSoft}/${lim.nofileHard} (can raise: ${lim.canRaiseNofile}), ports ${lim.portRange} (${lim.ephemeralPorts} per source address), file-max ${lim.fileMax}, somaxconn ${lim.somaxconn}, syn backlog ${lim.synBacklog}, tw_reuse ${lim.tcpTwReuse}`,
+  );
   if (fleetParams['cappedBy']) b.log(`fleet capped at ${fleetN} devices: ${String(fleetParams['cappedBy'])}`);
 
   const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-bench-'));
@@ -92,7 +96,14 @@ async function main(b: Bench): Promise<void> {
 
     // Idle: the started gateway with no device and no call yet, after GC.
     const idle = await mem(gateway);
-    b.results.push({ name: 'idle.rss', value: idle.rss, unit: 'B', floor: null, ratio: null, params: { heapUsed: idle.heapUsed, external: idle.external, note: 'started gateway, no device, after GC' } });
+    b.results.push({
+      name: 'idle.rss',
+      value: idle.rss,
+      unit: 'B',
+      floor: null,
+      ratio: null,
+      params: { heapUsed: idle.heapUsed, external: idle.external, note: 'started gateway, no device, after GC' },
+    });
     b.log(`idle gateway: rss ${(idle.rss / 2 ** 20).toFixed(1)} MiB, heap ${(idle.heapUsed / 2 ** 20).toFixed(1)} MiB`);
 
     let ws: Map<string, number> | undefined;
@@ -103,7 +114,14 @@ async function main(b: Bench): Promise<void> {
       for (const [k, v] of mq) {
         const [devices, concurrency] = k.split('/').map(Number);
         const w = ws.get(k)!;
-        b.results.push({ name: 'mqtt_vs_ws.calls_per_s', value: round(v), unit: 'calls/s', floor: round(w), ratio: ratio(v, w), params: { devices, concurrency, note: 'floor = the gateway over WebSocket; target ratio >= 0.5' } });
+        b.results.push({
+          name: 'mqtt_vs_ws.calls_per_s',
+          value: round(v),
+          unit: 'calls/s',
+          floor: round(w),
+          ratio: ratio(v, w),
+          params: { devices, concurrency, note: 'floor = the gateway over WebSocket; target ratio >= 0.5' },
+        });
       }
     if (b.only.has('fleet')) await fleetScenarios(b, env);
     if (b.only.has('voice')) await voiceScenarios(b, dataDir);
@@ -148,8 +166,10 @@ function printTable(results: Result[]): void {
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i >= 2 ? c.padStart(w[i]!) : c.padEnd(w[i]!))).join('  ');
   process.stdout.write(`\n${line(head)}\n${w.map((n) => '-'.repeat(n)).join('  ')}\n${rows.map(line).join('\n')}\n`);
-  process.stdout.write('ratio: 1.0 = as good as the floor; below 1 = slower / bigger than the floor.\n' +
-      'CPU rows (µs of process CPU per unit, /proc/<pid>/stat) hold on a busy machine; calls/s and latencies move with its load (1-minute load average, start→end of the row).\n\n');
+  process.stdout.write(
+    'ratio: 1.0 = as good as the floor; below 1 = slower / bigger than the floor.\n' +
+      'CPU rows (µs of process CPU per unit, /proc/<pid>/stat) hold on a busy machine; calls/s and latencies move with its load (1-minute load average, start→end of the row).\n\n',
+  );
 }
 
 const b = benchFromArgs(process.argv.slice(2));

@@ -1,16 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { conversationOf, timingsText } from '../console/src/lib/conversation.js';
 import { mergeEvents, parseEvent } from '../console/src/lib/event-list.js';
-import {
-  EMPTY_JOB_FORM,
-  jobBody,
-  jobProgress,
-  metaPatch,
-  parseArgs,
-  parseTags,
-  scheduleBody,
-  type ScheduleForm,
-} from '../console/src/lib/fleet.js';
+import { EMPTY_JOB_FORM, jobBody, jobProgress, metaPatch, parseArgs, parseTags, scheduleBody, type ScheduleForm } from '../console/src/lib/fleet.js';
 import { prettyJson } from '../console/src/lib/json-text.js';
 import { isLoopback, loopbackHint } from '../console/src/lib/lan-hint.js';
 import { capabilitiesOf } from '../console/src/lib/routes-of.js';
@@ -18,13 +9,13 @@ import type { GatewayEvent } from '../console/src/lib/types.js';
 
 /** The console's logic that needs no browser: fleet forms to request bodies (FLEET-API.md), conversations, history merging, hints. */
 
-const ev = (
-  id: string,
-  type: GatewayEvent['type'],
-  at: string,
-  data: Record<string, unknown> = {},
-  deviceId = 'aa:bb:cc:dd:ee:ff',
-): GatewayEvent => ({ id, type, deviceId, at, data });
+const ev = (id: string, type: GatewayEvent['type'], at: string, data: Record<string, unknown> = {}, deviceId = 'aa:bb:cc:dd:ee:ff'): GatewayEvent => ({
+  id,
+  type,
+  deviceId,
+  at,
+  data,
+});
 
 describe('fleet forms', () => {
   it('tags: comma or space separated, each once, in the contract alphabet', () => {

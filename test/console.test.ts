@@ -30,7 +30,7 @@ afterAll(async () => {
 });
 
 /** Re-check until it holds: the page updates asynchronously (a busy machine gets plenty of time). */
-const until = <T,>(f: () => T | Promise<T>) => expect.poll(f, { timeout: 20_000, interval: 50 });
+const until = <T>(f: () => T | Promise<T>) => expect.poll(f, { timeout: 20_000, interval: 50 });
 
 const cleanup: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -71,7 +71,11 @@ async function unlabelledControls(page: Page): Promise<string[]> {
 const LIGHT = {
   name: 'self.light.set',
   description: 'Set the light',
-  properties: { brightness: { type: 'integer' as const, minimum: 0, maximum: 100, default: 50 }, on: { type: 'boolean' as const }, label: { type: 'string' as const, default: 'desk' } },
+  properties: {
+    brightness: { type: 'integer' as const, minimum: 0, maximum: 100, default: 50 },
+    on: { type: 'boolean' as const },
+    label: { type: 'string' as const, default: 'desk' },
+  },
   run: (args: Record<string, boolean | number | string>) => ({ brightness: args['brightness'], on: args['on'], label: args['label'] }),
 };
 const MOTOR = {
@@ -105,7 +109,12 @@ describe('console', () => {
     await page.getByLabel('API key').fill(TEST_API_KEY);
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Devices' }).waitFor();
-    expect(await page.evaluate(`[sessionStorage.getItem('voxgate.apiKey'), localStorage.length, document.cookie, location.href]`)).toEqual([TEST_API_KEY, 0, '', `${t.baseUrl}/console/`]);
+    expect(await page.evaluate(`[sessionStorage.getItem('voxgate.apiKey'), localStorage.length, document.cookie, location.href]`)).toEqual([
+      TEST_API_KEY,
+      0,
+      '',
+      `${t.baseUrl}/console/`,
+    ]);
   }, 60_000);
 
   it('says how to build it when console/dist is missing, and is gone when turned off', async () => {
@@ -119,13 +128,16 @@ describe('console', () => {
   });
 
   it('a device comes online live; its generated form calls a tool; a device error shows its problem code; events stream, pause and resume', async () => {
-    const t = await gateway({ metrics: { historyIntervalMs: 200 }, mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] } } } });
+    const t = await gateway({
+      metrics: { historyIntervalMs: 200 },
+      mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] } } },
+    });
     const page = await openPage(t);
     await signIn(page, TEST_API_KEY);
 
     // No device yet: the empty state names this gateway's real OTA URL, and says a loopback address reaches no device.
     await until(() => page.locator('.ota-url').textContent()).toBe(`${t.baseUrl}/xiaozhi/ota/`);
-    expect(await page.locator('[data-testid="loopback-hint"]').textContent()).toContain('127.0.0.1 is this computer\'s loopback address');
+    expect(await page.locator('[data-testid="loopback-hint"]').textContent()).toContain("127.0.0.1 is this computer's loopback address");
     expect(await page.locator('.lan-url').textContent()).toBe(`http://192.168.1.20:${new URL(t.baseUrl).port}/xiaozhi/ota/`);
     await page.screenshot({ path: `${SHOTS}/devices-empty.png` });
     await page.locator('.stream.live').waitFor();
@@ -149,7 +161,13 @@ describe('console', () => {
     await light.waitFor();
     // The form follows the schema: an integer field with its range and default, a checkbox, a text field.
     const brightness = light.getByLabel('brightness');
-    expect([...(await Promise.all(['type', 'min', 'max', 'step'].map((a) => brightness.getAttribute(a)))), await brightness.inputValue()]).toEqual(['number', '0', '100', '1', '50']);
+    expect([...(await Promise.all(['type', 'min', 'max', 'step'].map((a) => brightness.getAttribute(a)))), await brightness.inputValue()]).toEqual([
+      'number',
+      '0',
+      '100',
+      '1',
+      '50',
+    ]);
     expect(await light.getByLabel('on').getAttribute('type')).toBe('checkbox');
     expect(await page.locator(`article[data-tool="${REBOOT.name}"] .badge`).textContent()).toBe('user-only');
     expect(await unlabelledControls(page)).toEqual([]);
@@ -287,14 +305,22 @@ describe('console', () => {
     // Firmware: what it runs and what its next OTA check would be offered (the fleet baseline here).
     const firmware = page.locator('[data-testid="firmware-offer"]');
     await firmware.waitFor();
-    expect([await firmware.getAttribute('data-source'), await firmware.locator('.fw-running').textContent(), await firmware.locator('.fw-offer').textContent()]).toEqual(['baseline', '2.1.0', '2.2.0']);
+    expect([
+      await firmware.getAttribute('data-source'),
+      await firmware.locator('.fw-running').textContent(),
+      await firmware.locator('.fw-offer').textContent(),
+    ]).toEqual(['baseline', '2.1.0', '2.2.0']);
     // Photos: none yet; one the device uploads for a vision question appears live, with alt text.
     await page.getByText('No photo yet.', { exact: false }).waitFor();
     const form = new FormData();
     form.append('question', 'what is on the desk?');
     form.append('file', new Blob([new Uint8Array(png(64, 48))], { type: 'image/png' }), 'camera.png');
     const token = mintVisionToken(t.gw.visionKey, d.deviceId, Date.now() / 1000 + 60);
-    const upload = await fetch(`${t.baseUrl}/mcp/vision/explain`, { method: 'POST', headers: { 'device-id': d.deviceId, authorization: `Bearer ${token}` }, body: form });
+    const upload = await fetch(`${t.baseUrl}/mcp/vision/explain`, {
+      method: 'POST',
+      headers: { 'device-id': d.deviceId, authorization: `Bearer ${token}` },
+      body: form,
+    });
     expect(upload.status).toBe(200);
     const photo = page.locator('ul.photos img');
     await photo.waitFor();
@@ -304,7 +330,12 @@ describe('console', () => {
     await page.screenshot({ path: `${SHOTS}/device-photos-firmware.png`, fullPage: true });
 
     // Chat with this device: a tool call streams its progress line, then the answer.
-    llm.script([{ toolCalls: [{ name: 'self_light_set', arguments: { brightness: 70, on: true } }] }, { text: 'The light is at 70.' }, { toolCalls: [{ name: 'self_door_lock', arguments: {} }] }, { text: 'The door is locked.' }]);
+    llm.script([
+      { toolCalls: [{ name: 'self_light_set', arguments: { brightness: 70, on: true } }] },
+      { text: 'The light is at 70.' },
+      { toolCalls: [{ name: 'self_door_lock', arguments: {} }] },
+      { text: 'The door is locked.' },
+    ]);
     await page.getByRole('link', { name: 'Chat with this device' }).click();
     await page.getByRole('heading', { name: 'Assistant' }).waitFor();
     expect(await page.getByLabel('Device').inputValue()).toBe(d.deviceId);
@@ -364,7 +395,10 @@ describe('console', () => {
     expect(await t.metric('voxgate_assistant_turns_total', { outcome: 'cancelled' })).toBe(1);
 
     // Cancelled while a tool runs: its line says so, never "Calling tool…" for good.
-    const d = new ReferenceDevice({ deviceId: '02:00:00:00:c0:06', tools: [{ name: 'self.slow', description: 'Never answers', run: () => new Promise(() => undefined) }] });
+    const d = new ReferenceDevice({
+      deviceId: '02:00:00:00:c0:06',
+      tools: [{ name: 'self.slow', description: 'Never answers', run: () => new Promise(() => undefined) }],
+    });
     cleanup.push(() => d.terminate());
     const ready = t.nextEvent('device.ready', d.deviceId);
     await d.connectWebSocket(t.wsUrl);
@@ -554,7 +588,12 @@ describe('console, live', () => {
     const tool = page.locator('li[data-voice="tool"]');
     await until(() => tool.textContent()).toContain('Calling tool self.light.set…');
     t.gw.bus.publish('voice.tool', d.deviceId, { ...session, phase: 'result', name: 'self.light.set', isError: false, durationMs: 31 });
-    t.gw.bus.publish('voice.reply', d.deviceId, { ...session, text: 'The light is on.', outcome: 'answered', timings: { asrMs: 210, llmFirstTokenMs: 380, firstAudioMs: 520, totalMs: 1400 } });
+    t.gw.bus.publish('voice.reply', d.deviceId, {
+      ...session,
+      text: 'The light is on.',
+      outcome: 'answered',
+      timings: { asrMs: 210, llmFirstTokenMs: 380, firstAudioMs: 520, totalMs: 1400 },
+    });
     await until(() => tool.textContent()).toContain('self.light.set completed in 31 ms');
     const reply = page.locator('li[data-voice="reply"]');
     await reply.waitFor();
@@ -662,7 +701,9 @@ describe('console, fleet pages against the contract (FLEET-API.md)', () => {
     await page.getByLabel('Abort over % failed').fill('20');
     await page.getByRole('button', { name: 'Start job' }).click();
     await page.getByRole('heading', { name: /^Job / }).waitFor();
-    expect(fleet.jobBodies).toEqual([{ tool: 'self.audio_speaker.set_volume', arguments: { volume: 40 }, filter: { tags: ['speaker'] }, concurrency: 10, abortOverPercent: 20 }]);
+    expect(fleet.jobBodies).toEqual([
+      { tool: 'self.audio_speaker.set_volume', arguments: { volume: 40 }, filter: { tags: ['speaker'] }, concurrency: 10, abortOverPercent: 20 },
+    ]);
     const job = fleet.jobs[0]!;
     await until(() => page.locator('.counts-line').first().textContent()).toContain('0/3');
     fleet.progress(job.id, { queued: 0, sent: 1, succeeded: 1, failed: 1, expired: 0, cancelled: 0 });
@@ -738,7 +779,11 @@ async function fakeFleet(page: Page, deviceId: string) {
     },
   };
   const json = (body: unknown, status = 200) => ({ status, contentType: 'application/json', body: JSON.stringify(body) });
-  const notFound = { status: 404, contentType: 'application/problem+json', body: JSON.stringify({ type: 'about:blank', title: 'Not Found', status: 404, code: 'NOT_FOUND', detail: 'no such thing' }) };
+  const notFound = {
+    status: 404,
+    contentType: 'application/problem+json',
+    body: JSON.stringify({ type: 'about:blank', title: 'Not Found', status: 404, code: 'NOT_FOUND', detail: 'no such thing' }),
+  };
   await page.route('**/openapi.json', async (route) => {
     const doc = (await (await route.fetch()).json()) as { paths: Record<string, Record<string, unknown>> };
     const op = { responses: {} };
@@ -781,14 +826,28 @@ async function fakeFleet(page: Page, deviceId: string) {
     const req = route.request();
     if (req.method() === 'POST') {
       const body = req.postDataJSON() as { tool: string; arguments?: Record<string, unknown> };
-      const call = { id: id(), deviceId, tool: body.tool, arguments: body.arguments ?? {}, state: 'queued', createdAt: now(), updatedAt: now(), expiresAt: new Date(Date.now() + 3_600_000).toISOString() };
+      const call = {
+        id: id(),
+        deviceId,
+        tool: body.tool,
+        arguments: body.arguments ?? {},
+        state: 'queued',
+        createdAt: now(),
+        updatedAt: now(),
+        expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+      };
       f.calls.unshift(call);
       return route.fulfill(json(call, 202));
     }
     return route.fulfill(json({ calls: f.calls }));
   });
   await page.route(/\/v1\/calls\/[^/]+$/, async (route) => {
-    const call = f.calls.find((c) => route.request().url().endsWith(c['id'] as string));
+    const call = f.calls.find((c) =>
+      route
+        .request()
+        .url()
+        .endsWith(c['id'] as string),
+    );
     if (!call) return route.fulfill(notFound);
     Object.assign(call, { state: 'cancelled', updatedAt: now() });
     return route.fulfill(json(call));
@@ -873,12 +932,25 @@ function fakeToolProcess(url: string): { close: () => void; closed: Promise<void
   const ws = new WebSocket(url);
   const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
   ws.on('message', (raw) => {
-    const m = JSON.parse(raw.toString()) as { id?: number | string; method?: string; params?: { protocolVersion?: string; arguments?: { a?: number; b?: number } } };
+    const m = JSON.parse(raw.toString()) as {
+      id?: number | string;
+      method?: string;
+      params?: { protocolVersion?: string; arguments?: { a?: number; b?: number } };
+    };
     if (m.id === undefined) return;
     const reply = (result: unknown) => ws.send(JSON.stringify({ jsonrpc: '2.0', id: m.id, result }));
-    if (m.method === 'initialize') reply({ protocolVersion: m.params?.protocolVersion ?? '2024-11-05', capabilities: { tools: {} }, serverInfo: { name: 'calc', version: '1.0.0' } });
+    if (m.method === 'initialize')
+      reply({ protocolVersion: m.params?.protocolVersion ?? '2024-11-05', capabilities: { tools: {} }, serverInfo: { name: 'calc', version: '1.0.0' } });
     else if (m.method === 'tools/list')
-      reply({ tools: [{ name: 'add', description: 'Add two numbers', inputSchema: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] } }] });
+      reply({
+        tools: [
+          {
+            name: 'add',
+            description: 'Add two numbers',
+            inputSchema: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] },
+          },
+        ],
+      });
     else if (m.method === 'tools/call') reply({ content: [{ type: 'text', text: String((m.params?.arguments?.a ?? 0) + (m.params?.arguments?.b ?? 0)) }] });
     else if (m.method === 'ping') reply({});
     else ws.send(JSON.stringify({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'method not found' } }));
@@ -911,7 +983,11 @@ function png(width: number, height: number): Buffer {
   header.writeUInt32BE(height, 4);
   header.set([8, 2, 0, 0, 0], 8); // 8-bit RGB
   const rows = Buffer.alloc(height * (1 + width * 3));
-  for (let y = 0; y < height; y++)
-    for (let x = 0; x < width; x++) rows.set([(x * 4) & 0xff, (y * 5) & 0xff, 160], y * (1 + width * 3) + 1 + x * 3);
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
+  for (let y = 0; y < height; y++) for (let x = 0; x < width; x++) rows.set([(x * 4) & 0xff, (y * 5) & 0xff, 160], y * (1 + width * 3) + 1 + x * 3);
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', header),
+    chunk('IDAT', deflateSync(rows)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
 }

@@ -71,10 +71,15 @@ describe.each(['websocket', 'mqtt'] as const)('firmware simulator over %s', (tra
     expect(read.status).toBe(200);
     expect(read.body.isError).toBe(false);
 
-    const refused = await t.api<{ code: string; detail: string }>('POST', `/v1/devices/${mac}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 101 } });
+    const refused = await t.api<{ code: string; detail: string }>('POST', `/v1/devices/${mac}/tools/self.audio_speaker.set_volume/call`, {
+      arguments: { volume: 101 },
+    });
     expect([refused.status, refused.body.code]).toEqual([422, 'INVALID_ARGUMENTS']);
     // Past the gateway's own check, the device's JSON-RPC error comes back with its code.
-    const raw = await t.api<{ code: string; rpcCode: number; detail: string }>('POST', `/v1/devices/${mac}/rpc`, { method: 'tools/call', params: { name: 'self.audio_speaker.set_volume', arguments: { volume: 500 } } });
+    const raw = await t.api<{ code: string; rpcCode: number; detail: string }>('POST', `/v1/devices/${mac}/rpc`, {
+      method: 'tools/call',
+      params: { name: 'self.audio_speaker.set_volume', arguments: { volume: 500 } },
+    });
     expect([raw.status, raw.body.code, raw.body.rpcCode]).toEqual([502, 'DEVICE_ERROR', -32602]);
     expect(raw.body.detail).toContain('volume');
     const unknown = await t.api<{ code: string }>('POST', `/v1/devices/${mac}/tools/self.nope/call`, {});

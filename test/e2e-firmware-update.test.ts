@@ -43,7 +43,8 @@ describe.each(['websocket', 'mqtt'] as const)('firmware update over %s', (transp
     cleanup.push(() => t.close());
     const progress: Progress[] = [];
     const off = t.gw.bus.subscribe((e: GatewayEvent) => {
-      if (e.type === 'device.notification' && e.deviceId === mac && e.data['method'] === 'notifications/firmware_update') progress.push(e.data['params'] as Progress);
+      if (e.type === 'device.notification' && e.deviceId === mac && e.data['method'] === 'notifications/firmware_update')
+        progress.push(e.data['params'] as Progress);
     });
     cleanup.push(() => void off());
     return { t, progress };
@@ -51,11 +52,28 @@ describe.each(['websocket', 'mqtt'] as const)('firmware update over %s', (transp
   const sim = (t: TestGateway, extra: string[] = []) => {
     const root = mkdtempSync(join(tmpdir(), 'voxgate-slots-'));
     cleanup.push(() => rmSync(root, { recursive: true, force: true }));
-    const p = new DeviceSimProcess(['--ota', `${t.baseUrl}/xiaozhi/ota/`, '--device-id', mac, '--reconnect-max-ms', '1000', '--activation-poll-ms', '100', '--firmware-version', '1.0.0', '--firmware-dir', root, ...extra]);
+    const p = new DeviceSimProcess([
+      '--ota',
+      `${t.baseUrl}/xiaozhi/ota/`,
+      '--device-id',
+      mac,
+      '--reconnect-max-ms',
+      '1000',
+      '--activation-poll-ms',
+      '100',
+      '--firmware-version',
+      '1.0.0',
+      '--firmware-dir',
+      root,
+      ...extra,
+    ]);
     cleanup.push(() => p.stop());
     return { p, root };
   };
-  const firmware = (state: string, extra: (e: SimEvent) => boolean = () => true) => (e: SimEvent) => e.event === 'firmware' && e['state'] === state && extra(e);
+  const firmware =
+    (state: string, extra: (e: SimEvent) => boolean = () => true) =>
+    (e: SimEvent) =>
+      e.event === 'firmware' && e['state'] === state && extra(e);
   /** The operator approves the code the device shows. */
   const approve = async (t: TestGateway, p: DeviceSimProcess) => {
     const shown = await p.waitFor((e) => e.event === 'activation' && e['state'] === 'code', 15_000, 'the activation code');
@@ -74,10 +92,22 @@ describe.each(['websocket', 'mqtt'] as const)('firmware update over %s', (transp
     expect(p.events.filter((e) => e.event === 'activation' && e['state'] === 'code')).toHaveLength(1);
 
     // The new image is in the other slot, byte for byte, and boots from now on.
-    expect(createHash('sha256').update(readFileSync(join(slotDir(root), 'ota_1.bin'))).digest('hex')).toBe(IMAGE_SHA);
-    expect(JSON.parse(readFileSync(join(slotDir(root), 'otadata.json'), 'utf8'))).toMatchObject({ boot: 1, versions: ['1.0.0', '1.1.0'], pending_verify: false });
+    expect(
+      createHash('sha256')
+        .update(readFileSync(join(slotDir(root), 'ota_1.bin')))
+        .digest('hex'),
+    ).toBe(IMAGE_SHA);
+    expect(JSON.parse(readFileSync(join(slotDir(root), 'otadata.json'), 'utf8'))).toMatchObject({
+      boot: 1,
+      versions: ['1.0.0', '1.1.0'],
+      pending_verify: false,
+    });
     // Decision before, then no update once it runs the offered version.
-    await p.waitFor(firmware('checked', (e) => e['update'] === false), 15_000, 'the check after the update');
+    await p.waitFor(
+      firmware('checked', (e) => e['update'] === false),
+      15_000,
+      'the check after the update',
+    );
     const checks = p.events.filter((e) => e.event === 'firmware' && e['state'] === 'checked');
     expect(checks.map((e) => e['update'])).toEqual([true, false]);
     expect(p.events.some(firmware('booted', (e) => e['version'] === '1.1.0' && e['pending_verify'] === true))).toBe(true);
@@ -97,8 +127,16 @@ describe.each(['websocket', 'mqtt'] as const)('firmware update over %s', (transp
   it('rolls back to the previous image when the new one never reaches the gateway, and does not retry it', async () => {
     const { t, progress } = await gateway({}, 'open');
     const { p, root } = sim(t, ['--broken-version', '1.1.0', '--confirm-deadline-ms', '1500']);
-    await p.waitFor(firmware('rolling_back', (e) => e['version'] === '1.1.0'), 60_000, 'the rollback');
-    await p.waitFor(firmware('checked', (e) => e['update'] === false), 60_000, 'the check after the rollback');
+    await p.waitFor(
+      firmware('rolling_back', (e) => e['version'] === '1.1.0'),
+      60_000,
+      'the rollback',
+    );
+    await p.waitFor(
+      firmware('checked', (e) => e['update'] === false),
+      60_000,
+      'the check after the rollback',
+    );
     expect(p.events.find(firmware('checked', (e) => e['update'] === false))?.['reason']).toContain('rolled back');
 
     await expect.poll(() => progress.find((x) => x.state === 'rolled_back')?.version, { timeout: 15_000 }).toBe('1.1.0');

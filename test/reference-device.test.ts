@@ -52,7 +52,11 @@ class ServerConn {
   readonly closed = deferred<number>();
   private nextId = 1;
 
-  constructor(readonly ws: WebSocket, readonly req: IncomingMessage, public sid = SID) {
+  constructor(
+    readonly ws: WebSocket,
+    readonly req: IncomingMessage,
+    public sid = SID,
+  ) {
     ws.on('message', (d, binary) => {
       if (binary) return;
       const t = Buffer.isBuffer(d) ? d.toString('utf8') : String(d);
@@ -387,9 +391,7 @@ describe('MCP over WebSocket', () => {
     c.send({ session_id: SID, type: 'mcp', payload: { jsonrpc: '2.0', id: 53 } });
     c.send({ session_id: SID, type: 'mcp', payload: 'not an object' });
     const r = await c.call('ping');
-    expect(r.raw).toBe(
-      `{"session_id":"${SID}","type":"mcp","payload":{"jsonrpc":"2.0","id":1,"error":{"message":"Method not implemented: ping"}}}`,
-    );
+    expect(r.raw).toBe(`{"session_id":"${SID}","type":"mcp","payload":{"jsonrpc":"2.0","id":1,"error":{"message":"Method not implemented: ping"}}}`);
     expect(r.payload?.['error']).not.toHaveProperty('code');
     expect(device.log).toEqual(
       expect.arrayContaining([
@@ -405,9 +407,7 @@ describe('MCP over WebSocket', () => {
   it('unknown tool: the error has no code and the name is pasted unescaped (invalid JSON)', async () => {
     const { c } = await connected();
     const r = await c.call('tools/call', { name: 'self.say "hi"', arguments: {} });
-    expect(r.raw).toBe(
-      `{"session_id":"${SID}","type":"mcp","payload":{"jsonrpc":"2.0","id":1,"error":{"message":"Unknown tool: self.say "hi""}}}`,
-    );
+    expect(r.raw).toBe(`{"session_id":"${SID}","type":"mcp","payload":{"jsonrpc":"2.0","id":1,"error":{"message":"Unknown tool: self.say "hi""}}}`);
     expect(() => JSON.parse(r.raw) as unknown).toThrow(SyntaxError);
     expect(r.raw).not.toContain('"code"');
   });
@@ -439,7 +439,11 @@ describe('MCP over WebSocket', () => {
     const echo: RefTool = {
       name: 't.echo',
       description: '',
-      properties: { mode: { type: 'string', default: 'auto' }, n: { type: 'integer', default: 5, minimum: 0, maximum: 10 }, on: { type: 'boolean', default: true } },
+      properties: {
+        mode: { type: 'string', default: 'auto' },
+        n: { type: 'integer', default: 5, minimum: 0, maximum: 10 },
+        on: { type: 'boolean', default: true },
+      },
       run: (args) => args,
     };
     const { c } = await connected({ tools: [echo] });
@@ -602,7 +606,7 @@ describe('cjson reader', () => {
     expect(getItem(n, 'd')).toEqual({ kind: 'string', value: 'ab' });
     expect(getItem(n, 'e')).toEqual({ kind: 'string', value: '' });
     expect(cjsonParse('"\\udc00"')).toBeUndefined();
-    expect(cjsonParse('[' .repeat(1000) + ']'.repeat(1000))).toBeDefined();
+    expect(cjsonParse('['.repeat(1000) + ']'.repeat(1000))).toBeDefined();
     expect(cjsonParse('['.repeat(1001) + ']'.repeat(1001))).toBeUndefined();
   });
 });

@@ -22,7 +22,13 @@ import { benchCatalog } from './catalog.js';
 const catalog = benchCatalog();
 const LAST_PAGE_CURSORS = new Set([...catalog.pages.entries()].filter(([, body]) => !body.includes('"nextCursor"')).map(([c]) => c));
 const INIT_RESULT = '{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"bench-board","version":"1.7.6"}}';
-const HELLO = JSON.stringify({ type: 'hello', version: 1, features: { mcp: true }, transport: 'websocket', audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 } });
+const HELLO = JSON.stringify({
+  type: 'hello',
+  version: 1,
+  features: { mcp: true },
+  transport: 'websocket',
+  audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 },
+});
 const CALL_RESULT = '{"content":[{"type":"text","text":"true"}],"isError":false}';
 const CONNECT_ATTEMPTS = 8;
 
@@ -294,7 +300,12 @@ async function handle(m: FleetCommand): Promise<Record<string, unknown>> {
   switch (m.cmd) {
     case 'connect': {
       if (groups.has(m.group)) throw new Error(`group ${m.group} exists`);
-      const g: Group = { name: m.group, cmd: m, devices: [], stats: { devices: m.count, open: 0, ready: 0, calls: 0, connectRetries: 0, connectFailures: 0, droppedFrames: 0, unknownTools: 0 } };
+      const g: Group = {
+        name: m.group,
+        cmd: m,
+        devices: [],
+        stats: { devices: m.count, open: 0, ready: 0, calls: 0, connectRetries: 0, connectFailures: 0, droppedFrames: 0, unknownTools: 0 },
+      };
       for (let i = 0; i < m.count; i++) {
         const source = m.sources.length > 0 ? m.sources[i % m.sources.length] : undefined;
         g.devices.push(new Device(g, macOf(m.macGroup, m.first + i), source));

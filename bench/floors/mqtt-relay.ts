@@ -51,7 +51,10 @@ const route = (serial: boolean) => (req: FastifyRequest<CallRequest>, reply: Fas
       void reply.send(result);
     });
     const text = `{"session_id":"","type":"mcp","payload":${JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: toolName, arguments: req.body?.arguments ?? {} } })}}`;
-    client.publish({ cmd: 'publish', topic: `devices/p2p/${deviceId.replace(/:/g, '_')}`, payload: Buffer.from(text), qos: 0, retain: false, dup: false }, () => {});
+    client.publish(
+      { cmd: 'publish', topic: `devices/p2p/${deviceId.replace(/:/g, '_')}`, payload: Buffer.from(text), qos: 0, retain: false, dup: false },
+      () => {},
+    );
   };
   if (serial) serially(deviceId, send);
   else send();

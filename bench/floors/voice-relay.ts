@@ -90,8 +90,17 @@ function openUdpSession(client: Client, mac: string, hello: { audio_params?: unk
     if (!binary) {
       const m = JSON.parse(data.toString('utf8')) as { type?: string; session_id?: string; audio_params?: unknown };
       if (m.type !== 'hello') return;
-      const reply = { type: 'hello', transport: 'udp', session_id: m.session_id, audio_params: m.audio_params, udp: { server: '127.0.0.1', port: udpPort, key: s.key.toString('hex'), nonce: nonce.toString('hex') } };
-      return void client.publish({ cmd: 'publish', topic: `devices/p2p/${mac.replace(/:/g, '_')}`, payload: Buffer.from(JSON.stringify(reply)), qos: 0, retain: false, dup: false }, () => {});
+      const reply = {
+        type: 'hello',
+        transport: 'udp',
+        session_id: m.session_id,
+        audio_params: m.audio_params,
+        udp: { server: '127.0.0.1', port: udpPort, key: s.key.toString('hex'), nonce: nonce.toString('hex') },
+      };
+      return void client.publish(
+        { cmd: 'publish', topic: `devices/p2p/${mac.replace(/:/g, '_')}`, payload: Buffer.from(JSON.stringify(reply)), qos: 0, retain: false, dup: false },
+        () => {},
+      );
     }
     if (!s.address || data.length < V2_HEADER) return;
     const len = data.readUInt32BE(12);

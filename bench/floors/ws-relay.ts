@@ -26,7 +26,9 @@ const route = (serial: boolean) => (req: FastifyRequest<CallRequest>, reply: Fas
       if (serial) nextCall(deviceId);
       void reply.send(result);
     });
-    ws.send(`{"session_id":"floor","type":"mcp","payload":${JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: toolName, arguments: req.body?.arguments ?? {} } })}}`);
+    ws.send(
+      `{"session_id":"floor","type":"mcp","payload":${JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: toolName, arguments: req.body?.arguments ?? {} } })}}`,
+    );
   };
   if (serial) serially(deviceId, send);
   else send();

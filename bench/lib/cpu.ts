@@ -27,7 +27,10 @@ export function cpuUs(pid: number | undefined): number {
 }
 
 /** CPU spent by some processes while `work` runs, and the 1-minute load average at its start and end. */
-export async function measured<T>(pids: ReadonlyArray<number | undefined>, work: () => Promise<T>): Promise<{ result: T; cpu: number[]; load: [number, number] }> {
+export async function measured<T>(
+  pids: ReadonlyArray<number | undefined>,
+  work: () => Promise<T>,
+): Promise<{ result: T; cpu: number[]; load: [number, number] }> {
   const load0 = loadavg()[0]!;
   const c0 = pids.map(cpuUs);
   const result = await work();

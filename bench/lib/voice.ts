@@ -162,7 +162,9 @@ class VoiceDevice {
       perMessageDeflate: false,
     });
     this.ws = ws;
-    ws.on('open', () => ws.send(JSON.stringify({ type: 'hello', version: o.version, features: { mcp: true }, transport: 'websocket', audio_params: AUDIO_PARAMS })));
+    ws.on('open', () =>
+      ws.send(JSON.stringify({ type: 'hello', version: o.version, features: { mcp: true }, transport: 'websocket', audio_params: AUDIO_PARAMS })),
+    );
     ws.on('message', (data: RawData, isBinary: boolean) => {
       const buf = data as Buffer;
       if (!isBinary) return this.onText(buf.toString('utf8'));
@@ -175,7 +177,14 @@ class VoiceDevice {
 
   private openMqtt(): void {
     const clientId = `GID_voxgate@@@${this.mac.replace(/:/g, '_')}@@@${randomUUID()}`;
-    const client = mqttConnect(this.run.o.url, { clientId, protocolVersion: 4, clean: true, keepalive: 240, reconnectPeriod: 0, connectTimeout: this.run.o.connectTimeoutMs });
+    const client = mqttConnect(this.run.o.url, {
+      clientId,
+      protocolVersion: 4,
+      clean: true,
+      keepalive: 240,
+      reconnectPeriod: 0,
+      connectTimeout: this.run.o.connectTimeoutMs,
+    });
     this.mqtt = client;
     // The reference device subscribes to nothing: the gateway pushes to it.
     client.on('message', (_topic: string, payload: Buffer) => this.onText(payload.toString('utf8')));
@@ -212,7 +221,8 @@ class VoiceDevice {
     if (m.type !== 'mcp' || typeof m.payload?.id !== 'number') return;
     const id = m.payload.id;
     const result = m.payload.method === 'initialize' ? INIT_RESULT : m.payload.method === 'tools/list' ? TOOLS_RESULT : undefined;
-    if (result === undefined) return this.publish(`{"session_id":"${this.sid}","type":"mcp","payload":{"jsonrpc":"2.0","id":${id},"error":{"message":"Method not implemented"}}}`);
+    if (result === undefined)
+      return this.publish(`{"session_id":"${this.sid}","type":"mcp","payload":{"jsonrpc":"2.0","id":${id},"error":{"message":"Method not implemented"}}}`);
     this.publish(`{"session_id":"${this.sid}","type":"mcp","payload":{"jsonrpc":"2.0","id":${id},"result":${result}}}`);
     if (m.payload.method !== 'tools/list') return;
     this.listed = true;
@@ -318,7 +328,18 @@ export async function runVoiceLoad(o: VoiceLoadOptions): Promise<VoiceLoadResult
     const seconds = ((run.lastEchoAt || performance.now()) - t0) / 1000;
     const sorted = Float64Array.from(run.rtts).sort();
     const q = (p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!);
-    return { devices: o.devices, connectFailures, sent, received, lost: sent - received, corrupt, seconds, perSecond: received / seconds, p50: q(0.5), p99: q(0.99) };
+    return {
+      devices: o.devices,
+      connectFailures,
+      sent,
+      received,
+      lost: sent - received,
+      corrupt,
+      seconds,
+      perSecond: received / seconds,
+      p50: q(0.5),
+      p99: q(0.99),
+    };
   } finally {
     for (const d of devices) d.close();
   }

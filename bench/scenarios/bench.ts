@@ -78,4 +78,3 @@ export function benchFromArgs(argv: readonly string[]): Bench {
     log: (s) => process.stderr.write(`[bench ${((performance.now() - t0) / 1000).toFixed(1)}s] ${s}\n`),
   };
 }
-

@@ -14,8 +14,28 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
   const floorTarget = transport === 'ws' ? `ws://127.0.0.1:${new URL(floorUrl).port}/xiaozhi/v1/` : `mqtt://127.0.0.1:${relayHello['mqttPort'] as number}`;
   const readyBefore = await metric(e.gwUrl, 'voxgate_devices_ready');
   const [gw, fl] = await Promise.all([
-    e.fleet.connect({ group: `${transport}-gw`, mode: 'device', waitFor: 'ready', transport, url: gwTarget, count: n, macGroup: gwGroup, sources: transport === 'ws' ? e.sources : [], timeoutMs: 60_000 }),
-    e.fleet.connect({ group: `${transport}-floor`, mode: 'device', waitFor: 'open', transport, url: floorTarget, count: n, macGroup: floorGroup, sources: transport === 'ws' ? e.sources : [], timeoutMs: 60_000 }),
+    e.fleet.connect({
+      group: `${transport}-gw`,
+      mode: 'device',
+      waitFor: 'ready',
+      transport,
+      url: gwTarget,
+      count: n,
+      macGroup: gwGroup,
+      sources: transport === 'ws' ? e.sources : [],
+      timeoutMs: 60_000,
+    }),
+    e.fleet.connect({
+      group: `${transport}-floor`,
+      mode: 'device',
+      waitFor: 'open',
+      transport,
+      url: floorTarget,
+      count: n,
+      macGroup: floorGroup,
+      sources: transport === 'ws' ? e.sources : [],
+      timeoutMs: 60_000,
+    }),
   ]);
   if (!gw.ok || !fl.ok) throw new Error(`${transport}: devices did not connect (${JSON.stringify({ gw, fl })})`);
   await until(`${transport} devices ready on the gateway`, async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= readyBefore + n, 30_000);
@@ -51,11 +71,39 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
       };
       perSecond.set(`${devices}/${c}`, g.perSecond);
       const lat = { transport: label, devices, concurrency: c, floorKind: params.floorKind, errors: params.errors };
-      b.results.push({ name: `${transport}.calls_per_s`, value: round(g.perSecond), unit: 'calls/s', floor: round(floor.perSecond), ratio: ratio(g.perSecond, floor.perSecond), params });
-      b.results.push({ name: `${transport}.p50_ms`, value: round(g.p50, 3), unit: 'ms', floor: round(floor.p50, 3), ratio: ratio(floor.p50, g.p50), params: lat });
-      b.results.push({ name: `${transport}.p99_ms`, value: round(g.p99, 3), unit: 'ms', floor: round(floor.p99, 3), ratio: ratio(floor.p99, g.p99), params: lat });
+      b.results.push({
+        name: `${transport}.calls_per_s`,
+        value: round(g.perSecond),
+        unit: 'calls/s',
+        floor: round(floor.perSecond),
+        ratio: ratio(g.perSecond, floor.perSecond),
+        params,
+      });
+      b.results.push({
+        name: `${transport}.p50_ms`,
+        value: round(g.p50, 3),
+        unit: 'ms',
+        floor: round(floor.p50, 3),
+        ratio: ratio(floor.p50, g.p50),
+        params: lat,
+      });
+      b.results.push({
+        name: `${transport}.p99_ms`,
+        value: round(g.p99, 3),
+        unit: 'ms',
+        floor: round(floor.p99, 3),
+        ratio: ratio(floor.p99, g.p99),
+        params: lat,
+      });
       // CPU per call: a lower figure is better, so the ratio is floor/gateway like the latencies'.
-      b.results.push({ name: `${transport}.cpu_us_per_call`, value: round(g.cpuUsPerCall), unit: 'µs', floor: round(floor.cpuUsPerCall), ratio: ratio(floor.cpuUsPerCall, g.cpuUsPerCall), params: { ...lat, load: g.load, floorLoad: floor.load } });
+      b.results.push({
+        name: `${transport}.cpu_us_per_call`,
+        value: round(g.cpuUsPerCall),
+        unit: 'µs',
+        floor: round(floor.cpuUsPerCall),
+        ratio: ratio(floor.cpuUsPerCall, g.cpuUsPerCall),
+        params: { ...lat, load: g.load, floorLoad: floor.load },
+      });
       b.log(
         `${transport} d=${devices} c=${c}: gateway ${g.perSecond.toFixed(0)}/s p50 ${g.p50.toFixed(2)} ms ${g.cpuUsPerCall.toFixed(0)} µs/call, ` +
           `floor (${params.floorKind}) ${floor.perSecond.toFixed(0)}/s p50 ${floor.p50.toFixed(2)} ms ${floor.cpuUsPerCall.toFixed(0)} µs/call; load ${g.load.join('→')}; errors ${params.errors}/${params.floorErrors}`,

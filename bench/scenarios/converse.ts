@@ -13,7 +13,11 @@ import { macOf, metric, ratio, round, until } from './measure.js';
 const ASR_DELAY_MS = 100;
 const TTS_DELAY_MS = 50;
 const ANSWER = 'It is noon. Have a good day.';
-const CONVERSE = { full: { turns: 20, concurrent: 100, audioS: 30 }, quick: { turns: 8, concurrent: 100, audioS: 10 }, tiny: { turns: 1, concurrent: 4, audioS: 1 } };
+const CONVERSE = {
+  full: { turns: 20, concurrent: 100, audioS: 30 },
+  quick: { turns: 8, concurrent: 100, audioS: 10 },
+  tiny: { turns: 1, concurrent: 4, audioS: 1 },
+};
 
 interface ReplyTimings {
   asrMs?: number;
@@ -88,10 +92,33 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     const own = seen.map((o) => o.firstAudioMs - ASR_DELAY_MS - TTS_DELAY_MS);
     const parts = replies.take();
     const params = { devices: 1, turns: s.turns, standIns: `asr ${ASR_DELAY_MS} ms, tts ${TTS_DELAY_MS} ms, llm streams at once` };
-    b.results.push({ name: 'converse.own_latency_p50_ms', value: round(median(own)), unit: 'ms', floor: null, ratio: null, params: { ...params, note: 'device-observed end of speech -> first answer frame, stand-in delays subtracted; includes the speech detector\'s end-of-speech wait; goal <= 50 ms' } });
-    for (const [k, label] of [['asrMs', 'asr'], ['llmFirstTokenMs', 'llm_first_token'], ['firstSentenceMs', 'first_sentence'], ['firstAudioMs', 'first_frame']] as const) {
+    b.results.push({
+      name: 'converse.own_latency_p50_ms',
+      value: round(median(own)),
+      unit: 'ms',
+      floor: null,
+      ratio: null,
+      params: {
+        ...params,
+        note: "device-observed end of speech -> first answer frame, stand-in delays subtracted; includes the speech detector's end-of-speech wait; goal <= 50 ms",
+      },
+    });
+    for (const [k, label] of [
+      ['asrMs', 'asr'],
+      ['llmFirstTokenMs', 'llm_first_token'],
+      ['firstSentenceMs', 'first_sentence'],
+      ['firstAudioMs', 'first_frame'],
+    ] as const) {
       const v = parts.map((p) => p[k]).filter((x): x is number => typeof x === 'number');
-      if (v.length > 0) b.results.push({ name: `converse.part.${label}_p50_ms`, value: round(median(v)), unit: 'ms', floor: null, ratio: null, params: { ...params, note: 'gateway-measured, from its detected end of speech (voice.reply timings)' } });
+      if (v.length > 0)
+        b.results.push({
+          name: `converse.part.${label}_p50_ms`,
+          value: round(median(v)),
+          unit: 'ms',
+          floor: null,
+          ratio: null,
+          params: { ...params, note: 'gateway-measured, from its detected end of speech (voice.reply timings)' },
+        });
     }
     b.log(`converse latency: own p50 ${median(own).toFixed(1)} ms over ${s.turns} turns (device saw ${median(seen.map((o) => o.firstAudioMs)).toFixed(1)} ms)`);
 
@@ -112,7 +139,14 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
       unit: 'conversations',
       floor: s.concurrent,
       ratio: ratio(ok.length, s.concurrent),
-      params: { devices: s.concurrent, lateFrames: late, framesDown, maxFramesAhead: maxAhead, failed: results.length - ok.length, note: 'goal: >= 100 with no frame late by more than one 60 ms period' },
+      params: {
+        devices: s.concurrent,
+        lateFrames: late,
+        framesDown,
+        maxFramesAhead: maxAhead,
+        failed: results.length - ok.length,
+        note: 'goal: >= 100 with no frame late by more than one 60 ms period',
+      },
     });
     // CPU per second of conversation: the uplink audio decoded and listened to, the answer encoded.
     const upS = (many.length * utterance.frames.length * 60) / 1000;
@@ -126,7 +160,14 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
       unit: 'ms CPU / s of audio',
       floor: round(floorMs),
       ratio: ratio(floorMs, gwMsPerS),
-      params: { devices: s.concurrent, uplinkS: round(upS), downlinkS: round(downS), wallS: round(wallS), gatewayCpuMs: round(cpuMs), note: 'whole gateway process (HTTP to the stand-ins, the assistant, pacing included) vs @evan/opus decode 16 kHz + encode 24 kHz alone' },
+      params: {
+        devices: s.concurrent,
+        uplinkS: round(upS),
+        downlinkS: round(downS),
+        wallS: round(wallS),
+        gatewayCpuMs: round(cpuMs),
+        note: 'whole gateway process (HTTP to the stand-ins, the assistant, pacing included) vs @evan/opus decode 16 kHz + encode 24 kHz alone',
+      },
     });
     b.results.push({
       name: 'converse.audio_path_ms_per_audio_s',
@@ -136,7 +177,9 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
       ratio: ratio(codec.codecDecode16k + codec.codecEncode24k, codec.decode16k + codec.vad16k + codec.encode24k),
       params: { devices: 1, note: 'in process: Voxgate decode + speech detector + encode vs the codec alone, same frames' },
     });
-    b.log(`converse concurrency: ${ok.length}/${s.concurrent} answered, ${late} late of ${framesDown} frames, max ${maxAhead} ahead; gateway ${gwMsPerS.toFixed(2)} ms CPU per s of audio (codec ${floorMs.toFixed(2)})`);
+    b.log(
+      `converse concurrency: ${ok.length}/${s.concurrent} answered, ${late} late of ${framesDown} frames, max ${maxAhead} ahead; gateway ${gwMsPerS.toFixed(2)} ms CPU per s of audio (codec ${floorMs.toFixed(2)})`,
+    );
     const turns = await metric(gwUrl, 'voxgate_voice_converse_turns_total', { outcome: 'answered' });
     if (turns < s.turns + ok.length) b.log(`converse: the gateway counted ${turns} answered turns (expected ${s.turns + ok.length})`);
   } finally {

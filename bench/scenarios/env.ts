@@ -5,7 +5,17 @@ export class Fleet {
   constructor(readonly procs: Proc[]) {}
 
   /** Connect `count` devices of one group, split over the fleet processes. */
-  async connect(o: { group: string; mode: 'device' | 'bare'; waitFor: 'ready' | 'open'; transport: 'ws' | 'mqtt'; url: string; count: number; macGroup: number; sources: string[]; timeoutMs: number }) {
+  async connect(o: {
+    group: string;
+    mode: 'device' | 'bare';
+    waitFor: 'ready' | 'open';
+    transport: 'ws' | 'mqtt';
+    url: string;
+    count: number;
+    macGroup: number;
+    sources: string[];
+    timeoutMs: number;
+  }) {
     const procs = this.procs.slice(0, Math.max(1, Math.min(this.procs.length, Math.ceil(o.count / 50))));
     const per = Math.ceil(o.count / procs.length);
     const replies = await Promise.all(
@@ -19,8 +29,13 @@ export class Fleet {
   }
 
   async storm(group: string, timeoutMs: number) {
-    const replies = await Promise.all(this.procs.map((p) => p.request({ cmd: 'storm', group, timeoutMs }, timeoutMs + 10_000).catch((e: Error) => ({ id: 0, ok: false, error: e.message }))));
-    return this.sum(replies.filter((r) => !(r.error ?? '').includes('no group')), this.procs.length);
+    const replies = await Promise.all(
+      this.procs.map((p) => p.request({ cmd: 'storm', group, timeoutMs }, timeoutMs + 10_000).catch((e: Error) => ({ id: 0, ok: false, error: e.message }))),
+    );
+    return this.sum(
+      replies.filter((r) => !(r.error ?? '').includes('no group')),
+      this.procs.length,
+    );
   }
 
   async close(group: string) {

@@ -15,7 +15,17 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   // Memory floor: N bare WebSocket connections (what N sockets cost).
   const fm0 = await mem(e.bareWs);
   let t = performance.now();
-  const bareConnect = await e.fleet.connect({ group: 'fleet-bare', mode: 'bare', waitFor: 'open', transport: 'ws', url: bareUrl, count: N, macGroup: 6, sources: e.sources, timeoutMs });
+  const bareConnect = await e.fleet.connect({
+    group: 'fleet-bare',
+    mode: 'bare',
+    waitFor: 'open',
+    transport: 'ws',
+    url: bareUrl,
+    count: N,
+    macGroup: 6,
+    sources: e.sources,
+    timeoutMs,
+  });
   await until('bare connections on the floor', async () => (await count(e.bareWs)) >= N, timeoutMs, 100);
   const bareMs = performance.now() - t;
   const fm1 = await mem(e.bareWs);
@@ -30,7 +40,17 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   const floorUrl = `${bareUrl}xiaozhi/v1/`;
   t = performance.now();
   const fc = await measured([e.bareWs.child.pid], async () => {
-    const r = await e.fleet.connect({ group: 'fleet-floor', mode: 'device', waitFor: 'ready', transport: 'ws', url: floorUrl, count: N, macGroup: 6, sources: e.sources, timeoutMs });
+    const r = await e.fleet.connect({
+      group: 'fleet-floor',
+      mode: 'device',
+      waitFor: 'ready',
+      transport: 'ws',
+      url: floorUrl,
+      count: N,
+      macGroup: 6,
+      sources: e.sources,
+      timeoutMs,
+    });
     if (!r.ok) throw new Error(`floor fleet did not get ready: ${JSON.stringify(r.stats)}`);
     await until('every device ready on the floor', async () => (await floorReady()) >= N, timeoutMs, 50);
     return r;
@@ -54,7 +74,17 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   const ready0 = await metric(e.gwUrl, 'voxgate_devices_ready');
   t = performance.now();
   const gc = await measured([e.gateway.child.pid], async () => {
-    const r = await e.fleet.connect({ group: 'fleet-gw', mode: 'device', waitFor: 'ready', transport: 'ws', url: `ws://127.0.0.1:${new URL(e.gwUrl).port}/xiaozhi/v1/`, count: N, macGroup: 5, sources: e.sources, timeoutMs });
+    const r = await e.fleet.connect({
+      group: 'fleet-gw',
+      mode: 'device',
+      waitFor: 'ready',
+      transport: 'ws',
+      url: `ws://127.0.0.1:${new URL(e.gwUrl).port}/xiaozhi/v1/`,
+      count: N,
+      macGroup: 5,
+      sources: e.sources,
+      timeoutMs,
+    });
     if (!r.ok) throw new Error(`gateway fleet did not get ready: ${JSON.stringify(r.stats)}`);
     await until('the gateway to count every device ready', async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= ready0 + N, 30_000);
     return r;
@@ -62,20 +92,64 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   const gwConnect = gc.result;
   const gwMs = performance.now() - t;
   const gm1 = await mem(e.gateway);
-  b.log(`fleet gateway: ${N} devices ready in ${gwMs.toFixed(0)} ms; rss +${((gm1.rss - gm0.rss) / N).toFixed(0)} B, heap +${((gm1.heapUsed - gm0.heapUsed) / N).toFixed(0)} B each`);
-  const fp = { devices: N, ...e.fleetParams, connectRetries: gwConnect.stats.connectRetries, floorConnectRetries: floorConnect.stats.connectRetries + bareConnect.stats.connectRetries, errors: gwConnect.stats.connectFailures };
+  b.log(
+    `fleet gateway: ${N} devices ready in ${gwMs.toFixed(0)} ms; rss +${((gm1.rss - gm0.rss) / N).toFixed(0)} B, heap +${((gm1.heapUsed - gm0.heapUsed) / N).toFixed(0)} B each`,
+  );
+  const fp = {
+    devices: N,
+    ...e.fleetParams,
+    connectRetries: gwConnect.stats.connectRetries,
+    floorConnectRetries: floorConnect.stats.connectRetries + bareConnect.stats.connectRetries,
+    errors: gwConnect.stats.connectFailures,
+  };
   const perDevice = (a: number, b: number) => (b - a) / N;
   const floorKind = 'hello, initialize, 2 tools/list pages; JSON.parse only';
-  b.results.push({ name: 'fleet.ready_per_s', value: round(N / (gwMs / 1000)), unit: 'devices/s', floor: round(N / (floorMs / 1000)), ratio: ratio(floorMs, gwMs), params: { ...fp, floorKind, gatewayMs: round(gwMs), floorMs: round(floorMs), bareConnectionsMs: round(bareMs), load: gc.load, floorLoad: fc.load } });
+  b.results.push({
+    name: 'fleet.ready_per_s',
+    value: round(N / (gwMs / 1000)),
+    unit: 'devices/s',
+    floor: round(N / (floorMs / 1000)),
+    ratio: ratio(floorMs, gwMs),
+    params: { ...fp, floorKind, gatewayMs: round(gwMs), floorMs: round(floorMs), bareConnectionsMs: round(bareMs), load: gc.load, floorLoad: fc.load },
+  });
   const cpuGw = gc.cpu[0]! / N;
   const cpuFloor = fc.cpu[0]! / N;
-  b.results.push({ name: 'fleet.cpu_us_per_device', value: round(cpuGw), unit: 'µs', floor: round(cpuFloor), ratio: ratio(cpuFloor, cpuGw), params: { devices: N, floorKind, load: gc.load, floorLoad: fc.load } });
+  b.results.push({
+    name: 'fleet.cpu_us_per_device',
+    value: round(cpuGw),
+    unit: 'µs',
+    floor: round(cpuFloor),
+    ratio: ratio(cpuFloor, cpuGw),
+    params: { devices: N, floorKind, load: gc.load, floorLoad: fc.load },
+  });
   const rssGw = perDevice(gm0.rss, gm1.rss);
   const rssFloor = perDevice(fm0.rss, fm1.rss);
-  b.results.push({ name: 'fleet.rss_per_device', value: round(rssGw), unit: 'B', floor: round(rssFloor), ratio: ratio(rssFloor, rssGw), params: { devices: N, floorKind: 'bare connections', rssBefore: gm0.rss, rssAfter: gm1.rss, floorRssBefore: fm0.rss, floorRssAfter: fm1.rss, afterGc: true } });
+  b.results.push({
+    name: 'fleet.rss_per_device',
+    value: round(rssGw),
+    unit: 'B',
+    floor: round(rssFloor),
+    ratio: ratio(rssFloor, rssGw),
+    params: {
+      devices: N,
+      floorKind: 'bare connections',
+      rssBefore: gm0.rss,
+      rssAfter: gm1.rss,
+      floorRssBefore: fm0.rss,
+      floorRssAfter: fm1.rss,
+      afterGc: true,
+    },
+  });
   const heapGw = perDevice(gm0.heapUsed, gm1.heapUsed);
   const heapFloor = perDevice(fm0.heapUsed, fm1.heapUsed);
-  b.results.push({ name: 'fleet.heap_per_device', value: round(heapGw), unit: 'B', floor: round(heapFloor), ratio: ratio(heapFloor, heapGw), params: { devices: N, heapBefore: gm0.heapUsed, heapAfter: gm1.heapUsed, afterGc: true } });
+  b.results.push({
+    name: 'fleet.heap_per_device',
+    value: round(heapGw),
+    unit: 'B',
+    floor: round(heapFloor),
+    ratio: ratio(heapFloor, heapGw),
+    params: { devices: N, heapBefore: gm0.heapUsed, heapAfter: gm1.heapUsed, afterGc: true },
+  });
 
   if (b.only.has('storm')) {
     const readyNow = await metric(e.gwUrl, 'voxgate_devices_ready');
@@ -87,12 +161,40 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     b.log(`storm gateway: ${N} devices ready again in ${stormMs.toFixed(0)} ms`);
     const before = await callOutcomes(e.gwUrl);
     const stride = Math.max(1, Math.floor(N / b.settings.stormCalls));
-    const after = await runLoad({ baseUrl: e.gwUrl, path: (n) => callPath(5, N)((n * stride) % N), body: BODY, apiKey: API_KEY, connections: 16, amount: b.settings.stormCalls });
+    const after = await runLoad({
+      baseUrl: e.gwUrl,
+      path: (n) => callPath(5, N)((n * stride) % N),
+      body: BODY,
+      apiKey: API_KEY,
+      connections: 16,
+      amount: b.settings.stormCalls,
+    });
     const outcomes = await callOutcomes(e.gwUrl);
     const errs = errorsOf(after) + notOk(before, outcomes);
-    b.results.push({ name: 'storm.ready_ms', value: round(stormMs), unit: 'ms', floor: round(floorStormMs), ratio: ratio(floorStormMs, stormMs), params: { devices: N, connectRetries: s.stats.connectRetries, errors: s.stats.connectFailures } });
-    b.results.push({ name: 'storm.ready_per_s', value: round(N / (stormMs / 1000)), unit: 'devices/s', floor: round(N / (floorStormMs / 1000)), ratio: ratio(floorStormMs, stormMs), params: { devices: N, floorKind, target: 2000 } });
-    b.results.push({ name: 'storm.calls_after_ok', value: after.ok, unit: 'calls', floor: b.settings.stormCalls, ratio: ratio(after.ok, b.settings.stormCalls), params: { devices: N, attempted: b.settings.stormCalls, errors: errs, statusCodes: after.statusCodes } });
+    b.results.push({
+      name: 'storm.ready_ms',
+      value: round(stormMs),
+      unit: 'ms',
+      floor: round(floorStormMs),
+      ratio: ratio(floorStormMs, stormMs),
+      params: { devices: N, connectRetries: s.stats.connectRetries, errors: s.stats.connectFailures },
+    });
+    b.results.push({
+      name: 'storm.ready_per_s',
+      value: round(N / (stormMs / 1000)),
+      unit: 'devices/s',
+      floor: round(N / (floorStormMs / 1000)),
+      ratio: ratio(floorStormMs, stormMs),
+      params: { devices: N, floorKind, target: 2000 },
+    });
+    b.results.push({
+      name: 'storm.calls_after_ok',
+      value: after.ok,
+      unit: 'calls',
+      floor: b.settings.stormCalls,
+      ratio: ratio(after.ok, b.settings.stormCalls),
+      params: { devices: N, attempted: b.settings.stormCalls, errors: errs, statusCodes: after.statusCodes },
+    });
     b.log(`storm: ${after.ok}/${b.settings.stormCalls} calls right after succeeded`);
   }
 
@@ -115,11 +217,34 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     const pendingEnd = list.devices.reduce((n, d) => n + d.pendingCalls, 0);
     const errs = errorsOf(r) + notOk(before, outcomes);
     const sp = { devices: N, seconds: b.settings.soakS, targetRate: b.settings.soakRate, calls: r.ok, online: list.devices.filter((d) => d.online).length };
-    b.results.push({ name: 'soak.calls_per_s', value: round(r.perSecond), unit: 'calls/s', floor: b.settings.soakRate, ratio: ratio(r.perSecond, b.settings.soakRate), params: { ...sp, errors: errs, p50: round(r.p50, 3), p99: round(r.p99, 3) } });
-    b.results.push({ name: 'soak.heap_after_gc', value: h1.heapUsed, unit: 'B', floor: h0.heapUsed, ratio: ratio(h0.heapUsed, h1.heapUsed), params: { ...sp, note: 'floor = heap after GC at the start of the soak', rssStart: h0.rss, rssEnd: h1.rss } });
+    b.results.push({
+      name: 'soak.calls_per_s',
+      value: round(r.perSecond),
+      unit: 'calls/s',
+      floor: b.settings.soakRate,
+      ratio: ratio(r.perSecond, b.settings.soakRate),
+      params: { ...sp, errors: errs, p50: round(r.p50, 3), p99: round(r.p99, 3) },
+    });
+    b.results.push({
+      name: 'soak.heap_after_gc',
+      value: h1.heapUsed,
+      unit: 'B',
+      floor: h0.heapUsed,
+      ratio: ratio(h0.heapUsed, h1.heapUsed),
+      params: { ...sp, note: 'floor = heap after GC at the start of the soak', rssStart: h0.rss, rssEnd: h1.rss },
+    });
     b.results.push({ name: 'soak.pending_end', value: pendingEnd, unit: 'entries', floor: 0, ratio: null, params: { ...sp, errors: errs } });
-    b.results.push({ name: 'soak.errors', value: errs, unit: 'calls', floor: 0, ratio: null, params: { ...sp, errors: errs, statusCodes: r.statusCodes, outcomes } });
-    b.log(`soak: ${r.ok} calls at ${r.perSecond.toFixed(0)}/s, heap ${(h0.heapUsed / 2 ** 20).toFixed(1)} -> ${(h1.heapUsed / 2 ** 20).toFixed(1)} MiB, pending ${pendingEnd}, errors ${errs}`);
+    b.results.push({
+      name: 'soak.errors',
+      value: errs,
+      unit: 'calls',
+      floor: 0,
+      ratio: null,
+      params: { ...sp, errors: errs, statusCodes: r.statusCodes, outcomes },
+    });
+    b.log(
+      `soak: ${r.ok} calls at ${r.perSecond.toFixed(0)}/s, heap ${(h0.heapUsed / 2 ** 20).toFixed(1)} -> ${(h1.heapUsed / 2 ** 20).toFixed(1)} MiB, pending ${pendingEnd}, errors ${errs}`,
+    );
   }
   await e.fleet.close('fleet-gw');
 }

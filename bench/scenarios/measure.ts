@@ -80,11 +80,20 @@ export interface MeasuredLoad extends LoadResult {
 }
 
 /** A warm-up, then the measured run; `pid` is the process serving it (its CPU time is read around the run). */
-export async function loadOnce(b: Bench, baseUrl: string, path: (n: number) => string, connections: number, apiKey?: string, pid?: number): Promise<MeasuredLoad> {
+export async function loadOnce(
+  b: Bench,
+  baseUrl: string,
+  path: (n: number) => string,
+  connections: number,
+  apiKey?: string,
+  pid?: number,
+): Promise<MeasuredLoad> {
   const base = { baseUrl, path, body: BODY, connections, ...(apiKey ? { apiKey } : {}) };
   const tiny = b.mode === 'tiny';
   await runLoad(tiny ? { ...base, amount: Math.max(connections, 10) } : { ...base, durationS: b.settings.warmS });
-  const m = await measured([pid], () => runLoad(tiny ? { ...base, amount: Math.max(CALL_AMOUNT_TINY, connections * 4) } : { ...base, durationS: b.settings.callS }));
+  const m = await measured([pid], () =>
+    runLoad(tiny ? { ...base, amount: Math.max(CALL_AMOUNT_TINY, connections * 4) } : { ...base, durationS: b.settings.callS }),
+  );
   return { ...m.result, cpuUsPerCall: m.result.ok > 0 ? m.cpu[0]! / m.result.ok : NaN, load: m.load };
 }
 

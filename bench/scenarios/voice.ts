@@ -45,7 +45,14 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
   b.log(`voice: gateway on ${gwUrl} and the bare relay (port ${String(relayHello['port'])}) relaying to ${upstreamUrl}`);
   b.log(`voice: the peer 78/xiaozhi-mqtt-gateway is not in these rows: it is not on the npm registry (see docs/performance.md)`);
   const [gwIdle, relayIdle] = [await mem(gateway), await mem(relay)];
-  b.results.push({ name: 'voice.idle_rss', value: gwIdle.rss, unit: 'B', floor: relayIdle.rss, ratio: ratio(relayIdle.rss, gwIdle.rss), params: { floorKind: 'bare voice relay (ws + aedes + dgram)', heapUsed: gwIdle.heapUsed, floorHeapUsed: relayIdle.heapUsed, afterGc: true } });
+  b.results.push({
+    name: 'voice.idle_rss',
+    value: gwIdle.rss,
+    unit: 'B',
+    floor: relayIdle.rss,
+    ratio: ratio(relayIdle.rss, gwIdle.rss),
+    params: { floorKind: 'bare voice relay (ws + aedes + dgram)', heapUsed: gwIdle.heapUsed, floorHeapUsed: relayIdle.heapUsed, afterGc: true },
+  });
   const runs = [
     { pace: 'paced' as const, devices: b.voice.devices, window: 1, seconds: b.voice.seconds },
     { pace: 'saturate' as const, devices: b.voice.satDevices, window: b.voice.satWindow, seconds: b.voice.satSeconds },
@@ -98,15 +105,27 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
 
 type Relayed = VoiceLoadResult & { cpuUsPerFrame: number; rssPerSession: number; load: [number, number] };
 
-function pushVoiceRows(b: Bench, transport: 'ws' | 'udp', label: string, r: { pace: string; devices: number; window: number; seconds: number }, g: Relayed, rl: Relayed, f: VoiceLoadResult): void {
+function pushVoiceRows(
+  b: Bench,
+  transport: 'ws' | 'udp',
+  label: string,
+  r: { pace: string; devices: number; window: number; seconds: number },
+  g: Relayed,
+  rl: Relayed,
+  f: VoiceLoadResult,
+): void {
   const errs = (x: VoiceLoadResult) => x.lost + x.corrupt + x.connectFailures;
   const base = {
     transport: label,
     pace: r.pace,
     devices: r.devices,
     ...(r.pace === 'saturate' ? { window: r.window } : { frameMs: 60 }),
-    floorPath: transport === 'ws' ? 'device -> bare relay (WebSocket in, WebSocket out) -> voice server' : 'device -> bare relay (MQTT hello; UDP + AES-128-CTR in, WebSocket protocol 2 out) -> voice server',
-    directPath: transport === 'ws' ? 'device -> voice server, WebSocket, protocol 1' : 'device -> voice server, WebSocket, protocol 2 (a UDP device has no direct path)',
+    floorPath:
+      transport === 'ws'
+        ? 'device -> bare relay (WebSocket in, WebSocket out) -> voice server'
+        : 'device -> bare relay (MQTT hello; UDP + AES-128-CTR in, WebSocket protocol 2 out) -> voice server',
+    directPath:
+      transport === 'ws' ? 'device -> voice server, WebSocket, protocol 1' : 'device -> voice server, WebSocket, protocol 2 (a UDP device has no direct path)',
     errors: errs(g),
     floorErrors: errs(rl) + errs(f),
     load: g.load,
@@ -119,11 +138,51 @@ function pushVoiceRows(b: Bench, transport: 'ws' | 'udp', label: string, r: { pa
     unit: 'frames/s',
     floor: round(rl.perSecond),
     ratio: ratio(g.perSecond, rl.perSecond),
-    params: { ...base, seconds: round(g.seconds, 2), frames: g.received, floorFrames: rl.received, sent: g.sent, lost: g.lost, corrupt: g.corrupt, floorLost: rl.lost, directPerS: round(f.perSecond), directRatio: ratio(g.perSecond, f.perSecond), directFrames: f.received },
+    params: {
+      ...base,
+      seconds: round(g.seconds, 2),
+      frames: g.received,
+      floorFrames: rl.received,
+      sent: g.sent,
+      lost: g.lost,
+      corrupt: g.corrupt,
+      floorLost: rl.lost,
+      directPerS: round(f.perSecond),
+      directRatio: ratio(g.perSecond, f.perSecond),
+      directFrames: f.received,
+    },
   });
-  b.results.push({ name: `${name}.cpu_us_per_frame`, value: round(g.cpuUsPerFrame), unit: 'µs', floor: round(rl.cpuUsPerFrame), ratio: ratio(rl.cpuUsPerFrame, g.cpuUsPerFrame), params: base });
-  b.results.push({ name: `${name}.rtt_p50_ms`, value: round(g.p50, 3), unit: 'ms', floor: round(rl.p50, 3), ratio: ratio(rl.p50, g.p50), params: { ...base, addedMs: round(g.p50 - rl.p50, 3), directP50: round(f.p50, 3) } });
-  b.results.push({ name: `${name}.rtt_p99_ms`, value: round(g.p99, 3), unit: 'ms', floor: round(rl.p99, 3), ratio: ratio(rl.p99, g.p99), params: { ...base, addedMs: round(g.p99 - rl.p99, 3), directP99: round(f.p99, 3) } });
+  b.results.push({
+    name: `${name}.cpu_us_per_frame`,
+    value: round(g.cpuUsPerFrame),
+    unit: 'µs',
+    floor: round(rl.cpuUsPerFrame),
+    ratio: ratio(rl.cpuUsPerFrame, g.cpuUsPerFrame),
+    params: base,
+  });
+  b.results.push({
+    name: `${name}.rtt_p50_ms`,
+    value: round(g.p50, 3),
+    unit: 'ms',
+    floor: round(rl.p50, 3),
+    ratio: ratio(rl.p50, g.p50),
+    params: { ...base, addedMs: round(g.p50 - rl.p50, 3), directP50: round(f.p50, 3) },
+  });
+  b.results.push({
+    name: `${name}.rtt_p99_ms`,
+    value: round(g.p99, 3),
+    unit: 'ms',
+    floor: round(rl.p99, 3),
+    ratio: ratio(rl.p99, g.p99),
+    params: { ...base, addedMs: round(g.p99 - rl.p99, 3), directP99: round(f.p99, 3) },
+  });
   if (r.pace === 'paced')
-    b.results.push({ name: `${name}.rss_per_session`, value: round(g.rssPerSession), unit: 'B', floor: round(rl.rssPerSession), ratio: ratio(rl.rssPerSession, g.rssPerSession), params: { ...base, afterGc: true } });
+    b.results.push({
+      name: `${name}.rss_per_session`,
+      value: round(g.rssPerSession),
+      unit: 'B',
+      floor: round(rl.rssPerSession),
+      ratio: ratio(rl.rssPerSession, g.rssPerSession),
+      params: { ...base, afterGc: true },
+    });
 }

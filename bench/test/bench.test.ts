@@ -16,7 +16,9 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const ResultsFile = z
   .object({
     date: z.iso.datetime(),
-    machine: z.object({ cpus: z.number().int().positive(), model: z.string().min(1), memGiB: z.number().positive(), node: z.string().startsWith('v') }).strict(),
+    machine: z
+      .object({ cpus: z.number().int().positive(), model: z.string().min(1), memGiB: z.number().positive(), node: z.string().startsWith('v') })
+      .strict(),
     results: z.array(
       z
         .object({
@@ -104,7 +106,14 @@ describe('bench harness (tiny mode)', () => {
     // Call paths: every (devices, concurrency) pair, each measured against a floor from the same run.
     for (const transport of ['ws', 'mqtt']) {
       const rows = doc.results.filter((r) => r.name === `${transport}.calls_per_s`);
-      expect(rows.map((r) => `${String(r.params['devices'])}/${String(r.params['concurrency'])}`).sort()).toEqual(['1/1', '1/16', '1/64', '100/1', '100/16', '100/64']);
+      expect(rows.map((r) => `${String(r.params['devices'])}/${String(r.params['concurrency'])}`).sort()).toEqual([
+        '1/1',
+        '1/16',
+        '1/64',
+        '100/1',
+        '100/16',
+        '100/64',
+      ]);
       for (const r of rows) {
         expect(r.floor).not.toBeNull();
         expect(r.ratio).not.toBeNull();

@@ -33,26 +33,51 @@ const opus = Buffer.alloc(160, 0x58);
 const packet = sealUdpPacket(key, nonce, { timestamp: 60, sequence: 1 }, opus);
 const crypter = new UdpCrypter(key);
 const frame = Buffer.allocUnsafe(16 + 160);
-pair('UDP packet open (createCipheriv per packet -> UdpCrypter)', 100_000, () => void openUdpPacket(key, packet), () => crypter.openInto(packet, frame, 16));
-pair('UDP packet seal (createCipheriv per packet -> UdpCrypter)', 100_000, (i) => void sealUdpPacket(key, nonce, { timestamp: i, sequence: i }, opus), (i) => void crypter.seal(nonce, { timestamp: i, sequence: i }, opus));
+pair(
+  'UDP packet open (createCipheriv per packet -> UdpCrypter)',
+  100_000,
+  () => void openUdpPacket(key, packet),
+  () => crypter.openInto(packet, frame, 16),
+);
+pair(
+  'UDP packet seal (createCipheriv per packet -> UdpCrypter)',
+  100_000,
+  (i) => void sealUdpPacket(key, nonce, { timestamp: i, sequence: i }, opus),
+  (i) => void crypter.seal(nonce, { timestamp: i, sequence: i }, opus),
+);
 
 // A labelled counter increment, as every relayed frame does four of.
 const registry = new Registry();
 const frames = new Counter({ name: 'f_total', help: 'f', labelNames: ['direction'] as const, registers: [registry] });
 const bound = bindCounter(frames, { direction: 'up' });
-pair('counter increment (inc({labels}) -> bound child)', 1_000_000, () => frames.inc({ direction: 'up' }), () => bound.inc());
+pair(
+  'counter increment (inc({labels}) -> bound child)',
+  1_000_000,
+  () => frames.inc({ direction: 'up' }),
+  () => bound.inc(),
+);
 
 // A device's usual tools/call result.
 const reply = JSON.parse('{"content":[{"type":"text","text":"true"}],"isError":false}') as unknown;
-pair('tools/call result check (zod -> plainTextResult)', 200_000, () => {
-  const r = CallToolResultSchema.safeParse(reply);
-  if (r.success) normalizeDeviceContent(r.data.content);
-}, () => void plainTextResult(reply));
+pair(
+  'tools/call result check (zod -> plainTextResult)',
+  200_000,
+  () => {
+    const r = CallToolResultSchema.safeParse(reply);
+    if (r.success) normalizeDeviceContent(r.data.content);
+  },
+  () => void plainTextResult(reply),
+);
 
 // A request's logger (fastify makes one per request).
 const sink = new Writable({ write: (_c, _e, cb) => cb() });
 const log = createLogger('warn', sink).child({ component: 'http' });
-pair('request logger (pino child with redaction -> lazy)', 200_000, (i) => void log.child({ reqId: `req-${i}` }, {}), (i) => void lazyChildLogger(log, { reqId: `req-${i}` }, {}));
+pair(
+  'request logger (pino child with redaction -> lazy)',
+  200_000,
+  (i) => void log.child({ reqId: `req-${i}` }, {}),
+  (i) => void lazyChildLogger(log, { reqId: `req-${i}` }, {}),
+);
 
 // The API key check of every request.
 const keys = ['bench-api-key-0123456789abcdef'];
@@ -62,4 +87,9 @@ const uncached = () => {
   const key = keys.find((k) => safeEqual(k, m![1]!));
   return { principal: principalOf(key!) };
 };
-pair('API key check (SHA-256 per request -> once per key)', 200_000, () => void uncached(), () => void authenticate(header, keys));
+pair(
+  'API key check (SHA-256 per request -> once per key)',
+  200_000,
+  () => void uncached(),
+  () => void authenticate(header, keys),
+);

@@ -44,7 +44,9 @@ const rows = [...grouped].sort((a, b) => b[1] - a[1]).slice(0, Number(countArg ?
 process.stdout.write(`total ${(total / 1e3).toFixed(0)} ms sampled, idle ${((idle / total) * 100).toFixed(1)}%\n`);
 process.stdout.write('  self ms   self%  (of busy)  function  file:line\n');
 for (const [k, us] of rows) {
-  process.stdout.write(`${(us / 1e3).toFixed(1).padStart(9)}  ${((us / total) * 100).toFixed(1).padStart(5)}%  ${(k.startsWith('(idle)') ? '' : ((us / (total - idle)) * 100).toFixed(1) + '%').padStart(9)}  ${k}\n`);
+  process.stdout.write(
+    `${(us / 1e3).toFixed(1).padStart(9)}  ${((us / total) * 100).toFixed(1).padStart(5)}%  ${(k.startsWith('(idle)') ? '' : ((us / (total - idle)) * 100).toFixed(1) + '%').padStart(9)}  ${k}\n`,
+  );
 }
 
 // Also by package/file: where the busy time goes.
@@ -57,4 +59,5 @@ for (const [id, us] of selfUs) {
   byFile.set(key, (byFile.get(key) ?? 0) + us);
 }
 process.stdout.write('\nby package / file (busy time):\n');
-for (const [k, us] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, 20)) process.stdout.write(`${((us / (total - idle)) * 100).toFixed(1).padStart(6)}%  ${k}\n`);
+for (const [k, us] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, 20))
+  process.stdout.write(`${((us / (total - idle)) * 100).toFixed(1).padStart(6)}%  ${k}\n`);

@@ -22,7 +22,10 @@ export function LineChart({ title, unit, series }: { title: string; unit: string
   return (
     <figure class="chart">
       <figcaption>
-        {title} <span class="muted small">(max {fmt(max)} {unit})</span>
+        {title}{' '}
+        <span class="muted small">
+          (max {fmt(max)} {unit})
+        </span>
       </figcaption>
       <svg viewBox={`0 0 ${W} ${H}`} role="img" aria-label={`${title}, latest: ${latest || 'no data'} ${unit}`} preserveAspectRatio="none">
         <line x1={PAD} x2={W - PAD} y1={H - PAD} y2={H - PAD} class="axis" />
@@ -31,7 +34,11 @@ export function LineChart({ title, unit, series }: { title: string; unit: string
         ))}
         {/* A point with no neighbour draws no line: show it as a dot. */}
         {series.flatMap((s) =>
-          s.values.map((v, i) => (v !== null && (s.values[i - 1] ?? null) === null && (s.values[i + 1] ?? null) === null ? <circle key={`${s.name}-${i}`} class={`dot ${s.tone}`} cx={x(i)} cy={y(v)} r={3} /> : null)),
+          s.values.map((v, i) =>
+            v !== null && (s.values[i - 1] ?? null) === null && (s.values[i + 1] ?? null) === null ? (
+              <circle key={`${s.name}-${i}`} class={`dot ${s.tone}`} cx={x(i)} cy={y(v)} r={3} />
+            ) : null,
+          ),
         )}
       </svg>
       <ul class="legend">
@@ -46,7 +53,10 @@ export function LineChart({ title, unit, series }: { title: string; unit: string
 }
 
 function points(values: Array<number | null>, x: (i: number) => number, y: (v: number) => number): string {
-  return values.map((v, i) => (v === null ? '' : `${x(i).toFixed(1)},${y(v).toFixed(1)}`)).filter(Boolean).join(' ');
+  return values
+    .map((v, i) => (v === null ? '' : `${x(i).toFixed(1)},${y(v).toFixed(1)}`))
+    .filter(Boolean)
+    .join(' ');
 }
 
 function lastOf(values: Array<number | null>): number | null {

@@ -22,11 +22,7 @@ import './style.css';
 const PLAIN = ['events', 'servers', 'health', 'enrollments', 'endpoints', 'conversations', 'jobs', 'schedules'] as const;
 type Plain = (typeof PLAIN)[number];
 type Route =
-  | { view: 'devices' }
-  | { view: 'device'; id: string }
-  | { view: Plain }
-  | { view: 'job'; id: string }
-  | { view: 'assistant'; deviceId: string | undefined };
+  { view: 'devices' } | { view: 'device'; id: string } | { view: Plain } | { view: 'job'; id: string } | { view: 'assistant'; deviceId: string | undefined };
 
 /** Hash routes (#/devices/aa:bb:..): deep links work behind any prefix, with no server rewrite. */
 function parseRoute(hash: string): Route {
@@ -76,9 +72,8 @@ function SignIn({ onDone }: { onDone: () => void }) {
           One of the gateway's <code>GATEWAY_API_KEYS</code>. It stays in this tab only (session storage).
         </p>
         <p class="muted small key-where">
-          No key set? At its first start the gateway generated one, printed it once, and keeps it in <code>secrets.json</code> in its data
-          directory (<code>data/secrets.json</code> where it was started, or <code>$GATEWAY_DATA_DIR/secrets.json</code>; readable by its
-          owner only).
+          No key set? At its first start the gateway generated one, printed it once, and keeps it in <code>secrets.json</code> in its data directory (
+          <code>data/secrets.json</code> where it was started, or <code>$GATEWAY_DATA_DIR/secrets.json</code>; readable by its owner only).
         </p>
         <button type="submit" disabled={busy}>
           {busy ? 'Signing in…' : 'Sign in'}

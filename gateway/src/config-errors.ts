@@ -75,7 +75,8 @@ export function unknownKeyProblems(schema: z.ZodType, path: readonly PropertyKey
   const known = knownKeysAt(schema, path);
   return keys.map((key) => {
     const near = known.length ? closest(key, known) : undefined;
-    const hint = near !== undefined && distance(key.toLowerCase(), near.toLowerCase()) <= Math.max(2, Math.floor(near.length / 3)) ? `; did you mean "${near}"?` : '';
+    const hint =
+      near !== undefined && distance(key.toLowerCase(), near.toLowerCase()) <= Math.max(2, Math.floor(near.length / 3)) ? `; did you mean "${near}"?` : '';
     return `${[...path.map(String), key].join('.')}: unknown setting${hint}`;
   });
 }

@@ -38,9 +38,17 @@ export const ConfigSchema = z
       z.string().default('data'),
       'where generated secrets and the store (`voxgate.db`: enrollments) are kept; one gateway per data dir',
     ),
-    logLevel: env('GATEWAY_LOG_LEVEL', z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'), 'pino level (`silent` … `trace`)'),
+    logLevel: env(
+      'GATEWAY_LOG_LEVEL',
+      z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+      'pino level (`silent` … `trace`)',
+    ),
     /** `json` lines for log collectors; `pretty` (pino-pretty) for people reading a terminal. */
-    logFormat: env('GATEWAY_LOG_FORMAT', z.enum(['json', 'pretty']).default('json'), '`json` lines for log collectors, or `pretty` (pino-pretty) for a person at a terminal'),
+    logFormat: env(
+      'GATEWAY_LOG_FORMAT',
+      z.enum(['json', 'pretty']).default('json'),
+      '`json` lines for log collectors, or `pretty` (pino-pretty) for a person at a terminal',
+    ),
     vision: VisionSlice.prefault({}),
     calls: CallsSlice.prefault({}),
     session: SessionSlice.prefault({}),
@@ -174,4 +182,3 @@ function deepMerge(a: Record<string, unknown>, b: Record<string, unknown>): Reco
   }
   return out;
 }
-

@@ -27,11 +27,10 @@ import { hubEnabled } from './hub/config.js';
 import type { McpHub } from './hub/hub.js';
 import { Lifecycle, once, within } from './lifecycle.js';
 import { openListeners, warnIfOverOpenFileLimit } from './links/listeners.js';
-import type { MqttLink, MqttLinkOptions } from './links/mqtt.js';
+import type { MqttLink } from './links/mqtt.js';
 import { attachMcpEndpointLink } from './links/mcp-endpoint.js';
 import { attachWebSocketLink } from './links/ws.js';
 import { McpEndpoints } from './hub/endpoints.js';
-import { FleetPublisher } from './facade/publish.js';
 import { wsBounds } from './hub/upstream/transports.js';
 import { createLogger } from './log.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -40,7 +39,7 @@ import { SchemaValidators } from './schemas/validators.js';
 import { resolveSecrets } from './secrets.js';
 import { openStore } from './store/open.js';
 import type { Store } from './store/store.js';
-import { startupSummary, summaryText } from './startup-summary.js';
+import { logStarted } from './startup-summary.js';
 import { TlsCertificates } from './tls/certificates.js';
 import { GATEWAY_VERSION } from './version.js';
 import { assistantExplainer } from './assistant/vision.js';
@@ -48,7 +47,7 @@ import { visionOffer, visionService } from './vision/start.js';
 import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
 import type { Fleet } from './fleet/start.js';
-import { openDevices, openEvents, openFleet, openSchedules } from './open-state.js';
+import { mqttOptions, openDevices, openEvents, openFleet, openSchedules, publishFleet } from './open-state.js';
 
 export interface Gateway {
   /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
@@ -107,7 +106,11 @@ export interface Gateway {
 export async function startGateway(config: Config, opts: { log?: Logger; converseKit?: () => ConverseKit } = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel, undefined, config.logFormat);
   const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
-  if (secrets.tightenedFrom) log.warn({ file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom }, 'the secrets file was readable by group or others; its mode is now 0600');
+  if (secrets.tightenedFrom)
+    log.warn(
+      { file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom },
+      'the secrets file was readable by group or others; its mode is now 0600',
+    );
   if (config.deviceAuth === 'open') log.warn('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
   const life = new Lifecycle(log);
   try {
@@ -173,7 +176,23 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
   const address = front.http.server.address();
   const { metrics, bus, registry, directory, hub, mcpEndpoints, store, enrollment, assistant, voice, tls, visionKey, fleet, deviceTenants } = core;
   return {
-    config, log, registry, directory, bus, metrics, hub, mcpEndpoints, hubStarted, store, enrollment, assistant, voice, tls, visionKey, fleet, deviceTenants,
+    config,
+    log,
+    registry,
+    directory,
+    bus,
+    metrics,
+    hub,
+    mcpEndpoints,
+    hubStarted,
+    store,
+    enrollment,
+    assistant,
+    voice,
+    tls,
+    visionKey,
+    fleet,
+    deviceTenants,
     http: front.http,
     mqtt: front.mqtt,
     cluster: front.cluster,
@@ -202,7 +221,8 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const metrics = createMetrics();
   // Read first: a missing or mismatched certificate stops the start before anything listens.
   const { certFile, keyFile, caFile } = config.tls;
-  const tls = certFile !== undefined && keyFile !== undefined ? new TlsCertificates({ certFile, keyFile, caFile }, log.child({ component: 'tls' }), metrics) : undefined;
+  const tls =
+    certFile !== undefined && keyFile !== undefined ? new TlsCertificates({ certFile, keyFile, caFile }, log.child({ component: 'tls' }), metrics) : undefined;
   const clusterLink = config.cluster.enabled
     ? await connectCluster(config.cluster, {
         log,
@@ -232,16 +252,23 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
     for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
   };
   const enrollment =
-    config.deviceAuth === 'open' ? undefined : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked }, config.enrollment);
+    config.deviceAuth === 'open'
+      ? undefined
+      : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked }, config.enrollment);
   // Tenancy (issue 20 item 6): each device's tenant, kept in the store and shared through it in a cluster;
   // the hub, the device, event and enrollment routes and OTA (enrollment.tenantRules) read it.
   const deviceTenants = new DeviceTenants(config.enrollment.tenantRules ?? [], log.child({ component: 'tenancy' }));
   await deviceTenants.attach(store);
   voice.useTenancy(deviceTenants);
-  const hub = createHub({ log, metrics, registry: directory, bus, validators, deviceTenancy: deviceTenants }, config.mcp, { schemas: config.schemas, deviceCallTimeoutMs: config.calls.defaultTimeoutMs });
+  const hub = createHub({ log, metrics, registry: directory, bus, validators, deviceTenancy: deviceTenants }, config.mcp, {
+    schemas: config.schemas,
+    deviceCallTimeoutMs: config.calls.defaultTimeoutMs,
+  });
   const closeHub = once(() => hub.close());
   life.defer('hub', closeHub);
-  const mcpEndpoints = config.mcp.endpoints.enabled ? await McpEndpoints.open(hub, store, log.child({ component: 'mcp-endpoint' }), config.mcp.endpoints) : undefined;
+  const mcpEndpoints = config.mcp.endpoints.enabled
+    ? await McpEndpoints.open(hub, store, log.child({ component: 'mcp-endpoint' }), config.mcp.endpoints)
+    : undefined;
   // The hub needs the registry, which needs the relay: the relay learns of the hub last.
   voice.useHub(hub);
   const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
@@ -249,13 +276,32 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
   const fleet = await openFleet(config, { store, bus, log, registry, directory, hub, life });
-  return { metrics, tls, clusterLink, bus, eventLog, voice, registry, records, directory, store, enrollment, deviceTenants, hub, mcpEndpoints, assistant, fleet, visionKey, closeVoice, closeHub, closeAssistant };
+  return {
+    metrics,
+    tls,
+    clusterLink,
+    bus,
+    eventLog,
+    voice,
+    registry,
+    records,
+    directory,
+    store,
+    enrollment,
+    deviceTenants,
+    hub,
+    mcpEndpoints,
+    assistant,
+    fleet,
+    visionKey,
+    closeVoice,
+    closeHub,
+    closeAssistant,
+  };
 }
 
-
-
-
 /** The HTTP app and device WebSockets, the cluster, then every listener; each registers its closer as it opens. */
+// eslint-disable-next-line max-lines-per-function -- each listener opens and registers its closer in start order
 async function openFront(config: Config, log: Logger, secrets: Secrets, core: Core, life: Lifecycle): Promise<Front> {
   const { metrics, registry, directory, bus, hub, enrollment, assistant, tls } = core;
   const tenants = new Map(Object.entries(config.apiKeyTenants));
@@ -263,7 +309,19 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   const history = new MetricsHistory(metrics, config.metrics.historyIntervalMs, config.metrics.historySamples, Date.now, log.child({ component: 'metrics' }));
   const fallbackExplainer = assistantExplainer(assistant, config.vision.maxPhotoBytes);
   const vision = visionService({ visionKey: core.visionKey, dataDir: config.dataDir, fallbackExplainer, bus, metrics, log }, config.vision);
-  const api = { log, registry: directory, bus, metrics, hub, enrollment, assistant, history, apiKeys, version: GATEWAY_VERSION, deviceSecret: secrets.deviceSecret };
+  const api = {
+    log,
+    registry: directory,
+    bus,
+    metrics,
+    hub,
+    enrollment,
+    assistant,
+    history,
+    apiKeys,
+    version: GATEWAY_VERSION,
+    deviceSecret: secrets.deviceSecret,
+  };
   const f = { stopping: false, mqtt: undefined as MqttLink | undefined };
   const scheduler = await openSchedules(config, log, core, life);
   const http: FastifyInstance = await createHttp(
@@ -291,7 +349,14 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   const closeHttp = once(() => http.close());
   life.defer('http', closeHttp);
   warnIfOverOpenFileLimit(config, log);
-  const auth = { mode: config.deviceAuth, tokens: config.deviceTokens, secret: secrets.deviceSecret, tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds, enrollment, liveCredential: (id: string) => registry.liveCredential(id) };
+  const auth = {
+    mode: config.deviceAuth,
+    tokens: config.deviceTokens,
+    secret: secrets.deviceSecret,
+    tokenMaxAgeSeconds: config.deviceTokenMaxAgeSeconds,
+    enrollment,
+    liveCredential: (id: string) => registry.liveCredential(id),
+  };
   const endpoints = config.mcp.endpoints;
   const toolLink = core.mcpEndpoints
     ? attachMcpEndpointLink(http.server, {
@@ -321,7 +386,12 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   life.defer('mqtt', closeMqtt);
   // MQTT backends read every device's events (voxgate/events/#): operator keys only, never a tenant's key.
   const operatorKeys = () => secrets.apiKeys.filter((k) => !tenants.has(k));
-  await openListeners(http, config, () => mqttOptions(config, { auth, registry, log, metrics, tls, apiKeys: operatorKeys }), (m) => (f.mqtt = m));
+  await openListeners(
+    http,
+    config,
+    () => mqttOptions(config, { auth, registry, log, metrics, tls, apiKeys: operatorKeys }),
+    (m) => (f.mqtt = m),
+  );
   if (f.mqtt) fanOutToMqtt(bus, f.mqtt.publish);
   const metricsListener =
     config.metrics.port === undefined
@@ -341,7 +411,6 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   return Object.assign(f, { http, ws, metricsListener, cluster, history, closeHttp, closeMqtt, closeMetrics, closeWs });
 }
 
-
 /** PATCH /v1/devices/{id} (voice mode, name, room, tags) and DELETE: forgets the record, voice mode and credentials. */
 function deviceSettings(core: Core): DeviceSettingsDeps {
   const { registry, directory, enrollment, voice, records } = core;
@@ -354,17 +423,6 @@ function deviceSettings(core: Core): DeviceSettingsDeps {
     also: [(id) => core.fleet.calls.forgetDevice(id)],
   });
   return { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id), records, forget, tenants: core.deviceTenants };
-}
-
-/** mcp.publish: the namespace served to remote MCP endpoints (each redials with backoff until closed). */
-function publishFleet(config: Config, log: Logger, hub: McpHub, life: Lifecycle): void {
-  for (const target of config.mcp.publish) {
-    // The token is in the URL: logs name the endpoint by origin and path only.
-    const u = new URL(target.url);
-    const p = new FleetPublisher(hub, target, { log: log.child({ component: 'mcp-publish', endpoint: `${u.origin}${u.pathname}` }), version: GATEWAY_VERSION });
-    p.start();
-    life.defer('mcp publish', () => p.close());
-  }
 }
 
 /**
@@ -385,7 +443,9 @@ function deferShutdown(config: Config, log: Logger, core: Core, front: Front, li
   life.defer('devices', async () => {
     // Wait until each device socket has closed (close handshake done, or terminated a second later): a
     // process that exits before that cuts off the close frame, and the device sees 1006, not 1001.
-    devicesClosed = Promise.all([...front.ws.wss.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))));
+    devicesClosed = Promise.all(
+      [...front.ws.wss.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))),
+    );
     await core.closeAssistant();
     await core.closeVoice();
     await front.closeWs('gateway shutting down');
@@ -402,43 +462,4 @@ function deferShutdown(config: Config, log: Logger, core: Core, front: Front, li
     // endpoint's sessions close in its own preClose hook, when the HTTP app closes).
     await core.hub.drain();
   });
-}
-
-function mqttOptions(
-  config: Config,
-  d: Pick<MqttLinkOptions, 'auth' | 'registry' | 'metrics' | 'apiKeys'> & { log: Logger; tls: TlsCertificates | undefined },
-): MqttLinkOptions {
-  const m = config.mqtt;
-  return {
-    host: m.host,
-    port: m.port,
-    maxPacketBytes: m.maxPacketBytes,
-    maxConnections: m.maxConnections,
-    maxConnectionsPerAddress: m.maxConnectionsPerAddress,
-    connectTimeoutMs: m.connectTimeoutMs,
-    keepalive: { minSeconds: m.keepaliveMinSeconds, maxSeconds: m.keepaliveMaxSeconds },
-    auth: d.auth,
-    apiKeys: d.apiKeys,
-    registry: d.registry,
-    log: d.log.child({ component: 'mqtt' }),
-    metrics: d.metrics,
-    tls: d.tls && config.tls.mqttEnabled ? { port: config.tls.mqttPort, certificates: d.tls } : undefined,
-  };
-}
-
-/** One block on start: the ports (as before), then where to go and what was read (startup-summary.ts). */
-function logStarted(config: Config, log: Logger, http: FastifyInstance, mqtt: MqttLink | undefined, tls: boolean): void {
-  const address = http.server.address();
-  const httpPort = typeof address === 'object' && address ? address.port : config.http.port;
-  const summary = startupSummary(config, { httpPort, tls });
-  const ports = {
-    http: `${config.http.host}:${httpPort}`,
-    ...(tls ? { tls: true } : {}),
-    mqtt: mqtt ? `${config.mqtt.host}:${mqtt.port}` : 'disabled',
-    ...(mqtt?.tlsPort !== undefined ? { mqttTls: `${config.mqtt.host}:${mqtt.tlsPort}` } : {}),
-    deviceAuth: config.deviceAuth,
-  };
-  // Pretty logs are read by a person: the summary as aligned lines under the message, not as fields.
-  if (config.logFormat === 'pretty') log.info(`voxgate started (version ${GATEWAY_VERSION})\n${summaryText(summary, ports)}`);
-  else log.info({ ...ports, version: GATEWAY_VERSION, ...summary }, 'voxgate started');
 }

@@ -55,9 +55,7 @@ async function main(): Promise<void> {
   gw = await startGateway(config, { log });
   if (gw.generatedApiKey) {
     // Printed once, outside the (redacted) log: it is also kept in <dataDir>/secrets.json (mode 0600).
-    process.stderr.write(
-      `\n  No GATEWAY_API_KEYS configured; generated an API key (kept in ${config.dataDir}/secrets.json):\n\n    ${gw.generatedApiKey}\n\n`,
-    );
+    process.stderr.write(`\n  No GATEWAY_API_KEYS configured; generated an API key (kept in ${config.dataDir}/secrets.json):\n\n    ${gw.generatedApiKey}\n\n`);
   }
   if (signal !== undefined) shutDown(gw, config, signal, exitCode);
 }
@@ -67,10 +65,13 @@ function shutDown(gw: Gateway, config: Config, signal: string, exitCode: number)
   else gw.log.error({ reason: signal }, 'stopping after an uncaught exception');
   // close() bounds connections by shutdownGraceMs and hub children by mcp.killGraceMs (TERM, then KILL,
   // then a bounded wait for the group); past both, something is stuck: exit anyway.
-  const hardStop = setTimeout(() => {
-    gw.log.error({ signal }, 'shutdown overran its grace period; exiting');
-    process.exit(1);
-  }, config.shutdownGraceMs + 2 * config.mcp.killGraceMs + 1000);
+  const hardStop = setTimeout(
+    () => {
+      gw.log.error({ signal }, 'shutdown overran its grace period; exiting');
+      process.exit(1);
+    },
+    config.shutdownGraceMs + 2 * config.mcp.killGraceMs + 1000,
+  );
   hardStop.unref();
   void gw.close().then(
     () => process.exit(exitCode),

@@ -2,16 +2,32 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { bindCounter } from './metrics-bound.js';
 
 /** Operator counters. No per-device labels: a fleet would explode the series count. */
+// eslint-disable-next-line max-lines-per-function -- a table of metric definitions (data): one entry per metric
 export function createMetrics() {
   const registry = new Registry();
   // prom-client's default names already say what they are (process_cpu_…, nodejs_heap_…): only the project prefix.
   collectDefaultMetrics({ register: registry, prefix: 'voxgate_' });
   const m = {
     registry,
-    devicesConnected: new Gauge({ name: 'voxgate_devices_connected', help: 'Devices connected now', labelNames: ['transport'] as const, registers: [registry] }),
+    devicesConnected: new Gauge({
+      name: 'voxgate_devices_connected',
+      help: 'Devices connected now',
+      labelNames: ['transport'] as const,
+      registers: [registry],
+    }),
     devicesReady: new Gauge({ name: 'voxgate_devices_ready', help: 'Connected devices whose tool catalog is loaded', registers: [registry] }),
-    connections: new Counter({ name: 'voxgate_device_connections_total', help: 'Device connections accepted', labelNames: ['transport'] as const, registers: [registry] }),
-    authRefused: new Counter({ name: 'voxgate_device_auth_refused_total', help: 'Device connections refused at authentication', labelNames: ['transport', 'reason'] as const, registers: [registry] }),
+    connections: new Counter({
+      name: 'voxgate_device_connections_total',
+      help: 'Device connections accepted',
+      labelNames: ['transport'] as const,
+      registers: [registry],
+    }),
+    authRefused: new Counter({
+      name: 'voxgate_device_auth_refused_total',
+      help: 'Device connections refused at authentication',
+      labelNames: ['transport', 'reason'] as const,
+      registers: [registry],
+    }),
     takeovers: new Counter({ name: 'voxgate_device_takeovers_total', help: 'Connections replaced by a newer one for the same device', registers: [registry] }),
     calls: new Counter({ name: 'voxgate_calls_total', help: 'Device calls by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
     callDuration: new Histogram({
@@ -20,50 +36,169 @@ export function createMetrics() {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers: [registry],
     }),
-    framesIn: new Counter({ name: 'voxgate_frames_received_total', help: 'Frames received from devices', labelNames: ['transport', 'kind'] as const, registers: [registry] }),
-    framesRejected: new Counter({ name: 'voxgate_frames_rejected_total', help: 'Device frames rejected', labelNames: ['reason'] as const, registers: [registry] }),
+    framesIn: new Counter({
+      name: 'voxgate_frames_received_total',
+      help: 'Frames received from devices',
+      labelNames: ['transport', 'kind'] as const,
+      registers: [registry],
+    }),
+    framesRejected: new Counter({
+      name: 'voxgate_frames_rejected_total',
+      help: 'Device frames rejected',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     audioBytes: new Counter({ name: 'voxgate_audio_bytes_received_total', help: 'Binary (audio) bytes received and not processed', registers: [registry] }),
-    toolsPages: new Counter({ name: 'voxgate_tools_pages_total', help: 'tools/list pages received, parsed or taken from the page cache', labelNames: ['source'] as const, registers: [registry] }),
-    lateReplies: new Counter({ name: 'voxgate_late_replies_total', help: 'Device replies that matched no pending call (late or unknown id)', registers: [registry] }),
-    visionUploads: new Counter({ name: 'voxgate_vision_uploads_total', help: 'Photos posted to the vision endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
-    setupRetries: new Counter({ name: 'voxgate_device_setup_retries_total', help: 'Device setup steps (initialize, tools/list pages) retried after a failure', labelNames: ['step'] as const, registers: [registry] }),
-    catalogsIncomplete: new Counter({ name: 'voxgate_device_catalogs_incomplete_total', help: 'Device catalogs kept incomplete because the device refused a tools/list page for good', registers: [registry] }),
+    toolsPages: new Counter({
+      name: 'voxgate_tools_pages_total',
+      help: 'tools/list pages received, parsed or taken from the page cache',
+      labelNames: ['source'] as const,
+      registers: [registry],
+    }),
+    lateReplies: new Counter({
+      name: 'voxgate_late_replies_total',
+      help: 'Device replies that matched no pending call (late or unknown id)',
+      registers: [registry],
+    }),
+    visionUploads: new Counter({
+      name: 'voxgate_vision_uploads_total',
+      help: 'Photos posted to the vision endpoint, by outcome',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    setupRetries: new Counter({
+      name: 'voxgate_device_setup_retries_total',
+      help: 'Device setup steps (initialize, tools/list pages) retried after a failure',
+      labelNames: ['step'] as const,
+      registers: [registry],
+    }),
+    catalogsIncomplete: new Counter({
+      name: 'voxgate_device_catalogs_incomplete_total',
+      help: 'Device catalogs kept incomplete because the device refused a tools/list page for good',
+      registers: [registry],
+    }),
     events: new Counter({ name: 'voxgate_events_total', help: 'Events published on the bus', labelNames: ['type'] as const, registers: [registry] }),
     sseClients: new Gauge({ name: 'voxgate_sse_clients', help: 'Open SSE streams', registers: [registry] }),
-    hubConnects: new Counter({ name: 'voxgate_mcp_server_connects_total', help: 'Upstream MCP server start attempts at hub start, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
-    hubServerStates: new Counter({ name: 'voxgate_mcp_server_state_changes_total', help: 'Upstream MCP server state changes, by new state', labelNames: ['state'] as const, registers: [registry] }),
-    hubOversized: new Counter({ name: 'voxgate_mcp_server_oversized_messages_total', help: 'Messages from stdio MCP servers over mcp.maxResultBytes, skipped', registers: [registry] }),
-    hubLogsDropped: new Counter({ name: 'voxgate_mcp_server_logs_dropped_total', help: 'Log messages from hosted MCP servers over mcp.upstreamLogRatePerSecond, dropped', registers: [registry] }),
-    hubCalls: new Counter({ name: 'voxgate_tool_calls_total', help: 'Namespaced tool calls (HTTP and MCP endpoint), by target kind and outcome', labelNames: ['kind', 'outcome'] as const, registers: [registry] }),
-    mcpRequests: new Counter({ name: 'voxgate_mcp_endpoint_requests_total', help: 'Requests to the /mcp endpoint, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
+    hubConnects: new Counter({
+      name: 'voxgate_mcp_server_connects_total',
+      help: 'Upstream MCP server start attempts at hub start, by outcome',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    hubServerStates: new Counter({
+      name: 'voxgate_mcp_server_state_changes_total',
+      help: 'Upstream MCP server state changes, by new state',
+      labelNames: ['state'] as const,
+      registers: [registry],
+    }),
+    hubOversized: new Counter({
+      name: 'voxgate_mcp_server_oversized_messages_total',
+      help: 'Messages from stdio MCP servers over mcp.maxResultBytes, skipped',
+      registers: [registry],
+    }),
+    hubLogsDropped: new Counter({
+      name: 'voxgate_mcp_server_logs_dropped_total',
+      help: 'Log messages from hosted MCP servers over mcp.upstreamLogRatePerSecond, dropped',
+      registers: [registry],
+    }),
+    hubCalls: new Counter({
+      name: 'voxgate_tool_calls_total',
+      help: 'Namespaced tool calls (HTTP and MCP endpoint), by target kind and outcome',
+      labelNames: ['kind', 'outcome'] as const,
+      registers: [registry],
+    }),
+    mcpRequests: new Counter({
+      name: 'voxgate_mcp_endpoint_requests_total',
+      help: 'Requests to the /mcp endpoint, by outcome',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     ...inboundEndpointMetrics(registry),
     mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),
-    eventsDropped: new Counter({ name: 'voxgate_events_dropped_total', help: 'Device events dropped before the bus, by reason (device_rate: over the per-device rate)', labelNames: ['reason'] as const, registers: [registry] }),
+    eventsDropped: new Counter({
+      name: 'voxgate_events_dropped_total',
+      help: 'Device events dropped before the bus, by reason (device_rate: over the per-device rate)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     // The persisted event history (embedded store): events written in batches, or dropped (writes kept failing).
-    eventHistory: new Counter({ name: 'voxgate_event_history_writes_total', help: 'Events written to the event history, or dropped (outcome: written, dropped)', labelNames: ['outcome'] as const, registers: [registry] }),
+    eventHistory: new Counter({
+      name: 'voxgate_event_history_writes_total',
+      help: 'Events written to the event history, or dropped (outcome: written, dropped)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     eventHistorySize: new Gauge({ name: 'voxgate_event_history_size', help: 'Events kept in the event history (embedded store)', registers: [registry] }),
-    sseDropped: new Counter({ name: 'voxgate_sse_streams_dropped_total', help: 'SSE streams closed or refused by the gateway, by reason (slow, total_cap, key_cap)', labelNames: ['reason'] as const, registers: [registry] }),
-    devicesKnown: new Gauge({ name: 'voxgate_devices_known', help: 'Devices known here, online or not (recorded in the store; bounded by devices.maxKnown but for online and named ones)', registers: [registry] }),
-    deviceRecordWrites: new Counter({ name: 'voxgate_device_record_writes_total', help: 'Device record store operations (a batch of facts: connects, last seen, disconnects; a metadata write; a forget), by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
-    devicesForgotten: new Counter({ name: 'voxgate_devices_forgotten_total', help: 'Offline devices forgotten past devices.maxKnown (never_ready first, then offline least recently seen)', labelNames: ['kind'] as const, registers: [registry] }),
-    connectionsOpen: new Gauge({ name: 'voxgate_connections_open', help: 'Open sockets per listener (devices, API callers, idle ones)', labelNames: ['listener'] as const, registers: [registry] }),
+    sseDropped: new Counter({
+      name: 'voxgate_sse_streams_dropped_total',
+      help: 'SSE streams closed or refused by the gateway, by reason (slow, total_cap, key_cap)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    devicesKnown: new Gauge({
+      name: 'voxgate_devices_known',
+      help: 'Devices known here, online or not (recorded in the store; bounded by devices.maxKnown but for online and named ones)',
+      registers: [registry],
+    }),
+    deviceRecordWrites: new Counter({
+      name: 'voxgate_device_record_writes_total',
+      help: 'Device record store operations (a batch of facts: connects, last seen, disconnects; a metadata write; a forget), by outcome',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    devicesForgotten: new Counter({
+      name: 'voxgate_devices_forgotten_total',
+      help: 'Offline devices forgotten past devices.maxKnown (never_ready first, then offline least recently seen)',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
+    connectionsOpen: new Gauge({
+      name: 'voxgate_connections_open',
+      help: 'Open sockets per listener (devices, API callers, idle ones)',
+      labelNames: ['listener'] as const,
+      registers: [registry],
+    }),
     connectionsRefused: new Counter({
       name: 'voxgate_connections_refused_total',
       help: 'Connections refused or closed by a connection limit: listener_full, address_full, device_cap, no_connect, no_request',
       labelNames: ['listener', 'reason'] as const,
       registers: [registry],
     }),
-    enrollments: new Counter({ name: 'voxgate_enrollment_decisions_total', help: 'OTA and activation decisions, by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
-    rateLimited: new Counter({ name: 'voxgate_rate_limited_total', help: 'Requests refused by a per-address rate limit, by route', labelNames: ['route'] as const, registers: [registry] }),
-    takeoversRefused: new Counter({ name: 'voxgate_device_takeovers_refused_total', help: 'New connections refused because a live one holds other credentials', registers: [registry] }),
+    enrollments: new Counter({
+      name: 'voxgate_enrollment_decisions_total',
+      help: 'OTA and activation decisions, by outcome',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    rateLimited: new Counter({
+      name: 'voxgate_rate_limited_total',
+      help: 'Requests refused by a per-address rate limit, by route',
+      labelNames: ['route'] as const,
+      registers: [registry],
+    }),
+    takeoversRefused: new Counter({
+      name: 'voxgate_device_takeovers_refused_total',
+      help: 'New connections refused because a live one holds other credentials',
+      registers: [registry],
+    }),
     handlerErrors: new Counter({
       name: 'voxgate_frame_handler_errors_total',
       help: 'Unexpected errors in a connection frame handler (the connection is closed, the gateway goes on)',
       labelNames: ['transport'] as const,
       registers: [registry],
     }),
-    schemasRefused: new Counter({ name: 'voxgate_schemas_refused_total', help: 'Tool schemas over the size/depth bounds (tool left out)', labelNames: ['source', 'reason'] as const, registers: [registry] }),
-    patternsUnenforced: new Counter({ name: 'voxgate_schema_patterns_unenforced_total', help: 'Schema patterns the linear-time regex engine cannot run (not enforced)', labelNames: ['reason'] as const, registers: [registry] }),
+    schemasRefused: new Counter({
+      name: 'voxgate_schemas_refused_total',
+      help: 'Tool schemas over the size/depth bounds (tool left out)',
+      labelNames: ['source', 'reason'] as const,
+      registers: [registry],
+    }),
+    patternsUnenforced: new Counter({
+      name: 'voxgate_schema_patterns_unenforced_total',
+      help: 'Schema patterns the linear-time regex engine cannot run (not enforced)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     deviceContent: new Counter({
       name: 'voxgate_device_content_normalized_total',
       help: 'Device tools/call content items rewritten to valid MCP content (firmware_image: the firmware image shape; malformed: passed on as text)',
@@ -76,10 +211,28 @@ export function createMetrics() {
       labelNames: ['kind'] as const,
       registers: [registry],
     }),
-    schemaValidators: new Gauge({ name: 'voxgate_schema_validators_cached', help: 'Compiled schema validators held (LRU, shared by schema content)', registers: [registry] }),
-    tlsReloads: new Counter({ name: 'voxgate_tls_reloads_total', help: 'TLS certificate reloads (SIGUSR2), by outcome (ok, failed: the previous certificate stays)', labelNames: ['outcome'] as const, registers: [registry] }),
-    tlsCertificateExpiry: new Gauge({ name: 'voxgate_tls_certificate_expiry_timestamp_seconds', help: 'When the served TLS certificate expires (Unix time)', registers: [registry] }),
-    tlsHandshakeFailures: new Counter({ name: 'voxgate_tls_handshake_failures_total', help: 'TLS connections closed in the handshake, by listener and reason (timeout, error, plain_http: an http:// request to the HTTPS port)', labelNames: ['listener', 'reason'] as const, registers: [registry] }),
+    schemaValidators: new Gauge({
+      name: 'voxgate_schema_validators_cached',
+      help: 'Compiled schema validators held (LRU, shared by schema content)',
+      registers: [registry],
+    }),
+    tlsReloads: new Counter({
+      name: 'voxgate_tls_reloads_total',
+      help: 'TLS certificate reloads (SIGUSR2), by outcome (ok, failed: the previous certificate stays)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    tlsCertificateExpiry: new Gauge({
+      name: 'voxgate_tls_certificate_expiry_timestamp_seconds',
+      help: 'When the served TLS certificate expires (Unix time)',
+      registers: [registry],
+    }),
+    tlsHandshakeFailures: new Counter({
+      name: 'voxgate_tls_handshake_failures_total',
+      help: 'TLS connections closed in the handshake, by listener and reason (timeout, error, plain_http: an http:// request to the HTTPS port)',
+      labelNames: ['listener', 'reason'] as const,
+      registers: [registry],
+    }),
   };
   return { ...m, hot: hotCounters(m.calls, m.framesIn) };
 }
@@ -103,9 +256,23 @@ function hotCounters(calls: Counter<'outcome'>, framesIn: Counter<'transport' | 
 /** The inbound MCP endpoint's own series (tool processes such as mcp_pipe.py that dial in). */
 function inboundEndpointMetrics(registry: Registry) {
   return {
-    inboundEndpointConnections: new Gauge({ name: 'voxgate_mcp_inbound_endpoint_connections', help: 'Tool processes connected to the inbound MCP endpoint (mcp_pipe.py and the like)', registers: [registry] }),
-    inboundEndpointRefused: new Counter({ name: 'voxgate_mcp_inbound_endpoint_refused_total', help: 'Connections to the inbound MCP endpoint refused at the upgrade, by reason (unknown_token, rate_limited, total_full, token_full)', labelNames: ['reason'] as const, registers: [registry] }),
-    inboundEndpointCalls: new Counter({ name: 'voxgate_mcp_inbound_endpoint_tool_calls_total', help: 'Tool calls served by tool processes on the inbound MCP endpoint, by outcome (ok, tool_error: an error result, a timeout or a dropped connection)', labelNames: ['outcome'] as const, registers: [registry] }),
+    inboundEndpointConnections: new Gauge({
+      name: 'voxgate_mcp_inbound_endpoint_connections',
+      help: 'Tool processes connected to the inbound MCP endpoint (mcp_pipe.py and the like)',
+      registers: [registry],
+    }),
+    inboundEndpointRefused: new Counter({
+      name: 'voxgate_mcp_inbound_endpoint_refused_total',
+      help: 'Connections to the inbound MCP endpoint refused at the upgrade, by reason (unknown_token, rate_limited, total_full, token_full)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    inboundEndpointCalls: new Counter({
+      name: 'voxgate_mcp_inbound_endpoint_tool_calls_total',
+      help: 'Tool calls served by tool processes on the inbound MCP endpoint, by outcome (ok, tool_error: an error result, a timeout or a dropped connection)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
   };
 }
 

@@ -1,6 +1,7 @@
 /**
  * The parts of the composition root that keep state (gateway.ts wires them): the event bus with its
- * history, the device registry with its lasting records, queued calls and jobs, and schedules.
+ * history, the device registry with its lasting records, queued calls and jobs, schedules, and the
+ * fleet published to remote MCP endpoints; and the MQTT broker's options.
  */
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { Logger } from 'pino';
@@ -19,6 +20,10 @@ import { RegistrySelector } from './fleet/registry-selector.js';
 import { Scheduler, type ScheduleTargets } from './fleet/schedules.js';
 import { startFleet, type Fleet } from './fleet/start.js';
 import type { McpHub } from './hub/hub.js';
+import type { MqttLinkOptions } from './links/mqtt.js';
+import type { TlsCertificates } from './tls/certificates.js';
+import { FleetPublisher } from './facade/publish.js';
+import { GATEWAY_VERSION } from './version.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Metrics } from './metrics.js';
 import type { SchemaValidators } from './schemas/validators.js';
@@ -65,7 +70,16 @@ function openEventLog(config: Config, store: Store, cluster: ClusterConnection |
 /** The device registry and its lasting records (issue 23): every device ever admitted, listed offline until it dials back. */
 export async function openDevices(
   config: Config,
-  d: { voice: Voice; log: Logger; bus: EventBus; metrics: Metrics; vision: ReturnType<typeof visionOffer>; validators: SchemaValidators; store: Store; life: Lifecycle },
+  d: {
+    voice: Voice;
+    log: Logger;
+    bus: EventBus;
+    metrics: Metrics;
+    vision: ReturnType<typeof visionOffer>;
+    validators: SchemaValidators;
+    store: Store;
+    life: Lifecycle;
+  },
 ) {
   const { log, metrics, vision } = d;
   const records = new DeviceRecords({
@@ -125,11 +139,53 @@ export async function openSchedules(config: Config, log: Logger, core: { fleet: 
     },
     async startJob(body) {
       const parsed = JobBody.safeParse(body);
-      if (!parsed.success) throw new GatewayError('INVALID_REQUEST', `the scheduled job is not a valid POST /v1/jobs body: ${parsed.error.message.slice(0, 500)}`);
+      if (!parsed.success)
+        throw new GatewayError('INVALID_REQUEST', `the scheduled job is not a valid POST /v1/jobs body: ${parsed.error.message.slice(0, 500)}`);
       return { jobId: (await core.fleet.jobs.create(jobRequest(parsed.data))).id };
     },
   };
-  const scheduler = await Scheduler.open({ store: core.store, targets, bus: core.bus, log, config: config.fleet.schedules, instanceId: config.cluster.instanceId });
+  const scheduler = await Scheduler.open({
+    store: core.store,
+    targets,
+    bus: core.bus,
+    log,
+    config: config.fleet.schedules,
+    instanceId: config.cluster.instanceId,
+  });
   life.defer('schedules', () => scheduler.close());
   return scheduler;
+}
+
+/** mcp.publish: the namespace served to remote MCP endpoints (each redials with backoff until closed). */
+export function publishFleet(config: Config, log: Logger, hub: McpHub, life: Lifecycle): void {
+  for (const target of config.mcp.publish) {
+    // The token is in the URL: logs name the endpoint by origin and path only.
+    const u = new URL(target.url);
+    const p = new FleetPublisher(hub, target, { log: log.child({ component: 'mcp-publish', endpoint: `${u.origin}${u.pathname}` }), version: GATEWAY_VERSION });
+    p.start();
+    life.defer('mcp publish', () => p.close());
+  }
+}
+
+/** The embedded MQTT broker's options, from mqtt.* and tls.* (links/mqtt.ts). */
+export function mqttOptions(
+  config: Config,
+  d: Pick<MqttLinkOptions, 'auth' | 'registry' | 'metrics' | 'apiKeys'> & { log: Logger; tls: TlsCertificates | undefined },
+): MqttLinkOptions {
+  const m = config.mqtt;
+  return {
+    host: m.host,
+    port: m.port,
+    maxPacketBytes: m.maxPacketBytes,
+    maxConnections: m.maxConnections,
+    maxConnectionsPerAddress: m.maxConnectionsPerAddress,
+    connectTimeoutMs: m.connectTimeoutMs,
+    keepalive: { minSeconds: m.keepaliveMinSeconds, maxSeconds: m.keepaliveMaxSeconds },
+    auth: d.auth,
+    apiKeys: d.apiKeys,
+    registry: d.registry,
+    log: d.log.child({ component: 'mqtt' }),
+    metrics: d.metrics,
+    tls: d.tls && config.tls.mqttEnabled ? { port: config.tls.mqttPort, certificates: d.tls } : undefined,
+  };
 }

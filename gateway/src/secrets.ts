@@ -28,7 +28,8 @@ export function resolveSecrets(dataDir: string, configured: { apiKeys: string[];
     stored = SecretsFileSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
   } catch (e) {
     // The reason only (never the file's text: JSON.parse and zod may quote it).
-    const reason = e instanceof SyntaxError ? 'not valid JSON' : e instanceof z.ZodError ? 'not {apiKey?, deviceSecret?} with 16+ character strings' : (e as Error).message;
+    const reason =
+      e instanceof SyntaxError ? 'not valid JSON' : e instanceof z.ZodError ? 'not {apiKey?, deviceSecret?} with 16+ character strings' : (e as Error).message;
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`${file}: unreadable secrets file (${reason})`);
   }
   let generatedApiKey: string | undefined;

@@ -2,7 +2,11 @@ import { isIP } from 'node:net';
 import { networkInterfaces, type NetworkInterfaceInfo } from 'node:os';
 import { join, resolve } from 'node:path';
 import { providerEndpoint } from './assistant/assistant.js';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import type { Config } from './config.js';
+import type { MqttLink } from './links/mqtt.js';
+import { GATEWAY_VERSION } from './version.js';
 
 /**
  * What a person needs right after `npm start`: where to open the console, the OTA URL to put into a
@@ -80,9 +84,16 @@ function isLoopback(host: string): boolean {
 export function summaryText(s: StartupSummary, listening: Record<string, string | boolean>): string {
   const lines: string[] = [];
   const row = (label: string, values: string[]) => values.forEach((v, i) => lines.push(`  ${(i === 0 ? label : '').padEnd(13)}${v}`));
-  row('Listening', [Object.entries(listening).map(([k, v]) => `${k} ${String(v)}`).join(', ')]);
+  row('Listening', [
+    Object.entries(listening)
+      .map(([k, v]) => `${k} ${String(v)}`)
+      .join(', '),
+  ]);
   if (s.console.length) row('Console', s.console);
-  row('OTA URL', s.ota.map((u, i) => (i === 0 ? `${u}   (put this into a device's settings)` : u)));
+  row(
+    'OTA URL',
+    s.ota.map((u, i) => (i === 0 ? `${u}   (put this into a device's settings)` : u)),
+  );
   row('Config file', [s.configFile ?? 'none (defaults and GATEWAY_* variables)']);
   if (s.mcpServersFile) row('MCP servers', [s.mcpServersFile]);
   row(
@@ -94,4 +105,21 @@ export function summaryText(s: StartupSummary, listening: Record<string, string 
   row('API key', [s.apiKeys === 'GATEWAY_API_KEYS' ? 'from GATEWAY_API_KEYS' : `kept in ${s.apiKeys}`]);
   for (const w of s.warnings) lines.push(`  ! ${w}`);
   return lines.join('\n');
+}
+
+/** One block on start: the ports (as before), then where to go and what was read (startup-summary.ts). */
+export function logStarted(config: Config, log: Logger, http: FastifyInstance, mqtt: MqttLink | undefined, tls: boolean): void {
+  const address = http.server.address();
+  const httpPort = typeof address === 'object' && address ? address.port : config.http.port;
+  const summary = startupSummary(config, { httpPort, tls });
+  const ports = {
+    http: `${config.http.host}:${httpPort}`,
+    ...(tls ? { tls: true } : {}),
+    mqtt: mqtt ? `${config.mqtt.host}:${mqtt.port}` : 'disabled',
+    ...(mqtt?.tlsPort !== undefined ? { mqttTls: `${config.mqtt.host}:${mqtt.tlsPort}` } : {}),
+    deviceAuth: config.deviceAuth,
+  };
+  // Pretty logs are read by a person: the summary as aligned lines under the message, not as fields.
+  if (config.logFormat === 'pretty') log.info(`voxgate started (version ${GATEWAY_VERSION})\n${summaryText(summary, ports)}`);
+  else log.info({ ...ports, version: GATEWAY_VERSION, ...summary }, 'voxgate started');
 }

@@ -63,7 +63,11 @@ describe('the startup summary', () => {
   });
 
   it('uses http.publicUrl as given, https with TLS, and says where keys from the environment come from', () => {
-    const pub = startupSummary(config({ GATEWAY_PUBLIC_URL: 'https://voice.example.org', GATEWAY_API_KEYS: 'a-key-of-sixteen-chars' }), { httpPort: 8000, tls: false, interfaces: HOST });
+    const pub = startupSummary(config({ GATEWAY_PUBLIC_URL: 'https://voice.example.org', GATEWAY_API_KEYS: 'a-key-of-sixteen-chars' }), {
+      httpPort: 8000,
+      tls: false,
+      interfaces: HOST,
+    });
     expect(pub.ota).toEqual(['https://voice.example.org/xiaozhi/ota/']);
     expect(pub.apiKeys).toBe('GATEWAY_API_KEYS');
     expect(JSON.stringify(pub)).not.toContain('a-key-of-sixteen-chars');

@@ -26,9 +26,7 @@ const KNOWN_MESSAGES: ReadonlyArray<[RegExp, number]> = [
 export function normalizeRpcError(error: RpcErrorResponse['error']): NormalizedRpcError {
   const message = messageText(error.message);
   const out: NormalizedRpcError =
-    typeof error.code === 'number'
-      ? { code: error.code, message, inferredCode: false }
-      : { code: inferCode(message), message, inferredCode: true };
+    typeof error.code === 'number' ? { code: error.code, message, inferredCode: false } : { code: inferCode(message), message, inferredCode: true };
   if (error.data !== undefined) out.data = error.data;
   return out;
 }

@@ -96,11 +96,13 @@ function invalid(detail: string): Classified {
 }
 
 /** A notification: no id, so no reply is expected (the reference firmware ignores every `notifications*`). */
-export function rpcNotification(method: string, params?: Record<string, unknown>): { jsonrpc: typeof JSONRPC_VERSION; method: string; params?: Record<string, unknown> } {
+export function rpcNotification(
+  method: string,
+  params?: Record<string, unknown>,
+): { jsonrpc: typeof JSONRPC_VERSION; method: string; params?: Record<string, unknown> } {
   return params === undefined ? { jsonrpc: JSONRPC_VERSION, method } : { jsonrpc: JSONRPC_VERSION, method, params };
 }
 
 export function rpcRequest(id: RpcId, method: string, params?: Record<string, unknown>): RpcRequest {
   return params === undefined ? { jsonrpc: JSONRPC_VERSION, id, method } : { jsonrpc: JSONRPC_VERSION, id, method, params };
 }
-

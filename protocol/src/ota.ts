@@ -4,15 +4,25 @@ import { DeviceIdSchema } from './device-id.js';
 /** Headers a device sends to the OTA endpoint (the body is free-form system info and is not trusted). */
 export const OtaRequestHeadersSchema = z.object({
   'device-id': DeviceIdSchema,
-  'client-id': z.string().min(1).max(64).regex(/^[A-Za-z0-9_:.-]+$/, 'letters, digits and _ : . - only'),
+  'client-id': z
+    .string()
+    .min(1)
+    .max(64)
+    .regex(/^[A-Za-z0-9_:.-]+$/, 'letters, digits and _ : . - only'),
   'user-agent': z.string().max(256).optional(),
 });
 
 /** The part of the system info we read: the firmware version, to decide whether to offer an upgrade. */
 export const OtaSystemInfoSchema = z
   .object({
-    application: z.object({ name: z.string().max(128).optional(), version: z.string().max(64).optional() }).loose().optional(),
-    board: z.object({ type: z.string().max(128).optional() }).loose().optional(),
+    application: z
+      .object({ name: z.string().max(128).optional(), version: z.string().max(64).optional() })
+      .loose()
+      .optional(),
+    board: z
+      .object({ type: z.string().max(128).optional() })
+      .loose()
+      .optional(),
   })
   .loose();
 
@@ -73,7 +83,10 @@ export const OtaResponseSchema = z.object({
     url: z.string(),
     force: z.number().optional(),
     size: z.number().int().min(0).optional(),
-    sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+    sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional(),
   }),
   websocket: z.object({ url: z.string(), token: z.string().optional() }).optional(),
   mqtt: z

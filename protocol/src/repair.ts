@@ -56,4 +56,3 @@ export function unparsableReplyId(text: string): number | undefined {
   const m = REPLY_ID.exec(text);
   return m ? Number(m[1]) : undefined;
 }
-

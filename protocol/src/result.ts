@@ -1,7 +1,5 @@
 /** A parse outcome that never throws: parsers at the device boundary return this instead. */
-export type Parsed<T, R extends string = string> =
-  | { ok: true; value: T }
-  | { ok: false; reason: R; detail: string };
+export type Parsed<T, R extends string = string> = { ok: true; value: T } | { ok: false; reason: R; detail: string };
 
 export const ok = <T>(value: T): { ok: true; value: T } => ({ ok: true, value });
 export const fail = <R extends string>(reason: R, detail: string): { ok: false; reason: R; detail: string } => ({

@@ -23,10 +23,21 @@ const load = <I, E>(name: string): VectorFile<I, E> => JSON.parse(readFileSync(d
 
 describe('vectors', () => {
   it('every vector file is used by a test below', () => {
-    expect(readdirSync(dir).sort()).toEqual(['device-id.json', 'device-token.json', 'envelope.json', 'jsonrpc.json', 'mqtt-identity.json', 'voice-binary.json', 'voice-udp.json']);
+    expect(readdirSync(dir).sort()).toEqual([
+      'device-id.json',
+      'device-token.json',
+      'envelope.json',
+      'jsonrpc.json',
+      'mqtt-identity.json',
+      'voice-binary.json',
+      'voice-udp.json',
+    ]);
   });
 
-  const env = load<string, { ok: boolean; type?: string; sessionId?: string | null; hasPayload?: boolean; reason?: string; repaired?: boolean; errorMessage?: string }>('envelope.json');
+  const env = load<
+    string,
+    { ok: boolean; type?: string; sessionId?: string | null; hasPayload?: boolean; reason?: string; repaired?: boolean; errorMessage?: string }
+  >('envelope.json');
   it.each(env.cases.map((c) => [`${c.kind}: ${c.name}`, c] as const))('envelope %s', (_, c) => {
     const r = parseDeviceFrame(c.input);
     expect(r.ok).toBe(c.expect.ok);
@@ -64,7 +75,9 @@ describe('vectors', () => {
     }
   });
 
-  const ident = load<{ clientId: string; username?: string }, { ok: boolean; group?: string; deviceId?: string; uuid?: string; password?: string }>('mqtt-identity.json');
+  const ident = load<{ clientId: string; username?: string }, { ok: boolean; group?: string; deviceId?: string; uuid?: string; password?: string }>(
+    'mqtt-identity.json',
+  );
   it.each(ident.cases.map((c) => [`${c.kind}: ${c.name}`, c] as const))('mqtt identity %s', (_, c) => {
     const id = parseMqttClientId(c.input.clientId);
     expect(id !== undefined).toBe(c.expect.ok);
@@ -75,7 +88,9 @@ describe('vectors', () => {
     if (c.expect.password) expect(mqttPassword(ident.key!, c.input.clientId, c.input.username!)).toBe(c.expect.password);
   });
 
-  const tok = load<{ clientId: string; deviceId: string; token: string; now: number; maxAge: number }, { ok: boolean; issuedAt?: number; reason?: string }>('device-token.json');
+  const tok = load<{ clientId: string; deviceId: string; token: string; now: number; maxAge: number }, { ok: boolean; issuedAt?: number; reason?: string }>(
+    'device-token.json',
+  );
   it.each(tok.cases.map((c) => [`${c.kind}: ${c.name}`, c] as const))('device token %s', (_, c) => {
     const { clientId, deviceId, token, now, maxAge } = c.input;
     const r = verifyDeviceToken(tok.key!, token, clientId, deviceId, { nowSeconds: now, maxAgeSeconds: maxAge });

@@ -71,7 +71,11 @@ describe('voice-binary vectors', () => {
     const d = decodeBinaryFrame(i.version, frame, 4096);
     expect(d.ok).toBe(true);
     if (!d.ok) return;
-    expect({ type: d.value.type, ts: d.value.timestampMs, payload: d.value.payload.toString('hex') }).toEqual({ type: i.type, ts: i.timestampMs, payload: i.payload });
+    expect({ type: d.value.type, ts: d.value.timestampMs, payload: d.value.payload.toString('hex') }).toEqual({
+      type: i.type,
+      ts: i.timestampMs,
+      payload: i.payload,
+    });
   });
 });
 
@@ -107,15 +111,24 @@ describe('voice framing properties', () => {
 
   it('UDP packets round-trip with a fresh session key, and parseUdpHeader never throws', () => {
     fc.assert(
-      fc.property(fc.uint8Array({ maxLength: 400 }), fc.nat({ max: 0xffffffff }), fc.nat({ max: 0xffffffff }), fc.nat({ max: 0xffffffff }), (opus, ssrc, ts, seq) => {
-        const { key, nonce } = newUdpSessionKeys(ssrc);
-        const p = sealUdpPacket(key, nonce, { timestamp: ts, sequence: seq }, opus);
-        expect(parseUdpHeader(p)).toMatchObject({ ok: true, value: { ssrc, timestamp: ts, sequence: seq, payloadLength: opus.length } });
-        expect(openUdpPacket(key, p).equals(Buffer.from(opus))).toBe(true);
-      }),
+      fc.property(
+        fc.uint8Array({ maxLength: 400 }),
+        fc.nat({ max: 0xffffffff }),
+        fc.nat({ max: 0xffffffff }),
+        fc.nat({ max: 0xffffffff }),
+        (opus, ssrc, ts, seq) => {
+          const { key, nonce } = newUdpSessionKeys(ssrc);
+          const p = sealUdpPacket(key, nonce, { timestamp: ts, sequence: seq }, opus);
+          expect(parseUdpHeader(p)).toMatchObject({ ok: true, value: { ssrc, timestamp: ts, sequence: seq, payloadLength: opus.length } });
+          expect(openUdpPacket(key, p).equals(Buffer.from(opus))).toBe(true);
+        },
+      ),
       { numRuns: 300, seed: 5 },
     );
-    fc.assert(fc.property(fc.uint8Array({ maxLength: 40 }), (b) => void parseUdpHeader(Buffer.from(b))), { numRuns: 1000, seed: 6 });
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 40 }), (b) => void parseUdpHeader(Buffer.from(b))),
+      { numRuns: 1000, seed: 6 },
+    );
   });
 
   it('session keys are fresh per session; the nonce names the ssrc with type 1', () => {
@@ -140,6 +153,9 @@ describe('voice hellos and upstream auth', () => {
     expect(upstreamAuthorization({}, 'c', 'aa:bb:cc:dd:ee:ff', 1)).toBeUndefined();
     const h = upstreamAuthorization({ hmacSecret: 'k' }, 'uuid-1', 'aa:bb:cc:dd:ee:ff', 1_763_700_000)!;
     expect(h.startsWith('Bearer ')).toBe(true);
-    expect(verifyDeviceToken('k', h.slice(7), 'uuid-1', 'aa:bb:cc:dd:ee:ff', { nowSeconds: 1_763_700_001, maxAgeSeconds: 60 })).toEqual({ ok: true, issuedAt: 1_763_700_000 });
+    expect(verifyDeviceToken('k', h.slice(7), 'uuid-1', 'aa:bb:cc:dd:ee:ff', { nowSeconds: 1_763_700_001, maxAgeSeconds: 60 })).toEqual({
+      ok: true,
+      issuedAt: 1_763_700_000,
+    });
   });
 });

@@ -108,11 +108,26 @@ class Parser {
       }
       const esc = t[i + 1];
       switch (esc) {
-        case 'b': out += '\b'; i += 2; break;
-        case 'f': out += '\f'; i += 2; break;
-        case 'n': out += '\n'; i += 2; break;
-        case 'r': out += '\r'; i += 2; break;
-        case 't': out += '\t'; i += 2; break;
+        case 'b':
+          out += '\b';
+          i += 2;
+          break;
+        case 'f':
+          out += '\f';
+          i += 2;
+          break;
+        case 'n':
+          out += '\n';
+          i += 2;
+          break;
+        case 'r':
+          out += '\r';
+          i += 2;
+          break;
+        case 't':
+          out += '\t';
+          i += 2;
+          break;
         case '"':
         case '\\':
         case '/':

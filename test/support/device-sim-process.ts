@@ -16,8 +16,7 @@ export class DeviceSimProcess {
   readonly exited: Promise<number | null>;
 
   constructor(args: string[]) {
-    if (!existsSync(SIM_BINARY))
-      throw new Error(`${SIM_BINARY} is missing: build it with "npm run test:firmware" (firmware/host/test.sh) first`);
+    if (!existsSync(SIM_BINARY)) throw new Error(`${SIM_BINARY} is missing: build it with "npm run test:firmware" (firmware/host/test.sh) first`);
     this.child = spawn(SIM_BINARY, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     this.exited = new Promise((resolve) => this.child.on('exit', (code) => resolve(code)));
     createInterface({ input: this.child.stdout! }).on('line', (line) => {

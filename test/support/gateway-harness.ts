@@ -30,7 +30,11 @@ export interface TestGateway {
 }
 
 /** A real gateway on 127.0.0.1, ports chosen by the OS, its own data dir, logs captured in memory. */
-export async function startTestGateway(overrides: ConfigInput = {}, env: NodeJS.ProcessEnv = {}, opts: { converseKit?: () => ConverseKit } = {}): Promise<TestGateway> {
+export async function startTestGateway(
+  overrides: ConfigInput = {},
+  env: NodeJS.ProcessEnv = {},
+  opts: { converseKit?: () => ConverseKit } = {},
+): Promise<TestGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-test-'));
   // An empty config file of its own, so a developer's gateway.config.json never leaks into a test.
   writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
@@ -45,7 +49,15 @@ export async function startTestGateway(overrides: ConfigInput = {}, env: NodeJS.
   try {
     const config = loadConfig(
       { GATEWAY_CONFIG: join(dataDir, 'gateway.config.json'), ...env },
-      { dataDir, apiKeys: [TEST_API_KEY], ...overrides, http: { host: '127.0.0.1', port: 0, ...overrides.http }, mqtt: { host: '127.0.0.1', port: 0, ...overrides.mqtt }, voice: { ...overrides.voice, udp: { host: '127.0.0.1', port: 0, ...overrides.voice?.udp } }, tls: { mqttPort: 0, ...overrides.tls } },
+      {
+        dataDir,
+        apiKeys: [TEST_API_KEY],
+        ...overrides,
+        http: { host: '127.0.0.1', port: 0, ...overrides.http },
+        mqtt: { host: '127.0.0.1', port: 0, ...overrides.mqtt },
+        voice: { ...overrides.voice, udp: { host: '127.0.0.1', port: 0, ...overrides.voice?.udp } },
+        tls: { mqttPort: 0, ...overrides.tls },
+      },
     );
     gw = await startGateway(config, { log: createLogger('debug', sink), ...opts });
   } catch (e) {
@@ -54,7 +66,7 @@ export async function startTestGateway(overrides: ConfigInput = {}, env: NodeJS.
     throw e;
   }
   const baseUrl = `http://127.0.0.1:${gw.httpPort}`;
-  const api = async <T,>(method: string, path: string, body?: unknown, opts: { apiKey?: string | null } = {}): Promise<ApiResponse<T>> => {
+  const api = async <T>(method: string, path: string, body?: unknown, opts: { apiKey?: string | null } = {}): Promise<ApiResponse<T>> => {
     const headers: Record<string, string> = {};
     const key = opts.apiKey === undefined ? TEST_API_KEY : opts.apiKey;
     if (key) headers['authorization'] = `Bearer ${key}`;

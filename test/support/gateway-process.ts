@@ -47,7 +47,9 @@ export function spawnGateway(command: string, args: string[], env: Record<string
   const logs: LogLine[] = [];
   const stderr: string[] = [];
   let waiters: Array<{ msg: string; resolve: (l: LogLine) => void }> = [];
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
   createInterface({ input: child.stdout! }).on('line', (text) => {
     let line: LogLine;
     try {
@@ -76,7 +78,9 @@ export function spawnGateway(command: string, args: string[], env: Record<string
     if (hit) return Promise.resolve(hit);
     return new Promise<LogLine>((resolve, reject) => {
       waiters.push({ msg, resolve });
-      void exited.then(({ code, signal }) => reject(new Error(`the gateway exited (${code ?? signal}) before logging "${msg}"; stderr: ${stderr.join('').slice(-2000)}`)));
+      void exited.then(({ code, signal }) =>
+        reject(new Error(`the gateway exited (${code ?? signal}) before logging "${msg}"; stderr: ${stderr.join('').slice(-2000)}`)),
+      );
     });
   };
   return { child, pid: child.pid, logs, stderr: () => stderr.join(''), exited, logLine, stderrIncludes };
@@ -94,7 +98,7 @@ export function descendants(pid: number): number[] {
     if (stat) parentOf.set(Number(e), stat.ppid);
   }
   const out: number[] = [];
-  for (let frontier = [pid]; frontier.length; ) {
+  for (let frontier = [pid]; frontier.length;) {
     frontier = [...parentOf].filter(([, ppid]) => frontier.includes(ppid)).map(([child]) => child);
     out.push(...frontier);
   }

@@ -86,7 +86,9 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       if (!res.writableFinished) onAbort();
     });
     if (api === 'gemini') return handleGemini(req, res, body, aborted);
-    const tools = ((body['tools'] ?? []) as Array<Record<string, unknown>>).map((t) => String(api === 'openai' ? (t['function'] as { name: string }).name : t['name']));
+    const tools = ((body['tools'] ?? []) as Array<Record<string, unknown>>).map((t) =>
+      String(api === 'openai' ? (t['function'] as { name: string }).name : t['name']),
+    );
     const system =
       api === 'anthropic'
         ? String(body['system'] ?? '')
@@ -103,14 +105,21 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
     }
     if (reply.status) {
       if (reply.hold) await reply.hold;
-      const err = api === 'anthropic' ? { type: 'error', error: { type: 'invalid_request_error', message: reply.error ?? 'error' } } : { error: { message: reply.error ?? 'error', type: 'invalid_request_error', code: null } };
+      const err =
+        api === 'anthropic'
+          ? { type: 'error', error: { type: 'invalid_request_error', message: reply.error ?? 'error' } }
+          : { error: { message: reply.error ?? 'error', type: 'invalid_request_error', code: null } };
       res.writeHead(reply.status, { 'content-type': 'application/json' });
       res.end(JSON.stringify(err));
       return;
     }
-    const calls = (reply.toolCalls ?? []).map((c, i) => ({ id: c.id ?? `call_${requests.length}_${i}`, name: c.name, args: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments) }));
+    const calls = (reply.toolCalls ?? []).map((c, i) => ({
+      id: c.id ?? `call_${requests.length}_${i}`,
+      name: c.name,
+      args: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments),
+    }));
     const text = reply.text ?? '';
-    const pieces = reply.chunks ?? (text.match(/[\s\S]{1,3}/g) ?? []);
+    const pieces = reply.chunks ?? text.match(/[\s\S]{1,3}/g) ?? [];
     const usage = reply.usage ?? { input: 10, output: 5 };
     const model = String(body['model']);
     if (!rec.stream) {
@@ -120,9 +129,16 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       return;
     }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    const send = (data: unknown, event?: string) => res.write(`${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+    const send = (data: unknown, event?: string) =>
+      res.write(`${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
     if (api === 'openai') {
-      const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }] });
+      const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+        id: 'chatcmpl-1',
+        object: 'chat.completion.chunk',
+        created: 1,
+        model,
+        choices: [{ index: 0, delta, finish_reason: finish }],
+      });
       send(chunk({ role: 'assistant', content: '' }));
       for (const [k, p] of pieces.entries()) {
         send(chunk({ content: p }));
@@ -136,10 +152,32 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       });
       send(chunk({}, calls.length ? 'tool_calls' : 'stop'));
       if ((body['stream_options'] as { include_usage?: boolean } | undefined)?.include_usage)
-        send({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model, choices: [], usage: { prompt_tokens: usage.input, completion_tokens: usage.output, total_tokens: usage.input + usage.output } });
+        send({
+          id: 'chatcmpl-1',
+          object: 'chat.completion.chunk',
+          created: 1,
+          model,
+          choices: [],
+          usage: { prompt_tokens: usage.input, completion_tokens: usage.output, total_tokens: usage.input + usage.output },
+        });
       send('[DONE]');
     } else {
-      send({ type: 'message_start', message: { id: 'msg_1', type: 'message', role: 'assistant', content: [], model, stop_reason: null, stop_sequence: null, usage: { input_tokens: usage.input, output_tokens: 1 } } }, 'message_start');
+      send(
+        {
+          type: 'message_start',
+          message: {
+            id: 'msg_1',
+            type: 'message',
+            role: 'assistant',
+            content: [],
+            model,
+            stop_reason: null,
+            stop_sequence: null,
+            usage: { input_tokens: usage.input, output_tokens: 1 },
+          },
+        },
+        'message_start',
+      );
       let index = 0;
       if (pieces.length || !calls.length) {
         send({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } }, 'content_block_start');
@@ -152,11 +190,15 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       }
       for (const c of calls) {
         send({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: c.id, name: c.name, input: {} } }, 'content_block_start');
-        for (const part of c.args.match(/[\s\S]{1,5}/g) ?? []) send({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: part } }, 'content_block_delta');
+        for (const part of c.args.match(/[\s\S]{1,5}/g) ?? [])
+          send({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: part } }, 'content_block_delta');
         send({ type: 'content_block_stop', index }, 'content_block_stop');
         index++;
       }
-      send({ type: 'message_delta', delta: { stop_reason: calls.length ? 'tool_use' : 'end_turn', stop_sequence: null }, usage: { output_tokens: usage.output } }, 'message_delta');
+      send(
+        { type: 'message_delta', delta: { stop_reason: calls.length ? 'tool_use' : 'end_turn', stop_sequence: null }, usage: { output_tokens: usage.output } },
+        'message_delta',
+      );
       send({ type: 'message_stop' }, 'message_stop');
     }
     res.end();
@@ -188,7 +230,10 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
     }
     const text = reply.text ?? '';
     const usage = reply.usage ?? { input: 10, output: 5 };
-    const calls = (reply.toolCalls ?? []).map((c) => ({ functionCall: { name: c.name, args: typeof c.arguments === 'string' ? (JSON.parse(c.arguments) as unknown) : c.arguments }, thoughtSignature: `sig-${c.name}` }));
+    const calls = (reply.toolCalls ?? []).map((c) => ({
+      functionCall: { name: c.name, args: typeof c.arguments === 'string' ? (JSON.parse(c.arguments) as unknown) : c.arguments },
+      thoughtSignature: `sig-${c.name}`,
+    }));
     const usageMetadata = { promptTokenCount: usage.input, candidatesTokenCount: usage.output, totalTokenCount: usage.input + usage.output };
     const candidate = (parts: unknown[], finish?: string) => ({ content: { role: 'model', parts }, index: 0, ...(finish ? { finishReason: finish } : {}) });
     if (!rec.stream) {
@@ -198,12 +243,14 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       return;
     }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    const pieces = reply.chunks ?? (text.match(/[\s\S]{1,3}/g) ?? []);
+    const pieces = reply.chunks ?? text.match(/[\s\S]{1,3}/g) ?? [];
     for (const [k, p] of pieces.entries()) {
       res.write(`data: ${JSON.stringify({ candidates: [candidate([{ text: p }])], modelVersion: model })}\r\n\r\n`);
       if (k === 0 && reply.hold) await reply.hold;
     }
-    res.write(`data: ${JSON.stringify({ candidates: [candidate(calls.length ? calls : [{ text: '' }], 'STOP')], usageMetadata, modelVersion: model })}\r\n\r\n`);
+    res.write(
+      `data: ${JSON.stringify({ candidates: [candidate(calls.length ? calls : [{ text: '' }], 'STOP')], usageMetadata, modelVersion: model })}\r\n\r\n`,
+    );
     res.end();
   }
 
@@ -248,5 +295,14 @@ function anthropicJson(model: string, text: string, calls: Call[], usage: { inpu
   const content: unknown[] = [];
   if (text) content.push({ type: 'text', text });
   for (const c of calls) content.push({ type: 'tool_use', id: c.id, name: c.name, input: JSON.parse(c.args) as unknown });
-  return { id: 'msg_1', type: 'message', role: 'assistant', model, content, stop_reason: calls.length ? 'tool_use' : 'end_turn', stop_sequence: null, usage: { input_tokens: usage.input, output_tokens: usage.output } };
+  return {
+    id: 'msg_1',
+    type: 'message',
+    role: 'assistant',
+    model,
+    content,
+    stop_reason: calls.length ? 'tool_use' : 'end_turn',
+    stop_sequence: null,
+    usage: { input_tokens: usage.input, output_tokens: usage.output },
+  };
 }

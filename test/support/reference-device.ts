@@ -610,7 +610,14 @@ export class ReferenceDevice {
     const port = getItem(udp, 'port');
     const key = getItem(udp, 'key');
     const nonce = getItem(udp, 'nonce');
-    if (server?.kind !== 'string' || port?.kind !== 'number' || port.valueint <= 0 || port.valueint > 65535 || key?.kind !== 'string' || nonce?.kind !== 'string') {
+    if (
+      server?.kind !== 'string' ||
+      port?.kind !== 'number' ||
+      port.valueint <= 0 ||
+      port.valueint > 65535 ||
+      key?.kind !== 'string' ||
+      nonce?.kind !== 'string'
+    ) {
       this.logLine('MQTT', 'Invalid UDP server, port, key, or nonce');
       return;
     }
@@ -955,7 +962,11 @@ export class ReferenceDevice {
       jpeg,
       Buffer.from(`\r\n--${boundary}--\r\n`),
     ]);
-    const headers: Record<string, string> = { 'Device-Id': this.deviceId, 'Client-Id': this.clientId, 'Content-Type': `multipart/form-data; boundary=${boundary}` };
+    const headers: Record<string, string> = {
+      'Device-Id': this.deviceId,
+      'Client-Id': this.clientId,
+      'Content-Type': `multipart/form-data; boundary=${boundary}`,
+    };
     if (this.vision.token) headers['Authorization'] = `Bearer ${this.vision.token}`;
     let res: Response;
     try {
@@ -1132,8 +1143,7 @@ export function referenceTools(): RefTool[] {
     },
     {
       name: 'self.audio_speaker.set_volume',
-      description:
-        'Sets the speaker volume. If the current volume is not known, call `self.get_device_status` first, then this tool.',
+      description: 'Sets the speaker volume. If the current volume is not known, call `self.get_device_status` first, then this tool.',
       properties: { volume: { type: 'integer', minimum: 0, maximum: 100 } },
       run: (args, d) => {
         d.volume = args['volume'] as number;

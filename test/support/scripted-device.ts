@@ -69,13 +69,13 @@ export class ScriptedWsDevice {
 
   private serve(r: ScriptedRequest): boolean {
     if (!this.served) return false;
-    if (r.method === 'initialize') this.reply(r.id, '{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"scripted","version":"1"}}');
+    if (r.method === 'initialize')
+      this.reply(r.id, '{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"scripted","version":"1"}}');
     else if (r.method === 'tools/list') this.reply(r.id, JSON.stringify({ tools: this.served.map(({ result: _r, ...tool }) => tool) }));
     else if (r.method === 'tools/call') {
       const tool = this.served.find((x) => x.name === r.params?.['name']);
       this.reply(r.id, tool?.result ?? JSON.stringify({ content: [{ type: 'text', text: JSON.stringify(r.params?.['arguments'] ?? {}) }], isError: false }));
-    }
-    else return false;
+    } else return false;
     return true;
   }
 }

@@ -73,14 +73,21 @@ export interface HttpsAnswer {
 }
 
 /** One request on its own TLS connection (no agent: a reused socket would hide a certificate change). */
-export function httpsRequest(port: number, path: string, opts: { ca: Buffer; method?: string; headers?: Record<string, string>; body?: string }): Promise<HttpsAnswer> {
+export function httpsRequest(
+  port: number,
+  path: string,
+  opts: { ca: Buffer; method?: string; headers?: Record<string, string>; body?: string },
+): Promise<HttpsAnswer> {
   return new Promise((resolve, reject) => {
-    const req = httpsRequestRaw({ host: '127.0.0.1', port, path, method: opts.method ?? 'GET', headers: opts.headers ?? {}, ca: opts.ca, agent: false }, (res) => {
-      const fingerprint256 = (res.socket as TLSSocket).getPeerCertificate().fingerprint256;
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, fingerprint256 }));
-    });
+    const req = httpsRequestRaw(
+      { host: '127.0.0.1', port, path, method: opts.method ?? 'GET', headers: opts.headers ?? {}, ca: opts.ca, agent: false },
+      (res) => {
+        const fingerprint256 = (res.socket as TLSSocket).getPeerCertificate().fingerprint256;
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, fingerprint256 }));
+      },
+    );
     req.on('error', reject);
     req.end(opts.body);
   });

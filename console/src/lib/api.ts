@@ -58,7 +58,9 @@ export async function api<T>(method: string, path: string, body?: unknown, opts:
 export async function problemOfResponse(res: Response): Promise<Problem> {
   const text = await res.text().catch(() => '');
   const parsed = text ? safeJson(text) : undefined;
-  return isProblem(parsed) ? parsed : { type: 'about:blank', title: res.statusText, status: res.status, detail: text.slice(0, 300), code: `HTTP_${res.status}` };
+  return isProblem(parsed)
+    ? parsed
+    : { type: 'about:blank', title: res.statusText, status: res.status, detail: text.slice(0, 300), code: `HTTP_${res.status}` };
 }
 
 function safeJson(text: string): unknown {

@@ -23,8 +23,7 @@ export function parseEvent(data: string): GatewayEvent | undefined {
 export function eventOf(raw: unknown): GatewayEvent | undefined {
   if (typeof raw !== 'object' || raw === null) return undefined;
   const v = raw as Partial<GatewayEvent>;
-  if (typeof v.id !== 'string' || typeof v.type !== 'string' || typeof v.deviceId !== 'string' || typeof v.at !== 'string')
-    return undefined;
+  if (typeof v.id !== 'string' || typeof v.type !== 'string' || typeof v.deviceId !== 'string' || typeof v.at !== 'string') return undefined;
   const data = typeof v.data === 'object' && v.data !== null && !Array.isArray(v.data) ? v.data : {};
   return { id: v.id.slice(0, 128), type: v.type, deviceId: v.deviceId.slice(0, 128), at: v.at, data };
 }

@@ -107,7 +107,13 @@ export class EventStream {
     });
     if (!res.ok || !res.body) {
       const body = (await res.json().catch(() => ({}))) as { code?: string; detail?: string; title?: string };
-      throw new ApiError({ type: 'about:blank', title: body.title ?? res.statusText, status: res.status, code: body.code ?? `HTTP_${res.status}`, detail: body.detail ?? '' });
+      throw new ApiError({
+        type: 'about:blank',
+        title: body.title ?? res.statusText,
+        status: res.status,
+        code: body.code ?? `HTTP_${res.status}`,
+        detail: body.detail ?? '',
+      });
     }
     this.error = undefined;
     this.setStatus('live');

@@ -19,11 +19,7 @@ export function parseTags(text: string): Checked<string[]> {
 }
 
 /** A device's name/room/tags form to a PATCH body: empty text clears (null). */
-export function metaPatch(form: {
-  name: string;
-  room: string;
-  tags: string;
-}): Checked<{ name: string | null; room: string | null; tags: string[] }> {
+export function metaPatch(form: { name: string; room: string; tags: string }): Checked<{ name: string | null; room: string | null; tags: string[] }> {
   const name = form.name.trim();
   const room = form.room.trim();
   if (name.length > 64) return { ok: false, message: 'name: at most 64 characters' };
@@ -97,8 +93,7 @@ export function jobBody(f: JobForm): Checked<JobBody> {
   for (const k of ['room', 'firmware', 'board'] as const) if (f[k].trim()) filter[k] = f[k].trim();
   const ids = f.ids.split(/[\s,]+/).filter(Boolean);
   if (ids.length) filter.ids = [...new Set(ids)];
-  if (Object.keys(filter).length === 0)
-    return { ok: false, message: 'filter: name at least one of tags, room, firmware, board or device ids' };
+  if (Object.keys(filter).length === 0) return { ok: false, message: 'filter: name at least one of tags, room, firmware, board or device ids' };
   const body: JobBody = { tool, filter };
   if (Object.keys(args.value).length) body.arguments = args.value;
   const checks: Array<[keyof JobBody, Checked<number | undefined>]> = [

@@ -14,8 +14,7 @@ import type { GatewayEvent } from './types.js';
 const MAX_PAGES = { oldest: 5, newest: 3 } as const;
 const PAGE = 200;
 
-export type HistoryOutcome =
-  { state: 'loaded'; count: number; since: string } | { state: 'unavailable' } | { state: 'failed'; detail: string };
+export type HistoryOutcome = { state: 'loaded'; count: number; since: string } | { state: 'unavailable' } | { state: 'failed'; detail: string };
 
 /**
  * Read GET /v1/events/history from `since` (oldest first, following `next`) and add what it holds to the

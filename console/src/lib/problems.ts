@@ -7,7 +7,7 @@ const EXPLAIN: Record<string, string> = {
   SERVER_NOT_FOUND: 'No hosted MCP server by this name.',
   MISSING_TOKEN: 'The hosted server needs a credential for this call.',
   INVALID_REQUEST: 'The request was malformed; the detail says which part.',
-  PAYLOAD_TOO_LARGE: 'The request body is over the gateway\'s limit.',
+  PAYLOAD_TOO_LARGE: "The request body is over the gateway's limit.",
   UNSUPPORTED_MEDIA_TYPE: 'The request body must be JSON.',
   INVALID_ARGUMENTS: "The arguments do not match the tool's inputSchema; the detail names the field.",
   DEVICE_BUSY: "The device's call queue is full: it runs one tool at a time. Retry shortly.",

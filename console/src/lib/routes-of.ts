@@ -19,8 +19,6 @@ export function capabilitiesOf(doc: OpenApiDoc | undefined): Capabilities {
   return {
     has: (method, path) => op(method, path) !== undefined,
     query: (method, path) =>
-      new Set(
-        (op(method, path)?.parameters ?? []).filter((p) => p.in === 'query' && typeof p.name === 'string').map((p) => p.name as string),
-      ),
+      new Set((op(method, path)?.parameters ?? []).filter((p) => p.in === 'query' && typeof p.name === 'string').map((p) => p.name as string)),
   };
 }

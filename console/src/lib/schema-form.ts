@@ -73,7 +73,8 @@ export function collectArgs(fields: readonly Field[], values: Record<string, str
     if (f.kind === 'string') args[f.name] = text;
     else if (f.kind === 'number' || f.kind === 'integer') {
       const n = Number(text);
-      if (!Number.isFinite(n) || (f.kind === 'integer' && !Number.isInteger(n))) return { ok: false, field: f.name, message: `${f.name} must be ${f.kind === 'integer' ? 'a whole number' : 'a number'}` };
+      if (!Number.isFinite(n) || (f.kind === 'integer' && !Number.isInteger(n)))
+        return { ok: false, field: f.name, message: `${f.name} must be ${f.kind === 'integer' ? 'a whole number' : 'a number'}` };
       if (f.minimum !== undefined && n < f.minimum) return { ok: false, field: f.name, message: `${f.name} must be at least ${f.minimum}` };
       if (f.maximum !== undefined && n > f.maximum) return { ok: false, field: f.name, message: `${f.name} must be at most ${f.maximum}` };
       args[f.name] = n;

@@ -24,7 +24,8 @@ export function turnEventOf(event: string | undefined, data: string): TurnEvent 
   }
   const str = (k: string) => (typeof v[k] === 'string' ? (v[k] as string) : undefined);
   const num = (k: string) => (typeof v[k] === 'number' ? (v[k] as number) : 0);
-  const args = () => (typeof v['arguments'] === 'object' && v['arguments'] !== null && !Array.isArray(v['arguments']) ? (v['arguments'] as Record<string, unknown>) : {});
+  const args = () =>
+    typeof v['arguments'] === 'object' && v['arguments'] !== null && !Array.isArray(v['arguments']) ? (v['arguments'] as Record<string, unknown>) : {};
   const turnId = str('turnId');
   const callId = str('callId');
   const name = str('name');

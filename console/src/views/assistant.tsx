@@ -78,8 +78,8 @@ export function AssistantView({ deviceId }: { deviceId: string | undefined }) {
         <div class="empty" data-testid="no-model">
           <h2>No assistant model is configured</h2>
           <p>
-            Name one under <code>assistant.models</code> in <code>gateway.config.json</code> (OpenAI, Anthropic, Gemini, or a local server such as Ollama) and restart the
-            gateway. API keys go in environment variables named by <code>apiKeyEnv</code>, never in the file.
+            Name one under <code>assistant.models</code> in <code>gateway.config.json</code> (OpenAI, Anthropic, Gemini, or a local server such as Ollama) and
+            restart the gateway. API keys go in environment variables named by <code>apiKeyEnv</code>, never in the file.
           </p>
           <pre>{`"assistant": { "models": { "local": { "provider": "openai", "model": "qwen2.5:7b", "baseUrl": "http://127.0.0.1:11434/v1" } } }`}</pre>
           <p class="muted small">See docs/assistant.md.</p>
@@ -112,7 +112,10 @@ function DevicePicker({ deviceId }: { deviceId: string | undefined }) {
     <p class="toolbar">
       <label>
         Device{' '}
-        <select value={deviceId ?? ''} onChange={(e) => (location.hash = e.currentTarget.value ? `#/assistant/${encodeURIComponent(e.currentTarget.value)}` : '#/assistant')}>
+        <select
+          value={deviceId ?? ''}
+          onChange={(e) => (location.hash = e.currentTarget.value ? `#/assistant/${encodeURIComponent(e.currentTarget.value)}` : '#/assistant')}
+        >
           <option value="">(none: every tool)</option>
           {ids.map((id) => (
             <option key={id} value={id}>
@@ -211,7 +214,12 @@ function Chat({ models, deviceId }: { models: AssistantModel[]; deviceId: string
       await streamTurn({ message: text, conversationId, deviceId, model }, (ev) => onEvent(ev, turn), abort.signal);
       if (!turn.ended) {
         outcome = 'interrupted';
-        add({ kind: 'end', id: nextId++, outcome: 'failed', problem: { type: 'about:blank', title: 'Interrupted', status: 0, code: 'NETWORK', detail: 'the stream ended before the turn finished' } });
+        add({
+          kind: 'end',
+          id: nextId++,
+          outcome: 'failed',
+          problem: { type: 'about:blank', title: 'Interrupted', status: 0, code: 'NETWORK', detail: 'the stream ended before the turn finished' },
+        });
       }
     } catch (err) {
       outcome = 'interrupted';
@@ -379,7 +387,15 @@ function EntryView({ entry: e, onAnswer }: { entry: Entry; onAnswer: (c: Extract
             The assistant wants to run <code>{e.name}</code> with <code>{JSON.stringify(e.args).slice(0, 500)}</code>.
           </p>
           {e.answer ? (
-            <p>{e.answer === 'approved' ? <Badge tone="ok">approved</Badge> : e.answer === 'denied' ? <Badge tone="off">denied</Badge> : <Badge tone="warn">not answered: declined</Badge>}</p>
+            <p>
+              {e.answer === 'approved' ? (
+                <Badge tone="ok">approved</Badge>
+              ) : e.answer === 'denied' ? (
+                <Badge tone="off">denied</Badge>
+              ) : (
+                <Badge tone="warn">not answered: declined</Badge>
+              )}
+            </p>
           ) : (
             <div class="actions">
               <button type="button" onClick={() => void onAnswer(e, true)} aria-label={`Approve ${e.name}`}>

@@ -23,8 +23,8 @@ export function ConversationsView() {
     <section aria-labelledby="conv-h">
       <h1 id="conv-h">Conversations</h1>
       <p class="muted">
-        Devices whose voice mode is <code>converse</code> talk to the gateway's assistant: each turn appears here as it happens. Set a
-        device's mode on its page.
+        Devices whose voice mode is <code>converse</code> talk to the gateway's assistant: each turn appears here as it happens. Set a device's mode on its
+        page.
       </p>
       <div class="filters">
         <label>
@@ -106,11 +106,7 @@ function ConversationLog({ lines, showDevice }: { lines: Line[]; showDevice: boo
   return (
     <ol class="transcript voice" role="log" aria-live="polite" aria-label="Conversation">
       {lines.slice(-SHOW).map((l) => (
-        <li
-          key={l.id}
-          class={l.kind === 'heard' ? 'msg user' : l.kind === 'reply' ? 'msg assistant' : `tool-line ${l.state}`}
-          data-voice={l.kind}
-        >
+        <li key={l.id} class={l.kind === 'heard' ? 'msg user' : l.kind === 'reply' ? 'msg assistant' : `tool-line ${l.state}`} data-voice={l.kind}>
           {showDevice && (
             <a class="small who" href={`#/devices/${encodeURIComponent(l.deviceId)}`}>
               {l.deviceId}

@@ -87,8 +87,7 @@ export function MetaPanel({ device, onSaved }: { device: Device & Partial<Device
   );
 }
 
-const callTone = (s: QueuedCall['state']) =>
-  s === 'succeeded' ? 'ok' : s === 'failed' || s === 'expired' ? 'bad' : s === 'cancelled' ? 'off' : 'info';
+const callTone = (s: QueuedCall['state']) => (s === 'succeeded' ? 'ok' : s === 'failed' || s === 'expired' ? 'bad' : s === 'cancelled' ? 'off' : 'info');
 
 /**
  * Calls queued for the device (FLEET-API.md): delivered when it is online and free, kept across restarts.
@@ -151,9 +150,7 @@ export function QueuedCallsPanel({ deviceId, tools }: { deviceId: string; tools:
         <NotAvailable what="Queuing calls" />
       ) : (
         <>
-          <p class="muted small">
-            A queued call waits until the device is online and free (a WebSocket device: its next voice session), then runs once.
-          </p>
+          <p class="muted small">A queued call waits until the device is online and free (a WebSocket device: its next voice session), then runs once.</p>
           <form class="queue-form" onSubmit={queue}>
             <div class="field">
               <label for="q-tool">Tool</label>
@@ -166,14 +163,7 @@ export function QueuedCallsPanel({ deviceId, tools }: { deviceId: string; tools:
             </div>
             <div class="field">
               <label for="q-args">Arguments (JSON object)</label>
-              <textarea
-                id="q-args"
-                rows={2}
-                value={args}
-                spellcheck={false}
-                placeholder='{"volume": 40}'
-                onInput={(e) => setArgs(e.currentTarget.value)}
-              />
+              <textarea id="q-args" rows={2} value={args} spellcheck={false} placeholder='{"volume": 40}' onInput={(e) => setArgs(e.currentTarget.value)} />
             </div>
             <div class="field">
               <label for="q-ttl">Time to live (seconds; empty: the gateway's default)</label>
@@ -211,12 +201,7 @@ export function QueuedCallsPanel({ deviceId, tools }: { deviceId: string; tools:
                   )}
                 </span>
                 {(c.state === 'queued' || c.state === 'sent') && (
-                  <button
-                    type="button"
-                    class="secondary small"
-                    onClick={() => void cancel(c.id)}
-                    aria-label={`Cancel call ${c.tool} ${c.id}`}
-                  >
+                  <button type="button" class="secondary small" onClick={() => void cancel(c.id)} aria-label={`Cancel call ${c.tool} ${c.id}`}>
                     Cancel
                   </button>
                 )}

@@ -40,7 +40,8 @@ export function FirmwarePanel({ id, running }: { id: string; running: string | n
         </dl>
       )}
       <p class="muted small">
-        A device installs the offer at its next OTA check (boot) when it is newer than what it runs{p?.offer.force ? ', or because it is forced' : ''}. Rollouts: docs/firmware-updates.md.
+        A device installs the offer at its next OTA check (boot) when it is newer than what it runs{p?.offer.force ? ', or because it is forced' : ''}.
+        Rollouts: docs/firmware-updates.md.
       </p>
     </section>
   );
@@ -48,22 +49,29 @@ export function FirmwarePanel({ id, running }: { id: string; running: string | n
 
 function why(p: FirmwarePreview): string {
   if (p.source === 'rollout' && p.rollout)
-    return p.rollout.listed ? `rollout ${p.rollout.version}: this device is listed` : `rollout ${p.rollout.version} at ${p.rollout.percent} %: this device is at ${p.rollout.bucket.toFixed(1)}`;
+    return p.rollout.listed
+      ? `rollout ${p.rollout.version}: this device is listed`
+      : `rollout ${p.rollout.version} at ${p.rollout.percent} %: this device is at ${p.rollout.bucket.toFixed(1)}`;
   if (p.source === 'baseline') return 'the fleet baseline (ota.firmwareVersion / firmwareUrl)';
-  return p.reported ? 'no rollout covers this device and no baseline image is set' : 'no rollout covers this device (it has not checked in since the gateway started) and no baseline image is set';
+  return p.reported
+    ? 'no rollout covers this device and no baseline image is set'
+    : 'no rollout covers this device (it has not checked in since the gateway started) and no baseline image is set';
 }
 
 /** The photos the device took for vision questions, newest first; a new one appears live (device.photo). */
 export function PhotosPanel({ id }: { id: string }) {
-  const photos = useLoad(async (signal) => {
-    try {
-      return await api<{ photos: Photo[] }>('GET', `${devicePath(id)}/photos`, undefined, { signal });
-    } catch (e) {
-      // The route exists only while the gateway serves vision (vision.serve).
-      if (e instanceof ApiError && e.problem.code === 'NOT_FOUND') return null;
-      throw e;
-    }
-  }, [id]);
+  const photos = useLoad(
+    async (signal) => {
+      try {
+        return await api<{ photos: Photo[] }>('GET', `${devicePath(id)}/photos`, undefined, { signal });
+      } catch (e) {
+        // The route exists only while the gateway serves vision (vision.serve).
+        if (e instanceof ApiError && e.problem.code === 'NOT_FOUND') return null;
+        throw e;
+      }
+    },
+    [id],
+  );
   const reload = useCoalesced(photos.reload, 400);
   useOnEvent((e) => {
     if (e === 'resync' || (e.type === 'device.photo' && e.deviceId === id)) reload();
@@ -101,12 +109,20 @@ function PhotoFigure({ deviceId, photo: p }: { deviceId: string; photo: Photo })
         const res = await fetch(`${devicePath(deviceId)}/photos/${encodeURIComponent(p.id)}`, { headers: authHeaders(), signal: abort.signal });
         if (!res.ok) return setProblem(await problemOfResponse(res));
         const blob = await res.blob();
-        if (!IMAGE_TYPES.test(blob.type)) return setProblem({ type: 'about:blank', title: 'Not an image', status: 0, code: 'CLIENT', detail: `the photo came as ${blob.type.slice(0, 64) || 'no type'}` });
+        if (!IMAGE_TYPES.test(blob.type))
+          return setProblem({
+            type: 'about:blank',
+            title: 'Not an image',
+            status: 0,
+            code: 'CLIENT',
+            detail: `the photo came as ${blob.type.slice(0, 64) || 'no type'}`,
+          });
         url = URL.createObjectURL(blob);
         if (abort.signal.aborted) return URL.revokeObjectURL(url);
         setSrc(url);
       } catch (e) {
-        if ((e as Error).name !== 'AbortError') setProblem({ type: 'about:blank', title: 'Network error', status: 0, code: 'NETWORK', detail: 'the photo could not be loaded' });
+        if ((e as Error).name !== 'AbortError')
+          setProblem({ type: 'about:blank', title: 'Network error', status: 0, code: 'NETWORK', detail: 'the photo could not be loaded' });
       }
     })();
     return () => {
@@ -117,7 +133,11 @@ function PhotoFigure({ deviceId, photo: p }: { deviceId: string; photo: Photo })
   const at = new Date(p.at);
   return (
     <figure>
-      {src ? <img src={src} alt={`Photo from ${deviceId} at ${at.toLocaleString()}, taken to answer: ${p.question}`} /> : !problem && <Loading what="the photo" />}
+      {src ? (
+        <img src={src} alt={`Photo from ${deviceId} at ${at.toLocaleString()}, taken to answer: ${p.question}`} />
+      ) : (
+        !problem && <Loading what="the photo" />
+      )}
       {problem && <ProblemBox problem={problem} />}
       <figcaption>
         <q>{p.question}</q>{' '}

@@ -37,7 +37,12 @@ export function DeviceView({ id }: { id: string }) {
       <h1 id="device-h">
         Device <code>{d?.id ?? id}</code>
       </h1>
-      {d?.name && <p class="device-name">{d.name}{d.room ? ` · ${d.room}` : ''}</p>}
+      {d?.name && (
+        <p class="device-name">
+          {d.name}
+          {d.room ? ` · ${d.room}` : ''}
+        </p>
+      )}
       <p class="toolbar">
         {d && <DeviceStatus online={d.online} state={d.state} stale={stale} />}
         {d?.online && <CatalogWarning warning={d.catalogWarning} />}
@@ -108,15 +113,18 @@ function ToolsPanel({ deviceId, tools }: { deviceId: string | undefined; tools: 
   const [search, setSearch] = useState('');
   const all = tools.data?.tools ?? [];
   const needle = search.trim().toLowerCase();
-  const shown = needle ? all.filter((t) => [t.name, t.description, typeof t.annotations?.['title'] === 'string' ? t.annotations['title'] : ''].some((s) => s.toLowerCase().includes(needle))) : all;
+  const shown = needle
+    ? all.filter((t) =>
+        [t.name, t.description, typeof t.annotations?.['title'] === 'string' ? t.annotations['title'] : ''].some((s) => s.toLowerCase().includes(needle)),
+      )
+    : all;
   return (
     <section aria-labelledby="tools-h">
       <div class="toolbar">
         <h2 id="tools-h">Tools {tools.data && <span class="muted">({needle ? `${shown.length} of ${all.length}` : all.length})</span>}</h2>
         {all.length > 0 && (
           <label class="inline">
-            Search tools{' '}
-            <input type="search" value={search} onInput={(e) => setSearch(e.currentTarget.value)} placeholder="name or description" />
+            Search tools <input type="search" value={search} onInput={(e) => setSearch(e.currentTarget.value)} placeholder="name or description" />
           </label>
         )}
       </div>
@@ -133,14 +141,17 @@ function ToolsPanel({ deviceId, tools }: { deviceId: string | undefined; tools: 
 
 /** Where the device stands with enrollment: enrolled (how), waiting for approval, or auth open. */
 function EnrollmentPanel({ id }: { id: string }) {
-  const binding = useLoad(async (signal) => {
-    try {
-      return await api<EnrolledDevice>('GET', `/v1/enrollments/devices/${encodeURIComponent(id)}`, undefined, { signal });
-    } catch (e) {
-      if (e instanceof ApiError && e.problem.code === 'ENROLLMENT_NOT_FOUND') return e.problem;
-      throw e;
-    }
-  }, [id]);
+  const binding = useLoad(
+    async (signal) => {
+      try {
+        return await api<EnrolledDevice>('GET', `/v1/enrollments/devices/${encodeURIComponent(id)}`, undefined, { signal });
+      } catch (e) {
+        if (e instanceof ApiError && e.problem.code === 'ENROLLMENT_NOT_FOUND') return e.problem;
+        throw e;
+      }
+    },
+    [id],
+  );
   const pending = useLoad((signal) => api<{ enrollments: PendingEnrollment[] }>('GET', '/v1/enrollments', undefined, { signal }), [id]);
   const mine = (pending.data?.enrollments ?? []).filter((p) => p.deviceId === id);
   const b = binding.data;
@@ -159,7 +170,9 @@ function EnrollmentPanel({ id }: { id: string }) {
         </p>
       )}
       {/* ENROLLMENT_NOT_FOUND covers both "not enrolled" and "device auth is open"; its detail tells which. */}
-      {b && 'code' in b && <p class="muted">{(b as Problem).detail.includes('"open"') ? 'Device auth is open: devices need no enrollment.' : 'Not enrolled.'}</p>}
+      {b && 'code' in b && (
+        <p class="muted">{(b as Problem).detail.includes('"open"') ? 'Device auth is open: devices need no enrollment.' : 'Not enrolled.'}</p>
+      )}
       {mine.length > 0 && (
         <ul class="enrollments">
           {mine.map((p) => (
@@ -223,7 +236,10 @@ function RawRpc({ id }: { id: string }) {
 /** The device's events: its history where the gateway keeps one, then the page's live stream; newest first. */
 function Timeline({ id }: { id: string }) {
   useStreamState();
-  const mine = events.recent().filter((e) => e.deviceId === id).slice(0, 100);
+  const mine = events
+    .recent()
+    .filter((e) => e.deviceId === id)
+    .slice(0, 100);
   return (
     <section class="card" aria-labelledby="timeline-h">
       <h2 id="timeline-h">Timeline</h2>

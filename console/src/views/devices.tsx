@@ -28,14 +28,17 @@ export function DevicesView() {
   // Cursor pages: the stack holds the cursor of each page visited, for "Previous".
   const [cursors, setCursors] = useState<string[]>([]);
   const cursor = cursors[cursors.length - 1];
-  const list = useLoad((signal) => {
-    const q = new URLSearchParams({ limit: String(PAGE) });
-    if (online) q.set('online', online);
-    if (transport) q.set('transport', transport);
-    if (cursor) q.set('cursor', cursor);
-    for (const [k, v] of Object.entries(meta)) if (metaFilters && v.trim()) q.set(k, v.trim());
-    return api<DeviceList>('GET', `/v1/devices?${q}`, undefined, { signal });
-  }, [online, transport, cursor, meta, metaFilters]);
+  const list = useLoad(
+    (signal) => {
+      const q = new URLSearchParams({ limit: String(PAGE) });
+      if (online) q.set('online', online);
+      if (transport) q.set('transport', transport);
+      if (cursor) q.set('cursor', cursor);
+      for (const [k, v] of Object.entries(meta)) if (metaFilters && v.trim()) q.set(k, v.trim());
+      return api<DeviceList>('GET', `/v1/devices?${q}`, undefined, { signal });
+    },
+    [online, transport, cursor, meta, metaFilters],
+  );
 
   const [fresh, setFresh] = useState<ReadonlySet<string>>(new Set());
   const timers = useRef(new Map<string, ReturnType<typeof setTimeout>>());
@@ -68,7 +71,9 @@ export function DevicesView() {
   const devices = all.filter(
     (d) =>
       !needle ||
-      [d.id, d.clientId, d.firmwareVersion ?? '', d.server?.name ?? '', d.state, d.name ?? '', d.room ?? '', ...(d.tags ?? [])].some((s) => s.toLowerCase().includes(needle)),
+      [d.id, d.clientId, d.firmwareVersion ?? '', d.server?.name ?? '', d.state, d.name ?? '', d.room ?? '', ...(d.tags ?? [])].some((s) =>
+        s.toLowerCase().includes(needle),
+      ),
   );
   const hasMeta = metaFilters || all.some((d) => Array.isArray(d.tags));
   const filtered = online !== '' || transport !== '' || cursor !== undefined || Object.values(meta).some((v) => v.trim() !== '');
@@ -207,13 +212,13 @@ function EmptyFleet() {
     <div class="empty" role="status">
       <h2>No device has connected yet</h2>
       <p>
-        Point a device at <code class="ota-url">{otaUrl}</code>: set it as the OTA URL in the firmware's settings (xiaozhi: <code>CONFIG_OTA_URL</code>), and
-        it will ask the gateway where to connect. It appears here as soon as it does.
+        Point a device at <code class="ota-url">{otaUrl}</code>: set it as the OTA URL in the firmware's settings (xiaozhi: <code>CONFIG_OTA_URL</code>), and it
+        will ask the gateway where to connect. It appears here as soon as it does.
       </p>
       {hint && (
         <p class="warn-note" data-testid="loopback-hint">
-          <strong>{hint.host} is this computer's loopback address: a device cannot reach it.</strong> Use the gateway host's LAN address instead,
-          e.g. <code class="lan-url">{hint.example}</code> (the address of this computer on your Wi-Fi: <code>ip -4 addr</code>, <code>ipconfig</code>), or set{' '}
+          <strong>{hint.host} is this computer's loopback address: a device cannot reach it.</strong> Use the gateway host's LAN address instead, e.g.{' '}
+          <code class="lan-url">{hint.example}</code> (the address of this computer on your Wi-Fi: <code>ip -4 addr</code>, <code>ipconfig</code>), or set{' '}
           <code>http.publicUrl</code> (<code>GATEWAY_PUBLIC_URL</code>) so this page shows it.
         </p>
       )}

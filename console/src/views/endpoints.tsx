@@ -29,9 +29,8 @@ export function EndpointsView() {
     <section aria-labelledby="endpoints-h">
       <h1 id="endpoints-h">MCP endpoints</h1>
       <p class="muted">
-        A tool process on any machine (xiaozhi's <code>mcp_pipe.py</code> and its ports) connects <em>out</em> to the gateway with a token,
-        and its tools join the hub as <code>mcp__&lt;name&gt;__&lt;tool&gt;</code>: for the assistant, <code>/mcp</code> and the API. See
-        docs/mcp-hub.md.
+        A tool process on any machine (xiaozhi's <code>mcp_pipe.py</code> and its ports) connects <em>out</em> to the gateway with a token, and its tools join
+        the hub as <code>mcp__&lt;name&gt;__&lt;tool&gt;</code>: for the assistant, <code>/mcp</code> and the API. See docs/mcp-hub.md.
       </p>
       {list.data === null ? (
         <NotAvailable what="The MCP endpoint" />
@@ -161,10 +160,7 @@ function EndpointCard({ endpoint: e, onRevoked }: { endpoint: McpEndpoint; onRev
   return (
     <article class="card server" data-endpoint-id={e.id} data-endpoint={e.name}>
       <h2>
-        {e.name}{' '}
-        <Badge tone={e.state === 'connected' ? 'ok' : 'off'}>
-          {e.state === 'connected' ? 'connected' : 'waiting for its tool process'}
-        </Badge>
+        {e.name} <Badge tone={e.state === 'connected' ? 'ok' : 'off'}>{e.state === 'connected' ? 'connected' : 'waiting for its tool process'}</Badge>
       </h2>
       <p class="muted small">
         created <Ago iso={e.createdAt} />

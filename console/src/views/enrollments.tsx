@@ -20,8 +20,8 @@ export function EnrollmentsView() {
     <section aria-labelledby="enroll-h">
       <h1 id="enroll-h">Enrollments</h1>
       <p class="muted">
-        A device that checks in under <code>deviceAuth</code> hmac or token with the approve policy shows a 6-digit code. Approve it here; its next OTA check collects
-        its credentials.
+        A device that checks in under <code>deviceAuth</code> hmac or token with the approve policy shows a 6-digit code. Approve it here; its next OTA check
+        collects its credentials.
       </p>
       <button type="button" onClick={list.reload}>
         Refresh
@@ -49,7 +49,11 @@ export function EnrollmentRow({ pending: p, onDone }: { pending: PendingEnrollme
     setBusy(true);
     try {
       await api('POST', `/v1/enrollments/${encodeURIComponent(p.code)}/${verb}`);
-      onDone(verb === 'approve' ? `Approved ${p.deviceId} (code ${p.code}): its next OTA check collects its credentials.` : `Rejected ${p.deviceId} (code ${p.code}).`);
+      onDone(
+        verb === 'approve'
+          ? `Approved ${p.deviceId} (code ${p.code}): its next OTA check collects its credentials.`
+          : `Rejected ${p.deviceId} (code ${p.code}).`,
+      );
     } catch (e) {
       setProblem(problemOf(e));
     } finally {
@@ -59,8 +63,8 @@ export function EnrollmentRow({ pending: p, onDone }: { pending: PendingEnrollme
   return (
     <li class="enrollment card" data-code={p.code}>
       <p>
-        <strong class="code">{p.code}</strong>{' '}
-        <a href={`#/devices/${encodeURIComponent(p.deviceId)}`}>{p.deviceId}</a> {p.status === 'rejected' ? <Badge tone="bad">rejected</Badge> : <Badge tone="warn">pending</Badge>}
+        <strong class="code">{p.code}</strong> <a href={`#/devices/${encodeURIComponent(p.deviceId)}`}>{p.deviceId}</a>{' '}
+        {p.status === 'rejected' ? <Badge tone="bad">rejected</Badge> : <Badge tone="warn">pending</Badge>}
       </p>
       <p class="muted small">
         from {p.remoteAddress}
@@ -88,9 +92,9 @@ function RefusedDevices({ devices }: { devices: RefusedDevice[] }) {
     <section aria-labelledby="refused-h" class="refused">
       <h2 id="refused-h">Refused devices</h2>
       <p class="muted">
-        These devices connect without valid credentials and are refused. A device collects its credentials from an OTA check, which the firmware makes
-        only at boot: restart each one (power cycle), then approve its code above (or list its id in <code>enrollment.allowlist</code>). See
-        docs/security.md, "Moving a fleet from open to hmac".
+        These devices connect without valid credentials and are refused. A device collects its credentials from an OTA check, which the firmware makes only at
+        boot: restart each one (power cycle), then approve its code above (or list its id in <code>enrollment.allowlist</code>). See docs/security.md, "Moving a
+        fleet from open to hmac".
       </p>
       <table>
         <thead>
@@ -113,8 +117,12 @@ function RefusedDevices({ devices }: { devices: RefusedDevice[] }) {
                 <Badge tone="bad">{d.reason}</Badge>
               </td>
               <td>{d.count}</td>
-              <td><Ago iso={d.firstAt} /></td>
-              <td><Ago iso={d.lastAt} /></td>
+              <td>
+                <Ago iso={d.firstAt} />
+              </td>
+              <td>
+                <Ago iso={d.lastAt} />
+              </td>
               <td>{d.remoteAddress}</td>
             </tr>
           ))}

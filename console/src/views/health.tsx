@@ -50,9 +50,17 @@ export function HealthView() {
       {history.data && samples.length === 0 && <p class="muted">The first sample comes {duration(history.data.intervalMs)} after start.</p>}
       {samples.length > 0 && (
         <div class="charts">
-          <LineChart title="Device calls per second, by outcome" unit="/s" series={callSeries.length ? callSeries : [{ name: 'calls', tone: 's0', values: samples.map(() => 0) }]} />
+          <LineChart
+            title="Device calls per second, by outcome"
+            unit="/s"
+            series={callSeries.length ? callSeries : [{ name: 'calls', tone: 's0', values: samples.map(() => 0) }]}
+          />
           <LineChart title="Mean device-call latency" unit="ms" series={[{ name: 'latency', tone: 's1', values: samples.map((s) => s.callLatencyMs) }]} />
-          <LineChart title="Devices online, by transport" unit="" series={transports.map((t, i) => ({ name: t, tone: `s${(i + 2) % 6}`, values: samples.map((s) => s.devicesOnline[t] ?? 0) }))} />
+          <LineChart
+            title="Devices online, by transport"
+            unit=""
+            series={transports.map((t, i) => ({ name: t, tone: `s${(i + 2) % 6}`, values: samples.map((s) => s.devicesOnline[t] ?? 0) }))}
+          />
         </div>
       )}
       <p class="muted small">

@@ -10,8 +10,7 @@ import { JobFields, filterText } from './job-form.js';
 import { ResultView } from './tool-form.js';
 
 const jobTone = (s: Job['state']) => (s === 'succeeded' ? 'ok' : s === 'running' ? 'info' : s === 'cancelled' ? 'off' : 'bad');
-const callTone = (s: CallState) =>
-  s === 'succeeded' ? 'ok' : s === 'failed' || s === 'expired' ? 'bad' : s === 'cancelled' ? 'off' : 'info';
+const callTone = (s: CallState) => (s === 'succeeded' ? 'ok' : s === 'failed' || s === 'expired' ? 'bad' : s === 'cancelled' ? 'off' : 'info');
 
 /** A failing load whose route this gateway lacks is "not available"; any other problem is shown. */
 async function guarded<T>(load: () => Promise<T>): Promise<T | null> {
@@ -123,8 +122,7 @@ function NewJob() {
         <button type="submit" disabled={busy}>
           Start job
         </button>
-        {problem &&
-          ('invalid' in problem ? <p class="invalid">{problem.invalid}</p> : <ProblemBox problem={problem} label="Not started" />)}
+        {problem && ('invalid' in problem ? <p class="invalid">{problem.invalid}</p> : <ProblemBox problem={problem} label="Not started" />)}
       </form>
     </details>
   );
@@ -137,8 +135,7 @@ function Progress({ job }: { job: Job }) {
     <div class="progress-cell">
       <progress max={100} value={percent} aria-label={`${done} of ${job.total} finished`} />
       <div class="small counts-line">
-        {done}/{job.total} · <span class="ok">{c.succeeded} ok</span> · {c.failed} failed · {c.expired} expired · {c.queued + c.sent}{' '}
-        waiting
+        {done}/{job.total} · <span class="ok">{c.succeeded} ok</span> · {c.failed} failed · {c.expired} expired · {c.queued + c.sent} waiting
         {c.cancelled > 0 && ` · ${c.cancelled} cancelled`}
       </div>
     </div>

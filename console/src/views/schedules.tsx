@@ -191,12 +191,7 @@ function NewSchedule({ onCreated }: { onCreated: () => void }) {
             </div>
             <div class="field">
               <label for="s-tz">Time zone</label>
-              <input
-                id="s-tz"
-                value={form.timeZone}
-                placeholder="Europe/Berlin"
-                onInput={(e) => set({ timeZone: e.currentTarget.value })}
-              />
+              <input id="s-tz" value={form.timeZone} placeholder="Europe/Berlin" onInput={(e) => set({ timeZone: e.currentTarget.value })} />
             </div>
           </>
         ) : (
@@ -208,24 +203,17 @@ function NewSchedule({ onCreated }: { onCreated: () => void }) {
         <fieldset class="filters">
           <legend>What</legend>
           <label class="check">
-            <input type="radio" name="target" checked={form.target === 'call'} onChange={() => set({ target: 'call' })} /> a call to one
-            device
+            <input type="radio" name="target" checked={form.target === 'call'} onChange={() => set({ target: 'call' })} /> a call to one device
           </label>
           <label class="check">
-            <input type="radio" name="target" checked={form.target === 'job'} onChange={() => set({ target: 'job' })} /> a job across the
-            fleet
+            <input type="radio" name="target" checked={form.target === 'job'} onChange={() => set({ target: 'job' })} /> a job across the fleet
           </label>
         </fieldset>
         {form.target === 'call' ? (
           <>
             <div class="field">
               <label for="s-device">Device id</label>
-              <input
-                id="s-device"
-                value={form.device}
-                placeholder="aa:bb:cc:dd:ee:ff"
-                onInput={(e) => set({ device: e.currentTarget.value })}
-              />
+              <input id="s-device" value={form.device} placeholder="aa:bb:cc:dd:ee:ff" onInput={(e) => set({ device: e.currentTarget.value })} />
             </div>
             <div class="field">
               <label for="s-tool">Tool</label>
@@ -233,13 +221,7 @@ function NewSchedule({ onCreated }: { onCreated: () => void }) {
             </div>
             <div class="field">
               <label for="s-args">Arguments (JSON object)</label>
-              <textarea
-                id="s-args"
-                rows={2}
-                spellcheck={false}
-                value={form.arguments}
-                onInput={(e) => set({ arguments: e.currentTarget.value })}
-              />
+              <textarea id="s-args" rows={2} spellcheck={false} value={form.arguments} onInput={(e) => set({ arguments: e.currentTarget.value })} />
             </div>
           </>
         ) : (
@@ -248,8 +230,7 @@ function NewSchedule({ onCreated }: { onCreated: () => void }) {
         <button type="submit" disabled={busy}>
           Create schedule
         </button>
-        {problem &&
-          ('invalid' in problem ? <p class="invalid">{problem.invalid}</p> : <ProblemBox problem={problem} label="Not created" />)}
+        {problem && ('invalid' in problem ? <p class="invalid">{problem.invalid}</p> : <ProblemBox problem={problem} label="Not created" />)}
       </form>
     </details>
   );

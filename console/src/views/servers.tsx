@@ -70,7 +70,8 @@ export function ServersView() {
       <ul class="names">
         {resources.data?.resources.slice(0, 200).map((r) => (
           <li key={String(r['uri'])}>
-            <code>{String(r['uri'] ?? '')}</code> {typeof r['name'] === 'string' && r['name']} {typeof r['description'] === 'string' && <span class="muted small">{r['description']}</span>}
+            <code>{String(r['uri'] ?? '')}</code> {typeof r['name'] === 'string' && r['name']}{' '}
+            {typeof r['description'] === 'string' && <span class="muted small">{r['description']}</span>}
           </li>
         ))}
       </ul>

@@ -65,7 +65,13 @@ export function ToolCard({ tool, callPath }: { tool: CardTool; callPath: string 
       {tool.userOnly && <p class="muted small">Marked for people (audience: user): an LLM is not offered this tool.</p>}
       <form onSubmit={call}>
         {fields.map((f) => (
-          <FieldInput key={f.name} id={`${idBase}-${f.name}`} field={f} value={values[f.name] ?? ''} onChange={(v) => setValues((s) => ({ ...s, [f.name]: v }))} />
+          <FieldInput
+            key={f.name}
+            id={`${idBase}-${f.name}`}
+            field={f}
+            value={values[f.name] ?? ''}
+            onChange={(v) => setValues((s) => ({ ...s, [f.name]: v }))}
+          />
         ))}
         {fields.length === 0 && <p class="muted small">No arguments.</p>}
         <button type="submit" disabled={busy || confirming !== undefined}>
@@ -152,7 +158,15 @@ function FieldInput({ id, field: f, value, onChange }: { id: string; field: Fiel
     return (
       <div class="field">
         {label}
-        <textarea id={id} rows={3} value={String(value)} required={f.required} onInput={(e) => onChange(e.currentTarget.value)} aria-describedby={describedBy} spellcheck={false} />
+        <textarea
+          id={id}
+          rows={3}
+          value={String(value)}
+          required={f.required}
+          onInput={(e) => onChange(e.currentTarget.value)}
+          aria-describedby={describedBy}
+          spellcheck={false}
+        />
         {help}
       </div>
     );
@@ -183,12 +197,16 @@ export function ResultView({ result }: { result: CallResult }) {
   return (
     <div class={`result ${result.isError ? 'is-error' : ''}`} data-testid="call-result">
       <p>
-        {result.isError ? <Badge tone="bad">tool error</Badge> : <Badge tone="ok">ok</Badge>} in <span class="duration">{Math.round(result.durationMs)} ms</span>
+        {result.isError ? <Badge tone="bad">tool error</Badge> : <Badge tone="ok">ok</Badge>} in{' '}
+        <span class="duration">{Math.round(result.durationMs)} ms</span>
       </p>
       {result.content.map((c) =>
         c['type'] === 'text' && typeof c['text'] === 'string' ? (
           <ResultText text={c['text']} />
-        ) : c['type'] === 'image' && typeof c['data'] === 'string' && typeof c['mimeType'] === 'string' && /^image\/(png|jpeg|gif|webp)$/.test(c['mimeType']) ? (
+        ) : c['type'] === 'image' &&
+          typeof c['data'] === 'string' &&
+          typeof c['mimeType'] === 'string' &&
+          /^image\/(png|jpeg|gif|webp)$/.test(c['mimeType']) ? (
           <img alt="image from the tool" src={`data:${c['mimeType']};base64,${c['data']}`} />
         ) : (
           <Json value={c} />

@@ -105,9 +105,13 @@ export interface ApiDeps {
 }
 
 /** The HTTP side: one fastify app; every feature a plugin with its own schemas. */
+// eslint-disable-next-line max-lines-per-function -- the API's plugin table: each line mounts one plugin with its options
 export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   const s = d.settings;
-  const serverOptions = { headersTimeout: s.http.headersTimeoutMs, connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(s.http.headersTimeoutMs / 4))) };
+  const serverOptions = {
+    headersTimeout: s.http.headersTimeoutMs,
+    connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(s.http.headersTimeoutMs / 4))),
+  };
   const app = Fastify({
     loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -129,7 +133,11 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   await app.register(swagger, {
     openapi: {
       openapi: '3.0.3',
-      info: { title: 'Voxgate API', version: d.version, description: 'Drive ESP32 voice devices: list them, read their tools, call them, follow their events.' },
+      info: {
+        title: 'Voxgate API',
+        version: d.version,
+        description: 'Drive ESP32 voice devices: list them, read their tools, call them, follow their events.',
+      },
       components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key (GATEWAY_API_KEYS)' } } },
     },
   });
@@ -142,7 +150,16 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   if (s.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d.apiKeys, s.metrics.key) });
   const firmware = new FirmwareService({ settings: s.ota, imagesDir: s.firmwareDir, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
   const tenants = d.deviceTenants;
-  const ota = { settings: s, deviceSecret: d.deviceSecret, mqttPort: d.mqttPort, mqttTlsPort: d.mqttTlsPort ?? (() => undefined), metrics: d.metrics, enrollment: d.enrollment, firmware, tenants };
+  const ota = {
+    settings: s,
+    deviceSecret: d.deviceSecret,
+    mqttPort: d.mqttPort,
+    mqttTlsPort: d.mqttTlsPort ?? (() => undefined),
+    metrics: d.metrics,
+    enrollment: d.enrollment,
+    firmware,
+    tenants,
+  };
   await app.register(otaRoutes, { ...ota, ...(d.deviceReports ? { onReport: d.deviceReports } : {}) });
   await app.register(firmwareRoutes, { firmware, maxPerAddress: s.ota.downloadsPerAddress, maxTotal: s.ota.maxDownloads });
   // Devices authenticate with their vision token, not an API key.

@@ -19,7 +19,10 @@ export function chatBody(maxMessageBytes: number) {
       conversationId: Id.optional(),
       deviceId: z.string().max(64).optional().describe('Bind the turn to a device: its tools come first, under short names'),
       model: z.string().max(64).optional().describe('An assistant model name (GET /v1/assistant/models); default assistant.defaultModel'),
-      prompt: z.object({ name: z.string().min(1).max(64), arguments: z.record(z.string().max(256), z.string().max(maxMessageBytes)).optional() }).strict().optional(),
+      prompt: z
+        .object({ name: z.string().min(1).max(64), arguments: z.record(z.string().max(256), z.string().max(maxMessageBytes)).optional() })
+        .strict()
+        .optional(),
       resources: z.array(z.string().min(1).max(4096)).max(16).optional(),
       tokens: TokensSchema.optional(),
       stream: z.boolean().optional(),
@@ -28,7 +31,13 @@ export function chatBody(maxMessageBytes: number) {
     .refine((b) => b.message !== undefined || b.prompt !== undefined, 'give a message, a prompt, or both');
 }
 
-const ToolCallOut = z.object({ callId: z.string(), name: z.string(), arguments: z.record(z.string(), z.unknown()), isError: z.boolean(), durationMs: z.number() });
+const ToolCallOut = z.object({
+  callId: z.string(),
+  name: z.string(),
+  arguments: z.record(z.string(), z.unknown()),
+  isError: z.boolean(),
+  durationMs: z.number(),
+});
 const ChatOut = z.object({
   conversationId: z.string(),
   turnId: z.string(),
@@ -58,7 +67,13 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
     schema: {
       tags: ['assistant'],
       summary: 'The assistant models configured (assistant.models)',
-      response: { 200: jsonSchema(z.object({ models: z.array(z.object({ name: z.string(), provider: z.string(), toolMode: z.string(), default: z.boolean() })) }), 'output'), ...problems(401) },
+      response: {
+        200: jsonSchema(
+          z.object({ models: z.array(z.object({ name: z.string(), provider: z.string(), toolMode: z.string(), default: z.boolean() })) }),
+          'output',
+        ),
+        ...problems(401),
+      },
     },
     handler: async () => ({ models: assistant.modelList() }),
   });
@@ -68,11 +83,26 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
       tags: ['assistant'],
       summary: 'One assistant turn: the model runs tools of devices and hosted servers until it answers. stream: true answers as text/event-stream',
       body: jsonSchema(ChatBody),
-      response: { 200: { ...jsonSchema(ChatOut, 'output'), description: 'the answer; with stream: true, SSE events turn.started, tool.call, tool.result, resource.read, confirmation.required, text.delta, turn.completed / turn.failed' }, ...problems(400, 401, 404, 409, 429, 502, 504) },
+      response: {
+        200: {
+          ...jsonSchema(ChatOut, 'output'),
+          description:
+            'the answer; with stream: true, SSE events turn.started, tool.call, tool.result, resource.read, confirmation.required, text.delta, turn.completed / turn.failed',
+        },
+        ...problems(400, 401, 404, 409, 429, 502, 504),
+      },
     },
     handler: async (req, reply) => {
       const b = req.body;
-      const chat: ChatRequest = { message: b.message, conversationId: b.conversationId, deviceId: b.deviceId, model: b.model, prompt: b.prompt, resources: b.resources, tokens: tokensOf(req, b) };
+      const chat: ChatRequest = {
+        message: b.message,
+        conversationId: b.conversationId,
+        deviceId: b.deviceId,
+        model: b.model,
+        prompt: b.prompt,
+        resources: b.resources,
+        tokens: tokensOf(req, b),
+      };
       if (!b.stream) {
         const started = await assistant.start(chat, caller(req), { stream: false, interactive: false, emit: () => undefined });
         cancelOnDisconnect(reply, () => started.turn.cancel('the caller disconnected'));
@@ -100,7 +130,12 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
   });
 
   app.get<{ Params: z.infer<typeof IdParam> }>('/v1/assistant/conversations/:id', {
-    schema: { tags: ['assistant'], summary: "A conversation's messages (the user's and the final answers)", params: jsonSchema(IdParam), response: { 200: jsonSchema(ConversationOut, 'output'), ...problems(401, 404) } },
+    schema: {
+      tags: ['assistant'],
+      summary: "A conversation's messages (the user's and the final answers)",
+      params: jsonSchema(IdParam),
+      response: { 200: jsonSchema(ConversationOut, 'output'), ...problems(401, 404) },
+    },
     handler: async (req) => {
       const c = assistant.conversation(req.params.id, caller(req));
       if (!c) throw new GatewayError('NOT_FOUND', 'no such conversation (it may have expired)');
@@ -109,7 +144,12 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
   });
 
   app.delete<{ Params: z.infer<typeof IdParam> }>('/v1/assistant/conversations/:id', {
-    schema: { tags: ['assistant'], summary: 'Forget a conversation', params: jsonSchema(IdParam), response: { 204: { type: 'null', description: 'deleted' }, ...problems(401, 404) } },
+    schema: {
+      tags: ['assistant'],
+      summary: 'Forget a conversation',
+      params: jsonSchema(IdParam),
+      response: { 204: { type: 'null', description: 'deleted' }, ...problems(401, 404) },
+    },
     handler: async (req, reply) => {
       if (!assistant.forget(req.params.id, caller(req))) throw new GatewayError('NOT_FOUND', 'no such conversation (it may have expired)');
       return reply.code(204).send();
@@ -117,7 +157,12 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
   });
 
   app.delete<{ Params: z.infer<typeof IdParam> }>('/v1/assistant/turns/:id', {
-    schema: { tags: ['assistant'], summary: 'Cancel a running turn: the model request and every tool call in flight are aborted', params: jsonSchema(IdParam), response: { 204: { type: 'null', description: 'cancelled' }, ...problems(401, 404) } },
+    schema: {
+      tags: ['assistant'],
+      summary: 'Cancel a running turn: the model request and every tool call in flight are aborted',
+      params: jsonSchema(IdParam),
+      response: { 204: { type: 'null', description: 'cancelled' }, ...problems(401, 404) },
+    },
     handler: async (req, reply) => {
       assistant.turn(req.params.id, caller(req)).cancel('cancelled by the caller');
       return reply.code(204).send();
@@ -133,7 +178,8 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
       response: { 204: { type: 'null', description: 'recorded' }, ...problems(400, 401, 404) },
     },
     handler: async (req, reply) => {
-      if (!assistant.turn(req.params.turnId, caller(req)).confirm(req.params.callId, req.body.approve)) throw new GatewayError('NOT_FOUND', 'no confirmation is pending with this id');
+      if (!assistant.turn(req.params.turnId, caller(req)).confirm(req.params.callId, req.body.approve))
+        throw new GatewayError('NOT_FOUND', 'no confirmation is pending with this id');
       return reply.code(204).send();
     },
   });

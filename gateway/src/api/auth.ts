@@ -32,7 +32,6 @@ function cachedPrincipalOf(key: string): string {
   return p;
 }
 
-
 declare module 'fastify' {
   interface FastifyRequest {
     caller?: ApiCaller;
@@ -40,7 +39,11 @@ declare module 'fastify' {
 }
 
 /** The caller behind `Authorization: Bearer <key>`, or undefined when the key is missing or wrong. */
-export function authenticate(authorization: string | undefined, keys: readonly string[], tenantOf: (key: string) => string | undefined = () => undefined): ApiCaller | undefined {
+export function authenticate(
+  authorization: string | undefined,
+  keys: readonly string[],
+  tenantOf: (key: string) => string | undefined = () => undefined,
+): ApiCaller | undefined {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
   if (!m) return undefined;
   const key = keys.find((k) => safeEqual(k, m[1]!));

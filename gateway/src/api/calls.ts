@@ -13,7 +13,13 @@ export const QueuedCallBody = z
   .object({
     tool: z.string().min(1).max(128).describe("The device's tool name"),
     arguments: z.record(z.string(), z.unknown()).optional(),
-    ttlMs: z.number().int().min(1).max(30 * 86_400_000).optional().describe('How long the call waits for the device (default fleet.defaultTtlMs; capped by fleet.maxTtlMs)'),
+    ttlMs: z
+      .number()
+      .int()
+      .min(1)
+      .max(30 * 86_400_000)
+      .optional()
+      .describe('How long the call waits for the device (default fleet.defaultTtlMs; capped by fleet.maxTtlMs)'),
   })
   .strict();
 export const CallIdParam = z.object({ callId: z.string().min(1).max(64) });

@@ -36,10 +36,16 @@ const ModelId = z.object({ id: z.string().min(1).max(64) });
  */
 function refuseClientTools(b: { tools?: unknown[] | undefined; tool_choice?: unknown }): void {
   if (b.tools?.length)
-    throw new GatewayError('INVALID_REQUEST', 'client-side `tools` are not supported: the assistant runs the gateway\'s device and hosted-server tools itself and returns only text; send the request without `tools`');
+    throw new GatewayError(
+      'INVALID_REQUEST',
+      "client-side `tools` are not supported: the assistant runs the gateway's device and hosted-server tools itself and returns only text; send the request without `tools`",
+    );
   const choice = b.tool_choice;
   if (choice !== undefined && choice !== null && choice !== 'auto' && choice !== 'none')
-    throw new GatewayError('INVALID_REQUEST', `tool_choice ${JSON.stringify(choice).slice(0, 80)} is not supported: the gateway chooses and runs its own tools; use "auto" or leave it out`);
+    throw new GatewayError(
+      'INVALID_REQUEST',
+      `tool_choice ${JSON.stringify(choice).slice(0, 80)} is not supported: the gateway chooses and runs its own tools; use "auto" or leave it out`,
+    );
 }
 
 function textOf(content: unknown): string {
@@ -59,7 +65,12 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
   });
   // Every model "exists" since the gateway started: a stable `created` for clients that sort by it.
   const listedSince = Math.floor(Date.now() / 1000);
-  const modelObject = (m: { name: string; provider: string }): z.infer<typeof OpenAiModel> => ({ id: m.name, object: 'model', created: listedSince, owned_by: m.provider });
+  const modelObject = (m: { name: string; provider: string }): z.infer<typeof OpenAiModel> => ({
+    id: m.name,
+    object: 'model',
+    created: listedSince,
+    owned_by: m.provider,
+  });
   app.get('/v1/models', {
     schema: {
       tags: ['assistant'],
@@ -71,7 +82,7 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
   app.get<{ Params: z.infer<typeof ModelId> }>('/v1/models/:id', {
     schema: {
       tags: ['assistant'],
-      summary: 'One assistant model in OpenAI\'s shape',
+      summary: "One assistant model in OpenAI's shape",
       params: jsonSchema(ModelId),
       response: { 200: jsonSchema(OpenAiModel, 'output'), 404: { ...jsonSchema(Problem, 'output') } },
     },
@@ -86,8 +97,13 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
       tags: ['assistant'],
       summary: 'OpenAI-compatible chat completions: the assistant runs the tools of devices and hosted servers; only text comes back',
       body: jsonSchema(Body),
-      response: { 200: { description: 'a chat.completion object, or with stream: true chat.completion.chunk events', type: 'object', additionalProperties: true }, 400: { ...jsonSchema(Problem, 'output') }, 404: { ...jsonSchema(Problem, 'output') } },
+      response: {
+        200: { description: 'a chat.completion object, or with stream: true chat.completion.chunk events', type: 'object', additionalProperties: true },
+        400: { ...jsonSchema(Problem, 'output') },
+        404: { ...jsonSchema(Problem, 'output') },
+      },
     },
+    // eslint-disable-next-line max-lines-per-function -- one OpenAI request translated in order: messages, tools refused, streamed or not
     handler: async (req: FastifyRequest<{ Body: z.infer<typeof Body> }>, reply) => {
       const b = req.body;
       refuseClientTools(b);
@@ -106,11 +122,21 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
       const created = Math.floor(Date.now() / 1000);
       let conversationId: string | undefined;
       const forget = () => conversationId && o.assistant.forget(conversationId, req.caller ?? {});
-      const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({ id, object: 'chat.completion.chunk', created, model: b.model, choices: [{ index: 0, delta, finish_reason: finish }] });
+      const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+        id,
+        object: 'chat.completion.chunk',
+        created,
+        model: b.model,
+        choices: [{ index: 0, delta, finish_reason: finish }],
+      });
       let write: (e: TurnEvent) => void = (e) => {
         if (e.type === 'turn.started') conversationId = e.conversationId;
       };
-      const started = await o.assistant.start({ message: last.content, history, system, model: b.model, tokens: tokensOf(req) }, req.caller ?? {}, { stream: b.stream === true, interactive: false, emit: (e) => write(e) });
+      const started = await o.assistant.start({ message: last.content, history, system, model: b.model, tokens: tokensOf(req) }, req.caller ?? {}, {
+        stream: b.stream === true,
+        interactive: false,
+        emit: (e) => write(e),
+      });
       cancelOnDisconnect(reply, () => started.turn.cancel('the caller disconnected'));
       if (!b.stream) {
         try {
@@ -129,7 +155,12 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
       }
       reply.hijack();
       const res = reply.raw;
-      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
       const send = (data: unknown) => !res.destroyed && res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
       send(chunk({ role: 'assistant', content: '' }));
       // Text streams as the model writes it; words said before a tool round are kept apart from the next round's.
@@ -145,7 +176,14 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
         if (!round && r.text) send(chunk({ content: r.text }));
         send(chunk({}, 'stop'));
         if (b.stream_options?.include_usage)
-          send({ id, object: 'chat.completion.chunk', created, model: b.model, choices: [], usage: { prompt_tokens: r.usage.inputTokens, completion_tokens: r.usage.outputTokens, total_tokens: r.usage.inputTokens + r.usage.outputTokens } });
+          send({
+            id,
+            object: 'chat.completion.chunk',
+            created,
+            model: b.model,
+            choices: [],
+            usage: { prompt_tokens: r.usage.inputTokens, completion_tokens: r.usage.outputTokens, total_tokens: r.usage.inputTokens + r.usage.outputTokens },
+          });
       } catch (e) {
         const f = failure(e);
         send({ error: { message: f.detail, type: 'server_error', code: f.code } });

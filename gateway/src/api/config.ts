@@ -12,9 +12,18 @@ export const HttpSlice = z.strictObject({
   port: env('GATEWAY_HTTP_PORT', Port.default(8000), '… and port'),
   /** How devices reach this gateway (OTA answers); default: the Host header of the OTA request. */
   publicUrl: env('GATEWAY_PUBLIC_URL', HttpUrl.optional(), 'base URL devices use to reach the gateway', "the OTA request's `Host`"),
-  bodyLimitBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(1024 * 1024),
+  bodyLimitBytes: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(16 * 1024 * 1024)
+    .default(1024 * 1024),
   /** Every socket on the HTTP port (device WebSockets + API); above `ws.maxConnections`, so the API keeps a reserve. */
-  maxConnections: env('GATEWAY_HTTP_MAX_CONNECTIONS', Count(9000), 'sockets on the HTTP port (devices + API); must exceed `ws.maxConnections`: the difference is the API\'s reserve'),
+  maxConnections: env(
+    'GATEWAY_HTTP_MAX_CONNECTIONS',
+    Count(9000),
+    "sockets on the HTTP port (devices + API); must exceed `ws.maxConnections`: the difference is the API's reserve",
+  ),
   /** Sockets on the HTTP port from one IPv4 address or IPv6 /64 (a site's devices often share one NAT address). */
   maxConnectionsPerAddress: env('GATEWAY_HTTP_MAX_CONNECTIONS_PER_ADDRESS', Count(1000), 'sockets on the HTTP port from one IPv4 address or IPv6 /64'),
   /** A connection that has not sent a complete request or WebSocket upgrade within this is closed. */
@@ -63,12 +72,20 @@ export function parseKeyTenants(v: unknown): unknown {
 
 export const MetricsSlice = z.strictObject({
   /** A bearer key that may read /metrics (and nothing else), besides the API keys. */
-  key: env('GATEWAY_METRICS_KEY', z.string().min(16, 'at least 16 characters').optional(), 'a bearer key that may read `/metrics` and nothing else (>= 16 chars)'),
+  key: env(
+    'GATEWAY_METRICS_KEY',
+    z.string().min(16, 'at least 16 characters').optional(),
+    'a bearer key that may read `/metrics` and nothing else (>= 16 chars)',
+  ),
   /** Serve /metrics on its own listener (and not on the API port). It needs `key` only when one is set. */
   port: env('GATEWAY_METRICS_PORT', Port.optional(), 'serve `/metrics` on its own listener instead of the API port'),
   host: env('GATEWAY_METRICS_HOST', z.string().default('127.0.0.1'), '… and its address'),
   /** The in-memory history behind GET /v1/metrics/history (the console's health charts): one sample every `historyIntervalMs`, the last `historySamples` kept (default: an hour). */
-  historyIntervalMs: env('GATEWAY_METRICS_HISTORY_INTERVAL_MS', Ms(10_000, 600_000), 'one sample every this often behind `GET /v1/metrics/history` (the console\'s health charts)'),
+  historyIntervalMs: env(
+    'GATEWAY_METRICS_HISTORY_INTERVAL_MS',
+    Ms(10_000, 600_000),
+    "one sample every this often behind `GET /v1/metrics/history` (the console's health charts)",
+  ),
   historySamples: env('GATEWAY_METRICS_HISTORY_SAMPLES', z.coerce.number().int().min(1).max(10_000).default(360), '… and how many are kept (default: an hour)'),
 });
 export type MetricsConfig = z.infer<typeof MetricsSlice>;

@@ -16,7 +16,8 @@ export const DEFAULT_CONSOLE_DIR = fileURLToPath(new URL('../../../console/dist/
 
 // The console runs only its own script and talks only to this origin; nothing may frame it.
 const HEADERS = {
-  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'content-security-policy':
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
 };
@@ -58,5 +59,10 @@ export async function consoleRoutes(app: FastifyInstance, o: ConsoleOptions): Pr
   // Client-side routes (deep links, reloads): the page, never a directory listing or a 404. Read once:
   // the file list is fixed at start too (wildcard: false), so a rebuild is served after a restart.
   const index = readFileSync(`${dir}/index.html`);
-  app.get('/console/*', { schema: { hide: true } }, async (_req, reply) => reply.headers({ ...HEADERS, 'cache-control': 'no-cache' }).type('text/html; charset=utf-8').send(index));
+  app.get('/console/*', { schema: { hide: true } }, async (_req, reply) =>
+    reply
+      .headers({ ...HEADERS, 'cache-control': 'no-cache' })
+      .type('text/html; charset=utf-8')
+      .send(index),
+  );
 }

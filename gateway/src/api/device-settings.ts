@@ -89,7 +89,8 @@ function tagsChange(body: Patch): Partial<DeviceMeta> {
 async function applyMeta(d: DeviceSettingsDeps, id: string, body: Patch): Promise<void> {
   const patch = { ...nameChange(body), ...roomChange(body), ...tagsChange(body) };
   if (Object.keys(patch).length === 0) return;
-  if (!d.records?.has(id)) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected (or it was forgotten): name, room and tags need a known device`);
+  if (!d.records?.has(id))
+    throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected (or it was forgotten): name, room and tags need a known device`);
   await d.records.setMeta(id, patch);
 }
 
@@ -107,7 +108,7 @@ export async function deviceSettingsRoutes(app: FastifyInstance, d: DeviceSettin
       body: {
         type: 'object',
         properties: {
-          voiceMode: { enum: [...VOICE_MODES, null], description: 'off, relay or converse; null: the tenant\'s or voice.mode' },
+          voiceMode: { enum: [...VOICE_MODES, null], description: "off, relay or converse; null: the tenant's or voice.mode" },
           name: nullable({ type: 'string', maxLength: MAX_NAME, description: `What people call the device (at most ${MAX_NAME} characters); null clears` }),
           room: nullable({ type: 'string', maxLength: MAX_ROOM, description: `Where it is (at most ${MAX_ROOM} characters); null clears` }),
           tags: nullable({
@@ -116,7 +117,12 @@ export async function deviceSettingsRoutes(app: FastifyInstance, d: DeviceSettin
             items: { type: 'string', minLength: 1, maxLength: MAX_TAG, pattern: TAG_PATTERN.source },
             description: `Replaces the tags: at most ${MAX_TAGS} of at most ${MAX_TAG} characters [A-Za-z0-9_.:-]; null or [] clears`,
           }),
-          tenant: { type: 'string', nullable: true, pattern: TENANT_PATTERN.source, description: 'The tenant the device belongs to (operator keys only; 403 otherwise); null: none' },
+          tenant: {
+            type: 'string',
+            nullable: true,
+            pattern: TENANT_PATTERN.source,
+            description: 'The tenant the device belongs to (operator keys only; 403 otherwise); null: none',
+          },
         },
         additionalProperties: false,
       },

@@ -4,7 +4,21 @@ import type { z } from 'zod';
 import type { DeviceHandle } from '../devices/device-handle.js';
 import type { DeviceDirectory, DeviceFilter, DeviceSummary } from '../devices/directory.js';
 import { GatewayError } from '../errors.js';
-import { CallBody, CallResult, DEVICE_PAGE_DEFAULT, Device, DeviceIdParam, DeviceList, DeviceListQuery, RpcBody, RpcResult, RpcSent, ToolList, ToolParams, jsonSchema } from './schemas.js';
+import {
+  CallBody,
+  CallResult,
+  DEVICE_PAGE_DEFAULT,
+  Device,
+  DeviceIdParam,
+  DeviceList,
+  DeviceListQuery,
+  RpcBody,
+  RpcResult,
+  RpcSent,
+  ToolList,
+  ToolParams,
+  jsonSchema,
+} from './schemas.js';
 import type { DeviceTenancy } from '../devices/tenants.js';
 import { callerDirectory, NO_TENANTS } from './device-scope.js';
 import { parseDeviceId, problems } from './route-helpers.js';
@@ -17,12 +31,17 @@ export interface DeviceRouteOptions {
   tenancy?: DeviceTenancy;
 }
 
+// eslint-disable-next-line max-lines-per-function -- a route table: each route's schema is declarative data, its handler a few lines
 export async function deviceRoutes(app: FastifyInstance, opts: DeviceRouteOptions): Promise<void> {
   const tenancy = opts.tenancy ?? NO_TENANTS;
   // Every route reads devices through the caller's tenant: another tenant's device is not there (404).
   const devicesOf = (req: FastifyRequest) => callerDirectory(req, opts.registry, tenancy);
   // The device's own initialize answer is authenticated; the OTA report (an open endpoint) only fills in.
-  const withFirmware = ({ firmware, ...d }: DeviceSummary) => ({ ...d, firmwareVersion: d.server?.version ?? opts.firmwareVersion?.(d.id) ?? firmware, tenant: tenancy.tenantOf(d.id) ?? null });
+  const withFirmware = ({ firmware, ...d }: DeviceSummary) => ({
+    ...d,
+    firmwareVersion: d.server?.version ?? opts.firmwareVersion?.(d.id) ?? firmware,
+    tenant: tenancy.tenantOf(d.id) ?? null,
+  });
   const tags = ['devices'];
 
   app.get<{ Querystring: z.infer<typeof DeviceListQuery> }>('/v1/devices', {
@@ -36,12 +55,19 @@ export async function deviceRoutes(app: FastifyInstance, opts: DeviceRouteOption
       const { limit, cursor } = req.query;
       const filter = listFilter(req.query);
       const page = devicesOf(req).page(filter, { limit: limit ?? DEVICE_PAGE_DEFAULT, after: cursor === undefined ? undefined : decodeCursor(cursor) });
-      return page.next === undefined ? { devices: page.devices.map(withFirmware) } : { devices: page.devices.map(withFirmware), nextCursor: encodeCursor(page.next) };
+      return page.next === undefined
+        ? { devices: page.devices.map(withFirmware) }
+        : { devices: page.devices.map(withFirmware), nextCursor: encodeCursor(page.next) };
     },
   });
 
   app.get<{ Params: z.infer<typeof DeviceIdParam> }>('/v1/devices/:deviceId', {
-    schema: { tags, summary: 'One device', params: jsonSchema(DeviceIdParam), response: { 200: jsonSchema(Device, 'output'), ...problems(400, 401, 404) } } as FastifySchema,
+    schema: {
+      tags,
+      summary: 'One device',
+      params: jsonSchema(DeviceIdParam),
+      response: { 200: jsonSchema(Device, 'output'), ...problems(400, 401, 404) },
+    } as FastifySchema,
     handler: async (req) => {
       const id = parseDeviceId(req.params.deviceId);
       const d = devicesOf(req).get(id);
@@ -92,7 +118,10 @@ export async function deviceRoutes(app: FastifyInstance, opts: DeviceRouteOption
     handler: async (req, reply) => {
       const { method, params, timeoutMs } = req.body;
       if (req.body.id !== undefined)
-        throw new GatewayError('INVALID_REQUEST', 'remove "id": the gateway assigns JSON-RPC ids to match the reply (devices accept small integers only); send "method" and "params"');
+        throw new GatewayError(
+          'INVALID_REQUEST',
+          'remove "id": the gateway assigns JSON-RPC ids to match the reply (devices accept small integers only); send "method" and "params"',
+        );
       const session = devicesOf(req).device(parseDeviceId(req.params.deviceId));
       if (method.startsWith('notifications/')) {
         session.notify(method, params);
@@ -105,7 +134,10 @@ export async function deviceRoutes(app: FastifyInstance, opts: DeviceRouteOption
 
 /** The listing's filters from its query (`tag` may repeat and hold commas: every tag must match). */
 function listFilter(q: z.infer<typeof DeviceListQuery>): DeviceFilter {
-  const tags = q.tag?.flatMap((t) => t.split(',')).map((t) => t.trim()).filter(Boolean);
+  const tags = q.tag
+    ?.flatMap((t) => t.split(','))
+    .map((t) => t.trim())
+    .filter(Boolean);
   return {
     ...(q.online ? { online: q.online === 'true' } : {}),
     ...(q.transport ? { transport: q.transport } : {}),
@@ -131,15 +163,23 @@ function decodeCursor(cursor: string): string {
 
 /** An online device without a catalog yet: say what setup is doing (never "offline": it is connected). */
 function notReady(session: DeviceHandle): GatewayError {
-  if (session.state === 'failed') return new GatewayError('DEVICE_ERROR', `device ${session.deviceId} did not complete initialization: ${session.initError}`, { state: 'failed' });
+  if (session.state === 'failed')
+    return new GatewayError('DEVICE_ERROR', `device ${session.deviceId} did not complete initialization: ${session.initError}`, { state: 'failed' });
   const s = session.setup;
-  if (!s) return new GatewayError('DEVICE_NOT_READY', `device ${session.deviceId} is online and initializing (${session.state}); try again shortly`, { state: session.state });
-  return new GatewayError('DEVICE_NOT_READY', `device ${session.deviceId} is online; setup step ${s.step} is being retried (attempt ${s.attempt}: ${s.lastError})`, {
-    state: 'retrying',
-    step: s.step,
-    attempt: s.attempt,
-    retryInMs: Math.max(0, s.retryAt - Date.now()),
-  });
+  if (!s)
+    return new GatewayError('DEVICE_NOT_READY', `device ${session.deviceId} is online and initializing (${session.state}); try again shortly`, {
+      state: session.state,
+    });
+  return new GatewayError(
+    'DEVICE_NOT_READY',
+    `device ${session.deviceId} is online; setup step ${s.step} is being retried (attempt ${s.attempt}: ${s.lastError})`,
+    {
+      state: 'retrying',
+      step: s.step,
+      attempt: s.attempt,
+      retryInMs: Math.max(0, s.retryAt - Date.now()),
+    },
+  );
 }
 
 function callOpts(timeoutMs: number | undefined): { timeoutMs?: number } {

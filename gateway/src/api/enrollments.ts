@@ -40,14 +40,25 @@ const RefusedDevice = z.object({
   remoteAddress: z.string(),
 });
 const RefusedList = z.object({ refused: z.array(RefusedDevice) });
-const CodeParam = z.object({ code: z.string().regex(/^\d{6}$/).describe('The code the device shows') });
+const CodeParam = z.object({
+  code: z
+    .string()
+    .regex(/^\d{6}$/)
+    .describe('The code the device shows'),
+});
 const Reenrolled = z.object({ deviceId: z.string(), revoked: z.boolean() });
 const ApproveBody = z.object({ tenant: Tenant.optional() }).strict();
 /** Written out: the body is optional (no body at all is an approval without a tenant). */
 const APPROVE_BODY_JSON = {
   type: 'object',
   nullable: true,
-  properties: { tenant: { type: 'string', pattern: TENANT_PATTERN.source, description: "The tenant the device joins (operator keys; a tenant's key may only name its own)" } },
+  properties: {
+    tenant: {
+      type: 'string',
+      pattern: TENANT_PATTERN.source,
+      description: "The tenant the device joins (operator keys; a tenant's key may only name its own)",
+    },
+  },
   additionalProperties: false,
 };
 
@@ -82,15 +93,22 @@ function scoped(tenants: EnrollmentTenants, need: () => Enrollment) {
     seesClaim,
     /** The pending claim behind a code, when this caller may see it (operators: whatever enrollment says). */
     claimFor: (req: FastifyRequest, code: string): Claim | undefined => {
-      const claim = need().pending().find((c) => c.code === code);
-      if (req.caller?.tenant !== undefined && (!claim || !seesClaim(req, claim))) throw new GatewayError('ENROLLMENT_NOT_FOUND', `no pending enrollment has code ${code}`);
+      const claim = need()
+        .pending()
+        .find((c) => c.code === code);
+      if (req.caller?.tenant !== undefined && (!claim || !seesClaim(req, claim)))
+        throw new GatewayError('ENROLLMENT_NOT_FOUND', `no pending enrollment has code ${code}`);
       return claim;
     },
     view: (b: Binding) => ({ ...bindingView(b), tenant: tenants.tenantOf(b.deviceId) ?? null }),
   };
 }
 
-export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment: Enrollment | undefined; tenants?: EnrollmentTenants | undefined }): Promise<void> {
+// eslint-disable-next-line max-lines-per-function -- a route table: each route's schema is declarative data, its handler a few lines
+export async function enrollmentRoutes(
+  app: FastifyInstance,
+  opts: { enrollment: Enrollment | undefined; tenants?: EnrollmentTenants | undefined },
+): Promise<void> {
   const tags = ['enrollment'];
   const tenants = opts.tenants ?? NO_TENANTS;
   const need = (): Enrollment => {
@@ -100,7 +118,11 @@ export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment:
   const { seesDevice, seesClaim, claimFor, view } = scoped(tenants, need);
 
   app.get('/v1/enrollments', {
-    schema: { tags, summary: 'Devices waiting for approval, oldest first', response: { 200: jsonSchema(EnrollmentList, 'output'), ...problems(401) } } as FastifySchema,
+    schema: {
+      tags,
+      summary: 'Devices waiting for approval, oldest first',
+      response: { 200: jsonSchema(EnrollmentList, 'output'), ...problems(401) },
+    } as FastifySchema,
     handler: async (req) => ({ enrollments: (opts.enrollment?.pending() ?? []).filter((c) => seesClaim(req, c)).map(claimView) }),
   });
 
@@ -112,7 +134,9 @@ export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment:
       response: { 200: jsonSchema(RefusedList, 'output'), ...problems(401) },
     } as FastifySchema,
     handler: async (req) => ({
-      refused: (opts.enrollment?.refused.list() ?? []).filter((d) => seesDevice(req, d.deviceId)).map((d) => ({ ...d, firstAt: new Date(d.firstAt).toISOString(), lastAt: new Date(d.lastAt).toISOString() })),
+      refused: (opts.enrollment?.refused.list() ?? [])
+        .filter((d) => seesDevice(req, d.deviceId))
+        .map((d) => ({ ...d, firstAt: new Date(d.firstAt).toISOString(), lastAt: new Date(d.lastAt).toISOString() })),
     }),
   });
 
@@ -149,7 +173,12 @@ export async function enrollmentRoutes(app: FastifyInstance, opts: { enrollment:
   });
 
   app.get<{ Params: z.infer<typeof DeviceIdParam> }>('/v1/enrollments/devices/:deviceId', {
-    schema: { tags, summary: "A device's enrollment", params: jsonSchema(DeviceIdParam), response: { 200: jsonSchema(EnrolledDevice, 'output'), ...problems(400, 401, 404) } } as FastifySchema,
+    schema: {
+      tags,
+      summary: "A device's enrollment",
+      params: jsonSchema(DeviceIdParam),
+      response: { 200: jsonSchema(EnrolledDevice, 'output'), ...problems(400, 401, 404) },
+    } as FastifySchema,
     handler: async (req) => {
       const id = parseDeviceId(req.params.deviceId);
       const b = need().binding(id);

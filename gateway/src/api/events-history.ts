@@ -14,22 +14,18 @@ const MAX_DEVICES = 100;
 
 export const EventsHistoryQuery = z.object({
   device: z.string().max(2048).optional().describe(`Comma-separated device ids (at most ${MAX_DEVICES}): events of any of them`),
-  type: z.string().max(1024).optional().describe(`Comma-separated event types: ${EVENT_TYPES.join(', ')}`),
-  since: z.string().max(64).optional().describe('ISO 8601 time: only events at or after it'),
-  limit: z
-    .number()
-    .int()
-    .min(1)
-    .max(HISTORY_PAGE_MAX)
+  type: z
+    .string()
+    .max(1024)
     .optional()
-    .describe(`Events per page (default ${HISTORY_PAGE_DEFAULT}, at most ${HISTORY_PAGE_MAX})`),
+    .describe(`Comma-separated event types: ${EVENT_TYPES.join(', ')}`),
+  since: z.string().max(64).optional().describe('ISO 8601 time: only events at or after it'),
+  limit: z.number().int().min(1).max(HISTORY_PAGE_MAX).optional().describe(`Events per page (default ${HISTORY_PAGE_DEFAULT}, at most ${HISTORY_PAGE_MAX})`),
   cursor: z.string().max(32).optional().describe("The previous page's `next` (opaque)"),
   order: z
     .enum(['oldest', 'newest'])
     .optional()
-    .describe(
-      'oldest (default): oldest first from `since`, `next` going forward; newest: the latest first, `next` going back (a timeline that starts now)',
-    ),
+    .describe('oldest (default): oldest first from `since`, `next` going forward; newest: the latest first, `next` going back (a timeline that starts now)'),
 });
 
 export const HistoryEvent = z.object({
@@ -44,7 +40,9 @@ export const EventsHistoryPage = z.object({
   next: z
     .string()
     .optional()
-    .describe('Pass as `cursor` for the following page; absent when there is nothing more (yet). A page may hold fewer than `limit` events and still have a `next`'),
+    .describe(
+      'Pass as `cursor` for the following page; absent when there is nothing more (yet). A page may hold fewer than `limit` events and still have a `next`',
+    ),
 });
 
 export interface EventHistoryRouteOptions {
@@ -78,7 +76,8 @@ export async function eventHistoryRoutes(app: FastifyInstance, opts: EventHistor
         return s as EventType;
       });
       const since = q.since === undefined ? undefined : Date.parse(q.since);
-      if (since !== undefined && !Number.isFinite(since)) throw new GatewayError('INVALID_REQUEST', 'since must be an ISO 8601 time, e.g. 2026-11-26T08:00:00Z');
+      if (since !== undefined && !Number.isFinite(since))
+        throw new GatewayError('INVALID_REQUEST', 'since must be an ISO 8601 time, e.g. 2026-11-26T08:00:00Z');
       if (q.cursor !== undefined && parseCursor(q.cursor) === undefined) throw new GatewayError('INVALID_REQUEST', "cursor must be a previous page's `next`");
       const page = await opts.log.read({ devices, types, since, cursor: q.cursor, limit: q.limit ?? HISTORY_PAGE_DEFAULT, order: q.order });
       const visible = opts.visibleTo?.(req);
@@ -90,7 +89,10 @@ export async function eventHistoryRoutes(app: FastifyInstance, opts: EventHistor
 
 function list<T>(raw: string | undefined, max: number, each: (s: string) => T): Set<T> | undefined {
   if (!raw) return undefined;
-  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const items = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (items.length > max) throw new GatewayError('INVALID_REQUEST', `at most ${max} values in one filter`);
   return items.length ? new Set(items.map(each)) : undefined;
 }

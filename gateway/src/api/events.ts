@@ -32,7 +32,10 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
       tags: ['events'],
       summary: 'Device events as text/event-stream (supports Last-Event-ID; an unknown one gets `event: resync`)',
       querystring: jsonSchema(EventsQuery),
-      response: { 200: { description: 'text/event-stream of {id, type, deviceId, at, data}', type: 'string' }, 429: { ...jsonSchema(Problem, 'output'), description: 'problem+json: too many open streams (TOO_MANY_STREAMS)' } },
+      response: {
+        200: { description: 'text/event-stream of {id, type, deviceId, at, data}', type: 'string' },
+        429: { ...jsonSchema(Problem, 'output'), description: 'problem+json: too many open streams (TOO_MANY_STREAMS)' },
+      },
     } as FastifySchema,
     handler: async (req, reply) => {
       const devices = parseList(req.query.device, (s) => {
@@ -41,7 +44,8 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
         return id;
       });
       const types = parseList(req.query.type, (s) => {
-        if (!(EVENT_TYPES as readonly string[]).includes(s)) throw new GatewayError('INVALID_REQUEST', `unknown event type "${s.slice(0, 64)}"; known: ${EVENT_TYPES.join(', ')}`);
+        if (!(EVENT_TYPES as readonly string[]).includes(s))
+          throw new GatewayError('INVALID_REQUEST', `unknown event type "${s.slice(0, 64)}"; known: ${EVENT_TYPES.join(', ')}`);
         return s as EventType;
       });
       const tenancy = opts.tenancy ?? NO_TENANTS;
@@ -57,7 +61,9 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
         void reply.header('retry-after', '10');
         throw new GatewayError(
           'TOO_MANY_STREAMS',
-          refused === 'key_cap' ? `this API key already has ${opts.maxStreamsPerKey} open event streams; close one first` : 'the gateway has too many open event streams; retry later',
+          refused === 'key_cap'
+            ? `this API key already has ${opts.maxStreamsPerKey} open event streams; close one first`
+            : 'the gateway has too many open event streams; retry later',
         );
       }
 
@@ -157,6 +163,9 @@ class StreamCounter {
 
 function parseList<T>(raw: string | undefined, each: (s: string) => T): Set<T> | undefined {
   if (!raw) return undefined;
-  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const items = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   return items.length ? new Set(items.map(each)) : undefined;
 }

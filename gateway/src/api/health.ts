@@ -29,7 +29,11 @@ export async function metricsRoute(app: FastifyInstance, o: MetricsRouteOptions)
   app.get(
     '/metrics',
     {
-      schema: { tags: ['ops'], summary: 'Prometheus metrics (Authorization: Bearer <API key or metrics key>)', ...(keys ? { security: [{ apiKey: [] }] } : {}) },
+      schema: {
+        tags: ['ops'],
+        summary: 'Prometheus metrics (Authorization: Bearer <API key or metrics key>)',
+        ...(keys ? { security: [{ apiKey: [] }] } : {}),
+      },
       onRequest: async (req, reply) => {
         if (!keys || authenticate(req.headers.authorization, keys())) return;
         void reply.header('www-authenticate', 'Bearer realm="voxgate-metrics"');
@@ -41,8 +45,14 @@ export async function metricsRoute(app: FastifyInstance, o: MetricsRouteOptions)
 }
 
 /** `/metrics` on a listener of its own (`metrics.port`), so it can be bound to an internal address. */
-export async function startMetricsListener(o: MetricsRouteOptions & { host: string; port: number; log: Logger }): Promise<{ port: number; close(): Promise<void> }> {
-  const app = Fastify({ loggerInstance: o.log as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }), forceCloseConnections: true });
+export async function startMetricsListener(
+  o: MetricsRouteOptions & { host: string; port: number; log: Logger },
+): Promise<{ port: number; close(): Promise<void> }> {
+  const app = Fastify({
+    loggerInstance: o.log as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    forceCloseConnections: true,
+  });
   registerProblemHandlers(app);
   await app.register(metricsRoute, { metrics: o.metrics, keys: o.keys });
   await app.listen({ host: o.host, port: o.port });

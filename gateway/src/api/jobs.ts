@@ -18,7 +18,13 @@ export const JobBody = z
     concurrency: z.number().int().min(1).max(10_000).optional().describe('Calls of this job sent at once (default 10)'),
     ratePerSecond: z.number().min(0.001).max(10_000).optional().describe('Calls of this job started per second at most'),
     abortOverPercent: z.number().min(0).max(100).optional().describe('Abort (cancel the queued calls) once more than this % of the finished calls failed'),
-    ttlMs: z.number().int().min(1).max(30 * 86_400_000).optional().describe('How long each call waits for its device'),
+    ttlMs: z
+      .number()
+      .int()
+      .min(1)
+      .max(30 * 86_400_000)
+      .optional()
+      .describe('How long each call waits for its device'),
   })
   .strict();
 export type JobBodyInput = z.infer<typeof JobBody>;
@@ -37,7 +43,8 @@ const JobDevices = z.object({
 export function jobRequest(body: JobBodyInput) {
   const f: JobFilter = { ...body.filter };
   if (f.ids) f.ids = f.ids.map(parseDeviceId);
-  if (Object.values(f).every((v) => v === undefined)) throw new GatewayError('INVALID_REQUEST', 'filter needs at least one of tags, room, firmware, board, ids');
+  if (Object.values(f).every((v) => v === undefined))
+    throw new GatewayError('INVALID_REQUEST', 'filter needs at least one of tags, room, firmware, board, ids');
   return {
     tool: body.tool,
     arguments: body.arguments ?? {},
@@ -79,7 +86,12 @@ export async function jobRoutes(app: FastifyInstance, opts: { jobs: Jobs }): Pro
   });
 
   app.get<{ Querystring: z.infer<typeof JobListQuery> }>('/v1/jobs', {
-    schema: { tags, summary: 'Jobs, newest first', querystring: jsonSchema(JobListQuery), response: { 200: jsonSchema(JobList, 'output'), ...problems(400, 401) } } as FastifySchema,
+    schema: {
+      tags,
+      summary: 'Jobs, newest first',
+      querystring: jsonSchema(JobListQuery),
+      response: { 200: jsonSchema(JobList, 'output'), ...problems(400, 401) },
+    } as FastifySchema,
     handler: async (req) => {
       const page = jobs.list({ limit: req.query.limit ?? PAGE_DEFAULT, after: req.query.cursor === undefined ? undefined : decodeCursor(req.query.cursor) });
       return page.next === undefined ? { jobs: page.jobs } : { jobs: page.jobs, nextCursor: encodeCursor(page.next) };
@@ -87,7 +99,12 @@ export async function jobRoutes(app: FastifyInstance, opts: { jobs: Jobs }): Pro
   });
 
   app.get<{ Params: z.infer<typeof JobIdParam> }>('/v1/jobs/:jobId', {
-    schema: { tags, summary: 'One job: its state and counts of its calls by state', params: jsonSchema(JobIdParam), response: { 200: jsonSchema(JobSchema, 'output'), ...problems(400, 401, 404) } } as FastifySchema,
+    schema: {
+      tags,
+      summary: 'One job: its state and counts of its calls by state',
+      params: jsonSchema(JobIdParam),
+      response: { 200: jsonSchema(JobSchema, 'output'), ...problems(400, 401, 404) },
+    } as FastifySchema,
     handler: async (req) => find(req.params.jobId),
   });
 

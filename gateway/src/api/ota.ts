@@ -111,7 +111,15 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
     };
     let credentials: CredentialSource = { kind: 'legacy' };
     if (o.enrollment && mints(transport)) {
-      const decision = await o.enrollment.ota({ deviceId, clientId, proof: otaProof(req.headers.authorization), remoteAddress: req.ip, userAgent: h.data['user-agent'], firmwareVersion: version, board });
+      const decision = await o.enrollment.ota({
+        deviceId,
+        clientId,
+        proof: otaProof(req.headers.authorization),
+        remoteAddress: req.ip,
+        userAgent: h.data['user-agent'],
+        firmwareVersion: version,
+        board,
+      });
       if (decision.kind === 'activation') {
         out.activation = activationSection(decision.claim.code, decision.claim.challenge, decision.claim.expiresAt);
         return out;
@@ -148,7 +156,6 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
   });
 }
 
-
 function activationSection(code: string, challenge: string, expiresAt: number): OtaActivationSection {
   return { code, message: `Voxgate enrollment code ${code}`, challenge, timeout_ms: Math.max(0, expiresAt - Date.now()) };
 }
@@ -167,7 +174,11 @@ function websocketSection(o: OtaOptions, base: URL, deviceId: string, clientId: 
 
 function mqttSection(o: OtaOptions, req: FastifyRequest, base: URL, deviceId: string, clientId: string, cred: CredentialSource): OtaMqttSection {
   const c = o.settings;
-  const where = { endpoint: c.mqtt.publicEndpoint ?? `${base.hostname}:${advertisedMqttPort(o)}`, publish_topic: DEVICE_PUBLISH_TOPIC, subscribe_topic: deviceInboxTopic(deviceId) };
+  const where = {
+    endpoint: c.mqtt.publicEndpoint ?? `${base.hostname}:${advertisedMqttPort(o)}`,
+    publish_topic: DEVICE_PUBLISH_TOPIC,
+    subscribe_topic: deviceInboxTopic(deviceId),
+  };
   if (cred.kind === 'none') return where;
   const username = mqttUsername({ ip: req.ip });
   if (cred.kind === 'binding') {

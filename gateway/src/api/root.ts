@@ -15,7 +15,9 @@ export async function rootRoute(app: FastifyInstance, o: { version: string }): P
       .join('');
     return reply
       .type('text/html; charset=utf-8')
-      .send(`<!doctype html><html><head><meta charset="utf-8"><title>Voxgate</title></head><body><h1>Voxgate ${escapeHtml(o.version)}</h1><ul>${items}</ul></body></html>`);
+      .send(
+        `<!doctype html><html><head><meta charset="utf-8"><title>Voxgate</title></head><body><h1>Voxgate ${escapeHtml(o.version)}</h1><ul>${items}</ul></body></html>`,
+      );
   });
 }
 

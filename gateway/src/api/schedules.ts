@@ -34,13 +34,23 @@ const JobTarget = z
     concurrency: z.number().int().min(1).max(1000).optional(),
     ratePerSecond: z.number().min(0.001).max(10_000).optional(),
     abortOverPercent: z.number().min(0).max(100).optional(),
-    ttlMs: z.number().int().min(1000).max(30 * 86_400_000).optional(),
+    ttlMs: z
+      .number()
+      .int()
+      .min(1000)
+      .max(30 * 86_400_000)
+      .optional(),
   })
   .strict();
 
 export const ScheduleBody = z
   .object({
-    cron: z.string().min(1).max(MAX_CRON_LENGTH).optional().describe('Five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, ...; at most once a minute'),
+    cron: z
+      .string()
+      .min(1)
+      .max(MAX_CRON_LENGTH)
+      .optional()
+      .describe('Five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, ...; at most once a minute'),
     timeZone: z.string().min(1).max(64).optional().describe('IANA time zone the cron is read in (default UTC)'),
     at: z.string().min(1).max(64).optional().describe('One run at this ISO 8601 time with an offset, e.g. 2027-01-23T08:00:00Z'),
     call: CallTarget.optional().describe('One tool on one device (exactly one of call and job)'),
@@ -100,7 +110,11 @@ export async function scheduleRoutes(app: FastifyInstance, o: { scheduler: Sched
   });
 
   app.get('/v1/schedules', {
-    schema: { tags, summary: 'Every schedule with its next run', response: { 200: jsonSchema(z.object({ schedules: z.array(ScheduleOut) }), 'output'), ...problems(401) } },
+    schema: {
+      tags,
+      summary: 'Every schedule with its next run',
+      response: { 200: jsonSchema(z.object({ schedules: z.array(ScheduleOut) }), 'output'), ...problems(401) },
+    },
     handler: async (req) => ({ schedules: scheduler.list(tenantOf(req)) }),
   });
 
@@ -121,7 +135,12 @@ export async function scheduleRoutes(app: FastifyInstance, o: { scheduler: Sched
   });
 
   app.delete<{ Params: z.infer<typeof IdParam> }>('/v1/schedules/:id', {
-    schema: { tags, summary: 'Delete a schedule (a call or job it started goes on)', params: jsonSchema(IdParam), response: { 204: { type: 'null', description: 'Deleted' }, ...problems(401, 404) } },
+    schema: {
+      tags,
+      summary: 'Delete a schedule (a call or job it started goes on)',
+      params: jsonSchema(IdParam),
+      response: { 204: { type: 'null', description: 'Deleted' }, ...problems(401, 404) },
+    },
     handler: async (req, reply) => {
       await scheduler.delete(req.params.id, tenantOf(req));
       return reply.code(204).send();

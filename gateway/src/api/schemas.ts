@@ -99,5 +99,9 @@ export const RpcSent = z.object({ sent: z.literal(true), notification: z.string(
 
 export const EventsQuery = z.object({
   device: z.string().max(2048).optional().describe('Comma-separated device ids'),
-  type: z.string().max(512).optional().describe(`Comma-separated event types: ${EVENT_TYPES.join(', ')}`),
+  type: z
+    .string()
+    .max(512)
+    .optional()
+    .describe(`Comma-separated event types: ${EVENT_TYPES.join(', ')}`),
 });

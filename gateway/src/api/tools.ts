@@ -10,7 +10,7 @@ import { jsonSchema } from './schemas.js';
 const Loose = z.record(z.string(), z.unknown());
 
 const ToolNameParam = z.object({ name: z.string().min(1).max(64).describe('A namespaced tool name from GET /v1/tools') });
-const TokensField = TokensSchema.optional().describe('Credentials for `${name}` placeholders in the server\'s headers_template; never stored or logged');
+const TokensField = TokensSchema.optional().describe("Credentials for `${name}` placeholders in the server's headers_template; never stored or logged");
 const ToolCallBody = z
   .object({
     arguments: Loose.optional(),
@@ -63,6 +63,7 @@ function tokensOf(req: FastifyRequest, body?: { tokens?: Tokens | undefined }): 
   return mergeTokens(fromHeader, fromBody);
 }
 
+// eslint-disable-next-line max-lines-per-function -- a route table: each route's schema is declarative data, its handler a few lines
 export async function toolRoutes(app: FastifyInstance, o: { hub: McpHub; hubEnabled: boolean }): Promise<void> {
   const { hub } = o;
   const caller = (req: FastifyRequest) => req.caller ?? {};
@@ -106,7 +107,11 @@ export async function toolRoutes(app: FastifyInstance, o: { hub: McpHub; hubEnab
       summary: "Servers' system_instruction, each tool's response_instruction, and the auto_context_tool list (namespaced)",
       response: {
         200: jsonSchema(
-          z.object({ system: z.array(z.object({ server: z.string(), instruction: z.string() })), responseInstructions: z.record(z.string(), z.string()), autoContextTools: z.array(z.string()) }),
+          z.object({
+            system: z.array(z.object({ server: z.string(), instruction: z.string() })),
+            responseInstructions: z.record(z.string(), z.string()),
+            autoContextTools: z.array(z.string()),
+          }),
           'output',
         ),
         ...problems(401),
@@ -116,26 +121,50 @@ export async function toolRoutes(app: FastifyInstance, o: { hub: McpHub; hubEnab
   });
 
   app.get('/v1/mcp/resources', {
-    schema: { tags: ['mcp'], summary: 'Resources of every upstream server that has them', response: { 200: jsonSchema(z.object({ resources: z.array(Loose) }), 'output'), ...problems(400, 401) } },
+    schema: {
+      tags: ['mcp'],
+      summary: 'Resources of every upstream server that has them',
+      response: { 200: jsonSchema(z.object({ resources: z.array(Loose) }), 'output'), ...problems(400, 401) },
+    },
     handler: async (req) => ({ resources: await hub.resources({ ...caller(req), tokens: tokensOf(req) }) }),
   });
 
   const read = async (req: FastifyRequest, q: z.infer<typeof ReadBody>) => hub.readResource(q.uri, q.server, { ...caller(req), tokens: tokensOf(req, q) });
   app.get<{ Querystring: z.infer<typeof ReadQuery> }>('/v1/mcp/resources/read', {
-    schema: { tags: ['mcp'], summary: 'Read one resource (server optional: found by listing)', querystring: jsonSchema(ReadQuery), response: { 200: jsonSchema(Loose, 'output'), ...problems(400, 401, 404, 502, 503) } },
+    schema: {
+      tags: ['mcp'],
+      summary: 'Read one resource (server optional: found by listing)',
+      querystring: jsonSchema(ReadQuery),
+      response: { 200: jsonSchema(Loose, 'output'), ...problems(400, 401, 404, 502, 503) },
+    },
     handler: async (req) => read(req, req.query),
   });
   app.post<{ Body: z.infer<typeof ReadBody> }>('/v1/mcp/resources/read', {
-    schema: { tags: ['mcp'], summary: 'Read one resource, with tokens in the body', body: jsonSchema(ReadBody), response: { 200: jsonSchema(Loose, 'output'), ...problems(400, 401, 404, 502, 503) } },
+    schema: {
+      tags: ['mcp'],
+      summary: 'Read one resource, with tokens in the body',
+      body: jsonSchema(ReadBody),
+      response: { 200: jsonSchema(Loose, 'output'), ...problems(400, 401, 404, 502, 503) },
+    },
     handler: async (req) => read(req, req.body),
   });
 
   app.get('/v1/mcp/prompts', {
-    schema: { tags: ['mcp'], summary: 'Prompts of every upstream server that has them (namespaced names)', response: { 200: jsonSchema(z.object({ prompts: z.array(Loose) }), 'output'), ...problems(401) } },
+    schema: {
+      tags: ['mcp'],
+      summary: 'Prompts of every upstream server that has them (namespaced names)',
+      response: { 200: jsonSchema(z.object({ prompts: z.array(Loose) }), 'output'), ...problems(401) },
+    },
     handler: async (req) => ({ prompts: await hub.prompts({ ...caller(req), tokens: tokensOf(req) }) }),
   });
   app.post<{ Params: z.infer<typeof PromptParam>; Body: z.infer<typeof PromptBody> }>('/v1/mcp/prompts/:name/get', {
-    schema: { tags: ['mcp'], summary: 'Get one prompt with its arguments', params: jsonSchema(PromptParam), body: jsonSchema(PromptBody), response: { 200: jsonSchema(Loose, 'output'), ...problems(400, 401, 404, 502, 503) } },
+    schema: {
+      tags: ['mcp'],
+      summary: 'Get one prompt with its arguments',
+      params: jsonSchema(PromptParam),
+      body: jsonSchema(PromptBody),
+      response: { 200: jsonSchema(Loose, 'output'), ...problems(400, 401, 404, 502, 503) },
+    },
     handler: async (req) => {
       const body = req.body ?? {};
       return hub.getPrompt(req.params.name, body.arguments ?? {}, { ...caller(req), tokens: tokensOf(req, body) });

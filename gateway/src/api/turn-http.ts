@@ -23,7 +23,12 @@ const HEARTBEAT_MS = 15_000;
 export function openSse(reply: FastifyReply): (event: string, data: unknown) => void {
   reply.hijack();
   const res = reply.raw;
-  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+  res.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache, no-transform',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+  });
   const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);
   res.on('close', () => clearInterval(heartbeat));
   return (event, data) => {

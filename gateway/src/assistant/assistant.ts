@@ -55,7 +55,14 @@ export class Assistant {
       const apiKey = m.apiKeyEnv ? env[m.apiKeyEnv] : undefined;
       if (m.apiKeyEnv && !apiKey) d.log.warn({ model: name, apiKeyEnv: m.apiKeyEnv }, 'assistant model: the API key variable is not set');
       // The SDK's own timeout is a backstop: the turn's timer fires first and says MODEL_TIMEOUT.
-      const client = createProvider(m.provider, { model: m.model, baseUrl: m.baseUrl, apiKey, maxTokens: m.maxTokens, maxRetries: m.maxRetries, timeoutMs: d.config.modelTimeoutMs + 5000 });
+      const client = createProvider(m.provider, {
+        model: m.model,
+        baseUrl: m.baseUrl,
+        apiKey,
+        maxTokens: m.maxTokens,
+        maxRetries: m.maxRetries,
+        timeoutMs: d.config.modelTimeoutMs + 5000,
+      });
       this.models.set(name, { name, provider: m.provider, client, toolMode: m.toolMode, secret: apiKey, endpoint: providerEndpoint(m.baseUrl) });
     }
     this.conversations = new ConversationStore({
@@ -80,16 +87,24 @@ export class Assistant {
   model(name: string | undefined): TurnModel {
     const n = name ?? this.defaultModel();
     const m = n === undefined ? undefined : this.models.get(n);
-    if (!m) throw new GatewayError('MODEL_NOT_FOUND', n === undefined ? 'no assistant model is configured (assistant.models)' : `no assistant model named "${n.slice(0, 64)}"`, { models: [...this.models.keys()] });
+    if (!m)
+      throw new GatewayError(
+        'MODEL_NOT_FOUND',
+        n === undefined ? 'no assistant model is configured (assistant.models)' : `no assistant model named "${n.slice(0, 64)}"`,
+        { models: [...this.models.keys()] },
+      );
     return m;
   }
 
   /** Check everything a turn needs (model, conversation, device, resources, prompt), then start it. Errors here are the caller's (problem+json). */
+  // eslint-disable-next-line max-lines-per-function -- the checks a turn needs, in the order their errors must come (model, conversation, device, resources, prompt)
   async start(req: ChatRequest, caller: Caller, o: { stream: boolean; interactive: boolean; emit(e: TurnEvent): void }): Promise<StartedTurn> {
     const model = this.model(req.model);
-    if (this.turns.size >= this.d.config.maxConcurrentTurns) throw new GatewayError('TOO_MANY_TURNS', `${this.turns.size} assistant turns are running; try again shortly`);
+    if (this.turns.size >= this.d.config.maxConcurrentTurns)
+      throw new GatewayError('TOO_MANY_TURNS', `${this.turns.size} assistant turns are running; try again shortly`);
     const mine = [...this.turns.values()].filter((t) => t.tenant === caller.tenant).length;
-    if (mine >= this.d.config.maxConcurrentTurnsPerTenant) throw new GatewayError('TOO_MANY_TURNS', `${mine} assistant turns of yours are running; wait for one to end`);
+    if (mine >= this.d.config.maxConcurrentTurnsPerTenant)
+      throw new GatewayError('TOO_MANY_TURNS', `${mine} assistant turns of yours are running; wait for one to end`);
     const deviceId = req.deviceId === undefined ? undefined : normalizeDeviceId(req.deviceId);
     if (req.deviceId !== undefined && !deviceId) throw new GatewayError('INVALID_REQUEST', 'deviceId must be a MAC address');
     let conv: Conversation | undefined;
@@ -122,21 +137,40 @@ export class Assistant {
       const p = await this.d.hub.getPrompt(req.prompt.name, req.prompt.arguments ?? {}, ctx);
       early.push({ type: 'prompt.used', name: req.prompt.name, server: p.server });
       for (const m of p.messages) {
-        const text = m.content.type === 'text' ? m.content.text : m.content.type === 'resource' && 'text' in m.content.resource ? String(m.content.resource.text) : resultText({ content: [m.content] });
+        const text =
+          m.content.type === 'text'
+            ? m.content.text
+            : m.content.type === 'resource' && 'text' in m.content.resource
+              ? String(m.content.resource.text)
+              : resultText({ content: [m.content] });
         messages.push({ role: m.role, content: text });
       }
       // Without a message of its own, the conversation keeps what the template asked.
       if (!userText) userText = [...messages].reverse().find((m) => m.role === 'user')?.content ?? `/prompt ${req.prompt.name}`;
     }
     if (req.message) messages.push({ role: 'user', content: req.message });
-    if (!messages.length || messages[messages.length - 1]!.role !== 'user') throw new GatewayError('INVALID_REQUEST', 'a turn needs a message (or a prompt that ends with one)');
+    if (!messages.length || messages[messages.length - 1]!.role !== 'user')
+      throw new GatewayError('INVALID_REQUEST', 'a turn needs a message (or a prompt that ends with one)');
 
     conv ??= this.conversations.create(ownerOf(caller));
     conv.busy = true;
     const turnId = randomUUID();
     const log = this.d.log.child({ component: 'assistant', turnId, conversationId: conv.id, model: model.name });
     const turn = new Turn(
-      { turnId, conversationId: conv.id, caller, tokens: req.tokens, model, toolset, system, messages, query: req.message ?? '', interactive: o.interactive, stream: o.stream, emit: o.emit },
+      {
+        turnId,
+        conversationId: conv.id,
+        caller,
+        tokens: req.tokens,
+        model,
+        toolset,
+        system,
+        messages,
+        query: req.message ?? '',
+        interactive: o.interactive,
+        stream: o.stream,
+        emit: o.emit,
+      },
       { hub: this.d.hub, log, metrics: this.metrics, settings: this.d.config },
     );
     this.turns.set(turnId, turn);
@@ -193,7 +227,13 @@ export class Assistant {
     try {
       const reply = await model.client.complete({
         system: this.d.config.visionPrompt,
-        messages: [{ role: 'user', content: question.slice(0, this.d.config.maxMessageBytes) || 'What is in this photo?', images: [{ mimeType, data: image.toString('base64') }] }],
+        messages: [
+          {
+            role: 'user',
+            content: question.slice(0, this.d.config.maxMessageBytes) || 'What is in this photo?',
+            images: [{ mimeType, data: image.toString('base64') }],
+          },
+        ],
         tools: [],
         toolChoice: 'auto',
         signal,

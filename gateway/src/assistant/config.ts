@@ -6,7 +6,10 @@ const ModelSlice = z.strictObject({
   provider: z.enum(['openai', 'anthropic', 'gemini']),
   baseUrl: HttpUrl.optional(),
   /** The environment variable holding the API key (never the key itself in the file). */
-  apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/).optional(),
+  apiKeyEnv: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/)
+    .optional(),
   model: z.string().min(1).max(256),
   /** `native` function calling, `markers` (tools described in the prompt, calls parsed from text), `none` (no tools). */
   toolMode: z.enum(['native', 'markers', 'none']).default('native'),
@@ -20,36 +23,68 @@ const ModelSlice = z.strictObject({
 export const AssistantSlice = z
   .strictObject({
     models: z.record(z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'model names: 1-64 of A-Z a-z 0-9 _ . : -'), ModelSlice).default({}),
-    defaultModel: env('GATEWAY_ASSISTANT_DEFAULT_MODEL', z.string().optional(), 'the model a turn uses when it names none: see [docs/assistant.md](docs/assistant.md)', 'the first model'),
+    defaultModel: env(
+      'GATEWAY_ASSISTANT_DEFAULT_MODEL',
+      z.string().optional(),
+      'the model a turn uses when it names none: see [docs/assistant.md](docs/assistant.md)',
+      'the first model',
+    ),
     /** Answers the vision endpoint's questions about a device's photo; default: the first model with `vision: true`. */
     visionModel: z.string().optional(),
     visionPrompt: z
       .string()
       .max(16 * 1024)
-      .default('You are the eyes of a voice device. Answer the question about the photo in one or two short sentences that can be spoken aloud, in the language of the question.'),
+      .default(
+        'You are the eyes of a voice device. Answer the question about the photo in one or two short sentences that can be spoken aloud, in the language of the question.',
+      ),
     systemPrompt: z
       .string()
       .max(64 * 1024)
-      .default('You are the assistant of a fleet of voice devices. Use the tools to act on devices and to look things up; answer briefly, in the language of the user.'),
+      .default(
+        'You are the assistant of a fleet of voice devices. Use the tools to act on devices and to look things up; answer briefly, in the language of the user.',
+      ),
     /** Which tools a turn offers: the caller's whole namespace, device tools only, or none. */
-    tools: env('GATEWAY_ASSISTANT_TOOLS', z.enum(['all', 'devices', 'none']).default('all'), "which tools a turn offers: the caller's whole namespace, device tools only, or none"),
+    tools: env(
+      'GATEWAY_ASSISTANT_TOOLS',
+      z.enum(['all', 'devices', 'none']).default('all'),
+      "which tools a turn offers: the caller's whole namespace, device tools only, or none",
+    ),
     maxToolRounds: env('GATEWAY_ASSISTANT_MAX_TOOL_ROUNDS', z.coerce.number().int().min(1).max(50).default(5), 'model replies with tool calls per turn'),
     /** Tool calls run from one model reply; the rest are answered "not run" (a prompt-injected model cannot fan out without end). */
     maxToolCallsPerRound: z.coerce.number().int().min(1).max(256).default(16),
     toolTimeoutMs: env('GATEWAY_ASSISTANT_TOOL_TIMEOUT_MS', Ms(30_000), 'one tool call of a turn'),
     modelTimeoutMs: Ms(120_000),
     /** Tools that need a person's yes (besides those annotated destructiveHint): namespaced or short names. */
-    confirm: env('GATEWAY_ASSISTANT_CONFIRM', z.enum(['ask', 'deny', 'allow']).default('ask'), 'tools that need a yes: `ask` the person, `deny` or `allow` them'),
+    confirm: env(
+      'GATEWAY_ASSISTANT_CONFIRM',
+      z.enum(['ask', 'deny', 'allow']).default('ask'),
+      'tools that need a yes: `ask` the person, `deny` or `allow` them',
+    ),
     confirmTools: env('GATEWAY_ASSISTANT_CONFIRM_TOOLS', Csv.default([]), '… those besides the ones annotated `destructiveHint`'),
     confirmTimeoutMs: Ms(60_000),
     conversationTtlMs: Ms(3_600_000, 7 * 24 * 3_600_000),
     maxConversations: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
     /** Per conversation: user/answer pairs kept, and their total size; the oldest go first. */
     maxConversationTurns: z.coerce.number().int().min(1).max(1000).default(50),
-    maxConversationBytes: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(256 * 1024),
-    maxMessageBytes: z.coerce.number().int().min(16).max(1024 * 1024).default(32 * 1024),
+    maxConversationBytes: z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .max(64 * 1024 * 1024)
+      .default(256 * 1024),
+    maxMessageBytes: z.coerce
+      .number()
+      .int()
+      .min(16)
+      .max(1024 * 1024)
+      .default(32 * 1024),
     /** Tool results are cut to this many characters before the model reads them. */
-    maxToolResultChars: z.coerce.number().int().min(256).max(1024 * 1024).default(16_000),
+    maxToolResultChars: z.coerce
+      .number()
+      .int()
+      .min(256)
+      .max(1024 * 1024)
+      .default(16_000),
     maxConcurrentTurns: z.coerce.number().int().min(1).max(100_000).default(64),
     /** Turns running at once for one tenant (keys without a tenant share one count): no tenant can take every slot. */
     maxConcurrentTurnsPerTenant: z.coerce.number().int().min(1).max(100_000).default(16),

@@ -107,7 +107,13 @@ function attrName(attrs: string): string | undefined {
   return end === -1 ? undefined : attrs.slice(k + 6, end);
 }
 
-const unescapeXml = (s: string) => s.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&amp;/g, '&');
+const unescapeXml = (s: string) =>
+  s
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&quot;/g, '"')
+    .replace(/&apos;/g, "'")
+    .replace(/&amp;/g, '&');
 
 /** XML arguments are strings: turn them into the types the tool's schema asks for (a value that does not fit stays a string, and validation says why). */
 export function coerce(args: Record<string, string>, schema: Record<string, unknown>): Record<string, unknown> {
@@ -188,7 +194,11 @@ export class MarkerModel implements ModelProvider {
       if (p.malformed.length && !p.calls.length && !this.reported) {
         // Tell the model once what was wrong, and ask again.
         this.reported = true;
-        messages = [...messages, { role: 'assistant', content: r.text }, { role: 'user', content: `Your tool call could not be read (${p.malformed.join('; ')}). Use exactly the format described, or answer without tools.` }];
+        messages = [
+          ...messages,
+          { role: 'assistant', content: r.text },
+          { role: 'user', content: `Your tool call could not be read (${p.malformed.join('; ')}). Use exactly the format described, or answer without tools.` },
+        ];
         continue;
       }
       if (!p.calls.length) {

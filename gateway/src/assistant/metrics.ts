@@ -4,8 +4,18 @@ import { Counter, Histogram, type Registry } from 'prom-client';
 export function createAssistantMetrics(registry: Registry) {
   const registers = [registry];
   return {
-    turns: new Counter({ name: 'voxgate_assistant_turns_total', help: 'Assistant turns by outcome (completed, failed, cancelled)', labelNames: ['outcome'] as const, registers }),
-    rounds: new Histogram({ name: 'voxgate_assistant_turn_rounds', help: 'Model calls per assistant turn', buckets: [1, 2, 3, 4, 5, 6, 8, 11, 21, 51], registers }),
+    turns: new Counter({
+      name: 'voxgate_assistant_turns_total',
+      help: 'Assistant turns by outcome (completed, failed, cancelled)',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    rounds: new Histogram({
+      name: 'voxgate_assistant_turn_rounds',
+      help: 'Model calls per assistant turn',
+      buckets: [1, 2, 3, 4, 5, 6, 8, 11, 21, 51],
+      registers,
+    }),
     toolCalls: new Counter({
       name: 'voxgate_assistant_tool_calls_total',
       help: 'Tool calls the assistant ran, by outcome (ok, error, timeout, declined: a person said no, unconfirmed: no answer in time, nobody to ask or confirm=deny, not_found, invalid, refused)',
@@ -19,7 +29,12 @@ export function createAssistantMetrics(registry: Registry) {
       buckets: [0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120],
       registers,
     }),
-    tokens: new Counter({ name: 'voxgate_assistant_tokens_total', help: 'Model tokens, by provider and direction (input, output)', labelNames: ['provider', 'direction'] as const, registers }),
+    tokens: new Counter({
+      name: 'voxgate_assistant_tokens_total',
+      help: 'Model tokens, by provider and direction (input, output)',
+      labelNames: ['provider', 'direction'] as const,
+      registers,
+    }),
   };
 }
 

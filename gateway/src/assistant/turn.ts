@@ -164,7 +164,9 @@ export class Turn {
       const results = await Promise.all(
         calls.map((c, k) => (k < cap ? this.runTool(c, round) : this.refuse(c, round, `Error: not run: at most ${cap} tool calls are run from one reply.`))),
       );
-      reply.toolCalls.forEach((c, k) => messages.push({ role: 'tool', toolCallId: c.id, name: c.name, content: results[k]!.text, isError: results[k]!.isError }));
+      reply.toolCalls.forEach((c, k) =>
+        messages.push({ role: 'tool', toolCallId: c.id, name: c.name, content: results[k]!.text, isError: results[k]!.isError }),
+      );
     }
   }
 
@@ -254,7 +256,10 @@ export class Turn {
     this.i.emit({ type: 'tool.call', callId: call.id, name: call.name, arguments: call.arguments, round });
     const finish = (text: string, isError: boolean, outcome: string) => {
       const durationMs = Math.round(performance.now() - started);
-      const cut = text.length > this.d.settings.maxToolResultChars ? `${text.slice(0, this.d.settings.maxToolResultChars)}\n[... cut: the result was ${text.length} characters]` : text;
+      const cut =
+        text.length > this.d.settings.maxToolResultChars
+          ? `${text.slice(0, this.d.settings.maxToolResultChars)}\n[... cut: the result was ${text.length} characters]`
+          : text;
       this.records[slot] = { callId: call.id, name: call.name, arguments: call.arguments, isError, durationMs };
       this.d.metrics.toolCalls.inc({ outcome });
       this.i.emit({ type: 'tool.result', callId: call.id, name: call.name, isError, durationMs, text: cut });
@@ -269,7 +274,8 @@ export class Turn {
       if (!target) return finish(unreachable(t, call.arguments), true, 'not_found');
       if (callNeedsConfirmation(call.name, t, target, this.d.settings.confirmTools, call.arguments)) {
         const answer = await this.askConfirmation(call);
-        if (answer !== 'approved') return finish(notConfirmed(call.name, answer, this.d.settings.confirmTimeoutMs), true, answer === 'declined' ? 'declined' : 'unconfirmed');
+        if (answer !== 'approved')
+          return finish(notConfirmed(call.name, answer, this.d.settings.confirmTimeoutMs), true, answer === 'declined' ? 'declined' : 'unconfirmed');
       }
     }
     const timeoutMs = this.d.settings.toolTimeoutMs;
@@ -282,7 +288,12 @@ export class Turn {
       const cancelled = new Promise<'cancelled'>((resolve) => ac.signal.addEventListener('abort', () => resolve('cancelled'), { once: true }));
       // The turn's own timer decides (one message, one outcome); the call's limit sits just past it, so the
       // device or server timeout never wins the race on a busy machine.
-      const call$ = this.d.hub.call(t.name, call.arguments, { ...this.i.caller, tokens: this.i.tokens, timeoutMs: timeoutMs + TOOL_TIMEOUT_MARGIN_MS, signal: ac.signal });
+      const call$ = this.d.hub.call(t.name, call.arguments, {
+        ...this.i.caller,
+        tokens: this.i.tokens,
+        timeoutMs: timeoutMs + TOOL_TIMEOUT_MARGIN_MS,
+        signal: ac.signal,
+      });
       // A device cannot cancel: its late result is dropped (the race is lost), the queue moves on.
       call$.catch(() => undefined);
       const r = await Promise.race([call$, timedOut, cancelled]);
@@ -299,7 +310,9 @@ export class Turn {
       this.throwIfCancelled();
       if (e instanceof GatewayError) {
         const offline = e.code === 'TOOL_NOT_FOUND' && t.source.kind === 'device';
-        const text = offline ? `Error: device ${t.source.kind === 'device' ? t.source.deviceId : ''} is offline or no longer offers this tool.` : `Error: ${e.message}`;
+        const text = offline
+          ? `Error: device ${t.source.kind === 'device' ? t.source.deviceId : ''} is offline or no longer offers this tool.`
+          : `Error: ${e.message}`;
         return finish(text, true, e.code === 'INVALID_ARGUMENTS' ? 'invalid' : 'error');
       }
       this.d.log.warn({ turnId: this.i.turnId, tool: call.name, err: (e as Error).message }, 'assistant tool call failed');

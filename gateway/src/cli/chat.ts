@@ -130,12 +130,19 @@ export async function runChat(o: ChatOptions): Promise<number> {
   rl.on('SIGINT', onInterrupt);
 
   /** One turn, streamed. Returns whether it completed. */
+  // eslint-disable-next-line max-lines-per-function -- one streamed turn and its confirmations share the REPL's state
   const turn = async (body: Record<string, unknown>): Promise<boolean> => {
     const ac = new AbortController();
     running = { ac, cancelling: false };
     let answering = false;
     let ok = false;
-    const payload = { ...body, conversationId: state.conversationId, model: state.model, deviceId: state.device, resources: state.resources.length ? state.resources : undefined };
+    const payload = {
+      ...body,
+      conversationId: state.conversationId,
+      model: state.model,
+      deviceId: state.device,
+      resources: state.resources.length ? state.resources : undefined,
+    };
     state.resources = [];
     try {
       await api.turn(payload, ac.signal, async (e: TurnEventData) => {
@@ -163,16 +170,23 @@ export async function runChat(o: ChatOptions): Promise<number> {
             info(`[MCP: Calling tool '${String(e['name'])}']`);
             break;
           case 'tool.result':
-            info(e['isError'] ? `[MCP: Tool '${String(e['name'])}' failed: ${String(e['text']).split('\n')[0]!.slice(0, 200)}]` : `[MCP: Tool '${String(e['name'])}' completed]`);
+            info(
+              e['isError']
+                ? `[MCP: Tool '${String(e['name'])}' failed: ${String(e['text']).split('\n')[0]!.slice(0, 200)}]`
+                : `[MCP: Tool '${String(e['name'])}' completed]`,
+            );
             break;
           case 'confirmation.required': {
             endAnswer();
-            const answer = o.interactive || !o.message ? await nextLine(`Run '${String(e['name'])}' with ${JSON.stringify(e['arguments'])}? [y/N] `) : undefined;
+            const answer =
+              o.interactive || !o.message ? await nextLine(`Run '${String(e['name'])}' with ${JSON.stringify(e['arguments'])}? [y/N] `) : undefined;
             // Ctrl-C at the question: "no", and the turn is being cancelled (onInterrupt), so nothing to record.
             if (answer === INTERRUPTED) break;
             const approve = /^y(es)?$/i.test((answer ?? '').trim());
             if (!o.interactive) info(`[confirm '${String(e['name'])}': ${approve ? 'yes' : 'no'}]`);
-            await api.request('POST', `/v1/assistant/turns/${running!.turnId}/confirmations/${encodeURIComponent(String(e['callId']))}`, { approve }).catch((err: unknown) => info(`[confirmation not recorded: ${(err as Error).message}]`));
+            await api
+              .request('POST', `/v1/assistant/turns/${running!.turnId}/confirmations/${encodeURIComponent(String(e['callId']))}`, { approve })
+              .catch((err: unknown) => info(`[confirmation not recorded: ${(err as Error).message}]`));
             break;
           }
           case 'text.delta':
@@ -224,8 +238,12 @@ export async function runChat(o: ChatOptions): Promise<number> {
             state.model = arg;
             info(`[model: ${arg}]`);
           } else {
-            const r = await api.request<{ models: Array<{ name: string; provider: string; toolMode: string; default: boolean }> }>('GET', '/v1/assistant/models');
-            for (const m of r.models) info(`${m.name === (state.model ?? '') || (!state.model && m.default) ? '*' : ' '} ${m.name}  (${m.provider}, ${m.toolMode})`);
+            const r = await api.request<{ models: Array<{ name: string; provider: string; toolMode: string; default: boolean }> }>(
+              'GET',
+              '/v1/assistant/models',
+            );
+            for (const m of r.models)
+              info(`${m.name === (state.model ?? '') || (!state.model && m.default) ? '*' : ' '} ${m.name}  (${m.provider}, ${m.toolMode})`);
           }
           return true;
         case '/device':

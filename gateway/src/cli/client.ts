@@ -37,7 +37,12 @@ export class GatewayClient {
 
   /** One streamed turn: every SSE event goes to `onEvent`; resolves when the stream ends. */
   async turn(body: Record<string, unknown>, signal: AbortSignal, onEvent: (e: TurnEventData) => void | Promise<void>): Promise<void> {
-    const res = await fetch(`${this.url}/v1/assistant/chat`, { method: 'POST', headers: this.headers(true), body: JSON.stringify({ ...body, stream: true }), signal });
+    const res = await fetch(`${this.url}/v1/assistant/chat`, {
+      method: 'POST',
+      headers: this.headers(true),
+      body: JSON.stringify({ ...body, stream: true }),
+      signal,
+    });
     if (!res.ok || !res.body) throw toApiError(res.status, await res.text());
     const decoder = new TextDecoder();
     let buf = '';

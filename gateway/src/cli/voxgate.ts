@@ -17,7 +17,14 @@ async function main(argv: string[]): Promise<number> {
   try {
     ({ values } = parseArgs({
       args: rest,
-      options: { url: { type: 'string' }, key: { type: 'string' }, model: { type: 'string' }, device: { type: 'string' }, message: { type: 'string', short: 'm' }, help: { type: 'boolean', short: 'h' } },
+      options: {
+        url: { type: 'string' },
+        key: { type: 'string' },
+        model: { type: 'string' },
+        device: { type: 'string' },
+        message: { type: 'string', short: 'm' },
+        help: { type: 'boolean', short: 'h' },
+      },
     }));
   } catch (e) {
     process.stderr.write(`voxgate: ${(e as Error).message}\n${USAGE}\n`);

@@ -157,7 +157,16 @@ export async function startCluster(connection: ClusterConnection, deps: ClusterD
     }
   })().catch((err: unknown) => log.warn({ err }, 'NATS status watch ended'));
 
-  const relay = relayEvents({ nc, instanceId, bus: d.bus, registry: d.registry, presence, metrics, maxMessageBytes: d.config.maxMessageBytes, refused: refusedLog });
+  const relay = relayEvents({
+    nc,
+    instanceId,
+    bus: d.bus,
+    registry: d.registry,
+    presence,
+    metrics,
+    maxMessageBytes: d.config.maxMessageBytes,
+    refused: refusedLog,
+  });
   const callsSub = serveForwardedCalls({ nc, instanceId, registry: d.registry, metrics, maxMessageBytes: d.config.maxMessageBytes, log, refused: refusedLog });
   const devices = remoteDevices({ nc, presence, forwarder, calls: d.calls, changeListeners });
   log.info({ servers: d.config.nats.servers.map(withoutUserInfo), bucket: d.config.bucket }, 'joined the cluster');
@@ -172,7 +181,10 @@ export async function startCluster(connection: ClusterConnection, deps: ClusterD
       // Bounded: with NATS unreachable, the last presence writes and the drain must not hold shutdown.
       const grace = 2 * d.config.heartbeatMs;
       await within(presence.stop(), grace);
-      await within(nc.drain().catch(() => undefined), grace);
+      await within(
+        nc.drain().catch(() => undefined),
+        grace,
+      );
       if (!nc.isClosed()) await nc.close();
     },
   };

@@ -9,7 +9,10 @@ export const ClusterSlice = z.strictObject({
   /** This instance's name: NATS subjects and presence entries carry it; unique per instance. Default: a random one per start. */
   instanceId: env(
     'GATEWAY_CLUSTER_INSTANCE_ID',
-    z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, "_" or "-" (at most 64)').optional(),
+    z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, "_" or "-" (at most 64)')
+      .optional(),
     "this instance's name, unique per instance",
     'a random one per start',
   ),
@@ -25,7 +28,12 @@ export const ClusterSlice = z.strictObject({
   /** Each instance announces itself this often; one silent for 3 heartbeats is dead (its devices offline, calls to it failed). */
   heartbeatMs: env('GATEWAY_CLUSTER_HEARTBEAT_MS', Ms(2_000, 60_000), 'each instance announces itself this often; one silent for 3 heartbeats is dead'),
   /** Bytes of one forwarded call's request or reply (NATS's own max_payload is 1 MiB by default). */
-  maxMessageBytes: z.coerce.number().int().min(4096).max(8 * 1024 * 1024).default(1024 * 1024),
+  maxMessageBytes: z.coerce
+    .number()
+    .int()
+    .min(4096)
+    .max(8 * 1024 * 1024)
+    .default(1024 * 1024),
   /** Key-value bucket of the persisted state every instance shares (enrollments): the store with the cluster on. */
   storeBucket: Name.default('voxgate-store'),
   /** The JetStream stream over `voxgate.events.>` that `Last-Event-ID` resumes from on any instance; oldest dropped first. */
@@ -34,8 +42,18 @@ export const ClusterSlice = z.strictObject({
       stream: Name.default('VOXGATE_EVENTS'),
       // Unset: the event history's bounds (events.history.maxEvents, maxAgeHours); the stream is the cluster's history.
       maxMsgs: z.coerce.number().int().min(1).max(1e9).optional(),
-      maxBytes: z.coerce.number().int().min(1024 * 1024).max(1024 ** 4).default(256 * 1024 * 1024),
-      maxAgeMs: z.coerce.number().int().min(1000).max(366 * 86_400_000).optional(),
+      maxBytes: z.coerce
+        .number()
+        .int()
+        .min(1024 * 1024)
+        .max(1024 ** 4)
+        .default(256 * 1024 * 1024),
+      maxAgeMs: z.coerce
+        .number()
+        .int()
+        .min(1000)
+        .max(366 * 86_400_000)
+        .optional(),
     })
     .prefault({}),
 });

@@ -70,10 +70,21 @@ function writePresence(d: EventRelayDeps, e: GatewayEvent): void {
   const summary = d.registry.get(e.deviceId);
   if (!summary) return;
   const s = d.registry.find(e.deviceId);
-  const base = { instance: d.instanceId, transport: summary.transport, clientId: summary.clientId, connectedAt: summary.connectedAt, toolCount: summary.toolCount };
+  const base = {
+    instance: d.instanceId,
+    transport: summary.transport,
+    clientId: summary.clientId,
+    connectedAt: summary.connectedAt,
+    toolCount: summary.toolCount,
+  };
   if (e.type === 'device.online') void d.presence.write(e.deviceId, { ...base, state: 'online' }, true);
   else if (e.type === 'device.offline')
     void d.presence.write(e.deviceId, { ...base, state: 'offline', ...(summary.toolsHash ? { catalogHash: summary.toolsHash } : {}) }, false);
   else if (s?.catalog)
-    void d.presence.write(e.deviceId, { ...base, state: 'ready', catalogHash: s.catalog.hash, toolCount: s.catalog.size, ...(summary.server ? { server: summary.server } : {}) }, false, s.catalog);
+    void d.presence.write(
+      e.deviceId,
+      { ...base, state: 'ready', catalogHash: s.catalog.hash, toolCount: s.catalog.size, ...(summary.server ? { server: summary.server } : {}) },
+      false,
+      s.catalog,
+    );
 }

@@ -110,7 +110,8 @@ export class Forwarder {
 /** NATS failures in the caller's terms: nobody listening for the owner means the device is offline. */
 function forwardError(e: unknown, deviceId: string, owner: string): GatewayError {
   if (e instanceof GatewayError) return e;
-  if (e instanceof RequestError && e.isNoResponders()) return new GatewayError('DEVICE_OFFLINE', `device ${deviceId} is offline (its gateway instance ${owner} is gone)`);
+  if (e instanceof RequestError && e.isNoResponders())
+    return new GatewayError('DEVICE_OFFLINE', `device ${deviceId} is offline (its gateway instance ${owner} is gone)`);
   if (e instanceof TimeoutError || (e instanceof RequestError && e.cause instanceof TimeoutError))
     return new GatewayError('DEVICE_TIMEOUT', `device ${deviceId} did not answer in time (through gateway instance ${owner})`);
   return new GatewayError('DEVICE_OFFLINE', `device ${deviceId} could not be reached through gateway instance ${owner}`);

@@ -55,7 +55,10 @@ export class ClusterPresence {
     this.instances.set(this.d.instanceId, Date.now());
     const devices = await this.d.kv.watch({ key: 'dev.>' });
     const insts = await this.d.kv.watch({ key: 'inst.>' });
-    this.stops.push(() => devices.stop(), () => insts.stop());
+    this.stops.push(
+      () => devices.stop(),
+      () => insts.stop(),
+    );
     void this.consume(devices, (e) => this.onDeviceEntry(e));
     void this.consume(insts, (e) => this.onInstanceEntry(e));
     this.heartbeat = setInterval(() => {
@@ -155,7 +158,10 @@ export class ClusterPresence {
   readyRemote(): Array<{ deviceId: string; catalog: ToolCatalog }> {
     const out: Array<{ deviceId: string; catalog: ToolCatalog }> = [];
     for (const [deviceId, p] of this.seen) {
-      const catalog = p.entry.state === 'ready' && p.entry.instance !== this.d.instanceId && this.instances.has(p.entry.instance) ? this.catalog(p.entry.catalogHash) : undefined;
+      const catalog =
+        p.entry.state === 'ready' && p.entry.instance !== this.d.instanceId && this.instances.has(p.entry.instance)
+          ? this.catalog(p.entry.catalogHash)
+          : undefined;
       if (catalog) out.push({ deviceId, catalog });
     }
     return out;
@@ -171,7 +177,14 @@ export class ClusterPresence {
     if (!e || e.operation !== 'PUT' || this.catalogs.has(hash)) return;
     try {
       const stored = StoredCatalog.parse(JSON.parse(decoder.decode(e.value)));
-      const catalog = ToolCatalog.from(stored.tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema as never, ...(t.annotations ? { annotations: t.annotations } : {}) })));
+      const catalog = ToolCatalog.from(
+        stored.tools.map((t) => ({
+          name: t.name,
+          description: t.description,
+          inputSchema: t.inputSchema as never,
+          ...(t.annotations ? { annotations: t.annotations } : {}),
+        })),
+      );
       // The hash is the content's: a catalog whose tools do not hash to its key is refused.
       if (catalog.hash !== hash) throw new Error('catalog content does not match its hash');
       this.catalogs.set(hash, catalog);

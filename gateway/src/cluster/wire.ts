@@ -8,7 +8,10 @@ import { EVENT_TYPES } from '../events/bus.js';
  * another instance (or anything else that can publish on the account) is not trusted to be well-formed.
  */
 
-const DeviceId = z.string().max(64).transform((s, ctx) => normalizeDeviceId(s) ?? (ctx.addIssue({ code: 'custom', message: 'not a device id' }), z.NEVER));
+const DeviceId = z
+  .string()
+  .max(64)
+  .transform((s, ctx) => normalizeDeviceId(s) ?? (ctx.addIssue({ code: 'custom', message: 'not a device id' }), z.NEVER));
 const InstanceId = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/);
 const Hash = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/);
 
@@ -42,8 +45,20 @@ export const StoredCatalog = z.object({
 
 /** A call forwarded to the instance that holds the device. */
 export const ForwardedCall = z.discriminatedUnion('op', [
-  z.object({ op: z.literal('call'), deviceId: DeviceId, name: z.string().min(1).max(256), args: z.record(z.string(), z.unknown()), timeoutMs: z.number().int().min(1).max(86_400_000).optional() }),
-  z.object({ op: z.literal('rpc'), deviceId: DeviceId, name: z.string().min(1).max(256), args: z.record(z.string(), z.unknown()).optional(), timeoutMs: z.number().int().min(1).max(86_400_000).optional() }),
+  z.object({
+    op: z.literal('call'),
+    deviceId: DeviceId,
+    name: z.string().min(1).max(256),
+    args: z.record(z.string(), z.unknown()),
+    timeoutMs: z.number().int().min(1).max(86_400_000).optional(),
+  }),
+  z.object({
+    op: z.literal('rpc'),
+    deviceId: DeviceId,
+    name: z.string().min(1).max(256),
+    args: z.record(z.string(), z.unknown()).optional(),
+    timeoutMs: z.number().int().min(1).max(86_400_000).optional(),
+  }),
   z.object({ op: z.literal('notify'), deviceId: DeviceId, name: z.string().min(1).max(256), args: z.record(z.string(), z.unknown()).optional() }),
   // Is anyone still listening on this instance's subject? (An older instance answers INVALID_REQUEST: also alive.)
   z.object({ op: z.literal('ping') }),
@@ -65,7 +80,10 @@ export const RelayedEvent = z.object({
   deviceId: DeviceId,
   data: z.record(z.string(), z.unknown()),
   /** The origin's event id (`<boot>-<n>`) and time: every instance serves the event under this id. */
-  id: z.string().regex(/^[0-9a-z]{1,32}-\d{1,15}$/).optional(),
+  id: z
+    .string()
+    .regex(/^[0-9a-z]{1,32}-\d{1,15}$/)
+    .optional(),
   at: z.string().max(64).optional(),
 });
 export type RelayedEvent = z.infer<typeof RelayedEvent>;

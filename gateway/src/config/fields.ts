@@ -12,7 +12,16 @@ export const Ms = (def: number, max = 3_600_000) => z.coerce.number().int().min(
 /** A count of things from 1 up to ten million. */
 export const Count = (def: number) => z.coerce.number().int().min(1).max(10_000_000).default(def);
 /** A list in the file, or `a,b,c` in a variable. */
-export const Csv = z.preprocess((v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter(Boolean) : v), z.array(z.string().min(1)));
+export const Csv = z.preprocess(
+  (v) =>
+    typeof v === 'string'
+      ? v
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : v,
+  z.array(z.string().min(1)),
+);
 /** `true`/`false`, or `1`/`0` in a variable. */
 export const Bool = z.preprocess((v) => (v === 'true' || v === '1' ? true : v === 'false' || v === '0' ? false : v), z.boolean());
 export const HttpUrl = z.url({ protocol: /^https?$/ });

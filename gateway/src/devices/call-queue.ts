@@ -57,12 +57,15 @@ export class CallQueue {
           this.runNow(deadline, run).then(resolve, reject);
         },
         reject,
-        timer: setTimeout(() => {
-          const i = this.waiting.indexOf(job);
-          if (i >= 0) this.waiting.splice(i, 1);
-          this.d.metrics.calls.inc({ outcome: 'timeout' });
-          reject(new GatewayError('DEVICE_TIMEOUT', `call waited in the device queue until its deadline`));
-        }, Math.max(1, deadline - Date.now())),
+        timer: setTimeout(
+          () => {
+            const i = this.waiting.indexOf(job);
+            if (i >= 0) this.waiting.splice(i, 1);
+            this.d.metrics.calls.inc({ outcome: 'timeout' });
+            reject(new GatewayError('DEVICE_TIMEOUT', `call waited in the device queue until its deadline`));
+          },
+          Math.max(1, deadline - Date.now()),
+        ),
       };
       this.waiting.push(job);
     });

@@ -41,6 +41,9 @@ export const DevicesSlice = z.strictObject({
     'devices remembered (in memory and in the store); past it offline ones are forgotten, never-ready ones first, then the least recently seen (named ones never)',
   ),
   /** A device's last seen moves with any traffic; the store is written at most this often per device (and at disconnect). */
-  lastSeenWriteMs: documented(z.coerce.number().int().min(1_000).max(3_600_000).default(60_000), "how often at most a device's last seen is written to the store (and once at disconnect)"),
+  lastSeenWriteMs: documented(
+    z.coerce.number().int().min(1_000).max(3_600_000).default(60_000),
+    "how often at most a device's last seen is written to the store (and once at disconnect)",
+  ),
 });
 export type DevicesConfig = z.infer<typeof DevicesSlice>;

@@ -30,7 +30,10 @@ const StoredFacts = z.object({
   connectedAt: z.number().int().nonnegative(),
   catalogHash: z.string().max(64).nullable().catch(null),
   toolCount: z.number().int().nonnegative().catch(0),
-  server: z.object({ name: z.string().max(256), version: z.string().max(256) }).nullable().catch(null),
+  server: z
+    .object({ name: z.string().max(256), version: z.string().max(256) })
+    .nullable()
+    .catch(null),
 });
 export type DeviceFacts = z.infer<typeof StoredFacts>;
 

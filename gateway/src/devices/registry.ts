@@ -6,15 +6,7 @@ import type { Metrics } from '../metrics.js';
 import { CLOSE_FORGOTTEN, CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.js';
 import type { SchemaValidators } from '../schemas/validators.js';
 import type { DeviceHandle } from './device-handle.js';
-import {
-  matchesFilter,
-  type DeviceFilter,
-  type DevicePage,
-  type DeviceSummary,
-  type LocalDevices,
-  type PageRequest,
-  type ReadyDevice,
-} from './directory.js';
+import { matchesFilter, type DeviceFilter, type DevicePage, type DeviceSummary, type LocalDevices, type PageRequest, type ReadyDevice } from './directory.js';
 import { NoVoiceHook } from './no-voice-hook.js';
 import { recordFields, type DeviceRecords } from './records.js';
 import { DeviceSession } from './session.js';
@@ -93,7 +85,18 @@ export class DeviceRegistry implements LocalDevices {
       const f = records.getFacts(id);
       if (!f || this.records.has(id)) continue;
       const { clientId, transport, connectedAt, lastSeen: lastSeenAt, toolCount } = f;
-      const r: DeviceRecord = { id, clientId, transport, epoch: 0, session: undefined, connectedAt, lastSeenAt, catalogHash: f.catalogHash ?? undefined, toolCount, credential: '' };
+      const r: DeviceRecord = {
+        id,
+        clientId,
+        transport,
+        epoch: 0,
+        session: undefined,
+        connectedAt,
+        lastSeenAt,
+        catalogHash: f.catalogHash ?? undefined,
+        toolCount,
+        credential: '',
+      };
       if (f.server) r.server = f.server;
       this.records.set(id, r);
       added.push(id);
@@ -159,7 +162,10 @@ export class DeviceRegistry implements LocalDevices {
     const old = prev?.session;
     if (old && old.state !== 'closed' && prev.credential !== credential) {
       this.d.metrics.takeoversRefused.inc();
-      this.d.log.warn({ deviceId: info.deviceId, transport: info.link.transport, remote: info.link.remoteAddress }, 'refused a takeover with other credentials than the live connection');
+      this.d.log.warn(
+        { deviceId: info.deviceId, transport: info.link.transport, remote: info.link.remoteAddress },
+        'refused a takeover with other credentials than the live connection',
+      );
       info.link.close(CLOSE_TAKEOVER_REFUSED, 'another connection holds this device');
       return undefined;
     }

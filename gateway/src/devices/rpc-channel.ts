@@ -103,9 +103,7 @@ export class RpcChannel {
   /** A JSON-RPC error from the device: the request fails with DEVICE_ERROR and the device's code. */
   onError(id: RpcId | null, error: RpcErrorResponse['error']): void {
     const err = normalizeRpcError(error);
-    this.settle(id, (p) =>
-      p.reject(new GatewayError('DEVICE_ERROR', err.message, { rpcCode: err.code, codeInferred: err.inferredCode, method: p.method })),
-    );
+    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', err.message, { rpcCode: err.code, codeInferred: err.inferredCode, method: p.method })));
   }
 
   /**

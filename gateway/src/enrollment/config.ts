@@ -16,7 +16,10 @@ export const TenantRuleSchema = z
     clientIdPrefix: z.string().min(1).max(64).optional(),
     board: z.string().min(1).max(128).optional(),
   })
-  .refine((r) => r.macPrefix !== undefined || r.clientIdPrefix !== undefined || r.board !== undefined, 'a tenant rule needs macPrefix, clientIdPrefix or board');
+  .refine(
+    (r) => r.macPrefix !== undefined || r.clientIdPrefix !== undefined || r.board !== undefined,
+    'a tenant rule needs macPrefix, clientIdPrefix or board',
+  );
 export type TenantRule = z.infer<typeof TenantRuleSchema>;
 
 /**
@@ -26,7 +29,11 @@ export type TenantRule = z.infer<typeof TenantRuleSchema>;
  * bound to its credentials either way.
  */
 export const EnrollmentSlice = z.strictObject({
-  policy: env('GATEWAY_ENROLLMENT', z.enum(['open', 'approve', 'allowlist']).default('approve'), 'who gets credentials from OTA: `approve`, `open` or `allowlist`'),
+  policy: env(
+    'GATEWAY_ENROLLMENT',
+    z.enum(['open', 'approve', 'allowlist']).default('approve'),
+    'who gets credentials from OTA: `approve`, `open` or `allowlist`',
+  ),
   /** Device ids (any MAC spelling) that `allowlist` admits. */
   allowlist: env(
     'GATEWAY_ENROLLMENT_ALLOWLIST',
@@ -36,7 +43,12 @@ export const EnrollmentSlice = z.strictObject({
   /** A pending activation code lives this long after the device's last OTA check. */
   pendingTtlSeconds: env(
     'GATEWAY_ENROLLMENT_PENDING_TTL_S',
-    z.coerce.number().int().min(60).max(30 * 24 * 3600).default(3600),
+    z.coerce
+      .number()
+      .int()
+      .min(60)
+      .max(30 * 24 * 3600)
+      .default(3600),
     "a pending code lives this long after the device's last check",
   ),
   maxPending: documented(z.coerce.number().int().min(1).max(100_000).default(1000), 'devices waiting for approval'),
@@ -44,7 +56,11 @@ export const EnrollmentSlice = z.strictObject({
   /** OTA and activation requests per source address: a token bucket of `burst`, refilled at `perSecond`. */
   rateLimit: z
     .strictObject({
-      perSecond: env('GATEWAY_OTA_RATE_PER_SECOND', z.coerce.number().min(0.01).max(10_000).default(2), 'OTA + activation requests per source address per second'),
+      perSecond: env(
+        'GATEWAY_OTA_RATE_PER_SECOND',
+        z.coerce.number().min(0.01).max(10_000).default(2),
+        'OTA + activation requests per source address per second',
+      ),
       burst: env('GATEWAY_OTA_RATE_BURST', z.coerce.number().int().min(1).max(100_000).default(60), '… and their burst'),
       /** Addresses tracked at once; the least recently seen is forgotten first. */
       maxAddresses: documented(z.coerce.number().int().min(100).max(10_000_000).default(100_000), 'source addresses tracked (least recently seen forgotten)'),

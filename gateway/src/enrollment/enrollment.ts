@@ -254,7 +254,15 @@ export class Enrollment {
   }
 
   private async bind(deviceId: string, clientId: string, via: Binding['via'], delivered: boolean): Promise<Binding> {
-    const b: Binding = { deviceId, clientId, credId: randomBytes(18).toString('base64url'), issuedAt: Math.floor(Date.now() / 1000), delivered, via, enrolledAt: new Date().toISOString() };
+    const b: Binding = {
+      deviceId,
+      clientId,
+      credId: randomBytes(18).toString('base64url'),
+      issuedAt: Math.floor(Date.now() / 1000),
+      delivered,
+      via,
+      enrolledAt: new Date().toISOString(),
+    };
     await this.o.store.put(BINDINGS, deviceId, b);
     this.bindings.set(deviceId, b);
     this.o.log.info({ deviceId, clientId, via }, 'device enrolled');

@@ -95,8 +95,7 @@ export class EventBus {
       if (type === 'device.offline') {
         this.limiter.forget(deviceId);
         this.dropLog?.forget(deviceId);
-      }
-      else if (DEVICE_DRIVEN.has(type) && !this.admit(type, deviceId)) return undefined;
+      } else if (DEVICE_DRIVEN.has(type) && !this.admit(type, deviceId)) return undefined;
     }
     // An event relayed from another instance keeps that instance's id, so its id means the same everywhere.
     ++this.seq;

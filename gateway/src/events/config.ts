@@ -18,7 +18,15 @@ export const EventsSlice = z.strictObject({
   maxStreams: env('GATEWAY_SSE_MAX_STREAMS', z.coerce.number().int().min(1).max(100_000).default(1000), 'open `GET /v1/events` streams in total'),
   maxStreamsPerKey: env('GATEWAY_SSE_MAX_STREAMS_PER_KEY', z.coerce.number().int().min(1).max(100_000).default(100), '… and per API key'),
   /** A stream whose unsent bytes pass this is closed (a reader too slow for the event rate). */
-  maxBufferedBytes: documented(z.coerce.number().int().min(64 * 1024).max(256 * 1024 * 1024).default(1024 * 1024), 'an SSE stream this far behind is closed'),
+  maxBufferedBytes: documented(
+    z.coerce
+      .number()
+      .int()
+      .min(64 * 1024)
+      .max(256 * 1024 * 1024)
+      .default(1024 * 1024),
+    'an SSE stream this far behind is closed',
+  ),
   /**
    * The persisted event log (`GET /v1/events/history`, `Last-Event-ID` after a restart): a table in the
    * SQLite store, or with the cluster on the JetStream event stream. Oldest dropped first past either bound.
@@ -26,10 +34,25 @@ export const EventsSlice = z.strictObject({
   history: z
     .strictObject({
       enabled: env('GATEWAY_EVENTS_HISTORY', Bool.default(true), 'keep events in the store for `GET /v1/events/history` and `Last-Event-ID` after a restart'),
-      maxEvents: env('GATEWAY_EVENTS_HISTORY_MAX_EVENTS', z.coerce.number().int().min(1).max(100_000_000).default(100_000), 'events kept in the history at most'),
-      maxAgeHours: env('GATEWAY_EVENTS_HISTORY_MAX_AGE_HOURS', z.coerce.number().min(0.01).max(24 * 366).default(168), '… and for at most this many hours'),
+      maxEvents: env(
+        'GATEWAY_EVENTS_HISTORY_MAX_EVENTS',
+        z.coerce.number().int().min(1).max(100_000_000).default(100_000),
+        'events kept in the history at most',
+      ),
+      maxAgeHours: env(
+        'GATEWAY_EVENTS_HISTORY_MAX_AGE_HOURS',
+        z.coerce
+          .number()
+          .min(0.01)
+          .max(24 * 366)
+          .default(168),
+        '… and for at most this many hours',
+      ),
       /** Events are written in batches: every `flushMs`, or sooner once `batchSize` wait. */
-      flushMs: documented(z.coerce.number().int().min(10).max(10_000).default(250), 'events wait at most this long before they are written (a SIGKILL loses at most that batch)'),
+      flushMs: documented(
+        z.coerce.number().int().min(10).max(10_000).default(250),
+        'events wait at most this long before they are written (a SIGKILL loses at most that batch)',
+      ),
       batchSize: documented(z.coerce.number().int().min(1).max(10_000).default(500), '… or until this many wait'),
     })
     .prefault({}),

@@ -133,7 +133,10 @@ export class SqliteEventLog implements EventLog {
       where.push(newest ? 'seq < ?' : 'seq > ?');
       params.push(after);
     }
-    for (const [column, values] of [['device', q.devices], ['type', q.types]] as const) {
+    for (const [column, values] of [
+      ['device', q.devices],
+      ['type', q.types],
+    ] as const) {
       if (!values) continue;
       where.push(`${column} IN (${[...values].map(() => '?').join(', ')})`);
       params.push(...values);

@@ -124,4 +124,3 @@ async function newestFirst(d: StreamHistoryDeps, q: HistoryQuery, state: { first
   const events = page.map((f) => f.e);
   return next !== undefined ? { events, next: formatCursor(next) } : { events };
 }
-

@@ -96,10 +96,13 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     }
   });
 
-  const sweeper = setInterval(() => {
-    const now = Date.now();
-    for (const [id, s] of sessions) if (now - s.lastUsed > o.sessionIdleMs) void closeSession(id, 'idle');
-  }, Math.min(60_000, o.sessionIdleMs));
+  const sweeper = setInterval(
+    () => {
+      const now = Date.now();
+      for (const [id, s] of sessions) if (now - s.lastUsed > o.sessionIdleMs) void closeSession(id, 'idle');
+    },
+    Math.min(60_000, o.sessionIdleMs),
+  );
   sweeper.unref();
 
   async function closeSession(id: string, why: string): Promise<void> {
@@ -114,7 +117,10 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   }
 
   /** Sessions are bound to the key that opened them (kept only as a hash). */
-  const fingerprint = (authorization: string | undefined) => createHash('sha256').update(authorization ?? '').digest('base64url');
+  const fingerprint = (authorization: string | undefined) =>
+    createHash('sha256')
+      .update(authorization ?? '')
+      .digest('base64url');
 
   /** Open sessions per key, plus initializes in progress (reserved before any await, so a burst can't overshoot). */
   const perKey = new Map<string, number>();
@@ -201,9 +207,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       // RFC 6750 + RFC 9728: a bearer token is expected, and it is a Voxgate API key. The resource metadata
       // names no authorization server, so MCP clients (the Inspector) report a missing or wrong key, not OAuth.
       const present = /^Bearer\s+\S+\s*$/i.test(req.headers.authorization ?? '');
-      const description = present
-        ? 'the Voxgate API key is not valid'
-        : 'a Voxgate API key is required: Authorization: Bearer <api key>';
+      const description = present ? 'the Voxgate API key is not valid' : 'a Voxgate API key is required: Authorization: Bearer <api key>';
       const metadata = `${originOf(req)}${METADATA_PATH}/mcp`;
       void reply.header(
         'www-authenticate',
@@ -233,7 +237,12 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       if ((perKey.get(keyFingerprint) ?? 0) >= o.maxSessionsPerKey) {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit_key' });
         log.warn({ tenant: caller.tenant, limit: o.maxSessionsPerKey }, 'mcp session refused: this API key holds its maximum of sessions');
-        return rpcError(reply, 429, -32000, `Too many MCP sessions for this API key (${o.maxSessionsPerKey}); close some (DELETE /mcp) or use the stateless protocol`);
+        return rpcError(
+          reply,
+          429,
+          -32000,
+          `Too many MCP sessions for this API key (${o.maxSessionsPerKey}); close some (DELETE /mcp) or use the stateless protocol`,
+        );
       }
       if (sessions.size + reserved >= o.maxSessions) {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit' });

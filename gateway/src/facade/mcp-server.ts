@@ -88,7 +88,12 @@ function serveTools({ mcp, s, hub, caller, tokensOf, allowed }: Face): void {
   // One page always: no cursor is ever handed out, so any cursor a client sends is not one of ours.
   s.setRequestHandler('tools/list', async (req) => {
     if (req.params?.cursor !== undefined) throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'invalid cursor: tools/list has a single page here');
-    return { tools: hub.tools(caller).filter((t) => !allowed || allowed.has(t.name)).map(wireTool) };
+    return {
+      tools: hub
+        .tools(caller)
+        .filter((t) => !allowed || allowed.has(t.name))
+        .map(wireTool),
+    };
   });
 
   s.setRequestHandler('tools/call', async (req, ctx) => {
@@ -103,14 +108,21 @@ function serveTools({ mcp, s, hub, caller, tokensOf, allowed }: Face): void {
       const onProgress =
         progressToken === undefined
           ? undefined
-          : (p: Progress) => (sent = sent.then(() => ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, ...p } })).catch(() => undefined));
+          : (p: Progress) =>
+              (sent = sent.then(() => ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, ...p } })).catch(() => undefined));
       // What the hosted server asks while serving this call (sampling, elicitation) goes to this client.
       const peer: Peer = {
         key: mcp,
         supports: (method) => Boolean(s.getClientCapabilities()?.[PEER_CAPABILITY[method]]),
         request: (method, params, signal) => ctx.mcpReq.send({ method, params }, { signal }) as Promise<Record<string, unknown>>,
       };
-      const { durationMs: _d, ...result } = await hub.call(name, args, { ...caller, tokens: tokensOf(ctx.http?.req), signal: ctx.mcpReq.signal, onProgress, peer });
+      const { durationMs: _d, ...result } = await hub.call(name, args, {
+        ...caller,
+        tokens: tokensOf(ctx.http?.req),
+        signal: ctx.mcpReq.signal,
+        onProgress,
+        peer,
+      });
       await sent;
       return result as CallToolResult;
     } catch (e) {
@@ -125,7 +137,10 @@ function serveTools({ mcp, s, hub, caller, tokensOf, allowed }: Face): void {
 /** Resources, templates, prompts and completions of the hosted servers this caller may see. */
 function serveListings({ s, hub, caller, tokensOf }: Face): void {
   s.setRequestHandler('resources/list', async (_req, ctx) => ({
-    resources: (await hub.resources({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, ...r }) => ({ ...r, _meta: { ...(r._meta ?? {}), 'voxgate/server': server } })),
+    resources: (await hub.resources({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, ...r }) => ({
+      ...r,
+      _meta: { ...(r._meta ?? {}), 'voxgate/server': server },
+    })),
   }));
   s.setRequestHandler('resources/read', async (req, ctx) => {
     try {
@@ -136,7 +151,10 @@ function serveListings({ s, hub, caller, tokensOf }: Face): void {
     }
   });
   s.setRequestHandler('resources/templates/list', async (_req, ctx) => ({
-    resourceTemplates: (await hub.resourceTemplates({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, ...t }) => ({ ...t, _meta: { ...(t._meta ?? {}), 'voxgate/server': server } })),
+    resourceTemplates: (await hub.resourceTemplates({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, ...t }) => ({
+      ...t,
+      _meta: { ...(t._meta ?? {}), 'voxgate/server': server },
+    })),
   }));
   s.setRequestHandler('completion/complete', async (req, ctx) => {
     try {
@@ -147,11 +165,17 @@ function serveListings({ s, hub, caller, tokensOf }: Face): void {
   });
 
   s.setRequestHandler('prompts/list', async (_req, ctx) => ({
-    prompts: (await hub.prompts({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, prompt: _p, ...p }) => ({ ...p, _meta: { ...(p._meta ?? {}), 'voxgate/server': server } })),
+    prompts: (await hub.prompts({ ...caller, tokens: tokensOf(ctx.http?.req) })).map(({ server, prompt: _p, ...p }) => ({
+      ...p,
+      _meta: { ...(p._meta ?? {}), 'voxgate/server': server },
+    })),
   }));
   s.setRequestHandler('prompts/get', async (req, ctx) => {
     try {
-      const { server: _s, ...r } = await hub.getPrompt(req.params.name, (req.params.arguments ?? {}) as Record<string, string>, { ...caller, tokens: tokensOf(ctx.http?.req) });
+      const { server: _s, ...r } = await hub.getPrompt(req.params.name, (req.params.arguments ?? {}) as Record<string, string>, {
+        ...caller,
+        tokens: tokensOf(ctx.http?.req),
+      });
       return r;
     } catch (e) {
       throw toProtocolError(e);
@@ -167,7 +191,8 @@ function serveSubscriptions({ s, hub, caller, tokensOf }: Face): void {
   s.setRequestHandler('resources/subscribe', async (req, ctx) => {
     const uri = req.params.uri;
     if (subscriptions.has(uri)) return {};
-    if (subscriptions.size >= MAX_SUBSCRIPTIONS) throw new ProtocolError(ProtocolErrorCode.InvalidRequest, `at most ${MAX_SUBSCRIPTIONS} resource subscriptions per session`);
+    if (subscriptions.size >= MAX_SUBSCRIPTIONS)
+      throw new ProtocolError(ProtocolErrorCode.InvalidRequest, `at most ${MAX_SUBSCRIPTIONS} resource subscriptions per session`);
     let server: string;
     try {
       server = await hub.subscribe(uri, { ...caller, tokens: tokensOf(ctx.http?.req) });

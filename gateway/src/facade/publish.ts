@@ -51,13 +51,21 @@ export class FleetPublisher {
     let ws;
     try {
       // The operator chose this address: no SSRF guard (a LAN peer is the common case).
-      ws = await dialWebSocket(this.target.url, { headers: {}, allowPrivateNetwork: true, maxPayloadBytes: wsBounds(s).limits.maxBytes, handshakeTimeoutMs: s.connectTimeoutMs });
+      ws = await dialWebSocket(this.target.url, {
+        headers: {},
+        allowPrivateNetwork: true,
+        maxPayloadBytes: wsBounds(s).limits.maxBytes,
+        handshakeTimeoutMs: s.connectTimeoutMs,
+      });
     } catch (e) {
       log.warn({ err: (e as Error).message, retryInMs: this.delayMs }, 'publishing to the MCP endpoint: cannot connect');
       return this.retry();
     }
     if (this.stopped) return void ws.close(1001, 'gateway shutting down');
-    const transport = new WebSocketTransport(ws, wsBounds(s, (reason, detail) => log.warn({ reason, detail }, 'publish: frame refused; closing')));
+    const transport = new WebSocketTransport(
+      ws,
+      wsBounds(s, (reason, detail) => log.warn({ reason, detail }, 'publish: frame refused; closing')),
+    );
     this.transport = transport;
     const caller = this.target.tenant === undefined ? {} : { tenant: this.target.tenant };
     const server = buildFacadeServer(this.hub, caller, { log, version: this.o.version, allowedTools: this.target.allowed_tools });

@@ -132,7 +132,9 @@ export class Jobs implements DeliveryGate {
   async create(n: NewJob): Promise<Job> {
     const running = [...this.jobs.values()].filter((j) => j.state === 'running').length;
     if (running >= this.d.settings.maxRunningJobs)
-      throw new GatewayError('TOO_MANY_JOBS', `${running} jobs are running (at most ${this.d.settings.maxRunningJobs}); wait for one to end or cancel one`, { retryAfterSeconds: 10 });
+      throw new GatewayError('TOO_MANY_JOBS', `${running} jobs are running (at most ${this.d.settings.maxRunningJobs}); wait for one to end or cancel one`, {
+        retryAfterSeconds: 10,
+      });
     const deviceIds = [...new Set(await this.d.selector.select(n.filter))].sort();
     this.d.calls.checkRoom(deviceIds.length);
     const now = this.now();
@@ -272,10 +274,13 @@ export class Jobs implements DeliveryGate {
 
   private wakeAt(job: Job, r: Rollout, at: number): void {
     if (r.timer) return;
-    r.timer = setTimeout(() => {
-      r.timer = undefined;
-      this.release(job);
-    }, Math.max(1, at - this.now()));
+    r.timer = setTimeout(
+      () => {
+        r.timer = undefined;
+        this.release(job);
+      },
+      Math.max(1, at - this.now()),
+    );
     r.timer.unref();
   }
 
@@ -302,7 +307,9 @@ export class Jobs implements DeliveryGate {
   }
 
   private async write(job: Job): Promise<void> {
-    await this.d.store.put(JOBS_COLLECTION, job.id, job).catch((err: unknown) => this.d.log.error({ err, jobId: job.id }, 'could not write a job to the store'));
+    await this.d.store
+      .put(JOBS_COLLECTION, job.id, job)
+      .catch((err: unknown) => this.d.log.error({ err, jobId: job.id }, 'could not write a job to the store'));
   }
 
   /** Finished jobs past `keepJobs` are forgotten, oldest first (their calls follow the calls' own retention). */

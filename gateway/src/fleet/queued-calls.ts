@@ -101,7 +101,8 @@ export class QueuedCalls {
     this.offStore = this.d.store.onChange?.(CALLS_COLLECTION, (c) => this.applyRemote(c.key, c.value));
     if (opts.interruptSent) {
       const sent = [...this.calls.values()].filter((c) => c.state === 'sent');
-      for (const c of sent) await this.interrupt(c, 'the gateway restarted while the call was sent: the device may or may not have run it; it is not sent again');
+      for (const c of sent)
+        await this.interrupt(c, 'the gateway restarted while the call was sent: the device may or may not have run it; it is not sent again');
       if (sent.length) this.d.log.warn({ calls: sent.length }, 'calls in flight at the last stop were marked failed (CALL_INTERRUPTED), not sent again');
     }
   }
@@ -150,7 +151,10 @@ export class QueuedCalls {
   }
 
   /** One page of a device's calls, oldest first, after the call id `after`. */
-  forDevice(deviceId: string, o: { state?: CallState | undefined; limit: number; after?: string | undefined }): { calls: QueuedCall[]; next: string | undefined } {
+  forDevice(
+    deviceId: string,
+    o: { state?: CallState | undefined; limit: number; after?: string | undefined },
+  ): { calls: QueuedCall[]; next: string | undefined } {
     const ids = this.byDevice.get(deviceId) ?? [];
     const out: QueuedCall[] = [];
     let i = o.after === undefined ? 0 : upperBound(ids, o.after);
@@ -188,14 +192,17 @@ export class QueuedCalls {
     const waiting = this.pending.get(deviceId)?.length ?? 0;
     const max = this.d.settings.maxQueuedPerDevice;
     if (waiting < max) return undefined;
-    return new GatewayError('QUEUE_FULL', `device ${deviceId} has ${waiting} queued calls (at most ${max}); wait for some to finish or cancel some`, { retryAfterSeconds: 10 });
+    return new GatewayError('QUEUE_FULL', `device ${deviceId} has ${waiting} queued calls (at most ${max}); wait for some to finish or cancel some`, {
+      retryAfterSeconds: 10,
+    });
   }
 
   /** A new call's document, its arguments bounded (PAYLOAD_TOO_LARGE); the queue's bounds are not checked here. */
   draft(n: NewCall): QueuedCall {
     const s = this.d.settings;
     const bytes = Buffer.byteLength(JSON.stringify(n.arguments));
-    if (bytes > s.maxArgumentsBytes) throw new GatewayError('PAYLOAD_TOO_LARGE', `arguments are ${bytes} bytes of JSON; a queued call takes at most ${s.maxArgumentsBytes}`);
+    if (bytes > s.maxArgumentsBytes)
+      throw new GatewayError('PAYLOAD_TOO_LARGE', `arguments are ${bytes} bytes of JSON; a queued call takes at most ${s.maxArgumentsBytes}`);
     const now = this.now();
     const at = new Date(now).toISOString();
     const ttl = Math.min(n.ttlMs ?? s.defaultTtlMs, s.maxTtlMs);
@@ -247,7 +254,8 @@ export class QueuedCalls {
   async cancel(id: string): Promise<QueuedCall> {
     const c = this.calls.get(id);
     if (!c) throw new GatewayError('NOT_FOUND', `no queued call ${id.slice(0, 64)}`);
-    if (c.state === 'sent') throw new GatewayError('CALL_FINISHED', `call ${id} was already sent to the device; it can no longer be cancelled`, { state: c.state });
+    if (c.state === 'sent')
+      throw new GatewayError('CALL_FINISHED', `call ${id} was already sent to the device; it can no longer be cancelled`, { state: c.state });
     if (isFinished(c.state)) throw new GatewayError('CALL_FINISHED', `call ${id} is already ${c.state}`, { state: c.state });
     await this.transition(id, 'cancelled');
     return this.calls.get(id)!;
@@ -276,7 +284,8 @@ export class QueuedCalls {
       if (c.state === 'queued' && Date.parse(c.expiresAt) <= now) expire.push(c);
       else if (c.state === 'sent' && now - Date.parse(c.sentAt ?? c.updatedAt) > s.sentStaleMs) stale.push(c);
     }
-    for (const c of expire) await this.transition(c.id, 'expired', { error: { code: 'CALL_EXPIRED', message: `the device was not ready before ${c.expiresAt}` } });
+    for (const c of expire)
+      await this.transition(c.id, 'expired', { error: { code: 'CALL_EXPIRED', message: `the device was not ready before ${c.expiresAt}` } });
     for (const c of stale) await this.interrupt(c, 'no result came back in time and the instance that sent it is gone: the device may or may not have run it');
     const finished = [...this.calls.values()].filter((c) => isFinished(c.state) && !this.retains(c));
     // A finished call's last write must land before its delete.
@@ -300,7 +309,9 @@ export class QueuedCalls {
 
   private async forget(c: QueuedCall): Promise<void> {
     this.unindex(c);
-    await this.d.store.delete(CALLS_COLLECTION, c.id).catch((err: unknown) => this.d.log.warn({ err, callId: c.id }, 'could not delete a finished call from the store'));
+    await this.d.store
+      .delete(CALLS_COLLECTION, c.id)
+      .catch((err: unknown) => this.d.log.warn({ err, callId: c.id }, 'could not delete a finished call from the store'));
   }
 
   private bounded(r: CallResult): CallResult {

@@ -49,7 +49,10 @@ export function parseTiming(t: Timing): RunClock {
   return {
     nextAfter: (after) => cronOf(expr, timeZone).nextRun(new Date(after))?.getTime() ?? null,
     // previousRuns leaves out a run exactly at its reference: one millisecond later takes it in.
-    latestAtOrBefore: (x) => cronOf(expr, timeZone).previousRuns(1, new Date(x + 1))[0]?.getTime() ?? null,
+    latestAtOrBefore: (x) =>
+      cronOf(expr, timeZone)
+        .previousRuns(1, new Date(x + 1))[0]
+        ?.getTime() ?? null,
   };
 }
 
@@ -86,7 +89,8 @@ const ISO_INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{
 function parseInstant(s: string): number {
   const m = ISO_INSTANT.exec(s);
   const ms = m ? Date.parse(s) : NaN;
-  if (!m || Number.isNaN(ms)) throw invalid(`at "${s.slice(0, 64)}" is not an ISO 8601 time with an offset, e.g. 2027-01-23T08:00:00Z or 2027-01-23T09:00:00+01:00`);
+  if (!m || Number.isNaN(ms))
+    throw invalid(`at "${s.slice(0, 64)}" is not an ISO 8601 time with an offset, e.g. 2027-01-23T08:00:00Z or 2027-01-23T09:00:00+01:00`);
   const offsetMin = m[7]!.toUpperCase() === 'Z' ? 0 : (m[8] === '-' ? -1 : 1) * (Number(m[9]) * 60 + Number(m[10]));
   const local = new Date(ms + offsetMin * 60_000);
   const same =

@@ -153,8 +153,10 @@ export class Scheduler {
     const clock = parseTiming(input);
     const call = input.call && { ...input.call, device: checkedDevice(input.call.device) };
     const target = call ?? input.job;
-    if (Buffer.byteLength(JSON.stringify(target)) > MAX_TARGET_BYTES) throw invalid(`the schedule's ${call ? 'call' : 'job'} is over ${MAX_TARGET_BYTES} bytes as JSON`);
-    if (this.entries.size >= this.o.config.maxSchedules) throw invalid(`there are already ${this.o.config.maxSchedules} schedules (schedules.maxSchedules); delete some first`);
+    if (Buffer.byteLength(JSON.stringify(target)) > MAX_TARGET_BYTES)
+      throw invalid(`the schedule's ${call ? 'call' : 'job'} is over ${MAX_TARGET_BYTES} bytes as JSON`);
+    if (this.entries.size >= this.o.config.maxSchedules)
+      throw invalid(`there are already ${this.o.config.maxSchedules} schedules (schedules.maxSchedules); delete some first`);
     const now = this.clock.now();
     if (clock.once !== undefined && clock.once < now - this.o.config.graceMs)
       throw invalid(`at ${input.at} is past by more than the grace window (${this.o.config.graceMs} ms): it would never run`);

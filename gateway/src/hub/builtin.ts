@@ -246,7 +246,8 @@ export function evaluate(src: string): number {
           args.push(expr());
         }
         take(')');
-        if (args.length < f.arity[0] || args.length > f.arity[1]) throw new Error(`${name} takes ${f.arity[0] === f.arity[1] ? f.arity[0] : `${f.arity[0]}-${f.arity[1]}`} argument(s)`);
+        if (args.length < f.arity[0] || args.length > f.arity[1])
+          throw new Error(`${name} takes ${f.arity[0] === f.arity[1] ? f.arity[0] : `${f.arity[0]}-${f.arity[1]}`} argument(s)`);
         return f.fn(...args);
       }
       if (Object.hasOwn(CONSTS, name)) return CONSTS[name]!;

@@ -144,7 +144,9 @@ function normalise(name: string, e: z.output<typeof ServerEntrySchema>, baseDir:
     args: e.args,
     env: e.env,
     headersTemplate: { ...(e.headers ?? {}), ...e.headers_template },
-    builtinTools: (e.tools ?? []).map((t) => (typeof t === 'string' ? { name: t } : t.description === undefined ? { name: t.name } : { name: t.name, description: t.description })),
+    builtinTools: (e.tools ?? []).map((t) =>
+      typeof t === 'string' ? { name: t } : t.description === undefined ? { name: t.name } : { name: t.name, description: t.description },
+    ),
     autoContextTools: e.auto_context_tool === undefined ? [] : Array.isArray(e.auto_context_tool) ? e.auto_context_tool : [e.auto_context_tool],
     disabled: e.disabled,
   };
@@ -206,7 +208,9 @@ export function loadServersFile(path: string): ServerConfig[] {
   return parseServers(r.data.mcpServers, dirname(resolve(path)));
 }
 
-const TomlServersFile = z.object({ servers: z.array(z.record(z.string(), z.unknown())).max(1024).optional(), mcpServers: z.record(z.string(), z.unknown()).optional() }).loose();
+const TomlServersFile = z
+  .object({ servers: z.array(z.record(z.string(), z.unknown())).max(1024).optional(), mcpServers: z.record(z.string(), z.unknown()).optional() })
+  .loose();
 
 /** A TOML server file as the `mcpServers` record the JSON file holds, so both share one validation. */
 function tomlServers(path: string, text: string): Record<string, unknown> {
@@ -217,7 +221,8 @@ function tomlServers(path: string, text: string): Record<string, unknown> {
     throw new McpConfigError([`${path}: not valid TOML (${(e as Error).message.split('\n')[0]})`]);
   }
   const r = TomlServersFile.safeParse(doc);
-  if (!r.success || (!r.data.servers && !r.data.mcpServers)) throw new McpConfigError([`${path}: expected [[servers]] tables (name, command, args, url, transport) or [mcpServers.<name>]`]);
+  if (!r.success || (!r.data.servers && !r.data.mcpServers))
+    throw new McpConfigError([`${path}: expected [[servers]] tables (name, command, args, url, transport) or [mcpServers.<name>]`]);
   const out: Record<string, unknown> = { ...r.data.mcpServers };
   const problems: string[] = [];
   (r.data.servers ?? []).forEach(({ name, ...entry }, i) => {
@@ -247,7 +252,14 @@ export const McpEndpointsConfigSchema = z
   .strictObject({
     enabled: Bool.default(true),
     /** xiaozhi-esp32-server's path; the pipe's MCP_ENDPOINT is `ws(s)://host:port<path>?token=…`. */
-    path: env('GATEWAY_MCP_ENDPOINTS_PATH', z.string().regex(/^\/[A-Za-z0-9/_.-]*$/).default('/mcp_endpoint/mcp/'), 'the WebSocket path tool processes dial in on (the xiaozhi MCP endpoint)'),
+    path: env(
+      'GATEWAY_MCP_ENDPOINTS_PATH',
+      z
+        .string()
+        .regex(/^\/[A-Za-z0-9/_.-]*$/)
+        .default('/mcp_endpoint/mcp/'),
+      'the WebSocket path tool processes dial in on (the xiaozhi MCP endpoint)',
+    ),
     maxConnections: z.coerce.number().int().min(1).max(100_000).default(256),
     /** Sockets open at once with one token (the newest serves; the others are being replaced or handshaking). */
     maxConnectionsPerToken: z.coerce.number().int().min(1).max(100).default(4),
@@ -262,12 +274,11 @@ export const McpEndpointsConfigSchema = z
 /** `mcp.publish`: remote MCP endpoints the gateway dials to serve its namespace there (hub/publish.ts). */
 export const McpPublishConfigSchema = z
   .array(
-    z
-      .strictObject({
-        url: z.url({ protocol: /^wss?$/ }),
-        tenant: Tenant.optional(),
-        allowed_tools: z.array(z.string().min(1).max(256)).max(4096).optional(),
-      }),
+    z.strictObject({
+      url: z.url({ protocol: /^wss?$/ }),
+      tenant: Tenant.optional(),
+      allowed_tools: z.array(z.string().min(1).max(256)).max(4096).optional(),
+    }),
   )
   .max(64)
   .default([]);
@@ -282,7 +293,12 @@ export const McpSlice = z.strictObject({
   /** `MCP_ENABLED=false` turns the hub (upstream servers) off; device tools and /mcp keep working. */
   enabled: env(['MCP_ENABLED', 'GATEWAY_MCP_ENABLED'], Bool.default(true), '`false` turns the hub (hosted servers) off; device tools and `/mcp` keep working'),
   /** The `{"mcpServers": {...}}` file (`GATEWAY_MCP_CONFIG`). No file and no inline servers: no hub. */
-  configFile: env('GATEWAY_MCP_CONFIG', z.string().min(1).optional(), 'the `{"mcpServers": {...}}` file: see [docs/mcp-hub.md](docs/mcp-hub.md)', 'hub off without a file'),
+  configFile: env(
+    'GATEWAY_MCP_CONFIG',
+    z.string().min(1).optional(),
+    'the `{"mcpServers": {...}}` file: see [docs/mcp-hub.md](docs/mcp-hub.md)',
+    'hub off without a file',
+  ),
   /** Servers given inline (same format as the file's `mcpServers`); the file's entries win on a name clash. Read by loadConfig. */
   servers: z.record(z.string(), z.unknown()).default({}),
   /** Device tools for LLMs: one tool per device tool, the generic devices_list + device_call, or both. */
@@ -299,7 +315,12 @@ export const McpSlice = z.strictObject({
   restartBaseDelayMs: Ms(500),
   restartMaxDelayMs: Ms(30_000),
   restartResetMs: Ms(60_000),
-  maxResultBytes: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+  maxResultBytes: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(64 * 1024 * 1024)
+    .default(1024 * 1024),
   maxToolsPerServer: z.coerce.number().int().min(1).max(10_000).default(512),
   /** Devices one `devices_list` result names at most (a fleet must not become one tool result); past it: `truncated`. */
   devicesListMax: z.coerce.number().int().min(1).max(10_000).default(200),

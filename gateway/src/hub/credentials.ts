@@ -61,7 +61,8 @@ export function parseTokensHeader(value: string | string[] | undefined): Tokens 
 
 export function parseTokens(json: unknown, where = 'tokens'): Tokens {
   const r = TokensSchema.safeParse(json);
-  if (!r.success) throw new GatewayError('INVALID_REQUEST', `${where} must be a JSON object of up to 64 string tokens: ${r.error.issues[0]?.message ?? 'invalid'}`);
+  if (!r.success)
+    throw new GatewayError('INVALID_REQUEST', `${where} must be a JSON object of up to 64 string tokens: ${r.error.issues[0]?.message ?? 'invalid'}`);
   return r.data;
 }
 

@@ -7,7 +7,9 @@ import type { CallContext } from './upstream/base.js';
 
 /** The generic device tools (`devices_list`, `device_call`) and calls to one device's tool. */
 export class DeviceTools {
-  constructor(private readonly d: { registry: HubDevices; deviceCallTimeoutMs: number; devicesListMax: number; sees: (caller: Caller, deviceId: string) => boolean }) {}
+  constructor(
+    private readonly d: { registry: HubDevices; deviceCallTimeoutMs: number; devicesListMax: number; sees: (caller: Caller, deviceId: string) => boolean },
+  ) {}
 
   /** One page: a fleet of thousands must not become one tool result (an LLM's context, a /mcp message). */
   list(args: Record<string, unknown>, caller: Caller): CallToolResult {
@@ -17,12 +19,16 @@ export class DeviceTools {
     const page = visiblePage(this.d.registry, filter, { limit: this.d.devicesListMax, after: undefined }, (id) => this.d.sees(caller, id));
     const devices = page.devices.map((d) => {
       const session = d.online ? this.d.registry.find(d.id) : undefined;
-      const tools = session?.catalog?.tools.filter((x) => !x.userOnly).map((x) => ({ name: x.name, description: x.description, inputSchema: x.inputSchema })) ?? [];
+      const tools =
+        session?.catalog?.tools.filter((x) => !x.userOnly).map((x) => ({ name: x.name, description: x.description, inputSchema: x.inputSchema })) ?? [];
       // What people call it: how "the living-room speaker" is found.
       const { name, room: where, tags } = d;
       return { device_id: d.id, name, room: where, tags, online: d.online, state: d.state, board: d.server?.name ?? null, tools };
     });
-    const listed = page.next === undefined ? { devices } : { devices, truncated: true, note: `only the first ${this.d.devicesListMax} devices are listed; call device_call with any device id` };
+    const listed =
+      page.next === undefined
+        ? { devices }
+        : { devices, truncated: true, note: `only the first ${this.d.devicesListMax} devices are listed; call device_call with any device id` };
     return { content: [{ type: 'text', text: JSON.stringify(listed) }], structuredContent: listed };
   }
 

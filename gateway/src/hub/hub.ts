@@ -16,12 +16,34 @@ import { GENERIC_TOOLS, ToolNamespace, visibleTo } from './namespace.js';
 import { routePeerRequest } from './peer-requests.js';
 import { ServerLists } from './server-lists.js';
 import { toToolResult } from './tool-result.js';
-import type { Caller, DeviceToolMode, DeviceVisibility, HubDevices, HubPrompt, HubResource, HubResourceTemplate, HubTool, Instructions, LogListener, ResourceUpdatedListener } from './types.js';
+import type {
+  Caller,
+  DeviceToolMode,
+  DeviceVisibility,
+  HubDevices,
+  HubPrompt,
+  HubResource,
+  HubResourceTemplate,
+  HubTool,
+  Instructions,
+  LogListener,
+  ResourceUpdatedListener,
+} from './types.js';
 import type { CallContext, HubSettings, ServerStatus, Upstream } from './upstream/base.js';
 import { createUpstream } from './upstream/create.js';
 import { McpUpstream } from './upstream/mcp.js';
 
-export type { Caller, DeviceToolMode, HubPrompt, HubResource, HubResourceTemplate, HubTool, Instructions, LogListener, ResourceUpdatedListener } from './types.js';
+export type {
+  Caller,
+  DeviceToolMode,
+  HubPrompt,
+  HubResource,
+  HubResourceTemplate,
+  HubTool,
+  Instructions,
+  LogListener,
+  ResourceUpdatedListener,
+} from './types.js';
 
 export interface HubDeps {
   log: Logger;
@@ -235,7 +257,12 @@ export class McpHub {
     const found = this.devices.findTool(deviceId, tool, caller);
     if (!found || found.userOnly) return undefined;
     const source = { kind: 'device' as const, deviceId, tool };
-    const entry: HubTool = { name: this.namespace.nameOf(source) ?? deviceToolRaw(deviceId, tool), description: found.description, inputSchema: found.inputSchema, source };
+    const entry: HubTool = {
+      name: this.namespace.nameOf(source) ?? deviceToolRaw(deviceId, tool),
+      description: found.description,
+      inputSchema: found.inputSchema,
+      source,
+    };
     if (found.annotations) entry.annotations = found.annotations;
     return entry;
   }

@@ -71,7 +71,9 @@ export class BoundedLineReader {
 /** The JSON-RPC id of a message from its first or last bytes: `{"jsonrpc":"2.0","id":7,...` or `...,"id":7}`. */
 export function idOfTruncated(head: string, tail: string): string | number | undefined {
   const ID = String.raw`(-?\d{1,15}|"(?:[^"\\]|\\.){0,256}")`;
-  const m = new RegExp(String.raw`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*${ID}\s*,`).exec(head) ?? new RegExp(String.raw`,\s*"id"\s*:\s*${ID}\s*\}\s*$`).exec(tail.replace(/\r$/, ''));
+  const m =
+    new RegExp(String.raw`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*${ID}\s*,`).exec(head) ??
+    new RegExp(String.raw`,\s*"id"\s*:\s*${ID}\s*\}\s*$`).exec(tail.replace(/\r$/, ''));
   if (!m) return undefined;
   try {
     return JSON.parse(m[1]!) as string | number;

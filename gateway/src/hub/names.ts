@@ -20,7 +20,12 @@ export function cleanPart(s: string): string {
 }
 
 function hash(s: string): string {
-  return createHash('sha256').update(s).digest('base64url').replace(/[^A-Za-z0-9]/g, '').slice(0, HASH_LEN).toLowerCase();
+  return createHash('sha256')
+    .update(s)
+    .digest('base64url')
+    .replace(/[^A-Za-z0-9]/g, '')
+    .slice(0, HASH_LEN)
+    .toLowerCase();
 }
 
 function withSuffix(base: string, original: string, salt = 0): string {

@@ -83,10 +83,12 @@ export class ToolNamespace {
     if (this.ns?.version === this.version) return this.ns;
     const entries: Array<{ raw: string; target: ToolTarget }> = [];
     for (const u of this.upstreams.values())
-      for (const t of u.knownTools) entries.push({ raw: serverToolRaw(u.config.name, t.name), target: { kind: 'server', server: u.config.name, tool: t.name } });
+      for (const t of u.knownTools)
+        entries.push({ raw: serverToolRaw(u.config.name, t.name), target: { kind: 'server', server: u.config.name, tool: t.name } });
     if (this.mode !== 'generic')
       for (const s of this.readyDevices())
-        for (const t of s.catalog!.tools) if (!t.userOnly) entries.push({ raw: deviceToolRaw(s.deviceId, t.name), target: { kind: 'device', deviceId: s.deviceId, tool: t.name } });
+        for (const t of s.catalog!.tools)
+          if (!t.userOnly) entries.push({ raw: deviceToolRaw(s.deviceId, t.name), target: { kind: 'device', deviceId: s.deviceId, tool: t.name } });
     if (this.mode !== 'per_device') {
       entries.push({ raw: 'devices_list', target: { kind: 'generic', tool: 'devices_list' } });
       entries.push({ raw: 'device_call', target: { kind: 'generic', tool: 'device_call' } });
@@ -114,7 +116,12 @@ export class ToolNamespace {
         if (!name) continue;
         // Everything the server defined passes on; only the name (namespaced) is ours.
         const { name: _n, description, inputSchema, title, outputSchema, annotations, ...fields } = t;
-        const entry: HubTool = { name, description: description ?? '', inputSchema: inputSchema as Record<string, unknown>, source: { kind: 'server', server: u.config.name, tool: t.name } };
+        const entry: HubTool = {
+          name,
+          description: description ?? '',
+          inputSchema: inputSchema as Record<string, unknown>,
+          source: { kind: 'server', server: u.config.name, tool: t.name },
+        };
         if (annotations) entry.annotations = annotations as Record<string, unknown>;
         if (typeof title === 'string') entry.title = title;
         if (outputSchema) entry.outputSchema = outputSchema as Record<string, unknown>;
@@ -134,7 +141,12 @@ export class ToolNamespace {
           // The firmware's own tool names inside descriptions become the names callers can call.
           const description = rewriteToolReferences(t.description, (tool) => ns.byTarget.get(targetKey({ kind: 'device', deviceId: s.deviceId, tool })));
           const label = deviceLabel(s.deviceId, this.devices.describe?.(s.deviceId));
-          const entry: HubTool = { name, description: `[${label}] ${description}`, inputSchema: t.inputSchema, source: { kind: 'device', deviceId: s.deviceId, tool: t.name } };
+          const entry: HubTool = {
+            name,
+            description: `[${label}] ${description}`,
+            inputSchema: t.inputSchema,
+            source: { kind: 'device', deviceId: s.deviceId, tool: t.name },
+          };
           if (t.annotations) entry.annotations = t.annotations;
           out.push(entry);
         }

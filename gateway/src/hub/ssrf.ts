@@ -41,7 +41,9 @@ export class SsrfError extends Error {
     readonly host: string,
     readonly address: string,
   ) {
-    super(`refused to connect to ${host} (${address}): private, loopback and link-local addresses are blocked; set "allow_private_network": true for this server to allow them`);
+    super(
+      `refused to connect to ${host} (${address}): private, loopback and link-local addresses are blocked; set "allow_private_network": true for this server to allow them`,
+    );
     this.name = 'SsrfError';
   }
 }

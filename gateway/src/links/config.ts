@@ -7,7 +7,12 @@ export const WsSlice = z.strictObject({
   path: z.string().startsWith('/').default('/xiaozhi/v1/'),
   maxPayloadBytes: env(
     'GATEWAY_WS_MAX_PAYLOAD',
-    z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
+    z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .max(16 * 1024 * 1024)
+      .default(64 * 1024),
     "largest device WebSocket frame; a larger one drops the device (the firmware's WebSocket client never sends a frame over 65 535 bytes)",
   ),
   heartbeatMs: Ms(30_000),
@@ -24,11 +29,17 @@ export const MqttSlice = z
     /** `host:port` handed to devices by OTA; default: the OTA request's host and `mqtt.port`. */
     publicEndpoint: env(
       'GATEWAY_MQTT_PUBLIC_ENDPOINT',
-      z.string().regex(/^[^\s:]+:\d+$/, 'host:port').optional(),
+      z
+        .string()
+        .regex(/^[^\s:]+:\d+$/, 'host:port')
+        .optional(),
       '`host:port` handed to MQTT devices',
       'OTA request host + `mqtt.port`',
     ),
-    group: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).default('voxgate'),
+    group: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,64}$/)
+      .default('voxgate'),
     /**
      * Largest MQTT packet. The firmware's largest messages are tool results (a tools/list page is <= 8 KB,
      * but a result such as the vision server's answer is not bounded by the firmware, and Wi-Fi boards'
@@ -36,8 +47,13 @@ export const MqttSlice = z
      */
     maxPacketBytes: env(
       'GATEWAY_MQTT_MAX_PACKET',
-      z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(256 * 1024),
-      'largest MQTT packet. A larger QoS 0 publish is skipped unread and the connection stays: the request it answers fails at once with `DEVICE_ERROR`; any other oversized packet disconnects the client. The firmware\'s pages are <= 8 KB, but results (e.g. the vision server\'s answer) have no firmware bound',
+      z.coerce
+        .number()
+        .int()
+        .min(1024)
+        .max(16 * 1024 * 1024)
+        .default(256 * 1024),
+      "largest MQTT packet. A larger QoS 0 publish is skipped unread and the connection stays: the request it answers fails at once with `DEVICE_ERROR`; any other oversized packet disconnects the client. The firmware's pages are <= 8 KB, but results (e.g. the vision server's answer) have no firmware bound",
     ),
     /** Sockets on the MQTT port, and from one IPv4 address or IPv6 /64. */
     maxConnections: env('GATEWAY_MQTT_MAX_CONNECTIONS', Count(8000), 'sockets on the MQTT port'),
@@ -45,7 +61,11 @@ export const MqttSlice = z
     /** A socket that has not sent CONNECT within this is closed. */
     connectTimeoutMs: env('GATEWAY_MQTT_CONNECT_TIMEOUT_MS', Ms(10_000, 60_000), 'a socket that has not sent CONNECT within this is closed'),
     /** A client's keepalive is held to [min, max] seconds (0 = "none" becomes max); silent for 1.5x that, it is closed. */
-    keepaliveMinSeconds: env('GATEWAY_MQTT_KEEPALIVE_MIN_S', z.coerce.number().int().min(1).max(65_535).default(10), "a client's keepalive is held to at least this"),
+    keepaliveMinSeconds: env(
+      'GATEWAY_MQTT_KEEPALIVE_MIN_S',
+      z.coerce.number().int().min(1).max(65_535).default(10),
+      "a client's keepalive is held to at least this",
+    ),
     keepaliveMaxSeconds: env(
       'GATEWAY_MQTT_KEEPALIVE_MAX_S',
       z.coerce.number().int().min(1).max(65_535).default(300),
@@ -66,7 +86,12 @@ export const FramesSlice = z.strictObject({
   /** Largest frame parsed, in UTF-8 bytes (`too_large`); the links' own byte caps apply first. */
   maxBytes: env(
     'GATEWAY_FRAME_MAX_BYTES',
-    z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(256 * 1024),
+    z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .max(16 * 1024 * 1024)
+      .default(256 * 1024),
     '… or larger (a refused reply fails the request it answers at once): see [docs/security.md](docs/security.md)',
   ),
 });
@@ -90,5 +115,13 @@ export const deviceAuthFields = {
     'signs device tokens, MQTT passwords and vision tokens (>= 16 chars)',
     'generated into `data/secrets.json`',
   ),
-  deviceTokenMaxAgeSeconds: documented(z.coerce.number().int().min(60).default(30 * 24 * 3600), '`hmac` tokens older than this are refused', '`2592000` (30 days)'),
+  deviceTokenMaxAgeSeconds: documented(
+    z.coerce
+      .number()
+      .int()
+      .min(60)
+      .default(30 * 24 * 3600),
+    '`hmac` tokens older than this are refused',
+    '`2592000` (30 days)',
+  ),
 };

@@ -22,7 +22,10 @@ export function sourceKey(remoteAddress: string | undefined): string {
   try {
     const a = ipaddr.process(remoteAddress);
     if (a.kind() === 'ipv4') return a.toString();
-    return `${(a as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
+    return `${(a as ipaddr.IPv6).parts
+      .slice(0, 4)
+      .map((p) => p.toString(16))
+      .join(':')}::/64`;
   } catch {
     return remoteAddress;
   }

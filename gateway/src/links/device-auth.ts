@@ -34,9 +34,13 @@ export interface DeviceAuthPolicy {
 export function checkWebSocketAuth(p: DeviceAuthPolicy, token: string | undefined, clientId: string, deviceId: string): AuthVerdict {
   if (p.mode === 'open') return { ok: true, credential: '' };
   if (!token) return { ok: false, reason: 'missing_token' };
-  if (p.mode === 'token') return p.tokens.some((t) => safeEqual(t, token)) ? sameAsLive(p, deviceId, `token:${digest(token)}`) : { ok: false, reason: 'unknown_token' };
+  if (p.mode === 'token')
+    return p.tokens.some((t) => safeEqual(t, token)) ? sameAsLive(p, deviceId, `token:${digest(token)}`) : { ok: false, reason: 'unknown_token' };
   const bound = p.enrollment?.binding(deviceId);
-  if (bound) return p.enrollment!.credentials.checkToken(bound, token, clientId) ? sameAsLive(p, deviceId, `enrolled:${bound.credId}`) : { ok: false, reason: 'bad_signature' };
+  if (bound)
+    return p.enrollment!.credentials.checkToken(bound, token, clientId)
+      ? sameAsLive(p, deviceId, `enrolled:${bound.credId}`)
+      : { ok: false, reason: 'bad_signature' };
   // Not enrolled: a token signed with the device secret (issued before enrollment, or by its holder).
   const r = verifyDeviceToken(p.secret, token, clientId, deviceId, { nowSeconds: Date.now() / 1000, maxAgeSeconds: p.tokenMaxAgeSeconds });
   return r.ok ? sameAsLive(p, deviceId, `token:${digest(token)}`) : { ok: false, reason: r.reason };
@@ -48,9 +52,14 @@ export function checkMqttDeviceAuth(p: DeviceAuthPolicy, clientId: string, usern
   if (username === undefined || password === undefined) return { ok: false, reason: 'missing_credentials' };
   const deviceId = parseMqttClientId(clientId)?.deviceId;
   const bound = deviceId === undefined ? undefined : p.enrollment?.binding(deviceId);
-  if (bound) return p.enrollment!.credentials.checkMqtt(bound, clientId, username, password) ? sameAsLive(p, bound.deviceId, `enrolled:${bound.credId}`) : { ok: false, reason: 'bad_password' };
+  if (bound)
+    return p.enrollment!.credentials.checkMqtt(bound, clientId, username, password)
+      ? sameAsLive(p, bound.deviceId, `enrolled:${bound.credId}`)
+      : { ok: false, reason: 'bad_password' };
   if (!verifyMqttPassword(p.secret, clientId, username, password)) return { ok: false, reason: 'bad_password' };
-  return deviceId === undefined ? { ok: true, credential: `mqtt:${digest(`${clientId}|${username}`)}` } : sameAsLive(p, deviceId, `mqtt:${digest(`${clientId}|${username}`)}`);
+  return deviceId === undefined
+    ? { ok: true, credential: `mqtt:${digest(`${clientId}|${username}`)}` }
+    : sameAsLive(p, deviceId, `mqtt:${digest(`${clientId}|${username}`)}`);
 }
 
 /** A takeover of a live connection needs the credentials the live one proved. */

@@ -30,12 +30,16 @@ export async function openListeners(
 /** "HTTP 0.0.0.0:8000 is already in use (EADDRINUSE)": which listener, where, and why, for the person starting it. */
 function listenProblem(listener: string, host: string, port: number, err: unknown): string {
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
-  const why = code === 'EADDRINUSE' ? 'is already in use' : code === 'EACCES' ? 'needs more privileges' : `failed: ${err instanceof Error ? err.message : String(err)}`;
+  const why =
+    code === 'EADDRINUSE' ? 'is already in use' : code === 'EACCES' ? 'needs more privileges' : `failed: ${err instanceof Error ? err.message : String(err)}`;
   return `${listener} ${host}:${port} ${why}${code ? ` (${code})` : ''}`;
 }
 
 /** Each socket is a descriptor: caps whose sum passes the process's limit let one port starve the other. */
-export function warnIfOverOpenFileLimit(s: { http: Pick<HttpConfig, 'maxConnections'>; mqtt: Pick<MqttConfig, 'enabled' | 'maxConnections'> }, log: Logger): void {
+export function warnIfOverOpenFileLimit(
+  s: { http: Pick<HttpConfig, 'maxConnections'>; mqtt: Pick<MqttConfig, 'enabled' | 'maxConnections'> },
+  log: Logger,
+): void {
   const limit = openFileLimit();
   const mqttMax = s.mqtt.enabled ? s.mqtt.maxConnections : 0;
   const sockets = s.http.maxConnections + mqttMax;

@@ -106,7 +106,9 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
       },
     });
     log.info({ endpoint: record.name, remote }, 'MCP endpoint: a tool process connected');
-    void o.endpoints.accept(record, t).catch((err: unknown) => log.warn({ endpoint: record.name, err: (err as Error).message }, 'MCP endpoint connection failed'));
+    void o.endpoints
+      .accept(record, t)
+      .catch((err: unknown) => log.warn({ endpoint: record.name, err: (err as Error).message }, 'MCP endpoint connection failed'));
   };
 
   server.on('upgrade', onUpgrade);

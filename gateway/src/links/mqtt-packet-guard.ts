@@ -7,7 +7,10 @@ import { Transform, type TransformCallback } from 'node:stream';
 export class MqttFramingError extends Error {}
 
 export class PacketTooLargeError extends MqttFramingError {
-  constructor(readonly bytes: number, readonly limit: number) {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
     super(`MQTT packet of ${bytes} bytes exceeds the ${limit}-byte limit`);
   }
 }

@@ -162,7 +162,9 @@ export async function startMqttLink(o: MqttLinkOptions) {
     authorizeSubscribe(client, sub, cb) {
       const peer = peers.get(client);
       const allowed =
-        peer?.kind === 'device' ? sub.topic === peer.inbox : peer?.kind === 'backend' && (sub.topic === EVENTS_TOPIC_FILTER || sub.topic.startsWith(EVENTS_TOPIC_PREFIX));
+        peer?.kind === 'device'
+          ? sub.topic === peer.inbox
+          : peer?.kind === 'backend' && (sub.topic === EVENTS_TOPIC_FILTER || sub.topic.startsWith(EVENTS_TOPIC_PREFIX));
       if (allowed) return cb(null, sub);
       o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'subscribe_denied' });
       o.log.warn({ clientId: client.id, topic: sub.topic }, 'MQTT subscription denied');
@@ -191,7 +193,13 @@ export async function startMqttLink(o: MqttLinkOptions) {
     const payload = packet.payload;
     const text = typeof payload === 'string' ? payload : payload.toString('utf8');
     const session = peer.session;
-    guardFrame(() => session.onText(text), { transport: 'mqtt', log: o.log, who: () => ({ deviceId: peer.deviceId }), metrics: o.metrics, close: () => client.close() });
+    guardFrame(() => session.onText(text), {
+      transport: 'mqtt',
+      log: o.log,
+      who: () => ({ deviceId: peer.deviceId }),
+      metrics: o.metrics,
+      close: () => client.close(),
+    });
   });
   // A PINGREQ is traffic: last seen moves with it (devices/records.ts writes it, throttled).
   broker.on('ping', (_packet, client) => {

@@ -71,7 +71,10 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     // handleUpgrade (no verifyClient) adds the socket to wss.clients synchronously: no burst overshoots.
     if (wss.clients.size >= o.maxConnections) {
       o.metrics.connectionsRefused.inc({ listener: 'http', reason: 'device_cap' });
-      fullLog.write({ remote: req.socket.remoteAddress, maxConnections: o.maxConnections }, `device WebSocket refused: ws.maxConnections reached${REFUSAL_LOG_NOTE}`);
+      fullLog.write(
+        { remote: req.socket.remoteAddress, maxConnections: o.maxConnections },
+        `device WebSocket refused: ws.maxConnections reached${REFUSAL_LOG_NOTE}`,
+      );
       return refuse(socket, 503, 'Service Unavailable', 'the gateway holds as many devices as it may; try again later');
     }
     const q = url.searchParams;
@@ -117,7 +120,13 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
         return;
       }
       const text = data.toString();
-      guardFrame(() => session.onText(text), { transport: 'websocket', log: o.log, who: () => ({ deviceId }), metrics: o.metrics, close: () => link.close(CLOSE_INTERNAL_ERROR, 'internal error') });
+      guardFrame(() => session.onText(text), {
+        transport: 'websocket',
+        log: o.log,
+        who: () => ({ deviceId }),
+        metrics: o.metrics,
+        close: () => link.close(CLOSE_INTERNAL_ERROR, 'internal error'),
+      });
     });
     ws.on('error', (err: Error & { code?: string }) => {
       const reason = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'too_large' : 'ws_protocol';

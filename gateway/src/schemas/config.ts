@@ -6,7 +6,12 @@ export const SchemasSlice = z.strictObject({
   /** A tool whose inputSchema/outputSchema is larger (UTF-8 bytes of its JSON) is left out of the catalog. */
   maxBytes: env(
     'GATEWAY_SCHEMA_MAX_BYTES',
-    z.coerce.number().int().min(256).max(4 * 1024 * 1024).default(64 * 1024),
+    z.coerce
+      .number()
+      .int()
+      .min(256)
+      .max(4 * 1024 * 1024)
+      .default(64 * 1024),
     'a device or hosted-server tool whose schema is larger is left out',
   ),
   /** ... or nested deeper than this (JSON levels). */

@@ -12,9 +12,7 @@ export interface SchemaLimits {
   maxDepth: number;
 }
 
-export type SchemaVerdict =
-  | { ok: true; schema: Record<string, unknown> }
-  | { ok: false; reason: 'too_deep' | 'too_large'; detail: string };
+export type SchemaVerdict = { ok: true; schema: Record<string, unknown> } | { ok: false; reason: 'too_deep' | 'too_large'; detail: string };
 
 /** Keywords that name a schema in the validator's registry; never kept from an untrusted schema. */
 const IDENTITY_KEYWORDS = new Set(['$id', '$anchor', '$dynamicAnchor', '$recursiveAnchor', '$schema']);

@@ -33,7 +33,9 @@ export const MAX_PATTERN_REPEATS = 256;
 type RegExpEngine = NonNullable<NonNullable<Options['code']>['regExp']>;
 type RegExpLike = ReturnType<RegExpEngine>;
 
-type Entry = ({ schema: Record<string, unknown>; validate: ValidateFunction } | { schema: Record<string, unknown>; error: string }) & { generation: Generation };
+type Entry = ({ schema: Record<string, unknown>; validate: ValidateFunction } | { schema: Record<string, unknown>; error: string }) & {
+  generation: Generation;
+};
 
 /**
  * One ajv instance and what it compiled. ajv keeps something of every compile in its instance (the

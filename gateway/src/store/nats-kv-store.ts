@@ -111,7 +111,8 @@ export class NatsKvStore implements Store {
     const out: Array<{ key: string; value: unknown }> = [];
     for (const k of keys) {
       const e = await this.kv.get(k);
-      if (e?.operation === 'PUT') out.push({ key: Buffer.from(k.slice(collection.length + 1), 'base64url').toString(), value: JSON.parse(decoder.decode(e.value)) as unknown });
+      if (e?.operation === 'PUT')
+        out.push({ key: Buffer.from(k.slice(collection.length + 1), 'base64url').toString(), value: JSON.parse(decoder.decode(e.value)) as unknown });
     }
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }

@@ -38,7 +38,9 @@ export class SqliteStore implements Store {
       if (mode?.journal_mode !== 'wal') throw new Error(`${path}: could not switch to WAL (got ${String(mode?.journal_mode)})`);
       this.db.exec('PRAGMA synchronous=FULL');
       writeFileSync(`${path}.owner`, String(process.pid), { mode: 0o600 });
-      this.db.exec('CREATE TABLE IF NOT EXISTS documents (collection TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (collection, key)) WITHOUT ROWID');
+      this.db.exec(
+        'CREATE TABLE IF NOT EXISTS documents (collection TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (collection, key)) WITHOUT ROWID',
+      );
     } catch (e) {
       this.db.close();
       openHere.delete(this.key);
@@ -68,12 +70,10 @@ export class SqliteStore implements Store {
   }
 
   private upsert(collection: string, key: string, value: unknown): void {
-    this.db.run('INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (collection, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at', [
-      collection,
-      key,
-      JSON.stringify(value),
-      Date.now(),
-    ]);
+    this.db.run(
+      'INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (collection, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at',
+      [collection, key, JSON.stringify(value), Date.now()],
+    );
   }
 
   async create(collection: string, key: string, value: unknown): Promise<boolean> {
@@ -122,7 +122,8 @@ function clearStaleLock(path: string): void {
     return;
   }
   // Our own pid is stale too: a restarted container runs the gateway under the same pid.
-  if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && isAlive(owner)) throw new Error(`${path} is in use by process ${owner} (one gateway per data dir)`);
+  if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && isAlive(owner))
+    throw new Error(`${path} is in use by process ${owner} (one gateway per data dir)`);
   rmSync(lock, { recursive: true, force: true });
 }
 

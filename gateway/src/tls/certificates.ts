@@ -35,7 +35,12 @@ export function loadTlsFiles(files: TlsFiles): { options: SecureContextOptions; 
   let summary: CertificateSummary;
   try {
     const leaf = new X509Certificate(options.cert as Buffer);
-    summary = { subject: leaf.subject.replace(/\n/g, ', '), issuer: leaf.issuer.replace(/\n/g, ', '), validTo: leaf.validTo, fingerprint256: leaf.fingerprint256 };
+    summary = {
+      subject: leaf.subject.replace(/\n/g, ', '),
+      issuer: leaf.issuer.replace(/\n/g, ', '),
+      validTo: leaf.validTo,
+      fingerprint256: leaf.fingerprint256,
+    };
   } catch {
     throw new Error(`tls.certFile ${files.certFile}: not a PEM certificate`);
   }

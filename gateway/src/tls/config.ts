@@ -25,7 +25,11 @@ export const TlsSlice = z
      * X-Forwarded-Proto, at a trusted proxy) and host:<mqttPort> when the TLS broker listener is on;
      * `tls`: always (TLS terminated in front of the gateway); `plain`: ws:// and mqtt.port.
      */
-    advertise: env('GATEWAY_TLS_ADVERTISE', z.enum(['auto', 'tls', 'plain']).default('auto'), 'what OTA hands devices: `auto`, `tls` (TLS terminated in front) or `plain`'),
+    advertise: env(
+      'GATEWAY_TLS_ADVERTISE',
+      z.enum(['auto', 'tls', 'plain']).default('auto'),
+      'what OTA hands devices: `auto`, `tls` (TLS terminated in front) or `plain`',
+    ),
   })
   .refine((t) => (t?.certFile === undefined) === (t?.keyFile === undefined), {
     path: ['keyFile'],

@@ -5,11 +5,19 @@ import { CONVERSE_ENV, converseConfigShape, VoiceModeSchema } from './converse/c
 /** The voice server a relay connects devices to (`voice.mode: "relay"`). */
 export const VoiceUpstreamSlice = z.strictObject({
   /** The voice server's device WebSocket, e.g. ws://voice-server:8000/xiaozhi/v1/ */
-  url: env('GATEWAY_VOICE_UPSTREAM_URL', z.url({ protocol: /^wss?$/ }).optional(), "the voice server's device WebSocket (`ws://voice-server:8000/xiaozhi/v1/`)"),
+  url: env(
+    'GATEWAY_VOICE_UPSTREAM_URL',
+    z.url({ protocol: /^wss?$/ }).optional(),
+    "the voice server's device WebSocket (`ws://voice-server:8000/xiaozhi/v1/`)",
+  ),
   /** A static token, sent as `Authorization: Bearer <token>`. */
   token: env('GATEWAY_VOICE_UPSTREAM_TOKEN', z.string().min(1).max(4096).optional(), 'a static token sent to it as `Authorization: Bearer`'),
   /** xiaozhi-esp32-server's auth key: each connection carries a fresh base64url(HMAC-SHA256(key, clientId|deviceId|ts)).ts */
-  hmacSecret: env('GATEWAY_VOICE_UPSTREAM_HMAC_SECRET', z.string().min(8).max(4096).optional(), "… or xiaozhi-esp32-server's auth key (a fresh signed token per connection)"),
+  hmacSecret: env(
+    'GATEWAY_VOICE_UPSTREAM_HMAC_SECRET',
+    z.string().min(8).max(4096).optional(),
+    "… or xiaozhi-esp32-server's auth key (a fresh signed token per connection)",
+  ),
   /** Extra headers for the upstream upgrade. */
   headers: z.record(z.string().regex(/^[A-Za-z0-9-]{1,64}$/), z.string().max(4096)).default({}),
   /** Upstream WebSocket open + its hello; past it the device gets an `alert` and the session ends. */
@@ -20,7 +28,12 @@ export const VoiceUdpSlice = z.strictObject({
   host: env('GATEWAY_VOICE_UDP_HOST', z.string().default('0.0.0.0'), 'UDP audio (MQTT devices) listen address'),
   port: env('GATEWAY_VOICE_UDP_PORT', Port.default(8884), '… and port'),
   /** The address devices send UDP audio to (the server hello's udp.server); default: the MQTT connection's local address. */
-  publicHost: env('GATEWAY_VOICE_UDP_PUBLIC_HOST', z.string().min(1).max(253).optional(), 'the address devices send UDP audio to', "the MQTT connection's local address"),
+  publicHost: env(
+    'GATEWAY_VOICE_UDP_PUBLIC_HOST',
+    z.string().min(1).max(253).optional(),
+    'the address devices send UDP audio to',
+    "the MQTT connection's local address",
+  ),
 });
 
 /**
@@ -39,7 +52,12 @@ export const voiceFields = {
   /** Voice sessions at once; a hello past it gets an `alert`. */
   maxSessions: env('GATEWAY_VOICE_MAX_SESSIONS', Count(1000), 'voice sessions at once; a hello past it gets an `alert`'),
   /** Bytes queued on one side's socket above which further audio for it is dropped (and counted). */
-  maxBufferedBytes: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(256 * 1024),
+  maxBufferedBytes: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(64 * 1024 * 1024)
+    .default(256 * 1024),
   /** One audio frame's payload; bigger frames are dropped (a 60 ms Opus frame is well under 1 KiB). */
   maxFrameBytes: z.coerce.number().int().min(256).max(65_535).default(4096),
   /** A voice session with no audio either way for this long ends (the firmware's channel timeout is 120 s). */

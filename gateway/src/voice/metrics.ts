@@ -4,8 +4,18 @@ import { bindCounter } from '../metrics-bound.js';
 /** Voice relay counters, on the gateway's registry. No per-device labels. */
 export function createVoiceMetrics(registry: Registry) {
   const registers = [registry];
-  const frames = new Counter({ name: 'voxgate_voice_audio_frames_total', help: 'Audio frames relayed, by direction (up: device to voice server)', labelNames: ['direction'] as const, registers });
-  const bytes = new Counter({ name: 'voxgate_voice_audio_bytes_total', help: 'Audio payload bytes relayed, by direction', labelNames: ['direction'] as const, registers });
+  const frames = new Counter({
+    name: 'voxgate_voice_audio_frames_total',
+    help: 'Audio frames relayed, by direction (up: device to voice server)',
+    labelNames: ['direction'] as const,
+    registers,
+  });
+  const bytes = new Counter({
+    name: 'voxgate_voice_audio_bytes_total',
+    help: 'Audio payload bytes relayed, by direction',
+    labelNames: ['direction'] as const,
+    registers,
+  });
   return {
     sessions: new Counter({
       name: 'voxgate_voice_sessions_total',

@@ -118,6 +118,7 @@ export class VoiceRelay implements VoiceHook {
     return this.sessions.size;
   }
 
+  // eslint-disable-next-line max-lines-per-function -- a voice session's admission, in the firmware's order: hello checks, upstream dial, server hello
   async onHello(device: VoiceDevice, frame: DeviceFrame): Promise<boolean> {
     const hello = DeviceHelloSchema.safeParse(frame);
     // The link decides, not the hello's claim: MQTT carries no audio, so its voice goes over UDP.
@@ -147,7 +148,10 @@ export class VoiceRelay implements VoiceHook {
     this.d.metrics.active.set(this.sessions.size);
     const deviceVersion = hello.success && isBinaryProtocolVersion(hello.data.version) ? hello.data.version : 1;
     try {
-      vs.path = transport === 'udp' ? this.d.udp!.open(vs, { channels: hello.data?.audio_params?.channels, frameDurationMs: hello.data?.audio_params?.frame_duration }) : this.webSocketPath(device, deviceVersion);
+      vs.path =
+        transport === 'udp'
+          ? this.d.udp!.open(vs, { channels: hello.data?.audio_params?.channels, frameDurationMs: hello.data?.audio_params?.frame_duration })
+          : this.webSocketPath(device, deviceVersion);
     } catch (e) {
       this.sessions.delete(device);
       this.d.metrics.active.set(this.sessions.size);
@@ -164,7 +168,12 @@ export class VoiceRelay implements VoiceHook {
       transport: 'websocket',
     };
     try {
-      const { ws, hello: up } = await openUpstream(this.upstreamUrl(transport), this.upstreamHeaders(device, vs.path.upstreamVersion), upHello, this.d.config.upstream.connectTimeoutMs);
+      const { ws, hello: up } = await openUpstream(
+        this.upstreamUrl(transport),
+        this.upstreamHeaders(device, vs.path.upstreamVersion),
+        upHello,
+        this.d.config.upstream.connectTimeoutMs,
+      );
       if (vs.ended || this.sessions.get(device) !== vs) {
         ws.terminate();
         return false;
@@ -277,7 +286,7 @@ export class VoiceRelay implements VoiceHook {
         this.end(vs, 'upstream_goodbye');
         return;
       default:
-        if ((vs.device.bufferedBytes()) > this.d.config.maxBufferedBytes) this.d.metrics.dropped.inc({ direction: 'down', reason: 'backpressure_json' });
+        if (vs.device.bufferedBytes() > this.d.config.maxBufferedBytes) this.d.metrics.dropped.inc({ direction: 'down', reason: 'backpressure_json' });
         else vs.device.send(text);
     }
   }
@@ -289,7 +298,8 @@ export class VoiceRelay implements VoiceHook {
     if (vs.mcpInFlight >= UPSTREAM_MCP_MAX_IN_FLIGHT) {
       const id = (payload as { id?: unknown } | null)?.id;
       this.d.metrics.upstreamMcp.inc({ method: 'any', answer: 'busy' });
-      if (typeof id === 'number' || typeof id === 'string') reply({ jsonrpc: '2.0', id, error: { code: -32000, message: `more than ${UPSTREAM_MCP_MAX_IN_FLIGHT} requests in flight` } });
+      if (typeof id === 'number' || typeof id === 'string')
+        reply({ jsonrpc: '2.0', id, error: { code: -32000, message: `more than ${UPSTREAM_MCP_MAX_IN_FLIGHT} requests in flight` } });
       return;
     }
     vs.mcpInFlight++;

@@ -64,7 +64,8 @@ export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Log
   const modeOf = (id: string) => voiceModeOf(config, modes, id, tenancy.tenantOf(id));
   const hook = new VoiceModeRouter({ modeOf, relay, converse, off: new NoVoiceHook(voiceLog) });
   if (relay) log.info({ upstream: redactedUrl(config.upstream.url!), udp: udp ? `${config.udp.host}:${udp.port}` : 'off' }, 'voice relay on');
-  if (config.mode === 'converse') log.info({ asr: config.asr.provider, tts: config.tts.provider, udp: udp ? `${config.udp.host}:${udp.port}` : 'off' }, 'voice conversation on');
+  if (config.mode === 'converse')
+    log.info({ asr: config.asr.provider, tts: config.tts.provider, udp: udp ? `${config.udp.host}:${udp.port}` : 'off' }, 'voice conversation on');
   return {
     hook,
     relay,

@@ -103,7 +103,17 @@ export class UdpAudio implements UdpAudioFactory {
     }
     const keys = newUdpSessionKeys(ssrc);
     const device = session.device;
-    const b: Binding = { ssrc, ...keys, crypter: new UdpCrypter(keys.key), session, deviceAddress: normalizeAddress(device.remoteAddress), declared, upSequence: 0, downSequence: 0, rebindFailures: 0 };
+    const b: Binding = {
+      ssrc,
+      ...keys,
+      crypter: new UdpCrypter(keys.key),
+      session,
+      deviceAddress: normalizeAddress(device.remoteAddress),
+      declared,
+      upSequence: 0,
+      downSequence: 0,
+      rebindFailures: 0,
+    };
     this.bindings.set(ssrc, b);
     const server = this.config.udp.publicHost ?? (normalizeAddress(device.localAddress ?? '') || '127.0.0.1');
     return {

@@ -11,7 +11,11 @@ import type { VoiceMetrics } from './metrics.js';
 /** The hub as the voice relay uses it (McpHub): its tool list for a tenant, and calls by namespaced name. */
 export interface HubPort {
   tools(caller: { tenant?: string | undefined }): HubTool[];
-  call(name: string, args: Record<string, unknown>, ctx: { tenant?: string | undefined }): Promise<{ content: unknown[]; isError?: boolean | undefined; structuredContent?: unknown }>;
+  call(
+    name: string,
+    args: Record<string, unknown>,
+    ctx: { tenant?: string | undefined },
+  ): Promise<{ content: unknown[]; isError?: boolean | undefined; structuredContent?: unknown }>;
 }
 
 /** With voice.exposeHubTools: the hub, and the tenant whose tools the voice server may use. */
@@ -77,7 +81,9 @@ export async function answerUpstreamMcp(device: VoiceDevice, payload: unknown, m
         }
         // A hub tool runs in the gateway, answered as if the device had; everything else is the device's.
         const viaHub = exposure !== undefined && !device.findTool(name) && hubToolsFor(device, exposure).some((t) => t.name === name);
-        const out = viaHub ? await exposure.hub.call(name, args as Record<string, unknown>, { tenant: exposure.tenant }) : await device.call(name, args as Record<string, unknown>);
+        const out = viaHub
+          ? await exposure.hub.call(name, args as Record<string, unknown>, { tenant: exposure.tenant })
+          : await device.call(name, args as Record<string, unknown>);
         metrics.upstreamMcp.inc({ method, answer: viaHub ? 'hub' : 'device' });
         const result: Record<string, unknown> = { content: out.content, isError: out.isError ?? false };
         if (out.structuredContent !== undefined) result['structuredContent'] = out.structuredContent;
@@ -102,7 +108,9 @@ function visionOf(params: Record<string, unknown>) {
   const caps = params['capabilities'];
   if (typeof caps !== 'object' || caps === null || !('vision' in caps)) return undefined;
   const v = UpstreamVision.safeParse((caps as { vision: unknown }).vision);
-  return v.success ? ({ success: true, data: v.data.token === undefined ? { url: v.data.url } : { url: v.data.url, token: v.data.token } } as const) : ({ success: false } as const);
+  return v.success
+    ? ({ success: true, data: v.data.token === undefined ? { url: v.data.url } : { url: v.data.url, token: v.data.token } } as const)
+    : ({ success: false } as const);
 }
 
 interface ListedTool {
@@ -118,13 +126,16 @@ function listFor(device: VoiceDevice, params: Record<string, unknown>, exposure:
   const tools: ListedTool[] = params['withUserTools'] === true ? [...own] : own.filter((t) => !t.userOnly);
   if (!exposure) return tools;
   const taken = new Set(own.map((t) => t.name));
-  for (const t of hubToolsFor(device, exposure)) if (!taken.has(t.name)) tools.push({ name: t.name, description: t.description, inputSchema: t.inputSchema, annotations: t.annotations });
+  for (const t of hubToolsFor(device, exposure))
+    if (!taken.has(t.name)) tools.push({ name: t.name, description: t.description, inputSchema: t.inputSchema, annotations: t.annotations });
   return tools;
 }
 
 /** The hub's tools for the tenant, less this device's own (the voice server already has them under their names). */
 function hubToolsFor(device: VoiceDevice, exposure: HubExposure): HubTool[] {
-  return exposure.hub.tools({ tenant: exposure.tenant }).filter((t) => !(t.source.kind === 'device' && compactDeviceId(t.source.deviceId) === compactDeviceId(device.deviceId)));
+  return exposure.hub
+    .tools({ tenant: exposure.tenant })
+    .filter((t) => !(t.source.kind === 'device' && compactDeviceId(t.source.deviceId) === compactDeviceId(device.deviceId)));
 }
 
 /** One page from `cursor` (a tool name, as the firmware's) on. */
@@ -137,6 +148,11 @@ function toolsPage(tools: readonly ListedTool[], params: Record<string, unknown>
   }
   const page = tools.slice(start, start + UPSTREAM_TOOLS_PAGE);
   const next = tools[start + UPSTREAM_TOOLS_PAGE];
-  const wire = page.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema, ...(t.annotations ? { annotations: t.annotations } : {}) }));
+  const wire = page.map((t) => ({
+    name: t.name,
+    description: t.description,
+    inputSchema: t.inputSchema,
+    ...(t.annotations ? { annotations: t.annotations } : {}),
+  }));
   return next ? { tools: wire, nextCursor: next.name } : { tools: wire };
 }

@@ -38,7 +38,15 @@ describe('PATCH and DELETE /v1/devices/{id} (issue 23)', () => {
       body: { id: ID, voiceMode: null, effectiveVoiceMode: 'relay', name: 'Kitchen speaker', room: 'Kitchen', tags: ['audio', 'floor:1'], tenant: null },
     });
     // A voice-mode-only PATCH leaves the metadata alone (and answers with all of it).
-    expect((await patch(ID, { voiceMode: 'off' })).body).toEqual({ id: ID, voiceMode: 'off', effectiveVoiceMode: 'off', name: 'Kitchen speaker', room: 'Kitchen', tags: ['audio', 'floor:1'], tenant: null });
+    expect((await patch(ID, { voiceMode: 'off' })).body).toEqual({
+      id: ID,
+      voiceMode: 'off',
+      effectiveVoiceMode: 'off',
+      name: 'Kitchen speaker',
+      room: 'Kitchen',
+      tags: ['audio', 'floor:1'],
+      tenant: null,
+    });
     expect((await patch(ID, { room: 'Kitchen' })).body).toMatchObject({ voiceMode: 'off', name: 'Kitchen speaker', tags: ['audio', 'floor:1'] });
     expect((await patch(ID, { name: null, tags: null })).body).toMatchObject({ name: null, room: 'Kitchen', tags: [] });
     expect((await patch(ID, { room: null, tags: [] })).body).toMatchObject({ name: null, room: null, tags: [] });
@@ -68,7 +76,10 @@ describe('PATCH and DELETE /v1/devices/{id} (issue 23)', () => {
     const r = await patch(NEVER, { name: 'Ghost', voiceMode: 'off' });
     expect([r.status, r.body['code']]).toEqual([404, 'DEVICE_NOT_FOUND']);
     // Nothing was applied: not even the voice mode that came with it.
-    expect(await patch(NEVER, { voiceMode: 'off' })).toEqual({ status: 200, body: { id: NEVER, voiceMode: 'off', effectiveVoiceMode: 'off', name: null, room: null, tags: [], tenant: null } });
+    expect(await patch(NEVER, { voiceMode: 'off' })).toEqual({
+      status: 200,
+      body: { id: NEVER, voiceMode: 'off', effectiveVoiceMode: 'off', name: null, room: null, tags: [], tenant: null },
+    });
     await a.close();
   });
 

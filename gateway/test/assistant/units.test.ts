@@ -5,8 +5,19 @@ import { ConversationStore } from '../../src/assistant/conversations.js';
 import { autoContextArgument, buildToolset, needsConfirmation } from '../../src/assistant/toolset.js';
 import type { HubTool } from '../../src/hub/hub.js';
 
-const dev = (deviceId: string, tool: string, name: string): HubTool => ({ name, description: `[device ${deviceId}] ${tool}`, inputSchema: { type: 'object' }, source: { kind: 'device', deviceId, tool } });
-const srv = (server: string, tool: string, extra: Partial<HubTool> = {}): HubTool => ({ name: `mcp__${server}__${tool}`, description: tool, inputSchema: { type: 'object' }, source: { kind: 'server', server, tool }, ...extra });
+const dev = (deviceId: string, tool: string, name: string): HubTool => ({
+  name,
+  description: `[device ${deviceId}] ${tool}`,
+  inputSchema: { type: 'object' },
+  source: { kind: 'device', deviceId, tool },
+});
+const srv = (server: string, tool: string, extra: Partial<HubTool> = {}): HubTool => ({
+  name: `mcp__${server}__${tool}`,
+  description: tool,
+  inputSchema: { type: 'object' },
+  source: { kind: 'server', server, tool },
+  ...extra,
+});
 const A = 'aa:bb:cc:dd:ee:01';
 const all: HubTool[] = [
   srv('weather', 'get_forecast'),

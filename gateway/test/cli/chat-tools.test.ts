@@ -4,7 +4,11 @@ import { toolLines } from '../../src/cli/chat.js';
 const LAMP = '02:00:00:00:24:01';
 const OTHER = '02:00:00:00:24:02';
 const tools = [
-  { name: 'device__020000002401__self_light_set', description: `[device ${LAMP}] Set the light`, source: { kind: 'device', deviceId: LAMP, tool: 'self.light.set' } },
+  {
+    name: 'device__020000002401__self_light_set',
+    description: `[device ${LAMP}] Set the light`,
+    source: { kind: 'device', deviceId: LAMP, tool: 'self.light.set' },
+  },
   { name: 'device__020000002402__self_reboot', description: `[device ${OTHER}] Reboot`, source: { kind: 'device', deviceId: OTHER, tool: 'self.reboot' } },
   { name: 'mcp__fx__note', description: 'Keep a note\nmore', source: { kind: 'server', server: 'fx', tool: 'note' } },
   { name: 'device_call', description: 'Calls a tool on one device.', source: { kind: 'generic' } },

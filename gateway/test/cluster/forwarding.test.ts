@@ -36,7 +36,7 @@ describe('forwarded calls between instances (forwarder and call server)', () => 
     return { find: (id: string) => (id === deviceId ? handle : undefined) } as unknown as DeviceRegistry;
   }
 
-  it('answers a forwarded call from the owner, and keeps the owner\'s error codes', async () => {
+  it("answers a forwarded call from the owner, and keeps the owner's error codes", async () => {
     const [owner, caller] = [await open(), await open()];
     const metrics = createClusterMetrics(new Registry());
     const refused: string[] = [];
@@ -59,7 +59,9 @@ describe('forwarded calls between instances (forwarder and call server)', () => 
       const failed = f.forward('gw-owner', { op: 'call', deviceId: '02:00:00:00:00:01', name: 'self.fail', args: {} }, 2000);
       await expect(failed).rejects.toMatchObject({ code: 'INVALID_ARGUMENTS', message: 'volume must be 0..100' });
       // A device the owner does not hold (any more) is offline, as seen from the caller.
-      await expect(f.forward('gw-owner', { op: 'call', deviceId: '02:00:00:00:00:09', name: 'x', args: {} }, 2000)).rejects.toMatchObject({ code: 'DEVICE_OFFLINE' });
+      await expect(f.forward('gw-owner', { op: 'call', deviceId: '02:00:00:00:00:09', name: 'x', args: {} }, 2000)).rejects.toMatchObject({
+        code: 'DEVICE_OFFLINE',
+      });
       // Junk on the owner's subject is refused with a clear answer, and logged (throttled by the caller).
       const junk = await caller.request(callSubject('gw-owner'), '{"op":"call"}', { timeout: 2000 }).catch((e: unknown) => e);
       expect(JSON.parse(new TextDecoder().decode((junk as { data: Uint8Array }).data))).toMatchObject({ ok: false, code: 'INVALID_REQUEST' });

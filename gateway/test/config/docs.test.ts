@@ -34,9 +34,20 @@ describe('configuration docs', () => {
   const NOT_OURS = new Set(['GATEWAY_CONFIG', 'MCP_ENDPOINT']);
 
   it('the docs, the compose file and the examples name only variables the gateway reads', () => {
-    const files = ['README.md', 'docker-compose.yml', 'examples/cluster/haproxy.cfg', 'examples/systemd/voxgate.service', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+    const files = [
+      'README.md',
+      'docker-compose.yml',
+      'examples/cluster/haproxy.cfg',
+      'examples/systemd/voxgate.service',
+      ...readdirSync(join(ROOT, 'docs'))
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => `docs/${f}`),
+    ];
     const unknown = files.flatMap((f) =>
-      [...readFileSync(join(ROOT, f), 'utf8').matchAll(/\b(?:GATEWAY|MCP)_[A-Z0-9_]*[A-Z0-9]\b/g)].map((m) => m[0]).filter((name) => !NOT_OURS.has(name) && !(name in ENV_MAP)).map((name) => `${f}: ${name}`),
+      [...readFileSync(join(ROOT, f), 'utf8').matchAll(/\b(?:GATEWAY|MCP)_[A-Z0-9_]*[A-Z0-9]\b/g)]
+        .map((m) => m[0])
+        .filter((name) => !NOT_OURS.has(name) && !(name in ENV_MAP))
+        .map((name) => `${f}: ${name}`),
     );
     expect(unknown).toEqual([]);
   });

@@ -17,8 +17,12 @@ serveStdio(() => {
   const none = z.object({});
 
   server.registerTool('test_simple_text', { description: 'Simple text', inputSchema: none }, async () => text('This is a simple text response for testing.'));
-  server.registerTool('test_image_content', { description: 'Image', inputSchema: none }, async () => ({ content: [{ type: 'image', data: PNG, mimeType: 'image/png' }] }));
-  server.registerTool('test_audio_content', { description: 'Audio', inputSchema: none }, async () => ({ content: [{ type: 'audio', data: WAV, mimeType: 'audio/wav' }] }));
+  server.registerTool('test_image_content', { description: 'Image', inputSchema: none }, async () => ({
+    content: [{ type: 'image', data: PNG, mimeType: 'image/png' }],
+  }));
+  server.registerTool('test_audio_content', { description: 'Audio', inputSchema: none }, async () => ({
+    content: [{ type: 'audio', data: WAV, mimeType: 'audio/wav' }],
+  }));
   server.registerTool('test_embedded_resource', { description: 'Embedded resource', inputSchema: none }, async () => ({
     content: [{ type: 'resource', resource: { uri: 'test://embedded-resource', mimeType: 'text/plain', text: 'This is an embedded resource content.' } }],
   }));
@@ -97,7 +101,12 @@ serveStdio(() => {
               { const: 'value3', title: 'Third Option' },
             ],
           },
-          legacyEnum: { type: 'string', description: 'Select one option (legacy)', enum: ['opt1', 'opt2', 'opt3'], enumNames: ['Option One', 'Option Two', 'Option Three'] },
+          legacyEnum: {
+            type: 'string',
+            description: 'Select one option (legacy)',
+            enum: ['opt1', 'opt2', 'opt3'],
+            enumNames: ['Option One', 'Option Two', 'Option Three'],
+          },
           untitledMulti: { type: 'array', description: 'Select multiple options', items: { type: 'string', enum: ['option1', 'option2', 'option3'] } },
           titledMulti: {
             type: 'array',
@@ -132,7 +141,9 @@ serveStdio(() => {
     async () => text('ok'),
   );
 
-  server.registerPrompt('test_simple_prompt', { description: 'Simple prompt' }, () => ({ messages: [{ role: 'user', content: { type: 'text', text: 'This is a simple prompt for testing.' } }] }));
+  server.registerPrompt('test_simple_prompt', { description: 'Simple prompt' }, () => ({
+    messages: [{ role: 'user', content: { type: 'text', text: 'This is a simple prompt for testing.' } }],
+  }));
   server.registerPrompt(
     'test_prompt_with_arguments',
     {
@@ -141,12 +152,16 @@ serveStdio(() => {
     },
     ({ arg1, arg2 }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Prompt with arguments: arg1='${arg1}', arg2='${arg2}'` } }] }),
   );
-  server.registerPrompt('test_prompt_with_embedded_resource', { description: 'Embedded resource', argsSchema: z.object({ resourceUri: z.string() }) }, ({ resourceUri }) => ({
-    messages: [
-      { role: 'user', content: { type: 'resource', resource: { uri: resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' } } },
-      { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } },
-    ],
-  }));
+  server.registerPrompt(
+    'test_prompt_with_embedded_resource',
+    { description: 'Embedded resource', argsSchema: z.object({ resourceUri: z.string() }) },
+    ({ resourceUri }) => ({
+      messages: [
+        { role: 'user', content: { type: 'resource', resource: { uri: resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' } } },
+        { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } },
+      ],
+    }),
+  );
   server.registerPrompt('test_prompt_with_image', { description: 'Image prompt' }, () => ({
     messages: [
       { role: 'user', content: { type: 'image', data: PNG, mimeType: 'image/png' } },
@@ -157,11 +172,20 @@ serveStdio(() => {
   server.registerResource('static-text', 'test://static-text', { mimeType: 'text/plain' }, async (uri) => ({
     contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'This is the content of the static text resource.' }],
   }));
-  server.registerResource('static-binary', 'test://static-binary', { mimeType: 'image/png' }, async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'image/png', blob: PNG }] }));
-  server.registerResource('watched', 'test://watched-resource', { mimeType: 'text/plain' }, async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'watched' }] }));
-  server.registerResource('template', new ResourceTemplate('test://template/{id}/data', { list: undefined }), { mimeType: 'application/json' }, async (uri, { id }) => ({
-    contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }],
+  server.registerResource('static-binary', 'test://static-binary', { mimeType: 'image/png' }, async (uri) => ({
+    contents: [{ uri: uri.href, mimeType: 'image/png', blob: PNG }],
   }));
+  server.registerResource('watched', 'test://watched-resource', { mimeType: 'text/plain' }, async (uri) => ({
+    contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'watched' }],
+  }));
+  server.registerResource(
+    'template',
+    new ResourceTemplate('test://template/{id}/data', { list: undefined }),
+    { mimeType: 'application/json' },
+    async (uri, { id }) => ({
+      contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }],
+    }),
+  );
   s.setRequestHandler('resources/subscribe', async () => ({}));
   s.setRequestHandler('resources/unsubscribe', async () => ({}));
   return server;

@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { ToolCatalog } from '../../src/devices/catalog.js';
 
-const tool = (name: string, extra: Record<string, unknown> = {}) => ({ name, description: `${name} tool`, inputSchema: { type: 'object' as const, properties: {} }, ...extra });
+const tool = (name: string, extra: Record<string, unknown> = {}) => ({
+  name,
+  description: `${name} tool`,
+  inputSchema: { type: 'object' as const, properties: {} },
+  ...extra,
+});
 
 /** A device's tool list: immutable, hashed, shared by every device of the same firmware. */
 describe('ToolCatalog', () => {

@@ -54,7 +54,9 @@ describe('device records (issue 23: a registry that lasts)', () => {
     records.admitted(A, { clientId: 'uuid-a', transport: 'mqtt', at: 1_000 });
     records.ready(A, { catalogHash: 'h1', toolCount: 7, server: { name: 'xiaozhi', version: '1.7.6' } });
     records.reported(A, { board: 'bread-compact-wifi', firmware: '9.9.9' });
-    expect(await records.setMeta(A, { name: 'Kitchen speaker', room: 'kitchen', tags: ['audio', 'audio', 'floor:1'] })).toMatchObject({ tags: ['audio', 'floor:1'] });
+    expect(await records.setMeta(A, { name: 'Kitchen speaker', room: 'kitchen', tags: ['audio', 'audio', 'floor:1'] })).toMatchObject({
+      tags: ['audio', 'floor:1'],
+    });
     expect(await records.setMeta(B, { name: 'never seen' })).toBeUndefined();
     await records.close();
     await store.close();

@@ -15,7 +15,13 @@ describe('plainTextResult (the fast path of readCallResult)', () => {
     for (const result of [
       { content: [{ type: 'text', text: 'true' }], isError: false },
       { content: [{ type: 'text', text: 'true' }] },
-      { content: [{ type: 'text', text: '' }, { type: 'text', text: 'two' }], isError: true },
+      {
+        content: [
+          { type: 'text', text: '' },
+          { type: 'text', text: 'two' },
+        ],
+        isError: true,
+      },
       { content: [] },
     ]) {
       const fast = plainTextResult(JSON.parse(JSON.stringify(result)));

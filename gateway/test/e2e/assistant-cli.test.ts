@@ -36,11 +36,21 @@ describe('voxgate chat', () => {
   const volumes: number[] = [];
   const device = new ReferenceDevice({
     deviceId: DEV,
-    tools: [{ name: 'self.audio_speaker.set_volume', description: 'Set the volume', properties: { volume: { type: 'integer' } }, run: (a) => (volumes.push(Number(a['volume'])), true) }],
+    tools: [
+      {
+        name: 'self.audio_speaker.set_volume',
+        description: 'Set the volume',
+        properties: { volume: { type: 'integer' } },
+        run: (a) => (volumes.push(Number(a['volume'])), true),
+      },
+    ],
   });
   beforeAll(async () => {
     llm = await startLlmServer();
-    t = await startTestGateway({ assistant: { models: llmModels(llm), defaultModel: 'oa' }, mcp: { deviceTools: 'per_device', servers: { fx: nodeServer(FIXTURE) } } });
+    t = await startTestGateway({
+      assistant: { models: llmModels(llm), defaultModel: 'oa' },
+      mcp: { deviceTools: 'per_device', servers: { fx: nodeServer(FIXTURE) } },
+    });
     const ready = t.nextEvent('device.ready', DEV);
     await device.connectWebSocket(t.wsUrl);
     await Promise.all([ready, t.gw.hubStarted]);
@@ -61,7 +71,24 @@ describe('voxgate chat', () => {
     ]);
     llm.requests.length = 0;
     const c = cli(t);
-    c.child.stdin.end([`/device ${DEV}`, '/devices', '/tools', '/model', '/model an', 'volume 7', '/model oa', 'wipe everything', 'y', '/resource memo://today', '/prompt mcp__fx__summarize topic=milk', '/bogus', '/help', ''].join('\n'));
+    c.child.stdin.end(
+      [
+        `/device ${DEV}`,
+        '/devices',
+        '/tools',
+        '/model',
+        '/model an',
+        'volume 7',
+        '/model oa',
+        'wipe everything',
+        'y',
+        '/resource memo://today',
+        '/prompt mcp__fx__summarize topic=milk',
+        '/bogus',
+        '/help',
+        '',
+      ].join('\n'),
+    );
     expect(await c.exit).toBe(0);
     const err = c.err();
     expect(err).toContain(`${DEV}  online  websocket`);

@@ -33,7 +33,14 @@ describe('assistant with hosted servers', () => {
   const volumes: number[] = [];
   const device = new ReferenceDevice({
     deviceId: DEV,
-    tools: [{ name: 'self.audio_speaker.set_volume', description: 'Set the volume', properties: { volume: { type: 'integer' } }, run: (a) => (volumes.push(Number(a['volume'])), true) }],
+    tools: [
+      {
+        name: 'self.audio_speaker.set_volume',
+        description: 'Set the volume',
+        properties: { volume: { type: 'integer' } },
+        run: (a) => (volumes.push(Number(a['volume'])), true),
+      },
+    ],
   });
 
   beforeAll(async () => {
@@ -46,7 +53,14 @@ describe('assistant with hosted servers', () => {
     t = await startTestGateway({
       apiKeys: [TEST_API_KEY, KEY_ACME, KEY_GLOBEX],
       apiKeyTenants: { [KEY_ACME]: 'acme', [KEY_GLOBEX]: 'globex' },
-      assistant: { models: llmModels(llm), defaultModel: 'oa', confirmTimeoutMs: 300, confirmTools: ['note'], toolTimeoutMs: 20_000, maxConcurrentTurnsPerTenant: 1 },
+      assistant: {
+        models: llmModels(llm),
+        defaultModel: 'oa',
+        confirmTimeoutMs: 300,
+        confirmTools: ['note'],
+        toolTimeoutMs: 20_000,
+        maxConcurrentTurnsPerTenant: 1,
+      },
       mcp: {
         deviceTools: 'per_device',
         servers: {
@@ -80,7 +94,12 @@ describe('assistant with hosted servers', () => {
   it('a weather tool, then a device tool, in one turn; instructions placed once each', async () => {
     llm.script([
       { toolCalls: [{ name: 'mcp__weather__get_forecast', arguments: { location: 'tokyo' } }] },
-      { toolCalls: [{ name: VOLUME, arguments: { volume: 20 } }, { name: 'mcp__weather__get_forecast', arguments: { location: '東京' } }] },
+      {
+        toolCalls: [
+          { name: VOLUME, arguments: { volume: 20 } },
+          { name: 'mcp__weather__get_forecast', arguments: { location: '東京' } },
+        ],
+      },
       { text: 'Rain tomorrow in Tokyo; I turned the speaker down.' },
     ]);
     llm.requests.length = 0;
@@ -116,7 +135,10 @@ describe('assistant with hosted servers', () => {
     expect(llm.requests[0]!.system).toContain("Today's memo: buy milk");
     const msgs = llm.requests[0]!.body['messages'] as Array<{ role: string; content: string }>;
     expect(msgs.at(-1)).toEqual({ role: 'user', content: 'Summarize the memo in one line.' });
-    const conv = await t.api<{ messages: Array<{ role: string; content: string }> }>('GET', `/v1/assistant/conversations/${String(evs[0]!.data['conversationId'])}`);
+    const conv = await t.api<{ messages: Array<{ role: string; content: string }> }>(
+      'GET',
+      `/v1/assistant/conversations/${String(evs[0]!.data['conversationId'])}`,
+    );
     expect(conv.body.messages.map((m) => m.content)).toEqual(['Summarize the memo in one line.', 'Milk, today.']);
     const bad = await t.api<{ code: string }>('POST', '/v1/assistant/chat', { message: 'x', resources: ['memo://nothing-here'] });
     expect(bad.body.code).toBe('NOT_FOUND');
@@ -167,7 +189,8 @@ describe('assistant with hosted servers', () => {
     const s = await chatStream(t, { message: 'wait' });
     const turnId = String((await s.events.next()).data['turnId']);
     await untilEvent(s, 'tool.call');
-    const counter = async (tool: string) => (await t.api<{ content: Array<{ text: string }> }>('POST', `/v1/tools/mcp__fx__${tool}/call`, {})).body.content[0]!.text;
+    const counter = async (tool: string) =>
+      (await t.api<{ content: Array<{ text: string }> }>('POST', `/v1/tools/mcp__fx__${tool}/call`, {})).body.content[0]!.text;
     await until(async () => (await counter('started_count')) === '1', 'the upstream tool to run');
     expect((await t.api('DELETE', `/v1/assistant/turns/${turnId}`, undefined, { apiKey: KEY_ACME })).status).toBe(404);
     expect((await t.api('DELETE', `/v1/assistant/turns/${turnId}`)).status).toBe(204);
@@ -236,8 +259,14 @@ describe('assistant with hosted servers', () => {
 describe('assistant with MCP_ENABLED=false', () => {
   it('drops hosted servers and goes on with the device tools', async () => {
     const llm = await startLlmServer([{ toolCalls: [{ name: VOLUME, arguments: { volume: 5 } }] }, { text: 'done' }]);
-    const t = await startTestGateway({ assistant: { models: llmModels(llm) }, mcp: { deviceTools: 'per_device', servers: { fx: nodeServer(FIXTURE, { system_instruction: 'FX-SYSTEM' }) } } }, { MCP_ENABLED: 'false' });
-    const d = new ReferenceDevice({ deviceId: DEV, tools: [{ name: 'self.audio_speaker.set_volume', description: 'v', properties: { volume: { type: 'integer' } }, run: () => true }] });
+    const t = await startTestGateway(
+      { assistant: { models: llmModels(llm) }, mcp: { deviceTools: 'per_device', servers: { fx: nodeServer(FIXTURE, { system_instruction: 'FX-SYSTEM' }) } } },
+      { MCP_ENABLED: 'false' },
+    );
+    const d = new ReferenceDevice({
+      deviceId: DEV,
+      tools: [{ name: 'self.audio_speaker.set_volume', description: 'v', properties: { volume: { type: 'integer' } }, run: () => true }],
+    });
     try {
       const ready = t.nextEvent('device.ready', DEV);
       await d.connectWebSocket(t.wsUrl);

@@ -31,22 +31,38 @@ describe('assistant tool loop', () => {
   const devA = new ReferenceDevice({
     deviceId: A,
     tools: [
-      { name: 'self.audio_speaker.set_volume', description: 'Set the volume', properties: { volume: { type: 'integer', minimum: 0, maximum: 100 } }, run: (a) => (volumes.push(Number(a['volume'])), true) },
+      {
+        name: 'self.audio_speaker.set_volume',
+        description: 'Set the volume',
+        properties: { volume: { type: 'integer', minimum: 0, maximum: 100 } },
+        run: (a) => (volumes.push(Number(a['volume'])), true),
+      },
       { name: 'self.wait_for_b', description: 'Waits until B runs too', run: async () => (bothStarted.a.resolve(), await bothStarted.b.promise, 'a done') },
       { name: 'self.hang', description: 'Never answers in time', run: async () => (await release.promise, 'late') },
-      { name: 'self.broken', description: 'Always fails', run: () => { throw new Error('speaker unplugged'); } },
+      {
+        name: 'self.broken',
+        description: 'Always fails',
+        run: () => {
+          throw new Error('speaker unplugged');
+        },
+      },
       { name: 'self.slow', description: 'Answers when released', run: async () => (slowStarted.resolve(), await slowRelease.promise, 'slow done') },
       { name: 'self.reboot', description: 'user only', userOnly: true, run: () => true },
     ],
   });
   const devB = new ReferenceDevice({
     deviceId: B,
-    tools: [{ name: 'self.wait_for_a', description: 'Waits until A runs too', run: async () => (bothStarted.b.resolve(), await bothStarted.a.promise, 'b done') }],
+    tools: [
+      { name: 'self.wait_for_a', description: 'Waits until A runs too', run: async () => (bothStarted.b.resolve(), await bothStarted.a.promise, 'b done') },
+    ],
   });
 
   beforeAll(async () => {
     llm = await startLlmServer();
-    t = await startTestGateway({ assistant: { models: llmModels(llm), defaultModel: 'oa', maxToolRounds: 2, maxToolCallsPerRound: 5, toolTimeoutMs: 1500, modelTimeoutMs: 3000 }, mcp: { deviceTools: 'per_device' } });
+    t = await startTestGateway({
+      assistant: { models: llmModels(llm), defaultModel: 'oa', maxToolRounds: 2, maxToolCallsPerRound: 5, toolTimeoutMs: 1500, modelTimeoutMs: 3000 },
+      mcp: { deviceTools: 'per_device' },
+    });
     for (const d of [devA, devB]) {
       const ready = t.nextEvent('device.ready', d.deviceId);
       await d.connectWebSocket(t.wsUrl);
@@ -62,7 +78,10 @@ describe('assistant tool loop', () => {
   });
 
   it('calls a device tool, gives the result to the model and returns its answer; the conversation keeps only the words', async () => {
-    llm.script([{ toolCalls: [{ name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: 30 } }], usage: { input: 100, output: 7 } }, { text: 'The volume is now 30.', usage: { input: 120, output: 9 } }]);
+    llm.script([
+      { toolCalls: [{ name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: 30 } }], usage: { input: 100, output: 7 } },
+      { text: 'The volume is now 30.', usage: { input: 120, output: 9 } },
+    ]);
     const r = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'Turn the speaker down to 30' });
     expect(r.status).toBe(200);
     expect(r.body.text).toBe('The volume is now 30.');
@@ -102,7 +121,10 @@ describe('assistant tool loop', () => {
     const types = evs.map((e) => e.event);
     expect(types[0]).toBe('turn.started');
     expect(types.indexOf('tool.call')).toBeLessThan(types.indexOf('tool.result'));
-    const deltas = evs.filter((e) => e.event === 'text.delta' && e.data['round'] === 2).map((e) => e.data['text']).join('');
+    const deltas = evs
+      .filter((e) => e.event === 'text.delta' && e.data['round'] === 2)
+      .map((e) => e.data['text'])
+      .join('');
     expect(deltas).toBe('Set to 55, done.');
     expect(evs.at(-1)!.data['text']).toBe('Set to 55, done.');
     expect(llm.requests[n]!.api).toBe('anthropic');
@@ -121,7 +143,10 @@ describe('assistant tool loop', () => {
       if (stream) {
         const s = await chatStream(t, { message: 'volume', model: 'ge' });
         const evs = await until(s, 'turn.completed');
-        text = evs.filter((e) => e.event === 'text.delta').map((e) => e.data['text']).join('');
+        text = evs
+          .filter((e) => e.event === 'text.delta')
+          .map((e) => e.data['text'])
+          .join('');
       } else text = (await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'volume', model: 'ge' })).body.text;
       expect(text).toBe('Gemini set it.');
       expect(volumes.at(-1)).toBe(60 + Number(stream));
@@ -133,13 +158,24 @@ describe('assistant tool loop', () => {
       expect(llm.requests[0]!.system).toContain('voice devices');
       const contents = llm.requests[1]!.body['contents'] as Array<{ role: string; parts: Array<Record<string, unknown>> }>;
       expect(contents.map((c) => c.role)).toEqual(['user', 'model', 'user']);
-      expect(contents[1]!.parts[0]).toMatchObject({ functionCall: { name: tool(A, 'self_audio_speaker_set_volume') }, thoughtSignature: `sig-${tool(A, 'self_audio_speaker_set_volume')}` });
+      expect(contents[1]!.parts[0]).toMatchObject({
+        functionCall: { name: tool(A, 'self_audio_speaker_set_volume') },
+        thoughtSignature: `sig-${tool(A, 'self_audio_speaker_set_volume')}`,
+      });
       expect(contents[2]!.parts[0]).toMatchObject({ functionResponse: { name: tool(A, 'self_audio_speaker_set_volume'), response: { output: 'true' } } });
     }
   });
 
   it('runs several tool calls of one reply in parallel, on different devices', async () => {
-    llm.script([{ toolCalls: [{ name: tool(A, 'self_wait_for_b'), arguments: {} }, { name: tool(B, 'self_wait_for_a'), arguments: {} }] }, { text: 'both done' }]);
+    llm.script([
+      {
+        toolCalls: [
+          { name: tool(A, 'self_wait_for_b'), arguments: {} },
+          { name: tool(B, 'self_wait_for_a'), arguments: {} },
+        ],
+      },
+      { text: 'both done' },
+    ]);
     const n = llm.requests.length;
     const r = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'both' });
     // each tool waits for the other: run one after the other, they would both time out
@@ -148,7 +184,10 @@ describe('assistant tool loop', () => {
   });
 
   it('stops at maxToolRounds: says so and asks once more with tools disabled (OpenAI and Anthropic)', async () => {
-    llm.script((_req, i) => ({ text: i === 2 ? 'I could only do part of it.' : '', toolCalls: [{ name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: 10 + i } }] }));
+    llm.script((_req, i) => ({
+      text: i === 2 ? 'I could only do part of it.' : '',
+      toolCalls: [{ name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: 10 + i } }],
+    }));
     llm.requests.length = 0;
     const r = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'keep going' });
     expect(r.body.rounds).toBe(3);
@@ -160,7 +199,10 @@ describe('assistant tool loop', () => {
     expect(last.role).toBe('user');
     expect(last.content).toMatch(/limit of 2 tool rounds/);
     // Anthropic: the notice joins the tool results in one user message (roles must alternate)
-    llm.script((_req, i) => ({ text: i === 2 ? 'Partly done.' : '', toolCalls: [{ name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: 20 + i } }] }));
+    llm.script((_req, i) => ({
+      text: i === 2 ? 'Partly done.' : '',
+      toolCalls: [{ name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: 20 + i } }],
+    }));
     llm.requests.length = 0;
     const a = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'keep going', model: 'an' });
     expect(a.body.text).toBe('Partly done.');
@@ -204,7 +246,10 @@ describe('assistant tool loop', () => {
 
   it('runs at most maxToolCallsPerRound calls of one reply; the rest are answered "not run"', async () => {
     const before = volumes.length;
-    llm.script([{ toolCalls: Array.from({ length: 7 }, (_, i) => ({ name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: i } })) }, { text: 'ok' }]);
+    llm.script([
+      { toolCalls: Array.from({ length: 7 }, (_, i) => ({ name: tool(A, 'self_audio_speaker_set_volume'), arguments: { volume: i } })) },
+      { text: 'ok' },
+    ]);
     llm.requests.length = 0;
     const r = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'many' });
     expect(r.body.toolCalls.map((c) => c.isError)).toEqual([false, false, false, false, false, true, true]);
@@ -241,7 +286,9 @@ describe('assistant tool loop', () => {
     expect(failed['code']).toBe('CANCELLED');
     slowRelease.resolve();
     // the device's answer arrives after the turn ended: nobody asks the model again, and the next call runs
-    const next = await t.api<{ content: Array<{ text: string }> }>('POST', `/v1/tools/${tool(A, 'self_audio_speaker_set_volume')}/call`, { arguments: { volume: 33 } });
+    const next = await t.api<{ content: Array<{ text: string }> }>('POST', `/v1/tools/${tool(A, 'self_audio_speaker_set_volume')}/call`, {
+      arguments: { volume: 33 },
+    });
     expect(next.body.content[0]!.text).toBe('true');
     expect(llm.requests).toHaveLength(1);
   });

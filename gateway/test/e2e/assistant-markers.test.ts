@@ -8,7 +8,10 @@ import { ReferenceDevice } from '../../../test/support/reference-device.js';
 /** Seed 003: tool calls written as text markers, for models without function calling. */
 const VOL = 'device__020000001301__self_audio_speaker_set_volume';
 const MUTE = 'device__020000001301__self_audio_speaker_mute';
-const schema = { type: 'object', properties: { volume: { type: 'integer' }, ratio: { type: 'number' }, on: { type: 'boolean' }, tags: { type: 'array' }, name: { type: 'string' } } };
+const schema = {
+  type: 'object',
+  properties: { volume: { type: 'integer' }, ratio: { type: 'number' }, on: { type: 'boolean' }, tags: { type: 'array' }, name: { type: 'string' } },
+};
 const tools = [{ name: VOL, description: 'v', parameters: schema }];
 
 describe('marker parsing', () => {
@@ -25,7 +28,14 @@ describe('marker parsing', () => {
   });
 
   it('coerces XML argument strings to the schema types; what does not fit stays a string', () => {
-    expect(coerce({ volume: '35', ratio: '0.5', on: 'true', tags: '["a"]', name: '42', other: 'x' }, schema)).toEqual({ volume: 35, ratio: 0.5, on: true, tags: ['a'], name: '42', other: 'x' });
+    expect(coerce({ volume: '35', ratio: '0.5', on: 'true', tags: '["a"]', name: '42', other: 'x' }, schema)).toEqual({
+      volume: 35,
+      ratio: 0.5,
+      on: true,
+      tags: ['a'],
+      name: '42',
+      other: 'x',
+    });
     expect(coerce({ volume: 'loud', on: 'yes' }, schema)).toEqual({ volume: 'loud', on: 'yes' });
     const p = parseMarkers(`<tool_call name="${VOL}"><argument name="volume">35</argument><argument name="name">a &amp; b</argument></tool_call>`, tools);
     expect(p.calls[0]!.arguments).toEqual({ volume: 35, name: 'a & b' });
@@ -47,7 +57,12 @@ describe('markers mode through the gateway', () => {
   const device = new ReferenceDevice({
     deviceId: '02:00:00:00:13:01',
     tools: [
-      { name: 'self.audio_speaker.set_volume', description: 'Set the volume', properties: { volume: { type: 'integer' } }, run: (a) => (calls.push(['volume', a['volume']]), true) },
+      {
+        name: 'self.audio_speaker.set_volume',
+        description: 'Set the volume',
+        properties: { volume: { type: 'integer' } },
+        run: (a) => (calls.push(['volume', a['volume']]), true),
+      },
       { name: 'self.audio_speaker.mute', description: 'Mute', properties: { on: { type: 'boolean' } }, run: (a) => (calls.push(['mute', a['on']]), true) },
     ],
   });
@@ -64,11 +79,14 @@ describe('markers mode through the gateway', () => {
     await llm.close();
   });
 
-  const chat = (message: string) => t.api<{ text: string; toolCalls: Array<{ name: string; arguments: unknown; isError: boolean }> }>('POST', '/v1/assistant/chat', { message });
+  const chat = (message: string) =>
+    t.api<{ text: string; toolCalls: Array<{ name: string; arguments: unknown; isError: boolean }> }>('POST', '/v1/assistant/chat', { message });
 
   it('describes the tools in the prompt, runs JSON and XML calls (typed), and sends "Tool Result" sections', async () => {
     llm.script([
-      { text: `I'll do both.\n[TOOL_CALL]\n{"name": "${VOL}", "arguments": {"volume": 25}}\n[END_TOOL_CALL]\n<tool_call name="${MUTE}"><argument name="on">false</argument></tool_call>` },
+      {
+        text: `I'll do both.\n[TOOL_CALL]\n{"name": "${VOL}", "arguments": {"volume": 25}}\n[END_TOOL_CALL]\n<tool_call name="${MUTE}"><argument name="on">false</argument></tool_call>`,
+      },
       { text: 'Volume 25, not muted.' },
     ]);
     llm.requests.length = 0;
@@ -117,7 +135,11 @@ describe('markers mode through the gateway', () => {
     llm.script([{ text: `Let me check. [TOOL_CALL]{"name": "${VOL}", "arguments": {"volume": 9}}[END_TOOL_CALL]` }, { text: 'Done: 9.' }]);
     const s = await chatStream(t, { message: 'volume 9' });
     const evs = await untilEvent(s, 'turn.completed');
-    const round = (n: number) => evs.filter((e) => e.event === 'text.delta' && e.data['round'] === n).map((e) => e.data['text']).join('');
+    const round = (n: number) =>
+      evs
+        .filter((e) => e.event === 'text.delta' && e.data['round'] === n)
+        .map((e) => e.data['text'])
+        .join('');
     expect(round(1)).toBe('Let me check. ');
     expect(round(2)).toBe('Done: 9.');
   });

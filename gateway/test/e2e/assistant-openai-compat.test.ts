@@ -15,7 +15,14 @@ describe('OpenAI-compatible endpoint', () => {
   const volumes: number[] = [];
   const device = new ReferenceDevice({
     deviceId: '02:00:00:00:14:01',
-    tools: [{ name: 'self.audio_speaker.set_volume', description: 'Set the volume', properties: { volume: { type: 'integer' } }, run: (a) => (volumes.push(Number(a['volume'])), true) }],
+    tools: [
+      {
+        name: 'self.audio_speaker.set_volume',
+        description: 'Set the volume',
+        properties: { volume: { type: 'integer' } },
+        run: (a) => (volumes.push(Number(a['volume'])), true),
+      },
+    ],
   });
   beforeAll(async () => {
     llm = await startLlmServer();
@@ -32,7 +39,10 @@ describe('OpenAI-compatible endpoint', () => {
   });
 
   it('runs the tools server-side and returns only text', async () => {
-    llm.script([{ toolCalls: [{ name: VOL, arguments: { volume: 12 } }], usage: { input: 30, output: 3 } }, { text: 'Volume set to 12.', usage: { input: 40, output: 4 } }]);
+    llm.script([
+      { toolCalls: [{ name: VOL, arguments: { volume: 12 } }], usage: { input: 30, output: 3 } },
+      { text: 'Volume set to 12.', usage: { input: 40, output: 4 } },
+    ]);
     llm.requests.length = 0;
     const r = await client.chat.completions.create({
       model: 'an',
@@ -59,7 +69,12 @@ describe('OpenAI-compatible endpoint', () => {
 
   it('streams chunks, with usage when asked', async () => {
     llm.script([{ toolCalls: [{ name: VOL, arguments: { volume: 13 } }] }, { text: 'Now at 13.' }]);
-    const stream = await client.chat.completions.create({ model: 'oa', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'volume 13' }] });
+    const stream = await client.chat.completions.create({
+      model: 'oa',
+      stream: true,
+      stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: 'volume 13' }],
+    });
     let text = '';
     let finish: string | null | undefined;
     let usage: OpenAI.CompletionUsage | null | undefined;
@@ -75,7 +90,10 @@ describe('OpenAI-compatible endpoint', () => {
   });
 
   it('answers errors the client understands', async () => {
-    await expect(client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({ status: 404, message: expect.stringContaining('no assistant model named "nope"') });
+    await expect(client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
+      status: 404,
+      message: expect.stringContaining('no assistant model named "nope"'),
+    });
     llm.script([{ status: 400, error: 'context too long' }]);
     await expect(client.chat.completions.create({ model: 'oa', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({ status: 502 });
     llm.script([{ status: 400, error: 'context too long' }]);

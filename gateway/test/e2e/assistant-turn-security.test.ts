@@ -36,7 +36,12 @@ describe('assistant confirmations and ownership (issue 20)', () => {
     deviceId: LAMP,
     tools: [
       { name: 'self.factory_reset', description: 'Erase everything', annotations: { destructiveHint: true }, run: () => (resets.push(1), 'erased') },
-      { name: 'self.light.set_color', description: 'Set the colour', properties: { color: { type: 'string' } }, run: (a) => (colors.push(String(a['color'])), true) },
+      {
+        name: 'self.light.set_color',
+        description: 'Set the colour',
+        properties: { color: { type: 'string' } },
+        run: (a) => (colors.push(String(a['color'])), true),
+      },
     ],
   });
   const news = new ReferenceDevice({ deviceId: NEWS, tools: [{ name: 'self.news.read', description: 'Read the news', run: () => INJECTED }] });
@@ -68,7 +73,8 @@ describe('assistant confirmations and ownership (issue 20)', () => {
   const followsInjection = (req: RecordedRequest, i: number) => {
     if (i === 0) return { toolCalls: [{ name: READ_NEWS, arguments: {} }] };
     const results = openAiToolMessages(req.body).map((m) => m.content);
-    if (i === 1 && results.some((r) => r.includes('device_call'))) return { toolCalls: [{ name: 'device_call', arguments: { device_id: LAMP, tool: 'self.factory_reset' } }] };
+    if (i === 1 && results.some((r) => r.includes('device_call')))
+      return { toolCalls: [{ name: 'device_call', arguments: { device_id: LAMP, tool: 'self.factory_reset' } }] };
     return { text: 'Done.' };
   };
 
@@ -88,7 +94,12 @@ describe('assistant confirmations and ownership (issue 20)', () => {
 
     it('the same call by the per-device name, and a listed tool through device_call, are held too', async () => {
       llm.script([
-        { toolCalls: [{ name: RESET, arguments: {} }, { name: 'device_call', arguments: { device_id: LAMP.toUpperCase(), tool: 'self.light.set_color', arguments: { color: 'red' } } }] },
+        {
+          toolCalls: [
+            { name: RESET, arguments: {} },
+            { name: 'device_call', arguments: { device_id: LAMP.toUpperCase(), tool: 'self.light.set_color', arguments: { color: 'red' } } },
+          ],
+        },
         { text: 'No.' },
       ]);
       const r = await t.api<ChatOut>('POST', '/v1/assistant/chat', { message: 'reset and paint it red' });
@@ -142,7 +153,12 @@ describe('assistant confirmations and ownership (issue 20)', () => {
   describe('item 2: two calls with the same id in one reply', () => {
     it('each gets its own id: approving the listed one does not run the destructive one', async () => {
       llm.script([
-        { toolCalls: [{ id: 'same', name: COLOR, arguments: { color: 'blue' } }, { id: 'same', name: RESET, arguments: {} }] },
+        {
+          toolCalls: [
+            { id: 'same', name: COLOR, arguments: { color: 'blue' } },
+            { id: 'same', name: RESET, arguments: {} },
+          ],
+        },
         { text: 'ok' },
       ]);
       llm.requests.length = 0;

@@ -27,7 +27,12 @@ describe('vision', () => {
   });
 
   const assistantWith = (visionModel: string, extra: Record<string, unknown> = {}) =>
-    new Assistant({ config: ConfigSchema.parse({ assistant: { models: llmModels(llm), visionModel, ...extra } }).assistant, hub: t.gw.hub, log: createLogger('silent'), metrics: createMetrics() });
+    new Assistant({
+      config: ConfigSchema.parse({ assistant: { models: llmModels(llm), visionModel, ...extra } }).assistant,
+      hub: t.gw.hub,
+      log: createLogger('silent'),
+      metrics: createMetrics(),
+    });
 
   it('sends the photo to OpenAI, Anthropic and Gemini models and answers {success, action, response}', async () => {
     const b64 = PNG.toString('base64');
@@ -60,7 +65,11 @@ describe('vision', () => {
     expect(assistantExplainer(t.gw.assistant, LIMIT)).toBeUndefined();
     const seeing = assistantWith('oa');
     llm.script([{ text: 'A cat.' }]);
-    expect(await assistantExplainer(seeing, LIMIT)!.explain({ question: 'what?', image: PNG })).toEqual({ success: true, action: 'RESPONSE', response: 'A cat.' });
+    expect(await assistantExplainer(seeing, LIMIT)!.explain({ question: 'what?', image: PNG })).toEqual({
+      success: true,
+      action: 'RESPONSE',
+      response: 'A cat.',
+    });
     seeing.close();
     llm.script([{ hang: true }]);
     const slow = assistantWith('an', { modelTimeoutMs: 200 });

@@ -10,7 +10,19 @@ import { isolatedEnv, ROOT, spawnGateway } from '../../../test/support/gateway-p
 const run = promisify(execFile);
 
 /** What a runtime install needs: the manifests, the lock file, the start script and every dist/ (built by globalSetup). */
-const RUNTIME_FILES = ['package.json', 'package-lock.json', 'scripts', 'protocol/package.json', 'protocol/dist', 'gateway/package.json', 'gateway/dist', 'mcp_servers/weather/package.json', 'mcp_servers/weather/dist', 'console/package.json', 'console/dist'];
+const RUNTIME_FILES = [
+  'package.json',
+  'package-lock.json',
+  'scripts',
+  'protocol/package.json',
+  'protocol/dist',
+  'gateway/package.json',
+  'gateway/dist',
+  'mcp_servers/weather/package.json',
+  'mcp_servers/weather/dist',
+  'console/package.json',
+  'console/dist',
+];
 const WORKSPACE_DISTS = ['protocol/dist', 'gateway/dist', 'mcp_servers/weather/dist'];
 
 /** Bare module specifiers of an ES module: static imports, re-exports, side-effect and dynamic imports. */
@@ -20,7 +32,11 @@ function bareImports(js: string): string[] {
   return [...found].map((m) => m[1]!);
 }
 
-const packageName = (specifier: string) => specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/');
+const packageName = (specifier: string) =>
+  specifier
+    .split('/')
+    .slice(0, specifier.startsWith('@') ? 2 : 1)
+    .join('/');
 
 /** Node's lookup: node_modules/<name> in the file's folder or any folder above it, up to `root`. */
 function installedFor(file: string, name: string, root: string): boolean {
@@ -46,7 +62,8 @@ describe('runtime install without dev dependencies', () => {
       }
       // The cache is warm after the development install; the registry is asked only for what it lacks.
       await run('npm', ['ci', '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund'], { cwd: dir });
-      for (const dev of ['typescript', 'tsx', 'vitest', 'eslint', 'vite', 'preact', 'playwright-core']) expect(existsSync(join(dir, 'node_modules', dev)), `${dev} installed`).toBe(false);
+      for (const dev of ['typescript', 'tsx', 'vitest', 'eslint', 'vite', 'preact', 'playwright-core'])
+        expect(existsSync(join(dir, 'node_modules', dev)), `${dev} installed`).toBe(false);
 
       // Every import in the build, lazy ones included, resolves to a package of this install.
       const missing = new Set<string>();
@@ -86,7 +103,9 @@ describe('package exports', () => {
     expect(viaPackage.normalizeDeviceId).toBe(source.normalizeDeviceId);
 
     const resolve = async (...conditions: string[]) =>
-      (await run(process.execPath, [...conditions, '--input-type=module', '-e', "console.log(import.meta.resolve('@voxgate/gateway'))"], { cwd: ROOT })).stdout.trim();
+      (
+        await run(process.execPath, [...conditions, '--input-type=module', '-e', "console.log(import.meta.resolve('@voxgate/gateway'))"], { cwd: ROOT })
+      ).stdout.trim();
     expect(await resolve()).toBe(`file://${ROOT}gateway/dist/index.js`);
     expect(await resolve('--conditions=voxgate-source')).toBe(`file://${ROOT}gateway/src/index.ts`);
   });

@@ -32,7 +32,9 @@ describe('forwarded calls to a lost owner (issue 20 item 9)', () => {
   const hanging = (deviceId: string) => {
     const started = deferred();
     const release = deferred();
-    const d = new ReferenceDevice({ deviceId, tools: [
+    const d = new ReferenceDevice({
+      deviceId,
+      tools: [
         { name: 'self.ping', description: 'Answers', run: () => true },
         { name: 'self.hang', description: 'Never finishes', run: async () => (started.resolve(), await release.promise, 'released') },
       ],

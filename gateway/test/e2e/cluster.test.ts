@@ -44,11 +44,15 @@ describe('many instances on NATS (issue 13)', () => {
     if (transport === 'mqtt') await d.connectMqtt(on.mqttUrl, { clientId: `GID_voxgate@@@${d.deviceId.replace(/:/g, '_')}@@@u` });
     else await d.connectWebSocket(on.wsUrl);
     await ready;
-    for (const g of gws) await until(async () => (await g.api('GET', `/v1/devices/${d.deviceId}/tools`)).status === 200, `${d.deviceId}'s tools on every instance`);
+    for (const g of gws)
+      await until(async () => (await g.api('GET', `/v1/devices/${d.deviceId}/tools`)).status === 200, `${d.deviceId}'s tools on every instance`);
     return d;
   };
   const setVolume = (g: TestGateway, d: ReferenceDevice, volume: number, timeoutMs?: number) =>
-    g.api<Problem & { content: Array<{ text: string }> }>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume }, ...(timeoutMs ? { timeoutMs } : {}) });
+    g.api<Problem & { content: Array<{ text: string }> }>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, {
+      arguments: { volume },
+      ...(timeoutMs ? { timeoutMs } : {}),
+    });
 
   beforeAll(async () => {
     nats = await startNatsServer();
@@ -78,7 +82,9 @@ describe('many instances on NATS (issue 13)', () => {
         expect(r.body.content[0]!.text).toBe('true');
         expect(d.volume).toBe(volume);
         // The hub (what /mcp and the assistant use) reaches it the same way.
-        const hub = await g.api<{ isError?: boolean }>('POST', '/v1/tools/device_call/call', { arguments: { device_id: d.deviceId, tool: 'self.audio_speaker.set_volume', arguments: { volume: ++volume } } });
+        const hub = await g.api<{ isError?: boolean }>('POST', '/v1/tools/device_call/call', {
+          arguments: { device_id: d.deviceId, tool: 'self.audio_speaker.set_volume', arguments: { volume: ++volume } },
+        });
         expect(hub.status).toBe(200);
         expect(d.volume).toBe(volume);
         const info = await g.api<{ online: boolean; state: string }>('GET', `/v1/devices/${d.deviceId}`);
@@ -97,7 +103,7 @@ describe('many instances on NATS (issue 13)', () => {
     expect(spread[0]!.volume).toBe(77);
   });
 
-  it('lists every instance\'s devices on every instance: GET /v1/devices in pages, and the hub\'s devices_list', async () => {
+  it("lists every instance's devices on every instance: GET /v1/devices in pages, and the hub's devices_list", async () => {
     const spread = await Promise.all(gws.map((g) => online(device(), g)));
     const ids = spread.map((d) => d.deviceId).sort();
     for (const g of gws) {
@@ -105,7 +111,10 @@ describe('many instances on NATS (issue 13)', () => {
       const listed: Array<{ id: string; online: boolean; state: string }> = [];
       let cursor: string | undefined;
       do {
-        const page = await g.api<{ devices: typeof listed; nextCursor?: string }>('GET', `/v1/devices?online=true&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+        const page = await g.api<{ devices: typeof listed; nextCursor?: string }>(
+          'GET',
+          `/v1/devices?online=true&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        );
         expect(page.status).toBe(200);
         expect(page.body.devices.length).toBeLessThanOrEqual(2);
         listed.push(...page.body.devices);
@@ -117,7 +126,11 @@ describe('many instances on NATS (issue 13)', () => {
       expect(listedIds).toEqual([...listedIds].sort());
       for (const d of listed.filter((x) => ids.includes(x.id))) expect(d).toMatchObject({ online: true, state: 'ready' });
 
-      const hub = await g.api<{ structuredContent: { devices: Array<{ device_id: string; online: boolean; tools: Array<{ name: string }> }> } }>('POST', '/v1/tools/devices_list/call', { arguments: {} });
+      const hub = await g.api<{ structuredContent: { devices: Array<{ device_id: string; online: boolean; tools: Array<{ name: string }> }> } }>(
+        'POST',
+        '/v1/tools/devices_list/call',
+        { arguments: {} },
+      );
       expect(hub.status).toBe(200);
       for (const id of ids) {
         const entry = hub.body.structuredContent.devices.find((x) => x.device_id === id);
@@ -129,7 +142,11 @@ describe('many instances on NATS (issue 13)', () => {
 
   it('shares enrollments: approved on one instance, the device collects its credentials from another and connects', async () => {
     // Two more instances with enrollment on (hmac device auth, approve policy); the KV store is shared.
-    const enrolling = { deviceAuth: 'hmac' as const, deviceSecret: 'cluster-enrollment-secret-0123456789', cluster: { enabled: true, nats: { servers: [nats.url] }, heartbeatMs: HEARTBEAT_MS } };
+    const enrolling = {
+      deviceAuth: 'hmac' as const,
+      deviceSecret: 'cluster-enrollment-secret-0123456789',
+      cluster: { enabled: true, nats: { servers: [nats.url] }, heartbeatMs: HEARTBEAT_MS },
+    };
     const a = await startTestGateway({ ...enrolling, cluster: { ...enrolling.cluster, instanceId: 'gw-enroll-a' } });
     gws.push(a);
     const b = await startTestGateway({ ...enrolling, cluster: { ...enrolling.cluster, instanceId: 'gw-enroll-b' } });
@@ -167,9 +184,18 @@ describe('many instances on NATS (issue 13)', () => {
       // Each under a key of its own: the bucket keeps one value per key, so a watcher may never see a value
       // overwritten before it was delivered.
       await kv.put(`enrollments.${Buffer.from('02:00:00:00:77:77').toString('base64url')}`, 'not json {');
-      await kv.put(key, JSON.stringify({ deviceId: '02:00:00:00:66:66', clientId: d.clientId, credId: 'x', issuedAt: 1, delivered: true, via: 'approve', enrolledAt: 'now' }));
-      await until(async () => a.logs.some((l) => String(l['msg']).includes('unreadable enrollment record from the shared store')), 'the forged record to be refused');
-      await until(async () => a.logs.some((l) => String(l['msg']).includes('unreadable document in the shared store')), 'the unparsable document to be refused');
+      await kv.put(
+        key,
+        JSON.stringify({ deviceId: '02:00:00:00:66:66', clientId: d.clientId, credId: 'x', issuedAt: 1, delivered: true, via: 'approve', enrolledAt: 'now' }),
+      );
+      await until(
+        async () => a.logs.some((l) => String(l['msg']).includes('unreadable enrollment record from the shared store')),
+        'the forged record to be refused',
+      );
+      await until(
+        async () => a.logs.some((l) => String(l['msg']).includes('unreadable document in the shared store')),
+        'the unparsable document to be refused',
+      );
       const still = await ota(a);
       expect(still.body.activation).toBeDefined();
       expect(still.body.websocket?.token).toBeUndefined();
@@ -191,7 +217,7 @@ describe('many instances on NATS (issue 13)', () => {
     expect(err?.message).not.toContain('s3cret');
   });
 
-  it('keeps the owner\'s problem codes for forwarded calls', async () => {
+  it("keeps the owner's problem codes for forwarded calls", async () => {
     const d = await online(device(), gws[0]!);
     const far = gws[2]!;
     const unknown = await far.api<Problem>('POST', `/v1/devices/${d.deviceId}/tools/self.nope/call`, { arguments: {} });
@@ -226,7 +252,7 @@ describe('many instances on NATS (issue 13)', () => {
     expect(a.gw.directory.get(first.deviceId)).toMatchObject({ online: true, state: 'ready' });
   });
 
-  it('serves every device\'s events once on each instance\'s SSE stream', async () => {
+  it("serves every device's events once on each instance's SSE stream", async () => {
     const d = device();
     const far = gws[1]!;
     const stream = await openSse(`${far.baseUrl}/v1/events?device=${d.deviceId}`, auth);
@@ -277,7 +303,7 @@ describe('many instances on NATS (issue 13)', () => {
       const jsm = await jetstreamManager(nc);
       await until(async () => {
         const m = await jsm.streams.getMessage('VOXGATE_EVENTS', { last_by_subj: `voxgate.events.${d.deviceId}.device.ready` });
-        return (m?.json<{ id?: string }>().id) === ready.id;
+        return m?.json<{ id?: string }>().id === ready.id;
       }, 'the last event in the stream');
     } finally {
       await nc.close();
@@ -307,13 +333,20 @@ describe('many instances on NATS (issue 13)', () => {
     const a = gws[0]!;
     const nc = await connect({ servers: nats.url });
     try {
-      const answer = async (body: string) => JSON.parse(new TextDecoder().decode((await nc.request('voxgate.call.gw-a', body, { timeout: 10_000 })).data)) as { ok: boolean; code?: string };
+      const answer = async (body: string) =>
+        JSON.parse(new TextDecoder().decode((await nc.request('voxgate.call.gw-a', body, { timeout: 10_000 })).data)) as { ok: boolean; code?: string };
       expect(await answer('{"op":"call","deviceId":')).toMatchObject({ ok: false, code: 'INVALID_REQUEST' });
       expect(await answer(JSON.stringify({ op: 'call', deviceId: 'not a mac', name: 'x', args: {} }))).toMatchObject({ ok: false, code: 'INVALID_REQUEST' });
-      expect(await answer(JSON.stringify({ op: 'call', deviceId: '02:00:00:00:98:01', name: 'x', args: {} }))).toMatchObject({ ok: false, code: 'DEVICE_OFFLINE' });
+      expect(await answer(JSON.stringify({ op: 'call', deviceId: '02:00:00:00:98:01', name: 'x', args: {} }))).toMatchObject({
+        ok: false,
+        code: 'DEVICE_OFFLINE',
+      });
       const refused = await a.metric('voxgate_cluster_events_refused_total');
       nc.publish('voxgate.events.x.device.online', '{"origin":"gw-x","type":"device.online","deviceId":"x","data":{}}');
-      nc.publish('voxgate.events.02:00:00:00:98:02.device.pwned', JSON.stringify({ origin: 'gw-x', type: 'device.pwned', deviceId: '02:00:00:00:98:02', data: {} }));
+      nc.publish(
+        'voxgate.events.02:00:00:00:98:02.device.pwned',
+        JSON.stringify({ origin: 'gw-x', type: 'device.pwned', deviceId: '02:00:00:00:98:02', data: {} }),
+      );
       await until(async () => (await a.metric('voxgate_cluster_events_refused_total')) >= refused + 2, 'the malformed events to be counted');
       const d = await online(device(), gws[1]!);
       expect((await setVolume(a, d, 8)).status).toBe(200);
@@ -362,11 +395,16 @@ describe('many instances on NATS (issue 13)', () => {
       expect(offline.body.online).toBe(false);
 
       // The instance id starts again (a restarted process): it marks the entries its dead run left offline.
-      const restarted = await startTestGateway({ cluster: { enabled: true, instanceId: 'gw-killed', nats: { servers: [nats.url] }, heartbeatMs: HEARTBEAT_MS } });
+      const restarted = await startTestGateway({
+        cluster: { enabled: true, instanceId: 'gw-killed', nats: { servers: [nats.url] }, heartbeatMs: HEARTBEAT_MS },
+      });
       gws.push(restarted);
       const witness = await online(device(), restarted);
       expect((await setVolume(b, witness, 6)).status).toBe(200); // b sees gw-killed alive again
-      await until(async () => (await b.api<{ online: boolean }>('GET', `/v1/devices/${d.deviceId}`)).body.online === false, 'the dead run\'s entry to read offline');
+      await until(
+        async () => (await b.api<{ online: boolean }>('GET', `/v1/devices/${d.deviceId}`)).body.online === false,
+        "the dead run's entry to read offline",
+      );
       const stillOffline = await setVolume(b, d, 4);
       expect([stillOffline.status, stillOffline.body.code]).toEqual([503, 'DEVICE_OFFLINE']);
 
@@ -394,6 +432,10 @@ describe('many instances on NATS (issue 13)', () => {
     for (const g of gws)
       for (const d of [before, fresh])
         // A short call timeout: a call sent while the clients reconnect may be lost once, then retried.
-        await until(async () => (await setVolume(g, d, 12, 2000)).status === 200, `${g.gw.cluster?.instanceId} to reach ${d.deviceId} after NATS restarted`, 30_000);
+        await until(
+          async () => (await setVolume(g, d, 12, 2000)).status === 200,
+          `${g.gw.cluster?.instanceId} to reach ${d.deviceId} after NATS restarted`,
+          30_000,
+        );
   }, 90_000);
 });

@@ -48,7 +48,13 @@ describe('config errors never echo secrets (issue 8, defect 10d)', () => {
     const secret = 'device-secret-too-short';
     const msg = configError(
       {},
-      JSON.stringify({ apiKeys: [KEY], apiKeyTenants: { [KEY]: 7, [OTHER]: 'x' }, deviceTokens: ['tok-secret-1234', ''], deviceSecret: 42, deviceAuth: secret }),
+      JSON.stringify({
+        apiKeys: [KEY],
+        apiKeyTenants: { [KEY]: 7, [OTHER]: 'x' },
+        deviceTokens: ['tok-secret-1234', ''],
+        deviceSecret: 42,
+        deviceAuth: secret,
+      }),
     );
     for (const s of [KEY, OTHER, 'tok-secret-1234', secret]) expect(msg).not.toContain(s);
     expect(msg).toContain('apiKeyTenants[entry 1]');

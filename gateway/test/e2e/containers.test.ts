@@ -88,7 +88,9 @@ describe('docker-compose.yml', () => {
     expect(gw.environment?.['GATEWAY_DATA_DIR']).toBe(dockerfile().env.get('GATEWAY_DATA_DIR'));
     expect(gw.volumes?.some((v) => v.endsWith(`:${gw.environment?.['GATEWAY_DATA_DIR']}`))).toBe(true);
     const defaults = ConfigSchema.parse({});
-    expect(gw.ports).toEqual(expect.arrayContaining([`${defaults.http.port}:${defaults.http.port}`, `${defaults.mqtt.port}:${defaults.mqtt.port}`, '8883:8883', '8884:8884/udp']));
+    expect(gw.ports).toEqual(
+      expect.arrayContaining([`${defaults.http.port}:${defaults.http.port}`, `${defaults.mqtt.port}:${defaults.mqtt.port}`, '8883:8883', '8884:8884/udp']),
+    );
   });
 
   it('the cluster profile: NATS with JetStream, three gateway instances with their own data, a load balancer in front', () => {
@@ -208,7 +210,12 @@ describe('Dockerfile', () => {
     const contextSources = (s: Stage) =>
       only(s, 'COPY')
         .filter((c) => copyFrom(c) === undefined)
-        .flatMap((c) => c.getArguments().slice(0, -1).map((a) => a.getValue()));
+        .flatMap((c) =>
+          c
+            .getArguments()
+            .slice(0, -1)
+            .map((a) => a.getValue()),
+        );
     const sources = df.stages.flatMap(contextSources);
     expect(sources.length).toBeGreaterThan(5);
     for (const src of sources) {
@@ -218,7 +225,8 @@ describe('Dockerfile', () => {
     // Each workspace's manifest is in both stages: npm ci needs every workspace the lock file names.
     for (const s of df.stages) for (const w of rootPackage.workspaces) expect(contextSources(s), `${w} in ${s.name}`).toContain(`${w}/package.json`);
     // Secrets and local state never reach the build context.
-    for (const secret of ['.env', 'data/secrets.json', 'gateway.config.json', 'node_modules/x', 'gateway/dist/main.js']) expect(ignored.ignores(secret), secret).toBe(true);
+    for (const secret of ['.env', 'data/secrets.json', 'gateway.config.json', 'node_modules/x', 'gateway/dist/main.js'])
+      expect(ignored.ignores(secret), secret).toBe(true);
     expect(ignored.ignores('.env.example')).toBe(false);
   });
 });
@@ -274,7 +282,13 @@ describe('the image health check (gateway/dist/cli/healthcheck.js)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'voxgate-health-tls-'));
     writeFileSync(join(dir, 'gateway.config.json'), '{}');
     const cert = createTestPki(dir).issue('voxgate-health');
-    const env = isolatedEnv(dir, { GATEWAY_API_KEYS: 'health-test-key', GATEWAY_LOG_LEVEL: 'info', GATEWAY_TLS_CERT_FILE: cert.certFile, GATEWAY_TLS_KEY_FILE: cert.keyFile, GATEWAY_TLS_MQTT_PORT: '0' });
+    const env = isolatedEnv(dir, {
+      GATEWAY_API_KEYS: 'health-test-key',
+      GATEWAY_LOG_LEVEL: 'info',
+      GATEWAY_TLS_CERT_FILE: cert.certFile,
+      GATEWAY_TLS_KEY_FILE: cert.keyFile,
+      GATEWAY_TLS_MQTT_PORT: '0',
+    });
     const gw = startCompiledGateway(env);
     try {
       const started = (await gw.logLine('voxgate started')) as { http: string };

@@ -101,7 +101,13 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
       {
         ota: { transport: 'mqtt' },
         // A fleet talking at once needs more turns than the assistant's defaults (64, 16 per tenant).
-        assistant: { models: { oa }, defaultModel: 'oa', confirmTools: ['self.screen.set_brightness'], maxConcurrentTurns: 200, maxConcurrentTurnsPerTenant: 200 },
+        assistant: {
+          models: { oa },
+          defaultModel: 'oa',
+          confirmTools: ['self.screen.set_brightness'],
+          maxConcurrentTurns: 200,
+          maxConcurrentTurnsPerTenant: 200,
+        },
         voice: { mode: 'converse', udp: { publicHost: '127.0.0.1' } },
       },
       {},
@@ -141,7 +147,8 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     cleanup.push(() => udp.close());
     return { d, udp };
   };
-  const listen = (d: ReferenceDevice, mode: 'auto' | 'manual' | 'realtime') => d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'listen', state: 'start', mode }));
+  const listen = (d: ReferenceDevice, mode: 'auto' | 'manual' | 'realtime') =>
+    d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'listen', state: 'start', mode }));
   const voiceFrames = (d: ReferenceDevice) => d.received.filter((f) => ['stt', 'llm', 'tts', 'alert'].includes(String(f['type'])));
   const kinds = (d: ReferenceDevice) => voiceFrames(d).map((f) => (f['type'] === 'tts' ? `tts:${String(f['state'])}` : String(f['type'])));
   const stops = (d: ReferenceDevice) => kinds(d).filter((k) => k === 'tts:stop').length;
@@ -163,7 +170,11 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     expect(k.indexOf('tts:start')).toBeLessThan(k.indexOf('tts:sentence_start'));
     expect(voiceFrames(d)[0]).toMatchObject({ type: 'stt', text: 'set the volume to forty' });
     for (const f of voiceFrames(d).filter((x) => x['type'] === 'llm')) expect(EMOTIONS).toContain(f['emotion']);
-    expect(voiceFrames(d).filter((f) => f['state'] === 'sentence_start').map((f) => f['text'])).toEqual(['The volume is now forty.', 'Anything else?']);
+    expect(
+      voiceFrames(d)
+        .filter((f) => f['state'] === 'sentence_start')
+        .map((f) => f['text']),
+    ).toEqual(['The volume is now forty.', 'Anything else?']);
     expect(d.audioReceived.length).toBeGreaterThan(5);
     for (const f of d.audioReceived) expect(decodeBinaryFrame(3, f, 4096)).toMatchObject({ ok: true, value: { type: 'opus' } });
     expect(maxFramesAhead(d.audioReceivedAt)).toBeLessThanOrEqual(40);
@@ -206,7 +217,11 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     await streamFrames(wsUplink(d, 2), [...utterance(2), ...silence(4)]);
     await until(() => stops(d) === 2, 'the answer', 15_000);
     expect(d.brightness).toBe(10);
-    expect(voiceFrames(d).filter((f) => f['type'] === 'stt').map((f) => f['text'])).toEqual(['what can you do', 'yes']);
+    expect(
+      voiceFrames(d)
+        .filter((f) => f['type'] === 'stt')
+        .map((f) => f['text']),
+    ).toEqual(['what can you do', 'yes']);
   });
 
   it('abort: tts stop within 500 ms, at most 3 more frames, and the model request closed', async () => {
@@ -277,7 +292,11 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     await until(() => devices.every((d) => stops(d) === 1), 'every device answered', 90_000);
     for (const d of devices) {
       expect(voiceFrames(d)[0]).toMatchObject({ type: 'stt', text: 'what can you do' });
-      expect(voiceFrames(d).filter((f) => f['state'] === 'sentence_start').map((f) => f['text'])).toEqual(['It is noon.', 'Have a good day.']);
+      expect(
+        voiceFrames(d)
+          .filter((f) => f['state'] === 'sentence_start')
+          .map((f) => f['text']),
+      ).toEqual(['It is noon.', 'Have a good day.']);
       expect(maxFramesAhead(d.audioReceivedAt)).toBeLessThanOrEqual(40);
     }
     await until(async () => (await t.metric('voxgate_voice_converse_turns_total', { outcome: 'answered' })) >= N, 'counted');

@@ -162,7 +162,9 @@ describe('voice.mode "converse" with real speech (espeak-ng → Opus → Voxgate
     await streamFrames(up, stop);
     await until(() => voiceFrames(d).filter((f) => f['type'] === 'stt').length === 2, 'the second utterance heard', 20_000);
     await until(() => stops(d) === 2, 'the second answer', 20_000);
-    const sentences = voiceFrames(d).filter((f) => f['state'] === 'sentence_start').map((f) => f['text']);
+    const sentences = voiceFrames(d)
+      .filter((f) => f['state'] === 'sentence_start')
+      .map((f) => f['text']);
     expect(sentences).not.toContain('The end.');
     expect(sentences.at(-1)).toBe('It is noon.');
     expect(await t.metric('voxgate_voice_converse_turns_total', { outcome: 'barge_in' })).toBeGreaterThanOrEqual(1);

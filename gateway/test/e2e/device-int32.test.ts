@@ -5,13 +5,21 @@ import { ReferenceDevice, referenceTools, type RefTool } from '../../../test/sup
 describe('integer arguments of device tools', () => {
   it('refuses integers outside int32 (the firmware would saturate them) with 422, and passes the int32 edges', async () => {
     const t = await startTestGateway();
-    const echo: RefTool = { name: 'self.counter.set', description: 'Sets the counter', properties: { value: { type: 'integer' } }, run: (args) => args['value'] as number };
+    const echo: RefTool = {
+      name: 'self.counter.set',
+      description: 'Sets the counter',
+      properties: { value: { type: 'integer' } },
+      run: (args) => args['value'] as number,
+    };
     const d = new ReferenceDevice({ deviceId: '02:00:00:00:09:70', tools: [echo, ...referenceTools()] });
     try {
       const ready = t.nextEvent('device.ready', d.deviceId);
       await d.connectWebSocket(t.wsUrl);
       await ready;
-      const call = (value: number) => t.api<{ code?: string; detail?: string; content?: Array<{ text: string }> }>('POST', `/v1/devices/${d.deviceId}/tools/self.counter.set/call`, { arguments: { value } });
+      const call = (value: number) =>
+        t.api<{ code?: string; detail?: string; content?: Array<{ text: string }> }>('POST', `/v1/devices/${d.deviceId}/tools/self.counter.set/call`, {
+          arguments: { value },
+        });
 
       for (const v of [2 ** 31, -(2 ** 31) - 1, 2 ** 40]) {
         const r = await call(v);

@@ -19,7 +19,10 @@ describe('POST /v1/devices/{id}/rpc', () => {
 
   it('sends notifications/* as a notification (no id) and answers 202 at once', async () => {
     // The firmware ignores notifications: sent as a request, this would wait out its timeout.
-    const r = await t.api<{ sent: boolean; notification: string }>('POST', `/v1/devices/${d.deviceId}/rpc`, { method: 'notifications/initialized', timeoutMs: 60_000 });
+    const r = await t.api<{ sent: boolean; notification: string }>('POST', `/v1/devices/${d.deviceId}/rpc`, {
+      method: 'notifications/initialized',
+      timeoutMs: 60_000,
+    });
     expect(r.status).toBe(202);
     expect(r.body).toEqual({ sent: true, notification: 'notifications/initialized' });
     const sent = await d.waitForMcp((p) => p['method'] === 'notifications/initialized');

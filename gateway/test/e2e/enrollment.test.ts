@@ -37,7 +37,11 @@ function device(deviceId = nextMac(), clientId?: string): ReferenceDevice {
 }
 
 /** The device's OTA check, as the firmware sends it. */
-async function ota(t: TestGateway, d: { deviceId: string; clientId: string }, extra: Record<string, string> = {}): Promise<{ status: number; body: OtaResponse & Partial<Problem> }> {
+async function ota(
+  t: TestGateway,
+  d: { deviceId: string; clientId: string },
+  extra: Record<string, string> = {},
+): Promise<{ status: number; body: OtaResponse & Partial<Problem> }> {
   const res = await fetch(`${t.baseUrl}/xiaozhi/ota/`, {
     method: 'POST',
     headers: { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json', 'user-agent': 'sim-board/1.7.6', ...extra },
@@ -47,8 +51,16 @@ async function ota(t: TestGateway, d: { deviceId: string; clientId: string }, ex
   return { status: res.status, body: res.status === 200 ? OtaResponseSchema.parse(body) : body };
 }
 
-async function activate(t: TestGateway, d: { deviceId: string; clientId: string }, body: unknown = {}): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${t.baseUrl}/xiaozhi/ota/activate`, { method: 'POST', headers: { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+async function activate(
+  t: TestGateway,
+  d: { deviceId: string; clientId: string },
+  body: unknown = {},
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${t.baseUrl}/xiaozhi/ota/activate`, {
+    method: 'POST',
+    headers: { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
@@ -64,7 +76,13 @@ async function enroll(t: TestGateway, d: ReferenceDevice): Promise<OtaResponse> 
 
 async function online(t: TestGateway, d: ReferenceDevice, creds: OtaResponse): Promise<void> {
   const ready = t.nextEvent('device.ready', d.deviceId);
-  if (creds.mqtt) await d.connectMqtt(t.mqttUrl, { clientId: creds.mqtt.client_id!, username: creds.mqtt.username!, password: creds.mqtt.password!, publishTopic: creds.mqtt.publish_topic });
+  if (creds.mqtt)
+    await d.connectMqtt(t.mqttUrl, {
+      clientId: creds.mqtt.client_id!,
+      username: creds.mqtt.username!,
+      password: creds.mqtt.password!,
+      publishTopic: creds.mqtt.publish_topic,
+    });
   else await d.connectWebSocket(t.wsUrl, { token: creds.websocket!.token! });
   await ready;
 }
@@ -91,7 +109,9 @@ describe('device enrollment (hmac device auth)', () => {
     expect((await activate(t, d)).status).toBe(202);
 
     const list = await t.api<Pending>('GET', '/v1/enrollments');
-    expect(list.body.enrollments).toEqual([expect.objectContaining({ code: a.code, deviceId: d.deviceId, clientId: d.clientId, status: 'pending', firmwareVersion: '1.7.6' })]);
+    expect(list.body.enrollments).toEqual([
+      expect.objectContaining({ code: a.code, deviceId: d.deviceId, clientId: d.clientId, status: 'pending', firmwareVersion: '1.7.6' }),
+    ]);
     expect((await t.api('GET', '/v1/enrollments', undefined, { apiKey: null })).status).toBe(401);
     expect((await t.api('POST', `/v1/enrollments/${a.code}/approve`, undefined, { apiKey: null })).status).toBe(401);
 
@@ -111,42 +131,55 @@ describe('device enrollment (hmac device auth)', () => {
     expect((await t.api<{ delivered: boolean }>('GET', `/v1/enrollments/devices/${d.deviceId}`)).body.delivered).toBe(true);
 
     const again = await t.api<Problem>('POST', `/v1/enrollments/${a.code}/approve`);
-    expect([again.status, again.headers.get('content-type')?.split(';')[0], again.body.code]).toEqual([404, 'application/problem+json', 'ENROLLMENT_NOT_FOUND']);
+    expect([again.status, again.headers.get('content-type')?.split(';')[0], again.body.code]).toEqual([
+      404,
+      'application/problem+json',
+      'ENROLLMENT_NOT_FOUND',
+    ]);
     expect((await t.api<Problem>('POST', '/v1/enrollments/12ab56/approve')).status).toBe(400);
     expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'claimed' })).toBe(1);
     expect(JSON.stringify(t.logs)).not.toContain(collected.body.websocket!.token!);
   });
 
-  it.each(['websocket', 'mqtt'] as const)('the takeover attack from issue 8 (%s): OTA with the victim’s ids yields no credential, and the live device stays', async (transport) => {
-    const t = await gateway({ ota: { transport } });
-    const victim = device();
-    const creds = await enroll(t, victim);
-    await online(t, victim, creds);
+  it.each(['websocket', 'mqtt'] as const)(
+    'the takeover attack from issue 8 (%s): OTA with the victim’s ids yields no credential, and the live device stays',
+    async (transport) => {
+      const t = await gateway({ ota: { transport } });
+      const victim = device();
+      const creds = await enroll(t, victim);
+      await online(t, victim, creds);
 
-    // The attacker knows the victim's Device-Id and Client-Id, and asks as often as it likes.
-    for (const extra of [{} as Record<string, string>, { authorization: 'Bearer forged.123' }, { authorization: `Basic ${Buffer.from('u:p').toString('base64')}` }]) {
-      const stolen = await ota(t, victim, extra);
-      expect(stolen.status).toBe(200);
-      expect(stolen.body.websocket?.token).toBeUndefined();
-      expect(stolen.body.mqtt?.password).toBeUndefined();
-      expect(stolen.body.mqtt?.client_id).toBeUndefined();
-    }
-    expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'proof_refused' })).toBe(2);
+      // The attacker knows the victim's Device-Id and Client-Id, and asks as often as it likes.
+      for (const extra of [
+        {} as Record<string, string>,
+        { authorization: 'Bearer forged.123' },
+        { authorization: `Basic ${Buffer.from('u:p').toString('base64')}` },
+      ]) {
+        const stolen = await ota(t, victim, extra);
+        expect(stolen.status).toBe(200);
+        expect(stolen.body.websocket?.token).toBeUndefined();
+        expect(stolen.body.mqtt?.password).toBeUndefined();
+        expect(stolen.body.mqtt?.client_id).toBeUndefined();
+      }
+      expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'proof_refused' })).toBe(2);
 
-    // What the old OTA endpoint handed anyone (credentials signed with the device secret) no longer opens an enrolled id.
-    const attacker = new ReferenceDevice({ deviceId: victim.deviceId, clientId: victim.clientId });
-    cleanup.push(() => attacker.terminate());
-    if (transport === 'websocket') {
-      const legacy = mintDeviceToken(SECRET, victim.clientId, victim.deviceId, Date.now() / 1000);
-      await expect(attacker.connectWebSocket(t.wsUrl, { token: legacy })).rejects.toMatchObject({ statusCode: 401 });
-    } else {
-      const username = Buffer.from(JSON.stringify({ ip: '203.0.113.9' })).toString('base64');
-      const clientId = creds.mqtt!.client_id!;
-      await expect(attacker.connectMqtt(t.mqttUrl, { clientId, username, password: mqttPassword(SECRET, clientId, username) })).rejects.toMatchObject({ code: 5 });
-    }
-    expect(victim.connected).toBe(true);
-    expect(await callable(t, victim.deviceId)).toBe(200);
-  });
+      // What the old OTA endpoint handed anyone (credentials signed with the device secret) no longer opens an enrolled id.
+      const attacker = new ReferenceDevice({ deviceId: victim.deviceId, clientId: victim.clientId });
+      cleanup.push(() => attacker.terminate());
+      if (transport === 'websocket') {
+        const legacy = mintDeviceToken(SECRET, victim.clientId, victim.deviceId, Date.now() / 1000);
+        await expect(attacker.connectWebSocket(t.wsUrl, { token: legacy })).rejects.toMatchObject({ statusCode: 401 });
+      } else {
+        const username = Buffer.from(JSON.stringify({ ip: '203.0.113.9' })).toString('base64');
+        const clientId = creds.mqtt!.client_id!;
+        await expect(attacker.connectMqtt(t.mqttUrl, { clientId, username, password: mqttPassword(SECRET, clientId, username) })).rejects.toMatchObject({
+          code: 5,
+        });
+      }
+      expect(victim.connected).toBe(true);
+      expect(await callable(t, victim.deviceId)).toBe(200);
+    },
+  );
 
   it('a takeover of a live connection needs the credentials the live one proved: other valid ones are refused, counted and logged', async () => {
     const t = await gateway();
@@ -239,7 +272,11 @@ describe('device enrollment (hmac device auth)', () => {
     const t = await gateway({ enrollment: { maxPending: 2 } });
     expect((await ota(t, device())).body.activation).toBeDefined();
     expect((await ota(t, device())).body.activation).toBeDefined();
-    const res = await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers: { 'device-id': nextMac(), 'client-id': 'c-1', 'content-type': 'application/json' }, body: '{}' });
+    const res = await fetch(`${t.baseUrl}/xiaozhi/ota/`, {
+      method: 'POST',
+      headers: { 'device-id': nextMac(), 'client-id': 'c-1', 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect([res.status, ((await res.json()) as Problem).code]).toEqual([503, 'ENROLLMENT_BUSY']);
     expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
   });

@@ -49,10 +49,13 @@ describe('SSE fan-out under a chatty device (issue 8, defect 6)', () => {
         if (e.deviceId === chatty.deviceId && e.type === 'device.message') delivered++;
       });
       const flood = 300;
-      for (let i = 0; i < flood; i++) chatty.sendRaw(JSON.stringify({ session_id: chatty.sessionId, type: 'listen', state: 'detect', text: 'x'.repeat(4000), i }));
+      for (let i = 0; i < flood; i++)
+        chatty.sendRaw(JSON.stringify({ session_id: chatty.sessionId, type: 'listen', state: 'detect', text: 'x'.repeat(4000), i }));
 
       // The healthy device answers while the flood is on its way.
-      const call = await t.api<{ isError: boolean }>('POST', `/v1/devices/${healthy.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 40 } });
+      const call = await t.api<{ isError: boolean }>('POST', `/v1/devices/${healthy.deviceId}/tools/self.audio_speaker.set_volume/call`, {
+        arguments: { volume: 40 },
+      });
       expect([call.status, call.body.isError]).toEqual([200, false]);
 
       const dropped = () => t.metric('voxgate_events_dropped_total', { reason: 'device_rate' });

@@ -18,7 +18,8 @@ interface Page {
 describe.skipIf(!hasNats)('event history in a cluster (issue 23: History)', { timeout: 180_000 }, () => {
   let nats: NatsServer;
   const gws: TestGateway[] = [];
-  const join = (name: string) => startTestGateway({ cluster: { enabled: true, instanceId: `gw-${name}`, nats: { servers: [nats.url] }, heartbeatMs: HEARTBEAT_MS } });
+  const join = (name: string) =>
+    startTestGateway({ cluster: { enabled: true, instanceId: `gw-${name}`, nats: { servers: [nats.url] }, heartbeatMs: HEARTBEAT_MS } });
 
   beforeAll(async () => {
     nats = await startNatsServer();

@@ -71,7 +71,9 @@ describe('the hub example', () => {
   });
 
   it('ships every file it names, reaches no host but this one, and is the example docs/mcp-hub.md shows', () => {
-    const mcp = JSON.parse(readFileSync(join(EXAMPLE, 'mcp.json'), 'utf8')) as { mcpServers: Record<string, { openapi_spec?: string; openapi_base_url?: string }> };
+    const mcp = JSON.parse(readFileSync(join(EXAMPLE, 'mcp.json'), 'utf8')) as {
+      mcpServers: Record<string, { openapi_spec?: string; openapi_base_url?: string }>;
+    };
     for (const s of Object.values(mcp.mcpServers)) {
       if (s.openapi_spec) expect(() => readFileSync(join(EXAMPLE, s.openapi_spec!))).not.toThrow();
       if (s.openapi_base_url) expect(new URL(s.openapi_base_url).hostname).toBe('127.0.0.1');

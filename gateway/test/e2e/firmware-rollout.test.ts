@@ -11,7 +11,8 @@ import { once } from '../../../test/support/wait.js';
 import { type ConfigError, loadConfig, type ConfigInput } from '../../src/config.js';
 import { deviceFacts, pickRollout, rolloutBucket } from '../../src/firmware/rollout.js';
 
-const mac = (i: number) => `02:00:00:${((i >> 16) & 0xff).toString(16).padStart(2, '0')}:${((i >> 8) & 0xff).toString(16).padStart(2, '0')}:${(i & 0xff).toString(16).padStart(2, '0')}`;
+const mac = (i: number) =>
+  `02:00:00:${((i >> 16) & 0xff).toString(16).padStart(2, '0')}:${((i >> 8) & 0xff).toString(16).padStart(2, '0')}:${(i & 0xff).toString(16).padStart(2, '0')}`;
 const FLEET = Array.from({ length: 4000 }, (_, i) => mac(i));
 const facts = { version: '1.0.0', boards: ['voxgate-devkit'] };
 const rollout = (over: Record<string, unknown> = {}) => ({ version: '1.1.0', url: 'fw.bin', percent: 10, ...over });
@@ -40,7 +41,10 @@ describe('rollout selection', () => {
     const outside = FLEET.find((id) => rolloutBucket(id) >= 50)!;
     expect(pickRollout([rollout({ percent: 0, devices: [outside] })], outside, facts)?.version).toBe('1.1.0');
     expect(pickRollout([rollout({ percent: 100, boards: ['other-board'] })], outside, facts)).toBeUndefined();
-    const perBoard = [rollout({ version: '2.0.0', percent: 100, boards: ['other-board'] }), rollout({ version: '1.1.0', percent: 100, boards: ['voxgate-devkit'] })];
+    const perBoard = [
+      rollout({ version: '2.0.0', percent: 100, boards: ['other-board'] }),
+      rollout({ version: '1.1.0', percent: 100, boards: ['voxgate-devkit'] }),
+    ];
     expect(pickRollout(perBoard, outside, facts)?.version).toBe('1.1.0');
     expect(pickRollout(perBoard, outside, { version: undefined, boards: ['other-board'] })?.version).toBe('2.0.0');
   });
@@ -64,8 +68,16 @@ describe('ota.rollout configuration', () => {
   const load = (env: Record<string, string>, over: ConfigInput = {}) => loadConfig({ GATEWAY_CONFIG: emptyFile, ...env }, over);
 
   it('comes from GATEWAY_OTA_ROLLOUT_* or the file, and is validated', () => {
-    const c = load({ GATEWAY_OTA_ROLLOUT_VERSION: '1.4.0', GATEWAY_OTA_ROLLOUT_URL: 'devkit-1.4.0.bin', GATEWAY_OTA_ROLLOUT_PERCENT: '12.5', GATEWAY_OTA_ROLLOUT_DEVICES: 'AA_BB_CC_DD_EE_01, aabbccddee02', GATEWAY_OTA_ROLLOUT_BOARDS: 'voxgate-devkit' });
-    expect(c.ota.rollout).toEqual([{ version: '1.4.0', url: 'devkit-1.4.0.bin', percent: 12.5, devices: ['aa:bb:cc:dd:ee:01', 'aa:bb:cc:dd:ee:02'], boards: ['voxgate-devkit'] }]);
+    const c = load({
+      GATEWAY_OTA_ROLLOUT_VERSION: '1.4.0',
+      GATEWAY_OTA_ROLLOUT_URL: 'devkit-1.4.0.bin',
+      GATEWAY_OTA_ROLLOUT_PERCENT: '12.5',
+      GATEWAY_OTA_ROLLOUT_DEVICES: 'AA_BB_CC_DD_EE_01, aabbccddee02',
+      GATEWAY_OTA_ROLLOUT_BOARDS: 'voxgate-devkit',
+    });
+    expect(c.ota.rollout).toEqual([
+      { version: '1.4.0', url: 'devkit-1.4.0.bin', percent: 12.5, devices: ['aa:bb:cc:dd:ee:01', 'aa:bb:cc:dd:ee:02'], boards: ['voxgate-devkit'] },
+    ]);
     const list = load({}, { ota: { rollout: [rollout(), rollout({ url: 'https://cdn.example.com/fw.bin', sha256: 'A'.repeat(64), size: 10 })] } });
     expect(list.ota.rollout?.map((r) => r.url)).toEqual(['fw.bin', 'https://cdn.example.com/fw.bin']);
 
@@ -81,12 +93,17 @@ describe('ota.rollout configuration', () => {
     expect(problems({ ota: { rollout: rollout({ version: 'latest' }) } })).toMatch(/semantic version/);
     expect(problems({ ota: { rollout: rollout({ percent: 101 }) } })).toMatch(/ota\.rollout/);
     expect(problems({ ota: { rollout: rollout({ devices: ['not-a-mac'] }) } })).toMatch(/MAC/);
-    expect(() => load({ GATEWAY_OTA_ROLLOUT_VERSION: '1.4.0', GATEWAY_OTA_ROLLOUT_URL: 'a.bin', GATEWAY_OTA_ROLLOUT_PERCENT: 'half' })).toThrow(/GATEWAY_OTA_ROLLOUT_PERCENT/);
+    expect(() => load({ GATEWAY_OTA_ROLLOUT_VERSION: '1.4.0', GATEWAY_OTA_ROLLOUT_URL: 'a.bin', GATEWAY_OTA_ROLLOUT_PERCENT: 'half' })).toThrow(
+      /GATEWAY_OTA_ROLLOUT_PERCENT/,
+    );
   });
 });
 
 /** The gateway with its own data dir holding <dataDir>/firmware. */
-async function gatewayWithImages(images: Record<string, Buffer>, ota: ConfigInput['ota']): Promise<{ t: TestGateway; dir: string; close: () => Promise<void> }> {
+async function gatewayWithImages(
+  images: Record<string, Buffer>,
+  ota: ConfigInput['ota'],
+): Promise<{ t: TestGateway; dir: string; close: () => Promise<void> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-fw-'));
   const dir = join(dataDir, 'firmware');
   mkdirSync(dir);
@@ -148,7 +165,11 @@ describe('the OTA answer offers each device its firmware', () => {
     const listed = FLEET.find((id) => rolloutBucket(id) >= 30 && id !== outside)!;
     const g = await gatewayWithImages(
       { 'devkit-1.1.0.bin': IMAGE },
-      { firmwareVersion: '1.0.5', firmwareUrl: 'https://fw.example.com/1.0.5.bin', rollout: { version: '1.1.0', url: 'devkit-1.1.0.bin', percent: 30, devices: [listed], boards: ['voxgate-devkit'] } },
+      {
+        firmwareVersion: '1.0.5',
+        firmwareUrl: 'https://fw.example.com/1.0.5.bin',
+        rollout: { version: '1.1.0', url: 'devkit-1.1.0.bin', percent: 30, devices: [listed], boards: ['voxgate-devkit'] },
+      },
     );
     try {
       const offered = await ota(g.t, inside, { application: { version: '1.0.0' } });
@@ -177,9 +198,18 @@ describe('the OTA answer offers each device its firmware', () => {
   });
 
   it('passes force on as 1, and a configured digest for an external URL', async () => {
-    const g = await gatewayWithImages({}, { rollout: { version: '0.9.0', url: 'https://cdn.example.com/0.9.0.bin', percent: 100, force: true, sha256: 'AB'.repeat(32), size: 1000 } });
+    const g = await gatewayWithImages(
+      {},
+      { rollout: { version: '0.9.0', url: 'https://cdn.example.com/0.9.0.bin', percent: 100, force: true, sha256: 'AB'.repeat(32), size: 1000 } },
+    );
     try {
-      expect(await ota(g.t, FLEET[1]!, {})).toEqual({ version: '0.9.0', url: 'https://cdn.example.com/0.9.0.bin', force: 1, size: 1000, sha256: 'ab'.repeat(32) });
+      expect(await ota(g.t, FLEET[1]!, {})).toEqual({
+        version: '0.9.0',
+        url: 'https://cdn.example.com/0.9.0.bin',
+        force: 1,
+        size: 1000,
+        sha256: 'ab'.repeat(32),
+      });
     } finally {
       await g.close();
     }
@@ -224,12 +254,22 @@ describe('GET /v1/devices/{id}/firmware', () => {
     const listed = FLEET.find((id) => rolloutBucket(id) >= 30)!;
     const g = await gatewayWithImages(
       { 'devkit-1.1.0.bin': IMAGE },
-      { firmwareVersion: '1.0.5', firmwareUrl: 'https://fw.example.com/1.0.5.bin', rollout: { version: '1.1.0', url: 'devkit-1.1.0.bin', percent: 30, devices: [listed], boards: ['voxgate-devkit'] } },
+      {
+        firmwareVersion: '1.0.5',
+        firmwareUrl: 'https://fw.example.com/1.0.5.bin',
+        rollout: { version: '1.1.0', url: 'devkit-1.1.0.bin', percent: 30, devices: [listed], boards: ['voxgate-devkit'] },
+      },
     );
     const preview = async (id: string) => g.t.api<Record<string, unknown>>('GET', `/v1/devices/${id}/firmware`);
     try {
       // Never checked in: its board is unknown, so a board-limited rollout does not cover it yet.
-      expect((await preview(inside)).body).toEqual({ deviceId: inside, reported: null, source: 'baseline', offer: { version: '1.0.5', url: 'https://fw.example.com/1.0.5.bin' }, rollout: null });
+      expect((await preview(inside)).body).toEqual({
+        deviceId: inside,
+        reported: null,
+        source: 'baseline',
+        offer: { version: '1.0.5', url: 'https://fw.example.com/1.0.5.bin' },
+        rollout: null,
+      });
       const offered = await ota(g.t, inside, { application: { version: '1.0.0' }, board: { type: 'voxgate-devkit', name: 'not-in-any-rollout' } });
       const after = await preview(inside.replaceAll(':', '_').toUpperCase());
       expect(after.status).toBe(200);

@@ -33,7 +33,10 @@ describe('queued calls through the HTTP API (in-process gateway, reference devic
   it('queues a call for an offline device (202 at once) and delivers it when the device connects', async () => {
     const d = new ReferenceDevice({ deviceId: nextMac() });
     devices.push(d);
-    const queued = await t.api<Call>('POST', `/v1/devices/${d.deviceId.replace(/:/g, '-')}/calls`, { tool: 'self.audio_speaker.set_volume', arguments: { volume: 23 } });
+    const queued = await t.api<Call>('POST', `/v1/devices/${d.deviceId.replace(/:/g, '-')}/calls`, {
+      tool: 'self.audio_speaker.set_volume',
+      arguments: { volume: 23 },
+    });
     expect(queued.status).toBe(202);
     expect(queued.body).toMatchObject({ state: 'queued', deviceId: d.deviceId, tool: 'self.audio_speaker.set_volume', arguments: { volume: 23 } });
     expect((await t.api<{ calls: Call[] }>('GET', `/v1/devices/${d.deviceId}/calls?state=queued`)).body.calls.map((c) => c.id)).toEqual([queued.body.id]);
@@ -74,12 +77,23 @@ describe('queued calls through the HTTP API (in-process gateway, reference devic
     });
     expect(job.status).toBe(202);
     expect(job.body).toMatchObject({ state: 'running', total: 2 });
-    await until(async () => (await t.api<{ counts: { succeeded: number } }>('GET', `/v1/jobs/${job.body.id}`)).body.counts.succeeded === 1, 'the online device ran it');
+    await until(
+      async () => (await t.api<{ counts: { succeeded: number } }>('GET', `/v1/jobs/${job.body.id}`)).body.counts.succeeded === 1,
+      'the online device ran it',
+    );
     const page = await t.api<{ devices: Array<{ deviceId: string; state: string }>; nextCursor?: string }>('GET', `/v1/jobs/${job.body.id}/devices?limit=1`);
     expect(page.body.devices).toHaveLength(1);
     expect(page.body.nextCursor).toBeDefined();
-    const rest = await t.api<{ devices: Array<{ deviceId: string; state: string }>; nextCursor?: string }>('GET', `/v1/jobs/${job.body.id}/devices?limit=1&cursor=${page.body.nextCursor}`);
-    expect([...page.body.devices, ...rest.body.devices].map((x) => [x.deviceId, x.state]).sort()).toEqual([[online.deviceId, 'succeeded'], [offline, 'queued']].sort());
+    const rest = await t.api<{ devices: Array<{ deviceId: string; state: string }>; nextCursor?: string }>(
+      'GET',
+      `/v1/jobs/${job.body.id}/devices?limit=1&cursor=${page.body.nextCursor}`,
+    );
+    expect([...page.body.devices, ...rest.body.devices].map((x) => [x.deviceId, x.state]).sort()).toEqual(
+      [
+        [online.deviceId, 'succeeded'],
+        [offline, 'queued'],
+      ].sort(),
+    );
     const cancelled = await t.api<{ state: string; counts: { cancelled: number } }>('POST', `/v1/jobs/${job.body.id}/cancel`);
     expect(cancelled.body).toMatchObject({ state: 'cancelled', counts: { cancelled: 1 } });
     expect((await t.api<{ jobs: Array<{ id: string }> }>('GET', '/v1/jobs')).body.jobs.map((j) => j.id)).toContain(job.body.id);
@@ -106,7 +120,7 @@ describe('a queued call survives restarts of the compiled gateway (SIGTERM, then
   const start = async () => {
     run = startCompiledGateway(isolatedEnv(dataDir, { GATEWAY_API_KEYS: API_KEY, GATEWAY_LOG_LEVEL: 'info' }));
     const started = (await run.logLine('voxgate started')) as { http: string; mqtt: string };
-    const api = async <T,>(method: string, path: string, body?: unknown) => {
+    const api = async <T>(method: string, path: string, body?: unknown) => {
       const res = await fetch(`http://${started.http}${path}`, {
         method,
         headers: { authorization: `Bearer ${API_KEY}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
@@ -135,7 +149,11 @@ describe('a queued call survives restarts of the compiled gateway (SIGTERM, then
       expect((await g.api<Call>('GET', `/v1/calls/${queued.body.id}`)).body.state).toBe('queued');
 
       await d.connectMqtt(g.mqttUrl, { clientId: mqttClientId(d) });
-      await until(async () => (await g.api<Call>('GET', `/v1/calls/${queued.body.id}`)).body.state === 'succeeded', 'the call was delivered after the restarts', 30_000);
+      await until(
+        async () => (await g.api<Call>('GET', `/v1/calls/${queued.body.id}`)).body.state === 'succeeded',
+        'the call was delivered after the restarts',
+        30_000,
+      );
       expect(d.volume).toBe(61);
       expect(statSync(join(dataDir, 'voxgate.db')).size).toBeGreaterThan(0);
     } finally {

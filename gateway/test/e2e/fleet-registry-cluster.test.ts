@@ -18,7 +18,8 @@ describe('the fleet registry in a cluster', () => {
 
   beforeAll(async () => {
     nats = await startNatsServer();
-    for (const name of ['a', 'b']) gws.push(await startTestGateway({ cluster: { enabled: true, instanceId: `gw-${name}`, nats: { servers: [nats.url] }, heartbeatMs: 2_000 } }));
+    for (const name of ['a', 'b'])
+      gws.push(await startTestGateway({ cluster: { enabled: true, instanceId: `gw-${name}`, nats: { servers: [nats.url] }, heartbeatMs: 2_000 } }));
   }, 120_000);
   afterAll(async () => {
     await Promise.all(gws.map((g) => g.close()));
@@ -35,7 +36,9 @@ describe('the fleet registry in a cluster', () => {
       // The record reaches the bucket in a batch: until then b cannot name it.
       await until(async () => (await b.api('PATCH', `/v1/devices/${d.deviceId}`, { name: 'Hall lamp', room: 'Hall' })).status === 200, 'b to know the record');
       await until(async () => (await a.api<Device>('GET', `/v1/devices/${d.deviceId}`)).body.name === 'Hall lamp', 'a to see the name');
-      expect((await b.api<{ devices: Device[] }>('GET', '/v1/devices?room=hall')).body.devices).toMatchObject([{ id: d.deviceId, online: true, name: 'Hall lamp' }]);
+      expect((await b.api<{ devices: Device[] }>('GET', '/v1/devices?room=hall')).body.devices).toMatchObject([
+        { id: d.deviceId, online: true, name: 'Hall lamp' },
+      ]);
 
       expect((await b.api('DELETE', `/v1/devices/${d.deviceId}`)).status).toBe(204);
       expect((await d.closed()).code).toBe(4006);

@@ -23,7 +23,9 @@ interface Device {
 }
 
 /** One run of the compiled gateway over the data dir, and its API. */
-async function start(dataDir: string): Promise<{ run: GatewayProcess; base: string; ws: string; api: <T>(method: string, path: string, body?: unknown) => Promise<{ status: number; body: T }> }> {
+async function start(
+  dataDir: string,
+): Promise<{ run: GatewayProcess; base: string; ws: string; api: <T>(method: string, path: string, body?: unknown) => Promise<{ status: number; body: T }> }> {
   const run = startCompiledGateway(isolatedEnv(dataDir, { GATEWAY_API_KEYS: KEY }));
   const started = (await run.logLine('voxgate started')) as { http: string };
   const base = `http://${started.http}`;

@@ -20,7 +20,24 @@ const LINK_MAX_BYTES = 60 * 1024;
 // "__proto__", duplicate keys and invalid surrogates reach the gateway exactly as written.
 
 const PROTO_KEYS = ['__proto__', 'constructor', 'prototype', 'toString', 'valueOf', 'hasOwnProperty', '__defineGetter__'];
-const WIRE_KEYS = ['type', 'session_id', 'payload', 'jsonrpc', 'id', 'method', 'params', 'result', 'error', 'code', 'message', 'tools', 'nextCursor', 'inputSchema', 'content', 'isError'];
+const WIRE_KEYS = [
+  'type',
+  'session_id',
+  'payload',
+  'jsonrpc',
+  'id',
+  'method',
+  'params',
+  'result',
+  'error',
+  'code',
+  'message',
+  'tools',
+  'nextCursor',
+  'inputSchema',
+  'content',
+  'isError',
+];
 const str = (s: string) => JSON.stringify(s);
 const obj = (entries: ReadonlyArray<readonly [string, string]>) => `{${entries.map(([k, v]) => `${str(k)}:${v}`).join(',')}}`;
 
@@ -59,7 +76,9 @@ const id = fc.oneof(
   { arbitrary: weird.map(str), weight: 1 },
 );
 const method = fc.oneof(
-  fc.constantFrom('notifications/tools/list_changed', 'notifications/state_changed', 'tools/call', 'tools/list', 'initialize', '', 'constructor', '__proto__').map(str),
+  fc
+    .constantFrom('notifications/tools/list_changed', 'notifications/state_changed', 'tools/call', 'tools/list', 'initialize', '', 'constructor', '__proto__')
+    .map(str),
   weird.map(str),
   value,
 );
@@ -74,8 +93,14 @@ const schema = fc.oneof(
   value,
 );
 const tool = fc
-  .tuple(fc.oneof(fc.constantFrom('self.audio_speaker.set_volume', 'self.reboot', 'x'), weird), schema, fc.option(fc.constantFrom('{"audience":["user"]}', '{"audience":"user"}', '[]')))
-  .map(([name, inputSchema, annotations]) => obj([['name', str(name)], ['inputSchema', inputSchema], ...(annotations ? [['annotations', annotations] as const] : [])]));
+  .tuple(
+    fc.oneof(fc.constantFrom('self.audio_speaker.set_volume', 'self.reboot', 'x'), weird),
+    schema,
+    fc.option(fc.constantFrom('{"audience":["user"]}', '{"audience":"user"}', '[]')),
+  )
+  .map(([name, inputSchema, annotations]) =>
+    obj([['name', str(name)], ['inputSchema', inputSchema], ...(annotations ? [['annotations', annotations] as const] : [])]),
+  );
 const page = fc
   .tuple(fc.array(tool, { maxLength: 4 }), fc.option(fc.oneof(weird.map(str), fc.constant('1'))))
   .map(([tools, cursor]) => `{"tools":[${tools.join(',')}]${cursor === null ? '' : `,"nextCursor":${cursor}`}}`);
@@ -87,7 +112,10 @@ const payload = fc.oneof(
   fc.tuple(id, result).map(([i, r]) => `{"jsonrpc":"2.0","id":${i},"result":${r}}`),
   fc
     .tuple(id, fc.option(fc.integer()), value, fc.option(value))
-    .map(([i, code, msg, data]) => `{"jsonrpc":"2.0","id":${i},"error":{${code === null ? '' : `"code":${code},`}"message":${msg}${data === null ? '' : `,"data":${data}`}}}`),
+    .map(
+      ([i, code, msg, data]) =>
+        `{"jsonrpc":"2.0","id":${i},"error":{${code === null ? '' : `"code":${code},`}"message":${msg}${data === null ? '' : `,"data":${data}`}}}`,
+    ),
   fc.tuple(method, value).map(([m, p]) => `{"jsonrpc":"2.0","method":${m},"params":${p}}`),
   fc.tuple(id, method, value).map(([i, m, p]) => `{"jsonrpc":"2.0","id":${i},"method":${m},"params":${p}}`),
   fc.tuple(id, id, result).map(([a, b, r]) => `{"jsonrpc":"2.0","id":${a},"result":${r},"id":${b}}`), // duplicate ids
@@ -96,20 +124,28 @@ const payload = fc.oneof(
 );
 const sid = fc.oneof(fc.constant('"s"'), weird.map(str), fc.constantFrom('null', '1', '""'));
 const type = fc.oneof(fc.constantFrom('"mcp"', '"hello"', '"listen"', '"abort"', '"goodbye"', '"tts"', '""', '1', 'null', '"constructor"'), weird.map(str));
-const frame: fc.Arbitrary<string> = fc.oneof(
-  // the reference layout, which the tools/list fast path reads
-  { arbitrary: fc.tuple(sid, id, result).map(([s, i, r]) => `{"session_id":${s},"type":"mcp","payload":{"jsonrpc":"2.0","id":${i},"result":${r}}}`), weight: 3 },
-  { arbitrary: fc.tuple(sid, payload).map(([s, p]) => `{"session_id":${s},"type":"mcp","payload":${p}}`), weight: 6 },
-  { arbitrary: fc.tuple(type, key, value).map(([t, k, v]) => `{"type":${t},${str(k)}:${v}}`), weight: 3 },
-  { arbitrary: payload, weight: 1 },
-  { arbitrary: fc.string({ unit: 'binary', maxLength: 200 }), weight: 1 },
-  { arbitrary: fc.tuple(payload, fc.nat()).map(([p, n]) => `{"type":"mcp","payload":${p}}`.slice(0, n % 200)), weight: 1 }, // truncated
-  // repair bait: the firmware's unescaped error message, with anything inside
-  { arbitrary: fc.tuple(id, weird).map(([i, m]) => `{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":${i},"error":{"message":"${m}"}}}`), weight: 1 },
-  // sizes around the parse-boundary limit
-  { arbitrary: fc.integer({ min: 1000, max: FRAME_MAX_BYTES + 4000 }).map((n) => `{"type":"listen","text":"${'é'.repeat(n / 2)}"}`), weight: 1 },
-  // The links drop a connection past 64 KiB (their own, tested limit): frames here stay under it.
-).filter((f) => Buffer.byteLength(f) < LINK_MAX_BYTES);
+const frame: fc.Arbitrary<string> = fc
+  .oneof(
+    // the reference layout, which the tools/list fast path reads
+    {
+      arbitrary: fc.tuple(sid, id, result).map(([s, i, r]) => `{"session_id":${s},"type":"mcp","payload":{"jsonrpc":"2.0","id":${i},"result":${r}}}`),
+      weight: 3,
+    },
+    { arbitrary: fc.tuple(sid, payload).map(([s, p]) => `{"session_id":${s},"type":"mcp","payload":${p}}`), weight: 6 },
+    { arbitrary: fc.tuple(type, key, value).map(([t, k, v]) => `{"type":${t},${str(k)}:${v}}`), weight: 3 },
+    { arbitrary: payload, weight: 1 },
+    { arbitrary: fc.string({ unit: 'binary', maxLength: 200 }), weight: 1 },
+    { arbitrary: fc.tuple(payload, fc.nat()).map(([p, n]) => `{"type":"mcp","payload":${p}}`.slice(0, n % 200)), weight: 1 }, // truncated
+    // repair bait: the firmware's unescaped error message, with anything inside
+    {
+      arbitrary: fc.tuple(id, weird).map(([i, m]) => `{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":${i},"error":{"message":"${m}"}}}`),
+      weight: 1,
+    },
+    // sizes around the parse-boundary limit
+    { arbitrary: fc.integer({ min: 1000, max: FRAME_MAX_BYTES + 4000 }).map((n) => `{"type":"listen","text":"${'é'.repeat(n / 2)}"}`), weight: 1 },
+    // The links drop a connection past 64 KiB (their own, tested limit): frames here stay under it.
+  )
+  .filter((f) => Buffer.byteLength(f) < LINK_MAX_BYTES);
 
 // ---------------------------------------------------------------- the run
 
@@ -136,58 +172,62 @@ describe('the gateway under generated hostile device frames', () => {
     await t.close();
   });
 
-  it(`survives ${FRAMES} generated frames over WebSocket and MQTT while healthy devices answer every call`, { timeout: Math.max(120_000, FRAMES * 3) }, async () => {
-    const attackers = [await join('websocket'), await join('mqtt')];
-    const healthy = [await join('websocket'), await join('mqtt')];
+  it(
+    `survives ${FRAMES} generated frames over WebSocket and MQTT while healthy devices answer every call`,
+    { timeout: Math.max(120_000, FRAMES * 3) },
+    async () => {
+      const attackers = [await join('websocket'), await join('mqtt')];
+      const healthy = [await join('websocket'), await join('mqtt')];
 
-    // Healthy devices are called back to back for the whole run; every call must succeed.
-    let fuzzing = true;
-    const healthyCalls = { ok: 0, failed: [] as string[] };
-    const callLoop = async (d: ReferenceDevice) => {
-      for (let v = 0; fuzzing; v = (v + 1) % 100) {
-        const r = await t.api('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: v } });
-        if (r.status === 200 && d.volume === v) healthyCalls.ok++;
-        else healthyCalls.failed.push(`${d.deviceId}: ${r.status} ${JSON.stringify(r.body)}`);
+      // Healthy devices are called back to back for the whole run; every call must succeed.
+      let fuzzing = true;
+      const healthyCalls = { ok: 0, failed: [] as string[] };
+      const callLoop = async (d: ReferenceDevice) => {
+        for (let v = 0; fuzzing; v = (v + 1) % 100) {
+          const r = await t.api('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: v } });
+          if (r.status === 200 && d.volume === v) healthyCalls.ok++;
+          else healthyCalls.failed.push(`${d.deviceId}: ${r.status} ${JSON.stringify(r.body)}`);
+        }
+      };
+      const loops = healthy.map(callLoop);
+
+      // Frames on one connection are handled in order: once the sentinel is answered, the batch was handled.
+      let sentinels = 0;
+      const handled = async (d: ReferenceDevice) => {
+        const sentinel = `sentinel-${++sentinels}`;
+        d.sendMcp({ jsonrpc: '2.0', id: sentinel, method: 'fuzz.sentinel' });
+        await d.waitForMcp((p) => p['id'] === sentinel, 60_000);
+      };
+
+      let sent = 0;
+      for (let batch = 0; sent < FRAMES; batch++) {
+        const n = Math.min(BATCH, FRAMES - sent);
+        const frames = fc.sample(frame, { numRuns: n, seed: SEED + batch });
+        const attacker = attackers[batch % 2]!;
+        // The simulator's records would grow with every frame: keep only this batch's.
+        for (const list of [attacker.sent, attacker.rawReceived, attacker.received, attacker.mcpReceived, attacker.log]) list.length = 0;
+        for (const f of frames) attacker.sendRaw(f);
+        sent += n;
+        await handled(attacker);
       }
-    };
-    const loops = healthy.map(callLoop);
+      fuzzing = false;
+      await Promise.all(loops);
 
-    // Frames on one connection are handled in order: once the sentinel is answered, the batch was handled.
-    let sentinels = 0;
-    const handled = async (d: ReferenceDevice) => {
-      const sentinel = `sentinel-${++sentinels}`;
-      d.sendMcp({ jsonrpc: '2.0', id: sentinel, method: 'fuzz.sentinel' });
-      await d.waitForMcp((p) => p['id'] === sentinel, 60_000);
-    };
-
-    let sent = 0;
-    for (let batch = 0; sent < FRAMES; batch++) {
-      const n = Math.min(BATCH, FRAMES - sent);
-      const frames = fc.sample(frame, { numRuns: n, seed: SEED + batch });
-      const attacker = attackers[batch % 2]!;
-      // The simulator's records would grow with every frame: keep only this batch's.
-      for (const list of [attacker.sent, attacker.rawReceived, attacker.received, attacker.mcpReceived, attacker.log]) list.length = 0;
-      for (const f of frames) attacker.sendRaw(f);
-      sent += n;
-      await handled(attacker);
-    }
-    fuzzing = false;
-    await Promise.all(loops);
-
-    expect(healthyCalls.failed).toEqual([]);
-    expect(healthyCalls.ok).toBeGreaterThan(0);
-    expect(await t.metric('voxgate_frame_handler_errors_total')).toBe(0);
-    // The run reached past the boundary too: every rejection reason, repairs, late replies, accepted MCP frames.
-    for (const reason of ['too_deep', 'too_large', 'not_json', 'bad_envelope', 'bad_jsonrpc', 'repaired']) {
-      expect(await t.metric('voxgate_frames_rejected_total', { reason })).toBeGreaterThan(0);
-    }
-    expect(await t.metric('voxgate_late_replies_total')).toBeGreaterThan(0);
-    expect(await t.metric('voxgate_frames_received_total', { kind: 'mcp' })).toBeGreaterThan(FRAMES / 10);
-    // The attackers are still connected and still answer calls of their own.
-    for (const d of attackers) {
-      expect(d.connected).toBe(true);
-      const r = await t.api('POST', `/v1/devices/${d.deviceId}/tools/self.get_device_status/call`, { arguments: {} });
-      expect([200, 404, 422, 502]).toContain(r.status);
-    }
-  });
+      expect(healthyCalls.failed).toEqual([]);
+      expect(healthyCalls.ok).toBeGreaterThan(0);
+      expect(await t.metric('voxgate_frame_handler_errors_total')).toBe(0);
+      // The run reached past the boundary too: every rejection reason, repairs, late replies, accepted MCP frames.
+      for (const reason of ['too_deep', 'too_large', 'not_json', 'bad_envelope', 'bad_jsonrpc', 'repaired']) {
+        expect(await t.metric('voxgate_frames_rejected_total', { reason })).toBeGreaterThan(0);
+      }
+      expect(await t.metric('voxgate_late_replies_total')).toBeGreaterThan(0);
+      expect(await t.metric('voxgate_frames_received_total', { kind: 'mcp' })).toBeGreaterThan(FRAMES / 10);
+      // The attackers are still connected and still answer calls of their own.
+      for (const d of attackers) {
+        expect(d.connected).toBe(true);
+        const r = await t.api('POST', `/v1/devices/${d.deviceId}/tools/self.get_device_status/call`, { arguments: {} });
+        expect([200, 404, 422, 502]).toContain(r.status);
+      }
+    },
+  );
 });

@@ -24,7 +24,8 @@ async function startHttpFixture(port = 0): Promise<{ child: ChildProcess; port: 
   });
   return { child, port: listening };
 }
-const stop = (child: ChildProcess) => new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : (child.once('exit', () => resolve()), child.kill('SIGTERM'))));
+const stop = (child: ChildProcess) =>
+  new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : (child.once('exit', () => resolve()), child.kill('SIGTERM'))));
 
 describe('a Streamable HTTP upstream that restarts', () => {
   const children: ChildProcess[] = [];
@@ -35,7 +36,9 @@ describe('a Streamable HTTP upstream that restarts', () => {
   it('is re-initialized on HTTP 404 for its session, and the call is retried once', async () => {
     const first = await startHttpFixture();
     children.push(first.child);
-    const t = await startTestGateway({ mcp: { restartBaseDelayMs: 1, servers: { remote: { type: 'http', url: `http://127.0.0.1:${first.port}/mcp`, allow_private_network: true } } } });
+    const t = await startTestGateway({
+      mcp: { restartBaseDelayMs: 1, servers: { remote: { type: 'http', url: `http://127.0.0.1:${first.port}/mcp`, allow_private_network: true } } },
+    });
     try {
       await t.gw.hubStarted;
       const boot1 = text((await t.api<CallBody>('POST', '/v1/tools/mcp__remote__boot/call', { arguments: {} })).body);
@@ -59,7 +62,9 @@ describe('a Streamable HTTP upstream that restarts', () => {
       await stop(second.child);
       const down = await t.api<CallBody>('POST', '/v1/tools/mcp__remote__boot/call', { arguments: {} });
       expect(down.body.isError).toBe(true);
-      const after = (await t.api<{ servers: Array<{ name: string; state: string; lastError: string | null }> }>('GET', '/v1/mcp/servers')).body.servers.find((s) => s.name === 'remote');
+      const after = (await t.api<{ servers: Array<{ name: string; state: string; lastError: string | null }> }>('GET', '/v1/mcp/servers')).body.servers.find(
+        (s) => s.name === 'remote',
+      );
       expect(after?.state).toBe('failed');
       expect(after?.lastError).toMatch(/fetch failed|ECONNREFUSED/);
 

@@ -66,14 +66,21 @@ describe('server-everything over SSE (the older HTTP+SSE transport)', () => {
   it('connects, lists and calls its tools, with headers from the caller’s tokens', async () => {
     const { child, port } = await startEverything('sse');
     const t = await startTestGateway({
-      mcp: { servers: { legacy: { type: 'sse', url: `http://127.0.0.1:${port}/sse`, allow_private_network: true, headers_template: { 'X-Api-Key': '${legacy_key}' } } } },
+      mcp: {
+        servers: {
+          legacy: { type: 'sse', url: `http://127.0.0.1:${port}/sse`, allow_private_network: true, headers_template: { 'X-Api-Key': '${legacy_key}' } },
+        },
+      },
     });
     try {
       await t.gw.hubStarted;
       const servers = await t.api<{ servers: Array<{ name: string; state: string; type: string; toolCount: number }> }>('GET', '/v1/mcp/servers');
       expect(servers.body.servers[0]).toMatchObject({ name: 'legacy', state: 'ready' });
       expect(servers.body.servers[0]!.toolCount).toBeGreaterThan(3);
-      const r = await t.api<CallBody>('POST', '/v1/tools/mcp__legacy__get-sum/call', { arguments: { a: 40, b: 2 }, tokens: { legacy_key: 'secret-legacy-key' } });
+      const r = await t.api<CallBody>('POST', '/v1/tools/mcp__legacy__get-sum/call', {
+        arguments: { a: 40, b: 2 },
+        tokens: { legacy_key: 'secret-legacy-key' },
+      });
       expect(r.status).toBe(200);
       expect(r.body.isError).toBe(false);
       expect(r.body.content[0]!.text).toContain('42');

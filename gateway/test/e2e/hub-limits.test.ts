@@ -12,7 +12,9 @@ const text = (b: CallBody) => b.content.map((c) => c.text ?? '').join('');
 describe('an oversized result from a stdio server', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ mcp: { maxResultBytes: 64 * 1024, maxRestarts: 2, servers: { fixture: nodeServer(FIXTURE_SERVER, { allowed_tools: ['big', 'echo', 'pid'] }) } } });
+    t = await startTestGateway({
+      mcp: { maxResultBytes: 64 * 1024, maxRestarts: 2, servers: { fixture: nodeServer(FIXTURE_SERVER, { allowed_tools: ['big', 'echo', 'pid'] }) } },
+    });
     await t.gw.hubStarted;
   });
   afterAll(() => t.close());
@@ -42,7 +44,9 @@ describe('arguments to a hosted server tool (issue 9 item 17)', () => {
     const t = await startTestGateway({ mcp: { servers: { fixture: nodeServer(FIXTURE_SERVER, { allowed_tools: ['echo', 'slow'] }) } } });
     try {
       await t.gw.hubStarted;
-      const bad = await t.api<{ code: string; detail: string; errors: Array<{ argument: string }> }>('POST', '/v1/tools/mcp__fixture__echo/call', { arguments: { text: 42 } });
+      const bad = await t.api<{ code: string; detail: string; errors: Array<{ argument: string }> }>('POST', '/v1/tools/mcp__fixture__echo/call', {
+        arguments: { text: 42 },
+      });
       expect(bad.status).toBe(422);
       expect(bad.body.code).toBe('INVALID_ARGUMENTS');
       expect(bad.body.errors[0]!.argument).toBe('text');
@@ -61,7 +65,9 @@ describe('arguments to a hosted server tool (issue 9 item 17)', () => {
 describe('a call to a restarting server', () => {
   it('answers the documented error result, not "no tool named"', async () => {
     // A long backoff keeps the server in "restarting" for the whole test.
-    const t = await startTestGateway({ mcp: { restartBaseDelayMs: 600_000, servers: { fixture: nodeServer(FIXTURE_SERVER, { allowed_tools: ['crash', 'echo'] }) } } });
+    const t = await startTestGateway({
+      mcp: { restartBaseDelayMs: 600_000, servers: { fixture: nodeServer(FIXTURE_SERVER, { allowed_tools: ['crash', 'echo'] }) } },
+    });
     try {
       await t.gw.hubStarted;
       const restarting = untilHub(t.gw.hub, () => t.gw.hub.servers({})[0]!.state === 'restarting', 'fixture restarting');
@@ -81,7 +87,11 @@ describe('a call to a restarting server', () => {
 describe('BoundedLineReader', () => {
   it('skips an over-long line up to its newline and keeps reading the next ones', () => {
     const r = new BoundedLineReader(16);
-    const out = [...r.push(Buffer.from('{"a":1}\n{"jsonrpc":"2.0","id":7,"result":"')), ...r.push(Buffer.from('y'.repeat(100))), ...r.push(Buffer.from('"}\n{"b":2}\r\n{"c"'))];
+    const out = [
+      ...r.push(Buffer.from('{"a":1}\n{"jsonrpc":"2.0","id":7,"result":"')),
+      ...r.push(Buffer.from('y'.repeat(100))),
+      ...r.push(Buffer.from('"}\n{"b":2}\r\n{"c"')),
+    ];
     expect(out[0]).toEqual({ kind: 'line', text: '{"a":1}' });
     expect(out[1]).toMatchObject({ kind: 'oversized', bytes: 136 });
     expect(out[2]).toEqual({ kind: 'line', text: '{"b":2}' });

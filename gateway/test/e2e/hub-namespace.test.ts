@@ -9,7 +9,10 @@ import { startTestGateway } from '../../../test/support/gateway-harness.js';
 import { FIXTURE_SERVER, nodeServer } from '../../../test/support/hub.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 
-const srv = (server: string, tool: string): { raw: string; target: ToolTarget } => ({ raw: serverToolRaw(server, tool), target: { kind: 'server', server, tool } });
+const srv = (server: string, tool: string): { raw: string; target: ToolTarget } => ({
+  raw: serverToolRaw(server, tool),
+  target: { kind: 'server', server, tool },
+});
 interface CallBody {
   content: Array<{ type: string; text?: string }>;
   isError: boolean;
@@ -31,7 +34,13 @@ describe('tool names', () => {
   });
 
   it('is deterministic: the same set in any order gives the same names', () => {
-    const entries = [srv('a', 'b.c'), srv('a', 'b_c'), srv('a', 'b-c'), srv('a', 'b c'), { raw: deviceToolRaw('aa:bb:cc:dd:ee:ff', 'self.x'), target: { kind: 'device', deviceId: 'aa:bb:cc:dd:ee:ff', tool: 'self.x' } as ToolTarget }];
+    const entries = [
+      srv('a', 'b.c'),
+      srv('a', 'b_c'),
+      srv('a', 'b-c'),
+      srv('a', 'b c'),
+      { raw: deviceToolRaw('aa:bb:cc:dd:ee:ff', 'self.x'), target: { kind: 'device', deviceId: 'aa:bb:cc:dd:ee:ff', tool: 'self.x' } as ToolTarget },
+    ];
     const one = [...buildNamespace(entries)].sort();
     const two = [...buildNamespace([...entries].reverse())].sort();
     expect(two).toEqual(one);
@@ -86,7 +95,9 @@ describe('device tools in the namespace', () => {
       await ready;
       const r = await t.api<{ tools: Array<{ name: string }> }>('GET', '/v1/tools');
       expect(r.body.tools.map((x) => x.name)).toEqual(['devices_list', 'device_call']);
-      const call = await t.api<CallBody>('POST', '/v1/tools/device_call/call', { arguments: { device_id: '020000000202', tool: 'self.audio_speaker.set_volume', arguments: { volume: 12 } } });
+      const call = await t.api<CallBody>('POST', '/v1/tools/device_call/call', {
+        arguments: { device_id: '020000000202', tool: 'self.audio_speaker.set_volume', arguments: { volume: 12 } },
+      });
       expect(call.body.isError).toBe(false);
       expect(d.volume).toBe(12);
       const userOnly = await t.api<{ code: string }>('POST', '/v1/tools/device_call/call', { arguments: { device_id: d.deviceId, tool: 'self.reboot' } });
@@ -108,7 +119,11 @@ describe('devices_list on a large fleet', () => {
         await d.connectWebSocket(t.wsUrl);
         await ready;
       }
-      const r = await t.api<CallBody & { structuredContent: { devices: Array<{ device_id: string }>; truncated?: boolean } }>('POST', '/v1/tools/devices_list/call', { arguments: {} });
+      const r = await t.api<CallBody & { structuredContent: { devices: Array<{ device_id: string }>; truncated?: boolean } }>(
+        'POST',
+        '/v1/tools/devices_list/call',
+        { arguments: {} },
+      );
       expect(r.body.isError).toBe(false);
       expect(r.body.structuredContent.devices.map((d) => d.device_id)).toEqual(['02:00:00:00:02:11', '02:00:00:00:02:12']);
       expect(r.body.structuredContent.truncated).toBe(true);
@@ -137,11 +152,16 @@ describe('tenants', () => {
     const t = await startTestGateway({
       apiKeys: keys,
       apiKeyTenants: { [keys[0]!]: 'acme', [keys[1]!]: 'globex' },
-      mcp: { servers: { acmeonly: nodeServer(FIXTURE_SERVER, { tenants: ['acme'], allowed_tools: ['echo'] }), shared: { type: 'builtin', tools: ['calculator'] } } },
+      mcp: {
+        servers: { acmeonly: nodeServer(FIXTURE_SERVER, { tenants: ['acme'], allowed_tools: ['echo'] }), shared: { type: 'builtin', tools: ['calculator'] } },
+      },
     });
     try {
       await t.gw.hubStarted;
-      const list = async (key: string) => (await t.api<{ tools: Array<{ name: string }> }>('GET', '/v1/tools', undefined, { apiKey: key })).body.tools.map((x) => x.name).filter((n) => n.startsWith('mcp__'));
+      const list = async (key: string) =>
+        (await t.api<{ tools: Array<{ name: string }> }>('GET', '/v1/tools', undefined, { apiKey: key })).body.tools
+          .map((x) => x.name)
+          .filter((n) => n.startsWith('mcp__'));
       expect(await list(keys[0]!)).toEqual(['mcp__acmeonly__echo', 'mcp__shared__calculator']);
       expect(await list(keys[1]!)).toEqual(['mcp__shared__calculator']);
       expect(await list(keys[2]!)).toEqual(['mcp__shared__calculator']);

@@ -49,9 +49,17 @@ describe('OpenAPI servers, credentials and the SSRF guard', () => {
     api.addHook('onRequest', async (req) => {
       seen.push({ method: req.method, url: req.url, ...(req.headers.authorization ? { auth: req.headers.authorization } : {}) });
     });
-    api.get<{ Params: { room: string }; Querystring: { all?: string } }>('/rooms/:room/lamps', async (req) => ({ room: req.params.room, all: req.query.all === 'true', lamps: ['desk'] }));
-    api.post<{ Params: { room: string }; Body: Record<string, unknown> }>('/rooms/:room/lamps', async (req, reply) => reply.code(201).send({ created: req.body, room: req.params.room }));
-    api.get('/whoami', async (req, reply) => (req.headers.authorization === `Bearer ${SECRET}` ? { user: 'alice' } : reply.code(401).send({ error: 'bad token' })));
+    api.get<{ Params: { room: string }; Querystring: { all?: string } }>('/rooms/:room/lamps', async (req) => ({
+      room: req.params.room,
+      all: req.query.all === 'true',
+      lamps: ['desk'],
+    }));
+    api.post<{ Params: { room: string }; Body: Record<string, unknown> }>('/rooms/:room/lamps', async (req, reply) =>
+      reply.code(201).send({ created: req.body, room: req.params.room }),
+    );
+    api.get('/whoami', async (req, reply) =>
+      req.headers.authorization === `Bearer ${SECRET}` ? { user: 'alice' } : reply.code(401).send({ error: 'bad token' }),
+    );
     await api.listen({ host: '127.0.0.1', port: 0 });
     const addr = api.server.address() as { port: number };
     apiUrl = `http://127.0.0.1:${addr.port}`;
@@ -61,7 +69,13 @@ describe('OpenAPI servers, credentials and the SSRF guard', () => {
       join(dir, 'mcp.json'),
       JSON.stringify({
         mcpServers: {
-          lamps: { type: 'openapi', openapi_spec: 'lamps.json', openapi_base_url: apiUrl, headers_template: { Authorization: 'Bearer ${lamps}' }, allow_private_network: true },
+          lamps: {
+            type: 'openapi',
+            openapi_spec: 'lamps.json',
+            openapi_base_url: apiUrl,
+            headers_template: { Authorization: 'Bearer ${lamps}' },
+            allow_private_network: true,
+          },
           guarded: { type: 'openapi', openapi_spec: spec, openapi_base_url: apiUrl },
           inline: { type: 'openapi', openapi_spec: spec, openapi_base_url: apiUrl, allow_private_network: true, allowed_tools: ['listLamps'] },
         },
@@ -85,7 +99,9 @@ describe('OpenAPI servers, credentials and the SSRF guard', () => {
     const post = tools.find((x) => x.tool.name === 'post_rooms_room_lamps')!.tool;
     expect(post.inputSchema.properties).toEqual({ room: { type: 'string' }, name: { type: 'string' }, watts: { type: 'integer' } });
     expect(new Set(post.inputSchema.required)).toEqual(new Set(['room', 'name']));
-    expect(() => toolsFromOpenApi({ openapi: '3.0.0', paths: { '/x': { get: { parameters: [{ $ref: 'https://evil.example/p.json' }] } } } })).toThrow(/local \$refs/);
+    expect(() => toolsFromOpenApi({ openapi: '3.0.0', paths: { '/x': { get: { parameters: [{ $ref: 'https://evil.example/p.json' }] } } } })).toThrow(
+      /local \$refs/,
+    );
     expect(() => toolsFromOpenApi({ swagger: '2.0', paths: {} })).toThrow(/OpenAPI 3/);
   });
 
@@ -95,7 +111,10 @@ describe('OpenAPI servers, credentials and the SSRF guard', () => {
     expect(list.body.isError).toBe(false);
     expect(list.body.structuredContent).toEqual({ room: 'den room', all: true, lamps: ['desk'] });
     expect(seen.at(-1)).toMatchObject({ method: 'GET', url: '/rooms/den%20room/lamps?all=true', auth: `Bearer ${SECRET}` });
-    const add = await t.api<CallBody>('POST', '/v1/tools/mcp__lamps__post_rooms_room_lamps/call', { arguments: { room: 'den', name: 'floor', watts: 9 }, tokens });
+    const add = await t.api<CallBody>('POST', '/v1/tools/mcp__lamps__post_rooms_room_lamps/call', {
+      arguments: { room: 'den', name: 'floor', watts: 9 },
+      tokens,
+    });
     expect(add.body.isError).toBe(false);
     expect(add.body.structuredContent).toEqual({ created: { name: 'floor', watts: 9 }, room: 'den' });
   });
@@ -127,7 +146,10 @@ describe('OpenAPI servers, credentials and the SSRF guard', () => {
     });
     expect(badHeader.status).toBe(400);
     // Log something that carries tokens the way a careless caller would: it must come out redacted.
-    t.gw.log.info({ tokens: { lamps: SECRET }, req: { headers: { 'x-voxgate-tokens': SECRET } }, server: { headers_template: { Authorization: `Bearer ${SECRET}` } } }, 'redaction probe');
+    t.gw.log.info(
+      { tokens: { lamps: SECRET }, req: { headers: { 'x-voxgate-tokens': SECRET } }, server: { headers_template: { Authorization: `Bearer ${SECRET}` } } },
+      'redaction probe',
+    );
     const probe = t.logs.find((l) => l['msg'] === 'redaction probe')!;
     expect(JSON.stringify(probe)).toContain('[REDACTED]');
     expect(JSON.stringify(t.logs)).not.toContain(SECRET);
@@ -143,13 +165,31 @@ describe('OpenAPI servers, credentials and the SSRF guard', () => {
   });
 
   it('blocks every private, loopback, link-local and metadata range, and resolves names before connecting', async () => {
-    for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1'])
+    for (const a of [
+      '127.0.0.1',
+      '10.1.2.3',
+      '172.16.0.1',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '0.0.0.0',
+      '::1',
+      'fe80::1',
+      'fd00::1',
+      '::ffff:127.0.0.1',
+    ])
       expect(isBlockedAddress(a), a).toBe(true);
     for (const a of ['93.184.216.34', '8.8.8.8', '2606:4700:4700::1111']) expect(isBlockedAddress(a), a).toBe(false);
     const { guardedRequest } = await import('../../src/hub/ssrf.js');
     // "localhost" resolves to loopback: refused inside the lookup, before any connection.
-    await expect(guardedRequest(new URL(`${apiUrl.replace('127.0.0.1', 'localhost')}/whoami`), { method: 'GET', headers: {}, timeoutMs: 5000, maxResponseBytes: 1000, allowPrivateNetwork: false })).rejects.toThrow(
-      /refused to connect to localhost/,
-    );
+    await expect(
+      guardedRequest(new URL(`${apiUrl.replace('127.0.0.1', 'localhost')}/whoami`), {
+        method: 'GET',
+        headers: {},
+        timeoutMs: 5000,
+        maxResponseBytes: 1000,
+        allowPrivateNetwork: false,
+      }),
+    ).rejects.toThrow(/refused to connect to localhost/);
   });
 });

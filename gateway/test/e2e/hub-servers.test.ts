@@ -173,7 +173,9 @@ describe('MCP hub: stdio servers, built-in tools, failures and shutdown', () => 
 
 describe('MCP hub shutdown', () => {
   it('ends every child and grandchild (TERM, then KILL after the grace period): no orphan', async () => {
-    const t = await startTestGateway({ mcp: { killGraceMs: 1000, servers: { a: nodeServer(FIXTURE_SERVER), b: { command: process.execPath, args: [EVERYTHING_BIN] } } } });
+    const t = await startTestGateway({
+      mcp: { killGraceMs: 1000, servers: { a: nodeServer(FIXTURE_SERVER), b: { command: process.execPath, args: [EVERYTHING_BIN] } } },
+    });
     await t.gw.hubStarted;
     const pids = t.gw.hub.childPids();
     expect(pids).toHaveLength(2);

@@ -16,7 +16,10 @@ describe('a gateway whose stdio server never answers initialize (issue 20 item 8
   it('stops on SIGTERM without waiting for the connect: exit 0, and the child (which ignores EOF and SIGTERM) is gone', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'voxgate-stuck-'));
     dirs.push(dir);
-    const config = { logLevel: 'debug', mcp: { connectTimeoutMs: 60_000, killGraceMs: 300, servers: { silent: { command: process.execPath, args: [SILENT] } } } };
+    const config = {
+      logLevel: 'debug',
+      mcp: { connectTimeoutMs: 60_000, killGraceMs: 300, servers: { silent: { command: process.execPath, args: [SILENT] } } },
+    };
     writeFileSync(join(dir, 'gateway.config.json'), JSON.stringify(config));
     const gw = startCompiledGateway(isolatedEnv(dir));
     await gw.logLine('voxgate started');

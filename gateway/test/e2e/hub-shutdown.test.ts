@@ -10,10 +10,14 @@ describe('shutdown answers calls in flight to hosted servers', () => {
     const t = await startTestGateway({ mcp: { killGraceMs: 1000, servers: { fixture: nodeServer(FIXTURE_SERVER, { allowed_tools: ['slow'] }) } } });
     await t.gw.hubStarted;
     const client = new Client({ name: 'shutdown-test', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }),
+    );
     const started = () => t.logs.filter((l) => typeof l['stderr'] === 'string' && (l['stderr'] as string).includes('slow started')).length;
 
-    const viaHttp = t.api<{ content: Array<{ type: string; text?: string }>; isError: boolean }>('POST', '/v1/tools/mcp__fixture__slow/call', { arguments: { ms: 600_000 } });
+    const viaHttp = t.api<{ content: Array<{ type: string; text?: string }>; isError: boolean }>('POST', '/v1/tools/mcp__fixture__slow/call', {
+      arguments: { ms: 600_000 },
+    });
     const viaMcp = client.callTool({ name: 'mcp__fixture__slow', arguments: { ms: 600_000 } }) as Promise<CallToolResult>;
     // Both calls have reached the server (it writes a stderr line per call, which the hub logs).
     await expect.poll(started, { timeout: 15_000 }).toBe(2);

@@ -3,11 +3,15 @@ import { rewriteToolReferences } from '../../src/hub/tool-references.js';
 import { startTestGateway } from '../../../test/support/gateway-harness.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 
-const names: Record<string, string> = { 'self.get_device_status': 'device__020000000950__self_get_device_status', status_now: 'device__x__status_now', status: 'device__x__status' };
+const names: Record<string, string> = {
+  'self.get_device_status': 'device__020000000950__self_get_device_status',
+  status_now: 'device__x__status_now',
+  status: 'device__x__status',
+};
 const rename = (tool: string) => names[tool];
 
 describe('rewriteToolReferences', () => {
-  it('replaces the device\'s own tool names, in backticks, before punctuation and at the end of a sentence', () => {
+  it("replaces the device's own tool names, in backticks, before punctuation and at the end of a sentence", () => {
     expect(rewriteToolReferences('If unknown, call `self.get_device_status` first, then this tool.', rename)).toBe(
       'If unknown, call `device__020000000950__self_get_device_status` first, then this tool.',
     );

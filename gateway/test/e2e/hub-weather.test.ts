@@ -31,7 +31,12 @@ describe('one MCP client, every kind of tool', () => {
       mcp: {
         servers: {
           everything: { command: process.execPath, args: [EVERYTHING_BIN] },
-          weather: { command: process.execPath, args: ['--import', 'tsx', WEATHER_MAIN], env: { JMA_BASE_URL: base }, response_instruction: 'Say which office issued the forecast.' },
+          weather: {
+            command: process.execPath,
+            args: ['--import', 'tsx', WEATHER_MAIN],
+            env: { JMA_BASE_URL: base },
+            response_instruction: 'Say which office issued the forecast.',
+          },
           rest: {
             type: 'openapi',
             openapi_base_url: `${base}/api`,
@@ -55,12 +60,18 @@ describe('one MCP client, every kind of tool', () => {
 
   it('lists and calls tools of server-everything, the weather server, the OpenAPI server and the device', async () => {
     const client = new Client({ name: 'done-means', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }),
+    );
     try {
       const tools = (await client.listTools()).tools;
       const names = tools.map((x) => x.name);
-      expect(names).toEqual(expect.arrayContaining(['mcp__everything__echo', 'mcp__weather__get_forecast', 'mcp__rest__ping', 'device__020000000301__self_get_device_status']));
-      expect(tools.find((x) => x.name === 'mcp__weather__get_forecast')!._meta).toEqual({ 'voxgate/responseInstruction': 'Say which office issued the forecast.' });
+      expect(names).toEqual(
+        expect.arrayContaining(['mcp__everything__echo', 'mcp__weather__get_forecast', 'mcp__rest__ping', 'device__020000000301__self_get_device_status']),
+      );
+      expect(tools.find((x) => x.name === 'mcp__weather__get_forecast')!._meta).toEqual({
+        'voxgate/responseInstruction': 'Say which office issued the forecast.',
+      });
 
       const weather = (await client.callTool({ name: 'mcp__weather__get_forecast', arguments: { location: '東京' } })) as CallToolResult;
       expect(weather.isError ?? false).toBe(false);

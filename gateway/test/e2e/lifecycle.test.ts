@@ -46,15 +46,19 @@ describe('configuration', () => {
     }
   });
 
-  it('exits with code 2 and names the bad fields when started with an invalid configuration', async () => {
-    const run = startCompiledGateway({ GATEWAY_HTTP_PORT: 'eighty', GATEWAY_LOG_LEVEL: 'loud', GATEWAY_DEVICE_AUTH: 'token' });
-    expect((await run.exited).code).toBe(2);
-    const err = run.stderr();
-    expect(err).toContain('http.port');
-    expect(err).toContain('logLevel');
-    // Cross-field rules are reported in the same start, not only once the other fields are fixed.
-    expect(err).toContain('deviceTokens');
-  }, PROCESS_TEST_MS);
+  it(
+    'exits with code 2 and names the bad fields when started with an invalid configuration',
+    async () => {
+      const run = startCompiledGateway({ GATEWAY_HTTP_PORT: 'eighty', GATEWAY_LOG_LEVEL: 'loud', GATEWAY_DEVICE_AUTH: 'token' });
+      expect((await run.exited).code).toBe(2);
+      const err = run.stderr();
+      expect(err).toContain('http.port');
+      expect(err).toContain('logLevel');
+      // Cross-field rules are reported in the same start, not only once the other fields are fixed.
+      expect(err).toContain('deviceTokens');
+    },
+    PROCESS_TEST_MS,
+  );
 
   it('.env.example lists every environment variable the gateway reads, and nothing else', () => {
     const listed = [...readFileSync(join(ROOT, '.env.example'), 'utf8').matchAll(/^#?([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]);
@@ -66,51 +70,61 @@ describe('configuration', () => {
     const dir = mkdtempSync(join(tmpdir(), 'voxgate-cfg-'));
     writeFileSync(join(dir, 'c.json'), '{}');
     expect(() => loadConfig({ GATEWAY_CONFIG: join(dir, 'c.json'), GATEWAY_DEVICE_AUTH: 'token' })).toThrow(/deviceTokens/);
-    expect(() => loadConfig({ GATEWAY_CONFIG: join(dir, 'c.json'), GATEWAY_CALL_TIMEOUT_MS: '9000', GATEWAY_CALL_MAX_TIMEOUT_MS: '8000' })).toThrow(/calls.defaultTimeoutMs/);
+    expect(() => loadConfig({ GATEWAY_CONFIG: join(dir, 'c.json'), GATEWAY_CALL_TIMEOUT_MS: '9000', GATEWAY_CALL_MAX_TIMEOUT_MS: '8000' })).toThrow(
+      /calls.defaultTimeoutMs/,
+    );
     rmSync(dir, { recursive: true });
   });
 });
 
 describe('process lifecycle', () => {
-  it('starts on its defaults, prints a generated API key once, and stops on SIGTERM closing devices with a close frame', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-life-'));
-    writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
-    const run = startCompiledGateway(isolatedEnv(dataDir, { GATEWAY_API_KEYS: '' }));
-    try {
-      const started = (await run.logLine('voxgate started')) as { http: string };
-      const base = `http://${started.http}`;
-      const secrets = JSON.parse(readFileSync(join(dataDir, 'secrets.json'), 'utf8')) as { apiKey: string };
-      expect(statSync(join(dataDir, 'secrets.json')).mode & 0o777).toBe(0o600);
-      await run.stderrIncludes(secrets.apiKey);
-      expect(JSON.stringify(run.logs)).not.toContain(secrets.apiKey);
-      const devices = await fetch(`${base}/v1/devices`, { headers: { authorization: `Bearer ${secrets.apiKey}` } });
-      expect(devices.status).toBe(200);
+  it(
+    'starts on its defaults, prints a generated API key once, and stops on SIGTERM closing devices with a close frame',
+    async () => {
+      const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-life-'));
+      writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
+      const run = startCompiledGateway(isolatedEnv(dataDir, { GATEWAY_API_KEYS: '' }));
+      try {
+        const started = (await run.logLine('voxgate started')) as { http: string };
+        const base = `http://${started.http}`;
+        const secrets = JSON.parse(readFileSync(join(dataDir, 'secrets.json'), 'utf8')) as { apiKey: string };
+        expect(statSync(join(dataDir, 'secrets.json')).mode & 0o777).toBe(0o600);
+        await run.stderrIncludes(secrets.apiKey);
+        expect(JSON.stringify(run.logs)).not.toContain(secrets.apiKey);
+        const devices = await fetch(`${base}/v1/devices`, { headers: { authorization: `Bearer ${secrets.apiKey}` } });
+        expect(devices.status).toBe(200);
 
-      const d = new ReferenceDevice({ deviceId: '02:00:00:00:03:01' });
-      await d.connectWebSocket(`ws://${started.http}/xiaozhi/v1/`);
-      run.child.kill('SIGTERM');
-      expect((await d.closed()).code).toBe(1001);
-      expect(await run.exited).toEqual({ code: 0, signal: null });
-      expect(run.logs.map((l) => l.msg)).toContain('stopped');
-    } finally {
-      run.child.kill('SIGKILL');
-      rmSync(dataDir, { recursive: true, force: true });
-    }
-  }, PROCESS_TEST_MS);
+        const d = new ReferenceDevice({ deviceId: '02:00:00:00:03:01' });
+        await d.connectWebSocket(`ws://${started.http}/xiaozhi/v1/`);
+        run.child.kill('SIGTERM');
+        expect((await d.closed()).code).toBe(1001);
+        expect(await run.exited).toEqual({ code: 0, signal: null });
+        expect(run.logs.map((l) => l.msg)).toContain('stopped');
+      } finally {
+        run.child.kill('SIGKILL');
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    },
+    PROCESS_TEST_MS,
+  );
 
-  it('a SIGTERM that arrives while the gateway is starting stops it once it is up, gracefully', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-life-'));
-    writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
-    const run = startCompiledGateway(isolatedEnv(dataDir, { GATEWAY_API_KEYS: 'life-test-key' }));
-    try {
-      // Logged by startGateway before any listener is up.
-      await run.logLine('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
-      run.child.kill('SIGTERM');
-      expect(await run.exited).toEqual({ code: 0, signal: null });
-      expect(run.logs.map((l) => l.msg)).toEqual(expect.arrayContaining(['voxgate started', 'signal received', 'stopped']));
-    } finally {
-      run.child.kill('SIGKILL');
-      rmSync(dataDir, { recursive: true, force: true });
-    }
-  }, PROCESS_TEST_MS);
+  it(
+    'a SIGTERM that arrives while the gateway is starting stops it once it is up, gracefully',
+    async () => {
+      const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-life-'));
+      writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
+      const run = startCompiledGateway(isolatedEnv(dataDir, { GATEWAY_API_KEYS: 'life-test-key' }));
+      try {
+        // Logged by startGateway before any listener is up.
+        await run.logLine('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
+        run.child.kill('SIGTERM');
+        expect(await run.exited).toEqual({ code: 0, signal: null });
+        expect(run.logs.map((l) => l.msg)).toEqual(expect.arrayContaining(['voxgate started', 'signal received', 'stopped']));
+      } finally {
+        run.child.kill('SIGKILL');
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    },
+    PROCESS_TEST_MS,
+  );
 });

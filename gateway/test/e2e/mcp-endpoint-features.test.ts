@@ -27,7 +27,7 @@ describe('/mcp passes on the protocol features of hosted servers', () => {
   });
   afterAll(() => t.close());
 
-  it('keeps a tool\'s title, outputSchema and structured result intact', async () => {
+  it("keeps a tool's title, outputSchema and structured result intact", async () => {
     const client = await connect();
     const tool = (await client.listTools()).tools.find((x) => x.name === 'mcp__features__weather')!;
     expect(tool.title).toBe('Current weather');
@@ -45,10 +45,13 @@ describe('/mcp passes on the protocol features of hosted servers', () => {
     await client.setLoggingLevel('warning');
     // The session's GET stream opens in the background: log until a message arrives on it.
     await expect
-      .poll(async () => {
-        await client.callTool({ name: 'mcp__features__log', arguments: { level: 'error', text: 'ping' } });
-        return got.length;
-      }, { timeout: 10_000 })
+      .poll(
+        async () => {
+          await client.callTool({ name: 'mcp__features__log', arguments: { level: 'error', text: 'ping' } });
+          return got.length;
+        },
+        { timeout: 10_000 },
+      )
       .toBeGreaterThan(0);
     got.length = 0;
     await client.callTool({ name: 'mcp__features__log', arguments: { level: 'info', text: 'quiet' } });
@@ -77,17 +80,24 @@ describe('/mcp passes on the protocol features of hosted servers', () => {
   it('subscribes to resources once upstream for any number of sessions, and passes updates on', async () => {
     const a = await connect();
     const b = await connect();
-    const calls = async () => JSON.parse(text((await a.callTool({ name: 'mcp__features__subscribe_calls', arguments: {} })) as CallToolResult)) as { subscribe: number; unsubscribe: number };
+    const calls = async () =>
+      JSON.parse(text((await a.callTool({ name: 'mcp__features__subscribe_calls', arguments: {} })) as CallToolResult)) as {
+        subscribe: number;
+        unsubscribe: number;
+      };
     const updates: string[] = [];
     a.setNotificationHandler('notifications/resources/updated', (n) => void updates.push(n.params.uri));
     await a.subscribeResource({ uri: 'counter://value' });
     await b.subscribeResource({ uri: 'counter://value' });
     expect(await calls()).toEqual({ subscribe: 1, unsubscribe: 0 });
     await expect
-      .poll(async () => {
-        await a.callTool({ name: 'mcp__features__bump', arguments: {} });
-        return updates.length;
-      }, { timeout: 10_000 })
+      .poll(
+        async () => {
+          await a.callTool({ name: 'mcp__features__bump', arguments: {} });
+          return updates.length;
+        },
+        { timeout: 10_000 },
+      )
       .toBeGreaterThan(0);
     expect(updates[0]).toBe('counter://value');
     // The upstream subscription ends with the last session that holds it.
@@ -99,7 +109,11 @@ describe('/mcp passes on the protocol features of hosted servers', () => {
 
   it('forwards sampling and elicitation requests to the client whose call is running; never roots (issue 20 item 5)', async () => {
     const client = await connect({ sampling: {}, elicitation: { form: {} }, roots: {} });
-    client.setRequestHandler('sampling/createMessage', async () => ({ model: 'test-model', role: 'assistant' as const, content: { type: 'text' as const, text: 'hi there' } }));
+    client.setRequestHandler('sampling/createMessage', async () => ({
+      model: 'test-model',
+      role: 'assistant' as const,
+      content: { type: 'text' as const, text: 'hi there' },
+    }));
     client.setRequestHandler('elicitation/create', async () => ({ action: 'accept' as const, content: { name: 'Ada' } }));
     let rootsAsked = 0;
     client.setRequestHandler('roots/list', async () => (rootsAsked++, { roots: [{ uri: 'file:///work', name: 'work' }] }));
@@ -111,7 +125,7 @@ describe('/mcp passes on the protocol features of hosted servers', () => {
     expect(rootsAsked).toBe(0);
   });
 
-  it('passes on a hosted server\'s cancellation of its request to the client', async () => {
+  it("passes on a hosted server's cancellation of its request to the client", async () => {
     const client = await connect({ sampling: {} });
     let cancelled!: () => void;
     const wasCancelled = new Promise<void>((resolve) => (cancelled = resolve));

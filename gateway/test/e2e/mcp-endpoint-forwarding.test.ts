@@ -10,7 +10,9 @@ describe('/mcp forwards what passes between a host and a hosted server', () => {
   const clients: Client[] = [];
   const connect = async () => {
     const client = new Client({ name: 'forwarding-test', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }),
+    );
     clients.push(client);
     return client;
   };

@@ -143,13 +143,24 @@ describe('/mcp: the gateway as an MCP server, driven by the SDK client', () => {
   });
 
   it('requires the API key and refuses foreign browser origins with 403', async () => {
-    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+    const init = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    };
     const post = (headers: Record<string, string>) =>
-      fetch(`${t.baseUrl}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(init) });
+      fetch(`${t.baseUrl}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+        body: JSON.stringify(init),
+      });
     const noKey = await post({});
     expect(noKey.status).toBe(401);
     expect(noKey.headers.get('www-authenticate')).toMatch(/Bearer/);
-    expect(noKey.headers.get('www-authenticate')).toMatch(/^Bearer realm="voxgate", resource_metadata="[^"]+", error_description="a Voxgate API key is required/);
+    expect(noKey.headers.get('www-authenticate')).toMatch(
+      /^Bearer realm="voxgate", resource_metadata="[^"]+", error_description="a Voxgate API key is required/,
+    );
     const wrongKey = await post({ authorization: 'Bearer wrong' });
     expect(wrongKey.status).toBe(401);
     // A wrong key is an invalid bearer token; the resource metadata names no authorization server (no OAuth).
@@ -181,7 +192,9 @@ describe('/mcp sessions are bounded', () => {
     const t = await startTestGateway({ mcp: { endpoint: { maxSessions: 1, sessionIdleMs: 300 } } });
     const open = async () => {
       const client = new Client({ name: 'cap-test', version: '1.0.0' });
-      await client.connect(new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }));
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }),
+      );
       return client;
     };
     try {
@@ -236,17 +249,25 @@ describe('/mcp session caps per API key and in total', () => {
   });
 });
 
-
 /** A raw POST with any Host header (fetch will not send a forged Host). */
 function rawPost(baseUrl: string, headers: Record<string, string>, body: unknown): Promise<{ status: number; text: string }> {
   const u = new URL(`${baseUrl}/mcp`);
   return new Promise((resolve, reject) => {
-    const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
+    const req = request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      },
+    );
     req.on('error', reject);
     req.end(JSON.stringify(body));
   });
@@ -256,7 +277,12 @@ describe('/mcp DNS-rebinding protection', () => {
   it('answers only configured host names, and checks Origin against them, not against the request', async () => {
     const t = await startTestGateway({ http: { publicUrl: 'https://voice.example.net/' }, mcp: { endpoint: { allowedHosts: ['gateway.lan'] } } });
     const port = new URL(t.baseUrl).port;
-    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+    const init = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    };
     const post = (headers: Record<string, string>) => rawPost(t.baseUrl, { authorization: `Bearer ${TEST_API_KEY}`, ...headers }, init);
     try {
       // A rebound name: the attacker's page and the request agree with each other, and both are refused.
@@ -268,7 +294,8 @@ describe('/mcp DNS-rebinding protection', () => {
       expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'forbidden_host' })).toBe(3);
 
       // Loopback names, the listen address, the public URL's host and configured names are served.
-      for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`, 'voice.example.net', `GATEWAY.lan:${port}`]) expect((await post({ host })).status, host).toBe(200);
+      for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`, 'voice.example.net', `GATEWAY.lan:${port}`])
+        expect((await post({ host })).status, host).toBe(200);
       // An allowed Host does not make a foreign Origin acceptable.
       expect((await post({ host: `gateway.lan:${port}`, origin: 'http://attacker.example' })).status).toBe(403);
       expect((await post({ host: `127.0.0.1:${port}`, origin: `http://gateway.lan:${port}` })).status).toBe(200);
@@ -283,15 +310,25 @@ describe('/mcp DELETE', () => {
     const t = await startTestGateway();
     try {
       const client = new Client({ name: 'delete-test', version: '1.0.0' });
-      const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } });
+      const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } },
+      });
       await client.connect(transport);
       const sid = transport.sessionId!;
       expect(await t.metric('voxgate_mcp_endpoint_sessions')).toBe(1);
-      const del = await fetch(`${t.baseUrl}/mcp`, { method: 'DELETE', headers: { authorization: `Bearer ${TEST_API_KEY}`, 'mcp-session-id': sid, 'content-type': 'application/json' }, body: '' });
+      const del = await fetch(`${t.baseUrl}/mcp`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${TEST_API_KEY}`, 'mcp-session-id': sid, 'content-type': 'application/json' },
+        body: '',
+      });
       expect(del.status).toBe(200);
       expect(await t.metric('voxgate_mcp_endpoint_sessions')).toBe(0);
       // A malformed JSON body is still refused.
-      const bad = await fetch(`${t.baseUrl}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":' });
+      const bad = await fetch(`${t.baseUrl}/mcp`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: '{"jsonrpc":',
+      });
       expect(bad.status).toBe(400);
       await client.close().catch(() => undefined);
     } finally {
@@ -305,7 +342,10 @@ describe('/mcp CORS', () => {
     const allowed = 'https://console.example.com';
     const t = await startTestGateway({ mcp: { endpoint: { allowedOrigins: [allowed] } } });
     const preflight = (origin: string) =>
-      fetch(`${t.baseUrl}/mcp`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, mcp-session-id' } });
+      fetch(`${t.baseUrl}/mcp`, {
+        method: 'OPTIONS',
+        headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, mcp-session-id' },
+      });
     try {
       const ok = await preflight(allowed);
       expect(ok.status).toBe(204);
@@ -317,10 +357,20 @@ describe('/mcp CORS', () => {
       expect(foreign.status).toBe(403);
       expect(foreign.headers.get('access-control-allow-origin')).toBeNull();
 
-      const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'browser', version: '1' } } };
+      const init = {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'browser', version: '1' } },
+      };
       const res = await fetch(`${t.baseUrl}/mcp`, {
         method: 'POST',
-        headers: { origin: allowed, authorization: `Bearer ${TEST_API_KEY}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        headers: {
+          origin: allowed,
+          authorization: `Bearer ${TEST_API_KEY}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
         body: JSON.stringify(init),
       });
       expect(res.status).toBe(200);
@@ -329,7 +379,11 @@ describe('/mcp CORS', () => {
       expect(res.headers.get('access-control-expose-headers')).toMatch(/Mcp-Session-Id/);
       await res.body?.cancel();
       // Errors carry the CORS headers too, so the page can read why.
-      const unauth = await fetch(`${t.baseUrl}/mcp`, { method: 'POST', headers: { origin: allowed, 'content-type': 'application/json' }, body: JSON.stringify(init) });
+      const unauth = await fetch(`${t.baseUrl}/mcp`, {
+        method: 'POST',
+        headers: { origin: allowed, 'content-type': 'application/json' },
+        body: JSON.stringify(init),
+      });
       expect(unauth.status).toBe(401);
       expect(unauth.headers.get('access-control-allow-origin')).toBe(allowed);
     } finally {

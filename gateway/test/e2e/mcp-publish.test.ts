@@ -15,7 +15,14 @@ describe('publishing the fleet to another gateway', { timeout: 60_000 }, () => {
   const lamp: boolean[] = [];
   const device = new ReferenceDevice({
     deviceId: '02:00:00:00:22:01',
-    tools: [{ name: 'self.lamp.set', description: 'Turn the hallway lamp on or off', properties: { on: { type: 'boolean' } }, run: (args) => (lamp.push(Boolean(args['on'])), true) }],
+    tools: [
+      {
+        name: 'self.lamp.set',
+        description: 'Turn the hallway lamp on or off',
+        properties: { on: { type: 'boolean' } },
+        run: (args) => (lamp.push(Boolean(args['on'])), true),
+      },
+    ],
   });
 
   beforeAll(async () => {
@@ -29,7 +36,7 @@ describe('publishing the fleet to another gateway', { timeout: 60_000 }, () => {
     await b?.close();
   });
 
-  it('serves a device of A through B, and B hears when A\'s tools change', async () => {
+  it("serves a device of A through B, and B hears when A's tools change", async () => {
     await untilHub(b.gw.hub, () => b.gw.hub.upstreams.get('fleet')?.state === 'ready', 'A to dial in to B');
     const ready = a.nextEvent('device.ready', device.deviceId);
     await device.connectWebSocket(a.wsUrl);

@@ -34,7 +34,15 @@ function fakeTool(url: string, o: Partial<Pick<FakeTool, 'tools' | 'onCall' | 'a
   ws.on('message', (data) => {
     const m = JSON.parse(data.toString()) as Rpc;
     if (m.method === 'initialize' && fake.answersInitialize)
-      fake.send({ jsonrpc: '2.0', id: m.id!, result: { protocolVersion: (m.params as { protocolVersion: string }).protocolVersion, capabilities: { tools: { listChanged: true } }, serverInfo: { name: 'fake', version: '1' } } });
+      fake.send({
+        jsonrpc: '2.0',
+        id: m.id!,
+        result: {
+          protocolVersion: (m.params as { protocolVersion: string }).protocolVersion,
+          capabilities: { tools: { listChanged: true } },
+          serverInfo: { name: 'fake', version: '1' },
+        },
+      });
     else if (m.method === 'tools/list') fake.send({ jsonrpc: '2.0', id: m.id!, result: { tools: fake.tools } });
     else if (m.method === 'ping') fake.send({ jsonrpc: '2.0', id: m.id!, result: {} });
     else if (m.method === 'tools/call') {
@@ -72,7 +80,14 @@ describe('MCP endpoint boundary', { timeout: 60_000 }, () => {
 
     first.tools = [...first.tools, { name: 'bye', description: 'says bye', inputSchema: { type: 'object' } }];
     first.send({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
-    await untilHub(hub(), () => hub().tools({}).some((x) => x.name === 'mcp__fake__bye'), 'the new tool');
+    await untilHub(
+      hub(),
+      () =>
+        hub()
+          .tools({})
+          .some((x) => x.name === 'mcp__fake__bye'),
+      'the new tool',
+    );
 
     const second = await fakeTool(ep.url, { onCall: (_n, a) => `second ${String(a['who'])}` });
     expect(await first.closed).toEqual({ code: 4000, reason: 'replaced by a newer connection with the same token' });
@@ -108,7 +123,8 @@ describe('MCP endpoint boundary', { timeout: 60_000 }, () => {
 
     const flood = await fakeTool(ep.url);
     await untilHub(hub(), ready('hostile'), 'ready again');
-    for (let i = 0; i < 20_000 && flood.ws.readyState === WebSocket.OPEN; i++) flood.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: i } });
+    for (let i = 0; i < 20_000 && flood.ws.readyState === WebSocket.OPEN; i++)
+      flood.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: i } });
     expect((await flood.closed).code).toBe(1008);
     expect(await t.metric('voxgate_frames_rejected_total', { reason: 'flood' })).toBeGreaterThan(0);
   });
@@ -116,7 +132,13 @@ describe('MCP endpoint boundary', { timeout: 60_000 }, () => {
   it('refuses unknown tokens with 401, then 429 once an address has tried too many', async () => {
     const base = `ws://127.0.0.1:${t.gw.httpPort}/mcp_endpoint/mcp/`;
     const statuses: string[] = [];
-    for (let i = 0; i < 5; i++) statuses.push(await fakeTool(`${base}?token=wrong${i}`).then(() => 'open', (e: Error) => e.message));
+    for (let i = 0; i < 5; i++)
+      statuses.push(
+        await fakeTool(`${base}?token=wrong${i}`).then(
+          () => 'open',
+          (e: Error) => e.message,
+        ),
+      );
     expect(statuses.slice(0, 3)).toEqual(['HTTP 401', 'HTTP 401', 'HTTP 401']);
     expect(statuses.slice(3)).toEqual(['HTTP 429', 'HTTP 429']);
   });
@@ -178,9 +200,14 @@ describe('MCP endpoint caps and allowed_tools', { timeout: 60_000 }, () => {
     const tool = await fakeTool(ep.url, { tools: TWO, onCall: (n) => n });
     try {
       await untilHub(hub(), ready('picky'), 'picky to be ready');
-      const names = hub().tools({}).map((x) => x.name).filter((n) => n.startsWith('mcp__picky__'));
+      const names = hub()
+        .tools({})
+        .map((x) => x.name)
+        .filter((n) => n.startsWith('mcp__picky__'));
       expect(names).toEqual(['mcp__picky__hello']);
-      expect((await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__picky__hello/call', { arguments: {} })).body.content[0]!.text).toBe('hello');
+      expect((await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__picky__hello/call', { arguments: {} })).body.content[0]!.text).toBe(
+        'hello',
+      );
       expect((await t.api<{ code: string }>('POST', '/v1/tools/mcp__picky__bye/call', { arguments: {} })).status).toBe(404);
       const listed = await t.api<{ endpoints: Array<{ name: string; allowed_tools?: string[] | null; tools: string[] }> }>('GET', '/v1/mcp/endpoints');
       expect(listed.body.endpoints.find((e) => e.name === 'picky')).toMatchObject({ tools: ['hello'] });

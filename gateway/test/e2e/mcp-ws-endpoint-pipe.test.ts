@@ -77,11 +77,12 @@ describe.skipIf(!existsSync(PYTHON))('MCP endpoint: a pipe dials in', { timeout:
     await t.close();
   });
 
-  const names = (key: string) => t.api<{ tools: Array<{ name: string }> }>('GET', '/v1/tools', undefined, { apiKey: key }).then((r) => r.body.tools.map((x) => x.name));
+  const names = (key: string) =>
+    t.api<{ tools: Array<{ name: string }> }>('GET', '/v1/tools', undefined, { apiKey: key }).then((r) => r.body.tools.map((x) => x.name));
   const hub = () => t.gw.hub;
   const ready = (name: string) => () => hub().upstreams.get(name)?.state === 'ready';
 
-  it('issues a token, serves the pipe\'s tools, and tells /mcp clients their list changed', async () => {
+  it("issues a token, serves the pipe's tools, and tells /mcp clients their list changed", async () => {
     const created = await t.api<Endpoint>('POST', '/v1/mcp/endpoints', { name: 'pipe' });
     expect(created.status).toBe(201);
     expect(created.body.url).toBe(`ws://127.0.0.1:${t.gw.httpPort}/mcp_endpoint/mcp/?token=${created.body.token}`);
@@ -93,17 +94,28 @@ describe.skipIf(!existsSync(PYTHON))('MCP endpoint: a pipe dials in', { timeout:
     const client = new Client({ name: 'watcher', version: '1' });
     let changes = 0;
     client.setNotificationHandler('notifications/tools/list_changed', () => void changes++);
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }),
+    );
     await client.listTools(); // opens the stateful session's notification stream
     const pipe = startPipe(created.body.url);
     try {
       await pipe.until(/^connected$/);
       await untilHub(hub(), ready('pipe'), 'the endpoint to be ready');
       // server-everything registers its client-dependent tools after initialized.
-      await untilHub(hub(), () => hub().tools({}).some((x) => x.name === 'mcp__pipe__trigger-sampling-request'), 'the relisted tools');
+      await untilHub(
+        hub(),
+        () =>
+          hub()
+            .tools({})
+            .some((x) => x.name === 'mcp__pipe__trigger-sampling-request'),
+        'the relisted tools',
+      );
       // (server-everything's list is complete by then; list_changed itself: endpoint-boundary.test.ts)
 
-      const sum = await t.api<{ content: Array<{ text: string }>; isError: boolean }>('POST', '/v1/tools/mcp__pipe__get-sum/call', { arguments: { a: 20, b: 22 } });
+      const sum = await t.api<{ content: Array<{ text: string }>; isError: boolean }>('POST', '/v1/tools/mcp__pipe__get-sum/call', {
+        arguments: { a: 20, b: 22 },
+      });
       expect(sum.body.isError).toBe(false);
       expect(sum.body.content[0]!.text).toContain('42');
       const servers = await t.api<{ servers: Array<{ name: string; type: string; state: string }> }>('GET', '/v1/mcp/servers');
@@ -159,7 +171,7 @@ describe.skipIf(!existsSync(PYTHON))('MCP endpoint: a pipe dials in', { timeout:
     }
   });
 
-  it('keeps a tenant\'s endpoint to that tenant', async () => {
+  it("keeps a tenant's endpoint to that tenant", async () => {
     const created = await t.api<Endpoint>('POST', '/v1/mcp/endpoints', { name: 'acmetools' }, { apiKey: ACME_KEY });
     expect(created.status).toBe(201);
     const other = await t.api('POST', '/v1/mcp/endpoints', { name: 'sneaky', tenant: 'acme' }, { apiKey: GLOBEX_KEY });

@@ -62,14 +62,16 @@ describe('reference-firmware devices over MQTT (embedded broker)', () => {
 
     const info = await t.api<{ transport: string; state: string; toolCount: number }>('GET', `/v1/devices/${d.deviceId}`);
     expect(info.body).toMatchObject({ transport: 'mqtt', state: 'ready' });
-    const r = await t.api<{ content: Array<{ text: string }> }>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 77 } });
+    const r = await t.api<{ content: Array<{ text: string }> }>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, {
+      arguments: { volume: 77 },
+    });
     expect(r.status).toBe(200);
     expect(r.body.content[0]?.text).toBe('true');
     expect(d.volume).toBe(77);
     expect(await t.metric('voxgate_devices_connected', { transport: 'mqtt' })).toBeGreaterThanOrEqual(1);
   });
 
-  it('ends the firmware\'s voice-channel wait at once (no 10 s stall, no error alert) and keeps the MCP channel', async () => {
+  it("ends the firmware's voice-channel wait at once (no 10 s stall, no error alert) and keeps the MCP channel", async () => {
     const { d } = await onlineDevice();
     // The firmware's OpenAudioChannel: hello, then the main task waits (10 s) for a valid UDP server hello.
     const opened = d.openAudioChannel();
@@ -137,7 +139,12 @@ describe('reference-firmware devices over MQTT (embedded broker)', () => {
   it('takes a 70 KiB result (over the old 64 KiB limit); refuses a reply over mqtt.maxPacketBytes alone, failing its call at once', async () => {
     const big = 'x'.repeat(300 * 1024);
     const tools: RefTool[] = [
-      { name: 'self.dump', description: 'A large result', properties: { kib: { type: 'integer' } }, run: (args) => (args['kib'] === 300 ? big : 'y'.repeat(70 * 1024)) },
+      {
+        name: 'self.dump',
+        description: 'A large result',
+        properties: { kib: { type: 'integer' } },
+        run: (args) => (args['kib'] === 300 ? big : 'y'.repeat(70 * 1024)),
+      },
       ...referenceTools(),
     ];
     const d = new ReferenceDevice({ deviceId: nextMac(), tools });
@@ -152,7 +159,10 @@ describe('reference-firmware devices over MQTT (embedded broker)', () => {
     expect(ok.body.content[0]?.text).toHaveLength(70 * 1024);
 
     const before = await t.metric('voxgate_frames_rejected_total', { reason: 'too_large' });
-    const r = await t.api<{ code: string; detail: string }>('POST', `/v1/devices/${d.deviceId}/tools/self.dump/call`, { arguments: { kib: 300 }, timeoutMs: 60_000 });
+    const r = await t.api<{ code: string; detail: string }>('POST', `/v1/devices/${d.deviceId}/tools/self.dump/call`, {
+      arguments: { kib: 300 },
+      timeoutMs: 60_000,
+    });
     expect([r.status, r.body.code]).toEqual([502, 'DEVICE_ERROR']);
     expect(r.body.detail).toContain('exceeds the 262144-byte limit');
     expect(await t.metric('voxgate_frames_rejected_total', { reason: 'too_large' })).toBe(before + 1);

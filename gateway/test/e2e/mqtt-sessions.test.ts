@@ -85,7 +85,15 @@ describe('MQTT sessions, presence and keepalive (devices hold nothing at the bro
   it('a QoS 1 publish, which the reference firmware may use, still reaches the session', async () => {
     const m = nextMac();
     const { c } = await raw(clientIdFor(m));
-    c.send({ cmd: 'publish', topic: 'device-server', qos: 1, messageId: 7, payload: Buffer.from('{"type":"mcp","payload":{"jsonrpc":"2.0","id":1,"result":{}}}'), retain: false, dup: false });
+    c.send({
+      cmd: 'publish',
+      topic: 'device-server',
+      qos: 1,
+      messageId: 7,
+      payload: Buffer.from('{"type":"mcp","payload":{"jsonrpc":"2.0","id":1,"result":{}}}'),
+      retain: false,
+      dup: false,
+    });
     expect(await c.nextOf('puback')).toMatchObject({ messageId: 7 });
   });
 
@@ -116,7 +124,8 @@ describe('MQTT sessions, presence and keepalive (devices hold nothing at the bro
       const msg = JSON.parse(payload.toString()) as { payload?: { id?: number; method?: string } };
       const rpc = msg.payload;
       if (rpc?.id === undefined) return;
-      const result = rpc.method === 'initialize' ? { protocolVersion: '2024-11-05', capabilities: { tools: {} }, serverInfo: { name: 's', version: '1' } } : { tools: [] };
+      const result =
+        rpc.method === 'initialize' ? { protocolVersion: '2024-11-05', capabilities: { tools: {} }, serverInfo: { name: 's', version: '1' } } : { tools: [] };
       client.publish('device-server', JSON.stringify({ type: 'mcp', payload: { jsonrpc: '2.0', id: rpc.id, result } }));
     });
     await ready;

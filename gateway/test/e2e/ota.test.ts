@@ -14,7 +14,9 @@ function rawRequest(port: number, path: string, hdrs: Record<string, string>): P
     const req = request({ host: '127.0.0.1', port, path, method: 'POST', headers: hdrs }, (res) => {
       let text = '';
       res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), body: JSON.parse(text) as Record<string, unknown> }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), body: JSON.parse(text) as Record<string, unknown> }),
+      );
     });
     req.on('error', reject);
     req.end(systemInfo);
@@ -23,7 +25,12 @@ function rawRequest(port: number, path: string, hdrs: Record<string, string>): P
 
 describe('OTA endpoint (/xiaozhi/ota/)', () => {
   it('hands a new WebSocket device (enrollment open) its URL and a token the WebSocket link accepts; later checks without proof get no token', async () => {
-    const t = await startTestGateway({ deviceAuth: 'hmac', deviceSecret: SECRET, enrollment: { policy: 'open' }, ota: { firmwareVersion: '1.8.0', firmwareUrl: 'http://fw.local/1.8.0.bin' } });
+    const t = await startTestGateway({
+      deviceAuth: 'hmac',
+      deviceSecret: SECRET,
+      enrollment: { policy: 'open' },
+      ota: { firmwareVersion: '1.8.0', firmwareUrl: 'http://fw.local/1.8.0.bin' },
+    });
     try {
       const res = await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers, body: systemInfo });
       expect(res.status).toBe(200);
@@ -46,7 +53,11 @@ describe('OTA endpoint (/xiaozhi/ota/)', () => {
       expect(get.status).toBe(200);
       expect(OtaResponseSchema.parse(await get.json()).websocket).toEqual({ url: body.websocket!.url });
       // Presenting the current token proves it is the device: it gets its credentials again.
-      const proven = await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers: { ...headers, authorization: `Bearer ${body.websocket!.token}` }, body: systemInfo });
+      const proven = await fetch(`${t.baseUrl}/xiaozhi/ota/`, {
+        method: 'POST',
+        headers: { ...headers, authorization: `Bearer ${body.websocket!.token}` },
+        body: systemInfo,
+      });
       expect(OtaResponseSchema.parse(await proven.json()).websocket?.token).toBe(body.websocket!.token);
     } finally {
       await t.close();
@@ -54,7 +65,13 @@ describe('OTA endpoint (/xiaozhi/ota/)', () => {
   });
 
   it('hands a new MQTT device (enrollment open) credentials the broker accepts (and only the mqtt section)', async () => {
-    const t = await startTestGateway({ deviceAuth: 'hmac', deviceSecret: SECRET, enrollment: { policy: 'open' }, ota: { transport: 'mqtt' }, mqtt: { publicEndpoint: 'gw.example.lan:1883' } });
+    const t = await startTestGateway({
+      deviceAuth: 'hmac',
+      deviceSecret: SECRET,
+      enrollment: { policy: 'open' },
+      ota: { transport: 'mqtt' },
+      mqtt: { publicEndpoint: 'gw.example.lan:1883' },
+    });
     try {
       const body = OtaResponseSchema.parse(await (await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers, body: systemInfo })).json());
       expect(body.websocket).toBeUndefined();
@@ -72,7 +89,9 @@ describe('OTA endpoint (/xiaozhi/ota/)', () => {
 
       // MQTT credentials (Basic) prove the device too.
       const basic = Buffer.from(`${m.username}:${m.password}`).toString('base64');
-      const proven = OtaResponseSchema.parse(await (await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers: { ...headers, authorization: `Basic ${basic}` }, body: systemInfo })).json());
+      const proven = OtaResponseSchema.parse(
+        await (await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers: { ...headers, authorization: `Basic ${basic}` }, body: systemInfo })).json(),
+      );
       expect(proven.mqtt?.client_id).toBe(m.client_id);
       const unproven = OtaResponseSchema.parse(await (await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers, body: systemInfo })).json());
       expect(unproven.mqtt).toEqual({ endpoint: 'gw.example.lan:1883', publish_topic: 'device-server', subscribe_topic: 'devices/p2p/aa_bb_cc_dd_ee_01' });

@@ -110,7 +110,11 @@ describe('schedules over HTTP (issue 23)', { timeout: 60_000 }, () => {
     expect(kept.body.schedules[0]).toMatchObject({ cron: '0 7 * * *', timeZone: 'America/New_York', nextRun: cron.nextRun, paused: false });
     expect(kept.body.schedules[1]).toMatchObject({ paused: true, nextRun: null });
     // The device is not connected: whatever the call's fate, the run happened after the restart, once.
-    await until(async () => (await second.api<Schedule>('GET', `/v1/schedules/${once.id}`)).body.lastRun !== null, 'the one-off to run after the restart', 20_000);
+    await until(
+      async () => (await second.api<Schedule>('GET', `/v1/schedules/${once.id}`)).body.lastRun !== null,
+      'the one-off to run after the restart',
+      20_000,
+    );
     const ran = (await second.api<Schedule>('GET', `/v1/schedules/${once.id}`)).body;
     expect(ran).toMatchObject({ lastRun: at, nextRun: null });
     expect(ran.lastResult?.skipped).toBeUndefined();
@@ -127,7 +131,7 @@ describe('schedules over HTTP (issue 23)', { timeout: 60_000 }, () => {
       procs.push(p);
       const http = String((await p.logLine('voxgate started'))['http']);
       const base = `http://127.0.0.1:${http.slice(http.lastIndexOf(':') + 1)}`;
-      return async <T,>(method: string, path: string, body?: unknown) => {
+      return async <T>(method: string, path: string, body?: unknown) => {
         const res = await fetch(base + path, {
           method,
           headers: { authorization: `Bearer ${TEST_API_KEY}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
@@ -148,7 +152,11 @@ describe('schedules over HTTP (issue 23)', { timeout: 60_000 }, () => {
       const again = await start();
       const kept = await again<{ schedules: Schedule[] }>('GET', '/v1/schedules');
       expect(kept.body.schedules.map((x) => x.id)).toEqual([cron.body.id, once.body.id]);
-      await until(async () => (await again<Schedule>('GET', `/v1/schedules/${once.body.id}`)).body.lastRun === at, 'the one-off to run after the restart', 20_000);
+      await until(
+        async () => (await again<Schedule>('GET', `/v1/schedules/${once.body.id}`)).body.lastRun === at,
+        'the one-off to run after the restart',
+        20_000,
+      );
     } finally {
       for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
       await Promise.all(procs.map((p) => p.exited));

@@ -146,7 +146,9 @@ describe('untrusted schemas through the gateway', () => {
       expect(await callOn(99)).toBe(2);
       for (const max of [98, 97, 96, 95]) expect(await callOn(max)).toBe(3);
       // An evicted schema is compiled again when needed: still correct.
-      const again = await t.api<{ code: string }>('POST', `/v1/devices/${devices[0]!.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 101 } });
+      const again = await t.api<{ code: string }>('POST', `/v1/devices/${devices[0]!.deviceId}/tools/self.audio_speaker.set_volume/call`, {
+        arguments: { volume: 101 },
+      });
       expect(again.body.code).toBe('INVALID_ARGUMENTS');
     } finally {
       for (const d of devices) d.terminate();
@@ -157,7 +159,9 @@ describe('untrusted schemas through the gateway', () => {
 
 describe('untrusted schemas from a hosted MCP server', () => {
   it('leaves out a tool whose schema is over the bounds; validates outputSchemas on the linear engine', async () => {
-    const t = await startTestGateway({ mcp: { servers: { hostile: nodeServer(fileURLToPath(new URL('../fixtures/hostile-schema-server.mjs', import.meta.url))) } } });
+    const t = await startTestGateway({
+      mcp: { servers: { hostile: nodeServer(fileURLToPath(new URL('../fixtures/hostile-schema-server.mjs', import.meta.url))) } },
+    });
     try {
       await t.gw.hubStarted;
       const tools = await t.api<{ tools: Array<{ name: string }> }>('GET', '/v1/tools');
@@ -178,4 +182,3 @@ describe('untrusted schemas from a hosted MCP server', () => {
     }
   });
 });
-

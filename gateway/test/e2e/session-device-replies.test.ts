@@ -38,7 +38,10 @@ describe('device replies: unrepairable errors and content items', () => {
       const ready = t.nextEvent('device.ready', d.deviceId);
       await d.connectWebSocket(t.wsUrl);
       await ready;
-      const r = await t.api<{ code: string; detail: string }>('POST', `/v1/devices/${d.deviceId}/tools/self.fail_with_u/call`, { arguments: {}, timeoutMs: 15_000 });
+      const r = await t.api<{ code: string; detail: string }>('POST', `/v1/devices/${d.deviceId}/tools/self.fail_with_u/call`, {
+        arguments: {},
+        timeoutMs: 15_000,
+      });
       expect(r.status).toBe(502);
       expect(r.body.code).toBe('DEVICE_ERROR');
       expect(r.body.detail).toContain('Bad path C:\\users\\x "quoted"');
@@ -54,7 +57,10 @@ describe('device replies: unrepairable errors and content items', () => {
       await d.connectWebSocket(t.wsUrl);
       await ready;
       d.holdReplies();
-      const call = t.api<{ code: string; detail: string }>('POST', `/v1/devices/${d.deviceId}/tools/self.get_device_status/call`, { arguments: {}, timeoutMs: 15_000 });
+      const call = t.api<{ code: string; detail: string }>('POST', `/v1/devices/${d.deviceId}/tools/self.get_device_status/call`, {
+        arguments: {},
+        timeoutMs: 15_000,
+      });
       const req = await d.waitForMcp((p) => p['method'] === 'tools/call');
       const raw = `{"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":${String(req['id'])},"error":{"message":"cut "short`;
       d.sendRaw(raw);
@@ -80,7 +86,11 @@ describe('device replies: unrepairable errors and content items', () => {
     const ready = t.nextEvent('device.ready', id);
     const device = await ScriptedWsDevice.connect(t.wsUrl, id, [
       { name: 'photo', inputSchema: { type: 'object' }, result: `{"content":[${firmwareImage}],"isError":false}` },
-      { name: 'odd', inputSchema: { type: 'object' }, result: '{"content":[{"type":"text","text":42},{"type":"image"},{"type":"video","url":"x"},{"type":"text","text":"fine"}]}' },
+      {
+        name: 'odd',
+        inputSchema: { type: 'object' },
+        result: '{"content":[{"type":"text","text":42},{"type":"image"},{"type":"video","url":"x"},{"type":"text","text":"fine"}]}',
+      },
     ]);
     const client = new Client({ name: 'test-host', version: '1.0.0' });
     try {
@@ -98,7 +108,9 @@ describe('device replies: unrepairable errors and content items', () => {
       expect(await t.metric('voxgate_device_content_normalized_total', { kind: 'malformed' })).toBe(3);
       expect(await t.metric('voxgate_calls_total', { outcome: 'ok_malformed_content' })).toBe(1);
 
-      await client.connect(new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }));
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }),
+      );
       const viaMcp = await client.callTool({ name: deviceToolRaw(id, 'photo'), arguments: {} });
       expect(viaMcp.content).toEqual([{ type: 'image', mimeType: 'image/jpeg', data }]);
     } finally {
@@ -110,7 +122,11 @@ describe('device replies: unrepairable errors and content items', () => {
 
 describe('normalizeDeviceContent', () => {
   it('keeps valid items, rewrites the firmware image shape, never throws', () => {
-    const ok = [{ type: 'text', text: 'a' }, { type: 'image', data: 'AA==', mimeType: 'image/png' }, { type: 'resource_link', uri: 'file:///x', name: 'x' }];
+    const ok = [
+      { type: 'text', text: 'a' },
+      { type: 'image', data: 'AA==', mimeType: 'image/png' },
+      { type: 'resource_link', uri: 'file:///x', name: 'x' },
+    ];
     expect(normalizeDeviceContent(ok)).toEqual({ content: ok, firmwareImages: 0, malformed: 0 });
     const deepInner = { type: 'image', image: `${'['.repeat(10_000)}${']'.repeat(10_000)}` };
     expect(normalizeDeviceContent([deepInner, null, 'x', { type: 'image', image: '{"mimeType":"image/png"}' }]).malformed).toBe(4);

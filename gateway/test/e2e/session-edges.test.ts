@@ -23,7 +23,10 @@ describe('device sessions at the edges', () => {
       const ws = new WebSocket(t.wsUrl, { headers: { 'device-id': '02:00:00:00:05:02', 'client-id': 'mute' } });
       await once(ws, 'open');
       ws.send(JSON.stringify({ type: 'hello', version: 1, transport: 'websocket', features: { mcp: true } }));
-      await until(() => t.logs.some((l) => l['msg'] === 'device setup step failed; retrying while the link is up' && l['deviceId'] === '02:00:00:00:05:02'), 'a setup retry');
+      await until(
+        () => t.logs.some((l) => l['msg'] === 'device setup step failed; retrying while the link is up' && l['deviceId'] === '02:00:00:00:05:02'),
+        'a setup retry',
+      );
       expect((await t.api<{ state: string }>('GET', '/v1/devices/02:00:00:00:05:02')).body.state).toBe('initializing');
       const tools = await t.api<{ code: string }>('GET', '/v1/devices/02:00:00:00:05:02/tools');
       expect([tools.status, tools.body.code]).toEqual([503, 'DEVICE_NOT_READY']);

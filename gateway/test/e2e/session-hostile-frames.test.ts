@@ -57,7 +57,10 @@ describe('hostile frames: deep nesting, and the safety net around each frame han
     expect(await t.metric('voxgate_frames_rejected_total', { reason: 'too_deep' })).toBe(before + 4);
     expect(t.logs.some((l) => l['msg'] === 'frame rejected' && l['reason'] === 'too_deep' && l['deviceId'] === attacker.deviceId)).toBe(true);
     // Both devices, the attacker included, still answer calls.
-    for (const [d, v] of [[healthy, 31], [attacker, 32]] as const) {
+    for (const [d, v] of [
+      [healthy, 31],
+      [attacker, 32],
+    ] as const) {
       const r = await setVolume(d, v);
       expect(r.status).toBe(200);
       expect(d.volume).toBe(v);

@@ -8,12 +8,16 @@ import { isAlive } from '../../../test/support/hub.js';
 // `npm start` is what the README tells people to run: the signal an operator (or a container runtime)
 // sends to npm's own PID must stop the gateway and every hub child, and free the ports.
 describe('npm start', () => {
-  it('runs the compiled gateway as npm\'s direct child, and SIGTERM to npm stops it and its hub children', async () => {
+  it("runs the compiled gateway as npm's direct child, and SIGTERM to npm stops it and its hub children", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-start-'));
     writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
     // A stdio MCP server (the compiled sample): a grandchild that must not outlive the gateway.
     writeFileSync(join(dataDir, 'mcp.json'), JSON.stringify({ mcpServers: { weather: { command: process.execPath, args: [WEATHER_MAIN] } } }));
-    const npm = spawnGateway('npm', ['start', '--silent'], isolatedEnv(dataDir, { GATEWAY_API_KEYS: 'start-test-key', GATEWAY_MCP_CONFIG: join(dataDir, 'mcp.json') }));
+    const npm = spawnGateway(
+      'npm',
+      ['start', '--silent'],
+      isolatedEnv(dataDir, { GATEWAY_API_KEYS: 'start-test-key', GATEWAY_MCP_CONFIG: join(dataDir, 'mcp.json') }),
+    );
     let tree: number[] = [];
     try {
       const started = (await npm.logLine('voxgate started')) as { http: string; mqtt: string; [k: string]: unknown };

@@ -53,14 +53,22 @@ describe('tenants separate devices, enrollments, events and tools (issue 20 item
   };
   const online = async (d: ReferenceDevice, creds: OtaResponse) => {
     const ready = t.nextEvent('device.ready', d.deviceId);
-    if (creds.mqtt) await d.connectMqtt(t.mqttUrl, { clientId: creds.mqtt.client_id!, username: creds.mqtt.username!, password: creds.mqtt.password!, publishTopic: creds.mqtt.publish_topic });
+    if (creds.mqtt)
+      await d.connectMqtt(t.mqttUrl, {
+        clientId: creds.mqtt.client_id!,
+        username: creds.mqtt.username!,
+        password: creds.mqtt.password!,
+        publishTopic: creds.mqtt.publish_topic,
+      });
     else await d.connectWebSocket(t.wsUrl, { token: creds.websocket!.token! });
     await ready;
   };
   const pendingFor = async (key: string) => (await t.api<Pending>('GET', '/v1/enrollments', undefined, as(key))).body.enrollments.map((e) => e.deviceId);
   const devicesFor = async (key: string) => (await t.api<{ devices: DeviceOut[] }>('GET', '/v1/devices', undefined, as(key))).body.devices;
   const deviceToolsFor = async (key: string) =>
-    (await t.api<{ tools: Array<{ name: string }> }>('GET', '/v1/tools', undefined, as(key))).body.tools.map((x) => x.name).filter((n) => n.startsWith('device__'));
+    (await t.api<{ tools: Array<{ name: string }> }>('GET', '/v1/tools', undefined, as(key))).body.tools
+      .map((x) => x.name)
+      .filter((n) => n.startsWith('device__'));
 
   beforeAll(async () => {
     t = await startTestGateway({
@@ -77,7 +85,7 @@ describe('tenants separate devices, enrollments, events and tools (issue 20 item
     await t.close();
   });
 
-  it('enrollment: a pending request is an operator\'s unless a rule gives it to a tenant; a tenant approves only its own', async () => {
+  it("enrollment: a pending request is an operator's unless a rule gives it to a tenant; a tenant approves only its own", async () => {
     const codeA = (await ota(devA)).activation!.code;
     const codeB = (await ota(devB)).activation!.code;
     const codeOps = (await ota(devOps)).activation!.code;
@@ -106,11 +114,12 @@ describe('tenants separate devices, enrollments, events and tools (issue 20 item
     expect((await t.api<{ tenant: string }>('GET', `/v1/enrollments/devices/${DEV_A}`, undefined, as(KEY_A))).body.tenant).toBe('acme');
     expect((await t.api<Problem>('GET', `/v1/enrollments/devices/${DEV_B}`, undefined, as(KEY_A))).status).toBe(404);
     // acme cannot re-enroll (disconnect) globex's device, nor the operator's.
-    for (const id of [DEV_B, DEV_OPS]) expect((await t.api<Problem>('POST', `/v1/enrollments/devices/${id}/reenroll`, undefined, as(KEY_A))).body.code).toBe('ENROLLMENT_NOT_FOUND');
+    for (const id of [DEV_B, DEV_OPS])
+      expect((await t.api<Problem>('POST', `/v1/enrollments/devices/${id}/reenroll`, undefined, as(KEY_A))).body.code).toBe('ENROLLMENT_NOT_FOUND');
     expect(devB.connected && devOps.connected).toBe(true);
   });
 
-  it('devices: a tenant lists, reads, calls and changes only its own; another tenant\'s device is 404; the operator sees all', async () => {
+  it("devices: a tenant lists, reads, calls and changes only its own; another tenant's device is 404; the operator sees all", async () => {
     expect((await devicesFor(KEY_A)).map((d) => [d.id, d.tenant])).toEqual([[DEV_A, 'acme']]);
     expect((await devicesFor(KEY_B)).map((d) => [d.id, d.tenant])).toEqual([[DEV_B, 'globex']]);
     expect((await devicesFor(TEST_API_KEY)).map((d) => [d.id, d.tenant])).toEqual([
@@ -139,7 +148,10 @@ describe('tenants separate devices, enrollments, events and tools (issue 20 item
     // Only an operator key moves a device between tenants, even to the caller's own tenant.
     const own = await t.api<Problem>('PATCH', `/v1/devices/${DEV_A}`, { tenant: 'globex' }, as(KEY_A));
     expect([own.status, own.body.code]).toEqual([403, 'FORBIDDEN']);
-    expect((await t.api<{ voiceMode: string; tenant: string }>('PATCH', `/v1/devices/${DEV_A}`, { voiceMode: 'off' }, as(KEY_A))).body).toMatchObject({ voiceMode: 'off', tenant: 'acme' });
+    expect((await t.api<{ voiceMode: string; tenant: string }>('PATCH', `/v1/devices/${DEV_A}`, { voiceMode: 'off' }, as(KEY_A))).body).toMatchObject({
+      voiceMode: 'off',
+      tenant: 'acme',
+    });
   });
 
   it('fleet: a tenant queues calls for its own devices only and reads only those; jobs and schedules are for operators', async () => {
@@ -161,17 +173,27 @@ describe('tenants separate devices, enrollments, events and tools (issue 20 item
     expect((await t.api<Problem>('GET', '/v1/jobs', undefined, as(KEY_A))).status).toBe(403);
   });
 
-  it('tools: a tenant\'s /v1/tools, devices_list, device_call and /mcp reach only its own devices', async () => {
+  it("tools: a tenant's /v1/tools, devices_list, device_call and /mcp reach only its own devices", async () => {
     expect(await deviceToolsFor(KEY_A)).toEqual([perDevice(DEV_A, 'self.mark')]);
     expect(await deviceToolsFor(KEY_B)).toEqual([perDevice(DEV_B, 'self.mark')]);
     expect((await deviceToolsFor(TEST_API_KEY)).sort()).toEqual([DEV_A, DEV_B, DEV_OPS].map((id) => perDevice(id, 'self.mark')).sort());
 
     const byName = await t.api<Problem>('POST', `/v1/tools/${perDevice(DEV_B, 'self.mark')}/call`, {}, as(KEY_A));
     expect([byName.status, byName.body.code]).toEqual([404, 'TOOL_NOT_FOUND']);
-    const generic = await t.api<{ isError: boolean; content: Array<{ text: string }> }>('POST', '/v1/tools/device_call/call', { arguments: { device_id: DEV_B, tool: 'self.mark' } }, as(KEY_A));
+    const generic = await t.api<{ isError: boolean; content: Array<{ text: string }> }>(
+      'POST',
+      '/v1/tools/device_call/call',
+      { arguments: { device_id: DEV_B, tool: 'self.mark' } },
+      as(KEY_A),
+    );
     expect(generic.body.isError).toBe(true);
     expect(generic.body.content[0]!.text).toContain(`no device ${DEV_B}`);
-    const listed = await t.api<{ structuredContent: { devices: Array<{ device_id: string }> } }>('POST', '/v1/tools/devices_list/call', { arguments: {} }, as(KEY_A));
+    const listed = await t.api<{ structuredContent: { devices: Array<{ device_id: string }> } }>(
+      'POST',
+      '/v1/tools/devices_list/call',
+      { arguments: {} },
+      as(KEY_A),
+    );
     expect(listed.body.structuredContent.devices.map((d) => d.device_id)).toEqual([DEV_A]);
     expect(runs.filter((id) => id !== DEV_A)).toEqual([]);
 
@@ -190,7 +212,10 @@ describe('tenants separate devices, enrollments, events and tools (issue 20 item
   it("events: a tenant's stream (and its Last-Event-ID replay) carries only its devices' events", async () => {
     const streams: SseStream[] = [];
     const open = async (key: string, lastId?: string) => {
-      const s = await openSse(`${t.baseUrl}/v1/events?type=device.offline,device.ready`, { authorization: `Bearer ${key}`, ...(lastId ? { 'last-event-id': lastId } : {}) });
+      const s = await openSse(`${t.baseUrl}/v1/events?type=device.offline,device.ready`, {
+        authorization: `Bearer ${key}`,
+        ...(lastId ? { 'last-event-id': lastId } : {}),
+      });
       streams.push(s);
       return s;
     };
@@ -223,7 +248,9 @@ describe('tenants separate devices, enrollments, events and tools (issue 20 item
       expect((await devicesFor(KEY_A)).map((d) => d.id)).toEqual([DEV_A, DEV_OPS]);
       // The kept history (GET /v1/events/history) likewise.
       const history = async (key: string) =>
-        new Set((await t.api<{ events: Array<{ deviceId: string }> }>('GET', '/v1/events/history?limit=1000', undefined, as(key))).body.events.map((e) => e.deviceId));
+        new Set(
+          (await t.api<{ events: Array<{ deviceId: string }> }>('GET', '/v1/events/history?limit=1000', undefined, as(key))).body.events.map((e) => e.deviceId),
+        );
       await expect.poll(async () => (await history(TEST_API_KEY)).has(DEV_B)).toBe(true);
       const acmeHistory = await history(KEY_A);
       expect(acmeHistory.has(DEV_A)).toBe(true);

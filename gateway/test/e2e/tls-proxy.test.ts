@@ -30,7 +30,9 @@ describe('OTA behind a reverse proxy (http.trustProxy)', () => {
       expect((await ota(t, { ...forwarded, 'x-forwarded-host': 'gw.example.net:8443' })).body.websocket?.url).toBe('wss://gw.example.net:8443/xiaozhi/v1/');
       expect((await ota(t, { ...forwarded, 'x-forwarded-host': 'gw.example.net:443' })).body.websocket?.url).toBe('wss://gw.example.net/xiaozhi/v1/');
       // A proxy chain: the nearest proxy's entry (the last) counts.
-      expect((await ota(t, { 'x-forwarded-proto': 'http, https', 'x-forwarded-host': 'spoofed.example, gw.example.net' })).body.websocket?.url).toBe('wss://gw.example.net/xiaozhi/v1/');
+      expect((await ota(t, { 'x-forwarded-proto': 'http, https', 'x-forwarded-host': 'spoofed.example, gw.example.net' })).body.websocket?.url).toBe(
+        'wss://gw.example.net/xiaozhi/v1/',
+      );
     }));
 
   it('ignores the forwarded headers from anyone not listed (the default: nobody)', async () => {
@@ -62,7 +64,7 @@ describe('OTA behind a reverse proxy (http.trustProxy)', () => {
     });
   });
 
-  it("rate-limits OTA per device address (X-Forwarded-For), not per proxy", () =>
+  it('rate-limits OTA per device address (X-Forwarded-For), not per proxy', () =>
     withGateway({ http: { trustProxy: ['127.0.0.1'] }, enrollment: { rateLimit: { burst: 1, perSecond: 0.01 } } }, async (t) => {
       expect((await ota(t, { ...forwarded, 'x-forwarded-for': '198.51.100.1' })).status).toBe(200);
       expect((await ota(t, { ...forwarded, 'x-forwarded-for': '198.51.100.1' })).status).toBe(429);

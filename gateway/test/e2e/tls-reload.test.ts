@@ -52,7 +52,10 @@ describe('TLS certificate reload', () => {
       expect(await presentedFingerprint(t.gw.mqttTlsPort!, pki.root)).toBe(renewed.fingerprint256);
       // The devices connected before the reload were not dropped: their sessions still answer calls.
       expect(ws.connected && mq.connected).toBe(true);
-      for (const [d, volume] of [[ws, 41], [mq, 42]] as const) {
+      for (const [d, volume] of [
+        [ws, 41],
+        [mq, 42],
+      ] as const) {
         const r = await httpsRequest(t.gw.httpPort, `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, {
           ca: pki.root,
           method: 'POST',
@@ -89,7 +92,11 @@ describe('TLS certificate reload', () => {
       expect(await t.metric('voxgate_tls_reloads_total', { outcome: 'failed' })).toBe(2);
       const errors = t.logs.filter((l) => l.msg === 'TLS reload failed; still serving the previous certificate');
       expect(errors).toHaveLength(2);
-      expect(errors[0]).toMatchObject({ level: 50, err: expect.stringContaining('not a PEM certificate'), certificate: { fingerprint256: first.fingerprint256 } });
+      expect(errors[0]).toMatchObject({
+        level: 50,
+        err: expect.stringContaining('not a PEM certificate'),
+        certificate: { fingerprint256: first.fingerprint256 },
+      });
       expect(errors[1]).toMatchObject({ err: expect.stringContaining('do not make a usable TLS context') });
       expect(JSON.stringify(errors)).not.toContain('PRIVATE KEY');
     } finally {
@@ -114,7 +121,13 @@ describe('signals to the compiled gateway as a process', () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-tls-hup-'));
     writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
     const run = startCompiledGateway(
-      isolatedEnv(dataDir, { GATEWAY_API_KEYS: 'hup-test-key', GATEWAY_TLS_CERT_FILE: live.certFile, GATEWAY_TLS_KEY_FILE: live.keyFile, GATEWAY_TLS_CA_FILE: pki.intermediateFile, GATEWAY_TLS_MQTT_PORT: '0' }),
+      isolatedEnv(dataDir, {
+        GATEWAY_API_KEYS: 'hup-test-key',
+        GATEWAY_TLS_CERT_FILE: live.certFile,
+        GATEWAY_TLS_KEY_FILE: live.keyFile,
+        GATEWAY_TLS_CA_FILE: pki.intermediateFile,
+        GATEWAY_TLS_MQTT_PORT: '0',
+      }),
     );
     try {
       const started = (await run.logLine('voxgate started')) as { http: string; mqttTls: string; tls: boolean };

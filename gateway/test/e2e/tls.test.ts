@@ -24,7 +24,13 @@ beforeAll(() => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** TLS on: certFile holds the leaf only; caFile completes the chain up to the root clients trust. */
-const tlsConfig = (extra: Record<string, unknown> = {}) => ({ certFile: leaf.certFile, keyFile: leaf.keyFile, caFile: pki.intermediateFile, mqttPort: 0, ...extra });
+const tlsConfig = (extra: Record<string, unknown> = {}) => ({
+  certFile: leaf.certFile,
+  keyFile: leaf.keyFile,
+  caFile: pki.intermediateFile,
+  mqttPort: 0,
+  ...extra,
+});
 
 const otaHeaders = (deviceId: string) => ({ 'device-id': deviceId, 'client-id': '7d3c1f0e-3b7a-4c8e-9f21-0a1b2c3d4e5f', 'content-type': 'application/json' });
 const otaBody = (deviceId: string) => JSON.stringify({ mac_address: deviceId, application: { name: 'xiaozhi', version: '1.7.6' } });
@@ -215,7 +221,13 @@ describe('TLS on the HTTP listener and a second MQTT listener', () => {
 
 describe('TLS configuration', () => {
   it('reads the tls block from GATEWAY_TLS_* and wants certificate and key together', () => {
-    const c = loadConfig({ GATEWAY_TLS_CERT_FILE: '/c.pem', GATEWAY_TLS_KEY_FILE: '/k.pem', GATEWAY_TLS_MQTT_PORT: '8884', GATEWAY_TLS_ADVERTISE: 'plain', GATEWAY_TRUST_PROXY: '10.0.0.0/8, loopback' });
+    const c = loadConfig({
+      GATEWAY_TLS_CERT_FILE: '/c.pem',
+      GATEWAY_TLS_KEY_FILE: '/k.pem',
+      GATEWAY_TLS_MQTT_PORT: '8884',
+      GATEWAY_TLS_ADVERTISE: 'plain',
+      GATEWAY_TRUST_PROXY: '10.0.0.0/8, loopback',
+    });
     expect(c.tls).toMatchObject({ certFile: '/c.pem', keyFile: '/k.pem', mqttPort: 8884, mqttEnabled: true, advertise: 'plain' });
     expect(c.http.trustProxy).toEqual(['10.0.0.0/8', 'loopback']);
     expect(loadConfig({}).tls).toMatchObject({ mqttPort: 8883, advertise: 'auto' });
@@ -229,7 +241,10 @@ describe('TLS configuration', () => {
     const other = pki.issue('voxgate-test-other');
     const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-tls-bad-'));
     try {
-      const config = loadConfig({}, { dataDir, http: { host: '127.0.0.1', port: 0 }, mqtt: { host: '127.0.0.1', port: 0 }, tls: { certFile: leaf.certFile, keyFile: other.keyFile } });
+      const config = loadConfig(
+        {},
+        { dataDir, http: { host: '127.0.0.1', port: 0 }, mqtt: { host: '127.0.0.1', port: 0 }, tls: { certFile: leaf.certFile, keyFile: other.keyFile } },
+      );
       const err = await startGateway(config, { log: createLogger('silent') }).then(
         () => undefined,
         (e: unknown) => e as Error,

@@ -30,7 +30,10 @@ describe('tools/list page cache', () => {
         else await d.connectMqtt(t.mqttUrl, { clientId: `GID_test@@@${d.deviceId.replace(/:/g, '_')}@@@${d.clientId}` });
         return (await ready).data['hash'] as string;
       };
-      const pages = async () => ({ parsed: await t.metric('voxgate_tools_pages_total', { source: 'parsed' }), cache: await t.metric('voxgate_tools_pages_total', { source: 'cache' }) });
+      const pages = async () => ({
+        parsed: await t.metric('voxgate_tools_pages_total', { source: 'parsed' }),
+        cache: await t.metric('voxgate_tools_pages_total', { source: 'cache' }),
+      });
 
       const h1 = await join(new ReferenceDevice({ deviceId: '02:00:00:00:07:01', extraTools: 40 }));
       const first = await pages();
@@ -52,7 +55,9 @@ describe('tools/list page cache', () => {
       const h4 = await join(new ReferenceDevice({ deviceId: '02:00:00:00:07:04', extraTools: 40, tools }));
       expect(h4).not.toBe(h1);
       expect((await pages()).parsed).toBeGreaterThan(second.parsed);
-      const call = await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/devices/02:00:00:00:07:03/tools/self.audio_speaker.set_volume/call', { arguments: { volume: 21 } });
+      const call = await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/devices/02:00:00:00:07:03/tools/self.audio_speaker.set_volume/call', {
+        arguments: { volume: 21 },
+      });
       expect(call.status).toBe(200);
     } finally {
       for (const d of devices) d.terminate();

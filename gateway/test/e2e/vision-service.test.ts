@@ -15,7 +15,10 @@ import { PhotoStore } from '../../src/vision/photo-store.js';
 const JPEG = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.alloc(600, 7), Buffer.from([0xff, 0xd9])]);
 
 /** A device's upload, as the firmware sends it (question first, then the file). */
-async function upload(url: string, opts: { deviceId: string; token?: string; file?: Buffer; question?: string }): Promise<{ status: number; body: Record<string, unknown> }> {
+async function upload(
+  url: string,
+  opts: { deviceId: string; token?: string; file?: Buffer; question?: string },
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const form = new FormData();
   form.append('question', opts.question ?? 'what is it?');
   form.append('file', new Blob([new Uint8Array(opts.file ?? JPEG)], { type: 'image/jpeg' }), 'camera.jpg');
@@ -43,7 +46,9 @@ describe('the vision endpoint (POST /mcp/vision/explain)', () => {
       await ready;
       d.vision = { url, token: d.vision!.token! };
       const photoEvent = t.nextEvent('device.photo', d.deviceId);
-      const r = await t.api<{ content: Array<{ text: string }> }>('POST', `/v1/devices/${d.deviceId}/tools/self.camera.take_photo/call`, { arguments: { question: 'what is on the desk?' } });
+      const r = await t.api<{ content: Array<{ text: string }> }>('POST', `/v1/devices/${d.deviceId}/tools/self.camera.take_photo/call`, {
+        arguments: { question: 'what is on the desk?' },
+      });
       expect(r.status).toBe(200);
       expect(JSON.parse(r.body.content[0]!.text)).toEqual({ success: false, action: 'RESPONSE', response: NO_EXPLAINER_ANSWER });
       const e = await photoEvent;
@@ -52,7 +57,9 @@ describe('the vision endpoint (POST /mcp/vision/explain)', () => {
       const list = await t.api<{ photos: Array<{ id: string; question: string; bytes: number }> }>('GET', `/v1/devices/${d.deviceId}/photos`);
       expect(list.body.photos).toHaveLength(1);
       expect(list.body.photos[0]).toMatchObject({ id: e.data['photoId'], question: 'what is on the desk?', bytes: JPEG.length });
-      const img = await fetch(`${t.baseUrl}/v1/devices/${d.deviceId}/photos/${list.body.photos[0]!.id}`, { headers: { authorization: 'Bearer test-api-key-0123456789' } });
+      const img = await fetch(`${t.baseUrl}/v1/devices/${d.deviceId}/photos/${list.body.photos[0]!.id}`, {
+        headers: { authorization: 'Bearer test-api-key-0123456789' },
+      });
       expect(img.headers.get('content-type')).toBe('image/jpeg');
       expect(Buffer.from(await img.arrayBuffer()).equals(JPEG)).toBe(true);
     } finally {
@@ -100,10 +107,16 @@ describe('an external explainer (vision.explainerUrl)', () => {
 
   it("forwards the question and photo and passes on the explainer's answer", async () => {
     const port = (explainer.address() as { port: number }).port;
-    const t = await startTestGateway({ vision: { url: 'http://127.0.0.1:1/mcp/vision/explain', explainerUrl: `http://127.0.0.1:${port}/explain`, explainerToken: 'explainer-secret' } });
+    const t = await startTestGateway({
+      vision: { url: 'http://127.0.0.1:1/mcp/vision/explain', explainerUrl: `http://127.0.0.1:${port}/explain`, explainerToken: 'explainer-secret' },
+    });
     try {
       const id = '02:00:00:00:09:83';
-      const r = await upload(`${t.baseUrl}/mcp/vision/explain`, { deviceId: id, token: mintVisionToken(t.gw.visionKey, id, Date.now() / 1000 + 60), question: 'what colour?' });
+      const r = await upload(`${t.baseUrl}/mcp/vision/explain`, {
+        deviceId: id,
+        token: mintVisionToken(t.gw.visionKey, id, Date.now() / 1000 + 60),
+        question: 'what colour?',
+      });
       expect(r).toEqual({ status: 200, body: { success: true, action: 'RESPONSE', response: 'A red mug on a desk.' } });
       expect(seen?.auth).toBe('Bearer explainer-secret');
       expect(seen?.deviceId).toBe(id);
@@ -122,7 +135,11 @@ describe("the assistant's vision model as the explainer", () => {
     try {
       llm.script([{ text: 'A blue cup.' }]);
       const id = '02:00:00:00:09:84';
-      const r = await upload(`${t.baseUrl}/mcp/vision/explain`, { deviceId: id, token: mintVisionToken(t.gw.visionKey, id, Date.now() / 1000 + 60), question: 'what is this?' });
+      const r = await upload(`${t.baseUrl}/mcp/vision/explain`, {
+        deviceId: id,
+        token: mintVisionToken(t.gw.visionKey, id, Date.now() / 1000 + 60),
+        question: 'what is this?',
+      });
       expect(r).toEqual({ status: 200, body: { success: true, action: 'RESPONSE', response: 'A blue cup.' } });
       expect(JSON.stringify(llm.requests[0]!.body)).toContain('what is this?');
     } finally {

@@ -32,7 +32,10 @@ describe('voice relay: WebSocket devices through Voxgate to a voice server', () 
       authorize: (h) => {
         const auth = String(h['authorization'] ?? '');
         if (!auth.startsWith('Bearer ')) return false;
-        const r = verifyDeviceToken(SECRET, auth.slice(7), String(h['client-id']), String(h['device-id']), { nowSeconds: Date.now() / 1000, maxAgeSeconds: 3600 });
+        const r = verifyDeviceToken(SECRET, auth.slice(7), String(h['client-id']), String(h['device-id']), {
+          nowSeconds: Date.now() / 1000,
+          maxAgeSeconds: 3600,
+        });
         return r.ok;
       },
     });
@@ -187,7 +190,8 @@ describe('voice relay: backpressure and many sessions', () => {
         await new Promise((r) => setTimeout(r, 60)); // the device's frame pace (pacing the sender, not waiting for a result)
       }
       await until(() => ds.every((d) => d.audioReceived.length === frames), 'every echoed frame at every device', 20_000);
-      for (const [n, d] of ds.entries()) expect(d.audioReceived.map((b) => b.subarray(4).toString('hex'))).toEqual(Array.from({ length: frames }, (_, i) => frame(n * 100 + i).toString('hex')));
+      for (const [n, d] of ds.entries())
+        expect(d.audioReceived.map((b) => b.subarray(4).toString('hex'))).toEqual(Array.from({ length: frames }, (_, i) => frame(n * 100 + i).toString('hex')));
       expect(await t.metric('voxgate_voice_audio_dropped_total')).toBe(0);
       expect(await t.metric('voxgate_voice_sessions_active')).toBe(50);
     } finally {
@@ -255,7 +259,9 @@ describe('voice relay: limits and configuration', () => {
     const d = new ReferenceDevice({ deviceId: nextMac() });
     try {
       await d.connectWebSocket(t.wsUrl, { skipHello: true });
-      d.sendRaw(JSON.stringify({ type: 'hello', version: 3, transport: 'udp', audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 } }));
+      d.sendRaw(
+        JSON.stringify({ type: 'hello', version: 3, transport: 'udp', audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 } }),
+      );
       const hello = await d.waitForFrame((f) => f['type'] === 'hello');
       expect(hello['transport']).toBe('websocket');
       expect(hello['udp']).toBeUndefined();
@@ -273,7 +279,12 @@ describe('voice relay: limits and configuration', () => {
     const d = new ReferenceDevice({ deviceId: nextMac() });
     try {
       await d.connectWebSocket(t.wsUrl, { skipHello: true });
-      const hello = JSON.stringify({ type: 'hello', version: 1, transport: 'websocket', audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 } });
+      const hello = JSON.stringify({
+        type: 'hello',
+        version: 1,
+        transport: 'websocket',
+        audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 },
+      });
       for (let i = 0; i < 20; i++) d.sendRaw(hello);
       await until(async () => (await t.metric('voxgate_voice_sessions_total', { outcome: 'duplicate_hello' })) === 19, 'the duplicates counted');
       await vs.nextConnection();

@@ -72,7 +72,16 @@ describe('reference-firmware devices over WebSocket', () => {
     expect(r.body.hash).toMatch(/^[A-Za-z0-9_-]{22}$/);
 
     const info = await t.api<Record<string, unknown>>('GET', `/v1/devices/${d.deviceId}`);
-    expect(info.body).toMatchObject({ id: d.deviceId, clientId: d.clientId, transport: 'websocket', online: true, state: 'ready', toolCount: names.length, protocolVersion: '2024-11-05', server: { name: 'sim-board', version: '1.7.6' } });
+    expect(info.body).toMatchObject({
+      id: d.deviceId,
+      clientId: d.clientId,
+      transport: 'websocket',
+      online: true,
+      state: 'ready',
+      toolCount: names.length,
+      protocolVersion: '2024-11-05',
+      server: { name: 'sim-board', version: '1.7.6' },
+    });
   });
 
   it('calls a tool and accepts every spelling of the device id', async () => {
@@ -132,7 +141,13 @@ describe('reference-firmware devices over WebSocket', () => {
     const d = device({
       tools: [
         ...referenceTools(),
-        { name: 'self.fail', description: 'always fails', run: () => { throw new Error('bad "quoted" {json}'); } },
+        {
+          name: 'self.fail',
+          description: 'always fails',
+          run: () => {
+            throw new Error('bad "quoted" {json}');
+          },
+        },
       ],
     });
     await online(d);
@@ -159,7 +174,10 @@ describe('reference-firmware devices over WebSocket', () => {
   it('times out a call, counts and drops the late reply, and keeps working', async () => {
     const d = await online(device());
     d.holdReplies();
-    const r = await t.api<ProblemBody>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 5 }, timeoutMs: 200 });
+    const r = await t.api<ProblemBody>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, {
+      arguments: { volume: 5 },
+      timeoutMs: 200,
+    });
     expect([r.status, r.body.code]).toEqual([504, 'DEVICE_TIMEOUT']);
     const late = await t.metric('voxgate_late_replies_total');
     d.releaseReplies();
@@ -171,7 +189,8 @@ describe('reference-firmware devices over WebSocket', () => {
   it('queues calls one at a time and answers DEVICE_BUSY when the queue is full', async () => {
     const d = await online(device());
     d.holdReplies();
-    const call = (v: number) => t.api<CallBody & ProblemBody>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: v } });
+    const call = (v: number) =>
+      t.api<CallBody & ProblemBody>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: v } });
     const first = call(1);
     await d.waitForMcp((p) => p['method'] === 'tools/call');
     const second = call(2); // waits in the queue (limit 1)
@@ -190,7 +209,10 @@ describe('reference-firmware devices over WebSocket', () => {
   it('fails a pending call within a second when the device drops, then reports DEVICE_OFFLINE', async () => {
     const d = await online(device());
     d.holdReplies();
-    const pending = t.api<ProblemBody>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 9 }, timeoutMs: 30_000 });
+    const pending = t.api<ProblemBody>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, {
+      arguments: { volume: 9 },
+      timeoutMs: 30_000,
+    });
     await d.waitForMcp((p) => p['method'] === 'tools/call');
     const offline = t.nextEvent('device.offline', d.deviceId);
     d.terminate();

@@ -67,7 +67,9 @@ describe.skipIf(!hasNats)('event history over the cluster event stream (JetStrea
     expect(await all({ limit: 7 })).toEqual(written.map((e) => e.id));
     expect(await all({ limit: 4, devices: new Set([B]) })).toEqual(ids((e) => e.deviceId === B));
     expect(await all({ limit: 4, types: new Set<EventType>(['device.online']) })).toEqual(ids((e) => e.type === 'device.online'));
-    expect(await all({ limit: 3, devices: new Set([A]), types: new Set<EventType>(['device.online']) })).toEqual(ids((e) => e.deviceId === A && e.type === 'device.online'));
+    expect(await all({ limit: 3, devices: new Set([A]), types: new Set<EventType>(['device.online']) })).toEqual(
+      ids((e) => e.deviceId === A && e.type === 'device.online'),
+    );
     expect(await all({ limit: 5, devices: new Set([A, B]), types: new Set<EventType>(['device.online', 'device.message']) })).toEqual(written.map((e) => e.id));
     expect(await all({ limit: 4, since: T0 + 25_000 })).toEqual(written.slice(25).map((e) => e.id));
     expect((await read({ limit: 5, devices: new Set(['02:00:00:00:23:ff']) })).events).toEqual([]);
@@ -78,6 +80,11 @@ describe.skipIf(!hasNats)('event history over the cluster event stream (JetStrea
     expect(page.events.map((e) => e.data['i'])).toEqual([29, 28, 27]);
     expect(await all({ limit: 4, order: 'newest' })).toEqual(written.map((e) => e.id).reverse());
     expect(await all({ limit: 2, order: 'newest', devices: new Set([A]) })).toEqual(ids((e) => e.deviceId === A).reverse());
-    expect(await all({ limit: 2, order: 'newest', since: T0 + 26_000 })).toEqual(written.slice(26).map((e) => e.id).reverse());
+    expect(await all({ limit: 2, order: 'newest', since: T0 + 26_000 })).toEqual(
+      written
+        .slice(26)
+        .map((e) => e.id)
+        .reverse(),
+    );
   });
 });

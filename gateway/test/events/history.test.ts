@@ -32,7 +32,9 @@ function open(path: string, o: Partial<SqliteEventLogOptions> & { clock?: { now:
   const store = new SqliteStore(path);
   stores.push(store);
   const clock = o.clock ?? { now: T0 };
-  const log = store.share((db) => new SqliteEventLog(db, { maxEvents: 1000, maxAgeMs: 3_600_000, flushMs: 250, batchSize: 500, replayLimit: 100, now: () => clock.now, ...o }));
+  const log = store.share(
+    (db) => new SqliteEventLog(db, { maxEvents: 1000, maxAgeMs: 3_600_000, flushMs: 250, batchSize: 500, replayLimit: 100, now: () => clock.now, ...o }),
+  );
   return { store, log, clock };
 }
 
@@ -108,7 +110,10 @@ describe('event history in the embedded store (SQLite)', () => {
     const page = await log.read({ limit: 5, order: 'newest' });
     expect(page.events.map((e) => e.data['i'])).toEqual([11, 10, 9, 8, 7]);
     expect((await all(log, { limit: 5, order: 'newest' })).ids).toEqual(written.map((e) => e.id).reverse());
-    const ofB = written.filter((e) => e.deviceId === B).map((e) => e.id).reverse();
+    const ofB = written
+      .filter((e) => e.deviceId === B)
+      .map((e) => e.id)
+      .reverse();
     expect((await all(log, { limit: 1, order: 'newest', devices: new Set([B]) })).ids).toEqual(ofB);
   });
 
@@ -147,7 +152,11 @@ describe('event history in the embedded store (SQLite)', () => {
   it('survives a close and a reopen: close writes what waits; ids from the earlier start replay through the bus', async () => {
     const path = tempDb();
     const first = open(path, { replayLimit: 3 });
-    const before = [event('device.online', A, T0, {}, 'old'), event('device.ready', A, T0 + 1, { toolCount: 3 }, 'old'), event('device.offline', A, T0 + 2, { reason: 'x' }, 'old')];
+    const before = [
+      event('device.online', A, T0, {}, 'old'),
+      event('device.ready', A, T0 + 1, { toolCount: 3 }, 'old'),
+      event('device.offline', A, T0 + 2, { reason: 'x' }, 'old'),
+    ];
     for (const e of before) first.log.append(e); // never flushed by hand: the store's close writes them
     await first.store.close();
 
@@ -195,7 +204,16 @@ describe('event history in the embedded store (SQLite)', () => {
     ];
     for (let i = 0; i < N; i++) {
       const [type, data] = kinds[i % kinds.length]!;
-      log.append({ id: `mi3x9k2a1f4e-${i + 1}`, type, deviceId: `aa:bb:cc:dd:${(i % 200).toString(16).padStart(4, '0').replace(/(..)(..)/, '$1:$2')}`, at: new Date(T0 + i * 1000).toISOString(), data });
+      log.append({
+        id: `mi3x9k2a1f4e-${i + 1}`,
+        type,
+        deviceId: `aa:bb:cc:dd:${(i % 200)
+          .toString(16)
+          .padStart(4, '0')
+          .replace(/(..)(..)/, '$1:$2')}`,
+        at: new Date(T0 + i * 1000).toISOString(),
+        data,
+      });
     }
     await store.close();
     const perEvent = (statSync(path).size - base) / N;

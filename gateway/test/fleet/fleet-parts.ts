@@ -75,7 +75,8 @@ export class FakeFleet {
   };
 
   selector: DeviceSelector = {
-    select: async (f: JobFilter) => [...this.devices.values()].filter((d) => (!f.board || d.board === f.board) && (!f.ids || f.ids.includes(d.id))).map((d) => d.id),
+    select: async (f: JobFilter) =>
+      [...this.devices.values()].filter((d) => (!f.board || d.board === f.board) && (!f.ids || f.ids.includes(d.id))).map((d) => d.id),
   };
 
   /** The first event (past or future) that matches. */
@@ -108,7 +109,10 @@ export const removeDir = (dir: string) => rmSync(dir, { recursive: true, force: 
 export const fleetConfig = (o: Partial<FleetConfig> = {}): FleetConfig => ({ ...FleetSlice.parse({}), sweepIntervalMs: 600_000, progressIntervalMs: 50, ...o });
 
 /** A fleet over the store in `dir` (opened fresh: a second call on the same folder is a restart). */
-export async function startRig(dir: string, o: { config?: Partial<FleetConfig>; fake?: FakeFleet; now?: () => number; soleSender?: boolean } = {}): Promise<Rig> {
+export async function startRig(
+  dir: string,
+  o: { config?: Partial<FleetConfig>; fake?: FakeFleet; now?: () => number; soleSender?: boolean } = {},
+): Promise<Rig> {
   const store = new SqliteStore(join(dir, 'voxgate.db'));
   const bus = o.fake?.bus ?? new EventBus({ bufferSize: 0 });
   const fake = o.fake ?? new FakeFleet(bus);
@@ -137,7 +141,6 @@ export async function startRig(dir: string, o: { config?: Partial<FleetConfig>; 
   };
 }
 
-export const mac = (n: number) =>
-  `02:00:${[(n >> 24) & 255, (n >> 16) & 255, (n >> 8) & 255, n & 255].map((b) => b.toString(16).padStart(2, '0')).join(':')}`;
+export const mac = (n: number) => `02:00:${[(n >> 24) & 255, (n >> 16) & 255, (n >> 8) & 255, n & 255].map((b) => b.toString(16).padStart(2, '0')).join(':')}`;
 
 export { GatewayError };

@@ -41,7 +41,12 @@ describe('fleet jobs', () => {
       if (i % 10 === 0) offline.push(id);
     }
     r.fake.add(mac(5000), { ready: true, board: 'other-board' });
-    const job = await r.fleet.jobs.create({ tool: 'self.audio_speaker.set_volume', arguments: { volume: 40 }, filter: { board: 'esp32-s3-box' }, concurrency: 20 });
+    const job = await r.fleet.jobs.create({
+      tool: 'self.audio_speaker.set_volume',
+      arguments: { volume: 40 },
+      filter: { board: 'esp32-s3-box' },
+      concurrency: 20,
+    });
     expect(job).toMatchObject({ state: 'running', total: 1000, concurrency: 20 });
     // The online devices finish; the offline ones wait.
     await r.fake.event(() => r.fleet.jobs.get(job.id)!.counts.queued === offline.length && r.fleet.jobs.get(job.id)!.counts.sent === 0);

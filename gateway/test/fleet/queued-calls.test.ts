@@ -24,7 +24,8 @@ describe('queued calls (real SqliteStore, fake devices)', () => {
     for (const d of dirs.splice(0)) removeDir(d);
   });
 
-  const finished = (r: Rig, callId: string) => r.fake.event((e) => e.type === 'call.state' && e.data['callId'] === callId && !['queued', 'sent'].includes(e.data['state'] as string));
+  const finished = (r: Rig, callId: string) =>
+    r.fake.event((e) => e.type === 'call.state' && e.data['callId'] === callId && !['queued', 'sent'].includes(e.data['state'] as string));
 
   it('waits for an offline device and delivers when it is ready; every state change is an event', async () => {
     const r = await rig(dir());
@@ -129,7 +130,9 @@ describe('queued calls (real SqliteStore, fake devices)', () => {
     await expect(r.fleet.calls.enqueue({ deviceId: a, tool: 't', arguments: {} })).rejects.toMatchObject({ code: 'QUEUE_FULL' });
     await r.fleet.calls.enqueue({ deviceId: b, tool: 't', arguments: {} });
     await expect(r.fleet.calls.enqueue({ deviceId: b, tool: 't', arguments: {} })).rejects.toMatchObject({ code: 'QUEUE_FULL' });
-    await expect(r.fleet.calls.enqueue({ deviceId: mac(10), tool: 't', arguments: { x: 'y'.repeat(100) } })).rejects.toMatchObject({ code: 'PAYLOAD_TOO_LARGE' });
+    await expect(r.fleet.calls.enqueue({ deviceId: mac(10), tool: 't', arguments: { x: 'y'.repeat(100) } })).rejects.toMatchObject({
+      code: 'PAYLOAD_TOO_LARGE',
+    });
     expect(r.fleet.calls.unfinishedCount).toBe(3);
   });
 
@@ -143,7 +146,9 @@ describe('queued calls (real SqliteStore, fake devices)', () => {
     const busy = r.fake.add(mac(12), { ready: true, throws: new GatewayError('DEVICE_BUSY', 'busy') });
     const b = await r.fleet.calls.enqueue({ deviceId: busy.id, tool: 't', arguments: {} });
     await r.fake.event((e) => e.data['callId'] === b.id && e.data['state'] === 'sent');
-    await r.fake.event((e) => e.data['callId'] === b.id && e.data['state'] === 'queued' && r.fleet.calls.get(b.id)!.state === 'queued' && busy.ran.length === 1);
+    await r.fake.event(
+      (e) => e.data['callId'] === b.id && e.data['state'] === 'queued' && r.fleet.calls.get(b.id)!.state === 'queued' && busy.ran.length === 1,
+    );
     busy.throws = undefined;
     await finished(r, b.id);
     expect(r.fleet.calls.get(b.id)!.state).toBe('succeeded');

@@ -207,7 +207,12 @@ describe('schedules (one instance, SQLite store, a clock moved by hand)', () => 
     const a = await s.create({ cron: '0 * * * *', call }, { tenant: 'acme', principal: 'key:a' });
     const b = await s.create({ cron: '0 * * * *', call }, { tenant: 'other', principal: 'key:b' });
     expect(s.list('acme').map((x) => x.id)).toEqual([a.id]);
-    expect(s.list().map((x) => x.id).sort()).toEqual([a.id, b.id].sort());
+    expect(
+      s
+        .list()
+        .map((x) => x.id)
+        .sort(),
+    ).toEqual([a.id, b.id].sort());
     expect(s.get(a.id)).not.toHaveProperty('owner');
     expect(() => s.get(a.id, 'other')).toThrow(/no schedule/);
     await expect(s.delete(a.id, 'other')).rejects.toMatchObject({ code: 'NOT_FOUND' });
@@ -233,7 +238,11 @@ describe('schedules (one instance, SQLite store, a clock moved by hand)', () => 
     clock.t = Date.parse('2026-11-26T11:03:00Z');
     const second = await open(sqlite(path).store, clock);
     expect(second.targets.calls).toHaveLength(1);
-    expect(second.s.get(hourly.id)).toMatchObject({ lastRun: '2026-11-26T11:00:00.000Z', lastResult: { callId: 'call-1' }, nextRun: '2026-11-26T12:00:00.000Z' });
+    expect(second.s.get(hourly.id)).toMatchObject({
+      lastRun: '2026-11-26T11:00:00.000Z',
+      lastResult: { callId: 'call-1' },
+      nextRun: '2026-11-26T12:00:00.000Z',
+    });
     expect(second.s.get(soon.id)).toMatchObject({ lastRun: '2026-11-26T10:30:00.000Z', lastResult: { skipped: true }, nextRun: null });
     expect(second.s.get(late.id)).toMatchObject({ lastResult: { skipped: true }, nextRun: null });
     expect(second.fired).toHaveLength(1);
@@ -264,9 +273,11 @@ describe('schedules (one instance, SQLite store, a clock moved by hand)', () => 
     const { s, targets } = await open(store, clock, new Targets(), { claimRetentionMs: 3_600_000 });
     const hourly = await s.create({ cron: '0 * * * *', call });
     await clock.moveTo('2026-11-26T11:00:00Z', s);
-    expect(await store.list(SCHEDULE_CLAIMS)).toEqual([{ key: `${hourly.id}@2026-11-26T11:00:00.000Z`, value: { by: 'local', at: Date.parse('2026-11-26T11:00:00Z') } }]);
+    expect(await store.list(SCHEDULE_CLAIMS)).toEqual([
+      { key: `${hourly.id}@2026-11-26T11:00:00.000Z`, value: { by: 'local', at: Date.parse('2026-11-26T11:00:00Z') } },
+    ]);
     // The record written back as it was before the run (a stale copy): the claim alone keeps the run from firing twice.
-    await store.put(SCHEDULES, hourly.id, { ...(await store.get(SCHEDULES, hourly.id) as object), lastRun: null, nextRun: '2026-11-26T11:00:00.000Z' });
+    await store.put(SCHEDULES, hourly.id, { ...((await store.get(SCHEDULES, hourly.id)) as object), lastRun: null, nextRun: '2026-11-26T11:00:00.000Z' });
     await s.close();
     const again = await open(store, clock);
     expect(again.targets.calls).toHaveLength(0);
@@ -365,7 +376,10 @@ describe.skipIf(!natsServerInstalled)('schedules in a cluster (three schedulers,
     expect(instances.flatMap((i) => i.fired)).toHaveLength(4);
     // Every instance ends up with the winner's record of the last run.
     await until(() => instances.every((i) => i.s.get(made.id).lastRun === '2026-11-26T10:30:00.000Z'), 'the last run on every instance');
-    await until(() => instances.every((i) => i.s.get(once.id).nextRun === null && i.s.get(once.id).lastResult?.jobId !== undefined), 'the one-off done everywhere');
+    await until(
+      () => instances.every((i) => i.s.get(once.id).nextRun === null && i.s.get(once.id).lastResult?.jobId !== undefined),
+      'the one-off done everywhere',
+    );
     // A delete on one instance reaches the others.
     await instances[2]!.s.delete(made.id);
     await until(() => instances.every((i) => i.s.size === 1), 'the delete on every instance');

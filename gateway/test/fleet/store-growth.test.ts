@@ -31,7 +31,12 @@ describe('store growth of queued calls and jobs', () => {
     const empty = await fileBytes(dir);
 
     const again = await startRig(dir, { fake: r.fake });
-    const job = await again.fleet.jobs.create({ tool: 'self.audio_speaker.set_volume', arguments: { volume: 40 }, filter: { board: 'esp32-s3-box' }, concurrency: 10 });
+    const job = await again.fleet.jobs.create({
+      tool: 'self.audio_speaker.set_volume',
+      arguments: { volume: 40 },
+      filter: { board: 'esp32-s3-box' },
+      concurrency: 10,
+    });
     const single = await again.fleet.calls.enqueue({ deviceId: mac(1), tool: 'self.audio_speaker.set_volume', arguments: { volume: 40 } });
     const callJson = Buffer.byteLength(JSON.stringify(again.fleet.calls.get(single.id)));
     const jobJson = Buffer.byteLength(JSON.stringify(again.fleet.jobs.get(job.id)));

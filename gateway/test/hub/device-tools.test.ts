@@ -21,7 +21,12 @@ describe('device tools name what people call a device (issue 23)', () => {
     find: () => undefined,
   };
   // Tenant "acme" sees the kitchen device only; an operator (no tenant) sees both.
-  const tools = new DeviceTools({ registry, deviceCallTimeoutMs: 1000, devicesListMax: 10, sees: (caller, id) => caller.tenant === undefined || id.endsWith(':72') });
+  const tools = new DeviceTools({
+    registry,
+    deviceCallTimeoutMs: 1000,
+    devicesListMax: 10,
+    sees: (caller, id) => caller.tenant === undefined || id.endsWith(':72'),
+  });
   const operator = {};
 
   it('devices_list gives each device its name, room and tags, and filters by room', () => {

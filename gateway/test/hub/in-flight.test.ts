@@ -7,7 +7,11 @@ describe('CallsInFlight', () => {
   it('answers every call in flight and every later one SHUTTING_DOWN at drain, and aborts their work', async () => {
     const calls = new CallsInFlight();
     let aborted: unknown;
-    const running = calls.track({}, 'weather', (signal) => new Promise<string>((_r, reject) => signal.addEventListener('abort', () => ((aborted = signal.reason), reject(signal.reason)))));
+    const running = calls.track(
+      {},
+      'weather',
+      (signal) => new Promise<string>((_r, reject) => signal.addEventListener('abort', () => ((aborted = signal.reason), reject(signal.reason)))),
+    );
     const outcome = running.catch((e: unknown) => e);
     await calls.drain();
     expect(await outcome).toMatchObject({ code: 'SHUTTING_DOWN' });
@@ -20,7 +24,12 @@ describe('CallsInFlight', () => {
     const ac = new AbortController();
     const peer = { key: {}, request: async () => ({}) } as unknown as NonNullable<Parameters<CallsInFlight['track']>[0]['peer']>;
     let release!: (v: string) => void;
-    const work = calls.track({ signal: ac.signal, peer }, 'files', (signal) => new Promise<string>((resolve, reject) => ((release = resolve), signal.addEventListener('abort', () => reject(new Error('caller went away'))))));
+    const work = calls.track(
+      { signal: ac.signal, peer },
+      'files',
+      (signal) =>
+        new Promise<string>((resolve, reject) => ((release = resolve), signal.addEventListener('abort', () => reject(new Error('caller went away'))))),
+    );
     expect([...calls.peersOn('files').values()]).toEqual([peer]);
     expect(calls.peersOn('weather').size).toBe(0);
     ac.abort();
@@ -32,7 +41,7 @@ describe('CallsInFlight', () => {
 });
 
 describe('the result cap', () => {
-  it('counts the larger of a result\'s two shapes, plus _meta, and names the part that was over', () => {
+  it("counts the larger of a result's two shapes, plus _meta, and names the part that was over", () => {
     const text = 'x'.repeat(900);
     const r = { content: [{ type: 'text' as const, text }], structuredContent: { text } };
     expect(resultSize(r).part).toBe('content');

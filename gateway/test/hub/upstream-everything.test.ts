@@ -8,7 +8,10 @@ import type { McpHub } from '../../src/hub/hub.js';
 import { buildHub, facadeClient } from './support.js';
 
 const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('');
-const stop = (child: ChildProcess) => new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : (child.once('exit', () => resolve()), child.kill('SIGKILL'))));
+const stop = (child: ChildProcess) =>
+  new Promise<void>((resolve) =>
+    child.exitCode !== null || child.signalCode !== null ? resolve() : (child.once('exit', () => resolve()), child.kill('SIGKILL')),
+  );
 
 // Child processes on a loaded machine: only the test's own timeout bounds them (events, never sleeps).
 const PROCESS_TEST_MS = 60_000;

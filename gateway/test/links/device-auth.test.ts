@@ -24,7 +24,10 @@ describe('device authentication', () => {
     const token = mintDeviceToken(SECRET, CLIENT, ID, now());
     expect(checkWebSocketAuth(policy(), token, CLIENT, ID)).toMatchObject({ ok: true });
     expect(checkWebSocketAuth(policy(), token, CLIENT, '02:00:00:00:0a:02')).toEqual({ ok: false, reason: 'bad_signature' });
-    expect(checkWebSocketAuth(policy(), mintDeviceToken('another-secret-0123456789abcdef', CLIENT, ID, now()), CLIENT, ID)).toEqual({ ok: false, reason: 'bad_signature' });
+    expect(checkWebSocketAuth(policy(), mintDeviceToken('another-secret-0123456789abcdef', CLIENT, ID, now()), CLIENT, ID)).toEqual({
+      ok: false,
+      reason: 'bad_signature',
+    });
     expect(checkWebSocketAuth(policy(), mintDeviceToken(SECRET, CLIENT, ID, now() - 7200), CLIENT, ID)).toEqual({ ok: false, reason: 'expired' });
     expect(checkWebSocketAuth(policy(), 'not-a-token', CLIENT, ID)).toEqual({ ok: false, reason: 'malformed' });
   });

@@ -155,7 +155,7 @@ export async function startSpeechServer(options: SpeechServerOptions = {}): Prom
         aborted,
       };
       transcriptions.push(record);
-      if (!record.model) return sendError(res, 400, "you must provide a model parameter");
+      if (!record.model) return sendError(res, 400, 'you must provide a model parameter');
       if (record.wavProblem) return sendError(res, 400, `Invalid file format: ${record.wavProblem}`);
       const reply = await transcribe(record, transcriptions.length - 1 - transcribeBase);
       if (!(await applyFault(reply, res, aborted))) return;
@@ -542,10 +542,7 @@ interface MultipartFile {
 }
 
 /** A strict multipart/form-data parser (RFC 7578): text fields and file parts by name. */
-function parseMultipart(
-  contentType: string,
-  body: Buffer,
-): { fields: Map<string, string>; files: Map<string, MultipartFile> } | undefined {
+function parseMultipart(contentType: string, body: Buffer): { fields: Map<string, string>; files: Map<string, MultipartFile> } | undefined {
   const m = /^multipart\/form-data;.*boundary=(?:"([^"]+)"|([^;\s]+))/i.exec(contentType);
   const boundary = m?.[1] ?? m?.[2];
   if (!boundary) return undefined;

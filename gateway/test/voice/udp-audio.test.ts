@@ -52,7 +52,10 @@ describe('UDP audio: pinned source, bounded sequence, Opus-shaped payloads', () 
     return { socket, port: socket.address().port, send: (p) => socket.send(p, udp.port, '127.0.0.1'), received };
   };
 
-  const dropped = async (reason: string) => (await registry.getSingleMetric('voxgate_voice_audio_dropped_total')!.get()).values.find((v) => v.labels['reason'] === reason && v.labels['direction'] === 'up')?.value ?? 0;
+  const dropped = async (reason: string) =>
+    (await registry.getSingleMetric('voxgate_voice_audio_dropped_total')!.get()).values.find(
+      (v) => v.labels['reason'] === reason && v.labels['direction'] === 'up',
+    )?.value ?? 0;
   /** Waits until `reason` counts past `before`; how many past it. */
   const counted = async (reason: string, before: number) => {
     await until(async () => (await dropped(reason)) > before, `a drop counted as ${reason}`);

@@ -148,8 +148,11 @@ export function toText(s: Summary, requested: string): string {
   for (const a of s.areas) {
     lines.push(`${a.area}:`);
     for (const d of a.days) lines.push(`  ${d.time.slice(0, 10)}: ${d.weather ?? '?'}${d.wind ? ` (wind: ${d.wind})` : ''}`);
-    if (a.precipitation.length) lines.push(`  chance of rain: ${a.precipitation.map((p) => `${p.time.slice(5, 16).replace('T', ' ')} ${p.percent}%`).join(', ')}`);
+    if (a.precipitation.length)
+      lines.push(`  chance of rain: ${a.precipitation.map((p) => `${p.time.slice(5, 16).replace('T', ' ')} ${p.percent}%`).join(', ')}`);
   }
-  for (const t of s.temperatures) if (t.readings.length) lines.push(`${t.station} temperatures: ${t.readings.map((r) => `${r.time.slice(5, 16).replace('T', ' ')} ${r.celsius}°C`).join(', ')}`);
+  for (const t of s.temperatures)
+    if (t.readings.length)
+      lines.push(`${t.station} temperatures: ${t.readings.map((r) => `${r.time.slice(5, 16).replace('T', ' ')} ${r.celsius}°C`).join(', ')}`);
   return lines.join('\n');
 }

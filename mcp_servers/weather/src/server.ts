@@ -29,8 +29,7 @@ export function createWeatherServer(o: ForecastOptions = optionsFromEnv()): McpS
     },
     async ({ location }) => {
       const area = resolveArea(location);
-      if (!area)
-        return { content: [{ type: 'text', text: `I do not know "${location}". Try one of: ${known}, or a 6-digit JMA area code.` }], isError: true };
+      if (!area) return { content: [{ type: 'text', text: `I do not know "${location}". Try one of: ${known}, or a 6-digit JMA area code.` }], isError: true };
       try {
         const s = summarize(await fetchForecast(area.code, o));
         return { content: [{ type: 'text', text: toText(s, area.name) }], structuredContent: { requested: location, areaCode: area.code, ...s } };

@@ -66,7 +66,8 @@ describe('get_forecast over stdio', () => {
     http = createServer((req, res) => {
       paths.push(req.url ?? '');
       if (req.url === '/bosai/forecast/data/forecast/130000.json') return res.writeHead(200, { 'content-type': 'application/json' }).end(FIXTURE);
-      if (req.url === '/bosai/forecast/data/forecast/270000.json') return res.writeHead(200, { 'content-type': 'application/json' }).end('{"not":"a forecast"}');
+      if (req.url === '/bosai/forecast/data/forecast/270000.json')
+        return res.writeHead(200, { 'content-type': 'application/json' }).end('{"not":"a forecast"}');
       if (req.url === '/bosai/forecast/data/forecast/260000.json') return res.writeHead(503).end();
       res.writeHead(404).end();
     });
@@ -74,7 +75,12 @@ describe('get_forecast over stdio', () => {
     const { port } = http.address() as AddressInfo;
     client = new Client({ name: 'weather-test', version: '1' });
     await client.connect(
-      new StdioClientTransport({ command: process.execPath, args: ['--import', 'tsx', MAIN], env: { JMA_BASE_URL: `http://127.0.0.1:${port}`, PATH: process.env['PATH'] ?? '' }, stderr: 'pipe' }),
+      new StdioClientTransport({
+        command: process.execPath,
+        args: ['--import', 'tsx', MAIN],
+        env: { JMA_BASE_URL: `http://127.0.0.1:${port}`, PATH: process.env['PATH'] ?? '' },
+        stderr: 'pipe',
+      }),
     );
   });
   afterAll(async () => {

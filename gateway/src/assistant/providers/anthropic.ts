@@ -32,7 +32,8 @@ export class AnthropicProvider implements ModelProvider {
       if (b.type === 'text') text += b.text;
       else if (b.type === 'tool_use') {
         const input = b.input;
-        if (typeof input === 'object' && input !== null && !Array.isArray(input)) toolCalls.push({ id: b.id, name: b.name, arguments: input as Record<string, unknown> });
+        if (typeof input === 'object' && input !== null && !Array.isArray(input))
+          toolCalls.push({ id: b.id, name: b.name, arguments: input as Record<string, unknown> });
         else toolCalls.push({ id: b.id, name: b.name, arguments: {}, argumentsError: 'the arguments must be a JSON object' });
       }
     }
@@ -55,13 +56,15 @@ function toMessages(messages: ChatMessage[]): MessageParam[] {
       if (last?.role === 'user' && Array.isArray(last.content) && last.content.every((b) => b.type === 'tool_result')) last.content.push(block);
       else out.push({ role: 'user', content: [block] });
     } else if (m.role === 'user') {
-      const blocks: ContentBlockParam[] = [...(m.images ?? []).map((i): ContentBlockParam => ({ type: 'image', source: { type: 'base64', media_type: i.mimeType, data: i.data } })), { type: 'text', text: m.content }];
+      const blocks: ContentBlockParam[] = [
+        ...(m.images ?? []).map((i): ContentBlockParam => ({ type: 'image', source: { type: 'base64', media_type: i.mimeType, data: i.data } })),
+        { type: 'text', text: m.content },
+      ];
       // A user message right after tool results (the round-limit notice) joins them: roles alternate.
       const last = out[out.length - 1];
       if (last?.role === 'user' && Array.isArray(last.content)) last.content.push(...blocks);
       else out.push({ role: 'user', content: m.images?.length ? blocks : m.content });
-    }
-    else {
+    } else {
       const blocks: ContentBlockParam[] = [];
       if (m.content) blocks.push({ type: 'text', text: m.content });
       for (const c of m.toolCalls ?? []) blocks.push({ type: 'tool_use', id: c.id, name: c.name, input: c.arguments });

@@ -59,16 +59,26 @@ function toContents(messages: ChatMessage[]): Content[] {
   const out: Content[] = [];
   for (const m of messages) {
     if (m.role === 'tool') {
-      const part: Part = { functionResponse: { ...(m.toolCallId.startsWith('gcall_') ? {} : { id: m.toolCallId }), name: m.name, response: m.isError ? { error: m.content } : { output: m.content } } };
+      const part: Part = {
+        functionResponse: {
+          ...(m.toolCallId.startsWith('gcall_') ? {} : { id: m.toolCallId }),
+          name: m.name,
+          response: m.isError ? { error: m.content } : { output: m.content },
+        },
+      };
       const last = out[out.length - 1];
       if (last?.role === 'user' && last.parts?.every((p) => p.functionResponse)) last.parts.push(part);
       else out.push({ role: 'user', parts: [part] });
-    } else if (m.role === 'user') out.push({ role: 'user', parts: [...(m.images ?? []).map((i) => ({ inlineData: { mimeType: i.mimeType, data: i.data } })), { text: m.content }] });
+    } else if (m.role === 'user')
+      out.push({ role: 'user', parts: [...(m.images ?? []).map((i) => ({ inlineData: { mimeType: i.mimeType, data: i.data } })), { text: m.content }] });
     else {
       const parts: Part[] = [];
       if (m.content) parts.push({ text: m.content });
       for (const c of m.toolCalls ?? [])
-        parts.push({ functionCall: { ...(c.id.startsWith('gcall_') ? {} : { id: c.id }), name: c.name, args: c.arguments }, ...(c.signature ? { thoughtSignature: c.signature } : {}) });
+        parts.push({
+          functionCall: { ...(c.id.startsWith('gcall_') ? {} : { id: c.id }), name: c.name, args: c.arguments },
+          ...(c.signature ? { thoughtSignature: c.signature } : {}),
+        });
       out.push({ role: 'model', parts: parts.length ? parts : [{ text: '' }] });
     }
   }

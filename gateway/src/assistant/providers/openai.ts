@@ -72,7 +72,12 @@ function toMessages(system: string, messages: ChatMessage[]): ChatCompletionMess
     if (m.role === 'user')
       out.push({
         role: 'user',
-        content: m.images?.length ? [...m.images.map((i) => ({ type: 'image_url' as const, image_url: { url: `data:${i.mimeType};base64,${i.data}` } })), { type: 'text' as const, text: m.content }] : m.content,
+        content: m.images?.length
+          ? [
+              ...m.images.map((i) => ({ type: 'image_url' as const, image_url: { url: `data:${i.mimeType};base64,${i.data}` } })),
+              { type: 'text' as const, text: m.content },
+            ]
+          : m.content,
       });
     else if (m.role === 'tool') out.push({ role: 'tool', tool_call_id: m.toolCallId, content: m.content });
     else if (m.toolCalls?.length)

@@ -28,7 +28,8 @@ export function classifyFailure(e: unknown): UpstreamFailure {
       return { kind: 'credentials', status };
     return { kind: 'http', status };
   }
-  if (e instanceof SseError && typeof e.code === 'number') return e.code === 401 || e.code === 403 ? { kind: 'credentials', status: e.code } : { kind: 'http', status: e.code };
+  if (e instanceof SseError && typeof e.code === 'number')
+    return e.code === 401 || e.code === 403 ? { kind: 'credentials', status: e.code } : { kind: 'http', status: e.code };
   if (e instanceof SdkError) {
     if (e.code === SdkErrorCode.RequestTimeout) return { kind: 'timeout' };
     if (e.code === SdkErrorCode.ConnectionClosed || e.code === SdkErrorCode.NotConnected) return { kind: 'closed' };
@@ -69,7 +70,11 @@ export function describeFailure(e: unknown, c: FailureContext, f = classifyFailu
 }
 
 /** The sentence a caller (often a model) reads when a call failed past the gateway. */
-export function describeCallFailure(e: unknown, c: FailureContext, timeoutMs: number): { code: 'UPSTREAM_TIMEOUT' | 'UPSTREAM_UNAVAILABLE' | 'UPSTREAM_ERROR'; text: string } {
+export function describeCallFailure(
+  e: unknown,
+  c: FailureContext,
+  timeoutMs: number,
+): { code: 'UPSTREAM_TIMEOUT' | 'UPSTREAM_UNAVAILABLE' | 'UPSTREAM_ERROR'; text: string } {
   const f = classifyFailure(e);
   const name = c.server;
   const msg = e instanceof Error ? e.message : String(e);
@@ -79,7 +84,10 @@ export function describeCallFailure(e: unknown, c: FailureContext, timeoutMs: nu
     case 'closed':
       return { code: 'UPSTREAM_UNAVAILABLE', text: `The tool server "${name}" stopped while handling the request. Try again in a moment.` };
     case 'credentials':
-      return { code: 'UPSTREAM_ERROR', text: `The tool server "${name}" refused the credentials (HTTP ${f.status}): the access token is missing, invalid or expired.` };
+      return {
+        code: 'UPSTREAM_ERROR',
+        text: `The tool server "${name}" refused the credentials (HTTP ${f.status}): the access token is missing, invalid or expired.`,
+      };
     case 'too_large':
       return { code: 'UPSTREAM_ERROR', text: tooLargeText(name, stripRpcPrefix(msg)) };
     case 'rejected':

@@ -41,7 +41,10 @@ export class McpUpstream extends Upstream {
     const transport = this.createTransport({
       onOversized: ({ bytes, id }) => {
         this.d.onOversized?.();
-        this.d.log.warn({ bytes, limit: this.d.settings.maxResultBytes, answersRequest: id !== undefined }, 'upstream message over the size limit skipped; the server stays connected');
+        this.d.log.warn(
+          { bytes, limit: this.d.settings.maxResultBytes, answersRequest: id !== undefined },
+          'upstream message over the size limit skipped; the server stays connected',
+        );
       },
       onStderr: (line) => {
         this.stderrTail.push(line);
@@ -141,7 +144,8 @@ export class McpUpstream extends Upstream {
       this.stableTimer.unref();
     }
     const caps = client.getServerCapabilities();
-    if (caps?.logging && d.settings.logLevel) void client.setLoggingLevel(d.settings.logLevel).catch((e: unknown) => d.log.debug({ err: (e as Error).message }, 'logging/setLevel refused'));
+    if (caps?.logging && d.settings.logLevel)
+      void client.setLoggingLevel(d.settings.logLevel).catch((e: unknown) => d.log.debug({ err: (e as Error).message }, 'logging/setLevel refused'));
     // A new session (restart, re-initialize) has no subscriptions: renew ours.
     if (caps?.resources?.subscribe) for (const uri of this.subscriptions) void client.subscribeResource({ uri }).catch(() => undefined);
     d.log.info({ tools: this.allTools.length, server: client.getServerVersion() }, 'upstream MCP server ready');
@@ -194,7 +198,10 @@ export class McpUpstream extends Upstream {
   async call(tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
     await this.reviveIfFailed();
     if (!this.client || this.state !== 'ready')
-      throw new GatewayError('UPSTREAM_UNAVAILABLE', `The tool server "${this.config.name}" is not available right now (${this.state}${this.lastError ? `: ${this.lastError}` : ''}).`);
+      throw new GatewayError(
+        'UPSTREAM_UNAVAILABLE',
+        `The tool server "${this.config.name}" is not available right now (${this.state}${this.lastError ? `: ${this.lastError}` : ''}).`,
+      );
     const timeout = this.timeout(ctx);
     const options = {
       timeout,
@@ -341,7 +348,8 @@ export class McpUpstream extends Upstream {
   }
   override async subscribe(uri: string): Promise<void> {
     const client = await this.readyFor('resources');
-    if (!client?.getServerCapabilities()?.resources?.subscribe) throw new GatewayError('NOT_FOUND', `server "${this.config.name}" offers no resource subscriptions`);
+    if (!client?.getServerCapabilities()?.resources?.subscribe)
+      throw new GatewayError('NOT_FOUND', `server "${this.config.name}" offers no resource subscriptions`);
     await this.withSession((c) => c.subscribeResource({ uri }, { timeout: this.d.settings.callTimeoutMs }));
     this.subscriptions.add(uri);
   }

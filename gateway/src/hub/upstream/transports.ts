@@ -48,8 +48,17 @@ export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportH
     // One socket serves every caller: headers go once, at connect (config refuses per-call placeholders).
     const headers = fillHeaders(c.headersTemplate, undefined, c.name, true);
     const dial = () =>
-      dialWebSocket(c.url!, { headers, allowPrivateNetwork: allowPrivate, maxPayloadBytes: messageBound(s.maxResultBytes), handshakeTimeoutMs: s.connectTimeoutMs, subprotocol: 'mcp' });
-    return new WebSocketTransport(dial, wsBounds(s, (reason, detail) => hooks.onStderr(`frame refused (${reason}): ${detail}`)));
+      dialWebSocket(c.url!, {
+        headers,
+        allowPrivateNetwork: allowPrivate,
+        maxPayloadBytes: messageBound(s.maxResultBytes),
+        handshakeTimeoutMs: s.connectTimeoutMs,
+        subprotocol: 'mcp',
+      });
+    return new WebSocketTransport(
+      dial,
+      wsBounds(s, (reason, detail) => hooks.onStderr(`frame refused (${reason}): ${detail}`)),
+    );
   }
   // Headers: the template filled with the current call's tokens, or (no call: connect, listing) the
   // headers whose placeholders need no token.

@@ -20,7 +20,12 @@ export function createConverseMetrics(registry: Registry) {
     registers,
   });
   const active = new Gauge({ name: 'voxgate_voice_converse_sessions_active', help: 'Devices in a conversation session now', registers });
-  const framesDown = new Counter({ name: 'voxgate_voice_converse_frames_total', help: 'Opus frames, by direction', labelNames: ['direction'] as const, registers });
+  const framesDown = new Counter({
+    name: 'voxgate_voice_converse_frames_total',
+    help: 'Opus frames, by direction',
+    labelNames: ['direction'] as const,
+    registers,
+  });
   return {
     turns,
     providerErrors,

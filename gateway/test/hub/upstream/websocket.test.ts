@@ -45,7 +45,11 @@ async function startWsMcpServer() {
   });
   await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
   const port = (wss.address() as AddressInfo).port;
-  return { url: `ws://127.0.0.1:${port}/mcp`, seen, sockets, close: () => {
+  return {
+    url: `ws://127.0.0.1:${port}/mcp`,
+    seen,
+    sockets,
+    close: () => {
       for (const s of sockets) s.terminate();
       return new Promise<void>((r) => wss.close(() => r()));
     },

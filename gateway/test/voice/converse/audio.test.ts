@@ -16,10 +16,15 @@ function similarity(a: Int16Array, b: Int16Array, maxLag: number): number {
   let best = 0;
   const n = Math.min(a.length, b.length - maxLag);
   for (let lag = 0; lag <= maxLag; lag += 1) {
-    let num = 0, ea = 0, eb = 0;
+    let num = 0,
+      ea = 0,
+      eb = 0;
     for (let i = 0; i < n; i += 2) {
-      const x = a[i] ?? 0, y = b[i + lag] ?? 0;
-      num += x * y; ea += x * x; eb += y * y;
+      const x = a[i] ?? 0,
+        y = b[i + lag] ?? 0;
+      num += x * y;
+      ea += x * x;
+      eb += y * y;
     }
     best = Math.max(best, num / Math.sqrt(ea * eb || 1));
   }

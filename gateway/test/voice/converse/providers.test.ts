@@ -107,7 +107,10 @@ describe('openai transcription provider', () => {
 
 describe('openai speech provider', () => {
   const tts = (extra: Record<string, unknown> = {}, sampleRate?: number) =>
-    createSynthesizer(TtsConfigSchema.parse({ baseUrl: server?.url, apiKeyEnv: 'VOICE_KEY', voice: 'nova', ...extra }), log, { env, ...(sampleRate ? { sampleRate } : {}) });
+    createSynthesizer(TtsConfigSchema.parse({ baseUrl: server?.url, apiKeyEnv: 'VOICE_KEY', voice: 'nova', ...extra }), log, {
+      env,
+      ...(sampleRate ? { sampleRate } : {}),
+    });
 
   it.each(['pcm', 'wav'] as const)('streams %s at 24 kHz, or resampled', async (format) => {
     server = await startSpeechServer({ speak: { chunkBytes: 999 } });

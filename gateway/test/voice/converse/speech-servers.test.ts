@@ -46,9 +46,13 @@ describe('speech stand-ins', () => {
       }),
     );
     await new Promise((r) => ws.once('open', r));
-    ws.send('X-Timestamp:now\r\nContent-Type:application/json; charset=utf-8\r\nPath:speech.config\r\n\r\n' +
-      '{"context":{"synthesis":{"audio":{"metadataoptions":{"sentenceBoundaryEnabled":"false","wordBoundaryEnabled":"true"},"outputFormat":"audio-24khz-48kbitrate-mono-mp3"}}}}\r\n');
-    ws.send("X-RequestId:r1\r\nContent-Type:application/ssml+xml\r\nX-Timestamp:now\r\nPath:ssml\r\n\r\n<speak version='1.0' xmlns='http://www.w3.org/2001/10/synthesis' xml:lang='en-US'><voice name='en-US-AriaNeural'><prosody pitch='+0Hz' rate='+0%' volume='+0%'>Hi &amp; bye</prosody></voice></speak>");
+    ws.send(
+      'X-Timestamp:now\r\nContent-Type:application/json; charset=utf-8\r\nPath:speech.config\r\n\r\n' +
+        '{"context":{"synthesis":{"audio":{"metadataoptions":{"sentenceBoundaryEnabled":"false","wordBoundaryEnabled":"true"},"outputFormat":"audio-24khz-48kbitrate-mono-mp3"}}}}\r\n',
+    );
+    ws.send(
+      "X-RequestId:r1\r\nContent-Type:application/ssml+xml\r\nX-Timestamp:now\r\nPath:ssml\r\n\r\n<speak version='1.0' xmlns='http://www.w3.org/2001/10/synthesis' xml:lang='en-US'><voice name='en-US-AriaNeural'><prosody pitch='+0Hz' rate='+0%' volume='+0%'>Hi &amp; bye</prosody></voice></speak>",
+    );
     await done;
     ws.close();
     expect(edge.requests[0]).toMatchObject({ voice: 'en-US-AriaNeural', text: 'Hi & bye', outputFormat: 'audio-24khz-48kbitrate-mono-mp3' });

@@ -14,7 +14,9 @@ function noise(n: number, amp: number, kind: 'white' | 'pink', seed = 7): Float3
   let s = seed;
   const rnd = (): number => ((s = (s * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff) * 2 - 1;
   const out = new Float32Array(n);
-  let b0 = 0, b1 = 0, b2 = 0;
+  let b0 = 0,
+    b1 = 0,
+    b2 = 0;
   for (let i = 0; i < n; i++) {
     const w = rnd();
     if (kind === 'white') out[i] = w * amp;
@@ -51,7 +53,9 @@ function deviceStream(speech: Int16Array, room: Float32Array | undefined): { fra
 
 function run(frames: Int16Array[]): { startS: number; endS: number; states: VadState[] } {
   const vad = createSpeechDetector();
-  let t = 0, startS = -1, endS = -1;
+  let t = 0,
+    startS = -1,
+    endS = -1;
   const states: VadState[] = [];
   for (const f of frames) {
     const st = vad.push(f);

@@ -27,7 +27,10 @@ export const AsrConfigSchema = z
     apiKeyEnv: EnvName.default('OPENAI_API_KEY'),
     model: z.string().min(1).max(256).default('whisper-1'),
     /** ISO-639-1 (or BCP-47) hint; absent lets the recogniser detect the language. */
-    language: z.string().regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,3}$/).optional(),
+    language: z
+      .string()
+      .regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,3}$/)
+      .optional(),
     /** `command`: the program, and its arguments with `{file}` (the utterance's WAV; stdin when absent) and `{language}`. */
     command: Command.optional(),
     args: Args,

@@ -106,7 +106,9 @@ export class EdgeSynthesizer implements SpeechSynthesizer {
     ws.on('close', () => fail(new ProviderError('network', 'speech failed: the service closed the connection', this.name)));
     ws.on('open', () => {
       const requestId = randomUUID().replace(/-/g, '');
-      const config = { context: { synthesis: { audio: { metadataoptions: { sentenceBoundaryEnabled: 'false', wordBoundaryEnabled: 'false' }, outputFormat: OUTPUT_FORMAT } } } };
+      const config = {
+        context: { synthesis: { audio: { metadataoptions: { sentenceBoundaryEnabled: 'false', wordBoundaryEnabled: 'false' }, outputFormat: OUTPUT_FORMAT } } },
+      };
       ws.send(`X-Timestamp:${timestamp()}\r\nContent-Type:application/json; charset=utf-8\r\nPath:speech.config\r\n\r\n${JSON.stringify(config)}\r\n`);
       const ssml =
         `<speak version='1.0' xmlns='http://www.w3.org/2001/10/synthesis' xml:lang='en-US'>` +

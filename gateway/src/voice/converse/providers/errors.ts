@@ -70,7 +70,13 @@ export function deadline(caller: AbortSignal, timeoutMs: number): Deadline {
 }
 
 /** Any failure → ProviderError; `what` names the request ("transcription", "speech"). */
-export function toProviderError(err: unknown, provider: string, what: string, d: Deadline | undefined, secrets: ReadonlyArray<string | undefined> = []): ProviderError {
+export function toProviderError(
+  err: unknown,
+  provider: string,
+  what: string,
+  d: Deadline | undefined,
+  secrets: ReadonlyArray<string | undefined> = [],
+): ProviderError {
   if (err instanceof ProviderError) return err;
   const why = d?.reason();
   if (why === 'timeout') return new ProviderError('timeout', `${what} timed out`, provider);

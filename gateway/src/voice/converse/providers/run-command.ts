@@ -48,7 +48,9 @@ export function runCommand(o: RunOptions): Promise<RunResult> {
       }
     };
     const onAbort = (): void =>
-      kill(new ProviderError(d.reason() === 'timeout' ? 'timeout' : 'aborted', d.reason() === 'timeout' ? `${name} timed out` : `${name} cancelled`, o.provider));
+      kill(
+        new ProviderError(d.reason() === 'timeout' ? 'timeout' : 'aborted', d.reason() === 'timeout' ? `${name} timed out` : `${name} cancelled`, o.provider),
+      );
     d.signal.addEventListener('abort', onAbort, { once: true });
     child.stdout.on('data', (c: Buffer) => {
       size += c.length;

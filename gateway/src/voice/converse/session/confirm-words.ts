@@ -9,7 +9,10 @@ export function isYes(text: string): boolean {
 
 /** The spoken question for a tool that needs a person's yes. */
 export function confirmQuestion(tool: string, language: string | undefined): string {
-  const what = tool.replace(/^self[_.]/, '').replace(/[_.]+/g, ' ').trim();
+  const what = tool
+    .replace(/^self[_.]/, '')
+    .replace(/[_.]+/g, ' ')
+    .trim();
   if (language?.toLowerCase().startsWith('zh')) return `要执行 ${what} 吗？请说“是”确认。`;
   return `Should I run ${what}? Say yes to confirm.`;
 }

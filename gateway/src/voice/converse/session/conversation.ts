@@ -239,7 +239,9 @@ export class ConverseSession {
         void this.awaitConfirmation(turn, e.callId);
       } else if ((e.type === 'tool.call' || e.type === 'tool.result') && 'name' in e) {
         this.d.events.tool(
-          e.type === 'tool.call' ? { phase: 'call', name: e.name } : { phase: 'result', name: e.name, isError: 'isError' in e && e.isError, durationMs: 'durationMs' in e ? e.durationMs : 0 },
+          e.type === 'tool.call'
+            ? { phase: 'call', name: e.name }
+            : { phase: 'result', name: e.name, isError: 'isError' in e && e.isError, durationMs: 'durationMs' in e ? e.durationMs : 0 },
         );
       }
     };
@@ -262,7 +264,10 @@ export class ConverseSession {
     } catch (e) {
       if (turn.ac.signal.aborted || this.closed) return;
       outcome = 'failed';
-      const msg = e instanceof GatewayError && (e.code === 'TOO_MANY_TURNS' || e.code === 'CONVERSATION_BUSY') ? "I'm busy right now; please try again in a moment." : "Sorry, I can't answer right now.";
+      const msg =
+        e instanceof GatewayError && (e.code === 'TOO_MANY_TURNS' || e.code === 'CONVERSATION_BUSY')
+          ? "I'm busy right now; please try again in a moment."
+          : "Sorry, I can't answer right now.";
       this.providerFailed('llm', e, undefined);
       say([msg]);
       await turn.speaker.end();

@@ -109,10 +109,13 @@ export class DownlinkPacer {
       if (n === 0 || now > this.t0 + n * frameMs) this.t0 = now - n * frameMs;
       const due = this.t0 + (n - leadFrames) * frameMs;
       if (now < due) {
-        this.timer = setTimeout(() => {
-          this.timer = undefined;
-          this.pump();
-        }, Math.ceil(due - now));
+        this.timer = setTimeout(
+          () => {
+            this.timer = undefined;
+            this.pump();
+          },
+          Math.ceil(due - now),
+        );
         break;
       }
       this.queue.shift();

@@ -84,7 +84,7 @@ export class Speaker {
       for await (const chunk of synth.synthesize(text, { signal: this.d.signal, voice: this.d.voice })) {
         if (this.d.signal.aborted) return;
         const pcm = synth.sampleRate === encoder.sampleRate ? chunk : this.d.resample(chunk, synth.sampleRate, encoder.sampleRate);
-        for (let i = 0; i < pcm.length; ) {
+        for (let i = 0; i < pcm.length;) {
           const n = Math.min(pcm.length - i, frame.length - filled);
           frame.set(pcm.subarray(i, i + n), filled);
           filled += n;
@@ -104,7 +104,9 @@ export class Speaker {
     } catch (e) {
       if (this.d.signal.aborted) return;
       this.failed = true;
-      this.d.onError(e instanceof ProviderError ? e : new ProviderError('bad_output', e instanceof Error ? e.message.slice(0, 200) : 'synthesis failed', synth.name));
+      this.d.onError(
+        e instanceof ProviderError ? e : new ProviderError('bad_output', e instanceof Error ? e.message.slice(0, 200) : 'synthesis failed', synth.name),
+      );
     }
   }
 }

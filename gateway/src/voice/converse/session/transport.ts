@@ -1,9 +1,4 @@
-import {
-  decodeBinaryFrame,
-  encodeBinaryFrame,
-  type AudioParams,
-  type BinaryProtocolVersion,
-} from '@voxgate/protocol';
+import { decodeBinaryFrame, encodeBinaryFrame, type AudioParams, type BinaryProtocolVersion } from '@voxgate/protocol';
 import type { DeviceAudioPath } from '../../relay.js';
 
 /** What a conversation needs of the device's link (a narrow slice of DeviceSession's DeviceLink). */
@@ -35,7 +30,13 @@ export interface TransportDrops {
  * WebSocket: binary protocol 1, 2 or 3 as the device's hello said (the firmware frames its uplink and reads
  * our downlink the same way). A socket backed up beyond `maxBufferedBytes` drops audio rather than queue it.
  */
-export function webSocketTransport(link: VoiceLink, version: BinaryProtocolVersion, maxFrameBytes: number, maxBufferedBytes: number, drops: TransportDrops): ConverseTransport {
+export function webSocketTransport(
+  link: VoiceLink,
+  version: BinaryProtocolVersion,
+  maxFrameBytes: number,
+  maxBufferedBytes: number,
+  drops: TransportDrops,
+): ConverseTransport {
   return {
     kind: 'websocket',
     hello: (sessionId, audio) => ({ type: 'hello', version, transport: 'websocket', session_id: sessionId, audio_params: audio }),

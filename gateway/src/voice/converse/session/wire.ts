@@ -14,7 +14,14 @@ export const ListenFrameSchema = z.discriminatedUnion('state', [
   z.object({ type: z.literal('listen'), state: z.literal('start'), mode: z.enum(['manual', 'auto', 'realtime']).catch('auto').default('auto') }),
   z.object({ type: z.literal('listen'), state: z.literal('stop') }),
   // The firmware recommends wake words of at most 10 characters; a longer text is cut, not refused.
-  z.object({ type: z.literal('listen'), state: z.literal('detect'), text: z.string().transform((s) => s.slice(0, 256)).default('') }),
+  z.object({
+    type: z.literal('listen'),
+    state: z.literal('detect'),
+    text: z
+      .string()
+      .transform((s) => s.slice(0, 256))
+      .default(''),
+  }),
 ]);
 
 export const AbortFrameSchema = z.object({ type: z.literal('abort'), reason: Bounded.optional() });
@@ -44,16 +51,58 @@ export function readVoiceInput(frame: { type: string } & Record<string, unknown>
 
 /** The emotions every xiaozhi display knows (its emoji set; esp-hi's EmojiWidget maps the same names). */
 export const EMOTIONS = [
-  'neutral', 'happy', 'laughing', 'funny', 'sad', 'angry', 'crying', 'loving', 'embarrassed', 'surprised', 'shocked',
-  'thinking', 'winking', 'cool', 'relaxed', 'delicious', 'kissy', 'confident', 'sleepy', 'silly', 'confused',
+  'neutral',
+  'happy',
+  'laughing',
+  'funny',
+  'sad',
+  'angry',
+  'crying',
+  'loving',
+  'embarrassed',
+  'surprised',
+  'shocked',
+  'thinking',
+  'winking',
+  'cool',
+  'relaxed',
+  'delicious',
+  'kissy',
+  'confident',
+  'sleepy',
+  'silly',
+  'confused',
 ] as const;
 export type Emotion = (typeof EMOTIONS)[number];
 
 const EMOJI_EMOTION: ReadonlyArray<[string, Emotion]> = [
-  ['😂', 'laughing'], ['😆', 'laughing'], ['😄', 'happy'], ['😊', 'happy'], ['🙂', 'happy'], ['😀', 'happy'], ['😁', 'happy'],
-  ['😢', 'sad'], ['😞', 'sad'], ['😭', 'crying'], ['😠', 'angry'], ['😡', 'angry'], ['😍', 'loving'], ['❤', 'loving'],
-  ['😳', 'embarrassed'], ['😮', 'surprised'], ['😲', 'shocked'], ['🤔', 'thinking'], ['😉', 'winking'], ['😎', 'cool'],
-  ['😌', 'relaxed'], ['😋', 'delicious'], ['😘', 'kissy'], ['😏', 'confident'], ['😴', 'sleepy'], ['🤪', 'silly'], ['😕', 'confused'],
+  ['😂', 'laughing'],
+  ['😆', 'laughing'],
+  ['😄', 'happy'],
+  ['😊', 'happy'],
+  ['🙂', 'happy'],
+  ['😀', 'happy'],
+  ['😁', 'happy'],
+  ['😢', 'sad'],
+  ['😞', 'sad'],
+  ['😭', 'crying'],
+  ['😠', 'angry'],
+  ['😡', 'angry'],
+  ['😍', 'loving'],
+  ['❤', 'loving'],
+  ['😳', 'embarrassed'],
+  ['😮', 'surprised'],
+  ['😲', 'shocked'],
+  ['🤔', 'thinking'],
+  ['😉', 'winking'],
+  ['😎', 'cool'],
+  ['😌', 'relaxed'],
+  ['😋', 'delicious'],
+  ['😘', 'kissy'],
+  ['😏', 'confident'],
+  ['😴', 'sleepy'],
+  ['🤪', 'silly'],
+  ['😕', 'confused'],
 ];
 
 /** The emotion of a reply: its first known emoji, else neutral. */

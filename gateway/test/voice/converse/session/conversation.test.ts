@@ -2,7 +2,15 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GatewayError } from '../../../../src/errors.js';
-import { ProviderError, type OpusDecoder, type OpusEncoder, type SpeechDetector, type SpeechRecognizer, type SpeechSynthesizer, type VadState } from '../../../../src/voice/converse/contracts.js';
+import {
+  ProviderError,
+  type OpusDecoder,
+  type OpusEncoder,
+  type SpeechDetector,
+  type SpeechRecognizer,
+  type SpeechSynthesizer,
+  type VadState,
+} from '../../../../src/voice/converse/contracts.js';
 import { createConverseMetrics } from '../../../../src/voice/converse/metrics.js';
 import { ConverseSession } from '../../../../src/voice/converse/session/conversation.js';
 import type { TurnHandle, TurnPort, TurnSignal } from '../../../../src/voice/converse/session/ports.js';
@@ -53,7 +61,9 @@ class FakeAsr implements SpeechRecognizer {
     this.signals.push(o.signal);
     const t = this.texts.shift() ?? '';
     if (t === 'hang') {
-      await new Promise((_r, reject) => o.signal.addEventListener('abort', () => reject(new ProviderError('timeout', 'timed out', 'fake-asr')), { once: true }));
+      await new Promise((_r, reject) =>
+        o.signal.addEventListener('abort', () => reject(new ProviderError('timeout', 'timed out', 'fake-asr')), { once: true }),
+      );
     }
     if (t instanceof Error) throw t;
     return t as string;
@@ -173,7 +183,8 @@ function harness() {
   const quiet = (n = 6) => {
     for (let i = 0; i < n; i++) session.audio(QUIET);
   };
-  const counter = async (outcome: string) => (await registry.getSingleMetric('voxgate_voice_converse_turns_total')!.get()).values.find((v) => v.labels['outcome'] === outcome)?.value ?? 0;
+  const counter = async (outcome: string) =>
+    (await registry.getSingleMetric('voxgate_voice_converse_turns_total')!.get()).values.find((v) => v.labels['outcome'] === outcome)?.value ?? 0;
   return { session, asr, tts, turns, sent, events, json, kinds, frames, speak, quiet, counter, registry, conversation: () => conversation };
 }
 
@@ -211,7 +222,10 @@ describe('conversation session (stand-in audio and providers)', () => {
     expectFirmwareOrder(kinds);
     expect(h.json()[0]).toMatchObject({ type: 'stt', text: 'what time is it', session_id: 's-1' });
     for (const m of h.json().filter((j) => j['type'] === 'llm')) expect(EMOTIONS).toContain(m['emotion']);
-    const sentences = h.json().filter((m) => m['state'] === 'sentence_start').map((m) => m['text']);
+    const sentences = h
+      .json()
+      .filter((m) => m['state'] === 'sentence_start')
+      .map((m) => m['text']);
     expect(sentences).toEqual(['It is noon.', 'Have a nice day!']);
     // Each sentence_start comes before its own frames: 3 frames per sentence, all after the first sentence_start.
     const firstSentence = h.sent.findIndex((s) => s.json?.['state'] === 'sentence_start');
@@ -321,8 +335,18 @@ describe('conversation session (stand-in audio and providers)', () => {
     h.quiet();
     await until(() => h.kinds().filter((k) => k === 'tts:stop').length === 2, 'the answer after the yes');
     expect(h.turns.confirmations).toEqual([{ callId: 'call-7', approve: true }]);
-    expect(h.json().filter((m) => m['type'] === 'stt').map((m) => m['text'])).toEqual(['reboot the device', 'yes please']);
-    expect(h.json().filter((m) => m['state'] === 'sentence_start').at(-1)?.['text']).toBe('Done, it is rebooting.');
+    expect(
+      h
+        .json()
+        .filter((m) => m['type'] === 'stt')
+        .map((m) => m['text']),
+    ).toEqual(['reboot the device', 'yes please']);
+    expect(
+      h
+        .json()
+        .filter((m) => m['state'] === 'sentence_start')
+        .at(-1)?.['text'],
+    ).toBe('Done, it is rebooting.');
     expect(isYes('No, do not')).toBe(false);
     expect(isYes('是的')).toBe(true);
   });

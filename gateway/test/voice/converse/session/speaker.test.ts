@@ -39,7 +39,12 @@ function harness(o: { synth?: Partial<SpeechSynthesizer>; synthRate?: number } =
     signal: ac.signal,
     onError: (e) => errors.push(e),
   });
-  const shape = () => sent.map((s) => ('json' in s ? `${String(s.json['type'])}:${String(s.json['state'] ?? s.json['emotion'])}${s.json['text'] ? `:${String(s.json['text'])}` : ''}` : `frame:${s.frame[0]}`));
+  const shape = () =>
+    sent.map((s) =>
+      'json' in s
+        ? `${String(s.json['type'])}:${String(s.json['state'] ?? s.json['emotion'])}${s.json['text'] ? `:${String(s.json['text'])}` : ''}`
+        : `frame:${s.frame[0]}`,
+    );
   return { speaker, sent, shape, ac, errors, resampled, pacer };
 }
 
