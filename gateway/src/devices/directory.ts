@@ -151,8 +151,8 @@ export class FleetDirectory implements DeviceDirectory {
     const mine = this.local.get(deviceId);
     if (!this.remote || mine?.online) return mine;
     const theirs = this.remote.summary(deviceId);
-    // An offline device with no record was forgotten (DELETE): its presence entry alone does not list it.
-    if (!theirs || (!theirs.online && this.records && !this.records.has(deviceId))) return mine;
+    // An offline device forgotten (DELETE) since: its presence entry alone does not list it.
+    if (!theirs || (!theirs.online && this.records?.wasForgotten(deviceId))) return mine;
     // Presence says when it connected; the record, when it was last heard from (written by its instance, throttled).
     const lastSeen = Math.max(Date.parse(theirs.lastSeenAt), this.records?.getFacts(deviceId)?.lastSeen ?? 0);
     return { ...theirs, lastSeenAt: new Date(lastSeen).toISOString(), ...recordFields(this.records, deviceId, theirs.connectedAt) };

@@ -116,6 +116,8 @@ export class DeviceRecords {
   private store: RecordStore | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
   private readonly stops: Array<() => void> = [];
+  /** Ids forgotten here or by another instance (DELETE), until they are recorded again: their stale presence is not listed. Bounded. */
+  private readonly forgottenIds = new Set<string>();
 
   constructor(private readonly o: DeviceRecordsOptions) {}
 
@@ -127,7 +129,9 @@ export class DeviceRecords {
     const offFacts = store.onChange?.(DEVICE_FACTS_COLLECTION, (c) => {
       const known = this.facts.has(c.key);
       this.applyFacts(c.key, c.value);
+      if (this.facts.has(c.key)) this.forgottenIds.delete(c.key);
       if (known && !this.facts.has(c.key)) {
+        this.noteForgotten(c.key);
         this.meta.delete(c.key);
         for (const fn of this.forgottenListeners) fn(c.key);
       }
@@ -142,6 +146,20 @@ export class DeviceRecords {
 
   get size(): number {
     return this.facts.size;
+  }
+
+  /**
+   * Whether the device was forgotten (DELETE, here or on another instance) and not recorded since. A device
+   * with no record that was never forgotten may just not be written yet (its instance died within the
+   * quarter second before its first batch): its presence still lists it.
+   */
+  wasForgotten(deviceId: string): boolean {
+    return this.forgottenIds.has(deviceId);
+  }
+
+  private noteForgotten(deviceId: string): void {
+    if (this.forgottenIds.size >= 100_000) this.forgottenIds.delete(this.forgottenIds.values().next().value!);
+    this.forgottenIds.add(deviceId);
   }
 
   /** Every recorded device id (unsorted). */
@@ -180,6 +198,7 @@ export class DeviceRecords {
 
   /** A device connected: recorded when new; otherwise written only when what it says changed or last seen is due. */
   admitted(deviceId: string, a: Admission): void {
+    this.forgottenIds.delete(deviceId);
     const known = this.facts.get(deviceId);
     if (!known) {
       const facts: DeviceFacts = {
@@ -247,6 +266,7 @@ export class DeviceRecords {
     const named = this.meta.delete(deviceId);
     this.savedSeen.delete(deviceId);
     if (!known && !named) return false;
+    this.noteForgotten(deviceId);
     this.dirty.delete(deviceId);
     if (named) for (const fn of this.changeListeners) fn(deviceId);
     await this.enqueue(async () => {
