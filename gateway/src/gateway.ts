@@ -11,8 +11,6 @@ import { connectCluster, startCluster, type Cluster, type ClusterConnection } fr
 import type { Config } from './config.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
 import { type FleetDirectory, type DeviceDirectory } from './devices/directory.js';
-import type { DeviceSettingsDeps } from './api/device-settings.js';
-import { deviceForgetter } from './devices/forget.js';
 import { type DeviceRecords } from './devices/records.js';
 import { DeviceTenants } from './devices/tenants.js';
 import type { DeviceRegistry } from './devices/registry.js';
@@ -47,7 +45,7 @@ import { visionOffer, visionService } from './vision/start.js';
 import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
 import type { Fleet } from './fleet/start.js';
-import { mqttOptions, openDevices, openEvents, openFleet, openSchedules, publishFleet } from './open-state.js';
+import { deviceSettings, mqttOptions, openDevices, openEvents, openFleet, openSchedules, publishFleet } from './open-state.js';
 
 export interface Gateway {
   /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
@@ -409,20 +407,6 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   history.start();
   life.defer('metrics history', () => history.stop());
   return Object.assign(f, { http, ws, metricsListener, cluster, history, closeHttp, closeMqtt, closeMetrics, closeWs });
-}
-
-/** PATCH /v1/devices/{id} (voice mode, name, room, tags) and DELETE: forgets the record, voice mode and credentials. */
-function deviceSettings(core: Core): DeviceSettingsDeps {
-  const { registry, directory, enrollment, voice, records } = core;
-  const forget = deviceForgetter({
-    registry,
-    known: (id) => directory.get(id) !== undefined,
-    voiceModes: voice.modes,
-    enrollment,
-    // Its queued calls are cancelled and its finished ones forgotten with it.
-    also: [(id) => core.fleet.calls.forgetDevice(id)],
-  });
-  return { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id), records, forget, tenants: core.deviceTenants };
 }
 
 /**

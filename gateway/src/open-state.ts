@@ -11,6 +11,10 @@ import type { Config } from './config.js';
 import { createRegistry } from './devices/create.js';
 import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
 import { DeviceRecords } from './devices/records.js';
+import { deviceForgetter } from './devices/forget.js';
+import type { DeviceTenants } from './devices/tenants.js';
+import type { DeviceSettingsDeps } from './api/device-settings.js';
+import type { Enrollment } from './enrollment/enrollment.js';
 import type { DeviceRegistry } from './devices/registry.js';
 import { GatewayError } from './errors.js';
 import { EventBus } from './events/bus.js';
@@ -188,4 +192,26 @@ export function mqttOptions(
     metrics: d.metrics,
     tls: d.tls && config.tls.mqttEnabled ? { port: config.tls.mqttPort, certificates: d.tls } : undefined,
   };
+}
+
+/** PATCH /v1/devices/{id} (voice mode, name, room, tags, tenant) and DELETE: forgets the record, voice mode and credentials. */
+export function deviceSettings(core: {
+  registry: DeviceRegistry;
+  directory: DeviceDirectory;
+  enrollment: Enrollment | undefined;
+  voice: Voice;
+  records: DeviceRecords;
+  fleet: Fleet;
+  deviceTenants: DeviceTenants;
+}): DeviceSettingsDeps {
+  const { registry, directory, enrollment, voice, records } = core;
+  const forget = deviceForgetter({
+    registry,
+    known: (id) => directory.get(id) !== undefined,
+    voiceModes: voice.modes,
+    enrollment,
+    // Its queued calls are cancelled and its finished ones forgotten with it.
+    also: [(id) => core.fleet.calls.forgetDevice(id)],
+  });
+  return { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id), records, forget, tenants: core.deviceTenants };
 }
