@@ -3,43 +3,17 @@ import { z } from 'zod';
 import { GatewayError } from '../errors.js';
 import { MAX_CRON_LENGTH } from '../fleet/schedules-timing.js';
 import type { Scheduler } from '../fleet/schedules.js';
+import { JobBody } from './jobs.js';
 import { problems } from './route-helpers.js';
 import { jsonSchema } from './schemas.js';
 
 const Args = z.record(z.string(), z.unknown());
-const Label = z.string().min(1).max(64);
 
 const CallTarget = z
   .object({
     device: z.string().max(64).describe('Device id (MAC)'),
     tool: z.string().min(1).max(128),
     arguments: Args.optional(),
-  })
-  .strict();
-
-/** The POST /v1/jobs body (FLEET-API.md "Job"); api/jobs.ts owns it once fleet jobs land. */
-const JobTarget = z
-  .object({
-    tool: z.string().min(1).max(128),
-    arguments: Args.optional(),
-    filter: z
-      .object({
-        tags: z.array(z.string().min(1).max(32)).max(32).optional(),
-        room: Label.optional(),
-        firmware: Label.optional(),
-        board: Label.optional(),
-        ids: z.array(z.string().max(64)).max(1000).optional(),
-      })
-      .strict(),
-    concurrency: z.number().int().min(1).max(1000).optional(),
-    ratePerSecond: z.number().min(0.001).max(10_000).optional(),
-    abortOverPercent: z.number().min(0).max(100).optional(),
-    ttlMs: z
-      .number()
-      .int()
-      .min(1000)
-      .max(30 * 86_400_000)
-      .optional(),
   })
   .strict();
 
@@ -54,7 +28,7 @@ export const ScheduleBody = z
     timeZone: z.string().min(1).max(64).optional().describe('IANA time zone the cron is read in (default UTC)'),
     at: z.string().min(1).max(64).optional().describe('One run at this ISO 8601 time with an offset, e.g. 2027-01-23T08:00:00Z'),
     call: CallTarget.optional().describe('One tool on one device (exactly one of call and job)'),
-    job: JobTarget.optional().describe('A fleet job, as POST /v1/jobs'),
+    job: JobBody.optional().describe('A fleet job, as POST /v1/jobs (checked again when it fires)'),
   })
   .strict();
 
