@@ -5,11 +5,27 @@
  * twice, alternating, and the lower of each is kept. No assertion: figures for docs/performance.md.
  */
 import { Writable } from 'node:stream';
-import { CallToolResultSchema, UdpCrypter, safeEqual, newUdpSessionKeys, normalizeDeviceContent, openUdpPacket, sealUdpPacket } from '@voxgate/protocol';
+import {
+  CallToolResultSchema,
+  DeviceFrameSchema,
+  RpcResultSchema,
+  UdpCrypter,
+  classifyRpc,
+  envelopeFits,
+  safeEqual,
+  newUdpSessionKeys,
+  normalizeDeviceContent,
+  normalizeDeviceId,
+  openUdpPacket,
+  sealUdpPacket,
+} from '@voxgate/protocol';
+import fastJsonStringify from 'fast-json-stringify';
 import { Counter, Registry } from 'prom-client';
 import { lazyChildLogger } from '../../gateway/src/api/request-logger.js';
 import { authenticate, principalOf } from '../../gateway/src/api/auth.js';
 import { plainTextResult } from '../../gateway/src/devices/tool-call.js';
+import { plainCallResultJson } from '../../gateway/src/api/call-result-json.js';
+import { CallResult, jsonSchema } from '../../gateway/src/api/schemas.js';
 import { createLogger } from '../../gateway/src/log.js';
 import { bindCounter } from '../../gateway/src/metrics-bound.js';
 
@@ -92,4 +108,43 @@ pair(
   200_000,
   () => void uncached(),
   () => void authenticate(header, keys),
+);
+
+// The call path's per-call pieces changed in the second pass (docs/performance.md, "call path, second pass").
+const MAC_LOOSE = /^[0-9a-f]{2}([:_-]?)[0-9a-f]{2}(?:\1[0-9a-f]{2}){4}$/i;
+const regexDeviceId = (input: string) => {
+  const s = input.trim();
+  if (s.length > 17 || !MAC_LOOSE.test(s)) return undefined;
+  return s.replace(/[:_-]/g, '').toLowerCase().match(/../g)!.join(':');
+};
+pair(
+  'device id from the path (3 regexes -> one pass when canonical)',
+  500_000,
+  () => void regexDeviceId('02:00:00:00:00:2a'),
+  () => void normalizeDeviceId('02:00:00:00:00:2a'),
+);
+
+const reply2 = JSON.parse(
+  '{"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":12345,"result":{"content":[{"type":"text","text":"true"}],"isError":false}}}',
+) as { payload: Record<string, unknown> } & Record<string, never>;
+pair(
+  'device frame envelope (zod -> envelopeFits)',
+  500_000,
+  () => void DeviceFrameSchema.safeParse(reply2),
+  () => void envelopeFits(reply2),
+);
+pair(
+  'JSON-RPC reply classification (zod -> type checks)',
+  500_000,
+  () => void RpcResultSchema.safeParse(reply2.payload),
+  () => void classifyRpc(reply2.payload),
+);
+
+const serializeCallResult = fastJsonStringify(jsonSchema(CallResult, 'output') as never);
+const outcome = { content: [{ type: 'text' as const, text: 'true' }], durationMs: 1.23 };
+pair(
+  'call result to JSON (spread + response schema -> plainCallResultJson)',
+  500_000,
+  () => void serializeCallResult({ ...outcome, isError: false }),
+  () => void plainCallResultJson(outcome),
 );

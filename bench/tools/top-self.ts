@@ -1,7 +1,9 @@
 /**
  * Print the top self-time functions of a V8 .cpuprofile (from `node --cpu-prof`).
- *   npx tsx bench/tools/top-self.ts <file.cpuprofile> [count]
+ *   npx tsx bench/tools/top-self.ts <file.cpuprofile> [count] [fromS-toS] [--timeline]
  * Self time = samples whose top frame is the function; grouped by function, file and line.
+ * fromS-toS: only the samples between those seconds after the profile's start (e.g. the measured rows,
+ * without the start-up's module loading); --timeline prints the busy share of each second to find them.
  */
 import { readFileSync } from 'node:fs';
 
@@ -18,18 +20,32 @@ interface Profile {
   endTime: number;
 }
 
-const [file, countArg] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const timeline = args.includes('--timeline');
+const [file, countArg, windowArg] = args.filter((a) => a !== '--timeline');
 if (!file) {
   process.stderr.write('usage: top-self.ts <file.cpuprofile> [count]\n');
   process.exit(2);
 }
 const prof = JSON.parse(readFileSync(file, 'utf8')) as Profile;
 const byId = new Map(prof.nodes.map((n) => [n.id, n]));
+const [fromS, toS] = windowArg ? windowArg.split('-').map(Number) : [0, Infinity];
+const idleId = prof.nodes.find((n) => n.callFrame.functionName === '(idle)')?.id;
 const selfUs = new Map<number, number>();
+const perSecond: { busy: number; all: number }[] = [];
+let at = 0;
 for (let i = 0; i < prof.samples.length; i++) {
   const id = prof.samples[i]!;
-  selfUs.set(id, (selfUs.get(id) ?? 0) + (prof.timeDeltas[i] ?? 0));
+  const dt = prof.timeDeltas[i] ?? 0;
+  at += dt;
+  const s = Math.floor(at / 1e6);
+  const slot = (perSecond[s] ??= { busy: 0, all: 0 });
+  slot.all += dt;
+  if (id !== idleId) slot.busy += dt;
+  if (at / 1e6 < fromS! || at / 1e6 >= toS!) continue;
+  selfUs.set(id, (selfUs.get(id) ?? 0) + dt);
 }
+if (timeline) process.stdout.write(`busy share per second: ${perSecond.map((x, i) => `${i}:${x ? Math.round((x.busy / x.all) * 100) : 0}`).join(' ')}\n`);
 const grouped = new Map<string, number>();
 let total = 0;
 for (const [id, us] of selfUs) {

@@ -72,6 +72,9 @@ export function classifyRpc(value: unknown): Classified {
     return n.success ? { ok: true, message: { kind: 'notification', msg: n.data } } : invalid('malformed notification');
   }
   if ('result' in value) {
+    // RpcResultSchema's check and output (jsonrpc, id, result; other keys dropped), without zod per reply.
+    const id = value['id'];
+    if (isRpcId(id)) return { ok: true, message: { kind: 'response', msg: { jsonrpc: JSONRPC_VERSION, id, result: value['result'] } } };
     const r = RpcResultSchema.safeParse(value);
     return r.success ? { ok: true, message: { kind: 'response', msg: r.data } } : invalid('malformed response');
   }
@@ -80,6 +83,11 @@ export function classifyRpc(value: unknown): Classified {
     return e.success ? { ok: true, message: { kind: 'error', msg: e.data } } : invalid('malformed error response');
   }
   return invalid('neither a request, a notification nor a response');
+}
+
+/** What the `Id` schema accepts: a finite number, or a string of at most 256 characters. */
+function isRpcId(v: unknown): v is RpcId {
+  return typeof v === 'number' ? Number.isFinite(v) : typeof v === 'string' && v.length <= 256;
 }
 
 /** Parse and classify a JSON-RPC text; depth and size are bounded before parsing. */

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { safeEqual } from '@voxgate/protocol';
 import { GatewayError } from '../errors.js';
 
@@ -53,16 +53,19 @@ export function authenticate(
   return tenant === undefined ? { principal } : { tenant, principal };
 }
 
-/** Bearer API keys for everything under the plugin that calls this; sets `req.caller`. */
+/**
+ * Bearer API keys for everything under the plugin that calls this; sets `req.caller`. A callback hook, not an
+ * async one: it runs on every API request, and an async hook costs a promise and a microtask turn each time.
+ */
 export function requireApiKey(app: FastifyInstance, keys: () => readonly string[], tenantOf?: (key: string) => string | undefined): void {
-  app.addHook('onRequest', async (req: FastifyRequest, reply) => {
+  app.addHook('onRequest', (req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
     const caller = authenticate(req.headers.authorization, keys(), tenantOf);
     if (caller) {
       req.caller = caller;
-      return;
+      return done();
     }
     const present = /^Bearer\s+\S+\s*$/i.test(req.headers.authorization ?? '');
     void reply.header('www-authenticate', 'Bearer realm="voxgate"');
-    throw new GatewayError('UNAUTHORIZED', present ? 'the API key is not valid' : 'send an API key: Authorization: Bearer <key>');
+    done(new GatewayError('UNAUTHORIZED', present ? 'the API key is not valid' : 'send an API key: Authorization: Bearer <key>'));
   });
 }

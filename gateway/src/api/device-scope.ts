@@ -1,5 +1,5 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { DeviceDirectory } from '../devices/directory.js';
 import { scopedDirectory } from '../devices/scoped-directory.js';
 import { deviceVisible, type DeviceTenancy } from '../devices/tenants.js';
@@ -32,12 +32,14 @@ export function visibleDeviceId(req: FastifyRequest, tenancy: DeviceTenancy, raw
  * firmware, queued calls, ...), answers 404 for a device the caller may not see, before its handler runs.
  */
 export function scopeDeviceRoutes(app: FastifyInstance, tenancy: DeviceTenancy): void {
-  app.addHook('preHandler', async (req) => {
-    if (req.caller?.tenant === undefined || !req.routeOptions.url?.startsWith('/v1/devices/:deviceId')) return;
+  // A callback hook (no promise per request): it runs for every API request, and mostly has nothing to do.
+  app.addHook('preHandler', (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction) => {
+    if (req.caller?.tenant === undefined || !req.routeOptions.url?.startsWith('/v1/devices/:deviceId')) return done();
     const raw = (req.params as { deviceId?: unknown }).deviceId;
     const id = typeof raw === 'string' ? normalizeDeviceId(raw) : undefined;
     // A malformed id is the route's own 400; an id of another tenant's device is not there.
-    if (id !== undefined && !callerSees(req, tenancy, id)) throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected`);
+    if (id !== undefined && !callerSees(req, tenancy, id)) return done(new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected`));
+    done();
   });
 }
 

@@ -1,7 +1,7 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
-import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
 import type { z } from 'zod';
-import type { DeviceHandle } from '../devices/device-handle.js';
+import type { CallOutcome, DeviceHandle } from '../devices/device-handle.js';
 import type { DeviceDirectory, DeviceFilter, DeviceSummary } from '../devices/directory.js';
 import { GatewayError } from '../errors.js';
 import {
@@ -20,6 +20,7 @@ import {
   jsonSchema,
 } from './schemas.js';
 import type { DeviceTenancy } from '../devices/tenants.js';
+import { plainCallResultJson } from './call-result-json.js';
 import { callerDirectory, NO_TENANTS } from './device-scope.js';
 import { parseDeviceId, problems } from './route-helpers.js';
 
@@ -99,11 +100,14 @@ export async function deviceRoutes(app: FastifyInstance, opts: DeviceRouteOption
       body: jsonSchema(CallBody),
       response: { 200: jsonSchema(CallResult, 'output'), ...problems(400, 401, 404, 422, 429, 502, 503, 504) },
     },
-    handler: async (req) => {
+    // Not async: the call's own promise is the only one per request (a throw here is fastify's 4xx/5xx as before).
+    handler: (req, reply) => {
       const session = devicesOf(req).device(parseDeviceId(req.params.deviceId));
       const body = req.body ?? {};
-      const out = await session.call(req.params.toolName, body.arguments ?? {}, callOpts(body.timeoutMs));
-      return { ...out, isError: out.isError ?? false };
+      void session.call(req.params.toolName, body.arguments ?? {}, callOpts(body.timeoutMs)).then(
+        (out) => sendCallResult(reply, out),
+        (err: unknown) => reply.send(err instanceof Error ? err : new Error(String(err))),
+      );
     },
   });
 
@@ -180,6 +184,13 @@ function notReady(session: DeviceHandle): GatewayError {
       retryInMs: Math.max(0, s.retryAt - Date.now()),
     },
   );
+}
+
+/** A call's result: the usual (text) one written as JSON at once, anything else through the response schema. */
+function sendCallResult(reply: FastifyReply, out: CallOutcome): void {
+  const json = plainCallResultJson(out);
+  if (json === undefined) void reply.send({ ...out, isError: out.isError ?? false });
+  else void reply.type('application/json; charset=utf-8').send(json);
 }
 
 function callOpts(timeoutMs: number | undefined): { timeoutMs?: number } {

@@ -61,7 +61,10 @@ function counted(d: ToolCallDeps, result: CallToolResult, outcome: string, start
   if (outcome === 'ok') d.metrics.hot.callsOk.inc();
   else d.metrics.calls.inc({ outcome });
   d.metrics.callDuration.observe(durationMs / 1000);
-  return { ...result, durationMs };
+  // `result` is this call's own object (plainTextResult's, or the schema path's copy): no second copy for durationMs.
+  const out = result as CallOutcome;
+  out.durationMs = durationMs;
+  return out;
 }
 
 /**

@@ -19,12 +19,25 @@ export function guardFrame(handle: () => void, o: FrameGuardOptions): void {
   try {
     handle();
   } catch (err) {
-    o.metrics.handlerErrors.inc({ transport: o.transport });
-    o.log.error({ err, ...o.who() }, 'unexpected error handling a device frame; closing this connection');
-    try {
-      o.close();
-    } catch {
-      // The connection is already gone: nothing more to end.
-    }
+    handlerFailed(err, o);
+  }
+}
+
+/** `guardFrame` for a session's text frame, with nothing made per frame (`o` is made once per connection). */
+export function guardText(target: { onText(text: string): void }, text: string, o: FrameGuardOptions): void {
+  try {
+    target.onText(text);
+  } catch (err) {
+    handlerFailed(err, o);
+  }
+}
+
+function handlerFailed(err: unknown, o: FrameGuardOptions): void {
+  o.metrics.handlerErrors.inc({ transport: o.transport });
+  o.log.error({ err, ...o.who() }, 'unexpected error handling a device frame; closing this connection');
+  try {
+    o.close();
+  } catch {
+    // The connection is already gone: nothing more to end.
   }
 }

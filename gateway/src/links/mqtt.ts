@@ -1,6 +1,5 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
-import { Duplex } from 'node:stream';
 import { DEVICE_PUBLISH_TOPIC, deviceInboxTopic, parseMqttClientId, safeEqual } from '@voxgate/protocol';
 import { Aedes, type AuthenticateError, type Client, type PublishPacket } from 'aedes';
 import type { Logger } from 'pino';
@@ -13,7 +12,8 @@ import { closeFailedHandshakes } from '../tls/listener.js';
 import { checkMqttDeviceAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { limitConnections } from './connection-limits.js';
 import { MqttFramingError, MqttPacketGuard, PacketTooLargeError, type OversizedPublish } from './mqtt-packet-guard.js';
-import { guardFrame } from './frame-guard.js';
+import { guardText, type FrameGuardOptions } from './frame-guard.js';
+import { GuardedMqttConnection } from './mqtt-connection.js';
 import { EVENTS_TOPIC_FILTER, EVENTS_TOPIC_PREFIX } from '../events/mqtt-fanout.js';
 
 export interface MqttLinkOptions {
@@ -34,7 +34,8 @@ export interface MqttLinkOptions {
   tls?: { port: number; certificates: TlsCertificates } | undefined;
 }
 
-type Peer = { kind: 'device'; deviceId: string; inbox: string; credential: string; session?: DeviceSession | undefined } | { kind: 'backend' };
+type Peer =
+  { kind: 'device'; deviceId: string; inbox: string; credential: string; session?: DeviceSession | undefined; guard?: FrameGuardOptions } | { kind: 'backend' };
 
 /** What the link knows of one accepted socket (keyed by the stream aedes reads, `client.conn`). */
 interface Conn {
@@ -192,14 +193,8 @@ export async function startMqttLink(o: MqttLinkOptions) {
     if (peer?.kind !== 'device' || !peer.session) return;
     const payload = packet.payload;
     const text = typeof payload === 'string' ? payload : payload.toString('utf8');
-    const session = peer.session;
-    guardFrame(() => session.onText(text), {
-      transport: 'mqtt',
-      log: o.log,
-      who: () => ({ deviceId: peer.deviceId }),
-      metrics: o.metrics,
-      close: () => client.close(),
-    });
+    peer.guard ??= { transport: 'mqtt', log: o.log, who: () => ({ deviceId: peer.deviceId }), metrics: o.metrics, close: () => client.close() };
+    guardText(peer.session, text, peer.guard);
   });
   // A PINGREQ is traffic: last seen moves with it (devices/records.ts writes it, throttled).
   broker.on('ping', (_packet, client) => {
@@ -231,7 +226,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
       if (session && info.topic === DEVICE_PUBLISH_TOPIC) return session.onOversizedMessage(info.bytes, info.limit, info.payloadHead);
       o.log.warn({ remote: socket.remoteAddress, bytes: info.bytes, limit: info.limit }, 'oversized MQTT publish skipped');
     });
-    const conn = Duplex.from({ readable: socket.pipe(guard), writable: socket });
+    const conn = new GuardedMqttConnection(socket, socket.pipe(guard));
     const c: Conn = {
       socket,
       remote: socket.remoteAddress ?? '',

@@ -9,7 +9,7 @@ import type { Metrics } from '../metrics.js';
 import { REFUSAL_LOG, REFUSAL_LOG_NOTE } from './connection-limits.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
-import { guardFrame } from './frame-guard.js';
+import { guardText, type FrameGuardOptions } from './frame-guard.js';
 
 export interface WsLinkOptions {
   path: string;
@@ -105,6 +105,13 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     const link = new WsDeviceLink(ws, req.socket.remoteAddress ?? '');
     const session = o.registry.connect({ deviceId, clientId, link, expectHello: true, credential });
     if (!session) return; // a live connection with other credentials holds this device; link closed
+    const guard: FrameGuardOptions = {
+      transport: 'websocket',
+      log: o.log,
+      who: () => ({ deviceId }),
+      metrics: o.metrics,
+      close: () => link.close(CLOSE_INTERNAL_ERROR, 'internal error'),
+    };
     // Keepalives are traffic: last seen moves with them (devices/records.ts writes it, throttled).
     ws.on('pong', () => {
       alive.set(ws, true);
@@ -119,14 +126,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
         if (!session.onBinary(toBuffer(data))) o.metrics.audioBytes.inc(byteLength(data));
         return;
       }
-      const text = data.toString();
-      guardFrame(() => session.onText(text), {
-        transport: 'websocket',
-        log: o.log,
-        who: () => ({ deviceId }),
-        metrics: o.metrics,
-        close: () => link.close(CLOSE_INTERNAL_ERROR, 'internal error'),
-      });
+      guardText(session, data.toString(), guard);
     });
     ws.on('error', (err: Error & { code?: string }) => {
       const reason = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'too_large' : 'ws_protocol';

@@ -1,0 +1,143 @@
+/**
+ * Process CPU per call of the gateway's whole call path in one process, against the floor relay's route, with
+ * no sockets: `POST /v1/devices/{id}/tools/{name}/call` through fastify's inject, the device an in-memory link
+ * that answers each request in a later macrotask (as a socket would) in the firmware's layout.
+ *   npx tsx --conditions voxgate-source bench/tools/call-cpu.ts [devices=100] [concurrency=64] [calls=20000] [gateway|floor]
+ * The sockets (HTTP parsing, ws framing, writev) are what both pay and what this leaves out, so the figure is
+ * the JavaScript the gateway adds on top of the floor's route, and it holds on a busy machine (CPU time, not
+ * wall clock). Each side runs three times, alternating; the lower figure of each is kept.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { loadConfig, startGateway, type Gateway } from '../../gateway/src/index.js';
+import type { DeviceLink } from '../../gateway/src/devices/link.js';
+import { createLogger } from '../../gateway/src/log.js';
+
+const [devices = 100, concurrency = 64, calls = 20_000] = process.argv.slice(2, 5).map(Number);
+/** `gateway` or `floor`: that side alone (to profile it with --cpu-prof). */
+const only = process.argv[5];
+const KEY = 'bench-api-key-0123456789abcdef';
+const TOOL = 'self.audio_speaker.set_volume';
+const BODY = JSON.stringify({ arguments: { volume: 42 } });
+
+const INIT = { protocolVersion: '2024-11-05', capabilities: { tools: {} }, serverInfo: { name: 'bench', version: '1.0.0' } };
+const TOOLS = {
+  tools: [
+    {
+      name: TOOL,
+      description: 'Set the volume of the audio speaker.',
+      inputSchema: { type: 'object', properties: { volume: { type: 'integer', minimum: 0, maximum: 100 } }, required: ['volume'] },
+    },
+  ],
+};
+const idOf = (text: string) => Number(/"id":(\d+)/.exec(text)?.[1]);
+const reply = (id: number, result: string) => `{"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":${id},"result":${result}}}`;
+const CALL_RESULT = '{"content":[{"type":"text","text":"true"}],"isError":false}';
+
+/** A device end that answers initialize, tools/list and tools/call in a later macrotask. */
+function answer(text: string, deliver: (t: string) => void): void {
+  const id = idOf(text);
+  if (!Number.isFinite(id)) return;
+  const result = text.includes('"tools/call"') ? CALL_RESULT : text.includes('"initialize"') ? JSON.stringify(INIT) : JSON.stringify(TOOLS);
+  setImmediate(() => deliver(reply(id, result)));
+}
+
+async function startGw(): Promise<{ gw: Gateway; dataDir: string }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-callcpu-'));
+  writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
+  const config = loadConfig(
+    { GATEWAY_CONFIG: join(dataDir, 'gateway.config.json'), GATEWAY_CALL_QUEUE_LIMIT: '128' },
+    { dataDir, apiKeys: [KEY], http: { host: '127.0.0.1', port: 0 }, mqtt: { host: '127.0.0.1', port: 0 }, tls: { mqttPort: 0 } },
+  );
+  const sink = new Writable({ write: (_c, _e, cb) => cb() });
+  const gw = await startGateway(config, { log: createLogger('warn', sink) });
+  for (let i = 0; i < devices; i++) {
+    const deviceId = `02:00:00:00:${((i >> 8) & 0xff).toString(16).padStart(2, '0')}:${(i & 0xff).toString(16).padStart(2, '0')}`;
+    let onText: (t: string) => void = () => {};
+    const link: DeviceLink = {
+      transport: 'websocket',
+      remoteAddress: '127.0.0.1',
+      send: (text) => (answer(text, (t) => onText(t)), true),
+      close: () => {},
+    };
+    const session = gw.registry.connect({ deviceId, clientId: deviceId, link, expectHello: false, credential: '' })!;
+    onText = (t) => session.onText(t);
+    session.start();
+    await session.awaitReady(10_000);
+  }
+  return { gw, dataDir };
+}
+
+/** The floor relay's route (bench/floors/ws-relay.ts) with the same in-memory devices. */
+function startFloor(): FastifyInstance {
+  const pending = new Map<number, (payload: unknown) => void>();
+  let nextId = 1;
+  const deliver = (t: string) => {
+    const frame = JSON.parse(t) as { payload?: { id?: number; result?: unknown } };
+    const id = frame.payload?.id;
+    const done = id === undefined ? undefined : pending.get(id);
+    if (done) {
+      pending.delete(id!);
+      done(frame.payload!.result);
+    }
+  };
+  type CallRequest = { Params: { deviceId: string; toolName: string }; Body: { arguments?: Record<string, unknown> } };
+  const app = Fastify({ logger: false });
+  app.post<CallRequest>('/v1/devices/:deviceId/tools/:toolName/call', (req: FastifyRequest<CallRequest>, res: FastifyReply) => {
+    const id = nextId++;
+    pending.set(id, (result) => void res.send(result));
+    const { toolName } = req.params;
+    answer(
+      `{"session_id":"floor","type":"mcp","payload":${JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: toolName, arguments: req.body?.arguments ?? {} } })}}`,
+      deliver,
+    );
+    return res;
+  });
+  return app;
+}
+
+/** CPU µs per call of `total` calls, `c` at a time, spread over the devices. */
+async function run(app: FastifyInstance, total: number, c: number, headers: Record<string, string>): Promise<number> {
+  let next = 0;
+  let failed = 0;
+  const one = async (): Promise<void> => {
+    while (next < total) {
+      const i = next++;
+      const dev = i % devices;
+      const id = `02:00:00:00:${((dev >> 8) & 0xff).toString(16).padStart(2, '0')}:${(dev & 0xff).toString(16).padStart(2, '0')}`;
+      const res = await app.inject({ method: 'POST', url: `/v1/devices/${encodeURIComponent(id)}/tools/${TOOL}/call`, headers, payload: BODY });
+      if (res.statusCode !== 200) failed++;
+    }
+  };
+  const c0 = process.cpuUsage();
+  await Promise.all(Array.from({ length: c }, one));
+  const u = process.cpuUsage(c0);
+  if (failed > 0) throw new Error(`${failed} calls failed`);
+  return (u.user + u.system) / total;
+}
+
+const { gw, dataDir } = await startGw();
+const floor = startFloor();
+await floor.ready();
+const gwHeaders = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
+const flHeaders = { 'content-type': 'application/json' };
+const sides = { gateway: only !== 'floor', floor: only !== 'gateway' };
+if (sides.gateway) await run(gw.http, Math.min(calls, 5000), concurrency, gwHeaders); // warm up (JIT)
+if (sides.floor) await run(floor, Math.min(calls, 5000), concurrency, flHeaders);
+const g: number[] = [];
+const f: number[] = [];
+for (let k = 0; k < 3; k++) {
+  if (sides.gateway) g.push(await run(gw.http, calls, concurrency, gwHeaders));
+  if (sides.floor) f.push(await run(floor, calls, concurrency, flHeaders));
+}
+const [gb, fb] = [Math.min(...g), Math.min(...f)];
+process.stdout.write(
+  `devices ${devices} concurrency ${concurrency}: gateway ${gb.toFixed(1)} µs/call, floor ${fb.toFixed(1)} µs/call, ` +
+    `added ${(gb - fb).toFixed(1)} µs (runs: gateway ${g.map((x) => x.toFixed(1)).join(', ')}; floor ${f.map((x) => x.toFixed(1)).join(', ')})\n`,
+);
+await gw.close();
+await floor.close();
+rmSync(dataDir, { recursive: true, force: true });
