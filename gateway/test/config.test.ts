@@ -1,24 +1,44 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config.js';
-import { isolatedEnv, startCompiledGateway } from '../../../test/support/gateway-process.js';
+import { dirname, join } from 'node:path';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+const KEY = 'api-key-that-must-stay-secret-4242';
+const OTHER = 'another-secret-api-key-9393';
 
 const dirs: string[] = [];
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'voxgate-config-'));
+  dirs.push(d);
+  return d;
+}
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
+/** The problems loadConfig reports for this config file. */
 function problemsFor(file: unknown): string[] {
-  const dir = mkdtempSync(join(tmpdir(), 'voxgate-cfg-'));
-  dirs.push(dir);
+  const dir = tempDir();
   writeFileSync(join(dir, 'gateway.config.json'), JSON.stringify(file));
   try {
     loadConfig({ GATEWAY_CONFIG: join(dir, 'gateway.config.json') });
   } catch (e) {
     expect(e).toBeInstanceOf(ConfigError);
     return (e as ConfigError).problems;
+  }
+  throw new Error('the configuration was accepted');
+}
+
+/** The ConfigError text loadConfig throws for this environment and config file. */
+function configError(env: Record<string, string>, file: string = '{}'): string {
+  const path = join(tempDir(), 'gateway.config.json');
+  writeFileSync(path, file);
+  try {
+    loadConfig({ GATEWAY_CONFIG: path, ...env });
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return (e as Error).message;
   }
   throw new Error('the configuration was accepted');
 }
@@ -48,8 +68,7 @@ describe('misspelled keys in gateway.config.json are refused, not ignored (issue
   });
 
   it('still accepts every known key, and free-form records (mcp.servers, apiKeyTenants)', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'voxgate-cfg-'));
-    dirs.push(dir);
+    const dir = tempDir();
     writeFileSync(
       join(dir, 'gateway.config.json'),
       JSON.stringify({
@@ -104,13 +123,66 @@ describe('misspelled keys in gateway.config.json are refused, not ignored (issue
     // Inside a record (tenants by name) the key is refused too, without a suggestion.
     expect(problems.some((p) => p.startsWith('voice.tenants.acme.langauge: unknown setting'))).toBe(true);
   });
+});
 
-  it('exits with code 2 on a misspelled key inside a section, as for a top-level one', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'voxgate-cfg-'));
-    dirs.push(dir);
-    writeFileSync(join(dir, 'gateway.config.json'), JSON.stringify({ voice: { mdoe: 'relay' } }));
-    const run = startCompiledGateway(isolatedEnv(dir));
-    expect((await run.exited).code).toBe(2);
-    expect(run.stderr()).toContain('voice.mdoe: unknown setting; did you mean "mode"?');
-  }, 60_000);
+describe('config errors never echo secrets (issue 8, defect 10d)', () => {
+  it('names a bad tenant entry by position, not by its API key', () => {
+    const msg = configError({ GATEWAY_API_KEYS: `${OTHER},${KEY}`, GATEWAY_API_KEY_TENANTS: `${OTHER}=ok,${KEY}=bad tenant!` });
+    expect(msg).not.toContain(KEY);
+    expect(msg).toContain('apiKeyTenants[entry 2]: a tenant is 1-64 letters');
+    expect(msg).toContain('(from GATEWAY_API_KEY_TENANTS)');
+    // An entry with no "=" at all is the key alone.
+    const bare = configError({ GATEWAY_API_KEYS: KEY, GATEWAY_API_KEY_TENANTS: KEY });
+    expect(bare).not.toContain(KEY);
+    expect(bare).toContain('apiKeyTenants[entry 1]');
+  });
+
+  it('keeps tenant keys, tokens and the device secret out of file errors', () => {
+    const secret = 'device-secret-too-short';
+    const msg = configError(
+      {},
+      JSON.stringify({
+        apiKeys: [KEY],
+        apiKeyTenants: { [KEY]: 7, [OTHER]: 'x' },
+        deviceTokens: ['tok-secret-1234', ''],
+        deviceSecret: 42,
+        deviceAuth: secret,
+      }),
+    );
+    for (const s of [KEY, OTHER, 'tok-secret-1234', secret]) expect(msg).not.toContain(s);
+    expect(msg).toContain('apiKeyTenants[entry 1]');
+    expect(msg).toContain('deviceTokens.1');
+  });
+
+  it('never quotes the text of a config file that is not valid JSON', () => {
+    const msg = configError({}, `{"apiKeys": ["${KEY}"] "deviceSecret": "${OTHER}"}`);
+    expect(msg).toContain('not valid JSON');
+    expect(msg).not.toContain(KEY);
+    expect(msg).not.toContain(OTHER);
+    const bareword = configError({}, `{"apiKeys": ${KEY}}`);
+    expect(bareword).toContain('not valid JSON');
+    expect(bareword).not.toContain('api-key'); // V8 would quote `..."apiKeys": api-key-th"...`
+  });
+
+  it('never quotes the MCP server file either', () => {
+    const mcp = join(tempDir(), 'mcp.json');
+    writeFileSync(mcp, `{"mcpServers": {"x": {"url": "https://example.com/mcp", "headers": {"authorization": Bearer-upstream-token-5555}}}}`);
+    const msg = configError({ GATEWAY_MCP_CONFIG: mcp });
+    expect(msg).toContain('not valid JSON');
+    expect(msg).not.toContain('Bearer-up'); // V8 would quote `..."Bearer-up"...`
+  });
+});
+
+describe('API key tenants', () => {
+  it('parses key tenants from the environment, keeping plain GATEWAY_API_KEYS valid', () => {
+    const empty = join(mkdtempSync(join(tmpdir(), 'voxgate-cfg-')), 'gateway.config.json');
+    writeFileSync(empty, '{}');
+    onTestFinished(() => rmSync(dirname(empty), { recursive: true, force: true }));
+    const c = loadConfig({ GATEWAY_CONFIG: empty, GATEWAY_API_KEYS: 'k1,k2,k3', GATEWAY_API_KEY_TENANTS: 'k1=acme, k2=globex' });
+    expect(c.apiKeys).toEqual(['k1', 'k2', 'k3']);
+    expect(c.apiKeyTenants).toEqual({ k1: 'acme', k2: 'globex' });
+    expect(() => loadConfig({ GATEWAY_CONFIG: empty, GATEWAY_API_KEYS: 'k1', GATEWAY_API_KEY_TENANTS: 'other=acme' })).toThrow(/apiKeyTenants: names a key/);
+    expect(() => loadConfig({ GATEWAY_CONFIG: empty }, { mcp: { servers: { 'bad name!': { command: 'x' } } } })).toThrow(/a server name is/);
+    expect(() => loadConfig({ GATEWAY_CONFIG: empty }, { mcp: { servers: { s: { url: 'ftp://x' } } } })).toThrow(/mcpServers\.s\.url/);
+  });
 });
