@@ -1,8 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, ENV_MAP, loadConfig } from '../src/config.js';
+import { ROOT } from '../../test/support/gateway-process.js';
 
 const KEY = 'api-key-that-must-stay-secret-4242';
 const OTHER = 'another-secret-api-key-9393';
@@ -184,5 +185,58 @@ describe('API key tenants', () => {
     expect(() => loadConfig({ GATEWAY_CONFIG: empty, GATEWAY_API_KEYS: 'k1', GATEWAY_API_KEY_TENANTS: 'other=acme' })).toThrow(/apiKeyTenants: names a key/);
     expect(() => loadConfig({ GATEWAY_CONFIG: empty }, { mcp: { servers: { 'bad name!': { command: 'x' } } } })).toThrow(/a server name is/);
     expect(() => loadConfig({ GATEWAY_CONFIG: empty }, { mcp: { servers: { s: { url: 'ftp://x' } } } })).toThrow(/mcpServers\.s\.url/);
+  });
+});
+
+describe('configuration layers and rules (from the e2e lifecycle tests)', () => {
+  it('layers defaults < file < environment', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxgate-cfg-'));
+    const file = join(dir, 'gateway.config.json');
+    writeFileSync(file, JSON.stringify({ http: { port: 9000 }, calls: { queueLimit: 4 }, logLevel: 'warn' }));
+    const c = loadConfig({ GATEWAY_CONFIG: file, GATEWAY_HTTP_PORT: '9100', GATEWAY_API_KEYS: 'a, b ,,c' });
+    expect(c.http.port).toBe(9100);
+    expect(c.calls.queueLimit).toBe(4);
+    expect(c.logLevel).toBe('warn');
+    expect(c.apiKeys).toEqual(['a', 'b', 'c']);
+    expect(c.mqtt.port).toBe(1883);
+    expect(c.ws.path).toBe('/xiaozhi/v1/');
+    rmSync(dir, { recursive: true });
+  });
+
+  it('reports every bad field, with its source', () => {
+    let err: unknown;
+    try {
+      loadConfig({ GATEWAY_CONFIG: '/nonexistent/none.json' });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    try {
+      loadConfig({ GATEWAY_HTTP_PORT: '70000', GATEWAY_DEVICE_AUTH: 'maybe', GATEWAY_VISION_URL: 'ftp://x', GATEWAY_LOG_LEVEL: 'loud' });
+      expect.unreachable();
+    } catch (e) {
+      const problems = (e as ConfigError).problems.join('\n');
+      expect(problems).toContain('http.port');
+      expect(problems).toContain('GATEWAY_HTTP_PORT');
+      expect(problems).toContain('deviceAuth');
+      expect(problems).toContain('vision.url');
+      expect(problems).toContain('logLevel');
+    }
+  });
+
+  it('.env.example lists every environment variable the gateway reads, and nothing else', () => {
+    const listed = [...readFileSync(join(ROOT, '.env.example'), 'utf8').matchAll(/^#?([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]);
+    expect(new Set(listed)).toEqual(new Set(['GATEWAY_CONFIG', ...Object.keys(ENV_MAP)]));
+  });
+
+  it('checks settings that depend on each other', () => {
+    expect(() => loadConfig({ GATEWAY_CONFIG: '/dev/null/x', GATEWAY_DEVICE_AUTH: 'token' })).toThrow(ConfigError);
+    const dir = mkdtempSync(join(tmpdir(), 'voxgate-cfg-'));
+    writeFileSync(join(dir, 'c.json'), '{}');
+    expect(() => loadConfig({ GATEWAY_CONFIG: join(dir, 'c.json'), GATEWAY_DEVICE_AUTH: 'token' })).toThrow(/deviceTokens/);
+    expect(() => loadConfig({ GATEWAY_CONFIG: join(dir, 'c.json'), GATEWAY_CALL_TIMEOUT_MS: '9000', GATEWAY_CALL_MAX_TIMEOUT_MS: '8000' })).toThrow(
+      /calls.defaultTimeoutMs/,
+    );
+    rmSync(dir, { recursive: true });
   });
 });

@@ -1,7 +1,7 @@
 import { verifyVisionToken } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
-import { ReferenceDevice, referenceTools } from '../../../test/support/reference-device.js';
+import { ReferenceDevice, referenceTools, type RefTool } from '../../../test/support/reference-device.js';
 import { withTimeout } from '../../../test/support/wait.js';
 
 interface ToolsBody {
@@ -303,6 +303,86 @@ describe('reference-firmware devices over WebSocket', () => {
     const changed = t.nextEvent('device.tools_changed', id);
     await online(device({ deviceId: id, extraTools: 2 }));
     expect((await changed).data).toMatchObject({ reason: 'relisted', toolCount: referenceTools().length + 2 });
+  });
+  // From e2e/device-rpc.test.ts: how the /rpc route reaches the device.
+  it('sends notifications/* as a notification (no id) and answers 202 at once', async () => {
+    const d = await online(device());
+    // The firmware ignores notifications: sent as a request, this would wait out its timeout.
+    const r = await t.api<{ sent: boolean; notification: string }>('POST', `/v1/devices/${d.deviceId}/rpc`, {
+      method: 'notifications/initialized',
+      timeoutMs: 60_000,
+    });
+    expect(r.status).toBe(202);
+    expect(r.body).toEqual({ sent: true, notification: 'notifications/initialized' });
+    const sent = await d.waitForMcp((p) => p['method'] === 'notifications/initialized');
+    expect('id' in sent).toBe(false);
+    // Nothing was queued behind it: a request goes straight through.
+    const list = await t.api<{ result: { tools: unknown[] } }>('POST', `/v1/devices/${d.deviceId}/rpc`, { method: 'tools/list' });
+    expect(list.status).toBe(200);
+  });
+
+  it("refuses a caller's own id with a clear 400 instead of dropping it silently", async () => {
+    const d = await online(device());
+    const r = await t.api<{ code: string; detail: string }>('POST', `/v1/devices/${d.deviceId}/rpc`, { method: 'tools/list', id: 'mine' });
+    expect([r.status, r.body.code]).toEqual([400, 'INVALID_REQUEST']);
+    expect(r.body.detail).toContain('"id"');
+    expect(d.mcpReceived.some((p) => p['id'] === 'mine')).toBe(false);
+  });
+
+  // From e2e/catalog-incomplete.test.ts (the setup itself: ../devices/registry.test.ts): what callers see of it.
+  it('shows a device whose catalog holds a tool larger than its tools/list page as ready, with a warning in its summary', async () => {
+    const huge: RefTool = { name: 'self.huge.describe', description: 'x'.repeat(9000), run: () => true };
+    const ref = referenceTools().filter((x) => !x.userOnly);
+    const d = device({ tools: [...ref.slice(0, 3), huge, ...ref.slice(3)] });
+    const incomplete = t.nextEvent('device.catalog_incomplete', d.deviceId);
+    await online(d);
+    const warning = `catalog incomplete: tool after ${ref[2]!.name} refused by the device`;
+    expect((await incomplete).data['error']).toMatch(/Failed to add tool self\.huge\.describe because of payload size limit/);
+    const summary = await t.api<{ state: string; toolCount: number; catalogWarning?: string }>('GET', `/v1/devices/${d.deviceId}`);
+    expect(summary.body).toMatchObject({ state: 'ready', toolCount: 3, catalogWarning: warning });
+    const listed = await t.api<{ tools: Array<{ name: string }> }>('GET', `/v1/devices/${d.deviceId}/tools`);
+    expect(listed.body.tools.map((x) => x.name)).toEqual(ref.slice(0, 3).map((x) => x.name));
+    // The tools it has answer as usual.
+    const call = await t.api('POST', `/v1/devices/${d.deviceId}/tools/self.get_device_status/call`, { arguments: {} });
+    expect(call.status).toBe(200);
+  });
+});
+
+describe('device sessions at the edges (from e2e/session-edges.test.ts; the setup cases: ../devices/registry.test.ts)', () => {
+  it('answers pending calls with SHUTTING_DOWN when the gateway stops', async () => {
+    const t = await startTestGateway();
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:05:03' });
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+    d.holdReplies();
+    const pending = t.api<{ code: string }>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 1 } });
+    await d.waitForMcp((p) => p['method'] === 'tools/call');
+    const closing = t.close();
+    const r = await pending;
+    expect([r.status, r.body.code]).toEqual([503, 'SHUTTING_DOWN']);
+    expect((await d.closed()).code).toBe(1001);
+    await closing;
+  });
+
+  it('logs every line with the device id and never a secret', async () => {
+    const t = await startTestGateway({ deviceAuth: 'token', deviceTokens: ['super-secret-device-token'], vision: { url: 'http://127.0.0.1:9/v' } });
+    try {
+      const d = new ReferenceDevice({ deviceId: '02:00:00:00:05:04' });
+      const ready = t.nextEvent('device.ready', d.deviceId);
+      await d.connectWebSocket(t.wsUrl, { token: 'super-secret-device-token' });
+      await ready;
+      const deviceLines = t.logs.filter((l) => l['msg'] === 'device connected' || l['msg'] === 'device ready');
+      expect(deviceLines.length).toBe(2);
+      for (const l of deviceLines) expect(l['deviceId']).toBe(d.deviceId);
+      const all = JSON.stringify(t.logs);
+      expect(all).not.toContain('super-secret-device-token');
+      expect(all).not.toContain(d.vision!.token!);
+      expect(all).not.toContain('test-api-key-0123456789');
+      d.terminate();
+    } finally {
+      await t.close();
+    }
   });
 });
 
