@@ -240,3 +240,15 @@ describe('configuration layers and rules (from the e2e lifecycle tests)', () => 
     rmSync(dir, { recursive: true });
   });
 });
+
+describe('connection caps (from the e2e connection-limits tests)', () => {
+  it('refuses a configuration that leaves the API no reserve, naming the variable', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxgate-limits-'));
+    dirs.push(dir);
+    writeFileSync(join(dir, 'config.json'), '{}');
+    const env = { GATEWAY_CONFIG: join(dir, 'config.json'), GATEWAY_WS_MAX_CONNECTIONS: '100', GATEWAY_HTTP_MAX_CONNECTIONS: '100' };
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(/http\.maxConnections: must exceed ws\.maxConnections.*GATEWAY_HTTP_MAX_CONNECTIONS/);
+    expect(loadConfig({ ...env, GATEWAY_HTTP_MAX_CONNECTIONS: '101' }).http.maxConnections).toBe(101);
+  });
+});

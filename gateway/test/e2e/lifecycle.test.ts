@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync, statSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -54,6 +55,17 @@ describe('data/secrets.json permissions (issue 8, defect 10d)', () => {
     } finally {
       await t.close();
     }
+  });
+});
+
+describe('a start whose port is taken says which (issue 9 item 20; both ports at once: ../links/listeners.test.ts)', () => {
+  it('reports the one port that is in use, and frees the other', async () => {
+    const held = createServer();
+    await new Promise<void>((resolve) => held.listen(0, '127.0.0.1', resolve));
+    onTestFinished(() => new Promise<void>((resolve) => held.close(() => resolve())));
+    const port = (held.address() as { port: number }).port;
+    await expect(startTestGateway({ http: { port } })).rejects.toThrow(/^cannot listen: HTTP 127\.0\.0\.1:\d+ is already in use \(EADDRINUSE\)$/);
+    await expect(startTestGateway({ mqtt: { port } })).rejects.toThrow(/^cannot listen: MQTT 127\.0\.0\.1:\d+ is already in use \(EADDRINUSE\)$/);
   });
 });
 
