@@ -1,14 +1,7 @@
-import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { answerSetup, metricValue, recordingBus, testSettings } from '../../../test/support/device-parts.js';
-import { createLinkedPair } from '../../../test/support/in-memory-link.js';
+import { HELLO, metricValue, registryPart as parts } from '../../../test/support/device-parts.js';
 import { CLOSE_FORGOTTEN, CLOSE_NO_HELLO, CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED } from '../../src/devices/link.js';
-import { DeviceRegistry } from '../../src/devices/registry.js';
-import type { SessionSettings } from '../../src/devices/settings.js';
-import { ToolsPageCache } from '../../src/devices/tools-page-cache.js';
 import type { GatewayError } from '../../src/errors.js';
-import { createMetrics } from '../../src/metrics.js';
-import { SchemaValidators } from '../../src/schemas/validators.js';
 
 const tool = (name: string, extra: Record<string, unknown> = {}) => ({
   name,
@@ -16,48 +9,8 @@ const tool = (name: string, extra: Record<string, unknown> = {}) => ({
   inputSchema: { type: 'object', properties: {} },
   ...extra,
 });
-const HELLO = JSON.stringify({ type: 'hello', version: 1, transport: 'websocket', features: { mcp: true } });
-
-/** A registry built from its parts, and a way to connect in-memory devices to it as the links do. */
-function registryPart(opts: { settings?: Partial<SessionSettings>; maxKnownDevices?: number } = {}) {
-  const lines: Array<Record<string, unknown>> = [];
-  const log = pino({ level: 'debug' }, { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) });
-  const metrics = createMetrics();
-  const { bus, events } = recordingBus();
-  const settings = testSettings(opts.settings);
-  const registry = new DeviceRegistry({
-    log,
-    bus,
-    metrics,
-    settings,
-    vision: () => undefined,
-    pages: new ToolsPageCache(),
-    validators: new SchemaValidators({ limits: settings.schemaLimits, maxCached: 64 }),
-    ...(opts.maxKnownDevices !== undefined ? { maxKnownDevices: opts.maxKnownDevices } : {}),
-  });
-  const connect = (deviceId: string, o: { transport?: 'websocket' | 'mqtt'; credential?: string } = {}) => {
-    const transport = o.transport ?? 'websocket';
-    const [link, device] = createLinkedPair(transport);
-    const session = registry.connect({
-      deviceId,
-      clientId: `client-${deviceId}`,
-      link,
-      expectHello: transport === 'websocket',
-      credential: o.credential ?? '',
-    });
-    if (session) link.receiver = { onText: (t) => session.onText(t), onBinary: (b) => session.onBinary(b), onClosed: (r) => session.onClosed(r) };
-    return { link, device, session };
-  };
-  /** Connected over WebSocket, hello said, set up with `tools`, ready. */
-  const ready = async (deviceId: string, tools = [tool('self.ping')], credential = '') => {
-    const c = connect(deviceId, { credential });
-    c.device.send(HELLO);
-    await answerSetup(c.device, tools);
-    await expect.poll(() => registry.get(deviceId)?.state).toBe('ready');
-    return c;
-  };
-  return { registry, metrics, events, lines, connect, ready };
-}
+/** A registry with devices that answer setup with `self.ping`, unless told otherwise. */
+const registryPart = (opts: Parameters<typeof parts>[0] = {}) => parts(opts, [tool('self.ping')]);
 
 describe('DeviceRegistry: presence', () => {
   it('says a device is online at once, ready after setup, and offline when its link closes', async () => {

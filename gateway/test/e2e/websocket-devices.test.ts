@@ -304,6 +304,26 @@ describe('reference-firmware devices over WebSocket', () => {
     await online(device({ deviceId: id, extraTools: 2 }));
     expect((await changed).data).toMatchObject({ reason: 'relisted', toolCount: referenceTools().length + 2 });
   });
+  // From e2e/tools-page-cache.test.ts (the cache itself: ../devices/tools-page-cache.test.ts): every session shares one cache.
+  it('parses a firmware’s pages once; a second device with the same pages gets them from the cache', async () => {
+    const pages = async () => ({
+      parsed: await t.metric('voxgate_tools_pages_total', { source: 'parsed' }),
+      cache: await t.metric('voxgate_tools_pages_total', { source: 'cache' }),
+    });
+    // A catalog of its own (one changed description), so no other test has cached these pages.
+    const tools = referenceTools().map((x) => (x.name === 'self.get_device_status' ? { ...x, description: `${x.description} (cache test)` } : x));
+    const before = await pages();
+    const a = await online(device({ tools, extraTools: 40 }));
+    const first = await pages();
+    expect(first.parsed - before.parsed).toBeGreaterThanOrEqual(3);
+    await online(device({ tools, extraTools: 40 }));
+    const second = await pages();
+    expect(second.parsed).toBe(first.parsed);
+    expect(second.cache - first.cache).toBe(first.parsed - before.parsed);
+    const listed = await t.api<ToolsBody>('GET', `/v1/devices/${a.deviceId}/tools`);
+    expect(listed.body.tools.length).toBe(a.tools.length);
+  });
+
   // From e2e/device-rpc.test.ts: how the /rpc route reaches the device.
   it('sends notifications/* as a notification (no id) and answers 202 at once', async () => {
     const d = await online(device());

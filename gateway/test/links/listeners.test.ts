@@ -2,15 +2,10 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { createServer, type Server } from 'node:net';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { silentLog, testSettings } from '../../../test/support/device-parts.js';
-import { DeviceRegistry } from '../../src/devices/registry.js';
-import { ToolsPageCache } from '../../src/devices/tools-page-cache.js';
-import { EventBus } from '../../src/events/bus.js';
+import { registryPart, silentLog } from '../../../test/support/device-parts.js';
 import { openFileLimit } from '../../src/links/connection-limits.js';
 import { openListeners, warnIfOverOpenFileLimit } from '../../src/links/listeners.js';
 import type { MqttLink, MqttLinkOptions } from '../../src/links/mqtt.js';
-import { createMetrics } from '../../src/metrics.js';
-import { SchemaValidators } from '../../src/schemas/validators.js';
 
 /** A port held by another listener on 127.0.0.1 (port 0: the OS picks it). */
 async function holdPort(): Promise<{ server: Server; port: number }> {
@@ -21,17 +16,7 @@ async function holdPort(): Promise<{ server: Server; port: number }> {
 
 /** The broker's options with a registry built from its parts (no gateway). */
 function mqttOptions(port: number): MqttLinkOptions {
-  const metrics = createMetrics();
-  const settings = testSettings();
-  const registry = new DeviceRegistry({
-    log: silentLog,
-    bus: new EventBus({ bufferSize: 10 }),
-    metrics,
-    settings,
-    vision: () => undefined,
-    pages: new ToolsPageCache(),
-    validators: new SchemaValidators({ limits: settings.schemaLimits, maxCached: 8 }),
-  });
+  const { registry, metrics } = registryPart();
   return {
     host: '127.0.0.1',
     port,
