@@ -1,6 +1,9 @@
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { verifyVisionToken } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { deviceToolRaw } from '../../src/hub/names.js';
+import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { ScriptedWsDevice } from '../../../test/support/scripted-device.js';
 import { ReferenceDevice, referenceTools, type RefTool } from '../../../test/support/reference-device.js';
 import { withTimeout } from '../../../test/support/wait.js';
 
@@ -322,6 +325,44 @@ describe('reference-firmware devices over WebSocket', () => {
     expect(second.cache - first.cache).toBe(first.parsed - before.parsed);
     const listed = await t.api<ToolsBody>('GET', `/v1/devices/${a.deviceId}/tools`);
     expect(listed.body.tools.length).toBe(a.tools.length);
+  });
+
+  // From e2e/session-device-replies.test.ts.
+  it('passes normalized device content to HTTP callers and /mcp clients (counting: ../devices/session-frames.test.ts)', async () => {
+    const data = Buffer.from('jpeg bytes').toString('base64');
+    const firmwareImage = JSON.stringify({ type: 'image', image: JSON.stringify({ type: 'image', mimeType: 'image/jpeg', data }) });
+    const id = nextMac();
+    const ready = t.nextEvent('device.ready', id);
+    const device = await ScriptedWsDevice.connect(t.wsUrl, id, [
+      { name: 'photo', inputSchema: { type: 'object' }, result: `{"content":[${firmwareImage}],"isError":false}` },
+      {
+        name: 'odd',
+        inputSchema: { type: 'object' },
+        result: '{"content":[{"type":"text","text":42},{"type":"image"},{"type":"video","url":"x"},{"type":"text","text":"fine"}]}',
+      },
+    ]);
+    const client = new Client({ name: 'test-host', version: '1.0.0' });
+    try {
+      await ready;
+      const photo = await t.api<{ content: unknown[] }>('POST', `/v1/devices/${id}/tools/photo/call`, { arguments: {} });
+      expect(photo.body.content).toEqual([{ type: 'image', mimeType: 'image/jpeg', data }]);
+      const odd = await t.api<{ content: unknown[] }>('POST', `/v1/devices/${id}/tools/odd/call`, { arguments: {} });
+      expect(odd.body.content).toEqual([
+        { type: 'text', text: '42' },
+        { type: 'text', text: '{"type":"image"}' },
+        { type: 'text', text: '{"type":"video","url":"x"}' },
+        { type: 'text', text: 'fine' },
+      ]);
+
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }),
+      );
+      const viaMcp = await client.callTool({ name: deviceToolRaw(id, 'photo'), arguments: {} });
+      expect(viaMcp.content).toEqual([{ type: 'image', mimeType: 'image/jpeg', data }]);
+    } finally {
+      await client.close();
+      device.close();
+    }
   });
 
   // From e2e/device-rpc.test.ts: how the /rpc route reaches the device.
