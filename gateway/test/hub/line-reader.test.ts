@@ -57,3 +57,26 @@ describe('idOfTruncated', () => {
     expect(idOfTruncated('', '')).toBeUndefined();
   });
 });
+
+describe('BoundedLineReader and idOfTruncated (from the e2e hub-limits tests)', () => {
+  it('skips an over-long line up to its newline and keeps reading the next ones', () => {
+    const r = new BoundedLineReader(16);
+    const out = [
+      ...r.push(Buffer.from('{"a":1}\n{"jsonrpc":"2.0","id":7,"result":"')),
+      ...r.push(Buffer.from('y'.repeat(100))),
+      ...r.push(Buffer.from('"}\n{"b":2}\r\n{"c"')),
+    ];
+    expect(out[0]).toEqual({ kind: 'line', text: '{"a":1}' });
+    expect(out[1]).toMatchObject({ kind: 'oversized', bytes: 136 });
+    expect(out[2]).toEqual({ kind: 'line', text: '{"b":2}' });
+    expect(out).toHaveLength(3);
+    expect(r.push(Buffer.from(':3}\n'))).toEqual([{ kind: 'line', text: '{"c":3}' }]);
+  });
+
+  it('finds the id at the start (jsonrpc, id first) or at the end (the TypeScript SDK order)', () => {
+    expect(idOfTruncated('{"jsonrpc":"2.0","id":7,"result":{"content"', 'xx"}]}}')).toBe(7);
+    expect(idOfTruncated('{"result":{"content":[{"type":"text","text":"', 'xxx"}]},"jsonrpc":"2.0","id":"a-1"}')).toBe('a-1');
+    // an "id" inside the result is not the message's id
+    expect(idOfTruncated('{"result":{"content":[{"type":"text","text":"', '"id":3}}')).toBeUndefined();
+  });
+});
