@@ -4,6 +4,8 @@ import { installSafetyNet, type UnhandledKind } from '../src/safety-net.js';
 
 type Listener = (...args: unknown[]) => void;
 const EVENTS = ['unhandledRejection', 'uncaughtException'] as const;
+/** `process` as a plain emitter: these events are emitted by hand here. */
+const proc = process as unknown as NodeJS.EventEmitter;
 
 /**
  * The net is installed on the real `process`; the test runner's own handlers are set aside meanwhile, so
@@ -12,11 +14,11 @@ const EVENTS = ['unhandledRejection', 'uncaughtException'] as const;
 const restore: Array<() => void> = [];
 function isolateProcessHandlers(): void {
   for (const event of EVENTS) {
-    const saved = process.listeners(event) as Listener[];
-    process.removeAllListeners(event);
+    const saved = proc.listeners(event) as Listener[];
+    proc.removeAllListeners(event);
     restore.push(() => {
-      process.removeAllListeners(event);
-      for (const l of saved) process.on(event, l);
+      proc.removeAllListeners(event);
+      for (const l of saved) proc.on(event, l);
     });
   }
 }
@@ -42,7 +44,7 @@ function net(maxLogsPerMinute?: number) {
 describe('installSafetyNet', () => {
   it('logs and counts an unhandled rejection, and goes on (no stop)', () => {
     const n = net();
-    process.emit('unhandledRejection', new Error('injected unhandled rejection'), Promise.resolve());
+    proc.emit('unhandledRejection', new Error('injected unhandled rejection'), Promise.resolve());
     expect(n.counted).toEqual(['rejection']);
     expect(n.stopped).toEqual([]);
     expect(n.lines).toHaveLength(1);
@@ -51,7 +53,7 @@ describe('installSafetyNet', () => {
 
   it('counts every rejection but logs only up to the cap per minute', () => {
     const n = net(2);
-    for (let i = 0; i < 5; i++) process.emit('unhandledRejection', new Error(`r${i}`), Promise.resolve());
+    for (let i = 0; i < 5; i++) proc.emit('unhandledRejection', new Error(`r${i}`), Promise.resolve());
     expect(n.counted).toHaveLength(5);
     expect(n.lines).toHaveLength(2);
   });
@@ -59,7 +61,7 @@ describe('installSafetyNet', () => {
   it('logs an uncaught exception as fatal with its origin, counts it, and asks to stop', () => {
     const n = net();
     const err = new Error('injected uncaught exception');
-    process.emit('uncaughtException', err, 'uncaughtException');
+    proc.emit('uncaughtException', err, 'uncaughtException');
     expect(n.counted).toEqual(['exception']);
     expect(n.stopped).toEqual([err]);
     expect(n.lines[0]).toMatchObject({
