@@ -252,3 +252,26 @@ describe('connection caps (from the e2e connection-limits tests)', () => {
     expect(loadConfig({ ...env, GATEWAY_HTTP_MAX_CONNECTIONS: '101' }).http.maxConnections).toBe(101);
   });
 });
+
+describe('TLS configuration (from the e2e TLS tests)', () => {
+  it('reads the tls block from GATEWAY_TLS_* and wants certificate and key together', () => {
+    const c = loadConfig({
+      GATEWAY_TLS_CERT_FILE: '/c.pem',
+      GATEWAY_TLS_KEY_FILE: '/k.pem',
+      GATEWAY_TLS_MQTT_PORT: '8884',
+      GATEWAY_TLS_ADVERTISE: 'plain',
+      GATEWAY_TRUST_PROXY: '10.0.0.0/8, loopback',
+    });
+    expect(c.tls).toMatchObject({ certFile: '/c.pem', keyFile: '/k.pem', mqttPort: 8884, mqttEnabled: true, advertise: 'plain' });
+    expect(c.http.trustProxy).toEqual(['10.0.0.0/8', 'loopback']);
+    expect(loadConfig({}).tls).toMatchObject({ mqttPort: 8883, advertise: 'auto' });
+    expect(() => loadConfig({ GATEWAY_TLS_CERT_FILE: '/c.pem' })).toThrow(/tls.keyFile: tls.certFile and tls.keyFile go together/);
+    expect(() => loadConfig({ GATEWAY_TLS_CA_FILE: '/ca.pem' })).toThrow(/tls.caFile: needs tls.certFile/);
+    // Checked here (exit 2, the variable named), not by fastify at start.
+    expect(() => loadConfig({ GATEWAY_TRUST_PROXY: '10.0.0.1,proxy.example' })).toThrow(/http.trustProxy: addresses, CIDRs.*\(from GATEWAY_TRUST_PROXY\)/);
+  });
+
+  it('is a ConfigError, not a crash, for a bad advertise value', () => {
+    expect(() => loadConfig({ GATEWAY_TLS_ADVERTISE: 'sometimes' })).toThrow(ConfigError);
+  });
+});
