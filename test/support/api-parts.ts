@@ -13,6 +13,8 @@ export interface ApiPartOptions {
   keys?: readonly string[] | null;
   /** The tenant each key carries. */
   tenantOf?: (key: string) => string | undefined;
+  /** Routes outside the API-key scope (what devices call with credentials of their own). */
+  open?: (app: FastifyInstance) => PromiseLike<unknown>;
   /** Options for the fastify instance (a body limit, say). */
   fastify?: Pick<FastifyServerOptions, 'bodyLimit' | 'trustProxy'>;
 }
@@ -23,6 +25,7 @@ export async function apiPart(routes: (scope: FastifyInstance) => PromiseLike<un
   const app = Fastify({ forceCloseConnections: true, ...o.fastify });
   registerProblemHandlers(app);
   const keys = o.keys === undefined ? [PART_API_KEY] : o.keys;
+  if (o.open) await o.open(app);
   await app.register(async (scope) => {
     if (keys !== null) requireApiKey(scope, () => keys, o.tenantOf);
     await routes(scope);

@@ -313,4 +313,24 @@ describe('device enrollment (hmac device auth)', () => {
     expect((await second.api<Pending>('GET', '/v1/enrollments')).body.enrollments.map((e) => e.code)).toEqual([code]);
     expect((await ota(second, waiting)).body.activation?.code).toBe(code);
   });
+
+  it('devices that dial in without credentials, over WebSocket and MQTT: listed in GET /v1/enrollments/refused with transport, reason, count and address', async () => {
+    const t = await gateway();
+    const ws = device('02:00:00:00:0f:01');
+    await expect(ws.connectWebSocket(t.wsUrl)).rejects.toMatchObject({ statusCode: 401 });
+    await expect(ws.connectWebSocket(t.wsUrl)).rejects.toMatchObject({ statusCode: 401 });
+    const mq = device('02:00:00:00:0f:02');
+    const clientId = `GID_voxgate@@@02_00_00_00_0f_02@@@${mq.clientId}`;
+    await expect(mq.connectMqtt(t.mqttUrl, { clientId })).rejects.toMatchObject({ code: 5 });
+
+    const res = await t.api<{ refused: Array<Record<string, unknown>> }>('GET', '/v1/enrollments/refused');
+    expect(res.status).toBe(200);
+    const [first, second] = res.body.refused;
+    expect(first).toMatchObject({ deviceId: '02:00:00:00:0f:02', transport: 'mqtt', reason: 'missing_credentials', count: 1, clientId });
+    expect(second).toMatchObject({ deviceId: '02:00:00:00:0f:01', transport: 'websocket', reason: 'missing_token', count: 2 });
+    expect(String(second!['remoteAddress'])).toMatch(/127\.0\.0\.1/);
+    expect(String(first!['remoteAddress'])).toMatch(/127\.0\.0\.1/);
+    expect(Date.parse(String(second!['lastAt']))).toBeGreaterThanOrEqual(Date.parse(String(second!['firstAt'])));
+    expect((await t.api('GET', '/v1/enrollments/refused', undefined, { apiKey: null })).status).toBe(401);
+  });
 });
