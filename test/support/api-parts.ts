@@ -16,7 +16,7 @@ export interface ApiPartOptions {
   /** Routes outside the API-key scope (what devices call with credentials of their own). */
   open?: (app: FastifyInstance) => PromiseLike<unknown>;
   /** Options for the fastify instance (a body limit, say). */
-  fastify?: Pick<FastifyServerOptions, 'bodyLimit' | 'trustProxy' | 'routerOptions'>;
+  fastify?: Pick<FastifyServerOptions, 'bodyLimit' | 'trustProxy' | 'routerOptions' | 'loggerInstance'>;
 }
 
 /** A bare app: problem+json errors, and `routes` registered behind the API-key hook as buildApi does. */
