@@ -1,55 +1,71 @@
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { resolveSecrets } from '../src/secrets.js';
 
-const KEY = 'api-key-that-must-stay-secret-4242';
-
-const dirs: string[] = [];
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), 'voxgate-secrets-'));
-  dirs.push(d);
-  return d;
-}
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const posix = process.platform !== 'win32';
 
 describe('resolveSecrets', () => {
-  it('generates an API key and a device secret once, keeps them 0600, and gives the same ones at the next start', () => {
-    const dataDir = join(tempDir(), 'data');
-    const first = resolveSecrets(dataDir, { apiKeys: [] });
+  let dir: string;
+  let file: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'voxgate-secrets-'));
+    file = join(dir, 'secrets.json');
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('generates an API key and a device secret once, keeps them 0600, and reads the same ones back', () => {
+    const first = resolveSecrets(dir, { apiKeys: [] });
     expect(first.generatedApiKey).toMatch(/^vxg_[A-Za-z0-9_-]{32}$/);
     expect(first.apiKeys).toEqual([first.generatedApiKey]);
     expect(first.deviceSecret.length).toBeGreaterThanOrEqual(32);
-    const file = join(dataDir, 'secrets.json');
-    expect(statSync(file).mode & 0o777).toBe(0o600);
-    const again = resolveSecrets(dataDir, { apiKeys: [] });
+    if (posix) expect(statSync(file).mode & 0o777).toBe(0o600);
+    const again = resolveSecrets(dir, { apiKeys: [] });
     expect(again).toEqual({ apiKeys: first.apiKeys, deviceSecret: first.deviceSecret });
   });
 
-  it('uses configured secrets over stored ones, and writes nothing when both are configured', () => {
-    const dataDir = tempDir();
-    const r = resolveSecrets(dataDir, { apiKeys: [KEY], deviceSecret: 'configured-device-secret-000' });
-    expect(r).toEqual({ apiKeys: [KEY], deviceSecret: 'configured-device-secret-000' });
-    expect(() => statSync(join(dataDir, 'secrets.json'))).toThrow(/ENOENT/);
+  it('uses configured secrets over stored ones, and generates only what is missing', () => {
+    const s = resolveSecrets(dir, { apiKeys: ['configured-key-0123456789'], deviceSecret: 'configured-secret-0123456789' });
+    expect(s).toEqual({ apiKeys: ['configured-key-0123456789'], deviceSecret: 'configured-secret-0123456789' });
+    // Nothing needed generating: no file written.
+    expect(() => statSync(file)).toThrow();
+    const onlyKeys = resolveSecrets(dir, { apiKeys: ['configured-key-0123456789'] });
+    expect(onlyKeys.generatedApiKey).toBeUndefined();
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ deviceSecret: onlyKeys.deviceSecret });
   });
 
-  it('tightens a pre-existing secrets file that others can read to 0600, and returns the old mode', () => {
-    const dataDir = tempDir();
-    const file = join(dataDir, 'secrets.json');
-    const deviceSecret = 'stored-device-secret-0123456789';
-    writeFileSync(file, JSON.stringify({ deviceSecret }), { mode: 0o644 });
-    expect(statSync(file).mode & 0o777).toBe(0o644);
-    const r = resolveSecrets(dataDir, { apiKeys: [KEY] });
-    expect(statSync(file).mode & 0o777).toBe(0o600);
-    expect(r.tightenedFrom).toBe('0644');
-    expect(r.deviceSecret).toBe(deviceSecret);
+  it('refuses a file that is not JSON or has short secrets, without quoting it', () => {
+    writeFileSync(file, '{"apiKey": "hunter2-leaked', { mode: 0o600 });
+    expect(() => resolveSecrets(dir, { apiKeys: [] })).toThrow(/unreadable secrets file \(not valid JSON\)$/);
+    try {
+      resolveSecrets(dir, { apiKeys: [] });
+    } catch (e) {
+      expect((e as Error).message).not.toContain('hunter2');
+    }
+    writeFileSync(file, JSON.stringify({ apiKey: 'short' }), { mode: 0o600 });
+    expect(() => resolveSecrets(dir, { apiKeys: [] })).toThrow(/not \{apiKey\?, deviceSecret\?\} with 16\+ character strings/);
   });
+
+  it.skipIf(!posix)('tightens a file others may read to 0600 and says what it was', () => {
+    writeFileSync(file, JSON.stringify({ apiKey: 'stored-key-0123456789', deviceSecret: 'stored-secret-0123456789' }));
+    chmodSync(file, 0o644);
+    const s = resolveSecrets(dir, { apiKeys: [] });
+    expect(s).toEqual({ apiKeys: ['stored-key-0123456789'], deviceSecret: 'stored-secret-0123456789', tightenedFrom: '0644' });
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(resolveSecrets(dir, { apiKeys: [] }).tightenedFrom).toBeUndefined();
+  });
+});
+
+describe('resolveSecrets on files left by an earlier start (from the e2e config-secrets test, issue 8 defect 10d)', () => {
+  const KEY = 'api-key-that-must-stay-secret-4242';
+  let dataDir: string;
+  beforeEach(() => {
+    dataDir = mkdtempSync(join(tmpdir(), 'voxgate-secrets-'));
+  });
+  afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
 
   it('leaves a 0600 file alone, and never quotes a corrupt one', () => {
-    const dataDir = tempDir();
     const file = join(dataDir, 'secrets.json');
     writeFileSync(file, JSON.stringify({ deviceSecret: 'stored-device-secret-0123456789' }), { mode: 0o600 });
     expect(resolveSecrets(dataDir, { apiKeys: [KEY] }).tightenedFrom).toBeUndefined();
