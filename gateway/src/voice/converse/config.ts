@@ -51,6 +51,8 @@ export const converseConfigShape = {
       /** Frames and markers queued for one device at most (synthesis waits beyond it). */
       maxQueuedFrames: z.coerce.number().int().min(8).max(2000).default(200),
       preRollMs: Ms(600, 5000),
+      /** Quiet after speech that sends the utterance to the recogniser before the end of speech is confirmed (0: never). */
+      speculateAfterMs: z.coerce.number().int().min(0).max(5000).default(200),
       /** Conversations remembered per device (the assistant's store bounds each one's length). */
       maxRememberedDevices: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
     })
@@ -86,7 +88,7 @@ export interface ConverseConfig {
   persona?: string | undefined;
   language?: string | undefined;
   tenants: Record<string, z.infer<typeof VoiceTenantSchema>>;
-  converse: { maxUtteranceMs: number; leadFrames: number; maxQueuedFrames: number; preRollMs: number; maxRememberedDevices: number };
+  converse: { maxUtteranceMs: number; leadFrames: number; maxQueuedFrames: number; preRollMs: number; speculateAfterMs: number; maxRememberedDevices: number };
   mode: VoiceMode;
   hubTenant?: string | undefined;
 }

@@ -209,6 +209,7 @@ export class Converse implements VoiceHook {
         maxUtteranceMs: this.d.config.converse.maxUtteranceMs,
         asrTimeoutMs: this.d.config.asr.timeoutMs,
         preRollMs: this.d.config.converse.preRollMs,
+        speculateAfterMs: this.d.config.converse.speculateAfterMs,
       },
       log,
       metrics: this.d.metrics,

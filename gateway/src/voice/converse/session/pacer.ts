@@ -4,10 +4,15 @@
  * lead. Frame n of a segment is due `lead` frames before it plays; when the sender falls behind (a slow
  * synthesiser, a busy loop) the device has run dry, so the clock restarts from now rather than bursting.
  * JSON markers (`tts sentence_start`, `tts stop`) ride in the same queue so they reach the device in order
- * with the audio they announce. Bounded: `push` waits while the queue is full.
+ * with the audio they announce. Bounded: `push` waits while the queue is full. Frames may be queued unencoded
+ * (see PacedItem): Opus encoders are stateful, and the queue's order is the encoder's order.
  */
 
-export type PacedItem = { kind: 'frame'; opus: Uint8Array } | { kind: 'json'; message: object };
+/**
+ * A frame is its Opus packet, or how to make it: encoded when it is due, so encoding is spread over playback
+ * (one frame per period per device) instead of a whole sentence at once blocking every other device's frames.
+ */
+export type PacedItem = { kind: 'frame'; opus: Uint8Array | (() => Uint8Array) } | { kind: 'json'; message: object };
 
 export interface PacerSink {
   frame(opus: Uint8Array, timestampMs: number): void;
@@ -21,6 +26,8 @@ export interface PacerOptions {
   /** Items queued at most; `push` waits for room beyond it. */
   maxQueued: number;
   now?: () => number;
+  /** A frame went out more than one period after the device's playback ran out (it heard a gap). */
+  onLate?: () => void;
 }
 
 export class DownlinkPacer {
@@ -106,7 +113,10 @@ export class DownlinkPacer {
       const now = this.now();
       const n = this.sentInSegment;
       // Underrun (or the segment's first frame): frame n plays now.
-      if (n === 0 || now > this.t0 + n * frameMs) this.t0 = now - n * frameMs;
+      if (n === 0 || now > this.t0 + n * frameMs) {
+        if (n > 0 && now > this.t0 + (n + 1) * frameMs) this.o.onLate?.();
+        this.t0 = now - n * frameMs;
+      }
       const due = this.t0 + (n - leadFrames) * frameMs;
       if (now < due) {
         this.timer = setTimeout(
@@ -119,10 +129,22 @@ export class DownlinkPacer {
         break;
       }
       this.queue.shift();
+      const opus = packet(item.opus);
+      if (!opus) continue;
       this.sentInSegment++;
-      this.sink.frame(item.opus, n * frameMs);
+      this.sink.frame(opus, n * frameMs);
     }
     if (this.queue.length < this.o.maxQueued) for (const r of this.roomWaiters.splice(0)) r();
     if (!this.queue.length) for (const r of this.idleWaiters.splice(0)) r();
+  }
+}
+
+/** The frame's packet; a frame that cannot be encoded (its session is closing) is dropped, never thrown into a timer. */
+function packet(opus: Uint8Array | (() => Uint8Array)): Uint8Array | undefined {
+  if (typeof opus !== 'function') return opus;
+  try {
+    return opus();
+  } catch {
+    return undefined;
   }
 }
