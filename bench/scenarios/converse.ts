@@ -7,7 +7,7 @@ import { startSpeechServer } from '../../gateway/test/support/speech-servers.js'
 import { startLlmServer } from '../../test/support/llm-server.js';
 import { ConversationDevice, spokenUtterance, type ListenMode, type TurnObservation, type Utterance } from '../lib/converse.js';
 import { cpuUs } from '../lib/cpu.js';
-import { freePort, spawnTs } from '../lib/procs.js';
+import { freePort, ROOT, spawnTs } from '../lib/procs.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
 import { macOf, metric, ratio, round, until } from './measure.js';
 
@@ -62,6 +62,7 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
   writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
   const httpPort = await freePort();
   const gateway = spawnTs('converse-gateway', 'bench/procs/gateway.ts', {
+    nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/converse')] : [],
     env: {
       GATEWAY_HTTP_HOST: '127.0.0.1',
       GATEWAY_HTTP_PORT: String(httpPort),
@@ -95,7 +96,7 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     // Concurrency: N devices, one turn each, at the same time.
     const many = await open(s.concurrent);
     const load0 = loadavg()[0]!;
-    const lateBefore = await metric(gwUrl, 'voxgate_voice_converse_frames_late_total');
+    const lateBefore = await lateFrames(gwUrl);
     await metric(gwUrl, 'voxgate_nodejs_eventloop_lag_max_seconds'); // a scrape resets the gateway's loop-delay histogram
     const benchLoop = monitorEventLoopDelay({ resolution: 10 });
     benchLoop.enable();
@@ -106,7 +107,8 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     const cpuMs = (cpuUs(gateway.child.pid) - cpu0) / 1000;
     benchLoop.disable();
     const gwLoopMaxMs = (await metric(gwUrl, 'voxgate_nodejs_eventloop_lag_max_seconds')) * 1000;
-    const gwLate = (await metric(gwUrl, 'voxgate_voice_converse_frames_late_total')) - lateBefore;
+    const lateAfter = await lateFrames(gwUrl);
+    const gwLate = { waiting: lateAfter.waiting - lateBefore.waiting, arrived: lateAfter.arrived - lateBefore.arrived };
     const ok = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
     const late = ok.reduce((n, o) => n + o.lateFrames, 0);
     const framesDown = ok.reduce((n, o) => n + o.framesDown, 0);
@@ -123,12 +125,13 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
         framesDown,
         maxFramesAhead: maxAhead,
         failed: results.length - ok.length,
-        gatewayLateFrames: gwLate,
+        gatewayLateWaiting: gwLate.waiting,
+        gatewayLateArrived: gwLate.arrived,
         gatewayLoopDelayMaxMs: round(gwLoopMaxMs),
         benchLoopDelayMaxMs: round(benchLoop.max / 1e6),
         benchLoopDelayP99Ms: round(benchLoop.percentile(99) / 1e6),
         load: [round(load0, 2), round(loadavg()[0]!, 2)],
-        note: 'goal: >= 100 with no frame late by more than one 60 ms period. lateFrames: at the devices (a frame arriving over 60 ms after playback of the ones before ran out); gatewayLateFrames: the same judged when the gateway sent it; loop delays: the gateway process and the bench process (devices and stand-ins)',
+        note: 'goal: >= 100 with no frame late by more than one 60 ms period. lateFrames: at the devices (a frame arriving over 60 ms after playback of the ones before ran out); gatewayLate*: the same judged when the gateway sent it, split by cause (waiting: queued in time but sent late, a busy gateway loop; arrived: the stand-in audio reached the pacer late); loop delays: the gateway process and the bench process (devices and stand-ins)',
       },
     });
     // CPU per second of conversation: the uplink audio decoded and listened to, the answer encoded.
@@ -161,7 +164,7 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
       params: { devices: 1, note: 'in process: Voxgate decode + speech detector + encode vs the codec alone, same frames' },
     });
     b.log(
-      `converse concurrency: ${ok.length}/${s.concurrent} answered, ${late} late of ${framesDown} frames at the devices (${gwLate} as sent), max ${maxAhead} ahead; loop delay max gateway ${gwLoopMaxMs.toFixed(0)} ms, bench ${(benchLoop.max / 1e6).toFixed(0)} ms; gateway ${gwMsPerS.toFixed(2)} ms CPU per s of audio (codec ${floorMs.toFixed(2)})`,
+      `converse concurrency: ${ok.length}/${s.concurrent} answered, ${late} late of ${framesDown} frames at the devices (as sent: ${gwLate.waiting} queued in time, ${gwLate.arrived} synthesised late), max ${maxAhead} ahead; loop delay max gateway ${gwLoopMaxMs.toFixed(0)} ms, bench ${(benchLoop.max / 1e6).toFixed(0)} ms; gateway ${gwMsPerS.toFixed(2)} ms CPU per s of audio (codec ${floorMs.toFixed(2)})`,
     );
     const turns = await metric(gwUrl, 'voxgate_voice_converse_turns_total', { outcome: 'answered' });
     if (turns < 2 * s.turns + ok.length) b.log(`converse: the gateway counted ${turns} answered turns (expected ${2 * s.turns + ok.length})`);
@@ -229,6 +232,11 @@ async function latencyRows(b: Bench, one: ConversationDevice, utterance: Utteran
     `converse ${mode}: own p50 ${median(own).toFixed(1)} ms over ${turns} turns (device saw ${median(seen.map((o) => o.firstAudioMs)).toFixed(1)}; ` +
       `vad ${median(vad).toFixed(0)}, asr ${p50('asrMs')} (sent at ${p50('asrStartMs')}), llm ${p50('llmFirstTokenMs')}, sentence ${p50('firstSentenceMs')}, frame ${p50('firstAudioMs')})`,
   );
+}
+
+async function lateFrames(gwUrl: string): Promise<{ waiting: number; arrived: number }> {
+  const name = 'voxgate_voice_converse_frames_late_total';
+  return { waiting: await metric(gwUrl, name, { cause: 'waiting' }), arrived: await metric(gwUrl, name, { cause: 'arrived' }) };
 }
 
 function median(v: readonly number[]): number {

@@ -48,6 +48,8 @@ export const converseConfigShape = {
       maxUtteranceMs: Ms(15_000, 60_000),
       /** Frames sent ahead of the device's playback (its queue holds 40). */
       leadFrames: z.coerce.number().int().min(1).max(30).default(5),
+      /** What the lead grows to while audio flows (twice real time until there), to ride out a busy moment. */
+      maxLeadFrames: z.coerce.number().int().min(1).max(30).default(15),
       /** Frames and markers queued for one device at most (synthesis waits beyond it). */
       maxQueuedFrames: z.coerce.number().int().min(8).max(2000).default(200),
       preRollMs: Ms(600, 5000),
@@ -88,7 +90,15 @@ export interface ConverseConfig {
   persona?: string | undefined;
   language?: string | undefined;
   tenants: Record<string, z.infer<typeof VoiceTenantSchema>>;
-  converse: { maxUtteranceMs: number; leadFrames: number; maxQueuedFrames: number; preRollMs: number; speculateAfterMs: number; maxRememberedDevices: number };
+  converse: {
+    maxUtteranceMs: number;
+    leadFrames: number;
+    maxLeadFrames: number;
+    maxQueuedFrames: number;
+    preRollMs: number;
+    speculateAfterMs: number;
+    maxRememberedDevices: number;
+  };
   mode: VoiceMode;
   hubTenant?: string | undefined;
 }

@@ -205,6 +205,7 @@ export class Converse implements VoiceHook {
       limits: {
         frameMs: FRAME_MS,
         leadFrames: this.d.config.converse.leadFrames,
+        maxLeadFrames: this.d.config.converse.maxLeadFrames,
         maxQueuedFrames: this.d.config.converse.maxQueuedFrames,
         maxUtteranceMs: this.d.config.converse.maxUtteranceMs,
         asrTimeoutMs: this.d.config.asr.timeoutMs,

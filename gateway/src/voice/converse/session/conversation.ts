@@ -60,7 +60,13 @@ export class ConverseSession {
         },
         json: (m) => d.out.json(m),
       },
-      { frameMs: d.limits.frameMs, leadFrames: d.limits.leadFrames, maxQueued: d.limits.maxQueuedFrames, onLate: () => d.metrics.framesLate.inc() },
+      {
+        frameMs: d.limits.frameMs,
+        leadFrames: d.limits.leadFrames,
+        maxLeadFrames: d.limits.maxLeadFrames,
+        maxQueued: d.limits.maxQueuedFrames,
+        onLate: (cause) => d.metrics.framesLate[cause].inc(),
+      },
     );
   }
 

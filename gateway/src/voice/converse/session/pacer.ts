@@ -1,7 +1,7 @@
 /**
  * Downlink pacing: the device plays 60 ms frames from a decode queue of 40 (audio_service.h,
  * MAX_DECODE_PACKETS_IN_QUEUE) and drops what does not fit, so frames go out at real time with a small
- * lead. Frame n of a segment is due `lead` frames before it plays; when the sender falls behind (a slow
+ * lead (growing from `leadFrames` to `maxLeadFrames`). Frame n of a segment is due `lead` frames before it plays; when the sender falls behind (a slow
  * synthesiser, a busy loop) the device has run dry, so the clock restarts from now rather than bursting.
  * JSON markers (`tts sentence_start`, `tts stop`) ride in the same queue so they reach the device in order
  * with the audio they announce. Bounded: `push` waits while the queue is full. Frames may be queued unencoded
@@ -23,11 +23,19 @@ export interface PacerOptions {
   frameMs: number;
   /** Frames sent ahead of playback (a jitter buffer for the network), far below the device's 40. */
   leadFrames: number;
+  /**
+   * The lead then grows to this (default: `leadFrames`), one frame every second frame sent (twice real time), so
+   * the first frame goes out at once and the device soon holds enough to ride out a busy moment of the sender.
+   */
+  maxLeadFrames?: number;
   /** Items queued at most; `push` waits for room beyond it. */
   maxQueued: number;
   now?: () => number;
-  /** A frame went out more than one period after the device's playback ran out (it heard a gap). */
-  onLate?: () => void;
+  /**
+   * A frame went out more than one period after the device's playback ran out (it heard a gap): `waiting` when
+   * the frame had been queued in time and the event loop sent it late, `arrived` when it came late (synthesis).
+   */
+  onLate?: (cause: 'waiting' | 'arrived') => void;
 }
 
 export class DownlinkPacer {
@@ -38,6 +46,8 @@ export class DownlinkPacer {
   /** When frame 0 of this segment plays (restarted on an underrun). */
   private t0 = 0;
   private sentInSegment = 0;
+  /** Frames sent since the clock last (re)started: the lead grows with them. */
+  private sinceStart = 0;
   private closed = false;
   private readonly now: () => number;
 
@@ -65,7 +75,7 @@ export class DownlinkPacer {
     while (!this.closed && !signal?.aborted && this.queue.length >= this.o.maxQueued) await new Promise<void>((r) => this.roomWaiters.push(r));
     if (this.closed || signal?.aborted) return false;
     this.queue.push(item);
-    this.pump();
+    this.pump(this.queue.length === 1 ? 'arrived' : 'waiting');
     return true;
   }
 
@@ -100,7 +110,7 @@ export class DownlinkPacer {
     if (!this.queue.length) for (const r of this.idleWaiters.splice(0)) r();
   }
 
-  private pump(): void {
+  private pump(cause: 'waiting' | 'arrived' = 'waiting'): void {
     if (this.timer || this.closed) return;
     const { frameMs, leadFrames } = this.o;
     while (this.queue.length) {
@@ -114,10 +124,13 @@ export class DownlinkPacer {
       const n = this.sentInSegment;
       // Underrun (or the segment's first frame): frame n plays now.
       if (n === 0 || now > this.t0 + n * frameMs) {
-        if (n > 0 && now > this.t0 + (n + 1) * frameMs) this.o.onLate?.();
+        if (n > 0 && now > this.t0 + (n + 1) * frameMs) this.o.onLate?.(cause);
         this.t0 = now - n * frameMs;
+        this.sinceStart = 0;
       }
-      const due = this.t0 + (n - leadFrames) * frameMs;
+      // The first `leadFrames` + 1 go at once; after them one extra frame per two sent, up to the most lead.
+      const lead = Math.min(Math.max(leadFrames, this.o.maxLeadFrames ?? 0), leadFrames + (Math.max(0, this.sinceStart - leadFrames) >> 1));
+      const due = this.t0 + (n - lead) * frameMs;
       if (now < due) {
         this.timer = setTimeout(
           () => {
@@ -132,6 +145,7 @@ export class DownlinkPacer {
       const opus = packet(item.opus);
       if (!opus) continue;
       this.sentInSegment++;
+      this.sinceStart++;
       this.sink.frame(opus, n * frameMs);
     }
     if (this.queue.length < this.o.maxQueued) for (const r of this.roomWaiters.splice(0)) r();

@@ -51,6 +51,8 @@ export interface SessionOut {
 export interface SessionLimits {
   frameMs: number;
   leadFrames: number;
+  /** What the lead grows to once audio flows (default: leadFrames). */
+  maxLeadFrames?: number;
   /** Items (frames and markers) queued for the device at most. */
   maxQueuedFrames: number;
   maxUtteranceMs: number;
