@@ -55,6 +55,8 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     voice: {
       mode: 'converse',
       maxSessions: s.concurrent * 2,
+      // To compare the encoder's cost: VOXGATE_BENCH_OPUS_COMPLEXITY=0..10 (default: the gateway's, 5).
+      ...(process.env['VOXGATE_BENCH_OPUS_COMPLEXITY'] ? { converse: { encoderComplexity: Number(process.env['VOXGATE_BENCH_OPUS_COMPLEXITY']) } } : {}),
       asr: { baseUrl: speech.url, apiKeyEnv: 'VOXGATE_BENCH_LLM_KEY' },
       tts: { baseUrl: speech.url, apiKeyEnv: 'VOXGATE_BENCH_LLM_KEY' },
     },

@@ -53,6 +53,8 @@ export const converseConfigShape = {
       /** Frames and markers queued for one device at most (synthesis waits beyond it). */
       maxQueuedFrames: z.coerce.number().int().min(8).max(2000).default(200),
       preRollMs: Ms(600, 5000),
+      /** The downlink Opus encoder's complexity (0-10): lower costs less CPU per frame at some quality. */
+      encoderComplexity: z.coerce.number().int().min(0).max(10).default(5),
       /** Quiet after speech that sends the utterance to the recogniser before the end of speech is confirmed (0: never). */
       speculateAfterMs: z.coerce.number().int().min(0).max(5000).default(200),
       /** Conversations remembered per device (the assistant's store bounds each one's length). */
@@ -96,6 +98,7 @@ export interface ConverseConfig {
     maxLeadFrames: number;
     maxQueuedFrames: number;
     preRollMs: number;
+    encoderComplexity: number;
     speculateAfterMs: number;
     maxRememberedDevices: number;
   };
