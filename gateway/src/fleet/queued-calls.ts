@@ -6,7 +6,7 @@ import type { Store } from '../store/store.js';
 import type { FleetConfig } from './config.js';
 import type { SendClaims } from './send-claims.js';
 import { StoreWriter } from './store-writer.js';
-import { isFinished, newId, QueuedCallSchema, type CallError, type CallResult, type CallState, type QueuedCall } from './types.js';
+import { isFinished, isStale, newId, QueuedCallSchema, type CallError, type CallResult, type CallState, type QueuedCall } from './types.js';
 
 /** The store collection of queued calls, one document per call (key = call id). */
 export const CALLS_COLLECTION = 'calls';
@@ -347,8 +347,8 @@ export class QueuedCalls {
     const parsed = QueuedCallSchema.safeParse(value);
     if (!parsed.success || parsed.data.id !== key) return;
     const c = parsed.data;
-    // A finished call stays finished whatever order the writes arrive in.
-    if (old && isFinished(old.state) && !isFinished(c.state)) return;
+    // Writes of a call can arrive out of order (a late echo of this instance's own): never undo a later state.
+    if (old && isStale(c, old)) return;
     if (old) this.replace(c);
     else this.index(c);
     this.notify(c, old?.state, false);

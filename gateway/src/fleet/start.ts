@@ -39,7 +39,7 @@ export async function startFleet(d: FleetDeps, config: FleetConfig): Promise<Fle
   const sentStaleMs = d.maxCallMs + 60_000;
   const claims = sendClaims(d.store, { shared: !d.soleSender, log, staleMs: sentStaleMs, now });
   const calls = new QueuedCalls({ store: d.store, bus: d.bus, log, settings: { ...config, sentStaleMs }, now, claims });
-  const jobs = new Jobs({ store: d.store, bus: d.bus, log, calls, selector: d.selector, settings: config, now });
+  const jobs = new Jobs({ store: d.store, bus: d.bus, log, calls, selector: d.selector, settings: config, now, shared: !d.soleSender });
   const delivery = new CallDelivery({ calls, port: d.port, bus: d.bus, log, gate: jobs, claims });
   calls.keepWhile((c) => jobs.retains(c));
   jobs.useDelivery((id) => delivery.kick(id));
