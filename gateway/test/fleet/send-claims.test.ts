@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { until } from '../../../test/support/wait.js';
+import { until as untilSoon } from '../../../test/support/wait.js';
 import { CALLS_COLLECTION } from '../../src/fleet/queued-calls.js';
 import { SEND_CLAIMS_COLLECTION } from '../../src/fleet/send-claims.js';
 import type { QueuedCall } from '../../src/fleet/types.js';
@@ -10,6 +10,9 @@ import { GatewayError, mac, SharedMemoryStore, startRig, type Rig } from './flee
  * a takeover: both see the device ready with the call still `queued` in their memory. The send claim
  * (put-if-absent) lets exactly one of them send it.
  */
+/** A hang guard only (a busy machine): every wait is for a state, never a time. */
+const until = (check: Parameters<typeof untilSoon>[0], what: string) => untilSoon(check, what, 45_000);
+
 describe('queued-call send claims (two delivery loops on one shared store)', () => {
   const rigs: Rig[] = [];
   afterEach(async () => {
@@ -54,7 +57,6 @@ describe('queued-call send claims (two delivery loops on one shared store)', () 
     await until(
       () => calls.every((c) => a.fleet.calls.get(c.id)?.state === 'succeeded' && b.fleet.calls.get(c.id)?.state === 'succeeded'),
       'every call succeeded, as both instances read it',
-      30_000,
     );
     for (const id of ids) expect(runs(a, id) + runs(b, id)).toBe(1);
     // Both instances won some.
