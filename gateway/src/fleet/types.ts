@@ -6,6 +6,18 @@ export const CALL_STATES = ['queued', 'sent', 'succeeded', 'failed', 'expired', 
 export type CallState = (typeof CALL_STATES)[number];
 export const FINISHED: ReadonlySet<CallState> = new Set(['succeeded', 'failed', 'expired', 'cancelled']);
 export const isFinished = (s: CallState): boolean => FINISHED.has(s);
+/**
+ * Which state may follow which: a finished call never changes; `sent → queued` puts back a call the device never got;
+ * `queued → failed` is a call whose send claim outlived its holder (send-claims.ts): it may have been sent.
+ */
+export const NEXT_CALL_STATE: Record<CallState, readonly CallState[]> = {
+  queued: ['sent', 'expired', 'cancelled', 'failed'],
+  sent: ['queued', 'succeeded', 'failed'],
+  succeeded: [],
+  failed: [],
+  expired: [],
+  cancelled: [],
+};
 const RANK: Record<CallState, number> = { queued: 0, sent: 1, succeeded: 2, failed: 2, expired: 2, cancelled: 2 };
 /**
  * A write of a call that arrives after what it would undo (a shared store's watch can deliver an instance its own

@@ -115,4 +115,20 @@ describe('queued-call send claims (two delivery loops on one shared store)', () 
     expect(await a.store.get(CALLS_COLLECTION, calls[0]!.id)).toBeUndefined();
     expect(await a.store.get(SEND_CLAIMS_COLLECTION, calls[0]!.id)).toBeUndefined();
   });
+
+  it('a cancel races a send on another instance: whoever holds the claim wins, so a cancelled call is never run', async () => {
+    const { shared, a, b } = await pair();
+    const { ids, calls } = await queueOffline(a, b, 2);
+    const [sending, cancelling] = calls;
+    // B holds the claim of the first call (it is between claiming and writing `sent`): A's cancel must not win.
+    expect(await shared.view().create!(SEND_CLAIMS_COLLECTION, sending!.id, { at: new Date().toISOString() })).toBe(true);
+    await expect(a.fleet.calls.cancel(sending!.id)).rejects.toMatchObject({ code: 'CALL_FINISHED' });
+    expect(a.fleet.calls.get(sending!.id)?.state).toBe('queued');
+    // A cancels the second call first: it takes the claim, so B, seeing the device ready, cannot send it.
+    expect((await a.fleet.calls.cancel(cancelling!.id)).state).toBe('cancelled');
+    b.fake.devices.get(ids[1]!)!.ready = true;
+    b.fleet.delivery.kick(ids[1]!);
+    await until(() => b.fleet.calls.get(cancelling!.id)?.state === 'cancelled', 'B heard of the cancel');
+    expect(runs(b, ids[1]!) + runs(a, ids[1]!)).toBe(0);
+  });
 });
