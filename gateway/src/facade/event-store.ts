@@ -54,6 +54,11 @@ export class BoundedEventStores {
     return this.totalBytes;
   }
 
+  /** Stores of sessions not yet disposed. */
+  sessionCount(): number {
+    return this.sessions.size;
+  }
+
   /** @internal */ nextOrder(): number {
     return ++this.order;
   }
