@@ -148,9 +148,19 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     return `${req.protocol}://${host}`;
   };
 
+  // Clients send the same Host on every request: the verdict is remembered (a few entries, forgotten when full).
+  const hostVerdicts = new Map<string, boolean>();
   const hostAllowed = (req: FastifyRequest): boolean => {
-    const name = hostnameOf(req.headers.host);
-    return name !== undefined && o.allowedHosts.has(name);
+    const host = req.headers.host;
+    if (host === undefined) return false;
+    let ok = hostVerdicts.get(host);
+    if (ok === undefined) {
+      const name = hostnameOf(host);
+      ok = name !== undefined && o.allowedHosts.has(name);
+      if (hostVerdicts.size >= 64) hostVerdicts.clear();
+      hostVerdicts.set(host, ok);
+    }
+    return ok;
   };
   /** A browser Origin: listed in allowedOrigins, or on one of the allowed hosts (never compared with the request's Host). */
   const originAllowed = (req: FastifyRequest): boolean => {
