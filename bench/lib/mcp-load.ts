@@ -103,6 +103,8 @@ function parseAnswer(contentType: string, text: string): Answer['message'] {
 }
 
 export interface McpLoadResult {
+  /** Every successful call's latency, ms (to merge runs). */
+  latencies: number[];
   calls: number;
   failed: number;
   seconds: number;
@@ -134,14 +136,23 @@ export async function runMcpLoad(sessions: readonly McpLoadSession[], tool: stri
       }
     }),
   );
-  const wall = (performance.now() - t0) / 1000;
-  const sorted = Float64Array.from(lat).sort();
+  return summarize([{ latencies: lat, failed, seconds: (performance.now() - t0) / 1000, ...(firstError !== undefined ? { firstError } : {}) }]);
+}
+
+/** Runs taken one after another (slices of one row), as one. */
+export function summarize(runs: ReadonlyArray<Pick<McpLoadResult, 'latencies' | 'failed' | 'seconds' | 'firstError'>>): McpLoadResult {
+  const latencies = runs.flatMap((r) => r.latencies);
+  const seconds = runs.reduce((n, r) => n + r.seconds, 0);
+  const failed = runs.reduce((n, r) => n + r.failed, 0);
+  const firstError = runs.find((r) => r.firstError !== undefined)?.firstError;
+  const sorted = Float64Array.from(latencies).sort();
   const q = (p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!);
   return {
-    calls: lat.length,
+    latencies,
+    calls: latencies.length,
     failed,
-    seconds: wall,
-    perSecond: lat.length / wall,
+    seconds,
+    perSecond: latencies.length / seconds,
     p50: q(0.5),
     p99: q(0.99),
     ...(firstError !== undefined ? { firstError } : {}),

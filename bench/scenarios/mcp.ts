@@ -3,7 +3,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
-import { McpLoadSession, runMcpLoad, type McpLoadResult } from '../lib/mcp-load.js';
+import { McpLoadSession, runMcpLoad, summarize, type McpLoadResult } from '../lib/mcp-load.js';
 import { installPeers, PEER_VERSIONS, startPeer, stopPeer, type PeerName } from '../lib/mcp-peers.js';
 import { cpuOf, rssSampler, treePids, treeRss } from '../lib/proc-tree.js';
 import { spawnGateway } from '../lib/compiled.js';
@@ -13,10 +13,10 @@ import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
 import { ratio, round, until } from './measure.js';
 
 const MCP = {
-  full: { warmS: 2, callS: 8, concurrency: [1, 10, 50] },
-  quick: { warmS: 0.4, callS: 1.6, concurrency: [1, 10, 50] },
+  full: { warmS: 2, callS: 8, slices: 8, concurrency: [1, 10, 50] },
+  quick: { warmS: 0.4, callS: 1.6, slices: 4, concurrency: [1, 10, 50] },
   // Tiny checks the path only: Voxgate alone (no install, nothing from the network).
-  tiny: { warmS: 0, callS: 0.3, concurrency: [1, 4] },
+  tiny: { warmS: 0, callS: 0.3, slices: 1, concurrency: [1, 4] },
 };
 const ECHO_ARGS = { message: 'hello from the bench' };
 const MiB = 2 ** 20;
@@ -117,15 +117,7 @@ export async function mcpScenarios(b: Bench, dataDir: string): Promise<void> {
     for (const sys of systems) sys.idle = treeRss(sys.pid);
 
     const rows = new Map<string, Row>();
-    for (const c of s.concurrency)
-      for (const sys of systems) {
-        const row = await measureRow(b, sys, c, s).catch((e: unknown) => {
-          if (sys.name === 'voxgate') throw e;
-          notes.push(`${sys.name} c=${c} failed: ${(e as Error).message}`);
-          return undefined;
-        });
-        if (row) rows.set(`${sys.name}/${c}`, row);
-      }
+    for (const c of s.concurrency) for (const [k, row] of await measureRows(b, systems, c, s, notes)) rows.set(k, row);
     // After: every session closed (DELETE); what stays resident once the load is gone.
     await new Promise((r) => setTimeout(r, b.mode === 'tiny' ? 200 : 2000));
     const after = new Map(systems.map((sys) => [sys.name, treeRss(sys.pid)]));
@@ -150,32 +142,77 @@ async function probe(sys: Served): Promise<boolean> {
   }
 }
 
-async function measureRow(b: Bench, sys: Served, c: number, s: (typeof MCP)[keyof typeof MCP]): Promise<Row> {
-  const sessions = Array.from({ length: c }, () => new McpLoadSession(sys.url, sys.headers));
+interface Slot {
+  sys: Served;
+  sessions: McpLoadSession[];
+  pids: number[];
+  runs: McpLoadResult[];
+  cpu: number;
+  own: number;
+  sampler: ReturnType<typeof rssSampler>;
+}
+
+/**
+ * One concurrency, every system side by side: each opens its sessions and warms up, then the measured
+ * time is cut in slices taken in turn (A B C A B C …), so a neighbour's burst of load lands on all of them
+ * alike. A system that fails is dropped from the row (Voxgate failing fails the run).
+ */
+async function measureRows(b: Bench, systems: readonly Served[], c: number, s: (typeof MCP)[keyof typeof MCP], notes: string[]): Promise<Map<string, Row>> {
+  const slots: Slot[] = [];
+  const drop = (slot: Slot, e: unknown) => {
+    if (slot.sys.name === 'voxgate') throw e;
+    notes.push(`${slot.sys.name} c=${c} failed: ${(e as Error).message}`);
+    slot.sampler.stop();
+    slots.splice(slots.indexOf(slot), 1);
+  };
+  const load0 = loadavg()[0]!;
   try {
-    for (let i = 0; i < sessions.length; i += 10) await Promise.all(sessions.slice(i, i + 10).map((x) => x.open()));
-    if (s.warmS > 0) await runMcpLoad(sessions, sys.tool, ECHO_ARGS, s.warmS);
-    // supergateway starts a server per session: the tree is read once every session is open.
-    const pids = treePids(sys.pid);
-    const load0 = loadavg()[0]!;
-    const cpu0 = cpuOf(pids);
-    const own0 = cpuUs(sys.pid);
-    const sampler = rssSampler(sys.pid);
-    const load = await runMcpLoad(sessions, sys.tool, ECHO_ARGS, s.callS);
-    const cpu = cpuOf(pids) - cpu0;
-    const own = cpuUs(sys.pid) - own0;
-    const peak = sampler.stop();
-    if (load.calls === 0 || load.failed > 0) throw new Error(`${load.failed} of ${load.calls + load.failed} calls failed: ${load.firstError ?? ''}`);
-    const row: Row = { load, cpuUsPerCall: cpu / load.calls, processCpuUsPerCall: own / load.calls, peak, loadAvg: [round(load0, 2), round(loadavg()[0]!, 2)] };
-    b.log(
-      `mcp ${sys.name} c=${c}: ${load.perSecond.toFixed(0)} calls/s, p50 ${load.p50.toFixed(2)} ms, ${row.cpuUsPerCall.toFixed(0)} µs CPU/call ` +
-        `(proxy ${row.processCpuUsPerCall.toFixed(0)}), ` +
-        `peak rss ${(peak.root / MiB).toFixed(0)} MiB (tree ${(peak.tree / MiB).toFixed(0)})`,
-    );
-    return row;
+    for (const sys of systems) {
+      const slot: Slot = { sys, sessions: [], pids: [], runs: [], cpu: 0, own: 0, sampler: rssSampler(sys.pid) };
+      slots.push(slot);
+      try {
+        for (let i = 0; i < c; i += 10) {
+          const batch = Array.from({ length: Math.min(10, c - i) }, () => new McpLoadSession(sys.url, sys.headers));
+          slot.sessions.push(...batch);
+          await Promise.all(batch.map((x) => x.open()));
+        }
+        if (s.warmS > 0) await runMcpLoad(slot.sessions, sys.tool, ECHO_ARGS, s.warmS);
+        // supergateway starts a server per session: the tree is read once every session is open.
+        slot.pids = treePids(sys.pid);
+      } catch (e) {
+        drop(slot, e);
+      }
+    }
+    for (let k = 0; k < s.slices; k++)
+      for (const slot of [...slots]) {
+        const cpu0 = cpuOf(slot.pids);
+        const own0 = cpuUs(slot.sys.pid);
+        const r = await runMcpLoad(slot.sessions, slot.sys.tool, ECHO_ARGS, s.callS / s.slices);
+        slot.cpu += cpuOf(slot.pids) - cpu0;
+        slot.own += cpuUs(slot.sys.pid) - own0;
+        slot.runs.push(r);
+        if (r.failed > 0) drop(slot, new Error(`${r.failed} of ${r.calls + r.failed} calls failed: ${r.firstError ?? ''}`));
+      }
   } finally {
-    await Promise.all(sessions.map((x) => x.close().catch(() => undefined)));
+    for (const slot of slots) await Promise.all(slot.sessions.map((x) => x.close().catch(() => undefined)));
   }
+  const rows = new Map<string, Row>();
+  const loadAvg: [number, number] = [round(load0, 2), round(loadavg()[0]!, 2)];
+  for (const slot of [...slots]) {
+    const load = summarize(slot.runs);
+    if (load.calls === 0) {
+      drop(slot, new Error('no call answered'));
+      continue;
+    }
+    const peak = slot.sampler.stop();
+    const row: Row = { load, cpuUsPerCall: slot.cpu / load.calls, processCpuUsPerCall: slot.own / load.calls, peak, loadAvg };
+    rows.set(`${slot.sys.name}/${c}`, row);
+    b.log(
+      `mcp ${slot.sys.name} c=${c}: ${load.perSecond.toFixed(0)} calls/s, p50 ${load.p50.toFixed(2)} ms, ${row.cpuUsPerCall.toFixed(0)} µs CPU/call ` +
+        `(proxy ${row.processCpuUsPerCall.toFixed(0)}), peak rss ${(peak.root / MiB).toFixed(0)} MiB (tree ${(peak.tree / MiB).toFixed(0)})`,
+    );
+  }
+  return rows;
 }
 
 function report(
