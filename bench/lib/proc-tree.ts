@@ -59,19 +59,29 @@ export function cpuOf(pids: readonly number[]): number {
   }, 0);
 }
 
-/** Peak resident bytes (root alone and tree) sampled every `everyMs` until stopped. */
-export function rssSampler(root: number, everyMs = 100): { stop(): { root: number; tree: number } } {
-  const peak = treeRss(root);
-  const timer = setInterval(() => {
-    const now = treeRss(root);
-    peak.root = Math.max(peak.root, now.root);
-    peak.tree = Math.max(peak.tree, now.tree);
-  }, everyMs);
+/**
+ * Peak resident bytes (the first pid alone, and all of them) sampled every `everyMs` until stopped. The pids
+ * are asked for at each sample and read directly: scanning all of /proc each time (treePids) took ~14 ms
+ * on a loaded machine, time the load generator in this same process would lose.
+ */
+export function rssSampler(pids: () => readonly number[], everyMs = 250): { stop(): { root: number; tree: number } } {
+  const peak = { root: 0, tree: 0 };
+  const sample = () => {
+    const list = pids();
+    const each = list.map(rssBytes);
+    peak.root = Math.max(peak.root, each[0] ?? 0);
+    peak.tree = Math.max(
+      peak.tree,
+      each.reduce((n, x) => n + x, 0),
+    );
+  };
+  sample();
+  const timer = setInterval(sample, everyMs);
   return {
     stop() {
       clearInterval(timer);
-      const now = treeRss(root);
-      return { root: Math.max(peak.root, now.root), tree: Math.max(peak.tree, now.tree) };
+      sample();
+      return { ...peak };
     },
   };
 }

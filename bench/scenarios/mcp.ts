@@ -168,7 +168,8 @@ async function measureRows(b: Bench, systems: readonly Served[], c: number, s: (
   const load0 = loadavg()[0]!;
   try {
     for (const sys of systems) {
-      const slot: Slot = { sys, sessions: [], pids: [], runs: [], cpu: 0, own: 0, sampler: rssSampler(sys.pid) };
+      // The sampler reads `slot.pids`: the root alone until every session is open, then the whole tree.
+      const slot: Slot = { sys, sessions: [], pids: [sys.pid], runs: [], cpu: 0, own: 0, sampler: rssSampler(() => slot.pids) };
       slots.push(slot);
       try {
         for (let i = 0; i < c; i += 10) {
