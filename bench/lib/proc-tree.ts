@@ -75,7 +75,6 @@ export function rssSampler(pids: () => readonly number[], everyMs = 250): { stop
       each.reduce((n, x) => n + x, 0),
     );
   };
-  sample();
   const timer = setInterval(sample, everyMs);
   return {
     stop() {
