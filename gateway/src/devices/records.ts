@@ -220,7 +220,7 @@ export class DeviceRecords {
   ready(deviceId: string, r: Readiness): void {
     const f = this.facts.get(deviceId);
     if (!f) return;
-    const server = r.server ? { name: r.server.name.slice(0, 256), version: r.server.version.slice(0, 256) } : null;
+    const server = r.server ? boundedServer(r.server) : null;
     const firmware = server ? server.version.slice(0, 128) : f.firmware;
     if (f.catalogHash === r.catalogHash && f.toolCount === r.toolCount && f.firmware === firmware && sameServer(f.server, server)) return;
     Object.assign(f, { catalogHash: r.catalogHash, toolCount: r.toolCount, server, firmware });
@@ -391,6 +391,11 @@ export class DeviceRecords {
     if (!parsed.success) return this.o.log.warn({ deviceId }, 'unreadable device metadata ignored');
     this.meta.set(deviceId, parsed.data);
   }
+}
+
+/** The server's name and version within the stored bounds: the same (shared) object when they already are. */
+function boundedServer(s: { name: string; version: string }): { name: string; version: string } {
+  return s.name.length <= 256 && s.version.length <= 256 ? s : { name: s.name.slice(0, 256), version: s.version.slice(0, 256) };
 }
 
 function sameServer(a: DeviceFacts['server'], b: DeviceFacts['server']): boolean {
