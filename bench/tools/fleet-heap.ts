@@ -7,12 +7,17 @@
  * (build it first: npx tsc -b tsconfig.build.json), and one fleet process; connects a few devices first
  * (one-time costs: page cache, compiled code), snapshots after GC, connects `devices` more, snapshots again,
  * and prints the difference per device (self size and count by node type and constructor name), plus
- * process.memoryUsage() after GC at both points.
+ * process.memoryUsage() after GC at both points, and the gateway's process CPU per ready device while the
+ * devices connected (utime + stime; much less load-dependent than devices per second). --profile writes
+ * the gateway's CPU profile of that window (the sampler's cost is in the CPU figure then) to
+ * bench/results/prof/fleet-heap-{tsx,dist}.cpuprofile (read it with bench/tools/top-self.ts).
  */
 import { fork } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { measured } from '../lib/cpu.js';
+import { PROBE_JS } from './heap-probe.js';
 import { Fleet } from '../scenarios/env.js';
 import { Proc, freePort, spawnTs, stopAll, type Reply } from '../lib/procs.js';
 
@@ -71,18 +76,9 @@ function byConstructor(file: string): { own: Tally; held: Tally } {
   return { own, held };
 }
 
-/** What bench/tools/heap-gateway.ts adds, for the compiled gateway (plain JavaScript, loaded before it). */
-const SNAPSHOT_PRELOAD = `import { writeHeapSnapshot } from 'node:v8';
-process.on('message', (m) => {
-  if (m.cmd !== 'snapshot') return;
-  globalThis.gc(); globalThis.gc();
-  writeHeapSnapshot(m.file);
-  process.send({ id: m.id, ok: true, mem: process.memoryUsage() });
-});
-process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));`;
-
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const dist = process.argv.includes('--dist');
+const profile = process.argv.includes('--profile');
 const N = Number(args[0] ?? 2000);
 const TOP = Number(args[1] ?? 30);
 const WARM = 20;
@@ -107,7 +103,7 @@ try {
     ? new Proc(
         'gateway',
         fork('gateway/dist/main.js', [], {
-          execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(SNAPSHOT_PRELOAD)}`],
+          execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`],
           env: { ...process.env, ...env },
           stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
           serialization: 'json',
@@ -134,10 +130,14 @@ try {
   };
   await connect('warm', WARM, 7);
   const a = await snap('a');
-  await connect('fleet', N, 5);
+  const profFile = join(import.meta.dirname, `../results/prof/fleet-heap-${dist ? 'dist' : 'tsx'}.cpuprofile`);
+  if (profile) await gateway.request({ cmd: 'profile' });
+  const cpu = await measured([gateway.child.pid], () => connect('fleet', N, 5));
+  if (profile) await gateway.request({ cmd: 'profile', file: profFile }, 120_000);
   const b = await snap('b');
   const per = (x: number, y: number) => ((y - x) / N).toFixed(0).padStart(7);
   process.stdout.write(`${dist ? 'compiled' : 'from sources (tsx)'}: ${N} ready devices (after ${WARM} warm-up devices), per device, after GC:\n`);
+  process.stdout.write(`  gateway CPU ${(cpu.cpu[0]! / N).toFixed(0)} µs per ready device (load average ${cpu.load.join(' -> ')})\n`);
   process.stdout.write(
     `  rss ${per(a.mem.rss, b.mem.rss)} B  heapUsed ${per(a.mem.heapUsed, b.mem.heapUsed)} B  external ${per(a.mem.external, b.mem.external)} B\n`,
   );

@@ -201,9 +201,20 @@ export class DeviceRecords {
     this.forgottenIds.delete(deviceId);
     const known = this.facts.get(deviceId);
     if (!known) {
+      // A plain literal in the stored documents' key order: a spread of literals here gave every device's facts
+      // their own hidden class.
+      const { clientId, transport, at } = a;
       const facts: DeviceFacts = {
-        ...{ clientId: a.clientId, transport: a.transport, board: null, firmware: null, firstSeen: a.at, lastSeen: a.at, connectedAt: a.at },
-        ...{ catalogHash: null, toolCount: 0, server: null },
+        clientId,
+        transport,
+        board: null,
+        firmware: null,
+        firstSeen: at,
+        lastSeen: at,
+        connectedAt: at,
+        catalogHash: null,
+        toolCount: 0,
+        server: null,
       };
       this.facts.set(deviceId, facts);
       return this.saveFacts(deviceId);
