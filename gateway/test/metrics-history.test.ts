@@ -39,4 +39,33 @@ describe('MetricsHistory', () => {
     }
     expect(h.samples().map((s) => s.at)).toEqual([3000, 4000, 5000].map((t) => new Date(t).toISOString()));
   });
+
+  it('samples rates between readings, mean latency, devices by transport, and keeps a fixed-size ring', async () => {
+    const metrics = createMetrics();
+    let now = 1_000_000;
+    const h = new MetricsHistory(metrics, 10_000, 3, () => now);
+    expect(await h.sample()).toBeUndefined(); // the baseline
+    metrics.calls.inc({ outcome: 'ok' }, 20);
+    metrics.calls.inc({ outcome: 'timeout' }, 5);
+    metrics.callDuration.observe(0.1);
+    metrics.callDuration.observe(0.3);
+    metrics.events.inc({ type: 'device.online' }, 10);
+    metrics.devicesConnected.set({ transport: 'mqtt' }, 4);
+    now += 10_000;
+    expect(await h.sample()).toEqual({
+      at: new Date(now).toISOString(),
+      devicesOnline: { websocket: 0, mqtt: 4 },
+      callsPerSecond: { ok: 2, timeout: 0.5 },
+      callLatencyMs: 200,
+      eventsPerSecond: 1,
+    });
+    now += 10_000;
+    expect(await h.sample()).toMatchObject({ callsPerSecond: {}, callLatencyMs: null, eventsPerSecond: 0 });
+    for (let i = 0; i < 5; i++) {
+      now += 10_000;
+      await h.sample();
+    }
+    expect(h.samples()).toHaveLength(3);
+    expect(h.samples()[2]!.at).toBe(new Date(now).toISOString());
+  });
 });

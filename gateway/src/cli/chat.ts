@@ -63,6 +63,8 @@ export function toolLines(tools: readonly ListedTool[], device: string | undefin
 
 /** What a question waiting for a line gets when Ctrl-C abandons it. */
 const INTERRUPTED = Symbol('interrupted');
+/** What a confirmation question gets when the gateway's confirmation window closes first. */
+const TIMED_OUT = Symbol('timed out');
 
 // eslint-disable-next-line max-lines-per-function -- the REPL's commands share its state (model, device, conversation); each command is a few lines
 export async function runChat(o: ChatOptions): Promise<number> {
@@ -98,6 +100,19 @@ export async function runChat(o: ChatOptions): Promise<number> {
     if (typed.length) return Promise.resolve(typed.shift());
     if (inputEnded) return Promise.resolve(undefined);
     return new Promise((resolve) => (waiter = resolve));
+  };
+  /**
+   * A question the gateway stops waiting for after `ms`: past that its answer would be refused, so the
+   * question is abandoned (the next line typed is a new message) instead of waiting for a keypress.
+   */
+  const nextLineWithin = async (prompt: string, ms: number): Promise<string | typeof INTERRUPTED | typeof TIMED_OUT | undefined> => {
+    const asked = nextLine(prompt);
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<typeof TIMED_OUT>((resolve) => (timer = setTimeout(() => resolve(TIMED_OUT), ms)));
+    const answer = await Promise.race([asked, expired]);
+    clearTimeout(timer);
+    if (answer === TIMED_OUT) waiter = undefined;
+    return answer;
   };
   /** Ctrl-C while a y/N question waits: the question is answered "no" (true when one was waiting). */
   const interruptQuestion = (): boolean => {
@@ -178,10 +193,17 @@ export async function runChat(o: ChatOptions): Promise<number> {
             break;
           case 'confirmation.required': {
             endAnswer();
-            const answer =
-              o.interactive || !o.message ? await nextLine(`Run '${String(e['name'])}' with ${JSON.stringify(e['arguments'])}? [y/N] `) : undefined;
+            const question = `Run '${String(e['name'])}' with ${JSON.stringify(e['arguments'])}? [y/N] `;
+            const windowMs = typeof e['timeoutMs'] === 'number' && e['timeoutMs'] > 0 ? e['timeoutMs'] : undefined;
+            const answer = o.interactive || !o.message ? await (windowMs ? nextLineWithin(question, windowMs) : nextLine(question)) : undefined;
             // Ctrl-C at the question: "no", and the turn is being cancelled (onInterrupt), so nothing to record.
             if (answer === INTERRUPTED) break;
+            // The gateway has already answered "not confirmed"; say so and go on with the turn's events.
+            if (answer === TIMED_OUT) {
+              if (o.interactive) out('\n');
+              info(`[no answer within ${Math.round(windowMs! / 1000)} s: '${String(e['name'])}' not run]`);
+              break;
+            }
             const approve = /^y(es)?$/i.test((answer ?? '').trim());
             if (!o.interactive) info(`[confirm '${String(e['name'])}': ${approve ? 'yes' : 'no'}]`);
             await api

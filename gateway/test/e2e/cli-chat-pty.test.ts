@@ -60,3 +60,41 @@ describe('voxgate chat in a terminal', () => {
     expect(await c.exit).toBe(0);
   });
 });
+
+describe('voxgate chat in a terminal, a confirmation left unanswered', () => {
+  let llm: LlmServer;
+  let t: TestGateway;
+  beforeAll(async () => {
+    llm = await startLlmServer();
+    t = await startTestGateway({
+      assistant: { models: llmModels(llm), defaultModel: 'oa', confirmTimeoutMs: 1500 },
+      mcp: { servers: { fx: nodeServer(FIXTURE) } },
+    });
+    await t.gw.hubStarted;
+  });
+  afterAll(async () => {
+    await t.close();
+    await llm.close();
+  });
+
+  it('gives up on the [y/N] question when the gateway stops waiting, without a keypress', async () => {
+    llm.script([{ toolCalls: [{ name: 'mcp__fx__wipe', arguments: {} }] }, { text: 'Not wiped.' }, { text: 'Hello again.' }]);
+    const c = ptyChat(t);
+    await until(() => c.screen().includes('> '), 'the first prompt');
+    c.child.stdin.write('wipe everything\r');
+    await until(() => c.screen().includes('[y/N]'), 'the confirmation question');
+    // Nothing typed: the window closes, the CLI says so and the turn goes on to its answer.
+    await until(() => c.screen().includes("[no answer within 2 s: 'mcp__fx__wipe' not run]"), 'the question to be given up');
+    await until(() => c.screen().includes('◆ Not wiped.'), 'the rest of the turn');
+    await until(() => c.screen().slice(c.screen().lastIndexOf('◆ Not wiped.')).includes('> '), 'the prompt back');
+    // The next line is a new message, not a late answer to the closed question.
+    c.child.stdin.write('hello\r');
+    await until(() => c.screen().includes('◆ Hello again.'), 'the next answer');
+    const last = llm.requests.at(-1)!.body['messages'] as Array<{ role: string; content: unknown }>;
+    expect(JSON.stringify(last.at(-1))).toContain('hello');
+    const wiped = await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__fx__wiped_count/call', { arguments: {} });
+    expect(wiped.body.content[0]!.text).toBe('0');
+    c.child.stdin.write('/quit\r');
+    expect(await c.exit).toBe(0);
+  });
+});

@@ -228,71 +228,8 @@ describe('device enrollment (hmac device auth)', () => {
     await online(t, back, fresh);
   });
 
-  it('reject: the device is told 403 when it polls and when it asks again', async () => {
-    const t = await gateway();
-    const d = device();
-    const code = (await ota(t, d)).body.activation!.code;
-    const rejected = await t.api<{ status: string }>('POST', `/v1/enrollments/${code}/reject`);
-    expect([rejected.status, rejected.body.status]).toEqual([200, 'rejected']);
-    const polled = await activate(t, d);
-    expect([polled.status, polled.body['code']]).toEqual([403, 'ENROLLMENT_REJECTED']);
-    const asked = await ota(t, d);
-    expect([asked.status, asked.body.code]).toEqual([403, 'ENROLLMENT_REJECTED']);
-    expect((await t.api<Problem>('POST', `/v1/enrollments/${code}/approve`)).status).toBe(404);
-  });
-
-  it('two claimants of one device id get their own codes; approving the real one leaves the other with nothing', async () => {
-    const t = await gateway();
-    const real = device();
-    const impostor = device(real.deviceId);
-    const impostorCode = (await ota(t, impostor)).body.activation!;
-    const realCode = (await ota(t, real)).body.activation!;
-    expect(realCode.code).not.toBe(impostorCode.code);
-    // A v2 device echoes its challenge: another answer's challenge is not its claim.
-    expect((await activate(t, real, { algorithm: 'hmac-sha256', serial_number: 'SN1', challenge: impostorCode.challenge, hmac: '00' })).status).toBe(404);
-    expect((await activate(t, real, { algorithm: 'hmac-sha256', serial_number: 'SN1', challenge: realCode.challenge, hmac: '00' })).status).toBe(202);
-
-    expect((await t.api('POST', `/v1/enrollments/${realCode.code}/approve`)).status).toBe(200);
-    expect((await activate(t, impostor)).status).toBe(404);
-    const stolen = await ota(t, impostor);
-    expect(stolen.body.activation).toBeUndefined();
-    expect(stolen.body.websocket?.token).toBeUndefined();
-    expect((await ota(t, real)).body.websocket?.token).toBeDefined();
-  });
-
-  it('allowlist: listed ids enroll on their first check, others get a 403 problem', async () => {
-    const listed = nextMac();
-    const t = await gateway({ enrollment: { policy: 'allowlist', allowlist: [listed.toUpperCase().replace(/:/g, '-')] } });
-    expect((await ota(t, device(listed))).body.websocket?.token).toBeDefined();
-    const refused = await ota(t, device());
-    expect([refused.status, refused.body.code]).toEqual([403, 'ENROLLMENT_REFUSED']);
-  });
-
-  it('caps pending enrollments: past maxPending a new device gets a 503 problem', async () => {
-    const t = await gateway({ enrollment: { maxPending: 2 } });
-    expect((await ota(t, device())).body.activation).toBeDefined();
-    expect((await ota(t, device())).body.activation).toBeDefined();
-    const res = await fetch(`${t.baseUrl}/xiaozhi/ota/`, {
-      method: 'POST',
-      headers: { 'device-id': nextMac(), 'client-id': 'c-1', 'content-type': 'application/json' },
-      body: '{}',
-    });
-    expect([res.status, ((await res.json()) as Problem).code]).toEqual([503, 'ENROLLMENT_BUSY']);
-    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
-  });
-
-  it('open: of two requests racing for a new id, exactly one is enrolled and gets credentials', async () => {
-    const t = await gateway({ enrollment: { policy: 'open' } });
-    const id = nextMac();
-    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => ota(t, { deviceId: id, clientId: `claimant-${i}` })));
-    const winners = answers.filter((a) => a.body.websocket?.token !== undefined);
-    expect(winners).toHaveLength(1);
-    expect(answers.every((a) => a.status === 200 && a.body.websocket?.url)).toBe(true);
-    const bound = await t.api<{ clientId: string; via: string }>('GET', `/v1/enrollments/devices/${id}`);
-    expect(bound.body.via).toBe('open');
-    expect(answers.indexOf(winners[0]!)).toBe(Number(bound.body.clientId.split('-')[1]));
-  });
-
+  // Reject, two claimants, the allowlist, the pending cap and the open race are the routes' and the enrollment's own
+  // (test/api/enrollments.test.ts); here, what devices then do with their credentials on the links.
   it('enrollments and pending codes survive a restart', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-enroll-'));
     cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -312,5 +249,25 @@ describe('device enrollment (hmac device auth)', () => {
     expect((await ota(second, d)).body.websocket?.token).toBeUndefined();
     expect((await second.api<Pending>('GET', '/v1/enrollments')).body.enrollments.map((e) => e.code)).toEqual([code]);
     expect((await ota(second, waiting)).body.activation?.code).toBe(code);
+  });
+
+  it('devices that dial in without credentials, over WebSocket and MQTT: listed in GET /v1/enrollments/refused with transport, reason, count and address', async () => {
+    const t = await gateway();
+    const ws = device('02:00:00:00:0f:01');
+    await expect(ws.connectWebSocket(t.wsUrl)).rejects.toMatchObject({ statusCode: 401 });
+    await expect(ws.connectWebSocket(t.wsUrl)).rejects.toMatchObject({ statusCode: 401 });
+    const mq = device('02:00:00:00:0f:02');
+    const clientId = `GID_voxgate@@@02_00_00_00_0f_02@@@${mq.clientId}`;
+    await expect(mq.connectMqtt(t.mqttUrl, { clientId })).rejects.toMatchObject({ code: 5 });
+
+    const res = await t.api<{ refused: Array<Record<string, unknown>> }>('GET', '/v1/enrollments/refused');
+    expect(res.status).toBe(200);
+    const [first, second] = res.body.refused;
+    expect(first).toMatchObject({ deviceId: '02:00:00:00:0f:02', transport: 'mqtt', reason: 'missing_credentials', count: 1, clientId });
+    expect(second).toMatchObject({ deviceId: '02:00:00:00:0f:01', transport: 'websocket', reason: 'missing_token', count: 2 });
+    expect(String(second!['remoteAddress'])).toMatch(/127\.0\.0\.1/);
+    expect(String(first!['remoteAddress'])).toMatch(/127\.0\.0\.1/);
+    expect(Date.parse(String(second!['lastAt']))).toBeGreaterThanOrEqual(Date.parse(String(second!['firstAt'])));
+    expect((await t.api('GET', '/v1/enrollments/refused', undefined, { apiKey: null })).status).toBe(401);
   });
 });

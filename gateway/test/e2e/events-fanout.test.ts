@@ -3,7 +3,6 @@ import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 import { openSse, type SseStream } from '../../../test/support/sse.js';
 
-const SECOND_KEY = 'second-api-key-0123456789';
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
 async function readyDevice(t: TestGateway, deviceId: string): Promise<ReferenceDevice> {
@@ -15,32 +14,17 @@ async function readyDevice(t: TestGateway, deviceId: string): Promise<ReferenceD
 }
 
 describe('SSE fan-out under a chatty device (issue 8, defect 6)', () => {
-  it('caps streams per key and in total, drops a device over its event rate, and keeps answering calls', async () => {
+  // The stream caps, serialization once per event and the slow-reader bound are the route's own (test/api/events.test.ts).
+  it('drops a device over its event rate, and keeps answering calls and streaming', async () => {
     // One token per 100 s after a burst of 5: within this test the chatty device gets 5 (at most 6) events through.
-    const t = await startTestGateway({
-      apiKeys: [TEST_API_KEY, SECOND_KEY],
-      events: { maxStreamsPerKey: 20, maxStreams: 30, devicePerSecond: 0.01, deviceBurst: 5 },
-    });
+    const t = await startTestGateway({ events: { maxStreamsPerKey: 1, devicePerSecond: 0.01, deviceBurst: 5 } });
     const streams: SseStream[] = [];
     try {
-      for (let i = 0; i < 20; i++) streams.push(await openSse(`${t.baseUrl}/v1/events`, bearer(TEST_API_KEY)));
-      expect(streams.every((s) => s.status === 200)).toBe(true);
+      streams.push(await openSse(`${t.baseUrl}/v1/events`, bearer(TEST_API_KEY)));
+      expect(streams[0]!.status).toBe(200);
+      // The configured cap reaches the route.
       const overKey = await t.api<{ code: string }>('GET', '/v1/events');
       expect([overKey.status, overKey.body.code]).toEqual([429, 'TOO_MANY_STREAMS']);
-      expect(overKey.headers.get('content-type')).toContain('application/problem+json');
-      expect(overKey.headers.get('retry-after')).toEqual(expect.any(String));
-      // The same key spelled differently is still the same key.
-      const respelled = await fetch(`${t.baseUrl}/v1/events`, { headers: { authorization: `bearer   ${TEST_API_KEY} ` } });
-      expect(respelled.status).toBe(429);
-      await respelled.body?.cancel();
-      // Another key still gets streams, up to the total.
-      for (let i = 0; i < 10; i++) streams.push(await openSse(`${t.baseUrl}/v1/events`, bearer(SECOND_KEY)));
-      expect(streams.every((s) => s.status === 200)).toBe(true);
-      const overTotal = await t.api<{ code: string }>('GET', '/v1/events', undefined, { apiKey: SECOND_KEY });
-      expect([overTotal.status, overTotal.body.code]).toEqual([429, 'TOO_MANY_STREAMS']);
-      expect(await t.metric('voxgate_sse_streams_dropped_total', { reason: 'key_cap' })).toBe(2);
-      expect(await t.metric('voxgate_sse_streams_dropped_total', { reason: 'total_cap' })).toBe(1);
-      expect(await t.metric('voxgate_sse_clients')).toBe(30);
 
       const healthy = await readyDevice(t, '02:00:00:00:0f:01');
       const chatty = await readyDevice(t, '02:00:00:00:0f:02');
@@ -80,51 +64,6 @@ describe('SSE fan-out under a chatty device (issue 8, defect 6)', () => {
       chatty.terminate();
     } finally {
       for (const s of streams) s.close();
-      await t.close();
-    }
-  });
-
-  it('serializes each event once, however many readers it has', async () => {
-    const t = await startTestGateway();
-    const streams: SseStream[] = [];
-    try {
-      for (let i = 0; i < 5; i++) streams.push(await openSse(`${t.baseUrl}/v1/events`, bearer(TEST_API_KEY)));
-      await expect.poll(() => t.metric('voxgate_sse_clients')).toBe(5);
-      let serialized = 0;
-      // JSON.stringify reads the getter once per serialization.
-      const data = {
-        get probe() {
-          serialized++;
-          return 'p';
-        },
-      };
-      t.gw.bus.publish('device.notification', '02:00:00:00:0f:05', data);
-      for (const s of streams) expect(JSON.parse((await s.events.next()).data)).toMatchObject({ data: { probe: 'p' } });
-      expect(serialized).toBe(1);
-    } finally {
-      for (const s of streams) s.close();
-      await t.close();
-    }
-  });
-
-  it('drops a reader whose unsent bytes pass the bound, and counts it', async () => {
-    const t = await startTestGateway({ events: { maxBufferedBytes: 64 * 1024 } });
-    try {
-      const slow = await openSse(`${t.baseUrl}/v1/events`, bearer(TEST_API_KEY));
-      const healthy = await openSse(`${t.baseUrl}/v1/events?type=device.online`, bearer(TEST_API_KEY));
-      await expect.poll(() => t.metric('voxgate_sse_clients')).toBe(2);
-      // Published in one synchronous burst: the reader (this process) cannot drain its socket meanwhile, so the
-      // kernel buffers fill and the rest queues in the gateway, past the bound.
-      const blob = 'b'.repeat(100_000);
-      for (let i = 0; i < 200; i++) t.gw.bus.publish('device.notification', '02:00:00:00:0f:03', { method: 'n', params: { blob, i } });
-      expect(await t.metric('voxgate_sse_streams_dropped_total', { reason: 'slow' })).toBe(1);
-      await expect.poll(() => t.metric('voxgate_sse_clients')).toBe(1);
-      // The filtered stream buffered nothing and stays.
-      t.gw.bus.publish('device.online', '02:00:00:00:0f:04', {});
-      expect(JSON.parse((await healthy.events.next()).data)).toMatchObject({ deviceId: '02:00:00:00:0f:04' });
-      slow.close();
-      healthy.close();
-    } finally {
       await t.close();
     }
   });

@@ -68,6 +68,9 @@ describe('OpenAPI document', () => {
       const docs = await fetch(`${t.baseUrl}/docs`);
       expect(docs.status).toBe(200);
       expect(await docs.text()).toContain('swagger');
+      // GET / is mounted and points there (its answers: test/api/root.test.ts).
+      const root = (await (await fetch(`${t.baseUrl}/`)).json()) as { links: Record<string, string> };
+      expect(root.links).toMatchObject({ docs: '/docs', openapi: '/openapi.json' });
     } finally {
       await t.close();
     }

@@ -2,12 +2,21 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { commandLine, descendants, isolatedEnv, portIsFree, procStat, spawnGateway, WEATHER_MAIN } from '../../../test/support/gateway-process.js';
+import {
+  commandLine,
+  descendants,
+  isolatedEnv,
+  portIsFree,
+  procStat,
+  spawnGateway,
+  startCompiledGateway,
+  WEATHER_MAIN,
+} from '../../../test/support/gateway-process.js';
 import { isAlive } from '../../../test/support/hub.js';
 
 // `npm start` is what the README tells people to run: the signal an operator (or a container runtime)
 // sends to npm's own PID must stop the gateway and every hub child, and free the ports.
-describe('npm start', () => {
+describe('npm start, and what the started gateway prints', () => {
   it("runs the compiled gateway as npm's direct child, and SIGTERM to npm stops it and its hub children", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-start-'));
     writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
@@ -52,4 +61,35 @@ describe('npm start', () => {
       rmSync(dataDir, { recursive: true, force: true });
     }
   }, 120_000);
+
+  // What pretty lines look like is the logger's own (test/log.test.ts); here, that the variable reaches it.
+  it('prints readable lines with GATEWAY_LOG_FORMAT=pretty (issue 9 item 20)', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-logs-'));
+    writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
+    const run = startCompiledGateway(isolatedEnv(dataDir, { GATEWAY_API_KEYS: 'log-format-test-key', GATEWAY_LOG_FORMAT: 'pretty' }));
+    try {
+      let out = '';
+      await new Promise<void>((resolve, reject) => {
+        run.child.stdout!.on('data', (b: Buffer) => {
+          out += b.toString();
+          if (out.includes('voxgate started')) resolve();
+        });
+        void run.exited.then(() => reject(new Error(`exited before starting; stderr: ${run.stderr()}`)));
+      });
+      run.child.kill('SIGTERM');
+      expect((await run.exited).code).toBe(0);
+      expect(out).toMatch(/INFO.*voxgate started/);
+      // The startup summary, as lines for a person: where to go and what was read.
+      expect(out).toMatch(/OTA URL {6}http:\/\/127\.0\.0\.1:\d+\/xiaozhi\/ota\//);
+      expect(out).toContain(`Config file  ${join(dataDir, 'gateway.config.json')}`);
+      expect(out).toContain('API key      from GATEWAY_API_KEYS');
+      expect(out).toContain('! listening on 127.0.0.1 only');
+      expect(out).not.toContain('log-format-test-key');
+      expect(out).toContain('stopped');
+      expect(run.logs).toEqual([]); // no JSON line at all
+    } finally {
+      run.child.kill('SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -5,12 +5,13 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startNatsServer, type NatsServer } from '../../../test/support/nats-server.js';
+import { FakeClock, Targets } from '../../../test/support/schedule-parts.js';
 import { until } from '../../../test/support/wait.js';
 import { ClusterSlice } from '../../src/cluster/config.js';
 import { GatewayError } from '../../src/errors.js';
 import { SchedulesSlice, type SchedulesConfig } from '../../src/fleet/schedules-config.js';
 import { SCHEDULE_CLAIMS, SCHEDULES } from '../../src/fleet/schedules-record.js';
-import { Scheduler, type NewSchedule, type SchedulerClock, type ScheduleTargets } from '../../src/fleet/schedules.js';
+import { Scheduler, type NewSchedule } from '../../src/fleet/schedules.js';
 import { NatsKvStore } from '../../src/store/nats-kv-store.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
@@ -18,55 +19,6 @@ import type { Store } from '../../src/store/store.js';
 const log = pino({ level: 'silent' });
 const DEVICE = 'aa:bb:cc:dd:ee:01';
 const call = { device: DEVICE, tool: 'self.audio_speaker.set_volume', arguments: { volume: 30 } };
-
-/** Time that moves only when the test says; timers fire when their time has come. */
-class FakeClock implements SchedulerClock {
-  private readonly timers = new Set<{ fn: () => void; at: number }>();
-  constructor(public t: number) {}
-  now = () => this.t;
-  setTimer = (fn: () => void, ms: number) => {
-    const h = { fn, at: this.t + ms };
-    this.timers.add(h);
-    return h;
-  };
-  clearTimer = (h: unknown) => void this.timers.delete(h as { fn: () => void; at: number });
-  get pending(): number {
-    return this.timers.size;
-  }
-  get nextAt(): number | undefined {
-    return Math.min(...[...this.timers].map((h) => h.at));
-  }
-  /** Move to `t` (ISO or ms) and run every timer due on the way, letting each tick finish. */
-  async moveTo(t: string | number, s: Scheduler): Promise<void> {
-    const target = typeof t === 'string' ? Date.parse(t) : t;
-    for (let guard = 0; guard < 10_000; guard++) {
-      const due = [...this.timers].filter((h) => h.at <= target).sort((a, b) => a.at - b.at)[0];
-      if (!due) break;
-      this.timers.delete(due);
-      this.t = Math.max(this.t, due.at);
-      due.fn();
-      await s.idle();
-    }
-    this.t = target;
-    await s.idle();
-  }
-}
-
-/** Records what schedules start; a device listed in `offline` refuses the call. */
-class Targets implements ScheduleTargets {
-  calls: Array<{ deviceId: string; tool: string; args: Record<string, unknown>; tenant?: string | undefined }> = [];
-  jobs: Array<Record<string, unknown>> = [];
-  offline = new Set<string>();
-  async startCall(deviceId: string, tool: string, args: Record<string, unknown>, principal?: { tenant?: string | undefined }) {
-    if (this.offline.has(deviceId)) throw new GatewayError('DEVICE_OFFLINE', `device ${deviceId} is offline`);
-    this.calls.push({ deviceId, tool, args, tenant: principal?.tenant });
-    return { callId: `call-${this.calls.length}` };
-  }
-  async startJob(body: Record<string, unknown>) {
-    this.jobs.push(body);
-    return { jobId: `job-${this.jobs.length}` };
-  }
-}
 
 interface Fired {
   deviceId: string;

@@ -1,0 +1,53 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { OtaConfig } from '../../src/firmware/config.js';
+import { FirmwareService } from '../../src/firmware/service.js';
+import { createMetrics } from '../../src/metrics.js';
+
+const mac = (i: number) => `02:00:00:00:00:${i.toString(16).padStart(2, '0')}`;
+const BASE = new URL('http://gw.local:8000');
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** The firmware service over an empty image directory, its log lines kept. */
+function service(settings: Partial<OtaConfig>) {
+  const dir = mkdtempSync(join(tmpdir(), 'voxgate-fw-'));
+  dirs.push(dir);
+  const logs: Array<Record<string, unknown>> = [];
+  const log = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
+  const firmware = new FirmwareService({ settings: { firmwareVersion: '0.0.0', firmwareUrl: '', ...settings }, imagesDir: dir, log, metrics: createMetrics() });
+  return { firmware, logs };
+}
+const offer = (firmware: FirmwareService, deviceId: string, body: unknown = {}, userAgent = 'voxgate-devkit/1.0.0') =>
+  firmware.offerFor({ deviceId, userAgent, body, base: BASE });
+
+describe('FirmwareService: what the OTA answer offers', () => {
+  it('offers nothing from a rollout whose image is missing, and says so in the log', async () => {
+    const { firmware, logs } = service({ rollout: [{ version: '1.1.0', url: 'missing-1.1.0.bin', percent: 100 }] });
+    expect(await offer(firmware, mac(0))).toEqual({ version: '0.0.0', url: '' });
+    expect(logs.some((l) => l['msg'] === 'firmware image missing: not offered' && l['file'] === 'missing-1.1.0.bin')).toBe(true);
+  });
+
+  it('passes force on as 1, and a configured digest for an external URL', async () => {
+    const { firmware } = service({
+      rollout: [{ version: '0.9.0', url: 'https://cdn.example.com/0.9.0.bin', percent: 100, force: true, sha256: 'AB'.repeat(32), size: 1000 }],
+    });
+    expect(await offer(firmware, mac(1))).toEqual({ version: '0.9.0', url: 'https://cdn.example.com/0.9.0.bin', force: 1, size: 1000, sha256: 'ab'.repeat(32) });
+  });
+
+  it('falls back to the baseline, and remembers the version each device reported', async () => {
+    const { firmware } = service({ firmwareVersion: '1.0.5', firmwareUrl: 'https://fw.example.com/1.0.5.bin' });
+    expect(await offer(firmware, mac(2), { application: { version: '1.0.1' } })).toEqual({ version: '1.0.5', url: 'https://fw.example.com/1.0.5.bin' });
+    expect(firmware.reportedVersion(mac(2))).toBe('1.0.1');
+    expect(firmware.reportedVersion(mac(3))).toBeUndefined();
+    // A check that says nothing about the version or a rollout's board is not remembered.
+    await offer(firmware, mac(3), {}, 'curl');
+    expect(firmware.reportedVersion(mac(3))).toBeUndefined();
+  });
+});
