@@ -56,3 +56,28 @@ describe('resolveSecrets', () => {
     expect(resolveSecrets(dir, { apiKeys: [] }).tightenedFrom).toBeUndefined();
   });
 });
+
+describe('resolveSecrets on files left by an earlier start (from the e2e config-secrets test, issue 8 defect 10d)', () => {
+  const KEY = 'api-key-that-must-stay-secret-4242';
+  let dataDir: string;
+  beforeEach(() => {
+    dataDir = mkdtempSync(join(tmpdir(), 'voxgate-secrets-'));
+  });
+  afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it('leaves a 0600 file alone, and never quotes a corrupt one', () => {
+    const file = join(dataDir, 'secrets.json');
+    writeFileSync(file, JSON.stringify({ deviceSecret: 'stored-device-secret-0123456789' }), { mode: 0o600 });
+    expect(resolveSecrets(dataDir, { apiKeys: [KEY] }).tightenedFrom).toBeUndefined();
+    writeFileSync(file, `{"deviceSecret": "corrupt-secret-value-77" oops`);
+    expect(() => resolveSecrets(dataDir, { apiKeys: [KEY] })).toThrow(/unreadable secrets file \(not valid JSON\)/);
+    try {
+      resolveSecrets(dataDir, { apiKeys: [KEY] });
+    } catch (e) {
+      expect((e as Error).message).not.toContain('corrupt-secret-value-77');
+    }
+    writeFileSync(file, JSON.stringify({ deviceSecret: 'short-secret' }));
+    expect(() => resolveSecrets(dataDir, { apiKeys: [KEY] })).toThrow(/not \{apiKey\?, deviceSecret\?\}/);
+    expect(readFileSync(file, 'utf8')).toContain('short-secret'); // refused, not overwritten
+  });
+});

@@ -3,6 +3,7 @@
  * sockets): settings, metrics, a bus that records its events, and a session over an in-memory link.
  */
 import pino from 'pino';
+import { DeviceRegistry } from '../../gateway/src/devices/registry.js';
 import { BadInputLog } from '../../gateway/src/devices/bad-input-log.js';
 import { NoVoiceHook } from '../../gateway/src/devices/no-voice-hook.js';
 import { RpcChannel } from '../../gateway/src/devices/rpc-channel.js';
@@ -13,6 +14,7 @@ import { EventBus, type GatewayEvent } from '../../gateway/src/events/bus.js';
 import { createMetrics, type Metrics } from '../../gateway/src/metrics.js';
 import { SchemaValidators } from '../../gateway/src/schemas/validators.js';
 import { createLinkedPair, type InMemoryDevice, type InMemoryLink } from './in-memory-link.js';
+import { until } from './wait.js';
 
 export const silentLog = pino({ level: 'silent' });
 
@@ -117,4 +119,50 @@ export async function answerSetup(device: InMemoryDevice, tools: Array<Record<st
   device.reply(init.id, { protocolVersion: '2024-11-05', capabilities: { tools: {} }, serverInfo: { name: 'sim-board', version: '1.0.0' } });
   const list = await device.nextRequest('tools/list');
   device.reply(list.id, { tools });
+}
+
+export const HELLO = JSON.stringify({ type: 'hello', version: 1, transport: 'websocket', features: { mcp: true } });
+
+/** A registry built from its parts, and a way to connect in-memory devices to it as the links do. */
+export function registryPart(
+  opts: { settings?: Partial<SessionSettings>; maxKnownDevices?: number; pages?: ToolsPageCache } = {},
+  defaultTools: Array<Record<string, unknown>> = [],
+) {
+  const lines: Array<Record<string, unknown>> = [];
+  const log = pino({ level: 'debug' }, { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) });
+  const metrics = createMetrics();
+  const { bus, events } = recordingBus();
+  const settings = testSettings(opts.settings);
+  const registry = new DeviceRegistry({
+    log,
+    bus,
+    metrics,
+    settings,
+    vision: () => undefined,
+    pages: opts.pages ?? new ToolsPageCache(),
+    validators: new SchemaValidators({ limits: settings.schemaLimits, maxCached: 64 }),
+    ...(opts.maxKnownDevices !== undefined ? { maxKnownDevices: opts.maxKnownDevices } : {}),
+  });
+  const connect = (deviceId: string, o: { transport?: 'websocket' | 'mqtt'; credential?: string } = {}) => {
+    const transport = o.transport ?? 'websocket';
+    const [link, device] = createLinkedPair(transport);
+    const session = registry.connect({
+      deviceId,
+      clientId: `client-${deviceId}`,
+      link,
+      expectHello: transport === 'websocket',
+      credential: o.credential ?? '',
+    });
+    if (session) link.receiver = { onText: (t) => session.onText(t), onBinary: (b) => session.onBinary(b), onClosed: (r) => session.onClosed(r) };
+    return { link, device, session };
+  };
+  /** Connected over WebSocket, hello said, set up with `tools`, ready. */
+  const ready = async (deviceId: string, tools = defaultTools, credential = '') => {
+    const c = connect(deviceId, { credential });
+    c.device.send(HELLO);
+    await answerSetup(c.device, tools);
+    await until(() => registry.get(deviceId)?.state === 'ready', `${deviceId} to be ready`);
+    return c;
+  };
+  return { registry, metrics, events, lines, connect, ready };
 }

@@ -120,6 +120,9 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     // Device ids may be percent-encoded (aa%3Abb...): fastify decodes params.
     routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
     forceCloseConnections: true,
+    // The bodies' schemas are strict: a misspelled key (`ttlms`) is refused with 400, not silently dropped
+    // (fastify's default would strip it and run the call without it).
+    ajv: { customOptions: { removeAdditional: false } },
     // A socket that sends no complete request (or WebSocket upgrade) in time is closed (408): idle
     // sockets would otherwise hold descriptors. Node checks every connectionsCheckingInterval.
     http: serverOptions,

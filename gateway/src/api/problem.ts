@@ -63,11 +63,18 @@ export function registerProblemHandlers(app: FastifyInstance): void {
       if (typeof retry === 'number') void reply.header('retry-after', String(Math.ceil(retry)));
       return sendProblem(reply, err.code, err.message, err.extra);
     }
-    if ((err as FastifyError).validation) return sendProblem(reply, 'INVALID_REQUEST', err.message);
+    if ((err as FastifyError).validation) return sendProblem(reply, 'INVALID_REQUEST', validationDetail(err as FastifyError));
     const status = (err as FastifyError).statusCode ?? 500;
     if (status >= 400 && status < 500) return sendProblem(reply, CLIENT_ERRORS[status] ?? 'INVALID_REQUEST', err.message);
     req.log.error({ err }, 'unhandled error');
     return sendProblem(reply, 'INTERNAL', 'internal error; see the gateway log');
   });
   app.setNotFoundHandler((req, reply) => sendProblem(reply, 'NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`));
+}
+
+/** Ajv's "must NOT have additional properties" does not say which: name the key, as a person needs. */
+function validationDetail(err: FastifyError): string {
+  const extra = err.validation?.find((v) => v.keyword === 'additionalProperties');
+  const key = extra?.params['additionalProperty'];
+  return typeof key === 'string' ? `${err.message}: unknown key ${JSON.stringify(key.slice(0, 64))}` : err.message;
 }

@@ -109,7 +109,8 @@ export class Turn {
 
   constructor(
     private readonly i: TurnInput,
-    private readonly d: { hub: McpHub; log: Logger; metrics: AssistantMetrics; settings: TurnSettings },
+    /** Of the hub, a turn needs only where a call lands and the call itself (a test gives a small stand-in). */
+    private readonly d: { hub: Pick<McpHub, 'callTarget' | 'call'>; log: Logger; metrics: AssistantMetrics; settings: TurnSettings },
   ) {
     this.model = i.model.toolMode === 'markers' ? new MarkerModel(i.model.client) : i.model.client;
   }

@@ -4,8 +4,9 @@ import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Store } from '../store/store.js';
 import type { FleetConfig } from './config.js';
+import type { SendClaims } from './send-claims.js';
 import { StoreWriter } from './store-writer.js';
-import { isFinished, newId, QueuedCallSchema, type CallError, type CallResult, type CallState, type QueuedCall } from './types.js';
+import { isFinished, isStale, newId, QueuedCallSchema, type CallError, type CallResult, type CallState, type QueuedCall } from './types.js';
 
 /** The store collection of queued calls, one document per call (key = call id). */
 export const CALLS_COLLECTION = 'calls';
@@ -13,9 +14,12 @@ export const CALLS_COLLECTION = 'calls';
 /** The error a `sent` call gets when nobody can know whether the device ran it (see `interruptSent`). */
 export const CALL_INTERRUPTED = 'CALL_INTERRUPTED';
 
-/** Which state may follow which: a finished call never changes; `sent → queued` puts back a call the device never got. */
+/**
+ * Which state may follow which: a finished call never changes; `sent → queued` puts back a call the device never got;
+ * `queued → failed` is a call whose send claim outlived its holder (send-claims.ts): it may have been sent.
+ */
 const NEXT: Record<CallState, readonly CallState[]> = {
-  queued: ['sent', 'expired', 'cancelled'],
+  queued: ['sent', 'expired', 'cancelled', 'failed'],
   sent: ['queued', 'succeeded', 'failed'],
   succeeded: [],
   failed: [],
@@ -37,6 +41,8 @@ export interface QueuedCallsDeps {
   log: Logger;
   settings: QueuedCallsSettings;
   now?: () => number;
+  /** The cluster's send claims (send-claims.ts): a forgotten call's claim goes with it. */
+  claims?: Pick<SendClaims, 'forget'> | undefined;
 }
 
 export interface NewCall {
@@ -309,6 +315,7 @@ export class QueuedCalls {
 
   private async forget(c: QueuedCall): Promise<void> {
     this.unindex(c);
+    await this.d.claims?.forget(c.id);
     await this.d.store
       .delete(CALLS_COLLECTION, c.id)
       .catch((err: unknown) => this.d.log.warn({ err, callId: c.id }, 'could not delete a finished call from the store'));
@@ -340,8 +347,8 @@ export class QueuedCalls {
     const parsed = QueuedCallSchema.safeParse(value);
     if (!parsed.success || parsed.data.id !== key) return;
     const c = parsed.data;
-    // A finished call stays finished whatever order the writes arrive in.
-    if (old && isFinished(old.state) && !isFinished(c.state)) return;
+    // Writes of a call can arrive out of order (a late echo of this instance's own): never undo a later state.
+    if (old && isStale(c, old)) return;
     if (old) this.replace(c);
     else this.index(c);
     this.notify(c, old?.state, false);

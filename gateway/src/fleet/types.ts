@@ -6,6 +6,14 @@ export const CALL_STATES = ['queued', 'sent', 'succeeded', 'failed', 'expired', 
 export type CallState = (typeof CALL_STATES)[number];
 export const FINISHED: ReadonlySet<CallState> = new Set(['succeeded', 'failed', 'expired', 'cancelled']);
 export const isFinished = (s: CallState): boolean => FINISHED.has(s);
+const RANK: Record<CallState, number> = { queued: 0, sent: 1, succeeded: 2, failed: 2, expired: 2, cancelled: 2 };
+/**
+ * A write of a call that arrives after what it would undo (a shared store's watch can deliver an instance its own
+ * older write late): a finished call never becomes unfinished, and a call moves back (`sent → queued`, put back)
+ * only by a write made after the state it undoes.
+ */
+export const isStale = (c: Pick<QueuedCall, 'state' | 'updatedAt'>, held: Pick<QueuedCall, 'state' | 'updatedAt'>): boolean =>
+  (isFinished(held.state) && !isFinished(c.state)) || (RANK[c.state] < RANK[held.state] && c.updatedAt <= held.updatedAt);
 
 export const CallResultSchema = z.object({
   content: z.array(z.record(z.string(), z.unknown())),

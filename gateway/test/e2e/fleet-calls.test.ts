@@ -62,6 +62,14 @@ describe('queued calls through the HTTP API (in-process gateway, reference devic
     expect(cancelled.body.state).toBe('cancelled');
   });
 
+  it('refuses a misspelled body key with 400 rather than queueing the call without it', async () => {
+    const device = nextMac();
+    const typo = await t.api<{ code: string; detail: string }>('POST', `/v1/devices/${device}/calls`, { tool: 'x', ttlms: 1000 });
+    expect(typo.status).toBe(400);
+    expect(typo.body.detail).toContain('ttlms');
+    expect((await t.api<{ calls: Call[] }>('GET', `/v1/devices/${device}/calls`)).body.calls).toEqual([]);
+  });
+
   it('runs a job over selected devices through /v1/jobs, with per-device results', async () => {
     const online = new ReferenceDevice({ deviceId: nextMac() });
     const offline = nextMac();

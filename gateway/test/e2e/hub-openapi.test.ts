@@ -3,8 +3,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isBlockedAddress } from '../../src/hub/ssrf.js';
-import { toolsFromOpenApi } from '../../src/hub/openapi.js';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
 
 interface CallBody {
@@ -37,6 +35,7 @@ const spec = {
   components: { schemas: { Lamp: { type: 'object', properties: { name: { type: 'string' }, watts: { type: 'integer' } }, required: ['name'] } } },
 };
 
+/** The spec reader and the address rules: ../hub/openapi.test.ts, ../hub/ssrf.test.ts; here, calls through the gateway. */
 describe('OpenAPI servers, credentials and the SSRF guard', () => {
   let api: FastifyInstance;
   let apiUrl: string;
@@ -88,21 +87,6 @@ describe('OpenAPI servers, credentials and the SSRF guard', () => {
     await t.close();
     await api.close();
     rmSync(dir, { recursive: true, force: true });
-  });
-
-  it('turns every operation into a tool: operationId or method_path, merged parameters, summary + description', () => {
-    const tools = toolsFromOpenApi(spec);
-    expect(tools.map((x) => x.tool.name).sort()).toEqual(['listLamps', 'post_rooms_room_lamps', 'whoami']);
-    const list = tools.find((x) => x.tool.name === 'listLamps')!.tool;
-    expect(list.description).toBe('List the lamps of a room\n\nOnly lamps that are switched on, unless all=true.');
-    expect(list.inputSchema).toEqual({ type: 'object', properties: { room: { type: 'string' }, all: { type: 'boolean' } }, required: ['room'] });
-    const post = tools.find((x) => x.tool.name === 'post_rooms_room_lamps')!.tool;
-    expect(post.inputSchema.properties).toEqual({ room: { type: 'string' }, name: { type: 'string' }, watts: { type: 'integer' } });
-    expect(new Set(post.inputSchema.required)).toEqual(new Set(['room', 'name']));
-    expect(() => toolsFromOpenApi({ openapi: '3.0.0', paths: { '/x': { get: { parameters: [{ $ref: 'https://evil.example/p.json' }] } } } })).toThrow(
-      /local \$refs/,
-    );
-    expect(() => toolsFromOpenApi({ swagger: '2.0', paths: {} })).toThrow(/OpenAPI 3/);
   });
 
   it('calls with path, query and body parameters', async () => {
@@ -162,34 +146,5 @@ describe('OpenAPI servers, credentials and the SSRF guard', () => {
     const tools = await t.api<{ tools: Array<{ name: string }> }>('GET', '/v1/tools');
     const inline = tools.body.tools.map((x) => x.name).filter((n) => n.startsWith('mcp__inline__'));
     expect(inline).toEqual(['mcp__inline__listLamps']);
-  });
-
-  it('blocks every private, loopback, link-local and metadata range, and resolves names before connecting', async () => {
-    for (const a of [
-      '127.0.0.1',
-      '10.1.2.3',
-      '172.16.0.1',
-      '192.168.1.1',
-      '169.254.169.254',
-      '100.64.0.1',
-      '0.0.0.0',
-      '::1',
-      'fe80::1',
-      'fd00::1',
-      '::ffff:127.0.0.1',
-    ])
-      expect(isBlockedAddress(a), a).toBe(true);
-    for (const a of ['93.184.216.34', '8.8.8.8', '2606:4700:4700::1111']) expect(isBlockedAddress(a), a).toBe(false);
-    const { guardedRequest } = await import('../../src/hub/ssrf.js');
-    // "localhost" resolves to loopback: refused inside the lookup, before any connection.
-    await expect(
-      guardedRequest(new URL(`${apiUrl.replace('127.0.0.1', 'localhost')}/whoami`), {
-        method: 'GET',
-        headers: {},
-        timeoutMs: 5000,
-        maxResponseBytes: 1000,
-        allowPrivateNetwork: false,
-      }),
-    ).rejects.toThrow(/refused to connect to localhost/);
   });
 });

@@ -149,7 +149,7 @@ describe('MCP hub: stdio servers, built-in tools, failures and shutdown', () => 
     expect(t.logs.some((l) => l['server'] === 'fixture' && String(l['msg']).includes('connection lost'))).toBe(true);
   });
 
-  it('while a server is down, its tools leave the list (calls: see hub-limits.test.ts)', async () => {
+  it('while a server is down, its tools leave the list (calls: see ../hub/hub-limits.test.ts)', async () => {
     const goneOrRestarting = untilHub(t.gw.hub, () => server('fixture').state !== 'ready', 'fixture to go down');
     await t.api('POST', '/v1/tools/mcp__fixture__crash/call', {});
     await goneOrRestarting;

@@ -1,51 +1,18 @@
 import { mkdtempSync, rmSync, statSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { ConfigError, ENV_MAP, loadConfig } from '../../src/config.js';
-import { isolatedEnv, ROOT, startCompiledGateway } from '../../../test/support/gateway-process.js';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { startTestGateway } from '../../../test/support/gateway-harness.js';
+import { isolatedEnv, startCompiledGateway } from '../../../test/support/gateway-process.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 
 // Process tests wait for events (a log line, an exit), never for a fixed budget: a start on a loaded
 // machine may be slow, so only the test's own timeout bounds them.
 const PROCESS_TEST_MS = 60_000;
 
-describe('configuration', () => {
-  it('layers defaults < file < environment', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'voxgate-cfg-'));
-    const file = join(dir, 'gateway.config.json');
-    writeFileSync(file, JSON.stringify({ http: { port: 9000 }, calls: { queueLimit: 4 }, logLevel: 'warn' }));
-    const c = loadConfig({ GATEWAY_CONFIG: file, GATEWAY_HTTP_PORT: '9100', GATEWAY_API_KEYS: 'a, b ,,c' });
-    expect(c.http.port).toBe(9100);
-    expect(c.calls.queueLimit).toBe(4);
-    expect(c.logLevel).toBe('warn');
-    expect(c.apiKeys).toEqual(['a', 'b', 'c']);
-    expect(c.mqtt.port).toBe(1883);
-    expect(c.ws.path).toBe('/xiaozhi/v1/');
-    rmSync(dir, { recursive: true });
-  });
-
-  it('reports every bad field, with its source', () => {
-    let err: unknown;
-    try {
-      loadConfig({ GATEWAY_CONFIG: '/nonexistent/none.json' });
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(ConfigError);
-    try {
-      loadConfig({ GATEWAY_HTTP_PORT: '70000', GATEWAY_DEVICE_AUTH: 'maybe', GATEWAY_VISION_URL: 'ftp://x', GATEWAY_LOG_LEVEL: 'loud' });
-      expect.unreachable();
-    } catch (e) {
-      const problems = (e as ConfigError).problems.join('\n');
-      expect(problems).toContain('http.port');
-      expect(problems).toContain('GATEWAY_HTTP_PORT');
-      expect(problems).toContain('deviceAuth');
-      expect(problems).toContain('vision.url');
-      expect(problems).toContain('logLevel');
-    }
-  });
-
+/** How a start uses its configuration; the rules themselves are part tests (../config.test.ts, ../secrets.test.ts). */
+describe('configuration at start', () => {
   it(
     'exits with code 2 and names the bad fields when started with an invalid configuration',
     async () => {
@@ -60,20 +27,45 @@ describe('configuration', () => {
     PROCESS_TEST_MS,
   );
 
-  it('.env.example lists every environment variable the gateway reads, and nothing else', () => {
-    const listed = [...readFileSync(join(ROOT, '.env.example'), 'utf8').matchAll(/^#?([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]);
-    expect(new Set(listed)).toEqual(new Set(['GATEWAY_CONFIG', ...Object.keys(ENV_MAP)]));
-  });
-
-  it('checks settings that depend on each other', () => {
-    expect(() => loadConfig({ GATEWAY_CONFIG: '/dev/null/x', GATEWAY_DEVICE_AUTH: 'token' })).toThrow(ConfigError);
+  it('exits with code 2 on a misspelled key inside a section, as for a top-level one', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'voxgate-cfg-'));
-    writeFileSync(join(dir, 'c.json'), '{}');
-    expect(() => loadConfig({ GATEWAY_CONFIG: join(dir, 'c.json'), GATEWAY_DEVICE_AUTH: 'token' })).toThrow(/deviceTokens/);
-    expect(() => loadConfig({ GATEWAY_CONFIG: join(dir, 'c.json'), GATEWAY_CALL_TIMEOUT_MS: '9000', GATEWAY_CALL_MAX_TIMEOUT_MS: '8000' })).toThrow(
-      /calls.defaultTimeoutMs/,
-    );
-    rmSync(dir, { recursive: true });
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'gateway.config.json'), JSON.stringify({ voice: { mdoe: 'relay' } }));
+    const run = startCompiledGateway(isolatedEnv(dir));
+    expect((await run.exited).code).toBe(2);
+    expect(run.stderr()).toContain('voice.mdoe: unknown setting; did you mean "mode"?');
+  }, 60_000);
+});
+
+describe('data/secrets.json permissions (issue 8, defect 10d)', () => {
+  it('tightens a pre-existing secrets file that others can read to 0600, and says so in the log', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-config-'));
+    onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
+    const file = join(dataDir, 'secrets.json');
+    const deviceSecret = 'stored-device-secret-0123456789';
+    writeFileSync(file, JSON.stringify({ deviceSecret }), { mode: 0o644 });
+    expect(statSync(file).mode & 0o777).toBe(0o644);
+    const t = await startTestGateway({ dataDir });
+    try {
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      expect(t.gw.deviceSecret).toBe(deviceSecret);
+      const warning = t.logs.find((l) => String(l['msg']).includes('secrets file was readable'));
+      expect(warning).toMatchObject({ previousMode: '0644' });
+      expect(JSON.stringify(t.logs)).not.toContain(deviceSecret);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('a start whose port is taken says which (issue 9 item 20; both ports at once: ../links/listeners.test.ts)', () => {
+  it('reports the one port that is in use, and frees the other', async () => {
+    const held = createServer();
+    await new Promise<void>((resolve) => held.listen(0, '127.0.0.1', resolve));
+    onTestFinished(() => new Promise<void>((resolve) => held.close(() => resolve())));
+    const port = (held.address() as { port: number }).port;
+    await expect(startTestGateway({ http: { port } })).rejects.toThrow(/^cannot listen: HTTP 127\.0\.0\.1:\d+ is already in use \(EADDRINUSE\)$/);
+    await expect(startTestGateway({ mqtt: { port } })).rejects.toThrow(/^cannot listen: MQTT 127\.0\.0\.1:\d+ is already in use \(EADDRINUSE\)$/);
   });
 });
 

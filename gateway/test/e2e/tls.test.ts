@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { formatMqttClientId, OtaResponseSchema } from '@voxgate/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig, startGateway, ConfigError } from '../../src/index.js';
+import { loadConfig, startGateway } from '../../src/index.js';
 import { createLogger } from '../../src/log.js';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
@@ -219,24 +219,8 @@ describe('TLS on the HTTP listener and a second MQTT listener', () => {
   });
 });
 
-describe('TLS configuration', () => {
-  it('reads the tls block from GATEWAY_TLS_* and wants certificate and key together', () => {
-    const c = loadConfig({
-      GATEWAY_TLS_CERT_FILE: '/c.pem',
-      GATEWAY_TLS_KEY_FILE: '/k.pem',
-      GATEWAY_TLS_MQTT_PORT: '8884',
-      GATEWAY_TLS_ADVERTISE: 'plain',
-      GATEWAY_TRUST_PROXY: '10.0.0.0/8, loopback',
-    });
-    expect(c.tls).toMatchObject({ certFile: '/c.pem', keyFile: '/k.pem', mqttPort: 8884, mqttEnabled: true, advertise: 'plain' });
-    expect(c.http.trustProxy).toEqual(['10.0.0.0/8', 'loopback']);
-    expect(loadConfig({}).tls).toMatchObject({ mqttPort: 8883, advertise: 'auto' });
-    expect(() => loadConfig({ GATEWAY_TLS_CERT_FILE: '/c.pem' })).toThrow(/tls.keyFile: tls.certFile and tls.keyFile go together/);
-    expect(() => loadConfig({ GATEWAY_TLS_CA_FILE: '/ca.pem' })).toThrow(/tls.caFile: needs tls.certFile/);
-    // Checked here (exit 2, the variable named), not by fastify at start.
-    expect(() => loadConfig({ GATEWAY_TRUST_PROXY: '10.0.0.1,proxy.example' })).toThrow(/http.trustProxy: addresses, CIDRs.*\(from GATEWAY_TRUST_PROXY\)/);
-  });
-
+/** The configuration rules: ../config.test.ts; the files and the reload: ../tls/certificates.test.ts. */
+describe('TLS configuration at start', () => {
   it('refuses to start on a key that does not match the certificate, naming the files but not their content', async () => {
     const other = pki.issue('voxgate-test-other');
     const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-tls-bad-'));
@@ -256,9 +240,5 @@ describe('TLS configuration', () => {
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }
-  });
-
-  it('is a ConfigError, not a crash, for a bad advertise value', () => {
-    expect(() => loadConfig({ GATEWAY_TLS_ADVERTISE: 'sometimes' })).toThrow(ConfigError);
   });
 });

@@ -1,7 +1,10 @@
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { verifyVisionToken } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
-import { ReferenceDevice, referenceTools } from '../../../test/support/reference-device.js';
+import { deviceToolRaw } from '../../src/hub/names.js';
+import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { ScriptedWsDevice } from '../../../test/support/scripted-device.js';
+import { ReferenceDevice, referenceTools, type RefTool } from '../../../test/support/reference-device.js';
 import { withTimeout } from '../../../test/support/wait.js';
 
 interface ToolsBody {
@@ -303,6 +306,144 @@ describe('reference-firmware devices over WebSocket', () => {
     const changed = t.nextEvent('device.tools_changed', id);
     await online(device({ deviceId: id, extraTools: 2 }));
     expect((await changed).data).toMatchObject({ reason: 'relisted', toolCount: referenceTools().length + 2 });
+  });
+  // From e2e/tools-page-cache.test.ts (the cache itself: ../devices/tools-page-cache.test.ts): every session shares one cache.
+  it('parses a firmware’s pages once; a second device with the same pages gets them from the cache', async () => {
+    const pages = async () => ({
+      parsed: await t.metric('voxgate_tools_pages_total', { source: 'parsed' }),
+      cache: await t.metric('voxgate_tools_pages_total', { source: 'cache' }),
+    });
+    // A catalog of its own (one changed description), so no other test has cached these pages.
+    const tools = referenceTools().map((x) => (x.name === 'self.get_device_status' ? { ...x, description: `${x.description} (cache test)` } : x));
+    const before = await pages();
+    const a = await online(device({ tools, extraTools: 40 }));
+    const first = await pages();
+    expect(first.parsed - before.parsed).toBeGreaterThanOrEqual(3);
+    await online(device({ tools, extraTools: 40 }));
+    const second = await pages();
+    expect(second.parsed).toBe(first.parsed);
+    expect(second.cache - first.cache).toBe(first.parsed - before.parsed);
+    const listed = await t.api<ToolsBody>('GET', `/v1/devices/${a.deviceId}/tools`);
+    expect(listed.body.tools.length).toBe(a.tools.length);
+  });
+
+  // From e2e/session-device-replies.test.ts.
+  it('passes normalized device content to HTTP callers and /mcp clients (counting: ../devices/session-frames.test.ts)', async () => {
+    const data = Buffer.from('jpeg bytes').toString('base64');
+    const firmwareImage = JSON.stringify({ type: 'image', image: JSON.stringify({ type: 'image', mimeType: 'image/jpeg', data }) });
+    const id = nextMac();
+    const ready = t.nextEvent('device.ready', id);
+    const device = await ScriptedWsDevice.connect(t.wsUrl, id, [
+      { name: 'photo', inputSchema: { type: 'object' }, result: `{"content":[${firmwareImage}],"isError":false}` },
+      {
+        name: 'odd',
+        inputSchema: { type: 'object' },
+        result: '{"content":[{"type":"text","text":42},{"type":"image"},{"type":"video","url":"x"},{"type":"text","text":"fine"}]}',
+      },
+    ]);
+    const client = new Client({ name: 'test-host', version: '1.0.0' });
+    try {
+      await ready;
+      const photo = await t.api<{ content: unknown[] }>('POST', `/v1/devices/${id}/tools/photo/call`, { arguments: {} });
+      expect(photo.body.content).toEqual([{ type: 'image', mimeType: 'image/jpeg', data }]);
+      const odd = await t.api<{ content: unknown[] }>('POST', `/v1/devices/${id}/tools/odd/call`, { arguments: {} });
+      expect(odd.body.content).toEqual([
+        { type: 'text', text: '42' },
+        { type: 'text', text: '{"type":"image"}' },
+        { type: 'text', text: '{"type":"video","url":"x"}' },
+        { type: 'text', text: 'fine' },
+      ]);
+
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }),
+      );
+      const viaMcp = await client.callTool({ name: deviceToolRaw(id, 'photo'), arguments: {} });
+      expect(viaMcp.content).toEqual([{ type: 'image', mimeType: 'image/jpeg', data }]);
+    } finally {
+      await client.close();
+      device.close();
+    }
+  });
+
+  // From e2e/device-rpc.test.ts: how the /rpc route reaches the device.
+  it('sends notifications/* as a notification (no id) and answers 202 at once', async () => {
+    const d = await online(device());
+    // The firmware ignores notifications: sent as a request, this would wait out its timeout.
+    const r = await t.api<{ sent: boolean; notification: string }>('POST', `/v1/devices/${d.deviceId}/rpc`, {
+      method: 'notifications/initialized',
+      timeoutMs: 60_000,
+    });
+    expect(r.status).toBe(202);
+    expect(r.body).toEqual({ sent: true, notification: 'notifications/initialized' });
+    const sent = await d.waitForMcp((p) => p['method'] === 'notifications/initialized');
+    expect('id' in sent).toBe(false);
+    // Nothing was queued behind it: a request goes straight through.
+    const list = await t.api<{ result: { tools: unknown[] } }>('POST', `/v1/devices/${d.deviceId}/rpc`, { method: 'tools/list' });
+    expect(list.status).toBe(200);
+  });
+
+  it("refuses a caller's own id with a clear 400 instead of dropping it silently", async () => {
+    const d = await online(device());
+    const r = await t.api<{ code: string; detail: string }>('POST', `/v1/devices/${d.deviceId}/rpc`, { method: 'tools/list', id: 'mine' });
+    expect([r.status, r.body.code]).toEqual([400, 'INVALID_REQUEST']);
+    expect(r.body.detail).toContain('"id"');
+    expect(d.mcpReceived.some((p) => p['id'] === 'mine')).toBe(false);
+  });
+
+  // From e2e/catalog-incomplete.test.ts (the setup itself: ../devices/registry.test.ts): what callers see of it.
+  it('shows a device whose catalog holds a tool larger than its tools/list page as ready, with a warning in its summary', async () => {
+    const huge: RefTool = { name: 'self.huge.describe', description: 'x'.repeat(9000), run: () => true };
+    const ref = referenceTools().filter((x) => !x.userOnly);
+    const d = device({ tools: [...ref.slice(0, 3), huge, ...ref.slice(3)] });
+    const incomplete = t.nextEvent('device.catalog_incomplete', d.deviceId);
+    await online(d);
+    const warning = `catalog incomplete: tool after ${ref[2]!.name} refused by the device`;
+    expect((await incomplete).data['error']).toMatch(/Failed to add tool self\.huge\.describe because of payload size limit/);
+    const summary = await t.api<{ state: string; toolCount: number; catalogWarning?: string }>('GET', `/v1/devices/${d.deviceId}`);
+    expect(summary.body).toMatchObject({ state: 'ready', toolCount: 3, catalogWarning: warning });
+    const listed = await t.api<{ tools: Array<{ name: string }> }>('GET', `/v1/devices/${d.deviceId}/tools`);
+    expect(listed.body.tools.map((x) => x.name)).toEqual(ref.slice(0, 3).map((x) => x.name));
+    // The tools it has answer as usual.
+    const call = await t.api('POST', `/v1/devices/${d.deviceId}/tools/self.get_device_status/call`, { arguments: {} });
+    expect(call.status).toBe(200);
+  });
+});
+
+describe('device sessions at the edges (from e2e/session-edges.test.ts; the setup cases: ../devices/registry.test.ts)', () => {
+  it('answers pending calls with SHUTTING_DOWN when the gateway stops', async () => {
+    const t = await startTestGateway();
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:05:03' });
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectWebSocket(t.wsUrl);
+    await ready;
+    d.holdReplies();
+    const pending = t.api<{ code: string }>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 1 } });
+    await d.waitForMcp((p) => p['method'] === 'tools/call');
+    const closing = t.close();
+    const r = await pending;
+    expect([r.status, r.body.code]).toEqual([503, 'SHUTTING_DOWN']);
+    expect((await d.closed()).code).toBe(1001);
+    await closing;
+  });
+
+  it('logs every line with the device id and never a secret', async () => {
+    const t = await startTestGateway({ deviceAuth: 'token', deviceTokens: ['super-secret-device-token'], vision: { url: 'http://127.0.0.1:9/v' } });
+    try {
+      const d = new ReferenceDevice({ deviceId: '02:00:00:00:05:04' });
+      const ready = t.nextEvent('device.ready', d.deviceId);
+      await d.connectWebSocket(t.wsUrl, { token: 'super-secret-device-token' });
+      await ready;
+      const deviceLines = t.logs.filter((l) => l['msg'] === 'device connected' || l['msg'] === 'device ready');
+      expect(deviceLines.length).toBe(2);
+      for (const l of deviceLines) expect(l['deviceId']).toBe(d.deviceId);
+      const all = JSON.stringify(t.logs);
+      expect(all).not.toContain('super-secret-device-token');
+      expect(all).not.toContain(d.vision!.token!);
+      expect(all).not.toContain('test-api-key-0123456789');
+      d.terminate();
+    } finally {
+      await t.close();
+    }
   });
 });
 

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { guardedDispatcher, guardedFetch } from '../../src/hub/ssrf.js';
+import { guardedDispatcher, guardedFetch, guardedRequest, isBlockedAddress } from '../../src/hub/ssrf.js';
 
 describe('SSRF guard for HTTP and SSE upstreams', () => {
   let server: Server;
@@ -42,5 +42,35 @@ describe('SSRF guard for HTTP and SSE upstreams', () => {
       { method: 'POST', body: '{"a":1}', key: 'filled-per-request' },
       { method: 'POST', body: '{"b":2}', key: 'filled-per-request' },
     ]);
+  });
+});
+
+describe('the SSRF guard (moved from e2e/hub-openapi.test.ts)', () => {
+  it('blocks every private, loopback, link-local and metadata range, and resolves names before connecting', async () => {
+    for (const a of [
+      '127.0.0.1',
+      '10.1.2.3',
+      '172.16.0.1',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '0.0.0.0',
+      '::1',
+      'fe80::1',
+      'fd00::1',
+      '::ffff:127.0.0.1',
+    ])
+      expect(isBlockedAddress(a), a).toBe(true);
+    for (const a of ['93.184.216.34', '8.8.8.8', '2606:4700:4700::1111']) expect(isBlockedAddress(a), a).toBe(false);
+    // "localhost" resolves to loopback: refused inside the lookup, before any connection.
+    await expect(
+      guardedRequest(new URL('http://localhost:9/whoami'), {
+        method: 'GET',
+        headers: {},
+        timeoutMs: 5000,
+        maxResponseBytes: 1000,
+        allowPrivateNetwork: false,
+      }),
+    ).rejects.toThrow(/refused to connect to localhost/);
   });
 });

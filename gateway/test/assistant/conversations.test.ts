@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { ConversationStore } from '../../src/assistant/conversations.js';
+
+const limits = { ttlMs: 1000, maxConversations: 3, maxTurns: 2, maxBytes: 1000 };
+const T0 = 1_800_000_000_000;
+
+describe('ConversationStore', () => {
+  it('finds a conversation for its owner only', () => {
+    const store = new ConversationStore(limits);
+    const c = store.create('key-a', T0);
+    expect(store.get(c.id, 'key-a', T0)).toBe(c);
+    expect(store.get(c.id, 'key-b', T0)).toBeUndefined();
+    expect(store.get(c.id, undefined, T0)).toBeUndefined();
+    expect(store.delete(c.id, 'key-b')).toBe(false);
+    expect(store.delete(c.id, 'key-a')).toBe(true);
+    expect(store.size).toBe(0);
+  });
+
+  it('expires a conversation idle past its ttl, unless a turn is running on it', () => {
+    const store = new ConversationStore(limits);
+    const idle = store.create('k', T0);
+    const busy = store.create('k', T0);
+    busy.busy = true;
+    expect(store.get(idle.id, 'k', T0 + 1000)).toBe(idle);
+    expect(store.get(idle.id, 'k', T0 + 1001)).toBeUndefined();
+    expect(store.get(busy.id, 'k', T0 + 5000)).toBe(busy);
+  });
+
+  it('keeps the last maxTurns exchanges, whole, with their byte count', () => {
+    const store = new ConversationStore(limits);
+    const c = store.create('k', T0);
+    for (const n of [1, 2, 3]) store.append(c, `question ${n}`, `answer ${n}`, T0 + n);
+    expect(c.messages.map((m) => m.content)).toEqual(['question 2', 'answer 2', 'question 3', 'answer 3']);
+    expect(c.bytes).toBe(Buffer.byteLength('question 2answer 2question 3answer 3'));
+    expect(c.messages[0]).toMatchObject({ role: 'user', at: new Date(T0 + 2).toISOString() });
+  });
+
+  it('trims old exchanges past maxBytes, but always keeps the last one', () => {
+    const store = new ConversationStore({ ...limits, maxTurns: 100, maxBytes: 20 });
+    const c = store.create('k', T0);
+    store.append(c, 'aaaaaaaa', 'bbbbbbbb', T0);
+    store.append(c, 'cccccccc', 'dddddddd', T0);
+    expect(c.messages.map((m) => m.content)).toEqual(['cccccccc', 'dddddddd']);
+    store.append(c, 'é'.repeat(50), 'x', T0);
+    expect(c.messages.map((m) => m.content)).toEqual(['é'.repeat(50), 'x']);
+    expect(c.bytes).toBe(101);
+  });
+
+  it('past maxConversations drops the least recently used idle one; a use makes it recent', () => {
+    const store = new ConversationStore(limits);
+    const [a, b, c] = [store.create('k', T0), store.create('k', T0 + 1), store.create('k', T0 + 2)];
+    store.touch(a, T0 + 3);
+    const d = store.create('k', T0 + 4);
+    expect(store.size).toBe(3);
+    expect(store.get(b.id, 'k', T0 + 4)).toBeUndefined();
+    for (const kept of [a, c, d]) expect(store.get(kept.id, 'k', T0 + 4)).toBe(kept);
+  });
+
+  it('never drops a busy conversation to make room: the store grows instead', () => {
+    const store = new ConversationStore({ ...limits, maxConversations: 1 });
+    const a = store.create('k', T0);
+    a.busy = true;
+    const b = store.create('k', T0);
+    expect(store.size).toBe(2);
+    expect(store.get(a.id, 'k', T0)).toBe(a);
+    expect(store.get(b.id, 'k', T0)).toBe(b);
+  });
+});
