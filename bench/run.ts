@@ -4,7 +4,7 @@
  *   npm run bench                 full (fleet 100 000 requested, 10 min soak)
  *   npm run bench -- --quick      about 3 minutes on 2 cores (fleet 10 000, 60 s soak, 40 s of relayed audio)
  *   npm run bench -- --tiny       seconds; for the correctness test (20 devices)
- *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet,voice,converse,cluster (storm/soak need fleet),
+ *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet,voice,converse,mcp,cluster (storm/soak need fleet),
  *            --profile (the gateways under --cpu-prof; WebSocket call path unless --only says otherwise, e.g.
  *            --only mqtt or --only voice; profiles in bench/results/prof/, read them with bench/tools/top-self.ts)
  *
@@ -12,7 +12,8 @@
  * (bench/floors/*), and fleet processes (bench/fleet/fleet.ts) holding the simulated devices; the cluster rows add a
  * nats-server and two clustered gateways. Every child is killed at the end, on failure too.
  *
- * The scenarios are in bench/scenarios/: call-path.ts, fleet.ts (with storm and soak), voice.ts, converse.ts, cluster.ts.
+ * The scenarios are in bench/scenarios/: call-path.ts, fleet.ts (with storm and soak), voice.ts, converse.ts, mcp.ts (/mcp against supergateway and mcp-proxy,
+ * installed at run time into a cache outside the repository), cluster.ts.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,6 +29,7 @@ import { fleetScenarios } from './scenarios/fleet.js';
 import { mem, ratio, round, until } from './scenarios/measure.js';
 import { voiceScenarios } from './scenarios/voice.js';
 import { converseScenarios } from './scenarios/converse.js';
+import { mcpScenarios } from './scenarios/mcp.js';
 
 async function main(b: Bench): Promise<void> {
   const lim = limits();
@@ -126,6 +128,7 @@ async function main(b: Bench): Promise<void> {
     if (b.only.has('fleet')) await fleetScenarios(b, env);
     if (b.only.has('voice')) await voiceScenarios(b, dataDir);
     if (b.only.has('converse')) await converseScenarios(b, dataDir);
+    if (b.only.has('mcp')) await mcpScenarios(b, dataDir);
     if (b.only.has('cluster')) {
       // An optional service: without nats-server the cluster rows are skipped with a note, as the tests skip theirs.
       if (hasNatsServer()) await clusterScenarios(b, env, dataDir);

@@ -12,8 +12,10 @@ import { ReferenceDevice } from '../../test/support/reference-device.js';
 
 export interface Utterance {
   frames: Buffer[];
-  /** Index of the first frame after the speech (room noise follows). */
+  /** Index of the first frame after the speech clip (espeak-ng's own trailing silence included; room noise follows). */
   speechEndFrame: number;
+  /** Index of the frame holding the clip's last voiced sample: where the speaker stops talking. */
+  lastVoicedFrame: number;
 }
 
 /** Room noise: low and steady, not zeros. */
@@ -41,11 +43,25 @@ export async function spokenUtterance(text: string): Promise<Utterance> {
   const frames: Buffer[] = [];
   for (let i = 0; i + 960 <= all.length; i += 960) frames.push(Buffer.from(enc.encode(all.subarray(i, i + 960))));
   enc.free();
-  return { frames, speechEndFrame: Math.ceil((before.length + voice.length) / 960) };
+  let last = voice.length - 1;
+  while (last > 0 && Math.abs(voice[last]!) < VOICED) last--;
+  return { frames, speechEndFrame: Math.ceil((before.length + voice.length) / 960), lastVoicedFrame: Math.floor((before.length + last) / 960) };
 }
 
+/** A sample this loud (of 32 767) is voice, not espeak-ng's trailing silence. */
+const VOICED = 300;
+
+/**
+ * How the device ends its utterance: `auto` streams on (room noise) until Voxgate detects the end of speech;
+ * `manual` (push to talk) sends `listen stop` right after the frame with the last voiced sample.
+ */
+export type ListenMode = 'auto' | 'manual';
+
 export interface TurnObservation {
-  /** From the end of the speech (the frame after it was sent) to the first answer frame, ms. */
+  /**
+   * From the end of speech to the first answer frame, ms. The end of speech: auto, when the frame holding the
+   * last voiced sample was sent; manual, when `listen stop` was sent (right after that frame).
+   */
   firstAudioMs: number;
   framesDown: number;
   /** Answer frames that came more than one 60 ms period after the device's playback ran out. */
@@ -65,15 +81,20 @@ export class ConversationDevice {
     return this.d.connectWebSocket(wsUrl, { protocolVersion: 1 });
   }
 
-  /** One turn: listen (auto), the utterance at real time, then wait for `tts stop`. */
-  async turn(u: Utterance, timeoutMs: number): Promise<TurnObservation> {
+  /** One turn: listen, the utterance at real time, then wait for `tts stop`. */
+  async turn(u: Utterance, timeoutMs: number, mode: ListenMode = 'auto'): Promise<TurnObservation> {
     const d = this.d;
     const framesBefore = d.audioReceivedAt.length;
     const stopsBefore = this.stops();
-    d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'listen', state: 'start', mode: 'auto' }), {});
+    d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'listen', state: 'start', mode }), {});
     let speechEndAt = 0;
     const up = wsUplink(d, 1);
-    await streamFrames({ send: (opus, ts) => (up.send(opus, ts), ts === u.speechEndFrame * FRAME_MS && (speechEndAt = performance.now())) }, u.frames);
+    const frames = mode === 'manual' ? u.frames.slice(0, u.lastVoicedFrame + 1) : u.frames;
+    await streamFrames({ send: (opus, ts) => (up.send(opus, ts), ts === u.lastVoicedFrame * FRAME_MS && (speechEndAt = performance.now())) }, frames);
+    if (mode === 'manual') {
+      d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'listen', state: 'stop' }), {});
+      speechEndAt = performance.now();
+    }
     const end = Date.now() + timeoutMs;
     while (this.stops() === stopsBefore) {
       if (Date.now() > end) throw new Error(`device ${d.deviceId}: no answer within ${timeoutMs} ms`);

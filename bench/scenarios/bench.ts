@@ -71,7 +71,7 @@ export function benchFromArgs(argv: readonly string[]): Bench {
     settings: SETTINGS[mode],
     voice: VOICE[mode],
     clusterDevices: CLUSTER_DEVICES[mode],
-    only: new Set((option('only') ?? (profile ? 'ws' : 'ws,mqtt,fleet,storm,soak,voice,converse,cluster')).split(',')),
+    only: new Set((option('only') ?? (profile ? 'ws' : 'ws,mqtt,fleet,storm,soak,voice,converse,mcp,cluster')).split(',')),
     profile,
     outFile: resolve(option('out') ?? join(ROOT, 'bench/results/latest.json')),
     results: [],

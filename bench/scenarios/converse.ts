@@ -1,11 +1,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { measureAudioCost } from '../../gateway/test/voice/converse/audio-bench.js';
 import { startSpeechServer } from '../../gateway/test/support/speech-servers.js';
 import { startLlmServer } from '../../test/support/llm-server.js';
-import { ConversationDevice, spokenUtterance, type TurnObservation } from '../lib/converse.js';
+import { ConversationDevice, spokenUtterance, type ListenMode, type TurnObservation, type Utterance } from '../lib/converse.js';
 import { cpuUs } from '../lib/cpu.js';
-import { freePort, spawnTs } from '../lib/procs.js';
+import { freePort, ROOT, spawnTs } from '../lib/procs.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
 import { macOf, metric, ratio, round, until } from './measure.js';
 
@@ -21,6 +23,7 @@ const CONVERSE = {
 
 interface ReplyTimings {
   asrMs?: number;
+  asrStartMs?: number;
   llmFirstTokenMs?: number;
   firstSentenceMs?: number;
   firstAudioMs?: number;
@@ -52,6 +55,8 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     voice: {
       mode: 'converse',
       maxSessions: s.concurrent * 2,
+      // To compare the encoder's cost: VOXGATE_BENCH_OPUS_COMPLEXITY=0..10 (default: the gateway's, 5).
+      ...(process.env['VOXGATE_BENCH_OPUS_COMPLEXITY'] ? { converse: { encoderComplexity: Number(process.env['VOXGATE_BENCH_OPUS_COMPLEXITY']) } } : {}),
       asr: { baseUrl: speech.url, apiKeyEnv: 'VOXGATE_BENCH_LLM_KEY' },
       tts: { baseUrl: speech.url, apiKeyEnv: 'VOXGATE_BENCH_LLM_KEY' },
     },
@@ -59,6 +64,7 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
   writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
   const httpPort = await freePort();
   const gateway = spawnTs('converse-gateway', 'bench/procs/gateway.ts', {
+    nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/converse')] : [],
     env: {
       GATEWAY_HTTP_HOST: '127.0.0.1',
       GATEWAY_HTTP_PORT: String(httpPort),
@@ -85,50 +91,26 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
   try {
     await until('the converse gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
     await replies.ready;
-    // Latency: one device, turns one after another.
+    // Latency: one device, turns one after another, in each listen mode (manual first: the headline row).
     const [one] = await open(1);
-    const seen: TurnObservation[] = [];
-    for (let i = 0; i < s.turns; i++) seen.push(await one!.turn(utterance, 30_000));
-    const own = seen.map((o) => o.firstAudioMs - ASR_DELAY_MS - TTS_DELAY_MS);
-    const parts = replies.take();
-    const params = { devices: 1, turns: s.turns, standIns: `asr ${ASR_DELAY_MS} ms, tts ${TTS_DELAY_MS} ms, llm streams at once` };
-    b.results.push({
-      name: 'converse.own_latency_p50_ms',
-      value: round(median(own)),
-      unit: 'ms',
-      floor: null,
-      ratio: null,
-      params: {
-        ...params,
-        note: "device-observed end of speech -> first answer frame, stand-in delays subtracted; includes the speech detector's end-of-speech wait; goal <= 50 ms",
-      },
-    });
-    for (const [k, label] of [
-      ['asrMs', 'asr'],
-      ['llmFirstTokenMs', 'llm_first_token'],
-      ['firstSentenceMs', 'first_sentence'],
-      ['firstAudioMs', 'first_frame'],
-    ] as const) {
-      const v = parts.map((p) => p[k]).filter((x): x is number => typeof x === 'number');
-      if (v.length > 0)
-        b.results.push({
-          name: `converse.part.${label}_p50_ms`,
-          value: round(median(v)),
-          unit: 'ms',
-          floor: null,
-          ratio: null,
-          params: { ...params, note: 'gateway-measured, from its detected end of speech (voice.reply timings)' },
-        });
-    }
-    b.log(`converse latency: own p50 ${median(own).toFixed(1)} ms over ${s.turns} turns (device saw ${median(seen.map((o) => o.firstAudioMs)).toFixed(1)} ms)`);
+    for (const mode of ['manual', 'auto'] as const) await latencyRows(b, one!, utterance, s.turns, mode, replies);
 
     // Concurrency: N devices, one turn each, at the same time.
     const many = await open(s.concurrent);
+    const load0 = loadavg()[0]!;
+    const lateBefore = await lateFrames(gwUrl);
+    await metric(gwUrl, 'voxgate_nodejs_eventloop_lag_max_seconds'); // a scrape resets the gateway's loop-delay histogram
+    const benchLoop = monitorEventLoopDelay({ resolution: 10 });
+    benchLoop.enable();
     const cpu0 = cpuUs(gateway.child.pid);
     const t0 = performance.now();
     const results = await Promise.allSettled(many.map((d) => d.turn(utterance, 120_000)));
     const wallS = (performance.now() - t0) / 1000;
     const cpuMs = (cpuUs(gateway.child.pid) - cpu0) / 1000;
+    benchLoop.disable();
+    const gwLoopMaxMs = (await metric(gwUrl, 'voxgate_nodejs_eventloop_lag_max_seconds')) * 1000;
+    const lateAfter = await lateFrames(gwUrl);
+    const gwLate = { waiting: lateAfter.waiting - lateBefore.waiting, arrived: lateAfter.arrived - lateBefore.arrived };
     const ok = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
     const late = ok.reduce((n, o) => n + o.lateFrames, 0);
     const framesDown = ok.reduce((n, o) => n + o.framesDown, 0);
@@ -145,7 +127,13 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
         framesDown,
         maxFramesAhead: maxAhead,
         failed: results.length - ok.length,
-        note: 'goal: >= 100 with no frame late by more than one 60 ms period',
+        gatewayLateWaiting: gwLate.waiting,
+        gatewayLateArrived: gwLate.arrived,
+        gatewayLoopDelayMaxMs: round(gwLoopMaxMs),
+        benchLoopDelayMaxMs: round(benchLoop.max / 1e6),
+        benchLoopDelayP99Ms: round(benchLoop.percentile(99) / 1e6),
+        load: [round(load0, 2), round(loadavg()[0]!, 2)],
+        note: 'goal: >= 100 with no frame late by more than one 60 ms period. lateFrames: at the devices (a frame arriving over 60 ms after playback of the ones before ran out); gatewayLate*: the same judged when the gateway sent it, split by cause (waiting: queued in time but sent late, a busy gateway loop; arrived: the stand-in audio reached the pacer late); loop delays: the gateway process and the bench process (devices and stand-ins)',
       },
     });
     // CPU per second of conversation: the uplink audio decoded and listened to, the answer encoded.
@@ -178,10 +166,10 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
       params: { devices: 1, note: 'in process: Voxgate decode + speech detector + encode vs the codec alone, same frames' },
     });
     b.log(
-      `converse concurrency: ${ok.length}/${s.concurrent} answered, ${late} late of ${framesDown} frames, max ${maxAhead} ahead; gateway ${gwMsPerS.toFixed(2)} ms CPU per s of audio (codec ${floorMs.toFixed(2)})`,
+      `converse concurrency: ${ok.length}/${s.concurrent} answered, ${late} late of ${framesDown} frames at the devices (as sent: ${gwLate.waiting} queued in time, ${gwLate.arrived} synthesised late), max ${maxAhead} ahead; loop delay max gateway ${gwLoopMaxMs.toFixed(0)} ms, bench ${(benchLoop.max / 1e6).toFixed(0)} ms; gateway ${gwMsPerS.toFixed(2)} ms CPU per s of audio (codec ${floorMs.toFixed(2)})`,
     );
     const turns = await metric(gwUrl, 'voxgate_voice_converse_turns_total', { outcome: 'answered' });
-    if (turns < s.turns + ok.length) b.log(`converse: the gateway counted ${turns} answered turns (expected ${s.turns + ok.length})`);
+    if (turns < 2 * s.turns + ok.length) b.log(`converse: the gateway counted ${turns} answered turns (expected ${2 * s.turns + ok.length})`);
   } finally {
     for (const d of devices) d.close();
     replies.close();
@@ -190,17 +178,87 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
   }
 }
 
+/**
+ * Turns one after another on one device in one listen mode: Voxgate's own latency (what the device saw from its end
+ * of speech to the first answer frame, less the stand-ins' fixed delays where they were on that path) and its parts.
+ * The recogniser's delay is on the path only from the end of speech on: a transcription sent speculatively during
+ * the detector's wait (asrStartMs < 0) is partly or wholly hidden, and only what was left is subtracted.
+ */
+async function latencyRows(b: Bench, one: ConversationDevice, utterance: Utterance, turns: number, mode: ListenMode, replies: Replies): Promise<void> {
+  const load0 = loadavg()[0]!;
+  replies.take();
+  const seen: TurnObservation[] = [];
+  for (let i = 0; i < turns; i++) seen.push(await one.turn(utterance, 30_000, mode));
+  await until('every turn timed', () => Promise.resolve(replies.count() >= turns), 5000);
+  const parts = replies.take();
+  if (parts.length !== seen.length) throw new Error(`converse ${mode}: ${seen.length} turns but ${parts.length} timings`);
+  const asrOnPath = (p: ReplyTimings) => Math.min(ASR_DELAY_MS, Math.max(0, (p.asrStartMs ?? 0) + ASR_DELAY_MS));
+  const own = seen.map((o, i) => o.firstAudioMs - asrOnPath(parts[i]!) - TTS_DELAY_MS);
+  // The detector's part: from the device's end of speech to the gateway's (the rest of the path is the gateway's timings).
+  const vad = seen.map((o, i) => o.firstAudioMs - (parts[i]!.firstAudioMs ?? NaN));
+  const params = {
+    mode,
+    devices: 1,
+    turns,
+    standIns: `asr ${ASR_DELAY_MS} ms, tts ${TTS_DELAY_MS} ms, llm streams at once`,
+    asrStartP50Ms: round(median(parts.map((p) => p.asrStartMs ?? 0))),
+    asrSubtractedP50Ms: round(median(parts.map(asrOnPath))),
+    load: [round(load0, 2), round(loadavg()[0]!, 2)],
+  };
+  const endOfSpeech =
+    mode === 'manual'
+      ? 'manual (push to talk): from `listen stop`, sent right after the last voiced frame; no detector wait'
+      : "auto: from the device sending the frame with the last voiced sample; includes the speech detector's end-of-speech wait (the vad part)";
+  b.results.push({
+    name: mode === 'manual' ? 'converse.own_latency_p50_ms' : 'converse.own_latency_auto_p50_ms',
+    value: round(median(own)),
+    unit: 'ms',
+    floor: null,
+    ratio: null,
+    params: { ...params, note: `${endOfSpeech} -> first answer frame at the device, stand-in delays on the path subtracted; goal <= 50 ms` },
+  });
+  const rows: Array<[string, number[], string]> = [
+    ['vad', vad, "device's end of speech -> the gateway's (detector wait; manual: the listen stop's transit)"],
+    ['asr', parts.map((p) => p.asrMs ?? NaN), `transcript ready, from the gateway's end of speech (stand-in ${ASR_DELAY_MS} ms, minus any head start)`],
+    ['llm_first_token', parts.map((p) => p.llmFirstTokenMs ?? NaN), "from the gateway's end of speech"],
+    ['first_sentence', parts.map((p) => p.firstSentenceMs ?? NaN), "from the gateway's end of speech"],
+    ['first_frame', parts.map((p) => p.firstAudioMs ?? NaN), `sent, from the gateway's end of speech (stand-in tts ${TTS_DELAY_MS} ms)`],
+  ];
+  for (const [label, v, note] of rows) {
+    const ok = v.filter((x) => Number.isFinite(x));
+    if (ok.length > 0)
+      b.results.push({ name: `converse.part.${label}_p50_ms`, value: round(median(ok)), unit: 'ms', floor: null, ratio: null, params: { ...params, note } });
+  }
+  const p50 = (k: keyof ReplyTimings) => median(parts.map((p) => p[k] ?? NaN).filter(Number.isFinite)).toFixed(0);
+  b.log(
+    `converse ${mode}: own p50 ${median(own).toFixed(1)} ms over ${turns} turns (device saw ${median(seen.map((o) => o.firstAudioMs)).toFixed(1)}; ` +
+      `vad ${median(vad).toFixed(0)}, asr ${p50('asrMs')} (sent at ${p50('asrStartMs')}), llm ${p50('llmFirstTokenMs')}, sentence ${p50('firstSentenceMs')}, frame ${p50('firstAudioMs')})`,
+  );
+}
+
+async function lateFrames(gwUrl: string): Promise<{ waiting: number; arrived: number }> {
+  const name = 'voxgate_voice_converse_frames_late_total';
+  return { waiting: await metric(gwUrl, name, { cause: 'waiting' }), arrived: await metric(gwUrl, name, { cause: 'arrived' }) };
+}
+
 function median(v: readonly number[]): number {
   const s = [...v].sort((a, b) => a - b);
   return s.length === 0 ? NaN : s[Math.floor((s.length - 1) / 2)]!;
 }
 
 /** voice.reply timings from the gateway's event stream (SSE). */
-function collectReplies(gwUrl: string): { ready: Promise<void>; take(): ReplyTimings[]; close(): void } {
+interface Replies {
+  ready: Promise<void>;
+  count(): number;
+  take(): ReplyTimings[];
+  close(): void;
+}
+
+function collectReplies(gwUrl: string): Replies {
   const ac = new AbortController();
   let got: ReplyTimings[] = [];
   const ready = (async () => {
-    await until('the event stream', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
+    await until('the event stream', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
     const res = await fetch(`${gwUrl}/v1/events?type=voice.reply`, { headers: { authorization: `Bearer ${API_KEY}` }, signal: ac.signal });
     if (!res.ok || !res.body) throw new Error(`GET /v1/events: ${res.status}`);
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -224,6 +282,7 @@ function collectReplies(gwUrl: string): { ready: Promise<void>; take(): ReplyTim
   })();
   return {
     ready,
+    count: () => got.length,
     take: () => {
       const t = got;
       got = [];

@@ -1,8 +1,9 @@
 /**
  * Wire types of the fleet routes (the shared contract FLEET-API.md: device names/rooms/tags, queued calls,
  * jobs, schedules, event history). Kept apart from types.ts on purpose: a gateway without these routes is
- * still one the console works with (each page says "not available on this gateway"), and
- * gateway/test/api/console-contract.test.ts checks types.ts against a build that must have every route it names.
+ * still one the console works with (each page says "not available on this gateway").
+ * gateway/test/e2e/console-contract.test.ts checks both files against the gateway's /openapi.json, and
+ * FLEET_EVENT_TYPES with types.ts's EVENT_TYPES against the gateway's own list of event types.
  */
 import type { CallResult, GatewayEvent } from './types.js';
 

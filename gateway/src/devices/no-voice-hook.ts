@@ -6,7 +6,7 @@ import type { VoiceDevice, VoiceHook } from './voice-hook.js';
 /**
  * The voice hook when voice.mode is off: a WebSocket device's hello gets the server hello (its MCP starts);
  * an MQTT device asking for a voice session is told at once that there is none. Audio and other JSON are
- * not taken (the session counts audio and publishes the JSON as events).
+ * not taken (the session counts audio and publishes the JSON as events). One serves every session.
  */
 export class NoVoiceHook implements VoiceHook {
   constructor(private readonly log: Logger) {}
@@ -16,7 +16,8 @@ export class NoVoiceHook implements VoiceHook {
       // Voice (UDP audio) is not enabled: end the device's wait for a server hello at once (a goodbye alone
       // would block its main task, and every MCP reply, for 10 s), then close it.
       const voiceSession = randomUUID();
-      this.log.info('device asked for a voice session over MQTT; voice is not enabled, answering a no-voice hello and goodbye');
+      const line = 'device asked for a voice session over MQTT; voice is not enabled, answering a no-voice hello and goodbye';
+      this.log.info({ deviceId: device.deviceId }, line);
       device.send(JSON.stringify(buildNoVoiceUdpHello(voiceSession, randomBytes(16), randomBytes(16))));
       device.send(JSON.stringify(buildGoodbye(voiceSession)));
       return false;

@@ -201,9 +201,20 @@ export class DeviceRecords {
     this.forgottenIds.delete(deviceId);
     const known = this.facts.get(deviceId);
     if (!known) {
+      // A plain literal in the stored documents' key order: a spread of literals here gave every device's facts
+      // their own hidden class.
+      const { clientId, transport, at } = a;
       const facts: DeviceFacts = {
-        ...{ clientId: a.clientId, transport: a.transport, board: null, firmware: null, firstSeen: a.at, lastSeen: a.at, connectedAt: a.at },
-        ...{ catalogHash: null, toolCount: 0, server: null },
+        clientId,
+        transport,
+        board: null,
+        firmware: null,
+        firstSeen: at,
+        lastSeen: at,
+        connectedAt: at,
+        catalogHash: null,
+        toolCount: 0,
+        server: null,
       };
       this.facts.set(deviceId, facts);
       return this.saveFacts(deviceId);
@@ -220,7 +231,7 @@ export class DeviceRecords {
   ready(deviceId: string, r: Readiness): void {
     const f = this.facts.get(deviceId);
     if (!f) return;
-    const server = r.server ? { name: r.server.name.slice(0, 256), version: r.server.version.slice(0, 256) } : null;
+    const server = r.server ? boundedServer(r.server) : null;
     const firmware = server ? server.version.slice(0, 128) : f.firmware;
     if (f.catalogHash === r.catalogHash && f.toolCount === r.toolCount && f.firmware === firmware && sameServer(f.server, server)) return;
     Object.assign(f, { catalogHash: r.catalogHash, toolCount: r.toolCount, server, firmware });
@@ -391,6 +402,11 @@ export class DeviceRecords {
     if (!parsed.success) return this.o.log.warn({ deviceId }, 'unreadable device metadata ignored');
     this.meta.set(deviceId, parsed.data);
   }
+}
+
+/** The server's name and version within the stored bounds: the same (shared) object when they already are. */
+function boundedServer(s: { name: string; version: string }): { name: string; version: string } {
+  return s.name.length <= 256 && s.version.length <= 256 ? s : { name: s.name.slice(0, 256), version: s.version.slice(0, 256) };
 }
 
 function sameServer(a: DeviceFacts['server'], b: DeviceFacts['server']): boolean {

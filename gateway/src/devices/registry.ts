@@ -2,6 +2,7 @@ import type { VisionCapability } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
+import { boundLog } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import { CLOSE_FORGOTTEN, CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.js';
 import type { SchemaValidators } from '../schemas/validators.js';
@@ -9,7 +10,7 @@ import type { DeviceHandle } from './device-handle.js';
 import { matchesFilter, type DeviceFilter, type DevicePage, type DeviceSummary, type LocalDevices, type PageRequest, type ReadyDevice } from './directory.js';
 import { NoVoiceHook } from './no-voice-hook.js';
 import { recordFields, type DeviceRecords } from './records.js';
-import { DeviceSession } from './session.js';
+import { DeviceSession, type SessionHost } from './session.js';
 import type { SessionSettings } from './settings.js';
 import { lowerBound, upperBound } from './sorted-ids.js';
 import type { ToolsPageCache } from './tools-page-cache.js';
@@ -64,6 +65,15 @@ export interface RegistryDeps {
 /** Presence for every device: who is connected now, over what, since when, and which session speaks for it. */
 export class DeviceRegistry implements LocalDevices {
   private readonly records = new Map<string, DeviceRecord>();
+  /** What every session asks of the registry: one object, not closures per device. */
+  private readonly host: SessionHost = {
+    vision: (deviceId) => this.d.vision(deviceId),
+    previousHash: (s) => this.current(s)?.catalogHash,
+    onReady: (s) => this.onReady(s),
+    onClosed: (s) => this.onClosed(s),
+  };
+  /** The voice hook of every session when voice is off. */
+  private readonly noVoice: NoVoiceHook;
   /** Every known device id, sorted: pages of the listing without sorting the fleet per request. */
   private order: string[] = [];
   private epochs = 0;
@@ -71,7 +81,9 @@ export class DeviceRegistry implements LocalDevices {
   /** When "known devices over the bound" was last logged (once a minute at most). */
   private overBoundLoggedAt = 0;
 
-  constructor(private readonly d: RegistryDeps) {}
+  constructor(private readonly d: RegistryDeps) {
+    this.noVoice = new NoVoiceHook(d.log);
+  }
 
   /**
    * List every recorded device not known here yet, offline, until it dials back (after a restart, and in a
@@ -170,7 +182,7 @@ export class DeviceRegistry implements LocalDevices {
       return undefined;
     }
     const epoch = ++this.epochs;
-    const log = this.d.log.child({ deviceId: info.deviceId, transport: info.link.transport, epoch });
+    const log = boundLog(this.d.log, { deviceId: info.deviceId, transport: info.link.transport, epoch });
     const record: DeviceRecord = {
       id: info.deviceId,
       clientId: info.clientId,
@@ -196,11 +208,8 @@ export class DeviceRegistry implements LocalDevices {
         settings: this.d.settings,
         pages: this.d.pages,
         validators: this.d.validators,
-        vision: () => this.d.vision(info.deviceId),
-        previousHash: () => record.catalogHash,
-        onReady: (s) => this.onReady(record, s),
-        onClosed: (s) => this.onClosed(record, s),
-        voice: this.d.voice ?? new NoVoiceHook(log),
+        host: this.host,
+        voice: this.d.voice ?? this.noVoice,
       },
       info.expectHello,
     );
@@ -228,13 +237,20 @@ export class DeviceRegistry implements LocalDevices {
     return session;
   }
 
-  private onReady(record: DeviceRecord, s: DeviceSession): void {
-    if (record.session !== s || !s.catalog) return;
+  /** The record a session speaks for; undefined once a newer connection (or a forget) replaced it. */
+  private current(s: DeviceSession): DeviceRecord | undefined {
+    const r = this.records.get(s.deviceId);
+    return r?.session === s ? r : undefined;
+  }
+
+  private onReady(s: DeviceSession): void {
+    const record = this.current(s);
+    if (!record || !s.catalog) return;
     if (!this.wasReady(record)) this.readyCount++;
     record.catalogHash = s.catalog.hash;
     record.toolCount = s.catalog.size;
     if (s.initialize) {
-      record.server = { name: s.initialize.serverInfo.name, version: s.initialize.serverInfo.version };
+      record.server = serverOf(s.initialize.serverInfo);
       record.protocolVersion = s.initialize.protocolVersion;
     }
     record.readyEpoch = record.epoch;
@@ -246,13 +262,12 @@ export class DeviceRegistry implements LocalDevices {
     return record.readyEpoch !== undefined && record.readyEpoch === record.epoch;
   }
 
-  private onClosed(record: DeviceRecord, s: DeviceSession): void {
+  private onClosed(s: DeviceSession): void {
     this.d.metrics.devicesConnected.dec({ transport: s.transport });
-    record.lastSeenAt = Math.max(record.lastSeenAt, s.lastSeenAt);
-    const current = this.records.get(record.id);
-    if (current !== record || record.session !== s) {
-      // A stale disconnect: a newer connection already speaks for this device.
-      this.d.log.debug({ deviceId: record.id, epoch: record.epoch }, 'stale disconnect ignored');
+    const record = this.current(s);
+    if (!record) {
+      // A stale disconnect: a newer connection already speaks for this device (or it was forgotten).
+      this.d.log.debug({ deviceId: s.deviceId }, 'stale disconnect ignored');
       return;
     }
     if (this.wasReady(record)) {
@@ -360,6 +375,14 @@ export class DeviceRegistry implements LocalDevices {
   get size(): number {
     return this.records.size;
   }
+}
+
+/** The name and version of a server info, one object per server info (initialize results are shared, setup.ts). */
+const servers = new WeakMap<object, { name: string; version: string }>();
+function serverOf(info: { name: string; version: string }): { name: string; version: string } {
+  let server = servers.get(info);
+  if (!server) servers.set(info, (server = { name: info.name, version: info.version }));
+  return server;
 }
 
 /** Whether the device ever finished initializing (its catalog hash is kept across its connections). */

@@ -13,7 +13,6 @@ import type { CallOutcome, DeviceHandle } from './device-handle.js';
 import { capForEvent } from './event-data.js';
 import { DeviceEvents } from './device-events.js';
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
-import { PageReader } from './page-reader.js';
 import { RpcChannel } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import { DeviceSetup, type ListedTools } from './setup.js';
@@ -35,14 +34,20 @@ export interface SessionDeps {
   pages: ToolsPageCache;
   /** Compiled argument validators, shared by schema content. */
   validators: SchemaValidators;
-  /** Minted per (re)initialize: the vision token expires. */
-  vision: () => VisionCapability | undefined;
-  /** The catalog hash this device had before (a previous connection), to tell a changed catalog. */
-  previousHash: () => string | undefined;
-  onReady: (session: DeviceSession) => void;
-  onClosed: (session: DeviceSession) => void;
+  /** Who holds the session (the registry): one object for every session, so no closures per device. */
+  host: SessionHost;
   /** Answers hellos and carries voice sessions: the voice relay, or the no-voice hook (devices/no-voice-hook.ts). */
   voice: VoiceHook;
+}
+
+/** What a session asks of its holder (the registry), told which device or session it is. */
+export interface SessionHost {
+  /** Minted per (re)initialize: the vision token expires. */
+  vision(deviceId: string): VisionCapability | undefined;
+  /** The catalog hash this device had before (a previous connection), to tell a changed catalog. */
+  previousHash(session: DeviceSession): string | undefined;
+  onReady(session: DeviceSession): void;
+  onClosed(session: DeviceSession): void;
 }
 
 /**
@@ -76,25 +81,33 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     expectHello: boolean,
   ) {
     this.state = expectHello ? 'awaiting_hello' : 'initializing';
-    const { settings, metrics, log } = d;
+    const { settings, metrics, log, deviceId, link } = d;
+    // The parts' deps are plain literals sharing these three closures: each spread of literals into a deps
+    // object gave every session its own hidden class (~350 B per device, in a heap snapshot).
     const isClosed = () => this.state === 'closed';
-    this.badInput = new BadInputLog(log);
-    this.events = new DeviceEvents(d.bus, d.deviceId);
-    const { deviceId, link } = d;
     const send = (t: string) => link.send(t);
-    this.channel = new RpcChannel({ deviceId, sessionId: this.sessionId, send, isClosed, log, metrics, badInput: this.badInput });
+    const vision = () => d.host.vision(deviceId);
+    this.badInput = new BadInputLog(log);
+    this.events = new DeviceEvents(d.bus, deviceId);
+    const { sessionId } = this;
+    this.channel = new RpcChannel({ deviceId, sessionId, send, isClosed, log, metrics, badInput: this.badInput });
     const offline = () => this.channel.offline();
     this.queue = new CallQueue({ deviceId, concurrency: settings.concurrency, queueLimit: settings.queueLimit, metrics, isClosed, offline });
-    const { frameLimits, schemaLimits } = settings;
-    const reader = { pages: d.pages, frameLimits, schemaLimits, transport: link.transport, metrics, log };
-    this.steps = new DeviceSetup({
-      ...{ deviceId: d.deviceId, log, metrics, settings, channel: this.channel, queue: this.queue, vision: d.vision },
-      pageReader: () => new PageReader(reader),
-      state: () => this.state,
-    });
+    const { channel, queue } = this;
+    this.steps = new DeviceSetup({ deviceId, log, metrics, settings, channel, queue, vision, pages: d.pages, transport: link.transport, session: this });
+    const { validators } = d;
     this.client = new DeviceClient({
-      ...{ deviceId: d.deviceId, sessionId: this.sessionId, settings, metrics, validators: d.validators, badInput: this.badInput },
-      ...{ channel: this.channel, queue: this.queue, send, vision: d.vision, session: this },
+      deviceId,
+      sessionId,
+      settings,
+      metrics,
+      validators,
+      badInput: this.badInput,
+      channel,
+      queue,
+      send,
+      vision,
+      session: this,
     });
   }
 
@@ -175,7 +188,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     this.steps.close();
     this.d.voice.onClosed(this);
     this.failAll(new GatewayError('DEVICE_OFFLINE', `device ${this.d.deviceId} disconnected (${reason})`));
-    this.d.onClosed(this);
+    this.d.host.onClosed(this);
   }
 
   /** Fail pending and queued calls, e.g. when a newer connection takes over. */
@@ -221,7 +234,10 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
 
   /** The voice hook answers the hello; MCP starts once the device has its server hello, as the firmware needs. */
   private onHello(frame: DeviceFrame): void {
-    if (this.state === 'awaiting_hello') clearTimeout(this.helloTimer);
+    if (this.state === 'awaiting_hello') {
+      clearTimeout(this.helloTimer);
+      this.helloTimer = undefined; // a cleared Timeout kept is ~170 B per device
+    }
     const answered = this.d.voice.onHello(this, frame);
     if (typeof answered === 'boolean') this.helloAnswered(answered);
     else void answered.then((a) => this.helloAnswered(a));
@@ -275,12 +291,12 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     if (this.state === 'closed') return;
     this.state = 'ready';
     this.steps.progress = undefined;
-    const previous = this.d.previousHash();
+    const previous = this.d.host.previousHash(this);
     const { catalog } = listed;
     this.catalog = catalog;
     this.d.log.info({ tools: catalog.size, hash: catalog.hash, ms: Date.now() - t0, server: this.initialize.serverInfo }, 'device ready');
     this.noteGap(listed);
-    this.d.onReady(this);
+    this.d.host.onReady(this);
     this.events.ready(this.initialize, catalog);
     this.events.catalogIncomplete(listed);
     if (previous !== undefined && previous !== catalog.hash) this.events.toolsChanged(catalog, previous, 'relisted');
@@ -296,7 +312,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     if (!next || this.state !== 'ready') return;
     this.catalog = next.catalog;
     this.noteGap(next);
-    this.d.onReady(this);
+    this.d.host.onReady(this);
     this.events.catalogIncomplete(next);
     this.events.toolsChanged(next.catalog, before, reason);
   }

@@ -4,10 +4,10 @@ import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { CallQueue } from './call-queue.js';
 import { ToolCatalog } from './catalog.js';
-import type { PageReader } from './page-reader.js';
+import { PageReader } from './page-reader.js';
 import type { RpcChannel } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
-import type { CachedPage } from './tools-page-cache.js';
+import type { CachedPage, ToolsPageCache } from './tools-page-cache.js';
 
 export interface SetupDeps {
   deviceId: string;
@@ -16,12 +16,13 @@ export interface SetupDeps {
   settings: SessionSettings;
   channel: RpcChannel;
   queue: CallQueue;
-  /** A fresh reader for one tools/list walk. */
-  pageReader: () => PageReader;
+  /** The tools/list page cache every walk reads through (a fresh PageReader per walk). */
+  pages: ToolsPageCache;
+  transport: 'websocket' | 'mqtt';
   /** Minted per (re)initialize: the vision token expires. */
   vision: () => VisionCapability | undefined;
   /** The session's state: 'closed' ends every retry; progress is reported while 'initializing'. */
-  state: () => SessionState;
+  session: { readonly state: SessionState };
 }
 
 /** A page the device refused with an answer that cannot change: the walk stopped there. */
@@ -57,11 +58,16 @@ export class DeviceSetup {
 
   constructor(private readonly d: SetupDeps) {}
 
+  /** Read afresh at each use (a method, so that no narrowing outlives an await). */
+  private closed(): boolean {
+    return this.d.session.state === 'closed';
+  }
+
   initialize(): Promise<InitializeResult> {
     const { settings } = this.d;
     return this.withRetry('initialize', async () => {
       const params = buildInitializeParams(settings.clientInfo, this.d.vision());
-      return InitializeResultSchema.parse(await this.d.channel.request('initialize', params, settings.requestTimeoutMs));
+      return readInitialize(await this.d.channel.request('initialize', params, settings.requestTimeoutMs));
     });
   }
 
@@ -73,7 +79,8 @@ export class DeviceSetup {
    */
   async listTools(): Promise<ListedTools> {
     const { settings } = this.d;
-    const reader = this.d.pageReader();
+    const { pages: cache, transport, metrics, log } = this.d;
+    const reader = new PageReader({ pages: cache, frameLimits: settings.frameLimits, schemaLimits: settings.schemaLimits, transport, metrics, log });
     const tools: Tool[] = [];
     const seen = new Set<string>();
     const pages: CachedPage[] = [];
@@ -86,7 +93,7 @@ export class DeviceSetup {
       try {
         p = await this.withRetry(`tools/list page ${page}`, () => this.requestPage(reader, params, page), refusedForGood);
       } catch (e) {
-        if (!refusedForGood(e) || this.d.state() === 'closed') throw e;
+        if (!refusedForGood(e) || this.closed()) throw e;
         gap = catalogGap(page, tools[tools.length - 1]?.name, e.message);
         const logged = { page, after: gap.after, err: gap.error, tools: tools.length };
         this.d.log.warn(logged, 'the device refused a tools/list page; keeping the pages before it');
@@ -132,7 +139,7 @@ export class DeviceSetup {
    * from it; it goes through the call queue, so it never overlaps a call in flight.
    */
   scheduleVisionRefresh(afterMs: number | undefined): void {
-    if (afterMs === undefined || this.d.state() === 'closed') return;
+    if (afterMs === undefined || this.closed()) return;
     clearTimeout(this.visionTimer);
     this.visionTimer = setTimeout(() => void this.refreshVision(), afterMs);
   }
@@ -156,7 +163,7 @@ export class DeviceSetup {
 
   private async refreshVision(): Promise<void> {
     const vision = this.d.vision();
-    if (!vision || this.d.state() === 'closed') return;
+    if (!vision || this.closed()) return;
     this.d.log.debug('vision token refresh queued');
     const { settings } = this.d;
     const timeoutMs = settings.requestTimeoutMs;
@@ -168,7 +175,7 @@ export class DeviceSetup {
       this.d.log.debug('vision token refreshed');
       this.scheduleVisionRefresh(settings.visionRefreshMs);
     } catch (e) {
-      if (this.d.state() === 'closed') return; // closed while queued
+      if (this.closed()) return; // closed while queued
       this.d.log.warn({ err: e instanceof Error ? e.message : String(e) }, 'vision token refresh failed; retrying');
       this.scheduleVisionRefresh(settings.setupRetryMaxMs);
     }
@@ -192,11 +199,11 @@ export class DeviceSetup {
       try {
         return await run();
       } catch (e) {
-        if (this.d.state() === 'closed' || final(e)) throw e;
+        if (this.closed() || final(e)) throw e;
         const timedOut = e instanceof GatewayError && e.code === 'DEVICE_TIMEOUT';
         if (!timedOut && ++errors >= this.d.settings.setupMaxErrors) throw e;
         await this.backoff(step, attempt, e);
-        if (this.d.state() === 'closed') throw this.d.channel.offline(); // closed during the wait
+        if (this.closed()) throw this.d.channel.offline(); // closed during the wait
       }
     }
   }
@@ -205,7 +212,7 @@ export class DeviceSetup {
     const { setupRetryMinMs: min, setupRetryMaxMs: max } = this.d.settings;
     const waitMs = Math.min(max, min * 2 ** Math.min(attempt - 1, 20));
     const lastError = e instanceof Error ? e.message : String(e);
-    if (this.d.state() === 'initializing') this.progress = { step, attempt, lastError, retryAt: Date.now() + waitMs };
+    if (this.d.session.state === 'initializing') this.progress = { step, attempt, lastError, retryAt: Date.now() + waitMs };
     this.d.metrics.setupRetries.inc({ step: step.startsWith('tools/list') ? 'tools_list' : 'initialize' });
     this.d.log.warn({ step, attempt, err: lastError, retryInMs: waitMs }, 'device setup step failed; retrying while the link is up');
     await new Promise<void>((wake) => {
@@ -213,6 +220,35 @@ export class DeviceSetup {
     });
     this.retryWait = undefined;
   }
+}
+
+/** Initialize results kept by their JSON text: bounded in count, and only short texts are kept. */
+const MAX_INIT_RESULTS = 64;
+const MAX_INIT_TEXT = 4096;
+const initResults = new Map<string, InitializeResult>();
+
+/**
+ * An initialize result, validated. A firmware's devices answer initialize alike, and each device kept its
+ * own copy of the same result (~230 B each): a result already seen (by its JSON text) is the same frozen
+ * object, the validated parse of that text, so the schema runs once per distinct answer.
+ */
+function readInitialize(raw: unknown): InitializeResult {
+  const text = JSON.stringify(raw);
+  const known = text === undefined ? undefined : initResults.get(text);
+  if (known) return known;
+  const result = InitializeResultSchema.parse(raw);
+  if (text === undefined || text.length > MAX_INIT_TEXT) return result;
+  if (initResults.size >= MAX_INIT_RESULTS) initResults.delete(initResults.keys().next().value!);
+  initResults.set(text, deepFreeze(result));
+  return result;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
 }
 
 /** The device answered with a JSON-RPC error: asking again with the same cursor gets the same answer. */

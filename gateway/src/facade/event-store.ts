@@ -25,7 +25,13 @@ type Message = Parameters<EventStore['storeEvent']>[1];
 interface Stored {
   id: EventId;
   streamId: StreamId;
-  message: Message;
+  /**
+   * The message as JSON text, not the object: the text is what the bounds count (so they bound the memory
+   * really held), and a kept object graph costs several times its JSON. Parsed again only on a replay.
+   */
+  text: string;
+  /** Priming events (`{}`) only carry an id for the client: nothing to replay. */
+  replayable: boolean;
   bytes: number;
   /** Order over all sessions: the total byte bound drops the globally oldest event. */
   order: number;
@@ -52,6 +58,11 @@ export class BoundedEventStores {
 
   bytes(): number {
     return this.totalBytes;
+  }
+
+  /** Stores of sessions not yet disposed. */
+  sessionCount(): number {
+    return this.sessions.size;
   }
 
   /** @internal */ nextOrder(): number {
@@ -86,12 +97,13 @@ class SessionStore implements SessionEventStore {
   storeEvent(streamId: StreamId, message: Message): Promise<EventId> {
     const id = `${streamId}_${++this.seq}`;
     if (this.disposed) return Promise.resolve(id);
-    const bytes = Buffer.byteLength(JSON.stringify(message)) + streamId.length + id.length;
+    const text = JSON.stringify(message);
+    const bytes = Buffer.byteLength(text) + streamId.length + id.length;
     const { maxEventsPerSession, maxBytesPerSession } = this.owner.bounds;
     // An event larger than the whole per-session budget is sent live but cannot be replayed.
     if (bytes > maxBytesPerSession) return Promise.resolve(id);
     while (this.events.length > 0 && (this.events.length >= maxEventsPerSession || this.bytes + bytes > maxBytesPerSession)) this.dropOldest();
-    const e: Stored = { id, streamId, message, bytes, order: this.owner.nextOrder() };
+    const e: Stored = { id, streamId, text, replayable: 'jsonrpc' in message, bytes, order: this.owner.nextOrder() };
     this.events.push(e);
     this.byId.set(id, e);
     this.bytes += bytes;
@@ -108,10 +120,8 @@ class SessionStore implements SessionEventStore {
     // The SDK answers a thrown error with an HTTP error: the client learns the events are gone.
     if (!last) throw new Error('unknown or expired Last-Event-ID: the events after it are no longer kept');
     for (const e of this.events) {
-      if (e.order <= last.order || e.streamId !== last.streamId) continue;
-      // Priming events (`{}`) only carry an id for the client; nothing to replay.
-      if (!('jsonrpc' in e.message)) continue;
-      await send(e.id, e.message);
+      if (e.order <= last.order || e.streamId !== last.streamId || !e.replayable) continue;
+      await send(e.id, JSON.parse(e.text) as Message);
     }
     return last.streamId;
   }

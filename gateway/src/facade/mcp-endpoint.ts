@@ -58,6 +58,8 @@ interface Session {
 
 export interface McpEndpoint {
   sessionCount(): number;
+  /** What the endpoint holds for its sessions (all zero once every session has ended). */
+  state(): { sessions: number; eventStores: number; eventBytes: number; keysHolding: number; reserved: number };
   close(): Promise<void>;
 }
 
@@ -74,6 +76,8 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const log = o.log.child({ component: 'mcp-endpoint' });
   const sessions = new Map<string, Session>();
   const eventStores = new BoundedEventStores({ ...DEFAULT_EVENT_STORE_LIMITS, ...o.eventStore });
+  // The counters every session request and stateless request bumps, bound once (no label lookup per request).
+  const counted = { session: o.metrics.mcpRequests.labels({ outcome: 'session' }), stateless: o.metrics.mcpRequests.labels({ outcome: 'stateless' }) };
   const authOf = (req: FastifyRequest) => (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller ?? {};
 
   const modern = createMcpHandler(
@@ -116,8 +120,12 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     await s.server.close().catch(() => undefined);
   }
 
-  /** Sessions are bound to the key that opened them (kept only as a hash). */
-  const fingerprint = (authorization: string | undefined) =>
+  /**
+   * Sessions are bound to the key that opened them, kept only as a hash: the caller's principal (hashed once
+   * per key by `authenticate`, not once per request), else the header's own hash.
+   */
+  const fingerprint = (caller: ApiCaller, authorization: string | undefined) =>
+    caller.principal ??
     createHash('sha256')
       .update(authorization ?? '')
       .digest('base64url');
@@ -140,9 +148,19 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     return `${req.protocol}://${host}`;
   };
 
+  // Clients send the same Host on every request: the verdict is remembered (a few entries, forgotten when full).
+  const hostVerdicts = new Map<string, boolean>();
   const hostAllowed = (req: FastifyRequest): boolean => {
-    const name = hostnameOf(req.headers.host);
-    return name !== undefined && o.allowedHosts.has(name);
+    const host = req.headers.host;
+    if (host === undefined) return false;
+    let ok = hostVerdicts.get(host);
+    if (ok === undefined) {
+      const name = hostnameOf(host);
+      ok = name !== undefined && o.allowedHosts.has(name);
+      if (hostVerdicts.size >= 64) hostVerdicts.clear();
+      hostVerdicts.set(host, ok);
+    }
+    return ok;
   };
   /** A browser Origin: listed in allowedOrigins, or on one of the allowed hosts (never compared with the request's Host). */
   const originAllowed = (req: FastifyRequest): boolean => {
@@ -222,18 +240,18 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     const sid = req.headers['mcp-session-id'];
     if (typeof sid === 'string') {
       const s = sessions.get(sid);
-      if (!s || s.keyFingerprint !== fingerprint(req.headers.authorization)) {
+      if (!s || s.keyFingerprint !== fingerprint(caller, req.headers.authorization)) {
         o.metrics.mcpRequests.inc({ outcome: 'unknown_session' });
         return rpcError(reply, 404, -32001, 'Session not found: initialize again');
       }
       s.lastUsed = Date.now();
-      o.metrics.mcpRequests.inc({ outcome: 'session' });
+      counted.session.inc();
       reply.hijack();
       await s.transport.handleRequest(req.raw, reply.raw, req.body);
       return reply;
     }
     if (req.method === 'POST' && isInitializeRequest(req.body)) {
-      const keyFingerprint = fingerprint(req.headers.authorization);
+      const keyFingerprint = fingerprint(caller, req.headers.authorization);
       if ((perKey.get(keyFingerprint) ?? 0) >= o.maxSessionsPerKey) {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit_key' });
         log.warn({ tenant: caller.tenant, limit: o.maxSessionsPerKey }, 'mcp session refused: this API key holds its maximum of sessions');
@@ -285,7 +303,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       }
       return reply;
     }
-    o.metrics.mcpRequests.inc({ outcome: 'stateless' });
+    counted.stateless.inc();
     reply.hijack();
     await modernNode(req.raw, reply.raw, req.body);
     return reply;
@@ -323,6 +341,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
 
   const endpoint: McpEndpoint = {
     sessionCount: () => sessions.size,
+    state: () => ({ sessions: sessions.size, eventStores: eventStores.sessionCount(), eventBytes: eventStores.bytes(), keysHolding: perKey.size, reserved }),
     async close() {
       clearInterval(sweeper);
       offChanges();

@@ -2,7 +2,8 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { CallPort } from './ports.js';
-import type { QueuedCalls } from './queued-calls.js';
+import { CALL_INTERRUPTED, type QueuedCalls } from './queued-calls.js';
+import type { SendClaims } from './send-claims.js';
 import type { CallError, CallResult, QueuedCall } from './types.js';
 
 /** Whether a job's call may go out now (rollout: concurrency, rate); when it refuses, it kicks the device later. */
@@ -23,6 +24,8 @@ export interface CallDeliveryDeps {
   bus: Pick<EventBus, 'subscribe'>;
   log: Logger;
   gate?: DeliveryGate | undefined;
+  /** With a shared store: who may send each call (send-claims.ts); without, this process is the only sender. */
+  claims?: SendClaims | undefined;
 }
 
 /**
@@ -91,23 +94,37 @@ export class CallDelivery {
         continue;
       }
       if (c.jobId !== undefined && this.d.gate && !this.d.gate.admit(c)) return;
+      const claim = this.d.claims ? await this.d.claims.claim(c.id) : 'won';
+      if (claim !== 'won') {
+        if (c.jobId !== undefined) this.d.gate?.unadmit(c);
+        if (claim === 'lost') return this.retryLater(deviceId);
+        const message = 'its send was claimed by an instance that stopped before saying so: the device may or may not have run it';
+        await this.d.calls.transition(c.id, 'failed', { error: { code: CALL_INTERRUPTED, message } });
+        continue;
+      }
       if (!(await this.d.calls.transition(c.id, 'sent'))) {
         if (c.jobId !== undefined) this.d.gate?.unadmit(c);
+        await this.d.claims?.release(c.id);
         continue;
       }
       if (this.closed) {
         // Stopped while the `sent` write was on its way: the call never left, it waits for the next start.
-        await this.d.calls.transition(c.id, 'queued');
+        await this.putBack(c);
         return;
       }
       const outcome = await send(handle, c);
       if ('putBack' in outcome) {
-        await this.d.calls.transition(c.id, 'queued');
+        await this.putBack(c);
         this.retryLater(deviceId);
         return;
       }
       await this.d.calls.transition(c.id, outcome.state, outcome.patch);
     }
+  }
+
+  /** The call never reached the device: queued again, and its claim let go so whoever holds the device next may send it. */
+  private async putBack(c: QueuedCall): Promise<void> {
+    if (await this.d.calls.transition(c.id, 'queued')) await this.d.claims?.release(c.id);
   }
 
   private retryLater(deviceId: string): void {

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { z } from 'zod';
 import { upperBound } from '../devices/sorted-ids.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
@@ -11,6 +12,8 @@ import { JobSchema, newId, zeroCounts, type CallState, type Job, type JobFilter,
 
 /** The store collection of jobs, one document per job (key = job id). */
 export const JOBS_COLLECTION = 'jobs';
+/** With a shared store: put-if-absent claims (key = job id) so exactly one instance ends each job. */
+export const JOB_ENDS_COLLECTION = 'job-ends';
 
 export interface NewJob {
   tool: string;
@@ -30,7 +33,11 @@ export interface JobsDeps {
   selector: DeviceSelector;
   settings: Pick<FleetConfig, 'keepJobs' | 'maxRunningJobs' | 'abortMinFinished' | 'progressIntervalMs' | 'defaultTtlMs' | 'maxTtlMs'>;
   now?: () => number;
+  /** Other instances share the store: every instance judges on every change, and a claim decides who ends a job. */
+  shared?: boolean;
 }
+
+const JobStateOf = z.object({ state: z.enum(['succeeded', 'failed', 'aborted', 'cancelled']) });
 
 /** What a running job needs besides its document: its rollout state. */
 interface Rollout {
@@ -49,8 +56,10 @@ interface Rollout {
  * gate: at most `concurrency` calls of a job sent at once, at most `ratePerSecond` started, and the job is
  * aborted (its queued calls cancelled) when more than `abortOverPercent` of its judged calls failed.
  *
- * Counts follow every call change, this instance's and (shared store) the others'; decisions (end,
- * abort) and `job.progress` events are made by the instance whose change caused them.
+ * Counts follow every call change, this instance's and (shared store) the others'; `job.progress` events are
+ * told by the instance whose change caused them. With a shared store every instance judges on every change
+ * (the last two calls may finish on two instances, each before it hears of the other's), and the one whose
+ * put-if-absent claim wins ends the job (or aborts it).
  */
 export class Jobs implements DeliveryGate {
   private readonly jobs = new Map<string, Job>();
@@ -211,11 +220,23 @@ export class Jobs implements DeliveryGate {
     const job = c.jobId === undefined ? undefined : this.jobs.get(c.jobId);
     if (!job) return;
     if (previous === undefined && !local) this.addCall(job.id, c.id);
-    if (previous !== undefined) job.counts[previous] = Math.max(0, job.counts[previous] - 1);
-    job.counts[c.state]++;
+    // Shared store: changes of a call can reach here out of order or twice (a late echo of this instance's own
+    // write): the counts are recounted from the calls, not moved by each change.
+    if (this.d.shared) job.counts = this.recount(job.id);
+    else {
+      if (previous !== undefined) job.counts[previous] = Math.max(0, job.counts[previous] - 1);
+      job.counts[c.state]++;
+    }
     const r = this.rollouts.get(job.id);
     if (r && local && c.state === 'sent' && r.reserved > 0) r.reserved--;
-    if (!local || this.creating.has(job.id)) return;
+    if (this.creating.has(job.id)) return;
+    if (!local) {
+      if (!this.d.shared || job.state !== 'running') return;
+      // The rollout's places are the cluster's: one freed on another instance may be taken here.
+      if (previous === 'sent') this.release(job);
+      void this.judge(job).catch((err: unknown) => this.d.log.error({ err, jobId: job.id }, 'job bookkeeping failed'));
+      return;
+    }
     // Calls sent before an abort still finish: their counts are written and told too.
     if (job.state !== 'running') return this.progress(job, false);
     // A place in the rollout came free: let waiting devices try again.
@@ -243,21 +264,33 @@ export class Jobs implements DeliveryGate {
   /** Aborted or cancelled: the state first (so the cancellations below cannot end it otherwise), then its queued calls. */
   private async stop(job: Job, state: 'aborted' | 'cancelled'): Promise<void> {
     if (job.state !== 'running') return;
-    await this.end(job, state, false);
+    if (!(await this.end(job, state, false))) return;
     for (const id of this.callsOf.get(job.id) ?? []) if (this.d.calls.get(id)?.state === 'queued') await this.d.calls.transition(id, 'cancelled');
     this.progress(job, true);
   }
 
-  private async end(job: Job, state: Exclude<JobState, 'running'>, announce = true): Promise<void> {
-    if (job.state !== 'running') return;
-    job.state = state;
-    job.updatedAt = new Date(this.now()).toISOString();
-    const r = this.rollouts.get(job.id);
-    clearTimeout(r?.timer);
-    this.rollouts.delete(job.id);
+  /** False when the job had ended already, or another instance won the claim to end it (its word follows through the store). */
+  private async end(job: Job, state: Exclude<JobState, 'running'>, announce = true): Promise<boolean> {
+    if (job.state !== 'running') return false;
+    if (this.d.shared && this.d.store.create && !(await this.d.store.create(JOB_ENDS_COLLECTION, job.id, { state, at: this.now() }))) {
+      // Another instance ended it: its state is taken now (its job document, which says so too, may lag).
+      const won = JobStateOf.safeParse(await this.d.store.get(JOB_ENDS_COLLECTION, job.id));
+      if (won.success && job.state === 'running') this.settle(job, won.data.state);
+      return false;
+    }
+    if (job.state !== 'running') return false;
+    this.settle(job, state);
     if (announce) this.progress(job, true);
     else await this.write(job);
     this.forgetOldJobs();
+    return true;
+  }
+
+  private settle(job: Job, state: Exclude<JobState, 'running'>): void {
+    job.state = state;
+    job.updatedAt = new Date(this.now()).toISOString();
+    clearTimeout(this.rollouts.get(job.id)?.timer);
+    this.rollouts.delete(job.id);
   }
 
   /** Kick as many waiting devices as there are places (they re-register if still refused). */
@@ -320,6 +353,7 @@ export class Jobs implements DeliveryGate {
       this.callsOf.delete(j.id);
       this.lastProgress.delete(j.id);
       void this.d.store.delete(JOBS_COLLECTION, j.id).catch(() => undefined);
+      if (this.d.shared) void this.d.store.delete(JOB_ENDS_COLLECTION, j.id).catch(() => undefined);
     }
   }
 

@@ -4,24 +4,15 @@ import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Store } from '../store/store.js';
 import type { FleetConfig } from './config.js';
+import type { SendClaims } from './send-claims.js';
 import { StoreWriter } from './store-writer.js';
-import { isFinished, newId, QueuedCallSchema, type CallError, type CallResult, type CallState, type QueuedCall } from './types.js';
+import { isFinished, isStale, NEXT_CALL_STATE, newId, QueuedCallSchema, type CallError, type CallResult, type CallState, type QueuedCall } from './types.js';
 
 /** The store collection of queued calls, one document per call (key = call id). */
 export const CALLS_COLLECTION = 'calls';
 
 /** The error a `sent` call gets when nobody can know whether the device ran it (see `interruptSent`). */
 export const CALL_INTERRUPTED = 'CALL_INTERRUPTED';
-
-/** Which state may follow which: a finished call never changes; `sent → queued` puts back a call the device never got. */
-const NEXT: Record<CallState, readonly CallState[]> = {
-  queued: ['sent', 'expired', 'cancelled'],
-  sent: ['queued', 'succeeded', 'failed'],
-  succeeded: [],
-  failed: [],
-  expired: [],
-  cancelled: [],
-};
 
 export type QueuedCallsSettings = Pick<
   FleetConfig,
@@ -37,6 +28,8 @@ export interface QueuedCallsDeps {
   log: Logger;
   settings: QueuedCallsSettings;
   now?: () => number;
+  /** The cluster's send claims (send-claims.ts): cancelling or expiring a call takes it; a forgotten call's claim goes with it. */
+  claims?: Pick<SendClaims, 'forget' | 'claim'> | undefined;
 }
 
 export interface NewCall {
@@ -235,9 +228,14 @@ export class QueuedCalls {
    * Move a call to its next state (false when it is not in a state that allows it: someone else got there
    * first). The result is kept only up to `maxResultBytes`.
    */
-  async transition(id: string, to: CallState, patch: { result?: CallResult; error?: CallError } = {}): Promise<boolean> {
+  async transition(id: string, to: CallState, patch: { result?: CallResult; error?: CallError } = {}, claimed = false): Promise<boolean> {
     const c = this.calls.get(id);
-    if (!c || !NEXT[c.state].includes(to)) return false;
+    if (!c || !NEXT_CALL_STATE[c.state].includes(to)) return false;
+    // Unsent → cancelled/expired takes the call's send claim, so another instance cannot be sending it meanwhile.
+    if (this.d.claims && !claimed && c.state === 'queued' && (to === 'cancelled' || to === 'expired')) {
+      if ((await this.d.claims.claim(id)) !== 'won' || this.calls.get(id)?.state !== 'queued') return false;
+      return this.transition(id, to, patch, true);
+    }
     const previous = c.state;
     const next: QueuedCall = { ...c, state: to, updatedAt: new Date(this.now()).toISOString() };
     if (to === 'sent') next.sentAt = next.updatedAt;
@@ -257,8 +255,12 @@ export class QueuedCalls {
     if (c.state === 'sent')
       throw new GatewayError('CALL_FINISHED', `call ${id} was already sent to the device; it can no longer be cancelled`, { state: c.state });
     if (isFinished(c.state)) throw new GatewayError('CALL_FINISHED', `call ${id} is already ${c.state}`, { state: c.state });
-    await this.transition(id, 'cancelled');
-    return this.calls.get(id)!;
+    if (await this.transition(id, 'cancelled')) return this.calls.get(id)!;
+    const now = this.calls.get(id);
+    if (now?.state === 'cancelled') return now;
+    throw new GatewayError('CALL_FINISHED', `call ${id} is being sent to the device by another instance; it can no longer be cancelled`, {
+      state: now?.state ?? 'sent',
+    });
   }
 
   /** Forget a device's calls (the device was deleted): the unfinished ones are cancelled first, so their waiters hear. */
@@ -309,6 +311,7 @@ export class QueuedCalls {
 
   private async forget(c: QueuedCall): Promise<void> {
     this.unindex(c);
+    await this.d.claims?.forget(c.id);
     await this.d.store
       .delete(CALLS_COLLECTION, c.id)
       .catch((err: unknown) => this.d.log.warn({ err, callId: c.id }, 'could not delete a finished call from the store'));
@@ -340,8 +343,8 @@ export class QueuedCalls {
     const parsed = QueuedCallSchema.safeParse(value);
     if (!parsed.success || parsed.data.id !== key) return;
     const c = parsed.data;
-    // A finished call stays finished whatever order the writes arrive in.
-    if (old && isFinished(old.state) && !isFinished(c.state)) return;
+    // Writes of a call can arrive out of order (a late echo of this instance's own): never undo a later state.
+    if (old && isStale(c, old)) return;
     if (old) this.replace(c);
     else this.index(c);
     this.notify(c, old?.state, false);

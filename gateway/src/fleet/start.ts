@@ -6,6 +6,7 @@ import type { FleetConfig } from './config.js';
 import { Jobs } from './jobs.js';
 import type { CallPort, DeviceSelector } from './ports.js';
 import { QueuedCalls } from './queued-calls.js';
+import { sendClaims } from './send-claims.js';
 
 export interface FleetDeps {
   store: Store;
@@ -35,9 +36,11 @@ export interface Fleet {
 export async function startFleet(d: FleetDeps, config: FleetConfig): Promise<Fleet> {
   const log = d.log.child({ component: 'fleet' });
   const now = d.now ?? Date.now;
-  const calls = new QueuedCalls({ store: d.store, bus: d.bus, log, settings: { ...config, sentStaleMs: d.maxCallMs + 60_000 }, now });
-  const jobs = new Jobs({ store: d.store, bus: d.bus, log, calls, selector: d.selector, settings: config, now });
-  const delivery = new CallDelivery({ calls, port: d.port, bus: d.bus, log, gate: jobs });
+  const sentStaleMs = d.maxCallMs + 60_000;
+  const claims = sendClaims(d.store, { shared: !d.soleSender, log, staleMs: sentStaleMs, now });
+  const calls = new QueuedCalls({ store: d.store, bus: d.bus, log, settings: { ...config, sentStaleMs }, now, claims });
+  const jobs = new Jobs({ store: d.store, bus: d.bus, log, calls, selector: d.selector, settings: config, now, shared: !d.soleSender });
+  const delivery = new CallDelivery({ calls, port: d.port, bus: d.bus, log, gate: jobs, claims });
   calls.keepWhile((c) => jobs.retains(c));
   jobs.useDelivery((id) => delivery.kick(id));
   await calls.load({ interruptSent: d.soleSender });

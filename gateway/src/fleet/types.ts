@@ -6,6 +6,26 @@ export const CALL_STATES = ['queued', 'sent', 'succeeded', 'failed', 'expired', 
 export type CallState = (typeof CALL_STATES)[number];
 export const FINISHED: ReadonlySet<CallState> = new Set(['succeeded', 'failed', 'expired', 'cancelled']);
 export const isFinished = (s: CallState): boolean => FINISHED.has(s);
+/**
+ * Which state may follow which: a finished call never changes; `sent → queued` puts back a call the device never got;
+ * `queued → failed` is a call whose send claim outlived its holder (send-claims.ts): it may have been sent.
+ */
+export const NEXT_CALL_STATE: Record<CallState, readonly CallState[]> = {
+  queued: ['sent', 'expired', 'cancelled', 'failed'],
+  sent: ['queued', 'succeeded', 'failed'],
+  succeeded: [],
+  failed: [],
+  expired: [],
+  cancelled: [],
+};
+const RANK: Record<CallState, number> = { queued: 0, sent: 1, succeeded: 2, failed: 2, expired: 2, cancelled: 2 };
+/**
+ * A write of a call that arrives after what it would undo (a shared store's watch can deliver an instance its own
+ * older write late): a finished call never becomes unfinished, and a call moves back (`sent → queued`, put back)
+ * only by a write made after the state it undoes.
+ */
+export const isStale = (c: Pick<QueuedCall, 'state' | 'updatedAt'>, held: Pick<QueuedCall, 'state' | 'updatedAt'>): boolean =>
+  (isFinished(held.state) && !isFinished(c.state)) || (RANK[c.state] < RANK[held.state] && c.updatedAt <= held.updatedAt);
 
 export const CallResultSchema = z.object({
   content: z.array(z.record(z.string(), z.unknown())),

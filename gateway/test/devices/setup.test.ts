@@ -3,7 +3,6 @@ import { describe, expect, it } from 'vitest';
 import { channelPair, metricValue, silentLog, testSettings } from '../../../test/support/device-parts.js';
 import type { InMemoryDevice } from '../../../test/support/in-memory-link.js';
 import { CallQueue } from '../../src/devices/call-queue.js';
-import { PageReader } from '../../src/devices/page-reader.js';
 import type { SessionSettings, SessionState } from '../../src/devices/settings.js';
 import { DeviceSetup } from '../../src/devices/setup.js';
 import { ToolsPageCache } from '../../src/devices/tools-page-cache.js';
@@ -27,8 +26,6 @@ function setupPair(overrides: Partial<SessionSettings> = {}, pages = new ToolsPa
   };
   const isClosed = () => state === 'closed';
   const queue = new CallQueue({ deviceId: 'd1', concurrency: 1, queueLimit: 4, metrics, isClosed, offline: () => channel.offline() });
-  const { frameLimits, schemaLimits } = settings;
-  const reader = { pages, frameLimits, schemaLimits, transport: 'mqtt' as const, metrics, log: silentLog };
   const setup = new DeviceSetup({
     deviceId: 'd1',
     log: silentLog,
@@ -36,9 +33,14 @@ function setupPair(overrides: Partial<SessionSettings> = {}, pages = new ToolsPa
     settings,
     channel,
     queue,
-    pageReader: () => new PageReader(reader),
+    pages,
+    transport: 'mqtt',
     vision: () => undefined,
-    state: () => state,
+    session: {
+      get state() {
+        return state;
+      },
+    },
   });
   return { setup, device, metrics, setState: (s: SessionState) => (state = s) };
 }

@@ -5,9 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
 
 /**
- * The console's wire types (console/src/lib/types.ts, written by hand: the console talks to the gateway only
- * over HTTP) checked against the gateway's own /openapi.json: every field the console reads exists in the
- * response schema, and a field the console takes as always present is required there.
+ * The console's wire types (console/src/lib/types.ts and fleet-types.ts, written by hand: the console talks to
+ * the gateway only over HTTP) checked against the gateway's own /openapi.json: every field the console reads
+ * exists in the response schema, and a field the console takes as always present is required there. A type
+ * the console sends (a request body) is checked the other way too: a field the gateway requires is one the
+ * console's type requires.
  */
 
 interface Schema {
@@ -21,14 +23,21 @@ interface Schema {
   $ref?: string;
 }
 type Response = { content?: Record<string, { schema: Schema }> };
-type Operation = { parameters?: Array<{ name: string; schema?: Schema }>; responses: Record<string, Response> };
+type Operation = {
+  parameters?: Array<{ name: string; schema?: Schema }>;
+  requestBody?: { content?: Record<string, { schema: Schema }> };
+  responses: Record<string, Response>;
+};
 interface OpenApi {
   paths: Record<string, Record<string, Operation>>;
   components?: { schemas?: Record<string, Schema> };
 }
 
-/** Where each console type is found in the document: a route's response, then a path of properties/items. */
-const WHERE: Record<string, { path: string; method: string; status: string; at?: string[] }> = {
+/**
+ * Where each console type is found in the document: a route's response (or, with `body`, its request body),
+ * then a path of properties/items.
+ */
+const WHERE: Record<string, { path: string; method: string; status: string; at?: string[]; body?: true }> = {
   Problem: { path: '/v1/devices/{deviceId}', method: 'get', status: '404' },
   Device: { path: '/v1/devices/{deviceId}', method: 'get', status: '200' },
   DeviceList: { path: '/v1/devices', method: 'get', status: '200' },
@@ -48,6 +57,23 @@ const WHERE: Record<string, { path: string; method: string; status: string; at?:
   DeviceSettings: { path: '/v1/devices/{deviceId}', method: 'patch', status: '200' },
   McpEndpoint: { path: '/v1/mcp/endpoints', method: 'get', status: '200', at: ['endpoints', '[]'] },
   McpEndpointCreated: { path: '/v1/mcp/endpoints', method: 'post', status: '201' },
+  // fleet-types.ts
+  DeviceMeta: { path: '/v1/devices/{deviceId}', method: 'get', status: '200' },
+  DeviceMetaSettings: { path: '/v1/devices/{deviceId}', method: 'patch', status: '200' },
+  QueuedCall: { path: '/v1/calls/{callId}', method: 'get', status: '200' },
+  QueuedCallList: { path: '/v1/devices/{deviceId}/calls', method: 'get', status: '200' },
+  JobFilter: { path: '/v1/jobs', method: 'post', status: '', body: true, at: ['filter'] },
+  JobBody: { path: '/v1/jobs', method: 'post', status: '', body: true },
+  Job: { path: '/v1/jobs/{jobId}', method: 'get', status: '200' },
+  JobCounts: { path: '/v1/jobs/{jobId}', method: 'get', status: '200', at: ['counts'] },
+  JobList: { path: '/v1/jobs', method: 'get', status: '200' },
+  JobDevice: { path: '/v1/jobs/{jobId}/devices', method: 'get', status: '200', at: ['devices', '[]'] },
+  JobDeviceList: { path: '/v1/jobs/{jobId}/devices', method: 'get', status: '200' },
+  ScheduleCall: { path: '/v1/schedules', method: 'post', status: '', body: true, at: ['call'] },
+  ScheduleBody: { path: '/v1/schedules', method: 'post', status: '', body: true },
+  Schedule: { path: '/v1/schedules/{id}', method: 'get', status: '200' },
+  ScheduleList: { path: '/v1/schedules', method: 'get', status: '200' },
+  HistoryPage: { path: '/v1/events/history', method: 'get', status: '200' },
 };
 /** Read from the event stream (text/event-stream, no JSON schema in the document): checked by its type enum below. */
 const NOT_IN_DOCUMENT = new Set(['GatewayEvent']);
@@ -66,14 +92,25 @@ function fieldsOf(members: ts.NodeArray<ts.TypeElement>): Field[] {
   });
 }
 
+/** Every interface of the console's wire-type files, with the fields of the interfaces it extends. */
 function consoleTypes(): Map<string, Field[]> {
-  const file = fileURLToPath(new URL('../../../console/src/lib/types.ts', import.meta.url));
-  const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
-  const types = new Map<string, Field[]>();
-  source.forEachChild((n) => {
-    if (ts.isInterfaceDeclaration(n)) types.set(n.name.text, fieldsOf(n.members));
-  });
-  return types;
+  const declarations = new Map<string, ts.InterfaceDeclaration>();
+  for (const name of ['types.ts', 'fleet-types.ts']) {
+    const file = fileURLToPath(new URL(`../../../console/src/lib/${name}`, import.meta.url));
+    const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
+    source.forEachChild((n) => {
+      if (ts.isInterfaceDeclaration(n)) declarations.set(n.name.text, n);
+    });
+  }
+  const fields = (n: ts.InterfaceDeclaration): Field[] => {
+    const own = fieldsOf(n.members);
+    const inherited = (n.heritageClauses ?? [])
+      .flatMap((h) => h.types.map((t) => declarations.get(t.expression.getText())))
+      .flatMap((base) => (base ? fields(base) : []))
+      .filter((f) => !own.some((o) => o.name === f.name));
+    return [...inherited, ...own];
+  };
+  return new Map([...declarations].map(([name, n]) => [name, fields(n)]));
 }
 
 describe('console/src/lib/types.ts against /openapi.json', () => {
@@ -112,6 +149,17 @@ describe('console/src/lib/types.ts against /openapi.json', () => {
     return problems;
   };
 
+  /** A request body the console sends: what the gateway requires, the console's type requires too. */
+  const unsent = (fields: Field[], raw: Schema, where: string): string[] => {
+    const s = objectOf(raw);
+    const problems: string[] = [];
+    for (const r of s.required ?? []) {
+      const f = fields.find((x) => x.name === r);
+      if (!f || f.optional) problems.push(`${where}.${r}: required by the gateway, ${f ? 'optional' : 'missing'} in the console's type`);
+    }
+    return problems;
+  };
+
   it('maps every console type to the document', () => {
     const names = [...consoleTypes().keys()].filter((n) => !NOT_IN_DOCUMENT.has(n));
     expect(names.sort()).toEqual(Object.keys(WHERE).sort());
@@ -122,13 +170,15 @@ describe('console/src/lib/types.ts against /openapi.json', () => {
     for (const [name, fields] of consoleTypes()) {
       const w = WHERE[name];
       if (!w) continue;
-      const response = doc.paths[w.path]?.[w.method]?.responses[w.status];
-      const schema = response?.content?.['application/json']?.schema;
+      const op = doc.paths[w.path]?.[w.method];
+      const schema = (w.body ? op?.requestBody : op?.responses[w.status])?.content?.['application/json']?.schema;
       if (!schema) {
-        problems.push(`${name}: ${w.method.toUpperCase()} ${w.path} has no ${w.status} JSON response`);
+        problems.push(`${name}: ${w.method.toUpperCase()} ${w.path} has no ${w.body ? 'JSON request body' : `${w.status} JSON response`}`);
         continue;
       }
-      problems.push(...missing(fields, (w.at ?? []).reduce(step, schema), name));
+      const at = (w.at ?? []).reduce(step, schema);
+      problems.push(...missing(w.body ? fields.map((f) => ({ ...f, optional: true })) : fields, at, name));
+      if (w.body) problems.push(...unsent(fields, at, name));
     }
     expect(problems).toEqual([]);
   });
@@ -138,5 +188,14 @@ describe('console/src/lib/types.ts against /openapi.json', () => {
     const types = doc.paths['/v1/events']!.get!.parameters?.find((p) => p.name === 'types');
     const text = JSON.stringify(types ?? doc.paths['/v1/events']);
     for (const e of EVENT_TYPES) expect(text).toContain(e);
+  });
+
+  it("lists the gateway's event types, fleet ones included, and each is a value of the /v1/events filter", async () => {
+    const { EVENT_TYPES } = await import('../../../console/src/lib/types.js');
+    const { FLEET_EVENT_TYPES } = await import('../../../console/src/lib/fleet-types.js');
+    const gateway = await import('../../src/events/bus.js');
+    expect([...EVENT_TYPES, ...FLEET_EVENT_TYPES].sort()).toEqual([...gateway.EVENT_TYPES].sort());
+    const text = JSON.stringify(doc.paths['/v1/events']!.get!.parameters?.find((p) => p.name === 'types') ?? doc.paths['/v1/events']);
+    for (const e of FLEET_EVENT_TYPES) expect(text).toContain(e);
   });
 });

@@ -10,6 +10,7 @@ import type { DeviceSelector } from '../../src/fleet/ports.js';
 import { startFleet, type Fleet } from '../../src/fleet/start.js';
 import type { JobFilter } from '../../src/fleet/types.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
+import type { Store, StoreChange } from '../../src/store/store.js';
 
 /**
  * The fleet's parts over a real SqliteStore in a temp folder and a fake device port: simulated devices are
@@ -96,7 +97,7 @@ export class FakeFleet {
 
 export interface Rig {
   dir: string;
-  store: SqliteStore;
+  store: Store;
   fleet: Fleet;
   fake: FakeFleet;
   /** Close the fleet and the store (a restart keeps the folder). */
@@ -111,9 +112,9 @@ export const fleetConfig = (o: Partial<FleetConfig> = {}): FleetConfig => ({ ...
 /** A fleet over the store in `dir` (opened fresh: a second call on the same folder is a restart). */
 export async function startRig(
   dir: string,
-  o: { config?: Partial<FleetConfig>; fake?: FakeFleet; now?: () => number; soleSender?: boolean } = {},
+  o: { config?: Partial<FleetConfig>; fake?: FakeFleet; now?: () => number; soleSender?: boolean; store?: Store } = {},
 ): Promise<Rig> {
-  const store = new SqliteStore(join(dir, 'voxgate.db'));
+  const store = o.store ?? new SqliteStore(join(dir, 'voxgate.db'));
   const bus = o.fake?.bus ?? new EventBus({ bufferSize: 0 });
   const fake = o.fake ?? new FakeFleet(bus);
   const fleet = await startFleet(
@@ -144,3 +145,58 @@ export async function startRig(
 export const mac = (n: number) => `02:00:${[(n >> 24) & 255, (n >> 16) & 255, (n >> 8) & 255, n & 255].map((b) => b.toString(16).padStart(2, '0')).join(':')}`;
 
 export { GatewayError };
+
+/**
+ * One store shared by several simulated instances, as the cluster's KV bucket is: each `view()` is one
+ * instance's handle, told (a macrotask later, as a watch would) of what the other views wrote.
+ */
+export class SharedMemoryStore {
+  readonly docs = new Map<string, string>();
+  private readonly views = new Set<{ listeners: Map<string, Set<(c: StoreChange) => void>> }>();
+
+  view(): Store {
+    const me = { listeners: new Map<string, Set<(c: StoreChange) => void>>() };
+    this.views.add(me);
+    const k = (col: string, key: string) => `${col}\u0000${key}`;
+    const tell = (col: string, key: string, value: unknown) => {
+      for (const v of this.views)
+        if (v !== me)
+          for (const fn of v.listeners.get(col) ?? []) setImmediate(() => fn({ key, value: value === undefined ? undefined : structuredClone(value) }));
+    };
+    const put = async (col: string, key: string, value: unknown) => {
+      this.docs.set(k(col, key), JSON.stringify(value));
+      tell(col, key, value);
+    };
+    return {
+      get: async (col, key) => {
+        const v = this.docs.get(k(col, key));
+        return v === undefined ? undefined : (JSON.parse(v) as unknown);
+      },
+      put,
+      putMany: async (col, entries) => {
+        for (const e of entries) await put(col, e.key, e.value);
+      },
+      create: async (col, key, value) => {
+        if (this.docs.has(k(col, key))) return false;
+        await put(col, key, value);
+        return true;
+      },
+      delete: async (col, key) => {
+        const had = this.docs.delete(k(col, key));
+        if (had) tell(col, key, undefined);
+        return had;
+      },
+      list: async (col) =>
+        [...this.docs]
+          .filter(([key]) => key.startsWith(`${col}\u0000`))
+          .map(([key, v]) => ({ key: key.slice(col.length + 1), value: JSON.parse(v) as unknown })),
+      onChange: (col, fn) => {
+        let set = me.listeners.get(col);
+        if (!set) me.listeners.set(col, (set = new Set()));
+        set.add(fn);
+        return () => void set.delete(fn);
+      },
+      close: async () => void this.views.delete(me),
+    };
+  }
+}

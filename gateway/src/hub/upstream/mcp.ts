@@ -238,7 +238,10 @@ export class McpUpstream extends Upstream {
    * tokens (`lenient`: a listing goes out without the headers whose tokens are missing).
    */
   private async withCallHeaders<T>(ctx: CallContext, fn: (client: Client) => Promise<T>, lenient = false): Promise<T> {
-    const headers = this.config.type === 'stdio' ? {} : fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name, lenient);
+    // Only HTTP transports send headers per request. The others run without the async context: once an
+    // AsyncLocalStorage is entered, Node 20 runs a hook on every promise the process creates.
+    if (this.config.type !== 'http' && this.config.type !== 'sse') return this.withSession(fn);
+    const headers = fillHeaders(this.config.headersTemplate, ctx.tokens, this.config.name, lenient);
     return this.withSession((client) => withHeaders(headers, () => fn(client)));
   }
 

@@ -48,9 +48,15 @@ export const converseConfigShape = {
       maxUtteranceMs: Ms(15_000, 60_000),
       /** Frames sent ahead of the device's playback (its queue holds 40). */
       leadFrames: z.coerce.number().int().min(1).max(30).default(5),
+      /** What the lead grows to while audio flows (twice real time until there), to ride out a busy moment. */
+      maxLeadFrames: z.coerce.number().int().min(1).max(30).default(15),
       /** Frames and markers queued for one device at most (synthesis waits beyond it). */
       maxQueuedFrames: z.coerce.number().int().min(8).max(2000).default(200),
       preRollMs: Ms(600, 5000),
+      /** The downlink Opus encoder's complexity (0-10): lower costs less CPU per frame at some quality. */
+      encoderComplexity: z.coerce.number().int().min(0).max(10).default(5),
+      /** Quiet after speech that sends the utterance to the recogniser before the end of speech is confirmed (0: never). */
+      speculateAfterMs: z.coerce.number().int().min(0).max(5000).default(200),
       /** Conversations remembered per device (the assistant's store bounds each one's length). */
       maxRememberedDevices: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
     })
@@ -86,7 +92,16 @@ export interface ConverseConfig {
   persona?: string | undefined;
   language?: string | undefined;
   tenants: Record<string, z.infer<typeof VoiceTenantSchema>>;
-  converse: { maxUtteranceMs: number; leadFrames: number; maxQueuedFrames: number; preRollMs: number; maxRememberedDevices: number };
+  converse: {
+    maxUtteranceMs: number;
+    leadFrames: number;
+    maxLeadFrames: number;
+    maxQueuedFrames: number;
+    preRollMs: number;
+    encoderComplexity: number;
+    speculateAfterMs: number;
+    maxRememberedDevices: number;
+  };
   mode: VoiceMode;
   hubTenant?: string | undefined;
 }

@@ -38,6 +38,11 @@ export type VadState = 'silence' | 'speech' | 'end';
  */
 export interface SpeechDetector {
   push(pcm16k: Int16Array): VadState;
+  /**
+   * Once speech was heard: how long the audio analysed so far has been quiet since the last speech (0 before any
+   * speech). Optional: without it no transcription is started speculatively.
+   */
+  readonly quietMs?: number;
   /** Forget the utterance (new turn). */
   reset(): void;
 }

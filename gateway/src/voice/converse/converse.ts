@@ -205,10 +205,12 @@ export class Converse implements VoiceHook {
       limits: {
         frameMs: FRAME_MS,
         leadFrames: this.d.config.converse.leadFrames,
+        maxLeadFrames: this.d.config.converse.maxLeadFrames,
         maxQueuedFrames: this.d.config.converse.maxQueuedFrames,
         maxUtteranceMs: this.d.config.converse.maxUtteranceMs,
         asrTimeoutMs: this.d.config.asr.timeoutMs,
         preRollMs: this.d.config.converse.preRollMs,
+        speculateAfterMs: this.d.config.converse.speculateAfterMs,
       },
       log,
       metrics: this.d.metrics,

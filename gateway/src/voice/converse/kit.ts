@@ -16,7 +16,7 @@ export function createConverseKit(config: VoiceConfig, log: Logger, env: NodeJS.
     asr: createRecognizer(config.asr, log, env),
     tts: createSynthesizer(config.tts, log, { sampleRate: config.sampleRate, env }),
     decoder: (rate) => createOpusDecoder(rate),
-    encoder: (rate, frameMs) => createOpusEncoder(rate, frameMs),
+    encoder: (rate, frameMs) => createOpusEncoder(rate, frameMs, { complexity: config.converse.encoderComplexity }),
     detector: () => createSpeechDetector(),
     wav: (pcm, rate) => pcmToWav(pcm, rate),
     resample: (pcm, from, to) => resample(pcm, from, to),

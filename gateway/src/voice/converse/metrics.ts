@@ -26,8 +26,24 @@ export function createConverseMetrics(registry: Registry) {
     labelNames: ['direction'] as const,
     registers,
   });
+  const speculative = new Counter({
+    name: 'voxgate_voice_converse_speculative_asr_total',
+    help: 'Transcriptions sent during the end-of-speech wait: used (the utterance had ended) or aborted (speech resumed)',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const framesLate = new Counter({
+    name: 'voxgate_voice_converse_frames_late_total',
+    help:
+      "Frames sent more than one 60 ms period after the device's playback of the previous ones ran out, by cause: " +
+      'waiting (queued in time, sent late: a busy event loop) or arrived (synthesis delivered it late)',
+    labelNames: ['cause'] as const,
+    registers,
+  });
   return {
     turns,
+    framesLate: { waiting: framesLate.labels('waiting'), arrived: framesLate.labels('arrived') },
+    speculativeAsr: { used: speculative.labels('used'), aborted: speculative.labels('aborted') },
     providerErrors,
     latency,
     active,

@@ -109,6 +109,21 @@ describe('speech detector', async () => {
     expect(run(frames).states.every((s) => s === 'silence')).toBe(true);
   });
 
+  it('tells how long it has been quiet since the last speech: 0 before speech, counting on past the end, 0 again on speech', () => {
+    const { frames } = deviceStream(speech, noise(total, 1200, 'white'));
+    const vad = createSpeechDetector();
+    const seen: Array<{ state: VadState; quietMs: number }> = [];
+    for (const f of frames) seen.push({ state: vad.push(f), quietMs: vad.quietMs ?? -1 });
+    expect(seen.filter((x) => x.state === 'silence').every((x) => x.quietMs === 0)).toBe(true);
+    const atEnd = seen.find((x) => x.state === 'end')!;
+    expect(atEnd.quietMs).toBeGreaterThanOrEqual(600);
+    expect(seen.at(-1)!.quietMs).toBeGreaterThan(atEnd.quietMs);
+    // Speech after the end (a push-to-talk user going on) restarts the quiet run.
+    const speaking = frames.slice(Math.floor(frames.length / 3), Math.floor(frames.length / 3) + 5);
+    for (const f of speaking) vad.push(f);
+    expect(vad.quietMs).toBeLessThan(atEnd.quietMs);
+  });
+
   it('starts over after reset, with any chunk size', () => {
     const { frames } = deviceStream(speech, noise(total, 800, 'white', 9));
     const vad = createSpeechDetector();

@@ -96,6 +96,10 @@ export class SpectralSpeechDetector implements SpeechDetector {
     return this.state;
   }
 
+  get quietMs(): number {
+    return this.state === 'silence' ? 0 : (this.quiet * HOP * 1000) / RATE;
+  }
+
   reset(): void {
     // The noise estimate is the room's, not the utterance's: keep it across turns.
     this.recent = 0;
@@ -123,9 +127,10 @@ export class SpectralSpeechDetector implements SpeechDetector {
         this.state = 'speech';
         this.quiet = 0;
       }
-    } else if (this.state === 'speech') {
+    } else {
+      // Counted on past 'end' too: a speculative transcript is only good while no speech followed it.
       this.quiet = this.recent & 1 ? 0 : this.quiet + 1;
-      if (this.quiet >= this.endFrames) this.state = 'end';
+      if (this.state === 'speech' && this.quiet >= this.endFrames) this.state = 'end';
     }
   }
 

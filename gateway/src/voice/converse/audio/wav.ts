@@ -4,9 +4,11 @@
  * (a speech API's or a program's stdout), where the header's sizes may be unknown (0 or 0xFFFFFFFF).
  * Only 16-bit PCM is accepted (what every speech engine here writes); any channel count is mixed to mono.
  */
+import { endianness } from 'node:os';
 import type { Pcm } from '../contracts.js';
 
 const HEADER_BYTES = 44;
+const LITTLE_ENDIAN = endianness() === 'LE';
 /** A header claiming more than this is refused (2^31: no utterance or sentence comes near). */
 const MAX_DATA_BYTES = 0x7fff_ffff;
 /** Chunks before `data` (LIST, fact, …) are skipped up to this many bytes in total. */
@@ -33,8 +35,9 @@ export function pcmToWav(samples: Int16Array, sampleRate: number): Buffer {
   out.writeUInt16LE(16, 34);
   out.write('data', 36, 'ascii');
   out.writeUInt32LE(dataBytes, 40);
-  // Little-endian hosts (every target) could copy; writing each sample keeps it endian-proof and is cheap.
-  for (let i = 0; i < samples.length; i++) out.writeInt16LE(samples[i] ?? 0, HEADER_BYTES + i * 2);
+  // Little-endian hosts (every target) copy the samples as they are; writing each one is the endian-proof way.
+  if (LITTLE_ENDIAN) Buffer.from(samples.buffer, samples.byteOffset, dataBytes).copy(out, HEADER_BYTES);
+  else for (let i = 0; i < samples.length; i++) out.writeInt16LE(samples[i] ?? 0, HEADER_BYTES + i * 2);
   return out;
 }
 

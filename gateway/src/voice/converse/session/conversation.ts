@@ -6,7 +6,14 @@ import { SentenceSplitter } from '../audio/sentences.js';
 import { Speaker, type SpeakerDeps } from './speaker.js';
 import { toDevice, type ListenMode, type VoiceInput } from './wire.js';
 import { confirmQuestion, isYes } from './confirm-words.js';
+import { Speculation, requestTranscript, type AsrRequest, type AsrRequestDeps } from './speculation.js';
 import { UPLINK_RATE, type ConverseSessionDeps, type TurnHandle, type TurnSignal, type TurnTimings } from './ports.js';
+
+/** When the transcription was sent (negative: speculatively, before the end of speech) and when it was ready. */
+interface AsrMarks {
+  startMs: number;
+  readyMs: number;
+}
 
 interface ActiveTurn {
   ac: AbortController;
@@ -15,7 +22,7 @@ interface ActiveTurn {
   /** The confirmation the next utterance answers. */
   confirming?: string | undefined;
   spokenText: string[];
-  marks: { speechEnd: number; llmFirst?: number; firstSentence?: number; firstAudio?: number; asrMs?: number };
+  marks: { speechEnd: number; llmFirst?: number; firstSentence?: number; firstAudio?: number; asr?: AsrMarks };
 }
 
 /**
@@ -37,8 +44,13 @@ export class ConverseSession {
   private readonly pacer: DownlinkPacer;
   private closed = false;
   private frameSentHook: (() => void) | undefined;
+  private readonly asrDeps: AsrRequestDeps;
+  private readonly speculation: Speculation;
 
   constructor(private readonly d: ConverseSessionDeps) {
+    this.asrDeps = { asr: d.asr, wav: (p, r) => d.audio.wav(p, r), language: d.language, timeoutMs: d.limits.asrTimeoutMs };
+    const counted = (r: 'used' | 'aborted') => d.metrics.speculativeAsr[r].inc();
+    this.speculation = new Speculation({ ...this.asrDeps, afterMs: d.limits.speculateAfterMs ?? 0, counted });
     this.pacer = new DownlinkPacer(
       {
         frame: (opus, ts) => {
@@ -48,7 +60,13 @@ export class ConverseSession {
         },
         json: (m) => d.out.json(m),
       },
-      { frameMs: d.limits.frameMs, leadFrames: d.limits.leadFrames, maxQueued: d.limits.maxQueuedFrames },
+      {
+        frameMs: d.limits.frameMs,
+        leadFrames: d.limits.leadFrames,
+        maxLeadFrames: d.limits.maxLeadFrames,
+        maxQueued: d.limits.maxQueuedFrames,
+        onLate: (cause) => d.metrics.framesLate[cause].inc(),
+      },
     );
   }
 
@@ -88,6 +106,8 @@ export class ConverseSession {
   audio(opus: Uint8Array): void {
     if (this.closed) return;
     this.d.metrics.framesUp.inc();
+    // Busy outside realtime: the audio is not listened to, so not decoded either.
+    if (this.busy && this.mode !== 'realtime') return;
     const pcm = this.d.audio.decoder.decode(opus);
     if (!pcm.length) return;
     if (this.busy) {
@@ -105,7 +125,8 @@ export class ConverseSession {
     const v = this.d.audio.detector.push(pcm);
     if (v !== 'silence') this.speechSeen = true;
     if (!this.speechSeen) this.trimPreRoll();
-    if ((this.mode !== 'manual' && v === 'end') || this.samples >= (this.d.limits.maxUtteranceMs * UPLINK_RATE) / 1000) this.endUtterance();
+    if ((this.mode !== 'manual' && v === 'end') || this.samples >= (this.d.limits.maxUtteranceMs * UPLINK_RATE) / 1000) return this.endUtterance();
+    if (this.speechSeen) this.speculation.update(this.samples, this.d.audio.detector.quietMs, () => concat(this.chunks, this.samples));
   }
 
   /** The device went away or the session ended: everything stops, nothing more is sent. */
@@ -114,6 +135,7 @@ export class ConverseSession {
     if (this.busy) this.d.metrics.outcome.device_gone.inc();
     this.closed = true;
     this.asrAc?.abort();
+    this.speculation.reset();
     this.cancelTurn('the device left');
     this.pacer.close();
     this.chunks = [];
@@ -135,26 +157,29 @@ export class ConverseSession {
     this.chunks = [];
     this.samples = 0;
     this.speechSeen = false;
+    this.speculation.reset();
     this.d.audio.detector.reset();
   }
 
   private endUtterance(): void {
     const heard = this.speechSeen;
-    const pcm = concat(this.chunks, this.samples);
+    // A speculative request already covers the utterance when only quiet followed it.
+    const early = heard ? this.speculation.take(this.samples, this.d.audio.detector.quietMs) : undefined;
+    const pcm = heard && !early ? concat(this.chunks, this.samples) : undefined;
     this.resetUplink();
     // Silence or noise: no stt, no tts; the device keeps listening (or goes idle after a manual stop).
     if (!heard) return void this.d.metrics.outcome.silence.inc();
-    void this.transcribe(pcm, performance.now());
+    const speechEnd = performance.now();
+    void this.transcribe(early ?? requestTranscript(this.asrDeps, pcm ?? new Int16Array(0)), speechEnd);
   }
 
-  private async transcribe(pcm: Int16Array, speechEnd: number): Promise<void> {
+  private async transcribe(req: AsrRequest, speechEnd: number): Promise<void> {
     this.busy = true;
-    const ac = new AbortController();
+    const ac = req.ac;
     this.asrAc = ac;
     let text: string;
     try {
-      const signal = AbortSignal.any([ac.signal, AbortSignal.timeout(this.d.limits.asrTimeoutMs)]);
-      text = (await this.d.asr.transcribe(this.d.audio.wav(pcm, UPLINK_RATE), { signal, language: this.d.language })).trim();
+      text = await req.text;
     } catch (e) {
       if (ac.signal.aborted || this.closed) return;
       this.busy = false;
@@ -169,23 +194,23 @@ export class ConverseSession {
       this.d.metrics.outcome.empty_transcript.inc();
       return;
     }
-    const asrMs = performance.now() - speechEnd;
+    const asr: AsrMarks = { startMs: req.startedAt - speechEnd, readyMs: performance.now() - speechEnd };
     const pending = this.turn?.confirming;
     if (pending !== undefined && this.turn?.handle) {
       this.d.out.json(toDevice.stt(this.d.sessionId, text));
       this.d.events.transcript(text);
       this.turn.confirming = undefined;
-      this.turn.marks = { speechEnd, asrMs };
+      this.turn.marks = { speechEnd, asr };
       this.frameSentHook = this.firstFrameHook(this.turn);
       const yes = isYes(text);
       this.d.log.info({ approved: yes }, 'voice confirmation answered');
       if (!this.turn.handle.confirm(pending, yes)) this.d.log.warn('the confirmation had already expired');
       return;
     }
-    this.startTurn(text, speechEnd, asrMs);
+    this.startTurn(text, speechEnd, asr);
   }
 
-  private startTurn(text: string, speechEnd: number, asrMs: number | undefined): void {
+  private startTurn(text: string, speechEnd: number, asr: AsrMarks | undefined): void {
     this.cancelTurn('a new turn began');
     this.busy = true;
     this.d.out.json(toDevice.stt(this.d.sessionId, text));
@@ -197,7 +222,7 @@ export class ConverseSession {
       onError: (e) => this.providerFailed('tts', e, undefined),
       onSpeaking: () => this.d.audio.detector.reset(),
     });
-    const turn: ActiveTurn = { ac, speaker, spokenText: [], marks: { speechEnd, ...(asrMs !== undefined ? { asrMs } : {}) } };
+    const turn: ActiveTurn = { ac, speaker, spokenText: [], marks: { speechEnd, ...(asr ? { asr } : {}) } };
     this.turn = turn;
     this.frameSentHook = this.firstFrameHook(turn);
     void this.runTurn(turn, text);
@@ -295,7 +320,10 @@ export class ConverseSession {
     const m = turn.marks;
     const since = (t: number | undefined) => (t === undefined ? undefined : Math.round(t - m.speechEnd));
     const timings: TurnTimings = {};
-    if (m.asrMs !== undefined) timings.asrMs = Math.round(m.asrMs);
+    if (m.asr) {
+      timings.asrMs = Math.round(m.asr.readyMs);
+      timings.asrStartMs = Math.round(m.asr.startMs);
+    }
     const parts: Array<[keyof TurnTimings, number | undefined]> = [
       ['llmFirstTokenMs', since(m.llmFirst)],
       ['firstSentenceMs', since(m.firstSentence)],

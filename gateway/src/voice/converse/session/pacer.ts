@@ -1,13 +1,18 @@
 /**
  * Downlink pacing: the device plays 60 ms frames from a decode queue of 40 (audio_service.h,
  * MAX_DECODE_PACKETS_IN_QUEUE) and drops what does not fit, so frames go out at real time with a small
- * lead. Frame n of a segment is due `lead` frames before it plays; when the sender falls behind (a slow
+ * lead (growing from `leadFrames` to `maxLeadFrames`). Frame n of a segment is due `lead` frames before it plays; when the sender falls behind (a slow
  * synthesiser, a busy loop) the device has run dry, so the clock restarts from now rather than bursting.
  * JSON markers (`tts sentence_start`, `tts stop`) ride in the same queue so they reach the device in order
- * with the audio they announce. Bounded: `push` waits while the queue is full.
+ * with the audio they announce. Bounded: `push` waits while the queue is full. Frames may be queued unencoded
+ * (see PacedItem): Opus encoders are stateful, and the queue's order is the encoder's order.
  */
 
-export type PacedItem = { kind: 'frame'; opus: Uint8Array } | { kind: 'json'; message: object };
+/**
+ * A frame is its Opus packet, or how to make it: encoded when it is due, so encoding is spread over playback
+ * (one frame per period per device) instead of a whole sentence at once blocking every other device's frames.
+ */
+export type PacedItem = { kind: 'frame'; opus: Uint8Array | (() => Uint8Array) } | { kind: 'json'; message: object };
 
 export interface PacerSink {
   frame(opus: Uint8Array, timestampMs: number): void;
@@ -18,9 +23,19 @@ export interface PacerOptions {
   frameMs: number;
   /** Frames sent ahead of playback (a jitter buffer for the network), far below the device's 40. */
   leadFrames: number;
+  /**
+   * The lead then grows to this (default: `leadFrames`), one frame every second frame sent (twice real time), so
+   * the first frame goes out at once and the device soon holds enough to ride out a busy moment of the sender.
+   */
+  maxLeadFrames?: number;
   /** Items queued at most; `push` waits for room beyond it. */
   maxQueued: number;
   now?: () => number;
+  /**
+   * A frame went out more than one period after the device's playback ran out (it heard a gap): `waiting` when
+   * the frame had been queued in time and the event loop sent it late, `arrived` when it came late (synthesis).
+   */
+  onLate?: (cause: 'waiting' | 'arrived') => void;
 }
 
 export class DownlinkPacer {
@@ -31,6 +46,8 @@ export class DownlinkPacer {
   /** When frame 0 of this segment plays (restarted on an underrun). */
   private t0 = 0;
   private sentInSegment = 0;
+  /** Frames sent since the clock last (re)started: the lead grows with them. */
+  private sinceStart = 0;
   private closed = false;
   private readonly now: () => number;
 
@@ -58,7 +75,7 @@ export class DownlinkPacer {
     while (!this.closed && !signal?.aborted && this.queue.length >= this.o.maxQueued) await new Promise<void>((r) => this.roomWaiters.push(r));
     if (this.closed || signal?.aborted) return false;
     this.queue.push(item);
-    this.pump();
+    this.pump(this.queue.length === 1 ? 'arrived' : 'waiting');
     return true;
   }
 
@@ -93,7 +110,7 @@ export class DownlinkPacer {
     if (!this.queue.length) for (const r of this.idleWaiters.splice(0)) r();
   }
 
-  private pump(): void {
+  private pump(cause: 'waiting' | 'arrived' = 'waiting'): void {
     if (this.timer || this.closed) return;
     const { frameMs, leadFrames } = this.o;
     while (this.queue.length) {
@@ -106,8 +123,14 @@ export class DownlinkPacer {
       const now = this.now();
       const n = this.sentInSegment;
       // Underrun (or the segment's first frame): frame n plays now.
-      if (n === 0 || now > this.t0 + n * frameMs) this.t0 = now - n * frameMs;
-      const due = this.t0 + (n - leadFrames) * frameMs;
+      if (n === 0 || now > this.t0 + n * frameMs) {
+        if (n > 0 && now > this.t0 + (n + 1) * frameMs) this.o.onLate?.(cause);
+        this.t0 = now - n * frameMs;
+        this.sinceStart = 0;
+      }
+      // The first `leadFrames` + 1 go at once; after them one extra frame per two sent, up to the most lead.
+      const lead = Math.min(Math.max(leadFrames, this.o.maxLeadFrames ?? 0), leadFrames + (Math.max(0, this.sinceStart - leadFrames) >> 1));
+      const due = this.t0 + (n - lead) * frameMs;
       if (now < due) {
         this.timer = setTimeout(
           () => {
@@ -119,10 +142,23 @@ export class DownlinkPacer {
         break;
       }
       this.queue.shift();
+      const opus = packet(item.opus);
+      if (!opus) continue;
       this.sentInSegment++;
-      this.sink.frame(item.opus, n * frameMs);
+      this.sinceStart++;
+      this.sink.frame(opus, n * frameMs);
     }
     if (this.queue.length < this.o.maxQueued) for (const r of this.roomWaiters.splice(0)) r();
     if (!this.queue.length) for (const r of this.idleWaiters.splice(0)) r();
+  }
+}
+
+/** The frame's packet; a frame that cannot be encoded (its session is closing) is dropped, never thrown into a timer. */
+function packet(opus: Uint8Array | (() => Uint8Array)): Uint8Array | undefined {
+  if (typeof opus !== 'function') return opus;
+  try {
+    return opus();
+  } catch {
+    return undefined;
   }
 }

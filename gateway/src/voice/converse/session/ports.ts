@@ -51,17 +51,24 @@ export interface SessionOut {
 export interface SessionLimits {
   frameMs: number;
   leadFrames: number;
+  /** What the lead grows to once audio flows (default: leadFrames). */
+  maxLeadFrames?: number;
   /** Items (frames and markers) queued for the device at most. */
   maxQueuedFrames: number;
   maxUtteranceMs: number;
   asrTimeoutMs: number;
   /** How much audio before speech is kept (the detector needs a moment to decide). */
   preRollMs: number;
+  /** Quiet after speech that starts a speculative transcription; 0 or absent: never. */
+  speculateAfterMs?: number;
 }
 
 /** Milliseconds from the end of speech, per part (the bench and the console read them). */
 export interface TurnTimings {
+  /** The transcript was ready (0 or more: it is awaited from the end of speech). */
   asrMs?: number;
+  /** The transcription was sent; negative when sent speculatively before the end of speech was confirmed. */
+  asrStartMs?: number;
   llmFirstTokenMs?: number;
   firstSentenceMs?: number;
   firstAudioMs?: number;

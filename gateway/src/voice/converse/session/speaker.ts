@@ -19,8 +19,8 @@ export interface SpeakerDeps {
 }
 
 /**
- * Speaks one turn's sentences in order: each is synthesised (streamed), cut into frames, encoded and queued
- * on the pacer behind its `tts sentence_start`; the first is preceded by `llm` (its emotion) and a single
+ * Speaks one turn's sentences in order: each is synthesised (streamed), cut into frames and queued on the
+ * pacer (encoded when due) behind its `tts sentence_start`; the first is preceded by `llm` (its emotion) and a single
  * `tts start`. `end()` queues `tts stop` after the last frame. Synthesis of the next sentence runs while
  * the previous one plays (the pacer's bound is the only wait).
  */
@@ -78,7 +78,9 @@ export class Speaker {
     const emit = async () => {
       await announce();
       if (this.d.signal.aborted) return;
-      await pacer.push({ kind: 'frame', opus: encoder.encode(frame) }, this.d.signal);
+      // Encoded when the pacer sends it (a copy: `frame` is refilled at once).
+      const pcm = frame.slice();
+      await pacer.push({ kind: 'frame', opus: () => encoder.encode(pcm) }, this.d.signal);
     };
     try {
       for await (const chunk of synth.synthesize(text, { signal: this.d.signal, voice: this.d.voice })) {

@@ -7,14 +7,55 @@ describe('DownlinkPacer', () => {
   afterEach(() => vi.useRealTimers());
 
   const frame = (n: number): PacedItem => ({ kind: 'frame', opus: Uint8Array.of(0x58, n) });
-  function pacer(o: { leadFrames?: number; maxQueued?: number } = {}) {
+  function pacer(o: { leadFrames?: number; maxLeadFrames?: number; maxQueued?: number; late?: string[]; skew?: () => number } = {}) {
     const sent: Array<{ at: number; frame?: number; ts?: number; json?: object }> = [];
     const p = new DownlinkPacer(
       { frame: (opus, ts) => sent.push({ at: Date.now(), frame: opus[1]!, ts }), json: (m) => sent.push({ at: Date.now(), json: m }) },
-      { frameMs: 60, leadFrames: o.leadFrames ?? 3, maxQueued: o.maxQueued ?? 100, now: () => Date.now() },
+      {
+        frameMs: 60,
+        leadFrames: o.leadFrames ?? 3,
+        ...(o.maxLeadFrames ? { maxLeadFrames: o.maxLeadFrames } : {}),
+        maxQueued: o.maxQueued ?? 100,
+        now: () => Date.now() + (o.skew?.() ?? 0),
+        onLate: (cause) => o.late?.push(cause),
+      },
     );
     return { p, sent };
   }
+
+  it('grows the lead from leadFrames to maxLeadFrames at twice real time, and never beyond', async () => {
+    const { p, sent } = pacer({ leadFrames: 2, maxLeadFrames: 6 });
+    for (let i = 0; i < 30; i++) await p.push(frame(i));
+    // The first lead + 1 at once (frame 0 plays now).
+    expect(sent.map((s) => s.frame)).toEqual([0, 1, 2]);
+    // Then two frames per period until 6 are ahead of playback, then one per period.
+    await vi.advanceTimersByTimeAsync(60);
+    expect(sent).toHaveLength(5);
+    await vi.advanceTimersByTimeAsync(5 * 60);
+    const ahead = sent.map((s) => s.ts! / 60 - s.at / 60);
+    expect(Math.max(...ahead)).toBe(6);
+    expect(ahead.slice(-3)).toEqual([6, 6, 6]);
+    await vi.advanceTimersByTimeAsync(30 * 60);
+    expect(sent).toHaveLength(30);
+  });
+
+  it('counts a frame sent over a period after playback ran dry, by whether it waited in the queue or came late', async () => {
+    const late: string[] = [];
+    let skew = 0;
+    const { p } = pacer({ leadFrames: 1, late, skew: () => skew });
+    await p.push(frame(0));
+    await p.push(frame(1));
+    await p.push(frame(2));
+    expect(late).toEqual([]);
+    // Frame 2 waits for its time; its timer fires a second late, as when the event loop was busy.
+    skew = 1000;
+    await vi.advanceTimersByTimeAsync(60);
+    expect(late).toEqual(['waiting']);
+    // The queue ran dry; a frame the synthesiser delivers long after it was due came late.
+    await vi.advanceTimersByTimeAsync(1000);
+    await p.push(frame(3));
+    expect(late).toEqual(['waiting', 'arrived']);
+  });
 
   it('sends the lead at once, then one frame per 60 ms, stamped with its place in the segment', async () => {
     const { p, sent } = pacer({ leadFrames: 3 });

@@ -1,0 +1,284 @@
+import type { ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { loadavg } from 'node:os';
+import { dirname, join } from 'node:path';
+import { McpLoadSession, runMcpLoad, summarize, type McpLoadResult } from '../lib/mcp-load.js';
+import { installPeers, PEER_VERSIONS, startPeer, stopPeer, type PeerName } from '../lib/mcp-peers.js';
+import { cpuOf, rssSampler, treePids, treeRss } from '../lib/proc-tree.js';
+import { spawnGateway } from '../lib/compiled.js';
+import { cpuUs } from '../lib/cpu.js';
+import { freePort, ROOT } from '../lib/procs.js';
+import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
+import { ratio, round, until } from './measure.js';
+
+const MCP = {
+  full: { warmS: 2, callS: 8, slices: 8, concurrency: [1, 10, 50] },
+  quick: { warmS: 0.4, callS: 1.6, slices: 4, concurrency: [1, 10, 50] },
+  // Tiny checks the path only: Voxgate alone (no install, nothing from the network).
+  tiny: { warmS: 0, callS: 0.3, slices: 1, concurrency: [1, 4] },
+};
+const ECHO_ARGS = { message: 'hello from the bench' };
+const MiB = 2 ** 20;
+
+/** The official everything server, the repository's pinned dev dependency: the same program behind all three. */
+const EVERYTHING = (() => {
+  const require = createRequire(join(ROOT, 'package.json'));
+  const pkgFile = require.resolve('@modelcontextprotocol/server-everything/package.json');
+  const pkg = require(pkgFile) as { version: string; bin: Record<string, string> };
+  return { bin: join(dirname(pkgFile), pkg.bin['mcp-server-everything']!), version: pkg.version };
+})();
+
+interface Served {
+  name: 'voxgate' | PeerName;
+  url: URL;
+  headers: Record<string, string>;
+  tool: string;
+  pid: number;
+  idle?: { root: number; tree: number };
+}
+
+interface Row {
+  load: McpLoadResult;
+  cpuUsPerCall: number;
+  /** The proxy process alone (Voxgate: the gateway; without the server it runs). */
+  processCpuUsPerCall: number;
+  peak: { root: number; tree: number };
+  loadAvg: [number, number];
+}
+
+/**
+ * `/mcp` against the proxies users put in front of a stdio MCP server: Voxgate hosting server-everything
+ * (mcp.servers, stdio) reached on /mcp, supergateway and mcp-proxy each fronting their own. The same client
+ * load on each (one session per concurrent client, tools/call of `echo` back to back), one system after the
+ * other at each concurrency. CPU and memory are the whole serving tree's: proxy plus the servers it started.
+ */
+export async function mcpScenarios(b: Bench, dataDir: string): Promise<void> {
+  const s = MCP[b.mode];
+  const dir = join(dataDir, 'mcp');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING.bin] } } } }));
+  const httpPort = await freePort();
+  const profDir = join(ROOT, 'bench/results/prof');
+  const { proc: gateway, how } = spawnGateway('mcp-gateway', {
+    env: {
+      GATEWAY_HTTP_HOST: '127.0.0.1',
+      GATEWAY_HTTP_PORT: String(httpPort),
+      GATEWAY_MQTT_HOST: '127.0.0.1',
+      GATEWAY_MQTT_PORT: String(await freePort()),
+      GATEWAY_API_KEYS: API_KEY,
+      GATEWAY_DATA_DIR: dir,
+      GATEWAY_LOG_LEVEL: 'warn',
+      GATEWAY_CONFIG: join(dir, 'config.json'),
+    },
+    nodeArgs: b.profile && b.only.has('mcp') ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
+  });
+  const peers: Array<{ name: PeerName; child: ChildProcess }> = [];
+  const notes: string[] = [`gateway ${how}`];
+  try {
+    const served: Served[] = [];
+    const server = [process.execPath, EVERYTHING.bin, 'stdio'];
+    if (b.mode === 'tiny') notes.push('tiny mode: Voxgate alone, the peers are not installed');
+    else {
+      const got = installPeers(b.log);
+      notes.push(...got.notes);
+      for (const name of Object.keys(got.bins) as PeerName[]) {
+        const port = await freePort();
+        const child = startPeer(name, got.bins[name]!, port, server);
+        peers.push({ name, child });
+        served.push({ name, url: new URL(`http://127.0.0.1:${port}/mcp`), headers: {}, tool: 'echo', pid: child.pid! });
+      }
+    }
+    const voxgate: Served = {
+      name: 'voxgate',
+      url: new URL(`http://127.0.0.1:${httpPort}/mcp`),
+      headers: { authorization: `Bearer ${API_KEY}` },
+      tool: 'mcp__everything__echo',
+      pid: gateway.child.pid!,
+    };
+    await until(
+      'the mcp gateway to be ready',
+      async () => (await fetch(`${voxgate.url.origin}/readyz`).catch(() => undefined))?.status === 200,
+      GATEWAY_START_MS,
+      100,
+    );
+    await until('server-everything behind /mcp', () => probe(voxgate), 60_000, 200);
+    const systems: Served[] = [voxgate];
+    for (const p of served) {
+      const ok = await until(`${p.name} to answer`, () => probe(p), 30_000, 200).then(
+        () => true,
+        (e: unknown) => {
+          notes.push(`${p.name} skipped: ${(e as Error).message}`);
+          return false;
+        },
+      );
+      if (ok) systems.push(p);
+    }
+    for (const sys of systems) sys.idle = treeRss(sys.pid);
+
+    const rows = new Map<string, Row>();
+    for (const c of s.concurrency) for (const [k, row] of await measureRows(b, systems, c, s, notes)) rows.set(k, row);
+    // After: every session closed (DELETE); what stays resident once the load is gone.
+    await new Promise((r) => setTimeout(r, b.mode === 'tiny' ? 200 : 2000));
+    const after = new Map(systems.map((sys) => [sys.name, treeRss(sys.pid)]));
+    report(b, systems, rows, after, s.concurrency);
+  } finally {
+    for (const n of notes) b.log(`mcp: ${n}`);
+    await Promise.all([gateway.stop(10_000), ...peers.map((p) => stopPeer(p.child))]);
+  }
+}
+
+/** One session opened, one call answered, the session closed: the system serves. */
+async function probe(sys: Served): Promise<boolean> {
+  const session = new McpLoadSession(sys.url, sys.headers);
+  try {
+    await session.open();
+    await session.call(sys.tool, ECHO_ARGS);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await session.close().catch(() => undefined);
+  }
+}
+
+interface Slot {
+  sys: Served;
+  sessions: McpLoadSession[];
+  pids: number[];
+  runs: McpLoadResult[];
+  cpu: number;
+  own: number;
+  sampler: ReturnType<typeof rssSampler>;
+}
+
+/**
+ * One concurrency, every system side by side: each opens its sessions and warms up, then the measured
+ * time is cut in slices taken in turn (A B C A B C …), so a neighbour's burst of load lands on all of them
+ * alike. A system that fails is dropped from the row (Voxgate failing fails the run).
+ */
+async function measureRows(b: Bench, systems: readonly Served[], c: number, s: (typeof MCP)[keyof typeof MCP], notes: string[]): Promise<Map<string, Row>> {
+  const slots: Slot[] = [];
+  const drop = (slot: Slot, e: unknown) => {
+    if (slot.sys.name === 'voxgate') throw e;
+    notes.push(`${slot.sys.name} c=${c} failed: ${(e as Error).message}`);
+    slot.sampler.stop();
+    slots.splice(slots.indexOf(slot), 1);
+  };
+  const load0 = loadavg()[0]!;
+  try {
+    for (const sys of systems) {
+      // The sampler reads `slot.pids`: the root alone until every session is open, then the whole tree.
+      const slot: Slot = { sys, sessions: [], pids: [sys.pid], runs: [], cpu: 0, own: 0, sampler: rssSampler(() => slot.pids) };
+      slots.push(slot);
+      try {
+        for (let i = 0; i < c; i += 10) {
+          const batch = Array.from({ length: Math.min(10, c - i) }, () => new McpLoadSession(sys.url, sys.headers));
+          slot.sessions.push(...batch);
+          await Promise.all(batch.map((x) => x.open()));
+        }
+        if (s.warmS > 0) await runMcpLoad(slot.sessions, sys.tool, ECHO_ARGS, s.warmS);
+        // supergateway starts a server per session: the tree is read once every session is open.
+        slot.pids = treePids(sys.pid);
+      } catch (e) {
+        drop(slot, e);
+      }
+    }
+    for (let k = 0; k < s.slices; k++)
+      for (const slot of [...slots]) {
+        const cpu0 = cpuOf(slot.pids);
+        const own0 = cpuUs(slot.sys.pid);
+        const r = await runMcpLoad(slot.sessions, slot.sys.tool, ECHO_ARGS, s.callS / s.slices);
+        slot.cpu += cpuOf(slot.pids) - cpu0;
+        slot.own += cpuUs(slot.sys.pid) - own0;
+        slot.runs.push(r);
+        if (r.failed > 0) drop(slot, new Error(`${r.failed} of ${r.calls + r.failed} calls failed: ${r.firstError ?? ''}`));
+      }
+  } finally {
+    for (const slot of slots) await Promise.all(slot.sessions.map((x) => x.close().catch(() => undefined)));
+  }
+  const rows = new Map<string, Row>();
+  const loadAvg: [number, number] = [round(load0, 2), round(loadavg()[0]!, 2)];
+  for (const slot of [...slots]) {
+    const load = summarize(slot.runs);
+    if (load.calls === 0) {
+      drop(slot, new Error('no call answered'));
+      continue;
+    }
+    const peak = slot.sampler.stop();
+    const row: Row = { load, cpuUsPerCall: slot.cpu / load.calls, processCpuUsPerCall: slot.own / load.calls, peak, loadAvg };
+    rows.set(`${slot.sys.name}/${c}`, row);
+    b.log(
+      `mcp ${slot.sys.name} c=${c}: ${load.perSecond.toFixed(0)} calls/s, p50 ${load.p50.toFixed(2)} ms, ${row.cpuUsPerCall.toFixed(0)} µs CPU/call ` +
+        `(proxy ${row.processCpuUsPerCall.toFixed(0)}), peak rss ${(peak.root / MiB).toFixed(0)} MiB (tree ${(peak.tree / MiB).toFixed(0)})`,
+    );
+  }
+  return rows;
+}
+
+function report(
+  b: Bench,
+  systems: readonly Served[],
+  rows: ReadonlyMap<string, Row>,
+  after: ReadonlyMap<string, { root: number; tree: number }>,
+  concurrency: readonly number[],
+): void {
+  const ours = systems[0]!;
+  const mib = (x: number) => round(x / MiB);
+  const common = { devices: 0, server: `server-everything ${EVERYTHING.version} (stdio), tool echo` };
+  const push = (name: string, value: number, unit: string, floor: number | null, r: number | null, params: Record<string, unknown>) =>
+    b.results.push({ name, value, unit, floor, ratio: r, params: { ...common, ...params } });
+  // Voxgate's own figures (also when no peer could run).
+  push('mcp.idle_rss', mib(ours.idle!.root), 'MiB', null, null, { treeMiB: mib(ours.idle!.tree), note: 'gateway process, hosted server started, no session' });
+  for (const c of concurrency) {
+    const r = rows.get(`voxgate/${c}`)!;
+    push('mcp.calls_per_s', round(r.load.perSecond), 'calls/s', null, null, {
+      concurrency: c,
+      p50Ms: round(r.load.p50, 2),
+      p99Ms: round(r.load.p99, 2),
+      cpuUsPerCall: round(r.cpuUsPerCall),
+      processCpuUsPerCall: round(r.processCpuUsPerCall),
+      peakRssMiB: mib(r.peak.root),
+      peakTreeMiB: mib(r.peak.tree),
+      load: r.loadAvg,
+    });
+  }
+  const a = after.get('voxgate')!;
+  push('mcp.rss_after', mib(a.root), 'MiB', null, null, { treeMiB: mib(a.tree), note: 'every session closed, 2 s later, no forced GC' });
+  // Against each peer: ratio >= 1 means Voxgate is ahead (faster, or lighter); goal >= 2 on calls/s.
+  for (const peer of systems.slice(1)) {
+    const vs = `mcp.vs_${peer.name}`;
+    const version = `${peer.name}@${PEER_VERSIONS[peer.name as PeerName]}`;
+    for (const c of concurrency) {
+      const r = rows.get(`voxgate/${c}`)!;
+      const p = rows.get(`${peer.name}/${c}`);
+      if (!p) continue;
+      const params = { concurrency: c, peer: version, load: [r.loadAvg[0], p.loadAvg[1]] };
+      push(`${vs}.calls_per_s`, round(r.load.perSecond), 'calls/s', round(p.load.perSecond), ratio(r.load.perSecond, p.load.perSecond), {
+        ...params,
+        note: 'goal: ratio >= 2',
+      });
+      push(`${vs}.p50_ms`, round(r.load.p50, 2), 'ms', round(p.load.p50, 2), ratio(p.load.p50, r.load.p50), {
+        ...params,
+        p99: [round(r.load.p99, 2), round(p.load.p99, 2)],
+      });
+      push(`${vs}.cpu_us_per_call`, round(r.cpuUsPerCall), 'µs', round(p.cpuUsPerCall), ratio(p.cpuUsPerCall, r.cpuUsPerCall), {
+        ...params,
+        processOnly: [round(r.processCpuUsPerCall), round(p.processCpuUsPerCall)],
+        note: 'whole serving tree: proxy + its server process(es); processOnly = the proxy process alone',
+      });
+      push(`${vs}.peak_rss_tree`, mib(r.peak.tree), 'MiB', mib(p.peak.tree), ratio(p.peak.tree, r.peak.tree), {
+        ...params,
+        processOnly: [mib(r.peak.root), mib(p.peak.root)],
+        note: 'whole serving tree; processOnly = the proxy process alone',
+      });
+    }
+    const pa = after.get(peer.name)!;
+    push(`${vs}.rss_after_tree`, mib(a.tree), 'MiB', mib(pa.tree), ratio(pa.tree, a.tree), {
+      peer: version,
+      processOnly: [mib(a.root), mib(pa.root)],
+      idleTree: [mib(ours.idle!.tree), mib(peer.idle!.tree)],
+      note: 'every session closed, 2 s later',
+    });
+  }
+}

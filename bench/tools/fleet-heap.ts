@@ -1,0 +1,168 @@
+/**
+ * What the gateway's heap holds per ready device, by constructor: deterministic (heap bytes do not depend
+ * on the machine's load), for issue 21's fleet rows.
+ *   nice -n 10 npx tsx bench/tools/fleet-heap.ts [devices=2000] [top=30] [--dist]
+ * Starts the gateway from sources (as the bench does; under tsx every named arrow function carries a
+ * `name` property, 256 B of dictionary each), or with --dist the compiled gateway as `npm start` runs it
+ * (build it first: npx tsc -b tsconfig.build.json), and one fleet process; connects a few devices first
+ * (one-time costs: page cache, compiled code), snapshots after GC, connects `devices` more, snapshots again,
+ * and prints the difference per device (self size and count by node type and constructor name), plus
+ * process.memoryUsage() after GC at both points, and the gateway's process CPU per ready device while the
+ * devices connected (utime + stime; much less load-dependent than devices per second). --profile writes
+ * the gateway's CPU profile of that window (the sampler's cost is in the CPU figure then) to
+ * bench/results/prof/fleet-heap-{tsx,dist}.cpuprofile (read it with bench/tools/top-self.ts).
+ */
+import { fork } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { measured } from '../lib/cpu.js';
+import { PROBE_JS } from './heap-probe.js';
+import { Fleet } from '../scenarios/env.js';
+import { Proc, freePort, spawnTs, stopAll, type Reply } from '../lib/procs.js';
+
+interface Snapshot {
+  snapshot: { meta: { node_fields: string[]; node_types: [string[], ...unknown[]]; edge_fields: string[]; edge_types: [string[], ...unknown[]] } };
+  nodes: number[];
+  edges: number[];
+  strings: string[];
+}
+type Mem = NodeJS.MemoryUsage;
+
+type Tally = Map<string, { size: number; count: number }>;
+
+function add(t: Tally, key: string, size: number): void {
+  const e = t.get(key) ?? { size: 0, count: 0 };
+  e.size += size;
+  e.count++;
+  t.set(key, e);
+}
+
+/**
+ * Self size and count by "type:name" (closures by their function name, strings and arrays by type), and
+ * the same by what holds each node: "owner's key ← edge name", the owner named by its own key.
+ */
+function byConstructor(file: string): { own: Tally; held: Tally } {
+  const s = JSON.parse(readFileSync(file, 'utf8')) as Snapshot;
+  const f = s.snapshot.meta.node_fields;
+  const types = s.snapshot.meta.node_types[0];
+  const [iType, iName, iSize, iEdges, width] = [f.indexOf('type'), f.indexOf('name'), f.indexOf('self_size'), f.indexOf('edge_count'), f.length];
+  const ef = s.snapshot.meta.edge_fields;
+  const etypes = s.snapshot.meta.edge_types[0];
+  const [eType, eName, eTo, ewidth] = [ef.indexOf('type'), ef.indexOf('name_or_index'), ef.indexOf('to_node'), ef.length];
+  const keyOf = (i: number) => {
+    const type = types[s.nodes[i + iType]!]!;
+    const plain = type === 'string' || type === 'concatenated string' || type === 'sliced string' || type === 'number';
+    const name = plain ? '' : s.strings[s.nodes[i + iName]!]!;
+    return `${type}:${name.length > 50 ? name.slice(0, 50) : name}`;
+  };
+  const own: Tally = new Map();
+  const holder = new Map<number, string>();
+  for (let i = 0, e = 0; i < s.nodes.length; i += width) {
+    const key = keyOf(i);
+    add(own, key, s.nodes[i + iSize]!);
+    for (let k = 0; k < s.nodes[i + iEdges]!; k++, e += ewidth) {
+      const et = etypes[s.edges[e + eType]!]!;
+      if (et === 'weak' || et === 'shortcut') continue;
+      const to = s.edges[e + eTo]!;
+      if (holder.has(to)) continue;
+      const n = s.edges[e + eName]!;
+      const edge = et === 'element' || et === 'hidden' ? `[${et}]` : s.strings[n]!;
+      holder.set(to, `${key} ← ${edge.length > 40 ? edge.slice(0, 40) : edge}`);
+    }
+  }
+  const held: Tally = new Map();
+  for (let i = 0; i < s.nodes.length; i += width) add(held, `${keyOf(i)}  held by  ${holder.get(i) ?? '-'}`, s.nodes[i + iSize]!);
+  return { own, held };
+}
+
+const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const dist = process.argv.includes('--dist');
+const profile = process.argv.includes('--profile');
+const N = Number(args[0] ?? 2000);
+const TOP = Number(args[1] ?? 30);
+const WARM = 20;
+const dir = mkdtempSync(join(tmpdir(), 'voxgate-heap-'));
+writeFileSync(join(dir, 'config.json'), '{}');
+try {
+  const httpPort = await freePort();
+  const env = {
+    GATEWAY_HTTP_HOST: '127.0.0.1',
+    GATEWAY_HTTP_PORT: String(httpPort),
+    GATEWAY_MQTT_HOST: '127.0.0.1',
+    GATEWAY_MQTT_PORT: String(await freePort()),
+    GATEWAY_API_KEYS: 'bench-key-0123456789abcdef',
+    GATEWAY_DATA_DIR: dir,
+    GATEWAY_LOG_LEVEL: 'warn',
+    GATEWAY_CONFIG: join(dir, 'config.json'),
+    GATEWAY_WS_MAX_CONNECTIONS: String(N + 100),
+    GATEWAY_HTTP_MAX_CONNECTIONS: String(N + 300),
+    GATEWAY_HTTP_MAX_CONNECTIONS_PER_ADDRESS: String(N + 300),
+  };
+  const gateway = dist
+    ? new Proc(
+        'gateway',
+        fork('gateway/dist/main.js', [], {
+          execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`],
+          env: { ...process.env, ...env },
+          stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+          serialization: 'json',
+        }),
+      )
+    : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env });
+  const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
+  await fleet.procs[0]!.hello;
+  for (let t = Date.now(); ;) {
+    if ((await fetch(`http://127.0.0.1:${httpPort}/readyz`).catch(() => undefined))?.status === 200) break;
+    if (Date.now() - t > 120_000) throw new Error('gateway did not start');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const url = `ws://127.0.0.1:${httpPort}/xiaozhi/v1/`;
+  const connect = async (group: string, count: number, macGroup: number) => {
+    const r = await fleet.connect({ group, mode: 'device', waitFor: 'ready', transport: 'ws', url, count, macGroup, sources: [], timeoutMs: 300_000 });
+    if (!r.ok) throw new Error(`${group} did not get ready: ${JSON.stringify(r.stats)}`);
+  };
+  const snap = async (name: string) => {
+    await new Promise((r) => setTimeout(r, 1500)); // the records' batched writes (250 ms) and the sweep settle
+    const file = join(dir, `${name}.heapsnapshot`);
+    const r = await gateway.request<Reply & { mem: Mem }>({ cmd: 'snapshot', file }, 300_000);
+    return { file, mem: r.mem };
+  };
+  await connect('warm', WARM, 7);
+  const a = await snap('a');
+  const profFile = join(import.meta.dirname, `../results/prof/fleet-heap-${dist ? 'dist' : 'tsx'}.cpuprofile`);
+  if (profile) await gateway.request({ cmd: 'profile' });
+  const cpu = await measured([gateway.child.pid], () => connect('fleet', N, 5));
+  if (profile) await gateway.request({ cmd: 'profile', file: profFile }, 120_000);
+  const b = await snap('b');
+  const per = (x: number, y: number) => ((y - x) / N).toFixed(0).padStart(7);
+  process.stdout.write(`${dist ? 'compiled' : 'from sources (tsx)'}: ${N} ready devices (after ${WARM} warm-up devices), per device, after GC:\n`);
+  process.stdout.write(`  gateway CPU ${(cpu.cpu[0]! / N).toFixed(0)} µs per ready device (load average ${cpu.load.join(' -> ')})\n`);
+  process.stdout.write(
+    `  rss ${per(a.mem.rss, b.mem.rss)} B  heapUsed ${per(a.mem.heapUsed, b.mem.heapUsed)} B  external ${per(a.mem.external, b.mem.external)} B\n`,
+  );
+  const before = byConstructor(a.file);
+  const after = byConstructor(b.file);
+  const diff = (x: Tally, y: Tally) => {
+    const rows = [...y].map(([k, v]) => {
+      const o = x.get(k) ?? { size: 0, count: 0 };
+      return { k, size: (v.size - o.size) / N, count: (v.count - o.count) / N };
+    });
+    return rows.sort((p, q) => q.size - p.size);
+  };
+  const own = diff(before.own, after.own);
+  const total = own.reduce((n, r) => n + r.size, 0);
+  const print = (rows: Array<{ k: string; size: number; count: number }>) => {
+    for (const r of rows.slice(0, TOP)) process.stdout.write(`${r.size.toFixed(0).padStart(8)} B ${r.count.toFixed(2).padStart(7)}×  ${r.k}\n`);
+  };
+  process.stdout.write(`  snapshot self size ${total.toFixed(0)} B per device; top ${TOP} by bytes per device:\n`);
+  print(own);
+  process.stdout.write(`\nthe same by holder (owner's constructor ← property):\n`);
+  print(diff(before.held, after.held));
+  await fleet.close('fleet');
+  await fleet.close('warm');
+} finally {
+  await stopAll();
+  if (process.env['KEEP_SNAPSHOTS']) process.stdout.write(`snapshots kept in ${dir}\n`);
+  else rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,119 @@
+import type { AddressInfo } from 'node:net';
+import Fastify, { type FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { registerMcpEndpoint, type McpEndpoint, type McpEndpointOptions } from '../../src/facade/mcp-endpoint.js';
+import type { McpHub } from '../../src/hub/hub.js';
+import { buildHub } from '../hub/support.js';
+
+const KEY = 'sessions-test-key-0123456789abcdef';
+
+/** Subscriptions each session takes on the hub (logs, resource updates), counted as they come and go. */
+function countSubscriptions(hub: McpHub): () => number {
+  let live = 0;
+  for (const method of ['onLog', 'onResourceUpdated'] as const) {
+    const original = hub[method].bind(hub) as (fn: unknown) => () => void;
+    vi.spyOn(hub as unknown as Record<typeof method, (fn: unknown) => () => void>, method).mockImplementation((fn: unknown) => {
+      const off = original(fn);
+      live++;
+      let done = false;
+      return () => {
+        if (!done) live--;
+        done = true;
+        return off();
+      };
+    });
+  }
+  return () => live;
+}
+
+describe('/mcp sessions release what they hold when they end', () => {
+  let app: FastifyInstance | undefined;
+  let built: ReturnType<typeof buildHub> | undefined;
+  afterEach(async () => {
+    await app?.close();
+    await built?.hub.close();
+    vi.restoreAllMocks();
+    vi.useRealTimers();
+  });
+
+  async function start(options: Partial<McpEndpointOptions> = {}): Promise<{ url: URL; endpoint: McpEndpoint; subscriptions: () => number }> {
+    built = buildHub({});
+    const subscriptions = countSubscriptions(built.hub);
+    app = Fastify();
+    let endpoint!: McpEndpoint;
+    const { hub, metrics } = built;
+    await app.register(async (scope) => {
+      endpoint = await registerMcpEndpoint(scope, {
+        hub,
+        apiKeys: () => [KEY],
+        tenantOf: () => undefined,
+        log: pino({ level: 'silent' }),
+        metrics,
+        allowedOrigins: [],
+        allowedHosts: new Set(['127.0.0.1']),
+        maxSessions: 100,
+        maxSessionsPerKey: 100,
+        sessionIdleMs: 30 * 60_000,
+        version: '0.0.0',
+        bodyLimitBytes: 1024 * 1024,
+        ...options,
+      });
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    return { url: new URL(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp`), endpoint, subscriptions };
+  }
+
+  async function openSession(url: URL): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+    const transport = new StreamableHTTPClientTransport(url, { requestInit: { headers: { authorization: `Bearer ${KEY}` } } });
+    const client = new Client({ name: 'sessions-test', version: '0.0.0' });
+    await client.connect(transport);
+    // A request on the session, so that its event store holds what the answer stream sent.
+    await client.listTools();
+    return { client, transport };
+  }
+
+  it('N sessions opened and deleted leave no session, event store, key count or hub subscription behind', async () => {
+    const { url, endpoint, subscriptions } = await start();
+    const open = await Promise.all(Array.from({ length: 20 }, () => openSession(url)));
+    expect(endpoint.state()).toMatchObject({ sessions: 20, eventStores: 20, keysHolding: 1, reserved: 0 });
+    expect(endpoint.state().eventBytes).toBeGreaterThan(0);
+    expect(subscriptions()).toBe(40);
+
+    for (const { client, transport } of open) {
+      await transport.terminateSession();
+      await client.close();
+    }
+    expect(endpoint.state()).toEqual({ sessions: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 });
+    // The hub subscriptions are released when the session's server has closed (after the DELETE is answered).
+    await vi.waitFor(() => expect(subscriptions()).toBe(0));
+  });
+
+  it('sessions abandoned without DELETE are swept when idle, and release the same', async () => {
+    // The clock stands still while the sessions open (a busy machine cannot make them look idle), then jumps.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const { url, endpoint, subscriptions } = await start({ sessionIdleMs: 1000 });
+    const open = await Promise.all(Array.from({ length: 5 }, () => openSession(url)));
+    expect(endpoint.sessionCount()).toBe(5);
+    vi.setSystemTime(Date.now() + 5000);
+    await vi.waitFor(() => expect(endpoint.state()).toEqual({ sessions: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 }), {
+      timeout: 30_000,
+    });
+    await vi.waitFor(() => expect(subscriptions()).toBe(0));
+    for (const { client } of open) await client.close();
+  });
+
+  it('a refused initialize (over the per-key cap) holds nothing', async () => {
+    const { url, endpoint, subscriptions } = await start({ maxSessionsPerKey: 2 });
+    const open = await Promise.all([openSession(url), openSession(url)]);
+    await expect(openSession(url)).rejects.toThrow();
+    expect(endpoint.state()).toMatchObject({ sessions: 2, eventStores: 2, keysHolding: 1, reserved: 0 });
+    for (const { client, transport } of open) {
+      await transport.terminateSession();
+      await client.close();
+    }
+    expect(endpoint.state()).toEqual({ sessions: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 });
+    await vi.waitFor(() => expect(subscriptions()).toBe(0));
+  });
+});
