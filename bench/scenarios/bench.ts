@@ -27,7 +27,7 @@ export const GATEWAY_START_MS = 120_000;
 
 const SETTINGS = {
   full: { callS: 10, warmS: 2, fleetN: 100_000, soakS: 600, soakRate: 1000, stormCalls: 1000 },
-  quick: { callS: 1.5, warmS: 0.3, fleetN: 10_000, soakS: 20, soakRate: 500, stormCalls: 200 },
+  quick: { callS: 1.5, warmS: 0.3, fleetN: 10_000, soakS: 10, soakRate: 500, stormCalls: 200 },
   tiny: { callS: 0, warmS: 0, fleetN: 20, soakS: 2, soakRate: 50, stormCalls: 20 },
 };
 /**
