@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { LAMPS_SPEC as spec } from '../fixtures/lamps-openapi.js';
 
 interface CallBody {
   content: Array<{ type: string; text?: string }>;
@@ -12,28 +13,6 @@ interface CallBody {
 }
 const text = (b: CallBody) => b.content.map((c) => c.text ?? '').join('');
 const SECRET = 'tok-7f3a9c1e-very-secret';
-
-const spec = {
-  openapi: '3.1.0',
-  info: { title: 'Lamps', version: '1' },
-  paths: {
-    '/rooms/{room}/lamps': {
-      parameters: [{ name: 'room', in: 'path', required: true, schema: { type: 'string' } }],
-      get: {
-        operationId: 'listLamps',
-        summary: 'List the lamps of a room',
-        description: 'Only lamps that are switched on, unless all=true.',
-        parameters: [{ name: 'all', in: 'query', schema: { type: 'boolean' } }],
-      },
-      post: {
-        summary: 'Add a lamp',
-        requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/Lamp' } } } },
-      },
-    },
-    '/whoami': { get: { operationId: 'whoami', summary: 'Who the token belongs to' } },
-  },
-  components: { schemas: { Lamp: { type: 'object', properties: { name: { type: 'string' }, watts: { type: 'integer' } }, required: ['name'] } } },
-};
 
 /** The spec reader and the address rules: ../hub/openapi.test.ts, ../hub/ssrf.test.ts; here, calls through the gateway. */
 describe('OpenAPI servers, credentials and the SSRF guard', () => {

@@ -1,27 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { toolsFromOpenApi } from '../../src/hub/openapi.js';
-
-const spec = {
-  openapi: '3.1.0',
-  info: { title: 'Lamps', version: '1' },
-  paths: {
-    '/rooms/{room}/lamps': {
-      parameters: [{ name: 'room', in: 'path', required: true, schema: { type: 'string' } }],
-      get: {
-        operationId: 'listLamps',
-        summary: 'List the lamps of a room',
-        description: 'Only lamps that are switched on, unless all=true.',
-        parameters: [{ name: 'all', in: 'query', schema: { type: 'boolean' } }],
-      },
-      post: {
-        summary: 'Add a lamp',
-        requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/Lamp' } } } },
-      },
-    },
-    '/whoami': { get: { operationId: 'whoami', summary: 'Who the token belongs to' } },
-  },
-  components: { schemas: { Lamp: { type: 'object', properties: { name: { type: 'string' }, watts: { type: 'integer' } }, required: ['name'] } } },
-};
+import { LAMPS_SPEC as spec } from '../fixtures/lamps-openapi.js';
 
 describe('toolsFromOpenApi (moved from e2e/hub-openapi.test.ts)', () => {
   it('turns every operation into a tool: operationId or method_path, merged parameters, summary + description', () => {
