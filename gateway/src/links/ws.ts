@@ -29,16 +29,23 @@ export interface WsLinkOptions {
 /**
  * A device's WebSocket (the server makes these): ws reports its events through `emit`, and once the
  * connection has a session they go straight to its link, with no listener per connection (five listener
- * closures, their context and the frame guard's were ~800 B per device in a heap snapshot; one object now).
- * Other events, and the server's own 'close' listener (it keeps `wss.clients`), go through EventEmitter.
+ * closures, their context, the frame guard's, and ws's own client-tracking closure and listener table
+ * were ~1.1 KB per device in a heap snapshot; one object now). Other events go through EventEmitter.
  */
 class DeviceSocket extends WebSocket {
   /** Heard from since the heartbeat's last round (any frame, or the pong to its ping). */
   alive = true;
   link: WsDeviceLink | undefined = undefined;
+  /** The endpoint's open sockets (ws's clientTracking, without a listener per socket): left at 'close'. */
+  clients: Set<DeviceSocket> | undefined = undefined;
 
   override emit(event: string | symbol, a?: unknown, b?: unknown): boolean {
     const link = this.link;
+    if (event === 'close') {
+      this.clients?.delete(this);
+      link?.session.onClosed(`websocket closed (${a as number})`);
+      return super.emit(event, a, b);
+    }
     if (link === undefined) return super.emit(event, a, b);
     switch (event) {
       case 'message':
@@ -55,11 +62,6 @@ class DeviceSocket extends WebSocket {
       case 'error':
         link.onError(a as Error & { code?: string });
         return true;
-      case 'close': {
-        const listened = super.emit(event, a, b);
-        link.session.onClosed(`websocket closed (${a as number})`);
-        return listened;
-      }
       default:
         return super.emit(event, a, b);
     }
@@ -132,7 +134,9 @@ class WsDeviceLink implements DeviceLink {
 
 /** Device WebSocket endpoint on the HTTP server: auth at the upgrade, frames to sessions, heartbeat. */
 export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
-  const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false, WebSocket: DeviceSocket });
+  // The endpoint keeps its own set of sockets (see DeviceSocket): ws's clientTracking adds a closure per socket.
+  const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false, WebSocket: DeviceSocket, clientTracking: false });
+  const clients = new Set<DeviceSocket>();
   const base = o.path.replace(/\/+$/, '');
   const fullLog = new ThrottledLog(o.log, 'warn', REFUSAL_LOG);
 
@@ -140,8 +144,8 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     const url = new URL(req.url ?? '/', 'http://device');
     if (o.otherPath?.(url.pathname)) return; // another upgrade listener's (the MCP endpoint)
     if (url.pathname.replace(/\/+$/, '') !== base) return refuse(socket, 404, 'Not Found');
-    // handleUpgrade (no verifyClient) adds the socket to wss.clients synchronously: no burst overshoots.
-    if (wss.clients.size >= o.maxConnections) {
+    // handleUpgrade (no verifyClient) calls back synchronously, which adds the socket to `clients`: no burst overshoots.
+    if (clients.size >= o.maxConnections) {
       o.metrics.connectionsRefused.inc({ listener: 'http', reason: 'device_cap' });
       fullLog.write(
         { remote: req.socket.remoteAddress, maxConnections: o.maxConnections },
@@ -173,6 +177,8 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   };
 
   const onConnection = (ws: DeviceSocket, req: IncomingMessage, deviceId: string, clientId: string, credential: string) => {
+    ws.clients = clients;
+    clients.add(ws);
     const link = new WsDeviceLink(ws, req.socket.remoteAddress ?? '', o);
     const session = o.registry.connect({ deviceId, clientId, link, expectHello: true, credential });
     if (!session) return; // a live connection with other credentials holds this device; link closed
@@ -182,7 +188,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
 
   // One timer for every socket: a device that missed a whole round of pings is dropped.
   const heartbeat = setInterval(() => {
-    for (const ws of wss.clients) {
+    for (const ws of clients) {
       if (!ws.alive) {
         ws.terminate();
         continue;
@@ -196,11 +202,13 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   server.on('upgrade', onUpgrade);
   return {
     wss,
+    /** The device sockets open now. */
+    clients: clients as ReadonlySet<WebSocket>,
     /** Stop accepting; close every device with a close frame. */
     close(code: number, reason: string): void {
       clearInterval(heartbeat);
       server.off('upgrade', onUpgrade);
-      for (const ws of wss.clients) {
+      for (const ws of clients) {
         ws.close(code, reason);
         setTimeout(() => ws.terminate(), 1000).unref();
       }
