@@ -40,8 +40,8 @@ export interface DeviceClientDeps {
  * the catalog and queued, raw requests, notifications, and waiting for setup to finish.
  */
 export class DeviceClient {
-  /** Opened when setup is done, failed when it fails or the link closes. */
-  readonly ready = new ReadyGate();
+  /** Callers waiting for setup: made when the first one waits (most sessions are ready before anyone calls). */
+  private gate: ReadyGate | undefined;
   /** The settings' own object, shared by every session. */
   private readonly timeouts: CallTimeouts;
 
@@ -109,10 +109,20 @@ export class DeviceClient {
     if (s.state === 'ready') return Promise.resolve();
     if (s.state === 'closed') return Promise.reject(this.d.channel.offline());
     if (s.state === 'failed') return Promise.reject(this.initFailure());
-    return this.ready.wait(timeoutMs, () => {
+    return (this.gate ??= new ReadyGate()).wait(timeoutMs, () => {
       const retrying = s.setup ? `; setup step ${s.setup.step} is being retried (${s.setup.lastError})` : '';
       return new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not finish initializing within ${timeoutMs} ms${retrying}`);
     });
+  }
+
+  /** Setup is done: the waiting callers go on. */
+  openReady(): void {
+    this.gate?.open();
+  }
+
+  /** Setup failed or the link closed: the waiting callers fail with `err`. */
+  failReady(err: GatewayError): void {
+    this.gate?.fail(err);
   }
 
   initFailure(): GatewayError {

@@ -216,7 +216,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
   failAll(err: GatewayError): void {
     this.channel.failAll(err);
     this.queue.failAll(err);
-    this.client.ready.fail(err);
+    this.client.failReady(err);
   }
 
   call(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<CallOutcome> {
@@ -304,7 +304,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
       this.state = 'failed';
       this.initError = e instanceof Error ? e.message : String(e);
       this.log.warn({ err: this.initError }, 'device initialization failed');
-      this.client.ready.fail(this.client.initFailure());
+      this.client.failReady(this.client.initFailure());
       return;
     }
     if (this.state === 'closed') return;
@@ -319,7 +319,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     publishReady(this, this.initialize, catalog);
     publishCatalogIncomplete(this, listed);
     if (previous !== undefined && previous !== catalog.hash) publishToolsChanged(this, catalog, previous, 'relisted');
-    this.client.ready.open();
+    this.client.openReady();
     this.steps.scheduleVisionRefresh(this.settings.visionRefreshMs);
   }
 
