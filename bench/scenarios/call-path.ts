@@ -120,8 +120,8 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
   return perSecond;
 }
 
-/** Seconds of calls per side and shape before the first measured row (none in tiny mode). */
-const JIT_WARM_S = { full: 3, quick: 1, tiny: 0 } as const;
+/** Seconds of calls per side before the first measured row, to many devices then to one (none in tiny mode). */
+const JIT_WARM_S = { full: [3, 1], quick: [1.5, 0.5], tiny: [0, 0] } as const;
 
 /**
  * Calls through every side before the first row, many devices then one: a process runs the first calls it serves
@@ -130,12 +130,12 @@ const JIT_WARM_S = { full: 3, quick: 1, tiny: 0 } as const;
  * warm-up: its CPU per call fell row after row while the floor's stayed flat (docs/performance.md, "voicews").
  */
 async function warmUp(b: Bench, sides: Array<{ baseUrl: string; many: (n: number) => string; one: (n: number) => string; apiKey?: string }>): Promise<void> {
-  const durationS = JIT_WARM_S[b.mode];
-  if (durationS === 0) return;
+  const [manyS, oneS] = JIT_WARM_S[b.mode];
+  if (manyS === 0) return;
   for (const s of sides)
-    for (const [path, connections] of [
-      [s.many, 64],
-      [s.one, 16],
+    for (const [path, connections, durationS] of [
+      [s.many, 64, manyS],
+      [s.one, 16, oneS],
     ] as const)
       await runLoad({ baseUrl: s.baseUrl, path, body: BODY, connections, durationS, ...(s.apiKey ? { apiKey: s.apiKey } : {}) });
 }

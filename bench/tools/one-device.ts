@@ -2,7 +2,7 @@
  * The "one device, many callers" WebSocket row alone: calls to one device through the gateway against the floor's
  * serialising route (bench/floors/serial.ts) on its own device, alternating, judged by process CPU per call
  * (/proc/<pid>/stat) of the server and of the device simulator, and with `--strace` by the system calls per call.
- *   node --conditions=voxgate-source --import tsx bench/tools/one-device.ts [rounds=3] [seconds=2] [concurrency=16] [--strace] [--profile]
+ *   node --conditions=voxgate-source --import tsx bench/tools/one-device.ts [rounds=3] [seconds=2] [concurrency=16] [warm-up seconds=1] [--strace] [--profile]
  * `--profile`: a CPU profile of the gateway's last round, bench/results/prof/one-device-gateway.cpuprofile.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -19,7 +19,7 @@ import { PROBE_JS } from './heap-probe.js';
 
 const args = process.argv.slice(2);
 const flags = new Set(args.filter((a) => a.startsWith('--')));
-const [rounds = 3, seconds = 2, concurrency = 16] = args.filter((a) => /^\d/.test(a)).map(Number);
+const [rounds = 3, seconds = 2, concurrency = 16, warmS = 1] = args.filter((a) => /^\d/.test(a)).map(Number);
 const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-one-device-'));
 writeFileSync(join(dataDir, 'config.json'), '{}');
 
@@ -90,7 +90,7 @@ try {
     { name: 'floor', proc: relay as Proc, url: floorUrl, path: serialPath(2, 1), key: undefined },
   ];
   for (const s of sides)
-    await runLoad({ baseUrl: s.url, path: s.path, body: BODY, connections: concurrency, durationS: 1, ...(s.key ? { apiKey: s.key } : {}) });
+    await runLoad({ baseUrl: s.url, path: s.path, body: BODY, connections: concurrency, durationS: warmS, ...(s.key ? { apiKey: s.key } : {}) });
   const run = async (s: (typeof sides)[number]) => {
     const pids = [s.proc.child.pid, fleetPid];
     const c0 = pids.map(cpuUs);
