@@ -108,7 +108,9 @@ export class VoiceRelay implements VoiceHook {
   private closed = false;
 
   constructor(private readonly d: VoiceRelayDeps) {
-    const every = Math.max(50, Math.min(10_000, Math.floor(d.config.idleTimeoutMs / 4)));
+    // Half the period a sweep per quarter of the timeout would have: a session's last frame is stamped by the sweep
+    // after it (see endIdle), so a silent session still ends at most a quarter of the timeout (10 s at most) late.
+    const every = Math.max(25, Math.min(5_000, Math.floor(d.config.idleTimeoutMs / 8)));
     this.sweep = setInterval(() => this.endIdle(), every);
     this.sweep.unref();
   }
@@ -355,8 +357,8 @@ export class VoiceRelay implements VoiceHook {
 
   /**
    * Sessions whose audio stopped: a session that relayed a frame since the last sweep has audio as of now;
-   * one that did not ends once the last such sweep is `idleTimeoutMs` old (so idle ends come at most one
-   * sweep period, a quarter of the timeout, later than with a clock read per frame).
+   * one that did not ends once the last such sweep is `idleTimeoutMs` old (at most two sweep periods after its
+   * last frame: the frames are counted, not timed, so the relay reads no clock per frame).
    */
   private endIdle(): void {
     const now = Date.now();
