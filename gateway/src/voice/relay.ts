@@ -269,7 +269,7 @@ export class VoiceRelay implements VoiceHook {
 
   private fromUpstream(vs: VoiceSession, data: RawData, isBinary: boolean): void {
     if (vs.ended) return;
-    // ws hands a Buffer over unless it was told otherwise (binaryType) or the message came in fragments.
+    // With its default binaryType ws hands over a Buffer (fragments already joined): the usual case first.
     const buf = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
     if (isBinary) {
       if (buf.length > this.d.config.maxFrameBytes + 16) {
