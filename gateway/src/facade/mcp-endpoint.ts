@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { NodeStreamableHTTPServerTransport, toNodeHandler } from '@modelcontextprotocol/node';
-import { createMcpHandler, isInitializeRequest, type McpServer } from '@modelcontextprotocol/server';
+import type { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
+import type { McpServer } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { authenticate, type ApiCaller } from '../api/auth.js';
@@ -8,7 +8,7 @@ import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import { hostnameOf } from './allowed-hosts.js';
 import { BoundedEventStores, DEFAULT_EVENT_STORE_LIMITS, type EventStoreLimits, type SessionEventStore } from './event-store.js';
-import { buildFacadeServer } from './mcp-server.js';
+import { loadFacadeSdk, type FacadeSdk } from './sdk.js';
 
 /**
  * `/mcp`: the hub's tools, resources and prompts for any MCP client, over Streamable HTTP.
@@ -68,6 +68,13 @@ const CORS_EXPOSED_HEADERS = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenti
 
 const METADATA_PATH = '/.well-known/oauth-protected-resource';
 
+interface LoadedSdk {
+  sdk: FacadeSdk;
+  /** The SDK's handler for stateless (2026-07-28) clients and 2025 requests without a session. */
+  modern: ReturnType<FacadeSdk['createMcpHandler']>;
+  modernNode: ReturnType<FacadeSdk['toNodeHandler']>;
+}
+
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
   reply.code(status).type('application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
 
@@ -80,17 +87,24 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const counted = { session: o.metrics.mcpRequests.labels({ outcome: 'session' }), stateless: o.metrics.mcpRequests.labels({ outcome: 'stateless' }) };
   const authOf = (req: FastifyRequest) => (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller ?? {};
 
-  const modern = createMcpHandler(
-    (ctx) => {
-      const tenant = (ctx.authInfo?.extra as { tenant?: string } | undefined)?.tenant;
-      return buildFacadeServer(o.hub, tenant === undefined ? {} : { tenant }, { log, version: o.version });
-    },
-    { legacy: 'stateless', onerror: (e) => log.debug({ err: e.message }, 'mcp handler error'), maxRequestBodySize: o.bodyLimitBytes },
-  );
-  const modernNode = toNodeHandler(modern, { onerror: (e) => log.warn({ err: e.message }, 'mcp adapter error'), maxRequestBodySize: o.bodyLimitBytes });
+  /** The SDK's server side and the stateless handler, made on the first authenticated request (see sdk.ts). */
+  let loaded: LoadedSdk | undefined;
+  const load = async (): Promise<LoadedSdk> => {
+    const sdk = await loadFacadeSdk();
+    if (loaded) return loaded;
+    const modern = sdk.createMcpHandler(
+      (ctx) => {
+        const tenant = (ctx.authInfo?.extra as { tenant?: string } | undefined)?.tenant;
+        return sdk.buildFacadeServer(o.hub, tenant === undefined ? {} : { tenant }, { log, version: o.version });
+      },
+      { legacy: 'stateless', onerror: (e) => log.debug({ err: e.message }, 'mcp handler error'), maxRequestBodySize: o.bodyLimitBytes },
+    );
+    const modernNode = sdk.toNodeHandler(modern, { onerror: (e) => log.warn({ err: e.message }, 'mcp adapter error'), maxRequestBodySize: o.bodyLimitBytes });
+    return (loaded = { sdk, modern, modernNode });
+  };
 
   const offChanges = o.hub.onToolsChanged(() => {
-    modern.notify.toolsChanged();
+    loaded?.modern.notify.toolsChanged();
     for (const s of sessions.values()) {
       try {
         s.server.sendToolListChanged();
@@ -233,6 +247,15 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       );
       return rpcError(reply, 401, -32001, `Unauthorized: ${description}`);
     }
+    // Loaded: no await on the hot path; the first request waits for the load.
+    let mcp: LoadedSdk;
+    try {
+      mcp = loaded ?? (await load());
+    } catch (e) {
+      o.metrics.mcpRequests.inc({ outcome: 'unavailable' });
+      log.error({ err: (e as Error).message }, 'mcp request refused: the MCP server code cannot be loaded');
+      return rpcError(reply, 503, -32603, 'The MCP endpoint is unavailable: its server code could not be loaded (see the gateway log)');
+    }
     (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller = caller;
     // The SDK reads `req.auth` as the request's authInfo: the tenant only, never the key itself.
     (req.raw as { auth?: unknown }).auth = { token: '[REDACTED]', clientId: caller.tenant ?? '', scopes: [], extra: { tenant: caller.tenant } };
@@ -250,7 +273,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       await s.transport.handleRequest(req.raw, reply.raw, req.body);
       return reply;
     }
-    if (req.method === 'POST' && isInitializeRequest(req.body)) {
+    if (req.method === 'POST' && mcp.sdk.isInitializeRequest(req.body)) {
       const keyFingerprint = fingerprint(caller, req.headers.authorization);
       if ((perKey.get(keyFingerprint) ?? 0) >= o.maxSessionsPerKey) {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit_key' });
@@ -273,8 +296,8 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       let registered = false;
       const events = eventStores.forSession();
       try {
-        const server = buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
-        const transport: NodeStreamableHTTPServerTransport = new NodeStreamableHTTPServerTransport({
+        const server = mcp.sdk.buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
+        const transport: NodeStreamableHTTPServerTransport = new mcp.sdk.NodeStreamableHTTPServerTransport({
           sessionIdGenerator: () => randomUUID(),
           // SSE events carry ids (and a retry hint): a dropped stream resumes with Last-Event-ID.
           eventStore: events,
@@ -305,7 +328,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     }
     counted.stateless.inc();
     reply.hijack();
-    await modernNode(req.raw, reply.raw, req.body);
+    await mcp.modernNode(req.raw, reply.raw, req.body);
     return reply;
   };
 
@@ -346,7 +369,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       clearInterval(sweeper);
       offChanges();
       await Promise.allSettled([...sessions.keys()].map((id) => closeSession(id, 'shutdown')));
-      await modern.close();
+      await loaded?.modern.close();
     },
   };
   // Open SSE streams end before the server closes its connections (fastify runs preClose first).
