@@ -7,6 +7,7 @@ import { authenticate, type ApiCaller } from '../api/auth.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import { hostnameOf } from './allowed-hosts.js';
+import { DeferredHeaders } from './deferred-headers.js';
 import { BoundedEventStores, DEFAULT_EVENT_STORE_LIMITS, type EventStoreLimits, type SessionEventStore } from './event-store.js';
 import { loadFacadeSdk, type FacadeSdk } from './sdk.js';
 
@@ -83,6 +84,11 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const log = o.log.child({ component: 'mcp-endpoint' });
   const sessions = new Map<string, Session>();
   const eventStores = new BoundedEventStores({ ...DEFAULT_EVENT_STORE_LIMITS, ...o.eventStore });
+  // A POST's SSE answer leaves with its headers in one write (deferred-headers.ts); GET streams flush at once.
+  const headers = new DeferredHeaders();
+  const deferHeaders = (req: FastifyRequest, reply: FastifyReply) => {
+    if (req.method === 'POST') headers.defer(reply.raw);
+  };
   // The counters every session request and stateless request bumps, bound once (no label lookup per request).
   const counted = { session: o.metrics.mcpRequests.labels({ outcome: 'session' }), stateless: o.metrics.mcpRequests.labels({ outcome: 'stateless' }) };
   const authOf = (req: FastifyRequest) => (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller ?? {};
@@ -270,6 +276,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       s.lastUsed = Date.now();
       counted.session.inc();
       reply.hijack();
+      deferHeaders(req, reply);
       await s.transport.handleRequest(req.raw, reply.raw, req.body);
       return reply;
     }
@@ -316,6 +323,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
         await server.connect(transport);
         o.metrics.mcpRequests.inc({ outcome: 'initialize' });
         reply.hijack();
+        deferHeaders(req, reply);
         await transport.handleRequest(req.raw, reply.raw, req.body);
       } finally {
         if (!registered) {
@@ -328,6 +336,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     }
     counted.stateless.inc();
     reply.hijack();
+    deferHeaders(req, reply);
     await mcp.modernNode(req.raw, reply.raw, req.body);
     return reply;
   };
@@ -367,6 +376,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     state: () => ({ sessions: sessions.size, eventStores: eventStores.sessionCount(), eventBytes: eventStores.bytes(), keysHolding: perKey.size, reserved }),
     async close() {
       clearInterval(sweeper);
+      headers.close();
       offChanges();
       await Promise.allSettled([...sessions.keys()].map((id) => closeSession(id, 'shutdown')));
       await loaded?.modern.close();
