@@ -222,10 +222,9 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const tls =
     certFile !== undefined && keyFile !== undefined ? new TlsCertificates({ certFile, keyFile, caFile }, log.child({ component: 'tls' }), metrics) : undefined;
   // The cluster's code (and the NATS client under it) loads only when the cluster is on.
-  const clusterLink = config.cluster.enabled
-    ? await (
-        await import('./cluster/cluster.js')
-      ).connectCluster(config.cluster, {
+  const clusterCode = config.cluster.enabled ? await import('./cluster/cluster.js') : undefined;
+  const clusterLink = clusterCode
+    ? await clusterCode.connectCluster(config.cluster, {
         log,
         metricsRegistry: metrics.registry,
         replayLimit: config.events.bufferSize,
@@ -378,9 +377,8 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   });
   life.defer('device websockets', () => closeWs('start failed'));
   // Joined before the listeners open, so the first device's presence reaches the other instances.
-  const cluster = core.clusterLink
-    ? await (await import('./cluster/cluster.js')).startCluster(core.clusterLink, { calls: config.calls, registry, bus })
-    : undefined;
+  const clusterCode = core.clusterLink ? await import('./cluster/cluster.js') : undefined;
+  const cluster = core.clusterLink && clusterCode ? await clusterCode.startCluster(core.clusterLink, { calls: config.calls, registry, bus }) : undefined;
   if (cluster) {
     directory.attach(cluster.devices);
     life.defer('cluster', () => cluster.close());
