@@ -91,7 +91,9 @@ async function oneRun(i: number): Promise<void> {
     env.GATEWAY_CONFIG = join(dir, 'config.json');
   }
   if (listModules) env.IDLE_MEM_MODULES = '1';
-  const child = fork(join(ROOT, 'gateway/dist/main.js'), [], {
+  // IDLE_MEM_ROOT: another checkout's build (a before/after comparison in the same conditions).
+  const root = process.env.IDLE_MEM_ROOT ?? ROOT;
+  const child = fork(join(root, 'gateway/dist/main.js'), [], {
     cwd: ROOT,
     execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
     env: { ...process.env, ...env },
