@@ -15,7 +15,14 @@ interface Answer {
   message: { result?: unknown; error?: unknown } | null;
 }
 
-export class McpLoadSession {
+/** What the load drives: an MCP session over Streamable HTTP, or a logical one on a direct stdio pipe (mcp-direct.ts). */
+export interface LoadSession {
+  open(): Promise<void>;
+  call(name: string, args: Record<string, unknown>): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class McpLoadSession implements LoadSession {
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 1 });
   private sessionId: string | undefined;
   private nextId = 1;
@@ -115,7 +122,7 @@ export interface McpLoadResult {
 }
 
 /** Every session calls the tool back to back for `seconds`; latencies in ms. */
-export async function runMcpLoad(sessions: readonly McpLoadSession[], tool: string, args: Record<string, unknown>, seconds: number): Promise<McpLoadResult> {
+export async function runMcpLoad(sessions: readonly LoadSession[], tool: string, args: Record<string, unknown>, seconds: number): Promise<McpLoadResult> {
   const lat: number[] = [];
   let failed = 0;
   let firstError: string | undefined;

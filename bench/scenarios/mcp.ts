@@ -3,7 +3,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
-import { McpLoadSession, runMcpLoad, summarize, type McpLoadResult } from '../lib/mcp-load.js';
+import { DirectStdioServer } from '../lib/mcp-direct.js';
+import { McpLoadSession, runMcpLoad, summarize, type LoadSession, type McpLoadResult } from '../lib/mcp-load.js';
 import { installPeers, PEER_VERSIONS, startPeer, stopPeer, type PeerName } from '../lib/mcp-peers.js';
 import { cpuOf, rssSampler, treePids, treeRss } from '../lib/proc-tree.js';
 import { spawnGateway } from '../lib/compiled.js';
@@ -30,9 +31,9 @@ const EVERYTHING = (() => {
 })();
 
 interface Served {
-  name: 'voxgate' | PeerName;
-  url: URL;
-  headers: Record<string, string>;
+  /** `direct`: the stdio server with no proxy (a raw client on its pipe): the ceiling, not a peer. */
+  name: 'voxgate' | PeerName | 'direct';
+  session: () => LoadSession;
   tool: string;
   pid: number;
   idle?: { root: number; tree: number };
@@ -74,7 +75,9 @@ export async function mcpScenarios(b: Bench, dataDir: string): Promise<void> {
     nodeArgs: b.profile && b.only.has('mcp') ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
   });
   const peers: Array<{ name: PeerName; child: ChildProcess }> = [];
+  let direct: DirectStdioServer | undefined;
   const notes: string[] = [`gateway ${how}`];
+  const mcpUrl = new URL(`http://127.0.0.1:${httpPort}/mcp`);
   try {
     const served: Served[] = [];
     const server = [process.execPath, EVERYTHING.bin, 'stdio'];
@@ -86,19 +89,23 @@ export async function mcpScenarios(b: Bench, dataDir: string): Promise<void> {
         const port = await freePort();
         const child = startPeer(name, got.bins[name]!, port, server);
         peers.push({ name, child });
-        served.push({ name, url: new URL(`http://127.0.0.1:${port}/mcp`), headers: {}, tool: 'echo', pid: child.pid! });
+        const url = new URL(`http://127.0.0.1:${port}/mcp`);
+        served.push({ name, session: () => new McpLoadSession(url), tool: 'echo', pid: child.pid! });
       }
+      direct = new DirectStdioServer(server);
+      const d = direct;
+      await d.open().catch((e: unknown) => notes.push(`direct stdio client: ${(e as Error).message}`));
+      served.push({ name: 'direct', session: () => d.session(), tool: 'echo', pid: d.pid });
     }
     const voxgate: Served = {
       name: 'voxgate',
-      url: new URL(`http://127.0.0.1:${httpPort}/mcp`),
-      headers: { authorization: `Bearer ${API_KEY}` },
+      session: () => new McpLoadSession(mcpUrl, { authorization: `Bearer ${API_KEY}` }),
       tool: 'mcp__everything__echo',
       pid: gateway.child.pid!,
     };
     await until(
       'the mcp gateway to be ready',
-      async () => (await fetch(`${voxgate.url.origin}/readyz`).catch(() => undefined))?.status === 200,
+      async () => (await fetch(`${mcpUrl.origin}/readyz`).catch(() => undefined))?.status === 200,
       GATEWAY_START_MS,
       100,
     );
@@ -124,13 +131,13 @@ export async function mcpScenarios(b: Bench, dataDir: string): Promise<void> {
     report(b, systems, rows, after, s.concurrency);
   } finally {
     for (const n of notes) b.log(`mcp: ${n}`);
-    await Promise.all([gateway.stop(10_000), ...peers.map((p) => stopPeer(p.child))]);
+    await Promise.all([gateway.stop(10_000), ...peers.map((p) => stopPeer(p.child)), direct?.stop()]);
   }
 }
 
 /** One session opened, one call answered, the session closed: the system serves. */
 async function probe(sys: Served): Promise<boolean> {
-  const session = new McpLoadSession(sys.url, sys.headers);
+  const session = sys.session();
   try {
     await session.open();
     await session.call(sys.tool, ECHO_ARGS);
@@ -144,7 +151,7 @@ async function probe(sys: Served): Promise<boolean> {
 
 interface Slot {
   sys: Served;
-  sessions: McpLoadSession[];
+  sessions: LoadSession[];
   pids: number[];
   runs: McpLoadResult[];
   cpu: number;
@@ -173,7 +180,7 @@ async function measureRows(b: Bench, systems: readonly Served[], c: number, s: (
       slots.push(slot);
       try {
         for (let i = 0; i < c; i += 10) {
-          const batch = Array.from({ length: Math.min(10, c - i) }, () => new McpLoadSession(sys.url, sys.headers));
+          const batch = Array.from({ length: Math.min(10, c - i) }, () => sys.session());
           slot.sessions.push(...batch);
           await Promise.all(batch.map((x) => x.open()));
         }
@@ -243,10 +250,25 @@ function report(
       load: r.loadAvg,
     });
   }
+  // The server with no proxy in front: the ceiling. Ratio = Voxgate's share of it (1 = the proxy costs nothing).
+  if (systems.some((x) => x.name === 'direct'))
+    for (const c of concurrency) {
+      const r = rows.get(`voxgate/${c}`)!;
+      const d = rows.get(`direct/${c}`);
+      if (!d) continue;
+      push('mcp.direct_stdio.calls_per_s', round(r.load.perSecond), 'calls/s', round(d.load.perSecond), ratio(r.load.perSecond, d.load.perSecond), {
+        concurrency: c,
+        p50Ms: [round(r.load.p50, 2), round(d.load.p50, 2)],
+        serverCpuUsPerCall: [round(r.cpuUsPerCall - r.processCpuUsPerCall), round(d.cpuUsPerCall)],
+        gatewayCpuUsPerCall: round(r.processCpuUsPerCall),
+        load: [r.loadAvg[0], d.loadAvg[1]],
+        note: 'floor = the stdio server driven directly on its pipe (no proxy): the ceiling of any proxy in front of it',
+      });
+    }
   const a = after.get('voxgate')!;
   push('mcp.rss_after', mib(a.root), 'MiB', null, null, { treeMiB: mib(a.tree), note: 'every session closed, 2 s later, no forced GC' });
   // Against each peer: ratio >= 1 means Voxgate is ahead (faster, or lighter); goal >= 2 on calls/s.
-  for (const peer of systems.slice(1)) {
+  for (const peer of systems.slice(1).filter((x) => x.name !== 'direct')) {
     const vs = `mcp.vs_${peer.name}`;
     const version = `${peer.name}@${PEER_VERSIONS[peer.name as PeerName]}`;
     for (const c of concurrency) {

@@ -7,7 +7,7 @@ import { startMetricsListener } from './api/health.js';
 import { eventFilterFor } from './api/device-scope.js';
 import { createHttp } from './api/start.js';
 import { Assistant } from './assistant/assistant.js';
-import { connectCluster, startCluster, type Cluster, type ClusterConnection } from './cluster/cluster.js';
+import type { Cluster, ClusterConnection } from './cluster/cluster.js';
 import type { Config } from './config.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
 import { type FleetDirectory, type DeviceDirectory } from './devices/directory.js';
@@ -221,8 +221,10 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const { certFile, keyFile, caFile } = config.tls;
   const tls =
     certFile !== undefined && keyFile !== undefined ? new TlsCertificates({ certFile, keyFile, caFile }, log.child({ component: 'tls' }), metrics) : undefined;
-  const clusterLink = config.cluster.enabled
-    ? await connectCluster(config.cluster, {
+  // The cluster's code (and the NATS client under it) loads only when the cluster is on.
+  const clusterCode = config.cluster.enabled ? await import('./cluster/cluster.js') : undefined;
+  const clusterLink = clusterCode
+    ? await clusterCode.connectCluster(config.cluster, {
         log,
         metricsRegistry: metrics.registry,
         replayLimit: config.events.bufferSize,
@@ -375,7 +377,8 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   });
   life.defer('device websockets', () => closeWs('start failed'));
   // Joined before the listeners open, so the first device's presence reaches the other instances.
-  const cluster = core.clusterLink ? await startCluster(core.clusterLink, { calls: config.calls, registry, bus }) : undefined;
+  const clusterCode = core.clusterLink ? await import('./cluster/cluster.js') : undefined;
+  const cluster = core.clusterLink && clusterCode ? await clusterCode.startCluster(core.clusterLink, { calls: config.calls, registry, bus }) : undefined;
   if (cluster) {
     directory.attach(cluster.devices);
     life.defer('cluster', () => cluster.close());

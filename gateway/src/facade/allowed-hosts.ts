@@ -1,4 +1,3 @@
-import { localhostAllowedHostnames } from '@modelcontextprotocol/server';
 import type { HttpConfig } from '../api/config.js';
 
 /**
@@ -9,8 +8,11 @@ import type { HttpConfig } from '../api/config.js';
  */
 const WILDCARD = new Set(['0.0.0.0', '::', '[::]', '']);
 
+/** The loopback names, as the SDK's `localhostAllowedHostnames()` lists them (not imported: the SDK loads on the first /mcp request). */
+const LOOPBACK = ['localhost', '127.0.0.1', '[::1]'];
+
 export function mcpAllowedHosts(http: Pick<HttpConfig, 'host' | 'publicUrl'>, allowedHosts: readonly string[]): Set<string> {
-  const out = new Set(localhostAllowedHostnames());
+  const out = new Set(LOOPBACK);
   const listen = bracketed(http.host.toLowerCase());
   if (!WILDCARD.has(listen)) out.add(listen);
   if (http.publicUrl) out.add(new URL(http.publicUrl).hostname.toLowerCase());

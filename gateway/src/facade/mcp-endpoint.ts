@@ -1,14 +1,15 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { NodeStreamableHTTPServerTransport, toNodeHandler } from '@modelcontextprotocol/node';
-import { createMcpHandler, isInitializeRequest, type McpServer } from '@modelcontextprotocol/server';
+import type { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
+import type { McpServer } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { authenticate, type ApiCaller } from '../api/auth.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import { hostnameOf } from './allowed-hosts.js';
+import { DeferredHeaders } from './deferred-headers.js';
 import { BoundedEventStores, DEFAULT_EVENT_STORE_LIMITS, type EventStoreLimits, type SessionEventStore } from './event-store.js';
-import { buildFacadeServer } from './mcp-server.js';
+import { loadFacadeSdk, type FacadeSdk } from './sdk.js';
 
 /**
  * `/mcp`: the hub's tools, resources and prompts for any MCP client, over Streamable HTTP.
@@ -68,6 +69,13 @@ const CORS_EXPOSED_HEADERS = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenti
 
 const METADATA_PATH = '/.well-known/oauth-protected-resource';
 
+interface LoadedSdk {
+  sdk: FacadeSdk;
+  /** The SDK's handler for stateless (2026-07-28) clients and 2025 requests without a session. */
+  modern: ReturnType<FacadeSdk['createMcpHandler']>;
+  modernNode: ReturnType<FacadeSdk['toNodeHandler']>;
+}
+
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
   reply.code(status).type('application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
 
@@ -76,21 +84,33 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const log = o.log.child({ component: 'mcp-endpoint' });
   const sessions = new Map<string, Session>();
   const eventStores = new BoundedEventStores({ ...DEFAULT_EVENT_STORE_LIMITS, ...o.eventStore });
+  // A POST's SSE answer leaves with its headers in one write (deferred-headers.ts); GET streams flush at once.
+  const headers = new DeferredHeaders();
+  const deferHeaders = (req: FastifyRequest, reply: FastifyReply) => {
+    if (req.method === 'POST') headers.defer(reply.raw);
+  };
   // The counters every session request and stateless request bumps, bound once (no label lookup per request).
   const counted = { session: o.metrics.mcpRequests.labels({ outcome: 'session' }), stateless: o.metrics.mcpRequests.labels({ outcome: 'stateless' }) };
   const authOf = (req: FastifyRequest) => (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller ?? {};
 
-  const modern = createMcpHandler(
-    (ctx) => {
-      const tenant = (ctx.authInfo?.extra as { tenant?: string } | undefined)?.tenant;
-      return buildFacadeServer(o.hub, tenant === undefined ? {} : { tenant }, { log, version: o.version });
-    },
-    { legacy: 'stateless', onerror: (e) => log.debug({ err: e.message }, 'mcp handler error'), maxRequestBodySize: o.bodyLimitBytes },
-  );
-  const modernNode = toNodeHandler(modern, { onerror: (e) => log.warn({ err: e.message }, 'mcp adapter error'), maxRequestBodySize: o.bodyLimitBytes });
+  /** The SDK's server side and the stateless handler, made on the first authenticated request (see sdk.ts). */
+  let loaded: LoadedSdk | undefined;
+  const load = async (): Promise<LoadedSdk> => {
+    const sdk = await loadFacadeSdk();
+    if (loaded) return loaded;
+    const modern = sdk.createMcpHandler(
+      (ctx) => {
+        const tenant = (ctx.authInfo?.extra as { tenant?: string } | undefined)?.tenant;
+        return sdk.buildFacadeServer(o.hub, tenant === undefined ? {} : { tenant }, { log, version: o.version });
+      },
+      { legacy: 'stateless', onerror: (e) => log.debug({ err: e.message }, 'mcp handler error'), maxRequestBodySize: o.bodyLimitBytes },
+    );
+    const modernNode = sdk.toNodeHandler(modern, { onerror: (e) => log.warn({ err: e.message }, 'mcp adapter error'), maxRequestBodySize: o.bodyLimitBytes });
+    return (loaded = { sdk, modern, modernNode });
+  };
 
   const offChanges = o.hub.onToolsChanged(() => {
-    modern.notify.toolsChanged();
+    loaded?.modern.notify.toolsChanged();
     for (const s of sessions.values()) {
       try {
         s.server.sendToolListChanged();
@@ -233,6 +253,15 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       );
       return rpcError(reply, 401, -32001, `Unauthorized: ${description}`);
     }
+    // Loaded: no await on the hot path; the first request waits for the load.
+    let mcp: LoadedSdk;
+    try {
+      mcp = loaded ?? (await load());
+    } catch (e) {
+      o.metrics.mcpRequests.inc({ outcome: 'unavailable' });
+      log.error({ err: (e as Error).message }, 'mcp request refused: the MCP server code cannot be loaded');
+      return rpcError(reply, 503, -32603, 'The MCP endpoint is unavailable: its server code could not be loaded (see the gateway log)');
+    }
     (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller = caller;
     // The SDK reads `req.auth` as the request's authInfo: the tenant only, never the key itself.
     (req.raw as { auth?: unknown }).auth = { token: '[REDACTED]', clientId: caller.tenant ?? '', scopes: [], extra: { tenant: caller.tenant } };
@@ -247,10 +276,11 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       s.lastUsed = Date.now();
       counted.session.inc();
       reply.hijack();
+      deferHeaders(req, reply);
       await s.transport.handleRequest(req.raw, reply.raw, req.body);
       return reply;
     }
-    if (req.method === 'POST' && isInitializeRequest(req.body)) {
+    if (req.method === 'POST' && mcp.sdk.isInitializeRequest(req.body)) {
       const keyFingerprint = fingerprint(caller, req.headers.authorization);
       if ((perKey.get(keyFingerprint) ?? 0) >= o.maxSessionsPerKey) {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit_key' });
@@ -273,8 +303,8 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       let registered = false;
       const events = eventStores.forSession();
       try {
-        const server = buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
-        const transport: NodeStreamableHTTPServerTransport = new NodeStreamableHTTPServerTransport({
+        const server = mcp.sdk.buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
+        const transport: NodeStreamableHTTPServerTransport = new mcp.sdk.NodeStreamableHTTPServerTransport({
           sessionIdGenerator: () => randomUUID(),
           // SSE events carry ids (and a retry hint): a dropped stream resumes with Last-Event-ID.
           eventStore: events,
@@ -293,6 +323,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
         await server.connect(transport);
         o.metrics.mcpRequests.inc({ outcome: 'initialize' });
         reply.hijack();
+        deferHeaders(req, reply);
         await transport.handleRequest(req.raw, reply.raw, req.body);
       } finally {
         if (!registered) {
@@ -305,7 +336,8 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     }
     counted.stateless.inc();
     reply.hijack();
-    await modernNode(req.raw, reply.raw, req.body);
+    deferHeaders(req, reply);
+    await mcp.modernNode(req.raw, reply.raw, req.body);
     return reply;
   };
 
@@ -344,9 +376,10 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     state: () => ({ sessions: sessions.size, eventStores: eventStores.sessionCount(), eventBytes: eventStores.bytes(), keysHolding: perKey.size, reserved }),
     async close() {
       clearInterval(sweeper);
+      headers.close();
       offChanges();
       await Promise.allSettled([...sessions.keys()].map((id) => closeSession(id, 'shutdown')));
-      await modern.close();
+      await loaded?.modern.close();
     },
   };
   // Open SSE streams end before the server closes its connections (fastify runs preClose first).

@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import { buildFacadeServer } from './mcp-server.js';
 import type { McpHub } from '../hub/hub.js';
 import { wsBounds } from '../hub/upstream/transports.js';
 import { dialWebSocket, WebSocketTransport } from '../hub/upstream/ws-transport.js';
@@ -48,7 +47,14 @@ export class FleetPublisher {
     if (this.stopped) return;
     const log = this.o.log;
     const s = this.hub.settings;
-    let ws;
+    let ws, facade;
+    try {
+      // The facade (and the MCP SDK's server side) loads on the first publish: a gateway that publishes nothing does without.
+      facade = await import('./mcp-server.js');
+    } catch (e) {
+      log.error({ err: (e as Error).message, retryInMs: this.delayMs }, 'publishing to the MCP endpoint: the MCP server code cannot be loaded');
+      return this.retry();
+    }
     try {
       // The operator chose this address: no SSRF guard (a LAN peer is the common case).
       ws = await dialWebSocket(this.target.url, {
@@ -68,7 +74,7 @@ export class FleetPublisher {
     );
     this.transport = transport;
     const caller = this.target.tenant === undefined ? {} : { tenant: this.target.tenant };
-    const server = buildFacadeServer(this.hub, caller, { log, version: this.o.version, allowedTools: this.target.allowed_tools });
+    const server = facade.buildFacadeServer(this.hub, caller, { log, version: this.o.version, allowedTools: this.target.allowed_tools });
     server.server.oninitialized = () => {
       this.served++;
       this.delayMs = this.backoff.firstMs;

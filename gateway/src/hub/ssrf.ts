@@ -2,7 +2,7 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
-import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from 'undici';
+import type { Agent, fetch as undiciFetch, RequestInit as UndiciRequestInit } from 'undici';
 
 /**
  * The SSRF guard for every outbound request the hub makes on a caller's behalf (OpenAPI tools; HTTP/SSE
@@ -140,8 +140,23 @@ export function guardedRequest(url: URL, req: OutboundRequest): Promise<Outbound
   });
 }
 
-/** Every connection it makes resolves the host through `guardedLookup`, so the checked address is the one used. */
-export const guardedDispatcher = new Agent({ connect: { lookup: guardedLookup() } });
+/**
+ * undici, loaded on the first fetch to an HTTP upstream (a gateway without one never holds it, ~6 MiB), with the
+ * dispatcher every guarded connection uses: it resolves the host through `guardedLookup`, so the checked
+ * address is the one used.
+ */
+let undici: Promise<{ fetch: typeof undiciFetch; guardedDispatcher: Agent }> | undefined;
+const loadUndici = () =>
+  (undici ??= import('undici').then(
+    (u) => ({ fetch: u.fetch, guardedDispatcher: new u.Agent({ connect: { lookup: guardedLookup() } }) }),
+    (e: unknown) => {
+      undici = undefined;
+      throw new Error(`the HTTP client (undici) could not be loaded: ${e instanceof Error ? e.message : String(e)}`);
+    },
+  ));
+
+/** The dispatcher guarded fetches use (undici loads on first use). */
+export const guardedDispatcher = async (): Promise<Agent> => (await loadUndici()).guardedDispatcher;
 
 /**
  * A `fetch` for the SDK's HTTP client transports (Streamable HTTP and SSE). The host is checked up front for a
@@ -159,8 +174,9 @@ export function guardedFetch(allowPrivateNetwork: boolean, headers: () => Record
     if (request && init?.method === undefined) options.method = request.method;
     if (request && init?.body === undefined && request.body) options.body = Buffer.from(await request.arrayBuffer());
     if (request && init?.signal === undefined) options.signal = request.signal;
-    if (!allowPrivateNetwork) options.dispatcher = guardedDispatcher;
-    return (await undiciFetch(url, options)) as unknown as Response;
+    const u = await loadUndici();
+    if (!allowPrivateNetwork) options.dispatcher = u.guardedDispatcher;
+    return (await u.fetch(url, options)) as unknown as Response;
   };
 }
 

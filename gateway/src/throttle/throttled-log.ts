@@ -1,4 +1,4 @@
-import { LRUCache } from 'lru-cache';
+import { BoundedLru } from './bounded-lru.js';
 
 export interface ThrottleOptions {
   /** Lines written per window and key; past it lines are only counted. */
@@ -26,7 +26,7 @@ interface Window {
  * their number as `suppressed`.
  */
 export class ThrottledLog {
-  private readonly windows: LRUCache<string, Window>;
+  private readonly windows: BoundedLru<string, Window>;
   private readonly now: () => number;
 
   constructor(
@@ -35,7 +35,7 @@ export class ThrottledLog {
     private readonly o: ThrottleOptions,
     now: () => number = Date.now,
   ) {
-    this.windows = new LRUCache({ max: o.maxKeys ?? 1 });
+    this.windows = new BoundedLru(o.maxKeys ?? 1);
     this.now = now;
   }
 

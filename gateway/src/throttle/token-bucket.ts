@@ -1,4 +1,4 @@
-import { LRUCache } from 'lru-cache';
+import { BoundedLru } from './bounded-lru.js';
 
 /** A token bucket's size: `ratePerSecond` sustained, up to `burst` at once. */
 export interface RateLimit {
@@ -20,13 +20,13 @@ interface Bucket {
  * forgotten (evicted, or `forget`) starts again with a full bucket.
  */
 export class KeyedTokenBucket {
-  private readonly buckets: LRUCache<string, Bucket>;
+  private readonly buckets: BoundedLru<string, Bucket>;
 
   constructor(
     private readonly limit: RateLimit,
     o: { maxKeys: number; now?: () => number },
   ) {
-    this.buckets = new LRUCache({ max: o.maxKeys });
+    this.buckets = new BoundedLru(o.maxKeys);
     this.now = o.now ?? Date.now;
   }
 

@@ -23,7 +23,7 @@ describe('SSRF guard for HTTP and SSE upstreams', () => {
 
   it('checks the address inside the connection itself, so a re-resolved name cannot slip through', async () => {
     // The dispatcher alone (no up-front check): `localhost` resolves to loopback at connect time and is refused.
-    await expect(undiciFetch(`http://localhost:${port}/`, { dispatcher: guardedDispatcher })).rejects.toMatchObject({ cause: { name: 'SsrfError' } });
+    await expect(undiciFetch(`http://localhost:${port}/`, { dispatcher: await guardedDispatcher() })).rejects.toMatchObject({ cause: { name: 'SsrfError' } });
     // Control: the same request without the guard reaches the server.
     expect(await (await undiciFetch(`http://localhost:${port}/`)).text()).toBe('ok');
   });
