@@ -34,7 +34,7 @@ export class DeadlineQueue<T extends Due> {
     const last = a.pop();
     if (a.length === 0 || last === undefined) return top;
     a[0] = last;
-    for (let i = 0; ; ) {
+    for (let i = 0; ;) {
       const l = 2 * i + 1;
       const r = l + 1;
       let m = i;

@@ -225,7 +225,7 @@ export class EncoderPool {
     const q = this.queues.get(b);
     if (!q || !b.alive || this.closed) return;
     const batch: PoolJob[] = [];
-    for (let room = b.room(); room > 0 && q.size > 0; ) {
+    for (let room = b.room(); room > 0 && q.size > 0;) {
       const job = q.pop()!;
       if (job.cancelled || job.encoder.freed) {
         job.settle(undefined);
@@ -277,7 +277,8 @@ export class EncoderPool {
       w.quiet = 0;
     }
     if (w.late > 0) w.quiet = 0;
-    if (w.encoded > 0 || change) this.o.observe?.({ encoded: w.encoded, late: w.late, codecUs: w.codecUs, complexity: this.current, ...(change ? { change } : {}) });
+    if (w.encoded > 0 || change)
+      this.o.observe?.({ encoded: w.encoded, late: w.late, codecUs: w.codecUs, complexity: this.current, ...(change ? { change } : {}) });
     w.encoded = 0;
     w.late = 0;
     w.codecUs = 0;

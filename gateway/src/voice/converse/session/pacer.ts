@@ -15,9 +15,7 @@ import type { EncodeJob, ScheduledEncoder } from '../contracts.js';
  * main thread); either way no whole sentence is encoded in one go while every other device's frames wait.
  */
 export type PacedItem =
-  | { kind: 'frame'; opus: Uint8Array | (() => Uint8Array) }
-  | { kind: 'pcm'; pcm: Int16Array; encoder: ScheduledEncoder }
-  | { kind: 'json'; message: object };
+  { kind: 'frame'; opus: Uint8Array | (() => Uint8Array) } | { kind: 'pcm'; pcm: Int16Array; encoder: ScheduledEncoder } | { kind: 'json'; message: object };
 
 type Queued = { kind: 'frame'; opus: Uint8Array | (() => Uint8Array) } | { kind: 'job'; job: EncodeJob } | { kind: 'json'; message: object };
 
