@@ -184,6 +184,32 @@ describe('EncoderProcess', () => {
     dec.free();
   });
 
+  it('orders the frames it holds earliest deadline first across devices, and drops cancelled ones', async () => {
+    let proc!: EncoderProcess;
+    const pool = new EncoderPool({ complexity: 5, adaptive: false, backends: (hooks) => [(proc = new EncoderProcess(hooks, log))] });
+    pools.push(pool);
+    const a = pool.encoder(24_000, 60);
+    const b = pool.encoder(24_000, 60);
+    await settled(a.schedule(tone(0), 0));
+    // The process is held still while a's sentence reaches it, then b's urgent frame (two writes, ~60 KB: one pipe read).
+    process.kill(proc.pid!, 'SIGSTOP');
+    const order: string[] = [];
+    const aJobs = Array.from({ length: 20 }, (_, k) => a.schedule(tone(k + 1), 10_000 + k * 60));
+    await new Promise((r) => setImmediate(r));
+    const bJob = b.schedule(tone(0), 5);
+    await new Promise((r) => setImmediate(r));
+    process.kill(proc.pid!, 'SIGCONT');
+    aJobs.forEach((j, k) => j.onSettled(() => order.push(`a${k}`)));
+    bJob.onSettled(() => order.push('b'));
+    aJobs[19]!.cancel();
+    await Promise.all([...aJobs, bJob].map(settled));
+    expect(order[0]).toBe('a19'); // settled at once by the cancellation
+    expect(order[1]).toBe('b');
+    expect(order.slice(2)).toEqual(Array.from({ length: 19 }, (_, k) => `a${k}`));
+    expect(aJobs[19]!.packet).toBeUndefined();
+    expect(bJob.packet!.length).toBeGreaterThan(0);
+  });
+
   it('when the process dies, its devices go on encoding on the main thread', async () => {
     let proc!: EncoderProcess;
     const pool = new EncoderPool({ complexity: 5, adaptive: false, backends: (hooks) => [(proc = new EncoderProcess(hooks, log))] });

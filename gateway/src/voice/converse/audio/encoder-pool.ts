@@ -22,6 +22,8 @@ export class PoolJob implements EncodeJob {
   packet: Uint8Array | undefined;
   settled = false;
   cancelled = false;
+  /** The backend it was sent to (told of a cancellation: it may hold the frame in its own queue). */
+  sentTo: EncodeBackend | undefined;
   private waiters: Array<() => void> | undefined;
 
   constructor(
@@ -37,7 +39,9 @@ export class PoolJob implements EncodeJob {
   }
 
   cancel(): void {
+    if (this.cancelled || this.settled) return;
     this.cancelled = true;
+    this.sentTo?.cancel?.(this);
   }
 
   settle(packet: Uint8Array | undefined): void {
@@ -54,10 +58,15 @@ export class PoolJob implements EncodeJob {
 export interface EncodeBackend {
   readonly kind: 'inline' | 'process';
   readonly alive: boolean;
-  /** How many more jobs it takes now (a few in flight, so the deadline order is decided late). */
+  /** How many more jobs it takes now (one that orders frames itself takes many, one that does not a few). */
   room(): number;
   open(spec: EncoderSpec): void;
   send(jobs: readonly PoolJob[], complexity: number): void;
+  /** A job sent here is not wanted any more: settle it now, skip it if not yet encoded. */
+  cancel?(job: PoolJob): void;
+  /** The complexity changed: frames not yet encoded use the new one (a backend that queues frames itself). */
+  setComplexity?(complexity: number): void;
+  /** The device's encoder is closed: its frames still queued here settle without a packet. */
   free(id: number): void;
   close(): void;
 }
@@ -147,6 +156,7 @@ export class EncoderPool {
     this.now = o.now ?? (() => performance.now());
     this.current = o.complexity;
     this.backends = o.backends(this.hooks);
+    for (const b of this.backends) b.setComplexity?.(this.current);
     this.timer = setInterval(() => this.decide(), o.windowMs ?? 500);
     this.timer.unref();
   }
@@ -234,6 +244,7 @@ export class EncoderPool {
       batch.push(job);
       room--;
     }
+    for (const job of batch) job.sentTo = b;
     if (batch.length) b.send(batch, this.current);
   }
 
@@ -277,6 +288,7 @@ export class EncoderPool {
       w.quiet = 0;
     }
     if (w.late > 0) w.quiet = 0;
+    if (change) for (const b of this.backends) if (b.alive) b.setComplexity?.(this.current);
     if (w.encoded > 0 || change)
       this.o.observe?.({ encoded: w.encoded, late: w.late, codecUs: w.codecUs, complexity: this.current, ...(change ? { change } : {}) });
     w.encoded = 0;
@@ -329,6 +341,10 @@ class InlineBackend implements EncodeBackend {
   private slice(): void {
     this.scheduled = false;
     for (const { job, complexity } of this.pending.splice(0)) {
+      if (job.cancelled) {
+        job.settle(undefined);
+        continue;
+      }
       const c = this.codecs.get(job.encoder.spec.id);
       let packet: Uint8Array | undefined;
       const t = performance.now();

@@ -1,9 +1,12 @@
 /**
  * An Opus encoder process: a plain `node -e` child (the same program from sources and from dist/, no loader)
  * that loads @evan/opus (its native addon, or its WebAssembly build where there is none) and encodes the frames
- * it is sent over a pipe, in order. Messages are length-prefixed binary both ways:
+ * it is sent over a pipe. The child keeps its own queue, earliest deadline first (a device's frames keep their order:
+ * their deadlines never decrease), so it is never idle while frames wait, however slowly this process answers on a
+ * loaded machine, and the order is decided at the last moment. Messages are length-prefixed binary both ways:
  *   to the child   [u32 length][u8 op][u32 encoder id] then for op 1 (open) [u32 sample rate], op 2 (encode)
- *                  [u32 job][u8 complexity][PCM s16le], op 3 (free) nothing;
+ *                  [u32 job][f64 deadline][PCM s16le], op 3 (free) nothing, op 4 (cancel) [u32 job],
+ *                  op 5 (complexity, for every encoder from its next frame) [u8 complexity];
  *   from the child [u32 length][u32 job][u32 µs spent in the codec][packet] (an empty packet: it failed).
  * The child has no secrets (an empty environment) and exits when its stdin closes (the gateway went away).
  */
@@ -15,8 +18,10 @@ import type { BackendHooks, EncodeBackend, EncoderSpec, PoolJob } from './encode
 const OP_OPEN = 1;
 const OP_ENCODE = 2;
 const OP_FREE = 3;
-/** Frames in flight per process: enough to keep it busy, few enough that the deadline order is decided late. */
-const IN_FLIGHT = 8;
+const OP_CANCEL = 4;
+const OP_COMPLEXITY = 5;
+/** Frames queued in a process at most (~6 MB of PCM at 24 kHz); the rest wait in the pool's queue. */
+const IN_FLIGHT = 2000;
 /** The largest reply the child can send: one Opus packet (RFC 6716: 1275 bytes × 3) and its header. */
 const MAX_REPLY = 8 + 3 * 1275;
 
@@ -24,23 +29,57 @@ const CHILD_SOURCE = String.raw`'use strict';
 const opus = require(process.argv[1]);
 const encoders = new Map();
 const EMPTY = Buffer.alloc(0);
+const heap = [];
+const cancelled = new Set();
+let complexity = 5;
+let seq = 0;
 let buf = EMPTY;
+let scheduled = false;
+const before = (a, b) => a.d < b.d || (a.d === b.d && a.s < b.s);
+function push(x) {
+  heap.push(x);
+  for (let i = heap.length - 1; i > 0; ) {
+    const p = (i - 1) >> 1;
+    if (!before(heap[i], heap[p])) break;
+    [heap[i], heap[p]] = [heap[p], heap[i]];
+    i = p;
+  }
+}
+function pop() {
+  const top = heap[0];
+  const last = heap.pop();
+  if (heap.length && last) {
+    heap[0] = last;
+    for (let i = 0; ; ) {
+      const l = 2 * i + 1, r = l + 1;
+      let m = i;
+      if (l < heap.length && before(heap[l], heap[m])) m = l;
+      if (r < heap.length && before(heap[r], heap[m])) m = r;
+      if (m === i) break;
+      [heap[i], heap[m]] = [heap[m], heap[i]];
+      i = m;
+    }
+  }
+  return top;
+}
 process.stdin.on('data', (chunk) => {
   buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
-  const out = [];
   let at = 0;
   while (buf.length - at >= 4) {
     const len = buf.readUInt32LE(at);
     if (buf.length - at - 4 < len) break;
-    handle(buf.subarray(at + 4, at + 4 + len), out);
+    handle(buf.subarray(at + 4, at + 4 + len));
     at += 4 + len;
   }
   buf = at === buf.length ? EMPTY : Buffer.from(buf.subarray(at));
-  if (out.length) process.stdout.write(out.length === 1 ? out[0] : Buffer.concat(out));
+  if (heap.length && !scheduled) {
+    scheduled = true;
+    setImmediate(work);
+  }
 });
 process.stdin.on('end', () => process.exit(0));
 process.stdout.on('error', () => process.exit(0));
-function handle(m, out) {
+function handle(m) {
   const op = m[0];
   const id = m.readUInt32LE(1);
   if (op === 1) {
@@ -52,24 +91,42 @@ function handle(m, out) {
     encoders.delete(id);
     if (x && typeof x.e.drop === 'function') x.e.drop();
   } else if (op === 2) {
-    const job = m.readUInt32LE(5);
-    const c = m[9];
-    const x = encoders.get(id);
+    push({ id, job: m.readUInt32LE(5), d: m.readDoubleLE(9), s: seq++, pcm: Buffer.from(m.subarray(17)) });
+  } else if (op === 4) {
+    cancelled.add(m.readUInt32LE(5));
+  } else if (op === 5) {
+    complexity = m[5];
+  }
+}
+// Earliest deadline first, in slices of a few ms: new frames (and cancellations) are read between slices.
+function work() {
+  scheduled = false;
+  const t0 = performance.now();
+  const out = [];
+  while (heap.length && performance.now() - t0 < 4) {
+    const j = pop();
+    if (cancelled.delete(j.job)) continue;
+    const x = encoders.get(j.id);
+    if (!x) continue;
     let pkt = EMPTY;
     const t = performance.now();
-    if (x) {
-      try {
-        if (x.c !== c) { x.e.ctl(4010, c); x.c = c; }
-        pkt = x.e.encode(m.subarray(10));
-      } catch { pkt = EMPTY; }
-    }
+    try {
+      if (x.c !== complexity) { x.e.ctl(4010, complexity); x.c = complexity; }
+      pkt = x.e.encode(j.pcm);
+    } catch { pkt = EMPTY; }
     const us = Math.min(0xffffffff, Math.round((performance.now() - t) * 1000));
     const r = Buffer.allocUnsafe(12 + pkt.length);
     r.writeUInt32LE(8 + pkt.length, 0);
-    r.writeUInt32LE(job, 4);
+    r.writeUInt32LE(j.job, 4);
     r.writeUInt32LE(us, 8);
     r.set(pkt, 12);
     out.push(r);
+  }
+  if (out.length) process.stdout.write(out.length === 1 ? out[0] : Buffer.concat(out));
+  if (!heap.length) cancelled.clear();
+  if (heap.length && !scheduled) {
+    scheduled = true;
+    setImmediate(work);
   }
 }
 `;
@@ -79,6 +136,7 @@ export class EncoderProcess implements EncodeBackend {
   alive = true;
   private readonly child: ChildProcess;
   private readonly inFlight = new Map<number, PoolJob>();
+  private readonly ticket = new WeakMap<PoolJob, number>();
   private nextJob = 0;
   private input: Buffer = Buffer.alloc(0);
 
@@ -111,23 +169,46 @@ export class EncoderProcess implements EncodeBackend {
     this.write(m);
   }
 
-  send(jobs: readonly PoolJob[], complexity: number): void {
+  send(jobs: readonly PoolJob[]): void {
     const parts: Buffer[] = [];
     for (const job of jobs) {
       const n = this.nextJob;
       this.nextJob = (this.nextJob + 1) >>> 0;
       this.inFlight.set(n, job);
-      const m = header(OP_ENCODE, job.encoder.spec.id, 5 + job.pcm.byteLength);
+      this.ticket.set(job, n);
+      const m = header(OP_ENCODE, job.encoder.spec.id, 12 + job.pcm.byteLength);
       m.writeUInt32LE(n, 9);
-      m[13] = Math.max(0, Math.min(10, complexity));
-      m.set(new Uint8Array(job.pcm.buffer, job.pcm.byteOffset, job.pcm.byteLength), 14);
+      m.writeDoubleLE(job.deadline, 13);
+      m.set(new Uint8Array(job.pcm.buffer, job.pcm.byteOffset, job.pcm.byteLength), 21);
       parts.push(m);
     }
     this.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
   }
 
+  cancel(job: PoolJob): void {
+    const n = this.ticket.get(job);
+    if (n === undefined || this.inFlight.get(n) !== job) return;
+    this.inFlight.delete(n);
+    const m = header(OP_CANCEL, job.encoder.spec.id, 4);
+    m.writeUInt32LE(n, 9);
+    this.write(m);
+    job.settle(undefined);
+  }
+
+  setComplexity(complexity: number): void {
+    const m = header(OP_COMPLEXITY, 0, 1);
+    m[9] = Math.max(0, Math.min(10, Math.round(complexity)));
+    this.write(m);
+  }
+
   free(id: number): void {
     this.write(header(OP_FREE, id, 0));
+    // The child drops that encoder's queued frames without a word.
+    for (const [n, job] of this.inFlight)
+      if (job.encoder.spec.id === id) {
+        this.inFlight.delete(n);
+        job.settle(undefined);
+      }
   }
 
   close(): void {
