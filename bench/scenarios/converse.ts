@@ -100,20 +100,22 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     const many = await open(s.concurrent);
     const load0 = loadavg()[0]!;
     const lateBefore = await lateFrames(gwUrl);
+    const enc0 = await encoderCounters(gwUrl);
     await metric(gwUrl, 'voxgate_nodejs_eventloop_lag_max_seconds'); // a scrape resets the gateway's loop-delay histogram
     const benchLoop = monitorEventLoopDelay({ resolution: 10 });
     benchLoop.enable();
     const cpu0 = treeCpuUs(gateway.child.pid);
-    const enc0 = await encoderCounters(gwUrl);
+
     const t0 = performance.now();
     const results = await Promise.allSettled(many.map((d) => d.turn(utterance, 120_000)));
     const wallS = (performance.now() - t0) / 1000;
     const cpuTree = treeCpuUs(gateway.child.pid);
     const cpuMs = (cpuTree.total - cpu0.total) / 1000;
     const mainCpuMs = (cpuTree.main - cpu0.main) / 1000;
-    const enc1 = await encoderCounters(gwUrl);
     benchLoop.disable();
     const gwLoopMaxMs = (await metric(gwUrl, 'voxgate_nodejs_eventloop_lag_max_seconds')) * 1000;
+    // After the loop delay's scrape: every scrape resets the gateway's loop-delay histogram.
+    const enc1 = await encoderCounters(gwUrl);
     const lateAfter = await lateFrames(gwUrl);
     const gwLate = {
       waiting: lateAfter.waiting - lateBefore.waiting,
@@ -203,6 +205,10 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     b.log(
       `converse concurrency: ${ok.length}/${s.concurrent} answered, ${late} late of ${framesDown} frames at the devices (as sent: ${gwLate.waiting} queued in time, ${gwLate.arrived} synthesised late, ${gwLate.encoding} encoded late), max ${maxAhead} ahead; loop delay max gateway ${gwLoopMaxMs.toFixed(0)} ms, bench ${(benchLoop.max / 1e6).toFixed(0)} ms; gateway ${gwMsPerS.toFixed(2)} ms CPU per s of audio (codec ${floorMs.toFixed(2)}; main process ${mainCpuMs.toFixed(0)} ms, encoders ${(cpuMs - mainCpuMs).toFixed(0)} ms); encoder ${enc1.processes} processes, ${gwEncUs.toFixed(0)} µs/frame (native ${frameCosts.native5.toFixed(0)}, wasm ${frameCosts.wasm5.toFixed(0)} at c5 here), complexity ${enc1.complexity} at the end (${enc1.down - enc0.down} steps down)`,
     );
+    const why = [
+      ...new Set(results.flatMap((r) => (r.status === 'rejected' ? [String((r.reason as Error)?.message ?? r.reason).replace(/device \S+: /, '')] : []))),
+    ];
+    if (why.length) b.log(`converse concurrency: ${results.length - ok.length} failed: ${why.slice(0, 3).join('; ')}`);
     const turns = await metric(gwUrl, 'voxgate_voice_converse_turns_total', { outcome: 'answered' });
     if (turns < 2 * s.turns + ok.length) b.log(`converse: the gateway counted ${turns} answered turns (expected ${2 * s.turns + ok.length})`);
   } finally {
