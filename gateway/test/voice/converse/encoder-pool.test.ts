@@ -123,9 +123,16 @@ describe('EncoderPool', () => {
     let now = 0;
     const { pool, backend, changes } = fakePool({ adaptive: true, now: () => now, windowMs: 100 });
     const a = pool.encoder(24_000, 60);
-    a.schedule(frameOf(1), 50);
+    // Past its deadline but nobody waited for it (its deadline was an early estimate): not late.
+    a.schedule(frameOf(0), 50);
     await Promise.resolve();
-    now = 80; // past the frame's deadline
+    now = 80;
+    backend.finish();
+    await vi.advanceTimersByTimeAsync(100);
+    expect(pool.complexity).toBe(5);
+    // The pacer waits for this one, and it comes past its deadline.
+    a.schedule(frameOf(1), 50).onSettled(() => undefined);
+    await Promise.resolve();
     backend.finish();
     await vi.advanceTimersByTimeAsync(100);
     expect(pool.complexity).toBe(3);
@@ -145,7 +152,10 @@ describe('EncoderPool', () => {
   it('without the adaptive setting, keeps the configured complexity whatever is late', async () => {
     vi.useFakeTimers({ now: 0 });
     const { pool, backend } = fakePool({ adaptive: false, now: () => 1e9, windowMs: 100 });
-    pool.encoder(24_000, 60).schedule(frameOf(1), 0);
+    pool
+      .encoder(24_000, 60)
+      .schedule(frameOf(1), 0)
+      .onSettled(() => undefined);
     await Promise.resolve();
     backend.finish();
     await vi.advanceTimersByTimeAsync(300);

@@ -22,6 +22,8 @@ export class PoolJob implements EncodeJob {
   packet: Uint8Array | undefined;
   settled = false;
   cancelled = false;
+  /** Someone waited for it (the pacer: the frame was due and not yet encoded). */
+  awaited = false;
   /** The backend it was sent to (told of a cancellation: it may hold the frame in its own queue). */
   sentTo: EncodeBackend | undefined;
   private waiters: Array<() => void> | undefined;
@@ -34,8 +36,9 @@ export class PoolJob implements EncodeJob {
   ) {}
 
   onSettled(fn: () => void): void {
-    if (this.settled) fn();
-    else (this.waiters ??= []).push(fn);
+    if (this.settled) return fn();
+    this.awaited = true;
+    (this.waiters ??= []).push(fn);
   }
 
   cancel(): void {
@@ -81,7 +84,7 @@ export interface BackendHooks {
 export interface EncoderPoolOptions {
   /** The configured complexity (0-10): where the adaptive complexity starts and returns to. */
   complexity: number;
-  /** Drop complexity while frames miss their deadline, restore it once they do not. */
+  /** Drop complexity while frames are waited for past their deadline, restore it once they are not. */
   adaptive: boolean;
   /** The backends; empty: the main thread, in slices. */
   backends: (hooks: BackendHooks) => EncodeBackend[];
@@ -251,7 +254,8 @@ export class EncoderPool {
   private done(job: PoolJob, packet: Uint8Array | undefined, us: number): void {
     this.window.encoded++;
     this.window.codecUs += us;
-    if (this.now() > job.deadline) this.window.late++;
+    // Late: the pacer was waiting for it, past the time the device needed it (not merely past an early estimate).
+    if (job.awaited && this.now() > job.deadline) this.window.late++;
     job.settle(packet);
     this.kick(job.encoder.backend);
   }
