@@ -208,7 +208,18 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     const why = [
       ...new Set(results.flatMap((r) => (r.status === 'rejected' ? [String((r.reason as Error)?.message ?? r.reason).replace(/device \S+: /, '')] : []))),
     ];
-    if (why.length) b.log(`converse concurrency: ${results.length - ok.length} failed: ${why.slice(0, 3).join('; ')}`);
+    if (why.length) {
+      const outcomes = await Promise.all(
+        ['answered', 'failed', 'silence', 'empty_transcript', 'aborted', 'barge_in'].map(
+          async (o) => `${o} ${await metric(gwUrl, 'voxgate_voice_converse_turns_total', { outcome: o })}`,
+        ),
+      );
+      const state = `active ${await metric(gwUrl, 'voxgate_voice_converse_sessions_active')}, frames pending encoding ${await metric(gwUrl, 'voxgate_voice_converse_encoder_pending')}`;
+      const errors = await metric(gwUrl, 'voxgate_voice_converse_provider_errors_total');
+      b.log(
+        `converse concurrency: ${results.length - ok.length} failed: ${why.slice(0, 3).join('; ')} (gateway: ${outcomes.join(', ')}; ${state}; provider errors ${errors})`,
+      );
+    }
     const turns = await metric(gwUrl, 'voxgate_voice_converse_turns_total', { outcome: 'answered' });
     if (turns < 2 * s.turns + ok.length) b.log(`converse: the gateway counted ${turns} answered turns (expected ${2 * s.turns + ok.length})`);
   } finally {

@@ -49,6 +49,7 @@ function createEncoderPool(config: VoiceConfig, log: Logger, metrics: ConverseMe
       m?.late.inc(o.late);
       m?.seconds.inc(o.codecUs / 1e6);
       m?.complexity.set(o.complexity);
+      m?.pending.set(o.pending);
       m?.processes.set(pool.processes);
       if (o.change) {
         m?.complexityChanges.inc({ direction: o.change });

@@ -55,6 +55,7 @@ export function createConverseMetrics(registry: Registry) {
       help: 'Downlink frames whose encoding finished after the time the device needed them',
       registers,
     }),
+    pending: new Gauge({ name: 'voxgate_voice_converse_encoder_pending', help: 'Downlink frames queued for encoding, not yet encoded', registers }),
     processes: new Gauge({ name: 'voxgate_voice_converse_encoder_processes', help: 'Opus encoder processes alive (0: the main thread encodes)', registers }),
   };
   return {

@@ -33,6 +33,7 @@ export class PoolJob implements EncodeJob {
     readonly pcm: Int16Array,
     readonly deadline: number,
     readonly seq: number,
+    private readonly onSettle?: () => void,
   ) {}
 
   onSettled(fn: () => void): void {
@@ -51,6 +52,7 @@ export class PoolJob implements EncodeJob {
     if (this.settled) return;
     this.settled = true;
     this.packet = this.cancelled ? undefined : packet;
+    this.onSettle?.();
     const waiters = this.waiters;
     this.waiters = undefined;
     for (const w of waiters ?? []) w();
@@ -89,7 +91,7 @@ export interface EncoderPoolOptions {
   /** The backends; empty: the main thread, in slices. */
   backends: (hooks: BackendHooks) => EncodeBackend[];
   /** Per completed window: what the pool did (metrics). */
-  observe?: (o: { encoded: number; late: number; codecUs: number; complexity: number; change?: 'down' | 'up' }) => void;
+  observe?: (o: { encoded: number; late: number; codecUs: number; complexity: number; pending: number; change?: 'down' | 'up' }) => void;
   now?: () => number;
   /** How often the adaptive complexity decides (ms). */
   windowMs?: number;
@@ -145,6 +147,9 @@ export class EncoderPool {
   private readonly kicked = new Set<EncodeBackend>();
   private seq = 0;
   private nextId = 1;
+  /** Frames scheduled and not yet settled. */
+  private pending = 0;
+  private readonly settledOne = () => void this.pending--;
   private current: number;
   private readonly window = { encoded: 0, late: 0, codecUs: 0, quiet: 0 };
   private readonly timer: NodeJS.Timeout;
@@ -194,7 +199,8 @@ export class EncoderPool {
 
   /** @internal */
   enqueue(e: PooledEncoder, pcm: Int16Array, deadline: number): PoolJob {
-    const job = new PoolJob(e, pcm, deadline, this.seq++);
+    this.pending++;
+    const job = new PoolJob(e, pcm, deadline, this.seq++, this.settledOne);
     if (this.closed || e.freed) {
       job.settle(undefined);
       return job;
@@ -293,8 +299,15 @@ export class EncoderPool {
     }
     if (w.late > 0) w.quiet = 0;
     if (change) for (const b of this.backends) if (b.alive) b.setComplexity?.(this.current);
-    if (w.encoded > 0 || change)
-      this.o.observe?.({ encoded: w.encoded, late: w.late, codecUs: w.codecUs, complexity: this.current, ...(change ? { change } : {}) });
+    if (w.encoded > 0 || change || this.pending > 0)
+      this.o.observe?.({
+        encoded: w.encoded,
+        late: w.late,
+        codecUs: w.codecUs,
+        complexity: this.current,
+        pending: this.pending,
+        ...(change ? { change } : {}),
+      });
     w.encoded = 0;
     w.late = 0;
     w.codecUs = 0;
