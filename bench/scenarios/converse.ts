@@ -219,6 +219,7 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
       b.log(
         `converse concurrency: ${results.length - ok.length} failed: ${why.slice(0, 3).join('; ')} (gateway: ${outcomes.join(', ')}; ${state}; provider errors ${errors})`,
       );
+      for (const line of [...gateway.stdout, ...gateway.stderr].filter((l) => l.includes('failed')).slice(0, 3)) b.log(`  gateway: ${line.slice(0, 300)}`);
     }
     const turns = await metric(gwUrl, 'voxgate_voice_converse_turns_total', { outcome: 'answered' });
     if (turns < 2 * s.turns + ok.length) b.log(`converse: the gateway counted ${turns} answered turns (expected ${2 * s.turns + ok.length})`);
