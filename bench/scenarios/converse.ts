@@ -1,8 +1,8 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { measureAudioCost } from '../../gateway/test/voice/converse/audio-bench.js';
+import { encoderFrameCosts, measureAudioCost } from '../../gateway/test/voice/converse/audio-bench.js';
 import { startSpeechServer } from '../../gateway/test/support/speech-servers.js';
 import { startLlmServer } from '../../test/support/llm-server.js';
 import { ConversationDevice, spokenUtterance, type ListenMode, type TurnObservation, type Utterance } from '../lib/converse.js';
@@ -56,8 +56,9 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     voice: {
       mode: 'converse',
       maxSessions: s.concurrent * 2,
-      // To compare the encoder's cost: VOXGATE_BENCH_OPUS_COMPLEXITY=0..10 (default: the gateway's, 5).
-      ...(process.env['VOXGATE_BENCH_OPUS_COMPLEXITY'] ? { converse: { encoderComplexity: Number(process.env['VOXGATE_BENCH_OPUS_COMPLEXITY']) } } : {}),
+      // To compare: VOXGATE_BENCH_OPUS_COMPLEXITY=0..10 (default: the gateway's, 5), VOXGATE_BENCH_OPUS_PROCESSES=0..n
+      // (default: the gateway's, the cores less one), VOXGATE_BENCH_OPUS_ADAPTIVE=false.
+      converse: benchEncoderSettings(),
       asr: { baseUrl: speech.url, apiKeyEnv: 'VOXGATE_BENCH_LLM_KEY' },
       tts: { baseUrl: speech.url, apiKeyEnv: 'VOXGATE_BENCH_LLM_KEY' },
     },
@@ -100,18 +101,28 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     const many = await open(s.concurrent);
     const load0 = loadavg()[0]!;
     const lateBefore = await lateFrames(gwUrl);
+    const enc0 = await encoderCounters(gwUrl);
     await metric(gwUrl, 'voxgate_nodejs_eventloop_lag_max_seconds'); // a scrape resets the gateway's loop-delay histogram
     const benchLoop = monitorEventLoopDelay({ resolution: 10 });
     benchLoop.enable();
-    const cpu0 = cpuUs(gateway.child.pid);
+    const cpu0 = treeCpuUs(gateway.child.pid);
+
     const t0 = performance.now();
     const results = await Promise.allSettled(many.map((d) => d.turn(utterance, 120_000)));
     const wallS = (performance.now() - t0) / 1000;
-    const cpuMs = (cpuUs(gateway.child.pid) - cpu0) / 1000;
+    const cpuTree = treeCpuUs(gateway.child.pid);
+    const cpuMs = (cpuTree.total - cpu0.total) / 1000;
+    const mainCpuMs = (cpuTree.main - cpu0.main) / 1000;
     benchLoop.disable();
     const gwLoopMaxMs = (await metric(gwUrl, 'voxgate_nodejs_eventloop_lag_max_seconds')) * 1000;
+    // After the loop delay's scrape: every scrape resets the gateway's loop-delay histogram.
+    const enc1 = await encoderCounters(gwUrl);
     const lateAfter = await lateFrames(gwUrl);
-    const gwLate = { waiting: lateAfter.waiting - lateBefore.waiting, arrived: lateAfter.arrived - lateBefore.arrived };
+    const gwLate = {
+      waiting: lateAfter.waiting - lateBefore.waiting,
+      arrived: lateAfter.arrived - lateBefore.arrived,
+      encoding: lateAfter.encoding - lateBefore.encoding,
+    };
     const ok = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
     const late = ok.reduce((n, o) => n + o.lateFrames, 0);
     const framesDown = ok.reduce((n, o) => n + o.framesDown, 0);
@@ -130,6 +141,12 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
         failed: results.length - ok.length,
         gatewayLateWaiting: gwLate.waiting,
         gatewayLateArrived: gwLate.arrived,
+        gatewayLateEncoding: gwLate.encoding,
+        encoderProcesses: enc1.processes,
+        encoderLate: enc1.late - enc0.late,
+        encoderComplexityDown: enc1.down - enc0.down,
+        encoderComplexityUp: enc1.up - enc0.up,
+        encoderComplexityAtEnd: enc1.complexity,
         gatewayLoopDelayMaxMs: round(gwLoopMaxMs),
         benchLoopDelayMaxMs: round(benchLoop.max / 1e6),
         benchLoopDelayP99Ms: round(benchLoop.percentile(99) / 1e6),
@@ -141,6 +158,24 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     const upS = (many.length * utterance.frames.length * 60) / 1000;
     const downS = (framesDown * 60) / 1000;
     const codec = await measureAudioCost(s.audioS);
+    const frameCosts = await encoderFrameCosts(s.audioS);
+    const encFrames = enc1.frames - enc0.frames;
+    const gwEncUs = encFrames > 0 ? ((enc1.seconds - enc0.seconds) * 1e6) / encFrames : NaN;
+    b.results.push({
+      name: 'converse.encoder_us_per_frame',
+      value: round(gwEncUs),
+      unit: 'µs per 60 ms frame (24 kHz)',
+      floor: round(frameCosts.native5),
+      ratio: ratio(frameCosts.native5, gwEncUs),
+      params: {
+        framesEncoded: encFrames,
+        nativeC5: round(frameCosts.native5),
+        nativeC0: round(frameCosts.native0),
+        wasmC5: round(frameCosts.wasm5),
+        wasmC0: round(frameCosts.wasm0),
+        note: "value: the codec's own time per frame in the gateway's encoder processes during the 100-at-once phase (wall time inside the codec, so a loaded machine inflates it); floor: the native addon at complexity 5 in the bench process (CPU time); nativeC*/wasmC*: @evan/opus's native addon and WebAssembly build, complexity 5 and 0, CPU µs per frame, same run",
+      },
+    });
     const floorMs = (codec.codecDecode16k * upS + codec.codecEncode24k * downS) / (upS + downS);
     const gwMsPerS = cpuMs / (upS + downS);
     b.results.push({
@@ -155,7 +190,9 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
         downlinkS: round(downS),
         wallS: round(wallS),
         gatewayCpuMs: round(cpuMs),
-        note: 'whole gateway process (HTTP to the stand-ins, the assistant, pacing included) vs @evan/opus decode 16 kHz + encode 24 kHz alone',
+        gatewayMainProcessCpuMs: round(mainCpuMs),
+        encoderProcessesCpuMs: round(cpuMs - mainCpuMs),
+        note: 'whole gateway (its process and its encoder processes; HTTP to the stand-ins, the assistant, pacing included) vs @evan/opus decode 16 kHz + encode 24 kHz alone',
       },
     });
     b.results.push({
@@ -167,8 +204,24 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
       params: { devices: 1, note: 'in process: Voxgate decode + speech detector + encode vs the codec alone, same frames' },
     });
     b.log(
-      `converse concurrency: ${ok.length}/${s.concurrent} answered, ${late} late of ${framesDown} frames at the devices (as sent: ${gwLate.waiting} queued in time, ${gwLate.arrived} synthesised late), max ${maxAhead} ahead; loop delay max gateway ${gwLoopMaxMs.toFixed(0)} ms, bench ${(benchLoop.max / 1e6).toFixed(0)} ms; gateway ${gwMsPerS.toFixed(2)} ms CPU per s of audio (codec ${floorMs.toFixed(2)})`,
+      `converse concurrency: ${ok.length}/${s.concurrent} answered, ${late} late of ${framesDown} frames at the devices (as sent: ${gwLate.waiting} queued in time, ${gwLate.arrived} synthesised late, ${gwLate.encoding} encoded late), max ${maxAhead} ahead; loop delay max gateway ${gwLoopMaxMs.toFixed(0)} ms, bench ${(benchLoop.max / 1e6).toFixed(0)} ms; gateway ${gwMsPerS.toFixed(2)} ms CPU per s of audio (codec ${floorMs.toFixed(2)}; main process ${mainCpuMs.toFixed(0)} ms, encoders ${(cpuMs - mainCpuMs).toFixed(0)} ms); encoder ${enc1.processes} processes, ${gwEncUs.toFixed(0)} µs/frame (native ${frameCosts.native5.toFixed(0)}, wasm ${frameCosts.wasm5.toFixed(0)} at c5 here), complexity ${enc1.complexity} at the end (${enc1.down - enc0.down} steps down)`,
     );
+    const why = [
+      ...new Set(results.flatMap((r) => (r.status === 'rejected' ? [String((r.reason as Error)?.message ?? r.reason).replace(/device \S+: /, '')] : []))),
+    ];
+    if (why.length) {
+      const outcomes = await Promise.all(
+        ['answered', 'failed', 'silence', 'empty_transcript', 'aborted', 'barge_in'].map(
+          async (o) => `${o} ${await metric(gwUrl, 'voxgate_voice_converse_turns_total', { outcome: o })}`,
+        ),
+      );
+      const state = `active ${await metric(gwUrl, 'voxgate_voice_converse_sessions_active')}, frames pending encoding ${await metric(gwUrl, 'voxgate_voice_converse_encoder_pending')}`;
+      const errors = await metric(gwUrl, 'voxgate_voice_converse_provider_errors_total');
+      b.log(
+        `converse concurrency: ${results.length - ok.length} failed: ${why.slice(0, 3).join('; ')} (gateway: ${outcomes.join(', ')}; ${state}; provider errors ${errors})`,
+      );
+      for (const line of [...gateway.stdout, ...gateway.stderr].filter((l) => l.includes('failed')).slice(0, 3)) b.log(`  gateway: ${line.slice(0, 300)}`);
+    }
     const turns = await metric(gwUrl, 'voxgate_voice_converse_turns_total', { outcome: 'answered' });
     if (turns < 2 * s.turns + ok.length) b.log(`converse: the gateway counted ${turns} answered turns (expected ${2 * s.turns + ok.length})`);
   } finally {
@@ -237,9 +290,46 @@ async function latencyRows(b: Bench, one: ConversationDevice, utterance: Utteran
   );
 }
 
-async function lateFrames(gwUrl: string): Promise<{ waiting: number; arrived: number }> {
+async function lateFrames(gwUrl: string): Promise<{ waiting: number; arrived: number; encoding: number }> {
   const name = 'voxgate_voice_converse_frames_late_total';
-  return { waiting: await metric(gwUrl, name, { cause: 'waiting' }), arrived: await metric(gwUrl, name, { cause: 'arrived' }) };
+  const [waiting, arrived, encoding] = await Promise.all(['waiting', 'arrived', 'encoding'].map((cause) => metric(gwUrl, name, { cause })));
+  return { waiting: waiting!, arrived: arrived!, encoding: encoding! };
+}
+
+/** The gateway's encoder pool counters (voxgate_voice_converse_encoder_*). */
+async function encoderCounters(gwUrl: string) {
+  const m = (n: string, labels: Record<string, string> = {}) => metric(gwUrl, `voxgate_voice_converse_encoder_${n}`, labels);
+  const [frames, seconds, late, down, up, complexity, processes] = await Promise.all([
+    m('frames_total'),
+    m('seconds_total'),
+    m('late_total'),
+    m('complexity_changes_total', { direction: 'down' }),
+    m('complexity_changes_total', { direction: 'up' }),
+    m('complexity'),
+    m('processes'),
+  ]);
+  return { frames: frames!, seconds: seconds!, late: late!, down: down!, up: up!, complexity: complexity!, processes: processes! };
+}
+
+function benchEncoderSettings(): Record<string, unknown> {
+  const env = process.env;
+  return {
+    ...(env['VOXGATE_BENCH_OPUS_COMPLEXITY'] ? { encoderComplexity: Number(env['VOXGATE_BENCH_OPUS_COMPLEXITY']) } : {}),
+    ...(env['VOXGATE_BENCH_OPUS_PROCESSES'] ? { encoderProcesses: Number(env['VOXGATE_BENCH_OPUS_PROCESSES']) } : {}),
+    ...(env['VOXGATE_BENCH_OPUS_ADAPTIVE'] ? { adaptiveComplexity: env['VOXGATE_BENCH_OPUS_ADAPTIVE'] !== 'false' } : {}),
+  };
+}
+
+/** CPU of a process and of its child processes (the gateway's encoder processes), µs. */
+function treeCpuUs(pid: number | undefined): { main: number; total: number } {
+  const main = cpuUs(pid);
+  let kids: number[] = [];
+  try {
+    kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    /* not Linux, or gone */
+  }
+  return { main, total: main + kids.reduce((sum, k) => sum + (cpuUs(k) || 0), 0) };
 }
 
 function median(v: readonly number[]): number {

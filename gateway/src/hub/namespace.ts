@@ -49,6 +49,9 @@ export function deviceLabel(deviceId: string, meta: { name: string | null; room:
   return parts.join(' ');
 }
 
+/** Tenants whose tool lists are kept at once (beyond it the cache starts over). */
+const MAX_CACHED_TENANTS = 1024;
+
 export function targetKey(t: ToolTarget): string {
   return t.kind === 'server' ? `s\0${t.server}\0${t.tool}` : t.kind === 'device' ? `d\0${t.deviceId}\0${t.tool}` : `g\0${t.tool}`;
 }
@@ -65,6 +68,11 @@ export function visibleTo(u: Upstream, caller: Caller): boolean {
 export class ToolNamespace {
   private version = 0;
   private ns: { version: number; map: Map<string, ToolTarget>; byTarget: Map<string, string> } | undefined;
+  /**
+   * Each tenant's list, built once per namespace version (and servers' states, which gate `u.tools`): an assistant turn
+   * lists the tools, and 100 turns starting together must not rebuild (and rewrite every description) 100 times.
+   */
+  private listed: { version: number; states: string; byTenant: Map<string, readonly HubTool[]> } | undefined;
 
   constructor(
     private readonly upstreams: ReadonlyMap<string, Upstream>,
@@ -105,8 +113,25 @@ export class ToolNamespace {
     return this.devices.ready().filter((s) => (s.state === undefined || s.state === 'ready') && s.catalog !== undefined);
   }
 
-  /** The provider-neutral tool list for this caller: servers' tools, device tools, generic device tools. */
+  /**
+   * The provider-neutral tool list for this caller: servers' tools, device tools, generic device tools. Cached per
+   * tenant until the namespace changes (`invalidate`) or a server changes state; the entries are shared and frozen.
+   */
   tools(caller: Caller): HubTool[] {
+    const states = [...this.upstreams.values()].map((u) => u.state).join();
+    if (this.listed?.version !== this.version || this.listed.states !== states) this.listed = { version: this.version, states, byTenant: new Map() };
+    // Only the tenant decides what a caller sees (servers' `tenants`, devices' owners).
+    const key = caller.tenant === undefined ? '' : `t:${caller.tenant}`;
+    let list = this.listed.byTenant.get(key);
+    if (!list) {
+      list = this.build({ tenant: caller.tenant }).map((t) => Object.freeze(t));
+      if (this.listed.byTenant.size >= MAX_CACHED_TENANTS) this.listed.byTenant.clear();
+      this.listed.byTenant.set(key, list);
+    }
+    return list.slice();
+  }
+
+  private build(caller: Caller): HubTool[] {
     const ns = this.current();
     const out: HubTool[] = [];
     for (const u of this.upstreams.values()) {

@@ -51,11 +51,12 @@ export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Log
   const modes = new DeviceVoiceModes();
   let tenancy: DeviceTenancy = { tenantOf: () => undefined };
   let kit: ConverseKit | undefined;
-  const makeKit = o.kit ?? (() => createConverseKit(config, voiceLog));
+  const converseMetrics = createConverseMetrics(metrics.registry);
+  const makeKit = o.kit ?? (() => createConverseKit(config, voiceLog, converseMetrics));
   const converse = new Converse({
     config,
     log: voiceLog,
-    metrics: createConverseMetrics(metrics.registry),
+    metrics: converseMetrics,
     voiceMetrics,
     kit: () => (kit ??= makeKit()),
     udp,
@@ -92,6 +93,7 @@ export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Log
     close: () => {
       relay?.close();
       converse.close();
+      kit?.close?.();
       udp?.close();
     },
   };

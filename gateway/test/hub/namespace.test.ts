@@ -120,4 +120,54 @@ describe('ToolNamespace: device tools', () => {
     }
     expect(message).toBe(`"${'!'.repeat(80)}" is not a tool name`);
   });
+
+  it("builds each tenant's list once per version, and rebuilds it after a change: device gone, catalog or name changed", () => {
+    const ready: ListedDevice[] = [lamp];
+    let rebuilt = 0;
+    let room = 'Kitchen';
+    const describe = () => (rebuilt++, { name: 'Lamp', room, tags: [] });
+    const ns = namespace(ready, 'per_device', describe);
+    const first = ns.tools({});
+    const again = ns.tools({ tenant: undefined, principal: 'other-key' });
+    expect(again).toEqual(first);
+    // One build (two device tools labelled) served both callers of the same tenant.
+    expect(rebuilt).toBe(2);
+    // A copy of the list each time: a caller's array is its own; the entries are shared and frozen.
+    again.pop();
+    expect(ns.tools({})).toHaveLength(2);
+    expect(Object.isFrozen(first[0])).toBe(true);
+    // Another tenant has its own entry.
+    ns.tools({ tenant: 'acme' });
+    expect(rebuilt).toBe(4);
+    // The device's name changed (the hub invalidates on the directory's change): the label follows.
+    room = 'Hall';
+    expect(ns.tools({})[0]!.description).toContain('in Kitchen');
+    ns.invalidate();
+    expect(ns.tools({})[0]!.description).toContain('in Hall');
+    // A catalog change: the new tool is listed after invalidation.
+    ready[0] = { ...lamp, catalog: ToolCatalog.from([tool('lamp.dim', 'dim')]) };
+    ns.invalidate();
+    expect(ns.tools({}).map((t) => t.name)).toEqual(['device__020000000201__lamp_dim']);
+    // The device went away.
+    ready.pop();
+    ns.invalidate();
+    expect(ns.tools({})).toEqual([]);
+  });
+
+  it("rebuilds the list when a server's state changes (its tools are listed only while it is ready)", () => {
+    const server = {
+      state: 'ready' as string,
+      config: { name: 'wx', tenants: undefined, autoContextTools: [] as string[] },
+      get tools() {
+        return this.state === 'ready' ? this.knownTools : [];
+      },
+      knownTools: [tool('forecast', 'Forecast')],
+    };
+    const ns = new ToolNamespace(new Map([['wx', server as never]]), devicesPort([]), 'per_device');
+    expect(ns.tools({}).map((t) => t.name)).toEqual(['mcp__wx__forecast']);
+    server.state = 'failed';
+    expect(ns.tools({})).toEqual([]);
+    server.state = 'ready';
+    expect(ns.tools({}).map((t) => t.name)).toEqual(['mcp__wx__forecast']);
+  });
 });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Tenant } from '../../config/fields.js';
+import { Bool, Tenant } from '../../config/fields.js';
 import { AsrConfigSchema, TtsConfigSchema, type AsrConfig, type TtsConfig } from './providers/config.js';
 
 /**
@@ -55,6 +55,13 @@ export const converseConfigShape = {
       preRollMs: Ms(600, 5000),
       /** The downlink Opus encoder's complexity (0-10): lower costs less CPU per frame at some quality. */
       encoderComplexity: z.coerce.number().int().min(0).max(10).default(5),
+      /**
+       * Processes that encode the downlink (earliest deadline first across devices); 0: the main thread, in short slices.
+       * Default: the cores available less one (at least 1, at most 4).
+       */
+      encoderProcesses: z.coerce.number().int().min(0).max(16).optional(),
+      /** Lower the complexity while frames are encoded after the device needed them; restore it once they are not. */
+      adaptiveComplexity: Bool.default(true),
       /** Quiet after speech that sends the utterance to the recogniser before the end of speech is confirmed (0: never). */
       speculateAfterMs: z.coerce.number().int().min(0).max(5000).default(200),
       /** Conversations remembered per device (the assistant's store bounds each one's length). */
@@ -99,6 +106,8 @@ export interface ConverseConfig {
     maxQueuedFrames: number;
     preRollMs: number;
     encoderComplexity: number;
+    encoderProcesses?: number | undefined;
+    adaptiveComplexity: boolean;
     speculateAfterMs: number;
     maxRememberedDevices: number;
   };

@@ -26,7 +26,38 @@ export interface OpusEncoder {
   readonly frameSamples: number;
   /** Exactly `frameSamples` samples → one Opus packet. */
   encode(frame: Int16Array): Uint8Array;
+  /** Changes the complexity (0-10) from the next frame on, keeping the encoder's state. */
+  setComplexity?(complexity: number): void;
   free(): void;
+}
+
+/** One frame queued on a ScheduledEncoder: its packet arrives later (encoded elsewhere, earliest deadline first). */
+export interface EncodeJob {
+  /** The packet once encoded; undefined before that, and for a frame that failed or was cancelled. */
+  readonly packet: Uint8Array | undefined;
+  readonly settled: boolean;
+  /** Called once when the job settles (at once when it already has). */
+  onSettled(fn: () => void): void;
+  /** Not wanted any more (abort): skipped if not yet encoded, its packet dropped if it is. */
+  cancel(): void;
+}
+
+/**
+ * A downlink encoder whose frames are encoded off the caller's stack (another process, or the main thread in short
+ * slices), ordered across all devices by when each device needs its next frame. One device's frames encode in the
+ * order scheduled (Opus is stateful).
+ */
+export interface ScheduledEncoder {
+  readonly sampleRate: number;
+  readonly frameMs: number;
+  readonly frameSamples: number;
+  /** Exactly `frameSamples` samples; `deadlineMs` (performance.now() clock): when the device would run dry without it. */
+  schedule(frame: Int16Array, deadlineMs: number): EncodeJob;
+  free(): void;
+}
+
+export function isScheduledEncoder(e: OpusEncoder | ScheduledEncoder): e is ScheduledEncoder {
+  return typeof (e as Partial<ScheduledEncoder>).schedule === 'function';
 }
 
 /** What the end-of-speech detector decided about the audio pushed so far. */

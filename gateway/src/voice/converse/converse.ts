@@ -6,7 +6,7 @@ import type { VoiceDevice, VoiceHook } from '../../devices/voice-hook.js';
 import type { VoiceMetrics } from '../metrics.js';
 import type { UdpAudioFactory, VoiceSessionHandle } from '../relay.js';
 import type { ConverseConfig } from './config.js';
-import type { OpusDecoder, OpusEncoder, SpeechDetector, SpeechRecognizer, SpeechSynthesizer } from './contracts.js';
+import type { OpusDecoder, OpusEncoder, ScheduledEncoder, SpeechDetector, SpeechRecognizer, SpeechSynthesizer } from './contracts.js';
 import type { ConverseMetrics } from './metrics.js';
 import { ConverseSession } from './session/conversation.js';
 import { UPLINK_RATE, type SessionEvents, type TurnPort } from './session/ports.js';
@@ -18,10 +18,12 @@ export interface ConverseKit {
   asr: SpeechRecognizer;
   tts: SpeechSynthesizer;
   decoder(sampleRate: number): OpusDecoder;
-  encoder(sampleRate: number, frameMs: number): OpusEncoder;
+  encoder(sampleRate: number, frameMs: number): OpusEncoder | ScheduledEncoder;
   detector(): SpeechDetector;
   wav(pcm: Int16Array, sampleRate: number): Buffer;
   resample(pcm: Int16Array, from: number, to: number): Int16Array;
+  /** Stops what the kit runs (encoder processes). */
+  close?(): void;
 }
 
 /** The person-facing settings of one device's conversation. */

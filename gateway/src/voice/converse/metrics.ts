@@ -36,13 +36,32 @@ export function createConverseMetrics(registry: Registry) {
     name: 'voxgate_voice_converse_frames_late_total',
     help:
       "Frames sent more than one 60 ms period after the device's playback of the previous ones ran out, by cause: " +
-      'waiting (queued in time, sent late: a busy event loop) or arrived (synthesis delivered it late)',
+      'waiting (queued in time, sent late: a busy event loop), arrived (synthesis delivered it late) or encoding (its encoding finished late)',
     labelNames: ['cause'] as const,
     registers,
   });
+  const encoder = {
+    complexity: new Gauge({ name: 'voxgate_voice_converse_encoder_complexity', help: 'The Opus complexity downlink frames are encoded at now', registers }),
+    complexityChanges: new Counter({
+      name: 'voxgate_voice_converse_encoder_complexity_changes_total',
+      help: 'Adaptive complexity steps: down while frames were encoded after the device needed them, up once they were not',
+      labelNames: ['direction'] as const,
+      registers,
+    }),
+    seconds: new Counter({ name: 'voxgate_voice_converse_encoder_seconds_total', help: 'Time spent in the Opus encoder itself (all processes)', registers }),
+    frames: new Counter({ name: 'voxgate_voice_converse_encoder_frames_total', help: 'Downlink frames encoded by the encoder pool', registers }),
+    late: new Counter({
+      name: 'voxgate_voice_converse_encoder_late_total',
+      help: 'Downlink frames whose encoding finished after the time the device needed them',
+      registers,
+    }),
+    pending: new Gauge({ name: 'voxgate_voice_converse_encoder_pending', help: 'Downlink frames queued for encoding, not yet encoded', registers }),
+    processes: new Gauge({ name: 'voxgate_voice_converse_encoder_processes', help: 'Opus encoder processes alive (0: the main thread encodes)', registers }),
+  };
   return {
+    encoder,
     turns,
-    framesLate: { waiting: framesLate.labels('waiting'), arrived: framesLate.labels('arrived') },
+    framesLate: { waiting: framesLate.labels('waiting'), arrived: framesLate.labels('arrived'), encoding: framesLate.labels('encoding') },
     speculativeAsr: { used: speculative.labels('used'), aborted: speculative.labels('aborted') },
     providerErrors,
     latency,

@@ -6,6 +6,7 @@
  *
  *   npx tsx gateway/test/voice/converse/audio-bench.ts [seconds-of-audio]
  */
+import { createRequire } from 'node:module';
 import { Decoder, Encoder } from '@evan/opus';
 import { createOpusDecoder, createOpusEncoder } from '../../../src/voice/converse/audio/opus.js';
 import { resample } from '../../../src/voice/converse/audio/resample.js';
@@ -96,6 +97,39 @@ export async function measureAudioCost(seconds = 30): Promise<AudioCost> {
     encodeFrameUs: (encodeMs * 1000) / frames24.length,
     decodeFrameUs: (decodeMs * 1000) / packets.length,
   };
+}
+
+interface RawEncoder {
+  ctl(cmd: number, arg: number): number;
+  encode(pcm: Uint8Array): Uint8Array;
+}
+type RawEncoderClass = new (o: { channels: number; sample_rate: number; application: string }) => RawEncoder;
+
+/**
+ * µs of CPU per 60 ms frame at 24 kHz, in this process, for @evan/opus's native addon (what the encoder processes
+ * load) and its WebAssembly build (what a worker_thread could use: the addon crashes there), at complexity 5 and 0.
+ */
+export async function encoderFrameCosts(seconds = 10): Promise<Record<'native5' | 'native0' | 'wasm5' | 'wasm0', number>> {
+  const wav = parseWav(await espeakWav('Set the volume to forty. What is the weather like in Berlin today? It is sunny.'));
+  const s24 = tile(resample(wav.samples, wav.sampleRate, 24_000), seconds * 24_000);
+  const frames: Uint8Array[] = [];
+  for (let off = 0; off + 1440 <= s24.length; off += 1440) frames.push(new Uint8Array(s24.buffer, s24.byteOffset + off * 2, 2880));
+  const req = createRequire(import.meta.url);
+  const builds = {
+    native: req('@evan/opus/node/index.js') as { Encoder: RawEncoderClass },
+    wasm: req('@evan/opus/wasm/index.js') as { Encoder: RawEncoderClass },
+  };
+  const out: Record<string, number> = {};
+  // Twice each, interleaved, keeping the second (the first warms the JIT and the wasm tiers).
+  for (let round = 0; round < 2; round++)
+    for (const [name, lib] of Object.entries(builds))
+      for (const complexity of [5, 0]) {
+        const e = new lib.Encoder({ channels: 1, sample_rate: 24_000, application: 'voip' });
+        e.ctl(4024, 3001);
+        e.ctl(4010, complexity);
+        out[`${name}${complexity}`] = (cpuMs(() => frames.forEach((f) => e.encode(f))) * 1000) / frames.length;
+      }
+  return out as Record<'native5' | 'native0' | 'wasm5' | 'wasm0', number>;
 }
 
 if (process.argv[1]?.endsWith('audio-bench.ts')) {

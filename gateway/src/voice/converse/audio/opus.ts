@@ -81,6 +81,9 @@ export function createOpusEncoder(sampleRate: number, frameMs: number, opts: Opu
       // Copy: the addon reuses one output buffer across calls.
       return Uint8Array.from(enc.encode(frame));
     },
+    setComplexity(complexity: number) {
+      enc?.ctl(SET_COMPLEXITY, Math.max(0, Math.min(10, Math.round(complexity))));
+    },
     free() {
       if (enc) release(enc);
       enc = undefined;

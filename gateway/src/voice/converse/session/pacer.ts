@@ -7,12 +7,20 @@
  * with the audio they announce. Bounded: `push` waits while the queue is full. Frames may be queued unencoded
  * (see PacedItem): Opus encoders are stateful, and the queue's order is the encoder's order.
  */
+import type { EncodeJob, ScheduledEncoder } from '../contracts.js';
 
 /**
- * A frame is its Opus packet, or how to make it: encoded when it is due, so encoding is spread over playback
- * (one frame per period per device) instead of a whole sentence at once blocking every other device's frames.
+ * A frame is its Opus packet, or how to make it: encoded when it is due (a plain encoder), or PCM handed to a
+ * scheduled encoder at once with the time the device will need it (earliest deadline first across devices, off the
+ * main thread); either way no whole sentence is encoded in one go while every other device's frames wait.
  */
-export type PacedItem = { kind: 'frame'; opus: Uint8Array | (() => Uint8Array) } | { kind: 'json'; message: object };
+export type PacedItem =
+  { kind: 'frame'; opus: Uint8Array | (() => Uint8Array) } | { kind: 'pcm'; pcm: Int16Array; encoder: ScheduledEncoder } | { kind: 'json'; message: object };
+
+type Queued = { kind: 'frame'; opus: Uint8Array | (() => Uint8Array) } | { kind: 'job'; job: EncodeJob } | { kind: 'json'; message: object };
+
+/** Why a frame went out late: queued in time (a busy loop), arrived late (synthesis), or its encoding finished late. */
+export type LateCause = 'waiting' | 'arrived' | 'encoding';
 
 export interface PacerSink {
   frame(opus: Uint8Array, timestampMs: number): void;
@@ -35,11 +43,15 @@ export interface PacerOptions {
    * A frame went out more than one period after the device's playback ran out (it heard a gap): `waiting` when
    * the frame had been queued in time and the event loop sent it late, `arrived` when it came late (synthesis).
    */
-  onLate?: (cause: 'waiting' | 'arrived') => void;
+  onLate?: (cause: LateCause) => void;
 }
 
 export class DownlinkPacer {
-  private readonly queue: PacedItem[] = [];
+  private readonly queue: Queued[] = [];
+  /** Frames (not markers) in the queue: where a new frame falls in the segment. */
+  private framesQueued = 0;
+  /** The head frame's encoding, waited for (cleared queues forget it). */
+  private awaiting: EncodeJob | undefined;
   private readonly roomWaiters: Array<() => void> = [];
   private readonly idleWaiters: Array<() => void> = [];
   private timer: NodeJS.Timeout | undefined;
@@ -74,7 +86,9 @@ export class DownlinkPacer {
   async push(item: PacedItem, signal?: AbortSignal): Promise<boolean> {
     while (!this.closed && !signal?.aborted && this.queue.length >= this.o.maxQueued) await new Promise<void>((r) => this.roomWaiters.push(r));
     if (this.closed || signal?.aborted) return false;
-    this.queue.push(item);
+    if (item.kind === 'pcm') this.queue.push({ kind: 'job', job: item.encoder.schedule(item.pcm, this.deadlineOfNext()) });
+    else this.queue.push(item);
+    if (item.kind !== 'json') this.framesQueued++;
     this.pump(this.queue.length === 1 ? 'arrived' : 'waiting');
     return true;
   }
@@ -92,8 +106,11 @@ export class DownlinkPacer {
 
   /** Drop everything queued (abort, barge-in); waiters are released. Returns how many frames were dropped. */
   clear(): number {
-    const dropped = this.queue.filter((i) => i.kind === 'frame').length;
+    const dropped = this.framesQueued;
+    for (const i of this.queue) if (i.kind === 'job') i.job.cancel();
     this.queue.length = 0;
+    this.framesQueued = 0;
+    this.awaiting = undefined;
     clearTimeout(this.timer);
     this.timer = undefined;
     this.release();
@@ -110,7 +127,17 @@ export class DownlinkPacer {
     if (!this.queue.length) for (const r of this.idleWaiters.splice(0)) r();
   }
 
-  private pump(cause: 'waiting' | 'arrived' = 'waiting'): void {
+  /**
+   * When the device would run dry without the frame being queued now: when it plays, at least one period from now
+   * (a frame that comes after the device ran dry restarts the clock; its encoder gets one period, as the device does).
+   */
+  private deadlineOfNext(): number {
+    const now = this.now();
+    const plays = this.sentInSegment > 0 ? this.t0 + (this.sentInSegment + this.framesQueued) * this.o.frameMs : now + this.framesQueued * this.o.frameMs;
+    return Math.max(plays, now) + this.o.frameMs;
+  }
+
+  private pump(cause: LateCause = 'waiting'): void {
     if (this.timer || this.closed) return;
     const { frameMs, leadFrames } = this.o;
     while (this.queue.length) {
@@ -141,8 +168,13 @@ export class DownlinkPacer {
         );
         break;
       }
+      if (item.kind === 'job' && !item.job.settled) {
+        this.awaitEncoding(item.job);
+        break;
+      }
       this.queue.shift();
-      const opus = packet(item.opus);
+      this.framesQueued--;
+      const opus = item.kind === 'job' ? item.job.packet : packet(item.opus);
       if (!opus) continue;
       this.sentInSegment++;
       this.sinceStart++;
@@ -150,6 +182,17 @@ export class DownlinkPacer {
     }
     if (this.queue.length < this.o.maxQueued) for (const r of this.roomWaiters.splice(0)) r();
     if (!this.queue.length) for (const r of this.idleWaiters.splice(0)) r();
+  }
+
+  /** The head frame is due but still being encoded: go on when it is. */
+  private awaitEncoding(job: EncodeJob): void {
+    if (this.awaiting === job) return;
+    this.awaiting = job;
+    job.onSettled(() => {
+      if (this.awaiting !== job) return;
+      this.awaiting = undefined;
+      this.pump('encoding');
+    });
   }
 }
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { OpusDecoder, OpusEncoder, SpeechDetector, SpeechRecognizer, SpeechSynthesizer } from '../contracts.js';
+import type { OpusDecoder, OpusEncoder, ScheduledEncoder, SpeechDetector, SpeechRecognizer, SpeechSynthesizer } from '../contracts.js';
 import type { ConverseMetrics, TurnOutcome } from '../metrics.js';
 
 // The ports a conversation session is built from: the assistant's turns, the audio tools, where its messages go.
@@ -36,7 +36,7 @@ export interface TurnPort {
 
 export interface SessionAudio {
   decoder: OpusDecoder;
-  encoder: OpusEncoder;
+  encoder: OpusEncoder | ScheduledEncoder;
   detector: SpeechDetector;
   /** A complete utterance as a WAV file (16 kHz, 16-bit mono). */
   wav(pcm: Int16Array, sampleRate: number): Buffer;

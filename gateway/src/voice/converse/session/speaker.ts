@@ -1,11 +1,12 @@
-import { ProviderError, type OpusEncoder, type SpeechSynthesizer } from '../contracts.js';
+import { isScheduledEncoder, ProviderError, type OpusEncoder, type ScheduledEncoder, type SpeechSynthesizer } from '../contracts.js';
 import type { DownlinkPacer } from './pacer.js';
 import { emotionOf, speakable, toDevice } from './wire.js';
 
 export interface SpeakerDeps {
   sessionId: string;
   synth: SpeechSynthesizer;
-  encoder: OpusEncoder;
+  /** A scheduled encoder gets each frame as soon as it is cut (encoded elsewhere); a plain one encodes when it is due. */
+  encoder: OpusEncoder | ScheduledEncoder;
   /** PCM at the synthesiser's rate → the encoder's rate (identity when they match). */
   resample(pcm: Int16Array, from: number, to: number): Int16Array;
   pacer: DownlinkPacer;
@@ -78,9 +79,10 @@ export class Speaker {
     const emit = async () => {
       await announce();
       if (this.d.signal.aborted) return;
-      // Encoded when the pacer sends it (a copy: `frame` is refilled at once).
+      // A copy: `frame` is refilled at once.
       const pcm = frame.slice();
-      await pacer.push({ kind: 'frame', opus: () => encoder.encode(pcm) }, this.d.signal);
+      if (isScheduledEncoder(encoder)) await pacer.push({ kind: 'pcm', pcm, encoder }, this.d.signal);
+      else await pacer.push({ kind: 'frame', opus: () => encoder.encode(pcm) }, this.d.signal);
     };
     try {
       for await (const chunk of synth.synthesize(text, { signal: this.d.signal, voice: this.d.voice })) {

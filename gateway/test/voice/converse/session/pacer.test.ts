@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { EncodeJob, ScheduledEncoder } from '../../../../src/voice/converse/contracts.js';
 import { DownlinkPacer, type PacedItem } from '../../../../src/voice/converse/session/pacer.js';
 
 /** The downlink pacer on a fake clock: what goes out, and when, frame by frame. */
@@ -127,5 +128,69 @@ describe('DownlinkPacer', () => {
     p.close();
     expect(await p.push(frame(10))).toBe(false);
     await p.drained();
+  });
+
+  /** A scheduled encoder the test completes by hand: what deadline each frame got, and its packet on `finish`. */
+  function manualEncoder() {
+    const jobs: Array<{ deadline: number; pcm: Int16Array; finish(): void; cancelled: boolean }> = [];
+    const encoder: ScheduledEncoder = {
+      sampleRate: 24_000,
+      frameMs: 60,
+      frameSamples: 1,
+      schedule(pcm, deadline) {
+        const waiters: Array<() => void> = [];
+        const job: EncodeJob & { packet: Uint8Array | undefined; settled: boolean } = {
+          packet: undefined,
+          settled: false,
+          onSettled: (fn) => (job.settled ? fn() : waiters.push(fn)),
+          cancel: () => void (entry.cancelled = true),
+        };
+        const entry = {
+          deadline,
+          pcm,
+          cancelled: false,
+          finish() {
+            job.packet = Uint8Array.of(0x58, pcm[0]!);
+            job.settled = true;
+            for (const w of waiters) w();
+          },
+        };
+        jobs.push(entry);
+        return job;
+      },
+      free() {},
+    };
+    return { encoder, jobs };
+  }
+
+  it('hands PCM to a scheduled encoder at once with when the device needs it, and sends each frame once encoded and due', async () => {
+    const late: string[] = [];
+    const { p, sent } = pacer({ leadFrames: 1, late });
+    const { encoder, jobs } = manualEncoder();
+    for (let i = 0; i < 4; i++) await p.push({ kind: 'pcm', pcm: Int16Array.of(i), encoder });
+    // Not started yet: frame k is needed k periods from now, each given one more period to be encoded.
+    expect(jobs.map((j) => j.deadline)).toEqual([60, 120, 180, 240]);
+    expect(sent).toEqual([]);
+    jobs[1]!.finish();
+    await vi.advanceTimersByTimeAsync(0);
+    // Frame 1 is ready but frame 0 is not: order holds.
+    expect(sent).toEqual([]);
+    jobs[0]!.finish();
+    expect(sent.map((s) => s.frame)).toEqual([0, 1]);
+    // Frame 2 is due at 60 ms and still encoding; it is sent when its encoding ends, counted late by that cause.
+    await vi.advanceTimersByTimeAsync(200);
+    expect(sent.map((s) => s.frame)).toEqual([0, 1]);
+    jobs[2]!.finish();
+    expect(sent.map((s) => s.frame)).toEqual([0, 1, 2]);
+    expect(late).toEqual(['encoding']);
+    // Once started, a new frame's deadline follows playback.
+    await p.push({ kind: 'pcm', pcm: Int16Array.of(4), encoder });
+    expect(jobs[4]!.deadline).toBe(200 + 2 * 60 + 60);
+    // clear() cancels what is still being encoded.
+    expect(p.clear()).toBe(2);
+    expect(jobs.slice(3).map((j) => j.cancelled)).toEqual([true, true]);
+    jobs[3]!.finish();
+    await vi.advanceTimersByTimeAsync(600);
+    expect(sent.map((s) => s.frame)).toEqual([0, 1, 2]);
   });
 });
