@@ -1,5 +1,6 @@
 /** Calls through the gateway against the same calls through a relay that only moves bytes (the floor). */
-import { API_KEY, CALL_DEVICES, CONCURRENCY, type Bench } from './bench.js';
+import { runLoad } from '../lib/load.js';
+import { API_KEY, BODY, CALL_DEVICES, CONCURRENCY, type Bench } from './bench.js';
 import type { Env } from './env.js';
 import { callOutcomes, callPath, count, serialPath, errorsOf, loadOnce, metric, notOk, ratio, round, until } from './measure.js';
 
@@ -41,6 +42,10 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
   await until(`${transport} devices ready on the gateway`, async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= readyBefore + n, 30_000);
   await until(`${transport} devices on the floor relay`, async () => (await count(relay)) >= n, 30_000, 100);
   b.log(`${transport}: ${n} devices on the gateway and on the floor`);
+  await warmUp(b, [
+    { baseUrl: e.gwUrl, many: callPath(gwGroup, n), one: callPath(gwGroup, 1), apiKey: API_KEY },
+    { baseUrl: floorUrl, many: callPath(floorGroup, n), one: serialPath(floorGroup, 1) },
+  ]);
   const perSecond = new Map<string, number>();
   const label = transport === 'ws' ? 'websocket' : 'mqtt';
   for (const devices of CALL_DEVICES) {
@@ -113,4 +118,24 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
   await Promise.all([e.fleet.close(`${transport}-gw`), e.fleet.close(`${transport}-floor`)]);
   await until(`${transport} devices gone from the gateway`, async () => (await metric(e.gwUrl, 'voxgate_devices_connected')) === 0, 30_000, 50);
   return perSecond;
+}
+
+/** Seconds of calls per side before the first measured row, to many devices then to one (none in tiny mode). */
+const JIT_WARM_S = { full: [3, 1], quick: [1.5, 0.5], tiny: [0, 0] } as const;
+
+/**
+ * Calls through every side before the first row, many devices then one: a process runs the first calls it serves
+ * unoptimised and compiles its hot code meanwhile (on other threads, whose CPU the rows count), and the gateway has
+ * far more code than the floor. Without this the first rows measured, the one-device ones, carried the gateway's
+ * warm-up: its CPU per call fell row after row while the floor's stayed flat (docs/performance.md, "voicews").
+ */
+async function warmUp(b: Bench, sides: Array<{ baseUrl: string; many: (n: number) => string; one: (n: number) => string; apiKey?: string }>): Promise<void> {
+  const [manyS, oneS] = JIT_WARM_S[b.mode];
+  if (manyS === 0) return;
+  for (const s of sides)
+    for (const [path, connections, durationS] of [
+      [s.many, 64, manyS],
+      [s.one, 16, oneS],
+    ] as const)
+      await runLoad({ baseUrl: s.baseUrl, path, body: BODY, connections, durationS, ...(s.apiKey ? { apiKey: s.apiKey } : {}) });
 }

@@ -2,23 +2,32 @@
  * Process CPU per call of the gateway's whole call path in one process, against the floor relay's route, with
  * no sockets: `POST /v1/devices/{id}/tools/{name}/call` through fastify's inject, the device an in-memory link
  * that answers each request in a later macrotask (as a socket would) in the firmware's layout.
- *   npx tsx --conditions voxgate-source bench/tools/call-cpu.ts [devices=100] [concurrency=64] [calls=20000] [gateway|floor]
+ *   npx tsx --conditions voxgate-source bench/tools/call-cpu.ts [devices=100] [concurrency=64] [calls=20000] [gateway|floor] [rounds=3]
  * The sockets (HTTP parsing, ws framing, writev) are what both pay and what this leaves out, so the figure is
  * the JavaScript the gateway adds on top of the floor's route, and it holds on a busy machine (CPU time, not
- * wall clock). Each side runs three times, alternating; the lower figure of each is kept.
+ * wall clock). Each side runs `rounds` times, alternating; the lowest and the median of each are printed.
+ * CALLCPU_BASE=<dir>: a second gateway from the sources under <dir>/gateway/src (e.g. `git archive` of the commit
+ * before a change, its node_modules a link to this one's) runs in the same process, alternating with this one:
+ * a before/after comparison that the machine's load moves alike on both sides.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { loadConfig, startGateway, type Gateway } from '../../gateway/src/index.js';
+import { pathToFileURL } from 'node:url';
+import * as thisGateway from '../../gateway/src/index.js';
 import type { DeviceLink } from '../../gateway/src/devices/link.js';
 import { createLogger } from '../../gateway/src/log.js';
+
+type GatewayModule = typeof thisGateway;
+type Gateway = thisGateway.Gateway;
 
 const [devices = 100, concurrency = 64, calls = 20_000] = process.argv.slice(2, 5).map(Number);
 /** `gateway` or `floor`: that side alone (to profile it with --cpu-prof). */
 const only = process.argv[5];
+const rounds = Number(process.argv[6] ?? 3);
+const baseDir = process.env['CALLCPU_BASE'];
 const KEY = 'bench-api-key-0123456789abcdef';
 const TOOL = 'self.audio_speaker.set_volume';
 const BODY = JSON.stringify({ arguments: { volume: 42 } });
@@ -45,7 +54,7 @@ function answer(text: string, deliver: (t: string) => void): void {
   setImmediate(() => deliver(reply(id, result)));
 }
 
-async function startGw(): Promise<{ gw: Gateway; dataDir: string }> {
+async function startGw({ loadConfig, startGateway }: GatewayModule): Promise<{ gw: Gateway; dataDir: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-callcpu-'));
   writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
   const config = loadConfig(
@@ -119,25 +128,33 @@ async function run(app: FastifyInstance, total: number, c: number, headers: Reco
   return (u.user + u.system) / total;
 }
 
-const { gw, dataDir } = await startGw();
+const mine = await startGw(thisGateway);
+const base = baseDir ? await startGw((await import(pathToFileURL(`${baseDir}/gateway/src/index.ts`).href)) as GatewayModule) : undefined;
 const floor = startFloor();
 await floor.ready();
 const gwHeaders = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
 const flHeaders = { 'content-type': 'application/json' };
-const sides = { gateway: only !== 'floor', floor: only !== 'gateway' };
-if (sides.gateway) await run(gw.http, Math.min(calls, 5000), concurrency, gwHeaders); // warm up (JIT)
-if (sides.floor) await run(floor, Math.min(calls, 5000), concurrency, flHeaders);
-const g: number[] = [];
-const f: number[] = [];
-for (let k = 0; k < 3; k++) {
-  if (sides.gateway) g.push(await run(gw.http, calls, concurrency, gwHeaders));
-  if (sides.floor) f.push(await run(floor, calls, concurrency, flHeaders));
-}
-const [gb, fb] = [Math.min(...g), Math.min(...f)];
-process.stdout.write(
-  `devices ${devices} concurrency ${concurrency}: gateway ${gb.toFixed(1)} µs/call, floor ${fb.toFixed(1)} µs/call, ` +
-    `added ${(gb - fb).toFixed(1)} µs (runs: gateway ${g.map((x) => x.toFixed(1)).join(', ')}; floor ${f.map((x) => x.toFixed(1)).join(', ')})\n`,
-);
-await gw.close();
+const sides: Array<{ name: string; app: FastifyInstance; headers: Record<string, string>; runs: number[] }> = [];
+if (only !== 'floor') sides.push({ name: 'gateway', app: mine.gw.http, headers: gwHeaders, runs: [] });
+if (base && only !== 'floor') sides.push({ name: 'base', app: base.gw.http, headers: gwHeaders, runs: [] });
+if (only !== 'gateway') sides.push({ name: 'floor', app: floor, headers: flHeaders, runs: [] });
+for (const s of sides) await run(s.app, Math.min(calls, 5000), concurrency, s.headers); // warm up (JIT)
+for (let k = 0; k < rounds; k++) for (const s of sides) s.runs.push(await run(s.app, calls, concurrency, s.headers));
+const low = (xs: number[]) => Math.min(...xs);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+process.stdout.write(`devices ${devices} concurrency ${concurrency}, ${calls} calls x ${rounds} rounds per side (µs of CPU per call)\n`);
+for (const s of sides)
+  process.stdout.write(
+    `  ${s.name.padEnd(8)} lowest ${low(s.runs).toFixed(1)}  median ${median(s.runs).toFixed(1)}  (${s.runs.map((x) => x.toFixed(1)).join(', ')})\n`,
+  );
+const fl = sides.find((s) => s.name === 'floor');
+if (fl)
+  for (const s of sides.filter((x) => x !== fl))
+    process.stdout.write(
+      `  ${s.name} added over the floor: lowest ${(low(s.runs) - low(fl.runs)).toFixed(1)}, median ${(median(s.runs) - median(fl.runs)).toFixed(1)}\n`,
+    );
+await mine.gw.close();
+if (base) await base.gw.close();
 await floor.close();
-rmSync(dataDir, { recursive: true, force: true });
+rmSync(mine.dataDir, { recursive: true, force: true });
+if (base) rmSync(base.dataDir, { recursive: true, force: true });

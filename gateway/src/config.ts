@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { apiKeyFields, ConsoleSlice, HttpSlice, MetricsSlice } from './api/config.js';
-import { AssistantSlice } from './assistant/config.js';
+import { AssistantSlice, withImpliedModel } from './assistant/config.js';
 import { ClusterSlice } from './cluster/config.js';
 import { jsonErrorWithoutInput, redactProblem, safePath, secretValues, unknownKeyProblems } from './config-errors.js';
 import { always, declaredSettings, documented, env, isPlain, Ms } from './config/fields.js';
@@ -123,7 +123,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   if (r.success) {
     try {
       // The servers file is read once, here; the gateway gets the checked entries.
-      return { ...r.data, mcp: { ...r.data.mcp, servers: resolveServers(r.data.mcp) }, configFile: fromFile === undefined ? undefined : resolve(file) };
+      return {
+        ...r.data,
+        assistant: withImpliedModel(r.data.assistant, env),
+        mcp: { ...r.data.mcp, servers: resolveServers(r.data.mcp) },
+        configFile: fromFile === undefined ? undefined : resolve(file),
+      };
     } catch (e) {
       if (e instanceof McpConfigError) throw fail(e.problems);
       throw e;

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { bindCounter } from './metrics-bound.js';
+import { bindCounter, bindHistogram } from './metrics-bound.js';
 
 /** Operator counters. No per-device labels: a fleet would explode the series count. */
 // eslint-disable-next-line max-lines-per-function -- a table of metric definitions (data): one entry per metric
@@ -234,14 +234,14 @@ export function createMetrics() {
       registers: [registry],
     }),
   };
-  return { ...m, hot: hotCounters(m.calls, m.framesIn) };
+  return { ...m, hot: hotCounters(m.calls, m.framesIn, m.callDuration) };
 }
 
 /**
  * The counters every call or frame increments, bound once (bindCounter: an increment is one addition, not a
- * label hash): what a device sent, and the outcome of a call that succeeded.
+ * label hash): what a device sent, the outcome of a call that succeeded, and every call's duration (bindHistogram).
  */
-function hotCounters(calls: Counter<'outcome'>, framesIn: Counter<'transport' | 'kind'>) {
+function hotCounters(calls: Counter<'outcome'>, framesIn: Counter<'transport' | 'kind'>, callDuration: Histogram) {
   const framesOf = (transport: 'websocket' | 'mqtt') => ({
     mcp: bindCounter(framesIn, { transport, kind: 'mcp' }),
     other: bindCounter(framesIn, { transport, kind: 'other' }),
@@ -249,6 +249,7 @@ function hotCounters(calls: Counter<'outcome'>, framesIn: Counter<'transport' | 
   });
   return {
     callsOk: bindCounter(calls, { outcome: 'ok' }),
+    callDuration: bindHistogram(callDuration),
     framesIn: { websocket: framesOf('websocket'), mqtt: framesOf('mqtt') },
   };
 }

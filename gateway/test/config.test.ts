@@ -275,3 +275,30 @@ describe('TLS configuration (from the e2e TLS tests)', () => {
     expect(() => loadConfig({ GATEWAY_TLS_ADVERTISE: 'sometimes' })).toThrow(ConfigError);
   });
 });
+
+describe('one OpenAI key is a whole setup (issue 19: npm start plus one API key)', () => {
+  const withFile = (file: unknown, env: Record<string, string>) => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'gateway.config.json'), JSON.stringify(file));
+    return loadConfig({ GATEWAY_CONFIG: join(dir, 'gateway.config.json'), ...env });
+  };
+
+  it('assumes one OpenAI model when no model is configured and OPENAI_API_KEY is set', () => {
+    const c = withFile({}, { OPENAI_API_KEY: 'sk-test-key-0000', GATEWAY_VOICE_MODE: 'converse' });
+    expect(c.assistant.models).toEqual({
+      openai: { provider: 'openai', model: 'gpt-4o-mini', apiKeyEnv: 'OPENAI_API_KEY', vision: true, toolMode: 'native', maxTokens: 1024, maxRetries: 1 },
+    });
+    // The key itself is never copied into the configuration: only the variable's name.
+    expect(JSON.stringify(c)).not.toContain('sk-test-key-0000');
+  });
+
+  it('assumes nothing without the key, or when models are configured', () => {
+    expect(withFile({}, {}).assistant.models).toEqual({});
+    expect(withFile({}, { OPENAI_API_KEY: '' }).assistant.models).toEqual({});
+    const own = withFile(
+      { assistant: { models: { local: { provider: 'openai', baseUrl: 'http://127.0.0.1:11434/v1', model: 'qwen2.5' } } } },
+      { OPENAI_API_KEY: 'sk-x' },
+    );
+    expect(Object.keys(own.assistant.models)).toEqual(['local']);
+  });
+});

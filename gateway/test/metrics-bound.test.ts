@@ -1,6 +1,6 @@
-import { Counter, Registry } from 'prom-client';
+import { Counter, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { bindCounter } from '../src/metrics-bound.js';
+import { bindCounter, bindHistogram } from '../src/metrics-bound.js';
 
 const value = async (c: Counter<string>, labels: Record<string, string>) =>
   (await c.get()).values.find((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x))?.value ?? 0;
@@ -48,5 +48,56 @@ describe('bindCounter', () => {
     await c.get();
     expect(collected).toBe(1);
     expect(await value(c, { k: 'v' })).toBe(1);
+  });
+});
+
+describe('bindHistogram', () => {
+  const buckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+  const text = async (name: string, observe: (h: Histogram) => void) => {
+    const registry = new Registry();
+    const h = new Histogram({ name, help: 'h', buckets, registers: [registry] });
+    observe(h);
+    return registry.metrics();
+  };
+
+  it('exposes the same buckets, sum and count as observing prom-client directly', async () => {
+    // Bounds themselves, values between them, below the first and above the last (only +Inf and the count).
+    const values = [0, 0.005, 0.0051, 0.01, 0.3, 1, 2.4999, 61, 1e6, 0.02, 0.02, 59.9];
+    const direct = await text('test_call_seconds', (h) => values.forEach((v) => h.observe(v)));
+    const bound = await text('test_call_seconds', (h) => {
+      const b = bindHistogram(h);
+      values.forEach((v) => b.observe(v));
+    });
+    expect(bound).toBe(direct);
+    expect(bound).toContain('test_call_seconds_count 12');
+  });
+
+  it('is read as often as wanted, adds to direct observations, and survives a reset', async () => {
+    const h = new Histogram({ name: 'test_dur_seconds', help: 'h', buckets, registers: [] });
+    const b = bindHistogram(h);
+    h.observe(0.002);
+    b.observe(0.003);
+    b.observe(7);
+    const count = async () => (await h.get()).values.find((v) => v.metricName === 'test_dur_seconds_count')?.value;
+    const le = async (bound: number) => (await h.get()).values.find((v) => v.labels['le'] === bound)?.value;
+    expect(await count()).toBe(3);
+    expect(await count()).toBe(3);
+    expect(await le(0.005)).toBe(2);
+    expect(await le(10)).toBe(3);
+    h.reset();
+    // As prom-client does for its own observations: a reset histogram shows no series until the next one.
+    expect(await count()).toBeUndefined();
+    b.observe(0.2);
+    expect(await count()).toBe(1);
+    expect(await le(0.25)).toBe(1);
+    expect(await le(0.1)).toBe(0);
+  });
+
+  it('drops a value that is not a finite number instead of throwing on the call path', async () => {
+    const h = new Histogram({ name: 'test_nan_seconds', help: 'h', buckets, registers: [] });
+    const b = bindHistogram(h);
+    expect(() => b.observe(Number.NaN)).not.toThrow();
+    b.observe(1);
+    expect((await h.get()).values.find((v) => v.metricName === 'test_nan_seconds_count')?.value).toBe(1);
   });
 });

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -88,6 +89,30 @@ export function spawnGateway(command: string, args: string[], env: Record<string
 
 /** `node --enable-source-maps gateway/dist/main.js`, the production start. */
 export const startCompiledGateway = (env: Record<string, string>) => spawnGateway(process.execPath, ['--enable-source-maps', GATEWAY_MAIN], env);
+
+/**
+ * A compiled gateway process that joins the cluster on `natsUrl` as `instanceId`, with a data dir of its own;
+ * `dispose` kills it if it still runs and removes the dir (for a test's `finally`).
+ */
+export function startClusterMember(natsUrl: string, instanceId: string, heartbeatMs: number, apiKey: string): GatewayProcess & { dispose(): void } {
+  const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-cluster-'));
+  writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
+  const proc = startCompiledGateway(
+    isolatedEnv(dataDir, {
+      GATEWAY_API_KEYS: apiKey,
+      GATEWAY_CLUSTER_ENABLED: 'true',
+      GATEWAY_CLUSTER_INSTANCE_ID: instanceId,
+      GATEWAY_CLUSTER_NATS_SERVERS: natsUrl,
+      GATEWAY_CLUSTER_HEARTBEAT_MS: String(heartbeatMs),
+    }),
+  );
+  return Object.assign(proc, {
+    dispose: () => {
+      if (proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill('SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  });
+}
 
 /** Every descendant of `pid` alive now (Linux /proc), children before grandchildren. */
 export function descendants(pid: number): number[] {

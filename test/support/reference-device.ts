@@ -1121,6 +1121,16 @@ function syntheticTools(n: number): RefTool[] {
   return out;
 }
 
+/** A bare `self.audio_speaker.set_volume` that records each volume it is given in `into` and answers true. */
+export function recordingVolumeTool(into: number[]): RefTool {
+  return {
+    name: 'self.audio_speaker.set_volume',
+    description: 'Set the volume',
+    properties: { volume: { type: 'integer' } },
+    run: (a) => (into.push(Number(a['volume'])), true),
+  };
+}
+
 /**
  * The reference common tools (AI-visible): self.get_device_status, self.audio_speaker.set_volume,
  * self.screen.set_brightness, self.camera.take_photo; user-only: self.get_system_info, self.reboot.

@@ -67,6 +67,38 @@ export function problemOf(e: unknown): Problem {
   return { type: 'about:blank', title: 'Error', status: 0, code: 'CLIENT', detail: e instanceof Error ? e.message : String(e) };
 }
 
+/** A form's own check failing before anything is sent. */
+export interface Invalid {
+  invalid: string;
+}
+
+export interface Action<Own = never> {
+  busy: boolean;
+  problem: Problem | Own | undefined;
+  /** Show a problem found before sending (or clear it with undefined). */
+  setProblem: (p: Problem | Own | undefined) => void;
+  /** Run one API action: busy while it runs, the last problem cleared first and kept if it fails, never thrown. */
+  run: (f: () => Promise<unknown>) => Promise<void>;
+}
+
+/** A button's or form's API action: busy state and the problem to show (`Own`: the form's own kinds, e.g. Invalid). */
+export function useAction<Own = never>(): Action<Own> {
+  const [busy, setBusy] = useState(false);
+  const [problem, setProblem] = useState<Problem | Own>();
+  const run = useCallback(async (f: () => Promise<unknown>) => {
+    setBusy(true);
+    setProblem(undefined);
+    try {
+      await f();
+    } catch (err) {
+      setProblem(problemOf(err));
+    } finally {
+      setBusy(false);
+    }
+  }, []);
+  return { busy, problem, setProblem, run };
+}
+
 /** Call `f` at most once per `ms`, trailing: many events in a burst make one reload. */
 export function useCoalesced(f: () => void, ms: number): () => void {
   const ref = useRef(f);

@@ -2,8 +2,8 @@ import { useState } from 'preact/hooks';
 import { api, devicePath } from '../lib/api.js';
 import { OUTCOME_TEXT, conversationOf, timingsText, type Line } from '../lib/conversation.js';
 import { useHistory } from '../lib/history.js';
-import { problemOf, useLoad, useStreamState } from '../lib/hooks.js';
-import type { DeviceSettings, Problem } from '../lib/types.js';
+import { useAction, useLoad, useStreamState } from '../lib/hooks.js';
+import type { DeviceSettings } from '../lib/types.js';
 import { Badge, Loading, ProblemBox } from '../components.js';
 
 /** Lines shown at most: the newest. */
@@ -60,20 +60,12 @@ const MODES = [
 /** PATCH /v1/devices/{id} {voiceMode}; an empty body reads the settings without changing them. */
 function VoiceMode({ deviceId }: { deviceId: string }) {
   const settings = useLoad((signal) => api<DeviceSettings>('PATCH', devicePath(deviceId), {}, { signal }), [deviceId]);
-  const [problem, setProblem] = useState<Problem>();
-  const [busy, setBusy] = useState(false);
-  const set = async (value: string) => {
-    setBusy(true);
-    setProblem(undefined);
-    try {
+  const { busy, problem, run } = useAction();
+  const set = (value: string) =>
+    run(async () => {
       await api<DeviceSettings>('PATCH', devicePath(deviceId), { voiceMode: value === '' ? null : value });
       settings.reload();
-    } catch (err) {
-      setProblem(problemOf(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+    });
   const s = settings.data;
   return (
     <div class="toolbar voice-mode">

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
 import { isMissingRoute } from '../lib/capabilities.js';
-import { problemOf, useInterval, useLoad } from '../lib/hooks.js';
+import { type Invalid, problemOf, useAction, useInterval, useLoad } from '../lib/hooks.js';
 import type { McpEndpoint, McpEndpointCreated, Problem } from '../lib/types.js';
 import { Ago, Badge, Loading, NotAvailable, ProblemBox } from '../components.js';
 
@@ -56,15 +56,12 @@ function CreateEndpoint({ onCreated }: { onCreated: (c: McpEndpointCreated) => v
   const [name, setName] = useState('');
   const [tenant, setTenant] = useState('');
   const [allowed, setAllowed] = useState('');
-  const [problem, setProblem] = useState<Problem | { invalid: string }>();
-  const [busy, setBusy] = useState(false);
+  const { busy, problem, setProblem, run } = useAction<Invalid>();
   const submit = async (e: Event) => {
     e.preventDefault();
     if (!NAME.test(name.trim())) return setProblem({ invalid: 'name: 1-32 letters, digits, _ or -' });
     const allowedTools = allowed.split(/[\s,]+/).filter(Boolean);
-    setBusy(true);
-    setProblem(undefined);
-    try {
+    await run(async () => {
       const body = {
         name: name.trim(),
         ...(tenant.trim() ? { tenant: tenant.trim() } : {}),
@@ -73,11 +70,7 @@ function CreateEndpoint({ onCreated }: { onCreated: (c: McpEndpointCreated) => v
       onCreated(await api<McpEndpointCreated>('POST', '/v1/mcp/endpoints', body));
       setName('');
       setAllowed('');
-    } catch (err) {
-      setProblem(problemOf(err));
-    } finally {
-      setBusy(false);
-    }
+    });
   };
   return (
     <form class="card endpoint-form" onSubmit={submit}>

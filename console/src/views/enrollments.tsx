@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
-import { problemOf, useLoad } from '../lib/hooks.js';
-import type { PendingEnrollment, Problem, RefusedDevice } from '../lib/types.js';
+import { useAction, useLoad } from '../lib/hooks.js';
+import type { PendingEnrollment, RefusedDevice } from '../lib/types.js';
 import { Badge, Loading, ProblemBox, Ago } from '../components.js';
 
 const POLL_MS = 5000;
@@ -43,23 +43,16 @@ export function EnrollmentsView() {
 }
 
 export function EnrollmentRow({ pending: p, onDone }: { pending: PendingEnrollment; onDone: (message: string) => void }) {
-  const [busy, setBusy] = useState(false);
-  const [problem, setProblem] = useState<Problem>();
-  const decide = async (verb: 'approve' | 'reject') => {
-    setBusy(true);
-    try {
+  const { busy, problem, run } = useAction();
+  const decide = (verb: 'approve' | 'reject') =>
+    run(async () => {
       await api('POST', `/v1/enrollments/${encodeURIComponent(p.code)}/${verb}`);
       onDone(
         verb === 'approve'
           ? `Approved ${p.deviceId} (code ${p.code}): its next OTA check collects its credentials.`
           : `Rejected ${p.deviceId} (code ${p.code}).`,
       );
-    } catch (e) {
-      setProblem(problemOf(e));
-    } finally {
-      setBusy(false);
-    }
-  };
+    });
   return (
     <li class="enrollment card" data-code={p.code}>
       <p>

@@ -3,7 +3,7 @@ import { api } from '../lib/api.js';
 import { isMissingRoute, useCapabilities } from '../lib/capabilities.js';
 import { EMPTY_JOB_FORM, jobBody, jobProgress, type JobForm } from '../lib/fleet.js';
 import { CALL_STATES, type CallState, type Job, type JobDeviceList, type JobList } from '../lib/fleet-types.js';
-import { problemOf, useCoalesced, useLoad, useOnEvent } from '../lib/hooks.js';
+import { type Invalid, problemOf, useAction, useCoalesced, useLoad, useOnEvent } from '../lib/hooks.js';
 import type { Problem } from '../lib/types.js';
 import { Ago, Badge, Json, Loading, NotAvailable, ProblemBox } from '../components.js';
 import { JobFields, filterText } from './job-form.js';
@@ -95,22 +95,15 @@ function JobsList() {
 
 function NewJob() {
   const [form, setForm] = useState<JobForm>(EMPTY_JOB_FORM);
-  const [problem, setProblem] = useState<Problem | { invalid: string }>();
-  const [busy, setBusy] = useState(false);
+  const { busy, problem, setProblem, run } = useAction<Invalid>();
   const submit = async (e: Event) => {
     e.preventDefault();
     const body = jobBody(form);
     if (!body.ok) return setProblem({ invalid: body.message });
-    setBusy(true);
-    setProblem(undefined);
-    try {
+    await run(async () => {
       const job = await api<Job>('POST', '/v1/jobs', body.value);
       location.hash = `#/jobs/${encodeURIComponent(job.id)}`;
-    } catch (err) {
-      setProblem(problemOf(err));
-    } finally {
-      setBusy(false);
-    }
+    });
   };
   return (
     <details class="card">

@@ -3,7 +3,7 @@ import { api } from '../lib/api.js';
 import { isMissingRoute, useCapabilities } from '../lib/capabilities.js';
 import { EMPTY_JOB_FORM, localTimeZone, scheduleBody, type ScheduleForm } from '../lib/fleet.js';
 import type { Schedule, ScheduleList } from '../lib/fleet-types.js';
-import { problemOf, useCoalesced, useLoad, useOnEvent } from '../lib/hooks.js';
+import { type Invalid, problemOf, useAction, useCoalesced, useLoad, useOnEvent } from '../lib/hooks.js';
 import type { Problem } from '../lib/types.js';
 import { Ago, Badge, Loading, NotAvailable, ProblemBox } from '../components.js';
 import { JobFields, filterText } from './job-form.js';
@@ -140,24 +140,17 @@ function ScheduleRow({ schedule: s, onChanged }: { schedule: Schedule; onChanged
 
 function NewSchedule({ onCreated }: { onCreated: () => void }) {
   const [form, setForm] = useState<ScheduleForm>(() => ({ ...EMPTY, timeZone: localTimeZone() }));
-  const [problem, setProblem] = useState<Problem | { invalid: string }>();
-  const [busy, setBusy] = useState(false);
+  const { busy, problem, setProblem, run } = useAction<Invalid>();
   const set = (patch: Partial<ScheduleForm>) => setForm((f) => ({ ...f, ...patch }));
   const submit = async (e: Event) => {
     e.preventDefault();
     const body = scheduleBody(form);
     if (!body.ok) return setProblem({ invalid: body.message });
-    setBusy(true);
-    setProblem(undefined);
-    try {
+    await run(async () => {
       await api<Schedule>('POST', '/v1/schedules', body.value);
       setForm({ ...EMPTY, timeZone: form.timeZone });
       onCreated();
-    } catch (err) {
-      setProblem(problemOf(err));
-    } finally {
-      setBusy(false);
-    }
+    });
   };
   return (
     <details class="card">

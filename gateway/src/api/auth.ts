@@ -1,6 +1,5 @@
-import { createHash } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { safeEqual } from '@voxgate/protocol';
 import { GatewayError } from '../errors.js';
 
 /** Who is calling: an API key's tenant, if it has one, and the key itself (as a principal, never the secret). */
@@ -38,6 +37,27 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * The configured keys as bytes, made again when the list changes: a request compares its key's bytes with
+ * them in constant time (as `safeEqual` does) without turning every configured key into a Buffer each time.
+ * Checked against the list's contents, not only its identity, so a list changed in place is seen too.
+ */
+let keyBytes: { keys: string[]; bytes: Buffer[] } = { keys: [], bytes: [] };
+function bytesOf(keys: readonly string[]): Buffer[] {
+  const cached = keyBytes;
+  if (cached.keys.length === keys.length && keys.every((k, i) => k === cached.keys[i])) return cached.bytes;
+  keyBytes = { keys: [...keys], bytes: keys.map((k) => Buffer.from(k)) };
+  return keyBytes.bytes;
+}
+
+/** The configured key equal to `presented`, compared in constant time for keys of its length. */
+function matchingKey(presented: string, keys: readonly string[]): string | undefined {
+  const bytes = bytesOf(keys);
+  const p = Buffer.from(presented);
+  for (let i = 0; i < bytes.length; i++) if (bytes[i]!.length === p.length && timingSafeEqual(bytes[i]!, p)) return keys[i];
+  return undefined;
+}
+
 /** The caller behind `Authorization: Bearer <key>`, or undefined when the key is missing or wrong. */
 export function authenticate(
   authorization: string | undefined,
@@ -46,7 +66,7 @@ export function authenticate(
 ): ApiCaller | undefined {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
   if (!m) return undefined;
-  const key = keys.find((k) => safeEqual(k, m[1]!));
+  const key = matchingKey(m[1]!, keys);
   if (key === undefined) return undefined;
   const tenant = tenantOf(key);
   const principal = cachedPrincipalOf(key);

@@ -100,3 +100,16 @@ export const AssistantSlice = z
     when: always,
   });
 export type AssistantConfig = z.infer<typeof AssistantSlice>;
+
+/** The model assumed when none is configured and `OPENAI_API_KEY` is set: one key is a whole setup (docs/voice.md). */
+export const IMPLIED_MODEL_NAME = 'openai';
+export const IMPLIED_MODEL = { provider: 'openai', model: 'gpt-4o-mini', apiKeyEnv: 'OPENAI_API_KEY', vision: true } as const;
+
+/**
+ * `assistant` with the implied OpenAI model added when `assistant.models` is empty and the environment has a
+ * non-empty `OPENAI_API_KEY`; otherwise unchanged. Explicit models always win: the implied one is never mixed in.
+ */
+export function withImpliedModel(assistant: AssistantConfig, env: NodeJS.ProcessEnv): AssistantConfig {
+  if (Object.keys(assistant.models).length > 0 || !env['OPENAI_API_KEY']) return assistant;
+  return { ...assistant, models: { [IMPLIED_MODEL_NAME]: ModelSlice.parse(IMPLIED_MODEL) } };
+}

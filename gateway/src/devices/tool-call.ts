@@ -33,7 +33,7 @@ export function countFailedCall(metrics: Metrics, e: unknown, started: number): 
   const code = e instanceof GatewayError ? e.code : 'INTERNAL';
   const outcome = code === 'DEVICE_TIMEOUT' ? 'timeout' : code === 'DEVICE_OFFLINE' ? 'offline' : code === 'DEVICE_ERROR' ? 'device_error' : 'failed';
   metrics.calls.inc({ outcome });
-  if (outcome === 'device_error') metrics.callDuration.observe((performance.now() - started) / 1000);
+  if (outcome === 'device_error') metrics.hot.callDuration.observe((performance.now() - started) / 1000);
 }
 
 /** The device's tools/call result, validated, its content normalised, counted. */
@@ -60,7 +60,7 @@ function counted(d: ToolCallDeps, result: CallToolResult, outcome: string, start
   const durationMs = Math.round((performance.now() - started) * 100) / 100;
   if (outcome === 'ok') d.metrics.hot.callsOk.inc();
   else d.metrics.calls.inc({ outcome });
-  d.metrics.callDuration.observe(durationMs / 1000);
+  d.metrics.hot.callDuration.observe(durationMs / 1000);
   // `result` is this call's own object (plainTextResult's, or the schema path's copy): no second copy for durationMs.
   const out = result as CallOutcome;
   out.durationMs = durationMs;

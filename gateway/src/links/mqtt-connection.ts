@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net';
-import { Duplex, type Readable } from 'node:stream';
+import { Duplex } from 'node:stream';
+import { MqttFramingError, type MqttPacketGuard } from './mqtt-packet-guard.js';
 
 type Chunk = { chunk: Buffer | string; encoding: BufferEncoding };
 
@@ -8,25 +9,38 @@ type Chunk = { chunk: Buffer | string; encoding: BufferEncoding };
  * each packet in one `writev`. aedes writes a packet as 4-5 chunks inside a cork; `Duplex.from` passed them
  * to the socket one `write` (one syscall) each, ~16 % of the gateway's busy time on the MQTT call path
  * (profile in docs/performance.md). Here the corked chunks reach `_writev` and cross to the socket corked.
+ * Reads go through the guard's `pass` on each socket chunk, not through the guard as a piped Transform:
+ * the same bytes pass or are refused, without a Writable and a Readable more per read.
  */
 export class GuardedMqttConnection extends Duplex {
   constructor(
     private readonly socket: Socket,
-    private readonly guarded: Readable,
+    private readonly guard: MqttPacketGuard,
   ) {
     super({ decodeStrings: false });
-    guarded.on('data', (chunk: Buffer) => {
-      if (!this.push(chunk)) guarded.pause();
-    });
-    guarded.once('end', () => this.push(null));
-    // The guard's own verdicts are counted and logged by its owner; either way the connection ends here.
-    guarded.on('error', (err) => this.destroy(err));
+    socket.on('data', (chunk: Buffer) => this.fromSocket(chunk));
+    socket.once('end', () => this.push(null));
+    // The guard's verdicts are counted and logged by its owner; either way the connection ends here.
+    guard.on('error', (err) => this.destroy(err));
     socket.on('error', (err) => this.destroy(err));
     socket.once('close', () => this.destroy());
   }
 
+  /**
+   * One socket chunk through the guard. A verdict against it fails the guard as a piped Transform failed: its
+   * owner counts and logs the error, then the connection ends (the listener above); nothing after it is read.
+   */
+  private fromSocket(chunk: Buffer): void {
+    if (this.guard.destroyed) return;
+    const passed = this.guard.pass(chunk);
+    if (passed instanceof MqttFramingError) {
+      this.socket.pause();
+      this.guard.destroy(passed);
+    } else if (passed !== undefined && !this.push(passed)) this.socket.pause();
+  }
+
   override _read(): void {
-    this.guarded.resume();
+    this.socket.resume();
   }
 
   override _write(chunk: Buffer | string, encoding: BufferEncoding, cb: (err?: Error | null) => void): void {
@@ -47,7 +61,7 @@ export class GuardedMqttConnection extends Duplex {
 
   override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
     this.socket.destroy();
-    this.guarded.destroy();
+    this.guard.destroy();
     cb(err);
   }
 

@@ -48,6 +48,17 @@ export class MqttPacketGuard extends Transform {
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    const passed = this.pass(chunk);
+    if (passed instanceof MqttFramingError) return cb(passed);
+    cb(null, passed);
+  }
+
+  /**
+   * The bytes of `chunk` that pass (the chunk itself when it holds whole packets under the limit), undefined
+   * when none do yet, or the verdict that ends the connection. What `_transform` does, callable without the
+   * stream around it: GuardedMqttConnection reads its socket through this, one stream hop fewer per read.
+   */
+  pass(chunk: Buffer): Buffer | MqttFramingError | undefined {
     const out: Buffer[] = [];
     // The usual chunk holds whole packets under the limit: it then passes as it came, without a copy.
     let whole = this.state === 'type' || this.state === 'body';
@@ -81,7 +92,7 @@ export class MqttPacketGuard extends Transform {
         this.length += (b & 0x7f) * this.multiplier;
         this.multiplier *= 128;
         if (b & 0x80) {
-          if (this.header.length > 4) return cb(new MqttFramingError('malformed MQTT remaining length'));
+          if (this.header.length > 4) return new MqttFramingError('malformed MQTT remaining length');
           continue;
         }
         const total = this.header.length + this.length;
@@ -89,7 +100,7 @@ export class MqttPacketGuard extends Transform {
         if (total > this.limit) {
           const first = this.header[0]!;
           const qos0Publish = first >> 4 === PUBLISH && (first & 0x06) === 0;
-          if (!qos0Publish) return cb(new PacketTooLargeError(total, this.limit));
+          if (!qos0Publish) return new PacketTooLargeError(total, this.limit);
           whole = false;
           this.skipped = { bytes: total, head: [], headBytes: 0 };
           this.state = 'skip';
@@ -99,9 +110,9 @@ export class MqttPacketGuard extends Transform {
         this.state = this.remaining === 0 ? 'type' : 'body';
       }
     }
-    if (whole && this.state !== 'length' && this.state !== 'skip') return cb(null, chunk);
-    if (out.length === 0) return cb();
-    cb(null, out.length === 1 ? out[0] : Buffer.concat(out));
+    if (whole && this.state !== 'length' && this.state !== 'skip') return chunk;
+    if (out.length === 0) return undefined;
+    return out.length === 1 ? out[0] : Buffer.concat(out);
   }
 
   private finishSkip(): void {

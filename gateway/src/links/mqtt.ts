@@ -233,7 +233,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
       if (session && info.topic === DEVICE_PUBLISH_TOPIC) return session.onOversizedMessage(info.bytes, info.limit, info.payloadHead);
       o.log.warn({ remote: socket.remoteAddress, bytes: info.bytes, limit: info.limit }, 'oversized MQTT publish skipped');
     });
-    const conn = new GuardedMqttConnection(socket, socket.pipe(guard));
+    const conn = new GuardedMqttConnection(socket, guard);
     const c: Conn = {
       socket,
       remote: socket.remoteAddress ?? '',

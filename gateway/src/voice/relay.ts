@@ -51,10 +51,17 @@ export interface VoiceSessionHandle {
 
 type EndReason = 'device_closed' | 'upstream_closed' | 'device_goodbye' | 'upstream_goodbye' | 'idle' | 'replaced' | 'shutdown';
 
+/** ws.send's options for every audio frame: one object, not one per frame. */
+const BINARY = { binary: true } as const;
+
 class VoiceSession implements VoiceSessionHandle {
   upstream?: WebSocket;
   path?: DeviceAudioPath;
+  /** The session start, or the last idle sweep that found audio relayed since the sweep before (see `endIdle`). */
   lastAudioAt = Date.now();
+  /** Audio frames relayed either way; the idle sweep compares it with `framesAtSweep`. */
+  frames = 0;
+  framesAtSweep = 0;
   ended = false;
   upstreamSessionId = '';
   mcpInFlight = 0;
@@ -73,8 +80,9 @@ class VoiceSession implements VoiceSessionHandle {
     this.relay.toUpstream(this, frame, payloadBytes);
   }
 
+  /** Audio went through. A count, not a clock read per frame: the idle sweep turns it into a time. */
   touch(): void {
-    this.lastAudioAt = Date.now();
+    this.frames++;
   }
 }
 
@@ -100,7 +108,9 @@ export class VoiceRelay implements VoiceHook {
   private closed = false;
 
   constructor(private readonly d: VoiceRelayDeps) {
-    const every = Math.max(50, Math.min(10_000, Math.floor(d.config.idleTimeoutMs / 4)));
+    // Half the period a sweep per quarter of the timeout would have: a session's last frame is stamped by the sweep
+    // after it (see endIdle), so a silent session still ends at most a quarter of the timeout (10 s at most) late.
+    const every = Math.max(25, Math.min(5_000, Math.floor(d.config.idleTimeoutMs / 8)));
     this.sweep = setInterval(() => this.endIdle(), every);
     this.sweep.unref();
   }
@@ -244,8 +254,8 @@ export class VoiceRelay implements VoiceHook {
       this.d.metrics.dropped.inc({ direction: 'up', reason: 'backpressure' });
       return;
     }
-    vs.touch();
-    ws.send(frame, { binary: true });
+    vs.frames++;
+    ws.send(frame, BINARY);
     const up = this.d.metrics.relayed.up;
     up.frames.inc();
     up.bytes.inc(payloadBytes);
@@ -259,13 +269,14 @@ export class VoiceRelay implements VoiceHook {
 
   private fromUpstream(vs: VoiceSession, data: RawData, isBinary: boolean): void {
     if (vs.ended) return;
-    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+    // With its default binaryType ws hands over a Buffer (fragments already joined): the usual case first.
+    const buf = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
     if (isBinary) {
       if (buf.length > this.d.config.maxFrameBytes + 16) {
         this.d.metrics.dropped.inc({ direction: 'down', reason: 'too_large' });
         return;
       }
-      vs.touch();
+      vs.frames++;
       vs.path!.toDevice(buf);
       return;
     }
@@ -344,9 +355,20 @@ export class VoiceRelay implements VoiceHook {
     return this.d.config.exposeHubTools && this.hub ? { hub: this.hub, tenant: this.tenantOf(deviceId) ?? this.d.config.hubTenant } : undefined;
   }
 
+  /**
+   * Sessions whose audio stopped: a session that relayed a frame since the last sweep has audio as of now;
+   * one that did not ends once the last such sweep is `idleTimeoutMs` old (at most two sweep periods after its
+   * last frame: the frames are counted, not timed, so the relay reads no clock per frame).
+   */
   private endIdle(): void {
-    const cutoff = Date.now() - this.d.config.idleTimeoutMs;
-    for (const vs of [...this.sessions.values()]) if (vs.upstream && vs.lastAudioAt < cutoff) this.end(vs, 'idle');
+    const now = Date.now();
+    const cutoff = now - this.d.config.idleTimeoutMs;
+    for (const vs of [...this.sessions.values()]) {
+      if (vs.frames !== vs.framesAtSweep) {
+        vs.framesAtSweep = vs.frames;
+        vs.lastAudioAt = now;
+      } else if (vs.upstream && vs.lastAudioAt < cutoff) this.end(vs, 'idle');
+    }
   }
 
   /** Tell the device in a way it shows (the reference firmware ignores `type:"error"`), then end its attempt. */

@@ -149,7 +149,8 @@ export class UdpAudio implements UdpAudioFactory {
     const h = parseUdpHeader(packet);
     if (!h.ok) return this.dropUp(h.reason);
     if (h.value.flags !== b.nonce[1]) return this.dropUp('bad_flags');
-    if (b.deviceAddress && normalizeAddress(address) !== b.deviceAddress) return this.dropUp('wrong_address');
+    // The same string as the device's MQTT address (the usual case) needs no normalising.
+    if (b.deviceAddress && address !== b.deviceAddress && normalizeAddress(address) !== b.deviceAddress) return this.dropUp('wrong_address');
     const remote = b.remote;
     const pinned = remote === undefined || (remote.address === address && remote.port === port);
     if (!pinned && b.rebindFailures >= REBIND_FAILURES) return this.dropUp('rebind_refused');

@@ -5,7 +5,7 @@ import { llmModels } from '../../../test/support/assistant.js';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { nodeServer } from '../../../test/support/hub.js';
 import { startLlmServer, type LlmServer } from '../../../test/support/llm-server.js';
-import { ReferenceDevice } from '../../../test/support/reference-device.js';
+import { recordingVolumeTool, ReferenceDevice } from '../../../test/support/reference-device.js';
 import { deferred, once, until } from '../../../test/support/wait.js';
 
 /** `voxgate chat` as a real child process, its stdin piped. */
@@ -36,14 +36,7 @@ describe('voxgate chat', () => {
   const volumes: number[] = [];
   const device = new ReferenceDevice({
     deviceId: DEV,
-    tools: [
-      {
-        name: 'self.audio_speaker.set_volume',
-        description: 'Set the volume',
-        properties: { volume: { type: 'integer' } },
-        run: (a) => (volumes.push(Number(a['volume'])), true),
-      },
-    ],
+    tools: [recordingVolumeTool(volumes)],
   });
   beforeAll(async () => {
     llm = await startLlmServer();

@@ -7,7 +7,7 @@ import { chatStream, llmModels, openAiToolMessages, until as untilEvent } from '
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { FIXTURE_SERVER, isAlive, nodeServer, untilHub } from '../../../test/support/hub.js';
 import { startLlmServer, type LlmServer } from '../../../test/support/llm-server.js';
-import { ReferenceDevice } from '../../../test/support/reference-device.js';
+import { recordingVolumeTool, ReferenceDevice } from '../../../test/support/reference-device.js';
 import { deferred, until } from '../../../test/support/wait.js';
 
 /** The assistant with hosted MCP servers: instructions, auto-context, resources, prompts, confirmation, cancellation, tenants. */
@@ -33,14 +33,7 @@ describe('assistant with hosted servers', () => {
   const volumes: number[] = [];
   const device = new ReferenceDevice({
     deviceId: DEV,
-    tools: [
-      {
-        name: 'self.audio_speaker.set_volume',
-        description: 'Set the volume',
-        properties: { volume: { type: 'integer' } },
-        run: (a) => (volumes.push(Number(a['volume'])), true),
-      },
-    ],
+    tools: [recordingVolumeTool(volumes)],
   });
 
   beforeAll(async () => {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { llmModels } from '../../../test/support/assistant.js';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { startLlmServer, type LlmServer } from '../../../test/support/llm-server.js';
-import { ReferenceDevice } from '../../../test/support/reference-device.js';
+import { recordingVolumeTool, ReferenceDevice } from '../../../test/support/reference-device.js';
 
 /** POST /v1/chat/completions, driven by the official openai client as any OpenAI-compatible chat UI would. */
 const VOL = 'device__020000001401__self_audio_speaker_set_volume';
@@ -15,14 +15,7 @@ describe('OpenAI-compatible endpoint', () => {
   const volumes: number[] = [];
   const device = new ReferenceDevice({
     deviceId: '02:00:00:00:14:01',
-    tools: [
-      {
-        name: 'self.audio_speaker.set_volume',
-        description: 'Set the volume',
-        properties: { volume: { type: 'integer' } },
-        run: (a) => (volumes.push(Number(a['volume'])), true),
-      },
-    ],
+    tools: [recordingVolumeTool(volumes)],
   });
   beforeAll(async () => {
     llm = await startLlmServer();

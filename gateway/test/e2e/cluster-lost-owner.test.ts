@@ -1,9 +1,6 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
-import { isolatedEnv, spawnGateway, type GatewayProcess } from '../../../test/support/gateway-process.js';
+import { startClusterMember } from '../../../test/support/gateway-process.js';
 import { startNatsServer, type NatsServer } from '../../../test/support/nats-server.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 import { deferred, until } from '../../../test/support/wait.js';
@@ -61,21 +58,8 @@ describe('forwarded calls to a lost owner (issue 20 item 9)', () => {
   });
 
   it('the owning instance is killed mid-call: 503 DEVICE_OFFLINE, not a 504 at the timeout', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-cluster-'));
-    writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
-    let owner: GatewayProcess | undefined;
+    const owner = startClusterMember(nats.url, 'gw-owner', HEARTBEAT_MS, TEST_API_KEY);
     try {
-      owner = spawnGateway(
-        process.execPath,
-        ['--import', 'tsx', 'gateway/src/main.ts'],
-        isolatedEnv(dataDir, {
-          GATEWAY_API_KEYS: TEST_API_KEY,
-          GATEWAY_CLUSTER_ENABLED: 'true',
-          GATEWAY_CLUSTER_INSTANCE_ID: 'gw-owner',
-          GATEWAY_CLUSTER_NATS_SERVERS: nats.url,
-          GATEWAY_CLUSTER_HEARTBEAT_MS: String(HEARTBEAT_MS),
-        }),
-      );
       const started = await owner.logLine('voxgate started');
       const h = hanging('02:00:00:00:15:01');
       const d = h.d;
@@ -89,8 +73,7 @@ describe('forwarded calls to a lost owner (issue 20 item 9)', () => {
       expect([r.status, r.body.code]).toEqual([503, 'DEVICE_OFFLINE']);
       expect(await a.metric('voxgate_cluster_forwarded_calls_total', { outcome: 'DEVICE_TIMEOUT' })).toBe(0);
     } finally {
-      if (owner && owner.child.exitCode === null && owner.child.signalCode === null) owner.child.kill('SIGKILL');
-      rmSync(dataDir, { recursive: true, force: true });
+      owner.dispose();
     }
   }, 90_000);
 

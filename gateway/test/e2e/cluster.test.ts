@@ -1,13 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import { OtaResponseSchema, type OtaResponse } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
-import { isolatedEnv, spawnGateway, type GatewayProcess } from '../../../test/support/gateway-process.js';
+import { startClusterMember } from '../../../test/support/gateway-process.js';
 import { startNatsServer, type NatsServer } from '../../../test/support/nats-server.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 import { openSse } from '../../../test/support/sse.js';
@@ -355,23 +352,10 @@ describe('many instances on NATS (issue 13)', () => {
     }
   });
 
-  // It starts a gateway process through tsx (18-23 s under heavy load): a hang guard, not a budget.
+  // It starts a compiled gateway process (several seconds under heavy load): a hang guard, not a budget.
   it('fails calls to a killed instance at once, and converges when its devices reconnect elsewhere', { timeout: 120_000 }, async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-cluster-'));
-    writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
-    let killed: GatewayProcess | undefined;
+    const killed = startClusterMember(nats.url, 'gw-killed', HEARTBEAT_MS, TEST_API_KEY);
     try {
-      killed = spawnGateway(
-        process.execPath,
-        ['--import', 'tsx', 'gateway/src/main.ts'],
-        isolatedEnv(dataDir, {
-          GATEWAY_API_KEYS: TEST_API_KEY,
-          GATEWAY_CLUSTER_ENABLED: 'true',
-          GATEWAY_CLUSTER_INSTANCE_ID: 'gw-killed',
-          GATEWAY_CLUSTER_NATS_SERVERS: nats.url,
-          GATEWAY_CLUSTER_HEARTBEAT_MS: String(HEARTBEAT_MS),
-        }),
-      );
       const started = await killed.logLine('voxgate started');
       const wsUrl = `ws://${String(started['http'])}/xiaozhi/v1/`;
       const d = device();
@@ -417,8 +401,7 @@ describe('many instances on NATS (issue 13)', () => {
         expect(r.status).toBe(200);
       }
     } finally {
-      if (killed && killed.child.exitCode === null && killed.child.signalCode === null) killed.child.kill('SIGKILL');
-      rmSync(dataDir, { recursive: true, force: true });
+      killed.dispose();
     }
   });
 

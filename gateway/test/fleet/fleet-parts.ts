@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
+import { afterEach } from 'vitest';
 import type { CallOutcome } from '../../src/devices/device-handle.js';
 import { GatewayError } from '../../src/errors.js';
 import { EventBus, type GatewayEvent } from '../../src/events/bus.js';
@@ -145,6 +146,40 @@ export async function startRig(
 export const mac = (n: number) => `02:00:${[(n >> 24) & 255, (n >> 16) & 255, (n >> 8) & 255, n & 255].map((b) => b.toString(16).padStart(2, '0')).join(':')}`;
 
 export { GatewayError };
+
+/**
+ * The rigs and folders a test makes, torn down after each test: held answers released, each fleet and store
+ * closed, each folder removed. `rig` starts and keeps one; `keep` keeps rigs started otherwise; `forget` lets
+ * a test stop one itself (a restart).
+ */
+export function rigsPerTest(): { rig: typeof startRig; keep: (...r: Rig[]) => void; forget: (r: Rig) => void; dir: () => string } {
+  const rigs: Rig[] = [];
+  const dirs: string[] = [];
+  afterEach(async () => {
+    for (const r of rigs.splice(0)) {
+      for (const d of r.fake.devices.values()) for (const answer of d.held.splice(0)) answer();
+      await r.stop().catch(() => undefined);
+    }
+    for (const d of dirs.splice(0)) removeDir(d);
+  });
+  return {
+    rig: async (...a) => {
+      const r = await startRig(...a);
+      rigs.push(r);
+      return r;
+    },
+    keep: (...r) => rigs.push(...r),
+    forget: (r) => {
+      const i = rigs.indexOf(r);
+      if (i >= 0) rigs.splice(i, 1);
+    },
+    dir: () => {
+      const d = tempDir();
+      dirs.push(d);
+      return d;
+    },
+  };
+}
 
 /**
  * One store shared by several simulated instances, as the cluster's KV bucket is: each `view()` is one

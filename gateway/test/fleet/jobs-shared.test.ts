@@ -1,26 +1,20 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { until as untilSoon } from '../../../test/support/wait.js';
 import { JOB_ENDS_COLLECTION } from '../../src/fleet/jobs.js';
-import { mac, SharedMemoryStore, startRig, type Rig } from './fleet-parts.js';
+import { mac, rigsPerTest, SharedMemoryStore, startRig, type Rig } from './fleet-parts.js';
 
 /** A job over devices held by two instances sharing one store (the cluster's KV bucket, simulated). */
 /** A hang guard only (a busy machine): every wait is for a state, never a time. */
 const until = (check: Parameters<typeof untilSoon>[0], what: string) => untilSoon(check, what, 45_000);
 
 describe('fleet jobs with a shared store', () => {
-  const rigs: Rig[] = [];
-  afterEach(async () => {
-    for (const r of rigs.splice(0)) {
-      for (const d of r.fake.devices.values()) for (const answer of d.held.splice(0)) answer();
-      await r.stop().catch(() => undefined);
-    }
-  });
+  const { keep } = rigsPerTest();
 
   const pair = async () => {
     const shared = new SharedMemoryStore();
     const a = await startRig('', { soleSender: false, store: shared.view() });
     const b = await startRig('', { soleSender: false, store: shared.view() });
-    rigs.push(a, b);
+    keep(a, b);
     return { shared, a, b };
   };
   const ends = (r: Rig, jobId: string) => r.fake.events.filter((e) => e.type === 'job.progress' && e.data['jobId'] === jobId && e.data['state'] !== 'running');

@@ -1,7 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { GatewayEvent } from '../../src/events/bus.js';
 import { JOBS_COLLECTION } from '../../src/fleet/jobs.js';
-import { mac, removeDir, startRig, tempDir, type Rig } from './fleet-parts.js';
+import { mac, rigsPerTest, type Rig } from './fleet-parts.js';
 
 /**
  * Jobs over simulated devices: the devices are the fake call port of fleet-parts.ts (plain objects that
@@ -9,22 +9,7 @@ import { mac, removeDir, startRig, tempDir, type Rig } from './fleet-parts.js';
  * the real ones.
  */
 describe('fleet jobs', () => {
-  const dirs: string[] = [];
-  const rigs: Rig[] = [];
-  const rig = async (...a: Parameters<typeof startRig>) => {
-    const r = await startRig(...a);
-    rigs.push(r);
-    return r;
-  };
-  const dir = () => {
-    const d = tempDir();
-    dirs.push(d);
-    return d;
-  };
-  afterEach(async () => {
-    for (const r of rigs.splice(0)) await r.stop().catch(() => undefined);
-    for (const d of dirs.splice(0)) removeDir(d);
-  });
+  const { rig, dir, forget } = rigsPerTest();
   /** The job's last word: ended, and nothing of it queued or in flight any more. */
   const ended = (r: Rig, jobId: string) =>
     r.fake.event((e) => {
@@ -121,7 +106,7 @@ describe('fleet jobs', () => {
     const ids = [mac(1), mac(2), mac(3)];
     for (const id of ids) first.fake.add(id);
     const job = await first.fleet.jobs.create({ tool: 't', arguments: { a: 1 }, filter: { ids }, concurrency: 1 });
-    rigs.splice(rigs.indexOf(first), 1);
+    forget(first);
     await first.stop();
 
     const second = await rig(folder);

@@ -1,28 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { until } from '../../../test/support/wait.js';
 import { CALLS_COLLECTION } from '../../src/fleet/queued-calls.js';
-import { GatewayError, mac, removeDir, startRig, tempDir, type Rig } from './fleet-parts.js';
+import { GatewayError, mac, rigsPerTest, type Rig } from './fleet-parts.js';
 
 describe('queued calls (real SqliteStore, fake devices)', () => {
-  const dirs: string[] = [];
-  const rigs: Rig[] = [];
-  const rig = async (...a: Parameters<typeof startRig>) => {
-    const r = await startRig(...a);
-    rigs.push(r);
-    return r;
-  };
-  const dir = () => {
-    const d = tempDir();
-    dirs.push(d);
-    return d;
-  };
-  afterEach(async () => {
-    for (const r of rigs.splice(0)) {
-      for (const d of r.fake.devices.values()) for (const answer of d.held.splice(0)) answer();
-      await r.stop().catch(() => undefined);
-    }
-    for (const d of dirs.splice(0)) removeDir(d);
-  });
+  const { rig, dir, forget } = rigsPerTest();
 
   const finished = (r: Rig, callId: string) =>
     r.fake.event((e) => e.type === 'call.state' && e.data['callId'] === callId && !['queued', 'sent'].includes(e.data['state'] as string));
@@ -69,7 +51,7 @@ describe('queued calls (real SqliteStore, fake devices)', () => {
     const inFlight = await first.fleet.calls.enqueue({ deviceId: b, tool: 'now', arguments: {} });
     await until(() => dev.ran.length === 1, 'the device got the call');
     // The process dies while the device holds the call: nothing more is written, the store is let go.
-    rigs.splice(rigs.indexOf(first), 1);
+    forget(first);
     await first.store.close();
 
     const second = await rig(folder);

@@ -1,9 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { until as untilSoon } from '../../../test/support/wait.js';
 import { CALLS_COLLECTION } from '../../src/fleet/queued-calls.js';
 import { SEND_CLAIMS_COLLECTION } from '../../src/fleet/send-claims.js';
 import type { QueuedCall } from '../../src/fleet/types.js';
-import { GatewayError, mac, SharedMemoryStore, startRig, type Rig } from './fleet-parts.js';
+import { GatewayError, mac, rigsPerTest, SharedMemoryStore, startRig, type Rig } from './fleet-parts.js';
 
 /**
  * Two instances (two fleets, each with its own fake devices) over one shared store, as in a cluster during
@@ -14,17 +14,14 @@ import { GatewayError, mac, SharedMemoryStore, startRig, type Rig } from './flee
 const until = (check: Parameters<typeof untilSoon>[0], what: string) => untilSoon(check, what, 45_000);
 
 describe('queued-call send claims (two delivery loops on one shared store)', () => {
-  const rigs: Rig[] = [];
-  afterEach(async () => {
-    for (const r of rigs.splice(0)) await r.stop().catch(() => undefined);
-  });
+  const { keep } = rigsPerTest();
 
   const pair = async (o: { soleSender?: boolean; keepFinished?: number } = {}) => {
     const shared = new SharedMemoryStore();
     const opts = { soleSender: o.soleSender ?? false, config: o.keepFinished === undefined ? {} : { keepFinished: o.keepFinished } };
     const a = await startRig('', { ...opts, store: shared.view() });
     const b = await startRig('', { ...opts, store: shared.view() });
-    rigs.push(a, b);
+    keep(a, b);
     return { shared, a, b };
   };
   /** Queue one call per device via A while the devices are offline everywhere; resolves once B knows them all. */

@@ -25,7 +25,7 @@ async function setUp(limit = 1024) {
   const pair = await socketPair();
   servers.push(pair.server);
   const guard = new MqttPacketGuard(limit);
-  const conn = new GuardedMqttConnection(pair.near, pair.near.pipe(guard));
+  const conn = new GuardedMqttConnection(pair.near, guard);
   return { ...pair, guard, conn };
 }
 

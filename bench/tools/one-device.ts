@@ -1,0 +1,139 @@
+/**
+ * The "one device, many callers" WebSocket row alone: calls to one device through the gateway against the floor's
+ * serialising route (bench/floors/serial.ts) on its own device, alternating, judged by process CPU per call
+ * (/proc/<pid>/stat) of the server and of the device simulator, and with `--strace` by the system calls per call.
+ *   node --conditions=voxgate-source --import tsx bench/tools/one-device.ts [rounds=3] [seconds=2] [concurrency=16] [warm-up seconds=1] [--strace] [--profile]
+ * `--profile`: a CPU profile of the gateway's last round, bench/results/prof/one-device-gateway.cpuprofile.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cpuUs } from '../lib/cpu.js';
+import { runLoad } from '../lib/load.js';
+import { ROOT, freePort, spawnTs, stopAll, type Proc } from '../lib/procs.js';
+import { API_KEY, BODY, QUEUE_LIMIT } from '../scenarios/bench.js';
+import { Fleet } from '../scenarios/env.js';
+import { callPath, metric, serialPath, until } from '../scenarios/measure.js';
+import { PROBE_JS } from './heap-probe.js';
+
+const args = process.argv.slice(2);
+const flags = new Set(args.filter((a) => a.startsWith('--')));
+const [rounds = 3, seconds = 2, concurrency = 16, warmS = 1] = args.filter((a) => /^\d/.test(a)).map(Number);
+const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-one-device-'));
+writeFileSync(join(dataDir, 'config.json'), '{}');
+
+/** CPU µs of a process's main thread (user, system) and of its other threads (V8's compilers and GC helpers, libuv's pool). */
+function cpuSplit(pid: number | undefined): [number, number, number] {
+  const out: [number, number, number] = [0, 0, 0];
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      const [user, sys] = [Number(f[11]) * 1e4, Number(f[12]) * 1e4];
+      if (tid === String(pid)) [out[0], out[1]] = [user, sys];
+      else out[2] += user + sys;
+    } catch {
+      /* the thread ended */
+    }
+  }
+  return out;
+}
+
+/** System calls of `pid` (all threads) while `work` runs, from `strace -c -f`. */
+async function straced<T>(pid: number, work: () => Promise<T>): Promise<{ result: T; calls: Map<string, number> }> {
+  const out: string[] = [];
+  const st: ChildProcess = spawn('strace', ['-c', '-f', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  st.stderr!.on('data', (d: Buffer) => out.push(d.toString()));
+  await new Promise((r) => setTimeout(r, 500));
+  const result = await work();
+  const closed = new Promise((r) => st.once('close', r));
+  st.kill('SIGINT');
+  await closed;
+  const calls = new Map<string, number>();
+  for (const line of out.join('').split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f.length >= 5 && /^\d+$/.test(f[3]!) && /^[a-z_0-9]+$/.test(f[f.length - 1]!)) calls.set(f[f.length - 1]!, Number(f[3]));
+  }
+  return { result, calls };
+}
+
+try {
+  const httpPort = await freePort();
+  const gateway = spawnTs('gateway', 'bench/procs/gateway.ts', {
+    env: {
+      GATEWAY_HTTP_HOST: '127.0.0.1',
+      GATEWAY_HTTP_PORT: String(httpPort),
+      GATEWAY_MQTT_HOST: '127.0.0.1',
+      GATEWAY_MQTT_PORT: String(await freePort()),
+      GATEWAY_API_KEYS: API_KEY,
+      GATEWAY_DATA_DIR: dataDir,
+      GATEWAY_LOG_LEVEL: 'warn',
+      GATEWAY_CONFIG: join(dataDir, 'config.json'),
+      GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
+    },
+    nodeArgs: ['--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`],
+  });
+  const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
+  const relay = spawnTs('ws-relay', 'bench/floors/ws-relay.ts');
+  const gwUrl = `http://127.0.0.1:${httpPort}`;
+  const floorPort = (await relay.hello)['port'] as number;
+  const floorUrl = `http://127.0.0.1:${floorPort}`;
+  await fleet.procs[0]!.hello;
+  await until('the gateway', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 60_000, 100);
+  const common = { mode: 'device' as const, transport: 'ws' as const, count: 1, sources: [], timeoutMs: 30_000 };
+  await fleet.connect({ ...common, group: 'gw', waitFor: 'ready', url: `ws://127.0.0.1:${httpPort}/xiaozhi/v1/`, macGroup: 1 });
+  await fleet.connect({ ...common, group: 'floor', waitFor: 'open', url: `ws://127.0.0.1:${floorPort}/xiaozhi/v1/`, macGroup: 2 });
+  await until('the device ready', async () => (await metric(gwUrl, 'voxgate_devices_ready')) >= 1, 30_000);
+  const fleetPid = fleet.procs[0]!.child.pid;
+  const sides = [
+    { name: 'gateway', proc: gateway, url: gwUrl, path: callPath(1, 1), key: API_KEY as string | undefined },
+    { name: 'floor', proc: relay as Proc, url: floorUrl, path: serialPath(2, 1), key: undefined },
+  ];
+  for (const s of sides)
+    await runLoad({ baseUrl: s.url, path: s.path, body: BODY, connections: concurrency, durationS: warmS, ...(s.key ? { apiKey: s.key } : {}) });
+  const run = async (s: (typeof sides)[number]) => {
+    const pids = [s.proc.child.pid, fleetPid];
+    const c0 = pids.map(cpuUs);
+    const split0 = cpuSplit(s.proc.child.pid);
+    const load0 = loadavg()[0]!;
+    const r = await runLoad({ baseUrl: s.url, path: s.path, body: BODY, connections: concurrency, durationS: seconds, ...(s.key ? { apiKey: s.key } : {}) });
+    const [server, device] = pids.map((p, i) => (cpuUs(p) - c0[i]!) / r.ok);
+    const split1 = cpuSplit(s.proc.child.pid);
+    const user = (split1[0] - split0[0]) / r.ok;
+    const sys = (split1[1] - split0[1]) / r.ok;
+    const threads = (split1[2] - split0[2]) / r.ok;
+    return { r, server: server!, device: device!, user, sys, threads, load: `${load0.toFixed(1)}→${loadavg()[0]!.toFixed(1)}` };
+  };
+  for (let i = 0; i < rounds; i++) {
+    for (const s of sides) {
+      const profile = flags.has('--profile') && i === rounds - 1 && s.name === 'gateway';
+      if (profile) await s.proc.request({ cmd: 'profile' });
+      const m = await run(s);
+      if (profile) {
+        mkdirSync(join(ROOT, 'bench/results/prof'), { recursive: true });
+        await s.proc.request({ cmd: 'profile', file: join(ROOT, 'bench/results/prof/one-device-gateway.cpuprofile') });
+      }
+      console.log(
+        `${s.name.padEnd(7)} c=${concurrency}: ${m.r.perSecond.toFixed(0).padStart(5)} calls/s  server ${m.server.toFixed(0).padStart(4)} µs/call (main: user ${m.user.toFixed(0)}, sys ${m.sys.toFixed(0)}; other threads ${m.threads.toFixed(0)})  ` +
+          `device ${m.device.toFixed(0).padStart(4)} µs/call  p50 ${m.r.p50.toFixed(2)} ms  errors ${m.r.non2xx + m.r.errors + m.r.timeouts}  load ${m.load}`,
+      );
+    }
+  }
+  if (flags.has('--strace'))
+    for (const s of sides) {
+      for (const [who, pid] of [
+        ['server', s.proc.child.pid!],
+        ['device', fleetPid!],
+      ] as const) {
+        const { result, calls } = await straced(pid, () => run(s));
+        const per = [...calls]
+          .filter(([, n]) => n / result.r.ok >= 0.05)
+          .map(([k, n]) => `${k} ${(n / result.r.ok).toFixed(2)}`)
+          .join(', ');
+        console.log(`strace ${s.name} ${who}: ${result.r.ok} calls; per call: ${per}`);
+      }
+    }
+} finally {
+  await stopAll();
+  rmSync(dataDir, { recursive: true, force: true });
+}
