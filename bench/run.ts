@@ -8,7 +8,8 @@
  *            --profile (the gateways under --cpu-prof; WebSocket call path unless --only says otherwise, e.g.
  *            --only mqtt or --only voice; profiles in bench/results/prof/, read them with bench/tools/top-self.ts)
  *
- * Processes: this runner (the load generator, autocannon), the gateway (gateway/src/main.ts), the floors
+ * Processes: this runner (the load generator, autocannon), the gateway (compiled, gateway/dist/main.js, as `npm start`
+ * runs it; run.sh builds it first; from its sources through tsx only when that build is stale), the floors
  * (bench/floors/*), and fleet processes (bench/fleet/fleet.ts) holding the simulated devices; the cluster rows add a
  * nats-server and two clustered gateways. Every child is killed at the end, on failure too.
  *
@@ -19,6 +20,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { spawnGateway } from './lib/compiled.js';
 import { ROOT, freePort, killAllNow, livePids, spawnTs, stopAll } from './lib/procs.js';
 import { limits, machine } from './lib/system.js';
 import { GATEWAY_START_MS, QUEUE_LIMIT, API_KEY, SOURCES_BASE, benchFromArgs, type Bench, type Result } from './scenarios/bench.js';
@@ -63,7 +65,8 @@ async function main(b: Bench): Promise<void> {
     const [httpPort, mqttPort] = [await freePort(), await freePort()];
     const profDir = join(ROOT, 'bench/results/prof');
     if (b.profile) mkdirSync(profDir, { recursive: true });
-    const gateway = spawnTs('gateway', 'bench/procs/gateway.ts', {
+    // Compiled, as `npm start` runs it (run.sh builds first); from sources through tsx only when the build is stale.
+    const { proc: gateway, how: gatewayHow } = spawnGateway('gateway', {
       env: {
         GATEWAY_HTTP_HOST: '127.0.0.1',
         GATEWAY_HTTP_PORT: String(httpPort),
@@ -93,7 +96,7 @@ async function main(b: Bench): Promise<void> {
     const bareWs = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');
     await Promise.all([...fleet.procs.map((p) => p.hello), wsRelay.hello, mqttRelay.hello, bareWs.hello]);
     await until('the gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
-    b.log(`gateway on ${gwUrl} (mqtt ${mqttPort}); ${fleetProcs} fleet process(es); floors up`);
+    b.log(`gateway on ${gwUrl} (mqtt ${mqttPort}), ${gatewayHow}; ${fleetProcs} fleet process(es); floors up`);
     const env: Env = { gateway, gwUrl, gwMqtt: `mqtt://127.0.0.1:${mqttPort}`, wsRelay, mqttRelay, bareWs, fleet, sources, fleetN, fleetParams };
 
     // Idle: the started gateway with no device and no call yet, after GC.
@@ -104,7 +107,7 @@ async function main(b: Bench): Promise<void> {
       unit: 'B',
       floor: null,
       ratio: null,
-      params: { heapUsed: idle.heapUsed, external: idle.external, note: 'started gateway, no device, after GC' },
+      params: { heapUsed: idle.heapUsed, external: idle.external, gateway: gatewayHow, note: 'started gateway, no device, after GC' },
     });
     b.log(`idle gateway: rss ${(idle.rss / 2 ** 20).toFixed(1)} MiB, heap ${(idle.heapUsed / 2 ** 20).toFixed(1)} MiB`);
 

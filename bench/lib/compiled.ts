@@ -6,6 +6,7 @@
 import { fork } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { MEMORY_PROBE_IMPORT } from '../procs/ipc.js';
 import { Proc, ROOT, spawnTs, type SpawnOptions } from './procs.js';
 
 const ENTRY = 'gateway/dist/main.js';
@@ -29,13 +30,16 @@ export function compiledGatewayStale(): string | undefined {
   return undefined;
 }
 
-/** The compiled gateway when it is fresh, else the sources through tsx (the bench's usual way); says which. */
+/**
+ * The compiled gateway when it is fresh, else the sources through tsx; says which. Either way with the bench's
+ * memory probe (`{cmd:'mem'}` after GC) and `o.nodeArgs` (e.g. --cpu-prof) before it.
+ */
 export function spawnGateway(name: string, o: SpawnOptions): { proc: Proc; how: string } {
   const stale = compiledGatewayStale();
   if (stale !== undefined) return { proc: spawnTs(name, 'bench/procs/gateway.ts', o), how: `from sources through tsx (${stale})` };
   const child = fork(join(ROOT, ENTRY), [], {
     cwd: ROOT,
-    execArgv: [...(o.nodeArgs ?? [])],
+    execArgv: ['--expose-gc', ...(o.nodeArgs ?? []), '--import', MEMORY_PROBE_IMPORT],
     env: { ...process.env, ...o.env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     serialization: 'json',

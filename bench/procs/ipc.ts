@@ -16,3 +16,19 @@ export function serveMemoryProbe(extra: () => Record<string, unknown> = () => ({
   });
   process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));
 }
+
+/**
+ * The gateway's probe (serveMemoryProbe without extra fields) as plain JavaScript, for a gateway run
+ * compiled: `node --expose-gc --import <MEMORY_PROBE_IMPORT> gateway/dist/main.js` loads it before the
+ * gateway, so nothing in gateway/src is bench-aware and no TypeScript loader sits in the measured process.
+ */
+const MEMORY_PROBE_JS = `process.on('message', (m) => {
+  if (m.cmd === 'count') return void process.send?.({ id: m.id, ok: true });
+  if (m.cmd !== 'mem') return;
+  const gc = globalThis.gc;
+  if (gc) { gc(); gc(); }
+  process.send?.({ id: m.id, ok: true, gc: gc !== undefined, mem: process.memoryUsage() });
+});
+process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));`;
+
+export const MEMORY_PROBE_IMPORT = `data:text/javascript,${encodeURIComponent(MEMORY_PROBE_JS)}`;

@@ -1,7 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startNatsServer, type NatsServer } from '../../test/support/nats-server.js';
-import { freePort, spawnTs, type Proc } from '../lib/procs.js';
+import { spawnGateway } from '../lib/compiled.js';
+import { freePort, type Proc } from '../lib/procs.js';
 import { API_KEY, CONCURRENCY, GATEWAY_START_MS, QUEUE_LIMIT, type Bench } from './bench.js';
 import type { Env } from './env.js';
 import { allDevices, callOutcomes, callPath, errorsOf, loadOnce, mem, metric, notOk, ratio, round, until } from './measure.js';
@@ -24,7 +25,7 @@ export async function clusterScenarios(bench: Bench, e: Env, dataDir: string): P
       const dir = join(dataDir, `cluster-${id}`);
       mkdirSync(dir, { recursive: true });
       writeFileSync(join(dir, 'config.json'), '{}');
-      const proc = spawnTs(`cluster-${id}`, 'bench/procs/gateway.ts', {
+      const { proc } = spawnGateway(`cluster-${id}`, {
         env: {
           GATEWAY_HTTP_HOST: '127.0.0.1',
           GATEWAY_HTTP_PORT: String(httpPort),

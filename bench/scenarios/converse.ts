@@ -7,7 +7,8 @@ import { startSpeechServer } from '../../gateway/test/support/speech-servers.js'
 import { startLlmServer } from '../../test/support/llm-server.js';
 import { ConversationDevice, spokenUtterance, type ListenMode, type TurnObservation, type Utterance } from '../lib/converse.js';
 import { cpuUs } from '../lib/cpu.js';
-import { freePort, ROOT, spawnTs } from '../lib/procs.js';
+import { spawnGateway } from '../lib/compiled.js';
+import { freePort, ROOT } from '../lib/procs.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
 import { macOf, metric, ratio, round, until } from './measure.js';
 
@@ -63,7 +64,7 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
   };
   writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
   const httpPort = await freePort();
-  const gateway = spawnTs('converse-gateway', 'bench/procs/gateway.ts', {
+  const { proc: gateway } = spawnGateway('converse-gateway', {
     nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/converse')] : [],
     env: {
       GATEWAY_HTTP_HOST: '127.0.0.1',

@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { cpuUs } from '../lib/cpu.js';
+import { spawnGateway } from '../lib/compiled.js';
 import { ROOT, freePort, spawnTs, type Proc } from '../lib/procs.js';
 import { runVoiceLoad, type VoiceLoadOptions, type VoiceLoadResult } from '../lib/voice.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
@@ -20,7 +21,7 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
   const voiceDir = join(dataDir, 'voice');
   mkdirSync(voiceDir, { recursive: true });
   writeFileSync(join(voiceDir, 'config.json'), '{}');
-  const gateway = spawnTs('voice-gateway', 'bench/procs/gateway.ts', {
+  const { proc: gateway } = spawnGateway('voice-gateway', {
     env: {
       GATEWAY_HTTP_HOST: '127.0.0.1',
       GATEWAY_HTTP_PORT: String(httpPort),

@@ -428,7 +428,7 @@ function deferShutdown(config: Config, log: Logger, core: Core, front: Front, li
     // Wait until each device socket has closed (close handshake done, or terminated a second later): a
     // process that exits before that cuts off the close frame, and the device sees 1006, not 1001.
     devicesClosed = Promise.all(
-      [...front.ws.wss.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))),
+      [...front.ws.clients].map((c) => new Promise((resolve) => (c.readyState === c.CLOSED ? resolve(undefined) : c.once('close', resolve)))),
     );
     await core.closeAssistant();
     await core.closeVoice();

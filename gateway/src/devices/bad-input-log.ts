@@ -11,7 +11,7 @@ const BAD_INPUT_LINES_PER_MINUTE = 20;
  */
 export class BadInputLog {
   private count = 0;
-  private throttles: Partial<Record<'warn' | 'debug', ThrottledLog>> = {};
+  private throttles: Partial<Record<'warn' | 'debug', ThrottledLog>> | undefined;
 
   constructor(
     private readonly log: Logger,
@@ -20,7 +20,12 @@ export class BadInputLog {
 
   note(level: 'warn' | 'debug', obj: Record<string, unknown>, msg: string): void {
     const n = ++this.count;
-    const throttle = (this.throttles[level] ??= new ThrottledLog(this.log, level, { linesPerWindow: BAD_INPUT_LINES_PER_MINUTE, windowMs: 60_000 }, this.now));
+    const throttle = ((this.throttles ??= {})[level] ??= new ThrottledLog(
+      this.log,
+      level,
+      { linesPerWindow: BAD_INPUT_LINES_PER_MINUTE, windowMs: 60_000 },
+      this.now,
+    ));
     throttle.write({ ...obj, badInputs: n }, msg);
   }
 }

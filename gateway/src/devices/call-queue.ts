@@ -33,23 +33,26 @@ interface Job {
 /** One device's calls: FIFO with `concurrency` slots and a bounded queue; a job's deadline covers its time in the queue too. */
 export class CallQueue {
   private active = 0;
-  private readonly waiting: Job[] = [];
+  /** Made when a call first has to wait: most devices never queue one. */
+  private waiting: Job[] | undefined;
 
   constructor(private readonly d: CallQueueDeps) {}
 
   get waitingCount(): number {
-    return this.waiting.length;
+    return this.waiting?.length ?? 0;
   }
 
   /** Run `run` when a slot is free, with the time left until `deadline`; DEVICE_BUSY when the queue is full. */
   enqueue<T>(deadline: number, run: (remainingMs: number) => Promise<T>): Promise<T> {
     if (this.d.isClosed()) return Promise.reject(this.d.offline());
     // A free slot and nobody waiting (the usual case): run now, with no promise around the run's own.
-    if (this.active < this.d.concurrency && this.waiting.length === 0) return this.runNow(deadline, run);
-    if (this.waiting.length >= this.d.queueLimit) {
+    const waiting = this.waiting;
+    if (this.active < this.d.concurrency && (waiting === undefined || waiting.length === 0)) return this.runNow(deadline, run);
+    if (waiting !== undefined && waiting.length >= this.d.queueLimit) {
       this.d.metrics.calls.inc({ outcome: 'busy' });
-      return Promise.reject(new GatewayError('DEVICE_BUSY', `device ${this.d.deviceId} has ${this.waiting.length} calls waiting; try again later`));
+      return Promise.reject(new GatewayError('DEVICE_BUSY', `device ${this.d.deviceId} has ${waiting.length} calls waiting; try again later`));
     }
+    const queue = (this.waiting ??= []);
     return new Promise<T>((resolve, reject) => {
       const job: Job = {
         start: () => {
@@ -59,15 +62,15 @@ export class CallQueue {
         reject,
         timer: setTimeout(
           () => {
-            const i = this.waiting.indexOf(job);
-            if (i >= 0) this.waiting.splice(i, 1);
+            const i = queue.indexOf(job);
+            if (i >= 0) queue.splice(i, 1);
             this.d.metrics.calls.inc({ outcome: 'timeout' });
             reject(new GatewayError('DEVICE_TIMEOUT', `call waited in the device queue until its deadline`));
           },
           Math.max(1, deadline - Date.now()),
         ),
       };
-      this.waiting.push(job);
+      queue.push(job);
     });
   }
 
@@ -100,13 +103,15 @@ export class CallQueue {
 
   /** Fail every queued job (running ones fail through their requests). */
   failAll(err: GatewayError): void {
-    for (const job of this.waiting.splice(0)) {
+    for (const job of this.waiting?.splice(0) ?? []) {
       clearTimeout(job.timer);
       job.reject(err);
     }
   }
 
   private next(): void {
-    while (this.active < this.d.concurrency && this.waiting.length > 0) this.waiting.shift()!.start();
+    const waiting = this.waiting;
+    if (waiting === undefined) return;
+    while (this.active < this.d.concurrency && waiting.length > 0) waiting.shift()!.start();
   }
 }

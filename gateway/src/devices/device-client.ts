@@ -9,7 +9,7 @@ import type { CallOutcome } from './device-handle.js';
 import { ReadyGate } from './ready-gate.js';
 import type { RpcChannel } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
-import { checkToolCall, countFailedCall, readCallResult, type ToolCallDeps } from './tool-call.js';
+import { checkToolCall, countFailedCall, readCallResult } from './tool-call.js';
 
 /** What the client reads of its session at each call. */
 export interface ClientView {
@@ -19,6 +19,7 @@ export interface ClientView {
   readonly initError?: string | undefined;
 }
 
+/** What the client needs; the session gives it all itself (one object per device, no deps object per part). */
 export interface DeviceClientDeps {
   deviceId: string;
   sessionId: string;
@@ -39,14 +40,14 @@ export interface DeviceClientDeps {
  * the catalog and queued, raw requests, notifications, and waiting for setup to finish.
  */
 export class DeviceClient {
-  /** Opened when setup is done, failed when it fails or the link closes. */
-  readonly ready = new ReadyGate();
+  /** Callers waiting for setup: made when the first one waits (most sessions are ready before anyone calls). */
+  private gate: ReadyGate | undefined;
+  /** The settings' own object, shared by every session. */
   private readonly timeouts: CallTimeouts;
-  private readonly callDeps: ToolCallDeps;
 
+  /** `d` is also the tool calls' ToolCallDeps (deviceId, metrics, validators, badInput). */
   constructor(private readonly d: DeviceClientDeps) {
-    this.timeouts = { defaultTimeoutMs: d.settings.defaultCallTimeoutMs, maxTimeoutMs: d.settings.maxCallTimeoutMs };
-    this.callDeps = { deviceId: d.deviceId, metrics: d.metrics, validators: d.validators, badInput: d.badInput };
+    this.timeouts = d.settings.calls;
   }
 
   /** Call a tool: checked against the catalog and its schema, queued, timed out. */
@@ -60,14 +61,14 @@ export class DeviceClient {
 
   private callReady(name: string, args: Record<string, unknown>, timeoutMs: number, deadline: number): Promise<CallOutcome> {
     try {
-      checkToolCall(this.callDeps, this.d.session.catalog!, name, args);
+      checkToolCall(this.d, this.d.session.catalog!, name, args);
     } catch (e) {
       return Promise.reject(e instanceof Error ? e : new Error(String(e)));
     }
     return this.d.queue.enqueue(deadline, (remaining) => {
       const started = performance.now();
       return this.d.channel.request('tools/call', { name, arguments: args }, remaining, { reportedMs: timeoutMs }).then(
-        (result) => readCallResult(this.callDeps, name, result, started),
+        (result) => readCallResult(this.d, name, result, started),
         (e: unknown) => {
           countFailedCall(this.d.metrics, e, started);
           throw e;
@@ -108,10 +109,20 @@ export class DeviceClient {
     if (s.state === 'ready') return Promise.resolve();
     if (s.state === 'closed') return Promise.reject(this.d.channel.offline());
     if (s.state === 'failed') return Promise.reject(this.initFailure());
-    return this.ready.wait(timeoutMs, () => {
+    return (this.gate ??= new ReadyGate()).wait(timeoutMs, () => {
       const retrying = s.setup ? `; setup step ${s.setup.step} is being retried (${s.setup.lastError})` : '';
       return new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not finish initializing within ${timeoutMs} ms${retrying}`);
     });
+  }
+
+  /** Setup is done: the waiting callers go on. */
+  openReady(): void {
+    this.gate?.open();
+  }
+
+  /** Setup failed or the link closed: the waiting callers fail with `err`. */
+  failReady(err: GatewayError): void {
+    this.gate?.fail(err);
   }
 
   initFailure(): GatewayError {

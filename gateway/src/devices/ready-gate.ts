@@ -7,7 +7,8 @@ interface Waiter {
 
 /** Callers waiting for a device's setup to finish, each with its own timeout. */
 export class ReadyGate {
-  private waiters: Waiter[] = [];
+  /** Made when the first caller waits: most sessions are ready before anyone asks. */
+  private waiters: Waiter[] | undefined;
 
   /** Resolves at `open`, rejects at `fail` or, after `timeoutMs`, with `onTimeout()`. */
   wait(timeoutMs: number, onTimeout: () => GatewayError): Promise<void> {
@@ -23,18 +24,22 @@ export class ReadyGate {
         },
       };
       const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== waiter);
+        this.waiters = this.waiters?.filter((w) => w !== waiter);
         reject(onTimeout());
       }, timeoutMs);
-      this.waiters.push(waiter);
+      (this.waiters ??= []).push(waiter);
     });
   }
 
   open(): void {
-    for (const w of this.waiters.splice(0)) w.resolve();
+    const waiters = this.waiters;
+    this.waiters = undefined;
+    for (const w of waiters ?? []) w.resolve();
   }
 
   fail(err: GatewayError): void {
-    for (const w of this.waiters.splice(0)) w.reject(err);
+    const waiters = this.waiters;
+    this.waiters = undefined;
+    for (const w of waiters ?? []) w.reject(err);
   }
 }

@@ -27,8 +27,8 @@ interface DeviceRecord {
   connectedAt: number;
   lastSeenAt: number;
   catalogHash: string | undefined;
-  server?: { name: string; version: string };
-  protocolVersion?: string;
+  server?: { name: string; version: string } | undefined;
+  protocolVersion?: string | undefined;
   toolCount: number;
   /** The epoch whose session is ready (counted in devicesReady), if any. */
   readyEpoch?: number | undefined;
@@ -192,11 +192,13 @@ export class DeviceRegistry implements LocalDevices {
       connectedAt: Date.now(),
       lastSeenAt: Date.now(),
       catalogHash: prev?.catalogHash,
+      // Every field in the literal: one added later gave each record a property array (~40 B per device).
+      server: prev?.server || undefined,
+      protocolVersion: prev?.protocolVersion || undefined,
       toolCount: prev?.toolCount ?? 0,
+      readyEpoch: undefined,
       credential,
     };
-    if (prev?.server) record.server = prev.server;
-    if (prev?.protocolVersion) record.protocolVersion = prev.protocolVersion;
     const session = new DeviceSession(
       {
         deviceId: info.deviceId,

@@ -23,6 +23,7 @@ export interface RawReplyReader {
 }
 
 interface Pending {
+  id: number;
   method: string;
   resolve: (result: unknown) => void;
   reject: (err: GatewayError) => void;
@@ -41,14 +42,20 @@ const MAX_RAW_REPLY = 1024;
  */
 export class RpcChannel {
   private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
+  /**
+   * Requests awaiting their reply: the first in `one`, more (setup's overlap with a call, concurrency above 1)
+   * in `more`, made on first use. A device answers one request at a time, so a Map per session (~200 B, kept
+   * with its table once used) held nothing most of its life.
+   */
+  private one: Pending | undefined;
+  private more: Map<number, Pending> | undefined;
   /** The one request whose reply may be read from raw text (the tools/list walk asks one page at a time). */
   private raw: { id: number; reader: RawReplyReader } | undefined;
 
   constructor(private readonly d: RpcChannelDeps) {}
 
   get pendingCount(): number {
-    return this.pending.size;
+    return (this.one ? 1 : 0) + (this.more?.size ?? 0);
   }
 
   offline(): GatewayError {
@@ -75,7 +82,9 @@ export class RpcChannel {
         this.forget(id);
         reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not answer ${method} within ${reportedMs} ms`));
       }, timeoutMs);
-      this.pending.set(id, { method, resolve, reject, timer });
+      const p: Pending = { id, method, resolve, reject, timer };
+      if (this.one === undefined) this.one = p;
+      else (this.more ??= new Map()).set(id, p);
       if (opts.raw) this.raw = { id, reader: opts.raw };
       if (!this.d.send(encodeMcpFrame(this.d.sessionId, payload))) {
         clearTimeout(timer);
@@ -114,7 +123,7 @@ export class RpcChannel {
    */
   refuseReply(text: string, reason: string, detail: string): void {
     const id = unparsableReplyId(text.length > REPLY_HEAD ? text.slice(0, REPLY_HEAD) : text);
-    if (id === undefined || !this.pending.has(id)) return;
+    if (id === undefined || !this.find(id)) return;
     const raw = text.length > MAX_RAW_REPLY ? `${text.slice(0, MAX_RAW_REPLY)}…` : text;
     const message = reason === 'not_json' ? `device sent a reply that is not JSON: ${raw}` : `device reply refused (${reason}): ${detail}`;
     const unparsable = reason === 'not_json' ? { unparsable: true } : {};
@@ -130,21 +139,28 @@ export class RpcChannel {
     const id = unparsableReplyId(head);
     const detail = `device reply of ${bytes} bytes exceeds the ${limit}-byte limit (mqtt.maxPacketBytes); it was refused`;
     this.d.log.warn({ bytes, limit, id }, 'device message over the size limit refused');
-    if (id === undefined || !this.pending.has(id)) return;
+    if (id === undefined || !this.find(id)) return;
     this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', detail, { method: p.method, bytes, limit })));
   }
 
   /** Fail every pending request at once (the link closed, a newer connection took over). */
   failAll(err: GatewayError): void {
-    for (const [id, p] of this.pending) {
+    const all = this.one ? [this.one, ...(this.more?.values() ?? [])] : [...(this.more?.values() ?? [])];
+    all.sort((a, b) => a.id - b.id); // in the order they were sent, as before
+    for (const p of all) {
       clearTimeout(p.timer);
-      this.forget(id);
+      this.forget(p.id);
       p.reject(err);
     }
   }
 
+  private find(id: number): Pending | undefined {
+    const one = this.one;
+    return one !== undefined && one.id === id ? one : this.more?.get(id);
+  }
+
   private settle(id: RpcId | null, fn: (p: Pending) => void): void {
-    const p = typeof id === 'number' ? this.pending.get(id) : undefined;
+    const p = typeof id === 'number' ? this.find(id) : undefined;
     if (typeof id !== 'number' || !p) {
       this.d.metrics.lateReplies.inc();
       const shown = typeof id === 'string' ? id.slice(0, 64) : id;
@@ -157,7 +173,8 @@ export class RpcChannel {
   }
 
   private forget(id: number): void {
-    this.pending.delete(id);
+    if (this.one?.id === id) this.one = undefined;
+    else this.more?.delete(id);
     if (this.raw?.id === id) this.raw = undefined;
   }
 }

@@ -6,16 +6,16 @@ import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
 import type { SchemaValidators } from '../schemas/validators.js';
 import { BadInputLog } from './bad-input-log.js';
-import { CallQueue } from './call-queue.js';
+import { CallQueue, type CallQueueDeps } from './call-queue.js';
 import type { CatalogTool, ToolCatalog } from './catalog.js';
-import { DeviceClient } from './device-client.js';
+import { DeviceClient, type DeviceClientDeps } from './device-client.js';
 import type { CallOutcome, DeviceHandle } from './device-handle.js';
 import { capForEvent } from './event-data.js';
-import { DeviceEvents } from './device-events.js';
+import { publishCatalogIncomplete, publishReady, publishToolsChanged } from './device-events.js';
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
-import { RpcChannel } from './rpc-channel.js';
+import { RpcChannel, type RpcChannelDeps } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
-import { DeviceSetup, type ListedTools } from './setup.js';
+import { DeviceSetup, type ListedTools, type SetupDeps } from './setup.js';
 import type { ToolsPageCache } from './tools-page-cache.js';
 import type { VoiceDevice, VoiceHook } from './voice-hook.js';
 
@@ -53,8 +53,12 @@ export interface SessionHost {
 /**
  * One connection's MCP client for one device: dispatches its frames (replies to the RPC channel, hellos
  * and voice to the voice hook, the rest to events), runs setup, and offers calls through its queue.
+ *
+ * The session is its parts' context: the channel, the queue, setup and the client read what they need
+ * from it (their deps interfaces), so a device costs one object and its parts, not a deps object and
+ * closures per part (~700 B per device in a heap snapshot, docs/performance.md).
  */
-export class DeviceSession implements DeviceHandle, VoiceDevice {
+export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps, CallQueueDeps, SetupDeps, DeviceClientDeps {
   readonly sessionId = randomUUID();
   readonly connectedAt = Date.now();
   /** Moved by any traffic from the device, keepalives included (the links set it; records.ts writes it, throttled). */
@@ -67,64 +71,81 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
   initError?: string;
   closeReason?: string;
 
-  private readonly channel: RpcChannel;
-  private readonly queue: CallQueue;
+  readonly deviceId: string;
+  readonly clientId: string;
+  readonly log: Logger;
+  readonly bus: EventBus;
+  readonly metrics: Metrics;
+  readonly settings: SessionSettings;
+  readonly pages: ToolsPageCache;
+  readonly validators: SchemaValidators;
+  readonly channel: RpcChannel;
+  readonly queue: CallQueue;
+  private readonly link: DeviceLink;
+  private readonly host: SessionHost;
+  private readonly voice: VoiceHook;
   private readonly steps: DeviceSetup;
   private readonly client: DeviceClient;
-  private readonly badInput: BadInputLog;
-  private readonly events: DeviceEvents;
+  private badInputLog: BadInputLog | undefined;
   private helloTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly d: SessionDeps,
+    d: SessionDeps,
     /** WebSocket devices start with a hello; MQTT devices are initialized at once. */
     expectHello: boolean,
   ) {
     this.state = expectHello ? 'awaiting_hello' : 'initializing';
-    const { settings, metrics, log, deviceId, link } = d;
-    // The parts' deps are plain literals sharing these three closures: each spread of literals into a deps
-    // object gave every session its own hidden class (~350 B per device, in a heap snapshot).
-    const isClosed = () => this.state === 'closed';
-    const send = (t: string) => link.send(t);
-    const vision = () => d.host.vision(deviceId);
-    this.badInput = new BadInputLog(log);
-    this.events = new DeviceEvents(d.bus, deviceId);
-    const { sessionId } = this;
-    this.channel = new RpcChannel({ deviceId, sessionId, send, isClosed, log, metrics, badInput: this.badInput });
-    const offline = () => this.channel.offline();
-    this.queue = new CallQueue({ deviceId, concurrency: settings.concurrency, queueLimit: settings.queueLimit, metrics, isClosed, offline });
-    const { channel, queue } = this;
-    this.steps = new DeviceSetup({ deviceId, log, metrics, settings, channel, queue, vision, pages: d.pages, transport: link.transport, session: this });
-    const { validators } = d;
-    this.client = new DeviceClient({
-      deviceId,
-      sessionId,
-      settings,
-      metrics,
-      validators,
-      badInput: this.badInput,
-      channel,
-      queue,
-      send,
-      vision,
-      session: this,
-    });
+    this.deviceId = d.deviceId;
+    this.clientId = d.clientId;
+    this.log = d.log;
+    this.bus = d.bus;
+    this.metrics = d.metrics;
+    this.settings = d.settings;
+    this.pages = d.pages;
+    this.validators = d.validators;
+    this.link = d.link;
+    this.host = d.host;
+    this.voice = d.voice;
+    this.channel = new RpcChannel(this);
+    this.queue = new CallQueue(this);
+    this.steps = new DeviceSetup(this);
+    this.client = new DeviceClient(this);
   }
 
-  get deviceId(): string {
-    return this.d.deviceId;
+  // What the parts read of their context (see the class comment).
+  /** Its own view, for the parts that read the session's state (setup, the client). */
+  get session(): this {
+    return this;
   }
-  get clientId(): string {
-    return this.d.clientId;
+  isClosed(): boolean {
+    return this.state === 'closed';
   }
+  offline(): GatewayError {
+    return this.channel.offline();
+  }
+  /** Minted per (re)initialize: the vision token expires. */
+  vision(): VisionCapability | undefined {
+    return this.host.vision(this.deviceId);
+  }
+  get concurrency(): number {
+    return this.settings.concurrency;
+  }
+  get queueLimit(): number {
+    return this.settings.queueLimit;
+  }
+  /** Made on the first bad frame: a well-behaved device never pays for it. */
+  get badInput(): BadInputLog {
+    return (this.badInputLog ??= new BadInputLog(this.log));
+  }
+
   get transport(): 'websocket' | 'mqtt' {
-    return this.d.link.transport;
+    return this.link.transport;
   }
   get remoteAddress(): string {
-    return this.d.link.remoteAddress;
+    return this.link.remoteAddress;
   }
   get localAddress(): string | undefined {
-    return this.d.link.localAddress;
+    return this.link.localAddress;
   }
   get pendingCount(): number {
     return this.channel.pendingCount + this.queue.waitingCount;
@@ -139,18 +160,18 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     if (this.state === 'initializing') void this.runInit();
     else
       this.helloTimer = setTimeout(() => {
-        this.d.log.warn('no hello from the device; closing');
-        this.d.link.close(CLOSE_NO_HELLO, 'expected a hello');
-      }, this.d.settings.requestTimeoutMs);
+        this.log.warn('no hello from the device; closing');
+        this.link.close(CLOSE_NO_HELLO, 'expected a hello');
+      }, this.settings.requestTimeoutMs);
   }
 
   /** One text frame from the link. Never throws: bad input is counted, logged, and dropped. */
   onText(text: string): void {
     this.lastSeenAt = Date.now();
     if (this.channel.takeRaw(text)) return;
-    const parsed = parseDeviceFrame(text, this.d.settings.frameLimits);
+    const parsed = parseDeviceFrame(text, this.settings.frameLimits);
     if (!parsed.ok) {
-      this.d.metrics.framesRejected.inc({ reason: parsed.reason });
+      this.metrics.framesRejected.inc({ reason: parsed.reason });
       this.badInput.note('warn', { reason: parsed.reason, detail: parsed.detail, bytes: text.length }, 'frame rejected');
       // Text that cannot be read (not JSON, too large, too deep) still says which request it answers; a
       // readable frame with a bad envelope is dropped like any other refused frame.
@@ -158,19 +179,19 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
       if (unreadable) this.channel.refuseReply(text, parsed.reason, parsed.detail);
       return;
     }
-    if (parsed.value.repaired) this.d.metrics.framesRejected.inc({ reason: 'repaired' });
+    if (parsed.value.repaired) this.metrics.framesRejected.inc({ reason: 'repaired' });
     const frame = parsed.value.frame;
-    this.d.metrics.hot.framesIn[this.d.link.transport][frame.type === 'mcp' ? 'mcp' : 'other'].inc();
+    this.metrics.hot.framesIn[this.link.transport][frame.type === 'mcp' ? 'mcp' : 'other'].inc();
     if (frame.type === 'mcp') return this.onMcp(frame['payload']);
     if (frame.type === 'hello') return this.onHello(frame);
-    if (this.d.voice.onJson(this, frame, text)) return;
-    this.d.bus.publish('device.message', this.d.deviceId, { message: capForEvent(frame, text.length) });
+    if (this.voice.onJson(this, frame, text)) return;
+    this.bus.publish('device.message', this.deviceId, { message: capForEvent(frame, text.length) });
   }
 
   /** Binary (audio) from the link: the voice hook's, when a voice session holds it. */
   onBinary(data: Buffer): boolean {
     this.lastSeenAt = Date.now();
-    return this.d.voice.onAudio(this, data);
+    return this.voice.onAudio(this, data);
   }
 
   /** The link refused a message over its size limit; the request it answers fails now. */
@@ -186,16 +207,16 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     this.closeReason = reason;
     clearTimeout(this.helloTimer);
     this.steps.close();
-    this.d.voice.onClosed(this);
-    this.failAll(new GatewayError('DEVICE_OFFLINE', `device ${this.d.deviceId} disconnected (${reason})`));
-    this.d.host.onClosed(this);
+    this.voice.onClosed(this);
+    this.failAll(new GatewayError('DEVICE_OFFLINE', `device ${this.deviceId} disconnected (${reason})`));
+    this.host.onClosed(this);
   }
 
   /** Fail pending and queued calls, e.g. when a newer connection takes over. */
   failAll(err: GatewayError): void {
     this.channel.failAll(err);
     this.queue.failAll(err);
-    this.client.ready.fail(err);
+    this.client.failReady(err);
   }
 
   call(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<CallOutcome> {
@@ -220,16 +241,16 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
   }
 
   send(text: string): boolean {
-    return this.d.link.send(text);
+    return this.link.send(text);
   }
   sendBinary(data: Buffer): boolean {
-    return this.d.link.sendBinary?.(data) ?? false;
+    return this.link.sendBinary?.(data) ?? false;
   }
   bufferedBytes(): number {
-    return this.d.link.bufferedBytes?.() ?? 0;
+    return this.link.bufferedBytes?.() ?? 0;
   }
   close(code: number, reason: string): void {
-    this.d.link.close(code, reason);
+    this.link.close(code, reason);
   }
 
   /** The voice hook answers the hello; MCP starts once the device has its server hello, as the firmware needs. */
@@ -238,7 +259,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
       clearTimeout(this.helloTimer);
       this.helloTimer = undefined; // a cleared Timeout kept is ~170 B per device
     }
-    const answered = this.d.voice.onHello(this, frame);
+    const answered = this.voice.onHello(this, frame);
     if (typeof answered === 'boolean') this.helloAnswered(answered);
     else void answered.then((a) => this.helloAnswered(a));
   }
@@ -252,7 +273,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
   private onMcp(payload: unknown): void {
     const c = classifyRpc(payload);
     if (!c.ok) {
-      this.d.metrics.framesRejected.inc({ reason: 'bad_jsonrpc' });
+      this.metrics.framesRejected.inc({ reason: 'bad_jsonrpc' });
       this.badInput.note('warn', { detail: c.detail }, 'mcp payload is not JSON-RPC');
       return;
     }
@@ -263,14 +284,12 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
       case 'error':
         return this.channel.onError(m.msg.id, m.msg.error);
       case 'notification':
-        this.d.bus.publish('device.notification', this.d.deviceId, { method: m.msg.method, params: capForEvent(m.msg.params ?? {}) });
+        this.bus.publish('device.notification', this.deviceId, { method: m.msg.method, params: capForEvent(m.msg.params ?? {}) });
         if (m.msg.method === 'notifications/tools/list_changed') void this.relist('notification');
         return;
       case 'request':
         // Devices have nothing to ask the gateway; say so rather than leave them waiting.
-        this.d.link.send(
-          encodeMcpFrame(this.sessionId, { jsonrpc: '2.0', id: m.msg.id, error: { code: -32601, message: `Method not found: ${m.msg.method}` } }),
-        );
+        this.link.send(encodeMcpFrame(this.sessionId, { jsonrpc: '2.0', id: m.msg.id, error: { code: -32601, message: `Method not found: ${m.msg.method}` } }));
     }
   }
 
@@ -284,24 +303,24 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
       if (this.state === 'closed') return;
       this.state = 'failed';
       this.initError = e instanceof Error ? e.message : String(e);
-      this.d.log.warn({ err: this.initError }, 'device initialization failed');
-      this.client.ready.fail(this.client.initFailure());
+      this.log.warn({ err: this.initError }, 'device initialization failed');
+      this.client.failReady(this.client.initFailure());
       return;
     }
     if (this.state === 'closed') return;
     this.state = 'ready';
     this.steps.progress = undefined;
-    const previous = this.d.host.previousHash(this);
+    const previous = this.host.previousHash(this);
     const { catalog } = listed;
     this.catalog = catalog;
-    this.d.log.info({ tools: catalog.size, hash: catalog.hash, ms: Date.now() - t0, server: this.initialize.serverInfo }, 'device ready');
+    this.log.info({ tools: catalog.size, hash: catalog.hash, ms: Date.now() - t0, server: this.initialize.serverInfo }, 'device ready');
     this.noteGap(listed);
-    this.d.host.onReady(this);
-    this.events.ready(this.initialize, catalog);
-    this.events.catalogIncomplete(listed);
-    if (previous !== undefined && previous !== catalog.hash) this.events.toolsChanged(catalog, previous, 'relisted');
-    this.client.ready.open();
-    this.steps.scheduleVisionRefresh(this.d.settings.visionRefreshMs);
+    this.host.onReady(this);
+    publishReady(this, this.initialize, catalog);
+    publishCatalogIncomplete(this, listed);
+    if (previous !== undefined && previous !== catalog.hash) publishToolsChanged(this, catalog, previous, 'relisted');
+    this.client.openReady();
+    this.steps.scheduleVisionRefresh(this.settings.visionRefreshMs);
   }
 
   /** Re-read the catalog after the device says it changed; callers keep using the old one meanwhile. */
@@ -312,14 +331,14 @@ export class DeviceSession implements DeviceHandle, VoiceDevice {
     if (!next || this.state !== 'ready') return;
     this.catalog = next.catalog;
     this.noteGap(next);
-    this.d.host.onReady(this);
-    this.events.catalogIncomplete(next);
-    this.events.toolsChanged(next.catalog, before, reason);
+    this.host.onReady(this);
+    publishCatalogIncomplete(this, next);
+    publishToolsChanged(this, next.catalog, before, reason);
   }
 
   /** The device refused part of its catalog for good: ready all the same, with a warning operators see. */
   private noteGap(listed: ListedTools): void {
     this.catalogWarning = listed.gap?.warning;
-    if (listed.gap) this.d.metrics.catalogsIncomplete.inc();
+    if (listed.gap) this.metrics.catalogsIncomplete.inc();
   }
 }

@@ -1,13 +1,14 @@
 import type { JsonLimits } from '@voxgate/protocol';
 import type { SchemaLimits } from '../schemas/untrusted-schema.js';
+import type { CallTimeouts } from './call-queue.js';
 
 /** What every device session of this gateway runs with (config `session`, `calls`, `frames`, `schemas`, `vision`). */
 export interface SessionSettings {
   requestTimeoutMs: number;
   maxToolPages: number;
   maxTools: number;
-  defaultCallTimeoutMs: number;
-  maxCallTimeoutMs: number;
+  /** config `calls`' timeouts: one object for every session (a copy per session was ~50 B per device). */
+  calls: CallTimeouts;
   queueLimit: number;
   concurrency: number;
   clientInfo: { name: string; version: string };

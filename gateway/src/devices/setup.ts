@@ -169,7 +169,7 @@ export class DeviceSetup {
     const timeoutMs = settings.requestTimeoutMs;
     try {
       // Queued like a call, with room to wait behind the longest call the device may be running.
-      await this.d.queue.enqueue(Date.now() + settings.maxCallTimeoutMs + timeoutMs, (remaining) =>
+      await this.d.queue.enqueue(Date.now() + settings.calls.maxTimeoutMs + timeoutMs, (remaining) =>
         this.d.channel.request('initialize', buildInitializeParams(settings.clientInfo, vision), Math.min(remaining, timeoutMs)),
       );
       this.d.log.debug('vision token refreshed');

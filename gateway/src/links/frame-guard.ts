@@ -32,7 +32,8 @@ export function guardText(target: { onText(text: string): void }, text: string, 
   }
 }
 
-function handlerFailed(err: unknown, o: FrameGuardOptions): void {
+/** What the guard does when a handler threw: count, log, and end that connection. */
+export function handlerFailed(err: unknown, o: FrameGuardOptions): void {
   o.metrics.handlerErrors.inc({ transport: o.transport });
   o.log.error({ err, ...o.who() }, 'unexpected error handling a device frame; closing this connection');
   try {

@@ -5,11 +5,12 @@ import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { CLOSE_INTERNAL_ERROR, type DeviceLink } from '../devices/link.js';
 import type { DeviceRegistry } from '../devices/registry.js';
+import type { DeviceSession } from '../devices/session.js';
 import type { Metrics } from '../metrics.js';
 import { REFUSAL_LOG, REFUSAL_LOG_NOTE } from './connection-limits.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
-import { guardText, type FrameGuardOptions } from './frame-guard.js';
+import { handlerFailed } from './frame-guard.js';
 
 export interface WsLinkOptions {
   path: string;
@@ -25,12 +26,62 @@ export interface WsLinkOptions {
   metrics: Metrics;
 }
 
+/**
+ * A device's WebSocket (the server makes these): ws reports its events through `emit`, and once the
+ * connection has a session they go straight to its link, with no listener per connection (five listener
+ * closures, their context, the frame guard's, and ws's own client-tracking closure and listener table
+ * were ~1.1 KB per device in a heap snapshot; one object now). Other events go through EventEmitter.
+ */
+class DeviceSocket extends WebSocket {
+  /** Heard from since the heartbeat's last round (any frame, or the pong to its ping). */
+  alive = true;
+  link: WsDeviceLink | undefined = undefined;
+  /** The endpoint's open sockets (ws's clientTracking, without a listener per socket): left at 'close'. */
+  clients: Set<DeviceSocket> | undefined = undefined;
+
+  override emit(event: string | symbol, a?: unknown, b?: unknown): boolean {
+    const link = this.link;
+    if (event === 'close') {
+      this.clients?.delete(this);
+      link?.session.onClosed(`websocket closed (${a as number})`);
+      return super.emit(event, a, b);
+    }
+    if (link === undefined) return super.emit(event, a, b);
+    switch (event) {
+      case 'message':
+        link.onMessage(a as RawData, b as boolean);
+        return true;
+      // Keepalives are traffic: last seen moves with them (devices/records.ts writes it, throttled).
+      case 'pong':
+        this.alive = true;
+        link.session.lastSeenAt = Date.now();
+        return true;
+      case 'ping':
+        link.session.lastSeenAt = Date.now();
+        return true;
+      case 'error':
+        link.onError(a as Error & { code?: string });
+        return true;
+      default:
+        return super.emit(event, a, b);
+    }
+  }
+}
+
+/** One device connection: the session's link, and the handler of its socket's events. */
 class WsDeviceLink implements DeviceLink {
-  readonly transport = 'websocket' as const;
+  /** Set right after the registry made it (the socket reports nothing to the link before). */
+  session!: DeviceSession;
+
   constructor(
-    private readonly ws: WebSocket,
+    private readonly ws: DeviceSocket,
     readonly remoteAddress: string,
+    private readonly o: WsLinkOptions,
   ) {}
+
+  get transport(): 'websocket' {
+    return 'websocket';
+  }
 
   send(text: string): boolean {
     if (this.ws.readyState !== WebSocket.OPEN) return false;
@@ -54,13 +105,38 @@ class WsDeviceLink implements DeviceLink {
     // Do not wait the default 30 s for a close frame from a device that may be gone.
     setTimeout(() => this.ws.terminate(), 1000).unref();
   }
+
+  onMessage(data: RawData, isBinary: boolean): void {
+    this.ws.alive = true;
+    if (isBinary) {
+      this.o.metrics.hot.framesIn.websocket.audio.inc();
+      // Voice audio goes to the voice relay's session; without one it is counted and dropped.
+      if (!this.session.onBinary(toBuffer(data))) this.o.metrics.audioBytes.inc(byteLength(data));
+      return;
+    }
+    const text = data.toString();
+    try {
+      this.session.onText(text);
+    } catch (err) {
+      // The frame guard's safety net (links/frame-guard.ts), its options made only when it is needed.
+      const { deviceId } = this.session;
+      const { log, metrics } = this.o;
+      handlerFailed(err, { transport: 'websocket', log, metrics, who: () => ({ deviceId }), close: () => this.close(CLOSE_INTERNAL_ERROR, 'internal error') });
+    }
+  }
+
+  onError(err: Error & { code?: string }): void {
+    const reason = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'too_large' : 'ws_protocol';
+    this.o.metrics.framesRejected.inc({ reason });
+    this.o.log.warn({ deviceId: this.session.deviceId, reason, err: err.message }, 'device WebSocket error; dropping the connection');
+  }
 }
 
 /** Device WebSocket endpoint on the HTTP server: auth at the upgrade, frames to sessions, heartbeat. */
-// eslint-disable-next-line max-lines-per-function -- a connection's handlers share its closure (limits, state, close)
 export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
-  const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false });
-  const alive = new WeakMap<WebSocket, boolean>();
+  // The endpoint keeps its own set of sockets (see DeviceSocket): ws's clientTracking adds a closure per socket.
+  const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false, WebSocket: DeviceSocket, clientTracking: false });
+  const clients = new Set<DeviceSocket>();
   const base = o.path.replace(/\/+$/, '');
   const fullLog = new ThrottledLog(o.log, 'warn', REFUSAL_LOG);
 
@@ -68,8 +144,8 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     const url = new URL(req.url ?? '/', 'http://device');
     if (o.otherPath?.(url.pathname)) return; // another upgrade listener's (the MCP endpoint)
     if (url.pathname.replace(/\/+$/, '') !== base) return refuse(socket, 404, 'Not Found');
-    // handleUpgrade (no verifyClient) adds the socket to wss.clients synchronously: no burst overshoots.
-    if (wss.clients.size >= o.maxConnections) {
+    // handleUpgrade (no verifyClient) calls back synchronously, which adds the socket to `clients`: no burst overshoots.
+    if (clients.size >= o.maxConnections) {
       o.metrics.connectionsRefused.inc({ listener: 'http', reason: 'device_cap' });
       fullLog.write(
         { remote: req.socket.remoteAddress, maxConnections: o.maxConnections },
@@ -100,50 +176,24 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, req, deviceId, clientId, credential));
   };
 
-  const onConnection = (ws: WebSocket, req: IncomingMessage, deviceId: string, clientId: string, credential: string) => {
-    alive.set(ws, true);
-    const link = new WsDeviceLink(ws, req.socket.remoteAddress ?? '');
+  const onConnection = (ws: DeviceSocket, req: IncomingMessage, deviceId: string, clientId: string, credential: string) => {
+    ws.clients = clients;
+    clients.add(ws);
+    const link = new WsDeviceLink(ws, req.socket.remoteAddress ?? '', o);
     const session = o.registry.connect({ deviceId, clientId, link, expectHello: true, credential });
     if (!session) return; // a live connection with other credentials holds this device; link closed
-    const guard: FrameGuardOptions = {
-      transport: 'websocket',
-      log: o.log,
-      who: () => ({ deviceId }),
-      metrics: o.metrics,
-      close: () => link.close(CLOSE_INTERNAL_ERROR, 'internal error'),
-    };
-    // Keepalives are traffic: last seen moves with them (devices/records.ts writes it, throttled).
-    ws.on('pong', () => {
-      alive.set(ws, true);
-      session.lastSeenAt = Date.now();
-    });
-    ws.on('ping', () => (session.lastSeenAt = Date.now()));
-    ws.on('message', (data: RawData, isBinary: boolean) => {
-      alive.set(ws, true);
-      if (isBinary) {
-        o.metrics.hot.framesIn.websocket.audio.inc();
-        // Voice audio goes to the voice relay's session; without one it is counted and dropped.
-        if (!session.onBinary(toBuffer(data))) o.metrics.audioBytes.inc(byteLength(data));
-        return;
-      }
-      guardText(session, data.toString(), guard);
-    });
-    ws.on('error', (err: Error & { code?: string }) => {
-      const reason = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'too_large' : 'ws_protocol';
-      o.metrics.framesRejected.inc({ reason });
-      o.log.warn({ deviceId, reason, err: err.message }, 'device WebSocket error; dropping the connection');
-    });
-    ws.on('close', (code: number) => session.onClosed(`websocket closed (${code})`));
+    link.session = session;
+    ws.link = link;
   };
 
   // One timer for every socket: a device that missed a whole round of pings is dropped.
   const heartbeat = setInterval(() => {
-    for (const ws of wss.clients) {
-      if (!alive.get(ws)) {
+    for (const ws of clients) {
+      if (!ws.alive) {
         ws.terminate();
         continue;
       }
-      alive.set(ws, false);
+      ws.alive = false;
       ws.ping();
     }
   }, o.heartbeatMs);
@@ -152,11 +202,13 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   server.on('upgrade', onUpgrade);
   return {
     wss,
+    /** The device sockets open now. */
+    clients: clients as ReadonlySet<WebSocket>,
     /** Stop accepting; close every device with a close frame. */
     close(code: number, reason: string): void {
       clearInterval(heartbeat);
       server.off('upgrade', onUpgrade);
-      for (const ws of wss.clients) {
+      for (const ws of clients) {
         ws.close(code, reason);
         setTimeout(() => ws.terminate(), 1000).unref();
       }
