@@ -393,7 +393,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
     () => mqttOptions(config, { auth, registry, log, metrics, tls, apiKeys: operatorKeys }),
     (m) => (f.mqtt = m),
   );
-  if (f.mqtt) fanOutToMqtt(bus, f.mqtt.publish);
+  if (f.mqtt) fanOutToMqtt(bus, f.mqtt);
   const metricsListener =
     config.metrics.port === undefined
       ? undefined

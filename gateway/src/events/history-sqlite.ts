@@ -43,7 +43,9 @@ interface Row {
  * rowid-ordered, indexed by id (`Last-Event-ID`), device, type and time. Events are written in batches, one
  * transaction each (every `flushMs` or `batchSize` events), never one synchronous write per event; a read
  * writes what waits first, so it sees every event published before it. A SIGTERM writes the last batch
- * (close); a SIGKILL loses at most it.
+ * (close); a SIGKILL loses at most it. Its commits skip the fsync of their own (`synchronous=NORMAL` for
+ * them, the store's setting restored after): nobody waits on them, a killed process keeps them (they are in
+ * the WAL), and a power loss may lose the last ones until the store's next durable commit or checkpoint.
  */
 export class SqliteEventLog implements EventLog {
   private pending: GatewayEvent[] = [];
@@ -55,6 +57,10 @@ export class SqliteEventLog implements EventLog {
   private closed = false;
   private readonly now: () => number;
   private readonly warn: ThrottledLog | undefined;
+  /** The store's `synchronous` level, restored after each of this log's commits. */
+  private readonly storeSync: number;
+  /** The insert, prepared once (preparing costs more WebAssembly than a batch's rows); finalized at close. */
+  private insert: sqlite.Statement | undefined;
 
   /** The options events.history sets. */
   static options(events: Pick<EventsConfig, 'history' | 'bufferSize'>, log?: Logger, metrics?: Metrics): SqliteEventLogOptions {
@@ -81,6 +87,7 @@ export class SqliteEventLog implements EventLog {
       CREATE INDEX IF NOT EXISTS events_type ON events (type);
       CREATE INDEX IF NOT EXISTS events_at ON events (at);`);
     this.count = Number((db.get('SELECT COUNT(*) AS n FROM events') as { n: number }).n);
+    this.storeSync = Number((db.get('PRAGMA synchronous') as { synchronous: number }).synchronous);
     this.transaction(() => this.retain());
     this.pruneTimer = setInterval(() => this.transaction(() => this.retain()), PRUNE_MS).unref();
   }
@@ -103,12 +110,8 @@ export class SqliteEventLog implements EventLog {
     const batch = this.pending;
     this.pending = [];
     const written = this.transaction(() => {
-      const insert = this.db.prepare('INSERT INTO events (id, type, device, at, data) VALUES (?, ?, ?, ?, ?)');
-      try {
-        for (const e of batch) insert.run([e.id, e.type, e.deviceId, atMs(e.at, this.now), dataJson(e.data)]);
-      } finally {
-        insert.finalize();
-      }
+      this.insert ??= this.db.prepare('INSERT INTO events (id, type, device, at, data) VALUES (?, ?, ?, ?, ?)');
+      for (const e of batch) this.insert.run([e.id, e.type, e.deviceId, atMs(e.at, this.now), dataJson(e.data)]);
       this.count += batch.length;
       this.retain();
     });
@@ -185,6 +188,7 @@ export class SqliteEventLog implements EventLog {
     if (!this.db.isOpen) return false;
     const count = this.count;
     try {
+      this.db.exec('PRAGMA synchronous=NORMAL');
       this.db.exec('BEGIN');
       fn();
       this.db.exec('COMMIT');
@@ -200,6 +204,16 @@ export class SqliteEventLog implements EventLog {
       const msg = 'writing the event history failed; events wait for the next try (one line per minute)';
       this.warn?.write({ err, waiting: this.pending.length }, msg);
       return false;
+    } finally {
+      this.restoreSync();
+    }
+  }
+
+  private restoreSync(): void {
+    try {
+      if (this.db.isOpen) this.db.exec(`PRAGMA synchronous=${this.storeSync}`);
+    } catch {
+      // Only fails with the database gone; nothing is written with the wrong level then.
     }
   }
 
@@ -208,6 +222,8 @@ export class SqliteEventLog implements EventLog {
     if (this.closed) return;
     this.flush();
     this.closed = true;
+    if (this.insert && !this.insert.isFinalized && this.db.isOpen) this.insert.finalize();
+    this.insert = undefined;
     clearInterval(this.pruneTimer);
     clearTimeout(this.timer);
     clearImmediate(this.immediate);

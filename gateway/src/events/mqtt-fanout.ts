@@ -9,7 +9,15 @@ export function eventTopic(e: Pick<GatewayEvent, 'deviceId' | 'type'>): string {
   return `${EVENTS_TOPIC_PREFIX}${e.deviceId}/${e.type}`;
 }
 
-/** Every bus event also goes to its topic on the embedded broker. */
-export function fanOutToMqtt(bus: EventBus, publish: (topic: string, payload: string) => void): () => boolean {
-  return bus.subscribe((e) => publish(eventTopic(e), eventJson(e)));
+/** The broker's side: `hasEventReaders` false means a publish would reach no one (links/mqtt.ts). */
+export interface EventBroker {
+  hasEventReaders(): boolean;
+  publish(topic: string, payload: string): void;
+}
+
+/** Every bus event also goes to its topic on the embedded broker, while a backend there reads events. */
+export function fanOutToMqtt(bus: EventBus, broker: EventBroker): () => boolean {
+  return bus.subscribe((e) => {
+    if (broker.hasEventReaders()) broker.publish(eventTopic(e), eventJson(e));
+  });
 }

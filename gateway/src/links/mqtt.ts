@@ -202,6 +202,13 @@ export async function startMqttLink(o: MqttLinkOptions) {
     if (peer?.kind === 'device' && peer.session) peer.session.lastSeenAt = Date.now();
   });
   broker.on('clientError', (client, err) => o.log.debug({ clientId: client.id, err: err.message }, 'MQTT client error'));
+  // Backends with a subscription (only event topics are allowed them). Sessions are clean and events go
+  // out at QoS 0, unretained: with none of them, a published event reaches no one, so it is not published.
+  const eventReaders = new Set<Client>();
+  broker.on('subscribe', (_subs, client) => {
+    if (peers.get(client)?.kind === 'backend' && !client.closed) eventReaders.add(client);
+  });
+  broker.on('clientDisconnect', (client) => eventReaders.delete(client));
 
   // Everything per socket, for the plain and the TLS listener alike (a TLS socket arrives here after its handshake).
   const onSocket = (socket: Socket) => {
@@ -277,6 +284,10 @@ export async function startMqttLink(o: MqttLinkOptions) {
     port,
     /** The MQTT-over-TLS port bound, when that listener is on. */
     tlsPort,
+    /** Whether a backend may read what `publish` sends (one has subscribed and is still connected). */
+    hasEventReaders(): boolean {
+      return eventReaders.size > 0;
+    },
     /** Publish an event to backend subscribers. */
     publish(topic: string, payload: string): void {
       broker.publish({ cmd: 'publish', topic, payload: Buffer.from(payload), qos: 0, retain: false, dup: false }, () => {});

@@ -6,8 +6,12 @@
 export interface Store {
   get(collection: string, key: string): Promise<unknown>;
   put(collection: string, key: string, value: unknown): Promise<void>;
-  /** Several puts as one write (SQLite: one transaction, one fsync); resolves when all have reached stable storage. */
-  putMany(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): Promise<void>;
+  /**
+   * Several puts as one write (SQLite: one transaction, one fsync); resolves when all have reached stable storage.
+   * `durable: false`, for a batch no caller waits on: the store may skip a sync of its own (a killed process
+   * keeps the batch, a power loss may not: sqlite-store.ts).
+   */
+  putMany(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>, opts?: { durable?: boolean }): Promise<void>;
   /** True when something was deleted. */
   delete(collection: string, key: string): Promise<boolean>;
   list(collection: string): Promise<Array<{ key: string; value: unknown }>>;

@@ -78,6 +78,28 @@ describe('SqliteStore', () => {
     ]);
   });
 
+  it('writes a putMany that is not durable like any other, keeps it across a reopen, and keeps FULL for the rest', async () => {
+    const path = tempDb();
+    const s = store(path);
+    const sync = () => s.share((db) => ({ level: (db.get('PRAGMA synchronous') as { synchronous: number }).synchronous, close: () => undefined }));
+    await s.putMany(
+      'lazy',
+      [
+        { key: 'a', value: { n: 1 } },
+        { key: 'b', value: { n: 2 } },
+      ],
+      { durable: false },
+    );
+    expect(sync().level).toBe(2); // FULL again after the batch
+    await s.put('lazy', 'c', { n: 3 });
+    await closeLast();
+    expect(await store(path).list('lazy')).toEqual([
+      { key: 'a', value: { n: 1 } },
+      { key: 'b', value: { n: 2 } },
+      { key: 'c', value: { n: 3 } },
+    ]);
+  });
+
   it('refuses to open a file twice in one process, and a lock held by a live process', async () => {
     const path = tempDb();
     store(path);

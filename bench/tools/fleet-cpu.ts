@@ -1,0 +1,146 @@
+/**
+ * Process CPU per ready device, the gateway against the fleet floor (bench/floors/bare-ws.ts: hello, initialize,
+ * two tools/list pages, JSON.parse only), measured alternately in one run: the figure issue 21's fleet rows turn
+ * on, and one that moves much less with the machine's load than devices per second.
+ *   nice -n 10 npx tsx bench/tools/fleet-cpu.ts [devices=2000] [rounds=3] [--dist] [--profile] [--strace] [--storm]
+ * Each round connects `devices` new devices to the floor, then `devices` new devices to the gateway (each side
+ * measured from /proc/<pid>/stat from the first connect to the last device counted ready by that side), then
+ * closes both groups. --storm also measures a reconnect storm of the gateway's group (the same devices dropped
+ * and dialing again: known devices, takeovers of closing sessions). --dist runs the compiled gateway (build it
+ * first: npx tsc -b tsconfig.build.json). --profile writes the gateway's CPU profile of its last connect window
+ * to bench/results/prof/fleet-cpu-{tsx,dist}.cpuprofile. --strace counts each side's syscalls per ready device
+ * (strace slows both sides: its CPU figures are not comparable then).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fork } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { measured } from '../lib/cpu.js';
+import { PROBE_JS } from './heap-probe.js';
+import { Fleet } from '../scenarios/env.js';
+import { metric, until } from '../scenarios/measure.js';
+import { Proc, freePort, spawnTs, stopAll, type Reply } from '../lib/procs.js';
+
+const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const flag = (f: string) => process.argv.includes(`--${f}`);
+const [dist, profile, strace, storm] = [flag('dist'), flag('profile'), flag('strace'), flag('storm')];
+const N = Number(args[0] ?? 2000);
+const ROUNDS = Number(args[1] ?? 3);
+import { API_KEY } from '../scenarios/bench.js';
+
+/** strace -c on a process and its threads, for the window; the summary's calls per syscall. */
+function traced(pid: number, file: string): { child: ChildProcess; calls: () => Promise<Map<string, number>> } {
+  const child = spawn('strace', ['-f', '-c', '-o', file, '-p', String(pid)], { stdio: 'ignore' });
+  return {
+    child,
+    calls: async () => {
+      child.kill('SIGINT');
+      await new Promise((r) => child.once('exit', r));
+      const out = new Map<string, number>();
+      for (const line of readFileSync(file, 'utf8').split('\n')) {
+        const m = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$/.exec(line);
+        if (m && m[2] !== 'total') out.set(m[2]!, Number(m[1]));
+      }
+      return out;
+    },
+  };
+}
+
+const PROF_DIR = join(import.meta.dirname, '../results/prof');
+if (profile) mkdirSync(PROF_DIR, { recursive: true });
+const dir = mkdtempSync(join(tmpdir(), 'voxgate-fleetcpu-'));
+writeFileSync(join(dir, 'config.json'), '{}');
+try {
+  const httpPort = await freePort();
+  const env = {
+    GATEWAY_HTTP_HOST: '127.0.0.1',
+    GATEWAY_HTTP_PORT: String(httpPort),
+    GATEWAY_MQTT_HOST: '127.0.0.1',
+    GATEWAY_MQTT_PORT: String(await freePort()),
+    GATEWAY_API_KEYS: API_KEY,
+    GATEWAY_DATA_DIR: dir,
+    GATEWAY_LOG_LEVEL: 'warn',
+    GATEWAY_CONFIG: join(dir, 'config.json'),
+    GATEWAY_WS_MAX_CONNECTIONS: String(2 * N + 100),
+    GATEWAY_HTTP_MAX_CONNECTIONS: String(2 * N + 300),
+    GATEWAY_HTTP_MAX_CONNECTIONS_PER_ADDRESS: String(2 * N + 300),
+  };
+  const gateway = dist
+    ? new Proc(
+        'gateway',
+        fork('gateway/dist/main.js', [], {
+          execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`],
+          env: { ...process.env, ...env },
+          stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+          serialization: 'json',
+        }),
+      )
+    : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env });
+  const floor = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');
+  const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
+  await fleet.procs[0]!.hello;
+  const floorPort = (await floor.hello)['port'] as number;
+  const gwUrl = `http://127.0.0.1:${httpPort}`;
+  await until('the gateway to start', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 120_000, 200);
+  const floorReady = async () => (await floor.request<Reply & { ready?: number }>({ cmd: 'count' }, 30_000)).ready ?? 0;
+  const gwReady = () => metric(gwUrl, 'voxgate_devices_ready');
+
+  const side = async (name: 'floor' | 'gateway', group: string, macGroup: number, last: boolean, n = N) => {
+    const proc = name === 'floor' ? floor : gateway;
+    const url = name === 'floor' ? `ws://127.0.0.1:${floorPort}/xiaozhi/v1/` : `ws://127.0.0.1:${httpPort}/xiaozhi/v1/`;
+    const ready = name === 'floor' ? floorReady : gwReady;
+    const before = await ready();
+    const prof = profile && last && name === 'gateway';
+    if (prof) await gateway.request({ cmd: 'profile' });
+    const st = strace ? traced(proc.child.pid!, join(dir, `${group}.strace`)) : undefined;
+    if (st) await new Promise((r) => setTimeout(r, 1000)); // attached
+    const m = await measured([proc.child.pid], async () => {
+      const t0 = performance.now();
+      const r = await fleet.connect({ group, mode: 'device', waitFor: 'ready', transport: 'ws', url, count: n, macGroup, sources: [], timeoutMs: 300_000 });
+      if (!r.ok) throw new Error(`${group} did not get ready: ${JSON.stringify(r.stats)}`);
+      await until(`${name} to count every device ready`, async () => (await ready()) >= before + n, 60_000, 20);
+      return performance.now() - t0;
+    });
+    const calls = await st?.calls();
+    if (prof) await gateway.request({ cmd: 'profile', file: join(PROF_DIR, `fleet-cpu-${dist ? 'dist' : 'tsx'}.cpuprofile`) }, 600_000);
+    const perDevice = (m.cpu[0]! / n).toFixed(0);
+    let line = `${name.padEnd(7)} ${perDevice.padStart(6)} µs CPU per ready device, ${(n / (m.result / 1000)).toFixed(0).padStart(5)} ready/s (load ${m.load.join(' -> ')})`;
+    if (calls) line += `\n         per device: ${[...calls].map(([k, v]) => `${k} ${(v / n).toFixed(2)}`).join(', ')}`;
+    process.stdout.write(line + '\n');
+    return m.cpu[0]! / n;
+  };
+
+  // Warm-up: page caches, compiled code, the records' first write.
+  await side('floor', 'warm-f', 7, false, 200);
+  await side('gateway', 'warm-g', 8, false, 200);
+  await fleet.close('warm-f');
+  await fleet.close('warm-g');
+  await until('the gateway to see the warm-up devices gone', async () => (await gwReady()) === 0, 60_000, 100);
+  const rows: Array<[number, number]> = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const last = round === ROUNDS - 1;
+    const f = await side('floor', `f${round}`, 10 + round, last);
+    const g = await side('gateway', `g${round}`, 40 + round, last);
+    rows.push([f, g]);
+    if (storm && last) {
+      const before = await gwReady();
+      const m = await measured([gateway.child.pid], async () => {
+        const s = await fleet.storm(`g${round}`, 300_000);
+        if (!s.ok) throw new Error(`storm did not complete: ${JSON.stringify(s.stats)}`);
+        await until('the gateway to count every device ready again', async () => (await gwReady()) >= before, 60_000, 20);
+      });
+      process.stdout.write(`storm   ${(m.cpu[0]! / N).toFixed(0).padStart(6)} µs CPU per device ready again (load ${m.load.join(' -> ')})\n`);
+    }
+    await fleet.close(`f${round}`);
+    await fleet.close(`g${round}`);
+    await until('the gateway to see every device gone', async () => (await gwReady()) === 0, 60_000, 100);
+  }
+  const mean = (i: 0 | 1) => rows.reduce((n, r) => n + r[i], 0) / rows.length;
+  process.stdout.write(
+    `${dist ? 'compiled' : 'from sources (tsx)'}, ${N} devices × ${ROUNDS}: floor ${mean(0).toFixed(0)} µs, gateway ${mean(1).toFixed(0)} µs per ready device (${(mean(1) / mean(0)).toFixed(2)}×)\n`,
+  );
+} finally {
+  await stopAll();
+  rmSync(dir, { recursive: true, force: true });
+}
