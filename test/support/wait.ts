@@ -124,9 +124,10 @@ export class AsyncQueue<T> {
 
 /**
  * Resolve once `check` returns true; reject with `what` if it has not within `timeoutMs`. For state with
- * no event to await (a gauge, a broker's store): it polls, but never asserts on how long it took.
+ * no event to await (a gauge, a broker's store): it polls, but never asserts on how long it took. The default
+ * bound is a hang guard sized for a busy machine (two test runs on 2 cores), below vitest's 60 s test timeout.
  */
-export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);

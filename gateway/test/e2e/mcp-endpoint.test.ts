@@ -189,7 +189,9 @@ describe('/mcp: the gateway as an MCP server, driven by the SDK client', () => {
 
 describe('/mcp sessions are bounded', () => {
   it('refuses sessions past the cap and closes idle ones, which then must initialize again', async () => {
-    const t = await startTestGateway({ mcp: { endpoint: { maxSessions: 1, sessionIdleMs: 300 } } });
+    // The idle window must outlast a busy machine's pause between the client's initialize and its next request
+    // (300 ms did not, at load 18): 2 s, and the poll below is only a hang guard.
+    const t = await startTestGateway({ mcp: { endpoint: { maxSessions: 1, sessionIdleMs: 2000 } } });
     const open = async () => {
       const client = new Client({ name: 'cap-test', version: '1.0.0' });
       await client.connect(
@@ -204,7 +206,7 @@ describe('/mcp sessions are bounded', () => {
       expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'session_limit' })).toBe(1);
 
       // Left idle, the session is closed by the sweeper; its id is then unknown.
-      await expect.poll(() => t.metric('voxgate_mcp_endpoint_sessions'), { timeout: 5000 }).toBe(0);
+      await expect.poll(() => t.metric('voxgate_mcp_endpoint_sessions'), { timeout: 45_000 }).toBe(0);
       await expect(first.listTools()).rejects.toThrow(/Session not found/);
       const again = await open();
       expect((await again.listTools()).tools.map((x) => x.name)).toContain('devices_list');
