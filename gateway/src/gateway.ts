@@ -10,7 +10,7 @@ import { Assistant } from './assistant/assistant.js';
 import type { Cluster, ClusterConnection } from './cluster/cluster.js';
 import type { Config } from './config.js';
 import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
-import { type FleetDirectory, type DeviceDirectory } from './devices/directory.js';
+import { type FleetDirectory } from './devices/directory.js';
 import { type DeviceRecords } from './devices/records.js';
 import { DeviceTenants } from './devices/tenants.js';
 import type { DeviceRegistry } from './devices/registry.js';
@@ -46,55 +46,9 @@ import type { ConverseKit } from './voice/converse/converse.js';
 import { startVoice, type Voice } from './voice/start.js';
 import type { Fleet } from './fleet/start.js';
 import { deviceSettings, mqttOptions, openDevices, openEvents, openFleet, openSchedules, publishFleet } from './open-state.js';
+import type { Gateway } from './gateway-handle.js';
 
-export interface Gateway {
-  /** Where callers find devices: the registry, and with the cluster on, the other instances' devices. */
-  directory: DeviceDirectory;
-  config: Config;
-  log: Logger;
-  registry: DeviceRegistry;
-  bus: EventBus;
-  metrics: Metrics;
-  http: FastifyInstance;
-  mqtt: MqttLink | undefined;
-  httpPort: number;
-  mqttPort: number | undefined;
-  /** The port of the separate /metrics listener, when `metrics.port` is set. */
-  metricsPort: number | undefined;
-  apiKeys: readonly string[];
-  deviceSecret: string;
-  /** Set when this start generated the first API key; print it once. */
-  generatedApiKey: string | undefined;
-  /** Key that signs vision tokens (derived from the device secret). */
-  visionKey: string;
-  /** Devices and upstream MCP servers as one tool namespace. */
-  hub: McpHub;
-  /** MCP endpoint tokens (tool processes that dial in), when mcp.endpoints.enabled. */
-  mcpEndpoints: McpEndpoints | undefined;
-  /** Settles when every upstream server has connected or failed (start does not wait for it). */
-  hubStarted: Promise<void>;
-  /** Persisted state (`<dataDir>/voxgate.db`). */
-  store: Store;
-  /** Which devices may join (absent when device auth is open). */
-  enrollment: Enrollment | undefined;
-  /** The LLM tool loop. */
-  assistant: Assistant;
-  /** Voice: the mode router, the relay and the conversation, the UDP socket (when a configured mode needs it). */
-  voice: Voice | undefined;
-  /** The MQTT-over-TLS port bound, when TLS is configured and `tls.mqttEnabled`. */
-  mqttTlsPort: number | undefined;
-  /** The certificate the TLS listeners serve (absent without `tls.certFile`). */
-  tls: TlsCertificates | undefined;
-  /** Reread the TLS files (SIGUSR2); false when there is no TLS or the new files do not load (the old certificate stays). */
-  reloadTls(): boolean;
-  /** This instance's part of the cluster, when `cluster.enabled`. */
-  cluster: Cluster | undefined;
-  /** Queued calls and fleet jobs. */
-  fleet: Fleet;
-  /** Which tenant each device belongs to (what a tenant's API key may see). */
-  deviceTenants: DeviceTenants;
-  close(): Promise<void>;
-}
+export type { Gateway };
 
 /**
  * Start every part: HTTP API + device WebSocket on one port, the embedded MQTT broker on another. Each part
