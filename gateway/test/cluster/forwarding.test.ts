@@ -52,6 +52,8 @@ describe('forwarded calls between instances (forwarder and call server)', () => 
         return { content: [{ type: 'text', text: JSON.stringify(args) }], isError: false, durationMs: 3 };
       }),
     });
+    // The owner's subscription must reach the server before the caller asks (else: no responders, offline).
+    await owner.flush();
     const f = new Forwarder({ nc: caller, metrics: createClusterMetrics(new Registry()), maxMessageBytes: 64 * 1024, dead: () => undefined });
     try {
       const ok = await f.forward('gw-owner', { op: 'call', deviceId: '02:00:00:00:00:01', name: 'self.set', args: { volume: 4 } }, 2000);
@@ -87,6 +89,7 @@ describe('forwarded calls between instances (forwarder and call server)', () => 
       refused: () => undefined,
       registry: registryWith('02:00:00:00:00:02', () => (reached(), held.then(() => ({ content: [], isError: false })))),
     });
+    await owner.flush();
     const dead: string[] = [];
     const f = new Forwarder({ nc: caller, metrics: createClusterMetrics(new Registry()), maxMessageBytes: 64 * 1024, dead: (o) => dead.push(o) });
     try {
