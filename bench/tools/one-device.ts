@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnGateway } from '../lib/compiled.js';
 import { cpuUs } from '../lib/cpu.js';
 import { runLoad } from '../lib/load.js';
 import { ROOT, freePort, spawnTs, stopAll, type Proc } from '../lib/procs.js';
@@ -59,7 +60,8 @@ async function straced<T>(pid: number, work: () => Promise<T>): Promise<{ result
 
 try {
   const httpPort = await freePort();
-  const gateway = spawnTs('gateway', 'bench/procs/gateway.ts', {
+  // The compiled gateway when its build is fresh (as the bench runs it), else its sources under tsx.
+  const { proc: gateway, how } = spawnGateway('gateway', {
     env: {
       GATEWAY_HTTP_HOST: '127.0.0.1',
       GATEWAY_HTTP_PORT: String(httpPort),
@@ -73,6 +75,7 @@ try {
     },
     nodeArgs: ['--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`],
   });
+  console.log(`gateway: ${how}`);
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
   const relay = spawnTs('ws-relay', 'bench/floors/ws-relay.ts');
   const gwUrl = `http://127.0.0.1:${httpPort}`;

@@ -3,11 +3,11 @@ import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { SchemaValidators } from '../schemas/validators.js';
 import type { BadInputLog } from './bad-input-log.js';
-import { clampTimeout, type CallQueue, type CallTimeouts } from './call-queue.js';
+import { clampTimeout, type CallQueue, type CallTimeouts, type QueueJob } from './call-queue.js';
 import type { ToolCatalog } from './catalog.js';
 import type { CallOutcome } from './device-handle.js';
 import { ReadyGate } from './ready-gate.js';
-import type { RpcChannel } from './rpc-channel.js';
+import type { RpcChannel, RpcReply } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import { checkToolCall, countFailedCall, readCallResult } from './tool-call.js';
 
@@ -65,16 +65,7 @@ export class DeviceClient {
     } catch (e) {
       return Promise.reject(e instanceof Error ? e : new Error(String(e)));
     }
-    return this.d.queue.enqueue(deadline, (remaining) => {
-      const started = performance.now();
-      return this.d.channel.request('tools/call', { name, arguments: args }, remaining, { reportedMs: timeoutMs }).then(
-        (result) => readCallResult(this.d, name, result, started),
-        (e: unknown) => {
-          countFailedCall(this.d.metrics, e, started);
-          throw e;
-        },
-      );
-    });
+    return new Promise((resolve, reject) => this.d.queue.submit(new ToolCallJob(this.d, deadline, name, args, timeoutMs, resolve, reject)));
   }
 
   /** A raw JSON-RPC request, for engineers; goes through the same queue as tool calls. */
@@ -127,5 +118,65 @@ export class DeviceClient {
 
   initFailure(): GatewayError {
     return new GatewayError('DEVICE_ERROR', `device ${this.d.deviceId} did not complete initialization: ${this.d.session.initError}`);
+  }
+}
+
+/**
+ * One tool call, from the queue to the device's reply: the queue's job and the channel's reply in one object, so
+ * the caller's promise is the call's only one (a promise and closures per layer before: the queue's, the
+ * channel's, the result's).
+ */
+class ToolCallJob implements QueueJob, RpcReply {
+  private started = 0;
+  /** Settled once: the slot is freed exactly once whatever reaches it. */
+  private settled = false;
+
+  constructor(
+    private readonly d: DeviceClientDeps,
+    readonly deadline: number,
+    private readonly name: string,
+    private readonly args: Record<string, unknown>,
+    private readonly timeoutMs: number,
+    private readonly done: (out: CallOutcome) => void,
+    private readonly failed: (err: unknown) => void,
+  ) {}
+
+  /** Its slot is free: the request goes to the device with the time left (the error names the whole timeout). */
+  start(remainingMs: number): void {
+    this.started = performance.now();
+    try {
+      this.d.channel.requestFor(this, 'tools/call', { name: this.name, arguments: this.args }, remainingMs, this.timeoutMs);
+    } catch (e) {
+      this.reject(e);
+    }
+  }
+
+  /** It never started: the queue was full, its deadline passed in the queue, or the device went. */
+  fail(err: unknown): void {
+    this.failed(err);
+  }
+
+  /** The device's result: read and counted, then the slot frees (the next call is sent) before the caller hears. */
+  resolve(result: unknown): void {
+    if (this.settled) return;
+    this.settled = true;
+    let out: CallOutcome;
+    try {
+      out = readCallResult(this.d, this.name, result, this.started);
+    } catch (e) {
+      this.d.queue.release();
+      return this.failed(e);
+    }
+    this.d.queue.release();
+    this.done(out);
+  }
+
+  /** The request failed (device error, timeout, offline): counted, the slot frees, the caller hears. */
+  reject(err: unknown): void {
+    if (this.settled) return;
+    this.settled = true;
+    countFailedCall(this.d.metrics, err, this.started);
+    this.d.queue.release();
+    this.failed(err);
   }
 }
