@@ -52,20 +52,35 @@ export class DeviceClient {
 
   /** Call a tool: checked against the catalog and its schema, queued, timed out. */
   call(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<CallOutcome> {
+    return new Promise((resolve, reject) => this.callThen(name, args, opts, resolve, reject));
+  }
+
+  /** `call` in callback form: `done` or `failed` is called once (`failed` at once when the call is refused). */
+  callThen(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number }, done: (out: CallOutcome) => void, failed: (err: unknown) => void): void {
     const timeoutMs = clampTimeout(opts.timeoutMs, this.timeouts);
     const deadline = Date.now() + timeoutMs;
     // Ready (the usual case): straight on, without waiting a turn for an already open gate.
-    if (this.d.session.state === 'ready') return this.callReady(name, args, timeoutMs, deadline);
-    return this.whenReady(timeoutMs).then(() => this.callReady(name, args, timeoutMs, deadline));
+    if (this.d.session.state === 'ready') return this.callReady(name, args, timeoutMs, deadline, done, failed);
+    this.whenReady(timeoutMs).then(
+      () => this.callReady(name, args, timeoutMs, deadline, done, failed),
+      (e: unknown) => tell(failed, e),
+    );
   }
 
-  private callReady(name: string, args: Record<string, unknown>, timeoutMs: number, deadline: number): Promise<CallOutcome> {
+  private callReady(
+    name: string,
+    args: Record<string, unknown>,
+    timeoutMs: number,
+    deadline: number,
+    done: (out: CallOutcome) => void,
+    failed: (err: unknown) => void,
+  ): void {
     try {
       checkToolCall(this.d, this.d.session.catalog!, name, args);
     } catch (e) {
-      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+      return tell(failed, e instanceof Error ? e : new Error(String(e)));
     }
-    return new Promise((resolve, reject) => this.d.queue.submit(new ToolCallJob(this.d, deadline, name, args, timeoutMs, resolve, reject)));
+    this.d.queue.submit(new ToolCallJob(this.d, deadline, name, args, timeoutMs, done, failed));
   }
 
   /** A raw JSON-RPC request, for engineers; goes through the same queue as tool calls. */
@@ -153,7 +168,7 @@ class ToolCallJob implements QueueJob, RpcReply {
 
   /** It never started: the queue was full, its deadline passed in the queue, or the device went. */
   fail(err: unknown): void {
-    this.failed(err);
+    tell(this.failed, err);
   }
 
   /** The device's result: read and counted, then the slot frees (the next call is sent) before the caller hears. */
@@ -165,10 +180,10 @@ class ToolCallJob implements QueueJob, RpcReply {
       out = readCallResult(this.d, this.name, result, this.started);
     } catch (e) {
       this.d.queue.release();
-      return this.failed(e);
+      return tell(this.failed, e);
     }
     this.d.queue.release();
-    this.done(out);
+    tell(this.done, out);
   }
 
   /** The request failed (device error, timeout, offline): counted, the slot frees, the caller hears. */
@@ -177,6 +192,19 @@ class ToolCallJob implements QueueJob, RpcReply {
     this.settled = true;
     countFailedCall(this.d.metrics, err, this.started);
     this.d.queue.release();
-    this.failed(err);
+    tell(this.failed, err);
+  }
+}
+
+/**
+ * Tell the caller: a throw in its callback is its own fault, reported as a promise callback's would be (an unhandled
+ * rejection, logged and counted by the safety net), and never reaches the device's frame handler, which would
+ * close the device's connection for it.
+ */
+function tell<T>(callback: (value: T) => void, value: T): void {
+  try {
+    callback(value);
+  } catch (e) {
+    void Promise.reject(e);
   }
 }
