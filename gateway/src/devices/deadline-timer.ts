@@ -8,19 +8,26 @@
  */
 export class DeadlineTimer {
   private timer: NodeJS.Timeout | undefined;
-  /** When the armed timer fires (ms since the epoch); Infinity when none is armed. */
+  /** When the armed timer fires (on the owner's clock); Infinity when none is armed. */
   private at = Infinity;
 
-  /** `expire(now)`: settle whatever is due at `now`; returns the earliest deadline still pending, or Infinity. */
-  constructor(private readonly expire: (now: number) => number) {}
+  /**
+   * `expire(now)`: settle whatever is due at `now`; returns the earliest deadline still pending, or Infinity.
+   * `clock`: the owner's deadlines' clock, in ms (Date.now, or performance.now where a wall-clock step must not
+   * move a timeout).
+   */
+  constructor(
+    private readonly expire: (now: number) => number,
+    private readonly clock: () => number = Date.now,
+  ) {}
 
-  /** Fire no later than `deadline` (ms since the epoch). */
+  /** Fire no later than `deadline` (on the owner's clock). */
   arm(deadline: number): void {
     if (deadline >= this.at) return;
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.at = deadline;
     // Unref'd: what is pending holds its own link open; the timer must not hold the process after it settled.
-    this.timer = setTimeout(this.fire, Math.max(1, deadline - Date.now())).unref();
+    this.timer = setTimeout(this.fire, Math.max(1, deadline - this.clock())).unref();
   }
 
   /** Nothing is pending any more for good (the owner closed). */
@@ -33,7 +40,7 @@ export class DeadlineTimer {
   private readonly fire = (): void => {
     this.timer = undefined;
     this.at = Infinity;
-    const next = this.expire(Date.now());
+    const next = this.expire(this.clock());
     // A timer may fire a little before the wall clock reaches its deadline: what is not yet due gets its own.
     if (next !== Infinity) this.arm(next);
   };

@@ -33,10 +33,12 @@ interface Pending {
   id: number;
   method: string;
   reply: RpcReply;
-  /** When it times out (ms since the epoch), and the timeout its error names. */
+  /** When it times out (`performance.now()` ms: a wall-clock step moves no timeout), and the timeout its error names. */
   deadline: number;
   reportedMs: number;
 }
+
+const monotonic = () => performance.now();
 
 /** The id of the request a refused frame answers is read from its start (the firmware writes it first). */
 const REPLY_HEAD = 512;
@@ -100,7 +102,7 @@ export class RpcChannel {
     const id = this.nextId++;
     // Encoded before it is registered: a request that cannot be encoded leaves nothing pending.
     const frame = encodeMcpFrame(this.d.sessionId, rpcRequest(id, method, params));
-    const deadline = Date.now() + timeoutMs;
+    const deadline = performance.now() + timeoutMs;
     const p: Pending = { id, method, reply, deadline, reportedMs };
     if (this.one === undefined) this.one = p;
     else (this.more ??= new Map()).set(id, p);
@@ -116,7 +118,7 @@ export class RpcChannel {
       this.forget(id);
       return reply.reject(this.offline());
     }
-    (this.deadlines ??= new DeadlineTimer(this.expire)).arm(deadline);
+    (this.deadlines ??= new DeadlineTimer(this.expire, monotonic)).arm(deadline);
   }
 
   /** The deadline timer's sweep: requests due at `now` fail with DEVICE_TIMEOUT, in the order they were sent. */
