@@ -52,9 +52,14 @@ describe('RpcChannel and CallQueue with one timer each', () => {
     channel.onResult((await device.nextRequest('ping')).id, {});
     await expect(settled).resolves.toEqual({});
     const order: string[] = [];
-    const errs = await Promise.all([short, long].map((p, i) => p.catch((e: unknown) => (order.push(i === 0 ? 'short' : 'long'), e as GatewayError))));
+    const failure = (p: Promise<unknown>, name: string) =>
+      p.then(
+        () => undefined,
+        (e: unknown) => (order.push(name), e as GatewayError),
+      );
+    const errs = await Promise.all([failure(short, 'short'), failure(long, 'long')]);
     expect(order).toEqual(['short', 'long']);
-    expect(errs.map((e) => e.message)).toEqual([
+    expect(errs.map((e) => e?.message)).toEqual([
       'device 02:00:00:00:00:01 did not answer tools/list within 30 ms',
       'device 02:00:00:00:00:01 did not answer tools/call within 80 ms',
     ]);
