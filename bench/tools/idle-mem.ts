@@ -16,7 +16,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { McpLoadSession } from '../lib/mcp-load.js';
-import { freePort, ROOT } from '../lib/procs.js';
+import { gatewayEnv, ipcAsk } from '../lib/gateway-env.js';
+import { ROOT } from '../lib/procs.js';
 
 const args = process.argv.slice(2);
 const runs = Number(args.find((a) => /^\d+$/.test(a)) ?? 3);
@@ -88,16 +89,7 @@ async function until(what: string, ok: () => Promise<boolean>, ms: number): Prom
 
 async function oneRun(i: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'voxgate-idle-'));
-  const port = await freePort();
-  const env: Record<string, string> = {
-    GATEWAY_HTTP_HOST: '127.0.0.1',
-    GATEWAY_HTTP_PORT: String(port),
-    GATEWAY_MQTT_HOST: '127.0.0.1',
-    GATEWAY_MQTT_PORT: String(await freePort()),
-    GATEWAY_API_KEYS: API_KEY,
-    GATEWAY_DATA_DIR: dir,
-    GATEWAY_LOG_LEVEL: 'warn',
-  };
+  const { env, httpPort: port } = await gatewayEnv({ dataDir: dir, apiKey: API_KEY });
   if (withMcp) {
     writeFileSync(join(dir, 'config.json'), JSON.stringify({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING] } } } }));
     env.GATEWAY_CONFIG = join(dir, 'config.json');
@@ -111,18 +103,7 @@ async function oneRun(i: number): Promise<void> {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
-  let nextId = 1;
-  const ask = <T>(cmd: Record<string, unknown>) =>
-    new Promise<T>((resolve) => {
-      const id = nextId++;
-      const on = (m: { id: number }) => {
-        if (m.id !== id) return;
-        child.off('message', on);
-        resolve(m as T);
-      };
-      child.on('message', on);
-      child.send({ ...cmd, id });
-    });
+  const ask = ipcAsk(child);
   try {
     const t0 = Date.now();
     await until('ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 60_000);
