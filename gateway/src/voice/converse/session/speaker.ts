@@ -27,20 +27,23 @@ interface Upcoming {
 }
 
 /**
- * Sentences whose synthesis is requested ahead of the one being spoken: the next sentence's audio is on its way
- * while this one is cut into frames, so a slow first byte from the provider does not open a gap at the boundary.
+ * Sentences whose synthesis is requested ahead of the one being spoken, once its audio has begun to arrive (not
+ * before: the first sentence's request has the path to itself): the next sentence's audio is on its way while this
+ * one plays, so a slow first byte from the provider does not open a gap at the boundary.
  */
 const SYNTH_AHEAD = 1;
 
 /**
  * Speaks one turn's sentences in order: each is synthesised (streamed), cut into frames and queued on the
  * pacer (encoded when due) behind its `tts sentence_start`; the first is preceded by `llm` (its emotion) and a single
- * `tts start`. `end()` queues `tts stop` after the last frame. The next sentence's synthesis is requested as soon as
- * it is said (up to SYNTH_AHEAD beyond the one speaking), its chunks read in order once its turn comes.
+ * `tts start`. `end()` queues `tts stop` after the last frame. The next sentence's synthesis is requested while the
+ * one before it plays (see SYNTH_AHEAD), its chunks read in order once its turn comes.
  */
 export class Speaker {
   private chain: Promise<void> = Promise.resolve();
   private readonly upcoming: Upcoming[] = [];
+  /** The sentence speaking now has audio: the ones after it may be requested. */
+  private flowing = false;
   private started = false;
   private failed = false;
   private spokenSentences = 0;
@@ -61,13 +64,12 @@ export class Speaker {
     if (!text || !/[\p{L}\p{N}]/u.test(text)) return;
     const next: Upcoming = { text, emotion: emotionOf(sentence) };
     this.upcoming.push(next);
-    this.requestAhead();
+    if (this.flowing) this.requestAhead(SYNTH_AHEAD);
     this.chain = this.chain.then(async () => {
       try {
         await this.speak(next);
       } finally {
         this.upcoming.shift();
-        this.requestAhead();
       }
     });
   }
@@ -81,10 +83,10 @@ export class Speaker {
     this.started = false;
   }
 
-  /** Starts the synthesis of the sentence speaking now and of SYNTH_AHEAD after it (the request and its first chunk). */
-  private requestAhead(): void {
+  /** Starts the synthesis of the sentence speaking now and of `ahead` after it (the request and its first chunk). */
+  private requestAhead(ahead: number): void {
     if (this.d.signal.aborted || this.failed) return;
-    for (const u of this.upcoming.slice(0, 1 + SYNTH_AHEAD)) {
+    for (const u of this.upcoming.slice(0, 1 + ahead)) {
       if (u.audio) continue;
       const it = this.d.synth.synthesize(u.text, { signal: this.d.signal, voice: this.d.voice })[Symbol.asyncIterator]();
       const first = it.next();
@@ -96,7 +98,8 @@ export class Speaker {
 
   private async speak(u: Upcoming): Promise<void> {
     if (this.d.signal.aborted || this.failed) return void u.audio?.it.return?.().catch(() => undefined);
-    this.requestAhead();
+    this.flowing = false;
+    this.requestAhead(0);
     const { text, emotion } = u;
     const { encoder, pacer, synth } = this.d;
     const audio = u.audio!;
@@ -124,7 +127,10 @@ export class Speaker {
       else await pacer.push({ kind: 'frame', opus: () => encoder.encode(pcm) }, this.d.signal);
     };
     try {
-      for (let r = await audio.first; !r.done; r = await audio.it.next()) {
+      let r = await audio.first;
+      this.flowing = true;
+      this.requestAhead(SYNTH_AHEAD);
+      for (; !r.done; r = await audio.it.next()) {
         const chunk = r.value;
         if (this.d.signal.aborted) return;
         const pcm = synth.sampleRate === encoder.sampleRate ? chunk : this.d.resample(chunk, synth.sampleRate, encoder.sampleRate);
