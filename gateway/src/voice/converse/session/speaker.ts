@@ -127,10 +127,7 @@ export class Speaker {
       else await pacer.push({ kind: 'frame', opus: () => encoder.encode(pcm) }, this.d.signal);
     };
     try {
-      let r = await audio.first;
-      this.flowing = true;
-      this.requestAhead(SYNTH_AHEAD);
-      for (; !r.done; r = await audio.it.next()) {
+      for (let r = await audio.first; !r.done; r = await audio.it.next()) {
         const chunk = r.value;
         if (this.d.signal.aborted) return;
         const pcm = synth.sampleRate === encoder.sampleRate ? chunk : this.d.resample(chunk, synth.sampleRate, encoder.sampleRate);
@@ -144,6 +141,12 @@ export class Speaker {
             if (this.d.signal.aborted) return;
             filled = 0;
           }
+        }
+        // After the first chunk's frames are on their way to the encoder: the next sentence's request is no longer in
+        // the way of this one's first frame.
+        if (!this.flowing) {
+          this.flowing = true;
+          this.requestAhead(SYNTH_AHEAD);
         }
       }
       if (filled > 0 && !this.d.signal.aborted) {
