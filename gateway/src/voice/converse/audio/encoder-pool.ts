@@ -34,6 +34,7 @@ export class PoolJob implements EncodeJob {
     readonly deadline: number,
     readonly seq: number,
     private readonly onSettle?: () => void,
+    readonly backlog = 0,
   ) {}
 
   onSettled(fn: () => void): void {
@@ -208,8 +209,8 @@ export class EncoderPool {
 
   /** @internal */
   enqueue(e: PooledEncoder, pcm: Int16Array, deadline: number): PoolJob {
+    const job = new PoolJob(e, pcm, deadline, this.seq++, this.settledOne, this.pending);
     this.pending++;
-    const job = new PoolJob(e, pcm, deadline, this.seq++, this.settledOne);
     if (this.closed || e.freed) {
       job.settle(undefined);
       return job;

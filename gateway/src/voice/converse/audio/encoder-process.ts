@@ -133,6 +133,7 @@ function work() {
   const t0 = performance.now();
   const out = [];
   const level = eased();
+  let first = true;
   while (heap.length && performance.now() - t0 < 4) {
     const j = pop();
     if (cancelled.delete(j.job)) continue;
@@ -152,7 +153,12 @@ function work() {
     r.writeUInt32LE(us, 8);
     r[12] = level;
     r.set(pkt, 13);
-    out.push(r);
+    // The slice's first frame at once (the one due soonest: a lone answer's first frame waits for no other), the rest
+    // in one write.
+    if (first) {
+      first = false;
+      process.stdout.write(r);
+    } else out.push(r);
   }
   if (out.length) process.stdout.write(out.length === 1 ? out[0] : Buffer.concat(out));
   if (!heap.length) cancelled.clear();
