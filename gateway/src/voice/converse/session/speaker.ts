@@ -42,7 +42,7 @@ const SYNTH_AHEAD = 1;
 export class Speaker {
   private chain: Promise<void> = Promise.resolve();
   private readonly upcoming: Upcoming[] = [];
-  /** The sentence speaking now has audio: the ones after it may be requested. */
+  /** The sentence speaking now has had audio for a period: the ones after it are requested as they are said. */
   private flowing = false;
   private started = false;
   private failed = false;
@@ -106,6 +106,7 @@ export class Speaker {
     const frame = new Int16Array(encoder.frameSamples);
     let filled = 0;
     let announced = false;
+    let armed = false;
     const announce = async () => {
       if (announced) return;
       announced = true;
@@ -142,11 +143,14 @@ export class Speaker {
             filled = 0;
           }
         }
-        // After the first chunk's frames are on their way to the encoder: the next sentence's request is no longer in
-        // the way of this one's first frame.
-        if (!this.flowing) {
-          this.flowing = true;
-          this.requestAhead(SYNTH_AHEAD);
+        // One period after the first chunk's frames went to the encoder: the next sentence's request (the SDK's work for
+        // it) is then out of the way of this one's first frame, and still has this sentence's playback to arrive in.
+        if (!armed) {
+          armed = true;
+          setTimeout(() => {
+            if (this.upcoming[0] === u) this.flowing = true;
+            this.requestAhead(SYNTH_AHEAD);
+          }, encoder.frameMs).unref();
         }
       }
       if (filled > 0 && !this.d.signal.aborted) {
