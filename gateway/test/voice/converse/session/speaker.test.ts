@@ -122,40 +122,4 @@ describe('Speaker', () => {
     expect(h.shape()).toEqual(['llm:neutral', 'tts:start', 'tts:sentence_start:A long story.', 'frame:5', 'frame:5']);
     expect(h.errors).toEqual([]);
   });
-
-  it("requests the next sentence's synthesis while the one before is still arriving, and closes it when the turn is aborted", async () => {
-    let releaseOne!: () => void;
-    const oneHeld = new Promise<void>((r) => (releaseOne = r));
-    let twoRequested!: () => void;
-    const twoAsked = new Promise<void>((r) => (twoRequested = r));
-    let twoClosed = false;
-    const h = harness({
-      synth: {
-        async *synthesize(text) {
-          if (text === 'One.') {
-            yield Int16Array.from({ length: 4 }, () => 1);
-            await oneHeld;
-            yield Int16Array.from({ length: 4 }, () => 1);
-            return;
-          }
-          twoRequested();
-          try {
-            yield Int16Array.from({ length: 4 }, () => 2);
-          } finally {
-            twoClosed = true;
-          }
-        },
-      },
-    });
-    h.speaker.say('One.');
-    h.speaker.say('Two.');
-    // Sentence one has sent its first chunk and waits for the next: sentence two is already requested.
-    await twoAsked;
-    expect(twoClosed).toBe(false);
-    h.ac.abort();
-    releaseOne();
-    await h.speaker.end();
-    expect(h.shape()).toEqual(['llm:neutral', 'tts:start', 'tts:sentence_start:One.', 'frame:1']);
-    expect(twoClosed).toBe(true);
-  });
 });
