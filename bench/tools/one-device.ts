@@ -11,7 +11,8 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cpuUs } from '../lib/cpu.js';
 import { runLoad } from '../lib/load.js';
-import { ROOT, freePort, spawnTs, stopAll, type Proc } from '../lib/procs.js';
+import { gatewayEnv } from '../lib/gateway-env.js';
+import { ROOT, spawnTs, stopAll, type Proc } from '../lib/procs.js';
 import { API_KEY, BODY, QUEUE_LIMIT } from '../scenarios/bench.js';
 import { Fleet } from '../scenarios/env.js';
 import { callPath, metric, serialPath, until } from '../scenarios/measure.js';
@@ -58,17 +59,10 @@ async function straced<T>(pid: number, work: () => Promise<T>): Promise<{ result
 }
 
 try {
-  const httpPort = await freePort();
+  const { env, httpPort } = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
   const gateway = spawnTs('gateway', 'bench/procs/gateway.ts', {
     env: {
-      GATEWAY_HTTP_HOST: '127.0.0.1',
-      GATEWAY_HTTP_PORT: String(httpPort),
-      GATEWAY_MQTT_HOST: '127.0.0.1',
-      GATEWAY_MQTT_PORT: String(await freePort()),
-      GATEWAY_API_KEYS: API_KEY,
-      GATEWAY_DATA_DIR: dataDir,
-      GATEWAY_LOG_LEVEL: 'warn',
-      GATEWAY_CONFIG: join(dataDir, 'config.json'),
+      ...env,
       GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
     },
     nodeArgs: ['--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`],
