@@ -21,7 +21,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { spawnGateway } from './lib/compiled.js';
-import { ROOT, freePort, killAllNow, livePids, spawnTs, stopAll } from './lib/procs.js';
+import { fleetCaps, gatewayEnv } from './lib/gateway-env.js';
+import { ROOT, killAllNow, livePids, spawnTs, stopAll } from './lib/procs.js';
 import { limits, machine } from './lib/system.js';
 import { GATEWAY_START_MS, QUEUE_LIMIT, API_KEY, SOURCES_BASE, benchFromArgs, type Bench, type Result } from './scenarios/bench.js';
 import { callPathScenario } from './scenarios/call-path.js';
@@ -62,26 +63,16 @@ async function main(b: Bench): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-bench-'));
   writeFileSync(join(dataDir, 'config.json'), '{}');
   try {
-    const [httpPort, mqttPort] = [await freePort(), await freePort()];
+    const base = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
+    const { httpPort, mqttPort } = base;
     const profDir = join(ROOT, 'bench/results/prof');
     if (b.profile) mkdirSync(profDir, { recursive: true });
     // Compiled, as `npm start` runs it (run.sh builds first); from sources through tsx only when the build is stale.
     const { proc: gateway, how: gatewayHow } = spawnGateway('gateway', {
       env: {
-        GATEWAY_HTTP_HOST: '127.0.0.1',
-        GATEWAY_HTTP_PORT: String(httpPort),
-        GATEWAY_MQTT_HOST: '127.0.0.1',
-        GATEWAY_MQTT_PORT: String(mqttPort),
-        GATEWAY_API_KEYS: API_KEY,
-        GATEWAY_DATA_DIR: dataDir,
-        GATEWAY_LOG_LEVEL: 'warn',
-        GATEWAY_CONFIG: join(dataDir, 'config.json'),
+        ...base.env,
         GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
-        // The whole fleet connects from loopback (one or a few source addresses) and may fill the
-        // descriptor budget: lift the per-source and device caps to it, keep the API's reserve.
-        GATEWAY_WS_MAX_CONNECTIONS: String(fleetN + 100),
-        GATEWAY_HTTP_MAX_CONNECTIONS: String(fleetN + 300),
-        GATEWAY_HTTP_MAX_CONNECTIONS_PER_ADDRESS: String(fleetN + 300),
+        ...fleetCaps(fleetN),
         GATEWAY_MQTT_MAX_CONNECTIONS: '300',
       },
       nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],

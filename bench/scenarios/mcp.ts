@@ -9,6 +9,7 @@ import { installPeers, PEER_VERSIONS, startPeer, stopPeer, type PeerName } from 
 import { cpuOf, rssSampler, treePids, treeRss } from '../lib/proc-tree.js';
 import { spawnGateway } from '../lib/compiled.js';
 import { cpuUs } from '../lib/cpu.js';
+import { gatewayEnv } from '../lib/gateway-env.js';
 import { freePort, ROOT } from '../lib/procs.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
 import { ratio, round, until } from './measure.js';
@@ -59,19 +60,10 @@ export async function mcpScenarios(b: Bench, dataDir: string): Promise<void> {
   const dir = join(dataDir, 'mcp');
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING.bin] } } } }));
-  const httpPort = await freePort();
+  const { env, httpPort } = await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json') });
   const profDir = join(ROOT, 'bench/results/prof');
   const { proc: gateway, how } = spawnGateway('mcp-gateway', {
-    env: {
-      GATEWAY_HTTP_HOST: '127.0.0.1',
-      GATEWAY_HTTP_PORT: String(httpPort),
-      GATEWAY_MQTT_HOST: '127.0.0.1',
-      GATEWAY_MQTT_PORT: String(await freePort()),
-      GATEWAY_API_KEYS: API_KEY,
-      GATEWAY_DATA_DIR: dir,
-      GATEWAY_LOG_LEVEL: 'warn',
-      GATEWAY_CONFIG: join(dir, 'config.json'),
-    },
+    env,
     nodeArgs: b.profile && b.only.has('mcp') ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
   });
   const peers: Array<{ name: PeerName; child: ChildProcess }> = [];

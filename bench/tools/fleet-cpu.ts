@@ -20,7 +20,8 @@ import { measured } from '../lib/cpu.js';
 import { PROBE_JS } from './heap-probe.js';
 import { Fleet } from '../scenarios/env.js';
 import { metric, until } from '../scenarios/measure.js';
-import { Proc, freePort, spawnTs, stopAll, type Reply } from '../lib/procs.js';
+import { fleetCaps, gatewayEnv } from '../lib/gateway-env.js';
+import { Proc, spawnTs, stopAll, type Reply } from '../lib/procs.js';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const flag = (f: string) => process.argv.includes(`--${f}`);
@@ -52,20 +53,9 @@ if (profile) mkdirSync(PROF_DIR, { recursive: true });
 const dir = mkdtempSync(join(tmpdir(), 'voxgate-fleetcpu-'));
 writeFileSync(join(dir, 'config.json'), '{}');
 try {
-  const httpPort = await freePort();
-  const env = {
-    GATEWAY_HTTP_HOST: '127.0.0.1',
-    GATEWAY_HTTP_PORT: String(httpPort),
-    GATEWAY_MQTT_HOST: '127.0.0.1',
-    GATEWAY_MQTT_PORT: String(await freePort()),
-    GATEWAY_API_KEYS: API_KEY,
-    GATEWAY_DATA_DIR: dir,
-    GATEWAY_LOG_LEVEL: 'warn',
-    GATEWAY_CONFIG: join(dir, 'config.json'),
-    GATEWAY_WS_MAX_CONNECTIONS: String(2 * N + 100),
-    GATEWAY_HTTP_MAX_CONNECTIONS: String(2 * N + 300),
-    GATEWAY_HTTP_MAX_CONNECTIONS_PER_ADDRESS: String(2 * N + 300),
-  };
+  const base = await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json') });
+  const httpPort = base.httpPort;
+  const env = { ...base.env, ...fleetCaps(2 * N) };
   const gateway = dist
     ? new Proc(
         'gateway',

@@ -17,7 +17,8 @@ import { cpuUs } from '../lib/cpu.js';
 import { DirectStdioServer } from '../lib/mcp-direct.js';
 import { McpLoadSession, type LoadSession } from '../lib/mcp-load.js';
 import { treePids } from '../lib/proc-tree.js';
-import { freePort, ROOT } from '../lib/procs.js';
+import { gatewayEnv, ipcAsk } from '../lib/gateway-env.js';
+import { ROOT } from '../lib/procs.js';
 
 const args = process.argv.slice(2);
 const nums = args.filter((a) => /^\d+$/.test(a)).map(Number);
@@ -104,36 +105,15 @@ async function direct(perSession: number): Promise<void> {
 
 async function gateway(perSession: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'voxgate-mcp-cpu-'));
-  const port = await freePort();
+  const { env, httpPort: port } = await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json') });
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING] } } } }));
   const child = fork(join(ROOT, 'gateway/dist/main.js'), [], {
     cwd: ROOT,
     execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
-    env: {
-      ...process.env,
-      GATEWAY_HTTP_HOST: '127.0.0.1',
-      GATEWAY_HTTP_PORT: String(port),
-      GATEWAY_MQTT_HOST: '127.0.0.1',
-      GATEWAY_MQTT_PORT: String(await freePort()),
-      GATEWAY_API_KEYS: API_KEY,
-      GATEWAY_DATA_DIR: dir,
-      GATEWAY_LOG_LEVEL: 'warn',
-      GATEWAY_CONFIG: join(dir, 'config.json'),
-    },
+    env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
-  let nextId = 1;
-  const ask = <T>(cmd: Record<string, unknown>) =>
-    new Promise<T>((resolve) => {
-      const id = nextId++;
-      const on = (m: { id: number }) => {
-        if (m.id !== id) return;
-        child.off('message', on);
-        resolve(m as T);
-      };
-      child.on('message', on);
-      child.send({ ...cmd, id });
-    });
+  const ask = ipcAsk(child);
   const url = new URL(`http://127.0.0.1:${port}/mcp`);
   const newSession = () => new McpLoadSession(url, { authorization: `Bearer ${API_KEY}` });
   try {

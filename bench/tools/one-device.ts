@@ -9,9 +9,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnGateway } from '../lib/compiled.js';
 import { cpuUs } from '../lib/cpu.js';
 import { runLoad } from '../lib/load.js';
-import { ROOT, freePort, spawnTs, stopAll, type Proc } from '../lib/procs.js';
+import { gatewayEnv } from '../lib/gateway-env.js';
+import { ROOT, spawnTs, stopAll, type Proc } from '../lib/procs.js';
 import { API_KEY, BODY, QUEUE_LIMIT } from '../scenarios/bench.js';
 import { Fleet } from '../scenarios/env.js';
 import { callPath, metric, serialPath, until } from '../scenarios/measure.js';
@@ -58,21 +60,16 @@ async function straced<T>(pid: number, work: () => Promise<T>): Promise<{ result
 }
 
 try {
-  const httpPort = await freePort();
-  const gateway = spawnTs('gateway', 'bench/procs/gateway.ts', {
+  const { env, httpPort } = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
+  // The compiled gateway when its build is fresh (as the bench runs it), else its sources under tsx.
+  const { proc: gateway, how } = spawnGateway('gateway', {
     env: {
-      GATEWAY_HTTP_HOST: '127.0.0.1',
-      GATEWAY_HTTP_PORT: String(httpPort),
-      GATEWAY_MQTT_HOST: '127.0.0.1',
-      GATEWAY_MQTT_PORT: String(await freePort()),
-      GATEWAY_API_KEYS: API_KEY,
-      GATEWAY_DATA_DIR: dataDir,
-      GATEWAY_LOG_LEVEL: 'warn',
-      GATEWAY_CONFIG: join(dataDir, 'config.json'),
+      ...env,
       GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
     },
     nodeArgs: ['--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`],
   });
+  console.log(`gateway: ${how}`);
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
   const relay = spawnTs('ws-relay', 'bench/floors/ws-relay.ts');
   const gwUrl = `http://127.0.0.1:${httpPort}`;

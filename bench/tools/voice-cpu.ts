@@ -14,7 +14,8 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cpuUs } from '../lib/cpu.js';
-import { Proc, ROOT, freePort, spawnTs, stopAll, type Reply } from '../lib/procs.js';
+import { gatewayEnv } from '../lib/gateway-env.js';
+import { Proc, ROOT, spawnTs, stopAll, type Reply } from '../lib/procs.js';
 import { runVoiceLoad } from '../lib/voice.js';
 import { API_KEY } from '../scenarios/bench.js';
 import { count, metric, until } from '../scenarios/measure.js';
@@ -53,16 +54,10 @@ writeFileSync(join(dataDir, 'config.json'), '{}');
 try {
   const voiceServer = spawnTs('voice-server', 'bench/floors/voice-server.ts');
   const upstreamUrl = (await voiceServer.hello)['url'] as string;
-  const [httpPort, mqttPort] = [await freePort(), await freePort()];
-  const gatewayEnv = {
-    GATEWAY_HTTP_HOST: '127.0.0.1',
-    GATEWAY_HTTP_PORT: String(httpPort),
-    GATEWAY_MQTT_HOST: '127.0.0.1',
-    GATEWAY_MQTT_PORT: String(mqttPort),
-    GATEWAY_API_KEYS: API_KEY,
-    GATEWAY_DATA_DIR: dataDir,
-    GATEWAY_LOG_LEVEL: 'warn',
-    GATEWAY_CONFIG: join(dataDir, 'config.json'),
+  const base = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
+  const { httpPort, mqttPort } = base;
+  const voiceEnv = {
+    ...base.env,
     GATEWAY_VOICE_MODE: 'relay',
     GATEWAY_VOICE_UPSTREAM_URL: upstreamUrl,
     GATEWAY_VOICE_UDP_HOST: '127.0.0.1',
@@ -77,12 +72,12 @@ try {
         fork(ROOT + 'gateway/dist/main.js', [], {
           cwd: ROOT,
           execArgv: ['--expose-gc', ...gatewayArgs],
-          env: { ...process.env, ...gatewayEnv },
+          env: { ...process.env, ...voiceEnv },
           stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
           serialization: 'json',
         }),
       )
-    : spawnTs('voice-gateway', 'bench/procs/gateway.ts', { env: gatewayEnv, nodeArgs: gatewayArgs });
+    : spawnTs('voice-gateway', 'bench/procs/gateway.ts', { env: voiceEnv, nodeArgs: gatewayArgs });
   const relay = spawnTs('voice-relay', 'bench/floors/voice-relay.ts', {
     env: { VOICE_UPSTREAM_URL: upstreamUrl },
     nodeArgs: [...probes, ...(process.env['VC_RELAY_ARGS'] ?? '').split(' ').filter(Boolean)],

@@ -6,6 +6,7 @@ import type { TurnEvent } from '../assistant/turn.js';
 import { GatewayError } from '../errors.js';
 import { answerOf, cancelOnDisconnect, failure, tokensOf } from './turn-http.js';
 import { Problem, jsonSchema } from './schemas.js';
+import { writeSseHead } from './sse-head.js';
 
 /**
  * OpenAI-compatible Chat Completions: any OpenAI-compatible chat UI gets the fleet's tools, run here,
@@ -155,12 +156,7 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
       }
       reply.hijack();
       const res = reply.raw;
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-      });
+      writeSseHead(res);
       const send = (data: unknown) => !res.destroyed && res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
       send(chunk({ role: 'assistant', content: '' }));
       // Text streams as the model writes it; words said before a tool round are kept apart from the next round's.

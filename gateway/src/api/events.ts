@@ -8,6 +8,7 @@ import type { Metrics } from '../metrics.js';
 import type { DeviceTenancy } from '../devices/tenants.js';
 import { callerSees, NO_TENANTS } from './device-scope.js';
 import { EventsQuery, Problem, jsonSchema } from './schemas.js';
+import { writeSseHead } from './sse-head.js';
 
 const HEARTBEAT_MS = 15_000;
 
@@ -69,12 +70,7 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
 
       reply.hijack();
       const res = reply.raw;
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-      });
+      writeSseHead(res);
       res.write(': voxgate events\nretry: 2000\n\n');
       const write = (e: GatewayEvent) => {
         if (!wanted(e) || res.destroyed) return;

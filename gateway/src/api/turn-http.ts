@@ -3,6 +3,7 @@ import { TurnCancelled } from '../assistant/turn.js';
 import { GatewayError } from '../errors.js';
 import { httpStatusOf } from './problem.js';
 import { mergeTokens, parseTokens, parseTokensHeader } from '../hub/credentials.js';
+import { writeSseHead } from './sse-head.js';
 
 /** What the assistant's HTTP routes share: tokens, SSE, cancellation on disconnect, failures as codes. */
 export function tokensOf(req: FastifyRequest, body?: { tokens?: Record<string, string> | undefined }) {
@@ -23,12 +24,7 @@ const HEARTBEAT_MS = 15_000;
 export function openSse(reply: FastifyReply): (event: string, data: unknown) => void {
   reply.hijack();
   const res = reply.raw;
-  res.writeHead(200, {
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache, no-transform',
-    connection: 'keep-alive',
-    'x-accel-buffering': 'no',
-  });
+  writeSseHead(res);
   const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);
   res.on('close', () => clearInterval(heartbeat));
   return (event, data) => {
