@@ -1,5 +1,4 @@
 import { createHash, randomUUID } from 'node:crypto';
-import type { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import type { McpServer } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
@@ -9,7 +8,9 @@ import type { Metrics } from '../metrics.js';
 import { hostnameOf } from './allowed-hosts.js';
 import { DeferredHeaders } from './deferred-headers.js';
 import { BoundedEventStores, DEFAULT_EVENT_STORE_LIMITS, type EventStoreLimits, type SessionEventStore } from './event-store.js';
+import type { NodeSessionTransport } from './node-transport.js';
 import { loadFacadeSdk, type FacadeSdk } from './sdk.js';
+import { HeldStreams } from './sse-stream.js';
 
 /**
  * `/mcp`: the hub's tools, resources and prompts for any MCP client, over Streamable HTTP.
@@ -49,7 +50,7 @@ export interface McpEndpointOptions {
 const SSE_RETRY_MS = 1000;
 
 interface Session {
-  transport: NodeStreamableHTTPServerTransport;
+  transport: NodeSessionTransport;
   server: McpServer;
   events: SessionEventStore;
   caller: ApiCaller;
@@ -76,6 +77,10 @@ interface LoadedSdk {
   modernNode: ReturnType<FacadeSdk['toNodeHandler']>;
 }
 
+/** An `initialize` request (one message, not a batch): the SDK's full check only for a message that names it. */
+const isInitialize = (sdk: FacadeSdk, body: unknown): boolean =>
+  typeof body === 'object' && body !== null && (body as { method?: unknown }).method === 'initialize' && sdk.isInitializeRequest(body);
+
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
   reply.code(status).type('application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
 
@@ -84,7 +89,9 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const log = o.log.child({ component: 'mcp-endpoint' });
   const sessions = new Map<string, Session>();
   const eventStores = new BoundedEventStores({ ...DEFAULT_EVENT_STORE_LIMITS, ...o.eventStore });
-  // A POST's SSE answer leaves with its headers in one write (deferred-headers.ts); GET streams flush at once.
+  // A POST's SSE answer leaves with its headers in one write: sessions' answers through held streams
+  // (sse-stream.ts), the SDK's stateless answers through deferred headers (deferred-headers.ts).
+  const held = new HeldStreams();
   const headers = new DeferredHeaders();
   const deferHeaders = (req: FastifyRequest, reply: FastifyReply) => {
     if (req.method === 'POST') headers.defer(reply.raw);
@@ -263,8 +270,9 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       return rpcError(reply, 503, -32603, 'The MCP endpoint is unavailable: its server code could not be loaded (see the gateway log)');
     }
     (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller = caller;
-    // The SDK reads `req.auth` as the request's authInfo: the tenant only, never the key itself.
-    (req.raw as { auth?: unknown }).auth = { token: '[REDACTED]', clientId: caller.tenant ?? '', scopes: [], extra: { tenant: caller.tenant } };
+    // The request's authInfo for the SDK: the tenant only, never the key itself (`req.auth` for its Node adapter).
+    const authInfo = { token: '[REDACTED]', clientId: caller.tenant ?? '', scopes: [], extra: { tenant: caller.tenant } };
+    (req.raw as { auth?: unknown }).auth = authInfo;
 
     const sid = req.headers['mcp-session-id'];
     if (typeof sid === 'string') {
@@ -276,11 +284,10 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       s.lastUsed = Date.now();
       counted.session.inc();
       reply.hijack();
-      deferHeaders(req, reply);
-      await s.transport.handleRequest(req.raw, reply.raw, req.body);
+      await s.transport.handleRequest(req.raw, reply.raw, req.body, authInfo);
       return reply;
     }
-    if (req.method === 'POST' && mcp.sdk.isInitializeRequest(req.body)) {
+    if (req.method === 'POST' && isInitialize(mcp.sdk, req.body)) {
       const keyFingerprint = fingerprint(caller, req.headers.authorization);
       if ((perKey.get(keyFingerprint) ?? 0) >= o.maxSessionsPerKey) {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit_key' });
@@ -304,7 +311,8 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       const events = eventStores.forSession();
       try {
         const server = mcp.sdk.buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
-        const transport: NodeStreamableHTTPServerTransport = new mcp.sdk.NodeStreamableHTTPServerTransport({
+        const transport: NodeSessionTransport = new mcp.sdk.NodeSessionTransport({
+          held,
           sessionIdGenerator: () => randomUUID(),
           // SSE events carry ids (and a retry hint): a dropped stream resumes with Last-Event-ID.
           eventStore: events,
@@ -323,8 +331,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
         await server.connect(transport);
         o.metrics.mcpRequests.inc({ outcome: 'initialize' });
         reply.hijack();
-        deferHeaders(req, reply);
-        await transport.handleRequest(req.raw, reply.raw, req.body);
+        await transport.handleRequest(req.raw, reply.raw, req.body, authInfo);
       } finally {
         if (!registered) {
           events.dispose();
@@ -377,6 +384,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     async close() {
       clearInterval(sweeper);
       headers.close();
+      held.close();
       offChanges();
       await Promise.allSettled([...sessions.keys()].map((id) => closeSession(id, 'shutdown')));
       await loaded?.modern.close();

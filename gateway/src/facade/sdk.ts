@@ -4,9 +4,14 @@
  * over MCP does without (several MiB of code and schemas at idle; issue 21).
  */
 export async function importFacadeSdk() {
-  const [node, server, facade] = await Promise.all([import('@modelcontextprotocol/node'), import('@modelcontextprotocol/server'), import('./mcp-server.js')]);
+  const [node, server, facade, transport] = await Promise.all([
+    import('@modelcontextprotocol/node'),
+    import('@modelcontextprotocol/server'),
+    import('./mcp-server.js'),
+    import('./node-transport.js'),
+  ]);
   return {
-    NodeStreamableHTTPServerTransport: node.NodeStreamableHTTPServerTransport,
+    NodeSessionTransport: transport.NodeSessionTransport,
     toNodeHandler: node.toNodeHandler,
     createMcpHandler: server.createMcpHandler,
     isInitializeRequest: server.isInitializeRequest,

@@ -1,0 +1,326 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  DEFAULT_NEGOTIATED_PROTOCOL_VERSION,
+  isInitializeRequest,
+  isJsonContentType,
+  SUPPORTED_PROTOCOL_VERSIONS,
+  type AuthInfo,
+  type EventStore,
+  type JSONRPCMessage,
+  type MessageExtraInfo,
+  type RequestId,
+  type Transport,
+  type TransportSendOptions,
+} from '@modelcontextprotocol/server';
+import { checkMessage, deeperThan, isRequest, isResponse, MAX_BATCH_SIZE, MAX_JSON_DEPTH } from './jsonrpc-message.js';
+import { sseHeaders, SseStream, type HeldStreams } from './sse-stream.js';
+
+/**
+ * The server side of one Streamable HTTP session (`Mcp-Session-Id`) on Node's own request and response: the
+ * SDK's `Transport`, so the SDK's protocol layer (initialize, capabilities, handlers) is unchanged, but without
+ * the web `Request`/`Response`/`ReadableStream` the SDK's Node adapter builds per request, and with messages
+ * checked by hand (`jsonrpc-message.ts`). It follows the SDK's `WebStandardStreamableHTTPServerTransport`
+ * (2.4) in every answer it gives: statuses, JSON-RPC error codes and messages, SSE framing, priming events,
+ * resumability through the event store, one GET stream per session, DELETE. Issue 21: the SDK's transport was
+ * most of /mcp's CPU and allocation per call. Not carried over: JSON answers instead of SSE (`/mcp` never asked
+ * for them), the SDK's own Host/Origin checks (the endpoint makes its own) and scope challenges (the facade
+ * registers no tool that declares one).
+ */
+export interface NodeSessionTransportOptions {
+  sessionIdGenerator: () => string;
+  eventStore: EventStore;
+  /** Suggested in each priming event: how soon a client reconnects after a drop. */
+  retryInterval: number;
+  onsessioninitialized: (id: string) => void;
+  onsessionclosed: (id: string) => void | Promise<void>;
+  /** Where POST answers wait for their first event (shared by the endpoint's sessions). */
+  held: HeldStreams;
+}
+
+const STANDALONE = '_GET_stream';
+
+interface Stream {
+  sse: SseStream;
+  /** Event ids sent by a replay, not to be sent again live. */
+  replayed?: Set<string>;
+}
+
+/** What a handler sees as `ctx.http.req`: the headers only (all the facade reads). */
+const requestView = (req: IncomingMessage) =>
+  ({
+    headers: {
+      get: (name: string): string | null => {
+        const v = req.headers[name.toLowerCase()];
+        return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
+      },
+    },
+  }) as unknown as Request;
+
+const header = (req: IncomingMessage, name: string): string | undefined => {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v.join(', ') : v;
+};
+
+export class NodeSessionTransport implements Transport {
+  sessionId: string | undefined;
+  onclose: (() => void) | undefined;
+  onerror: ((error: Error) => void) | undefined;
+  onmessage: (<T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void) | undefined;
+
+  private started = false;
+  private initialized = false;
+  private closed = false;
+  private supported: readonly string[] = SUPPORTED_PROTOCOL_VERSIONS;
+  private readonly streams = new Map<string, Stream>();
+  private readonly requestStream = new Map<RequestId, string>();
+  private readonly answered = new Map<RequestId, JSONRPCMessage>();
+
+  constructor(private readonly o: NodeSessionTransportOptions) {}
+
+  start(): Promise<void> {
+    if (this.started) return Promise.reject(new Error('Transport already started'));
+    this.started = true;
+    return Promise.resolve();
+  }
+
+  setSupportedProtocolVersions(versions: string[]): void {
+    this.supported = versions;
+  }
+
+  /** Answers one request of this session; never throws (a failure is a JSON-RPC error answer). */
+  async handleRequest(req: IncomingMessage, res: ServerResponse, body: unknown, authInfo: AuthInfo | undefined): Promise<void> {
+    try {
+      if (this.closed) return this.reply(res, 404, -32001, 'Session not found');
+      switch (req.method) {
+        case 'POST':
+          return await this.post(req, res, body, authInfo);
+        case 'GET':
+          return await this.get(req, res);
+        case 'DELETE':
+          return await this.delete(req, res);
+        default:
+          this.onerror?.(new Error('Method not allowed.'));
+          res.setHeader('allow', 'GET, POST, DELETE');
+          return this.reply(res, 405, -32000, 'Method not allowed.');
+      }
+    } catch (e) {
+      this.onerror?.(e as Error);
+      if (!res.headersSent) this.reply(res, 400, -32700, 'Parse error', String(e));
+      else if (!res.writableEnded) res.end();
+    }
+  }
+
+  private async post(req: IncomingMessage, res: ServerResponse, body: unknown, authInfo: AuthInfo | undefined): Promise<void> {
+    const accept = header(req, 'accept');
+    if (!accept?.includes('application/json') || !accept.includes('text/event-stream'))
+      return this.fail(res, 406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
+    if (!isJsonContentType(header(req, 'content-type') ?? null))
+      return this.fail(res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
+    // No body at all is what the SDK's JSON.parse of an empty text meets; too deep is refused as unparseable.
+    if (body === undefined || deeperThan(body, MAX_JSON_DEPTH)) return this.fail(res, 400, -32700, 'Parse error: Invalid JSON');
+    if (Array.isArray(body) && body.length > MAX_BATCH_SIZE)
+      return this.fail(res, 400, -32600, `Invalid Request: Batch must not exceed ${MAX_BATCH_SIZE} messages`);
+    const raw: unknown[] = Array.isArray(body) ? body : [body];
+    const messages: JSONRPCMessage[] = [];
+    for (const r of raw) {
+      const m = checkMessage(r);
+      if (!m) return this.fail(res, 400, -32700, 'Parse error: Invalid JSON-RPC message');
+      messages.push(m);
+    }
+    if (this.closed) return this.reply(res, 404, -32001, 'Session not found');
+    // `initialize` by its method first: the SDK's full check runs only on a message that names it.
+    const init = messages.find((m) => 'method' in m && m.method === 'initialize' && isInitializeRequest(m)) as
+      (JSONRPCMessage & { params: { protocolVersion: string } }) | undefined;
+    if (init) {
+      if (this.initialized && this.sessionId !== undefined) return this.fail(res, 400, -32600, 'Invalid Request: Server already initialized');
+      if (messages.length > 1) return this.fail(res, 400, -32600, 'Invalid Request: Only one initialization request is allowed');
+      this.sessionId = this.o.sessionIdGenerator();
+      this.initialized = true;
+      await Promise.resolve(this.o.onsessioninitialized(this.sessionId));
+    } else if (!this.sessionOk(req, res) || !this.versionOk(req, res)) return;
+    if (this.closed) return this.reply(res, 404, -32001, 'Session not found');
+
+    const request = requestView(req);
+    if (!messages.some(isRequest)) {
+      for (const m of messages) this.onmessage?.(m, { authInfo, request });
+      res.writeHead(202).end();
+      return;
+    }
+    const streamId = randomUUID();
+    const version = init ? init.params.protocolVersion : (header(req, 'mcp-protocol-version') ?? DEFAULT_NEGOTIATED_PROTOCOL_VERSION);
+    const sse = new SseStream(res, sseHeaders(this.sessionId), this.o.held);
+    sse.hold();
+    const stream: Stream = { sse };
+    sse.oncancel = () => {
+      if (this.streams.get(streamId) === stream) this.streams.delete(streamId);
+    };
+    this.streams.set(streamId, stream);
+    for (const m of messages) if (isRequest(m)) this.requestStream.set(m.id, streamId);
+    await this.prime(sse, streamId, version);
+    const resumable = this.emptyDataOk(version);
+    for (const m of messages) {
+      const extra: MessageExtraInfo = { authInfo, request };
+      if (isRequest(m) && resumable) {
+        extra.closeSSEStream = () => this.closeSSEStream(m.id);
+        extra.closeStandaloneSSEStream = () => this.endStream(STANDALONE);
+      }
+      this.onmessage?.(m, extra);
+    }
+  }
+
+  private async get(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!header(req, 'accept')?.includes('text/event-stream')) return this.fail(res, 406, -32000, 'Not Acceptable: Client must accept text/event-stream');
+    if (!this.sessionOk(req, res) || !this.versionOk(req, res)) return;
+    const lastEventId = header(req, 'last-event-id');
+    if (lastEventId) return this.replay(res, lastEventId);
+    if (this.streams.has(STANDALONE)) return this.fail(res, 409, -32000, 'Conflict: Only one SSE stream is allowed per session');
+    const sse = new SseStream(res, sseHeaders(this.sessionId), undefined);
+    const stream: Stream = { sse };
+    sse.oncancel = () => {
+      if (this.streams.get(STANDALONE) === stream) this.streams.delete(STANDALONE);
+    };
+    this.streams.set(STANDALONE, stream);
+    sse.flush();
+  }
+
+  private async replay(res: ServerResponse, lastEventId: string): Promise<void> {
+    const store = this.o.eventStore;
+    try {
+      const streamId = await store.getStreamIdForEventId?.(lastEventId);
+      if (!streamId) return this.fail(res, 400, -32000, 'Invalid event ID format');
+      if (this.streams.has(streamId)) return this.fail(res, 409, -32000, 'Conflict: Stream already has an active connection');
+      const sse = new SseStream(res, sseHeaders(this.sessionId), undefined);
+      const replayed = new Set<string>();
+      const replayedId = await store.replayEventsAfter(lastEventId, {
+        send: (eventId, message) => {
+          replayed.add(eventId);
+          if (!sse.write(event(message, eventId), true)) sse.end();
+          return Promise.resolve();
+        },
+      });
+      if (this.closed || !sse.open) {
+        sse.oncancel = undefined;
+        return this.reply(res, 404, -32001, 'Session not found');
+      }
+      this.endStream(replayedId);
+      const stream: Stream = { sse, replayed };
+      sse.oncancel = () => {
+        if (this.streams.get(replayedId) === stream) this.streams.delete(replayedId);
+      };
+      this.streams.set(replayedId, stream);
+      // A request's stream whose answers were all sent ends after the replay; the GET stream stays open.
+      if (replayedId !== STANDALONE && ![...this.requestStream.values()].includes(replayedId)) {
+        this.streams.delete(replayedId);
+        sse.end();
+      } else sse.flush();
+    } catch (e) {
+      this.onerror?.(e as Error);
+      if (!res.headersSent) this.reply(res, 500, -32000, 'Error replaying events');
+    }
+  }
+
+  private async delete(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!this.sessionOk(req, res) || !this.versionOk(req, res)) return;
+    try {
+      await Promise.resolve(this.o.onsessionclosed(this.sessionId!));
+      res.writeHead(200).end();
+    } finally {
+      await this.close();
+    }
+  }
+
+  private sessionOk(req: IncomingMessage, res: ServerResponse): boolean {
+    if (!this.initialized) return (this.fail(res, 400, -32000, 'Bad Request: Server not initialized'), false);
+    const sid = header(req, 'mcp-session-id');
+    if (!sid) return (this.fail(res, 400, -32000, 'Bad Request: Mcp-Session-Id header is required'), false);
+    if (sid !== this.sessionId) return (this.fail(res, 404, -32001, 'Session not found'), false);
+    return true;
+  }
+
+  private versionOk(req: IncomingMessage, res: ServerResponse): boolean {
+    const v = header(req, 'mcp-protocol-version');
+    if (v === undefined || this.supported.includes(v)) return true;
+    this.fail(res, 400, -32000, `Bad Request: Unsupported protocol version: ${v} (supported versions: ${this.supported.join(', ')})`);
+    return false;
+  }
+
+  private emptyDataOk(version: string): boolean {
+    return this.supported.includes(version) && version >= '2025-11-25';
+  }
+
+  /** The priming event (an id to resume from, and the retry hint) for clients that accept empty data. */
+  private async prime(sse: SseStream, streamId: string, version: string): Promise<void> {
+    if (!this.emptyDataOk(version)) return;
+    const id = await this.o.eventStore.storeEvent(streamId, {} as JSONRPCMessage);
+    sse.write(`id: ${id}\nretry: ${this.o.retryInterval}\ndata: \n\n`, true);
+  }
+
+  private closeSSEStream(requestId: RequestId): void {
+    const streamId = this.requestStream.get(requestId);
+    if (streamId) this.endStream(streamId);
+  }
+
+  /** Ends a stream and forgets it (the client may resume it with Last-Event-ID). */
+  private endStream(streamId: string): void {
+    this.streams.get(streamId)?.sse.end();
+    this.streams.delete(streamId);
+  }
+
+  async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    const response = isResponse(message);
+    const requestId = response ? message.id : options?.relatedRequestId;
+    if (requestId === undefined) {
+      if (response) throw new Error('Cannot send a response on a standalone SSE stream unless resuming a previous client request');
+      const eventId = await this.o.eventStore.storeEvent(STANDALONE, message);
+      const s = this.streams.get(STANDALONE);
+      if (s && !s.replayed?.has(eventId)) this.writeEvent(s, message, eventId);
+      return;
+    }
+    const streamId = this.requestStream.get(requestId);
+    if (!streamId) throw new Error(`No connection established for request ID: ${String(requestId)}`);
+    const eventId = await this.o.eventStore.storeEvent(streamId, message);
+    const s = this.streams.get(streamId);
+    if (s && !s.replayed?.has(eventId)) this.writeEvent(s, message, eventId);
+    if (!response) return;
+    this.answered.set(requestId, message);
+    const related: RequestId[] = [];
+    for (const [id, sid] of this.requestStream) if (sid === streamId) related.push(id);
+    if (!related.every((id) => this.answered.has(id))) return;
+    // Every request on this stream is answered: the stream ends (its answers stay in the event store).
+    if (s) {
+      s.sse.end();
+      if (this.streams.get(streamId) === s) this.streams.delete(streamId);
+    }
+    for (const id of related) {
+      this.answered.delete(id);
+      this.requestStream.delete(id);
+    }
+  }
+
+  private writeEvent(s: Stream, message: JSONRPCMessage, eventId: string): void {
+    if (!s.sse.write(event(message, eventId))) s.sse.end();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const s of this.streams.values()) s.sse.end();
+    this.streams.clear();
+    this.answered.clear();
+    this.onclose?.();
+  }
+
+  private fail(res: ServerResponse, status: number, code: number, message: string): void {
+    this.onerror?.(new Error(message));
+    this.reply(res, status, code, message);
+  }
+
+  private reply(res: ServerResponse, status: number, code: number, message: string, data?: string): void {
+    const error = data === undefined ? { code, message } : { code, message, data };
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error, id: null }));
+  }
+}
+
+/** One SSE event carrying a message. */
+const event = (message: JSONRPCMessage, eventId: string) => `event: message\nid: ${eventId}\ndata: ${JSON.stringify(message)}\n\n`;

@@ -1,0 +1,140 @@
+import type { ServerResponse } from 'node:http';
+
+/** The SSE headers the SDK's transport sends (and the session id once there is one). */
+export function sseHeaders(sessionId: string | undefined): Record<string, string> {
+  const h: Record<string, string> = {
+    'content-type': 'text/event-stream',
+    'cache-control': 'no-cache, no-transform',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+  };
+  if (sessionId !== undefined) h['mcp-session-id'] = sessionId;
+  return h;
+}
+
+/** How long a POST's answer may hold its headers (and priming event) waiting for the answer itself. */
+export const HOLD_MS = 1000;
+/** A comment on open streams this often, so proxies keep them (the SDK's default). */
+export const KEEP_ALIVE_MS = 15_000;
+
+/**
+ * Streams whose start is held: a POST's headers and priming event wait for its first real event, so an answer
+ * that comes within `HOLD_MS` leaves with them in one write (and, when it ends the stream, as one body with
+ * its length). One sweep for all, armed only while some wait.
+ */
+export class HeldStreams {
+  private readonly waiting = new Map<SseStream, number>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly holdMs = HOLD_MS) {}
+
+  /** @internal */ hold(s: SseStream): void {
+    this.waiting.set(s, Date.now() + this.holdMs);
+    this.timer ??= setInterval(() => this.sweep(), Math.max(10, this.holdMs / 4)).unref();
+  }
+  /** @internal */ release(s: SseStream): void {
+    this.waiting.delete(s);
+  }
+
+  get size(): number {
+    return this.waiting.size;
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    for (const [s, due] of this.waiting) if (due <= now) s.flush();
+    if (this.waiting.size === 0) this.close();
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.waiting.clear();
+  }
+}
+
+/**
+ * One SSE answer on a Node `ServerResponse`: events are text written straight to the socket, without web
+ * streams. Until `flush` (or the end), what is written is kept and leaves with the headers in one write.
+ */
+export class SseStream {
+  private pending = '';
+  private started = false;
+  private ended = false;
+  private keepAlive: NodeJS.Timeout | undefined;
+  private flushQueued = false;
+  /** Called once when the client goes away before the stream ended (the SDK's `cancel`). */
+  oncancel: (() => void) | undefined;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly headers: Record<string, string>,
+    private readonly held: HeldStreams | undefined,
+  ) {
+    res.once('close', () => {
+      if (this.ended) return;
+      this.ended = true;
+      this.stopTimers();
+      this.oncancel?.();
+    });
+  }
+
+  get open(): boolean {
+    return !this.ended && !this.res.destroyed;
+  }
+
+  /** Holds the start (headers and whatever is written) for up to `HOLD_MS`, or until an event that does not wait. */
+  hold(): void {
+    if (!this.started && this.held) this.held.hold(this);
+  }
+
+  /**
+   * Writes `text` (whole SSE events). A held stream keeps it with its start: `wait` leaves it held (the priming
+   * event), anything else is flushed on the next tick, unless the stream ends first (one write for both).
+   */
+  write(text: string, wait = false): boolean {
+    if (!this.open) return false;
+    if (this.started) return (this.res.write(text), true);
+    this.pending += text;
+    if (!wait && !this.flushQueued) {
+      this.flushQueued = true;
+      process.nextTick(() => this.flush());
+    }
+    return true;
+  }
+
+  /** Sends the headers and what was kept; from now on events leave as they are written. */
+  flush(): void {
+    this.held?.release(this);
+    if (this.started || !this.open) return;
+    this.started = true;
+    this.res.writeHead(200, this.headers);
+    if (this.pending) this.res.write(this.pending);
+    else this.res.flushHeaders();
+    this.pending = '';
+    this.keepAlive = setInterval(() => {
+      if (this.open) this.res.write(': keepalive\n\n');
+    }, KEEP_ALIVE_MS).unref();
+  }
+
+  /** Ends the answer; one never started leaves whole, with its length. */
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.stopTimers();
+    if (this.res.destroyed) return;
+    if (this.started) {
+      this.res.end();
+      return;
+    }
+    this.res.writeHead(200, { ...this.headers, 'content-length': String(Buffer.byteLength(this.pending)) });
+    this.res.end(this.pending);
+    this.pending = '';
+  }
+
+  private stopTimers(): void {
+    this.held?.release(this);
+    clearInterval(this.keepAlive);
+    this.keepAlive = undefined;
+  }
+}

@@ -1,0 +1,218 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server as HttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { McpServer, type CallToolResult } from '@modelcontextprotocol/server';
+import { afterEach, describe, expect, it } from 'vitest';
+import { BoundedEventStores } from '../../src/facade/event-store.js';
+import { NodeSessionTransport } from '../../src/facade/node-transport.js';
+import { HeldStreams } from '../../src/facade/sse-stream.js';
+
+/**
+ * The Node-native session transport behind a plain `node:http` server (no gateway), driven by the MCP SDK's
+ * own client and by raw requests for what a client must not be able to do.
+ */
+describe('NodeSessionTransport', () => {
+  let http: HttpServer | undefined;
+  let held: HeldStreams | undefined;
+  afterEach(async () => {
+    held?.close();
+    http?.closeAllConnections();
+    await new Promise((ok) => (http ? http.close(ok) : ok(undefined)));
+    http = undefined;
+  });
+
+  /** One McpServer per session with three tools: echo, progress (two notifications, then the answer) and drop. */
+  function buildServer(): McpServer {
+    const mcp = new McpServer({ name: 't', version: '0' }, { capabilities: { tools: { listChanged: true } } });
+    mcp.server.setRequestHandler('tools/list', () => ({
+      tools: ['echo', 'progress', 'drop'].map((name) => ({ name, inputSchema: { type: 'object' as const } })),
+    }));
+    mcp.server.setRequestHandler('tools/call', async (req, ctx) => {
+      const text = (s: string): CallToolResult => ({ content: [{ type: 'text', text: s }] });
+      if (req.params.name === 'progress') {
+        const token = ctx.mcpReq._meta?.progressToken;
+        if (token !== undefined) {
+          await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: 1, total: 2 } });
+          await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: 2, total: 2 } });
+        }
+        return text('done');
+      }
+      if (req.params.name === 'drop') {
+        // The stream closes before the answer: the client resumes it with Last-Event-ID and gets the answer.
+        ctx.http?.closeSSE?.();
+        await new Promise((ok) => setTimeout(ok, 50));
+        return text('after the drop');
+      }
+      return text(JSON.stringify(req.params.arguments ?? {}));
+    });
+    return mcp;
+  }
+
+  async function start(): Promise<{ url: URL; sessions: Map<string, { transport: NodeSessionTransport; server: McpServer }> }> {
+    const sessions = new Map<string, { transport: NodeSessionTransport; server: McpServer }>();
+    const stores = new BoundedEventStores();
+    const h = (held = new HeldStreams(50));
+    http = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let body: unknown;
+        try {
+          body = text ? JSON.parse(text) : undefined;
+        } catch {
+          res.writeHead(400).end();
+          return;
+        }
+        const sid = req.headers['mcp-session-id'];
+        void (async () => {
+          let s = typeof sid === 'string' ? sessions.get(sid) : undefined;
+          if (!s && typeof sid === 'string') return void res.writeHead(404).end();
+          if (!s) {
+            const server = buildServer();
+            const transport = new NodeSessionTransport({
+              held: h,
+              eventStore: stores.forSession(),
+              retryInterval: 10,
+              sessionIdGenerator: () => randomUUID(),
+              onsessioninitialized: (id) => void sessions.set(id, { transport, server }),
+              onsessionclosed: (id) => void sessions.delete(id),
+            });
+            await server.connect(transport);
+            s = { transport, server };
+          }
+          await s.transport.handleRequest(req, res, body, undefined);
+        })();
+      });
+    });
+    await new Promise<void>((ok) => http!.listen(0, '127.0.0.1', ok));
+    return { url: new URL(`http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`), sessions };
+  }
+
+  async function connect(url: URL): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+    const transport = new StreamableHTTPClientTransport(url);
+    const client = new Client({ name: 'node-transport-test', version: '0' });
+    await client.connect(transport);
+    return { client, transport };
+  }
+
+  const text = (r: unknown) => ((r as CallToolResult).content[0] as { text: string }).text;
+
+  it('serves the SDK client: initialize, tools/list, tools/call, progress, a dropped stream resumed, and DELETE', async () => {
+    const { url, sessions } = await start();
+    const { client, transport } = await connect(url);
+    expect(transport.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(sessions.size).toBe(1);
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['echo', 'progress', 'drop']);
+    expect(text(await client.callTool({ name: 'echo', arguments: { a: 1 } }))).toBe('{"a":1}');
+
+    const progress: number[] = [];
+    const done = await client.callTool({ name: 'progress', arguments: {} }, { onprogress: (p) => void progress.push(p.progress) });
+    expect(text(done)).toBe('done');
+    expect(progress).toEqual([1, 2]);
+
+    expect(text(await client.callTool({ name: 'drop', arguments: {} }))).toBe('after the drop');
+
+    const changed = new Promise<void>((ok) => client.setNotificationHandler('notifications/tools/list_changed', () => ok()));
+    // The GET stream opens after initialized; sending until it is there is how a server meets a late listener.
+    const s = sessions.get(transport.sessionId!)!;
+    const timer = setInterval(() => void s.server.sendToolListChanged(), 20);
+    await changed.finally(() => clearInterval(timer));
+
+    await transport.terminateSession();
+    expect(sessions.size).toBe(0);
+    await client.close();
+  });
+
+  /** A raw request on a fresh or given session. */
+  async function raw(url: URL, body: unknown, headers: Record<string, string> = {}, method = 'POST') {
+    const r = await fetch(url, {
+      method,
+      headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json', ...headers },
+      ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+    });
+    return {
+      status: r.status,
+      type: r.headers.get('content-type'),
+      length: r.headers.get('content-length'),
+      text: await r.text(),
+      sid: r.headers.get('mcp-session-id'),
+    };
+  }
+  const INIT = {
+    jsonrpc: '2.0',
+    id: 0,
+    method: 'initialize',
+    params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '0' } },
+  };
+
+  it('answers a request as one SSE body (priming event, then the answer) and a notification with 202', async () => {
+    const { url } = await start();
+    const init = await raw(url, INIT);
+    expect(init.status).toBe(200);
+    expect(init.type).toBe('text/event-stream');
+    // Held until the answer came: the whole answer leaves at once, with its length.
+    expect(Number(init.length)).toBe(Buffer.byteLength(init.text));
+    expect(init.text).toMatch(/^id: \S+\nretry: 10\ndata: \n\nevent: message\nid: \S+\ndata: \{.*"protocolVersion":"2025-11-25"/);
+    const sid = init.sid!;
+    const h = { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' };
+    expect((await raw(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h)).status).toBe(202);
+    const list = await raw(url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, h);
+    expect(list.text).toContain('"name":"echo"');
+    // A batch: both answers on one stream.
+    const batch = await raw(
+      url,
+      [
+        { jsonrpc: '2.0', id: 2, method: 'ping' },
+        { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'echo', arguments: { b: 2 } } },
+      ],
+      h,
+    );
+    expect(batch.text).toContain('"id":2');
+    expect(batch.text).toContain('{\\"b\\":2}');
+    expect((await raw(url, undefined, h, 'DELETE')).status).toBe(200);
+    expect(await raw(url, { jsonrpc: '2.0', id: 4, method: 'ping' }, h)).toMatchObject({ status: 404 });
+  });
+
+  it('refuses bad input with the SDK transport statuses and JSON-RPC errors', async () => {
+    const { url } = await start();
+    const error = (r: { text: string }) => (JSON.parse(r.text) as { error: { code: number; message: string } }).error;
+    const sid = (await raw(url, INIT)).sid!;
+    const h = { 'mcp-session-id': sid };
+    const cases: Array<[unknown, Record<string, string>, number, number, RegExp]> = [
+      [{ jsonrpc: '2.0', id: 1, method: 'ping' }, { ...h, accept: 'application/json' }, 406, -32000, /Not Acceptable/],
+      [{ jsonrpc: '2.0', id: 1, method: 'ping' }, { ...h, 'content-type': 'text/plain' }, 415, -32000, /Unsupported Media Type/],
+      [{ id: 1, method: 'ping' }, h, 400, -32700, /Invalid JSON-RPC message/],
+      [{ jsonrpc: '2.0', id: 1.5, method: 'ping' }, h, 400, -32700, /Invalid JSON-RPC message/],
+      [{ jsonrpc: '2.0', id: 1, method: 'ping', extra: true }, h, 400, -32700, /Invalid JSON-RPC message/],
+      [{ jsonrpc: '2.0', id: 1, method: 'ping', params: [] }, h, 400, -32700, /Invalid JSON-RPC message/],
+      [{ jsonrpc: '2.0', id: 1, method: 'ping', params: { _meta: { progressToken: {} } } }, h, 400, -32700, /Invalid JSON-RPC message/],
+      [Array.from({ length: 101 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' })), h, 400, -32600, /Batch must not exceed 100/],
+      [{ jsonrpc: '2.0', id: 1, method: 'ping', params: { deep: JSON.parse('['.repeat(100) + ']'.repeat(100)) as unknown } }, h, 400, -32700, /Invalid JSON/],
+      [{ jsonrpc: '2.0', id: 1, method: 'ping' }, { 'mcp-session-id': sid, 'mcp-protocol-version': '1999-01-01' }, 400, -32000, /Unsupported protocol version/],
+      [INIT, h, 400, -32600, /already initialized/],
+    ];
+    for (const [body, headers, status, code, message] of cases) {
+      const r = await raw(url, body, headers);
+      expect({ status: r.status, code: error(r).code }).toEqual({ status, code });
+      expect(error(r).message).toMatch(message);
+    }
+    // A GET that does not take SSE, and a second GET stream on one session.
+    expect((await raw(url, undefined, { ...h, accept: 'application/json' }, 'GET')).status).toBe(406);
+    const first = new AbortController();
+    const stream = await fetch(url, { headers: { ...h, accept: 'text/event-stream' }, signal: first.signal });
+    expect(stream.status).toBe(200);
+    const second = await raw(url, undefined, { ...h, accept: 'text/event-stream' }, 'GET');
+    expect({ status: second.status, code: error(second).code }).toEqual({ status: 409, code: -32000 });
+    first.abort();
+  });
+
+  it('a request before initialize, or one without a session id, is refused', async () => {
+    const { url } = await start();
+    // The test server makes a fresh transport for a request without a session id: not initialized yet.
+    const r = await raw(url, { jsonrpc: '2.0', id: 1, method: 'ping' });
+    expect(r.status).toBe(400);
+    expect(r.text).toContain('Server not initialized');
+  });
+});
