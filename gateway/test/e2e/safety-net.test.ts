@@ -12,11 +12,7 @@ const INJECTOR = join(ROOT, 'test/support/fault-injector.mjs');
 function startWithFault(fault: 'rejection' | 'exception'): { run: GatewayProcess; dataDir: string } {
   const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-net-'));
   writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
-  const run = spawnGateway(
-    process.execPath,
-    ['--import', INJECTOR, GATEWAY_MAIN],
-    isolatedEnv(dataDir, { GATEWAY_API_KEYS: KEY, VOXGATE_TEST_FAULT: fault }),
-  );
+  const run = spawnGateway(process.execPath, ['--import', INJECTOR, GATEWAY_MAIN], isolatedEnv(dataDir, { GATEWAY_API_KEYS: KEY, VOXGATE_TEST_FAULT: fault }));
   return { run, dataDir };
 }
 
