@@ -2,7 +2,6 @@ import type { VisionCapability } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
-import { boundLog } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import { CLOSE_FORGOTTEN, CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.js';
 import type { SchemaValidators } from '../schemas/validators.js';
@@ -182,7 +181,6 @@ export class DeviceRegistry implements LocalDevices {
       return undefined;
     }
     const epoch = ++this.epochs;
-    const log = boundLog(this.d.log, { deviceId: info.deviceId, transport: info.link.transport, epoch });
     const record: DeviceRecord = {
       id: info.deviceId,
       clientId: info.clientId,
@@ -204,7 +202,8 @@ export class DeviceRegistry implements LocalDevices {
         deviceId: info.deviceId,
         clientId: info.clientId,
         link: info.link,
-        log,
+        log: this.d.log,
+        epoch,
         bus: this.d.bus,
         metrics: this.d.metrics,
         settings: this.d.settings,
@@ -227,13 +226,13 @@ export class DeviceRegistry implements LocalDevices {
     }
     if (old && old.state !== 'closed') {
       this.d.metrics.takeovers.inc();
-      log.info({ previousEpoch: prev!.epoch }, 'a newer connection replaces the current one');
+      session.log.info({ previousEpoch: prev!.epoch }, 'a newer connection replaces the current one');
       old.failAll(new GatewayError('DEVICE_OFFLINE', `device ${info.deviceId} reconnected; the call was on the replaced connection`));
       old.close(CLOSE_REPLACED, 'replaced by a newer connection');
     }
     this.d.metrics.connections.inc({ transport: info.link.transport });
     this.d.metrics.devicesConnected.inc({ transport: info.link.transport });
-    log.info({ clientId: info.clientId, remote: info.link.remoteAddress }, 'device connected');
+    if (session.logs('info')) session.log.info({ clientId: info.clientId, remote: info.link.remoteAddress }, 'device connected');
     this.d.bus.publish('device.online', info.deviceId, { transport: info.link.transport, clientId: info.clientId });
     session.start();
     return session;
