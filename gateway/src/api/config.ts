@@ -1,6 +1,6 @@
 import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
-import { Bool, Count, Csv, env, HttpUrl, Ms, Port, Tenant } from '../config/fields.js';
+import { Bool, Count, Csv, env, HttpUrl, Int, Ms, Port, Tenant } from '../config/fields.js';
 
 /** The HTTP port (API, OTA, device WebSocket, console), its callers' keys and the /metrics listener. */
 
@@ -12,12 +12,7 @@ export const HttpSlice = z.strictObject({
   port: env('GATEWAY_HTTP_PORT', Port.default(8000), '… and port'),
   /** How devices reach this gateway (OTA answers); default: the Host header of the OTA request. */
   publicUrl: env('GATEWAY_PUBLIC_URL', HttpUrl.optional(), 'base URL devices use to reach the gateway', "the OTA request's `Host`"),
-  bodyLimitBytes: z.coerce
-    .number()
-    .int()
-    .min(1024)
-    .max(16 * 1024 * 1024)
-    .default(1024 * 1024),
+  bodyLimitBytes: Int(1024, 16 * 1024 * 1024, 1024 * 1024),
   /** Every socket on the HTTP port (device WebSockets + API); above `ws.maxConnections`, so the API keeps a reserve. */
   maxConnections: env(
     'GATEWAY_HTTP_MAX_CONNECTIONS',

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { always, Bool, Csv, env, HttpUrl, isPlain, Ms } from '../config/fields.js';
+import { always, Bool, Csv, env, HttpUrl, Int, isPlain, Ms } from '../config/fields.js';
 
 const ModelSlice = z.strictObject({
   /** `openai`: Chat Completions (OpenAI, Ollama, vLLM, llama.cpp, LM Studio, DeepSeek...); `anthropic`: Messages; `gemini`: Google Gemini. */
@@ -66,25 +66,10 @@ export const AssistantSlice = z
     maxConversations: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
     /** Per conversation: user/answer pairs kept, and their total size; the oldest go first. */
     maxConversationTurns: z.coerce.number().int().min(1).max(1000).default(50),
-    maxConversationBytes: z.coerce
-      .number()
-      .int()
-      .min(1024)
-      .max(64 * 1024 * 1024)
-      .default(256 * 1024),
-    maxMessageBytes: z.coerce
-      .number()
-      .int()
-      .min(16)
-      .max(1024 * 1024)
-      .default(32 * 1024),
+    maxConversationBytes: Int(1024, 64 * 1024 * 1024, 256 * 1024),
+    maxMessageBytes: Int(16, 1024 * 1024, 32 * 1024),
     /** Tool results are cut to this many characters before the model reads them. */
-    maxToolResultChars: z.coerce
-      .number()
-      .int()
-      .min(256)
-      .max(1024 * 1024)
-      .default(16_000),
+    maxToolResultChars: Int(256, 1024 * 1024, 16_000),
     maxConcurrentTurns: z.coerce.number().int().min(1).max(100_000).default(64),
     /** Turns running at once for one tenant (keys without a tenant share one count): no tenant can take every slot. */
     maxConcurrentTurnsPerTenant: z.coerce.number().int().min(1).max(100_000).default(16),

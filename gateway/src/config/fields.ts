@@ -9,6 +9,8 @@ import { z } from 'zod';
 export const Port = z.coerce.number().int().min(0).max(65535);
 /** A duration in milliseconds, at least 1, at most `max` (an hour unless said). */
 export const Ms = (def: number, max = 3_600_000) => z.coerce.number().int().min(1).max(max).default(def);
+/** A whole number in [min, max] (a size in bytes, seconds, characters…), `def` when unset. */
+export const Int = (min: number, max: number, def: number) => z.coerce.number().int().min(min).max(max).default(def);
 /** A count of things from 1 up to ten million. */
 export const Count = (def: number) => z.coerce.number().int().min(1).max(10_000_000).default(def);
 /** A list in the file, or `a,b,c` in a variable. */

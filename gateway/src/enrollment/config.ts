@@ -1,6 +1,6 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
 import { z } from 'zod';
-import { Csv, documented, env, Tenant } from '../config/fields.js';
+import { Csv, documented, env, Int, Tenant } from '../config/fields.js';
 
 /** A MAC prefix of 1 to 6 octets, any case, `:` or `-` between them. */
 const MAC_PREFIX = /^[0-9A-Fa-f]{2}([:-][0-9A-Fa-f]{2}){0,5}$/;
@@ -41,16 +41,7 @@ export const EnrollmentSlice = z.strictObject({
     'comma-separated device ids for `allowlist`',
   ),
   /** A pending activation code lives this long after the device's last OTA check. */
-  pendingTtlSeconds: env(
-    'GATEWAY_ENROLLMENT_PENDING_TTL_S',
-    z.coerce
-      .number()
-      .int()
-      .min(60)
-      .max(30 * 24 * 3600)
-      .default(3600),
-    "a pending code lives this long after the device's last check",
-  ),
+  pendingTtlSeconds: env('GATEWAY_ENROLLMENT_PENDING_TTL_S', Int(60, 30 * 24 * 3600, 3600), "a pending code lives this long after the device's last check"),
   maxPending: documented(z.coerce.number().int().min(1).max(100_000).default(1000), 'devices waiting for approval'),
   maxPendingPerDevice: documented(z.coerce.number().int().min(1).max(100).default(4), '… codes per device'),
   /** OTA and activation requests per source address: a token bucket of `burst`, refilled at `perSecond`. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Bool, documented, env } from '../config/fields.js';
+import { Bool, documented, env, Int } from '../config/fields.js';
 
 /** The event bus, its replay buffer and the SSE streams that read it. */
 export const EventsSlice = z.strictObject({
@@ -18,15 +18,7 @@ export const EventsSlice = z.strictObject({
   maxStreams: env('GATEWAY_SSE_MAX_STREAMS', z.coerce.number().int().min(1).max(100_000).default(1000), 'open `GET /v1/events` streams in total'),
   maxStreamsPerKey: env('GATEWAY_SSE_MAX_STREAMS_PER_KEY', z.coerce.number().int().min(1).max(100_000).default(100), '… and per API key'),
   /** A stream whose unsent bytes pass this is closed (a reader too slow for the event rate). */
-  maxBufferedBytes: documented(
-    z.coerce
-      .number()
-      .int()
-      .min(64 * 1024)
-      .max(256 * 1024 * 1024)
-      .default(1024 * 1024),
-    'an SSE stream this far behind is closed',
-  ),
+  maxBufferedBytes: documented(Int(64 * 1024, 256 * 1024 * 1024, 1024 * 1024), 'an SSE stream this far behind is closed'),
   /**
    * The persisted event log (`GET /v1/events/history`, `Last-Event-ID` after a restart): a table in the
    * SQLite store, or with the cluster on the JetStream event stream. Oldest dropped first past either bound.

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { z } from 'zod';
-import { Bool, Csv, env, HttpUrl, Ms, Tenant } from '../config/fields.js';
+import { Bool, Csv, env, HttpUrl, Int, Ms, Tenant } from '../config/fields.js';
 
 /**
  * The `mcpServers` file: Claude Desktop–compatible (`{"mcpServers": {"name": {"command": ..., "args": [...]}}}`),
@@ -315,12 +315,7 @@ export const McpSlice = z.strictObject({
   restartBaseDelayMs: Ms(500),
   restartMaxDelayMs: Ms(30_000),
   restartResetMs: Ms(60_000),
-  maxResultBytes: z.coerce
-    .number()
-    .int()
-    .min(1024)
-    .max(64 * 1024 * 1024)
-    .default(1024 * 1024),
+  maxResultBytes: Int(1024, 64 * 1024 * 1024, 1024 * 1024),
   maxToolsPerServer: z.coerce.number().int().min(1).max(10_000).default(512),
   /** Devices one `devices_list` result names at most (a fleet must not become one tool result); past it: `truncated`. */
   devicesListMax: z.coerce.number().int().min(1).max(10_000).default(200),

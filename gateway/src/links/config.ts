@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { always, Bool, Count, Csv, documented, env, Ms, Port } from '../config/fields.js';
+import { always, Bool, Count, Csv, documented, env, Int, Ms, Port } from '../config/fields.js';
 
 /** How devices connect: the WebSocket path, the embedded MQTT broker, the bound on every frame, and device auth. */
 
@@ -7,12 +7,7 @@ export const WsSlice = z.strictObject({
   path: z.string().startsWith('/').default('/xiaozhi/v1/'),
   maxPayloadBytes: env(
     'GATEWAY_WS_MAX_PAYLOAD',
-    z.coerce
-      .number()
-      .int()
-      .min(1024)
-      .max(16 * 1024 * 1024)
-      .default(64 * 1024),
+    Int(1024, 16 * 1024 * 1024, 64 * 1024),
     "largest device WebSocket frame; a larger one drops the device (the firmware's WebSocket client never sends a frame over 65 535 bytes)",
   ),
   heartbeatMs: Ms(30_000),
@@ -47,12 +42,7 @@ export const MqttSlice = z
      */
     maxPacketBytes: env(
       'GATEWAY_MQTT_MAX_PACKET',
-      z.coerce
-        .number()
-        .int()
-        .min(1024)
-        .max(16 * 1024 * 1024)
-        .default(256 * 1024),
+      Int(1024, 16 * 1024 * 1024, 256 * 1024),
       "largest MQTT packet. A larger QoS 0 publish is skipped unread and the connection stays: the request it answers fails at once with `DEVICE_ERROR`; any other oversized packet disconnects the client. The firmware's pages are <= 8 KB, but results (e.g. the vision server's answer) have no firmware bound",
     ),
     /** Sockets on the MQTT port, and from one IPv4 address or IPv6 /64. */
@@ -86,12 +76,7 @@ export const FramesSlice = z.strictObject({
   /** Largest frame parsed, in UTF-8 bytes (`too_large`); the links' own byte caps apply first. */
   maxBytes: env(
     'GATEWAY_FRAME_MAX_BYTES',
-    z.coerce
-      .number()
-      .int()
-      .min(1024)
-      .max(16 * 1024 * 1024)
-      .default(256 * 1024),
+    Int(1024, 16 * 1024 * 1024, 256 * 1024),
     '… or larger (a refused reply fails the request it answers at once): see [docs/security.md](docs/security.md)',
   ),
 });

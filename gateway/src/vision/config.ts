@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Bool, documented, env, HttpUrl, Ms } from '../config/fields.js';
+import { Bool, documented, env, HttpUrl, Int, Ms } from '../config/fields.js';
 
 /** Photos from device cameras: the capability sent to devices, the endpoint served here and its store. */
 export const VisionSlice = z
@@ -20,15 +20,7 @@ export const VisionSlice = z
       'serve `POST /mcp/vision/explain` and `GET /v1/devices/{id}/photos`; with `http.publicUrl` set and no `vision.url`, devices are sent there. See [docs/vision.md](docs/vision.md)',
     ),
     /** Largest photo accepted (xiaozhi-server: 5 MB). */
-    maxPhotoBytes: documented(
-      z.coerce
-        .number()
-        .int()
-        .min(1024)
-        .max(64 * 1024 * 1024)
-        .default(5 * 1024 * 1024),
-      'largest photo accepted',
-    ),
+    maxPhotoBytes: documented(Int(1024, 64 * 1024 * 1024, 5 * 1024 * 1024), 'largest photo accepted'),
     /** Photos kept per device, and in all (oldest go first), under `<dataDir>/photos`. */
     photosPerDevice: documented(z.coerce.number().int().min(1).max(10_000).default(20), 'photos kept per device in `<dataDir>/photos`'),
     maxStoredPhotos: documented(z.coerce.number().int().min(1).max(1_000_000).default(1000), '… and in all (oldest go first)'),
