@@ -6,7 +6,8 @@
  * waits until it is ready and quiet, and prints per run the gateway process's RSS (VmRSS; hosted servers are
  * their own processes) and `process.memoryUsage()` before and after forced GCs. --modules lists every module
  * loaded by then (ES modules through a loader hook, CommonJS from the require cache), grouped by package,
- * with their source bytes; --snapshot writes a heap snapshot (bench/results/prof/idle.heapsnapshot) and prints
+ * with their source bytes; --spaces prints V8's heap spaces after GC; --node=<flag> passes a node/V8 flag to the
+ * gateway (e.g. --node=--enable-source-maps, as `npm start` runs it); --snapshot writes a heap snapshot (bench/results/prof/idle.heapsnapshot) and prints
  * its self sizes by constructor. The hook and the snapshot cost memory: read RSS from runs without them.
  */
 import { fork } from 'node:child_process';
@@ -23,12 +24,17 @@ const runs = Number(args.find((a) => /^\d+$/.test(a)) ?? 3);
 const withMcp = args.includes('--mcp');
 const listModules = args.includes('--modules');
 const snapshot = args.includes('--snapshot');
+const spaces = args.includes('--spaces');
+/** --node=<flag> (repeatable): extra node/V8 flags for the gateway, e.g. --node=--enable-source-maps. */
+/** --quiet=<s>: how long the gateway stays idle before the reading (default 3). */
+const quietMs = 1000 * Number(args.find((a) => a.startsWith('--quiet='))?.slice('--quiet='.length) ?? 3);
+const nodeArgs = args.filter((a) => a.startsWith('--node=')).map((a) => a.slice('--node='.length));
 const API_KEY = 'idle-mem-key-0123456789abcdef';
 
 /** Loaded into the gateway with --import: memory on request, and (with --modules) every ES module's URL. */
 const PROBE = `import { register, createRequire } from 'node:module';
 import { MessageChannel } from 'node:worker_threads';
-import { writeHeapSnapshot } from 'node:v8';
+import { writeHeapSnapshot, getHeapSpaceStatistics } from 'node:v8';
 const urls = new Set();
 if (process.env.IDLE_MEM_MODULES) {
   const { port1, port2 } = new MessageChannel();
@@ -43,7 +49,7 @@ process.on('message', (m) => {
   if (m.cmd === 'mem') {
     const before = mem();
     globalThis.gc(); globalThis.gc();
-    return process.send({ id: m.id, before, after: mem() });
+    return process.send({ id: m.id, before, after: mem(), spaces: getHeapSpaceStatistics() });
   }
   if (m.cmd === 'modules') {
     const cjs = Object.keys(createRequire(process.cwd() + '/probe.js').cache);
@@ -62,6 +68,12 @@ const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everyth
 function vmRss(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) * 1024 : NaN;
+}
+
+interface HeapSpaceInfo {
+  space_name: string;
+  space_size: number;
+  space_used_size: number;
 }
 
 const MiB = (n: number) => Math.round((n / 2 ** 20) * 10) / 10;
@@ -87,7 +99,7 @@ async function oneRun(i: number): Promise<void> {
   const root = process.env.IDLE_MEM_ROOT ?? ROOT;
   const child = fork(join(root, 'gateway/dist/main.js'), [], {
     cwd: ROOT,
-    execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
+    execArgv: ['--expose-gc', ...nodeArgs, '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
@@ -114,15 +126,19 @@ async function oneRun(i: number): Promise<void> {
       );
     }
     // Quiet: what start allocated settles (timers, lazy compiles) before the reading.
-    await new Promise((r) => setTimeout(r, 3000));
+    await new Promise((r) => setTimeout(r, quietMs));
     const rss = vmRss(child.pid!);
-    const mem = await ask<{ before: NodeJS.MemoryUsage; after: NodeJS.MemoryUsage }>({ cmd: 'mem' });
+    const mem = await ask<{ before: NodeJS.MemoryUsage; after: NodeJS.MemoryUsage; spaces: HeapSpaceInfo[] }>({ cmd: 'mem' });
     const rssGc = vmRss(child.pid!);
     const m = mem.after;
     process.stdout.write(
       `run ${i}: ready in ${readyMs} ms; RSS ${MiB(rss)} MiB (after GC ${MiB(rssGc)}); heapUsed ${MiB(mem.before.heapUsed)} → ${MiB(m.heapUsed)}, ` +
         `heapTotal ${MiB(m.heapTotal)}, external ${MiB(m.external)}, arrayBuffers ${MiB(m.arrayBuffers)} MiB\n`,
     );
+    if (spaces) {
+      const row = (x: HeapSpaceInfo) => `${x.space_name} ${MiB(x.space_used_size)}/${MiB(x.space_size)}`;
+      process.stdout.write(`  heap spaces after GC, used/committed MiB: ${mem.spaces.map(row).join(', ')}\n`);
+    }
     if (listModules) printModules(await ask<{ esm: string[]; cjs: string[] }>({ cmd: 'modules' }));
     if (snapshot) {
       const file = join(ROOT, 'bench/results/prof/idle.heapsnapshot');

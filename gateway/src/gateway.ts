@@ -20,7 +20,7 @@ import { GatewayError } from './errors.js';
 import { type EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
 import { historyMaxAgeMs, type EventLog } from './events/history.js';
-import { createHub } from './hub/create.js';
+import { createHub, loadHubCode } from './hub/create.js';
 import { hubEnabled } from './hub/config.js';
 import type { McpHub } from './hub/hub.js';
 import { Lifecycle, once, within } from './lifecycle.js';
@@ -122,7 +122,7 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
   const front = await openFront(config, log, secrets, core, life);
   // Upstream servers connect after HTTP is up, in the background: a slow or broken one never delays start.
   const hubStarted = core.hub.start();
-  publishFleet(config, log, core.hub, life);
+  await publishFleet(config, log, core.hub, life);
   deferShutdown(config, log, core, front, life);
   logStarted(config, log, front.http, front.mqtt, core.tls !== undefined);
   const address = front.http.server.address();
@@ -214,6 +214,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const deviceTenants = new DeviceTenants(config.enrollment.tenantRules ?? [], log.child({ component: 'tenancy' }));
   await deviceTenants.attach(store);
   voice.useTenancy(deviceTenants);
+  await loadHubCode(config.mcp);
   const hub = createHub({ log, metrics, registry: directory, bus, validators, deviceTenancy: deviceTenants }, config.mcp, {
     schemas: config.schemas,
     deviceCallTimeoutMs: config.calls.defaultTimeoutMs,

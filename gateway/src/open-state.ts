@@ -26,7 +26,6 @@ import { startFleet, type Fleet } from './fleet/start.js';
 import type { McpHub } from './hub/hub.js';
 import type { MqttLinkOptions } from './links/mqtt.js';
 import type { TlsCertificates } from './tls/certificates.js';
-import { FleetPublisher } from './facade/publish.js';
 import { GATEWAY_VERSION } from './version.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Metrics } from './metrics.js';
@@ -161,7 +160,12 @@ export async function openSchedules(config: Config, log: Logger, core: { fleet: 
 }
 
 /** mcp.publish: the namespace served to remote MCP endpoints (each redials with backoff until closed). */
-export function publishFleet(config: Config, log: Logger, hub: McpHub, life: Lifecycle): void {
+export async function publishFleet(config: Config, log: Logger, hub: McpHub, life: Lifecycle): Promise<void> {
+  if (config.mcp.publish.length === 0) return;
+  // Its code (and the MCP SDK behind it) loads only when a target is configured.
+  const { FleetPublisher } = await import('./facade/publish.js').catch((e: unknown) => {
+    throw new Error(`mcp.publish: the publisher could not be loaded: ${e instanceof Error ? e.message : String(e)}`);
+  });
   for (const target of config.mcp.publish) {
     // The token is in the URL: logs name the endpoint by origin and path only.
     const u = new URL(target.url);

@@ -3,9 +3,18 @@ import { GATEWAY_NAME, GATEWAY_VERSION } from '../version.js';
 import { hubEnabled, type McpConfig } from './config.js';
 import { McpHub, type HubDeps } from './hub.js';
 import type { HubSettings } from './upstream/base.js';
+import { loadMcpUpstreams, needsMcpClient } from './upstream/create.js';
 
 export interface HubCreateDeps extends Pick<HubDeps, 'log' | 'metrics' | 'registry' | 'bus' | 'deviceTenancy'> {
   validators: HubSettings['validators'];
+}
+
+/**
+ * Loads the MCP client (the SDK's client side and the upstreams built on it) when this configuration has a server
+ * that speaks MCP: a gateway with builtin or OpenAPI servers only holds it from its first endpoint (hub/endpoints.ts).
+ */
+export async function loadHubCode(mcp: McpConfig): Promise<void> {
+  if (Object.values(mcp.servers).some((s) => needsMcpClient(s.type))) await loadMcpUpstreams();
 }
 
 /** The hub: devices and the hosted servers of `mcp` as one tool namespace (started later, after HTTP is up). */

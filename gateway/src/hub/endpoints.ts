@@ -8,7 +8,9 @@ import type { Store } from '../store/store.js';
 import { SERVER_NAME, type ServerConfig } from './config.js';
 import type { McpHub } from './hub.js';
 import type { Caller } from './types.js';
-import { EndpointUpstream } from './upstream/endpoint.js';
+import type { EndpointUpstream } from './upstream/endpoint.js';
+import type { Upstream } from './upstream/base.js';
+import { loadMcpUpstreams } from './upstream/create.js';
 import type { WebSocketTransport } from './upstream/ws-transport.js';
 
 const COLLECTION = 'mcp_endpoints';
@@ -68,7 +70,10 @@ export class McpEndpoints {
 
   static async open(hub: McpHub, store: Store, log: Logger, o: { pingIntervalMs: number }): Promise<McpEndpoints> {
     const e = new McpEndpoints(hub, store, log, o.pingIntervalMs);
-    for (const { key, value } of await store.list(COLLECTION)) {
+    const stored = await store.list(COLLECTION);
+    // An endpoint's server speaks MCP through the SDK's client: loaded when there is one (hub/upstream/create.ts).
+    if (stored.length > 0) await loadMcpUpstreams();
+    for (const { key, value } of stored) {
       const r = EndpointRecord.safeParse(value);
       if (!r.success) {
         log.warn({ key }, 'stored MCP endpoint unreadable; skipped');
@@ -97,7 +102,7 @@ export class McpEndpoints {
       ...(r.allowedTools ? { allowedTools: r.allowedTools } : {}),
     };
     const u = this.hub.addServer(cfg);
-    if (u instanceof EndpointUpstream) u.pingIntervalMs = this.pingIntervalMs;
+    if (isEndpoint(u)) u.pingIntervalMs = this.pingIntervalMs;
     void u.start();
     this.byHash.set(r.tokenSha256, r);
     this.byId.set(r.id, r);
@@ -118,6 +123,7 @@ export class McpEndpoints {
       tokenSha256: tokenHash(token),
       createdAt: new Date().toISOString(),
     };
+    await loadMcpUpstreams();
     await this.store.put(COLLECTION, record.id, record);
     this.add(record);
     this.log.info({ id: record.id, name: record.name, tenant }, 'MCP endpoint created');
@@ -142,7 +148,7 @@ export class McpEndpoints {
     this.byHash.delete(r.tokenSha256);
     await this.store.delete(COLLECTION, id);
     const u = this.hub.upstreams.get(r.name);
-    if (u instanceof EndpointUpstream) await u.revoke();
+    if (isEndpoint(u)) await u.revoke();
     await this.hub.removeServer(r.name);
     this.log.info({ id, name: r.name }, 'MCP endpoint revoked');
   }
@@ -155,7 +161,7 @@ export class McpEndpoints {
   /** A tool process dialed in with this endpoint's token: it becomes the endpoint's connection. */
   accept(r: EndpointRecord, t: WebSocketTransport): Promise<void> {
     const u = this.hub.upstreams.get(r.name);
-    if (!(u instanceof EndpointUpstream)) {
+    if (!isEndpoint(u)) {
       t.closeWith(4001, 'endpoint removed');
       return Promise.resolve();
     }
@@ -168,7 +174,7 @@ export class McpEndpoints {
 
   private view(r: EndpointRecord): EndpointView {
     const u = this.hub.upstreams.get(r.name);
-    const connected = u instanceof EndpointUpstream && u.connections > 0;
+    const connected = isEndpoint(u) && u.connections > 0;
     const status = u?.status();
     return {
       id: r.id,
@@ -186,3 +192,8 @@ export class McpEndpoints {
 
 /** The transport an accepted endpoint socket becomes (links/mcp-endpoint.ts hands it over through this module). */
 export { WebSocketTransport, WS_CLOSE, type WsTransportOptions } from './upstream/ws-transport.js';
+
+/** An endpoint's server (hub/upstream/create.ts makes an EndpointUpstream for every server of type endpoint). */
+function isEndpoint(u: Upstream | undefined): u is EndpointUpstream {
+  return u?.config.type === 'endpoint';
+}

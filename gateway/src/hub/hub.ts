@@ -31,7 +31,6 @@ import type {
 } from './types.js';
 import type { CallContext, HubSettings, ServerStatus, Upstream } from './upstream/base.js';
 import { createUpstream } from './upstream/create.js';
-import { McpUpstream } from './upstream/mcp.js';
 
 export type {
   Caller,
@@ -389,7 +388,7 @@ export class McpHub {
   /** PIDs of running stdio children (for tests and the status page). */
   childPids(): number[] {
     const out: number[] = [];
-    for (const u of this.upstreams.values()) if (u instanceof McpUpstream && u.childPid !== undefined) out.push(u.childPid);
+    for (const u of this.upstreams.values()) if (u.childPid !== undefined) out.push(u.childPid);
     return out;
   }
 

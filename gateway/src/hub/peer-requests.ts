@@ -1,5 +1,5 @@
-import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
+import { clientSdk } from './client-sdk.js';
 import type { Metrics } from '../metrics.js';
 import type { CallsInFlight } from './in-flight.js';
 import type { PeerMethod } from './upstream/base.js';
@@ -20,6 +20,8 @@ export function routePeerRequest(
   const refuse = (why: string) => {
     d.metrics.hubCalls.inc({ kind: 'peer_request', outcome: 'refused' });
     d.log.info({ server, method, why }, 'request from an MCP server refused');
+    // Only an upstream MCP server asks: the SDK's client side is loaded (hub/client-sdk.ts).
+    const { ProtocolError, ProtocolErrorCode } = clientSdk();
     return Promise.reject(new ProtocolError(ProtocolErrorCode.InvalidRequest, `${method} refused by the Voxgate gateway: ${why}`));
   };
   if (peers.size === 0) return refuse('no MCP client is waiting on a call to this server that could answer it');

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { deserializeMessage, serializeMessage, type JSONRPCMessage, type Transport } from '@modelcontextprotocol/client';
+import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
+import { clientSdk, clientSdkLoaded, loadClientSdk } from './client-sdk.js';
 import { BoundedLineReader, idOfTruncated } from './line-reader.js';
 
 /** JSON-RPC error code of the answer made up for a request whose real answer was over the size limit. */
@@ -50,6 +51,8 @@ export class ChildStdioTransport implements Transport {
 
   start(): Promise<void> {
     if (this.child) throw new Error('already started');
+    // The SDK's client side reads and writes the messages (hub/client-sdk.ts): loaded before the child runs.
+    if (!clientSdkLoaded()) return loadClientSdk().then(() => this.start());
     // Closed before it started (the hub shut down while connecting): no child may outlive close().
     if (this.closing) return Promise.reject(new Error('the transport was closed before it started'));
     const env: Record<string, string> = {};
@@ -82,7 +85,7 @@ export class ChildStdioTransport implements Transport {
           if (!line.text.trim()) continue;
           let msg: JSONRPCMessage;
           try {
-            msg = deserializeMessage(line.text);
+            msg = clientSdk().deserializeMessage(line.text);
           } catch (e) {
             this.onerror?.(e as Error);
             continue;
@@ -127,7 +130,7 @@ export class ChildStdioTransport implements Transport {
   async send(message: JSONRPCMessage): Promise<void> {
     const stdin = this.child?.stdin;
     if (!stdin || this.closing) throw new Error('the server process is not running');
-    const text = serializeMessage(message);
+    const text = clientSdk().serializeMessage(message);
     if (!stdin.write(text)) await new Promise<void>((resolve) => stdin.once('drain', resolve));
   }
 

@@ -68,6 +68,9 @@ class DeviceSocket extends WebSocket {
   }
 }
 
+/** The options of every audio frame's send (ws copies them into its own: one shared object, none per frame). */
+const BINARY = { binary: true } as const;
+
 /** One device connection: the session's link, and the handler of its socket's events. */
 class WsDeviceLink implements DeviceLink {
   /** Set right after the registry made it (the socket reports nothing to the link before). */
@@ -91,7 +94,7 @@ class WsDeviceLink implements DeviceLink {
 
   sendBinary(data: Buffer): boolean {
     if (this.ws.readyState !== WebSocket.OPEN) return false;
-    this.ws.send(data, { binary: true });
+    this.ws.send(data, BINARY);
     return true;
   }
 

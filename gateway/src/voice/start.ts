@@ -8,8 +8,7 @@ import type { Store } from '../store/store.js';
 import { assistantTurns } from './converse/assistant-port.js';
 import { voiceConfigured, type VoiceMode } from './converse/config.js';
 import { Converse, type ConverseKit } from './converse/converse.js';
-import { createConverseKit } from './converse/kit.js';
-import { createConverseMetrics } from './converse/metrics.js';
+import { createConverseMetrics, type ConverseMetrics } from './converse/metrics.js';
 import { NoVoiceHook } from '../devices/no-voice-hook.js';
 import { VoiceModeRouter } from './dispatch.js';
 import { createVoiceMetrics, type VoiceMetrics } from './metrics.js';
@@ -43,7 +42,12 @@ export interface Voice {
  * devices' audio, and the per-device mode router in front. The audio kit (codecs, providers) is built at the
  * first conversation, so a gateway that never converses never loads it.
  */
-export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Logger, o: { kit?: () => ConverseKit } = {}): Promise<Voice> {
+export async function startVoice(
+  config: VoiceConfig,
+  metrics: Metrics,
+  log: Logger,
+  o: { kit?: () => ConverseKit | Promise<ConverseKit> } = {},
+): Promise<Voice> {
   const voiceMetrics = createVoiceMetrics(metrics.registry);
   const voiceLog = log.child({ component: 'voice' });
   const udp = voiceConfigured(config) ? await UdpAudio.start(config, voiceMetrics, voiceLog) : undefined;
@@ -51,14 +55,31 @@ export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Log
   const modes = new DeviceVoiceModes();
   let tenancy: DeviceTenancy = { tenantOf: () => undefined };
   let kit: ConverseKit | undefined;
+  let loading: Promise<ConverseKit> | undefined;
+  let closed = false;
   const converseMetrics = createConverseMetrics(metrics.registry);
-  const makeKit = o.kit ?? (() => createConverseKit(config, voiceLog, converseMetrics));
+  const makeKit = o.kit ?? (() => loadConverseKit(config, voiceLog, converseMetrics));
+  const kitOf = (): ConverseKit | Promise<ConverseKit> => {
+    if (kit) return kit;
+    const made = makeKit();
+    if (!(made instanceof Promise)) return (kit = made);
+    return (loading ??= made.then(
+      (k) => {
+        if (closed) k.close?.(); // the gateway closed while the code loaded: nothing may keep running
+        return (kit = k);
+      },
+      (e: unknown) => {
+        loading = undefined; // the next conversation tries again
+        throw e;
+      },
+    ));
+  };
   const converse = new Converse({
     config,
     log: voiceLog,
     metrics: converseMetrics,
     voiceMetrics,
-    kit: () => (kit ??= makeKit()),
+    kit: kitOf,
     udp,
     profile: (deviceId) => voiceProfileOf(config, deviceId, tenancy.tenantOf(deviceId)),
   });
@@ -91,12 +112,24 @@ export async function startVoice(config: VoiceConfig, metrics: Metrics, log: Log
       );
     },
     close: () => {
+      closed = true;
       relay?.close();
       converse.close();
       kit?.close?.();
       udp?.close();
     },
   };
+}
+
+/**
+ * The conversation's audio kit, its code imported here at the first conversation: the Opus codec (@evan/opus), the
+ * speech providers and their SDKs (openai, mpg123-decoder) stay out of a gateway that never converses (issue 21).
+ */
+async function loadConverseKit(config: VoiceConfig, log: Logger, metrics: ConverseMetrics): Promise<ConverseKit> {
+  const code = await import('./converse/kit.js').catch((e: unknown) => {
+    throw new Error(`the conversation's audio kit (codecs, speech providers) could not be loaded: ${e instanceof Error ? e.message : String(e)}`);
+  });
+  return code.createConverseKit(config, log, metrics);
 }
 
 /** The voice server's URL without credentials or query (a token may ride there). */

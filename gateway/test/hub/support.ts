@@ -6,6 +6,7 @@ import { Client } from '@modelcontextprotocol/client';
 import { buildFacadeServer } from '../../src/facade/mcp-server.js';
 import { parseServers } from '../../src/hub/config.js';
 import { McpHub, type Caller } from '../../src/hub/hub.js';
+import { loadMcpUpstreams } from '../../src/hub/upstream/create.js';
 import type { HubDevices } from '../../src/hub/types.js';
 import type { HubSettings } from '../../src/hub/upstream/base.js';
 import { createMetrics } from '../../src/metrics.js';
@@ -29,6 +30,9 @@ export interface BuiltHub {
   untilLog: (pred: (line: Record<string, unknown>) => boolean) => Promise<void>;
   metrics: ReturnType<typeof createMetrics>;
 }
+
+// The gateway loads the MCP client only when a server needs it (hub/create.ts); these hubs always may.
+await loadMcpUpstreams();
 
 /** A McpHub over these `mcpServers` entries, with no devices and the configuration's defaults. */
 export function buildHub(servers: Record<string, unknown>, settings: Partial<HubSettings> = {}): BuiltHub {

@@ -192,6 +192,10 @@ export abstract class Upstream {
   protected pid(): number | null {
     return null;
   }
+  /** The server's process, when the gateway runs it (stdio). */
+  get childPid(): number | undefined {
+    return undefined;
+  }
   protected serverInfo(): ServerStatus['serverInfo'] {
     return null;
   }

@@ -373,7 +373,7 @@ export class McpUpstream extends Upstream {
     const v = this.client?.getServerVersion();
     return v ? { name: v.name, version: v.version } : null;
   }
-  get childPid(): number | undefined {
+  override get childPid(): number | undefined {
     return this.transport instanceof ChildStdioTransport ? this.transport.pid : undefined;
   }
 

@@ -1,8 +1,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { SSEClientTransport, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
+import type { Transport } from '@modelcontextprotocol/client';
 import { DEFAULT_JSON_LIMITS } from '@voxgate/protocol';
 import type { ServerConfig } from '../config.js';
 import { fillHeaders } from '../credentials.js';
+import { clientSdk } from '../client-sdk.js';
 import { guardedFetch } from '../ssrf.js';
 import { ChildStdioTransport } from '../stdio-transport.js';
 import type { HubSettings } from './base.js';
@@ -64,5 +65,7 @@ export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportH
   // headers whose placeholders need no token.
   const fetchFn = guardedFetch(allowPrivate, () => callHeaders.getStore() ?? fillHeaders(c.headersTemplate, undefined, c.name, true));
   const url = new URL(c.url!);
+  // Made by an McpUpstream, whose module brought the SDK's client side (hub/upstream/mcp-kinds.ts).
+  const { SSEClientTransport, StreamableHTTPClientTransport } = clientSdk();
   return c.type === 'sse' ? new SSEClientTransport(url, { fetch: fetchFn }) : new StreamableHTTPClientTransport(url, { fetch: fetchFn });
 }

@@ -1,6 +1,7 @@
-import { deserializeMessage, type JSONRPCMessage, type Transport } from '@modelcontextprotocol/client';
+import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import { checkJsonBounds, type JsonLimits } from '@voxgate/protocol';
 import { WebSocket, type RawData } from 'ws';
+import { clientSdk, clientSdkLoaded, loadClientSdk } from '../client-sdk.js';
 import { assertPublicHost, guardedLookup } from '../ssrf.js';
 
 /** Close codes every MCP-over-WebSocket connection of the gateway uses (inbound endpoint, outbound, publish). */
@@ -51,6 +52,9 @@ export class WebSocketTransport implements Transport {
   }
 
   async start(): Promise<void> {
+    // The SDK's client side parses the messages (hub/client-sdk.ts): loaded before the socket is read. An
+    // upstream's transport finds it loaded (no wait); a publish's first socket loads it before dialing.
+    if (!clientSdkLoaded()) await loadClientSdk();
     const ws = typeof this.socket === 'function' ? await this.socket() : this.socket;
     this.ws = ws;
     ws.on('message', (data: RawData) => this.onFrame(data));
@@ -105,7 +109,7 @@ export class WebSocketTransport implements Transport {
     if (!bounds.ok) return this.refuse(bounds.reason, bounds.detail);
     let message: JSONRPCMessage;
     try {
-      message = deserializeMessage(text);
+      message = clientSdk().deserializeMessage(text);
     } catch {
       return this.refuse('not_json', 'a frame is not one JSON-RPC message');
     }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Bool, Tenant } from '../../config/fields.js';
-import { AsrConfigSchema, TtsConfigSchema, type AsrConfig, type TtsConfig } from './providers/config.js';
+import { AsrConfigSchema, TtsConfigSchema, type AsrConfig, type TtsConfig } from './providers/schema.js';
 
 /**
  * The `voice` section's additions for mode "converse" (spread into the section's object in config.ts),

@@ -43,8 +43,11 @@ export interface ConverseDeps {
   log: Logger;
   metrics: ConverseMetrics;
   voiceMetrics: VoiceMetrics;
-  /** Built on first use (codecs and providers load only when a device converses). */
-  kit: () => ConverseKit;
+  /**
+   * Built on first use (codecs and providers load only when a device converses); a promise while its code loads,
+   * then the kit itself.
+   */
+  kit: () => ConverseKit | Promise<ConverseKit>;
   udp?: UdpAudioFactory | undefined;
   profile(deviceId: string): DeviceProfile;
 }
@@ -88,13 +91,24 @@ export class Converse implements VoiceHook {
   }
 
   onHello(device: VoiceDevice, frame: DeviceFrame): Promise<boolean> {
+    if (this.closed) return Promise.resolve(false);
     try {
-      return Promise.resolve(this.open(device, frame));
+      const kit = this.d.kit();
+      if (!(kit instanceof Promise)) return Promise.resolve(this.open(device, frame, kit));
+      // The kit's code is loading (the first conversation): the device waits for the server hello meanwhile.
+      return kit.then(
+        (k) => device.state !== 'closed' && this.open(device, frame, k),
+        (e: unknown) => this.failed(device, e),
+      );
     } catch (e) {
-      this.d.log.error({ deviceId: device.deviceId, err: e instanceof Error ? e.message : String(e) }, 'conversation could not start');
-      this.refuse(device, 'The voice service failed to start');
-      return Promise.resolve(false);
+      return Promise.resolve(this.failed(device, e));
     }
+  }
+
+  private failed(device: VoiceDevice, e: unknown): false {
+    this.d.log.error({ deviceId: device.deviceId, err: e instanceof Error ? e.message : String(e) }, 'conversation could not start');
+    this.refuse(device, 'The voice service failed to start');
+    return false;
   }
 
   onJson(device: VoiceDevice, frame: DeviceFrame): boolean {
@@ -124,7 +138,7 @@ export class Converse implements VoiceHook {
     for (const e of [...this.entries.values()]) this.end(e, 'shutdown');
   }
 
-  private open(device: VoiceDevice, frame: DeviceFrame): boolean {
+  private open(device: VoiceDevice, frame: DeviceFrame, kit: ConverseKit): boolean {
     const transportKind = device.transport === 'mqtt' ? 'udp' : 'websocket';
     if (this.closed) return false;
     const previous = this.entries.get(device);
@@ -156,7 +170,7 @@ export class Converse implements VoiceHook {
       transportKind === 'udp'
         ? udpTransport(device, this.d.udp!.open(handle), this.d.config.maxFrameBytes, drops)
         : webSocketTransport(device, version, this.d.config.maxFrameBytes, this.d.config.maxBufferedBytes, drops);
-    const session = this.newSession(device, id, transport, turns(device.deviceId), log);
+    const session = this.newSession(kit, device, id, transport, turns(device.deviceId), log);
     const entry: Entry = { device, id, transport, session, lastAudioAt: Date.now() };
     ref.entry = entry;
     this.entries.set(device, entry);
@@ -184,8 +198,7 @@ export class Converse implements VoiceHook {
     return true;
   }
 
-  private newSession(device: VoiceDevice, id: string, transport: Entry['transport'], turns: TurnPort, log: Logger): ConverseSession {
-    const kit = this.d.kit();
+  private newSession(kit: ConverseKit, device: VoiceDevice, id: string, transport: Entry['transport'], turns: TurnPort, log: Logger): ConverseSession {
     const profile = this.d.profile(device.deviceId);
     const events = this.sessionEvents(device.deviceId, id);
     return new ConverseSession({
