@@ -9,10 +9,13 @@
  * CALLCPU_BASE=<dir>: a second gateway from the sources under <dir>/gateway/src (e.g. `git archive` of the commit
  * before a change, its node_modules a link to this one's) runs in the same process, alternating with this one:
  * a before/after comparison that the machine's load moves alike on both sides.
+ * CALLCPU_COUNT=1: also the async resources each side creates per call (promises, timers, immediates; async_hooks
+ * `init` counts, exact whatever the load), from one extra run per side with the hook enabled.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createHook } from 'node:async_hooks';
 import { Writable } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { pathToFileURL } from 'node:url';
@@ -140,6 +143,16 @@ if (base && only !== 'floor') sides.push({ name: 'base', app: base.gw.http, head
 if (only !== 'gateway') sides.push({ name: 'floor', app: floor, headers: flHeaders, runs: [] });
 for (const s of sides) await run(s.app, Math.min(calls, 5000), concurrency, s.headers); // warm up (JIT)
 for (let k = 0; k < rounds; k++) for (const s of sides) s.runs.push(await run(s.app, calls, concurrency, s.headers));
+if (process.env['CALLCPU_COUNT'])
+  for (const s of sides) {
+    const counts = new Map<string, number>();
+    const hook = createHook({ init: (_id, type) => void counts.set(type, (counts.get(type) ?? 0) + 1) }).enable();
+    const n = Math.min(calls, 4000);
+    await run(s.app, n, concurrency, s.headers);
+    hook.disable();
+    const per = [...counts].map(([type, k]) => `${type} ${(k / n).toFixed(2)}`).join(', ');
+    process.stdout.write(`  ${s.name.padEnd(8)} async resources per call: ${per}\n`);
+  }
 const low = (xs: number[]) => Math.min(...xs);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 process.stdout.write(`devices ${devices} concurrency ${concurrency}, ${calls} calls x ${rounds} rounds per side (µs of CPU per call)\n`);

@@ -29,6 +29,7 @@ import { plainCallResultJson } from '../../gateway/src/api/call-result-json.js';
 import { CallResult, jsonSchema } from '../../gateway/src/api/schemas.js';
 import { createLogger } from '../../gateway/src/log.js';
 import { bindCounter, bindHistogram } from '../../gateway/src/metrics-bound.js';
+import { DeadlineTimer } from '../../gateway/src/devices/deadline-timer.js';
 import { GuardedMqttConnection } from '../../gateway/src/links/mqtt-connection.js';
 import { MqttPacketGuard } from '../../gateway/src/links/mqtt-packet-guard.js';
 
@@ -176,6 +177,18 @@ pair(
   () => void serializeCallResult({ ...outcome, isError: false }),
   () => void plainCallResultJson(outcome),
 );
+
+// A call's deadline: a timer per call (its own duration, so Node makes and drops a timer list each time) against
+// the session's one DeadlineTimer, armed once for the earliest deadline and left running.
+const noop = () => undefined;
+const deadlines = new DeadlineTimer(() => Infinity);
+pair(
+  'call deadline (setTimeout + clearTimeout -> DeadlineTimer.arm)',
+  500_000,
+  () => clearTimeout(setTimeout(() => noop(), 30_000)),
+  () => deadlines.arm(Date.now() + 30_000),
+);
+deadlines.stop();
 
 /** The MQTT connection's read side as it was: the socket piped into the guard, the guard's output pushed on. */
 class PipedGuardConnection extends Duplex {

@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnGateway } from '../lib/compiled.js';
 import { cpuUs } from '../lib/cpu.js';
 import { runLoad } from '../lib/load.js';
 import { gatewayEnv } from '../lib/gateway-env.js';
@@ -60,13 +61,15 @@ async function straced<T>(pid: number, work: () => Promise<T>): Promise<{ result
 
 try {
   const { env, httpPort } = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
-  const gateway = spawnTs('gateway', 'bench/procs/gateway.ts', {
+  // The compiled gateway when its build is fresh (as the bench runs it), else its sources under tsx.
+  const { proc: gateway, how } = spawnGateway('gateway', {
     env: {
       ...env,
       GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
     },
     nodeArgs: ['--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`],
   });
+  console.log(`gateway: ${how}`);
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
   const relay = spawnTs('ws-relay', 'bench/floors/ws-relay.ts');
   const gwUrl = `http://127.0.0.1:${httpPort}`;

@@ -100,14 +100,16 @@ export async function deviceRoutes(app: FastifyInstance, opts: DeviceRouteOption
       body: jsonSchema(CallBody),
       response: { 200: jsonSchema(CallResult, 'output'), ...problems(400, 401, 404, 422, 429, 502, 503, 504) },
     },
-    // Not async: the call's own promise is the only one per request (a throw here is fastify's 4xx/5xx as before).
+    // Not async, and a local device's call in callback form: no promise per request (a throw here is fastify's
+    // 4xx/5xx as before; a device held by another instance answers through its promise).
     handler: (req, reply) => {
       const session = devicesOf(req).device(parseDeviceId(req.params.deviceId));
       const body = req.body ?? {};
-      void session.call(req.params.toolName, body.arguments ?? {}, callOpts(body.timeoutMs)).then(
-        (out) => sendCallResult(reply, out),
-        (err: unknown) => reply.send(err instanceof Error ? err : new Error(String(err))),
-      );
+      const done = (out: CallOutcome) => sendCallResult(reply, out);
+      const failed = (err: unknown) => void reply.send(err instanceof Error ? err : new Error(String(err)));
+      const opts = callOpts(body.timeoutMs);
+      if (session.callThen) session.callThen(req.params.toolName, body.arguments ?? {}, opts, done, failed);
+      else void session.call(req.params.toolName, body.arguments ?? {}, opts).then(done, failed);
     },
   });
 

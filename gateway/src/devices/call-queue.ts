@@ -1,5 +1,6 @@
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
+import { DeadlineTimer } from './deadline-timer.js';
 
 /** The call timeouts of `config.calls`: what a call gets when it asks for none, and the most it may ask for. */
 export interface CallTimeouts {
@@ -24,17 +25,25 @@ export interface CallQueueDeps {
   offline: () => GatewayError;
 }
 
-interface Job {
-  start: () => void;
-  reject: (err: GatewayError) => void;
-  timer: NodeJS.Timeout;
+/**
+ * A call in the queue, in callback form: `start` runs it when a slot is free, with the time left until its
+ * deadline, and the job calls `CallQueue.release` once when it has finished (whatever the outcome); `fail` ends
+ * one that never started (queue full, deadline passed in the queue, device gone). One object per call and no
+ * promise of the queue's own: a tool call is one promise from the route to the device's reply and back.
+ */
+export interface QueueJob {
+  readonly deadline: number;
+  start(remainingMs: number): void;
+  fail(err: unknown): void;
 }
 
 /** One device's calls: FIFO with `concurrency` slots and a bounded queue; a job's deadline covers its time in the queue too. */
 export class CallQueue {
   private active = 0;
   /** Made when a call first has to wait: most devices never queue one. */
-  private waiting: Job[] | undefined;
+  private waiting: QueueJob[] | undefined;
+  /** The queued calls' deadlines: one timer for the queue, made with `waiting`. */
+  private deadlines: DeadlineTimer | undefined;
 
   constructor(private readonly d: CallQueueDeps) {}
 
@@ -42,76 +51,99 @@ export class CallQueue {
     return this.waiting?.length ?? 0;
   }
 
-  /** Run `run` when a slot is free, with the time left until `deadline`; DEVICE_BUSY when the queue is full. */
-  enqueue<T>(deadline: number, run: (remainingMs: number) => Promise<T>): Promise<T> {
-    if (this.d.isClosed()) return Promise.reject(this.d.offline());
-    // A free slot and nobody waiting (the usual case): run now, with no promise around the run's own.
+  /** Start `job` when a slot is free (now, if one is and nobody waits); DEVICE_BUSY when the queue is full. */
+  submit(job: QueueJob): void {
+    if (this.d.isClosed()) return job.fail(this.d.offline());
     const waiting = this.waiting;
-    if (this.active < this.d.concurrency && (waiting === undefined || waiting.length === 0)) return this.runNow(deadline, run);
+    if (this.active < this.d.concurrency && (waiting === undefined || waiting.length === 0)) return this.startJob(job);
     if (waiting !== undefined && waiting.length >= this.d.queueLimit) {
       this.d.metrics.calls.inc({ outcome: 'busy' });
-      return Promise.reject(new GatewayError('DEVICE_BUSY', `device ${this.d.deviceId} has ${waiting.length} calls waiting; try again later`));
+      return job.fail(new GatewayError('DEVICE_BUSY', `device ${this.d.deviceId} has ${waiting.length} calls waiting; try again later`));
     }
-    const queue = (this.waiting ??= []);
-    return new Promise<T>((resolve, reject) => {
-      const job: Job = {
-        start: () => {
-          clearTimeout(job.timer);
-          this.runNow(deadline, run).then(resolve, reject);
-        },
-        reject,
-        timer: setTimeout(
-          () => {
-            const i = queue.indexOf(job);
-            if (i >= 0) queue.splice(i, 1);
-            this.d.metrics.calls.inc({ outcome: 'timeout' });
-            reject(new GatewayError('DEVICE_TIMEOUT', `call waited in the device queue until its deadline`));
-          },
-          Math.max(1, deadline - Date.now()),
-        ),
-      };
-      queue.push(job);
-    });
+    (this.waiting ??= []).push(job);
+    (this.deadlines ??= new DeadlineTimer(this.expire)).arm(job.deadline);
   }
 
-  /** Hold a slot while `run` runs; the slot frees (and the next job starts) when it settles, or throws. */
-  private runNow<T>(deadline: number, run: (remainingMs: number) => Promise<T>): Promise<T> {
-    this.active++;
-    let running: Promise<T>;
-    try {
-      running = run(Math.max(1, deadline - Date.now()));
-    } catch (e) {
-      this.release();
-      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
-    }
-    return running.then(
-      (value) => {
-        this.release();
-        return value;
-      },
-      (err: unknown) => {
-        this.release();
-        throw err;
-      },
-    );
+  /** Run `run` when a slot is free, with the time left until `deadline`; DEVICE_BUSY when the queue is full. */
+  enqueue<T>(deadline: number, run: (remainingMs: number) => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => this.submit(new PromisedJob(this, deadline, run, resolve, reject)));
   }
 
-  private release(): void {
+  /** A running job has finished: its slot frees, and the next job starts at once. */
+  release(): void {
     this.active--;
     this.next();
   }
 
+  /** The deadline timer's sweep: queued calls due at `now` leave the queue with DEVICE_TIMEOUT, oldest first. */
+  private readonly expire = (now: number): number => {
+    const waiting = this.waiting;
+    if (waiting === undefined) return Infinity;
+    let next = Infinity;
+    const due: QueueJob[] = [];
+    for (let i = 0; i < waiting.length;) {
+      const job = waiting[i]!;
+      if (job.deadline > now) {
+        next = Math.min(next, job.deadline);
+        i++;
+      } else due.push(...waiting.splice(i, 1));
+    }
+    for (const job of due) {
+      this.d.metrics.calls.inc({ outcome: 'timeout' });
+      job.fail(new GatewayError('DEVICE_TIMEOUT', `call waited in the device queue until its deadline`));
+    }
+    return next;
+  };
+
+  /** Hold a slot for `job`; a job that throws as it starts frees it and fails. */
+  private startJob(job: QueueJob): void {
+    this.active++;
+    try {
+      job.start(Math.max(1, job.deadline - Date.now()));
+    } catch (e) {
+      this.release();
+      job.fail(e instanceof Error ? e : new Error(String(e)));
+    }
+  }
+
   /** Fail every queued job (running ones fail through their requests). */
   failAll(err: GatewayError): void {
-    for (const job of this.waiting?.splice(0) ?? []) {
-      clearTimeout(job.timer);
-      job.reject(err);
-    }
+    this.deadlines?.stop();
+    for (const job of this.waiting?.splice(0) ?? []) job.fail(err);
   }
 
   private next(): void {
     const waiting = this.waiting;
     if (waiting === undefined) return;
-    while (this.active < this.d.concurrency && waiting.length > 0) waiting.shift()!.start();
+    while (this.active < this.d.concurrency && waiting.length > 0) this.startJob(waiting.shift()!);
+  }
+}
+
+/** `enqueue`'s job: runs a promise-returning `run` and settles with it, the slot freed first. */
+class PromisedJob<T> implements QueueJob {
+  constructor(
+    private readonly queue: CallQueue,
+    readonly deadline: number,
+    private readonly run: (remainingMs: number) => Promise<T>,
+    private readonly resolve: (value: T) => void,
+    private readonly reject: (err: unknown) => void,
+  ) {}
+
+  start(remainingMs: number): void {
+    // A throw here is startJob's: it frees the slot and fails the job.
+    this.run(remainingMs).then(
+      (value) => {
+        this.queue.release();
+        this.resolve(value);
+      },
+      (err: unknown) => {
+        this.queue.release();
+        this.reject(err);
+      },
+    );
+  }
+
+  fail(err: unknown): void {
+    this.reject(err);
   }
 }

@@ -3,11 +3,11 @@ import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { SchemaValidators } from '../schemas/validators.js';
 import type { BadInputLog } from './bad-input-log.js';
-import { clampTimeout, type CallQueue, type CallTimeouts } from './call-queue.js';
+import { clampTimeout, type CallQueue, type CallTimeouts, type QueueJob } from './call-queue.js';
 import type { ToolCatalog } from './catalog.js';
 import type { CallOutcome } from './device-handle.js';
 import { ReadyGate } from './ready-gate.js';
-import type { RpcChannel } from './rpc-channel.js';
+import type { RpcChannel, RpcReply } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import { checkToolCall, countFailedCall, readCallResult } from './tool-call.js';
 
@@ -52,29 +52,35 @@ export class DeviceClient {
 
   /** Call a tool: checked against the catalog and its schema, queued, timed out. */
   call(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<CallOutcome> {
+    return new Promise((resolve, reject) => this.callThen(name, args, opts, resolve, reject));
+  }
+
+  /** `call` in callback form: `done` or `failed` is called once (`failed` at once when the call is refused). */
+  callThen(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number }, done: (out: CallOutcome) => void, failed: (err: unknown) => void): void {
     const timeoutMs = clampTimeout(opts.timeoutMs, this.timeouts);
     const deadline = Date.now() + timeoutMs;
     // Ready (the usual case): straight on, without waiting a turn for an already open gate.
-    if (this.d.session.state === 'ready') return this.callReady(name, args, timeoutMs, deadline);
-    return this.whenReady(timeoutMs).then(() => this.callReady(name, args, timeoutMs, deadline));
+    if (this.d.session.state === 'ready') return this.callReady(name, args, timeoutMs, deadline, done, failed);
+    this.whenReady(timeoutMs).then(
+      () => this.callReady(name, args, timeoutMs, deadline, done, failed),
+      (e: unknown) => tell(failed, e),
+    );
   }
 
-  private callReady(name: string, args: Record<string, unknown>, timeoutMs: number, deadline: number): Promise<CallOutcome> {
+  private callReady(
+    name: string,
+    args: Record<string, unknown>,
+    timeoutMs: number,
+    deadline: number,
+    done: (out: CallOutcome) => void,
+    failed: (err: unknown) => void,
+  ): void {
     try {
       checkToolCall(this.d, this.d.session.catalog!, name, args);
     } catch (e) {
-      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+      return tell(failed, e instanceof Error ? e : new Error(String(e)));
     }
-    return this.d.queue.enqueue(deadline, (remaining) => {
-      const started = performance.now();
-      return this.d.channel.request('tools/call', { name, arguments: args }, remaining, { reportedMs: timeoutMs }).then(
-        (result) => readCallResult(this.d, name, result, started),
-        (e: unknown) => {
-          countFailedCall(this.d.metrics, e, started);
-          throw e;
-        },
-      );
-    });
+    this.d.queue.submit(new ToolCallJob(this.d, deadline, name, args, timeoutMs, done, failed));
   }
 
   /** A raw JSON-RPC request, for engineers; goes through the same queue as tool calls. */
@@ -127,5 +133,78 @@ export class DeviceClient {
 
   initFailure(): GatewayError {
     return new GatewayError('DEVICE_ERROR', `device ${this.d.deviceId} did not complete initialization: ${this.d.session.initError}`);
+  }
+}
+
+/**
+ * One tool call, from the queue to the device's reply: the queue's job and the channel's reply in one object, so
+ * the caller's promise is the call's only one (a promise and closures per layer before: the queue's, the
+ * channel's, the result's).
+ */
+class ToolCallJob implements QueueJob, RpcReply {
+  private started = 0;
+  /** Settled once: the slot is freed exactly once whatever reaches it. */
+  private settled = false;
+
+  constructor(
+    private readonly d: DeviceClientDeps,
+    readonly deadline: number,
+    private readonly name: string,
+    private readonly args: Record<string, unknown>,
+    private readonly timeoutMs: number,
+    private readonly done: (out: CallOutcome) => void,
+    private readonly failed: (err: unknown) => void,
+  ) {}
+
+  /** Its slot is free: the request goes to the device with the time left (the error names the whole timeout). */
+  start(remainingMs: number): void {
+    this.started = performance.now();
+    try {
+      this.d.channel.requestFor(this, 'tools/call', { name: this.name, arguments: this.args }, remainingMs, this.timeoutMs);
+    } catch (e) {
+      this.reject(e);
+    }
+  }
+
+  /** It never started: the queue was full, its deadline passed in the queue, or the device went. */
+  fail(err: unknown): void {
+    tell(this.failed, err);
+  }
+
+  /** The device's result: read and counted, then the slot frees (the next call is sent) before the caller hears. */
+  resolve(result: unknown): void {
+    if (this.settled) return;
+    this.settled = true;
+    let out: CallOutcome;
+    try {
+      out = readCallResult(this.d, this.name, result, this.started);
+    } catch (e) {
+      this.d.queue.release();
+      return tell(this.failed, e);
+    }
+    this.d.queue.release();
+    tell(this.done, out);
+  }
+
+  /** The request failed (device error, timeout, offline): counted, the slot frees, the caller hears. */
+  reject(err: unknown): void {
+    if (this.settled) return;
+    this.settled = true;
+    countFailedCall(this.d.metrics, err, this.started);
+    this.d.queue.release();
+    tell(this.failed, err);
+  }
+}
+
+/**
+ * Tell the caller: a throw in its callback is its own fault, reported as a promise callback's would be (an unhandled
+ * rejection, logged and counted by the safety net), and never reaches the device's frame handler, which would
+ * close the device's connection for it.
+ */
+function tell<T>(callback: (value: T) => void, value: T): void {
+  try {
+    callback(value);
+  } catch (e) {
+    void Promise.reject(e);
   }
 }

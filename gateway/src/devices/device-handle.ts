@@ -21,6 +21,11 @@ export interface DeviceHandle {
   readonly catalogWarning?: string | undefined;
   findTool(name: string): CatalogTool | undefined;
   call(name: string, args: Record<string, unknown>, opts?: { timeoutMs?: number }): Promise<CallOutcome>;
+  /**
+   * `call` in callback form, where the handle offers it (a local session): the HTTP route's call then makes no
+   * promise of its own. `done` or `failed` is called once, `failed` possibly before this returns.
+   */
+  callThen?(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number }, done: (out: CallOutcome) => void, failed: (err: unknown) => void): void;
   rpc(method: string, params: Record<string, unknown> | undefined, opts?: { timeoutMs?: number }): Promise<unknown>;
   notify(method: string, params: Record<string, unknown> | undefined): void;
 }

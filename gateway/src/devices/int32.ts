@@ -11,13 +11,15 @@ const INT32_MAX = 2147483647;
 export function int32Problems(inputSchema: Record<string, unknown>, args: Record<string, unknown>): ArgumentProblem[] | undefined {
   const properties = inputSchema['properties'];
   if (typeof properties !== 'object' || properties === null) return undefined;
-  const problems: ArgumentProblem[] = [];
-  for (const [name, value] of Object.entries(args)) {
+  // Every call passes here: no entries array, and the problems list only when there is one.
+  let problems: ArgumentProblem[] | undefined;
+  for (const name of Object.keys(args)) {
+    const value = args[name];
     if (typeof value !== 'number' || (value >= INT32_MIN && value <= INT32_MAX)) continue;
     const prop: unknown = Object.hasOwn(properties, name) ? (properties as Record<string, unknown>)[name] : undefined;
     const type = typeof prop === 'object' && prop !== null ? (prop as { type?: unknown }).type : undefined;
     const integer = type === 'integer' || (Array.isArray(type) && type.includes('integer'));
-    if (integer) problems.push({ argument: name, message: `must be a 32-bit integer (${INT32_MIN} to ${INT32_MAX}): the device stores it in an int` });
+    if (integer) (problems ??= []).push({ argument: name, message: `must be a 32-bit integer (${INT32_MIN} to ${INT32_MAX}): the device stores it in an int` });
   }
-  return problems.length > 0 ? problems : undefined;
+  return problems;
 }

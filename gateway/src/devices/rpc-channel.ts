@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { BadInputLog } from './bad-input-log.js';
+import { DeadlineTimer } from './deadline-timer.js';
 
 export interface RpcChannelDeps {
   deviceId: string;
@@ -22,13 +23,22 @@ export interface RawReplyReader {
   read(text: string, id: number): unknown;
 }
 
+/** Who is told a request's outcome: its result, or why it failed. */
+export interface RpcReply {
+  resolve(result: unknown): void;
+  reject(err: GatewayError): void;
+}
+
 interface Pending {
   id: number;
   method: string;
-  resolve: (result: unknown) => void;
-  reject: (err: GatewayError) => void;
-  timer: NodeJS.Timeout;
+  reply: RpcReply;
+  /** When it times out (`performance.now()` ms: a wall-clock step moves no timeout), and the timeout its error names. */
+  deadline: number;
+  reportedMs: number;
 }
+
+const monotonic = () => performance.now();
 
 /** The id of the request a refused frame answers is read from its start (the firmware writes it first). */
 const REPLY_HEAD = 512;
@@ -51,6 +61,8 @@ export class RpcChannel {
   private more: Map<number, Pending> | undefined;
   /** The one request whose reply may be read from raw text (the tools/list walk asks one page at a time). */
   private raw: { id: number; reader: RawReplyReader } | undefined;
+  /** The requests' timeouts: one timer for the channel, made on its first request. */
+  private deadlines: DeadlineTimer | undefined;
 
   constructor(private readonly d: RpcChannelDeps) {}
 
@@ -74,24 +86,58 @@ export class RpcChannel {
     opts: { reportedMs?: number; raw?: RawReplyReader } = {},
   ): Promise<unknown> {
     if (this.d.isClosed()) return Promise.reject(this.offline());
+    return new Promise((resolve, reject) => this.requestFor({ resolve, reject }, method, params, timeoutMs, opts.reportedMs ?? timeoutMs, opts.raw));
+  }
+
+  /** `request` in callback form: `reply` is told the outcome (at once when the device is offline). */
+  requestFor(
+    reply: RpcReply,
+    method: string,
+    params: Record<string, unknown> | undefined,
+    timeoutMs: number,
+    reportedMs = timeoutMs,
+    raw?: RawReplyReader,
+  ): void {
+    if (this.d.isClosed()) return reply.reject(this.offline());
     const id = this.nextId++;
-    const reportedMs = opts.reportedMs ?? timeoutMs;
-    const payload = rpcRequest(id, method, params);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.forget(id);
-        reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not answer ${method} within ${reportedMs} ms`));
-      }, timeoutMs);
-      const p: Pending = { id, method, resolve, reject, timer };
-      if (this.one === undefined) this.one = p;
-      else (this.more ??= new Map()).set(id, p);
-      if (opts.raw) this.raw = { id, reader: opts.raw };
-      if (!this.d.send(encodeMcpFrame(this.d.sessionId, payload))) {
-        clearTimeout(timer);
-        this.forget(id);
-        reject(this.offline());
+    // Encoded before it is registered: a request that cannot be encoded leaves nothing pending.
+    const frame = encodeMcpFrame(this.d.sessionId, rpcRequest(id, method, params));
+    const deadline = performance.now() + timeoutMs;
+    const p: Pending = { id, method, reply, deadline, reportedMs };
+    if (this.one === undefined) this.one = p;
+    else (this.more ??= new Map()).set(id, p);
+    if (raw) this.raw = { id, reader: raw };
+    let sent: boolean;
+    try {
+      sent = this.d.send(frame);
+    } catch (e) {
+      this.forget(id);
+      throw e;
+    }
+    if (!sent) {
+      this.forget(id);
+      return reply.reject(this.offline());
+    }
+    (this.deadlines ??= new DeadlineTimer(this.expire, monotonic)).arm(deadline);
+  }
+
+  /** The deadline timer's sweep: requests due at `now` fail with DEVICE_TIMEOUT, in the order they were sent. */
+  private readonly expire = (now: number): number => {
+    let next = Infinity;
+    for (const p of this.all()) {
+      if (p.deadline > now) next = Math.min(next, p.deadline);
+      else {
+        this.forget(p.id);
+        p.reply.reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not answer ${p.method} within ${p.reportedMs} ms`));
       }
-    });
+    }
+    return next;
+  };
+
+  /** Every pending request, in the order they were sent. */
+  private all(): Pending[] {
+    const all = this.one ? [this.one, ...(this.more?.values() ?? [])] : [...(this.more?.values() ?? [])];
+    return all.sort((a, b) => a.id - b.id);
   }
 
   /** A text frame, offered to the raw reader of the request awaiting one; true when it settled that request. */
@@ -100,19 +146,20 @@ export class RpcChannel {
     if (raw === undefined) return false;
     const value = raw.reader.read(text, raw.id);
     if (value === undefined) return false;
-    this.settle(raw.id, (p) => p.resolve(value));
+    this.take(raw.id)?.reply.resolve(value);
     return true;
   }
 
   /** A JSON-RPC result from the device. */
   onResult(id: RpcId | null, result: unknown): void {
-    this.settle(id, (p) => p.resolve(result));
+    this.take(id)?.reply.resolve(result);
   }
 
   /** A JSON-RPC error from the device: the request fails with DEVICE_ERROR and the device's code. */
   onError(id: RpcId | null, error: RpcErrorResponse['error']): void {
     const err = normalizeRpcError(error);
-    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', err.message, { rpcCode: err.code, codeInferred: err.inferredCode, method: p.method })));
+    const p = this.take(id);
+    p?.reply.reject(new GatewayError('DEVICE_ERROR', err.message, { rpcCode: err.code, codeInferred: err.inferredCode, method: p.method }));
   }
 
   /**
@@ -127,7 +174,8 @@ export class RpcChannel {
     const raw = text.length > MAX_RAW_REPLY ? `${text.slice(0, MAX_RAW_REPLY)}…` : text;
     const message = reason === 'not_json' ? `device sent a reply that is not JSON: ${raw}` : `device reply refused (${reason}): ${detail}`;
     const unparsable = reason === 'not_json' ? { unparsable: true } : {};
-    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', message, { method: p.method, reason, ...unparsable })));
+    const p = this.take(id);
+    p?.reply.reject(new GatewayError('DEVICE_ERROR', message, { method: p.method, reason, ...unparsable }));
   }
 
   /**
@@ -140,17 +188,16 @@ export class RpcChannel {
     const detail = `device reply of ${bytes} bytes exceeds the ${limit}-byte limit (mqtt.maxPacketBytes); it was refused`;
     this.d.log.warn({ bytes, limit, id }, 'device message over the size limit refused');
     if (id === undefined || !this.find(id)) return;
-    this.settle(id, (p) => p.reject(new GatewayError('DEVICE_ERROR', detail, { method: p.method, bytes, limit })));
+    const p = this.take(id);
+    p?.reply.reject(new GatewayError('DEVICE_ERROR', detail, { method: p.method, bytes, limit }));
   }
 
   /** Fail every pending request at once (the link closed, a newer connection took over). */
   failAll(err: GatewayError): void {
-    const all = this.one ? [this.one, ...(this.more?.values() ?? [])] : [...(this.more?.values() ?? [])];
-    all.sort((a, b) => a.id - b.id); // in the order they were sent, as before
-    for (const p of all) {
-      clearTimeout(p.timer);
+    this.deadlines?.stop();
+    for (const p of this.all()) {
       this.forget(p.id);
-      p.reject(err);
+      p.reply.reject(err);
     }
   }
 
@@ -159,17 +206,17 @@ export class RpcChannel {
     return one !== undefined && one.id === id ? one : this.more?.get(id);
   }
 
-  private settle(id: RpcId | null, fn: (p: Pending) => void): void {
+  /** The pending request a reply settles, no longer pending; undefined (counted, noted) when it matches none. */
+  private take(id: RpcId | null): Pending | undefined {
     const p = typeof id === 'number' ? this.find(id) : undefined;
     if (typeof id !== 'number' || !p) {
       this.d.metrics.lateReplies.inc();
       const shown = typeof id === 'string' ? id.slice(0, 64) : id;
       this.d.badInput.note('debug', { id: shown }, 'reply matches no pending request (late or unknown id); dropped');
-      return;
+      return undefined;
     }
-    clearTimeout(p.timer);
     this.forget(id);
-    fn(p);
+    return p;
   }
 
   private forget(id: number): void {

@@ -268,6 +268,9 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
   call(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<CallOutcome> {
     return this.client.call(name, args, opts);
   }
+  callThen(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number }, done: (out: CallOutcome) => void, failed: (err: unknown) => void): void {
+    this.client.callThen(name, args, opts, done, failed);
+  }
   rpc(method: string, params: Record<string, unknown> | undefined, opts: { timeoutMs?: number } = {}): Promise<unknown> {
     return this.client.rpc(method, params, opts);
   }

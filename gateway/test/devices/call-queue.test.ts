@@ -74,6 +74,25 @@ describe('CallQueue: one device’s calls', () => {
     await running;
   });
 
+  it('times out queued calls with different deadlines each at its own, and runs the one whose deadline is far', async () => {
+    const { q, metrics } = queue();
+    const gate = deferred();
+    const running = q.enqueue(Date.now() + 10_000, () => gate.promise);
+    const order: string[] = [];
+    // In deadline order around the far one: under load both may fall due in one sweep, which goes oldest first.
+    const early = q.enqueue(Date.now() + 20, async () => 'early').catch((e: unknown) => (order.push('20'), e));
+    const far = q.enqueue(Date.now() + 10_000, async () => 'far');
+    const late = q.enqueue(Date.now() + 60, async () => 'late').catch((e: unknown) => (order.push('60'), e));
+    expect(await early).toMatchObject({ code: 'DEVICE_TIMEOUT' });
+    expect(await late).toMatchObject({ code: 'DEVICE_TIMEOUT' });
+    expect(order).toEqual(['20', '60']);
+    expect(q.waitingCount).toBe(1);
+    expect(await metricValue(metrics, 'voxgate_calls_total', { outcome: 'timeout' })).toBe(2);
+    gate.resolve();
+    await running;
+    await expect(far).resolves.toBe('far');
+  });
+
   it('gives a job the time left until its deadline', async () => {
     const { q } = queue();
     const remaining = await q.enqueue(Date.now() + 5000, async (ms) => ms);
