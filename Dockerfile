@@ -62,4 +62,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "gateway/dist/cli/healthcheck.js"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
 # package.json's "start" without npm: one node process that handles SIGTERM itself (graceful stop).
-CMD ["node", "--enable-source-maps", "gateway/dist/main.js"]
+CMD ["node", "gateway/dist/main.js"]

@@ -68,6 +68,16 @@ export interface TurnObservation {
   lateFrames: number;
   /** The most frames the device held unplayed (its decode queue holds 40). */
   maxAhead: number;
+  /** Each late frame: its index in the answer, when it arrived (performance.now()), how long the device had been dry. */
+  late: LateFrame[];
+  /** When the answer's first frame arrived (performance.now()). */
+  firstAt: number;
+}
+
+export interface LateFrame {
+  index: number;
+  at: number;
+  dryMs: number;
 }
 
 export class ConversationDevice {
@@ -102,7 +112,7 @@ export class ConversationDevice {
     }
     const arrivals = d.audioReceivedAt.slice(framesBefore);
     if (arrivals.length === 0) throw new Error(`device ${d.deviceId}: the answer had no audio`);
-    return { firstAudioMs: arrivals[0]! - speechEndAt, framesDown: arrivals.length, ...playback(arrivals) };
+    return { firstAudioMs: arrivals[0]! - speechEndAt, framesDown: arrivals.length, firstAt: arrivals[0]!, ...playback(arrivals) };
   }
 
   close(): void {
@@ -115,14 +125,14 @@ export class ConversationDevice {
 }
 
 /** The device plays each frame for 60 ms from when it has it; a frame arriving after playback ran dry is late. */
-function playback(arrivals: readonly number[]): { lateFrames: number; maxAhead: number } {
+function playback(arrivals: readonly number[]): { lateFrames: number; maxAhead: number; late: LateFrame[] } {
   let playedUntil = 0;
-  let late = 0;
+  const late: LateFrame[] = [];
   let maxAhead = 0;
-  for (const at of arrivals) {
-    if (playedUntil > 0 && at - playedUntil > FRAME_MS) late++;
+  arrivals.forEach((at, index) => {
+    if (playedUntil > 0 && at - playedUntil > FRAME_MS) late.push({ index, at, dryMs: at - playedUntil });
     playedUntil = Math.max(playedUntil, at) + FRAME_MS;
     maxAhead = Math.max(maxAhead, Math.round((playedUntil - at) / FRAME_MS));
-  }
-  return { lateFrames: late, maxAhead };
+  });
+  return { lateFrames: late.length, maxAhead, late };
 }

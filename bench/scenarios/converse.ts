@@ -106,10 +106,23 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     const benchLoop = monitorEventLoopDelay({ resolution: 10 });
     benchLoop.enable();
     const cpu0 = treeCpuUs(gateway.child.pid);
+    const ticks = sampleTicks();
+    // Opt-in: its scrapes reset the gateway's loop-delay histogram (the loop max below then covers the last 500 ms only).
+    const pendingSeen = samplePending(gwUrl, process.env['VOXGATE_BENCH_CONVERSE_TRACE'] === '1');
 
+    const benchCpu0 = process.cpuUsage();
     const t0 = performance.now();
     const results = await Promise.allSettled(many.map((d) => d.turn(utterance, 120_000)));
     const wallS = (performance.now() - t0) / 1000;
+    const benchCpu = process.cpuUsage(benchCpu0);
+    const benchCpuMs = (benchCpu.user + benchCpu.system) / 1000;
+    const where = whereLate(
+      t0,
+      ticks.stop(),
+      await pendingSeen.stop(),
+      results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])),
+    );
+    b.log(`converse concurrency, where the late frames are: ${JSON.stringify(where)}`);
     const cpuTree = treeCpuUs(gateway.child.pid);
     const cpuMs = (cpuTree.total - cpu0.total) / 1000;
     const mainCpuMs = (cpuTree.main - cpu0.main) / 1000;
@@ -144,10 +157,13 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
         gatewayLateEncoding: gwLate.encoding,
         encoderProcesses: enc1.processes,
         encoderLate: enc1.late - enc0.late,
+        encoderFramesEased: enc1.eased - enc0.eased,
+        benchCpuMs: round(benchCpuMs),
         encoderComplexityDown: enc1.down - enc0.down,
         encoderComplexityUp: enc1.up - enc0.up,
         encoderComplexityAtEnd: enc1.complexity,
         gatewayLoopDelayMaxMs: round(gwLoopMaxMs),
+        lateWhere: where,
         benchLoopDelayMaxMs: round(benchLoop.max / 1e6),
         benchLoopDelayP99Ms: round(benchLoop.percentile(99) / 1e6),
         load: [round(load0, 2), round(loadavg()[0]!, 2)],
@@ -204,7 +220,7 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
       params: { devices: 1, note: 'in process: Voxgate decode + speech detector + encode vs the codec alone, same frames' },
     });
     b.log(
-      `converse concurrency: ${ok.length}/${s.concurrent} answered, ${late} late of ${framesDown} frames at the devices (as sent: ${gwLate.waiting} queued in time, ${gwLate.arrived} synthesised late, ${gwLate.encoding} encoded late), max ${maxAhead} ahead; loop delay max gateway ${gwLoopMaxMs.toFixed(0)} ms, bench ${(benchLoop.max / 1e6).toFixed(0)} ms; gateway ${gwMsPerS.toFixed(2)} ms CPU per s of audio (codec ${floorMs.toFixed(2)}; main process ${mainCpuMs.toFixed(0)} ms, encoders ${(cpuMs - mainCpuMs).toFixed(0)} ms); encoder ${enc1.processes} processes, ${gwEncUs.toFixed(0)} µs/frame (native ${frameCosts.native5.toFixed(0)}, wasm ${frameCosts.wasm5.toFixed(0)} at c5 here), complexity ${enc1.complexity} at the end (${enc1.down - enc0.down} steps down)`,
+      `converse concurrency: ${ok.length}/${s.concurrent} answered, ${late} late of ${framesDown} frames at the devices (as sent: ${gwLate.waiting} queued in time, ${gwLate.arrived} synthesised late, ${gwLate.encoding} encoded late), max ${maxAhead} ahead; loop delay max gateway ${gwLoopMaxMs.toFixed(0)} ms, bench ${(benchLoop.max / 1e6).toFixed(0)} ms; gateway ${gwMsPerS.toFixed(2)} ms CPU per s of audio (codec ${floorMs.toFixed(2)}; main process ${mainCpuMs.toFixed(0)} ms, encoders ${(cpuMs - mainCpuMs).toFixed(0)} ms); encoder ${enc1.processes} processes, ${gwEncUs.toFixed(0)} µs/frame (native ${frameCosts.native5.toFixed(0)}, wasm ${frameCosts.wasm5.toFixed(0)} at c5 here), complexity ${enc1.complexity} at the end (${enc1.down - enc0.down} steps down, ${enc1.eased - enc0.eased} frames eased); bench process ${benchCpuMs.toFixed(0)} ms CPU in ${wallS.toFixed(1)} s`,
     );
     const why = [
       ...new Set(results.flatMap((r) => (r.status === 'rejected' ? [String((r.reason as Error)?.message ?? r.reason).replace(/device \S+: /, '')] : []))),
@@ -299,7 +315,7 @@ async function lateFrames(gwUrl: string): Promise<{ waiting: number; arrived: nu
 /** The gateway's encoder pool counters (voxgate_voice_converse_encoder_*). */
 async function encoderCounters(gwUrl: string) {
   const m = (n: string, labels: Record<string, string> = {}) => metric(gwUrl, `voxgate_voice_converse_encoder_${n}`, labels);
-  const [frames, seconds, late, down, up, complexity, processes] = await Promise.all([
+  const [frames, seconds, late, down, up, complexity, processes, eased] = await Promise.all([
     m('frames_total'),
     m('seconds_total'),
     m('late_total'),
@@ -307,8 +323,9 @@ async function encoderCounters(gwUrl: string) {
     m('complexity_changes_total', { direction: 'up' }),
     m('complexity'),
     m('processes'),
+    m('frames_eased_total'),
   ]);
-  return { frames: frames!, seconds: seconds!, late: late!, down: down!, up: up!, complexity: complexity!, processes: processes! };
+  return { frames: frames!, seconds: seconds!, late: late!, down: down!, up: up!, complexity: complexity!, processes: processes!, eased: eased! };
 }
 
 function benchEncoderSettings(): Record<string, unknown> {
@@ -330,6 +347,79 @@ function treeCpuUs(pid: number | undefined): { main: number; total: number } {
     /* not Linux, or gone */
   }
   return { main, total: main + kids.reduce((sum, k) => sum + (cpuUs(k) || 0), 0) };
+}
+
+/** The bench process's own timer ticks (every 10 ms asked): a gap between two says its event loop was held up. */
+function sampleTicks(): { stop(): number[] } {
+  const at: number[] = [];
+  const t = setInterval(() => at.push(performance.now()), 10);
+  return {
+    stop: () => {
+      clearInterval(t);
+      return at;
+    },
+  };
+}
+
+/** The gateway's frames waiting for the encoder (its gauge, updated every 500 ms), sampled every 500 ms for 30 s at most. */
+function samplePending(gwUrl: string, on: boolean): { stop(): Promise<Array<[number, number]>> } {
+  const seen: Array<[number, number]> = [];
+  const loop = (async () => {
+    while (on && seen.length < 60) {
+      const v = await metric(gwUrl, 'voxgate_voice_converse_encoder_pending').catch(() => NaN);
+      seen.push([performance.now(), v]);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  })();
+  return {
+    stop: async () => {
+      on = false;
+      await loop;
+      return seen;
+    },
+  };
+}
+
+/**
+ * Where the late frames fall: their index in the answer (the stand-in's first sentence is 11 frames, so 11 is the
+ * second sentence's first), when (from the phase's start and from the device's first frame), how long the device was
+ * dry, the bench's own loop gap around the arrival (its timers stamped late), and the gateway's encoder queue then.
+ */
+function whereLate(t0: number, ticks: number[], pending: Array<[number, number]>, seen: TurnObservation[]) {
+  const late = seen.flatMap((o) => o.late.map((l) => ({ ...l, sinceFirst: l.at - o.firstAt })));
+  const count = (key: (l: (typeof late)[number]) => number | string) => {
+    const m = new Map<number | string, number>();
+    for (const l of late) m.set(key(l), (m.get(key(l)) ?? 0) + 1);
+    return Object.fromEntries([...m].sort((a, b) => (a[0] < b[0] ? -1 : 1)));
+  };
+  const gapAround = (at: number, dry: number) => {
+    let g = 0;
+    for (let i = 1; i < ticks.length; i++) if (ticks[i]! >= at - dry - 60 && ticks[i - 1]! <= at) g = Math.max(g, ticks[i]! - ticks[i - 1]!);
+    return g;
+  };
+  const gaps = late.map((l) => gapAround(l.at, l.dryMs));
+  const tickGaps = ticks.slice(1).map((t, i) => t - ticks[i]!);
+  const firsts = seen.map((o) => o.firstAt - t0).sort((a, b) => a - b);
+  const q = (v: number[], p: number) => round(v.length ? [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) * p)]! : NaN);
+  return {
+    byIndex: count((l) => l.index),
+    byPhase100ms: count((l) => Math.floor((l.at - t0) / 100) * 100),
+    bySinceFirst100ms: count((l) => Math.floor(l.sinceFirst / 100) * 100),
+    dryMs: {
+      p50: q(
+        late.map((l) => l.dryMs),
+        0.5,
+      ),
+      max: q(
+        late.map((l) => l.dryMs),
+        1,
+      ),
+    },
+    benchTickGapAroundLateMs: { p50: q(gaps, 0.5), max: q(gaps, 1) },
+    benchTickGapMs: { p50: q(tickGaps, 0.5), p99: q(tickGaps, 0.99), max: q(tickGaps, 1) },
+    firstFrameFromPhaseStartMs: { min: q(firsts, 0), p50: q(firsts, 0.5), max: q(firsts, 1) },
+    gatewayEncoderPending: pending.map(([t, v]) => `${Math.round(t - t0)}:${v}`).join(' '),
+  };
 }
 
 function median(v: readonly number[]): number {

@@ -14,7 +14,7 @@ function startWithFault(fault: 'rejection' | 'exception'): { run: GatewayProcess
   writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
   const run = spawnGateway(
     process.execPath,
-    ['--import', INJECTOR, '--enable-source-maps', GATEWAY_MAIN],
+    ['--import', INJECTOR, GATEWAY_MAIN],
     isolatedEnv(dataDir, { GATEWAY_API_KEYS: KEY, VOXGATE_TEST_FAULT: fault }),
   );
   return { run, dataDir };

@@ -43,7 +43,7 @@ describe('npm start, and what the started gateway prints', () => {
       tree = descendants(npm.pid);
       // `exec` in the start script: npm's child is node running the compiled entry, with no shell between.
       const gateway = tree.find((pid) => procStat(pid)?.ppid === npm.pid);
-      expect(commandLine(gateway!)).toEqual(['node', '--enable-source-maps', 'gateway/dist/main.js']);
+      expect(commandLine(gateway!)).toEqual(['node', 'gateway/dist/main.js']);
       const weather = tree.find((pid) => commandLine(pid).includes(WEATHER_MAIN));
       expect(weather && procStat(weather)?.ppid).toBe(gateway);
       const health = await fetch(`http://${started.http}/healthz`);

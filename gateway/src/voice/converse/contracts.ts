@@ -40,6 +40,8 @@ export interface EncodeJob {
   onSettled(fn: () => void): void;
   /** Not wanted any more (abort): skipped if not yet encoded, its packet dropped if it is. */
   cancel(): void;
+  /** Frames (of every device) queued for encoding and not yet encoded when this one was scheduled. */
+  readonly backlog?: number;
 }
 
 /**

@@ -43,9 +43,10 @@ function createEncoderPool(config: VoiceConfig, log: Logger, metrics: ConverseMe
   const pool = new EncoderPool({
     complexity: c.encoderComplexity,
     adaptive: c.adaptiveComplexity,
-    backends: (hooks) => Array.from({ length: n }, () => new EncoderProcess(hooks, log)),
+    backends: (hooks) => Array.from({ length: n }, () => new EncoderProcess(hooks, log, undefined, c.adaptiveComplexity)),
     observe: (o) => {
       m?.frames.inc(o.encoded);
+      m?.eased.inc(o.eased);
       m?.late.inc(o.late);
       m?.seconds.inc(o.codecUs / 1e6);
       m?.complexity.set(o.complexity);

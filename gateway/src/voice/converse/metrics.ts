@@ -50,6 +50,11 @@ export function createConverseMetrics(registry: Registry) {
     }),
     seconds: new Counter({ name: 'voxgate_voice_converse_encoder_seconds_total', help: 'Time spent in the Opus encoder itself (all processes)', registers }),
     frames: new Counter({ name: 'voxgate_voice_converse_encoder_frames_total', help: 'Downlink frames encoded by the encoder pool', registers }),
+    eased: new Counter({
+      name: 'voxgate_voice_converse_encoder_frames_eased_total',
+      help: 'Downlink frames an encoder process encoded below the set complexity: more frames were due soon than it could encode at that one',
+      registers,
+    }),
     late: new Counter({
       name: 'voxgate_voice_converse_encoder_late_total',
       help: 'Downlink frames whose encoding finished after the time the device needed them',

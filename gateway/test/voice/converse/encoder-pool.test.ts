@@ -220,6 +220,28 @@ describe('EncoderProcess', () => {
     expect(bJob.packet!.length).toBeGreaterThan(0);
   });
 
+  it('encodes below the set complexity while more frames are due soon than fit at it, and never without easing', async () => {
+    const used = async (ease: boolean) => {
+      const complexities = new Set<number>();
+      const pool = new EncoderPool({
+        complexity: 5,
+        adaptive: false,
+        backends: (hooks) => [
+          new EncoderProcess({ ...hooks, done: (j, p, us, c) => (complexities.add(c ?? -1), hooks.done(j, p, us, c)) }, log, undefined, ease),
+        ],
+      });
+      pools.push(pool);
+      // A hundred answers' worth of frames, all needed now: far more than 300 ms of encoding at complexity 5.
+      const devices = Array.from({ length: 100 }, () => pool.encoder(24_000, 60));
+      const now = performance.now();
+      const jobs = devices.flatMap((e) => Array.from({ length: 10 }, (_, k) => e.schedule(tone(k), now + k * 60)));
+      await Promise.all(jobs.map(settled));
+      return complexities;
+    };
+    expect([...(await used(true))].some((c) => c < 5)).toBe(true);
+    expect([...(await used(false))]).toEqual([5]);
+  });
+
   it('when the process dies, its devices go on encoding on the main thread', async () => {
     let proc!: EncoderProcess;
     const pool = new EncoderPool({ complexity: 5, adaptive: false, backends: (hooks) => [(proc = new EncoderProcess(hooks, log))] });

@@ -34,6 +34,7 @@ export class PoolJob implements EncodeJob {
     readonly deadline: number,
     readonly seq: number,
     private readonly onSettle?: () => void,
+    readonly backlog = 0,
   ) {}
 
   onSettled(fn: () => void): void {
@@ -77,8 +78,8 @@ export interface EncodeBackend {
 }
 
 export interface BackendHooks {
-  /** A job was encoded (packet undefined: it failed); `us` the codec's own time. */
-  done(job: PoolJob, packet: Uint8Array | undefined, us: number): void;
+  /** A job was encoded (packet undefined: it failed); `us` the codec's own time, `complexity` the one it used. */
+  done(job: PoolJob, packet: Uint8Array | undefined, us: number, complexity?: number): void;
   /** The backend is gone (a crashed process): its jobs in flight are lost, its encoders move on. */
   died(backend: EncodeBackend, reason: string): void;
 }
@@ -91,7 +92,16 @@ export interface EncoderPoolOptions {
   /** The backends; empty: the main thread, in slices. */
   backends: (hooks: BackendHooks) => EncodeBackend[];
   /** Per completed window: what the pool did (metrics). */
-  observe?: (o: { encoded: number; late: number; codecUs: number; complexity: number; pending: number; change?: 'down' | 'up' }) => void;
+  observe?: (o: {
+    encoded: number;
+    late: number;
+    codecUs: number;
+    /** Frames a process encoded below the set complexity (its queue held more than it could encode at that one). */
+    eased: number;
+    complexity: number;
+    pending: number;
+    change?: 'down' | 'up';
+  }) => void;
   now?: () => number;
   /** How often the adaptive complexity decides (ms). */
   windowMs?: number;
@@ -151,12 +161,12 @@ export class EncoderPool {
   private pending = 0;
   private readonly settledOne = () => void this.pending--;
   private current: number;
-  private readonly window = { encoded: 0, late: 0, codecUs: 0, quiet: 0 };
+  private readonly window = { encoded: 0, late: 0, codecUs: 0, eased: 0, quiet: 0 };
   private readonly timer: NodeJS.Timeout;
   private readonly now: () => number;
   private closed = false;
   private readonly hooks: BackendHooks = {
-    done: (job, packet, us) => this.done(job, packet, us),
+    done: (job, packet, us, complexity) => this.done(job, packet, us, complexity),
     died: (backend, reason) => this.died(backend, reason),
   };
 
@@ -199,8 +209,8 @@ export class EncoderPool {
 
   /** @internal */
   enqueue(e: PooledEncoder, pcm: Int16Array, deadline: number): PoolJob {
+    const job = new PoolJob(e, pcm, deadline, this.seq++, this.settledOne, this.pending);
     this.pending++;
-    const job = new PoolJob(e, pcm, deadline, this.seq++, this.settledOne);
     if (this.closed || e.freed) {
       job.settle(undefined);
       return job;
@@ -257,9 +267,10 @@ export class EncoderPool {
     if (batch.length) b.send(batch, this.current);
   }
 
-  private done(job: PoolJob, packet: Uint8Array | undefined, us: number): void {
+  private done(job: PoolJob, packet: Uint8Array | undefined, us: number, complexity?: number): void {
     this.window.encoded++;
     this.window.codecUs += us;
+    if (complexity !== undefined && complexity < this.current) this.window.eased++;
     // Late: the pacer was waiting for it, past the time the device needed it (not merely past an early estimate).
     if (job.awaited && this.now() > job.deadline) this.window.late++;
     job.settle(packet);
@@ -304,6 +315,7 @@ export class EncoderPool {
         encoded: w.encoded,
         late: w.late,
         codecUs: w.codecUs,
+        eased: w.eased,
         complexity: this.current,
         pending: this.pending,
         ...(change ? { change } : {}),
@@ -311,6 +323,7 @@ export class EncoderPool {
     w.encoded = 0;
     w.late = 0;
     w.codecUs = 0;
+    w.eased = 0;
   }
 }
 

@@ -7,8 +7,14 @@
  *   to the child   [u32 length][u8 op][u32 encoder id] then for op 1 (open) [u32 sample rate], op 2 (encode)
  *                  [u32 job][f64 deadline][PCM s16le], op 3 (free) nothing, op 4 (cancel) [u32 job],
  *                  op 5 (complexity, for every encoder from its next frame) [u8 complexity];
- *   from the child [u32 length][u32 job][u32 µs spent in the codec][packet] (an empty packet: it failed).
+ *   from the child [u32 length][u32 job][u32 µs spent in the codec][u8 complexity used][packet] (an empty packet: it
+ *                  failed).
  * The child has no secrets (an empty environment) and exits when its stdin closes (the gateway went away).
+ *
+ * The complexity set (op 5) is a ceiling: before each slice the child counts the frames due within the next
+ * HORIZON ms and encodes at the highest complexity whose measured cost fits them in BUDGET of that time. So when
+ * a hundred answers start together their first frames are cheap at once, not after the pool's 500 ms window has seen
+ * frames come late (an answer of a few seconds is over by then); one answer alone stays at the ceiling.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -23,10 +29,17 @@ const OP_COMPLEXITY = 5;
 /** Frames queued in a process at most (~6 MB of PCM at 24 kHz); the rest wait in the pool's queue. */
 const IN_FLIGHT = 2000;
 /** The largest reply the child can send: one Opus packet (RFC 6716: 1275 bytes × 3) and its header. */
-const MAX_REPLY = 8 + 3 * 1275;
+const MAX_REPLY = 9 + 3 * 1275;
 
 const CHILD_SOURCE = String.raw`'use strict';
 const opus = require(process.argv[1]);
+// Deadlines are the gateway's performance.now(): this process's clock, shifted to it.
+const shift = performance.timeOrigin - Number(process.argv[2]);
+const EASE = process.argv[3] === '1';
+const HORIZON = 500;
+const BUDGET = 0.6;
+// The codec's wall time per frame at each complexity (µs, a moving average; 0: not measured yet).
+const cost = new Float64Array(11);
 const encoders = new Map();
 const EMPTY = Buffer.alloc(0);
 const heap = [];
@@ -98,11 +111,29 @@ function handle(m) {
     complexity = m[5];
   }
 }
+// A frame's cost at complexity c: measured, or scaled from one that was (libopus: ~+23 % a step from 0; 700 µs at 5).
+function costAt(c) {
+  if (cost[c]) return cost[c];
+  for (let k = 0; k <= 10; k++) if (cost[k]) return (cost[k] * (1 + 0.23 * c)) / (1 + 0.23 * k);
+  return (700 * (1 + 0.23 * c)) / 2.15;
+}
+// The highest complexity (up to the ceiling) at which the frames due soon fit in the time budget.
+function eased() {
+  if (!EASE) return complexity;
+  const until = performance.now() + shift + HORIZON;
+  let due = 0;
+  for (let i = 0; i < heap.length; i++) if (heap[i].d <= until) due++;
+  let c = complexity;
+  while (c > 0 && due * costAt(c) > HORIZON * 1000 * BUDGET) c--;
+  return c;
+}
 // Earliest deadline first, in slices of a few ms: new frames (and cancellations) are read between slices.
 function work() {
   scheduled = false;
   const t0 = performance.now();
   const out = [];
+  const level = eased();
+  let first = true;
   while (heap.length && performance.now() - t0 < 4) {
     const j = pop();
     if (cancelled.delete(j.job)) continue;
@@ -111,16 +142,23 @@ function work() {
     let pkt = EMPTY;
     const t = performance.now();
     try {
-      if (x.c !== complexity) { x.e.ctl(4010, complexity); x.c = complexity; }
+      if (x.c !== level) { x.e.ctl(4010, level); x.c = level; }
       pkt = x.e.encode(j.pcm);
     } catch { pkt = EMPTY; }
     const us = Math.min(0xffffffff, Math.round((performance.now() - t) * 1000));
-    const r = Buffer.allocUnsafe(12 + pkt.length);
-    r.writeUInt32LE(8 + pkt.length, 0);
+    cost[level] = cost[level] ? 0.9 * cost[level] + 0.1 * us : us;
+    const r = Buffer.allocUnsafe(13 + pkt.length);
+    r.writeUInt32LE(9 + pkt.length, 0);
     r.writeUInt32LE(j.job, 4);
     r.writeUInt32LE(us, 8);
-    r.set(pkt, 12);
-    out.push(r);
+    r[12] = level;
+    r.set(pkt, 13);
+    // The slice's first frame at once (the one due soonest: a lone answer's first frame waits for no other), the rest
+    // in one write.
+    if (first) {
+      first = false;
+      process.stdout.write(r);
+    } else out.push(r);
   }
   if (out.length) process.stdout.write(out.length === 1 ? out[0] : Buffer.concat(out));
   if (!heap.length) cancelled.clear();
@@ -144,8 +182,13 @@ export class EncoderProcess implements EncodeBackend {
     private readonly hooks: BackendHooks,
     private readonly log: Logger,
     opusModule = createRequire(import.meta.url).resolve('@evan/opus'),
+    /** Encode below the set complexity while more frames are due soon than fit at it (see above). */
+    ease = true,
   ) {
-    this.child = spawn(process.execPath, ['-e', CHILD_SOURCE, opusModule], { stdio: ['pipe', 'pipe', 'inherit'], env: {} });
+    this.child = spawn(process.execPath, ['-e', CHILD_SOURCE, opusModule, String(performance.timeOrigin), ease ? '1' : '0'], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+      env: {},
+    });
     this.child.on('error', (e) => this.lost(`could not run: ${e.message}`));
     this.child.on('exit', (code, signal) => this.lost(`exited (${signal ?? code})`));
     this.child.stdin!.on('error', () => undefined);
@@ -227,16 +270,17 @@ export class EncoderProcess implements EncodeBackend {
     let at = 0;
     while (this.input.length - at >= 4) {
       const len = this.input.readUInt32LE(at);
-      if (len < 8 || len > MAX_REPLY) return this.lost(`sent a malformed reply (${len} bytes)`);
+      if (len < 9 || len > MAX_REPLY) return this.lost(`sent a malformed reply (${len} bytes)`);
       if (this.input.length - at - 4 < len) break;
       const job = this.input.readUInt32LE(at + 4);
       const us = this.input.readUInt32LE(at + 8);
+      const complexity = this.input[at + 12]!;
       // A copy: the chunk's memory is reused by the stream.
-      const packet = len > 8 ? Uint8Array.from(this.input.subarray(at + 12, at + 4 + len)) : undefined;
+      const packet = len > 9 ? Uint8Array.from(this.input.subarray(at + 13, at + 4 + len)) : undefined;
       at += 4 + len;
       const j = this.inFlight.get(job);
       this.inFlight.delete(job);
-      if (j) this.hooks.done(j, packet, us);
+      if (j) this.hooks.done(j, packet, us, complexity);
     }
     this.input = at === this.input.length ? Buffer.alloc(0) : Buffer.from(this.input.subarray(at));
   }

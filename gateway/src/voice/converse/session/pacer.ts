@@ -19,6 +19,15 @@ export type PacedItem =
 
 type Queued = { kind: 'frame'; opus: Uint8Array | (() => Uint8Array) } | { kind: 'job'; job: EncodeJob } | { kind: 'json'; message: object };
 
+/**
+ * Frames already waiting for the encoder (all devices) above which a segment's first frame is held until its first
+ * `leadFrames` + 1 are encoded: when a hundred answers start together the encoder works through them row by row (every
+ * device's frame k before anyone's k + 1), so a device that started on its first frame alone would run dry as soon as
+ * the rows fall behind real time; started with its lead in hand it rides that out. Below it (one answer, a few) the
+ * frames come in the same few ms and holding would only delay the first one.
+ */
+const HOLD_START_BACKLOG = 30;
+
 /** Why a frame went out late: queued in time (a busy loop), arrived late (synthesis), or its encoding finished late. */
 export type LateCause = 'waiting' | 'arrived' | 'encoding';
 
@@ -172,6 +181,11 @@ export class DownlinkPacer {
         this.awaitEncoding(item.job);
         break;
       }
+      const held = n === 0 && item.kind === 'job' && (item.job.backlog ?? 0) > HOLD_START_BACKLOG ? this.unencodedIn(leadFrames + 1) : undefined;
+      if (held) {
+        this.awaitEncoding(held);
+        break;
+      }
       this.queue.shift();
       this.framesQueued--;
       const opus = item.kind === 'job' ? item.job.packet : packet(item.opus);
@@ -182,6 +196,16 @@ export class DownlinkPacer {
     }
     if (this.queue.length < this.o.maxQueued) for (const r of this.roomWaiters.splice(0)) r();
     if (!this.queue.length) for (const r of this.idleWaiters.splice(0)) r();
+  }
+
+  /** The first frame among the next `count` queued whose encoding has not finished. */
+  private unencodedIn(count: number): EncodeJob | undefined {
+    for (const i of this.queue) {
+      if (i.kind === 'json') continue;
+      if (i.kind === 'job' && !i.job.settled) return i.job;
+      if (--count <= 0) return undefined;
+    }
+    return undefined;
   }
 
   /** The head frame is due but still being encoded: go on when it is. */

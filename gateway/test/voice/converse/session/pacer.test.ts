@@ -131,7 +131,7 @@ describe('DownlinkPacer', () => {
   });
 
   /** A scheduled encoder the test completes by hand: what deadline each frame got, and its packet on `finish`. */
-  function manualEncoder() {
+  function manualEncoder(backlog?: number) {
     const jobs: Array<{ deadline: number; pcm: Int16Array; finish(): void; cancelled: boolean }> = [];
     const encoder: ScheduledEncoder = {
       sampleRate: 24_000,
@@ -144,6 +144,7 @@ describe('DownlinkPacer', () => {
           settled: false,
           onSettled: (fn) => (job.settled ? fn() : waiters.push(fn)),
           cancel: () => void (entry.cancelled = true),
+          ...(backlog === undefined ? {} : { backlog }),
         };
         const entry = {
           deadline,
@@ -192,5 +193,23 @@ describe('DownlinkPacer', () => {
     jobs[3]!.finish();
     await vi.advanceTimersByTimeAsync(600);
     expect(sent.map((s) => s.frame)).toEqual([0, 1, 2]);
+  });
+
+  it("holds a segment's first frame until its first lead is encoded when the encoder is backed up, not otherwise", async () => {
+    for (const backlog of [500, 0]) {
+      const { p, sent } = pacer({ leadFrames: 2 });
+      const { encoder, jobs } = manualEncoder(backlog);
+      for (let i = 0; i < 5; i++) await p.push({ kind: 'pcm', pcm: Int16Array.of(i), encoder });
+      jobs[0]!.finish();
+      jobs[1]!.finish();
+      expect(sent.map((s) => s.frame)).toEqual(backlog ? [] : [0, 1]);
+      jobs[2]!.finish();
+      // The first lead + 1 go together; after that frames follow their pace, held no more.
+      expect(sent.map((s) => s.frame)).toEqual([0, 1, 2]);
+      jobs[3]!.finish();
+      await vi.advanceTimersByTimeAsync(60);
+      expect(sent.map((s) => s.frame)).toEqual([0, 1, 2, 3]);
+      p.close();
+    }
   });
 });
