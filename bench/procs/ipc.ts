@@ -1,7 +1,10 @@
+import { getHeapSpaceStatistics } from 'node:v8';
+
 /**
  * The bench side of a measured process: answers `{cmd:'mem'}` over IPC with `process.memoryUsage()`
- * taken after forced garbage collections (the process runs with --expose-gc), and exits when the runner
- * goes away, so no process outlives the run. `{cmd:'count'}` answers the extra fields without a GC.
+ * taken after forced garbage collections (the process runs with --expose-gc), with `young`, the bytes V8's
+ * young generation holds committed (it grows from 1 to 32 MiB with allocation, whatever the process keeps), and
+ * exits when the runner goes away, so no process outlives the run. `{cmd:'count'}` answers the extra fields without a GC.
  */
 export function serveMemoryProbe(extra: () => Record<string, unknown> = () => ({})): void {
   process.on('message', (m: { id: number; cmd: string }) => {
@@ -12,7 +15,8 @@ export function serveMemoryProbe(extra: () => Record<string, unknown> = () => ({
       gc();
       gc();
     }
-    process.send?.({ id: m.id, ok: true, gc: gc !== undefined, mem: process.memoryUsage(), ...extra() });
+    const young = getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size;
+    process.send?.({ id: m.id, ok: true, gc: gc !== undefined, mem: process.memoryUsage(), young, ...extra() });
   });
   process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));
 }
@@ -22,12 +26,14 @@ export function serveMemoryProbe(extra: () => Record<string, unknown> = () => ({
  * compiled: `node --expose-gc --import <MEMORY_PROBE_IMPORT> gateway/dist/main.js` loads it before the
  * gateway, so nothing in gateway/src is bench-aware and no TypeScript loader sits in the measured process.
  */
-const MEMORY_PROBE_JS = `process.on('message', (m) => {
+const MEMORY_PROBE_JS = `import { getHeapSpaceStatistics } from 'node:v8';
+process.on('message', (m) => {
   if (m.cmd === 'count') return void process.send?.({ id: m.id, ok: true });
   if (m.cmd !== 'mem') return;
   const gc = globalThis.gc;
   if (gc) { gc(); gc(); }
-  process.send?.({ id: m.id, ok: true, gc: gc !== undefined, mem: process.memoryUsage() });
+  const young = getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size;
+  process.send?.({ id: m.id, ok: true, gc: gc !== undefined, mem: process.memoryUsage(), young });
 });
 process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));`;
 

@@ -140,6 +140,22 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
       afterGc: true,
     },
   });
+  // The same without the young generation's growth: it grows to its 32 MiB maximum with allocation, not with
+  // what a process keeps, and one process may be there before the fleet (the gateway, after start-up) while
+  // the other grows during it (the floor, fresh): ±3 KB per device at 10 000 that is neither's per-socket cost.
+  if (gm0.young !== undefined && gm1.young !== undefined && fm0.young !== undefined && fm1.young !== undefined) {
+    const oldGw = perDevice(gm0.rss - gm0.young, gm1.rss - gm1.young);
+    const oldFloor = perDevice(fm0.rss - fm0.young, fm1.rss - fm1.young);
+    b.log(`fleet: rss per device without the young generation's growth: gateway ${oldGw.toFixed(0)} B, bare socket ${oldFloor.toFixed(0)} B`);
+    b.results.push({
+      name: 'fleet.rss_per_device_excl_young',
+      value: round(oldGw),
+      unit: 'B',
+      floor: round(oldFloor),
+      ratio: ratio(oldFloor, oldGw),
+      params: { devices: N, floorKind: 'bare connections', young: [gm0.young, gm1.young], floorYoung: [fm0.young, fm1.young], afterGc: true },
+    });
+  }
   const heapGw = perDevice(gm0.heapUsed, gm1.heapUsed);
   const heapFloor = perDevice(fm0.heapUsed, fm1.heapUsed);
   b.results.push({

@@ -67,9 +67,10 @@ export async function count(p: Proc): Promise<number> {
   return (await p.request<Reply & { devices?: number }>({ cmd: 'count' }, 30_000)).devices ?? 0;
 }
 
-export async function mem(p: Proc): Promise<Mem & { devices?: number }> {
-  const r = await p.request<Reply & { mem: Mem; devices?: number }>({ cmd: 'mem' }, 30_000);
-  return r.devices === undefined ? r.mem : { ...r.mem, devices: r.devices };
+/** `young`: the bytes V8's young generation held committed (see bench/procs/ipc.ts), when the probe says. */
+export async function mem(p: Proc): Promise<Mem & { devices?: number; young?: number }> {
+  const r = await p.request<Reply & { mem: Mem; devices?: number; young?: number }>({ cmd: 'mem' }, 30_000);
+  return { ...r.mem, ...(r.devices === undefined ? {} : { devices: r.devices }), ...(r.young === undefined ? {} : { young: r.young }) };
 }
 
 export interface MeasuredLoad extends LoadResult {

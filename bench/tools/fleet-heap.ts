@@ -83,7 +83,8 @@ const N = Number(args[0] ?? 2000);
 const TOP = Number(args[1] ?? 30);
 const WARM = 20;
 const dir = mkdtempSync(join(tmpdir(), 'voxgate-heap-'));
-writeFileSync(join(dir, 'config.json'), '{}');
+// FLEET_HEAP_CONFIG: the gateway's config file (JSON), e.g. '{"session":{"requestTimeoutMs":1000}}' to see what an idle device keeps.
+writeFileSync(join(dir, 'config.json'), process.env['FLEET_HEAP_CONFIG'] ?? '{}');
 try {
   const httpPort = await freePort();
   const env = {

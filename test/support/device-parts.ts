@@ -7,7 +7,7 @@ import { DeviceRegistry } from '../../gateway/src/devices/registry.js';
 import { BadInputLog } from '../../gateway/src/devices/bad-input-log.js';
 import { NoVoiceHook } from '../../gateway/src/devices/no-voice-hook.js';
 import { RpcChannel } from '../../gateway/src/devices/rpc-channel.js';
-import { DeviceSession, type SessionDeps } from '../../gateway/src/devices/session.js';
+import { DeviceSession, type SessionShared } from '../../gateway/src/devices/session.js';
 import type { SessionSettings } from '../../gateway/src/devices/settings.js';
 import { ToolsPageCache } from '../../gateway/src/devices/tools-page-cache.js';
 import { EventBus, type GatewayEvent } from '../../gateway/src/events/bus.js';
@@ -82,7 +82,7 @@ export interface SessionUnderTest {
 export interface SessionPairOptions {
   transport?: 'websocket' | 'mqtt';
   settings?: Partial<SessionSettings>;
-  deps?: Partial<SessionDeps>;
+  deps?: Partial<SessionShared>;
 }
 
 export function sessionPair(opts: SessionPairOptions = {}): SessionUnderTest {
@@ -93,9 +93,6 @@ export function sessionPair(opts: SessionPairOptions = {}): SessionUnderTest {
   const settings = testSettings(opts.settings);
   const session = new DeviceSession(
     {
-      deviceId: '02:00:00:00:00:01',
-      clientId: 'client-1',
-      link,
       log: silentLog,
       bus,
       metrics,
@@ -106,6 +103,7 @@ export function sessionPair(opts: SessionPairOptions = {}): SessionUnderTest {
       voice: new NoVoiceHook(silentLog),
       ...opts.deps,
     },
+    { deviceId: '02:00:00:00:00:01', clientId: 'client-1', link },
     transport === 'websocket',
   );
   link.receiver = { onText: (t) => session.onText(t), onBinary: (b) => session.onBinary(b), onClosed: (r) => session.onClosed(r) };

@@ -2,7 +2,6 @@ import type { VisionCapability } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
-import { boundLog } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import { CLOSE_FORGOTTEN, CLOSE_REPLACED, CLOSE_TAKEOVER_REFUSED, type DeviceLink } from './link.js';
 import type { SchemaValidators } from '../schemas/validators.js';
@@ -10,7 +9,7 @@ import type { DeviceHandle } from './device-handle.js';
 import { matchesFilter, type DeviceFilter, type DevicePage, type DeviceSummary, type LocalDevices, type PageRequest, type ReadyDevice } from './directory.js';
 import { NoVoiceHook } from './no-voice-hook.js';
 import { recordFields, type DeviceRecords } from './records.js';
-import { DeviceSession, type SessionHost } from './session.js';
+import { DeviceSession, type SessionHost, type SessionShared } from './session.js';
 import type { SessionSettings } from './settings.js';
 import { lowerBound, upperBound } from './sorted-ids.js';
 import type { ToolsPageCache } from './tools-page-cache.js';
@@ -24,6 +23,7 @@ interface DeviceRecord {
   /** Increases with every connection; a close from an older epoch never marks a newer one offline. */
   epoch: number;
   session: DeviceSession | undefined;
+  /** While a session is live these are 0 and the session's own are read: two boxed numbers fewer per online device. */
   connectedAt: number;
   lastSeenAt: number;
   catalogHash: string | undefined;
@@ -72,8 +72,8 @@ export class DeviceRegistry implements LocalDevices {
     onReady: (s) => this.onReady(s),
     onClosed: (s) => this.onClosed(s),
   };
-  /** The voice hook of every session when voice is off. */
-  private readonly noVoice: NoVoiceHook;
+  /** What every session shares (session.ts): one object, not a deps object per device. */
+  private readonly shared: SessionShared;
   /** Every known device id, sorted: pages of the listing without sorting the fleet per request. */
   private order: string[] = [];
   private epochs = 0;
@@ -82,7 +82,8 @@ export class DeviceRegistry implements LocalDevices {
   private overBoundLoggedAt = 0;
 
   constructor(private readonly d: RegistryDeps) {
-    this.noVoice = new NoVoiceHook(d.log);
+    const { log, bus, metrics, settings, pages, validators } = d;
+    this.shared = { log, bus, metrics, settings, pages, validators, host: this.host, voice: d.voice ?? new NoVoiceHook(log) };
   }
 
   /**
@@ -182,15 +183,14 @@ export class DeviceRegistry implements LocalDevices {
       return undefined;
     }
     const epoch = ++this.epochs;
-    const log = boundLog(this.d.log, { deviceId: info.deviceId, transport: info.link.transport, epoch });
     const record: DeviceRecord = {
       id: info.deviceId,
       clientId: info.clientId,
       transport: info.link.transport,
       epoch,
       session: undefined,
-      connectedAt: Date.now(),
-      lastSeenAt: Date.now(),
+      connectedAt: 0,
+      lastSeenAt: 0,
       catalogHash: prev?.catalogHash,
       // Every field in the literal: one added later gave each record a property array (~40 B per device).
       server: prev?.server || undefined,
@@ -199,27 +199,12 @@ export class DeviceRegistry implements LocalDevices {
       readyEpoch: undefined,
       credential,
     };
-    const session = new DeviceSession(
-      {
-        deviceId: info.deviceId,
-        clientId: info.clientId,
-        link: info.link,
-        log,
-        bus: this.d.bus,
-        metrics: this.d.metrics,
-        settings: this.d.settings,
-        pages: this.d.pages,
-        validators: this.d.validators,
-        host: this.host,
-        voice: this.d.voice ?? this.noVoice,
-      },
-      info.expectHello,
-    );
+    const session = new DeviceSession(this.shared, { deviceId: info.deviceId, clientId: info.clientId, link: info.link, epoch }, info.expectHello);
     record.session = session;
     if (!prev) this.makeRoomFor(info.deviceId);
     this.records.set(info.deviceId, record);
     this.d.metrics.devicesKnown.set(this.records.size);
-    this.d.records?.admitted(info.deviceId, { clientId: info.clientId, transport: info.link.transport, at: record.connectedAt });
+    this.d.records?.admitted(info.deviceId, { clientId: info.clientId, transport: info.link.transport, at: session.connectedAt });
     if (prev && this.wasReady(prev)) {
       this.readyCount--;
       prev.readyEpoch = undefined;
@@ -227,13 +212,13 @@ export class DeviceRegistry implements LocalDevices {
     }
     if (old && old.state !== 'closed') {
       this.d.metrics.takeovers.inc();
-      log.info({ previousEpoch: prev!.epoch }, 'a newer connection replaces the current one');
+      session.log.info({ previousEpoch: prev!.epoch }, 'a newer connection replaces the current one');
       old.failAll(new GatewayError('DEVICE_OFFLINE', `device ${info.deviceId} reconnected; the call was on the replaced connection`));
       old.close(CLOSE_REPLACED, 'replaced by a newer connection');
     }
     this.d.metrics.connections.inc({ transport: info.link.transport });
     this.d.metrics.devicesConnected.inc({ transport: info.link.transport });
-    log.info({ clientId: info.clientId, remote: info.link.remoteAddress }, 'device connected');
+    if (session.logs('info')) session.log.info({ clientId: info.clientId, remote: info.link.remoteAddress }, 'device connected');
     this.d.bus.publish('device.online', info.deviceId, { transport: info.link.transport, clientId: info.clientId });
     session.start();
     return session;
@@ -278,7 +263,8 @@ export class DeviceRegistry implements LocalDevices {
       this.d.metrics.devicesReady.set(this.readyCount);
     }
     record.session = undefined;
-    record.lastSeenAt = Date.now();
+    record.connectedAt = s.connectedAt;
+    record.lastSeenAt = Math.max(Date.now(), s.lastSeenAt);
     this.d.records?.closed(record.id, record.lastSeenAt);
     this.d.bus.publish('device.offline', record.id, { reason: s.closeReason ?? 'closed' });
   }
@@ -393,7 +379,7 @@ const everReady = (r: DeviceRecord): boolean => r.catalogHash !== undefined;
 function summarize(r: DeviceRecord, records: DeviceRecords | undefined): DeviceSummary {
   const s = r.session;
   const catalog = s?.catalog;
-  const connectedAt = new Date(r.connectedAt).toISOString();
+  const connectedAt = new Date(s ? s.connectedAt : r.connectedAt).toISOString();
   return {
     id: r.id,
     clientId: r.clientId,

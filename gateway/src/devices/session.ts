@@ -3,6 +3,7 @@ import { classifyRpc, encodeMcpFrame, parseDeviceFrame, type DeviceFrame, type I
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
+import { boundLog } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { SchemaValidators } from '../schemas/validators.js';
 import { BadInputLog } from './bad-input-log.js';
@@ -22,10 +23,21 @@ import type { VoiceDevice, VoiceHook } from './voice-hook.js';
 export type { CallOutcome } from './device-handle.js';
 export type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 
-export interface SessionDeps {
+/** What is the device's own. */
+export interface SessionDevice {
   deviceId: string;
   clientId: string;
   link: DeviceLink;
+  /** The registry's connection counter, in the session's log lines. */
+  epoch?: number;
+}
+
+/**
+ * What every session of a gateway shares: the registry makes one object for all of its sessions, and each
+ * session keeps a reference to it (one field, not eight: ~56 B per device).
+ */
+export interface SessionShared {
+  /** The parent logger: the session's own (bound to its device id, transport and epoch) is made when it first logs. */
   log: Logger;
   bus: EventBus;
   metrics: Metrics;
@@ -73,43 +85,77 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
 
   readonly deviceId: string;
   readonly clientId: string;
-  readonly log: Logger;
-  readonly bus: EventBus;
-  readonly metrics: Metrics;
-  readonly settings: SessionSettings;
-  readonly pages: ToolsPageCache;
-  readonly validators: SchemaValidators;
+  readonly epoch: number | undefined;
   readonly channel: RpcChannel;
-  readonly queue: CallQueue;
   private readonly link: DeviceLink;
-  private readonly host: SessionHost;
-  private readonly voice: VoiceHook;
-  private readonly steps: DeviceSetup;
-  private readonly client: DeviceClient;
+  private readonly shared: SessionShared;
+  // Made on first use: most devices of a fleet never log a line, queue a call or have a caller (~190 B per device).
+  private ownLog: Logger | undefined;
+  private callQueue: CallQueue | undefined;
+  private deviceClient: DeviceClient | undefined;
+  /** Dropped once the device is ready with nothing scheduled; made again for a relist (~64 B per ready device). */
+  private setupSteps: DeviceSetup | undefined;
   private badInputLog: BadInputLog | undefined;
   private helloTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    d: SessionDeps,
+    shared: SessionShared,
+    d: SessionDevice,
     /** WebSocket devices start with a hello; MQTT devices are initialized at once. */
     expectHello: boolean,
   ) {
     this.state = expectHello ? 'awaiting_hello' : 'initializing';
     this.deviceId = d.deviceId;
     this.clientId = d.clientId;
-    this.log = d.log;
-    this.bus = d.bus;
-    this.metrics = d.metrics;
-    this.settings = d.settings;
-    this.pages = d.pages;
-    this.validators = d.validators;
+    this.epoch = d.epoch;
     this.link = d.link;
-    this.host = d.host;
-    this.voice = d.voice;
+    this.shared = shared;
     this.channel = new RpcChannel(this);
-    this.queue = new CallQueue(this);
-    this.steps = new DeviceSetup(this);
-    this.client = new DeviceClient(this);
+  }
+
+  get bus(): EventBus {
+    return this.shared.bus;
+  }
+  get metrics(): Metrics {
+    return this.shared.metrics;
+  }
+  get settings(): SessionSettings {
+    return this.shared.settings;
+  }
+  get pages(): ToolsPageCache {
+    return this.shared.pages;
+  }
+  get validators(): SchemaValidators {
+    return this.shared.validators;
+  }
+  private get host(): SessionHost {
+    return this.shared.host;
+  }
+  private get voice(): VoiceHook {
+    return this.shared.voice;
+  }
+
+  /** The session's logger, bound to its device: a child made when the session first logs. */
+  get log(): Logger {
+    if (this.ownLog) return this.ownLog;
+    const bindings =
+      this.epoch === undefined
+        ? { deviceId: this.deviceId, transport: this.transport }
+        : { deviceId: this.deviceId, transport: this.transport, epoch: this.epoch };
+    return (this.ownLog = boundLog(this.shared.log, bindings));
+  }
+  /** Whether a line at `level` would be written: info lines of a healthy device do not make its logger when they would be dropped. */
+  logs(level: 'info' | 'debug'): boolean {
+    return this.shared.log.isLevelEnabled(level);
+  }
+  get queue(): CallQueue {
+    return (this.callQueue ??= new CallQueue(this));
+  }
+  private get steps(): DeviceSetup {
+    return (this.setupSteps ??= new DeviceSetup(this));
+  }
+  private get client(): DeviceClient {
+    return (this.deviceClient ??= new DeviceClient(this));
   }
 
   // What the parts read of their context (see the class comment).
@@ -148,11 +194,11 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     return this.link.localAddress;
   }
   get pendingCount(): number {
-    return this.channel.pendingCount + this.queue.waitingCount;
+    return this.channel.pendingCount + (this.callQueue?.waitingCount ?? 0);
   }
   /** Set while a setup step is being retried; cleared once the device is ready. */
   get setup(): SetupProgress | undefined {
-    return this.steps.progress;
+    return this.setupSteps?.progress;
   }
 
   /** Begin: wait for the hello (WebSocket) or initialize right away (MQTT). */
@@ -206,7 +252,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     this.state = 'closed';
     this.closeReason = reason;
     clearTimeout(this.helloTimer);
-    this.steps.close();
+    this.setupSteps?.close();
     this.voice.onClosed(this);
     this.failAll(new GatewayError('DEVICE_OFFLINE', `device ${this.deviceId} disconnected (${reason})`));
     this.host.onClosed(this);
@@ -215,8 +261,8 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
   /** Fail pending and queued calls, e.g. when a newer connection takes over. */
   failAll(err: GatewayError): void {
     this.channel.failAll(err);
-    this.queue.failAll(err);
-    this.client.failReady(err);
+    this.callQueue?.failAll(err);
+    this.deviceClient?.failReady(err);
   }
 
   call(name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<CallOutcome> {
@@ -307,7 +353,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
       this.state = 'failed';
       this.initError = e instanceof Error ? e.message : String(e);
       this.log.warn({ err: this.initError }, 'device initialization failed');
-      this.client.failReady(this.client.initFailure());
+      this.deviceClient?.failReady(this.deviceClient.initFailure());
       return;
     }
     if (this.state === 'closed') return;
@@ -316,14 +362,15 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     const previous = this.host.previousHash(this);
     const { catalog } = listed;
     this.catalog = catalog;
-    this.log.info({ tools: catalog.size, hash: catalog.hash, ms: Date.now() - t0, server: this.initialize.serverInfo }, 'device ready');
+    if (this.logs('info')) this.log.info({ tools: catalog.size, hash: catalog.hash, ms: Date.now() - t0, server: this.initialize.serverInfo }, 'device ready');
     this.noteGap(listed);
     this.host.onReady(this);
     publishReady(this, this.initialize, catalog);
     publishCatalogIncomplete(this, listed);
     if (previous !== undefined && previous !== catalog.hash) publishToolsChanged(this, catalog, previous, 'relisted');
-    this.client.openReady();
+    this.deviceClient?.openReady();
     this.steps.scheduleVisionRefresh(this.settings.visionRefreshMs);
+    if (this.setupSteps?.idle) this.setupSteps = undefined;
   }
 
   /** Re-read the catalog after the device says it changed; callers keep using the old one meanwhile. */

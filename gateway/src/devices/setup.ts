@@ -78,9 +78,20 @@ export class DeviceSetup {
    * page holding a tool larger than its page, and its cursor never moves past that tool).
    */
   async listTools(): Promise<ListedTools> {
-    const { settings } = this.d;
-    const { pages: cache, transport, metrics, log } = this.d;
-    const reader = new PageReader({ pages: cache, frameLimits: settings.frameLimits, schemaLimits: settings.schemaLimits, transport, metrics, log });
+    const d = this.d;
+    const { settings, pages: cache, transport, metrics } = d;
+    const { frameLimits, schemaLimits } = settings;
+    // The session's logger is read when a line is written: made only for a device that has something to say.
+    const reader = new PageReader({
+      pages: cache,
+      frameLimits,
+      schemaLimits,
+      transport,
+      metrics,
+      get log() {
+        return d.log;
+      },
+    });
     const tools: Tool[] = [];
     const seen = new Set<string>();
     const pages: CachedPage[] = [];
@@ -142,6 +153,11 @@ export class DeviceSetup {
     if (afterMs === undefined || this.closed()) return;
     clearTimeout(this.visionTimer);
     this.visionTimer = setTimeout(() => void this.refreshVision(), afterMs);
+  }
+
+  /** Nothing running nor scheduled: the session may drop this object and make another when it needs one. */
+  get idle(): boolean {
+    return this.visionTimer === undefined && this.retryWait === undefined && !this.relisting && this.progress === undefined;
   }
 
   /** The link closed: no more retries or refreshes. */
