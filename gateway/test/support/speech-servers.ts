@@ -78,6 +78,8 @@ export interface SpeechRequest {
   responseFormat: string;
   headers: IncomingMessage['headers'];
   aborted: Promise<void>;
+  /** Whether the whole reply has been written (a request still streaming, or aborted, is not). */
+  complete(): boolean;
 }
 
 export type TranscriptionScript = (req: TranscriptionRequest, index: number) => TranscriptionReply | Promise<TranscriptionReply>;
@@ -182,6 +184,7 @@ export async function startSpeechServer(options: SpeechServerOptions = {}): Prom
         responseFormat: typeof json['response_format'] === 'string' ? json['response_format'] : 'mp3',
         headers: req.headers,
         aborted,
+        complete: () => res.writableFinished,
       };
       speeches.push(record);
       if (!record.model || !record.input || !record.voice) return sendError(res, 400, 'model, input and voice are required');

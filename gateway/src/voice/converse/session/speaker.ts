@@ -1,5 +1,6 @@
 import { isScheduledEncoder, ProviderError, type OpusEncoder, type ScheduledEncoder, type SpeechSynthesizer } from '../contracts.js';
 import type { DownlinkPacer } from './pacer.js';
+import { PrefetchedSpeech } from './prefetch.js';
 import { emotionOf, speakable, toDevice } from './wire.js';
 
 export interface SpeakerDeps {
@@ -22,14 +23,16 @@ export interface SpeakerDeps {
 /**
  * Speaks one turn's sentences in order: each is synthesised (streamed), cut into frames and queued on the
  * pacer (encoded when due) behind its `tts sentence_start`; the first is preceded by `llm` (its emotion) and a single
- * `tts start`. `end()` queues `tts stop` after the last frame. Synthesis of the next sentence runs while
- * the previous one plays (the pacer's bound is the only wait).
+ * `tts start`. `end()` queues `tts stop` after the last frame. A sentence's synthesis starts when the one before
+ * it begins to be spoken (one request ahead at most), so its audio is at hand when the previous one's runs out.
  */
 export class Speaker {
   private chain: Promise<void> = Promise.resolve();
   private started = false;
   private failed = false;
   private spokenSentences = 0;
+  /** Resolves when the last sentence said so far begins to be spoken: the next one's synthesis waits for it. */
+  private lastBegins: Promise<void> = Promise.resolve();
 
   constructor(private readonly d: SpeakerDeps) {}
 
@@ -46,7 +49,19 @@ export class Speaker {
     const text = speakable(sentence);
     if (!text || !/[\p{L}\p{N}]/u.test(text)) return;
     const emotion = emotionOf(sentence);
-    this.chain = this.chain.then(() => this.speak(text, emotion));
+    const { synth, signal, voice } = this.d;
+    // Held unread at most: as much as the pacer queues (12 s at the default 200 frames).
+    const speech = new PrefetchedSpeech(synth.sampleRate * 12, signal);
+    const previousBegins = this.lastBegins;
+    let begins!: () => void;
+    this.lastBegins = new Promise<void>((r) => (begins = r));
+    void previousBegins.then(() => {
+      if (!this.failed && !speech.signal.aborted) speech.start(synth.synthesize(text, { signal: speech.signal, voice }));
+    });
+    this.chain = this.chain.then(() => {
+      begins();
+      return this.speak(text, emotion, speech);
+    });
   }
 
   /** After the last sentence: `tts stop` once the audio is queued; resolves when it has been sent. */
@@ -58,8 +73,8 @@ export class Speaker {
     this.started = false;
   }
 
-  private async speak(text: string, emotion: ReturnType<typeof emotionOf>): Promise<void> {
-    if (this.d.signal.aborted || this.failed) return;
+  private async speak(text: string, emotion: ReturnType<typeof emotionOf>, speech: PrefetchedSpeech): Promise<void> {
+    if (this.d.signal.aborted || this.failed) return speech.cancel();
     const { encoder, pacer, synth } = this.d;
     const frame = new Int16Array(encoder.frameSamples);
     let filled = 0;
@@ -85,7 +100,7 @@ export class Speaker {
       else await pacer.push({ kind: 'frame', opus: () => encoder.encode(pcm) }, this.d.signal);
     };
     try {
-      for await (const chunk of synth.synthesize(text, { signal: this.d.signal, voice: this.d.voice })) {
+      for await (const chunk of speech) {
         if (this.d.signal.aborted) return;
         const pcm = synth.sampleRate === encoder.sampleRate ? chunk : this.d.resample(chunk, synth.sampleRate, encoder.sampleRate);
         for (let i = 0; i < pcm.length;) {
@@ -111,6 +126,8 @@ export class Speaker {
       this.d.onError(
         e instanceof ProviderError ? e : new ProviderError('bad_output', e instanceof Error ? e.message.slice(0, 200) : 'synthesis failed', synth.name),
       );
+    } finally {
+      speech.cancel(); // a request still open (an abort, a failed push) is closed
     }
   }
 }

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ProviderError, type OpusEncoder, type SpeechSynthesizer } from '../../../../src/voice/converse/contracts.js';
 import { DownlinkPacer } from '../../../../src/voice/converse/session/pacer.js';
 import { Speaker } from '../../../../src/voice/converse/session/speaker.js';
@@ -9,10 +9,16 @@ import { Speaker } from '../../../../src/voice/converse/session/speaker.js';
  */
 type Sent = { json: Record<string, unknown> } | { frame: number[] };
 
-function harness(o: { synth?: Partial<SpeechSynthesizer>; synthRate?: number } = {}) {
+function harness(o: { synth?: Partial<SpeechSynthesizer>; synthRate?: number; onFrame?: (framesSent: number) => void } = {}) {
   const sent: Sent[] = [];
   const pacer = new DownlinkPacer(
-    { frame: (opus) => sent.push({ frame: [...opus] }), json: (m) => sent.push({ json: m as Record<string, unknown> }) },
+    {
+      frame: (opus) => {
+        sent.push({ frame: [...opus] });
+        o.onFrame?.(sent.filter((s) => 'frame' in s).length);
+      },
+      json: (m) => sent.push({ json: m as Record<string, unknown> }),
+    },
     { frameMs: 60, leadFrames: 10_000, maxQueued: 10_000 },
   );
   // A frame of 4 samples at 24 kHz; its "Opus" is the frame's first sample, so the test can follow the audio.
@@ -87,6 +93,68 @@ describe('Speaker', () => {
     expect(h.resampled[0]).toEqual([16_000, 24_000]);
   });
 
+  it("requests the next sentence's speech while this one's still streams, one sentence ahead at most", async () => {
+    const requested: string[] = [];
+    let releaseFirst!: () => void;
+    const firstHeld = new Promise<void>((r) => (releaseFirst = r));
+    const h = harness({
+      synth: {
+        async *synthesize(text) {
+          requested.push(text);
+          yield Int16Array.from({ length: 4 }, () => text.length);
+          if (text === 'One.') await firstHeld; // the first sentence's stream has not ended
+        },
+      },
+    });
+    h.speaker.say('One.');
+    h.speaker.say('Two!');
+    h.speaker.say('Three.');
+    // "Two!" is asked for while "One." streams; "Three." waits until "Two!" begins to be spoken.
+    await vi.waitFor(() => expect(requested).toEqual(['One.', 'Two!']));
+    expect(h.shape()).toContain('frame:4');
+    releaseFirst();
+    await h.speaker.end();
+    expect(requested).toEqual(['One.', 'Two!', 'Three.']);
+    expect(h.shape()).toEqual([
+      'llm:neutral',
+      'tts:start',
+      'tts:sentence_start:One.',
+      'frame:4',
+      'tts:sentence_start:Two!',
+      'frame:4',
+      'tts:sentence_start:Three.',
+      'frame:6',
+      'tts:stop',
+    ]);
+  });
+
+  it("closes the next sentence's request when this one fails", async () => {
+    const signals = new Map<string, AbortSignal>();
+    const h = harness({
+      synth: {
+        async *synthesize(text, opts) {
+          signals.set(text, opts.signal);
+          if (text === 'One.') {
+            await vi.waitFor(() => expect(signals.has('Two.')).toBe(true));
+            throw new ProviderError('http', 'speech API answered 500', 'stand-in');
+          }
+          for (;;) {
+            yield Int16Array.from({ length: 4 }, () => 2);
+            await new Promise((r) => setImmediate(r));
+          }
+        },
+      },
+    });
+    h.speaker.say('One.');
+    h.speaker.say('Two.');
+    h.speaker.say('Three.');
+    await h.speaker.end();
+    expect(h.errors.map((e) => e.code)).toEqual(['http']);
+    expect(signals.get('Two.')?.aborted).toBe(true);
+    expect(signals.has('Three.')).toBe(false);
+    expect(h.sent).toEqual([]);
+  });
+
   it('reports a synthesis failure once, and says no later sentence of the turn', async () => {
     const h = harness({
       synth: {
@@ -104,22 +172,24 @@ describe('Speaker', () => {
   });
 
   it('stops at once when the turn is aborted mid-sentence: no more frames, no tts stop', async () => {
-    let chunks = 0;
+    let request: AbortSignal | undefined;
     const h = harness({
       synth: {
-        async *synthesize() {
+        async *synthesize(_text, opts) {
+          request = opts.signal;
           for (;;) {
-            // The person says "stop" while the third chunk is on its way.
-            if (++chunks === 3) h.ac.abort();
             yield Int16Array.from({ length: 4 }, () => 5);
+            await new Promise((r) => setImmediate(r));
           }
         },
       },
+      // The person says "stop" as the second frame goes out.
+      onFrame: (n) => n === 2 && h.ac.abort(),
     });
     h.speaker.say('A long story.');
     await h.speaker.end();
-    expect(chunks).toBe(3);
     expect(h.shape()).toEqual(['llm:neutral', 'tts:start', 'tts:sentence_start:A long story.', 'frame:5', 'frame:5']);
     expect(h.errors).toEqual([]);
+    expect(request?.aborted).toBe(true); // the synthesis request is closed
   });
 });
