@@ -181,7 +181,7 @@ pair(
 // A call's deadline: a timer per call (its own duration, so Node makes and drops a timer list each time) against
 // the session's one DeadlineTimer, armed once for the earliest deadline and left running.
 const noop = () => undefined;
-const deadlines = new DeadlineTimer(() => Infinity);
+const deadlines = new DeadlineTimer({ expireDue: () => Infinity });
 pair(
   'call deadline (setTimeout + clearTimeout -> DeadlineTimer.arm)',
   500_000,

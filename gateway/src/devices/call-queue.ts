@@ -61,7 +61,7 @@ export class CallQueue {
       return job.fail(new GatewayError('DEVICE_BUSY', `device ${this.d.deviceId} has ${waiting.length} calls waiting; try again later`));
     }
     (this.waiting ??= []).push(job);
-    (this.deadlines ??= new DeadlineTimer(this.expire)).arm(job.deadline);
+    (this.deadlines ??= new DeadlineTimer(this)).arm(job.deadline);
   }
 
   /** Run `run` when a slot is free, with the time left until `deadline`; DEVICE_BUSY when the queue is full. */
@@ -76,7 +76,7 @@ export class CallQueue {
   }
 
   /** The deadline timer's sweep: queued calls due at `now` leave the queue with DEVICE_TIMEOUT, oldest first. */
-  private readonly expire = (now: number): number => {
+  expireDue(now: number): number {
     const waiting = this.waiting;
     if (waiting === undefined) return Infinity;
     let next = Infinity;
@@ -93,7 +93,7 @@ export class CallQueue {
       job.fail(new GatewayError('DEVICE_TIMEOUT', `call waited in the device queue until its deadline`));
     }
     return next;
-  };
+  }
 
   /** Hold a slot for `job`; a job that throws as it starts frees it and fails. */
   private startJob(job: QueueJob): void {

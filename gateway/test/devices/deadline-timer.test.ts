@@ -10,11 +10,13 @@ describe('DeadlineTimer: one timer for many deadlines', () => {
     const last = deadlines[1]!;
     const fired: number[] = [];
     const done = deferred();
-    const timer = new DeadlineTimer((now) => {
-      fired.push(now);
-      while (deadlines.length > 0 && deadlines[0]! <= now) deadlines.shift();
-      if (deadlines.length === 0) done.resolve();
-      return deadlines[0] ?? Infinity;
+    const timer = new DeadlineTimer({
+      expireDue(now) {
+        fired.push(now);
+        while (deadlines.length > 0 && deadlines[0]! <= now) deadlines.shift();
+        if (deadlines.length === 0) done.resolve();
+        return deadlines[0] ?? Infinity;
+      },
     });
     timer.arm(deadlines[1]!);
     timer.arm(deadlines[0]!); // earlier: re-armed for it
@@ -29,10 +31,12 @@ describe('DeadlineTimer: one timer for many deadlines', () => {
   it('does not fire once stopped, and can be armed again', async () => {
     let calls = 0;
     const done = deferred();
-    const timer = new DeadlineTimer(() => {
-      calls++;
-      done.resolve();
-      return Infinity;
+    const timer = new DeadlineTimer({
+      expireDue() {
+        calls++;
+        done.resolve();
+        return Infinity;
+      },
     });
     timer.arm(Date.now() + 10);
     timer.stop();
