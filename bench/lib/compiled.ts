@@ -46,3 +46,18 @@ export function spawnGateway(name: string, o: SpawnOptions): { proc: Proc; how: 
   });
   return { proc: new Proc(name, child), how: `compiled (${ENTRY})` };
 }
+
+/**
+ * The compiled gateway with a probe of the tool's own (a `data:` module, e.g. one answering `{cmd:'heap'}` over IPC)
+ * and `--expose-gc`: for the tools that read the gateway's heap or memory maps rather than the bench's rows.
+ */
+export function forkCompiledWithProbe(name: string, env: Record<string, string>, probeJs: string): Proc {
+  const child = fork(join(ROOT, ENTRY), [], {
+    cwd: ROOT,
+    execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(probeJs)}`],
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    serialization: 'json',
+  });
+  return new Proc(name, child);
+}

@@ -13,10 +13,11 @@ export const callPath = (group: number, devices: number) => (n: number) => `/v1/
 /** The floors' route that runs one call at a time per device (bench/floors/serial.ts). */
 export const serialPath = (group: number, devices: number) => (n: number) => `/serial${callPath(group, devices)(n)}`;
 
+/** Polls `cond` until it holds; a `cond` that throws (a server not listening yet) counts as not yet. */
 export async function until(what: string, cond: () => Promise<boolean>, timeoutMs: number, everyMs = 20): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
-    if (await cond()) return;
+    if (await cond().catch(() => false)) return;
     await new Promise((r) => setTimeout(r, everyMs));
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);

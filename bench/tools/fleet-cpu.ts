@@ -12,7 +12,6 @@
  * (strace slows both sides: its CPU figures are not comparable then).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { fork } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +20,8 @@ import { PROBE_JS } from './heap-probe.js';
 import { Fleet } from '../scenarios/env.js';
 import { metric, until } from '../scenarios/measure.js';
 import { fleetCaps, gatewayEnv } from '../lib/gateway-env.js';
-import { Proc, spawnTs, stopAll, type Reply } from '../lib/procs.js';
+import { forkCompiledWithProbe } from '../lib/compiled.js';
+import { spawnTs, stopAll, type Reply } from '../lib/procs.js';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const flag = (f: string) => process.argv.includes(`--${f}`);
@@ -56,17 +56,7 @@ try {
   const base = await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json') });
   const httpPort = base.httpPort;
   const env = { ...base.env, ...fleetCaps(2 * N) };
-  const gateway = dist
-    ? new Proc(
-        'gateway',
-        fork('gateway/dist/main.js', [], {
-          execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`],
-          env: { ...process.env, ...env },
-          stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-          serialization: 'json',
-        }),
-      )
-    : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env });
+  const gateway = dist ? forkCompiledWithProbe('gateway', env, PROBE_JS) : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env });
   const floor = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
   await fleet.procs[0]!.hello;

@@ -12,14 +12,15 @@
  * the gateway's CPU profile of that window (the sampler's cost is in the CPU figure then) to
  * bench/results/prof/fleet-heap-{tsx,dist}.cpuprofile (read it with bench/tools/top-self.ts).
  */
-import { fork } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { measured } from '../lib/cpu.js';
 import { PROBE_JS } from './heap-probe.js';
 import { Fleet } from '../scenarios/env.js';
-import { Proc, freePort, spawnTs, stopAll, type Reply } from '../lib/procs.js';
+import { forkCompiledWithProbe } from '../lib/compiled.js';
+import { fleetCaps, gatewayEnv } from '../lib/gateway-env.js';
+import { spawnTs, stopAll, type Reply } from '../lib/procs.js';
 
 interface Snapshot {
   snapshot: { meta: { node_fields: string[]; node_types: [string[], ...unknown[]]; edge_fields: string[]; edge_types: [string[], ...unknown[]] } };
@@ -86,31 +87,10 @@ const dir = mkdtempSync(join(tmpdir(), 'voxgate-heap-'));
 // FLEET_HEAP_CONFIG: the gateway's config file (JSON), e.g. '{"session":{"requestTimeoutMs":1000}}' to see what an idle device keeps.
 writeFileSync(join(dir, 'config.json'), process.env['FLEET_HEAP_CONFIG'] ?? '{}');
 try {
-  const httpPort = await freePort();
-  const env = {
-    GATEWAY_HTTP_HOST: '127.0.0.1',
-    GATEWAY_HTTP_PORT: String(httpPort),
-    GATEWAY_MQTT_HOST: '127.0.0.1',
-    GATEWAY_MQTT_PORT: String(await freePort()),
-    GATEWAY_API_KEYS: 'bench-key-0123456789abcdef',
-    GATEWAY_DATA_DIR: dir,
-    GATEWAY_LOG_LEVEL: 'warn',
-    GATEWAY_CONFIG: join(dir, 'config.json'),
-    GATEWAY_WS_MAX_CONNECTIONS: String(N + 100),
-    GATEWAY_HTTP_MAX_CONNECTIONS: String(N + 300),
-    GATEWAY_HTTP_MAX_CONNECTIONS_PER_ADDRESS: String(N + 300),
-  };
-  const gateway = dist
-    ? new Proc(
-        'gateway',
-        fork('gateway/dist/main.js', [], {
-          execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`],
-          env: { ...process.env, ...env },
-          stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-          serialization: 'json',
-        }),
-      )
-    : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env });
+  const base = await gatewayEnv({ dataDir: dir, apiKey: 'bench-key-0123456789abcdef', configFile: join(dir, 'config.json') });
+  const httpPort = base.httpPort;
+  const env = { ...base.env, ...fleetCaps(N) };
+  const gateway = dist ? forkCompiledWithProbe('gateway', env, PROBE_JS) : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env });
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
   await fleet.procs[0]!.hello;
   for (let t = Date.now(); ;) {

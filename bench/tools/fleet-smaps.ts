@@ -8,14 +8,14 @@
  * device, after GC, the change of: process.memoryUsage(), the gateway's V8 heap spaces (committed and
  * used), and /proc/<pid>/smaps grouped by mapping (anonymous, [heap], files), with the mappings that grew most.
  */
-import { fork } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Fleet } from '../scenarios/env.js';
 import { metric, until } from '../scenarios/measure.js';
 import { fleetCaps, gatewayEnv } from '../lib/gateway-env.js';
-import { Proc, spawnTs, stopAll, type Reply } from '../lib/procs.js';
+import { forkCompiledWithProbe } from '../lib/compiled.js';
+import { type Proc, spawnTs, stopAll, type Reply } from '../lib/procs.js';
 import { API_KEY } from '../scenarios/bench.js';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
@@ -91,17 +91,7 @@ writeFileSync(join(dir, 'config.json'), '{}');
 try {
   const base = await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json') });
   const env = { ...base.env, ...fleetCaps(N) };
-  const gateway = tsx
-    ? spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env })
-    : new Proc(
-        'gateway',
-        fork('gateway/dist/main.js', [], {
-          execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
-          env: { ...process.env, ...env },
-          stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-          serialization: 'json',
-        }),
-      );
+  const gateway = tsx ? spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env }) : forkCompiledWithProbe('gateway', env, PROBE);
   const floor = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
   await fleet.procs[0]!.hello;

@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { McpLoadSession } from '../lib/mcp-load.js';
 import { gatewayEnv, ipcAsk } from '../lib/gateway-env.js';
 import { ROOT } from '../lib/procs.js';
+import { until } from '../scenarios/measure.js';
 
 const args = process.argv.slice(2);
 const runs = Number(args.find((a) => /^\d+$/.test(a)) ?? 3);
@@ -78,15 +79,6 @@ interface HeapSpaceInfo {
 
 const MiB = (n: number) => Math.round((n / 2 ** 20) * 10) / 10;
 
-async function until(what: string, ok: () => Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await ok().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 async function oneRun(i: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'voxgate-idle-'));
   const { env, httpPort: port } = await gatewayEnv({ dataDir: dir, apiKey: API_KEY });
@@ -106,7 +98,7 @@ async function oneRun(i: number): Promise<void> {
   const ask = ipcAsk(child);
   try {
     const t0 = Date.now();
-    await until('ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 60_000);
+    await until('ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 60_000, 200);
     const readyMs = Date.now() - t0;
     if (withMcp) {
       const url = new URL(`http://127.0.0.1:${port}/mcp`);
@@ -123,6 +115,7 @@ async function oneRun(i: number): Promise<void> {
           }
         },
         60_000,
+        200,
       );
     }
     // Quiet: what start allocated settles (timers, lazy compiles) before the reading.

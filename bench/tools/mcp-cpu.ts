@@ -19,6 +19,7 @@ import { McpLoadSession, type LoadSession } from '../lib/mcp-load.js';
 import { treePids } from '../lib/proc-tree.js';
 import { gatewayEnv, ipcAsk } from '../lib/gateway-env.js';
 import { ROOT } from '../lib/procs.js';
+import { until } from '../scenarios/measure.js';
 
 const args = process.argv.slice(2);
 const nums = args.filter((a) => /^\d+$/.test(a)).map(Number);
@@ -68,15 +69,6 @@ process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));`;
 const MiB = (n: number) => Math.round((n / 2 ** 20) * 10) / 10;
 const vmRss = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) * 1024;
 
-async function until(what: string, ok: () => Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await ok().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 /** `perSession` calls back to back on every session; resolves with the wall-clock seconds taken. */
 async function drive(sessions: readonly LoadSession[], tool: string, perSession: number): Promise<number> {
   const t0 = performance.now();
@@ -117,7 +109,7 @@ async function gateway(perSession: number): Promise<void> {
   const url = new URL(`http://127.0.0.1:${port}/mcp`);
   const newSession = () => new McpLoadSession(url, { authorization: `Bearer ${API_KEY}` });
   try {
-    await until('ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 60_000);
+    await until('ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 60_000, 200);
     await until(
       'server-everything',
       async () => {
@@ -131,6 +123,7 @@ async function gateway(perSession: number): Promise<void> {
         }
       },
       60_000,
+      200,
     );
     await new Promise((r) => setTimeout(r, 1000));
     const idle = vmRss(child.pid!);
