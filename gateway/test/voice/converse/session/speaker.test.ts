@@ -110,8 +110,10 @@ describe('Speaker', () => {
     h.speaker.say('Two!');
     h.speaker.say('Three.');
     // "Two!" is asked for while "One." streams; "Three." waits until "Two!" begins to be spoken.
-    await vi.waitFor(() => expect(requested).toEqual(['One.', 'Two!']));
-    expect(h.shape()).toContain('frame:4');
+    await vi.waitFor(() => {
+      expect(requested).toEqual(['One.', 'Two!']);
+      expect(h.shape()).toContain('tts:sentence_start:One.'); // "One." is being spoken, its stream still open
+    });
     releaseFirst();
     await h.speaker.end();
     expect(requested).toEqual(['One.', 'Two!', 'Three.']);
