@@ -329,6 +329,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
           if (transport.sessionId) void closeSession(transport.sessionId, 'transport closed');
         };
         await server.connect(transport);
+        transport.useRequestEntry(server.server);
         o.metrics.mcpRequests.inc({ outcome: 'initialize' });
         reply.hijack();
         await transport.handleRequest(req.raw, reply.raw, req.body, authInfo);
