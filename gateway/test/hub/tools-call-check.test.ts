@@ -15,9 +15,21 @@ const serverCodec = wireCodecOf(new McpServer({ name: 't', version: '1' }).serve
 // The SDK's own checks, kept before any fast path is put in front of them.
 const sdk = [clientCodec, serverCodec].map((c) => ({ request: c.validateRequest, result: c.validateResult }));
 
-/** Same value, same key order at every level, same prototypes. */
+/**
+ * Same value, same own keys in the same order at every level, same prototypes. (Not `toStrictEqual`: it compares
+ * `constructor` properties, and an own `constructor` of NaN on both sides reads as a difference.)
+ */
+function identical(a: unknown, b: unknown): boolean {
+  if (Object.is(a, b)) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
+  const ka = Reflect.ownKeys(a);
+  const kb = Reflect.ownKeys(b);
+  if (ka.length !== kb.length || ka.some((k, i) => k !== kb[i])) return false;
+  return ka.every((k) => identical((a as Record<PropertyKey, unknown>)[k], (b as Record<PropertyKey, unknown>)[k]));
+}
 function same(a: unknown, b: unknown): void {
-  expect(a).toStrictEqual(b);
+  if (!identical(a, b)) expect(a).toStrictEqual(b); // shows the difference
   expect(JSON.stringify(a)).toBe(JSON.stringify(b));
 }
 
