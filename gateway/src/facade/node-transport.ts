@@ -6,7 +6,6 @@ import {
   isJsonContentType,
   SUPPORTED_PROTOCOL_VERSIONS,
   type AuthInfo,
-  type EventStore,
   type JSONRPCMessage,
   type JSONRPCRequest,
   type MessageExtraInfo,
@@ -14,6 +13,7 @@ import {
   type Transport,
   type TransportSendOptions,
 } from '@modelcontextprotocol/server';
+import type { SessionEventStore } from './event-store.js';
 import { checkMessage, deeperThan, isRequest, isResponse, MAX_BATCH_SIZE, MAX_JSON_DEPTH } from './jsonrpc-message.js';
 import { sseHeaders, SseStream, type HeldStreams } from './sse-stream.js';
 
@@ -30,7 +30,7 @@ import { sseHeaders, SseStream, type HeldStreams } from './sse-stream.js';
  */
 export interface NodeSessionTransportOptions {
   sessionIdGenerator: () => string;
-  eventStore: EventStore;
+  eventStore: SessionEventStore;
   /** Suggested in each priming event: how soon a client reconnects after a drop. */
   retryInterval: number;
   onsessioninitialized: (id: string) => void;
@@ -211,7 +211,7 @@ export class NodeSessionTransport implements Transport {
       const replayedId = await store.replayEventsAfter(lastEventId, {
         send: (eventId, message) => {
           replayed.add(eventId);
-          if (!sse.write(event(message, eventId), true)) sse.end();
+          if (!sse.write(event(JSON.stringify(message), eventId), true)) sse.end();
           return Promise.resolve();
         },
       });
@@ -268,7 +268,7 @@ export class NodeSessionTransport implements Transport {
   /** The priming event (an id to resume from, and the retry hint) for clients that accept empty data. */
   private async prime(sse: SseStream, streamId: string, version: string): Promise<void> {
     if (!this.emptyDataOk(version)) return;
-    const id = await this.o.eventStore.storeEvent(streamId, {} as JSONRPCMessage);
+    const id = this.o.eventStore.storeText(streamId, '{}', false);
     sse.write(`id: ${id}\nretry: ${this.o.retryInterval}\ndata: \n\n`, true);
   }
 
@@ -288,16 +288,18 @@ export class NodeSessionTransport implements Transport {
     const requestId = response ? message.id : options?.relatedRequestId;
     if (requestId === undefined) {
       if (response) throw new Error('Cannot send a response on a standalone SSE stream unless resuming a previous client request');
-      const eventId = await this.o.eventStore.storeEvent(STANDALONE, message);
+      const text = JSON.stringify(message);
+      const eventId = this.o.eventStore.storeText(STANDALONE, text, true);
       const s = this.streams.get(STANDALONE);
-      if (s && !s.replayed?.has(eventId)) this.writeEvent(s, message, eventId);
+      if (s && !s.replayed?.has(eventId)) this.writeEvent(s, text, eventId);
       return;
     }
     const streamId = this.requestStream.get(requestId);
     if (!streamId) throw new Error(`No connection established for request ID: ${String(requestId)}`);
-    const eventId = await this.o.eventStore.storeEvent(streamId, message);
+    const text = JSON.stringify(message);
+    const eventId = this.o.eventStore.storeText(streamId, text, true);
     const s = this.streams.get(streamId);
-    if (s && !s.replayed?.has(eventId)) this.writeEvent(s, message, eventId);
+    if (s && !s.replayed?.has(eventId)) this.writeEvent(s, text, eventId);
     if (!response) return;
     this.answered.set(requestId, message);
     const related: RequestId[] = [];
@@ -314,8 +316,8 @@ export class NodeSessionTransport implements Transport {
     }
   }
 
-  private writeEvent(s: Stream, message: JSONRPCMessage, eventId: string): void {
-    if (!s.sse.write(event(message, eventId))) s.sse.end();
+  private writeEvent(s: Stream, text: string, eventId: string): void {
+    if (!s.sse.write(event(text, eventId))) s.sse.end();
   }
 
   async close(): Promise<void> {
@@ -338,5 +340,5 @@ export class NodeSessionTransport implements Transport {
   }
 }
 
-/** One SSE event carrying a message. */
-const event = (message: JSONRPCMessage, eventId: string) => `event: message\nid: ${eventId}\ndata: ${JSON.stringify(message)}\n\n`;
+/** One SSE event carrying a message (its JSON text). */
+const event = (text: string, eventId: string) => `event: message\nid: ${eventId}\ndata: ${text}\n\n`;
