@@ -199,7 +199,7 @@ export class McpUpstream extends Upstream {
 
   /** Call a tool. A failure past the gateway is a GatewayError whose message is the sentence a model reads. */
   async call(tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
-    await this.reviveIfFailed();
+    if (this.state === 'failed') await this.reviveIfFailed(); // (no await, no promise, on a ready server's call)
     if (!this.client || this.state !== 'ready')
       throw new GatewayError(
         'UPSTREAM_UNAVAILABLE',
