@@ -21,7 +21,7 @@ export function checkToolCall(d: ToolCallDeps, catalog: ToolCatalog, name: strin
     d.metrics.calls.inc({ outcome: 'tool_not_found' });
     throw new GatewayError('TOOL_NOT_FOUND', `device ${d.deviceId} has no tool named "${name}"`, { tool: name });
   }
-  const problems = d.validators.checkKept(tool, args) ?? int32Problems(tool.inputSchema, args);
+  const problems = d.validators.check(tool.inputSchema, args) ?? int32Problems(tool.inputSchema, args);
   if (problems) {
     d.metrics.calls.inc({ outcome: 'invalid_arguments' });
     throw invalidArguments(name, problems);

@@ -85,14 +85,8 @@ export class SchemaValidators implements jsonSchemaValidator {
     this.generations = this.generations.filter((g, i) => i < 2 || g.live > 0);
   }
 
-  /** Validators evicted so far: a validator kept outside the cache (a catalog's tool) is current while this holds still. */
-  private evictions = 0;
-  /** This instance among those of the process (`checkKept`). */
-  private readonly serial = ++instances;
-
   /** An evicted validator: out of its instance's registry, and its instance dropped when it held the last one. */
   private release(e: Entry): void {
-    this.evictions++;
     e.generation.ajv.removeSchema(e.schema);
     if (--e.generation.live === 0 && e.generation !== this.generations[0]) this.generations = this.generations.filter((g) => g !== e.generation);
   }
@@ -133,25 +127,9 @@ export class SchemaValidators implements jsonSchemaValidator {
    * validator (the device then judges, as it would without a gateway).
    */
   check(schema: Record<string, unknown>, args: Record<string, unknown>): ArgumentProblem[] | undefined {
-    return problemsOf(this.validatorFor(schema), args);
-  }
-
-  /**
-   * `check` for a schema whose holder keeps what `validatorFor` gave it (a catalog's tool, checked on every call): no
-   * lookup (a WeakMap's and the LRU's) per call while the cache evicted nothing since. Kept under a symbol, not
-   * enumerable (the holder's JSON, copies and comparisons do not see it), and weakly, so a validator the cache let go
-   * (and its ajv instance) is not kept alive by a catalog.
-   */
-  checkKept(holder: { readonly inputSchema: Record<string, unknown> }, args: Record<string, unknown>): ArgumentProblem[] | undefined {
-    const k = (holder as { [KEPT]?: KeptValidator })[KEPT];
-    let v = k !== undefined && k.by === this.serial && k.evictions === this.evictions ? k.ref.deref() : undefined;
-    if (v === undefined) {
-      v = this.validatorFor(holder.inputSchema);
-      const kept = { by: this.serial, evictions: this.evictions, ref: new WeakRef(v) };
-      if (k !== undefined) Object.assign(k, kept);
-      else if (Object.isExtensible(holder)) Object.defineProperty(holder, KEPT, { value: kept });
-    }
-    return problemsOf(v, args);
+    const v = this.validatorFor(schema);
+    if (!('validate' in v) || v.validate(args)) return undefined;
+    return (v.validate.errors ?? []).slice(0, 10).map(describe);
   }
 
   /** The MCP client's hook: a schema it cannot compile throws, and the client reports it for that tool only. */
@@ -164,22 +142,6 @@ export class SchemaValidators implements jsonSchemaValidator {
         ? { valid: true, data: input as T, errorMessage: undefined }
         : { valid: false, data: undefined, errorMessage: this.ajv.errorsText(validate.errors) };
   }
-}
-
-let instances = 0;
-
-/** What a catalog's tool keeps of its validator (see `checkKept`). */
-const KEPT = Symbol('kept validator');
-interface KeptValidator {
-  /** The `serial` of the validators that gave it (a number: a catalog shared by two gateways in one process keeps neither alive). */
-  by: number;
-  evictions: number;
-  ref: WeakRef<{ validate: ValidateFunction } | { error: string }>;
-}
-
-function problemsOf(v: { validate: ValidateFunction } | { error: string }, args: Record<string, unknown>): ArgumentProblem[] | undefined {
-  if (!('validate' in v) || v.validate(args)) return undefined;
-  return (v.validate.errors ?? []).slice(0, 10).map(describe);
 }
 
 /** ajv's `code.regExp`: RE2 semantics and linear-time matching; a pattern RE2 refuses is not enforced. */

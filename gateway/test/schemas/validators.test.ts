@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SchemaValidators } from '../../src/schemas/validators.js';
 
 const SCRIPT = fileURLToPath(new URL('../fixtures/validator-heap.ts', import.meta.url));
@@ -32,34 +32,5 @@ describe('compiled validators: memory bound (issue 20 item 7)', () => {
       expect(held).toBeLessThanOrEqual(3);
     }
     expect(v.size).toBe(4);
-  });
-});
-
-describe('a validator kept with its schema’s holder (checkKept, a catalog tool’s)', () => {
-  it('answers as check does, found once while nothing is evicted, and again after an eviction; invisible on the holder', () => {
-    const v = new SchemaValidators({ limits, maxCached: 2, compilesPerInstance: 8 });
-    const tool = { name: 't', inputSchema: { type: 'object', properties: { x: { type: 'integer', maximum: 5 } }, required: ['x'] } };
-    const json = JSON.stringify(tool);
-    const lookups = () => (v as unknown as { keys: WeakMap<object, string> }).keys;
-    const spy = vi.spyOn(v, 'validatorFor');
-    for (let i = 0; i < 3; i++) {
-      expect(v.checkKept(tool, { x: 9 })).toEqual(v.check(tool.inputSchema, { x: 9 }));
-      expect(v.checkKept(tool, { x: 1 })).toBeUndefined();
-    }
-    // One lookup of its own, and one per `check` above.
-    expect(spy.mock.calls.filter(([s]) => s === tool.inputSchema).length).toBe(1 + 3);
-    // Two other schemas push it out of the cache: the next call finds it (compiled again) and still judges the same.
-    v.check({ type: 'object', properties: { a: { type: 'string' } } }, {});
-    v.check({ type: 'object', properties: { b: { type: 'string' } } }, {});
-    spy.mockClear();
-    expect(v.checkKept(tool, {})?.[0]).toEqual({ argument: 'x', message: 'is required' });
-    expect(spy).toHaveBeenCalledTimes(1);
-    expect(lookups().has(tool.inputSchema)).toBe(true);
-    // What the holder keeps is not among its keys: its JSON, copies and comparisons are unchanged.
-    expect(JSON.stringify(tool)).toBe(json);
-    expect(Object.keys({ ...tool })).toEqual(['name', 'inputSchema']);
-    // A second set of validators does not take the first one's kept validator.
-    const other = new SchemaValidators({ limits, maxCached: 2 });
-    expect(other.checkKept(tool, { x: 9 })?.[0]?.argument).toBe('x');
   });
 });
