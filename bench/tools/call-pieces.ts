@@ -2,8 +2,8 @@
  * CPU per request of the call route's fixed pieces, this checkout's against another checkout's (the commit before a
  * change), in one process, alternating:
  *   MICRO_BASE=<dir> npx tsx --conditions voxgate-source bench/tools/call-pieces.ts [rounds=5]
- * <dir> holds the older sources (e.g. `git archive main | tar -x -C <dir>`, its node_modules a link to this one's).
- * Pieces: the API-key check, the MQTT packet guard's read of a device reply, and a whole request through fastify
+ * <dir> holds the older sources, gateway/src and protocol/src (e.g. `git archive main | tar -x -C <dir>`, its node_modules a link to this one's).
+ * Pieces: the API-key check, a device reply frame's parse, the MQTT packet guard's read of a device reply, and a whole request through fastify
  * (`inject`) with the gateway's set-up of the logger and the scope hook against the older one (inject's own ~100 µs
  * per request hide differences of a few µs: read its lowest figures). CPU time (process.cpuUsage), lowest and median
  * of the rounds; no assertion.
@@ -16,6 +16,7 @@ import * as scope from '../../gateway/src/api/device-scope.js';
 import * as requestLogger from '../../gateway/src/api/request-logger.js';
 import * as guard from '../../gateway/src/links/mqtt-packet-guard.js';
 import { createLogger } from '../../gateway/src/log.js';
+import * as envelope from '../../protocol/src/envelope.js';
 
 const baseDir = process.env['MICRO_BASE'];
 if (!baseDir) throw new Error('set MICRO_BASE to the older checkout');
@@ -25,6 +26,7 @@ const oldAuth = await older<typeof auth>('api/auth.ts');
 const oldScope = await older<typeof scope>('api/device-scope.ts');
 const oldLogger = await older<typeof requestLogger>('api/request-logger.ts');
 const oldGuard = await older<typeof guard>('links/mqtt-packet-guard.ts');
+const oldEnvelope = (await import(pathToFileURL(`${baseDir}/protocol/src/envelope.ts`).href)) as typeof envelope;
 
 function cpuUs(n: number, op: (i: number) => void): number {
   const c0 = process.cpuUsage();
@@ -68,6 +70,15 @@ await pair(
   300_000,
   () => oldAuth.authenticate(header, keys),
   () => auth.authenticate(header, keys),
+);
+
+// A device's reply frame read at the parse boundary (bounds, JSON.parse, envelope).
+const replyFrame = '{"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":123,"result":{"content":[{"type":"text","text":"true"}],"isError":false}}}';
+await pair(
+  'device reply frame parse (bounds, JSON, envelope)',
+  500_000,
+  () => oldEnvelope.parseDeviceFrame(replyFrame),
+  () => envelope.parseDeviceFrame(replyFrame),
 );
 
 // A device reply's packet through the MQTT packet guard (one socket chunk, one whole QoS 0 PUBLISH).
