@@ -3,14 +3,15 @@
  * serialising route (bench/floors/serial.ts) on its own device, alternating, judged by process CPU per call
  * (/proc/<pid>/stat) of the server and of the device simulator, and with `--strace` by the system calls per call.
  *   node --conditions=voxgate-source --import tsx bench/tools/one-device.ts [rounds=3] [seconds=2] [concurrency=16] [warm-up seconds=1] [--strace] [--profile]
- *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc]
+ *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc] [--gateway-arg=<node option>]...
  * `--profile`: CPU profiles of the gateway's and the floor's last round, bench/results/prof/one-device-{gateway,floor}.cpuprofile.
  * `--devices=N` (default 1): calls spread over N devices; with N > 1 the floor is the pipelined route (as the bench's
  * many-device rows), not the serialising one. `--mqtt`: the devices connect over MQTT, the floor is mqtt-relay.ts.
  * `--alloc`: in the last round, bytes allocated per call and garbage collections of each server (alloc-probe.ts), and
  * the gateway's top allocation sites: counts that the machine's load does not move (`--survivors`: only the objects of
  * that round the young collections did not free, i.e. what they copied or promoted). `--trace-gc`: both servers run
- * with node's --trace-gc; the last collections of each are printed at the end.
+ * with node's --trace-gc; the last collections of each are printed at the end. `--gateway-arg=`: a node option for the
+ * gateway's process only (e.g. a V8 flag), repeatable.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -82,7 +83,7 @@ try {
       ...env,
       GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
     },
-    nodeArgs: probes,
+    nodeArgs: [...probes, ...args.filter((a) => a.startsWith('--gateway-arg=')).map((a) => a.slice('--gateway-arg='.length))],
   });
   console.log(`gateway: ${how}`);
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
