@@ -371,6 +371,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     this.deviceClient?.openReady();
     this.steps.scheduleVisionRefresh(this.settings.visionRefreshMs);
     if (this.setupSteps?.idle) this.setupSteps = undefined;
+    this.channel.releaseTimer();
   }
 
   /** Re-read the catalog after the device says it changed; callers keep using the old one meanwhile. */
