@@ -140,7 +140,7 @@ export class DeviceRegistry implements LocalDevices {
     const s = r.session;
     if (s) {
       r.session = undefined;
-      s.failAll(new GatewayError('DEVICE_NOT_FOUND', `device ${r.id} was ${reason}`));
+      s.failAll(() => new GatewayError('DEVICE_NOT_FOUND', `device ${r.id} was ${reason}`));
       s.close(CLOSE_FORGOTTEN, reason);
       // Published while the entry is still here (the cluster writes its presence offline from it); the
       // session's own close comes later and is a stale one by then.
@@ -217,7 +217,7 @@ export class DeviceRegistry implements LocalDevices {
     if (old && old.state !== 'closed') {
       this.d.metrics.takeovers.inc();
       session.log.info({ previousEpoch: prev!.epoch }, 'a newer connection replaces the current one');
-      old.failAll(new GatewayError('DEVICE_OFFLINE', `device ${info.deviceId} reconnected; the call was on the replaced connection`));
+      old.failAll(() => new GatewayError('DEVICE_OFFLINE', `device ${info.deviceId} reconnected; the call was on the replaced connection`));
       old.close(CLOSE_REPLACED, 'replaced by a newer connection');
     }
     this.d.metrics.hot.connections[info.link.transport].inc();
