@@ -3,7 +3,7 @@
  * handshake (bench/floors/bare-ws.ts: hello answered, initialize, the tools/list pages, JSON.parse only), with no
  * sockets: each device an in-memory link that says hello and answers in the firmware's layout, in a later
  * macrotask (as a socket would), with the bench fleet's two-page catalog (bench/fleet/catalog.ts).
- *   npx tsx --conditions voxgate-source bench/tools/fleet-ready-cpu.ts [devices=2000] [rounds=5] [inflight=256]
+ *   npx tsx --expose-gc --conditions voxgate-source bench/tools/fleet-ready-cpu.ts [devices=2000] [rounds=5] [inflight=256]
  * The sockets (accept, HTTP upgrade, ws framing, writev) are what both pay and what this leaves out: the figure is
  * the JavaScript (and SQLite) the gateway adds on top of the floor's four round trips, and it moves little with the
  * machine's load (CPU time, not wall clock). Each round connects `devices` new devices to every side in turn (new
@@ -156,6 +156,8 @@ async function run(side: Side, round: number, n: number): Promise<number> {
     while (next < n) await side.connect(idOf(round, next++));
   };
   const settle = () => new Promise((r) => setTimeout(r, 300)); // the records' and the event history's 250 ms batches
+  // Every side starts from a collected heap (with --expose-gc): a full collection of what another side left is not its cost.
+  (globalThis as { gc?: () => void }).gc?.();
   const c0 = process.cpuUsage();
   await Promise.all(Array.from({ length: Math.min(inflight, n) }, worker));
   await settle(); // what the ready devices wrote is part of their cost
