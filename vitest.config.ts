@@ -16,6 +16,8 @@ export default defineConfig({
     // (or a CI machine starting gateway processes through tsx) can take several times a quiet run's time.
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // expect.poll's own default (1 s) is a budget a loaded machine exceeds: the same hang guard instead.
+    expect: { poll: { timeout: 30_000 } },
     // Two cores: files run in parallel forks, each with its own ports (port 0).
     pool: 'forks',
     reporters: ['default', './test/support/summary-reporter.ts'],

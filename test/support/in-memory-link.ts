@@ -87,7 +87,7 @@ export class InMemoryDevice {
   }
 
   /** The next frame sent after the ones already taken (in order), matching `match`. */
-  next(match: (text: string) => boolean = () => true, timeoutMs = 5000): Promise<string> {
+  next(match: (text: string) => boolean = () => true, timeoutMs = 15_000): Promise<string> {
     for (; this.seen < this.frames.length;) {
       const text = this.frames[this.seen++]!;
       if (match(text)) return Promise.resolve(text);

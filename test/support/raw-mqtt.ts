@@ -38,7 +38,7 @@ export class RawMqtt {
   }
 
   /** The next packet of this kind, skipping others (e.g. the gateway's own pushes to a device). */
-  async nextOf<C extends Packet['cmd']>(cmd: C, timeoutMs = 5000): Promise<Extract<Packet, { cmd: C }>> {
+  async nextOf<C extends Packet['cmd']>(cmd: C, timeoutMs = 15_000): Promise<Extract<Packet, { cmd: C }>> {
     for (;;) {
       const p = await this.packets.next(timeoutMs, cmd.toUpperCase());
       if (p.cmd === cmd) return p as Extract<Packet, { cmd: C }>;

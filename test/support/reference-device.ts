@@ -1020,11 +1020,11 @@ export class ReferenceDevice {
     for (const payload of held) this.sendText(this.envelope(payload));
   }
 
-  waitForMcp(pred: (p: Record<string, unknown>) => boolean, timeoutMs = 5000): Promise<Record<string, unknown>> {
+  waitForMcp(pred: (p: Record<string, unknown>) => boolean, timeoutMs = 15_000): Promise<Record<string, unknown>> {
     return this.waitIn(this.mcpReceived, this.mcpWaiters, pred, timeoutMs, 'MCP payload');
   }
 
-  waitForFrame(pred: (f: Record<string, unknown>) => boolean, timeoutMs = 5000): Promise<Record<string, unknown>> {
+  waitForFrame(pred: (f: Record<string, unknown>) => boolean, timeoutMs = 15_000): Promise<Record<string, unknown>> {
     return this.waitIn(this.received, this.frameWaiters, pred, timeoutMs, 'frame');
   }
 

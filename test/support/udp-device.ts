@@ -62,7 +62,7 @@ export class UdpDeviceChannel {
     this.send(this.packet(opus, timestamp));
   }
 
-  next(timeoutMs = 5000): Promise<ReceivedAudio> {
+  next(timeoutMs = 15_000): Promise<ReceivedAudio> {
     return this.queue.next(timeoutMs, 'UDP audio at the device');
   }
 

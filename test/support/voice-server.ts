@@ -118,14 +118,14 @@ export class VoiceServerConnection {
   }
 
   /** The next JSON message matching `pred` (earlier non-matching ones are skipped). */
-  async nextJson(pred: (m: Record<string, unknown>) => boolean = () => true, timeoutMs = 5000): Promise<Record<string, unknown>> {
+  async nextJson(pred: (m: Record<string, unknown>) => boolean = () => true, timeoutMs = 15_000): Promise<Record<string, unknown>> {
     for (;;) {
       const m = await this.jsonQueue.next(timeoutMs, 'a JSON message at the voice server');
       if (pred(m)) return m;
     }
   }
 
-  nextAudio(timeoutMs = 5000): Promise<Buffer> {
+  nextAudio(timeoutMs = 15_000): Promise<Buffer> {
     return this.audioQueue.next(timeoutMs, 'an audio frame at the voice server');
   }
 
@@ -171,7 +171,7 @@ export class VoiceServerDouble {
     return server;
   }
 
-  nextConnection(timeoutMs = 5000): Promise<VoiceServerConnection> {
+  nextConnection(timeoutMs = 15_000): Promise<VoiceServerConnection> {
     return this.connections.next(timeoutMs, 'a connection at the voice server');
   }
 

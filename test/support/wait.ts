@@ -62,7 +62,7 @@ export function withTimeout<T>(p: Promise<T>, ms: number, what = 'operation'): P
  * Resolve with the arguments of the next `event` from `emitter`; reject on timeout, or on an 'error'
  * event (unless `event` is 'error' itself).
  */
-export function once<T extends unknown[] = unknown[]>(emitter: Emitter, event: string, timeoutMs = 5000): Promise<T> {
+export function once<T extends unknown[] = unknown[]>(emitter: Emitter, event: string, timeoutMs = 15_000): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const onEvent = (...args: unknown[]): void => {
       cleanup();
@@ -102,7 +102,7 @@ export class AsyncQueue<T> {
     else this.items.push(v);
   }
 
-  next(timeoutMs = 5000, what = 'queue item'): Promise<T> {
+  next(timeoutMs = 15_000, what = 'queue item'): Promise<T> {
     const v = this.items.shift();
     if (v !== undefined) return Promise.resolve(v);
     let waiter!: (v: T) => void;

@@ -233,11 +233,11 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     await streamFrames(wsUplink(d, 1), utterance(3));
     await until(() => d.audioReceived.length >= 1, 'speaking', 15_000);
     const framesAtAbort = d.audioReceived.length;
-    const at = performance.now();
     d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'abort' }));
     const stop = await d.waitForFrame((f) => f['type'] === 'tts' && f['state'] === 'stop', 5000);
     expect(stop).toBeDefined();
-    expect(performance.now() - at).toBeLessThan(500);
+    // No clock in the assertion: the unit test shows the stop leaves in the turn the abort is handled;
+    // here, what the device sees: at most 3 frames after its abort, then none.
     await withTimeout(llm.requests.at(-1)!.aborted, 5000, 'the model request closed');
     release();
     const n = d.audioReceived.length;

@@ -142,7 +142,6 @@ describe.skipIf(!existsSync(PYTHON))('MCP endpoint: a pipe dials in', { timeout:
       await untilHub(hub(), ready('pipe'), 'the endpoint to be ready');
       // A 30 s operation; the server process (the pipe's child) is killed under it: the pipe closes the
       // socket, and the call fails at once instead of waiting out its timeout.
-      const started = Date.now();
       const call = t.api<{ content: Array<{ text: string }>; isError: boolean }>('POST', '/v1/tools/mcp__pipe__trigger-long-running-operation/call', {
         arguments: { duration: 30, steps: 3 },
       });
@@ -152,7 +151,7 @@ describe.skipIf(!existsSync(PYTHON))('MCP endpoint: a pipe dials in', { timeout:
       const r = await call;
       expect(r.body.isError).toBe(true);
       expect(r.body.content[0]!.text).toMatch(/stopped while handling|not available/);
-      expect(Date.now() - started).toBeLessThan(20_000); // not the 20 s call timeout
+      expect(r.body.content[0]!.text).not.toMatch(/did not answer within/); // failed by the drop, not by the 20 s call timeout
 
       // The pipe reconnects with its backoff and a fresh server process; no restart of anything here.
       await expect.poll(() => pipe.lines.filter((l) => l === 'connected').length, { timeout: 15_000 }).toBeGreaterThan(connectedBefore);

@@ -275,11 +275,11 @@ describe('conversation session (stand-in audio and providers)', () => {
     h.speak();
     h.quiet();
     await until(() => h.frames() >= 2, 'speaking');
-    const abortAt = performance.now();
     h.session.input({ kind: 'abort' });
+    // Looked for straight after the synchronous input(): the stop leaves in the same turn as the abort
+    // is handled (the firmware's 500 ms with no wait at all), and it is the last thing sent.
     const stopIdx = h.sent.findIndex((s, i) => s.json?.['state'] === 'stop' && i > 0);
-    expect(stopIdx).toBeGreaterThan(0);
-    expect(h.sent[stopIdx]!.at - abortAt).toBeLessThan(500);
+    expect(stopIdx).toBe(h.sent.length - 1);
     expect(h.turns.cancelled).toHaveLength(1);
     expect(h.tts.signals.at(-1)!.aborted).toBe(true);
     const before = h.sent.length;
