@@ -2,7 +2,8 @@
  * Plain JavaScript preloaded into a measured process (`--import` of `ALLOC_PROBE_URL`, before tsx), so the gateway and
  * a bare floor are measured the same way. `{cmd:'alloc-start', sample}` starts counting garbage collections (by kind,
  * with their pause time) and, with `sample`, V8's sampling heap profiler with the objects the young and the old collections freed kept in
- * the profile (so it counts what was allocated, not what survived); `{cmd:'alloc-stop', top}` answers the counts, the
+ * the profile (so it counts what was allocated, not what survived; with `survivors`, what the young collections freed is
+ * left out: what they copied or promoted, i.e. what lived across one); `{cmd:'alloc-stop', top}` answers the counts, the
  * estimated bytes allocated in the window, and the `top` allocation sites by bytes (function, file:line).
  */
 const PROBE_JS = `import { Session } from 'node:inspector';
@@ -31,7 +32,7 @@ process.on('message', async (m) => {
     session.connect();
     await post('HeapProfiler.enable');
     await post('HeapProfiler.startSampling', { samplingInterval: m.interval ?? 4096,
-      includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+      includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: !m.survivors });
     return process.send({ id: m.id, ok: true });
   }
   if (m.cmd !== 'alloc-stop') return;

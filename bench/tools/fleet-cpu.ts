@@ -8,7 +8,7 @@
  * closes both groups. --storm also measures a reconnect storm of the gateway's group (the same devices dropped
  * and dialing again: known devices, takeovers of closing sessions). --dist runs the compiled gateway (build it
  * first: npx tsc -b tsconfig.build.json). --profile writes the gateway's CPU profile of its last connect window
- * to bench/results/prof/fleet-cpu-{tsx,dist}.cpuprofile. --strace counts each side's syscalls per ready device
+ * to bench/results/prof/fleet-cpu-{tsx,dist}.cpuprofile, and the floor's to fleet-cpu-floor.cpuprofile. --strace counts each side's syscalls per ready device
  * (strace slows both sides: its CPU figures are not comparable then).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -57,7 +57,9 @@ try {
   const httpPort = base.httpPort;
   const env = { ...base.env, ...fleetCaps(2 * N) };
   const gateway = dist ? forkCompiledWithProbe('gateway', env, PROBE_JS) : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env });
-  const floor = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');
+  // --profile profiles the floor's last window too (the same probe, loaded before the floor's own code).
+  const probe = profile ? ['--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`] : [];
+  const floor = spawnTs('bare-ws', 'bench/floors/bare-ws.ts', { nodeArgs: probe });
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
   await fleet.procs[0]!.hello;
   const floorPort = (await floor.hello)['port'] as number;
@@ -71,8 +73,8 @@ try {
     const url = name === 'floor' ? `ws://127.0.0.1:${floorPort}/xiaozhi/v1/` : `ws://127.0.0.1:${httpPort}/xiaozhi/v1/`;
     const ready = name === 'floor' ? floorReady : gwReady;
     const before = await ready();
-    const prof = profile && last && name === 'gateway';
-    if (prof) await gateway.request({ cmd: 'profile' });
+    const prof = profile && last;
+    if (prof) await proc.request({ cmd: 'profile' });
     const st = strace ? traced(proc.child.pid!, join(dir, `${group}.strace`)) : undefined;
     if (st) await new Promise((r) => setTimeout(r, 1000)); // attached
     const m = await measured([proc.child.pid], async () => {
@@ -83,7 +85,8 @@ try {
       return performance.now() - t0;
     });
     const calls = await st?.calls();
-    if (prof) await gateway.request({ cmd: 'profile', file: join(PROF_DIR, `fleet-cpu-${dist ? 'dist' : 'tsx'}.cpuprofile`) }, 600_000);
+    const profName = name === 'floor' ? 'floor' : dist ? 'dist' : 'tsx';
+    if (prof) await proc.request({ cmd: 'profile', file: join(PROF_DIR, `fleet-cpu-${profName}.cpuprofile`) }, 600_000);
     const perDevice = (m.cpu[0]! / n).toFixed(0);
     let line = `${name.padEnd(7)} ${perDevice.padStart(6)} µs CPU per ready device, ${(n / (m.result / 1000)).toFixed(0).padStart(5)} ready/s (load ${m.load.join(' -> ')})`;
     if (calls) line += `\n         per device: ${[...calls].map(([k, v]) => `${k} ${(v / n).toFixed(2)}`).join(', ')}`;

@@ -7,10 +7,11 @@
  * in the window (count and pause time, by kind), its heap after GC, and its RSS before, at the peak and after
  * every session was deleted. --direct also drives a server-everything of its own on its pipe (no proxy), the
  * same calls, for the server's own CPU per call and rate. --profile writes the gateway's CPU profile of the
- * window to bench/results/prof/mcp-cpu.cpuprofile (read it with bench/tools/top-self.ts).
+ * window to bench/results/prof/mcp-cpu.cpuprofile (read it with bench/tools/top-self.ts). MCP_CPU_ROOT=<dir> runs
+ * <dir>/gateway/dist/main.js instead (a copy of another build, for alternating before/after runs).
  */
 import { fork, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cpuUs } from '../lib/cpu.js';
@@ -99,7 +100,7 @@ async function gateway(perSession: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'voxgate-mcp-cpu-'));
   const { env, httpPort: port } = await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json') });
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING] } } } }));
-  const child = fork(join(ROOT, 'gateway/dist/main.js'), [], {
+  const child = fork(join(process.env['MCP_CPU_ROOT'] ?? ROOT, 'gateway/dist/main.js'), [], {
     cwd: ROOT,
     execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
     env: { ...process.env, ...env },
@@ -132,6 +133,7 @@ async function gateway(perSession: number): Promise<void> {
     await drive(sessions, 'mcp__everything__echo', Math.max(1, Math.floor(perSession / 5)));
     const serverPid = treePids(child.pid!).find((p) => p !== child.pid)!;
     await ask({ cmd: 'reset' });
+    mkdirSync(join(ROOT, 'bench/results/prof'), { recursive: true }); // the probe writes there; a missing folder hung the run
     if (args.includes('--profile')) await ask({ cmd: 'profile-start' });
     if (args.includes('--alloc')) await ask({ cmd: 'alloc-start' });
     // --strace: the gateway's syscalls in the window, counted (strace -c), to compare writes per call.

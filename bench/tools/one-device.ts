@@ -3,7 +3,15 @@
  * serialising route (bench/floors/serial.ts) on its own device, alternating, judged by process CPU per call
  * (/proc/<pid>/stat) of the server and of the device simulator, and with `--strace` by the system calls per call.
  *   node --conditions=voxgate-source --import tsx bench/tools/one-device.ts [rounds=3] [seconds=2] [concurrency=16] [warm-up seconds=1] [--strace] [--profile]
- * `--profile`: a CPU profile of the gateway's last round, bench/results/prof/one-device-gateway.cpuprofile.
+ *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc] [--gateway-arg=<node option>]...
+ * `--profile`: CPU profiles of the gateway's and the floor's last round, bench/results/prof/one-device-{gateway,floor}.cpuprofile.
+ * `--devices=N` (default 1): calls spread over N devices; with N > 1 the floor is the pipelined route (as the bench's
+ * many-device rows), not the serialising one. `--mqtt`: the devices connect over MQTT, the floor is mqtt-relay.ts.
+ * `--alloc`: in the last round, bytes allocated per call and garbage collections of each server (alloc-probe.ts), and
+ * the gateway's top allocation sites: counts that the machine's load does not move (`--survivors`: only the objects of
+ * that round the young collections did not free, i.e. what they copied or promoted). `--trace-gc`: both servers run
+ * with node's --trace-gc; the last collections of each are printed at the end. `--gateway-arg=`: a node option for the
+ * gateway's process only (e.g. a V8 flag), repeatable.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,11 +25,14 @@ import { ROOT, spawnTs, stopAll, type Proc } from '../lib/procs.js';
 import { API_KEY, BODY, QUEUE_LIMIT } from '../scenarios/bench.js';
 import { Fleet } from '../scenarios/env.js';
 import { callPath, metric, serialPath, until } from '../scenarios/measure.js';
+import { ALLOC_PROBE_URL } from './alloc-probe.js';
 import { PROBE_JS } from './heap-probe.js';
 
 const args = process.argv.slice(2);
 const flags = new Set(args.filter((a) => a.startsWith('--')));
 const [rounds = 3, seconds = 2, concurrency = 16, warmS = 1] = args.filter((a) => /^\d/.test(a)).map(Number);
+const devices = Number(args.find((a) => a.startsWith('--devices='))?.slice('--devices='.length) ?? 1);
+const mqtt = flags.has('--mqtt');
 const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-one-device-'));
 writeFileSync(join(dataDir, 'config.json'), '{}');
 
@@ -60,31 +71,42 @@ async function straced<T>(pid: number, work: () => Promise<T>): Promise<{ result
 }
 
 try {
-  const { env, httpPort } = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
+  const probes = [
+    `--import=data:text/javascript,${encodeURIComponent(PROBE_JS)}`,
+    ...(flags.has('--alloc') ? [`--import=${ALLOC_PROBE_URL}`] : []),
+    ...(flags.has('--trace-gc') ? ['--trace-gc'] : []),
+  ];
+  const { env, httpPort, mqttPort } = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
   // The compiled gateway when its build is fresh (as the bench runs it), else its sources under tsx.
   const { proc: gateway, how } = spawnGateway('gateway', {
     env: {
       ...env,
       GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
     },
-    nodeArgs: ['--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`],
+    nodeArgs: [...probes, ...args.filter((a) => a.startsWith('--gateway-arg=')).map((a) => a.slice('--gateway-arg='.length))],
   });
   console.log(`gateway: ${how}`);
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
-  const relay = spawnTs('ws-relay', 'bench/floors/ws-relay.ts');
+  const relay = mqtt
+    ? spawnTs('mqtt-relay', 'bench/floors/mqtt-relay.ts', { nodeArgs: probes })
+    : spawnTs('ws-relay', 'bench/floors/ws-relay.ts', { nodeArgs: probes });
   const gwUrl = `http://127.0.0.1:${httpPort}`;
-  const floorPort = (await relay.hello)['port'] as number;
+  const hello = await relay.hello;
+  const floorPort = hello['port'] as number;
   const floorUrl = `http://127.0.0.1:${floorPort}`;
+  const transport = mqtt ? ('mqtt' as const) : ('ws' as const);
+  const gwTarget = mqtt ? `mqtt://127.0.0.1:${mqttPort}` : `ws://127.0.0.1:${httpPort}/xiaozhi/v1/`;
+  const floorTarget = mqtt ? `mqtt://127.0.0.1:${hello['mqttPort'] as number}` : `ws://127.0.0.1:${floorPort}/xiaozhi/v1/`;
   await fleet.procs[0]!.hello;
   await until('the gateway', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 60_000, 100);
-  const common = { mode: 'device' as const, transport: 'ws' as const, count: 1, sources: [], timeoutMs: 30_000 };
-  await fleet.connect({ ...common, group: 'gw', waitFor: 'ready', url: `ws://127.0.0.1:${httpPort}/xiaozhi/v1/`, macGroup: 1 });
-  await fleet.connect({ ...common, group: 'floor', waitFor: 'open', url: `ws://127.0.0.1:${floorPort}/xiaozhi/v1/`, macGroup: 2 });
-  await until('the device ready', async () => (await metric(gwUrl, 'voxgate_devices_ready')) >= 1, 30_000);
+  const common = { mode: 'device' as const, transport, count: devices, sources: [], timeoutMs: 30_000 };
+  await fleet.connect({ ...common, group: 'gw', waitFor: 'ready', url: gwTarget, macGroup: 1 });
+  await fleet.connect({ ...common, group: 'floor', waitFor: 'open', url: floorTarget, macGroup: 2 });
+  await until('the devices ready', async () => (await metric(gwUrl, 'voxgate_devices_ready')) >= devices, 30_000);
   const fleetPid = fleet.procs[0]!.child.pid;
   const sides = [
-    { name: 'gateway', proc: gateway, url: gwUrl, path: callPath(1, 1), key: API_KEY as string | undefined },
-    { name: 'floor', proc: relay as Proc, url: floorUrl, path: serialPath(2, 1), key: undefined },
+    { name: 'gateway', proc: gateway, url: gwUrl, path: callPath(1, devices), key: API_KEY as string | undefined },
+    { name: 'floor', proc: relay as Proc, url: floorUrl, path: devices === 1 ? serialPath(2, 1) : callPath(2, devices), key: undefined },
   ];
   for (const s of sides)
     await runLoad({ baseUrl: s.url, path: s.path, body: BODY, connections: concurrency, durationS: warmS, ...(s.key ? { apiKey: s.key } : {}) });
@@ -103,12 +125,20 @@ try {
   };
   for (let i = 0; i < rounds; i++) {
     for (const s of sides) {
-      const profile = flags.has('--profile') && i === rounds - 1 && s.name === 'gateway';
+      const profile = flags.has('--profile') && i === rounds - 1;
+      const alloc = flags.has('--alloc') && i === rounds - 1;
       if (profile) await s.proc.request({ cmd: 'profile' });
+      if (alloc) await s.proc.request({ cmd: 'alloc-start', sample: true, interval: 1024, survivors: flags.has('--survivors') });
       const m = await run(s);
+      if (alloc) {
+        const a = await s.proc.request({ cmd: 'alloc-stop', top: s.name === 'gateway' ? 30 : 10 });
+        const gcs = Object.entries(a['gc'] as Record<string, { count: number; ms: number }>).map(([k, g]) => `${k} ${g.count} (${g.ms.toFixed(0)} ms)`);
+        console.log(`${s.name} allocated ${((a['bytes'] as number) / m.r.ok).toFixed(0)} B/call over ${m.r.ok} calls; gc: ${gcs.join(', ')}`);
+        for (const [site, bytes] of a['top'] as Array<[string, number]>) console.log(`  ${(bytes / m.r.ok).toFixed(0).padStart(6)} B/call  ${site}`);
+      }
       if (profile) {
         mkdirSync(join(ROOT, 'bench/results/prof'), { recursive: true });
-        await s.proc.request({ cmd: 'profile', file: join(ROOT, 'bench/results/prof/one-device-gateway.cpuprofile') });
+        await s.proc.request({ cmd: 'profile', file: join(ROOT, `bench/results/prof/one-device-${s.name}.cpuprofile`) });
       }
       console.log(
         `${s.name.padEnd(7)} c=${concurrency}: ${m.r.perSecond.toFixed(0).padStart(5)} calls/s  server ${m.server.toFixed(0).padStart(4)} µs/call (main: user ${m.user.toFixed(0)}, sys ${m.sys.toFixed(0)}; other threads ${m.threads.toFixed(0)})  ` +
@@ -116,6 +146,10 @@ try {
       );
     }
   }
+  if (flags.has('--trace-gc'))
+    for (const s of sides)
+      for (const line of [...s.proc.stdout.filter((l) => /Mark-Compact/.test(l)).slice(-4), ...s.proc.stdout.filter((l) => /Scavenge/.test(l)).slice(-3)])
+        console.log(`${s.name}: ${line}`);
   if (flags.has('--strace'))
     for (const s of sides) {
       for (const [who, pid] of [

@@ -1,4 +1,4 @@
-import type { Counter, Histogram, LabelValues } from 'prom-client';
+import type { Counter, Gauge, Histogram, LabelValues } from 'prom-client';
 
 /** One label set of a counter, incremented on a hot path. */
 export interface BoundCounter {
@@ -41,6 +41,82 @@ export function bindCounter<T extends string>(counter: Counter<T>, labels: Label
   return {
     inc(value = 1) {
       child.pending += value;
+    },
+  };
+}
+
+const byValue = new WeakMap<Counter<string>, Map<string, BoundCounter>>();
+
+/**
+ * bindCounter for one label whose value is known only at run time, from a small fixed set (an event's type): the
+ * bound child of each value is made on first use and kept, one per counter whoever asks.
+ */
+export function boundChild<T extends string>(counter: Counter<T>, label: T, value: string): BoundCounter {
+  const c = counter as unknown as Counter<string>;
+  let children = byValue.get(c);
+  if (!children) byValue.set(c, (children = new Map()));
+  let child = children.get(value);
+  if (!child) children.set(value, (child = bindCounter(c, { [label]: value })));
+  return child;
+}
+
+/** One label set of a gauge, moved on a hot path (a device connecting, getting ready, going). */
+export interface BoundGauge {
+  inc(value?: number): void;
+  dec(value?: number): void;
+  set(value: number): void;
+}
+
+interface GaugeChild<T extends string> {
+  labels: LabelValues<T>;
+  /** Whether it moved since the last read: a series moved back to where it was is still shown, as prom-client does. */
+  touched: boolean;
+  /** A value set since the last read (undefined: none), and what was added after it. */
+  value: number | undefined;
+  delta: number;
+}
+
+const gaugeChildrenOf = new WeakMap<Gauge<string>, Array<GaugeChild<string>>>();
+
+/**
+ * bindCounter for a gauge: a move is one addition or assignment, and prom-client gets the result when the gauge is
+ * read (`collect`: every scrape and `get()`). Every writer of that label set must go through the bound child.
+ */
+export function bindGauge<T extends string>(gauge: Gauge<T>, labels: LabelValues<T>): BoundGauge {
+  const g = gauge as unknown as Gauge<string> & { collect?: () => unknown };
+  let children = gaugeChildrenOf.get(g);
+  if (!children) {
+    const list: Array<GaugeChild<string>> = [];
+    children = list;
+    gaugeChildrenOf.set(g, list);
+    const previous = g.collect;
+    g.collect = function (this: Gauge<string>) {
+      for (const c of list) {
+        if (!c.touched) continue;
+        if (c.value !== undefined) this.set(c.labels, c.value + c.delta);
+        else this.inc(c.labels, c.delta);
+        c.touched = false;
+        c.value = undefined;
+        c.delta = 0;
+      }
+      return previous?.call(this);
+    };
+  }
+  const child: GaugeChild<string> = { labels: labels as LabelValues<string>, touched: false, value: undefined, delta: 0 };
+  children.push(child);
+  return {
+    inc(value = 1) {
+      child.delta += value;
+      child.touched = true;
+    },
+    dec(value = 1) {
+      child.delta -= value;
+      child.touched = true;
+    },
+    set(value: number) {
+      child.value = value;
+      child.delta = 0;
+      child.touched = true;
     },
   };
 }

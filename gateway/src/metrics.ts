@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { bindCounter, bindHistogram } from './metrics-bound.js';
+import { bindCounter, bindGauge, bindHistogram } from './metrics-bound.js';
 
 /** Operator counters. No per-device labels: a fleet would explode the series count. */
 // eslint-disable-next-line max-lines-per-function -- a table of metric definitions (data): one entry per metric
@@ -234,7 +234,7 @@ export function createMetrics() {
       registers: [registry],
     }),
   };
-  return { ...m, hot: hotCounters(m.calls, m.framesIn, m.callDuration) };
+  return { ...m, hot: { ...hotCounters(m.calls, m.framesIn, m.callDuration), ...fleetCounters(m) } };
 }
 
 /**
@@ -251,6 +251,28 @@ function hotCounters(calls: Counter<'outcome'>, framesIn: Counter<'transport' | 
     callsOk: bindCounter(calls, { outcome: 'ok' }),
     callDuration: bindHistogram(callDuration),
     framesIn: { websocket: framesOf('websocket'), mqtt: framesOf('mqtt') },
+  };
+}
+
+/**
+ * What every device's connect, setup and disconnect moves, bound once (bindCounter, bindGauge): a fleet dialling in
+ * moved each through prom-client's label hash (~1.5 % of the ready path's CPU, docs/performance.md `fleetready2`).
+ * Every writer of these series goes through them.
+ */
+function fleetCounters(m: {
+  connections: Counter<'transport'>;
+  devicesConnected: Gauge<'transport'>;
+  devicesReady: Gauge;
+  devicesKnown: Gauge;
+  toolsPages: Counter<'source'>;
+}) {
+  const byTransport = <T>(bind: (transport: 'websocket' | 'mqtt') => T) => ({ websocket: bind('websocket'), mqtt: bind('mqtt') });
+  return {
+    connections: byTransport((transport) => bindCounter(m.connections, { transport })),
+    devicesConnected: byTransport((transport) => bindGauge(m.devicesConnected, { transport })),
+    devicesReady: bindGauge(m.devicesReady, {}),
+    devicesKnown: bindGauge(m.devicesKnown, {}),
+    toolsPages: { cache: bindCounter(m.toolsPages, { source: 'cache' }), parsed: bindCounter(m.toolsPages, { source: 'parsed' }) },
   };
 }
 

@@ -1,6 +1,6 @@
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { bindCounter, bindHistogram } from '../src/metrics-bound.js';
+import { bindCounter, bindGauge, bindHistogram, boundChild } from '../src/metrics-bound.js';
 
 const value = async (c: Counter<string>, labels: Record<string, string>) =>
   (await c.get()).values.find((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x))?.value ?? 0;
@@ -48,6 +48,61 @@ describe('bindCounter', () => {
     await c.get();
     expect(collected).toBe(1);
     expect(await value(c, { k: 'v' })).toBe(1);
+  });
+});
+
+describe('boundChild', () => {
+  it('binds one child per label value, shared by whoever asks for it', async () => {
+    const c = new Counter({ name: 'test_events_total', help: 'h', labelNames: ['type'], registers: [] });
+    expect(boundChild(c, 'type', 'a')).toBe(boundChild(c, 'type', 'a'));
+    boundChild(c, 'type', 'a').inc();
+    boundChild(c, 'type', 'a').inc();
+    boundChild(c, 'type', 'b').inc(3);
+    expect(await value(c, { type: 'a' })).toBe(2);
+    expect(await value(c, { type: 'b' })).toBe(3);
+  });
+});
+
+describe('bindGauge', () => {
+  const read = async (g: Gauge<string>, labels: Record<string, string>) =>
+    (await g.get()).values.find((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x))?.value;
+
+  it('moves a labelled gauge up and down, seen when it is read, as prom-client’s own inc and dec would', async () => {
+    const registry = new Registry();
+    const g = new Gauge({ name: 'test_connected', help: 'h', labelNames: ['transport'], registers: [registry] });
+    const ws = bindGauge(g, { transport: 'websocket' });
+    const mqtt = bindGauge(g, { transport: 'mqtt' });
+    expect(await read(g, { transport: 'websocket' })).toBeUndefined();
+    ws.inc();
+    ws.inc();
+    ws.dec();
+    mqtt.inc();
+    mqtt.dec();
+    expect(await read(g, { transport: 'websocket' })).toBe(1);
+    // Moved back to where it was: still shown (prom-client's own inc then dec shows 0 too).
+    expect(await read(g, { transport: 'mqtt' })).toBe(0);
+    expect(await read(g, { transport: 'websocket' })).toBe(1);
+    ws.dec();
+    expect(await registry.metrics()).toContain('test_connected{transport="websocket"} 0');
+  });
+
+  it('sets an unlabelled gauge; moves after a set add to it; another label set written directly is left alone', async () => {
+    const g = new Gauge({ name: 'test_ready', help: 'h', registers: [] });
+    const ready = bindGauge(g, {});
+    expect(await read(g, {})).toBe(0);
+    ready.set(5);
+    ready.set(7);
+    expect(await read(g, {})).toBe(7);
+    ready.inc(2);
+    expect(await read(g, {})).toBe(9);
+    ready.set(3);
+    ready.dec();
+    expect(await read(g, {})).toBe(2);
+    const labelled = new Gauge({ name: 'test_other', help: 'h', labelNames: ['k'], registers: [] });
+    bindGauge(labelled, { k: 'bound' }).inc();
+    labelled.set({ k: 'direct' }, 4);
+    expect(await read(labelled, { k: 'direct' })).toBe(4);
+    expect(await read(labelled, { k: 'bound' })).toBe(1);
   });
 });
 

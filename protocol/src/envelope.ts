@@ -33,24 +33,27 @@ export function parseDeviceFrame(text: string, limits: JsonLimits = DEFAULT_JSON
   const bounds = checkJsonBounds(text, limits);
   if (!bounds.ok) return fail(bounds.reason, bounds.detail);
   let repaired = false;
-  let parsed = tryParseJson(text);
-  if (!parsed.ok) {
+  let value: unknown;
+  // JSON.parse itself, not tryParseJson: no result object per frame on the usual path.
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
     const fixed = repairUnescapedErrorMessage(text);
     // The repair only escapes characters, but its output is bounded again rather than reasoned about.
     const second = fixed === undefined || !checkJsonBounds(fixed, limits).ok ? undefined : tryParseJson(fixed);
-    if (!second?.ok) return fail('not_json', parsed.error);
-    parsed = second;
+    if (!second?.ok) return fail('not_json', e instanceof Error ? e.message : String(e));
+    value = second.value;
     repaired = true;
   }
-  if (!isJsonObject(parsed.value)) return fail('not_object', 'a frame must be a JSON object');
-  if (!envelopeFits(parsed.value)) {
-    const env = DeviceFrameSchema.safeParse(parsed.value);
+  if (!isJsonObject(value)) return fail('not_object', 'a frame must be a JSON object');
+  if (!envelopeFits(value)) {
+    const env = DeviceFrameSchema.safeParse(value);
     if (!env.success) return fail('bad_envelope', describeIssues(env.error.issues));
   }
-  if (parsed.value['type'] === 'mcp' && !isJsonObject(parsed.value['payload'])) {
+  if (value['type'] === 'mcp' && !isJsonObject(value['payload'])) {
     return fail('bad_envelope', 'payload: an mcp frame needs an object payload');
   }
-  return ok({ frame: parsed.value as DeviceFrame, repaired });
+  return ok({ frame: value as DeviceFrame, repaired });
 }
 
 /**

@@ -37,6 +37,10 @@ export type JsonBoundsProblem = { ok: false; reason: 'too_deep' | 'too_large'; d
 export function checkJsonBounds(text: string, limits: JsonLimits): { ok: true } | JsonBoundsProblem {
   // Every UTF-16 unit is at least one UTF-8 byte: a text this long is too large without counting.
   if (text.length > limits.maxBytes) return tooLarge(limits);
+  // The usual frame: short enough that it fits whatever it holds (a UTF-16 unit is at most 3 UTF-8 bytes), with no
+  // more brackets in all than the depth allows (nesting counts only some of them). Counted by the engine's own
+  // search rather than a loop over every character (~0.8 µs per device reply); anything else is scanned in full.
+  if (text.length * 3 <= limits.maxBytes && fewBrackets(text, limits.maxDepth)) return OK;
   let depth = 0;
   let bytes = 0;
   let inString = false;
@@ -54,7 +58,17 @@ export function checkJsonBounds(text: string, limits: JsonLimits): { ok: true } 
       if (++depth > limits.maxDepth) return { ok: false, reason: 'too_deep', detail: `nested deeper than ${limits.maxDepth} levels` };
     } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) depth--;
   }
-  return bytes > limits.maxBytes ? tooLarge(limits) : { ok: true };
+  return bytes > limits.maxBytes ? tooLarge(limits) : OK;
+}
+
+const OK = { ok: true } as const;
+
+/** At most `max` opening brackets (`{` and `[`, in strings or not) in `text`. */
+function fewBrackets(text: string, max: number): boolean {
+  let n = 0;
+  for (let i = text.indexOf('{'); i >= 0; i = text.indexOf('{', i + 1)) if (++n > max) return false;
+  for (let i = text.indexOf('['); i >= 0; i = text.indexOf('[', i + 1)) if (++n > max) return false;
+  return true;
 }
 
 function tooLarge(limits: JsonLimits): JsonBoundsProblem {

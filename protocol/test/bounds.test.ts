@@ -23,6 +23,15 @@ describe('checkJsonBounds: depth and size before parsing', () => {
     );
   });
 
+  it('measures the UTF-8 size of any text, short or long, with or without brackets', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 40 }), fc.integer({ min: 1, max: 160 }), (text, maxBytes) => {
+        expect(checkJsonBounds(text, { maxDepth: 1000, maxBytes }).ok).toBe(Buffer.byteLength(text) <= maxBytes);
+      }),
+      { numRuns: 3000, seed: 9 },
+    );
+  });
+
   it('counts UTF-8 bytes, not UTF-16 units', () => {
     expect(checkJsonBounds('"ééé"', { maxDepth: 4, maxBytes: 8 })).toEqual({ ok: true });
     expect(checkJsonBounds('"éééé"', { maxDepth: 4, maxBytes: 8 })).toMatchObject({ ok: false, reason: 'too_large' });

@@ -45,7 +45,7 @@ import type { Jobs } from '../fleet/jobs.js';
 import type { Scheduler } from '../fleet/schedules.js';
 import { scheduleRoutes } from './schedules.js';
 import type { MetricsHistory } from '../metrics-history.js';
-import { lazyChildLogger } from './request-logger.js';
+import { requestLoggers } from './request-logger.js';
 
 /** The slices of the configuration the HTTP side reads. */
 export interface ApiSettings extends OtaSettings {
@@ -112,10 +112,12 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     headersTimeout: s.http.headersTimeoutMs,
     connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(s.http.headersTimeoutMs / 4))),
   };
+  const log = d.log.child({ component: 'http' }) as FastifyBaseLogger;
   const app = Fastify({
-    loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
+    // The request loggers are the factory's (lazy, with the request id); fastify is given no logger of its own, so it
+    // adds no response listeners per request for its request lines, which are off (disableRequestLogging).
     logController: new LogController({ disableRequestLogging: true }),
-    childLoggerFactory: lazyChildLogger,
+    childLoggerFactory: requestLoggers(log),
     bodyLimit: s.http.bodyLimitBytes,
     // Device ids may be percent-encoded (aa%3Abb...): fastify decodes params.
     routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
@@ -132,6 +134,8 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     // must finish within the request deadline as well (the HTTP clock starts only after it).
     ...(d.https ? { https: { ...d.https, ...serverOptions, handshakeTimeout: s.http.headersTimeoutMs } } : {}),
   });
+  // The app's own lines (plugins' `app.log`, fastify's listen and close lines) go where the requests' go.
+  app.log = log;
   registerProblemHandlers(app);
   await app.register(swagger, {
     openapi: {

@@ -38,24 +38,46 @@ declare module 'fastify' {
 }
 
 /**
- * The configured keys as bytes, made again when the list changes: a request compares its key's bytes with
- * them in constant time (as `safeEqual` does) without turning every configured key into a Buffer each time.
- * Checked against the list's contents, not only its identity, so a list changed in place is seen too.
+ * The configured keys as bytes, and the principals of those that matched, made again when the list changes: a
+ * request compares its key's bytes with them in constant time (as `safeEqual` does) without turning every configured
+ * key into a Buffer, or looking up its principal, each time. Checked against the list's contents, not only its
+ * identity, so a list changed in place is seen too.
  */
-let keyBytes: { keys: string[]; bytes: Buffer[] } = { keys: [], bytes: [] };
-function bytesOf(keys: readonly string[]): Buffer[] {
-  const cached = keyBytes;
-  if (cached.keys.length === keys.length && keys.every((k, i) => k === cached.keys[i])) return cached.bytes;
-  keyBytes = { keys: [...keys], bytes: keys.map((k) => Buffer.from(k)) };
-  return keyBytes.bytes;
+interface KeyTable {
+  keys: string[];
+  bytes: Buffer[];
+  principals: Array<string | undefined>;
+}
+let keyTable: KeyTable = { keys: [], bytes: [], principals: [] };
+function tableOf(keys: readonly string[]): KeyTable {
+  const t = keyTable;
+  let same = t.keys.length === keys.length;
+  for (let i = 0; same && i < keys.length; i++) same = keys[i] === t.keys[i];
+  if (same) return t;
+  keyTable = { keys: [...keys], bytes: keys.map((k) => Buffer.from(k)), principals: [] };
+  return keyTable;
 }
 
-/** The configured key equal to `presented`, compared in constant time for keys of its length. */
-function matchingKey(presented: string, keys: readonly string[]): string | undefined {
-  const bytes = bytesOf(keys);
-  const p = Buffer.from(presented);
-  for (let i = 0; i < bytes.length; i++) if (bytes[i]!.length === p.length && timingSafeEqual(bytes[i]!, p)) return keys[i];
-  return undefined;
+/** The index in `t` of the configured key equal to `presented` (-1: none), compared in constant time for keys of its length. */
+function matchingKey(presented: Buffer, t: KeyTable): number {
+  for (let i = 0; i < t.bytes.length; i++) if (t.bytes[i]!.length === presented.length && timingSafeEqual(t.bytes[i]!, presented)) return i;
+  return -1;
+}
+
+/**
+ * The presented key's bytes by the whole header that carried it, for headers that carried a configured key: a caller
+ * sends the same header on every request, and reading it (the pattern, a Buffer) was most of the check's cost. Only
+ * headers that matched are kept (a wrong key adds nothing), at most MAX_CACHED_HEADERS, all forgotten when full. A
+ * kept header is still compared with the configured keys in constant time on every request, so a removed key stops
+ * working at once.
+ */
+const presentedBytes = new Map<string, Buffer>();
+const MAX_CACHED_HEADERS = 256;
+
+/** The key of an `Authorization: Bearer <key>` header as bytes, or undefined when the header is not one. */
+function presentedKey(authorization: string): Buffer | undefined {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+  return m ? Buffer.from(m[1]!) : undefined;
 }
 
 /** The caller behind `Authorization: Bearer <key>`, or undefined when the key is missing or wrong. */
@@ -64,12 +86,19 @@ export function authenticate(
   keys: readonly string[],
   tenantOf: (key: string) => string | undefined = () => undefined,
 ): ApiCaller | undefined {
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
-  if (!m) return undefined;
-  const key = matchingKey(m[1]!, keys);
-  if (key === undefined) return undefined;
-  const tenant = tenantOf(key);
-  const principal = cachedPrincipalOf(key);
+  if (authorization === undefined) return undefined;
+  const kept = presentedBytes.get(authorization);
+  const presented = kept ?? presentedKey(authorization);
+  if (presented === undefined) return undefined;
+  const t = tableOf(keys);
+  const i = matchingKey(presented, t);
+  if (i < 0) return undefined;
+  if (kept === undefined) {
+    if (presentedBytes.size >= MAX_CACHED_HEADERS) presentedBytes.clear();
+    presentedBytes.set(authorization, presented);
+  }
+  const tenant = tenantOf(t.keys[i]!);
+  const principal = (t.principals[i] ??= cachedPrincipalOf(t.keys[i]!));
   return tenant === undefined ? { principal } : { tenant, principal };
 }
 

@@ -27,19 +27,32 @@ export function visibleDeviceId(req: FastifyRequest, tenancy: DeviceTenancy, raw
   return id;
 }
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route reads its device through `callerDirectory` first thing, which answers the same 404: no scope hook. */
+    scopesItsDevice?: boolean;
+  }
+}
+
 /**
  * Every route under `/v1/devices/{deviceId}` of the plugin that calls this, whoever registers it (photos,
- * firmware, queued calls, ...), answers 404 for a device the caller may not see, before its handler runs.
+ * firmware, queued calls, ...), answers 404 for a device the caller may not see, before its handler runs. The hook
+ * is put on those routes only (other routes run no hook for it), and not on a route that scopes its device itself.
  */
 export function scopeDeviceRoutes(app: FastifyInstance, tenancy: DeviceTenancy): void {
-  // A callback hook (no promise per request): it runs for every API request, and mostly has nothing to do.
-  app.addHook('preHandler', (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction) => {
-    if (req.caller?.tenant === undefined || !req.routeOptions.url?.startsWith('/v1/devices/:deviceId')) return done();
+  // A callback hook (no promise per request): it runs for every device request, and mostly has nothing to do.
+  const scope = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction) => {
+    if (req.caller?.tenant === undefined) return done();
     const raw = (req.params as { deviceId?: unknown }).deviceId;
     const id = typeof raw === 'string' ? normalizeDeviceId(raw) : undefined;
     // A malformed id is the route's own 400; an id of another tenant's device is not there.
     if (id !== undefined && !callerSees(req, tenancy, id)) return done(new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has ever connected`));
     done();
+  };
+  app.addHook('onRoute', (route) => {
+    if (!route.url.startsWith('/v1/devices/:deviceId') || route.config?.scopesItsDevice === true) return;
+    const own = route.preHandler === undefined ? [] : Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler];
+    route.preHandler = [scope, ...own];
   });
 }
 

@@ -100,6 +100,8 @@ export async function deviceRoutes(app: FastifyInstance, opts: DeviceRouteOption
       body: jsonSchema(CallBody),
       response: { 200: jsonSchema(CallResult, 'output'), ...problems(400, 401, 404, 422, 429, 502, 503, 504) },
     },
+    // Its first step reads the device through the caller's tenant (404 for another tenant's): no scope hook runs.
+    config: { scopesItsDevice: true },
     // Not async, and a local device's call in callback form: no promise per request (a throw here is fastify's
     // 4xx/5xx as before; a device held by another instance answers through its promise).
     handler: (req, reply) => {

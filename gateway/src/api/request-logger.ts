@@ -61,3 +61,13 @@ class LazyChildLogger {
 export const lazyChildLogger = (logger: FastifyBaseLogger, bindings: Bindings, opts: ChildLoggerOptions): FastifyBaseLogger =>
   // A route with its own log level needs its child at once (the level lives on it).
   opts.level !== undefined ? logger.child(bindings, opts) : (new LazyChildLogger(logger, bindings, opts) as unknown as FastifyBaseLogger);
+
+/**
+ * `lazyChildLogger` under `parent`, for an app made without `loggerInstance` (whose own logger is then fastify's
+ * null logger, the one it hands the factory): requests log through `parent` with their id, as with
+ * `loggerInstance`, and fastify sets up no response listeners per request (it does whenever it has a logger of its
+ * own, for its request-completed line, which `disableRequestLogging` turns off anyway).
+ */
+export function requestLoggers(parent: FastifyBaseLogger): (logger: FastifyBaseLogger, bindings: Bindings, opts: ChildLoggerOptions) => FastifyBaseLogger {
+  return (_nullLogger, bindings, opts) => lazyChildLogger(parent, bindings, opts);
+}

@@ -43,7 +43,7 @@ export class PageReader implements RawReplyReader {
     const pageText = referenceResultText(text, this.tail.text);
     if (pageText === undefined) return undefined;
     let page = this.d.pages.get(pageText);
-    if (page) this.d.metrics.toolsPages.inc({ source: 'cache' });
+    if (page) this.d.metrics.hot.toolsPages.cache.inc();
     else {
       if (!checkJsonBounds(text, this.d.frameLimits).ok) return undefined;
       // The entry is the validated parse of its own key text, so it is the same whoever fills it.
@@ -51,9 +51,9 @@ export class PageReader implements RawReplyReader {
       const valid = parsed.ok ? this.validate(parsed.value) : undefined;
       if (!valid?.ok) return undefined;
       page = this.d.pages.store(pageText, valid.page);
-      this.d.metrics.toolsPages.inc({ source: 'parsed' });
+      this.d.metrics.hot.toolsPages.parsed.inc();
     }
-    this.d.metrics.framesIn.inc({ transport: this.d.transport, kind: 'mcp' });
+    this.d.metrics.hot.framesIn[this.d.transport].mcp.inc();
     this.taken = page;
     return page;
   }
@@ -65,7 +65,7 @@ export class PageReader implements RawReplyReader {
     if (!r.ok) {
       throw new GatewayError('DEVICE_ERROR', `malformed tools/list page ${pageNumber}: ${r.detail}`, { method: 'tools/list', malformed: true });
     }
-    this.d.metrics.toolsPages.inc({ source: 'parsed' });
+    this.d.metrics.hot.toolsPages.parsed.inc();
     return { serial: 0, result: r.page };
   }
 

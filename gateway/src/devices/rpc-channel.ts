@@ -136,6 +136,17 @@ export class RpcChannel {
     return next;
   }
 
+  /**
+   * Nothing pending, and nothing expected soon (the device just got ready): the timer goes now rather than when it
+   * fires, up to a request timeout later (a `Timeout` and the timer, ~200 B per device meanwhile, promoted to the
+   * old generation while a fleet dials in). The next request makes another.
+   */
+  releaseTimer(): void {
+    if (this.deadlines === undefined || this.pendingCount > 0) return;
+    this.deadlines.stop();
+    this.deadlines = undefined;
+  }
+
   /** Every pending request, in the order they were sent. */
   private all(): Pending[] {
     const all = this.one ? [this.one, ...(this.more?.values() ?? [])] : [...(this.more?.values() ?? [])];

@@ -254,12 +254,19 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     clearTimeout(this.helloTimer);
     this.setupSteps?.close();
     this.voice.onClosed(this);
-    this.failAll(new GatewayError('DEVICE_OFFLINE', `device ${this.deviceId} disconnected (${reason})`));
+    this.failAll(() => new GatewayError('DEVICE_OFFLINE', `device ${this.deviceId} disconnected (${reason})`));
     this.host.onClosed(this);
   }
 
-  /** Fail pending and queued calls, e.g. when a newer connection takes over. */
-  failAll(err: GatewayError): void {
+  /**
+   * Fail pending and queued calls, e.g. when a newer connection takes over. `err` may be a function that makes it:
+   * most sessions end with nothing waiting, and an error (its stack captured) is then made for no one.
+   */
+  failAll(err: GatewayError | (() => GatewayError)): void {
+    if (typeof err === 'function') {
+      if (this.pendingCount === 0 && this.callQueue === undefined && this.deviceClient === undefined) return this.channel.releaseTimer();
+      err = err();
+    }
     this.channel.failAll(err);
     this.callQueue?.failAll(err);
     this.deviceClient?.failReady(err);
@@ -371,6 +378,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     this.deviceClient?.openReady();
     this.steps.scheduleVisionRefresh(this.settings.visionRefreshMs);
     if (this.setupSteps?.idle) this.setupSteps = undefined;
+    this.channel.releaseTimer();
   }
 
   /** Re-read the catalog after the device says it changed; callers keep using the old one meanwhile. */

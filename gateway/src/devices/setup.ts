@@ -1,11 +1,19 @@
-import { InitializeResultSchema, buildInitializeParams, type InitializeResult, type Tool, type VisionCapability } from '@voxgate/protocol';
+import {
+  InitializeResultSchema,
+  buildInitializeParams,
+  referenceResultTail,
+  referenceResultText,
+  type InitializeResult,
+  type Tool,
+  type VisionCapability,
+} from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { CallQueue } from './call-queue.js';
 import { ToolCatalog } from './catalog.js';
 import { PageReader } from './page-reader.js';
-import type { RpcChannel } from './rpc-channel.js';
+import type { RawReplyReader, RpcChannel } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import type { CachedPage, ToolsPageCache } from './tools-page-cache.js';
 
@@ -48,7 +56,7 @@ export interface ListedTools {
  * A device's setup: initialize, the tools/list walk (its page reader, the page cache's fast path),
  * retries while the link is up, relisting after list_changed, and the vision token's refresh.
  */
-export class DeviceSetup {
+export class DeviceSetup implements RawReplyReader {
   /** Set while a setup step is being retried; cleared by the session once the device is ready. */
   progress: SetupProgress | undefined;
   /** Ends a retry's backoff early when the link closes. */
@@ -67,8 +75,20 @@ export class DeviceSetup {
     const { settings } = this.d;
     return this.withRetry('initialize', async () => {
       const params = buildInitializeParams(settings.clientInfo, this.d.vision());
-      return readInitialize(await this.d.channel.request('initialize', params, settings.requestTimeoutMs));
+      return readInitialize(await this.d.channel.request('initialize', params, settings.requestTimeoutMs, { raw: this }));
     });
+  }
+
+  /**
+   * The initialize reply, read from its text before the frame parser runs (the request's raw reader): a result
+   * text already read and kept (`readInitialize`) is that same frozen result, with no parse of the frame and no
+   * serialisation of the result. Any other text, or another layout, is not taken: the ordinary path reads it.
+   */
+  read(text: string, id: number): InitializeResult | undefined {
+    const resultText = referenceResultText(text, referenceResultTail(id));
+    const known = resultText === undefined ? undefined : initResults.get(resultText);
+    if (known !== undefined) this.d.metrics.hot.framesIn[this.d.transport].mcp.inc();
+    return known;
   }
 
   /**
@@ -242,6 +262,8 @@ export class DeviceSetup {
 const MAX_INIT_RESULTS = 64;
 const MAX_INIT_TEXT = 4096;
 const initResults = new Map<string, InitializeResult>();
+/** Every result kept (frozen): what the raw reader returns needs no second look. */
+const keptResults = new WeakSet<object>();
 
 /**
  * An initialize result, validated. A firmware's devices answer initialize alike, and each device kept its
@@ -249,6 +271,7 @@ const initResults = new Map<string, InitializeResult>();
  * object, the validated parse of that text, so the schema runs once per distinct answer.
  */
 function readInitialize(raw: unknown): InitializeResult {
+  if (typeof raw === 'object' && raw !== null && keptResults.has(raw)) return raw as InitializeResult;
   const text = JSON.stringify(raw);
   const known = text === undefined ? undefined : initResults.get(text);
   if (known) return known;
@@ -256,6 +279,7 @@ function readInitialize(raw: unknown): InitializeResult {
   if (text === undefined || text.length > MAX_INIT_TEXT) return result;
   if (initResults.size >= MAX_INIT_RESULTS) initResults.delete(initResults.keys().next().value!);
   initResults.set(text, deepFreeze(result));
+  keptResults.add(result);
   return result;
 }
 

@@ -21,3 +21,15 @@ function search(a: readonly string[], before: (x: string) => boolean): number {
   }
   return lo;
 }
+
+/** Sorted `a` and sorted `b` as one sorted array (the order `Array.prototype.sort` gives strings). */
+export function mergeSorted(a: readonly string[], b: readonly string[]): string[] {
+  const out = new Array<string>(a.length + b.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  while (i < a.length && j < b.length) out[k++] = b[j]! < a[i]! ? b[j++]! : a[i++]!;
+  while (i < a.length) out[k++] = a[i++]!;
+  while (j < b.length) out[k++] = b[j++]!;
+  return out;
+}

@@ -7,7 +7,15 @@ export interface CachedPage {
   readonly result: ToolsListResult;
 }
 
+/** An entry and its own key text (the text it is the validated parse of). */
+interface Entry {
+  readonly text: string;
+  readonly page: CachedPage;
+}
+
 const DEFAULT_MAX_PAGES = 256;
+/** Entries found last, compared before the Map is asked: a firmware's few pages, and a few firmwares at once. */
+const RECENT = 8;
 /** Serials are process-wide: catalogs are interned by the serials of their pages (ToolCatalog.fromPages). */
 let serials = 0;
 
@@ -19,23 +27,51 @@ let serials = 0;
  * Safety rests on one rule, kept by the page reader (devices/page-reader.ts): an entry's value is always
  * the validated parse of its own key text (never of another frame, never of a later reply), so whoever
  * fills an entry gets, and gives every other device, exactly what parsing that text would have given.
+ *
+ * A lookup compares the text with the entries found last before it asks the Map: a Map lookup hashes the
+ * whole text (a page is up to 8 KB: ~16 µs), a comparison with an equal text is a memory compare (a tenth of
+ * that), and one with another text of the same length stops at the first difference. A page found either
+ * way is the entry whose key equals the text: the same answer.
  */
 export class ToolsPageCache {
-  private readonly pages = new Map<string, CachedPage>();
+  private readonly pages = new Map<string, Entry>();
+  private readonly recent: Entry[] = [];
+  private next = 0;
 
   constructor(private readonly maxPages = DEFAULT_MAX_PAGES) {}
 
   get(pageText: string): CachedPage | undefined {
-    return this.pages.get(pageText);
+    for (const e of this.recent) if (e.text.length === pageText.length && e.text === pageText) return e.page;
+    const e = this.pages.get(pageText);
+    if (e === undefined) return undefined;
+    this.remember(e);
+    return e.page;
   }
 
   /** Store the validated parse of `pageText` itself (see the class comment). */
   store(pageText: string, result: ToolsListResult): CachedPage {
     const existing = this.pages.get(pageText);
-    if (existing) return existing;
-    if (this.pages.size >= this.maxPages) this.pages.delete(this.pages.keys().next().value!);
-    const page: CachedPage = { serial: ++serials, result };
-    this.pages.set(pageText, page);
-    return page;
+    if (existing) return existing.page;
+    if (this.pages.size >= this.maxPages) this.evict(this.pages.keys().next().value!);
+    const e: Entry = { text: pageText, page: { serial: ++serials, result } };
+    this.pages.set(pageText, e);
+    this.remember(e);
+    return e.page;
+  }
+
+  private remember(e: Entry): void {
+    if (this.recent.length < RECENT) this.recent.push(e);
+    else this.recent[this.next] = e;
+    this.next = (this.next + 1) % RECENT;
+  }
+
+  private evict(text: string): void {
+    const e = this.pages.get(text);
+    this.pages.delete(text);
+    const at = e === undefined ? -1 : this.recent.indexOf(e);
+    if (at < 0) return;
+    // An evicted entry must not be found by comparison either; which slot is replaced next is only a heuristic.
+    this.recent.splice(at, 1);
+    this.next = this.recent.length;
   }
 }

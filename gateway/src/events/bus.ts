@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.js';
+import { boundChild, type BoundCounter } from '../metrics-bound.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { KeyedTokenBucket, type RateLimit } from '../throttle/token-bucket.js';
 
@@ -80,6 +81,8 @@ export class EventBus {
   private readonly listeners = new Set<EventListener>();
   private readonly limiter: KeyedTokenBucket | undefined;
   private readonly dropLog: ThrottledLog | undefined;
+  /** voxgate_events_total's child per type, bound on first use (no label hash per event). */
+  private readonly counted = new Map<EventType, BoundCounter>();
 
   constructor(private readonly o: EventBusOptions) {
     this.bufferSize = o.bufferSize;
@@ -101,7 +104,7 @@ export class EventBus {
     ++this.seq;
     const e: GatewayEvent = { id: origin?.id ?? `${this.boot}-${this.seq}`, type, deviceId, at: origin?.at ?? new Date().toISOString(), data };
     if (this.bufferSize > 0) this.ring[this.seq % this.bufferSize] = e;
-    this.o.metrics?.events.inc({ type });
+    if (this.o.metrics) this.countOf(type, this.o.metrics).inc();
     for (const l of this.listeners) {
       try {
         l(e);
@@ -110,6 +113,12 @@ export class EventBus {
       }
     }
     return e;
+  }
+
+  private countOf(type: EventType, metrics: Metrics): BoundCounter {
+    let c = this.counted.get(type);
+    if (!c) this.counted.set(type, (c = boundChild(metrics.events, 'type', type)));
+    return c;
   }
 
   private admit(type: EventType, deviceId: string): boolean {

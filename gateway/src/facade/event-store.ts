@@ -40,6 +40,11 @@ interface Stored {
 export interface SessionEventStore extends EventStore {
   /** Frees the session's events (the session is closed). */
   dispose(): void;
+  /**
+   * `storeEvent` for a message its sender has serialized already (the same text goes on the wire: one
+   * JSON.stringify per event, not two), answered at once. `replayable`: a JSON-RPC message, not a priming event.
+   */
+  storeText(streamId: StreamId, text: string, replayable: boolean): EventId;
 }
 
 export class BoundedEventStores {
@@ -95,20 +100,23 @@ class SessionStore implements SessionEventStore {
   constructor(private readonly owner: BoundedEventStores) {}
 
   storeEvent(streamId: StreamId, message: Message): Promise<EventId> {
+    return Promise.resolve(this.storeText(streamId, JSON.stringify(message), 'jsonrpc' in message));
+  }
+
+  storeText(streamId: StreamId, text: string, replayable: boolean): EventId {
     const id = `${streamId}_${++this.seq}`;
-    if (this.disposed) return Promise.resolve(id);
-    const text = JSON.stringify(message);
+    if (this.disposed) return id;
     const bytes = Buffer.byteLength(text) + streamId.length + id.length;
     const { maxEventsPerSession, maxBytesPerSession } = this.owner.bounds;
     // An event larger than the whole per-session budget is sent live but cannot be replayed.
-    if (bytes > maxBytesPerSession) return Promise.resolve(id);
+    if (bytes > maxBytesPerSession) return id;
     while (this.events.length > 0 && (this.events.length >= maxEventsPerSession || this.bytes + bytes > maxBytesPerSession)) this.dropOldest();
-    const e: Stored = { id, streamId, text, replayable: 'jsonrpc' in message, bytes, order: this.owner.nextOrder() };
+    const e: Stored = { id, streamId, text, replayable, bytes, order: this.owner.nextOrder() };
     this.events.push(e);
     this.byId.set(id, e);
     this.bytes += bytes;
     this.owner.account(bytes);
-    return Promise.resolve(id);
+    return id;
   }
 
   getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {

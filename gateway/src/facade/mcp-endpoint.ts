@@ -9,7 +9,7 @@ import { hostnameOf } from './allowed-hosts.js';
 import { DeferredHeaders } from './deferred-headers.js';
 import { BoundedEventStores, DEFAULT_EVENT_STORE_LIMITS, type EventStoreLimits, type SessionEventStore } from './event-store.js';
 import type { NodeSessionTransport } from './node-transport.js';
-import { loadFacadeSdk, type FacadeSdk } from './sdk.js';
+import { loadFacadeSdk, loadNodeAdapter, type FacadeSdk, type NodeAdapter } from './sdk.js';
 import { HeldStreams } from './sse-stream.js';
 
 /**
@@ -70,11 +70,10 @@ const CORS_EXPOSED_HEADERS = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenti
 
 const METADATA_PATH = '/.well-known/oauth-protected-resource';
 
-interface LoadedSdk {
-  sdk: FacadeSdk;
-  /** The SDK's handler for stateless (2026-07-28) clients and 2025 requests without a session. */
+/** The SDK's handler for stateless (2026-07-28) clients and 2025 requests without a session, and its Node adapter. */
+interface Stateless {
   modern: ReturnType<FacadeSdk['createMcpHandler']>;
-  modernNode: ReturnType<FacadeSdk['toNodeHandler']>;
+  modernNode: ReturnType<NodeAdapter['toNodeHandler']>;
 }
 
 /** An `initialize` request (one message, not a batch): the SDK's full check only for a message that names it. */
@@ -100,11 +99,14 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const counted = { session: o.metrics.mcpRequests.labels({ outcome: 'session' }), stateless: o.metrics.mcpRequests.labels({ outcome: 'stateless' }) };
   const authOf = (req: FastifyRequest) => (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller ?? {};
 
-  /** The SDK's server side and the stateless handler, made on the first authenticated request (see sdk.ts). */
-  let loaded: LoadedSdk | undefined;
-  const load = async (): Promise<LoadedSdk> => {
-    const sdk = await loadFacadeSdk();
-    if (loaded) return loaded;
+  /** The SDK's server side, loaded by the first authenticated request (see sdk.ts). */
+  let loaded: FacadeSdk | undefined;
+  const load = async (): Promise<FacadeSdk> => (loaded = await loadFacadeSdk());
+  /** The stateless handler, made by the first stateless request (sessions never need its Node adapter). */
+  let stateless: Stateless | undefined;
+  const loadStateless = async (sdk: FacadeSdk): Promise<Stateless> => {
+    const { toNodeHandler } = await loadNodeAdapter();
+    if (stateless) return stateless;
     const modern = sdk.createMcpHandler(
       (ctx) => {
         const tenant = (ctx.authInfo?.extra as { tenant?: string } | undefined)?.tenant;
@@ -112,12 +114,17 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       },
       { legacy: 'stateless', onerror: (e) => log.debug({ err: e.message }, 'mcp handler error'), maxRequestBodySize: o.bodyLimitBytes },
     );
-    const modernNode = sdk.toNodeHandler(modern, { onerror: (e) => log.warn({ err: e.message }, 'mcp adapter error'), maxRequestBodySize: o.bodyLimitBytes });
-    return (loaded = { sdk, modern, modernNode });
+    const modernNode = toNodeHandler(modern, { onerror: (e) => log.warn({ err: e.message }, 'mcp adapter error'), maxRequestBodySize: o.bodyLimitBytes });
+    return (stateless = { modern, modernNode });
+  };
+  const unavailable = (reply: FastifyReply, e: unknown) => {
+    o.metrics.mcpRequests.inc({ outcome: 'unavailable' });
+    log.error({ err: (e as Error).message }, 'mcp request refused: the MCP server code cannot be loaded');
+    return rpcError(reply, 503, -32603, 'The MCP endpoint is unavailable: its server code could not be loaded (see the gateway log)');
   };
 
   const offChanges = o.hub.onToolsChanged(() => {
-    loaded?.modern.notify.toolsChanged();
+    stateless?.modern.notify.toolsChanged();
     for (const s of sessions.values()) {
       try {
         s.server.sendToolListChanged();
@@ -261,13 +268,11 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       return rpcError(reply, 401, -32001, `Unauthorized: ${description}`);
     }
     // Loaded: no await on the hot path; the first request waits for the load.
-    let mcp: LoadedSdk;
+    let mcp: FacadeSdk;
     try {
       mcp = loaded ?? (await load());
     } catch (e) {
-      o.metrics.mcpRequests.inc({ outcome: 'unavailable' });
-      log.error({ err: (e as Error).message }, 'mcp request refused: the MCP server code cannot be loaded');
-      return rpcError(reply, 503, -32603, 'The MCP endpoint is unavailable: its server code could not be loaded (see the gateway log)');
+      return unavailable(reply, e);
     }
     (req.raw as { voxgateCaller?: ApiCaller }).voxgateCaller = caller;
     // The request's authInfo for the SDK: the tenant only, never the key itself (`req.auth` for its Node adapter).
@@ -287,7 +292,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       await s.transport.handleRequest(req.raw, reply.raw, req.body, authInfo);
       return reply;
     }
-    if (req.method === 'POST' && isInitialize(mcp.sdk, req.body)) {
+    if (req.method === 'POST' && isInitialize(mcp, req.body)) {
       const keyFingerprint = fingerprint(caller, req.headers.authorization);
       if ((perKey.get(keyFingerprint) ?? 0) >= o.maxSessionsPerKey) {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit_key' });
@@ -310,8 +315,8 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       let registered = false;
       const events = eventStores.forSession();
       try {
-        const server = mcp.sdk.buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
-        const transport: NodeSessionTransport = new mcp.sdk.NodeSessionTransport({
+        const server = mcp.buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
+        const transport: NodeSessionTransport = new mcp.NodeSessionTransport({
           held,
           sessionIdGenerator: () => randomUUID(),
           // SSE events carry ids (and a retry hint): a dropped stream resumes with Last-Event-ID.
@@ -329,6 +334,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
           if (transport.sessionId) void closeSession(transport.sessionId, 'transport closed');
         };
         await server.connect(transport);
+        transport.useRequestEntry(server.server);
         o.metrics.mcpRequests.inc({ outcome: 'initialize' });
         reply.hijack();
         await transport.handleRequest(req.raw, reply.raw, req.body, authInfo);
@@ -341,10 +347,16 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       }
       return reply;
     }
+    let handler: Stateless;
+    try {
+      handler = stateless ?? (await loadStateless(mcp));
+    } catch (e) {
+      return unavailable(reply, e);
+    }
     counted.stateless.inc();
     reply.hijack();
     deferHeaders(req, reply);
-    await mcp.modernNode(req.raw, reply.raw, req.body);
+    await handler.modernNode(req.raw, reply.raw, req.body);
     return reply;
   };
 
@@ -387,7 +399,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       held.close();
       offChanges();
       await Promise.allSettled([...sessions.keys()].map((id) => closeSession(id, 'shutdown')));
-      await loaded?.modern.close();
+      await stateless?.modern.close();
     },
   };
   // Open SSE streams end before the server closes its connections (fastify runs preClose first).

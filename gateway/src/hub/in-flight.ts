@@ -3,7 +3,6 @@ import type { CallContext, Peer } from './upstream/base.js';
 
 interface InFlight {
   stop(): void;
-  done: Promise<void>;
   server: string | undefined;
   peer: Peer | undefined;
 }
@@ -18,27 +17,43 @@ export class CallsInFlight {
   private readonly calls = new Set<InFlight>();
   private draining = false;
 
-  /** Run `work` with a signal that the caller's signal or shutdown aborts; shutdown also settles it at once. */
-  async track<T>(ctx: CallContext, server: string | undefined, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    if (this.draining) throw shuttingDown();
+  /**
+   * Run `work` with a signal that the caller's signal or shutdown aborts; shutdown also settles it at once.
+   * One promise of its own per call (issue 21: no race against a "stopped" promise, no async frame).
+   */
+  track<T>(ctx: CallContext, server: string | undefined, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    if (this.draining) return Promise.reject(shuttingDown());
     const abort = new AbortController();
-    const onCallerAbort = () => abort.abort(ctx.signal?.reason);
-    ctx.signal?.addEventListener('abort', onCallerAbort, { once: true });
-    let stop!: (e: Error) => void;
-    const stopped = new Promise<never>((_resolve, reject) => (stop = reject));
-    const entry: InFlight = { stop: () => (stop(shuttingDown()), abort.abort(shuttingDown())), done: Promise.resolve(), server, peer: ctx.peer };
-    const run = Promise.race([work(abort.signal), stopped]);
-    entry.done = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.calls.add(entry);
-    try {
-      return await run;
-    } finally {
-      this.calls.delete(entry);
-      ctx.signal?.removeEventListener('abort', onCallerAbort);
-    }
+    const caller = ctx.signal;
+    const onCallerAbort = caller ? () => abort.abort(caller.reason) : undefined;
+    if (caller && onCallerAbort) caller.addEventListener('abort', onCallerAbort, { once: true });
+    return new Promise<T>((resolve, reject) => {
+      const finish = () => {
+        this.calls.delete(entry);
+        if (caller && onCallerAbort) caller.removeEventListener('abort', onCallerAbort);
+      };
+      const entry: InFlight = {
+        stop: () => {
+          finish();
+          reject(shuttingDown());
+          abort.abort(shuttingDown());
+        },
+        server,
+        peer: ctx.peer,
+      };
+      this.calls.add(entry);
+      let run: Promise<T>;
+      try {
+        run = work(abort.signal);
+      } catch (e) {
+        finish();
+        return reject(e as Error);
+      }
+      run.then(
+        (v) => (finish(), resolve(v)),
+        (e: unknown) => (finish(), reject(e as Error)),
+      );
+    });
   }
 
   /**
@@ -47,10 +62,9 @@ export class CallsInFlight {
    */
   async drain(): Promise<void> {
     this.draining = true;
-    const list = [...this.calls];
-    for (const c of list) c.stop();
-    await Promise.all(list.map((c) => c.done));
-    // One macrotask turn: the HTTP and /mcp handlers write their responses in the microtasks after settling.
+    for (const c of [...this.calls]) c.stop();
+    // One macrotask turn: the rejections settled above reach the HTTP and /mcp handlers in the microtasks
+    // before it, and they write their responses there.
     await new Promise<void>((resolve) => setImmediate(resolve));
   }
 

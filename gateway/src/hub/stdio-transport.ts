@@ -131,8 +131,19 @@ export class ChildStdioTransport implements Transport {
     const stdin = this.child?.stdin;
     if (!stdin || this.closing) throw new Error('the server process is not running');
     const text = clientSdk().serializeMessage(message);
+    // The messages of one turn of the event loop (concurrent /mcp calls) leave in one write: one syscall and
+    // one wake-up of the server instead of one per message (issue 21). Order is kept; end() flushes.
+    if (!this.corked) {
+      this.corked = true;
+      stdin.cork();
+      setImmediate(() => {
+        this.corked = false;
+        stdin.uncork();
+      });
+    }
     if (!stdin.write(text)) await new Promise<void>((resolve) => stdin.once('drain', resolve));
   }
+  private corked = false;
 
   /** TERM the group, KILL it after the grace period; resolves when the child has exited. */
   async close(): Promise<void> {

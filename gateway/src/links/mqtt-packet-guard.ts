@@ -59,14 +59,16 @@ export class MqttPacketGuard extends Transform {
    * stream around it: GuardedMqttConnection reads its socket through this, one stream hop fewer per read.
    */
   pass(chunk: Buffer): Buffer | MqttFramingError | undefined {
-    const out: Buffer[] = [];
-    // The usual chunk holds whole packets under the limit: it then passes as it came, without a copy.
-    let whole = this.state === 'type' || this.state === 'body';
+    // The usual chunk holds whole packets under the limit: it then passes as it came. While it does, nothing is
+    // collected (`out` stays undefined: every byte before `packetStart` passes); the parts are listed only from the
+    // first packet that does not pass whole (a header begun in an earlier chunk, an oversized publish skipped).
+    let out: Buffer[] | undefined = this.state === 'type' || this.state === 'body' ? undefined : [];
+    let packetStart = 0;
     let i = 0;
     while (i < chunk.length) {
       if (this.state === 'body') {
         const take = Math.min(this.remaining, chunk.length - i);
-        out.push(chunk.subarray(i, i + take));
+        if (out) out.push(chunk.subarray(i, i + take));
         i += take;
         this.remaining -= take;
         if (this.remaining === 0) this.state = 'type';
@@ -82,7 +84,9 @@ export class MqttPacketGuard extends Transform {
         this.remaining -= take;
         if (this.remaining === 0) this.finishSkip();
       } else if (this.state === 'type') {
-        this.header = [chunk[i++]!];
+        packetStart = i;
+        this.header.length = 0;
+        this.header.push(chunk[i++]!);
         this.state = 'length';
         this.length = 0;
         this.multiplier = 1;
@@ -101,16 +105,21 @@ export class MqttPacketGuard extends Transform {
           const first = this.header[0]!;
           const qos0Publish = first >> 4 === PUBLISH && (first & 0x06) === 0;
           if (!qos0Publish) return new PacketTooLargeError(total, this.limit);
-          whole = false;
+          // What passed before this packet, as one part; from here on the parts are listed.
+          out ??= packetStart > 0 ? [chunk.subarray(0, packetStart)] : [];
           this.skipped = { bytes: total, head: [], headBytes: 0 };
           this.state = 'skip';
           continue;
         }
-        out.push(Buffer.from(this.header));
+        if (out) out.push(Buffer.from(this.header));
         this.state = this.remaining === 0 ? 'type' : 'body';
       }
     }
-    if (whole && this.state !== 'length' && this.state !== 'skip') return chunk;
+    if (out === undefined) {
+      // A header still being read at the end is held back until its length is known (the next chunk).
+      if (this.state !== 'length') return chunk;
+      return packetStart > 0 ? chunk.subarray(0, packetStart) : undefined;
+    }
     if (out.length === 0) return undefined;
     return out.length === 1 ? out[0] : Buffer.concat(out);
   }

@@ -21,6 +21,14 @@ import type { Store } from './store.js';
  * The VFS locks with a `<db>.lock` directory, which a killed process leaves behind; `<db>.owner` names the
  * process that holds it, so a restart after a crash clears a lock whose owner is gone.
  */
+/**
+ * The WAL is copied into the database (a checkpoint: every page written again, and two fsyncs that block the event
+ * loop) once it holds this many pages: SQLite's default of 1 000 (4 MB) came every ~300 devices while a fleet dialled
+ * in (each writes a record and two history rows into random places of their indexes), and a longer WAL writes a page
+ * changed by several batches once. At most ~16 MB of WAL on disk; durability is the commits' syncs, unchanged.
+ */
+const WAL_CHECKPOINT_PAGES = 4000;
+
 /** Databases this process has open: its own pid in `<db>.owner` must not pass for a stale lock. */
 const openHere = new Set<string>();
 
@@ -53,6 +61,7 @@ export class SqliteStore implements Store {
       const mode = this.db.get('PRAGMA journal_mode=WAL') as { journal_mode?: string } | null;
       if (mode?.journal_mode !== 'wal') throw new Error(`${path}: could not switch to WAL (got ${String(mode?.journal_mode)})`);
       this.db.exec('PRAGMA synchronous=FULL');
+      this.db.exec(`PRAGMA wal_autocheckpoint=${WAL_CHECKPOINT_PAGES}`);
       writeFileSync(`${path}.owner`, String(process.pid), { mode: 0o600 });
       this.db.exec(
         'CREATE TABLE IF NOT EXISTS documents (collection TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (collection, key)) WITHOUT ROWID',

@@ -21,6 +21,18 @@ describe('authenticate', () => {
       expect([header, authenticate(header, [KEY])]).toEqual([header, undefined]);
   });
 
+  it('keeps reading a header it has seen as a fresh one: other keys, a removed key, and many headers', () => {
+    const header = `Bearer ${KEY}`;
+    expect(authenticate(header, [KEY])).toEqual({ principal: principalOf(KEY) });
+    expect(authenticate(header, [KEY])).toEqual({ principal: principalOf(KEY) });
+    expect(authenticate(header, [TENANT_KEY])).toBeUndefined();
+    expect(authenticate(header, [TENANT_KEY, KEY], tenantOf)).toEqual({ principal: principalOf(KEY) });
+    // More headers than are kept (spacing variants of valid keys): every one still answers right.
+    for (let i = 0; i < 600; i++)
+      expect(authenticate(`Bearer${' '.repeat(1 + (i % 300))}${i % 2 ? KEY : TENANT_KEY}`, [KEY, TENANT_KEY], tenantOf)).toBeDefined();
+    expect(authenticate(`Bearer ${KEY}x`, [KEY])).toBeUndefined();
+  });
+
   it('knows no key when none is configured', () => {
     expect(authenticate(`Bearer ${KEY}`, [])).toBeUndefined();
   });

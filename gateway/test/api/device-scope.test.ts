@@ -33,6 +33,10 @@ async function app(): Promise<FastifyInstance> {
     async (scope) => {
       scopeDeviceRoutes(scope, tenancy);
       scope.get<{ Params: { deviceId: string } }>('/v1/devices/:deviceId/photos', async (req) => ({ reached: req.params.deviceId }));
+      // A route that scopes its device itself: no hook; its handler answers.
+      scope.get<{ Params: { deviceId: string } }>('/v1/devices/:deviceId/own', { config: { scopesItsDevice: true } }, async (req) => ({
+        reached: req.params.deviceId,
+      }));
       scope.get<{ Params: { deviceId: string } }>('/v1/devices/:deviceId', async (req) => ({ id: visibleDeviceId(req, tenancy, req.params.deviceId) }));
       scope.get('/v1/devices', async (req) => ({
         ids: callerDirectory(req, directory, tenancy)
@@ -67,6 +71,8 @@ describe('device routes through the caller’s tenant (api/device-scope.ts)', ()
     expect((await get(a, `/v1/devices/${NOBODYS}/photos`, GLOBEX)).status).toBe(404);
     // A malformed id is left to the route (its own 400).
     expect(await get(a, '/v1/devices/not-a-mac/photos', ACME)).toEqual({ status: 200, body: { reached: 'not-a-mac' } });
+    // A route that says it scopes its device itself is left to do so.
+    expect(await get(a, `/v1/devices/${THEIRS}/own`, ACME)).toEqual({ status: 200, body: { reached: THEIRS } });
     await a.close();
   });
 

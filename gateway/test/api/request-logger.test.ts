@@ -1,7 +1,7 @@
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
 import { describe, expect, it, vi } from 'vitest';
-import { lazyChildLogger } from '../../src/api/request-logger.js';
+import { lazyChildLogger, requestLoggers } from '../../src/api/request-logger.js';
 
 /** A pino logger whose lines are kept, and a count of the children made from it. */
 function recording(level: pino.Level = 'info') {
@@ -55,6 +55,21 @@ describe('lazyChildLogger', () => {
     expect(lines).toEqual([]);
     await app.inject('/chatty');
     expect(lines).toEqual([expect.objectContaining({ msg: 'handled', reqId: expect.any(String) })]);
+    await app.close();
+  });
+
+  it('serves an app made without loggerInstance (requestLoggers): the same request lines, under the given parent', async () => {
+    const { log, lines } = recording('info');
+    const app = Fastify({ childLoggerFactory: requestLoggers(log), logController: new LogController({ disableRequestLogging: true }) });
+    app.log = log;
+    app.get('/quiet', async () => 'ok');
+    app.get('/chatty', async (req) => (req.log.info({ token: 'secret-value' }, 'handled'), 'ok'));
+    await app.inject('/quiet');
+    expect(lines).toEqual([]);
+    await app.inject('/chatty');
+    expect(lines).toEqual([expect.objectContaining({ msg: 'handled', reqId: expect.any(String), token: '[Redacted]' })]);
+    app.log.warn('from the app');
+    expect(lines[1]).toMatchObject({ msg: 'from the app' });
     await app.close();
   });
 });

@@ -97,6 +97,18 @@ describe('DeviceRegistry: listing', () => {
     expect(registry.page({ online: true }, { limit: 10 }).devices).toHaveLength(3);
   });
 
+  it('keeps id order for devices that connect between listings, and after a forget of one not yet listed', async () => {
+    const { registry, connect } = registryPart();
+    const ids = (n: number) => `02:00:00:00:00:${String(n).padStart(2, '0')}`;
+    for (const n of [7, 3, 9]) connect(ids(n), { transport: 'mqtt' });
+    expect(registry.ids()).toEqual([ids(3), ids(7), ids(9)]);
+    for (const n of [8, 1, 5, 10]) connect(ids(n), { transport: 'mqtt' });
+    await registry.forget(ids(5));
+    connect(ids(2), { transport: 'mqtt' });
+    expect(registry.page({}, { limit: 3, after: ids(1) }).devices.map((d) => d.id)).toEqual([ids(2), ids(3), ids(7)]);
+    expect(registry.ids()).toEqual([1, 2, 3, 7, 8, 9, 10].map(ids));
+  });
+
   it('past maxKnownDevices forgets offline never-ready devices first, never an online one', async () => {
     const { registry, metrics, connect, ready } = registryPart({ maxKnownDevices: 3 });
     const a = await ready('02:00:00:00:00:01');

@@ -28,6 +28,19 @@ describe('RpcChannel: requests and the matching of their replies', () => {
     expect((err as GatewayError).message).toBe('device 02:00:00:00:00:01 did not answer tools/call within 2000 ms');
   });
 
+  it('lets its timer go when nothing is pending (a device just ready), and times the next request with a new one', async () => {
+    const { channel, device } = channelPair();
+    const a = channel.request('tools/list', {}, 60_000);
+    const b = channel.request('ping', undefined, 60_000);
+    channel.releaseTimer(); // requests pending: kept
+    channel.onResult((await device.nextRequest('tools/list')).id, { tools: [] });
+    channel.onResult((await device.nextRequest('ping')).id, {});
+    await Promise.all([a, b]);
+    channel.releaseTimer();
+    const err = await channel.request('ping', undefined, 20).catch((e: unknown) => e);
+    expect((err as GatewayError).code).toBe('DEVICE_TIMEOUT');
+  });
+
   it('counts a reply that matches no pending request (late or unknown) and drops it', async () => {
     const { channel, metrics } = channelPair();
     await channel.request('ping', undefined, 10).catch(() => undefined);

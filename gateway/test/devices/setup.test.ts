@@ -67,6 +67,29 @@ describe('DeviceSetup: initialize and the tools/list walk', () => {
     expect(await metricValue(metrics, 'voxgate_device_setup_retries_total', { step: 'initialize' })).toBe(1);
   });
 
+  it('reads a second device’s initialize reply with the same text as the result already read, without parsing it', async () => {
+    const answer = { protocolVersion: '2024-11-05', capabilities: { tools: {} }, serverInfo: { name: 'same-fw', version: '1.2.3' } };
+    const mcpFrames = (m: Awaited<ReturnType<typeof setupPair>>['metrics']) => metricValue(m, 'voxgate_frames_received_total', { kind: 'mcp' });
+    const first = setupPair();
+    const a = first.setup.initialize();
+    first.device.reply((await first.device.nextRequest('initialize')).id, answer);
+    const second = setupPair();
+    const b = second.setup.initialize();
+    second.device.reply((await second.device.nextRequest('initialize')).id, answer);
+    expect(await b).toBe(await a);
+    expect(await a).toEqual(answer);
+    // The first reply took the ordinary path (this rig's parser counts nothing); the second was taken from its text.
+    expect(await mcpFrames(first.metrics)).toBe(0);
+    expect(await mcpFrames(second.metrics)).toBe(1);
+    // Another answer, or the same one in another layout, is read (and checked) as usual.
+    const third = setupPair();
+    const c = third.setup.initialize();
+    const id = (await third.device.nextRequest('initialize')).id;
+    third.device.send(JSON.stringify({ type: 'mcp', session_id: '', payload: { jsonrpc: '2.0', id, result: { ...answer, protocolVersion: 'x'.repeat(65) } } }));
+    expect(await c).toMatchObject({ protocolVersion: 'unknown', serverInfo: { name: 'same-fw' } });
+    expect(await mcpFrames(third.metrics)).toBe(0);
+  });
+
   it('walks every page by its cursor; a second device with the same pages reads them from the cache', async () => {
     const pages = new ToolsPageCache();
     const first = setupPair({}, pages);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { lowerBound, upperBound } from '../../src/devices/sorted-ids.js';
+import { lowerBound, mergeSorted, upperBound } from '../../src/devices/sorted-ids.js';
 
 const ids = ['02:00:00:00:00:01', '02:00:00:00:00:03', '02:00:00:00:00:03', '02:00:00:00:00:07'];
 
@@ -29,5 +29,28 @@ describe('lowerBound and upperBound', () => {
       expect(lowerBound(a, v)).toBe(a.filter((x) => x < v).length);
       expect(upperBound(a, v)).toBe(a.filter((x) => x <= v).length);
     }
+  });
+});
+
+describe('mergeSorted', () => {
+  it('gives what sorting both together gives, whatever their sizes and overlaps', () => {
+    const cases: Array<[string[], string[]]> = [
+      [[], []],
+      [['a'], []],
+      [[], ['b', 'c']],
+      [
+        ['a', 'c', 'e'],
+        ['b', 'd', 'f', 'g'],
+      ],
+      [
+        ['b', 'b', 'x'],
+        ['a', 'b', 'y', 'z'],
+      ],
+      [
+        ['02:00:00:00:00:0A', '02:00:00:00:00:0b'],
+        ['02:00:00:00:00:09', '02:00:00:00:00:0B', '02:00:00:00:00:1'],
+      ],
+    ];
+    for (const [a, b] of cases) expect(mergeSorted(a, b)).toEqual([...a, ...b].sort());
   });
 });

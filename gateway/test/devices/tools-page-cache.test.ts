@@ -62,6 +62,25 @@ describe('tools/list page cache', () => {
     expect(cache.get('b')).toBe(b);
   });
 
+  it('finds a page by equal text from any string, and never one it dropped, however recently it was found', () => {
+    const cache = new ToolsPageCache(2);
+    const a = cache.store('{"tools":[],"x":1}', { tools: [] });
+    const b = cache.store('{"tools":[],"x":2}', { tools: [] });
+    // Equal texts that are other strings (a slice of a frame, as the page reader passes them).
+    const frame = 'xx{"tools":[],"x":1}{"tools":[],"x":2}';
+    expect(cache.get(frame.slice(2, 20))).toBe(a);
+    expect(cache.get(frame.slice(20))).toBe(b);
+    expect(cache.get('{"tools":[],"x":3}')).toBeUndefined();
+    cache.store('{"tools":[],"x":3}', { tools: [] });
+    expect(cache.get(frame.slice(2, 20))).toBeUndefined();
+    expect(cache.get(frame.slice(20))).toBe(b);
+    // More distinct pages than are compared first: each is still found (by the Map), and stays the same entry.
+    const many = new ToolsPageCache();
+    const texts = Array.from({ length: 20 }, (_, i) => `{"tools":[],"n":${i}}`);
+    const pages = texts.map((t) => many.store(t, { tools: [] }));
+    for (let round = 0; round < 2; round++) texts.forEach((t, i) => expect(many.get(` ${t}`.slice(1))).toBe(pages[i]));
+  });
+
   it('parses a firmware’s pages once; later devices with the same pages share them, others do not', async () => {
     const { registry, metrics, connect } = registryPart({ pages: new ToolsPageCache() });
     const join = async (deviceId: string, pages: string[], transport: 'websocket' | 'mqtt' = 'websocket') => {

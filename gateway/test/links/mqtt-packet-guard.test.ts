@@ -49,4 +49,30 @@ describe('MQTT packet guard', () => {
     const r = await run(1024, publish('device-server', Buffer.alloc(4000, 0x61), 1));
     expect(r.error).toBeInstanceOf(PacketTooLargeError);
   });
+
+  it('passes exactly the packets under the limit, however the stream is cut (pass, chunk by chunk)', () => {
+    // A fixed pseudo-random sequence: packets of every size around the limit and the 1- and 2-byte length forms,
+    // cut at random points (headers split across chunks included).
+    let seed = 7;
+    const rand = (n: number) => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n;
+    const limit = 300;
+    for (let round = 0; round < 40; round++) {
+      const packets = Array.from({ length: 30 }, () => (rand(5) === 0 ? Buffer.from([0xc0, 0]) : publish('device-server', Buffer.alloc(rand(600), 0x61))));
+      const input = Buffer.concat(packets);
+      const expected = Buffer.concat(packets.filter((p) => p.length <= limit));
+      const guard = new MqttPacketGuard(limit);
+      let skipped = 0;
+      guard.on('oversized', () => skipped++);
+      const parts: Buffer[] = [];
+      for (let i = 0; i < input.length;) {
+        const n = 1 + rand(rand(2) ? 8 : 900);
+        const passed = guard.pass(input.subarray(i, i + n));
+        expect(passed).not.toBeInstanceOf(Error);
+        if (passed instanceof Buffer) parts.push(passed);
+        i += n;
+      }
+      expect(Buffer.concat(parts).equals(expected)).toBe(true);
+      expect(skipped).toBe(packets.length - packets.filter((p) => p.length <= limit).length);
+    }
+  });
 });

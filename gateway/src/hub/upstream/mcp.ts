@@ -17,6 +17,7 @@ import { GatewayError } from '../../errors.js';
 import { guardToolSchemas } from '../../schemas/untrusted-schema.js';
 import { fillHeaders } from '../credentials.js';
 import { ChildStdioTransport } from '../stdio-transport.js';
+import { speedUpToolsCall, wireCodecOf } from '../tools-call-check.js';
 import { PEER_METHODS, Upstream, type CallContext, type Progress, type ServerStatus } from './base.js';
 import { classifyFailure, describeCallFailure, describeFailure, sessionMayBeLost, tooLargeText, type FailureContext, type UpstreamFailure } from './failure.js';
 import { overCap } from './result-cap.js';
@@ -113,6 +114,8 @@ export class McpUpstream extends Upstream {
         },
       },
     });
+    // tools/call results checked by hand where the SDK's zod schema would accept them (the rest still by zod).
+    speedUpToolsCall(wireCodecOf(client));
     client.onerror = (e) => d.log.debug({ err: e.message }, 'upstream transport error');
     client.setNotificationHandler('notifications/message', (n) => {
       if (gen === this.generation) d.onLog?.(n.params);
@@ -196,7 +199,7 @@ export class McpUpstream extends Upstream {
 
   /** Call a tool. A failure past the gateway is a GatewayError whose message is the sentence a model reads. */
   async call(tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
-    await this.reviveIfFailed();
+    if (this.state === 'failed') await this.reviveIfFailed(); // (no await, no promise, on a ready server's call)
     if (!this.client || this.state !== 'ready')
       throw new GatewayError(
         'UPSTREAM_UNAVAILABLE',
