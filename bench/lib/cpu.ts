@@ -39,7 +39,8 @@ export async function measured<T>(
 }
 
 /** CPU of one process by thread, in µs: its main thread (user, system) and the sum of its other threads (V8's GC
- * helpers and compilers, libuv's pool); empty when it cannot be read. */
+ * helpers and compilers, libuv's pool; a thread that ended between two readings drops out of the difference); NaN when it
+ * cannot be read. */
 export interface ThreadCpu {
   mainUser: number;
   mainSys: number;
