@@ -144,4 +144,6 @@ await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
 await new Promise<void>((resolve) => mqtt.listen(0, '127.0.0.1', resolve));
 const port = (s: { address(): unknown }) => (s.address() as { port: number }).port;
 serveMemoryProbe(() => ({ devices: open }));
+// Exit (not die) on the runner's SIGTERM, so a --cpu-prof profile is written.
+process.once('SIGTERM', () => process.exit(0));
 process.send?.({ id: 0, ok: true, port: port(http), mqttPort: port(mqtt), udpPort });

@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { cpuUs } from '../lib/cpu.js';
+import { cpuUs, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
 import { spawnGateway } from '../lib/compiled.js';
 import { ROOT, freePort, spawnTs, type Proc } from '../lib/procs.js';
 import { runVoiceLoad, type VoiceLoadOptions, type VoiceLoadResult } from '../lib/voice.js';
@@ -40,7 +40,11 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
     nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/voice')] : [],
   });
   const gwUrl = `http://127.0.0.1:${httpPort}`;
-  const relay = spawnTs('voice-relay', 'bench/floors/voice-relay.ts', { env: { VOICE_UPSTREAM_URL: upstreamUrl } });
+  // --profile: the bare relay too, so the two profiles of a row can be compared sample for sample.
+  const relay = spawnTs('voice-relay', 'bench/floors/voice-relay.ts', {
+    env: { VOICE_UPSTREAM_URL: upstreamUrl },
+    nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/voice-relay')] : [],
+  });
   const relayHello = await relay.hello;
   await until('the voice gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
   b.log(`voice: gateway on ${gwUrl} and the bare relay (port ${String(relayHello['port'])}) relaying to ${upstreamUrl}`);
@@ -66,17 +70,23 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
     const m0 = await mem(proc);
     let m1 = m0;
     let c0 = NaN;
+    let t0: ThreadCpu = { mainUser: NaN, mainSys: NaN, other: NaN };
     const load0 = loadavg()[0]!;
     const result = await runVoiceLoad({
       ...o,
       whenOpen: async () => {
         m1 = await mem(proc);
         c0 = cpuUs(proc.child.pid);
+        t0 = threadCpuUs(proc.child.pid);
       },
     });
     const cpu = cpuUs(proc.child.pid) - c0;
+    const t1 = threadCpuUs(proc.child.pid);
     const load: [number, number] = [round(load0, 2), round(loadavg()[0]!, 2)];
-    return { ...result, cpuUsPerFrame: result.received > 0 ? cpu / result.received : NaN, rssPerSession: (m1.rss - m0.rss) / o.devices, load };
+    const perFrame = (us: number) => (result.received > 0 ? round(us / result.received) : NaN);
+    // Where the CPU went: the main thread's user and system time, and the other threads' (GC helpers, compilers).
+    const split = { mainUser: perFrame(t1.mainUser - t0.mainUser), mainSys: perFrame(t1.mainSys - t0.mainSys), otherThreads: perFrame(t1.other - t0.other) };
+    return { ...result, cpuUsPerFrame: result.received > 0 ? cpu / result.received : NaN, split, rssPerSession: (m1.rss - m0.rss) / o.devices, load };
   };
   try {
     for (const transport of ['ws', 'udp'] as const) {
@@ -95,7 +105,8 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
         b.log(
           `voice ${label} ${r.pace} n=${r.devices}: gateway ${g.perSecond.toFixed(0)} frames/s p50 ${g.p50.toFixed(2)} ms ${g.cpuUsPerFrame.toFixed(1)} µs/frame, ` +
             `bare relay ${rl.perSecond.toFixed(0)} frames/s p50 ${rl.p50.toFixed(2)} ms ${rl.cpuUsPerFrame.toFixed(1)} µs/frame, ` +
-            `direct ${f.perSecond.toFixed(0)} frames/s p50 ${f.p50.toFixed(2)} ms; lost ${g.lost}/${rl.lost}/${f.lost}; load ${g.load.join('→')}`,
+            `direct ${f.perSecond.toFixed(0)} frames/s p50 ${f.p50.toFixed(2)} ms; lost ${g.lost}/${rl.lost}/${f.lost}; load ${g.load.join('→')}; ` +
+            `µs/frame main user+sys, other threads: gateway ${splitText(g.split)}, bare relay ${splitText(rl.split)}`,
         );
       }
     }
@@ -104,7 +115,14 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
   }
 }
 
-type Relayed = VoiceLoadResult & { cpuUsPerFrame: number; rssPerSession: number; load: [number, number] };
+const splitText = (x: Relayed['split']) => `${x.mainUser}+${x.mainSys}, ${x.otherThreads}`;
+
+type Relayed = VoiceLoadResult & {
+  cpuUsPerFrame: number;
+  split: { mainUser: number; mainSys: number; otherThreads: number };
+  rssPerSession: number;
+  load: [number, number];
+};
 
 function pushVoiceRows(
   b: Bench,
@@ -159,7 +177,7 @@ function pushVoiceRows(
     unit: 'µs',
     floor: round(rl.cpuUsPerFrame),
     ratio: ratio(rl.cpuUsPerFrame, g.cpuUsPerFrame),
-    params: base,
+    params: { ...base, split: g.split, floorSplit: rl.split },
   });
   b.results.push({
     name: `${name}.rtt_p50_ms`,

@@ -8,6 +8,10 @@
  * `--dist`: the compiled gateway (gateway/dist/main.js) instead of its sources under tsx.
  * `--strace`: one more round per side under `strace -c -f`, for the system calls per frame.
  * `--profile`: a CPU profile of each side's last CPU round, in bench/results/prof/voice-cpu-{gateway,relay}.cpuprofile.
+ * `--paced`: the warm round is the bench's paced row instead (100 devices, one frame each per 60 ms, 5 s), as the bench
+ *   runs before its saturated row.
+ * `--gc`: as the bench's rows do (their memory reading), forced garbage collections in each process once every session
+ *   is open, just before the measured frames.
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -19,6 +23,7 @@ import { Proc, ROOT, spawnTs, stopAll, type Reply } from '../lib/procs.js';
 import { runVoiceLoad } from '../lib/voice.js';
 import { API_KEY } from '../scenarios/bench.js';
 import { count, metric, until } from '../scenarios/measure.js';
+import { MEMORY_PROBE_IMPORT } from '../procs/ipc.js';
 import { ALLOC_PROBE_URL } from './alloc-probe.js';
 import { PROBE_JS } from './heap-probe.js';
 
@@ -34,6 +39,11 @@ function threadCpu(pid: number | undefined): Map<string, number> {
       if (tid === String(pid)) {
         out.set('main user', Number(f[11]) * 1e4);
         out.set('main sys', Number(f[12]) * 1e4);
+        // Counts, not µs: the main thread's page faults and context switches (woken from epoll, or preempted).
+        out.set('#minflt', Number(f[7]));
+        const status = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8');
+        out.set('#wakeups', Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(status)?.[1] ?? NaN));
+        out.set('#preempted', Number(/nonvoluntary_ctxt_switches:\s+(\d+)/.exec(status)?.[1] ?? NaN));
       }
     } catch {
       /* the thread ended */
@@ -71,7 +81,8 @@ try {
         'voice-gateway',
         fork(ROOT + 'gateway/dist/main.js', [], {
           cwd: ROOT,
-          execArgv: ['--expose-gc', ...gatewayArgs],
+          // The bench's memory probe ({cmd:'mem'}), which the sources' entry (bench/procs/gateway.ts) serves itself.
+          execArgv: ['--expose-gc', ...gatewayArgs, '--import', MEMORY_PROBE_IMPORT],
           env: { ...process.env, ...voiceEnv },
           stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
           serialization: 'json',
@@ -94,6 +105,7 @@ try {
   };
   let macGroup = 0;
   const one = async (side: 'gateway' | 'relay', proc: Proc, mode: 'warm' | 'cpu' | 'alloc' | 'profile' | 'strace') => {
+    const paced = mode === 'warm' && flags.has('--paced');
     let c0 = NaN;
     let t0 = new Map<string, number>();
     let strace: ChildProcess | undefined;
@@ -103,14 +115,15 @@ try {
       transport,
       ...targets[side],
       version: 1,
-      devices: 10,
-      pace: 'saturate',
-      window: 8,
-      seconds,
+      devices: paced ? 100 : 10,
+      pace: paced ? 'paced' : 'saturate',
+      window: paced ? 1 : 8,
+      seconds: paced ? 5 : seconds,
       macGroup: macGroup++,
       connectTimeoutMs: 30_000,
       drainMs: 5_000,
       whenOpen: async () => {
+        if (flags.has('--gc')) await proc.request({ cmd: 'mem' }, 30_000);
         await proc.request({ cmd: 'alloc-start', sample: mode === 'alloc' });
         if (mode === 'profile') await proc.request({ cmd: 'profile' });
         if (mode === 'strace') {
@@ -125,8 +138,8 @@ try {
     const cpu = cpuUs(proc.child.pid) - c0;
     const threads = [...threadCpu(proc.child.pid)]
       .map(([k, v]) => [k, (v - (t0.get(k) ?? 0)) / r.received] as const)
-      .filter(([, v]) => v >= 0.5)
-      .map(([k, v]) => `${k} ${v.toFixed(1)}`)
+      .filter(([k, v]) => v >= 0.5 || k.startsWith('#'))
+      .map(([k, v]) => (k.startsWith('#') ? `${k.slice(1)} ${(v * 1000).toFixed(0)}/1k frames` : `${k} ${v.toFixed(1)}`))
       .join(', ');
     let extra = `\n  threads (µs/frame): ${threads}`;
     if (strace) {
