@@ -17,6 +17,11 @@ describe('sourceKey', () => {
     expect(sourceKey(undefined)).toBe('unknown');
     expect(sourceKey('not-an-ip')).toBe('not-an-ip');
   });
+
+  it('answers the same for an address asked again, right after it or after another (its last answer is kept)', () => {
+    const seq = ['10.0.0.7', '10.0.0.7', '::ffff:10.0.0.9', '::ffff:10.0.0.9', '2001:db8:1:2::1', '10.0.0.7', '2001:db8:1:2::1'];
+    expect(seq.map(sourceKey)).toEqual(['10.0.0.7', '10.0.0.7', '10.0.0.9', '10.0.0.9', '2001:db8:1:2::/64', '10.0.0.7', '2001:db8:1:2::/64']);
+  });
 });
 
 /** Open sockets that read and wait; `closed` settles when the listener ends one. */
