@@ -7,7 +7,7 @@
  * in the window (count and pause time, by kind), its heap after GC, and its RSS before, at the peak and after
  * every session was deleted. --direct also drives a server-everything of its own on its pipe (no proxy), the
  * same calls, for the server's own CPU per call and rate. --profile writes the gateway's CPU profile of the
- * window to bench/results/prof/mcp-cpu.cpuprofile (read it with bench/tools/top-self.ts). MCP_CPU_ROOT=<dir> runs
+ * window to bench/results/prof/mcp-cpu.cpuprofile (read it with bench/tools/top-self.ts). MCPCPU_ROOT=<dir> runs
  * <dir>/gateway/dist/main.js instead (a copy of another build, for alternating before/after runs).
  */
 import { fork, spawn } from 'node:child_process';
@@ -100,7 +100,7 @@ async function gateway(perSession: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'voxgate-mcp-cpu-'));
   const { env, httpPort: port } = await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json') });
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING] } } } }));
-  const child = fork(join(process.env['MCP_CPU_ROOT'] ?? ROOT, 'gateway/dist/main.js'), [], {
+  const child = fork(join(process.env['MCPCPU_ROOT'] ?? ROOT, 'gateway/dist/main.js'), [], {
     cwd: ROOT,
     execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
     env: { ...process.env, ...env },
