@@ -9,6 +9,16 @@ import { referenceTools, toolJson, type RefTool } from '../../test/support/refer
 
 const PAGE_BUDGET = 8000;
 
+/** The simulated board's hello and initialize result, as every bench device sends them. */
+export const HELLO = JSON.stringify({
+  type: 'hello',
+  version: 1,
+  features: { mcp: true },
+  transport: 'websocket',
+  audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 },
+});
+export const INIT_RESULT = '{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"bench-board","version":"1.7.6"}}';
+
 export interface Catalog {
   /** cursor ('' for the first page) -> the `result` JSON text of that page. */
   pages: Map<string, string>;

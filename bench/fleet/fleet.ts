@@ -17,18 +17,10 @@
 import { randomUUID } from 'node:crypto';
 import { connect as mqttConnect, type MqttClient } from 'mqtt';
 import { WebSocket, type RawData } from 'ws';
-import { benchCatalog } from './catalog.js';
+import { HELLO, INIT_RESULT, benchCatalog } from './catalog.js';
 
 const catalog = benchCatalog();
 const LAST_PAGE_CURSORS = new Set([...catalog.pages.entries()].filter(([, body]) => !body.includes('"nextCursor"')).map(([c]) => c));
-const INIT_RESULT = '{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"bench-board","version":"1.7.6"}}';
-const HELLO = JSON.stringify({
-  type: 'hello',
-  version: 1,
-  features: { mcp: true },
-  transport: 'websocket',
-  audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 },
-});
 const CALL_RESULT = '{"content":[{"type":"text","text":"true"}],"isError":false}';
 const CONNECT_ATTEMPTS = 8;
 

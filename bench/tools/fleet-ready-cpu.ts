@@ -20,7 +20,7 @@ import { pathToFileURL } from 'node:url';
 import * as thisGateway from '../../gateway/src/index.js';
 import type { DeviceLink } from '../../gateway/src/devices/link.js';
 import { createLogger } from '../../gateway/src/log.js';
-import { benchCatalog } from '../fleet/catalog.js';
+import { HELLO, INIT_RESULT, benchCatalog } from '../fleet/catalog.js';
 
 type GatewayModule = typeof thisGateway;
 type Gateway = thisGateway.Gateway;
@@ -28,14 +28,6 @@ type Gateway = thisGateway.Gateway;
 const [devices = 2000, rounds = 5, inflight = 256] = process.argv.slice(2, 5).map(Number);
 const baseDir = process.env['FLEETCPU_BASE'];
 const catalog = benchCatalog();
-const INIT_RESULT = '{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"bench-board","version":"1.7.6"}}';
-const HELLO = JSON.stringify({
-  type: 'hello',
-  version: 1,
-  features: { mcp: true },
-  transport: 'websocket',
-  audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 },
-});
 
 /** The device's end, as bench/fleet/fleet.ts answers: the server hello's session id, then MCP replies in the firmware's layout. */
 function deviceEnd(deliver: (text: string) => void, onReady: () => void): (text: string) => void {
