@@ -8,12 +8,14 @@
  * every session was deleted. --direct also drives a server-everything of its own on its pipe (no proxy), the
  * same calls, for the server's own CPU per call and rate. --profile writes the gateway's CPU profile of the
  * window to bench/results/prof/mcp-cpu.cpuprofile (read it with bench/tools/top-self.ts). MCPCPU_ROOT=<dir> runs
- * <dir>/gateway/dist/main.js instead (a copy of another build, for alternating before/after runs).
+ * <dir>/gateway/dist/main.js instead (a copy of another build, for alternating before/after runs). The gateway gets the
+ * node options package.json's start gives it (VOXGATE_GATEWAY_NODE_ARGS replaces them: bench/lib/compiled.ts).
  */
 import { fork, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gatewayNodeArgs } from '../lib/compiled.js';
 import { cpuUs } from '../lib/cpu.js';
 import { DirectStdioServer } from '../lib/mcp-direct.js';
 import { McpLoadSession, type LoadSession } from '../lib/mcp-load.js';
@@ -102,7 +104,7 @@ async function gateway(perSession: number): Promise<void> {
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING] } } } }));
   const child = fork(join(process.env['MCPCPU_ROOT'] ?? ROOT, 'gateway/dist/main.js'), [], {
     cwd: ROOT,
-    execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
+    execArgv: ['--expose-gc', ...gatewayNodeArgs(), '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
