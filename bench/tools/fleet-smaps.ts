@@ -104,8 +104,7 @@ try {
   const floorPort = (await floor.hello)['port'] as number;
   const gwUrl = `http://127.0.0.1:${base.httpPort}`;
   await until('the gateway to start', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 120_000, 200);
-  const ask = async (p: Proc) =>
-    p.request<Reply & { mem: Mem; spaces?: Spaces; devices?: number; young?: number; fullGcMs?: number }>({ cmd: 'mem' }, 60_000);
+  const ask = async (p: Proc) => p.request<Reply & { mem: Mem; spaces?: Spaces; devices?: number; young?: number; fullGcMs?: number }>({ cmd: 'mem' }, 60_000);
 
   // The floor: bare connections (the quick bench's RSS floor).
   const f0 = await ask(floor);
