@@ -96,6 +96,12 @@ export interface SeenDevice {
 const BATCH = 200;
 /** Facts changed by connections are gathered this long, then written in batches (a fleet re-dialing after a restart). */
 const FLUSH_DELAY_MS = 250;
+/**
+ * A new device's first facts wait for its readiness (its catalog, its firmware) this long at most: one write per new
+ * device instead of two whenever its setup straddled a batch (a fleet dialling in for the first time). A device
+ * that never gets ready is written once this passes, or at disconnect; `flush()` and `close()` write it at once.
+ */
+const NEW_DEVICE_HOLD_MS = 5_000;
 
 /**
  * Every device ever admitted, kept in the store (SQLite embedded, the shared KV bucket in a cluster) and
@@ -109,6 +115,8 @@ export class DeviceRecords {
   private readonly savedSeen = new Map<string, number>();
   /** Devices whose facts changed since they were written. */
   private readonly dirty = new Set<string>();
+  /** New devices not ready yet, with when they were admitted: the batches hold their first write (NEW_DEVICE_HOLD_MS). */
+  private readonly settling = new Map<string, number>();
   /** Every store operation, in order: a forget is never overtaken by a batch that still holds the device. */
   private ops: Promise<void> = Promise.resolve();
   private flushTimer: NodeJS.Timeout | undefined;
@@ -218,6 +226,7 @@ export class DeviceRecords {
         server: null,
       };
       this.facts.set(deviceId, facts);
+      this.settling.set(deviceId, at);
       return this.saveFacts(deviceId);
     }
     const changed = known.clientId !== a.clientId || known.transport !== a.transport;
@@ -232,6 +241,7 @@ export class DeviceRecords {
   ready(deviceId: string, r: Readiness): void {
     const f = this.facts.get(deviceId);
     if (!f) return;
+    this.settling.delete(deviceId);
     const server = r.server ? boundedServer(r.server) : null;
     const firmware = server ? server.version.slice(0, 128) : f.firmware;
     if (f.catalogHash === r.catalogHash && f.toolCount === r.toolCount && f.firmware === firmware && sameServer(f.server, server)) return;
@@ -255,6 +265,7 @@ export class DeviceRecords {
   closed(deviceId: string, lastSeenAt: number): void {
     const f = this.facts.get(deviceId);
     if (!f) return;
+    this.settling.delete(deviceId);
     f.lastSeen = Math.max(f.lastSeen, lastSeenAt);
     if (this.savedSeen.get(deviceId) !== f.lastSeen) this.saveFacts(deviceId);
   }
@@ -277,6 +288,7 @@ export class DeviceRecords {
     const known = this.facts.delete(deviceId);
     const named = this.meta.delete(deviceId);
     this.savedSeen.delete(deviceId);
+    this.settling.delete(deviceId);
     if (!known && !named) return false;
     this.noteForgotten(deviceId);
     this.dirty.delete(deviceId);
@@ -312,10 +324,23 @@ export class DeviceRecords {
     return moved;
   }
 
-  /** Write every changed device's facts now (the sweep, close, tests). */
+  /** Write every changed device's facts now, new devices still in setup too (the sweep, close, tests). */
   flush(): Promise<void> {
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
+    this.settling.clear();
+    return this.enqueue(() => this.writeDirty());
+  }
+
+  /** The batches' timer: what changed, except new devices whose setup is under way (held up to NEW_DEVICE_HOLD_MS). */
+  private flushSettled(): Promise<void> {
+    this.flushTimer = undefined;
+    const now = Date.now();
+    for (const [id, at] of this.settling) {
+      // Admission order: the first one still held is the oldest (a Map keeps insertion order).
+      if (now - at < NEW_DEVICE_HOLD_MS) break;
+      this.settling.delete(id);
+    }
     return this.enqueue(() => this.writeDirty());
   }
 
@@ -333,8 +358,12 @@ export class DeviceRecords {
   /** Facts changed: written with the next batch, a moment later. */
   private saveFacts(deviceId: string): void {
     this.dirty.add(deviceId);
+    this.scheduleFlush();
+  }
+
+  private scheduleFlush(): void {
     if (this.flushTimer || !this.store) return;
-    this.flushTimer = setTimeout(() => void this.flush().catch(() => undefined), FLUSH_DELAY_MS); // failures are logged
+    this.flushTimer = setTimeout(() => void this.flushSettled().catch(() => undefined), FLUSH_DELAY_MS); // failures are logged
     this.flushTimer.unref();
   }
 
@@ -357,14 +386,21 @@ export class DeviceRecords {
 
   private async writeDirty(): Promise<void> {
     const store = this.store;
-    while (store && this.dirty.size > 0) {
+    let held = 0;
+    while (store && this.dirty.size > held) {
       const batch: Array<{ key: string; value: DeviceFacts }> = [];
+      held = 0;
       for (const id of this.dirty) {
+        if (this.settling.has(id)) {
+          held++;
+          continue;
+        }
         this.dirty.delete(id);
         const value = this.facts.get(id);
         if (value) batch.push({ key: id, value: { ...value } });
         if (batch.length >= BATCH) break;
       }
+      if (batch.length === 0) break;
       try {
         // No caller waits on these batches, and a SIGKILL already loses the quarter second held in memory:
         // the store may skip their fsync (it blocked the event loop ~5-10 ms per batch while a fleet dialled in).
@@ -376,8 +412,9 @@ export class DeviceRecords {
         throw err;
       }
       for (const e of batch) this.savedSeen.set(e.key, e.value.lastSeen);
-      if (this.dirty.size > 0) await new Promise((resolve) => setImmediate(resolve));
+      if (this.dirty.size > held) await new Promise((resolve) => setImmediate(resolve));
     }
+    if (this.dirty.size > 0) this.scheduleFlush(); // the held ones, at their readiness or their hold's end
   }
 
   private async writeMeta(deviceId: string): Promise<void> {
@@ -390,6 +427,7 @@ export class DeviceRecords {
     if (value === undefined) {
       this.facts.delete(deviceId);
       this.savedSeen.delete(deviceId);
+      this.settling.delete(deviceId);
       this.dirty.delete(deviceId); // forgotten elsewhere: a pending batch must not write it back
       return;
     }
