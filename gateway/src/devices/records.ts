@@ -117,6 +117,11 @@ export class DeviceRecords {
   private readonly dirty = new Set<string>();
   /** New devices not ready yet, with when they were admitted: the batches hold their first write (NEW_DEVICE_HOLD_MS). */
   private readonly settling = new Map<string, number>();
+  /**
+   * Devices whose only pending write is their disconnect's last seen: when one re-dials before it is written (a
+   * reconnect storm), that write is dropped and its last seen goes out like any live device's (the sweep).
+   */
+  private readonly leaving = new Set<string>();
   /** Every store operation, in order: a forget is never overtaken by a batch that still holds the device. */
   private ops: Promise<void> = Promise.resolve();
   private flushTimer: NodeJS.Timeout | undefined;
@@ -234,7 +239,8 @@ export class DeviceRecords {
     known.transport = a.transport;
     known.connectedAt = a.at;
     known.lastSeen = Math.max(known.lastSeen, a.at);
-    if (changed || this.due(deviceId, known.lastSeen)) this.saveFacts(deviceId);
+    if (changed || this.due(deviceId, known.lastSeen)) return this.saveFacts(deviceId);
+    if (this.leaving.delete(deviceId)) this.dirty.delete(deviceId); // back before its disconnect was written
   }
 
   /** The device's catalog loaded: its hash (catalogs are interned by hash), size and firmware. */
@@ -267,7 +273,10 @@ export class DeviceRecords {
     if (!f) return;
     this.settling.delete(deviceId);
     f.lastSeen = Math.max(f.lastSeen, lastSeenAt);
-    if (this.savedSeen.get(deviceId) !== f.lastSeen) this.saveFacts(deviceId);
+    if (this.savedSeen.get(deviceId) === f.lastSeen) return;
+    const pending = this.dirty.has(deviceId);
+    this.saveFacts(deviceId);
+    if (!pending && this.savedSeen.has(deviceId)) this.leaving.add(deviceId);
   }
 
   /** Change what people gave a device (only the fields present; null or [] clears). Undefined when the device is not recorded. */
@@ -289,6 +298,7 @@ export class DeviceRecords {
     const named = this.meta.delete(deviceId);
     this.savedSeen.delete(deviceId);
     this.settling.delete(deviceId);
+    this.leaving.delete(deviceId);
     if (!known && !named) return false;
     this.noteForgotten(deviceId);
     this.dirty.delete(deviceId);
@@ -357,6 +367,7 @@ export class DeviceRecords {
 
   /** Facts changed: written with the next batch, a moment later. */
   private saveFacts(deviceId: string): void {
+    this.leaving.delete(deviceId);
     this.dirty.add(deviceId);
     this.scheduleFlush();
   }
@@ -396,6 +407,7 @@ export class DeviceRecords {
           continue;
         }
         this.dirty.delete(id);
+        this.leaving.delete(id);
         const value = this.facts.get(id);
         if (value) batch.push({ key: id, value: { ...value } });
         if (batch.length >= BATCH) break;
@@ -428,6 +440,7 @@ export class DeviceRecords {
       this.facts.delete(deviceId);
       this.savedSeen.delete(deviceId);
       this.settling.delete(deviceId);
+      this.leaving.delete(deviceId);
       this.dirty.delete(deviceId); // forgotten elsewhere: a pending batch must not write it back
       return;
     }

@@ -145,6 +145,36 @@ describe('device records (issue 23: a registry that lasts)', () => {
     }
   });
 
+  it('drops the disconnect write of a device that re-dials before it is written (a reconnect storm)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    try {
+      const sqlite = new SqliteStore(path);
+      const store = counting(sqlite);
+      const records = await open(store);
+      records.admitted(A, { clientId: A, transport: 'websocket', at: Date.now() });
+      records.ready(A, { catalogHash: 'h1', toolCount: 7, server: { name: 'xiaozhi', version: '1.7.6' } });
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(store.puts).toBe(1);
+      // Dropped and back within the batch: nothing to write (its last seen goes out with the sweep, like any live device's).
+      records.closed(A, Date.now());
+      records.admitted(A, { clientId: A, transport: 'websocket', at: Date.now() });
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(store.puts).toBe(1);
+      expect(await records.sweep([{ deviceId: A, lastSeenAt: Date.now() }])).toBe(1);
+      expect(store.puts).toBe(2);
+      // A disconnect that is not followed by a re-dial is written as before.
+      await vi.advanceTimersByTimeAsync(1_000);
+      records.closed(A, Date.now());
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(store.puts).toBe(3);
+      expect(((await sqlite.get(DEVICE_FACTS_COLLECTION, A)) as { lastSeen: number }).lastSeen).toBe(Date.now() - 1_000);
+      await records.close();
+      await sqlite.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('skips unreadable documents from the store', async () => {
     const store = new SqliteStore(path);
     await store.put(DEVICE_FACTS_COLLECTION, A, { clientId: 42 });
