@@ -97,11 +97,13 @@ const BATCH = 200;
 /** Facts changed by connections are gathered this long, then written in batches (a fleet re-dialing after a restart). */
 const FLUSH_DELAY_MS = 250;
 /**
- * A new device's first facts wait for its readiness (its catalog, its firmware) this long at most: one write per new
- * device instead of two whenever its setup straddled a batch (a fleet dialling in for the first time). A device
- * that never gets ready is written once this passes, or at disconnect; `flush()` and `close()` write it at once.
+ * Two writes wait this long at most. A new device's first facts wait for its readiness (its catalog, its firmware):
+ * one write per new device instead of two whenever its setup straddled a batch (a fleet dialling in for the first
+ * time); one that never gets ready is written when this passes, or at disconnect. A known device's disconnect (its
+ * last seen) waits for a re-dial, which drops it (a reconnect storm): live again, its last seen goes out with the
+ * sweep like every live device's. `flush()` and `close()` write both at once.
  */
-const NEW_DEVICE_HOLD_MS = 5_000;
+const HOLD_MS = 5_000;
 
 /**
  * Every device ever admitted, kept in the store (SQLite embedded, the shared KV bucket in a cluster) and
@@ -115,12 +117,9 @@ export class DeviceRecords {
   private readonly savedSeen = new Map<string, number>();
   /** Devices whose facts changed since they were written. */
   private readonly dirty = new Set<string>();
-  /** New devices not ready yet, with when they were admitted: the batches hold their first write (NEW_DEVICE_HOLD_MS). */
-  private readonly settling = new Map<string, number>();
-  /**
-   * Devices whose only pending write is their disconnect's last seen: when one re-dials before it is written (a
-   * reconnect storm), that write is dropped and its last seen goes out like any live device's (the sweep).
-   */
+  /** Writes the batches hold back (HOLD_MS), with when the hold began: new devices not ready yet, and `leaving`. */
+  private readonly held = new Map<string, number>();
+  /** Held devices whose only pending write is their disconnect's last seen: dropped if they re-dial meanwhile. */
   private readonly leaving = new Set<string>();
   /** Every store operation, in order: a forget is never overtaken by a batch that still holds the device. */
   private ops: Promise<void> = Promise.resolve();
@@ -231,7 +230,7 @@ export class DeviceRecords {
         server: null,
       };
       this.facts.set(deviceId, facts);
-      this.settling.set(deviceId, at);
+      this.held.set(deviceId, at);
       return this.saveFacts(deviceId);
     }
     const changed = known.clientId !== a.clientId || known.transport !== a.transport;
@@ -240,14 +239,17 @@ export class DeviceRecords {
     known.connectedAt = a.at;
     known.lastSeen = Math.max(known.lastSeen, a.at);
     if (changed || this.due(deviceId, known.lastSeen)) return this.saveFacts(deviceId);
-    if (this.leaving.delete(deviceId)) this.dirty.delete(deviceId); // back before its disconnect was written
+    if (!this.leaving.delete(deviceId)) return;
+    // Back before its disconnect was written: nothing to write now.
+    this.held.delete(deviceId);
+    this.dirty.delete(deviceId);
   }
 
   /** The device's catalog loaded: its hash (catalogs are interned by hash), size and firmware. */
   ready(deviceId: string, r: Readiness): void {
     const f = this.facts.get(deviceId);
     if (!f) return;
-    this.settling.delete(deviceId);
+    this.held.delete(deviceId);
     const server = r.server ? boundedServer(r.server) : null;
     const firmware = server ? server.version.slice(0, 128) : f.firmware;
     if (f.catalogHash === r.catalogHash && f.toolCount === r.toolCount && f.firmware === firmware && sameServer(f.server, server)) return;
@@ -267,16 +269,19 @@ export class DeviceRecords {
     this.saveFacts(deviceId);
   }
 
-  /** The device disconnected: its last seen is written now (the final write of the connection). */
+  /** The device disconnected: its last seen is written (the final write of the connection), unless it re-dials within HOLD_MS. */
   closed(deviceId: string, lastSeenAt: number): void {
     const f = this.facts.get(deviceId);
     if (!f) return;
-    this.settling.delete(deviceId);
+    // A new device that leaves during its setup is written now.
+    const wasHeld = this.held.delete(deviceId);
     f.lastSeen = Math.max(f.lastSeen, lastSeenAt);
     if (this.savedSeen.get(deviceId) === f.lastSeen) return;
     const pending = this.dirty.has(deviceId);
     this.saveFacts(deviceId);
-    if (!pending && this.savedSeen.has(deviceId)) this.leaving.add(deviceId);
+    if (pending || wasHeld || !this.savedSeen.has(deviceId)) return;
+    this.leaving.add(deviceId);
+    this.held.set(deviceId, Date.now());
   }
 
   /** Change what people gave a device (only the fields present; null or [] clears). Undefined when the device is not recorded. */
@@ -297,7 +302,7 @@ export class DeviceRecords {
     const known = this.facts.delete(deviceId);
     const named = this.meta.delete(deviceId);
     this.savedSeen.delete(deviceId);
-    this.settling.delete(deviceId);
+    this.held.delete(deviceId);
     this.leaving.delete(deviceId);
     if (!known && !named) return false;
     this.noteForgotten(deviceId);
@@ -338,18 +343,20 @@ export class DeviceRecords {
   flush(): Promise<void> {
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
-    this.settling.clear();
+    this.held.clear();
+    this.leaving.clear();
     return this.enqueue(() => this.writeDirty());
   }
 
-  /** The batches' timer: what changed, except new devices whose setup is under way (held up to NEW_DEVICE_HOLD_MS). */
+  /** The batches' timer: what changed, except the writes held back (HOLD_MS). */
   private flushSettled(): Promise<void> {
     this.flushTimer = undefined;
     const now = Date.now();
-    for (const [id, at] of this.settling) {
-      // Admission order: the first one still held is the oldest (a Map keeps insertion order).
-      if (now - at < NEW_DEVICE_HOLD_MS) break;
-      this.settling.delete(id);
+    for (const [id, since] of this.held) {
+      // In the order the holds began (a Map keeps insertion order): the first one still held is the oldest.
+      if (now - since < HOLD_MS) break;
+      this.held.delete(id);
+      this.leaving.delete(id);
     }
     return this.enqueue(() => this.writeDirty());
   }
@@ -367,7 +374,7 @@ export class DeviceRecords {
 
   /** Facts changed: written with the next batch, a moment later. */
   private saveFacts(deviceId: string): void {
-    this.leaving.delete(deviceId);
+    if (this.leaving.delete(deviceId)) this.held.delete(deviceId); // more than its last seen to write now
     this.dirty.add(deviceId);
     this.scheduleFlush();
   }
@@ -402,7 +409,7 @@ export class DeviceRecords {
       const batch: Array<{ key: string; value: DeviceFacts }> = [];
       held = 0;
       for (const id of this.dirty) {
-        if (this.settling.has(id)) {
+        if (this.held.has(id)) {
           held++;
           continue;
         }
@@ -439,7 +446,7 @@ export class DeviceRecords {
     if (value === undefined) {
       this.facts.delete(deviceId);
       this.savedSeen.delete(deviceId);
-      this.settling.delete(deviceId);
+      this.held.delete(deviceId);
       this.leaving.delete(deviceId);
       this.dirty.delete(deviceId); // forgotten elsewhere: a pending batch must not write it back
       return;
