@@ -8,15 +8,16 @@
  * every session was deleted. --direct also drives a server-everything of its own on its pipe (no proxy), the
  * same calls, for the server's own CPU per call and rate. --profile writes the gateway's CPU profile of the
  * window to bench/results/prof/mcp-cpu.cpuprofile (read it with bench/tools/top-self.ts). MCPCPU_ROOT=<dir> runs
- * <dir>/gateway/dist/main.js instead (a copy of another build, for alternating before/after runs).
- * --peers also drives mcp-proxy and supergateway (the /mcp bench's pinned peers, installed as the bench installs
+ * <dir>/gateway/dist/main.js instead (a copy of another build, for alternating before/after runs). --gateway-arg=<flag>
+ * (repeatable) gives a Node/V8 flag to the gateway process only; --gateway-stdout=<file> keeps what it prints.
+ * --peers (or --peers=mcp-proxy) also drives mcp-proxy and supergateway (the /mcp bench's pinned peers, installed as the bench installs
  * them), each fronting its own server-everything, the same load, in four slices taken in turn (gateway, peer, peer,
  * gateway, …, as the bench does) so a neighbour's burst lands on all alike. Every system's line splits
  * the CPU per call of the whole tree on the machine: the proxy process, the server(s) it started, and this load
  * generator (its own process CPU in the window), so the throughput ratio two cores allow can be derived.
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cpuUs, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
@@ -30,6 +31,9 @@ import { until } from '../scenarios/measure.js';
 
 const args = process.argv.slice(2);
 const nums = args.filter((a) => /^\d+$/.test(a)).map(Number);
+/** --gateway-arg=<node flag>: given to the gateway process only (to measure a V8 flag; the start script is not changed). */
+const STDOUT_FILE = args.find((a) => a.startsWith('--gateway-stdout='))?.slice('--gateway-stdout='.length);
+const GATEWAY_ARGS = args.filter((a) => a.startsWith('--gateway-arg=')).map((a) => a.slice('--gateway-arg='.length));
 const C = nums[0] ?? 50;
 const CALLS = nums[1] ?? 3000;
 const API_KEY = 'mcp-cpu-key-0123456789abcdef';
@@ -201,7 +205,8 @@ async function startPeers(perSession: number): Promise<{ systems: System[]; stop
     await Promise.all(children.map((c) => stopPeer(c)));
   };
   try {
-    for (const name of Object.keys(got.bins) as PeerName[]) {
+    const only = args.find((a) => a.startsWith('--peers='))?.slice('--peers='.length);
+    for (const name of (Object.keys(got.bins) as PeerName[]).filter((n) => only === undefined || only.split(',').includes(n))) {
       const port = await freePort();
       const child = startPeer(name, got.bins[name]!, port, [process.execPath, EVERYTHING, 'stdio']);
       children.push(child);
@@ -252,9 +257,10 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING] } } } }));
   const child = fork(join(process.env['MCPCPU_ROOT'] ?? ROOT, 'gateway/dist/main.js'), [], {
     cwd: ROOT,
-    execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
+    execArgv: ['--expose-gc', ...GATEWAY_ARGS, '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    // --gateway-stdout=<file>: what the gateway prints (e.g. a V8 trace asked for with --gateway-arg) goes there.
+    stdio: ['ignore', STDOUT_FILE === undefined ? 'ignore' : openSync(STDOUT_FILE, 'w'), 'inherit', 'ipc'],
   });
   const ask = ipcAsk(child);
   const url = new URL(`http://127.0.0.1:${port}/mcp`);
@@ -359,7 +365,7 @@ function printAllocations(file: string, calls: number): void {
 
 const perSession = Math.max(1, Math.round(CALLS / C));
 if (args.includes('--direct')) await direct(perSession);
-if (args.includes('--peers')) {
+if (args.some((a) => a === '--peers' || a.startsWith('--peers='))) {
   const peers = await startPeers(perSession);
   try {
     await gateway(perSession, peers.systems, 4);
