@@ -7,7 +7,7 @@
  * their own processes) and `process.memoryUsage()` before and after forced GCs. --modules lists every module
  * loaded by then (ES modules through a loader hook, CommonJS from the require cache), grouped by package,
  * with their source bytes; --spaces prints V8's heap spaces after GC; --node=<flag> passes a node/V8 flag to the
- * gateway (e.g. --node=--enable-source-maps, as `npm start` runs it); --snapshot writes a heap snapshot (bench/results/prof/idle.heapsnapshot) and prints
+ * gateway (e.g. --node=--enable-source-maps, which `npm start` does not pass); --snapshot writes a heap snapshot (bench/results/prof/idle.heapsnapshot) and prints
  * its self sizes by constructor. The hook and the snapshot cost memory: read RSS from runs without them.
  */
 import { fork } from 'node:child_process';
