@@ -3,6 +3,7 @@
  * no sockets: `POST /v1/devices/{id}/tools/{name}/call` through fastify's inject, the device an in-memory link
  * that answers each request in a later macrotask (as a socket would) in the firmware's layout.
  *   npx tsx --conditions voxgate-source bench/tools/call-cpu.ts [devices=100] [concurrency=64] [calls=20000] [gateway|floor] [rounds=3]
+ * With one device the floor runs one call at a time (its serial route), as the gateway and the bench's one-device rows do.
  * The sockets (HTTP parsing, ws framing, writev) are what both pay and what this leaves out, so the figure is
  * the JavaScript the gateway adds on top of the floor's route, and it holds on a busy machine (CPU time, not
  * wall clock). Each side runs `rounds` times, alternating; the lowest and the median of each are printed.
@@ -22,6 +23,7 @@ import { pathToFileURL } from 'node:url';
 import * as thisGateway from '../../gateway/src/index.js';
 import type { DeviceLink } from '../../gateway/src/devices/link.js';
 import { createLogger } from '../../gateway/src/log.js';
+import { nextCall, serially } from '../floors/serial.js';
 
 type GatewayModule = typeof thisGateway;
 type Gateway = thisGateway.Gateway;
@@ -83,8 +85,12 @@ async function startGw({ loadConfig, startGateway }: GatewayModule): Promise<{ g
   return { gw, dataDir };
 }
 
-/** The floor relay's route (bench/floors/ws-relay.ts) with the same in-memory devices. */
+/**
+ * The floor relay's route (bench/floors/ws-relay.ts) with the same in-memory devices; with one device, its serial route
+ * (one call at a time per device, bench/floors/serial.ts), as the bench's one-device rows compare with.
+ */
 function startFloor(): FastifyInstance {
+  const serial = devices === 1;
   const pending = new Map<number, (payload: unknown) => void>();
   let nextId = 1;
   const deliver = (t: string) => {
@@ -99,13 +105,20 @@ function startFloor(): FastifyInstance {
   type CallRequest = { Params: { deviceId: string; toolName: string }; Body: { arguments?: Record<string, unknown> } };
   const app = Fastify({ logger: false });
   app.post<CallRequest>('/v1/devices/:deviceId/tools/:toolName/call', (req: FastifyRequest<CallRequest>, res: FastifyReply) => {
-    const id = nextId++;
-    pending.set(id, (result) => void res.send(result));
-    const { toolName } = req.params;
-    answer(
-      `{"session_id":"floor","type":"mcp","payload":${JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: toolName, arguments: req.body?.arguments ?? {} } })}}`,
-      deliver,
-    );
+    const { deviceId, toolName } = req.params;
+    const send = () => {
+      const id = nextId++;
+      pending.set(id, (result) => {
+        if (serial) nextCall(deviceId);
+        void res.send(result);
+      });
+      answer(
+        `{"session_id":"floor","type":"mcp","payload":${JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: toolName, arguments: req.body?.arguments ?? {} } })}}`,
+        deliver,
+      );
+    };
+    if (serial) serially(deviceId, send);
+    else send();
     return res;
   });
   return app;

@@ -3,18 +3,23 @@
  * serialising route (bench/floors/serial.ts) on its own device, alternating, judged by process CPU per call
  * (/proc/<pid>/stat) of the server and of the device simulator, and with `--strace` by the system calls per call.
  *   node --conditions=voxgate-source --import tsx bench/tools/one-device.ts [rounds=3] [seconds=2] [concurrency=16] [warm-up seconds=1] [--strace] [--profile]
- *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc] [--gateway-arg=<node option>]... [--floor-arg=<node option>]...
- *     [--gateway-env=NAME=value]... [--floor-env=NAME=value]...
+ *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc] [--deopts] [--strace-seq] [--idle=S]
+ *     [--gateway-arg=<node option>]... [--floor-arg=<node option>]... [--gateway-env=NAME=value]... [--floor-env=NAME=value]...
  * `--profile`: CPU profiles of the gateway's and the floor's last round, bench/results/prof/one-device-{gateway,floor}.cpuprofile.
  * `--devices=N` (default 1): calls spread over N devices; with N > 1 the floor is the pipelined route (as the bench's
  * many-device rows), not the serialising one. `--mqtt`: the devices connect over MQTT, the floor is mqtt-relay.ts.
  * `--alloc`: in the last round, bytes allocated per call and garbage collections of each server (alloc-probe.ts), and
  * the gateway's top allocation sites: counts that the machine's load does not move (`--survivors`: only the objects of
  * that round the young collections did not free, i.e. what they copied or promoted). `--trace-gc`: both servers run
- * with node's --trace-gc; the last collections of each are printed at the end. `--gateway-arg=`: a node option for the
+ * with node's --trace-gc; the last collections of each are printed at the end. `--deopts`: both servers run with
+ * --trace-deopt; each round prints how many deoptimisations it saw and the functions most deoptimised (a function that
+ * is deoptimised over and over in a warm process is recompiled each time, on the compiler's thread). `--idle=S`: each
+ * server's CPU over S seconds after the warm-up with its devices connected and no calls. `--gateway-arg=`: a node option for the
  * gateway's process only (e.g. a V8 flag), repeatable; `--floor-arg=` the same for the floor's process (what the floor
  * would do with the flag). `--gateway-env=`/`--floor-env=`: an environment variable for that process only (e.g.
- * MALLOC_ARENA_MAX=2). Each line ends with the process's RSS at the end of the round.
+ * MALLOC_ARENA_MAX=2). Each line ends with the process's RSS at the end of the round. `--strace-seq`: each server traced with timestamps for one more
+ * round; how long a device's reply waits for the next request written to that device, and the system calls in between
+ * (strace-seq.ts): with one device and queued callers, that wait is what the serialised queue multiplies.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,6 +36,7 @@ import { Fleet } from '../scenarios/env.js';
 import { callPath, metric, serialPath, until } from '../scenarios/measure.js';
 import { ALLOC_PROBE_URL } from './alloc-probe.js';
 import { PROBE_JS } from './heap-probe.js';
+import { replyToNext } from './strace-seq.js';
 
 const args = process.argv.slice(2);
 const flags = new Set(args.filter((a) => a.startsWith('--')));
@@ -58,10 +64,10 @@ function cpuSplit(pid: number | undefined): [number, number, number] {
   return out;
 }
 
-/** System calls of `pid` (all threads) while `work` runs, from `strace -c -f`. */
-async function straced<T>(pid: number, work: () => Promise<T>): Promise<{ result: T; calls: Map<string, number> }> {
+/** System calls of `pid` (all threads) while `work` runs, from `strace -c -f` (or `traceArgs`, e.g. a timed sequence to a file). */
+async function straced<T>(pid: number, work: () => Promise<T>, traceArgs = ['-c']): Promise<{ result: T; calls: Map<string, number> }> {
   const out: string[] = [];
-  const st: ChildProcess = spawn('strace', ['-c', '-f', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const st: ChildProcess = spawn('strace', [...traceArgs, '-f', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
   st.stderr!.on('data', (d: Buffer) => out.push(d.toString()));
   await new Promise((r) => setTimeout(r, 500));
   const result = await work();
@@ -81,6 +87,7 @@ try {
     `--import=data:text/javascript,${encodeURIComponent(PROBE_JS)}`,
     ...(flags.has('--alloc') ? [`--import=${ALLOC_PROBE_URL}`] : []),
     ...(flags.has('--trace-gc') ? ['--trace-gc'] : []),
+    ...(flags.has('--deopts') ? ['--trace-deopt'] : []),
   ];
   const { env, httpPort, mqttPort } = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
   // The compiled gateway when its build is fresh (as the bench runs it), else its sources under tsx.
@@ -116,7 +123,25 @@ try {
   ];
   for (const s of sides)
     await runLoad({ baseUrl: s.url, path: s.path, body: BODY, connections: concurrency, durationS: warmS, ...(s.key ? { apiKey: s.key } : {}) });
+  // CPU a server spends with its devices connected and no call running: a per-second cost that per-call figures divide.
+  const idleS = Number(args.find((a) => a.startsWith('--idle='))?.slice('--idle='.length) ?? 0);
+  if (idleS > 0) {
+    const c0 = sides.map((s) => cpuUs(s.proc.child.pid));
+    await new Promise((r) => setTimeout(r, idleS * 1000));
+    sides.forEach((s, i) => console.log(`${s.name} idle: ${((cpuUs(s.proc.child.pid) - c0[i]!) / idleS / 1000).toFixed(2)} ms of CPU per second`));
+  }
+  const deopts = new Map<string, Map<string, number>>();
+  for (const s of sides) {
+    const seen = new Map<string, number>();
+    deopts.set(s.name, seen);
+    if (flags.has('--deopts'))
+      s.proc.child.stdout?.on('data', (chunk: Buffer) => {
+        for (const m of chunk.toString().matchAll(/bailout \(kind: ([^,]+), reason: ([^)]*)\): begin\. deoptimizing 0x[0-9a-f]+ <JSFunction ([^ >]*)/g))
+          seen.set(`${m[3]} (${m[1]}: ${m[2]})`, (seen.get(`${m[3]} (${m[1]}: ${m[2]})`) ?? 0) + 1);
+      });
+  }
   const run = async (s: (typeof sides)[number]) => {
+    deopts.get(s.name)!.clear();
     const pids = [s.proc.child.pid, fleetPid];
     const c0 = pids.map(cpuUs);
     const split0 = cpuSplit(s.proc.child.pid);
@@ -127,6 +152,15 @@ try {
     const user = (split1[0] - split0[0]) / r.ok;
     const sys = (split1[1] - split0[1]) / r.ok;
     const threads = (split1[2] - split0[2]) / r.ok;
+    if (flags.has('--deopts')) {
+      const seen = [...deopts.get(s.name)!].sort((a, b) => b[1] - a[1]);
+      console.log(
+        `${s.name}: ${seen.reduce((n, [, k]) => n + k, 0)} deoptimisations; ${seen
+          .slice(0, 8)
+          .map(([f, k]) => `${k}× ${f}`)
+          .join('; ')}`,
+      );
+    }
     return { r, server: server!, device: device!, user, sys, threads, load: `${load0.toFixed(1)}→${loadavg()[0]!.toFixed(1)}` };
   };
   for (let i = 0; i < rounds; i++) {
@@ -170,6 +204,18 @@ try {
           .join(', ');
         console.log(`strace ${s.name} ${who}: ${result.r.ok} calls; per call: ${per}`);
       }
+    }
+  if (flags.has('--strace-seq'))
+    for (const s of sides) {
+      const file = join(dataDir, `${s.name}.strace`);
+      const traced = ['-ttt', '-s', '12', '-e', 'trace=read,writev,write,epoll_pwait', '-o', file];
+      const { result } = await straced(s.proc.child.pid!, () => run(s), traced);
+      const r = replyToNext(file);
+      console.log(
+        `strace-seq ${s.name}: ${result.r.ok} calls, ${r.replies} replies followed by a request; reply read → next request written ` +
+          `p10/p50/p90 ${r.us.map((x) => x.toFixed(0)).join(' / ')} µs; system calls between p50 ${r.between[0]}, p90 ${r.between[1]}, ` +
+          `none ${(r.atOnce * 100).toFixed(0)} %; typical: [${r.typical}]`,
+      );
     }
 } finally {
   await stopAll();

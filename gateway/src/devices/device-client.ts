@@ -171,27 +171,33 @@ class ToolCallJob implements QueueJob, RpcReply {
     tell(this.failed, err);
   }
 
-  /** The device's result: read and counted, then the slot frees (the next call is sent) before the caller hears. */
+  /**
+   * The device's result. The device is free once its reply is in: the slot frees first, so the next queued call is
+   * sent before this result is read (a result that takes the schema path, an image say, is checked while the device
+   * already works on the next call); then the result is read and counted, and the caller hears. The duration is the
+   * device's, up to its reply.
+   */
   resolve(result: unknown): void {
     if (this.settled) return;
     this.settled = true;
+    const answeredAt = performance.now();
+    this.d.queue.release();
     let out: CallOutcome;
     try {
-      out = readCallResult(this.d, this.name, result, this.started);
+      out = readCallResult(this.d, this.name, result, this.started, answeredAt);
     } catch (e) {
-      this.d.queue.release();
       return tell(this.failed, e);
     }
-    this.d.queue.release();
     tell(this.done, out);
   }
 
-  /** The request failed (device error, timeout, offline): counted, the slot frees, the caller hears. */
+  /** The request failed (device error, timeout, offline): the slot frees (the next call is sent), it is counted, the caller hears. */
   reject(err: unknown): void {
     if (this.settled) return;
     this.settled = true;
-    countFailedCall(this.d.metrics, err, this.started);
+    const endedAt = performance.now();
     this.d.queue.release();
+    countFailedCall(this.d.metrics, err, this.started, endedAt);
     tell(this.failed, err);
   }
 }

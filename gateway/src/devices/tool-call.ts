@@ -28,18 +28,18 @@ export function checkToolCall(d: ToolCallDeps, catalog: ToolCatalog, name: strin
   }
 }
 
-/** A call that failed before its result: counted by why (a device error's duration is observed too). */
-export function countFailedCall(metrics: Metrics, e: unknown, started: number): void {
+/** A call that failed before its result: counted by why (a device error's duration, `started` to `ended`, is observed too). */
+export function countFailedCall(metrics: Metrics, e: unknown, started: number, ended = performance.now()): void {
   const code = e instanceof GatewayError ? e.code : 'INTERNAL';
   const outcome = code === 'DEVICE_TIMEOUT' ? 'timeout' : code === 'DEVICE_OFFLINE' ? 'offline' : code === 'DEVICE_ERROR' ? 'device_error' : 'failed';
   metrics.calls.inc({ outcome });
-  if (outcome === 'device_error') metrics.hot.callDuration.observe((performance.now() - started) / 1000);
+  if (outcome === 'device_error') metrics.hot.callDuration.observe((ended - started) / 1000);
 }
 
-/** The device's tools/call result, validated, its content normalised, counted. */
-export function readCallResult(d: ToolCallDeps, name: string, result: unknown, started: number): CallOutcome {
+/** The device's tools/call result, validated, its content normalised, counted; its duration runs from `started` to `answered`. */
+export function readCallResult(d: ToolCallDeps, name: string, result: unknown, started: number, answered = performance.now()): CallOutcome {
   const plain = plainTextResult(result);
-  if (plain) return counted(d, plain, plain.isError ? 'tool_error' : 'ok', started);
+  if (plain) return counted(d, plain, plain.isError ? 'tool_error' : 'ok', answered - started);
   const parsed = CallToolResultSchema.safeParse(result);
   if (!parsed.success) {
     d.metrics.calls.inc({ outcome: 'malformed' });
@@ -53,11 +53,11 @@ export function readCallResult(d: ToolCallDeps, name: string, result: unknown, s
     d.badInput.note('warn', { tool: name, items: content.malformed }, what);
   }
   const outcome = parsed.data.isError ? 'tool_error' : content.malformed > 0 ? 'ok_malformed_content' : 'ok';
-  return counted(d, { ...parsed.data, content: content.content }, outcome, started);
+  return counted(d, { ...parsed.data, content: content.content }, outcome, answered - started);
 }
 
-function counted(d: ToolCallDeps, result: CallToolResult, outcome: string, started: number): CallOutcome {
-  const durationMs = Math.round((performance.now() - started) * 100) / 100;
+function counted(d: ToolCallDeps, result: CallToolResult, outcome: string, elapsedMs: number): CallOutcome {
+  const durationMs = Math.round(elapsedMs * 100) / 100;
   if (outcome === 'ok') d.metrics.hot.callsOk.inc();
   else d.metrics.calls.inc({ outcome });
   d.metrics.hot.callDuration.observe(durationMs / 1000);
