@@ -4,12 +4,27 @@
  * TypeScript sources through tsx would pay the loader's memory (about 100 MiB) the others do not.
  */
 import { fork } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { MEMORY_PROBE_IMPORT } from '../procs/ipc.js';
 import { Proc, ROOT, spawnTs, type SpawnOptions } from './procs.js';
 
 const ENTRY = 'gateway/dist/main.js';
+
+/**
+ * The node options the gateway runs with: those of package.json's `start` script (`exec node <options>
+ * gateway/dist/main.js`, the one place they are set; the Dockerfile's CMD and the systemd example repeat it, and
+ * their tests check that), so the bench measures what users run. `VOXGATE_GATEWAY_NODE_ARGS` (space-separated,
+ * empty for none) replaces them, for A/B runs of a setting (docs/performance.md, "gcset").
+ */
+export function gatewayNodeArgs(): string[] {
+  const override = process.env['VOXGATE_GATEWAY_NODE_ARGS'];
+  if (override !== undefined) return override.split(/\s+/).filter(Boolean);
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const words = pkg.scripts['start']!.replace(/^exec\s+/, '').split(/\s+/);
+  if (words[0] !== 'node' || words.at(-1) !== ENTRY) throw new Error(`package.json start is not "exec node [options] ${ENTRY}"`);
+  return words.slice(1, -1);
+}
 
 function newestMtime(dir: string): number {
   let newest = 0;
@@ -31,20 +46,23 @@ export function compiledGatewayStale(): string | undefined {
 }
 
 /**
- * The compiled gateway when it is fresh, else the sources through tsx; says which. Either way with the bench's
- * memory probe (`{cmd:'mem'}` after GC) and `o.nodeArgs` (e.g. --cpu-prof) before it.
+ * The compiled gateway when it is fresh, else the sources through tsx; says which. Either way with the node options
+ * it ships with (`gatewayNodeArgs`), the bench's memory probe (`{cmd:'mem'}` after GC) and `o.nodeArgs` (e.g.
+ * --cpu-prof) before it.
  */
 export function spawnGateway(name: string, o: SpawnOptions): { proc: Proc; how: string } {
   const stale = compiledGatewayStale();
-  if (stale !== undefined) return { proc: spawnTs(name, 'bench/procs/gateway.ts', o), how: `from sources through tsx (${stale})` };
+  const nodeArgs = [...gatewayNodeArgs(), ...(o.nodeArgs ?? [])];
+  const shown = nodeArgs.length > 0 ? ` with ${nodeArgs.join(' ')}` : '';
+  if (stale !== undefined) return { proc: spawnTs(name, 'bench/procs/gateway.ts', { ...o, nodeArgs }), how: `from sources through tsx (${stale})${shown}` };
   const child = fork(join(ROOT, ENTRY), [], {
     cwd: ROOT,
-    execArgv: ['--expose-gc', ...(o.nodeArgs ?? []), '--import', MEMORY_PROBE_IMPORT],
+    execArgv: ['--expose-gc', ...nodeArgs, '--import', MEMORY_PROBE_IMPORT],
     env: { ...process.env, ...o.env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     serialization: 'json',
   });
-  return { proc: new Proc(name, child), how: `compiled (${ENTRY})` };
+  return { proc: new Proc(name, child), how: `compiled (${ENTRY})${shown}` };
 }
 
 /**
@@ -54,7 +72,7 @@ export function spawnGateway(name: string, o: SpawnOptions): { proc: Proc; how: 
 export function forkCompiledWithProbe(name: string, env: Record<string, string>, probeJs: string): Proc {
   const child = fork(join(ROOT, ENTRY), [], {
     cwd: ROOT,
-    execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(probeJs)}`],
+    execArgv: ['--expose-gc', ...gatewayNodeArgs(), '--import', `data:text/javascript,${encodeURIComponent(probeJs)}`],
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     serialization: 'json',

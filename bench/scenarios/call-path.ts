@@ -68,6 +68,8 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
         ...(serial ? { pipelinedFloorPerS: round(f.perSecond), pipelinedFloorP50: round(f.p50, 3), pipelinedFloorCpuUsPerCall: round(f.cpuUsPerCall) } : {}),
         cpuUsPerCall: round(g.cpuUsPerCall),
         floorCpuUsPerCall: round(floor.cpuUsPerCall),
+        otherThreadsUsPerCall: round(g.otherThreadsUsPerCall),
+        floorOtherThreadsUsPerCall: round(floor.otherThreadsUsPerCall),
         load: g.load,
         floorLoad: floor.load,
         errors: errorsOf(g) + notOk(before, after),
@@ -111,7 +113,8 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
       });
       b.log(
         `${transport} d=${devices} c=${c}: gateway ${g.perSecond.toFixed(0)}/s p50 ${g.p50.toFixed(2)} ms ${g.cpuUsPerCall.toFixed(0)} µs/call, ` +
-          `floor (${params.floorKind}) ${floor.perSecond.toFixed(0)}/s p50 ${floor.p50.toFixed(2)} ms ${floor.cpuUsPerCall.toFixed(0)} µs/call; load ${g.load.join('→')}; errors ${params.errors}/${params.floorErrors}`,
+          `floor (${params.floorKind}) ${floor.perSecond.toFixed(0)}/s p50 ${floor.p50.toFixed(2)} ms ${floor.cpuUsPerCall.toFixed(0)} µs/call; ` +
+          `other threads ${g.otherThreadsUsPerCall.toFixed(0)} / ${floor.otherThreadsUsPerCall.toFixed(0)} µs/call; load ${g.load.join('→')}; errors ${params.errors}/${params.floorErrors}`,
       );
     }
   }
@@ -120,22 +123,28 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
   return perSecond;
 }
 
-/** Seconds of calls per side before the first measured row, to many devices then to one (none in tiny mode). */
-const JIT_WARM_S = { full: [3, 1], quick: [1.5, 0.5], tiny: [0, 0] } as const;
+/**
+ * Seconds of calls per side before the first measured row: to many devices at concurrency 64, to one device at 16,
+ * then to many devices at concurrency 1 (none in tiny mode).
+ */
+const JIT_WARM_S = { full: [3, 1, 2], quick: [1.5, 0.5, 1], tiny: [0, 0, 0] } as const;
 
 /**
- * Calls through every side before the first row, many devices then one: a process runs the first calls it serves
- * unoptimised and compiles its hot code meanwhile (on other threads, whose CPU the rows count), and the gateway has
- * far more code than the floor. Without this the first rows measured, the one-device ones, carried the gateway's
- * warm-up: its CPU per call fell row after row while the floor's stayed flat (docs/performance.md, "voicews").
+ * Calls through every side before the first row: a process runs the first calls it serves unoptimised and compiles
+ * its hot code meanwhile (on other threads, whose CPU the rows count), and the gateway has far more code than the
+ * floor. Without this the first rows measured, the one-device ones, carried the gateway's warm-up: its CPU per call
+ * fell row after row while the floor's stayed flat (docs/performance.md, "voicews"). The concurrency-1 leg: one call
+ * at a time takes paths that pipelined calls do not (a socket idle between calls, one request per read), and the
+ * gateway's compiler threads were still busy in the concurrency-1 rows without it (docs/performance.md, "gcset").
  */
 async function warmUp(b: Bench, sides: Array<{ baseUrl: string; many: (n: number) => string; one: (n: number) => string; apiKey?: string }>): Promise<void> {
-  const [manyS, oneS] = JIT_WARM_S[b.mode];
+  const [manyS, oneS, serialS] = JIT_WARM_S[b.mode];
   if (manyS === 0) return;
   for (const s of sides)
     for (const [path, connections, durationS] of [
       [s.many, 64, manyS],
       [s.one, 16, oneS],
+      [s.many, 1, serialS],
     ] as const)
       await runLoad({ baseUrl: s.baseUrl, path, body: BODY, connections, durationS, ...(s.apiKey ? { apiKey: s.apiKey } : {}) });
 }

@@ -1,5 +1,5 @@
 /** What the scenarios measure with: the gateway's metrics and device list, the load runs, rounding. */
-import { measured } from '../lib/cpu.js';
+import { measured, threadCpuUs } from '../lib/cpu.js';
 import { runLoad, type LoadResult } from '../lib/load.js';
 import type { Proc, Reply } from '../lib/procs.js';
 import { API_KEY, BODY, CALL_AMOUNT_TINY, TOOL, type Bench } from './bench.js';
@@ -77,6 +77,8 @@ export async function mem(p: Proc): Promise<Mem & { devices?: number; young?: nu
 export interface MeasuredLoad extends LoadResult {
   /** µs of CPU the serving process (`pid`) spent per successful call, over the measured run (not the warm-up). */
   cpuUsPerCall: number;
+  /** … of which its threads other than the main one (V8's GC helpers and compilers, libuv's pool). */
+  otherThreadsUsPerCall: number;
   /** The machine's 1-minute load average at the start and the end of the measured run. */
   load: [number, number];
 }
@@ -93,10 +95,13 @@ export async function loadOnce(
   const base = { baseUrl, path, body: BODY, connections, ...(apiKey ? { apiKey } : {}) };
   const tiny = b.mode === 'tiny';
   await runLoad(tiny ? { ...base, amount: Math.max(connections, 10) } : { ...base, durationS: b.settings.warmS });
+  const other = () => (pid === undefined ? NaN : threadCpuUs(pid).other);
+  const t0 = other();
   const m = await measured([pid], () =>
     runLoad(tiny ? { ...base, amount: Math.max(CALL_AMOUNT_TINY, connections * 4) } : { ...base, durationS: b.settings.callS }),
   );
-  return { ...m.result, cpuUsPerCall: m.result.ok > 0 ? m.cpu[0]! / m.result.ok : NaN, load: m.load };
+  const perCall = (us: number) => (m.result.ok > 0 ? us / m.result.ok : NaN);
+  return { ...m.result, cpuUsPerCall: perCall(m.cpu[0]!), otherThreadsUsPerCall: perCall(other() - t0), load: m.load };
 }
 
 export const errorsOf = (r: LoadResult) => r.non2xx + r.errors + r.timeouts;

@@ -11,8 +11,14 @@
  * their store batches are written, then disconnects them (not measured). The lowest and the median of each side are printed.
  * FLEETCPU_BASE=<dir>: a second gateway from the sources under <dir>/gateway/src (a checkout of the commit before a
  * change, its node_modules a link to this one's) runs in the same process, alternating with this one.
+ * FLEETCPU_PROFILE=<file.cpuprofile>: a CPU profile (node:inspector, 100 µs) of this gateway's measured rounds only (not
+ * the start-up, the warm-up, the floor nor the base), for `top-self.ts`.
+ * FLEETCPU_ALLOC=1: V8's sampling heap profiler (objects freed by either collection kept in the profile) over every
+ * side's measured rounds: bytes allocated per ready device (what each side's ready path allocates, garbage included), and
+ * this gateway's top allocation sites; the sampler's cost is in the CPU figures then.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -27,6 +33,26 @@ type Gateway = thisGateway.Gateway;
 
 const [devices = 2000, rounds = 5, inflight = 256] = process.argv.slice(2, 5).map(Number);
 const baseDir = process.env['FLEETCPU_BASE'];
+const profileFile = process.env['FLEETCPU_PROFILE'];
+const allocOn = process.env['FLEETCPU_ALLOC'] === '1';
+const inspector = profileFile || allocOn ? new Session() : undefined;
+interface SampledNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: SampledNode[];
+}
+/** Sampled bytes per side (all its measured rounds), and this gateway's by allocation site. */
+const allocated = new Map<string, number>();
+const sites = new Map<string, number>();
+function addSites(n: SampledNode): void {
+  if (n.selfSize > 0) {
+    const site = `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/^.*\/(gateway|protocol|bench|node_modules)\//, '$1/')}:${n.callFrame.lineNumber + 1}`;
+    sites.set(site, (sites.get(site) ?? 0) + n.selfSize);
+  }
+  for (const c of n.children) addSites(c);
+}
+const totalOf = (n: SampledNode): number => n.children.reduce((t, c) => t + totalOf(c), n.selfSize);
+let profiled: object[] = [];
 const catalog = benchCatalog();
 
 /** The device's end, as bench/fleet/fleet.ts answers: the server hello's session id, then MCP replies in the firmware's layout. */
@@ -150,15 +176,34 @@ async function run(side: Side, round: number, n: number): Promise<number> {
   const settle = () => new Promise((r) => setTimeout(r, 300)); // the records' and the event history's 250 ms batches
   // Every side starts from a collected heap (with --expose-gc): a full collection of what another side left is not its cost.
   (globalThis as { gc?: () => void }).gc?.();
+  const profile = inspector !== undefined && side === mine && round > 0;
+  if (profile) await inspector.post('Profiler.start');
+  const alloc = allocOn && round > 0;
+  if (alloc) {
+    const opts = { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true };
+    await inspector!.post('HeapProfiler.startSampling', opts);
+  }
   const c0 = process.cpuUsage();
   await Promise.all(Array.from({ length: Math.min(inflight, n) }, worker));
   await settle(); // what the ready devices wrote is part of their cost
   const u = process.cpuUsage(c0);
+  if (profile) profiled.push((await inspector.post('Profiler.stop')).profile);
+  if (alloc) {
+    const head = (await inspector!.post('HeapProfiler.stopSampling')).profile.head as unknown as SampledNode;
+    allocated.set(side.name, (allocated.get(side.name) ?? 0) + totalOf(head));
+    if (side === mine) addSites(head);
+  }
   side.closeAll();
   await settle();
   return (u.user + u.system) / n;
 }
 
+if (inspector) {
+  inspector.connect();
+  await inspector.post('Profiler.enable');
+  await inspector.post('Profiler.setSamplingInterval', { interval: 100 });
+  await inspector.post('HeapProfiler.enable');
+}
 const mine = await gatewaySide('gateway', thisGateway);
 const base = baseDir ? await gatewaySide('base', (await import(pathToFileURL(`${baseDir}/gateway/src/index.ts`).href)) as GatewayModule) : undefined;
 const sides: Side[] = [mine, ...(base ? [base] : []), floorSide()];
@@ -177,6 +222,18 @@ for (const s of sides.filter((x) => x !== fl))
   process.stdout.write(
     `  ${s.name} added over the floor: lowest ${(low(s.runs) - low(fl.runs)).toFixed(1)}, median ${(median(s.runs) - median(fl.runs)).toFixed(1)}\n`,
   );
+if (allocOn) {
+  process.stdout.write(`bytes allocated per ready device (sampled, garbage included):\n`);
+  for (const [name, bytes] of allocated) process.stdout.write(`  ${name.padEnd(8)} ${Math.round(bytes / (devices * rounds))} B\n`);
+  process.stdout.write(`this gateway's top allocation sites, bytes per ready device:\n`);
+  for (const [site, bytes] of [...sites].sort((a, b) => b[1] - a[1]).slice(0, 30))
+    process.stdout.write(`  ${String(Math.round(bytes / (devices * rounds))).padStart(6)} B  ${site}\n`);
+}
+if (profileFile && profiled.length > 0) {
+  writeFileSync(profileFile, JSON.stringify(profiled.at(-1)));
+  process.stdout.write(`  profile of this gateway's last round: ${profileFile}\n`);
+}
+profiled = [];
 await mine.gw.close();
 if (base) await base.gw.close();
 rmSync(mine.dataDir, { recursive: true, force: true });

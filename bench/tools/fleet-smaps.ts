@@ -1,12 +1,14 @@
 /**
  * Where a ready device's resident memory goes beyond the heap's live objects, the gateway against the bare
  * socket floor, for issue 21's "RSS per ready device ≤ 1 KB above a bare socket's":
- *   nice -n 10 npx tsx bench/tools/fleet-smaps.ts [devices=5000] [--tsx]
+ *   nice -n 10 npx tsx bench/tools/fleet-smaps.ts [devices=5000] [--tsx] [--floor-arg=<node option>]...
  * Starts the compiled gateway (build it first: npx tsc -b tsconfig.build.json; --tsx: from sources) and the
  * floor (bench/floors/bare-ws.ts, bare sockets: what the quick bench's RSS floor is), connects `devices`
  * to each as the bench does (ready devices to the gateway, bare connections to the floor), and prints per
  * device, after GC, the change of: process.memoryUsage(), the gateway's V8 heap spaces (committed and
  * used), and /proc/<pid>/smaps grouped by mapping (anonymous, [heap], files), with the mappings that grew most.
+ * The gateway runs with the node options it ships with (VOXGATE_GATEWAY_NODE_ARGS replaces them: bench/lib/compiled.ts);
+ * `--floor-arg=` gives the floor one (what the floor would do with the same setting).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,6 +21,7 @@ import { type Proc, spawnTs, stopAll, type Reply } from '../lib/procs.js';
 import { API_KEY } from '../scenarios/bench.js';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const floorArgs = process.argv.filter((a) => a.startsWith('--floor-arg=')).map((a) => a.slice('--floor-arg='.length));
 const tsx = process.argv.includes('--tsx');
 const N = Number(args[0] ?? 5000);
 
@@ -26,9 +29,12 @@ const N = Number(args[0] ?? 5000);
 const PROBE = `import { getHeapSpaceStatistics } from 'node:v8';
 process.on('message', (m) => {
   if (m.cmd !== 'mem') return;
-  globalThis.gc(); globalThis.gc();
+  const t0 = performance.now();
+  globalThis.gc();
+  const fullGcMs = performance.now() - t0;
+  globalThis.gc();
   const spaces = Object.fromEntries(getHeapSpaceStatistics().map((s) => [s.space_name, { size: s.space_size, used: s.space_used_size }]));
-  process.send({ id: m.id, ok: true, mem: process.memoryUsage(), spaces });
+  process.send({ id: m.id, ok: true, mem: process.memoryUsage(), spaces, fullGcMs });
 });
 process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));`;
 
@@ -92,13 +98,13 @@ try {
   const base = await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json') });
   const env = { ...base.env, ...fleetCaps(N) };
   const gateway = tsx ? spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env }) : forkCompiledWithProbe('gateway', env, PROBE);
-  const floor = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');
+  const floor = spawnTs('bare-ws', 'bench/floors/bare-ws.ts', { nodeArgs: floorArgs });
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
   await fleet.procs[0]!.hello;
   const floorPort = (await floor.hello)['port'] as number;
   const gwUrl = `http://127.0.0.1:${base.httpPort}`;
   await until('the gateway to start', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 120_000, 200);
-  const ask = async (p: Proc) => p.request<Reply & { mem: Mem; spaces?: Spaces; devices?: number }>({ cmd: 'mem' }, 60_000);
+  const ask = async (p: Proc) => p.request<Reply & { mem: Mem; spaces?: Spaces; devices?: number; young?: number; fullGcMs?: number }>({ cmd: 'mem' }, 60_000);
 
   // The floor: bare connections (the quick bench's RSS floor).
   const f0 = await ask(floor);
@@ -147,6 +153,15 @@ try {
   process.stdout.write(`${N} devices, after GC (${tsx ? 'gateway from sources' : 'compiled gateway'})\n`);
   line('floor  ', f0.mem, f1.mem);
   line('gateway', g0.mem, g1.mem);
+  // The young generation grows to its maximum with allocation, not with devices (the bench's fleet row reports both).
+  const young = (r: { young?: number; spaces?: Spaces }) => r.young ?? r.spaces?.['new_space']?.size ?? NaN;
+  process.stdout.write(
+    `without the young generation's growth: floor ${per(f0.mem.rss - young(f0), f1.mem.rss - young(f1))} B, gateway ` +
+      `${per(g0.mem.rss - young(g0), g1.mem.rss - young(g1))} B per device (young now ${(young(f1) / 2 ** 20).toFixed(1)} / ` +
+      `${(young(g1) / 2 ** 20).toFixed(1)} MiB; rss now ${(f1.mem.rss / 2 ** 20).toFixed(0)} / ${(g1.mem.rss / 2 ** 20).toFixed(0)} MiB)\n`,
+  );
+  // A forced full collection is atomic (no incremental steps): the longest pause the gateway's heap can cost.
+  process.stdout.write(`gateway: a forced full GC took ${g0.fullGcMs?.toFixed(1)} ms before the devices, ${g1.fullGcMs?.toFixed(1)} ms after (wall clock)\n`);
   if (g0.spaces && g1.spaces) {
     process.stdout.write('gateway V8 spaces per device (committed / used):\n');
     for (const [name, s] of Object.entries(g1.spaces)) {

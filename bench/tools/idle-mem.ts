@@ -7,7 +7,7 @@
  * their own processes) and `process.memoryUsage()` before and after forced GCs. --modules lists every module
  * loaded by then (ES modules through a loader hook, CommonJS from the require cache), grouped by package,
  * with their source bytes; --spaces prints V8's heap spaces after GC; --node=<flag> passes a node/V8 flag to the
- * gateway (e.g. --node=--enable-source-maps, as `npm start` runs it); --snapshot writes a heap snapshot (bench/results/prof/idle.heapsnapshot) and prints
+ * gateway (e.g. --node=--enable-source-maps, which `npm start` does not pass); --snapshot writes a heap snapshot (bench/results/prof/idle.heapsnapshot) and prints
  * its self sizes by constructor. The hook and the snapshot cost memory: read RSS from runs without them.
  */
 import { fork } from 'node:child_process';
@@ -15,6 +15,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { gatewayNodeArgs } from '../lib/compiled.js';
 import { McpLoadSession } from '../lib/mcp-load.js';
 import { gatewayEnv, ipcAsk } from '../lib/gateway-env.js';
 import { ROOT } from '../lib/procs.js';
@@ -26,7 +27,7 @@ const withMcp = args.includes('--mcp');
 const listModules = args.includes('--modules');
 const snapshot = args.includes('--snapshot');
 const spaces = args.includes('--spaces');
-/** --node=<flag> (repeatable): extra node/V8 flags for the gateway, e.g. --node=--enable-source-maps. */
+/** --node=<flag> (repeatable): node/V8 flags for the gateway after those it ships with (bench/lib/compiled.ts), e.g. --node=--enable-source-maps. */
 /** --quiet=<s>: how long the gateway stays idle before the reading (default 3). */
 const quietMs = 1000 * Number(args.find((a) => a.startsWith('--quiet='))?.slice('--quiet='.length) ?? 3);
 const nodeArgs = args.filter((a) => a.startsWith('--node=')).map((a) => a.slice('--node='.length));
@@ -91,7 +92,7 @@ async function oneRun(i: number): Promise<void> {
   const root = process.env.IDLE_MEM_ROOT ?? ROOT;
   const child = fork(join(root, 'gateway/dist/main.js'), [], {
     cwd: ROOT,
-    execArgv: ['--expose-gc', ...nodeArgs, '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
+    execArgv: ['--expose-gc', ...gatewayNodeArgs(), ...nodeArgs, '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });

@@ -8,22 +8,35 @@
  * every session was deleted. --direct also drives a server-everything of its own on its pipe (no proxy), the
  * same calls, for the server's own CPU per call and rate. --profile writes the gateway's CPU profile of the
  * window to bench/results/prof/mcp-cpu.cpuprofile (read it with bench/tools/top-self.ts). MCPCPU_ROOT=<dir> runs
- * <dir>/gateway/dist/main.js instead (a copy of another build, for alternating before/after runs).
+ * <dir>/gateway/dist/main.js instead (a copy of another build, for alternating before/after runs). --gateway-arg=<flag>
+ * (repeatable) gives a Node/V8 flag to the gateway process only; --gateway-stdout=<file> keeps what it prints.
+ * --peers (or --peers=mcp-proxy) also drives mcp-proxy and supergateway (the /mcp bench's pinned peers, installed as the bench installs
+ * them), each fronting its own server-everything, the same load, in four slices taken in turn (gateway, peer, peer,
+ * gateway, …, as the bench does) so a neighbour's burst lands on all alike. Every system's line splits
+ * the CPU per call of the whole tree on the machine: the proxy process, the server(s) it started, and this load
+ * generator (its own process CPU in the window), so the throughput ratio two cores allow can be derived.
+ * The gateway also gets the node options package.json's start gives it, before --gateway-arg's (VOXGATE_GATEWAY_NODE_ARGS
+ * replaces them: bench/lib/compiled.ts).
  */
-import { fork, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cpuUs } from '../lib/cpu.js';
+import { gatewayNodeArgs } from '../lib/compiled.js';
+import { cpuUs, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
 import { DirectStdioServer } from '../lib/mcp-direct.js';
 import { McpLoadSession, type LoadSession } from '../lib/mcp-load.js';
-import { treePids } from '../lib/proc-tree.js';
+import { installPeers, startPeer, stopPeer, type PeerName } from '../lib/mcp-peers.js';
+import { cpuOf, rssBytes, treePids } from '../lib/proc-tree.js';
 import { gatewayEnv, ipcAsk } from '../lib/gateway-env.js';
-import { ROOT } from '../lib/procs.js';
+import { freePort, ROOT } from '../lib/procs.js';
 import { until } from '../scenarios/measure.js';
 
 const args = process.argv.slice(2);
 const nums = args.filter((a) => /^\d+$/.test(a)).map(Number);
+/** --gateway-arg=<node flag>: given to the gateway process only (to measure a V8 flag; the start script is not changed). */
+const STDOUT_FILE = args.find((a) => a.startsWith('--gateway-stdout='))?.slice('--gateway-stdout='.length);
+const GATEWAY_ARGS = args.filter((a) => a.startsWith('--gateway-arg=')).map((a) => a.slice('--gateway-arg='.length));
 const C = nums[0] ?? 50;
 const CALLS = nums[1] ?? 3000;
 const API_KEY = 'mcp-cpu-key-0123456789abcdef';
@@ -81,6 +94,151 @@ async function drive(sessions: readonly LoadSession[], tool: string, perSession:
   return (performance.now() - t0) / 1000;
 }
 
+/** This process's CPU (µs): the load generator's share of the machine. */
+const selfCpuUs = () => {
+  const u = process.cpuUsage();
+  return u.user + u.system;
+};
+
+interface TreeWindow {
+  calls: number;
+  secs: number;
+  /** CPU µs per call: the proxy process, the servers it started, this load generator. */
+  proxy: number;
+  server: number;
+  load: number;
+  /** Peak RSS in the window, bytes: the proxy process, its children together. */
+  peakProxy: number;
+  peakServer: number;
+  /** The proxy's CPU per call by thread: main thread user, main thread system (syscalls), other threads (GC, compilers). */
+  threads: ThreadCpu;
+}
+
+/** CPU µs of each thread of a process by thread id (all Node's threads are named `node`: V8's platform workers, which run
+ * GC helpers and compilers, libuv's pool); the main thread as `(main)`. */
+function threadsById(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    try {
+      const name = tid === String(pid) ? '(main)' : tid;
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const us = ((Number(f[11]) + Number(f[12])) / 100) * 1e6; // USER_HZ, as bench/lib/cpu.ts assumes without getconf
+      if (Number.isFinite(us)) out.set(name, (out.get(name) ?? 0) + us);
+    } catch {
+      /* the thread ended */
+    }
+  }
+  return out;
+}
+
+/** A serving tree under load: the proxy process `root`, the servers it started, its sessions (open, warmed up). */
+interface System {
+  name: string;
+  root: number;
+  sessions: LoadSession[];
+  tool: string;
+}
+
+/**
+ * Measured windows on each system, in `slices` slices taken in turn (A B C A B C …) so that a neighbour's burst
+ * on the shared machine lands on all alike; `perSession` calls per session in all.
+ */
+async function windows(systems: readonly System[], perSession: number, slices: number): Promise<Map<string, TreeWindow>> {
+  const trees = systems.map((sys) => ({ sys, kids: treePids(sys.root).filter((p) => p !== sys.root) }));
+  const out = new Map<string, TreeWindow>();
+  for (const { sys } of trees)
+    out.set(sys.name, { calls: 0, secs: 0, proxy: 0, server: 0, load: 0, peakProxy: 0, peakServer: 0, threads: { mainUser: 0, mainSys: 0, other: 0 } });
+  const sampler = setInterval(() => {
+    for (const { sys, kids } of trees) {
+      const w = out.get(sys.name)!;
+      w.peakProxy = Math.max(w.peakProxy, rssBytes(sys.root));
+      w.peakServer = Math.max(
+        w.peakServer,
+        kids.reduce((n, p) => n + rssBytes(p), 0),
+      );
+    }
+  }, 100);
+  for (let k = 0; k < slices; k++) {
+    const each = Math.floor(perSession / slices) + (k < perSession % slices ? 1 : 0);
+    for (const { sys, kids } of trees) {
+      const w = out.get(sys.name)!;
+      const [p0, k0, l0, t0] = [cpuUs(sys.root), cpuOf(kids), selfCpuUs(), threadCpuUs(sys.root)];
+      w.secs += await drive(sys.sessions, sys.tool, each);
+      const [p1, k1, l1, t1] = [cpuUs(sys.root), cpuOf(kids), selfCpuUs(), threadCpuUs(sys.root)];
+      w.calls += each * sys.sessions.length;
+      [w.proxy, w.server, w.load] = [w.proxy + p1 - p0, w.server + k1 - k0, w.load + l1 - l0];
+      w.threads.mainUser += t1.mainUser - t0.mainUser;
+      w.threads.mainSys += t1.mainSys - t0.mainSys;
+      w.threads.other += t1.other - t0.other;
+    }
+  }
+  clearInterval(sampler);
+  for (const w of out.values()) {
+    [w.proxy, w.server, w.load] = [w.proxy / w.calls, w.server / w.calls, w.load / w.calls];
+    w.threads = { mainUser: w.threads.mainUser / w.calls, mainSys: w.threads.mainSys / w.calls, other: w.threads.other / w.calls };
+  }
+  return out;
+}
+
+function printWindow(name: string, w: TreeWindow): void {
+  const r = Math.round;
+  process.stdout.write(
+    `tree ${name}, c=${C}: ${w.calls} calls, ${r(w.calls / w.secs)} calls/s; CPU µs/call proxy ${r(w.proxy)}, server(s) ${r(w.server)}, ` +
+      `load generator ${r(w.load)}, all ${r(w.proxy + w.server + w.load)}; peak RSS proxy ${MiB(w.peakProxy)} + server(s) ${MiB(w.peakServer)} = ` +
+      `${MiB(w.peakProxy + w.peakServer)} MiB\n  proxy by thread, µs/call: main user ${r(w.threads.mainUser)}, main system ${r(w.threads.mainSys)}, ` +
+      `other threads ${r(w.threads.other)}\n`,
+  );
+}
+
+/** The /mcp bench's peers, each fronting its own server-everything, sessions open and warmed up; and how to stop them. */
+async function startPeers(perSession: number): Promise<{ systems: System[]; stop: () => Promise<void> }> {
+  const got = installPeers((m) => process.stdout.write(`${m}\n`));
+  for (const n of got.notes) process.stdout.write(`peers: ${n}\n`);
+  const systems: System[] = [];
+  const children: ChildProcess[] = [];
+  const stop = async () => {
+    for (const sys of systems) await Promise.all(sys.sessions.map((s) => s.close().catch(() => undefined)));
+    await Promise.all(children.map((c) => stopPeer(c)));
+  };
+  try {
+    const only = args.find((a) => a.startsWith('--peers='))?.slice('--peers='.length);
+    for (const name of (Object.keys(got.bins) as PeerName[]).filter((n) => only === undefined || only.split(',').includes(n))) {
+      const port = await freePort();
+      const child = startPeer(name, got.bins[name]!, port, [process.execPath, EVERYTHING, 'stdio']);
+      children.push(child);
+      const url = new URL(`http://127.0.0.1:${port}/mcp`);
+      await until(name, () => probe(() => new McpLoadSession(url), 'echo'), 60_000, 200);
+      const sessions = Array.from({ length: C }, () => new McpLoadSession(url));
+      await Promise.all(sessions.map((s) => s.open()));
+      await drive(sessions, 'echo', Math.max(1, Math.floor(perSession / 5)));
+      systems.push({ name, root: child.pid!, sessions, tool: 'echo' });
+    }
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { systems, stop };
+}
+
+/** One session opened, one call, the session deleted: true when all of it worked. */
+async function probe(newSession: () => LoadSession, tool: string): Promise<boolean> {
+  const s = newSession();
+  try {
+    await s.open();
+    await s.call(tool, ECHO);
+    return true;
+  } finally {
+    await s.close().catch(() => undefined);
+  }
+}
+
 async function direct(perSession: number): Promise<void> {
   const server = new DirectStdioServer([process.execPath, EVERYTHING, 'stdio']);
   try {
@@ -96,42 +254,28 @@ async function direct(perSession: number): Promise<void> {
   }
 }
 
-async function gateway(perSession: number): Promise<void> {
+async function gateway(perSession: number, others: readonly System[], slices: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'voxgate-mcp-cpu-'));
   const { env, httpPort: port } = await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json') });
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING] } } } }));
   const child = fork(join(process.env['MCPCPU_ROOT'] ?? ROOT, 'gateway/dist/main.js'), [], {
     cwd: ROOT,
-    execArgv: ['--expose-gc', '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
+    execArgv: ['--expose-gc', ...gatewayNodeArgs(), ...GATEWAY_ARGS, '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    // --gateway-stdout=<file>: what the gateway prints (e.g. a V8 trace asked for with --gateway-arg) goes there.
+    stdio: ['ignore', STDOUT_FILE === undefined ? 'ignore' : openSync(STDOUT_FILE, 'w'), 'inherit', 'ipc'],
   });
   const ask = ipcAsk(child);
   const url = new URL(`http://127.0.0.1:${port}/mcp`);
   const newSession = () => new McpLoadSession(url, { authorization: `Bearer ${API_KEY}` });
   try {
     await until('ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 60_000, 200);
-    await until(
-      'server-everything',
-      async () => {
-        const s = newSession();
-        try {
-          await s.open();
-          await s.call('mcp__everything__echo', ECHO);
-          return true;
-        } finally {
-          await s.close().catch(() => undefined);
-        }
-      },
-      60_000,
-      200,
-    );
+    await until('server-everything', () => probe(newSession, 'mcp__everything__echo'), 60_000, 200);
     await new Promise((r) => setTimeout(r, 1000));
     const idle = vmRss(child.pid!);
     const sessions = Array.from({ length: C }, newSession);
     await Promise.all(sessions.map((s) => s.open()));
     await drive(sessions, 'mcp__everything__echo', Math.max(1, Math.floor(perSession / 5)));
-    const serverPid = treePids(child.pid!).find((p) => p !== child.pid)!;
     await ask({ cmd: 'reset' });
     mkdirSync(join(ROOT, 'bench/results/prof'), { recursive: true }); // the probe writes there; a missing folder hung the run
     if (args.includes('--profile')) await ask({ cmd: 'profile-start' });
@@ -143,12 +287,9 @@ async function gateway(perSession: number): Promise<void> {
     const straceOut: Buffer[] = [];
     strace?.stderr.on('data', (d: Buffer) => straceOut.push(d));
     if (strace) await new Promise((r) => setTimeout(r, 500));
-    let peak = 0;
-    const sampler = setInterval(() => (peak = Math.max(peak, vmRss(child.pid!))), 100);
-    const [g0, s0] = [cpuUs(child.pid), cpuUs(serverPid)];
-    const secs = await drive(sessions, 'mcp__everything__echo', perSession);
-    const [g1, s1] = [cpuUs(child.pid), cpuUs(serverPid)];
-    clearInterval(sampler);
+    const byName0 = threadsById(child.pid!);
+    const all = await windows([{ name: 'voxgate', root: child.pid!, sessions, tool: 'mcp__everything__echo' }, ...others], perSession, slices);
+    const w = all.get('voxgate')!;
     if (strace) {
       strace.kill('SIGINT');
       await new Promise((r) => strace.once('exit', r));
@@ -166,15 +307,24 @@ async function gateway(perSession: number): Promise<void> {
       .map(([k, g]) => `${k} ${g.count}× ${Math.round(g.ms)} ms`)
       .join(', ');
     process.stdout.write(
-      `voxgate /mcp, c=${C}: ${n} calls, ${Math.round(n / secs)} calls/s; gateway ${Math.round((g1 - g0) / n)} µs CPU/call, hosted server ` +
-        `${Math.round((s1 - s0) / n)} µs; GC in the window: ${gcText}; heap after GC ${MiB(mem.heapUsed)} MiB (sessions open)\n`,
+      `voxgate /mcp, c=${C}: ${n} calls, ${Math.round(n / w.secs)} calls/s; gateway ${Math.round(w.proxy)} µs CPU/call, hosted server ` +
+        `${Math.round(w.server)} µs; GC in the window: ${gcText}; heap after GC ${MiB(mem.heapUsed)} MiB (sessions open)\n`,
     );
+    for (const [name, pw] of all) printWindow(name, pw);
+    const byName1 = threadsById(child.pid!);
+    const threadText = [...byName1]
+      .map(([k, v]) => [k, (v - (byName0.get(k) ?? 0)) / n] as const)
+      .filter(([, v]) => v >= 1)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => `${k} ${Math.round(v)}`)
+      .join(', ');
+    process.stdout.write(`  gateway threads by id, µs/call: ${threadText}\n`);
     await Promise.all(sessions.map((s) => s.close()));
     await new Promise((r) => setTimeout(r, 2000));
     const after = vmRss(child.pid!);
     const { mem: memAfter } = await ask<{ mem: NodeJS.MemoryUsage }>({ cmd: 'gc' });
     process.stdout.write(
-      `  RSS: idle ${MiB(idle)}, peak ${MiB(peak)}, 2 s after every session was deleted ${MiB(after)} MiB (heap after GC ${MiB(memAfter.heapUsed)} MiB)\n`,
+      `  RSS: idle ${MiB(idle)}, peak ${MiB(w.peakProxy)}, 2 s after every session was deleted ${MiB(after)} MiB (heap after GC ${MiB(memAfter.heapUsed)} MiB)\n`,
     );
   } finally {
     child.kill('SIGTERM');
@@ -218,4 +368,11 @@ function printAllocations(file: string, calls: number): void {
 
 const perSession = Math.max(1, Math.round(CALLS / C));
 if (args.includes('--direct')) await direct(perSession);
-await gateway(perSession);
+if (args.some((a) => a === '--peers' || a.startsWith('--peers='))) {
+  const peers = await startPeers(perSession);
+  try {
+    await gateway(perSession, peers.systems, 4);
+  } finally {
+    await peers.stop();
+  }
+} else await gateway(perSession, [], 1);

@@ -3,7 +3,8 @@
  * serialising route (bench/floors/serial.ts) on its own device, alternating, judged by process CPU per call
  * (/proc/<pid>/stat) of the server and of the device simulator, and with `--strace` by the system calls per call.
  *   node --conditions=voxgate-source --import tsx bench/tools/one-device.ts [rounds=3] [seconds=2] [concurrency=16] [warm-up seconds=1] [--strace] [--profile]
- *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc] [--deopts] [--strace-seq] [--idle=S] [--gateway-arg=<node option>]...
+ *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc] [--deopts] [--strace-seq] [--idle=S]
+ *     [--gateway-arg=<node option>]... [--floor-arg=<node option>]... [--gateway-env=NAME=value]... [--floor-env=NAME=value]...
  * `--profile`: CPU profiles of the gateway's and the floor's last round, bench/results/prof/one-device-{gateway,floor}.cpuprofile.
  * `--devices=N` (default 1): calls spread over N devices; with N > 1 the floor is the pipelined route (as the bench's
  * many-device rows), not the serialising one. `--mqtt`: the devices connect over MQTT, the floor is mqtt-relay.ts.
@@ -14,7 +15,9 @@
  * --trace-deopt; each round prints how many deoptimisations it saw and the functions most deoptimised (a function that
  * is deoptimised over and over in a warm process is recompiled each time, on the compiler's thread). `--idle=S`: each
  * server's CPU over S seconds after the warm-up with its devices connected and no calls. `--gateway-arg=`: a node option for the
- * gateway's process only (e.g. a V8 flag), repeatable. `--strace-seq`: each server traced with timestamps for one more
+ * gateway's process only (e.g. a V8 flag), repeatable; `--floor-arg=` the same for the floor's process (what the floor
+ * would do with the flag). `--gateway-env=`/`--floor-env=`: an environment variable for that process only (e.g.
+ * MALLOC_ARENA_MAX=2). Each line ends with the process's RSS at the end of the round. `--strace-seq`: each server traced with timestamps for one more
  * round; how long a device's reply waits for the next request written to that device, and the system calls in between
  * (strace-seq.ts): with one device and queued callers, that wait is what the serialised queue multiplies.
  */
@@ -24,6 +27,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnGateway } from '../lib/compiled.js';
 import { cpuUs } from '../lib/cpu.js';
+import { rssBytes } from '../lib/proc-tree.js';
 import { runLoad } from '../lib/load.js';
 import { gatewayEnv } from '../lib/gateway-env.js';
 import { ROOT, spawnTs, stopAll, type Proc } from '../lib/procs.js';
@@ -39,6 +43,8 @@ const flags = new Set(args.filter((a) => a.startsWith('--')));
 const [rounds = 3, seconds = 2, concurrency = 16, warmS = 1] = args.filter((a) => /^\d/.test(a)).map(Number);
 const devices = Number(args.find((a) => a.startsWith('--devices='))?.slice('--devices='.length) ?? 1);
 const mqtt = flags.has('--mqtt');
+const repeated = (name: string) => args.filter((a) => a.startsWith(`--${name}=`)).map((a) => a.slice(name.length + 3));
+const envOf = (name: string) => Object.fromEntries(repeated(name).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
 const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-one-device-'));
 writeFileSync(join(dataDir, 'config.json'), '{}');
 
@@ -89,14 +95,14 @@ try {
     env: {
       ...env,
       GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
+      ...envOf('gateway-env'),
     },
-    nodeArgs: [...probes, ...args.filter((a) => a.startsWith('--gateway-arg=')).map((a) => a.slice('--gateway-arg='.length))],
+    nodeArgs: [...probes, ...repeated('gateway-arg')],
   });
   console.log(`gateway: ${how}`);
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
-  const relay = mqtt
-    ? spawnTs('mqtt-relay', 'bench/floors/mqtt-relay.ts', { nodeArgs: probes })
-    : spawnTs('ws-relay', 'bench/floors/ws-relay.ts', { nodeArgs: probes });
+  const floorOptions = { nodeArgs: [...probes, ...repeated('floor-arg')], env: envOf('floor-env') };
+  const relay = mqtt ? spawnTs('mqtt-relay', 'bench/floors/mqtt-relay.ts', floorOptions) : spawnTs('ws-relay', 'bench/floors/ws-relay.ts', floorOptions);
   const gwUrl = `http://127.0.0.1:${httpPort}`;
   const hello = await relay.hello;
   const floorPort = hello['port'] as number;
@@ -176,7 +182,8 @@ try {
       }
       console.log(
         `${s.name.padEnd(7)} c=${concurrency}: ${m.r.perSecond.toFixed(0).padStart(5)} calls/s  server ${m.server.toFixed(0).padStart(4)} µs/call (main: user ${m.user.toFixed(0)}, sys ${m.sys.toFixed(0)}; other threads ${m.threads.toFixed(0)})  ` +
-          `device ${m.device.toFixed(0).padStart(4)} µs/call  p50 ${m.r.p50.toFixed(2)} ms  errors ${m.r.non2xx + m.r.errors + m.r.timeouts}  load ${m.load}`,
+          `device ${m.device.toFixed(0).padStart(4)} µs/call  p50 ${m.r.p50.toFixed(2)} ms  errors ${m.r.non2xx + m.r.errors + m.r.timeouts}  load ${m.load}  ` +
+          `rss ${(rssBytes(s.proc.child.pid!) / 2 ** 20).toFixed(0)} MiB`,
       );
     }
   }

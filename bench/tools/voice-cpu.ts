@@ -10,6 +10,11 @@
  * `--profile`: a CPU profile of each side's last CPU round, in bench/results/prof/voice-cpu-{gateway,relay}.cpuprofile.
  * `--paced`: the warm round is the bench's paced row instead (100 devices, one frame each per 60 ms, 5 s), as the bench
  *   runs before its saturated row.
+ * `--paced-only`: every round (the warm one and the measured ones) paced, none saturated; `--devices=N`: the paced
+ *   rounds' devices (default 100; 400 is where frames were lost during full collections). Each round prints the
+ *   kernel's UDP receive-buffer drops (`RcvbufErrors` in /proc/net/snmp, the whole machine's) during it.
+ * VC_GATEWAY_ARGS / VC_RELAY_ARGS: node options for the gateway's / the bare relay's process (space-separated); the
+ *   gateway's come after those it ships with (bench/lib/compiled.ts, which VOXGATE_GATEWAY_NODE_ARGS replaces).
  * `--gc`: as the bench's rows do (their memory reading), forced garbage collections in each process once every session
  *   is open, just before the measured frames.
  */
@@ -17,7 +22,9 @@ import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gatewayNodeArgs } from '../lib/compiled.js';
 import { cpuUs } from '../lib/cpu.js';
+import { rssBytes } from '../lib/proc-tree.js';
 import { gatewayEnv } from '../lib/gateway-env.js';
 import { Proc, ROOT, spawnTs, stopAll, type Reply } from '../lib/procs.js';
 import { runVoiceLoad } from '../lib/voice.js';
@@ -58,6 +65,16 @@ const [rounds = 3, seconds = 4] = args.filter((a) => /^\d/.test(a)).map(Number);
 const transport = args.includes('udp') ? ('udp' as const) : ('ws' as const);
 const probes = ['--import', ALLOC_PROBE_URL, '--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`];
 const profDir = join(ROOT, 'bench/results/prof');
+const pacedDevices = Number(args.find((a) => a.startsWith('--devices='))?.slice('--devices='.length) ?? 100);
+
+/** The kernel's count of UDP datagrams dropped for a full receive buffer (all sockets of the machine). */
+function udpRcvbufErrors(): number {
+  const udp = readFileSync('/proc/net/snmp', 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('Udp: '));
+  const [names, values] = udp.map((l) => l.split(/\s+/));
+  return Number(values?.[names?.indexOf('RcvbufErrors') ?? -1] ?? NaN);
+}
 
 const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-voice-cpu-'));
 writeFileSync(join(dataDir, 'config.json'), '{}');
@@ -74,7 +91,7 @@ try {
     GATEWAY_VOICE_UDP_PORT: '0',
     GATEWAY_VOICE_UDP_PUBLIC_HOST: '127.0.0.1',
   };
-  const gatewayArgs = [...probes, ...(process.env['VC_GATEWAY_ARGS'] ?? '').split(' ').filter(Boolean)];
+  const gatewayArgs = [...gatewayNodeArgs(), ...probes, ...(process.env['VC_GATEWAY_ARGS'] ?? '').split(' ').filter(Boolean)];
   // --dist: the compiled gateway as `npm start` runs it (build it first: npx tsc -b tsconfig.build.json).
   const gateway = flags.has('--dist')
     ? new Proc(
@@ -105,7 +122,8 @@ try {
   };
   let macGroup = 0;
   const one = async (side: 'gateway' | 'relay', proc: Proc, mode: 'warm' | 'cpu' | 'alloc' | 'profile' | 'strace') => {
-    const paced = mode === 'warm' && flags.has('--paced');
+    const paced = (mode === 'warm' && flags.has('--paced')) || flags.has('--paced-only');
+    const drops0 = udpRcvbufErrors();
     let c0 = NaN;
     let t0 = new Map<string, number>();
     let strace: ChildProcess | undefined;
@@ -115,10 +133,10 @@ try {
       transport,
       ...targets[side],
       version: 1,
-      devices: paced ? 100 : 10,
+      devices: paced ? pacedDevices : 10,
       pace: paced ? 'paced' : 'saturate',
       window: paced ? 1 : 8,
-      seconds: paced ? 5 : seconds,
+      seconds: paced && !flags.has('--paced-only') ? 5 : seconds,
       macGroup: macGroup++,
       connectTimeoutMs: 30_000,
       drainMs: 5_000,
@@ -182,7 +200,7 @@ try {
     const load = `${load0.toFixed(1)}→${loadavg()[0]!.toFixed(1)}`;
     console.log(
       `${mode.padEnd(7)} ${side.padEnd(7)} ${(cpu / r.received).toFixed(1).padStart(6)} µs/frame  ${r.perSecond.toFixed(0).padStart(6)} frames/s  ` +
-        `lost ${r.lost} corrupt ${r.corrupt}  load ${load}${extra}`,
+        `lost ${r.lost} corrupt ${r.corrupt}  udp drops ${udpRcvbufErrors() - drops0}  load ${load}  rss ${(rssBytes(proc.child.pid!) / 2 ** 20).toFixed(0)} MiB${extra}`,
     );
     if (side === 'gateway') await until('gateway sessions to end', async () => (await metric(gwUrl, 'voxgate_voice_sessions_active')) === 0, 30_000, 50);
     else await until('relay sessions to end', async () => (await count(relay)) === 0, 30_000, 50);

@@ -4,7 +4,7 @@ import { createLogger } from './log.js';
 import { installSafetyNet } from './safety-net.js';
 
 /**
- * CLI entry (`node --enable-source-maps gateway/dist/main.js`, or `npm start`, which execs it): one process
+ * CLI entry (`node gateway/dist/main.js`, or `npm start`, which execs it): one process
  * that receives its signals itself. Configuration problems exit 2; SIGINT, SIGTERM or SIGHUP (the terminal
  * closed) stops gracefully (exit 0), a second SIGINT/SIGTERM or an overrun of the grace period exits 1;
  * SIGUSR2 rereads the TLS files. Errors no handler caught: see safety-net.ts.

@@ -87,8 +87,8 @@ export function spawnGateway(command: string, args: string[], env: Record<string
   return { child, pid: child.pid, logs, stderr: () => stderr.join(''), exited, logLine, stderrIncludes };
 }
 
-/** `node --enable-source-maps gateway/dist/main.js`, the production start. */
-export const startCompiledGateway = (env: Record<string, string>) => spawnGateway(process.execPath, ['--enable-source-maps', GATEWAY_MAIN], env);
+/** `node gateway/dist/main.js`, the production start (package.json's `start` passes no node options). */
+export const startCompiledGateway = (env: Record<string, string>) => spawnGateway(process.execPath, [GATEWAY_MAIN], env);
 
 /**
  * A compiled gateway process that joins the cluster on `natsUrl` as `instanceId`, with a data dir of its own;

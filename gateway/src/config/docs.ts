@@ -31,7 +31,7 @@ export function withConfigTable(readme: string, table: string): string {
 
 const ENV_HEADER = `# Voxgate: every environment variable the gateway reads, with its default. Unset (or empty) means the
 # default; a variable overrides the same key in the JSON config file. Copy to \`.env\` and start with
-# \`node --env-file=.env --enable-source-maps gateway/dist/main.js\`, or point systemd's EnvironmentFile= at
+# \`node --env-file=.env gateway/dist/main.js\`, or point systemd's EnvironmentFile= at
 # it (examples/systemd/voxgate.service). Settings without a variable live only in the JSON file; the
 # README's Configuration table lists them all.
 # Generated from the schema by \`npm run docs:config\` (each variable is declared beside its field in

@@ -96,6 +96,14 @@ export interface SeenDevice {
 const BATCH = 200;
 /** Facts changed by connections are gathered this long, then written in batches (a fleet re-dialing after a restart). */
 const FLUSH_DELAY_MS = 250;
+/**
+ * Two writes wait this long at most. A new device's first facts wait for its readiness (its catalog, its firmware):
+ * one write per new device instead of two whenever its setup straddled a batch (a fleet dialling in for the first
+ * time); one that never gets ready is written when this passes, or at disconnect. A known device's disconnect (its
+ * last seen) waits for a re-dial, which drops it (a reconnect storm): live again, its last seen goes out with the
+ * sweep like every live device's. `flush()` and `close()` write both at once.
+ */
+const HOLD_MS = 5_000;
 
 /**
  * Every device ever admitted, kept in the store (SQLite embedded, the shared KV bucket in a cluster) and
@@ -109,6 +117,10 @@ export class DeviceRecords {
   private readonly savedSeen = new Map<string, number>();
   /** Devices whose facts changed since they were written. */
   private readonly dirty = new Set<string>();
+  /** Writes the batches hold back (HOLD_MS), with when the hold began: new devices not ready yet, and `leaving`. */
+  private readonly held = new Map<string, number>();
+  /** Held devices whose only pending write is their disconnect's last seen: dropped if they re-dial meanwhile. */
+  private readonly leaving = new Set<string>();
   /** Every store operation, in order: a forget is never overtaken by a batch that still holds the device. */
   private ops: Promise<void> = Promise.resolve();
   private flushTimer: NodeJS.Timeout | undefined;
@@ -218,6 +230,7 @@ export class DeviceRecords {
         server: null,
       };
       this.facts.set(deviceId, facts);
+      this.held.set(deviceId, at);
       return this.saveFacts(deviceId);
     }
     const changed = known.clientId !== a.clientId || known.transport !== a.transport;
@@ -225,13 +238,18 @@ export class DeviceRecords {
     known.transport = a.transport;
     known.connectedAt = a.at;
     known.lastSeen = Math.max(known.lastSeen, a.at);
-    if (changed || this.due(deviceId, known.lastSeen)) this.saveFacts(deviceId);
+    if (changed || this.due(deviceId, known.lastSeen)) return this.saveFacts(deviceId);
+    if (!this.leaving.delete(deviceId)) return;
+    // Back before its disconnect was written: nothing to write now.
+    this.held.delete(deviceId);
+    this.dirty.delete(deviceId);
   }
 
   /** The device's catalog loaded: its hash (catalogs are interned by hash), size and firmware. */
   ready(deviceId: string, r: Readiness): void {
     const f = this.facts.get(deviceId);
     if (!f) return;
+    this.held.delete(deviceId);
     const server = r.server ? boundedServer(r.server) : null;
     const firmware = server ? server.version.slice(0, 128) : f.firmware;
     if (f.catalogHash === r.catalogHash && f.toolCount === r.toolCount && f.firmware === firmware && sameServer(f.server, server)) return;
@@ -251,12 +269,19 @@ export class DeviceRecords {
     this.saveFacts(deviceId);
   }
 
-  /** The device disconnected: its last seen is written now (the final write of the connection). */
+  /** The device disconnected: its last seen is written (the final write of the connection), unless it re-dials within HOLD_MS. */
   closed(deviceId: string, lastSeenAt: number): void {
     const f = this.facts.get(deviceId);
     if (!f) return;
+    // A new device that leaves during its setup is written now.
+    const wasHeld = this.held.delete(deviceId);
     f.lastSeen = Math.max(f.lastSeen, lastSeenAt);
-    if (this.savedSeen.get(deviceId) !== f.lastSeen) this.saveFacts(deviceId);
+    if (this.savedSeen.get(deviceId) === f.lastSeen) return;
+    const pending = this.dirty.has(deviceId);
+    this.saveFacts(deviceId);
+    if (pending || wasHeld || !this.savedSeen.has(deviceId)) return;
+    this.leaving.add(deviceId);
+    this.held.set(deviceId, Date.now());
   }
 
   /** Change what people gave a device (only the fields present; null or [] clears). Undefined when the device is not recorded. */
@@ -277,6 +302,8 @@ export class DeviceRecords {
     const known = this.facts.delete(deviceId);
     const named = this.meta.delete(deviceId);
     this.savedSeen.delete(deviceId);
+    this.held.delete(deviceId);
+    this.leaving.delete(deviceId);
     if (!known && !named) return false;
     this.noteForgotten(deviceId);
     this.dirty.delete(deviceId);
@@ -312,10 +339,25 @@ export class DeviceRecords {
     return moved;
   }
 
-  /** Write every changed device's facts now (the sweep, close, tests). */
+  /** Write every changed device's facts now, new devices still in setup too (the sweep, close, tests). */
   flush(): Promise<void> {
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
+    this.held.clear();
+    this.leaving.clear();
+    return this.enqueue(() => this.writeDirty());
+  }
+
+  /** The batches' timer: what changed, except the writes held back (HOLD_MS). */
+  private flushSettled(): Promise<void> {
+    this.flushTimer = undefined;
+    const now = Date.now();
+    for (const [id, since] of this.held) {
+      // In the order the holds began (a Map keeps insertion order): the first one still held is the oldest.
+      if (now - since < HOLD_MS) break;
+      this.held.delete(id);
+      this.leaving.delete(id);
+    }
     return this.enqueue(() => this.writeDirty());
   }
 
@@ -332,9 +374,14 @@ export class DeviceRecords {
 
   /** Facts changed: written with the next batch, a moment later. */
   private saveFacts(deviceId: string): void {
+    if (this.leaving.delete(deviceId)) this.held.delete(deviceId); // more than its last seen to write now
     this.dirty.add(deviceId);
+    this.scheduleFlush();
+  }
+
+  private scheduleFlush(): void {
     if (this.flushTimer || !this.store) return;
-    this.flushTimer = setTimeout(() => void this.flush().catch(() => undefined), FLUSH_DELAY_MS); // failures are logged
+    this.flushTimer = setTimeout(() => void this.flushSettled().catch(() => undefined), FLUSH_DELAY_MS); // failures are logged
     this.flushTimer.unref();
   }
 
@@ -357,14 +404,22 @@ export class DeviceRecords {
 
   private async writeDirty(): Promise<void> {
     const store = this.store;
-    while (store && this.dirty.size > 0) {
+    let held = 0;
+    while (store && this.dirty.size > held) {
       const batch: Array<{ key: string; value: DeviceFacts }> = [];
+      held = 0;
       for (const id of this.dirty) {
+        if (this.held.has(id)) {
+          held++;
+          continue;
+        }
         this.dirty.delete(id);
+        this.leaving.delete(id);
         const value = this.facts.get(id);
         if (value) batch.push({ key: id, value: { ...value } });
         if (batch.length >= BATCH) break;
       }
+      if (batch.length === 0) break;
       try {
         // No caller waits on these batches, and a SIGKILL already loses the quarter second held in memory:
         // the store may skip their fsync (it blocked the event loop ~5-10 ms per batch while a fleet dialled in).
@@ -376,8 +431,9 @@ export class DeviceRecords {
         throw err;
       }
       for (const e of batch) this.savedSeen.set(e.key, e.value.lastSeen);
-      if (this.dirty.size > 0) await new Promise((resolve) => setImmediate(resolve));
+      if (this.dirty.size > held) await new Promise((resolve) => setImmediate(resolve));
     }
+    if (this.dirty.size > 0) this.scheduleFlush(); // the held ones, at their readiness or their hold's end
   }
 
   private async writeMeta(deviceId: string): Promise<void> {
@@ -390,6 +446,8 @@ export class DeviceRecords {
     if (value === undefined) {
       this.facts.delete(deviceId);
       this.savedSeen.delete(deviceId);
+      this.held.delete(deviceId);
+      this.leaving.delete(deviceId);
       this.dirty.delete(deviceId); // forgotten elsewhere: a pending batch must not write it back
       return;
     }

@@ -1,10 +1,9 @@
 import type { JSONRPCMessage, JSONRPCRequest } from '@modelcontextprotocol/server';
+import { checkMessage as checkAnyMessage } from '../hub/jsonrpc-check.js';
 
 /**
- * JSON-RPC 2.0 messages checked by hand for `/mcp`: the same rules as the SDK's `JSONRPCMessageSchema` (a
- * request, a notification, a result or an error; exactly their keys; ids strings or safe integers; `params`
- * an object whose `_meta.progressToken` is an id), without a zod union that builds issue objects for each
- * branch a message does not match (issue 21: that parse was a tenth of /mcp's CPU per call).
+ * JSON-RPC 2.0 messages for `/mcp`: each one checked by hand with the SDK schema's rules (hub/jsonrpc-check.ts,
+ * shared with the stdio servers' side), the batch and nesting bounds.
  */
 
 /** Deeper JSON than this is refused before the server sees it (no handler recurses without end on it). */
@@ -12,52 +11,8 @@ export const MAX_JSON_DEPTH = 64;
 /** The SDK's own batch bound. */
 export const MAX_BATCH_SIZE = 100;
 
-const RELATED_TASK_META_KEY = 'io.modelcontextprotocol/related-task';
-
-type Obj = Record<string, unknown>;
-const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-const isId = (v: unknown): v is string | number => typeof v === 'string' || Number.isSafeInteger(v);
-
-/** Every own key is one of `allowed` (the SDK's schemas are strict at the envelope). */
-function onlyKeys(o: Obj, allowed: readonly string[]): boolean {
-  for (const k in o) if (!allowed.includes(k)) return false;
-  return true;
-}
-
-function paramsOk(params: unknown): boolean {
-  if (params === undefined) return true;
-  if (!isObject(params)) return false;
-  const meta = params['_meta'];
-  if (meta === undefined) return true;
-  if (!isObject(meta)) return false;
-  if (meta['progressToken'] !== undefined && !isId(meta['progressToken'])) return false;
-  const task = meta[RELATED_TASK_META_KEY];
-  return task === undefined || (isObject(task) && typeof task['taskId'] === 'string');
-}
-
-const REQUEST_KEYS = ['jsonrpc', 'id', 'method', 'params'];
-const NOTIFICATION_KEYS = ['jsonrpc', 'method', 'params'];
-const RESULT_KEYS = ['jsonrpc', 'id', 'result'];
-const ERROR_KEYS = ['jsonrpc', 'id', 'error'];
-
-/** The message if it is a valid JSON-RPC message, else undefined. An error's `error` keeps only its three fields. */
-export function checkMessage(m: unknown): JSONRPCMessage | undefined {
-  if (!isObject(m) || m['jsonrpc'] !== '2.0') return undefined;
-  if ('method' in m) {
-    if (typeof m['method'] !== 'string' || !paramsOk(m['params'])) return undefined;
-    if ('id' in m) return isId(m['id']) && onlyKeys(m, REQUEST_KEYS) ? (m as unknown as JSONRPCMessage) : undefined;
-    return onlyKeys(m, NOTIFICATION_KEYS) ? (m as unknown as JSONRPCMessage) : undefined;
-  }
-  if ('result' in m) return isId(m['id']) && isObject(m['result']) && onlyKeys(m, RESULT_KEYS) ? (m as unknown as JSONRPCMessage) : undefined;
-  if ('error' in m) {
-    const e = m['error'];
-    if (!isObject(e) || !Number.isSafeInteger(e['code']) || typeof e['message'] !== 'string') return undefined;
-    if (!onlyKeys(m, ERROR_KEYS) || (m['id'] !== undefined && !isId(m['id']))) return undefined;
-    const error = { code: e['code'], message: e['message'], ...(e['data'] !== undefined ? { data: e['data'] } : {}) };
-    return { ...m, error } as unknown as JSONRPCMessage;
-  }
-  return undefined;
-}
+/** The message if it is a valid JSON-RPC message, else undefined (see hub/jsonrpc-check.ts). */
+export const checkMessage = (m: unknown): JSONRPCMessage | undefined => checkAnyMessage(m) as JSONRPCMessage | undefined;
 
 export const isRequest = (m: JSONRPCMessage): m is JSONRPCRequest => 'method' in m && 'id' in m;
 export const isResponse = (m: JSONRPCMessage): m is JSONRPCMessage & { id: string | number } => 'result' in m || 'error' in m;
@@ -80,7 +35,7 @@ function over(x: unknown, depth: number, max: number): boolean {
   }
   for (const k in x) {
     if (!Object.hasOwn(x, k)) continue;
-    const c = (x as Obj)[k];
+    const c = (x as Record<string, unknown>)[k];
     if (typeof c === 'object' && c !== null && over(c, depth + 1, max)) return true;
   }
   return false;

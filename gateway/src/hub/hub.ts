@@ -5,6 +5,7 @@ import { GatewayError } from '../errors.js';
 import { canSee } from '../principal.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
+import { bindCounter, type BoundCounter } from '../metrics-bound.js';
 import { invalidArguments } from '../schemas/validators.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import type { FleetJobsPort } from './builtin.js';
@@ -81,6 +82,8 @@ export class McpHub {
   private readonly lists: ServerLists;
   private readonly devices: DeviceTools;
   private readonly calls = new CallsInFlight();
+  /** hubCalls by kind and outcome, each bound on first use (a few pairs): no label lookup per call (issue 21). */
+  private readonly callCounts = new Map<string, BoundCounter>();
   /** A token bucket per server for the log messages passed on to /mcp sessions: a chatty server can't flood every session. */
   private readonly logRate: KeyedTokenBucket;
   private readonly listeners = new Set<() => void>();
@@ -280,19 +283,26 @@ export class McpHub {
       result = await this.calls.track(ctx, target.kind === 'server' ? target.server : undefined, (signal) => this.dispatch(target, args, { ...ctx, signal }));
     } catch (e) {
       if (e instanceof GatewayError && CALLER_ERRORS.has(e.code)) {
-        this.d.metrics.hubCalls.inc({ kind, outcome: e.code.toLowerCase() });
+        this.countCall(kind, e.code.toLowerCase());
         throw e;
       }
       result = toToolResult(e);
     }
     const durationMs = Math.round((performance.now() - started) * 100) / 100;
-    this.d.metrics.hubCalls.inc({ kind, outcome: result.isError ? 'tool_error' : 'ok' });
+    this.countCall(kind, result.isError ? 'tool_error' : 'ok');
     const server = target.kind === 'server' ? target.server : undefined;
     if (server !== undefined && this.upstreams.get(server)?.config.type === 'endpoint')
       this.d.metrics.inboundEndpointCalls.inc({ outcome: result.isError ? 'tool_error' : 'ok' });
     const deviceId = target.kind === 'device' ? target.deviceId : undefined;
     this.d.log.info({ tool: name, kind, server, deviceId, isError: Boolean(result.isError), ms: durationMs }, 'tool call');
     return { ...result, durationMs };
+  }
+
+  private countCall(kind: string, outcome: string): void {
+    const key = `${kind} ${outcome}`;
+    let c = this.callCounts.get(key);
+    if (!c) this.callCounts.set(key, (c = bindCounter(this.d.metrics.hubCalls, { kind, outcome })));
+    c.inc();
   }
 
   /**

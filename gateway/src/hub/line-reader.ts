@@ -22,6 +22,12 @@ export class BoundedLineReader {
     let from = 0;
     for (;;) {
       const nl = chunk.indexOf(0x0a, from);
+      // A whole line inside this chunk (nothing kept from an earlier one): decoded in place, no copy (issue 21).
+      if (nl !== -1 && this.length === 0 && !this.skipping && nl - from <= this.maxLineBytes) {
+        out.push({ kind: 'line', text: withoutCr(chunk.toString('utf8', from, nl)) });
+        from = nl + 1;
+        continue;
+      }
       const piece = chunk.subarray(from, nl === -1 ? chunk.length : nl);
       this.take(piece);
       if (nl === -1) break;
@@ -61,12 +67,14 @@ export class BoundedLineReader {
       this.skipping = undefined;
       return { kind: 'oversized', bytes: s.bytes, head: s.head.toString('utf8'), tail: s.tail.toString('utf8') };
     }
-    const text = Buffer.concat(this.chunks).toString('utf8').replace(/\r$/, '');
+    const text = withoutCr(Buffer.concat(this.chunks).toString('utf8'));
     this.chunks = [];
     this.length = 0;
     return { kind: 'line', text };
   }
 }
+
+const withoutCr = (line: string) => (line.endsWith('\r') ? line.slice(0, -1) : line);
 
 /** The JSON-RPC id of a message from its first or last bytes: `{"jsonrpc":"2.0","id":7,...` or `...,"id":7}`. */
 export function idOfTruncated(head: string, tail: string): string | number | undefined {

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DEVICE_FACTS_COLLECTION, DEVICE_META_COLLECTION, DeviceRecords, type RecordStore } from '../../src/devices/records.js';
 import { DeviceRegistry } from '../../src/devices/registry.js';
 import { ToolsPageCache } from '../../src/devices/tools-page-cache.js';
@@ -109,6 +109,79 @@ describe('device records (issue 23: a registry that lasts)', () => {
     expect(store.puts).toBe(4);
     expect(((await sqlite.get(DEVICE_FACTS_COLLECTION, A)) as { lastSeen: number }).lastSeen).toBe(6_500);
     await sqlite.close();
+  });
+
+  it("holds a new device's first write until it is ready (one write, not two), at most a few seconds", async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    try {
+      const sqlite = new SqliteStore(path);
+      const store = counting(sqlite);
+      const records = await open(store);
+      records.admitted(A, { clientId: A, transport: 'websocket', at: Date.now() });
+      await vi.advanceTimersByTimeAsync(1_000); // batches ran meanwhile: A is still in setup
+      expect(store.puts).toBe(0);
+      records.ready(A, { catalogHash: 'h1', toolCount: 7, server: { name: 'xiaozhi', version: '1.7.6' } });
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(store.puts).toBe(1);
+      expect(await sqlite.get(DEVICE_FACTS_COLLECTION, A)).toMatchObject({ catalogHash: 'h1', toolCount: 7, firmware: '1.7.6' });
+      // A device that never gets ready is written all the same once the hold is over.
+      records.admitted(B, { clientId: B, transport: 'websocket', at: Date.now() });
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(store.puts).toBe(1);
+      await vi.advanceTimersByTimeAsync(5_000);
+      expect(store.puts).toBe(2);
+      expect(await sqlite.get(DEVICE_FACTS_COLLECTION, B)).toMatchObject({ clientId: B, catalogHash: null });
+      // A device that leaves during its setup is written at once; so is one still held when the records close.
+      records.admitted(C, { clientId: C, transport: 'websocket', at: Date.now() });
+      records.closed(C, Date.now());
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(store.puts).toBe(3);
+      records.admitted('02:00:00:00:23:04', { clientId: 'd', transport: 'mqtt', at: Date.now() });
+      await records.close();
+      expect(store.puts).toBe(4);
+      await sqlite.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('drops the disconnect write of a device that re-dials within a few seconds (a reconnect storm)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    try {
+      const sqlite = new SqliteStore(path);
+      const store = counting(sqlite);
+      const records = await open(store);
+      records.admitted(A, { clientId: A, transport: 'websocket', at: Date.now() });
+      records.ready(A, { catalogHash: 'h1', toolCount: 7, server: { name: 'xiaozhi', version: '1.7.6' } });
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(store.puts).toBe(1);
+      // Dropped and back within the batch: nothing to write (its last seen goes out with the sweep, like any live device's).
+      records.closed(A, Date.now());
+      records.admitted(A, { clientId: A, transport: 'websocket', at: Date.now() });
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(store.puts).toBe(1);
+      expect(await records.sweep([{ deviceId: A, lastSeenAt: Date.now() }])).toBe(1);
+      expect(store.puts).toBe(2);
+      // Back a few batches later (a storm's re-dials take seconds): still nothing to write.
+      await vi.advanceTimersByTimeAsync(1_000);
+      records.closed(A, Date.now());
+      await vi.advanceTimersByTimeAsync(3_000);
+      records.admitted(A, { clientId: A, transport: 'websocket', at: Date.now() });
+      await vi.advanceTimersByTimeAsync(6_000);
+      expect(store.puts).toBe(2);
+      // A disconnect that is not followed by a re-dial is written, once the hold is over.
+      const leftAt = Date.now();
+      records.closed(A, leftAt);
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(store.puts).toBe(2);
+      await vi.advanceTimersByTimeAsync(5_000);
+      expect(store.puts).toBe(3);
+      expect(((await sqlite.get(DEVICE_FACTS_COLLECTION, A)) as { lastSeen: number }).lastSeen).toBe(leftAt);
+      await records.close();
+      await sqlite.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('skips unreadable documents from the store', async () => {

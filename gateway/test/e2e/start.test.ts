@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -8,6 +8,7 @@ import {
   isolatedEnv,
   portIsFree,
   procStat,
+  ROOT,
   spawnGateway,
   startCompiledGateway,
   WEATHER_MAIN,
@@ -61,6 +62,16 @@ describe('npm start, and what the started gateway prints', () => {
       rmSync(dataDir, { recursive: true, force: true });
     }
   }, 120_000);
+
+  // The node options the gateway runs with are set once, in package.json's start (docs/performance.md, "gcset"); the
+  // Dockerfile's CMD is checked against it in containers.test.ts, the systemd example here.
+  it("the systemd example starts node as package.json's start does, options included", () => {
+    const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start']!;
+    const unit = readFileSync(join(ROOT, 'examples/systemd/voxgate.service'), 'utf8');
+    const execStart = /^ExecStart=(.*)$/m.exec(unit)![1]!.trim().split(/\s+/);
+    expect(execStart[0]).toBe('/usr/bin/node');
+    expect(['node', ...execStart.slice(1)]).toEqual(start.replace(/^exec\s+/, '').split(/\s+/));
+  });
 
   // What pretty lines look like is the logger's own (test/log.test.ts); here, that the variable reaches it.
   it('prints readable lines with GATEWAY_LOG_FORMAT=pretty (issue 9 item 20)', async () => {

@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { BoundedLineReader, idOfTruncated } from '../../src/hub/line-reader.js';
+import { BoundedLineReader, idOfTruncated, type Line } from '../../src/hub/line-reader.js';
 
 const b = (s: string) => Buffer.from(s, 'utf8');
 
@@ -78,5 +79,31 @@ describe('BoundedLineReader and idOfTruncated (from the e2e hub-limits tests)', 
     expect(idOfTruncated('{"result":{"content":[{"type":"text","text":"', 'xxx"}]},"jsonrpc":"2.0","id":"a-1"}')).toBe('a-1');
     // an "id" inside the result is not the message's id
     expect(idOfTruncated('{"result":{"content":[{"type":"text","text":"', '"id":3}}')).toBeUndefined();
+  });
+});
+
+describe('BoundedLineReader on any chunking', () => {
+  it('gives the lines a plain split gives (short lines whole, long ones skipped with their size), however the bytes are cut', () => {
+    const max = 16;
+    const line = fc.oneof(fc.string({ maxLength: 12 }), fc.string({ minLength: 10, maxLength: 30 }), fc.constant('é€\r'));
+    fc.assert(
+      fc.property(fc.array(line, { maxLength: 8 }), fc.array(fc.nat(), { maxLength: 6 }), (lines, cuts) => {
+        const bytes = Buffer.from(lines.map((l) => `${l}\n`).join(''));
+        const at = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
+        const reader = new BoundedLineReader(max);
+        const got: Line[] = [];
+        let from = 0;
+        for (const c of [...at, bytes.length]) {
+          got.push(...reader.push(bytes.subarray(from, c)));
+          from = c;
+        }
+        const want = lines.map((l) => {
+          const size = Buffer.byteLength(l);
+          return size <= max ? l.replace(/\r$/, '') : size;
+        });
+        expect(got.map((g) => (g.kind === 'line' ? g.text : g.bytes))).toEqual(want);
+      }),
+      { numRuns: 2000 },
+    );
   });
 });
