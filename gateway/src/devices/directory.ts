@@ -1,7 +1,8 @@
 import { GatewayError } from '../errors.js';
 import type { ToolCatalog } from './catalog.js';
 import type { DeviceHandle } from './device-handle.js';
-import { recordFields, type DeviceRecords, type RecordFields } from './records.js';
+import { recordFields, type RecordFields } from './record-fields.js';
+import type { DeviceRecords } from './records.js';
 import { upperBound } from './sorted-ids.js';
 
 /** A device's presence: where it is connected, over what, since when (the registry's, or another instance's). */

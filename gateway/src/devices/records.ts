@@ -1,65 +1,14 @@
 import type { Logger } from 'pino';
-import { z } from 'zod';
-
-/**
- * What the gateway learned from a device, one document per device id: written by the instance that holds
- * the device (at connect, when ready, last seen at most once per `lastSeenWriteMs`, and at disconnect).
- */
-export const DEVICE_FACTS_COLLECTION = 'devices';
-/**
- * What people gave a device (name, room, tags, tenant), one document per device id: written only by
- * `PATCH /v1/devices/{id}`, so a last-seen write on one instance never overwrites a rename on another.
- */
-export const DEVICE_META_COLLECTION = 'device-meta';
-
-export const MAX_NAME = 64;
-export const MAX_ROOM = 64;
-export const MAX_TAGS = 32;
-export const MAX_TAG = 32;
-export const TAG_PATTERN = /^[A-Za-z0-9_.:-]+$/;
-
-const Transport = z.enum(['websocket', 'mqtt']);
-// The shared store is read back as untrusted: bounded strings, or the document is skipped.
-const StoredFacts = z.object({
-  clientId: z.string().max(128),
-  transport: Transport,
-  board: z.string().max(128).nullable().catch(null),
-  firmware: z.string().max(128).nullable().catch(null),
-  firstSeen: z.number().int().nonnegative(),
-  lastSeen: z.number().int().nonnegative(),
-  connectedAt: z.number().int().nonnegative(),
-  catalogHash: z.string().max(64).nullable().catch(null),
-  toolCount: z.number().int().nonnegative().catch(0),
-  server: z
-    .object({ name: z.string().max(256), version: z.string().max(256) })
-    .nullable()
-    .catch(null),
-});
-export type DeviceFacts = z.infer<typeof StoredFacts>;
-
-const Tag = z.string().min(1).max(MAX_TAG).regex(TAG_PATTERN);
-const StoredMeta = z.object({
-  name: z.string().max(MAX_NAME).nullable().catch(null),
-  room: z.string().max(MAX_ROOM).nullable().catch(null),
-  tags: z.array(Tag).max(MAX_TAGS).catch([]),
-  tenant: z.string().max(128).nullable().catch(null),
-});
-export type DeviceMeta = z.infer<typeof StoredMeta>;
-
-/**
- * The part of the store (store/store.ts) the records use, as a port: devices/ does not import store/.
- * `onChange` is there with a shared store (the cluster's KV bucket).
- */
-export interface RecordStore {
-  put(collection: string, key: string, value: unknown): Promise<void>;
-  /** `durable: false`: the batch may skip a sync to disk of its own (store/store.ts). */
-  putMany?(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>, opts?: { durable?: boolean }): Promise<void>;
-  delete(collection: string, key: string): Promise<boolean>;
-  list(collection: string): Promise<Array<{ key: string; value: unknown }>>;
-  onChange?(collection: string, fn: (change: { key: string; value: unknown }) => void): () => void;
-}
-
-export const NO_META: Readonly<DeviceMeta> = Object.freeze({ name: null, room: null, tags: [], tenant: null });
+import {
+  DEVICE_FACTS_COLLECTION,
+  DEVICE_META_COLLECTION,
+  NO_META,
+  StoredFacts,
+  StoredMeta,
+  type DeviceFacts,
+  type DeviceMeta,
+  type RecordStore,
+} from './record-shapes.js';
 
 export interface DeviceRecordsOptions {
   log: Logger;
@@ -475,28 +424,3 @@ function sameServer(a: DeviceFacts['server'], b: DeviceFacts['server']): boolean
 }
 
 /** What a device's record adds to its listing. */
-export interface RecordFields {
-  name: string | null;
-  room: string | null;
-  tags: string[];
-  tenant: string | null;
-  board: string | null;
-  /** The firmware version recorded (initialize's serverInfo.version, else the OTA report). */
-  firmware: string | null;
-  firstSeenAt: string;
-}
-
-/** The record's part of a listing; a device not recorded (no store yet) has none, and was first seen at `fallbackFirstSeen`. */
-export function recordFields(records: DeviceRecords | undefined, deviceId: string, fallbackFirstSeen: string): RecordFields {
-  const f = records?.getFacts(deviceId);
-  const m = records?.getMeta(deviceId) ?? NO_META;
-  return {
-    name: m.name,
-    room: m.room,
-    tags: [...m.tags],
-    tenant: m.tenant,
-    board: f?.board ?? null,
-    firmware: f?.firmware ?? null,
-    firstSeenAt: f ? new Date(f.firstSeen).toISOString() : fallbackFirstSeen,
-  };
-}
