@@ -145,7 +145,8 @@ describe.skipIf(!existsSync(PYTHON))('MCP endpoint: a pipe dials in', { timeout:
       const call = t.api<{ content: Array<{ text: string }>; isError: boolean }>('POST', '/v1/tools/mcp__pipe__trigger-long-running-operation/call', {
         arguments: { duration: 30, steps: 3 },
       });
-      await expect.poll(() => t.logs.some((l) => l['msg'] === 'tool call') || descendants(pipe.child.pid!).length > 0).toBe(true);
+      // In flight: the pipe has written the call to its server's stdin (its server process exists from the start).
+      await pipe.until(/^forwarded tools\/call$/);
       const connectedBefore = pipe.lines.filter((l) => l === 'connected').length;
       for (const pid of descendants(pipe.child.pid!)) process.kill(pid, 'SIGKILL');
       const r = await call;
