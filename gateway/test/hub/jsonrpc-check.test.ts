@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadClientSdk } from '../../src/hub/client-sdk.js';
 import { readMessage } from '../../src/hub/stdio-transport.js';
+import { identical } from '../../../test/support/identical.js';
 
 /**
  * A stdio server's line read by hand (jsonrpc-check.ts) gives what the SDK's `deserializeMessage` gives: the same
@@ -10,16 +11,6 @@ import { readMessage } from '../../src/hub/stdio-transport.js';
  * hostile envelopes, and on any JSON.
  */
 const runs = { numRuns: 3000 };
-
-function identical(a: unknown, b: unknown): boolean {
-  if (Object.is(a, b)) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
-  const ka = Reflect.ownKeys(a);
-  const kb = Reflect.ownKeys(b);
-  if (ka.length !== kb.length || ka.some((k, i) => k !== kb[i])) return false;
-  return ka.every((k) => identical((a as Record<PropertyKey, unknown>)[k], (b as Record<PropertyKey, unknown>)[k]));
-}
 
 const outcome = (f: () => unknown): { ok: true; value: unknown } | { ok: false } => {
   try {

@@ -3,6 +3,7 @@ import { McpServer } from '@modelcontextprotocol/server';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { fastCallToolRequest, fastCallToolResult, speedUpToolsCall, wireCodecOf, type ToolsCallCodec } from '../../src/hub/tools-call-check.js';
+import { identical } from '../../../test/support/identical.js';
 
 /**
  * The hand-written tools/call checks answer only where the SDK's zod schemas would accept, and with the value
@@ -15,19 +16,6 @@ const serverCodec = wireCodecOf(new McpServer({ name: 't', version: '1' }).serve
 // The SDK's own checks, kept before any fast path is put in front of them.
 const sdk = [clientCodec, serverCodec].map((c) => ({ request: c.validateRequest, result: c.validateResult }));
 
-/**
- * Same value, same own keys in the same order at every level, same prototypes. (Not `toStrictEqual`: it compares
- * `constructor` properties, and an own `constructor` of NaN on both sides reads as a difference.)
- */
-function identical(a: unknown, b: unknown): boolean {
-  if (Object.is(a, b)) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
-  const ka = Reflect.ownKeys(a);
-  const kb = Reflect.ownKeys(b);
-  if (ka.length !== kb.length || ka.some((k, i) => k !== kb[i])) return false;
-  return ka.every((k) => identical((a as Record<PropertyKey, unknown>)[k], (b as Record<PropertyKey, unknown>)[k]));
-}
 function same(a: unknown, b: unknown): void {
   if (!identical(a, b)) expect(a).toStrictEqual(b); // shows the difference
   expect(JSON.stringify(a)).toBe(JSON.stringify(b));
