@@ -143,11 +143,15 @@ function toolsCall({ mcp, s, hub, caller, allowed }: Face): ToolsCall {
       const progressToken = via.progressToken;
       // Progress from the upstream goes back under the caller's own token, to this request only.
       // Each notification is sent before the result (awaited below), so none arrives after its call ended.
-      let sent: Promise<unknown> = Promise.resolve();
+      // No promise (and no await) for a call without progress, the usual case.
+      let sent: Promise<unknown> | undefined;
       const onProgress =
         progressToken === undefined
           ? undefined
-          : (p: Progress) => (sent = sent.then(() => via.notify({ method: 'notifications/progress', params: { progressToken, ...p } })).catch(() => undefined));
+          : (p: Progress) =>
+              (sent = (sent ?? Promise.resolve())
+                .then(() => via.notify({ method: 'notifications/progress', params: { progressToken, ...p } }))
+                .catch(() => undefined));
       // What the hosted server asks while serving this call (sampling, elicitation) goes to this client.
       const peer: Peer = { key: mcp, supports, request: via.send };
       const { durationMs: _d, ...result } = await hub.call(name, args, {
@@ -157,7 +161,7 @@ function toolsCall({ mcp, s, hub, caller, allowed }: Face): ToolsCall {
         onProgress,
         peer,
       });
-      await sent;
+      if (sent) await sent;
       return result as CallToolResult;
     } catch (e) {
       if (e instanceof GatewayError && e.code === 'TOOL_NOT_FOUND') throw toProtocolError(e);

@@ -180,7 +180,7 @@ export class NodeSessionTransport implements Transport {
     };
     this.streams.set(streamId, stream);
     for (const m of messages) if (isRequest(m)) this.requestStream.set(m.id, streamId);
-    await this.prime(sse, streamId, version);
+    this.prime(sse, streamId, version);
     const lone = messages.length === 1 ? messages[0]! : undefined;
     if (lone && this.fastEntry && isRequest(lone) && this.fastEntry(lone, req)) return;
     const resumable = this.emptyDataOk(version);
@@ -277,7 +277,7 @@ export class NodeSessionTransport implements Transport {
   }
 
   /** The priming event (an id to resume from, and the retry hint) for clients that accept empty data. */
-  private async prime(sse: SseStream, streamId: string, version: string): Promise<void> {
+  private prime(sse: SseStream, streamId: string, version: string): void {
     if (!this.emptyDataOk(version)) return;
     const id = this.o.eventStore.storeText(streamId, '{}', false);
     sse.write(`id: ${id}\nretry: ${this.o.retryInterval}\ndata: \n\n`, true);
