@@ -23,7 +23,7 @@ type Mode = 'fast' | 'sdk';
 type Json = Record<string, unknown>;
 
 /** A hub with scripted tools (the facade server uses only these members). */
-function fakeHub(seen: Json[]) {
+function fakeHub(seen: Json[], signals: AbortSignal[] = []) {
   let waiting: (() => void) | undefined;
   const aborted = new Set<string>();
   const hub = {
@@ -33,6 +33,8 @@ function fakeHub(seen: Json[]) {
     onLog: () => () => undefined,
     onResourceUpdated: () => () => undefined,
     async call(name: string, args: Json, ctx: CallContext) {
+      if (ctx.signal) signals.push(ctx.signal);
+      if (name === 'sticky') ctx.signal?.addEventListener('abort', () => undefined);
       seen.push({ name, args, tokens: ctx.tokens ?? null, progress: ctx.onProgress !== undefined, signal: ctx.signal instanceof AbortSignal });
       const text = (t: string) => ({ content: [{ type: 'text', text: t }], durationMs: 1.5 });
       switch (name) {
@@ -329,6 +331,8 @@ describe('fast tools/call dispatch against the SDK path', () => {
     let fastTaken = 0;
     const script = async (d: Driver, mode: Mode) => {
       const started = () => hubs.get(mode)!.started();
+      // Calls that ended leave their abort handle for the next (fast-call.ts): cancelling one must still work.
+      for (let i = 0; i < 3; i++) await d.post(call(`e${i}`, { name: 'echo', arguments: { i } }));
       // Cancelled by the client.
       let begun = started();
       const stop = new AbortController();
@@ -360,11 +364,34 @@ describe('fast tools/call dispatch against the SDK path', () => {
     await sdk.init();
     await script(sdk, 'sdk');
     expect(fast.transcript()).toBe(sdk.transcript());
-    expect(fastTaken).toBe(2);
+    expect(fastTaken).toBe(5);
     expect(fast.transcript()).not.toContain('late');
     expect([...hubs.get('fast')!.aborted]).toEqual(['user gave up', 'SdkError: Connection closed']);
     expect([...hubs.get('fast')!.aborted]).toEqual([...hubs.get('sdk')!.aborted]);
     expect(hubs.get('fast')!.seen).toEqual(hubs.get('sdk')!.seen);
+  });
+
+  it('hands an ended call’s abort signal to the next call only when nothing listens on it any more', async () => {
+    const signals: AbortSignal[] = [];
+    const server = buildFacadeServer(fakeHub([], signals).hub, {}, { log: pino({ level: 'silent' }), version: '0' });
+    const sent: unknown[] = [];
+    const transport = { send: async (m: unknown) => void sent.push(m), start: async () => undefined, close: async () => undefined };
+    await server.connect(transport as unknown as NodeSessionTransport);
+    (server.server as unknown as { _negotiatedProtocolVersion: string })._negotiatedProtocolVersion = '2025-11-25';
+    const entry = fastToolsCall(server, toolsCallOf(server)!)!;
+    const req = { headers: {} } as never;
+    const next = async (id: number, name: string) => {
+      expect(entry({ jsonrpc: '2.0', id, method: 'tools/call', params: { name } }, req)).toBe(true);
+      while (sent.length < id) await new Promise((ok) => setImmediate(ok));
+    };
+    await next(1, 'echo');
+    await next(2, 'echo');
+    expect(signals[1]).toBe(signals[0]);
+    await next(3, 'sticky');
+    await next(4, 'echo');
+    // The sticky call left a listener: its signal is not reused.
+    expect(signals[3]).not.toBe(signals[2]);
+    expect(signals.every((sig) => !sig.aborted)).toBe(true);
   });
 
   it('generated requests (ids, names, arguments, _meta, extra keys) get the same answers', async () => {
