@@ -53,9 +53,9 @@ interface Codec {
 
 const ERA = '2025-11-25';
 const FAST = Symbol.for('voxgate.tools-call-fast-path');
-/** `_meta` keys the SDK lifts out of a request as the 2026 envelope (its `RESERVED_ENVELOPE_META_KEYS`). */
+/** The SDK lifts some `_meta` keys under this prefix out of a request (its `RESERVED_ENVELOPE_META_KEYS`): any such key sends it there. */
 const ENVELOPE_META_PREFIX = 'io.modelcontextprotocol/';
-/** Keys the SDK would lift out of a tools/call result or request (its `TOOL_RESULT_FOREIGN_FAMILY_KEYS`, retry keys). */
+/** A result with one of these keys is not given `content: []` (the SDK's `TOOL_RESULT_FOREIGN_FAMILY_KEYS`). */
 const FOREIGN_RESULT_KEYS = ['task', 'inputRequests', 'requestState'] as const;
 
 /** The fast entry for a facade server built by `buildFacadeServer`, or undefined when this SDK does not fit. */
