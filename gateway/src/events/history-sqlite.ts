@@ -291,9 +291,12 @@ export class SqliteEventLog implements EventLog {
   }
 }
 
+/** The last time parsed: the bus gives every event of one millisecond the same `at` text. */
+let parsed = { at: '', ms: NaN };
+
 function atMs(at: string, now: () => number): number {
-  const ms = Date.parse(at);
-  return Number.isFinite(ms) ? ms : now();
+  if (at !== parsed.at) parsed = { at, ms: Date.parse(at) };
+  return Number.isFinite(parsed.ms) ? parsed.ms : now();
 }
 
 function dataJson(data: Record<string, unknown>): string {
