@@ -92,7 +92,7 @@ export class SqliteStore implements Store {
     try {
       this.db.exec('BEGIN');
       try {
-        this.upsertMany(collection, entries);
+        for (const e of entries) this.upsert(collection, e.key, e.value);
         this.db.exec('COMMIT');
       } catch (err) {
         this.db.exec('ROLLBACK');
@@ -104,25 +104,9 @@ export class SqliteStore implements Store {
   }
 
   private upsert(collection: string, key: string, value: unknown): void {
-    this.statement(upsertSql(1)).run([collection, key, JSON.stringify(value), Date.now()]);
-  }
-
-  /**
-   * `entries` in as few statements as the chunk sizes allow (most of a row's cost in this WebAssembly SQLite is per
-   * statement run); a key twice updates the row its first made, as two `upsert`s would.
-   */
-  private upsertMany(collection: string, entries: ReadonlyArray<{ key: string; value: unknown }>): void {
-    const now = Date.now();
-    let i = 0;
-    for (const rows of UPSERT_CHUNKS) {
-      if (entries.length - i < rows) continue;
-      const st = this.statement(upsertSql(rows));
-      const values: Array<string | number> = [];
-      for (; entries.length - i >= rows; values.length = 0) {
-        for (const end = i + rows; i < end; i++) values.push(collection, entries[i]!.key, JSON.stringify(entries[i]!.value), now);
-        st.run(values);
-      }
-    }
+    this.statement(
+      'INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (collection, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at',
+    ).run([collection, key, JSON.stringify(value), Date.now()]);
   }
 
   async create(collection: string, key: string, value: unknown): Promise<boolean> {
@@ -170,13 +154,6 @@ export class SqliteStore implements Store {
     openHere.delete(this.key);
   }
 }
-
-/** Rows per upsert statement in `putMany`, largest first (4 bound values a row). */
-const UPSERT_CHUNKS = [32, 8, 1] as const;
-
-const upsertSql = (rows: number): string =>
-  `INSERT INTO documents (collection, key, value, updated_at) VALUES ${Array.from({ length: rows }, () => '(?, ?, ?, ?)').join(', ')} ` +
-  'ON CONFLICT (collection, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at';
 
 function clearStaleLock(path: string): void {
   const lock = `${path}.lock`;

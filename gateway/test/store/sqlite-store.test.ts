@@ -78,20 +78,6 @@ describe('SqliteStore', () => {
     ]);
   });
 
-  it('writes a putMany of any size (several rows per statement) with every entry, a key given twice ending as its last', async () => {
-    const s = store(tempDb());
-    // 32 + 8 + 1 rows per statement in every mix: 45 = 32 + 8 + 5×1; key 3 again in the same statement, key 40 in the next one.
-    const entries = Array.from({ length: 43 }, (_, i) => ({ key: `k${String(i).padStart(2, '0')}`, value: { i } as { i: number | string } }));
-    entries.splice(10, 0, { key: 'k03', value: { i: 'again' } });
-    entries.splice(35, 0, { key: 'k40', value: { i: 'early' } });
-    await s.putMany('many', entries);
-    const listed = await s.list('many');
-    expect(listed).toHaveLength(43);
-    expect(listed.find((e) => e.key === 'k03')?.value).toEqual({ i: 'again' });
-    expect(listed.find((e) => e.key === 'k40')?.value).toEqual({ i: 40 });
-    expect(listed.find((e) => e.key === 'k42')?.value).toEqual({ i: 42 });
-  });
-
   it('writes a putMany that is not durable like any other, keeps it across a reopen, and keeps FULL for the rest', async () => {
     const path = tempDb();
     const s = store(path);
