@@ -138,18 +138,21 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
 /**
  * Calls per side before the first measured row: to many devices at concurrency 64, to one device at 16, then to many
  * devices at concurrency 1 (none in tiny mode). Counted in calls, not seconds: the same work for every side whatever its
- * speed, and as much on a loaded machine as on a quiet one (on a quiet one about the 1.5 / 0.5 / 1 s they were).
+ * speed (a slower process got fewer calls to compile on before), on a quiet machine about the 1.5 / 0.5 / 1 s they were.
+ * Each leg ends after twice those seconds all the same (`JIT_WARM_MAX_S`), so a loaded machine's run stays bounded.
  */
 const JIT_WARM_CALLS = { full: [12_000, 4_000, 5_000], quick: [6_000, 2_000, 2_500], tiny: [0, 0, 0] } as const;
+const JIT_WARM_MAX_S = { full: [6, 2, 4], quick: [3, 1, 2], tiny: [0, 0, 0] } as const;
 
 /**
  * Each row's warm-up (its new connections) and measured run, in calls (tiny mode counts its own). 5 000 calls take
  * about the 1.5 s the quick rows took on a quiet machine on average, but the slowest rows, which had ~3 300, now
- * see as many collections as the others (~5 scavenges; a row's CPU moved with whether one more fell in it).
+ * see as many collections as the others (~5 scavenges; a row's CPU moved with whether one more fell in it). Each run
+ * ends after `maxS` all the same (twice the seconds it had), so a loaded machine's bench stays within its watchdog.
  */
 const CALL_AMOUNTS: Record<Bench['mode'], CallAmounts | undefined> = {
-  full: { warm: 2_000, measured: 30_000 },
-  quick: { warm: 300, measured: 5_000 },
+  full: { warm: 2_000, measured: 30_000, maxS: { warm: 4, measured: 20 } },
+  quick: { warm: 300, measured: 5_000, maxS: { warm: 0.6, measured: 3 } },
   tiny: undefined,
 };
 
@@ -175,12 +178,13 @@ function gcFigures(w: GcWindow, calls: number): Record<string, number> {
  */
 async function warmUp(b: Bench, sides: Array<{ baseUrl: string; many: (n: number) => string; one: (n: number) => string; apiKey?: string }>): Promise<void> {
   const [many, one, serial] = JIT_WARM_CALLS[b.mode];
+  const [manyS, oneS, serialS] = JIT_WARM_MAX_S[b.mode];
   if (many === 0) return;
   for (const s of sides)
-    for (const [path, connections, amount] of [
-      [s.many, 64, many],
-      [s.one, 16, one],
-      [s.many, 1, serial],
+    for (const [path, connections, amount, maxS] of [
+      [s.many, 64, many, manyS],
+      [s.one, 16, one, oneS],
+      [s.many, 1, serial, serialS],
     ] as const)
-      await runLoad({ baseUrl: s.baseUrl, path, body: BODY, connections, amount, ...(s.apiKey ? { apiKey: s.apiKey } : {}) });
+      await runLoad({ baseUrl: s.baseUrl, path, body: BODY, connections, amount, maxS, ...(s.apiKey ? { apiKey: s.apiKey } : {}) });
 }

@@ -86,10 +86,14 @@ export interface MeasuredLoad extends LoadResult {
   gc?: GcWindow;
 }
 
-/** How many calls a row's warm-up and its measured run make (instead of the bench's seconds; the call rows). */
+/**
+ * How many calls a row's warm-up and its measured run make (instead of the bench's seconds; the call rows), each within
+ * `maxS` seconds: on a loaded machine a run ends there with fewer calls (the row's `calls` says how many).
+ */
 export interface CallAmounts {
   warm: number;
   measured: number;
+  maxS: { warm: number; measured: number };
 }
 
 /**
@@ -109,11 +113,15 @@ export async function loadOnce(
   const base = { baseUrl, path, body: BODY, connections, ...(apiKey ? { apiKey } : {}) };
   const tiny = b.mode === 'tiny';
   const { amounts } = o;
-  const warm = tiny ? { amount: Math.max(connections, 10) } : amounts ? { amount: Math.max(amounts.warm, connections * 4) } : { durationS: b.settings.warmS };
+  const warm = tiny
+    ? { amount: Math.max(connections, 10) }
+    : amounts
+      ? { amount: Math.max(amounts.warm, connections * 4), maxS: amounts.maxS.warm }
+      : { durationS: b.settings.warmS };
   const run = tiny
     ? { amount: Math.max(CALL_AMOUNT_TINY, connections * 4) }
     : amounts
-      ? { amount: Math.max(amounts.measured, connections * 16) }
+      ? { amount: Math.max(amounts.measured, connections * 16), maxS: amounts.maxS.measured }
       : { durationS: b.settings.callS };
   await runLoad({ ...base, ...warm });
   const other = () => (pid === undefined ? NaN : threadCpuUs(pid).other);
