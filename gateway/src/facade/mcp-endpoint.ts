@@ -335,6 +335,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
         };
         await server.connect(transport);
         transport.useRequestEntry(server.server);
+        transport.useFastEntry(mcp.fastEntryOf(server));
         o.metrics.mcpRequests.inc({ outcome: 'initialize' });
         reply.hijack();
         await transport.handleRequest(req.raw, reply.raw, req.body, authInfo);

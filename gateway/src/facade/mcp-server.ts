@@ -1,4 +1,4 @@
-import { McpServer, ProtocolError, ProtocolErrorCode, type CallToolResult } from '@modelcontextprotocol/server';
+import { McpServer, ProtocolError, ProtocolErrorCode, type CallToolResult, type ProgressToken } from '@modelcontextprotocol/server';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import { parseTokensHeader, type Tokens } from '../hub/credentials.js';
@@ -59,21 +59,23 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
   const s = mcp.server;
   // tools/call requests and results checked by hand where the SDK's zod schemas would accept them (tools-call-check.ts).
   speedUpToolsCall(wireCodecOf(s));
-  const tokensOf = (req: Request | undefined): Tokens | undefined => {
-    const h = req?.headers.get('x-voxgate-tokens');
-    if (!h) return undefined;
-    try {
-      return parseTokensHeader(h);
-    } catch (e) {
-      throw new ProtocolError(ProtocolErrorCode.InvalidParams, (e as Error).message);
-    }
-  };
+  const tokensOf = (req: Request | undefined): Tokens | undefined => tokensFrom(req?.headers.get('x-voxgate-tokens'));
 
   const face: Face = { mcp, s, hub, caller, tokensOf, allowed };
   serveTools(face);
   serveListings(face);
   serveSubscriptions(face);
   return mcp;
+}
+
+/** `X-Voxgate-Tokens`, parsed; a malformed header is the request's invalid params. */
+function tokensFrom(h: string | null | undefined): Tokens | undefined {
+  if (!h) return undefined;
+  try {
+    return parseTokensHeader(h);
+  } catch (e) {
+    throw new ProtocolError(ProtocolErrorCode.InvalidParams, (e as Error).message);
+  }
 }
 
 /** What each group of handlers needs: the server, the hub, this caller, and its tokens per request. */
@@ -87,7 +89,8 @@ interface Face {
   allowed: ReadonlySet<string> | undefined;
 }
 
-function serveTools({ mcp, s, hub, caller, tokensOf, allowed }: Face): void {
+function serveTools(face: Face): void {
+  const { mcp, s, hub, caller, allowed } = face;
   // One page always: no cursor is ever handed out, so any cursor a client sends is not one of ours.
   s.setRequestHandler('tools/list', async (req) => {
     if (req.params?.cursor !== undefined) throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'invalid cursor: tools/list has a single page here');
@@ -99,34 +102,66 @@ function serveTools({ mcp, s, hub, caller, tokensOf, allowed }: Face): void {
     };
   });
 
-  s.setRequestHandler('tools/call', async (req, ctx) => {
-    const name = req.params.name;
-    const args = (req.params.arguments ?? {}) as Record<string, unknown>;
+  const call = toolsCall(face);
+  cores.set(mcp, call);
+  s.setRequestHandler('tools/call', (req, ctx) =>
+    call(req.params, {
+      progressToken: ctx.mcpReq._meta?.progressToken ?? req.params._meta?.progressToken,
+      notify: (n) => ctx.mcpReq.notify(n),
+      send: (method, params, signal) => ctx.mcpReq.send({ method, params }, { signal }) as Promise<Record<string, unknown>>,
+      signal: ctx.mcpReq.signal,
+      tokensHeader: ctx.http?.req?.headers.get('x-voxgate-tokens') ?? undefined,
+    }),
+  );
+}
+
+/** What a tools/call needs from the protocol layer that carries it: the SDK's request context, or fast-call.ts. */
+export interface ToolsCallVia {
+  progressToken: ProgressToken | undefined;
+  /** A notification related to this request (progress). */
+  notify: (n: { method: 'notifications/progress'; params: Record<string, unknown> }) => Promise<void>;
+  /** A request to the client related to this request (what a hosted server asks while serving it). */
+  send: (method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal) => Promise<Record<string, unknown>>;
+  signal: AbortSignal;
+  /** The caller's `X-Voxgate-Tokens` header, as sent. */
+  tokensHeader: string | undefined;
+}
+export type ToolsCall = (params: { name: string; arguments?: Record<string, unknown> | undefined }, via: ToolsCallVia) => Promise<CallToolResult>;
+
+/** The tools/call handler of each facade server, for a protocol layer of Voxgate's own (fast-call.ts). */
+const cores = new WeakMap<McpServer, ToolsCall>();
+export const toolsCallOf = (mcp: McpServer): ToolsCall | undefined => cores.get(mcp);
+
+/** One tools/call on the hub: what the SDK's handler runs, and what fast-call.ts runs without the SDK. */
+function toolsCall({ mcp, s, hub, caller, allowed }: Face): ToolsCall {
+  const supports = (method: PeerMethod) => Boolean(s.getClientCapabilities()?.[PEER_CAPABILITY[method]]);
+  return async (params, via) => {
+    const name = params.name;
+    const args = (params.arguments ?? {}) as Record<string, unknown>;
     if (allowed && !allowed.has(name)) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `unknown tool "${name.slice(0, 64)}"`);
     try {
-      const progressToken = ctx.mcpReq._meta?.progressToken ?? req.params._meta?.progressToken;
+      const progressToken = via.progressToken;
       // Progress from the upstream goes back under the caller's own token, to this request only.
       // Each notification is sent before the result (awaited below), so none arrives after its call ended.
-      let sent: Promise<unknown> = Promise.resolve();
+      // No promise (and no await) for a call without progress, the usual case.
+      let sent: Promise<unknown> | undefined;
       const onProgress =
         progressToken === undefined
           ? undefined
           : (p: Progress) =>
-              (sent = sent.then(() => ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, ...p } })).catch(() => undefined));
+              (sent = (sent ?? Promise.resolve())
+                .then(() => via.notify({ method: 'notifications/progress', params: { progressToken, ...p } }))
+                .catch(() => undefined));
       // What the hosted server asks while serving this call (sampling, elicitation) goes to this client.
-      const peer: Peer = {
-        key: mcp,
-        supports: (method) => Boolean(s.getClientCapabilities()?.[PEER_CAPABILITY[method]]),
-        request: (method, params, signal) => ctx.mcpReq.send({ method, params }, { signal }) as Promise<Record<string, unknown>>,
-      };
+      const peer: Peer = { key: mcp, supports, request: via.send };
       const { durationMs: _d, ...result } = await hub.call(name, args, {
         ...caller,
-        tokens: tokensOf(ctx.http?.req),
-        signal: ctx.mcpReq.signal,
+        tokens: tokensFrom(via.tokensHeader),
+        signal: via.signal,
         onProgress,
         peer,
       });
-      await sent;
+      if (sent) await sent;
       return result as CallToolResult;
     } catch (e) {
       if (e instanceof GatewayError && e.code === 'TOOL_NOT_FOUND') throw toProtocolError(e);
@@ -134,7 +169,7 @@ function serveTools({ mcp, s, hub, caller, tokensOf, allowed }: Face): void {
       if (e instanceof GatewayError) return toToolResult(e);
       throw e;
     }
-  });
+  };
 }
 
 /** Resources, templates, prompts and completions of the hosted servers this caller may see. */

@@ -14,6 +14,7 @@ import {
   type TransportSendOptions,
 } from '@modelcontextprotocol/server';
 import type { SessionEventStore } from './event-store.js';
+import type { FastEntry } from './fast-call.js';
 import { checkMessage, deeperThan, isRequest, isResponse, MAX_BATCH_SIZE, MAX_JSON_DEPTH } from './jsonrpc-message.js';
 import { sseHeaders, SseStream, type HeldStreams } from './sse-stream.js';
 
@@ -78,6 +79,8 @@ export class NodeSessionTransport implements Transport {
   private readonly answered = new Map<RequestId, JSONRPCMessage>();
   /** Where a request goes when the server offers a direct entry (see useRequestEntry); else `onmessage`. */
   private requestEntry: ((m: JSONRPCRequest, extra: MessageExtraInfo) => void) | undefined;
+  /** Voxgate's own dispatcher for a lone tools/call (fast-call.ts); it says false for what the SDK must serve. */
+  private fastEntry: FastEntry | undefined;
 
   constructor(private readonly o: NodeSessionTransportOptions) {}
 
@@ -91,6 +94,11 @@ export class NodeSessionTransport implements Transport {
   useRequestEntry(protocol: object): void {
     const entry = (protocol as { _onrequest?: unknown })._onrequest;
     if (typeof entry === 'function' && this.onmessage) this.requestEntry = (m, extra) => void entry.call(protocol, m, extra);
+  }
+
+  /** A lone request goes to `entry` first (fast-call.ts); what it declines goes to the SDK as before. */
+  useFastEntry(entry: FastEntry | undefined): void {
+    this.fastEntry = entry;
   }
 
   start(): Promise<void> {
@@ -156,8 +164,8 @@ export class NodeSessionTransport implements Transport {
     } else if (!this.sessionOk(req, res) || !this.versionOk(req, res)) return;
     if (this.closed) return this.reply(res, 404, -32001, 'Session not found');
 
-    const request = requestView(req);
     if (!messages.some(isRequest)) {
+      const request = requestView(req);
       for (const m of messages) this.onmessage?.(m, { authInfo, request });
       res.writeHead(202).end();
       return;
@@ -172,8 +180,11 @@ export class NodeSessionTransport implements Transport {
     };
     this.streams.set(streamId, stream);
     for (const m of messages) if (isRequest(m)) this.requestStream.set(m.id, streamId);
-    await this.prime(sse, streamId, version);
+    this.prime(sse, streamId, version);
+    const lone = messages.length === 1 ? messages[0]! : undefined;
+    if (lone && this.fastEntry && isRequest(lone) && this.fastEntry(lone, req)) return;
     const resumable = this.emptyDataOk(version);
+    const request = requestView(req);
     for (const m of messages) {
       const extra: MessageExtraInfo = { authInfo, request };
       if (isRequest(m) && resumable) {
@@ -266,7 +277,7 @@ export class NodeSessionTransport implements Transport {
   }
 
   /** The priming event (an id to resume from, and the retry hint) for clients that accept empty data. */
-  private async prime(sse: SseStream, streamId: string, version: string): Promise<void> {
+  private prime(sse: SseStream, streamId: string, version: string): void {
     if (!this.emptyDataOk(version)) return;
     const id = this.o.eventStore.storeText(streamId, '{}', false);
     sse.write(`id: ${id}\nretry: ${this.o.retryInterval}\ndata: \n\n`, true);

@@ -1,4 +1,5 @@
 import type * as NodeSdk from '@modelcontextprotocol/node';
+import type { McpServer } from '@modelcontextprotocol/server';
 
 /**
  * The MCP SDK's server side (`@modelcontextprotocol/server`) and the facade server built on it, loaded on first
@@ -6,9 +7,19 @@ import type * as NodeSdk from '@modelcontextprotocol/node';
  * (several MiB of code and schemas at idle; issue 21).
  */
 export async function importFacadeSdk() {
-  const [server, facade, transport] = await Promise.all([import('@modelcontextprotocol/server'), import('./mcp-server.js'), import('./node-transport.js')]);
+  const [server, facade, transport, fast] = await Promise.all([
+    import('@modelcontextprotocol/server'),
+    import('./mcp-server.js'),
+    import('./node-transport.js'),
+    import('./fast-call.js'),
+  ]);
   return {
     NodeSessionTransport: transport.NodeSessionTransport,
+    /** Voxgate's own tools/call dispatcher for a session's facade server (fast-call.ts), if this SDK fits it. */
+    fastEntryOf: (mcp: McpServer) => {
+      const call = facade.toolsCallOf(mcp);
+      return call && fast.fastToolsCall(mcp, call);
+    },
     createMcpHandler: server.createMcpHandler,
     isInitializeRequest: server.isInitializeRequest,
     buildFacadeServer: facade.buildFacadeServer,
