@@ -162,7 +162,7 @@ export class ToolCallLane implements MessageTap {
     if (!p?.onprogress) return false;
     const outcome = this.codec.validateNotification('notifications/progress', msg);
     if (!outcome.ok) {
-      this.onerror(new Error(`Uncaught error in notification handler: ${outcome.message ?? outcome.reason}`));
+      this.onerror(new Error(`Uncaught error in notification handler: Error: ${outcome.message ?? outcome.reason}`));
       return true;
     }
     const { progressToken: _token, ...rest } = (outcome.value as { params: Record<string, unknown> }).params;
