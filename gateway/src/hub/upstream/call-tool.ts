@@ -10,18 +10,22 @@ import {
 import { ChildStdioTransport } from '../stdio-transport.js';
 import { wireCodecOf } from '../tools-call-check.js';
 import type { Progress } from './base.js';
-import { ToolCallLane, type LaneCall, type LaneCodec } from './tool-lane.js';
+import { ToolCallLane, type LaneCall, type LaneCodec, type LaneSend } from './tool-lane.js';
+import { WebSocketTransport } from './ws-transport.js';
 
 /**
- * The gateway's own `tools/call` lane on a connected client's connection, when it can carry one: a stdio server
- * (the transport hands the lane its answers first) that negotiated a 2025-era protocol (the codec the lane knows).
- * Other connections keep the SDK's `callTool`.
+ * The gateway's own `tools/call` lane on a connected client's connection, when it can carry one: a stdio server or
+ * a WebSocket (the transport hands the lane its answers first) that negotiated a 2025-era protocol (the codec the
+ * lane knows). Streamable HTTP and SSE keep the SDK's `callTool` (their requests carry per-call headers and
+ * session recovery).
  */
 export function openLane(client: Client, transport: Transport, onerror: (e: Error) => void): ToolCallLane | undefined {
-  if (!(transport instanceof ChildStdioTransport) || client.getProtocolEra() !== 'legacy') return undefined;
+  const tappable = transport instanceof ChildStdioTransport || transport instanceof WebSocketTransport;
+  if (!tappable || client.getProtocolEra() !== 'legacy') return undefined;
   const codec = wireCodecOf(client) as Partial<LaneCodec> | undefined;
   if (codec?.era !== '2025-11-25' || typeof codec.decodeResult !== 'function' || typeof codec.validateNotification !== 'function') return undefined;
-  const lane = new ToolCallLane((m) => transport.write(m), codec as LaneCodec, onerror);
+  const send: LaneSend = transport instanceof ChildStdioTransport ? (m) => transport.write(m) : (m) => transport.send(m);
+  const lane = new ToolCallLane(send, codec as LaneCodec, onerror);
   transport.tap = lane;
   return lane;
 }

@@ -12,9 +12,11 @@ import type { MessageTap } from '../stdio-transport.js';
  * and every pending call failed when the connection closes. Everything else on the connection (the server's own
  * requests, notifications, the SDK's requests) is the SDK Client's, as before.
  *
- * Ids start at 2^48: the SDK numbers its requests from 0 (and maps ids with `Number(id)`), so it never issues one
- * of these, and a message for one of them that the lane no longer waits for (a late or duplicate answer, progress
- * after the answer) goes on to the SDK, which reports it as unknown, as it did before.
+ * Ids are 2^30 to 2^31 − 1 (int32, for servers that parse ids so; after a billion calls they start again at 2^30,
+ * skipping any still waiting). The SDK numbers its requests from 0 (and maps ids with `Number(id)`): it would need a
+ * billion requests of its own on one connection (the lane takes every tool call) to reach the range. A message for
+ * an id the lane no longer waits for (a late or duplicate answer, progress after the answer) goes on to the SDK,
+ * which reports it as unknown, as it did before.
  */
 
 /** What the lane needs of the SDK's negotiated wire codec (its 2025-11-25 era object). */
@@ -43,7 +45,8 @@ export interface LaneCall {
   onprogress?: ((p: LaneProgress) => void) | undefined;
 }
 
-export const LANE_FIRST_ID = 2 ** 48;
+export const LANE_FIRST_ID = 2 ** 30;
+const LANE_LAST_ID = 2 ** 31 - 1;
 
 interface Pending {
   readonly id: number;
@@ -83,7 +86,7 @@ export class ToolCallLane implements MessageTap {
     return new Promise((resolve, reject) => {
       if (this.ended) return reject(new Error('Not connected'));
       if (c.signal?.aborted) return reject(cancelError(c.signal.reason));
-      const id = this.nextId++;
+      const id = this.newId();
       const params: Record<string, unknown> = { name: c.name, arguments: c.args };
       // The SDK's own token for a call that wants progress: its request id.
       if (c.onprogress) params['_meta'] = { progressToken: id };
@@ -107,6 +110,13 @@ export class ToolCallLane implements MessageTap {
       // The key order of the SDK's request (`{ ...request, jsonrpc, id }`): the same bytes on the wire but the id.
       this.write({ method: 'tools/call', params, jsonrpc: '2.0', id } as JSONRPCMessage, p);
     });
+  }
+
+  private newId(): number {
+    let id = this.nextId;
+    while (this.pending.has(id)) id = id >= LANE_LAST_ID ? LANE_FIRST_ID : id + 1;
+    this.nextId = id >= LANE_LAST_ID ? LANE_FIRST_ID : id + 1;
+    return id;
   }
 
   /** A message from the server: true when it was this lane's (the answer to a call it waits for, or its progress). */

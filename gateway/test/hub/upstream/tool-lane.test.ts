@@ -133,7 +133,7 @@ describe('the tools/call lane and the SDK Client, one stdio child', { timeout: T
       ['huge', { bytes: MAX_RESULT * 10 }],
       ['huge', { bytes: MAX_RESULT + 1000 }],
     ];
-    // The size of a skipped answer counts its line, whose id is the lane's (13 digits longer than the SDK's here).
+    // The size of a skipped answer counts its line, whose id is the lane's (longer than the SDK's here).
     const sized = (o: { result: Outcome; reports: string[] }) =>
       o.result.ok
         ? o
