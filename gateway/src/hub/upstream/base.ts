@@ -67,11 +67,21 @@ export interface Peer {
   request(method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal): Promise<Record<string, unknown>>;
 }
 
+/** What an AbortSignal offers a listener (an AbortSignal is one). */
+export interface Abortable {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  addEventListener(type: 'abort', fn: () => void): void;
+  removeEventListener(type: 'abort', fn: () => void): void;
+}
+
 export interface CallContext {
   tokens?: Tokens | undefined;
   timeoutMs?: number | undefined;
   /** The caller gave up (its request was cancelled): the upstream is sent notifications/cancelled. */
   signal?: AbortSignal | undefined;
+  /** The same stop without an AbortSignal (hub/in-flight.ts), for work that listens to it directly. */
+  stop?: Abortable | undefined;
   /** Set when the caller asked for progress (a progress token): the upstream's progress, for it alone. */
   onProgress?: ((p: Progress) => void) | undefined;
   peer?: Peer | undefined;

@@ -219,7 +219,8 @@ export class McpUpstream extends Upstream {
     const lane = this.lane?.client === this.client ? this.lane?.lane : undefined;
     let result: CallToolResult;
     try {
-      if (lane) result = await callOnLane(lane, this.outputs, this.allTools, { name: tool, args, timeoutMs: timeout, signal: ctx.signal, onprogress });
+      if (lane)
+        result = await callOnLane(lane, this.outputs, this.allTools, { name: tool, args, timeoutMs: timeout, signal: ctx.stop ?? ctx.signal, onprogress });
       else {
         const options = { timeout, ...(ctx.signal ? { signal: ctx.signal } : {}), ...(onprogress ? { onprogress } : {}) };
         result = (await this.withCallHeaders(ctx, (c) => c.callTool({ name: tool, arguments: args }, options))) as CallToolResult;

@@ -1,5 +1,6 @@
 import { ProtocolError, SdkError, SdkErrorCode, type JSONRPCMessage } from '@modelcontextprotocol/client';
 import type { MessageTap } from '../stdio-transport.js';
+import type { Abortable } from './base.js';
 
 /**
  * `tools/call` on a hosted server's connection without the SDK's protocol layer (issue 21): the SDK `Client`'s
@@ -41,7 +42,8 @@ export interface LaneCall {
   name: string;
   args: Record<string, unknown>;
   timeoutMs: number;
-  signal?: AbortSignal | undefined;
+  /** The call's stop (an AbortSignal, or the hub's CallStop): on abort the server is sent notifications/cancelled. */
+  signal?: Abortable | undefined;
   onprogress?: ((p: LaneProgress) => void) | undefined;
 }
 
@@ -54,7 +56,7 @@ interface Pending {
   readonly timeoutMs: number;
   readonly resolve: (r: Record<string, unknown>) => void;
   readonly reject: (e: unknown) => void;
-  readonly signal: AbortSignal | undefined;
+  readonly signal: Abortable | undefined;
   onAbort: (() => void) | undefined;
   readonly onprogress: ((p: LaneProgress) => void) | undefined;
 }

@@ -250,8 +250,26 @@ describe('a hosted stdio server in the hub', { timeout: TEST_MS }, () => {
     expect(text(large)).toMatch(/result too large to pass on: its content was \d+ bytes, over the limit of 20000 bytes/);
     const schema = await hub.call('mcp__lane__structured_bad', {}, {});
     expect(text(schema)).toMatch(/^The tool server "lane" rejected the call: Structured content does not match the tool's output schema/);
+    // The timeout above, the caller's abort and shutdown reach the server as notifications/cancelled for the call they stop.
+    const caller = new AbortController();
+    const abandoned = hub.call('mcp__lane__silent', {}, { signal: caller.signal });
+    await hub.call('mcp__lane__whoami', {}, {});
+    caller.abort('the caller went away');
+    expect(await abandoned).toMatchObject({ isError: true, _meta: { 'voxgate/code': 'UPSTREAM_TIMEOUT' } });
+    const cancelled = await hub.call('mcp__lane__cancellations', {}, {});
+    expect(JSON.parse(text(cancelled))).toEqual([
+      { known: true, reason: 'SdkError: Request timed out' },
+      { known: true, reason: 'the caller went away' },
+    ]);
+
     const dead = await hub.call('mcp__lane__die', {}, {});
     expect(dead).toMatchObject({ isError: true, _meta: { 'voxgate/code': 'UPSTREAM_UNAVAILABLE' } });
     expect(text(dead)).toBe('The tool server "lane" stopped while handling the request. Try again in a moment.');
+
+    await untilHub(hub, () => hub.servers({})[0]!.state === 'ready', 'the lane server restarted');
+    const draining = hub.call('mcp__lane__silent', {}, {});
+    await hub.call('mcp__lane__whoami', {}, {});
+    await hub.drain();
+    expect(await draining).toMatchObject({ isError: true, _meta: { 'voxgate/code': 'SHUTTING_DOWN' } });
   });
 });
