@@ -121,16 +121,26 @@ export interface McpLoadResult {
   firstError?: string;
 }
 
-/** Every session calls the tool back to back for `seconds`; latencies in ms. */
-export async function runMcpLoad(sessions: readonly LoadSession[], tool: string, args: Record<string, unknown>, seconds: number): Promise<McpLoadResult> {
+/**
+ * Every session calls the tool back to back for `seconds`, or until `calls` calls have been sent in all (a warm-up
+ * counted in calls: the same work for every system, however fast); latencies in ms.
+ */
+export async function runMcpLoad(
+  sessions: readonly LoadSession[],
+  tool: string,
+  args: Record<string, unknown>,
+  seconds: number,
+  calls = Infinity,
+): Promise<McpLoadResult> {
   const lat: number[] = [];
   let failed = 0;
+  let sent = 0;
   let firstError: string | undefined;
   const t0 = performance.now();
   const end = t0 + seconds * 1000;
   await Promise.all(
     sessions.map(async (s) => {
-      while (performance.now() < end) {
+      while (performance.now() < end && sent++ < calls) {
         const c0 = performance.now();
         try {
           await s.call(tool, args);
