@@ -11,9 +11,10 @@ export interface LoadOptions {
   body: string;
   apiKey?: string;
   connections: number;
-  /** Seconds; or `amount` requests. */
+  /** Seconds; or `amount` requests, within `maxS` seconds when given (a loaded machine's runs stay bounded). */
   durationS?: number;
   amount?: number;
+  maxS?: number;
   /** Requests per second over all connections (soak). */
   overallRate?: number;
   timeoutS?: number;
@@ -63,7 +64,13 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   if (o.overallRate !== undefined) opts.overallRate = o.overallRate;
   const t0 = performance.now();
   const r = await new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon(opts, (err, result) => (err ? reject(err as Error) : resolve(result)));
+    let cap: NodeJS.Timeout | undefined;
+    const instance = autocannon(opts, (err, result) => {
+      clearTimeout(cap);
+      if (err) reject(err as Error);
+      else resolve(result);
+    });
+    if (o.amount !== undefined && o.maxS !== undefined) cap = setTimeout(() => instance.stop(), o.maxS * 1000);
     instance.on('response', (_client, statusCode, _bytes, responseTime) => {
       if (statusCode >= 200 && statusCode < 300 && count < MAX_SAMPLES) samples[count++] = responseTime;
     });

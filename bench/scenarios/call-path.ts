@@ -2,7 +2,8 @@
 import { runLoad } from '../lib/load.js';
 import { API_KEY, BODY, CALL_DEVICES, CONCURRENCY, type Bench } from './bench.js';
 import type { Env } from './env.js';
-import { callOutcomes, callPath, count, serialPath, errorsOf, loadOnce, metric, notOk, ratio, round, until } from './measure.js';
+import { describeGc, GcNvp, type GcWindow } from '../lib/gc-nvp.js';
+import { callOutcomes, callPath, count, serialPath, errorsOf, loadOnce, metric, notOk, ratio, round, until, type CallAmounts } from './measure.js';
 
 export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt'): Promise<Map<string, number>> {
   const gwGroup = transport === 'ws' ? 1 : 3;
@@ -48,14 +49,21 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
   ]);
   const perSecond = new Map<string, number>();
   const label = transport === 'ws' ? 'websocket' : 'mqtt';
+  // Collections per row, when the processes run with --trace-gc-nvp (docs/performance.md, "callgc"); nothing otherwise.
+  const gwGc = new GcNvp(e.gateway.child.stdout);
+  const floorGc = new GcNvp(relay.child.stdout);
+  const amounts = CALL_AMOUNTS[b.mode];
   for (const devices of CALL_DEVICES) {
     for (const c of CONCURRENCY) {
       const before = await callOutcomes(e.gwUrl);
-      const g = await loadOnce(b, e.gwUrl, callPath(gwGroup, devices), c, API_KEY, e.gateway.child.pid);
+      const g = await loadOnce(b, e.gwUrl, callPath(gwGroup, devices), c, API_KEY, e.gateway.child.pid, { amounts, gc: gwGc });
       const after = await callOutcomes(e.gwUrl);
-      const f = await loadOnce(b, floorUrl, callPath(floorGroup, devices), c, undefined, relay.child.pid);
+      const f = await loadOnce(b, floorUrl, callPath(floorGroup, devices), c, undefined, relay.child.pid, { amounts, gc: floorGc });
       // One device, several callers: the gateway runs one call at a time per device, so its floor does too.
-      const serial = devices === 1 && c > 1 ? await loadOnce(b, floorUrl, serialPath(floorGroup, devices), c, undefined, relay.child.pid) : undefined;
+      const serial =
+        devices === 1 && c > 1
+          ? await loadOnce(b, floorUrl, serialPath(floorGroup, devices), c, undefined, relay.child.pid, { amounts, gc: floorGc })
+          : undefined;
       const floor = serial ?? f;
       const params = {
         transport: label,
@@ -75,6 +83,8 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
         errors: errorsOf(g) + notOk(before, after),
         floorErrors: errorsOf(f) + (serial ? errorsOf(serial) : 0),
         statusCodes: g.statusCodes,
+        ...(g.gc ? { gc: gcFigures(g.gc, g.ok) } : {}),
+        ...(floor.gc ? { floorGc: gcFigures(floor.gc, floor.ok) } : {}),
       };
       perSecond.set(`${devices}/${c}`, g.perSecond);
       const lat = { transport: label, devices, concurrency: c, floorKind: params.floorKind, errors: params.errors };
@@ -116,6 +126,8 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
           `floor (${params.floorKind}) ${floor.perSecond.toFixed(0)}/s p50 ${floor.p50.toFixed(2)} ms ${floor.cpuUsPerCall.toFixed(0)} µs/call; ` +
           `other threads ${g.otherThreadsUsPerCall.toFixed(0)} / ${floor.otherThreadsUsPerCall.toFixed(0)} µs/call; load ${g.load.join('→')}; errors ${params.errors}/${params.floorErrors}`,
       );
+      if (g.gc) b.log(`  gateway ${describeGc(g.gc, g.ok)}`);
+      if (floor.gc) b.log(`  floor   ${describeGc(floor.gc, floor.ok)}`);
     }
   }
   await Promise.all([e.fleet.close(`${transport}-gw`), e.fleet.close(`${transport}-floor`)]);
@@ -124,10 +136,37 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
 }
 
 /**
- * Seconds of calls per side before the first measured row: to many devices at concurrency 64, to one device at 16,
- * then to many devices at concurrency 1 (none in tiny mode).
+ * Calls per side before the first measured row: to many devices at concurrency 64, to one device at 16, then to many
+ * devices at concurrency 1 (none in tiny mode). Counted in calls, not seconds: the same work for every side whatever its
+ * speed (a slower process got fewer calls to compile on before), on a quiet machine about the 1.5 / 0.5 / 1 s they were.
+ * Each leg ends after twice those seconds all the same (`JIT_WARM_MAX_S`), so a loaded machine's run stays bounded.
  */
-const JIT_WARM_S = { full: [3, 1, 2], quick: [1.5, 0.5, 1], tiny: [0, 0, 0] } as const;
+const JIT_WARM_CALLS = { full: [12_000, 4_000, 5_000], quick: [6_000, 2_000, 2_500], tiny: [0, 0, 0] } as const;
+const JIT_WARM_MAX_S = { full: [6, 2, 4], quick: [3, 1, 2], tiny: [0, 0, 0] } as const;
+
+/**
+ * Each row's warm-up (its new connections) and measured run, in calls (tiny mode counts its own). 5 000 calls take
+ * about the 1.5 s the quick rows took on a quiet machine on average, but the slowest rows, which had ~3 300, now
+ * see as many collections as the others (~5 scavenges; a row's CPU moved with whether one more fell in it). Each run
+ * ends after `maxS` all the same (twice the seconds it had), so a loaded machine's bench stays within its watchdog.
+ */
+const CALL_AMOUNTS: Record<Bench['mode'], CallAmounts | undefined> = {
+  full: { warm: 2_000, measured: 30_000, maxS: { warm: 4, measured: 20 } },
+  quick: { warm: 300, measured: 5_000, maxS: { warm: 0.6, measured: 3 } },
+  tiny: undefined,
+};
+
+/** A row's collections, per call and per scavenge (params of the JSON rows). */
+function gcFigures(w: GcWindow, calls: number): Record<string, number> {
+  const per = (x: number) => (w.scavenges > 0 ? x / w.scavenges : 0);
+  return {
+    scavengesPer10kCalls: round((w.scavenges / calls) * 1e4),
+    promotedKbPerScavenge: round(per(w.promoted) / 1024),
+    copiedKbPerScavenge: round(per(w.survived) / 1024),
+    scavengePauseUsPerCall: round((w.pauseMs / calls) * 1000),
+    fullCollections: w.fullCollections,
+  };
+}
 
 /**
  * Calls through every side before the first row: a process runs the first calls it serves unoptimised and compiles
@@ -138,13 +177,14 @@ const JIT_WARM_S = { full: [3, 1, 2], quick: [1.5, 0.5, 1], tiny: [0, 0, 0] } as
  * gateway's compiler threads were still busy in the concurrency-1 rows without it (docs/performance.md, "gcset").
  */
 async function warmUp(b: Bench, sides: Array<{ baseUrl: string; many: (n: number) => string; one: (n: number) => string; apiKey?: string }>): Promise<void> {
-  const [manyS, oneS, serialS] = JIT_WARM_S[b.mode];
-  if (manyS === 0) return;
+  const [many, one, serial] = JIT_WARM_CALLS[b.mode];
+  const [manyS, oneS, serialS] = JIT_WARM_MAX_S[b.mode];
+  if (many === 0) return;
   for (const s of sides)
-    for (const [path, connections, durationS] of [
-      [s.many, 64, manyS],
-      [s.one, 16, oneS],
-      [s.many, 1, serialS],
+    for (const [path, connections, amount, maxS] of [
+      [s.many, 64, many, manyS],
+      [s.one, 16, one, oneS],
+      [s.many, 1, serial, serialS],
     ] as const)
-      await runLoad({ baseUrl: s.baseUrl, path, body: BODY, connections, durationS, ...(s.apiKey ? { apiKey: s.apiKey } : {}) });
+      await runLoad({ baseUrl: s.baseUrl, path, body: BODY, connections, amount, maxS, ...(s.apiKey ? { apiKey: s.apiKey } : {}) });
 }

@@ -1,5 +1,6 @@
 /** What the scenarios measure with: the gateway's metrics and device list, the load runs, rounding. */
 import { measured, threadCpuUs } from '../lib/cpu.js';
+import type { GcNvp, GcWindow } from '../lib/gc-nvp.js';
 import { runLoad, type LoadResult } from '../lib/load.js';
 import type { Proc, Reply } from '../lib/procs.js';
 import { API_KEY, BODY, CALL_AMOUNT_TINY, TOOL, type Bench } from './bench.js';
@@ -81,9 +82,25 @@ export interface MeasuredLoad extends LoadResult {
   otherThreadsUsPerCall: number;
   /** The machine's 1-minute load average at the start and the end of the measured run. */
   load: [number, number];
+  /** The serving process's collections in the measured run, when it runs with `--trace-gc-nvp` (`gc` given). */
+  gc?: GcWindow;
 }
 
-/** A warm-up, then the measured run; `pid` is the process serving it (its CPU time is read around the run). */
+/**
+ * How many calls a row's warm-up and its measured run make (instead of the bench's seconds; the call rows), each within
+ * `maxS` seconds: on a loaded machine a run ends there with fewer calls (the row's `calls` says how many).
+ */
+export interface CallAmounts {
+  warm: number;
+  measured: number;
+  maxS: { warm: number; measured: number };
+}
+
+/**
+ * A warm-up, then the measured run; `pid` is the process serving it (its CPU time is read around the run). `o.amounts`:
+ * counted in calls rather than `b.settings`' seconds, so each side gets as many as the other whatever its speed.
+ * `o.gc`: the serving process's `--trace-gc-nvp` lines, read over the measured run.
+ */
 export async function loadOnce(
   b: Bench,
   baseUrl: string,
@@ -91,17 +108,35 @@ export async function loadOnce(
   connections: number,
   apiKey?: string,
   pid?: number,
+  o: { amounts?: CallAmounts; gc?: GcNvp } = {},
 ): Promise<MeasuredLoad> {
   const base = { baseUrl, path, body: BODY, connections, ...(apiKey ? { apiKey } : {}) };
   const tiny = b.mode === 'tiny';
-  await runLoad(tiny ? { ...base, amount: Math.max(connections, 10) } : { ...base, durationS: b.settings.warmS });
+  const { amounts } = o;
+  const warm = tiny
+    ? { amount: Math.max(connections, 10) }
+    : amounts
+      ? { amount: Math.max(amounts.warm, connections * 4), maxS: amounts.maxS.warm }
+      : { durationS: b.settings.warmS };
+  const run = tiny
+    ? { amount: Math.max(CALL_AMOUNT_TINY, connections * 4) }
+    : amounts
+      ? { amount: Math.max(amounts.measured, connections * 16), maxS: amounts.maxS.measured }
+      : { durationS: b.settings.callS };
+  await runLoad({ ...base, ...warm });
   const other = () => (pid === undefined ? NaN : threadCpuUs(pid).other);
   const t0 = other();
-  const m = await measured([pid], () =>
-    runLoad(tiny ? { ...base, amount: Math.max(CALL_AMOUNT_TINY, connections * 4) } : { ...base, durationS: b.settings.callS }),
-  );
+  o.gc?.open();
+  const m = await measured([pid], () => runLoad({ ...base, ...run }));
+  const gc = o.gc?.close();
   const perCall = (us: number) => (m.result.ok > 0 ? us / m.result.ok : NaN);
-  return { ...m.result, cpuUsPerCall: perCall(m.cpu[0]!), otherThreadsUsPerCall: perCall(other() - t0), load: m.load };
+  return {
+    ...m.result,
+    cpuUsPerCall: perCall(m.cpu[0]!),
+    otherThreadsUsPerCall: perCall(other() - t0),
+    load: m.load,
+    ...(gc && gc.lines > 0 ? { gc } : {}),
+  };
 }
 
 export const errorsOf = (r: LoadResult) => r.non2xx + r.errors + r.timeouts;

@@ -12,11 +12,14 @@
  * a before/after comparison that the machine's load moves alike on both sides.
  * CALLCPU_COUNT=1: also the async resources each side creates per call (promises, timers, immediates; async_hooks
  * `init` counts, exact whatever the load), from one extra run per side with the hook enabled.
+ * CALLCPU_ALLOC=1: also the bytes each side allocates per call (V8's sampling heap profiler, two runs per side), and how
+ * many of them in functions of its own sources (the gateway's `gateway/src`, or the base's tree): load does not move them.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHook } from 'node:async_hooks';
+import { Session } from 'node:inspector';
 import { Writable } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { pathToFileURL } from 'node:url';
@@ -24,6 +27,7 @@ import * as thisGateway from '../../gateway/src/index.js';
 import type { DeviceLink } from '../../gateway/src/devices/link.js';
 import { createLogger } from '../../gateway/src/log.js';
 import { nextCall, serially } from '../floors/serial.js';
+import { ROOT } from '../lib/procs.js';
 
 type GatewayModule = typeof thisGateway;
 type Gateway = thisGateway.Gateway;
@@ -124,6 +128,31 @@ function startFloor(): FastifyInstance {
   return app;
 }
 
+/**
+ * Bytes allocated while `work` runs (V8's sampling heap profiler, every 512 B, what any collection freed kept in), and
+ * of them what was allocated in functions of files under `ownPrefix` (a side's own sources, by path).
+ */
+async function allocated(work: () => Promise<unknown>, ownPrefix: string): Promise<{ total: number; own: number }> {
+  const session = new Session();
+  session.connect();
+  const post = <T>(m: string, p: object = {}) => new Promise<T>((ok, no) => session.post(m, p, (e, r) => (e ? no(e) : ok(r as T))));
+  await post('HeapProfiler.enable');
+  await post('HeapProfiler.startSampling', { samplingInterval: 512, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  await work();
+  type Node = { callFrame: { url: string }; selfSize: number; children: Node[] };
+  const { profile } = await post<{ profile: { head: Node } }>('HeapProfiler.stopSampling');
+  session.disconnect();
+  let total = 0;
+  let own = 0;
+  const walk = (n: Node): void => {
+    total += n.selfSize;
+    if (n.callFrame.url.includes(ownPrefix)) own += n.selfSize;
+    n.children.forEach(walk);
+  };
+  walk(profile.head);
+  return { total, own };
+}
+
 /** CPU µs per call of `total` calls, `c` at a time, spread over the devices. */
 async function run(app: FastifyInstance, total: number, c: number, headers: Record<string, string>): Promise<number> {
   let next = 0;
@@ -166,6 +195,16 @@ if (process.env['CALLCPU_COUNT'])
     const per = [...counts].map(([type, k]) => `${type} ${(k / n).toFixed(2)}`).join(', ');
     process.stdout.write(`  ${s.name.padEnd(8)} async resources per call: ${per}\n`);
   }
+if (process.env['CALLCPU_ALLOC'])
+  for (let k = 0; k < 2; k++)
+    for (const s of sides) {
+      const n = Math.min(calls, 4000);
+      const { total, own } = await allocated(
+        () => run(s.app, n, concurrency, s.headers),
+        s.name === 'base' ? `${baseDir}/gateway/src/` : `${ROOT}gateway/src/`,
+      );
+      process.stdout.write(`  ${s.name.padEnd(8)} allocated per call: ${(total / n).toFixed(0)} B, of which in its own sources ${(own / n).toFixed(0)} B\n`);
+    }
 const low = (xs: number[]) => Math.min(...xs);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 process.stdout.write(`devices ${devices} concurrency ${concurrency}, ${calls} calls x ${rounds} rounds per side (µs of CPU per call)\n`);

@@ -3,7 +3,7 @@
  * serialising route (bench/floors/serial.ts) on its own device, alternating, judged by process CPU per call
  * (/proc/<pid>/stat) of the server and of the device simulator, and with `--strace` by the system calls per call.
  *   node --conditions=voxgate-source --import tsx bench/tools/one-device.ts [rounds=3] [seconds=2] [concurrency=16] [warm-up seconds=1] [--strace] [--profile]
- *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc] [--deopts] [--strace-seq] [--idle=S]
+ *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc] [--gc-nvp] [--setup-burst] [--deopts] [--strace-seq] [--idle=S]
  *     [--gateway-arg=<node option>]... [--floor-arg=<node option>]... [--gateway-env=NAME=value]... [--floor-env=NAME=value]...
  * `--profile`: CPU profiles of the gateway's and the floor's last round, bench/results/prof/one-device-{gateway,floor}.cpuprofile.
  * `--devices=N` (default 1): calls spread over N devices; with N > 1 the floor is the pipelined route (as the bench's
@@ -11,7 +11,11 @@
  * `--alloc`: in the last round, bytes allocated per call and garbage collections of each server (alloc-probe.ts), and
  * the gateway's top allocation sites: counts that the machine's load does not move (`--survivors`: only the objects of
  * that round the young collections did not free, i.e. what they copied or promoted). `--trace-gc`: both servers run
- * with node's --trace-gc; the last collections of each are printed at the end. `--deopts`: both servers run with
+ * with node's --trace-gc; the last collections of each are printed at the end. `--gc-nvp`: both servers run with
+ * --trace-gc-nvp; each round adds a line of its young collections (gc-nvp.ts: scavenges per 10 000 calls, bytes promoted
+ * and copied per scavenge, pauses per call, full collections). `--setup-burst`: after the warm-up the gateway's devices
+ * reconnect all at once (their setup requests in one burst, the young generation at its full size), then the gateway
+ * warms up again. `--deopts`: both servers run with
  * --trace-deopt; each round prints how many deoptimisations it saw and the functions most deoptimised (a function that
  * is deoptimised over and over in a warm process is recompiled each time, on the compiler's thread). `--idle=S`: each
  * server's CPU over S seconds after the warm-up with its devices connected and no calls. `--gateway-arg=`: a node option for the
@@ -22,7 +26,7 @@
  * (strace-seq.ts): with one device and queued callers, that wait is what the serialised queue multiplies.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnGateway } from '../lib/compiled.js';
@@ -36,6 +40,7 @@ import { Fleet } from '../scenarios/env.js';
 import { callPath, metric, serialPath, until } from '../scenarios/measure.js';
 import { ALLOC_PROBE_URL } from './alloc-probe.js';
 import { PROBE_JS } from './heap-probe.js';
+import { describeGc, describePhases, GcNvp } from '../lib/gc-nvp.js';
 import { replyToNext } from './strace-seq.js';
 
 const args = process.argv.slice(2);
@@ -87,6 +92,7 @@ try {
     `--import=data:text/javascript,${encodeURIComponent(PROBE_JS)}`,
     ...(flags.has('--alloc') ? [`--import=${ALLOC_PROBE_URL}`] : []),
     ...(flags.has('--trace-gc') ? ['--trace-gc'] : []),
+    ...(flags.has('--gc-nvp') ? ['--trace-gc-nvp'] : []),
     ...(flags.has('--deopts') ? ['--trace-deopt'] : []),
   ];
   const { env, httpPort, mqttPort } = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
@@ -100,10 +106,15 @@ try {
     nodeArgs: [...probes, ...repeated('gateway-arg')],
   });
   console.log(`gateway: ${how}`);
+  // --gateway-stdout=FILE (--floor-stdout=FILE): the gateway's (the floor's) whole stdout (its log, and what V8's --trace-* options print) kept in FILE.
+  const stdoutFile = args.find((a) => a.startsWith('--gateway-stdout='))?.slice('--gateway-stdout='.length);
+  if (stdoutFile) gateway.child.stdout?.pipe(createWriteStream(stdoutFile));
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
   const floorOptions = { nodeArgs: [...probes, ...repeated('floor-arg')], env: envOf('floor-env') };
   const relay = mqtt ? spawnTs('mqtt-relay', 'bench/floors/mqtt-relay.ts', floorOptions) : spawnTs('ws-relay', 'bench/floors/ws-relay.ts', floorOptions);
   const gwUrl = `http://127.0.0.1:${httpPort}`;
+  const floorStdout = args.find((a) => a.startsWith('--floor-stdout='))?.slice('--floor-stdout='.length);
+  if (floorStdout) relay.child.stdout?.pipe(createWriteStream(floorStdout));
   const hello = await relay.hello;
   const floorPort = hello['port'] as number;
   const floorUrl = `http://127.0.0.1:${floorPort}`;
@@ -123,6 +134,16 @@ try {
   ];
   for (const s of sides)
     await runLoad({ baseUrl: s.url, path: s.path, body: BODY, connections: concurrency, durationS: warmS, ...(s.key ? { apiKey: s.key } : {}) });
+  // --setup-burst: every gateway device reconnects after the warm-up, so their setup requests (initialize, tools/list)
+  // come in one burst while the young generation is at its full size, as when a fleet dials in to a running gateway.
+  if (flags.has('--setup-burst')) {
+    await fleet.close('gw');
+    await until('the devices gone', async () => (await metric(gwUrl, 'voxgate_devices_connected')) === 0, 30_000, 50);
+    await fleet.connect({ ...common, group: 'gw', waitFor: 'ready', url: gwTarget, macGroup: 1 });
+    await until('the devices ready again', async () => (await metric(gwUrl, 'voxgate_devices_ready')) >= devices, 30_000);
+    for (const s of sides.slice(0, 1))
+      await runLoad({ baseUrl: s.url, path: s.path, body: BODY, connections: concurrency, durationS: warmS, ...(s.key ? { apiKey: s.key } : {}) });
+  }
   // CPU a server spends with its devices connected and no call running: a per-second cost that per-call figures divide.
   const idleS = Number(args.find((a) => a.startsWith('--idle='))?.slice('--idle='.length) ?? 0);
   if (idleS > 0) {
@@ -130,6 +151,7 @@ try {
     await new Promise((r) => setTimeout(r, idleS * 1000));
     sides.forEach((s, i) => console.log(`${s.name} idle: ${((cpuUs(s.proc.child.pid) - c0[i]!) / idleS / 1000).toFixed(2)} ms of CPU per second`));
   }
+  const nvp = new Map(sides.map((s) => [s.name, new GcNvp(flags.has('--gc-nvp') ? s.proc.child.stdout : undefined)]));
   const deopts = new Map<string, Map<string, number>>();
   for (const s of sides) {
     const seen = new Map<string, number>();
@@ -146,8 +168,10 @@ try {
     const c0 = pids.map(cpuUs);
     const split0 = cpuSplit(s.proc.child.pid);
     const load0 = loadavg()[0]!;
+    nvp.get(s.name)!.open();
     const r = await runLoad({ baseUrl: s.url, path: s.path, body: BODY, connections: concurrency, durationS: seconds, ...(s.key ? { apiKey: s.key } : {}) });
     const [server, device] = pids.map((p, i) => (cpuUs(p) - c0[i]!) / r.ok);
+    const gc = nvp.get(s.name)!.close();
     const split1 = cpuSplit(s.proc.child.pid);
     const user = (split1[0] - split0[0]) / r.ok;
     const sys = (split1[1] - split0[1]) / r.ok;
@@ -161,7 +185,7 @@ try {
           .join('; ')}`,
       );
     }
-    return { r, server: server!, device: device!, user, sys, threads, load: `${load0.toFixed(1)}→${loadavg()[0]!.toFixed(1)}` };
+    return { r, server: server!, device: device!, user, sys, threads, gc, load: `${load0.toFixed(1)}→${loadavg()[0]!.toFixed(1)}` };
   };
   for (let i = 0; i < rounds; i++) {
     for (const s of sides) {
@@ -171,7 +195,7 @@ try {
       if (alloc) await s.proc.request({ cmd: 'alloc-start', sample: true, interval: 1024, survivors: flags.has('--survivors') });
       const m = await run(s);
       if (alloc) {
-        const a = await s.proc.request({ cmd: 'alloc-stop', top: s.name === 'gateway' ? 30 : 10 });
+        const a = await s.proc.request({ cmd: 'alloc-stop', top: Number(process.env['ALLOC_TOP'] ?? (s.name === 'gateway' ? 30 : 10)) });
         const gcs = Object.entries(a['gc'] as Record<string, { count: number; ms: number }>).map(([k, g]) => `${k} ${g.count} (${g.ms.toFixed(0)} ms)`);
         console.log(`${s.name} allocated ${((a['bytes'] as number) / m.r.ok).toFixed(0)} B/call over ${m.r.ok} calls; gc: ${gcs.join(', ')}`);
         for (const [site, bytes] of a['top'] as Array<[string, number]>) console.log(`  ${(bytes / m.r.ok).toFixed(0).padStart(6)} B/call  ${site}`);
@@ -185,6 +209,7 @@ try {
           `device ${m.device.toFixed(0).padStart(4)} µs/call  p50 ${m.r.p50.toFixed(2)} ms  errors ${m.r.non2xx + m.r.errors + m.r.timeouts}  load ${m.load}  ` +
           `rss ${(rssBytes(s.proc.child.pid!) / 2 ** 20).toFixed(0)} MiB`,
       );
+      if (flags.has('--gc-nvp')) console.log(`${s.name.padEnd(7)} gc: ${describeGc(m.gc, m.r.ok)}\n        ms per scavenge: ${describePhases(m.gc)}`);
     }
   }
   if (flags.has('--trace-gc'))

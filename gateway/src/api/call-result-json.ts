@@ -10,13 +10,20 @@ export function plainCallResultJson(out: CallOutcome): string | undefined {
   const { content, isError, durationMs } = out;
   if (!Array.isArray(content) || (isError !== undefined && typeof isError !== 'boolean')) return undefined;
   if (typeof durationMs !== 'number' || !Number.isFinite(durationMs)) return undefined;
-  let items = '';
   for (const item of content as unknown[]) {
     if (typeof item !== 'object' || item === null) return undefined;
     const { type, text } = item as { type?: unknown; text?: unknown };
     if (type !== 'text' || typeof text !== 'string') return undefined;
     for (const k in item) if (k !== 'type' && k !== 'text') return undefined;
-    items += `${items === '' ? '' : ','}{"type":"text","text":${JSON.stringify(text)}}`;
   }
+  // The usual single item in four joins (each join is a string of its own until the answer is written): 8 before.
+  if (content.length === 1)
+    return ONE_ITEM + JSON.stringify((content[0] as unknown as { text: string }).text) + (isError === true ? ONE_ITEM_ERROR : ONE_ITEM_OK) + durationMs + '}';
+  let items = '';
+  for (const item of content as unknown as Array<{ text: string }>) items += `${items === '' ? '' : ','}{"type":"text","text":${JSON.stringify(item.text)}}`;
   return `{"content":[${items}],"isError":${isError === true},"durationMs":${durationMs}}`;
 }
+
+const ONE_ITEM = '{"content":[{"type":"text","text":';
+const ONE_ITEM_OK = '}],"isError":false,"durationMs":';
+const ONE_ITEM_ERROR = '}],"isError":true,"durationMs":';

@@ -197,6 +197,8 @@ function sendCallResult(reply: FastifyReply, out: CallOutcome): void {
   else void reply.type('application/json; charset=utf-8').send(json);
 }
 
+/** A call's options: one shared object when the caller sets no timeout (the usual case), none made per request. */
+const NO_CALL_OPTS: { timeoutMs?: number } = Object.freeze({});
 function callOpts(timeoutMs: number | undefined): { timeoutMs?: number } {
-  return timeoutMs === undefined ? {} : { timeoutMs };
+  return timeoutMs === undefined ? NO_CALL_OPTS : { timeoutMs };
 }

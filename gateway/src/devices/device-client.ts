@@ -7,7 +7,7 @@ import { clampTimeout, type CallQueue, type CallTimeouts, type QueueJob } from '
 import type { ToolCatalog } from './catalog.js';
 import type { CallOutcome } from './device-handle.js';
 import { ReadyGate } from './ready-gate.js';
-import type { RpcChannel, RpcReply } from './rpc-channel.js';
+import { PendingRequest, type RpcChannel } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import { checkToolCall, countFailedCall, readCallResult } from './tool-call.js';
 
@@ -137,11 +137,11 @@ export class DeviceClient {
 }
 
 /**
- * One tool call, from the queue to the device's reply: the queue's job and the channel's reply in one object, so
- * the caller's promise is the call's only one (a promise and closures per layer before: the queue's, the
- * channel's, the result's).
+ * One tool call, from the queue to the device's reply: the queue's job and the channel's pending request in one
+ * object, so the caller's promise is the call's only one (a promise and closures per layer before: the queue's,
+ * the channel's, the result's), and the channel keeps no record of its own.
  */
-class ToolCallJob implements QueueJob, RpcReply {
+class ToolCallJob extends PendingRequest implements QueueJob {
   private started = 0;
   /** Settled once: the slot is freed exactly once whatever reaches it. */
   private settled = false;
@@ -154,7 +154,9 @@ class ToolCallJob implements QueueJob, RpcReply {
     private readonly timeoutMs: number,
     private readonly done: (out: CallOutcome) => void,
     private readonly failed: (err: unknown) => void,
-  ) {}
+  ) {
+    super();
+  }
 
   /** Its slot is free: the request goes to the device with the time left (the error names the whole timeout). */
   start(remainingMs: number): void {

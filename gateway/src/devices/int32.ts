@@ -11,9 +11,10 @@ const INT32_MAX = 2147483647;
 export function int32Problems(inputSchema: Record<string, unknown>, args: Record<string, unknown>): ArgumentProblem[] | undefined {
   const properties = inputSchema['properties'];
   if (typeof properties !== 'object' || properties === null) return undefined;
-  // Every call passes here: no entries array, and the problems list only when there is one.
+  // Every call passes here: no keys or entries array, and the problems list only when there is one.
   let problems: ArgumentProblem[] | undefined;
-  for (const name of Object.keys(args)) {
+  for (const name in args) {
+    if (!Object.hasOwn(args, name)) continue;
     const value = args[name];
     if (typeof value !== 'number' || (value >= INT32_MIN && value <= INT32_MAX)) continue;
     const prop: unknown = Object.hasOwn(properties, name) ? (properties as Record<string, unknown>)[name] : undefined;

@@ -29,13 +29,32 @@ export interface RpcReply {
   reject(err: GatewayError): void;
 }
 
-interface Pending {
-  id: number;
-  method: string;
-  reply: RpcReply;
-  /** When it times out (`performance.now()` ms: a wall-clock step moves no timeout), and the timeout its error names. */
-  deadline: number;
-  reportedMs: number;
+/**
+ * A request awaiting its reply: the caller's own object (a tool call's job), which the channel fills in as it sends
+ * it and holds until the reply, the timeout or the link's end. One object per request, made with `new`: the channel
+ * adds no record of its own (an object literal per request before). A literal's allocation site can be pretenured
+ * by V8 (made in the old generation from then on, after a burst in which most of them lived, e.g. a fleet's setup
+ * requests), and an old record that pointed at the caller's objects kept each call's HTTP request and response
+ * alive across young collections until the next full one (docs/performance.md, "callgc").
+ */
+export abstract class PendingRequest implements RpcReply {
+  /** Set by the channel when sent: the JSON-RPC id, the method, when it times out (`performance.now()` ms), the timeout its error names. */
+  rpcId = 0;
+  rpcMethod = '';
+  dueAt = 0;
+  reportedMs = 0;
+  abstract resolve(result: unknown): void;
+  abstract reject(err: GatewayError): void;
+}
+
+/** `request`'s pending request: settles its promise. */
+class PromisedRequest extends PendingRequest {
+  constructor(
+    readonly resolve: (result: unknown) => void,
+    readonly reject: (err: GatewayError) => void,
+  ) {
+    super();
+  }
 }
 
 const monotonic = () => performance.now();
@@ -57,8 +76,8 @@ export class RpcChannel {
    * in `more`, made on first use. A device answers one request at a time, so a Map per session (~200 B, kept
    * with its table once used) held nothing most of its life.
    */
-  private one: Pending | undefined;
-  private more: Map<number, Pending> | undefined;
+  private one: PendingRequest | undefined;
+  private more: Map<number, PendingRequest> | undefined;
   /** The one request whose reply may be read from raw text (the tools/list walk asks one page at a time). */
   private raw: { id: number; reader: RawReplyReader } | undefined;
   /** The requests' timeouts: one timer for the channel, made on its first request. */
@@ -86,24 +105,29 @@ export class RpcChannel {
     opts: { reportedMs?: number; raw?: RawReplyReader } = {},
   ): Promise<unknown> {
     if (this.d.isClosed()) return Promise.reject(this.offline());
-    return new Promise((resolve, reject) => this.requestFor({ resolve, reject }, method, params, timeoutMs, opts.reportedMs ?? timeoutMs, opts.raw));
+    return new Promise((resolve, reject) =>
+      this.requestFor(new PromisedRequest(resolve, reject), method, params, timeoutMs, opts.reportedMs ?? timeoutMs, opts.raw),
+    );
   }
 
-  /** `request` in callback form: `reply` is told the outcome (at once when the device is offline). */
+  /** `request` in callback form: `p` is told the outcome (at once when the device is offline); one request per object. */
   requestFor(
-    reply: RpcReply,
+    p: PendingRequest,
     method: string,
     params: Record<string, unknown> | undefined,
     timeoutMs: number,
     reportedMs = timeoutMs,
     raw?: RawReplyReader,
   ): void {
-    if (this.d.isClosed()) return reply.reject(this.offline());
+    if (this.d.isClosed()) return p.reject(this.offline());
     const id = this.nextId++;
     // Encoded before it is registered: a request that cannot be encoded leaves nothing pending.
     const frame = encodeMcpFrame(this.d.sessionId, rpcRequest(id, method, params));
     const deadline = performance.now() + timeoutMs;
-    const p: Pending = { id, method, reply, deadline, reportedMs };
+    p.rpcId = id;
+    p.rpcMethod = method;
+    p.dueAt = deadline;
+    p.reportedMs = reportedMs;
     if (this.one === undefined) this.one = p;
     else (this.more ??= new Map()).set(id, p);
     if (raw) this.raw = { id, reader: raw };
@@ -116,7 +140,7 @@ export class RpcChannel {
     }
     if (!sent) {
       this.forget(id);
-      return reply.reject(this.offline());
+      return p.reject(this.offline());
     }
     (this.deadlines ??= new DeadlineTimer(this, monotonic)).arm(deadline);
   }
@@ -125,10 +149,10 @@ export class RpcChannel {
   expireDue(now: number): number {
     let next = Infinity;
     for (const p of this.all()) {
-      if (p.deadline > now) next = Math.min(next, p.deadline);
+      if (p.dueAt > now) next = Math.min(next, p.dueAt);
       else {
-        this.forget(p.id);
-        p.reply.reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not answer ${p.method} within ${p.reportedMs} ms`));
+        this.forget(p.rpcId);
+        p.reject(new GatewayError('DEVICE_TIMEOUT', `device ${this.d.deviceId} did not answer ${p.rpcMethod} within ${p.reportedMs} ms`));
       }
     }
     // Nothing left to time: the timer goes (~200 B kept per idle device otherwise); the next request makes one.
@@ -148,9 +172,9 @@ export class RpcChannel {
   }
 
   /** Every pending request, in the order they were sent. */
-  private all(): Pending[] {
+  private all(): PendingRequest[] {
     const all = this.one ? [this.one, ...(this.more?.values() ?? [])] : [...(this.more?.values() ?? [])];
-    return all.sort((a, b) => a.id - b.id);
+    return all.sort((a, b) => a.rpcId - b.rpcId);
   }
 
   /** A text frame, offered to the raw reader of the request awaiting one; true when it settled that request. */
@@ -159,20 +183,20 @@ export class RpcChannel {
     if (raw === undefined) return false;
     const value = raw.reader.read(text, raw.id);
     if (value === undefined) return false;
-    this.take(raw.id)?.reply.resolve(value);
+    this.take(raw.id)?.resolve(value);
     return true;
   }
 
   /** A JSON-RPC result from the device. */
   onResult(id: RpcId | null, result: unknown): void {
-    this.take(id)?.reply.resolve(result);
+    this.take(id)?.resolve(result);
   }
 
   /** A JSON-RPC error from the device: the request fails with DEVICE_ERROR and the device's code. */
   onError(id: RpcId | null, error: RpcErrorResponse['error']): void {
     const err = normalizeRpcError(error);
     const p = this.take(id);
-    p?.reply.reject(new GatewayError('DEVICE_ERROR', err.message, { rpcCode: err.code, codeInferred: err.inferredCode, method: p.method }));
+    p?.reject(new GatewayError('DEVICE_ERROR', err.message, { rpcCode: err.code, codeInferred: err.inferredCode, method: p.rpcMethod }));
   }
 
   /**
@@ -188,7 +212,7 @@ export class RpcChannel {
     const message = reason === 'not_json' ? `device sent a reply that is not JSON: ${raw}` : `device reply refused (${reason}): ${detail}`;
     const unparsable = reason === 'not_json' ? { unparsable: true } : {};
     const p = this.take(id);
-    p?.reply.reject(new GatewayError('DEVICE_ERROR', message, { method: p.method, reason, ...unparsable }));
+    p?.reject(new GatewayError('DEVICE_ERROR', message, { method: p.rpcMethod, reason, ...unparsable }));
   }
 
   /**
@@ -202,25 +226,25 @@ export class RpcChannel {
     this.d.log.warn({ bytes, limit, id }, 'device message over the size limit refused');
     if (id === undefined || !this.find(id)) return;
     const p = this.take(id);
-    p?.reply.reject(new GatewayError('DEVICE_ERROR', detail, { method: p.method, bytes, limit }));
+    p?.reject(new GatewayError('DEVICE_ERROR', detail, { method: p.rpcMethod, bytes, limit }));
   }
 
   /** Fail every pending request at once (the link closed, a newer connection took over). */
   failAll(err: GatewayError): void {
     this.deadlines?.stop();
     for (const p of this.all()) {
-      this.forget(p.id);
-      p.reply.reject(err);
+      this.forget(p.rpcId);
+      p.reject(err);
     }
   }
 
-  private find(id: number): Pending | undefined {
+  private find(id: number): PendingRequest | undefined {
     const one = this.one;
-    return one !== undefined && one.id === id ? one : this.more?.get(id);
+    return one !== undefined && one.rpcId === id ? one : this.more?.get(id);
   }
 
   /** The pending request a reply settles, no longer pending; undefined (counted, noted) when it matches none. */
-  private take(id: RpcId | null): Pending | undefined {
+  private take(id: RpcId | null): PendingRequest | undefined {
     const p = typeof id === 'number' ? this.find(id) : undefined;
     if (typeof id !== 'number' || !p) {
       this.d.metrics.lateReplies.inc();
@@ -233,7 +257,7 @@ export class RpcChannel {
   }
 
   private forget(id: number): void {
-    if (this.one?.id === id) this.one = undefined;
+    if (this.one?.rpcId === id) this.one = undefined;
     else this.more?.delete(id);
     if (this.raw?.id === id) this.raw = undefined;
   }

@@ -71,23 +71,37 @@ function counted(d: ToolCallDeps, result: CallToolResult, outcome: string, elaps
  * The usual reply, `{"content":[{"type":"text","text":…}…]}` with an optional boolean `isError` and nothing else,
  * read with a few type checks: the same value CallToolResultSchema and normalizeDeviceContent make of it (text
  * items pass both unchanged). Any other shape returns undefined and takes the schema path. zod's two parses were
- * ~4 % of the gateway's CPU per call (profile in docs/performance.md).
+ * ~4 % of the gateway's CPU per call (profile in docs/performance.md). The reply's own objects are returned when
+ * their keys are already in the schema's order (the firmware's are): they are this call's, parsed from its frame,
+ * so no copy of the result, its list and its items is made per call; in any other order they are copied as before.
  */
 export function plainTextResult(result: unknown): { content: McpContent[]; isError?: boolean } | undefined {
   if (!isPlainObject(result)) return undefined;
-  for (const k in result) if (k !== 'content' && k !== 'isError') return undefined;
+  let keys = 0;
+  let ordered = true;
+  for (const k in result) {
+    if (k !== 'content' && k !== 'isError') return undefined;
+    ordered &&= k === (keys === 0 ? 'content' : 'isError');
+    keys++;
+  }
   const items = result['content'];
   const isError = result['isError'];
   if (!Array.isArray(items) || items.length > MAX_CONTENT_ITEMS) return undefined;
   if (isError !== undefined && typeof isError !== 'boolean') return undefined;
-  const content: McpContent[] = [];
   for (const item of items as unknown[]) {
     if (!isPlainObject(item)) return undefined;
-    for (const k in item) if (k !== 'type' && k !== 'text') return undefined;
-    const text = item['text'];
-    if (item['type'] !== 'text' || typeof text !== 'string') return undefined;
-    content.push({ type: 'text', text });
+    let n = 0;
+    for (const k in item) {
+      if (k !== (n === 0 ? 'type' : 'text')) {
+        if (k !== 'type' && k !== 'text') return undefined;
+        ordered = false;
+      }
+      n++;
+    }
+    if (item['type'] !== 'text' || typeof item['text'] !== 'string') return undefined;
   }
+  if (ordered) return result as { content: McpContent[]; isError?: boolean };
+  const content: McpContent[] = (items as Array<{ text: string }>).map(({ text }) => ({ type: 'text', text }));
   return 'isError' in result ? { content, isError: isError as boolean } : { content };
 }
 

@@ -28,6 +28,8 @@ const MAX_PENDING_BATCHES = 20;
 /** A stored event's data past this is replaced (the bus already bounds what devices send: 8 KiB). */
 const MAX_DATA_CHARS = 64 * 1024;
 const KNOWN_TYPES: ReadonlySet<string> = new Set(EVENT_TYPES);
+/** Rows per insert statement, largest first (5 bound values a row: far below SQLite's 32 766). */
+const INSERT_CHUNKS = [32, 8, 1] as const;
 
 interface Row {
   seq: number;
@@ -40,7 +42,8 @@ interface Row {
 
 /**
  * The embedded event log: a table of its own in the store's SQLite file (the store lends its one handle),
- * rowid-ordered, indexed by id (`Last-Event-ID`), device, type and time. Events are written in batches, one
+ * rowid-ordered, indexed by id (`Last-Event-ID`), device and type; time needs no index (retention walks rowid
+ * order, the newest time is kept in memory). Events are written in batches, several rows per statement, one
  * transaction each (every `flushMs` or `batchSize` events), never one synchronous write per event; a read
  * writes what waits first, so it sees every event published before it. A SIGTERM writes the last batch
  * (close); a SIGKILL loses at most it. Its commits skip the fsync of their own (`synchronous=NORMAL` for
@@ -59,8 +62,13 @@ export class SqliteEventLog implements EventLog {
   private readonly warn: ThrottledLog | undefined;
   /** The store's `synchronous` level, restored after each of this log's commits. */
   private readonly storeSync: number;
-  /** The insert, prepared once (preparing costs more WebAssembly than a batch's rows); finalized at close. */
-  private insert: sqlite.Statement | undefined;
+  /** The inserts by rows per statement, prepared once (preparing costs more WebAssembly than a batch's rows); finalized at close. */
+  private readonly inserts = new Map<number, sqlite.Statement>();
+  /**
+   * At least the newest `at` in the table (read once when first needed, raised by every insert, never lowered by a
+   * delete): a `since` past it has nothing to read, without a scan.
+   */
+  private maxAt: number | undefined;
 
   /** The options events.history sets. */
   static options(events: Pick<EventsConfig, 'history' | 'bufferSize'>, log?: Logger, metrics?: Metrics): SqliteEventLogOptions {
@@ -79,13 +87,14 @@ export class SqliteEventLog implements EventLog {
   ) {
     this.now = o.now ?? Date.now;
     this.warn = o.log && new ThrottledLog(o.log, 'warn', { linesPerWindow: 1, windowMs: 60_000 });
-    // Secondary indexes carry the rowid (seq): each serves its filter in event order.
+    // Secondary indexes carry the rowid (seq): each serves its filter in event order. A time index (`events_at`,
+    // before 2026-11-27) cost every row's insert more than its two readers needed: dropped from older files.
     db.exec(`CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, type TEXT NOT NULL,
       device TEXT NOT NULL, at INTEGER NOT NULL, data TEXT NOT NULL);
       CREATE INDEX IF NOT EXISTS events_id ON events (id);
       CREATE INDEX IF NOT EXISTS events_device ON events (device);
       CREATE INDEX IF NOT EXISTS events_type ON events (type);
-      CREATE INDEX IF NOT EXISTS events_at ON events (at);`);
+      DROP INDEX IF EXISTS events_at;`);
     this.count = Number((db.get('SELECT COUNT(*) AS n FROM events') as { n: number }).n);
     this.storeSync = Number((db.get('PRAGMA synchronous') as { synchronous: number }).synchronous);
     this.transaction(() => this.retain());
@@ -110,8 +119,7 @@ export class SqliteEventLog implements EventLog {
     const batch = this.pending;
     this.pending = [];
     const written = this.transaction(() => {
-      this.insert ??= this.db.prepare('INSERT INTO events (id, type, device, at, data) VALUES (?, ?, ?, ?, ?)');
-      for (const e of batch) this.insert.run([e.id, e.type, e.deviceId, atMs(e.at, this.now), dataJson(e.data)]);
+      this.insertRows(batch);
       this.count += batch.length;
       this.retain();
     });
@@ -123,12 +131,45 @@ export class SqliteEventLog implements EventLog {
     if (!this.closed) this.timer ??= setTimeout(() => this.flush(), this.o.flushMs).unref();
   }
 
+  /**
+   * `batch` in as few statements as the chunk sizes allow: most of a row's cost in this WebAssembly SQLite is per
+   * statement run (reset, bindings, the step, the AUTOINCREMENT counter's update), not per row.
+   */
+  private insertRows(batch: readonly GatewayEvent[]): void {
+    let i = 0;
+    let maxAt = this.maxAt ?? -Infinity;
+    for (const rows of INSERT_CHUNKS) {
+      if (batch.length - i < rows) continue;
+      const insert = this.insertOf(rows);
+      const values: Array<string | number> = [];
+      for (; batch.length - i >= rows; values.length = 0) {
+        for (const end = i + rows; i < end; i++) {
+          const e = batch[i]!;
+          const at = atMs(e.at, this.now);
+          if (at > maxAt) maxAt = at;
+          values.push(e.id, e.type, e.deviceId, at, dataJson(e.data));
+        }
+        insert.run(values);
+      }
+    }
+    if (this.maxAt !== undefined) this.maxAt = maxAt;
+  }
+
+  private insertOf(rows: number): sqlite.Statement {
+    let insert = this.inserts.get(rows);
+    if (!insert) {
+      const values = Array.from({ length: rows }, () => '(?, ?, ?, ?, ?)').join(', ');
+      this.inserts.set(rows, (insert = this.db.prepare(`INSERT INTO events (id, type, device, at, data) VALUES ${values}`)));
+    }
+    return insert;
+  }
+
   async read(q: HistoryQuery): Promise<HistoryPage> {
     this.flush();
-    // Nothing at or after `since` (the index answers at once): no scan of the table for a time still to come.
-    if (q.since !== undefined && !this.db.get('SELECT 1 FROM events WHERE at >= ? LIMIT 1', [q.since])) return { events: [] };
+    // Nothing at or after `since`: no scan of the table for a time still to come.
+    if (q.since !== undefined && q.since > this.newestAt()) return { events: [] };
     const newest = q.order === 'newest';
-    // `+at`: time filters rows but never picks the index (pages follow seq; the `at` index serves age retention).
+    // Time filters rows; pages follow seq (`+at`: the column has no index, and never should pick one).
     const where = ['+at >= ?'];
     const params: Array<string | number> = [Math.max(q.since ?? 0, this.now() - this.o.maxAgeMs)];
     const after = q.cursor === undefined ? undefined : parseCursor(q.cursor);
@@ -165,9 +206,24 @@ export class SqliteEventLog implements EventLog {
     return { events: rows.flatMap((r) => toEvent(r) ?? []) };
   }
 
-  /** Drop what is past either bound: the oldest beyond `maxEvents`, anything older than `maxAgeMs`. Inside a transaction. */
+  /** At least the newest `at` in the table: one scan the first time (the column has no index), then kept. */
+  private newestAt(): number {
+    this.maxAt ??= Number((this.db.get('SELECT max(at) AS at FROM events') as { at: number | null }).at ?? -Infinity);
+    return this.maxAt;
+  }
+
+  /**
+   * Drop what is past either bound: the oldest beyond `maxEvents`, and the oldest run of events older than
+   * `maxAgeMs` (rowid order, from the first row: it stops at the first younger event, so it reads what it deletes;
+   * an event timed out of order behind a younger one goes with the run it ends up in, and no read returns it
+   * meanwhile). Inside a transaction.
+   */
   private retain(): void {
-    const aged = this.db.run('DELETE FROM events WHERE at < ?', [this.now() - this.o.maxAgeMs]).changes;
+    const cutoff = this.now() - this.o.maxAgeMs;
+    const aged = this.db.run(
+      'DELETE FROM events WHERE seq < coalesce((SELECT seq FROM events WHERE at >= ? ORDER BY seq LIMIT 1), (SELECT max(seq) + 1 FROM events))',
+      [cutoff],
+    ).changes;
     this.count -= aged;
     const excess = this.count - this.o.maxEvents;
     if (excess > 0) this.count -= this.db.run('DELETE FROM events WHERE seq IN (SELECT seq FROM events ORDER BY seq LIMIT ?)', [excess]).changes;
@@ -222,8 +278,8 @@ export class SqliteEventLog implements EventLog {
     if (this.closed) return;
     this.flush();
     this.closed = true;
-    if (this.insert && !this.insert.isFinalized && this.db.isOpen) this.insert.finalize();
-    this.insert = undefined;
+    for (const insert of this.inserts.values()) if (!insert.isFinalized && this.db.isOpen) insert.finalize();
+    this.inserts.clear();
     clearInterval(this.pruneTimer);
     clearTimeout(this.timer);
     clearImmediate(this.immediate);
@@ -235,9 +291,12 @@ export class SqliteEventLog implements EventLog {
   }
 }
 
+/** The last time parsed: the bus gives every event of one millisecond the same `at` text. */
+let parsed = { at: '', ms: NaN };
+
 function atMs(at: string, now: () => number): number {
-  const ms = Date.parse(at);
-  return Number.isFinite(ms) ? ms : now();
+  if (at !== parsed.at) parsed = { at, ms: Date.parse(at) };
+  return Number.isFinite(parsed.ms) ? parsed.ms : now();
 }
 
 function dataJson(data: Record<string, unknown>): string {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { PendingRequest } from '../../src/devices/rpc-channel.js';
 import { GatewayError } from '../../src/errors.js';
 import { channelPair, metricValue } from '../../../test/support/device-parts.js';
 
@@ -101,6 +102,30 @@ describe('RpcChannel: requests and the matching of their replies', () => {
     const all = [channel.request('a', undefined, 5000), channel.request('b', undefined, 5000)];
     channel.failAll(new GatewayError('SHUTTING_DOWN', 'the gateway is shutting down'));
     for (const p of all) await expect(p).rejects.toMatchObject({ code: 'SHUTTING_DOWN' });
+    expect(channel.pendingCount).toBe(0);
+  });
+
+  it("keeps the caller's own object as the pending request: fills in its id and method, and tells it the outcome", async () => {
+    const { channel, device } = channelPair();
+    const outcomes: unknown[] = [];
+    class Caller extends PendingRequest {
+      resolve(result: unknown): void {
+        outcomes.push(result);
+      }
+      reject(err: GatewayError): void {
+        outcomes.push(err.code);
+      }
+    }
+    const a = new Caller();
+    const b = new Caller();
+    channel.requestFor(a, 'tools/call', { name: 'x', arguments: {} }, 1000);
+    channel.requestFor(b, 'ping', undefined, 1000);
+    const [ra, rb] = [await device.nextRequest('tools/call'), await device.nextRequest('ping')];
+    expect([a.rpcId, a.rpcMethod, b.rpcId, b.rpcMethod]).toEqual([ra.id, 'tools/call', rb.id, 'ping']);
+    expect(channel.pendingCount).toBe(2);
+    channel.onError(rb.id, { code: -32601, message: 'no such method' });
+    channel.onResult(ra.id, { content: [] });
+    expect(outcomes).toEqual(['DEVICE_ERROR', { content: [] }]);
     expect(channel.pendingCount).toBe(0);
   });
 });

@@ -50,4 +50,17 @@ describe('plainTextResult (the fast path of readCallResult)', () => {
     ])
       expect(plainTextResult(result), JSON.stringify(result)).toBeUndefined();
   });
+
+  it("uses the reply's own objects when their keys are in the schema's order, and copies them in any other order", () => {
+    const ordered = JSON.parse('{"content":[{"type":"text","text":"true"}],"isError":false}') as unknown;
+    expect(plainTextResult(ordered)).toBe(ordered);
+    for (const text of ['{"isError":false,"content":[{"type":"text","text":"true"}]}', '{"content":[{"text":"true","type":"text"}]}']) {
+      const result = JSON.parse(text) as unknown;
+      const fast = plainTextResult(result);
+      expect(fast).not.toBe(result);
+      expect({ ...fast, malformed: 0 }).toEqual(viaSchema(result));
+      expect(Object.keys(fast!)).toEqual(Object.keys(viaSchema(result) as object).filter((k) => k !== 'malformed'));
+      expect(Object.keys(fast!.content[0]!)).toEqual(['type', 'text']);
+    }
+  });
 });

@@ -38,6 +38,16 @@ function open(path: string, o: Partial<SqliteEventLogOptions> & { clock?: { now:
   return { store, log, clock };
 }
 
+/** `fn` on the store's database handle (as a shared table would get it). */
+function onDb<T>(store: SqliteStore, fn: (db: Parameters<Parameters<SqliteStore['share']>[0]>[0]) => T): T {
+  let out: T | undefined;
+  store.share((db) => {
+    out = fn(db);
+    return { close: () => undefined };
+  });
+  return out as T;
+}
+
 let n = 0;
 const event = (type: EventType, deviceId: string, atMs: number, data: Record<string, unknown> = {}, boot = 'boot1'): GatewayEvent => ({
   id: `${boot}-${++n}`,
@@ -178,6 +188,69 @@ describe('event history in the embedded store (SQLite)', () => {
     expect(rest.events.map((e) => e.deviceId)).toEqual([B, B]);
   });
 
+  it('writes a batch of any size in several rows per statement, in publication order (cursors follow it)', async () => {
+    const { log } = open(tempDb(), { batchSize: 1000 });
+    // 32 + 8 + 1 rows per statement in every mix: 77 = 2×32 + 8 + 5×1.
+    const written = Array.from({ length: 77 }, (_, i) => event(i % 7 ? 'device.message' : 'device.ready', i % 3 ? A : B, T0 + i, { i }));
+    for (const e of written) log.append(e);
+    log.flush();
+    expect(log.size).toBe(77);
+    expect((await all(log, { limit: 10 })).ids).toEqual(written.map((e) => e.id));
+    expect((await all(log, { limit: 9, order: 'newest' })).ids).toEqual(written.map((e) => e.id).reverse());
+    const readyOfB = written.filter((e) => e.type === 'device.ready' && e.deviceId === B).map((e) => e.id);
+    expect((await all(log, { types: new Set<EventType>(['device.ready']), devices: new Set([B]), limit: 2 })).ids).toEqual(readyOfB);
+  });
+
+  it('`since` past the newest event reads nothing; the newest time is found again after a reopen', async () => {
+    const path = tempDb();
+    const first = open(path);
+    const written = [event('device.online', A, T0 + 5_000), event('device.offline', A, T0 + 1_000)]; // the newest is not the last
+    for (const e of written) first.log.append(e);
+    expect((await first.log.read({ since: T0 + 5_001, limit: 10 })).events).toEqual([]);
+    expect((await first.log.read({ since: T0 + 5_000, limit: 10 })).events).toEqual([written[0]]);
+    await first.store.close();
+    const second = open(path);
+    expect((await second.log.read({ since: T0 + 5_001, limit: 10 })).events).toEqual([]);
+    expect((await second.log.read({ since: T0 + 2_000, limit: 10 })).events).toEqual([written[0]]);
+    const later = event('device.online', B, T0 + 9_000);
+    second.log.append(later);
+    expect((await second.log.read({ since: T0 + 8_000, limit: 10 })).events).toEqual([later]);
+  });
+
+  it('age retention deletes from the oldest up to the first younger event; reads never return an older one', async () => {
+    const clock = { now: T0 };
+    const { log } = open(tempDb(), { maxAgeMs: 60_000, clock });
+    // A clock stepped back: `late` is timed before `young` but written after it.
+    const [old, young, late, last] = [T0 - 50_000, T0 - 10_000, T0 - 40_000, T0].map((at) => event('device.message', A, at));
+    for (const e of [old!, young!, late!, last!]) log.append(e);
+    log.flush();
+    clock.now = T0 + 25_000; // old and late are past the 60 s bound, young and last are not
+    log.prune();
+    expect(log.size).toBe(3); // old went; late waits behind young
+    expect((await all(log, { limit: 10 })).ids).toEqual([young!.id, last!.id]);
+    clock.now = T0 + 55_000; // young is past it too: the run up to `last` goes
+    log.prune();
+    expect(log.size).toBe(1);
+    clock.now = T0 + 61_000; // everything: the table empties, and its seq goes on from where it was
+    log.prune();
+    expect(log.size).toBe(0);
+    const next = event('device.online', B, clock.now);
+    log.append(next);
+    expect((await all(log, { limit: 10 })).ids).toEqual([next.id]);
+  });
+
+  it('drops the time index a file from before 2026-11-27 has (every insert paid for it)', async () => {
+    const path = tempDb();
+    const first = open(path);
+    onDb(first.store, (db) => db.exec('CREATE INDEX IF NOT EXISTS events_at ON events (at)'));
+    first.log.append(event('device.online', A, T0));
+    await first.store.close();
+    const second = open(path);
+    const indexes = onDb(second.store, (db) => db.all("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'"));
+    expect(indexes.map((r) => r['name']).sort()).toEqual(['events_device', 'events_id', 'events_type']);
+    expect((await second.log.read({ since: T0, limit: 10 })).events).toHaveLength(1);
+  });
+
   it('does not throw out of append or read on odd data; unserializable data is stored as such', async () => {
     const { log } = open(tempDb());
     const cyclic: Record<string, unknown> = {};
@@ -217,7 +290,7 @@ describe('event history in the embedded store (SQLite)', () => {
     }
     await store.close();
     const perEvent = (statSync(path).size - base) / N;
-    console.log(`event history: ${perEvent.toFixed(0)} bytes per event on disk (${N} typical events, 4 indexes)`);
+    console.log(`event history: ${perEvent.toFixed(0)} bytes per event on disk (${N} typical events, 3 indexes)`);
     expect(perEvent).toBeGreaterThan(50);
     expect(perEvent).toBeLessThan(400);
   });
