@@ -11,7 +11,7 @@ import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import type { FleetJobsPort } from './builtin.js';
 import type { ServerConfig } from './config.js';
 import { DeviceTools } from './device-tools.js';
-import { CallsInFlight } from './in-flight.js';
+import { CallsInFlight, withStop } from './in-flight.js';
 import { deviceToolRaw, type ToolTarget } from './names.js';
 import { GENERIC_TOOLS, ToolNamespace, visibleTo } from './namespace.js';
 import { routePeerRequest } from './peer-requests.js';
@@ -280,7 +280,7 @@ export class McpHub {
     const kind = target.kind;
     let result: CallToolResult;
     try {
-      result = await this.calls.track(ctx, target.kind === 'server' ? target.server : undefined, (signal) => this.dispatch(target, args, { ...ctx, signal }));
+      result = await this.calls.track(ctx, target.kind === 'server' ? target.server : undefined, (stop) => this.dispatch(target, args, withStop(ctx, stop)));
     } catch (e) {
       if (e instanceof GatewayError && CALLER_ERRORS.has(e.code)) {
         this.countCall(kind, e.code.toLowerCase());

@@ -29,6 +29,15 @@ export interface ChildStdioOptions {
   onOversized?: (info: { bytes: number; id: string | number | undefined }) => void;
 }
 
+/**
+ * Takes the messages it answers itself before the SDK sees them (hub/upstream/tool-lane.ts): `take` returns true for
+ * those; `closed` is told when the connection ended, after `onclose`.
+ */
+export interface MessageTap {
+  take(message: JSONRPCMessage): boolean;
+  closed(): void;
+}
+
 /** The environment a child inherits when its config names no variable: enough to find and run programs. */
 const INHERITED = ['HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER', 'LANG', 'TMPDIR', 'NODE_EXTRA_CA_CERTS', 'SYSTEMROOT'];
 
@@ -41,6 +50,8 @@ export class ChildStdioTransport implements Transport {
   private exited: Promise<void> = Promise.resolve();
   private closing = false;
   exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  /** Set once the SDK Client is connected: the gateway's own `tools/call` lane. */
+  tap: MessageTap | undefined;
 
   constructor(private readonly o: ChildStdioOptions) {
     this.lines = new BoundedLineReader(o.maxMessageBytes);
@@ -75,6 +86,7 @@ export class ChildStdioTransport implements Transport {
         this.child = undefined;
         this.lines.clear();
         this.onclose?.();
+        this.tap?.closed();
       });
       child.stdin!.on('error', (e) => this.onerror?.(e));
       child.stdout!.on('data', (chunk: Buffer) => {
@@ -107,17 +119,34 @@ export class ChildStdioTransport implements Transport {
   /**
    * One message per microtask, in order. The SDK runs notification handlers a microtask later but settles
    * responses at once: a progress notification and the response read from the same chunk would otherwise
-   * lose the notification (its handler is gone by the time it runs).
+   * lose the notification (its handler is gone by the time it runs). A message the tap takes (an answer to the
+   * gateway's own lane, its progress) is handled at once when nothing is queued before it: the order stays the
+   * server's, without a promise per answer.
    */
   private delivery: Promise<void> = Promise.resolve();
+  private queued = 0;
   private deliver(msg: JSONRPCMessage): void {
+    const tried = this.queued === 0 && this.tap !== undefined;
+    if (tried && this.tapped(msg)) return;
+    this.queued++;
     this.delivery = this.delivery.then(() => {
+      this.queued--;
       try {
-        this.onmessage?.(msg);
+        if (tried || !this.tapped(msg)) this.onmessage?.(msg);
       } catch (e) {
         this.onerror?.(e as Error);
       }
     });
+  }
+
+  /** The tap took the message (a failure in it is reported, and the message counts as taken). */
+  private tapped(msg: JSONRPCMessage): boolean {
+    try {
+      return this.tap?.take(msg) ?? false;
+    } catch (e) {
+      this.onerror?.(e as Error);
+      return true;
+    }
   }
 
   /** Answer the request the skipped message was for, so that its caller hears why at once. */
@@ -129,11 +158,20 @@ export class ChildStdioTransport implements Transport {
   }
 
   async send(message: JSONRPCMessage): Promise<void> {
+    const drained = this.write(message);
+    if (drained) await drained;
+  }
+
+  /**
+   * `send` without a promise of its own: throws when the process is not running, returns a promise only when the
+   * pipe is full (resolved at 'drain'). The messages of one turn of the event loop (concurrent /mcp calls) leave in
+   * one write: one syscall and one wake-up of the server instead of one per message (issue 21). Order is kept;
+   * end() flushes.
+   */
+  write(message: JSONRPCMessage): Promise<void> | undefined {
     const stdin = this.child?.stdin;
     if (!stdin || this.closing) throw new Error('the server process is not running');
     const text = clientSdk().serializeMessage(message);
-    // The messages of one turn of the event loop (concurrent /mcp calls) leave in one write: one syscall and
-    // one wake-up of the server instead of one per message (issue 21). Order is kept; end() flushes.
     if (!this.corked) {
       this.corked = true;
       stdin.cork();
@@ -142,7 +180,8 @@ export class ChildStdioTransport implements Transport {
         stdin.uncork();
       });
     }
-    if (!stdin.write(text)) await new Promise<void>((resolve) => stdin.once('drain', resolve));
+    if (stdin.write(text)) return undefined;
+    return new Promise<void>((resolve) => stdin.once('drain', resolve));
   }
   private corked = false;
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { CallsInFlight } from '../../src/hub/in-flight.js';
+import { CallsInFlight, CallStop, withStop } from '../../src/hub/in-flight.js';
+import type { CallContext } from '../../src/hub/upstream/base.js';
 import { messageBound, overCap, resultSize } from '../../src/hub/upstream/result-cap.js';
 
 /** The hub's calls in flight (shutdown answers each at once) and its result cap, as parts. */
@@ -37,6 +38,29 @@ describe('CallsInFlight', () => {
     expect(calls.peersOn('files').size).toBe(0);
     release('unused');
     expect(await calls.track({}, 'files', async () => 'ok')).toBe('ok');
+  });
+});
+
+describe('CallStop', () => {
+  it('is an AbortSignal for the work that reads one (made then, aborted or not), and plain listeners for the rest', () => {
+    const early = new CallStop();
+    const heard: string[] = [];
+    const one = () => heard.push('one');
+    early.addEventListener('abort', one);
+    early.addEventListener('abort', () => heard.push('two'));
+    early.removeEventListener('abort', one);
+    const ctx = withStop<CallContext>({ timeoutMs: 5 }, early);
+    expect(ctx.stop).toBe(early);
+    expect(ctx.timeoutMs).toBe(5);
+    const signal = ctx.signal!;
+    expect(signal.aborted).toBe(false);
+    early.abort('first');
+    early.abort('second');
+    expect([signal.aborted, signal.reason, early.reason, heard]).toEqual([true, 'first', 'first', ['two']]);
+
+    const late = new CallStop();
+    late.abort(new Error('gone'));
+    expect(withStop<CallContext>({}, late).signal).toMatchObject({ aborted: true, reason: new Error('gone') });
   });
 });
 

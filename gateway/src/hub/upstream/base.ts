@@ -67,11 +67,21 @@ export interface Peer {
   request(method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal): Promise<Record<string, unknown>>;
 }
 
+/** What an AbortSignal offers a listener (an AbortSignal is one). */
+export interface Abortable {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  addEventListener(type: 'abort', fn: () => void): void;
+  removeEventListener(type: 'abort', fn: () => void): void;
+}
+
 export interface CallContext {
   tokens?: Tokens | undefined;
   timeoutMs?: number | undefined;
   /** The caller gave up (its request was cancelled): the upstream is sent notifications/cancelled. */
   signal?: AbortSignal | undefined;
+  /** The same stop without an AbortSignal (hub/in-flight.ts), for work that listens to it directly. */
+  stop?: Abortable | undefined;
   /** Set when the caller asked for progress (a progress token): the upstream's progress, for it alone. */
   onProgress?: ((p: Progress) => void) | undefined;
   peer?: Peer | undefined;
@@ -145,19 +155,29 @@ export abstract class Upstream {
    */
   get knownTools(): readonly Tool[] {
     if (this.state === 'stopped' || this.state === 'disabled') return [];
-    const allowed = this.config.allowedTools;
-    const list = allowed ? this.allTools.filter((t) => allowed.includes(t.name)) : this.allTools;
-    return list.slice(0, this.d.settings.maxTools);
+    return this.known().list;
   }
 
   hasTool(name: string): boolean {
-    return this.knownTools.some((t) => t.name === name);
+    return this.state !== 'stopped' && this.state !== 'disabled' && this.known().byName.has(name);
   }
 
   /** The inputSchema of a tool this server offers (already bounded and sanitized at load). */
   inputSchemaOf(name: string): Record<string, unknown> | undefined {
-    return this.knownTools.find((t) => t.name === name)?.inputSchema as Record<string, unknown> | undefined;
+    if (this.state === 'stopped' || this.state === 'disabled') return undefined;
+    return this.known().byName.get(name)?.inputSchema as Record<string, unknown> | undefined;
   }
+
+  /** `allowed_tools` applied and capped, once per listing (not per call: issue 21), with an index by name. */
+  private known(): { from: Tool[]; list: readonly Tool[]; byName: Map<string, Tool> } {
+    if (this.knownCache?.from === this.allTools) return this.knownCache;
+    const allowed = this.config.allowedTools;
+    const list = (allowed ? this.allTools.filter((t) => allowed.includes(t.name)) : this.allTools).slice(0, this.d.settings.maxTools);
+    const byName = new Map<string, Tool>();
+    for (const t of list) if (!byName.has(t.name)) byName.set(t.name, t);
+    return (this.knownCache = { from: this.allTools, list, byName });
+  }
+  private knownCache: { from: Tool[]; list: readonly Tool[]; byName: Map<string, Tool> } | undefined;
 
   abstract start(): Promise<void>;
   abstract call(tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult>;

@@ -18,9 +18,11 @@ import { guardToolSchemas } from '../../schemas/untrusted-schema.js';
 import { fillHeaders } from '../credentials.js';
 import { ChildStdioTransport } from '../stdio-transport.js';
 import { speedUpToolsCall, wireCodecOf } from '../tools-call-check.js';
-import { PEER_METHODS, Upstream, type CallContext, type Progress, type ServerStatus } from './base.js';
+import { callOnLane, openLane, OutputChecks, progressRelay } from './call-tool.js';
+import { PEER_METHODS, Upstream, type CallContext, type ServerStatus } from './base.js';
 import { classifyFailure, describeCallFailure, describeFailure, sessionMayBeLost, tooLargeText, type FailureContext, type UpstreamFailure } from './failure.js';
 import { overCap } from './result-cap.js';
+import type { ToolCallLane } from './tool-lane.js';
 import { makeTransport, withHeaders, type TransportHooks } from './transports.js';
 
 /** A real MCP server over stdio, Streamable HTTP, SSE or WebSocket, through the SDK v2 `Client`. */
@@ -35,6 +37,9 @@ export class McpUpstream extends Upstream {
   private reinitializing: Promise<void> | undefined;
   /** Resource URIs subscribed upstream (for any number of /mcp sessions; the hub counts them). */
   private readonly subscriptions = new Set<string>();
+  /** The gateway's own tools/call lane (stdio, 2025 era) of the client it was opened for (call-tool.ts). */
+  private lane: { client: Client; lane: ToolCallLane } | undefined;
+  private readonly outputs = new OutputChecks(this.d.settings.validators);
 
   async start(): Promise<void> {
     if (this.stopping) return;
@@ -73,6 +78,8 @@ export class McpUpstream extends Upstream {
       clearTimeout(timer);
     }
     if (gen !== this.generation || this.stopping) return;
+    const lane = openLane(client, transport, (e) => this.d.log.debug({ err: e.message }, 'upstream tool-call lane error'));
+    this.lane = lane ? { client, lane } : undefined;
     this.becameReady(client);
   }
 
@@ -206,16 +213,18 @@ export class McpUpstream extends Upstream {
         `The tool server "${this.config.name}" is not available right now (${this.state}${this.lastError ? `: ${this.lastError}` : ''}).`,
       );
     const timeout = this.timeout(ctx);
-    const options = {
-      timeout,
-      ...(ctx.signal ? { signal: ctx.signal } : {}),
-      // Our own progress token goes upstream; the SDK maps its notifications back to this call only.
-      // (The timeout stays the call's bound: progress does not extend it.)
-      ...(ctx.onProgress ? { onprogress: progressRelay(ctx.onProgress) } : {}),
-    };
+    // Our own progress token goes upstream; the SDK (or the lane) maps its notifications back to this call only.
+    // (The timeout stays the call's bound: progress does not extend it.)
+    const onprogress = ctx.onProgress ? progressRelay(ctx.onProgress) : undefined;
+    const lane = this.lane?.client === this.client ? this.lane?.lane : undefined;
     let result: CallToolResult;
     try {
-      result = (await this.withCallHeaders(ctx, (c) => c.callTool({ name: tool, arguments: args }, options))) as CallToolResult;
+      if (lane)
+        result = await callOnLane(lane, this.outputs, this.allTools, { name: tool, args, timeoutMs: timeout, signal: ctx.stop ?? ctx.signal, onprogress });
+      else {
+        const options = { timeout, ...(ctx.signal ? { signal: ctx.signal } : {}), ...(onprogress ? { onprogress } : {}) };
+        result = (await this.withCallHeaders(ctx, (c) => c.callTool({ name: tool, arguments: args }, options))) as CallToolResult;
+      }
     } catch (e) {
       if (e instanceof GatewayError && e.code === 'MISSING_TOKEN') throw e;
       const { code, text } = describeCallFailure(e, this.failureContext(), timeout);
@@ -404,16 +413,4 @@ export class McpUpstream extends Upstream {
   private describe(e: unknown): string {
     return describeFailure(e, this.failureContext());
   }
-}
-
-/** Pass on only the fields a progress notification has, bounded (the upstream is untrusted). */
-function progressRelay(to: (p: Progress) => void): (p: { progress: number; total?: number; message?: string }) => void {
-  return (p) => {
-    if (typeof p.progress !== 'number' || !Number.isFinite(p.progress)) return;
-    to({
-      progress: p.progress,
-      ...(typeof p.total === 'number' && Number.isFinite(p.total) ? { total: p.total } : {}),
-      ...(typeof p.message === 'string' ? { message: p.message.slice(0, 1000) } : {}),
-    });
-  };
 }

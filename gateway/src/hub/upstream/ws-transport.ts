@@ -3,6 +3,7 @@ import { checkJsonBounds, type JsonLimits } from '@voxgate/protocol';
 import { WebSocket, type RawData } from 'ws';
 import { clientSdk, clientSdkLoaded, loadClientSdk } from '../client-sdk.js';
 import { assertPublicHost, guardedLookup } from '../ssrf.js';
+import type { MessageTap } from '../stdio-transport.js';
 
 /** Close codes every MCP-over-WebSocket connection of the gateway uses (inbound endpoint, outbound, publish). */
 export const WS_CLOSE = {
@@ -39,6 +40,8 @@ export class WebSocketTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
+  /** Set once the SDK Client is connected: the gateway's own `tools/call` lane takes its answers first. */
+  tap: MessageTap | undefined;
   private ws: WebSocket | undefined;
   private closed = false;
   private tokens: number;
@@ -94,6 +97,7 @@ export class WebSocketTransport implements Transport {
     if (this.closed) return;
     this.closed = true;
     this.onclose?.();
+    this.tap?.closed();
   }
 
   private onFrame(data: RawData): void {
@@ -114,7 +118,7 @@ export class WebSocketTransport implements Transport {
       return this.refuse('not_json', 'a frame is not one JSON-RPC message');
     }
     try {
-      this.onmessage?.(message);
+      if (!this.tap?.take(message)) this.onmessage?.(message);
     } catch (e) {
       this.onerror?.(e as Error);
     }

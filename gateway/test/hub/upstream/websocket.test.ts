@@ -3,6 +3,7 @@ import { McpServer, type JSONRPCMessage, type Transport } from '@modelcontextpro
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { parseServers } from '../../../src/hub/config.js';
+import { LANE_FIRST_ID } from '../../../src/hub/upstream/tool-lane.js';
 import { buildHub } from '../support.js';
 
 /** The server side of the MCP draft WebSocket transport, written for this test: one message per text frame. */
@@ -28,6 +29,8 @@ class WsServerTransport implements Transport {
 /** A real SDK McpServer per connection (tool `add`), on a WebSocket server that speaks subprotocol `mcp`. */
 async function startWsMcpServer() {
   const seen: Array<{ protocol: string; key: string | undefined }> = [];
+  /** The request id of each tools/call the server got. */
+  const callIds: unknown[] = [];
   const sockets = new Set<WebSocket>();
   const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, handleProtocols: (p) => (p.has('mcp') ? 'mcp' : false) });
   wss.on('connection', (ws, req) => {
@@ -37,7 +40,8 @@ async function startWsMcpServer() {
     mcp.server.setRequestHandler('tools/list', () => ({
       tools: [{ name: 'add', description: 'a + b', inputSchema: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } } } }],
     }));
-    mcp.server.setRequestHandler('tools/call', (req) => {
+    mcp.server.setRequestHandler('tools/call', (req, ctx) => {
+      callIds.push(ctx.mcpReq.id);
       const a = req.params.arguments as { a: number; b: number };
       return { content: [{ type: 'text', text: String(a.a + a.b) }] };
     });
@@ -48,6 +52,7 @@ async function startWsMcpServer() {
   return {
     url: `ws://127.0.0.1:${port}/mcp`,
     seen,
+    callIds,
     sockets,
     close: () => {
       for (const s of sockets) s.terminate();
@@ -72,6 +77,8 @@ describe('websocket upstream', () => {
     expect(srv.seen).toEqual([{ protocol: 'mcp', key: 'k1' }]);
     const r = await hub.call('mcp__ws__add', { a: 2, b: 40 }, {});
     expect(r.content).toEqual([{ type: 'text', text: '42' }]);
+    // Called through the gateway's own tools/call lane (hub/upstream/tool-lane.ts), whose ids start at 2^30.
+    expect(srv.callIds).toEqual([LANE_FIRST_ID]);
 
     // The server drops us: the server is failed until a request tries it again (as http and sse are).
     for (const s of srv.sockets) s.terminate();
