@@ -27,7 +27,7 @@ export const GATEWAY_START_MS = 120_000;
 
 const SETTINGS = {
   full: { callS: 10, warmS: 2, fleetN: 100_000, soakS: 600, soakRate: 1000, stormCalls: 1000 },
-  quick: { callS: 1.5, warmS: 0.3, fleetN: 10_000, soakS: 10, soakRate: 500, stormCalls: 200 },
+  quick: { callS: 1.5, warmS: 0.3, fleetN: 10_000, soakS: 6, soakRate: 500, stormCalls: 200 },
   tiny: { callS: 0, warmS: 0, fleetN: 20, soakS: 2, soakRate: 50, stormCalls: 20 },
 };
 /**
@@ -36,7 +36,7 @@ const SETTINGS = {
  */
 const VOICE = {
   full: { devices: 500, seconds: 20, satDevices: 10, satWindow: 8, satSeconds: 10 },
-  quick: { devices: 100, seconds: 5, satDevices: 10, satWindow: 8, satSeconds: 3 },
+  quick: { devices: 100, seconds: 4, satDevices: 10, satWindow: 8, satSeconds: 3 },
   tiny: { devices: 4, seconds: 0.6, satDevices: 2, satWindow: 4, satSeconds: 0.3 },
 };
 /** Cluster: devices held by the owning instance (calls rotate over all of them). */

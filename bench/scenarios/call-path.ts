@@ -138,21 +138,23 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
 /**
  * Calls per side before the first measured row: to many devices at concurrency 64, to one device at 16, then to many
  * devices at concurrency 1 (none in tiny mode). Counted in calls, not seconds: the same work for every side whatever its
- * speed (a slower process got fewer calls to compile on before), on a quiet machine about the 1.5 / 0.5 / 1 s they were.
+ * speed (a slower process got fewer calls to compile on before), in quick mode about 1 / 0.5 / 1 s on a quiet machine
+ * (6 000 / 2 000 / 2 500 took the quick bench past its five minutes).
  * Each leg ends after twice those seconds all the same (`JIT_WARM_MAX_S`), so a loaded machine's run stays bounded.
  */
-const JIT_WARM_CALLS = { full: [12_000, 4_000, 5_000], quick: [6_000, 2_000, 2_500], tiny: [0, 0, 0] } as const;
-const JIT_WARM_MAX_S = { full: [6, 2, 4], quick: [3, 1, 2], tiny: [0, 0, 0] } as const;
+const JIT_WARM_CALLS = { full: [12_000, 4_000, 5_000], quick: [4_000, 1_500, 2_000], tiny: [0, 0, 0] } as const;
+const JIT_WARM_MAX_S = { full: [6, 2, 4], quick: [2, 0.75, 1.5], tiny: [0, 0, 0] } as const;
 
 /**
- * Each row's warm-up (its new connections) and measured run, in calls (tiny mode counts its own). 5 000 calls take
- * about the 1.5 s the quick rows took on a quiet machine on average, but the slowest rows, which had ~3 300, now
- * see as many collections as the others (~5 scavenges; a row's CPU moved with whether one more fell in it). Each run
- * ends after `maxS` all the same (twice the seconds it had), so a loaded machine's bench stays within its watchdog.
+ * Each row's warm-up (its new connections) and measured run, in calls (tiny mode counts its own). 4 000 calls take
+ * about the 1.2–1.5 s the quick rows took on a quiet machine, and every row sees about as many collections as the
+ * others (~4 scavenges; a row's CPU moved with whether one more fell in it when rows were timed; 5 000 took the quick
+ * bench past its five minutes). Each run ends after `maxS` all the same (about twice what it takes on a quiet
+ * machine), so a loaded machine's bench stays within its watchdog.
  */
 const CALL_AMOUNTS: Record<Bench['mode'], CallAmounts | undefined> = {
   full: { warm: 2_000, measured: 30_000, maxS: { warm: 4, measured: 20 } },
-  quick: { warm: 300, measured: 5_000, maxS: { warm: 0.6, measured: 3 } },
+  quick: { warm: 200, measured: 4_000, maxS: { warm: 0.4, measured: 2.5 } },
   tiny: undefined,
 };
 
