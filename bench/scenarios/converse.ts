@@ -18,7 +18,7 @@ const TTS_DELAY_MS = 50;
 const ANSWER = 'It is noon. Have a good day.';
 const CONVERSE = {
   full: { turns: 20, concurrent: 100, audioS: 30 },
-  quick: { turns: 5, concurrent: 100, audioS: 10 },
+  quick: { turns: 4, concurrent: 100, audioS: 10 },
   tiny: { turns: 1, concurrent: 4, audioS: 1 },
 };
 

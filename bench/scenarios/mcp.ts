@@ -21,7 +21,7 @@ import { ratio, round, until } from './measure.js';
  */
 const MCP = {
   full: { jitCalls: 4000, warmS: 2, callS: 8, slices: 8, concurrency: [1, 10, 50] },
-  quick: { jitCalls: 1000, warmS: 0.4, callS: 1.2, slices: 4, concurrency: [1, 10, 50] },
+  quick: { jitCalls: 600, warmS: 0.25, callS: 1.2, slices: 4, concurrency: [1, 10, 50] },
   // Tiny checks the path only: Voxgate alone (no install, nothing from the network).
   tiny: { jitCalls: 0, warmS: 0, callS: 0.3, slices: 1, concurrency: [1, 4] },
 };
