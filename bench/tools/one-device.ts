@@ -21,7 +21,7 @@
  * both servers stay up S seconds after the rounds (to attach a debugger). `--deopts`: both servers run with
  * --trace-deopt; each round prints how many deoptimisations it saw and the functions most deoptimised (a function that
  * is deoptimised over and over in a warm process is recompiled each time, on the compiler's thread). `--idle=S`: each
- * server's CPU over S seconds after the warm-up with its devices connected and no calls. `--gateway-arg=`: a node option for the
+ * server's CPU over S seconds after the warm-up with its devices connected and no calls (profiled with `--profile`). `--gateway-arg=`: a node option for the
  * gateway's process only (e.g. a V8 flag), repeatable; `--floor-arg=` the same for the floor's process (what the floor
  * would do with the flag). `--gateway-env=`/`--floor-env=`: an environment variable for that process only (e.g.
  * MALLOC_ARENA_MAX=2). Each line ends with the process's RSS at the end of the round. `--strace-seq`: each server traced with timestamps for one more
@@ -163,9 +163,22 @@ try {
   // CPU a server spends with its devices connected and no call running: a per-second cost that per-call figures divide.
   const idleS = Number(args.find((a) => a.startsWith('--idle='))?.slice('--idle='.length) ?? 0);
   if (idleS > 0) {
+    // With --profile the idle window is profiled too (one-device-<side>-idle.cpuprofile): what runs with no call.
+    if (flags.has('--profile')) for (const s of sides) await s.proc.request({ cmd: 'profile' });
     const c0 = sides.map((s) => cpuUs(s.proc.child.pid));
+    const t0 = sides.map((s) => cpuSplit(s.proc.child.pid));
     await new Promise((r) => setTimeout(r, idleS * 1000));
-    sides.forEach((s, i) => console.log(`${s.name} idle: ${((cpuUs(s.proc.child.pid) - c0[i]!) / idleS / 1000).toFixed(2)} ms of CPU per second`));
+    sides.forEach((s, i) => {
+      const t1 = cpuSplit(s.proc.child.pid);
+      const ms = (a: number, b: number) => ((a - b) / idleS / 1000).toFixed(2);
+      console.log(
+        `${s.name} idle: ${ms(cpuUs(s.proc.child.pid), c0[i]!)} ms of CPU per second (main: user ${ms(t1[0], t0[i]![0])}, sys ${ms(t1[1], t0[i]![1])}; other threads ${ms(t1[2], t0[i]![2])})`,
+      );
+    });
+    if (flags.has('--profile')) {
+      mkdirSync(join(ROOT, 'bench/results/prof'), { recursive: true });
+      for (const s of sides) await s.proc.request({ cmd: 'profile', file: join(ROOT, `bench/results/prof/one-device-${s.name}-idle.cpuprofile`) });
+    }
   }
   const nvp = new Map(sides.map((s) => [s.name, new GcNvp(flags.has('--gc-nvp') ? s.proc.child.stdout : undefined)]));
   const deopts = new Map<string, Map<string, number>>();

@@ -7,7 +7,7 @@
  * `{ fired, wrapFn, target, type, listener }` is events.js's once-wrapper), an array literal, or an empty array's
  * `[]` / `new Array` ("array allocation", which only its elements kind names).
  *
- * Why it matters (docs/performance.md, "callgc", "callc1b"): a tenured site's objects are made in the old generation;
+ * Why it matters (docs/performance.md, "callgc", "callc1, second pass"): a tenured site's objects are made in the old generation;
  * one that points at a request's young objects keeps them across young collections (the scavenger treats old-to-young
  * pointers as roots), so a site tenured in a burst of long-lived objects (a fleet dialling in) and used by every call
  * afterwards promotes every call's objects.
