@@ -34,6 +34,9 @@ export interface TenuredSite {
 /** An address as V8 prints it, with or without leading zeros, in one spelling. */
 const addr = (a: string) => `0x${BigInt(a).toString(16)}`;
 
+/** Where one printed object starts (a site, or a literal's boilerplate; not the strings and maps printed inside them). */
+const BLOCK = /(?=0x[0-9a-f]+: \[(?:AllocationSite|JS_OBJECT_TYPE|JSArray)\])/;
+
 const DECISION = /pretenuring: AllocationSite\((0x[0-9a-f]+)\): \(created, found, ratio\) \((\d+), (\d+), [\d.]+\) ([a-z' ]+?) => ([a-z' ]+)/;
 
 /** Reads a process's stdout for pretenuring decisions (and, when asked, gdb's prints of its objects). */
@@ -68,7 +71,7 @@ export class PretenureTrace {
     const printed = await this.print(sites);
     const boilerplates = new Map<string, string>();
     const what = new Map<string, string>();
-    for (const block of printed.split(/\n(?=0x[0-9a-f]+: \[)/)) {
+    for (const block of printed.split(BLOCK)) {
       const head = /^(0x[0-9a-f]+): \[AllocationSite\]/.exec(block);
       if (!head) continue;
       const info = /transition_info: (.*)/.exec(block)?.[1] ?? '';
@@ -80,7 +83,7 @@ export class PretenureTrace {
     if (boilerplates.size > 0) {
       const shapes = await this.print([...boilerplates.values()]);
       const keysOf = new Map<string, string>();
-      for (const block of shapes.split(/\n(?=0x[0-9a-f]+: \[)/)) {
+      for (const block of shapes.split(BLOCK)) {
         const head = /^(0x[0-9a-f]+): \[(\w+)\]/.exec(block);
         if (!head) continue;
         const fast = [...block.matchAll(/: #([\w$]+): /g)].map((m) => m[1]!).filter((k) => k !== 'length');
