@@ -3,7 +3,7 @@
  * serialising route (bench/floors/serial.ts) on its own device, alternating, judged by process CPU per call
  * (/proc/<pid>/stat) of the server and of the device simulator, and with `--strace` by the system calls per call.
  *   node --conditions=voxgate-source --import tsx bench/tools/one-device.ts [rounds=3] [seconds=2] [concurrency=16] [warm-up seconds=1] [--strace] [--profile]
- *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc] [--gc-nvp] [--setup-burst] [--deopts] [--strace-seq] [--idle=S]
+ *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc] [--gc-nvp] [--setup-burst] [--bench-warm] [--pretenured] [--hold=S] [--deopts] [--strace-seq] [--idle=S]
  *     [--gateway-arg=<node option>]... [--floor-arg=<node option>]... [--gateway-env=NAME=value]... [--floor-env=NAME=value]...
  * `--profile`: CPU profiles of the gateway's and the floor's last round, bench/results/prof/one-device-{gateway,floor}.cpuprofile.
  * `--devices=N` (default 1): calls spread over N devices; with N > 1 the floor is the pipelined route (as the bench's
@@ -15,10 +15,13 @@
  * --trace-gc-nvp; each round adds a line of its young collections (gc-nvp.ts: scavenges per 10 000 calls, bytes promoted
  * and copied per scavenge, pauses per call, full collections). `--setup-burst`: after the warm-up the gateway's devices
  * reconnect all at once (their setup requests in one burst, the young generation at its full size), then the gateway
- * warms up again. `--deopts`: both servers run with
+ * warms up again. `--bench-warm`: before the rows' own warm-up, the quick bench's start-up legs (call-path.ts: many devices
+ * at concurrency 64, one device at 16, many at 1, counted in calls), for both sides. `--pretenured`: the gateway runs with
+ * --trace-pretenuring-statistics; at the end the allocation sites V8 tenured are named (pretenured.ts, gdb). `--hold=S`:
+ * both servers stay up S seconds after the rounds (to attach a debugger). `--deopts`: both servers run with
  * --trace-deopt; each round prints how many deoptimisations it saw and the functions most deoptimised (a function that
  * is deoptimised over and over in a warm process is recompiled each time, on the compiler's thread). `--idle=S`: each
- * server's CPU over S seconds after the warm-up with its devices connected and no calls. `--gateway-arg=`: a node option for the
+ * server's CPU over S seconds after the warm-up with its devices connected and no calls (profiled with `--profile`). `--gateway-arg=`: a node option for the
  * gateway's process only (e.g. a V8 flag), repeatable; `--floor-arg=` the same for the floor's process (what the floor
  * would do with the flag). `--gateway-env=`/`--floor-env=`: an environment variable for that process only (e.g.
  * MALLOC_ARENA_MAX=2). Each line ends with the process's RSS at the end of the round. `--strace-seq`: each server traced with timestamps for one more
@@ -42,6 +45,7 @@ import { ALLOC_PROBE_URL } from './alloc-probe.js';
 import { PROBE_JS } from './heap-probe.js';
 import { describeGc, describePhases, GcNvp } from '../lib/gc-nvp.js';
 import { replyToNext } from './strace-seq.js';
+import { describeTenured, PretenureTrace } from './pretenured.js';
 
 const args = process.argv.slice(2);
 const flags = new Set(args.filter((a) => a.startsWith('--')));
@@ -95,6 +99,7 @@ try {
     ...(flags.has('--gc-nvp') ? ['--trace-gc-nvp'] : []),
     ...(flags.has('--deopts') ? ['--trace-deopt'] : []),
   ];
+  const gatewayOnly = flags.has('--pretenured') ? ['--trace-pretenuring-statistics'] : [];
   const { env, httpPort, mqttPort } = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
   // The compiled gateway when its build is fresh (as the bench runs it), else its sources under tsx.
   const { proc: gateway, how } = spawnGateway('gateway', {
@@ -103,8 +108,9 @@ try {
       GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
       ...envOf('gateway-env'),
     },
-    nodeArgs: [...probes, ...repeated('gateway-arg')],
+    nodeArgs: [...probes, ...gatewayOnly, ...repeated('gateway-arg')],
   });
+  const pretenure = flags.has('--pretenured') ? new PretenureTrace(gateway.child.stdout, gateway.child.pid!) : undefined;
   console.log(`gateway: ${how}`);
   // --gateway-stdout=FILE (--floor-stdout=FILE): the gateway's (the floor's) whole stdout (its log, and what V8's --trace-* options print) kept in FILE.
   const stdoutFile = args.find((a) => a.startsWith('--gateway-stdout='))?.slice('--gateway-stdout='.length);
@@ -132,6 +138,16 @@ try {
     { name: 'gateway', proc: gateway, url: gwUrl, path: callPath(1, devices), key: API_KEY as string | undefined },
     { name: 'floor', proc: relay as Proc, url: floorUrl, path: devices === 1 ? serialPath(2, 1) : callPath(2, devices), key: undefined },
   ];
+  // --bench-warm: first the quick bench's start-up legs (call-path.ts's warmUp: many devices at concurrency 64, one device at
+  // 16, many at 1, counted in calls), so the rows start from the state the bench's rows start from.
+  if (flags.has('--bench-warm'))
+    for (const s of sides)
+      for (const [path, connections, amount, maxS] of [
+        [callPath(s.name === 'gateway' ? 1 : 2, devices), 64, 4_000, 2],
+        [s.name === 'gateway' ? callPath(1, 1) : serialPath(2, 1), 16, 1_500, 0.75],
+        [callPath(s.name === 'gateway' ? 1 : 2, devices), 1, 2_000, 1.5],
+      ] as const)
+        await runLoad({ baseUrl: s.url, path, body: BODY, connections, amount, maxS, ...(s.key ? { apiKey: s.key } : {}) });
   for (const s of sides)
     await runLoad({ baseUrl: s.url, path: s.path, body: BODY, connections: concurrency, durationS: warmS, ...(s.key ? { apiKey: s.key } : {}) });
   // --setup-burst: every gateway device reconnects after the warm-up, so their setup requests (initialize, tools/list)
@@ -147,9 +163,22 @@ try {
   // CPU a server spends with its devices connected and no call running: a per-second cost that per-call figures divide.
   const idleS = Number(args.find((a) => a.startsWith('--idle='))?.slice('--idle='.length) ?? 0);
   if (idleS > 0) {
+    // With --profile the idle window is profiled too (one-device-<side>-idle.cpuprofile): what runs with no call.
+    if (flags.has('--profile')) for (const s of sides) await s.proc.request({ cmd: 'profile' });
     const c0 = sides.map((s) => cpuUs(s.proc.child.pid));
+    const t0 = sides.map((s) => cpuSplit(s.proc.child.pid));
     await new Promise((r) => setTimeout(r, idleS * 1000));
-    sides.forEach((s, i) => console.log(`${s.name} idle: ${((cpuUs(s.proc.child.pid) - c0[i]!) / idleS / 1000).toFixed(2)} ms of CPU per second`));
+    sides.forEach((s, i) => {
+      const t1 = cpuSplit(s.proc.child.pid);
+      const ms = (a: number, b: number) => ((a - b) / idleS / 1000).toFixed(2);
+      console.log(
+        `${s.name} idle: ${ms(cpuUs(s.proc.child.pid), c0[i]!)} ms of CPU per second (main: user ${ms(t1[0], t0[i]![0])}, sys ${ms(t1[1], t0[i]![1])}; other threads ${ms(t1[2], t0[i]![2])})`,
+      );
+    });
+    if (flags.has('--profile')) {
+      mkdirSync(join(ROOT, 'bench/results/prof'), { recursive: true });
+      for (const s of sides) await s.proc.request({ cmd: 'profile', file: join(ROOT, `bench/results/prof/one-device-${s.name}-idle.cpuprofile`) });
+    }
   }
   const nvp = new Map(sides.map((s) => [s.name, new GcNvp(flags.has('--gc-nvp') ? s.proc.child.stdout : undefined)]));
   const deopts = new Map<string, Map<string, number>>();
@@ -242,6 +271,17 @@ try {
           `none ${(r.atOnce * 100).toFixed(0)} %; typical: [${r.typical}]`,
       );
     }
+  if (pretenure) {
+    const sites = await pretenure.tenured();
+    console.log(`gateway: ${pretenure.decisions.length} pretenuring decisions; ${sites.length} sites tenured at the end:`);
+    for (const line of describeTenured(sites)) console.log(`  ${line}`);
+  }
+  // --hold=S: the processes stay up S seconds after the rounds (to attach a debugger, e.g. gdb -p <gateway pid>).
+  const holdS = Number(args.find((a) => a.startsWith('--hold='))?.slice('--hold='.length) ?? 0);
+  if (holdS > 0) {
+    console.log(`holding ${holdS} s: gateway pid ${gateway.child.pid}, floor pid ${relay.child.pid}`);
+    await new Promise((r) => setTimeout(r, holdS * 1000));
+  }
 } finally {
   await stopAll();
   rmSync(dataDir, { recursive: true, force: true });
