@@ -11,6 +11,8 @@
  * devices connected (utime + stime; much less load-dependent than devices per second). --profile writes
  * the gateway's CPU profile of that window (the sampler's cost is in the CPU figure then) to
  * bench/results/prof/fleet-heap-{tsx,dist}.cpuprofile (read it with bench/tools/top-self.ts).
+ * --floor measures the fleet floor (bench/floors/bare-ws.ts, through tsx) the same way instead of the gateway:
+ * the objects the floor holds per ready device, to set beside the gateway's.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -80,6 +82,7 @@ function byConstructor(file: string): { own: Tally; held: Tally } {
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const dist = process.argv.includes('--dist');
 const profile = process.argv.includes('--profile');
+const floor = process.argv.includes('--floor');
 const N = Number(args[0] ?? 2000);
 const TOP = Number(args[1] ?? 30);
 const WARM = 20;
@@ -90,15 +93,22 @@ try {
   const base = await gatewayEnv({ dataDir: dir, apiKey: 'bench-key-0123456789abcdef', configFile: join(dir, 'config.json') });
   const httpPort = base.httpPort;
   const env = { ...base.env, ...fleetCaps(N) };
-  const gateway = dist ? forkCompiledWithProbe('gateway', env, PROBE_JS) : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env });
+  const gateway = floor
+    ? spawnTs('floor', 'bench/tools/heap-floor.ts')
+    : dist
+      ? forkCompiledWithProbe('gateway', env, PROBE_JS)
+      : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env });
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
   await fleet.procs[0]!.hello;
-  for (let t = Date.now(); ;) {
-    if ((await fetch(`http://127.0.0.1:${httpPort}/readyz`).catch(() => undefined))?.status === 200) break;
-    if (Date.now() - t > 120_000) throw new Error('gateway did not start');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  const url = `ws://127.0.0.1:${httpPort}/xiaozhi/v1/`;
+  let port = httpPort;
+  if (floor) port = (await gateway.hello).port as number;
+  else
+    for (let t = Date.now(); ;) {
+      if ((await fetch(`http://127.0.0.1:${httpPort}/readyz`).catch(() => undefined))?.status === 200) break;
+      if (Date.now() - t > 120_000) throw new Error('gateway did not start');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  const url = `ws://127.0.0.1:${port}/xiaozhi/v1/`;
   const connect = async (group: string, count: number, macGroup: number) => {
     const r = await fleet.connect({ group, mode: 'device', waitFor: 'ready', transport: 'ws', url, count, macGroup, sources: [], timeoutMs: 300_000 });
     if (!r.ok) throw new Error(`${group} did not get ready: ${JSON.stringify(r.stats)}`);
@@ -117,7 +127,9 @@ try {
   if (profile) await gateway.request({ cmd: 'profile', file: profFile }, 120_000);
   const b = await snap('b');
   const per = (x: number, y: number) => ((y - x) / N).toFixed(0).padStart(7);
-  process.stdout.write(`${dist ? 'compiled' : 'from sources (tsx)'}: ${N} ready devices (after ${WARM} warm-up devices), per device, after GC:\n`);
+  process.stdout.write(
+    `${floor ? 'the fleet floor (bare-ws.ts)' : dist ? 'compiled' : 'from sources (tsx)'}: ${N} ready devices (after ${WARM} warm-up devices), per device, after GC:\n`,
+  );
   process.stdout.write(`  gateway CPU ${(cpu.cpu[0]! / N).toFixed(0)} µs per ready device (load average ${cpu.load.join(' -> ')})\n`);
   process.stdout.write(
     `  rss ${per(a.mem.rss, b.mem.rss)} B  heapUsed ${per(a.mem.heapUsed, b.mem.heapUsed)} B  external ${per(a.mem.external, b.mem.external)} B\n`,
