@@ -5,8 +5,8 @@
  *   nice -n 10 npx tsx bench/tools/fleet-cpu.ts [devices=2000] [rounds=3] [--dist] [--profile] [--strace] [--storm]
  * Each round connects `devices` new devices to the floor, then `devices` new devices to the gateway (each side
  * measured from /proc/<pid>/stat from the first connect to the last device counted ready by that side), then
- * closes both groups. --storm also measures a reconnect storm of the gateway's group (the same devices dropped
- * and dialing again: known devices, takeovers of closing sessions). --dist runs the compiled gateway (build it
+ * closes both groups. --storm also measures a reconnect storm of each side's last group (the same devices dropped
+ * and dialing again: on the gateway known devices, takeovers of closing sessions), the floor's first. --dist runs the compiled gateway (build it
  * first: npx tsc -b tsconfig.build.json). --profile writes the gateway's CPU profile of its last connect window
  * to bench/results/prof/fleet-cpu-{tsx,dist}.cpuprofile, and the floor's to fleet-cpu-floor.cpuprofile. --strace counts each side's syscalls per ready device
  * (strace slows both sides: its CPU figures are not comparable then).
@@ -107,13 +107,26 @@ try {
     const g = await side('gateway', `g${round}`, 40 + round, last);
     rows.push([f, g]);
     if (storm && last) {
-      const before = await gwReady();
-      const m = await measured([gateway.child.pid], async () => {
-        const s = await fleet.storm(`g${round}`, 300_000);
-        if (!s.ok) throw new Error(`storm did not complete: ${JSON.stringify(s.stats)}`);
-        await until('the gateway to count every device ready again', async () => (await gwReady()) >= before, 60_000, 20);
-      });
-      process.stdout.write(`storm   ${(m.cpu[0]! / N).toFixed(0).padStart(6)} µs CPU per device ready again (load ${m.load.join(' -> ')})\n`);
+      // The same storm on each side (its last round's group dropped and dialing again), the floor's first; with
+      // --profile each side's storm window is profiled too (fleet-cpu-storm-{floor,dist,tsx}.cpuprofile).
+      const stormOf = async (name: 'floor' | 'gateway', group: string): Promise<number> => {
+        const proc = name === 'floor' ? floor : gateway;
+        const ready = name === 'floor' ? floorReady : gwReady;
+        const before = await ready();
+        if (profile) await proc.request({ cmd: 'profile' });
+        const m = await measured([proc.child.pid], async () => {
+          const s = await fleet.storm(group, 300_000);
+          if (!s.ok) throw new Error(`${name} storm did not complete: ${JSON.stringify(s.stats)}`);
+          await until(`the ${name} to count every device ready again`, async () => (await ready()) >= before, 60_000, 20);
+        });
+        const profName = name === 'floor' ? 'floor' : dist ? 'dist' : 'tsx';
+        if (profile) await proc.request({ cmd: 'profile', file: join(PROF_DIR, `fleet-cpu-storm-${profName}.cpuprofile`) }, 600_000);
+        process.stdout.write(`storm ${name.padEnd(7)} ${(m.cpu[0]! / N).toFixed(0).padStart(6)} µs CPU per device ready again (load ${m.load.join(' -> ')})\n`);
+        return m.cpu[0]! / N;
+      };
+      const sf = await stormOf('floor', `f${round}`);
+      const sg = await stormOf('gateway', `g${round}`);
+      process.stdout.write(`storm: gateway ${(sg / sf).toFixed(2)}× the floor's CPU per device ready again\n`);
     }
     await fleet.close(`f${round}`);
     await fleet.close(`g${round}`);

@@ -11,6 +11,11 @@
  * devices connected (utime + stime; much less load-dependent than devices per second). --profile writes
  * the gateway's CPU profile of that window (the sampler's cost is in the CPU figure then) to
  * bench/results/prof/fleet-heap-{tsx,dist}.cpuprofile (read it with bench/tools/top-self.ts).
+ * --floor measures the fleet floor (bench/floors/bare-ws.ts, through tsx) the same way instead of the gateway:
+ * the objects the floor holds per ready device, to set beside the gateway's.
+ * --gc-nvp runs the measured process with --trace-gc-nvp and prints, for the window in which the devices connected, the
+ * young collections and the bytes they promoted to the old generation per ready device (what outlived two scavenges while
+ * its device's setup waited for replies: old-space garbage after, the RSS above the heap that fleetkb describes).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,7 +23,7 @@ import { join } from 'node:path';
 import { measured } from '../lib/cpu.js';
 import { PROBE_JS } from './heap-probe.js';
 import { Fleet } from '../scenarios/env.js';
-import { forkCompiledWithProbe } from '../lib/compiled.js';
+import { forkCompiledWithProbe, gatewayNodeArgs } from '../lib/compiled.js';
 import { fleetCaps, gatewayEnv } from '../lib/gateway-env.js';
 import { spawnTs, stopAll, type Reply } from '../lib/procs.js';
 
@@ -80,6 +85,9 @@ function byConstructor(file: string): { own: Tally; held: Tally } {
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const dist = process.argv.includes('--dist');
 const profile = process.argv.includes('--profile');
+const floor = process.argv.includes('--floor');
+const gcNvp = process.argv.includes('--gc-nvp');
+if (gcNvp && !floor) process.env['VOXGATE_GATEWAY_NODE_ARGS'] = [...gatewayNodeArgs(), '--trace-gc-nvp'].join(' ');
 const N = Number(args[0] ?? 2000);
 const TOP = Number(args[1] ?? 30);
 const WARM = 20;
@@ -90,15 +98,24 @@ try {
   const base = await gatewayEnv({ dataDir: dir, apiKey: 'bench-key-0123456789abcdef', configFile: join(dir, 'config.json') });
   const httpPort = base.httpPort;
   const env = { ...base.env, ...fleetCaps(N) };
-  const gateway = dist ? forkCompiledWithProbe('gateway', env, PROBE_JS) : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env });
+  const gateway = floor
+    ? spawnTs('floor', 'bench/tools/heap-floor.ts', gcNvp ? { nodeArgs: ['--trace-gc-nvp'] } : {})
+    : dist
+      ? forkCompiledWithProbe('gateway', env, PROBE_JS)
+      : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env, ...(gcNvp ? { nodeArgs: ['--trace-gc-nvp'] } : {}) });
+  let gcText = '';
+  if (gcNvp) gateway.child.stdout?.on('data', (c: Buffer) => void (gcText += c.toString()));
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
   await fleet.procs[0]!.hello;
-  for (let t = Date.now(); ;) {
-    if ((await fetch(`http://127.0.0.1:${httpPort}/readyz`).catch(() => undefined))?.status === 200) break;
-    if (Date.now() - t > 120_000) throw new Error('gateway did not start');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  const url = `ws://127.0.0.1:${httpPort}/xiaozhi/v1/`;
+  let port = httpPort;
+  if (floor) port = (await gateway.hello).port as number;
+  else
+    for (let t = Date.now(); ;) {
+      if ((await fetch(`http://127.0.0.1:${httpPort}/readyz`).catch(() => undefined))?.status === 200) break;
+      if (Date.now() - t > 120_000) throw new Error('gateway did not start');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  const url = `ws://127.0.0.1:${port}/xiaozhi/v1/`;
   const connect = async (group: string, count: number, macGroup: number) => {
     const r = await fleet.connect({ group, mode: 'device', waitFor: 'ready', transport: 'ws', url, count, macGroup, sources: [], timeoutMs: 300_000 });
     if (!r.ok) throw new Error(`${group} did not get ready: ${JSON.stringify(r.stats)}`);
@@ -113,12 +130,27 @@ try {
   const a = await snap('a');
   const profFile = join(import.meta.dirname, `../results/prof/fleet-heap-${dist ? 'dist' : 'tsx'}.cpuprofile`);
   if (profile) await gateway.request({ cmd: 'profile' });
+  const gcFrom = gcText.length;
   const cpu = await measured([gateway.child.pid], () => connect('fleet', N, 5));
+  const gcWindow = gcText.slice(gcFrom);
   if (profile) await gateway.request({ cmd: 'profile', file: profFile }, 120_000);
   const b = await snap('b');
   const per = (x: number, y: number) => ((y - x) / N).toFixed(0).padStart(7);
-  process.stdout.write(`${dist ? 'compiled' : 'from sources (tsx)'}: ${N} ready devices (after ${WARM} warm-up devices), per device, after GC:\n`);
+  process.stdout.write(
+    `${floor ? 'the fleet floor (bare-ws.ts)' : dist ? 'compiled' : 'from sources (tsx)'}: ${N} ready devices (after ${WARM} warm-up devices), per device, after GC:\n`,
+  );
   process.stdout.write(`  gateway CPU ${(cpu.cpu[0]! / N).toFixed(0)} µs per ready device (load average ${cpu.load.join(' -> ')})\n`);
+  if (gcNvp) {
+    const field = (line: string, name: string) => Number(new RegExp(`\\b${name}=(-?[\\d.]+)`).exec(line)?.[1] ?? 0);
+    const lines = gcWindow.split('\n').filter((l) => / gc=\w+ /.test(l));
+    const scavenges = lines.filter((l) => / gc=s /.test(l));
+    const sum = (ls: string[], name: string) => ls.reduce((n, l) => n + field(l, name), 0);
+    process.stdout.write(
+      `  while they connected: ${scavenges.length} scavenges, ${lines.length - scavenges.length} other collections; ` +
+        `promoted ${(sum(scavenges, 'promoted') / N).toFixed(0)} B, allocated ${(sum(lines, 'allocated') / N).toFixed(0)} B per ready device; ` +
+        `scavenges' pauses ${sum(scavenges, 'pause').toFixed(0)} ms\n`,
+    );
+  }
   process.stdout.write(
     `  rss ${per(a.mem.rss, b.mem.rss)} B  heapUsed ${per(a.mem.heapUsed, b.mem.heapUsed)} B  external ${per(a.mem.external, b.mem.external)} B\n`,
   );

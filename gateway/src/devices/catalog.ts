@@ -43,14 +43,16 @@ export class ToolCatalog {
 
   /**
    * The catalog for a walk of cached pages: the same pages give the same catalog, found without hashing
-   * the tools again. Pages that were not cached (serial 0) fall back to `from`.
+   * the tools again. Pages that were not cached (serial 0) fall back to `from`. `tools` may be a function: then the
+   * tools are gathered only when the pages' catalog is not known yet.
    */
-  static fromPages(pages: ReadonlyArray<{ serial: number }>, tools: readonly Tool[]): ToolCatalog {
-    if (pages.some((p) => p.serial === 0)) return ToolCatalog.from(tools);
+  static fromPages(pages: ReadonlyArray<{ serial: number }>, tools: readonly Tool[] | (() => readonly Tool[])): ToolCatalog {
+    const all = () => (typeof tools === 'function' ? tools() : tools);
+    if (pages.some((p) => p.serial === 0)) return ToolCatalog.from(all());
     const key = pages.map((p) => p.serial).join(',');
     const known = ToolCatalog.byPages.get(key)?.deref();
     if (known) return known;
-    const catalog = ToolCatalog.from(tools);
+    const catalog = ToolCatalog.from(all());
     if (ToolCatalog.byPages.size >= 1024) ToolCatalog.byPages.delete(ToolCatalog.byPages.keys().next().value!);
     ToolCatalog.byPages.set(key, new WeakRef(catalog));
     return catalog;

@@ -16,13 +16,24 @@ import { guardToolSchemas, type SchemaLimits } from '../schemas/untrusted-schema
 import type { RawReplyReader } from './rpc-channel.js';
 import type { CachedPage, ToolsPageCache } from './tools-page-cache.js';
 
+/** What a walk's reader reads: the session's setup context (setup.ts `SetupDeps`) is one; `log` is read only to write. */
 export interface PageReaderDeps {
-  pages: ToolsPageCache;
-  frameLimits: JsonLimits;
-  schemaLimits: SchemaLimits;
-  transport: 'websocket' | 'mqtt';
-  metrics: Metrics;
-  log: Logger;
+  readonly pages: ToolsPageCache;
+  readonly settings: { readonly frameLimits: JsonLimits; readonly schemaLimits: SchemaLimits };
+  readonly transport: 'websocket' | 'mqtt';
+  readonly metrics: Metrics;
+  readonly log: Logger;
+}
+
+/**
+ * The text that follows the session id in a reference-layout reply to request `id` (`referenceResultTail`), made once
+ * per id: setup's requests have small ids, so every device's walk reads the same few strings.
+ */
+const tails: string[] = [];
+const TAILS_KEPT = 256;
+export function resultTail(id: number): string {
+  if (!(id >= 0 && id < TAILS_KEPT && Number.isInteger(id))) return referenceResultTail(id);
+  return (tails[id] ??= referenceResultTail(id));
 }
 
 /**
@@ -34,18 +45,16 @@ export interface PageReaderDeps {
 export class PageReader implements RawReplyReader {
   /** The page last taken from raw text: a reply that is this object needs no second look. */
   private taken: CachedPage | undefined;
-  private tail: { id: number; text: string } | undefined;
 
   constructor(private readonly d: PageReaderDeps) {}
 
   read(text: string, id: number): CachedPage | undefined {
-    if (this.tail?.id !== id) this.tail = { id, text: referenceResultTail(id) };
-    const pageText = referenceResultText(text, this.tail.text);
+    const pageText = referenceResultText(text, resultTail(id));
     if (pageText === undefined) return undefined;
     let page = this.d.pages.get(pageText);
     if (page) this.d.metrics.hot.toolsPages.cache.inc();
     else {
-      if (!checkJsonBounds(text, this.d.frameLimits).ok) return undefined;
+      if (!checkJsonBounds(text, this.d.settings.frameLimits).ok) return undefined;
       // The entry is the validated parse of its own key text, so it is the same whoever fills it.
       const parsed = tryParseJson(pageText);
       const valid = parsed.ok ? this.validate(parsed.value) : undefined;
@@ -75,7 +84,7 @@ export class PageReader implements RawReplyReader {
     if (!r.success) return { ok: false, detail: describeIssues(r.error.issues) };
     const tools: Tool[] = [];
     for (const tool of r.data.tools) {
-      const schemas = guardToolSchemas(tool.inputSchema, tool.outputSchema, this.d.schemaLimits);
+      const schemas = guardToolSchemas(tool.inputSchema, tool.outputSchema, this.d.settings.schemaLimits);
       if (!schemas.ok) {
         this.d.metrics.schemasRefused.inc({ source: 'device', reason: schemas.reason });
         const { reason, detail } = schemas;

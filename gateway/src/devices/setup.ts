@@ -1,18 +1,10 @@
-import {
-  InitializeResultSchema,
-  buildInitializeParams,
-  referenceResultTail,
-  referenceResultText,
-  type InitializeResult,
-  type Tool,
-  type VisionCapability,
-} from '@voxgate/protocol';
+import { InitializeResultSchema, buildInitializeParams, referenceResultText, type InitializeResult, type Tool, type VisionCapability } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { CallQueue } from './call-queue.js';
 import { ToolCatalog } from './catalog.js';
-import { PageReader } from './page-reader.js';
+import { PageReader, resultTail } from './page-reader.js';
 import type { RawReplyReader, RpcChannel } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import type { CachedPage, ToolsPageCache } from './tools-page-cache.js';
@@ -24,7 +16,7 @@ export interface SetupDeps {
   settings: SessionSettings;
   channel: RpcChannel;
   queue: CallQueue;
-  /** The tools/list page cache every walk reads through (a fresh PageReader per walk). */
+  /** The tools/list page cache every walk reads through (a fresh PageReader per walk, with these deps as its context). */
   pages: ToolsPageCache;
   transport: 'websocket' | 'mqtt';
   /** Minted per (re)initialize: the vision token expires. */
@@ -85,7 +77,7 @@ export class DeviceSetup implements RawReplyReader {
    * serialisation of the result. Any other text, or another layout, is not taken: the ordinary path reads it.
    */
   read(text: string, id: number): InitializeResult | undefined {
-    const resultText = referenceResultText(text, referenceResultTail(id));
+    const resultText = referenceResultText(text, resultTail(id));
     const known = resultText === undefined ? undefined : initResults.get(resultText);
     if (known !== undefined) this.d.metrics.hot.framesIn[this.d.transport].mcp.inc();
     return known;
@@ -98,23 +90,17 @@ export class DeviceSetup implements RawReplyReader {
    * page holding a tool larger than its page, and its cursor never moves past that tool).
    */
   async listTools(): Promise<ListedTools> {
-    const d = this.d;
-    const { settings, pages: cache, transport, metrics } = d;
-    const { frameLimits, schemaLimits } = settings;
-    // The session's logger is read when a line is written: made only for a device that has something to say.
-    const reader = new PageReader({
-      pages: cache,
-      frameLimits,
-      schemaLimits,
-      transport,
-      metrics,
-      get log() {
-        return d.log;
-      },
-    });
-    const tools: Tool[] = [];
-    const seen = new Set<string>();
+    const { settings } = this.d;
+    // The session is the reader's context (its page cache, limits, metrics; its logger read only when a line is
+    // written): no deps object per walk.
+    const reader = new PageReader(this.d);
+    // The walk keeps its pages, not a copy of their tools: identical devices' walks end on the pages' catalog
+    // (ToolCatalog.fromPages), and the tools are gathered only for a catalog not seen yet (or one over the cap).
     const pages: CachedPage[] = [];
+    let count = 0;
+    // Cursors followed so far: the first in a variable, a Set only from the second (most catalogs have one or two).
+    let firstCursor: string | undefined;
+    let seen: Set<string> | undefined;
     let cursor: string | undefined;
     let gap: CatalogGap | undefined;
     for (let page = 1; ; page++) {
@@ -125,16 +111,16 @@ export class DeviceSetup implements RawReplyReader {
         p = await this.withRetry(`tools/list page ${page}`, () => this.requestPage(reader, params, page), refusedForGood);
       } catch (e) {
         if (!refusedForGood(e) || this.closed()) throw e;
-        gap = catalogGap(page, tools[tools.length - 1]?.name, e.message);
-        const logged = { page, after: gap.after, err: gap.error, tools: tools.length };
+        gap = catalogGap(page, lastToolName(pages), e.message);
+        const logged = { page, after: gap.after, err: gap.error, tools: count };
         this.d.log.warn(logged, 'the device refused a tools/list page; keeping the pages before it');
         break;
       }
       pages.push(p);
-      tools.push(...p.result.tools);
+      count += p.result.tools.length;
       const next = p.result.nextCursor;
       if (next === undefined || next === '') break;
-      if (seen.has(next)) {
+      if (next === firstCursor || seen?.has(next)) {
         this.d.log.warn({ cursor: next, page }, 'device repeated a tools/list cursor; stopping the walk');
         break;
       }
@@ -142,11 +128,12 @@ export class DeviceSetup implements RawReplyReader {
         this.d.log.warn({ pages: page }, 'tools/list page cap reached; catalog truncated');
         break;
       }
-      if (tools.length >= settings.maxTools) break;
-      seen.add(next);
+      if (count >= settings.maxTools) break;
+      if (firstCursor === undefined) firstCursor = next;
+      else (seen ??= new Set([firstCursor])).add(next);
       cursor = next;
     }
-    const catalog = this.catalogOf(pages, tools);
+    const catalog = this.catalogOf(pages, count);
     return gap ? { catalog, gap } : { catalog };
   }
 
@@ -189,10 +176,11 @@ export class DeviceSetup implements RawReplyReader {
     }
   }
 
-  private catalogOf(pages: CachedPage[], tools: Tool[]): ToolCatalog {
+  private catalogOf(pages: CachedPage[], count: number): ToolCatalog {
     const max = this.d.settings.maxTools;
-    if (tools.length <= max) return ToolCatalog.fromPages(pages, tools);
-    this.d.log.warn({ tools: tools.length, cap: max }, 'tool cap reached; catalog truncated');
+    if (count <= max) return ToolCatalog.fromPages(pages, () => toolsOf(pages));
+    this.d.log.warn({ tools: count, cap: max }, 'tool cap reached; catalog truncated');
+    const tools = toolsOf(pages);
     tools.length = max;
     return ToolCatalog.from(tools);
   }
@@ -298,6 +286,22 @@ function refusedForGood(e: unknown): e is GatewayError {
 
 /** A device error is bounded before it is kept in the summary, the event and the log. */
 const MAX_GAP_ERROR = 200;
+
+/** Every tool of the walk's pages, in order. */
+function toolsOf(pages: readonly CachedPage[]): Tool[] {
+  const tools: Tool[] = [];
+  for (const p of pages) for (const t of p.result.tools) tools.push(t);
+  return tools;
+}
+
+/** The last tool listed on the walk's pages, if any. */
+function lastToolName(pages: readonly CachedPage[]): string | undefined {
+  for (let i = pages.length - 1; i >= 0; i--) {
+    const tools = pages[i]!.result.tools;
+    if (tools.length > 0) return tools[tools.length - 1]!.name;
+  }
+  return undefined;
+}
 
 function catalogGap(page: number, after: string | undefined, error: string): CatalogGap {
   const warning =

@@ -42,4 +42,20 @@ describe('ToolCatalog', () => {
     expect(ToolCatalog.fromPages([{ serial: 0 }, { serial: 102 }], tools)).toBe(first);
     expect(ToolCatalog.fromPages([{ serial: 0 }], [tool('self.other')]).get('self.other')).toBeDefined();
   });
+
+  it('gathers the tools of a walk only when its pages are not known: a known walk never calls for them', () => {
+    const tools = [tool('self.q1'), tool('self.q2')];
+    let gathered = 0;
+    const gather = () => (gathered++, tools);
+    const first = ToolCatalog.fromPages([{ serial: 201 }, { serial: 202 }], gather);
+    expect(gathered).toBe(1);
+    expect(first.tools.map((t) => t.name)).toEqual(['self.q1', 'self.q2']);
+    const never = () => {
+      throw new Error('a known walk gathered its tools');
+    };
+    expect(ToolCatalog.fromPages([{ serial: 201 }, { serial: 202 }], never)).toBe(first);
+    // An uncached page: the tools are gathered (and give the same interned catalog).
+    expect(ToolCatalog.fromPages([{ serial: 0 }, { serial: 202 }], gather)).toBe(first);
+    expect(gathered).toBe(2);
+  });
 });
