@@ -46,8 +46,9 @@ export function registerOpenApiDocs(app: FastifyInstance, version: string): void
 
 async function docsApp(routes: readonly DocumentedRoute[], version: string): Promise<FastifyInstance> {
   const [{ default: swagger }, { default: swaggerUi }] = await Promise.all([import('@fastify/swagger'), import('@fastify/swagger-ui')]);
-  // Only the document is wanted from these routes: no HEAD twins, no validators or serializers compiled.
-  const docs = Fastify({ exposeHeadRoutes: false });
+  // Only the document is wanted from these routes: no validators or serializers compiled. HEAD twins are made as the
+  // gateway's own app makes them (HEAD /docs/… answers as before); swagger leaves them out of the document.
+  const docs = Fastify();
   docs.setValidatorCompiler(() => () => true);
   docs.setSerializerCompiler(() => (data) => JSON.stringify(data));
   await docs.register(swagger, {

@@ -58,6 +58,10 @@ describe('/openapi.json and /docs, built on their first request (docs/performanc
       expect(js.statusCode).toBe(200);
       expect(js.headers['content-type']).toContain('javascript');
       expect(Number(js.headers['content-length'])).toBe(js.rawPayload.length);
+      // HEAD answers as GET does, without a body (the gateway's app makes HEAD twins of its GET routes).
+      const head = await a.inject({ method: 'HEAD', url: '/docs/json' });
+      expect(head.statusCode).toBe(200);
+      expect(head.headers['content-type']).toContain('application/json');
       expect((await a.inject({ method: 'GET', url: '/docs/json' })).json<Doc>().paths['/healthz']).toBeDefined();
       expect((await a.inject({ method: 'GET', url: '/docs/static/no-such-file.js' })).statusCode).toBe(404);
     } finally {
