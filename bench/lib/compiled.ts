@@ -12,18 +12,48 @@ import { Proc, ROOT, spawnTs, type SpawnOptions } from './procs.js';
 const ENTRY = 'gateway/dist/main.js';
 
 /**
- * The node options the gateway runs with: those of package.json's `start` script (`exec node <options>
- * gateway/dist/main.js`, the one place they are set; the Dockerfile's CMD and the systemd example repeat it, and
- * their tests check that), so the bench measures what users run. `VOXGATE_GATEWAY_NODE_ARGS` (space-separated,
- * empty for none) replaces them, for A/B runs of a setting (docs/performance.md, "gcset").
+ * package.json's `start` script, `[NAME=value ...] exec node [options] gateway/dist/main.js`: the one place the gateway's
+ * environment settings for the C library (e.g. malloc's trim threshold) and node options are set; the Dockerfile
+ * (`ENV`, `CMD`) and the systemd example (`Environment=`, `ExecStart=`) repeat it, and their tests check that.
+ */
+function startScript(): { env: Record<string, string>; nodeArgs: string[] } {
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const m = /^((?:[A-Z_][A-Z0-9_]*=\S*\s+)*)exec\s+(.*)$/.exec(pkg.scripts['start']!.trim());
+  const words = m?.[2]!.split(/\s+/) ?? [];
+  if (!m || words[0] !== 'node' || words.at(-1) !== ENTRY) throw new Error(`package.json start is not "[NAME=value ...] exec node [options] ${ENTRY}"`);
+  const env = Object.fromEntries(
+    m[1]!
+      .split(/\s+/)
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as const),
+  );
+  return { env, nodeArgs: words.slice(1, -1) };
+}
+
+/**
+ * The node options the gateway runs with: those of package.json's `start` script, so the bench measures what users
+ * run. `VOXGATE_GATEWAY_NODE_ARGS` (space-separated, empty for none) replaces them, for A/B runs of a setting
+ * (docs/performance.md, "gcset").
  */
 export function gatewayNodeArgs(): string[] {
   const override = process.env['VOXGATE_GATEWAY_NODE_ARGS'];
   if (override !== undefined) return override.split(/\s+/).filter(Boolean);
-  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  const words = pkg.scripts['start']!.replace(/^exec\s+/, '').split(/\s+/);
-  if (words[0] !== 'node' || words.at(-1) !== ENTRY) throw new Error(`package.json start is not "exec node [options] ${ENTRY}"`);
-  return words.slice(1, -1);
+  return startScript().nodeArgs;
+}
+
+/**
+ * The environment variables package.json's `start` sets for the gateway (docs/performance.md, "mcprss": malloc's
+ * trim threshold). `VOXGATE_GATEWAY_START_ENV` (`NAME=value ...`, empty for none) replaces them, for A/B runs.
+ */
+export function gatewayStartEnv(): Record<string, string> {
+  const override = process.env['VOXGATE_GATEWAY_START_ENV'];
+  if (override === undefined) return startScript().env;
+  return Object.fromEntries(
+    override
+      .split(/\s+/)
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as const),
+  );
 }
 
 function newestMtime(dir: string): number {
@@ -53,12 +83,16 @@ export function compiledGatewayStale(): string | undefined {
 export function spawnGateway(name: string, o: SpawnOptions): { proc: Proc; how: string } {
   const stale = compiledGatewayStale();
   const nodeArgs = [...gatewayNodeArgs(), ...(o.nodeArgs ?? [])];
-  const shown = nodeArgs.length > 0 ? ` with ${nodeArgs.join(' ')}` : '';
-  if (stale !== undefined) return { proc: spawnTs(name, 'bench/procs/gateway.ts', { ...o, nodeArgs }), how: `from sources through tsx (${stale})${shown}` };
+  const startEnv = gatewayStartEnv();
+  const settings = [...Object.entries(startEnv).map(([k, v]) => `${k}=${v}`), ...nodeArgs];
+  const shown = settings.length > 0 ? ` with ${settings.join(' ')}` : '';
+  const env = { ...startEnv, ...o.env };
+  if (stale !== undefined)
+    return { proc: spawnTs(name, 'bench/procs/gateway.ts', { ...o, env, nodeArgs }), how: `from sources through tsx (${stale})${shown}` };
   const child = fork(join(ROOT, ENTRY), [], {
     cwd: ROOT,
     execArgv: ['--expose-gc', ...nodeArgs, '--import', MEMORY_PROBE_IMPORT],
-    env: { ...process.env, ...o.env },
+    env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     serialization: 'json',
   });
@@ -73,7 +107,7 @@ export function forkCompiledWithProbe(name: string, env: Record<string, string>,
   const child = fork(join(ROOT, ENTRY), [], {
     cwd: ROOT,
     execArgv: ['--expose-gc', ...gatewayNodeArgs(), '--import', `data:text/javascript,${encodeURIComponent(probeJs)}`],
-    env: { ...process.env, ...env },
+    env: { ...process.env, ...gatewayStartEnv(), ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     serialization: 'json',
   });

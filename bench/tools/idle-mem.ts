@@ -6,7 +6,7 @@
  * waits until it is ready and quiet, and prints per run the gateway process's RSS (VmRSS; hosted servers are
  * their own processes) and `process.memoryUsage()` before and after forced GCs. --modules lists every module
  * loaded by then (ES modules through a loader hook, CommonJS from the require cache), grouped by package,
- * with their source bytes; --spaces prints V8's heap spaces after GC; --node=<flag> passes a node/V8 flag to the
+ * with their source bytes; --smaps prints the resident memory by mapping before and after the GC; --spaces prints V8's heap spaces after GC; --node=<flag> passes a node/V8 flag to the
  * gateway (e.g. --node=--enable-source-maps, which `npm start` does not pass); --snapshot writes a heap snapshot (bench/results/prof/idle.heapsnapshot) and prints
  * its self sizes by constructor. The hook and the snapshot cost memory: read RSS from runs without them.
  */
@@ -15,7 +15,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { gatewayNodeArgs } from '../lib/compiled.js';
+import { gatewayNodeArgs, gatewayStartEnv } from '../lib/compiled.js';
 import { McpLoadSession } from '../lib/mcp-load.js';
 import { gatewayEnv, ipcAsk } from '../lib/gateway-env.js';
 import { ROOT } from '../lib/procs.js';
@@ -27,6 +27,8 @@ const withMcp = args.includes('--mcp');
 const listModules = args.includes('--modules');
 const snapshot = args.includes('--snapshot');
 const spaces = args.includes('--spaces');
+/** --smaps: the gateway's resident memory by mapping (/proc/<pid>/smaps: the node binary, malloc, anonymous), before and after the GC. */
+const smaps = args.includes('--smaps');
 /** --node=<flag> (repeatable): node/V8 flags for the gateway after those it ships with (bench/lib/compiled.ts), e.g. --node=--enable-source-maps. */
 /** --quiet=<s>: how long the gateway stays idle before the reading (default 3). */
 const quietMs = 1000 * Number(args.find((a) => a.startsWith('--quiet='))?.slice('--quiet='.length) ?? 3);
@@ -67,6 +69,25 @@ process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));`;
 
 const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 
+/** Resident KiB by what is mapped: a file's path, `[heap]` (the main thread's malloc), `[anon]` (V8's pages, thread arenas, stacks). */
+function smapsByMapping(pid: number): Map<string, number> {
+  const by = new Map<string, number>();
+  let name = '[anon]';
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \d+\s*(.*)$/.exec(line);
+    if (head) name = head[1] || '[anon]';
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) by.set(name, (by.get(name) ?? 0) + Number(rss[1]));
+  }
+  return by;
+}
+
+function printSmaps(label: string, by: Map<string, number>): void {
+  const rows = [...by].filter(([, kb]) => kb >= 512).sort((a, b) => b[1] - a[1]);
+  const short = (n: string) => (n.startsWith('/') ? n.slice(n.lastIndexOf('/', n.lastIndexOf('/') - 1) + 1) : n);
+  process.stdout.write(`  resident by mapping, ${label} (MiB): ${rows.map(([n, kb]) => `${short(n)} ${MiB(kb * 1024)}`).join(', ')}\n`);
+}
+
 function vmRss(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) * 1024 : NaN;
@@ -93,7 +114,7 @@ async function oneRun(i: number): Promise<void> {
   const child = fork(join(root, 'gateway/dist/main.js'), [], {
     cwd: ROOT,
     execArgv: ['--expose-gc', ...gatewayNodeArgs(), ...nodeArgs, '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
-    env: { ...process.env, ...env },
+    env: { ...process.env, ...gatewayStartEnv(), ...env },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
   const ask = ipcAsk(child);
@@ -122,6 +143,7 @@ async function oneRun(i: number): Promise<void> {
     // Quiet: what start allocated settles (timers, lazy compiles) before the reading.
     await new Promise((r) => setTimeout(r, quietMs));
     const rss = vmRss(child.pid!);
+    const mapsBefore = smaps ? smapsByMapping(child.pid!) : undefined;
     const mem = await ask<{ before: NodeJS.MemoryUsage; after: NodeJS.MemoryUsage; spaces: HeapSpaceInfo[] }>({ cmd: 'mem' });
     const rssGc = vmRss(child.pid!);
     const m = mem.after;
@@ -132,6 +154,10 @@ async function oneRun(i: number): Promise<void> {
     if (spaces) {
       const row = (x: HeapSpaceInfo) => `${x.space_name} ${MiB(x.space_used_size)}/${MiB(x.space_size)}`;
       process.stdout.write(`  heap spaces after GC, used/committed MiB: ${mem.spaces.map(row).join(', ')}\n`);
+    }
+    if (mapsBefore) {
+      printSmaps('before GC', mapsBefore);
+      printSmaps('after GC', smapsByMapping(child.pid!));
     }
     if (listModules) printModules(await ask<{ esm: string[]; cjs: string[] }>({ cmd: 'modules' }));
     if (snapshot) {

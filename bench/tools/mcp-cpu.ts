@@ -9,25 +9,28 @@
  * same calls, for the server's own CPU per call and rate. --profile writes the gateway's CPU profile of the
  * window to bench/results/prof/mcp-cpu.cpuprofile (read it with bench/tools/top-self.ts). MCPCPU_ROOT=<dir> runs
  * <dir>/gateway/dist/main.js instead (a copy of another build, for alternating before/after runs). --gateway-arg=<flag>
- * (repeatable) gives a Node/V8 flag to the gateway process only; --gateway-stdout=<file> keeps what it prints.
+ * (repeatable) gives a Node/V8 flag to the gateway process only, --gateway-env=NAME=value an environment variable;
+ * --gateway-stdout=<file> keeps what it prints. Every run prints the gateway's resident memory by kind (bench/lib/smaps.ts)
+ * idle, at the end of the window and after; --strace=<syscalls> counts those instead of the reads and writes.
  * --peers (or --peers=mcp-proxy) also drives mcp-proxy and supergateway (the /mcp bench's pinned peers, installed as the bench installs
  * them), each fronting its own server-everything, the same load, in four slices taken in turn (gateway, peer, peer,
  * gateway, …, as the bench does) so a neighbour's burst lands on all alike. Every system's line splits
  * the CPU per call of the whole tree on the machine: the proxy process, the server(s) it started, and this load
  * generator (its own process CPU in the window), so the throughput ratio two cores allow can be derived.
- * The gateway also gets the node options package.json's start gives it, before --gateway-arg's (VOXGATE_GATEWAY_NODE_ARGS
+ * The gateway also gets the node options and environment package.json's start gives it, before --gateway-arg's (VOXGATE_GATEWAY_NODE_ARGS
  * replaces them: bench/lib/compiled.ts).
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gatewayNodeArgs } from '../lib/compiled.js';
+import { gatewayNodeArgs, gatewayStartEnv } from '../lib/compiled.js';
 import { cpuUs, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
 import { DirectStdioServer } from '../lib/mcp-direct.js';
 import { McpLoadSession, type LoadSession } from '../lib/mcp-load.js';
 import { installPeers, startPeer, stopPeer, type PeerName } from '../lib/mcp-peers.js';
 import { cpuOf, rssBytes, treePids } from '../lib/proc-tree.js';
+import { formatResident, residentByKind } from '../lib/smaps.js';
 import { gatewayEnv, ipcAsk } from '../lib/gateway-env.js';
 import { freePort, ROOT } from '../lib/procs.js';
 import { until } from '../scenarios/measure.js';
@@ -37,6 +40,17 @@ const nums = args.filter((a) => /^\d+$/.test(a)).map(Number);
 /** --gateway-arg=<node flag>: given to the gateway process only (to measure a V8 flag; the start script is not changed). */
 const STDOUT_FILE = args.find((a) => a.startsWith('--gateway-stdout='))?.slice('--gateway-stdout='.length);
 const GATEWAY_ARGS = args.filter((a) => a.startsWith('--gateway-arg=')).map((a) => a.slice('--gateway-arg='.length));
+/** --gateway-env=NAME=value (repeatable): an environment variable for the gateway process only (e.g. a malloc tunable). */
+const GATEWAY_ENV = Object.fromEntries(
+  args
+    .filter((a) => a.startsWith('--gateway-env='))
+    .map((a) => {
+      const kv = a.slice('--gateway-env='.length);
+      return [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)];
+    }),
+);
+/** --strace=<syscalls>: which syscalls --strace counts (default the reads and writes; e.g. brk,mmap,munmap,madvise). */
+const STRACE_SET = args.find((a) => a.startsWith('--strace='))?.slice('--strace='.length) ?? 'write,writev,read,readv,epoll_wait';
 const C = nums[0] ?? 50;
 const CALLS = nums[1] ?? 3000;
 const API_KEY = 'mcp-cpu-key-0123456789abcdef';
@@ -46,6 +60,7 @@ const ECHO = { message: 'hello from the bench' };
 const PROBE = `import { PerformanceObserver } from 'node:perf_hooks';
 import { Session } from 'node:inspector';
 import { writeFileSync } from 'node:fs';
+import { getHeapSpaceStatistics } from 'node:v8';
 const KINDS = { 1: 'scavenge', 2: 'mark-compact', 4: 'incremental', 8: 'weak-cb', 16: 'minor-mc' };
 let gcs = {};
 new PerformanceObserver((l) => {
@@ -58,6 +73,7 @@ new PerformanceObserver((l) => {
 let prof;
 const post = (m, p = {}) => new Promise((ok, no) => prof.post(m, p, (e, r) => (e ? no(e) : ok(r))));
 process.on('message', async (m) => {
+  if (m.cmd === 'spaces') return process.send({ id: m.id, spaces: getHeapSpaceStatistics().filter((x) => x.space_size > 0).map((x) => x.space_name.replace('_space', '') + ' ' + (x.space_used_size / 2 ** 20).toFixed(1) + '/' + (x.space_size / 2 ** 20).toFixed(1)).join(', ') });
   if (m.cmd === 'reset') { gcs = {}; return process.send({ id: m.id }); }
   if (m.cmd === 'gc') { const out = gcs; globalThis.gc(); globalThis.gc(); return process.send({ id: m.id, gcs: out, mem: process.memoryUsage() }); }
   if (m.cmd === 'profile-start') {
@@ -80,6 +96,11 @@ process.on('message', async (m) => {
 });
 process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));`;
 
+/** Minor page faults of the whole process, every thread (/proc/<pid>/stat field 10): memory given back and touched again. */
+const minorFaults = (pid: number) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]);
+};
 const MiB = (n: number) => Math.round((n / 2 ** 20) * 10) / 10;
 const vmRss = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) * 1024;
 
@@ -261,7 +282,7 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
   const child = fork(join(process.env['MCPCPU_ROOT'] ?? ROOT, 'gateway/dist/main.js'), [], {
     cwd: ROOT,
     execArgv: ['--expose-gc', ...gatewayNodeArgs(), ...GATEWAY_ARGS, '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
-    env: { ...process.env, ...env },
+    env: { ...process.env, ...gatewayStartEnv(), ...env, ...GATEWAY_ENV },
     // --gateway-stdout=<file>: what the gateway prints (e.g. a V8 trace asked for with --gateway-arg) goes there.
     stdio: ['ignore', STDOUT_FILE === undefined ? 'ignore' : openSync(STDOUT_FILE, 'w'), 'inherit', 'ipc'],
   });
@@ -273,6 +294,8 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
     await until('server-everything', () => probe(newSession, 'mcp__everything__echo'), 60_000, 200);
     await new Promise((r) => setTimeout(r, 1000));
     const idle = vmRss(child.pid!);
+    const mapsIdle = residentByKind(child.pid!);
+    const spacesIdle = (await ask<{ spaces: string }>({ cmd: 'spaces' })).spaces;
     const sessions = Array.from({ length: C }, newSession);
     await Promise.all(sessions.map((s) => s.open()));
     await drive(sessions, 'mcp__everything__echo', Math.max(1, Math.floor(perSession / 5)));
@@ -281,15 +304,18 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
     if (args.includes('--profile')) await ask({ cmd: 'profile-start' });
     if (args.includes('--alloc')) await ask({ cmd: 'alloc-start' });
     // --strace: the gateway's syscalls in the window, counted (strace -c), to compare writes per call.
-    const strace = args.includes('--strace')
-      ? spawn('strace', ['-c', '-f', '-e', 'trace=write,writev,read,readv,epoll_wait', '-p', String(child.pid)], { stdio: ['ignore', 'ignore', 'pipe'] })
+    const strace = args.some((a) => a === '--strace' || a.startsWith('--strace='))
+      ? spawn('strace', ['-c', '-f', '-e', `trace=${STRACE_SET}`, '-p', String(child.pid)], { stdio: ['ignore', 'ignore', 'pipe'] })
       : undefined;
     const straceOut: Buffer[] = [];
     strace?.stderr.on('data', (d: Buffer) => straceOut.push(d));
     if (strace) await new Promise((r) => setTimeout(r, 500));
     const byName0 = threadsById(child.pid!);
+    const minflt0 = minorFaults(child.pid!);
     const all = await windows([{ name: 'voxgate', root: child.pid!, sessions, tool: 'mcp__everything__echo' }, ...others], perSession, slices);
     const w = all.get('voxgate')!;
+    const mapsLoaded = residentByKind(child.pid!);
+    const spacesLoaded = (await ask<{ spaces: string }>({ cmd: 'spaces' })).spaces;
     if (strace) {
       strace.kill('SIGINT');
       await new Promise((r) => strace.once('exit', r));
@@ -312,6 +338,7 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
     );
     for (const [name, pw] of all) printWindow(name, pw);
     const byName1 = threadsById(child.pid!);
+    process.stdout.write(`  gateway minor page faults per call: ${((minorFaults(child.pid!) - minflt0) / n).toFixed(2)}\n`);
     const threadText = [...byName1]
       .map(([k, v]) => [k, (v - (byName0.get(k) ?? 0)) / n] as const)
       .filter(([, v]) => v >= 1)
@@ -322,10 +349,16 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
     await Promise.all(sessions.map((s) => s.close()));
     await new Promise((r) => setTimeout(r, 2000));
     const after = vmRss(child.pid!);
+    const mapsAfter = residentByKind(child.pid!);
+    const spacesAfter = (await ask<{ spaces: string }>({ cmd: 'spaces' })).spaces;
     const { mem: memAfter } = await ask<{ mem: NodeJS.MemoryUsage }>({ cmd: 'gc' });
     process.stdout.write(
       `  RSS: idle ${MiB(idle)}, peak ${MiB(w.peakProxy)}, 2 s after every session was deleted ${MiB(after)} MiB (heap after GC ${MiB(memAfter.heapUsed)} MiB)\n`,
     );
+    process.stdout.write(
+      `  resident by kind: idle ${formatResident(mapsIdle)}\n    end of the window ${formatResident(mapsLoaded)}\n    after ${formatResident(mapsAfter)}\n`,
+    );
+    process.stdout.write(`  V8 heap spaces, used/committed MiB (no GC): idle ${spacesIdle}\n    end of the window ${spacesLoaded}\n    after ${spacesAfter}\n`);
   } finally {
     child.kill('SIGTERM');
     await new Promise((r) => child.once('exit', r));

@@ -15,6 +15,7 @@
  *   kernel's UDP receive-buffer drops (`RcvbufErrors` in /proc/net/snmp, the whole machine's) during it.
  * VC_GATEWAY_ARGS / VC_RELAY_ARGS: node options for the gateway's / the bare relay's process (space-separated); the
  *   gateway's come after those it ships with (bench/lib/compiled.ts, which VOXGATE_GATEWAY_NODE_ARGS replaces).
+ * VC_GATEWAY_ENV: environment variables for the gateway's process only (`NAME=value NAME2=value`, e.g. a malloc tunable).
  * `--gc`: as the bench's rows do (their memory reading), forced garbage collections in each process once every session
  *   is open, just before the measured frames.
  */
@@ -22,7 +23,7 @@ import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gatewayNodeArgs } from '../lib/compiled.js';
+import { gatewayNodeArgs, gatewayStartEnv } from '../lib/compiled.js';
 import { cpuUs } from '../lib/cpu.js';
 import { rssBytes } from '../lib/proc-tree.js';
 import { gatewayEnv } from '../lib/gateway-env.js';
@@ -90,6 +91,13 @@ try {
     GATEWAY_VOICE_UDP_HOST: '127.0.0.1',
     GATEWAY_VOICE_UDP_PORT: '0',
     GATEWAY_VOICE_UDP_PUBLIC_HOST: '127.0.0.1',
+    ...gatewayStartEnv(),
+    ...Object.fromEntries(
+      (process.env['VC_GATEWAY_ENV'] ?? '')
+        .split(' ')
+        .filter(Boolean)
+        .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    ),
   };
   const gatewayArgs = [...gatewayNodeArgs(), ...probes, ...(process.env['VC_GATEWAY_ARGS'] ?? '').split(' ').filter(Boolean)];
   // --dist: the compiled gateway as `npm start` runs it (build it first: npx tsc -b tsconfig.build.json).

@@ -1,6 +1,7 @@
+import { createRequire } from 'node:module';
 import { isatty } from 'node:tty';
 import { pino, type Bindings, type ChildLoggerOptions, type Level, type Logger } from 'pino';
-import { build as prettyStream } from 'pino-pretty';
+import type { build as PrettyStream } from 'pino-pretty';
 
 /** Secrets never reach a log line, wherever they sit in a logged object. */
 export const REDACT_PATHS = [
@@ -52,6 +53,9 @@ export function createLogger(level: string, destination?: NodeJS.WritableStream,
     // In this thread and synchronous (no transport worker): every line is written before a process.exit.
     // Redaction runs before formatting, so pretty lines hide the same secrets.
     const out = destination ?? standardOutput(true);
+    // Loaded only for pretty logs (its formatters and colours are ~0.4 MiB of heap a JSON-logging gateway never uses);
+    // synchronously, as the logger is made before anything else runs.
+    const prettyStream = (createRequire(import.meta.url)('pino-pretty') as { build: typeof PrettyStream }).build;
     return pino(opts, prettyStream({ destination: out, sync: true, colorize: destination === undefined && process.stdout.isTTY, ignore: 'service' }));
   }
   // Synchronous to a terminal (as node's own process.stdout is): a write to a terminal that has hung up

@@ -1,6 +1,4 @@
 import type { SecureContextOptions } from 'node:tls';
-import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { AssistantConfig } from '../assistant/config.js';
@@ -46,6 +44,7 @@ import type { Scheduler } from '../fleet/schedules.js';
 import { scheduleRoutes } from './schedules.js';
 import type { MetricsHistory } from '../metrics-history.js';
 import { requestLoggers } from './request-logger.js';
+import { registerOpenApiDocs } from './openapi-docs.js';
 
 /** The slices of the configuration the HTTP side reads. */
 export interface ApiSettings extends OtaSettings {
@@ -137,19 +136,8 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   // The app's own lines (plugins' `app.log`, fastify's listen and close lines) go where the requests' go.
   app.log = log;
   registerProblemHandlers(app);
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: {
-        title: 'Voxgate API',
-        version: d.version,
-        description: 'Drive ESP32 voice devices: list them, read their tools, call them, follow their events.',
-      },
-      components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key (GATEWAY_API_KEYS)' } } },
-    },
-  });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  // /openapi.json and /docs: the routes noted from here on, the document and its UI loaded on their first request.
+  registerOpenApiDocs(app, d.version);
 
   await app.register(healthRoutes, { ready: d.ready });
   await app.register(rootRoute, { version: d.version });

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from '@modelcontextprotocol/client';
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import { LRUCache } from 'lru-cache';
-import { RE2JS } from 're2js';
+import type { RE2JS } from 're2js';
 import { guardSchema, type SchemaLimits } from './untrusted-schema.js';
 import { GatewayError } from '../errors.js';
 
@@ -144,6 +145,12 @@ export class SchemaValidators implements jsonSchemaValidator {
   }
 }
 
+let re2js: typeof RE2JS | undefined;
+/** re2js, loaded by the first schema with a `pattern` (~0.5 MiB of heap a gateway whose schemas have none never needs). */
+function re2(): typeof RE2JS {
+  return (re2js ??= (createRequire(import.meta.url)('re2js') as { RE2JS: typeof RE2JS }).RE2JS);
+}
+
 /** ajv's `code.regExp`: RE2 semantics and linear-time matching; a pattern RE2 refuses is not enforced. */
 function linearRegExp(onUnenforced?: (reason: string) => void): RegExpEngine {
   const engine = (pattern: string): RegExpLike => {
@@ -152,7 +159,7 @@ function linearRegExp(onUnenforced?: (reason: string) => void): RegExpEngine {
     else if (countedRepeats(pattern) > MAX_PATTERN_REPEATS) onUnenforced?.('too_many_repeats');
     else
       try {
-        re = RE2JS.compile(pattern);
+        re = re2().compile(pattern);
       } catch {
         onUnenforced?.('unsupported');
       }

@@ -1,5 +1,15 @@
-import { decode } from 'bmp-ts';
-import { PNG } from 'pngjs';
+import { createRequire } from 'node:module';
+import type { decode as Decode } from 'bmp-ts';
+import type { PNG as Png } from 'pngjs';
+
+/** The codecs, loaded by the first BMP photo (most gateways never see one). */
+let codecs: { decode: typeof Decode; PNG: typeof Png } | undefined;
+function loadCodecs(): { decode: typeof Decode; PNG: typeof Png } {
+  if (codecs) return codecs;
+  const require = createRequire(import.meta.url);
+  codecs = { decode: (require('bmp-ts') as { decode: typeof Decode }).decode, PNG: (require('pngjs') as { PNG: typeof Png }).PNG };
+  return codecs;
+}
 
 /**
  * No model provider takes BMP (OpenAI, Anthropic and Gemini read JPEG, PNG, WebP and GIF at most), and the
@@ -20,6 +30,7 @@ export function bmpToPng(bmp: Buffer): Buffer {
   if (width === 0 || height === 0 || width * height > MAX_BMP_PIXELS) {
     throw new Error(`the BMP is ${width}x${height}: at most ${MAX_BMP_PIXELS} pixels`);
   }
+  const { decode, PNG } = loadCodecs();
   let image: { width: number; height: number; data: Buffer };
   try {
     image = decode(bmp, { toRGBA: true });

@@ -189,10 +189,13 @@ describe('Dockerfile', () => {
     expect(exposed).toEqual(expect.arrayContaining([`${defaults.http.port}/tcp`, `${defaults.mqtt.port}/tcp`, '8883/tcp', '8884/udp']));
   });
 
-  it('signals reach node: tini is PID 1, and the command is package.json start without npm', () => {
+  it('signals reach node: tini is PID 1, and the command is package.json start without npm, its environment included', () => {
     expect(json(only(runtime, 'ENTRYPOINT').at(-1)!)).toEqual(['/usr/bin/tini', '--']);
-    const start = rootPackage.scripts['start']!.replace(/^exec\s+/, '').split(/\s+/);
-    expect(json(only(runtime, 'CMD').at(-1)!)).toEqual(start);
+    // `[NAME=value ...] exec node [options] gateway/dist/main.js`
+    const [, assignments, command] = /^((?:[A-Z_][A-Z0-9_]*=\S*\s+)*)exec\s+(.*)$/.exec(rootPackage.scripts['start']!.trim())!;
+    expect(json(only(runtime, 'CMD').at(-1)!)).toEqual(command!.split(/\s+/));
+    const wanted = assignments!.split(/\s+/).filter(Boolean);
+    expect(wanted.map((kv) => `${kv.slice(0, kv.indexOf('='))}=${df.env.get(kv.slice(0, kv.indexOf('='))) ?? ''}`)).toEqual(wanted);
   });
 
   it('HEALTHCHECK runs the compiled health check of the gateway sources', () => {

@@ -45,8 +45,13 @@ describe('npm start, and what the started gateway prints', () => {
       // `exec` in the start script: npm's child is node running the compiled entry, with no shell between.
       const gateway = tree.find((pid) => procStat(pid)?.ppid === npm.pid);
       expect(commandLine(gateway!)).toEqual(['node', 'gateway/dist/main.js']);
+      // The start script's environment reaches node (malloc's trim threshold, docs/performance.md "mcprss"), not the
+      // hosted server (a child gets only the inherited allowlist and its own env).
+      const environ = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      expect(environ(gateway!)).toContain('MALLOC_TRIM_THRESHOLD_=131072');
       const weather = tree.find((pid) => commandLine(pid).includes(WEATHER_MAIN));
       expect(weather && procStat(weather)?.ppid).toBe(gateway);
+      expect(environ(weather!).filter((kv) => kv.startsWith('MALLOC_'))).toEqual([]);
       const health = await fetch(`http://${started.http}/healthz`);
       expect(health.status).toBe(200);
 
@@ -65,12 +70,17 @@ describe('npm start, and what the started gateway prints', () => {
 
   // The node options the gateway runs with are set once, in package.json's start (docs/performance.md, "gcset"); the
   // Dockerfile's CMD is checked against it in containers.test.ts, the systemd example here.
-  it("the systemd example starts node as package.json's start does, options included", () => {
+  it("the systemd example starts node as package.json's start does, options and environment included", () => {
     const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start']!;
+    // `[NAME=value ...] exec node [options] gateway/dist/main.js`
+    const [, assignments, command] = /^((?:[A-Z_][A-Z0-9_]*=\S*\s+)*)exec\s+(.*)$/.exec(start.trim())!;
     const unit = readFileSync(join(ROOT, 'examples/systemd/voxgate.service'), 'utf8');
     const execStart = /^ExecStart=(.*)$/m.exec(unit)![1]!.trim().split(/\s+/);
     expect(execStart[0]).toBe('/usr/bin/node');
-    expect(['node', ...execStart.slice(1)]).toEqual(start.replace(/^exec\s+/, '').split(/\s+/));
+    expect(['node', ...execStart.slice(1)]).toEqual(command!.split(/\s+/));
+    const environment = [...unit.matchAll(/^Environment=(\S+)$/gm)].map((m) => m[1]!);
+    expect(environment).toEqual(expect.arrayContaining(assignments!.split(/\s+/).filter(Boolean)));
+    expect(assignments).toContain('MALLOC_TRIM_THRESHOLD_=');
   });
 
   // What pretty lines look like is the logger's own (test/log.test.ts); here, that the variable reaches it.
