@@ -15,13 +15,18 @@ import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
 import { ratio, round, until } from './measure.js';
 
 /**
- * `jitCalls`: before its first row each system answers that many calls (one session, capped at 30 s), so that
- * no row counts a process's JIT warm-up as per-call CPU: V8 was still compiling the gateway's path after 1 500
- * calls (docs/performance.md, `mcpfast`); a warm-up in seconds gave the faster system the longer one.
+ * `jitCalls`: before the first row every system answers that many calls at concurrency 1 on one session (capped at
+ * 60 s), all systems at once (the same work for each, in the wall time of the slowest rather than the sum), so that
+ * no row counts a process's JIT warm-up as per-call CPU. That session stays open and is the first session of every
+ * row: the c=1 row runs on the session (and, for a proxy that starts a server per session, the server) the warm-up
+ * warmed. A warm-up in seconds gave the faster system the longer one; 600 calls left the gateway and its hosted
+ * server still compiling through the c=1 row (~90 optimizations in the next 1 000 calls, the c=1 rate 0.6× its
+ * steady rate; 3 000 calls: ~13, docs/performance.md, `mcpc1`), and a warm-up at concurrency 10 warms the c=1
+ * path less per call than one at 1.
  */
 const MCP = {
-  full: { jitCalls: 4000, warmS: 2, callS: 8, slices: 8, concurrency: [1, 10, 50] },
-  quick: { jitCalls: 600, warmS: 0.25, callS: 1.2, slices: 4, concurrency: [1, 10, 50] },
+  full: { jitCalls: 6000, warmS: 2, callS: 8, slices: 8, concurrency: [1, 10, 50] },
+  quick: { jitCalls: 3000, warmS: 0.25, callS: 1.2, slices: 4, concurrency: [1, 10, 50] },
   // Tiny checks the path only: Voxgate alone (no install, nothing from the network).
   tiny: { jitCalls: 0, warmS: 0, callS: 0.3, slices: 1, concurrency: [1, 4] },
 };
@@ -120,13 +125,25 @@ export async function mcpScenarios(b: Bench, dataDir: string): Promise<void> {
     }
     for (const sys of systems) sys.idle = treeRss(sys.pid);
 
-    for (const sys of systems) await jitWarmUp(sys, s.jitCalls, notes);
-    const rows = new Map<string, Row>();
-    for (const c of s.concurrency) for (const [k, row] of await measureRows(b, systems, c, s, notes)) rows.set(k, row);
-    // After: every session closed (DELETE); what stays resident once the load is gone.
-    await new Promise((r) => setTimeout(r, b.mode === 'tiny' ? 200 : 2000));
-    const after = new Map(systems.map((sys) => [sys.name, treeRss(sys.pid)]));
-    report(b, systems, rows, after, s.concurrency);
+    const warmed = new Map<Served, LoadSession>();
+    try {
+      await Promise.all(
+        systems.map(async (sys) => {
+          const session = await jitWarmUp(sys, s.jitCalls, notes);
+          if (session) warmed.set(sys, session);
+        }),
+      );
+      const rows = new Map<string, Row>();
+      for (const c of s.concurrency) for (const [k, row] of await measureRows(b, systems, c, s, notes, warmed)) rows.set(k, row);
+      // After: every session closed (DELETE); what stays resident once the load is gone.
+      await Promise.all([...warmed.values()].map((x) => x.close().catch(() => undefined)));
+      warmed.clear();
+      await new Promise((r) => setTimeout(r, b.mode === 'tiny' ? 200 : 2000));
+      const after = new Map(systems.map((sys) => [sys.name, treeRss(sys.pid)]));
+      report(b, systems, rows, after, s.concurrency);
+    } finally {
+      await Promise.all([...warmed.values()].map((x) => x.close().catch(() => undefined)));
+    }
   } finally {
     for (const n of notes) b.log(`mcp: ${n}`);
     await Promise.all([gateway.stop(10_000), ...peers.map((p) => stopPeer(p.child)), direct?.stop()]);
@@ -147,18 +164,22 @@ async function probe(sys: Served): Promise<boolean> {
   }
 }
 
-/** The process-wide warm-up leg (`jitCalls`); a system that fails it is left to fail its rows. */
-async function jitWarmUp(sys: Served, calls: number, notes: string[]): Promise<void> {
-  if (calls === 0) return;
+/**
+ * The process-wide warm-up leg (`jitCalls`): resolves with its session, still open (the rows' first session), or
+ * undefined when there is none; a system that fails it is left to fail its rows.
+ */
+async function jitWarmUp(sys: Served, calls: number, notes: string[]): Promise<LoadSession | undefined> {
+  if (calls === 0) return undefined;
   const session = sys.session();
   try {
     await session.open();
-    const r = await runMcpLoad([session], sys.tool, ECHO_ARGS, 30, calls);
+    const r = await runMcpLoad([session], sys.tool, ECHO_ARGS, 60, calls);
     if (r.calls < calls) notes.push(`${sys.name}: warm-up answered ${r.calls} of ${calls} calls`);
+    return session;
   } catch (e) {
     notes.push(`${sys.name}: warm-up failed: ${(e as Error).message}`);
-  } finally {
     await session.close().catch(() => undefined);
+    return undefined;
   }
 }
 
@@ -177,7 +198,14 @@ interface Slot {
  * time is cut in slices taken in turn (A B C A B C …), so a neighbour's burst of load lands on all of them
  * alike. A system that fails is dropped from the row (Voxgate failing fails the run).
  */
-async function measureRows(b: Bench, systems: readonly Served[], c: number, s: (typeof MCP)[keyof typeof MCP], notes: string[]): Promise<Map<string, Row>> {
+async function measureRows(
+  b: Bench,
+  systems: readonly Served[],
+  c: number,
+  s: (typeof MCP)[keyof typeof MCP],
+  notes: string[],
+  warmed: ReadonlyMap<Served, LoadSession>,
+): Promise<Map<string, Row>> {
   const slots: Slot[] = [];
   const drop = (slot: Slot, e: unknown) => {
     if (slot.sys.name === 'voxgate') throw e;
@@ -192,7 +220,10 @@ async function measureRows(b: Bench, systems: readonly Served[], c: number, s: (
       const slot: Slot = { sys, sessions: [], pids: [sys.pid], runs: [], cpu: 0, own: 0, sampler: rssSampler(() => slot.pids) };
       slots.push(slot);
       try {
-        for (let i = 0; i < c; i += 10) {
+        // The warm-up's session first (kept open: not closed with the row's own).
+        const kept = warmed.get(sys);
+        if (kept) slot.sessions.push(kept);
+        for (let i = slot.sessions.length; i < c; i += 10) {
           const batch = Array.from({ length: Math.min(10, c - i) }, () => sys.session());
           slot.sessions.push(...batch);
           await Promise.all(batch.map((x) => x.open()));
@@ -215,7 +246,7 @@ async function measureRows(b: Bench, systems: readonly Served[], c: number, s: (
         if (r.failed > 0) drop(slot, new Error(`${r.failed} of ${r.calls + r.failed} calls failed: ${r.firstError ?? ''}`));
       }
   } finally {
-    for (const slot of slots) await Promise.all(slot.sessions.map((x) => x.close().catch(() => undefined)));
+    for (const slot of slots) await Promise.all(slot.sessions.filter((x) => x !== warmed.get(slot.sys)).map((x) => x.close().catch(() => undefined)));
   }
   const rows = new Map<string, Row>();
   const loadAvg: [number, number] = [round(load0, 2), round(loadavg()[0]!, 2)];

@@ -7,11 +7,16 @@
  * in the window (count and pause time, by kind), its heap after GC, and its RSS before, at the peak and after
  * every session was deleted. --direct also drives a server-everything of its own on its pipe (no proxy), the
  * same calls, for the server's own CPU per call and rate. --profile writes the gateway's CPU profile of the
- * window to bench/results/prof/mcp-cpu.cpuprofile (read it with bench/tools/top-self.ts). MCPCPU_ROOT=<dir> runs
+ * window to bench/results/prof/mcp-cpu.cpuprofile (read it with bench/tools/top-self.ts). --alloc: bytes allocated per call
+ * (sampled), by package and function; --survivors: the same for what a young collection did not free (promoted, or alive
+ * at the end), by where it was allocated. MCPCPU_ROOT=<dir> runs
  * <dir>/gateway/dist/main.js instead (a copy of another build, for alternating before/after runs). --gateway-arg=<flag>
  * (repeatable) gives a Node/V8 flag to the gateway process only, --gateway-env=NAME=value an environment variable;
  * --gateway-stdout=<file> keeps what it prints. Every run prints the gateway's resident memory by kind (bench/lib/smaps.ts)
  * idle, at the end of the window and after; --strace=<syscalls> counts those instead of the reads and writes.
+ * --warm=<calls> sets the warm-up before the window (calls in all; default a fifth of the window; --warm-c=<k>: at concurrency k on sessions of its own). Every system's line
+ * also gives its latency distribution, and its server(s)' CPU split by thread. With --gateway-stdout and V8 trace flags (--trace-opt, --trace-deopt, --trace-gc-nvp)
+ * the optimizations, deoptimizations and collections inside the window are counted.
  * --peers (or --peers=mcp-proxy) also drives mcp-proxy and supergateway (the /mcp bench's pinned peers, installed as the bench installs
  * them), each fronting its own server-everything, the same load, in four slices taken in turn (gateway, peer, peer,
  * gateway, …, as the bench does) so a neighbour's burst lands on all alike. Every system's line splits
@@ -56,6 +61,11 @@ const CALLS = nums[1] ?? 3000;
 const API_KEY = 'mcp-cpu-key-0123456789abcdef';
 const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 const ECHO = { message: 'hello from the bench' };
+/** --builtin: the gateway's calls go to a built-in tool (current_time) instead of server-everything, to tell the facade's
+ * half of a call from the hosted server's; the peers and --direct still call echo. */
+const BUILTIN = args.includes('--builtin');
+const GATEWAY_TOOL = BUILTIN ? 'mcp__b__current_time' : 'mcp__everything__echo';
+const argsFor = (tool: string) => (tool === 'mcp__b__current_time' ? {} : ECHO);
 
 const PROBE = `import { PerformanceObserver } from 'node:perf_hooks';
 import { Session } from 'node:inspector';
@@ -75,6 +85,7 @@ const post = (m, p = {}) => new Promise((ok, no) => prof.post(m, p, (e, r) => (e
 process.on('message', async (m) => {
   if (m.cmd === 'spaces') return process.send({ id: m.id, spaces: getHeapSpaceStatistics().filter((x) => x.space_size > 0).map((x) => x.space_name.replace('_space', '') + ' ' + (x.space_used_size / 2 ** 20).toFixed(1) + '/' + (x.space_size / 2 ** 20).toFixed(1)).join(', ') });
   if (m.cmd === 'reset') { gcs = {}; return process.send({ id: m.id }); }
+  if (m.cmd === 'mark') { process.stdout.write('@@mcp-cpu ' + m.text + '\\n'); return process.send({ id: m.id }); }
   if (m.cmd === 'gc') { const out = gcs; globalThis.gc(); globalThis.gc(); return process.send({ id: m.id, gcs: out, mem: process.memoryUsage() }); }
   if (m.cmd === 'profile-start') {
     prof = new Session(); prof.connect(); await post('Profiler.enable'); await post('Profiler.setSamplingInterval', { interval: 200 }); await post('Profiler.start');
@@ -82,7 +93,7 @@ process.on('message', async (m) => {
   }
   if (m.cmd === 'alloc-start') {
     prof = new Session(); prof.connect(); await post('HeapProfiler.enable');
-    await post('HeapProfiler.startSampling', { samplingInterval: 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+    await post('HeapProfiler.startSampling', { samplingInterval: 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: !m.survivors });
     return process.send({ id: m.id });
   }
   if (m.cmd === 'alloc-stop') {
@@ -105,11 +116,15 @@ const MiB = (n: number) => Math.round((n / 2 ** 20) * 10) / 10;
 const vmRss = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) * 1024;
 
 /** `perSession` calls back to back on every session; resolves with the wall-clock seconds taken. */
-async function drive(sessions: readonly LoadSession[], tool: string, perSession: number): Promise<number> {
+async function drive(sessions: readonly LoadSession[], tool: string, perSession: number, lat?: number[]): Promise<number> {
   const t0 = performance.now();
   await Promise.all(
     sessions.map(async (s) => {
-      for (let i = 0; i < perSession; i++) await s.call(tool, ECHO);
+      for (let i = 0; i < perSession; i++) {
+        const c0 = performance.now();
+        await s.call(tool, argsFor(tool));
+        lat?.push(performance.now() - c0);
+      }
     }),
   );
   return (performance.now() - t0) / 1000;
@@ -133,6 +148,10 @@ interface TreeWindow {
   peakServer: number;
   /** The proxy's CPU per call by thread: main thread user, main thread system (syscalls), other threads (GC, compilers). */
   threads: ThreadCpu;
+  /** The server(s)' CPU per call: main threads, other threads (a Node server's compilers and GC helpers). */
+  serverThreads: { main: number; other: number };
+  /** Every call's latency, ms. */
+  lat: number[];
 }
 
 /** CPU µs of each thread of a process by thread id (all Node's threads are named `node`: V8's platform workers, which run
@@ -175,7 +194,18 @@ async function windows(systems: readonly System[], perSession: number, slices: n
   const trees = systems.map((sys) => ({ sys, kids: treePids(sys.root).filter((p) => p !== sys.root) }));
   const out = new Map<string, TreeWindow>();
   for (const { sys } of trees)
-    out.set(sys.name, { calls: 0, secs: 0, proxy: 0, server: 0, load: 0, peakProxy: 0, peakServer: 0, threads: { mainUser: 0, mainSys: 0, other: 0 } });
+    out.set(sys.name, {
+      calls: 0,
+      secs: 0,
+      proxy: 0,
+      server: 0,
+      load: 0,
+      peakProxy: 0,
+      peakServer: 0,
+      threads: { mainUser: 0, mainSys: 0, other: 0 },
+      serverThreads: { main: 0, other: 0 },
+      lat: [],
+    });
   const sampler = setInterval(() => {
     for (const { sys, kids } of trees) {
       const w = out.get(sys.name)!;
@@ -190,9 +220,11 @@ async function windows(systems: readonly System[], perSession: number, slices: n
     const each = Math.floor(perSession / slices) + (k < perSession % slices ? 1 : 0);
     for (const { sys, kids } of trees) {
       const w = out.get(sys.name)!;
-      const [p0, k0, l0, t0] = [cpuUs(sys.root), cpuOf(kids), selfCpuUs(), threadCpuUs(sys.root)];
-      w.secs += await drive(sys.sessions, sys.tool, each);
-      const [p1, k1, l1, t1] = [cpuUs(sys.root), cpuOf(kids), selfCpuUs(), threadCpuUs(sys.root)];
+      const [p0, k0, l0, t0, s0] = [cpuUs(sys.root), cpuOf(kids), selfCpuUs(), threadCpuUs(sys.root), serverThreadsUs(kids)];
+      w.secs += await drive(sys.sessions, sys.tool, each, w.lat);
+      const [p1, k1, l1, t1, s1] = [cpuUs(sys.root), cpuOf(kids), selfCpuUs(), threadCpuUs(sys.root), serverThreadsUs(kids)];
+      w.serverThreads.main += s1.main - s0.main;
+      w.serverThreads.other += s1.other - s0.other;
       w.calls += each * sys.sessions.length;
       [w.proxy, w.server, w.load] = [w.proxy + p1 - p0, w.server + k1 - k0, w.load + l1 - l0];
       w.threads.mainUser += t1.mainUser - t0.mainUser;
@@ -204,8 +236,36 @@ async function windows(systems: readonly System[], perSession: number, slices: n
   for (const w of out.values()) {
     [w.proxy, w.server, w.load] = [w.proxy / w.calls, w.server / w.calls, w.load / w.calls];
     w.threads = { mainUser: w.threads.mainUser / w.calls, mainSys: w.threads.mainSys / w.calls, other: w.threads.other / w.calls };
+    w.serverThreads = { main: w.serverThreads.main / w.calls, other: w.serverThreads.other / w.calls };
   }
   return out;
+}
+
+/** The servers' main threads and their other threads together, µs. */
+function serverThreadsUs(pids: readonly number[]): { main: number; other: number } {
+  let [main, other] = [0, 0];
+  for (const p of pids) {
+    const t = threadCpuUs(p);
+    if (Number.isFinite(t.mainUser)) [main, other] = [main + t.mainUser + t.mainSys, other + t.other];
+  }
+  return { main, other };
+}
+
+/** A window's latency distribution: quantiles, the mean, and how much of the time the calls above twice the median took beyond it. */
+function latencyText(lat: readonly number[]): string {
+  if (lat.length === 0) return 'no calls';
+  const sorted = Float64Array.from(lat).sort();
+  const q = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+  const sum = lat.reduce((n, x) => n + x, 0);
+  const p50 = q(0.5);
+  const slow = lat.filter((x) => x > 2 * p50);
+  const excess = slow.reduce((n, x) => n + x - p50, 0);
+  const f = (x: number) => x.toFixed(2);
+  return (
+    `latency ms: p50 ${f(p50)}, p90 ${f(q(0.9))}, p99 ${f(q(0.99))}, max ${f(sorted[sorted.length - 1]!)}, mean ${f(sum / lat.length)} ` +
+    `(${(sum / lat.length / p50).toFixed(2)}× p50); ${slow.length} calls over 2× p50 (${((100 * slow.length) / lat.length).toFixed(1)} %), ` +
+    `their time beyond p50 ${((100 * excess) / sum).toFixed(1)} % of the window`
+  );
 }
 
 function printWindow(name: string, w: TreeWindow): void {
@@ -214,7 +274,8 @@ function printWindow(name: string, w: TreeWindow): void {
     `tree ${name}, c=${C}: ${w.calls} calls, ${r(w.calls / w.secs)} calls/s; CPU µs/call proxy ${r(w.proxy)}, server(s) ${r(w.server)}, ` +
       `load generator ${r(w.load)}, all ${r(w.proxy + w.server + w.load)}; peak RSS proxy ${MiB(w.peakProxy)} + server(s) ${MiB(w.peakServer)} = ` +
       `${MiB(w.peakProxy + w.peakServer)} MiB\n  proxy by thread, µs/call: main user ${r(w.threads.mainUser)}, main system ${r(w.threads.mainSys)}, ` +
-      `other threads ${r(w.threads.other)}\n`,
+      `other threads ${r(w.threads.other)}; server(s): main threads ${r(w.serverThreads.main)}, other threads ${r(w.serverThreads.other)}\n` +
+      `  ${latencyText(w.lat)}\n`,
   );
 }
 
@@ -238,7 +299,7 @@ async function startPeers(perSession: number): Promise<{ systems: System[]; stop
       await until(name, () => probe(() => new McpLoadSession(url), 'echo'), 60_000, 200);
       const sessions = Array.from({ length: C }, () => new McpLoadSession(url));
       await Promise.all(sessions.map((s) => s.open()));
-      await drive(sessions, 'echo', Math.max(1, Math.floor(perSession / 5)));
+      await warm(sessions, () => new McpLoadSession(url), 'echo', perSession);
       systems.push({ name, root: child.pid!, sessions, tool: 'echo' });
     }
   } catch (e) {
@@ -253,7 +314,7 @@ async function probe(newSession: () => LoadSession, tool: string): Promise<boole
   const s = newSession();
   try {
     await s.open();
-    await s.call(tool, ECHO);
+    await s.call(tool, argsFor(tool));
     return true;
   } finally {
     await s.close().catch(() => undefined);
@@ -265,7 +326,7 @@ async function direct(perSession: number): Promise<void> {
   try {
     await server.open();
     const sessions = Array.from({ length: C }, () => server.session());
-    await drive(sessions, 'echo', Math.max(1, Math.floor(perSession / 5)));
+    await warm(sessions, () => server.session(), 'echo', perSession);
     const cpu0 = cpuUs(server.pid);
     const s = await drive(sessions, 'echo', perSession);
     const n = perSession * C;
@@ -278,7 +339,12 @@ async function direct(perSession: number): Promise<void> {
 async function gateway(perSession: number, others: readonly System[], slices: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'voxgate-mcp-cpu-'));
   const { env, httpPort: port } = await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json') });
-  writeFileSync(join(dir, 'config.json'), JSON.stringify({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING] } } } }));
+  writeFileSync(
+    join(dir, 'config.json'),
+    JSON.stringify({
+      mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING] }, ...(BUILTIN ? { b: { tools: ['current_time'] } } : {}) } },
+    }),
+  );
   const child = fork(join(process.env['MCPCPU_ROOT'] ?? ROOT, 'gateway/dist/main.js'), [], {
     cwd: ROOT,
     execArgv: ['--expose-gc', ...gatewayNodeArgs(), ...GATEWAY_ARGS, '--import', `data:text/javascript,${encodeURIComponent(PROBE)}`],
@@ -292,17 +358,19 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
   try {
     await until('ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 60_000, 200);
     await until('server-everything', () => probe(newSession, 'mcp__everything__echo'), 60_000, 200);
+    if (BUILTIN) await until('the built-in tool', () => probe(newSession, GATEWAY_TOOL), 60_000, 200);
     await new Promise((r) => setTimeout(r, 1000));
     const idle = vmRss(child.pid!);
     const mapsIdle = residentByKind(child.pid!);
     const spacesIdle = (await ask<{ spaces: string }>({ cmd: 'spaces' })).spaces;
     const sessions = Array.from({ length: C }, newSession);
     await Promise.all(sessions.map((s) => s.open()));
-    await drive(sessions, 'mcp__everything__echo', Math.max(1, Math.floor(perSession / 5)));
+    await warm(sessions, newSession, GATEWAY_TOOL, perSession);
     await ask({ cmd: 'reset' });
+    await ask({ cmd: 'mark', text: 'window start' });
     mkdirSync(join(ROOT, 'bench/results/prof'), { recursive: true }); // the probe writes there; a missing folder hung the run
     if (args.includes('--profile')) await ask({ cmd: 'profile-start' });
-    if (args.includes('--alloc')) await ask({ cmd: 'alloc-start' });
+    if (args.includes('--alloc') || args.includes('--survivors')) await ask({ cmd: 'alloc-start', survivors: args.includes('--survivors') });
     // --strace: the gateway's syscalls in the window, counted (strace -c), to compare writes per call.
     const strace = args.some((a) => a === '--strace' || a.startsWith('--strace='))
       ? spawn('strace', ['-c', '-f', '-e', `trace=${STRACE_SET}`, '-p', String(child.pid)], { stdio: ['ignore', 'ignore', 'pipe'] })
@@ -312,7 +380,8 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
     if (strace) await new Promise((r) => setTimeout(r, 500));
     const byName0 = threadsById(child.pid!);
     const minflt0 = minorFaults(child.pid!);
-    const all = await windows([{ name: 'voxgate', root: child.pid!, sessions, tool: 'mcp__everything__echo' }, ...others], perSession, slices);
+    const all = await windows([{ name: 'voxgate', root: child.pid!, sessions, tool: GATEWAY_TOOL }, ...others], perSession, slices);
+    await ask({ cmd: 'mark', text: 'window end' });
     const w = all.get('voxgate')!;
     const mapsLoaded = residentByKind(child.pid!);
     const spacesLoaded = (await ask<{ spaces: string }>({ cmd: 'spaces' })).spaces;
@@ -322,7 +391,7 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
       process.stdout.write(`gateway syscalls in the window (${perSession * C} calls):\n${Buffer.concat(straceOut).toString()}`);
     }
     if (args.includes('--profile')) await ask({ cmd: 'profile-stop', file: join(ROOT, 'bench/results/prof/mcp-cpu.cpuprofile') });
-    if (args.includes('--alloc')) {
+    if (args.includes('--alloc') || args.includes('--survivors')) {
       const file = join(ROOT, 'bench/results/prof/mcp-cpu.heapprofile');
       await ask({ cmd: 'alloc-stop', file });
       printAllocations(file, perSession * C);
@@ -337,6 +406,7 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
         `${Math.round(w.server)} µs; GC in the window: ${gcText}; heap after GC ${MiB(mem.heapUsed)} MiB (sessions open)\n`,
     );
     for (const [name, pw] of all) printWindow(name, pw);
+    if (STDOUT_FILE !== undefined) process.stdout.write(traceCounts(STDOUT_FILE, n));
     const byName1 = threadsById(child.pid!);
     process.stdout.write(`  gateway minor page faults per call: ${((minorFaults(child.pid!) - minflt0) / n).toFixed(2)}\n`);
     const threadText = [...byName1]
@@ -364,6 +434,31 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
     await new Promise((r) => child.once('exit', r));
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * What a V8 trace (--gateway-arg=--trace-opt, --trace-deopt, --trace-gc-nvp, printed to --gateway-stdout) holds between
+ * the probe's window marks: optimizations finished, deoptimizations, collections by kind and their pauses.
+ */
+function traceCounts(file: string, calls: number): string {
+  const text = readFileSync(file, 'utf8');
+  const from = text.indexOf('@@mcp-cpu window start');
+  const to = text.indexOf('@@mcp-cpu window end');
+  if (from < 0 || to < 0) return '  trace: no window marks in the gateway output\n';
+  const lines = text.slice(from, to).split('\n');
+  const count = (re: RegExp) => lines.filter((l) => re.test(l)).length;
+  const gcs = new Map<string, { n: number; pause: number }>();
+  for (const l of lines) {
+    const kind = /\bgc=(\w+)/.exec(l)?.[1];
+    if (kind === undefined) continue;
+    const g = gcs.get(kind) ?? { n: 0, pause: 0 };
+    gcs.set(kind, { n: g.n + 1, pause: g.pause + Number(/\bpause=([\d.]+)/.exec(l)?.[1] ?? 0) });
+  }
+  const gcText = [...gcs].map(([k, g]) => `${k} ${g.n}× (pause ${g.pause.toFixed(1)} ms)`).join(', ') || 'none traced';
+  return (
+    `  trace in the window (${calls} calls): optimized ${count(/^\[completed optimizing/)}, marked ${count(/^\[marking .* for optimization/)}, ` +
+    `deoptimized ${count(/^\[bailout \(kind: deopt/)}; GC (--trace-gc-nvp): ${gcText}\n`
+  );
 }
 
 interface AllocNode {
@@ -400,6 +495,23 @@ function printAllocations(file: string, calls: number): void {
 }
 
 const perSession = Math.max(1, Math.round(CALLS / C));
+/**
+ * The warm-up before the window: --warm=<calls> in all (default: a fifth of the window's), on the window's sessions,
+ * or with --warm-c=<k> on k sessions of its own, closed afterwards (to warm at another concurrency than the window's).
+ */
+async function warm(sessions: readonly LoadSession[], newSession: () => LoadSession, tool: string, perSession: number): Promise<void> {
+  const calls = args.find((a) => a.startsWith('--warm='))?.slice('--warm='.length);
+  const k = Number(args.find((a) => a.startsWith('--warm-c='))?.slice('--warm-c='.length) ?? C);
+  const total = calls === undefined ? Math.max(1, Math.floor(perSession / 5)) * C : Number(calls);
+  if (k === C) return void (await drive(sessions, tool, Math.max(1, Math.round(total / C))));
+  const own = Array.from({ length: k }, newSession);
+  try {
+    await Promise.all(own.map((s) => s.open()));
+    await drive(own, tool, Math.max(1, Math.round(total / k)));
+  } finally {
+    await Promise.all(own.map((s) => s.close().catch(() => undefined)));
+  }
+}
 if (args.includes('--direct')) await direct(perSession);
 if (args.some((a) => a === '--peers' || a.startsWith('--peers='))) {
   const peers = await startPeers(perSession);

@@ -254,6 +254,9 @@ function serveSubscriptions({ s, hub, caller, tokensOf }: Face): void {
   // Log messages and resource updates of hosted servers reach initialized sessions that may see the server.
   let offHub: Array<() => void> = [];
   s.oninitialized = () => {
+    // Once per session: the SDK calls this for every notifications/initialized, which a client may send again (a
+    // hostile one without end), and each time would add two hub listeners that only the session's close removes.
+    if (offHub.length > 0) return;
     offHub.push(
       hub.onLog((server, params) => {
         const sid = s.transport?.sessionId;

@@ -63,8 +63,8 @@ export class SseStream {
   private ended = false;
   private keepAlive: NodeJS.Timeout | undefined;
   private flushQueued = false;
-  /** Called once when the client goes away before the stream ended (the SDK's `cancel`). */
-  oncancel: (() => void) | undefined;
+  /** Called once, with this stream, when the client goes away before the stream ended (the SDK's `cancel`). */
+  oncancel: ((stream: SseStream) => void) | undefined;
 
   constructor(
     private readonly res: ServerResponse,
@@ -75,7 +75,7 @@ export class SseStream {
       if (this.ended) return;
       this.ended = true;
       this.stopTimers();
-      this.oncancel?.();
+      this.oncancel?.(this);
     });
   }
 

@@ -90,6 +90,19 @@ describe('/mcp sessions release what they hold when they end', () => {
     await vi.waitFor(() => expect(subscriptions()).toBe(0));
   });
 
+  it('notifications/initialized sent again (and again) subscribes the session to the hub once', async () => {
+    const { url, subscriptions } = await start();
+    const { client, transport } = await openSession(url);
+    expect(subscriptions()).toBe(2);
+    for (let i = 0; i < 5; i++) await transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    // Handlers run a microtask after the 202: a ping on the session answers after them.
+    await client.ping();
+    expect(subscriptions()).toBe(2);
+    await transport.terminateSession();
+    await client.close();
+    await vi.waitFor(() => expect(subscriptions()).toBe(0));
+  });
+
   it('sessions abandoned without DELETE are swept when idle, and release the same', async () => {
     // The clock stands still while the sessions open (a busy machine cannot make them look idle), then jumps.
     vi.useFakeTimers({ toFake: ['Date'] });

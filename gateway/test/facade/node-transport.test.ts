@@ -3,7 +3,7 @@ import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { McpServer, type CallToolResult } from '@modelcontextprotocol/server';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BoundedEventStores } from '../../src/facade/event-store.js';
 import { NodeSessionTransport } from '../../src/facade/node-transport.js';
 import { HeldStreams } from '../../src/facade/sse-stream.js';
@@ -13,6 +13,8 @@ import { HeldStreams } from '../../src/facade/sse-stream.js';
  * own client and by raw requests for what a client must not be able to do.
  */
 describe('NodeSessionTransport', () => {
+  /** The `hang` tool waits for this (set by a test) and tells it has started. */
+  let hang: { started: () => void; until: Promise<void> } | undefined;
   let http: HttpServer | undefined;
   let held: HeldStreams | undefined;
   afterEach(async () => {
@@ -37,6 +39,11 @@ describe('NodeSessionTransport', () => {
           await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: 2, total: 2 } });
         }
         return text('done');
+      }
+      if (req.params.name === 'hang' && hang) {
+        hang.started();
+        await hang.until;
+        return text('late');
       }
       if (req.params.name === 'drop') {
         // The stream closes before the answer: the client resumes it with Last-Event-ID and gets the answer.
@@ -206,6 +213,35 @@ describe('NodeSessionTransport', () => {
     const second = await raw(url, undefined, { ...h, accept: 'text/event-stream' }, 'GET');
     expect({ status: second.status, code: error(second).code }).toEqual({ status: 409, code: -32000 });
     first.abort();
+  });
+
+  it('forgets a POST stream whose client went away before the answer; the session goes on', async () => {
+    const { url, sessions } = await start();
+    const sid = (await raw(url, INIT)).sid!;
+    const h = { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' };
+    const streams = () => (sessions.get(sid)!.transport as unknown as { streams: Map<string, unknown> }).streams.size;
+    let release!: () => void;
+    let started!: () => void;
+    const running = new Promise<void>((ok) => (started = ok));
+    hang = { started, until: new Promise<void>((ok) => (release = ok)) };
+    const gone = new AbortController();
+    const call = fetch(url, {
+      method: 'POST',
+      headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json', ...h },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'hang', arguments: {} } }),
+      signal: gone.signal,
+    }).catch(() => undefined);
+    await running;
+    expect(streams()).toBe(1);
+    gone.abort();
+    await call;
+    await vi.waitFor(() => expect(streams()).toBe(0));
+    release();
+    hang = undefined;
+    const ping = await raw(url, { jsonrpc: '2.0', id: 8, method: 'ping' }, h);
+    expect(ping.status).toBe(200);
+    expect(ping.text).toContain('"id":8');
+    expect(streams()).toBe(0);
   });
 
   it('a request before initialize, or one without a session id, is refused', async () => {
