@@ -1,0 +1,6 @@
+cd /work/wt/pretenure
+run() { if [ $1 = on ]; then VOXGATE_GATEWAY_NODE_ARGS=--no-allocation-site-pretenuring "${@:2}"; else "${@:2}"; fi; }
+for i in 3 4; do for on in off on; do
+  echo "=== fleet-cpu $on $i load $(cat /proc/loadavg) $(date -u +%T)"
+  run $on nice -n 10 npx tsx bench/tools/fleet-cpu.ts 1000 4 --dist > /tmp/pt/fc-$on-$i.txt 2>&1; echo rc=$?
+done; done
