@@ -100,7 +100,7 @@ export class DeviceSetup implements RawReplyReader {
         run.walk = walk = new ToolsWalk(this.d);
         return this.send(run);
       }
-      done = walk.take(walk.reader.page(result, walk.page), this.d.settings, this.d.log);
+      done = walk.take(walk.reader.page(result, walk.page), this.d);
     } catch (e) {
       // What the retrying path's attempt would have thrown (a malformed result): that attempt failed.
       return this.stepFailed(run, e);
@@ -180,7 +180,7 @@ export class DeviceSetup implements RawReplyReader {
         break;
       }
       failed = undefined;
-      if (walk.take(p, this.d.settings, this.d.log)) break;
+      if (walk.take(p, this.d)) break;
     }
     return this.listed(walk, gap);
   }
@@ -365,19 +365,23 @@ class ToolsWalk {
     return params;
   }
 
-  /** Page `p` answered: true when the walk ends with it (no next cursor, a repeated one, a cap), else on to the next page. */
-  take(p: CachedPage, settings: SessionSettings, log: Logger): boolean {
+  /**
+   * Page `p` answered: true when the walk ends with it (no next cursor, a repeated one, a cap), else on to the next page.
+   * `d.log` is read only to write a line: the session makes its logger on first use (a child logger per device else).
+   */
+  take(p: CachedPage, d: Pick<SetupDeps, 'settings' | 'log'>): boolean {
+    const { settings } = d;
     const page = this.page;
     this.pages.push(p);
     this.count += p.result.tools.length;
     const next = p.result.nextCursor;
     if (next === undefined || next === '') return true;
     if (next === this.firstCursor || this.seen?.has(next)) {
-      log.warn({ cursor: next, page }, 'device repeated a tools/list cursor; stopping the walk');
+      d.log.warn({ cursor: next, page }, 'device repeated a tools/list cursor; stopping the walk');
       return true;
     }
     if (page >= settings.maxToolPages) {
-      log.warn({ pages: page }, 'tools/list page cap reached; catalog truncated');
+      d.log.warn({ pages: page }, 'tools/list page cap reached; catalog truncated');
       return true;
     }
     if (this.count >= settings.maxTools) return true;

@@ -31,9 +31,14 @@ function setupPair(overrides: Partial<SessionSettings> = {}, pages = new ToolsPa
   };
   const isClosed = () => state === 'closed';
   const queue = new CallQueue({ deviceId: 'd1', concurrency: 1, queueLimit: 4, metrics, isClosed, offline: () => channel.offline() });
+  // The session makes its logger on first use: a healthy setup never reads it (counted here).
+  let logReads = 0;
   const setup = new DeviceSetup({
     deviceId: 'd1',
-    log: silentLog,
+    get log() {
+      logReads++;
+      return silentLog;
+    },
     metrics,
     settings,
     channel,
@@ -43,7 +48,7 @@ function setupPair(overrides: Partial<SessionSettings> = {}, pages = new ToolsPa
     vision: () => undefined,
     session,
   });
-  return { setup, device, metrics, session, close, setState: (s: SessionState) => (state = s) };
+  return { setup, device, metrics, session, close, logReads: () => logReads, setState: (s: SessionState) => (state = s) };
 }
 
 /** Answer tools/list pages: each entry a page's tools, a cursor to the next page after all but the last. */
@@ -145,7 +150,7 @@ describe('DeviceSetup: initialize and the tools/list walk', () => {
   });
 
   it('setup(): initialize then every page, one reply after another; the initialize result is the session’s before the walk', async () => {
-    const { setup, device, session } = setupPair();
+    const { setup, device, session, logReads } = setupPair();
     const done = setup.setup();
     const init = await device.nextRequest('initialize');
     device.reply(init.id, { protocolVersion: '2024-11-05', capabilities: {}, serverInfo: { name: 'fw', version: '2' } });
@@ -162,6 +167,8 @@ describe('DeviceSetup: initialize and the tools/list walk', () => {
     expect(listed.catalog.tools.map((t) => t.name)).toEqual(['a', 'b', 'c']);
     expect(listed.gap).toBeUndefined();
     expect(setup.progress).toBeUndefined();
+    // Nothing was logged, so the session's logger was never asked for (it would be a child logger per device).
+    expect(logReads()).toBe(0);
   });
 
   it('setup(): a step that fails goes on in the retrying path from that step, its failure counted as the first attempt', async () => {
