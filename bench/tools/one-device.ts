@@ -107,7 +107,9 @@ try {
   ];
   const gatewayOnly = flags.has('--pretenured') ? ['--trace-pretenuring-statistics'] : [];
   // --segment-samples=µs: the segments' rounds sample the server's CPU too, its JS frames named (perf map files).
-  if (args.some((a) => a.startsWith('--segment-samples='))) probes.push('--perf-basic-prof', '--interpreted-frames-native-stack');
+  // (--perf-basic-prof also writes V8's log, by default into the working directory: it goes to the data directory.)
+  if (args.some((a) => a.startsWith('--segment-samples=')))
+    probes.push('--perf-basic-prof', '--interpreted-frames-native-stack', `--logfile=${join(dataDir, 'v8-%p.log')}`, '--no-logfile-per-isolate');
   const { env, httpPort, mqttPort } = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
   // The compiled gateway when its build is fresh (as the bench runs it), else its sources under tsx.
   const { proc: gateway, how } = spawnGateway('gateway', {
