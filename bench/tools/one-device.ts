@@ -292,6 +292,10 @@ try {
         console.log(`segments ${s.name} (${result.r.perSecond.toFixed(0)} calls/s, load ${result.load}): ${describeSegments(seg)}`);
         for (const a of attribution) console.log(describeAttribution(a));
       }
+    // The perf map files the servers wrote (/tmp/perf-<pid>.map, read above) and the recorded data go.
+    for (const s of sides) if (samplePeriod > 0) rmSync(`/tmp/perf-${s.proc.child.pid}.map`, { force: true });
+    for (let i = 0; i < pairs; i++)
+      for (const s of sides) for (const f of ['', '.cpu']) rmSync(join(tmpdir(), `one-device-segments-${s.name}-${i}.data${f}`), { force: true });
   }
   if (pretenure) {
     const sites = await pretenure.tenured();
