@@ -40,7 +40,7 @@ describe('ChildStdioTransport writes', () => {
 
   const ping = (id: number): JSONRPCMessage => ({ jsonrpc: '2.0', id, method: 'ping' });
 
-  it('a lone call is written at once; concurrent calls wait for the end of the turn, in order', async () => {
+  it('a lone call is written at once; concurrent calls wait for the end of the turn, in order, and so does a lone call after them', async () => {
     let waiting = 1;
     const { stdin, lines } = await start(() => waiting);
     transport!.write(ping(1));
@@ -58,7 +58,16 @@ describe('ChildStdioTransport writes', () => {
     expect(stdin.writableCorked).toBe(1);
     await new Promise((ok) => setImmediate(ok));
     expect(stdin.writableCorked).toBe(0);
-    await expect.poll(() => lines.length).toBe(4);
-    expect(lines.map((l) => (JSON.parse(l) as { id: number }).id)).toEqual([1, 2, 3, 4]);
+
+    // The last write carried three: calls come several per turn, so a lone one waits for the turn's others too.
+    transport!.write(ping(5));
+    expect(stdin.writableCorked).toBe(1);
+    await new Promise((ok) => setImmediate(ok));
+    // That write carried one: the next lone call leaves at once again.
+    transport!.write(ping(6));
+    expect(stdin.writableCorked).toBe(0);
+    expect(stdin.writableLength).toBe(0);
+    await expect.poll(() => lines.length).toBe(6);
+    expect(lines.map((l) => (JSON.parse(l) as { id: number }).id)).toEqual([1, 2, 3, 4, 5, 6]);
   });
 });
