@@ -9,8 +9,13 @@
  * used), and /proc/<pid>/smaps grouped by mapping (anonymous, [heap], files), with the mappings that grew most.
  * The gateway runs with the node options it ships with (VOXGATE_GATEWAY_NODE_ARGS replaces them: bench/lib/compiled.ts);
  * `--floor-arg=` gives the floor one (what the floor would do with the same setting).
+ * `--faults` (Linux, perf): records every page fault of the gateway from the warm-up to the probe after the fleet
+ * (`perf record -c 1 -e page-faults -d`) and prints who touched which memory first: faults (4 KiB pages) per device
+ * by thread and mapping kind, and for each glibc thread arena that grew, its threads. With each thread's CPU while
+ * the fleet connected (V8's platform workers are unnamed "node" threads: they are told apart by their CPU and order).
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Fleet } from '../scenarios/env.js';
@@ -19,10 +24,12 @@ import { fleetCaps, gatewayEnv } from '../lib/gateway-env.js';
 import { forkCompiledWithProbe } from '../lib/compiled.js';
 import { type Proc, spawnTs, stopAll, type Reply } from '../lib/procs.js';
 import { API_KEY } from '../scenarios/bench.js';
+import { type Mapping, type MappingKind, mappingsOf } from '../lib/smaps.js';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const floorArgs = process.argv.filter((a) => a.startsWith('--floor-arg=')).map((a) => a.slice('--floor-arg='.length));
 const tsx = process.argv.includes('--tsx');
+const faults = process.argv.includes('--faults');
 const N = Number(args[0] ?? 5000);
 
 /** The gateway's probe: memory after GC, with V8's heap spaces. */
@@ -38,35 +45,30 @@ process.on('message', (m) => {
 });
 process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));`;
 
-interface Mapping {
-  range: string;
-  name: string;
-  kb: number;
-  rss: number;
-}
-
-/** Every mapping of the process with its resident size (kB). */
+/** Every mapping of the process (bench/lib/smaps.ts: kinds, with SQLite's WebAssembly memory told from the arenas). */
 function smaps(pid: number): Mapping[] {
-  const out: Mapping[] = [];
-  let cur: Mapping | undefined;
-  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
-    const head = /^([0-9a-f]+-[0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
-    if (head) {
-      const [a, b] = head[1]!.split('-').map((h) => parseInt(h, 16));
-      cur = { range: head[1]!, name: head[2] || '(anon)', kb: (b! - a!) / 1024, rss: 0 };
-      out.push(cur);
-      continue;
-    }
-    const rss = /^Rss:\s+(\d+) kB/.exec(line);
-    if (rss && cur) cur.rss = Number(rss[1]);
-  }
-  return out;
+  const maps = mappingsOf(pid);
+  if (!maps) throw new Error(`no /proc/${pid}/smaps`);
+  return maps;
 }
 
+const KIND_NAMES: Record<MappingKind, string> = {
+  v8Pages: 'V8 pages (256 KiB)',
+  threadArenas: 'thread arenas (glibc)',
+  wasmMemory: 'WebAssembly memory (SQLite)',
+  mainMalloc: '[heap] (main malloc)',
+  nodeBinary: 'node binary',
+  other: 'other',
+};
+
+/** A mapping's kind as printed: bench/lib/smaps.ts's, with files and the other pseudo-files apart. */
 function kind(m: Mapping): string {
-  if (m.name === '(anon)') return m.kb === 256 ? 'anon 256 kB (V8 pages)' : m.kb > 1024 * 1024 ? 'anon > 1 GB (wasm/cage)' : 'anon other';
+  if (m.kind !== 'other') return KIND_NAMES[m.kind];
+  if (m.name === '') return m.end - m.start > 2 ** 30 ? 'anon > 1 GiB (reserved)' : 'anon other (large objects, code, mmapped chunks)';
   return m.name.startsWith('/') ? 'files' : m.name;
 }
+
+const range = (m: Mapping) => `${m.start.toString(16)}-${m.end.toString(16)}`;
 
 function diff(before: Mapping[], after: Mapping[], n: number, label: string): void {
   const sum = (ms: Mapping[]) => {
@@ -78,15 +80,92 @@ function diff(before: Mapping[], after: Mapping[], n: number, label: string): vo
   const keys = [...new Set([...b.keys(), ...a.keys()])];
   process.stdout.write(`${label} smaps Rss per device by mapping kind:\n`);
   for (const k of keys) {
-    const d = ((a.get(k) ?? 0) - (b.get(k) ?? 0)) * 1024;
+    const d = (a.get(k) ?? 0) - (b.get(k) ?? 0);
     if (Math.abs(d / n) >= 8) process.stdout.write(`  ${(d / n).toFixed(0).padStart(6)} B  ${k}\n`);
   }
-  const old = new Map(before.map((m) => [m.range, m.rss]));
+  // Mappings keyed by their start: an arena or the [heap] that grew keeps its start.
+  const old = new Map(before.map((m) => [m.start, m.rss]));
   const grown = after
-    .map((m) => ({ m, d: m.rss - (old.get(m.range) ?? 0) }))
+    .map((m) => ({ m, d: m.rss - (old.get(m.start) ?? 0) }))
     .sort((x, y) => y.d - x.d)
     .slice(0, 8);
-  for (const { m, d } of grown) process.stdout.write(`    +${d} kB  ${m.range} (${m.kb} kB) ${m.name}\n`);
+  for (const { m, d } of grown) process.stdout.write(`    +${d / 1024} kB  ${range(m)} (${(m.end - m.start) / 1024} kB) ${m.name || kind(m)}\n`);
+}
+
+/** CPU (µs of user + system time) of each thread of a process, by thread id. */
+function threadCpu(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      out.set(Number(tid), ((Number(f[11]) + Number(f[12])) * 1e6) / 100);
+    } catch {
+      /* the thread ended */
+    }
+  }
+  return out;
+}
+
+/**
+ * Page faults recorded by perf (`tid addr ip sym` lines): per device, by thread and the kind of mapping the page is in
+ * now, the code that touched them, and each thread arena's net growth (smaps, after GC) with the threads that faulted in it.
+ */
+function faultReport(script: string, maps: Mapping[], before: Mapping[], pid: number, cpu0: Map<number, number>, cpu1: Map<number, number>, n: number): void {
+  const find = (x: number) => {
+    let lo = 0;
+    let hi = maps.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const r = maps[mid]!;
+      if (x < r.start) hi = mid - 1;
+      else if (x >= r.end) lo = mid + 1;
+      else return r;
+    }
+    return undefined;
+  };
+  const name = (tid: number) => (tid === pid ? 'main' : `+${tid - pid}`);
+  const byThread = new Map<number, Map<string, number>>();
+  const byMapping = new Map<number, Map<number, number>>();
+  const syms = new Map<string, number>();
+  for (const line of script.split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 2) continue;
+    const tid = Number(f[0]);
+    const m = find(parseInt(f[1]!, 16));
+    const k = m ? kind(m) : '(unmapped since)';
+    const t = byThread.get(tid) ?? new Map<string, number>();
+    t.set(k, (t.get(k) ?? 0) + 1);
+    byThread.set(tid, t);
+    const sk = `${name(tid)}, ${k}: ${f.slice(3).join(' ') || '?'}`;
+    syms.set(sk, (syms.get(sk) ?? 0) + 1);
+    if (m) {
+      const w = byMapping.get(m.start) ?? new Map<number, number>();
+      w.set(tid, (w.get(tid) ?? 0) + 1);
+      byMapping.set(m.start, w);
+    }
+  }
+  const per = (pages: number) => ((pages * 4096) / n).toFixed(0).padStart(6);
+  process.stdout.write('gateway page faults per device (B of 4 KiB pages first touched), by thread; thread CPU per device while the fleet connected:\n');
+  const tids = [...new Set([...byThread.keys(), ...cpu1.keys()])].sort((x, y) => x - y);
+  for (const tid of tids) {
+    const t = byThread.get(tid) ?? new Map<string, number>();
+    const cpu = ((cpu1.get(tid) ?? 0) - (cpu0.get(tid) ?? 0)) / n;
+    const kinds = [...t.entries()].sort((x, y) => y[1] - x[1]).map(([k, c]) => `${k} ${per(c).trim()}`);
+    process.stdout.write(`  thread ${name(tid).padEnd(5)} cpu ${cpu.toFixed(1).padStart(7)} µs  ${kinds.join(', ')}\n`);
+  }
+  process.stdout.write('  the code that touched them (thread, mapping: function), the largest:\n');
+  for (const [k, c] of [...syms.entries()].sort((x, y) => y[1] - x[1]).slice(0, 20)) process.stdout.write(`    ${per(c)} B  ${k}\n`);
+  const old = new Map(before.map((m) => [m.start, m.rss]));
+  process.stdout.write('gateway thread arenas and WebAssembly memory: resident before → after, net per device, page faults by thread:\n');
+  for (const m of maps) {
+    if (m.kind !== 'threadArenas' && m.kind !== 'wasmMemory') continue;
+    const r0 = old.get(m.start) ?? 0;
+    const who = [...(byMapping.get(m.start)?.entries() ?? [])].sort((x, y) => y[1] - x[1]).map(([tid, c]) => `${name(tid)} ${per(c).trim()} B`);
+    if (r0 === m.rss && who.length === 0) continue;
+    process.stdout.write(
+      `  ${m.start.toString(16)} ${kind(m).padEnd(28)} ${r0 / 1024} → ${m.rss / 1024} kB  ${((m.rss - r0) / n).toFixed(0).padStart(5)} B  faults: ${who.join(', ') || '-'}\n`,
+    );
+  }
 }
 
 type Mem = NodeJS.MemoryUsage;
@@ -141,9 +220,24 @@ try {
   await connect('warm', 20, 7);
   const g0 = await ask(gateway);
   const gs0 = smaps(gateway.child.pid!);
+  const gpid = gateway.child.pid!;
+  const perfData = join(dir, 'faults.data');
+  const perf = faults
+    ? spawn('perf', ['record', '-q', '-c', '1', '-e', 'page-faults', '-d', '-o', perfData, '-p', String(gpid)], { stdio: 'ignore' })
+    : undefined;
+  if (perf) await until('perf to start recording', async () => existsSync(perfData), 10_000, 50);
+  const cpu0 = threadCpu(gpid);
   await connect('fleet', N, 5);
+  const cpu1 = threadCpu(gpid);
   const g1 = await ask(gateway);
-  const gs1 = smaps(gateway.child.pid!);
+  const gs1 = smaps(gpid);
+  let faultScript: string | undefined;
+  if (perf) {
+    const done = new Promise((r) => perf.once('exit', r));
+    perf.kill('SIGINT');
+    await done;
+    faultScript = spawnSync('perf', ['script', '-i', perfData, '-F', 'tid,addr,ip,sym'], { encoding: 'utf8', maxBuffer: 1 << 30 }).stdout;
+  }
 
   const per = (a: number, b: number) => ((b - a) / N).toFixed(0).padStart(6);
   const line = (label: string, a: Mem, b: Mem) =>
@@ -171,6 +265,16 @@ try {
   }
   diff(fs0, fs1, N, 'floor');
   diff(gs0, gs1, N, 'gateway');
+  const total = (ms: Mapping[]) => ms.reduce((s, m) => s + m.rss, 0);
+  process.stdout.write(
+    `smaps Rss per device: floor ${((total(fs1) - total(fs0)) / N).toFixed(0)} B, gateway ${((total(gs1) - total(gs0)) / N).toFixed(0)} B\n`,
+  );
+  if (faultScript !== undefined) faultReport(faultScript, gs1, gs0, gpid, cpu0, cpu1, N);
+  else {
+    const [c0, c1] = [cpu0, cpu1];
+    const cpu = [...c1.entries()].map(([tid, c]) => `${tid === gpid ? 'main' : `+${tid - gpid}`} ${((c - (c0.get(tid) ?? 0)) / N).toFixed(1)}`);
+    process.stdout.write(`gateway thread CPU per device while the fleet connected, µs: ${cpu.join(', ')}\n`);
+  }
 } finally {
   await stopAll();
   rmSync(dir, { recursive: true, force: true });

@@ -24,6 +24,8 @@
  * generator (its own process CPU in the window), so the throughput ratio two cores allow can be derived.
  * The gateway also gets the node options and environment package.json's start gives it, before --gateway-arg's (VOXGATE_GATEWAY_NODE_ARGS
  * replaces them: bench/lib/compiled.ts).
+ * --segments: the gateway main thread's reads and writes in the window, timed by `perf trace`, split per call into what is
+ * on the call's path and what follows a write (bench/tools/mcp-segments.ts; meant for c=1).
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -39,6 +41,7 @@ import { formatResident, residentByKind } from '../lib/smaps.js';
 import { gatewayEnv, ipcAsk } from '../lib/gateway-env.js';
 import { freePort, ROOT } from '../lib/procs.js';
 import { until } from '../scenarios/measure.js';
+import { segmentsText } from './mcp-segments.js';
 
 const args = process.argv.slice(2);
 const nums = args.filter((a) => /^\d+$/.test(a)).map(Number);
@@ -378,6 +381,12 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
     const straceOut: Buffer[] = [];
     strace?.stderr.on('data', (d: Buffer) => straceOut.push(d));
     if (strace) await new Promise((r) => setTimeout(r, 500));
+    // --segments: the gateway main thread's timed reads and writes in the window (perf trace; bench/tools/mcp-segments.ts).
+    const perfFile = join(dir, 'perf-trace.txt');
+    const perf = args.includes('--segments')
+      ? spawn('perf', ['trace', '-t', String(child.pid), '-e', 'read,write,writev,epoll_pwait,epoll_wait', '-o', perfFile], { stdio: 'ignore' })
+      : undefined;
+    if (perf) await new Promise((r) => setTimeout(r, 1500));
     const byName0 = threadsById(child.pid!);
     const minflt0 = minorFaults(child.pid!);
     const all = await windows([{ name: 'voxgate', root: child.pid!, sessions, tool: GATEWAY_TOOL }, ...others], perSession, slices);
@@ -389,6 +398,11 @@ async function gateway(perSession: number, others: readonly System[], slices: nu
       strace.kill('SIGINT');
       await new Promise((r) => strace.once('exit', r));
       process.stdout.write(`gateway syscalls in the window (${perSession * C} calls):\n${Buffer.concat(straceOut).toString()}`);
+    }
+    if (perf) {
+      perf.kill('SIGINT');
+      await new Promise((r) => perf.once('exit', r));
+      process.stdout.write(segmentsText(readFileSync(perfFile, 'utf8')));
     }
     if (args.includes('--profile')) await ask({ cmd: 'profile-stop', file: join(ROOT, 'bench/results/prof/mcp-cpu.cpuprofile') });
     if (args.includes('--alloc') || args.includes('--survivors')) {

@@ -3,7 +3,7 @@
  * serialising route (bench/floors/serial.ts) on its own device, alternating, judged by process CPU per call
  * (/proc/<pid>/stat) of the server and of the device simulator, and with `--strace` by the system calls per call.
  *   node --conditions=voxgate-source --import tsx bench/tools/one-device.ts [rounds=3] [seconds=2] [concurrency=16] [warm-up seconds=1] [--strace] [--profile]
- *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc] [--gc-nvp] [--setup-burst] [--bench-warm] [--pretenured] [--hold=S] [--deopts] [--strace-seq] [--idle=S]
+ *     [--devices=N] [--mqtt] [--alloc] [--survivors] [--trace-gc] [--gc-nvp] [--setup-burst] [--bench-warm] [--pretenured] [--hold=S] [--deopts] [--strace-seq] [--segments] [--idle=S]
  *     [--gateway-arg=<node option>]... [--floor-arg=<node option>]... [--gateway-env=NAME=value]... [--floor-env=NAME=value]...
  * `--profile`: CPU profiles of the gateway's and the floor's last round, bench/results/prof/one-device-{gateway,floor}.cpuprofile.
  * `--devices=N` (default 1): calls spread over N devices; with N > 1 the floor is the pipelined route (as the bench's
@@ -26,7 +26,12 @@
  * would do with the flag). `--gateway-env=`/`--floor-env=`: an environment variable for that process only (e.g.
  * MALLOC_ARENA_MAX=2). Each line ends with the process's RSS at the end of the round. `--strace-seq`: each server traced with timestamps for one more
  * round; how long a device's reply waits for the next request written to that device, and the system calls in between
- * (strace-seq.ts): with one device and queued callers, that wait is what the serialised queue multiplies.
+ * (strace-seq.ts): with one device and queued callers, that wait is what the serialised queue multiplies. `--segments`:
+ * after the rounds, one more round per server (gateway, floor, gateway, floor: `--segments=N` pairs) with the load generator,
+ * the server and the device simulator under one `perf record` of their system calls; the round trip cut into what each process
+ * and the kernel add, and what the server does after each write (call-segments.ts; meant for concurrency 1).
+ * `--segment-samples=µs`: those rounds sample the server's CPU too (both servers run with --perf-basic-prof), and each
+ * window's samples are named by the JS that ran (by package or gateway folder, by function, native leaves).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -45,6 +50,7 @@ import { ALLOC_PROBE_URL } from './alloc-probe.js';
 import { PROBE_JS } from './heap-probe.js';
 import { describeGc, describePhases, GcNvp } from '../lib/gc-nvp.js';
 import { replyToNext } from './strace-seq.js';
+import { describeAttribution, describeSegments, traced as segmentTraced } from './call-segments.js';
 import { describeTenured, PretenureTrace } from './pretenured.js';
 
 const args = process.argv.slice(2);
@@ -100,6 +106,10 @@ try {
     ...(flags.has('--deopts') ? ['--trace-deopt'] : []),
   ];
   const gatewayOnly = flags.has('--pretenured') ? ['--trace-pretenuring-statistics'] : [];
+  // --segment-samples=µs: the segments' rounds sample the server's CPU too, its JS frames named (perf map files).
+  // (--perf-basic-prof also writes V8's log, by default into the working directory: it goes to the data directory.)
+  if (args.some((a) => a.startsWith('--segment-samples=')))
+    probes.push('--perf-basic-prof', '--interpreted-frames-native-stack', `--logfile=${join(dataDir, 'v8-%p.log')}`, '--no-logfile-per-isolate');
   const { env, httpPort, mqttPort } = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
   // The compiled gateway when its build is fresh (as the bench runs it), else its sources under tsx.
   const { proc: gateway, how } = spawnGateway('gateway', {
@@ -271,6 +281,22 @@ try {
           `none ${(r.atOnce * 100).toFixed(0)} %; typical: [${r.typical}]`,
       );
     }
+  if (flags.has('--segments') || args.some((a) => a.startsWith('--segments='))) {
+    const pairs = Number(args.find((a) => a.startsWith('--segments='))?.slice('--segments='.length) ?? 1);
+    const samplePeriod = Number(args.find((a) => a.startsWith('--segment-samples='))?.slice('--segment-samples='.length) ?? 0);
+    for (let i = 0; i < pairs; i++)
+      for (const s of sides) {
+        const file = join(tmpdir(), `one-device-segments-${s.name}-${i}.data`);
+        const pids = { server: s.proc.child.pid!, device: fleetPid!, client: process.pid };
+        const { result, seg, attribution } = await segmentTraced(pids, file, () => run(s), samplePeriod);
+        console.log(`segments ${s.name} (${result.r.perSecond.toFixed(0)} calls/s, load ${result.load}): ${describeSegments(seg)}`);
+        for (const a of attribution) console.log(describeAttribution(a));
+      }
+    // The perf map files the servers wrote (/tmp/perf-<pid>.map, read above) and the recorded data go.
+    for (const s of sides) if (samplePeriod > 0) rmSync(`/tmp/perf-${s.proc.child.pid}.map`, { force: true });
+    for (let i = 0; i < pairs; i++)
+      for (const s of sides) for (const f of ['', '.cpu']) rmSync(join(tmpdir(), `one-device-segments-${s.name}-${i}.data${f}`), { force: true });
+  }
   if (pretenure) {
     const sites = await pretenure.tenured();
     console.log(`gateway: ${pretenure.decisions.length} pretenuring decisions; ${sites.length} sites tenured at the end:`);

@@ -25,9 +25,10 @@ import { sseHeaders, SseStream, type HeldStreams } from './sse-stream.js';
  * checked by hand (`jsonrpc-message.ts`). It follows the SDK's `WebStandardStreamableHTTPServerTransport`
  * (2.4) in every answer it gives: statuses, JSON-RPC error codes and messages, SSE framing, priming events,
  * resumability through the event store, one GET stream per session, DELETE. Issue 21: the SDK's transport was
- * most of /mcp's CPU and allocation per call. Not carried over: JSON answers instead of SSE (`/mcp` never asked
- * for them), the SDK's own Host/Origin checks (the endpoint makes its own) and scope challenges (the facade
- * registers no tool that declares one).
+ * most of /mcp's CPU and allocation per call. One difference: a POST's lone request whose answer is the first thing
+ * its stream would carry is answered as plain `application/json` (see `send`), where the SDK's transport, unless
+ * told `enableJsonResponse`, always streams. Not carried over: the SDK's own Host/Origin checks (the endpoint makes
+ * its own) and scope challenges (the facade registers no tool that declares one).
  */
 export interface NodeSessionTransportOptions {
   sessionIdGenerator: () => string;
@@ -44,6 +45,8 @@ const STANDALONE = '_GET_stream';
 
 interface Stream {
   sse: SseStream;
+  /** The POST's requests (a lone request's answer may leave as plain JSON). */
+  requests: number;
   /** Event ids sent by a replay, not to be sent again live. */
   replayed?: Set<string>;
 }
@@ -170,14 +173,8 @@ export class NodeSessionTransport implements Transport {
       res.writeHead(202).end();
       return;
     }
-    const streamId = randomUUID();
     const version = init ? init.params.protocolVersion : (header(req, 'mcp-protocol-version') ?? DEFAULT_NEGOTIATED_PROTOCOL_VERSION);
-    const sse = new SseStream(res, sseHeaders(this.sessionId), this.o.held);
-    sse.hold();
-    sse.oncancel = this.forgetCancelled;
-    this.streams.set(streamId, { sse });
-    for (const m of messages) if (isRequest(m)) this.requestStream.set(m.id, streamId);
-    this.prime(sse, streamId, version);
+    this.openStream(res, messages, version);
     const lone = messages.length === 1 ? messages[0]! : undefined;
     if (lone && this.fastEntry && isRequest(lone) && this.fastEntry(lone, req)) return;
     const resumable = this.emptyDataOk(version);
@@ -191,6 +188,22 @@ export class NodeSessionTransport implements Transport {
       if (this.requestEntry && isRequest(m)) this.requestEntry(m, extra);
       else this.onmessage?.(m, extra);
     }
+  }
+
+  /** The SSE stream (held) that answers a POST's requests. */
+  private openStream(res: ServerResponse, messages: readonly JSONRPCMessage[], version: string): void {
+    const streamId = randomUUID();
+    const sse = new SseStream(res, sseHeaders(this.sessionId), this.o.held, this.primer);
+    sse.hold();
+    sse.oncancel = this.forgetCancelled;
+    let requests = 0;
+    for (const m of messages)
+      if (isRequest(m)) {
+        this.requestStream.set(m.id, streamId);
+        requests++;
+      }
+    this.streams.set(streamId, { sse, requests });
+    if (this.emptyDataOk(version)) sse.primeWith(streamId);
   }
 
   /**
@@ -213,7 +226,7 @@ export class NodeSessionTransport implements Transport {
     if (lastEventId) return this.replay(res, lastEventId);
     if (this.streams.has(STANDALONE)) return this.fail(res, 409, -32000, 'Conflict: Only one SSE stream is allowed per session');
     const sse = new SseStream(res, sseHeaders(this.sessionId), undefined);
-    const stream: Stream = { sse };
+    const stream: Stream = { sse, requests: 0 };
     sse.oncancel = () => {
       if (this.streams.get(STANDALONE) === stream) this.streams.delete(STANDALONE);
     };
@@ -241,7 +254,7 @@ export class NodeSessionTransport implements Transport {
         return this.reply(res, 404, -32001, 'Session not found');
       }
       this.endStream(replayedId);
-      const stream: Stream = { sse, replayed };
+      const stream: Stream = { sse, replayed, requests: 0 };
       sse.oncancel = () => {
         if (this.streams.get(replayedId) === stream) this.streams.delete(replayedId);
       };
@@ -286,12 +299,14 @@ export class NodeSessionTransport implements Transport {
     return this.supported.includes(version) && version >= '2025-11-25';
   }
 
-  /** The priming event (an id to resume from, and the retry hint) for clients that accept empty data. */
-  private prime(sse: SseStream, streamId: string, version: string): void {
-    if (!this.emptyDataOk(version)) return;
+  /**
+   * The priming event (an id to resume from, and the retry hint) for clients that accept empty data, made when a
+   * POST's stream starts as SSE (`SseStream.primeWith`); its id is stored then, before the stream's first event.
+   */
+  private readonly primer = (streamId: string): string => {
     const id = this.o.eventStore.storeText(streamId, '{}', false);
-    sse.write(`id: ${id}\nretry: ${this.o.retryInterval}\ndata: \n\n`, true);
-  }
+    return `id: ${id}\nretry: ${this.o.retryInterval}\ndata: \n\n`;
+  };
 
   private closeSSEStream(requestId: RequestId): void {
     const streamId = this.requestStream.get(requestId);
@@ -318,8 +333,17 @@ export class NodeSessionTransport implements Transport {
     const streamId = this.requestStream.get(requestId);
     if (!streamId) throw new Error(`No connection established for request ID: ${String(requestId)}`);
     const text = JSON.stringify(message);
-    const eventId = this.o.eventStore.storeText(streamId, text, true);
     const s = this.streams.get(streamId);
+    // A POST's lone request answered before anything else was sent on its stream: the answer is the whole body, as
+    // plain JSON (the client accepts both; the spec allows either). No SSE framing, no event to keep for a resume
+    // (there is no stream to resume), so the answer's path to the socket is shorter (issue 21, `mcpc1b`).
+    if (response && s?.requests === 1 && s.sse.answerJson(text, this.jsonHeaders())) {
+      if (this.streams.get(streamId) === s) this.streams.delete(streamId);
+      this.requestStream.delete(requestId);
+      return;
+    }
+    s?.sse.primeNow();
+    const eventId = this.o.eventStore.storeText(streamId, text, true);
     if (s && !s.replayed?.has(eventId)) this.writeEvent(s, text, eventId);
     if (!response) return;
     this.answered.set(requestId, message);
@@ -335,6 +359,11 @@ export class NodeSessionTransport implements Transport {
       this.answered.delete(id);
       this.requestStream.delete(id);
     }
+  }
+
+  /** The headers of a JSON answer (the length is added by the stream). */
+  private jsonHeaders(): Record<string, string> {
+    return this.sessionId === undefined ? { 'content-type': 'application/json' } : { 'content-type': 'application/json', 'mcp-session-id': this.sessionId };
   }
 
   private writeEvent(s: Stream, text: string, eventId: string): void {

@@ -59,6 +59,11 @@ export class HeldStreams {
  */
 export class SseStream {
   private pending = '';
+  /**
+   * The priming event not yet made: it is made (and its id stored) only when the stream starts as SSE, so that an
+   * answer which comes alone within the hold leaves as plain JSON, with no event a client could resume from.
+   */
+  private primeFor: string | undefined;
   private started = false;
   private ended = false;
   private keepAlive: NodeJS.Timeout | undefined;
@@ -70,6 +75,8 @@ export class SseStream {
     private readonly res: ServerResponse,
     private readonly headers: Record<string, string>,
     private readonly held: HeldStreams | undefined,
+    /** Makes the priming event of a stream (its id stored first); one function per transport, not one per request. */
+    private readonly primer?: (streamId: string) => string,
   ) {
     res.once('close', () => {
       if (this.ended) return;
@@ -88,6 +95,34 @@ export class SseStream {
     if (!this.started && this.held) this.held.hold(this);
   }
 
+  /** The stream starts with `streamId`'s priming event, made when the stream is first written, flushed or ended as SSE. */
+  primeWith(streamId: string): void {
+    if (this.primer) this.primeFor = streamId;
+  }
+
+  /** Makes the priming event now, if one is due: before the stream's next event is stored, so its id comes first. */
+  primeNow(): void {
+    const streamId = this.primeFor;
+    if (streamId === undefined || !this.primer) return;
+    this.primeFor = undefined;
+    if (this.open) this.pending = this.primer(streamId) + this.pending;
+  }
+
+  /**
+   * Answers with `text` as one `application/json` body, if nothing was started or written yet (a priming event
+   * not yet made is dropped: the answer is whole, there is nothing to resume). False when the stream has begun.
+   */
+  answerJson(text: string, headers: Record<string, string>): boolean {
+    if (this.started || this.pending !== '' || !this.open) return false;
+    this.ended = true;
+    this.primeFor = undefined;
+    this.stopTimers();
+    headers['content-length'] = String(Buffer.byteLength(text));
+    this.res.writeHead(200, headers);
+    this.res.end(text);
+    return true;
+  }
+
   /**
    * Writes `text` (whole SSE events). A held stream keeps it with its start: `wait` leaves it held (the priming
    * event), anything else is flushed on the next tick, unless the stream ends first (one write for both).
@@ -95,6 +130,7 @@ export class SseStream {
   write(text: string, wait = false): boolean {
     if (!this.open) return false;
     if (this.started) return (this.res.write(text), true);
+    this.primeNow();
     this.pending += text;
     if (!wait && !this.flushQueued) {
       this.flushQueued = true;
@@ -107,6 +143,7 @@ export class SseStream {
   flush(): void {
     this.held?.release(this);
     if (this.started || !this.open) return;
+    this.primeNow();
     this.started = true;
     this.res.writeHead(200, this.headers);
     if (this.pending) this.res.write(this.pending);
@@ -120,6 +157,7 @@ export class SseStream {
   /** Ends the answer; one never started leaves whole, with its length. */
   end(): void {
     if (this.ended) return;
+    this.primeNow();
     this.ended = true;
     this.stopTimers();
     if (this.res.destroyed) return;

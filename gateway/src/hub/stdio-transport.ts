@@ -36,6 +36,8 @@ export interface ChildStdioOptions {
 export interface MessageTap {
   take(message: JSONRPCMessage): boolean;
   closed(): void;
+  /** Calls waiting for their answer (the one being written among them). */
+  readonly size?: number;
 }
 
 /** The environment a child inherits when its config names no variable: enough to find and run programs. */
@@ -166,24 +168,38 @@ export class ChildStdioTransport implements Transport {
    * `send` without a promise of its own: throws when the process is not running, returns a promise only when the
    * pipe is full (resolved at 'drain'). The messages of one turn of the event loop (concurrent /mcp calls) leave in
    * one write: one syscall and one wake-up of the server instead of one per message (issue 21). Order is kept;
-   * end() flushes.
+   * end() flushes. A lone call leaves at once: no other call of the lane waiting, nothing corked, and the last write
+   * carried one message (calls are not arriving several per turn, as at c=10 or c=50, where the batch is kept). The
+   * server is idle then, and what the rest of this turn does (the caller's bookkeeping) runs while it works, not
+   * before it starts (issue 21, the /mcp c=1 row: `mcpc1b`).
    */
   write(message: JSONRPCMessage): Promise<void> | undefined {
     const stdin = this.child?.stdin;
     if (!stdin || this.closing) throw new Error('the server process is not running');
     const text = clientSdk().serializeMessage(message);
+    if (!this.corked && this.lastBatch <= 1 && (this.tap?.size ?? 0) <= 1) {
+      this.lastBatch = 1;
+      if (stdin.write(text)) return undefined;
+      return new Promise<void>((resolve) => stdin.once('drain', resolve));
+    }
     if (!this.corked) {
       this.corked = true;
       stdin.cork();
       setImmediate(() => {
         this.corked = false;
+        this.lastBatch = this.batch;
+        this.batch = 0;
         stdin.uncork();
       });
     }
+    this.batch++;
     if (stdin.write(text)) return undefined;
     return new Promise<void>((resolve) => stdin.once('drain', resolve));
   }
   private corked = false;
+  /** Messages corked in this turn, and in the last write. */
+  private batch = 0;
+  private lastBatch = 0;
 
   /** TERM the group, KILL it after the grace period; resolves when the child has exited. */
   async close(): Promise<void> {

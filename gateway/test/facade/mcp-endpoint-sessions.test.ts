@@ -69,8 +69,25 @@ describe('/mcp sessions release what they hold when they end', () => {
     const transport = new StreamableHTTPClientTransport(url, { requestInit: { headers: { authorization: `Bearer ${KEY}` } } });
     const client = new Client({ name: 'sessions-test', version: '0.0.0' });
     await client.connect(transport);
-    // A request on the session, so that its event store holds what the answer stream sent.
     await client.listTools();
+    // A batch on the session (answered on an SSE stream, a lone request's answer is plain JSON), so that its event
+    // store holds what the stream sent.
+    const batch = await fetch(url, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${KEY}`,
+        accept: 'application/json, text/event-stream',
+        'content-type': 'application/json',
+        'mcp-session-id': transport.sessionId!,
+        'mcp-protocol-version': transport.protocolVersion!,
+      },
+      body: JSON.stringify([
+        { jsonrpc: '2.0', id: 'a', method: 'ping' },
+        { jsonrpc: '2.0', id: 'b', method: 'ping' },
+      ]),
+    });
+    expect(batch.headers.get('content-type')).toBe('text/event-stream');
+    await batch.text();
     return { client, transport };
   }
 

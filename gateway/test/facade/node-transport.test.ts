@@ -154,20 +154,21 @@ describe('NodeSessionTransport', () => {
     params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '0' } },
   };
 
-  it('answers a request as one SSE body (priming event, then the answer) and a notification with 202', async () => {
+  it('answers a lone request as one JSON body, a batch as one SSE body (priming event, then the answers), a notification with 202', async () => {
     const { url } = await start();
     const init = await raw(url, INIT);
     expect(init.status).toBe(200);
-    expect(init.type).toBe('text/event-stream');
-    // Held until the answer came: the whole answer leaves at once, with its length.
+    // The answer was the first thing its stream would carry: plain JSON, whole, with its length and the session id.
+    expect(init.type).toBe('application/json');
     expect(Number(init.length)).toBe(Buffer.byteLength(init.text));
-    expect(init.text).toMatch(/^id: \S+\nretry: 10\ndata: \n\nevent: message\nid: \S+\ndata: \{.*"protocolVersion":"2025-11-25"/);
+    expect(JSON.parse(init.text)).toMatchObject({ jsonrpc: '2.0', id: 0, result: { protocolVersion: '2025-11-25' } });
     const sid = init.sid!;
     const h = { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' };
     expect((await raw(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h)).status).toBe(202);
     const list = await raw(url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, h);
+    expect(list.type).toBe('application/json');
     expect(list.text).toContain('"name":"echo"');
-    // A batch: both answers on one stream.
+    // A batch: both answers on one stream, held until the last one: one SSE body with its length.
     const batch = await raw(
       url,
       [
@@ -176,10 +177,57 @@ describe('NodeSessionTransport', () => {
       ],
       h,
     );
+    expect(batch.type).toBe('text/event-stream');
+    expect(Number(batch.length)).toBe(Buffer.byteLength(batch.text));
+    expect(batch.text).toMatch(/^id: \S+\nretry: 10\ndata: \n\nevent: message\nid: \S+\ndata: /);
     expect(batch.text).toContain('"id":2');
     expect(batch.text).toContain('{\\"b\\":2}');
+    // Progress before the answer: an SSE stream, the priming event first (its id comes before the events' ids).
+    const progress = await raw(
+      url,
+      { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'progress', arguments: {}, _meta: { progressToken: 't' } } },
+      h,
+    );
+    expect(progress.type).toBe('text/event-stream');
+    const ids = [...progress.text.matchAll(/^id: (\S+)$/gm)].map((m) => Number(m[1]!.split('_').pop()));
+    expect(progress.text).toMatch(/^id: \S+\nretry: 10\ndata: \n\n(event: message\nid: \S+\ndata: .*"notifications\/progress".*\n\n){2}event: message/);
+    expect(ids).toHaveLength(4);
+    expect(ids).toEqual([...ids].sort((a, b) => a - b));
+    // A 2025-06-18 batch: no priming event (those clients do not take empty data).
+    const old = await raw(
+      url,
+      [
+        { jsonrpc: '2.0', id: 5, method: 'ping' },
+        { jsonrpc: '2.0', id: 6, method: 'ping' },
+      ],
+      { ...h, 'mcp-protocol-version': '2025-06-18' },
+    );
+    expect(old.text).toMatch(/^event: message\nid: \S+\ndata: /);
     expect((await raw(url, undefined, h, 'DELETE')).status).toBe(200);
-    expect(await raw(url, { jsonrpc: '2.0', id: 4, method: 'ping' }, h)).toMatchObject({ status: 404 });
+    expect(await raw(url, { jsonrpc: '2.0', id: 7, method: 'ping' }, h)).toMatchObject({ status: 404 });
+  });
+
+  it('a lone answer that comes after the hold is streamed: headers and the priming event first, then the answer', async () => {
+    const { url } = await start();
+    const sid = (await raw(url, INIT)).sid!;
+    const h = { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' };
+    let release!: () => void;
+    let started!: () => void;
+    const running = new Promise<void>((ok) => (started = ok));
+    hang = { started, until: new Promise<void>((ok) => (release = ok)) };
+    const call = fetch(url, {
+      method: 'POST',
+      headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json', ...h },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'hang', arguments: {} } }),
+    });
+    await running;
+    // The hold (50 ms here) ends: the headers leave with the priming event, before the answer exists.
+    const res = await call;
+    expect(res.headers.get('content-type')).toBe('text/event-stream');
+    release();
+    hang = undefined;
+    const body = await res.text();
+    expect(body).toMatch(/^id: \S+\nretry: 10\ndata: \n\nevent: message\nid: \S+\ndata: \{.*"late"/);
   });
 
   it('refuses bad input with the SDK transport statuses and JSON-RPC errors', async () => {

@@ -102,6 +102,12 @@ describe('SqliteStore', () => {
     ]);
   });
 
+  it("keeps SQLite's page cache at 512 KiB (it lives in the WebAssembly memory, which never shrinks)", () => {
+    const s = store(tempDb());
+    const size = s.share((db) => ({ kib: (db.get('PRAGMA cache_size') as { cache_size: number }).cache_size, close: () => undefined })).kib;
+    expect(size).toBe(-512);
+  });
+
   it('writes a putMany that is not durable like any other, keeps it across a reopen, and keeps FULL for the rest', async () => {
     const path = tempDb();
     const s = store(path);
