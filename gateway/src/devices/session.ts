@@ -353,8 +353,8 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     const t0 = Date.now();
     let listed: ListedTools;
     try {
-      this.initialize = await this.steps.initialize();
-      listed = await this.steps.listTools();
+      // Sets this.initialize when the device answers it (the summary shows it while the tools are listed).
+      listed = await this.steps.setup();
     } catch (e) {
       if (this.state === 'closed') return;
       this.state = 'failed';
@@ -368,11 +368,12 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     this.steps.progress = undefined;
     const previous = this.host.previousHash(this);
     const { catalog } = listed;
+    const initialize = this.initialize!; // set by the setup before its walk
     this.catalog = catalog;
-    if (this.logs('info')) this.log.info({ tools: catalog.size, hash: catalog.hash, ms: Date.now() - t0, server: this.initialize.serverInfo }, 'device ready');
+    if (this.logs('info')) this.log.info({ tools: catalog.size, hash: catalog.hash, ms: Date.now() - t0, server: initialize.serverInfo }, 'device ready');
     this.noteGap(listed);
     this.host.onReady(this);
-    publishReady(this, this.initialize, catalog);
+    publishReady(this, initialize, catalog);
     publishCatalogIncomplete(this, listed);
     if (previous !== undefined && previous !== catalog.hash) publishToolsChanged(this, catalog, previous, 'relisted');
     this.deviceClient?.openReady();

@@ -5,7 +5,7 @@ import type { Metrics } from '../metrics.js';
 import type { CallQueue } from './call-queue.js';
 import { ToolCatalog } from './catalog.js';
 import { PageReader, resultTail } from './page-reader.js';
-import type { RawReplyReader, RpcChannel } from './rpc-channel.js';
+import { PendingRequest, type RawReplyReader, type RpcChannel } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import type { CachedPage, ToolsPageCache } from './tools-page-cache.js';
 
@@ -21,8 +21,11 @@ export interface SetupDeps {
   transport: 'websocket' | 'mqtt';
   /** Minted per (re)initialize: the vision token expires. */
   vision: () => VisionCapability | undefined;
-  /** The session's state: 'closed' ends every retry; progress is reported while 'initializing'. */
-  session: { readonly state: SessionState };
+  /**
+   * The session's state: 'closed' ends every retry; progress is reported while 'initializing'. `initialize` is set by
+   * `setup()` as soon as the device answered it (the device summary shows it while the tools are listed).
+   */
+  session: { readonly state: SessionState; initialize?: InitializeResult | undefined };
 }
 
 /** A page the device refused with an answer that cannot change: the walk stopped there. */
@@ -63,12 +66,79 @@ export class DeviceSetup implements RawReplyReader {
     return this.d.session.state === 'closed';
   }
 
-  initialize(): Promise<InitializeResult> {
+  /**
+   * The whole setup, initialize then the tools/list walk, driven by the replies: each reply sends the next request
+   * from the channel's callback (a `StepRequest`), so a device that answers every step at once costs one promise (the
+   * one returned) instead of a promise, an async frame and a retry frame per round trip. The first step that fails
+   * hands over to the retrying path (`initialize`, `walkFrom`), with that failure as its first attempt: the same
+   * retries, backoff, progress, caps, warnings and errors as before. Sets `session.initialize` when it is answered.
+   */
+  setup(): Promise<ListedTools> {
+    return new Promise((resolve, reject) => this.send(new SetupRun(resolve, reject)));
+  }
+
+  /** The run's next request: initialize, or its walk's next page. */
+  private send(run: SetupRun): void {
+    const { channel, settings } = this.d;
+    const timeoutMs = settings.requestTimeoutMs;
+    const walk = run.walk;
+    try {
+      if (walk === undefined) channel.requestFor(new StepRequest(this, run), 'initialize', this.initializeParams(), timeoutMs, timeoutMs, this);
+      else channel.requestFor(new StepRequest(this, run), 'tools/list', walk.params(), timeoutMs, timeoutMs, walk.reader);
+    } catch (e) {
+      this.stepFailed(run, e);
+    }
+  }
+
+  /** A reply to the run's request (`StepRequest`): read it, then send the next request or settle the run. */
+  stepReplied(run: SetupRun, result: unknown): void {
+    let walk = run.walk;
+    let done: boolean;
+    try {
+      if (walk === undefined) {
+        this.d.session.initialize = readInitialize(result);
+        run.walk = walk = new ToolsWalk(this.d);
+        return this.send(run);
+      }
+      done = walk.take(walk.reader.page(result, walk.page), this.d);
+    } catch (e) {
+      // What the retrying path's attempt would have thrown (a malformed result): that attempt failed.
+      return this.stepFailed(run, e);
+    }
+    if (!done) return this.send(run);
+    try {
+      run.resolve(this.listed(walk, undefined));
+    } catch (e) {
+      run.reject(e);
+    }
+  }
+
+  /** The run's request failed (`StepRequest`, or it could not be sent): the retrying path goes on from that step. */
+  stepFailed(run: SetupRun, error: unknown): void {
+    const failed = { error };
+    const walk = run.walk;
+    const rest = walk === undefined ? this.initializeThenList(failed) : this.walkFrom(walk, failed);
+    rest.then(run.resolve, run.reject);
+  }
+
+  private async initializeThenList(failed: FailedAttempt): Promise<ListedTools> {
+    this.d.session.initialize = await this.initialize(failed);
+    return this.listTools();
+  }
+
+  /** Initialize, retried (`failed`: its first attempt, made by `setup()`, and how it failed). */
+  initialize(failed?: FailedAttempt): Promise<InitializeResult> {
     const { settings } = this.d;
-    return this.withRetry('initialize', async () => {
-      const params = buildInitializeParams(settings.clientInfo, this.d.vision());
-      return readInitialize(await this.d.channel.request('initialize', params, settings.requestTimeoutMs, { raw: this }));
-    });
+    return this.withRetry(
+      'initialize',
+      async () => readInitialize(await this.d.channel.request('initialize', this.initializeParams(), settings.requestTimeoutMs, { raw: this })),
+      undefined,
+      failed,
+    );
+  }
+
+  private initializeParams(): Record<string, unknown> {
+    return buildInitializeParams(this.d.settings.clientInfo, this.d.vision());
   }
 
   /**
@@ -89,51 +159,34 @@ export class DeviceSetup implements RawReplyReader {
    * device refuses with a JSON-RPC error ends the walk: that answer cannot change (the firmware refuses a
    * page holding a tool larger than its page, and its cursor never moves past that tool).
    */
-  async listTools(): Promise<ListedTools> {
-    const { settings } = this.d;
-    // The session is the reader's context (its page cache, limits, metrics; its logger read only when a line is
-    // written): no deps object per walk.
-    const reader = new PageReader(this.d);
-    // The walk keeps its pages, not a copy of their tools: identical devices' walks end on the pages' catalog
-    // (ToolCatalog.fromPages), and the tools are gathered only for a catalog not seen yet (or one over the cap).
-    const pages: CachedPage[] = [];
-    let count = 0;
-    // Cursors followed so far: the first in a variable, a Set only from the second (most catalogs have one or two).
-    let firstCursor: string | undefined;
-    let seen: Set<string> | undefined;
-    let cursor: string | undefined;
+  listTools(): Promise<ListedTools> {
+    return this.walkFrom(new ToolsWalk(this.d));
+  }
+
+  /** The walk from its current page on, each page retried (`failed`: that page's first attempt, made by `setup()`). */
+  private async walkFrom(walk: ToolsWalk, failed?: FailedAttempt): Promise<ListedTools> {
     let gap: CatalogGap | undefined;
-    for (let page = 1; ; page++) {
-      const params: Record<string, unknown> = { withUserTools: true };
-      if (cursor !== undefined) params['cursor'] = cursor;
+    for (;;) {
+      const { page, reader } = walk;
+      const params = walk.params();
       let p: CachedPage;
       try {
-        p = await this.withRetry(`tools/list page ${page}`, () => this.requestPage(reader, params, page), refusedForGood);
+        p = await this.withRetry(`tools/list page ${page}`, () => this.requestPage(reader, params, page), refusedForGood, failed);
       } catch (e) {
         if (!refusedForGood(e) || this.closed()) throw e;
-        gap = catalogGap(page, lastToolName(pages), e.message);
-        const logged = { page, after: gap.after, err: gap.error, tools: count };
+        gap = catalogGap(page, lastToolName(walk.pages), e.message);
+        const logged = { page, after: gap.after, err: gap.error, tools: walk.count };
         this.d.log.warn(logged, 'the device refused a tools/list page; keeping the pages before it');
         break;
       }
-      pages.push(p);
-      count += p.result.tools.length;
-      const next = p.result.nextCursor;
-      if (next === undefined || next === '') break;
-      if (next === firstCursor || seen?.has(next)) {
-        this.d.log.warn({ cursor: next, page }, 'device repeated a tools/list cursor; stopping the walk');
-        break;
-      }
-      if (page >= settings.maxToolPages) {
-        this.d.log.warn({ pages: page }, 'tools/list page cap reached; catalog truncated');
-        break;
-      }
-      if (count >= settings.maxTools) break;
-      if (firstCursor === undefined) firstCursor = next;
-      else (seen ??= new Set([firstCursor])).add(next);
-      cursor = next;
+      failed = undefined;
+      if (walk.take(p, this.d)) break;
     }
-    const catalog = this.catalogOf(pages, count);
+    return this.listed(walk, gap);
+  }
+
+  private listed(walk: ToolsWalk, gap: CatalogGap | undefined): ListedTools {
+    const catalog = this.catalogOf(walk.pages, walk.count);
     return gap ? { catalog, gap } : { catalog };
   }
 
@@ -217,10 +270,16 @@ export class DeviceSetup implements RawReplyReader {
    * retried for as long as the device stays connected; other failures up to `setupMaxErrors` times, and
    * an answer that cannot change (`final`) not at all.
    */
-  private async withRetry<T>(step: string, run: () => Promise<T>, final: (e: unknown) => boolean = () => false): Promise<T> {
+  private async withRetry<T>(step: string, run: () => Promise<T>, final: (e: unknown) => boolean = () => false, failed?: FailedAttempt): Promise<T> {
     let errors = 0;
     for (let attempt = 1; ; attempt++) {
       try {
+        if (failed !== undefined) {
+          // The first attempt was made on setup()'s reply-driven path: it failed with this.
+          const { error } = failed;
+          failed = undefined;
+          throw error;
+        }
         return await run();
       } catch (e) {
         if (this.closed() || final(e)) throw e;
@@ -243,6 +302,94 @@ export class DeviceSetup implements RawReplyReader {
       this.retryWait = { timer: setTimeout(wake, waitMs), wake };
     });
     this.retryWait = undefined;
+  }
+}
+
+/** A setup step's first attempt, made on the reply-driven path, and how it failed. */
+interface FailedAttempt {
+  error: unknown;
+}
+
+/** One `setup()`: how it ends, and its walk once initialize is answered (undefined: initialize is the step). */
+class SetupRun {
+  walk: ToolsWalk | undefined;
+  constructor(
+    readonly resolve: (listed: ListedTools) => void,
+    readonly reject: (err: unknown) => void,
+  ) {}
+}
+
+/** One request of a `setup()` run: its outcome goes to the run's next step (one object per request, as the channel asks). */
+class StepRequest extends PendingRequest {
+  constructor(
+    private readonly setup: DeviceSetup,
+    private readonly run: SetupRun,
+  ) {
+    super();
+  }
+
+  resolve(result: unknown): void {
+    this.setup.stepReplied(this.run, result);
+  }
+
+  reject(err: GatewayError): void {
+    this.setup.stepFailed(this.run, err);
+  }
+}
+
+/**
+ * One tools/list walk: its page reader, the pages so far and their tool count, the page asked next and its cursor.
+ * The walk keeps its pages, not a copy of their tools: identical devices' walks end on the pages' catalog
+ * (ToolCatalog.fromPages), and the tools are gathered only for a catalog not seen yet (or one over the cap).
+ */
+class ToolsWalk {
+  /** The session is the reader's context (its page cache, limits, metrics; its logger read only to write): no deps object per walk. */
+  readonly reader: PageReader;
+  readonly pages: CachedPage[] = [];
+  count = 0;
+  /** The page asked next (1-based). */
+  page = 1;
+  private cursor: string | undefined;
+  /** Cursors followed so far: the first in a field, a Set only from the second (most catalogs have one or two). */
+  private firstCursor: string | undefined;
+  private seen: Set<string> | undefined;
+
+  constructor(deps: SetupDeps) {
+    this.reader = new PageReader(deps);
+  }
+
+  /** The request's params for the page asked next. */
+  params(): Record<string, unknown> {
+    const params: Record<string, unknown> = { withUserTools: true };
+    if (this.cursor !== undefined) params['cursor'] = this.cursor;
+    return params;
+  }
+
+  /**
+   * Page `p` answered: true when the walk ends with it (no next cursor, a repeated one, a cap), else on to the next page.
+   * `d.log` is read only to write a line: the session makes its logger on first use (a child logger per device else).
+   */
+  take(p: CachedPage, d: Pick<SetupDeps, 'settings' | 'log'>): boolean {
+    const { settings } = d;
+    const page = this.page;
+    this.pages.push(p);
+    this.count += p.result.tools.length;
+    const next = p.result.nextCursor;
+    if (next === undefined || next === '') return true;
+    if (next === this.firstCursor || this.seen?.has(next)) {
+      d.log.warn({ cursor: next, page }, 'device repeated a tools/list cursor; stopping the walk');
+      return true;
+    }
+    if (page >= settings.maxToolPages) {
+      d.log.warn({ pages: page }, 'tools/list page cap reached; catalog truncated');
+      return true;
+    }
+    if (this.count >= settings.maxTools) return true;
+    if (this.firstCursor === undefined) this.firstCursor = next;
+    else (this.seen ??= new Set([this.firstCursor])).add(next);
+    this.cursor = next;
+    this.page = page + 1;
+    return false;
   }
 }
 

@@ -141,7 +141,7 @@ export class SqliteEventLog implements EventLog {
     for (const rows of INSERT_CHUNKS) {
       if (batch.length - i < rows) continue;
       const insert = this.insertOf(rows);
-      const values: Array<string | number> = [];
+      const values: Array<string | number | Buffer> = [];
       for (; batch.length - i >= rows; values.length = 0) {
         for (const end = i + rows; i < end; i++) {
           const e = batch[i]!;
@@ -158,7 +158,8 @@ export class SqliteEventLog implements EventLog {
   private insertOf(rows: number): sqlite.Statement {
     let insert = this.inserts.get(rows);
     if (!insert) {
-      const values = Array.from({ length: rows }, () => '(?, ?, ?, ?, ?)').join(', ');
+      // The data is bound as UTF-8 bytes cast to TEXT (the column's text is unchanged: `dataJson`).
+      const values = Array.from({ length: rows }, () => '(?, ?, ?, ?, CAST(? AS TEXT))').join(', ');
       this.inserts.set(rows, (insert = this.db.prepare(`INSERT INTO events (id, type, device, at, data) VALUES ${values}`)));
     }
     return insert;
@@ -299,14 +300,20 @@ function atMs(at: string, now: () => number): number {
   return Number.isFinite(parsed.ms) ? parsed.ms : now();
 }
 
-function dataJson(data: Record<string, unknown>): string {
+/**
+ * The event's data as the JSON text stored, in UTF-8 bytes: bound as a blob the insert casts to TEXT, so the column
+ * holds the same text as before and the copy into WebAssembly memory is Node's encoder, not node-sqlite3-wasm's
+ * JavaScript UTF-8 loops (see `jsonBytes` in store/sqlite-store.ts). JSON text has no lone surrogate: same bytes.
+ */
+function dataJson(data: Record<string, unknown>): Buffer {
   let s: string;
   try {
     s = JSON.stringify(data);
   } catch {
-    return '{"unserializable":true}';
+    s = '{"unserializable":true}';
   }
-  return s.length > MAX_DATA_CHARS ? JSON.stringify({ truncated: true, bytes: Buffer.byteLength(s) }) : s;
+  if (s.length > MAX_DATA_CHARS) s = JSON.stringify({ truncated: true, bytes: Buffer.byteLength(s) });
+  return Buffer.from(s, 'utf8');
 }
 
 function toEvent(r: Row): GatewayEvent | undefined {

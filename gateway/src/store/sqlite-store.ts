@@ -115,13 +115,13 @@ export class SqliteStore implements Store {
 
   private upsert(collection: string, key: string, value: unknown): void {
     this.statement(
-      'INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (collection, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at',
-    ).run([collection, key, JSON.stringify(value), Date.now()]);
+      'INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, CAST(? AS TEXT), ?) ON CONFLICT (collection, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at',
+    ).run([collection, key, jsonBytes(value), Date.now()]);
   }
 
   async create(collection: string, key: string, value: unknown): Promise<boolean> {
-    const sql = 'INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (collection, key) DO NOTHING';
-    return this.statement(sql).run([collection, key, JSON.stringify(value), Date.now()]).changes > 0;
+    const sql = 'INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, CAST(? AS TEXT), ?) ON CONFLICT (collection, key) DO NOTHING';
+    return this.statement(sql).run([collection, key, jsonBytes(value), Date.now()]).changes > 0;
   }
 
   async delete(collection: string, key: string): Promise<boolean> {
@@ -163,6 +163,20 @@ export class SqliteStore implements Store {
     }
     openHere.delete(this.key);
   }
+}
+
+/**
+ * A document's JSON as UTF-8 bytes, bound as a blob that the statement casts to TEXT: the column holds the same
+ * text it always did (what other instances and older versions read), and the copy into WebAssembly memory is
+ * Node's native encoder and one memcpy, where a bound string went through node-sqlite3-wasm's JavaScript UTF-8
+ * loops (a length pass and a copy pass per character: most of a fleet record's upsert, `fleet5`). JSON.stringify's
+ * text never holds a lone surrogate, so the bytes are the ones the string binding wrote. Throws, as binding did,
+ * on a value that has no JSON (undefined).
+ */
+export function jsonBytes(value: unknown): Buffer {
+  const text: unknown = JSON.stringify(value);
+  if (typeof text !== 'string') throw new TypeError('a stored document must be JSON');
+  return Buffer.from(text, 'utf8');
 }
 
 function clearStaleLock(path: string): void {

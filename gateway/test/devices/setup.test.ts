@@ -1,4 +1,4 @@
-import { classifyRpc } from '@voxgate/protocol';
+import { classifyRpc, type InitializeResult } from '@voxgate/protocol';
 import { describe, expect, it } from 'vitest';
 import { channelPair, metricValue, silentLog, testSettings } from '../../../test/support/device-parts.js';
 import type { InMemoryDevice } from '../../../test/support/in-memory-link.js';
@@ -12,9 +12,14 @@ const tool = (name: string) => ({ name, description: `the ${name} tool`, inputSc
 
 /** A setup over an in-memory link; replies take the raw reader first, then the ordinary parse, as in a session. */
 function setupPair(overrides: Partial<SessionSettings> = {}, pages = new ToolsPageCache()) {
-  const { channel, link, device, metrics } = channelPair('mqtt');
+  const { channel, link, device, metrics, close } = channelPair('mqtt');
   const settings = testSettings(overrides);
   let state: SessionState = 'initializing';
+  const session: { readonly state: SessionState; initialize?: InitializeResult | undefined } = {
+    get state() {
+      return state;
+    },
+  };
   link.receiver = {
     onText: (text) => {
       if (channel.takeRaw(text)) return;
@@ -26,9 +31,14 @@ function setupPair(overrides: Partial<SessionSettings> = {}, pages = new ToolsPa
   };
   const isClosed = () => state === 'closed';
   const queue = new CallQueue({ deviceId: 'd1', concurrency: 1, queueLimit: 4, metrics, isClosed, offline: () => channel.offline() });
+  // The session makes its logger on first use: a healthy setup never reads it (counted here).
+  let logReads = 0;
   const setup = new DeviceSetup({
     deviceId: 'd1',
-    log: silentLog,
+    get log() {
+      logReads++;
+      return silentLog;
+    },
     metrics,
     settings,
     channel,
@@ -36,13 +46,9 @@ function setupPair(overrides: Partial<SessionSettings> = {}, pages = new ToolsPa
     pages,
     transport: 'mqtt',
     vision: () => undefined,
-    session: {
-      get state() {
-        return state;
-      },
-    },
+    session,
   });
-  return { setup, device, metrics, setState: (s: SessionState) => (state = s) };
+  return { setup, device, metrics, session, close, logReads: () => logReads, setState: (s: SessionState) => (state = s) };
 }
 
 /** Answer tools/list pages: each entry a page's tools, a cursor to the next page after all but the last. */
@@ -141,6 +147,86 @@ describe('DeviceSetup: initialize and the tools/list walk', () => {
     expect(err.code).toBe('DEVICE_ERROR');
     expect(err.message).toMatch(/^malformed tools\/list page 1: /);
     expect(await metricValue(metrics, 'voxgate_device_setup_retries_total', { step: 'tools_list' })).toBe(1);
+  });
+
+  it('setup(): initialize then every page, one reply after another; the initialize result is the session’s before the walk', async () => {
+    const { setup, device, session, logReads } = setupPair();
+    const done = setup.setup();
+    const init = await device.nextRequest('initialize');
+    device.reply(init.id, { protocolVersion: '2024-11-05', capabilities: {}, serverInfo: { name: 'fw', version: '2' } });
+    const p1 = await device.nextRequest('tools/list');
+    expect(session.initialize).toMatchObject({ serverInfo: { name: 'fw', version: '2' } });
+    expect(p1.params).toEqual({ withUserTools: true });
+    device.reply(p1.id, { tools: [tool('a')], nextCursor: 'b' });
+    const p2 = await device.nextRequest('tools/list');
+    expect(p2.params).toEqual({ withUserTools: true, cursor: 'b' });
+    device.reply(p2.id, { tools: [tool('b')], nextCursor: 'c' });
+    const p3 = await device.nextRequest('tools/list');
+    device.reply(p3.id, { tools: [tool('c')] });
+    const listed = await done;
+    expect(listed.catalog.tools.map((t) => t.name)).toEqual(['a', 'b', 'c']);
+    expect(listed.gap).toBeUndefined();
+    expect(setup.progress).toBeUndefined();
+    // Nothing was logged, so the session's logger was never asked for (it would be a child logger per device).
+    expect(logReads()).toBe(0);
+  });
+
+  it('setup(): a step that fails goes on in the retrying path from that step, its failure counted as the first attempt', async () => {
+    const { setup, device, metrics, session } = setupPair({ requestTimeoutMs: 30, setupRetryMinMs: 5, setupRetryMaxMs: 10, setupMaxErrors: 2 });
+    const done = setup.setup();
+    await device.nextRequest('initialize'); // left unanswered: times out
+    const second = await device.nextRequest('initialize');
+    expect(setup.progress).toMatchObject({ step: 'initialize', attempt: 1 });
+    device.reply(second.id, { protocolVersion: '2024-11-05', capabilities: {}, serverInfo: { name: 'fw', version: '3' } });
+    const p1 = await device.nextRequest('tools/list');
+    expect(session.initialize).toMatchObject({ serverInfo: { version: '3' } });
+    device.reply(p1.id, { tools: [tool('a')], nextCursor: 'b' });
+    const p2 = await device.nextRequest('tools/list');
+    device.reply(p2.id, { tools: 'not a list' }); // malformed: asked again, with the same cursor
+    const again = await device.nextRequest('tools/list');
+    expect(again.params).toEqual({ withUserTools: true, cursor: 'b' });
+    expect(setup.progress).toMatchObject({ step: 'tools/list page 2', attempt: 1 });
+    device.reply(again.id, { tools: [tool('b')] });
+    expect((await done).catalog.tools.map((t) => t.name)).toEqual(['a', 'b']);
+    expect(await metricValue(metrics, 'voxgate_device_setup_retries_total', { step: 'initialize' })).toBe(1);
+    expect(await metricValue(metrics, 'voxgate_device_setup_retries_total', { step: 'tools_list' })).toBe(1);
+    // Page 1 was asked once: the retry went on from page 2.
+    expect(device.frames.filter((f) => f.includes('tools/list'))).toHaveLength(3);
+  });
+
+  it('setup(): setupMaxErrors counts the first, reply-driven attempt; a page refused for good ends the walk there', async () => {
+    const failing = setupPair({ setupMaxErrors: 2, setupRetryMinMs: 1, setupRetryMaxMs: 2 });
+    const failed = failing.setup.setup().catch((e: unknown) => e);
+    failing.device.reply((await failing.device.nextRequest('initialize')).id, {
+      protocolVersion: '2024-11-05',
+      capabilities: {},
+      serverInfo: { name: 'x', version: '1' },
+    });
+    for (let i = 0; i < 2; i++) failing.device.reply((await failing.device.nextRequest('tools/list')).id, { tools: 'not a list' });
+    expect(await failed).toMatchObject({ code: 'DEVICE_ERROR', message: expect.stringMatching(/^malformed tools\/list page 1: /) });
+    expect(await metricValue(failing.metrics, 'voxgate_device_setup_retries_total', { step: 'tools_list' })).toBe(1);
+
+    const refusing = setupPair();
+    const done = refusing.setup.setup();
+    refusing.device.reply((await refusing.device.nextRequest('initialize')).id, {
+      protocolVersion: '2024-11-05',
+      capabilities: {},
+      serverInfo: { name: 'x', version: '1' },
+    });
+    refusing.device.reply((await refusing.device.nextRequest('tools/list')).id, { tools: [tool('a')], nextCursor: 'huge' });
+    refusing.device.replyError((await refusing.device.nextRequest('tools/list')).id, 'Failed to add tool huge because of payload size limit');
+    const listed = await done;
+    expect(listed.catalog.tools.map((t) => t.name)).toEqual(['a']);
+    expect(listed.gap).toMatchObject({ page: 2, after: 'a' });
+    expect(refusing.device.frames.filter((f) => f.includes('tools/list'))).toHaveLength(2);
+  });
+
+  it('setup(): a closed session fails at once with DEVICE_OFFLINE, nothing sent', async () => {
+    const { setup, device, setState, close } = setupPair();
+    setState('closed');
+    close();
+    await expect(setup.setup()).rejects.toMatchObject({ code: 'DEVICE_OFFLINE' });
+    expect(device.frames).toHaveLength(0);
   });
 
   it('stops retrying when the session closes during the backoff', async () => {

@@ -251,6 +251,21 @@ describe('event history in the embedded store (SQLite)', () => {
     expect((await second.log.read({ since: T0, limit: 10 })).events).toHaveLength(1);
   });
 
+  it('stores each event’s data as the JSON text it always was (a TEXT column older versions read), any script included', async () => {
+    const path = tempDb();
+    const first = open(path);
+    const data = { text: 'café 中文 🎙️ "quoted" \\ back', n: 1.5, nested: { list: [null, true, 'ü'] }, lone: '\ud800' };
+    const written = [event('device.message', A, T0, data), event('device.ready', B, T0 + 1, { toolCount: 2, hash: 'h', server: { name: 'fw', version: '1' } })];
+    for (const e of written) first.log.append(e);
+    first.log.flush();
+    const rows = onDb(first.store, (db) => db.all('SELECT typeof(data) AS kind, data FROM events ORDER BY seq'));
+    expect(rows).toEqual(written.map((e) => ({ kind: 'text', data: JSON.stringify(e.data) })));
+    // What the history API returns is what was published, before and after a reopen.
+    expect((await first.log.read({ limit: 10 })).events).toEqual(written);
+    await first.store.close();
+    expect((await open(path).log.read({ limit: 10 })).events).toEqual(written);
+  });
+
   it('does not throw out of append or read on odd data; unserializable data is stored as such', async () => {
     const { log } = open(tempDb());
     const cyclic: Record<string, unknown> = {};

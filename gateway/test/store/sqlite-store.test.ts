@@ -49,6 +49,30 @@ describe('SqliteStore', () => {
     expect(await s.list('nothing')).toEqual([]);
   });
 
+  it('stores each document as its JSON text (a TEXT column other instances and older versions read), any script included', async () => {
+    const s = store(tempDb());
+    const doc = { name: 'Küche 台所 🎙️', quote: '"a" \\ b', lone: '\udc00', n: [1, null, false] };
+    await s.put('devices', 'a', doc);
+    await s.putMany('devices', [{ key: 'b', value: doc }], { durable: false });
+    await s.create('claims', 'c', doc);
+    let rows: unknown[] = [];
+    s.share((db) => {
+      rows = db.all('SELECT collection, key, typeof(value) AS kind, value FROM documents ORDER BY collection, key');
+      return { close: () => undefined };
+    });
+    const text = JSON.stringify(doc);
+    expect(rows).toEqual([
+      { collection: 'claims', key: 'c', kind: 'text', value: text },
+      { collection: 'devices', key: 'a', kind: 'text', value: text },
+      { collection: 'devices', key: 'b', kind: 'text', value: text },
+    ]);
+    expect(await s.get('devices', 'a')).toEqual(doc);
+    expect(await s.list('devices')).toEqual([
+      { key: 'a', value: doc },
+      { key: 'b', value: doc },
+    ]);
+  });
+
   it('creates a document only when the key is free (put-if-absent)', async () => {
     const s = store(tempDb());
     expect(await s.create('claims', 'run-1', { by: 'first' })).toBe(true);
