@@ -1,5 +1,6 @@
 import type { HubTool } from '../hub/hub.js';
 import { cleanPart } from '../hub/names.js';
+import { withoutDialect } from '../schemas/untrusted-schema.js';
 import type { ToolSpec } from './types.js';
 
 export type ToolScope = 'all' | 'devices' | 'none';
@@ -27,7 +28,8 @@ export function buildToolset(all: readonly HubTool[], scope: ToolScope, boundDev
   const reserved = new Set(offered.filter((t) => !isBound(t)).map((t) => t.name));
   const add = (name: string, t: HubTool) => {
     byName.set(name, t);
-    specs.push({ name, description: t.description, parameters: t.inputSchema });
+    // The providers' tool parameters take the dialect as given; a hosted server's `$schema` is not sent to them.
+    specs.push({ name, description: t.description, parameters: withoutDialect(t.inputSchema) });
   };
   for (const t of offered.filter(isBound)) {
     const base = cleanPart((t.source as { tool: string }).tool).slice(0, MAX_NAME);

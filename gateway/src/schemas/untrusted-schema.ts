@@ -30,7 +30,13 @@ export function guardSchema(schema: Record<string, unknown>, limits: SchemaLimit
   return { ok: true, schema: sanitize(schema) as Record<string, unknown> };
 }
 
-/** A tool's input and output schemas, both guarded: the sanitized pair, or why the tool is refused. */
+/**
+ * A tool's input and output schemas, both guarded: the sanitized pair, or why the tool is refused. These are the
+ * schemas the gateway serves (tools/list, GET /v1/tools), so a root `$schema` that names the dialect is kept: it is
+ * the server's statement of how to read its schema (MCP: JSON Schema 2020-12 unless `$schema` says otherwise), and
+ * it registers nothing anywhere. The validators compile a copy guarded again (`SchemaValidators.validatorFor`),
+ * without it.
+ */
 export function guardToolSchemas(
   inputSchema: Record<string, unknown>,
   outputSchema: Record<string, unknown> | undefined,
@@ -38,9 +44,26 @@ export function guardToolSchemas(
 ): { ok: true; inputSchema: Record<string, unknown>; outputSchema?: Record<string, unknown> } | Extract<SchemaVerdict, { ok: false }> {
   const input = guardSchema(inputSchema, limits);
   if (!input.ok) return input;
-  if (outputSchema === undefined) return { ok: true, inputSchema: input.schema };
+  if (outputSchema === undefined) return { ok: true, inputSchema: withDialect(inputSchema, input.schema) };
   const output = guardSchema(outputSchema, limits);
-  return output.ok ? { ok: true, inputSchema: input.schema, outputSchema: output.schema } : output;
+  return output.ok ? { ok: true, inputSchema: withDialect(inputSchema, input.schema), outputSchema: withDialect(outputSchema, output.schema) } : output;
+}
+
+/** Longest root `$schema` kept: a dialect's URI is short; anything longer is not one. */
+const MAX_DIALECT_URI = 256;
+
+/** The sanitized schema with the original's root `$schema` (a short string) put back first, as servers write it. */
+function withDialect(original: Record<string, unknown>, sanitized: Record<string, unknown>): Record<string, unknown> {
+  const dialect = Object.hasOwn(original, '$schema') ? original.$schema : undefined;
+  if (typeof dialect !== 'string' || dialect.length > MAX_DIALECT_URI) return sanitized;
+  return { $schema: dialect, ...sanitized };
+}
+
+/** A schema without its root `$schema`, for readers that take the dialect as given (LLM providers' tool parameters). */
+export function withoutDialect(schema: Record<string, unknown>): Record<string, unknown> {
+  if (!Object.hasOwn(schema, '$schema')) return schema;
+  const { $schema: _dialect, ...rest } = schema;
+  return rest;
 }
 
 /** Iterative, so a value nested 100 000 levels deep (a hosted server's JSON) is measured safely. */

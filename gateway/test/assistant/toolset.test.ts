@@ -36,6 +36,12 @@ describe('buildToolset', () => {
     expect(set.specs.slice(1).map((s) => s.name)).toEqual([all[0]!.name, all[2]!.name, 'device_call']);
   });
 
+  it("sends the providers a tool's parameters without the server's root $schema", () => {
+    const declared = { ...server('weather', 'forecast'), inputSchema: { $schema: 'https://json-schema.org/draft/2020-12/schema', ...schema } };
+    expect(buildToolset([declared], 'all').specs[0]?.parameters).toEqual(schema);
+    expect(declared.inputSchema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
+  });
+
   it('gives a short name that would take another tool’s name a numbered one instead', () => {
     const clash = [device(A, 'device_call'), device(A, 'a.b'), device(A, 'a_b'), generic];
     const names = buildToolset(clash, 'all', A).specs.map((s) => s.name);

@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { guardSchema } from '../../src/schemas/untrusted-schema.js';
+import { guardSchema, guardToolSchemas } from '../../src/schemas/untrusted-schema.js';
 import { SchemaValidators } from '../../src/schemas/validators.js';
 import { startTestGateway } from '../../../test/support/gateway-harness.js';
 import { nodeServer } from '../../../test/support/hub.js';
@@ -29,6 +29,28 @@ describe('untrusted schemas: bounds and sanitizing', () => {
     if (!r.ok) throw new Error(r.detail);
     expect(JSON.stringify(r.schema)).toBe('{"type":"object","properties":{"$id":{"type":"string"},"__proto__":{"type":"integer"}},"default":{"$id":"data"}}');
     expect(Object.getPrototypeOf(r.schema['properties'])).toBe(Object.prototype);
+  });
+
+  it("serves a tool's root $schema (its dialect) and drops it everywhere else and from what the validators compile", () => {
+    const dialect = 'https://json-schema.org/draft/2020-12/schema';
+    const input = { $schema: dialect, $id: 'urn:x', type: 'object', properties: { a: { $schema: dialect, type: 'string' } } };
+    const output = { $schema: dialect, type: 'object' };
+    const r = guardToolSchemas(input, output, limits);
+    if (!r.ok) throw new Error(r.detail);
+    expect(JSON.stringify(r.inputSchema)).toBe(`{"$schema":"${dialect}","type":"object","properties":{"a":{"type":"string"}}}`);
+    expect(r.outputSchema).toEqual(output);
+    // Not a dialect's URI: a non-string, or a string longer than any dialect's, is dropped as before.
+    for (const odd of [
+      { type: 'object', $schema: { $id: 'urn:y' } },
+      { type: 'object', $schema: 'x'.repeat(300) },
+    ]) {
+      const o = guardToolSchemas(odd, undefined, limits);
+      expect(o.ok && o.inputSchema).toEqual({ type: 'object' });
+    }
+    // The 2020-12 dialect is not one ajv knows by that URI: compiled without it, the schema validates.
+    const v = new SchemaValidators({ limits, maxCached: 4 });
+    expect('validate' in v.validatorFor(r.inputSchema)).toBe(true);
+    expect(v.check(r.inputSchema, { a: 1 })?.[0]?.argument).toBe('a');
   });
 });
 
