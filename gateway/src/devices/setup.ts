@@ -1,13 +1,14 @@
-import { InitializeResultSchema, buildInitializeParams, referenceResultText, type InitializeResult, type Tool, type VisionCapability } from '@voxgate/protocol';
+import { InitializeResultSchema, buildInitializeParams, referenceResultText, type InitializeResult, type VisionCapability } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { CallQueue } from './call-queue.js';
 import { ToolCatalog } from './catalog.js';
-import { PageReader, resultTail } from './page-reader.js';
+import { resultTail, type PageReader } from './page-reader.js';
 import { PendingRequest, type RawReplyReader, type RpcChannel } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import type { CachedPage, ToolsPageCache } from './tools-page-cache.js';
+import { lastToolName, toolsOf, ToolsWalk } from './tools-walk.js';
 
 export interface SetupDeps {
   deviceId: string;
@@ -337,62 +338,6 @@ class StepRequest extends PendingRequest {
   }
 }
 
-/**
- * One tools/list walk: its page reader, the pages so far and their tool count, the page asked next and its cursor.
- * The walk keeps its pages, not a copy of their tools: identical devices' walks end on the pages' catalog
- * (ToolCatalog.fromPages), and the tools are gathered only for a catalog not seen yet (or one over the cap).
- */
-class ToolsWalk {
-  /** The session is the reader's context (its page cache, limits, metrics; its logger read only to write): no deps object per walk. */
-  readonly reader: PageReader;
-  readonly pages: CachedPage[] = [];
-  count = 0;
-  /** The page asked next (1-based). */
-  page = 1;
-  private cursor: string | undefined;
-  /** Cursors followed so far: the first in a field, a Set only from the second (most catalogs have one or two). */
-  private firstCursor: string | undefined;
-  private seen: Set<string> | undefined;
-
-  constructor(deps: SetupDeps) {
-    this.reader = new PageReader(deps);
-  }
-
-  /** The request's params for the page asked next. */
-  params(): Record<string, unknown> {
-    const params: Record<string, unknown> = { withUserTools: true };
-    if (this.cursor !== undefined) params['cursor'] = this.cursor;
-    return params;
-  }
-
-  /**
-   * Page `p` answered: true when the walk ends with it (no next cursor, a repeated one, a cap), else on to the next page.
-   * `d.log` is read only to write a line: the session makes its logger on first use (a child logger per device else).
-   */
-  take(p: CachedPage, d: Pick<SetupDeps, 'settings' | 'log'>): boolean {
-    const { settings } = d;
-    const page = this.page;
-    this.pages.push(p);
-    this.count += p.result.tools.length;
-    const next = p.result.nextCursor;
-    if (next === undefined || next === '') return true;
-    if (next === this.firstCursor || this.seen?.has(next)) {
-      d.log.warn({ cursor: next, page }, 'device repeated a tools/list cursor; stopping the walk');
-      return true;
-    }
-    if (page >= settings.maxToolPages) {
-      d.log.warn({ pages: page }, 'tools/list page cap reached; catalog truncated');
-      return true;
-    }
-    if (this.count >= settings.maxTools) return true;
-    if (this.firstCursor === undefined) this.firstCursor = next;
-    else (this.seen ??= new Set([this.firstCursor])).add(next);
-    this.cursor = next;
-    this.page = page + 1;
-    return false;
-  }
-}
-
 /** Initialize results kept by their JSON text: bounded in count, and only short texts are kept. */
 const MAX_INIT_RESULTS = 64;
 const MAX_INIT_TEXT = 4096;
@@ -433,22 +378,6 @@ function refusedForGood(e: unknown): e is GatewayError {
 
 /** A device error is bounded before it is kept in the summary, the event and the log. */
 const MAX_GAP_ERROR = 200;
-
-/** Every tool of the walk's pages, in order. */
-function toolsOf(pages: readonly CachedPage[]): Tool[] {
-  const tools: Tool[] = [];
-  for (const p of pages) for (const t of p.result.tools) tools.push(t);
-  return tools;
-}
-
-/** The last tool listed on the walk's pages, if any. */
-function lastToolName(pages: readonly CachedPage[]): string | undefined {
-  for (let i = pages.length - 1; i >= 0; i--) {
-    const tools = pages[i]!.result.tools;
-    if (tools.length > 0) return tools[tools.length - 1]!.name;
-  }
-  return undefined;
-}
 
 function catalogGap(page: number, after: string | undefined, error: string): CatalogGap {
   const warning =
