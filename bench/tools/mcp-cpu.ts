@@ -16,7 +16,8 @@
  * idle, at the end of the window and after; --strace=<syscalls> counts those instead of the reads and writes.
  * --warm=<calls> sets the warm-up before the window (calls in all; default a fifth of the window; --warm-c=<k>: at concurrency k on sessions of its own). Every system's line
  * also gives its latency distribution, and its server(s)' CPU split by thread. With --gateway-stdout and V8 trace flags (--trace-opt, --trace-deopt, --trace-gc-nvp)
- * the optimizations, deoptimizations and collections inside the window are counted.
+ * the optimizations, deoptimizations and collections inside the window are counted (with --trace-gc-nvp also the scavenges' promoted
+ * bytes per call and surviving bytes per scavenge).
  * --peers (or --peers=mcp-proxy) also drives mcp-proxy and supergateway (the /mcp bench's pinned peers, installed as the bench installs
  * them), each fronting its own server-everything, the same load, in four slices taken in turn (gateway, peer, peer,
  * gateway, …, as the bench does) so a neighbour's burst lands on all alike. Every system's line splits
@@ -462,16 +463,29 @@ function traceCounts(file: string, calls: number): string {
   const lines = text.slice(from, to).split('\n');
   const count = (re: RegExp) => lines.filter((l) => re.test(l)).length;
   const gcs = new Map<string, { n: number; pause: number }>();
+  // Scavenges' promoted and surviving bytes (--trace-gc-nvp's `promoted=` and `new_space_survived=`): what a call
+  // leaves alive past a young collection, which does not move with the machine's load (issue 21, `mcpc1c`).
+  let promoted = 0;
+  let survived = 0;
+  const field = (l: string, name: string) => Number(new RegExp(`\\b${name}=(\\d+)`).exec(l)?.[1] ?? 0);
   for (const l of lines) {
     const kind = /\bgc=(\w+)/.exec(l)?.[1];
     if (kind === undefined) continue;
     const g = gcs.get(kind) ?? { n: 0, pause: 0 };
     gcs.set(kind, { n: g.n + 1, pause: g.pause + Number(/\bpause=([\d.]+)/.exec(l)?.[1] ?? 0) });
+    if (kind === 's') {
+      promoted += field(l, 'promoted');
+      survived += field(l, 'new_space_survived');
+    }
   }
   const gcText = [...gcs].map(([k, g]) => `${k} ${g.n}× (pause ${g.pause.toFixed(1)} ms)`).join(', ') || 'none traced';
+  const scavenges = gcs.get('s')?.n ?? 0;
+  const youngText = scavenges
+    ? `; scavenges promoted ${Math.round(promoted / calls)} B per call, survived ${Math.round(survived / scavenges / 1024)} KB per scavenge`
+    : '';
   return (
     `  trace in the window (${calls} calls): optimized ${count(/^\[completed optimizing/)}, marked ${count(/^\[marking .* for optimization/)}, ` +
-    `deoptimized ${count(/^\[bailout \(kind: deopt/)}; GC (--trace-gc-nvp): ${gcText}\n`
+    `deoptimized ${count(/^\[bailout \(kind: deopt/)}; GC (--trace-gc-nvp): ${gcText}${youngText}\n`
   );
 }
 

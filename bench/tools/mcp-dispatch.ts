@@ -38,6 +38,14 @@ const hub = {
     ctx.signal?.removeEventListener('abort', onAbort);
     return { ...result };
   },
+  // What the facade calls since `mcpc1c` (McpHub.callTimed): the same work, the result without its duration.
+  callTimed: async (_name: string, _args: Json, ctx: { signal?: AbortSignal }) => {
+    const onAbort = () => undefined;
+    ctx.signal?.addEventListener('abort', onAbort);
+    await Promise.resolve();
+    ctx.signal?.removeEventListener('abort', onAbort);
+    return { result: { content: result.content }, durationMs: result.durationMs };
+  },
 };
 let answered = 0;
 let resolveBlock: (() => void) | undefined;
@@ -51,7 +59,10 @@ const transport = {
   start: () => Promise.resolve(),
   close: () => Promise.resolve(),
 };
-const server = buildFacadeServer(hub as never, {}, { log: pino({ level: 'silent' }), version: '0' });
+// The caller as /mcp's authentication gives it (an API key's tenant and principal): an empty caller would hide what
+// building the hub call's context from it costs (`mcpc1c`: a key added after spreading a non-empty object).
+const caller = { tenant: undefined, principal: 'key:0123456789abcdefghijkl' };
+const server = buildFacadeServer(hub as never, caller, { log: pino({ level: 'silent' }), version: '0' });
 await server.connect(transport as never);
 (server.server as unknown as { _negotiatedProtocolVersion: string })._negotiatedProtocolVersion = '2025-11-25';
 const sdkEntry = (server.server as unknown as { _onrequest: (m: Json, extra: Json) => void })._onrequest.bind(server.server);

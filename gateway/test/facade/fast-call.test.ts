@@ -82,6 +82,11 @@ function fakeHub(seen: Json[], signals: AbortSignal[] = []) {
           return text(JSON.stringify(args));
       }
     },
+    /** What the facade calls (McpHub.callTimed): the result without its duration, and the duration beside it. */
+    async callTimed(name: string, args: Json, ctx: CallContext) {
+      const { durationMs, ...result } = (await hub.call(name, args, ctx)) as Record<string, unknown>;
+      return { result, durationMs };
+    },
   };
   const started = () => new Promise<void>((ok) => (waiting = ok));
   return { hub: hub as unknown as McpHub, started, aborted };

@@ -91,6 +91,16 @@ describe('McpHub, built directly', { timeout: PROCESS_TEST_MS }, () => {
     await untilHub(hub, () => hub.tools({}).length === 2, 'the shapes tools');
     await expect(hub.call('mcp__shapes__nope', {}, {})).rejects.toMatchObject({ code: 'TOOL_NOT_FOUND' });
     await expect(hub.call('mcp__shapes__read_file', { bytes: 'x' }, {})).rejects.toMatchObject({ code: 'INVALID_ARGUMENTS' });
+    // call and callTimed give the same result: call's with its duration in it, callTimed's with the duration beside it.
+    const plain = await hub.call('mcp__shapes__read_file', { bytes: 3 }, {});
+    const timed = await hub.callTimed('mcp__shapes__read_file', { bytes: 3 }, {});
+    const { durationMs, ...rest } = plain;
+    expect(typeof durationMs).toBe('number');
+    expect(rest).toEqual(timed.result);
+    expect(Object.keys(plain)).toEqual([...Object.keys(timed.result), 'durationMs']);
+    expect(timed.result).not.toHaveProperty('durationMs');
+    expect(timed.durationMs).toBeGreaterThanOrEqual(0);
+    await expect(hub.callTimed('mcp__shapes__nope', {}, {})).rejects.toMatchObject({ code: 'TOOL_NOT_FOUND' });
     await hub.drain();
     const r = await hub.call('mcp__shapes__read_file', { bytes: 1 }, {});
     expect(r).toMatchObject({ isError: true, _meta: { 'voxgate/code': 'SHUTTING_DOWN' } });

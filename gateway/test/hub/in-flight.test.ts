@@ -62,6 +62,22 @@ describe('CallStop', () => {
     late.abort(new Error('gone'));
     expect(withStop<CallContext>({}, late).signal).toMatchObject({ aborted: true, reason: new Error('gone') });
   });
+
+  it("gives the work the caller's fields with the new stop and its signal, not the caller's own signal or stop", () => {
+    const callers = new AbortController();
+    const callerStop = new CallStop();
+    const onProgress = () => undefined;
+    const caller = { tenant: 't1', principal: 'p', tokens: { a: 'b' }, signal: callers.signal, stop: callerStop, onProgress, timeoutMs: 7 };
+    const stop = new CallStop();
+    const ctx = withStop<CallContext & { tenant?: string; principal?: string }>(caller, stop);
+    expect([ctx.tenant, ctx.principal, ctx.tokens, ctx.onProgress, ctx.timeoutMs]).toEqual(['t1', 'p', { a: 'b' }, onProgress, 7]);
+    expect(ctx.stop).toBe(stop);
+    expect(ctx.signal).not.toBe(callers.signal);
+    stop.abort('stopped');
+    expect([ctx.signal!.aborted, ctx.signal!.reason, callers.signal.aborted, callerStop.aborted]).toEqual([true, 'stopped', false, false]);
+    // The caller's object is not changed.
+    expect([caller.signal, caller.stop]).toEqual([callers.signal, callerStop]);
+  });
 });
 
 describe('the result cap', () => {
