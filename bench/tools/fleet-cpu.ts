@@ -15,6 +15,10 @@
  * and the last K (default 1 000), sampled every 50 ms from /proc/<pid>/task/*. --cold skips the 200-device warm-up, so
  * round 1 meets a freshly started gateway (as the quick bench's fleet row does) and round 2 the same gateway warm.
  * FLEETCPU_GW_STDOUT=<file> appends the gateway's stdout there (V8's --trace-* output, with VOXGATE_GATEWAY_NODE_ARGS).
+ * --v8log (with --dist) adds V8's code and deopt log to the gateway's options and prints, for each of its connect
+ * windows, the optimizing (TurboFan) compiles, their code size, the functions compiled more than once and the deopts:
+ * what the JIT did while the devices got ready, counted rather than timed (the windows are placed by the tool's
+ * clock from the gateway's spawn, to within the process start-up's few tens of ms).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -25,12 +29,12 @@ import { PROBE_JS } from './heap-probe.js';
 import { Fleet } from '../scenarios/env.js';
 import { metric, until } from '../scenarios/measure.js';
 import { fleetCaps, gatewayEnv } from '../lib/gateway-env.js';
-import { forkCompiledWithProbe } from '../lib/compiled.js';
+import { forkCompiledWithProbe, gatewayNodeArgs } from '../lib/compiled.js';
 import { spawnTs, stopAll, type Reply } from '../lib/procs.js';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const flag = (f: string) => process.argv.includes(`--${f}`);
-const [dist, profile, strace, storm, cold] = [flag('dist'), flag('profile'), flag('strace'), flag('storm'), flag('cold')];
+const [dist, profile, strace, storm, cold, v8log] = [flag('dist'), flag('profile'), flag('strace'), flag('storm'), flag('cold'), flag('v8log')];
 const slicesArg = process.argv.find((a) => a === '--slices' || a.startsWith('--slices='));
 const SLICE = slicesArg === undefined ? 0 : Number(slicesArg.split('=')[1] ?? 1000);
 const N = Number(args[0] ?? 2000);
@@ -95,6 +99,40 @@ function slice(samples: Sample[], from: number, to: number): { main: number; oth
   return { main: (at(to, 'main') - at(from, 'main')) / n, other: (at(to, 'other') - at(from, 'other')) / n };
 }
 
+/** What V8's log (--log-code --log-deopt) says of one window, `fromMs`–`toMs` after the isolate started. */
+function jitOf(log: string, fromMs: number, toMs: number): string {
+  const [from, to] = [fromMs * 1000, toMs * 1000];
+  const names = new Map<string, string>(); // code address -> function
+  const compiled = new Map<string, number>();
+  let [optimized, bytes] = [0, 0];
+  const deopts: string[] = [];
+  for (const line of log.split('\n')) {
+    if (line.startsWith('code-creation,JS,')) {
+      const f = line.split(',');
+      const name = f.slice(6, -2).join(',');
+      names.set(f[4]!, name);
+      const t = Number(f[3]);
+      // The last field marks the tier: `*` TurboFan, `^` baseline, `~` interpreted.
+      if (f.at(-1) === '*' && t >= from && t <= to) {
+        optimized++;
+        bytes += Number(f[5]);
+        compiled.set(name, (compiled.get(name) ?? 0) + 1);
+      }
+    } else if (line.startsWith('code-deopt,')) {
+      const f = line.split(',');
+      const t = Number(f[1]);
+      if (t >= from && t <= to) deopts.push(`${(names.get(f[3]!) ?? '?').replace(/file:\/\/\S*\/(gateway|protocol)\/dist\//, '$1/')}: ${f.slice(8).join(',')}`);
+    }
+  }
+  const twice = [...compiled].filter(([, n]) => n > 1).map(([name]) => name.replace(/ \S*\/(gateway|protocol|node_modules)\//, ' $1/'));
+  const own = deopts.filter((d) => /(^| )(gateway|protocol)\//.test(d.split(': ')[0]!));
+  return (
+    `${optimized} TurboFan compiles of ${compiled.size} functions (${(bytes / 1024).toFixed(0)} KB), ${deopts.length} deopts` +
+    `\n         compiled more than once (${twice.length}): ${twice.join('; ')}` +
+    `\n         deopts in the gateway's own code (${own.length}): ${own.join('; ')}`
+  );
+}
+
 const PROF_DIR = join(import.meta.dirname, '../results/prof');
 if (profile) mkdirSync(PROF_DIR, { recursive: true });
 const dir = mkdtempSync(join(tmpdir(), 'voxgate-fleetcpu-'));
@@ -103,7 +141,13 @@ try {
   const base = await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json') });
   const httpPort = base.httpPort;
   const env = { ...base.env, ...fleetCaps(2 * N) };
+  const v8File = join(dir, 'v8.log');
+  if (v8log && dist)
+    process.env['VOXGATE_GATEWAY_NODE_ARGS'] = [...gatewayNodeArgs(), '--log-code', '--log-deopt', `--logfile=${v8File}`, '--no-logfile-per-isolate'].join(' ');
+  const spawnedAt = performance.now();
   const gateway = dist ? forkCompiledWithProbe('gateway', env, PROBE_JS) : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env });
+  /** The gateway's connect windows, ms after its spawn, for --v8log (read once it has exited and its log is flushed). */
+  const windows: Array<{ group: string; from: number; to: number }> = [];
   // --profile profiles the floor's last window too (the same probe, loaded before the floor's own code).
   const probe = profile ? ['--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`] : [];
   const gwStdout = process.env['FLEETCPU_GW_STDOUT'];
@@ -128,9 +172,11 @@ try {
     if (st) await new Promise((r) => setTimeout(r, 1000)); // attached
     const connect = async () => {
       const t0 = performance.now();
+      if (name === 'gateway') windows.push({ group, from: t0 - spawnedAt, to: NaN });
       const r = await fleet.connect({ group, mode: 'device', waitFor: 'ready', transport: 'ws', url, count: n, macGroup, sources: [], timeoutMs: 300_000 });
       if (!r.ok) throw new Error(`${group} did not get ready: ${JSON.stringify(r.stats)}`);
       await until(`${name} to count every device ready`, async () => (await ready()) >= before + n, 60_000, 20);
+      if (name === 'gateway') windows.at(-1)!.to = performance.now() - spawnedAt;
       return performance.now() - t0;
     };
     const groupReady = async () =>
@@ -208,6 +254,11 @@ try {
   process.stdout.write(
     `${dist ? 'compiled' : 'from sources (tsx)'}, ${N} devices × ${ROUNDS}: floor ${mean(0).toFixed(0)} µs, gateway ${mean(1).toFixed(0)} µs per ready device (${(mean(1) / mean(0)).toFixed(2)}×)\n`,
   );
+  await stopAll();
+  if (v8log && dist) {
+    const log = readFileSync(v8File, 'utf8');
+    for (const w of windows) process.stdout.write(`JIT, gateway ${w.group}: ${jitOf(log, w.from, w.to)}\n`);
+  }
 } finally {
   await stopAll();
   rmSync(dir, { recursive: true, force: true });
