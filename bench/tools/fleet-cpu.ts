@@ -17,8 +17,8 @@
  * FLEETCPU_GW_STDOUT=<file> appends the gateway's stdout there (V8's --trace-* output, with VOXGATE_GATEWAY_NODE_ARGS).
  * --v8log (with --dist) adds V8's code and deopt log to the gateway's options and prints, for each of its connect
  * windows, the optimizing (TurboFan) compiles, their code size, the functions compiled more than once and the deopts:
- * what the JIT did while the devices got ready, counted rather than timed (the windows are placed by the tool's
- * clock from the gateway's spawn, to within the process start-up's few tens of ms).
+ * what the JIT did while the devices got ready, counted rather than timed (each window is placed by the gateway's own
+ * performance.now(), asked before the first device dials and after the last is counted ready: a few ms from V8's clock).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -144,9 +144,8 @@ try {
   const v8File = join(dir, 'v8.log');
   if (v8log && dist)
     process.env['VOXGATE_GATEWAY_NODE_ARGS'] = [...gatewayNodeArgs(), '--log-code', '--log-deopt', `--logfile=${v8File}`, '--no-logfile-per-isolate'].join(' ');
-  const spawnedAt = performance.now();
   const gateway = dist ? forkCompiledWithProbe('gateway', env, PROBE_JS) : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env });
-  /** The gateway's connect windows, ms after its spawn, for --v8log (read once it has exited and its log is flushed). */
+  /** The gateway's connect windows by its own clock (ms from its start), for --v8log (read once it has exited and its log is flushed). */
   const windows: Array<{ group: string; from: number; to: number }> = [];
   // --profile profiles the floor's last window too (the same probe, loaded before the floor's own code).
   const probe = profile ? ['--import', `data:text/javascript,${encodeURIComponent(PROBE_JS)}`] : [];
@@ -170,13 +169,14 @@ try {
     if (prof) await proc.request({ cmd: 'profile' });
     const st = strace ? traced(proc.child.pid!, join(dir, `${group}.strace`)) : undefined;
     if (st) await new Promise((r) => setTimeout(r, 1000)); // attached
+    const gwNow = async () => (await gateway.request<Reply & { now: number }>({ cmd: 'now' }, 60_000)).now;
     const connect = async () => {
+      if (name === 'gateway' && v8log) windows.push({ group, from: await gwNow(), to: NaN });
       const t0 = performance.now();
-      if (name === 'gateway') windows.push({ group, from: t0 - spawnedAt, to: NaN });
       const r = await fleet.connect({ group, mode: 'device', waitFor: 'ready', transport: 'ws', url, count: n, macGroup, sources: [], timeoutMs: 300_000 });
       if (!r.ok) throw new Error(`${group} did not get ready: ${JSON.stringify(r.stats)}`);
       await until(`${name} to count every device ready`, async () => (await ready()) >= before + n, 60_000, 20);
-      if (name === 'gateway') windows.at(-1)!.to = performance.now() - spawnedAt;
+      if (name === 'gateway' && v8log) windows.at(-1)!.to = await gwNow();
       return performance.now() - t0;
     };
     const groupReady = async () =>
