@@ -16,6 +16,10 @@
  * --gc-nvp runs the measured process with --trace-gc-nvp and prints, for the window in which the devices connected, the
  * young collections and the bytes they promoted to the old generation per ready device (what outlived two scavenges while
  * its device's setup waited for replies: old-space garbage after, the RSS above the heap that fleetkb describes).
+ * --churn connects and drops 20 more devices after the warm-up, before the first snapshot: a gateway that has seen
+ * devices leave, as one that has run for a while has (and as the whole quick bench's fleet row, after the call rows).
+ * Objects can hold more then: V8 turns a field that held small integers and then a time into a boxed-number field
+ * for every object of that shape made afterwards (docs/performance.md, "fleetjit").
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -87,6 +91,7 @@ const dist = process.argv.includes('--dist');
 const profile = process.argv.includes('--profile');
 const floor = process.argv.includes('--floor');
 const gcNvp = process.argv.includes('--gc-nvp');
+const churn = process.argv.includes('--churn');
 if (gcNvp && !floor) process.env['VOXGATE_GATEWAY_NODE_ARGS'] = [...gatewayNodeArgs(), '--trace-gc-nvp'].join(' ');
 const N = Number(args[0] ?? 2000);
 const TOP = Number(args[1] ?? 30);
@@ -127,6 +132,11 @@ try {
     return { file, mem: r.mem };
   };
   await connect('warm', WARM, 7);
+  if (churn) {
+    await connect('churn', 20, 9);
+    await fleet.close('churn');
+    await new Promise((r) => setTimeout(r, 500)); // the gateway sees them leave
+  }
   const a = await snap('a');
   const profFile = join(import.meta.dirname, `../results/prof/fleet-heap-${dist ? 'dist' : 'tsx'}.cpuprofile`);
   if (profile) await gateway.request({ cmd: 'profile' });

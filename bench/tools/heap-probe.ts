@@ -2,7 +2,8 @@
  * Plain JavaScript loaded into the measured gateway (compiled or from sources): answers
  * `{cmd:'snapshot', file}` with a heap snapshot after forced garbage collections, and `{cmd:'profile'}`
  * by starting a CPU profile (inspector), or, when one runs, writing it to `file`: only the window between
- * the two is profiled (not the start-up, nor the snapshots).
+ * the two is profiled (not the start-up, nor the snapshots). `{cmd:'now'}`: the gateway's performance.now() (ms from its
+ * start, within a few ms of the origin of V8's log times), to place a window in that log.
  */
 export const PROBE_JS = `import { writeHeapSnapshot } from 'node:v8';
 import { Session } from 'node:inspector';
@@ -15,6 +16,7 @@ process.on('message', async (m) => {
     writeHeapSnapshot(m.file);
     return process.send({ id: m.id, ok: true, mem: process.memoryUsage() });
   }
+  if (m.cmd === 'now') return process.send({ id: m.id, ok: true, now: performance.now() });
   if (m.cmd !== 'profile') return;
   if (!profiling) {
     profiling = new Session();

@@ -97,9 +97,20 @@ export class MetricsHistory {
     return { atMs, calls, latencySum, latencyCount, events };
   }
 
+  /**
+   * Made with its values rather than filled in: `{ websocket, mqtt }` is the shape of the metrics' per-transport tables
+   * (metrics.ts `hot`), and V8 compiles the device paths' reads of those as constants until some object of that shape
+   * has a field written again. Filling this object in did that on the sampler's first tick, and the optimized code of
+   * every frame and connect was thrown away mid-fleet (docs/performance.md, "fleetjit").
+   */
   private async devicesOnline(): Promise<Record<string, number>> {
-    const out: Record<string, number> = { websocket: 0, mqtt: 0 };
-    for (const v of (await this.metrics.devicesConnected.get()).values) out[String(v.labels.transport ?? 'unknown')] = v.value;
+    const values = (await this.metrics.devicesConnected.get()).values;
+    const of = (transport: string) => values.find((v) => String(v.labels.transport ?? 'unknown') === transport)?.value ?? 0;
+    const out: Record<string, number> = { websocket: of('websocket'), mqtt: of('mqtt') };
+    for (const v of values) {
+      const transport = String(v.labels.transport ?? 'unknown');
+      if (transport !== 'websocket' && transport !== 'mqtt') out[transport] = v.value;
+    }
     return out;
   }
 }

@@ -47,12 +47,17 @@ export class ToolCatalog {
    * tools are gathered only when the pages' catalog is not known yet.
    */
   static fromPages(pages: ReadonlyArray<{ serial: number }>, tools: readonly Tool[] | (() => readonly Tool[])): ToolCatalog {
-    const all = () => (typeof tools === 'function' ? tools() : tools);
-    if (pages.some((p) => p.serial === 0)) return ToolCatalog.from(all());
-    const key = pages.map((p) => p.serial).join(',');
+    // The key in one loop, with no callback, closure or array of its own: this runs once per ready device, and the
+    // `map(…).join(',')` it replaced was re-optimized in every fresh gateway's first seconds (docs/performance.md, "fleetjit").
+    let key = '';
+    for (let i = 0; i < pages.length; i++) {
+      const serial = pages[i]!.serial;
+      if (serial === 0) return ToolCatalog.from(typeof tools === 'function' ? tools() : tools);
+      key = i === 0 ? String(serial) : `${key},${serial}`;
+    }
     const known = ToolCatalog.byPages.get(key)?.deref();
     if (known) return known;
-    const catalog = ToolCatalog.from(all());
+    const catalog = ToolCatalog.from(typeof tools === 'function' ? tools() : tools);
     if (ToolCatalog.byPages.size >= 1024) ToolCatalog.byPages.delete(ToolCatalog.byPages.keys().next().value!);
     ToolCatalog.byPages.set(key, new WeakRef(catalog));
     return catalog;

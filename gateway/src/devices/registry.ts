@@ -24,9 +24,14 @@ interface DeviceRecord {
   /** Increases with every connection; a close from an older epoch never marks a newer one offline. */
   epoch: number;
   session: DeviceSession | undefined;
-  /** While a session is live these are 0 and the session's own are read: two boxed numbers fewer per online device. */
-  connectedAt: number;
-  lastSeenAt: number;
+  /**
+   * While a session is live these are undefined and the session's own are read; they hold times once it closed.
+   * Not 0: V8 then keeps small integers in these fields until the first device leaves, turns them into boxed-number
+   * fields for every record made after that (+32 B per online device, in every gateway that has seen a disconnect or
+   * restored its records) and throws away the optimized code that read records (docs/performance.md, "fleetjit").
+   */
+  connectedAt: number | undefined;
+  lastSeenAt: number | undefined;
   catalogHash: string | undefined;
   server?: { name: string; version: string } | undefined;
   protocolVersion?: string | undefined;
@@ -103,6 +108,8 @@ export class DeviceRegistry implements LocalDevices {
       const f = records.getFacts(id);
       if (!f || this.records.has(id)) continue;
       const { clientId, transport, connectedAt, lastSeen: lastSeenAt, toolCount } = f;
+      // The same keys in the same order as `connect`'s record: one shape for every record (a restored one had its own,
+      // and its `server` added afterwards), so the code reading records sees one.
       const r: DeviceRecord = {
         id,
         clientId,
@@ -112,10 +119,12 @@ export class DeviceRegistry implements LocalDevices {
         connectedAt,
         lastSeenAt,
         catalogHash: f.catalogHash ?? undefined,
+        server: f.server || undefined,
+        protocolVersion: undefined,
         toolCount,
+        readyEpoch: undefined,
         credential: '',
       };
-      if (f.server) r.server = f.server;
       this.records.set(id, r);
       this.added.push(id);
     }
@@ -194,8 +203,8 @@ export class DeviceRegistry implements LocalDevices {
       transport: info.link.transport,
       epoch,
       session: undefined,
-      connectedAt: 0,
-      lastSeenAt: 0,
+      connectedAt: undefined,
+      lastSeenAt: undefined,
       catalogHash: prev?.catalogHash,
       // Every field in the literal: one added later gave each record a property array (~40 B per device).
       server: prev?.server || undefined,
@@ -288,7 +297,7 @@ export class DeviceRegistry implements LocalDevices {
     const named = (id: string) => this.d.records?.isNamed(id) ?? false;
     const offline = [...this.records.values()]
       .filter((r) => !r.session && !named(r.id))
-      .sort((a, b) => Number(everReady(a)) - Number(everReady(b)) || a.lastSeenAt - b.lastSeenAt);
+      .sort((a, b) => Number(everReady(a)) - Number(everReady(b)) || (a.lastSeenAt ?? 0) - (b.lastSeenAt ?? 0));
     const drop = offline.slice(0, Math.max(1, Math.ceil(max / 100)));
     if (drop.length === 0) {
       if (Date.now() - this.overBoundLoggedAt < 60_000) return;
@@ -394,7 +403,7 @@ const everReady = (r: DeviceRecord): boolean => r.catalogHash !== undefined;
 function summarize(r: DeviceRecord, records: DeviceRecords | undefined): DeviceSummary {
   const s = r.session;
   const catalog = s?.catalog;
-  const connectedAt = new Date(s ? s.connectedAt : r.connectedAt).toISOString();
+  const connectedAt = new Date(s ? s.connectedAt : (r.connectedAt ?? 0)).toISOString();
   return {
     id: r.id,
     clientId: r.clientId,
@@ -402,7 +411,7 @@ function summarize(r: DeviceRecord, records: DeviceRecords | undefined): DeviceS
     online: s !== undefined,
     state: s?.state ?? 'offline',
     connectedAt,
-    lastSeenAt: new Date(Math.max(r.lastSeenAt, s?.lastSeenAt ?? 0)).toISOString(),
+    lastSeenAt: new Date(Math.max(r.lastSeenAt ?? 0, s?.lastSeenAt ?? 0)).toISOString(),
     server: r.server ?? null,
     protocolVersion: r.protocolVersion ?? null,
     toolCount: catalog?.size ?? r.toolCount,
