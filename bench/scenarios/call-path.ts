@@ -44,7 +44,7 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
   await until(`${transport} devices on the floor relay`, async () => (await count(relay)) >= n, 30_000, 100);
   b.log(`${transport}: ${n} devices on the gateway and on the floor`);
   await warmUp(b, [
-    { baseUrl: e.gwUrl, many: callPath(gwGroup, n), one: callPath(gwGroup, 1), apiKey: API_KEY },
+    { baseUrl: e.gwUrl, many: callPath(gwGroup, n), one: callPath(gwGroup, 1), apiKey: API_KEY, between: () => callOutcomes(e.gwUrl) },
     { baseUrl: floorUrl, many: callPath(floorGroup, n), one: serialPath(floorGroup, 1) },
   ]);
   const perSecond = new Map<string, number>();
@@ -137,9 +137,16 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
 
 /**
  * Calls per side before the first measured row: to many devices at concurrency 64, to one device at 16, then to many
- * devices at concurrency 1 (none in tiny mode). Counted in calls, not seconds: the same work for every side whatever its
- * speed (a slower process got fewer calls to compile on before), in quick mode about 1 / 0.5 / 1 s on a quiet machine
- * (6 000 / 2 000 / 2 500 took the quick bench past its five minutes).
+ * devices at concurrency 1 (none in tiny mode), each leg followed by what the rows do between runs on that side (the
+ * gateway's: a /metrics read, `callOutcomes`). Without that read the warm-up's code was compiled for the call route
+ * alone: the rows' first /metrics read, just before the first row, deoptimised fastify's routing, hooks and reply and
+ * the API-key check ("wrong map", "wrong call target": a second route and reply through them), and the gateway
+ * recompiled ~35 functions during the first row (25–35 µs per call on its compiler threads against 0–5 in the rows
+ * after it, the row 0.77–0.99 of its floor; docs/performance.md, "Quick bench, afternoon of 2026-11-27"). A running
+ * gateway is scraped between calls all the time, so code compiled with both in its feedback is what it runs.
+ * Counted in calls, not seconds: the same work for every side whatever its speed (a slower process got fewer calls to
+ * compile on before), in quick mode about 1 / 0.5 / 1 s on a quiet machine (6 000 / 2 000 / 2 500 took the quick
+ * bench past its five minutes).
  * Each leg ends after twice those seconds all the same (`JIT_WARM_MAX_S`), so a loaded machine's run stays bounded.
  */
 const JIT_WARM_CALLS = { full: [12_000, 4_000, 5_000], quick: [4_000, 1_500, 2_000], tiny: [0, 0, 0] } as const;
@@ -178,7 +185,10 @@ function gcFigures(w: GcWindow, calls: number): Record<string, number> {
  * at a time takes paths that pipelined calls do not (a socket idle between calls, one request per read), and the
  * gateway's compiler threads were still busy in the concurrency-1 rows without it (docs/performance.md, "gcset").
  */
-async function warmUp(b: Bench, sides: Array<{ baseUrl: string; many: (n: number) => string; one: (n: number) => string; apiKey?: string }>): Promise<void> {
+async function warmUp(
+  b: Bench,
+  sides: Array<{ baseUrl: string; many: (n: number) => string; one: (n: number) => string; apiKey?: string; between?: () => Promise<unknown> }>,
+): Promise<void> {
   const [many, one, serial] = JIT_WARM_CALLS[b.mode];
   const [manyS, oneS, serialS] = JIT_WARM_MAX_S[b.mode];
   if (many === 0) return;
@@ -187,6 +197,8 @@ async function warmUp(b: Bench, sides: Array<{ baseUrl: string; many: (n: number
       [s.many, 64, many, manyS],
       [s.one, 16, one, oneS],
       [s.many, 1, serial, serialS],
-    ] as const)
+    ] as const) {
       await runLoad({ baseUrl: s.baseUrl, path, body: BODY, connections, amount, maxS, ...(s.apiKey ? { apiKey: s.apiKey } : {}) });
+      await s.between?.();
+    }
 }
