@@ -96,6 +96,18 @@ function addLine(w: GcWindow, line: string): void {
   }
 }
 
+/** Several windows of one process as one (the last one's heap size). */
+export function mergeWindows(ws: readonly GcWindow[]): GcWindow {
+  const out = empty();
+  for (const w of ws) {
+    for (const k of ['lines', 'scavenges', 'allocated', 'promoted', 'survived', 'pauseMs', 'helpersMs', 'fullCollections', 'fullPauseMs'] as const)
+      out[k] += w[k];
+    for (const [k, ms] of Object.entries(w.phases)) out.phases[k] = (out.phases[k] ?? 0) + ms;
+    out.heapAfterMb = w.heapAfterMb;
+  }
+  return out;
+}
+
 /** One line per window: per 10 000 calls, per call and per scavenge. */
 export function describeGc(w: GcWindow, calls: number): string {
   const per = (x: number) => (w.scavenges > 0 ? x / w.scavenges : 0);

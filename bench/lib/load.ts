@@ -30,6 +30,8 @@ export interface LoadResult {
   p50: number;
   p99: number;
   statusCodes: Record<string, number>;
+  /** Every successful call's latency, ms, sorted (for percentiles over several runs: `mergeLoads`). */
+  latencies: Float64Array;
 }
 
 const MAX_SAMPLES = 2_000_000;
@@ -63,6 +65,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   else opts.duration = o.durationS ?? 1;
   if (o.overallRate !== undefined) opts.overallRate = o.overallRate;
   const t0 = performance.now();
+  let lastResponseAt = 0;
   const r = await new Promise<autocannon.Result>((resolve, reject) => {
     let cap: NodeJS.Timeout | undefined;
     const instance = autocannon(opts, (err, result) => {
@@ -72,13 +75,17 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     });
     if (o.amount !== undefined && o.maxS !== undefined) cap = setTimeout(() => instance.stop(), o.maxS * 1000);
     instance.on('response', (_client, statusCode, _bytes, responseTime) => {
+      lastResponseAt = performance.now();
       if (statusCode >= 200 && statusCode < 300 && count < MAX_SAMPLES) samples[count++] = responseTime;
     });
   });
-  // autocannon reports its own run time in seconds; fall back to the wall clock around it.
-  const seconds = r.duration > 0 ? r.duration : (performance.now() - t0) / 1000;
-  const sorted = samples.subarray(0, count).sort();
-  const q = (p: number) => (count === 0 ? NaN : sorted[Math.min(count - 1, Math.floor(p * count))]!);
+  // The run's time is taken to its last response: autocannon's own `duration` ends at its first sample tick after
+  // the run (`sampleInt`, 100 ms), so a run of ~1 s read up to 10 % long, by a different amount each run (the call
+  // rows' seconds were 100 ms steps plus 0–20 ms in 203 of 216 rows; docs/performance.md, "Quick bench, late afternoon of
+  // 2026-11-27").
+  const seconds = lastResponseAt > t0 ? (lastResponseAt - t0) / 1000 : r.duration > 0 ? r.duration : (performance.now() - t0) / 1000;
+  // A copy of the samples taken (not a view, which would keep the whole buffer alive with the result).
+  const sorted = samples.slice(0, count).sort();
   const statusCodes: Record<string, number> = {};
   for (const [code, v] of Object.entries(r.statusCodeStats ?? {})) statusCodes[code] = (v as { count: number }).count;
   return {
@@ -88,8 +95,38 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     timeouts: r.timeouts,
     seconds,
     perSecond: r['2xx'] / seconds,
-    p50: q(0.5),
-    p99: q(0.99),
+    p50: quantile(sorted, 0.5),
+    p99: quantile(sorted, 0.99),
     statusCodes,
+    latencies: sorted,
+  };
+}
+
+function quantile(sorted: Float64Array, p: number): number {
+  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+}
+
+/** Several runs of one load as one: counts and seconds summed, the rate over the summed time, percentiles over every latency. */
+export function mergeLoads(runs: readonly LoadResult[]): LoadResult {
+  const sum = (f: (r: LoadResult) => number) => runs.reduce((s, r) => s + f(r), 0);
+  const latencies = new Float64Array(sum((r) => r.latencies.length));
+  let at = 0;
+  for (const r of runs) latencies.set(r.latencies, (at += r.latencies.length) - r.latencies.length);
+  latencies.sort();
+  const statusCodes: Record<string, number> = {};
+  for (const r of runs) for (const [code, n] of Object.entries(r.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + n;
+  const ok = sum((r) => r.ok);
+  const seconds = sum((r) => r.seconds);
+  return {
+    ok,
+    non2xx: sum((r) => r.non2xx),
+    errors: sum((r) => r.errors),
+    timeouts: sum((r) => r.timeouts),
+    seconds,
+    perSecond: ok / seconds,
+    p50: quantile(latencies, 0.5),
+    p99: quantile(latencies, 0.99),
+    statusCodes,
+    latencies,
   };
 }

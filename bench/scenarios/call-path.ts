@@ -3,7 +3,23 @@ import { runLoad } from '../lib/load.js';
 import { API_KEY, BODY, CALL_DEVICES, CONCURRENCY, type Bench } from './bench.js';
 import type { Env } from './env.js';
 import { describeGc, GcNvp, type GcWindow } from '../lib/gc-nvp.js';
-import { callOutcomes, callPath, count, serialPath, errorsOf, loadOnce, metric, notOk, ratio, round, until, type CallAmounts } from './measure.js';
+import {
+  callOutcomes,
+  callPath,
+  count,
+  serialPath,
+  errorsOf,
+  alternating,
+  loadOnce,
+  mergeMeasured,
+  metric,
+  notOk,
+  ratio,
+  round,
+  until,
+  type CallAmounts,
+  type MeasuredLoad,
+} from './measure.js';
 
 export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt'): Promise<Map<string, number>> {
   const gwGroup = transport === 'ws' ? 1 : 3;
@@ -53,22 +69,37 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
   const gwGc = new GcNvp(e.gateway.child.stdout);
   const floorGc = new GcNvp(relay.child.stdout);
   const amounts = CALL_AMOUNTS[b.mode];
+  const slices = CALL_SLICES[b.mode];
+  const slice = amounts && { ...amounts, measured: amounts.measured / slices, maxS: { ...amounts.maxS, measured: amounts.maxS.measured / slices } };
   for (const devices of CALL_DEVICES) {
     for (const c of CONCURRENCY) {
-      const before = await callOutcomes(e.gwUrl);
-      const g = await loadOnce(b, e.gwUrl, callPath(gwGroup, devices), c, API_KEY, e.gateway.child.pid, { amounts, gc: gwGc });
-      const after = await callOutcomes(e.gwUrl);
-      const f = await loadOnce(b, floorUrl, callPath(floorGroup, devices), c, undefined, relay.child.pid, { amounts, gc: floorGc });
-      // One device, several callers: the gateway runs one call at a time per device, so its floor does too.
-      const serial =
-        devices === 1 && c > 1
-          ? await loadOnce(b, floorUrl, serialPath(floorGroup, devices), c, undefined, relay.child.pid, { amounts, gc: floorGc })
-          : undefined;
+      let gwNotOk = 0;
+      // Slice k of a side; each side warms up before its first slice only.
+      const opts = (k: number, gc: GcNvp) => ({ amounts: slice, gc, warm: k === 0 });
+      const sides = [
+        async (k: number) => {
+          const before = await callOutcomes(e.gwUrl);
+          const r = await loadOnce(b, e.gwUrl, callPath(gwGroup, devices), c, API_KEY, e.gateway.child.pid, opts(k, gwGc));
+          gwNotOk += notOk(before, await callOutcomes(e.gwUrl));
+          return r;
+        },
+        (k: number) => loadOnce(b, floorUrl, callPath(floorGroup, devices), c, undefined, relay.child.pid, opts(k, floorGc)),
+        // One device, several callers: the gateway runs one call at a time per device, so its floor does too.
+        ...(devices === 1 && c > 1
+          ? [(k: number) => loadOnce(b, floorUrl, serialPath(floorGroup, devices), c, undefined, relay.child.pid, opts(k, floorGc))]
+          : []),
+      ];
+      const bySide = await alternating(sides, slices);
+      const [g, f, serial] = bySide.map(mergeMeasured) as [MeasuredLoad, MeasuredLoad, MeasuredLoad | undefined];
       const floor = serial ?? f;
+      const floorSlices = bySide[bySide.length - 1]!;
       const params = {
         transport: label,
         devices,
         concurrency: c,
+        slices,
+        // Each slice's own ratio (gateway ÷ floor, calls/s, in the order taken): how much the row moved within itself.
+        sliceRatios: bySide[0]!.map((x, i) => ratio(x.perSecond, floorSlices[i]!.perSecond)),
         seconds: Math.round(g.seconds * 100) / 100,
         calls: g.ok,
         floorCalls: floor.ok,
@@ -80,7 +111,7 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
         floorOtherThreadsUsPerCall: round(floor.otherThreadsUsPerCall),
         load: g.load,
         floorLoad: floor.load,
-        errors: errorsOf(g) + notOk(before, after),
+        errors: errorsOf(g) + gwNotOk,
         floorErrors: errorsOf(f) + (serial ? errorsOf(serial) : 0),
         statusCodes: g.statusCodes,
         ...(g.gc ? { gc: gcFigures(g.gc, g.ok) } : {}),
@@ -153,7 +184,8 @@ const JIT_WARM_CALLS = { full: [12_000, 4_000, 5_000], quick: [4_000, 1_500, 2_0
 const JIT_WARM_MAX_S = { full: [6, 2, 4], quick: [2, 0.75, 1.5], tiny: [0, 0, 0] } as const;
 
 /**
- * Each row's warm-up (its new connections) and measured run, in calls (tiny mode counts its own). 4 000 calls take
+ * Each row's warm-up (its new connections, before each slice) and measured run (per side, over its `CALL_SLICES`
+ * slices, as is `maxS.measured`), in calls (tiny mode counts its own). 4 000 calls take
  * about the 1.2–1.5 s the quick rows took on a quiet machine, and every row sees about as many collections as the
  * others (~4 scavenges; a row's CPU moved with whether one more fell in it when rows were timed; 5 000 took the quick
  * bench past its five minutes). Each run ends after `maxS` all the same (about twice what it takes on a quiet
@@ -164,6 +196,16 @@ const CALL_AMOUNTS: Record<Bench['mode'], CallAmounts | undefined> = {
   quick: { warm: 200, measured: 4_000, maxS: { warm: 0.4, measured: 2.5 } },
   tiny: undefined,
 };
+
+/**
+ * Each side of a row is measured in this many slices of its calls, taken in mirrored order (gateway, floor, floor,
+ * gateway, gateway, …; with the serial floor, A B C C B A …), each side warmed up before its first slice only (the
+ * warm-up warms the process: every run opens its own connections). Taken once each, gateway then floor, a row's ratio
+ * moved by ±20 % between runs with the two sides' CPU per call; cut in two, the side that ran just after itself read the
+ * faster in all six WebSocket rows of a run (three of six MQTT ones). Mirrored, each side gets as many of those turns
+ * and as much of a load that rises or falls through the row (docs/performance.md, "Quick bench, late afternoon of 2026-11-27").
+ */
+const CALL_SLICES: Record<Bench['mode'], number> = { full: 8, quick: 4, tiny: 1 };
 
 /** A row's collections, per call and per scavenge (params of the JSON rows). */
 function gcFigures(w: GcWindow, calls: number): Record<string, number> {

@@ -1,7 +1,7 @@
 /** What the scenarios measure with: the gateway's metrics and device list, the load runs, rounding. */
 import { measured, threadCpuUs } from '../lib/cpu.js';
-import type { GcNvp, GcWindow } from '../lib/gc-nvp.js';
-import { runLoad, type LoadResult } from '../lib/load.js';
+import { mergeWindows, type GcNvp, type GcWindow } from '../lib/gc-nvp.js';
+import { mergeLoads, runLoad, type LoadResult } from '../lib/load.js';
 import type { Proc, Reply } from '../lib/procs.js';
 import { API_KEY, BODY, CALL_AMOUNT_TINY, TOOL, type Bench } from './bench.js';
 
@@ -76,9 +76,11 @@ export async function mem(p: Proc): Promise<Mem & { devices?: number; young?: nu
 }
 
 export interface MeasuredLoad extends LoadResult {
-  /** µs of CPU the serving process (`pid`) spent per successful call, over the measured run (not the warm-up). */
+  /** µs of CPU the serving process (`pid`) spent over the measured run (not the warm-up), and per successful call. */
+  cpuUs: number;
   cpuUsPerCall: number;
   /** … of which its threads other than the main one (V8's GC helpers and compilers, libuv's pool). */
+  otherThreadsUs: number;
   otherThreadsUsPerCall: number;
   /** The machine's 1-minute load average at the start and the end of the measured run. */
   load: [number, number];
@@ -99,7 +101,8 @@ export interface CallAmounts {
 /**
  * A warm-up, then the measured run; `pid` is the process serving it (its CPU time is read around the run). `o.amounts`:
  * counted in calls rather than `b.settings`' seconds, so each side gets as many as the other whatever its speed.
- * `o.gc`: the serving process's `--trace-gc-nvp` lines, read over the measured run.
+ * `o.gc`: the serving process's `--trace-gc-nvp` lines, read over the measured run. `o.warm: false` skips the warm-up
+ * (it warms the process, not the connections: the measured run opens its own).
  */
 export async function loadOnce(
   b: Bench,
@@ -108,7 +111,7 @@ export async function loadOnce(
   connections: number,
   apiKey?: string,
   pid?: number,
-  o: { amounts?: CallAmounts; gc?: GcNvp } = {},
+  o: { amounts?: CallAmounts; gc?: GcNvp; warm?: boolean } = {},
 ): Promise<MeasuredLoad> {
   const base = { baseUrl, path, body: BODY, connections, ...(apiKey ? { apiKey } : {}) };
   const tiny = b.mode === 'tiny';
@@ -123,20 +126,54 @@ export async function loadOnce(
     : amounts
       ? { amount: Math.max(amounts.measured, connections * 16), maxS: amounts.maxS.measured }
       : { durationS: b.settings.callS };
-  await runLoad({ ...base, ...warm });
+  if (o.warm ?? true) await runLoad({ ...base, ...warm });
   const other = () => (pid === undefined ? NaN : threadCpuUs(pid).other);
   const t0 = other();
   o.gc?.open();
   const m = await measured([pid], () => runLoad({ ...base, ...run }));
   const gc = o.gc?.close();
-  const perCall = (us: number) => (m.result.ok > 0 ? us / m.result.ok : NaN);
+  return withCpu(m.result, m.cpu[0]!, other() - t0, m.load, gc && gc.lines > 0 ? gc : undefined);
+}
+
+function withCpu(r: LoadResult, cpuUs: number, otherThreadsUs: number, load: [number, number], gc: GcWindow | undefined): MeasuredLoad {
+  const perCall = (us: number) => (r.ok > 0 ? us / r.ok : NaN);
   return {
-    ...m.result,
-    cpuUsPerCall: perCall(m.cpu[0]!),
-    otherThreadsUsPerCall: perCall(other() - t0),
-    load: m.load,
-    ...(gc && gc.lines > 0 ? { gc } : {}),
+    ...r,
+    cpuUs,
+    cpuUsPerCall: perCall(cpuUs),
+    otherThreadsUs,
+    otherThreadsUsPerCall: perCall(otherThreadsUs),
+    load,
+    ...(gc ? { gc } : {}),
   };
+}
+
+/**
+ * One side's slices of a row as one measured run: calls, seconds and CPU summed, the rate and CPU per call over the
+ * sums, percentiles over every call, the load at the first slice's start and the last one's end.
+ */
+export function mergeMeasured(slices: readonly MeasuredLoad[]): MeasuredLoad {
+  if (slices.length === 1) return slices[0]!;
+  const sum = (f: (m: MeasuredLoad) => number) => slices.reduce((s, m) => s + f(m), 0);
+  const gcs = slices.flatMap((m) => (m.gc ? [m.gc] : []));
+  return withCpu(
+    mergeLoads(slices),
+    sum((m) => m.cpuUs),
+    sum((m) => m.otherThreadsUs),
+    [slices[0]!.load[0], slices[slices.length - 1]!.load[1]],
+    gcs.length === slices.length ? mergeWindows(gcs) : undefined,
+  );
+}
+
+/** Runs every side `n` times (slice k = 0 … n−1), in mirrored order on every other pass; each side's results in order. */
+export async function alternating<T>(sides: ReadonlyArray<(k: number) => Promise<T>>, n: number): Promise<T[][]> {
+  const out = sides.map(() => [] as T[]);
+  for (let k = 0; k < n; k++)
+    for (let j = 0; j < sides.length; j++) {
+      const i = k % 2 === 0 ? j : sides.length - 1 - j;
+      out[i]!.push(await sides[i]!(k));
+    }
+  return out;
 }
 
 export const errorsOf = (r: LoadResult) => r.non2xx + r.errors + r.timeouts;

@@ -1,0 +1,81 @@
+/**
+ * How the call rows put their slices together (bench/scenarios/measure.ts, bench/lib/load.ts): the order the sides run
+ * in, and one side's slices summed into one run.
+ */
+import { describe, expect, it } from 'vitest';
+import type { LoadResult } from '../lib/load.js';
+import { mergeLoads } from '../lib/load.js';
+import { alternating, mergeMeasured, type MeasuredLoad } from '../scenarios/measure.js';
+
+const load = (ok: number, seconds: number, latencies: number[], codes: Record<string, number> = { '200': ok }): LoadResult => ({
+  ok,
+  non2xx: 0,
+  errors: 0,
+  timeouts: 0,
+  seconds,
+  perSecond: ok / seconds,
+  p50: NaN,
+  p99: NaN,
+  statusCodes: codes,
+  latencies: Float64Array.from(latencies).sort(),
+});
+
+describe('alternating', () => {
+  it('runs two sides A B B A A B B A, each told its slice number', async () => {
+    const order: string[] = [];
+    const side = (name: string) => async (k: number) => (order.push(`${name}${k}`), `${name}${k}`);
+    const out = await alternating([side('a'), side('b')], 4);
+    expect(order).toEqual(['a0', 'b0', 'b1', 'a1', 'a2', 'b2', 'b3', 'a3']);
+    expect(out).toEqual([
+      ['a0', 'a1', 'a2', 'a3'],
+      ['b0', 'b1', 'b2', 'b3'],
+    ]);
+  });
+
+  it('mirrors three sides (A B C C B A) and runs each once when asked for one slice', async () => {
+    const order: string[] = [];
+    const side = (name: string) => async () => void order.push(name);
+    await alternating([side('a'), side('b'), side('c')], 2);
+    expect(order).toEqual(['a', 'b', 'c', 'c', 'b', 'a']);
+    order.length = 0;
+    await alternating([side('a'), side('b')], 1);
+    expect(order).toEqual(['a', 'b']);
+  });
+});
+
+describe('mergeLoads', () => {
+  it('sums calls and seconds, takes the rate over the summed time and the percentiles over every latency', () => {
+    const m = mergeLoads([load(4, 1, [1, 2, 3, 4]), load(6, 2, [10, 20, 30, 40, 50, 60], { '200': 6, '500': 1 })]);
+    expect(m.ok).toBe(10);
+    expect(m.seconds).toBe(3);
+    expect(m.perSecond).toBeCloseTo(10 / 3);
+    expect(Array.from(m.latencies)).toEqual([1, 2, 3, 4, 10, 20, 30, 40, 50, 60]);
+    expect(m.p50).toBe(20);
+    expect(m.p99).toBe(60);
+    expect(m.statusCodes).toEqual({ '200': 10, '500': 1 });
+  });
+});
+
+describe('mergeMeasured', () => {
+  const measured = (r: LoadResult, cpuUs: number, otherUs: number, l: [number, number]): MeasuredLoad => ({
+    ...r,
+    cpuUs,
+    cpuUsPerCall: cpuUs / r.ok,
+    otherThreadsUs: otherUs,
+    otherThreadsUsPerCall: otherUs / r.ok,
+    load: l,
+  });
+
+  it('gives CPU per call over the summed calls (not the mean of the slices) and the load from first start to last end', () => {
+    const m = mergeMeasured([measured(load(100, 1, [1]), 10_000, 1_000, [1.5, 2]), measured(load(300, 1, [2]), 60_000, 0, [2.5, 3])]);
+    expect(m.cpuUsPerCall).toBeCloseTo(70_000 / 400);
+    expect(m.otherThreadsUsPerCall).toBeCloseTo(1_000 / 400);
+    expect(m.load).toEqual([1.5, 3]);
+    expect(m.perSecond).toBe(200);
+  });
+
+  it('returns a single slice as it is', () => {
+    const one = measured(load(10, 1, [1, 2]), 500, 0, [1, 1]);
+    expect(mergeMeasured([one])).toBe(one);
+  });
+});
