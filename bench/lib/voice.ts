@@ -67,6 +67,33 @@ export interface VoiceLoadResult {
   perSecond: number;
   p50: number;
   p99: number;
+  /** Every echo's round trip, ms, sorted (for percentiles over several runs: `mergeVoiceLoads`). */
+  rtts: Float64Array;
+}
+
+const quantile = (sorted: Float64Array, p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!);
+
+/** Several runs of one voice load as one: counts and seconds summed, the rate over the summed time, percentiles over every echo. */
+export function mergeVoiceLoads(runs: readonly VoiceLoadResult[]): VoiceLoadResult {
+  const sum = (f: (r: VoiceLoadResult) => number) => runs.reduce((s, r) => s + f(r), 0);
+  const rtts = new Float64Array(sum((r) => r.rtts.length));
+  let at = 0;
+  for (const r of runs) rtts.set(r.rtts, (at += r.rtts.length) - r.rtts.length);
+  rtts.sort();
+  const [received, seconds] = [sum((r) => r.received), sum((r) => r.seconds)];
+  return {
+    devices: runs[0]?.devices ?? 0,
+    connectFailures: sum((r) => r.connectFailures),
+    sent: sum((r) => r.sent),
+    received,
+    lost: sum((r) => r.lost),
+    corrupt: sum((r) => r.corrupt),
+    seconds,
+    perSecond: received / seconds,
+    p50: quantile(rtts, 0.5),
+    p99: quantile(rtts, 0.99),
+    rtts,
+  };
 }
 
 interface Run {
@@ -327,7 +354,6 @@ export async function runVoiceLoad(o: VoiceLoadOptions): Promise<VoiceLoadResult
     const corrupt = live.reduce((n, d) => n + d.corrupt, 0);
     const seconds = ((run.lastEchoAt || performance.now()) - t0) / 1000;
     const sorted = Float64Array.from(run.rtts).sort();
-    const q = (p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!);
     return {
       devices: o.devices,
       connectFailures,
@@ -337,8 +363,9 @@ export async function runVoiceLoad(o: VoiceLoadOptions): Promise<VoiceLoadResult
       corrupt,
       seconds,
       perSecond: received / seconds,
-      p50: q(0.5),
-      p99: q(0.99),
+      p50: quantile(sorted, 0.5),
+      p99: quantile(sorted, 0.99),
+      rtts: sorted,
     };
   } finally {
     for (const d of devices) d.close();

@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { cpuUs, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
 import { spawnGateway } from '../lib/compiled.js';
 import { ROOT, freePort, spawnTs, type Proc } from '../lib/procs.js';
-import { runVoiceLoad, type VoiceLoadOptions, type VoiceLoadResult } from '../lib/voice.js';
+import { mergeVoiceLoads, runVoiceLoad, type VoiceLoadOptions, type VoiceLoadResult } from '../lib/voice.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
-import { count, mem, metric, ratio, round, until } from './measure.js';
+import { alternating, count, mem, metric, ratio, round, until } from './measure.js';
 
 /**
  * Relayed audio: devices -> a gateway with voice.mode "relay" -> the voice server double (echo) -> back, against the
@@ -83,11 +83,18 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
     const cpu = cpuUs(proc.child.pid) - c0;
     const t1 = threadCpuUs(proc.child.pid);
     const load: [number, number] = [round(load0, 2), round(loadavg()[0]!, 2)];
-    const perFrame = (us: number) => (result.received > 0 ? round(us / result.received) : NaN);
     // Where the CPU went: the main thread's user and system time, and the other threads' (GC helpers, compilers).
-    const split = { mainUser: perFrame(t1.mainUser - t0.mainUser), mainSys: perFrame(t1.mainSys - t0.mainSys), otherThreads: perFrame(t1.other - t0.other) };
-    return { ...result, cpuUsPerFrame: result.received > 0 ? cpu / result.received : NaN, split, rssPerSession: (m1.rss - m0.rss) / o.devices, load };
+    const cpuSplit = { mainUser: t1.mainUser - t0.mainUser, mainSys: t1.mainSys - t0.mainSys, otherThreads: t1.other - t0.other };
+    return relayed(result, cpu, cpuSplit, (m1.rss - m0.rss) / o.devices, load);
   };
+  // The run on one side, then until that side has closed every session (slice k of `VOICE_SLICES`).
+  const side = (proc: Proc, o: VoiceLoadOptions, closed: () => Promise<boolean>, what: string) => async () => {
+    const r = await through(proc, { ...o, macGroup: macGroup++ });
+    await until(what, closed, 30_000, 50);
+    return r;
+  };
+  const gwIdleAgain = async () => (await metric(gwUrl, 'voxgate_voice_sessions_active')) === 0;
+  const relayIdleAgain = async () => (await count(relay)) === 0;
   try {
     for (const transport of ['ws', 'udp'] as const) {
       const label = transport === 'ws' ? 'websocket' : 'mqtt+udp';
@@ -96,10 +103,21 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
         const gwTarget = transport === 'ws' ? `ws://127.0.0.1:${httpPort}/xiaozhi/v1/` : `mqtt://127.0.0.1:${mqttPort}`;
         // The gateway talks binary protocol 2 upstream for UDP devices: their direct run speaks it straight to the double.
         const version = transport === 'ws' ? 1 : 2;
-        const g = await through(gateway, { ...common, transport, url: gwTarget, version, macGroup: macGroup++, expectMcp: true });
-        await until('the voice sessions to end on the gateway', async () => (await metric(gwUrl, 'voxgate_voice_sessions_active')) === 0, 30_000, 50);
-        const rl = await through(relay, { ...common, transport, url: relayTarget[transport], version: 1, macGroup: macGroup++, expectMcp: false });
-        await until('the voice sessions to end on the bare relay', async () => (await count(relay)) === 0, 30_000, 50);
+        const slices = r.pace === 'saturate' ? VOICE_SLICES[b.mode] : 1;
+        const part = { ...common, seconds: r.seconds / slices, macGroup: 0 };
+        const [gs, rls] = await alternating(
+          [
+            side(gateway, { ...part, transport, url: gwTarget, version, expectMcp: true }, gwIdleAgain, 'the voice sessions to end on the gateway'),
+            side(
+              relay,
+              { ...part, transport, url: relayTarget[transport], version: 1, expectMcp: false },
+              relayIdleAgain,
+              'the voice sessions to end on the bare relay',
+            ),
+          ],
+          slices,
+        );
+        const [g, rl] = [mergeRelayed(gs!), mergeRelayed(rls!)];
         const f = await runVoiceLoad({ ...common, transport: 'ws', url: upstreamUrl, version, macGroup: macGroup++, expectMcp: false });
         pushVoiceRows(b, transport, label, r, g, rl, f);
         b.log(
@@ -115,14 +133,60 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
   }
 }
 
+/**
+ * The saturated rows measure each side in this many slices of their seconds, taken in mirrored order (gateway, bare
+ * relay, bare relay, gateway), as the call rows do (bench/scenarios/call-path.ts, `CALL_SLICES`): taken once each, the
+ * WebSocket row read 0.84–1.17 of its floor in the quick runs of one day while the row alone, alternating, was level
+ * (docs/performance.md, "Quick bench, late afternoon of 2026-11-27"). The paced rows (memory per session, loss) run once.
+ */
+const VOICE_SLICES: Record<Bench['mode'], number> = { full: 4, quick: 2, tiny: 1 };
+
 const splitText = (x: Relayed['split']) => `${x.mainUser}+${x.mainSys}, ${x.otherThreads}`;
 
+interface CpuSplit {
+  mainUser: number;
+  mainSys: number;
+  otherThreads: number;
+}
+
 type Relayed = VoiceLoadResult & {
+  /** µs of the relay process's CPU over the run, and per echo. */
+  cpuUs: number;
   cpuUsPerFrame: number;
-  split: { mainUser: number; mainSys: number; otherThreads: number };
+  cpuSplitUs: CpuSplit;
+  /** The same split per echo, rounded (the rows' params). */
+  split: CpuSplit;
   rssPerSession: number;
   load: [number, number];
 };
+
+function relayed(r: VoiceLoadResult, cpuUs: number, cpuSplitUs: CpuSplit, rssPerSession: number, load: [number, number]): Relayed {
+  const perFrame = (us: number) => (r.received > 0 ? us / r.received : NaN);
+  const split = {
+    mainUser: round(perFrame(cpuSplitUs.mainUser)),
+    mainSys: round(perFrame(cpuSplitUs.mainSys)),
+    otherThreads: round(perFrame(cpuSplitUs.otherThreads)),
+  };
+  return { ...r, cpuUs, cpuUsPerFrame: perFrame(cpuUs), cpuSplitUs, split, rssPerSession, load };
+}
+
+/** One side's slices as one run: frames, seconds and CPU summed, per-echo figures over the sums. */
+function mergeRelayed(slices: readonly Relayed[]): Relayed {
+  if (slices.length === 1) return slices[0]!;
+  const sum = (f: (x: Relayed) => number) => slices.reduce((n, x) => n + f(x), 0);
+  const cpuSplitUs = {
+    mainUser: sum((x) => x.cpuSplitUs.mainUser),
+    mainSys: sum((x) => x.cpuSplitUs.mainSys),
+    otherThreads: sum((x) => x.cpuSplitUs.otherThreads),
+  };
+  return relayed(
+    mergeVoiceLoads(slices),
+    sum((x) => x.cpuUs),
+    cpuSplitUs,
+    sum((x) => x.rssPerSession) / slices.length,
+    [slices[0]!.load[0], slices[slices.length - 1]!.load[1]],
+  );
+}
 
 function pushVoiceRows(
   b: Bench,

@@ -1,10 +1,11 @@
 /**
- * How the call rows put their slices together (bench/scenarios/measure.ts, bench/lib/load.ts): the order the sides run
- * in, and one side's slices summed into one run.
+ * How the call and voice rows put their slices together (bench/scenarios/measure.ts, bench/lib/load.ts,
+ * bench/lib/voice.ts): the order the sides run in, and one side's slices summed into one run.
  */
 import { describe, expect, it } from 'vitest';
 import type { LoadResult } from '../lib/load.js';
 import { mergeLoads } from '../lib/load.js';
+import { mergeVoiceLoads, type VoiceLoadResult } from '../lib/voice.js';
 import { alternating, mergeMeasured, type MeasuredLoad } from '../scenarios/measure.js';
 
 const load = (ok: number, seconds: number, latencies: number[], codes: Record<string, number> = { '200': ok }): LoadResult => ({
@@ -77,5 +78,27 @@ describe('mergeMeasured', () => {
   it('returns a single slice as it is', () => {
     const one = measured(load(10, 1, [1, 2]), 500, 0, [1, 1]);
     expect(mergeMeasured([one])).toBe(one);
+  });
+});
+
+describe('mergeVoiceLoads', () => {
+  const voice = (received: number, seconds: number, rtts: number[], lost = 0): VoiceLoadResult => ({
+    devices: 10,
+    connectFailures: 0,
+    sent: received + lost,
+    received,
+    lost,
+    corrupt: 0,
+    seconds,
+    perSecond: received / seconds,
+    p50: NaN,
+    p99: NaN,
+    rtts: Float64Array.from(rtts).sort(),
+  });
+
+  it('sums frames, losses and seconds, and takes the percentiles over every echo', () => {
+    const m = mergeVoiceLoads([voice(3, 1.5, [5, 1, 3], 1), voice(2, 0.5, [4, 2])]);
+    expect(m).toMatchObject({ devices: 10, sent: 6, received: 5, lost: 1, seconds: 2, perSecond: 2.5, p50: 3, p99: 5 });
+    expect(Array.from(m.rtts)).toEqual([1, 2, 3, 4, 5]);
   });
 });
