@@ -201,9 +201,10 @@ const CALL_AMOUNTS: Record<Bench['mode'], CallAmounts | undefined> = {
  * Each side of a row is measured in this many slices of its calls, taken in mirrored order (gateway, floor, floor,
  * gateway, gateway, …; with the serial floor, A B C C B A …), each side warmed up before its first slice only (the
  * warm-up warms the process: every run opens its own connections). Taken once each, gateway then floor, a row's ratio
- * moved by ±20 % between runs with the two sides' CPU per call; cut in two, the side that ran just after itself read the
- * faster in all six WebSocket rows of a run (three of six MQTT ones). Mirrored, each side gets as many of those turns
- * and as much of a load that rises or falls through the row (docs/performance.md, "Quick bench, late afternoon of 2026-11-27").
+ * moved by ±20 % between runs with the two sides' CPU per call; cut in two (gateway, floor, floor, gateway), the first
+ * pair read higher than the second in all six WebSocket rows of a run (three of six MQTT ones): what ran just before a
+ * slice weighs on it. Mirrored, each side gets as many of each turn and as much of a load that rises or falls through
+ * the row (docs/performance.md, "Quick bench, late afternoon of 2026-11-27").
  */
 const CALL_SLICES: Record<Bench['mode'], number> = { full: 8, quick: 4, tiny: 1 };
 
