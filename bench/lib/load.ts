@@ -3,6 +3,7 @@
  * fractional milliseconds (its own histogram rounds to whole ms, too coarse on loopback).
  */
 import autocannon from 'autocannon';
+import { pooled, quantile } from './samples.js';
 
 export interface LoadOptions {
   baseUrl: string;
@@ -102,17 +103,10 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   };
 }
 
-function quantile(sorted: Float64Array, p: number): number {
-  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
-}
-
 /** Several runs of one load as one: counts and seconds summed, the rate over the summed time, percentiles over every latency. */
 export function mergeLoads(runs: readonly LoadResult[]): LoadResult {
   const sum = (f: (r: LoadResult) => number) => runs.reduce((s, r) => s + f(r), 0);
-  const latencies = new Float64Array(sum((r) => r.latencies.length));
-  let at = 0;
-  for (const r of runs) latencies.set(r.latencies, (at += r.latencies.length) - r.latencies.length);
-  latencies.sort();
+  const latencies = pooled(runs.map((r) => r.latencies));
   const statusCodes: Record<string, number> = {};
   for (const r of runs) for (const [code, n] of Object.entries(r.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + n;
   const ok = sum((r) => r.ok);

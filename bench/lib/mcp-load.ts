@@ -5,6 +5,7 @@
  * the load generator costs every server the same and little CPU.
  */
 import { Agent, request, type IncomingHttpHeaders } from 'node:http';
+import { pooled, quantile } from './samples.js';
 
 const PROTOCOL_VERSION = '2025-06-18';
 
@@ -162,16 +163,15 @@ export function summarize(runs: ReadonlyArray<Pick<McpLoadResult, 'latencies' | 
   const seconds = runs.reduce((n, r) => n + r.seconds, 0);
   const failed = runs.reduce((n, r) => n + r.failed, 0);
   const firstError = runs.find((r) => r.firstError !== undefined)?.firstError;
-  const sorted = Float64Array.from(latencies).sort();
-  const q = (p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!);
+  const sorted = pooled([latencies]);
   return {
     latencies,
     calls: latencies.length,
     failed,
     seconds,
     perSecond: latencies.length / seconds,
-    p50: q(0.5),
-    p99: q(0.99),
+    p50: quantile(sorted, 0.5),
+    p99: quantile(sorted, 0.99),
     ...(firstError !== undefined ? { firstError } : {}),
   };
 }

@@ -19,6 +19,7 @@ import { createCipheriv, randomUUID } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
 import { connect as mqttConnect, type MqttClient } from 'mqtt';
 import { WebSocket, type RawData } from 'ws';
+import { pooled, quantile } from './samples.js';
 
 /** The firmware's OPUS_FRAME_DURATION_MS. */
 export const FRAME_MS = 60;
@@ -71,15 +72,10 @@ export interface VoiceLoadResult {
   rtts: Float64Array;
 }
 
-const quantile = (sorted: Float64Array, p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!);
-
 /** Several runs of one voice load as one: counts and seconds summed, the rate over the summed time, percentiles over every echo. */
 export function mergeVoiceLoads(runs: readonly VoiceLoadResult[]): VoiceLoadResult {
   const sum = (f: (r: VoiceLoadResult) => number) => runs.reduce((s, r) => s + f(r), 0);
-  const rtts = new Float64Array(sum((r) => r.rtts.length));
-  let at = 0;
-  for (const r of runs) rtts.set(r.rtts, (at += r.rtts.length) - r.rtts.length);
-  rtts.sort();
+  const rtts = pooled(runs.map((r) => r.rtts));
   const [received, seconds] = [sum((r) => r.received), sum((r) => r.seconds)];
   return {
     devices: runs[0]?.devices ?? 0,

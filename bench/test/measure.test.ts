@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import type { LoadResult } from '../lib/load.js';
 import { mergeLoads } from '../lib/load.js';
+import { pooled, quantile } from '../lib/samples.js';
 import { mergeVoiceLoads, type VoiceLoadResult } from '../lib/voice.js';
 import { alternating, mergeMeasured, type MeasuredLoad } from '../scenarios/measure.js';
 
@@ -100,5 +101,15 @@ describe('mergeVoiceLoads', () => {
     const m = mergeVoiceLoads([voice(3, 1.5, [5, 1, 3], 1), voice(2, 0.5, [4, 2])]);
     expect(m).toMatchObject({ devices: 10, sent: 6, received: 5, lost: 1, seconds: 2, perSecond: 2.5, p50: 3, p99: 5 });
     expect(Array.from(m.rtts)).toEqual([1, 2, 3, 4, 5]);
+  });
+});
+
+describe('samples', () => {
+  it('pools runs into one sorted array and reads a quantile by rank (NaN for none)', () => {
+    const all = pooled([Float64Array.from([3, 1]), [2], []]);
+    expect(Array.from(all)).toEqual([1, 2, 3]);
+    expect(quantile(all, 0.5)).toBe(2);
+    expect(quantile(all, 1)).toBe(3);
+    expect(quantile(new Float64Array(0), 0.5)).toBeNaN();
   });
 });
