@@ -82,8 +82,8 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   });
   // The run's time is taken to its last response: autocannon's own `duration` ends at its first sample tick after
   // the run (`sampleInt`, 100 ms), so a run of ~1 s read up to 10 % long, by a different amount each run (the call
-  // rows' seconds were 100 ms steps plus 0–20 ms in 203 of 216 rows; docs/performance.md, "Quick bench, late afternoon of
-  // 2026-11-27").
+  // rows' seconds were 100 ms steps plus 0–20 ms in 132 of 156 rows; docs/performance.md, "Quick bench, late afternoon
+  // of 2026-11-27").
   const seconds = lastResponseAt > t0 ? (lastResponseAt - t0) / 1000 : r.duration > 0 ? r.duration : (performance.now() - t0) / 1000;
   // A copy of the samples taken (not a view, which would keep the whole buffer alive with the result).
   const sorted = samples.slice(0, count).sort();

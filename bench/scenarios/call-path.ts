@@ -184,8 +184,8 @@ const JIT_WARM_CALLS = { full: [12_000, 4_000, 5_000], quick: [4_000, 1_500, 2_0
 const JIT_WARM_MAX_S = { full: [6, 2, 4], quick: [2, 0.75, 1.5], tiny: [0, 0, 0] } as const;
 
 /**
- * Each row's warm-up (its new connections, before each slice) and measured run (per side, over its `CALL_SLICES`
- * slices, as is `maxS.measured`), in calls (tiny mode counts its own). 4 000 calls take
+ * Each row's warm-up (before each side's first slice) and measured run (per side, over its `CALL_SLICES` slices, as
+ * is `maxS.measured`), in calls (tiny mode counts its own). 4 000 calls take
  * about the 1.2–1.5 s the quick rows took on a quiet machine, and every row sees about as many collections as the
  * others (~4 scavenges; a row's CPU moved with whether one more fell in it when rows were timed; 5 000 took the quick
  * bench past its five minutes). Each run ends after `maxS` all the same (about twice what it takes on a quiet
