@@ -87,8 +87,8 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
     const cpuSplit = { mainUser: t1.mainUser - t0.mainUser, mainSys: t1.mainSys - t0.mainSys, otherThreads: t1.other - t0.other };
     return relayed(result, cpu, cpuSplit, (m1.rss - m0.rss) / o.devices, load);
   };
-  // The run on one side, then until that side has closed every session (slice k of `VOICE_SLICES`).
-  const side = (proc: Proc, o: VoiceLoadOptions, closed: () => Promise<boolean>, what: string) => async () => {
+  // One slice on one side: the run, with devices of its own, then until that side has closed every session.
+  const side = (proc: Proc, o: Omit<VoiceLoadOptions, 'macGroup'>, closed: () => Promise<boolean>, what: string) => async () => {
     const r = await through(proc, { ...o, macGroup: macGroup++ });
     await until(what, closed, 30_000, 50);
     return r;
@@ -104,7 +104,7 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
         // The gateway talks binary protocol 2 upstream for UDP devices: their direct run speaks it straight to the double.
         const version = transport === 'ws' ? 1 : 2;
         const slices = r.pace === 'saturate' ? VOICE_SLICES[b.mode] : 1;
-        const part = { ...common, seconds: r.seconds / slices, macGroup: 0 };
+        const part = { ...common, seconds: r.seconds / slices };
         const [gs, rls] = await alternating(
           [
             side(gateway, { ...part, transport, url: gwTarget, version, expectMcp: true }, gwIdleAgain, 'the voice sessions to end on the gateway'),
