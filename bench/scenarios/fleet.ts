@@ -2,7 +2,7 @@
 import { runLoad } from '../lib/load.js';
 import { API_KEY, BODY, type Bench } from './bench.js';
 import type { Env } from './env.js';
-import { measured } from '../lib/cpu.js';
+import { measured, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
 import type { Reply } from '../lib/procs.js';
 import { allDevices, callOutcomes, callPath, count, errorsOf, mem, metric, notOk, ratio, round, until } from './measure.js';
 
@@ -39,6 +39,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   const floorReady = async () => (await e.bareWs.request<Reply & { ready?: number }>({ cmd: 'count' }, 30_000)).ready ?? 0;
   const floorUrl = `${bareUrl}xiaozhi/v1/`;
   t = performance.now();
+  const ft0 = threadCpuUs(e.bareWs.child.pid);
   const fc = await measured([e.bareWs.child.pid], async () => {
     const r = await e.fleet.connect({
       group: 'fleet-floor',
@@ -55,6 +56,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     await until('every device ready on the floor', async () => (await floorReady()) >= N, timeoutMs, 50);
     return r;
   });
+  const floorThreads = threadsPerDevice(ft0, threadCpuUs(e.bareWs.child.pid), N);
   const floorConnect = fc.result;
   const floorMs = performance.now() - t;
   b.log(`fleet floor: ${N} devices through hello, initialize and tools/list in ${floorMs.toFixed(0)} ms; ${(fc.cpu[0]! / N).toFixed(0)} µs CPU each`);
@@ -68,11 +70,14 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     b.log(`storm floor: ${N} devices ready again in ${floorStormMs.toFixed(0)} ms`);
   }
   await e.fleet.close('fleet-floor');
+  // The floor's 10 000 closes are its work, not the gateway's: they end before the gateway's window starts.
+  await until('the floor to see its devices gone', async () => (await count(e.bareWs)) === 0, timeoutMs, 50);
 
   // The gateway: N devices that say hello, answer initialize and a two-page tools/list.
   const gm0 = await mem(e.gateway);
   const ready0 = await metric(e.gwUrl, 'voxgate_devices_ready');
   t = performance.now();
+  const gt0 = threadCpuUs(e.gateway.child.pid);
   const gc = await measured([e.gateway.child.pid], async () => {
     const r = await e.fleet.connect({
       group: 'fleet-gw',
@@ -89,6 +94,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     await until('the gateway to count every device ready', async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= ready0 + N, 30_000);
     return r;
   });
+  const gwThreads = threadsPerDevice(gt0, threadCpuUs(e.gateway.child.pid), N);
   const gwConnect = gc.result;
   const gwMs = performance.now() - t;
   const gm1 = await mem(e.gateway);
@@ -120,7 +126,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     unit: 'µs',
     floor: round(cpuFloor),
     ratio: ratio(cpuFloor, cpuGw),
-    params: { devices: N, floorKind, load: gc.load, floorLoad: fc.load },
+    params: { devices: N, floorKind, load: gc.load, floorLoad: fc.load, threads: gwThreads, floorThreads },
   });
   const rssGw = perDevice(gm0.rss, gm1.rss);
   const rssFloor = perDevice(fm0.rss, fm1.rss);
@@ -263,4 +269,11 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     );
   }
   await e.fleet.close('fleet-gw');
+}
+
+/** µs per device by thread: the main thread's user and system time, and the other threads' (V8's compilers and GC
+ * helpers, libuv's pool), so a row says whether a gap is the program's own work or the JIT's and the collector's. */
+function threadsPerDevice(a: ThreadCpu, b: ThreadCpu, n: number): ThreadCpu {
+  const per = (x: number, y: number) => round((y - x) / n);
+  return { mainUser: per(a.mainUser, b.mainUser), mainSys: per(a.mainSys, b.mainSys), other: per(a.other, b.other) };
 }

@@ -16,7 +16,8 @@
  * round 1 meets a freshly started gateway (as the quick bench's fleet row does) and round 2 the same gateway warm.
  * FLEETCPU_GW_STDOUT=<file> appends the gateway's stdout there (V8's --trace-* output, with VOXGATE_GATEWAY_NODE_ARGS).
  * --v8log (with --dist) adds V8's code and deopt log to the gateway's options and prints, for each of its connect
- * windows, the optimizing (TurboFan) compiles, their code size, the functions compiled more than once and the deopts:
+ * windows, the optimizing (TurboFan) compiles, their code size (by origin: Node, a package, the gateway, SQLite's WebAssembly),
+ * the functions compiled more than once and the deopts:
  * what the JIT did while the devices got ready, counted rather than timed (each window is placed by the gateway's own
  * performance.now(), asked before the first device dials and after the last is counted ready: a few ms from V8's clock).
  */
@@ -104,6 +105,7 @@ function jitOf(log: string, fromMs: number, toMs: number): string {
   const [from, to] = [fromMs * 1000, toMs * 1000];
   const names = new Map<string, string>(); // code address -> function
   const compiled = new Map<string, number>();
+  const bytesOf = new Map<string, number>(); // where the optimized code came from -> its bytes
   let [optimized, bytes] = [0, 0];
   const deopts: string[] = [];
   for (const line of log.split('\n')) {
@@ -117,6 +119,11 @@ function jitOf(log: string, fromMs: number, toMs: number): string {
         optimized++;
         bytes += Number(f[5]);
         compiled.set(name, (compiled.get(name) ?? 0) + 1);
+        const where =
+          /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(name)?.[1] ??
+          /\/(gateway|protocol)\/dist\//.exec(name)?.[1] ??
+          (/ node:/.test(name) ? 'node' : name.startsWith('wasm-function') ? 'WebAssembly (SQLite)' : 'other');
+        bytesOf.set(where, (bytesOf.get(where) ?? 0) + Number(f[5]));
       }
     } else if (line.startsWith('code-deopt,')) {
       const f = line.split(',');
@@ -128,6 +135,10 @@ function jitOf(log: string, fromMs: number, toMs: number): string {
   const own = deopts.filter((d) => /(^| )(gateway|protocol)\//.test(d.split(': ')[0]!));
   return (
     `${optimized} TurboFan compiles of ${compiled.size} functions (${(bytes / 1024).toFixed(0)} KB), ${deopts.length} deopts` +
+    `\n         code by origin: ${[...bytesOf]
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => `${k} ${(v / 1024).toFixed(0)} KB`)
+      .join(', ')}` +
     `\n         compiled more than once (${twice.length}): ${twice.join('; ')}` +
     `\n         deopts in the gateway's own code (${own.length}): ${own.join('; ')}`
   );
