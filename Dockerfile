@@ -65,4 +65,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "gateway/dist/cli/healthcheck.js"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
 # package.json's "start" without npm: one node process that handles SIGTERM itself (graceful stop).
-CMD ["node", "--no-allocation-site-pretenuring", "gateway/dist/main.js"]
+CMD ["node", "--no-allocation-site-pretenuring", "--no-wasm-dynamic-tiering", "--no-wasm-tier-up", "gateway/dist/main.js"]

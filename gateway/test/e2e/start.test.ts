@@ -44,7 +44,13 @@ describe('npm start, and what the started gateway prints', () => {
       tree = descendants(npm.pid);
       // `exec` in the start script: npm's child is node running the compiled entry, with no shell between.
       const gateway = tree.find((pid) => procStat(pid)?.ppid === npm.pid);
-      expect(commandLine(gateway!)).toEqual(['node', '--no-allocation-site-pretenuring', 'gateway/dist/main.js']);
+      expect(commandLine(gateway!)).toEqual([
+        'node',
+        '--no-allocation-site-pretenuring',
+        '--no-wasm-dynamic-tiering',
+        '--no-wasm-tier-up',
+        'gateway/dist/main.js',
+      ]);
       // The start script's environment reaches node (malloc's trim threshold, docs/performance.md "mcprss"), not the
       // hosted server (a child gets only the inherited allowlist and its own env).
       const environ = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
