@@ -14,6 +14,7 @@
  * thread and of its other threads (V8's compilers and GC helpers, libuv's pool) per device for the first K devices
  * and the last K (default 1 000), sampled every 50 ms from /proc/<pid>/task/*. --cold skips the 200-device warm-up, so
  * round 1 meets a freshly started gateway (as the quick bench's fleet row does) and round 2 the same gateway warm.
+ * --fleets=N splits the devices over N device-simulator processes (default 1; the quick bench's fleet row uses 2).
  * FLEETCPU_GW_STDOUT=<file> appends the gateway's stdout there (V8's --trace-* output, with VOXGATE_GATEWAY_NODE_ARGS).
  * --v8log (with --dist) adds V8's code and deopt log to the gateway's options and prints, for each of its connect
  * windows, the optimizing (TurboFan) compiles, their code size (by origin: Node, a package, the gateway, SQLite's WebAssembly),
@@ -39,6 +40,8 @@ const [dist, profile, strace, storm, cold, v8log] = [flag('dist'), flag('profile
 const slicesArg = process.argv.find((a) => a === '--slices' || a.startsWith('--slices='));
 const SLICE = slicesArg === undefined ? 0 : Number(slicesArg.split('=')[1] ?? 1000);
 const N = Number(args[0] ?? 2000);
+/** Device-simulator processes the devices are split over (the quick bench's fleet row uses 2 for 10 000). */
+const FLEETS = Number(process.argv.find((a) => a.startsWith('--fleets='))?.split('=')[1] ?? 1);
 const ROUNDS = Number(args[1] ?? 3);
 import { API_KEY } from '../scenarios/bench.js';
 
@@ -163,8 +166,8 @@ try {
   const gwStdout = process.env['FLEETCPU_GW_STDOUT'];
   if (gwStdout) gateway.child.stdout?.pipe(createWriteStream(gwStdout, { flags: 'a' }));
   const floor = spawnTs('bare-ws', 'bench/floors/bare-ws.ts', { nodeArgs: probe });
-  const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
-  await fleet.procs[0]!.hello;
+  const fleet = new Fleet(Array.from({ length: FLEETS }, (_, i) => spawnTs(`fleet${i}`, 'bench/fleet/fleet.ts')));
+  await Promise.all(fleet.procs.map((p) => p.hello));
   const floorPort = (await floor.hello)['port'] as number;
   const gwUrl = `http://127.0.0.1:${httpPort}`;
   await until('the gateway to start', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, 120_000, 200);
@@ -190,8 +193,10 @@ try {
       if (name === 'gateway' && v8log) windows.at(-1)!.to = await gwNow();
       return performance.now() - t0;
     };
-    const groupReady = async () =>
-      (await fleet.procs[0]!.request<Reply & { groups?: Record<string, { ready: number }> }>({ cmd: 'stats' }, 10_000)).groups?.[group]?.ready ?? 0;
+    const groupReady = async () => {
+      const stats = await Promise.all(fleet.procs.map((p) => p.request<Reply & { groups?: Record<string, { ready: number }> }>({ cmd: 'stats' }, 10_000)));
+      return stats.reduce((sum, r) => sum + (r.groups?.[group]?.ready ?? 0), 0);
+    };
     let samples: Sample[] | undefined;
     const m = await measured([proc.child.pid], async () => {
       if (SLICE === 0 || n < 2 * SLICE) return connect();
