@@ -39,8 +39,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   const floorReady = async () => (await e.bareWs.request<Reply & { ready?: number }>({ cmd: 'count' }, 30_000)).ready ?? 0;
   const floorUrl = `${bareUrl}xiaozhi/v1/`;
   t = performance.now();
-  const ft0 = threadCpuUs(e.bareWs.child.pid);
-  const fc = await measured([e.bareWs.child.pid], async () => {
+  const fc = await measuredPerDevice(e.bareWs.child.pid, N, async () => {
     const r = await e.fleet.connect({
       group: 'fleet-floor',
       mode: 'device',
@@ -56,16 +55,18 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     await until('every device ready on the floor', async () => (await floorReady()) >= N, timeoutMs, 50);
     return r;
   });
-  const floorThreads = threadsPerDevice(ft0, threadCpuUs(e.bareWs.child.pid), N);
   const floorConnect = fc.result;
   const floorMs = performance.now() - t;
   b.log(`fleet floor: ${N} devices through hello, initialize and tools/list in ${floorMs.toFixed(0)} ms; ${(fc.cpu[0]! / N).toFixed(0)} µs CPU each`);
   let floorStormMs = NaN;
+  let floorStorm: Awaited<ReturnType<typeof measuredPerDevice>> | undefined;
   if (b.only.has('storm')) {
     t = performance.now();
-    const s = await e.fleet.storm('fleet-floor', timeoutMs);
-    if (!s.ok) throw new Error(`floor storm did not complete: ${JSON.stringify(s.stats)}`);
-    await until('every device ready again on the floor', async () => (await floorReady()) >= N, timeoutMs, 50);
+    floorStorm = await measuredPerDevice(e.bareWs.child.pid, N, async () => {
+      const s = await e.fleet.storm('fleet-floor', timeoutMs);
+      if (!s.ok) throw new Error(`floor storm did not complete: ${JSON.stringify(s.stats)}`);
+      await until('every device ready again on the floor', async () => (await floorReady()) >= N, timeoutMs, 50);
+    });
     floorStormMs = performance.now() - t;
     b.log(`storm floor: ${N} devices ready again in ${floorStormMs.toFixed(0)} ms`);
   }
@@ -77,8 +78,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   const gm0 = await mem(e.gateway);
   const ready0 = await metric(e.gwUrl, 'voxgate_devices_ready');
   t = performance.now();
-  const gt0 = threadCpuUs(e.gateway.child.pid);
-  const gc = await measured([e.gateway.child.pid], async () => {
+  const gc = await measuredPerDevice(e.gateway.child.pid, N, async () => {
     const r = await e.fleet.connect({
       group: 'fleet-gw',
       mode: 'device',
@@ -94,7 +94,6 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     await until('the gateway to count every device ready', async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= ready0 + N, 30_000);
     return r;
   });
-  const gwThreads = threadsPerDevice(gt0, threadCpuUs(e.gateway.child.pid), N);
   const gwConnect = gc.result;
   const gwMs = performance.now() - t;
   const gm1 = await mem(e.gateway);
@@ -126,7 +125,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     unit: 'µs',
     floor: round(cpuFloor),
     ratio: ratio(cpuFloor, cpuGw),
-    params: { devices: N, floorKind, load: gc.load, floorLoad: fc.load, threads: gwThreads, floorThreads },
+    params: { devices: N, floorKind, load: gc.load, floorLoad: fc.load, threads: gc.threads, floorThreads: fc.threads },
   });
   const rssGw = perDevice(gm0.rss, gm1.rss);
   const rssFloor = perDevice(fm0.rss, fm1.rss);
@@ -176,9 +175,13 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   if (b.only.has('storm')) {
     const readyNow = await metric(e.gwUrl, 'voxgate_devices_ready');
     t = performance.now();
-    const s = await e.fleet.storm('fleet-gw', timeoutMs);
-    if (!s.ok) throw new Error(`gateway storm did not complete: ${JSON.stringify(s.stats)}`);
-    await until('the gateway to count every device ready again', async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= readyNow, 30_000);
+    const gs = await measuredPerDevice(e.gateway.child.pid, N, async () => {
+      const s = await e.fleet.storm('fleet-gw', timeoutMs);
+      if (!s.ok) throw new Error(`gateway storm did not complete: ${JSON.stringify(s.stats)}`);
+      await until('the gateway to count every device ready again', async () => (await metric(e.gwUrl, 'voxgate_devices_ready')) >= readyNow, 30_000);
+      return s;
+    });
+    const s = gs.result;
     const stormMs = performance.now() - t;
     b.log(`storm gateway: ${N} devices ready again in ${stormMs.toFixed(0)} ms`);
     const before = await callOutcomes(e.gwUrl);
@@ -199,7 +202,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
       unit: 'ms',
       floor: round(floorStormMs),
       ratio: ratio(floorStormMs, stormMs),
-      params: { devices: N, connectRetries: s.stats.connectRetries, errors: s.stats.connectFailures },
+      params: { devices: N, connectRetries: s.stats.connectRetries, errors: s.stats.connectFailures, load: gs.load, floorLoad: floorStorm?.load },
     });
     b.results.push({
       name: 'storm.ready_per_s',
@@ -207,7 +210,17 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
       unit: 'devices/s',
       floor: round(N / (floorStormMs / 1000)),
       ratio: ratio(floorStormMs, stormMs),
-      params: { devices: N, floorKind, target: 2000 },
+      params: { devices: N, floorKind, target: 2000, load: gs.load, floorLoad: floorStorm?.load },
+    });
+    const cpuStorm = gs.cpu[0]! / N;
+    const cpuFloorStorm = (floorStorm?.cpu[0] ?? NaN) / N;
+    b.results.push({
+      name: 'storm.cpu_us_per_device',
+      value: round(cpuStorm),
+      unit: 'µs',
+      floor: round(cpuFloorStorm),
+      ratio: ratio(cpuFloorStorm, cpuStorm),
+      params: { devices: N, floorKind, load: gs.load, floorLoad: floorStorm?.load, threads: gs.threads, floorThreads: floorStorm?.threads },
     });
     b.results.push({
       name: 'storm.calls_after_ok',
@@ -269,6 +282,13 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     );
   }
   await e.fleet.close('fleet-gw');
+}
+
+/** `measured` for one process, with its CPU per device by thread over the same window. */
+async function measuredPerDevice<T>(pid: number | undefined, n: number, work: () => Promise<T>) {
+  const before = threadCpuUs(pid);
+  const m = await measured([pid], work);
+  return { ...m, threads: threadsPerDevice(before, threadCpuUs(pid), n) };
 }
 
 /** µs per device by thread: the main thread's user and system time, and the other threads' (V8's compilers and GC
