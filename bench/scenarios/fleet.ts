@@ -33,6 +33,9 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   b.log(`fleet bare: ${N} bare connections in ${bareMs.toFixed(0)} ms; rss +${((fm1.rss - fm0.rss) / N).toFixed(0)} B each`);
   await e.fleet.close('fleet-bare');
   await until('bare connections gone', async () => (await count(e.bareWs)) === 0, timeoutMs, 100);
+  // The floor's window starts after a full collection, as the gateway's does (its mem() just before it): otherwise
+  // the floor collects the 10 000 closed sockets' garbage inside its window.
+  await mem(e.bareWs);
 
   // Ready/s floor: the same devices doing the same four round trips (hello, initialize, two tools/list pages)
   // against a server that parses each reply with JSON.parse and nothing else; then the same storm.
