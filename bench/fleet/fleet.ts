@@ -47,7 +47,9 @@ export type FleetCommand =
     }
   | { id: number; cmd: 'storm'; group: string; timeoutMs: number }
   | { id: number; cmd: 'close'; group: string }
-  | { id: number; cmd: 'stats' };
+  | { id: number; cmd: 'stats' }
+  /** A full collection now (the process runs with --expose-gc): a measured window starts with no earlier group's garbage. */
+  | { id: number; cmd: 'gc' };
 
 export interface GroupStats {
   devices: number;
@@ -325,6 +327,11 @@ async function handle(m: FleetCommand): Promise<Record<string, unknown>> {
       for (const d of g.devices) d.drop();
       groups.delete(m.group);
       return { ok: true, stats: g.stats };
+    }
+    case 'gc': {
+      const gc = (globalThis as { gc?: () => void }).gc;
+      gc?.();
+      return { ok: gc !== undefined };
     }
     case 'stats':
       return { ok: true, groups: Object.fromEntries([...groups].map(([k, g]) => [k, g.stats])), mem: process.memoryUsage() };

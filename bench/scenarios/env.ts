@@ -42,6 +42,11 @@ export class Fleet {
     await Promise.all(this.procs.map((p) => p.request({ cmd: 'close', group }, 30_000)));
   }
 
+  /** A full collection in every fleet process: the garbage of the groups closed before stays out of the next window. */
+  async gc() {
+    await Promise.all(this.procs.map((p) => p.request({ cmd: 'gc' }, 30_000)));
+  }
+
   private sum(replies: Reply[], _n: number) {
     const stats = { open: 0, ready: 0, calls: 0, connectRetries: 0, connectFailures: 0, droppedFrames: 0, unknownTools: 0 };
     let ok = true;

@@ -34,8 +34,10 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   await e.fleet.close('fleet-bare');
   await until('bare connections gone', async () => (await count(e.bareWs)) === 0, timeoutMs, 100);
   // The floor's window starts after a full collection, as the gateway's does (its mem() just before it): otherwise
-  // the floor collects the 10 000 closed sockets' garbage inside its window.
+  // the floor collects the 10 000 closed sockets' garbage inside its window. The device simulators' too: each window
+  // starts with the groups closed before it collected on both ends.
   await mem(e.bareWs);
+  await e.fleet.gc();
 
   // Ready/s floor: the same devices doing the same four round trips (hello, initialize, two tools/list pages)
   // against a server that parses each reply with JSON.parse and nothing else; then the same storm.
@@ -78,6 +80,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   await until('the floor to see its devices gone', async () => (await count(e.bareWs)) === 0, timeoutMs, 50);
 
   // The gateway: N devices that say hello, answer initialize and a two-page tools/list.
+  await e.fleet.gc();
   const gm0 = await mem(e.gateway);
   const ready0 = await metric(e.gwUrl, 'voxgate_devices_ready');
   t = performance.now();
