@@ -30,7 +30,7 @@ process.on('SIGTERM', stop);
 process.on('disconnect', stop);
 server.on('exit', () => process.exit(1));
 
-/** The relay's id → who waits for the answer, and the id they asked with. */
+/** The relay's id → who waits for the answer (the caller's own id is kept in that callback). */
 const pending = new Map<number, (answer: Message) => void>();
 let nextId = 1;
 let partial = '';
