@@ -1,17 +1,17 @@
 /**
  * MCP load over Streamable HTTP, the same for every server measured: raw JSON-RPC POSTs on one keep-alive
  * socket per session (initialize, notifications/initialized, then tools/call after tools/call, each awaited),
- * answers read as JSON or as an SSE stream, whichever the server chose. No SDK client on the load side, so
- * the load generator costs every server the same and little CPU.
+ * answers read as JSON or as an SSE stream, whichever the server chose. No SDK client and no node:http client on
+ * the load side (raw-http.ts), so the load generator costs every server the same and little CPU.
  */
-import { Agent, request, type IncomingHttpHeaders } from 'node:http';
+import { RawHttpConnection } from './raw-http.js';
 import { pooled, quantile } from './samples.js';
 
 const PROTOCOL_VERSION = '2025-06-18';
 
 interface Answer {
   status: number;
-  headers: IncomingHttpHeaders;
+  headers: Record<string, string>;
   /** The JSON-RPC response to the request (null for a notification or a DELETE). */
   message: { result?: unknown; error?: unknown } | null;
 }
@@ -24,14 +24,19 @@ export interface LoadSession {
 }
 
 export class McpLoadSession implements LoadSession {
-  private readonly agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  private readonly connection: RawHttpConnection;
+  /** The header lines every request sends (the session's, once it has one). */
+  private fixedHeaders: string;
   private sessionId: string | undefined;
   private nextId = 1;
 
   constructor(
     private readonly url: URL,
-    private readonly headers: Record<string, string> = {},
-  ) {}
+    headers: Record<string, string> = {},
+  ) {
+    this.connection = new RawHttpConnection(url.hostname, Number(url.port || 80));
+    this.fixedHeaders = headerLines({ ...headers, accept: 'application/json, text/event-stream' });
+  }
 
   async open(): Promise<void> {
     const init = await this.post({
@@ -44,6 +49,7 @@ export class McpLoadSession implements LoadSession {
     if (init.status !== 200 || typeof sid !== 'string' || !init.message?.result)
       throw new Error(`initialize: HTTP ${init.status}, session ${String(sid)}, ${JSON.stringify(init.message).slice(0, 300)}`);
     this.sessionId = sid;
+    this.fixedHeaders += headerLines({ 'mcp-session-id': sid, 'mcp-protocol-version': PROTOCOL_VERSION });
     const note = await this.post({ jsonrpc: '2.0', method: 'notifications/initialized' });
     if (note.status !== 202 && note.status !== 200) throw new Error(`notifications/initialized: HTTP ${note.status}`);
   }
@@ -60,7 +66,7 @@ export class McpLoadSession implements LoadSession {
     try {
       if (this.sessionId !== undefined) await this.send('DELETE', undefined);
     } finally {
-      this.agent.destroy();
+      this.connection.close();
     }
   }
 
@@ -68,31 +74,17 @@ export class McpLoadSession implements LoadSession {
     return this.send('POST', JSON.stringify(body));
   }
 
-  private send(method: 'POST' | 'DELETE', body: string | undefined): Promise<Answer> {
-    const headers: Record<string, string> = { ...this.headers, accept: 'application/json, text/event-stream' };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    if (this.sessionId !== undefined) {
-      headers['mcp-session-id'] = this.sessionId;
-      headers['mcp-protocol-version'] = PROTOCOL_VERSION;
-    }
-    return new Promise((resolve, reject) => {
-      const req = request(this.url, { method, headers, agent: this.agent }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          try {
-            resolve({ status: res.statusCode ?? 0, headers: res.headers, message: parseAnswer(String(res.headers['content-type']), text) });
-          } catch (e) {
-            reject(e as Error);
-          }
-        });
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
+  private async send(method: 'POST' | 'DELETE', body: string | undefined): Promise<Answer> {
+    const headers = body === undefined ? this.fixedHeaders : `${this.fixedHeaders}content-type: application/json\r\n`;
+    const res = await this.connection.request(method, this.url.pathname + this.url.search, headers, body);
+    return { status: res.status, headers: res.headers, message: parseAnswer(res.headers['content-type'] ?? '', res.body) };
   }
+}
+
+function headerLines(headers: Record<string, string>): string {
+  return Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
 }
 
 /** The JSON-RPC response in a JSON body or in an SSE stream's data lines (the last one holding a result or an error). */
