@@ -10,6 +10,7 @@ import { bearerToken } from './device-auth.js';
 import { guardFrame } from './frame-guard.js';
 import type { Metrics } from '../metrics.js';
 import { refuse } from './ws.js';
+import { RequestTarget, trimSlashes } from './request-target.js';
 
 export interface McpEndpointLinkOptions {
   /** Default `/mcp_endpoint/mcp/` (xiaozhi-esp32-server's path); a trailing slash or not, both match. */
@@ -34,7 +35,7 @@ export interface McpEndpointLinkOptions {
 // eslint-disable-next-line max-lines-per-function -- a connection's handlers share its closure (limits, state, close)
 export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: o.bounds.limits.maxBytes, perMessageDeflate: false });
-  const base = normalise(o.path);
+  const base = trimSlashes(o.path);
   const perToken = new Map<string, number>();
   const limiter = new KeyedTokenBucket({ ratePerSecond: o.unknownTokenRate.perSecond, burst: o.unknownTokenRate.burst }, { maxKeys: 10_000 });
   const log = o.log.child({ component: 'mcp-endpoint' });
@@ -43,9 +44,9 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
   const warnFull = (fields: Record<string, unknown>, msg: string) => void fullLog.write(fields, msg);
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const url = new URL(req.url ?? '/', 'http://endpoint');
-    if (normalise(url.pathname) !== base) return;
-    guardFrame(() => upgrade(req, socket, head, url), {
+    const target = new RequestTarget(req.url);
+    if (trimSlashes(target.path) !== base) return;
+    guardFrame(() => upgrade(req, socket, head, target), {
       transport: 'websocket',
       log,
       who: () => ({ remote: req.socket.remoteAddress }),
@@ -54,10 +55,10 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
     });
   };
 
-  const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) => {
+  const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, target: RequestTarget) => {
     const remote = req.socket.remoteAddress ?? '';
     const header = req.headers.authorization;
-    const token = bearerToken(header ?? undefined) ?? url.searchParams.get('token') ?? '';
+    const token = bearerToken(header ?? undefined) ?? target.query('token') ?? '';
     const record = token ? o.endpoints.byToken(token) : undefined;
     if (!record) {
       const take = limiter.take(remote);
@@ -114,7 +115,7 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
   server.on('upgrade', onUpgrade);
   return {
     /** Whether a path is this endpoint's (the device link leaves it alone). */
-    owns: (pathname: string) => normalise(pathname) === base,
+    owns: (pathname: string) => trimSlashes(pathname) === base,
     connections: () => wss.clients.size,
     close(): void {
       server.off('upgrade', onUpgrade);
@@ -125,8 +126,4 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
       wss.close();
     },
   };
-}
-
-function normalise(path: string): string {
-  return path.replace(/\/+$/, '') || '/';
 }

@@ -11,6 +11,7 @@ import { REFUSAL_LOG, REFUSAL_LOG_NOTE } from './connection-limits.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { handlerFailed } from './frame-guard.js';
+import { RequestTarget, trimSlashes } from './request-target.js';
 
 export interface WsLinkOptions {
   path: string;
@@ -140,13 +141,13 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   // The endpoint keeps its own set of sockets (see DeviceSocket): ws's clientTracking adds a closure per socket.
   const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false, WebSocket: DeviceSocket, clientTracking: false });
   const clients = new Set<DeviceSocket>();
-  const base = o.path.replace(/\/+$/, '');
+  const base = trimSlashes(o.path);
   const fullLog = new ThrottledLog(o.log, 'warn', REFUSAL_LOG);
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const url = new URL(req.url ?? '/', 'http://device');
-    if (o.otherPath?.(url.pathname)) return; // another upgrade listener's (the MCP endpoint)
-    if (url.pathname.replace(/\/+$/, '') !== base) return refuse(socket, 404, 'Not Found');
+    const target = new RequestTarget(req.url);
+    if (o.otherPath?.(target.path)) return; // another upgrade listener's (the MCP endpoint)
+    if (trimSlashes(target.path) !== base) return refuse(socket, 404, 'Not Found');
     // handleUpgrade (no verifyClient) calls back synchronously, which adds the socket to `clients`: no burst overshoots.
     if (clients.size >= o.maxConnections) {
       o.metrics.connectionsRefused.inc({ listener: 'http', reason: 'device_cap' });
@@ -156,15 +157,14 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
       );
       return refuse(socket, 503, 'Service Unavailable', 'the gateway holds as many devices as it may; try again later');
     }
-    const q = url.searchParams;
-    const h = (name: string) => headerValue(req, name) ?? q.get(name) ?? q.get(name.replace('-', '_')) ?? undefined;
+    const h = (name: string) => headerValue(req, name) ?? target.query(name) ?? target.query(name.replace('-', '_')) ?? undefined;
     const deviceId = normalizeDeviceId(h('device-id') ?? '');
     if (!deviceId) {
       o.metrics.authRefused.inc({ transport: 'websocket', reason: 'bad_device_id' });
       return refuse(socket, 400, 'Bad Request', 'Device-Id header must be a MAC address');
     }
     const clientId = (h('client-id') ?? deviceId).slice(0, 64);
-    const verdict = checkWebSocketAuth(o.auth, bearerToken(h('authorization') ?? q.get('token') ?? undefined), clientId, deviceId);
+    const verdict = checkWebSocketAuth(o.auth, bearerToken(h('authorization') ?? target.query('token') ?? undefined), clientId, deviceId);
     if (!verdict.ok) {
       o.metrics.authRefused.inc({ transport: 'websocket', reason: verdict.reason });
       const remoteAddress = req.socket.remoteAddress ?? '';
