@@ -1,8 +1,8 @@
 /**
  * An HTTP/1.1 client on one keep-alive socket, one request at a time: what a load generator needs and no more
- * (wrk and autocannon write prebuilt requests on raw sockets for the same reason). node:http's client cost the
- * /mcp load ~175-370 µs of CPU per call at concurrency 1, more than the proxy it measured, and more for a server
- * that answers in SSE than for one that answers in JSON; this costs ~75-100 µs (docs/performance.md, `rawload`).
+ * (wrk and autocannon write prebuilt requests on raw sockets for the same reason). With node:http's client the /mcp
+ * load cost 264-509 µs of CPU per call at concurrency 1, as much as the proxy it measured, and more for a server that
+ * answers in SSE than for one that answers in JSON; with this, 132-265 (docs/performance.md, `rawload`).
  * It reads Content-Length and chunked bodies, and bodies that end with the connection; it dials again when the
  * server closed the last one. Trusted servers only: it bounds nothing (the bench's own systems).
  */
