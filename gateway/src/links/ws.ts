@@ -10,7 +10,7 @@ import type { Metrics } from '../metrics.js';
 import { REFUSAL_LOG, REFUSAL_LOG_NOTE } from './connection-limits.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
-import { handlerFailed } from './frame-guard.js';
+import { guardFrame, handlerFailed } from './frame-guard.js';
 import { RequestTarget, trimSlashes } from './request-target.js';
 
 export interface WsLinkOptions {
@@ -144,7 +144,18 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   const base = trimSlashes(o.path);
   const fullLog = new ThrottledLog(o.log, 'warn', REFUSAL_LOG);
 
-  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+  // Nothing a caller sends may throw out of the `upgrade` event (the safety net would stop the gateway): a throw
+  // ends this connection only, counted and logged, as in the MCP endpoint's listener.
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+    guardFrame(() => upgrade(req, socket, head), {
+      transport: 'websocket',
+      log: o.log,
+      metrics: o.metrics,
+      who: () => ({ remote: req.socket.remoteAddress }),
+      close: () => socket.destroy(),
+    });
+
+  const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const target = new RequestTarget(req.url);
     if (o.otherPath?.(target.path)) return; // another upgrade listener's (the MCP endpoint)
     if (trimSlashes(target.path) !== base) return refuse(socket, 404, 'Not Found');
