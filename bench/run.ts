@@ -2,7 +2,7 @@
  * Voxgate benchmarks: the gateway against floors measured in the same run.
  *
  *   npm run bench                 full (fleet 100 000 requested, 10 min soak)
- *   npm run bench -- --quick      about 3 minutes on 2 cores (fleet 10 000, 60 s soak, 40 s of relayed audio)
+ *   npm run bench -- --quick      under 5 minutes on 2 cores (fleet 10 000, 4 s soak, ~25 s of relayed audio)
  *   npm run bench -- --tiny       seconds; for the correctness test (20 devices)
  *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet,voice,converse,mcp,cluster (storm/soak need fleet),
  *            --profile (the gateways under --cpu-prof; WebSocket call path unless --only says otherwise, e.g.

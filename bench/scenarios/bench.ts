@@ -27,16 +27,19 @@ export const GATEWAY_START_MS = 120_000;
 
 const SETTINGS = {
   full: { callS: 10, warmS: 2, fleetN: 100_000, soakS: 600, soakRate: 1000, stormCalls: 1000 },
-  quick: { callS: 1.5, warmS: 0.3, fleetN: 10_000, soakS: 6, soakRate: 500, stormCalls: 200 },
+  quick: { callS: 1.5, warmS: 0.3, fleetN: 10_000, soakS: 4, soakRate: 500, stormCalls: 200 },
   tiny: { callS: 0, warmS: 0, fleetN: 20, soakS: 2, soakRate: 50, stormCalls: 20 },
 };
 /**
  * Relayed audio: `devices` voice sessions at the real frame rate for `seconds`, then `satDevices` sessions with
- * `satWindow` frames in flight each (a new frame per echo) for `satSeconds`.
+ * `satWindow` frames in flight each (a new frame per echo) for `satSeconds`. Quick mode's paced rows (no goal reads
+ * them: CPU per frame at the real rate, loss, memory per session) run 3 s a side, ~5 000 frames, since the night of 2026-11-27 (4 s
+ * before), and its soak 4 s (6 before): with the one-device rows' pipelined floor left to full runs (call-path.ts),
+ * ~15 s less for the quick bench's five minutes, which days slower than the ones they were tuned on passed.
  */
 const VOICE = {
   full: { devices: 500, seconds: 20, satDevices: 10, satWindow: 8, satSeconds: 10 },
-  quick: { devices: 100, seconds: 4, satDevices: 10, satWindow: 8, satSeconds: 3 },
+  quick: { devices: 100, seconds: 3, satDevices: 10, satWindow: 8, satSeconds: 3 },
   tiny: { devices: 4, seconds: 0.6, satDevices: 2, satWindow: 4, satSeconds: 0.3 },
 };
 /** Cluster: devices held by the owning instance (calls rotate over all of them). */
