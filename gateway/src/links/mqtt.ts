@@ -14,6 +14,7 @@ import { limitConnections } from './connection-limits.js';
 import { MqttFramingError, MqttPacketGuard, PacketTooLargeError, type OversizedPublish } from './mqtt-packet-guard.js';
 import { guardText, type FrameGuardOptions } from './frame-guard.js';
 import { GuardedMqttConnection } from './mqtt-connection.js';
+import { RefusalLog } from './refusal-log.js';
 import { EVENTS_TOPIC_FILTER, EVENTS_TOPIC_PREFIX } from '../events/mqtt-fanout.js';
 
 export interface MqttLinkOptions {
@@ -96,6 +97,7 @@ class MqttDeviceLink implements DeviceLink {
 export async function startMqttLink(o: MqttLinkOptions) {
   const peers = new WeakMap<Client, Peer>();
   const conns = new WeakMap<object, Conn>();
+  const refusals = new RefusalLog(o.log);
   const refuse = (reason: string): AuthenticateError => {
     o.metrics.authRefused.inc({ transport: 'mqtt', reason });
     return Object.assign(new Error(`not authorized: ${reason}`), { returnCode: NOT_AUTHORIZED }) as AuthenticateError;
@@ -129,9 +131,9 @@ export async function startMqttLink(o: MqttLinkOptions) {
         if (!v.ok) {
           const remoteAddress = conns.get(client.conn)?.remote ?? '';
           const r = { deviceId: id.deviceId, clientId: client.id, transport: 'mqtt' as const, reason: v.reason, remoteAddress };
-          // Listed for the operator (GET /v1/enrollments/refused); logged once per device per minute at most.
+          // Listed for the operator (GET /v1/enrollments/refused); logged once per device per minute, and within the refusal log's bound.
           const due = refused ? refused.record(r) : {};
-          if (due) o.log.warn({ clientId: client.id, reason: v.reason, remote: remoteAddress, ...due }, 'MQTT device refused');
+          if (due) refusals.warn('device', { clientId: client.id, reason: v.reason, remote: remoteAddress, ...due }, 'MQTT device refused');
           return done(refuse(v.reason), false);
         }
         refused?.forget(id.deviceId);
@@ -142,7 +144,11 @@ export async function startMqttLink(o: MqttLinkOptions) {
         peers.set(client, { kind: 'backend' });
         return done(null, true);
       }
-      o.log.warn({ clientId: client.id }, 'MQTT client refused: neither a device client id nor a valid API key');
+      refusals.warn(
+        'unknown_client',
+        { clientId: client.id, remote: conns.get(client.conn)?.remote },
+        'MQTT client refused: neither a device client id nor a valid API key',
+      );
       return done(refuse('unknown_client'), false);
     },
     authorizePublish(client, packet, cb) {
@@ -151,7 +157,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
         // Devices publish at QoS 0/1. The broker keeps a QoS 2 packet until its PUBREL, which a client
         // may never send: refused before anything is stored, like any publish it may not make.
         o.metrics.framesRejected.inc({ reason: 'mqtt_qos2' });
-        o.log.warn({ clientId: client.id }, 'MQTT QoS 2 publish refused; disconnecting');
+        refusals.warn('qos2', { clientId: client.id }, 'MQTT QoS 2 publish refused; disconnecting');
         return cb(new Error('QoS 2 publishes are not accepted'));
       }
       // Nothing is kept for later subscribers.
@@ -159,7 +165,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
       const peer = peers.get(client);
       if (peer?.kind === 'device' && packet.topic === DEVICE_PUBLISH_TOPIC) return cb(null);
       o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'publish_denied' });
-      o.log.warn({ clientId: client.id, topic: packet.topic }, 'MQTT publish denied; disconnecting');
+      refusals.warn('publish_denied', { clientId: client.id, topic: packet.topic }, 'MQTT publish denied; disconnecting');
       cb(new Error(`publishing to ${packet.topic} is not allowed`));
     },
     authorizeSubscribe(client, sub, cb) {
@@ -170,7 +176,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
           : peer?.kind === 'backend' && (sub.topic === EVENTS_TOPIC_FILTER || sub.topic.startsWith(EVENTS_TOPIC_PREFIX));
       if (allowed) return cb(null, sub);
       o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'subscribe_denied' });
-      o.log.warn({ clientId: client.id, topic: sub.topic }, 'MQTT subscription denied');
+      refusals.warn('subscribe_denied', { clientId: client.id, topic: sub.topic }, 'MQTT subscription denied');
       cb(null, null);
     },
   });
@@ -223,7 +229,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
       if (err instanceof MqttFramingError) {
         const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
         o.metrics.framesRejected.inc({ reason });
-        o.log.warn({ remote: socket.remoteAddress, reason, err: err.message }, 'MQTT connection dropped');
+        refusals.warn(reason, { remote: socket.remoteAddress, reason, err: err.message }, 'MQTT connection dropped');
       }
       socket.destroy();
     });
@@ -233,7 +239,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
       o.metrics.framesRejected.inc({ reason: 'too_large' });
       const session = c.session;
       if (session && info.topic === DEVICE_PUBLISH_TOPIC) return session.onOversizedMessage(info.bytes, info.limit, info.payloadHead);
-      o.log.warn({ remote: socket.remoteAddress, bytes: info.bytes, limit: info.limit }, 'oversized MQTT publish skipped');
+      refusals.warn('oversized', { remote: socket.remoteAddress, bytes: info.bytes, limit: info.limit }, 'oversized MQTT publish skipped');
     });
     const conn = new GuardedMqttConnection(socket, guard);
     const c: Conn = {

@@ -8,6 +8,7 @@ import type { DeviceRegistry } from '../devices/registry.js';
 import type { DeviceSession } from '../devices/session.js';
 import type { Metrics } from '../metrics.js';
 import { REFUSAL_LOG, REFUSAL_LOG_NOTE } from './connection-limits.js';
+import { RefusalLog } from './refusal-log.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { guardFrame, handlerFailed } from './frame-guard.js';
@@ -72,6 +73,11 @@ class DeviceSocket extends WebSocket {
 /** The options of every audio frame's send (ws copies them into its own: one shared object, none per frame). */
 const BINARY = { binary: true } as const;
 
+/** What every link of one endpoint shares: its options and its refusal lines. */
+interface WsLinkContext extends WsLinkOptions {
+  refusals: RefusalLog;
+}
+
 /** One device connection: the session's link, and the handler of its socket's events. */
 class WsDeviceLink implements DeviceLink {
   /** Set right after the registry made it (the socket reports nothing to the link before). */
@@ -80,7 +86,7 @@ class WsDeviceLink implements DeviceLink {
   constructor(
     private readonly ws: DeviceSocket,
     readonly remoteAddress: string,
-    private readonly o: WsLinkOptions,
+    private readonly o: WsLinkContext,
   ) {}
 
   get transport(): 'websocket' {
@@ -132,7 +138,7 @@ class WsDeviceLink implements DeviceLink {
   onError(err: Error & { code?: string }): void {
     const reason = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'too_large' : 'ws_protocol';
     this.o.metrics.framesRejected.inc({ reason });
-    this.o.log.warn({ deviceId: this.session.deviceId, reason, err: err.message }, 'device WebSocket error; dropping the connection');
+    this.o.refusals.warn(reason, { deviceId: this.session.deviceId, reason, err: err.message }, 'device WebSocket error; dropping the connection');
   }
 }
 
@@ -143,6 +149,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   const clients = new Set<DeviceSocket>();
   const base = trimSlashes(o.path);
   const fullLog = new ThrottledLog(o.log, 'warn', REFUSAL_LOG);
+  const ctx: WsLinkContext = { ...o, refusals: new RefusalLog(o.log) };
 
   // Nothing a caller sends may throw out of the `upgrade` event (the safety net would stop the gateway): a throw
   // ends this connection only, counted and logged, as in the MCP endpoint's listener.
@@ -179,21 +186,20 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     if (!verdict.ok) {
       o.metrics.authRefused.inc({ transport: 'websocket', reason: verdict.reason });
       const remoteAddress = req.socket.remoteAddress ?? '';
-      // Listed for the operator (GET /v1/enrollments/refused); logged once per device per minute at most.
+      // Listed for the operator (GET /v1/enrollments/refused); logged once per device per minute, and within the refusal log's bound.
       const refused = o.auth.enrollment?.refused;
       const due = refused ? refused.record({ deviceId, clientId, transport: 'websocket', reason: verdict.reason, remoteAddress }) : {};
-      if (due) o.log.warn({ deviceId, clientId, reason: verdict.reason, remote: remoteAddress, ...due }, 'device WebSocket refused');
+      if (due) ctx.refusals.warn('device', { deviceId, clientId, reason: verdict.reason, remote: remoteAddress, ...due }, 'device WebSocket refused');
       return refuse(socket, 401, 'Unauthorized');
     }
     o.auth.enrollment?.refused?.forget(deviceId);
-    const credential = verdict.credential;
-    wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, req, deviceId, clientId, credential));
+    wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, req, deviceId, clientId, verdict.credential));
   };
 
   const onConnection = (ws: DeviceSocket, req: IncomingMessage, deviceId: string, clientId: string, credential: string) => {
     ws.clients = clients;
     clients.add(ws);
-    const link = new WsDeviceLink(ws, req.socket.remoteAddress ?? '', o);
+    const link = new WsDeviceLink(ws, req.socket.remoteAddress ?? '', ctx);
     const session = o.registry.connect({ deviceId, clientId, link, expectHello: true, credential });
     if (!session) return; // a live connection with other credentials holds this device; link closed
     link.session = session;
