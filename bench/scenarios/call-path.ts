@@ -109,7 +109,9 @@ export async function callPathScenario(b: Bench, e: Env, transport: 'ws' | 'mqtt
         calls: g.ok,
         floorCalls: floor.ok,
         floorKind: serial ? 'serial per device' : 'pipelined',
-        ...(serial && f ? { pipelinedFloorPerS: round(f.perSecond), pipelinedFloorP50: round(f.p50, 3), pipelinedFloorCpuUsPerCall: round(f.cpuUsPerCall) } : {}),
+        ...(serial && f
+          ? { pipelinedFloorPerS: round(f.perSecond), pipelinedFloorP50: round(f.p50, 3), pipelinedFloorCpuUsPerCall: round(f.cpuUsPerCall) }
+          : {}),
         cpuUsPerCall: round(g.cpuUsPerCall),
         floorCpuUsPerCall: round(floor.cpuUsPerCall),
         otherThreadsUsPerCall: round(g.otherThreadsUsPerCall),
