@@ -51,9 +51,15 @@ export class ServerLists {
     return all.map(({ u, item }) => ({ ...item, server: u.config.name })).sort((a, b) => (a.server + a.uriTemplate < b.server + b.uriTemplate ? -1 : 1));
   }
 
-  /** Prompts of every visible server, named in the namespace as tools are (mcp__server__prompt). */
+  /**
+   * Prompts of every visible server, named in the namespace as tools are (mcp__server__prompt). A name a server lists
+   * twice keeps its first definition, as its tools do (upstream/base.ts).
+   */
   async prompts(caller: Caller & CallContext): Promise<HubPrompt[]> {
-    const flat = (await this.fromEvery(caller, 'prompts/list', (u) => u.listPrompts(caller))).map(({ u, item }) => ({ server: u.config.name, p: item }));
+    const seen = new Set<string>();
+    const flat = (await this.fromEvery(caller, 'prompts/list', (u) => u.listPrompts(caller)))
+      .map(({ u, item }) => ({ server: u.config.name, p: item }))
+      .filter(({ server, p }) => !seen.has(`${server}\0${p.name}`) && Boolean(seen.add(`${server}\0${p.name}`)));
     const ns = buildNamespace(flat.map(({ server, p }) => ({ raw: serverToolRaw(server, p.name), target: { kind: 'server', server, tool: p.name } })));
     const byTarget = new Map([...ns].map(([name, t]) => [targetKey(t), name]));
     return flat.map(({ server, p }) => ({ ...p, name: byTarget.get(targetKey({ kind: 'server', server, tool: p.name }))!, server, prompt: p.name }));

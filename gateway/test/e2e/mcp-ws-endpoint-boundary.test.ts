@@ -13,6 +13,8 @@ type Rpc = { jsonrpc: '2.0'; id?: number | string; method?: string; params?: Rec
 interface FakeTool {
   ws: WebSocket;
   tools: Array<{ name: string; description: string; inputSchema: Record<string, unknown> }>;
+  /** Listed on prompts/list (the prompts capability is declared only when given). */
+  prompts?: Array<{ name: string; description: string }>;
   /** Answer tools/call (undefined: never answer). */
   onCall?: (name: string, args: Record<string, unknown>) => string | undefined;
   /** Answer initialize at all. */
@@ -21,7 +23,7 @@ interface FakeTool {
   send(msg: Rpc | string): void;
 }
 
-function fakeTool(url: string, o: Partial<Pick<FakeTool, 'tools' | 'onCall' | 'answersInitialize'>> = {}): Promise<FakeTool> {
+function fakeTool(url: string, o: Partial<Pick<FakeTool, 'tools' | 'prompts' | 'onCall' | 'answersInitialize'>> = {}): Promise<FakeTool> {
   const ws = new WebSocket(url);
   const fake: FakeTool = {
     ws,
@@ -30,6 +32,7 @@ function fakeTool(url: string, o: Partial<Pick<FakeTool, 'tools' | 'onCall' | 'a
     closed: new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() }))),
     send: (msg) => ws.send(typeof msg === 'string' ? msg : JSON.stringify(msg) + '\n'),
     ...(o.onCall ? { onCall: o.onCall } : {}),
+    ...(o.prompts ? { prompts: o.prompts } : {}),
   };
   ws.on('message', (data) => {
     const m = JSON.parse(data.toString()) as Rpc;
@@ -39,11 +42,12 @@ function fakeTool(url: string, o: Partial<Pick<FakeTool, 'tools' | 'onCall' | 'a
         id: m.id!,
         result: {
           protocolVersion: (m.params as { protocolVersion: string }).protocolVersion,
-          capabilities: { tools: { listChanged: true } },
+          capabilities: { tools: { listChanged: true }, ...(fake.prompts ? { prompts: {} } : {}) },
           serverInfo: { name: 'fake', version: '1' },
         },
       });
     else if (m.method === 'tools/list') fake.send({ jsonrpc: '2.0', id: m.id!, result: { tools: fake.tools } });
+    else if (m.method === 'prompts/list') fake.send({ jsonrpc: '2.0', id: m.id!, result: { prompts: fake.prompts ?? [] } });
     else if (m.method === 'ping') fake.send({ jsonrpc: '2.0', id: m.id!, result: {} });
     else if (m.method === 'tools/call') {
       const p = m.params as { name: string; arguments: Record<string, unknown> };
@@ -94,6 +98,41 @@ describe('MCP endpoint boundary', { timeout: 60_000 }, () => {
     await untilHub(hub(), ready('fake'), 'the second connection to be ready');
     expect((await call('mcp__fake__hello', { who: 'y' })).body.content[0]!.text).toBe('second y');
     second.ws.close();
+  });
+
+  it('a tool name listed twice keeps its first definition: one name in GET /v1/tools and in the hub list', async () => {
+    const ep = await create('twice');
+    const fake = await fakeTool(ep.url, {
+      tools: [
+        { name: 'echo', description: 'the first echo', inputSchema: { type: 'object', properties: { who: { type: 'string' } } } },
+        { name: 'other', description: 'another tool', inputSchema: { type: 'object' } },
+        { name: 'echo', description: 'the second echo', inputSchema: { type: 'object', properties: { n: { type: 'number' } } } },
+      ],
+      onCall: (n, a) => `${n} ${String(a['who'])}`,
+      prompts: [
+        { name: 'greet', description: 'the first greeting' },
+        { name: 'greet', description: 'the second greeting' },
+      ],
+    });
+    await untilHub(hub(), ready('twice'), 'the tool process to be ready');
+    const listed = (await t.api<{ tools: Array<{ name: string; description: string }> }>('GET', '/v1/tools')).body.tools.filter((x) =>
+      x.name.startsWith('mcp__twice__'),
+    );
+    expect(listed.map((x) => x.name).sort()).toEqual(['mcp__twice__echo', 'mcp__twice__other']);
+    expect(listed.find((x) => x.name === 'mcp__twice__echo')!.description).toBe('the first echo');
+    const names = hub()
+      .tools({})
+      .map((x) => x.name);
+    expect(new Set(names).size).toBe(names.length);
+    expect((await call('mcp__twice__echo', { who: 'z' })).body.content[0]!.text).toBe('echo z');
+    expect(t.logs.some((l) => l['msg'] === 'upstream server listed a tool name more than once; its first definition is kept' && l['repeated'] === 1)).toBe(
+      true,
+    );
+    const prompts = (await t.api<{ prompts: Array<{ name: string; description: string }> }>('GET', '/v1/mcp/prompts')).body.prompts;
+    expect(prompts.filter((x) => x.name.startsWith('mcp__twice__'))).toEqual([
+      expect.objectContaining({ name: 'mcp__twice__greet', description: 'the first greeting' }),
+    ]);
+    fake.ws.close();
   });
 
   it('times out a call the tool process never answers, and cuts one that never answers initialize (4002)', async () => {

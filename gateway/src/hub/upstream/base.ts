@@ -168,14 +168,28 @@ export abstract class Upstream {
     return this.known().byName.get(name)?.inputSchema as Record<string, unknown> | undefined;
   }
 
-  /** `allowed_tools` applied and capped, once per listing (not per call: issue 21), with an index by name. */
+  /**
+   * `allowed_tools` applied and capped, once per listing (not per call: issue 21), with an index by name. A name the
+   * server listed twice keeps its first definition, as a device's catalog does: twice in the namespace it made
+   * `GET /v1/tools`, `/mcp`'s tools/list and the assistant's tools carry one name twice, which model providers refuse
+   * for every caller.
+   */
   private known(): { from: Tool[]; list: readonly Tool[]; byName: Map<string, Tool> } {
     if (this.knownCache?.from === this.allTools) return this.knownCache;
     const allowed = this.config.allowedTools;
-    const list = (allowed ? this.allTools.filter((t) => allowed.includes(t.name)) : this.allTools).slice(0, this.d.settings.maxTools);
     const byName = new Map<string, Tool>();
-    for (const t of list) if (!byName.has(t.name)) byName.set(t.name, t);
-    return (this.knownCache = { from: this.allTools, list, byName });
+    const repeated = new Set<string>();
+    for (const t of this.allTools) {
+      if (allowed && !allowed.includes(t.name)) continue;
+      if (byName.has(t.name)) repeated.add(t.name);
+      else if (byName.size < this.d.settings.maxTools) byName.set(t.name, t);
+    }
+    if (repeated.size > 0)
+      this.d.log.warn(
+        { tools: [...repeated].slice(0, 10).map((n) => n.slice(0, 64)), repeated: repeated.size },
+        'upstream server listed a tool name more than once; its first definition is kept',
+      );
+    return (this.knownCache = { from: this.allTools, list: [...byName.values()], byName });
   }
   private knownCache: { from: Tool[]; list: readonly Tool[]; byName: Map<string, Tool> } | undefined;
 
