@@ -56,10 +56,15 @@ export class ServerLists {
    * twice keeps its first definition, as its tools do (upstream/base.ts).
    */
   async prompts(caller: Caller & CallContext): Promise<HubPrompt[]> {
+    const listed = await this.fromEvery(caller, 'prompts/list', (u) => u.listPrompts(caller));
+    const flat: Array<{ server: string; p: (typeof listed)[number]['item'] }> = [];
     const seen = new Set<string>();
-    const flat = (await this.fromEvery(caller, 'prompts/list', (u) => u.listPrompts(caller)))
-      .map(({ u, item }) => ({ server: u.config.name, p: item }))
-      .filter(({ server, p }) => !seen.has(`${server}\0${p.name}`) && Boolean(seen.add(`${server}\0${p.name}`)));
+    for (const { u, item } of listed) {
+      const key = `${u.config.name}\0${item.name}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      flat.push({ server: u.config.name, p: item });
+    }
     const ns = buildNamespace(flat.map(({ server, p }) => ({ raw: serverToolRaw(server, p.name), target: { kind: 'server', server, tool: p.name } })));
     const byTarget = new Map([...ns].map(([name, t]) => [targetKey(t), name]));
     return flat.map(({ server, p }) => ({ ...p, name: byTarget.get(targetKey({ kind: 'server', server, tool: p.name }))!, server, prompt: p.name }));

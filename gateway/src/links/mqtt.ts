@@ -10,11 +10,11 @@ import type { Metrics } from '../metrics.js';
 import type { TlsCertificates } from '../tls/certificates.js';
 import { closeFailedHandshakes } from '../tls/listener.js';
 import { checkMqttDeviceAuth, type DeviceAuthPolicy } from './device-auth.js';
-import { limitConnections } from './connection-limits.js';
+import { limitConnections, REFUSAL_LINES } from './connection-limits.js';
 import { MqttFramingError, MqttPacketGuard, PacketTooLargeError, type OversizedPublish } from './mqtt-packet-guard.js';
 import { guardText, type FrameGuardOptions } from './frame-guard.js';
 import { GuardedMqttConnection } from './mqtt-connection.js';
-import { RefusalLog } from './refusal-log.js';
+import { ThrottledLog } from '../throttle/throttled-log.js';
 import { EVENTS_TOPIC_FILTER, EVENTS_TOPIC_PREFIX } from '../events/mqtt-fanout.js';
 
 export interface MqttLinkOptions {
@@ -97,7 +97,7 @@ class MqttDeviceLink implements DeviceLink {
 export async function startMqttLink(o: MqttLinkOptions) {
   const peers = new WeakMap<Client, Peer>();
   const conns = new WeakMap<object, Conn>();
-  const refusals = new RefusalLog(o.log);
+  const refusals = new ThrottledLog(o.log, 'warn', REFUSAL_LINES);
   const refuse = (reason: string): AuthenticateError => {
     o.metrics.authRefused.inc({ transport: 'mqtt', reason });
     return Object.assign(new Error(`not authorized: ${reason}`), { returnCode: NOT_AUTHORIZED }) as AuthenticateError;
@@ -131,9 +131,9 @@ export async function startMqttLink(o: MqttLinkOptions) {
         if (!v.ok) {
           const remoteAddress = conns.get(client.conn)?.remote ?? '';
           const r = { deviceId: id.deviceId, clientId: client.id, transport: 'mqtt' as const, reason: v.reason, remoteAddress };
-          // Listed for the operator (GET /v1/enrollments/refused); logged once per device per minute, and within the refusal log's bound.
+          // Listed for the operator (GET /v1/enrollments/refused); logged once per device per minute, and within REFUSAL_LINES.
           const due = refused ? refused.record(r) : {};
-          if (due) refusals.warn('device', { clientId: client.id, reason: v.reason, remote: remoteAddress, ...due }, 'MQTT device refused');
+          if (due) refusals.write({ clientId: client.id, reason: v.reason, remote: remoteAddress, ...due }, 'MQTT device refused', 'device');
           return done(refuse(v.reason), false);
         }
         refused?.forget(id.deviceId);
@@ -144,11 +144,8 @@ export async function startMqttLink(o: MqttLinkOptions) {
         peers.set(client, { kind: 'backend' });
         return done(null, true);
       }
-      refusals.warn(
-        'unknown_client',
-        { clientId: client.id, remote: conns.get(client.conn)?.remote },
-        'MQTT client refused: neither a device client id nor a valid API key',
-      );
+      const fields = { clientId: client.id, remote: conns.get(client.conn)?.remote };
+      refusals.write(fields, 'MQTT client refused: neither a device client id nor a valid API key', 'unknown_client');
       return done(refuse('unknown_client'), false);
     },
     authorizePublish(client, packet, cb) {
@@ -157,7 +154,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
         // Devices publish at QoS 0/1. The broker keeps a QoS 2 packet until its PUBREL, which a client
         // may never send: refused before anything is stored, like any publish it may not make.
         o.metrics.framesRejected.inc({ reason: 'mqtt_qos2' });
-        refusals.warn('qos2', { clientId: client.id }, 'MQTT QoS 2 publish refused; disconnecting');
+        refusals.write({ clientId: client.id }, 'MQTT QoS 2 publish refused; disconnecting', 'qos2');
         return cb(new Error('QoS 2 publishes are not accepted'));
       }
       // Nothing is kept for later subscribers.
@@ -165,7 +162,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
       const peer = peers.get(client);
       if (peer?.kind === 'device' && packet.topic === DEVICE_PUBLISH_TOPIC) return cb(null);
       o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'publish_denied' });
-      refusals.warn('publish_denied', { clientId: client.id, topic: packet.topic }, 'MQTT publish denied; disconnecting');
+      refusals.write({ clientId: client.id, topic: packet.topic }, 'MQTT publish denied; disconnecting', 'publish_denied');
       cb(new Error(`publishing to ${packet.topic} is not allowed`));
     },
     authorizeSubscribe(client, sub, cb) {
@@ -176,7 +173,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
           : peer?.kind === 'backend' && (sub.topic === EVENTS_TOPIC_FILTER || sub.topic.startsWith(EVENTS_TOPIC_PREFIX));
       if (allowed) return cb(null, sub);
       o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'subscribe_denied' });
-      refusals.warn('subscribe_denied', { clientId: client.id, topic: sub.topic }, 'MQTT subscription denied');
+      refusals.write({ clientId: client.id, topic: sub.topic }, 'MQTT subscription denied', 'subscribe_denied');
       cb(null, null);
     },
   });
@@ -229,7 +226,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
       if (err instanceof MqttFramingError) {
         const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
         o.metrics.framesRejected.inc({ reason });
-        refusals.warn(reason, { remote: socket.remoteAddress, reason, err: err.message }, 'MQTT connection dropped');
+        refusals.write({ remote: socket.remoteAddress, reason, err: err.message }, 'MQTT connection dropped', reason);
       }
       socket.destroy();
     });
@@ -239,7 +236,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
       o.metrics.framesRejected.inc({ reason: 'too_large' });
       const session = c.session;
       if (session && info.topic === DEVICE_PUBLISH_TOPIC) return session.onOversizedMessage(info.bytes, info.limit, info.payloadHead);
-      refusals.warn('oversized', { remote: socket.remoteAddress, bytes: info.bytes, limit: info.limit }, 'oversized MQTT publish skipped');
+      refusals.write({ remote: socket.remoteAddress, bytes: info.bytes, limit: info.limit }, 'oversized MQTT publish skipped', 'oversized');
     });
     const conn = new GuardedMqttConnection(socket, guard);
     const c: Conn = {

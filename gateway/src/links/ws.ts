@@ -7,8 +7,7 @@ import { CLOSE_INTERNAL_ERROR, type DeviceLink } from '../devices/link.js';
 import type { DeviceRegistry } from '../devices/registry.js';
 import type { DeviceSession } from '../devices/session.js';
 import type { Metrics } from '../metrics.js';
-import { REFUSAL_LOG, REFUSAL_LOG_NOTE } from './connection-limits.js';
-import { RefusalLog } from './refusal-log.js';
+import { REFUSAL_LINES, REFUSAL_LOG, REFUSAL_LOG_NOTE } from './connection-limits.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { guardFrame, handlerFailed } from './frame-guard.js';
@@ -75,7 +74,7 @@ const BINARY = { binary: true } as const;
 
 /** What every link of one endpoint shares: its options and its refusal lines. */
 interface WsLinkContext extends WsLinkOptions {
-  refusals: RefusalLog;
+  refusals: ThrottledLog;
 }
 
 /** One device connection: the session's link, and the handler of its socket's events. */
@@ -138,7 +137,7 @@ class WsDeviceLink implements DeviceLink {
   onError(err: Error & { code?: string }): void {
     const reason = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'too_large' : 'ws_protocol';
     this.o.metrics.framesRejected.inc({ reason });
-    this.o.refusals.warn(reason, { deviceId: this.session.deviceId, reason, err: err.message }, 'device WebSocket error; dropping the connection');
+    this.o.refusals.write({ deviceId: this.session.deviceId, reason, err: err.message }, 'device WebSocket error; dropping the connection', reason);
   }
 }
 
@@ -149,7 +148,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   const clients = new Set<DeviceSocket>();
   const base = trimSlashes(o.path);
   const fullLog = new ThrottledLog(o.log, 'warn', REFUSAL_LOG);
-  const ctx: WsLinkContext = { ...o, refusals: new RefusalLog(o.log) };
+  const ctx: WsLinkContext = { ...o, refusals: new ThrottledLog(o.log, 'warn', REFUSAL_LINES) };
 
   // Nothing a caller sends may throw out of the `upgrade` event (the safety net would stop the gateway): a throw
   // ends this connection only, counted and logged, as in the MCP endpoint's listener.
@@ -186,10 +185,10 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     if (!verdict.ok) {
       o.metrics.authRefused.inc({ transport: 'websocket', reason: verdict.reason });
       const remoteAddress = req.socket.remoteAddress ?? '';
-      // Listed for the operator (GET /v1/enrollments/refused); logged once per device per minute, and within the refusal log's bound.
+      // Listed for the operator (GET /v1/enrollments/refused); logged once per device per minute, and within REFUSAL_LINES.
       const refused = o.auth.enrollment?.refused;
       const due = refused ? refused.record({ deviceId, clientId, transport: 'websocket', reason: verdict.reason, remoteAddress }) : {};
-      if (due) ctx.refusals.warn('device', { deviceId, clientId, reason: verdict.reason, remote: remoteAddress, ...due }, 'device WebSocket refused');
+      if (due) ctx.refusals.write({ deviceId, clientId, reason: verdict.reason, remote: remoteAddress, ...due }, 'device WebSocket refused', 'device');
       return refuse(socket, 401, 'Unauthorized');
     }
     o.auth.enrollment?.refused?.forget(deviceId);

@@ -5,7 +5,7 @@ import { RawMqtt } from '../../../test/support/raw-mqtt.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 
 /**
- * A flood of refused connections is counted, not logged line for line (links/refusal-log.ts): each kind of refusal
+ * A flood of refused connections is counted, not logged line for line (REFUSAL_LINES in links/connection-limits.ts): each kind of refusal
  * writes at most 10 lines per 10 s, whatever the sender varies from one connection to the next (its device id, its
  * client id). Every refusal is still in the metrics and the operator's list, and a healthy device still gets in.
  */
