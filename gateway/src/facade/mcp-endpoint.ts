@@ -11,6 +11,7 @@ import { BoundedEventStores, DEFAULT_EVENT_STORE_LIMITS, type EventStoreLimits, 
 import type { NodeSessionTransport } from './node-transport.js';
 import { loadFacadeSdk, loadNodeAdapter, type FacadeSdk, type NodeAdapter } from './sdk.js';
 import { HeldStreams } from './sse-stream.js';
+import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 
 /**
  * `/mcp`: the hub's tools, resources and prompts for any MCP client, over Streamable HTTP.
@@ -86,6 +87,8 @@ const rpcError = (reply: FastifyReply, status: number, code: number, message: st
 // eslint-disable-next-line max-lines-per-function -- the /mcp route's session table, its limits and its three methods share one closure
 export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOptions): Promise<McpEndpoint> {
   const log = o.log.child({ component: 'mcp-endpoint' });
+  // Refusals before authentication (Host, Origin) take one request each on a kept-alive connection: bounded per kind.
+  const refusals = new ThrottledLog(log, 'warn', REFUSAL_LINES);
   const sessions = new Map<string, Session>();
   const eventStores = new BoundedEventStores({ ...DEFAULT_EVENT_STORE_LIMITS, ...o.eventStore });
   // A POST's SSE answer leaves with its headers in one write: sessions' answers through held streams
@@ -245,12 +248,12 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     }
     if (!hostAllowed(req)) {
       o.metrics.mcpRequests.inc({ outcome: 'forbidden_host' });
-      log.warn({ host: String(req.headers.host).slice(0, 200) }, 'mcp request for a host name not in mcp.endpoint.allowedHosts refused');
+      refusals.write({ host: String(req.headers.host).slice(0, 200) }, 'mcp request for a host name not in mcp.endpoint.allowedHosts refused', 'host');
       return rpcError(reply, 403, -32000, 'Forbidden: this Host is not allowed (add it to mcp.endpoint.allowedHosts)');
     }
     if (!originAllowed(req)) {
       o.metrics.mcpRequests.inc({ outcome: 'forbidden_origin' });
-      log.warn({ origin: String(req.headers.origin).slice(0, 200) }, 'mcp request from a foreign origin refused');
+      refusals.write({ origin: String(req.headers.origin).slice(0, 200) }, 'mcp request from a foreign origin refused', 'origin');
       return rpcError(reply, 403, -32000, 'Forbidden: this Origin is not allowed');
     }
     const caller = authenticate(req.headers.authorization, o.apiKeys(), o.tenantOf);
@@ -296,7 +299,11 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       const keyFingerprint = fingerprint(caller, req.headers.authorization);
       if ((perKey.get(keyFingerprint) ?? 0) >= o.maxSessionsPerKey) {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit_key' });
-        log.warn({ tenant: caller.tenant, limit: o.maxSessionsPerKey }, 'mcp session refused: this API key holds its maximum of sessions');
+        refusals.write(
+          { tenant: caller.tenant, limit: o.maxSessionsPerKey },
+          'mcp session refused: this API key holds its maximum of sessions',
+          'session_limit_key',
+        );
         return rpcError(
           reply,
           429,
@@ -306,7 +313,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       }
       if (sessions.size + reserved >= o.maxSessions) {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit' });
-        log.warn({ limit: o.maxSessions }, 'mcp session refused: the gateway holds its maximum of sessions');
+        refusals.write({ limit: o.maxSessions }, 'mcp session refused: the gateway holds its maximum of sessions', 'session_limit');
         return rpcError(reply, 503, -32000, 'Too many MCP sessions; try again later or use the stateless protocol');
       }
       // Reserve the slot now; the session takes it over once the SDK has assigned its id.

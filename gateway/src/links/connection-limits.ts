@@ -47,16 +47,6 @@ export const REFUSAL_LOG = { linesPerWindow: 1, windowMs: 10_000 };
 export const REFUSAL_LOG_NOTE = ' (further ones are counted, not logged, for 10 s)';
 
 /**
- * The device links' lines about a connection they refused or dropped (bad credentials, a client that is neither a
- * device nor a backend, broken framing, a denied topic), keyed by kind: at most 10 of a kind per 10 s. Each takes only
- * a new connection to cause, and a key per device or client does not hold when the sender changes its id with every
- * connection: without a bound per kind, a flood of connections was a flood of log lines. The metrics count every
- * refusal, `GET /v1/enrollments/refused` lists the refused devices, and the next line written carries how many were
- * held back (`suppressed`).
- */
-export const REFUSAL_LINES = { linesPerWindow: 10, windowMs: 10_000, maxKeys: 32 };
-
-/**
  * Caps the sockets of one listener, in total (`server.maxConnections`, enforced by node before any
  * byte is read) and per source. Runs first on 'connection': a refused socket is destroyed before the
  * listener's own handler sees it, so handlers skip a socket that is already `destroyed`. Several servers

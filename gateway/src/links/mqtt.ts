@@ -10,11 +10,11 @@ import type { Metrics } from '../metrics.js';
 import type { TlsCertificates } from '../tls/certificates.js';
 import { closeFailedHandshakes } from '../tls/listener.js';
 import { checkMqttDeviceAuth, type DeviceAuthPolicy } from './device-auth.js';
-import { limitConnections, REFUSAL_LINES } from './connection-limits.js';
+import { limitConnections } from './connection-limits.js';
 import { MqttFramingError, MqttPacketGuard, PacketTooLargeError, type OversizedPublish } from './mqtt-packet-guard.js';
 import { guardText, type FrameGuardOptions } from './frame-guard.js';
 import { GuardedMqttConnection } from './mqtt-connection.js';
-import { ThrottledLog } from '../throttle/throttled-log.js';
+import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 import { EVENTS_TOPIC_FILTER, EVENTS_TOPIC_PREFIX } from '../events/mqtt-fanout.js';
 
 export interface MqttLinkOptions {

@@ -10,6 +10,17 @@ export interface ThrottleOptions {
 
 type Level = 'debug' | 'info' | 'warn' | 'error';
 
+/**
+ * For the lines about input the gateway refused before it knew who sent it, or from a party it cannot slow down
+ * otherwise (a device connection with bad credentials, an MQTT client that is neither a device nor a backend, broken
+ * framing, a denied topic, an /mcp request from a foreign Host or Origin, a vision upload without a valid token), keyed
+ * by kind: at most 10 of a kind per 10 s. Each takes one request or connection to cause, and a key per device, client
+ * or address does not hold when the sender changes it every time: without a bound per kind, a flood of requests was a
+ * flood of log lines. The metrics count every refusal, and the next line written carries how many were held back
+ * (`suppressed`).
+ */
+export const REFUSAL_LINES: ThrottleOptions = { linesPerWindow: 10, windowMs: 10_000, maxKeys: 32 };
+
 /** A pino logger, or fastify's (the levels this needs). */
 export type LevelLog = { [L in Level]: (obj: Record<string, unknown>, msg: string) => void };
 

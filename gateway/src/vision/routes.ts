@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
+import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import type { VisionExplainer } from './explainer.js';
 import { imageType } from './image-type.js';
@@ -40,6 +41,8 @@ function refuse(reply: FastifyReply, status: number, message: string): FastifyRe
  */
 export async function visionExplainRoute(app: FastifyInstance, s: VisionService): Promise<void> {
   // Keyed by device, and only after the token checked out: the map holds devices this gateway minted for.
+  // A refusal before the token checks out takes one request each: its lines are bounded (the metric counts every one).
+  const refusals = new ThrottledLog(s.log, 'warn', REFUSAL_LINES);
   const uploads = new KeyedTokenBucket({ ratePerSecond: s.uploadsPerMinute / 60, burst: Math.min(5, s.uploadsPerMinute) }, { maxKeys: 10_000 });
   await app.register(multipart, {
     limits: { fileSize: s.maxPhotoBytes, files: 1, fields: 4, fieldSize: 8 * 1024, parts: 6, headerPairs: 32 },
@@ -49,7 +52,7 @@ export async function visionExplainRoute(app: FastifyInstance, s: VisionService)
     const token = /^Bearer\s+(\S+)\s*$/i.exec(String(req.headers.authorization ?? ''))?.[1];
     if (!deviceId || !token || !verifyVisionToken(s.visionKey, token, deviceId, Date.now() / 1000)) {
       s.metrics.visionUploads.inc({ outcome: 'unauthorized' });
-      s.log.warn({ deviceId: deviceId ?? null }, 'vision upload refused: missing, expired or foreign token');
+      refusals.write({ deviceId: deviceId ?? null }, 'vision upload refused: missing, expired or foreign token', 'unauthorized');
       return refuse(reply, 401, 'a valid vision token for this Device-Id is required (Authorization: Bearer <token>)');
     }
     if (!uploads.take(deviceId).ok) {

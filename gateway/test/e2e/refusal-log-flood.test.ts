@@ -5,9 +5,10 @@ import { RawMqtt } from '../../../test/support/raw-mqtt.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 
 /**
- * A flood of refused connections is counted, not logged line for line (REFUSAL_LINES in links/connection-limits.ts): each kind of refusal
- * writes at most 10 lines per 10 s, whatever the sender varies from one connection to the next (its device id, its
- * client id). Every refusal is still in the metrics and the operator's list, and a healthy device still gets in.
+ * A flood of refused connections or requests is counted, not logged line for line (REFUSAL_LINES in
+ * throttle/throttled-log.ts): each kind of refusal writes at most 10 lines per 10 s, whatever the sender varies from one
+ * connection or request to the next (its device id, client id or Origin). Every refusal is still in the metrics and the
+ * operator's list, and a healthy device still gets in.
  */
 const FLOOD = 40;
 const LINES_PER_WINDOW = 10;
@@ -97,6 +98,30 @@ describe('refusal floods are counted, not logged line by line', () => {
     }
     expect(await t.metric('voxgate_frames_rejected_total', { reason: 'mqtt_protocol' })).toBe(FLOOD);
     expectBounded(linesOf(t, 'MQTT connection dropped'), since);
+  });
+
+  it('/mcp requests from a foreign Origin and vision uploads without a valid token, before any key or token checks out', async () => {
+    const t = await gateway({ vision: { url: 'http://127.0.0.1:1/mcp/vision/explain' } });
+    const since = performance.now();
+    for (let i = 0; i < FLOOD; i++) {
+      const mcp = await fetch(`${t.baseUrl}/mcp`, {
+        method: 'POST',
+        headers: { origin: `http://evil-${i}.example`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: i, method: 'ping' }),
+      });
+      expect(mcp.status).toBe(403);
+      await mcp.text();
+      const vision = await fetch(`${t.baseUrl}/mcp/vision/explain`, {
+        method: 'POST',
+        headers: { 'device-id': `02:00:00:0f:20:${(i & 255).toString(16).padStart(2, '0')}`, authorization: 'Bearer forged' },
+      });
+      expect(vision.status).toBe(401);
+      await vision.text();
+    }
+    expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'forbidden_origin' })).toBe(FLOOD);
+    expect(await t.metric('voxgate_vision_uploads_total', { outcome: 'unauthorized' })).toBe(FLOOD);
+    expectBounded(linesOf(t, 'mcp request from a foreign origin refused'), since);
+    expectBounded(linesOf(t, 'vision upload refused: missing, expired or foreign token'), since);
   });
 
   it('devices refused for their credentials, a new device id every time, over WebSocket and MQTT', async () => {
