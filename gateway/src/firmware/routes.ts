@@ -1,6 +1,7 @@
 import { createReadStream } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { GatewayError } from '../errors.js';
+import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 import { isSafeImageName } from './images.js';
 import type { FirmwareService } from './service.js';
 
@@ -20,6 +21,8 @@ export async function firmwareRoutes(app: FastifyInstance, o: FirmwareRoutesOpti
   const { maxPerAddress, maxTotal } = o;
   const active = new Map<string, number>();
   let total = 0;
+  // No key is asked for a download: a refusal takes one request to cause, so its lines are bounded (the metric counts all).
+  const refusals = new ThrottledLog(app.log, 'warn', REFUSAL_LINES);
 
   app.get<{ Params: { file: string } }>('/firmware/:file', {
     schema: {
@@ -41,7 +44,7 @@ export async function firmwareRoutes(app: FastifyInstance, o: FirmwareRoutesOpti
       const mine = active.get(req.ip) ?? 0;
       if (mine >= maxPerAddress || total >= maxTotal) {
         o.firmware.downloads.inc({ outcome: 'busy' });
-        req.log.warn({ file: name, perAddress: mine, total }, 'firmware download refused: too many at once');
+        refusals.write({ file: name, perAddress: mine, total, remote: req.ip }, 'firmware download refused: too many at once', 'busy');
         throw new GatewayError('RATE_LIMITED', 'too many firmware downloads in progress; retry later');
       }
       active.set(req.ip, mine + 1);

@@ -39,7 +39,7 @@ async function firmwarePart(images: Record<string, Buffer>, settings: Partial<Ot
   const app: FastifyInstance = await apiPart((scope) => scope.register(firmwareOfferRoute, { firmware, http: { port: 8000 } }), {
     // Devices download without a key (as buildApi mounts it); device ids and file names up to 256 characters.
     open: (a) => a.register(firmwareRoutes, { firmware, ...limits }),
-    fastify: { routerOptions: { maxParamLength: 256 } },
+    fastify: { routerOptions: { maxParamLength: 256 }, loggerInstance: log },
   });
   cleanup.push(() => app.close());
   return { app, dir, firmware, metrics, logged };
@@ -74,10 +74,17 @@ describe('GET /firmware/{file}', () => {
   });
 
   it('refuses a download past the bound per address (429), and takes one again when a download ends', async () => {
-    const { app, metrics } = await firmwarePart({ 'a.bin': IMAGE }, {}, { maxPerAddress: 0, maxTotal: 10 });
-    const r = await app.inject('/firmware/a.bin');
-    expect([r.statusCode, r.json<{ code: string }>().code]).toEqual([429, 'RATE_LIMITED']);
-    expect(await metricValue(metrics, 'voxgate_firmware_downloads_total', { outcome: 'busy' })).toBe(1);
+    const { app, metrics, logged } = await firmwarePart({ 'a.bin': IMAGE }, {}, { maxPerAddress: 0, maxTotal: 10 });
+    const since = performance.now();
+    for (let i = 0; i < 40; i++) {
+      const r = await app.inject('/firmware/a.bin');
+      expect([r.statusCode, r.json<{ code: string }>().code]).toEqual([429, 'RATE_LIMITED']);
+    }
+    expect(await metricValue(metrics, 'voxgate_firmware_downloads_total', { outcome: 'busy' })).toBe(40);
+    // Counted, not logged line for line (no key is asked for a download): 10 lines per 10 s window.
+    const lines = logged.filter((l) => l['msg'] === 'firmware download refused: too many at once').length;
+    expect(lines).toBeGreaterThanOrEqual(10);
+    expect(lines).toBeLessThanOrEqual(10 * (1 + Math.floor((performance.now() - since) / 10_000)));
     const roomy = await firmwarePart({ 'a.bin': IMAGE }, {}, { maxPerAddress: 1, maxTotal: 1 });
     // One at a time, each released when it is done: many in a row all pass.
     for (let i = 0; i < 3; i++) expect((await roomy.app.inject('/firmware/a.bin')).statusCode).toBe(200);
