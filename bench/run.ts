@@ -20,7 +20,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { spawnGateway } from './lib/compiled.js';
+import { startGateway } from './lib/compiled.js';
 import { fleetCaps, gatewayEnv } from './lib/gateway-env.js';
 import { ROOT, killAllNow, livePids, spawnTs, stopAll } from './lib/procs.js';
 import { limits, machine } from './lib/system.js';
@@ -29,7 +29,7 @@ import { callPathScenario } from './scenarios/call-path.js';
 import { clusterScenarios } from './scenarios/cluster.js';
 import { Fleet, type Env } from './scenarios/env.js';
 import { fleetScenarios } from './scenarios/fleet.js';
-import { mem, ratio, round, until } from './scenarios/measure.js';
+import { mem, ratio, round } from './scenarios/measure.js';
 import { voiceScenarios } from './scenarios/voice.js';
 import { converseScenarios } from './scenarios/converse.js';
 import { mcpScenarios } from './scenarios/mcp.js';
@@ -63,21 +63,8 @@ async function main(b: Bench): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-bench-'));
   writeFileSync(join(dataDir, 'config.json'), '{}');
   try {
-    const base = await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json') });
-    const { httpPort, mqttPort } = base;
     const profDir = join(ROOT, 'bench/results/prof');
     if (b.profile) mkdirSync(profDir, { recursive: true });
-    // Compiled, as `npm start` runs it (run.sh builds first); from sources through tsx only when the build is stale.
-    const { proc: gateway, how: gatewayHow } = spawnGateway('gateway', {
-      env: {
-        ...base.env,
-        GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
-        ...fleetCaps(fleetN),
-        GATEWAY_MQTT_MAX_CONNECTIONS: '300',
-      },
-      nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
-    });
-    const gwUrl = `http://127.0.0.1:${httpPort}`;
     const fleetProcs = Math.max(1, Math.ceil(fleetN / 6000));
     // With --profile the device simulators are profiled too: they share the 2 cores with the gateway.
     const fleetArgs = b.profile ? { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', join(profDir, 'fleet')] } : {};
@@ -85,8 +72,24 @@ async function main(b: Bench): Promise<void> {
     const wsRelay = spawnTs('ws-relay', 'bench/floors/ws-relay.ts');
     const mqttRelay = spawnTs('mqtt-relay', 'bench/floors/mqtt-relay.ts');
     const bareWs = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');
-    await Promise.all([...fleet.procs.map((p) => p.hello), wsRelay.hello, mqttRelay.hello, bareWs.hello]);
-    await until('the gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
+    // Compiled, as `npm start` runs it (run.sh builds first); from sources through tsx only when the build is stale.
+    const [started] = await Promise.all([
+      startGateway('gateway', {
+        env: async (ports) => ({
+          ...(await gatewayEnv({ dataDir, apiKey: API_KEY, configFile: join(dataDir, 'config.json'), ...ports })).env,
+          GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
+          ...fleetCaps(fleetN),
+          GATEWAY_MQTT_MAX_CONNECTIONS: '300',
+        }),
+        nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
+        readyMs: GATEWAY_START_MS,
+      }),
+      ...fleet.procs.map((p) => p.hello),
+      wsRelay.hello,
+      mqttRelay.hello,
+      bareWs.hello,
+    ]);
+    const { proc: gateway, how: gatewayHow, url: gwUrl, mqttPort } = started;
     b.log(`gateway on ${gwUrl} (mqtt ${mqttPort}), ${gatewayHow}; ${fleetProcs} fleet process(es); floors up`);
     const env: Env = { gateway, gwUrl, gwMqtt: `mqtt://127.0.0.1:${mqttPort}`, wsRelay, mqttRelay, bareWs, fleet, sources, fleetN, fleetParams };
 

@@ -7,7 +7,9 @@ import { fork } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { MEMORY_PROBE_IMPORT } from '../procs/ipc.js';
-import { Proc, ROOT, spawnTs, type SpawnOptions } from './procs.js';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort, Proc, ROOT, spawnTs, type SpawnOptions } from './procs.js';
 
 const ENTRY = 'gateway/dist/main.js';
 
@@ -112,4 +114,60 @@ export function forkCompiledWithProbe(name: string, env: Record<string, string>,
     serialization: 'json',
   });
   return new Proc(name, child);
+}
+
+/** Where a started gateway listens. */
+export interface GatewayPorts {
+  httpPort: number;
+  mqttPort: number;
+}
+
+export interface StartedGateway extends GatewayPorts {
+  proc: Proc;
+  how: string;
+  /** `http://127.0.0.1:<httpPort>` */
+  url: string;
+  /** Starts made (more than one when a picked port was taken before the gateway bound it). */
+  attempts: number;
+}
+
+/** Starts made before giving up on ports taken under the gateway (each start picks new ones). */
+const START_ATTEMPTS = 5;
+
+/** Two TCP ports free now on 127.0.0.1 (the OS picks them; released before the gateway binds them). */
+const pickPorts = async (): Promise<GatewayPorts> => ({ httpPort: await freePort(), mqttPort: await freePort() });
+
+/**
+ * `spawnGateway` on ports picked for it, resolved once its /readyz answers 200. A picked port is free when picked and
+ * bound by the gateway a moment later (seconds, on a machine running two test suites): any process's outgoing
+ * connection may take it in between, and that gateway exits with EADDRINUSE. Such a start is made again on new ports
+ * (up to START_ATTEMPTS in all). Any other exit before ready fails at once with the gateway's last output lines,
+ * instead of waiting out `readyMs` for a process that is gone.
+ */
+export async function startGateway(
+  name: string,
+  o: Omit<SpawnOptions, 'env'> & { env: (ports: GatewayPorts) => Record<string, string> | Promise<Record<string, string>>; readyMs: number },
+  ports: () => Promise<GatewayPorts> = pickPorts,
+): Promise<StartedGateway> {
+  for (let attempt = 1; ; attempt++) {
+    const picked = await ports();
+    const { proc, how } = spawnGateway(name, { ...o, env: await o.env(picked) });
+    const url = `http://127.0.0.1:${picked.httpPort}`;
+    // 'close' comes after 'exit', once the output pipes are drained: the lines read below are all there is.
+    const closed = once(proc.child, 'close');
+    let exit: { code: number | null } | undefined;
+    void closed.then(() => (exit = { code: proc.child.exitCode }));
+    for (const end = Date.now() + o.readyMs; exit === undefined; await sleep(100)) {
+      // Each probe bounded: whoever holds a taken port may accept and never answer; the loop then checks the exit.
+      const probe = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2000) }).catch(() => undefined);
+      if (probe?.status === 200) return { ...picked, proc, how, url, attempts: attempt };
+      if (Date.now() > end) {
+        await proc.stop();
+        throw new Error(`timed out after ${o.readyMs} ms waiting for ${name} to be ready (${url})`);
+      }
+    }
+    const output = [...proc.stdout.slice(-5), ...proc.stderr.slice(-5)].join(' | ');
+    if (!output.includes('EADDRINUSE') || attempt >= START_ATTEMPTS)
+      throw new Error(`${name} exited (${String(exit.code)}) before it was ready, start ${attempt} of at most ${START_ATTEMPTS}: ${output}`);
+  }
 }

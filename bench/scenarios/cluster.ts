@@ -1,8 +1,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startNatsServer, type NatsServer } from '../../test/support/nats-server.js';
-import { spawnGateway } from '../lib/compiled.js';
-import { freePort, type Proc } from '../lib/procs.js';
+import { startGateway } from '../lib/compiled.js';
+import { gatewayEnv } from '../lib/gateway-env.js';
+import type { Proc } from '../lib/procs.js';
 import { API_KEY, CONCURRENCY, GATEWAY_START_MS, QUEUE_LIMIT, type Bench } from './bench.js';
 import type { Env } from './env.js';
 import { allDevices, callOutcomes, callPath, errorsOf, loadOnce, mem, metric, notOk, ratio, round, until } from './measure.js';
@@ -21,36 +22,22 @@ export async function clusterScenarios(bench: Bench, e: Env, dataDir: string): P
     nats = await startNatsServer();
     const n = bench.clusterDevices;
     const start = async (id: string) => {
-      const [httpPort, mqttPort] = [await freePort(), await freePort()];
       const dir = join(dataDir, `cluster-${id}`);
       mkdirSync(dir, { recursive: true });
       writeFileSync(join(dir, 'config.json'), '{}');
-      const { proc } = spawnGateway(`cluster-${id}`, {
-        env: {
-          GATEWAY_HTTP_HOST: '127.0.0.1',
-          GATEWAY_HTTP_PORT: String(httpPort),
-          GATEWAY_MQTT_HOST: '127.0.0.1',
-          GATEWAY_MQTT_PORT: String(mqttPort),
-          GATEWAY_API_KEYS: API_KEY,
-          GATEWAY_DATA_DIR: dir,
-          GATEWAY_LOG_LEVEL: 'warn',
-          GATEWAY_CONFIG: join(dir, 'config.json'),
+      const { proc, url, httpPort } = await startGateway(`cluster-${id}`, {
+        env: async (ports) => ({
+          ...(await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json'), ...ports })).env,
           GATEWAY_CALL_QUEUE_LIMIT: String(QUEUE_LIMIT),
           GATEWAY_WS_MAX_CONNECTIONS: String(n + 100),
           GATEWAY_HTTP_MAX_CONNECTIONS_PER_ADDRESS: String(n + 300),
           GATEWAY_CLUSTER_ENABLED: 'true',
           GATEWAY_CLUSTER_INSTANCE_ID: `bench-${id}`,
           GATEWAY_CLUSTER_NATS_SERVERS: nats!.url,
-        },
+        }),
+        readyMs: GATEWAY_START_MS,
       });
       instances.push(proc);
-      const url = `http://127.0.0.1:${httpPort}`;
-      await until(
-        `cluster instance ${id} to be ready`,
-        async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200,
-        GATEWAY_START_MS,
-        100,
-      );
       return { proc, url, port: httpPort };
     };
     const a = await start('a');

@@ -7,8 +7,9 @@ import { startSpeechServer } from '../../gateway/test/support/speech-servers.js'
 import { startLlmServer } from '../../test/support/llm-server.js';
 import { ConversationDevice, spokenUtterance, type ListenMode, type TurnObservation, type Utterance } from '../lib/converse.js';
 import { cpuUs } from '../lib/cpu.js';
-import { spawnGateway } from '../lib/compiled.js';
-import { freePort, ROOT } from '../lib/procs.js';
+import { startGateway } from '../lib/compiled.js';
+import { gatewayEnv } from '../lib/gateway-env.js';
+import { ROOT } from '../lib/procs.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
 import { macOf, metric, ratio, round, until } from './measure.js';
 
@@ -64,21 +65,15 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     },
   };
   writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
-  const httpPort = await freePort();
-  const { proc: gateway } = spawnGateway('converse-gateway', {
+  const {
+    proc: gateway,
+    url: gwUrl,
+    httpPort,
+  } = await startGateway('converse-gateway', {
     nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/converse')] : [],
-    env: {
-      GATEWAY_HTTP_HOST: '127.0.0.1',
-      GATEWAY_HTTP_PORT: String(httpPort),
-      GATEWAY_MQTT_PORT: String(await freePort()),
-      GATEWAY_MQTT_HOST: '127.0.0.1',
-      GATEWAY_API_KEYS: API_KEY,
-      GATEWAY_DATA_DIR: dir,
-      GATEWAY_LOG_LEVEL: 'warn',
-      GATEWAY_CONFIG: join(dir, 'config.json'),
-    },
+    env: async (ports) => (await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json'), ...ports })).env,
+    readyMs: GATEWAY_START_MS,
   });
-  const gwUrl = `http://127.0.0.1:${httpPort}`;
   const wsUrl = `ws://127.0.0.1:${httpPort}/xiaozhi/v1/`;
   const replies = collectReplies(gwUrl);
   let group = 0x70;
@@ -91,7 +86,6 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
     return made;
   };
   try {
-    await until('the converse gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
     await replies.ready;
     // Latency: one device, turns one after another, in each listen mode (manual first: the headline row).
     const [one] = await open(1);
@@ -439,7 +433,6 @@ function collectReplies(gwUrl: string): Replies {
   const ac = new AbortController();
   let got: ReplyTimings[] = [];
   const ready = (async () => {
-    await until('the event stream', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
     const res = await fetch(`${gwUrl}/v1/events?type=voice.reply`, { headers: { authorization: `Bearer ${API_KEY}` }, signal: ac.signal });
     if (!res.ok || !res.body) throw new Error(`GET /v1/events: ${res.status}`);
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();

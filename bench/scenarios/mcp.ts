@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { McpLoadSession, runMcpLoad, summarize, type LoadSession, type McpLoadResult } from '../lib/mcp-load.js';
 import { installPeers, PEER_VERSIONS, startPeer, stopPeer, type PeerName } from '../lib/mcp-peers.js';
 import { cpuOf, rssSampler, treePids, treeRss } from '../lib/proc-tree.js';
-import { spawnGateway } from '../lib/compiled.js';
+import { startGateway } from '../lib/compiled.js';
 import { cpuUs } from '../lib/cpu.js';
 import { gatewayEnv } from '../lib/gateway-env.js';
 import { freePort, ROOT, spawnTs, type Proc } from '../lib/procs.js';
@@ -69,16 +69,20 @@ export async function mcpScenarios(b: Bench, dataDir: string): Promise<void> {
   const dir = join(dataDir, 'mcp');
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ mcp: { servers: { everything: { command: process.execPath, args: [EVERYTHING.bin] } } } }));
-  const { env, httpPort } = await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json') });
   const profDir = join(ROOT, 'bench/results/prof');
-  const { proc: gateway, how } = spawnGateway('mcp-gateway', {
-    env,
+  const {
+    proc: gateway,
+    how,
+    url,
+  } = await startGateway('mcp-gateway', {
+    env: async (ports) => (await gatewayEnv({ dataDir: dir, apiKey: API_KEY, configFile: join(dir, 'config.json'), ...ports })).env,
     nodeArgs: b.profile && b.only.has('mcp') ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
+    readyMs: GATEWAY_START_MS,
   });
   const peers: Array<{ name: PeerName; child: ChildProcess }> = [];
   let floor: Proc | undefined;
   const notes: string[] = [`gateway ${how}`];
-  const mcpUrl = new URL(`http://127.0.0.1:${httpPort}/mcp`);
+  const mcpUrl = new URL(`${url}/mcp`);
   try {
     const served: Served[] = [];
     const server = [process.execPath, EVERYTHING.bin, 'stdio'];
@@ -108,12 +112,6 @@ export async function mcpScenarios(b: Bench, dataDir: string): Promise<void> {
       tool: 'mcp__everything__echo',
       pid: gateway.child.pid!,
     };
-    await until(
-      'the mcp gateway to be ready',
-      async () => (await fetch(`${mcpUrl.origin}/readyz`).catch(() => undefined))?.status === 200,
-      GATEWAY_START_MS,
-      100,
-    );
     await until('server-everything behind /mcp', () => probe(voxgate), 60_000, 200);
     const systems: Served[] = [voxgate];
     for (const p of served) {

@@ -2,8 +2,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { cpuUs, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
-import { spawnGateway } from '../lib/compiled.js';
-import { ROOT, freePort, spawnTs, type Proc } from '../lib/procs.js';
+import { startGateway } from '../lib/compiled.js';
+import { gatewayEnv } from '../lib/gateway-env.js';
+import { ROOT, spawnTs, type Proc } from '../lib/procs.js';
 import { mergeVoiceLoads, runVoiceLoad, type VoiceLoadOptions, type VoiceLoadResult } from '../lib/voice.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
 import { alternating, count, mem, metric, ratio, round, until } from './measure.js';
@@ -17,36 +18,29 @@ import { alternating, count, mem, metric, ratio, round, until } from './measure.
 export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
   const voiceServer = spawnTs('voice-server', 'bench/floors/voice-server.ts');
   const upstreamUrl = (await voiceServer.hello)['url'] as string;
-  const [httpPort, mqttPort] = [await freePort(), await freePort()];
   const voiceDir = join(dataDir, 'voice');
   mkdirSync(voiceDir, { recursive: true });
   writeFileSync(join(voiceDir, 'config.json'), '{}');
-  const { proc: gateway } = spawnGateway('voice-gateway', {
-    env: {
-      GATEWAY_HTTP_HOST: '127.0.0.1',
-      GATEWAY_HTTP_PORT: String(httpPort),
-      GATEWAY_MQTT_HOST: '127.0.0.1',
-      GATEWAY_MQTT_PORT: String(mqttPort),
-      GATEWAY_API_KEYS: API_KEY,
-      GATEWAY_DATA_DIR: voiceDir,
-      GATEWAY_LOG_LEVEL: 'warn',
-      GATEWAY_CONFIG: join(voiceDir, 'config.json'),
-      GATEWAY_VOICE_MODE: 'relay',
-      GATEWAY_VOICE_UPSTREAM_URL: upstreamUrl,
-      GATEWAY_VOICE_UDP_HOST: '127.0.0.1',
-      GATEWAY_VOICE_UDP_PORT: '0',
-      GATEWAY_VOICE_UDP_PUBLIC_HOST: '127.0.0.1',
-    },
-    nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/voice')] : [],
-  });
-  const gwUrl = `http://127.0.0.1:${httpPort}`;
   // --profile: the bare relay too, so the two profiles of a row can be compared sample for sample.
   const relay = spawnTs('voice-relay', 'bench/floors/voice-relay.ts', {
     env: { VOICE_UPSTREAM_URL: upstreamUrl },
     nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/voice-relay')] : [],
   });
-  const relayHello = await relay.hello;
-  await until('the voice gateway to be ready', async () => (await fetch(`${gwUrl}/readyz`).catch(() => undefined))?.status === 200, GATEWAY_START_MS, 100);
+  const [{ proc: gateway, url: gwUrl, httpPort, mqttPort }, relayHello] = await Promise.all([
+    startGateway('voice-gateway', {
+      env: async (ports) => ({
+        ...(await gatewayEnv({ dataDir: voiceDir, apiKey: API_KEY, configFile: join(voiceDir, 'config.json'), ...ports })).env,
+        GATEWAY_VOICE_MODE: 'relay',
+        GATEWAY_VOICE_UPSTREAM_URL: upstreamUrl,
+        GATEWAY_VOICE_UDP_HOST: '127.0.0.1',
+        GATEWAY_VOICE_UDP_PORT: '0',
+        GATEWAY_VOICE_UDP_PUBLIC_HOST: '127.0.0.1',
+      }),
+      nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/voice')] : [],
+      readyMs: GATEWAY_START_MS,
+    }),
+    relay.hello,
+  ]);
   b.log(`voice: gateway on ${gwUrl} and the bare relay (port ${String(relayHello['port'])}) relaying to ${upstreamUrl}`);
   b.log(`voice: the peer 78/xiaozhi-mqtt-gateway is not in these rows: it is not on the npm registry (see docs/performance.md)`);
   const [gwIdle, relayIdle] = [await mem(gateway), await mem(relay)];
