@@ -26,6 +26,12 @@ export function cpuUs(pid: number | undefined): number {
   }
 }
 
+/** Minor page faults of a process, every thread (/proc/<pid>/stat field 10): memory touched for the first time, or again after it was given back. */
+export function minorFaults(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]);
+}
+
 /** CPU spent by some processes while `work` runs, and the 1-minute load average at its start and end. */
 export async function measured<T>(
   pids: ReadonlyArray<number | undefined>,

@@ -26,7 +26,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { measured, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
+import { measured, minorFaults, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
 import { PROBE_JS } from './heap-probe.js';
 import { Fleet } from '../scenarios/env.js';
 import { metric, until } from '../scenarios/measure.js';
@@ -198,17 +198,21 @@ try {
       return stats.reduce((sum, r) => sum + (r.groups?.[group]?.ready ?? 0), 0);
     };
     let samples: Sample[] | undefined;
+    const [faults0, threads0] = [minorFaults(proc.child.pid!), threadCpuUs(proc.child.pid)];
     const m = await measured([proc.child.pid], async () => {
       if (SLICE === 0 || n < 2 * SLICE) return connect();
       const s = await sampled(proc.child.pid!, groupReady, connect);
       samples = s.samples;
       return s.result;
     });
+    const [faults, threads] = [minorFaults(proc.child.pid!) - faults0, threadCpuUs(proc.child.pid)];
     const calls = await st?.calls();
     const profName = name === 'floor' ? 'floor' : dist ? 'dist' : 'tsx';
     if (prof) await proc.request({ cmd: 'profile', file: join(PROF_DIR, `fleet-cpu-${profName}.cpuprofile`) }, 600_000);
     const perDevice = (m.cpu[0]! / n).toFixed(0);
     let line = `${name.padEnd(7)} ${perDevice.padStart(6)} µs CPU per ready device, ${(n / (m.result / 1000)).toFixed(0).padStart(5)} ready/s (load ${m.load.join(' -> ')})`;
+    const per = (x: number) => (x / n).toFixed(0);
+    line += `\n         per device: main user ${per(threads.mainUser - threads0.mainUser)} + sys ${per(threads.mainSys - threads0.mainSys)}, other threads ${per(threads.other - threads0.other)} µs; ${(faults / n).toFixed(2)} minor page faults`;
     if (calls) line += `\n         per device: ${[...calls].map(([k, v]) => `${k} ${(v / n).toFixed(2)}`).join(', ')}`;
     if (samples) {
       const whole = slice(samples, 0, n);

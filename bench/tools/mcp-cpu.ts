@@ -33,7 +33,7 @@ import { mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, wr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gatewayNodeArgs, gatewayStartEnv } from '../lib/compiled.js';
-import { cpuUs, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
+import { cpuUs, minorFaults, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
 import { DirectStdioServer } from '../lib/mcp-direct.js';
 import { McpLoadSession, type LoadSession } from '../lib/mcp-load.js';
 import { installPeers, startPeer, stopPeer, type PeerName } from '../lib/mcp-peers.js';
@@ -111,11 +111,6 @@ process.on('message', async (m) => {
 });
 process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));`;
 
-/** Minor page faults of the whole process, every thread (/proc/<pid>/stat field 10): memory given back and touched again. */
-const minorFaults = (pid: number) => {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]);
-};
 const MiB = (n: number) => Math.round((n / 2 ** 20) * 10) / 10;
 const vmRss = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) * 1024;
 
