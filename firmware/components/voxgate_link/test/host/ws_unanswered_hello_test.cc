@@ -49,7 +49,8 @@ class MuteGateway {
     shutdown(listener_, SHUT_RDWR);
     close(listener_);
     if (acceptor_.joinable()) acceptor_.join();
-    std::lock_guard<std::mutex> lock(mutex_);
+    // Only the acceptor adds sockets and readers, and it has ended. The readers take the lock for each frame and as
+    // they end: joined while this held it, a reader with a frame still to record (the link's close) never ended.
     for (int fd : sockets_) shutdown(fd, SHUT_RDWR);
     for (auto& t : readers_) t.join();
     for (int fd : sockets_) close(fd);
