@@ -156,7 +156,11 @@ export async function startGateway(
     // 'close' comes after 'exit', once the output pipes are drained: the lines read below are all there is.
     const closed = once(proc.child, 'close');
     let exit: { code: number | null } | undefined;
-    void closed.then(() => (exit = { code: proc.child.exitCode }));
+    // `once` rejects on the child's 'error' (it could not be spawned, or signalled): that ends this wait too, as a failed start.
+    void closed.then(
+      () => (exit = { code: proc.child.exitCode }),
+      () => (exit = { code: proc.child.exitCode }),
+    );
     for (const end = Date.now() + o.readyMs; exit === undefined; await sleep(100)) {
       // Each probe bounded: whoever holds a taken port may accept and never answer; the loop then checks the exit.
       const probe = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2000) }).catch(() => undefined);
