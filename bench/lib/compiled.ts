@@ -4,11 +4,11 @@
  * TypeScript sources through tsx would pay the loader's memory (about 100 MiB) the others do not.
  */
 import { fork } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { MEMORY_PROBE_IMPORT } from '../procs/ipc.js';
-import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { MEMORY_PROBE_IMPORT } from '../procs/ipc.js';
 import { freePort, Proc, ROOT, spawnTs, type SpawnOptions } from './procs.js';
 
 const ENTRY = 'gateway/dist/main.js';
