@@ -14,11 +14,10 @@ type Level = 'debug' | 'info' | 'warn' | 'error';
  * For the lines about input the gateway refused before it knew who sent it, or from a party it cannot slow down
  * otherwise (a device connection with bad credentials, an MQTT client that is neither a device nor a backend, broken
  * framing, a denied topic, an /mcp request from a foreign Host or Origin, a vision upload without a valid token, a
- * firmware download past its bound), keyed
- * by kind: at most 10 of a kind per 10 s. Each takes one request or connection to cause, and a key per device, client
- * or address does not hold when the sender changes it every time: without a bound per kind, a flood of requests was a
- * flood of log lines. The metrics count every refusal, and the next line written carries how many were held back
- * (`suppressed`).
+ * firmware download past its bound), keyed by kind: at most 10 of a kind per 10 s. Each takes one request or
+ * connection to cause, and a key per device, client or address does not hold when the sender changes it every time:
+ * without a bound per kind, a flood of requests was a flood of log lines. The metrics count every refusal, and the next
+ * line written carries how many were held back (`suppressed`).
  */
 export const REFUSAL_LINES: ThrottleOptions = { linesPerWindow: 10, windowMs: 10_000, maxKeys: 32 };
 
