@@ -4,9 +4,12 @@
  * (pinned versions, never committed), as the conformance suite brings in its runner.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from './procs.js';
 
 export const PEER_VERSIONS = { supergateway: '4.0.0', 'mcp-proxy': '6.7.19' } as const;
 export type PeerName = keyof typeof PEER_VERSIONS;
@@ -62,6 +65,55 @@ export function startPeer(name: PeerName, bin: string, port: number, server: rea
   process.once('exit', killNow);
   child.once('exit', () => process.off('exit', killNow));
   return child;
+}
+
+/** Starts made before giving up on ports taken under the peer (each start picks a new one). */
+const PEER_START_ATTEMPTS = 5;
+
+export interface ServedPeer {
+  child: ChildProcess;
+  /** `http://127.0.0.1:<port>/mcp` */
+  url: URL;
+  /** Starts made (more than one when a picked port was taken before the peer bound it). */
+  attempts: number;
+}
+
+/**
+ * `startPeer` on a port picked for it, resolved once `answers(url)` is true. The port is free when picked and bound
+ * by the peer a moment later: on a busy machine another process's connection may take it in between, and the peer
+ * exits with EADDRINUSE. Such a start is made again on a new port (up to PEER_START_ATTEMPTS); any other exit fails
+ * at once with the peer's last output, and a peer not answering within `readyMs` is stopped and fails.
+ */
+export async function servePeer(
+  name: PeerName,
+  bin: string,
+  server: readonly string[],
+  answers: (url: URL) => Promise<boolean>,
+  readyMs: number,
+  port: () => Promise<number> = freePort,
+): Promise<ServedPeer> {
+  for (let attempt = 1; ; attempt++) {
+    const url = new URL(`http://127.0.0.1:${await port()}/mcp`);
+    const child = startPeer(name, bin, Number(url.port), server);
+    let stderr = '';
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-2000)));
+    let exited = false;
+    // 'close' once stderr is drained; a child that could not be spawned ('error') ends the wait the same way.
+    void once(child, 'close').then(
+      () => (exited = true),
+      () => (exited = true),
+    );
+    for (const end = Date.now() + readyMs; !exited; await sleep(200)) {
+      if (await answers(url).catch(() => false)) return { child, url, attempts: attempt };
+      if (Date.now() > end) {
+        await stopPeer(child);
+        throw new Error(`${name} did not answer within ${readyMs} ms (${url.href})`);
+      }
+    }
+    const tail = stderr.trim().split('\n').slice(-6).join(' | ');
+    if (!stderr.includes('EADDRINUSE') || attempt >= PEER_START_ATTEMPTS)
+      throw new Error(`${name} exited (${String(child.exitCode ?? child.signalCode)}), start ${attempt} of at most ${PEER_START_ATTEMPTS}: ${tail}`);
+  }
 }
 
 /** SIGTERM to the peer's group, SIGKILL after `graceMs`; resolves when the peer has exited. */

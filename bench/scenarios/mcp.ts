@@ -4,12 +4,12 @@ import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { McpLoadSession, runMcpLoad, summarize, type LoadSession, type McpLoadResult } from '../lib/mcp-load.js';
-import { installPeers, PEER_VERSIONS, startPeer, stopPeer, type PeerName } from '../lib/mcp-peers.js';
+import { installPeers, PEER_VERSIONS, servePeer, stopPeer, type PeerName } from '../lib/mcp-peers.js';
 import { cpuOf, rssSampler, treePids, treeRss } from '../lib/proc-tree.js';
 import { startGateway } from '../lib/compiled.js';
 import { cpuUs } from '../lib/cpu.js';
 import { gatewayEnv } from '../lib/gateway-env.js';
-import { freePort, ROOT, spawnTs, type Proc } from '../lib/procs.js';
+import { ROOT, spawnTs, type Proc } from '../lib/procs.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
 import { ratio, round, until } from './measure.js';
 
@@ -90,12 +90,21 @@ export async function mcpScenarios(b: Bench, dataDir: string): Promise<void> {
     else {
       const got = installPeers(b.log);
       notes.push(...got.notes);
-      for (const name of Object.keys(got.bins) as PeerName[]) {
-        const port = await freePort();
-        const child = startPeer(name, got.bins[name]!, port, server);
-        peers.push({ name, child });
-        const url = new URL(`http://127.0.0.1:${port}/mcp`);
-        served.push({ name, session: () => new McpLoadSession(url), tool: 'echo', pid: child.pid! });
+      // Each on a port of its own, made again on a new one when the picked port was taken before the peer bound it.
+      const started = await Promise.all(
+        (Object.keys(got.bins) as PeerName[]).map(async (name) => {
+          const answers = (url: URL) => probe({ name, session: () => new McpLoadSession(url), tool: 'echo', pid: 0 });
+          return servePeer(name, got.bins[name]!, server, answers, 60_000).then(
+            (p) => ({ name, ...p }),
+            (e: unknown) => void notes.push(`${name} skipped: ${(e as Error).message}`),
+          );
+        }),
+      );
+      for (const p of started) {
+        if (!p) continue;
+        peers.push(p);
+        if (p.attempts > 1) notes.push(`${p.name} started on its ${p.attempts}th port (the ones before were taken)`);
+        served.push({ name: p.name, session: () => new McpLoadSession(p.url), tool: 'echo', pid: p.child.pid! });
       }
       floor = spawnTs('mcp-floor', 'bench/floors/mcp-relay.ts', { env: { MCP_RELAY_SERVER: JSON.stringify(server) } });
       // Bounded: a server that never answers the floor's initialize skips the floor, not the section.

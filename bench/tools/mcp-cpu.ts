@@ -36,11 +36,11 @@ import { gatewayNodeArgs, gatewayStartEnv } from '../lib/compiled.js';
 import { cpuUs, minorFaults, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
 import { DirectStdioServer } from '../lib/mcp-direct.js';
 import { McpLoadSession, type LoadSession } from '../lib/mcp-load.js';
-import { installPeers, startPeer, stopPeer, type PeerName } from '../lib/mcp-peers.js';
+import { installPeers, servePeer, stopPeer, type PeerName } from '../lib/mcp-peers.js';
 import { cpuOf, rssBytes, treePids } from '../lib/proc-tree.js';
 import { formatResident, residentByKind } from '../lib/smaps.js';
 import { gatewayEnv, ipcAsk } from '../lib/gateway-env.js';
-import { freePort, ROOT } from '../lib/procs.js';
+import { ROOT } from '../lib/procs.js';
 import { until } from '../scenarios/measure.js';
 import { segmentsText } from './mcp-segments.js';
 
@@ -291,11 +291,9 @@ async function startPeers(perSession: number): Promise<{ systems: System[]; stop
   try {
     const only = args.find((a) => a.startsWith('--peers='))?.slice('--peers='.length);
     for (const name of (Object.keys(got.bins) as PeerName[]).filter((n) => only === undefined || only.split(',').includes(n))) {
-      const port = await freePort();
-      const child = startPeer(name, got.bins[name]!, port, [process.execPath, EVERYTHING, 'stdio']);
+      const answers = (url: URL) => probe(() => new McpLoadSession(url), 'echo');
+      const { child, url } = await servePeer(name, got.bins[name]!, [process.execPath, EVERYTHING, 'stdio'], answers, 60_000);
       children.push(child);
-      const url = new URL(`http://127.0.0.1:${port}/mcp`);
-      await until(name, () => probe(() => new McpLoadSession(url), 'echo'), 60_000, 200);
       const sessions = Array.from({ length: C }, () => new McpLoadSession(url));
       await Promise.all(sessions.map((s) => s.open()));
       await warm(sessions, () => new McpLoadSession(url), 'echo', perSession);
