@@ -90,6 +90,8 @@ export async function mcpScenarios(b: Bench, dataDir: string): Promise<void> {
     else {
       const got = installPeers(b.log);
       notes.push(...got.notes);
+      // The floor starts beside the peers; its port is its own pick (0), sent back in its hello.
+      floor = spawnTs('mcp-floor', 'bench/floors/mcp-relay.ts', { env: { MCP_RELAY_SERVER: JSON.stringify(server) } });
       // Each on a port of its own, made again on a new one when the picked port was taken before the peer bound it.
       const started = await Promise.all(
         (Object.keys(got.bins) as PeerName[]).map(async (name) => {
@@ -106,7 +108,6 @@ export async function mcpScenarios(b: Bench, dataDir: string): Promise<void> {
         if (p.attempts > 1) notes.push(`${p.name} started on its ${p.attempts}th port (the ones before were taken)`);
         served.push({ name: p.name, session: () => new McpLoadSession(p.url), tool: 'echo', pid: p.child.pid! });
       }
-      floor = spawnTs('mcp-floor', 'bench/floors/mcp-relay.ts', { env: { MCP_RELAY_SERVER: JSON.stringify(server) } });
       // Bounded: a server that never answers the floor's initialize skips the floor, not the section.
       const noHello = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('no answer to initialize within 30 s')), 30_000).unref());
       const hello = await Promise.race([floor.hello, noHello]).catch((e: unknown) => (notes.push(`floor skipped: ${(e as Error).message}`), undefined));
