@@ -189,7 +189,7 @@ export function createMetrics() {
     }),
     schemasRefused: new Counter({
       name: 'voxgate_schemas_refused_total',
-      help: 'Tool schemas over the size/depth bounds (tool left out)',
+      help: 'Tool schemas over the size, depth or complexity bounds (tool left out)',
       labelNames: ['source', 'reason'] as const,
       registers: [registry],
     }),

@@ -78,7 +78,9 @@ export class SchemaValidators implements jsonSchemaValidator {
   }
 
   private newGeneration(): void {
-    const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false, code: { regExp: linearRegExp(this.o.onUnenforcedPattern) } });
+    // allErrors off: a validation stops at the first problem. With it on, the errors an untrusted schema collects
+    // grow with the value (every element of a large array against every failing branch): memory one call can fill.
+    const ajv = new Ajv({ strict: false, allErrors: false, validateFormats: false, code: { regExp: linearRegExp(this.o.onUnenforcedPattern) } });
     this.generations.unshift({ ajv, compiled: 0, live: 0 });
     // Keep the current instance and the one before; what older ones compiled is evicted, so they can go.
     const old = new Set(this.generations.slice(2));
@@ -195,7 +197,7 @@ function describe(e: ErrorObject): ArgumentProblem {
   return { argument: base || '(arguments)', message: e.message ?? 'is invalid' };
 }
 
-/** The INVALID_ARGUMENTS error (422) for arguments that do not fit a tool's inputSchema: names the first, lists all. */
+/** The INVALID_ARGUMENTS error (422) for arguments that do not fit a tool's inputSchema: names the first problem found. */
 export function invalidArguments(tool: string, problems: ArgumentProblem[]): GatewayError {
   const first = problems[0]!;
   return new GatewayError('INVALID_ARGUMENTS', `argument "${first.argument}" ${first.message}`, { tool, errors: problems });

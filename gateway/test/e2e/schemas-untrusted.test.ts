@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { guardSchema, guardToolSchemas } from '../../src/schemas/untrusted-schema.js';
+import { guardSchema, guardToolSchemas, MAX_EXPANDED_NODES, MAX_REF_CHAIN } from '../../src/schemas/untrusted-schema.js';
 import { SchemaValidators } from '../../src/schemas/validators.js';
 import { startTestGateway } from '../../../test/support/gateway-harness.js';
 import { nodeServer } from '../../../test/support/hub.js';
@@ -12,6 +12,16 @@ const evil = { type: 'object', properties: { s: { type: 'string', pattern: '^(a|
 /** ajv's own registry of compiled schemas: what grew without bound before (issue 8, defect 5). */
 const ajvHeld = (v: SchemaValidators) => (v as unknown as { ajv: { _cache: Map<unknown, unknown> } }).ajv._cache.size;
 
+/**
+ * `links` definitions, each naming the next twice in place: ~2 KB at 28 links, 2^links values to walk in a validation
+ * (the red team's schema: 28 links held the event loop for 4 s).
+ */
+function doublingChain(links: number): Record<string, unknown> {
+  const $defs: Record<string, unknown> = { [`a${links}`]: { type: 'string', minLength: 1 } };
+  for (let i = 0; i < links; i++) $defs[`a${i}`] = { allOf: [{ $ref: `#/$defs/a${i + 1}` }, { $ref: `#/$defs/a${i + 1}` }] };
+  return { type: 'object', $defs, properties: { x: { $ref: '#/$defs/a0' } } };
+}
+
 describe('untrusted schemas: bounds and sanitizing', () => {
   it('refuses schemas over the depth or size bound, without recursion limits of its own', () => {
     let deep: Record<string, unknown> = { type: 'string' };
@@ -19,6 +29,53 @@ describe('untrusted schemas: bounds and sanitizing', () => {
     expect(guardSchema(deep, limits)).toMatchObject({ ok: false, reason: 'too_deep' });
     expect(guardSchema({ type: 'object', description: 'x'.repeat(70_000) }, limits)).toMatchObject({ ok: false, reason: 'too_large' });
     expect(guardSchema(evil, limits)).toEqual({ ok: true, schema: evil });
+  });
+
+  it('refuses a schema whose $refs multiply the work of a validation, however small its bytes', () => {
+    const bomb = doublingChain(28);
+    expect(JSON.stringify(bomb).length).toBeLessThan(limits.maxBytes);
+    expect(guardSchema(bomb, limits)).toMatchObject({ ok: false, reason: 'too_complex' });
+    // A link is four values (the definition, its allOf, two $refs) and twice the next, counted where each definition
+    // stands and where it is used: ~18 × 2^links values.
+    expect(18 * 2 ** 10).toBeLessThan(MAX_EXPANDED_NODES);
+    expect(guardSchema(doublingChain(10), limits)).toMatchObject({ ok: true });
+    expect(18 * 2 ** 11).toBeGreaterThan(MAX_EXPANDED_NODES);
+    expect(guardSchema(doublingChain(11), limits)).toMatchObject({ ok: false, reason: 'too_complex' });
+    // A chain of references nested deeper than the bound, each used once.
+    const $defs: Record<string, unknown> = { [`c${MAX_REF_CHAIN + 1}`]: { type: 'string' } };
+    for (let i = 0; i <= MAX_REF_CHAIN; i++) $defs[`c${i}`] = { $ref: `#/$defs/c${i + 1}` };
+    expect(guardSchema({ $defs, properties: { x: { $ref: '#/$defs/c0' } } }, limits)).toMatchObject({ ok: false, reason: 'too_complex' });
+  });
+
+  it('refuses a $ref cycle that applies to the same value again (unbounded recursion), keeps recursive types', () => {
+    const v = new SchemaValidators({ limits, maxCached: 8 });
+    for (const loop of [
+      { $defs: { a: { allOf: [{ $ref: '#/$defs/a' }] } }, properties: { x: { $ref: '#/$defs/a' } } },
+      { $defs: { a: { anyOf: [{ $ref: '#/$defs/b' }] }, b: { not: { $ref: '#/$defs/a' } } }, properties: { x: { $ref: '#/$defs/a' } } },
+      { properties: { x: { type: 'string' } }, if: { $ref: '#' } },
+    ]) {
+      expect(guardSchema(loop, limits)).toMatchObject({ ok: false, reason: 'too_complex' });
+      expect(v.validatorFor(loop)).toEqual({ error: expect.stringMatching(/schema refused: a \$ref cycle/) as unknown });
+    }
+    // A tree: the cycle goes through a part of the value, so it ends with the value's own depth.
+    const tree = {
+      type: 'object',
+      $defs: {
+        node: { type: 'object', properties: { label: { type: 'string' }, children: { type: 'array', items: { $ref: '#/$defs/node' } } }, required: ['label'] },
+      },
+      properties: { root: { $ref: '#/$defs/node' }, copy: { allOf: [{ $ref: '#/$defs/node' }] } },
+    };
+    expect(guardSchema(tree, limits)).toMatchObject({ ok: true });
+    expect(guardSchema({ type: 'object', properties: { next: { $ref: '#' } } }, limits)).toMatchObject({ ok: true });
+    expect(v.check(tree, { root: { label: 'a', children: [{ label: 'b', children: [] }] } })).toBeUndefined();
+    expect(v.check(tree, { root: { label: 'a', children: [{ children: [] }] } })?.[0]?.argument).toBe('root.children.0.label');
+    // A definition shared by many properties is counted at each use, and a real schema's sharing stays far under the bound.
+    const shared = {
+      $defs: { addr: { type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
+      properties: {} as Record<string, unknown>,
+    };
+    for (let i = 0; i < 200; i++) shared.properties[`p${i}`] = { $ref: '#/$defs/addr' };
+    expect(guardSchema(shared, limits)).toMatchObject({ ok: true });
   });
 
   it('drops the keywords that register names in the shared validator, keeps properties of those names', () => {
@@ -61,6 +118,16 @@ describe('SchemaValidators (issue 8, defects 4 and 5)', () => {
     expect(v.check(evil, { s: `${'a'.repeat(27)}b` })).toEqual([{ argument: 's', message: 'must match pattern "^(a|a)*$"' }]);
     // 2^10000 paths for a backtracking engine; one linear pass for RE2.
     expect(v.check(evil, { s: `${'a'.repeat(10_000)}b` })?.[0]?.argument).toBe('s');
+  });
+
+  it('stops at the first problem: the errors of one validation do not grow with the value', () => {
+    const v = new SchemaValidators({ limits, maxCached: 4 });
+    const schema = { type: 'object', properties: { list: { type: 'array', items: { type: 'integer' } } } };
+    const compiled = v.validatorFor(schema);
+    if (!('validate' in compiled)) throw new Error(compiled.error);
+    expect(compiled.validate({ list: Array.from({ length: 100_000 }, () => 'x') })).toBe(false);
+    expect(compiled.validate.errors).toHaveLength(1);
+    expect(v.check(schema, { list: [1, 'a', 'b'] })).toEqual([{ argument: 'list.1', message: 'must be integer' }]);
   });
 
   it('does not enforce a pattern RE2 cannot run, and says so', () => {
@@ -140,6 +207,28 @@ describe('untrusted schemas through the gateway', () => {
     } finally {
       device.close();
       healthy.terminate();
+      await t.close();
+    }
+  });
+
+  it("a device's schema bomb leaves its tool out; the gateway and the device's other tools keep serving", async () => {
+    const t = await startTestGateway();
+    const scripted = '02:00:00:00:0e:03';
+    const ready = t.nextEvent('device.ready', scripted);
+    const device = await ScriptedWsDevice.connect(t.wsUrl, scripted, [
+      { name: 'bomb', inputSchema: doublingChain(40) },
+      { name: 'echo', inputSchema: evil },
+    ]);
+    try {
+      await ready;
+      const tools = await t.api<{ tools: Array<{ name: string }> }>('GET', `/v1/devices/${scripted}/tools`);
+      expect(tools.body.tools.map((x) => x.name)).toEqual(['echo']);
+      expect(await t.metric('voxgate_schemas_refused_total', { source: 'device', reason: 'too_complex' })).toBe(1);
+      const bomb = await t.api<{ code?: string }>('POST', `/v1/devices/${scripted}/tools/bomb/call`, { arguments: { x: 'ok' } });
+      expect(bomb.status).toBe(404);
+      expect((await t.api('POST', `/v1/devices/${scripted}/tools/echo/call`, { arguments: { s: 'aa' } })).status).toBe(200);
+    } finally {
+      device.close();
       await t.close();
     }
   });
