@@ -29,6 +29,7 @@ import { eventRoutes } from './events.js';
 import { eventHistoryRoutes, type EventHistoryRouteOptions } from './events-history.js';
 import { healthRoutes, metricsRoute } from './health.js';
 import { otaRoutes, type OtaSettings } from './ota.js';
+import { registerBoundedJsonParser } from './json-body.js';
 import { mcpEndpointRoutes } from './mcp-endpoints.js';
 import { registerProblemHandlers } from './problem.js';
 import { rootRoute } from './root.js';
@@ -136,6 +137,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   // The app's own lines (plugins' `app.log`, fastify's listen and close lines) go where the requests' go.
   app.log = log;
   registerProblemHandlers(app);
+  registerBoundedJsonParser(app);
   // /openapi.json and /docs: the routes noted from here on, the document and its UI loaded on their first request.
   registerOpenApiDocs(app, d.version);
 
