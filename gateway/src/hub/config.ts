@@ -13,8 +13,15 @@ export const SERVER_TYPES = ['stdio', 'http', 'sse', 'websocket', 'builtin', 'op
 /** `endpoint`: a tool process that dialed in (hub/endpoints.ts); made at run time, never configured. */
 export type ServerType = (typeof SERVER_TYPES)[number] | 'endpoint';
 
-/** Server names become part of tool names (`mcp__{server}__{tool}`): keep them short and plain. */
-export const SERVER_NAME = /^[A-Za-z0-9_-]{1,32}$/;
+/**
+ * Server names become part of tool names (`mcp__{server}__{tool}`): short and plain, with no `__` in them and no `_`
+ * at their end, so that the first `__` after `mcp__` always ends the server's name. Then two servers can never make
+ * the same tool name, and one party's server cannot take a name another party's tools have (or learn it that way):
+ * server `w` with tool `x__y` and server `w__x` with tool `y` both made `mcp__w__x__y`.
+ */
+export const SERVER_NAME = /^(?!.*__)(?!.*_$)[A-Za-z0-9_-]{1,32}$/;
+/** SERVER_NAME in words, for the messages that refuse a name. */
+export const SERVER_NAME_RULE = "1-32 letters, digits, _ or -, with no '__' and no '_' at the end";
 const HeaderName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/, 'not an HTTP header name');
 const RemoteUrl = z.url({ protocol: /^(https?|wss?)$/ });
 
@@ -96,7 +103,7 @@ export function parseServers(raw: Record<string, unknown>, baseDir = process.cwd
   const out: ServerConfig[] = [];
   for (const [name, value] of Object.entries(raw)) {
     if (!SERVER_NAME.test(name)) {
-      problems.push(`mcpServers.${name}: a server name is 1-32 letters, digits, _ or -`);
+      problems.push(`mcpServers.${name}: a server name is ${SERVER_NAME_RULE}`);
       continue;
     }
     const r = ServerEntrySchema.safeParse(value);

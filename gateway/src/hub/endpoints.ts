@@ -5,7 +5,7 @@ import { Tenant } from '../config/fields.js';
 import { GatewayError } from '../errors.js';
 import { canSee } from '../principal.js';
 import type { Store } from '../store/store.js';
-import { SERVER_NAME, type ServerConfig } from './config.js';
+import { SERVER_NAME, SERVER_NAME_RULE, type ServerConfig } from './config.js';
 import type { McpHub } from './hub.js';
 import type { Caller } from './types.js';
 import type { EndpointUpstream } from './upstream/endpoint.js';
@@ -28,7 +28,7 @@ export type EndpointRecord = z.infer<typeof EndpointRecord>;
 
 export const CreateEndpointBody = z
   .object({
-    name: z.string().regex(SERVER_NAME, 'name: 1-32 letters, digits, _ or -'),
+    name: z.string().regex(SERVER_NAME, `name: ${SERVER_NAME_RULE}`),
     tenant: Tenant.optional(),
     allowed_tools: z.array(z.string().min(1).max(256)).max(4096).optional(),
   })

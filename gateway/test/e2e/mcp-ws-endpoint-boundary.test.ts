@@ -234,6 +234,27 @@ describe('MCP endpoint caps and allowed_tools', { timeout: 60_000 }, () => {
     await Promise.all([first.closed, third.closed]);
   });
 
+  it("no server name can make another server's tool names: '__' inside a name, or '_' at its end, is refused", async () => {
+    const ep = await create({ name: 'carve' });
+    const tool = await fakeTool(ep.url, { tools: [{ name: 'x__y.z', description: 'd', inputSchema: { type: 'object' } }], onCall: (n) => n });
+    try {
+      await untilHub(hub(), ready('carve'), 'carve to be ready');
+      const mine = () => t.api<{ content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__carve__x__y_z/call', { arguments: {} });
+      expect((await mine()).body.content[0]!.text).toBe('x__y.z');
+      // `carve__x` with a tool `y_z` would have made the same name, and won it (it needed no cleaning).
+      for (const name of ['carve__x', 'carve_', 'a__b']) {
+        const r = await t.api<{ code: string; detail: string }>('POST', '/v1/mcp/endpoints', { name });
+        expect([name, r.status, r.body.code]).toEqual([name, 400, 'INVALID_REQUEST']);
+        expect(r.body.detail).toMatch(/^body\/name must match pattern/);
+      }
+      for (const name of ['carve_x', '_lead', 'a-b_c']) expect((await t.api('POST', '/v1/mcp/endpoints', { name })).status).toBe(201);
+      expect((await mine()).body.content[0]!.text).toBe('x__y.z');
+    } finally {
+      tool.ws.close();
+      await tool.closed;
+    }
+  });
+
   it('offers only allowed_tools of a tool process; the others are not callable', async () => {
     const ep = await create({ name: 'picky', allowed_tools: ['hello'] });
     const tool = await fakeTool(ep.url, { tools: TWO, onCall: (n) => n });

@@ -63,7 +63,7 @@ transport = "websocket"
       return '';
     })();
     expect(err).toContain('mcpServers.a: a sse server needs "url"');
-    expect(err).toContain('mcpServers.b b: a server name is 1-32 letters, digits, _ or -');
+    expect(err).toContain("mcpServers.b b: a server name is 1-32 letters, digits, _ or -, with no '__' and no '_' at the end");
     expect(() => loadServersFile(file('syntax.toml', '[[servers]\nname = '))).toThrow(/syntax\.toml: not valid TOML/);
     expect(() => loadServersFile(file('shape.toml', 'title = "x"\n'))).toThrow(/expected \[\[servers\]\] tables/);
   });
