@@ -7,7 +7,8 @@ import { DeviceRegistry } from '../../gateway/src/devices/registry.js';
 import { BadInputLog } from '../../gateway/src/devices/bad-input-log.js';
 import { NoVoiceHook } from '../../gateway/src/devices/no-voice-hook.js';
 import { RpcChannel } from '../../gateway/src/devices/rpc-channel.js';
-import { DeviceSession, type SessionShared } from '../../gateway/src/devices/session.js';
+import { DeviceSession, HELLO_RATE, type SessionShared } from '../../gateway/src/devices/session.js';
+import { KeyedTokenBucket } from '../../gateway/src/throttle/token-bucket.js';
 import type { SessionSettings } from '../../gateway/src/devices/settings.js';
 import { ToolsPageCache } from '../../gateway/src/devices/tools-page-cache.js';
 import { EventBus, type GatewayEvent } from '../../gateway/src/events/bus.js';
@@ -101,6 +102,7 @@ export function sessionPair(opts: SessionPairOptions = {}): SessionUnderTest {
       validators: new SchemaValidators({ limits: settings.schemaLimits, maxCached: 64 }),
       host: { vision: () => undefined, previousHash: () => undefined, onReady: () => undefined, onClosed: () => undefined },
       voice: new NoVoiceHook(silentLog),
+      hellos: new KeyedTokenBucket(HELLO_RATE, { maxKeys: 16 }),
       ...opts.deps,
     },
     { deviceId: '02:00:00:00:00:01', clientId: 'client-1', link },

@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { buildGoodbye, buildNoVoiceUdpHello, buildServerHello } from '@voxgate/protocol';
 import type { Logger } from 'pino';
+import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 import type { VoiceDevice, VoiceHook } from './voice-hook.js';
 
 /**
@@ -9,7 +10,12 @@ import type { VoiceDevice, VoiceHook } from './voice-hook.js';
  * not taken (the session counts audio and publishes the JSON as events). One serves every session.
  */
 export class NoVoiceHook implements VoiceHook {
-  constructor(private readonly log: Logger) {}
+  /** Every device of a fleet may ask: at most REFUSAL_LINES' lines, the rest counted in the next one. */
+  private readonly log: ThrottledLog;
+
+  constructor(log: Logger) {
+    this.log = new ThrottledLog(log, 'info', REFUSAL_LINES);
+  }
 
   onHello(device: VoiceDevice): boolean {
     if (device.transport === 'mqtt') {
@@ -17,7 +23,7 @@ export class NoVoiceHook implements VoiceHook {
       // would block its main task, and every MCP reply, for 10 s), then close it.
       const voiceSession = randomUUID();
       const line = 'device asked for a voice session over MQTT; voice is not enabled, answering a no-voice hello and goodbye';
-      this.log.info({ deviceId: device.deviceId }, line);
+      this.log.write({ deviceId: device.deviceId }, line);
       device.send(JSON.stringify(buildNoVoiceUdpHello(voiceSession, randomBytes(16), randomBytes(16))));
       device.send(JSON.stringify(buildGoodbye(voiceSession)));
       return false;

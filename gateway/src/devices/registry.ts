@@ -10,7 +10,8 @@ import { matchesFilter, type DeviceFilter, type DevicePage, type DeviceSummary, 
 import { NoVoiceHook } from './no-voice-hook.js';
 import { recordFields } from './record-fields.js';
 import type { DeviceRecords } from './records.js';
-import { DeviceSession, type SessionHost, type SessionShared } from './session.js';
+import { KeyedTokenBucket } from '../throttle/token-bucket.js';
+import { DeviceSession, HELLO_RATE, type SessionHost, type SessionShared } from './session.js';
 import type { SessionSettings } from './settings.js';
 import { lowerBound, mergeSorted, upperBound } from './sorted-ids.js';
 import type { ToolsPageCache } from './tools-page-cache.js';
@@ -94,7 +95,9 @@ export class DeviceRegistry implements LocalDevices {
 
   constructor(private readonly d: RegistryDeps) {
     const { log, bus, metrics, settings, pages, validators } = d;
-    this.shared = { log, bus, metrics, settings, pages, validators, host: this.host, voice: d.voice ?? new NoVoiceHook(log) };
+    // Bounded: a device evicted from it starts again with a full bucket (HELLO_RATE's burst, a handful of hellos).
+    const hellos = new KeyedTokenBucket(HELLO_RATE, { maxKeys: 10_000 });
+    this.shared = { log, bus, metrics, settings, pages, validators, host: this.host, voice: d.voice ?? new NoVoiceHook(log), hellos };
   }
 
   /**

@@ -5,6 +5,7 @@ import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import { boundLog } from '../log.js';
 import type { Metrics } from '../metrics.js';
+import type { KeyedTokenBucket, RateLimit } from '../throttle/token-bucket.js';
 import type { SchemaValidators } from '../schemas/validators.js';
 import { BadInputLog } from './bad-input-log.js';
 import { CallQueue, type CallQueueDeps } from './call-queue.js';
@@ -50,7 +51,16 @@ export interface SessionShared {
   host: SessionHost;
   /** Answers hellos and carries voice sessions: the voice relay, or the no-voice hook (devices/no-voice-hook.ts). */
   voice: VoiceHook;
+  /** Hellos after a connection's first, per device (HELLO_RATE): each one costs answers, a voice session, a log line. */
+  hellos: KeyedTokenBucket;
 }
+
+/**
+ * Hellos a device may send after its connection's first: a few at once, then one every two seconds. A real device
+ * sends one per conversation (MQTT) or per connection (WebSocket); a red team's MQTT device sent 5 000 in 118 ms
+ * and got 10 000 answers and 5 000 log lines.
+ */
+export const HELLO_RATE: RateLimit = { ratePerSecond: 0.5, burst: 5 };
 
 /** What a session asks of its holder (the registry), told which device or session it is. */
 export interface SessionHost {
@@ -314,6 +324,9 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     if (this.state === 'awaiting_hello') {
       clearTimeout(this.helloTimer);
       this.helloTimer = undefined; // a cleared Timeout kept is ~170 B per device
+    } else if (!this.shared.hellos.take(this.deviceId).ok) {
+      this.metrics.framesRejected.inc({ reason: 'hello_rate' });
+      return this.badInput.note('warn', { reason: 'hello_rate' }, 'hello over the rate a device may send them; dropped');
     }
     const answered = this.voice.onHello(this, frame);
     if (typeof answered === 'boolean') this.helloAnswered(answered);

@@ -87,6 +87,29 @@ describe('reference-firmware devices over MQTT (embedded broker)', () => {
     expect(r.status).toBe(200);
   });
 
+  it('answers a hello flood a handful of times, drops the rest counted, and the device keeps serving', async () => {
+    const { d } = await onlineDevice();
+    const hello = JSON.stringify({
+      type: 'hello',
+      version: 3,
+      transport: 'udp',
+      audio_params: { format: 'opus', sample_rate: 16000, channels: 1, frame_duration: 60 },
+    });
+    const dropped = () => t.metric('voxgate_frames_rejected_total', { reason: 'hello_rate' });
+    const before = await dropped();
+    const start = Date.now();
+    for (let i = 0; i < 200; i++) d.sendRaw(hello);
+    // The calls after the flood are answered in order behind it: once this one is, every hello has been handled.
+    const r = await t.api('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 21 } });
+    expect(r.status).toBe(200);
+    const answered = d.received.filter((f) => f['type'] === 'hello').length;
+    // HELLO_RATE: a burst of 5, then one per 2 s (however long this machine took).
+    const allowed = 5 + Math.ceil((Date.now() - start) / 2000);
+    expect(answered).toBeGreaterThanOrEqual(5);
+    expect(answered).toBeLessThanOrEqual(allowed);
+    expect(await dropped()).toBe(before + 200 - answered);
+  });
+
   it('refuses bad credentials with CONNACK "not authorized"', async () => {
     const d = new ReferenceDevice({ deviceId: nextMac() });
     const c = await credentials(d);
