@@ -1,4 +1,5 @@
 import { InitializeResultSchema, buildInitializeParams, referenceResultText, type InitializeResult, type VisionCapability } from '@voxgate/protocol';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
@@ -9,6 +10,9 @@ import { PendingRequest, type RawReplyReader, type RpcChannel } from './rpc-chan
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import type { CachedPage, ToolsPageCache } from './tools-page-cache.js';
 import { lastToolName, toolsOf, ToolsWalk } from './tools-walk.js';
+
+/** Least time between two walks of one device's list when list_changed keeps coming (see `relist`). */
+export const RELIST_GAP_MS = 1000;
 
 export interface SetupDeps {
   deviceId: string;
@@ -59,6 +63,10 @@ export class DeviceSetup implements RawReplyReader {
   private retryWait: { timer: NodeJS.Timeout; wake: () => void } | undefined;
   private visionTimer: NodeJS.Timeout | undefined;
   private relisting = false;
+  /** A list_changed came while relisting: read the list once more. */
+  private relistAgain = false;
+  /** When the last relist's walk began (RELIST_GAP_MS apart). */
+  private walkedAt = 0;
 
   constructor(private readonly d: SetupDeps) {}
 
@@ -191,12 +199,29 @@ export class DeviceSetup implements RawReplyReader {
     return gap ? { catalog, gap } : { catalog };
   }
 
-  /** Re-read the catalog after the device says it changed; undefined when it failed (the old one stays). */
+  /**
+   * Re-read the catalog after the device says it changed; undefined when it failed (the old one stays), and for a
+   * notification that came while a relist ran: that relist reads the list once more when it is done, so a change
+   * notified mid-walk is not lost. Walks begin RELIST_GAP_MS apart at least: a device that notifies without pause (a
+   * red team's: after every tools/list reply) gets one walk a second instead of one per round trip.
+   */
   async relist(): Promise<ListedTools | undefined> {
-    if (this.relisting) return undefined;
+    if (this.relisting) {
+      this.relistAgain = true;
+      return undefined;
+    }
     this.relisting = true;
     try {
-      return await this.listTools();
+      let listed: ListedTools | undefined;
+      do {
+        const wait = this.walkedAt + RELIST_GAP_MS - Date.now();
+        if (wait > 0) await sleep(wait, undefined, { ref: false });
+        if (this.closed()) return undefined;
+        this.relistAgain = false;
+        this.walkedAt = Date.now();
+        listed = await this.listTools();
+      } while (this.relistAgain && !this.closed());
+      return listed;
     } catch (e) {
       this.d.log.warn({ err: e instanceof Error ? e.message : String(e) }, 'tools/list after list_changed failed; keeping the old catalog');
       return undefined;

@@ -27,7 +27,7 @@ export const EVENT_TYPES = [
 export type EventType = (typeof EVENT_TYPES)[number];
 
 /** Event types whose rate a device controls; they are rate-limited per device. */
-const DEVICE_DRIVEN: ReadonlySet<EventType> = new Set(['device.message', 'device.notification', 'device.photo']);
+const DEVICE_DRIVEN: ReadonlySet<EventType> = new Set(['device.message', 'device.notification', 'device.photo', 'device.tools_changed']);
 
 export interface GatewayEvent {
   /** `<boot>-<seq>`: unique across restarts (boot epoch), increasing within a boot. SSE `id`, what `Last-Event-ID` names. */

@@ -11,7 +11,7 @@ export const EventsSlice = z.strictObject({
   devicePerSecond: env(
     'GATEWAY_EVENTS_DEVICE_RATE',
     z.coerce.number().min(0.01).max(100_000).default(20),
-    '`device.message` + `device.notification` events per device per second; beyond, dropped and counted',
+    '`device.message`, `device.notification`, `device.photo` and `device.tools_changed` events per device per second; beyond, dropped and counted',
   ),
   deviceBurst: env('GATEWAY_EVENTS_DEVICE_BURST', z.coerce.number().int().min(1).max(1_000_000).default(50), '… and their burst'),
   /** Open SSE streams in total and per API key; beyond, 429 TOO_MANY_STREAMS. */

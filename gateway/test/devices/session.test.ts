@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { answerSetup, metricValue, sessionPair } from '../../../test/support/device-parts.js';
+import { RELIST_GAP_MS } from '../../src/devices/setup.js';
 import type { VoiceHook } from '../../src/devices/voice-hook.js';
 import { GatewayError } from '../../src/errors.js';
 
@@ -79,6 +80,36 @@ describe('DeviceSession: frame dispatch', () => {
     device.sendMcp({ jsonrpc: '2.0', id: 7, method: 'sampling/createMessage' });
     const answer = JSON.parse(await device.next((t) => t.includes('"id":7'))) as { payload: unknown };
     expect(answer.payload).toEqual({ jsonrpc: '2.0', id: 7, error: { code: -32601, message: 'Method not found: sampling/createMessage' } });
+  });
+
+  it('reads the list once more for a list_changed that came mid-walk, no sooner than RELIST_GAP_MS after', async () => {
+    const { session, device, events } = await readySession();
+    const changed = () => device.sendMcp({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+    const before = Date.now(); // before the first walk began: the second begins RELIST_GAP_MS after it at least
+    changed();
+    const first = await device.nextRequest('tools/list');
+    changed(); // the device changed again while the gateway was reading
+    device.reply(first.id, { tools: [tool('self.a'), tool('self.b')] });
+    const second = await device.nextRequest('tools/list');
+    expect(Date.now() - before).toBeGreaterThanOrEqual(RELIST_GAP_MS);
+    device.reply(second.id, { tools: [tool('self.a'), tool('self.b'), tool('self.c')] });
+    await expect.poll(() => session.catalog?.size).toBe(3);
+    // One walk, one event: the first reading was superseded before it was published.
+    expect(events.filter((e) => e.type === 'device.tools_changed').map((e) => e.data['toolCount'])).toEqual([3]);
+  });
+
+  it('walks at most once per RELIST_GAP_MS for a device that says list_changed after every reply', async () => {
+    const { device } = await readySession();
+    const before = Date.now();
+    device.sendMcp({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+    for (let i = 0; i < 3; i++) {
+      const list = await device.nextRequest('tools/list');
+      device.reply(list.id, { tools: [tool('self.ping')] });
+      device.sendMcp({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+    }
+    // The third walk began two gaps after the first at least. Before, each walk followed the last reply by one round
+    // trip (a red team's device: ~20 walks a second).
+    expect(Date.now() - before).toBeGreaterThanOrEqual(2 * RELIST_GAP_MS);
   });
 
   it('gives other JSON to the voice hook first, and publishes what it does not take', async () => {
