@@ -74,7 +74,18 @@ export function createMetrics() {
     }),
     catalogsIncomplete: new Counter({
       name: 'voxgate_device_catalogs_incomplete_total',
-      help: 'Device catalogs kept incomplete because the device refused a tools/list page for good',
+      help: 'Device catalogs kept incomplete: the device refused a tools/list page for good, or a byte bound cut the catalog (voxgate_device_catalogs_cut_total)',
+      registers: [registry],
+    }),
+    catalogsCut: new Counter({
+      name: 'voxgate_device_catalogs_cut_total',
+      help: 'Device catalogs cut or refused by a byte bound: device_bytes (session.maxCatalogBytes), gateway_budget (devices.catalogBudgetBytes full)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    catalogBytes: new Gauge({
+      name: 'voxgate_device_catalog_bytes',
+      help: 'Bytes of the device catalogs held now (identical catalogs once), against devices.catalogBudgetBytes',
       registers: [registry],
     }),
     events: new Counter({ name: 'voxgate_events_total', help: 'Events published on the bus', labelNames: ['type'] as const, registers: [registry] }),

@@ -5,6 +5,7 @@
 import pino from 'pino';
 import { DeviceRegistry } from '../../gateway/src/devices/registry.js';
 import { BadInputLog } from '../../gateway/src/devices/bad-input-log.js';
+import { CatalogBudget } from '../../gateway/src/devices/catalog-budget.js';
 import { NoVoiceHook } from '../../gateway/src/devices/no-voice-hook.js';
 import { RpcChannel } from '../../gateway/src/devices/rpc-channel.js';
 import { DeviceSession, HELLO_RATE, type SessionShared } from '../../gateway/src/devices/session.js';
@@ -24,6 +25,8 @@ export function testSettings(overrides: Partial<SessionSettings> = {}): SessionS
     requestTimeoutMs: 2000,
     maxToolPages: 16,
     maxTools: 256,
+    maxCatalogBytes: 256 * 1024,
+    catalogs: new CatalogBudget(Number.MAX_SAFE_INTEGER),
     calls: { defaultTimeoutMs: 2000, maxTimeoutMs: 10_000 },
     queueLimit: 8,
     concurrency: 1,

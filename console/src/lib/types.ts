@@ -27,7 +27,7 @@ export interface Device {
   toolCount: number;
   toolsHash: string | null;
   pendingCalls: number;
-  /** Present when the device refused part of its tool list for good ("catalog incomplete: tool after X refused by the device"). */
+  /** Present when the catalog is incomplete: the device refused part of its tool list for good ("catalog incomplete: tool after X refused by the device"), or a byte bound cut or refused it ("catalog cut: …", "catalog refused: …"). */
   catalogWarning?: string;
 }
 export interface DeviceList {

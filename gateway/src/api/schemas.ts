@@ -36,7 +36,12 @@ export const Device = z.object({
   toolCount: z.number().int(),
   toolsHash: z.string().nullable(),
   pendingCalls: z.number().int(),
-  catalogWarning: z.string().optional().describe('Present when the device refused part of its tool list for good: the catalog holds the tools before it'),
+  catalogWarning: z
+    .string()
+    .optional()
+    .describe(
+      'Present when the catalog is incomplete: the device refused part of its tool list for good, or a byte bound (session.maxCatalogBytes, devices.catalogBudgetBytes) cut or refused it',
+    ),
   name: z.string().nullable().describe('What people call it (PATCH /v1/devices/{id})'),
   room: z.string().nullable().describe('Where it is (PATCH /v1/devices/{id})'),
   tags: z.array(z.string()).describe('Tags people gave it (PATCH /v1/devices/{id})'),

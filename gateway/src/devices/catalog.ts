@@ -20,6 +20,8 @@ export class ToolCatalog {
   private constructor(
     readonly hash: string,
     tools: CatalogTool[],
+    /** UTF-8 bytes of the tools' JSON as kept here: what the gateway-wide catalog budget counts (catalog-budget.ts). */
+    readonly bytes: number,
   ) {
     this.tools = tools;
     this.byName = new Map(tools.map((t) => [t.name, t]));
@@ -79,10 +81,12 @@ export class ToolCatalog {
       if (t.annotations) entry.annotations = t.annotations;
       list.push(entry);
     }
-    const hash = createHash('sha256').update(JSON.stringify(list)).digest('base64url').slice(0, 22);
+    // One serialisation gives the hash and the size.
+    const json = JSON.stringify(list);
+    const hash = createHash('sha256').update(json).digest('base64url').slice(0, 22);
     const existing = ToolCatalog.interned.get(hash)?.deref();
     if (existing) return existing;
-    const catalog = new ToolCatalog(hash, list);
+    const catalog = new ToolCatalog(hash, list, Buffer.byteLength(json));
     ToolCatalog.interned.set(hash, new WeakRef(catalog));
     ToolCatalog.finalizer.register(catalog, hash);
     return catalog;

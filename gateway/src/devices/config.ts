@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { always, documented, env, Ms } from '../config/fields.js';
+import { always, documented, env, Int, Ms } from '../config/fields.js';
 
 /** The call queue per device, the setup of a device's session, and the devices remembered. */
 
@@ -25,6 +25,16 @@ export const SessionSlice = z.strictObject({
   requestTimeoutMs: documented(Ms(10_000), "`initialize` and each `tools/list` page; also the wait for a WebSocket device's hello"),
   maxToolPages: documented(z.coerce.number().int().min(1).max(1000).default(64), "pages of a device's catalog walk"),
   maxTools: documented(z.coerce.number().int().min(1).max(10_000).default(1024), 'tools of one device'),
+  /**
+   * Bytes of one device's catalog (its tools' JSON as listed). A real xiaozhi device lists ~5-30 tools in 8000-byte
+   * pages, tens of KB at most: 256 KiB is room for several times the largest, while the page and tool caps alone let
+   * one device hold 64 pages of up to 256 KB (MQTT frames), ~16 MB.
+   */
+  maxCatalogBytes: documented(
+    Int(1024, 64 * 1024 * 1024, 256 * 1024),
+    "bytes of one device's catalog (its tools' JSON); past it the catalog is cut",
+    '`262144` (256 KiB)',
+  ),
   /** A setup step that fails is retried while the link is up: first wait, doubling up to the max. */
   setupRetryMinMs: documented(Ms(1_000), 'a failed setup step is retried while the link is up: first wait, doubling …'),
   setupRetryMaxMs: documented(Ms(30_000), '… up to this'),
@@ -39,6 +49,18 @@ export const DevicesSlice = z.strictObject({
     'GATEWAY_DEVICES_MAX_KNOWN',
     z.coerce.number().int().min(1).max(10_000_000).default(50_000),
     'devices remembered (in memory and in the store); past it offline ones are forgotten, never-ready ones first, then the least recently seen (named ones never)',
+  ),
+  /**
+   * Bytes of every device catalog held at once, each distinct catalog counted once (a fleet of one firmware shares
+   * one). 256 MiB holds a thousand catalogs at session.maxCatalogBytes, or thousands of firmwares' real ones (tens
+   * of KB): far beyond a real fleet, yet it bounds what devices with made-up catalogs can make the gateway hold
+   * (memory runs ~1.5x the JSON: 5.7 MiB per device for 3.8 MB catalogs, as measured).
+   */
+  catalogBudgetBytes: env(
+    'GATEWAY_DEVICES_CATALOG_BUDGET_BYTES',
+    Int(1024, 16 * 1024 * 1024 * 1024, 256 * 1024 * 1024),
+    "bytes of every device catalog held at once (identical catalogs count once); past it a new device's catalog is refused: it is ready with no tools",
+    '`268435456` (256 MiB)',
   ),
   /** A device's last seen moves with any traffic; the store is written at most this often per device (and at disconnect). */
   lastSeenWriteMs: documented(

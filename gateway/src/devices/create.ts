@@ -1,6 +1,7 @@
 import type { FramesConfig } from '../links/config.js';
 import type { SchemasConfig } from '../schemas/config.js';
 import { GATEWAY_NAME, GATEWAY_VERSION } from '../version.js';
+import { CatalogBudget } from './catalog-budget.js';
 import type { CallsConfig, DevicesConfig, SessionConfig } from './config.js';
 import { DeviceRegistry, type RegistryDeps } from './registry.js';
 import { ToolsPageCache } from './tools-page-cache.js';
@@ -25,6 +26,8 @@ export function createRegistry(d: Omit<RegistryDeps, 'settings' | 'maxKnownDevic
       requestTimeoutMs: s.session.requestTimeoutMs,
       maxToolPages: s.session.maxToolPages,
       maxTools: s.session.maxTools,
+      maxCatalogBytes: s.session.maxCatalogBytes,
+      catalogs: new CatalogBudget(s.devices.catalogBudgetBytes, { log: d.log, metrics: d.metrics }),
       calls: { defaultTimeoutMs: s.calls.defaultTimeoutMs, maxTimeoutMs: s.calls.maxTimeoutMs },
       queueLimit: s.calls.queueLimit,
       concurrency: s.calls.concurrency,

@@ -14,7 +14,7 @@ import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import { guardToolSchemas, type SchemaLimits } from '../schemas/untrusted-schema.js';
 import type { RawReplyReader } from './rpc-channel.js';
-import type { CachedPage, ToolsPageCache } from './tools-page-cache.js';
+import { toolBytes, type CachedPage, type ToolsPageCache } from './tools-page-cache.js';
 
 /** What a walk's reader reads: the session's setup context (setup.ts `SetupDeps`) is one; `log` is read only to write. */
 export interface PageReaderDeps {
@@ -59,7 +59,7 @@ export class PageReader implements RawReplyReader {
       const parsed = tryParseJson(pageText);
       const valid = parsed.ok ? this.validate(parsed.value) : undefined;
       if (!valid?.ok) return undefined;
-      page = this.d.pages.store(pageText, valid.page);
+      page = this.d.pages.store(pageText, valid.page, valid.bytes);
       this.d.metrics.hot.toolsPages.parsed.inc();
     }
     this.d.metrics.hot.framesIn[this.d.transport].mcp.inc();
@@ -75,14 +75,18 @@ export class PageReader implements RawReplyReader {
       throw new GatewayError('DEVICE_ERROR', `malformed tools/list page ${pageNumber}: ${r.detail}`, { method: 'tools/list', malformed: true });
     }
     this.d.metrics.hot.toolsPages.parsed.inc();
-    return { serial: 0, result: r.page };
+    return { serial: 0, result: r.page, bytes: r.bytes };
   }
 
-  /** A tools/list result, validated; tools whose schemas are over the bounds are left out (logged, counted). */
-  private validate(raw: unknown): { ok: true; page: ToolsListResult } | { ok: false; detail: string } {
+  /**
+   * A tools/list result, validated, and the size of the tools kept (`toolBytes`, measured once per page text: a cached
+   * page carries it); tools whose schemas are over the bounds are left out (logged, counted).
+   */
+  private validate(raw: unknown): { ok: true; page: ToolsListResult; bytes: number } | { ok: false; detail: string } {
     const r = ToolsListResultSchema.safeParse(raw);
     if (!r.success) return { ok: false, detail: describeIssues(r.error.issues) };
     const tools: Tool[] = [];
+    let bytes = 0;
     for (const tool of r.data.tools) {
       const schemas = guardToolSchemas(tool.inputSchema, tool.outputSchema, this.d.settings.schemaLimits);
       if (!schemas.ok) {
@@ -94,7 +98,8 @@ export class PageReader implements RawReplyReader {
       const kept: Tool = { ...tool, inputSchema: schemas.inputSchema };
       if (schemas.outputSchema) kept.outputSchema = schemas.outputSchema;
       tools.push(kept);
+      bytes += toolBytes(kept);
     }
-    return { ok: true, page: { ...r.data, tools } };
+    return { ok: true, page: { ...r.data, tools }, bytes };
   }
 }

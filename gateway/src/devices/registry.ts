@@ -153,6 +153,8 @@ export class DeviceRegistry implements LocalDevices {
     const s = r.session;
     if (s) {
       r.session = undefined;
+      // Its catalog's bytes go back now, not when the link has closed: a forgotten device makes room at once.
+      this.d.settings.catalogs.release(s);
       s.failAll(() => new GatewayError('DEVICE_NOT_FOUND', `device ${r.id} was ${reason}`));
       s.close(CLOSE_FORGOTTEN, reason);
       // Published while the entry is still here (the cluster writes its presence offline from it); the
@@ -268,6 +270,8 @@ export class DeviceRegistry implements LocalDevices {
 
   private onClosed(s: DeviceSession): void {
     this.d.metrics.hot.devicesConnected[s.transport].dec();
+    // Every closed session, stale ones too (replaced, forgotten): the budget counts what sessions hold, not records.
+    this.d.settings.catalogs.release(s);
     const record = this.current(s);
     if (!record) {
       // A stale disconnect: a newer connection already speaks for this device (or it was forgotten).

@@ -1,12 +1,17 @@
 import type { JsonLimits } from '@voxgate/protocol';
 import type { SchemaLimits } from '../schemas/untrusted-schema.js';
 import type { CallTimeouts } from './call-queue.js';
+import type { CatalogBudget } from './catalog-budget.js';
 
 /** What every device session of this gateway runs with (config `session`, `calls`, `frames`, `schemas`, `vision`). */
 export interface SessionSettings {
   requestTimeoutMs: number;
   maxToolPages: number;
   maxTools: number;
+  /** Bytes of one device's catalog (its tools' JSON as listed): the walk stops there and the catalog is cut. */
+  maxCatalogBytes: number;
+  /** The gateway's one budget for the catalogs all its devices hold (`devices.catalogBudgetBytes`), shared like `calls`. */
+  catalogs: CatalogBudget;
   /** config `calls`' timeouts: one object for every session (a copy per session was ~50 B per device). */
   calls: CallTimeouts;
   queueLimit: number;

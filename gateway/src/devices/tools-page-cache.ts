@@ -1,10 +1,27 @@
-import type { ToolsListResult } from '@voxgate/protocol';
+import type { Tool, ToolsListResult } from '@voxgate/protocol';
 
 /** A validated `tools/list` page, shared by every device (of one gateway) that sent exactly the same text. */
 export interface CachedPage {
   /** Unique per cached text in this process; 0 for a page that was not cached. */
   readonly serial: number;
   readonly result: ToolsListResult;
+  /** Its tools' size (`toolBytes` summed): what a walk counts against `session.maxCatalogBytes`. */
+  readonly bytes: number;
+}
+
+/**
+ * One tool's size as a device listed it (its validated JSON, in UTF-8), and one for its comma in a list: a walk's
+ * pages sum to the size of the tools' JSON, cut anywhere at a tool with the same measure (setup.ts).
+ */
+export function toolBytes(tool: Tool): number {
+  return Buffer.byteLength(JSON.stringify(tool)) + 1;
+}
+
+/** The size of a page's tools (`toolBytes` summed). */
+export function pageBytes(tools: readonly Tool[]): number {
+  let bytes = 0;
+  for (const t of tools) bytes += toolBytes(t);
+  return bytes;
 }
 
 /** An entry and its own key text (the text it is the validated parse of). */
@@ -48,12 +65,12 @@ export class ToolsPageCache {
     return e.page;
   }
 
-  /** Store the validated parse of `pageText` itself (see the class comment). */
-  store(pageText: string, result: ToolsListResult): CachedPage {
+  /** Store the validated parse of `pageText` itself (see the class comment); `bytes` is its tools' size when known. */
+  store(pageText: string, result: ToolsListResult, bytes = pageBytes(result.tools)): CachedPage {
     const existing = this.pages.get(pageText);
     if (existing) return existing.page;
     if (this.pages.size >= this.maxPages) this.evict(this.pages.keys().next().value!);
-    const e: Entry = { text: pageText, page: { serial: ++serials, result } };
+    const e: Entry = { text: pageText, page: { serial: ++serials, result, bytes } };
     this.pages.set(pageText, e);
     this.remember(e);
     return e.page;

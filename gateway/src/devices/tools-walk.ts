@@ -6,7 +6,7 @@ import type { CachedPage } from './tools-page-cache.js';
 
 /** What ends a walk early (the caps), and where it says so. */
 export interface WalkLimits {
-  readonly settings: Pick<SessionSettings, 'maxToolPages' | 'maxTools'>;
+  readonly settings: Pick<SessionSettings, 'maxToolPages' | 'maxTools' | 'maxCatalogBytes'>;
   readonly log: Logger;
 }
 
@@ -20,6 +20,10 @@ export class ToolsWalk {
   readonly reader: PageReader;
   readonly pages: CachedPage[] = [];
   count = 0;
+  /** The pages' size (CachedPage.bytes summed), against `maxCatalogBytes`. */
+  bytes = 0;
+  /** The walk stopped at `maxCatalogBytes` with pages left unasked: the catalog is cut (setup.ts). */
+  overBytes = false;
   /** The page asked next (1-based). */
   page = 1;
   private cursor: string | undefined;
@@ -47,6 +51,7 @@ export class ToolsWalk {
     const page = this.page;
     this.pages.push(p);
     this.count += p.result.tools.length;
+    this.bytes += p.bytes;
     const next = p.result.nextCursor;
     if (next === undefined || next === '') return true;
     if (next === this.firstCursor || this.seen?.has(next)) {
@@ -58,6 +63,8 @@ export class ToolsWalk {
       return true;
     }
     if (this.count >= settings.maxTools) return true;
+    // Pages past the byte bound would only be cut: not asked, so a walk holds at most the bound and one page.
+    if (this.bytes >= settings.maxCatalogBytes) return (this.overBytes = true);
     if (this.firstCursor === undefined) this.firstCursor = next;
     else (this.seen ??= new Set([this.firstCursor])).add(next);
     this.cursor = next;
