@@ -120,6 +120,8 @@ interface Link {
   readonly closedInfo: Deferred<CloseInfo>;
   close(): Promise<void>;
   terminate(): void;
+  /** Stop (or go on) reading the socket: what the gateway sends then waits in its buffers and the kernel's. */
+  pauseReading(paused: boolean): void;
 }
 
 interface Job {
@@ -375,6 +377,7 @@ export class ReferenceDevice {
         await closedInfo.promise;
       },
       terminate: () => ws.terminate(),
+      pauseReading: (paused) => (paused ? ws.pause() : ws.resume()),
     };
     this.link = link;
     ws.on('message', (data: RawData, isBinary: boolean) => {
@@ -470,6 +473,7 @@ export class ReferenceDevice {
       terminate: () => {
         client.end(true);
       },
+      pauseReading: (paused) => (paused ? client.stream.pause() : client.stream.resume()),
     };
     this.link = link;
     client.on('message', (t: string, payload: Buffer) => {
@@ -1004,6 +1008,11 @@ export class ReferenceDevice {
    * or a Wi-Fi reconnect does on the real device: requests still arrive and are validated, but every reply
    * (initialize, tools/list, tools/call) waits behind this job, in scheduling order.
    */
+  /** A device whose network task stops reading its socket (a stalled radio); `false` reads again. */
+  pauseReading(paused = true): void {
+    this.link?.pauseReading(paused);
+  }
+
   stallMainTask(): () => void {
     const gate = deferred<void>();
     this.main.schedule(() => gate.promise);

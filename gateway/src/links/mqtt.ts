@@ -73,8 +73,12 @@ class MqttDeviceLink implements DeviceLink {
     private readonly client: Client,
     private readonly topic: string,
     readonly remoteAddress: string,
-    readonly localAddress: string = '',
+    private readonly socket: Socket,
   ) {}
+
+  get localAddress(): string {
+    return this.socket.localAddress ?? '';
+  }
 
   /** Pushed straight to the client: the reference firmware subscribes to nothing. */
   send(text: string): boolean {
@@ -82,6 +86,15 @@ class MqttDeviceLink implements DeviceLink {
     const packet: PublishPacket = { cmd: 'publish', topic: this.topic, payload: Buffer.from(text), qos: 0, retain: false, dup: false };
     this.client.publish(packet, ignore);
     return true;
+  }
+
+  /**
+   * What waits to reach the device: the broker's writes queued in the connection (GuardedMqttConnection holds them
+   * while its socket is above its high-water mark) and the socket's own. Without it, a device that stopped reading
+   * had the voice relay's JSON queued for it without bound (the relay drops past voice.maxBufferedBytes).
+   */
+  bufferedBytes(): number {
+    return ((this.client.conn as { writableLength?: number }).writableLength ?? 0) + this.socket.writableLength;
   }
 
   close(): void {
@@ -186,7 +199,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
     const c = conns.get(client.conn);
     if (!c || client.closed || c.socket.destroyed) return;
     const id = parseMqttClientId(client.id)!;
-    const link = new MqttDeviceLink(client, peer.inbox, c.remote, c.socket.localAddress ?? '');
+    const link = new MqttDeviceLink(client, peer.inbox, c.remote, c.socket);
     const session = o.registry.connect({ deviceId: peer.deviceId, clientId: id.uuid ?? client.id, link, expectHello: false, credential: peer.credential });
     peer.session = session;
     c.session = session;

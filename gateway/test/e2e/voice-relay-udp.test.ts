@@ -65,6 +65,40 @@ describe('voice relay: MQTT + UDP devices', () => {
     await vs.close();
   });
 
+  it("the voice server's JSON to an MQTT device that stopped reading is dropped past voice.maxBufferedBytes, counted", async () => {
+    const server = await VoiceServerDouble.start();
+    const gw = await startTestGateway({
+      deviceAuth: 'hmac',
+      deviceSecret: SECRET,
+      enrollment: { policy: 'open' },
+      ota: { transport: 'mqtt' },
+      voice: { mode: 'relay', upstream: { url: server.url }, udp: { publicHost: '127.0.0.1' }, maxBufferedBytes: 64 * 1024 },
+    });
+    try {
+      const d = await onlineDevice(gw);
+      const { up } = await voiceSession(d, server);
+      d.pauseReading();
+      const dropped = () => gw.metric('voxgate_voice_audio_dropped_total', { direction: 'down', reason: 'backpressure_json' });
+      // 40 MB of sentences: far more than the sockets' buffers and the bound hold. Before, every byte was queued for the
+      // device in the broker's connection (the link reported nothing buffered), however long it stayed stalled.
+      const n = 400;
+      const text = 'x'.repeat(100_000);
+      for (let i = 0; i < n; i++) up.ws.send(JSON.stringify({ type: 'tts', state: 'sentence_start', text, i }));
+      await until(async () => (await dropped()) > 0, 'JSON dropped for the stalled device');
+      // The MCP channel is not the relay's: once the device reads again it still answers calls.
+      d.pauseReading(false);
+      const r = await gw.api('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 9 } });
+      expect(r.status).toBe(200);
+      // Every sentence the voice server sent is either delivered or counted as dropped, once the relay has read them all.
+      const delivered = () => d.received.filter((f) => f['type'] === 'tts').length;
+      await until(async () => delivered() + (await dropped()) === n, 'every sentence delivered or counted');
+      expect(delivered()).toBeLessThan(n);
+    } finally {
+      await gw.close();
+      await server.close();
+    }
+  });
+
   it('answers the hello with a udp block, relays audio both ways over AES-128-CTR, byte-exact, in order', async () => {
     const d = await onlineDevice();
     const { up, udp } = await voiceSession(d);
