@@ -43,10 +43,21 @@ interface Binding {
   /** Our own downlink sequence (the device drops a sequence below its last). */
   downSequence: number;
   /** Pinned by the first packet accepted: uplink is taken, and downlink sent, only there (see onPacket). */
-  remote?: { address: string; port: number };
+  remote?: Source;
+  /** A source that sent one valid packet from elsewhere: its next valid packet moves the pin there. */
+  candidate?: Source & { sequence: number };
+  /** The source the pin last moved away from: its packets count no failure, and it may move the pin back. */
+  former?: Source;
   /** Packets from another source that did not rebind (see REBIND_FAILURES). */
   rebindFailures: number;
 }
+
+interface Source {
+  address: string;
+  port: number;
+}
+
+const at = (s: Source | undefined, address: string, port: number): boolean => s !== undefined && s.address === address && s.port === port;
 
 /**
  * One UDP socket for every MQTT device's voice audio. A packet is routed by its ssrc (fresh per session,
@@ -138,9 +149,14 @@ export class UdpAudio implements UdpAudioFactory {
    * our nonce; the device's MQTT address; a sequence above the last accepted and at most SEQUENCE_WINDOW
    * past it; a payload that decrypts to an Opus packet of the declared audio. The first such packet pins
    * the source address and port. A packet from another port (a NAT rebinding, or another host behind the
-   * same NAT) moves the pin only when it passes every check with a sequence at most REBIND_STEP past the
-   * last; after REBIND_FAILURES others, rebinding is refused for the session. A packet that fails any
-   * check changes nothing (sequence, pin) and is counted by reason.
+   * same NAT) moves the pin only when two in a row from that port pass every check, each at most REBIND_STEP
+   * past the last accepted sequence: the first is held back (`rebind_pending`), the second moves the pin. One
+   * forged packet that happened to decrypt to plausible Opus (about 1 % of random payloads do) used to move
+   * the pin, and the device's own packets, behind the forger's sequence, then counted as failed moves until
+   * rebinding was refused: the device was locked out. Failures from other sources count against rebinding
+   * (after REBIND_FAILURES it is refused for the session), except those of the source the pin last moved away
+   * from, which may move it back. A packet that fails any check changes nothing (sequence, pin) and is
+   * counted by reason.
    */
   private onPacket(packet: Buffer, address: string, port: number): void {
     const ssrc = udpSsrc(packet);
@@ -152,21 +168,30 @@ export class UdpAudio implements UdpAudioFactory {
     // The same string as the device's MQTT address (the usual case) needs no normalising.
     if (b.deviceAddress && address !== b.deviceAddress && normalizeAddress(address) !== b.deviceAddress) return this.dropUp('wrong_address');
     const remote = b.remote;
-    const pinned = remote === undefined || (remote.address === address && remote.port === port);
-    if (!pinned && b.rebindFailures >= REBIND_FAILURES) return this.dropUp('rebind_refused');
+    const pinned = remote === undefined || at(remote, address, port);
+    if (!pinned && !at(b.former, address, port) && b.rebindFailures >= REBIND_FAILURES) return this.dropUp('rebind_refused');
     // A source that is not the pinned one: any failure below counts against rebinding.
-    if (h.value.sequence <= b.upSequence) return this.refuse(b, pinned, 'old_sequence');
+    if (h.value.sequence <= b.upSequence) return this.refuse(b, pinned, address, port, 'old_sequence');
     // Until a source is pinned, the first packets are near sequence 1: a stranger cannot pin a sequence far ahead.
-    if (h.value.sequence - b.upSequence > (pinned && remote ? SEQUENCE_WINDOW : REBIND_STEP)) return this.refuse(b, pinned, 'sequence_jump');
-    if (h.value.payloadLength > this.config.maxFrameBytes) return this.refuse(b, pinned, 'too_large');
+    if (h.value.sequence - b.upSequence > (pinned && remote ? SEQUENCE_WINDOW : REBIND_STEP)) return this.refuse(b, pinned, address, port, 'sequence_jump');
+    if (h.value.payloadLength > this.config.maxFrameBytes) return this.refuse(b, pinned, address, port, 'too_large');
     // Decrypted straight into the protocol-2 frame that goes upstream: one buffer per packet, no copy.
     const frame = Buffer.allocUnsafe(BINARY_V2_HEADER_BYTES + packet.length - UDP_HEADER_BYTES);
     b.crypter.openInto(packet, frame, BINARY_V2_HEADER_BYTES);
     const opus = frame.subarray(BINARY_V2_HEADER_BYTES);
-    if (!fitsDeclaredAudio(opus, b.declared)) return this.refuse(b, pinned, 'not_opus');
-    if (!pinned) this.log.info({ deviceId: b.session.deviceId, from: remote, to: { address, port } }, 'UDP audio source moved (NAT rebinding)');
+    if (!fitsDeclaredAudio(opus, b.declared)) return this.refuse(b, pinned, address, port, 'not_opus');
+    if (!pinned) {
+      const c = b.candidate;
+      if (!at(c, address, port) || h.value.sequence <= c!.sequence) {
+        b.candidate = { address, port, sequence: h.value.sequence };
+        return this.dropUp('rebind_pending');
+      }
+      this.log.info({ deviceId: b.session.deviceId, from: remote, to: { address, port } }, 'UDP audio source moved (NAT rebinding)');
+      b.former = remote;
+      b.candidate = undefined;
+      b.remote = { address, port };
+    } else if (remote === undefined) b.remote = { address, port };
     b.upSequence = h.value.sequence;
-    if (!pinned || remote === undefined) b.remote = { address, port };
     writeBinaryV2Header(frame, 'opus', h.value.timestamp, opus.length);
     b.session.sendUpstream(frame, opus.length);
   }
@@ -175,8 +200,12 @@ export class UdpAudio implements UdpAudioFactory {
     this.metrics.dropped.inc({ direction: 'up', reason });
   }
 
-  private refuse(b: Binding, pinned: boolean, reason: string): void {
-    if (!pinned) b.rebindFailures++;
+  private refuse(b: Binding, pinned: boolean, address: string, port: number, reason: string): void {
+    if (!pinned) {
+      // A candidate's failure ends its move; the former pin's failures are the device catching up, not a stranger's.
+      if (at(b.candidate, address, port)) b.candidate = undefined;
+      if (!at(b.former, address, port)) b.rebindFailures++;
+    }
     this.dropUp(pinned ? reason : `rebind_${reason}`);
   }
 

@@ -151,7 +151,7 @@ describe('UDP audio: pinned source, bounded sequence, Opus-shaped payloads', () 
     s.path.close();
   });
 
-  it('a NAT rebinding moves the pin after a fully valid packet a bounded step ahead; the old port is then a stranger', async () => {
+  it('a NAT rebinding moves the pin after two fully valid packets in a row a bounded step ahead; the old port is then refused', async () => {
     const s = session();
     const before = await sender(DEVICE_IP);
     const after = await sender(DEVICE_IP);
@@ -160,13 +160,52 @@ describe('UDP audio: pinned source, bounded sequence, Opus-shaped payloads', () 
     const far0 = await dropped('rebind_sequence_jump');
     after.send(s.packet(2 + REBIND_STEP)); // valid, but too far for a move
     expect(await counted('rebind_sequence_jump', far0)).toBe(1);
-    after.send(s.packet(3)); // the device's next packets, from its new mapping
-    expect((await s.payloadOf()).equals(opus(3))).toBe(true);
+    const pending0 = await dropped('rebind_pending');
+    after.send(s.packet(3)); // the device's next packets, from its new mapping: the first is held back
+    expect(await counted('rebind_pending', pending0)).toBe(1);
+    after.send(s.packet(4)); // the second moves the pin
+    expect((await s.payloadOf()).equals(opus(4))).toBe(true);
     s.downlink(1);
     expect((await after.received.next(5000, 'downlink at the new port')).length).toBeGreaterThan(16);
     const old0 = await dropped('rebind_old_sequence');
     before.send(s.packet(2));
     expect(await counted('rebind_old_sequence', old0)).toBe(1);
+    s.path.close();
+  });
+
+  it('one valid-looking packet from another port cannot take the session; after a move, the former port can take it back', async () => {
+    const s = session();
+    const device = await sender(DEVICE_IP);
+    const intruder = await sender(DEVICE_IP);
+    device.send(s.packet(1));
+    await s.payloadOf();
+    // A forged packet that happened to decrypt to plausible Opus (~1 % of random payloads), well ahead: held back.
+    const pending0 = await dropped('rebind_pending');
+    intruder.send(s.packet(1 + REBIND_STEP));
+    expect(await counted('rebind_pending', pending0)).toBe(1);
+    // The device goes on: its packets are taken, the pin did not move, the downlink still reaches it.
+    device.send(s.packet(2));
+    expect((await s.payloadOf()).equals(opus(2))).toBe(true);
+    s.downlink(1);
+    expect((await device.received.next(5000, 'downlink at the device')).length).toBeGreaterThan(16);
+
+    // Two such packets in a row (~1 in 10 000 for random payloads) do move it ...
+    intruder.send(s.packet(2 + REBIND_STEP - 1));
+    await counted('rebind_pending', pending0 + 1);
+    intruder.send(s.packet(2 + REBIND_STEP));
+    expect((await s.payloadOf()).equals(opus(2 + REBIND_STEP))).toBe(true);
+    // ... but the device's own packets behind that sequence are not counted as failed moves (it used to be locked
+    // out after REBIND_FAILURES of them), and once past it the device takes its session back.
+    const old0 = await dropped('rebind_old_sequence');
+    for (let seq = 3; seq <= 2 + REBIND_STEP; seq++) device.send(s.packet(seq));
+    expect(await counted('rebind_old_sequence', old0 + REBIND_STEP - 1)).toBe(1);
+    device.send(s.packet(3 + REBIND_STEP));
+    await counted('rebind_pending', pending0 + 2);
+    device.send(s.packet(4 + REBIND_STEP));
+    expect((await s.payloadOf()).equals(opus(4 + REBIND_STEP))).toBe(true);
+    s.downlink(2);
+    const down = await device.received.next(5000, 'downlink back at the device');
+    expect(down.readUInt32BE(12)).toBe(2); // our downlink sequence: the second frame sent
     s.path.close();
   });
 

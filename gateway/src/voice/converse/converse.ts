@@ -168,7 +168,14 @@ export class Converse implements VoiceHook {
     };
     const transport =
       transportKind === 'udp'
-        ? udpTransport(device, this.d.udp!.open(handle), this.d.config.maxFrameBytes, drops)
+        ? // The audio the hello declared bounds what a packet may decrypt to (as in the relay): without it, random
+          // bytes under a wrong key passed as Opus often enough to move the session's address pin.
+          udpTransport(
+            device,
+            this.d.udp!.open(handle, { channels: hello.data?.audio_params?.channels, frameDurationMs: hello.data?.audio_params?.frame_duration }),
+            this.d.config.maxFrameBytes,
+            drops,
+          )
         : webSocketTransport(device, version, this.d.config.maxFrameBytes, this.d.config.maxBufferedBytes, drops);
     const session = this.newSession(kit, device, id, transport, turns(device.deviceId), log);
     const entry: Entry = { device, id, transport, session, lastAudioAt: Date.now() };
