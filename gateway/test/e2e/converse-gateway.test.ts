@@ -204,6 +204,19 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     expect(call.status).toBe(200);
   });
 
+  it("MQTT + UDP: a packet that is not the Opus the device's hello declared is dropped, as in the relay", async () => {
+    const { d, udp } = await mqttDevice();
+    const hello = d.received.find((f) => f['type'] === 'hello')!;
+    expect(hello['transport']).toBe('udp');
+    const notOpus = () => t.metric('voxgate_voice_audio_dropped_total', { direction: 'up', reason: 'not_opus' });
+    const before = await notOpus();
+    // TOC 0x48: SILK wideband, one 20 ms frame. The device declared 60 ms frames (its packets start 0x58): without the
+    // declaration only Opus framing was checked, which random bytes under a wrong key passed 29-41 % of the time.
+    udp.sendAudio(Buffer.from([0x48, 1, 2, 3, 4, 5, 6, 7]), 0);
+    await until(async () => (await notOpus()) > before, 'the 20 ms packet dropped as not_opus');
+    expect(await notOpus()).toBe(before + 1);
+  });
+
   it('a tool that needs a yes: the question is spoken, the yes is heard, the tool runs', async () => {
     const d = await wsDevice(2);
     expect(d.brightness).toBe(80);
