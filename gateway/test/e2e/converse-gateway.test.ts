@@ -14,21 +14,26 @@ import { maxFramesAhead, streamFrames, udpUplink, wsUplink } from '../support/vo
 /**
  * voice.mode "converse" through a whole gateway: reference devices over WebSocket and MQTT + UDP, the real
  * assistant with the scripted LLM server, the device's tools through its call queue. The audio side is a
- * stand-in kit here (a frame's PCM travels as its own bytes; a phrase is known by its level), so these tests
+ * stand-in kit here (a frame's PCM travels as its own bytes after an Opus TOC byte; a phrase is known by its level), so these tests
  * pin the conversation's wiring; the real codecs and providers are tested with real speech elsewhere.
  */
 
-const PHRASES = ['', 'set the volume to forty', 'yes', 'tell me a long story', 'what can you do'];
-const speech = (phrase: number, frames = 8) => Array.from({ length: frames }, () => pcmBytes(new Int16Array(960).fill(1000 + phrase)));
-const silence = (frames = 8) => Array.from({ length: frames }, () => pcmBytes(new Int16Array(960)));
-const utterance = (phrase: number) => [...speech(phrase), ...silence()];
+/** TOC 0x58 (SILK wideband, one 60 ms frame, mono): the UDP path checks a packet is the Opus the hello declared. */
+const TOC_60MS = 0x58;
 const pcmBytes = (p: Int16Array) => Buffer.from(p.buffer, p.byteOffset, p.byteLength);
+/** A stand-in Opus packet: the TOC byte, then the frame's PCM. */
+const packetOf = (p: Int16Array) => Buffer.concat([Buffer.of(TOC_60MS), pcmBytes(p)]);
+
+const PHRASES = ['', 'set the volume to forty', 'yes', 'tell me a long story', 'what can you do'];
+const speech = (phrase: number, frames = 8) => Array.from({ length: frames }, () => packetOf(new Int16Array(960).fill(1000 + phrase)));
+const silence = (frames = 8) => Array.from({ length: frames }, () => packetOf(new Int16Array(960)));
+const utterance = (phrase: number) => [...speech(phrase), ...silence()];
 
 function standInKit(): ConverseKit {
   const decoder = (sampleRate: number): OpusDecoder => ({
     sampleRate,
     decode: (packet) => {
-      const b = Buffer.from(packet);
+      const b = Buffer.from(packet).subarray(1); // after the TOC byte
       return new Int16Array(b.buffer.slice(b.byteOffset, b.byteOffset + (b.byteLength & ~1)));
     },
     free() {},
