@@ -1,14 +1,15 @@
-import { InitializeResultSchema, buildInitializeParams, referenceResultText, type InitializeResult, type Tool, type VisionCapability } from '@voxgate/protocol';
+import { InitializeResultSchema, buildInitializeParams, referenceResultText, type InitializeResult, type VisionCapability } from '@voxgate/protocol';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { CallQueue } from './call-queue.js';
+import { cutToBytes, holdOrRefuse } from './catalog-bounds.js';
 import { ToolCatalog } from './catalog.js';
 import { resultTail, type PageReader } from './page-reader.js';
 import { PendingRequest, type RawReplyReader, type RpcChannel } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
-import { toolBytes, type CachedPage, type ToolsPageCache } from './tools-page-cache.js';
+import type { CachedPage, ToolsPageCache } from './tools-page-cache.js';
 import { lastToolName, toolsOf, ToolsWalk } from './tools-walk.js';
 
 /** Least time between two walks of one device's list when list_changed keeps coming (see `relist`). */
@@ -198,78 +199,12 @@ export class DeviceSetup implements RawReplyReader {
   }
 
   private listed(walk: ToolsWalk, gap: CatalogGap | undefined): ListedTools {
-    if (walk.overBytes || walk.bytes > this.d.settings.maxCatalogBytes) return this.held(this.cutToBytes(walk));
-    const catalog = this.catalogOf(walk.pages, walk.count);
-    return this.held(gap ? { catalog, gap } : { catalog });
-  }
-
-  /**
-   * The walk's tools up to `maxCatalogBytes` (then `maxTools`), with the gap that says where they stop: a byte cut
-   * comes before a page the device refused, which is past it. Each wholly kept page counts by its size; only the page
-   * the bound falls in is measured tool by tool.
-   */
-  private cutToBytes(walk: ToolsWalk): ListedTools {
-    const max = this.d.settings.maxCatalogBytes;
-    const tools: Tool[] = [];
-    let used = 0;
-    let page = 0;
-    let cut = false;
-    for (const p of walk.pages) {
-      page++;
-      if (used + p.bytes <= max) {
-        used += p.bytes;
-        for (const t of p.result.tools) tools.push(t);
-        continue;
-      }
-      for (const t of p.result.tools) {
-        const bytes = toolBytes(t);
-        if (used + bytes > max) break;
-        used += bytes;
-        tools.push(t);
-      }
-      cut = true;
-      break;
-    }
-    // Every page asked for fitted: the cut is at the page the walk did not ask for.
-    if (!cut) page++;
-    const after = tools.length > 0 ? tools[tools.length - 1]!.name : undefined;
-    this.d.settings.catalogs.refused(
-      'device_bytes',
-      { deviceId: this.d.deviceId, page, after, listedBytes: walk.bytes, keptBytes: used, cap: max },
-      'device catalog over session.maxCatalogBytes; catalog cut',
-    );
-    const maxTools = this.d.settings.maxTools;
-    if (tools.length > maxTools) tools.length = maxTools;
-    const gap: CatalogGap = {
-      page,
-      after,
-      error: `the device's tools are over session.maxCatalogBytes (${max} bytes)`,
-      warning: `catalog cut: over ${max} bytes (session.maxCatalogBytes) ${after === undefined ? 'at the first tool' : `after ${after}`}`,
-    };
-    return { catalog: ToolCatalog.from(tools), gap };
-  }
-
-  /**
-   * The listed catalog, held against the gateway's budget for this session (replacing what it held) unless the session
-   * is closed (its close released what it held, and nothing more is held for it). A catalog that does not fit is
-   * refused whole (a partial catalog would depend on who came first by a few bytes): the device is ready with no tools
-   * and says why, and what others hold is untouched.
-   */
-  private held(listed: ListedTools): ListedTools {
-    const budget = this.d.settings.catalogs;
-    const holder = this.d.session;
-    if (this.closed() || budget.take(holder, listed.catalog)) return listed;
-    budget.release(holder);
-    const fields = { deviceId: this.d.deviceId, bytes: listed.catalog.bytes, held: budget.bytes, budget: budget.limit };
-    budget.refused('gateway_budget', fields, 'device catalog refused: devices.catalogBudgetBytes is full');
-    const gap: CatalogGap = {
-      page: 1,
-      after: undefined,
-      error: `the gateway holds device catalogs up to devices.catalogBudgetBytes (${budget.limit} bytes), and this one (${listed.catalog.bytes} bytes) does not fit`,
-      warning:
-        'catalog refused: the gateway is at its device catalog budget (devices.catalogBudgetBytes); it is listed again when the device reconnects or its tools change',
-    };
-    return { catalog: ToolCatalog.from([]), gap };
+    const { settings, deviceId } = this.d;
+    const over = walk.overBytes || walk.bytes > settings.maxCatalogBytes;
+    const catalog = over ? undefined : this.catalogOf(walk.pages, walk.count);
+    const listed = catalog ? (gap ? { catalog, gap } : { catalog }) : cutToBytes(walk, settings, deviceId);
+    // A closed session's close released what it held, and nothing more is held for it.
+    return this.closed() ? listed : holdOrRefuse(listed, settings.catalogs, this.d.session, deviceId);
   }
 
   /**
