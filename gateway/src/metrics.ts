@@ -79,7 +79,7 @@ export function createMetrics() {
     }),
     catalogsCut: new Counter({
       name: 'voxgate_device_catalogs_cut_total',
-      help: 'Device catalogs cut or refused by a byte bound: device_bytes (session.maxCatalogBytes), gateway_budget (devices.catalogBudgetBytes full)',
+      help: 'Device catalogs cut or refused by a bound: device_bytes (session.maxCatalogBytes), device_tools (session.maxTools), device_pages (session.maxToolPages), gateway_budget (devices.catalogBudgetBytes full)',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),

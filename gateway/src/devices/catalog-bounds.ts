@@ -1,10 +1,10 @@
 import type { Tool } from '@voxgate/protocol';
-import type { CatalogBudget } from './catalog-budget.js';
+import type { CatalogBudget, CatalogHolder } from './catalog-budget.js';
 import { ToolCatalog } from './catalog.js';
 import type { SessionSettings } from './settings.js';
 import type { CatalogGap, ListedTools } from './setup.js';
 import { toolBytes } from './tools-page-cache.js';
-import type { ToolsWalk } from './tools-walk.js';
+import { lastToolName, type ToolsWalk } from './tools-walk.js';
 
 /**
  * The walk's tools up to `maxCatalogBytes` (then `maxTools`), with the gap that says where they stop: a byte cut
@@ -52,11 +52,52 @@ export function cutToBytes(walk: ToolsWalk, settings: Pick<SessionSettings, 'max
 }
 
 /**
+ * Where `maxTools` or `maxToolPages` cut the walk's catalog, counted and logged like the byte bounds; undefined when
+ * neither did. The catalog itself is cut by the walk (it stops asking) and by `maxTools` (setup.ts keeps that many).
+ */
+export function capGap(walk: ToolsWalk, settings: Pick<SessionSettings, 'maxTools' | 'maxToolPages' | 'catalogs'>, deviceId: string): CatalogGap | undefined {
+  const { maxTools, maxToolPages } = settings;
+  let page: number;
+  let after: string | undefined;
+  let reason: 'device_tools' | 'device_pages';
+  if (walk.count > maxTools) {
+    // The cut falls inside a page: the page holding tool number maxTools + 1.
+    reason = 'device_tools';
+    let before = 0;
+    page = 0;
+    for (const p of walk.pages) {
+      page++;
+      const n = p.result.tools.length;
+      if (before + n > maxTools) {
+        after = maxTools > before ? p.result.tools[maxTools - before - 1]!.name : lastToolName(walk.pages.slice(0, page - 1));
+        break;
+      }
+      before += n;
+    }
+  } else if (walk.capped !== undefined) {
+    reason = walk.capped === 'tools' ? 'device_tools' : 'device_pages';
+    page = walk.pages.length + 1;
+    after = lastToolName(walk.pages);
+  } else return undefined;
+  const kept = Math.min(walk.count, maxTools);
+  const fields = { deviceId, page, after, listedTools: walk.count, keptTools: kept, pages: walk.pages.length };
+  const bound = reason === 'device_tools' ? `${maxTools} tools (session.maxTools)` : `${maxToolPages} pages (session.maxToolPages)`;
+  settings.catalogs.refused(reason, fields, `device catalog over ${bound}; catalog cut`);
+  const where = after === undefined ? 'at the first tool' : `after ${after}`;
+  return {
+    page,
+    after,
+    error: `the device's tools are over session.${reason === 'device_tools' ? `maxTools (${maxTools})` : `maxToolPages (${maxToolPages})`}`,
+    warning: `catalog cut: over ${bound} ${where}`,
+  };
+}
+
+/**
  * The listed catalog, held against the gateway's budget for `holder` (a live session; replacing what it held). A
  * catalog that does not fit is refused whole (a partial catalog would depend on who came first by a few bytes): the
  * device is ready with no tools and says why, and what others hold is untouched.
  */
-export function holdOrRefuse(listed: ListedTools, budget: CatalogBudget, holder: object, deviceId: string): ListedTools {
+export function holdOrRefuse(listed: ListedTools, budget: CatalogBudget, holder: CatalogHolder, deviceId: string): ListedTools {
   if (budget.take(holder, listed.catalog)) return listed;
   budget.release(holder);
   const fields = { deviceId, bytes: listed.catalog.bytes, held: budget.bytes, budget: budget.limit };

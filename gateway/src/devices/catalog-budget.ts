@@ -2,8 +2,17 @@ import type { Metrics } from '../metrics.js';
 import { REFUSAL_LINES, ThrottledLog, type LevelLog } from '../throttle/throttled-log.js';
 import type { ToolCatalog } from './catalog.js';
 
-/** Why a device's catalog was cut or refused: its own bound, or the gateway's budget. */
-export type CatalogLimit = 'device_bytes' | 'gateway_budget';
+/** Why a device's catalog was cut or refused: its own bounds (bytes, tools, pages), or the gateway's budget. */
+export type CatalogLimit = 'device_bytes' | 'device_tools' | 'device_pages' | 'gateway_budget';
+
+/**
+ * What holds a catalog against the budget (a device's session): the catalog it holds is kept on it, so a ready device
+ * costs the budget no entry of its own (a Map entry per session cost ~120–200 B of heap per device, docs/performance.md
+ * "redteam"). Only the budget writes it.
+ */
+export interface CatalogHolder {
+  heldCatalog?: ToolCatalog | undefined;
+}
 
 /**
  * The bytes of every device catalog the gateway holds at once, against one budget (`devices.catalogBudgetBytes`):
@@ -17,8 +26,6 @@ export type CatalogLimit = 'device_bytes' | 'gateway_budget';
  * keeps it, and a newcomer cannot push it out.
  */
 export class CatalogBudget {
-  /** Each holder's catalog. */
-  private readonly holders = new Map<object, ToolCatalog>();
   /** Each catalog held, and by how many holders. */
   private readonly refs = new Map<ToolCatalog, number>();
   private held = 0;
@@ -42,15 +49,15 @@ export class CatalogBudget {
    * nothing more, and the holder's own catalog, when it is its only holder, frees its bytes for the new one. False
    * when it does not fit: then nothing changed.
    */
-  take(holder: object, catalog: ToolCatalog): boolean {
-    const prev = this.holders.get(holder);
+  take(holder: CatalogHolder, catalog: ToolCatalog): boolean {
+    const prev = holder.heldCatalog;
     if (prev === catalog) return true;
     if (!this.refs.has(catalog)) {
       const freed = prev !== undefined && this.refs.get(prev) === 1 ? prev.bytes : 0;
       if (this.held - freed + catalog.bytes > this.limit) return false;
     }
     this.release(holder);
-    this.holders.set(holder, catalog);
+    holder.heldCatalog = catalog;
     const n = this.refs.get(catalog) ?? 0;
     this.refs.set(catalog, n + 1);
     if (n === 0) this.held += catalog.bytes;
@@ -58,11 +65,14 @@ export class CatalogBudget {
     return true;
   }
 
-  /** The holder's catalog is dropped (its session closed, the device forgotten, a catalog refused): its bytes go back. */
-  release(holder: object): void {
-    const catalog = this.holders.get(holder);
+  /**
+   * The holder's catalog is dropped (its session closed, the device forgotten, a catalog refused): its bytes go back.
+   * A second release of one holder finds nothing held and does nothing.
+   */
+  release(holder: CatalogHolder): void {
+    const catalog = holder.heldCatalog;
     if (catalog === undefined) return;
-    this.holders.delete(holder);
+    holder.heldCatalog = undefined;
     const n = this.refs.get(catalog)!;
     if (n > 1) this.refs.set(catalog, n - 1);
     else {

@@ -88,6 +88,8 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
   state: SessionState;
   initialize?: InitializeResult;
   catalog?: ToolCatalog;
+  /** The catalog this session holds against the gateway's budget (catalog-budget.ts writes it). */
+  heldCatalog: ToolCatalog | undefined = undefined;
   /** Set when the device refused part of its catalog for good: the catalog holds the pages before it. */
   catalogWarning?: string;
   initError?: string;

@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { CallQueue } from './call-queue.js';
-import { cutToBytes, holdOrRefuse } from './catalog-bounds.js';
+import { capGap, cutToBytes, holdOrRefuse } from './catalog-bounds.js';
+import type { CatalogHolder } from './catalog-budget.js';
 import { ToolCatalog } from './catalog.js';
 import { resultTail, type PageReader } from './page-reader.js';
 import { PendingRequest, type RawReplyReader, type RpcChannel } from './rpc-channel.js';
@@ -31,7 +32,7 @@ export interface SetupDeps {
    * The session's state: 'closed' ends every retry; progress is reported while 'initializing'. `initialize` is set by
    * `setup()` as soon as the device answered it (the device summary shows it while the tools are listed).
    */
-  session: { readonly state: SessionState; initialize?: InitializeResult | undefined };
+  session: CatalogHolder & { readonly state: SessionState; initialize?: InitializeResult | undefined };
 }
 
 /**
@@ -200,9 +201,14 @@ export class DeviceSetup implements RawReplyReader {
 
   private listed(walk: ToolsWalk, gap: CatalogGap | undefined): ListedTools {
     const { settings, deviceId } = this.d;
-    const over = walk.overBytes || walk.bytes > settings.maxCatalogBytes;
-    const catalog = over ? undefined : this.catalogOf(walk.pages, walk.count);
-    const listed = catalog ? (gap ? { catalog, gap } : { catalog }) : cutToBytes(walk, settings, deviceId);
+    let listed: ListedTools;
+    if (walk.overBytes || walk.bytes > settings.maxCatalogBytes) listed = cutToBytes(walk, settings, deviceId);
+    else {
+      const catalog = this.catalogOf(walk.pages, walk.count);
+      // A cap ends the walk, so a walk that ended on a refused page was cut by no cap: never both.
+      gap ??= capGap(walk, settings, deviceId);
+      listed = gap ? { catalog, gap } : { catalog };
+    }
     // A closed session's close released what it held, and nothing more is held for it.
     return this.closed() ? listed : holdOrRefuse(listed, settings.catalogs, this.d.session, deviceId);
   }
@@ -266,7 +272,6 @@ export class DeviceSetup implements RawReplyReader {
   private catalogOf(pages: CachedPage[], count: number): ToolCatalog {
     const max = this.d.settings.maxTools;
     if (count <= max) return ToolCatalog.fromPages(pages, () => toolsOf(pages));
-    this.d.log.warn({ tools: count, cap: max }, 'tool cap reached; catalog truncated');
     const tools = toolsOf(pages);
     tools.length = max;
     return ToolCatalog.from(tools);

@@ -24,6 +24,8 @@ export class ToolsWalk {
   bytes = 0;
   /** The walk stopped at `maxCatalogBytes` with pages left unasked: the catalog is cut (setup.ts). */
   overBytes = false;
+  /** The walk stopped at `maxToolPages` or `maxTools` with pages left unasked: the catalog is cut (catalog-bounds.ts). */
+  capped: 'pages' | 'tools' | undefined = undefined;
   /** The page asked next (1-based). */
   page = 1;
   private cursor: string | undefined;
@@ -59,10 +61,13 @@ export class ToolsWalk {
       return true;
     }
     if (page >= settings.maxToolPages) {
-      d.log.warn({ pages: page }, 'tools/list page cap reached; catalog truncated');
+      this.capped = 'pages';
       return true;
     }
-    if (this.count >= settings.maxTools) return true;
+    if (this.count >= settings.maxTools) {
+      this.capped = 'tools';
+      return true;
+    }
     // Pages past the byte bound would only be cut: not asked, so a walk holds at most the bound and one page.
     if (this.bytes >= settings.maxCatalogBytes) return (this.overBytes = true);
     if (this.firstCursor === undefined) this.firstCursor = next;

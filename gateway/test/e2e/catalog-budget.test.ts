@@ -110,6 +110,59 @@ describe('one device’s catalog over session.maxCatalogBytes', () => {
   });
 });
 
+describe('one device’s catalog over session.maxTools or session.maxToolPages', () => {
+  let t: TestGateway;
+  const f = fleet();
+  beforeAll(async () => {
+    t = await startTestGateway({ session: { maxTools: 5, maxToolPages: 2 } });
+  });
+  afterEach(() => f.stop());
+  afterAll(() => t.close());
+
+  it('cuts at maxTools inside a page and says so as the byte bound does (warning, event, counter, line)', async () => {
+    const tools = padded('many', 12); // ~6 KB: one page
+    const d = f.device(tools);
+    const incomplete = t.nextEvent('device.catalog_incomplete', d.deviceId);
+    const summary = await f.online(t, d);
+    expect(summary).toMatchObject({ state: 'ready', toolCount: 5 });
+    expect(summary.catalogWarning).toBe('catalog cut: over 5 tools (session.maxTools) after self.many.tool_4');
+    const listed = (await t.api<ToolsBody>('GET', `/v1/devices/${d.deviceId}/tools`)).body.tools.map((x) => x.name);
+    expect(listed).toEqual(tools.slice(0, 5).map((x) => x.name));
+    expect((await incomplete).data).toMatchObject({ page: 1, after: 'self.many.tool_4', toolCount: 5 });
+    expect(await t.metric('voxgate_device_catalogs_cut_total', { reason: 'device_tools' })).toBe(1);
+    const line = t.logs.find((l) => l['msg'] === 'device catalog over 5 tools (session.maxTools); catalog cut');
+    expect(line).toMatchObject({ deviceId: d.deviceId, reason: 'device_tools', listedTools: 12, keptTools: 5 });
+  });
+
+  it('stops the walk at maxToolPages with pages left and says where the catalog stops', async () => {
+    // One ~4.5 KB tool per 8000-byte page: four pages, two of them past the cap, and fewer tools than maxTools.
+    const tools = Array.from({ length: 4 }, (_, i) => ({
+      name: `self.wide.tool_${i}`,
+      description: `wide tool ${i}: ${'y'.repeat(4400)}`,
+      run: () => ({ i }),
+    }));
+    const d = f.device(tools);
+    const incomplete = t.nextEvent('device.catalog_incomplete', d.deviceId);
+    const summary = await f.online(t, d);
+    const lists = d.mcpReceived.filter((p) => p['method'] === 'tools/list');
+    expect(lists).toHaveLength(2);
+    const listed = (await t.api<ToolsBody>('GET', `/v1/devices/${d.deviceId}/tools`)).body.tools.map((x) => x.name);
+    expect(listed.length).toBeGreaterThan(0);
+    expect(listed.length).toBeLessThan(tools.length);
+    expect(summary).toMatchObject({ state: 'ready', toolCount: listed.length });
+    const last = listed[listed.length - 1];
+    expect(summary.catalogWarning).toBe(`catalog cut: over 2 pages (session.maxToolPages) after ${last}`);
+    expect((await incomplete).data).toMatchObject({ page: 3, after: last });
+    expect(await t.metric('voxgate_device_catalogs_cut_total', { reason: 'device_pages' })).toBe(1);
+  });
+
+  it('leaves a catalog of exactly maxTools tools whole, with no warning', async () => {
+    const summary = await f.online(t, f.device(padded('five', 5)));
+    expect(summary).toMatchObject({ state: 'ready', toolCount: 5 });
+    expect(summary.catalogWarning).toBeUndefined();
+  });
+});
+
 describe('the catalogs of all devices over devices.catalogBudgetBytes', () => {
   // Room for one ~10 KB catalog, not two.
   const BUDGET = 16 * 1024;
