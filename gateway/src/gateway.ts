@@ -333,7 +333,10 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   life.defer('device websockets', () => closeWs('start failed'));
   // Joined before the listeners open, so the first device's presence reaches the other instances.
   const clusterCode = core.clusterLink ? await import('./cluster/cluster.js') : undefined;
-  const cluster = core.clusterLink && clusterCode ? await clusterCode.startCluster(core.clusterLink, { calls: config.calls, registry, bus }) : undefined;
+  const cluster =
+    core.clusterLink && clusterCode
+      ? await clusterCode.startCluster(core.clusterLink, { calls: config.calls, registry, bus, catalogBudgetBytes: config.devices.catalogBudgetBytes })
+      : undefined;
   if (cluster) {
     directory.attach(cluster.devices);
     life.defer('cluster', () => cluster.close());

@@ -52,6 +52,8 @@ export interface ClusterDeps {
   calls: { defaultTimeoutMs: number; maxTimeoutMs: number };
   registry: DeviceRegistry;
   bus: EventBus;
+  /** `devices.catalogBudgetBytes`: bounds the other instances' catalogs kept here too (remote-catalogs.ts). */
+  catalogBudgetBytes: number;
 }
 
 export interface Cluster {
@@ -130,6 +132,7 @@ export async function startCluster(connection: ClusterConnection, deps: ClusterD
     kv,
     instanceId,
     heartbeatMs: d.config.heartbeatMs,
+    catalogBudgetBytes: d.catalogBudgetBytes,
     log,
     onTakenOver: (deviceId) => {
       const s = d.registry.find(deviceId);

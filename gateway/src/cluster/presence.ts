@@ -1,9 +1,10 @@
 import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { KV, KvWatchEntry } from '@nats-io/kv';
 import type { Logger } from 'pino';
-import { ToolCatalog } from '../devices/catalog.js';
+import type { ToolCatalog } from '../devices/catalog.js';
 import { lowerBound } from '../devices/sorted-ids.js';
-import { catalogKey, deviceOfKey, instanceKey, PresenceEntry, presenceKey, StoredCatalog } from './wire.js';
+import { RemoteCatalogs } from './remote-catalogs.js';
+import { deviceOfKey, instanceKey, PresenceEntry, presenceKey } from './wire.js';
 
 /** A device's entry as this instance last saw it; `revision` is the KV revision, the cluster-wide connection epoch. */
 export interface SeenPresence {
@@ -15,6 +16,8 @@ export interface PresenceDeps {
   kv: KV;
   instanceId: string;
   heartbeatMs: number;
+  /** Bounds the catalogs kept for the entries (`devices.catalogBudgetBytes`). */
+  catalogBudgetBytes: number;
   log: Logger;
   /** Another instance wrote a newer entry for a device this instance still holds. */
   onTakenOver(deviceId: string): void;
@@ -40,15 +43,17 @@ export class ClusterPresence {
   private readonly writes = new Map<string, Promise<void>>();
   /** Writes that failed for want of NATS (a restart, a partition): the latest per device, retried each heartbeat. */
   private readonly retries = new Map<string, { entry: PresenceEntry; first: boolean; catalog: ToolCatalog | undefined }>();
-  private readonly catalogs = new Map<string, ToolCatalog>();
-  private readonly storedCatalogs = new Set<string>();
+  /** The catalogs the entries in `seen` name. */
+  readonly catalogs: RemoteCatalogs;
   /** Instances alive, by the local time their last heartbeat arrived. */
   private readonly instances = new Map<string, number>();
   private readonly stops: Array<() => void> = [];
   private heartbeat: NodeJS.Timeout | undefined;
   private lastSweep = Date.now();
 
-  constructor(private readonly d: PresenceDeps) {}
+  constructor(private readonly d: PresenceDeps) {
+    this.catalogs = new RemoteCatalogs({ kv: d.kv, log: d.log, limit: d.catalogBudgetBytes, onLoaded: () => d.onRemoteChange() });
+  }
 
   async start(): Promise<void> {
     await this.beat();
@@ -123,15 +128,20 @@ export class ClusterPresence {
   private onDeviceEntry(e: KvWatchEntry): void {
     const deviceId = deviceOfKey(e.key);
     if (!deviceId) return;
+    const before = this.seen.get(deviceId);
     if (e.operation !== 'PUT') {
-      if (this.seen.delete(deviceId)) this.sorted.splice(lowerBound(this.sorted, deviceId), 1);
+      if (before) {
+        this.seen.delete(deviceId);
+        this.sorted.splice(lowerBound(this.sorted, deviceId), 1);
+        this.catalogs.retarget(before.entry.catalogHash, undefined);
+      }
       this.d.onRemoteChange();
       return;
     }
     const entry = PresenceEntry.parse(JSON.parse(decoder.decode(e.value)));
-    if (!this.seen.has(deviceId)) this.sorted.splice(lowerBound(this.sorted, deviceId), 0, deviceId);
+    if (!before) this.sorted.splice(lowerBound(this.sorted, deviceId), 0, deviceId);
     this.seen.set(deviceId, { entry, revision: e.revision });
-    if (entry.catalogHash) void this.loadCatalog(entry.catalogHash);
+    this.catalogs.retarget(before?.entry.catalogHash, entry.catalogHash);
     if (entry.instance !== this.d.instanceId) this.d.onRemoteChange();
     const mine = this.own.get(deviceId);
     if (entry.instance !== this.d.instanceId && mine !== undefined && e.revision > mine) {
@@ -168,30 +178,7 @@ export class ClusterPresence {
   }
 
   catalog(hash: string | undefined): ToolCatalog | undefined {
-    return hash === undefined ? undefined : this.catalogs.get(hash);
-  }
-
-  private async loadCatalog(hash: string): Promise<void> {
-    if (this.catalogs.has(hash)) return;
-    const e = await this.d.kv.get(catalogKey(hash)).catch(() => null);
-    if (!e || e.operation !== 'PUT' || this.catalogs.has(hash)) return;
-    try {
-      const stored = StoredCatalog.parse(JSON.parse(decoder.decode(e.value)));
-      const catalog = ToolCatalog.from(
-        stored.tools.map((t) => ({
-          name: t.name,
-          description: t.description,
-          inputSchema: t.inputSchema as never,
-          ...(t.annotations ? { annotations: t.annotations } : {}),
-        })),
-      );
-      // The hash is the content's: a catalog whose tools do not hash to its key is refused.
-      if (catalog.hash !== hash) throw new Error('catalog content does not match its hash');
-      this.catalogs.set(hash, catalog);
-      this.d.onRemoteChange();
-    } catch (err) {
-      this.d.log.warn({ err, hash }, 'cluster catalog refused');
-    }
+    return this.catalogs.get(hash);
   }
 
   /** Record this instance's view of a device it holds; queued behind its earlier writes. */
@@ -218,11 +205,7 @@ export class ClusterPresence {
   }
 
   private async doWrite(deviceId: string, entry: PresenceEntry, first: boolean, catalog: ToolCatalog | undefined): Promise<void> {
-    if (catalog && !this.storedCatalogs.has(catalog.hash)) {
-      await this.d.kv.create(catalogKey(catalog.hash), JSON.stringify({ tools: catalog.tools })).catch(() => undefined); // exists: same content
-      this.storedCatalogs.add(catalog.hash);
-      this.catalogs.set(catalog.hash, catalog);
-    }
+    if (catalog) await this.catalogs.store(catalog);
     const value = JSON.stringify(entry);
     if (first) {
       // A new connection always wins: the latest put is the newest connection, cluster-wide.
