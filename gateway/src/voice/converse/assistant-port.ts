@@ -39,10 +39,14 @@ export function assistantTurns(assistant: Assistant, settings: VoiceTurnSettings
         started = await ask(undefined);
       }
       const { turn, done } = started;
+      const answer = done.then((r) => ({ text: r.text, conversationId: r.conversationId }));
+      // A turn cancelled before the session awaits it (a wake word over the one starting) rejects unread: marked
+      // handled here (awaiting it still rejects), so it is not an unhandled rejection per cancelled turn.
+      answer.catch(() => undefined);
       return {
         cancel: (reason) => turn.cancel(reason),
         confirm: (callId, approve) => turn.confirm(callId, approve),
-        done: done.then((r) => ({ text: r.text, conversationId: r.conversationId })),
+        done: answer,
       };
     },
   };
