@@ -38,6 +38,8 @@ export interface NewCall {
   arguments: Record<string, unknown>;
   ttlMs?: number | undefined;
   jobId?: string | undefined;
+  /** The tenant of the key that queues it: delivered only while the device is still that tenant's. */
+  tenant?: string | undefined;
 }
 
 /** A change of one call: `previous` is undefined for a new call. `local`: made by this instance. */
@@ -209,6 +211,7 @@ export class QueuedCalls {
       updatedAt: at,
       expiresAt: new Date(now + ttl).toISOString(),
       ...(n.jobId !== undefined ? { jobId: n.jobId } : {}),
+      ...(n.tenant !== undefined ? { tenant: n.tenant } : {}),
     };
   }
 
