@@ -305,6 +305,30 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     expect((await dropped()) - droppedBefore).toBeGreaterThan(250);
   });
 
+  it("a device without a tenant speaks with the rights of devices without one: another tenant's device is out of its reach", async () => {
+    const theirs = await wsDevice(3);
+    expect((await t.api('PATCH', `/v1/devices/${theirs.deviceId}`, { tenant: 'acme' })).status).toBe(200);
+    const peer = await wsDevice(3);
+    const d = await wsDevice(3);
+    const named = (x: ReferenceDevice) => `device__${x.deviceId.replace(/:/g, '')}__self_audio_speaker_set_volume`;
+    // A wake word's text is the device's own: it asks for the other tenant's device, by name and through device_call.
+    llm.script([
+      { toolCalls: [{ name: named(theirs), arguments: { volume: 1 } }] },
+      { toolCalls: [{ name: 'device_call', arguments: { device_id: theirs.deviceId, tool: 'self.audio_speaker.set_volume', arguments: { volume: 2 } } }] },
+      { toolCalls: [{ name: named(peer), arguments: { volume: 3 } }] },
+      { text: 'Done.' },
+    ]);
+    const before = llm.requests.length;
+    d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'listen', state: 'detect', text: 'turn everything down' }));
+    await until(() => stops(d) === 1, 'answered', 15_000);
+    const offered = llm.requests[before]!.tools;
+    expect(offered[0]).toBe('self_get_device_status');
+    expect(offered).toContain(named(peer));
+    expect(offered).not.toContain(named(theirs));
+    expect(theirs.volume).toBe(50);
+    expect(peer.volume).toBe(3);
+  });
+
   it('the device vanishing mid-turn closes the model request and frees the session', async () => {
     const d = await wsDevice(3);
     llm.script([{ hang: true }]);

@@ -1,6 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { GatewayError } from '../../errors.js';
 import { builtinTool } from '../builtin.js';
+import { isOperator } from '../../principal.js';
 import type { Caller } from '../types.js';
 import { Upstream, type CallContext } from './base.js';
 
@@ -18,7 +19,7 @@ export class BuiltinUpstream extends Upstream {
   call(tool: string, args: Record<string, unknown>, ctx?: CallContext & Caller): Promise<CallToolResult> {
     const b = this.impls.get(tool);
     if (!b) return Promise.reject(new GatewayError('TOOL_NOT_FOUND', `server "${this.config.name}" has no tool "${tool}"`));
-    return Promise.resolve(b.run(args, { fleetJobs: this.d.fleetJobs?.(), tenant: ctx?.tenant }));
+    return Promise.resolve(b.run(args, { fleetJobs: this.d.fleetJobs?.(), operator: ctx === undefined || isOperator(ctx) }));
   }
   close(): Promise<void> {
     this.setState('stopped');

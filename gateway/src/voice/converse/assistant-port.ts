@@ -28,7 +28,8 @@ export function assistantTurns(assistant: Assistant, settings: VoiceTurnSettings
         assistant.start(
           { message: req.text, deviceId: req.deviceId, conversationId, model: settings.model, system },
           // The device owns its voice conversation (principal.ts): no API key can read or answer it.
-          { tenant: profile.tenant, principal: `device:${req.deviceId}` },
+          // A device without a (voice) tenant is no operator: it reaches the devices without a tenant only, never a tenant's.
+          { tenant: profile.tenant, principal: `device:${req.deviceId}`, ...(profile.tenant === undefined ? { untenantedOnly: true } : {}) },
           { stream: true, interactive: true, emit },
         );
       let started;
