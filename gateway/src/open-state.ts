@@ -107,7 +107,16 @@ export async function openDevices(
 /** Queued calls and fleet jobs (fleet/): delivered to devices ready on THIS instance; closed before the store. */
 export async function openFleet(
   config: Config,
-  d: { store: Store; bus: EventBus; log: Logger; registry: DeviceRegistry; directory: DeviceDirectory; hub: McpHub; life: Lifecycle },
+  d: {
+    store: Store;
+    bus: EventBus;
+    log: Logger;
+    registry: DeviceRegistry;
+    directory: DeviceDirectory;
+    hub: McpHub;
+    life: Lifecycle;
+    tenancy?: Pick<DeviceTenants, 'tenantOf'> | undefined;
+  },
 ): Promise<Fleet> {
   const { registry } = d;
   const fleet = await startFleet(
@@ -115,7 +124,10 @@ export async function openFleet(
       store: d.store,
       bus: d.bus,
       log: d.log,
-      port: { readyHere: (id) => (registry.find(id)?.state === 'ready' ? registry.find(id) : undefined) },
+      port: {
+        readyHere: (id) => (registry.find(id)?.state === 'ready' ? registry.find(id) : undefined),
+        ...(d.tenancy ? { tenantOf: (id: string) => d.tenancy!.tenantOf(id) } : {}),
+      },
       selector: new RegistrySelector(d.directory),
       soleSender: !config.cluster.enabled,
       maxCallMs: config.calls.maxTimeoutMs,

@@ -2,6 +2,11 @@
 export interface Principal {
   tenant?: string | undefined;
   principal?: string | undefined;
+  /**
+   * A caller without a tenant that is not an operator: it sees only what belongs to no tenant. A device's own voice
+   * conversation when the device has no tenant (anyone can be such a device where enrollment is open).
+   */
+  untenantedOnly?: boolean | undefined;
 }
 
 /**
@@ -23,8 +28,14 @@ export function isOwner(owner: string | undefined, c: Principal): boolean {
  * enrollment, event and MCP endpoint. A key with a tenant sees only what belongs to that tenant (what has
  * no tenant yet belongs to operators only). Everything that scopes a caller to devices asks this.
  */
-export function canSee(caller: Pick<Principal, 'tenant'>, ownerTenant: string | undefined): boolean {
-  return caller.tenant === undefined || caller.tenant === ownerTenant;
+export function canSee(caller: Pick<Principal, 'tenant' | 'untenantedOnly'>, ownerTenant: string | undefined): boolean {
+  if (caller.tenant !== undefined) return caller.tenant === ownerTenant;
+  return caller.untenantedOnly !== true || ownerTenant === undefined;
+}
+
+/** An operator: no tenant, and not limited to what has none (see Principal.untenantedOnly). */
+export function isOperator(caller: Pick<Principal, 'tenant' | 'untenantedOnly'>): boolean {
+  return caller.tenant === undefined && caller.untenantedOnly !== true;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { canSee, isOwner, mayUseServer, ownerOf } from '../src/principal.js';
+import { canSee, isOperator, isOwner, mayUseServer, ownerOf } from '../src/principal.js';
 
 describe('principal.ts: who owns what, and who sees what', () => {
   it('owns by principal within a tenant: keys of one tenant, or two operator keys, are strangers', () => {
@@ -30,6 +30,12 @@ describe('principal.ts: who owns what, and who sees what', () => {
     expect(canSee({ tenant: 'acme' }, 'acme')).toBe(true);
     expect(canSee({ tenant: 'acme' }, 'globex')).toBe(false);
     expect(canSee({ tenant: 'acme' }, undefined)).toBe(false);
+  });
+
+  it('lets a caller limited to what has no tenant (a device without one, conversing) see only that, as no operator', () => {
+    expect(canSee({ untenantedOnly: true }, undefined)).toBe(true);
+    expect(canSee({ untenantedOnly: true }, 'acme')).toBe(false);
+    expect([isOperator({}), isOperator({ untenantedOnly: true }), isOperator({ tenant: 'acme' })]).toEqual([true, false, false]);
   });
 
   it('serves a hosted MCP server to everyone, or to its listed tenants only (not even operators)', () => {

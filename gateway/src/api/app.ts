@@ -28,7 +28,7 @@ import { enrollmentRoutes } from './enrollments.js';
 import { eventRoutes } from './events.js';
 import { eventHistoryRoutes, type EventHistoryRouteOptions } from './events-history.js';
 import { healthRoutes, metricsRoute } from './health.js';
-import { otaRoutes, type OtaSettings } from './ota.js';
+import { otaRoutes, type DeviceReport, type OtaSettings } from './ota.js';
 import { registerBoundedJsonParser } from './json-body.js';
 import { mcpEndpointRoutes } from './mcp-endpoints.js';
 import { registerProblemHandlers } from './problem.js';
@@ -93,7 +93,7 @@ export interface ApiDeps {
   /** Per-device voice modes (PATCH /v1/devices/{id}). */
   deviceSettings?: DeviceSettingsDeps;
   /** What a device's OTA check said about it (board, firmware): the device records keep it (devices/records.ts). */
-  deviceReports?: (deviceId: string, facts: { board: string | undefined; firmware: string | undefined }) => void;
+  deviceReports?: (deviceId: string, facts: DeviceReport) => boolean;
   /** Queued calls and fleet jobs (/v1/devices/{id}/calls, /v1/calls, /v1/jobs). */
   fleet?: { calls: QueuedCalls; jobs: Jobs };
   /** Devices' tenants: what a tenant's API key may see (absent: no device has a tenant; operator keys see all). */

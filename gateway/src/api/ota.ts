@@ -55,9 +55,17 @@ export interface OtaOptions {
   /** Who may receive minted credentials; absent when device auth is `open` (nothing to protect). */
   enrollment?: Enrollment | undefined;
   /** What the check said about the device: its board (board.type, else board.name, else the User-Agent's product) and firmware. */
-  onReport?: (deviceId: string, facts: { board: string | undefined; firmware: string | undefined }) => void;
+  onReport?: (deviceId: string, facts: DeviceReport) => boolean;
   /** Devices' tenants: `enrollment.tenantRules` give a device without one its tenant here. */
   tenants?: Pick<DeviceTenants, 'assignByRules'> | undefined;
+}
+
+/** What an OTA check says about a device; `proven`: the asker presented the enrolled device's credentials. */
+export interface DeviceReport {
+  board: string | undefined;
+  firmware: string | undefined;
+  clientId: string;
+  proven: boolean;
 }
 
 /** What the connection section may carry: the device's credentials, none (it keeps its own), or the unenrolled defaults. */
@@ -95,10 +103,6 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
     const deviceId = h.data['device-id'];
     const clientId = h.data['client-id'];
     const base = publicBase(req, c.http);
-    if (o.onReport) {
-      const facts = deviceFacts(h.data['user-agent'], req.body);
-      o.onReport(deviceId, { board: facts.boards[0], firmware: facts.version });
-    }
     const info = OtaSystemInfoSchema.safeParse(req.body ?? {});
     const version = info.success ? info.data.application?.version : undefined;
     const board = info.success ? info.data.board?.type : undefined;
@@ -125,6 +129,16 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
         return out;
       }
       credentials = decision.kind === 'credentials' ? { kind: 'binding', decision } : { kind: 'none' };
+    }
+    // What the check says about the device (its board and firmware, which fleet jobs' filters select on). Anyone can
+    // name an enrolled device in a check without its credentials (the stock firmware presents none): such a report
+    // counts only when it names the client id the device itself connects with (devices/records.ts `reported`).
+    if (o.onReport) {
+      const facts = deviceFacts(h.data['user-agent'], req.body);
+      if (!o.onReport(deviceId, { board: facts.boards[0], firmware: facts.version, clientId, proven: credentials.kind !== 'none' })) {
+        o.metrics.enrollments.inc({ outcome: 'report_refused' });
+        refusals.write({ deviceId, clientId, remote: req.ip }, 'OTA report not recorded: no proof, and not the client id the device connects with', req.ip);
+      }
     }
     // A device without a tenant gets one from enrollment.tenantRules once it may connect: when enrollment
     // hands it credentials, or where nothing is enrolled. A pending device gets its tenant at approval.

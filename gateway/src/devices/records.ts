@@ -207,15 +207,20 @@ export class DeviceRecords {
   }
 
   /** What a recorded device told the (open) OTA endpoint: its board, and its firmware when it has not said otherwise. */
-  reported(deviceId: string, r: { board: string | undefined; firmware: string | undefined }): void {
+  /** What an OTA check said; false when it was not taken (unproven, under another client id). */
+  reported(deviceId: string, r: { board: string | undefined; firmware: string | undefined; clientId?: string; proven?: boolean }): boolean {
     const f = this.facts.get(deviceId);
-    if (!f) return;
+    if (!f) return true;
+    // An OTA check that did not prove it is the device speaks for it only with the client id it connects with:
+    // anyone may send a check naming the device id, and fleet jobs select devices by what is recorded here.
+    if (r.proven === false && r.clientId !== f.clientId) return false;
     const board = r.board?.slice(0, 128) ?? f.board;
     const firmware = f.server ? f.firmware : (r.firmware?.slice(0, 128) ?? f.firmware);
-    if (board === f.board && firmware === f.firmware) return;
+    if (board === f.board && firmware === f.firmware) return true;
     f.board = board;
     f.firmware = firmware;
     this.saveFacts(deviceId);
+    return true;
   }
 
   /** The device disconnected: its last seen is written (the final write of the connection), unless it re-dials within HOLD_MS. */

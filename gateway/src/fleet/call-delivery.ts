@@ -93,6 +93,14 @@ export class CallDelivery {
         await this.d.calls.transition(c.id, 'expired', { error: { code: 'CALL_EXPIRED', message: `the device was not ready before ${c.expiresAt}` } });
         continue;
       }
+      if (c.tenant !== undefined && this.d.port.tenantOf && this.d.port.tenantOf(deviceId) !== c.tenant) {
+        // Queued by a tenant's key for its device, which has since moved to another tenant (or none): the caller no
+        // longer has rights on it, and could no longer see or cancel the call.
+        this.d.log.warn({ deviceId, callId: c.id, tool: c.tool }, 'queued call not sent: the device left the tenant whose key queued it');
+        const message = 'the device no longer belongs to the tenant whose key queued this call; it was not sent';
+        await this.d.calls.transition(c.id, 'failed', { error: { code: 'DEVICE_MOVED', message } });
+        continue;
+      }
       if (c.jobId !== undefined && this.d.gate && !this.d.gate.admit(c)) return;
       const claim = this.d.claims ? await this.d.claims.claim(c.id) : 'won';
       if (claim !== 'won') {

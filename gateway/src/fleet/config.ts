@@ -13,6 +13,11 @@ export const FleetSlice = z.strictObject({
     'queued calls per device (waiting or sent); beyond, 429',
   ),
   maxQueuedTotal: env('GATEWAY_FLEET_MAX_QUEUED_TOTAL', z.coerce.number().int().min(1).max(10_000_000).default(100_000), '… and in total'),
+  /** Unfinished calls queued by the keys of one tenant: one tenant cannot fill the total that every tenant shares. */
+  maxQueuedPerTenant: documented(
+    z.coerce.number().int().min(1).max(10_000_000).default(25_000),
+    "… and by one tenant's keys (the total is shared by every tenant and the operators)",
+  ),
   /** A queued call not delivered within its ttlMs is `expired`; this is the ttlMs when the caller gives none. */
   defaultTtlMs: env('GATEWAY_FLEET_DEFAULT_TTL_MS', Ms(DAY_MS, 30 * DAY_MS), 'how long a queued call waits for its device when the caller gives no `ttlMs`'),
   maxTtlMs: documented(Ms(7 * DAY_MS, 30 * DAY_MS), "cap on a caller's `ttlMs`"),

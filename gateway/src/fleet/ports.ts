@@ -9,6 +9,8 @@ import type { JobFilter } from './types.js';
 /** Where a queued call is delivered: the device, when it is connected to THIS instance and ready; else undefined. */
 export interface CallPort {
   readyHere(deviceId: string): Pick<DeviceHandle, 'call'> | undefined;
+  /** The device's tenant now (devices/tenants.ts); absent: no tenancy (every call is an operator's). */
+  tenantOf?(deviceId: string): string | undefined;
 }
 
 /** Which devices a job's filter selects, online or not (the registry's lasting records). */

@@ -20,6 +20,8 @@ export type QueuedCallsSettings = Pick<
 > & {
   /** A call `sent` this long ago whose result never came was lost with its sender: failed CALL_INTERRUPTED. */
   sentStaleMs: number;
+  /** Unfinished calls queued by one tenant's keys (absent: only the total bounds them). */
+  maxQueuedPerTenant?: number | undefined;
 };
 
 export interface QueuedCallsDeps {
@@ -38,6 +40,8 @@ export interface NewCall {
   arguments: Record<string, unknown>;
   ttlMs?: number | undefined;
   jobId?: string | undefined;
+  /** The tenant of the key that queues it: delivered only while the device is still that tenant's. */
+  tenant?: string | undefined;
 }
 
 /** A change of one call: `previous` is undefined for a new call. `local`: made by this instance. */
@@ -59,6 +63,8 @@ export class QueuedCalls {
   /** Per device: ids of its unfinished calls (queued or sent), sorted: the head is the next to deliver. */
   private readonly pending = new Map<string, string[]>();
   private unfinished = 0;
+  /** Unfinished calls per tenant whose key queued them (QueuedCall.tenant). */
+  private readonly unfinishedOf = new Map<string, number>();
   private readonly listeners = new Set<CallListener>();
   private offStore: (() => void) | undefined;
   private readonly now: () => number;
@@ -132,6 +138,24 @@ export class QueuedCalls {
       throw new GatewayError('QUEUE_FULL', `${this.unfinished} calls are queued in total (at most ${max}); wait for some to finish`, { retryAfterSeconds: 10 });
   }
 
+  /** Room for one more unfinished call queued by the tenant's keys (maxQueuedPerTenant), or the 429 that says why not. */
+  private checkTenantRoom(tenant: string): void {
+    const mine = this.unfinishedOf.get(tenant) ?? 0;
+    const max = this.d.settings.maxQueuedPerTenant ?? Infinity;
+    if (mine + 1 <= max) return;
+    this.d.log.warn({ tenant, max }, 'queued call refused: fleet.maxQueuedPerTenant reached');
+    throw new GatewayError('QUEUE_FULL', `${mine} calls of your tenant are queued (at most ${max}); wait for some to finish or cancel some`, {
+      retryAfterSeconds: 10,
+    });
+  }
+
+  private countTenant(c: QueuedCall, by: 1 | -1): void {
+    if (c.tenant === undefined) return;
+    const n = (this.unfinishedOf.get(c.tenant) ?? 0) + by;
+    if (n > 0) this.unfinishedOf.set(c.tenant, n);
+    else this.unfinishedOf.delete(c.tenant);
+  }
+
   /** The first unfinished call of the device (the next to deliver, or the one being delivered). */
   head(deviceId: string): QueuedCall | undefined {
     const id = this.pending.get(deviceId)?.[0];
@@ -162,6 +186,7 @@ export class QueuedCalls {
   async enqueue(n: NewCall): Promise<QueuedCall> {
     const c = this.prepare(n);
     this.checkRoom(1);
+    if (n.tenant !== undefined) this.checkTenantRoom(n.tenant);
     this.index(c);
     try {
       await this.writer.put(c.id, c);
@@ -209,6 +234,7 @@ export class QueuedCalls {
       updatedAt: at,
       expiresAt: new Date(now + ttl).toISOString(),
       ...(n.jobId !== undefined ? { jobId: n.jobId } : {}),
+      ...(n.tenant !== undefined ? { tenant: n.tenant } : {}),
     };
   }
 
@@ -374,6 +400,7 @@ export class QueuedCalls {
     if (!isFinished(c.state)) {
       insertSorted(this.pending, c.deviceId, c.id);
       this.unfinished++;
+      this.countTenant(c, 1);
     }
   }
 
@@ -384,6 +411,7 @@ export class QueuedCalls {
     if (!isFinished(old.state) && isFinished(c.state)) {
       removeSorted(this.pending, c.deviceId, c.id);
       this.unfinished--;
+      this.countTenant(old, -1);
     }
   }
 
@@ -395,6 +423,7 @@ export class QueuedCalls {
     if (!isFinished(old.state)) {
       removeSorted(this.pending, old.deviceId, old.id);
       this.unfinished--;
+      this.countTenant(old, -1);
     }
   }
 }

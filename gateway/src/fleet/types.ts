@@ -52,6 +52,8 @@ export const QueuedCallSchema = z.object({
   updatedAt: z.string(),
   expiresAt: z.string(),
   jobId: z.string().max(64).optional(),
+  /** The tenant of the API key that queued the call (absent: an operator's key, a job or a schedule). */
+  tenant: z.string().max(128).optional(),
   result: CallResultSchema.optional(),
   error: CallErrorSchema.optional(),
   sentAt: z.string().optional(),
@@ -59,8 +61,8 @@ export const QueuedCallSchema = z.object({
 export type QueuedCall = z.infer<typeof QueuedCallSchema>;
 
 /** What callers see: the stored document without the internal fields. */
-export function publicCall(c: QueuedCall): Omit<QueuedCall, 'sentAt'> {
-  const { sentAt: _s, ...rest } = c;
+export function publicCall(c: QueuedCall): Omit<QueuedCall, 'sentAt' | 'tenant'> {
+  const { sentAt: _s, tenant: _t, ...rest } = c;
   return rest;
 }
 

@@ -15,6 +15,8 @@ export interface FleetJobsPort {
 
 export interface BuiltinContext {
   fleetJobs?: FleetJobsPort | undefined;
+  /** The caller is an operator (principal.ts isOperator): no tenant, and not limited to devices without one. */
+  operator?: boolean | undefined;
 }
 
 interface Builtin {
@@ -60,6 +62,8 @@ const BUILTINS: Record<BuiltinName, Builtin> = {
     },
     async run(args, ctx) {
       if (!ctx?.fleetJobs) return text('fleet jobs are not available on this gateway', true);
+      // A job's filter selects devices across tenants (POST /v1/jobs is for operator keys: a tenant's key gets 403).
+      if (ctx.operator === false) return text('fleet jobs are for operators: a caller of a tenant (or a device) cannot start one', true);
       try {
         const job = await ctx.fleetJobs.start(args);
         const out = { jobId: job.id, state: job.state, devices: job.total };

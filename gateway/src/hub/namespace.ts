@@ -121,10 +121,10 @@ export class ToolNamespace {
     const states = [...this.upstreams.values()].map((u) => u.state).join();
     if (this.listed?.version !== this.version || this.listed.states !== states) this.listed = { version: this.version, states, byTenant: new Map() };
     // Only the tenant decides what a caller sees (servers' `tenants`, devices' owners).
-    const key = caller.tenant === undefined ? '' : `t:${caller.tenant}`;
+    const key = caller.tenant !== undefined ? `t:${caller.tenant}` : caller.untenantedOnly === true ? 'u' : '';
     let list = this.listed.byTenant.get(key);
     if (!list) {
-      list = this.build({ tenant: caller.tenant }).map((t) => Object.freeze(t));
+      list = this.build({ tenant: caller.tenant, untenantedOnly: caller.untenantedOnly }).map((t) => Object.freeze(t));
       if (this.listed.byTenant.size >= MAX_CACHED_TENANTS) this.listed.byTenant.clear();
       this.listed.byTenant.set(key, list);
     }

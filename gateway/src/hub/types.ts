@@ -6,6 +6,8 @@ export type DeviceToolMode = 'per_device' | 'generic' | 'both';
 /** A caller: its tenant (from its API key), if any. */
 export interface Caller {
   tenant?: string | undefined;
+  /** No tenant, but not an operator: sees only devices without a tenant (principal.ts). */
+  untenantedOnly?: boolean | undefined;
   /** The key behind the call (see principal.ts): who owns what the call starts. */
   principal?: string | undefined;
 }

@@ -20,6 +20,9 @@ function loadCodecs(): { decode: typeof Decode; PNG: typeof Png } {
 export const MAX_BMP_PIXELS = 4096 * 4096;
 
 const FILE_HEADER_BYTES = 14;
+/** BITMAPINFOHEADER compression methods that store every pixel (no run-length coding). */
+const BI_RGB = 0;
+const BI_BITFIELDS = 3;
 
 /** The BMP as a PNG (RGB, the BMP's alpha is not kept); throws a plain Error when malformed or too large. */
 export function bmpToPng(bmp: Buffer): Buffer {
@@ -30,6 +33,17 @@ export function bmpToPng(bmp: Buffer): Buffer {
   if (width === 0 || height === 0 || width * height > MAX_BMP_PIXELS) {
     throw new Error(`the BMP is ${width}x${height}: at most ${MAX_BMP_PIXELS} pixels`);
   }
+  // Uncompressed only, its pixel rows all in the file: the work is then bounded by the upload's size. A run-length
+  // (RLE) file of 150 KB asked for 16 M pixels, and their decode and PNG encode held the event loop 3 s. The ESP32
+  // camera's frame2bmp writes uncompressed rows (BI_RGB).
+  const bitsPerPixel = bmp.readUInt16LE(FILE_HEADER_BYTES + 14);
+  const compression = bmp.readUInt32LE(FILE_HEADER_BYTES + 16);
+  if (compression !== BI_RGB && compression !== BI_BITFIELDS)
+    throw new Error(`the BMP is compressed (method ${compression}): only uncompressed BMPs are taken`);
+  const rowBytes = Math.ceil((width * bitsPerPixel) / 32) * 4;
+  const pixelsAt = bmp.readUInt32LE(10);
+  if (bitsPerPixel === 0 || pixelsAt + rowBytes * height > bmp.length)
+    throw new Error(`the BMP is truncated: ${width}x${height} at ${bitsPerPixel} bits needs more bytes`);
   const { decode, PNG } = loadCodecs();
   let image: { width: number; height: number; data: Buffer };
   try {

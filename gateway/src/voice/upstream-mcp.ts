@@ -10,13 +10,13 @@ import type { VoiceMetrics } from './metrics.js';
 
 /** The hub as the voice relay uses it (McpHub): its tool list for a tenant, and calls by namespaced name. */
 export interface HubPort {
-  tools(caller: { tenant?: string | undefined }): HubTool[];
-  call(
-    name: string,
-    args: Record<string, unknown>,
-    ctx: { tenant?: string | undefined },
-  ): Promise<{ content: unknown[]; isError?: boolean | undefined; structuredContent?: unknown }>;
+  tools(caller: Caller): HubTool[];
+  call(name: string, args: Record<string, unknown>, ctx: Caller): Promise<{ content: unknown[]; isError?: boolean | undefined; structuredContent?: unknown }>;
 }
+
+/** Whose rights a voice server uses: the device's tenant; with none, devices without a tenant only (principal.ts). */
+type Caller = { tenant?: string | undefined; untenantedOnly?: boolean | undefined };
+const callerOf = (tenant: string | undefined): Caller => (tenant === undefined ? { untenantedOnly: true } : { tenant });
 
 /** With voice.exposeHubTools: the hub, and the tenant whose tools the voice server may use. */
 export interface HubExposure {
@@ -82,7 +82,7 @@ export async function answerUpstreamMcp(device: VoiceDevice, payload: unknown, m
         // A hub tool runs in the gateway, answered as if the device had; everything else is the device's.
         const viaHub = exposure !== undefined && !device.findTool(name) && hubToolsFor(device, exposure).some((t) => t.name === name);
         const out = viaHub
-          ? await exposure.hub.call(name, args as Record<string, unknown>, { tenant: exposure.tenant })
+          ? await exposure.hub.call(name, args as Record<string, unknown>, callerOf(exposure.tenant))
           : await device.call(name, args as Record<string, unknown>);
         metrics.upstreamMcp.inc({ method, answer: viaHub ? 'hub' : 'device' });
         const result: Record<string, unknown> = { content: out.content, isError: out.isError ?? false };
@@ -134,7 +134,7 @@ function listFor(device: VoiceDevice, params: Record<string, unknown>, exposure:
 /** The hub's tools for the tenant, less this device's own (the voice server already has them under their names). */
 function hubToolsFor(device: VoiceDevice, exposure: HubExposure): HubTool[] {
   return exposure.hub
-    .tools({ tenant: exposure.tenant })
+    .tools(callerOf(exposure.tenant))
     .filter((t) => !(t.source.kind === 'device' && compactDeviceId(t.source.deviceId) === compactDeviceId(device.deviceId)));
 }
 

@@ -272,6 +272,63 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     expect(voiceFrames(d)[0]).toMatchObject({ type: 'stt', text: '你好小智' });
   });
 
+  it('wake words over voice.converse.turnsPerMinute are not answered: the model is asked at most the burst', async () => {
+    const d = await wsDevice(3);
+    llm.script(() => ({ text: 'Hi! How can I help?' }));
+    const before = llm.requests.length;
+    const limited = () => t.metric('voxgate_voice_converse_turns_total', { outcome: 'rate_limited' });
+    const limitedBefore = await limited();
+    // One wake word every 30 ms: each used to start a turn (and a model request, cancelled by the next), unbounded.
+    for (let i = 0; i < 40; i++) {
+      d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'listen', state: 'detect', text: `hello ${i}` }));
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    await until(() => stops(d) >= 1, 'the last admitted greeting answered', 15_000);
+    expect(llm.requests.length - before).toBeLessThanOrEqual(5);
+    expect((await limited()) - limitedBefore).toBeGreaterThanOrEqual(35);
+    // Told once, not once per refused wake word.
+    expect(voiceFrames(d).filter((f) => f['type'] === 'alert' && String(f['message']).startsWith('Too many requests'))).toHaveLength(1);
+  });
+
+  it('uplink audio faster than voice.converse.maxUplinkRate × real time is dropped before it is decoded', async () => {
+    const d = await wsDevice(3);
+    const dropped = () => t.metric('voxgate_voice_audio_dropped_total', { direction: 'up', reason: 'rate' });
+    const up = () => t.metric('voxgate_voice_converse_frames_total', { direction: 'up' });
+    const [droppedBefore, upBefore] = [await dropped(), await up()];
+    listen(d, 'manual');
+    // 30 s of audio at once: the budget is a 10 s burst, refilled at twice real time.
+    const uplink = wsUplink(d, 3);
+    const frames = silence(500);
+    for (let i = 0; i < frames.length; i++) uplink.send(frames[i]!, i * 60);
+    await until(async () => (await dropped()) - droppedBefore + ((await up()) - upBefore) >= 500, 'every frame decoded or dropped');
+    expect((await up()) - upBefore).toBeLessThan(250);
+    expect((await dropped()) - droppedBefore).toBeGreaterThan(250);
+  });
+
+  it("a device without a tenant speaks with the rights of devices without one: another tenant's device is out of its reach", async () => {
+    const theirs = await wsDevice(3);
+    expect((await t.api('PATCH', `/v1/devices/${theirs.deviceId}`, { tenant: 'acme' })).status).toBe(200);
+    const peer = await wsDevice(3);
+    const d = await wsDevice(3);
+    const named = (x: ReferenceDevice) => `device__${x.deviceId.replace(/:/g, '')}__self_audio_speaker_set_volume`;
+    // A wake word's text is the device's own: it asks for the other tenant's device, by name and through device_call.
+    llm.script([
+      { toolCalls: [{ name: named(theirs), arguments: { volume: 1 } }] },
+      { toolCalls: [{ name: 'device_call', arguments: { device_id: theirs.deviceId, tool: 'self.audio_speaker.set_volume', arguments: { volume: 2 } } }] },
+      { toolCalls: [{ name: named(peer), arguments: { volume: 3 } }] },
+      { text: 'Done.' },
+    ]);
+    const before = llm.requests.length;
+    d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'listen', state: 'detect', text: 'turn everything down' }));
+    await until(() => stops(d) === 1, 'answered', 15_000);
+    const offered = llm.requests[before]!.tools;
+    expect(offered[0]).toBe('self_get_device_status');
+    expect(offered).toContain(named(peer));
+    expect(offered).not.toContain(named(theirs));
+    expect(theirs.volume).toBe(50);
+    expect(peer.volume).toBe(3);
+  });
+
   it('the device vanishing mid-turn closes the model request and frees the session', async () => {
     const d = await wsDevice(3);
     llm.script([{ hang: true }]);

@@ -50,6 +50,36 @@ describe('OTA endpoint (/xiaozhi/ota/)', () => {
     }
   });
 
+  it("a check that proves nothing does not change what an enrolled device reported (its board steers fleet jobs' filters)", async () => {
+    const t = await startTestGateway({ deviceAuth: 'hmac', deviceSecret: SECRET, enrollment: { policy: 'open' } });
+    const d = new ReferenceDevice({ deviceId: 'aa:bb:cc:dd:ee:01', clientId: headers['client-id'] });
+    try {
+      const body = OtaResponseSchema.parse(await (await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers, body: systemInfo })).json());
+      const ready = t.nextEvent('device.ready', d.deviceId);
+      await d.connectWebSocket(body.websocket!.url, { token: body.websocket!.token! });
+      await ready;
+      const proven = { ...headers, authorization: `Bearer ${body.websocket!.token}` };
+      expect((await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers: proven, body: systemInfo })).status).toBe(200);
+      const board = async () => (await t.api<{ board: string | null }>('GET', `/v1/devices/${d.deviceId}`)).body.board;
+      expect(await board()).toBe('sim');
+      // Anyone may name the device in an OTA check: without its credentials or its client id, what it says is not the device's.
+      const forged = JSON.stringify({ application: { name: 'xiaozhi', version: '0.0.1' }, board: { type: 'forged-board' } });
+      const refused = () => t.metric('voxgate_enrollment_decisions_total', { outcome: 'report_refused' });
+      const stranger = { ...headers, 'client-id': '00000000-0000-4000-8000-000000000000', 'user-agent': 'forged-board/0.0.1' };
+      expect((await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers: stranger, body: forged })).status).toBe(200);
+      expect(await board()).toBe('sim');
+      expect(await refused()).toBe(1);
+      // The stock firmware presents no proof, but its checks carry the client id it connects with: they still count.
+      const newer = JSON.stringify({ application: { name: 'xiaozhi', version: '1.7.7' }, board: { type: 'sim-2' } });
+      expect((await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers, body: newer })).status).toBe(200);
+      expect(await board()).toBe('sim-2');
+      expect(await refused()).toBe(1);
+    } finally {
+      d.terminate();
+      await t.close();
+    }
+  });
+
   it('hands a new MQTT device (enrollment open) credentials the broker accepts (and only the mqtt section)', async () => {
     const t = await startTestGateway({
       deviceAuth: 'hmac',

@@ -260,6 +260,37 @@ describe('tenants separate devices, enrollments, events and tools (issue 20 item
     }
   });
 
+  it('fleet: a call a tenant queued for its offline device is not sent once the device belongs to another tenant', async () => {
+    const id = '02:00:00:00:6a:02';
+    const dev = new ReferenceDevice({ deviceId: id, tools: [marker(id)] });
+    try {
+      const code = (await ota(dev)).activation!.code;
+      expect((await t.api('POST', `/v1/enrollments/${code}/approve`, { tenant: 'acme' })).status).toBe(200);
+      const creds = await ota(dev);
+      await online(dev, creds);
+      const gone = t.nextEvent('device.offline', id);
+      dev.terminate();
+      await gone;
+      // acme queues a call for its offline device, then the operator gives the device to globex.
+      const queued = await t.api<{ id: string }>('POST', `/v1/devices/${id}/calls`, { tool: 'self.mark' }, as(KEY_A));
+      expect(queued.status).toBe(202);
+      expect((await t.api('PATCH', `/v1/devices/${id}`, { tenant: 'globex' })).status).toBe(200);
+      await online(dev, creds);
+      const stateOf = async (callId: string) => (await t.api<{ state: string }>('GET', `/v1/calls/${callId}`)).body.state;
+      await expect.poll(() => stateOf(queued.body.id)).not.toBe('queued');
+      const call = await t.api<{ state: string; error: { code: string } }>('GET', `/v1/calls/${queued.body.id}`);
+      expect([call.body.state, call.body.error.code]).toEqual(['failed', 'DEVICE_MOVED']);
+      // acme's call never reached globex's device.
+      expect(runs.filter((r) => r === id)).toEqual([]);
+      // A call globex queues now runs.
+      const own = await t.api<{ id: string }>('POST', `/v1/devices/${id}/calls`, { tool: 'self.mark' }, as(KEY_B));
+      await expect.poll(() => stateOf(own.body.id)).toBe('succeeded');
+      expect(runs.filter((r) => r === id)).toEqual([id]);
+    } finally {
+      dev.terminate();
+    }
+  });
+
   it("MQTT event subscribers (every device's events) log in with an operator key only", async () => {
     const login = (password: string) =>
       new Promise<string>((resolve) => {

@@ -118,6 +118,21 @@ describe('queued calls (real SqliteStore, fake devices)', () => {
     expect(r.fleet.calls.unfinishedCount).toBe(3);
   });
 
+  it("bounds what one tenant's keys queue (maxQueuedPerTenant), so one tenant cannot fill the total every tenant shares", async () => {
+    const r = await rig(dir(), { config: { maxQueuedPerDevice: 10, maxQueuedTotal: 10, maxQueuedPerTenant: 3 } });
+    const acme = [mac(13), mac(14)];
+    const queued = [];
+    for (let i = 0; i < 3; i++) queued.push(await r.fleet.calls.enqueue({ deviceId: acme[i % 2]!, tool: 't', arguments: {}, tenant: 'acme' }));
+    await expect(r.fleet.calls.enqueue({ deviceId: acme[0]!, tool: 't', arguments: {}, tenant: 'acme' })).rejects.toMatchObject({ code: 'QUEUE_FULL' });
+    // Another tenant, and an operator, still have room.
+    await r.fleet.calls.enqueue({ deviceId: mac(15), tool: 't', arguments: {}, tenant: 'globex' });
+    await r.fleet.calls.enqueue({ deviceId: mac(16), tool: 't', arguments: {} });
+    // A finished call gives its room back.
+    await r.fleet.calls.cancel(queued[0]!.id);
+    await r.fleet.calls.enqueue({ deviceId: acme[0]!, tool: 't', arguments: {}, tenant: 'acme' });
+    expect(r.fleet.calls.unfinishedCount).toBe(5);
+  });
+
   it('a tool error is `failed` with its result; a device too busy gets the call back `queued` and tried again', async () => {
     const r = await rig(dir());
     const bad = r.fake.add(mac(11), { ready: true, fails: true });

@@ -47,6 +47,28 @@ describe('the fleet_start_job builtin', () => {
     expect(bodies).toHaveLength(2);
   });
 
+  it("refuses a tenant's caller: a job's filter selects devices across tenants (POST /v1/jobs is for operator keys)", async () => {
+    const { hub } = buildHub({ fleet: { type: 'builtin', tools: ['fleet_start_job'] } });
+    hubs.push(hub);
+    await hub.start();
+    const bodies: Array<Record<string, unknown>> = [];
+    hub.useFleetJobs({
+      start: async (body) => {
+        bodies.push(body);
+        return { id: 'job_1', state: 'running', total: 1 };
+      },
+    });
+    // The server has no `tenants`, so every caller sees the tool; only an operator may start a job with it.
+    expect(hub.tools({ tenant: 'acme' }).some((t) => t.name === 'mcp__fleet__fleet_start_job')).toBe(true);
+    const args = { tool: 'self.reboot', filter: { ids: ['02:00:00:00:6b:01'] } };
+    const refused = await hub.call('mcp__fleet__fleet_start_job', args, { tenant: 'acme' });
+    expect(refused.isError).toBe(true);
+    expect(JSON.stringify(refused.content)).toContain('for operators');
+    expect(bodies).toEqual([]);
+    expect((await hub.call('mcp__fleet__fleet_start_job', args, {})).isError).toBeFalsy();
+    expect(bodies).toEqual([args]);
+  });
+
   it('without a fleet plugged in, says so', async () => {
     const { hub } = buildHub({ fleet: { type: 'builtin', tools: ['fleet_start_job'] } });
     hubs.push(hub);

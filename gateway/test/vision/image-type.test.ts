@@ -36,6 +36,37 @@ describe('bmpToPng', () => {
     expect(() => bmpToPng(huge)).toThrow(/at most/);
   });
 
+  it('refuses a run-length (RLE) BMP before decoding: 150 KB asked for 16 M pixels and held the event loop for seconds', () => {
+    const [w, h] = [4096, 4096];
+    const rows: Buffer[] = [];
+    for (let y = 0; y < h; y++) {
+      const row: number[] = [];
+      for (let x = 0; x < w; x += 255) row.push(Math.min(255, w - x), y & 255);
+      rows.push(Buffer.from([...row, 0, 0]));
+    }
+    const pixels = Buffer.concat([...rows, Buffer.from([0, 1])]);
+    const header = Buffer.alloc(54 + 1024);
+    header.write('BM', 0);
+    header.writeUInt32LE(header.length + pixels.length, 2);
+    header.writeUInt32LE(header.length, 10);
+    header.writeUInt32LE(40, 14);
+    header.writeInt32LE(w, 18);
+    header.writeInt32LE(h, 22);
+    header.writeUInt16LE(1, 26);
+    header.writeUInt16LE(8, 28);
+    header.writeUInt32LE(1, 30); // BI_RLE8
+    header.writeUInt32LE(pixels.length, 34);
+    header.writeUInt32LE(256, 46);
+    const rle = Buffer.concat([header, pixels]);
+    expect(rle.length).toBeLessThan(200_000);
+    expect(w * h).toBeLessThanOrEqual(MAX_BMP_PIXELS);
+    expect(() => bmpToPng(rle)).toThrow(/compressed/);
+    // Uncompressed rows that the file does not hold are refused too, before decoding.
+    const short = bmp24(64, 64, () => [1, 2, 3]);
+    short.writeInt32LE(4096, 22);
+    expect(() => bmpToPng(short)).toThrow(/truncated/);
+  });
+
   it('throws an Error (not a crash) on a truncated file', () => {
     const whole = bmp24(64, 64, () => [1, 2, 3]);
     expect(() => bmpToPng(whole.subarray(0, 100))).toThrow(Error);

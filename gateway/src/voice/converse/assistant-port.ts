@@ -28,7 +28,8 @@ export function assistantTurns(assistant: Assistant, settings: VoiceTurnSettings
         assistant.start(
           { message: req.text, deviceId: req.deviceId, conversationId, model: settings.model, system },
           // The device owns its voice conversation (principal.ts): no API key can read or answer it.
-          { tenant: profile.tenant, principal: `device:${req.deviceId}` },
+          // A device without a (voice) tenant is no operator: it reaches the devices without a tenant only, never a tenant's.
+          { tenant: profile.tenant, principal: `device:${req.deviceId}`, ...(profile.tenant === undefined ? { untenantedOnly: true } : {}) },
           { stream: true, interactive: true, emit },
         );
       let started;
@@ -39,10 +40,14 @@ export function assistantTurns(assistant: Assistant, settings: VoiceTurnSettings
         started = await ask(undefined);
       }
       const { turn, done } = started;
+      const answer = done.then((r) => ({ text: r.text, conversationId: r.conversationId }));
+      // A turn cancelled before the session awaits it (a wake word over the one starting) rejects unread: marked
+      // handled here (awaiting it still rejects), so it is not an unhandled rejection per cancelled turn.
+      answer.catch(() => undefined);
       return {
         cancel: (reason) => turn.cancel(reason),
         confirm: (callId, approve) => turn.confirm(callId, approve),
-        done: done.then((r) => ({ text: r.text, conversationId: r.conversationId })),
+        done: answer,
       };
     },
   };

@@ -64,6 +64,15 @@ export const converseConfigShape = {
       adaptiveComplexity: Bool.default(true),
       /** Quiet after speech that sends the utterance to the recogniser before the end of speech is confirmed (0: never). */
       speculateAfterMs: z.coerce.number().int().min(0).max(5000).default(200),
+      /**
+       * Uplink audio one device may send, in seconds of audio per second (its packets' own durations), with a
+       * burst of `uplinkBurstMs`: past it packets are dropped before they are decoded (a flood cost every device's frames).
+       */
+      maxUplinkRate: z.coerce.number().min(1).max(100).default(2),
+      uplinkBurstMs: Ms(10_000, 120_000),
+      /** Utterances and wake words per device that reach the recogniser or the model, per minute (burst `turnBurst`). */
+      turnsPerMinute: z.coerce.number().int().min(1).max(600).default(20),
+      turnBurst: z.coerce.number().int().min(1).max(100).default(5),
       /** Conversations remembered per device (the assistant's store bounds each one's length). */
       maxRememberedDevices: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
     })
@@ -109,6 +118,10 @@ export interface ConverseConfig {
     encoderProcesses?: number | undefined;
     adaptiveComplexity: boolean;
     speculateAfterMs: number;
+    maxUplinkRate: number;
+    uplinkBurstMs: number;
+    turnsPerMinute: number;
+    turnBurst: number;
     maxRememberedDevices: number;
   };
   mode: VoiceMode;

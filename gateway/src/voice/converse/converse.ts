@@ -3,7 +3,11 @@ import { DeviceHelloSchema, isBinaryProtocolVersion, type AudioParams, type Devi
 import type { Logger } from 'pino';
 import { CLOSE_NORMAL, CLOSE_VOICE_UNAVAILABLE } from '../../devices/link.js';
 import type { VoiceDevice, VoiceHook } from '../../devices/voice-hook.js';
+import { BoundedLru } from '../../throttle/bounded-lru.js';
+import { ThrottledLog } from '../../throttle/throttled-log.js';
+import { KeyedTokenBucket } from '../../throttle/token-bucket.js';
 import type { VoiceMetrics } from '../metrics.js';
+import { opusShape } from '../opus-packet.js';
 import type { UdpAudioFactory, VoiceSessionHandle } from '../relay.js';
 import type { ConverseConfig } from './config.js';
 import type { OpusDecoder, OpusEncoder, ScheduledEncoder, SpeechDetector, SpeechRecognizer, SpeechSynthesizer } from './contracts.js';
@@ -54,12 +58,20 @@ export interface ConverseDeps {
 
 const FRAME_MS = 60;
 
+/** A device's uplink audio budget, in milliseconds of audio (refilled at `maxUplinkRate` × real time). */
+interface AudioBudget {
+  ms: number;
+  at: number;
+}
+
 interface Entry {
   device: VoiceDevice;
   id: string;
   transport: ConverseTransport;
   session: ConverseSession;
   lastAudioAt: number;
+  /** The device's uplink budget (the same object the per-device map keeps across its sessions). */
+  budget: AudioBudget;
 }
 
 /**
@@ -73,8 +85,17 @@ export class Converse implements VoiceHook {
   private turns: TurnsFor | undefined;
   private publish: ((type: ConverseEvent, deviceId: string, data: Record<string, unknown>) => void) | undefined;
   private closed = false;
+  /** Per device id (a reconnect does not refill them): uplink audio, and utterances or wake words that reach the providers. */
+  private readonly audioBudgets: BoundedLru<string, AudioBudget>;
+  private readonly turnBudget: KeyedTokenBucket;
+  private readonly floods: ThrottledLog;
 
   constructor(private readonly d: ConverseDeps) {
+    const keys = Math.max(1000, d.config.maxSessions * 2);
+    this.audioBudgets = new BoundedLru(keys);
+    const c = d.config.converse;
+    this.turnBudget = new KeyedTokenBucket({ ratePerSecond: c.turnsPerMinute / 60, burst: c.turnBurst }, { maxKeys: keys });
+    this.floods = new ThrottledLog(d.log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 1000 });
     const every = Math.max(50, Math.min(10_000, Math.floor(d.config.idleTimeoutMs / 4)));
     this.sweep = setInterval(() => this.endIdle(), every);
     this.sweep.unref();
@@ -178,7 +199,7 @@ export class Converse implements VoiceHook {
           )
         : webSocketTransport(device, version, this.d.config.maxFrameBytes, this.d.config.maxBufferedBytes, drops);
     const session = this.newSession(kit, device, id, transport, turns(device.deviceId), log);
-    const entry: Entry = { device, id, transport, session, lastAudioAt: Date.now() };
+    const entry: Entry = { device, id, transport, session, lastAudioAt: Date.now(), budget: this.audioBudget(device.deviceId) };
     ref.entry = entry;
     this.entries.set(device, entry);
     this.d.metrics.active.set(this.entries.size);
@@ -238,7 +259,53 @@ export class Converse implements VoiceHook {
       metrics: this.d.metrics,
       events,
       conversation: this.memory(device.deviceId),
+      admit: () => this.admitTurn(device.deviceId),
     });
+  }
+
+  /** An utterance or wake word may reach the recogniser or the model: voice.converse.turnsPerMinute per device. */
+  private admitTurn(deviceId: string): boolean {
+    if (this.turnBudget.take(deviceId).ok) return true;
+    this.floods.write(
+      { deviceId, turnsPerMinute: this.d.config.converse.turnsPerMinute },
+      'utterances over voice.converse.turnsPerMinute; not answered',
+      `turns:${deviceId}`,
+    );
+    return false;
+  }
+
+  /** The device's uplink budget: kept per device id, so a new session (a reconnect) does not refill it. */
+  private audioBudget(deviceId: string): AudioBudget {
+    const known = this.audioBudgets.get(deviceId);
+    if (known) return known;
+    const fresh = { ms: this.d.config.converse.uplinkBurstMs, at: Date.now() };
+    this.audioBudgets.set(deviceId, fresh);
+    return fresh;
+  }
+
+  /**
+   * Uplink audio within voice.converse.maxUplinkRate × real time (a burst of uplinkBurstMs), charged by the
+   * packet's own duration (its TOC) before it is decoded: a device streaming faster than it can speak costs the
+   * codec and the detector nothing past its budget.
+   */
+  private withinAudioBudget(e: Entry, opus: Uint8Array): boolean {
+    const c = this.d.config.converse;
+    const now = Date.now();
+    const b = e.budget;
+    b.ms = Math.min(c.uplinkBurstMs, b.ms + (now - b.at) * c.maxUplinkRate);
+    b.at = now;
+    const ms = (opusShape(opus)?.durationMicros ?? FRAME_MS * 1000) / 1000;
+    if (b.ms >= ms) {
+      b.ms -= ms;
+      return true;
+    }
+    this.d.voiceMetrics.dropped.inc({ direction: 'up', reason: 'rate' });
+    this.floods.write(
+      { deviceId: e.device.deviceId, maxUplinkRate: c.maxUplinkRate },
+      'uplink audio faster than voice.converse.maxUplinkRate × real time; dropped',
+      `audio:${e.device.deviceId}`,
+    );
+    return false;
   }
 
   private uplink(e: Entry, data: Buffer): void {
@@ -246,6 +313,7 @@ export class Converse implements VoiceHook {
     const opus = e.transport.uplink(data);
     if (!opus) return;
     e.lastAudioAt = Date.now();
+    if (!this.withinAudioBudget(e, opus)) return;
     try {
       e.session.audio(opus);
     } catch (err) {

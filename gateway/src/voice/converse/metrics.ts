@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
 export type ConverseStage = 'asr' | 'llm' | 'tts';
-export type TurnOutcome = 'answered' | 'silence' | 'empty_transcript' | 'aborted' | 'barge_in' | 'failed' | 'device_gone' | 'confirmation';
+export type TurnOutcome = 'answered' | 'silence' | 'empty_transcript' | 'aborted' | 'barge_in' | 'failed' | 'device_gone' | 'confirmation' | 'rate_limited';
 
 /** voice.mode "converse" counters, on the gateway's registry; hot-path children bound once. */
 export function createConverseMetrics(registry: Registry) {
@@ -74,7 +74,10 @@ export function createConverseMetrics(registry: Registry) {
     framesUp: framesDown.labels('up'),
     framesDown: framesDown.labels('down'),
     outcome: Object.fromEntries(
-      (['answered', 'silence', 'empty_transcript', 'aborted', 'barge_in', 'failed', 'device_gone', 'confirmation'] as const).map((o) => [o, turns.labels(o)]),
+      (['answered', 'silence', 'empty_transcript', 'aborted', 'barge_in', 'failed', 'device_gone', 'confirmation', 'rate_limited'] as const).map((o) => [
+        o,
+        turns.labels(o),
+      ]),
     ) as Record<TurnOutcome, ReturnType<typeof turns.labels>>,
   };
 }

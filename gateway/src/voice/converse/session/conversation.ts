@@ -43,6 +43,8 @@ export class ConverseSession {
   private turn: ActiveTurn | undefined;
   private readonly pacer: DownlinkPacer;
   private closed = false;
+  /** The last utterance was refused by the device's rate (the device was told once). */
+  private limited = false;
   private frameSentHook: (() => void) | undefined;
   private readonly asrDeps: AsrRequestDeps;
   private readonly speculation: Speculation;
@@ -90,6 +92,7 @@ export class ConverseSession {
         return;
       case 'detect':
         // The wake word (its audio was sent first): a turn with its text, as if it had been heard.
+        if (i.text.trim() && !this.admitted()) return;
         this.stopSpeaking('barge_in', false);
         this.resetUplink();
         if (i.text.trim()) this.startTurn(i.text.trim(), performance.now(), undefined);
@@ -169,8 +172,24 @@ export class ConverseSession {
     this.resetUplink();
     // Silence or noise: no stt, no tts; the device keeps listening (or goes idle after a manual stop).
     if (!heard) return void this.d.metrics.outcome.silence.inc();
+    if (!early && !this.admitted()) return;
     const speechEnd = performance.now();
     void this.transcribe(early ?? requestTranscript(this.asrDeps, pcm ?? new Int16Array(0)), speechEnd);
+  }
+
+  /**
+   * The device's rate of utterances and wake words that reach the recogniser or the model: past it the utterance
+   * is counted (`rate_limited`) and not answered, and the device is told once per streak.
+   */
+  private admitted(): boolean {
+    if (!this.d.admit || this.d.admit()) {
+      this.limited = false;
+      return true;
+    }
+    this.d.metrics.outcome.rate_limited.inc();
+    if (!this.limited) this.d.out.json(toDevice.alert(this.d.sessionId, 'Too many requests; wait a moment before speaking again'));
+    this.limited = true;
+    return false;
   }
 
   private async transcribe(req: AsrRequest, speechEnd: number): Promise<void> {

@@ -96,4 +96,6 @@ export interface ConverseSessionDeps {
   metrics: ConverseMetrics;
   events: SessionEvents;
   conversation: { get(): string | undefined; set(id: string): void };
+  /** Whether an utterance or wake word may reach the recogniser or the model now (the device's rate); absent: always. */
+  admit?: () => boolean;
 }
