@@ -15,6 +15,8 @@ export interface FleetJobsPort {
 
 export interface BuiltinContext {
   fleetJobs?: FleetJobsPort | undefined;
+  /** The caller's tenant (undefined: an operator key). */
+  tenant?: string | undefined;
 }
 
 interface Builtin {
@@ -60,6 +62,9 @@ const BUILTINS: Record<BuiltinName, Builtin> = {
     },
     async run(args, ctx) {
       if (!ctx?.fleetJobs) return text('fleet jobs are not available on this gateway', true);
+      // A job selects devices across tenants (POST /v1/jobs is for operator keys): a tenant's key starts none,
+      // whichever server offers the tool to it (a builtin server without `tenants` serves every key).
+      if (ctx.tenant !== undefined) return text('fleet jobs are for operator keys: this API key belongs to a tenant, so it cannot start one', true);
       try {
         const job = await ctx.fleetJobs.start(args);
         const out = { jobId: job.id, state: job.state, devices: job.total };

@@ -47,6 +47,28 @@ describe('the fleet_start_job builtin', () => {
     expect(bodies).toHaveLength(2);
   });
 
+  it("refuses a tenant's key: a job selects devices across tenants, as POST /v1/jobs does (red team 3)", async () => {
+    // A builtin server without `tenants` serves every key: a tenant's key could start a job on other tenants' devices.
+    const { hub } = buildHub({ fleet: { type: 'builtin', tools: ['fleet_start_job'] } });
+    hubs.push(hub);
+    await hub.start();
+    const bodies: Array<Record<string, unknown>> = [];
+    hub.useFleetJobs({
+      start: async (body) => {
+        bodies.push(body);
+        return { id: 'job_1', state: 'running', total: 1 };
+      },
+    });
+    const args = { tool: 'self.mark', filter: { ids: ['02:00:00:00:6a:01'] } };
+    const refused = await hub.call('mcp__fleet__fleet_start_job', args, { tenant: 'globex', principal: 'p-globex' });
+    expect(refused.isError).toBe(true);
+    expect(JSON.stringify(refused.content)).toContain('fleet jobs are for operator keys');
+    expect(bodies).toEqual([]);
+    // An operator key (no tenant) still starts it.
+    expect((await hub.call('mcp__fleet__fleet_start_job', args, { principal: 'p-ops' })).isError).toBeFalsy();
+    expect(bodies).toEqual([args]);
+  });
+
   it('without a fleet plugged in, says so', async () => {
     const { hub } = buildHub({ fleet: { type: 'builtin', tools: ['fleet_start_job'] } });
     hubs.push(hub);

@@ -1,7 +1,8 @@
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { GatewayError } from '../../errors.js';
 import { builtinTool } from '../builtin.js';
-import { Upstream } from './base.js';
+import type { Caller } from '../types.js';
+import { Upstream, type CallContext } from './base.js';
 
 /** Tools implemented in the gateway (current time, calculator). */
 export class BuiltinUpstream extends Upstream {
@@ -13,10 +14,11 @@ export class BuiltinUpstream extends Upstream {
     this.d.onToolsChanged();
     return Promise.resolve();
   }
-  call(tool: string, args: Record<string, unknown>): Promise<CallToolResult> {
+  /** The hub passes the caller with the call (`CallContext & Caller`): a builtin acting on the fleet needs its tenant. */
+  call(tool: string, args: Record<string, unknown>, ctx: CallContext & Caller): Promise<CallToolResult> {
     const b = this.impls.get(tool);
     if (!b) return Promise.reject(new GatewayError('TOOL_NOT_FOUND', `server "${this.config.name}" has no tool "${tool}"`));
-    return Promise.resolve(b.run(args, { fleetJobs: this.d.fleetJobs?.() }));
+    return Promise.resolve(b.run(args, { fleetJobs: this.d.fleetJobs?.(), tenant: ctx.tenant }));
   }
   close(): Promise<void> {
     this.setState('stopped');
