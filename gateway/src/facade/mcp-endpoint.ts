@@ -10,6 +10,7 @@ import { DeferredHeaders } from './deferred-headers.js';
 import { BoundedEventStores, DEFAULT_EVENT_STORE_LIMITS, type EventStoreLimits, type SessionEventStore } from './event-store.js';
 import type { NodeSessionTransport } from './node-transport.js';
 import { loadFacadeSdk, loadNodeAdapter, type FacadeSdk, type NodeAdapter } from './sdk.js';
+import { deeperThan, MAX_JSON_DEPTH } from './jsonrpc-message.js';
 import { HeldStreams } from './sse-stream.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 
@@ -294,6 +295,12 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       reply.hijack();
       await s.transport.handleRequest(req.raw, reply.raw, req.body, authInfo);
       return reply;
+    }
+    // A session's transport bounds the depth itself (node-transport.ts); the SDK's initialize check and its stateless
+    // handler do not: a body thousands of levels deep overflowed their stack (500, a warning, ~0.3 s of CPU each).
+    if (req.method === 'POST' && req.body !== undefined && deeperThan(req.body, MAX_JSON_DEPTH)) {
+      o.metrics.mcpRequests.inc({ outcome: 'too_deep' });
+      return rpcError(reply, 400, -32700, `Parse error: the JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`);
     }
     if (req.method === 'POST' && isInitialize(mcp, req.body)) {
       const keyFingerprint = fingerprint(caller, req.headers.authorization);
