@@ -291,6 +291,43 @@ describe('/mcp session caps per API key and in total', () => {
       await t.close();
     }
   });
+
+  it('bounds the stateless subscriptions/listen streams per key too, and in all (red team 3)', async () => {
+    // 2026-07-28 clients hold a listen stream each; the SDK bounded them only in all (1024): one key took every
+    // slot and other tenants' clients were refused ("Subscription limit reached").
+    const other = 'other-api-key-0123456789';
+    const t = await startTestGateway({ apiKeys: [TEST_API_KEY, other], mcp: { endpoint: { maxSessions: 3, maxSessionsPerKey: 2 } } });
+    const held: Client[] = [];
+    const listen = async (key: string) => {
+      const client = new Client({ name: 'listen-test', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+      held.push(client);
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+      return client.listen({ toolsListChanged: true });
+    };
+    try {
+      const mine = [await listen(TEST_API_KEY), await listen(TEST_API_KEY)];
+      await expect(listen(TEST_API_KEY)).rejects.toThrow(/Too many subscriptions\/listen streams for this API key/);
+      expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'listen_limit_key' })).toBe(1);
+      // The greedy key did not lock the other key out; the total (maxSessions) still holds.
+      await listen(other);
+      await expect(listen(other)).rejects.toThrow(/Subscription limit reached/);
+      // A closed stream gives the key its place back.
+      await mine[0]!.close();
+      await expect
+        .poll(
+          async () =>
+            listen(TEST_API_KEY).then(
+              () => true,
+              () => false,
+            ),
+          { timeout: 10_000 },
+        )
+        .toBe(true);
+    } finally {
+      for (const c of held) await c.close().catch(() => undefined);
+      await t.close();
+    }
+  });
 });
 
 /** A raw POST with any Host header (fetch will not send a forged Host). */
