@@ -43,6 +43,8 @@ export const ERROR_CODES = [
   'QUEUE_FULL',
   'CALL_FINISHED',
   'TOO_MANY_JOBS',
+  /** MCP endpoints (hub/endpoints.ts): the tenant's or the gateway's cap on endpoint tokens is reached. */
+  'TOO_MANY_ENDPOINTS',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

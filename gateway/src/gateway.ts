@@ -222,7 +222,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const closeHub = once(() => hub.close());
   life.defer('hub', closeHub);
   const mcpEndpoints = config.mcp.endpoints.enabled
-    ? await McpEndpoints.open(hub, store, log.child({ component: 'mcp-endpoint' }), config.mcp.endpoints)
+    ? await McpEndpoints.open(hub, store, log.child({ component: 'mcp-endpoint' }), { ...config.mcp.endpoints, metrics })
     : undefined;
   // The hub needs the registry, which needs the relay: the relay learns of the hub last.
   voice.useHub(hub);

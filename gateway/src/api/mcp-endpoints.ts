@@ -41,7 +41,7 @@ export async function mcpEndpointRoutes(app: FastifyInstance, o: { endpoints: Mc
       tags: ['mcp'],
       summary: 'Issue an MCP endpoint token: a tool process that dials in with it serves its tools as mcp__<name>__<tool>',
       body: jsonSchema(CreateEndpointBody),
-      response: { 201: jsonSchema(Created, 'output'), ...problems(400, 401) },
+      response: { 201: jsonSchema(Created, 'output'), ...problems(400, 401, 409) },
     },
     handler: async (req, reply) => {
       const { record, token } = await o.endpoints.create(CreateEndpointBody.parse(req.body), caller(req));

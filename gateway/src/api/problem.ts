@@ -40,6 +40,7 @@ export const HTTP_PROBLEMS: Record<ErrorCode, { status: number; title: string }>
   QUEUE_FULL: { status: 429, title: 'Call queue full' },
   CALL_FINISHED: { status: 409, title: 'Call already sent or finished' },
   TOO_MANY_JOBS: { status: 429, title: 'Too many jobs running' },
+  TOO_MANY_ENDPOINTS: { status: 409, title: 'Too many MCP endpoints' },
 };
 
 export const httpStatusOf = (code: ErrorCode): number => HTTP_PROBLEMS[code].status;

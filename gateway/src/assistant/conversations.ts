@@ -26,9 +26,12 @@ export interface ConversationLimits {
   maxBytes: number;
 }
 
+/** The tenant part of an owner (principal.ts ownerOf: `<tenant>\u0000<principal>`); '' for keys and devices without one. */
+const tenantOf = (owner: string | undefined): string => (owner === undefined ? '' : owner.slice(0, Math.max(0, owner.indexOf('\u0000'))));
+
 /**
  * Conversations in memory: expired after `ttlMs` idle, at most `maxConversations` (the least recently used
- * goes), each cut to its last `maxTurns` exchanges and `maxBytes`. A conversation belongs to its owner (the
+ * goes, taken from the tenant holding the most), each cut to its last `maxTurns` exchanges and `maxBytes`. A conversation belongs to its owner (the
  * key that started it, principal.ts): nobody else finds it.
  */
 export class ConversationStore {
@@ -50,13 +53,27 @@ export class ConversationStore {
   create(owner: string | undefined, now = Date.now()): Conversation {
     this.sweep(now);
     while (this.byId.size >= this.limits.maxConversations) {
-      const oldest = [...this.byId.values()].find((c) => !c.busy);
+      const oldest = this.evictable(tenantOf(owner));
       if (!oldest) break;
       this.byId.delete(oldest.id);
     }
     const c: Conversation = { id: randomUUID(), owner, messages: [], bytes: 0, createdAt: now, updatedAt: now, busy: false };
     this.byId.set(c.id, c);
     return c;
+  }
+
+  /**
+   * The conversation to forget when the store is full: the least recently used of the tenant holding the most (the
+   * creator's own on a tie), not of the whole store. One tenant creating conversations fast (a turn each) otherwise
+   * pushed out every other tenant's, and the devices' voice conversations with them.
+   */
+  private evictable(creator: string): Conversation | undefined {
+    const held = new Map<string, number>();
+    for (const c of this.byId.values()) if (!c.busy) held.set(tenantOf(c.owner), (held.get(tenantOf(c.owner)) ?? 0) + 1);
+    let group = creator;
+    for (const [g, n] of held) if (n > (held.get(group) ?? 0)) group = g;
+    for (const c of this.byId.values()) if (!c.busy && tenantOf(c.owner) === group) return c;
+    return undefined;
   }
 
   /** Keep one exchange, then trim: whole exchanges from the front until within the bounds. */

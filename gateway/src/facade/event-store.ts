@@ -5,7 +5,7 @@ import type { EventId, EventStore, StreamId } from '@modelcontextprotocol/server
  * can reconnect with `Last-Event-ID` and get what it missed (an answer sent while it was away).
  *
  * Bounded three ways: events and bytes per session (oldest dropped first) and bytes over all sessions
- * (the oldest event of any session dropped first). An event id is only looked up in its own session's
+ * (the oldest event of the session holding the most dropped first). An event id is only looked up in its own session's
  * store, so one session can never replay another's events.
  */
 export interface EventStoreLimits {
@@ -78,11 +78,16 @@ export class BoundedEventStores {
   }
   /** @internal */ account(by: number): void {
     this.totalBytes += by;
+    // Past the total, the session holding the most gives up its oldest event (of equals, the one holding the older):
+    // dropping the globally oldest let one key's many busy sessions push every other session's replay out.
     while (this.totalBytes > this.limits.maxBytesTotal) {
-      let oldest: SessionStore | undefined;
-      for (const s of this.sessions) if (s.oldestOrder() !== undefined && (!oldest || s.oldestOrder()! < oldest.oldestOrder()!)) oldest = s;
-      if (!oldest) break;
-      oldest.dropOldest();
+      let largest: SessionStore | undefined;
+      for (const s of this.sessions) {
+        if (s.oldestOrder() === undefined) continue;
+        if (!largest || s.held() > largest.held() || (s.held() === largest.held() && s.oldestOrder()! < largest.oldestOrder()!)) largest = s;
+      }
+      if (!largest) break;
+      largest.dropOldest();
     }
   }
   /** @internal */ remove(store: SessionStore): void {
@@ -140,6 +145,9 @@ class SessionStore implements SessionEventStore {
     this.owner.remove(this);
   }
 
+  /** @internal */ held(): number {
+    return this.bytes;
+  }
   /** @internal */ oldestOrder(): number | undefined {
     return this.events[0]?.order;
   }

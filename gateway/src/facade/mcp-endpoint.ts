@@ -10,6 +10,7 @@ import { DeferredHeaders } from './deferred-headers.js';
 import { BoundedEventStores, DEFAULT_EVENT_STORE_LIMITS, type EventStoreLimits, type SessionEventStore } from './event-store.js';
 import type { NodeSessionTransport } from './node-transport.js';
 import { loadFacadeSdk, loadNodeAdapter, type FacadeSdk, type NodeAdapter } from './sdk.js';
+import { deeperThan, MAX_JSON_DEPTH } from './jsonrpc-message.js';
 import { HeldStreams } from './sse-stream.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 
@@ -81,6 +82,12 @@ interface Stateless {
 const isInitialize = (sdk: FacadeSdk, body: unknown): boolean =>
   typeof body === 'object' && body !== null && (body as { method?: unknown }).method === 'initialize' && sdk.isInitializeRequest(body);
 
+/** `subscriptions/listen` requests in a body (2026-07-28 clients' change-notification streams, held open). */
+const listensIn = (body: unknown): number => {
+  const isListen = (m: unknown) => typeof m === 'object' && m !== null && (m as { method?: unknown }).method === 'subscriptions/listen';
+  return Array.isArray(body) ? body.filter(isListen).length : isListen(body) ? 1 : 0;
+};
+
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
   reply.code(status).type('application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
 
@@ -115,7 +122,13 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
         const tenant = (ctx.authInfo?.extra as { tenant?: string } | undefined)?.tenant;
         return sdk.buildFacadeServer(o.hub, tenant === undefined ? {} : { tenant }, { log, version: o.version });
       },
-      { legacy: 'stateless', onerror: (e) => log.debug({ err: e.message }, 'mcp handler error'), maxRequestBodySize: o.bodyLimitBytes },
+      {
+        legacy: 'stateless',
+        onerror: (e) => log.debug({ err: e.message }, 'mcp handler error'),
+        maxRequestBodySize: o.bodyLimitBytes,
+        // Held streams, bounded as sessions are: in all here, per key in `handle` (the SDK's own bound is global only).
+        maxSubscriptions: o.maxSessions,
+      },
     );
     const modernNode = toNodeHandler(modern, { onerror: (e) => log.warn({ err: e.message }, 'mcp adapter error'), maxRequestBodySize: o.bodyLimitBytes });
     return (stateless = { modern, modernNode });
@@ -170,6 +183,8 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   /** Open sessions per key, plus initializes in progress (reserved before any await, so a burst can't overshoot). */
   const perKey = new Map<string, number>();
   let reserved = 0;
+  /** Stateless `subscriptions/listen` streams open per key (bounded by maxSessionsPerKey, as sessions are). */
+  const listening = new Map<string, number>();
   const adjustKey = (fp: string, by: number) => {
     const n = (perKey.get(fp) ?? 0) + by;
     if (n > 0) perKey.set(fp, n);
@@ -295,6 +310,12 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       await s.transport.handleRequest(req.raw, reply.raw, req.body, authInfo);
       return reply;
     }
+    // A session's transport bounds the depth itself (node-transport.ts); the SDK's initialize check and its stateless
+    // handler do not: a body thousands of levels deep overflowed their stack (500, a warning, ~0.3 s of CPU each).
+    if (req.method === 'POST' && req.body !== undefined && deeperThan(req.body, MAX_JSON_DEPTH)) {
+      o.metrics.mcpRequests.inc({ outcome: 'too_deep' });
+      return rpcError(reply, 400, -32700, `Parse error: the JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+    }
     if (req.method === 'POST' && isInitialize(mcp, req.body)) {
       const keyFingerprint = fingerprint(caller, req.headers.authorization);
       if ((perKey.get(keyFingerprint) ?? 0) >= o.maxSessionsPerKey) {
@@ -360,6 +381,27 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       handler = stateless ?? (await loadStateless(mcp));
     } catch (e) {
       return unavailable(reply, e);
+    }
+    const listens = req.method === 'POST' ? listensIn(req.body) : 0;
+    if (listens > 0) {
+      // Each is a stream held open: without a bound per key, one key took the SDK's every slot and other tenants'
+      // clients got "Subscription limit reached".
+      const fp = fingerprint(caller, req.headers.authorization);
+      if ((listening.get(fp) ?? 0) + listens > o.maxSessionsPerKey) {
+        o.metrics.mcpRequests.inc({ outcome: 'listen_limit_key' });
+        refusals.write(
+          { tenant: caller.tenant, limit: o.maxSessionsPerKey },
+          'mcp subscriptions/listen refused: this API key holds its maximum of streams',
+          'listen_limit_key',
+        );
+        return rpcError(reply, 429, -32000, `Too many subscriptions/listen streams for this API key (${o.maxSessionsPerKey}); close some first`);
+      }
+      listening.set(fp, (listening.get(fp) ?? 0) + listens);
+      reply.raw.once('close', () => {
+        const n = (listening.get(fp) ?? 0) - listens;
+        if (n > 0) listening.set(fp, n);
+        else listening.delete(fp);
+      });
     }
     counted.stateless.inc();
     reply.hijack();

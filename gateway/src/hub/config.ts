@@ -273,6 +273,9 @@ export const McpEndpointsConfigSchema = z
     /** Unknown tokens per source address before 429: a bucket of `unknownTokenBurst`, refilled at this rate. */
     unknownTokenPerSecond: z.coerce.number().min(0.01).max(1000).default(0.2),
     unknownTokenBurst: z.coerce.number().int().min(1).max(10_000).default(10),
+    /** Endpoint tokens kept in all, and per tenant (operator keys count as one tenant): each is a server in the hub and a stored record. */
+    maxEndpoints: z.coerce.number().int().min(1).max(100_000).default(1024),
+    maxEndpointsPerTenant: z.coerce.number().int().min(1).max(100_000).default(64),
     /** MCP ping to each connected tool process; one unanswered within the interval cuts it (4002). */
     pingIntervalMs: z.coerce.number().int().min(1000).max(3_600_000).default(30_000),
   })

@@ -2,6 +2,7 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { Tenant } from '../config/fields.js';
+import type { Metrics } from '../metrics.js';
 import { GatewayError } from '../errors.js';
 import { canSee } from '../principal.js';
 import type { Store } from '../store/store.js';
@@ -47,6 +48,14 @@ export interface EndpointView {
   tools: string[];
 }
 
+export interface EndpointsOptions {
+  pingIntervalMs: number;
+  maxEndpoints: number;
+  maxEndpointsPerTenant: number;
+  /** Where a creation refused by a cap is counted (voxgate_mcp_inbound_endpoint_refused_total). */
+  metrics?: Pick<Metrics, 'inboundEndpointRefused'>;
+}
+
 export function tokenHash(token: string): string {
   return createHash('sha256').update(token).digest('hex');
 }
@@ -60,16 +69,18 @@ export function tokenHash(token: string): string {
 export class McpEndpoints {
   private readonly byHash = new Map<string, EndpointRecord>();
   private readonly byId = new Map<string, EndpointRecord>();
+  /** The tenants of endpoints being created (stored, not yet added). */
+  private readonly creating: Array<string | undefined> = [];
 
   private constructor(
     private readonly hub: McpHub,
     private readonly store: Store,
     private readonly log: Logger,
-    private readonly pingIntervalMs: number,
+    private readonly o: EndpointsOptions,
   ) {}
 
-  static async open(hub: McpHub, store: Store, log: Logger, o: { pingIntervalMs: number }): Promise<McpEndpoints> {
-    const e = new McpEndpoints(hub, store, log, o.pingIntervalMs);
+  static async open(hub: McpHub, store: Store, log: Logger, o: EndpointsOptions): Promise<McpEndpoints> {
+    const e = new McpEndpoints(hub, store, log, o);
     const stored = await store.list(COLLECTION);
     // An endpoint's server speaks MCP through the SDK's client: loaded when there is one (hub/upstream/create.ts).
     if (stored.length > 0) await loadMcpUpstreams();
@@ -102,7 +113,7 @@ export class McpEndpoints {
       ...(r.allowedTools ? { allowedTools: r.allowedTools } : {}),
     };
     const u = this.hub.addServer(cfg);
-    if (isEndpoint(u)) u.pingIntervalMs = this.pingIntervalMs;
+    if (isEndpoint(u)) u.pingIntervalMs = this.o.pingIntervalMs;
     void u.start();
     this.byHash.set(r.tokenSha256, r);
     this.byId.set(r.id, r);
@@ -113,6 +124,7 @@ export class McpEndpoints {
     if (caller.tenant !== undefined && body.tenant !== undefined && body.tenant !== caller.tenant)
       throw new GatewayError('INVALID_REQUEST', `an API key of tenant "${caller.tenant}" makes endpoints for that tenant only`);
     const tenant = caller.tenant ?? body.tenant;
+    this.checkRoom(tenant);
     if (this.hub.upstreams.has(body.name)) throw new GatewayError('INVALID_REQUEST', `a server named "${body.name}" exists; choose another name`);
     const token = randomBytes(32).toString('base64url');
     const record: EndpointRecord = {
@@ -123,11 +135,38 @@ export class McpEndpoints {
       tokenSha256: tokenHash(token),
       createdAt: new Date().toISOString(),
     };
-    await loadMcpUpstreams();
-    await this.store.put(COLLECTION, record.id, record);
+    // Reserved until added, so a burst of creations cannot pass the caps together.
+    this.creating.push(tenant);
+    try {
+      await loadMcpUpstreams();
+      await this.store.put(COLLECTION, record.id, record);
+    } finally {
+      this.creating.splice(this.creating.indexOf(tenant), 1);
+    }
     this.add(record);
     this.log.info({ id: record.id, name: record.name, tenant }, 'MCP endpoint created');
     return { record, token };
+  }
+
+  /**
+   * Each endpoint is a server in the hub and a stored record, made by any API key (a tenant's included): without a
+   * bound, one key filled memory and the store (1 000 endpoints: ~150 MB, and listing them took seconds).
+   */
+  private checkRoom(tenant: string | undefined): void {
+    const { maxEndpoints, maxEndpointsPerTenant } = this.o;
+    let mine = this.creating.filter((t) => t === tenant).length;
+    for (const r of this.byId.values()) if (r.tenant === tenant) mine++;
+    const total = this.byId.size + this.creating.length;
+    const full =
+      total >= maxEndpoints
+        ? `the gateway holds its maximum of ${maxEndpoints} MCP endpoints (mcp.endpoints.maxEndpoints)`
+        : mine >= maxEndpointsPerTenant
+          ? `${tenant === undefined ? 'operator keys (no tenant) hold their' : `tenant "${tenant}" holds its`} maximum of ${maxEndpointsPerTenant} MCP endpoints (mcp.endpoints.maxEndpointsPerTenant)`
+          : undefined;
+    if (full === undefined) return;
+    this.o.metrics?.inboundEndpointRefused.inc({ reason: total >= maxEndpoints ? 'total_endpoints' : 'tenant_endpoints' });
+    this.log.warn({ tenant, endpoints: this.byId.size }, 'MCP endpoint not created: a cap on endpoints is reached');
+    throw new GatewayError('TOO_MANY_ENDPOINTS', `${full}; revoke one first (DELETE /v1/mcp/endpoints/{id})`);
   }
 
   list(caller: Caller): EndpointView[] {

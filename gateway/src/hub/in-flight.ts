@@ -142,10 +142,18 @@ export class CallsInFlight {
     await new Promise<void>((resolve) => setImmediate(resolve));
   }
 
-  /** The callers (by identity) with a call running on `server` right now, and one peer of each. */
-  peersOn(server: string): Map<object, Peer> {
-    const peers = new Map<object, Peer>();
-    for (const c of this.calls) if (c.server === server && c.peer && !peers.has(c.peer.key)) peers.set(c.peer.key, c.peer);
+  /**
+   * The callers (by identity) with a call running on `server` right now, and one peer of each. A call whose
+   * caller cannot be asked (the HTTP API, the assistant) counts as a caller of its own, with no peer: a
+   * server's request during it may be that call's, so it must not go to another caller that can answer.
+   */
+  peersOn(server: string): Map<object, Peer | undefined> {
+    const peers = new Map<object, Peer | undefined>();
+    for (const c of this.calls) {
+      if (c.server !== server) continue;
+      if (!c.peer) peers.set(c, undefined);
+      else if (!peers.has(c.peer.key)) peers.set(c.peer.key, c.peer);
+    }
     return peers;
   }
 }

@@ -7,7 +7,8 @@ import type { PeerMethod } from './upstream/base.js';
 /**
  * A server asks its client something (sampling, elicitation) while it serves calls. Only the caller of a
  * call running on that server may answer, and only when it is the one caller there: with several, the
- * request can't be told apart and goes to nobody (one caller never sees another's).
+ * request can't be told apart and goes to nobody (one caller never sees another's). A call made through the HTTP
+ * API or the assistant is a caller too, one that cannot answer: while it runs there, the request goes to nobody.
  */
 export function routePeerRequest(
   d: { calls: CallsInFlight; metrics: Metrics; log: Logger },
@@ -26,7 +27,9 @@ export function routePeerRequest(
   };
   if (peers.size === 0) return refuse('no MCP client is waiting on a call to this server that could answer it');
   if (peers.size > 1) return refuse('several clients are calling this server at once and the request does not say for which call it is');
-  const peer = [...peers.values()][0]!;
+  const peer = [...peers.values()][0];
+  // The one call running there came through the HTTP API or the assistant: nobody can answer for it.
+  if (!peer) return refuse('the call running on this server came from a client that cannot answer requests (the HTTP API or the assistant)');
   if (!peer.supports(method)) return refuse(`the calling MCP client does not support ${method.split('/')[0]}`);
   d.metrics.hubCalls.inc({ kind: 'peer_request', outcome: 'forwarded' });
   return peer.request(method, params, signal);

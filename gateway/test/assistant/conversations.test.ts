@@ -16,6 +16,26 @@ describe('ConversationStore', () => {
     expect(store.size).toBe(0);
   });
 
+  it("when full, forgets the least recently used of the tenant holding the most, not another tenant's (red team 3)", () => {
+    // Owners as principal.ts makes them: `<tenant>\u0000<principal>`. One tenant creating conversations fast used to
+    // push every other tenant's (and the devices' voice conversations) out of the shared store.
+    const store = new ConversationStore({ ...limits, maxConversations: 4 });
+    const acme = 'acme\u0000key:a';
+    const globex = 'globex\u0000key:b';
+    const victim = store.create(globex, T0);
+    const device = store.create('globex\u0000device:02:00:00:00:00:01', T0 + 1);
+    const mine = Array.from({ length: 6 }, (_, n) => store.create(acme, T0 + 2 + n));
+    expect(store.size).toBe(4);
+    expect(store.get(victim.id, globex, T0 + 10)).toBe(victim);
+    expect(store.get(device.id, 'globex\u0000device:02:00:00:00:00:01', T0 + 10)).toBe(device);
+    // acme, holding as many as globex, gives up its own: it keeps its two newest.
+    expect(mine.map((c) => store.get(c.id, acme, T0 + 10) !== undefined)).toEqual([false, false, false, false, true, true]);
+    // globex's next one costs globex its own least recently used, not acme's.
+    const next = store.create(globex, T0 + 20);
+    expect(store.get(victim.id, globex, T0 + 20)).toBeUndefined();
+    expect([store.get(next.id, globex, T0 + 20), store.get(mine[4]!.id, acme, T0 + 20), store.get(mine[5]!.id, acme, T0 + 20)].every(Boolean)).toBe(true);
+  });
+
   it('expires a conversation idle past its ttl, unless a turn is running on it', () => {
     const store = new ConversationStore(limits);
     const idle = store.create('k', T0);

@@ -146,6 +146,34 @@ describe('/mcp passes on the protocol features of hosted servers', () => {
     expect(text(r)).toMatch(/refused by the Voxgate gateway: the calling MCP client does not support sampling/);
   });
 
+  it("never hands a server's request to an /mcp client while a call through the HTTP API runs there too (red team 3)", async () => {
+    // The client holds a call on the server (its own elicitation, answered last); a call through the HTTP API,
+    // which can answer no request, asks for sampling meanwhile. It used to reach the client: it read the
+    // other caller's request and wrote the sampled text into that caller's result.
+    const client = await connect({ sampling: {}, elicitation: { form: {} } });
+    let sampled = 0;
+    client.setRequestHandler(
+      'sampling/createMessage',
+      async () => (sampled++, { model: 'evil', role: 'assistant' as const, content: { type: 'text' as const, text: 'injected' } }),
+    );
+    let answer!: () => void;
+    const asked = new Promise<void>((resolve) => {
+      client.setRequestHandler('elicitation/create', async () => {
+        resolve();
+        await new Promise<void>((r) => (answer = r));
+        return { action: 'decline' as const };
+      });
+    });
+    const held = client.callTool({ name: 'mcp__features__ask_elicit', arguments: {} });
+    await asked;
+    const r = await t.api<CallToolResult>('POST', '/v1/tools/mcp__features__ask_sampling/call', { arguments: {} });
+    expect(r.body.isError).toBe(true);
+    expect(text(r.body)).toMatch(/sampling\/createMessage refused by the Voxgate gateway/);
+    expect(sampled).toBe(0);
+    answer();
+    expect(text((await held) as CallToolResult)).toBe('elicited: decline {}');
+  });
+
   it('drops what a hosted server logs beyond mcp.upstreamLogRatePerSecond, and counts it', async () => {
     const client = await connect();
     const before = await t.metric('voxgate_mcp_server_logs_dropped_total');

@@ -185,6 +185,48 @@ describe('/mcp: the gateway as an MCP server, driven by the SDK client', () => {
     expect(hijack.status).toBe(401);
     expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'forbidden_origin' })).toBe(1);
   });
+
+  it('refuses a body nested deeper than 64 levels without a session too: stateless calls, notifications, initialize (red team 3)', async () => {
+    // Only a session's transport bounded the depth: without Mcp-Session-Id the SDK's handler overflowed its stack (500).
+    const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
+    const bodies = [
+      `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"mcp__utils__calculator","arguments":{"expression":${deep(5000)}}}}`,
+      `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":${deep(5000)}}}`,
+      `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":${deep(5000)},"clientInfo":{"name":"x","version":"1"}}}`,
+      `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":${deep(65)}}}`,
+    ];
+    const before = await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'too_deep' });
+    for (const body of bodies) {
+      const res = await fetch(`${t.baseUrl}/mcp`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_API_KEY}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-06-18',
+        },
+        body,
+      });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { code: number; message: string } }).error).toMatchObject({
+        code: -32700,
+        message: expect.stringMatching(/deeper than 64/),
+      });
+    }
+    expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'too_deep' })).toBe(before + bodies.length);
+    // 64 levels still pass.
+    const ok = await fetch(`${t.baseUrl}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_API_KEY}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-06-18',
+      },
+      body: `{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"_meta":{"x":${deep(61)}}}}`,
+    });
+    expect(ok.status).toBe(200);
+  });
 });
 
 describe('/mcp sessions are bounded', () => {
@@ -244,6 +286,43 @@ describe('/mcp session caps per API key and in total', () => {
       await transports.get(held[0]!)!.terminateSession();
       held.push(await open(TEST_API_KEY));
       expect(await t.metric('voxgate_mcp_endpoint_sessions')).toBe(3);
+    } finally {
+      for (const c of held) await c.close().catch(() => undefined);
+      await t.close();
+    }
+  });
+
+  it('bounds the stateless subscriptions/listen streams per key too, and in all (red team 3)', async () => {
+    // 2026-07-28 clients hold a listen stream each; the SDK bounded them only in all (1024): one key took every
+    // slot and other tenants' clients were refused ("Subscription limit reached").
+    const other = 'other-api-key-0123456789';
+    const t = await startTestGateway({ apiKeys: [TEST_API_KEY, other], mcp: { endpoint: { maxSessions: 3, maxSessionsPerKey: 2 } } });
+    const held: Client[] = [];
+    const listen = async (key: string) => {
+      const client = new Client({ name: 'listen-test', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+      held.push(client);
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+      return client.listen({ toolsListChanged: true });
+    };
+    try {
+      const mine = [await listen(TEST_API_KEY), await listen(TEST_API_KEY)];
+      await expect(listen(TEST_API_KEY)).rejects.toThrow(/Too many subscriptions\/listen streams for this API key/);
+      expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'listen_limit_key' })).toBe(1);
+      // The greedy key did not lock the other key out; the total (maxSessions) still holds.
+      await listen(other);
+      await expect(listen(other)).rejects.toThrow(/Subscription limit reached/);
+      // A closed stream gives the key its place back.
+      await mine[0]!.close();
+      await expect
+        .poll(
+          async () =>
+            listen(TEST_API_KEY).then(
+              () => true,
+              () => false,
+            ),
+          { timeout: 10_000 },
+        )
+        .toBe(true);
     } finally {
       for (const c of held) await c.close().catch(() => undefined);
       await t.close();

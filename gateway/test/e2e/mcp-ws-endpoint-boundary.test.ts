@@ -277,3 +277,38 @@ describe('MCP endpoint caps and allowed_tools', { timeout: 60_000 }, () => {
     }
   });
 });
+
+describe('MCP endpoint tokens are bounded in number (red team 3)', () => {
+  it("caps a tenant's endpoints and the gateway's, counts the refusals, and frees a place on revocation", async () => {
+    // Any key, a tenant's included, made endpoints without end: each a server in the hub and a stored record.
+    const KEY_A = 'key-tenant-acme-0123456789';
+    const KEY_B = 'key-tenant-globex-0123456789';
+    const t = await startTestGateway({
+      apiKeys: ['test-api-key-0123456789', KEY_A, KEY_B],
+      apiKeyTenants: { [KEY_A]: 'acme', [KEY_B]: 'globex' },
+      mcp: { endpoints: { maxEndpoints: 5, maxEndpointsPerTenant: 3 } },
+    });
+    try {
+      const create = (name: string, apiKey: string) => t.api<{ id: string; code?: string; detail?: string }>('POST', '/v1/mcp/endpoints', { name }, { apiKey });
+      for (const n of ['a1', 'a2', 'a3']) expect((await create(n, KEY_A)).status).toBe(201);
+      const over = await create('a4', KEY_A);
+      expect([over.status, over.body.code]).toEqual([409, 'TOO_MANY_ENDPOINTS']);
+      expect(over.body.detail).toMatch(/tenant "acme" holds its maximum of 3/);
+      expect(t.gw.hub.upstreams.has('a4')).toBe(false);
+      // Another tenant still has room, up to the gateway's total.
+      expect((await create('b1', KEY_B)).status).toBe(201);
+      expect((await create('b2', KEY_B)).status).toBe(201);
+      const total = await create('b3', KEY_B);
+      expect([total.status, total.body.code]).toEqual([409, 'TOO_MANY_ENDPOINTS']);
+      expect(total.body.detail).toMatch(/mcp\.endpoints\.maxEndpoints/);
+      expect(await t.metric('voxgate_mcp_inbound_endpoint_refused_total', { reason: 'tenant_endpoints' })).toBe(1);
+      expect(await t.metric('voxgate_mcp_inbound_endpoint_refused_total', { reason: 'total_endpoints' })).toBe(1);
+      // Revoking one makes room again.
+      const listed = (await t.api<{ endpoints: Array<{ id: string; name: string }> }>('GET', '/v1/mcp/endpoints', undefined, { apiKey: KEY_A })).body.endpoints;
+      expect((await t.api('DELETE', `/v1/mcp/endpoints/${listed.find((e) => e.name === 'a1')!.id}`, undefined, { apiKey: KEY_A })).status).toBe(204);
+      expect((await create('a4', KEY_A)).status).toBe(201);
+    } finally {
+      await t.close();
+    }
+  });
+});

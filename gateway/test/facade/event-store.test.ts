@@ -46,4 +46,19 @@ describe('BoundedEventStores: what /mcp sessions sent, for Last-Event-ID', () =>
     b.dispose();
     expect(stores.bytes()).toBe(0);
   });
+
+  it("past the total, the session holding the most gives up its events, not a quiet session's (red team 3)", async () => {
+    // One key's busy sessions (up to maxSessionsPerKey) used to push every other session's replay out: the globally
+    // oldest event went first, and a quiet session's one answer is usually the oldest.
+    const stores = new BoundedEventStores({ maxEventsPerSession: 100, maxBytesPerSession: 1000, maxBytesTotal: 1500 });
+    const quiet = stores.forSession();
+    const answer = await quiet.storeEvent('s', msg(1));
+    await quiet.storeEvent('s', msg(2, 'the answer'));
+    const busy = [stores.forSession(), stores.forSession()];
+    for (let i = 0; i < 40; i++) await busy[i % 2]!.storeEvent('s', msg(i, 'z'.repeat(100)));
+    expect(stores.bytes()).toBeLessThanOrEqual(1500);
+    expect((await replay(quiet, answer)).got).toEqual([msg(2, 'the answer')]);
+    for (const s of [quiet, ...busy]) s.dispose();
+    expect(stores.bytes()).toBe(0);
+  });
 });

@@ -15,11 +15,11 @@ export class BuiltinUpstream extends Upstream {
     this.d.onToolsChanged();
     return Promise.resolve();
   }
-  // The hub passes its caller with the call context (hub.ts dispatch): fleet_start_job is for operators only.
-  call(tool: string, args: Record<string, unknown>, ctx?: CallContext & Caller): Promise<CallToolResult> {
+  /** The hub passes the caller with the call (`CallContext & Caller`): fleet_start_job is for operators only. */
+  call(tool: string, args: Record<string, unknown>, ctx: CallContext & Caller): Promise<CallToolResult> {
     const b = this.impls.get(tool);
     if (!b) return Promise.reject(new GatewayError('TOOL_NOT_FOUND', `server "${this.config.name}" has no tool "${tool}"`));
-    return Promise.resolve(b.run(args, { fleetJobs: this.d.fleetJobs?.(), operator: ctx === undefined || isOperator(ctx) }));
+    return Promise.resolve(b.run(args, { fleetJobs: this.d.fleetJobs?.(), operator: isOperator(ctx) }));
   }
   close(): Promise<void> {
     this.setState('stopped');
