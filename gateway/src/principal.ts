@@ -39,6 +39,15 @@ export function isOperator(caller: Pick<Principal, 'tenant' | 'untenantedOnly'>)
 }
 
 /**
+ * Whose share of a per-tenant bound a caller draws on (the assistant's turns per tenant): its tenant; operators
+ * share one; devices without a tenant share another, so that such devices talking at once (anyone can be one where
+ * enrollment is open) cannot use up the operators' share. The NUL keeps it apart from any tenant's name.
+ */
+export function shareOf(caller: Pick<Principal, 'tenant' | 'untenantedOnly'>): string | undefined {
+  return caller.tenant ?? (caller.untenantedOnly === true ? '\u0000untenanted devices' : undefined);
+}
+
+/**
  * Hosted MCP servers are shared services, not owned things, so their rule differs on purpose: a server
  * without `tenants` serves every caller; a server with `tenants` serves keys of those tenants only (not
  * even operator keys, which have no tenant).

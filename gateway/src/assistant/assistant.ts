@@ -7,7 +7,7 @@ import type { Caller, McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import { bmpToPng } from '../vision/bmp-to-png.js';
 import { imageType } from '../vision/image-type.js';
-import { isOwner, ownerOf } from '../principal.js';
+import { isOwner, ownerOf, shareOf } from '../principal.js';
 import { ConversationStore, type Conversation } from './conversations.js';
 import { createAssistantMetrics, type AssistantMetrics } from './metrics.js';
 import { createProvider } from './providers/index.js';
@@ -102,7 +102,8 @@ export class Assistant {
     const model = this.model(req.model);
     if (this.turns.size >= this.d.config.maxConcurrentTurns)
       throw new GatewayError('TOO_MANY_TURNS', `${this.turns.size} assistant turns are running; try again shortly`);
-    const mine = [...this.turns.values()].filter((t) => t.tenant === caller.tenant).length;
+    const share = shareOf(caller);
+    const mine = [...this.turns.values()].filter((t) => t.share === share).length;
     if (mine >= this.d.config.maxConcurrentTurnsPerTenant)
       throw new GatewayError('TOO_MANY_TURNS', `${mine} assistant turns of yours are running; wait for one to end`);
     const deviceId = req.deviceId === undefined ? undefined : normalizeDeviceId(req.deviceId);

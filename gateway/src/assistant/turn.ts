@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Tokens } from '../hub/credentials.js';
 import type { Caller, HubTool, McpHub } from '../hub/hub.js';
-import { ownerOf } from '../principal.js';
+import { ownerOf, shareOf } from '../principal.js';
 import { MarkerModel } from './markers.js';
 import type { AssistantMetrics } from './metrics.js';
 import { autoContextArgument, callNeedsConfirmation, type Toolset } from './toolset.js';
@@ -118,8 +118,9 @@ export class Turn {
   get id(): string {
     return this.i.turnId;
   }
-  get tenant(): string | undefined {
-    return this.i.caller.tenant;
+  /** Whose share of `maxConcurrentTurnsPerTenant` it counts against (principal.ts shareOf). */
+  get share(): string | undefined {
+    return shareOf(this.i.caller);
   }
   /** Who may answer its confirmations and cancel it (principal.ts). */
   get owner(): string | undefined {
