@@ -38,6 +38,7 @@ export function registerOpenApiDocs(app: FastifyInstance, version: string): void
     }
     const res = await (await load()).inject({ method: req.method as HTTPMethods, url: req.url, headers });
     for (const [k, v] of Object.entries(res.headers)) if (v !== undefined && !NOT_COPIED.has(k)) void reply.header(k, v);
+    void reply.header('x-content-type-options', 'nosniff');
     return reply.code(res.statusCode).send(res.rawPayload);
   };
   app.get('/docs', { schema: { hide: true } }, forward);
@@ -62,7 +63,13 @@ async function docsApp(routes: readonly DocumentedRoute[], version: string): Pro
       components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key (GATEWAY_API_KEYS)' } } },
     },
   });
-  await docs.register(swaggerUi, { routePrefix: '/docs' });
+  await docs.register(swaggerUi, {
+    routePrefix: '/docs',
+    // The UI's own CSP (hashes of its inline parts), framed by nobody; without upgrade-insecure-requests, which would
+    // send a plain-HTTP gateway's page to fetch its scripts over HTTPS (a LAN gateway usually has none).
+    staticCSP: true,
+    transformStaticCSP: (header) => header.replace("frame-ancestors 'self'", "frame-ancestors 'none'").replace(/\s*upgrade-insecure-requests;/, ''),
+  });
   const none = async () => undefined;
   for (const r of routes)
     docs.route({ method: r.method, url: r.url, ...(r.schema ? { schema: r.schema } : {}), ...(r.config ? { config: r.config } : {}), handler: none });

@@ -68,6 +68,12 @@ describe('OpenAPI document', () => {
       const docs = await fetch(`${t.baseUrl}/docs`);
       expect(docs.status).toBe(200);
       expect(await docs.text()).toContain('swagger');
+      // The UI page carries its own CSP, is framed by nobody, and is not sniffed (it had no such header: red team 3).
+      const csp = docs.headers.get('content-security-policy') ?? '';
+      expect(csp).toContain("frame-ancestors 'none'");
+      expect(csp).toContain("object-src 'none'");
+      expect(csp).not.toContain('upgrade-insecure-requests');
+      expect(docs.headers.get('x-content-type-options')).toBe('nosniff');
       // GET / is mounted and points there (its answers: test/api/root.test.ts).
       const root = (await (await fetch(`${t.baseUrl}/`)).json()) as { links: Record<string, string> };
       expect(root.links).toMatchObject({ docs: '/docs', openapi: '/openapi.json' });
