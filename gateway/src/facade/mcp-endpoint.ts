@@ -149,6 +149,21 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     }
   });
 
+  // What resources/list, resources/templates/list and prompts/list answer changed (a hosted server or a tool process
+  // came or went): the sessions were told `listChanged` for both at initialize.
+  const offLists = o.hub.onListsChanged(() => {
+    stateless?.modern.notify.resourcesChanged();
+    stateless?.modern.notify.promptsChanged();
+    for (const s of sessions.values()) {
+      try {
+        s.server.sendResourceListChanged();
+        s.server.sendPromptListChanged();
+      } catch (e) {
+        log.debug({ err: (e as Error).message }, 'resources/prompts list_changed not sent');
+      }
+    }
+  });
+
   const sweeper = setInterval(
     () => {
       const now = Date.now();
@@ -425,6 +440,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       headers.close();
       held.close();
       offChanges();
+      offLists();
       await Promise.allSettled([...sessions.keys()].map((id) => closeSession(id, 'shutdown')));
       await stateless?.modern.close();
     },
