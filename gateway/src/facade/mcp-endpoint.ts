@@ -72,6 +72,18 @@ const CORS_EXPOSED_HEADERS = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenti
 
 const METADATA_PATH = '/.well-known/oauth-protected-resource';
 
+/**
+ * What `POST /register` answers. An OAuth client given a wrong or missing key (mcp-remote, the Inspector) finds no
+ * authorization server in the metadata, falls back to the server's origin as one (MCP 2025-03-26, "Fallbacks for
+ * Servers without Metadata Discovery") and tries dynamic client registration at `/register`; it then shows its user
+ * this answer's body ("Dynamic Client Registration rejected (HTTP 404): ..."), so the body says what to fix.
+ */
+const NO_OAUTH =
+  'Voxgate has no OAuth (no authorization server, no client registration): /mcp takes a Voxgate API key as the header ' +
+  '"Authorization: Bearer <api key>" (GATEWAY_API_KEYS, or the key printed at the first start). This client was refused ' +
+  'at /mcp because the key it sent is missing or not valid: give it that header (mcp-remote and the MCP Inspector: --header) ' +
+  'instead of signing in.';
+
 /** The SDK's handler for stateless (2026-07-28) clients and 2025 requests without a session, and its Node adapter. */
 interface Stateless {
   modern: ReturnType<FacadeSdk['createMcpHandler']>;
@@ -146,6 +158,21 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
         s.server.sendToolListChanged();
       } catch (e) {
         log.debug({ err: (e as Error).message }, 'tools/list_changed not sent');
+      }
+    }
+  });
+
+  // What resources/list, resources/templates/list and prompts/list answer changed (a hosted server or a tool process
+  // came or went): the sessions were told `listChanged` for both at initialize.
+  const offLists = o.hub.onListsChanged(() => {
+    stateless?.modern.notify.resourcesChanged();
+    stateless?.modern.notify.promptsChanged();
+    for (const s of sessions.values()) {
+      try {
+        s.server.sendResourceListChanged();
+        s.server.sendPromptListChanged();
+      } catch (e) {
+        log.debug({ err: (e as Error).message }, 'resources/prompts list_changed not sent');
       }
     }
   });
@@ -439,6 +466,13 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   };
   app.get(METADATA_PATH, { schema: { hide: true } }, metadata);
   app.get(`${METADATA_PATH}/mcp`, { schema: { hide: true } }, metadata);
+  // The gateway's problem+json, written here: facade/ takes only auth from api/.
+  app.post('/register', { schema: { hide: true } }, (_req, reply) =>
+    reply
+      .code(404)
+      .type('application/problem+json')
+      .send({ type: 'urn:voxgate:error:NOT_FOUND', title: 'Not found', status: 404, detail: NO_OAUTH, code: 'NOT_FOUND', instance: '/register' }),
+  );
 
   const endpoint: McpEndpoint = {
     sessionCount: () => sessions.size,
@@ -448,6 +482,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       headers.close();
       held.close();
       offChanges();
+      offLists();
       await Promise.allSettled([...sessions.keys()].map((id) => closeSession(id, 'shutdown')));
       await stateless?.modern.close();
     },

@@ -50,7 +50,13 @@ export function buildFacadeServer(hub: McpHub, caller: Caller, o: { log: Logger;
   const mcp = new McpServer(
     { name: 'voxgate', version: o.version },
     {
-      capabilities: { tools: { listChanged: true }, resources: { subscribe: true }, prompts: {}, logging: {}, completions: {} },
+      capabilities: {
+        tools: { listChanged: true },
+        resources: { subscribe: true, listChanged: true },
+        prompts: { listChanged: true },
+        logging: {},
+        completions: {},
+      },
       instructions:
         'Tools of ESP32 voice devices (device__<id>__<tool>, or devices_list + device_call) and of hosted MCP servers (mcp__<server>__<tool>).' +
         (system ? `\n\n${system}` : ''),

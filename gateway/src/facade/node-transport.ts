@@ -27,8 +27,9 @@ import { sseHeaders, SseStream, type HeldStreams } from './sse-stream.js';
  * resumability through the event store, one GET stream per session, DELETE. Issue 21: the SDK's transport was
  * most of /mcp's CPU and allocation per call. One difference: a POST's lone request whose answer is the first thing
  * its stream would carry is answered as plain `application/json` (see `send`), where the SDK's transport, unless
- * told `enableJsonResponse`, always streams. Not carried over: the SDK's own Host/Origin checks (the endpoint makes
- * its own) and scope challenges (the facade registers no tool that declares one).
+ * told `enableJsonResponse`, always streams; and a resumption (Last-Event-ID) of a stream that still has a
+ * connection takes it over (see `replay`), where the SDK's answers 409. Not carried over: the SDK's own Host/Origin
+ * checks (the endpoint makes its own) and scope challenges (the facade registers no tool that declares one).
  */
 export interface NodeSessionTransportOptions {
   sessionIdGenerator: () => string;
@@ -239,7 +240,10 @@ export class NodeSessionTransport implements Transport {
     try {
       const streamId = await store.getStreamIdForEventId?.(lastEventId);
       if (!streamId) return this.fail(res, 400, -32000, 'Invalid event ID format');
-      if (this.streams.has(streamId)) return this.fail(res, 409, -32000, 'Conflict: Stream already has an active connection');
+      // A stream that still has a connection is taken over, not refused with 409 as the SDK's transport does: a
+      // client resumes only a stream it lost, and the server may not have seen that connection end (half-open after a
+      // network change). Refused, the SDK client retried a few times and gave up, and the session heard nothing more.
+      // The older connection is ended below, once the replay is written (endStream).
       const sse = new SseStream(res, sseHeaders(this.sessionId), undefined);
       const replayed = new Set<string>();
       const replayedId = await store.replayEventsAfter(lastEventId, {

@@ -80,9 +80,18 @@ export class FleetPublisher {
       this.delayMs = this.backoff.firstMs;
       log.info({ client: server.server.getClientVersion() }, 'publishing the fleet to the MCP endpoint');
     };
-    this.offChanges = this.hub.onToolsChanged(() => {
+    const offTools = this.hub.onToolsChanged(() => {
       Promise.resolve(server.server.sendToolListChanged()).catch(() => undefined);
     });
+    // listChanged is declared for resources and prompts too (mcp-server.ts): what the /mcp sessions are told.
+    const offLists = this.hub.onListsChanged(() => {
+      Promise.resolve(server.server.sendResourceListChanged()).catch(() => undefined);
+      Promise.resolve(server.server.sendPromptListChanged()).catch(() => undefined);
+    });
+    this.offChanges = () => {
+      offTools();
+      offLists();
+    };
     await server.connect(transport);
     // The server's own onclose is chained by connect(): learn of the end through the socket.
     ws.once('close', (code: number) => {

@@ -95,6 +95,8 @@ export class McpHub {
   /** The one tenant rule (principal.ts) applied to devices: every device tool, listing and call asks it. */
   private readonly sees: DeviceVisibility;
   private notifyScheduled = false;
+  private readonly listListeners = new Set<() => void>();
+  private listsNotifyScheduled = false;
   private closed = false;
   private fleetJobs: FleetJobsPort | undefined;
 
@@ -131,7 +133,12 @@ export class McpHub {
       log: d.log.child({ component: 'hub', server: cfg.name, type: cfg.type }),
       settings: d.settings,
       onToolsChanged: () => this.changed(),
-      onStateChange: (state) => d.metrics.hubServerStates.inc({ state }),
+      // A server that comes, goes or restarts changes what resources/list and prompts/list answer.
+      onStateChange: (state) => {
+        d.metrics.hubServerStates.inc({ state });
+        this.listsChanged();
+      },
+      onListsChanged: () => this.listsChanged(),
       onOversized: () => d.metrics.hubOversized.inc(),
       onLog: (params) => {
         if (this.logRate.take(cfg.name).ok) this.emit(this.logListeners, (l) => l(cfg.name, params));
@@ -187,6 +194,32 @@ export class McpHub {
   onToolsChanged(fn: () => void): () => void {
     this.listeners.add(fn);
     return () => this.listeners.delete(fn);
+  }
+
+  /**
+   * Listeners told when the hosted servers' resources, resource templates or prompts may have changed: a server
+   * became ready or stopped being ready, or said so itself. (Devices have none: their comings and goings do not count.)
+   */
+  onListsChanged(fn: () => void): () => void {
+    this.listListeners.add(fn);
+    return () => this.listListeners.delete(fn);
+  }
+
+  /** Coalesced per tick, as `changed` is. */
+  private listsChanged(): void {
+    if (this.listsNotifyScheduled || this.closed) return;
+    this.listsNotifyScheduled = true;
+    setImmediate(() => {
+      this.listsNotifyScheduled = false;
+      if (this.closed) return;
+      for (const l of this.listListeners) {
+        try {
+          l();
+        } catch (err) {
+          this.d.log.error({ err }, 'lists-changed listener failed');
+        }
+      }
+    });
   }
 
   /** Coalesce bursts (a fleet reconnecting) into one notification per tick. */
@@ -424,6 +457,7 @@ export class McpHub {
     this.offRemote?.();
     this.offTenancy?.();
     this.listeners.clear();
+    this.listListeners.clear();
     await Promise.allSettled([...this.upstreams.values()].map((u) => u.close()));
   }
 }

@@ -4,6 +4,7 @@ import {
   StreamableHTTPClientTransport,
   type CallToolResult,
   type FetchLike,
+  type OAuthClientProvider,
 } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
@@ -103,5 +104,48 @@ describe('/mcp with the SDK client: resumption tokens, and a wrong key reported 
       expect(meta.resource_name).toMatch(/API key/);
       expect(meta.resource_documentation).toBe(`${t.baseUrl}/docs`);
     }
+  });
+
+  it('a client that signs in with OAuth (as mcp-remote and the Inspector do) and sends a wrong key: the registration refusal it shows names the fix', async () => {
+    // mcp-remote and the Inspector give the SDK transport an OAuth provider and the user's static header. On a 401 the
+    // SDK reads the resource metadata, finds no authorization server, falls back to the origin and registers at /register.
+    const tried: string[] = [];
+    const provider: OAuthClientProvider = {
+      redirectUrl: 'http://127.0.0.1:1/oauth/callback',
+      clientMetadata: { redirect_uris: ['http://127.0.0.1:1/oauth/callback'], client_name: 'oauth-bridge', token_endpoint_auth_method: 'none' },
+      clientInformation: () => undefined,
+      saveClientInformation: () => undefined,
+      tokens: () => undefined,
+      saveTokens: () => undefined,
+      redirectToAuthorization: (url) => void tried.push(`authorize ${url.href}`),
+      saveCodeVerifier: () => undefined,
+      codeVerifier: () => 'verifier',
+    };
+    const recording: FetchLike = (url, init) => {
+      tried.push(`${init?.method ?? 'GET'} ${new URL(url).pathname}`);
+      return fetch(url, init);
+    };
+    const client = new Client({ name: 'oauth-bridge', version: '1.0.0' });
+    const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), {
+      authProvider: provider,
+      fetch: recording,
+      requestInit: { headers: { authorization: 'Bearer not-the-key' } },
+    });
+    const err = await client.connect(transport).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    await client.close().catch(() => undefined);
+    expect(tried).toContain('POST /register');
+    expect(tried.some((x) => x.startsWith('authorize'))).toBe(false);
+    // What the user reads: not "no route POST /register", but what is wrong and how to fix it.
+    expect(err?.message).toMatch(/HTTP 404/);
+    expect(err?.message).toMatch(/Voxgate has no OAuth/);
+    expect(err?.message).toMatch(/Authorization: Bearer <api key>/);
+    expect(err?.message).not.toMatch(/no route/);
+    const res = await fetch(`${t.baseUrl}/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(res.status).toBe(404);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(((await res.json()) as { code: string }).code).toBe('NOT_FOUND');
   });
 });

@@ -133,6 +133,40 @@ describe.skipIf(!existsSync(PYTHON))('MCP endpoint: a pipe dials in', { timeout:
     }
   });
 
+  it('tells /mcp clients their prompts and resources changed when a pipe comes and goes (listChanged is declared for both)', async () => {
+    const created = (await t.api<Endpoint>('POST', '/v1/mcp/endpoints', { name: 'lists' })).body;
+    const client = new Client({ name: 'lists-watcher', version: '1' });
+    const heard = { prompts: 0, resources: 0 };
+    client.setNotificationHandler('notifications/prompts/list_changed', () => void heard.prompts++);
+    client.setNotificationHandler('notifications/resources/list_changed', () => void heard.resources++);
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }),
+    );
+    expect(client.getServerCapabilities()).toMatchObject({ prompts: { listChanged: true }, resources: { listChanged: true } });
+    const promptNames = async () => (await client.listPrompts()).prompts.map((p) => p.name);
+    expect(await promptNames()).not.toContain('mcp__lists__simple-prompt'); // opens the session's notification stream
+    const pipe = startPipe(created.url);
+    try {
+      await untilHub(hub(), ready('lists'), 'the endpoint to be ready');
+      await expect.poll(() => heard.prompts, { timeout: 10_000 }).toBeGreaterThan(0);
+      await expect.poll(() => heard.resources, { timeout: 10_000 }).toBeGreaterThan(0);
+      // A client that re-lists on the notification finds the tool process's prompts and resources.
+      expect(await promptNames()).toContain('mcp__lists__simple-prompt');
+      const resources = (await client.listResources()).resources;
+      expect(resources.some((r) => (r._meta as Record<string, unknown> | undefined)?.['voxgate/server'] === 'lists')).toBe(true);
+
+      const before = { ...heard };
+      await stop(pipe);
+      await expect.poll(() => heard.prompts, { timeout: 10_000 }).toBeGreaterThan(before.prompts);
+      await expect.poll(() => heard.resources, { timeout: 10_000 }).toBeGreaterThan(before.resources);
+      expect(await promptNames()).not.toContain('mcp__lists__simple-prompt');
+    } finally {
+      await client.close();
+      await stop(pipe);
+      await t.api('DELETE', `/v1/mcp/endpoints/${created.id}`);
+    }
+  });
+
   it('fails a call in flight the moment the pipe drops, and serves the pipe again when it reconnects', async () => {
     const ep = (await t.api<EndpointList>('GET', '/v1/mcp/endpoints')).body.endpoints.find((e) => e.name === 'pipe')!;
     await t.api('DELETE', `/v1/mcp/endpoints/${ep.id}`);

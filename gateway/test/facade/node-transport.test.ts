@@ -230,6 +230,68 @@ describe('NodeSessionTransport', () => {
     expect(body).toMatch(/^id: \S+\nretry: 10\ndata: \n\nevent: message\nid: \S+\ndata: \{.*"late"/);
   });
 
+  it('a client that lost its GET stream while the server still holds it (half-open) resumes it with Last-Event-ID: the newest connection takes over', async () => {
+    const { url, sessions } = await start();
+    // A network where the client's side of the next GET stream breaks while the server's side stays open (a NAT
+    // or Wi-Fi change, a laptop waking up): the server keeps writing to a connection nobody reads.
+    let breakGet = false;
+    const stale: Array<ReadableStreamDefaultReader<Uint8Array>> = [];
+    const resumedWith: string[] = [];
+    const halfOpen: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      const last = init?.method === 'GET' ? new Headers(init.headers).get('last-event-id') : null;
+      if (last) resumedWith.push(`${last} ${res.status}`);
+      if (init?.method !== 'GET' || !res.ok || !res.body) return res;
+      const reader = res.body.getReader();
+      const body = new ReadableStream<Uint8Array>({
+        async pull(c) {
+          if (breakGet) {
+            breakGet = false;
+            stale.push(reader); // never cancelled: the server sees no close
+            c.error(new Error('network dropped'));
+            return;
+          }
+          const { value, done } = await reader.read();
+          if (done) return c.close();
+          c.enqueue(value);
+        },
+      });
+      return new Response(body, { status: res.status, headers: res.headers });
+    };
+    const transport = new StreamableHTTPClientTransport(url, {
+      fetch: halfOpen,
+      reconnectionOptions: { maxRetries: 3, initialReconnectionDelay: 10, maxReconnectionDelay: 10, reconnectionDelayGrowFactor: 1 },
+    });
+    const client = new Client({ name: 'half-open', version: '0' });
+    const errors: string[] = [];
+    client.onerror = (e) => void errors.push(e.message);
+    let heard = 0;
+    client.setNotificationHandler('notifications/tools/list_changed', () => void heard++);
+    await client.connect(transport);
+    const s = sessions.get(transport.sessionId!)!;
+    try {
+      // The GET stream opens after initialized; sending until one arrives is how a server meets a late listener.
+      const timer = setInterval(() => void s.server.sendToolListChanged(), 20);
+      await vi.waitFor(() => expect(heard).toBeGreaterThan(0));
+      clearInterval(timer);
+      breakGet = true;
+      const before = heard;
+      await s.server.sendToolListChanged(); // read by the broken side: the client loses the stream here
+      await vi.waitFor(() => expect(resumedWith.length).toBeGreaterThan(0));
+      expect(resumedWith[0]).toMatch(/ 200$/);
+      // The resumption was served (not 409 because the old connection still looked open), and what is sent now arrives.
+      await vi.waitFor(async () => {
+        await s.server.sendToolListChanged();
+        expect(heard).toBeGreaterThan(before);
+      });
+      expect(errors.filter((m) => /Conflict|Failed to reconnect/.test(m))).toEqual([]);
+      expect(resumedWith).toHaveLength(1);
+    } finally {
+      for (const r of stale) await r.cancel().catch(() => undefined);
+      await client.close();
+    }
+  });
+
   it('refuses bad input with the SDK transport statuses and JSON-RPC errors', async () => {
     const { url } = await start();
     const error = (r: { text: string }) => (JSON.parse(r.text) as { error: { code: number; message: string } }).error;

@@ -109,6 +109,8 @@ export interface UpstreamDeps {
   /** Called when this server's tool list changed (connected, relisted, lost). */
   onToolsChanged: () => void;
   onStateChange?: (state: ServerState) => void;
+  /** The server said its resources or prompts changed (`notifications/resources/list_changed`, `prompts/list_changed`). */
+  onListsChanged?: () => void;
   /** A message over the size limit was skipped (counted by the hub). */
   onOversized?: () => void;
   onLog?: (params: LoggingMessageNotificationParams) => void;

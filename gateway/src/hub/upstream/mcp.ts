@@ -127,6 +127,11 @@ export class McpUpstream extends Upstream {
     client.setNotificationHandler('notifications/message', (n) => {
       if (gen === this.generation) d.onLog?.(n.params);
     });
+    // Resources and prompts are listed live on each request: a change is only passed on.
+    for (const method of ['notifications/resources/list_changed', 'notifications/prompts/list_changed'] as const)
+      client.setNotificationHandler(method, () => {
+        if (gen === this.generation) d.onListsChanged?.();
+      });
     client.setNotificationHandler('notifications/resources/updated', (n) => {
       if (gen === this.generation && typeof n.params.uri === 'string') d.onResourceUpdated?.(n.params.uri);
     });
