@@ -5,12 +5,13 @@ import type { Logger } from 'pino';
 import { authenticate, type ApiCaller } from '../api/auth.js';
 import type { McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
-import { hostnameOf } from './allowed-hosts.js';
 import { DeferredHeaders } from './deferred-headers.js';
 import { BoundedEventStores, DEFAULT_EVENT_STORE_LIMITS, type EventStoreLimits, type SessionEventStore } from './event-store.js';
 import type { NodeSessionTransport } from './node-transport.js';
 import { loadFacadeSdk, loadNodeAdapter, type FacadeSdk, type NodeAdapter } from './sdk.js';
 import { deeperThan, MAX_JSON_DEPTH } from './jsonrpc-message.js';
+import { METADATA_PATH, registerNoOAuthRoutes } from './no-oauth.js';
+import { requestOrigins } from './request-origins.js';
 import { HeldStreams } from './sse-stream.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 
@@ -69,20 +70,6 @@ export interface McpEndpoint {
 
 const CORS_REQUEST_HEADERS = 'Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, X-Voxgate-Tokens';
 const CORS_EXPOSED_HEADERS = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate';
-
-const METADATA_PATH = '/.well-known/oauth-protected-resource';
-
-/**
- * What `POST /register` answers. An OAuth client given a wrong or missing key (mcp-remote, the Inspector) finds no
- * authorization server in the metadata, falls back to the server's origin as one (MCP 2025-03-26, "Fallbacks for
- * Servers without Metadata Discovery") and tries dynamic client registration at `/register`; it then shows its user
- * this answer's body ("Dynamic Client Registration rejected (HTTP 404): ..."), so the body says what to fix.
- */
-const NO_OAUTH =
-  'Voxgate has no OAuth (no authorization server, no client registration): /mcp takes a Voxgate API key as the header ' +
-  '"Authorization: Bearer <api key>" (GATEWAY_API_KEYS, or the key printed at the first start). This client was refused ' +
-  'at /mcp because the key it sent is missing or not valid: give it that header (mcp-remote and the MCP Inspector: --header) ' +
-  'instead of signing in.';
 
 /** The SDK's handler for stateless (2026-07-28) clients and 2025 requests without a session, and its Node adapter. */
 interface Stateless {
@@ -218,51 +205,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     else perKey.delete(fp);
   };
 
-  /** Where clients reach this gateway: `http.publicUrl`, else the request's scheme and Host. */
-  const originOf = (req: FastifyRequest): string => {
-    if (o.publicUrl) return new URL(o.publicUrl).origin;
-    // Only a Host on the allow-list is echoed (a forged Host must not shape the challenge).
-    const name = hostnameOf(req.headers.host);
-    const host = name !== undefined && o.allowedHosts.has(name) ? String(req.headers.host) : 'localhost';
-    return `${req.protocol}://${host}`;
-  };
-
-  // Clients send the same Host on every request: the verdict is remembered (a few entries, forgotten when full).
-  const hostVerdicts = new Map<string, boolean>();
-  const hostAllowed = (req: FastifyRequest): boolean => {
-    const host = req.headers.host;
-    if (host === undefined) return false;
-    let ok = hostVerdicts.get(host);
-    if (ok === undefined) {
-      const name = hostnameOf(host);
-      ok = name !== undefined && o.allowedHosts.has(name);
-      if (hostVerdicts.size >= 64) hostVerdicts.clear();
-      hostVerdicts.set(host, ok);
-    }
-    return ok;
-  };
-  /** A browser Origin: listed in allowedOrigins, or on one of the allowed hosts (never compared with the request's Host). */
-  const originAllowed = (req: FastifyRequest): boolean => {
-    const origin = req.headers.origin;
-    if (origin === undefined) return true;
-    let u: URL;
-    try {
-      u = new URL(origin);
-    } catch {
-      return false;
-    }
-    if (o.allowedOrigins.includes(u.origin)) return true;
-    return (u.protocol === 'http:' || u.protocol === 'https:') && o.allowedHosts.has(u.hostname.toLowerCase());
-  };
-
-  /**
-   * CORS for browser clients on the origins in `allowedOrigins` (only those; same-origin pages need none).
-   * Written by hand for this one route: a CORS plugin registers a global `OPTIONS *` route.
-   */
-  const corsOrigin = (req: FastifyRequest): string | undefined => {
-    const origin = req.headers.origin;
-    return origin !== undefined && o.allowedOrigins.includes(origin) ? origin : undefined;
-  };
+  const { hostAllowed, originAllowed, corsOrigin, originOf } = requestOrigins(o);
   const preflight = (req: FastifyRequest, reply: FastifyReply) => {
     const origin = corsOrigin(req);
     if (!origin || !hostAllowed(req)) {
@@ -454,25 +397,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     handler: handle,
   });
   app.route({ method: 'OPTIONS', url: '/mcp', schema: { hide: true }, handler: preflight });
-  // RFC 9728 protected-resource metadata, at the root and path-suffixed (`/mcp`) locations MCP clients try.
-  const metadata = (req: FastifyRequest, reply: FastifyReply) => {
-    const origin = originOf(req);
-    return reply.header('cache-control', 'max-age=300').send({
-      resource: `${origin}/mcp`,
-      bearer_methods_supported: ['header'],
-      resource_name: 'Voxgate MCP endpoint (a Voxgate API key as the bearer token; no OAuth)',
-      resource_documentation: `${origin}/docs`,
-    });
-  };
-  app.get(METADATA_PATH, { schema: { hide: true } }, metadata);
-  app.get(`${METADATA_PATH}/mcp`, { schema: { hide: true } }, metadata);
-  // The gateway's problem+json, written here: facade/ takes only auth from api/.
-  app.post('/register', { schema: { hide: true } }, (_req, reply) =>
-    reply
-      .code(404)
-      .type('application/problem+json')
-      .send({ type: 'urn:voxgate:error:NOT_FOUND', title: 'Not found', status: 404, detail: NO_OAUTH, code: 'NOT_FOUND', instance: '/register' }),
-  );
+  registerNoOAuthRoutes(app, originOf);
 
   const endpoint: McpEndpoint = {
     sessionCount: () => sessions.size,
