@@ -32,6 +32,7 @@ import type {
 } from './types.js';
 import type { CallContext, HubSettings, ServerStatus, Upstream } from './upstream/base.js';
 import { createUpstream } from './upstream/create.js';
+import { TickSignal } from './tick-signal.js';
 
 export type {
   Caller,
@@ -86,7 +87,8 @@ export class McpHub {
   private readonly callCounts = new Map<string, BoundCounter>();
   /** A token bucket per server for the log messages passed on to /mcp sessions: a chatty server can't flood every session. */
   private readonly logRate: KeyedTokenBucket;
-  private readonly listeners = new Set<() => void>();
+  /** Every tool list may have changed (a device, a server, tenancy): one notification per tick. */
+  private readonly toolsChanged: TickSignal;
   private readonly logListeners = new Set<LogListener>();
   private readonly updateListeners = new Set<ResourceUpdatedListener>();
   private offBus: (() => boolean) | undefined;
@@ -94,9 +96,8 @@ export class McpHub {
   private offTenancy: (() => void) | undefined;
   /** The one tenant rule (principal.ts) applied to devices: every device tool, listing and call asks it. */
   private readonly sees: DeviceVisibility;
-  private notifyScheduled = false;
-  private readonly listListeners = new Set<() => void>();
-  private listsNotifyScheduled = false;
+  /** The hosted servers' resources, resource templates or prompts may have changed. */
+  private readonly listsChanged: TickSignal;
   private closed = false;
   private fleetJobs: FleetJobsPort | undefined;
 
@@ -105,6 +106,8 @@ export class McpHub {
   }
 
   constructor(private readonly d: HubDeps) {
+    this.toolsChanged = new TickSignal(d.log, 'tools-changed');
+    this.listsChanged = new TickSignal(d.log, 'lists-changed');
     const logRate = d.settings.logRatePerSecond;
     this.logRate = new KeyedTokenBucket({ ratePerSecond: logRate, burst: logRate }, { maxKeys: 1024, now: () => performance.now() });
     if (d.enabled) for (const cfg of d.servers) this.upstreams.set(cfg.name, this.upstreamFor(cfg));
@@ -136,9 +139,9 @@ export class McpHub {
       // A server that comes, goes or restarts changes what resources/list and prompts/list answer.
       onStateChange: (state) => {
         d.metrics.hubServerStates.inc({ state });
-        this.listsChanged();
+        this.listsChanged.fire();
       },
-      onListsChanged: () => this.listsChanged(),
+      onListsChanged: () => this.listsChanged.fire(),
       onOversized: () => d.metrics.hubOversized.inc(),
       onLog: (params) => {
         if (this.logRate.take(cfg.name).ok) this.emit(this.logListeners, (l) => l(cfg.name, params));
@@ -192,8 +195,7 @@ export class McpHub {
   }
 
   onToolsChanged(fn: () => void): () => void {
-    this.listeners.add(fn);
-    return () => this.listeners.delete(fn);
+    return this.toolsChanged.on(fn);
   }
 
   /**
@@ -201,42 +203,13 @@ export class McpHub {
    * became ready or stopped being ready, or said so itself. (Devices have none: their comings and goings do not count.)
    */
   onListsChanged(fn: () => void): () => void {
-    this.listListeners.add(fn);
-    return () => this.listListeners.delete(fn);
+    return this.listsChanged.on(fn);
   }
 
-  /** Coalesced per tick, as `changed` is. */
-  private listsChanged(): void {
-    if (this.listsNotifyScheduled || this.closed) return;
-    this.listsNotifyScheduled = true;
-    setImmediate(() => {
-      this.listsNotifyScheduled = false;
-      if (this.closed) return;
-      for (const l of this.listListeners) {
-        try {
-          l();
-        } catch (err) {
-          this.d.log.error({ err }, 'lists-changed listener failed');
-        }
-      }
-    });
-  }
-
-  /** Coalesce bursts (a fleet reconnecting) into one notification per tick. */
+  /** The namespace is stale at once; listeners hear of it once per tick (a fleet reconnecting is one notification). */
   private changed(): void {
     this.namespace.invalidate();
-    if (this.notifyScheduled || this.closed) return;
-    this.notifyScheduled = true;
-    setImmediate(() => {
-      this.notifyScheduled = false;
-      for (const l of this.listeners) {
-        try {
-          l();
-        } catch (err) {
-          this.d.log.error({ err }, 'tools-changed listener failed');
-        }
-      }
-    });
+    this.toolsChanged.fire();
   }
 
   visible(u: Upstream, caller: Caller): boolean {
@@ -456,8 +429,8 @@ export class McpHub {
     this.offBus?.();
     this.offRemote?.();
     this.offTenancy?.();
-    this.listeners.clear();
-    this.listListeners.clear();
+    this.toolsChanged.close();
+    this.listsChanged.close();
     await Promise.allSettled([...this.upstreams.values()].map((u) => u.close()));
   }
 }
