@@ -178,7 +178,9 @@ describe('EncoderPool', () => {
 
 describe('EncoderProcess', () => {
   it('encodes in a child process, in order, exactly as the codec does in this process; its audio decodes', async () => {
-    const pool = new EncoderPool({ complexity: 5, adaptive: false, backends: (hooks) => [new EncoderProcess(hooks, log)] });
+    // Easing off: with it, a loaded machine's slower frames lower the child's complexity below 5 (by design), and the
+    // bytes then differ from the complexity-5 reference (seen with three test runs on two cores).
+    const pool = new EncoderPool({ complexity: 5, adaptive: false, backends: (hooks) => [new EncoderProcess(hooks, log, undefined, false)] });
     pools.push(pool);
     expect(pool.processes).toBe(1);
     const e = pool.encoder(24_000, 60);
