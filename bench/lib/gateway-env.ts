@@ -45,6 +45,8 @@ export function fleetCaps(devices: number): Record<string, string> {
     GATEWAY_WS_MAX_CONNECTIONS: String(devices + 100),
     GATEWAY_HTTP_MAX_CONNECTIONS: String(devices + 300),
     GATEWAY_HTTP_MAX_CONNECTIONS_PER_ADDRESS: String(devices + 300),
+    GATEWAY_MQTT_MAX_CONNECTIONS: String(Math.max(8000, devices + 100)),
+    GATEWAY_MQTT_MAX_CONNECTIONS_PER_ADDRESS: String(devices + 100),
   };
 }
 

@@ -1,7 +1,7 @@
 /**
  * What the gateway's heap holds per ready device, by constructor: deterministic (heap bytes do not depend
  * on the machine's load), for issue 21's fleet rows.
- *   nice -n 10 npx tsx bench/tools/fleet-heap.ts [devices=2000] [top=30] [--dist]
+ *   nice -n 10 npx tsx bench/tools/fleet-heap.ts [devices=2000] [top=30] [--dist] [--mqtt]
  * Starts the gateway from sources (as the bench does; under tsx every named arrow function carries a
  * `name` property, 256 B of dictionary each), or with --dist the compiled gateway as `npm start` runs it
  * (build it first: npx tsc -b tsconfig.build.json), and one fleet process; connects a few devices first
@@ -92,6 +92,8 @@ const profile = process.argv.includes('--profile');
 const floor = process.argv.includes('--floor');
 const gcNvp = process.argv.includes('--gc-nvp');
 const churn = process.argv.includes('--churn');
+/** `--mqtt`: the devices connect to the gateway over MQTT. */
+const mqtt = process.argv.includes('--mqtt') && !floor;
 if (gcNvp && !floor) process.env['VOXGATE_GATEWAY_NODE_ARGS'] = [...gatewayNodeArgs(), '--trace-gc-nvp'].join(' ');
 const N = Number(args[0] ?? 2000);
 const TOP = Number(args[1] ?? 30);
@@ -120,9 +122,10 @@ try {
       if (Date.now() - t > 120_000) throw new Error('gateway did not start');
       await new Promise((r) => setTimeout(r, 200));
     }
-  const url = `ws://127.0.0.1:${port}/xiaozhi/v1/`;
+  const url = mqtt ? `mqtt://127.0.0.1:${base.mqttPort}` : `ws://127.0.0.1:${port}/xiaozhi/v1/`;
+  const transport = mqtt ? 'mqtt' : 'ws';
   const connect = async (group: string, count: number, macGroup: number) => {
-    const r = await fleet.connect({ group, mode: 'device', waitFor: 'ready', transport: 'ws', url, count, macGroup, sources: [], timeoutMs: 300_000 });
+    const r = await fleet.connect({ group, mode: 'device', waitFor: 'ready', transport, url, count, macGroup, sources: [], timeoutMs: 300_000 });
     if (!r.ok) throw new Error(`${group} did not get ready: ${JSON.stringify(r.stats)}`);
   };
   const snap = async (name: string) => {

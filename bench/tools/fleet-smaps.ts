@@ -1,7 +1,7 @@
 /**
  * Where a ready device's resident memory goes beyond the heap's live objects, the gateway against the bare
  * socket floor, for issue 21's "RSS per ready device ≤ 1 KB above a bare socket's":
- *   nice -n 10 npx tsx bench/tools/fleet-smaps.ts [devices=5000] [--tsx] [--floor-arg=<node option>]...
+ *   nice -n 10 npx tsx bench/tools/fleet-smaps.ts [devices=5000] [--tsx] [--mqtt] [--floor-arg=<node option>]...
  * Starts the compiled gateway (build it first: npx tsc -b tsconfig.build.json; --tsx: from sources) and the
  * floor (bench/floors/bare-ws.ts, bare sockets: what the quick bench's RSS floor is), connects `devices`
  * to each as the bench does (ready devices to the gateway, bare connections to the floor), and prints per
@@ -30,6 +30,8 @@ const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const floorArgs = process.argv.filter((a) => a.startsWith('--floor-arg=')).map((a) => a.slice('--floor-arg='.length));
 const tsx = process.argv.includes('--tsx');
 const faults = process.argv.includes('--faults');
+/** `--mqtt`: the gateway's devices connect over MQTT (the floor stays bare WebSocket connections). */
+const mqtt = process.argv.includes('--mqtt');
 const N = Number(args[0] ?? 5000);
 
 /** The gateway's probe: memory after GC, with V8's heap spaces. */
@@ -212,8 +214,9 @@ try {
   // The gateway: a few devices first (one-time costs), then N ready devices.
   const connect = async (group: string, count: number, macGroup: number) => {
     const before = await metric(gwUrl, 'voxgate_devices_ready');
-    const url = `ws://127.0.0.1:${base.httpPort}/xiaozhi/v1/`;
-    const r = await fleet.connect({ group, mode: 'device', waitFor: 'ready', transport: 'ws', url, count, macGroup, sources: [], timeoutMs: 300_000 });
+    const url = mqtt ? `mqtt://127.0.0.1:${base.mqttPort}` : `ws://127.0.0.1:${base.httpPort}/xiaozhi/v1/`;
+    const transport = mqtt ? 'mqtt' : 'ws';
+    const r = await fleet.connect({ group, mode: 'device', waitFor: 'ready', transport, url, count, macGroup, sources: [], timeoutMs: 300_000 });
     if (!r.ok) throw new Error(`${group}: ${JSON.stringify(r.stats)}`);
     await until('the gateway to count them ready', async () => (await metric(gwUrl, 'voxgate_devices_ready')) >= before + count, 60_000, 50);
   };

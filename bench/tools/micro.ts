@@ -5,7 +5,7 @@
  * twice, alternating, and the lower of each is kept. No assertion: figures for docs/performance.md.
  */
 import type { Socket } from 'node:net';
-import { Duplex, PassThrough, type Readable, Writable } from 'node:stream';
+import { Duplex, PassThrough, type Readable, Transform, type TransformCallback, Writable } from 'node:stream';
 import {
   CallToolResultSchema,
   DeviceFrameSchema,
@@ -190,6 +190,18 @@ pair(
 );
 deadlines.stop();
 
+/** The guard as it was, a Transform around `pass`. */
+class GuardTransform extends Transform {
+  constructor(private readonly guard: MqttPacketGuard) {
+    super();
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    const passed = this.guard.pass(chunk);
+    if (passed instanceof Error) return cb(passed);
+    cb(null, passed);
+  }
+}
+
 /** The MQTT connection's read side as it was: the socket piped into the guard, the guard's output pushed on. */
 class PipedGuardConnection extends Duplex {
   constructor(private readonly guarded: Readable) {
@@ -207,7 +219,7 @@ class PipedGuardConnection extends Duplex {
 async function mqttReadUs(piped: boolean, n: number): Promise<number> {
   const socket = new PassThrough();
   const guard = new MqttPacketGuard(65_536);
-  const conn = piped ? new PipedGuardConnection(socket.pipe(guard)) : new GuardedMqttConnection(socket as unknown as Socket, guard);
+  const conn = piped ? new PipedGuardConnection(socket.pipe(new GuardTransform(guard))) : new GuardedMqttConnection(socket as unknown as Socket, guard);
   let got = 0;
   // As aedes reads: on 'readable', everything buffered.
   conn.on('readable', () => {

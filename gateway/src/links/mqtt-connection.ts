@@ -9,33 +9,34 @@ type Chunk = { chunk: Buffer | string; encoding: BufferEncoding };
  * each packet in one `writev`. aedes writes a packet as 4-5 chunks inside a cork; `Duplex.from` passed them
  * to the socket one `write` (one syscall) each, ~16 % of the gateway's busy time on the MQTT call path
  * (profile in docs/performance.md). Here the corked chunks reach `_writev` and cross to the socket corked.
- * Reads go through the guard's `pass` on each socket chunk, not through the guard as a piped Transform:
- * the same bytes pass or are refused, without a Writable and a Readable more per read.
+ * Reads go through the guard's `pass` on each socket chunk, not through a piped Transform: the same bytes
+ * pass or are refused, without a Writable and a Readable more per read and per connection. A verdict goes to
+ * `onRefused` (its owner counts and logs it), then the connection fails with it; nothing after it is read.
  */
 export class GuardedMqttConnection extends Duplex {
+  private refused = false;
+
   constructor(
     private readonly socket: Socket,
     private readonly guard: MqttPacketGuard,
+    private readonly onRefused: (err: MqttFramingError) => void = () => undefined,
   ) {
     super({ decodeStrings: false });
     socket.on('data', (chunk: Buffer) => this.fromSocket(chunk));
     socket.once('end', () => this.push(null));
-    // The guard's verdicts are counted and logged by its owner; either way the connection ends here.
-    guard.on('error', (err) => this.destroy(err));
     socket.on('error', (err) => this.destroy(err));
     socket.once('close', () => this.destroy());
   }
 
-  /**
-   * One socket chunk through the guard. A verdict against it fails the guard as a piped Transform failed: its
-   * owner counts and logs the error, then the connection ends (the listener above); nothing after it is read.
-   */
+  /** One socket chunk through the guard. */
   private fromSocket(chunk: Buffer): void {
-    if (this.guard.destroyed) return;
+    if (this.refused) return;
     const passed = this.guard.pass(chunk);
     if (passed instanceof MqttFramingError) {
+      this.refused = true;
       this.socket.pause();
-      this.guard.destroy(passed);
+      this.onRefused(passed);
+      this.destroy(passed);
     } else if (passed !== undefined && !this.push(passed)) this.socket.pause();
   }
 
@@ -61,7 +62,6 @@ export class GuardedMqttConnection extends Duplex {
 
   override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
     this.socket.destroy();
-    this.guard.destroy();
     cb(err);
   }
 

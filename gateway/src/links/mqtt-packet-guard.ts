@@ -1,9 +1,4 @@
-import { Transform, type TransformCallback } from 'node:stream';
-
-/**
- * The guard's own verdict on the bytes. Anything else the guard emits as 'error' is the connection
- * being torn down around it (e.g. the AbortError of a destroyed `Duplex.from`), not a rejection.
- */
+/** The guard's verdict on the bytes: the connection they came on ends. */
 export class MqttFramingError extends Error {}
 
 export class PacketTooLargeError extends MqttFramingError {
@@ -30,11 +25,13 @@ const PUBLISH = 3;
 
 /**
  * Reads only MQTT fixed headers (type byte + variable-length "remaining length") as bytes pass. A QoS 0
- * PUBLISH that announces more than `limit` bytes is skipped as it streams by (emitted as 'oversized',
- * so the one message is refused and the connection stays); any other oversized packet fails the stream
- * before the broker buffers it (QoS 1/2 would expect an acknowledgement for a packet the broker never saw).
+ * PUBLISH that announces more than `limit` bytes is skipped as it streams by (reported to `onOversized`,
+ * so the one message is refused and the connection stays); any other oversized packet is a verdict that
+ * ends the connection before the broker buffers it (QoS 1/2 would expect an acknowledgement for a packet
+ * the broker never saw). A plain object, not a stream: GuardedMqttConnection calls `pass` on each socket
+ * chunk, and a Transform's two stream states cost ~0.6 KB per MQTT device (docs/performance.md, "mqttkb").
  */
-export class MqttPacketGuard extends Transform {
+export class MqttPacketGuard {
   private state: 'type' | 'length' | 'body' | 'skip' = 'type';
   /** The fixed header being read, held back until its length says whether the packet passes. */
   private header: number[] = [];
@@ -43,20 +40,14 @@ export class MqttPacketGuard extends Transform {
   private remaining = 0;
   private skipped: { bytes: number; head: Buffer[]; headBytes: number } | undefined;
 
-  constructor(private readonly limit: number) {
-    super();
-  }
-
-  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
-    const passed = this.pass(chunk);
-    if (passed instanceof MqttFramingError) return cb(passed);
-    cb(null, passed);
-  }
+  constructor(
+    private readonly limit: number,
+    private readonly onOversized: (info: OversizedPublish) => void = () => undefined,
+  ) {}
 
   /**
    * The bytes of `chunk` that pass (the chunk itself when it holds whole packets under the limit), undefined
-   * when none do yet, or the verdict that ends the connection. What `_transform` does, callable without the
-   * stream around it: GuardedMqttConnection reads its socket through this, one stream hop fewer per read.
+   * when none do yet, or the verdict that ends the connection (nothing after it may be read).
    */
   pass(chunk: Buffer): Buffer | MqttFramingError | undefined {
     // The usual chunk holds whole packets under the limit: it then passes as it came. While it does, nothing is
@@ -132,7 +123,6 @@ export class MqttPacketGuard extends Transform {
     const topicLength = head.length >= 2 ? head.readUInt16BE(0) : 0;
     const topic = head.subarray(2, 2 + topicLength).toString('utf8');
     const payloadHead = head.subarray(2 + topicLength).toString('utf8');
-    const info: OversizedPublish = { bytes: s.bytes, limit: this.limit, topic, payloadHead };
-    this.emit('oversized', info);
+    this.onOversized({ bytes: s.bytes, limit: this.limit, topic, payloadHead });
   }
 }

@@ -11,7 +11,7 @@ import type { TlsCertificates } from '../tls/certificates.js';
 import { closeFailedHandshakes } from '../tls/listener.js';
 import { checkMqttDeviceAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { limitConnections } from './connection-limits.js';
-import { MqttFramingError, MqttPacketGuard, PacketTooLargeError, type OversizedPublish } from './mqtt-packet-guard.js';
+import { MqttPacketGuard, PacketTooLargeError } from './mqtt-packet-guard.js';
 import { guardText, type FrameGuardOptions } from './frame-guard.js';
 import { GuardedMqttConnection } from './mqtt-connection.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
@@ -234,24 +234,20 @@ export async function startMqttLink(o: MqttLinkOptions) {
     // aedes writes a packet in several small chunks; behind the guard's Duplex they are not corked
     // together, so with Nagle on, every reply to a device waited ~40 ms for a delayed ACK.
     socket.setNoDelay(true);
-    const guard = new MqttPacketGuard(o.maxPacketBytes);
-    guard.on('error', (err) => {
-      if (err instanceof MqttFramingError) {
-        const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
-        o.metrics.framesRejected.inc({ reason });
-        refusals.write({ remote: socket.remoteAddress, reason, err: err.message }, 'MQTT connection dropped', reason);
-      }
-      socket.destroy();
-    });
     socket.on('error', () => socket.destroy());
     // A device message over the limit is refused alone: the request it answers fails with a clear error.
-    guard.on('oversized', (info: OversizedPublish) => {
+    const guard = new MqttPacketGuard(o.maxPacketBytes, (info) => {
       o.metrics.framesRejected.inc({ reason: 'too_large' });
       const session = c.session;
       if (session && info.topic === DEVICE_PUBLISH_TOPIC) return session.onOversizedMessage(info.bytes, info.limit, info.payloadHead);
       refusals.write({ remote: socket.remoteAddress, bytes: info.bytes, limit: info.limit }, 'oversized MQTT publish skipped', 'oversized');
     });
-    const conn = new GuardedMqttConnection(socket, guard);
+    // Any other verdict ends the connection (GuardedMqttConnection destroys it, and its socket, after this).
+    const conn = new GuardedMqttConnection(socket, guard, (err) => {
+      const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
+      o.metrics.framesRejected.inc({ reason });
+      refusals.write({ remote: socket.remoteAddress, reason, err: err.message }, 'MQTT connection dropped', reason);
+    });
     const c: Conn = {
       socket,
       remote: socket.remoteAddress ?? '',

@@ -25,8 +25,9 @@ async function setUp(limit = 1024) {
   const pair = await socketPair();
   servers.push(pair.server);
   const guard = new MqttPacketGuard(limit);
-  const conn = new GuardedMqttConnection(pair.near, guard);
-  return { ...pair, guard, conn };
+  const refused: Error[] = [];
+  const conn = new GuardedMqttConnection(pair.near, guard, (err) => refused.push(err));
+  return { ...pair, guard, conn, refused };
 }
 
 describe('GuardedMqttConnection', () => {
@@ -67,13 +68,15 @@ describe('GuardedMqttConnection', () => {
   });
 
   it("fails with the guard's verdict and closes the socket", async () => {
-    const { near, far, conn } = await setUp(64);
+    const { near, far, conn, refused } = await setUp(64);
     const failed = once(conn, 'error');
     const closed = once(near, 'close');
     // A QoS 1 PUBLISH announcing 200 bytes: over the limit, and it would need an acknowledgement.
     far.write(Buffer.from([0x32, 200, 1]));
     const [err] = (await failed) as [Error];
     expect(err).toBeInstanceOf(PacketTooLargeError);
+    // Its owner heard the verdict once, before the connection failed with it.
+    expect(refused).toEqual([err]);
     await closed;
     expect(conn.destroyed).toBe(true);
   });

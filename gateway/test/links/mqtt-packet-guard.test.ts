@@ -16,28 +16,25 @@ function publish(topic: string, payload: Buffer, qos = 0): Buffer {
   return Buffer.concat([Buffer.from([0x30 | (qos << 1), ...len]), body]);
 }
 
-async function run(limit: number, input: Buffer, chunk = 1000): Promise<{ out: Buffer; oversized: OversizedPublish[]; error?: unknown }> {
-  const guard = new MqttPacketGuard(limit);
+/** `input` through the guard in chunks of `chunk` bytes: what passed, the publishes skipped, and the verdict if one came. */
+function run(limit: number, input: Buffer, chunk = 1000): { out: Buffer; oversized: OversizedPublish[]; error?: unknown } {
   const oversized: OversizedPublish[] = [];
+  const guard = new MqttPacketGuard(limit, (o) => oversized.push(o));
   const parts: Buffer[] = [];
-  guard.on('oversized', (o: OversizedPublish) => oversized.push(o));
-  guard.on('data', (b: Buffer) => parts.push(b));
-  const done = new Promise<unknown>((resolve) => {
-    guard.on('error', resolve);
-    guard.on('end', () => resolve(undefined));
-  });
-  for (let i = 0; i < input.length; i += chunk) guard.write(input.subarray(i, i + chunk));
-  guard.end();
-  const error = await done;
-  return { out: Buffer.concat(parts), oversized, ...(error ? { error } : {}) };
+  for (let i = 0; i < input.length; i += chunk) {
+    const passed = guard.pass(input.subarray(i, i + chunk));
+    if (passed instanceof Error) return { out: Buffer.concat(parts), oversized, error: passed };
+    if (passed) parts.push(passed);
+  }
+  return { out: Buffer.concat(parts), oversized };
 }
 
 describe('MQTT packet guard', () => {
-  it('skips an oversized QoS 0 publish (reporting its topic and payload start) and passes the packets around it intact', async () => {
+  it('skips an oversized QoS 0 publish (reporting its topic and payload start) and passes the packets around it intact', () => {
     const small1 = publish('device-server', Buffer.from('{"a":1}'));
     const big = publish('device-server', Buffer.from(`{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":7,"result":"${'z'.repeat(5000)}"}}`));
     const small2 = publish('device-server', Buffer.from('{"b":2}'));
-    const r = await run(1024, Buffer.concat([small1, big, small2]), 333);
+    const r = run(1024, Buffer.concat([small1, big, small2]), 333);
     expect(r.error).toBeUndefined();
     expect(r.out.equals(Buffer.concat([small1, small2]))).toBe(true);
     expect(r.oversized).toHaveLength(1);
@@ -45,8 +42,8 @@ describe('MQTT packet guard', () => {
     expect(r.oversized[0]!.payloadHead.startsWith('{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":7')).toBe(true);
   });
 
-  it('fails the stream on an oversized QoS 1 publish (it would expect an acknowledgement)', async () => {
-    const r = await run(1024, publish('device-server', Buffer.alloc(4000, 0x61), 1));
+  it('fails the stream on an oversized QoS 1 publish (it would expect an acknowledgement)', () => {
+    const r = run(1024, publish('device-server', Buffer.alloc(4000, 0x61), 1));
     expect(r.error).toBeInstanceOf(PacketTooLargeError);
   });
 
@@ -60,9 +57,8 @@ describe('MQTT packet guard', () => {
       const packets = Array.from({ length: 30 }, () => (rand(5) === 0 ? Buffer.from([0xc0, 0]) : publish('device-server', Buffer.alloc(rand(600), 0x61))));
       const input = Buffer.concat(packets);
       const expected = Buffer.concat(packets.filter((p) => p.length <= limit));
-      const guard = new MqttPacketGuard(limit);
       let skipped = 0;
-      guard.on('oversized', () => skipped++);
+      const guard = new MqttPacketGuard(limit, () => skipped++);
       const parts: Buffer[] = [];
       for (let i = 0; i < input.length;) {
         const n = 1 + rand(rand(2) ? 8 : 900);
