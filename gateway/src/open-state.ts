@@ -5,6 +5,7 @@
  */
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { Logger } from 'pino';
+import { principalOf } from './api/auth.js';
 import { JobBody, jobRequest } from './api/jobs.js';
 import type { ClusterConnection } from './cluster/cluster.js';
 import type { Config } from './config.js';
@@ -20,6 +21,7 @@ import { GatewayError } from './errors.js';
 import { EventBus } from './events/bus.js';
 import { type EventLog } from './events/history.js';
 import { SqliteEventLog } from './events/history-sqlite.js';
+import { KeyGrants } from './fleet/key-grants.js';
 import { RegistrySelector } from './fleet/registry-selector.js';
 import { Scheduler, type ScheduleTargets } from './fleet/schedules.js';
 import { startFleet, type Fleet } from './fleet/start.js';
@@ -116,9 +118,14 @@ export async function openFleet(
     hub: McpHub;
     life: Lifecycle;
     tenancy?: Pick<DeviceTenants, 'tenantOf'> | undefined;
+    /** The API keys configured (config or the secrets file): lasting work of any other key is settled, not run. */
+    apiKeys: readonly string[];
   },
 ): Promise<Fleet> {
   const { registry } = d;
+  // Keys are fixed for the life of the process (a restart changes them): their principals are hashed once, here.
+  const keys = new Map(d.apiKeys.map((k) => [principalOf(k), config.apiKeyTenants[k]] as const));
+  const grants = new KeyGrants(keys, d.log.child({ component: 'fleet' }));
   const fleet = await startFleet(
     {
       store: d.store,
@@ -131,12 +138,13 @@ export async function openFleet(
       selector: new RegistrySelector(d.directory),
       soleSender: !config.cluster.enabled,
       maxCallMs: config.calls.maxTimeoutMs,
+      grants,
     },
     config.fleet,
   );
   d.life.defer('fleet', () => fleet.close());
-  // The hub's `fleet_start_job` builtin starts jobs as POST /v1/jobs does (same body, same checks).
-  d.hub.useFleetJobs({ start: (body) => fleet.jobs.create(jobRequest(JobBody.parse(body))) });
+  // The hub's `fleet_start_job` builtin starts jobs as POST /v1/jobs does (same body, same checks, the caller's key).
+  d.hub.useFleetJobs({ start: (body, principal) => fleet.jobs.create({ ...jobRequest(JobBody.parse(body)), principal }) });
   return fleet;
 }
 
