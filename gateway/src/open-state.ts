@@ -154,17 +154,19 @@ export async function openFleet(
  */
 export async function openSchedules(config: Config, log: Logger, core: { fleet: Fleet; store: Store; bus: EventBus }, life: Lifecycle): Promise<Scheduler> {
   // A scheduled call is a queued call (it waits for an offline device); a scheduled job is a fleet job, checked
-  // as POST /v1/jobs checks it.
+  // as POST /v1/jobs checks it. Each carries the schedule's owner, so the key that made the schedule stays
+  // answerable for what it started (fleet/key-grants.ts).
   const targets: ScheduleTargets = {
-    async startCall(deviceId, tool, args) {
-      const c = await core.fleet.calls.enqueue({ deviceId: normalizeDeviceId(deviceId) ?? deviceId, tool, arguments: args });
+    async startCall(deviceId, tool, args, owner) {
+      const id = normalizeDeviceId(deviceId) ?? deviceId;
+      const c = await core.fleet.calls.enqueue({ deviceId: id, tool, arguments: args, tenant: owner?.tenant, principal: owner?.principal });
       return { callId: c.id };
     },
-    async startJob(body) {
+    async startJob(body, owner) {
       const parsed = JobBody.safeParse(body);
       if (!parsed.success)
         throw new GatewayError('INVALID_REQUEST', `the scheduled job is not a valid POST /v1/jobs body: ${parsed.error.message.slice(0, 500)}`);
-      return { jobId: (await core.fleet.jobs.create(jobRequest(parsed.data))).id };
+      return { jobId: (await core.fleet.jobs.create({ ...jobRequest(parsed.data), principal: owner?.principal })).id };
     },
   };
   const scheduler = await Scheduler.open({
@@ -174,6 +176,7 @@ export async function openSchedules(config: Config, log: Logger, core: { fleet: 
     log,
     config: config.fleet.schedules,
     instanceId: config.cluster.instanceId,
+    grants: core.fleet.grants,
   });
   life.defer('schedules', () => scheduler.close());
   return scheduler;
