@@ -124,7 +124,9 @@ export async function openFleet(
 ): Promise<Fleet> {
   const { registry } = d;
   // Keys are fixed for the life of the process (a restart changes them): their principals are hashed once, here.
-  const keys = new Map(d.apiKeys.map((k) => [principalOf(k), config.apiKeyTenants[k]] as const));
+  // Read through a Map, not the record: a key named like an Object.prototype member ("toString") has no tenant.
+  const tenants = new Map(Object.entries(config.apiKeyTenants));
+  const keys = new Map(d.apiKeys.map((k) => [principalOf(k), tenants.get(k)] as const));
   const grants = new KeyGrants(keys, d.log.child({ component: 'fleet' }));
   const fleet = await startFleet(
     {
