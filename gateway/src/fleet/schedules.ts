@@ -130,8 +130,10 @@ export class Scheduler {
   private async settleRevoked(): Promise<void> {
     for (const [id, e] of this.entries) {
       const message = e.s.paused ? undefined : this.o.grants?.revoked(e.s.owner);
-      if (message === undefined) continue;
-      const s = revokedSchedule(e.s, message);
+      // Read again: in a cluster another instance may have written it (a run, a pause) since the list.
+      const current = message === undefined ? undefined : await this.fresh(id);
+      if (message === undefined || !current || current.paused) continue;
+      const s = revokedSchedule(current, message);
       await this.o.store.put(SCHEDULES, id, s);
       this.entries.set(id, { s, clock: e.clock });
       this.o.grants!.note('schedule', e.s.owner ?? {}, { scheduleId: id });
@@ -375,7 +377,7 @@ export class Scheduler {
 
 const revokedResult = (message: string): ScheduleResult => ({ error: { code: KEY_REVOKED, message } });
 
-/** Paused (not deleted: an operator can still read why, then delete it or resume it under its own key's rule), and why. */
+/** Paused, with why: not deleted, so an operator can read it (resuming it is no way round: each run checks again). */
 function revokedSchedule(s: StoredSchedule, message: string): StoredSchedule {
   return { ...s, paused: true, nextRun: null, lastResult: revokedResult(message) };
 }
