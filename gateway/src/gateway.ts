@@ -230,7 +230,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
-  const fleet = await openFleet(config, { store, bus, log, registry, directory, hub, life, tenancy: deviceTenants });
+  const fleet = await openFleet(config, { store, bus, log, registry, directory, hub, life, tenancy: deviceTenants, apiKeys: secrets.apiKeys });
   return {
     metrics,
     tls,

@@ -5,6 +5,7 @@
  */
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { Logger } from 'pino';
+import { principalOf } from './api/auth.js';
 import { JobBody, jobRequest } from './api/jobs.js';
 import type { ClusterConnection } from './cluster/cluster.js';
 import type { Config } from './config.js';
@@ -20,6 +21,7 @@ import { GatewayError } from './errors.js';
 import { EventBus } from './events/bus.js';
 import { type EventLog } from './events/history.js';
 import { SqliteEventLog } from './events/history-sqlite.js';
+import { KeyGrants } from './fleet/key-grants.js';
 import { RegistrySelector } from './fleet/registry-selector.js';
 import { Scheduler, type ScheduleTargets } from './fleet/schedules.js';
 import { startFleet, type Fleet } from './fleet/start.js';
@@ -116,9 +118,16 @@ export async function openFleet(
     hub: McpHub;
     life: Lifecycle;
     tenancy?: Pick<DeviceTenants, 'tenantOf'> | undefined;
+    /** The API keys configured (config or the secrets file): lasting work of any other key is settled, not run. */
+    apiKeys: readonly string[];
   },
 ): Promise<Fleet> {
   const { registry } = d;
+  // Keys are fixed for the life of the process (a restart changes them): their principals are hashed once, here.
+  // Read through a Map, not the record: a key named like an Object.prototype member ("toString") has no tenant.
+  const tenants = new Map(Object.entries(config.apiKeyTenants));
+  const keys = new Map(d.apiKeys.map((k) => [principalOf(k), tenants.get(k)] as const));
+  const grants = new KeyGrants(keys, d.log.child({ component: 'fleet' }));
   const fleet = await startFleet(
     {
       store: d.store,
@@ -131,12 +140,13 @@ export async function openFleet(
       selector: new RegistrySelector(d.directory),
       soleSender: !config.cluster.enabled,
       maxCallMs: config.calls.maxTimeoutMs,
+      grants,
     },
     config.fleet,
   );
   d.life.defer('fleet', () => fleet.close());
-  // The hub's `fleet_start_job` builtin starts jobs as POST /v1/jobs does (same body, same checks).
-  d.hub.useFleetJobs({ start: (body) => fleet.jobs.create(jobRequest(JobBody.parse(body))) });
+  // The hub's `fleet_start_job` builtin starts jobs as POST /v1/jobs does (same body, same checks, the caller's key).
+  d.hub.useFleetJobs({ start: (body, principal) => fleet.jobs.create({ ...jobRequest(JobBody.parse(body)), principal }) });
   return fleet;
 }
 
@@ -146,17 +156,19 @@ export async function openFleet(
  */
 export async function openSchedules(config: Config, log: Logger, core: { fleet: Fleet; store: Store; bus: EventBus }, life: Lifecycle): Promise<Scheduler> {
   // A scheduled call is a queued call (it waits for an offline device); a scheduled job is a fleet job, checked
-  // as POST /v1/jobs checks it.
+  // as POST /v1/jobs checks it. Each carries the schedule's owner, so the key that made the schedule stays
+  // answerable for what it started (fleet/key-grants.ts).
   const targets: ScheduleTargets = {
-    async startCall(deviceId, tool, args) {
-      const c = await core.fleet.calls.enqueue({ deviceId: normalizeDeviceId(deviceId) ?? deviceId, tool, arguments: args });
+    async startCall(deviceId, tool, args, owner) {
+      const id = normalizeDeviceId(deviceId) ?? deviceId;
+      const c = await core.fleet.calls.enqueue({ deviceId: id, tool, arguments: args, tenant: owner?.tenant, principal: owner?.principal });
       return { callId: c.id };
     },
-    async startJob(body) {
+    async startJob(body, owner) {
       const parsed = JobBody.safeParse(body);
       if (!parsed.success)
         throw new GatewayError('INVALID_REQUEST', `the scheduled job is not a valid POST /v1/jobs body: ${parsed.error.message.slice(0, 500)}`);
-      return { jobId: (await core.fleet.jobs.create(jobRequest(parsed.data))).id };
+      return { jobId: (await core.fleet.jobs.create({ ...jobRequest(parsed.data), principal: owner?.principal })).id };
     },
   };
   const scheduler = await Scheduler.open({
@@ -166,6 +178,7 @@ export async function openSchedules(config: Config, log: Logger, core: { fleet: 
     log,
     config: config.fleet.schedules,
     instanceId: config.cluster.instanceId,
+    grants: core.fleet.grants,
   });
   life.defer('schedules', () => scheduler.close());
   return scheduler;

@@ -10,6 +10,13 @@ export interface Principal {
 }
 
 /**
+ * The principals of API keys begin so (api/auth.ts principalOf: a fingerprint of the key, never the key). Other
+ * principals (`device:<id>`, a device's own conversation) stand for no key, so no key's removal revokes them.
+ */
+export const KEY_PRINCIPAL_PREFIX = 'key:';
+export const isKeyPrincipal = (p: string | undefined): p is string => p !== undefined && p.startsWith(KEY_PRINCIPAL_PREFIX);
+
+/**
  * Who owns what a caller starts (an assistant conversation, its turns and their pending confirmations): the
  * key (principal) that started it, within its tenant. Keys of one tenant do not share them, and keys without
  * a tenant are strangers to each other. A caller without a principal owns nothing it can find again.

@@ -33,9 +33,11 @@ export interface TestGateway {
 export async function startTestGateway(
   overrides: ConfigInput = {},
   env: NodeJS.ProcessEnv = {},
-  opts: { converseKit?: () => ConverseKit } = {},
+  opts: { converseKit?: () => ConverseKit; dataDir?: string } = {},
 ): Promise<TestGateway> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'voxgate-test-'));
+  // A data dir the test passes in is the test's: a second gateway on it is a restart, and close() leaves it.
+  const ownDir = opts.dataDir === undefined;
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'voxgate-test-'));
   // An empty config file of its own, so a developer's gateway.config.json never leaks into a test.
   writeFileSync(join(dataDir, 'gateway.config.json'), '{}');
   const logs: Array<Record<string, unknown>> = [];
@@ -59,10 +61,10 @@ export async function startTestGateway(
         tls: { mqttPort: 0, ...overrides.tls },
       },
     );
-    gw = await startGateway(config, { log: createLogger('debug', sink), ...opts });
+    gw = await startGateway(config, { log: createLogger('debug', sink), ...(opts.converseKit ? { converseKit: opts.converseKit } : {}) });
   } catch (e) {
     // Tests that expect a start to fail leave no data dir behind either.
-    rmSync(dataDir, { recursive: true, force: true });
+    if (ownDir) rmSync(dataDir, { recursive: true, force: true });
     throw e;
   }
   const baseUrl = `http://127.0.0.1:${gw.httpPort}`;
@@ -111,7 +113,7 @@ export async function startTestGateway(
     },
     async close() {
       await gw.close();
-      rmSync(dataDir, { recursive: true, force: true });
+      if (ownDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

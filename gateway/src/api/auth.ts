@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { GatewayError } from '../errors.js';
+import { KEY_PRINCIPAL_PREFIX } from '../principal.js';
 
 /** Who is calling: an API key's tenant, if it has one, and the key itself (as a principal, never the secret). */
 export interface ApiCaller {
@@ -11,7 +12,7 @@ export interface ApiCaller {
 
 /** The principal of an API key: part of its SHA-256, so the key itself is kept nowhere else (see principal.ts). */
 export function principalOf(key: string): string {
-  return `key:${createHash('sha256').update(key).digest('base64url').slice(0, 22)}`;
+  return `${KEY_PRINCIPAL_PREFIX}${createHash('sha256').update(key).digest('base64url').slice(0, 22)}`;
 }
 
 /**

@@ -8,7 +8,7 @@ import { CALL_STATES, publicCall, QueuedCallSchema } from '../fleet/types.js';
 import { parseDeviceId, problems } from './route-helpers.js';
 import { DeviceIdParam, jsonSchema } from './schemas.js';
 
-export const QueuedCallOut = QueuedCallSchema.omit({ sentAt: true, tenant: true });
+export const QueuedCallOut = QueuedCallSchema.omit({ sentAt: true, tenant: true, principal: true });
 export const QueuedCallBody = z
   .object({
     tool: z.string().min(1).max(128).describe("The device's tool name"),
@@ -53,9 +53,10 @@ export async function callRoutes(app: FastifyInstance, opts: { calls: QueuedCall
     } as FastifySchema,
     handler: async (req, reply) => {
       const deviceId = parseDeviceId(req.params.deviceId);
-      // The caller's tenant goes with the call: it runs only while the device is still that tenant's (call-delivery.ts).
-      const tenant = req.caller?.tenant;
-      const c = await calls.enqueue({ deviceId, tool: req.body.tool, arguments: req.body.arguments ?? {}, ttlMs: req.body.ttlMs, tenant });
+      // The caller's tenant goes with the call: it runs only while the device is still that tenant's (call-delivery.ts),
+      // and its key's principal: only while that key is still configured, with that tenant (fleet/key-grants.ts).
+      const { tenant, principal } = req.caller ?? {};
+      const c = await calls.enqueue({ deviceId, tool: req.body.tool, arguments: req.body.arguments ?? {}, ttlMs: req.body.ttlMs, tenant, principal });
       return reply.code(202).send(publicCall(c));
     },
   });

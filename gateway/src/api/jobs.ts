@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import { GatewayError } from '../errors.js';
 import type { Jobs } from '../fleet/jobs.js';
-import { CALL_STATES, CallErrorSchema, CallResultSchema, JobFilterSchema, JobSchema, type JobFilter } from '../fleet/types.js';
+import { CALL_STATES, CallErrorSchema, CallResultSchema, JobFilterSchema, JobOutSchema, publicJob, type JobFilter } from '../fleet/types.js';
 import type { QueuedCalls } from '../fleet/queued-calls.js';
 import { callRoutes, decodeCursor, encodeCursor, PAGE_DEFAULT, PageQuery } from './calls.js';
 import { parseDeviceId, problems } from './route-helpers.js';
@@ -30,7 +30,7 @@ export const JobBody = z
 export type JobBodyInput = z.infer<typeof JobBody>;
 const JobIdParam = z.object({ jobId: z.string().min(1).max(64) });
 const JobListQuery = z.object(PageQuery);
-const JobList = z.object({ jobs: z.array(JobSchema), nextCursor: z.string().optional() });
+const JobList = z.object({ jobs: z.array(JobOutSchema), nextCursor: z.string().optional() });
 const JobDevicesQuery = z.object({ state: z.enum(CALL_STATES).optional(), ...PageQuery });
 const JobDevices = z.object({
   devices: z.array(
@@ -80,9 +80,10 @@ export async function jobRoutes(app: FastifyInstance, opts: { jobs: Jobs }): Pro
       tags,
       summary: 'Start a job: one queued call per selected device (offline ones wait); answered at once (202)',
       body: jsonSchema(JobBody),
-      response: { 202: jsonSchema(JobSchema, 'output'), ...problems(400, 401, 413, 429) },
+      response: { 202: jsonSchema(JobOutSchema, 'output'), ...problems(400, 401, 413, 429) },
     } as FastifySchema,
-    handler: async (req, reply) => reply.code(202).send(await jobs.create(jobRequest(req.body))),
+    // The caller's key goes with the job: it sends calls only while that key is still configured (fleet/key-grants.ts).
+    handler: async (req, reply) => reply.code(202).send(publicJob(await jobs.create({ ...jobRequest(req.body), principal: req.caller?.principal }))),
   });
 
   app.get<{ Querystring: z.infer<typeof JobListQuery> }>('/v1/jobs', {
@@ -94,7 +95,8 @@ export async function jobRoutes(app: FastifyInstance, opts: { jobs: Jobs }): Pro
     } as FastifySchema,
     handler: async (req) => {
       const page = jobs.list({ limit: req.query.limit ?? PAGE_DEFAULT, after: req.query.cursor === undefined ? undefined : decodeCursor(req.query.cursor) });
-      return page.next === undefined ? { jobs: page.jobs } : { jobs: page.jobs, nextCursor: encodeCursor(page.next) };
+      const list = page.jobs.map(publicJob);
+      return page.next === undefined ? { jobs: list } : { jobs: list, nextCursor: encodeCursor(page.next) };
     },
   });
 
@@ -103,9 +105,9 @@ export async function jobRoutes(app: FastifyInstance, opts: { jobs: Jobs }): Pro
       tags,
       summary: 'One job: its state and counts of its calls by state',
       params: jsonSchema(JobIdParam),
-      response: { 200: jsonSchema(JobSchema, 'output'), ...problems(400, 401, 404) },
+      response: { 200: jsonSchema(JobOutSchema, 'output'), ...problems(400, 401, 404) },
     } as FastifySchema,
-    handler: async (req) => find(req.params.jobId),
+    handler: async (req) => publicJob(find(req.params.jobId)),
   });
 
   app.get<{ Params: z.infer<typeof JobIdParam>; Querystring: z.infer<typeof JobDevicesQuery> }>('/v1/jobs/:jobId/devices', {
@@ -136,8 +138,8 @@ export async function jobRoutes(app: FastifyInstance, opts: { jobs: Jobs }): Pro
       tags,
       summary: 'Cancel a job: its queued calls are cancelled (calls already sent finish); a finished job is answered as it is',
       params: jsonSchema(JobIdParam),
-      response: { 200: jsonSchema(JobSchema, 'output'), ...problems(400, 401, 404) },
+      response: { 200: jsonSchema(JobOutSchema, 'output'), ...problems(400, 401, 404) },
     } as FastifySchema,
-    handler: async (req) => jobs.cancel(req.params.jobId),
+    handler: async (req) => publicJob(await jobs.cancel(req.params.jobId)),
   });
 }

@@ -3,6 +3,7 @@ import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { CallPort } from './ports.js';
 import { CALL_INTERRUPTED, type QueuedCalls } from './queued-calls.js';
+import { KEY_REVOKED, type KeyGrants } from './key-grants.js';
 import type { SendClaims } from './send-claims.js';
 import type { CallError, CallResult, QueuedCall } from './types.js';
 
@@ -26,6 +27,8 @@ export interface CallDeliveryDeps {
   gate?: DeliveryGate | undefined;
   /** With a shared store: who may send each call (send-claims.ts); without, this process is the only sender. */
   claims?: SendClaims | undefined;
+  /** The API keys configured now: a call whose key is gone is not sent (key-grants.ts). */
+  grants?: KeyGrants | undefined;
 }
 
 /**
@@ -91,6 +94,15 @@ export class CallDelivery {
       if (!handle || !c || c.state !== 'queued') return;
       if (Date.parse(c.expiresAt) <= Date.now()) {
         await this.d.calls.transition(c.id, 'expired', { error: { code: 'CALL_EXPIRED', message: `the device was not ready before ${c.expiresAt}` } });
+        continue;
+      }
+      const revoked = this.d.grants?.revoked(c);
+      if (revoked !== undefined) {
+        // Queued by a key the operator has since removed (or moved to another tenant): settled unsent, like a cancel.
+        if (await this.d.calls.transition(c.id, 'cancelled', { error: { code: KEY_REVOKED, message: revoked } }))
+          this.d.grants!.note('call', c, { deviceId, callId: c.id, tool: c.tool });
+        // Another instance holds its send claim (it is being sent there): look again later, not in a tight loop.
+        else if (this.d.calls.get(c.id)?.state === 'queued') return this.retryLater(deviceId);
         continue;
       }
       if (c.tenant !== undefined && this.d.port.tenantOf && this.d.port.tenantOf(deviceId) !== c.tenant) {

@@ -6,9 +6,10 @@ import type { EventBus } from '../events/bus.js';
 import type { Store } from '../store/store.js';
 import type { DeliveryGate } from './call-delivery.js';
 import type { FleetConfig } from './config.js';
+import { KEY_REVOKED, type KeyGrants } from './key-grants.js';
 import type { DeviceSelector } from './ports.js';
 import type { QueuedCalls } from './queued-calls.js';
-import { JobSchema, newId, zeroCounts, type CallState, type Job, type JobFilter, type JobState, type QueuedCall } from './types.js';
+import { JobSchema, newId, zeroCounts, type CallError, type CallState, type Job, type JobFilter, type JobState, type QueuedCall } from './types.js';
 
 /** The store collection of jobs, one document per job (key = job id). */
 export const JOBS_COLLECTION = 'jobs';
@@ -23,6 +24,8 @@ export interface NewJob {
   ratePerSecond?: number | undefined;
   abortOverPercent?: number | undefined;
   ttlMs?: number | undefined;
+  /** The principal of the API key that starts it: it runs only while that key is configured as an operator's (key-grants.ts). */
+  principal?: string | undefined;
 }
 
 export interface JobsDeps {
@@ -35,6 +38,8 @@ export interface JobsDeps {
   now?: () => number;
   /** Other instances share the store: every instance judges on every change, and a claim decides who ends a job. */
   shared?: boolean;
+  /** The API keys configured now: a job whose key is gone sends no more calls (key-grants.ts). */
+  grants?: KeyGrants | undefined;
 }
 
 const JobStateOf = z.object({ state: z.enum(['succeeded', 'failed', 'aborted', 'cancelled']) });
@@ -102,6 +107,11 @@ export class Jobs implements DeliveryGate {
     }
     this.d.store.onChange?.(JOBS_COLLECTION, (c) => this.applyRemote(c.key, c.value));
     this.offCalls = this.d.calls.onChange((c, previous, local) => this.onCall(c, previous, local));
+    // A job whose key was removed while this process was down is cancelled now, before any of its calls goes out.
+    for (const job of [...this.jobs.values()]) {
+      const revoked = job.state === 'running' ? this.d.grants?.revoked(job) : undefined;
+      if (revoked !== undefined) await this.revoke(job, revoked);
+    }
     // A job whose last call finished while this process was down ends now.
     for (const job of [...this.jobs.values()]) if (job.state === 'running') await this.judge(job);
   }
@@ -163,6 +173,7 @@ export class Jobs implements DeliveryGate {
       updatedAt: at,
       counts: zeroCounts(),
       total: deviceIds.length,
+      ...(n.principal !== undefined ? { principal: n.principal } : {}),
     };
     // A device whose own queue is full gets its call failed at once, not the whole job refused.
     const calls = deviceIds.map((deviceId) => {
@@ -200,6 +211,12 @@ export class Jobs implements DeliveryGate {
     // Aborted or cancelled: its queued calls are being cancelled; none may slip out meanwhile.
     const r = this.rollouts.get(job.id);
     if (job.state !== 'running' || !r) return false;
+    // Its key was removed (a cluster peer with another key list started it, say): no more of its calls go out.
+    const revoked = this.d.grants?.revoked(job);
+    if (revoked !== undefined) {
+      void this.revoke(job, revoked).catch((err: unknown) => this.d.log.error({ err, jobId: job.id }, 'job bookkeeping failed'));
+      return false;
+    }
     const now = this.now();
     if (job.counts.sent + r.reserved >= job.concurrency || now < r.nextAt) {
       r.waiting.add(c.deviceId);
@@ -262,15 +279,23 @@ export class Jobs implements DeliveryGate {
   }
 
   /** Aborted or cancelled: the state first (so the cancellations below cannot end it otherwise), then its queued calls. */
-  private async stop(job: Job, state: 'aborted' | 'cancelled'): Promise<void> {
+  private async stop(job: Job, state: 'aborted' | 'cancelled', error?: CallError): Promise<void> {
     if (job.state !== 'running') return;
-    if (!(await this.end(job, state, false))) return;
-    for (const id of this.callsOf.get(job.id) ?? []) if (this.d.calls.get(id)?.state === 'queued') await this.d.calls.transition(id, 'cancelled');
+    if (!(await this.end(job, state, false, error))) return;
+    const patch = error ? { error } : {};
+    for (const id of this.callsOf.get(job.id) ?? []) if (this.d.calls.get(id)?.state === 'queued') await this.d.calls.transition(id, 'cancelled', patch);
     this.progress(job, true);
   }
 
+  /** Its API key was removed or given a tenant (key-grants.ts): cancelled, and its queued calls, with KEY_REVOKED. */
+  private async revoke(job: Job, message: string): Promise<void> {
+    if (job.state !== 'running') return;
+    this.d.grants?.note('job', job, { jobId: job.id, tool: job.tool });
+    await this.stop(job, 'cancelled', { code: KEY_REVOKED, message });
+  }
+
   /** False when the job had ended already, or another instance won the claim to end it (its word follows through the store). */
-  private async end(job: Job, state: Exclude<JobState, 'running'>, announce = true): Promise<boolean> {
+  private async end(job: Job, state: Exclude<JobState, 'running'>, announce = true, error?: CallError): Promise<boolean> {
     if (job.state !== 'running') return false;
     if (this.d.shared && this.d.store.create && !(await this.d.store.create(JOB_ENDS_COLLECTION, job.id, { state, at: this.now() }))) {
       // Another instance ended it: its state is taken now (its job document, which says so too, may lag).
@@ -280,6 +305,7 @@ export class Jobs implements DeliveryGate {
     }
     if (job.state !== 'running') return false;
     this.settle(job, state);
+    if (error) job.error = error;
     if (announce) this.progress(job, true);
     else await this.write(job);
     this.forgetOldJobs();
@@ -324,7 +350,8 @@ export class Jobs implements DeliveryGate {
   private progress(job: Job, force: boolean): void {
     const emit = () => {
       this.lastProgress.set(job.id, this.now());
-      this.d.bus.publish('job.progress', '', { jobId: job.id, state: job.state, counts: { ...job.counts }, total: job.total });
+      const error = job.error ? { error: job.error } : {};
+      this.d.bus.publish('job.progress', '', { jobId: job.id, state: job.state, counts: { ...job.counts }, total: job.total, ...error });
       void this.write(job);
     };
     if (force) return emit();
@@ -373,6 +400,7 @@ export class Jobs implements DeliveryGate {
     // Counts are kept from the calls here; the state is what another instance decided.
     if (mine.state === 'running' && parsed.data.state !== 'running') {
       mine.state = parsed.data.state;
+      if (parsed.data.error) mine.error = parsed.data.error;
       mine.updatedAt = parsed.data.updatedAt;
       clearTimeout(this.rollouts.get(key)?.timer);
       this.rollouts.delete(key);

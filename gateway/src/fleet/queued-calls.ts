@@ -4,6 +4,7 @@ import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Store } from '../store/store.js';
 import type { FleetConfig } from './config.js';
+import { ownerFields } from './key-grants.js';
 import type { SendClaims } from './send-claims.js';
 import { StoreWriter } from './store-writer.js';
 import { isFinished, isStale, NEXT_CALL_STATE, newId, QueuedCallSchema, type CallError, type CallResult, type CallState, type QueuedCall } from './types.js';
@@ -42,6 +43,8 @@ export interface NewCall {
   jobId?: string | undefined;
   /** The tenant of the key that queues it: delivered only while the device is still that tenant's. */
   tenant?: string | undefined;
+  /** The principal of the key that queues it: delivered only while that key is configured, with that tenant (key-grants.ts). */
+  principal?: string | undefined;
 }
 
 /** A change of one call: `previous` is undefined for a new call. `local`: made by this instance. */
@@ -234,7 +237,7 @@ export class QueuedCalls {
       updatedAt: at,
       expiresAt: new Date(now + ttl).toISOString(),
       ...(n.jobId !== undefined ? { jobId: n.jobId } : {}),
-      ...(n.tenant !== undefined ? { tenant: n.tenant } : {}),
+      ...ownerFields(n),
     };
   }
 

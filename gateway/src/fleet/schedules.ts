@@ -5,6 +5,7 @@ import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Principal } from '../principal.js';
 import type { Store } from '../store/store.js';
+import { KEY_REVOKED, type KeyGrants } from './key-grants.js';
 import type { SchedulesConfig } from './schedules-config.js';
 import {
   SCHEDULE_CLAIMS,
@@ -57,6 +58,8 @@ export interface SchedulerOptions {
   /** Names this instance in its claims (the cluster's instance id). */
   instanceId?: string | undefined;
   clock?: SchedulerClock;
+  /** The API keys configured now: a schedule whose key is gone starts nothing more (key-grants.ts). */
+  grants?: KeyGrants | undefined;
 }
 
 /** The timer never sleeps longer than this, so a wall clock that jumps (NTP, a suspended VM) is caught within a minute. */
@@ -110,6 +113,7 @@ export class Scheduler {
   static async open(o: SchedulerOptions): Promise<Scheduler> {
     const s = new Scheduler(o);
     for (const { key, value } of await o.store.list(SCHEDULES)) s.adopt(key, value);
+    await s.settleRevoked();
     s.offChange = o.store.onChange?.(SCHEDULES, (c) => {
       if (c.value === undefined) s.entries.delete(c.key);
       else s.adopt(c.key, c.value);
@@ -117,6 +121,23 @@ export class Scheduler {
     });
     s.wake();
     return s;
+  }
+
+  /**
+   * Schedules whose API key was removed (or moved to another tenant) while the gateway was down are paused now, their
+   * last result saying why, rather than left showing a next run that will never start anything.
+   */
+  private async settleRevoked(): Promise<void> {
+    for (const [id, e] of this.entries) {
+      const message = e.s.paused ? undefined : this.o.grants?.revoked(e.s.owner);
+      // Read again: in a cluster another instance may have written it (a run, a pause) since the list.
+      const current = message === undefined ? undefined : await this.fresh(id);
+      if (message === undefined || !current || current.paused) continue;
+      const s = revokedSchedule(current, message);
+      await this.o.store.put(SCHEDULES, id, s);
+      this.entries.set(id, { s, clock: e.clock });
+      this.o.grants!.note('schedule', e.s.owner ?? {}, { scheduleId: id });
+    }
   }
 
   /** Take a document from the store (at start, or another instance's write); one that does not read is left out. */
@@ -310,13 +331,16 @@ export class Scheduler {
       if (claimed && !current) this.entries.delete(id);
       return;
     }
-    const lastResult: ScheduleResult = fire ? await this.start(current) : { skipped: true };
-    const s: StoredSchedule = { ...current, lastRun: iso(runAt), lastResult, nextRun: next };
+    const revoked = this.o.grants?.revoked(current.owner);
+    if (revoked !== undefined) this.o.grants!.note('schedule', current.owner ?? {}, { scheduleId: id, run: iso(runAt) });
+    const lastResult: ScheduleResult = revoked !== undefined ? revokedResult(revoked) : fire ? await this.start(current) : { skipped: true };
+    const s: StoredSchedule =
+      revoked !== undefined ? { ...revokedSchedule(current, revoked), lastRun: iso(runAt) } : { ...current, lastRun: iso(runAt), lastResult, nextRun: next };
     // Deleted while its call was being started: the call stands, the schedule is not written back.
     if (!this.entries.has(id)) return;
     await this.o.store.put(SCHEDULES, id, s);
     this.entries.set(id, { s, clock: e.clock });
-    if (fire) this.o.bus.publish('schedule.fired', current.call?.device ?? '', { scheduleId: id, run: iso(runAt), ...lastResult });
+    if (fire || revoked !== undefined) this.o.bus.publish('schedule.fired', current.call?.device ?? '', { scheduleId: id, run: iso(runAt), ...lastResult });
     else this.log.warn({ scheduleId: id, run: iso(runAt), lateMs: now - runAt }, 'schedule run missed by more than the grace window: skipped');
   }
 
@@ -349,6 +373,13 @@ export class Scheduler {
       if (!c.success || now - c.data.at > keep) await this.o.store.delete(SCHEDULE_CLAIMS, key);
     }
   }
+}
+
+const revokedResult = (message: string): ScheduleResult => ({ error: { code: KEY_REVOKED, message } });
+
+/** Paused, with why: not deleted, so an operator can read it (resuming it is no way round: each run checks again). */
+function revokedSchedule(s: StoredSchedule, message: string): StoredSchedule {
+  return { ...s, paused: true, nextRun: null, lastResult: revokedResult(message) };
 }
 
 function visibleTo(s: StoredSchedule, tenant: string | undefined): boolean {

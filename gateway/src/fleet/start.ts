@@ -4,6 +4,7 @@ import type { Store } from '../store/store.js';
 import { CallDelivery } from './call-delivery.js';
 import type { FleetConfig } from './config.js';
 import { Jobs } from './jobs.js';
+import { KEY_REVOKED, type KeyGrants } from './key-grants.js';
 import type { CallPort, DeviceSelector } from './ports.js';
 import { QueuedCalls } from './queued-calls.js';
 import { sendClaims } from './send-claims.js';
@@ -22,12 +23,15 @@ export interface FleetDeps {
   /** The longest a device call may take (calls.maxTimeoutMs): a `sent` call older than this plus a minute lost its sender. */
   maxCallMs: number;
   now?: () => number;
+  /** The API keys configured now (key-grants.ts): work of a key no longer configured is settled, never run. */
+  grants?: KeyGrants | undefined;
 }
 
 export interface Fleet {
   calls: QueuedCalls;
   jobs: Jobs;
   delivery: CallDelivery;
+  grants: KeyGrants | undefined;
   /** Stop delivering; resolves once the calls in flight have their outcome written (call before the store closes). */
   close(): Promise<void>;
 }
@@ -39,12 +43,14 @@ export async function startFleet(d: FleetDeps, config: FleetConfig): Promise<Fle
   const sentStaleMs = d.maxCallMs + 60_000;
   const claims = sendClaims(d.store, { shared: !d.soleSender, log, staleMs: sentStaleMs, now });
   const calls = new QueuedCalls({ store: d.store, bus: d.bus, log, settings: { ...config, sentStaleMs }, now, claims });
-  const jobs = new Jobs({ store: d.store, bus: d.bus, log, calls, selector: d.selector, settings: config, now, shared: !d.soleSender });
-  const delivery = new CallDelivery({ calls, port: d.port, bus: d.bus, log, gate: jobs, claims });
+  const { grants } = d;
+  const jobs = new Jobs({ store: d.store, bus: d.bus, log, calls, selector: d.selector, settings: config, now, shared: !d.soleSender, grants });
+  const delivery = new CallDelivery({ calls, port: d.port, bus: d.bus, log, gate: jobs, claims, grants });
   calls.keepWhile((c) => jobs.retains(c));
   jobs.useDelivery((id) => delivery.kick(id));
   await calls.load({ interruptSent: d.soleSender });
   await jobs.load();
+  if (grants) await settleRevokedCalls(calls, grants, log);
   delivery.start();
   let sweeping = false;
   const sweep = setInterval(() => {
@@ -63,6 +69,7 @@ export async function startFleet(d: FleetDeps, config: FleetConfig): Promise<Fle
     calls,
     jobs,
     delivery,
+    grants,
     close: async () => {
       clearInterval(sweep);
       await delivery.close();
@@ -70,4 +77,20 @@ export async function startFleet(d: FleetDeps, config: FleetConfig): Promise<Fle
       await calls.close();
     },
   };
+}
+
+/**
+ * Calls still queued by a key that is no longer configured (or has another tenant now) are cancelled at start with
+ * KEY_REVOKED, each with its `call.state` event: not left queued until their TTL for a device that may never come.
+ * Delivery checks again before each send (a cluster peer may share a store with a different key list).
+ */
+async function settleRevokedCalls(calls: QueuedCalls, grants: KeyGrants, log: Logger): Promise<void> {
+  let settled = 0;
+  for (const c of [...calls.all()]) {
+    const message = c.state === 'queued' ? grants.revoked(c) : undefined;
+    if (message === undefined || !(await calls.transition(c.id, 'cancelled', { error: { code: KEY_REVOKED, message } }))) continue;
+    grants.note('call', c, { deviceId: c.deviceId, callId: c.id, tool: c.tool });
+    settled++;
+  }
+  if (settled) log.warn({ calls: settled, code: KEY_REVOKED }, 'queued calls of removed or re-tenanted API keys were cancelled at start, not sent');
 }

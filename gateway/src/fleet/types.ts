@@ -54,6 +54,12 @@ export const QueuedCallSchema = z.object({
   jobId: z.string().max(64).optional(),
   /** The tenant of the API key that queued the call (absent: an operator's key, a job or a schedule). */
   tenant: z.string().max(128).optional(),
+  /**
+   * The API key that queued it, by its principal (a fingerprint, never the key; fleet/key-grants.ts): not sent once
+   * that key is removed or moved to another tenant. Absent: no key (the operator's own paths, a job's call: the job
+   * holds it), or a call stored before this was kept.
+   */
+  principal: z.string().max(64).optional(),
   result: CallResultSchema.optional(),
   error: CallErrorSchema.optional(),
   sentAt: z.string().optional(),
@@ -61,8 +67,8 @@ export const QueuedCallSchema = z.object({
 export type QueuedCall = z.infer<typeof QueuedCallSchema>;
 
 /** What callers see: the stored document without the internal fields. */
-export function publicCall(c: QueuedCall): Omit<QueuedCall, 'sentAt' | 'tenant'> {
-  const { sentAt: _s, tenant: _t, ...rest } = c;
+export function publicCall(c: QueuedCall): Omit<QueuedCall, 'sentAt' | 'tenant' | 'principal'> {
+  const { sentAt: _s, tenant: _t, principal: _p, ...rest } = c;
   return rest;
 }
 
@@ -101,8 +107,18 @@ export const JobSchema = z.object({
   updatedAt: z.string(),
   counts: CountsSchema,
   total: z.number().int().min(0),
+  /** Why the job ended without running all its calls, when a code says it better than the state (KEY_REVOKED). */
+  error: CallErrorSchema.optional(),
+  /** (internal) The principal of the API key that started it (see QueuedCall.principal); jobs are for operator keys. */
+  principal: z.string().max(64).optional(),
 });
 export type Job = z.infer<typeof JobSchema>;
+/** A job as callers see it: without its key's principal. */
+export const JobOutSchema = JobSchema.omit({ principal: true });
+export function publicJob(j: Job): Omit<Job, 'principal'> {
+  const { principal: _p, ...rest } = j;
+  return rest;
+}
 
 let seq = 0;
 /**

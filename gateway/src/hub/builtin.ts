@@ -10,13 +10,15 @@ type BuiltinName = (typeof BUILTIN_TOOL_NAMES)[number];
  * job; it throws a GatewayError for what it refuses.
  */
 export interface FleetJobsPort {
-  start(body: Record<string, unknown>): Promise<{ id: string; state: string; total: number }>;
+  start(body: Record<string, unknown>, principal?: string): Promise<{ id: string; state: string; total: number }>;
 }
 
 export interface BuiltinContext {
   fleetJobs?: FleetJobsPort | undefined;
   /** The caller is an operator (principal.ts isOperator): no tenant, and not limited to devices without one. */
   operator?: boolean | undefined;
+  /** The caller's key (principal.ts): a job it starts runs only while that key is configured (fleet/key-grants.ts). */
+  principal?: string | undefined;
 }
 
 interface Builtin {
@@ -65,7 +67,7 @@ const BUILTINS: Record<BuiltinName, Builtin> = {
       // A job's filter selects devices across tenants (POST /v1/jobs is for operator keys: a tenant's key gets 403).
       if (ctx.operator === false) return text('fleet jobs are for operators: a caller of a tenant (or a device) cannot start one', true);
       try {
-        const job = await ctx.fleetJobs.start(args);
+        const job = await ctx.fleetJobs.start(args, ctx.principal);
         const out = { jobId: job.id, state: job.state, devices: job.total };
         return { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
       } catch (e) {

@@ -7,6 +7,7 @@ import type { CallOutcome } from '../../src/devices/device-handle.js';
 import { GatewayError } from '../../src/errors.js';
 import { EventBus, type GatewayEvent } from '../../src/events/bus.js';
 import { FleetSlice, type FleetConfig } from '../../src/fleet/config.js';
+import type { KeyGrants } from '../../src/fleet/key-grants.js';
 import type { DeviceSelector } from '../../src/fleet/ports.js';
 import { startFleet, type Fleet } from '../../src/fleet/start.js';
 import type { JobFilter } from '../../src/fleet/types.js';
@@ -113,7 +114,7 @@ export const fleetConfig = (o: Partial<FleetConfig> = {}): FleetConfig => ({ ...
 /** A fleet over the store in `dir` (opened fresh: a second call on the same folder is a restart). */
 export async function startRig(
   dir: string,
-  o: { config?: Partial<FleetConfig>; fake?: FakeFleet; now?: () => number; soleSender?: boolean; store?: Store } = {},
+  o: { config?: Partial<FleetConfig>; fake?: FakeFleet; now?: () => number; soleSender?: boolean; store?: Store; grants?: KeyGrants } = {},
 ): Promise<Rig> {
   const store = o.store ?? new SqliteStore(join(dir, 'voxgate.db'));
   const bus = o.fake?.bus ?? new EventBus({ bufferSize: 0 });
@@ -128,6 +129,7 @@ export async function startRig(
       soleSender: o.soleSender ?? true,
       maxCallMs: 300_000,
       ...(o.now ? { now: o.now } : {}),
+      ...(o.grants ? { grants: o.grants } : {}),
     },
     fleetConfig(o.config),
   );

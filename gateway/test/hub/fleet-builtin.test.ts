@@ -47,6 +47,22 @@ describe('the fleet_start_job builtin', () => {
     expect(bodies).toHaveLength(2);
   });
 
+  it("starts the job as the caller's key (its principal), so the job stops when that key is removed (fleet/key-grants.ts)", async () => {
+    const { hub } = buildHub({ fleet: { type: 'builtin', tools: ['fleet_start_job'] } });
+    hubs.push(hub);
+    await hub.start();
+    const principals: Array<string | undefined> = [];
+    hub.useFleetJobs({
+      start: async (_body, principal) => {
+        principals.push(principal);
+        return { id: 'job_1', state: 'running', total: 1 };
+      },
+    });
+    const ok = await hub.call('mcp__fleet__fleet_start_job', { tool: 't', filter: { board: 'b' } }, { principal: 'key:abc' });
+    expect(ok.isError).toBeFalsy();
+    expect(principals).toEqual(['key:abc']);
+  });
+
   it("refuses a tenant's caller: a job's filter selects devices across tenants (POST /v1/jobs is for operator keys)", async () => {
     const { hub } = buildHub({ fleet: { type: 'builtin', tools: ['fleet_start_job'] } });
     hubs.push(hub);

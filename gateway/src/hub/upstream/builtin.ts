@@ -19,7 +19,7 @@ export class BuiltinUpstream extends Upstream {
   call(tool: string, args: Record<string, unknown>, ctx: CallContext & Caller): Promise<CallToolResult> {
     const b = this.impls.get(tool);
     if (!b) return Promise.reject(new GatewayError('TOOL_NOT_FOUND', `server "${this.config.name}" has no tool "${tool}"`));
-    return Promise.resolve(b.run(args, { fleetJobs: this.d.fleetJobs?.(), operator: isOperator(ctx) }));
+    return Promise.resolve(b.run(args, { fleetJobs: this.d.fleetJobs?.(), operator: isOperator(ctx), principal: ctx.principal }));
   }
   close(): Promise<void> {
     this.setState('stopped');
