@@ -55,6 +55,9 @@ export type { Gateway };
  * registers its closer as it opens (a Lifecycle stack), so a start that fails closes what it opened, and
  * close() runs the reverse of the start: drain hub calls, close devices, listeners, cluster, store.
  */
+/** Below this an API key is warned about at start (the generated ones have 36). */
+const MIN_API_KEY_CHARS = 20;
+
 export async function startGateway(config: Config, opts: { log?: Logger; converseKit?: () => ConverseKit } = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel, undefined, config.logFormat);
   const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
@@ -62,6 +65,13 @@ export async function startGateway(config: Config, opts: { log?: Logger; convers
     log.warn(
       { file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom },
       'the secrets file was readable by group or others; its mode is now 0600',
+    );
+  // A short key is guessable, and its fingerprint (stored with the work it queued) can be searched offline.
+  const weakKeys = secrets.apiKeys.filter((k) => k.length < MIN_API_KEY_CHARS).length;
+  if (weakKeys > 0)
+    log.warn(
+      { keys: weakKeys, minChars: MIN_API_KEY_CHARS },
+      `${weakKeys} API key(s) shorter than ${MIN_API_KEY_CHARS} characters: use long random keys (e.g. openssl rand -base64 24)`,
     );
   if (config.deviceAuth === 'open') log.warn('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
   const life = new Lifecycle(log);

@@ -3,7 +3,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { startTestGateway } from '../../../test/support/gateway-harness.js';
+import { startTestGateway, TEST_API_KEY } from '../../../test/support/gateway-harness.js';
 import { isolatedEnv, startCompiledGateway } from '../../../test/support/gateway-process.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 
@@ -54,6 +54,26 @@ describe('data/secrets.json permissions (issue 8, defect 10d)', () => {
       expect(JSON.stringify(t.logs)).not.toContain(deviceSecret);
     } finally {
       await t.close();
+    }
+  });
+});
+
+describe('API keys at start', () => {
+  it('warns about configured keys too short to resist guessing, counting them without naming them', async () => {
+    const weak = 'short-key-1';
+    const t = await startTestGateway({ apiKeys: [TEST_API_KEY, weak] });
+    try {
+      const warning = t.logs.find((l) => String(l['msg']).includes('shorter than'));
+      expect(warning).toMatchObject({ level: 40, keys: 1, minChars: 20 });
+      expect(JSON.stringify(t.logs)).not.toContain(weak);
+    } finally {
+      await t.close();
+    }
+    const strong = await startTestGateway();
+    try {
+      expect(strong.logs.some((l) => String(l['msg']).includes('shorter than'))).toBe(false);
+    } finally {
+      await strong.close();
     }
   });
 });
