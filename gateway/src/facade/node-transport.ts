@@ -74,6 +74,9 @@ export class NodeSessionTransport implements Transport {
   onerror: ((error: Error) => void) | undefined;
   onmessage: (<T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void) | undefined;
 
+  /** When a client last let go of one of this session's streams (ms since the epoch; 0: never): see session-table.ts. */
+  lastStreamClosed = 0;
+
   private started = false;
   private initialized = false;
   private closed = false;
@@ -213,6 +216,7 @@ export class NodeSessionTransport implements Transport {
    * to V8's young collections until a full one, so the gateway promoted ~4 KB per call (issue 21, `mcpc1`).
    */
   private readonly forgetCancelled = (sse: SseStream): void => {
+    this.lastStreamClosed = Date.now();
     for (const [id, s] of this.streams)
       if (s.sse === sse) {
         this.streams.delete(id);
@@ -229,6 +233,7 @@ export class NodeSessionTransport implements Transport {
     const sse = new SseStream(res, sseHeaders(this.sessionId), undefined);
     const stream: Stream = { sse, requests: 0 };
     sse.oncancel = () => {
+      this.lastStreamClosed = Date.now();
       if (this.streams.get(STANDALONE) === stream) this.streams.delete(STANDALONE);
     };
     this.streams.set(STANDALONE, stream);
@@ -260,6 +265,7 @@ export class NodeSessionTransport implements Transport {
       this.endStream(replayedId);
       const stream: Stream = { sse, replayed, requests: 0 };
       sse.oncancel = () => {
+        this.lastStreamClosed = Date.now();
         if (this.streams.get(replayedId) === stream) this.streams.delete(replayedId);
       };
       this.streams.set(replayedId, stream);
@@ -282,6 +288,15 @@ export class NodeSessionTransport implements Transport {
     } finally {
       await this.close();
     }
+  }
+
+  /**
+   * Whether a client holds a stream of this session: its GET stream (or a resumed one), or a POST whose answer is
+   * still open. A session without one is one the endpoint may evict to admit another of the same key.
+   */
+  hasOpenStream(): boolean {
+    for (const s of this.streams.values()) if (s.sse.open) return true;
+    return false;
   }
 
   private sessionOk(req: IncomingMessage, res: ServerResponse): boolean {
