@@ -28,7 +28,8 @@ import { sseHeaders, SseStream, type HeldStreams } from './sse-stream.js';
  * most of /mcp's CPU and allocation per call. One difference: a POST's lone request whose answer is the first thing
  * its stream would carry is answered as plain `application/json` (see `send`), where the SDK's transport, unless
  * told `enableJsonResponse`, always streams; and a resumption (Last-Event-ID) of a stream that still has a
- * connection takes it over (see `replay`), where the SDK's answers 409. Not carried over: the SDK's own Host/Origin
+ * connection takes it over (see `replay`), where the SDK's answers 409; and a GET stream is primed as a POST's is (see
+ * `get`), where the SDK's primes only a POST's. Not carried over: the SDK's own Host/Origin
  * checks (the endpoint makes its own) and scope challenges (the facade registers no tool that declares one).
  */
 export interface NodeSessionTransportOptions {
@@ -230,7 +231,10 @@ export class NodeSessionTransport implements Transport {
     const lastEventId = header(req, 'last-event-id');
     if (lastEventId) return this.replay(res, lastEventId);
     if (this.streams.has(STANDALONE)) return this.fail(res, 409, -32000, 'Conflict: Only one SSE stream is allowed per session');
-    const sse = new SseStream(res, sseHeaders(this.sessionId), undefined);
+    const sse = new SseStream(res, sseHeaders(this.sessionId), undefined, this.primer);
+    // Primed as a POST's stream is (the SDK's server primes only those): a client that loses its GET stream before
+    // the first notification resumes from this id and is sent what it missed; without it, it came back empty-handed.
+    if (this.emptyDataOk(header(req, 'mcp-protocol-version') ?? DEFAULT_NEGOTIATED_PROTOCOL_VERSION)) sse.primeWith(STANDALONE);
     const stream: Stream = { sse, requests: 0 };
     sse.oncancel = () => {
       this.lastStreamClosed = Date.now();
