@@ -14,7 +14,7 @@ export interface TableSession {
  * A session used, or whose stream a client let go of, this recently is not evicted. The SDK clients open their GET
  * stream only after `notifications/initialized` is answered, so a session is stream-less for a moment after its
  * initialize; and a client whose GET stream dropped reconnects within the `retry` hint (1 s). Without this, a burst of
- * initializes from one key evicted the sessions just made, or one reconnecting, before their GET came back.
+ * initializes from one key would evict the sessions just made, or one reconnecting, before their GET came back.
  */
 export const EVICTABLE_AFTER_MS = 5000;
 
