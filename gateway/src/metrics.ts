@@ -126,6 +126,12 @@ export function createMetrics() {
     }),
     ...inboundEndpointMetrics(registry),
     mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),
+    mcpSessionsEvicted: new Counter({
+      name: 'voxgate_mcp_endpoint_sessions_evicted_total',
+      help: '/mcp sessions closed to admit a new one of the same API key (its least recently used without an open stream), by reason (key_limit: the key held mcp.endpoint.maxSessionsPerKey; gateway_limit: the gateway held maxSessions)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     eventsDropped: new Counter({
       name: 'voxgate_events_dropped_total',
       help: 'Device events dropped before the bus, by reason (device_rate: over the per-device rate)',

@@ -13,6 +13,7 @@ import { deeperThan, MAX_JSON_DEPTH } from './jsonrpc-message.js';
 import { METADATA_PATH, registerNoOAuthRoutes } from './no-oauth.js';
 import { requestOrigins } from './request-origins.js';
 import { HeldStreams } from './sse-stream.js';
+import { EVICTABLE_AFTER_MS, SessionTable } from './session-table.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 
 /**
@@ -64,7 +65,7 @@ interface Session {
 export interface McpEndpoint {
   sessionCount(): number;
   /** What the endpoint holds for its sessions (all zero once every session has ended). */
-  state(): { sessions: number; eventStores: number; eventBytes: number; keysHolding: number; reserved: number };
+  state(): { sessions: number; streaming: number; eventStores: number; eventBytes: number; keysHolding: number; reserved: number };
   close(): Promise<void>;
 }
 
@@ -95,7 +96,9 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const log = o.log.child({ component: 'mcp-endpoint' });
   // Refusals before authentication (Host, Origin) take one request each on a kept-alive connection: bounded per kind.
   const refusals = new ThrottledLog(log, 'warn', REFUSAL_LINES);
-  const sessions = new Map<string, Session>();
+  // Evictions: as many as initializes past a key's cap, so bounded the same way.
+  const evictions = new ThrottledLog(log, 'info', REFUSAL_LINES);
+  const sessions = new SessionTable<Session>();
   const eventStores = new BoundedEventStores({ ...DEFAULT_EVENT_STORE_LIMITS, ...o.eventStore });
   // A POST's SSE answer leaves with its headers in one write: sessions' answers through held streams
   // (sse-stream.ts), the SDK's stateless answers through deferred headers (deferred-headers.ts).
@@ -167,17 +170,16 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const sweeper = setInterval(
     () => {
       const now = Date.now();
-      for (const [id, s] of sessions) if (now - s.lastUsed > o.sessionIdleMs) void closeSession(id, 'idle');
+      for (const id of sessions.ids()) if (now - sessions.get(id)!.lastUsed > o.sessionIdleMs) void closeSession(id, 'idle');
     },
     Math.min(60_000, o.sessionIdleMs),
   );
   sweeper.unref();
 
   async function closeSession(id: string, why: string): Promise<void> {
-    const s = sessions.get(id);
+    // Synchronously, before any await: the slot is free for the initialize that evicted this session.
+    const s = sessions.delete(id);
     if (!s) return;
-    sessions.delete(id);
-    adjustKey(s.keyFingerprint, -1);
     s.events.dispose();
     o.metrics.mcpSessions.set(sessions.size);
     log.debug({ why }, 'mcp session closed');
@@ -194,16 +196,34 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       .update(authorization ?? '')
       .digest('base64url');
 
-  /** Open sessions per key, plus initializes in progress (reserved before any await, so a burst can't overshoot). */
-  const perKey = new Map<string, number>();
-  let reserved = 0;
+  /** Which cap a new session of this key would pass, if any. */
+  const capReached = (fp: string): 'key_limit' | 'gateway_limit' | undefined =>
+    sessions.heldBy(fp) >= o.maxSessionsPerKey ? 'key_limit' : sessions.size + sessions.reserved >= o.maxSessions ? 'gateway_limit' : undefined;
+
+  /**
+   * At a cap, the key gives up its own least recently used session that no client holds a stream of (session-table.ts):
+   * clients that exit without DELETE (the Inspector CLI, mcp-remote, many SDK scripts) left one each, and a key that
+   * had run its client `maxSessionsPerKey` times was refused until the idle sweep. Never another key's session, at the
+   * total cap either: evicting the gateway's least recently used one would let any key close other tenants' sessions
+   * at will (one initialize each, and their next request gets 404), so a key with none to give up still gets 503.
+   */
+  const evictFor = (fp: string, reason: 'key_limit' | 'gateway_limit', caller: ApiCaller): boolean => {
+    const now = Date.now();
+    const victim = sessions.evictable(fp, now - EVICTABLE_AFTER_MS);
+    if (!victim) return false;
+    void closeSession(victim.id, 'evicted');
+    o.metrics.mcpSessionsEvicted.inc({ reason });
+    const limit = reason === 'key_limit' ? o.maxSessionsPerKey : o.maxSessions;
+    evictions.write(
+      { tenant: caller.tenant, reason, limit, idleMs: now - victim.lastActive },
+      'mcp session evicted: the least recently used one of this API key without an open stream, to admit a new one',
+      reason,
+    );
+    return true;
+  };
+
   /** Stateless `subscriptions/listen` streams open per key (bounded by maxSessionsPerKey, as sessions are). */
   const listening = new Map<string, number>();
-  const adjustKey = (fp: string, by: number) => {
-    const n = (perKey.get(fp) ?? 0) + by;
-    if (n > 0) perKey.set(fp, n);
-    else perKey.delete(fp);
-  };
 
   const { hostAllowed, originAllowed, corsOrigin, originOf } = requestOrigins(o);
   const preflight = (req: FastifyRequest, reply: FastifyReply) => {
@@ -288,7 +308,9 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     }
     if (req.method === 'POST' && isInitialize(mcp, req.body)) {
       const keyFingerprint = fingerprint(caller, req.headers.authorization);
-      if ((perKey.get(keyFingerprint) ?? 0) >= o.maxSessionsPerKey) {
+      let cap = capReached(keyFingerprint);
+      if (cap && evictFor(keyFingerprint, cap, caller)) cap = capReached(keyFingerprint);
+      if (cap === 'key_limit') {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit_key' });
         refusals.write(
           { tenant: caller.tenant, limit: o.maxSessionsPerKey },
@@ -299,17 +321,16 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
           reply,
           429,
           -32000,
-          `Too many MCP sessions for this API key (${o.maxSessionsPerKey}); close some (DELETE /mcp) or use the stateless protocol`,
+          `Too many MCP sessions for this API key (${o.maxSessionsPerKey}), all in use; close some (DELETE /mcp) or use the stateless protocol`,
         );
       }
-      if (sessions.size + reserved >= o.maxSessions) {
+      if (cap === 'gateway_limit') {
         o.metrics.mcpRequests.inc({ outcome: 'session_limit' });
         refusals.write({ limit: o.maxSessions }, 'mcp session refused: the gateway holds its maximum of sessions', 'session_limit');
         return rpcError(reply, 503, -32000, 'Too many MCP sessions; try again later or use the stateless protocol');
       }
       // Reserve the slot now; the session takes it over once the SDK has assigned its id.
-      adjustKey(keyFingerprint, 1);
-      reserved++;
+      sessions.reserve(keyFingerprint);
       let registered = false;
       const events = eventStores.forSession();
       try {
@@ -322,8 +343,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
           retryInterval: SSE_RETRY_MS,
           onsessioninitialized: (id) => {
             registered = true;
-            reserved--;
-            sessions.set(id, { transport, server, events, caller, keyFingerprint, lastUsed: Date.now() });
+            sessions.add(id, { transport, server, events, caller, keyFingerprint, lastUsed: Date.now() });
             o.metrics.mcpSessions.set(sessions.size);
           },
           onsessionclosed: (id) => void closeSession(id, 'deleted'),
@@ -340,8 +360,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       } finally {
         if (!registered) {
           events.dispose();
-          reserved--;
-          adjustKey(keyFingerprint, -1);
+          sessions.release(keyFingerprint);
         }
       }
       return reply;
@@ -401,14 +420,21 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
 
   const endpoint: McpEndpoint = {
     sessionCount: () => sessions.size,
-    state: () => ({ sessions: sessions.size, eventStores: eventStores.sessionCount(), eventBytes: eventStores.bytes(), keysHolding: perKey.size, reserved }),
+    state: () => ({
+      sessions: sessions.size,
+      streaming: sessions.streaming(),
+      eventStores: eventStores.sessionCount(),
+      eventBytes: eventStores.bytes(),
+      keysHolding: sessions.keysHolding(),
+      reserved: sessions.reserved,
+    }),
     async close() {
       clearInterval(sweeper);
       headers.close();
       held.close();
       offChanges();
       offLists();
-      await Promise.allSettled([...sessions.keys()].map((id) => closeSession(id, 'shutdown')));
+      await Promise.allSettled(sessions.ids().map((id) => closeSession(id, 'shutdown')));
       await stateless?.modern.close();
     },
   };

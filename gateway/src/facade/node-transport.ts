@@ -28,7 +28,8 @@ import { sseHeaders, SseStream, type HeldStreams } from './sse-stream.js';
  * most of /mcp's CPU and allocation per call. One difference: a POST's lone request whose answer is the first thing
  * its stream would carry is answered as plain `application/json` (see `send`), where the SDK's transport, unless
  * told `enableJsonResponse`, always streams; and a resumption (Last-Event-ID) of a stream that still has a
- * connection takes it over (see `replay`), where the SDK's answers 409. Not carried over: the SDK's own Host/Origin
+ * connection takes it over (see `replay`), where the SDK's answers 409; and a GET stream is primed as a POST's is (see
+ * `get`), where the SDK's primes only a POST's. Not carried over: the SDK's own Host/Origin
  * checks (the endpoint makes its own) and scope challenges (the facade registers no tool that declares one).
  */
 export interface NodeSessionTransportOptions {
@@ -73,6 +74,9 @@ export class NodeSessionTransport implements Transport {
   onclose: (() => void) | undefined;
   onerror: ((error: Error) => void) | undefined;
   onmessage: (<T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void) | undefined;
+
+  /** When a client last let go of one of this session's streams (ms since the epoch; 0: never): see session-table.ts. */
+  lastStreamClosed = 0;
 
   private started = false;
   private initialized = false;
@@ -213,6 +217,7 @@ export class NodeSessionTransport implements Transport {
    * to V8's young collections until a full one, so the gateway promoted ~4 KB per call (issue 21, `mcpc1`).
    */
   private readonly forgetCancelled = (sse: SseStream): void => {
+    this.lastStreamClosed = Date.now();
     for (const [id, s] of this.streams)
       if (s.sse === sse) {
         this.streams.delete(id);
@@ -226,9 +231,13 @@ export class NodeSessionTransport implements Transport {
     const lastEventId = header(req, 'last-event-id');
     if (lastEventId) return this.replay(res, lastEventId);
     if (this.streams.has(STANDALONE)) return this.fail(res, 409, -32000, 'Conflict: Only one SSE stream is allowed per session');
-    const sse = new SseStream(res, sseHeaders(this.sessionId), undefined);
+    const sse = new SseStream(res, sseHeaders(this.sessionId), undefined, this.primer);
+    // Primed as a POST's stream is (the SDK's server primes only those): a client that loses its GET stream before
+    // the first notification resumes from this id and is sent what it missed; without it, it came back empty-handed.
+    if (this.emptyDataOk(header(req, 'mcp-protocol-version') ?? DEFAULT_NEGOTIATED_PROTOCOL_VERSION)) sse.primeWith(STANDALONE);
     const stream: Stream = { sse, requests: 0 };
     sse.oncancel = () => {
+      this.lastStreamClosed = Date.now();
       if (this.streams.get(STANDALONE) === stream) this.streams.delete(STANDALONE);
     };
     this.streams.set(STANDALONE, stream);
@@ -260,6 +269,7 @@ export class NodeSessionTransport implements Transport {
       this.endStream(replayedId);
       const stream: Stream = { sse, replayed, requests: 0 };
       sse.oncancel = () => {
+        this.lastStreamClosed = Date.now();
         if (this.streams.get(replayedId) === stream) this.streams.delete(replayedId);
       };
       this.streams.set(replayedId, stream);
@@ -282,6 +292,15 @@ export class NodeSessionTransport implements Transport {
     } finally {
       await this.close();
     }
+  }
+
+  /**
+   * Whether a client holds a stream of this session: its GET stream (or a resumed one), or a POST whose answer is
+   * still open. A session without one is one the endpoint may evict to admit another of the same key.
+   */
+  hasOpenStream(): boolean {
+    for (const s of this.streams.values()) if (s.sse.open) return true;
+    return false;
   }
 
   private sessionOk(req: IncomingMessage, res: ServerResponse): boolean {

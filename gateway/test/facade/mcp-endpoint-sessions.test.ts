@@ -28,43 +28,43 @@ function countSubscriptions(hub: McpHub): () => number {
   return () => live;
 }
 
-describe('/mcp sessions release what they hold when they end', () => {
-  let app: FastifyInstance | undefined;
-  let built: ReturnType<typeof buildHub> | undefined;
-  afterEach(async () => {
-    await app?.close();
-    await built?.hub.close();
-    vi.restoreAllMocks();
-    vi.useRealTimers();
-  });
+let app: FastifyInstance | undefined;
+let built: ReturnType<typeof buildHub> | undefined;
+afterEach(async () => {
+  await app?.close();
+  await built?.hub.close();
+  vi.restoreAllMocks();
+  vi.useRealTimers();
+});
 
-  async function start(options: Partial<McpEndpointOptions> = {}): Promise<{ url: URL; endpoint: McpEndpoint; subscriptions: () => number }> {
-    built = buildHub({});
-    const subscriptions = countSubscriptions(built.hub);
-    app = Fastify();
-    let endpoint!: McpEndpoint;
-    const { hub, metrics } = built;
-    await app.register(async (scope) => {
-      endpoint = await registerMcpEndpoint(scope, {
-        hub,
-        apiKeys: () => [KEY],
-        tenantOf: () => undefined,
-        log: pino({ level: 'silent' }),
-        metrics,
-        allowedOrigins: [],
-        allowedHosts: new Set(['127.0.0.1']),
-        maxSessions: 100,
-        maxSessionsPerKey: 100,
-        sessionIdleMs: 30 * 60_000,
-        version: '0.0.0',
-        bodyLimitBytes: 1024 * 1024,
-        ...options,
-      });
+async function start(options: Partial<McpEndpointOptions> = {}): Promise<{ url: URL; endpoint: McpEndpoint; subscriptions: () => number }> {
+  built = buildHub({});
+  const subscriptions = countSubscriptions(built.hub);
+  app = Fastify();
+  let endpoint!: McpEndpoint;
+  const { hub, metrics } = built;
+  await app.register(async (scope) => {
+    endpoint = await registerMcpEndpoint(scope, {
+      hub,
+      apiKeys: () => [KEY],
+      tenantOf: () => undefined,
+      log: pino({ level: 'silent' }),
+      metrics,
+      allowedOrigins: [],
+      allowedHosts: new Set(['127.0.0.1']),
+      maxSessions: 100,
+      maxSessionsPerKey: 100,
+      sessionIdleMs: 30 * 60_000,
+      version: '0.0.0',
+      bodyLimitBytes: 1024 * 1024,
+      ...options,
     });
-    await app.listen({ host: '127.0.0.1', port: 0 });
-    return { url: new URL(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp`), endpoint, subscriptions };
-  }
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  return { url: new URL(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp`), endpoint, subscriptions };
+}
 
+describe('/mcp sessions release what they hold when they end', () => {
   async function openSession(url: URL): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
     const transport = new StreamableHTTPClientTransport(url, { requestInit: { headers: { authorization: `Bearer ${KEY}` } } });
     const client = new Client({ name: 'sessions-test', version: '0.0.0' });
@@ -102,7 +102,7 @@ describe('/mcp sessions release what they hold when they end', () => {
       await transport.terminateSession();
       await client.close();
     }
-    expect(endpoint.state()).toEqual({ sessions: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 });
+    expect(endpoint.state()).toEqual({ sessions: 0, streaming: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 });
     // The hub subscriptions are released when the session's server has closed (after the DELETE is answered).
     await vi.waitFor(() => expect(subscriptions()).toBe(0));
   });
@@ -127,7 +127,7 @@ describe('/mcp sessions release what they hold when they end', () => {
     const open = await Promise.all(Array.from({ length: 5 }, () => openSession(url)));
     expect(endpoint.sessionCount()).toBe(5);
     vi.setSystemTime(Date.now() + 5000);
-    await vi.waitFor(() => expect(endpoint.state()).toEqual({ sessions: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 }), {
+    await vi.waitFor(() => expect(endpoint.state()).toEqual({ sessions: 0, streaming: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 }), {
       timeout: 30_000,
     });
     await vi.waitFor(() => expect(subscriptions()).toBe(0));
@@ -143,7 +143,117 @@ describe('/mcp sessions release what they hold when they end', () => {
       await transport.terminateSession();
       await client.close();
     }
-    expect(endpoint.state()).toEqual({ sessions: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 });
+    expect(endpoint.state()).toEqual({ sessions: 0, streaming: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 });
     await vi.waitFor(() => expect(subscriptions()).toBe(0));
+  });
+});
+
+describe('/mcp: at a cap, a key gives up its least recently used session that no client holds a stream of', () => {
+  const OTHER = 'sessions-test-other-key-0123456789';
+
+  /** A session as the Inspector CLI or mcp-remote opens one: initialize, the SDK client's GET stream, a request. */
+  async function connect(url: URL, key = KEY) {
+    const transport = new StreamableHTTPClientTransport(url, { requestInit: { headers: { authorization: `Bearer ${key}` } } });
+    const client = new Client({ name: 'eviction-test', version: '0.0.0' });
+    await client.connect(transport);
+    await client.listTools();
+    return { client, transport, sessionId: transport.sessionId! };
+  }
+
+  /** A ping on a session by its id, as a client that still holds the id would send it. */
+  const ping = async (url: URL, sessionId: string, key = KEY) => {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${key}`,
+        accept: 'application/json, text/event-stream',
+        'content-type': 'application/json',
+        'mcp-session-id': sessionId,
+        'mcp-protocol-version': '2025-11-25',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+    });
+    return { status: res.status, body: (await res.json()) as { error?: { message: string } } };
+  };
+
+  const evicted = async (reason: string) => (await built!.metrics.mcpSessionsEvicted.get()).values.find((v) => v.labels['reason'] === reason)?.value ?? 0;
+
+  /** Moves the clock past the time a session just used or let go of is kept (session-table.ts). */
+  const later = () => vi.setSystemTime(Date.now() + 60_000);
+
+  it('a client that left without DELETE gives its slot to the new session; its id then gets 404; sessions with a stream are kept', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const lines: Array<Record<string, unknown>> = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const { url, endpoint } = await start({ maxSessionsPerKey: 2, log });
+    const a = await connect(url);
+    const b = await connect(url);
+    await vi.waitFor(() => expect(endpoint.state().streaming).toBe(2));
+    later();
+    // Every session of the key has a client on its GET stream, however long unused: the cap holds.
+    await expect(connect(url)).rejects.toThrow(/Too many MCP sessions for this API key/);
+
+    // a's client exits without DELETE (what the Inspector CLI and mcp-remote do): its GET stream ends.
+    await a.client.close();
+    await vi.waitFor(() => expect(endpoint.state().streaming).toBe(1));
+    // Just let go of (its client may be reconnecting after a drop): kept for a moment.
+    await expect(connect(url)).rejects.toThrow(/Too many MCP sessions for this API key/);
+    later();
+    const c = await connect(url);
+    expect(endpoint.state()).toMatchObject({ sessions: 2, keysHolding: 1, reserved: 0 });
+    expect(await evicted('key_limit')).toBe(1);
+    expect(lines.some((l) => String(l['msg']).startsWith('mcp session evicted') && l['reason'] === 'key_limit')).toBe(true);
+
+    // The evicted id gets the answer clients re-initialize on; b (with its stream) and c are served.
+    expect(await ping(url, a.sessionId)).toMatchObject({ status: 404, body: { error: { message: 'Session not found: initialize again' } } });
+    expect((await ping(url, b.sessionId)).status).toBe(200);
+    expect((await c.client.listTools()).tools).toBeDefined();
+    for (const s of [b, c]) {
+      await s.transport.terminateSession();
+      await s.client.close();
+    }
+    expect(endpoint.state()).toMatchObject({ sessions: 0, eventStores: 0, keysHolding: 0, reserved: 0 });
+  });
+
+  it("never evicts another key's session, though it be the least recently used of all", async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const { url, endpoint } = await start({ maxSessionsPerKey: 2, apiKeys: () => [KEY, OTHER] });
+    const theirs = await connect(url, OTHER);
+    await theirs.client.close();
+    const a = await connect(url);
+    const b = await connect(url);
+    await vi.waitFor(() => expect(endpoint.state().streaming).toBe(2));
+    later();
+    await a.client.close();
+    await vi.waitFor(() => expect(endpoint.state().streaming).toBe(1));
+    later();
+
+    const c = await connect(url);
+    expect(await ping(url, a.sessionId)).toMatchObject({ status: 404 });
+    expect((await ping(url, theirs.sessionId, OTHER)).status).toBe(200);
+    expect(endpoint.state()).toMatchObject({ sessions: 3, keysHolding: 2 });
+    for (const s of [b, c]) await s.client.close();
+  });
+
+  it('at the total cap a key gives up only a session of its own; a key with none to give up gets 503', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const { url, endpoint } = await start({ maxSessions: 2, maxSessionsPerKey: 2, apiKeys: () => [KEY, OTHER] });
+    const theirs = await connect(url, OTHER);
+    await theirs.client.close();
+    const a = await connect(url);
+    await vi.waitFor(() => expect(endpoint.state().streaming).toBe(1));
+    later();
+    // The gateway is full; the other key's session is stream-less and the oldest, but not this key's to take.
+    await expect(connect(url)).rejects.toThrow(/Too many MCP sessions;/);
+    expect((await ping(url, theirs.sessionId, OTHER)).status).toBe(200);
+
+    await a.client.close();
+    await vi.waitFor(() => expect(endpoint.state().streaming).toBe(0));
+    later();
+    const b = await connect(url);
+    expect(await evicted('gateway_limit')).toBe(1);
+    expect(await ping(url, a.sessionId)).toMatchObject({ status: 404 });
+    expect((await ping(url, theirs.sessionId, OTHER)).status).toBe(200);
+    await b.client.close();
   });
 });

@@ -292,6 +292,61 @@ describe('NodeSessionTransport', () => {
     }
   });
 
+  it('a 2025-11-25 GET stream starts with a priming event: a client that loses it resumes from there and gets what it missed', async () => {
+    const { url, sessions } = await start();
+    const sid = (await raw(url, INIT)).sid!;
+    const s = sessions.get(sid)!;
+    /** A GET stream on the session, read event by event (an event ends at a blank line). */
+    const open = async (headers: Record<string, string>) => {
+      const stop = new AbortController();
+      const res = await fetch(url, { headers: { 'mcp-session-id': sid, accept: 'text/event-stream', ...headers }, signal: stop.signal });
+      expect(res.status).toBe(200);
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let buffered = '';
+      const next = async (): Promise<string> => {
+        while (!buffered.includes('\n\n')) {
+          const { value, done } = await reader.read();
+          if (done) throw new Error(`stream ended in: ${buffered}`);
+          buffered += value;
+        }
+        const end = buffered.indexOf('\n\n') + 2;
+        const event = buffered.slice(0, end);
+        buffered = buffered.slice(end);
+        return event;
+      };
+      return { next, stop: () => stop.abort() };
+    };
+
+    const first = await open({ 'mcp-protocol-version': '2025-11-25' });
+    // A notification now: the stream is registered once its headers arrived (and without a priming event, this is
+    // what the first read would return).
+    await s.server.sendToolListChanged();
+    const priming = /^id: (\S+)\nretry: 10\ndata: \n\n$/.exec(await first.next());
+    expect(priming).not.toBeNull();
+    expect(await first.next()).toContain('notifications/tools/list_changed');
+    // The client loses the stream; what is sent meanwhile is replayed on a GET with the priming event's id.
+    first.stop();
+    await vi.waitFor(() => expect(s.transport.hasOpenStream()).toBe(false));
+    await s.server.sendToolListChanged();
+    // Both notifications came after the priming event: the one read before the loss, and the one missed.
+    const resumed = await open({ 'mcp-protocol-version': '2025-11-25', 'last-event-id': priming![1]! });
+    expect(await resumed.next()).toContain('notifications/tools/list_changed');
+    expect(await resumed.next()).toContain('notifications/tools/list_changed');
+    resumed.stop();
+
+    // A 2025-06-18 client does not take empty data: its GET stream has no priming event.
+    const old = await raw(url, { ...INIT, params: { ...INIT.params, protocolVersion: '2025-06-18' } });
+    const oldSession = sessions.get(old.sid!)!;
+    const oldStream = await fetch(url, {
+      headers: { 'mcp-session-id': old.sid!, 'mcp-protocol-version': '2025-06-18', accept: 'text/event-stream' },
+    });
+    await oldSession.server.sendToolListChanged();
+    const reader = oldStream.body!.pipeThrough(new TextDecoderStream()).getReader();
+    const { value } = await reader.read();
+    expect(value).toMatch(/^event: message\nid: \S+\ndata: \{.*tools\/list_changed/);
+    await reader.cancel();
+  });
+
   it('refuses bad input with the SDK transport statuses and JSON-RPC errors', async () => {
     const { url } = await start();
     const error = (r: { text: string }) => (JSON.parse(r.text) as { error: { code: number; message: string } }).error;
