@@ -170,7 +170,12 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const sweeper = setInterval(
     () => {
       const now = Date.now();
-      for (const id of sessions.ids()) if (now - sessions.get(id)!.lastUsed > o.sessionIdleMs) void closeSession(id, 'idle');
+      // A session whose client holds a stream is in use (a GET stream waiting for notifications sends no requests);
+      // a client that vanished ends its stream at the latest when a keep-alive write fails.
+      for (const id of sessions.ids()) {
+        const s = sessions.get(id)!;
+        if (!s.transport.hasOpenStream() && now - Math.max(s.lastUsed, s.transport.lastStreamClosed) > o.sessionIdleMs) void closeSession(id, 'idle');
+      }
     },
     Math.min(60_000, o.sessionIdleMs),
   );

@@ -126,12 +126,31 @@ describe('/mcp sessions release what they hold when they end', () => {
     const { url, endpoint, subscriptions } = await start({ sessionIdleMs: 1000 });
     const open = await Promise.all(Array.from({ length: 5 }, () => openSession(url)));
     expect(endpoint.sessionCount()).toBe(5);
+    // The clients go away without DELETE (a CLI run that exits): their GET streams end with them.
+    for (const { client } of open) await client.close();
+    await vi.waitFor(() => expect(endpoint.state().streaming).toBe(0), { timeout: 30_000 });
     vi.setSystemTime(Date.now() + 5000);
     await vi.waitFor(() => expect(endpoint.state()).toEqual({ sessions: 0, streaming: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 }), {
       timeout: 30_000,
     });
     await vi.waitFor(() => expect(subscriptions()).toBe(0));
-    for (const { client } of open) await client.close();
+  });
+
+  it('a session whose client holds its GET stream is not swept however long it sends nothing; once the stream ends it is', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const { url, endpoint } = await start({ sessionIdleMs: 1000 });
+    const listening = await openSession(url);
+    const gone = await openSession(url);
+    await vi.waitFor(() => expect(endpoint.state().streaming).toBe(2), { timeout: 30_000 });
+    await gone.client.close();
+    await vi.waitFor(() => expect(endpoint.state().streaming).toBe(1), { timeout: 30_000 });
+    vi.setSystemTime(Date.now() + 5000);
+    // One sweep looks at every session with one clock: the pass that took the stream-less session passed the listening one.
+    await vi.waitFor(() => expect(endpoint.sessionCount()).toBe(1), { timeout: 30_000 });
+    expect(await listening.client.ping()).toEqual({});
+    await listening.client.close();
+    vi.setSystemTime(Date.now() + 5000);
+    await vi.waitFor(() => expect(endpoint.sessionCount()).toBe(0), { timeout: 30_000 });
   });
 
   it('a refused initialize (over the per-key cap) holds nothing', async () => {
