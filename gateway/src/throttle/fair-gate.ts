@@ -102,16 +102,6 @@ export class FairGate {
     });
   }
 
-  /** Runs `fn` holding a slot; the slot is freed however `fn` ends. */
-  async run<T>(share: string, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T> {
-    const slot = await this.acquire(share, signal);
-    try {
-      return await fn();
-    } finally {
-      slot.release();
-    }
-  }
-
   private take(): GateSlot {
     this.active++;
     this.onChange(this.active, this.waitingCount);

@@ -14,8 +14,9 @@ async function slotFor(gate: Gate, share: string | undefined, signal: AbortSigna
     return await gate.acquire(share, signal);
   } catch (e) {
     if (e instanceof GatewayError && e.code === 'MODEL_BUSY') throw new ProviderError('busy', e.message, provider);
-    // The only other way out is the caller's abort: the waiter left the queue and took no slot.
-    throw new ProviderError('aborted', `${what} cancelled while waiting for a slot`, provider);
+    // The caller's abort: the waiter left the queue and took no slot.
+    if (signal.aborted) throw new ProviderError('aborted', `${what} cancelled while waiting for a slot`, provider);
+    throw e;
   }
 }
 
