@@ -14,6 +14,7 @@ import { FleetSlice } from './fleet/config.js';
 import { McpConfigError, McpSlice, resolveServers, type McpConfig } from './hub/config.js';
 import { deviceAuthFields, FramesSlice, MqttSlice, WsSlice } from './links/config.js';
 import { SchemasSlice } from './schemas/config.js';
+import { ModelRequestsSlice } from './throttle/config.js';
 import { TlsSlice } from './tls/config.js';
 import { VisionSlice } from './vision/config.js';
 import { VoiceSlice } from './voice/config.js';
@@ -64,6 +65,7 @@ export const ConfigSchema = z
     enrollment: EnrollmentSlice.prefault({}),
     assistant: AssistantSlice.prefault({}),
     voice: VoiceSlice.prefault({}),
+    modelRequests: ModelRequestsSlice.prefault({}),
     tls: TlsSlice.prefault({}),
     cluster: ClusterSlice.prefault({}),
     fleet: FleetSlice.prefault({}),

@@ -35,6 +35,8 @@ export const ERROR_CODES = [
   'MODEL_NOT_FOUND',
   'MODEL_ERROR',
   'MODEL_TIMEOUT',
+  /** The gateway-wide bound on requests to a model service (modelRequests) is reached: try again after Retry-After. */
+  'MODEL_BUSY',
   'CONVERSATION_BUSY',
   'TOO_MANY_TURNS',
   /** The caller went away or cancelled the turn. */

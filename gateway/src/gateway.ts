@@ -43,6 +43,7 @@ import { GATEWAY_VERSION } from './version.js';
 import { assistantExplainer } from './assistant/vision.js';
 import { visionOffer, visionService } from './vision/start.js';
 import type { ConverseKit } from './voice/converse/converse.js';
+import { createModelGates, type ModelGates } from './throttle/model-gates.js';
 import { startVoice, type Voice } from './voice/start.js';
 import type { Fleet } from './fleet/start.js';
 import { deviceSettings, mqttOptions, openDevices, openEvents, openFleet, openSchedules, publishFleet } from './open-state.js';
@@ -107,6 +108,8 @@ interface Core {
   assistant: Assistant;
   fleet: Fleet;
   visionKey: string;
+  /** The gateway-wide bounds on model requests (modelRequests): the vision endpoint's explainer takes its slot here. */
+  modelGates: ModelGates;
   closeVoice: () => Promise<void>;
   closeHub: () => Promise<void>;
   closeAssistant: () => Promise<void>;
@@ -181,10 +184,9 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
 async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lifecycle, converseKit?: () => ConverseKit): Promise<Core> {
   const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
   const metrics = createMetrics();
-  // Read first: a missing or mismatched certificate stops the start before anything listens.
-  const { certFile, keyFile, caFile } = config.tls;
-  const tls =
-    certFile !== undefined && keyFile !== undefined ? new TlsCertificates({ certFile, keyFile, caFile }, log.child({ component: 'tls' }), metrics) : undefined;
+  // One bound per kind of model service (modelRequests), shared by every path that asks it: voice, assistant, vision.
+  const modelGates = createModelGates(config.modelRequests, metrics.registry, log.child({ component: 'model-requests' }));
+  const tls = readTls(config, log, metrics);
   // The cluster's code (and the NATS client under it) loads only when the cluster is on.
   const clusterCode = config.cluster.enabled ? await import('./cluster/cluster.js') : undefined;
   const clusterLink = clusterCode
@@ -206,7 +208,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
     onUnenforcedPattern: (reason) => metrics.patternsUnenforced.inc({ reason }),
     onSize: (size) => metrics.schemaValidators.set(size),
   });
-  const voice: Voice = await startVoice(config.voice, metrics, log, converseKit ? { kit: converseKit } : {});
+  const voice: Voice = await startVoice(config.voice, metrics, log, { ...(converseKit ? { kit: converseKit } : {}), gates: modelGates });
   const closeVoice = once(() => voice.close());
   life.defer('voice', closeVoice);
   const vision = visionOffer(config.vision, config.http.publicUrl, visionKey);
@@ -236,7 +238,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
     : undefined;
   // The hub needs the registry, which needs the relay: the relay learns of the hub last.
   voice.useHub(hub);
-  const assistant = new Assistant({ config: config.assistant, hub, log, metrics });
+  const assistant = new Assistant({ config: config.assistant, hub, log, metrics, gates: modelGates });
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
@@ -259,10 +261,19 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
     assistant,
     fleet,
     visionKey,
+    modelGates,
     closeVoice,
     closeHub,
     closeAssistant,
   };
+}
+
+/** The certificate, read first: a missing or mismatched one stops the start before anything listens. */
+function readTls(config: Config, log: Logger, metrics: Metrics): TlsCertificates | undefined {
+  const { certFile, keyFile, caFile } = config.tls;
+  return certFile !== undefined && keyFile !== undefined
+    ? new TlsCertificates({ certFile, keyFile, caFile }, log.child({ component: 'tls' }), metrics)
+    : undefined;
 }
 
 /** The HTTP app and device WebSockets, the cluster, then every listener; each registers its closer as it opens. */
@@ -273,7 +284,19 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
   const apiKeys = () => secrets.apiKeys;
   const history = new MetricsHistory(metrics, config.metrics.historyIntervalMs, config.metrics.historySamples, Date.now, log.child({ component: 'metrics' }));
   const fallbackExplainer = assistantExplainer(assistant, config.vision.maxPhotoBytes);
-  const vision = visionService({ visionKey: core.visionKey, dataDir: config.dataDir, fallbackExplainer, bus, metrics, log }, config.vision);
+  const vision = visionService(
+    {
+      visionKey: core.visionKey,
+      dataDir: config.dataDir,
+      fallbackExplainer,
+      bus,
+      metrics,
+      log,
+      gate: core.modelGates.vision,
+      tenantOf: (id) => core.deviceTenants.tenantOf(id),
+    },
+    config.vision,
+  );
   const api = {
     log,
     registry: directory,

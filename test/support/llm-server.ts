@@ -53,6 +53,8 @@ export interface LlmServer {
   script(s: Script | ScriptedReply[]): void;
   /** Connections currently open (0: nothing left running). */
   openConnections(): number;
+  /** The most requests open at once so far: the concurrency the server saw. */
+  peakOpen(): number;
   close(): Promise<void>;
 }
 
@@ -60,11 +62,12 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
   let script: Script = toScript(initial);
   const requests: RecordedRequest[] = [];
   let open = 0;
+  let peak = 0;
   // Replies are numbered from the last script() call.
   let served = 0;
   let base = 0;
   const server: Server = createServer((req, res) => {
-    open++;
+    peak = Math.max(peak, ++open);
     res.on('close', () => open--);
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -264,6 +267,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       base = served;
     },
     openConnections: () => open,
+    peakOpen: () => peak,
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

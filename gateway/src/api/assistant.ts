@@ -89,7 +89,7 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
           description:
             'the answer; with stream: true, SSE events turn.started, tool.call, tool.result, resource.read, confirmation.required, text.delta, turn.completed / turn.failed',
         },
-        ...problems(400, 401, 404, 409, 429, 502, 504),
+        ...problems(400, 401, 404, 409, 429, 502, 503, 504),
       },
     },
     handler: async (req, reply) => {

@@ -33,6 +33,7 @@ export const HTTP_PROBLEMS: Record<ErrorCode, { status: number; title: string }>
   MODEL_NOT_FOUND: { status: 404, title: 'Model not found' },
   MODEL_ERROR: { status: 502, title: 'Model error' },
   MODEL_TIMEOUT: { status: 504, title: 'Model timeout' },
+  MODEL_BUSY: { status: 503, title: 'Model service busy' },
   CONVERSATION_BUSY: { status: 409, title: 'Conversation busy' },
   TOO_MANY_TURNS: { status: 429, title: 'Too many turns' },
   /** nginx's "client closed request". */

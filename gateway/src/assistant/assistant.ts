@@ -5,6 +5,7 @@ import { GatewayError } from '../errors.js';
 import type { Tokens } from '../hub/credentials.js';
 import type { Caller, McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
+import type { ModelGates } from '../throttle/model-gates.js';
 import { bmpToPng } from '../vision/bmp-to-png.js';
 import { imageType } from '../vision/image-type.js';
 import { isOwner, ownerOf, shareOf } from '../principal.js';
@@ -49,7 +50,17 @@ export class Assistant {
   private readonly metrics: AssistantMetrics;
   private readonly sweeper: NodeJS.Timeout;
 
-  constructor(private readonly d: { config: AssistantConfig; hub: McpHub; log: Logger; metrics: Metrics; env?: NodeJS.ProcessEnv }) {
+  constructor(
+    private readonly d: {
+      config: AssistantConfig;
+      hub: McpHub;
+      log: Logger;
+      metrics: Metrics;
+      env?: NodeJS.ProcessEnv;
+      /** The gateway-wide bound on model requests (modelRequests.llm): every turn's model requests take a slot. */
+      gates?: Pick<ModelGates, 'llm'> | undefined;
+    },
+  ) {
     const env = d.env ?? process.env;
     for (const [name, m] of Object.entries(d.config.models)) {
       const apiKey = m.apiKeyEnv ? env[m.apiKeyEnv] : undefined;
@@ -172,7 +183,7 @@ export class Assistant {
         stream: o.stream,
         emit: o.emit,
       },
-      { hub: this.d.hub, log, metrics: this.metrics, settings: this.d.config },
+      { hub: this.d.hub, log, metrics: this.metrics, settings: this.d.config, gate: this.d.gates?.llm },
     );
     this.turns.set(turnId, turn);
     o.emit({ type: 'turn.started', turnId, conversationId: conv.id, model: model.name });
@@ -191,6 +202,8 @@ export class Assistant {
         const outcome = e instanceof TurnCancelled ? 'cancelled' : 'failed';
         this.finish(turn, c, outcome);
         if (e instanceof TurnCancelled) log.info({ reason: e.reason }, 'assistant turn cancelled');
+        // Refused by modelRequests.llm: counted and logged (throttled) by the gate; a line per turn would flood.
+        else if (e instanceof GatewayError && e.code === 'MODEL_BUSY') log.debug({ code: e.code, detail: e.message }, 'assistant turn refused');
         else if (e instanceof GatewayError) log.warn({ code: e.code, detail: e.message }, 'assistant turn failed');
         else log.error({ err: e }, 'assistant turn failed');
         throw e instanceof TurnCancelled || e instanceof GatewayError ? e : new GatewayError('INTERNAL', 'the turn failed; see the gateway log');

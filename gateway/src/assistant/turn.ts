@@ -4,6 +4,7 @@ import { GatewayError } from '../errors.js';
 import type { Tokens } from '../hub/credentials.js';
 import type { Caller, HubTool, McpHub } from '../hub/hub.js';
 import { ownerOf, shareOf } from '../principal.js';
+import type { ModelGate } from '../throttle/model-gates.js';
 import { MarkerModel } from './markers.js';
 import type { AssistantMetrics } from './metrics.js';
 import { autoContextArgument, callNeedsConfirmation, type Toolset } from './toolset.js';
@@ -110,7 +111,14 @@ export class Turn {
   constructor(
     private readonly i: TurnInput,
     /** Of the hub, a turn needs only where a call lands and the call itself (a test gives a small stand-in). */
-    private readonly d: { hub: Pick<McpHub, 'callTarget' | 'call'>; log: Logger; metrics: AssistantMetrics; settings: TurnSettings },
+    private readonly d: {
+      hub: Pick<McpHub, 'callTarget' | 'call'>;
+      log: Logger;
+      metrics: AssistantMetrics;
+      settings: TurnSettings;
+      /** The gateway-wide bound on model requests (modelRequests.llm); absent: none. */
+      gate?: Pick<ModelGate, 'acquire'> | undefined;
+    },
   ) {
     this.model = i.model.toolMode === 'markers' ? new MarkerModel(i.model.client) : i.model.client;
   }
@@ -210,6 +218,9 @@ export class Turn {
 
   private async ask(req: Omit<ModelRequest, 'signal' | 'onText'>, round: number): Promise<ModelReply> {
     this.throwIfCancelled();
+    // A slot at the model service first: the wait has its own bound (MODEL_BUSY past it), not the model's timeout;
+    // a turn cancelled while it waits leaves the queue at once (TurnCancelled, from the turn's signal).
+    const slot = await this.d.gate?.acquire(this.share, this.ac.signal);
     const timeout = new AbortController();
     const timer = setTimeout(() => timeout.abort(), this.d.settings.modelTimeoutMs);
     const started = performance.now();
@@ -234,6 +245,7 @@ export class Turn {
       throw new GatewayError('MODEL_ERROR', `${modelLabel(this.i.model)} failed: ${this.scrub(e)}`);
     } finally {
       clearTimeout(timer);
+      slot?.release();
       this.d.metrics.modelLatency.observe({ provider, outcome }, (performance.now() - started) / 1000);
     }
   }

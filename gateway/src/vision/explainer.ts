@@ -1,3 +1,5 @@
+import type { ModelGate } from '../throttle/model-gates.js';
+
 /** What the vision endpoint answers the device: the xiaozhi-server shape, whose `response` is spoken. */
 export interface ExplainAnswer {
   success: boolean;
@@ -10,6 +12,8 @@ export interface ExplainInput {
   question: string;
   image: Buffer;
   mimeType: string;
+  /** Aborts when the device's request is gone (it disconnected): a waiting request leaves the queue. */
+  signal?: AbortSignal | undefined;
 }
 
 /** Describes a photo. The assistant adds a vision model; until then, none or an external service. */
@@ -39,7 +43,7 @@ export function httpExplainer(url: string, opts: { token?: string | undefined; t
       form.append('file', new Blob([new Uint8Array(input.image)], { type: input.mimeType }), 'camera.jpg');
       const headers: Record<string, string> = { 'device-id': input.deviceId };
       if (opts.token) headers['authorization'] = `Bearer ${opts.token}`;
-      const res = await fetch(url, { method: 'POST', body: form, headers, signal: AbortSignal.timeout(opts.timeoutMs) });
+      const res = await fetch(url, { method: 'POST', body: form, headers, signal: withCaller(AbortSignal.timeout(opts.timeoutMs), input.signal) });
       const text = (await res.text()).slice(0, MAX_ANSWER_BYTES);
       let body: { success?: unknown; response?: unknown } = {};
       try {
@@ -51,4 +55,15 @@ export function httpExplainer(url: string, opts: { token?: string | undefined; t
       return { success: body.success !== false, action: 'RESPONSE', response: body.response };
     },
   };
+}
+
+const withCaller = (timeout: AbortSignal, caller: AbortSignal | undefined): AbortSignal => (caller ? AbortSignal.any([timeout, caller]) : timeout);
+
+/**
+ * `explainer` behind the gateway-wide bound on vision requests (modelRequests.vision): each photo waits for a slot,
+ * fairly between tenants (`shareOf` the device), and frees it however the explainer ends. A refusal rejects with
+ * MODEL_BUSY (the route answers 503 with Retry-After).
+ */
+export function gatedExplainer(explainer: VisionExplainer, gate: Pick<ModelGate, 'run'>, shareOf: (deviceId: string) => string | undefined): VisionExplainer {
+  return { explain: (input) => gate.run(shareOf(input.deviceId), input.signal, () => explainer.explain(input)) };
 }

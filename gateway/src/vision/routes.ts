@@ -2,6 +2,7 @@ import multipart from '@fastify/multipart';
 import { verifyVisionToken, normalizeDeviceId } from '@voxgate/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
+import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
@@ -79,11 +80,26 @@ export async function visionExplainRoute(app: FastifyInstance, s: VisionService)
     }
     const photo = s.store.save(deviceId, image, { mimeType, question });
     s.bus.publish('device.photo', deviceId, { photoId: photo.id, bytes: photo.bytes, mimeType, question: question.slice(0, 256) });
+    // The device gone (it disconnected) before the answer: a request still waiting for a slot leaves the queue.
+    const gone = new AbortController();
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) gone.abort();
+    });
     try {
-      const answer = await s.explainer.explain({ deviceId, question, image, mimeType });
+      const answer = await s.explainer.explain({ deviceId, question, image, mimeType, signal: gone.signal });
       s.metrics.visionUploads.inc({ outcome: answer.success ? 'explained' : 'not_explained' });
       return answer;
     } catch (e) {
+      if (e instanceof GatewayError && e.code === 'MODEL_BUSY') {
+        // Refused by modelRequests.vision (counted and logged by the gate): the app's problem handler answers 503
+        // problem+json with Retry-After. The photo is kept; the firmware reports any non-200 as a failed upload.
+        s.metrics.visionUploads.inc({ outcome: 'busy' });
+        throw e;
+      }
+      if (gone.signal.aborted) {
+        s.metrics.visionUploads.inc({ outcome: 'cancelled' });
+        return { success: false, action: 'RESPONSE', response: APOLOGY };
+      }
       s.metrics.visionUploads.inc({ outcome: 'explainer_failed' });
       s.log.warn({ deviceId, err: e instanceof Error ? e.message : String(e) }, 'vision explainer failed');
       return { success: false, action: 'RESPONSE', response: APOLOGY };

@@ -3,8 +3,10 @@ import { mintVisionToken, type VisionCapability } from '@voxgate/protocol';
 import type { Logger } from 'pino';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
+import { shareOf } from '../principal.js';
+import type { ModelGate } from '../throttle/model-gates.js';
 import type { VisionConfig } from './config.js';
-import { httpExplainer, noExplainer, type VisionExplainer } from './explainer.js';
+import { gatedExplainer, httpExplainer, noExplainer, type VisionExplainer } from './explainer.js';
 import { PhotoStore } from './photo-store.js';
 import { VISION_EXPLAIN_PATH, type VisionService } from './routes.js';
 
@@ -33,6 +35,10 @@ export interface VisionServiceDeps {
   bus: EventBus;
   metrics: Metrics;
   log: Logger;
+  /** The gateway-wide bound on vision requests (modelRequests.vision); absent: none. */
+  gate?: Pick<ModelGate, 'run'> | undefined;
+  /** A device's tenant, for its tenant's share of the vision queue. */
+  tenantOf?: ((deviceId: string) => string | undefined) | undefined;
 }
 
 /** The vision endpoint served here (`vision.serve`), or undefined when it is off. */
@@ -42,13 +48,23 @@ export function visionService(d: VisionServiceDeps, v: VisionConfig): VisionServ
     visionKey: d.visionKey,
     store: new PhotoStore(join(d.dataDir, 'photos'), { perDevice: v.photosPerDevice, total: v.maxStoredPhotos }),
     // An external explainer when configured, else the assistant's vision model, else a clear "none" answer.
-    explainer: v.explainerUrl
-      ? httpExplainer(v.explainerUrl, { token: v.explainerToken, timeoutMs: v.explainerTimeoutMs })
-      : (d.fallbackExplainer ?? noExplainer),
+    explainer: gated(d, v.explainerUrl ? httpExplainer(v.explainerUrl, { token: v.explainerToken, timeoutMs: v.explainerTimeoutMs }) : d.fallbackExplainer),
     maxPhotoBytes: v.maxPhotoBytes,
     uploadsPerMinute: v.uploadsPerMinute,
     bus: d.bus,
     metrics: d.metrics,
     log: d.log.child({ component: 'vision' }),
   };
+}
+
+/** The explainer behind modelRequests.vision; "none configured" answers at once (it asks no service). */
+function gated(d: VisionServiceDeps, explainer: VisionExplainer | undefined): VisionExplainer {
+  if (!explainer) return noExplainer;
+  const { gate, tenantOf } = d;
+  if (!gate) return explainer;
+  // Devices without a tenant share one part of the queue (principal.ts shareOf).
+  return gatedExplainer(explainer, gate, (deviceId) => {
+    const tenant = tenantOf?.(deviceId);
+    return shareOf({ tenant, untenantedOnly: tenant === undefined });
+  });
 }

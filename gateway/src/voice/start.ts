@@ -5,6 +5,7 @@ import type { VoiceHook } from '../devices/voice-hook.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/store.js';
+import type { ModelGates } from '../throttle/model-gates.js';
 import { assistantTurns } from './converse/assistant-port.js';
 import { voiceConfigured, type VoiceMode } from './converse/config.js';
 import { Converse, type ConverseKit } from './converse/converse.js';
@@ -46,7 +47,7 @@ export async function startVoice(
   config: VoiceConfig,
   metrics: Metrics,
   log: Logger,
-  o: { kit?: () => ConverseKit | Promise<ConverseKit> } = {},
+  o: { kit?: () => ConverseKit | Promise<ConverseKit>; gates?: Pick<ModelGates, 'asr' | 'tts'> | undefined } = {},
 ): Promise<Voice> {
   const voiceMetrics = createVoiceMetrics(metrics.registry);
   const voiceLog = log.child({ component: 'voice' });
@@ -82,6 +83,7 @@ export async function startVoice(
     kit: kitOf,
     udp,
     profile: (deviceId) => voiceProfileOf(config, deviceId, tenancy.tenantOf(deviceId)),
+    gates: o.gates,
   });
   const modeOf = (id: string) => voiceModeOf(config, modes, id, tenancy.tenantOf(id));
   const hook = new VoiceModeRouter({ modeOf, relay, converse, off: new NoVoiceHook(voiceLog) });

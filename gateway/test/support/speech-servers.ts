@@ -101,6 +101,9 @@ export interface SpeechServer {
   onSpeak(script: SpeechScript | SpeechReply): void;
   /** Connections currently open (0: nothing left running). */
   openConnections(): number;
+  /** Requests being answered now, per endpoint, and the most at once so far: the concurrency the server saw. */
+  inFlight: { transcriptions: number; speeches: number };
+  peak: { transcriptions: number; speeches: number };
   close(): Promise<void>;
 }
 
@@ -119,8 +122,16 @@ export async function startSpeechServer(options: SpeechServerOptions = {}): Prom
   const transcriptions: TranscriptionRequest[] = [];
   const speeches: SpeechRequest[] = [];
   const sockets = new Set<Duplex>();
+  const inFlight = { transcriptions: 0, speeches: 0 };
+  const peak = { transcriptions: 0, speeches: 0 };
 
   const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    const kind = path === '/v1/audio/transcriptions' ? 'transcriptions' : path === '/v1/audio/speech' ? 'speeches' : undefined;
+    if (kind) {
+      peak[kind] = Math.max(peak[kind], ++inFlight[kind]);
+      res.once('close', () => inFlight[kind]--);
+    }
     handle(req, res).catch(() => {
       if (!res.headersSent) sendError(res, 500, 'stand-in failure');
       else res.destroy();
@@ -218,6 +229,8 @@ export async function startSpeechServer(options: SpeechServerOptions = {}): Prom
       speakBase = speeches.length;
     },
     openConnections: () => sockets.size,
+    inFlight,
+    peak,
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();

@@ -109,7 +109,7 @@ export interface SpeechSynthesizer {
 /** A speech provider failed: `code` is stable (for metrics), `message` is safe to show (no key, no URL query). */
 export class ProviderError extends Error {
   constructor(
-    readonly code: 'timeout' | 'aborted' | 'http' | 'network' | 'bad_output' | 'process',
+    readonly code: 'timeout' | 'aborted' | 'http' | 'network' | 'bad_output' | 'process' | 'busy',
     message: string,
     readonly provider: string,
   ) {

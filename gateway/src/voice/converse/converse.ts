@@ -3,7 +3,9 @@ import { DeviceHelloSchema, isBinaryProtocolVersion, type AudioParams, type Devi
 import type { Logger } from 'pino';
 import { CLOSE_NORMAL, CLOSE_VOICE_UNAVAILABLE } from '../../devices/link.js';
 import type { VoiceDevice, VoiceHook } from '../../devices/voice-hook.js';
+import { shareOf } from '../../principal.js';
 import { BoundedLru } from '../../throttle/bounded-lru.js';
+import type { ModelGates } from '../../throttle/model-gates.js';
 import { ThrottledLog } from '../../throttle/throttled-log.js';
 import { KeyedTokenBucket } from '../../throttle/token-bucket.js';
 import type { VoiceMetrics } from '../metrics.js';
@@ -12,6 +14,7 @@ import type { UdpAudioFactory, VoiceSessionHandle } from '../relay.js';
 import type { ConverseConfig } from './config.js';
 import type { OpusDecoder, OpusEncoder, ScheduledEncoder, SpeechDetector, SpeechRecognizer, SpeechSynthesizer } from './contracts.js';
 import type { ConverseMetrics } from './metrics.js';
+import { gatedRecognizer, gatedSynthesizer } from './providers/gated.js';
 import { ConverseSession } from './session/conversation.js';
 import { UPLINK_RATE, type SessionEvents, type TurnPort } from './session/ports.js';
 import { udpTransport, webSocketTransport, type ConverseTransport } from './session/transport.js';
@@ -54,6 +57,8 @@ export interface ConverseDeps {
   kit: () => ConverseKit | Promise<ConverseKit>;
   udp?: UdpAudioFactory | undefined;
   profile(deviceId: string): DeviceProfile;
+  /** The gateway-wide bounds on speech requests (modelRequests.asr / .tts); absent: none. */
+  gates?: Pick<ModelGates, 'asr' | 'tts'> | undefined;
 }
 
 const FRAME_MS = 60;
@@ -229,6 +234,9 @@ export class Converse implements VoiceHook {
   private newSession(kit: ConverseKit, device: VoiceDevice, id: string, transport: Entry['transport'], turns: TurnPort, log: Logger): ConverseSession {
     const profile = this.d.profile(device.deviceId);
     const events = this.sessionEvents(device.deviceId, id);
+    // The device's tenant's share of the speech queues (principal.ts: devices without a tenant share one).
+    const share = shareOf({ tenant: profile.tenant, untenantedOnly: profile.tenant === undefined });
+    const gates = this.d.gates;
     return new ConverseSession({
       sessionId: id,
       deviceId: device.deviceId,
@@ -240,8 +248,8 @@ export class Converse implements VoiceHook {
         wav: (p, r) => kit.wav(p, r),
         resample: (p, f, t) => kit.resample(p, f, t),
       },
-      asr: kit.asr,
-      tts: kit.tts,
+      asr: gates ? gatedRecognizer(kit.asr, gates.asr, share) : kit.asr,
+      tts: gates ? gatedSynthesizer(kit.tts, gates.tts, share) : kit.tts,
       turns,
       language: profile.language,
       voice: profile.voice,

@@ -9,6 +9,9 @@ import { confirmQuestion, isYes } from './confirm-words.js';
 import { Speculation, requestTranscript, type AsrRequest, type AsrRequestDeps } from './speculation.js';
 import { UPLINK_RATE, type ConverseSessionDeps, type TurnHandle, type TurnSignal, type TurnTimings } from './ports.js';
 
+/** Spoken when the gateway is too busy to answer (its own bounds, not a provider's failure). */
+const BUSY_ANSWER = "I'm busy right now; please try again in a moment.";
+
 /** When the transcription was sent (negative: speculatively, before the end of speech) and when it was ready. */
 interface AsrMarks {
   startMs: number;
@@ -202,7 +205,8 @@ export class ConverseSession {
     } catch (e) {
       if (ac.signal.aborted || this.closed) return;
       this.busy = false;
-      this.providerFailed('asr', e, "Sorry, I couldn't hear that. Speech recognition is not working.");
+      const busy = e instanceof ProviderError && e.code === 'busy';
+      this.providerFailed('asr', e, busy ? BUSY_ANSWER : "Sorry, I couldn't hear that. Speech recognition is not working.");
       return;
     } finally {
       if (this.asrAc === ac) this.asrAc = undefined;
@@ -309,8 +313,8 @@ export class ConverseSession {
       if (turn.ac.signal.aborted || this.closed) return;
       outcome = 'failed';
       const msg =
-        e instanceof GatewayError && (e.code === 'TOO_MANY_TURNS' || e.code === 'CONVERSATION_BUSY')
-          ? "I'm busy right now; please try again in a moment."
+        e instanceof GatewayError && (e.code === 'TOO_MANY_TURNS' || e.code === 'CONVERSATION_BUSY' || e.code === 'MODEL_BUSY')
+          ? BUSY_ANSWER
           : "Sorry, I can't answer right now.";
       this.providerFailed('llm', e, undefined);
       say([msg]);
@@ -380,7 +384,9 @@ export class ConverseSession {
     const provider = e instanceof ProviderError ? e.provider : stage;
     const message = e instanceof Error ? e.message.slice(0, 300) : String(e).slice(0, 300);
     this.d.metrics.providerErrors.inc({ stage, code });
-    this.d.log.warn({ stage, code, provider, err: message }, 'voice provider failed');
+    // A refusal by the gateway-wide bound (modelRequests) is counted and logged, throttled, by the gate.
+    if (code === 'busy' || code === 'model_busy') this.d.log.debug({ stage, code, provider, err: message }, 'voice provider request refused');
+    else this.d.log.warn({ stage, code, provider, err: message }, 'voice provider failed');
     const shown = stage === 'asr' ? 'Speech recognition failed' : stage === 'tts' ? 'Speech synthesis failed' : 'The assistant is unavailable';
     this.d.out.json(toDevice.alert(this.d.sessionId, `${shown} (${code})`));
     if (spoken && !this.closed) {

@@ -1,0 +1,27 @@
+import { z } from 'zod';
+import { documented, Int, Ms } from '../config/fields.js';
+
+/** One kind's bound (a fresh schema per kind: a field's documentation is keyed by its schema object). */
+const gateSlice = (what: string) =>
+  z
+    .strictObject({
+      maxConcurrent: documented(Int(1, 100_000, 64), `${what} requests in flight at once, gateway-wide`),
+      maxWaiting: documented(Int(0, 1_000_000, 256), '… requests waiting for a slot; beyond, refused (HTTP 503 with Retry-After; a device hears it is busy)'),
+      maxWaitingPerTenant: documented(Int(1, 1_000_000, 64), '… of them one tenant may have waiting (devices without a tenant share one count)'),
+      maxWaitMs: documented(Ms(10_000, 600_000), '… how long a request waits for a slot before it is refused'),
+    })
+    .prefault({});
+
+/**
+ * `modelRequests`: gateway-wide bounds on requests to the paid or slow model services (throttle/model-gates.ts). The
+ * per-device and per-tenant rates (voice.converse.turnsPerMinute, assistant.maxConcurrentTurnsPerTenant) bound each
+ * party; these bound the sum, so a fleet waking at once queues here instead of opening thousands of requests (and
+ * drawing a storm of 429s) at the provider.
+ */
+export const ModelRequestsSlice = z.strictObject({
+  asr: gateSlice('Speech-to-text (voice.asr)'),
+  tts: gateSlice('Text-to-speech (voice.tts)'),
+  llm: gateSlice('Assistant model (assistant.models)'),
+  vision: gateSlice('Vision explainer (vision.explainerUrl or the assistant vision model)'),
+});
+export type ModelRequestsConfig = z.infer<typeof ModelRequestsSlice>;
