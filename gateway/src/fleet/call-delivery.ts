@@ -16,6 +16,7 @@ export interface DeliveryGate {
 
 /** Errors that mean the call never reached the device: it goes back to `queued` and is tried again later. */
 const NOT_SENT = new Set(['DEVICE_BUSY', 'DEVICE_NOT_READY']);
+const INTERRUPTED = 'its send was claimed by an instance that stopped before saying so: the device may or may not have run it';
 /** How soon a call put back (the device's own queue was full) is tried again. */
 const RETRY_MS = 1_000;
 
@@ -93,16 +94,16 @@ export class CallDelivery {
       // Sent: being delivered (here, or by an instance that held the device before), or lost with its sender.
       if (!handle || !c || c.state !== 'queued') return;
       if (Date.parse(c.expiresAt) <= Date.now()) {
-        await this.d.calls.transition(c.id, 'expired', { error: { code: 'CALL_EXPIRED', message: `the device was not ready before ${c.expiresAt}` } });
+        const outcome = await this.settleUnsent(c, 'expired', { code: 'CALL_EXPIRED', message: `the device was not ready before ${c.expiresAt}` });
+        if (outcome === 'later') return this.retryLater(deviceId);
         continue;
       }
       const revoked = this.d.grants?.revoked(c);
       if (revoked !== undefined) {
         // Queued by a key the operator has since removed (or moved to another tenant): settled unsent, like a cancel.
-        if (await this.d.calls.transition(c.id, 'cancelled', { error: { code: KEY_REVOKED, message: revoked } }))
-          this.d.grants!.note('call', c, { deviceId, callId: c.id, tool: c.tool });
-        // Another instance holds its send claim (it is being sent there): look again later, not in a tight loop.
-        else if (this.d.calls.get(c.id)?.state === 'queued') return this.retryLater(deviceId);
+        const outcome = await this.settleUnsent(c, 'cancelled', { code: KEY_REVOKED, message: revoked });
+        if (outcome === 'later') return this.retryLater(deviceId);
+        if (outcome === 'settled') this.d.grants!.note('call', c, { deviceId, callId: c.id, tool: c.tool });
         continue;
       }
       if (c.tenant !== undefined && this.d.port.tenantOf && this.d.port.tenantOf(deviceId) !== c.tenant) {
@@ -118,8 +119,7 @@ export class CallDelivery {
       if (claim !== 'won') {
         if (c.jobId !== undefined) this.d.gate?.unadmit(c);
         if (claim === 'lost') return this.retryLater(deviceId);
-        const message = 'its send was claimed by an instance that stopped before saying so: the device may or may not have run it';
-        await this.d.calls.transition(c.id, 'failed', { error: { code: CALL_INTERRUPTED, message } });
+        await this.d.calls.transition(c.id, 'failed', { error: { code: CALL_INTERRUPTED, message: INTERRUPTED } });
         continue;
       }
       if (!(await this.d.calls.transition(c.id, 'sent'))) {
@@ -140,6 +140,23 @@ export class CallDelivery {
       }
       await this.d.calls.transition(c.id, outcome.state, outcome.patch);
     }
+  }
+
+  /**
+   * A queued call settled without being sent (expired, or its key revoked), under its send claim. `later`: another
+   * instance holds the claim (it is sending the call): the device is looked at again later, not in a loop of claim
+   * requests. A claim whose holder stopped before saying what became of the call fails it CALL_INTERRUPTED, as a
+   * send would: the call may have run, and without this it stayed at the head of its device's queue for good.
+   * `other`: the call had moved on meanwhile.
+   */
+  private async settleUnsent(c: QueuedCall, to: 'expired' | 'cancelled', error: CallError): Promise<'settled' | 'later' | 'other'> {
+    const claim = this.d.claims ? await this.d.claims.claim(c.id) : 'won';
+    if (claim === 'lost') return this.d.calls.get(c.id)?.state === 'queued' ? 'later' : 'other';
+    if (claim === 'stale') {
+      await this.d.calls.transition(c.id, 'failed', { error: { code: CALL_INTERRUPTED, message: INTERRUPTED } });
+      return 'other';
+    }
+    return (await this.d.calls.transition(c.id, to, { error }, true)) ? 'settled' : 'other';
   }
 
   /** The call never reached the device: queued again, and its claim let go so whoever holds the device next may send it. */

@@ -128,4 +128,55 @@ describe('queued-call send claims (two delivery loops on one shared store)', () 
     await until(() => b.fleet.calls.get(cancelling!.id)?.state === 'cancelled', 'B heard of the cancel');
     expect(runs(b, ids[1]!) + runs(a, ids[1]!)).toBe(0);
   });
+
+  /** Counts B's claim requests; each crosses a turn of the event loop first, as a request to the cluster's store does. */
+  const countClaims = (b: Rig) => {
+    const create = b.store.create!.bind(b.store);
+    const counted = { n: 0 };
+    b.store.create = async (col, key, value) => {
+      if (col === SEND_CLAIMS_COLLECTION) counted.n++;
+      await new Promise((r) => setImmediate(r));
+      return create(col, key, value);
+    };
+    return counted;
+  };
+  const turns = async (n: number) => {
+    for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+  };
+
+  it('an expired call another instance is sending is looked at again later, not in a loop of claim requests; let go, it expires', async () => {
+    const { shared, a, b } = await pair();
+    const id = mac(300);
+    a.fake.add(id);
+    b.fake.add(id);
+    const call = await a.fleet.calls.enqueue({ deviceId: id, tool: 'self.light.on', arguments: {}, ttlMs: 1 });
+    await until(() => b.fleet.calls.get(call.id)?.state === 'queued', 'B heard of the call');
+    expect(await shared.view().create!(SEND_CLAIMS_COLLECTION, call.id, { at: new Date().toISOString() })).toBe(true);
+    const claims = countClaims(b);
+    b.fake.connect(id);
+    await until(() => claims.n >= 1, 'B tried to settle it');
+    await turns(50);
+    // Before, each failed expiry went straight back to the same head call: a claim request per turn, for as long as the claim was held.
+    expect(claims.n).toBe(1);
+    expect(b.fleet.calls.get(call.id)?.state).toBe('queued');
+    await shared.view().delete(SEND_CLAIMS_COLLECTION, call.id);
+    await until(() => b.fleet.calls.get(call.id)?.state === 'expired', 'B expired it once the claim was let go');
+    expect(runs(b, id)).toBe(0);
+  });
+
+  it('an expired call whose claim holder stopped before saying what became of it fails CALL_INTERRUPTED; it does not block the queue', async () => {
+    const { shared, a, b } = await pair();
+    const id = mac(301);
+    a.fake.add(id);
+    b.fake.add(id);
+    const stuck = await a.fleet.calls.enqueue({ deviceId: id, tool: 'self.light.on', arguments: { n: 1 }, ttlMs: 1 });
+    const next = await a.fleet.calls.enqueue({ deviceId: id, tool: 'self.light.on', arguments: { n: 2 } });
+    await until(() => b.fleet.calls.get(next.id)?.state === 'queued', 'B heard of both calls');
+    expect(await shared.view().create!(SEND_CLAIMS_COLLECTION, stuck.id, { at: '2020-01-01T00:00:00.000Z' })).toBe(true);
+    countClaims(b); // for the turn of the event loop each claim request takes
+    b.fake.connect(id);
+    await until(() => b.fleet.calls.get(next.id)?.state === 'succeeded', 'the next call ran');
+    expect(b.fleet.calls.get(stuck.id)).toMatchObject({ state: 'failed', error: { code: 'CALL_INTERRUPTED' } });
+    expect(b.fake.devices.get(id)!.ran.map((r) => r.args['n'])).toEqual([2]);
+  });
 });
