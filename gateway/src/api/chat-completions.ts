@@ -7,6 +7,7 @@ import { GatewayError } from '../errors.js';
 import { answerOf, cancelOnDisconnect, failure, tokensOf } from './turn-http.js';
 import { Problem, jsonSchema } from './schemas.js';
 import { writeSseHead } from './sse-head.js';
+import { problems } from './route-helpers.js';
 
 /**
  * OpenAI-compatible Chat Completions: any OpenAI-compatible chat UI gets the fleet's tools, run here,
@@ -100,8 +101,8 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
       body: jsonSchema(Body),
       response: {
         200: { description: 'a chat.completion object, or with stream: true chat.completion.chunk events', type: 'object', additionalProperties: true },
-        400: { ...jsonSchema(Problem, 'output') },
-        404: { ...jsonSchema(Problem, 'output') },
+        // As /v1/assistant/chat's: a busy model service (MODEL_BUSY, 503 with Retry-After) and the turn bounds.
+        ...problems(400, 401, 404, 409, 429, 502, 503, 504),
       },
     },
     // eslint-disable-next-line max-lines-per-function -- one OpenAI request translated in order: messages, tools refused, streamed or not

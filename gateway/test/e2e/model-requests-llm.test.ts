@@ -1,3 +1,4 @@
+import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { llmModels } from '../../../test/support/assistant.js';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
@@ -136,5 +137,22 @@ describe('modelRequests.llm: gateway-wide bound on model requests', () => {
     // A later request goes straight through; the cancelled one never went out.
     expect((await chat('gone-4')).status).toBe(200);
     expect(llm.requests.slice(base).map(said)).toEqual(['gone-1', 'gone-2', 'gone-4']);
+  });
+
+  it('an OpenAI client on /v1/chat/completions reads the refusal as a 503 with its message and code', async () => {
+    const messages = ['oa-1', 'oa-2', 'oa-3', 'oa-4'];
+    for (const m of messages) hold(m);
+    const replies = messages.map((m) => chat(m));
+    await waiting(2);
+    const client = new OpenAI({ baseURL: `${t.baseUrl}/v1`, apiKey: TEST_API_KEY, maxRetries: 0 });
+    const refused = await client.chat.completions.create({ model: 'oa', messages: [{ role: 'user', content: 'oa-5' }] }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(OpenAI.APIError);
+    const e = refused as InstanceType<typeof OpenAI.APIError>;
+    expect(e.status).toBe(503);
+    expect(e.code).toBe('MODEL_BUSY');
+    expect(e.headers?.get('retry-after')).toBe('60');
+    expect(e.message).toMatch(/busy|waiting/i);
+    releaseAll();
+    expect((await Promise.all(replies)).map((r) => r.status)).toEqual([200, 200, 200, 200]);
   });
 });
