@@ -1,7 +1,7 @@
 import type { CompleteRequest, CompleteResult, GetPromptResult, ReadResourceResult } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
-import { buildNamespace, serverToolRaw } from './names.js';
+import { buildNamespace, serverKey, serverToolRaw, shownServerName } from './names.js';
 import { targetKey, visibleTo } from './namespace.js';
 import type { Caller, HubPrompt, HubResource, HubResourceTemplate } from './types.js';
 import type { CallContext, Upstream } from './upstream/base.js';
@@ -65,13 +65,16 @@ export class ServerLists {
       seen.add(key);
       flat.push({ server: u.config.name, p: item });
     }
-    const ns = buildNamespace(flat.map(({ server, p }) => ({ raw: serverToolRaw(server, p.name), target: { kind: 'server', server, tool: p.name } })));
+    const ns = buildNamespace(
+      flat.map(({ server, p }) => ({ raw: serverToolRaw(shownServerName(server), p.name), target: { kind: 'server', server, tool: p.name } })),
+    );
     const byTarget = new Map([...ns].map(([name, t]) => [targetKey(t), name]));
     return flat.map(({ server, p }) => ({ ...p, name: byTarget.get(targetKey({ kind: 'server', server, tool: p.name }))!, server, prompt: p.name }));
   }
 
   async readResource(uri: string, server: string | undefined, caller: Caller & CallContext): Promise<ReadResourceResult & { server: string }> {
-    let u = server ? this.upstreams.get(server) : undefined;
+    // A tenant names its own servers by their names (names.ts serverKey), then the servers open to it.
+    let u = server ? (this.upstreams.get(serverKey(caller.tenant, server)) ?? this.upstreams.get(server)) : undefined;
     if (server && (!u || !visibleTo(u, caller))) throw new GatewayError('SERVER_NOT_FOUND', `no MCP server "${server}"`);
     u ??= await this.ownerOf(uri, caller);
     return { ...(await u.readResource(uri, caller)), server: u.config.name };
