@@ -29,6 +29,7 @@ export class TenantBuckets {
   floor = 0;
   private lastOf: sqlite.Statement | undefined;
   private deleteRange: sqlite.Statement | undefined;
+  private deleteOldest: sqlite.Statement | undefined;
 
   constructor(private readonly db: sqlite.Database) {}
 
@@ -63,6 +64,13 @@ export class TenantBuckets {
   evict(key: string, n: number): number {
     const b = this.buckets.get(key);
     if (!b || n <= 0) return 0;
+    if (this.buckets.size === 1) {
+      // The only bucket (a gateway without tenants): its oldest are the table's, one statement as before.
+      this.deleteOldest ??= this.db.prepare('DELETE FROM events WHERE seq IN (SELECT seq FROM events ORDER BY seq LIMIT ?)');
+      const gone = this.deleteOldest.run([n]).changes;
+      this.forget(key, gone);
+      return gone;
+    }
     const tenant = columnOf(key);
     this.lastOf ??= this.db.prepare('SELECT max(seq) AS last FROM (SELECT seq FROM events WHERE seq >= ? AND tenant IS ? ORDER BY seq LIMIT ?)');
     this.deleteRange ??= this.db.prepare('DELETE FROM events WHERE seq >= ? AND seq <= ? AND tenant IS ?');
@@ -98,8 +106,8 @@ export class TenantBuckets {
   }
 
   close(): void {
-    for (const s of [this.lastOf, this.deleteRange]) if (s && !s.isFinalized && this.db.isOpen) s.finalize();
-    this.lastOf = this.deleteRange = undefined;
+    for (const s of [this.lastOf, this.deleteRange, this.deleteOldest]) if (s && !s.isFinalized && this.db.isOpen) s.finalize();
+    this.lastOf = this.deleteRange = this.deleteOldest = undefined;
   }
 }
 

@@ -80,6 +80,28 @@ describe('event history retention per tenant', () => {
     expect(log.size).toBe(60);
   });
 
+  it("age retention keeps each tenant's count: a tenant whose old events aged out may hold its whole share again", async () => {
+    const clock = { now: Date.now() };
+    const { log, bus } = open(tempDb(), { maxEventsPerTenant: 10, maxAgeMs: 60_000, now: () => clock.now });
+    // Events carry the bus's (real) time: the log's clock moves past the age bound instead.
+    await flood(bus, log, 10);
+    bus.publish('device.online', dev('0b', 1));
+    log.flush();
+    clock.now += 61_000;
+    log.prune(); // acme's 10 and globex's 1 age out, counted per tenant (several tenants: RETURNING tenant)
+    expect(log.size).toBe(0);
+    clock.now -= 61_000;
+    const kept = [bus.publish('device.online', dev('0b', 2))!.id];
+    await flood(bus, log, 10);
+    // acme holds its whole share again (a stale count would have evicted some of these 10), globex its new one.
+    expect(log.size).toBe(11);
+    expect(await ids(log, [dev('0b', 1), dev('0b', 2)])).toEqual(kept);
+    // … and no more than it.
+    await flood(bus, log, 30);
+    expect(log.size).toBe(11);
+    expect(await ids(log, [dev('0b', 1), dev('0b', 2)])).toEqual(kept);
+  });
+
   it('counts each tenant again after a restart (the shares hold across a reopen)', async () => {
     const path = tempDb();
     const first = open(path, { maxEventsPerTenant: 20 });
