@@ -164,7 +164,8 @@ export class ToolNamespace {
           name,
           description: description ?? '',
           inputSchema: inputSchema as Record<string, unknown>,
-          source: { kind: 'server', server: u.config.name, tool: t.name },
+          // Named as the caller knows it (a tenant's server by its name, not its key: names.ts serverKey).
+          source: { kind: 'server', server: shownServerName(u.config.name), tool: t.name },
         };
         if (annotations) entry.annotations = annotations as Record<string, unknown>;
         if (typeof title === 'string') entry.title = title;

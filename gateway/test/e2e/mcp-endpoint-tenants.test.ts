@@ -13,7 +13,7 @@ const GLOBEX_KEY = 'globex-key-0123456789abcdef';
 
 type Rpc = { jsonrpc: '2.0'; id?: number | string; method?: string; params?: Record<string, unknown> };
 
-/** A tool process on a raw WebSocket (frames with a trailing newline, as mcp_pipe.py sends them) with one tool, `now`. */
+/** A tool process on a raw WebSocket (frames with a trailing newline, as mcp_pipe.py sends them): one tool, `now`, one resource. */
 function toolProcess(url: string, answer: string): Promise<WebSocket> {
   const ws = new WebSocket(url);
   const send = (m: Record<string, unknown>) => ws.send(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\n');
@@ -24,13 +24,15 @@ function toolProcess(url: string, answer: string): Promise<WebSocket> {
         id: m.id,
         result: {
           protocolVersion: (m.params as { protocolVersion: string }).protocolVersion,
-          capabilities: { tools: {} },
+          capabilities: { tools: {}, resources: {} },
           serverInfo: { name: answer, version: '1' },
         },
       });
     else if (m.method === 'tools/list')
       send({ id: m.id, result: { tools: [{ name: 'now', description: 'the weather now', inputSchema: { type: 'object' } }] } });
     else if (m.method === 'ping') send({ id: m.id, result: {} });
+    else if (m.method === 'resources/list') send({ id: m.id, result: { resources: [{ uri: 'weather://today', name: 'today' }] } });
+    else if (m.method === 'resources/read') send({ id: m.id, result: { contents: [{ uri: 'weather://today', text: answer }] } });
     else if (m.method === 'tools/call') send({ id: m.id, result: { content: [{ type: 'text', text: answer }] } });
   });
   return new Promise((resolve, reject) => {
@@ -72,6 +74,8 @@ describe('MCP endpoint names per tenant', { timeout: 60_000 }, () => {
 
     // Each tenant sees one weather server, by its own name, and its tool under the single-tenant name.
     expect(await tools(ACME_KEY)).toEqual(['mcp__weather__now']);
+    const listed = (await t.api<{ tools: Array<{ name: string; source: unknown }> }>('GET', '/v1/tools', undefined, { apiKey: ACME_KEY })).body.tools;
+    expect(listed.find((x) => x.name === 'mcp__weather__now')!.source).toEqual({ kind: 'server', server: 'weather', tool: 'now' });
     expect(await tools(GLOBEX_KEY)).toEqual(['mcp__weather__now']);
     expect(await call('mcp__weather__now', ACME_KEY)).toBe('sunny at acme');
     expect(await call('mcp__weather__now', GLOBEX_KEY)).toBe('rain at globex');
@@ -82,6 +86,20 @@ describe('MCP endpoint names per tenant', { timeout: 60_000 }, () => {
         await t.api<{ endpoints: Array<{ name: string; tenant: string; state: string }> }>('GET', '/v1/mcp/endpoints', undefined, { apiKey: key })
       ).body.endpoints;
       expect(endpoints).toEqual([expect.objectContaining({ name: 'weather', tenant: key === ACME_KEY ? 'acme' : 'globex', state: 'connected' })]);
+    }
+
+    // Resources too: listed under the tenant's server name, read by it (or found by their URI) from its own server.
+    for (const [key, answer] of [
+      [ACME_KEY, 'sunny at acme'],
+      [GLOBEX_KEY, 'rain at globex'],
+    ]) {
+      const listed = (await t.api<{ resources: Array<{ server: string; uri: string }> }>('GET', '/v1/mcp/resources', undefined, { apiKey: key })).body
+        .resources;
+      expect(listed).toEqual([expect.objectContaining({ server: 'weather', uri: 'weather://today' })]);
+      for (const q of ['uri=weather://today&server=weather', 'uri=weather://today']) {
+        const read = await t.api<{ server: string; contents: Array<{ text: string }> }>('GET', `/v1/mcp/resources/read?${q}`, undefined, { apiKey: key });
+        expect([read.body.server, read.body.contents[0]!.text]).toEqual(['weather', answer]);
+      }
     }
 
     // A tenant's own name is taken for itself only; the operators' view is as before (tenant-limited servers hidden from
