@@ -201,7 +201,9 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   // Opened before the bus: the event history (a table in it) is where the bus resumes an id its ring lost.
   const store = await openStore(config.cluster, config.dataDir, log);
   life.defer('store', () => store.close());
-  const { bus, eventLog } = openEvents(config, store, clusterLink, log, metrics, life);
+  // The event history's retention shares are per device tenant (a flood evicts its own tenant's oldest): read from here.
+  const deviceTenants = new DeviceTenants(config.enrollment.tenantRules ?? [], log.child({ component: 'tenancy' }));
+  const { bus, eventLog } = openEvents(config, store, clusterLink, log, metrics, life, deviceTenants);
   const validators = new SchemaValidators({
     limits: config.schemas,
     maxCached: config.schemas.validatorCacheSize,
@@ -223,7 +225,6 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
       : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked }, config.enrollment);
   // Tenancy (issue 20 item 6): each device's tenant, kept in the store and shared through it in a cluster;
   // the hub, the device, event and enrollment routes and OTA (enrollment.tenantRules) read it.
-  const deviceTenants = new DeviceTenants(config.enrollment.tenantRules ?? [], log.child({ component: 'tenancy' }));
   await deviceTenants.attach(store);
   voice.useTenancy(deviceTenants);
   await loadHubCode(config.mcp);

@@ -42,8 +42,18 @@ import type { Voice } from './voice/start.js';
  * cluster's event stream, so Last-Event-ID resumes across restarts. The history closes (its last batch
  * written) before the store, after every device.
  */
-export function openEvents(config: Config, store: Store, clusterLink: ClusterConnection | undefined, log: Logger, metrics: Metrics, life: Lifecycle) {
+export function openEvents(
+  config: Config,
+  store: Store,
+  clusterLink: ClusterConnection | undefined,
+  log: Logger,
+  metrics: Metrics,
+  life: Lifecycle,
+  tenancy?: Pick<DeviceTenants, 'tenantOf'>,
+) {
   const eventLog = openEventLog(config, store, clusterLink, log, metrics);
+  // Each event counts against its device's tenant's retention share (the embedded history: events/retention.ts).
+  if (tenancy && eventLog instanceof SqliteEventLog) eventLog.useTenancy((id) => tenancy.tenantOf(id));
   const bus = new EventBus({
     bufferSize: config.events.bufferSize,
     metrics,

@@ -29,7 +29,13 @@ export const EventsSlice = z.strictObject({
       maxEvents: env(
         'GATEWAY_EVENTS_HISTORY_MAX_EVENTS',
         z.coerce.number().int().min(1).max(100_000_000).default(100_000),
-        'events kept in the history at most',
+        'events kept in the history at most; past it, the tenant holding the most events loses its oldest first',
+      ),
+      maxEventsPerTenant: env(
+        'GATEWAY_EVENTS_HISTORY_MAX_EVENTS_PER_TENANT',
+        z.coerce.number().int().min(1).max(100_000_000).optional(),
+        "events of one tenant's devices kept at most (devices without a tenant and fleet-wide events are one more tenant); past it, that tenant's oldest go",
+        'no share below `maxEvents`',
       ),
       maxAgeHours: env(
         'GATEWAY_EVENTS_HISTORY_MAX_AGE_HOURS',

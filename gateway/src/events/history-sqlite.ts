@@ -5,10 +5,17 @@ import { ThrottledLog } from '../throttle/throttled-log.js';
 import { EVENT_TYPES, type EventType, type GatewayEvent, type Replay } from './bus.js';
 import type { EventsConfig } from './config.js';
 import { formatCursor, historyMaxAgeMs, parseCursor, type EventLog, type HistoryPage, type HistoryQuery } from './history.js';
+import { bucketOf, largestFirst, TenantBuckets, type Bucket } from './retention.js';
 
 export interface SqliteEventLogOptions {
-  /** Events kept at most, and for at most `maxAgeMs`; the oldest go first. */
+  /**
+   * Events kept at most, and for at most `maxAgeMs`. Past `maxEvents`, the tenant holding the most events loses its
+   * oldest first (retention.ts largestFirst); past `maxEventsPerTenant`, a tenant loses its own oldest.
+   */
   maxEvents: number;
+  maxEventsPerTenant?: number | undefined;
+  /** Each event's tenant (its device's, when written): whose share it counts against. Unset: one bucket for all. */
+  tenantOf?: ((deviceId: string) => string | undefined) | undefined;
   maxAgeMs: number;
   /** Events wait at most this long before they are written, or until `batchSize` of them wait. */
   flushMs: number;
@@ -28,7 +35,7 @@ const MAX_PENDING_BATCHES = 20;
 /** A stored event's data past this is replaced (the bus already bounds what devices send: 8 KiB). */
 const MAX_DATA_CHARS = 64 * 1024;
 const KNOWN_TYPES: ReadonlySet<string> = new Set(EVENT_TYPES);
-/** Rows per insert statement, largest first (5 bound values a row: far below SQLite's 32 766). */
+/** Rows per insert statement, largest first (6 bound values a row: far below SQLite's 32 766). */
 const INSERT_CHUNKS = [32, 8, 1] as const;
 
 interface Row {
@@ -69,12 +76,15 @@ export class SqliteEventLog implements EventLog {
    * delete): a `since` past it has nothing to read, without a scan.
    */
   private maxAt: number | undefined;
+  /** Rows per tenant, counted in memory (retention.ts): per-tenant retention without a query per row. */
+  private readonly tenants: TenantBuckets;
+  private tenantOf: (deviceId: string) => string | undefined;
 
   /** The options events.history sets. */
   static options(events: Pick<EventsConfig, 'history' | 'bufferSize'>, log?: Logger, metrics?: Metrics): SqliteEventLogOptions {
     const h = events.history;
-    const { maxEvents, flushMs, batchSize } = h;
-    return { maxEvents, maxAgeMs: historyMaxAgeMs(h), flushMs, batchSize, replayLimit: events.bufferSize, log, metrics };
+    const { maxEvents, maxEventsPerTenant, flushMs, batchSize } = h;
+    return { maxEvents, maxEventsPerTenant, maxAgeMs: historyMaxAgeMs(h), flushMs, batchSize, replayLimit: events.bufferSize, log, metrics };
   }
 
   /**
@@ -86,6 +96,7 @@ export class SqliteEventLog implements EventLog {
     private readonly o: SqliteEventLogOptions,
   ) {
     this.now = o.now ?? Date.now;
+    this.tenantOf = o.tenantOf ?? (() => undefined);
     this.warn = o.log && new ThrottledLog(o.log, 'warn', { linesPerWindow: 1, windowMs: 60_000 });
     // Secondary indexes carry the rowid (seq): each serves its filter in event order. A time index (`events_at`,
     // before 2026-11-27) cost every row's insert more than its two readers needed: dropped from older files.
@@ -95,10 +106,20 @@ export class SqliteEventLog implements EventLog {
       CREATE INDEX IF NOT EXISTS events_device ON events (device);
       CREATE INDEX IF NOT EXISTS events_type ON events (type);
       DROP INDEX IF EXISTS events_at;`);
+    // The tenant an event counted against (NULL: none), added 2026-11-28; older rows count as untenanted.
+    const columns = db.all('PRAGMA table_info(events)') as Array<{ name: string }>;
+    if (!columns.some((c) => c.name === 'tenant')) db.exec('ALTER TABLE events ADD COLUMN tenant TEXT');
+    this.tenants = new TenantBuckets(db);
+    this.tenants.load();
     this.count = Number((db.get('SELECT COUNT(*) AS n FROM events') as { n: number }).n);
     this.storeSync = Number((db.get('PRAGMA synchronous') as { synchronous: number }).synchronous);
     this.transaction(() => this.retain());
     this.pruneTimer = setInterval(() => this.transaction(() => this.retain()), PRUNE_MS).unref();
+  }
+
+  /** Each device's tenant (devices/tenants.ts, known after the log opens): events count against their tenant's share. */
+  useTenancy(tenantOf: (deviceId: string) => string | undefined): void {
+    this.tenantOf = tenantOf;
   }
 
   append(e: GatewayEvent): void {
@@ -138,20 +159,28 @@ export class SqliteEventLog implements EventLog {
   private insertRows(batch: readonly GatewayEvent[]): void {
     let i = 0;
     let maxAt = this.maxAt ?? -Infinity;
+    // Consecutive events mostly share a tenant: one Map lookup per run of them.
+    let key: string | undefined;
+    let bucket: Bucket | undefined;
+    let last: number | bigint = 0;
     for (const rows of INSERT_CHUNKS) {
       if (batch.length - i < rows) continue;
       const insert = this.insertOf(rows);
-      const values: Array<string | number | Buffer> = [];
+      const values: Array<string | number | Buffer | null> = [];
       for (; batch.length - i >= rows; values.length = 0) {
         for (const end = i + rows; i < end; i++) {
           const e = batch[i]!;
           const at = atMs(e.at, this.now);
           if (at > maxAt) maxAt = at;
-          values.push(e.id, e.type, e.deviceId, at, dataJson(e.data));
+          const tenant = this.tenantOf(e.deviceId);
+          if (bucketOf(tenant) !== key) bucket = this.tenants.bucket((key = bucketOf(tenant)));
+          bucket!.count++;
+          values.push(e.id, e.type, e.deviceId, at, dataJson(e.data), tenant ?? null);
         }
-        insert.run(values);
+        last = insert.run(values).lastInsertRowid;
       }
     }
+    this.tenants.floor = Number(last) + 1;
     if (this.maxAt !== undefined) this.maxAt = maxAt;
   }
 
@@ -159,8 +188,8 @@ export class SqliteEventLog implements EventLog {
     let insert = this.inserts.get(rows);
     if (!insert) {
       // The data is bound as UTF-8 bytes cast to TEXT (the column's text is unchanged: `dataJson`).
-      const values = Array.from({ length: rows }, () => '(?, ?, ?, ?, CAST(? AS TEXT))').join(', ');
-      this.inserts.set(rows, (insert = this.db.prepare(`INSERT INTO events (id, type, device, at, data) VALUES ${values}`)));
+      const values = Array.from({ length: rows }, () => '(?, ?, ?, ?, CAST(? AS TEXT), ?)').join(', ');
+      this.inserts.set(rows, (insert = this.db.prepare(`INSERT INTO events (id, type, device, at, data, tenant) VALUES ${values}`)));
     }
     return insert;
   }
@@ -214,20 +243,38 @@ export class SqliteEventLog implements EventLog {
   }
 
   /**
-   * Drop what is past either bound: the oldest beyond `maxEvents`, and the oldest run of events older than
-   * `maxAgeMs` (rowid order, from the first row: it stops at the first younger event, so it reads what it deletes;
-   * an event timed out of order behind a younger one goes with the run it ends up in, and no read returns it
-   * meanwhile). Inside a transaction.
+   * Drop what is past the bounds: the oldest run of events older than `maxAgeMs` (rowid order, from the first row:
+   * it stops at the first younger event, so it reads what it deletes; an event timed out of order behind a younger
+   * one goes with the run it ends up in, and no read returns it meanwhile); then each tenant's oldest beyond
+   * `maxEventsPerTenant`; then, beyond `maxEvents`, the oldest of the tenants holding the most (never a smaller
+   * tenant's while a larger one has rows to give: one tenant's flood cannot push another's history out). Inside a
+   * transaction.
    */
   private retain(): void {
-    const cutoff = this.now() - this.o.maxAgeMs;
-    const aged = this.db.run(
-      'DELETE FROM events WHERE seq < coalesce((SELECT seq FROM events WHERE at >= ? ORDER BY seq LIMIT 1), (SELECT max(seq) + 1 FROM events))',
-      [cutoff],
-    ).changes;
-    this.count -= aged;
+    this.retainByAge();
+    const cap = this.o.maxEventsPerTenant;
+    if (cap !== undefined) for (const [key, b] of [...this.tenants.buckets]) if (b.count > cap) this.count -= this.tenants.evict(key, b.count - cap);
     const excess = this.count - this.o.maxEvents;
-    if (excess > 0) this.count -= this.db.run('DELETE FROM events WHERE seq IN (SELECT seq FROM events ORDER BY seq LIMIT ?)', [excess]).changes;
+    if (excess <= 0) return;
+    const counts = new Map([...this.tenants.buckets].map(([k, b]) => [k, b.count]));
+    for (const [key, n] of largestFirst(counts, excess)) this.count -= this.tenants.evict(key, n);
+  }
+
+  private retainByAge(): void {
+    const sql = 'DELETE FROM events WHERE seq < coalesce((SELECT seq FROM events WHERE at >= ? ORDER BY seq LIMIT 1), (SELECT max(seq) + 1 FROM events))';
+    const cutoff = this.now() - this.o.maxAgeMs;
+    // One tenant (the usual case): the count is enough. Several: which tenants' rows went, for their counts.
+    if (this.tenants.nonEmpty() <= 1) {
+      const aged = this.db.run(sql, [cutoff]).changes;
+      this.count -= aged;
+      for (const key of [...this.tenants.buckets.keys()]) this.tenants.forget(key, aged);
+      return;
+    }
+    const rows = this.db.all(`${sql} RETURNING tenant`, [cutoff]) as Array<{ tenant: string | null }>;
+    this.count -= rows.length;
+    const gone = new Map<string, number>();
+    for (const r of rows) gone.set(bucketOf(r.tenant ?? undefined), (gone.get(bucketOf(r.tenant ?? undefined)) ?? 0) + 1);
+    for (const [key, n] of gone) this.tenants.forget(key, n);
   }
 
   /** Age retention now (tests, with their clock); it also runs at every write and once a minute. */
@@ -244,6 +291,7 @@ export class SqliteEventLog implements EventLog {
   private transaction(fn: () => void): boolean {
     if (!this.db.isOpen) return false;
     const count = this.count;
+    const tenants = this.tenants.snapshot();
     try {
       this.db.exec('PRAGMA synchronous=NORMAL');
       this.db.exec('BEGIN');
@@ -253,6 +301,7 @@ export class SqliteEventLog implements EventLog {
       return true;
     } catch (err) {
       this.count = count;
+      this.tenants.restore(tenants);
       try {
         if (this.db.inTransaction) this.db.exec('ROLLBACK');
       } catch {
@@ -281,6 +330,7 @@ export class SqliteEventLog implements EventLog {
     this.closed = true;
     for (const insert of this.inserts.values()) if (!insert.isFinalized && this.db.isOpen) insert.finalize();
     this.inserts.clear();
+    this.tenants.close();
     clearInterval(this.pruneTimer);
     clearTimeout(this.timer);
     clearImmediate(this.immediate);

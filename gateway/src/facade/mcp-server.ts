@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import { parseTokensHeader, type Tokens } from '../hub/credentials.js';
 import type { Caller, HubTool, McpHub } from '../hub/hub.js';
+import { shownServerName } from '../hub/names.js';
 import { toToolResult } from '../hub/tool-result.js';
 import { speedUpToolsCall, wireCodecOf } from '../hub/tools-call-check.js';
 import type { Peer, PeerMethod, Progress } from '../hub/upstream/base.js';
@@ -264,7 +265,8 @@ function serveSubscriptions({ s, hub, caller, tokensOf }: Face): void {
       hub.onLog((server, params) => {
         const sid = s.transport?.sessionId;
         if (!hub.serverVisible(server, caller)) return;
-        const logger = `mcp__${server}${typeof params.logger === 'string' ? `/${params.logger.slice(0, 100)}` : ''}`;
+        // A tenant's server by its own name, not its key in the hub (hub/names.ts serverKey).
+        const logger = `mcp__${shownServerName(server)}${typeof params.logger === 'string' ? `/${params.logger.slice(0, 100)}` : ''}`;
         void s.sendLoggingMessage({ level: params.level, logger, data: params.data }, sid).catch(() => undefined);
       }),
       hub.onResourceUpdated((server, uri) => {

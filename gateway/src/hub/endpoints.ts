@@ -8,6 +8,8 @@ import { canSee } from '../principal.js';
 import type { Store } from '../store/store.js';
 import { SERVER_NAME, SERVER_NAME_RULE, type ServerConfig } from './config.js';
 import type { McpHub } from './hub.js';
+import { serverKey, shownServerName } from './names.js';
+import { visibleTo } from './namespace.js';
 import type { Caller } from './types.js';
 import type { EndpointUpstream } from './upstream/endpoint.js';
 import type { Upstream } from './upstream/base.js';
@@ -100,8 +102,10 @@ export class McpEndpoints {
   }
 
   private add(r: EndpointRecord): void {
+    this.checkName(r.name, r.tenant);
     const cfg: ServerConfig = {
-      name: r.name,
+      // A tenant's endpoint is keyed `<tenant>/<name>` in the hub: its name is its tenant's own (names.ts serverKey).
+      name: keyOf(r),
       type: 'endpoint',
       args: [],
       env: {},
@@ -125,7 +129,7 @@ export class McpEndpoints {
       throw new GatewayError('INVALID_REQUEST', `an API key of tenant "${caller.tenant}" makes endpoints for that tenant only`);
     const tenant = caller.tenant ?? body.tenant;
     this.checkRoom(tenant);
-    if (this.hub.upstreams.has(body.name)) throw new GatewayError('INVALID_REQUEST', `a server named "${body.name}" exists; choose another name`);
+    this.checkName(body.name, tenant);
     const token = randomBytes(32).toString('base64url');
     const record: EndpointRecord = {
       id: randomUUID(),
@@ -169,6 +173,18 @@ export class McpEndpoints {
     throw new GatewayError('TOO_MANY_ENDPOINTS', `${full}; revoke one first (DELETE /v1/mcp/endpoints/{id})`);
   }
 
+  /**
+   * A name is taken when a server the new one's callers would see beside it has that name: for a tenant's endpoint,
+   * that tenant's servers and the servers open to all (every one of them visible to the tenant: the refusal tells it
+   * nothing new, and another tenant's "weather" neither blocks nor is revealed); for an endpoint without a tenant
+   * (open to all), any server (operators see every endpoint anyway).
+   */
+  private checkName(name: string, tenant: string | undefined): void {
+    const taken = [...this.hub.upstreams.values()].some((u) => shownServerName(u.config.name) === name && (tenant === undefined || visibleTo(u, { tenant })));
+    if (taken || this.hub.upstreams.has(serverKey(tenant, name)))
+      throw new GatewayError('INVALID_REQUEST', `a server named "${name}" exists; choose another name`);
+  }
+
   list(caller: Caller): EndpointView[] {
     return [...this.byId.values()].filter((r) => this.sees(r, caller)).map((r) => this.view(r));
   }
@@ -186,9 +202,9 @@ export class McpEndpoints {
     this.byId.delete(id);
     this.byHash.delete(r.tokenSha256);
     await this.store.delete(COLLECTION, id);
-    const u = this.hub.upstreams.get(r.name);
+    const u = this.hub.upstreams.get(keyOf(r));
     if (isEndpoint(u)) await u.revoke();
-    await this.hub.removeServer(r.name);
+    await this.hub.removeServer(keyOf(r));
     this.log.info({ id, name: r.name }, 'MCP endpoint revoked');
   }
 
@@ -199,7 +215,7 @@ export class McpEndpoints {
 
   /** A tool process dialed in with this endpoint's token: it becomes the endpoint's connection. */
   accept(r: EndpointRecord, t: WebSocketTransport): Promise<void> {
-    const u = this.hub.upstreams.get(r.name);
+    const u = this.hub.upstreams.get(keyOf(r));
     if (!isEndpoint(u)) {
       t.closeWith(4001, 'endpoint removed');
       return Promise.resolve();
@@ -212,7 +228,7 @@ export class McpEndpoints {
   }
 
   private view(r: EndpointRecord): EndpointView {
-    const u = this.hub.upstreams.get(r.name);
+    const u = this.hub.upstreams.get(keyOf(r));
     const connected = isEndpoint(u) && u.connections > 0;
     const status = u?.status();
     return {
@@ -231,6 +247,9 @@ export class McpEndpoints {
 
 /** The transport an accepted endpoint socket becomes (links/mcp-endpoint.ts hands it over through this module). */
 export { WebSocketTransport, WS_CLOSE, type WsTransportOptions } from './upstream/ws-transport.js';
+
+/** The endpoint's server's key in the hub. */
+const keyOf = (r: EndpointRecord): string => serverKey(r.tenant, r.name);
 
 /** An endpoint's server (hub/upstream/create.ts makes an EndpointUpstream for every server of type endpoint). */
 function isEndpoint(u: Upstream | undefined): u is EndpointUpstream {

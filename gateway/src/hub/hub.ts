@@ -12,7 +12,7 @@ import type { FleetJobsPort } from './builtin.js';
 import type { ServerConfig } from './config.js';
 import { DeviceTools } from './device-tools.js';
 import { CallsInFlight, withStop } from './in-flight.js';
-import { deviceToolRaw, type ToolTarget } from './names.js';
+import { deviceToolRaw, shownServerName, type ToolTarget } from './names.js';
 import { GENERIC_TOOLS, ToolNamespace, visibleTo } from './namespace.js';
 import { routePeerRequest } from './peer-requests.js';
 import { ServerLists } from './server-lists.js';
@@ -247,7 +247,8 @@ export class McpHub {
     if (target.kind === 'server') {
       const t = this.upstreams.get(target.server)?.tools.find((x) => x.name === target.tool);
       if (!t) return undefined;
-      const entry: HubTool = { name, description: t.description ?? '', inputSchema: t.inputSchema as Record<string, unknown>, source: target };
+      const source = { ...target, server: shownServerName(target.server) };
+      const entry: HubTool = { name, description: t.description ?? '', inputSchema: t.inputSchema as Record<string, unknown>, source };
       if (t.annotations) entry.annotations = t.annotations as Record<string, unknown>;
       return entry;
     }

@@ -61,3 +61,18 @@ export function serverToolRaw(server: string, tool: string): string {
 export function deviceToolRaw(deviceId: string, tool: string): string {
   return `device__${compactDeviceId(deviceId)}__${tool}`;
 }
+
+/**
+ * A hosted server's key in the hub when a tenant owns it (an MCP endpoint made for a tenant): `<tenant>/<name>`.
+ * Each tenant names its servers in a namespace of its own, so one tenant's "weather" neither blocks, reveals nor
+ * shadows another's. A server name never holds `/` (SERVER_NAME), so a key of this shape is never a configured
+ * server's name; servers without an owner (configured ones, operators' endpoints) keep their name as their key.
+ */
+export function serverKey(tenant: string | undefined, name: string): string {
+  return tenant === undefined ? name : `${tenant}/${name}`;
+}
+
+/** The name a server is shown and namespaced by (its key without the owner's tenant). */
+export function shownServerName(key: string): string {
+  return key.slice(key.indexOf('/') + 1);
+}

@@ -1,6 +1,6 @@
 import { GatewayError } from '../errors.js';
 import { mayUseServer } from '../principal.js';
-import { buildNamespace, deviceToolRaw, serverToolRaw, TOOL_NAME, type ToolTarget } from './names.js';
+import { buildNamespace, deviceToolRaw, serverToolRaw, shownServerName, TOOL_NAME, type ToolTarget } from './names.js';
 import { rewriteToolReferences } from './tool-references.js';
 import type { Caller, DeviceToolMode, DeviceVisibility, HubDevices, HubTool, ListedDevice } from './types.js';
 import type { Upstream } from './upstream/base.js';
@@ -67,7 +67,11 @@ export function visibleTo(u: Upstream, caller: Caller): boolean {
  */
 export class ToolNamespace {
   private version = 0;
-  private ns: { version: number; map: Map<string, ToolTarget>; byTarget: Map<string, string> } | undefined;
+  /**
+   * `map`: a name to its target; `others`: the further targets of a name two tenants' servers share (each tenant
+   * sees one of them; kept apart so that the fleet's device tools cost no array each).
+   */
+  private ns: { version: number; map: Map<string, ToolTarget>; others: Map<string, ToolTarget[]>; byTarget: Map<string, string> } | undefined;
   /**
    * Each tenant's list, built once per namespace version (and servers' states, which gate `u.tools`): an assistant turn
    * lists the tools, and 100 turns starting together must not rebuild (and rewrite every description) 100 times.
@@ -90,9 +94,17 @@ export class ToolNamespace {
   private current() {
     if (this.ns?.version === this.version) return this.ns;
     const entries: Array<{ raw: string; target: ToolTarget }> = [];
-    for (const u of this.upstreams.values())
-      for (const t of u.knownTools)
-        entries.push({ raw: serverToolRaw(u.config.name, t.name), target: { kind: 'server', server: u.config.name, tool: t.name } });
+    // A tenant's own servers (keys `<tenant>/<name>`) are named apart, per tenant: what one tenant hosts never
+    // renames another's tools (names.ts serverKey). Everything else is one group, named as before.
+    const owned = new Map<string, Array<{ raw: string; target: ToolTarget }>>();
+    for (const u of this.upstreams.values()) {
+      const key = u.config.name;
+      const shown = shownServerName(key);
+      const owner = shown === key ? undefined : key.slice(0, key.length - shown.length - 1);
+      const group = owner === undefined ? entries : (owned.get(owner) ?? []);
+      if (owner !== undefined) owned.set(owner, group);
+      for (const t of u.knownTools) group.push({ raw: serverToolRaw(shown, t.name), target: { kind: 'server', server: key, tool: t.name } });
+    }
     if (this.mode !== 'generic')
       for (const s of this.readyDevices())
         for (const t of s.catalog!.tools)
@@ -102,9 +114,16 @@ export class ToolNamespace {
       entries.push({ raw: 'device_call', target: { kind: 'generic', tool: 'device_call' } });
     }
     const map = buildNamespace(entries);
+    const others = new Map<string, ToolTarget[]>();
+    for (const group of owned.values())
+      for (const [name, t] of buildNamespace(group)) {
+        if (!map.has(name)) map.set(name, t);
+        else others.set(name, [...(others.get(name) ?? []), t]);
+      }
     const byTarget = new Map<string, string>();
     for (const [name, t] of map) byTarget.set(targetKey(t), name);
-    this.ns = { version: this.version, map, byTarget };
+    for (const [name, ts] of others) for (const t of ts) byTarget.set(targetKey(t), name);
+    this.ns = { version: this.version, map, others, byTarget };
     return this.ns;
   }
 
@@ -145,7 +164,8 @@ export class ToolNamespace {
           name,
           description: description ?? '',
           inputSchema: inputSchema as Record<string, unknown>,
-          source: { kind: 'server', server: u.config.name, tool: t.name },
+          // Named as the caller knows it (a tenant's server by its name, not its key: names.ts serverKey).
+          source: { kind: 'server', server: shownServerName(u.config.name), tool: t.name },
         };
         if (annotations) entry.annotations = annotations as Record<string, unknown>;
         if (typeof title === 'string') entry.title = title;
@@ -188,9 +208,12 @@ export class ToolNamespace {
   /** Resolve a namespaced name to its target, for this caller; TOOL_NOT_FOUND otherwise. */
   resolve(name: string, caller: Caller): ToolTarget {
     if (!TOOL_NAME.test(name)) throw new GatewayError('TOOL_NOT_FOUND', `"${name.slice(0, 80)}" is not a tool name`, { tool: name.slice(0, 80) });
-    const t = this.current().map.get(name);
-    if (!t || (t.kind === 'server' && !visibleTo(this.upstreams.get(t.server)!, caller)) || (t.kind === 'device' && !this.sees(caller, t.deviceId)))
-      throw new GatewayError('TOOL_NOT_FOUND', `no tool named "${name}"; list them with GET /v1/tools or tools/list`, { tool: name });
+    const ns = this.current();
+    const sees = (x: ToolTarget) =>
+      x.kind === 'server' ? visibleTo(this.upstreams.get(x.server)!, caller) : x.kind !== 'device' || this.sees(caller, x.deviceId);
+    const first = ns.map.get(name);
+    const t = first && sees(first) ? first : ns.others.get(name)?.find(sees);
+    if (!t) throw new GatewayError('TOOL_NOT_FOUND', `no tool named "${name}"; list them with GET /v1/tools or tools/list`, { tool: name });
     return t;
   }
 }

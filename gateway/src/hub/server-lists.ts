@@ -1,14 +1,15 @@
 import type { CompleteRequest, CompleteResult, GetPromptResult, ReadResourceResult } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
-import { buildNamespace, serverToolRaw } from './names.js';
+import { buildNamespace, serverKey, serverToolRaw, shownServerName } from './names.js';
 import { targetKey, visibleTo } from './namespace.js';
 import type { Caller, HubPrompt, HubResource, HubResourceTemplate } from './types.js';
 import type { CallContext, Upstream } from './upstream/base.js';
 
 /**
  * Resources, resource templates and prompts of every server a caller may see, and the requests routed to
- * the server that owns one (read, get, complete, subscribe).
+ * the server that owns one (read, get, complete, subscribe). Servers are named as the caller knows them: a
+ * tenant's own by their names, not their keys in the hub (names.ts serverKey); names are unique in any caller's view.
  */
 export class ServerLists {
   /** Upstream resource subscriptions, counted over /mcp sessions: `server\0uri` -> sessions. */
@@ -42,13 +43,15 @@ export class ServerLists {
   /** Resources of every visible server that has them. */
   async resources(caller: Caller & CallContext): Promise<HubResource[]> {
     const all = await this.fromEvery(caller, 'resources/list', (u) => u.listResources(caller));
-    return all.map(({ u, item }) => ({ ...item, server: u.config.name })).sort((a, b) => (a.server + a.uri < b.server + b.uri ? -1 : 1));
+    return all.map(({ u, item }) => ({ ...item, server: shownServerName(u.config.name) })).sort((a, b) => (a.server + a.uri < b.server + b.uri ? -1 : 1));
   }
 
   /** Resource templates of every visible server that has them. */
   async resourceTemplates(caller: Caller & CallContext): Promise<HubResourceTemplate[]> {
     const all = await this.fromEvery(caller, 'resources/templates/list', (u) => u.listResourceTemplates(caller));
-    return all.map(({ u, item }) => ({ ...item, server: u.config.name })).sort((a, b) => (a.server + a.uriTemplate < b.server + b.uriTemplate ? -1 : 1));
+    return all
+      .map(({ u, item }) => ({ ...item, server: shownServerName(u.config.name) }))
+      .sort((a, b) => (a.server + a.uriTemplate < b.server + b.uriTemplate ? -1 : 1));
   }
 
   /**
@@ -63,7 +66,7 @@ export class ServerLists {
       const key = `${u.config.name}\0${item.name}`;
       if (seen.has(key)) continue;
       seen.add(key);
-      flat.push({ server: u.config.name, p: item });
+      flat.push({ server: shownServerName(u.config.name), p: item });
     }
     const ns = buildNamespace(flat.map(({ server, p }) => ({ raw: serverToolRaw(server, p.name), target: { kind: 'server', server, tool: p.name } })));
     const byTarget = new Map([...ns].map(([name, t]) => [targetKey(t), name]));
@@ -71,16 +74,25 @@ export class ServerLists {
   }
 
   async readResource(uri: string, server: string | undefined, caller: Caller & CallContext): Promise<ReadResourceResult & { server: string }> {
-    let u = server ? this.upstreams.get(server) : undefined;
-    if (server && (!u || !visibleTo(u, caller))) throw new GatewayError('SERVER_NOT_FOUND', `no MCP server "${server}"`);
+    let u = server ? this.named(server, caller) : undefined;
+    if (server && !u) throw new GatewayError('SERVER_NOT_FOUND', `no MCP server "${server}"`);
     u ??= await this.ownerOf(uri, caller);
-    return { ...(await u.readResource(uri, caller)), server: u.config.name };
+    return { ...(await u.readResource(uri, caller)), server: shownServerName(u.config.name) };
+  }
+
+  /** The server this caller knows by `name`: its tenant's own first, else one by that key it may see. */
+  private named(name: string, caller: Caller): Upstream | undefined {
+    for (const key of [serverKey(caller.tenant, name), name]) {
+      const u = this.upstreams.get(key);
+      if (u && visibleTo(u, caller)) return u;
+    }
+    return undefined;
   }
 
   async getPrompt(name: string, args: Record<string, string>, caller: Caller & CallContext): Promise<GetPromptResult & { server: string }> {
     const p = (await this.prompts(caller)).find((x) => x.name === name);
     if (!p) throw new GatewayError('NOT_FOUND', `no prompt named "${name.slice(0, 100)}"`);
-    return { ...(await this.upstreams.get(p.server)!.getPrompt(p.prompt, args, caller)), server: p.server };
+    return { ...(await this.named(p.server, caller)!.getPrompt(p.prompt, args, caller)), server: p.server };
   }
 
   /**
@@ -90,14 +102,14 @@ export class ServerLists {
    */
   private async ownerOf(uri: string, caller: Caller & CallContext): Promise<Upstream> {
     const listed = (await this.resources(caller)).find((r) => r.uri === uri);
-    if (listed) return this.upstreams.get(listed.server)!;
+    if (listed) return this.named(listed.server, caller)!;
     let best: { server: string; len: number } | undefined;
     for (const t of await this.resourceTemplates(caller)) {
       const prefix = t.uriTemplate.split('{')[0]!;
       if (prefix.length > 0 && uri.startsWith(prefix) && (!best || prefix.length > best.len)) best = { server: t.server, len: prefix.length };
     }
     if (!best) throw new GatewayError('NOT_FOUND', `no server lists the resource ${uri.slice(0, 200)} or a template for it; name the server`);
-    return this.upstreams.get(best.server)!;
+    return this.named(best.server, caller)!;
   }
 
   /** `completion/complete` for a namespaced prompt or a resource template, passed to its server. */
@@ -106,10 +118,10 @@ export class ServerLists {
     if (ref.type === 'ref/prompt') {
       const p = (await this.prompts(caller)).find((x) => x.name === ref.name);
       if (!p) throw new GatewayError('NOT_FOUND', `no prompt named "${ref.name.slice(0, 100)}"`);
-      return this.upstreams.get(p.server)!.complete({ ...params, ref: { ...ref, name: p.prompt } }, caller);
+      return this.named(p.server, caller)!.complete({ ...params, ref: { ...ref, name: p.prompt } }, caller);
     }
     const t = (await this.resourceTemplates(caller)).find((x) => x.uriTemplate === ref.uri);
-    const u = t ? this.upstreams.get(t.server)! : await this.ownerOf(ref.uri, caller);
+    const u = t ? this.named(t.server, caller)! : await this.ownerOf(ref.uri, caller);
     return u.complete(params, caller);
   }
 

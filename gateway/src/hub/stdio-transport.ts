@@ -40,6 +40,13 @@ export interface MessageTap {
   readonly size?: number;
 }
 
+/**
+ * After the child exits, how long its pipes may stay open before the connection is ended anyway: long enough to read
+ * what it wrote last (its pipes normally close with it, and the connection ends then, as before), short enough that a
+ * helper holding them (a shell wrapper's or npx's, inheriting stdout) cannot keep a dead server "ready".
+ */
+const EXIT_DRAIN_MS = 100;
+
 /** The environment a child inherits when its config names no variable: enough to find and run programs. */
 const INHERITED = ['HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER', 'LANG', 'TMPDIR', 'NODE_EXTRA_CA_CERTS', 'SYSTEMROOT'];
 
@@ -81,10 +88,20 @@ export class ChildStdioTransport implements Transport {
         this.onerror?.(e);
       });
       child.once('spawn', () => resolve());
+      let drain: NodeJS.Timeout | undefined;
       child.once('exit', (code, signal) => {
         this.exitInfo = { code, signal };
+        if (this.closing) return; // close() ends the group itself
+        // The server is gone: what is left of its group goes too (it would hold the pipes, and outlive close()), and
+        // the pipes are cut, so that the connection ends (calls in flight fail, the hub marks the server) now.
+        drain = setTimeout(() => {
+          signalGroup(child, 'SIGKILL');
+          for (const s of [child.stdin, child.stdout, child.stderr]) s?.destroy();
+        }, EXIT_DRAIN_MS);
+        drain.unref();
       });
       child.once('close', () => {
+        clearTimeout(drain);
         this.child = undefined;
         this.lines.clear();
         this.onclose?.();

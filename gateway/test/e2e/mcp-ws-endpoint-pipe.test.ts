@@ -212,7 +212,8 @@ describe.skipIf(!existsSync(PYTHON))('MCP endpoint: a pipe dials in', { timeout:
     expect(other.status).toBe(400);
     const pipe = startPipe(created.body.url);
     try {
-      await untilHub(hub(), ready('acmetools'), 'the acme endpoint to be ready');
+      // A tenant's endpoint is keyed `<tenant>/<name>` in the hub (names.ts serverKey).
+      await untilHub(hub(), ready('acme/acmetools'), 'the acme endpoint to be ready');
       expect(await names(ACME_KEY)).toContain('mcp__acmetools__echo');
       expect(await names(GLOBEX_KEY)).not.toContain('mcp__acmetools__echo');
       const denied = await t.api<{ code: string }>('POST', '/v1/tools/mcp__acmetools__echo/call', { arguments: { message: 'x' } }, { apiKey: GLOBEX_KEY });

@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../../errors.js';
 import type { FleetJobsPort } from '../builtin.js';
 import type { ServerConfig } from '../config.js';
+import { shownServerName } from '../names.js';
 import type { Tokens } from '../credentials.js';
 import type { SchemaLimits } from '../../schemas/untrusted-schema.js';
 import type { SchemaValidators } from '../../schemas/validators.js';
@@ -238,7 +239,8 @@ export abstract class Upstream {
 
   status(): ServerStatus {
     return {
-      name: this.config.name,
+      // A tenant's server is shown by its own name, not its key in the hub (names.ts serverKey).
+      name: shownServerName(this.config.name),
       type: this.config.type,
       state: this.state,
       lastError: this.lastError ?? null,
