@@ -1,8 +1,13 @@
-import type { Transport } from '@modelcontextprotocol/client';
+import type { CallToolResult, Transport } from '@modelcontextprotocol/client';
+import type { CallContext } from './base.js';
 import { McpUpstream } from './mcp.js';
 import { WS_CLOSE, type WebSocketTransport } from './ws-transport.js';
 
 const WAITING = 'no tool process connected; waiting for one to dial in';
+/** While calls are in flight, a ping this often (see `probe`). */
+const PROBE_MS = 2000;
+/** Probes unanswered at once, at most (a server that handles one message at a time answers them after its call). */
+const MAX_PROBES_OUT = 8;
 
 /**
  * An MCP endpoint (xiaozhi's "MCP接入点"): a tool process (78/mcp-calculator's mcp_pipe.py and its ports)
@@ -17,6 +22,9 @@ export class EndpointUpstream extends McpUpstream {
   private pending: WebSocketTransport | undefined;
   private live: WebSocketTransport | undefined;
   private pinger: NodeJS.Timeout | undefined;
+  private prober: NodeJS.Timeout | undefined;
+  private callsInFlight = 0;
+  private probesOut = 0;
   pingIntervalMs = 30_000;
 
   override start(): Promise<void> {
@@ -68,6 +76,35 @@ export class EndpointUpstream extends McpUpstream {
     this.pinger.unref();
   }
 
+  override async call(tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
+    if (this.callsInFlight++ === 0) {
+      this.prober = setInterval(() => this.probe(), PROBE_MS);
+      this.prober.unref();
+    }
+    try {
+      return await super.call(tool, args, ctx);
+    } finally {
+      if (--this.callsInFlight === 0) clearInterval(this.prober);
+    }
+  }
+
+  /**
+   * A ping while calls are in flight, its answer not awaited. 78/mcp-calculator's mcp_pipe.py keeps its WebSocket
+   * open when its server process dies (it gathers both directions) and closes it only when a message to the dead
+   * process fails to write: without a message, a call in flight waited for the keepalive ping (up to
+   * pingIntervalMs) or its own timeout. The probe is that message; an unanswered one cuts nothing (a server busy
+   * with one message at a time answers it after its call), the keepalive ping does that.
+   */
+  private probe(): void {
+    const client = this.client;
+    if (!client || this.state !== 'ready' || this.probesOut >= MAX_PROBES_OUT) return;
+    this.probesOut++;
+    client
+      .ping({ timeout: this.pingIntervalMs })
+      .catch(() => undefined)
+      .finally(() => this.probesOut--);
+  }
+
   /** Connections being served (0 or 1). */
   get connections(): number {
     return this.live && this.state === 'ready' ? 1 : 0;
@@ -82,6 +119,7 @@ export class EndpointUpstream extends McpUpstream {
 
   override async close(): Promise<void> {
     clearInterval(this.pinger);
+    clearInterval(this.prober);
     await super.close();
   }
 }
