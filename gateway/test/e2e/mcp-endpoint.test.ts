@@ -236,10 +236,11 @@ describe('/mcp sessions are bounded', () => {
     const t = await startTestGateway({ mcp: { endpoint: { maxSessions: 1, sessionIdleMs: 2000 } } });
     const open = async () => {
       const client = new Client({ name: 'cap-test', version: '1.0.0' });
-      await client.connect(
-        new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }),
-      );
-      return client;
+      const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } },
+      });
+      await client.connect(transport);
+      return { client, transport };
     };
     try {
       const first = await open();
@@ -247,13 +248,27 @@ describe('/mcp sessions are bounded', () => {
       await expect(open()).rejects.toThrow(/Too many MCP sessions/);
       expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'session_limit' })).toBe(1);
 
-      // Left idle, the session is closed by the sweeper; its id is then unknown.
+      // The client goes away without DELETE (its GET stream ends with it): left idle, the session is closed by the
+      // sweeper, and its id is then unknown. (A client still holding its GET stream keeps its session.)
+      const sessionId = first.transport.sessionId!;
+      await first.client.close();
       await expect.poll(() => t.metric('voxgate_mcp_endpoint_sessions'), { timeout: 45_000 }).toBe(0);
-      await expect(first.listTools()).rejects.toThrow(/Session not found/);
+      const stale = await fetch(`${t.baseUrl}/mcp`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_API_KEY}`,
+          accept: 'application/json, text/event-stream',
+          'content-type': 'application/json',
+          'mcp-session-id': sessionId,
+          'mcp-protocol-version': first.transport.protocolVersion!,
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      });
+      expect(stale.status).toBe(404);
+      expect(await stale.text()).toMatch(/Session not found/);
       const again = await open();
-      expect((await again.listTools()).tools.map((x) => x.name)).toContain('devices_list');
-      await again.close();
-      await first.close().catch(() => undefined);
+      expect((await again.client.listTools()).tools.map((x) => x.name)).toContain('devices_list');
+      await again.client.close();
     } finally {
       await t.close();
     }
