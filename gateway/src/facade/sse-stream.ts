@@ -16,6 +16,14 @@ export function sseHeaders(sessionId: string | undefined): Record<string, string
 export const HOLD_MS = 1000;
 /** A comment on open streams this often, so proxies keep them (the SDK's default). */
 export const KEEP_ALIVE_MS = 15_000;
+/**
+ * What a client may leave unread on a started stream: past it, the next write cuts the stream instead of queuing more
+ * in the gateway's memory (the client resumes with Last-Event-ID: its events are in the event store). Checked before
+ * a write, so one large answer always goes out whole. Without it, a client that held a GET stream and stopped reading
+ * (a zero TCP window keeps the connection alive; the idle sweep leaves a session with an open stream) had every
+ * notification of its session queued in Node's write buffer, without bound.
+ */
+export const MAX_UNREAD_BYTES = 1 << 20;
 
 /**
  * Streams whose start is held: a POST's headers and priming event wait for its first real event, so an answer
@@ -129,7 +137,7 @@ export class SseStream {
    */
   write(text: string, wait = false): boolean {
     if (!this.open) return false;
-    if (this.started) return (this.res.write(text), true);
+    if (this.started) return this.send(text);
     this.primeNow();
     this.pending += text;
     if (!wait && !this.flushQueued) {
@@ -150,8 +158,19 @@ export class SseStream {
     else this.res.flushHeaders();
     this.pending = '';
     this.keepAlive = setInterval(() => {
-      if (this.open) this.res.write(': keepalive\n\n');
+      if (this.open) this.send(': keepalive\n\n');
     }, KEEP_ALIVE_MS).unref();
+  }
+
+  /** Writes to the socket, or cuts the stream when the client left more than MAX_UNREAD_BYTES unread (false then). */
+  private send(text: string): boolean {
+    if (this.res.writableLength <= MAX_UNREAD_BYTES) return (this.res.write(text), true);
+    // Gone as a client that went away is: forgotten by its transport (oncancel), so a new GET may take its place.
+    this.ended = true;
+    this.stopTimers();
+    this.res.destroy();
+    this.oncancel?.(this);
+    return false;
   }
 
   /** Ends the answer; one never started leaves whole, with its length. */

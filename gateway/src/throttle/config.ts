@@ -6,6 +6,10 @@ const gateSlice = (what: string) =>
   z
     .strictObject({
       maxConcurrent: documented(Int(1, 100_000, 64), `${what} requests in flight at once, gateway-wide`),
+      maxConcurrentPerTenant: documented(
+        z.coerce.number().int().min(1).max(100_000).optional(),
+        '… of them one tenant may hold (devices without a tenant count as one; unset: three quarters of maxConcurrent, rounded up), so the rest stay for the others',
+      ),
       maxWaiting: documented(Int(0, 1_000_000, 256), '… requests waiting for a slot; beyond, refused (HTTP 503 with Retry-After; a device hears it is busy)'),
       maxWaitingPerTenant: documented(Int(1, 1_000_000, 64), '… of them one tenant may have waiting (devices without a tenant share one count)'),
       maxWaitMs: documented(Ms(10_000, 600_000), '… how long a request waits for a slot before it is refused'),

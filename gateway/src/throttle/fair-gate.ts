@@ -1,6 +1,12 @@
 /** How many run at once, how many may wait (in all, and per share), and for how long. */
 export interface GateLimits {
   maxConcurrent: number;
+  /**
+   * Slots one share may hold at once (default: all). Below `maxConcurrent`, the rest stay for the others: round-robin
+   * orders only the waiters, so without it a share whose requests last longer than `maxWaitMs` (speech streamed at
+   * real time, a long answer) held every slot and the others' waiters were refused however fair the queue was.
+   */
+  maxConcurrentPerShare?: number;
   maxWaiting: number;
   /** Waiters one share (a tenant) may have queued at once: the rest of the queue stays open to the others. */
   maxWaitingPerShare: number;
@@ -40,8 +46,9 @@ interface Waiter {
  * goes to the shares in turn (round-robin over the shares that have someone waiting), not to the oldest waiter
  * overall. So one tenant flooding the gate fills only its own part of the queue (its next request is refused, not
  * another tenant's), and a tenant with one waiter is served after at most one waiter of every other share, however
- * many the flooding tenant has queued. Slots in flight are not split by share: an idle gateway lets one tenant use
- * them all, and every slot it frees is offered to the others first.
+ * many the flooding tenant has queued. Slots in flight are split by share only as far as `maxConcurrentPerShare`
+ * says: one tenant may use that many of an idle gateway's slots, and every slot it frees is offered to the others
+ * first; a share at its cap waits while the others are served.
  *
  * A waiter whose signal aborts leaves the queue at once and never takes a slot; a waiter that was granted a slot
  * after its signal aborted (both in one tick) hands the slot straight back.
@@ -49,6 +56,8 @@ interface Waiter {
 export class FairGate {
   private active = 0;
   private waitingCount = 0;
+  /** Share → slots it holds (absent: none). */
+  private readonly activeByShare = new Map<string, number>();
   /** Share → its waiters, oldest first; the map's order is the round-robin order (a served share moves to the end). */
   private readonly queues = new Map<string, Waiter[]>();
 
@@ -69,7 +78,9 @@ export class FairGate {
   /** A slot now, or when one frees; rejects with GateRefused, or with the signal's reason when it aborts first. */
   acquire(share: string, signal?: AbortSignal): Promise<GateSlot> {
     if (signal?.aborted) return Promise.reject(abortReason(signal));
-    if (this.active < this.limits.maxConcurrent && this.waitingCount === 0) return Promise.resolve(this.take());
+    // Free slots are never left while a waiter could take one (`next` runs on every release), so anyone still waiting
+    // is of a share at its cap: a request of another share may take a free slot at once without passing them.
+    if (this.active < this.limits.maxConcurrent && this.mayTake(share)) return Promise.resolve(this.take(share));
     const queue = this.queues.get(share);
     if ((queue?.length ?? 0) >= this.limits.maxWaitingPerShare) return Promise.reject(new GateRefused('tenant_queue_full'));
     if (this.waitingCount >= this.limits.maxWaiting) return Promise.reject(new GateRefused('queue_full'));
@@ -87,7 +98,7 @@ export class FairGate {
         grant: () => {
           clearTimeout(timer);
           signal?.removeEventListener('abort', onAbort);
-          const slot = this.take();
+          const slot = this.take(share);
           if (signal?.aborted) {
             slot.release();
             reject(abortReason(signal));
@@ -102,8 +113,13 @@ export class FairGate {
     });
   }
 
-  private take(): GateSlot {
+  private mayTake(share: string): boolean {
+    return (this.activeByShare.get(share) ?? 0) < (this.limits.maxConcurrentPerShare ?? this.limits.maxConcurrent);
+  }
+
+  private take(share: string): GateSlot {
     this.active++;
+    this.activeByShare.set(share, (this.activeByShare.get(share) ?? 0) + 1);
     this.onChange(this.active, this.waitingCount);
     let held = true;
     return {
@@ -111,22 +127,35 @@ export class FairGate {
         if (!held) return;
         held = false;
         this.active--;
+        const n = this.activeByShare.get(share)! - 1;
+        if (n > 0) this.activeByShare.set(share, n);
+        else this.activeByShare.delete(share);
         this.next();
         this.onChange(this.active, this.waitingCount);
       },
     };
   }
 
-  /** Free slots go to the shares in turn: the first share in the map is served and moves to the end. */
+  /**
+   * Free slots go to the shares in turn: the first share in the map that is below its cap is served and moves to the
+   * end (a share at its cap keeps its place).
+   */
   private next(): void {
     while (this.active < this.limits.maxConcurrent && this.waitingCount > 0) {
-      const [share, queue] = this.queues.entries().next().value as [string, Waiter[]];
+      const served = this.firstServable();
+      if (!served) return;
+      const [share, queue] = served;
       const waiter = queue.shift()!;
       this.queues.delete(share);
       if (queue.length) this.queues.set(share, queue);
       this.waitingCount--;
       waiter.grant();
     }
+  }
+
+  private firstServable(): [string, Waiter[]] | undefined {
+    for (const entry of this.queues) if (this.mayTake(entry[0])) return entry;
+    return undefined;
   }
 
   private remove(waiter: Waiter): void {

@@ -28,7 +28,8 @@ export class ModelGate {
     private readonly lines: ThrottledLog,
   ) {
     this.retryAfterSeconds = Math.max(1, Math.ceil(limits.maxWaitMs / 1000));
-    this.gate = new FairGate({ ...limits, maxWaitingPerShare: limits.maxWaitingPerTenant }, (inFlight, waiting) => {
+    const gateLimits = { ...limits, maxConcurrentPerShare: maxConcurrentPerTenant(limits), maxWaitingPerShare: limits.maxWaitingPerTenant };
+    this.gate = new FairGate(gateLimits, (inFlight, waiting) => {
       m.inFlight.set({ kind }, inFlight);
       m.waiting.set({ kind }, waiting);
     });
@@ -74,6 +75,16 @@ export class ModelGate {
       slot.release();
     }
   }
+}
+
+/**
+ * Slots one tenant may hold: as configured, else three quarters of the kind's (rounded up, so a gate of one or two
+ * slots is not split). Round-robin orders only the waiters: without a cap per tenant, one tenant whose requests outlast
+ * the wait (speech streamed at real time to many devices, devices without a tenant that anyone can enroll where
+ * enrollment is open) held every slot, and every other tenant's requests were refused MODEL_BUSY.
+ */
+export function maxConcurrentPerTenant(limits: { maxConcurrent: number; maxConcurrentPerTenant?: number | undefined }): number {
+  return Math.min(limits.maxConcurrent, limits.maxConcurrentPerTenant ?? Math.ceil((limits.maxConcurrent * 3) / 4));
 }
 
 const KIND_NAMES: Record<ModelKind, string> = { asr: 'speech recognition', tts: 'speech synthesis', llm: 'assistant model', vision: 'vision' };

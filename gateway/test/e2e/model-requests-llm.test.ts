@@ -156,3 +156,47 @@ describe('modelRequests.llm: gateway-wide bound on model requests', () => {
     expect((await Promise.all(replies)).map((r) => r.status)).toEqual([200, 200, 200, 200]);
   });
 });
+
+describe('modelRequests.llm: one tenant cannot hold every slot', () => {
+  let llm: LlmServer;
+  let t: TestGateway;
+  const holds = new Map<string, Deferred<void>>();
+
+  beforeAll(async () => {
+    llm = await startLlmServer((req) => ({ text: `answer to ${said(req)}`, hold: holds.get(said(req) ?? '')?.promise }));
+    const { oa } = llmModels(llm);
+    t = await startTestGateway({
+      apiKeys: [TEST_API_KEY, ACME, GLOBEX],
+      apiKeyTenants: { [ACME]: 'acme', [GLOBEX]: 'globex' },
+      assistant: { models: { oa }, defaultModel: 'oa' },
+      // maxConcurrentPerTenant unset: three of the four slots.
+      modelRequests: { llm: { maxConcurrent: 4, maxWaiting: 8, maxWaitingPerTenant: 4, maxWaitMs: 60_000 } },
+    });
+  });
+  afterAll(async () => {
+    for (const d of holds.values()) d.resolve();
+    await t?.close();
+    await llm?.close();
+  });
+
+  const chat = (message: string, apiKey: string) =>
+    fetch(`${t.baseUrl}/v1/assistant/chat`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ message }),
+    });
+
+  it("a tenant whose requests outlast the wait holds at most three quarters of the slots: another tenant's request reaches the model at once", async () => {
+    const acme = ['long-1', 'long-2', 'long-3', 'long-4'];
+    for (const m of [...acme, 'other-1']) holds.set(m, deferred());
+    const replies = acme.map((m) => chat(m, ACME));
+    await until(async () => (await t.metric('voxgate_model_requests_waiting', { kind: 'llm' })) === 1, "acme's fourth request waiting");
+    // Before, acme took all four slots and globex waited for one of acme's (long) requests to end, or was refused.
+    const other = chat('other-1', GLOBEX);
+    await until(() => llm.requests.length === 4, 'four requests at the stand-in');
+    expect(llm.requests.map(said).sort()).toEqual(['long-1', 'long-2', 'long-3', 'other-1']);
+    for (const d of holds.values()) d.resolve();
+    expect((await Promise.all([...replies, other])).map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(llm.requests.map(said)).toContain('long-4');
+  });
+});

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server as HttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect as connectTcp, type AddressInfo } from 'node:net';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { McpServer, type CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -407,6 +407,36 @@ describe('NodeSessionTransport', () => {
     expect(ping.status).toBe(200);
     expect(ping.text).toContain('"id":8');
     expect(streams()).toBe(0);
+  });
+
+  it('a GET stream whose client stopped reading is cut once a MiB waits unread, not queued without bound; the client may open another', async () => {
+    const { url, sessions } = await start();
+    const sid = (await raw(url, INIT)).sid!;
+    const s = sessions.get(sid)!;
+    // A client that opens its GET stream, reads the headers, then reads nothing more (its TCP window closes, the
+    // connection stays up: the idle sweep leaves a session with an open stream alone).
+    const socket = connectTcp(Number(url.port), '127.0.0.1');
+    socket.write(`GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nMcp-Session-Id: ${sid}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n`);
+    const head = await new Promise<string>((ok) => socket.once('data', (b: Buffer) => ok(b.toString('latin1'))));
+    expect(head).toMatch(/^HTTP\/1\.1 200/);
+    socket.pause();
+    const closed = new Promise<void>((ok) => socket.once('close', () => ok()));
+    await vi.waitFor(() => expect(s.transport.hasOpenStream()).toBe(true));
+    // 32 MiB of notifications (half a MiB each): far past what the kernel's buffers take for a reader that reads nothing.
+    const blob = 'x'.repeat(512 * 1024);
+    for (let i = 0; i < 64; i++) await s.transport.send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: blob } });
+    // Cut: the session has no stream any more (so it can be evicted or swept), and the socket was closed.
+    expect(s.transport.hasOpenStream()).toBe(false);
+    socket.destroy();
+    await closed;
+    // The stream was forgotten as a dropped one is: a new GET is served, not refused with 409.
+    const again = new AbortController();
+    const res = await fetch(url, {
+      headers: { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25', accept: 'text/event-stream' },
+      signal: again.signal,
+    });
+    expect(res.status).toBe(200);
+    again.abort();
   });
 
   it('a request before initialize, or one without a session id, is refused', async () => {

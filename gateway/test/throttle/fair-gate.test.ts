@@ -29,6 +29,33 @@ afterEach(() => {
 });
 
 describe('FairGate', () => {
+  it('a share holds at most maxConcurrentPerShare slots: another share takes a free one at once, and the capped share waits its turn', async () => {
+    const gate = new FairGate(limits({ maxConcurrent: 4, maxConcurrentPerShare: 3 }));
+    const granted: string[] = [];
+    const take = taker(gate, granted);
+    // One tenant's long requests (speech streamed at real time): three run, the fourth waits though a slot is free.
+    const a = [take('a1', 'A'), take('a2', 'A'), take('a3', 'A'), take('a4', 'A')];
+    await tick();
+    expect(granted).toEqual(['a1', 'a2', 'a3']);
+    expect([gate.inFlight, gate.waiting]).toEqual([3, 1]);
+    // Another tenant is not refused for want of a slot: the free one is its at once, past A's waiter.
+    const b1 = take('b1', 'B');
+    await tick();
+    expect(granted).toEqual(['a1', 'a2', 'a3', 'b1']);
+    // A second one of B waits (every slot is taken), behind A's older waiter.
+    const b2 = take('b2', 'B');
+    await tick();
+    expect([gate.inFlight, gate.waiting]).toEqual([4, 2]);
+    (await b1).release();
+    await tick();
+    // A is at its cap: the slot goes to B's waiter, not to A's older one.
+    expect(granted.at(-1)).toBe('b2');
+    (await a[0]!).release();
+    await tick();
+    expect(granted.at(-1)).toBe('a4');
+    for (const s of [...a.slice(1), b2]) (await s).release();
+    expect([gate.inFlight, gate.waiting]).toEqual([0, 0]);
+  });
   it('lets maxConcurrent through; the rest wait and take the slots as they free, never over the cap', async () => {
     const counts: Array<[number, number]> = [];
     const gate = new FairGate(limits(), (inFlight, waiting) => counts.push([inFlight, waiting]));
