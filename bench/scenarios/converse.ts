@@ -54,6 +54,13 @@ export async function converseScenarios(b: Bench, dataDir: string): Promise<void
       maxConcurrentTurns: s.concurrent * 2,
       maxConcurrentTurnsPerTenant: s.concurrent * 2,
     },
+    // The model services' gateway-wide bounds raised with the turns' (a conversing device holds up to two speech requests).
+    modelRequests: Object.fromEntries(
+      ['asr', 'tts', 'llm'].map((k) => [
+        k,
+        { maxConcurrent: s.concurrent * 4, maxConcurrentPerTenant: s.concurrent * 4, maxWaitingPerTenant: s.concurrent * 4 },
+      ]),
+    ),
     voice: {
       mode: 'converse',
       maxSessions: s.concurrent * 2,

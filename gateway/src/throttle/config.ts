@@ -2,10 +2,10 @@ import { z } from 'zod';
 import { documented, Int, Ms } from '../config/fields.js';
 
 /** One kind's bound (a fresh schema per kind: a field's documentation is keyed by its schema object). */
-const gateSlice = (what: string) =>
+const gateSlice = (what: string, concurrent = 64) =>
   z
     .strictObject({
-      maxConcurrent: documented(Int(1, 100_000, 64), `${what} requests in flight at once, gateway-wide`),
+      maxConcurrent: documented(Int(1, 100_000, concurrent), `${what} requests in flight at once, gateway-wide`),
       maxConcurrentPerTenant: documented(
         z.coerce.number().int().min(1).max(100_000).optional(),
         '… of them one tenant may hold (devices without a tenant count as one; unset: three quarters of maxConcurrent, rounded up), so the rest stay for the others',
@@ -24,7 +24,9 @@ const gateSlice = (what: string) =>
  */
 export const ModelRequestsSlice = z.strictObject({
   asr: gateSlice('Speech-to-text (voice.asr)'),
-  tts: gateSlice('Text-to-speech (voice.tts)'),
+  // A conversing device holds up to two speech requests (the sentence playing, read at the pace of playback, and the
+  // next one fetched ahead): twice assistant.maxConcurrentTurns, so the turns that bound admits can all be spoken.
+  tts: gateSlice('Text-to-speech (voice.tts)', 128),
   llm: gateSlice('Assistant model (assistant.models)'),
   vision: gateSlice('Vision explainer (vision.explainerUrl or the assistant vision model)'),
 });
