@@ -1,8 +1,11 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { ConfigError, ENV_MAP, loadConfig } from '../src/config.js';
+import { createModelGates } from '../src/throttle/model-gates.js';
 import { ROOT } from '../../test/support/gateway-process.js';
 
 const KEY = 'api-key-that-must-stay-secret-4242';
@@ -300,5 +303,39 @@ describe('one OpenAI key is a whole setup (issue 19: npm start plus one API key)
       { OPENAI_API_KEY: 'sk-x' },
     );
     expect(Object.keys(own.assistant.models)).toEqual(['local']);
+  });
+});
+
+describe('model request gates from the environment alone (Docker, systemd)', () => {
+  it('GATEWAY_MODEL_REQUESTS_<KIND>_* set the gates the gateway builds, and a bad value is refused, the variable named', async () => {
+    const file = join(tempDir(), 'gateway.config.json');
+    writeFileSync(file, '{}');
+    const c = loadConfig({
+      GATEWAY_CONFIG: file,
+      GATEWAY_MODEL_REQUESTS_TTS_MAX_CONCURRENT: '1',
+      GATEWAY_MODEL_REQUESTS_TTS_MAX_WAITING: '0',
+      GATEWAY_MODEL_REQUESTS_TTS_MAX_WAIT_MS: '3000',
+      GATEWAY_MODEL_REQUESTS_LLM_MAX_CONCURRENT_PER_TENANT: '5',
+      GATEWAY_MODEL_REQUESTS_VISION_MAX_WAITING_PER_TENANT: '7',
+    });
+    expect(c.modelRequests.tts).toEqual({ maxConcurrent: 1, maxWaiting: 0, maxWaitingPerTenant: 64, maxWaitMs: 3000 });
+    expect(c.modelRequests.llm.maxConcurrentPerTenant).toBe(5);
+    expect(c.modelRequests.vision.maxWaitingPerTenant).toBe(7);
+    expect(c.modelRequests.asr).toEqual(loadConfig({ GATEWAY_CONFIG: file }).modelRequests.asr);
+
+    // The gates built from that config (as gateway.ts builds them): one speech request at a time, none waiting.
+    const gates = createModelGates(c.modelRequests, new Registry(), pino({ level: 'silent' }));
+    expect(gates.tts.retryAfterSeconds).toBe(3);
+    const slot = await gates.tts.acquire('t1');
+    await expect(gates.tts.acquire('t2')).rejects.toMatchObject({ code: 'MODEL_BUSY', extra: { kind: 'tts', reason: 'queue_full' } });
+    slot.release();
+    (await gates.tts.acquire('t2')).release();
+
+    expect(() => loadConfig({ GATEWAY_CONFIG: file, GATEWAY_MODEL_REQUESTS_ASR_MAX_CONCURRENT: '0' })).toThrow(
+      /modelRequests\.asr\.maxConcurrent: .*\(from GATEWAY_MODEL_REQUESTS_ASR_MAX_CONCURRENT\)/,
+    );
+    expect(() => loadConfig({ GATEWAY_CONFIG: file, GATEWAY_MODEL_REQUESTS_LLM_MAX_WAIT_MS: 'soon' })).toThrow(
+      /modelRequests\.llm\.maxWaitMs: .*\(from GATEWAY_MODEL_REQUESTS_LLM_MAX_WAIT_MS\)/,
+    );
   });
 });

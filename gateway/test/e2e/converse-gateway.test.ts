@@ -1,6 +1,6 @@
 import { decodeBinaryFrame } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { OpusDecoder, OpusEncoder, SpeechDetector, SpeechRecognizer, SpeechSynthesizer, VadState } from '../../src/voice/converse/contracts.js';
+import type { SpeechRecognizer, SpeechSynthesizer } from '../../src/voice/converse/contracts.js';
 import type { ConverseKit } from '../../src/voice/converse/converse.js';
 import { EMOTIONS } from '../../src/voice/converse/session/wire.js';
 import { llmModels } from '../../../test/support/assistant.js';
@@ -9,7 +9,7 @@ import { startLlmServer, type LlmServer } from '../../../test/support/llm-server
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 import { UdpDeviceChannel } from '../../../test/support/udp-device.js';
 import { until, withTimeout } from '../../../test/support/wait.js';
-import { maxFramesAhead, streamFrames, udpUplink, wsUplink } from '../support/voice-client.js';
+import { maxFramesAhead, packetOf, pcmBytes, standInCodec, streamFrames, udpUplink, wsUplink } from '../support/voice-client.js';
 
 /**
  * voice.mode "converse" through a whole gateway: reference devices over WebSocket and MQTT + UDP, the real
@@ -18,51 +18,12 @@ import { maxFramesAhead, streamFrames, udpUplink, wsUplink } from '../support/vo
  * pin the conversation's wiring; the real codecs and providers are tested with real speech elsewhere.
  */
 
-/** TOC 0x58 (SILK wideband, one 60 ms frame, mono): the UDP path checks a packet is the Opus the hello declared. */
-const TOC_60MS = 0x58;
-const pcmBytes = (p: Int16Array) => Buffer.from(p.buffer, p.byteOffset, p.byteLength);
-/** A stand-in Opus packet: the TOC byte, then the frame's PCM. */
-const packetOf = (p: Int16Array) => Buffer.concat([Buffer.of(TOC_60MS), pcmBytes(p)]);
-
 const PHRASES = ['', 'set the volume to forty', 'yes', 'tell me a long story', 'what can you do'];
 const speech = (phrase: number, frames = 8) => Array.from({ length: frames }, () => packetOf(new Int16Array(960).fill(1000 + phrase)));
 const silence = (frames = 8) => Array.from({ length: frames }, () => packetOf(new Int16Array(960)));
 const utterance = (phrase: number) => [...speech(phrase), ...silence()];
 
 function standInKit(): ConverseKit {
-  const decoder = (sampleRate: number): OpusDecoder => ({
-    sampleRate,
-    decode: (packet) => {
-      const b = Buffer.from(packet).subarray(1); // after the TOC byte
-      return new Int16Array(b.buffer.slice(b.byteOffset, b.byteOffset + (b.byteLength & ~1)));
-    },
-    free() {},
-  });
-  const encoder = (sampleRate: number, frameMs: number): OpusEncoder => ({
-    sampleRate,
-    frameMs,
-    frameSamples: (sampleRate * frameMs) / 1000,
-    encode: (f) => Uint8Array.of(0xfc, ...Buffer.from(f.buffer, f.byteOffset, 32)),
-    free() {},
-  });
-  const detector = (): SpeechDetector => {
-    let speaking = false;
-    let quiet = 0;
-    return {
-      push(pcm): VadState {
-        if (pcm.some((s) => s !== 0)) {
-          speaking = true;
-          quiet = 0;
-          return 'speech';
-        }
-        return !speaking ? 'silence' : ++quiet >= 5 ? 'end' : 'speech';
-      },
-      reset() {
-        speaking = false;
-        quiet = 0;
-      },
-    };
-  };
   const asr: SpeechRecognizer = {
     name: 'stand-in',
     transcribe: async (wav) => {
@@ -84,7 +45,7 @@ function standInKit(): ConverseKit {
       }
     },
   };
-  return { asr, tts, decoder, encoder, detector, wav: (p) => pcmBytes(p), resample: (p) => p };
+  return { asr, tts, ...standInCodec(), wav: (p) => pcmBytes(p), resample: (p) => p };
 }
 
 let mac = 0x10;

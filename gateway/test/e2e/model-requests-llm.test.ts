@@ -17,6 +17,38 @@ const GLOBEX = 'globex-key-0123456789';
 /** The user message a recorded request carries (each test's messages are unique). */
 const said = (r: RecordedRequest) => (r.body['messages'] as Array<{ role: string; content: string }>).filter((m) => m.role === 'user').at(-1)?.content;
 
+type LlmLimits = { maxConcurrent: number; maxWaiting: number; maxWaitingPerTenant: number; maxWaitMs: number };
+
+/**
+ * The stand-in model, holding each request while `holds` has a promise for its message, and a gateway asking it under
+ * the bound `limits`, with the keys of two tenants (ACME, GLOBEX) beside the operator's.
+ */
+async function startHeld(holds: ReadonlyMap<string, Deferred<void>>, limits: LlmLimits): Promise<{ llm: LlmServer; t: TestGateway }> {
+  const llm = await startLlmServer((req) => ({ text: `answer to ${said(req)}`, hold: holds.get(said(req) ?? '')?.promise }));
+  const { oa } = llmModels(llm);
+  try {
+    const t = await startTestGateway({
+      apiKeys: [TEST_API_KEY, ACME, GLOBEX],
+      apiKeyTenants: { [ACME]: 'acme', [GLOBEX]: 'globex' },
+      assistant: { models: { oa }, defaultModel: 'oa' },
+      modelRequests: { llm: limits },
+    });
+    return { llm, t };
+  } catch (e) {
+    await llm.close();
+    throw e;
+  }
+}
+
+/** One assistant chat turn through `t`'s HTTP API. */
+const chatTo = (t: TestGateway, message: string, apiKey = TEST_API_KEY, signal?: AbortSignal) =>
+  fetch(`${t.baseUrl}/v1/assistant/chat`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ message }),
+    ...(signal ? { signal } : {}),
+  });
+
 describe('modelRequests.llm: gateway-wide bound on model requests', () => {
   let llm: LlmServer;
   let t: TestGateway;
@@ -31,14 +63,7 @@ describe('modelRequests.llm: gateway-wide bound on model requests', () => {
   };
 
   beforeAll(async () => {
-    llm = await startLlmServer((req) => ({ text: `answer to ${said(req)}`, hold: holds.get(said(req) ?? '')?.promise }));
-    const { oa } = llmModels(llm);
-    t = await startTestGateway({
-      apiKeys: [TEST_API_KEY, ACME, GLOBEX],
-      apiKeyTenants: { [ACME]: 'acme', [GLOBEX]: 'globex' },
-      assistant: { models: { oa }, defaultModel: 'oa' },
-      modelRequests: { llm: { maxConcurrent: 2, maxWaiting: 4, maxWaitingPerTenant: 2, maxWaitMs: 60_000 } },
-    });
+    ({ llm, t } = await startHeld(holds, { maxConcurrent: 2, maxWaiting: 4, maxWaitingPerTenant: 2, maxWaitMs: 60_000 }));
   });
   afterEach(async () => {
     releaseAll();
@@ -49,13 +74,7 @@ describe('modelRequests.llm: gateway-wide bound on model requests', () => {
     await llm?.close();
   });
 
-  const chat = (message: string, apiKey = TEST_API_KEY, signal?: AbortSignal) =>
-    fetch(`${t.baseUrl}/v1/assistant/chat`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ message }),
-      ...(signal ? { signal } : {}),
-    });
+  const chat = (message: string, apiKey = TEST_API_KEY, signal?: AbortSignal) => chatTo(t, message, apiKey, signal);
   const waiting = (n: number) => until(async () => (await t.metric('voxgate_model_requests_waiting', { kind: 'llm' })) === n, `${n} model requests waiting`);
   const reached = (n: number) => until(() => llm.requests.length === n, `${n} requests at the stand-in`);
 
@@ -163,15 +182,8 @@ describe('modelRequests.llm: one tenant cannot hold every slot', () => {
   const holds = new Map<string, Deferred<void>>();
 
   beforeAll(async () => {
-    llm = await startLlmServer((req) => ({ text: `answer to ${said(req)}`, hold: holds.get(said(req) ?? '')?.promise }));
-    const { oa } = llmModels(llm);
-    t = await startTestGateway({
-      apiKeys: [TEST_API_KEY, ACME, GLOBEX],
-      apiKeyTenants: { [ACME]: 'acme', [GLOBEX]: 'globex' },
-      assistant: { models: { oa }, defaultModel: 'oa' },
-      // maxConcurrentPerTenant unset: three of the four slots.
-      modelRequests: { llm: { maxConcurrent: 4, maxWaiting: 8, maxWaitingPerTenant: 4, maxWaitMs: 60_000 } },
-    });
+    // maxConcurrentPerTenant unset: three of the four slots.
+    ({ llm, t } = await startHeld(holds, { maxConcurrent: 4, maxWaiting: 8, maxWaitingPerTenant: 4, maxWaitMs: 60_000 }));
   });
   afterAll(async () => {
     for (const d of holds.values()) d.resolve();
@@ -179,12 +191,7 @@ describe('modelRequests.llm: one tenant cannot hold every slot', () => {
     await llm?.close();
   });
 
-  const chat = (message: string, apiKey: string) =>
-    fetch(`${t.baseUrl}/v1/assistant/chat`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ message }),
-    });
+  const chat = (message: string, apiKey: string) => chatTo(t, message, apiKey);
 
   it("a tenant whose requests outlast the wait holds at most three quarters of the slots: another tenant's request reaches the model at once", async () => {
     const acme = ['long-1', 'long-2', 'long-3', 'long-4'];

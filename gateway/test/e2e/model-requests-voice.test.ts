@@ -1,6 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pcmToWav } from '../../src/voice/converse/audio/wav.js';
-import type { OpusDecoder, OpusEncoder, SpeechDetector, VadState } from '../../src/voice/converse/contracts.js';
 import type { ConverseKit } from '../../src/voice/converse/converse.js';
 import { AsrConfigSchema, createRecognizer, createSynthesizer, TtsConfigSchema } from '../../src/voice/converse/providers/config.js';
 import { createLogger } from '../../src/log.js';
@@ -10,7 +9,7 @@ import { startLlmServer, type LlmServer } from '../../../test/support/llm-server
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 import { deferred, until, type Deferred } from '../../../test/support/wait.js';
 import { startSpeechServer, type SpeechServer } from '../support/speech-servers.js';
-import { streamFrames, wsUplink } from '../support/voice-client.js';
+import { packetOf, standInCodec, streamFrames, wsUplink } from '../support/voice-client.js';
 
 /**
  * modelRequests.asr through a whole gateway: reference devices converse over WebSocket, the speech providers are the
@@ -18,8 +17,6 @@ import { streamFrames, wsUplink } from '../support/voice-client.js';
  * stand-ins (a frame's PCM travels as its own bytes after a TOC byte). One transcription at a time, one waiting.
  */
 
-const TOC_60MS = 0x58;
-const packetOf = (p: Int16Array) => Buffer.concat([Buffer.of(TOC_60MS), Buffer.from(p.buffer, p.byteOffset, p.byteLength)]);
 const utterance = (level: number) => [
   ...Array.from({ length: 8 }, () => packetOf(new Int16Array(960).fill(level))),
   ...Array.from({ length: 8 }, () => packetOf(new Int16Array(960))),
@@ -29,45 +26,10 @@ const BUSY_ANSWER = "I'm busy right now; please try again in a moment.";
 function kit(speech: SpeechServer): ConverseKit {
   const log = createLogger('silent');
   const env = { SPEECH_KEY: 'sk-test-speech-key-0123' };
-  const decoder = (sampleRate: number): OpusDecoder => ({
-    sampleRate,
-    decode: (packet) => {
-      const b = Buffer.from(packet).subarray(1);
-      return new Int16Array(b.buffer.slice(b.byteOffset, b.byteOffset + (b.byteLength & ~1)));
-    },
-    free() {},
-  });
-  const encoder = (sampleRate: number, frameMs: number): OpusEncoder => ({
-    sampleRate,
-    frameMs,
-    frameSamples: (sampleRate * frameMs) / 1000,
-    encode: () => Uint8Array.of(0xfc, 1, 2, 3),
-    free() {},
-  });
-  const detector = (): SpeechDetector => {
-    let speaking = false;
-    let quiet = 0;
-    return {
-      push(pcm): VadState {
-        if (pcm.some((s) => s !== 0)) {
-          speaking = true;
-          quiet = 0;
-          return 'speech';
-        }
-        return !speaking ? 'silence' : ++quiet >= 5 ? 'end' : 'speech';
-      },
-      reset() {
-        speaking = false;
-        quiet = 0;
-      },
-    };
-  };
   return {
     asr: createRecognizer(AsrConfigSchema.parse({ baseUrl: speech.url, apiKeyEnv: 'SPEECH_KEY' }), log, env),
     tts: createSynthesizer(TtsConfigSchema.parse({ baseUrl: speech.url, apiKeyEnv: 'SPEECH_KEY' }), log, { env }),
-    decoder,
-    encoder,
-    detector,
+    ...standInCodec(),
     wav: (p, r) => pcmToWav(p, r),
     resample: (p) => p,
   };

@@ -1,8 +1,13 @@
 import { encodeBinaryFrame } from '@voxgate/protocol';
 import type { ReferenceDevice } from '../../../test/support/reference-device.js';
 import type { UdpDeviceChannel } from '../../../test/support/udp-device.js';
+import type { OpusDecoder, OpusEncoder, SpeechDetector, VadState } from '../../src/voice/converse/contracts.js';
+import type { ConverseKit } from '../../src/voice/converse/converse.js';
 
-/** The device's side of a conversation's audio: uplink frames at the firmware's 60 ms, and pacing checks. */
+/**
+ * The device's side of a conversation's audio: uplink frames at the firmware's 60 ms, and pacing checks; and the
+ * stand-in Opus packets of the e2e tests with the codec that reads them (standInCodec).
+ */
 
 export const FRAME_MS = 60;
 
@@ -43,4 +48,52 @@ export function maxFramesAhead(arrivals: readonly number[]): number {
     max = Math.max(max, Math.round((playedUntil - at) / FRAME_MS));
   }
   return max;
+}
+
+/** TOC 0x58 (SILK wideband, one 60 ms frame, mono): the UDP path checks a packet is the Opus the hello declared. */
+export const TOC_60MS = 0x58;
+export const pcmBytes = (p: Int16Array) => Buffer.from(p.buffer, p.byteOffset, p.byteLength);
+/** A stand-in Opus packet: the TOC byte, then the frame's PCM (standInCodec's decoder reads it back). */
+export const packetOf = (p: Int16Array) => Buffer.concat([Buffer.of(TOC_60MS), pcmBytes(p)]);
+
+/**
+ * The codec and speech detector of the e2e tests' stand-in kit, for packets made by packetOf, so a test needs no
+ * codec in the loop: the decoder returns the PCM after the TOC byte; the encoder makes a TOC byte and the frame's
+ * first 32 bytes; the detector hears speech in any non-zero sample and the end after 5 silent frames.
+ */
+export function standInCodec(): Pick<ConverseKit, 'decoder' | 'encoder' | 'detector'> {
+  const decoder = (sampleRate: number): OpusDecoder => ({
+    sampleRate,
+    decode: (packet) => {
+      const b = Buffer.from(packet).subarray(1); // after the TOC byte
+      return new Int16Array(b.buffer.slice(b.byteOffset, b.byteOffset + (b.byteLength & ~1)));
+    },
+    free() {},
+  });
+  const encoder = (sampleRate: number, frameMs: number): OpusEncoder => ({
+    sampleRate,
+    frameMs,
+    frameSamples: (sampleRate * frameMs) / 1000,
+    encode: (f) => Uint8Array.of(0xfc, ...Buffer.from(f.buffer, f.byteOffset, 32)),
+    free() {},
+  });
+  const detector = (): SpeechDetector => {
+    let speaking = false;
+    let quiet = 0;
+    return {
+      push(pcm): VadState {
+        if (pcm.some((s) => s !== 0)) {
+          speaking = true;
+          quiet = 0;
+          return 'speech';
+        }
+        return !speaking ? 'silence' : ++quiet >= 5 ? 'end' : 'speech';
+      },
+      reset() {
+        speaking = false;
+        quiet = 0;
+      },
+    };
+  };
+  return { decoder, encoder, detector };
 }
