@@ -93,7 +93,7 @@ export async function assistantRoutes(
         200: {
           ...jsonSchema(ChatOut, 'output'),
           description:
-            'the answer; with stream: true, SSE events turn.started, tool.call, tool.result, resource.read, confirmation.required, text.delta, turn.completed / turn.failed',
+            'the answer; with stream: true, SSE events turn.started, tool.call, tool.result, resource.read, confirmation.required, text.delta, turn.completed / turn.failed (a caller that leaves more than events.maxBufferedBytes unread is cut and its turn cancelled)',
         },
         ...problems(400, 401, 404, 409, 429, 502, 503, 504),
       },

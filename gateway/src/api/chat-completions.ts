@@ -100,7 +100,12 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
       summary: 'OpenAI-compatible chat completions: the assistant runs the tools of devices and hosted servers; only text comes back',
       body: jsonSchema(Body),
       response: {
-        200: { description: 'a chat.completion object, or with stream: true chat.completion.chunk events', type: 'object', additionalProperties: true },
+        200: {
+          description:
+            'a chat.completion object, or with stream: true chat.completion.chunk events (a caller that leaves more than events.maxBufferedBytes unread is cut and its turn cancelled)',
+          type: 'object',
+          additionalProperties: true,
+        },
         // As /v1/assistant/chat's: a busy model service (MODEL_BUSY, 503 with Retry-After) and the turn bounds.
         ...problems(400, 401, 404, 409, 429, 502, 503, 504),
       },

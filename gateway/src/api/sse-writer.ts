@@ -46,7 +46,11 @@ export class SseAnswers {
       if (unread <= this.o.maxUnreadBytes) return (res.write(frame), true);
       this.o.metrics.sseDropped.inc({ reason: o.reason });
       const route = reply.request.routeOptions.url;
-      this.cuts.write({ ...o.fields, route, reason: o.reason, unread, maxUnreadBytes: this.o.maxUnreadBytes }, 'SSE client stopped reading; its stream was cut', route);
+      this.cuts.write(
+        { ...o.fields, route, reason: o.reason, unread, maxUnreadBytes: this.o.maxUnreadBytes },
+        'SSE client stopped reading; its stream was cut',
+        route,
+      );
       res.destroy();
       o.onCut?.();
       return false;
