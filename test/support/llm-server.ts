@@ -28,6 +28,8 @@ export interface ScriptedReply {
   hold?: Promise<void>;
   /** Never answer: hold the connection until the client goes away. */
   hang?: boolean;
+  /** Streaming: after the text chunks, neither finish nor end: hold the stream open until the client goes away (a model still talking). */
+  holdOpen?: boolean;
 }
 
 export interface RecordedRequest {
@@ -148,6 +150,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
         if (k === 0 && reply.hold) await reply.hold;
       }
       if (!pieces.length && reply.hold) await reply.hold;
+      if (reply.holdOpen) return void (await aborted);
       calls.forEach((c, i) => {
         send(chunk({ tool_calls: [{ index: i, id: c.id, type: 'function', function: { name: c.name, arguments: '' } }] }));
         // arguments arrive split, as the real service sends them
@@ -188,6 +191,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
           send({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: p } }, 'content_block_delta');
           if (k === 0 && reply.hold) await reply.hold;
         }
+        if (reply.holdOpen) return void (await aborted);
         send({ type: 'content_block_stop', index }, 'content_block_stop');
         index++;
       }

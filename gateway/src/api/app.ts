@@ -177,7 +177,10 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     await v1.register(enrollmentRoutes, { enrollment: d.enrollment, tenants });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
-    if (d.assistant) await v1.register(assistantRoutes, { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes });
+    if (d.assistant) {
+      const o = { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes, metrics: d.metrics, maxUnreadBytes: maxBufferedBytes };
+      await v1.register(assistantRoutes, o);
+    }
     if (d.history) await v1.register(historyRoutes, { history: d.history });
     await registerFleet(v1, d);
   });

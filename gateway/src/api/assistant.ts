@@ -4,10 +4,12 @@ import type { Assistant, ChatRequest } from '../assistant/assistant.js';
 import type { TurnEvent } from '../assistant/turn.js';
 import { GatewayError } from '../errors.js';
 import { TokensSchema } from '../hub/credentials.js';
-import { answerOf, cancelOnDisconnect, failure, openSse, tokensOf } from './turn-http.js';
+import type { Metrics } from '../metrics.js';
+import { answerOf, cancelOnDisconnect, failure, openTurnSse, tokensOf } from './turn-http.js';
 import { chatCompletionRoutes } from './chat-completions.js';
 import { problems } from './route-helpers.js';
 import { jsonSchema } from './schemas.js';
+import { SseAnswers, sseEvent } from './sse-writer.js';
 
 /** The assistant over HTTP: a turn (JSON or SSE), conversations, confirmations, cancellation. */
 const Id = z.string().min(1).max(64);
@@ -57,11 +59,15 @@ const ConfirmParams = z.object({ turnId: Id, callId: z.string().min(1).max(128) 
 const ConfirmBody = z.object({ approve: z.boolean() }).strict();
 
 // eslint-disable-next-line max-lines-per-function -- a route table: each route's schema is declarative data, its handler a few lines
-export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assistant; maxMessageBytes: number }): Promise<void> {
+export async function assistantRoutes(
+  app: FastifyInstance,
+  o: { assistant: Assistant; maxMessageBytes: number; metrics: Metrics; /** events.maxBufferedBytes */ maxUnreadBytes: number },
+): Promise<void> {
   const { assistant } = o;
   const caller = (req: FastifyRequest) => req.caller ?? {};
   const ChatBody = chatBody(o.maxMessageBytes);
-  await app.register(chatCompletionRoutes, o);
+  const answers = new SseAnswers({ maxUnreadBytes: o.maxUnreadBytes, metrics: o.metrics, log: app.log });
+  await app.register(chatCompletionRoutes, { assistant, maxMessageBytes: o.maxMessageBytes, answers });
 
   app.get('/v1/assistant/models', {
     schema: {
@@ -87,7 +93,7 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
         200: {
           ...jsonSchema(ChatOut, 'output'),
           description:
-            'the answer; with stream: true, SSE events turn.started, tool.call, tool.result, resource.read, confirmation.required, text.delta, turn.completed / turn.failed',
+            'the answer; with stream: true, SSE events turn.started, tool.call, tool.result, resource.read, confirmation.required, text.delta, turn.completed / turn.failed (a caller that leaves more than events.maxBufferedBytes unread is cut and its turn cancelled)',
         },
         ...problems(400, 401, 404, 409, 429, 502, 503, 504),
       },
@@ -112,11 +118,10 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
       const queued: TurnEvent[] = [];
       let write = (e: TurnEvent): void => void queued.push(e);
       const started = await assistant.start(chat, caller(req), { stream: true, interactive: true, emit: (e) => write(e) });
-      const send = openSse(reply);
+      const out = openTurnSse(answers, reply, started.turn);
+      const send = (event: string, data: unknown) => out.write(sseEvent(event, data));
       for (const e of queued) send(e.type, e);
-      write = (e) => {
-        send(e.type, e);
-      };
+      write = (e) => void send(e.type, e);
       cancelOnDisconnect(reply, () => started.turn.cancel('the caller disconnected'));
       try {
         const r = await started.done;
@@ -125,7 +130,7 @@ export async function assistantRoutes(app: FastifyInstance, o: { assistant: Assi
         const f = failure(e);
         send('turn.failed', { type: 'turn.failed', turnId: started.turn.id, code: f.code, detail: f.detail });
       }
-      reply.raw.end();
+      out.end();
     },
   });
 

@@ -4,9 +4,9 @@ import { z } from 'zod';
 import type { Assistant } from '../assistant/assistant.js';
 import type { TurnEvent } from '../assistant/turn.js';
 import { GatewayError } from '../errors.js';
-import { answerOf, cancelOnDisconnect, failure, tokensOf } from './turn-http.js';
+import { answerOf, cancelOnDisconnect, failure, openTurnSse, tokensOf } from './turn-http.js';
 import { Problem, jsonSchema } from './schemas.js';
-import { writeSseHead } from './sse-head.js';
+import { sseEvent, type SseAnswers } from './sse-writer.js';
 import { problems } from './route-helpers.js';
 
 /**
@@ -57,7 +57,7 @@ function textOf(content: unknown): string {
 }
 
 // eslint-disable-next-line max-lines-per-function -- a route table: each route's schema is declarative data, its handler a few lines
-export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant: Assistant; maxMessageBytes: number }): Promise<void> {
+export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant: Assistant; maxMessageBytes: number; answers: SseAnswers }): Promise<void> {
   // OpenAI clients read errors from JSON `{error: {message}}`: the problem+json fields stay, with that added.
   app.addHook('onSend', async (_req, reply, payload) => {
     if (!String(reply.getHeader('content-type') ?? '').startsWith('application/problem+json') || typeof payload !== 'string') return payload;
@@ -100,12 +100,16 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
       summary: 'OpenAI-compatible chat completions: the assistant runs the tools of devices and hosted servers; only text comes back',
       body: jsonSchema(Body),
       response: {
-        200: { description: 'a chat.completion object, or with stream: true chat.completion.chunk events', type: 'object', additionalProperties: true },
+        200: {
+          description:
+            'a chat.completion object, or with stream: true chat.completion.chunk events (a caller that leaves more than events.maxBufferedBytes unread is cut and its turn cancelled)',
+          type: 'object',
+          additionalProperties: true,
+        },
         // As /v1/assistant/chat's: a busy model service (MODEL_BUSY, 503 with Retry-After) and the turn bounds.
         ...problems(400, 401, 404, 409, 429, 502, 503, 504),
       },
     },
-    // eslint-disable-next-line max-lines-per-function -- one OpenAI request translated in order: messages, tools refused, streamed or not
     handler: async (req: FastifyRequest<{ Body: z.infer<typeof Body> }>, reply) => {
       const b = req.body;
       refuseClientTools(b);
@@ -155,10 +159,9 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
           forget();
         }
       }
-      reply.hijack();
-      const res = reply.raw;
-      writeSseHead(res);
-      const send = (data: unknown) => !res.destroyed && res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+      // No heartbeat: OpenAI's stream has no comments, and some clients of it may not expect them.
+      const out = openTurnSse(o.answers, reply, started.turn, false);
+      const send = (data: unknown) => out.write(sseEvent(undefined, data));
       send(chunk({ role: 'assistant', content: '' }));
       // Text streams as the model writes it; words said before a tool round are kept apart from the next round's.
       let round = 0;
@@ -188,7 +191,7 @@ export async function chatCompletionRoutes(app: FastifyInstance, o: { assistant:
         forget();
       }
       send('[DONE]');
-      res.end();
+      out.end();
     },
   });
 }

@@ -8,9 +8,7 @@ import type { Metrics } from '../metrics.js';
 import type { DeviceTenancy } from '../devices/tenants.js';
 import { callerSees, NO_TENANTS } from './device-scope.js';
 import { EventsQuery, Problem, jsonSchema } from './schemas.js';
-import { writeSseHead } from './sse-head.js';
-
-const HEARTBEAT_MS = 15_000;
+import { SseAnswers } from './sse-writer.js';
 
 export interface EventRouteOptions {
   bus: EventBus;
@@ -25,9 +23,9 @@ export interface EventRouteOptions {
 }
 
 /** Server-sent events: every bus event the caller may see, filtered, resumable with `Last-Event-ID`. */
-// eslint-disable-next-line max-lines-per-function -- a route table: each route's schema is declarative data, its handler a few lines
 export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions): Promise<void> {
   const streams = new StreamCounter(opts.maxStreams, opts.maxStreamsPerKey);
+  const answers = new SseAnswers({ maxUnreadBytes: opts.maxBufferedBytes, metrics: opts.metrics, log: app.log });
   app.get<{ Querystring: z.infer<typeof EventsQuery> }>('/v1/events', {
     schema: {
       tags: ['events'],
@@ -68,20 +66,12 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
         );
       }
 
-      reply.hijack();
       const res = reply.raw;
-      writeSseHead(res);
-      res.write(': voxgate events\nretry: 2000\n\n');
+      const out = answers.open(reply, { reason: 'slow' });
+      out.write(': voxgate events\nretry: 2000\n\n');
       const write = (e: GatewayEvent) => {
-        if (!wanted(e) || res.destroyed) return;
-        if (res.writableLength > opts.maxBufferedBytes) {
-          opts.metrics.sseDropped.inc({ reason: 'slow' });
-          req.log.warn({ buffered: res.writableLength }, 'SSE client too slow; closing its stream');
-          res.destroy();
-          return;
-        }
         // The frame is built once per event and shared by every stream.
-        res.write(sseFrame(e));
+        if (wanted(e)) out.write(sseFrame(e));
       };
       let unsubscribe: () => boolean;
       if (typeof lastEventId === 'string') {
@@ -93,7 +83,7 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
         const sent = new Set<string>();
         if ('resync' in replay) {
           // The id is from another start, or older than the buffer: the client's view is stale, and says so.
-          res.write(`id: ${opts.bus.lastId}\nevent: resync\ndata: ${JSON.stringify({ reason: replay.resync, lastId: opts.bus.lastId })}\n\n`);
+          out.write(`id: ${opts.bus.lastId}\nevent: resync\ndata: ${JSON.stringify({ reason: replay.resync, lastId: opts.bus.lastId })}\n\n`);
         } else
           for (const e of replay.events) {
             sent.add(e.id);
@@ -103,13 +93,11 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
         if (res.destroyed) return void streams.close(key); // gone while the replay was looked up
       }
       unsubscribe = opts.bus.subscribe(write);
-      const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);
       opts.metrics.sseClients.inc();
       let closed = false;
       const done = () => {
         if (closed) return;
         closed = true;
-        clearInterval(heartbeat);
         unsubscribe();
         streams.close(key);
         opts.metrics.sseClients.dec();

@@ -3,7 +3,7 @@ import { TurnCancelled } from '../assistant/turn.js';
 import { GatewayError } from '../errors.js';
 import { httpStatusOf } from './problem.js';
 import { mergeTokens, parseTokens, parseTokensHeader } from '../hub/credentials.js';
-import { writeSseHead } from './sse-head.js';
+import type { SseAnswers, SseWriter } from './sse-writer.js';
 
 /** What the assistant's HTTP routes share: tokens, SSE, cancellation on disconnect, failures as codes. */
 export function tokensOf(req: FastifyRequest, body?: { tokens?: Record<string, string> | undefined }) {
@@ -17,19 +17,13 @@ export function cancelOnDisconnect(reply: FastifyReply, cancel: () => void): voi
   });
 }
 
-/** Between events a tool may run for long: a comment now and then keeps proxies from closing the stream. */
-const HEARTBEAT_MS = 15_000;
-
-/** Open an SSE response on a hijacked reply; the heartbeat stops when the response closes. */
-export function openSse(reply: FastifyReply): (event: string, data: unknown) => void {
-  reply.hijack();
-  const res = reply.raw;
-  writeSseHead(res);
-  const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);
-  res.on('close', () => clearInterval(heartbeat));
-  return (event, data) => {
-    if (!res.destroyed) res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-  };
+/**
+ * Open a turn's SSE answer on a hijacked reply. A caller that leaves more than the bound unread is cut and its turn
+ * cancelled, as a disconnect does: no model keeps talking (and billing) for nobody.
+ */
+export function openTurnSse(answers: SseAnswers, reply: FastifyReply, turn: { id: string; cancel(reason: string): void }, heartbeat = true): SseWriter {
+  const onCut = () => turn.cancel('the caller stopped reading its stream');
+  return answers.open(reply, { reason: 'slow_turn', fields: { turnId: turn.id }, onCut, heartbeat });
 }
 
 /** A turn's outcome for a JSON reply: a cancelled turn is a problem like any other. */

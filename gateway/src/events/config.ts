@@ -17,8 +17,11 @@ export const EventsSlice = z.strictObject({
   /** Open SSE streams in total and per API key; beyond, 429 TOO_MANY_STREAMS. */
   maxStreams: env('GATEWAY_SSE_MAX_STREAMS', z.coerce.number().int().min(1).max(100_000).default(1000), 'open `GET /v1/events` streams in total'),
   maxStreamsPerKey: env('GATEWAY_SSE_MAX_STREAMS_PER_KEY', z.coerce.number().int().min(1).max(100_000).default(100), '… and per API key'),
-  /** A stream whose unsent bytes pass this is closed (a reader too slow for the event rate). */
-  maxBufferedBytes: documented(Int(64 * 1024, 256 * 1024 * 1024, 1024 * 1024), 'an SSE stream this far behind is closed'),
+  /** A stream whose unsent bytes pass this is closed (a reader too slow for the event rate, or a turn's caller that stopped reading). */
+  maxBufferedBytes: documented(
+    Int(64 * 1024, 256 * 1024 * 1024, 1024 * 1024),
+    'an SSE stream this far behind is closed (`/v1/events`; a streamed assistant turn or chat completion, whose turn is cancelled)',
+  ),
   /**
    * The persisted event log (`GET /v1/events/history`, `Last-Event-ID` after a restart): a table in the
    * SQLite store, or with the cluster on the JetStream event stream. Oldest dropped first past either bound.
