@@ -132,6 +132,11 @@ export function createMetrics() {
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
+    mcpStreamsCut: new Counter({
+      name: 'voxgate_mcp_endpoint_streams_cut_total',
+      help: 'Stateless /mcp streams (subscriptions/listen, SSE answers) cut because their client left more than 1 MiB unread',
+      registers: [registry],
+    }),
     eventsDropped: new Counter({
       name: 'voxgate_events_dropped_total',
       help: 'Device events dropped before the bus, by reason (device_rate: over the per-device rate)',

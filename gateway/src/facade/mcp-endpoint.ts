@@ -12,7 +12,7 @@ import { loadFacadeSdk, loadNodeAdapter, type FacadeSdk, type NodeAdapter } from
 import { deeperThan, MAX_JSON_DEPTH } from './jsonrpc-message.js';
 import { METADATA_PATH, registerNoOAuthRoutes } from './no-oauth.js';
 import { requestOrigins } from './request-origins.js';
-import { HeldStreams } from './sse-stream.js';
+import { boundUnread, HeldStreams, MAX_UNREAD_BYTES } from './sse-stream.js';
 import { SessionTable } from './session-table.js';
 import { SessionAdmission } from './session-admission.js';
 import { ListenSlots, listensIn } from './listen-slots.js';
@@ -98,8 +98,9 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const log = o.log.child({ component: 'mcp-endpoint' });
   // Refusals before authentication (Host, Origin) take one request each on a kept-alive connection: bounded per kind.
   const refusals = new ThrottledLog(log, 'warn', REFUSAL_LINES);
-  // Evictions: as many as initializes past a key's cap, so bounded the same way.
+  // Evictions: as many as initializes past a key's cap, so bounded the same way; streams cut, as many as listens.
   const evictions = new ThrottledLog(log, 'info', REFUSAL_LINES);
+  const cuts = new ThrottledLog(log, 'warn', REFUSAL_LINES);
   const sessions = new SessionTable<Session>();
   const limits = {
     maxSessions: o.maxSessions,
@@ -143,6 +144,10 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     );
     const modernNode = toNodeHandler(modern, { onerror: (e) => log.warn({ err: e.message }, 'mcp adapter error'), maxRequestBodySize: o.bodyLimitBytes });
     return (stateless = { modern, modernNode });
+  };
+  const cutUnread = (caller: ApiCaller) => {
+    o.metrics.mcpStreamsCut.inc();
+    cuts.write({ tenant: caller.tenant, limitBytes: MAX_UNREAD_BYTES }, 'mcp stateless stream cut: its client left more than the bound unread', 'unread');
   };
   const unavailable = (reply: FastifyReply, e: unknown) => {
     o.metrics.mcpRequests.inc({ outcome: 'unavailable' });
@@ -345,6 +350,8 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     counted.stateless.inc();
     reply.hijack();
     deferHeaders(req, reply);
+    // A client that stops reading its listen stream is cut, not queued for (sse-stream.ts): its slot is free again.
+    boundUnread(reply.raw, () => cutUnread(caller));
     await handler.modernNode(req.raw, reply.raw, req.body);
     return reply;
   };

@@ -1,9 +1,10 @@
-import type { AddressInfo, Socket } from 'node:net';
+import { connect as connectTcp, type AddressInfo, type Socket } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { registerMcpEndpoint, type McpEndpoint, type McpEndpointOptions } from '../../src/facade/mcp-endpoint.js';
+import { parseServers } from '../../src/hub/config.js';
 import { buildHub } from '../hub/support.js';
 import { pingSession } from './session-ping.js';
 
@@ -127,5 +128,59 @@ describe('/mcp: one tenant, whatever its number of keys, holds at most maxSessio
     await second.close();
     await vi.waitFor(() => expect(endpoint.state().listening).toBe(3));
     await listen(url, A2);
+  });
+});
+
+describe('/mcp: a stateless subscriptions/listen stream whose client stopped reading', () => {
+  it('is cut once a MiB waits unread (counted, logged once), and its slot is free again', async () => {
+    // One stream at most, per key and in all (the SDK's own bound): a listen after the cut shows both were freed.
+    const { url, endpoint, logged } = await start({ maxSessions: 1, maxSessionsPerKey: 1 });
+    // The stream's id comes back in every notification: a long one (the client's choice) makes each notification
+    // large, so few changes fill what the kernel's buffers take for a reader that reads nothing (a few MiB).
+    const id = `listen-${'x'.repeat(256 * 1024)}`;
+    const body = JSON.stringify({
+      jsonrpc: '2.0',
+      id,
+      method: 'subscriptions/listen',
+      params: {
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientInfo': { name: 'stalled', version: '0.0.0' },
+          'io.modelcontextprotocol/clientCapabilities': {},
+        },
+        notifications: { toolsListChanged: true },
+      },
+    });
+    const socket = connectTcp(Number(url.port), '127.0.0.1');
+    sockets.push(socket);
+    socket.write(
+      'POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\n' +
+        `Authorization: Bearer ${A1}\r\nMcp-Method: subscriptions/listen\r\nMcp-Protocol-Version: 2026-07-28\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    const head = await new Promise<string>((ok) => socket.once('data', (b: Buffer) => ok(b.toString('latin1'))));
+    expect(head.slice(0, 300)).toMatch(/^HTTP\/1\.1 200[^]*content-type: text\/event-stream/);
+    // It reads nothing more: its TCP window closes, the connection stays up.
+    socket.pause();
+    expect(endpoint.state().listening).toBe(1);
+
+    // Tools come and go (a hosted server added and removed), one change notification each, until the stream is cut:
+    // 64 of them are 16 MiB, far past the kernel's buffers and the bound.
+    const [server] = parseServers({ churn: { url: 'http://127.0.0.1:9/mcp' } });
+    for (let i = 0; i < 64 && endpoint.state().listening > 0; i++) {
+      const notified = new Promise<void>((ok) => {
+        const off = built!.hub.onToolsChanged(() => (off(), ok()));
+      });
+      built!.hub.addServer(server!);
+      await built!.hub.removeServer('churn');
+      await notified;
+    }
+    await vi.waitFor(() => expect(endpoint.state().listening).toBe(0), { timeout: 10_000 });
+    expect(await built!.metrics.mcpStreamsCut.get()).toMatchObject({ values: [{ value: 1 }] });
+    expect(logged('mcp stateless stream cut')).toHaveLength(1);
+    socket.destroy();
+
+    // The key's slot and the SDK's are free: a new listen is served.
+    await listen(url, A1);
+    expect(endpoint.state().listening).toBe(1);
   });
 });
