@@ -134,7 +134,8 @@ export function createMetrics() {
     }),
     mcpStreamsCut: new Counter({
       name: 'voxgate_mcp_endpoint_streams_cut_total',
-      help: 'Stateless /mcp streams (subscriptions/listen, SSE answers) cut because their client left more than 1 MiB unread',
+      help: '/mcp streams cut because their client left more than 1 MiB unread, by kind (session: a GET stream or POST answer; stateless: a subscriptions/listen stream or SSE answer)',
+      labelNames: ['stream'] as const,
       registers: [registry],
     }),
     eventsDropped: new Counter({

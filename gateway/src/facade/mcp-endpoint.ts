@@ -145,9 +145,10 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     const modernNode = toNodeHandler(modern, { onerror: (e) => log.warn({ err: e.message }, 'mcp adapter error'), maxRequestBodySize: o.bodyLimitBytes });
     return (stateless = { modern, modernNode });
   };
-  const cutUnread = (caller: ApiCaller) => {
-    o.metrics.mcpStreamsCut.inc();
-    cuts.write({ tenant: caller.tenant, limitBytes: MAX_UNREAD_BYTES }, 'mcp stateless stream cut: its client left more than the bound unread', 'unread');
+  /** A stream cut for what its client left unread (sse-stream.ts): counted, and a line (throttled per kind). */
+  const cutUnread = (caller: ApiCaller, stream: 'session' | 'stateless') => {
+    o.metrics.mcpStreamsCut.inc({ stream });
+    cuts.write({ tenant: caller.tenant, stream, limitBytes: MAX_UNREAD_BYTES }, 'mcp stream cut: its client left more than the bound unread', stream);
   };
   const unavailable = (reply: FastifyReply, e: unknown) => {
     o.metrics.mcpRequests.inc({ outcome: 'unavailable' });
@@ -308,6 +309,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
         const server = mcp.buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
         const transport: NodeSessionTransport = new mcp.NodeSessionTransport({
           held,
+          onUnreadCut: () => cutUnread(caller, 'session'),
           sessionIdGenerator: () => randomUUID(),
           // SSE events carry ids (and a retry hint): a dropped stream resumes with Last-Event-ID.
           eventStore: events,
@@ -351,7 +353,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     reply.hijack();
     deferHeaders(req, reply);
     // A client that stops reading its listen stream is cut, not queued for (sse-stream.ts): its slot is free again.
-    boundUnread(reply.raw, () => cutUnread(caller));
+    boundUnread(reply.raw, () => cutUnread(caller, 'stateless'));
     await handler.modernNode(req.raw, reply.raw, req.body);
     return reply;
   };

@@ -99,6 +99,8 @@ export class SseStream {
   private flushQueued = false;
   /** Called once, with this stream, when the client goes away before the stream ended (the SDK's `cancel`). */
   oncancel: ((stream: SseStream) => void) | undefined;
+  /** Called when the stream is cut for what its client left unread (before `oncancel`): for the operator's count. */
+  oncut: (() => void) | undefined;
 
   constructor(
     private readonly res: ServerResponse,
@@ -190,6 +192,7 @@ export class SseStream {
     this.ended = true;
     this.stopTimers();
     this.res.destroy();
+    this.oncut?.();
     this.oncancel?.(this);
     return false;
   }

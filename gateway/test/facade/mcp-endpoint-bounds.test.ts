@@ -175,8 +175,8 @@ describe('/mcp: a stateless subscriptions/listen stream whose client stopped rea
       await notified;
     }
     await vi.waitFor(() => expect(endpoint.state().listening).toBe(0), { timeout: 10_000 });
-    expect(await built!.metrics.mcpStreamsCut.get()).toMatchObject({ values: [{ value: 1 }] });
-    expect(logged('mcp stateless stream cut')).toHaveLength(1);
+    expect(await built!.metrics.mcpStreamsCut.get()).toMatchObject({ values: [{ value: 1, labels: { stream: 'stateless' } }] });
+    expect(logged('mcp stream cut')).toMatchObject([{ stream: 'stateless', tenant: 'acme' }]);
     socket.destroy();
 
     // The key's slot and the SDK's are free: a new listen is served.
