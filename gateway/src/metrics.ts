@@ -128,8 +128,14 @@ export function createMetrics() {
     mcpSessions: new Gauge({ name: 'voxgate_mcp_endpoint_sessions', help: 'Open initialize-era sessions on the /mcp endpoint', registers: [registry] }),
     mcpSessionsEvicted: new Counter({
       name: 'voxgate_mcp_endpoint_sessions_evicted_total',
-      help: '/mcp sessions closed to admit a new one of the same API key (its least recently used without an open stream), by reason (key_limit: the key held mcp.endpoint.maxSessionsPerKey; gateway_limit: the gateway held maxSessions)',
+      help: '/mcp sessions closed to admit a new one of the same API key (its least recently used without an open stream), by reason (key_limit: the key held mcp.endpoint.maxSessionsPerKey; tenant_limit: its tenant held maxSessionsPerTenant; gateway_limit: the gateway held maxSessions)',
       labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    mcpStreamsCut: new Counter({
+      name: 'voxgate_mcp_endpoint_streams_cut_total',
+      help: '/mcp streams cut because their client left more than 1 MiB unread, by kind (session: a GET stream or POST answer; stateless: a subscriptions/listen stream or SSE answer)',
+      labelNames: ['stream'] as const,
       registers: [registry],
     }),
     eventsDropped: new Counter({

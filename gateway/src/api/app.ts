@@ -199,6 +199,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
         allowedHosts: mcpAllowedHosts(s.http, s.mcpEndpoint.allowedHosts),
         maxSessions: s.mcpEndpoint.maxSessions,
         maxSessionsPerKey: s.mcpEndpoint.maxSessionsPerKey,
+        maxSessionsPerTenant: s.mcpEndpoint.maxSessionsPerTenant,
         sessionIdleMs: s.mcpEndpoint.sessionIdleMs,
         version: d.version,
         bodyLimitBytes: s.http.bodyLimitBytes,

@@ -12,9 +12,12 @@ import { loadFacadeSdk, loadNodeAdapter, type FacadeSdk, type NodeAdapter } from
 import { deeperThan, MAX_JSON_DEPTH } from './jsonrpc-message.js';
 import { METADATA_PATH, registerNoOAuthRoutes } from './no-oauth.js';
 import { requestOrigins } from './request-origins.js';
-import { HeldStreams } from './sse-stream.js';
-import { EVICTABLE_AFTER_MS, SessionTable } from './session-table.js';
+import { boundUnread, HeldStreams, MAX_UNREAD_BYTES } from './sse-stream.js';
+import { SessionTable } from './session-table.js';
+import { SessionAdmission } from './session-admission.js';
+import { ListenSlots, listensIn } from './listen-slots.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
+import { tenantShare } from '../throttle/tenant-share.js';
 
 /**
  * `/mcp`: the hub's tools, resources and prompts for any MCP client, over Streamable HTTP.
@@ -38,9 +41,13 @@ export interface McpEndpointOptions {
   allowedOrigins: readonly string[];
   /** Host names (no port) the endpoint answers to: see `mcpAllowedHosts`. */
   allowedHosts: ReadonlySet<string>;
-  /** Total sessions, and sessions per API key (one tenant can't lock the others out). */
+  /**
+   * Total sessions, sessions per API key, and per tenant with all its keys (unset: `tenantShare` of maxSessions), so
+   * that one key or one tenant can't lock the others out. The stateless listen streams are bounded the same.
+   */
   maxSessions: number;
   maxSessionsPerKey: number;
+  maxSessionsPerTenant?: number | undefined;
   sessionIdleMs: number;
   version: string;
   bodyLimitBytes: number;
@@ -59,13 +66,14 @@ interface Session {
   events: SessionEventStore;
   caller: ApiCaller;
   keyFingerprint: string;
+  tenant: string | undefined;
   lastUsed: number;
 }
 
 export interface McpEndpoint {
   sessionCount(): number;
   /** What the endpoint holds for its sessions (all zero once every session has ended). */
-  state(): { sessions: number; streaming: number; eventStores: number; eventBytes: number; keysHolding: number; reserved: number };
+  state(): { sessions: number; streaming: number; eventStores: number; eventBytes: number; keysHolding: number; reserved: number; listening: number };
   close(): Promise<void>;
 }
 
@@ -82,12 +90,6 @@ interface Stateless {
 const isInitialize = (sdk: FacadeSdk, body: unknown): boolean =>
   typeof body === 'object' && body !== null && (body as { method?: unknown }).method === 'initialize' && sdk.isInitializeRequest(body);
 
-/** `subscriptions/listen` requests in a body (2026-07-28 clients' change-notification streams, held open). */
-const listensIn = (body: unknown): number => {
-  const isListen = (m: unknown) => typeof m === 'object' && m !== null && (m as { method?: unknown }).method === 'subscriptions/listen';
-  return Array.isArray(body) ? body.filter(isListen).length : isListen(body) ? 1 : 0;
-};
-
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
   reply.code(status).type('application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
 
@@ -96,9 +98,17 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const log = o.log.child({ component: 'mcp-endpoint' });
   // Refusals before authentication (Host, Origin) take one request each on a kept-alive connection: bounded per kind.
   const refusals = new ThrottledLog(log, 'warn', REFUSAL_LINES);
-  // Evictions: as many as initializes past a key's cap, so bounded the same way.
+  // Evictions: as many as initializes past a key's cap, so bounded the same way; streams cut, as many as listens.
   const evictions = new ThrottledLog(log, 'info', REFUSAL_LINES);
+  const cuts = new ThrottledLog(log, 'warn', REFUSAL_LINES);
   const sessions = new SessionTable<Session>();
+  const limits = {
+    maxSessions: o.maxSessions,
+    maxSessionsPerKey: o.maxSessionsPerKey,
+    maxSessionsPerTenant: tenantShare(o.maxSessions, o.maxSessionsPerTenant),
+  };
+  const admission = new SessionAdmission({ sessions, limits, metrics: o.metrics, refusals, evictions, close: (id, why) => void closeSession(id, why) });
+  const listening = new ListenSlots({ limits, metrics: o.metrics, refusals });
   const eventStores = new BoundedEventStores({ ...DEFAULT_EVENT_STORE_LIMITS, ...o.eventStore });
   // A POST's SSE answer leaves with its headers in one write: sessions' answers through held streams
   // (sse-stream.ts), the SDK's stateless answers through deferred headers (deferred-headers.ts).
@@ -128,12 +138,17 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
         legacy: 'stateless',
         onerror: (e) => log.debug({ err: e.message }, 'mcp handler error'),
         maxRequestBodySize: o.bodyLimitBytes,
-        // Held streams, bounded as sessions are: in all here, per key in `handle` (the SDK's own bound is global only).
+        // Held streams, bounded as sessions are: in all here, per key and per tenant in `handle` (listen-slots.ts).
         maxSubscriptions: o.maxSessions,
       },
     );
     const modernNode = toNodeHandler(modern, { onerror: (e) => log.warn({ err: e.message }, 'mcp adapter error'), maxRequestBodySize: o.bodyLimitBytes });
     return (stateless = { modern, modernNode });
+  };
+  /** A stream cut for what its client left unread (sse-stream.ts): counted, and a line (throttled per kind). */
+  const cutUnread = (caller: ApiCaller, stream: 'session' | 'stateless') => {
+    o.metrics.mcpStreamsCut.inc({ stream });
+    cuts.write({ tenant: caller.tenant, stream, limitBytes: MAX_UNREAD_BYTES }, 'mcp stream cut: its client left more than the bound unread', stream);
   };
   const unavailable = (reply: FastifyReply, e: unknown) => {
     o.metrics.mcpRequests.inc({ outcome: 'unavailable' });
@@ -200,35 +215,6 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     createHash('sha256')
       .update(authorization ?? '')
       .digest('base64url');
-
-  /** Which cap a new session of this key would pass, if any. */
-  const capReached = (fp: string): 'key_limit' | 'gateway_limit' | undefined =>
-    sessions.heldBy(fp) >= o.maxSessionsPerKey ? 'key_limit' : sessions.size + sessions.reserved >= o.maxSessions ? 'gateway_limit' : undefined;
-
-  /**
-   * At a cap, the key gives up its own least recently used session that no client holds a stream of (session-table.ts):
-   * clients that exit without DELETE (the Inspector CLI, mcp-remote, many SDK scripts) left one each, and a key that
-   * had run its client `maxSessionsPerKey` times was refused until the idle sweep. Never another key's session, at the
-   * total cap either: evicting the gateway's least recently used one would let any key close other tenants' sessions
-   * at will (one initialize each, and their next request gets 404), so a key with none to give up still gets 503.
-   */
-  const evictFor = (fp: string, reason: 'key_limit' | 'gateway_limit', caller: ApiCaller): boolean => {
-    const now = Date.now();
-    const victim = sessions.evictable(fp, now - EVICTABLE_AFTER_MS);
-    if (!victim) return false;
-    void closeSession(victim.id, 'evicted');
-    o.metrics.mcpSessionsEvicted.inc({ reason });
-    const limit = reason === 'key_limit' ? o.maxSessionsPerKey : o.maxSessions;
-    evictions.write(
-      { tenant: caller.tenant, reason, limit, idleMs: now - victim.lastActive },
-      'mcp session evicted: the least recently used one of this API key without an open stream, to admit a new one',
-      reason,
-    );
-    return true;
-  };
-
-  /** Stateless `subscriptions/listen` streams open per key (bounded by maxSessionsPerKey, as sessions are). */
-  const listening = new Map<string, number>();
 
   const { hostAllowed, originAllowed, corsOrigin, originOf } = requestOrigins(o);
   const preflight = (req: FastifyRequest, reply: FastifyReply) => {
@@ -313,42 +299,24 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     }
     if (req.method === 'POST' && isInitialize(mcp, req.body)) {
       const keyFingerprint = fingerprint(caller, req.headers.authorization);
-      let cap = capReached(keyFingerprint);
-      if (cap && evictFor(keyFingerprint, cap, caller)) cap = capReached(keyFingerprint);
-      if (cap === 'key_limit') {
-        o.metrics.mcpRequests.inc({ outcome: 'session_limit_key' });
-        refusals.write(
-          { tenant: caller.tenant, limit: o.maxSessionsPerKey },
-          'mcp session refused: this API key holds its maximum of sessions',
-          'session_limit_key',
-        );
-        return rpcError(
-          reply,
-          429,
-          -32000,
-          `Too many MCP sessions for this API key (${o.maxSessionsPerKey}), all in use; close some (DELETE /mcp) or use the stateless protocol`,
-        );
-      }
-      if (cap === 'gateway_limit') {
-        o.metrics.mcpRequests.inc({ outcome: 'session_limit' });
-        refusals.write({ limit: o.maxSessions }, 'mcp session refused: the gateway holds its maximum of sessions', 'session_limit');
-        return rpcError(reply, 503, -32000, 'Too many MCP sessions; try again later or use the stateless protocol');
-      }
-      // Reserve the slot now; the session takes it over once the SDK has assigned its id.
-      sessions.reserve(keyFingerprint);
+      const { tenant } = caller;
+      // The slot is reserved now (before any await); the session takes it over once the SDK has assigned its id.
+      const refused = admission.admit(keyFingerprint, caller);
+      if (refused) return rpcError(reply, refused.status, -32000, refused.message);
       let registered = false;
       const events = eventStores.forSession();
       try {
         const server = mcp.buildFacadeServer(o.hub, authOf(req), { log, version: o.version });
         const transport: NodeSessionTransport = new mcp.NodeSessionTransport({
           held,
+          onUnreadCut: () => cutUnread(caller, 'session'),
           sessionIdGenerator: () => randomUUID(),
           // SSE events carry ids (and a retry hint): a dropped stream resumes with Last-Event-ID.
           eventStore: events,
           retryInterval: SSE_RETRY_MS,
           onsessioninitialized: (id) => {
             registered = true;
-            sessions.add(id, { transport, server, events, caller, keyFingerprint, lastUsed: Date.now() });
+            sessions.add(id, { transport, server, events, caller, keyFingerprint, tenant, lastUsed: Date.now() });
             o.metrics.mcpSessions.set(sessions.size);
           },
           onsessionclosed: (id) => void closeSession(id, 'deleted'),
@@ -365,7 +333,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       } finally {
         if (!registered) {
           events.dispose();
-          sessions.release(keyFingerprint);
+          sessions.release(keyFingerprint, tenant);
         }
       }
       return reply;
@@ -378,28 +346,14 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     }
     const listens = req.method === 'POST' ? listensIn(req.body) : 0;
     if (listens > 0) {
-      // Each is a stream held open: without a bound per key, one key took the SDK's every slot and other tenants'
-      // clients got "Subscription limit reached".
-      const fp = fingerprint(caller, req.headers.authorization);
-      if ((listening.get(fp) ?? 0) + listens > o.maxSessionsPerKey) {
-        o.metrics.mcpRequests.inc({ outcome: 'listen_limit_key' });
-        refusals.write(
-          { tenant: caller.tenant, limit: o.maxSessionsPerKey },
-          'mcp subscriptions/listen refused: this API key holds its maximum of streams',
-          'listen_limit_key',
-        );
-        return rpcError(reply, 429, -32000, `Too many subscriptions/listen streams for this API key (${o.maxSessionsPerKey}); close some first`);
-      }
-      listening.set(fp, (listening.get(fp) ?? 0) + listens);
-      reply.raw.once('close', () => {
-        const n = (listening.get(fp) ?? 0) - listens;
-        if (n > 0) listening.set(fp, n);
-        else listening.delete(fp);
-      });
+      const refused = listening.take(fingerprint(caller, req.headers.authorization), caller, listens, reply.raw);
+      if (refused) return rpcError(reply, 429, -32000, refused);
     }
     counted.stateless.inc();
     reply.hijack();
     deferHeaders(req, reply);
+    // A client that stops reading its listen stream is cut, not queued for (sse-stream.ts): its slot is free again.
+    boundUnread(reply.raw, () => cutUnread(caller, 'stateless'));
     await handler.modernNode(req.raw, reply.raw, req.body);
     return reply;
   };
@@ -432,6 +386,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       eventBytes: eventStores.bytes(),
       keysHolding: sessions.keysHolding(),
       reserved: sessions.reserved,
+      listening: listening.size,
     }),
     async close() {
       clearInterval(sweeper);

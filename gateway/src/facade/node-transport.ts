@@ -41,6 +41,8 @@ export interface NodeSessionTransportOptions {
   onsessionclosed: (id: string) => void | Promise<void>;
   /** Where POST answers wait for their first event (shared by the endpoint's sessions). */
   held: HeldStreams;
+  /** Told when one of the session's streams is cut for what its client left unread (sse-stream.ts). */
+  onUnreadCut?: () => void;
 }
 
 const STANDALONE = '_GET_stream';
@@ -199,6 +201,7 @@ export class NodeSessionTransport implements Transport {
   private openStream(res: ServerResponse, messages: readonly JSONRPCMessage[], version: string): void {
     const streamId = randomUUID();
     const sse = new SseStream(res, sseHeaders(this.sessionId), this.o.held, this.primer);
+    sse.oncut = this.o.onUnreadCut;
     sse.hold();
     sse.oncancel = this.forgetCancelled;
     let requests = 0;
@@ -232,6 +235,7 @@ export class NodeSessionTransport implements Transport {
     if (lastEventId) return this.replay(res, lastEventId);
     if (this.streams.has(STANDALONE)) return this.fail(res, 409, -32000, 'Conflict: Only one SSE stream is allowed per session');
     const sse = new SseStream(res, sseHeaders(this.sessionId), undefined, this.primer);
+    sse.oncut = this.o.onUnreadCut;
     // Primed as a POST's stream is (the SDK's server primes only those): a client that loses its GET stream before
     // the first notification resumes from this id and is sent what it missed; without it, it came back empty-handed.
     if (this.emptyDataOk(header(req, 'mcp-protocol-version') ?? DEFAULT_NEGOTIATED_PROTOCOL_VERSION)) sse.primeWith(STANDALONE);
@@ -254,6 +258,7 @@ export class NodeSessionTransport implements Transport {
       // network change). Refused, the SDK client retried a few times and gave up, and the session heard nothing more.
       // The older connection is ended below, once the replay is written (endStream).
       const sse = new SseStream(res, sseHeaders(this.sessionId), undefined);
+      sse.oncut = this.o.onUnreadCut;
       const replayed = new Set<string>();
       const replayedId = await store.replayEventsAfter(lastEventId, {
         send: (eventId, message) => {

@@ -1,6 +1,8 @@
 /** What the table reads of a session: whose it is, when it was last used, and whether a client holds a stream of it. */
 export interface TableSession {
   keyFingerprint: string;
+  /** The key's tenant (undefined: none; all keys without one count as one tenant). */
+  tenant?: string | undefined;
   /** When its last request came (ms since the epoch). */
   lastUsed: number;
   transport: {
@@ -19,15 +21,17 @@ export interface TableSession {
 export const EVICTABLE_AFTER_MS = 5000;
 
 /**
- * The /mcp endpoint's sessions by id, and what each API key holds: its sessions plus its initializes in progress
- * (reserved before any await, so a burst cannot overshoot a cap). Kept per key as well as by id so that finding a
- * key's session to evict looks at that key's sessions only (at most `maxSessionsPerKey`), never at another key's.
+ * The /mcp endpoint's sessions by id, and what each API key and each tenant holds: its sessions plus its initializes
+ * in progress (reserved before any await, so a burst cannot overshoot a cap). Kept per key as well as by id so that
+ * finding a key's session to evict looks at that key's sessions only (at most `maxSessionsPerKey`), never at another key's.
  */
 export class SessionTable<S extends TableSession> {
   private readonly byId = new Map<string, S>();
   private readonly byKey = new Map<string, Map<string, S>>();
   /** Per key: sessions plus reservations. */
   private readonly held = new Map<string, number>();
+  /** The same per tenant (undefined: the keys without one). */
+  private readonly heldTenant = new Map<string | undefined, number>();
   /** Initializes in progress, all keys. */
   reserved = 0;
 
@@ -52,6 +56,11 @@ export class SessionTable<S extends TableSession> {
     return this.held.get(fp) ?? 0;
   }
 
+  /** Sessions and initializes in progress of one tenant's keys. */
+  heldByTenant(tenant: string | undefined): number {
+    return this.heldTenant.get(tenant) ?? 0;
+  }
+
   /** Keys holding a session or a reservation. */
   keysHolding(): number {
     return this.held.size;
@@ -64,18 +73,18 @@ export class SessionTable<S extends TableSession> {
     return n;
   }
 
-  reserve(fp: string): void {
+  reserve(fp: string, tenant: string | undefined): void {
     this.reserved++;
-    this.adjust(fp, 1);
+    this.adjust(fp, tenant, 1);
   }
 
   /** An initialize that made no session gives its slot back. */
-  release(fp: string): void {
+  release(fp: string, tenant: string | undefined): void {
     this.reserved--;
-    this.adjust(fp, -1);
+    this.adjust(fp, tenant, -1);
   }
 
-  /** The session takes over its key's reservation. */
+  /** The session takes over its key's reservation (made with the same tenant). */
   add(id: string, s: S): void {
     this.reserved--;
     this.byId.set(id, s);
@@ -91,7 +100,7 @@ export class SessionTable<S extends TableSession> {
     const own = this.byKey.get(s.keyFingerprint);
     own?.delete(id);
     if (own?.size === 0) this.byKey.delete(s.keyFingerprint);
-    this.adjust(s.keyFingerprint, -1);
+    this.adjust(s.keyFingerprint, s.tenant, -1);
     return s;
   }
 
@@ -108,9 +117,15 @@ export class SessionTable<S extends TableSession> {
     return found;
   }
 
-  private adjust(fp: string, by: number): void {
-    const n = (this.held.get(fp) ?? 0) + by;
-    if (n > 0) this.held.set(fp, n);
-    else this.held.delete(fp);
+  private adjust(fp: string, tenant: string | undefined, by: number): void {
+    count(this.held, fp, by);
+    count(this.heldTenant, tenant, by);
   }
+}
+
+/** Adds `by` to `key`'s count, forgetting a key whose count reaches zero. */
+export function count<K>(counts: Map<K, number>, key: K, by: number): void {
+  const n = (counts.get(key) ?? 0) + by;
+  if (n > 0) counts.set(key, n);
+  else counts.delete(key);
 }

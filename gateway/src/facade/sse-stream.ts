@@ -26,6 +26,27 @@ export const KEEP_ALIVE_MS = 15_000;
 export const MAX_UNREAD_BYTES = 1 << 20;
 
 /**
+ * The same bound on a response another writer streams: the SDK's Node adapter, for the stateless path's
+ * `subscriptions/listen` streams and SSE answers. The adapter honours backpressure (a `write` that returns false makes
+ * it wait for `drain`), so a client that read nothing kept Node's buffer small, but the SDK's listen stream (a web
+ * ReadableStream its notifications are enqueued on whether read or not) queued every change notification, without
+ * bound. Here every write is accepted into Node's buffer, where what waits is seen, and once more than `maxBytes`
+ * waits the next write destroys the response instead (`oncut` once; its 'close' ends the adapter's loop and the
+ * SDK's subscription). Checked before a write, so one large answer always goes out whole.
+ */
+export function boundUnread(res: ServerResponse, oncut: () => void, maxBytes = MAX_UNREAD_BYTES): void {
+  const write = res.write.bind(res) as (...args: unknown[]) => boolean;
+  res.write = ((...args: unknown[]) => {
+    if (res.writableLength <= maxBytes) return (write(...args), true);
+    if (!res.destroyed) {
+      res.destroy();
+      oncut();
+    }
+    return false;
+  }) as ServerResponse['write'];
+}
+
+/**
  * Streams whose start is held: a POST's headers and priming event wait for its first real event, so an answer
  * that comes within `HOLD_MS` leaves with them in one write (and, when it ends the stream, as one body with
  * its length). One sweep for all, armed only while some wait.
@@ -78,6 +99,8 @@ export class SseStream {
   private flushQueued = false;
   /** Called once, with this stream, when the client goes away before the stream ended (the SDK's `cancel`). */
   oncancel: ((stream: SseStream) => void) | undefined;
+  /** Called when the stream is cut for what its client left unread (before `oncancel`): for the operator's count. */
+  oncut: (() => void) | undefined;
 
   constructor(
     private readonly res: ServerResponse,
@@ -169,6 +192,7 @@ export class SseStream {
     this.ended = true;
     this.stopTimers();
     this.res.destroy();
+    this.oncut?.();
     this.oncancel?.(this);
     return false;
   }

@@ -348,6 +348,13 @@ export const McpSlice = z.strictObject({
       maxSessions: env('GATEWAY_MCP_MAX_SESSIONS', z.coerce.number().int().min(1).max(100_000).default(1000), '`/mcp` sessions at once'),
       /** Sessions one API key may hold at once, so one key cannot take every slot of `maxSessions`. */
       maxSessionsPerKey: env('GATEWAY_MCP_MAX_SESSIONS_PER_KEY', z.coerce.number().int().min(1).max(100_000).default(100), '… per API key'),
+      /** Sessions (and stateless listen streams) one tenant may hold with all its keys: see `tenantShare`. */
+      maxSessionsPerTenant: env(
+        'GATEWAY_MCP_MAX_SESSIONS_PER_TENANT',
+        z.coerce.number().int().min(1).max(100_000).optional(),
+        '… per tenant, all its API keys together (keys without a tenant count as one)',
+        '3/4 of maxSessions, rounded up',
+      ),
       sessionIdleMs: Ms(30 * 60_000, 24 * 3_600_000),
     })
     .prefault({}),

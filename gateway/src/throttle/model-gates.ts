@@ -2,6 +2,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { GatewayError } from '../errors.js';
 import type { ModelRequestsConfig } from './config.js';
 import { FairGate, GateRefused, type GateSlot } from './fair-gate.js';
+import { tenantShare } from './tenant-share.js';
 import { ThrottledLog, type LevelLog } from './throttled-log.js';
 
 export type ModelKind = 'asr' | 'tts' | 'llm' | 'vision';
@@ -84,7 +85,7 @@ export class ModelGate {
  * enrollment is open) held every slot, and every other tenant's requests were refused MODEL_BUSY.
  */
 export function maxConcurrentPerTenant(limits: { maxConcurrent: number; maxConcurrentPerTenant?: number | undefined }): number {
-  return Math.min(limits.maxConcurrent, limits.maxConcurrentPerTenant ?? Math.ceil((limits.maxConcurrent * 3) / 4));
+  return tenantShare(limits.maxConcurrent, limits.maxConcurrentPerTenant);
 }
 
 const KIND_NAMES: Record<ModelKind, string> = { asr: 'speech recognition', tts: 'speech synthesis', llm: 'assistant model', vision: 'vision' };

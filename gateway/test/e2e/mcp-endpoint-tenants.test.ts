@@ -1,3 +1,4 @@
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
@@ -115,5 +116,31 @@ describe('MCP endpoint names per tenant', { timeout: 60_000 }, () => {
     await t.api('DELETE', `/v1/mcp/endpoints/${acme.body.id}`, undefined, { apiKey: ACME_KEY });
     expect(await tools(ACME_KEY)).toEqual([]);
     expect(await call('mcp__weather__now', GLOBEX_KEY)).toBe('rain at globex');
+  });
+});
+
+describe('/mcp sessions per tenant', { timeout: 60_000 }, () => {
+  it("mcp.endpoint.maxSessionsPerTenant bounds a tenant's keys together; another tenant is still served", async () => {
+    const ACME_2 = 'acme-key-2-0123456789abcdef';
+    const t = await startTestGateway({
+      apiKeys: [TEST_API_KEY, ACME_KEY, ACME_2, GLOBEX_KEY],
+      apiKeyTenants: { [ACME_KEY]: 'acme', [ACME_2]: 'acme', [GLOBEX_KEY]: 'globex' },
+      mcp: { endpoint: { maxSessionsPerTenant: 1 } },
+    });
+    const held: Client[] = [];
+    const open = async (key: string) => {
+      const client = new Client({ name: 'tenant-cap-test', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+      held.push(client);
+    };
+    try {
+      await open(ACME_KEY);
+      await expect(open(ACME_2)).rejects.toThrow(/Too many MCP sessions for this tenant \(1, all its API keys together\)/);
+      expect(await t.metric('voxgate_mcp_endpoint_requests_total', { outcome: 'session_limit_tenant' })).toBe(1);
+      await open(GLOBEX_KEY);
+    } finally {
+      for (const c of held) await c.close().catch(() => undefined);
+      await t.close();
+    }
   });
 });

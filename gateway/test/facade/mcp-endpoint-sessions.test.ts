@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { registerMcpEndpoint, type McpEndpoint, type McpEndpointOptions } from '../../src/facade/mcp-endpoint.js';
 import type { McpHub } from '../../src/hub/hub.js';
 import { buildHub } from '../hub/support.js';
+import { pingSession } from './session-ping.js';
 
 const KEY = 'sessions-test-key-0123456789abcdef';
 
@@ -102,7 +103,7 @@ describe('/mcp sessions release what they hold when they end', () => {
       await transport.terminateSession();
       await client.close();
     }
-    expect(endpoint.state()).toEqual({ sessions: 0, streaming: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 });
+    expect(endpoint.state()).toEqual({ sessions: 0, streaming: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0, listening: 0 });
     // The hub subscriptions are released when the session's server has closed (after the DELETE is answered).
     await vi.waitFor(() => expect(subscriptions()).toBe(0));
   });
@@ -130,9 +131,12 @@ describe('/mcp sessions release what they hold when they end', () => {
     for (const { client } of open) await client.close();
     await vi.waitFor(() => expect(endpoint.state().streaming).toBe(0), { timeout: 30_000 });
     vi.setSystemTime(Date.now() + 5000);
-    await vi.waitFor(() => expect(endpoint.state()).toEqual({ sessions: 0, streaming: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 }), {
-      timeout: 30_000,
-    });
+    await vi.waitFor(
+      () => expect(endpoint.state()).toEqual({ sessions: 0, streaming: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0, listening: 0 }),
+      {
+        timeout: 30_000,
+      },
+    );
     await vi.waitFor(() => expect(subscriptions()).toBe(0));
   });
 
@@ -162,7 +166,7 @@ describe('/mcp sessions release what they hold when they end', () => {
       await transport.terminateSession();
       await client.close();
     }
-    expect(endpoint.state()).toEqual({ sessions: 0, streaming: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0 });
+    expect(endpoint.state()).toEqual({ sessions: 0, streaming: 0, eventStores: 0, eventBytes: 0, keysHolding: 0, reserved: 0, listening: 0 });
     await vi.waitFor(() => expect(subscriptions()).toBe(0));
   });
 });
@@ -179,21 +183,7 @@ describe('/mcp: at a cap, a key gives up its least recently used session that no
     return { client, transport, sessionId: transport.sessionId! };
   }
 
-  /** A ping on a session by its id, as a client that still holds the id would send it. */
-  const ping = async (url: URL, sessionId: string, key = KEY) => {
-    const res = await fetch(url, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${key}`,
-        accept: 'application/json, text/event-stream',
-        'content-type': 'application/json',
-        'mcp-session-id': sessionId,
-        'mcp-protocol-version': '2025-11-25',
-      },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
-    });
-    return { status: res.status, body: (await res.json()) as { error?: { message: string } } };
-  };
+  const ping = (url: URL, sessionId: string, key = KEY) => pingSession(url, sessionId, key);
 
   const evicted = async (reason: string) => (await built!.metrics.mcpSessionsEvicted.get()).values.find((v) => v.labels['reason'] === reason)?.value ?? 0;
 

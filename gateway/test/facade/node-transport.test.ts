@@ -56,8 +56,9 @@ describe('NodeSessionTransport', () => {
     return mcp;
   }
 
-  async function start(): Promise<{ url: URL; sessions: Map<string, { transport: NodeSessionTransport; server: McpServer }> }> {
+  async function start(): Promise<{ url: URL; sessions: Map<string, { transport: NodeSessionTransport; server: McpServer }>; cuts: () => number }> {
     const sessions = new Map<string, { transport: NodeSessionTransport; server: McpServer }>();
+    let cut = 0;
     const stores = new BoundedEventStores();
     const h = (held = new HeldStreams(50));
     http = createServer((req, res) => {
@@ -85,6 +86,7 @@ describe('NodeSessionTransport', () => {
               sessionIdGenerator: () => randomUUID(),
               onsessioninitialized: (id) => void sessions.set(id, { transport, server }),
               onsessionclosed: (id) => void sessions.delete(id),
+              onUnreadCut: () => void cut++,
             });
             await server.connect(transport);
             s = { transport, server };
@@ -94,7 +96,7 @@ describe('NodeSessionTransport', () => {
       });
     });
     await new Promise<void>((ok) => http!.listen(0, '127.0.0.1', ok));
-    return { url: new URL(`http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`), sessions };
+    return { url: new URL(`http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`), sessions, cuts: () => cut };
   }
 
   async function connect(url: URL): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
@@ -410,7 +412,7 @@ describe('NodeSessionTransport', () => {
   });
 
   it('a GET stream whose client stopped reading is cut once a MiB waits unread, not queued without bound; the client may open another', async () => {
-    const { url, sessions } = await start();
+    const { url, sessions, cuts } = await start();
     const sid = (await raw(url, INIT)).sid!;
     const s = sessions.get(sid)!;
     // A client that opens its GET stream, reads the headers, then reads nothing more (its TCP window closes, the
@@ -425,8 +427,10 @@ describe('NodeSessionTransport', () => {
     // 32 MiB of notifications (half a MiB each): far past what the kernel's buffers take for a reader that reads nothing.
     const blob = 'x'.repeat(512 * 1024);
     for (let i = 0; i < 64; i++) await s.transport.send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: blob } });
-    // Cut: the session has no stream any more (so it can be evicted or swept), and the socket was closed.
+    // Cut: the session has no stream any more (so it can be evicted or swept), and the socket was closed; the
+    // endpoint is told once (for its count).
     expect(s.transport.hasOpenStream()).toBe(false);
+    expect(cuts()).toBe(1);
     socket.destroy();
     await closed;
     // The stream was forgotten as a dropped one is: a new GET is served, not refused with 409.
