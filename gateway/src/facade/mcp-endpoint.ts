@@ -17,7 +17,7 @@ import { SessionTable } from './session-table.js';
 import { SessionAdmission } from './session-admission.js';
 import { ListenSlots, listensIn } from './listen-slots.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
-import { tenantShare } from '../throttle/tenant-share.js';
+import { tenantsAmong, tenantShare } from '../throttle/tenant-share.js';
 
 /**
  * `/mcp`: the hub's tools, resources and prompts for any MCP client, over Streamable HTTP.
@@ -102,10 +102,15 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const evictions = new ThrottledLog(log, 'info', REFUSAL_LINES);
   const cuts = new ThrottledLog(log, 'warn', REFUSAL_LINES);
   const sessions = new SessionTable<Session>();
+  const share = tenantShare(o.maxSessions, o.maxSessionsPerTenant);
   const limits = {
     maxSessions: o.maxSessions,
     maxSessionsPerKey: o.maxSessionsPerKey,
-    maxSessionsPerTenant: tenantShare(o.maxSessions, o.maxSessionsPerTenant),
+    // The default share keeps room for the other tenants: with every key in one (or none) there are none, and a
+    // single-tenant gateway keeps all its sessions. A share that is set holds always.
+    get maxSessionsPerTenant(): number {
+      return o.maxSessionsPerTenant !== undefined || tenantsAmong(o.apiKeys(), o.tenantOf) > 1 ? share : o.maxSessions;
+    },
   };
   const admission = new SessionAdmission({ sessions, limits, metrics: o.metrics, refusals, evictions, close: (id, why) => void closeSession(id, why) });
   const listening = new ListenSlots({ limits, metrics: o.metrics, refusals });

@@ -115,6 +115,18 @@ describe('/mcp: one tenant, whatever its number of keys, holds at most maxSessio
     expect(await outcome('session_limit_tenant')).toBe(1);
   });
 
+  it('the default share binds only where there is another tenant: a gateway whose keys are all one tenant (or none) keeps every session', async () => {
+    for (const tenantOf of [() => undefined, () => 'acme']) {
+      const { url, endpoint, outcome } = await start({ tenantOf });
+      for (const key of [A1, A2, B1, A1]) await session(url, key);
+      expect(endpoint.sessionCount()).toBe(4);
+      expect(await outcome('session_limit_tenant')).toBe(0);
+      for (const c of clients.splice(0)) await c.close().catch(() => undefined);
+      await app?.close();
+      await built?.hub.close();
+    }
+  });
+
   it('bounds the stateless subscriptions/listen streams per tenant too', async () => {
     const { url, endpoint, outcome } = await start();
     await listen(url, A1);
