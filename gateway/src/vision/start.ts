@@ -50,6 +50,7 @@ export function visionService(d: VisionServiceDeps, v: VisionConfig): VisionServ
     // An external explainer when configured, else the assistant's vision model, else a clear "none" answer.
     explainer: gated(d, v.explainerUrl ? httpExplainer(v.explainerUrl, { token: v.explainerToken, timeoutMs: v.explainerTimeoutMs }) : d.fallbackExplainer),
     maxPhotoBytes: v.maxPhotoBytes,
+    maxConcurrentUploads: v.maxConcurrentUploads,
     uploadsPerMinute: v.uploadsPerMinute,
     bus: d.bus,
     metrics: d.metrics,

@@ -129,3 +129,52 @@ describe('an external explainer (vision.explainerUrl)', () => {
     expect(await metricValue(metrics, 'voxgate_vision_uploads_total', { outcome: 'explainer_failed' })).toBe(1);
   });
 });
+
+describe('uploads open at once (vision.maxConcurrentUploads, two per device)', () => {
+  // An explainer that holds every request until released: each held request is an upload whose photo sits in memory.
+  let explainer: Server;
+  const held: Array<() => void> = [];
+  let arrived: (() => void) | undefined;
+  beforeAll(async () => {
+    explainer = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        held.push(() => res.setHeader('content-type', 'application/json').end(JSON.stringify({ success: true, action: 'RESPONSE', response: 'held' })));
+        arrived?.();
+      });
+    });
+    await new Promise<void>((resolve) => explainer.listen(0, '127.0.0.1', resolve));
+  });
+  afterAll(() => new Promise<void>((resolve) => explainer.close(() => resolve())));
+  const heldCount = (n: number) =>
+    new Promise<void>((resolve) => {
+      arrived = () => held.length >= n && resolve();
+      arrived();
+    });
+
+  it('refuses a device past two open uploads (429) and anyone past the bound (503), and takes uploads again once answered', async () => {
+    const port = (explainer.address() as { port: number }).port;
+    const { url, metrics } = await visionPart({ explainerUrl: `http://127.0.0.1:${port}/explain`, maxConcurrentUploads: 3 });
+    const [a, b, c] = ['02:00:00:00:09:90', '02:00:00:00:09:91', '02:00:00:00:09:92'];
+    const pending = [upload(url, { deviceId: a, token: token(a) }), upload(url, { deviceId: a, token: token(a) })];
+    await heldCount(2);
+    // Device a holds two uploads: its third is refused before its body is read; another device's goes through.
+    const third = await upload(url, { deviceId: a, token: token(a) });
+    expect(third.status).toBe(429);
+    expect(third.body).toMatchObject({ success: false });
+    pending.push(upload(url, { deviceId: b, token: token(b) }));
+    await heldCount(3);
+    // Three open in all: the gateway's bound.
+    const full = await upload(url, { deviceId: c, token: token(c) });
+    expect(full.status).toBe(503);
+    expect(full.body).toMatchObject({ success: false });
+    for (const release of held.splice(0)) release();
+    for (const r of await Promise.all(pending)) expect(r.status).toBe(200);
+    const again = upload(url, { deviceId: c, token: token(c) });
+    await heldCount(1);
+    held.splice(0)[0]!();
+    expect((await again).status).toBe(200);
+    expect(await metricValue(metrics, 'voxgate_vision_uploads_total', { outcome: 'device_busy' })).toBe(1);
+    expect(await metricValue(metrics, 'voxgate_vision_uploads_total', { outcome: 'full' })).toBe(1);
+  });
+});
