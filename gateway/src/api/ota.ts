@@ -27,6 +27,7 @@ import { GatewayError } from '../errors.js';
 import { deviceFacts } from '../firmware/rollout.js';
 import type { FirmwareService } from '../firmware/service.js';
 import type { Metrics } from '../metrics.js';
+import { sourceKey } from '../throttle/source-key.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { publicBase } from './route-helpers.js';
@@ -86,7 +87,9 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
   // Before the body is read: a flood costs a map lookup per request.
   app.addHook('onRequest', async (req) => {
     const route = req.routeOptions.url === '/xiaozhi/ota/activate' ? 'activate' : 'ota';
-    const take = limiter.take(req.ip);
+    // Per source, as the connection limits count: one IPv6 subscriber holds a /64 and could name a fresh address
+    // (a fresh bucket) for every request.
+    const take = limiter.take(sourceKey(req.ip));
     if (take.ok) return;
     o.metrics.rateLimited.inc({ route });
     refusals.write({ remote: req.ip, route }, 'OTA rate limit reached for this address', req.ip);

@@ -50,7 +50,7 @@ export const EnrollmentSlice = z.strictObject({
       perSecond: env(
         'GATEWAY_OTA_RATE_PER_SECOND',
         z.coerce.number().min(0.01).max(10_000).default(2),
-        'OTA + activation requests per source address per second',
+        'OTA + activation requests per source (an IPv4 address, an IPv6 /64) per second',
       ),
       burst: env('GATEWAY_OTA_RATE_BURST', z.coerce.number().int().min(1).max(100_000).default(60), '… and their burst'),
       /** Addresses tracked at once; the least recently seen is forgotten first. */
