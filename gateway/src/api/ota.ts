@@ -133,19 +133,12 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
       }
       credentials = decision.kind === 'credentials' ? { kind: 'binding', decision } : { kind: 'none' };
     }
-    // What the check says about the device (its board and firmware, which fleet jobs' filters select on). Anyone can
-    // name an enrolled device in a check without its credentials (the stock firmware presents none): such a report
-    // counts only when it names the client id the device itself connects with (devices/records.ts `reported`).
-    if (o.onReport) {
-      const facts = deviceFacts(h.data['user-agent'], req.body);
-      if (!o.onReport(deviceId, { board: facts.boards[0], firmware: facts.version, clientId, proven: credentials.kind !== 'none' })) {
-        o.metrics.enrollments.inc({ outcome: 'report_refused' });
-        refusals.write({ deviceId, clientId, remote: req.ip }, 'OTA report not recorded: no proof, and not the client id the device connects with', req.ip);
-      }
-    }
+    const speaksForDevice = recordReport(o, refusals, req, { deviceId, clientId, userAgent: h.data['user-agent'], proven: credentials.kind === 'binding' });
     // A device without a tenant gets one from enrollment.tenantRules once it may connect: when enrollment
-    // hands it credentials, or where nothing is enrolled. A pending device gets its tenant at approval.
-    if (o.tenants && credentials.kind !== 'none') await o.tenants.assignByRules({ deviceId, clientId, board });
+    // hands it credentials, or where nothing is enrolled. A pending device gets its tenant at approval. The rules
+    // match the client id and board the check names: a check refused above (a known device, another client id)
+    // would give the device to whichever tenant's rule the sender chose to match.
+    if (o.tenants && credentials.kind !== 'none' && speaksForDevice) await o.tenants.assignByRules({ deviceId, clientId, board });
     if (transport === 'mqtt') out.mqtt = mqttSection(o, req, base, deviceId, clientId, credentials);
     else out.websocket = websocketSection(o, base, deviceId, clientId, credentials);
     return out;
@@ -171,6 +164,30 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
       throw new GatewayError('ENROLLMENT_NOT_FOUND', 'no enrollment is pending for this device; ask /xiaozhi/ota/ first');
     },
   });
+}
+
+/**
+ * What the check says about the device (its board and firmware, which fleet jobs' filters select on). Anyone can
+ * name a device in a check without its credentials (the stock firmware presents none; where nothing is enrolled,
+ * open or token device auth, there are none to present): such a report counts only when it names the client id the
+ * device itself connects with (devices/records.ts `reported`). False when it did not count.
+ */
+function recordReport(
+  o: OtaOptions,
+  refusals: ThrottledLog,
+  req: FastifyRequest,
+  c: { deviceId: string; clientId: string; userAgent: string | undefined; proven: boolean },
+): boolean {
+  if (!o.onReport) return true;
+  const facts = deviceFacts(c.userAgent, req.body);
+  if (o.onReport(c.deviceId, { board: facts.boards[0], firmware: facts.version, clientId: c.clientId, proven: c.proven })) return true;
+  o.metrics.enrollments.inc({ outcome: 'report_refused' });
+  refusals.write(
+    { deviceId: c.deviceId, clientId: c.clientId, remote: req.ip },
+    'OTA report not recorded: no proof, and not the client id the device connects with',
+    req.ip,
+  );
+  return false;
 }
 
 function activationSection(code: string, challenge: string, expiresAt: number): OtaActivationSection {
