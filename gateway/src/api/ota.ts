@@ -89,10 +89,11 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
     const route = req.routeOptions.url === '/xiaozhi/ota/activate' ? 'activate' : 'ota';
     // Per source, as the connection limits count: one IPv6 subscriber holds a /64 and could name a fresh address
     // (a fresh bucket) for every request.
-    const take = limiter.take(sourceKey(req.ip));
+    const source = sourceKey(req.ip);
+    const take = limiter.take(source);
     if (take.ok) return;
     o.metrics.rateLimited.inc({ route });
-    refusals.write({ remote: req.ip, route }, 'OTA rate limit reached for this address', req.ip);
+    refusals.write({ remote: req.ip, route }, 'OTA rate limit reached for this address', source);
     const { retryAfterSeconds } = take;
     throw new GatewayError('RATE_LIMITED', `too many OTA requests from this address; retry in ${retryAfterSeconds} s`, { retryAfterSeconds });
   });
@@ -185,7 +186,7 @@ function recordReport(
   refusals.write(
     { deviceId: c.deviceId, clientId: c.clientId, remote: req.ip },
     'OTA report not recorded: no proof, and not the client id the device connects with',
-    req.ip,
+    sourceKey(req.ip),
   );
   return false;
 }

@@ -4,6 +4,7 @@ import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/store.js';
 import { sourceKey } from '../throttle/source-key.js';
+import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 import type { EnrollmentCredentials, OtaProof } from './credentials.js';
 import { BindingSchema, ClaimSchema, type Binding, type Claim } from './records.js';
 import { RefusedDevices } from './refused.js';
@@ -60,9 +61,11 @@ export class Enrollment {
   private queue: Promise<unknown> = Promise.resolve();
   /** Devices refused at connect, for the operator (per instance). */
   readonly refused: RefusedDevices;
+  private readonly refusals: ThrottledLog;
 
   private constructor(private readonly o: EnrollmentOptions) {
     this.refused = new RefusedDevices();
+    this.refusals = new ThrottledLog(o.log, 'warn', REFUSAL_LINES);
   }
 
   static async open(o: EnrollmentOptions): Promise<Enrollment> {
@@ -302,8 +305,9 @@ export class Enrollment {
   private outcome(outcome: string, r: OtaRequest, detail?: string): void {
     this.o.metrics.enrollments.inc({ outcome });
     const line = { deviceId: r.deviceId, clientId: r.clientId, remote: r.remoteAddress, outcome, ...(detail ? { detail } : {}) };
+    // Refusals are what a flood of made-up checks causes (from any address): a bounded number of lines per kind.
     if (outcome === 'proof_refused' || outcome === 'refused' || outcome === 'busy' || outcome === 'busy_address')
-      this.o.log.warn(line, 'OTA: no credentials for this request');
+      this.refusals.write(line, 'OTA: no credentials for this request', outcome);
     else this.o.log.info(line, 'OTA enrollment decision');
   }
 

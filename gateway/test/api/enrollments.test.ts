@@ -118,6 +118,27 @@ describe('device enrollment over the OTA and enrollment routes (hmac device auth
     expect(await metricValue(t.metrics, 'voxgate_enrollment_decisions_total', { outcome: 'busy_address' })).toBe(1);
   });
 
+  it('logs refusals a bounded number of times: a flood of made-up ids from many addresses is counted, not a line each', async () => {
+    const t = await otaPart({ enrollment: { policy: 'allowlist', allowlist: [nextMac()] } });
+    const since = performance.now();
+    for (let i = 0; i < 30; i++) {
+      const d = device();
+      const r = await t.app.inject({
+        method: 'POST',
+        url: '/xiaozhi/ota/',
+        remoteAddress: `198.51.100.${i + 1}`,
+        headers: { host: 'gw.local:8000', 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' },
+        payload: '{}',
+      });
+      expect(r.statusCode).toBe(403);
+    }
+    expect(await metricValue(t.metrics, 'voxgate_enrollment_decisions_total', { outcome: 'refused' })).toBe(30);
+    const lines = t.logs.filter((l) => l['msg'] === 'OTA: no credentials for this request').length;
+    expect(lines).toBeGreaterThanOrEqual(1);
+    // 10 lines per kind and 10 s window (throttle/throttled-log.ts REFUSAL_LINES).
+    expect(lines).toBeLessThanOrEqual(10 * (1 + Math.floor((performance.now() - since) / 10_000)));
+  });
+
   it('open: of two requests racing for a new id, exactly one is enrolled and gets credentials', async () => {
     const t = await otaPart({ enrollment: { policy: 'open' } });
     const id = nextMac();
