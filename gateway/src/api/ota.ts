@@ -27,6 +27,7 @@ import { GatewayError } from '../errors.js';
 import { deviceFacts } from '../firmware/rollout.js';
 import type { FirmwareService } from '../firmware/service.js';
 import type { Metrics } from '../metrics.js';
+import { sourceKey } from '../throttle/source-key.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { publicBase } from './route-helpers.js';
@@ -86,10 +87,13 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
   // Before the body is read: a flood costs a map lookup per request.
   app.addHook('onRequest', async (req) => {
     const route = req.routeOptions.url === '/xiaozhi/ota/activate' ? 'activate' : 'ota';
-    const take = limiter.take(req.ip);
+    // Per source, as the connection limits count: one IPv6 subscriber holds a /64 and could name a fresh address
+    // (a fresh bucket) for every request.
+    const source = sourceKey(req.ip);
+    const take = limiter.take(source);
     if (take.ok) return;
     o.metrics.rateLimited.inc({ route });
-    refusals.write({ remote: req.ip, route }, 'OTA rate limit reached for this address', req.ip);
+    refusals.write({ remote: req.ip, route }, 'OTA rate limit reached for this address', source);
     const { retryAfterSeconds } = take;
     throw new GatewayError('RATE_LIMITED', `too many OTA requests from this address; retry in ${retryAfterSeconds} s`, { retryAfterSeconds });
   });
@@ -130,19 +134,12 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
       }
       credentials = decision.kind === 'credentials' ? { kind: 'binding', decision } : { kind: 'none' };
     }
-    // What the check says about the device (its board and firmware, which fleet jobs' filters select on). Anyone can
-    // name an enrolled device in a check without its credentials (the stock firmware presents none): such a report
-    // counts only when it names the client id the device itself connects with (devices/records.ts `reported`).
-    if (o.onReport) {
-      const facts = deviceFacts(h.data['user-agent'], req.body);
-      if (!o.onReport(deviceId, { board: facts.boards[0], firmware: facts.version, clientId, proven: credentials.kind !== 'none' })) {
-        o.metrics.enrollments.inc({ outcome: 'report_refused' });
-        refusals.write({ deviceId, clientId, remote: req.ip }, 'OTA report not recorded: no proof, and not the client id the device connects with', req.ip);
-      }
-    }
+    const speaksForDevice = recordReport(o, refusals, req, { deviceId, clientId, userAgent: h.data['user-agent'], proven: credentials.kind === 'binding' });
     // A device without a tenant gets one from enrollment.tenantRules once it may connect: when enrollment
-    // hands it credentials, or where nothing is enrolled. A pending device gets its tenant at approval.
-    if (o.tenants && credentials.kind !== 'none') await o.tenants.assignByRules({ deviceId, clientId, board });
+    // hands it credentials, or where nothing is enrolled. A pending device gets its tenant at approval. The rules
+    // match the client id and board the check names: a check refused above (a known device, another client id)
+    // would give the device to whichever tenant's rule the sender chose to match.
+    if (o.tenants && credentials.kind !== 'none' && speaksForDevice) await o.tenants.assignByRules({ deviceId, clientId, board });
     if (transport === 'mqtt') out.mqtt = mqttSection(o, req, base, deviceId, clientId, credentials);
     else out.websocket = websocketSection(o, base, deviceId, clientId, credentials);
     return out;
@@ -168,6 +165,30 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
       throw new GatewayError('ENROLLMENT_NOT_FOUND', 'no enrollment is pending for this device; ask /xiaozhi/ota/ first');
     },
   });
+}
+
+/**
+ * What the check says about the device (its board and firmware, which fleet jobs' filters select on). Anyone can
+ * name a device in a check without its credentials (the stock firmware presents none; where nothing is enrolled,
+ * open or token device auth, there are none to present): such a report counts only when it names the client id the
+ * device itself connects with (devices/records.ts `reported`). False when it did not count.
+ */
+function recordReport(
+  o: OtaOptions,
+  refusals: ThrottledLog,
+  req: FastifyRequest,
+  c: { deviceId: string; clientId: string; userAgent: string | undefined; proven: boolean },
+): boolean {
+  if (!o.onReport) return true;
+  const facts = deviceFacts(c.userAgent, req.body);
+  if (o.onReport(c.deviceId, { board: facts.boards[0], firmware: facts.version, clientId: c.clientId, proven: c.proven })) return true;
+  o.metrics.enrollments.inc({ outcome: 'report_refused' });
+  refusals.write(
+    { deviceId: c.deviceId, clientId: c.clientId, remote: req.ip },
+    'OTA report not recorded: no proof, and not the client id the device connects with',
+    sourceKey(req.ip),
+  );
+  return false;
 }
 
 function activationSection(code: string, challenge: string, expiresAt: number): OtaActivationSection {

@@ -44,13 +44,19 @@ export const EnrollmentSlice = z.strictObject({
   pendingTtlSeconds: env('GATEWAY_ENROLLMENT_PENDING_TTL_S', Int(60, 30 * 24 * 3600, 3600), "a pending code lives this long after the device's last check"),
   maxPending: documented(z.coerce.number().int().min(1).max(100_000).default(1000), 'devices waiting for approval'),
   maxPendingPerDevice: documented(z.coerce.number().int().min(1).max(100).default(4), '… codes per device'),
+  /** Optional (not defaulted): unset, it follows maxPending (a quarter of it). */
+  maxPendingPerAddress: documented(
+    z.coerce.number().int().min(1).max(100_000).optional(),
+    '… devices waiting from one source (an IPv4 address, an IPv6 /64): one source cannot take every place',
+    'a quarter of `maxPending`, rounded up',
+  ),
   /** OTA and activation requests per source address: a token bucket of `burst`, refilled at `perSecond`. */
   rateLimit: z
     .strictObject({
       perSecond: env(
         'GATEWAY_OTA_RATE_PER_SECOND',
         z.coerce.number().min(0.01).max(10_000).default(2),
-        'OTA + activation requests per source address per second',
+        'OTA + activation requests per source (an IPv4 address, an IPv6 /64) per second',
       ),
       burst: env('GATEWAY_OTA_RATE_BURST', z.coerce.number().int().min(1).max(100_000).default(60), '… and their burst'),
       /** Addresses tracked at once; the least recently seen is forgotten first. */

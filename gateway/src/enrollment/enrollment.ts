@@ -3,6 +3,8 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/store.js';
+import { sourceKey } from '../throttle/source-key.js';
+import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 import type { EnrollmentCredentials, OtaProof } from './credentials.js';
 import { BindingSchema, ClaimSchema, type Binding, type Claim } from './records.js';
 import { RefusedDevices } from './refused.js';
@@ -16,6 +18,8 @@ export interface EnrollmentOptions {
   pendingTtlSeconds: number;
   maxPending: number;
   maxPendingPerDevice: number;
+  /** Claims waiting from one source (throttle/source-key.ts). */
+  maxPendingPerAddress: number;
   credentials: EnrollmentCredentials;
   store: Store;
   log: Logger;
@@ -57,9 +61,11 @@ export class Enrollment {
   private queue: Promise<unknown> = Promise.resolve();
   /** Devices refused at connect, for the operator (per instance). */
   readonly refused: RefusedDevices;
+  private readonly refusals: ThrottledLog;
 
   private constructor(private readonly o: EnrollmentOptions) {
     this.refused = new RefusedDevices();
+    this.refusals = new ThrottledLog(o.log, 'warn', REFUSAL_LINES);
   }
 
   static async open(o: EnrollmentOptions): Promise<Enrollment> {
@@ -160,6 +166,17 @@ export class Enrollment {
       this.claims.set(refreshed.code, refreshed);
       this.outcome('pending', r);
       return refreshed;
+    }
+    // maxPending bounds the claims, and anyone may ask for one: without a share per source, one host filled every
+    // place with made-up ids (at the OTA rate limit, a few minutes) and each real device heard ENROLLMENT_BUSY.
+    const source = sourceKey(r.remoteAddress);
+    let fromSource = 0;
+    for (const c of this.claims.values()) if (c.status === 'pending' && sourceKey(c.remoteAddress) === source) fromSource++;
+    if (fromSource >= this.o.maxPendingPerAddress) {
+      this.outcome('busy_address', r);
+      throw new GatewayError('ENROLLMENT_BUSY', `too many devices from this address are waiting for approval (${fromSource}); try again later`, {
+        retryAfterSeconds: 60,
+      });
     }
     if (this.claims.size >= this.o.maxPending) {
       this.outcome('busy', r);
@@ -288,7 +305,9 @@ export class Enrollment {
   private outcome(outcome: string, r: OtaRequest, detail?: string): void {
     this.o.metrics.enrollments.inc({ outcome });
     const line = { deviceId: r.deviceId, clientId: r.clientId, remote: r.remoteAddress, outcome, ...(detail ? { detail } : {}) };
-    if (outcome === 'proof_refused' || outcome === 'refused' || outcome === 'busy') this.o.log.warn(line, 'OTA: no credentials for this request');
+    // Refusals are what a flood of made-up checks causes (from any address): a bounded number of lines per kind.
+    if (outcome === 'proof_refused' || outcome === 'refused' || outcome === 'busy' || outcome === 'busy_address')
+      this.refusals.write(line, 'OTA: no credentials for this request', outcome);
     else this.o.log.info(line, 'OTA enrollment decision');
   }
 

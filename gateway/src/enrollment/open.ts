@@ -25,6 +25,7 @@ export async function openEnrollment(d: EnrollmentDeps, e: EnrollmentConfig): Pr
     pendingTtlSeconds: e.pendingTtlSeconds,
     maxPending: e.maxPending,
     maxPendingPerDevice: e.maxPendingPerDevice,
+    maxPendingPerAddress: e.maxPendingPerAddress ?? Math.ceil(e.maxPending / 4),
     credentials: new EnrollmentCredentials(d.deviceSecret, d.mqttGroup),
     store: d.store,
     log: d.log.child({ component: 'enrollment' }),

@@ -42,7 +42,7 @@ export const OtaSlice = z.strictObject({
   firmwareUrl: env('GATEWAY_FIRMWARE_URL', z.string().default(''), 'firmware image offered to every device', 'empty'),
   timezoneOffsetMinutes: documented(z.coerce.number().int().min(-720).max(840).default(0), '`server_time.timezone_offset`'),
   /** Image downloads (GET /firmware/{file}) in flight per client address, and in all; more is 429 (an image is megabytes). */
-  downloadsPerAddress: documented(z.coerce.number().int().min(1).max(1000).default(4), 'firmware downloads in flight per address; more is 429'),
+  downloadsPerAddress: documented(z.coerce.number().int().min(1).max(1000).default(4), 'firmware downloads in flight per source (an IPv4 address, an IPv6 /64); more is 429'),
   maxDownloads: documented(z.coerce.number().int().min(1).max(100_000).default(64), '… and in all'),
   /** Staged firmware rollouts: one object, or a list (the first that matches a device wins); read as a list. */
   rollout: z.preprocess((v) => (isPlain(v) ? [v] : v), z.array(FirmwareRollout).max(64)).optional(),

@@ -1,6 +1,7 @@
 import { createReadStream } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { GatewayError } from '../errors.js';
+import { sourceKey } from '../throttle/source-key.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 import { isSafeImageName } from './images.js';
 import type { FirmwareService } from './service.js';
@@ -41,33 +42,37 @@ export async function firmwareRoutes(app: FastifyInstance, o: FirmwareRoutesOpti
         o.firmware.downloads.inc({ outcome: 'not_found' });
         throw new GatewayError('NOT_FOUND', `no firmware image "${name}"`);
       }
-      const mine = active.get(req.ip) ?? 0;
+      // Per source as the connection limits count (an IPv6 /64 is one): per address, one host took every slot.
+      const source = sourceKey(req.ip);
+      const mine = active.get(source) ?? 0;
       if (mine >= maxPerAddress || total >= maxTotal) {
         o.firmware.downloads.inc({ outcome: 'busy' });
         refusals.write({ file: name, perAddress: mine, total, remote: req.ip }, 'firmware download refused: too many at once', 'busy');
         throw new GatewayError('RATE_LIMITED', 'too many firmware downloads in progress; retry later');
       }
-      active.set(req.ip, mine + 1);
+      active.set(source, mine + 1);
       total++;
       let released = false;
       const release = () => {
         if (released) return;
         released = true;
         total--;
-        const n = (active.get(req.ip) ?? 1) - 1;
-        if (n <= 0) active.delete(req.ip);
-        else active.set(req.ip, n);
+        const n = (active.get(source) ?? 1) - 1;
+        if (n <= 0) active.delete(source);
+        else active.set(source, n);
       };
       reply.raw.once('close', release);
       o.firmware.downloads.inc({ outcome: req.method === 'HEAD' ? 'head' : 'served' });
       req.log.info({ file: name, size: info.size }, 'firmware download');
-      return reply
-        .header('content-type', 'application/octet-stream')
-        .header('content-length', info.size)
-        .header('repr-digest', `sha-256=:${Buffer.from(info.sha256, 'hex').toString('base64')}:`)
-        .header('cache-control', 'no-cache')
-        // For HEAD, fastify destroys the stream unread and keeps the headers.
-        .send(createReadStream(info.path).on('error', release));
+      return (
+        reply
+          .header('content-type', 'application/octet-stream')
+          .header('content-length', info.size)
+          .header('repr-digest', `sha-256=:${Buffer.from(info.sha256, 'hex').toString('base64')}:`)
+          .header('cache-control', 'no-cache')
+          // For HEAD, fastify destroys the stream unread and keeps the headers.
+          .send(createReadStream(info.path).on('error', release))
+      );
     },
   });
 }

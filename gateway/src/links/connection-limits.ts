@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import type { Server as HttpServer } from 'node:http';
 import type { Server, Socket } from 'node:net';
-import ipaddr from 'ipaddr.js';
 import type { Logger } from 'pino';
 import type { Listener, Metrics } from '../metrics.js';
 import { bindGauge } from '../metrics-bound.js';
+import { sourceKey } from '../throttle/source-key.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 
 export interface ListenerLimits {
@@ -12,34 +12,6 @@ export interface ListenerLimits {
   maxConnections: number;
   /** Open sockets from one source (an IPv4 address, or an IPv6 /64). */
   maxConnectionsPerAddress: number;
-}
-
-/**
- * Who a connection counts against. One IPv6 subscriber usually holds a whole /64, so an address
- * inside it is no new party; an IPv4-mapped IPv6 address is the IPv4 address it maps.
- */
-export function sourceKey(remoteAddress: string | undefined): string {
-  if (!remoteAddress) return 'unknown';
-  // A fleet dials in from few addresses (NATs, one LAN): the last answer is kept, as parsing the address twice per
-  // connection (open and close) was most of this file's cost in the ready path's profile.
-  if (remoteAddress === lastSource.address) return lastSource.key;
-  const key = parseSourceKey(remoteAddress);
-  lastSource = { address: remoteAddress, key };
-  return key;
-}
-let lastSource = { address: '', key: '' };
-
-function parseSourceKey(remoteAddress: string): string {
-  try {
-    const a = ipaddr.process(remoteAddress);
-    if (a.kind() === 'ipv4') return a.toString();
-    return `${(a as ipaddr.IPv6).parts
-      .slice(0, 4)
-      .map((p) => p.toString(16))
-      .join(':')}::/64`;
-  } catch {
-    return remoteAddress;
-  }
 }
 
 /** Refusals come in floods, and a flood must not become a log flood: the counters carry the numbers. */

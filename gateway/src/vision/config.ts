@@ -26,6 +26,11 @@ export const VisionSlice = z
     maxStoredPhotos: documented(z.coerce.number().int().min(1).max(1_000_000).default(1000), '… and in all (oldest go first)'),
     /** Uploads per device per minute (bursts of up to 5); beyond, 429. */
     uploadsPerMinute: documented(z.coerce.number().int().min(1).max(10_000).default(6), 'uploads per device per minute; beyond, 429'),
+    /** Uploads open at once, each holding its photo in memory until answered (at most this × maxPhotoBytes); beyond, 503. */
+    maxConcurrentUploads: documented(
+      z.coerce.number().int().min(1).max(10_000).default(32),
+      'uploads open at once in all (each holds its photo in memory until answered); beyond, 503. One device holds at most 2',
+    ),
     /** An external xiaozhi-compatible explainer (POST multipart question + file); unset: none yet. */
     explainerUrl: env(
       'GATEWAY_VISION_EXPLAINER_URL',

@@ -39,6 +39,8 @@ export class PhotoStore {
   constructor(
     private readonly dir: string,
     private readonly limits: PhotoStoreLimits,
+    /** A device's tenant: past `total`, the tenant holding the most photos gives one up (devices without one are one share). */
+    private readonly tenantOf: (deviceId: string) => string | undefined = () => undefined,
   ) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.load();
@@ -57,7 +59,7 @@ export class PhotoStore {
     this.byDevice.set(deviceId, list);
     this.count++;
     while (list.length > this.limits.perDevice) this.remove(list[0]!);
-    while (this.count > this.limits.total) this.remove(this.oldest()!);
+    while (this.count > this.limits.total) this.remove(this.evictable()!);
     return record;
   }
 
@@ -76,10 +78,27 @@ export class PhotoStore {
     return join(this.dir, deviceId.replace(/[^0-9a-f]/g, ''));
   }
 
-  private oldest(): PhotoRecord | undefined {
-    let best: PhotoRecord | undefined;
-    for (const list of this.byDevice.values()) if (list[0] && (!best || list[0].id < best.id)) best = list[0];
-    return best;
+  /**
+   * The photo that goes past `total`: the oldest of the device holding the most, within the tenant holding the most
+   * (ties: the older photo). It was the oldest of all: one party's devices (any device, where enrollment is open)
+   * uploading as fast as their rate limits let them pushed every other tenant's photos out.
+   */
+  private evictable(): PhotoRecord | undefined {
+    const shares = new Map<string, number>();
+    for (const [deviceId, list] of this.byDevice) {
+      const share = this.tenantOf(deviceId) ?? '';
+      shares.set(share, (shares.get(share) ?? 0) + list.length);
+    }
+    let best: { photo: PhotoRecord; share: number; held: number } | undefined;
+    for (const [deviceId, list] of this.byDevice) {
+      const photo = list[0];
+      if (!photo) continue;
+      const share = shares.get(this.tenantOf(deviceId) ?? '')!;
+      const better =
+        !best || share > best.share || (share === best.share && (list.length > best.held || (list.length === best.held && photo.id < best.photo.id)));
+      if (better) best = { photo, share, held: list.length };
+    }
+    return best?.photo;
   }
 
   private remove(r: PhotoRecord): void {
@@ -116,6 +135,6 @@ export class PhotoStore {
       this.count++;
     }
     for (const list of [...this.byDevice.values()]) while (list.length > this.limits.perDevice) this.remove(list[0]!);
-    while (this.count > this.limits.total) this.remove(this.oldest()!);
+    while (this.count > this.limits.total) this.remove(this.evictable()!);
   }
 }

@@ -1,5 +1,6 @@
 import { OtaResponseSchema, type OtaResponse } from '@voxgate/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
+import { metricValue } from '../../../test/support/device-parts.js';
 import { closeOtaParts, otaDataDir, otaPart, type OtaPart } from '../../../test/support/ota-parts.js';
 
 let mac = 0x10;
@@ -85,12 +86,57 @@ describe('device enrollment over the OTA and enrollment routes (hmac device auth
   });
 
   it('caps pending enrollments: past maxPending a new device gets a 503 problem', async () => {
-    const t = await otaPart({ enrollment: { maxPending: 2 } });
+    const t = await otaPart({ enrollment: { maxPending: 2, maxPendingPerAddress: 2 } });
     expect((await ota(t, device())).body.activation).toBeDefined();
     expect((await ota(t, device())).body.activation).toBeDefined();
     const res = await t.post('/xiaozhi/ota/', '{}', { 'device-id': nextMac(), 'client-id': 'c-1', 'content-type': 'application/json' });
     expect([res.status, res.body['code']]).toEqual([503, 'ENROLLMENT_BUSY']);
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+  });
+
+  it('caps pending enrollments per source: one address (or IPv6 /64) holds at most a quarter of maxPending, others still get codes', async () => {
+    const t = await otaPart({ enrollment: { maxPending: 8 } });
+    const from = async (remoteAddress: string, d = device()) => {
+      const r = await t.app.inject({
+        method: 'POST',
+        url: '/xiaozhi/ota/',
+        remoteAddress,
+        headers: { host: 'gw.local:8000', 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' },
+        payload: '{}',
+      });
+      return { status: r.statusCode, body: r.json<Record<string, unknown>>() };
+    };
+    const first = device();
+    expect((await from('2001:db8:7:7::1', first)).body['activation']).toBeDefined();
+    expect((await from('2001:db8:7:7::2')).body['activation']).toBeDefined();
+    // A third made-up id from the same /64: refused, and the source's place in the queue is what it already has.
+    const third = await from('2001:db8:7:7::3');
+    expect([third.status, third.body['code']]).toEqual([503, 'ENROLLMENT_BUSY']);
+    // A device already waiting keeps polling with its code; another source still gets one.
+    expect((await from('2001:db8:7:7::1', first)).body['activation']).toBeDefined();
+    expect((await from('192.0.2.9')).body['activation']).toBeDefined();
+    expect(await metricValue(t.metrics, 'voxgate_enrollment_decisions_total', { outcome: 'busy_address' })).toBe(1);
+  });
+
+  it('logs refusals a bounded number of times: a flood of made-up ids from many addresses is counted, not a line each', async () => {
+    const t = await otaPart({ enrollment: { policy: 'allowlist', allowlist: [nextMac()] } });
+    const since = performance.now();
+    for (let i = 0; i < 30; i++) {
+      const d = device();
+      const r = await t.app.inject({
+        method: 'POST',
+        url: '/xiaozhi/ota/',
+        remoteAddress: `198.51.100.${i + 1}`,
+        headers: { host: 'gw.local:8000', 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' },
+        payload: '{}',
+      });
+      expect(r.statusCode).toBe(403);
+    }
+    expect(await metricValue(t.metrics, 'voxgate_enrollment_decisions_total', { outcome: 'refused' })).toBe(30);
+    const lines = t.logs.filter((l) => l['msg'] === 'OTA: no credentials for this request').length;
+    expect(lines).toBeGreaterThanOrEqual(1);
+    // 10 lines per kind and 10 s window (throttle/throttled-log.ts REFUSAL_LINES).
+    expect(lines).toBeLessThanOrEqual(10 * (1 + Math.floor((performance.now() - since) / 10_000)));
   });
 
   it('open: of two requests racing for a new id, exactly one is enrolled and gets credentials', async () => {

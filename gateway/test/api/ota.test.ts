@@ -50,4 +50,19 @@ describe('OTA endpoint (/xiaozhi/ota/)', () => {
     // The API is not behind this limit.
     expect((await api('GET', '/v1/devices')).status).toBe(200);
   });
+
+  it('rate-limits an IPv6 source per /64, as the connection limits count it: a fresh address in it is no fresh budget', async () => {
+    const { app, logs } = await otaPart({ enrollment: { rateLimit: { burst: 3, perSecond: 0.01 } } });
+    const from = async (remoteAddress: string) =>
+      (await app.inject({ method: 'POST', url: '/xiaozhi/ota/', remoteAddress, headers: { host: 'gw.local:8000', ...headers }, payload: systemInfo }))
+        .statusCode;
+    const statuses: number[] = [];
+    for (let i = 1; i <= 4; i++) statuses.push(await from(`2001:db8:1:2::${i}`));
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    // Its refusals are one source's too: one line, however many addresses it names.
+    for (let i = 5; i <= 8; i++) expect(await from(`2001:db8:1:2::${i}`)).toBe(429);
+    expect(logs.filter((l) => l['msg'] === 'OTA rate limit reached for this address')).toHaveLength(1);
+    // Another /64 has its own budget.
+    expect(await from('2001:db8:1:3::1')).toBe(200);
+  });
 });

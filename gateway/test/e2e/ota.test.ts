@@ -80,6 +80,37 @@ describe('OTA endpoint (/xiaozhi/ota/)', () => {
     }
   });
 
+  it("token device auth (nothing enrolled): a check under another client id changes neither a device's board nor its tenant", async () => {
+    // The WebSocket needs the token; the OTA endpoint needs nothing. A rule on what a check reports (client id, board)
+    // gave a known device without a tenant to whichever tenant the sender matched.
+    const t = await startTestGateway({
+      deviceAuth: 'token',
+      deviceTokens: ['device-token-0123456789'],
+      enrollment: { tenantRules: [{ tenant: 'globex', clientIdPrefix: 'globex-' }] },
+    });
+    const d = new ReferenceDevice({ deviceId: 'aa:bb:cc:dd:ee:01', clientId: headers['client-id'] });
+    try {
+      const ready = t.nextEvent('device.ready', d.deviceId);
+      await d.connectWebSocket(t.wsUrl, { token: 'device-token-0123456789' });
+      await ready;
+      expect((await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers, body: systemInfo })).status).toBe(200);
+      const seen = async () => (await t.api<{ board: string | null; tenant: string | null }>('GET', `/v1/devices/${d.deviceId}`)).body;
+      expect(await seen()).toMatchObject({ board: 'sim', tenant: null });
+      const forged = JSON.stringify({ application: { name: 'xiaozhi', version: '0.0.1' }, board: { type: 'forged-board' } });
+      const stranger = { ...headers, 'client-id': 'globex-1' };
+      expect((await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers: stranger, body: forged })).status).toBe(200);
+      expect(await seen()).toMatchObject({ board: 'sim', tenant: null });
+      expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'report_refused' })).toBe(1);
+      // The device's own check (its client id) still counts.
+      const newer = JSON.stringify({ application: { name: 'xiaozhi', version: '1.7.7' }, board: { type: 'sim-2' } });
+      expect((await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers, body: newer })).status).toBe(200);
+      expect(await seen()).toMatchObject({ board: 'sim-2', tenant: null });
+    } finally {
+      d.terminate();
+      await t.close();
+    }
+  });
+
   it('hands a new MQTT device (enrollment open) credentials the broker accepts (and only the mqtt section)', async () => {
     const t = await startTestGateway({
       deviceAuth: 'hmac',

@@ -26,7 +26,7 @@ async function enrollment(o: Partial<EnrollmentOptions> = {}, path?: string) {
   cleanup.push(() => store.close());
   const revoked: string[] = [];
   const e = await Enrollment.open({
-    ...{ policy: 'approve', allowlist: new Set<string>(), pendingTtlSeconds: 600, maxPending: 100, maxPendingPerDevice: 4 },
+    ...{ policy: 'approve', allowlist: new Set<string>(), pendingTtlSeconds: 600, maxPending: 100, maxPendingPerDevice: 4, maxPendingPerAddress: 100 },
     ...{ credentials: new EnrollmentCredentials('enrollment-secret-0123456789', 'voxgate'), store, log: silentLog, metrics: createMetrics() },
     onRevoked: (id) => revoked.push(id),
     ...o,

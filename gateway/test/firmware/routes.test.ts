@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { connect } from 'node:net';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +12,7 @@ import { rolloutBucket } from '../../src/firmware/rollout.js';
 import { firmwareRoutes } from '../../src/firmware/routes.js';
 import { FirmwareService } from '../../src/firmware/service.js';
 import { createMetrics } from '../../src/metrics.js';
-import { apiPart, bearer } from '../../../test/support/api-parts.js';
+import { apiPart, bearer, listenLocal } from '../../../test/support/api-parts.js';
 import { metricValue } from '../../../test/support/device-parts.js';
 
 const mac = (i: number) =>
@@ -39,7 +40,8 @@ async function firmwarePart(images: Record<string, Buffer>, settings: Partial<Ot
   const app: FastifyInstance = await apiPart((scope) => scope.register(firmwareOfferRoute, { firmware, http: { port: 8000 } }), {
     // Devices download without a key (as buildApi mounts it); device ids and file names up to 256 characters.
     open: (a) => a.register(firmwareRoutes, { firmware, ...limits }),
-    fastify: { routerOptions: { maxParamLength: 256 }, loggerInstance: log },
+    // X-Forwarded-For believed from anyone: the tests name IPv6 sources from 127.0.0.1.
+    fastify: { routerOptions: { maxParamLength: 256 }, loggerInstance: log, trustProxy: true },
   });
   cleanup.push(() => app.close());
   return { app, dir, firmware, metrics, logged };
@@ -88,6 +90,24 @@ describe('GET /firmware/{file}', () => {
     const roomy = await firmwarePart({ 'a.bin': IMAGE }, {}, { maxPerAddress: 1, maxTotal: 1 });
     // One at a time, each released when it is done: many in a row all pass.
     for (let i = 0; i < 3; i++) expect((await roomy.app.inject('/firmware/a.bin')).statusCode).toBe(200);
+  });
+});
+
+describe('GET /firmware/{file} from IPv6', () => {
+  it('counts the downloads of an IPv6 /64 together: another address in it is no fresh share of the slots', async () => {
+    const big = Buffer.alloc(32 * 1024 * 1024, 1);
+    const { app } = await firmwarePart({ 'big.bin': big }, {}, { maxPerAddress: 1, maxTotal: 10 });
+    const base = await listenLocal(app);
+    // A download held open: the client reads its head and then nothing (32 MiB do not fit the socket buffers).
+    const held = connect(Number(new URL(base).port), '127.0.0.1');
+    cleanup.push(() => held.destroy());
+    held.write('GET /firmware/big.bin HTTP/1.1\r\nhost: gw\r\nx-forwarded-for: 2001:db8:1:2::1\r\n\r\n');
+    const head = await new Promise<string>((resolve) => held.once('data', (c: Buffer) => resolve(c.toString('latin1'))));
+    held.pause();
+    expect(head).toMatch(/^HTTP\/1.1 200/);
+    const from = async (ip: string) => (await app.inject({ url: '/firmware/big.bin', headers: { 'x-forwarded-for': ip } })).statusCode;
+    expect(await from('2001:db8:1:2::2')).toBe(429);
+    expect(await from('2001:db8:1:3::1')).toBe(200);
   });
 });
 

@@ -2,7 +2,8 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { metricValue } from '../../../test/support/device-parts.js';
-import { limitConnections, sourceKey } from '../../src/links/connection-limits.js';
+import { limitConnections } from '../../src/links/connection-limits.js';
+import { sourceKey } from '../../src/throttle/source-key.js';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
 
 describe('sourceKey', () => {

@@ -67,6 +67,27 @@ describe('bmpToPng', () => {
     expect(() => bmpToPng(short)).toThrow(/truncated/);
   });
 
+  it('refuses a BMP of fewer than 16 bits a pixel before decoding: 2 MB at 1 bit is 16 M pixels, seconds of event loop', () => {
+    const [w, h] = [4096, 4096];
+    const rowBytes = Math.ceil(w / 32) * 4;
+    const header = Buffer.alloc(54 + 8);
+    header.write('BM', 0);
+    header.writeUInt32LE(header.length + rowBytes * h, 2);
+    header.writeUInt32LE(header.length, 10);
+    header.writeUInt32LE(40, 14);
+    header.writeInt32LE(w, 18);
+    header.writeInt32LE(h, 22);
+    header.writeUInt16LE(1, 26);
+    header.writeUInt16LE(1, 28); // 1 bit a pixel, two palette entries
+    header.writeUInt32LE(0, 30); // BI_RGB: uncompressed, every row in the file
+    header.writeUInt32LE(rowBytes * h, 34);
+    header.writeUInt32LE(2, 46);
+    const mono = Buffer.concat([header, Buffer.alloc(rowBytes * h, 0x5a)]);
+    expect(mono.length).toBeLessThan(2.2 * 1024 * 1024);
+    expect(w * h).toBeLessThanOrEqual(MAX_BMP_PIXELS);
+    expect(() => bmpToPng(mono)).toThrow(/bits a pixel/);
+  });
+
   it('throws an Error (not a crash) on a truncated file', () => {
     const whole = bmp24(64, 64, () => [1, 2, 3]);
     expect(() => bmpToPng(whole.subarray(0, 100))).toThrow(Error);

@@ -23,4 +23,23 @@ describe('PhotoStore', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("past the total, the tenant holding the most gives up a photo: a flood from other devices does not push a tenant's photos out", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'voxgate-photos-'));
+    try {
+      const acme = '02:00:00:00:00:a1';
+      const store = new PhotoStore(dir, { perDevice: 5, total: 6 }, (id) => (id === acme ? 'acme' : undefined));
+      for (const q of ['acme-1', 'acme-2']) store.save(acme, JPEG, { mimeType: 'image/jpeg', question: q });
+      // Devices without a tenant (anyone's, where enrollment is open) upload twenty photos.
+      for (let i = 0; i < 20; i++)
+        store.save(`02:00:00:00:01:${(i % 4).toString(16).padStart(2, '0')}`, JPEG, { mimeType: 'image/jpeg', question: `flood-${i}` });
+      expect(store.list(acme).map((p) => p.question)).toEqual(['acme-2', 'acme-1']);
+      const flood = [0, 1, 2, 3].flatMap((i) => store.list(`02:00:00:00:01:0${i}`));
+      expect(flood).toHaveLength(4);
+      // The flooding share kept its newest, one per device (the device holding the most gave one up each time).
+      expect(flood.map((p) => p.question).sort()).toEqual(['flood-16', 'flood-17', 'flood-18', 'flood-19']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

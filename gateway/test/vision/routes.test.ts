@@ -1,5 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mintVisionToken } from '@voxgate/protocol';
@@ -127,5 +128,92 @@ describe('an external explainer (vision.explainerUrl)', () => {
     expect(r.body).toMatchObject({ success: false, action: 'RESPONSE' });
     expect((await photos(id)).photos).toHaveLength(1);
     expect(await metricValue(metrics, 'voxgate_vision_uploads_total', { outcome: 'explainer_failed' })).toBe(1);
+  });
+});
+
+describe('uploads open at once (vision.maxConcurrentUploads, two per device)', () => {
+  // An explainer that holds every request until released: each held request is an upload whose photo sits in memory.
+  let explainer: Server;
+  const held: Array<() => void> = [];
+  let arrived: (() => void) | undefined;
+  beforeAll(async () => {
+    explainer = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        held.push(() => res.setHeader('content-type', 'application/json').end(JSON.stringify({ success: true, action: 'RESPONSE', response: 'held' })));
+        arrived?.();
+      });
+    });
+    await new Promise<void>((resolve) => explainer.listen(0, '127.0.0.1', resolve));
+  });
+  afterAll(() => new Promise<void>((resolve) => explainer.close(() => resolve())));
+  const heldCount = (n: number) =>
+    new Promise<void>((resolve) => {
+      arrived = () => held.length >= n && resolve();
+      arrived();
+    });
+
+  it('refuses a device past two open uploads (429) and anyone past the bound (503), and takes uploads again once answered; a cut-off or refused upload gives its slot back', async () => {
+    const port = (explainer.address() as { port: number }).port;
+    const { url, metrics } = await visionPart({ explainerUrl: `http://127.0.0.1:${port}/explain`, maxConcurrentUploads: 3 });
+    // Uploads cut off mid-body and odd bodies first: each must give its slot back (three held below prove it).
+    let n = 0xa0;
+    const next = () => `02:00:00:00:09:${(n++).toString(16)}`;
+    const visionPort = Number(new URL(url).port);
+    for (let i = 0; i < 3; i++) {
+      const id = next();
+      // Headers and the first part, then the sender goes away.
+      const s = connect(visionPort, '127.0.0.1');
+      const body =
+        '--b\r\ncontent-disposition: form-data; name="question"\r\n\r\nq\r\n--b\r\ncontent-disposition: form-data; name="file"; filename="a.jpg"\r\n\r\n\xff\xd8\xff';
+      s.write(
+        `POST /mcp/vision/explain HTTP/1.1\r\nhost: gw\r\ndevice-id: ${id}\r\nauthorization: Bearer ${token(id)}\r\n` +
+          `content-type: multipart/form-data; boundary=b\r\ncontent-length: 100000\r\n\r\n${body}`,
+        'latin1',
+      );
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      s.destroy();
+      await new Promise<void>((resolve) => s.once('close', () => resolve()));
+    }
+    const post = async (body: string, id = next()) =>
+      (
+        await fetch(url, {
+          method: 'POST',
+          headers: { 'device-id': id, authorization: `Bearer ${token(id)}`, 'content-type': 'multipart/form-data; boundary=b' },
+          body: Buffer.from(body, 'latin1'),
+        })
+      ).status;
+    const field = (name: string, value: string) => `--b\r\ncontent-disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
+    const file = (name: string) => `--b\r\ncontent-disposition: form-data; name="${name}"; filename="a.jpg"\r\n\r\n${JPEG.toString('latin1')}\r\n`;
+    // Two files, seven parts, no closing boundary, no parts at all: refused as bodies, not as crashes.
+    for (const body of [
+      field('question', 'q') + file('file') + file('file2') + '--b--\r\n',
+      field('a', '1').repeat(7) + file('file') + '--b--\r\n',
+      field('question', 'q') + file('file'),
+      '--b--\r\n',
+    ])
+      expect(await post(body)).toBe(400);
+    expect(await metricValue(metrics, 'voxgate_vision_uploads_total', { outcome: 'bad_request' })).toBeGreaterThanOrEqual(4);
+    const [a, b, c] = ['02:00:00:00:09:90', '02:00:00:00:09:91', '02:00:00:00:09:92'];
+    const pending = [upload(url, { deviceId: a, token: token(a) }), upload(url, { deviceId: a, token: token(a) })];
+    await heldCount(2);
+    // Device a holds two uploads: its third is refused before its body is read; another device's goes through.
+    const third = await upload(url, { deviceId: a, token: token(a) });
+    expect(third.status).toBe(429);
+    expect(third.body).toMatchObject({ success: false });
+    pending.push(upload(url, { deviceId: b, token: token(b) }));
+    await heldCount(3);
+    // Three open in all: the gateway's bound.
+    const full = await upload(url, { deviceId: c, token: token(c) });
+    expect(full.status).toBe(503);
+    expect(full.body).toMatchObject({ success: false });
+    for (const release of held.splice(0)) release();
+    for (const r of await Promise.all(pending)) expect(r.status).toBe(200);
+    const again = upload(url, { deviceId: c, token: token(c) });
+    await heldCount(1);
+    held.splice(0)[0]!();
+    expect((await again).status).toBe(200);
+    expect(await metricValue(metrics, 'voxgate_vision_uploads_total', { outcome: 'device_busy' })).toBe(1);
+    expect(await metricValue(metrics, 'voxgate_vision_uploads_total', { outcome: 'full' })).toBeGreaterThanOrEqual(1);
   });
 });
