@@ -1,3 +1,4 @@
+import { hasDotSegment } from './api-path.js';
 import type { Problem } from './types.js';
 
 const KEY = 'voxgate.apiKey';
@@ -32,16 +33,9 @@ export function authHeaders(key = session.key()): Record<string, string> {
   return key ? { authorization: `Bearer ${key}` } : {};
 }
 
-/**
- * A "." or ".." path segment, also percent-encoded: fetch resolves it, so an id of ".." from a crafted link
- * (`#/devices/..`, which encodeURIComponent leaves as is) would send the request, and a tool form's call, to another route.
- */
-const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:[/?#]|$)/i;
-
 /** Call the public API with the session's key. A 401 signs the page out. */
 export async function api<T>(method: string, path: string, body?: unknown, opts: { key?: string; signal?: AbortSignal } = {}): Promise<T> {
-  if (DOT_SEGMENT.test(path.split(/[?#]/, 1)[0]!))
-    throw new ApiError({ type: 'about:blank', title: 'Bad path', status: 0, detail: 'a "." or ".." is not an id', code: 'BAD_PATH' });
+  if (hasDotSegment(path)) throw new ApiError({ type: 'about:blank', title: 'Bad path', status: 0, detail: 'a "." or ".." is not an id', code: 'BAD_PATH' });
   let res: Response;
   try {
     res = await fetch(path, {
