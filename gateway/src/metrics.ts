@@ -107,6 +107,12 @@ export function createMetrics() {
       help: 'Messages from stdio MCP servers over mcp.maxResultBytes, skipped',
       registers: [registry],
     }),
+    hubToolListsCut: new Counter({
+      name: 'voxgate_mcp_server_tool_lists_cut_total',
+      help: "Hosted MCP servers' tool lists cut by a bound: tools (mcp.maxToolsPerServer), bytes (mcp.maxToolBytesPerServer), pages (64)",
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     hubLogsDropped: new Counter({
       name: 'voxgate_mcp_server_logs_dropped_total',
       help: 'Log messages from hosted MCP servers over mcp.upstreamLogRatePerSecond, dropped',

@@ -327,6 +327,11 @@ export const McpSlice = z.strictObject({
   restartResetMs: Ms(60_000),
   maxResultBytes: Int(1024, 64 * 1024 * 1024, 1024 * 1024),
   maxToolsPerServer: z.coerce.number().int().min(1).max(10_000).default(512),
+  /**
+   * Bytes of one server's tools as kept (their JSON): a tool process dialed in with an endpoint token lists whatever
+   * it likes. Real servers list tens to hundreds of KB; past it the list is cut (counted, logged).
+   */
+  maxToolBytesPerServer: Int(1024, 256 * 1024 * 1024, 4 * 1024 * 1024),
   /** Devices one `devices_list` result names at most (a fleet must not become one tool result); past it: `truncated`. */
   devicesListMax: z.coerce.number().int().min(1).max(10_000).default(200),
   /** Default for servers without `allow_private_network`: outbound HTTP may reach private addresses. */

@@ -150,6 +150,7 @@ export class McpHub {
       onResourceUpdated: (uri) => this.emit(this.updateListeners, (l) => l(cfg.name, uri)),
       onPeerRequest: (method, params, signal) => routePeerRequest({ calls: this.calls, metrics: d.metrics, log: d.log }, cfg.name, method, params, signal),
       onSchemaRefused: (reason) => d.metrics.schemasRefused.inc({ source: 'server', reason }),
+      onToolsCut: (reason) => d.metrics.hubToolListsCut.inc({ reason }),
     });
   }
 

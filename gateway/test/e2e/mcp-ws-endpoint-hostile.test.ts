@@ -1,0 +1,105 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { untilHub } from '../../../test/support/hub.js';
+
+/**
+ * Hostile tool processes dialed in on the MCP endpoint (red team 6): a raw WebSocket that answers as it likes.
+ */
+type Rpc = { jsonrpc: '2.0'; id?: number | string; method?: string; params?: Record<string, unknown> };
+type Answer = (m: Rpc) => Record<string, unknown> | undefined;
+
+interface Hostile {
+  ws: WebSocket;
+  /** Requests the gateway sent, by method. */
+  asked: Map<string, number>;
+  send(msg: Record<string, unknown>): void;
+}
+
+/** A tool process that answers initialize (tools with listChanged) and ping, and everything else through `answer`. */
+function hostile(url: string, answer: Answer): Promise<Hostile> {
+  const ws = new WebSocket(url);
+  const h: Hostile = { ws, asked: new Map(), send: (msg) => ws.send(JSON.stringify(msg) + '\n') };
+  ws.on('message', (data) => {
+    const m = JSON.parse(data.toString()) as Rpc;
+    if (m.method) h.asked.set(m.method, (h.asked.get(m.method) ?? 0) + 1);
+    if (m.id === undefined) return;
+    if (m.method === 'initialize')
+      return h.send({
+        jsonrpc: '2.0',
+        id: m.id,
+        result: {
+          protocolVersion: (m.params as { protocolVersion: string }).protocolVersion,
+          capabilities: { tools: { listChanged: true } },
+          serverInfo: { name: 'hostile', version: '1' },
+        },
+      });
+    if (m.method === 'ping') return h.send({ jsonrpc: '2.0', id: m.id, result: {} });
+    const result = answer(m);
+    if (result) h.send({ jsonrpc: '2.0', id: m.id, result });
+  });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(h));
+    ws.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
+    ws.once('error', reject);
+  });
+}
+
+/** tools/list pages without end: `perPage` new tools each, every description `descBytes` long. */
+const endlessPages =
+  (perPage: number, descBytes: number): Answer =>
+  (m) => {
+    if (m.method !== 'tools/list') return undefined;
+    const page = Number((m.params?.['cursor'] as string | undefined) ?? '0');
+    const tools = Array.from({ length: perPage }, (_, i) => ({
+      name: `t${page * perPage + i}`,
+      description: 'x'.repeat(descBytes),
+      inputSchema: { type: 'object' },
+    }));
+    return { tools, nextCursor: String(page + 1) };
+  };
+
+describe('MCP endpoint: a hostile tool list', { timeout: 60_000 }, () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ mcp: { connectTimeoutMs: 10_000, maxToolsPerServer: 12, maxToolBytesPerServer: 64 * 1024 } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+  const hub = () => t.gw.hub;
+  const create = async (name: string) => (await t.api<{ id: string; url: string; token: string }>('POST', '/v1/mcp/endpoints', { name })).body;
+  const cut = async (reason: string) => (await t.gw.metrics.hubToolListsCut.get()).values.find((v) => v.labels['reason'] === reason)?.value ?? 0;
+  const listed = async (server: string) =>
+    (await t.api<{ tools: Array<{ name: string; description: string }> }>('GET', '/v1/tools')).body.tools.filter((x) => x.name.startsWith(`mcp__${server}__`));
+
+  it('pages without end: the walk stops at maxToolsPerServer and the endpoint serves what it kept', async () => {
+    const ep = await create('endless');
+    const h = await hostile(ep.url, endlessPages(5, 10));
+    // Before: the SDK's walk asked 64 pages, then failed the connect (pagination did not terminate).
+    await untilHub(hub(), () => hub().upstreams.get('endless')?.state === 'ready', 'the endpoint to be ready');
+    expect(h.asked.get('tools/list')).toBeLessThanOrEqual(3);
+    expect((await listed('endless')).length).toBe(12);
+    expect(await cut('tools')).toBe(1);
+    expect(t.logs.some((l) => l['msg'] === 'upstream tool list over a bound; the rest left out' && l['cut'] === 'tools')).toBe(true);
+    h.ws.close();
+  });
+
+  it('big descriptions: the tools kept stay within maxToolBytesPerServer, on connect and on every list_changed', async () => {
+    const ep = await create('fat');
+    const h = await hostile(ep.url, endlessPages(2, 20_000));
+    await untilHub(hub(), () => hub().upstreams.get('fat')?.state === 'ready', 'the endpoint to be ready');
+    const kept = await listed('fat');
+    // 64 KiB holds three tools of ~20 KB; before, the first 12 of 64 pages' tools (~240 KB) were served and all 128 held.
+    expect(kept.length).toBe(3);
+    expect(h.asked.get('tools/list')).toBe(2);
+    expect(await cut('bytes')).toBe(1);
+
+    for (let i = 0; i < 20; i++) h.send({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+    const cutLines = () => t.logs.filter((l) => l['msg'] === 'upstream tool list over a bound; the rest left out' && l['cut'] === 'bytes').length;
+    await untilHub(hub(), () => cutLines() >= 2, 'a relisting');
+    expect(await cut('bytes')).toBeGreaterThanOrEqual(2);
+    expect((await listed('fat')).length).toBe(3);
+    h.ws.close();
+  });
+});
