@@ -113,6 +113,11 @@ export function createMetrics() {
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
+    hubChangesHeld: new Counter({
+      name: 'voxgate_mcp_server_changes_held_total',
+      help: "Hosted MCP servers' announcements of change (tools, prompts, resources, state) merged into a later one: each server's are passed on to /mcp sessions at most once a second",
+      registers: [registry],
+    }),
     hubLogsDropped: new Counter({
       name: 'voxgate_mcp_server_logs_dropped_total',
       help: 'Log messages from hosted MCP servers over mcp.upstreamLogRatePerSecond, dropped',

@@ -1,6 +1,7 @@
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { untilHub } from '../../../test/support/hub.js';
 
 /**
@@ -100,6 +101,60 @@ describe('MCP endpoint: a hostile tool list', { timeout: 60_000 }, () => {
     await untilHub(hub(), () => cutLines() >= 2, 'a relisting');
     expect(await cut('bytes')).toBeGreaterThanOrEqual(2);
     expect((await listed('fat')).length).toBe(3);
+    h.ws.close();
+  });
+});
+
+describe("MCP endpoint: one tenant's tool process announcing changes without end", { timeout: 60_000 }, () => {
+  const ACME_KEY = 'acme-key-0123456789abcdef';
+  const GLOBEX_KEY = 'globex-key-0123456789abcdef';
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ apiKeys: [TEST_API_KEY, ACME_KEY, GLOBEX_KEY], apiKeyTenants: { [ACME_KEY]: 'acme', [GLOBEX_KEY]: 'globex' } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it("reaches another tenant's /mcp session at most once per second, however often it says its prompts changed", async () => {
+    const ep = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'noisy' }, { apiKey: ACME_KEY })).body;
+    const h = await hostile(ep.url, (m) => (m.method === 'tools/list' ? { tools: [] } : undefined));
+    await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('acme/noisy')?.state === 'ready', 'the endpoint to be ready');
+
+    const watcher = new Client({ name: 'globex-watcher', version: '1' });
+    const heard = { prompts: 0, resources: 0, tools: 0 };
+    watcher.setNotificationHandler('notifications/prompts/list_changed', () => void heard.prompts++);
+    watcher.setNotificationHandler('notifications/resources/list_changed', () => void heard.resources++);
+    watcher.setNotificationHandler('notifications/tools/list_changed', () => void heard.tools++);
+    await watcher.connect(
+      new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${GLOBEX_KEY}` } } }),
+    );
+    await watcher.listPrompts(); // opens the session's notification stream
+
+    // Each announcement in its own turn of the gateway's event loop: the ping answer comes after it was handled.
+    const pinged = new Map<string, () => void>();
+    h.ws.on('message', (data) => {
+      const m = JSON.parse(data.toString()) as { id?: string };
+      if (typeof m.id === 'string') pinged.get(m.id)?.();
+    });
+    for (let i = 0; i < 40; i++) {
+      h.send({ jsonrpc: '2.0', method: 'notifications/prompts/list_changed' });
+      await new Promise<void>((resolve) => {
+        pinged.set(`p${i}`, resolve);
+        h.send({ jsonrpc: '2.0', id: `p${i}`, method: 'ping' });
+      });
+    }
+    // A change of the operator's (a new endpoint) is told after everything the flood caused: the stream keeps order.
+    await expect.poll(() => heard.prompts, { timeout: 10_000 }).toBeGreaterThan(0);
+    const tools = heard.tools;
+    await t.api('POST', '/v1/mcp/endpoints', { name: 'marker' });
+    await expect.poll(() => heard.tools, { timeout: 10_000 }).toBeGreaterThan(tools);
+    // Before: one prompts/list_changed and one resources/list_changed per announcement (40 each).
+    expect(heard.prompts).toBeLessThanOrEqual(4);
+    expect(heard.resources).toBeLessThanOrEqual(4);
+    expect(await t.metric('voxgate_mcp_server_changes_held_total')).toBeGreaterThanOrEqual(30);
+    expect(t.logs.filter((l) => l['msg'] === 'MCP server announces changes more than once a second; passed on once a second')).toHaveLength(1);
+    await watcher.close();
     h.ws.close();
   });
 });
