@@ -314,7 +314,7 @@ function inboundEndpointMetrics(registry: Registry) {
     }),
     inboundEndpointRefused: new Counter({
       name: 'voxgate_mcp_inbound_endpoint_refused_total',
-      help: 'Connections to the inbound MCP endpoint refused at the upgrade, by reason (unknown_token, rate_limited, total_full, token_full)',
+      help: 'Connections to the inbound MCP endpoint refused at the upgrade, by reason (unknown_token, rate_limited, token_rate, total_full, token_full)',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),

@@ -158,3 +158,31 @@ describe("MCP endpoint: one tenant's tool process announcing changes without end
     h.ws.close();
   });
 });
+
+describe('MCP endpoint: a tool process reconnecting in a loop', { timeout: 60_000 }, () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ mcp: { endpoints: { connectBurst: 3, connectsPerSecond: 0.01 } } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('is refused with 429 past connectBurst connections with one token; another token is not held back', async () => {
+    const ep = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'looper' })).body;
+    const other = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'calm' })).body;
+    const tools: Answer = (m) => (m.method === 'tools/list' ? { tools: [] } : undefined);
+    for (let i = 0; i < 3; i++) {
+      const h = await hostile(ep.url, tools);
+      await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('looper')?.state === 'ready', 'the endpoint to be ready');
+      h.ws.close();
+    }
+    // Before: every reconnect was a new MCP session, with its log lines and a namespace rebuild.
+    await expect(hostile(ep.url, tools)).rejects.toThrow('HTTP 429');
+    expect(await t.metric('voxgate_mcp_inbound_endpoint_refused_total', { reason: 'token_rate' })).toBe(1);
+    expect(t.logs.some((l) => l['msg'] === 'MCP endpoint refused: one token reconnecting too often' && l['endpoint'] === 'looper')).toBe(true);
+    const calm = await hostile(other.url, tools);
+    await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('calm')?.state === 'ready', 'the other endpoint to be ready');
+    calm.ws.close();
+  });
+});
