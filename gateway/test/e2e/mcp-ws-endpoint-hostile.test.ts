@@ -18,7 +18,7 @@ interface Hostile {
 }
 
 /** A tool process that answers initialize (tools with listChanged) and ping, and everything else through `answer`. */
-function hostile(url: string, answer: Answer): Promise<Hostile> {
+function hostile(url: string, answer: Answer, serverInfo = { name: 'hostile', version: '1' }): Promise<Hostile> {
   const ws = new WebSocket(url);
   const h: Hostile = { ws, asked: new Map(), send: (msg) => ws.send(JSON.stringify(msg) + '\n') };
   ws.on('message', (data) => {
@@ -32,7 +32,7 @@ function hostile(url: string, answer: Answer): Promise<Hostile> {
         result: {
           protocolVersion: (m.params as { protocolVersion: string }).protocolVersion,
           capabilities: { tools: { listChanged: true } },
-          serverInfo: { name: 'hostile', version: '1' },
+          serverInfo,
         },
       });
     if (m.method === 'ping') return h.send({ jsonrpc: '2.0', id: m.id, result: {} });
@@ -101,6 +101,36 @@ describe('MCP endpoint: a hostile tool list', { timeout: 60_000 }, () => {
     await untilHub(hub(), () => cutLines() >= 2, 'a relisting');
     expect(await cut('bytes')).toBeGreaterThanOrEqual(2);
     expect((await listed('fat')).length).toBe(3);
+    h.ws.close();
+  });
+});
+
+describe('MCP endpoint: what a tool process says reaches our log bounded', { timeout: 60_000 }, () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({});
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('a huge serverInfo and a page of refused tools with huge names: a few short lines, a cut serverInfo', async () => {
+    const ep = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'loud' })).body;
+    let deep: Record<string, unknown> = { type: 'object' };
+    for (let i = 0; i < 20; i++) deep = { type: 'object', properties: { a: deep } };
+    const tools = Array.from({ length: 40 }, (_, i) => ({ name: `${'n'.repeat(10_000)}${i}`, inputSchema: deep }));
+    const h = await hostile(ep.url, (m) => (m.method === 'tools/list' ? { tools: [...tools, { name: 'ok', inputSchema: { type: 'object' } }] } : undefined), {
+      name: 'big'.repeat(100_000),
+      version: '1',
+    });
+    await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('loud')?.state === 'ready', 'the endpoint to be ready');
+    const servers = (await t.api<{ servers: Array<{ name: string; serverInfo: { name: string } | null }> }>('GET', '/v1/mcp/servers')).body.servers;
+    expect(servers.find((x) => x.name === 'loud')?.serverInfo?.name).toHaveLength(256);
+    // Before: 40 lines with a 10 KB name each, and the ready line with the 300 KB server name.
+    expect(t.logs.filter((l) => l['msg'] === 'upstream tool schema over the bounds; tool left out')).toHaveLength(5);
+    expect(t.logs.find((l) => l['msg'] === 'more upstream tool schemas over the bounds; those tools left out')?.['more']).toBe(35);
+    expect(Math.max(...t.logs.map((l) => JSON.stringify(l).length))).toBeLessThan(4096);
+    expect(await t.metric('voxgate_schemas_refused_total', { source: 'server' })).toBe(40);
     h.ws.close();
   });
 });

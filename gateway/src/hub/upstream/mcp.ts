@@ -103,7 +103,9 @@ export class McpUpstream extends Upstream {
   private async listTools(client: Client): Promise<Tool[]> {
     const s = this.d.settings;
     const bounds = { maxTools: s.maxTools, maxBytes: s.maxToolBytes, allowed: this.config.allowedTools, timeoutMs: s.connectTimeoutMs };
-    const { tools, cut } = await walkTools(client, bounds, (page) => boundedTools(page, this.d));
+    const lines = { written: 0, held: 0 };
+    const { tools, cut } = await walkTools(client, bounds, (page) => boundedTools(page, this.d, lines));
+    if (lines.held > 0) this.d.log.warn({ more: lines.held }, 'more upstream tool schemas over the bounds; those tools left out');
     if (cut) {
       this.d.onToolsCut?.(cut);
       this.d.log.warn({ kept: tools.length, cut, maxTools: s.maxTools, maxBytes: s.maxToolBytes }, 'upstream tool list over a bound; the rest left out');
@@ -179,7 +181,7 @@ export class McpUpstream extends Upstream {
       void client.setLoggingLevel(d.settings.logLevel).catch((e: unknown) => d.log.debug({ err: (e as Error).message }, 'logging/setLevel refused'));
     // A new session (restart, re-initialize) has no subscriptions: renew ours.
     if (caps?.resources?.subscribe) for (const uri of this.subscriptions) void client.subscribeResource({ uri }).catch(() => undefined);
-    d.log.info({ tools: this.allTools.length, server: client.getServerVersion() }, 'upstream MCP server ready');
+    d.log.info({ tools: this.allTools.length, server: this.serverInfo() }, 'upstream MCP server ready');
     d.onToolsChanged();
   }
 
@@ -392,9 +394,10 @@ export class McpUpstream extends Upstream {
   protected override pid(): number | null {
     return this.childPid ?? null;
   }
+  /** As the server said, cut to 256 characters each: a tool process's 1 MiB name went into a log line per connect. */
   protected override serverInfo(): ServerStatus['serverInfo'] {
     const v = this.client?.getServerVersion();
-    return v ? { name: v.name, version: v.version } : null;
+    return v ? { name: String(v.name).slice(0, 256), version: String(v.version).slice(0, 256) } : null;
   }
   override get childPid(): number | undefined {
     return this.transport instanceof ChildStdioTransport ? this.transport.pid : undefined;

@@ -52,14 +52,27 @@ export async function walkTools(
   }
 }
 
-/** Tools whose schemas are over the bounds are left out (logged); the rest keep sanitized schemas. */
-export function boundedTools(tools: Tool[], d: Pick<UpstreamDeps, 'log' | 'onSchemaRefused'> & { settings: Pick<HubSettings, 'schemaLimits'> }): Tool[] {
+/** Lines about refused schemas one listing writes; the rest are counted in one line (`heldLines`). */
+export const REFUSED_LINES = 5;
+
+/**
+ * Tools whose schemas are over the bounds are left out (counted; the first REFUSED_LINES of a listing logged, each
+ * name cut to 64 characters: a page of 1 MiB held tens of thousands of refused tools, or one name of 1 MiB, and a
+ * line each was the server's to write into our log); the rest keep sanitized schemas.
+ */
+export function boundedTools(
+  tools: Tool[],
+  d: Pick<UpstreamDeps, 'log' | 'onSchemaRefused'> & { settings: Pick<HubSettings, 'schemaLimits'> },
+  lines: { written: number; held: number },
+): Tool[] {
   const kept: Tool[] = [];
   for (const t of tools) {
     const schemas = guardToolSchemas(t.inputSchema, t.outputSchema, d.settings.schemaLimits);
     if (!schemas.ok) {
       d.onSchemaRefused?.(schemas.reason);
-      d.log.warn({ tool: t.name, reason: schemas.reason, detail: schemas.detail }, 'upstream tool schema over the bounds; tool left out');
+      if (lines.written++ < REFUSED_LINES)
+        d.log.warn({ tool: t.name.slice(0, 64), reason: schemas.reason, detail: schemas.detail }, 'upstream tool schema over the bounds; tool left out');
+      else lines.held++;
       continue;
     }
     const tool: Tool = { ...t, inputSchema: schemas.inputSchema as Tool['inputSchema'] };
