@@ -355,6 +355,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
         maxConnections: endpoints.maxConnections,
         maxConnectionsPerToken: endpoints.maxConnectionsPerToken,
         unknownTokenRate: { perSecond: endpoints.unknownTokenPerSecond, burst: endpoints.unknownTokenBurst },
+        connectRate: { perSecond: endpoints.connectsPerSecond, burst: endpoints.connectBurst },
         log,
         metrics,
       })

@@ -107,6 +107,17 @@ export function createMetrics() {
       help: 'Messages from stdio MCP servers over mcp.maxResultBytes, skipped',
       registers: [registry],
     }),
+    hubToolListsCut: new Counter({
+      name: 'voxgate_mcp_server_tool_lists_cut_total',
+      help: "Hosted MCP servers' tool lists cut by a bound: tools (mcp.maxToolsPerServer), bytes (mcp.maxToolBytesPerServer), pages (64)",
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    hubChangesHeld: new Counter({
+      name: 'voxgate_mcp_server_changes_held_total',
+      help: "Hosted MCP servers' announcements of change (tools, prompts, resources, state) merged into a later one: each server's are passed on to /mcp sessions at most once a second",
+      registers: [registry],
+    }),
     hubLogsDropped: new Counter({
       name: 'voxgate_mcp_server_logs_dropped_total',
       help: 'Log messages from hosted MCP servers over mcp.upstreamLogRatePerSecond, dropped',
@@ -309,7 +320,7 @@ function inboundEndpointMetrics(registry: Registry) {
     }),
     inboundEndpointRefused: new Counter({
       name: 'voxgate_mcp_inbound_endpoint_refused_total',
-      help: 'Connections to the inbound MCP endpoint refused at the upgrade, by reason (unknown_token, rate_limited, total_full, token_full)',
+      help: 'Connections to the inbound MCP endpoint refused at the upgrade, by reason (unknown_token, rate_limited, token_rate, total_full, token_full)',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),

@@ -273,6 +273,12 @@ export const McpEndpointsConfigSchema = z
     /** Unknown tokens per source address before 429: a bucket of `unknownTokenBurst`, refilled at this rate. */
     unknownTokenPerSecond: z.coerce.number().min(0.01).max(1000).default(0.2),
     unknownTokenBurst: z.coerce.number().int().min(1).max(10_000).default(10),
+    /**
+     * Connections with one known token: a bucket of `connectBurst`, refilled at this rate; past it, 429. Each is an MCP
+     * session (initialize, tools/list) and log lines; mcp_pipe.py waits 1 s and more between its reconnects.
+     */
+    connectsPerSecond: z.coerce.number().min(0.01).max(1000).default(1),
+    connectBurst: z.coerce.number().int().min(1).max(10_000).default(10),
     /** Endpoint tokens kept in all, and per tenant (operator keys count as one tenant): each is a server in the hub and a stored record. */
     maxEndpoints: z.coerce.number().int().min(1).max(100_000).default(1024),
     maxEndpointsPerTenant: z.coerce.number().int().min(1).max(100_000).default(64),
@@ -327,6 +333,11 @@ export const McpSlice = z.strictObject({
   restartResetMs: Ms(60_000),
   maxResultBytes: Int(1024, 64 * 1024 * 1024, 1024 * 1024),
   maxToolsPerServer: z.coerce.number().int().min(1).max(10_000).default(512),
+  /**
+   * Bytes of one server's tools as kept (their JSON): a tool process dialed in with an endpoint token lists whatever
+   * it likes. Real servers list tens to hundreds of KB; past it the list is cut (counted, logged).
+   */
+  maxToolBytesPerServer: Int(1024, 256 * 1024 * 1024, 4 * 1024 * 1024),
   /** Devices one `devices_list` result names at most (a fleet must not become one tool result); past it: `truncated`. */
   devicesListMax: z.coerce.number().int().min(1).max(10_000).default(200),
   /** Default for servers without `allow_private_network`: outbound HTTP may reach private addresses. */

@@ -40,6 +40,7 @@ export function createHub(d: HubCreateDeps, mcp: McpConfig, s: { schemas: Schema
       restartResetMs: mcp.restartResetMs,
       maxResultBytes: mcp.maxResultBytes,
       maxTools: mcp.maxToolsPerServer,
+      maxToolBytes: mcp.maxToolBytesPerServer,
       allowPrivateNetwork: mcp.allowPrivateNetwork,
       logLevel: mcp.upstreamLogLevel,
       logRatePerSecond: mcp.upstreamLogRatePerSecond,

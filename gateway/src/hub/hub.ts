@@ -9,6 +9,7 @@ import { bindCounter, type BoundCounter } from '../metrics-bound.js';
 import { invalidArguments } from '../schemas/validators.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import type { FleetJobsPort } from './builtin.js';
+import { ServerChangeThrottles } from './change-throttle.js';
 import type { ServerConfig } from './config.js';
 import { DeviceTools } from './device-tools.js';
 import { CallsInFlight, withStop } from './in-flight.js';
@@ -98,6 +99,7 @@ export class McpHub {
   private readonly sees: DeviceVisibility;
   /** The hosted servers' resources, resource templates or prompts may have changed. */
   private readonly listsChanged: TickSignal;
+  private readonly changeThrottles: ServerChangeThrottles;
   private closed = false;
   private fleetJobs: FleetJobsPort | undefined;
 
@@ -108,6 +110,7 @@ export class McpHub {
   constructor(private readonly d: HubDeps) {
     this.toolsChanged = new TickSignal(d.log, 'tools-changed');
     this.listsChanged = new TickSignal(d.log, 'lists-changed');
+    this.changeThrottles = new ServerChangeThrottles(d.log, d.metrics.hubChangesHeld);
     const logRate = d.settings.logRatePerSecond;
     this.logRate = new KeyedTokenBucket({ ratePerSecond: logRate, burst: logRate }, { maxKeys: 1024, now: () => performance.now() });
     if (d.enabled) for (const cfg of d.servers) this.upstreams.set(cfg.name, this.upstreamFor(cfg));
@@ -131,17 +134,23 @@ export class McpHub {
 
   private upstreamFor(cfg: ServerConfig): Upstream {
     const d = this.d;
+    // What one server announces reaches every /mcp session: at most once a second per server (change-throttle.ts).
+    const toolsChanged = this.changeThrottles.for(cfg.name, () => this.toolsChanged.fire());
+    const listsChanged = this.changeThrottles.for(cfg.name, () => this.listsChanged.fire());
     return createUpstream(cfg, {
       fleetJobs: () => this.fleetJobs,
       log: d.log.child({ component: 'hub', server: cfg.name, type: cfg.type }),
       settings: d.settings,
-      onToolsChanged: () => this.changed(),
+      onToolsChanged: () => {
+        this.namespace.invalidate();
+        toolsChanged();
+      },
       // A server that comes, goes or restarts changes what resources/list and prompts/list answer.
       onStateChange: (state) => {
         d.metrics.hubServerStates.inc({ state });
-        this.listsChanged.fire();
+        listsChanged();
       },
-      onListsChanged: () => this.listsChanged.fire(),
+      onListsChanged: listsChanged,
       onOversized: () => d.metrics.hubOversized.inc(),
       onLog: (params) => {
         if (this.logRate.take(cfg.name).ok) this.emit(this.logListeners, (l) => l(cfg.name, params));
@@ -150,6 +159,7 @@ export class McpHub {
       onResourceUpdated: (uri) => this.emit(this.updateListeners, (l) => l(cfg.name, uri)),
       onPeerRequest: (method, params, signal) => routePeerRequest({ calls: this.calls, metrics: d.metrics, log: d.log }, cfg.name, method, params, signal),
       onSchemaRefused: (reason) => d.metrics.schemasRefused.inc({ source: 'server', reason }),
+      onToolsCut: (reason) => d.metrics.hubToolListsCut.inc({ reason }),
     });
   }
 

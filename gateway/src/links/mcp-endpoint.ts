@@ -22,6 +22,8 @@ export interface McpEndpointLinkOptions {
   maxConnectionsPerToken: number;
   /** Unknown tokens per source address: a bucket of `burst`, refilled at `perSecond`; past it, 429. */
   unknownTokenRate: { perSecond: number; burst: number };
+  /** Connections per known token: a bucket of `burst`, refilled at `perSecond`; past it, 429. */
+  connectRate: { perSecond: number; burst: number };
   log: Logger;
   metrics: Metrics;
 }
@@ -38,6 +40,8 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
   const base = trimSlashes(o.path);
   const perToken = new Map<string, number>();
   const limiter = new KeyedTokenBucket({ ratePerSecond: o.unknownTokenRate.perSecond, burst: o.unknownTokenRate.burst }, { maxKeys: 10_000 });
+  // A tool process reconnecting in a loop made a session, log lines and a namespace rebuild per connection, unbounded.
+  const connects = new KeyedTokenBucket({ ratePerSecond: o.connectRate.perSecond, burst: o.connectRate.burst }, { maxKeys: 100_000 });
   const log = o.log.child({ component: 'mcp-endpoint' });
   const fullLog = new ThrottledLog(log, 'warn', REFUSAL_LOG);
   const refusedLog = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 10_000 });
@@ -70,6 +74,12 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
       }
       refusedLog.write({ remote }, 'MCP endpoint refused: unknown token', remote);
       return refuse(socket, 401, 'Unauthorized', 'unknown or revoked MCP endpoint token');
+    }
+    const take = connects.take(record.id);
+    if (!take.ok) {
+      o.metrics.inboundEndpointRefused.inc({ reason: 'token_rate' });
+      refusedLog.write({ remote, endpoint: record.name }, 'MCP endpoint refused: one token reconnecting too often', record.id);
+      return refuse(socket, 429, 'Too Many Requests', `this token connects too often; retry in ${take.retryAfterSeconds} s`);
     }
     if (wss.clients.size >= o.maxConnections) {
       o.metrics.inboundEndpointRefused.inc({ reason: 'total_full' });

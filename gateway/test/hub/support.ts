@@ -82,6 +82,7 @@ export function buildHub(servers: Record<string, unknown>, settings: Partial<Hub
       restartResetMs: 60_000,
       maxResultBytes: 1024 * 1024,
       maxTools: 512,
+      maxToolBytes: 4 * 1024 * 1024,
       allowPrivateNetwork: true,
       logLevel: 'info',
       logRatePerSecond: 20,

@@ -34,6 +34,8 @@ export interface HubSettings {
   /** A result counts its text once (content or its structured twin, the larger); see result-cap.ts. */
   maxResultBytes: number;
   maxTools: number;
+  /** Bytes of one server's tools as kept (their JSON); past it the list is cut (tool-list.ts). */
+  maxToolBytes: number;
   allowPrivateNetwork: boolean;
   /** Asked of every server with the logging capability; their log notifications are passed to /mcp sessions. */
   logLevel?: LoggingLevel;
@@ -120,6 +122,8 @@ export interface UpstreamDeps {
   onPeerRequest?: (method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal) => Promise<Record<string, unknown>>;
   /** A tool was left out because its schema is over the bounds (a metric). */
   onSchemaRefused?: (reason: string) => void;
+  /** The server's tool list was cut by a bound (a metric). */
+  onToolsCut?: (reason: 'tools' | 'bytes' | 'pages') => void;
   /** The fleet's jobs, for the `fleet_start_job` builtin (plugged in after the hub is made). */
   fleetJobs?: () => FleetJobsPort | undefined;
 }
@@ -167,8 +171,13 @@ export abstract class Upstream {
 
   /** The inputSchema of a tool this server offers (already bounded and sanitized at load). */
   inputSchemaOf(name: string): Record<string, unknown> | undefined {
+    return this.toolNamed(name)?.inputSchema as Record<string, unknown> | undefined;
+  }
+
+  /** A tool this server offers, as kept (bounded and sanitized at load). */
+  protected toolNamed(name: string): Tool | undefined {
     if (this.state === 'stopped' || this.state === 'disabled') return undefined;
-    return this.known().byName.get(name)?.inputSchema as Record<string, unknown> | undefined;
+    return this.known().byName.get(name);
   }
 
   /**

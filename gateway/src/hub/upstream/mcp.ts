@@ -14,7 +14,6 @@ import {
   type Transport,
 } from '@modelcontextprotocol/client';
 import { GatewayError } from '../../errors.js';
-import { guardToolSchemas } from '../../schemas/untrusted-schema.js';
 import { fillHeaders } from '../credentials.js';
 import { ChildStdioTransport } from '../stdio-transport.js';
 import { speedUpToolsCall, wireCodecOf } from '../tools-call-check.js';
@@ -22,6 +21,7 @@ import { callOnLane, openLane, OutputChecks, progressRelay } from './call-tool.j
 import { PEER_METHODS, Upstream, type CallContext, type ServerStatus } from './base.js';
 import { classifyFailure, describeCallFailure, describeFailure, sessionMayBeLost, tooLargeText, type FailureContext, type UpstreamFailure } from './failure.js';
 import { overCap } from './result-cap.js';
+import { boundedTools, oneAtATime, walkTools } from './tool-list.js';
 import type { ToolCallLane } from './tool-lane.js';
 import { makeTransport, withHeaders, type TransportHooks } from './transports.js';
 
@@ -95,30 +95,48 @@ export class McpUpstream extends Upstream {
 
   private async initialize(client: Client, transport: Transport, gen: number): Promise<void> {
     await client.connect(transport);
-    const listed = client.getServerCapabilities()?.tools ? (await client.listTools()).tools : [];
-    if (gen === this.generation) this.allTools = this.boundedTools(listed);
+    const listed = client.getServerCapabilities()?.tools ? await this.listTools(client) : [];
+    if (gen === this.generation) this.allTools = listed;
+  }
+
+  /** The server's tools, within mcp.maxToolsPerServer and mcp.maxToolBytesPerServer (tool-list.ts). */
+  private async listTools(client: Client): Promise<Tool[]> {
+    const s = this.d.settings;
+    const bounds = { maxTools: s.maxTools, maxBytes: s.maxToolBytes, allowed: this.config.allowedTools, timeoutMs: s.connectTimeoutMs };
+    const lines = { written: 0, held: 0 };
+    const { tools, cut } = await walkTools(client, bounds, (page) => boundedTools(page, this.d, lines));
+    if (lines.held > 0) this.d.log.warn({ more: lines.held }, 'more upstream tool schemas over the bounds; those tools left out');
+    if (cut) {
+      this.d.onToolsCut?.(cut);
+      this.d.log.warn({ kept: tools.length, cut, maxTools: s.maxTools, maxBytes: s.maxToolBytes }, 'upstream tool list over a bound; the rest left out');
+    }
+    return tools;
+  }
+
+  /** After list_changed: this client's tools again (an old client's answer is dropped). */
+  private async relist(client: Client, gen: number): Promise<void> {
+    try {
+      const tools = await this.listTools(client);
+      if (gen !== this.generation) return;
+      this.allTools = tools;
+      this.d.log.info({ tools: tools.length }, 'upstream tools changed');
+      this.d.onToolsChanged();
+    } catch (err) {
+      this.d.log.warn({ err: (err as Error).message }, 'relisting tools after list_changed failed');
+    }
   }
 
   private makeClient(gen: number): Client {
     const d = this.d;
-    const client = new Client(d.settings.clientInfo, {
+    const client: Client = new Client(d.settings.clientInfo, {
       // Passed on to the /mcp client whose call is running (refused clearly when it cannot answer). No
       // `roots`: see PEER_METHODS.
       capabilities: { sampling: {}, elicitation: { form: {}, url: {} } },
       // outputSchema validation: linear-time regexes and one bounded cache, not the SDK's own ajv.
       jsonSchemaValidator: d.settings.validators,
+      // Relisted by our own bounded walk (tool-list.ts), not the SDK's aggregate one; the SDK still debounces.
       listChanged: {
-        tools: {
-          onChanged: (err, tools) => {
-            if (gen !== this.generation) return;
-            if (err) return d.log.warn({ err: err.message }, 'relisting tools after list_changed failed');
-            if (tools) {
-              this.allTools = this.boundedTools(tools);
-              d.log.info({ tools: tools.length }, 'upstream tools changed');
-              d.onToolsChanged();
-            }
-          },
-        },
+        tools: { autoRefresh: false, onChanged: oneAtATime((): Promise<void> => (gen === this.generation ? this.relist(client, gen) : Promise.resolve())) },
       },
     });
     // tools/call results checked by hand where the SDK's zod schema would accept them (the rest still by zod).
@@ -163,25 +181,8 @@ export class McpUpstream extends Upstream {
       void client.setLoggingLevel(d.settings.logLevel).catch((e: unknown) => d.log.debug({ err: (e as Error).message }, 'logging/setLevel refused'));
     // A new session (restart, re-initialize) has no subscriptions: renew ours.
     if (caps?.resources?.subscribe) for (const uri of this.subscriptions) void client.subscribeResource({ uri }).catch(() => undefined);
-    d.log.info({ tools: this.allTools.length, server: client.getServerVersion() }, 'upstream MCP server ready');
+    d.log.info({ tools: this.allTools.length, server: this.serverInfo() }, 'upstream MCP server ready');
     d.onToolsChanged();
-  }
-
-  /** Tools whose schemas are over the bounds are left out (logged); the rest keep sanitized schemas. */
-  private boundedTools(tools: Tool[]): Tool[] {
-    const kept: Tool[] = [];
-    for (const t of tools) {
-      const schemas = guardToolSchemas(t.inputSchema, t.outputSchema, this.d.settings.schemaLimits);
-      if (!schemas.ok) {
-        this.d.onSchemaRefused?.(schemas.reason);
-        this.d.log.warn({ tool: t.name, reason: schemas.reason, detail: schemas.detail }, 'upstream tool schema over the bounds; tool left out');
-        continue;
-      }
-      const tool: Tool = { ...t, inputSchema: schemas.inputSchema as Tool['inputSchema'] };
-      if (schemas.outputSchema) tool.outputSchema = schemas.outputSchema as NonNullable<Tool['outputSchema']>;
-      kept.push(tool);
-    }
-    return kept;
   }
 
   /** The connection dropped (the process exited): restart stdio servers with backoff, up to the limit. */
@@ -227,7 +228,14 @@ export class McpUpstream extends Upstream {
       if (lane)
         result = await callOnLane(lane, this.outputs, this.allTools, { name: tool, args, timeoutMs: timeout, signal: ctx.stop ?? ctx.signal, onprogress });
       else {
-        const options = { timeout, ...(ctx.signal ? { signal: ctx.signal } : {}), ...(onprogress ? { onprogress } : {}) };
+        // The tool as kept: its outputSchema is what the SDK checks the result against (its own list cache is not written).
+        const toolDefinition = this.toolNamed(tool);
+        const options = {
+          timeout,
+          ...(ctx.signal ? { signal: ctx.signal } : {}),
+          ...(onprogress ? { onprogress } : {}),
+          ...(toolDefinition ? { toolDefinition } : {}),
+        };
         result = (await this.withCallHeaders(ctx, (c) => c.callTool({ name: tool, arguments: args }, options))) as CallToolResult;
       }
     } catch (e) {
@@ -386,9 +394,10 @@ export class McpUpstream extends Upstream {
   protected override pid(): number | null {
     return this.childPid ?? null;
   }
+  /** As the server said, cut to 256 characters each: a tool process's 1 MiB name went into a log line per connect. */
   protected override serverInfo(): ServerStatus['serverInfo'] {
     const v = this.client?.getServerVersion();
-    return v ? { name: v.name, version: v.version } : null;
+    return v ? { name: String(v.name).slice(0, 256), version: String(v.version).slice(0, 256) } : null;
   }
   override get childPid(): number | undefined {
     return this.transport instanceof ChildStdioTransport ? this.transport.pid : undefined;

@@ -1,0 +1,56 @@
+import { ThrottledLog, type LevelLog } from '../throttle/throttled-log.js';
+
+/** How often one server's changes are passed on at most. */
+export const CHANGE_WINDOW_MS = 1000;
+
+/**
+ * One server's announcements of change (its prompts or resources, its tools, its comings and goings) passed on at most
+ * once per `windowMs`: the first at once, any more within the window as one at its end, so the last change is always
+ * told. Every `/mcp` session of every tenant hears of a change (TickSignal only merges those of one event-loop turn):
+ * a tool process dialed in with one tenant's endpoint token, announcing `prompts/list_changed` 500 times a second (its
+ * frame rate bound), or reconnecting in a loop, made each of them hear 1000 notifications a second, and re-list.
+ * `onHeld` is told of each announcement merged into a later one.
+ */
+export function throttleChanges(fire: () => void, onHeld: () => void, windowMs = CHANGE_WINDOW_MS, now: () => number = Date.now): () => void {
+  let openAt = 0;
+  let timer: NodeJS.Timeout | undefined;
+  return () => {
+    const t = now();
+    if (timer === undefined && t >= openAt) {
+      openAt = t + windowMs;
+      fire();
+      return;
+    }
+    onHeld();
+    if (timer !== undefined) return;
+    timer = setTimeout(
+      () => {
+        timer = undefined;
+        openAt = now() + windowMs;
+        fire();
+      },
+      Math.max(0, openAt - t),
+    );
+    timer.unref();
+  };
+}
+
+/** Each server's changes throttled apart (throttleChanges); the merged ones counted, and logged once a minute per server. */
+export class ServerChangeThrottles {
+  private readonly lines: ThrottledLog;
+
+  constructor(
+    log: LevelLog,
+    private readonly held: { inc(): void },
+  ) {
+    this.lines = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 1024 });
+  }
+
+  /** `fire`, at most once per window for this server's announcements. */
+  for(server: string, fire: () => void): () => void {
+    return throttleChanges(fire, () => {
+      this.held.inc();
+      this.lines.write({ server }, 'MCP server announces changes more than once a second; passed on once a second', server);
+    });
+  }
+}

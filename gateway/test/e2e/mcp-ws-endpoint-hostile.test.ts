@@ -1,0 +1,218 @@
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { untilHub } from '../../../test/support/hub.js';
+
+/**
+ * Hostile tool processes dialed in on the MCP endpoint (red team 6): a raw WebSocket that answers as it likes.
+ */
+type Rpc = { jsonrpc: '2.0'; id?: number | string; method?: string; params?: Record<string, unknown> };
+type Answer = (m: Rpc) => Record<string, unknown> | undefined;
+
+interface Hostile {
+  ws: WebSocket;
+  /** Requests the gateway sent, by method. */
+  asked: Map<string, number>;
+  send(msg: Record<string, unknown>): void;
+}
+
+/** A tool process that answers initialize (tools with listChanged) and ping, and everything else through `answer`. */
+function hostile(url: string, answer: Answer, serverInfo = { name: 'hostile', version: '1' }): Promise<Hostile> {
+  const ws = new WebSocket(url);
+  const h: Hostile = { ws, asked: new Map(), send: (msg) => ws.send(JSON.stringify(msg) + '\n') };
+  ws.on('message', (data) => {
+    const m = JSON.parse(data.toString()) as Rpc;
+    if (m.method) h.asked.set(m.method, (h.asked.get(m.method) ?? 0) + 1);
+    if (m.id === undefined) return;
+    if (m.method === 'initialize')
+      return h.send({
+        jsonrpc: '2.0',
+        id: m.id,
+        result: {
+          protocolVersion: (m.params as { protocolVersion: string }).protocolVersion,
+          capabilities: { tools: { listChanged: true } },
+          serverInfo,
+        },
+      });
+    if (m.method === 'ping') return h.send({ jsonrpc: '2.0', id: m.id, result: {} });
+    const result = answer(m);
+    if (result) h.send({ jsonrpc: '2.0', id: m.id, result });
+  });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(h));
+    ws.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
+    ws.once('error', reject);
+  });
+}
+
+/** tools/list pages without end: `perPage` new tools each, every description `descBytes` long. */
+const endlessPages =
+  (perPage: number, descBytes: number): Answer =>
+  (m) => {
+    if (m.method !== 'tools/list') return undefined;
+    const page = Number((m.params?.['cursor'] as string | undefined) ?? '0');
+    const tools = Array.from({ length: perPage }, (_, i) => ({
+      name: `t${page * perPage + i}`,
+      description: 'x'.repeat(descBytes),
+      inputSchema: { type: 'object' },
+    }));
+    return { tools, nextCursor: String(page + 1) };
+  };
+
+describe('MCP endpoint: a hostile tool list', { timeout: 60_000 }, () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ mcp: { connectTimeoutMs: 10_000, maxToolsPerServer: 12, maxToolBytesPerServer: 64 * 1024 } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+  const hub = () => t.gw.hub;
+  const create = async (name: string) => (await t.api<{ id: string; url: string; token: string }>('POST', '/v1/mcp/endpoints', { name })).body;
+  const cut = async (reason: string) => (await t.gw.metrics.hubToolListsCut.get()).values.find((v) => v.labels['reason'] === reason)?.value ?? 0;
+  const listed = async (server: string) =>
+    (await t.api<{ tools: Array<{ name: string; description: string }> }>('GET', '/v1/tools')).body.tools.filter((x) => x.name.startsWith(`mcp__${server}__`));
+
+  it('pages without end: the walk stops at maxToolsPerServer and the endpoint serves what it kept', async () => {
+    const ep = await create('endless');
+    const h = await hostile(ep.url, endlessPages(5, 10));
+    // Before: the SDK's walk asked 64 pages, then failed the connect (pagination did not terminate).
+    await untilHub(hub(), () => hub().upstreams.get('endless')?.state === 'ready', 'the endpoint to be ready');
+    expect(h.asked.get('tools/list')).toBeLessThanOrEqual(3);
+    expect((await listed('endless')).length).toBe(12);
+    expect(await cut('tools')).toBe(1);
+    expect(t.logs.some((l) => l['msg'] === 'upstream tool list over a bound; the rest left out' && l['cut'] === 'tools')).toBe(true);
+    h.ws.close();
+  });
+
+  it('big descriptions: the tools kept stay within maxToolBytesPerServer, on connect and on every list_changed', async () => {
+    const ep = await create('fat');
+    const h = await hostile(ep.url, endlessPages(2, 20_000));
+    await untilHub(hub(), () => hub().upstreams.get('fat')?.state === 'ready', 'the endpoint to be ready');
+    const kept = await listed('fat');
+    // 64 KiB holds three tools of ~20 KB; before, the first 12 of 64 pages' tools (~240 KB) were served and all 128 held.
+    expect(kept.length).toBe(3);
+    expect(h.asked.get('tools/list')).toBe(2);
+    expect(await cut('bytes')).toBe(1);
+
+    for (let i = 0; i < 20; i++) h.send({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+    const cutLines = () => t.logs.filter((l) => l['msg'] === 'upstream tool list over a bound; the rest left out' && l['cut'] === 'bytes').length;
+    await untilHub(hub(), () => cutLines() >= 2, 'a relisting');
+    expect(await cut('bytes')).toBeGreaterThanOrEqual(2);
+    expect((await listed('fat')).length).toBe(3);
+    h.ws.close();
+  });
+});
+
+describe('MCP endpoint: what a tool process says reaches our log bounded', { timeout: 60_000 }, () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({});
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('a huge serverInfo and a page of refused tools with huge names: a few short lines, a cut serverInfo', async () => {
+    const ep = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'loud' })).body;
+    let deep: Record<string, unknown> = { type: 'object' };
+    for (let i = 0; i < 20; i++) deep = { type: 'object', properties: { a: deep } };
+    const tools = Array.from({ length: 40 }, (_, i) => ({ name: `${'n'.repeat(10_000)}${i}`, inputSchema: deep }));
+    const h = await hostile(ep.url, (m) => (m.method === 'tools/list' ? { tools: [...tools, { name: 'ok', inputSchema: { type: 'object' } }] } : undefined), {
+      name: 'big'.repeat(100_000),
+      version: '1',
+    });
+    await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('loud')?.state === 'ready', 'the endpoint to be ready');
+    const servers = (await t.api<{ servers: Array<{ name: string; serverInfo: { name: string } | null }> }>('GET', '/v1/mcp/servers')).body.servers;
+    expect(servers.find((x) => x.name === 'loud')?.serverInfo?.name).toHaveLength(256);
+    // Before: 40 lines with a 10 KB name each, and the ready line with the 300 KB server name.
+    expect(t.logs.filter((l) => l['msg'] === 'upstream tool schema over the bounds; tool left out')).toHaveLength(5);
+    expect(t.logs.find((l) => l['msg'] === 'more upstream tool schemas over the bounds; those tools left out')?.['more']).toBe(35);
+    expect(Math.max(...t.logs.map((l) => JSON.stringify(l).length))).toBeLessThan(4096);
+    expect(await t.metric('voxgate_schemas_refused_total', { source: 'server' })).toBe(40);
+    h.ws.close();
+  });
+});
+
+describe("MCP endpoint: one tenant's tool process announcing changes without end", { timeout: 60_000 }, () => {
+  const ACME_KEY = 'acme-key-0123456789abcdef';
+  const GLOBEX_KEY = 'globex-key-0123456789abcdef';
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ apiKeys: [TEST_API_KEY, ACME_KEY, GLOBEX_KEY], apiKeyTenants: { [ACME_KEY]: 'acme', [GLOBEX_KEY]: 'globex' } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it("reaches another tenant's /mcp session at most once per second, however often it says its prompts changed", async () => {
+    const ep = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'noisy' }, { apiKey: ACME_KEY })).body;
+    const h = await hostile(ep.url, (m) => (m.method === 'tools/list' ? { tools: [] } : undefined));
+    await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('acme/noisy')?.state === 'ready', 'the endpoint to be ready');
+
+    const watcher = new Client({ name: 'globex-watcher', version: '1' });
+    const heard = { prompts: 0, resources: 0, tools: 0 };
+    watcher.setNotificationHandler('notifications/prompts/list_changed', () => void heard.prompts++);
+    watcher.setNotificationHandler('notifications/resources/list_changed', () => void heard.resources++);
+    watcher.setNotificationHandler('notifications/tools/list_changed', () => void heard.tools++);
+    await watcher.connect(
+      new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${GLOBEX_KEY}` } } }),
+    );
+    await watcher.listPrompts(); // opens the session's notification stream
+
+    // Each announcement in its own turn of the gateway's event loop: the ping answer comes after it was handled.
+    const pinged = new Map<string, () => void>();
+    h.ws.on('message', (data) => {
+      const m = JSON.parse(data.toString()) as { id?: string };
+      if (typeof m.id === 'string') pinged.get(m.id)?.();
+    });
+    for (let i = 0; i < 40; i++) {
+      h.send({ jsonrpc: '2.0', method: 'notifications/prompts/list_changed' });
+      await new Promise<void>((resolve) => {
+        pinged.set(`p${i}`, resolve);
+        h.send({ jsonrpc: '2.0', id: `p${i}`, method: 'ping' });
+      });
+    }
+    // A change of the operator's (a new endpoint) is told after everything the flood caused: the stream keeps order.
+    await expect.poll(() => heard.prompts, { timeout: 10_000 }).toBeGreaterThan(0);
+    const tools = heard.tools;
+    await t.api('POST', '/v1/mcp/endpoints', { name: 'marker' });
+    await expect.poll(() => heard.tools, { timeout: 10_000 }).toBeGreaterThan(tools);
+    // Before: one prompts/list_changed and one resources/list_changed per announcement (40 each).
+    expect(heard.prompts).toBeLessThanOrEqual(4);
+    expect(heard.resources).toBeLessThanOrEqual(4);
+    expect(await t.metric('voxgate_mcp_server_changes_held_total')).toBeGreaterThanOrEqual(30);
+    expect(t.logs.filter((l) => l['msg'] === 'MCP server announces changes more than once a second; passed on once a second')).toHaveLength(1);
+    await watcher.close();
+    h.ws.close();
+  });
+});
+
+describe('MCP endpoint: a tool process reconnecting in a loop', { timeout: 60_000 }, () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ mcp: { endpoints: { connectBurst: 3, connectsPerSecond: 0.01 } } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('is refused with 429 past connectBurst connections with one token; another token is not held back', async () => {
+    const ep = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'looper' })).body;
+    const other = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'calm' })).body;
+    const tools: Answer = (m) => (m.method === 'tools/list' ? { tools: [] } : undefined);
+    for (let i = 0; i < 3; i++) {
+      const h = await hostile(ep.url, tools);
+      await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('looper')?.state === 'ready', 'the endpoint to be ready');
+      h.ws.close();
+    }
+    // Before: every reconnect was a new MCP session, with its log lines and a namespace rebuild.
+    await expect(hostile(ep.url, tools)).rejects.toThrow('HTTP 429');
+    expect(await t.metric('voxgate_mcp_inbound_endpoint_refused_total', { reason: 'token_rate' })).toBe(1);
+    expect(t.logs.some((l) => l['msg'] === 'MCP endpoint refused: one token reconnecting too often' && l['endpoint'] === 'looper')).toBe(true);
+    const calm = await hostile(other.url, tools);
+    await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('calm')?.state === 'ready', 'the other endpoint to be ready');
+    calm.ws.close();
+  });
+});
