@@ -42,15 +42,20 @@ export class ServerChangeThrottles {
   constructor(
     log: LevelLog,
     private readonly held: { inc(): void },
+    private readonly windowMs = CHANGE_WINDOW_MS,
   ) {
     this.lines = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 1024 });
   }
 
   /** `fire`, at most once per window for this server's announcements. */
   for(server: string, fire: () => void): () => void {
-    return throttleChanges(fire, () => {
-      this.held.inc();
-      this.lines.write({ server }, 'MCP server announces changes more than once a second; passed on once a second', server);
-    });
+    return throttleChanges(
+      fire,
+      () => {
+        this.held.inc();
+        this.lines.write({ server, windowMs: this.windowMs }, 'MCP server announces changes faster than mcp.changeWindowMs; passed on once per window', server);
+      },
+      this.windowMs,
+    );
   }
 }

@@ -332,6 +332,8 @@ export const McpSlice = z.strictObject({
   restartMaxDelayMs: Ms(30_000),
   restartResetMs: Ms(60_000),
   maxResultBytes: Int(1024, 64 * 1024 * 1024, 1024 * 1024),
+  /** One server's announcements of change (tools, prompts, resources; its comings and goings) reach `/mcp` sessions at most once per this (0: each at once). */
+  changeWindowMs: Int(0, 60_000, 1000),
   maxToolsPerServer: z.coerce.number().int().min(1).max(10_000).default(512),
   /**
    * Bytes of one server's tools as kept (their JSON): a tool process dialed in with an endpoint token lists whatever

@@ -44,6 +44,7 @@ export function createHub(d: HubCreateDeps, mcp: McpConfig, s: { schemas: Schema
       allowPrivateNetwork: mcp.allowPrivateNetwork,
       logLevel: mcp.upstreamLogLevel,
       logRatePerSecond: mcp.upstreamLogRatePerSecond,
+      changeWindowMs: mcp.changeWindowMs,
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
       schemaLimits: s.schemas,
       validators: d.validators,

@@ -110,7 +110,7 @@ export class McpHub {
   constructor(private readonly d: HubDeps) {
     this.toolsChanged = new TickSignal(d.log, 'tools-changed');
     this.listsChanged = new TickSignal(d.log, 'lists-changed');
-    this.changeThrottles = new ServerChangeThrottles(d.log, d.metrics.hubChangesHeld);
+    this.changeThrottles = new ServerChangeThrottles(d.log, d.metrics.hubChangesHeld, d.settings.changeWindowMs);
     const logRate = d.settings.logRatePerSecond;
     this.logRate = new KeyedTokenBucket({ ratePerSecond: logRate, burst: logRate }, { maxKeys: 1024, now: () => performance.now() });
     if (d.enabled) for (const cfg of d.servers) this.upstreams.set(cfg.name, this.upstreamFor(cfg));

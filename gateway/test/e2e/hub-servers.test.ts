@@ -25,6 +25,9 @@ describe('MCP hub: stdio servers, built-in tools, failures and shutdown', () => 
       mcp: {
         killGraceMs: 1000,
         restartBaseDelayMs: 10,
+        // Each crash and restart told at once: the down state lasts ~10 ms, and a change merged into the window's
+        // last would only ever tell "ready" again (the window itself: mcp-ws-endpoint-hostile.test.ts).
+        changeWindowMs: 0,
         maxRestarts: 2,
         servers: {
           everything: { command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] },

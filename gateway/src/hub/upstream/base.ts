@@ -41,6 +41,8 @@ export interface HubSettings {
   logLevel?: LoggingLevel;
   /** Log messages per second passed on per server (token bucket, burst of as many). */
   logRatePerSecond: number;
+  /** One server's announcements of change reach sessions at most once per this (change-throttle.ts; unset: 1 s). */
+  changeWindowMs?: number;
   clientInfo: { name: string; version: string };
   /** Hosted servers' tool schemas are untrusted: bounded at load, compiled only by the shared safe validators. */
   schemaLimits: SchemaLimits;
