@@ -1,11 +1,12 @@
-import { connect as connectTcp, type AddressInfo, type Socket } from 'node:net';
-import Fastify, { type FastifyInstance } from 'fastify';
+import { connect as connectTcp, type Socket } from 'node:net';
+import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { registerMcpEndpoint, type McpEndpoint, type McpEndpointOptions } from '../../src/facade/mcp-endpoint.js';
+import type { McpEndpointOptions } from '../../src/facade/mcp-endpoint.js';
 import { parseServers } from '../../src/hub/config.js';
 import { buildHub } from '../hub/support.js';
+import { serveEndpoint } from './serve-endpoint.js';
 import { pingSession } from './session-ping.js';
 
 // Two keys of tenant acme, one of tenant other.
@@ -30,31 +31,19 @@ async function start(options: Partial<McpEndpointOptions> = {}) {
   built = buildHub({});
   const lines: Array<Record<string, unknown>> = [];
   const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
-  app = Fastify();
-  let endpoint!: McpEndpoint;
-  const { hub, metrics } = built;
-  await app.register(async (scope) => {
-    endpoint = await registerMcpEndpoint(scope, {
-      hub,
-      apiKeys: () => Object.keys(TENANTS),
-      tenantOf: (key) => TENANTS[key],
-      log,
-      metrics,
-      allowedOrigins: [],
-      allowedHosts: new Set(['127.0.0.1']),
-      maxSessions: 4,
-      maxSessionsPerKey: 4,
-      sessionIdleMs: 30 * 60_000,
-      version: '0.0.0',
-      bodyLimitBytes: 1024 * 1024,
-      ...options,
-    });
+  const { metrics } = built;
+  const served = await serveEndpoint(built, {
+    apiKeys: () => Object.keys(TENANTS),
+    tenantOf: (key: string) => TENANTS[key],
+    log,
+    maxSessions: 4,
+    maxSessionsPerKey: 4,
+    ...options,
   });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const url = new URL(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp`);
+  app = served.app;
   const outcome = async (name: string) => (await metrics.mcpRequests.get()).values.find((v) => v.labels['outcome'] === name)?.value ?? 0;
   const logged = (msg: string) => lines.filter((l) => String(l['msg']).startsWith(msg));
-  return { url, endpoint, outcome, logged };
+  return { url: served.url, endpoint: served.endpoint, outcome, logged };
 }
 
 /** A session as the SDK client opens one (initialize, its GET stream, a request). */

@@ -1,11 +1,11 @@
-import type { AddressInfo } from 'node:net';
-import Fastify, { type FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { registerMcpEndpoint, type McpEndpoint, type McpEndpointOptions } from '../../src/facade/mcp-endpoint.js';
+import type { McpEndpoint, McpEndpointOptions } from '../../src/facade/mcp-endpoint.js';
 import type { McpHub } from '../../src/hub/hub.js';
 import { buildHub } from '../hub/support.js';
+import { serveEndpoint } from './serve-endpoint.js';
 import { pingSession } from './session-ping.js';
 
 const KEY = 'sessions-test-key-0123456789abcdef';
@@ -41,28 +41,9 @@ afterEach(async () => {
 async function start(options: Partial<McpEndpointOptions> = {}): Promise<{ url: URL; endpoint: McpEndpoint; subscriptions: () => number }> {
   built = buildHub({});
   const subscriptions = countSubscriptions(built.hub);
-  app = Fastify();
-  let endpoint!: McpEndpoint;
-  const { hub, metrics } = built;
-  await app.register(async (scope) => {
-    endpoint = await registerMcpEndpoint(scope, {
-      hub,
-      apiKeys: () => [KEY],
-      tenantOf: () => undefined,
-      log: pino({ level: 'silent' }),
-      metrics,
-      allowedOrigins: [],
-      allowedHosts: new Set(['127.0.0.1']),
-      maxSessions: 100,
-      maxSessionsPerKey: 100,
-      sessionIdleMs: 30 * 60_000,
-      version: '0.0.0',
-      bodyLimitBytes: 1024 * 1024,
-      ...options,
-    });
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  return { url: new URL(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp`), endpoint, subscriptions };
+  const served = await serveEndpoint(built, { apiKeys: () => [KEY], ...options });
+  app = served.app;
+  return { url: served.url, endpoint: served.endpoint, subscriptions };
 }
 
 describe('/mcp sessions release what they hold when they end', () => {
