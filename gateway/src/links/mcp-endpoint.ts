@@ -2,6 +2,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { sourceKey } from '../throttle/source-key.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { WebSocketTransport, WS_CLOSE, type EndpointRecord, type McpEndpoints, type WsTransportOptions } from '../hub/endpoints.js';
@@ -65,11 +66,12 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
     const token = bearerToken(header ?? undefined) ?? target.query('token') ?? '';
     const record = token ? o.endpoints.byToken(token) : undefined;
     if (!record) {
-      const take = limiter.take(remote);
+      // Per source (an IPv4 address, an IPv6 /64), as the connection limits count: one IPv6 host has a whole /64 to rotate through.
+      const take = limiter.take(sourceKey(remote));
       o.metrics.authRefused.inc({ transport: 'mcp_endpoint', reason: take.ok ? 'bad_token' : 'rate_limited' });
       o.metrics.inboundEndpointRefused.inc({ reason: take.ok ? 'unknown_token' : 'rate_limited' });
       if (!take.ok) {
-        refusedLog.write({ remote }, 'MCP endpoint: too many unknown tokens from this address; refusing for a while', remote);
+        refusedLog.write({ remote }, 'MCP endpoint: too many unknown tokens from this address; refusing for a while', sourceKey(remote));
         return refuse(socket, 429, 'Too Many Requests', `too many unknown tokens; retry in ${take.retryAfterSeconds} s`);
       }
       refusedLog.write({ remote }, 'MCP endpoint refused: unknown token', remote);
