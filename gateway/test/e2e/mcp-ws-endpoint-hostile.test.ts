@@ -183,7 +183,7 @@ describe("MCP endpoint: one tenant's tool process announcing changes without end
     expect(heard.prompts).toBeLessThanOrEqual(4);
     expect(heard.resources).toBeLessThanOrEqual(4);
     expect(await t.metric('voxgate_mcp_server_changes_held_total')).toBeGreaterThanOrEqual(30);
-    expect(t.logs.filter((l) => l['msg'] === 'MCP server announces changes more than once a second; passed on once a second')).toHaveLength(1);
+    expect(t.logs.filter((l) => l['msg'] === 'MCP server announces changes faster than mcp.changeWindowMs; passed on once per window')).toHaveLength(1);
     await watcher.close();
     h.ws.close();
   });
