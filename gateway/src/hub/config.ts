@@ -366,7 +366,7 @@ export const McpSlice = z.strictObject({
         'GATEWAY_MCP_MAX_SESSIONS_PER_TENANT',
         z.coerce.number().int().min(1).max(100_000).optional(),
         '… per tenant, all its API keys together (keys without a tenant count as one)',
-        '3/4 of maxSessions, rounded up, once the API keys belong to more than one tenant (before: maxSessions)',
+        '3/4 of maxSessions, rounded up, once the API keys belong to more than one tenant (until then: maxSessions)',
       ),
       sessionIdleMs: Ms(30 * 60_000, 24 * 3_600_000),
     })
