@@ -67,14 +67,15 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
     const record = token ? o.endpoints.byToken(token) : undefined;
     if (!record) {
       // Per source (an IPv4 address, an IPv6 /64), as the connection limits count: one IPv6 host has a whole /64 to rotate through.
-      const take = limiter.take(sourceKey(remote));
+      const source = sourceKey(remote);
+      const take = limiter.take(source);
       o.metrics.authRefused.inc({ transport: 'mcp_endpoint', reason: take.ok ? 'bad_token' : 'rate_limited' });
       o.metrics.inboundEndpointRefused.inc({ reason: take.ok ? 'unknown_token' : 'rate_limited' });
       if (!take.ok) {
-        refusedLog.write({ remote }, 'MCP endpoint: too many unknown tokens from this address; refusing for a while', sourceKey(remote));
+        refusedLog.write({ remote }, 'MCP endpoint: too many unknown tokens from this address; refusing for a while', source);
         return refuse(socket, 429, 'Too Many Requests', `too many unknown tokens; retry in ${take.retryAfterSeconds} s`);
       }
-      refusedLog.write({ remote }, 'MCP endpoint refused: unknown token', remote);
+      refusedLog.write({ remote }, 'MCP endpoint refused: unknown token', source);
       return refuse(socket, 401, 'Unauthorized', 'unknown or revoked MCP endpoint token');
     }
     const take = connects.take(record.id);
