@@ -135,6 +135,7 @@ export async function otaRoutes(app: FastifyInstance, o: OtaOptions): Promise<vo
       credentials = decision.kind === 'credentials' ? { kind: 'binding', decision } : { kind: 'none' };
     }
     const speaksForDevice = recordReport(o, refusals, req, { deviceId, clientId, userAgent: h.data['user-agent'], proven: credentials.kind === 'binding' });
+    if (speaksForDevice) o.firmware.rememberReport({ deviceId, userAgent: h.data['user-agent'], body: req.body });
     // A device without a tenant gets one from enrollment.tenantRules once it may connect: when enrollment
     // hands it credentials, or where nothing is enrolled. A pending device gets its tenant at approval. The rules
     // match the client id and board the check names: a check refused above (a known device, another client id)

@@ -67,10 +67,12 @@ export class FirmwareService {
     this.downloads = new Counter({ name: 'voxgate_firmware_downloads_total', help: 'GET /firmware/<file> by outcome', labelNames: ['outcome'] as const, registers: [d.metrics.registry] });
   }
 
-  /** The `firmware` section of one device's OTA answer; also remembers the version the device reported. */
+  /**
+   * The `firmware` section of one device's OTA answer, for what the check says it runs. Nothing is remembered: a
+   * check may name a device it does not speak for (see `rememberReport`).
+   */
   async offerFor(req: OfferRequest): Promise<OtaFirmwareSection> {
     const facts = deviceFacts(req.userAgent, req.body);
-    this.remember(req.deviceId, facts);
     const d = await this.decide(req.deviceId, facts, req.base);
     for (const file of d.missing) this.d.log.warn({ file, dir: this.images.dir }, 'firmware image missing: not offered');
     this.offers.inc({ source: d.source });
@@ -117,11 +119,17 @@ export class FirmwareService {
     return baseline ? { source: 'baseline', offer: baseline, rollout: undefined, missing } : { source: 'none', offer: { version: c.firmwareVersion, url: '' }, rollout: undefined, missing };
   }
 
-  private remember(deviceId: string, facts: DeviceFacts): void {
+  /**
+   * Remembers the version (and rollout boards) a check reported, for the preview and the device listing. Called only for
+   * a check that counts as the device's own (api/ota.ts): anyone can name a device in a check, and a stranger's must not
+   * set the firmware version an operator sees for it.
+   */
+  rememberReport(req: Pick<OfferRequest, 'deviceId' | 'userAgent' | 'body'>): void {
+    const facts = deviceFacts(req.userAgent, req.body);
     if (!facts.version && !facts.boards.some((b) => this.rolloutBoards.has(b))) return;
-    this.reported.delete(deviceId);
+    this.reported.delete(req.deviceId);
     if (this.reported.size >= MAX_REPORTED) this.reported.delete(this.reported.keys().next().value!);
-    this.reported.set(deviceId, { version: facts.version, boards: facts.boards.filter((b) => this.rolloutBoards.has(b)) });
+    this.reported.set(req.deviceId, { version: facts.version, boards: facts.boards.filter((b) => this.rolloutBoards.has(b)) });
   }
 
   /**

@@ -98,13 +98,19 @@ describe('OTA endpoint (/xiaozhi/ota/)', () => {
       expect(await seen()).toMatchObject({ board: 'sim', tenant: null });
       const forged = JSON.stringify({ application: { name: 'xiaozhi', version: '0.0.1' }, board: { type: 'forged-board' } });
       const stranger = { ...headers, 'client-id': 'globex-1' };
+      const reported = async () => (await t.api<{ reported: { version: string | null } | null }>('GET', `/v1/devices/${d.deviceId}/firmware`)).body.reported;
+      const own = await reported();
+      expect(own?.version).toBeTruthy();
       expect((await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers: stranger, body: forged })).status).toBe(200);
       expect(await seen()).toMatchObject({ board: 'sim', tenant: null });
+      // Nor the firmware version the preview (and the listing of an offline device) shows for it.
+      expect(await reported()).toEqual(own);
       expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'report_refused' })).toBe(1);
       // The device's own check (its client id) still counts.
       const newer = JSON.stringify({ application: { name: 'xiaozhi', version: '1.7.7' }, board: { type: 'sim-2' } });
       expect((await fetch(`${t.baseUrl}/xiaozhi/ota/`, { method: 'POST', headers, body: newer })).status).toBe(200);
       expect(await seen()).toMatchObject({ board: 'sim-2', tenant: null });
+      expect((await reported())?.version).toBe('1.7.7');
     } finally {
       d.terminate();
       await t.close();

@@ -134,13 +134,14 @@ describe('GET /v1/devices/{id}/firmware', () => {
       offer: { version: '1.0.5', url: 'https://fw.example.com/1.0.5.bin' },
       rollout: null,
     });
-    // The device's OTA check, as the OTA route hands it to the service.
-    const offered = await firmware.offerFor({
+    // The device's OTA check, as the OTA route hands it to the service (a check that counts as the device's own).
+    const check = {
       deviceId: inside,
       userAgent: 'voxgate-devkit/1.0.0',
       body: { application: { version: '1.0.0' }, board: { type: 'voxgate-devkit', name: 'not-in-any-rollout' } },
-      base,
-    });
+    };
+    const offered = await firmware.offerFor({ ...check, base });
+    firmware.rememberReport(check);
     const after = await preview(inside.replaceAll(':', '_').toUpperCase());
     expect(after.status).toBe(200);
     expect(after.body).toEqual({
@@ -151,6 +152,7 @@ describe('GET /v1/devices/{id}/firmware', () => {
       rollout: { version: '1.1.0', percent: 30, listed: false, bucket: rolloutBucket(inside) },
     });
     await firmware.offerFor({ deviceId: listed, userAgent: 'voxgate-devkit/1.0.0', body: {}, base });
+    firmware.rememberReport({ deviceId: listed, userAgent: 'voxgate-devkit/1.0.0', body: {} });
     expect((await preview(listed)).body['rollout']).toEqual({ version: '1.1.0', percent: 30, listed: true, bucket: rolloutBucket(listed) });
     // Only the two OTA checks were counted; the previews were not.
     const offers = (await metrics.registry.getSingleMetric('voxgate_firmware_offers_total')!.get()).values.reduce((n, v) => n + v.value, 0);

@@ -41,13 +41,17 @@ describe('FirmwareService: what the OTA answer offers', () => {
     expect(await offer(firmware, mac(1))).toEqual({ version: '0.9.0', url: 'https://cdn.example.com/0.9.0.bin', force: 1, size: 1000, sha256: 'ab'.repeat(32) });
   });
 
-  it('falls back to the baseline, and remembers the version each device reported', async () => {
+  it('falls back to the baseline, and remembers the version a report that counts gave', async () => {
     const { firmware } = service({ firmwareVersion: '1.0.5', firmwareUrl: 'https://fw.example.com/1.0.5.bin' });
-    expect(await offer(firmware, mac(2), { application: { version: '1.0.1' } })).toEqual({ version: '1.0.5', url: 'https://fw.example.com/1.0.5.bin' });
+    const check = { deviceId: mac(2), userAgent: 'voxgate-devkit/1.0.0', body: { application: { version: '1.0.1' } } };
+    expect(await firmware.offerFor({ ...check, base: BASE })).toEqual({ version: '1.0.5', url: 'https://fw.example.com/1.0.5.bin' });
+    // The offer alone remembers nothing: the OTA route decides whether the check speaks for the device.
+    expect(firmware.reportedVersion(mac(2))).toBeUndefined();
+    firmware.rememberReport(check);
     expect(firmware.reportedVersion(mac(2))).toBe('1.0.1');
     expect(firmware.reportedVersion(mac(3))).toBeUndefined();
     // A check that says nothing about the version or a rollout's board is not remembered.
-    await offer(firmware, mac(3), {}, 'curl');
+    firmware.rememberReport({ deviceId: mac(3), userAgent: 'curl', body: {} });
     expect(firmware.reportedVersion(mac(3))).toBeUndefined();
   });
 });
