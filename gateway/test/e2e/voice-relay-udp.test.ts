@@ -133,6 +133,42 @@ describe('voice relay: MQTT + UDP devices', () => {
     expect(call.status).toBe(200);
   });
 
+  it("xiaozhi-esp32-server's downlink layout (type 1, size at 2, sequence at 4; sendAudioHandle.py) reaches the device", async () => {
+    const server = await VoiceServerDouble.start({ echoAudio: false });
+    const gw = await startTestGateway({
+      deviceAuth: 'hmac',
+      deviceSecret: SECRET,
+      enrollment: { policy: 'open' },
+      ota: { transport: 'mqtt' },
+      voice: { mode: 'relay', upstream: { url: server.url }, udp: { publicHost: '127.0.0.1' } },
+    });
+    try {
+      const d = await onlineDevice(gw);
+      const { up, udp } = await voiceSession(d, server);
+      udp.sendAudio(opus(5, 0), 0); // the device's first packet tells the gateway where it listens
+      await up.nextAudio();
+      // The header that server writes for connections marked from=mqtt_gateway: not protocol 2's version and type.
+      const xinnan = (payload: Buffer, sequence: number, timestamp: number) => {
+        const h = Buffer.alloc(16);
+        h[0] = 1;
+        h.writeUInt16BE(payload.length, 2);
+        h.writeUInt32BE(sequence, 4);
+        h.writeUInt32BE(timestamp, 8);
+        h.writeUInt32BE(payload.length, 12);
+        return Buffer.concat([h, payload]);
+      };
+      const frames = [opus(6, 0), opus(6, 1, 1), opus(6, 2, 200)];
+      frames.forEach((f, i) => up.sendAudio(xinnan(f, i, 5000 + i * 60)));
+      await until(() => udp.received.length >= frames.length, 'the voice server audio at the device');
+      expect(udp.received.map((r) => r.opus.toString('hex'))).toEqual(frames.map((f) => f.toString('hex')));
+      expect(udp.received.map((r) => r.timestamp)).toEqual([5000, 5060, 5120]);
+      expect(udp.received.map((r) => r.sequence)).toEqual([1, 2, 3]);
+    } finally {
+      await gw.close();
+      await server.close();
+    }
+  });
+
   it('drops wrong lengths, replayed and old sequences, and packets for no session; then carries on', async () => {
     const d = await onlineDevice();
     const { up, udp } = await voiceSession(d);
