@@ -178,7 +178,7 @@ export class VoiceRelay implements VoiceHook {
       transport: 'websocket',
     };
     try {
-      const { ws, hello: up } = await openUpstream(
+      const { ws, hello: up, early } = await openUpstream(
         this.upstreamUrl(transport),
         this.upstreamHeaders(device, vs.path.upstreamVersion),
         upHello,
@@ -196,6 +196,7 @@ export class VoiceRelay implements VoiceHook {
       ws.on('close', () => this.end(vs, 'upstream_closed'));
       ws.on('error', (e: Error) => log.warn({ err: e.message }, 'voice server connection error'));
       device.send(JSON.stringify(vs.path.deviceHello(up)));
+      for (const m of early) this.onUpstreamMcp(vs, m['payload']);
       log.info({ transport, upstreamSession: up.session_id }, 'voice session relayed');
       return true;
     } catch (e) {
