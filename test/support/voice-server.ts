@@ -85,7 +85,11 @@ export class VoiceServerConnection {
     this.jsonQueue.push(msg);
     if (msg['type'] === 'hello' && !this.opts.silent) {
       if (this.opts.initializeBeforeHello)
-        this.earlyInitialize = this.mcp('initialize', { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'XiaozhiClient', version: '1.0.0' } });
+        this.earlyInitialize = this.mcp('initialize', {
+          protocolVersion: '2024-11-05',
+          capabilities: {},
+          clientInfo: { name: 'XiaozhiClient', version: '1.0.0' },
+        });
       this.send({
         type: 'hello',
         version: 1,

@@ -178,7 +178,11 @@ export class VoiceRelay implements VoiceHook {
       transport: 'websocket',
     };
     try {
-      const { ws, hello: up, early } = await openUpstream(
+      const {
+        ws,
+        hello: up,
+        early,
+      } = await openUpstream(
         this.upstreamUrl(transport),
         this.upstreamHeaders(device, vs.path.upstreamVersion),
         upHello,
