@@ -303,9 +303,16 @@ describe('voice relay: MQTT + UDP devices', () => {
       const d = await onlineDevice(gw);
       const alert = d.waitForFrame((f) => f['type'] === 'alert', 10_000);
       const bye = d.waitForFrame((f) => f['type'] === 'goodbye', 10_000);
-      expect(await d.openAudioChannel(1000)).toBe(false); // no server hello comes: the firmware gives up
+      // The firmware's own 10 s wait for the server hello: a hello it cannot connect with ends it at once (before, only
+      // an alert and a goodbye came, and the device's main task, its MCP replies with it, waited the 10 s out).
+      const opened = d.openAudioChannel();
+      const call = gw.api('POST', `/v1/devices/${d.deviceId}/tools/self.get_device_status/call`, { arguments: {} });
+      expect(await opened).toBe(false);
+      expect(d.lastAudioChannelFailure).toBe('udp_connect');
+      expect(d.networkErrors).not.toContain('SERVER_TIMEOUT');
+      expect((await call).status).toBe(200);
       expect(await alert).toMatchObject({ status: 'error', emotion: 'sad' });
-      await bye;
+      expect((await bye)['session_id']).toBe(d.received.find((f) => f['type'] === 'hello')!['session_id']);
       expect(await gw.metric('voxgate_voice_sessions_total', { transport: 'udp', outcome: 'upstream_error' })).toBe(1);
       expect(d.connected).toBe(true);
       expect((await gw.api('POST', `/v1/devices/${d.deviceId}/tools/self.get_device_status/call`, { arguments: {} })).status).toBe(200);
