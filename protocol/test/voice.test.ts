@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import {
   buildUdpServerHello,
   decodeBinaryFrame,
+  decodeUpstreamAudioFrame,
   encodeBinaryFrame,
   newUdpSessionKeys,
   openUdpPacket,
@@ -107,6 +108,20 @@ describe('voice framing properties', () => {
       }),
       { numRuns: 1000, seed: 3 },
     );
+  });
+
+  it("an MQTT gateway's downlink frame: protocol 2, or xiaozhi-esp32-server's UDP-like header; only timestamp and size are read", () => {
+    const opus = Buffer.from([0x58, 1, 2, 3, 4]);
+    const v2 = encodeBinaryFrame(2, { payload: opus, timestampMs: 77 });
+    expect(decodeUpstreamAudioFrame(v2, 64)).toMatchObject({ ok: true, value: { type: 'opus', timestampMs: 77, payload: opus } });
+    // type 1, flags 0, u16 size, u32 sequence, u32 timestamp, u32 size (core/handle/sendAudioHandle.py)
+    const x = Buffer.concat([hex('01000005' + '00000009' + '0000004d' + '00000005'), opus]);
+    expect(decodeBinaryFrame(2, x, 64).ok).toBe(false); // read as protocol 2, bytes 2-3 are a type it does not know
+    expect(decodeUpstreamAudioFrame(x, 64)).toMatchObject({ ok: true, value: { type: 'opus', timestampMs: 77, payload: opus } });
+    expect(decodeUpstreamAudioFrame(encodeBinaryFrame(2, { type: 'json', payload: opus }), 64)).toMatchObject({ ok: true, value: { type: 'json' } });
+    expect(decodeUpstreamAudioFrame(x.subarray(0, 20), 64)).toMatchObject({ ok: false, reason: 'bad_length' });
+    expect(decodeUpstreamAudioFrame(x, 4)).toMatchObject({ ok: false, reason: 'too_large' });
+    expect(decodeUpstreamAudioFrame(x.subarray(0, 15), 64)).toMatchObject({ ok: false, reason: 'too_short' });
   });
 
   it('UDP packets round-trip with a fresh session key, and parseUdpHeader never throws', () => {

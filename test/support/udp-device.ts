@@ -2,7 +2,8 @@
  * The firmware's UDP audio channel (main/protocols/mqtt_protocol.cc), written from the firmware and not
  * from the gateway's code: it builds each packet from the server's nonce (length, timestamp and
  * ++sequence written in), encrypts with AES-128-CTR using the header as the counter block, and on receive
- * drops a packet whose type is not 1 or whose sequence is below the last one, as the firmware does.
+ * drops a packet whose type is not 1, whose declared length is not what came, or whose sequence is not above
+ * the last one taken, as the firmware does.
  */
 import { createCipheriv } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
@@ -17,7 +18,7 @@ export interface ReceivedAudio {
 
 export class UdpDeviceChannel {
   readonly received: ReceivedAudio[] = [];
-  /** Packets the firmware would drop (type, old sequence). */
+  /** Packets the firmware would drop (type, length, old or repeated sequence). */
   dropped = 0;
   localSequence = 0;
   private remoteSequence = 0;
@@ -71,13 +72,15 @@ export class UdpDeviceChannel {
   }
 
   private onMessage(data: Buffer): void {
-    if (data.length < 16 || data[0] !== 0x01) {
+    // As the firmware (mqtt_protocol.cc OpenAudioChannel's OnMessage): type 1, the declared length exactly what came,
+    // and a sequence above the last one taken (a repeat is dropped too); a gap is only logged.
+    if (data.length < 16 || data[0] !== 0x01 || data.readUInt16BE(2) !== data.length - 16) {
       this.dropped++;
       return;
     }
     const timestamp = data.readUInt32BE(8);
     const sequence = data.readUInt32BE(12);
-    if (sequence < this.remoteSequence) {
+    if (sequence <= this.remoteSequence) {
       this.dropped++;
       return;
     }

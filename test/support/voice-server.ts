@@ -26,6 +26,11 @@ export interface VoiceServerOptions {
   audioParams?: Record<string, unknown>;
   /** Keep every received frame for tests to read. Default true; the bench turns it off (it only echoes). */
   recordAudio?: boolean;
+  /**
+   * Send the MCP initialize before the hello, as xiaozhi-esp32-server can (helloHandle.py starts it as a task
+   * before sending its hello); its reply is `earlyInitialize`.
+   */
+  initializeBeforeHello?: boolean;
 }
 
 export class VoiceServerConnection {
@@ -41,6 +46,8 @@ export class VoiceServerConnection {
   private readonly jsonQueue = new AsyncQueue<Record<string, unknown>>();
   private readonly audioQueue = new AsyncQueue<Buffer>();
   private nextId = 1;
+  /** The reply to the initialize sent before the hello (`initializeBeforeHello`). */
+  earlyInitialize: Promise<Record<string, unknown>> | undefined;
   private readonly pending = new Map<number, Deferred<Record<string, unknown>>>();
 
   constructor(
@@ -77,6 +84,12 @@ export class VoiceServerConnection {
     this.json.push(msg);
     this.jsonQueue.push(msg);
     if (msg['type'] === 'hello' && !this.opts.silent) {
+      if (this.opts.initializeBeforeHello)
+        this.earlyInitialize = this.mcp('initialize', {
+          protocolVersion: '2024-11-05',
+          capabilities: {},
+          clientInfo: { name: 'XiaozhiClient', version: '1.0.0' },
+        });
       this.send({
         type: 'hello',
         version: 1,

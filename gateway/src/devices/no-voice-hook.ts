@@ -21,11 +21,9 @@ export class NoVoiceHook implements VoiceHook {
     if (device.transport === 'mqtt') {
       // Voice (UDP audio) is not enabled: end the device's wait for a server hello at once (a goodbye alone
       // would block its main task, and every MCP reply, for 10 s), then close it.
-      const voiceSession = randomUUID();
       const line = 'device asked for a voice session over MQTT; voice is not enabled, answering a no-voice hello and goodbye';
       this.log.write({ deviceId: device.deviceId }, line);
-      device.send(JSON.stringify(buildNoVoiceUdpHello(voiceSession, randomBytes(16), randomBytes(16))));
-      device.send(JSON.stringify(buildGoodbye(voiceSession)));
+      endUdpVoiceRequest(device);
       return false;
     }
     device.send(JSON.stringify(buildServerHello(device.sessionId)));
@@ -41,4 +39,17 @@ export class NoVoiceHook implements VoiceHook {
   }
 
   onClosed(): void {}
+}
+
+/**
+ * Refuse an MQTT device's voice hello so that its OpenAudioChannel returns at once: the firmware's main task waits
+ * up to 10 s for a server hello (every MCP reply of the device waits with it), and only a complete UDP hello ends
+ * that wait (buildNoVoiceUdpHello: one it cannot connect with). `before` (an alert) goes next, then a goodbye with
+ * the hello's session id, which closes the channel on any network stack that did connect.
+ */
+export function endUdpVoiceRequest(device: Pick<VoiceDevice, 'send'>, before?: object): void {
+  const voiceSession = randomUUID();
+  device.send(JSON.stringify(buildNoVoiceUdpHello(voiceSession, randomBytes(16), randomBytes(16))));
+  if (before) device.send(JSON.stringify(before));
+  device.send(JSON.stringify(buildGoodbye(voiceSession)));
 }

@@ -83,7 +83,7 @@ function declareConverseEnv<T extends Record<string, z.core.$ZodType>>(shape: T)
 
 /**
  * Voice sessions relayed to a xiaozhi-compatible voice server (docs/voice.md). `off`: a WebSocket hello is
- * answered by the gateway and audio is dropped; an MQTT hello gets a goodbye.
+ * answered by the gateway and audio is dropped; an MQTT hello gets a no-voice UDP hello and a goodbye.
  */
 export const VoiceSlice = z
   .strictObject(voiceFields)

@@ -10,6 +10,7 @@ import {
 import type { Logger } from 'pino';
 import type { RawData, WebSocket } from 'ws';
 import { CLOSE_NORMAL, CLOSE_VOICE_UNAVAILABLE } from '../devices/link.js';
+import { endUdpVoiceRequest } from '../devices/no-voice-hook.js';
 import type { VoiceDevice, VoiceHook } from '../devices/voice-hook.js';
 import type { VoiceMetrics } from './metrics.js';
 import { answerUpstreamMcp, type HubExposure, type HubPort } from './upstream-mcp.js';
@@ -178,7 +179,11 @@ export class VoiceRelay implements VoiceHook {
       transport: 'websocket',
     };
     try {
-      const { ws, hello: up } = await openUpstream(
+      const {
+        ws,
+        hello: up,
+        early,
+      } = await openUpstream(
         this.upstreamUrl(transport),
         this.upstreamHeaders(device, vs.path.upstreamVersion),
         upHello,
@@ -196,6 +201,7 @@ export class VoiceRelay implements VoiceHook {
       ws.on('close', () => this.end(vs, 'upstream_closed'));
       ws.on('error', (e: Error) => log.warn({ err: e.message }, 'voice server connection error'));
       device.send(JSON.stringify(vs.path.deviceHello(up)));
+      for (const m of early) this.onUpstreamMcp(vs, m['payload']);
       log.info({ transport, upstreamSession: up.session_id }, 'voice session relayed');
       return true;
     } catch (e) {
@@ -373,9 +379,11 @@ export class VoiceRelay implements VoiceHook {
 
   /** Tell the device in a way it shows (the reference firmware ignores `type:"error"`), then end its attempt. */
   private refuse(device: VoiceDevice, transport: 'websocket' | 'udp', message: string): void {
-    device.send(JSON.stringify({ type: 'alert', status: 'error', message, emotion: 'sad' }));
-    if (transport === 'udp') device.send(JSON.stringify({ type: 'goodbye', session_id: '' }));
-    else device.close(CLOSE_VOICE_UNAVAILABLE, 'voice server unavailable');
+    const alert = { type: 'alert', status: 'error', message, emotion: 'sad' };
+    // Over MQTT a goodbye alone left the firmware waiting 10 s for a hello, its MCP replies with it.
+    if (transport === 'udp') return endUdpVoiceRequest(device, alert);
+    device.send(JSON.stringify(alert));
+    device.close(CLOSE_VOICE_UNAVAILABLE, 'voice server unavailable');
   }
 
   private webSocketPath(device: VoiceDevice, version: BinaryProtocolVersion): DeviceAudioPath {

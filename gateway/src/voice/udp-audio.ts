@@ -6,7 +6,7 @@ import {
   UDP_HEADER_BYTES,
   UdpCrypter,
   buildUdpServerHello,
-  decodeBinaryFrame,
+  decodeUpstreamAudioFrame,
   newUdpSessionKeys,
   parseUdpHeader,
   udpSsrc,
@@ -62,8 +62,9 @@ const at = (s: Source | undefined, address: string, port: number): boolean => s 
 /**
  * One UDP socket for every MQTT device's voice audio. A packet is routed by its ssrc (fresh per session,
  * carried in the nonce of the server hello), checked for length and sequence, decrypted, and sent to the
- * voice server as binary protocol 2 (timestamp kept); downlink frames are re-encrypted with our own
- * sequence and sent to the address the device's last good packet came from.
+ * voice server as binary protocol 2 (timestamp kept); downlink frames (16-byte header: protocol 2, or the UDP layout
+ * xiaozhi-esp32-server writes) are re-encrypted with our own sequence and sent to the address the device's last good
+ * packet came from.
  */
 export class UdpAudio implements UdpAudioFactory {
   private readonly bindings = new Map<number, Binding>();
@@ -210,7 +211,7 @@ export class UdpAudio implements UdpAudioFactory {
   }
 
   private toDevice(b: Binding, frame: Buffer): void {
-    const f = decodeBinaryFrame(2, frame, this.config.maxFrameBytes);
+    const f = decodeUpstreamAudioFrame(frame, this.config.maxFrameBytes);
     if (!f.ok) return this.dropDown(f.reason);
     if (f.value.type !== 'opus') return this.dropDown('not_audio');
     if (!b.remote) return this.dropDown('no_remote'); // the device has not sent a packet yet: nowhere to send

@@ -16,9 +16,18 @@ export class UpstreamError extends Error {
   }
 }
 
+/** The voice server's MCP requests kept from before its hello, at most; later ones are dropped. */
+export const UPSTREAM_EARLY_MCP_MAX = 8;
+
 export interface UpstreamOpen {
   ws: WebSocket;
   hello: UpstreamHello;
+  /**
+   * `mcp` messages that came before the hello, in order. xiaozhi-esp32-server starts its device MCP client (the
+   * initialize) as it answers the device's hello, and the initialize can reach the socket first (its PR #3350
+   * reorders this); dropped, the server waits for its answer for the rest of the session and lists no device tool.
+   */
+  early: Array<Record<string, unknown>>;
 }
 
 /**
@@ -28,6 +37,7 @@ export interface UpstreamOpen {
 export function openUpstream(url: string, headers: Record<string, string>, hello: Record<string, unknown>, timeoutMs: number): Promise<UpstreamOpen> {
   const ws = new WebSocket(url, { headers, perMessageDeflate: false, maxPayload: UPSTREAM_MAX_MESSAGE_BYTES, handshakeTimeout: timeoutMs });
   return new Promise<UpstreamOpen>((resolve, reject) => {
+    const early: Array<Record<string, unknown>> = [];
     const fail = (reason: UpstreamFailure, detail: string) => {
       clearTimeout(timer);
       ws.removeAllListeners('message');
@@ -48,7 +58,10 @@ export function openUpstream(url: string, headers: Record<string, string>, hello
       const text = data.toString();
       if (!checkJsonBounds(text, UPSTREAM_JSON_LIMITS).ok) return fail('upstream_error', 'the voice server sent an oversized or too deeply nested message');
       const parsed = tryParseJson(text);
-      if (!parsed.ok || (parsed.value as { type?: unknown } | null)?.type !== 'hello') return;
+      if (!parsed.ok) return;
+      const type = (parsed.value as { type?: unknown } | null)?.type;
+      if (type === 'mcp' && early.length < UPSTREAM_EARLY_MCP_MAX) early.push(parsed.value as Record<string, unknown>);
+      if (type !== 'hello') return;
       const h = UpstreamHelloSchema.safeParse(parsed.value);
       if (!h.success) return fail('upstream_error', `the voice server's hello is not valid: ${describeIssues(h.error.issues)}`);
       clearTimeout(timer);
@@ -56,7 +69,7 @@ export function openUpstream(url: string, headers: Record<string, string>, hello
       ws.removeAllListeners('close');
       ws.removeAllListeners('error');
       ws.removeAllListeners('unexpected-response');
-      resolve({ ws, hello: h.data });
+      resolve({ ws, hello: h.data, early });
     });
   });
 }

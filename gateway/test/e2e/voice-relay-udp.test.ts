@@ -133,6 +133,42 @@ describe('voice relay: MQTT + UDP devices', () => {
     expect(call.status).toBe(200);
   });
 
+  it("xiaozhi-esp32-server's downlink layout (type 1, size at 2, sequence at 4; sendAudioHandle.py) reaches the device", async () => {
+    const server = await VoiceServerDouble.start({ echoAudio: false });
+    const gw = await startTestGateway({
+      deviceAuth: 'hmac',
+      deviceSecret: SECRET,
+      enrollment: { policy: 'open' },
+      ota: { transport: 'mqtt' },
+      voice: { mode: 'relay', upstream: { url: server.url }, udp: { publicHost: '127.0.0.1' } },
+    });
+    try {
+      const d = await onlineDevice(gw);
+      const { up, udp } = await voiceSession(d, server);
+      udp.sendAudio(opus(5, 0), 0); // the device's first packet tells the gateway where it listens
+      await up.nextAudio();
+      // The header that server writes for connections marked from=mqtt_gateway: not protocol 2's version and type.
+      const xinnan = (payload: Buffer, sequence: number, timestamp: number) => {
+        const h = Buffer.alloc(16);
+        h[0] = 1;
+        h.writeUInt16BE(payload.length, 2);
+        h.writeUInt32BE(sequence, 4);
+        h.writeUInt32BE(timestamp, 8);
+        h.writeUInt32BE(payload.length, 12);
+        return Buffer.concat([h, payload]);
+      };
+      const frames = [opus(6, 0), opus(6, 1, 1), opus(6, 2, 200)];
+      frames.forEach((f, i) => up.sendAudio(xinnan(f, i, 5000 + i * 60)));
+      await until(() => udp.received.length >= frames.length, 'the voice server audio at the device');
+      expect(udp.received.map((r) => r.opus.toString('hex'))).toEqual(frames.map((f) => f.toString('hex')));
+      expect(udp.received.map((r) => r.timestamp)).toEqual([5000, 5060, 5120]);
+      expect(udp.received.map((r) => r.sequence)).toEqual([1, 2, 3]);
+    } finally {
+      await gw.close();
+      await server.close();
+    }
+  });
+
   it('drops wrong lengths, replayed and old sequences, and packets for no session; then carries on', async () => {
     const d = await onlineDevice();
     const { up, udp } = await voiceSession(d);
@@ -267,9 +303,16 @@ describe('voice relay: MQTT + UDP devices', () => {
       const d = await onlineDevice(gw);
       const alert = d.waitForFrame((f) => f['type'] === 'alert', 10_000);
       const bye = d.waitForFrame((f) => f['type'] === 'goodbye', 10_000);
-      expect(await d.openAudioChannel(1000)).toBe(false); // no server hello comes: the firmware gives up
+      // The firmware's own 10 s wait for the server hello: a hello it cannot connect with ends it at once (before, only
+      // an alert and a goodbye came, and the device's main task, its MCP replies with it, waited the 10 s out).
+      const opened = d.openAudioChannel();
+      const call = gw.api('POST', `/v1/devices/${d.deviceId}/tools/self.get_device_status/call`, { arguments: {} });
+      expect(await opened).toBe(false);
+      expect(d.lastAudioChannelFailure).toBe('udp_connect');
+      expect(d.networkErrors).not.toContain('SERVER_TIMEOUT');
+      expect((await call).status).toBe(200);
       expect(await alert).toMatchObject({ status: 'error', emotion: 'sad' });
-      await bye;
+      expect((await bye)['session_id']).toBe(d.received.find((f) => f['type'] === 'hello')!['session_id']);
       expect(await gw.metric('voxgate_voice_sessions_total', { transport: 'udp', outcome: 'upstream_error' })).toBe(1);
       expect(d.connected).toBe(true);
       expect((await gw.api('POST', `/v1/devices/${d.deviceId}/tools/self.get_device_status/call`, { arguments: {} })).status).toBe(200);

@@ -124,6 +124,23 @@ describe('voice relay: WebSocket devices through Voxgate to a voice server', () 
     expect(new Set(ids).size).toBe(ids.length); // the device never saw one id twice
   });
 
+  it("a voice server's initialize sent before its hello (xiaozhi-esp32-server can) is answered, not dropped", async () => {
+    const early = await VoiceServerDouble.start({ initializeBeforeHello: true });
+    const gw = await startTestGateway({ voice: { mode: 'relay', upstream: { url: early.url } } });
+    onTestFinished(async () => {
+      await gw.close();
+      await early.close();
+    });
+    const d = device();
+    const upConn = early.nextConnection();
+    await d.connectWebSocket(gw.wsUrl);
+    const up = await upConn;
+    const init = await withTimeout(up.earlyInitialize!, 10_000, 'the answer to the early initialize');
+    expect(init).toMatchObject({ id: 1, result: { protocolVersion: '2024-11-05', serverInfo: { name: 'sim-board' } } });
+    const page = await up.mcp('tools/list');
+    expect((page['result'] as { tools: Array<{ name: string }> }).tools.map((x) => x.name)).toContain('self.audio_speaker.set_volume');
+  });
+
   it('closes the voice server side when the device goes, and the device when the voice server goes', async () => {
     const a = device();
     let upConn = vs.nextConnection();

@@ -76,3 +76,20 @@ export function decodeBinaryFrame(version: BinaryProtocolVersion, data: Buffer, 
   if (!type) return fail('bad_type', `type ${typeCode}`);
   return ok({ type, payload: data.subarray(headerBytes), timestampMs: version === 2 ? data.readUInt32BE(8) : 0 });
 }
+
+/**
+ * One binary message from a voice server to an MQTT gateway (a connection opened with `?from=mqtt_gateway`):
+ * 16 bytes of header, the timestamp at 8 (u32 BE) and the payload size at 12 (u32 BE), then the Opus payload.
+ * Bytes 0-7 differ by server: protocol 2 (`u16 version=2, u16 type, u32 reserved`), or the UDP packet's layout
+ * that xiaozhi-esp32-server writes (`u8 type=1, u8 0, u16 size, u32 sequence`, core/handle/sendAudioHandle.py).
+ * The MQTT gateway these servers were built for (78/xiaozhi-mqtt-gateway) reads only the timestamp and the
+ * size, so they are all this reads; a frame that says it is protocol 2 with type 1 (JSON) is not audio.
+ */
+export function decodeUpstreamAudioFrame(data: Buffer, maxPayloadBytes: number): Parsed<BinaryFrame, BinaryFrameProblem> {
+  if (data.length < BINARY_V2_HEADER_BYTES) return fail('too_short', `${data.length} bytes, header is ${BINARY_V2_HEADER_BYTES}`);
+  const size = data.readUInt32BE(12);
+  if (size !== data.length - BINARY_V2_HEADER_BYTES) return fail('bad_length', `declared ${size}, carried ${data.length - BINARY_V2_HEADER_BYTES}`);
+  if (size > maxPayloadBytes) return fail('too_large', `${size} bytes > ${maxPayloadBytes}`);
+  const type: BinaryFrameType = data.readUInt16BE(0) === 2 && data.readUInt16BE(2) === TYPE_CODE.json ? 'json' : 'opus';
+  return ok({ type, payload: data.subarray(BINARY_V2_HEADER_BYTES), timestampMs: data.readUInt32BE(8) });
+}
