@@ -268,8 +268,11 @@ export const McpEndpointsConfigSchema = z
       'the WebSocket path tool processes dial in on (the xiaozhi MCP endpoint)',
     ),
     maxConnections: z.coerce.number().int().min(1).max(100_000).default(256),
-    /** Sockets open at once with one token (the newest serves; the others are being replaced or handshaking). */
-    maxConnectionsPerToken: z.coerce.number().int().min(1).max(100).default(4),
+    /**
+     * Sockets open at once with one token: the tool processes served together (mcp_pipe.py's config mode dials one
+     * per server it runs), and those being replaced or handshaking.
+     */
+    maxConnectionsPerToken: z.coerce.number().int().min(1).max(100).default(8),
     /** Unknown tokens per source address before 429: a bucket of `unknownTokenBurst`, refilled at this rate. */
     unknownTokenPerSecond: z.coerce.number().min(0.01).max(1000).default(0.2),
     unknownTokenBurst: z.coerce.number().int().min(1).max(10_000).default(10),

@@ -76,7 +76,7 @@ describe('MCP endpoint boundary', { timeout: 60_000 }, () => {
   const call = (tool: string, args: Record<string, unknown>, timeoutMs?: number) =>
     t.api<{ content: Array<{ text: string }>; isError: boolean }>('POST', `/v1/tools/${tool}/call`, { arguments: args, ...(timeoutMs ? { timeoutMs } : {}) });
 
-  it('relists on tools/list_changed; the newest connection with a token replaces the older (4000)', async () => {
+  it('relists on tools/list_changed; a newer connection listing every tool of an older one replaces it (4000): the same process reconnected', async () => {
     const ep = await create('fake');
     const first = await fakeTool(ep.url, { onCall: (_n, a) => `first ${String(a['who'])}` });
     await untilHub(hub(), ready('fake'), 'the fake to be ready');
@@ -93,11 +93,49 @@ describe('MCP endpoint boundary', { timeout: 60_000 }, () => {
       'the new tool',
     );
 
-    const second = await fakeTool(ep.url, { onCall: (_n, a) => `second ${String(a['who'])}` });
+    const second = await fakeTool(ep.url, { tools: first.tools, onCall: (_n, a) => `second ${String(a['who'])}` });
     expect(await first.closed).toEqual({ code: 4000, reason: 'replaced by a newer connection with the same token' });
     await untilHub(hub(), ready('fake'), 'the second connection to be ready');
     expect((await call('mcp__fake__hello', { who: 'y' })).body.content[0]!.text).toBe('second y');
     second.ws.close();
+    await second.closed;
+    await untilHub(hub(), () => hub().upstreams.get('fake')?.state === 'failed', 'the endpoint to wait again');
+  });
+
+  it("serves several tool processes on one token together, as mcp_pipe.py's config mode dials them: each tool called on its own process", async () => {
+    const ep = await create('multi');
+    const tool = (name: string) => ({ name, description: name, inputSchema: { type: 'object' } });
+    const calc = await fakeTool(ep.url, { tools: [tool('add'), tool('shared')], onCall: (n) => `calc ${n}` });
+    await untilHub(hub(), ready('multi'), 'the first process to be ready');
+    const weather = await fakeTool(ep.url, { tools: [tool('forecast'), tool('shared')], onCall: (n) => `weather ${n}` });
+    const names = () =>
+      hub()
+        .tools({})
+        .filter((x) => x.name.startsWith('mcp__multi__'))
+        .map((x) => x.name)
+        .sort();
+    await untilHub(hub(), () => names().length === 3, 'the tools of both processes');
+    expect(names()).toEqual(['mcp__multi__add', 'mcp__multi__forecast', 'mcp__multi__shared']);
+    expect((await call('mcp__multi__add', {})).body.content[0]!.text).toBe('calc add');
+    expect((await call('mcp__multi__forecast', {})).body.content[0]!.text).toBe('weather forecast');
+    // A name both list: the newer connection's.
+    expect((await call('mcp__multi__shared', {})).body.content[0]!.text).toBe('weather shared');
+    const view = async () =>
+      (await t.api<{ endpoints: Array<{ id: string; state: string; tools: string[] }> }>('GET', '/v1/mcp/endpoints')).body.endpoints.find(
+        (e) => e.id === ep.id,
+      )!;
+    expect(await view()).toMatchObject({ state: 'connected' });
+    expect((await view()).tools.sort()).toEqual(['add', 'forecast', 'shared']);
+
+    // One leaves: its tools go, the other's stay (the shared name back to the one still there).
+    weather.ws.close();
+    await weather.closed;
+    await untilHub(hub(), () => names().length === 2, 'the leaving process to take its tools');
+    expect(names()).toEqual(['mcp__multi__add', 'mcp__multi__shared']);
+    expect((await call('mcp__multi__shared', {})).body.content[0]!.text).toBe('calc shared');
+    expect(hub().upstreams.get('multi')?.state).toBe('ready');
+    calc.ws.close();
+    await calc.closed;
   });
 
   it('a tool name listed twice keeps its first definition: one name in GET /v1/tools and in the hub list', async () => {

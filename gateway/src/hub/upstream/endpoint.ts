@@ -1,125 +1,203 @@
-import type { CallToolResult, Transport } from '@modelcontextprotocol/client';
-import type { CallContext } from './base.js';
-import { McpUpstream } from './mcp.js';
+import type {
+  CallToolResult,
+  CompleteRequest,
+  CompleteResult,
+  GetPromptResult,
+  Prompt,
+  ReadResourceResult,
+  Resource,
+  ResourceTemplateType as ResourceTemplate,
+  Tool,
+} from '@modelcontextprotocol/client';
+import { GatewayError } from '../../errors.js';
+import { Upstream, type CallContext, type ServerStatus } from './base.js';
+import { EndpointConnection } from './endpoint-connection.js';
 import { WS_CLOSE, type WebSocketTransport } from './ws-transport.js';
 
 const WAITING = 'no tool process connected; waiting for one to dial in';
-/** While calls are in flight, a ping this often (see `probe`). */
-const PROBE_MS = 2000;
-/** Probes unanswered at once, at most (a server that handles one message at a time answers them after its call). */
-const MAX_PROBES_OUT = 8;
 
 /**
- * An MCP endpoint (xiaozhi's "MCP接入点"): a tool process (78/mcp-calculator's mcp_pipe.py and its ports)
- * dialed in over WebSocket, and the gateway is the MCP client on that connection. Everything else is an
- * MCP upstream's: initialize within connectTimeoutMs, paginated tools/list, list_changed, call timeouts,
- * calls in flight failed the moment the socket drops.
+ * An MCP endpoint (xiaozhi's "MCP接入点"): the tool processes (78/mcp-calculator's mcp_pipe.py and its ports) that
+ * dialed in with one token, served as one server of the hub. Each connection is its own MCP session
+ * (endpoint-connection.ts); the endpoint offers the tools of all of them, and a call goes to the connection that
+ * listed the tool.
  *
- * Several connections with one token: the newest replaces the older (closed with 4000). A pipe that
- * reconnects after a network change is then served at once, and a stale half-open socket never shadows it.
+ * Several connections with one token are several tool processes: `python mcp_pipe.py` without an argument starts
+ * every server of its mcp_config.json, each on its own connection to the one MCP_ENDPOINT. A connection whose every
+ * tool a newer one lists too is that process reconnecting (a network change; its old socket may be half-open): it is
+ * closed at once (4000, replaced). Where two processes list one tool name, the newer connection's is called.
+ * The number at once is bounded where sockets are accepted (`mcp.endpoints.maxConnectionsPerToken`).
  */
-export class EndpointUpstream extends McpUpstream {
-  private pending: WebSocketTransport | undefined;
-  private live: WebSocketTransport | undefined;
-  private pinger: NodeJS.Timeout | undefined;
-  private prober: NodeJS.Timeout | undefined;
-  private callsInFlight = 0;
-  private probesOut = 0;
+export class EndpointUpstream extends Upstream {
+  /** Ready connections, oldest first. */
+  private members: EndpointConnection[] = [];
+  /** Connections initializing. */
+  private readonly joining = new Set<EndpointConnection>();
+  /** Which connection a tool name calls (the newest listing it). */
+  private owners = new Map<string, EndpointConnection>();
+  private serial = 0;
+  private closed = false;
   pingIntervalMs = 30_000;
 
-  override start(): Promise<void> {
-    if (!this.pending) {
-      this.setState('failed', WAITING);
-      return Promise.resolve();
-    }
-    return super.start();
-  }
-
-  protected override createTransport(): Transport {
-    const t = this.pending;
-    if (!t) throw new Error(WAITING);
-    this.pending = undefined;
-    this.live = t;
-    return t;
+  start(): Promise<void> {
+    if (this.members.length === 0 && !this.closed) this.setState('failed', WAITING);
+    return Promise.resolve();
   }
 
   /** A tool process dialed in with this endpoint's token. Resolves when it is ready or has failed. */
   async attach(t: WebSocketTransport): Promise<void> {
-    if (this.state === 'stopped') return t.closeWith(WS_CLOSE.revoked, 'endpoint removed');
-    const old = this.live;
-    this.pending = t;
-    t.closeReason = { code: WS_CLOSE.unresponsive, reason: 'no answer to initialize in time' };
-    this.restarts += old ? 1 : 0;
-    // A new connect first (the old session's close is then not a "lost connection"), then the old socket goes.
-    const started = this.start();
-    old?.closeWith(WS_CLOSE.replaced, 'replaced by a newer connection with the same token');
+    if (this.closed) return t.closeWith(WS_CLOSE.revoked, 'endpoint removed');
+    const id = ++this.serial;
+    const c: EndpointConnection = new EndpointConnection(t, this.config, {
+      ...this.d,
+      log: this.d.log.child({ connection: id }),
+      // Its tools and its state are the endpoint's to tell: recomputed from every connection.
+      onToolsChanged: () => this.changed(c),
+      onStateChange: () => undefined,
+    });
+    c.pingIntervalMs = this.pingIntervalMs;
+    this.joining.add(c);
     try {
-      await started;
+      await c.open();
     } catch {
-      return; // told by start(): state failed, lastError says why; the socket went with closeReason
+      if (this.members.length === 0 && !this.closed) this.setState('failed', c.lastError ?? WAITING);
+      return; // its socket went with the reason open() gave it
+    } finally {
+      this.joining.delete(c);
     }
-    t.closeReason = { code: WS_CLOSE.goingAway, reason: 'the gateway closed the endpoint' };
-    this.keepAlive();
+    if (this.closed) return c.closeWith(WS_CLOSE.revoked, 'endpoint removed');
+    if (this.members.length > 0) this.restarts++;
+    this.members.push(c);
+    this.replaceShadowed(c);
+    this.changed(c);
   }
 
-  /** MCP ping on a timer: a tool process that stopped answering is cut (4002), and its calls fail at once. */
-  private keepAlive(): void {
-    clearInterval(this.pinger);
-    const t = this.live;
-    this.pinger = setInterval(() => {
-      const client = this.client;
-      if (this.live !== t || !client || this.state !== 'ready') return clearInterval(this.pinger);
-      client.ping({ timeout: this.pingIntervalMs }).catch(() => {
-        if (this.live === t) t?.closeWith(WS_CLOSE.unresponsive, 'no answer to ping');
-      });
-    }, this.pingIntervalMs);
-    this.pinger.unref();
+  /** Older connections whose every tool `c` lists too: the same process reconnected. */
+  private replaceShadowed(c: EndpointConnection): void {
+    const names = new Set(c.knownTools.map((t) => t.name));
+    for (const old of this.members) {
+      if (old === c) continue;
+      const tools = old.knownTools;
+      if (tools.length > 0 && tools.every((t) => names.has(t.name))) {
+        this.members = this.members.filter((m) => m !== old);
+        void old.closeWith(WS_CLOSE.replaced, 'replaced by a newer connection with the same token');
+      }
+    }
+  }
+
+  /** A connection's tools or state changed: the endpoint's tools, owners and state again. */
+  private changed(c: EndpointConnection): void {
+    if (this.joining.has(c)) return; // told once it is in (attach)
+    if (c.state !== 'ready') this.members = this.members.filter((m) => m !== c);
+    if (this.closed) return;
+    const owners = new Map<string, EndpointConnection>();
+    const tools: Tool[] = [];
+    // Newest first: where two list one name, the newer connection's definition and calls.
+    for (let i = this.members.length - 1; i >= 0; i--) {
+      const m = this.members[i]!;
+      for (const tool of m.knownTools) {
+        if (owners.has(tool.name)) continue;
+        owners.set(tool.name, m);
+        tools.push(tool);
+      }
+    }
+    this.owners = owners;
+    this.allTools = tools;
+    if (this.members.length > 0) this.setState('ready');
+    else this.setState('failed', c.state === 'ready' ? WAITING : (c.lastError ?? WAITING));
+    this.d.onToolsChanged();
   }
 
   override async call(tool: string, args: Record<string, unknown>, ctx: CallContext): Promise<CallToolResult> {
-    if (this.callsInFlight++ === 0) {
-      this.prober = setInterval(() => this.probe(), PROBE_MS);
-      this.prober.unref();
-    }
-    try {
-      return await super.call(tool, args, ctx);
-    } finally {
-      if (--this.callsInFlight === 0) clearInterval(this.prober);
-    }
+    const owner = this.owners.get(tool);
+    if (!owner || owner.state !== 'ready')
+      throw new GatewayError(
+        'UPSTREAM_UNAVAILABLE',
+        `The tool server "${this.config.name}" is not available right now (${this.state}${this.lastError ? `: ${this.lastError}` : ''}).`,
+      );
+    return owner.call(tool, args, ctx);
+  }
+
+  /** The ready connections, newest first. */
+  private ready(): EndpointConnection[] {
+    return this.members.filter((m) => m.state === 'ready').reverse();
+  }
+
+  override async listResources(ctx: CallContext): Promise<Resource[]> {
+    return (await Promise.all(this.ready().map((m) => m.listResources(ctx).catch(() => [])))).flat();
+  }
+  override async listPrompts(ctx: CallContext): Promise<Prompt[]> {
+    return (await Promise.all(this.ready().map((m) => m.listPrompts(ctx).catch(() => [])))).flat();
+  }
+  override async listResourceTemplates(ctx: CallContext): Promise<ResourceTemplate[]> {
+    return (await Promise.all(this.ready().map((m) => m.listResourceTemplates(ctx).catch(() => [])))).flat();
+  }
+  override readResource(uri: string, ctx: CallContext): Promise<ReadResourceResult> {
+    return this.firstAnswer((m) => m.readResource(uri, ctx), `has no resource ${uri.slice(0, 200)}`);
+  }
+  override getPrompt(name: string, args: Record<string, string>, ctx: CallContext): Promise<GetPromptResult> {
+    return this.firstAnswer((m) => m.getPrompt(name, args, ctx), `has no prompt "${name.slice(0, 64)}"`);
+  }
+  override async complete(params: CompleteRequest['params'], ctx: CallContext): Promise<CompleteResult> {
+    return this.firstAnswer((m) => m.complete(params, ctx), 'completes nothing').catch(() => ({ completion: { values: [] } }));
+  }
+  override async subscribe(uri: string): Promise<void> {
+    await this.firstAnswer((m) => m.subscribe(uri), `offers no subscription to ${uri.slice(0, 200)}`);
+  }
+  override async unsubscribe(uri: string): Promise<void> {
+    await Promise.all(this.ready().map((m) => m.unsubscribe(uri)));
   }
 
   /**
-   * A ping while calls are in flight, its answer not awaited. 78/mcp-calculator's mcp_pipe.py keeps its WebSocket
-   * open when its server process dies (it gathers both directions) and closes it only when a message to the dead
-   * process fails to write: without a message, a call in flight waited for the keepalive ping (up to
-   * pingIntervalMs) or its own timeout. The probe is that message; an unanswered one cuts nothing (a server busy
-   * with one message at a time answers it after its call), the keepalive ping does that.
+   * The first connection's answer, newest first, for a request that names what one of them holds (a resource, a
+   * prompt): each is asked in turn until one answers. Their own error when only one is connected.
    */
-  private probe(): void {
-    const client = this.client;
-    if (!client || this.state !== 'ready' || this.probesOut >= MAX_PROBES_OUT) return;
-    this.probesOut++;
-    client
-      .ping({ timeout: this.pingIntervalMs })
-      .catch(() => undefined)
-      .finally(() => this.probesOut--);
+  private async firstAnswer<T>(ask: (m: EndpointConnection) => Promise<T>, missing: string): Promise<T> {
+    const ready = this.ready();
+    let last: unknown;
+    for (const m of ready) {
+      try {
+        return await ask(m);
+      } catch (e) {
+        last = e;
+      }
+    }
+    if (ready.length === 1 && last instanceof GatewayError) throw last;
+    throw new GatewayError(
+      ready.length === 0 ? 'UPSTREAM_UNAVAILABLE' : 'NOT_FOUND',
+      `server "${this.config.name}" ${ready.length === 0 ? 'has no tool process connected' : missing}`,
+    );
   }
 
-  /** Connections being served (0 or 1). */
+  protected override capabilities(): ServerStatus['capabilities'] {
+    const caps = this.ready().map((m) => m.status().capabilities);
+    return { tools: caps.some((c) => c.tools), resources: caps.some((c) => c.resources), prompts: caps.some((c) => c.prompts) };
+  }
+  /** The newest connection's (each process says its own; /v1/mcp/endpoints lists the tools of all). */
+  protected override serverInfo(): ServerStatus['serverInfo'] {
+    return this.ready()[0]?.status().serverInfo ?? null;
+  }
+
+  /** Connections being served. */
   get connections(): number {
-    return this.live && this.state === 'ready' ? 1 : 0;
+    return this.ready().length;
   }
 
-  /** The token was revoked: the live connection is cut with 4001, and the endpoint leaves the hub. */
+  /** The token was revoked: every connection is cut with 4001, and the endpoint leaves the hub. */
   async revoke(): Promise<void> {
-    this.live?.closeWith(WS_CLOSE.revoked, 'token revoked');
-    this.pending?.closeWith(WS_CLOSE.revoked, 'token revoked');
-    await this.close();
+    await this.closeAll(WS_CLOSE.revoked, 'token revoked');
   }
 
   override async close(): Promise<void> {
-    clearInterval(this.pinger);
-    clearInterval(this.prober);
-    await super.close();
+    await this.closeAll(WS_CLOSE.goingAway, 'the gateway closed the endpoint');
+  }
+
+  private async closeAll(code: number, reason: string): Promise<void> {
+    this.closed = true;
+    const all = [...this.members, ...this.joining];
+    this.members = [];
+    this.owners = new Map();
+    this.setState('stopped');
+    await Promise.all(all.map((m) => m.closeWith(code, reason)));
   }
 }
