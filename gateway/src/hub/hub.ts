@@ -1,4 +1,3 @@
-import { normalizeDeviceId } from '@voxgate/protocol';
 import type { CallToolResult, CompleteRequest, CompleteResult, GetPromptResult, ReadResourceResult } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
@@ -9,12 +8,13 @@ import { bindCounter, type BoundCounter } from '../metrics-bound.js';
 import { invalidArguments } from '../schemas/validators.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import type { FleetJobsPort } from './builtin.js';
+import { callTarget } from './call-target.js';
 import { ServerChangeThrottles } from './change-throttle.js';
 import type { ServerConfig } from './config.js';
 import { DeviceTools } from './device-tools.js';
 import { CallsInFlight, withStop } from './in-flight.js';
-import { deviceToolRaw, shownServerName, type ToolTarget } from './names.js';
-import { GENERIC_TOOLS, ToolNamespace, visibleTo } from './namespace.js';
+import type { ToolTarget } from './names.js';
+import { ToolNamespace, visibleTo } from './namespace.js';
 import { routePeerRequest } from './peer-requests.js';
 import { ServerLists } from './server-lists.js';
 import { toToolResult } from './tool-result.js';
@@ -243,47 +243,10 @@ export class McpHub {
 
   /**
    * The tool a call of `name` with `args` reaches, as it stands now, for deciding on it before running it
-   * (a person's confirmation): the hosted server's tool, the device's catalog entry, or for `device_call`
-   * the device tool its arguments name (its own annotations, its per-device name when it has one).
-   * Undefined: nothing to reach (no such tool or device, the device's catalog not loaded, a user-only tool).
+   * (a person's confirmation); undefined when there is nothing to reach (call-target.ts).
    */
   callTarget(name: string, args: Record<string, unknown>, caller: Caller): HubTool | undefined {
-    let target: ToolTarget;
-    try {
-      target = this.resolve(name, caller);
-    } catch {
-      return undefined;
-    }
-    if (target.kind === 'server') {
-      const t = this.upstreams.get(target.server)?.tools.find((x) => x.name === target.tool);
-      if (!t) return undefined;
-      const source = { ...target, server: shownServerName(target.server) };
-      const entry: HubTool = { name, description: t.description ?? '', inputSchema: t.inputSchema as Record<string, unknown>, source };
-      if (t.annotations) entry.annotations = t.annotations as Record<string, unknown>;
-      return entry;
-    }
-    if (target.kind === 'generic' && target.tool === 'devices_list') return { name, ...GENERIC_TOOLS.devices_list, source: { kind: 'generic' } };
-    let deviceId: string;
-    let tool: string;
-    if (target.kind === 'device') ({ deviceId, tool } = target);
-    else {
-      const id = args['device_id'];
-      const t = args['tool'];
-      if (typeof id !== 'string' || typeof t !== 'string') return undefined;
-      deviceId = normalizeDeviceId(id) ?? id;
-      tool = t;
-    }
-    const found = this.devices.findTool(deviceId, tool, caller);
-    if (!found || found.userOnly) return undefined;
-    const source = { kind: 'device' as const, deviceId, tool };
-    const entry: HubTool = {
-      name: this.namespace.nameOf(source) ?? deviceToolRaw(deviceId, tool),
-      description: found.description,
-      inputSchema: found.inputSchema,
-      source,
-    };
-    if (found.annotations) entry.annotations = found.annotations;
-    return entry;
+    return callTarget({ upstreams: this.upstreams, namespace: this.namespace, devices: this.devices }, name, args, caller);
   }
 
   /**
