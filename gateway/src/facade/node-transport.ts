@@ -16,6 +16,7 @@ import type { SessionEventStore } from './event-store.js';
 import type { FastEntry } from './fast-call.js';
 import { isRequest, isResponse } from './jsonrpc-message.js';
 import { sseHeaders, SseStream, type HeldStreams } from './sse-stream.js';
+import { messageEvent, primingEvent, replayAfter } from './stream-events.js';
 import { getRefusal, header, postMessages, replyError, sessionRefusal, versionRefusal, type Refusal } from './transport-refusals.js';
 
 /**
@@ -232,28 +233,18 @@ export class NodeSessionTransport implements Transport {
   }
 
   private async replay(res: ServerResponse, lastEventId: string): Promise<void> {
-    const store = this.o.eventStore;
     try {
-      const streamId = await store.getStreamIdForEventId?.(lastEventId);
-      if (!streamId) return this.fail(res, { status: 400, code: -32000, message: 'Invalid event ID format' });
-      // A stream that still has a connection is taken over, not refused with 409 as the SDK's transport does: a
-      // client resumes only a stream it lost, and the server may not have seen that connection end (half-open after a
-      // network change). Refused, the SDK client retried a few times and gave up, and the session heard nothing more.
-      // The older connection is ended below, once the replay is written (endStream).
-      const sse = new SseStream(res, sseHeaders(this.sessionId), undefined);
-      sse.oncut = this.o.onUnreadCut;
-      const replayed = new Set<string>();
-      const replayedId = await store.replayEventsAfter(lastEventId, {
-        send: (eventId, message) => {
-          replayed.add(eventId);
-          if (!sse.write(event(JSON.stringify(message), eventId), true)) sse.end();
-          return Promise.resolve();
-        },
-      });
+      const replay = await replayAfter(this.o.eventStore, lastEventId, res, this.sessionId, this.o.onUnreadCut);
+      if (!replay) return this.fail(res, { status: 400, code: -32000, message: 'Invalid event ID format' });
+      const { streamId: replayedId, sse, replayed } = replay;
       if (this.closed || !sse.open) {
         sse.oncancel = undefined;
         return replyError(res, 404, -32001, 'Session not found');
       }
+      // A stream that still has a connection is taken over, not refused with 409 as the SDK's transport does: a
+      // client resumes only a stream it lost, and the server may not have seen that connection end (half-open after a
+      // network change). Refused, the SDK client retried a few times and gave up, and the session heard nothing more.
+      // The older connection is ended here, once the replay is written.
       this.endStream(replayedId);
       const stream: Stream = { sse, replayed, requests: 0 };
       sse.oncancel = () => {
@@ -302,14 +293,8 @@ export class NodeSessionTransport implements Transport {
     return this.supported.includes(version) && version >= '2025-11-25';
   }
 
-  /**
-   * The priming event (an id to resume from, and the retry hint) for clients that accept empty data, made when a
-   * POST's stream starts as SSE (`SseStream.primeWith`); its id is stored then, before the stream's first event.
-   */
-  private readonly primer = (streamId: string): string => {
-    const id = this.o.eventStore.storeText(streamId, '{}', false);
-    return `id: ${id}\nretry: ${this.o.retryInterval}\ndata: \n\n`;
-  };
+  /** Makes a stream's priming event (stream-events.ts): one function per transport, not one per request. */
+  private readonly primer = (streamId: string): string => primingEvent(this.o.eventStore, streamId, this.o.retryInterval);
 
   private closeSSEStream(requestId: RequestId): void {
     const streamId = this.requestStream.get(requestId);
@@ -370,7 +355,7 @@ export class NodeSessionTransport implements Transport {
   }
 
   private writeEvent(s: Stream, text: string, eventId: string): void {
-    if (!s.sse.write(event(text, eventId))) s.sse.end();
+    if (!s.sse.write(messageEvent(text, eventId))) s.sse.end();
   }
 
   async close(): Promise<void> {
@@ -387,6 +372,3 @@ export class NodeSessionTransport implements Transport {
     replyError(res, status, code, message);
   }
 }
-
-/** One SSE event carrying a message (its JSON text). */
-const event = (text: string, eventId: string) => `event: message\nid: ${eventId}\ndata: ${text}\n\n`;
