@@ -296,7 +296,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       await s.transport.handleRequest(req.raw, reply.raw, req.body, authInfo);
       return reply;
     }
-    // A session's transport bounds the depth itself (node-transport.ts); the SDK's initialize check and its stateless
+    // A session's transport bounds the depth itself (transport-refusals.ts); the SDK's initialize check and its stateless
     // handler do not: a body thousands of levels deep overflowed their stack (500, a warning, ~0.3 s of CPU each).
     if (req.method === 'POST' && req.body !== undefined && deeperThan(req.body, MAX_JSON_DEPTH)) {
       o.metrics.mcpRequests.inc({ outcome: 'too_deep' });

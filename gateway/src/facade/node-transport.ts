@@ -3,7 +3,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   DEFAULT_NEGOTIATED_PROTOCOL_VERSION,
   isInitializeRequest,
-  isJsonContentType,
   SUPPORTED_PROTOCOL_VERSIONS,
   type AuthInfo,
   type JSONRPCMessage,
@@ -15,8 +14,10 @@ import {
 } from '@modelcontextprotocol/server';
 import type { SessionEventStore } from './event-store.js';
 import type { FastEntry } from './fast-call.js';
-import { checkMessage, deeperThan, isRequest, isResponse, MAX_BATCH_SIZE, MAX_JSON_DEPTH } from './jsonrpc-message.js';
+import { isRequest, isResponse } from './jsonrpc-message.js';
 import { sseHeaders, SseStream, type HeldStreams } from './sse-stream.js';
+import { messageEvent, primingEvent, replayAfter } from './stream-events.js';
+import { getRefusal, header, postMessages, replyError, sessionRefusal, versionRefusal, type Refusal } from './transport-refusals.js';
 
 /**
  * The server side of one Streamable HTTP session (`Mcp-Session-Id`) on Node's own request and response: the
@@ -65,11 +66,6 @@ const requestView = (req: IncomingMessage) =>
       },
     },
   }) as unknown as Request;
-
-const header = (req: IncomingMessage, name: string): string | undefined => {
-  const v = req.headers[name];
-  return Array.isArray(v) ? v.join(', ') : v;
-};
 
 export class NodeSessionTransport implements Transport {
   sessionId: string | undefined;
@@ -124,7 +120,7 @@ export class NodeSessionTransport implements Transport {
   /** Answers one request of this session; never throws (a failure is a JSON-RPC error answer). */
   async handleRequest(req: IncomingMessage, res: ServerResponse, body: unknown, authInfo: AuthInfo | undefined): Promise<void> {
     try {
-      if (this.closed) return this.reply(res, 404, -32001, 'Session not found');
+      if (this.closed) return replyError(res, 404, -32001, 'Session not found');
       switch (req.method) {
         case 'POST':
           return await this.post(req, res, body, authInfo);
@@ -135,44 +131,31 @@ export class NodeSessionTransport implements Transport {
         default:
           this.onerror?.(new Error('Method not allowed.'));
           res.setHeader('allow', 'GET, POST, DELETE');
-          return this.reply(res, 405, -32000, 'Method not allowed.');
+          return replyError(res, 405, -32000, 'Method not allowed.');
       }
     } catch (e) {
       this.onerror?.(e as Error);
-      if (!res.headersSent) this.reply(res, 400, -32700, 'Parse error', String(e));
+      if (!res.headersSent) replyError(res, 400, -32700, 'Parse error', String(e));
       else if (!res.writableEnded) res.end();
     }
   }
 
   private async post(req: IncomingMessage, res: ServerResponse, body: unknown, authInfo: AuthInfo | undefined): Promise<void> {
-    const accept = header(req, 'accept');
-    if (!accept?.includes('application/json') || !accept.includes('text/event-stream'))
-      return this.fail(res, 406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
-    if (!isJsonContentType(header(req, 'content-type') ?? null))
-      return this.fail(res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
-    // No body at all is what the SDK's JSON.parse of an empty text meets; too deep is refused as unparseable.
-    if (body === undefined || deeperThan(body, MAX_JSON_DEPTH)) return this.fail(res, 400, -32700, 'Parse error: Invalid JSON');
-    if (Array.isArray(body) && body.length > MAX_BATCH_SIZE)
-      return this.fail(res, 400, -32600, `Invalid Request: Batch must not exceed ${MAX_BATCH_SIZE} messages`);
-    const raw: unknown[] = Array.isArray(body) ? body : [body];
-    const messages: JSONRPCMessage[] = [];
-    for (const r of raw) {
-      const m = checkMessage(r);
-      if (!m) return this.fail(res, 400, -32700, 'Parse error: Invalid JSON-RPC message');
-      messages.push(m);
-    }
-    if (this.closed) return this.reply(res, 404, -32001, 'Session not found');
+    const messages = postMessages(req, body);
+    if (!Array.isArray(messages)) return this.fail(res, messages);
+    if (this.closed) return replyError(res, 404, -32001, 'Session not found');
     // `initialize` by its method first: the SDK's full check runs only on a message that names it.
     const init = messages.find((m) => 'method' in m && m.method === 'initialize' && isInitializeRequest(m)) as
       (JSONRPCMessage & { params: { protocolVersion: string } }) | undefined;
     if (init) {
-      if (this.initialized && this.sessionId !== undefined) return this.fail(res, 400, -32600, 'Invalid Request: Server already initialized');
-      if (messages.length > 1) return this.fail(res, 400, -32600, 'Invalid Request: Only one initialization request is allowed');
+      if (this.initialized && this.sessionId !== undefined)
+        return this.fail(res, { status: 400, code: -32600, message: 'Invalid Request: Server already initialized' });
+      if (messages.length > 1) return this.fail(res, { status: 400, code: -32600, message: 'Invalid Request: Only one initialization request is allowed' });
       this.sessionId = this.o.sessionIdGenerator();
       this.initialized = true;
       await Promise.resolve(this.o.onsessioninitialized(this.sessionId));
-    } else if (!this.sessionOk(req, res) || !this.versionOk(req, res)) return;
-    if (this.closed) return this.reply(res, 404, -32001, 'Session not found');
+    } else if (!this.sessionOk(req, res)) return;
+    if (this.closed) return replyError(res, 404, -32001, 'Session not found');
 
     if (!messages.some(isRequest)) {
       const request = requestView(req);
@@ -229,11 +212,12 @@ export class NodeSessionTransport implements Transport {
   };
 
   private async get(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (!header(req, 'accept')?.includes('text/event-stream')) return this.fail(res, 406, -32000, 'Not Acceptable: Client must accept text/event-stream');
-    if (!this.sessionOk(req, res) || !this.versionOk(req, res)) return;
+    const refused = getRefusal(req);
+    if (refused) return this.fail(res, refused);
+    if (!this.sessionOk(req, res)) return;
     const lastEventId = header(req, 'last-event-id');
     if (lastEventId) return this.replay(res, lastEventId);
-    if (this.streams.has(STANDALONE)) return this.fail(res, 409, -32000, 'Conflict: Only one SSE stream is allowed per session');
+    if (this.streams.has(STANDALONE)) return this.fail(res, { status: 409, code: -32000, message: 'Conflict: Only one SSE stream is allowed per session' });
     const sse = new SseStream(res, sseHeaders(this.sessionId), undefined, this.primer);
     sse.oncut = this.o.onUnreadCut;
     // Primed as a POST's stream is (the SDK's server primes only those): a client that loses its GET stream before
@@ -249,28 +233,18 @@ export class NodeSessionTransport implements Transport {
   }
 
   private async replay(res: ServerResponse, lastEventId: string): Promise<void> {
-    const store = this.o.eventStore;
     try {
-      const streamId = await store.getStreamIdForEventId?.(lastEventId);
-      if (!streamId) return this.fail(res, 400, -32000, 'Invalid event ID format');
+      const replay = await replayAfter(this.o.eventStore, lastEventId, res, this.sessionId, this.o.onUnreadCut);
+      if (!replay) return this.fail(res, { status: 400, code: -32000, message: 'Invalid event ID format' });
+      const { streamId: replayedId, sse, replayed } = replay;
+      if (this.closed || !sse.open) {
+        sse.oncancel = undefined;
+        return replyError(res, 404, -32001, 'Session not found');
+      }
       // A stream that still has a connection is taken over, not refused with 409 as the SDK's transport does: a
       // client resumes only a stream it lost, and the server may not have seen that connection end (half-open after a
       // network change). Refused, the SDK client retried a few times and gave up, and the session heard nothing more.
-      // The older connection is ended below, once the replay is written (endStream).
-      const sse = new SseStream(res, sseHeaders(this.sessionId), undefined);
-      sse.oncut = this.o.onUnreadCut;
-      const replayed = new Set<string>();
-      const replayedId = await store.replayEventsAfter(lastEventId, {
-        send: (eventId, message) => {
-          replayed.add(eventId);
-          if (!sse.write(event(JSON.stringify(message), eventId), true)) sse.end();
-          return Promise.resolve();
-        },
-      });
-      if (this.closed || !sse.open) {
-        sse.oncancel = undefined;
-        return this.reply(res, 404, -32001, 'Session not found');
-      }
+      // The older connection is ended here, once the replay is written.
       this.endStream(replayedId);
       const stream: Stream = { sse, replayed, requests: 0 };
       sse.oncancel = () => {
@@ -285,12 +259,12 @@ export class NodeSessionTransport implements Transport {
       } else sse.flush();
     } catch (e) {
       this.onerror?.(e as Error);
-      if (!res.headersSent) this.reply(res, 500, -32000, 'Error replaying events');
+      if (!res.headersSent) replyError(res, 500, -32000, 'Error replaying events');
     }
   }
 
   private async delete(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (!this.sessionOk(req, res) || !this.versionOk(req, res)) return;
+    if (!this.sessionOk(req, res)) return;
     try {
       await Promise.resolve(this.o.onsessionclosed(this.sessionId!));
       res.writeHead(200).end();
@@ -308,33 +282,19 @@ export class NodeSessionTransport implements Transport {
     return false;
   }
 
+  /** Whether the request names this session, in a protocol version it speaks; else it is refused (transport-refusals.ts). */
   private sessionOk(req: IncomingMessage, res: ServerResponse): boolean {
-    if (!this.initialized) return (this.fail(res, 400, -32000, 'Bad Request: Server not initialized'), false);
-    const sid = header(req, 'mcp-session-id');
-    if (!sid) return (this.fail(res, 400, -32000, 'Bad Request: Mcp-Session-Id header is required'), false);
-    if (sid !== this.sessionId) return (this.fail(res, 404, -32001, 'Session not found'), false);
-    return true;
-  }
-
-  private versionOk(req: IncomingMessage, res: ServerResponse): boolean {
-    const v = header(req, 'mcp-protocol-version');
-    if (v === undefined || this.supported.includes(v)) return true;
-    this.fail(res, 400, -32000, `Bad Request: Unsupported protocol version: ${v} (supported versions: ${this.supported.join(', ')})`);
-    return false;
+    const refused = sessionRefusal(req, this.initialized, this.sessionId) ?? versionRefusal(req, this.supported);
+    if (refused) this.fail(res, refused);
+    return refused === undefined;
   }
 
   private emptyDataOk(version: string): boolean {
     return this.supported.includes(version) && version >= '2025-11-25';
   }
 
-  /**
-   * The priming event (an id to resume from, and the retry hint) for clients that accept empty data, made when a
-   * POST's stream starts as SSE (`SseStream.primeWith`); its id is stored then, before the stream's first event.
-   */
-  private readonly primer = (streamId: string): string => {
-    const id = this.o.eventStore.storeText(streamId, '{}', false);
-    return `id: ${id}\nretry: ${this.o.retryInterval}\ndata: \n\n`;
-  };
+  /** Makes a stream's priming event (stream-events.ts): one function per transport, not one per request. */
+  private readonly primer = (streamId: string): string => primingEvent(this.o.eventStore, streamId, this.o.retryInterval);
 
   private closeSSEStream(requestId: RequestId): void {
     const streamId = this.requestStream.get(requestId);
@@ -395,7 +355,7 @@ export class NodeSessionTransport implements Transport {
   }
 
   private writeEvent(s: Stream, text: string, eventId: string): void {
-    if (!s.sse.write(event(text, eventId))) s.sse.end();
+    if (!s.sse.write(messageEvent(text, eventId))) s.sse.end();
   }
 
   async close(): Promise<void> {
@@ -407,16 +367,8 @@ export class NodeSessionTransport implements Transport {
     this.onclose?.();
   }
 
-  private fail(res: ServerResponse, status: number, code: number, message: string): void {
+  private fail(res: ServerResponse, { status, code, message }: Refusal): void {
     this.onerror?.(new Error(message));
-    this.reply(res, status, code, message);
-  }
-
-  private reply(res: ServerResponse, status: number, code: number, message: string, data?: string): void {
-    const error = data === undefined ? { code, message } : { code, message, data };
-    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error, id: null }));
+    replyError(res, status, code, message);
   }
 }
-
-/** One SSE event carrying a message (its JSON text). */
-const event = (text: string, eventId: string) => `event: message\nid: ${eventId}\ndata: ${text}\n\n`;

@@ -1,23 +1,21 @@
-import { normalizeDeviceId } from '@voxgate/protocol';
 import type { CallToolResult, CompleteRequest, CompleteResult, GetPromptResult, ReadResourceResult } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import { canSee } from '../principal.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
-import { bindCounter, type BoundCounter } from '../metrics-bound.js';
-import { invalidArguments } from '../schemas/validators.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import type { FleetJobsPort } from './builtin.js';
+import { CallRunner } from './call-runner.js';
+import { callTarget } from './call-target.js';
 import { ServerChangeThrottles } from './change-throttle.js';
 import type { ServerConfig } from './config.js';
 import { DeviceTools } from './device-tools.js';
-import { CallsInFlight, withStop } from './in-flight.js';
-import { deviceToolRaw, shownServerName, type ToolTarget } from './names.js';
-import { GENERIC_TOOLS, ToolNamespace, visibleTo } from './namespace.js';
+import { CallsInFlight } from './in-flight.js';
+import type { ToolTarget } from './names.js';
+import { ToolNamespace, visibleTo } from './namespace.js';
 import { routePeerRequest } from './peer-requests.js';
 import { ServerLists } from './server-lists.js';
-import { toToolResult } from './tool-result.js';
 import type {
   Caller,
   DeviceToolMode,
@@ -70,9 +68,6 @@ export interface DeviceTenancyPort {
   onChange?(fn: () => void): () => void;
 }
 
-/** Failures a caller must fix before a call can run: thrown (HTTP 4xx, JSON-RPC error), never a tool result. */
-const CALLER_ERRORS = new Set(['TOOL_NOT_FOUND', 'INVALID_ARGUMENTS', 'MISSING_TOKEN', 'INVALID_REQUEST']);
-
 /**
  * The hub: every upstream MCP server, plus the devices, as one namespace of tools. Servers start in
  * parallel; one that fails is skipped (its state and error are kept). Listeners hear when the namespace
@@ -84,8 +79,7 @@ export class McpHub {
   private readonly lists: ServerLists;
   private readonly devices: DeviceTools;
   private readonly calls = new CallsInFlight();
-  /** hubCalls by kind and outcome, each bound on first use (a few pairs): no label lookup per call (issue 21). */
-  private readonly callCounts = new Map<string, BoundCounter>();
+  private readonly runner: CallRunner;
   /** A token bucket per server for the log messages passed on to /mcp sessions: a chatty server can't flood every session. */
   private readonly logRate: KeyedTokenBucket;
   /** Every tool list may have changed (a device, a server, tenancy): one notification per tick. */
@@ -119,6 +113,7 @@ export class McpHub {
     this.namespace = new ToolNamespace(this.upstreams, d.registry, d.deviceTools, this.sees);
     this.lists = new ServerLists(this.upstreams, d.log);
     this.devices = new DeviceTools({ ...d, sees: this.sees });
+    this.runner = new CallRunner({ ...d, upstreams: this.upstreams, namespace: this.namespace, devices: this.devices, calls: this.calls });
     this.offBus = d.bus.subscribe((e) => {
       if (e.type === 'device.ready' || e.type === 'device.tools_changed' || e.type === 'device.offline') this.changed();
     });
@@ -243,47 +238,10 @@ export class McpHub {
 
   /**
    * The tool a call of `name` with `args` reaches, as it stands now, for deciding on it before running it
-   * (a person's confirmation): the hosted server's tool, the device's catalog entry, or for `device_call`
-   * the device tool its arguments name (its own annotations, its per-device name when it has one).
-   * Undefined: nothing to reach (no such tool or device, the device's catalog not loaded, a user-only tool).
+   * (a person's confirmation); undefined when there is nothing to reach (call-target.ts).
    */
   callTarget(name: string, args: Record<string, unknown>, caller: Caller): HubTool | undefined {
-    let target: ToolTarget;
-    try {
-      target = this.resolve(name, caller);
-    } catch {
-      return undefined;
-    }
-    if (target.kind === 'server') {
-      const t = this.upstreams.get(target.server)?.tools.find((x) => x.name === target.tool);
-      if (!t) return undefined;
-      const source = { ...target, server: shownServerName(target.server) };
-      const entry: HubTool = { name, description: t.description ?? '', inputSchema: t.inputSchema as Record<string, unknown>, source };
-      if (t.annotations) entry.annotations = t.annotations as Record<string, unknown>;
-      return entry;
-    }
-    if (target.kind === 'generic' && target.tool === 'devices_list') return { name, ...GENERIC_TOOLS.devices_list, source: { kind: 'generic' } };
-    let deviceId: string;
-    let tool: string;
-    if (target.kind === 'device') ({ deviceId, tool } = target);
-    else {
-      const id = args['device_id'];
-      const t = args['tool'];
-      if (typeof id !== 'string' || typeof t !== 'string') return undefined;
-      deviceId = normalizeDeviceId(id) ?? id;
-      tool = t;
-    }
-    const found = this.devices.findTool(deviceId, tool, caller);
-    if (!found || found.userOnly) return undefined;
-    const source = { kind: 'device' as const, deviceId, tool };
-    const entry: HubTool = {
-      name: this.namespace.nameOf(source) ?? deviceToolRaw(deviceId, tool),
-      description: found.description,
-      inputSchema: found.inputSchema,
-      source,
-    };
-    if (found.annotations) entry.annotations = found.annotations;
-    return entry;
+    return callTarget({ upstreams: this.upstreams, namespace: this.namespace, devices: this.devices }, name, args, caller);
   }
 
   /**
@@ -303,35 +261,8 @@ export class McpHub {
    * `call`, with the result as the tool's own object and the duration beside it: for a caller that passes the result
    * on as it is (the /mcp facade), no copy of it is made (issue 21, `mcpc1c`).
    */
-  async callTimed(name: string, args: Record<string, unknown>, ctx: CallContext & Caller): Promise<{ result: CallToolResult; durationMs: number }> {
-    const started = performance.now();
-    const target = this.resolve(name, ctx);
-    const kind = target.kind;
-    let result: CallToolResult;
-    try {
-      result = await this.calls.track(ctx, target.kind === 'server' ? target.server : undefined, (stop) => this.dispatch(target, args, withStop(ctx, stop)));
-    } catch (e) {
-      if (e instanceof GatewayError && CALLER_ERRORS.has(e.code)) {
-        this.countCall(kind, e.code.toLowerCase());
-        throw e;
-      }
-      result = toToolResult(e);
-    }
-    const durationMs = Math.round((performance.now() - started) * 100) / 100;
-    this.countCall(kind, result.isError ? 'tool_error' : 'ok');
-    const server = target.kind === 'server' ? target.server : undefined;
-    if (server !== undefined && this.upstreams.get(server)?.config.type === 'endpoint')
-      this.d.metrics.inboundEndpointCalls.inc({ outcome: result.isError ? 'tool_error' : 'ok' });
-    const deviceId = target.kind === 'device' ? target.deviceId : undefined;
-    this.d.log.info({ tool: name, kind, server, deviceId, isError: Boolean(result.isError), ms: durationMs }, 'tool call');
-    return { result, durationMs };
-  }
-
-  private countCall(kind: string, outcome: string): void {
-    const key = `${kind} ${outcome}`;
-    let c = this.callCounts.get(key);
-    if (!c) this.callCounts.set(key, (c = bindCounter(this.d.metrics.hubCalls, { kind, outcome })));
-    c.inc();
+  callTimed(name: string, args: Record<string, unknown>, ctx: CallContext & Caller): Promise<{ result: CallToolResult; durationMs: number }> {
+    return this.runner.run(name, args, ctx);
   }
 
   /**
@@ -340,22 +271,6 @@ export class McpHub {
    */
   drain(): Promise<void> {
     return this.calls.drain();
-  }
-
-  private async dispatch(t: ToolTarget, args: Record<string, unknown>, ctx: CallContext & Caller): Promise<CallToolResult> {
-    if (t.kind === 'server') {
-      const u = this.upstreams.get(t.server)!;
-      if (!u.hasTool(t.tool)) throw new GatewayError('TOOL_NOT_FOUND', `server "${t.server}" no longer offers "${t.tool}"`);
-      // Checked here as for device tools (422), with the same linear-time validators: the server is spared
-      // arguments its own schema refuses, and the caller learns which argument is wrong.
-      const schema = u.inputSchemaOf(t.tool);
-      const problems = schema && this.d.settings.validators.check(schema, args);
-      if (problems) throw invalidArguments(t.tool, problems);
-      return u.call(t.tool, args, ctx);
-    }
-    if (t.kind === 'device') return this.devices.call(t.deviceId, t.tool, args, ctx);
-    if (t.tool === 'devices_list') return this.devices.list(args, ctx);
-    return this.devices.callGeneric(args, ctx);
   }
 
   resources(caller: Caller & CallContext): Promise<HubResource[]> {

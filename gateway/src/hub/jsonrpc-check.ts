@@ -4,7 +4,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/client';
  * JSON-RPC 2.0 messages checked by hand: the same rules as the SDK's `JSONRPCMessageSchema` (a request, a
  * notification, a result or an error; exactly their keys; ids strings or safe integers; `params` an object whose
  * `_meta.progressToken` is an id), without a zod union that builds issue objects for each branch a message does
- * not match. Used on both sides of the gateway: `/mcp` requests (facade/node-transport.ts) and every line a stdio
+ * not match. Used on both sides of the gateway: `/mcp` requests (facade/transport-refusals.ts) and every line a stdio
  * server writes (stdio-transport.ts). Issue 21: those parses were a tenth of /mcp's CPU and allocation per call.
  */
 
