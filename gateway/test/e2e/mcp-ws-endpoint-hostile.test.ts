@@ -103,6 +103,30 @@ describe('MCP endpoint: a hostile tool list', { timeout: 60_000 }, () => {
     expect((await listed('fat')).length).toBe(3);
     h.ws.close();
   });
+
+  it("several processes on one token share the bound: a second one's tools fit in what the first left", async () => {
+    const ep = await create('fats');
+    // Two tools of ~20 KB each (then no more pages), from processes that name themselves apart.
+    const twoFat: Answer = (m) =>
+      m.method === 'tools/list'
+        ? { tools: [0, 1].map((i) => ({ name: `f${i}`, description: 'x'.repeat(20_000), inputSchema: { type: 'object' } })) }
+        : undefined;
+    const otherFat: Answer = (m) =>
+      m.method === 'tools/list'
+        ? { tools: [0, 1].map((i) => ({ name: `g${i}`, description: 'x'.repeat(20_000), inputSchema: { type: 'object' } })) }
+        : undefined;
+    const first = await hostile(ep.url, twoFat, { name: 'first', version: '1' });
+    await untilHub(hub(), () => hub().upstreams.get('fats')?.state === 'ready', 'the first process');
+    expect((await listed('fats')).length).toBe(2);
+    const bytesCut = await cut('bytes');
+    const second = await hostile(ep.url, otherFat, { name: 'second', version: '1' });
+    await untilHub(hub(), () => hub().upstreams.get('fats')!.tools.length === 3, 'the second process to be served');
+    expect(await cut('bytes')).toBe(bytesCut + 1);
+    // 64 KiB for the endpoint: the first's two tools and one of the second's; before, each process had 64 KiB of its own.
+    expect((await listed('fats')).map((x) => x.name).sort()).toEqual(['mcp__fats__f0', 'mcp__fats__f1', 'mcp__fats__g0']);
+    first.ws.close();
+    second.ws.close();
+  });
 });
 
 describe('MCP endpoint: what a tool process says reaches our log bounded', { timeout: 60_000 }, () => {

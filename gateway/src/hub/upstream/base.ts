@@ -124,6 +124,11 @@ export interface UpstreamDeps {
   onPeerRequest?: (method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal) => Promise<Record<string, unknown>>;
   /** A tool was left out because its schema is over the bounds (a metric). */
   onSchemaRefused?: (reason: string) => void;
+  /**
+   * The bytes this server's tools may take when it lists them next (unset: `maxToolBytes`): the tool processes of one
+   * MCP endpoint share that bound (endpoint.ts).
+   */
+  toolBytesBudget?: () => number;
   /** The server's tool list was cut by a bound (a metric). */
   onToolsCut?: (reason: 'tools' | 'bytes' | 'pages') => void;
   /** The fleet's jobs, for the `fleet_start_job` builtin (plugged in after the hub is made). */

@@ -54,6 +54,8 @@ export class EndpointUpstream extends Upstream {
       // Its tools and its state are the endpoint's to tell: recomputed from every connection.
       onToolsChanged: () => this.changed(c),
       onStateChange: () => undefined,
+      // One endpoint's processes together keep at most mcp.maxToolBytesPerServer of tools.
+      toolBytesBudget: () => Math.max(0, this.d.settings.maxToolBytes - this.toolBytesBesides(c)),
     });
     c.pingIntervalMs = this.pingIntervalMs;
     this.joining.add(c);
@@ -70,6 +72,17 @@ export class EndpointUpstream extends Upstream {
     this.members.push(c);
     this.replaceShadowed(c);
     this.changed(c);
+  }
+
+  /**
+   * Bytes of the tools the other connections keep, but those of a process that names itself as `c` does (its
+   * serverInfo, known once initialize is answered): likely `c` reconnecting, to be replaced once `c` lists them all.
+   */
+  private toolBytesBesides(c: EndpointConnection): number {
+    const name = c.status().serverInfo?.name;
+    let bytes = 0;
+    for (const m of this.members) if (m !== c && (name === undefined || m.status().serverInfo?.name !== name)) bytes += m.toolBytes;
+    return bytes;
   }
 
   /** Older connections whose every tool `c` lists too: the same process reconnected. */

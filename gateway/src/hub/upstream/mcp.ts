@@ -95,30 +95,40 @@ export class McpUpstream extends Upstream {
 
   private async initialize(client: Client, transport: Transport, gen: number): Promise<void> {
     await client.connect(transport);
-    const listed = client.getServerCapabilities()?.tools ? await this.listTools(client) : [];
-    if (gen === this.generation) this.allTools = listed;
+    const listed = client.getServerCapabilities()?.tools ? await this.listTools(client) : { tools: [], bytes: 0 };
+    if (gen === this.generation) this.keepTools(listed);
+  }
+
+  /** Bytes of the tools kept (their JSON, as tool-list.ts counts them). */
+  toolBytes = 0;
+
+  private keepTools(listed: { tools: Tool[]; bytes: number }): void {
+    this.allTools = listed.tools;
+    this.toolBytes = listed.bytes;
   }
 
   /** The server's tools, within mcp.maxToolsPerServer and mcp.maxToolBytesPerServer (tool-list.ts). */
-  private async listTools(client: Client): Promise<Tool[]> {
+  private async listTools(client: Client): Promise<{ tools: Tool[]; bytes: number }> {
     const s = this.d.settings;
-    const bounds = { maxTools: s.maxTools, maxBytes: s.maxToolBytes, allowed: this.config.allowedTools, timeoutMs: s.connectTimeoutMs };
+    const maxBytes = this.d.toolBytesBudget?.() ?? s.maxToolBytes;
+    const bounds = { maxTools: s.maxTools, maxBytes, allowed: this.config.allowedTools, timeoutMs: s.connectTimeoutMs };
     const lines = { written: 0, held: 0 };
-    const { tools, cut } = await walkTools(client, bounds, (page) => boundedTools(page, this.d, lines));
+    const { tools, bytes, cut } = await walkTools(client, bounds, (page) => boundedTools(page, this.d, lines));
     if (lines.held > 0) this.d.log.warn({ more: lines.held }, 'more upstream tool schemas over the bounds; those tools left out');
     if (cut) {
       this.d.onToolsCut?.(cut);
-      this.d.log.warn({ kept: tools.length, cut, maxTools: s.maxTools, maxBytes: s.maxToolBytes }, 'upstream tool list over a bound; the rest left out');
+      this.d.log.warn({ kept: tools.length, cut, maxTools: s.maxTools, maxBytes }, 'upstream tool list over a bound; the rest left out');
     }
-    return tools;
+    return { tools, bytes };
   }
 
   /** After list_changed: this client's tools again (an old client's answer is dropped). */
   private async relist(client: Client, gen: number): Promise<void> {
     try {
-      const tools = await this.listTools(client);
+      const listed = await this.listTools(client);
       if (gen !== this.generation) return;
-      this.allTools = tools;
+      this.keepTools(listed);
+      const tools = listed.tools;
       this.d.log.info({ tools: tools.length }, 'upstream tools changed');
       this.d.onToolsChanged();
     } catch (err) {

@@ -28,26 +28,26 @@ export async function walkTools(
   client: Pick<Client, 'request'>,
   b: ToolListBounds,
   keep: (tools: Tool[]) => Tool[],
-): Promise<{ tools: Tool[]; cut?: ToolListCut }> {
+): Promise<{ tools: Tool[]; bytes: number; cut?: ToolListCut }> {
   const tools: Tool[] = [];
   const names = new Set<string>();
   let bytes = 0;
   let cursor: string | undefined;
   for (let pages = 0; ; pages++) {
-    if (pages >= MAX_TOOL_PAGES) return { tools, cut: 'pages' };
+    if (pages >= MAX_TOOL_PAGES) return { tools, bytes, cut: 'pages' };
     const page = await client.request({ method: 'tools/list', params: cursor === undefined ? {} : { cursor } }, { timeout: b.timeoutMs });
     for (const t of keep(page.tools)) {
       if (b.allowed && !b.allowed.includes(t.name)) continue;
       // A repeated name is kept (base.ts `known` keeps its first definition and says so) but counts once.
-      if (!names.has(t.name) && names.size >= b.maxTools) return { tools, cut: 'tools' };
+      if (!names.has(t.name) && names.size >= b.maxTools) return { tools, bytes, cut: 'tools' };
       const size = Buffer.byteLength(JSON.stringify(t));
-      if (bytes + size > b.maxBytes) return { tools, cut: 'bytes' };
+      if (bytes + size > b.maxBytes) return { tools, bytes, cut: 'bytes' };
       bytes += size;
       names.add(t.name);
       tools.push(t);
     }
     const next = page.nextCursor;
-    if (next === undefined || next === cursor) return { tools };
+    if (next === undefined || next === cursor) return { tools, bytes };
     cursor = next;
   }
 }
