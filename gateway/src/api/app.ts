@@ -52,7 +52,7 @@ export interface ApiSettings extends OtaSettings {
   http: HttpConfig;
   metrics: Pick<MetricsConfig, 'key' | 'port'>;
   console: ConsoleConfig;
-  events: Pick<EventsConfig, 'maxStreams' | 'maxStreamsPerKey' | 'maxBufferedBytes'>;
+  events: Pick<EventsConfig, 'maxStreams' | 'maxStreamsPerKey' | 'maxBufferedBytes' | 'writeTimeoutMs'>;
   mcpEndpoint: McpConfig['endpoint'];
   assistant: Pick<AssistantConfig, 'maxMessageBytes'>;
   ota: OtaConfig;
@@ -171,14 +171,14 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     if (d.deviceSettings) await v1.register(deviceSettingsRoutes, { ...d.deviceSettings, tenants });
     if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
     await v1.register(firmwareOfferRoute, { firmware, http: s.http });
-    const { maxStreams, maxStreamsPerKey, maxBufferedBytes } = s.events;
-    await v1.register(eventRoutes, { bus: d.bus, metrics: d.metrics, maxStreams, maxStreamsPerKey, maxBufferedBytes, tenancy: tenants });
+    const { maxStreams, maxStreamsPerKey, maxBufferedBytes, writeTimeoutMs } = s.events;
+    await v1.register(eventRoutes, { bus: d.bus, metrics: d.metrics, maxStreams, maxStreamsPerKey, maxBufferedBytes, writeTimeoutMs, tenancy: tenants });
     if (d.eventHistory) await v1.register(eventHistoryRoutes, d.eventHistory);
     await v1.register(enrollmentRoutes, { enrollment: d.enrollment, tenants });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) {
-      const o = { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes, metrics: d.metrics, maxUnreadBytes: maxBufferedBytes };
+      const o = { assistant: d.assistant, maxMessageBytes: s.assistant.maxMessageBytes, metrics: d.metrics, maxUnreadBytes: maxBufferedBytes, writeTimeoutMs };
       await v1.register(assistantRoutes, o);
     }
     if (d.history) await v1.register(historyRoutes, { history: d.history });

@@ -61,12 +61,12 @@ const ConfirmBody = z.object({ approve: z.boolean() }).strict();
 // eslint-disable-next-line max-lines-per-function -- a route table: each route's schema is declarative data, its handler a few lines
 export async function assistantRoutes(
   app: FastifyInstance,
-  o: { assistant: Assistant; maxMessageBytes: number; metrics: Metrics; /** events.maxBufferedBytes */ maxUnreadBytes: number },
+  o: { assistant: Assistant; maxMessageBytes: number; metrics: Metrics; /** events.maxBufferedBytes */ maxUnreadBytes: number; writeTimeoutMs: number },
 ): Promise<void> {
   const { assistant } = o;
   const caller = (req: FastifyRequest) => req.caller ?? {};
   const ChatBody = chatBody(o.maxMessageBytes);
-  const answers = new SseAnswers({ maxUnreadBytes: o.maxUnreadBytes, metrics: o.metrics, log: app.log });
+  const answers = new SseAnswers({ maxUnreadBytes: o.maxUnreadBytes, writeTimeoutMs: o.writeTimeoutMs, metrics: o.metrics, log: app.log });
   await app.register(chatCompletionRoutes, { assistant, maxMessageBytes: o.maxMessageBytes, answers });
 
   app.get('/v1/assistant/models', {

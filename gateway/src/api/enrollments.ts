@@ -129,7 +129,8 @@ export async function enrollmentRoutes(
   app.get('/v1/enrollments/refused', {
     schema: {
       tags,
-      summary: 'Devices refused at connect for lack of valid credentials, most recent first (the last 256 ids, this instance)',
+      summary:
+        'Devices refused at connect for lack of valid credentials, most recent first (256 ids, this instance; past that the source address holding the most gives up its oldest)',
       description: 'A fleet moved from open to hmac shows here: those devices need credentials from an OTA check (see docs/security.md).',
       response: { 200: jsonSchema(RefusedList, 'output'), ...problems(401) },
     } as FastifySchema,

@@ -18,6 +18,8 @@ export interface EventRouteOptions {
   maxStreamsPerKey: number;
   /** A stream this far behind is dropped rather than buffered without bound. */
   maxBufferedBytes: number;
+  /** A stream whose socket takes nothing of what waits for it this long is dropped (events.writeTimeoutMs). */
+  writeTimeoutMs: number;
   /** Devices' tenants: a tenant's key gets only its devices' events; fleet-wide events (no device) go to operator keys only. */
   tenancy?: DeviceTenancy | undefined;
 }
@@ -25,7 +27,7 @@ export interface EventRouteOptions {
 /** Server-sent events: every bus event the caller may see, filtered, resumable with `Last-Event-ID`. */
 export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions): Promise<void> {
   const streams = new StreamCounter(opts.maxStreams, opts.maxStreamsPerKey);
-  const answers = new SseAnswers({ maxUnreadBytes: opts.maxBufferedBytes, metrics: opts.metrics, log: app.log });
+  const answers = new SseAnswers({ maxUnreadBytes: opts.maxBufferedBytes, writeTimeoutMs: opts.writeTimeoutMs, metrics: opts.metrics, log: app.log });
   app.get<{ Querystring: z.infer<typeof EventsQuery> }>('/v1/events', {
     schema: {
       tags: ['events'],

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Bool, documented, env, Int } from '../config/fields.js';
+import { Bool, documented, env, Int, Ms } from '../config/fields.js';
 
 /** The event bus, its replay buffer and the SSE streams that read it. */
 export const EventsSlice = z.strictObject({
@@ -21,6 +21,14 @@ export const EventsSlice = z.strictObject({
   maxBufferedBytes: documented(
     Int(64 * 1024, 256 * 1024 * 1024, 1024 * 1024),
     'an SSE stream this far behind is closed (`/v1/events`; a streamed assistant turn or chat completion, whose turn is cancelled)',
+  ),
+  /**
+   * A stream whose socket takes none of the bytes waiting for it this long is closed: below `maxBufferedBytes`, and
+   * after a turn's answer ended, nothing else would free them (or the socket) until the caller read.
+   */
+  writeTimeoutMs: documented(
+    Ms(30_000),
+    'an SSE stream whose caller reads none of the bytes waiting for it this long is closed (also once a streamed turn has ended)',
   ),
   /**
    * The persisted event log (`GET /v1/events/history`, `Last-Event-ID` after a restart): a table in the

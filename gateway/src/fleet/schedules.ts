@@ -103,6 +103,8 @@ export class Scheduler {
   private retryAt = 0;
   private closed = false;
   private offChange: (() => void) | undefined;
+  /** Creates past the bound check whose put has not returned: they hold a slot, or N at once all passed it. */
+  private reserved = 0;
 
   private constructor(private readonly o: SchedulerOptions) {
     this.clock = o.clock ?? systemClock;
@@ -176,7 +178,7 @@ export class Scheduler {
     const target = call ?? input.job;
     if (Buffer.byteLength(JSON.stringify(target)) > MAX_TARGET_BYTES)
       throw invalid(`the schedule's ${call ? 'call' : 'job'} is over ${MAX_TARGET_BYTES} bytes as JSON`);
-    if (this.entries.size >= this.o.config.maxSchedules)
+    if (this.entries.size + this.reserved >= this.o.config.maxSchedules)
       throw invalid(`there are already ${this.o.config.maxSchedules} schedules (schedules.maxSchedules); delete some first`);
     const now = this.clock.now();
     if (clock.once !== undefined && clock.once < now - this.o.config.graceMs)
@@ -192,7 +194,12 @@ export class Scheduler {
       createdAt: new Date(now).toISOString(),
       ...(owner && (owner.tenant !== undefined || owner.principal !== undefined) ? { owner: definedOnly(owner) } : {}),
     };
-    await this.o.store.put(SCHEDULES, s.id, s);
+    this.reserved++;
+    try {
+      await this.o.store.put(SCHEDULES, s.id, s);
+    } finally {
+      this.reserved--;
+    }
     this.entries.set(s.id, { s, clock });
     this.arm();
     this.log.info({ scheduleId: s.id, cron: s.cron, timeZone: s.timeZone, at: s.at, nextRun: s.nextRun }, 'schedule created');

@@ -24,6 +24,12 @@ export const VisionSlice = z
     /** Photos kept per device, and in all (oldest go first), under `<dataDir>/photos`. */
     photosPerDevice: documented(z.coerce.number().int().min(1).max(10_000).default(20), 'photos kept per device in `<dataDir>/photos`'),
     maxStoredPhotos: documented(z.coerce.number().int().min(1).max(1_000_000).default(1000), '… and in all (oldest go first)'),
+    /** Image bytes kept in all: the count alone allowed 1000 × 5 MiB on disk. At least one photo's worth (below). */
+    maxStoredPhotoBytes: env(
+      'GATEWAY_VISION_MAX_STORED_PHOTO_BYTES',
+      Int(1024, 2 ** 50, 512 * 1024 * 1024),
+      '… and image bytes in all; past either, the tenant holding the most gives up its oldest (see docs/vision.md)',
+    ),
     /** Uploads per device per minute (bursts of up to 5); beyond, 429. */
     uploadsPerMinute: documented(z.coerce.number().int().min(1).max(10_000).default(6), 'uploads per device per minute; beyond, 429'),
     /** Uploads open at once, each holding its photo in memory until answered (at most this × maxPhotoBytes); beyond, 503. */
@@ -39,6 +45,10 @@ export const VisionSlice = z
     ),
     explainerToken: env('GATEWAY_VISION_EXPLAINER_TOKEN', z.string().optional(), '… and its bearer token'),
     explainerTimeoutMs: Ms(30_000),
+  })
+  .refine((v) => !(typeof v.maxStoredPhotoBytes === 'number' && typeof v.maxPhotoBytes === 'number' && v.maxStoredPhotoBytes < v.maxPhotoBytes), {
+    path: ['maxStoredPhotoBytes'],
+    message: 'must be at least vision.maxPhotoBytes: a photo that fits no store would be dropped as soon as it is kept',
   })
   .refine((v) => !(typeof v.refreshMs === 'number' && typeof v.tokenTtlSeconds === 'number' && v.refreshMs >= v.tokenTtlSeconds * 1000), {
     path: ['refreshMs'],

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 
@@ -24,16 +24,25 @@ const PhotoMeta = z.object({
 export interface PhotoStoreLimits {
   perDevice: number;
   total: number;
+  /** Image bytes kept in all: `total` photos of up to `vision.maxPhotoBytes` each was 5 GB of disk by default. */
+  totalBytes: number;
 }
+
+/** What a party holds, by which eviction picks: photos past `total`, image bytes past `totalBytes`. */
+type Weight = (list: readonly PhotoRecord[]) => number;
+const byCount: Weight = (list) => list.length;
+const byBytes: Weight = (list) => list.reduce((sum, r) => sum + r.bytes, 0);
 
 /**
  * The photos devices upload for vision, kept in `<dataDir>/photos/<device>/`: each image beside a small
- * JSON sidecar. Bounded: past `perDevice` a device's oldest photo goes, past `total` the oldest of all.
+ * JSON sidecar. Bounded: past `perDevice` a device's oldest photo goes; past `total` photos or `totalBytes`
+ * image bytes in all, one of the party holding the most (see `evictable`).
  * The index lives in memory (rebuilt from the sidecars at start), so listing never touches the disk.
  */
 export class PhotoStore {
   private readonly byDevice = new Map<string, PhotoRecord[]>();
   private count = 0;
+  private bytes = 0;
   private seq = 0;
 
   constructor(
@@ -58,8 +67,8 @@ export class PhotoStore {
     list.push(record);
     this.byDevice.set(deviceId, list);
     this.count++;
-    while (list.length > this.limits.perDevice) this.remove(list[0]!);
-    while (this.count > this.limits.total) this.remove(this.evictable()!);
+    this.bytes += record.bytes;
+    this.trim();
     return record;
   }
 
@@ -83,22 +92,31 @@ export class PhotoStore {
    * (ties: the older photo). It was the oldest of all: one party's devices (any device, where enrollment is open)
    * uploading as fast as their rate limits let them pushed every other tenant's photos out.
    */
-  private evictable(): PhotoRecord | undefined {
+  private evictable(weight: Weight): PhotoRecord | undefined {
     const shares = new Map<string, number>();
+    const held = new Map<string, number>();
     for (const [deviceId, list] of this.byDevice) {
       const share = this.tenantOf(deviceId) ?? '';
-      shares.set(share, (shares.get(share) ?? 0) + list.length);
+      held.set(deviceId, weight(list));
+      shares.set(share, (shares.get(share) ?? 0) + held.get(deviceId)!);
     }
     let best: { photo: PhotoRecord; share: number; held: number } | undefined;
     for (const [deviceId, list] of this.byDevice) {
       const photo = list[0];
       if (!photo) continue;
       const share = shares.get(this.tenantOf(deviceId) ?? '')!;
-      const better =
-        !best || share > best.share || (share === best.share && (list.length > best.held || (list.length === best.held && photo.id < best.photo.id)));
-      if (better) best = { photo, share, held: list.length };
+      const h = held.get(deviceId)!;
+      const better = !best || share > best.share || (share === best.share && (h > best.held || (h === best.held && photo.id < best.photo.id)));
+      if (better) best = { photo, share, held: h };
     }
     return best?.photo;
+  }
+
+  /** Apply the bounds: a device's own count first, then the totals (photos, then bytes; by the same rule, weighed apart). */
+  private trim(): void {
+    for (const list of [...this.byDevice.values()]) while (list.length > this.limits.perDevice) this.remove(list[0]!);
+    while (this.count > this.limits.total) this.remove(this.evictable(byCount)!);
+    while (this.bytes > this.limits.totalBytes) this.remove(this.evictable(byBytes)!);
   }
 
   private remove(r: PhotoRecord): void {
@@ -108,6 +126,7 @@ export class PhotoStore {
     list.splice(i, 1);
     if (list.length === 0) this.byDevice.delete(r.deviceId);
     this.count--;
+    this.bytes -= r.bytes;
     const dir = this.deviceDir(r.deviceId);
     rmSync(join(dir, `${r.id}.img`), { force: true });
     rmSync(join(dir, `${r.id}.json`), { force: true });
@@ -121,7 +140,8 @@ export class PhotoStore {
         if (!f.endsWith('.json')) continue;
         try {
           const meta = PhotoMeta.safeParse(JSON.parse(readFileSync(join(this.dir, sub.name, f), 'utf8')));
-          if (meta.success) all.push(meta.data);
+          // What the image takes on disk, not what its sidecar says, is what the byte bound counts.
+          if (meta.success) all.push({ ...meta.data, bytes: statSync(join(this.dir, sub.name, `${meta.data.id}.img`)).size });
         } catch {
           // an unreadable sidecar is skipped; its image is left for the operator
         }
@@ -133,8 +153,8 @@ export class PhotoStore {
       list.push(r);
       this.byDevice.set(r.deviceId, list);
       this.count++;
+      this.bytes += r.bytes;
     }
-    for (const list of [...this.byDevice.values()]) while (list.length > this.limits.perDevice) this.remove(list[0]!);
-    while (this.count > this.limits.total) this.remove(this.evictable()!);
+    this.trim();
   }
 }

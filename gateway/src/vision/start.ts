@@ -46,7 +46,7 @@ export function visionService(d: VisionServiceDeps, v: VisionConfig): VisionServ
   if (!v.serve) return undefined;
   return {
     visionKey: d.visionKey,
-    store: new PhotoStore(join(d.dataDir, 'photos'), { perDevice: v.photosPerDevice, total: v.maxStoredPhotos }, d.tenantOf),
+    store: new PhotoStore(join(d.dataDir, 'photos'), { perDevice: v.photosPerDevice, total: v.maxStoredPhotos, totalBytes: v.maxStoredPhotoBytes }, d.tenantOf),
     // An external explainer when configured, else the assistant's vision model, else a clear "none" answer.
     explainer: gated(d, v.explainerUrl ? httpExplainer(v.explainerUrl, { token: v.explainerToken, timeoutMs: v.explainerTimeoutMs }) : d.fallbackExplainer),
     maxPhotoBytes: v.maxPhotoBytes,

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventRoutes, type EventRouteOptions } from '../../src/api/events.js';
@@ -15,7 +17,8 @@ async function eventsPart(o: Partial<EventRouteOptions> & { bus?: EventBus; keys
   const metrics: Metrics = o.metrics ?? createMetrics();
   const bus = o.bus ?? new EventBus({ bufferSize: 100, metrics });
   const app = await apiPart(
-    (scope) => scope.register(eventRoutes, { bus, metrics, maxStreams: 100, maxStreamsPerKey: 50, maxBufferedBytes: 1024 * 1024, ...o }),
+    (scope) =>
+      scope.register(eventRoutes, { bus, metrics, maxStreams: 100, maxStreamsPerKey: 50, maxBufferedBytes: 1024 * 1024, writeTimeoutMs: 30_000, ...o }),
     o.keys ? { keys: o.keys } : {},
   );
   apps.push(app);
@@ -182,5 +185,25 @@ describe('SSE fan-out (issue 8, defect 6)', () => {
     // The filtered stream buffered nothing and stays.
     bus.publish('device.online', '02:00:00:00:0f:04', {});
     expect(JSON.parse((await healthy.events.next()).data)).toMatchObject({ deviceId: '02:00:00:00:0f:04' });
+  });
+
+  it('drops a reader whose socket takes nothing for events.writeTimeoutMs, below the unread bound, and counts it', async () => {
+    const { bus, base, metrics } = await eventsPart({ maxBufferedBytes: 256 * 1024 * 1024, writeTimeoutMs: 500 });
+    // A reader that sends its request and never reads a byte: its socket is paused from the start.
+    const s = connect(Number(new URL(base).port), '127.0.0.1');
+    s.pause();
+    await once(s, 'connect');
+    s.write(`GET /v1/events HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: ${auth['authorization']}\r\n\r\n`);
+    try {
+      await expect.poll(() => metricValue(metrics, 'voxgate_sse_clients')).toBe(1);
+      // 20 MB at once: far past what the kernel's buffers take, far below the unread bound.
+      const blob = 'b'.repeat(100_000);
+      for (let i = 0; i < 200; i++) bus.publish('device.notification', '02:00:00:00:0f:06', { method: 'n', params: { blob, i } });
+      await expect.poll(() => metricValue(metrics, 'voxgate_sse_streams_dropped_total', { reason: 'write_timeout' }), { timeout: 10_000 }).toBe(1);
+      await expect.poll(() => metricValue(metrics, 'voxgate_sse_clients')).toBe(0);
+      expect(await metricValue(metrics, 'voxgate_sse_streams_dropped_total', { reason: 'slow' })).toBe(0);
+    } finally {
+      s.destroy();
+    }
   });
 });

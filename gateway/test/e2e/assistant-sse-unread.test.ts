@@ -85,3 +85,45 @@ describe('a streamed turn whose caller stops reading', () => {
     await expectCut('/v1/chat/completions', { model: 'an', stream: true, messages: [{ role: 'user', content: 'talk' }] }, 1);
   });
 });
+
+describe('a streamed turn that ended while its caller was not reading', () => {
+  let llm: LlmServer;
+  let t: TestGateway;
+  const sockets: Socket[] = [];
+  beforeAll(async () => {
+    llm = await startLlmServer();
+    // An unread bound the turn never reaches, and a write timeout short enough for a test.
+    t = await startTestGateway({ assistant: { models: llmModels(llm) }, events: { maxBufferedBytes: 256 * 1024 * 1024, writeTimeoutMs: 5000 } });
+  });
+  afterEach(() => {
+    for (const s of sockets.splice(0)) s.destroy();
+  });
+  afterAll(async () => {
+    await t.close();
+    await llm.close();
+  });
+
+  /** The turn completes; what the caller left unread is dropped with its socket after the write timeout, counted and logged. */
+  async function expectTimedOut(path: string, body: unknown, cutsBefore: number): Promise<void> {
+    // 25 MiB: far past what the kernel's socket buffers take for a caller that reads nothing, and then the end.
+    llm.script([{ chunks: Array.from({ length: 400 }, () => 'x'.repeat(64 * 1024)) }]);
+    const completedBefore = await t.metric('voxgate_assistant_turns_total', { outcome: 'completed' });
+    const s = await stalledPost(t, path, body);
+    sockets.push(s);
+    await expect.poll(() => t.metric('voxgate_assistant_turns_total', { outcome: 'completed' }), { timeout: 20_000 }).toBe(completedBefore + 1);
+    await expect.poll(() => t.metric('voxgate_sse_streams_dropped_total', { reason: 'write_timeout' }), { timeout: 20_000 }).toBe(cutsBefore + 1);
+    // The socket was closed: the caller, reading at last, gets what had reached the kernel, then the end.
+    await drainToEnd(s);
+    const line = t.logs.filter((l) => l['msg'] === 'SSE client stopped reading; its stream was cut').at(-1);
+    expect(line).toMatchObject({ level: 40, route: path, reason: 'write_timeout', writeTimeoutMs: 5000 });
+    expect(line!['unread']).toBeGreaterThan(0);
+  }
+
+  it('POST /v1/assistant/chat with stream: true', async () => {
+    await expectTimedOut('/v1/assistant/chat', { message: 'talk', model: 'an', stream: true }, 0);
+  });
+
+  it('POST /v1/chat/completions with stream: true', async () => {
+    await expectTimedOut('/v1/chat/completions', { model: 'an', stream: true, messages: [{ role: 'user', content: 'talk' }] }, 1);
+  });
+});

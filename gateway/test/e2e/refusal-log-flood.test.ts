@@ -30,9 +30,10 @@ const expectBounded = (lines: unknown[], since: number) => {
 const mqttPort = (t: TestGateway) => Number(new URL(t.mqttUrl).port);
 
 /** One WebSocket upgrade with a wrong token, as a device with this id: the status it got (the socket is then closed). */
-const refusedUpgrade = (t: TestGateway, deviceId: string): Promise<number> =>
+const refusedUpgrade = (t: TestGateway, deviceId: string, localAddress?: string): Promise<number> =>
   new Promise((resolve, reject) => {
     const req = request(`${t.baseUrl}/xiaozhi/v1/`, {
+      ...(localAddress ? { localAddress } : {}),
       headers: {
         Connection: 'Upgrade',
         Upgrade: 'websocket',
@@ -144,4 +145,21 @@ describe('refusal floods are counted, not logged line by line', () => {
     expect(refused.status).toBe(200);
     expect(refused.body.refused).toHaveLength(2 * FLOOD);
   });
+
+  it("a flood of refusals from one address does not push another address's stranded device out of the operator's list", async () => {
+    const t = await gateway({ deviceAuth: 'hmac', deviceSecret: SECRET });
+    // A real device, stranded (it redials without valid credentials), from another address (Linux routes 127/8 to lo).
+    const stranded = '02:00:00:0f:30:01';
+    expect(await refusedUpgrade(t, stranded, '127.0.0.2')).toBe(401);
+    // Then more refusals than the list holds (256), each under a new device id, from 127.0.0.1.
+    const id = (i: number) => `02:00:00:0f:${(0x40 + (i >> 8)).toString(16)}:${(i & 255).toString(16).padStart(2, '0')}`;
+    for (let i = 0; i < 300; i++) expect(await refusedUpgrade(t, id(i), '127.0.0.1')).toBe(401);
+    const refused = await t.api<{ refused: Array<{ deviceId: string; remoteAddress: string }> }>('GET', '/v1/enrollments/refused');
+    expect(refused.status).toBe(200);
+    expect(refused.body.refused).toHaveLength(256);
+    expect(refused.body.refused.find((d) => d.deviceId === stranded)).toMatchObject({ remoteAddress: '127.0.0.2' });
+    // The flooding address kept its most recent refusals, all but the one slot the other address holds.
+    expect(refused.body.refused[0]!.deviceId).toBe(id(299));
+    expect(refused.body.refused.filter((d) => d.remoteAddress === '127.0.0.1')).toHaveLength(255);
+  }, 120_000);
 });

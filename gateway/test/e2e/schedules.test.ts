@@ -1,7 +1,9 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startNatsServer } from '../../../test/support/nats-server.js';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { isolatedEnv, startCompiledGateway, type GatewayProcess } from '../../../test/support/gateway-process.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
@@ -18,6 +20,7 @@ interface Schedule {
   lastResult?: { callId?: string; error?: { code: string }; skipped?: boolean };
 }
 
+const hasNats = spawnSync('nats-server', ['--version']).status === 0;
 const DEVICE = '02:00:00:00:23:01';
 const setVolume = (volume: number) => ({ device: DEVICE, tool: 'self.audio_speaker.set_volume', arguments: { volume } });
 /** A time this many ms from now, as ISO 8601 (UTC). */
@@ -26,9 +29,11 @@ const inMs = (ms: number) => new Date(Date.now() + ms).toISOString();
 const open: TestGateway[] = [];
 const devices: ReferenceDevice[] = [];
 const dirs: string[] = [];
+const stops: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const d of devices.splice(0)) d.terminate();
   for (const t of open.splice(0)) await t.close();
+  for (const s of stops.splice(0)) await s();
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
@@ -60,6 +65,30 @@ describe('schedules over HTTP (issue 23)', { timeout: 60_000 }, () => {
     await until(() => d.volume === 17, 'the scheduled call on the device');
     const done = await t.api<Schedule>('GET', `/v1/schedules/${made.body.id}`);
     expect(done.body).toMatchObject({ lastRun: at, nextRun: null, lastResult: { callId: e.data['callId'] } });
+  });
+
+  it.skipIf(!hasNats)('creates at once past schedules.maxSchedules: one takes the last slot, the rest are refused', async () => {
+    // The bound was checked before the store's write and the schedule added after it: all in flight passed. The
+    // store is NATS KV (a cluster of one), whose write takes a round trip; SQLite's writes are synchronous.
+    const nats = await startNatsServer();
+    stops.push(() => nats.stop());
+    const t = await startTestGateway({
+      fleet: { schedules: { maxSchedules: 3 } },
+      cluster: { enabled: true, instanceId: 'gw-bound', nats: { servers: [nats.url] } },
+    });
+    open.push(t);
+    for (const v of [1, 2]) expect((await t.api('POST', '/v1/schedules', { cron: '@daily', call: setVolume(v) })).status).toBe(201);
+    // Six connections open first (kept alive), so that the six creates reach the gateway together.
+    await Promise.all([1, 2, 3, 4, 5, 6].map(() => t.api('GET', '/v1/schedules')));
+    const at = await Promise.all(
+      [3, 4, 5, 6, 7, 8].map((v) => t.api<{ code?: string; detail?: string }>('POST', '/v1/schedules', { cron: '@daily', call: setVolume(v) })),
+    );
+    expect(at.filter((r) => r.status === 201)).toHaveLength(1);
+    for (const r of at.filter((x) => x.status !== 201)) {
+      expect(r.status).toBe(400);
+      expect(r.body.detail).toMatch(/already 3 schedules/);
+    }
+    expect((await t.api<{ schedules: Schedule[] }>('GET', '/v1/schedules')).body.schedules).toHaveLength(3);
   });
 
   it('survives a SIGKILL: what was acknowledged is kept, and the one-off runs after the restart', async () => {
