@@ -123,6 +123,12 @@ export async function startMqttLink(o: MqttLinkOptions) {
   };
 
   const broker = await Aedes.createBroker({
+    // No queue of messages in the broker: past `concurrency` deliveries in flight (each until the next tick at least)
+    // aedes' emitter queued every message, and released the queue recursively, one stack frame group per message
+    // that reached no subscriber (a device's publish): a burst of a few thousand behind 100 events to a backend
+    // overflowed the stack, an uncaught exception that stops the gateway (red team 2026-11-28). Writes complete once
+    // the socket holds them (GuardedMqttConnection), and what a client leaves unread is bounded there.
+    concurrency: 0,
     // A backstop only: the link's own deadline (below) closes and counts a socket without CONNECT first.
     connectTimeout: o.connectTimeoutMs * 2,
     preConnect(client, packet, done) {

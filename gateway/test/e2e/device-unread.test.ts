@@ -4,6 +4,7 @@ import WebSocket from 'ws';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { RawMqtt } from '../../../test/support/raw-mqtt.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
+import { until } from '../../../test/support/wait.js';
 
 /**
  * A peer of the device links that stops reading what it is sent while it keeps sending (or while events are written
@@ -131,4 +132,19 @@ describe('a device link peer that stops reading is cut', () => {
     expect(r.status).toBe(200);
     mqttDevice.terminate();
   }, 180_000);
+  it('a burst of publishes behind the events on their way to a backend is delivered, not queued until the stack overflows', async () => {
+    // aedes delivered at most 100 messages at once and queued the rest; the queue was released recursively, a group of
+    // stack frames per message that reached no subscriber (a device's publish to device-server): 3 000 of them arriving
+    // in one tick (a fleet's publishes read in one poll phase) behind 200 events overflowed the stack. Now nothing queues.
+    const { c: backend } = await RawMqtt.connect(t.gw.mqttPort!, { clientId: 'backend-burst', username: 'backend', password: Buffer.from(TEST_API_KEY) });
+    backend.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'voxgate/events/#', qos: 0 }] });
+    await backend.nextOf('suback');
+    for (let i = 0; i < 200; i++) t.gw.bus.publish('device.online', nextMac(), {});
+    let delivered = 0;
+    const publish = { cmd: 'publish', topic: 'device-server', payload: Buffer.from('{}'), qos: 0, retain: false, dup: false } as const;
+    for (let i = 0; i < 3000; i++) t.gw.mqtt!.broker.publish({ ...publish }, () => delivered++);
+    await until(() => delivered === 3000, 'every publish delivered');
+    expect((await fetch(`${t.baseUrl}/healthz`)).status).toBe(200);
+    backend.destroy();
+  });
 });
