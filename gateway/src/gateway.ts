@@ -28,6 +28,7 @@ import { openListeners, warnIfOverOpenFileLimit } from './links/listeners.js';
 import type { MqttLink } from './links/mqtt.js';
 import { attachMcpEndpointLink } from './links/mcp-endpoint.js';
 import { attachWebSocketLink } from './links/ws.js';
+import { maxUnreadBytes } from './links/unread-bound.js';
 import { McpEndpoints } from './hub/endpoints.js';
 import { wsBounds } from './hub/upstream/transports.js';
 import { createLogger } from './log.js';
@@ -360,7 +361,9 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
         metrics,
       })
     : undefined;
-  const ws = attachWebSocketLink(http.server, { ...config.ws, otherPath: (p) => toolLink?.owns(p) ?? false, auth, registry, log, metrics });
+  const otherPath = (p: string) => toolLink?.owns(p) ?? false;
+  const unread = maxUnreadBytes(config.voice.maxBufferedBytes);
+  const ws = attachWebSocketLink(http.server, { ...config.ws, maxUnreadBytes: unread, otherPath, auth, registry, log, metrics });
   const closeWs = once(async (reason: string) => {
     ws.close(CLOSE_SHUTDOWN, reason);
     toolLink?.close();

@@ -194,7 +194,7 @@ export function createMetrics() {
     }),
     connectionsRefused: new Counter({
       name: 'voxgate_connections_refused_total',
-      help: 'Connections refused or closed by a connection limit: listener_full, address_full, device_cap, no_connect, no_request',
+      help: 'Connections refused or closed by a connection limit: listener_full, address_full, device_cap, no_connect, no_request, unread',
       labelNames: ['listener', 'reason'] as const,
       registers: [registry],
     }),

@@ -34,6 +34,7 @@ import type { Metrics } from './metrics.js';
 import type { SchemaValidators } from './schemas/validators.js';
 import { SqliteStore } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
+import { maxUnreadBytes } from './links/unread-bound.js';
 import type { visionOffer } from './vision/start.js';
 import type { Voice } from './voice/start.js';
 
@@ -222,6 +223,7 @@ export function mqttOptions(
     maxPacketBytes: m.maxPacketBytes,
     maxConnections: m.maxConnections,
     maxConnectionsPerAddress: m.maxConnectionsPerAddress,
+    maxUnreadBytes: maxUnreadBytes(config.voice.maxBufferedBytes),
     connectTimeoutMs: m.connectTimeoutMs,
     keepalive: { minSeconds: m.keepaliveMinSeconds, maxSeconds: m.keepaliveMaxSeconds },
     auth: d.auth,

@@ -4,7 +4,7 @@
  */
 import pino from 'pino';
 import { DeviceRegistry } from '../../gateway/src/devices/registry.js';
-import { BadInputLog } from '../../gateway/src/devices/bad-input-log.js';
+import { badInputBudget, BadInputLog } from '../../gateway/src/devices/bad-input-log.js';
 import { CatalogBudget } from '../../gateway/src/devices/catalog-budget.js';
 import { NoVoiceHook } from '../../gateway/src/devices/no-voice-hook.js';
 import { RpcChannel } from '../../gateway/src/devices/rpc-channel.js';
@@ -106,6 +106,7 @@ export function sessionPair(opts: SessionPairOptions = {}): SessionUnderTest {
       host: { vision: () => undefined, previousHash: () => undefined, onReady: () => undefined, onClosed: () => undefined },
       voice: new NoVoiceHook(silentLog),
       hellos: new KeyedTokenBucket(HELLO_RATE, { maxKeys: 16 }),
+      badInputLines: badInputBudget(silentLog),
       ...opts.deps,
     },
     { deviceId: '02:00:00:00:00:01', clientId: 'client-1', link },

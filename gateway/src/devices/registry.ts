@@ -11,6 +11,7 @@ import { NoVoiceHook } from './no-voice-hook.js';
 import { recordFields } from './record-fields.js';
 import type { DeviceRecords } from './records.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
+import { badInputBudget } from './bad-input-log.js';
 import { DeviceSession, HELLO_RATE, type SessionHost, type SessionShared } from './session.js';
 import type { SessionSettings } from './settings.js';
 import { lowerBound, mergeSorted, upperBound } from './sorted-ids.js';
@@ -97,7 +98,8 @@ export class DeviceRegistry implements LocalDevices {
     const { log, bus, metrics, settings, pages, validators } = d;
     // Bounded: a device evicted from it starts again with a full bucket (HELLO_RATE's burst, a handful of hellos).
     const hellos = new KeyedTokenBucket(HELLO_RATE, { maxKeys: 10_000 });
-    this.shared = { log, bus, metrics, settings, pages, validators, host: this.host, voice: d.voice ?? new NoVoiceHook(log), hellos };
+    const badInputLines = badInputBudget(log);
+    this.shared = { log, bus, metrics, settings, pages, validators, host: this.host, voice: d.voice ?? new NoVoiceHook(log), hellos, badInputLines };
   }
 
   /**

@@ -7,7 +7,7 @@ import { boundLog } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { KeyedTokenBucket, RateLimit } from '../throttle/token-bucket.js';
 import type { SchemaValidators } from '../schemas/validators.js';
-import { BadInputLog } from './bad-input-log.js';
+import { BadInputLog, type BadInputBudget } from './bad-input-log.js';
 import { CallQueue, type CallQueueDeps } from './call-queue.js';
 import type { CatalogTool, ToolCatalog } from './catalog.js';
 import { DeviceClient, type DeviceClientDeps } from './device-client.js';
@@ -53,6 +53,8 @@ export interface SessionShared {
   voice: VoiceHook;
   /** Hellos after a connection's first, per device (HELLO_RATE): each one costs answers, a voice session, a log line. */
   hellos: KeyedTokenBucket;
+  /** Bad-input lines of all sessions together (a new connection is a new session, with a budget of its own). */
+  badInputLines: BadInputBudget;
 }
 
 /**
@@ -193,7 +195,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
   }
   /** Made on the first bad frame: a well-behaved device never pays for it. */
   get badInput(): BadInputLog {
-    return (this.badInputLog ??= new BadInputLog(this.log));
+    return (this.badInputLog ??= new BadInputLog(this.log, Date.now, this.shared.badInputLines));
   }
 
   get transport(): 'websocket' | 'mqtt' {

@@ -4,6 +4,12 @@ import { MqttFramingError, type MqttPacketGuard } from './mqtt-packet-guard.js';
 
 type Chunk = { chunk: Buffer | string; encoding: BufferEncoding };
 
+/** The unread bound of a connection (links/unread-bound.ts): past `exceeded`, the connection is destroyed. */
+export interface UnreadCheck {
+  readonly maxBytes: number;
+  exceeded(unread: number, who: Record<string, unknown>): boolean;
+}
+
 /**
  * One MQTT socket as the broker sees it: it reads what passed the packet guard, and writes to the socket,
  * each packet in one `writev`. aedes writes a packet as 4-5 chunks inside a cork; `Duplex.from` passed them
@@ -15,11 +21,14 @@ type Chunk = { chunk: Buffer | string; encoding: BufferEncoding };
  */
 export class GuardedMqttConnection extends Duplex {
   private refused = false;
+  /** Closed for what its peer left unread. */
+  private cut = false;
 
   constructor(
     private readonly socket: Socket,
     private readonly guard: MqttPacketGuard,
     private readonly onRefused: (err: MqttFramingError) => void = () => undefined,
+    private readonly unread?: UnreadCheck,
   ) {
     super({ decodeStrings: false });
     socket.on('data', (chunk: Buffer) => this.fromSocket(chunk));
@@ -40,20 +49,37 @@ export class GuardedMqttConnection extends Duplex {
     } else if (passed !== undefined && !this.push(passed)) this.socket.pause();
   }
 
+  /** Bytes written to the peer and not yet taken by it: the broker's writes held here, and the socket's own. */
+  get unreadBytes(): number {
+    return this.writableLength + this.socket.writableLength;
+  }
+
+  /** Past the unread bound the socket is destroyed (the bound counts and logs it; this stream follows its close); true once cut. */
+  stalled(): boolean {
+    if (this.cut || this.destroyed) return true;
+    const unread = this.unreadBytes;
+    if (!this.unread || unread <= this.unread.maxBytes) return false;
+    this.unread.exceeded(unread, { remote: this.socket.remoteAddress });
+    this.cut = true;
+    this.refused = true;
+    this.socket.destroy();
+    return true;
+  }
+
   override _read(): void {
     this.socket.resume();
   }
 
   override _write(chunk: Buffer | string, encoding: BufferEncoding, cb: (err?: Error | null) => void): void {
-    this.afterWrite(this.socket.write(chunk, encoding), cb);
+    this.socket.write(chunk, encoding);
+    this.written(cb);
   }
 
   override _writev(chunks: Chunk[], cb: (err?: Error | null) => void): void {
     this.socket.cork();
-    let flowing = true;
-    for (const { chunk, encoding } of chunks) flowing = this.socket.write(chunk, encoding);
+    for (const { chunk, encoding } of chunks) this.socket.write(chunk, encoding);
     this.socket.uncork();
-    this.afterWrite(flowing, cb);
+    this.written(cb);
   }
 
   override _final(cb: (err?: Error | null) => void): void {
@@ -65,9 +91,15 @@ export class GuardedMqttConnection extends Duplex {
     cb(err);
   }
 
-  /** The write is done when the socket took it; above its high-water mark, when it drains. */
-  private afterWrite(flowing: boolean, cb: (err?: Error | null) => void): void {
-    if (flowing) cb();
-    else this.socket.once('drain', () => cb());
+  /**
+   * A write is done once the socket holds it, drained or not; what the peer leaves unread is bounded instead. The
+   * broker waits for a write's callback with each message it delivers, at most 100 at once for all clients (aedes'
+   * `concurrency`): when the callback waited for the socket to drain, one backend that subscribed to the events and
+   * stopped reading held every slot, so every device's publishes waited behind it until aedes' drainTimeout (60 s)
+   * cut it, and the queue built meanwhile, released at once, overflowed the stack (red team 2026-11-28).
+   */
+  private written(cb: (err?: Error | null) => void): void {
+    cb();
+    this.stalled();
   }
 }

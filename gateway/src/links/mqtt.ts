@@ -15,6 +15,7 @@ import { MqttPacketGuard, PacketTooLargeError } from './mqtt-packet-guard.js';
 import { guardText, type FrameGuardOptions } from './frame-guard.js';
 import { GuardedMqttConnection } from './mqtt-connection.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
+import { UnreadBound } from './unread-bound.js';
 import { EVENTS_TOPIC_FILTER, EVENTS_TOPIC_PREFIX } from '../events/mqtt-fanout.js';
 
 export interface MqttLinkOptions {
@@ -23,6 +24,8 @@ export interface MqttLinkOptions {
   maxPacketBytes: number;
   maxConnections: number;
   maxConnectionsPerAddress: number;
+  /** Bytes a client (device or backend) may leave unread before its connection is closed (links/unread-bound.ts). */
+  maxUnreadBytes: number;
   /** A socket that sends no CONNECT within this is closed. */
   connectTimeoutMs: number;
   keepalive: KeepaliveBounds;
@@ -41,6 +44,7 @@ type Peer =
 /** What the link knows of one accepted socket (keyed by the stream aedes reads, `client.conn`). */
 interface Conn {
   socket: Socket;
+  conn: GuardedMqttConnection;
   remote: string;
   connectDeadline: NodeJS.Timeout | undefined;
   /** The device session on this socket, once it is ready (an oversized reply is refused to it). */
@@ -74,15 +78,16 @@ class MqttDeviceLink implements DeviceLink {
     private readonly topic: string,
     readonly remoteAddress: string,
     private readonly socket: Socket,
+    private readonly conn: GuardedMqttConnection,
   ) {}
 
   get localAddress(): string {
     return this.socket.localAddress ?? '';
   }
 
-  /** Pushed straight to the client: the reference firmware subscribes to nothing. */
+  /** Pushed straight to the client: the reference firmware subscribes to nothing. A device past the unread bound is cut. */
   send(text: string): boolean {
-    if (this.client.closed) return false;
+    if (this.client.closed || this.conn.stalled()) return false;
     const packet: PublishPacket = { cmd: 'publish', topic: this.topic, payload: Buffer.from(text), qos: 0, retain: false, dup: false };
     this.client.publish(packet, ignore);
     return true;
@@ -94,7 +99,7 @@ class MqttDeviceLink implements DeviceLink {
    * had the voice relay's JSON queued for it without bound (the relay drops past voice.maxBufferedBytes).
    */
   bufferedBytes(): number {
-    return ((this.client.conn as { writableLength?: number }).writableLength ?? 0) + this.socket.writableLength;
+    return this.conn.unreadBytes;
   }
 
   close(): void {
@@ -111,12 +116,19 @@ export async function startMqttLink(o: MqttLinkOptions) {
   const peers = new WeakMap<Client, Peer>();
   const conns = new WeakMap<object, Conn>();
   const refusals = new ThrottledLog(o.log, 'warn', REFUSAL_LINES);
+  const unread = new UnreadBound(o.maxUnreadBytes, 'mqtt', o.metrics, o.log);
   const refuse = (reason: string): AuthenticateError => {
     o.metrics.authRefused.inc({ transport: 'mqtt', reason });
     return Object.assign(new Error(`not authorized: ${reason}`), { returnCode: NOT_AUTHORIZED }) as AuthenticateError;
   };
 
   const broker = await Aedes.createBroker({
+    // No queue of messages in the broker: past `concurrency` deliveries in flight (each until the next tick at least)
+    // aedes' emitter queued every message, and released the queue recursively, one stack frame group per message
+    // that reached no subscriber (a device's publish): a burst of a few thousand behind 100 events to a backend
+    // overflowed the stack, an uncaught exception that stops the gateway (red team 2026-11-28). Writes complete once
+    // the socket holds them (GuardedMqttConnection), and what a client leaves unread is bounded there.
+    concurrency: 0,
     // A backstop only: the link's own deadline (below) closes and counts a socket without CONNECT first.
     connectTimeout: o.connectTimeoutMs * 2,
     preConnect(client, packet, done) {
@@ -199,7 +211,7 @@ export async function startMqttLink(o: MqttLinkOptions) {
     const c = conns.get(client.conn);
     if (!c || client.closed || c.socket.destroyed) return;
     const id = parseMqttClientId(client.id)!;
-    const link = new MqttDeviceLink(client, peer.inbox, c.remote, c.socket);
+    const link = new MqttDeviceLink(client, peer.inbox, c.remote, c.socket, c.conn);
     const session = o.registry.connect({ deviceId: peer.deviceId, clientId: id.uuid ?? client.id, link, expectHello: false, credential: peer.credential });
     peer.session = session;
     c.session = session;
@@ -243,13 +255,19 @@ export async function startMqttLink(o: MqttLinkOptions) {
       refusals.write({ remote: socket.remoteAddress, bytes: info.bytes, limit: info.limit }, 'oversized MQTT publish skipped', 'oversized');
     });
     // Any other verdict ends the connection (GuardedMqttConnection destroys it, and its socket, after this).
-    const conn = new GuardedMqttConnection(socket, guard, (err) => {
-      const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
-      o.metrics.framesRejected.inc({ reason });
-      refusals.write({ remote: socket.remoteAddress, reason, err: err.message }, 'MQTT connection dropped', reason);
-    });
+    const conn = new GuardedMqttConnection(
+      socket,
+      guard,
+      (err) => {
+        const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
+        o.metrics.framesRejected.inc({ reason });
+        refusals.write({ remote: socket.remoteAddress, reason, err: err.message }, 'MQTT connection dropped', reason);
+      },
+      unread,
+    );
     const c: Conn = {
       socket,
+      conn,
       remote: socket.remoteAddress ?? '',
       // An idle socket holds a descriptor: one that never sends CONNECT is closed soon.
       connectDeadline: setTimeout(() => {

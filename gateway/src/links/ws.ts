@@ -12,6 +12,7 @@ import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { guardFrame, handlerFailed } from './frame-guard.js';
 import { RequestTarget, trimSlashes } from './request-target.js';
+import { UnreadBound } from './unread-bound.js';
 
 export interface WsLinkOptions {
   path: string;
@@ -21,6 +22,8 @@ export interface WsLinkOptions {
   heartbeatMs: number;
   /** Device WebSockets at once; kept below the HTTP port's socket cap so the API always has room. */
   maxConnections: number;
+  /** Bytes a device may leave unread before its connection is closed (links/unread-bound.ts). */
+  maxUnreadBytes: number;
   auth: DeviceAuthPolicy;
   registry: DeviceRegistry;
   log: Logger;
@@ -58,7 +61,9 @@ class DeviceSocket extends WebSocket {
         link.session.lastSeenAt = Date.now();
         return true;
       case 'ping':
+        // ws answered it with a pong already: one the device does not read counts as unread.
         link.session.lastSeenAt = Date.now();
+        link.stalled();
         return true;
       case 'error':
         link.onError(a as Error & { code?: string });
@@ -72,15 +77,18 @@ class DeviceSocket extends WebSocket {
 /** The options of every audio frame's send (ws copies them into its own: one shared object, none per frame). */
 const BINARY = { binary: true } as const;
 
-/** What every link of one endpoint shares: its options and its refusal lines. */
+/** What every link of one endpoint shares: its options, its refusal lines and its unread bound. */
 interface WsLinkContext extends WsLinkOptions {
   refusals: ThrottledLog;
+  unread: UnreadBound;
 }
 
 /** One device connection: the session's link, and the handler of its socket's events. */
 class WsDeviceLink implements DeviceLink {
   /** Set right after the registry made it (the socket reports nothing to the link before). */
   session!: DeviceSession;
+  /** Terminated for what the device left unread: frames ws still hands over are not handled. */
+  private cut = false;
 
   constructor(
     private readonly ws: DeviceSocket,
@@ -93,14 +101,26 @@ class WsDeviceLink implements DeviceLink {
   }
 
   send(text: string): boolean {
-    if (this.ws.readyState !== WebSocket.OPEN) return false;
+    if (this.ws.readyState !== WebSocket.OPEN || this.stalled()) return false;
     this.ws.send(text);
     return true;
   }
 
   sendBinary(data: Buffer): boolean {
-    if (this.ws.readyState !== WebSocket.OPEN) return false;
+    if (this.ws.readyState !== WebSocket.OPEN || this.stalled()) return false;
     this.ws.send(data, BINARY);
+    return true;
+  }
+
+  /** A device past the unread bound is cut (terminated: a close frame would queue behind what it does not read). */
+  stalled(): boolean {
+    if (this.cut) return true;
+    const unread = this.ws.bufferedAmount;
+    // The usual case first, with nothing made per frame.
+    if (unread <= this.o.unread.maxBytes) return false;
+    this.o.unread.exceeded(unread, { deviceId: this.session.deviceId, remote: this.remoteAddress });
+    this.cut = true;
+    this.ws.terminate();
     return true;
   }
 
@@ -117,6 +137,8 @@ class WsDeviceLink implements DeviceLink {
 
   onMessage(data: RawData, isBinary: boolean): void {
     this.ws.alive = true;
+    // A device that sends while it reads nothing of the answers is cut before it makes more.
+    if (this.stalled()) return;
     if (isBinary) {
       this.o.metrics.hot.framesIn.websocket.audio.inc();
       // Voice audio goes to the voice relay's session; without one it is counted and dropped.
@@ -148,7 +170,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   const clients = new Set<DeviceSocket>();
   const base = trimSlashes(o.path);
   const fullLog = new ThrottledLog(o.log, 'warn', REFUSAL_LOG);
-  const ctx: WsLinkContext = { ...o, refusals: new ThrottledLog(o.log, 'warn', REFUSAL_LINES) };
+  const ctx = linkContext(o);
 
   // Nothing a caller sends may throw out of the `upgrade` event (the safety net would stop the gateway): a throw
   // ends this connection only, counted and logged, as in the MCP endpoint's listener.
@@ -234,6 +256,11 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
       wss.close();
     },
   };
+}
+
+/** What every link of one endpoint shares, made once. */
+function linkContext(o: WsLinkOptions): WsLinkContext {
+  return { ...o, refusals: new ThrottledLog(o.log, 'warn', REFUSAL_LINES), unread: new UnreadBound(o.maxUnreadBytes, 'http', o.metrics, o.log) };
 }
 
 function headerValue(req: IncomingMessage, name: string): string | undefined {

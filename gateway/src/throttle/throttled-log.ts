@@ -52,6 +52,17 @@ export class ThrottledLog {
 
   /** Writes the line unless this key's window is spent; says whether it was written. */
   write(fields: Record<string, unknown>, msg: string, key = ''): boolean {
+    const suppressed = this.admit(key);
+    if (suppressed === undefined) return false;
+    this.log[this.level](suppressed > 0 ? { ...fields, suppressed } : fields, msg);
+    return true;
+  }
+
+  /**
+   * Takes a line of this key's window for a line written elsewhere (a budget shared by many loggers): undefined when
+   * the window is spent (the line is counted as held back), else how many were held back before it.
+   */
+  admit(key = ''): number | undefined {
     const now = this.now();
     let w = this.windows.get(key);
     if (!w) {
@@ -64,13 +75,12 @@ export class ThrottledLog {
     }
     if (w.written >= this.o.linesPerWindow) {
       w.suppressed++;
-      return false;
+      return undefined;
     }
     w.written++;
     const suppressed = w.suppressed;
     w.suppressed = 0;
-    this.log[this.level](suppressed > 0 ? { ...fields, suppressed } : fields, msg);
-    return true;
+    return suppressed;
   }
 
   forget(key: string): void {

@@ -1,6 +1,6 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { BadInputLog } from '../../src/devices/bad-input-log.js';
+import { badInputBudget, BadInputLog } from '../../src/devices/bad-input-log.js';
 
 function capture() {
   const lines: Array<Record<string, unknown>> = [];
@@ -24,5 +24,18 @@ describe('BadInputLog', () => {
     bad.note('warn', { reason: 'not_json' }, 'bad frame');
     expect(lines).toHaveLength(22);
     expect(lines.at(-1)).toMatchObject({ badInputs: 27, suppressed: 5 });
+  });
+  it('writes, over all sessions together, no more than the gateway budget, and says how many it held back', () => {
+    const { log, lines } = capture();
+    let now = 1_000_000;
+    const budget = badInputBudget(log, { linesPerWindow: 30, windowMs: 10_000 }, () => now);
+    // Two connections of one device (each a session with 20 lines of its own).
+    for (const bad of [new BadInputLog(log, () => now, budget), new BadInputLog(log, () => now, budget)])
+      for (let i = 0; i < 25; i++) bad.note('warn', { reason: 'not_json' }, 'bad frame');
+    expect(lines).toHaveLength(30);
+    now += 10_000;
+    new BadInputLog(log, () => now, budget).note('warn', { reason: 'not_json' }, 'bad frame');
+    expect(lines).toHaveLength(31);
+    expect(lines.at(-1)).toMatchObject({ suppressedAll: 10, badInputs: 1 });
   });
 });

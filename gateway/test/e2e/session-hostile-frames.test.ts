@@ -1,7 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import WebSocket from 'ws';
+import { BAD_INPUT_LINES_ALL } from '../../src/devices/bad-input-log.js';
 import { DeviceSession } from '../../src/devices/session.js';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
+import { until } from '../../../test/support/wait.js';
 
 type How = 'websocket' | 'mqtt';
 let mac = 0x10;
@@ -57,5 +60,22 @@ describe('hostile frames: deep nesting, and the safety net around each frame han
     const r = await setVolume(healthy, 44);
     expect(r.status).toBe(200);
     expect(healthy.volume).toBe(44);
+  });
+  it('a device that reconnects for every burst of bad frames writes no more bad-frame lines than the gateway allows in all', async () => {
+    // Each connection is a new session with its own 20 lines: 15 connections of 25 bad frames each were 300 lines. Now
+    // at most the gateway's budget per 10 s (twice, should the loop cross a window on a slow machine).
+    const rejected = () => t.metric('voxgate_frames_rejected_total', { reason: 'not_json' });
+    const before = await rejected();
+    const lines = () => t.logs.filter((l) => l['msg'] === 'frame rejected').length;
+    const linesBefore = lines();
+    const deviceId = nextMac();
+    for (let i = 0; i < 15; i++) {
+      const ws = new WebSocket(t.wsUrl, { headers: { 'device-id': deviceId } });
+      await new Promise((r) => ws.once('open', r));
+      for (let n = 0; n < 25; n++) ws.send(`not json ${n}`);
+      await until(async () => (await rejected()) === before + 25 * (i + 1), 'the bad frames counted');
+      ws.terminate();
+    }
+    expect(lines() - linesBefore).toBeLessThanOrEqual(2 * BAD_INPUT_LINES_ALL.linesPerWindow);
   });
 });

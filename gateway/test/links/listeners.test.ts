@@ -23,6 +23,7 @@ function mqttOptions(port: number): MqttLinkOptions {
     maxPacketBytes: 64 * 1024,
     maxConnections: 10,
     maxConnectionsPerAddress: 10,
+    maxUnreadBytes: 4 * 1024 * 1024,
     connectTimeoutMs: 5000,
     keepalive: { minSeconds: 10, maxSeconds: 600 },
     auth: { mode: 'open', tokens: [], secret: 'device-secret-0123456789', tokenMaxAgeSeconds: 3600 },

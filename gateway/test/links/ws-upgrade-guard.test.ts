@@ -38,6 +38,7 @@ describe('the device WebSocket upgrade guard', () => {
       path: '/xiaozhi/v1/',
       maxPayloadBytes: 64 * 1024,
       heartbeatMs: 60_000,
+      maxUnreadBytes: 4 * 1024 * 1024,
       maxConnections: 10,
       auth: { mode: 'open', tokens: [], secret: 'device-secret-0123456789', tokenMaxAgeSeconds: 3600 },
       registry: flaky,

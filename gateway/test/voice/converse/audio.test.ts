@@ -186,5 +186,19 @@ describe('sentences', () => {
     expect(out.join(' ').replace(/\s+/g, ' ')).toBe(long.trim().replace(/\s+/g, ' '));
     expect(split(['- one\n- two\n', '**Done.**'])).toEqual([['- one', '- two'], [], ['**Done.**']]);
     expect(split(['...', ' ', '!'])).toEqual([[], [], [], []]);
+    expect(split(['-\n*\n𠀋\n'])).toEqual([['-\n*\n𠀋'], []]);
+  });
+
+  it('reads a huge answer in one delta in linear time (a model that does not stream hands over its whole answer)', () => {
+    // Each initial's check matched the whole text before it, and each line break tested the whole text before it for
+    // a word: 200 000 letters then 50 initials, or 200 000 line breaks, held the event loop for minutes.
+    const word = 'a'.repeat(200_000);
+    const text = `${word} ${'A. B. C. D. E. '.repeat(10)}end.`;
+    const initials = split([text]).flat();
+    expect(initials.join('').replace(/\s+/g, '')).toBe(text.replace(/\s+/g, ''));
+    expect(initials.every((s) => s.length <= 240)).toBe(true);
+    const breaks = split(['-\n'.repeat(200_000) + 'Done.']).flat();
+    expect(breaks).toHaveLength(1);
+    expect(breaks[0]!.endsWith('-\nDone.') && breaks[0]!.length <= 240).toBe(true);
   });
 });
