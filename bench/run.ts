@@ -6,7 +6,9 @@
  *   npm run bench -- --tiny       seconds; for the correctness test (20 devices)
  *   options: --out <file> (default bench/results/latest.json), --only ws,mqtt,fleet,voice,converse,mcp,cluster (storm/soak need fleet),
  *            --profile (the gateways under --cpu-prof; WebSocket call path unless --only says otherwise, e.g.
- *            --only mqtt or --only voice; profiles in bench/results/prof/, read them with bench/tools/top-self.ts)
+ *            --only mqtt or --only voice; profiles in bench/results/prof/, read them with bench/tools/top-self.ts),
+ *            --mqtt-gateway-peer <dir> (a checkout of 78/xiaozhi-mqtt-gateway, `npm install` run in it: the MQTT+UDP voice
+ *            rows measure it beside the gateway; also VOXGATE_BENCH_MQTT_GATEWAY=<dir>)
  *
  * Processes: this runner (the load generator, autocannon), the gateway (compiled, gateway/dist/main.js, as `npm start`
  * runs it; run.sh builds it first; from its sources through tsx only when that build is stale), the floors

@@ -52,6 +52,8 @@ export interface VoiceLoadOptions {
   expectMcp: boolean;
   connectTimeoutMs: number;
   drainMs: number;
+  /** The MQTT username a `udp` device presents (78/xiaozhi-mqtt-gateway reads one; the others need none). */
+  mqttUsername?: string;
   /** Called once every session is open, before the first frame (e.g. to read the relay's memory). */
   whenOpen?: () => Promise<void>;
 }
@@ -202,6 +204,7 @@ class VoiceDevice {
     const clientId = `GID_voxgate@@@${this.mac.replace(/:/g, '_')}@@@${randomUUID()}`;
     const client = mqttConnect(this.run.o.url, {
       clientId,
+      ...(this.run.o.mqttUsername === undefined ? {} : { username: this.run.o.mqttUsername }),
       protocolVersion: 4,
       clean: true,
       keepalive: 240,

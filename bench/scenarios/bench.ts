@@ -55,6 +55,8 @@ export interface Bench {
   /** --profile: the gateways under --cpu-prof (the WebSocket call path unless --only names others). */
   profile: boolean;
   outFile: string;
+  /** --mqtt-gateway-peer <dir>: a checkout of 78/xiaozhi-mqtt-gateway for the MQTT+UDP voice rows (bench/lib/mqtt-gateway-peer.ts). */
+  mqttGatewayPeer: string | undefined;
   results: Result[];
   log(s: string): void;
 }
@@ -77,6 +79,7 @@ export function benchFromArgs(argv: readonly string[]): Bench {
     only: new Set((option('only') ?? (profile ? 'ws' : 'ws,mqtt,fleet,storm,soak,voice,converse,mcp,cluster')).split(',')),
     profile,
     outFile: resolve(option('out') ?? join(ROOT, 'bench/results/latest.json')),
+    mqttGatewayPeer: option('mqtt-gateway-peer'),
     results: [],
     log: (s) => process.stderr.write(`[bench ${((performance.now() - t0) / 1000).toFixed(1)}s] ${s}\n`),
   };

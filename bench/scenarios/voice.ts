@@ -5,9 +5,11 @@ import { cpuUs, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
 import { startGateway } from '../lib/compiled.js';
 import { gatewayEnv } from '../lib/gateway-env.js';
 import { ROOT, spawnTs, type Proc } from '../lib/procs.js';
+import { mqttGatewayPeerDir, PEER_MQTT_USERNAME, startMqttGatewayPeer, type StartedPeer } from '../lib/mqtt-gateway-peer.js';
 import { mergeVoiceLoads, runVoiceLoad, type VoiceLoadOptions, type VoiceLoadResult } from '../lib/voice.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
-import { alternating, count, mem, metric, ratio, round, until } from './measure.js';
+import { alternating, count, mem, metric, ratio, round, until, type Mem } from './measure.js';
+import { pushPeerIdleRow, pushPeerRows } from './voice-peer.js';
 
 /**
  * Relayed audio: devices -> a gateway with voice.mode "relay" -> the voice server double (echo) -> back, against the
@@ -42,8 +44,9 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
     relay.hello,
   ]);
   b.log(`voice: gateway on ${gwUrl} and the bare relay (port ${String(relayHello['port'])}) relaying to ${upstreamUrl}`);
-  b.log(`voice: the peer 78/xiaozhi-mqtt-gateway is not in these rows: it is not on the npm registry (see docs/performance.md)`);
+  const peer = await startPeer(b, upstreamUrl, voiceDir);
   const [gwIdle, relayIdle] = [await mem(gateway), await mem(relay)];
+  if (peer) pushPeerIdleRow(b, gwIdle, await mem(peer.proc), peer);
   b.results.push({
     name: 'voice.idle_rss',
     value: gwIdle.rss,
@@ -79,7 +82,8 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
     const load: [number, number] = [round(load0, 2), round(loadavg()[0]!, 2)];
     // Where the CPU went: the main thread's user and system time, and the other threads' (GC helpers, compilers).
     const cpuSplit = { mainUser: t1.mainUser - t0.mainUser, mainSys: t1.mainSys - t0.mainSys, otherThreads: t1.other - t0.other };
-    return relayed(result, cpu, cpuSplit, (m1.rss - m0.rss) / o.devices, load);
+    const live = (m: Mem) => m.heapUsed + m.external;
+    return relayed(result, cpu, cpuSplit, { rss: (m1.rss - m0.rss) / o.devices, live: (live(m1) - live(m0)) / o.devices }, load);
   };
   // One slice on one side: the run, with devices of its own, then until that side has closed every session.
   const side = (proc: Proc, o: Omit<VoiceLoadOptions, 'macGroup'>, closed: () => Promise<boolean>, what: string) => async () => {
@@ -89,6 +93,7 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
   };
   const gwIdleAgain = async () => (await metric(gwUrl, 'voxgate_voice_sessions_active')) === 0;
   const relayIdleAgain = async () => (await count(relay)) === 0;
+  const peerIdleAgain = async () => (peer ? (await count(peer.proc)) === 0 : true);
   try {
     for (const transport of ['ws', 'udp'] as const) {
       const label = transport === 'ws' ? 'websocket' : 'mqtt+udp';
@@ -97,9 +102,11 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
         const gwTarget = transport === 'ws' ? `ws://127.0.0.1:${httpPort}/xiaozhi/v1/` : `mqtt://127.0.0.1:${mqttPort}`;
         // The gateway talks binary protocol 2 upstream for UDP devices: their direct run speaks it straight to the double.
         const version = transport === 'ws' ? 1 : 2;
-        const slices = r.pace === 'saturate' ? VOICE_SLICES[b.mode] : 1;
+        const slices = VOICE_SLICES[b.mode];
         const part = { ...common, seconds: r.seconds / slices };
-        const [gs, rls] = await alternating(
+        // The peer relays MQTT+UDP devices only; it initializes and lists each device's tools as the gateway does.
+        const withPeer = peer !== undefined && transport === 'udp';
+        const [gs, rls, ps] = await alternating(
           [
             side(gateway, { ...part, transport, url: gwTarget, version, expectMcp: true }, gwIdleAgain, 'the voice sessions to end on the gateway'),
             side(
@@ -108,10 +115,28 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
               relayIdleAgain,
               'the voice sessions to end on the bare relay',
             ),
+            ...(withPeer
+              ? [
+                  side(
+                    peer.proc,
+                    { ...part, transport, url: peer.url, version, expectMcp: true, mqttUsername: PEER_MQTT_USERNAME },
+                    peerIdleAgain,
+                    'the peer to close its sessions',
+                  ),
+                ]
+              : []),
           ],
           slices,
         );
         const [g, rl] = [mergeRelayed(gs!), mergeRelayed(rls!)];
+        if (withPeer) {
+          const p = mergeRelayed(ps!);
+          pushPeerRows(b, label, r, g, p, peer);
+          b.log(
+            `voice ${label} ${r.pace} n=${r.devices}: peer 78/xiaozhi-mqtt-gateway ${p.perSecond.toFixed(0)} frames/s p50 ${p.p50.toFixed(2)} ms ` +
+              `${p.cpuUsPerFrame.toFixed(1)} µs/frame (${splitText(p.split)}), lost ${p.lost}, corrupt ${p.corrupt}, connect failures ${p.connectFailures}`,
+          );
+        }
         // The direct run is no row's floor (its rate and latency go in the params): half the seconds, for the quick
         // bench's five minutes.
         const f = await runVoiceLoad({ ...common, seconds: r.seconds / 2, transport: 'ws', url: upstreamUrl, version, macGroup: macGroup++, expectMcp: false });
@@ -125,7 +150,21 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
       }
     }
   } finally {
-    await Promise.all([gateway.stop(), relay.stop(), voiceServer.stop()]);
+    await Promise.all([gateway.stop(), relay.stop(), voiceServer.stop(), peer?.proc.stop()]);
+  }
+}
+
+/** The peer for the MQTT+UDP rows when a checkout was given and it starts; else a note in the log and none. */
+async function startPeer(b: Bench, upstreamUrl: string, voiceDir: string): Promise<StartedPeer | undefined> {
+  const { dir, note } = mqttGatewayPeerDir(b.mqttGatewayPeer);
+  if (!dir) return void b.log(`voice: ${note ?? ''}`);
+  try {
+    const peer = await startMqttGatewayPeer(dir, upstreamUrl, voiceDir);
+    b.log(`voice: the peer 78/xiaozhi-mqtt-gateway (${peer.commit ?? 'no git commit'}, from ${dir}) on ${peer.url}`);
+    return peer;
+  } catch (e) {
+    b.log(`voice: the peer 78/xiaozhi-mqtt-gateway is not in these rows: ${(e as Error).message}`);
+    return undefined;
   }
 }
 
@@ -133,7 +172,9 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
  * The saturated rows measure each side in this many slices of their seconds, taken in mirrored order (gateway, bare
  * relay, bare relay, gateway), as the call rows do (bench/scenarios/call-path.ts, `CALL_SLICES`): taken once each, the
  * WebSocket row read 0.84–1.17 of its floor in the quick runs of one day while the row alone, alternating, was level
- * (docs/performance.md, "Quick bench, late afternoon of 2026-11-27"). The paced rows (memory per session, loss) run once.
+ * (docs/performance.md, "Quick bench, late afternoon of 2026-11-27"). The paced rows too, since 2026-11-28: taken
+ * once each, the side that ran first read its round trip up to 2× the others' (the device simulator's and the process's
+ * first UDP frames: the peer's p50 was 0.51–0.78 of the gateway's run first, 0.95 mirrored).
  */
 const VOICE_SLICES: Record<Bench['mode'], number> = { full: 4, quick: 2, tiny: 1 };
 
@@ -145,25 +186,27 @@ interface CpuSplit {
   otherThreads: number;
 }
 
-type Relayed = VoiceLoadResult & {
+export type Relayed = VoiceLoadResult & {
   /** µs of the relay process's CPU over the run, and per echo. */
   cpuUs: number;
   cpuUsPerFrame: number;
   cpuSplitUs: CpuSplit;
   /** The same split per echo, rounded (the rows' params). */
   split: CpuSplit;
+  /** Resident memory per open session (after GC), and the JavaScript heap and external memory (Buffers) it holds. */
   rssPerSession: number;
+  livePerSession: number;
   load: [number, number];
 };
 
-function relayed(r: VoiceLoadResult, cpuUs: number, cpuSplitUs: CpuSplit, rssPerSession: number, load: [number, number]): Relayed {
+function relayed(r: VoiceLoadResult, cpuUs: number, cpuSplitUs: CpuSplit, perSession: { rss: number; live: number }, load: [number, number]): Relayed {
   const perFrame = (us: number) => (r.received > 0 ? us / r.received : NaN);
   const split = {
     mainUser: round(perFrame(cpuSplitUs.mainUser)),
     mainSys: round(perFrame(cpuSplitUs.mainSys)),
     otherThreads: round(perFrame(cpuSplitUs.otherThreads)),
   };
-  return { ...r, cpuUs, cpuUsPerFrame: perFrame(cpuUs), cpuSplitUs, split, rssPerSession, load };
+  return { ...r, cpuUs, cpuUsPerFrame: perFrame(cpuUs), cpuSplitUs, split, rssPerSession: perSession.rss, livePerSession: perSession.live, load };
 }
 
 /** One side's slices as one run: frames, seconds and CPU summed, per-echo figures over the sums. */
@@ -179,7 +222,9 @@ function mergeRelayed(slices: readonly Relayed[]): Relayed {
     mergeVoiceLoads(slices),
     sum((x) => x.cpuUs),
     cpuSplitUs,
-    sum((x) => x.rssPerSession) / slices.length,
+    // A process's first slice grows its memory for the sessions; a later one reuses what the first left (RSS is not
+    // given back at once), so the resident figure is the first slice's. The live figure (heap and Buffers) holds in any.
+    { rss: slices[0]!.rssPerSession, live: sum((x) => x.livePerSession) / slices.length },
     [slices[0]!.load[0], slices[slices.length - 1]!.load[1]],
   );
 }
@@ -262,6 +307,6 @@ function pushVoiceRows(
       unit: 'B',
       floor: round(rl.rssPerSession),
       ratio: ratio(rl.rssPerSession, g.rssPerSession),
-      params: { ...base, afterGc: true },
+      params: { ...base, afterGc: true, livePerSession: round(g.livePerSession), floorLivePerSession: round(rl.livePerSession) },
     });
 }

@@ -21,70 +21,18 @@
  * Objects can hold more then: V8 turns a field that held small integers and then a time into a boxed-number field
  * for every object of that shape made afterwards (docs/performance.md, "fleetjit").
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { measured } from '../lib/cpu.js';
 import { PROBE_JS } from './heap-probe.js';
+import { byConstructor, printHeapDiff } from '../lib/heap-snapshot.js';
 import { Fleet } from '../scenarios/env.js';
 import { forkCompiledWithProbe, gatewayNodeArgs } from '../lib/compiled.js';
 import { fleetCaps, gatewayEnv } from '../lib/gateway-env.js';
 import { spawnTs, stopAll, type Reply } from '../lib/procs.js';
 
-interface Snapshot {
-  snapshot: { meta: { node_fields: string[]; node_types: [string[], ...unknown[]]; edge_fields: string[]; edge_types: [string[], ...unknown[]] } };
-  nodes: number[];
-  edges: number[];
-  strings: string[];
-}
 type Mem = NodeJS.MemoryUsage;
-
-type Tally = Map<string, { size: number; count: number }>;
-
-function add(t: Tally, key: string, size: number): void {
-  const e = t.get(key) ?? { size: 0, count: 0 };
-  e.size += size;
-  e.count++;
-  t.set(key, e);
-}
-
-/**
- * Self size and count by "type:name" (closures by their function name, strings and arrays by type), and
- * the same by what holds each node: "owner's key ← edge name", the owner named by its own key.
- */
-function byConstructor(file: string): { own: Tally; held: Tally } {
-  const s = JSON.parse(readFileSync(file, 'utf8')) as Snapshot;
-  const f = s.snapshot.meta.node_fields;
-  const types = s.snapshot.meta.node_types[0];
-  const [iType, iName, iSize, iEdges, width] = [f.indexOf('type'), f.indexOf('name'), f.indexOf('self_size'), f.indexOf('edge_count'), f.length];
-  const ef = s.snapshot.meta.edge_fields;
-  const etypes = s.snapshot.meta.edge_types[0];
-  const [eType, eName, eTo, ewidth] = [ef.indexOf('type'), ef.indexOf('name_or_index'), ef.indexOf('to_node'), ef.length];
-  const keyOf = (i: number) => {
-    const type = types[s.nodes[i + iType]!]!;
-    const plain = type === 'string' || type === 'concatenated string' || type === 'sliced string' || type === 'number';
-    const name = plain ? '' : s.strings[s.nodes[i + iName]!]!;
-    return `${type}:${name.length > 50 ? name.slice(0, 50) : name}`;
-  };
-  const own: Tally = new Map();
-  const holder = new Map<number, string>();
-  for (let i = 0, e = 0; i < s.nodes.length; i += width) {
-    const key = keyOf(i);
-    add(own, key, s.nodes[i + iSize]!);
-    for (let k = 0; k < s.nodes[i + iEdges]!; k++, e += ewidth) {
-      const et = etypes[s.edges[e + eType]!]!;
-      if (et === 'weak' || et === 'shortcut') continue;
-      const to = s.edges[e + eTo]!;
-      if (holder.has(to)) continue;
-      const n = s.edges[e + eName]!;
-      const edge = et === 'element' || et === 'hidden' ? `[${et}]` : s.strings[n]!;
-      holder.set(to, `${key} ← ${edge.length > 40 ? edge.slice(0, 40) : edge}`);
-    }
-  }
-  const held: Tally = new Map();
-  for (let i = 0; i < s.nodes.length; i += width) add(held, `${keyOf(i)}  held by  ${holder.get(i) ?? '-'}`, s.nodes[i + iSize]!);
-  return { own, held };
-}
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const dist = process.argv.includes('--dist');
@@ -167,24 +115,7 @@ try {
   process.stdout.write(
     `  rss ${per(a.mem.rss, b.mem.rss)} B  heapUsed ${per(a.mem.heapUsed, b.mem.heapUsed)} B  external ${per(a.mem.external, b.mem.external)} B\n`,
   );
-  const before = byConstructor(a.file);
-  const after = byConstructor(b.file);
-  const diff = (x: Tally, y: Tally) => {
-    const rows = [...y].map(([k, v]) => {
-      const o = x.get(k) ?? { size: 0, count: 0 };
-      return { k, size: (v.size - o.size) / N, count: (v.count - o.count) / N };
-    });
-    return rows.sort((p, q) => q.size - p.size);
-  };
-  const own = diff(before.own, after.own);
-  const total = own.reduce((n, r) => n + r.size, 0);
-  const print = (rows: Array<{ k: string; size: number; count: number }>) => {
-    for (const r of rows.slice(0, TOP)) process.stdout.write(`${r.size.toFixed(0).padStart(8)} B ${r.count.toFixed(2).padStart(7)}×  ${r.k}\n`);
-  };
-  process.stdout.write(`  snapshot self size ${total.toFixed(0)} B per device; top ${TOP} by bytes per device:\n`);
-  print(own);
-  process.stdout.write(`\nthe same by holder (owner's constructor ← property):\n`);
-  print(diff(before.held, after.held));
+  printHeapDiff(byConstructor(a.file), byConstructor(b.file), N, TOP, 'device');
   await fleet.close('fleet');
   await fleet.close('warm');
 } finally {
