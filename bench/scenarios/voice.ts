@@ -97,35 +97,39 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
   try {
     for (const transport of ['ws', 'udp'] as const) {
       const label = transport === 'ws' ? 'websocket' : 'mqtt+udp';
+      const gwTarget = transport === 'ws' ? `ws://127.0.0.1:${httpPort}/xiaozhi/v1/` : `mqtt://127.0.0.1:${mqttPort}`;
+      // The gateway talks binary protocol 2 upstream for UDP devices: their direct run speaks it straight to the double.
+      const version: 1 | 2 = transport === 'ws' ? 1 : 2;
+      // The peer relays MQTT+UDP devices only; it initializes and lists each device's tools as the gateway does.
+      const withPeer = peer !== undefined && transport === 'udp';
+      const sides: Side[] = [
+        { proc: gateway, o: { transport, url: gwTarget, version, expectMcp: true }, idle: gwIdleAgain, what: 'the voice sessions to end on the gateway' },
+        {
+          proc: relay,
+          o: { transport, url: relayTarget[transport], version: 1, expectMcp: false },
+          idle: relayIdleAgain,
+          what: 'the voice sessions to end on the bare relay',
+        },
+        ...(withPeer
+          ? [
+              {
+                proc: peer.proc,
+                o: { transport, url: peer.url, version, expectMcp: true, mqttUsername: PEER_MQTT_USERNAME },
+                idle: peerIdleAgain,
+                what: 'the peer to close its sessions',
+              },
+            ]
+          : []),
+      ];
+      // Each side serves a few sessions of this transport first, unmeasured: its first ones compile the path's code
+      // (~36 KB a session of the first hundred's memory on the gateway's MQTT+UDP path, bench/tools/voice-heap.ts).
+      for (const x of sides) await side(x.proc, { ...x.o, ...WARM_UP }, x.idle, x.what)();
       for (const r of runs) {
         const common = { devices: r.devices, pace: r.pace, window: r.window, seconds: r.seconds, connectTimeoutMs: 30_000, drainMs: 5_000 };
-        const gwTarget = transport === 'ws' ? `ws://127.0.0.1:${httpPort}/xiaozhi/v1/` : `mqtt://127.0.0.1:${mqttPort}`;
-        // The gateway talks binary protocol 2 upstream for UDP devices: their direct run speaks it straight to the double.
-        const version = transport === 'ws' ? 1 : 2;
         const slices = VOICE_SLICES[b.mode];
         const part = { ...common, seconds: r.seconds / slices };
-        // The peer relays MQTT+UDP devices only; it initializes and lists each device's tools as the gateway does.
-        const withPeer = peer !== undefined && transport === 'udp';
         const [gs, rls, ps] = await alternating(
-          [
-            side(gateway, { ...part, transport, url: gwTarget, version, expectMcp: true }, gwIdleAgain, 'the voice sessions to end on the gateway'),
-            side(
-              relay,
-              { ...part, transport, url: relayTarget[transport], version: 1, expectMcp: false },
-              relayIdleAgain,
-              'the voice sessions to end on the bare relay',
-            ),
-            ...(withPeer
-              ? [
-                  side(
-                    peer.proc,
-                    { ...part, transport, url: peer.url, version, expectMcp: true, mqttUsername: PEER_MQTT_USERNAME },
-                    peerIdleAgain,
-                    'the peer to close its sessions',
-                  ),
-                ]
-              : []),
-          ],
+          sides.map((x) => side(x.proc, { ...part, ...x.o }, x.idle, x.what)),
           slices,
         );
         const [g, rl] = [mergeRelayed(gs!), mergeRelayed(rls!)];
@@ -177,6 +181,17 @@ async function startPeer(b: Bench, upstreamUrl: string, voiceDir: string): Promi
  * first UDP frames: the peer's p50 was 0.51–0.78 of the gateway's run first, 0.95 mirrored).
  */
 const VOICE_SLICES: Record<Bench['mode'], number> = { full: 4, quick: 2, tiny: 1 };
+
+/** The unmeasured sessions each side serves before a transport's rows. */
+const WARM_UP = { devices: 10, pace: 'paced', window: 1, seconds: 0.3, connectTimeoutMs: 30_000, drainMs: 2_000 } as const;
+
+/** One process a transport's rows measure: where its devices go, and how to know it has closed their sessions. */
+interface Side {
+  proc: Proc;
+  o: Pick<VoiceLoadOptions, 'transport' | 'url' | 'version' | 'expectMcp' | 'mqttUsername'>;
+  idle: () => Promise<boolean>;
+  what: string;
+}
 
 const splitText = (x: Relayed['split']) => `${x.mainUser}+${x.mainSys}, ${x.otherThreads}`;
 
