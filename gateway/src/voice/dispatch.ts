@@ -1,6 +1,7 @@
 import type { DeviceFrame } from '@voxgate/protocol';
 import type { VoiceDevice, VoiceHook } from '../devices/voice-hook.js';
 import type { VoiceMode } from './converse/config.js';
+import type { StaleChannelGoodbye } from './stale-channel.js';
 
 /**
  * Chooses, per voice session, who answers it: the relay, the conversation, or nobody (mode "off"), by the
@@ -16,6 +17,8 @@ export class VoiceModeRouter implements VoiceHook {
       converse?: VoiceHook | undefined;
       /** Mode "off" (or a mode this gateway cannot serve): devices/no-voice-hook.ts. */
       off: VoiceHook;
+      /** Answers an MQTT device's channel messages that no session on this connection takes (stale-channel.ts). */
+      stale?: StaleChannelGoodbye | undefined;
     },
   ) {}
 
@@ -33,7 +36,11 @@ export class VoiceModeRouter implements VoiceHook {
   }
 
   onJson(device: VoiceDevice, frame: DeviceFrame, text: string): boolean {
-    return this.owner.get(device)?.onJson(device, frame, text) ?? false;
+    const hook = this.owner.get(device);
+    if (hook) return hook.onJson(device, frame, text);
+    // Not taken: it goes on to the events, as before.
+    this.d.stale?.offer(device, frame);
+    return false;
   }
 
   onAudio(device: VoiceDevice, data: Buffer): boolean {

@@ -12,6 +12,7 @@ import { Converse, type ConverseKit } from './converse/converse.js';
 import { createConverseMetrics, type ConverseMetrics } from './converse/metrics.js';
 import { NoVoiceHook } from '../devices/no-voice-hook.js';
 import { VoiceModeRouter } from './dispatch.js';
+import { StaleChannelGoodbye } from './stale-channel.js';
 import { createVoiceMetrics, type VoiceMetrics } from './metrics.js';
 import { DeviceVoiceModes, voiceModeOf, voiceProfileOf } from './modes.js';
 import { VoiceRelay, type VoiceConfig } from './relay.js';
@@ -86,7 +87,7 @@ export async function startVoice(
     gates: o.gates,
   });
   const modeOf = (id: string) => voiceModeOf(config, modes, id, tenancy.tenantOf(id));
-  const hook = new VoiceModeRouter({ modeOf, relay, converse, off: new NoVoiceHook(voiceLog) });
+  const hook = new VoiceModeRouter({ modeOf, relay, converse, off: new NoVoiceHook(voiceLog), stale: new StaleChannelGoodbye(voiceLog) });
   if (relay) log.info({ upstream: redactedUrl(config.upstream.url!), udp: udp ? `${config.udp.host}:${udp.port}` : 'off' }, 'voice relay on');
   if (config.mode === 'converse')
     log.info({ asr: config.asr.provider, tts: config.tts.provider, udp: udp ? `${config.udp.host}:${udp.port}` : 'off' }, 'voice conversation on');

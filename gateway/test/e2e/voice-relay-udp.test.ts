@@ -321,6 +321,52 @@ describe('voice relay: MQTT + UDP devices', () => {
     }
   });
 
+  it('a device whose audio channel outlived its session (the gateway restarted) is told goodbye when it speaks on it', async () => {
+    const d = await onlineDevice();
+    await voiceSession(d);
+    const stale = d.sessionId;
+    expect(d.audioChannelOpen).toBe(true);
+    // The restarted gateway: another process with the same configuration and secret. The firmware's MQTT client
+    // reconnects there and keeps its UDP channel (nothing in MqttProtocol closes it on a disconnect).
+    const gw = await startTestGateway({
+      deviceAuth: 'hmac',
+      deviceSecret: SECRET,
+      enrollment: { policy: 'open' },
+      ota: { transport: 'mqtt' },
+      voice: { mode: 'relay', upstream: { url: vs.url }, udp: { publicHost: '127.0.0.1' } },
+    });
+    try {
+      const res = await fetch(`${gw.baseUrl}/xiaozhi/ota/`, {
+        method: 'POST',
+        headers: { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' },
+        body: JSON.stringify({ application: { version: '1.7.6' } }),
+      });
+      const c = ((await res.json()) as OtaMqtt).mqtt;
+      const ready = gw.nextEvent('device.ready', d.deviceId);
+      await d.connectMqtt(gw.mqttUrl, { clientId: c.client_id, username: c.username, password: c.password, publishTopic: c.publish_topic });
+      await ready;
+      expect(d.audioChannelOpen).toBe(true);
+      // The wake word on a channel the device believes open: listen start, no hello. Twice: one goodbye.
+      const bye = d.waitForFrame((f) => f['type'] === 'goodbye');
+      const listen = (sid: string) => d.sendRaw(JSON.stringify({ session_id: sid, type: 'listen', state: 'start', mode: 'auto' }));
+      listen(stale);
+      listen(stale);
+      expect((await bye)['session_id']).toBe(stale);
+      await until(async () => !d.audioChannelOpen, 'the device to close its audio channel');
+      // Another stale id is answered too (a goodbye for it, not a second one for the first); MCP is not a channel message.
+      d.sendRaw(JSON.stringify({ session_id: 'other-session', type: 'mcp', payload: { jsonrpc: '2.0', id: 99999, result: {} } }));
+      listen('other-session');
+      const next = await d.waitForFrame((f) => f['type'] === 'goodbye' && f['session_id'] !== stale);
+      expect(next['session_id']).toBe('other-session');
+      expect(d.received.filter((f) => f['type'] === 'goodbye' && f['session_id'] === stale)).toHaveLength(1);
+      // The next wake word opens a fresh session on the restarted gateway.
+      const { up } = await voiceSession(d);
+      expect(d.sessionId).toBe(up.sessionId);
+    } finally {
+      await gw.close();
+    }
+  });
+
   it('a voice session with no audio for voice.idleTimeoutMs ends with a goodbye', async () => {
     const gw = await startTestGateway({
       deviceAuth: 'hmac',
