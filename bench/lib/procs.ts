@@ -80,8 +80,19 @@ export class Proc {
           reject(e);
         },
       });
-      this.child.send({ ...msg, id });
+      // A child that has gone fails the request (with a callback, a closed channel is an error here, not an
+      // 'error' event on the child that nothing handles).
+      if (!this.child.connected) return this.failRequest(id, new Error(`${this.name} has exited (${String(this.child.exitCode ?? this.child.signalCode)})`));
+      this.child.send({ ...msg, id }, (err) => {
+        if (err) this.failRequest(id, new Error(`${this.name}: ${err.message}`));
+      });
     });
+  }
+
+  private failRequest(id: number, e: Error): void {
+    const w = this.waiting.get(id);
+    this.waiting.delete(id);
+    w?.reject(e);
   }
 
   /** SIGTERM, then SIGKILL after `graceMs`. */
