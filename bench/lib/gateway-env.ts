@@ -65,3 +65,14 @@ export function ipcAsk(child: ChildProcess): <T>(cmd: Record<string, unknown>) =
       child.send({ ...cmd, id });
     });
 }
+
+/** The gateway's environment for relayed voice to `upstreamUrl` (the voice server double), UDP audio on loopback. */
+export function voiceRelayEnv(upstreamUrl: string): Record<string, string> {
+  return {
+    GATEWAY_VOICE_MODE: 'relay',
+    GATEWAY_VOICE_UPSTREAM_URL: upstreamUrl,
+    GATEWAY_VOICE_UDP_HOST: '127.0.0.1',
+    GATEWAY_VOICE_UDP_PORT: '0',
+    GATEWAY_VOICE_UDP_PUBLIC_HOST: '127.0.0.1',
+  };
+}

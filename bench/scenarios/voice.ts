@@ -3,7 +3,7 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { cpuUs, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
 import { startGateway } from '../lib/compiled.js';
-import { gatewayEnv } from '../lib/gateway-env.js';
+import { gatewayEnv, voiceRelayEnv } from '../lib/gateway-env.js';
 import { ROOT, spawnTs, type Proc } from '../lib/procs.js';
 import { mqttGatewayPeerDir, PEER_MQTT_USERNAME, startMqttGatewayPeer, type StartedPeer } from '../lib/mqtt-gateway-peer.js';
 import { mergeVoiceLoads, runVoiceLoad, type VoiceLoadOptions, type VoiceLoadResult } from '../lib/voice.js';
@@ -32,11 +32,7 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
     startGateway('voice-gateway', {
       env: async (ports) => ({
         ...(await gatewayEnv({ dataDir: voiceDir, apiKey: API_KEY, configFile: join(voiceDir, 'config.json'), ...ports })).env,
-        GATEWAY_VOICE_MODE: 'relay',
-        GATEWAY_VOICE_UPSTREAM_URL: upstreamUrl,
-        GATEWAY_VOICE_UDP_HOST: '127.0.0.1',
-        GATEWAY_VOICE_UDP_PORT: '0',
-        GATEWAY_VOICE_UDP_PUBLIC_HOST: '127.0.0.1',
+        ...voiceRelayEnv(upstreamUrl),
       }),
       nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/voice')] : [],
       readyMs: GATEWAY_START_MS,

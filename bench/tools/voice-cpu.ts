@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { gatewayNodeArgs, gatewayStartEnv } from '../lib/compiled.js';
 import { cpuUs } from '../lib/cpu.js';
 import { rssBytes } from '../lib/proc-tree.js';
-import { gatewayEnv } from '../lib/gateway-env.js';
+import { gatewayEnv, voiceRelayEnv } from '../lib/gateway-env.js';
 import { Proc, ROOT, spawnTs, stopAll, type Reply } from '../lib/procs.js';
 import { runVoiceLoad } from '../lib/voice.js';
 import { API_KEY } from '../scenarios/bench.js';
@@ -86,11 +86,7 @@ try {
   const { httpPort, mqttPort } = base;
   const voiceEnv = {
     ...base.env,
-    GATEWAY_VOICE_MODE: 'relay',
-    GATEWAY_VOICE_UPSTREAM_URL: upstreamUrl,
-    GATEWAY_VOICE_UDP_HOST: '127.0.0.1',
-    GATEWAY_VOICE_UDP_PORT: '0',
-    GATEWAY_VOICE_UDP_PUBLIC_HOST: '127.0.0.1',
+    ...voiceRelayEnv(upstreamUrl),
     ...gatewayStartEnv(),
     ...Object.fromEntries(
       (process.env['VC_GATEWAY_ENV'] ?? '')

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { forkCompiledWithProbe } from '../lib/compiled.js';
-import { gatewayEnv } from '../lib/gateway-env.js';
+import { gatewayEnv, voiceRelayEnv } from '../lib/gateway-env.js';
 import { byConstructor, printHeapDiff } from '../lib/heap-snapshot.js';
 import { PEER_MQTT_USERNAME, startMqttGatewayPeer } from '../lib/mqtt-gateway-peer.js';
 import { spawnTs, stopAll, type Proc, type Reply } from '../lib/procs.js';
@@ -62,11 +62,7 @@ try {
     'gateway',
     {
       ...base.env,
-      GATEWAY_VOICE_MODE: 'relay',
-      GATEWAY_VOICE_UPSTREAM_URL: upstreamUrl,
-      GATEWAY_VOICE_UDP_HOST: '127.0.0.1',
-      GATEWAY_VOICE_UDP_PORT: '0',
-      GATEWAY_VOICE_UDP_PUBLIC_HOST: '127.0.0.1',
+      ...voiceRelayEnv(upstreamUrl),
     },
     PROBE_JS,
   );

@@ -23,9 +23,8 @@ describe('voice relay: MQTT + UDP devices', () => {
   let t: TestGateway;
   const cleanup: Array<() => void> = [];
 
-  const onlineDevice = async (gw: TestGateway = t) => {
-    const d = new ReferenceDevice({ deviceId: nextMac() });
-    cleanup.push(() => d.terminate());
+  /** The device's OTA check at `gw`, then its MQTT connection there with what the check returned, until it is ready. */
+  const connectTo = async (d: ReferenceDevice, gw: TestGateway) => {
     const res = await fetch(`${gw.baseUrl}/xiaozhi/ota/`, {
       method: 'POST',
       headers: { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' },
@@ -35,6 +34,11 @@ describe('voice relay: MQTT + UDP devices', () => {
     const ready = gw.nextEvent('device.ready', d.deviceId);
     await d.connectMqtt(gw.mqttUrl, { clientId: c.client_id, username: c.username, password: c.password, publishTopic: c.publish_topic });
     await ready;
+  };
+  const onlineDevice = async (gw: TestGateway = t) => {
+    const d = new ReferenceDevice({ deviceId: nextMac() });
+    cleanup.push(() => d.terminate());
+    await connectTo(d, gw);
     return d;
   };
   /** The device opens its audio channel: hello over MQTT, the server hello with the udp block, a UDP socket. */
@@ -336,15 +340,7 @@ describe('voice relay: MQTT + UDP devices', () => {
       voice: { mode: 'relay', upstream: { url: vs.url }, udp: { publicHost: '127.0.0.1' } },
     });
     try {
-      const res = await fetch(`${gw.baseUrl}/xiaozhi/ota/`, {
-        method: 'POST',
-        headers: { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' },
-        body: JSON.stringify({ application: { version: '1.7.6' } }),
-      });
-      const c = ((await res.json()) as OtaMqtt).mqtt;
-      const ready = gw.nextEvent('device.ready', d.deviceId);
-      await d.connectMqtt(gw.mqttUrl, { clientId: c.client_id, username: c.username, password: c.password, publishTopic: c.publish_topic });
-      await ready;
+      await connectTo(d, gw);
       expect(d.audioChannelOpen).toBe(true);
       // The wake word on a channel the device believes open: listen start, no hello. Twice: one goodbye.
       const bye = d.waitForFrame((f) => f['type'] === 'goodbye');
