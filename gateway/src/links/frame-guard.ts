@@ -23,15 +23,6 @@ export function guardFrame(handle: () => void, o: FrameGuardOptions): void {
   }
 }
 
-/** `guardFrame` for a session's text frame, with nothing made per frame (`o` is made once per connection). */
-export function guardText(target: { onText(text: string): void }, text: string, o: FrameGuardOptions): void {
-  try {
-    target.onText(text);
-  } catch (err) {
-    handlerFailed(err, o);
-  }
-}
-
 /** What the guard does when a handler threw: count, log, and end that connection. */
 export function handlerFailed(err: unknown, o: FrameGuardOptions): void {
   o.metrics.handlerErrors.inc({ transport: o.transport });

@@ -32,9 +32,10 @@ export class GuardedMqttConnection extends Duplex {
   ) {
     super({ decodeStrings: false });
     socket.on('data', (chunk: Buffer) => this.fromSocket(chunk));
-    socket.once('end', () => this.push(null));
+    // 'end' and 'close' come once each: `on`, not `once` (a wrapper and its state per listener, per connection).
+    socket.on('end', () => this.push(null));
     socket.on('error', (err) => this.destroy(err));
-    socket.once('close', () => this.destroy());
+    socket.on('close', () => this.destroy());
   }
 
   /** One socket chunk through the guard. */

@@ -12,8 +12,9 @@ import { closeFailedHandshakes } from '../tls/listener.js';
 import { checkMqttDeviceAuth, type DeviceAuthPolicy } from './device-auth.js';
 import { limitConnections } from './connection-limits.js';
 import { MqttPacketGuard, PacketTooLargeError } from './mqtt-packet-guard.js';
-import { guardText, type FrameGuardOptions } from './frame-guard.js';
+import { handlerFailed } from './frame-guard.js';
 import { GuardedMqttConnection } from './mqtt-connection.js';
+import { leanParserBuffer } from './mqtt-parser-buffer.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 import { UnreadBound } from './unread-bound.js';
 import { EVENTS_TOPIC_FILTER, EVENTS_TOPIC_PREFIX } from '../events/mqtt-fanout.js';
@@ -38,8 +39,7 @@ export interface MqttLinkOptions {
   tls?: { port: number; certificates: TlsCertificates } | undefined;
 }
 
-type Peer =
-  { kind: 'device'; deviceId: string; inbox: string; credential: string; session?: DeviceSession | undefined; guard?: FrameGuardOptions } | { kind: 'backend' };
+type Peer = { kind: 'device'; deviceId: string; inbox: string; credential: string; session?: DeviceSession | undefined } | { kind: 'backend' };
 
 /** What the link knows of one accepted socket (keyed by the stream aedes reads, `client.conn`). */
 interface Conn {
@@ -214,8 +214,8 @@ export async function startMqttLink(o: MqttLinkOptions) {
     const link = new MqttDeviceLink(client, peer.inbox, c.remote, c.socket, c.conn);
     const session = o.registry.connect({ deviceId: peer.deviceId, clientId: id.uuid ?? client.id, link, expectHello: false, credential: peer.credential });
     peer.session = session;
+    // Its socket's close ends it (onSocket's listener).
     c.session = session;
-    if (session) c.socket.once('close', () => session.onClosed('mqtt disconnected'));
   });
   broker.on('publish', (packet, client) => {
     if (!client) return;
@@ -223,8 +223,12 @@ export async function startMqttLink(o: MqttLinkOptions) {
     if (peer?.kind !== 'device' || !peer.session) return;
     const payload = packet.payload;
     const text = typeof payload === 'string' ? payload : payload.toString('utf8');
-    peer.guard ??= { transport: 'mqtt', log: o.log, who: () => ({ deviceId: peer.deviceId }), metrics: o.metrics, close: () => client.close() };
-    guardText(peer.session, text, peer.guard);
+    try {
+      peer.session.onText(text);
+    } catch (err) {
+      // The guard's options are made only when a handler threw: nothing kept per device for the rare case.
+      handlerFailed(err, { transport: 'mqtt', log: o.log, who: () => ({ deviceId: peer.deviceId }), metrics: o.metrics, close: () => client.close() });
+    }
   });
   // A PINGREQ is traffic: last seen moves with it (devices/records.ts writes it, throttled).
   broker.on('ping', (_packet, client) => {
@@ -276,9 +280,13 @@ export async function startMqttLink(o: MqttLinkOptions) {
         socket.destroy();
       }, o.connectTimeoutMs),
     };
-    socket.once('close', () => clearTimeout(c.connectDeadline));
+    // One listener for both jobs ('close' comes once; `once` would add a wrapper and its state per socket).
+    socket.on('close', () => {
+      clearTimeout(c.connectDeadline);
+      c.session?.onClosed('mqtt disconnected');
+    });
     conns.set(conn, c);
-    broker.handle(conn);
+    leanParserBuffer(broker.handle(conn));
   };
   const server: Server = createServer(onSocket);
   // The handshake gets the CONNECT deadline too: a socket that never finishes it is closed as soon.
