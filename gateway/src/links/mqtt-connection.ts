@@ -29,8 +29,11 @@ export class GuardedMqttConnection extends Duplex {
     private readonly guard: MqttPacketGuard,
     private readonly onRefused: (err: MqttFramingError) => void = () => undefined,
     private readonly unread?: UnreadCheck,
+    replay?: Buffer,
   ) {
     super({ decodeStrings: false });
+    // What was read before this stream took the socket (links/mqtt-device-connection.ts reads the CONNECT first).
+    if (replay && replay.length > 0) this.push(replay);
     socket.on('data', (chunk: Buffer) => this.fromSocket(chunk));
     // 'end' and 'close' come once each: `on`, not `once` (a wrapper and its state per listener, per connection).
     socket.on('end', () => this.push(null));

@@ -2,7 +2,7 @@ import { connect as netConnect } from 'node:net';
 import { connect, type MqttClient } from 'mqtt';
 import mqttPacket from 'mqtt-packet';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { boundKeepalive } from '../../src/links/mqtt.js';
+import { boundKeepalive } from '../../src/links/mqtt-keepalive.js';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { RawMqtt } from '../../../test/support/raw-mqtt.js';
 import { once, until, withTimeout } from '../../../test/support/wait.js';

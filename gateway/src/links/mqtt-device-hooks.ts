@@ -1,0 +1,113 @@
+import { DEVICE_PUBLISH_TOPIC, deviceInboxTopic, parseMqttClientId } from '@voxgate/protocol';
+import type { DeviceSession } from '../devices/session.js';
+import type { ThrottledLog } from '../throttle/throttled-log.js';
+import { checkMqttDeviceAuth } from './device-auth.js';
+import { handlerFailed } from './frame-guard.js';
+import type { MqttDeviceConnection, MqttDeviceHooks } from './mqtt-device-connection.js';
+import { PacketTooLargeError } from './mqtt-packet-guard.js';
+import { boundKeepalive } from './mqtt-keepalive.js';
+import type { MqttLinkOptions } from './mqtt.js';
+
+/** CONNACK "not authorized" (MQTT 3.1.1). */
+export const NOT_AUTHORIZED = 5;
+
+type DeviceConn = MqttDeviceConnection<DeviceSession>;
+
+/**
+ * What the MQTT link decides for device connections (MqttDeviceConnection does the protocol): who is admitted (the
+ * device auth policy, the refused-device list), which connection holds a client id (a second CONNECT with the same
+ * id takes over, [MQTT-3.1.4-2]), the session each feeds, and the counter and log line for each refusal.
+ */
+export function mqttDeviceHooks(
+  o: MqttLinkOptions,
+  refusals: ThrottledLog,
+  handOff: MqttDeviceHooks<DeviceSession>['handOff'],
+  /** Every socket the link reads, until it closes (the link closes them when it stops). */
+  live: Set<DeviceConn>,
+): MqttDeviceHooks<DeviceSession> {
+  const byClientId = new Map<string, DeviceConn>();
+  return {
+    isDevice: (p) => parseMqttClientId(p.clientId) !== undefined,
+    admit(conn, p) {
+      const id = parseMqttClientId(p.clientId)!;
+      const v = checkMqttDeviceAuth(o.auth, p.clientId, p.username, p.password?.toString('utf8'));
+      const refused = o.auth.enrollment?.refused;
+      if (!v.ok) {
+        o.metrics.authRefused.inc({ transport: 'mqtt', reason: v.reason });
+        const r = { deviceId: id.deviceId, clientId: p.clientId, transport: 'mqtt' as const, reason: v.reason, remoteAddress: conn.remoteAddress };
+        // Listed for the operator (GET /v1/enrollments/refused); logged once per device per minute, and within REFUSAL_LINES.
+        const due = refused ? refused.record(r) : {};
+        if (due) refusals.write({ clientId: p.clientId, reason: v.reason, remote: conn.remoteAddress, ...due }, 'MQTT device refused', 'device');
+        return { refused: NOT_AUTHORIZED };
+      }
+      refused?.forget(id.deviceId);
+      byClientId.get(p.clientId)?.close();
+      byClientId.set(p.clientId, conn);
+      // Presence is the gateway's job (it follows the socket): a will is ignored, and nothing is kept between
+      // connections (a clean=false device is served a clean session, CONNACK sessionPresent 0).
+      return {
+        deviceId: id.deviceId,
+        clientUuid: id.uuid ?? p.clientId,
+        credential: v.credential,
+        inbox: deviceInboxTopic(id.deviceId),
+        keepaliveSeconds: boundKeepalive(p.keepalive, o.keepalive),
+      };
+    },
+    ready(conn, a) {
+      conn.owner = o.registry.connect({ deviceId: a.deviceId, clientId: a.clientUuid, link: conn, expectHello: false, credential: a.credential });
+    },
+    message(conn, text) {
+      const session = conn.owner;
+      if (!session) return;
+      try {
+        session.onText(text);
+      } catch (err) {
+        // The guard's options are made only when a handler threw: nothing kept per device for the rare case.
+        const deviceId = session.deviceId;
+        handlerFailed(err, { transport: 'mqtt', log: o.log, who: () => ({ deviceId }), metrics: o.metrics, close: () => conn.close() });
+      }
+    },
+    ping(conn) {
+      if (conn.owner) conn.owner.lastSeenAt = Date.now(); // traffic: last seen moves (devices/records.ts writes it, throttled)
+    },
+    refused: (_conn, reason, detail) => refusePublish(o, refusals, reason, detail),
+    subscribeDenied(conn, topic) {
+      o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'subscribe_denied' });
+      refusals.write({ clientId: conn.clientId, topic }, 'MQTT subscription denied', 'subscribe_denied');
+    },
+    malformed(conn, err) {
+      const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
+      o.metrics.framesRejected.inc({ reason });
+      refusals.write({ remote: conn.remoteAddress, clientId: conn.clientId || undefined, reason, err: err.message }, 'MQTT connection dropped', reason);
+    },
+    // A device message over the limit is refused alone: the request it answers fails with a clear error.
+    oversized(conn, info) {
+      o.metrics.framesRejected.inc({ reason: 'too_large' });
+      const session = conn.owner;
+      if (session && info.topic === DEVICE_PUBLISH_TOPIC) return session.onOversizedMessage(info.bytes, info.limit, info.payloadHead);
+      refusals.write({ remote: conn.remoteAddress, bytes: info.bytes, limit: info.limit }, 'oversized MQTT publish skipped', 'oversized');
+    },
+    noConnect(conn) {
+      o.metrics.connectionsRefused.inc({ listener: 'mqtt', reason: 'no_connect' });
+      o.log.debug({ remote: conn.remoteAddress }, 'MQTT socket sent no CONNECT in time; closed');
+    },
+    closed(conn) {
+      live.delete(conn);
+      conn.owner?.onClosed('mqtt disconnected');
+      if (byClientId.get(conn.clientId) === conn) byClientId.delete(conn.clientId);
+    },
+    handOff,
+  };
+}
+
+/** A device publish the link does not take: counted, logged within REFUSAL_LINES; the connection is closed after. */
+function refusePublish(o: MqttLinkOptions, refusals: ThrottledLog, reason: 'publish_denied' | 'qos2', detail: Record<string, unknown>): void {
+  if (reason === 'qos2') {
+    // Devices publish at QoS 0/1; a QoS 2 packet would be state kept until a PUBREL that may never come.
+    o.metrics.framesRejected.inc({ reason: 'mqtt_qos2' });
+    refusals.write(detail, 'MQTT QoS 2 publish refused; disconnecting', 'qos2');
+  } else {
+    o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'publish_denied' });
+    refusals.write(detail, 'MQTT publish denied; disconnecting', 'publish_denied');
+  }
+}
