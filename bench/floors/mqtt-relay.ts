@@ -1,39 +1,36 @@
 /**
- * Floor for the MQTT call path: a bare aedes broker (no hooks, no packet guard) and a fastify route that
- * pushes the call straight to the device's client (`client.publish` on devices/p2p/<mac_>, as the device
+ * Floor for the MQTT call path: a bare MQTT server (bare-mqtt.ts: packets read and written, no broker) and a fastify
+ * route that pushes the call straight to the device's socket (a PUBLISH on devices/p2p/<mac_>, as the device
  * subscribes to nothing) and returns the reply it publishes to `device-server`. No validation, auth,
  * metrics, logging, queue or timeout. `/serial/v1/…` is the same with one call at a time per device (serial.ts).
  */
-import { createServer } from 'node:net';
-import { Aedes, type Client } from 'aedes';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { serveMemoryProbe } from '../procs/ipc.js';
+import { bareMqttServer, type BareMqttClient } from './bare-mqtt.js';
 import { nextCall, serially } from './serial.js';
 
-const devices = new Map<string, Client>();
+const devices = new Map<string, BareMqttClient>();
 const pending = new Map<number, (payload: unknown) => void>();
 let nextId = 1;
 
-const broker = await Aedes.createBroker();
-broker.on('clientReady', (client) => {
-  const mac = client.id.split('@@@')[1];
-  if (mac) devices.set(mac.replace(/_/g, ':'), client);
+const macOf = (client: BareMqttClient) => (client.id.split('@@@')[1] ?? '').replace(/_/g, ':');
+const mqttServer = bareMqttServer({
+  connect(client) {
+    if (macOf(client)) devices.set(macOf(client), client);
+  },
+  close(client) {
+    if (devices.get(macOf(client)) === client) devices.delete(macOf(client));
+  },
+  publish(_client, _topic, payload) {
+    const frame = JSON.parse(payload.toString()) as { payload?: { id?: number; result?: unknown } };
+    const id = frame.payload?.id;
+    const done = id === undefined ? undefined : pending.get(id);
+    if (done) {
+      pending.delete(id!);
+      done(frame.payload!.result);
+    }
+  },
 });
-broker.on('clientDisconnect', (client) => {
-  const mac = client.id.split('@@@')[1];
-  if (mac && devices.get(mac.replace(/_/g, ':')) === client) devices.delete(mac.replace(/_/g, ':'));
-});
-broker.on('publish', (packet, client) => {
-  if (!client) return;
-  const frame = JSON.parse(packet.payload.toString()) as { payload?: { id?: number; result?: unknown } };
-  const id = frame.payload?.id;
-  const done = id === undefined ? undefined : pending.get(id);
-  if (done) {
-    pending.delete(id!);
-    done(frame.payload!.result);
-  }
-});
-const mqttServer = createServer((socket) => broker.handle(socket));
 await new Promise<void>((resolve) => mqttServer.listen(0, '127.0.0.1', resolve));
 
 type CallRequest = { Params: { deviceId: string; toolName: string }; Body: { arguments?: Record<string, unknown> } };
@@ -51,10 +48,7 @@ const route = (serial: boolean) => (req: FastifyRequest<CallRequest>, reply: Fas
       void reply.send(result);
     });
     const text = `{"session_id":"","type":"mcp","payload":${JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: toolName, arguments: req.body?.arguments ?? {} } })}}`;
-    client.publish(
-      { cmd: 'publish', topic: `devices/p2p/${deviceId.replace(/:/g, '_')}`, payload: Buffer.from(text), qos: 0, retain: false, dup: false },
-      () => {},
-    );
+    client.publish(`devices/p2p/${deviceId.replace(/:/g, '_')}`, text);
   };
   if (serial) serially(deviceId, send);
   else send();

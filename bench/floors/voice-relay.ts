@@ -3,7 +3,7 @@
  * requires. No validation, metrics, logging, sequence checks or MCP.
  * - WebSocket in → WebSocket out: each device connection gets its own upstream connection to the voice server
  *   (same headers); every message, text or binary, goes across unchanged, both ways.
- * - MQTT + UDP in → WebSocket out: a bare aedes broker takes the device's hello (published to `device-server`),
+ * - MQTT + UDP in → WebSocket out: a bare MQTT server (bare-mqtt.ts) takes the device's hello (published to `device-server`),
  *   opens an upstream WebSocket with binary protocol 2, and answers with the server hello's `udp` block. A UDP
  *   packet is decrypted (AES-128-CTR, its 16-byte header as the counter block) and sent up in a protocol-2 frame;
  *   a frame from upstream is encrypted the same way and sent to the device's last address. A cipher per packet,
@@ -12,10 +12,9 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { createSocket, type RemoteInfo } from 'node:dgram';
 import { createServer as createHttpServer } from 'node:http';
-import { createServer as createTcpServer } from 'node:net';
-import { Aedes, type Client } from 'aedes';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { serveMemoryProbe } from '../procs/ipc.js';
+import { bareMqttServer, type BareMqttClient as Client } from './bare-mqtt.js';
 
 const upstreamUrl = process.env['VOICE_UPSTREAM_URL'] ?? '';
 const V2_HEADER = 16;
@@ -97,10 +96,7 @@ function openUdpSession(client: Client, mac: string, hello: { audio_params?: unk
         audio_params: m.audio_params,
         udp: { server: '127.0.0.1', port: udpPort, key: s.key.toString('hex'), nonce: nonce.toString('hex') },
       };
-      return void client.publish(
-        { cmd: 'publish', topic: `devices/p2p/${mac.replace(/:/g, '_')}`, payload: Buffer.from(JSON.stringify(reply)), qos: 0, retain: false, dup: false },
-        () => {},
-      );
+      return void client.publish(`devices/p2p/${mac.replace(/:/g, '_')}`, JSON.stringify(reply));
     }
     if (!s.address || data.length < V2_HEADER) return;
     const len = data.readUInt32BE(12);
@@ -115,19 +111,20 @@ function openUdpSession(client: Client, mac: string, hello: { audio_params?: unk
   up.on('close', () => sessions.delete(ssrc));
 }
 
-const broker = await Aedes.createBroker();
 const byClient = new Map<Client, number>();
-broker.on('publish', (packet, client) => {
-  if (!client || packet.topic !== 'device-server') return;
-  const m = JSON.parse(packet.payload.toString()) as { type?: string; transport?: string; audio_params?: unknown };
-  const mac = (client.id.split('@@@')[1] ?? '').replace(/_/g, ':');
-  if (m.type === 'hello' && m.transport === 'udp') {
-    open++;
-    byClient.set(client, nextSsrc);
-    openUdpSession(client, mac, m);
-  } else if (m.type === 'goodbye') closeUdp(client);
+const mqtt = bareMqttServer({
+  publish(client, topic, payload) {
+    if (topic !== 'device-server') return;
+    const m = JSON.parse(payload.toString()) as { type?: string; transport?: string; audio_params?: unknown };
+    const mac = (client.id.split('@@@')[1] ?? '').replace(/_/g, ':');
+    if (m.type === 'hello' && m.transport === 'udp') {
+      open++;
+      byClient.set(client, nextSsrc);
+      openUdpSession(client, mac, m);
+    } else if (m.type === 'goodbye') closeUdp(client);
+  },
+  close: (client) => closeUdp(client),
 });
-broker.on('clientDisconnect', closeUdp);
 function closeUdp(client: Client): void {
   const ssrc = byClient.get(client);
   if (ssrc === undefined) return;
@@ -136,7 +133,6 @@ function closeUdp(client: Client): void {
   sessions.get(ssrc)?.up.terminate();
   sessions.delete(ssrc);
 }
-const mqtt = createTcpServer((socket) => broker.handle(socket));
 
 await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', resolve));
 const udpPort = udp.address().port;

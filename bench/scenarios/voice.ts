@@ -49,7 +49,7 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
     unit: 'B',
     floor: relayIdle.rss,
     ratio: ratio(relayIdle.rss, gwIdle.rss),
-    params: { floorKind: 'bare voice relay (ws + aedes + dgram)', heapUsed: gwIdle.heapUsed, floorHeapUsed: relayIdle.heapUsed, afterGc: true },
+    params: { floorKind: 'bare voice relay (ws + bare MQTT + dgram)', heapUsed: gwIdle.heapUsed, floorHeapUsed: relayIdle.heapUsed, afterGc: true },
   });
   const runs = [
     { pace: 'paced' as const, devices: b.voice.devices, window: 1, seconds: b.voice.seconds },
