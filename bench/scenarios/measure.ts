@@ -187,3 +187,19 @@ export function round(x: number, digits = 1): number {
 export function ratio(a: number, b: number): number | null {
   return Number.isFinite(a) && Number.isFinite(b) && b !== 0 ? Math.round((a / b) * 1000) / 1000 : null;
 }
+
+/**
+ * The ratio of two sides' resident memory per session (floor's ÷ ours), or none when either side's RSS grew by less
+ * than the heap and Buffers its sessions hold: that process served them from pages it had already committed, so its
+ * RSS did not resolve the per-session cost at this count (it read −0.5 to 5 KB against 8–10 KB live), and the live
+ * figures (`liveRatio`) are the comparison then.
+ */
+export function residentRatio(
+  floor: { rss: number; live: number },
+  ours: { rss: number; live: number },
+): { ratio: number | null; liveRatio: number | null; note: string | undefined } {
+  const liveRatio = ratio(floor.live, ours.live);
+  if (floor.rss < floor.live || ours.rss < ours.live)
+    return { ratio: null, liveRatio, note: 'resident growth below the live memory held: RSS did not resolve the per-session cost; compare liveRatio' };
+  return { ratio: ratio(floor.rss, ours.rss), liveRatio, note: undefined };
+}

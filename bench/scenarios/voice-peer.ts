@@ -6,8 +6,8 @@
  */
 import type { StartedPeer } from '../lib/mqtt-gateway-peer.js';
 import type { Bench } from './bench.js';
-import { ratio, round, type Mem } from './measure.js';
-import type { Relayed } from './voice.js';
+import { ratio, residentRatio, round, type Mem } from './measure.js';
+import { memOf, type Relayed } from './voice.js';
 
 const PEER = '78/xiaozhi-mqtt-gateway';
 
@@ -63,13 +63,22 @@ export function pushPeerRows(b: Bench, label: string, r: { pace: string; devices
     ratio: ratio(p.p50, g.p50),
     params: { ...base, peerP99: round(p.p99, 3), p99: round(g.p99, 3) },
   });
-  if (r.pace === 'paced')
+  if (r.pace === 'paced') {
+    const m = residentRatio(memOf(p), memOf(g));
     b.results.push({
       name: 'voice_udp.vs_peer.rss_per_session',
       value: round(g.rssPerSession),
       unit: 'B',
       floor: round(p.rssPerSession),
-      ratio: ratio(p.rssPerSession, g.rssPerSession),
-      params: { ...base, afterGc: true, livePerSession: round(g.livePerSession), peerLivePerSession: round(p.livePerSession) },
+      ratio: m.ratio,
+      params: {
+        ...base,
+        afterGc: true,
+        livePerSession: round(g.livePerSession),
+        peerLivePerSession: round(p.livePerSession),
+        liveRatio: m.liveRatio,
+        residentNote: m.note,
+      },
     });
+  }
 }

@@ -8,7 +8,7 @@ import { ROOT, spawnTs, type Proc } from '../lib/procs.js';
 import { mqttGatewayPeerDir, PEER_MQTT_USERNAME, startMqttGatewayPeer, type StartedPeer } from '../lib/mqtt-gateway-peer.js';
 import { mergeVoiceLoads, runVoiceLoad, type VoiceLoadOptions, type VoiceLoadResult } from '../lib/voice.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
-import { alternating, count, mem, metric, ratio, round, until, type Mem } from './measure.js';
+import { alternating, count, mem, metric, ratio, residentRatio, round, until, type Mem } from './measure.js';
 import { pushPeerIdleRow, pushPeerRows } from './voice-peer.js';
 
 /**
@@ -331,13 +331,25 @@ function pushVoiceRows(
     ratio: ratio(rl.p99, g.p99),
     params: { ...base, addedMs: round(g.p99 - rl.p99, 3), directP99: round(f.p99, 3) },
   });
-  if (r.pace === 'paced')
+  if (r.pace === 'paced') {
+    const m = residentRatio(memOf(rl), memOf(g));
     b.results.push({
       name: `${name}.rss_per_session`,
       value: round(g.rssPerSession),
       unit: 'B',
       floor: round(rl.rssPerSession),
-      ratio: ratio(rl.rssPerSession, g.rssPerSession),
-      params: { ...base, afterGc: true, livePerSession: round(g.livePerSession), floorLivePerSession: round(rl.livePerSession) },
+      ratio: m.ratio,
+      params: {
+        ...base,
+        afterGc: true,
+        livePerSession: round(g.livePerSession),
+        floorLivePerSession: round(rl.livePerSession),
+        liveRatio: m.liveRatio,
+        residentNote: m.note,
+      },
     });
+  }
 }
+
+/** One side's memory per open session, as residentRatio compares it. */
+export const memOf = (x: Relayed) => ({ rss: x.rssPerSession, live: x.livePerSession });

@@ -7,7 +7,7 @@ import type { LoadResult } from '../lib/load.js';
 import { mergeLoads } from '../lib/load.js';
 import { pooled, quantile } from '../lib/samples.js';
 import { mergeVoiceLoads, type VoiceLoadResult } from '../lib/voice.js';
-import { alternating, mergeMeasured, type MeasuredLoad } from '../scenarios/measure.js';
+import { alternating, mergeMeasured, residentRatio, type MeasuredLoad } from '../scenarios/measure.js';
 
 const load = (ok: number, seconds: number, latencies: number[], codes: Record<string, number> = { '200': ok }): LoadResult => ({
   ok,
@@ -111,5 +111,19 @@ describe('samples', () => {
     expect(quantile(all, 0.5)).toBe(2);
     expect(quantile(all, 1)).toBe(3);
     expect(quantile(new Float64Array(0), 0.5)).toBeNaN();
+  });
+});
+
+describe('residentRatio', () => {
+  it("compares resident memory per session when both sides' RSS grew by at least what their sessions hold", () => {
+    expect(residentRatio({ rss: 55_000, live: 10_000 }, { rss: 64_000, live: 16_000 })).toEqual({ ratio: 0.859, liveRatio: 0.625, note: undefined });
+  });
+
+  it('gives no resident ratio, only the live one, when a side served its sessions from pages it already had', () => {
+    const ours = residentRatio({ rss: 68_000, live: 9_800 }, { rss: -491, live: 8_346 });
+    expect(ours.ratio).toBeNull();
+    expect(ours.liveRatio).toBe(1.174);
+    expect(ours.note).toMatch(/did not resolve/);
+    expect(residentRatio({ rss: 4_000, live: 9_800 }, { rss: 60_000, live: 8_346 }).ratio).toBeNull();
   });
 });

@@ -40,6 +40,8 @@ export interface MqttDeviceHooks<S> {
   oversized(conn: MqttDeviceConnection<S>, info: OversizedPublish): void;
   /** No CONNECT came within the connect deadline: the socket is closed after this. */
   noConnect(conn: MqttDeviceConnection<S>): void;
+  /** Something threw while a packet was handled: counted and logged; the connection is closed after this. */
+  handlerFailed(conn: MqttDeviceConnection<S>, err: unknown): void;
   /** The socket closed (whoever closed it, device or not). */
   closed(conn: MqttDeviceConnection<S>): void;
   /** Not a device: the broker takes the socket, reading `replay` (every byte read so far) first, through `guard`. */
@@ -129,7 +131,13 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     if (passed instanceof MqttFramingError) return this.fail(passed);
     if (passed === undefined) return;
     this.early?.push(passed);
-    this.parser.parse(passed);
+    try {
+      this.parser.parse(passed);
+    } catch (err) {
+      // A throw nobody foresaw (the policy, the registry, a session) ends this connection, not the process.
+      this.o.hooks.handlerFailed(this, err);
+      this.close();
+    }
   };
 
   private onPacket(p: Packet): void {

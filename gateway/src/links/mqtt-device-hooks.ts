@@ -56,16 +56,12 @@ export function mqttDeviceHooks(
     ready(conn, a) {
       conn.owner = o.registry.connect({ deviceId: a.deviceId, clientId: a.clientUuid, link: conn, expectHello: false, credential: a.credential });
     },
-    message(conn, text) {
-      const session = conn.owner;
-      if (!session) return;
-      try {
-        session.onText(text);
-      } catch (err) {
-        // The guard's options are made only when a handler threw: nothing kept per device for the rare case.
-        const deviceId = session.deviceId;
-        handlerFailed(err, { transport: 'mqtt', log: o.log, who: () => ({ deviceId }), metrics: o.metrics, close: () => conn.close() });
-      }
+    // A throw out of the session reaches the connection's guard (handlerFailed below), which closes it.
+    message: (conn, text) => conn.owner?.onText(text),
+    handlerFailed(conn, err) {
+      // The guard's options are made only when a handler threw: nothing kept per device for the rare case.
+      const who = { deviceId: conn.owner?.deviceId, clientId: conn.clientId };
+      handlerFailed(err, { transport: 'mqtt', log: o.log, who: () => who, metrics: o.metrics, close: () => conn.close() });
     },
     ping(conn) {
       if (conn.owner) conn.owner.lastSeenAt = Date.now(); // traffic: last seen moves (devices/records.ts writes it, throttled)
