@@ -7,8 +7,8 @@ import { MqttFramingError, MqttPacketGuard, type OversizedPublish } from './mqtt
 import { leanParserList } from './mqtt-parser-buffer.js';
 
 /** CONNACK return codes (MQTT 3.1.1, 3.2.2.3). */
-export const CONNACK_UNACCEPTABLE_PROTOCOL = 1;
-export const CONNACK_IDENTIFIER_REJECTED = 2;
+const CONNACK_UNACCEPTABLE_PROTOCOL = 1;
+const CONNACK_IDENTIFIER_REJECTED = 2;
 /** MQTT 3.1 limits a client id to 23 characters (aedes refuses a longer one the same way). */
 const MQTT31_MAX_CLIENT_ID = 23;
 const SUBACK_FAILURE = 0x80;
