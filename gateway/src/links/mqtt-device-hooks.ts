@@ -15,8 +15,9 @@ type DeviceConn = MqttDeviceConnection<DeviceSession>;
 
 /**
  * What the MQTT link decides for device connections (MqttDeviceConnection does the protocol): who is admitted (the
- * device auth policy, the refused-device list), which connection holds a client id (a second CONNECT with the same
- * id takes over, [MQTT-3.1.4-2]), the session each feeds, and the counter and log line for each refusal.
+ * device auth policy, the refused-device list), the session each feeds, and the counter and log line for each refusal.
+ * A second CONNECT for the same device takes over [MQTT-3.1.4-2] through the registry, as on WebSocket: it closes the
+ * older connection (CLOSE_REPLACED), and the auth policy has already refused one that proved other credentials.
  */
 export function mqttDeviceHooks(
   o: MqttLinkOptions,
@@ -25,7 +26,6 @@ export function mqttDeviceHooks(
   /** Every socket the link reads, until it closes (the link closes them when it stops). */
   live: Set<DeviceConn>,
 ): MqttDeviceHooks<DeviceSession> {
-  const byClientId = new Map<string, DeviceConn>();
   return {
     isDevice: (p) => parseMqttClientId(p.clientId) !== undefined,
     admit(conn, p) {
@@ -41,8 +41,6 @@ export function mqttDeviceHooks(
         return { refused: NOT_AUTHORIZED };
       }
       refused?.forget(id.deviceId);
-      byClientId.get(p.clientId)?.close();
-      byClientId.set(p.clientId, conn);
       // Presence is the gateway's job (it follows the socket): a will is ignored, and nothing is kept between
       // connections (a clean=false device is served a clean session, CONNACK sessionPresent 0).
       return {
@@ -90,7 +88,6 @@ export function mqttDeviceHooks(
     closed(conn) {
       live.delete(conn);
       conn.owner?.onClosed('mqtt disconnected');
-      if (byClientId.get(conn.clientId) === conn) byClientId.delete(conn.clientId);
     },
     handOff,
   };
