@@ -60,6 +60,14 @@ describe('npm start, and what the started gateway prints', () => {
       expect(environ(weather!).filter((kv) => kv.startsWith('MALLOC_'))).toEqual([]);
       const health = await fetch(`http://${started.http}/healthz`);
       expect(health.status).toBe(200);
+      // Quiet after start-up, the gateway gives its grown young generation back (idle-reclaim.ts): counted once it has.
+      // Asked every 5 s: each scrape allocates, and V8 shrinks only at a low allocation rate.
+      const reclaims = async () => {
+        const res = await fetch(`http://${started.http}/metrics`, { headers: { authorization: 'Bearer start-test-key' } });
+        return Number(/^voxgate_idle_reclaims_total (\d+)/m.exec(await res.text())?.[1] ?? NaN);
+      };
+      expect(await reclaims()).not.toBeNaN();
+      while ((await reclaims()) < 1) await new Promise((r) => setTimeout(r, 5000));
 
       process.kill(npm.pid, 'SIGTERM');
       expect(await npm.exited).toEqual({ code: 0, signal: null });
