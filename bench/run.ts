@@ -31,7 +31,7 @@ import { callPathScenario } from './scenarios/call-path.js';
 import { clusterScenarios } from './scenarios/cluster.js';
 import { Fleet, type Env } from './scenarios/env.js';
 import { fleetScenarios } from './scenarios/fleet.js';
-import { mem, ratio, round, settledIdle } from './scenarios/measure.js';
+import { mem, ratio, round } from './scenarios/measure.js';
 import { voiceScenarios } from './scenarios/voice.js';
 import { converseScenarios } from './scenarios/converse.js';
 import { mcpScenarios } from './scenarios/mcp.js';
@@ -95,8 +95,7 @@ async function main(b: Bench): Promise<void> {
     b.log(`gateway on ${gwUrl} (mqtt ${mqttPort}), ${gatewayHow}; ${fleetProcs} fleet process(es); floors up`);
     const env: Env = { gateway, gwUrl, gwMqtt: `mqtt://127.0.0.1:${mqttPort}`, wsRelay, mqttRelay, bareWs, fleet, sources, fleetN, fleetParams };
 
-    // Idle: the started gateway with no device and no call yet, once it has reclaimed what start-up grew, after GC.
-    const settled = await settledIdle(gateway);
+    // Idle: the started gateway with no device and no call yet, after GC.
     const idle = await mem(gateway);
     b.results.push({
       name: 'idle.rss',
@@ -104,13 +103,7 @@ async function main(b: Bench): Promise<void> {
       unit: 'B',
       floor: null,
       ratio: null,
-      params: {
-        heapUsed: idle.heapUsed,
-        external: idle.external,
-        gateway: gatewayHow,
-        ...settled,
-        note: 'started gateway, no device, after its idle reclaim and GC',
-      },
+      params: { heapUsed: idle.heapUsed, external: idle.external, gateway: gatewayHow, note: 'started gateway, no device, after GC' },
     });
     b.log(`idle gateway: rss ${(idle.rss / 2 ** 20).toFixed(1)} MiB, heap ${(idle.heapUsed / 2 ** 20).toFixed(1)} MiB`);
 

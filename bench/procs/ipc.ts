@@ -4,24 +4,22 @@ import { getHeapSpaceStatistics } from 'node:v8';
  * The bench side of a measured process: answers `{cmd:'mem'}` over IPC with `process.memoryUsage()`
  * taken after forced garbage collections (the process runs with --expose-gc), with `young`, the bytes V8's
  * young generation holds committed (it grows from 1 to 32 MiB with allocation, whatever the process keeps), and
- * exits when the runner goes away, so no process outlives the run. `{cmd:'count'}` answers the extra fields and `young`
- * without a GC.
+ * exits when the runner goes away, so no process outlives the run. `{cmd:'count'}` answers the extra fields without a GC.
  */
 export function serveMemoryProbe(extra: () => Record<string, unknown> = () => ({})): void {
   process.on('message', (m: { id: number; cmd: string }) => {
-    if (m.cmd === 'count') return void process.send?.({ id: m.id, ok: true, young: youngBytes(), ...extra() });
+    if (m.cmd === 'count') return void process.send?.({ id: m.id, ok: true, ...extra() });
     if (m.cmd !== 'mem') return;
     const gc = (globalThis as { gc?: () => void }).gc;
     if (gc) {
       gc();
       gc();
     }
-    process.send?.({ id: m.id, ok: true, gc: gc !== undefined, mem: process.memoryUsage(), young: youngBytes(), ...extra() });
+    const young = getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size;
+    process.send?.({ id: m.id, ok: true, gc: gc !== undefined, mem: process.memoryUsage(), young, ...extra() });
   });
   process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));
 }
-
-const youngBytes = () => getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size;
 
 /**
  * The gateway's probe (serveMemoryProbe without extra fields) as plain JavaScript, for a gateway run
@@ -30,13 +28,13 @@ const youngBytes = () => getHeapSpaceStatistics().find((s) => s.space_name === '
  * `extra` is an expression of the fields both answers add.
  */
 const probeJs = (extra: string) => `import { getHeapSpaceStatistics } from 'node:v8';
-const youngBytes = () => getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size;
 process.on('message', (m) => {
-  if (m.cmd === 'count') return void process.send?.({ id: m.id, ok: true, young: youngBytes(), ...${extra} });
+  if (m.cmd === 'count') return void process.send?.({ id: m.id, ok: true, ...${extra} });
   if (m.cmd !== 'mem') return;
   const gc = globalThis.gc;
   if (gc) { gc(); gc(); }
-  process.send?.({ id: m.id, ok: true, gc: gc !== undefined, mem: process.memoryUsage(), young: youngBytes(), ...${extra} });
+  const young = getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size;
+  process.send?.({ id: m.id, ok: true, gc: gc !== undefined, mem: process.memoryUsage(), young, ...${extra} });
 });
 process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));`;
 

@@ -2,7 +2,6 @@
 import { measured, threadCpuUs } from '../lib/cpu.js';
 import { mergeWindows, type GcNvp, type GcWindow } from '../lib/gc-nvp.js';
 import { mergeLoads, runLoad, type LoadResult } from '../lib/load.js';
-import { IDLE_RECLAIM_DEFAULTS } from '../../gateway/src/idle-reclaim.js';
 import type { Proc, Reply } from '../lib/procs.js';
 import { API_KEY, BODY, CALL_AMOUNT_TINY, TOOL, type Bench } from './bench.js';
 
@@ -68,22 +67,6 @@ export interface Mem {
 
 export async function count(p: Proc): Promise<number> {
   return (await p.request<Reply & { devices?: number }>({ cmd: 'count' }, 30_000)).devices ?? 0;
-}
-
-/**
- * Waits, at most `maxMs`, until a gateway has given its grown young generation back by itself (gateway/src/idle-reclaim.ts:
- * once quiet, ~10–20 s after its start), as a gateway left idle does; the idle rows read it then. The probe's `count`
- * reads the young generation's size without a collection or a scrape, either of which would change what V8 decides.
- * Says how long it waited and whether the reclaim came (a row then says which).
- */
-export async function settledIdle(p: Proc, maxMs = 40_000): Promise<{ waitedMs: number; reclaimed: boolean }> {
-  const start = Date.now();
-  const small = async () => ((await p.request<Reply & { young?: number }>({ cmd: 'count' }, 30_000)).young ?? Infinity) <= IDLE_RECLAIM_DEFAULTS.minYoungBytes;
-  const reclaimed = await until('the idle gateway to reclaim', small, maxMs, 500).then(
-    () => true,
-    () => false,
-  );
-  return { waitedMs: Date.now() - start, reclaimed };
 }
 
 /** `young`: the bytes V8's young generation held committed (see bench/procs/ipc.ts), when the probe says. */

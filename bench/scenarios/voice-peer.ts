@@ -14,14 +14,14 @@ const PEER = '78/xiaozhi-mqtt-gateway';
 const peerName = (p: StartedPeer) => (p.commit ? `${PEER}@${p.commit.slice(0, 7)}` : PEER);
 
 /** Idle memory, after GC: the voice gateway (everything it serves) against the peer (the MQTT+UDP relay alone). */
-export function pushPeerIdleRow(b: Bench, gateway: Mem, peer: Mem, p: StartedPeer, settled: { waitedMs: number; reclaimed: boolean }): void {
+export function pushPeerIdleRow(b: Bench, gateway: Mem, peer: Mem, p: StartedPeer): void {
   b.results.push({
     name: 'voice_udp.vs_peer.idle_rss',
     value: gateway.rss,
     unit: 'B',
     floor: peer.rss,
     ratio: ratio(peer.rss, gateway.rss),
-    params: { peer: peerName(p), heapUsed: gateway.heapUsed, peerHeapUsed: peer.heapUsed, afterGc: true, ...settled },
+    params: { peer: peerName(p), heapUsed: gateway.heapUsed, peerHeapUsed: peer.heapUsed, afterGc: true },
   });
 }
 
@@ -74,7 +74,6 @@ export function pushPeerRows(b: Bench, label: string, r: { pace: string; devices
       params: {
         ...base,
         afterGc: true,
-        exclYoung: true,
         livePerSession: round(g.livePerSession),
         peerLivePerSession: round(p.livePerSession),
         liveRatio: m.liveRatio,

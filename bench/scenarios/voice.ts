@@ -8,7 +8,7 @@ import { ROOT, spawnTs, type Proc } from '../lib/procs.js';
 import { mqttGatewayPeerDir, PEER_MQTT_USERNAME, startMqttGatewayPeer, type StartedPeer } from '../lib/mqtt-gateway-peer.js';
 import { mergeVoiceLoads, runVoiceLoad, type VoiceLoadOptions, type VoiceLoadResult } from '../lib/voice.js';
 import { API_KEY, GATEWAY_START_MS, type Bench } from './bench.js';
-import { alternating, count, mem, metric, ratio, residentRatio, round, settledIdle, until, type Mem } from './measure.js';
+import { alternating, count, mem, metric, ratio, residentRatio, round, until, type Mem } from './measure.js';
 import { pushPeerIdleRow, pushPeerRows } from './voice-peer.js';
 
 /**
@@ -40,17 +40,16 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
     relay.hello,
   ]);
   b.log(`voice: gateway on ${gwUrl} and the bare relay (port ${String(relayHello['port'])}) relaying to ${upstreamUrl}`);
-  // The idle rows read the gateway once it has reclaimed what its start-up grew, as a gateway left idle does.
-  const [peer, settled] = await Promise.all([startPeer(b, upstreamUrl, voiceDir), settledIdle(gateway)]);
+  const peer = await startPeer(b, upstreamUrl, voiceDir);
   const [gwIdle, relayIdle] = [await mem(gateway), await mem(relay)];
-  if (peer) pushPeerIdleRow(b, gwIdle, await mem(peer.proc), peer, settled);
+  if (peer) pushPeerIdleRow(b, gwIdle, await mem(peer.proc), peer);
   b.results.push({
     name: 'voice.idle_rss',
     value: gwIdle.rss,
     unit: 'B',
     floor: relayIdle.rss,
     ratio: ratio(relayIdle.rss, gwIdle.rss),
-    params: { floorKind: 'bare voice relay (ws + bare MQTT + dgram)', heapUsed: gwIdle.heapUsed, floorHeapUsed: relayIdle.heapUsed, afterGc: true, ...settled },
+    params: { floorKind: 'bare voice relay (ws + bare MQTT + dgram)', heapUsed: gwIdle.heapUsed, floorHeapUsed: relayIdle.heapUsed, afterGc: true },
   });
   const runs = [
     { pace: 'paced' as const, devices: b.voice.devices, window: 1, seconds: b.voice.seconds },
@@ -80,11 +79,7 @@ export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
     // Where the CPU went: the main thread's user and system time, and the other threads' (GC helpers, compilers).
     const cpuSplit = { mainUser: t1.mainUser - t0.mainUser, mainSys: t1.mainSys - t0.mainSys, otherThreads: t1.other - t0.other };
     const live = (m: Mem) => m.heapUsed + m.external;
-    // Resident memory outside V8's young generation: its semispaces grow to their 32 MiB maximum with allocation, not
-    // with what a process keeps, and a process may be there before the sessions (after start-up) or small (fresh, or
-    // the gateway after its idle reclaim): up to ±300 KB per session at 100 that is no side's per-session cost.
-    const resident = (m: Mem & { young?: number }) => m.rss - (m.young ?? 0);
-    return relayed(result, cpu, cpuSplit, { rss: (resident(m1) - resident(m0)) / o.devices, live: (live(m1) - live(m0)) / o.devices }, load);
+    return relayed(result, cpu, cpuSplit, { rss: (m1.rss - m0.rss) / o.devices, live: (live(m1) - live(m0)) / o.devices }, load);
   };
   // One slice on one side: the run, with devices of its own, then until that side has closed every session.
   const side = (proc: Proc, o: Omit<VoiceLoadOptions, 'macGroup'>, closed: () => Promise<boolean>, what: string) => async () => {
@@ -347,7 +342,6 @@ function pushVoiceRows(
       params: {
         ...base,
         afterGc: true,
-        exclYoung: true,
         livePerSession: round(g.livePerSession),
         floorLivePerSession: round(rl.livePerSession),
         liveRatio: m.liveRatio,

@@ -11,14 +11,21 @@ import { performance, type EventLoopUtilization } from 'node:perf_hooks';
  * committed and empty for as long as it stayed idle (docs/performance.md, "lightidle" and "idlegc"). A young-generation
  * collection (a scavenge: ~2 ms at idle, nothing old is walked) at a quiet moment is such a collection.
  *
- * Every `everyMs` the event loop's utilization over the window is read; when it stayed under `maxUtilization` and the
- * young generation is above `minYoungBytes`, one scavenge runs. After it the young generation is at its minimum, so an
- * idle gateway scavenges once, not once a window; load grows it back as V8 sees fit. `check` says whether it freed any.
+ * Every `everyMs` the event loop's utilization over the window is read; after `quietWindows` windows in a row under
+ * `maxUtilization`, with the young generation above `minYoungBytes`, one scavenge runs. After it the young generation
+ * is at its minimum, so an idle gateway scavenges once, not once a window. `check` says whether it freed any.
+ *
+ * The price is paid by the next burst: V8 regrows the young generation over several scavenges, promoting more of the
+ * burst's short-lived objects meanwhile. A fleet that dialled in right after a reclaim took 1.3–1.45× the CPU per device
+ * (docs/performance.md, "idlegc"), so the default waits a minute of quiet, not a window: a pause between bursts keeps
+ * the grown young generation, an idle gateway gives it back.
  */
 export interface IdleReclaimOptions {
   everyMs: number;
   /** The busiest window (event-loop utilization, 0–1) still counted as quiet. */
   maxUtilization: number;
+  /** Quiet windows in a row before a reclaim. */
+  quietWindows: number;
   /** Committed young-generation bytes above which a quiet window reclaims (V8's minimum is 2 MiB: two 1 MiB semispaces). */
   minYoungBytes: number;
   /** After each scavenge that gave memory back (a metric). */
@@ -34,7 +41,7 @@ export interface IdleReclaimProbes {
   scavenge: () => void;
 }
 
-export const IDLE_RECLAIM_DEFAULTS: IdleReclaimOptions = { everyMs: 10_000, maxUtilization: 0.05, minYoungBytes: 4 * 2 ** 20 };
+export const IDLE_RECLAIM_DEFAULTS: IdleReclaimOptions = { everyMs: 10_000, maxUtilization: 0.05, quietWindows: 6, minYoungBytes: 4 * 2 ** 20 };
 
 export interface IdleReclaim {
   /** One window's check, as the timer runs it (tests call it directly). */
@@ -48,10 +55,12 @@ export function startIdleReclaim(o: IdleReclaimOptions = IDLE_RECLAIM_DEFAULTS, 
   // V8 reads its allocation rate from what was allocated since the last collection: start-up's tail (~10 MiB) would
   // make the first quiet window's rate read high and its scavenge futile. One scavenge now closes that account.
   probes.scavenge();
+  let quiet = 0;
   const check = (): boolean => {
     // Read every window, so each check sees only its own window's utilization.
     const busy = probes.utilization();
-    if (busy > o.maxUtilization) return false;
+    quiet = busy > o.maxUtilization ? 0 : quiet + 1;
+    if (quiet < o.quietWindows) return false;
     const before = probes.youngBytes();
     if (before <= o.minYoungBytes) return false;
     probes.scavenge();

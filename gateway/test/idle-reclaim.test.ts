@@ -22,7 +22,7 @@ function fake(young: number, afterScavenge: number) {
 }
 
 describe('idle reclaim: the young generation given back when the gateway is quiet', () => {
-  const opts = { everyMs: 3_600_000, maxUtilization: 0.05, minYoungBytes: 4 * MiB };
+  const opts = { everyMs: 3_600_000, maxUtilization: 0.05, quietWindows: 1, minYoungBytes: 4 * MiB };
 
   it('scavenges once in a quiet window with a grown young generation, and reports what it freed', () => {
     // The scavenge at start leaves it grown (V8 still reads start-up's allocation rate); the quiet window's shrinks it.
@@ -61,6 +61,23 @@ describe('idle reclaim: the young generation given back when the gateway is quie
     expect(r.check()).toBe(true);
     expect(state.scavenges).toBe(3);
     expect(freed).toEqual([31 * MiB]);
+    r.stop();
+  });
+
+  it('waits for its quiet windows in a row: a busy window starts the count again', () => {
+    const { state, probes } = fake(32 * MiB, 32 * MiB);
+    const r = startIdleReclaim({ ...opts, quietWindows: 3 }, probes)!;
+    state.afterScavenge = 2 * MiB;
+    expect(r.check()).toBe(false);
+    expect(r.check()).toBe(false);
+    state.busy = 0.5;
+    expect(r.check()).toBe(false);
+    state.busy = 0;
+    expect(r.check()).toBe(false);
+    expect(r.check()).toBe(false);
+    expect(state.scavenges).toBe(1); // the one at start
+    expect(r.check()).toBe(true);
+    expect(state.scavenges).toBe(2);
     r.stop();
   });
 

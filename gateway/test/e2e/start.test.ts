@@ -26,7 +26,12 @@ describe('npm start, and what the started gateway prints', () => {
     const npm = spawnGateway(
       'npm',
       ['start', '--silent'],
-      isolatedEnv(dataDir, { GATEWAY_API_KEYS: 'start-test-key', GATEWAY_MCP_CONFIG: join(dataDir, 'mcp.json') }),
+      isolatedEnv(dataDir, {
+        GATEWAY_API_KEYS: 'start-test-key',
+        GATEWAY_MCP_CONFIG: join(dataDir, 'mcp.json'),
+        // One quiet window (10 s) instead of the default minute, for the reclaim checked below.
+        GATEWAY_IDLE_RECLAIM_AFTER_MS: '10000',
+      }),
     );
     let tree: number[] = [];
     try {
