@@ -83,9 +83,6 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   await e.fleet.gc();
   const gm0 = await mem(e.gateway);
   const ready0 = await metric(e.gwUrl, 'voxgate_devices_ready');
-  // Whether the gateway gave its young generation back while the floor's rows ran (idle-reclaim.ts): it then starts
-  // its window with V8's smallest young generation, as the floor's fresh process does.
-  const reclaims = await metric(e.gwUrl, 'voxgate_idle_reclaims_total');
   t = performance.now();
   const gc = await measuredPerDevice(e.gateway.child.pid, N, async () => {
     const r = await e.fleet.connect({
@@ -115,7 +112,6 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     connectRetries: gwConnect.stats.connectRetries,
     floorConnectRetries: floorConnect.stats.connectRetries + bareConnect.stats.connectRetries,
     errors: gwConnect.stats.connectFailures,
-    idleReclaimsBefore: reclaims,
   };
   const perDevice = (a: number, b: number) => (b - a) / N;
   const floorKind = 'hello, initialize, 2 tools/list pages; JSON.parse only';

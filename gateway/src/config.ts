@@ -59,12 +59,6 @@ export const ConfigSchema = z
     schemas: SchemasSlice.prefault({}),
     ota: OtaSlice.prefault({}),
     shutdownGraceMs: documented(Ms(4000, 60_000), 'how long SIGINT/SIGTERM waits for connections to close'),
-    /** The CLI's idle reclaim (idle-reclaim.ts): after this long quiet, V8's grown young generation is given back. */
-    idleReclaimAfterMs: env(
-      'GATEWAY_IDLE_RECLAIM_AFTER_MS',
-      z.coerce.number().int().min(0).max(86_400_000).default(60_000),
-      "how long the event loop stays under 5 % busy before the gateway gives V8's grown young generation back (~30 MiB of RSS; the next burst regrows it, at some CPU); `0`: never",
-    ),
     metrics: MetricsSlice.prefault({}),
     console: ConsoleSlice.prefault({}),
     mcp: McpSlice.prefault({}),

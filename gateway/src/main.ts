@@ -1,7 +1,6 @@
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { startGateway, type Gateway } from './gateway.js';
 import { createLogger } from './log.js';
-import { IDLE_RECLAIM_DEFAULTS, startIdleReclaim } from './idle-reclaim.js';
 import { installSafetyNet } from './safety-net.js';
 
 /**
@@ -54,13 +53,6 @@ async function main(): Promise<void> {
   installSafetyNet({ log, count: (kind) => gw?.metrics.unhandledErrors.inc({ kind }), onException: () => stop('uncaughtException', 1) });
 
   gw = await startGateway(config, { log });
-  const started = gw;
-  // A process-wide policy (it collects garbage for the whole process), so the CLI's and not startGateway's.
-  if (config.idleReclaimAfterMs > 0) {
-    const quietWindows = Math.ceil(config.idleReclaimAfterMs / IDLE_RECLAIM_DEFAULTS.everyMs);
-    const reclaim = startIdleReclaim({ ...IDLE_RECLAIM_DEFAULTS, quietWindows, onReclaim: () => started.metrics.idleReclaims.inc() });
-    if (!reclaim) log.warn('V8 collection not reachable: the idle gateway keeps its grown young generation');
-  }
   if (gw.generatedApiKey) {
     // Printed once, outside the (redacted) log: it is also kept in <dataDir>/secrets.json (mode 0600).
     process.stderr.write(`\n  No GATEWAY_API_KEYS configured; generated an API key (kept in ${config.dataDir}/secrets.json):\n\n    ${gw.generatedApiKey}\n\n`);

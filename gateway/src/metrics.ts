@@ -245,11 +245,6 @@ export function createMetrics() {
       labelNames: ['kind'] as const,
       registers: [registry],
     }),
-    idleReclaims: new Counter({
-      name: 'voxgate_idle_reclaims_total',
-      help: 'Young-generation collections run when the gateway went quiet, giving its grown semispaces back (npm start; idle-reclaim.ts)',
-      registers: [registry],
-    }),
     schemaValidators: new Gauge({
       name: 'voxgate_schema_validators_cached',
       help: 'Compiled schema validators held (LRU, shared by schema content)',
