@@ -32,7 +32,7 @@ import { clusterScenarios } from './scenarios/cluster.js';
 import { Fleet, type Env } from './scenarios/env.js';
 import { fleetScenarios } from './scenarios/fleet.js';
 import { mem, ratio, round } from './scenarios/measure.js';
-import { voiceScenarios } from './scenarios/voice.js';
+import { startVoiceGateway, voiceScenarios } from './scenarios/voice.js';
 import { converseScenarios } from './scenarios/converse.js';
 import { mcpScenarios } from './scenarios/mcp.js';
 
@@ -74,6 +74,9 @@ async function main(b: Bench): Promise<void> {
     const wsRelay = spawnTs('ws-relay', 'bench/floors/ws-relay.ts');
     const mqttRelay = spawnTs('mqtt-relay', 'bench/floors/mqtt-relay.ts');
     const bareWs = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');
+    // The voice rows' gateway idles until they come (voice.ts, startVoiceGateway). A failure to start surfaces there.
+    const voiceGateway = b.only.has('voice') ? startVoiceGateway(b, dataDir) : undefined;
+    voiceGateway?.catch(() => undefined);
     // Compiled, as `npm start` runs it (run.sh builds first); from sources through tsx only when the build is stale.
     const [started] = await Promise.all([
       startGateway('gateway', {
@@ -125,7 +128,7 @@ async function main(b: Bench): Promise<void> {
         });
       }
     if (b.only.has('fleet')) await fleetScenarios(b, env);
-    if (b.only.has('voice')) await voiceScenarios(b, dataDir);
+    if (voiceGateway) await voiceScenarios(b, voiceGateway);
     if (b.only.has('converse')) await converseScenarios(b, dataDir);
     if (b.only.has('mcp')) await mcpScenarios(b, dataDir);
     if (b.only.has('cluster')) {
