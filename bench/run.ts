@@ -106,7 +106,12 @@ async function main(b: Bench): Promise<void> {
       unit: 'B',
       floor: null,
       ratio: null,
-      params: { heapUsed: idle.heapUsed, external: idle.external, gateway: gatewayHow, note: 'started gateway, no device, after GC' },
+      params: {
+        heapUsed: idle.heapUsed,
+        external: idle.external,
+        gateway: gatewayHow,
+        note: 'started gateway, no device, after GC: the start-up transient (voice.idle_rss reads one settled)',
+      },
     });
     b.log(`idle gateway: rss ${(idle.rss / 2 ** 20).toFixed(1)} MiB, heap ${(idle.heapUsed / 2 ** 20).toFixed(1)} MiB`);
 
