@@ -13,18 +13,15 @@ const PEER = '78/xiaozhi-mqtt-gateway';
 
 const peerName = (p: StartedPeer) => (p.commit ? `${PEER}@${p.commit.slice(0, 7)}` : PEER);
 
-/**
- * Idle memory, after GC: the voice gateway (everything it serves), idle for `idleForMs` since it was ready, against the
- * peer (the MQTT+UDP relay alone).
- */
-export function pushPeerIdleRow(b: Bench, gateway: Mem, peer: Mem, p: StartedPeer, idleForMs: number): void {
+/** Idle memory, after GC: the voice gateway (everything it serves) against the peer (the MQTT+UDP relay alone). */
+export function pushPeerIdleRow(b: Bench, gateway: Mem, peer: Mem, p: StartedPeer): void {
   b.results.push({
     name: 'voice_udp.vs_peer.idle_rss',
     value: gateway.rss,
     unit: 'B',
     floor: peer.rss,
     ratio: ratio(peer.rss, gateway.rss),
-    params: { peer: peerName(p), heapUsed: gateway.heapUsed, peerHeapUsed: peer.heapUsed, afterGc: true, idleForMs },
+    params: { peer: peerName(p), heapUsed: gateway.heapUsed, peerHeapUsed: peer.heapUsed, afterGc: true },
   });
 }
 

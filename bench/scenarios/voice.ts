@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { cpuUs, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
-import { startGateway, type StartedGateway } from '../lib/compiled.js';
+import { startGateway } from '../lib/compiled.js';
 import { gatewayEnv, voiceRelayEnv } from '../lib/gateway-env.js';
 import { ROOT, spawnTs, type Proc } from '../lib/procs.js';
 import { mqttGatewayPeerDir, PEER_MQTT_USERNAME, startMqttGatewayPeer, type StartedPeer } from '../lib/mqtt-gateway-peer.js';
@@ -17,60 +17,39 @@ import { pushPeerIdleRow, pushPeerRows } from './voice-peer.js';
  * (direct), in the same run. Its own gateway process:
  * with the relay on, every WebSocket hello opens a voice session, which the call-path and fleet rows must not.
  */
-/** The voice rows' gateway and the voice server it relays to, started ahead of the rows (`startVoiceGateway`). */
-export interface VoiceGateway {
-  voiceServer: Proc;
-  upstreamUrl: string;
-  voiceDir: string;
-  started: StartedGateway;
-  /** When it was ready (ms, Date.now()): its idle rows say how long it had been idle. */
-  readyAt: number;
-}
-
-/**
- * Started at the beginning of a run, while the other rows run on the main gateway: by the voice rows it has been idle
- * for a minute or more, as a deployed gateway waiting for its devices is, and V8 has settled its memory (its memory
- * reducer gives the start-up's grown young generation back after 30–40 s of idle: docs/performance.md, "idlegc").
- * The peer and the bare relay start just before the rows; neither grows a young generation at start-up.
- */
-export async function startVoiceGateway(b: Bench, dataDir: string): Promise<VoiceGateway> {
+export async function voiceScenarios(b: Bench, dataDir: string): Promise<void> {
   const voiceServer = spawnTs('voice-server', 'bench/floors/voice-server.ts');
   const upstreamUrl = (await voiceServer.hello)['url'] as string;
   const voiceDir = join(dataDir, 'voice');
   mkdirSync(voiceDir, { recursive: true });
   writeFileSync(join(voiceDir, 'config.json'), '{}');
-  const started = await startGateway('voice-gateway', {
-    env: async (ports) => ({
-      ...(await gatewayEnv({ dataDir: voiceDir, apiKey: API_KEY, configFile: join(voiceDir, 'config.json'), ...ports })).env,
-      ...voiceRelayEnv(upstreamUrl),
-    }),
-    nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/voice')] : [],
-    readyMs: GATEWAY_START_MS,
-  });
-  return { voiceServer, upstreamUrl, voiceDir, started, readyAt: Date.now() };
-}
-
-export async function voiceScenarios(b: Bench, voice: Promise<VoiceGateway>): Promise<void> {
-  const { voiceServer, upstreamUrl, voiceDir, started, readyAt } = await voice;
-  const { proc: gateway, url: gwUrl, httpPort, mqttPort } = started;
   // --profile: the bare relay too, so the two profiles of a row can be compared sample for sample.
   const relay = spawnTs('voice-relay', 'bench/floors/voice-relay.ts', {
     env: { VOICE_UPSTREAM_URL: upstreamUrl },
     nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/voice-relay')] : [],
   });
-  const relayHello = await relay.hello;
+  const [{ proc: gateway, url: gwUrl, httpPort, mqttPort }, relayHello] = await Promise.all([
+    startGateway('voice-gateway', {
+      env: async (ports) => ({
+        ...(await gatewayEnv({ dataDir: voiceDir, apiKey: API_KEY, configFile: join(voiceDir, 'config.json'), ...ports })).env,
+        ...voiceRelayEnv(upstreamUrl),
+      }),
+      nodeArgs: b.profile ? ['--cpu-prof', '--cpu-prof-dir', join(ROOT, 'bench/results/prof/voice')] : [],
+      readyMs: GATEWAY_START_MS,
+    }),
+    relay.hello,
+  ]);
   b.log(`voice: gateway on ${gwUrl} and the bare relay (port ${String(relayHello['port'])}) relaying to ${upstreamUrl}`);
   const peer = await startPeer(b, upstreamUrl, voiceDir);
   const [gwIdle, relayIdle] = [await mem(gateway), await mem(relay)];
-  const idleForMs = Date.now() - readyAt;
-  if (peer) pushPeerIdleRow(b, gwIdle, await mem(peer.proc), peer, idleForMs);
+  if (peer) pushPeerIdleRow(b, gwIdle, await mem(peer.proc), peer);
   b.results.push({
     name: 'voice.idle_rss',
     value: gwIdle.rss,
     unit: 'B',
     floor: relayIdle.rss,
     ratio: ratio(relayIdle.rss, gwIdle.rss),
-    params: { floorKind: 'bare voice relay (ws + bare MQTT + dgram)', heapUsed: gwIdle.heapUsed, floorHeapUsed: relayIdle.heapUsed, afterGc: true, idleForMs },
+    params: { floorKind: 'bare voice relay (ws + bare MQTT + dgram)', heapUsed: gwIdle.heapUsed, floorHeapUsed: relayIdle.heapUsed, afterGc: true },
   });
   const runs = [
     { pace: 'paced' as const, devices: b.voice.devices, window: 1, seconds: b.voice.seconds },
