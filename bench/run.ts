@@ -107,7 +107,7 @@ async function main(b: Bench): Promise<void> {
         heapUsed: idle.heapUsed,
         external: idle.external,
         gateway: gatewayHow,
-        note: 'started gateway, no device, after GC: the start-up transient (left idle, V8 settles it ~35 MiB lower within 40 s)',
+        note: 'started gateway, no device, after GC: the start-up transient (left idle, V8 settles it 30–40 MiB lower within a minute)',
       },
     });
     b.log(`idle gateway: rss ${(idle.rss / 2 ** 20).toFixed(1)} MiB, heap ${(idle.heapUsed / 2 ** 20).toFixed(1)} MiB`);
