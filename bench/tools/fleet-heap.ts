@@ -16,6 +16,8 @@
  * --gc-nvp runs the measured process with --trace-gc-nvp and prints, for the window in which the devices connected, the
  * young collections and the bytes they promoted to the old generation per ready device (what outlived two scavenges while
  * its device's setup waited for replies: old-space garbage after, the RSS above the heap that fleetkb describes).
+ * FLEETHEAP_GC_OUT=<file> (with --gc-nvp) also writes that window's --trace-gc-nvp lines there, every field of each
+ * collection (scavenge phases, background marking time) for a closer reading.
  * --churn connects and drops 20 more devices after the warm-up, before the first snapshot: a gateway that has seen
  * devices leave, as one that has run for a while has (and as the whole quick bench's fleet row, after the call rows).
  * Objects can hold more then: V8 turns a field that held small integers and then a time into a boxed-number field
@@ -105,6 +107,7 @@ try {
     const field = (line: string, name: string) => Number(new RegExp(`\\b${name}=(-?[\\d.]+)`).exec(line)?.[1] ?? 0);
     const lines = gcWindow.split('\n').filter((l) => / gc=\w+ /.test(l));
     const scavenges = lines.filter((l) => / gc=s /.test(l));
+    if (process.env['FLEETHEAP_GC_OUT']) writeFileSync(process.env['FLEETHEAP_GC_OUT'], lines.join('\n'));
     const sum = (ls: string[], name: string) => ls.reduce((n, l) => n + field(l, name), 0);
     process.stdout.write(
       `  while they connected: ${scavenges.length} scavenges, ${lines.length - scavenges.length} other collections; ` +
