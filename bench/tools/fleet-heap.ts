@@ -16,6 +16,9 @@
  * --gc-nvp runs the measured process with --trace-gc-nvp and prints, for the window in which the devices connected, the
  * young collections and the bytes they promoted to the old generation per ready device (what outlived two scavenges while
  * its device's setup waited for replies: old-space garbage after, the RSS above the heap that fleetkb describes).
+ * --survivors (with --dist, or --floor) samples, over the same window, the objects that outlived a young collection (V8's sampling heap
+ * profiler through alloc-probe.ts, every 1 KiB, objects the scavenges freed left out): what the scavenges copied or
+ * promoted, by allocation site (function and caller), per ready device.
  * FLEETHEAP_GC_OUT=<file> (with --gc-nvp) also writes that window's --trace-gc-nvp lines there, every field of each
  * collection (scavenge phases, background marking time) for a closer reading.
  * --churn connects and drops 20 more devices after the warm-up, before the first snapshot: a gateway that has seen
@@ -28,6 +31,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { measured } from '../lib/cpu.js';
 import { PROBE_JS } from './heap-probe.js';
+import { ALLOC_PROBE_URL } from './alloc-probe.js';
 import { byConstructor, printHeapDiff } from '../lib/heap-snapshot.js';
 import { Fleet } from '../scenarios/env.js';
 import { forkCompiledWithProbe, gatewayNodeArgs } from '../lib/compiled.js';
@@ -35,6 +39,11 @@ import { fleetCaps, gatewayEnv } from '../lib/gateway-env.js';
 import { spawnTs, stopAll, type Reply } from '../lib/procs.js';
 
 type Mem = NodeJS.MemoryUsage;
+/** alloc-probe.ts's answer: sampled bytes that outlived a young collection in the window, by allocation site. */
+interface Survivors {
+  bytes: number;
+  top: Array<[string, number]>;
+}
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const dist = process.argv.includes('--dist');
@@ -42,9 +51,12 @@ const profile = process.argv.includes('--profile');
 const floor = process.argv.includes('--floor');
 const gcNvp = process.argv.includes('--gc-nvp');
 const churn = process.argv.includes('--churn');
+const survivors = process.argv.includes('--survivors');
 /** `--mqtt`: the devices connect to the gateway over MQTT. */
 const mqtt = process.argv.includes('--mqtt') && !floor;
 if (gcNvp && !floor) process.env['VOXGATE_GATEWAY_NODE_ARGS'] = [...gatewayNodeArgs(), '--trace-gc-nvp'].join(' ');
+// --survivors: alloc-probe.ts beside the heap probe (it answers only its own commands).
+if (survivors && dist && !floor) process.env['VOXGATE_GATEWAY_NODE_ARGS'] = [...gatewayNodeArgs(), '--import', ALLOC_PROBE_URL].join(' ');
 const N = Number(args[0] ?? 2000);
 const TOP = Number(args[1] ?? 30);
 const WARM = 20;
@@ -56,7 +68,7 @@ try {
   const httpPort = base.httpPort;
   const env = { ...base.env, ...fleetCaps(N) };
   const gateway = floor
-    ? spawnTs('floor', 'bench/tools/heap-floor.ts', gcNvp ? { nodeArgs: ['--trace-gc-nvp'] } : {})
+    ? spawnTs('floor', 'bench/tools/heap-floor.ts', { nodeArgs: [...(gcNvp ? ['--trace-gc-nvp'] : []), ...(survivors ? ['--import', ALLOC_PROBE_URL] : [])] })
     : dist
       ? forkCompiledWithProbe('gateway', env, PROBE_JS)
       : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env, ...(gcNvp ? { nodeArgs: ['--trace-gc-nvp'] } : {}) });
@@ -94,8 +106,10 @@ try {
   const profFile = join(import.meta.dirname, `../results/prof/fleet-heap-${dist ? 'dist' : 'tsx'}.cpuprofile`);
   if (profile) await gateway.request({ cmd: 'profile' });
   const gcFrom = gcText.length;
+  if (survivors) await gateway.request({ cmd: 'alloc-start', sample: true, survivors: true, interval: 1024 });
   const cpu = await measured([gateway.child.pid], () => connect('fleet', N, 5));
   const gcWindow = gcText.slice(gcFrom);
+  const lived = survivors ? await gateway.request<Reply & Survivors>({ cmd: 'alloc-stop', top: TOP }, 120_000) : undefined;
   if (profile) await gateway.request({ cmd: 'profile', file: profFile }, 120_000);
   const b = await snap('b');
   const per = (x: number, y: number) => ((y - x) / N).toFixed(0).padStart(7);
@@ -114,6 +128,12 @@ try {
         `promoted ${(sum(scavenges, 'promoted') / N).toFixed(0)} B, allocated ${(sum(lines, 'allocated') / N).toFixed(0)} B per ready device; ` +
         `scavenges' pauses ${sum(scavenges, 'pause').toFixed(0)} ms\n`,
     );
+  }
+  if (lived) {
+    process.stdout.write(
+      `  outlived a young collection while they connected (sampled every 1 KiB): ${(lived.bytes / N).toFixed(0)} B per ready device; by site:\n`,
+    );
+    for (const [site, bytes] of lived.top) process.stdout.write(`${(bytes / N).toFixed(0).padStart(8)} B  ${site}\n`);
   }
   process.stdout.write(
     `  rss ${per(a.mem.rss, b.mem.rss)} B  heapUsed ${per(a.mem.heapUsed, b.mem.heapUsed)} B  external ${per(a.mem.external, b.mem.external)} B\n`,
