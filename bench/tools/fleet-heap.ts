@@ -16,7 +16,7 @@
  * --gc-nvp runs the measured process with --trace-gc-nvp and prints, for the window in which the devices connected, the
  * young collections and the bytes they promoted to the old generation per ready device (what outlived two scavenges while
  * its device's setup waited for replies: old-space garbage after, the RSS above the heap that fleetkb describes).
- * --survivors (with --dist, or --floor) samples, over the same window, the objects that outlived a young collection (V8's sampling heap
+ * --survivors samples, over the same window, the objects that outlived a young collection (V8's sampling heap
  * profiler through alloc-probe.ts, every 1 KiB, objects the scavenges freed left out): what the scavenges copied or
  * promoted, by allocation site (function and caller), per ready device.
  * FLEETHEAP_GC_OUT=<file> (with --gc-nvp) also writes that window's --trace-gc-nvp lines there, every field of each
@@ -55,7 +55,8 @@ const survivors = process.argv.includes('--survivors');
 /** `--mqtt`: the devices connect to the gateway over MQTT. */
 const mqtt = process.argv.includes('--mqtt') && !floor;
 if (gcNvp && !floor) process.env['VOXGATE_GATEWAY_NODE_ARGS'] = [...gatewayNodeArgs(), '--trace-gc-nvp'].join(' ');
-// --survivors: alloc-probe.ts beside the heap probe (it answers only its own commands).
+// --survivors: alloc-probe.ts beside the heap probe (each answers only its own commands).
+const probeArgs = survivors ? ['--import', ALLOC_PROBE_URL] : [];
 if (survivors && dist && !floor) process.env['VOXGATE_GATEWAY_NODE_ARGS'] = [...gatewayNodeArgs(), '--import', ALLOC_PROBE_URL].join(' ');
 const N = Number(args[0] ?? 2000);
 const TOP = Number(args[1] ?? 30);
@@ -68,10 +69,10 @@ try {
   const httpPort = base.httpPort;
   const env = { ...base.env, ...fleetCaps(N) };
   const gateway = floor
-    ? spawnTs('floor', 'bench/tools/heap-floor.ts', { nodeArgs: [...(gcNvp ? ['--trace-gc-nvp'] : []), ...(survivors ? ['--import', ALLOC_PROBE_URL] : [])] })
+    ? spawnTs('floor', 'bench/tools/heap-floor.ts', { nodeArgs: [...(gcNvp ? ['--trace-gc-nvp'] : []), ...probeArgs] })
     : dist
       ? forkCompiledWithProbe('gateway', env, PROBE_JS)
-      : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env, ...(gcNvp ? { nodeArgs: ['--trace-gc-nvp'] } : {}) });
+      : spawnTs('gateway', 'bench/tools/heap-gateway.ts', { env, nodeArgs: [...(gcNvp ? ['--trace-gc-nvp'] : []), ...probeArgs] });
   let gcText = '';
   if (gcNvp) gateway.child.stdout?.on('data', (c: Buffer) => void (gcText += c.toString()));
   const fleet = new Fleet([spawnTs('fleet0', 'bench/fleet/fleet.ts')]);
