@@ -34,10 +34,10 @@ export class KeyedTokenBucket {
 
   take(key: string): Take {
     const now = this.now();
-    const b = this.buckets.get(key) ?? { tokens: this.limit.burst, at: now };
+    let b = this.buckets.get(key);
+    if (!b) this.buckets.set(key, (b = { tokens: this.limit.burst, at: now }));
     b.tokens = Math.min(this.limit.burst, b.tokens + ((now - b.at) / 1000) * this.limit.ratePerSecond);
     b.at = now;
-    this.buckets.set(key, b);
     if (b.tokens >= 1) {
       b.tokens -= 1;
       return { ok: true };

@@ -25,6 +25,36 @@ describe('BoundedLru', () => {
     expect(lru.size).toBe(0);
   });
 
+  it('keeps a key touched over and over in its place, and still evicts the oldest around it', () => {
+    // One device flooding a limiter among many: its touches must not reorder the map (each move left a deleted copy
+    // in the key's hash chain), and it is not evicted while the keys older than it are.
+    const lru = new BoundedLru<string, number>(1000);
+    for (let i = 0; i < 1000; i++) lru.set(`k${i}`, i);
+    for (let n = 0; n < 10_000; n++) expect(lru.get('k500')).toBe(500);
+    for (let i = 1000; i < 1250; i++) lru.set(`k${i}`, i);
+    expect(lru.size).toBe(1000);
+    expect(lru.get('k500')).toBe(500);
+    expect(lru.get('k249')).toBeUndefined();
+    expect(lru.get('k250')).toBe(250);
+  });
+
+  it('moves a touched key to the end once half the map was inserted after it', () => {
+    const lru = new BoundedLru<string, number>(4);
+    for (const [i, k] of ['a', 'b', 'c', 'd'].entries()) lru.set(k, i);
+    lru.get('d'); // just inserted: stays where it is, which is already the end
+    lru.get('a'); // three insertions old: moves to the end
+    lru.set('e', 4);
+    expect(lru.get('b')).toBeUndefined();
+    lru.set('a', 10); // a value replaced in place
+    expect(lru.size).toBe(4);
+    lru.set('f', 5);
+    lru.set('g', 6);
+    expect(lru.get('c')).toBeUndefined();
+    expect(lru.get('d')).toBeUndefined();
+    expect(lru.get('a')).toBe(10);
+    expect(lru.size).toBe(4);
+  });
+
   it('refuses a max below one', () => {
     expect(() => new BoundedLru(0)).toThrow(RangeError);
   });
