@@ -4,6 +4,7 @@ import type { Server, Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Listener, Metrics } from '../metrics.js';
 import { bindGauge } from '../metrics-bound.js';
+import { KeyCounts } from '../throttle/key-counts.js';
 import { sourceKey } from '../throttle/source-key.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 
@@ -25,7 +26,7 @@ export const REFUSAL_LOG_NOTE = ' (further ones are counted, not logged, for 10 
  * (the broker's plain and TLS ports) share one set of caps: a second port is no second quota.
  */
 export function limitConnections(servers: Server | readonly Server[], listener: Listener, limits: ListenerLimits, metrics: Metrics, log: Logger): void {
-  const perSource = new Map<string, number>();
+  const perSource = new KeyCounts<string>();
   let open = 0;
   // Moved on every connect and close: bound once, not hashed by label per move.
   const openGauge = bindGauge(metrics.connectionsOpen, { listener });
@@ -41,10 +42,7 @@ export function limitConnections(servers: Server | readonly Server[], listener: 
   function onClose(this: Socket): void {
     open--;
     openGauge.dec();
-    const key = sourceKey(this.remoteAddress);
-    const left = (perSource.get(key) ?? 1) - 1;
-    if (left <= 0) perSource.delete(key);
-    else perSource.set(key, left);
+    perSource.add(sourceKey(this.remoteAddress), -1);
   }
 
   for (const server of ([] as Server[]).concat(servers)) {
@@ -58,13 +56,12 @@ export function limitConnections(servers: Server | readonly Server[], listener: 
         return;
       }
       const key = sourceKey(socket.remoteAddress);
-      const n = perSource.get(key) ?? 0;
-      if (n >= limits.maxConnectionsPerAddress) {
+      if (perSource.get(key) >= limits.maxConnectionsPerAddress) {
         refused('address_full', socket.remoteAddress);
         socket.destroy();
         return;
       }
-      perSource.set(key, n + 1);
+      perSource.add(key, 1);
       open++;
       openGauge.inc();
       socket.on('close', onClose); // 'close' comes once
