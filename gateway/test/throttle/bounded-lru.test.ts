@@ -32,10 +32,29 @@ describe('BoundedLru', () => {
     for (let i = 0; i < 1000; i++) lru.set(`k${i}`, i);
     for (let n = 0; n < 10_000; n++) expect(lru.get('k500')).toBe(500);
     for (let i = 1000; i < 1250; i++) lru.set(`k${i}`, i);
-    expect(lru.size).toBe(1000);
+    // Past 1000 the oldest eighth goes at once: twice here, 126 keys each time.
+    expect(lru.size).toBe(998);
     expect(lru.get('k500')).toBe(500);
-    expect(lru.get('k249')).toBeUndefined();
-    expect(lru.get('k250')).toBe(250);
+    expect(lru.get('k251')).toBeUndefined();
+    expect(lru.get('k252')).toBe(252);
+    expect(lru.get('k1249')).toBe(1249);
+  });
+
+  it('evicts the oldest eighth at once past max, and never a key touched within the last max / 2 insertions', () => {
+    const lru = new BoundedLru<string, number>(80);
+    for (let i = 0; i < 80; i++) lru.set(`k${i}`, i);
+    expect(lru.get('k45')).toBe(45); // 34 insertions old: stays in place
+    lru.set('x', 0); // 81 > 80: k0..k10 go (1 over, plus 80 / 8)
+    expect(lru.size).toBe(70);
+    expect(lru.get('k10')).toBeUndefined();
+    expect(lru.get('k11')).toBe(11);
+    lru.set('hot', 1);
+    for (let i = 0; i < 200; i++) {
+      lru.set(`n${i}`, i);
+      expect(lru.get('hot')).toBe(1); // touched after every insertion: never evicted
+    }
+    expect(lru.size).toBeLessThanOrEqual(80);
+    expect(lru.size).toBeGreaterThanOrEqual(70);
   });
 
   it('moves a touched key to the end once half the map was inserted after it', () => {

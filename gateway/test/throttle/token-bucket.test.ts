@@ -28,13 +28,16 @@ describe('KeyedTokenBucket', () => {
     let now = 0;
     const bucket = new KeyedTokenBucket({ ratePerSecond: 1, burst: 2 }, { maxKeys: 100, now: () => now });
     for (let i = 0; i < 10_000; i++) bucket.take(`10.0.${i >> 8}.${i & 255}`);
-    expect(bucket.size).toBe(100);
+    // Past maxKeys the oldest eighth goes at once (BoundedLru): between 88 and 100 are kept.
+    expect(bucket.size).toBeLessThanOrEqual(100);
+    expect(bucket.size).toBeGreaterThanOrEqual(88);
     expect(bucket.take('192.0.2.1').ok).toBe(true);
     expect(bucket.take('192.0.2.1').ok).toBe(true);
     expect(bucket.take('192.0.2.1')).toEqual({ ok: false, retryAfterSeconds: 1 });
     bucket.forget('192.0.2.1');
     expect(bucket.take('192.0.2.1').ok).toBe(true);
     now += 1000;
-    expect(bucket.size).toBe(100);
+    expect(bucket.size).toBeLessThanOrEqual(100);
+    expect(bucket.size).toBeGreaterThanOrEqual(88);
   });
 });
