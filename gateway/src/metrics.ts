@@ -48,6 +48,12 @@ export function createMetrics() {
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
+    readsPaused: new Counter({
+      name: 'voxgate_device_reads_paused_total',
+      help: "Times a device's link stopped reading: its unsolicited frames went past frames.devicePerSecond",
+      labelNames: ['transport'] as const,
+      registers: [registry],
+    }),
     audioBytes: new Counter({ name: 'voxgate_audio_bytes_received_total', help: 'Binary (audio) bytes received and not processed', registers: [registry] }),
     toolsPages: new Counter({
       name: 'voxgate_tools_pages_total',

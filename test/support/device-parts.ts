@@ -32,6 +32,7 @@ export function testSettings(overrides: Partial<SessionSettings> = {}): SessionS
     concurrency: 1,
     clientInfo: { name: 'voxgate-test', version: '0.0.0' },
     frameLimits: { maxDepth: 64, maxBytes: 256 * 1024 },
+    unsolicitedFrames: { ratePerSecond: 100, burst: 200 },
     schemaLimits: { maxDepth: 32, maxBytes: 64 * 1024 },
     setupRetryMinMs: 5,
     setupRetryMaxMs: 20,

@@ -33,6 +33,7 @@ export function createRegistry(d: Omit<RegistryDeps, 'settings' | 'maxKnownDevic
       concurrency: s.calls.concurrency,
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
       frameLimits: s.frames,
+      unsolicitedFrames: { ratePerSecond: s.frames.devicePerSecond, burst: s.frames.deviceBurst },
       schemaLimits: s.schemas,
       setupRetryMinMs: s.session.setupRetryMinMs,
       setupRetryMaxMs: s.session.setupRetryMaxMs,

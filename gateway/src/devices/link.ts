@@ -10,6 +10,9 @@ export interface DeviceLink {
   sendBinary?(data: Buffer): boolean;
   /** Bytes queued on the socket and not yet written (audio is dropped above a bound). */
   bufferedBytes?(): number;
+  /** Stop reading the socket and start again (a device past its frame budget: devices/read-budget.ts). */
+  pauseReading?(): void;
+  resumeReading?(): void;
   /** Close with a WebSocket close code (MQTT links just disconnect). */
   close(code: number, reason: string): void;
 }

@@ -187,16 +187,20 @@ export class RpcChannel {
     return true;
   }
 
-  /** A JSON-RPC result from the device. */
-  onResult(id: RpcId | null, result: unknown): void {
-    this.take(id)?.resolve(result);
+  /** A JSON-RPC result from the device; false when it answers nothing pending. */
+  onResult(id: RpcId | null, result: unknown): boolean {
+    const p = this.take(id);
+    p?.resolve(result);
+    return p !== undefined;
   }
 
-  /** A JSON-RPC error from the device: the request fails with DEVICE_ERROR and the device's code. */
-  onError(id: RpcId | null, error: RpcErrorResponse['error']): void {
-    const err = normalizeRpcError(error);
+  /** A JSON-RPC error from the device: the request fails with DEVICE_ERROR and the device's code; false when it answers nothing pending. */
+  onError(id: RpcId | null, error: RpcErrorResponse['error']): boolean {
     const p = this.take(id);
-    p?.reject(new GatewayError('DEVICE_ERROR', err.message, { rpcCode: err.code, codeInferred: err.inferredCode, method: p.rpcMethod }));
+    if (!p) return false;
+    const err = normalizeRpcError(error);
+    p.reject(new GatewayError('DEVICE_ERROR', err.message, { rpcCode: err.code, codeInferred: err.inferredCode, method: p.rpcMethod }));
+    return true;
   }
 
   /**

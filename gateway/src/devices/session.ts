@@ -14,7 +14,8 @@ import { DeviceClient, type DeviceClientDeps } from './device-client.js';
 import type { CallOutcome, DeviceHandle } from './device-handle.js';
 import { capForEvent } from './event-data.js';
 import { publishCatalogIncomplete, publishReady, publishToolsChanged } from './device-events.js';
-import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
+import { CLOSE_INTERNAL_ERROR, CLOSE_NO_HELLO, type DeviceLink } from './link.js';
+import { ReadBudget } from './read-budget.js';
 import { RpcChannel, type RpcChannelDeps } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import { DeviceSetup, type ListedTools, type SetupDeps } from './setup.js';
@@ -111,6 +112,8 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
   private setupSteps: DeviceSetup | undefined;
   private badInputLog: BadInputLog | undefined;
   private helloTimer: NodeJS.Timeout | undefined;
+  /** Made on the first unsolicited frame: most devices send a few an hour. */
+  private readBudget: ReadBudget | undefined;
 
   constructor(
     shared: SessionShared,
@@ -225,10 +228,20 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
       }, this.settings.requestTimeoutMs);
   }
 
-  /** One text frame from the link. Never throws: bad input is counted, logged, and dropped. */
+  /**
+   * One text frame from the link. Never throws: bad input is counted, logged, and dropped. Unsolicited frames spend
+   * from the device's read budget; while its link is paused, frames wait in it, in order.
+   */
   onText(text: string): void {
     this.lastSeenAt = Date.now();
-    if (this.channel.takeRaw(text)) return;
+    const budget = this.readBudget;
+    if (budget?.paused) return budget.hold(text);
+    if (!this.handleText(text)) this.spendRead();
+  }
+
+  /** Handle one text frame; true when it answered a request of the gateway's (not counted against the read budget). */
+  private handleText(text: string): boolean {
+    if (this.channel.takeRaw(text)) return true;
     const parsed = parseDeviceFrame(text, this.settings.frameLimits);
     if (!parsed.ok) {
       this.metrics.framesRejected.inc({ reason: parsed.reason });
@@ -237,21 +250,56 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
       // readable frame with a bad envelope is dropped like any other refused frame.
       const unreadable = parsed.reason === 'not_json' || parsed.reason === 'too_large' || parsed.reason === 'too_deep';
       if (unreadable) this.channel.refuseReply(text, parsed.reason, parsed.detail);
-      return;
+      return false;
     }
     if (parsed.value.repaired) this.metrics.framesRejected.inc({ reason: 'repaired' });
     const frame = parsed.value.frame;
     this.metrics.hot.framesIn[this.link.transport][frame.type === 'mcp' ? 'mcp' : 'other'].inc();
     if (frame.type === 'mcp') return this.onMcp(frame['payload']);
-    if (frame.type === 'hello') return this.onHello(frame);
-    if (this.voice.onJson(this, frame, text)) return;
-    this.bus.publish('device.message', this.deviceId, { message: capForEvent(frame, text.length) });
+    if (frame.type === 'hello') {
+      // The connection's first hello is the one the gateway waits for; later ones are the device's own.
+      const awaited = this.state === 'awaiting_hello';
+      this.onHello(frame);
+      return awaited;
+    }
+    if (!this.voice.onJson(this, frame, text)) this.bus.publish('device.message', this.deviceId, { message: capForEvent(frame, text.length) });
+    return false;
   }
 
-  /** Binary (audio) from the link: the voice hook's, when a voice session holds it. */
+  /** Binary (audio) from the link: the voice hook's, when a voice session holds it (held in order while reading is paused). */
   onBinary(data: Buffer): boolean {
     this.lastSeenAt = Date.now();
+    const budget = this.readBudget;
+    if (budget?.paused) {
+      budget.hold(data);
+      return true;
+    }
     return this.voice.onAudio(this, data);
+  }
+
+  /** One unsolicited frame handled: past the budget the link stops reading for a while (read-budget.ts). */
+  private spendRead(): void {
+    if (this.state === 'closed') return;
+    (this.readBudget ??= new ReadBudget(this.settings.unsolicitedFrames, {
+      pauseReading: () => this.link.pauseReading?.(),
+      resumeReading: () => this.link.resumeReading?.(),
+      handleText: (text) => this.handleText(text),
+      handleAudio: (data) => {
+        if (!this.voice.onAudio(this, data)) this.metrics.audioBytes.inc(data.length);
+      },
+      paused: () => {
+        this.metrics.readsPaused.inc({ transport: this.transport });
+        const { ratePerSecond, burst } = this.settings.unsolicitedFrames;
+        this.badInput.note('warn', { reason: 'frame_rate', ratePerSecond, burst }, 'device sends unsolicited frames past its budget; reading paused');
+      },
+      dropped: (frames) => this.metrics.framesRejected.inc({ reason: 'over_rate' }, frames),
+      failed: (err) => {
+        // As the links' frame guard does (links/frame-guard.ts): counted, logged, this connection ended.
+        this.metrics.handlerErrors.inc({ transport: this.transport });
+        this.log.error({ err }, 'unexpected error handling a held device frame; closing this connection');
+        this.link.close(CLOSE_INTERNAL_ERROR, 'internal error');
+      },
+    })).spend();
   }
 
   /** The link refused a message over its size limit; the request it answers fails now. */
@@ -266,6 +314,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     this.state = 'closed';
     this.closeReason = reason;
     clearTimeout(this.helloTimer);
+    this.readBudget?.close();
     this.setupSteps?.close();
     this.voice.onClosed(this);
     this.failAll(() => new GatewayError('DEVICE_OFFLINE', `device ${this.deviceId} disconnected (${reason})`));
@@ -343,12 +392,13 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     void this.runInit();
   }
 
-  private onMcp(payload: unknown): void {
+  /** True when the payload answered a pending request. */
+  private onMcp(payload: unknown): boolean {
     const c = classifyRpc(payload);
     if (!c.ok) {
       this.metrics.framesRejected.inc({ reason: 'bad_jsonrpc' });
       this.badInput.note('warn', { detail: c.detail }, 'mcp payload is not JSON-RPC');
-      return;
+      return false;
     }
     const m = c.message;
     switch (m.kind) {
@@ -359,10 +409,11 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
       case 'notification':
         this.bus.publish('device.notification', this.deviceId, { method: m.msg.method, params: capForEvent(m.msg.params ?? {}) });
         if (m.msg.method === 'notifications/tools/list_changed') void this.relist('notification');
-        return;
+        return false;
       case 'request':
         // Devices have nothing to ask the gateway; say so rather than leave them waiting.
         this.link.send(encodeMcpFrame(this.sessionId, { jsonrpc: '2.0', id: m.msg.id, error: { code: -32601, message: `Method not found: ${m.msg.method}` } }));
+        return false;
     }
   }
 

@@ -1,5 +1,6 @@
 import type { JsonLimits } from '@voxgate/protocol';
 import type { SchemaLimits } from '../schemas/untrusted-schema.js';
+import type { RateLimit } from '../throttle/token-bucket.js';
 import type { CallTimeouts } from './call-queue.js';
 import type { CatalogBudget } from './catalog-budget.js';
 
@@ -19,6 +20,8 @@ export interface SessionSettings {
   clientInfo: { name: string; version: string };
   /** Depth and size bounds of every frame, checked before it is parsed. */
   frameLimits: JsonLimits;
+  /** Unsolicited text frames per device (`frames.devicePerSecond`, `deviceBurst`): past them its link pauses (read-budget.ts). */
+  unsolicitedFrames: RateLimit;
   /** Bounds of each tool schema in the catalog; a tool over them is left out. */
   schemaLimits: SchemaLimits;
   /** Setup (initialize, each tools/list page) is retried while the link is up: first wait, doubling up to the max. */

@@ -236,6 +236,15 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     return true;
   }
 
+  // Packets of the read already under way still come (the session holds them); a paused device's PINGREQs wait too.
+  pauseReading(): void {
+    if (this.open) this.socket.pause();
+  }
+
+  resumeReading(): void {
+    if (this.open) this.socket.resume();
+  }
+
   /** What the device has not read yet: past the link's unread bound the connection is closed (counted and logged there). */
   bufferedBytes(): number {
     return this.socket.writableLength;

@@ -128,6 +128,15 @@ class WsDeviceLink implements DeviceLink {
     return this.ws.bufferedAmount;
   }
 
+  // ws stops reading the socket; frames of the read already under way still come (the session holds them).
+  pauseReading(): void {
+    this.ws.pause();
+  }
+
+  resumeReading(): void {
+    this.ws.resume();
+  }
+
   close(code: number, reason: string): void {
     if (this.ws.readyState === WebSocket.CLOSED) return;
     this.ws.close(code, reason);

@@ -41,8 +41,12 @@ describe('a device link peer that stops reading is cut', () => {
   let t: TestGateway;
 
   beforeAll(async () => {
-    // device.message events at any rate (the backend case reads events), none kept in the history.
-    t = await startTestGateway({ events: { devicePerSecond: 100_000, deviceBurst: 100_000, history: { enabled: false } } });
+    // device.message events at any rate (the backend case reads events), none kept in the history; the devices' frames
+    // unpaced (the read budget would pace the floods that make the answers pile up: read-budget.test.ts covers it).
+    t = await startTestGateway({
+      events: { devicePerSecond: 100_000, deviceBurst: 100_000, history: { enabled: false } },
+      frames: { devicePerSecond: 1_000_000, deviceBurst: 1_000_000 },
+    });
   });
   afterAll(() => t.close());
 

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { joinDevice } from '../../../test/support/join-device.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 
 /**
@@ -154,18 +155,16 @@ describe('the gateway under generated hostile device frames', () => {
   const devices: ReferenceDevice[] = [];
   let mac = 0;
 
-  const join = async (how: 'websocket' | 'mqtt'): Promise<ReferenceDevice> => {
+  const join = (how: 'websocket' | 'mqtt'): Promise<ReferenceDevice> => {
     const d = new ReferenceDevice({ deviceId: `02:00:00:00:04:${(mac++).toString(16).padStart(2, '0')}` });
     devices.push(d);
-    const ready = t.nextEvent('device.ready', d.deviceId);
-    if (how === 'websocket') await d.connectWebSocket(t.wsUrl);
-    else await d.connectMqtt(t.mqttUrl, { clientId: `GID_fuzz@@@${d.deviceId.replace(/:/g, '_')}@@@${d.clientId}` });
-    await ready;
-    return d;
+    return joinDevice(t, d, how, 'fuzz');
   };
 
   beforeAll(async () => {
-    t = await startTestGateway({ frames: { maxBytes: FRAME_MAX_BYTES } });
+    // The attackers' frames unpaced: this run is about what each frame does at the parse boundary, not how many come
+    // (the read budget's own tests pace floods: e2e/read-budget.test.ts).
+    t = await startTestGateway({ frames: { maxBytes: FRAME_MAX_BYTES, devicePerSecond: 1_000_000, deviceBurst: 1_000_000 } });
   });
   afterAll(async () => {
     for (const d of devices) d.terminate();

@@ -3,6 +3,7 @@ import WebSocket from 'ws';
 import { BAD_INPUT_LINES_ALL } from '../../src/devices/bad-input-log.js';
 import { DeviceSession } from '../../src/devices/session.js';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { joinDevice } from '../../../test/support/join-device.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 import { until } from '../../../test/support/wait.js';
 
@@ -18,14 +19,10 @@ describe('hostile frames: deep nesting, and the safety net around each frame han
   let t: TestGateway;
   const devices: ReferenceDevice[] = [];
 
-  const join = async (how: How): Promise<ReferenceDevice> => {
+  const join = (how: How): Promise<ReferenceDevice> => {
     const d = new ReferenceDevice({ deviceId: nextMac() });
     devices.push(d);
-    const ready = t.nextEvent('device.ready', d.deviceId);
-    if (how === 'websocket') await d.connectWebSocket(t.wsUrl);
-    else await d.connectMqtt(t.mqttUrl, { clientId: `GID_test@@@${d.deviceId.replace(/:/g, '_')}@@@${d.clientId}` });
-    await ready;
-    return d;
+    return joinDevice(t, d, how);
   };
   const setVolume = (d: ReferenceDevice, volume: number) =>
     t.api<{ content: Array<{ text: string }> }>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume } });

@@ -1,0 +1,123 @@
+import type { RateLimit } from '../throttle/token-bucket.js';
+
+/** What a read budget works on: the session's link and its frame handlers. */
+export interface ReadBudgetDeps {
+  /** Stop and restart reading the device's socket (TCP backpressure: the device's own writes wait). */
+  pauseReading(): void;
+  resumeReading(): void;
+  /** Handle a held text frame; false when it was unsolicited (it spends from the budget). */
+  handleText(text: string): boolean;
+  /** Handle a held audio frame. */
+  handleAudio(data: Buffer): void;
+  /** The budget ran out and reading paused: the first time in a while, a log line (throttled by the caller). */
+  paused(): void;
+  /** Frames past the hold's bound, dropped and counted. */
+  dropped(frames: number): void;
+  /** A held frame's handler threw (outside the link's frame guard, on a timer): end this connection only. */
+  failed(err: unknown): void;
+}
+
+/**
+ * Frames a paused link may still hand over: the rest of the socket read that was being parsed when reading paused
+ * (64 KiB: up to ~32 000 empty WebSocket frames). Past these the frames are dropped; an honest device never gets here.
+ */
+export const MAX_HELD_FRAMES = 4096;
+export const MAX_HELD_BYTES = 1024 * 1024;
+
+/**
+ * One device's budget for unsolicited text frames: everything but the replies to the gateway's own requests (those
+ * are paced by the gateway, one call at a time). A device may send `burst` at once and `ratePerSecond` after; past
+ * that its link stops reading until a frame's worth is back, so a flood costs its sender time, not the other devices'
+ * CPU: its frames wait in its own socket and the kernel's window instead of being parsed. Nothing the link already
+ * read is dropped (up to the hold's bound): frames that arrive while reading is paused are held and handled in order,
+ * audio too, once the budget allows.
+ *
+ * Made for a session on its first unsolicited frame (most devices send a few an hour): no memory or timer before.
+ */
+export class ReadBudget {
+  private tokens: number;
+  private at: number;
+  private timer: NodeJS.Timeout | undefined;
+  private held: Array<string | Buffer> = [];
+  private next = 0;
+  private heldBytes = 0;
+  /** The link is not being read. */
+  private stopped = false;
+  private closed = false;
+
+  constructor(
+    private readonly limit: RateLimit,
+    private readonly d: ReadBudgetDeps,
+    private readonly now: () => number = performance.now.bind(performance),
+  ) {
+    this.tokens = limit.burst;
+    this.at = this.now();
+  }
+
+  /** Reading is paused: frames the link still hands over are to be held (`hold`), not handled. */
+  get paused(): boolean {
+    return this.stopped;
+  }
+
+  /** Frames waiting (tests, the operator's view). */
+  get waiting(): number {
+    return this.held.length - this.next;
+  }
+
+  /** An unsolicited frame was handled: spend one, and pause reading when the budget is out. */
+  spend(): void {
+    const now = this.now();
+    this.tokens = Math.min(this.limit.burst, this.tokens + ((now - this.at) / 1000) * this.limit.ratePerSecond) - 1;
+    this.at = now;
+    if (this.tokens >= 0 || this.timer !== undefined || this.closed) return;
+    // Back when the deficit is refilled: the frame just handled was paid for in advance.
+    const waitMs = Math.ceil((-this.tokens / this.limit.ratePerSecond) * 1000);
+    if (!this.stopped) {
+      this.stopped = true;
+      this.d.pauseReading();
+      this.d.paused();
+    }
+    this.timer = setTimeout(this.resume, waitMs);
+  }
+
+  /** A frame that came while reading was paused: handled later, in order. */
+  hold(frame: string | Buffer): void {
+    if (this.held.length - this.next >= MAX_HELD_FRAMES || this.heldBytes + frame.length > MAX_HELD_BYTES) return this.d.dropped(1);
+    this.held.push(frame);
+    this.heldBytes += frame.length;
+  }
+
+  private readonly resume = (): void => {
+    this.timer = undefined;
+    // Handle what is held until the budget is out again (spend sets the timer) or nothing waits.
+    try {
+      while (!this.closed && this.timer === undefined && this.next < this.held.length) {
+        const frame = this.held[this.next]!;
+        this.held[this.next++] = '';
+        this.heldBytes -= frame.length;
+        if (typeof frame !== 'string') this.d.handleAudio(frame);
+        else if (!this.d.handleText(frame)) this.spend();
+      }
+    } catch (err) {
+      this.close();
+      return this.d.failed(err);
+    }
+    if (this.next === this.held.length) {
+      this.held = [];
+      this.next = 0;
+    }
+    if (this.closed || this.timer !== undefined) return;
+    this.stopped = false;
+    this.d.resumeReading();
+  };
+
+  /** The connection is gone: what is held goes with it. */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.held = [];
+    this.next = 0;
+    this.heldBytes = 0;
+  }
+}

@@ -1,0 +1,123 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { MAX_HELD_FRAMES, ReadBudget, type ReadBudgetDeps } from '../../src/devices/read-budget.js';
+
+/** A budget over recorded deps: what was handled, in order, and how often the link was paused and resumed. */
+function budgetOf(limit: { ratePerSecond: number; burst: number }, solicited: (text: string) => boolean = () => false) {
+  const seen: string[] = [];
+  const calls = { pause: 0, resume: 0, paused: 0, dropped: 0, failed: [] as unknown[] };
+  const deps: ReadBudgetDeps = {
+    pauseReading: () => void calls.pause++,
+    resumeReading: () => void calls.resume++,
+    handleText: (text) => {
+      if (text === 'throw') throw new Error('boom');
+      seen.push(text);
+      return solicited(text);
+    },
+    handleAudio: (data) => void seen.push(`audio:${data.toString()}`),
+    paused: () => void calls.paused++,
+    dropped: (n) => void (calls.dropped += n),
+    failed: (err) => void calls.failed.push(err),
+  };
+  const budget = new ReadBudget(limit, deps, () => Date.now());
+  /** What a session does with one frame from the link. */
+  const frame = (text: string) => {
+    if (budget.paused) return budget.hold(text);
+    if (!deps.handleText(text)) budget.spend();
+  };
+  return { budget, seen, calls, frame };
+}
+
+describe('ReadBudget: a device past its unsolicited-frame budget is paused, not dropped', () => {
+  beforeEach(() => void vi.useFakeTimers({ now: 1_000_000 }));
+  afterEach(() => void vi.useRealTimers());
+
+  it('lets the burst through, then pauses reading once and holds what the link still hands over', () => {
+    const { budget, seen, calls, frame } = budgetOf({ ratePerSecond: 10, burst: 5 });
+    for (let i = 0; i < 5; i++) frame(`n${i}`);
+    expect(calls.pause).toBe(0);
+    expect(budget.paused).toBe(false);
+    frame('n5'); // the sixth: handled (it was read), and the link stops
+    expect(seen).toEqual(['n0', 'n1', 'n2', 'n3', 'n4', 'n5']);
+    expect(calls).toMatchObject({ pause: 1, paused: 1, resume: 0 });
+    for (let i = 6; i < 10; i++) frame(`n${i}`);
+    expect(seen).toHaveLength(6);
+    expect(budget.waiting).toBe(4);
+  });
+
+  it('hands held frames over in order at the rate, audio among them, and resumes reading once none waits', () => {
+    const { budget, seen, calls, frame } = budgetOf({ ratePerSecond: 10, burst: 1 });
+    frame('a');
+    frame('b'); // over: paused for the deficit (100 ms)
+    expect(calls.pause).toBe(1);
+    frame('c');
+    budget.hold(Buffer.from('pcm'));
+    frame('d');
+    vi.advanceTimersByTime(99);
+    expect(seen).toEqual(['a', 'b']);
+    vi.advanceTimersByTime(1); // one frame's worth back: c, which spends it again, and the link stays paused
+    expect(seen).toEqual(['a', 'b', 'c']);
+    expect(calls.resume).toBe(0);
+    vi.advanceTimersByTime(100); // the audio (free) and d, in the order they came
+    expect(seen).toEqual(['a', 'b', 'c', 'audio:pcm', 'd']);
+    // d spent past the budget: reading stays paused until it is paid for, then resumes
+    expect(calls.resume).toBe(0);
+    vi.advanceTimersByTime(100);
+    expect(calls).toMatchObject({ pause: 1, resume: 1, dropped: 0 });
+    expect(budget.paused).toBe(false);
+    expect(budget.waiting).toBe(0);
+  });
+
+  it('does not count solicited frames (replies to the gateway) against the budget', () => {
+    const { calls, seen, frame } = budgetOf({ ratePerSecond: 1, burst: 2 }, (t) => t.startsWith('reply'));
+    for (let i = 0; i < 100; i++) frame(`reply${i}`);
+    frame('n0');
+    frame('n1');
+    expect(calls.pause).toBe(0);
+    frame('n2');
+    expect(calls.pause).toBe(1);
+    expect(seen).toHaveLength(103);
+  });
+
+  it('refills with time: a device within its rate is never paused', () => {
+    const { calls, frame } = budgetOf({ ratePerSecond: 20, burst: 2 });
+    for (let i = 0; i < 200; i++) {
+      frame(`n${i}`);
+      vi.advanceTimersByTime(50);
+    }
+    expect(calls.pause).toBe(0);
+  });
+
+  it('drops and counts past the hold bound (a link that kept handing frames over while paused)', () => {
+    const { budget, calls, frame } = budgetOf({ ratePerSecond: 1, burst: 1 });
+    frame('a');
+    frame('b');
+    for (let i = 0; i < MAX_HELD_FRAMES + 10; i++) frame(`h${i}`);
+    expect(budget.waiting).toBe(MAX_HELD_FRAMES);
+    expect(calls.dropped).toBe(10);
+  });
+
+  it('a held frame whose handler throws ends the connection through `failed`, never the timer', () => {
+    const { budget, calls, frame } = budgetOf({ ratePerSecond: 10, burst: 1 });
+    frame('a');
+    frame('b');
+    frame('throw');
+    frame('after');
+    vi.advanceTimersByTime(1000);
+    expect(calls.failed).toHaveLength(1);
+    expect(budget.waiting).toBe(0);
+    expect(calls.resume).toBe(0);
+  });
+
+  it('close drops what is held and stops the timer', () => {
+    const { budget, seen, calls, frame } = budgetOf({ ratePerSecond: 10, burst: 1 });
+    frame('a');
+    frame('b');
+    frame('c');
+    budget.close();
+    vi.advanceTimersByTime(10_000);
+    expect(seen).toEqual(['a', 'b']);
+    expect(calls.resume).toBe(0);
+    budget.spend();
+    expect(calls.pause).toBe(1);
+  });
+});
