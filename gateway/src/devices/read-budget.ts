@@ -7,8 +7,8 @@ export interface ReadBudgetDeps {
   resumeReading(): void;
   /** Handle a held text frame; false when it was unsolicited (it spends from the budget). */
   handleText(text: string): boolean;
-  /** Handle a held audio frame. */
-  handleAudio(data: Buffer): void;
+  /** Handle a held audio frame; false when no voice session took it (it spends from the budget). */
+  handleAudio(data: Buffer): boolean;
   /** The budget ran out and reading paused: the first time in a while, a log line (throttled by the caller). */
   paused(): void;
   /** Frames past the hold's bound, dropped and counted. */
@@ -25,12 +25,13 @@ export const MAX_HELD_FRAMES = 4096;
 export const MAX_HELD_BYTES = 1024 * 1024;
 
 /**
- * One device's budget for unsolicited text frames: everything but the replies to the gateway's own requests (those
- * are paced by the gateway, one call at a time). A device may send `burst` at once and `ratePerSecond` after; past
+ * One device's budget for unsolicited frames: every text frame but the replies to the gateway's own requests (those
+ * are paced by the gateway, one call at a time), and audio that no voice session takes (a voice session's audio is
+ * never counted: its pace is the codec's, ~17 frames a second, and the relay's saturated rows carry thousands). A device may send `burst` at once and `ratePerSecond` after; past
  * that its link stops reading until a frame's worth is back, so a flood costs its sender time, not the other devices'
  * CPU: its frames wait in its own socket and the kernel's window instead of being parsed. Nothing the link already
  * read is dropped (up to the hold's bound): frames that arrive while reading is paused are held and handled in order,
- * audio too, once the budget allows.
+ * audio among them, once the budget allows.
  *
  * Made for a session on its first unsolicited frame (most devices send a few an hour): no memory or timer before.
  */
@@ -95,8 +96,8 @@ export class ReadBudget {
         const frame = this.held[this.next]!;
         this.held[this.next++] = '';
         this.heldBytes -= frame.length;
-        if (typeof frame !== 'string') this.d.handleAudio(frame);
-        else if (!this.d.handleText(frame)) this.spend();
+        const solicited = typeof frame === 'string' ? this.d.handleText(frame) : this.d.handleAudio(frame);
+        if (!solicited) this.spend();
       }
     } catch (err) {
       this.close();

@@ -266,7 +266,10 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     return false;
   }
 
-  /** Binary (audio) from the link: the voice hook's, when a voice session holds it (held in order while reading is paused). */
+  /**
+   * Binary (audio) from the link: the voice hook's, when a voice session holds it (held in order while reading is
+   * paused). Audio no session takes spends from the read budget: with no voice session it is a flood's.
+   */
   onBinary(data: Buffer): boolean {
     this.lastSeenAt = Date.now();
     const budget = this.readBudget;
@@ -274,7 +277,9 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
       budget.hold(data);
       return true;
     }
-    return this.voice.onAudio(this, data);
+    const taken = this.voice.onAudio(this, data);
+    if (!taken) this.spendRead();
+    return taken;
   }
 
   /** One unsolicited frame handled: past the budget the link stops reading for a while (read-budget.ts). */
@@ -285,7 +290,9 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
       resumeReading: () => this.link.resumeReading?.(),
       handleText: (text) => this.handleText(text),
       handleAudio: (data) => {
-        if (!this.voice.onAudio(this, data)) this.metrics.audioBytes.inc(data.length);
+        const taken = this.voice.onAudio(this, data);
+        if (!taken) this.metrics.audioBytes.inc(data.length);
+        return taken;
       },
       paused: () => {
         this.metrics.readsPaused.inc({ transport: this.transport });

@@ -13,7 +13,10 @@ function budgetOf(limit: { ratePerSecond: number; burst: number }, solicited: (t
       seen.push(text);
       return solicited(text);
     },
-    handleAudio: (data) => void seen.push(`audio:${data.toString()}`),
+    handleAudio: (data) => {
+      seen.push(`audio:${data.toString()}`);
+      return !data.toString().startsWith('stray');
+    },
     paused: () => void calls.paused++,
     dropped: (n) => void (calls.dropped += n),
     failed: (err) => void calls.failed.push(err),
@@ -65,6 +68,21 @@ describe('ReadBudget: a device past its unsolicited-frame budget is paused, not 
     expect(calls).toMatchObject({ pause: 1, resume: 1, dropped: 0 });
     expect(budget.paused).toBe(false);
     expect(budget.waiting).toBe(0);
+  });
+
+  it('counts held audio that no voice session takes, as it counts unsolicited text', () => {
+    const { budget, seen, calls, frame } = budgetOf({ ratePerSecond: 10, burst: 1 });
+    frame('a');
+    frame('b');
+    budget.hold(Buffer.from('stray1'));
+    budget.hold(Buffer.from('stray2'));
+    vi.advanceTimersByTime(100);
+    expect(seen).toEqual(['a', 'b', 'audio:stray1']);
+    vi.advanceTimersByTime(100);
+    expect(seen).toEqual(['a', 'b', 'audio:stray1', 'audio:stray2']);
+    expect(calls.resume).toBe(0);
+    vi.advanceTimersByTime(100);
+    expect(calls.resume).toBe(1);
   });
 
   it('does not count solicited frames (replies to the gateway) against the budget', () => {

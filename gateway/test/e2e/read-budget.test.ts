@@ -69,4 +69,18 @@ describe('a device past its unsolicited-frame budget', () => {
       expect(r.status).toBe(200);
     }, 180_000);
   }
+
+  it('websocket: audio with no voice session counts too; every frame is still read, in order', async () => {
+    const flooder = await join('websocket');
+    const pausedBefore = await t.metric('voxgate_device_reads_paused_total', { transport: 'websocket' });
+    const bytesBefore = await t.metric('voxgate_audio_bytes_received_total');
+    const audio = Buffer.alloc(200, 7);
+    for (let i = 0; i < FRAMES; i++) flooder.sendRaw(audio, { binary: true });
+    // Sent after all the audio: answered once every frame before it was read.
+    flooder.sendMcp({ jsonrpc: '2.0', id: 'after-audio', method: 'flood/x' });
+    await flooder.waitForMcp((p) => p['id'] === 'after-audio', 120_000);
+    expect(await t.metric('voxgate_audio_bytes_received_total')).toBe(bytesBefore + FRAMES * audio.length);
+    expect(await t.metric('voxgate_device_reads_paused_total', { transport: 'websocket' })).toBeGreaterThan(pausedBefore);
+    expect(await t.metric('voxgate_frames_rejected_total', { reason: 'over_rate' })).toBe(0);
+  }, 180_000);
 });
