@@ -19,19 +19,21 @@ export interface ReadBudgetDeps {
 
 /**
  * Frames a paused link may still hand over: the rest of the socket read that was being parsed when reading paused
- * (64 KiB: up to ~32 000 empty WebSocket frames). Past these the frames are dropped; an honest device never gets here.
+ * (64 KiB: ~11 000 empty WebSocket frames, 6 bytes each with the client's mask). Past these the frames are dropped;
+ * a link that pauses never gets near them.
  */
 export const MAX_HELD_FRAMES = 4096;
 export const MAX_HELD_BYTES = 1024 * 1024;
 
 /**
  * One device's budget for unsolicited frames: every text frame but the replies to the gateway's own requests (those
- * are paced by the gateway, one call at a time), and audio that no voice session takes (a voice session's audio is
- * never counted: its pace is the codec's, ~17 frames a second, and the relay's saturated rows carry thousands). A device may send `burst` at once and `ratePerSecond` after; past
- * that its link stops reading until a frame's worth is back, so a flood costs its sender time, not the other devices'
- * CPU: its frames wait in its own socket and the kernel's window instead of being parsed. Nothing the link already
- * read is dropped (up to the hold's bound): frames that arrive while reading is paused are held and handled in order,
- * audio among them, once the budget allows.
+ * are paced by the gateway, one call at a time), and audio that no voice session takes. A voice session's audio never
+ * counts: its pace is the codec's, ~17 frames a second, and the relay's saturated rows carry thousands.
+ *
+ * A device may send `burst` at once and `ratePerSecond` after; past that its link stops reading until a frame's worth
+ * is back, so a flood costs its sender time, not the other devices' CPU: its frames wait in its own socket and the
+ * kernel's window instead of being parsed. Nothing the link already read is dropped (up to the hold's bound): frames
+ * that arrive while reading is paused are held and handled in order, audio among them, once the budget allows.
  *
  * Made for a session on its first unsolicited frame (most devices send a few an hour): no memory or timer before.
  */
