@@ -3,7 +3,7 @@
  * gateway on its embedded defaults, one honest WebSocket device answering `tools/call`, and an HTTP client calling it in
  * a loop (a `/healthz` after each call) for 3 s, then 5 s more while a second device, in a process of its own, sends
  * one kind of frame as fast as its socket takes them. Prints the honest calls made in each window, their p50 and p99,
- * and how often the gateway paused the flooder's reads.
+ * the gateway's process CPU per second of the window (/proc/<pid>/stat), and how often it paused the flooder's reads.
  *   node --import tsx bench/tools/flood-probe.ts [mode...] [--gateway-dir=<checkout with gateway/dist built>]
  * Modes: none (the flooder connected and silent), notif (`notifications/message`), listen (`listen` JSON), reply (MCP
  * results for an id never asked), big (60 KB `listen` frames), bin (400-byte binary frames, voice off). Default: all.
@@ -16,6 +16,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
 import { gatewayNodeArgs } from '../lib/compiled.js';
+import { cpuUs } from '../lib/cpu.js';
 
 const MODES = ['none', 'notif', 'listen', 'reply', 'big', 'bin'] as const;
 type Mode = (typeof MODES)[number];
@@ -78,10 +79,14 @@ interface Window {
   calls: number;
   p50: number;
   p99: number;
+  /** The gateway's CPU, ms per second of the window. */
+  cpu: number;
 }
 
-async function callLoop(port: number, deviceId: string, ms: number): Promise<Window> {
+async function callLoop(port: number, deviceId: string, ms: number, pid: number | undefined): Promise<Window> {
   const lat: number[] = [];
+  const cpu0 = cpuUs(pid);
+  const t0 = performance.now();
   const end = performance.now() + ms;
   const base = `http://127.0.0.1:${port}`;
   while (performance.now() < end) {
@@ -95,9 +100,10 @@ async function callLoop(port: number, deviceId: string, ms: number): Promise<Win
     await (await fetch(`${base}/healthz`)).text();
     if (r.status === 200) lat.push(performance.now() - t0);
   }
+  const cpu = Math.round((cpuUs(pid) - cpu0) / (performance.now() - t0));
   lat.sort((a, b) => a - b);
   const at = (q: number) => Math.round((lat[Math.min(lat.length - 1, Math.floor(lat.length * q))] ?? NaN) * 10) / 10;
-  return { calls: lat.length, p50: at(0.5), p99: at(0.99) };
+  return { calls: lat.length, p50: at(0.5), p99: at(0.99), cpu };
 }
 
 const exited = (p: ChildProcess) => new Promise<void>((r) => (p.exitCode !== null ? r() : p.once('exit', () => r())));
@@ -136,16 +142,16 @@ async function probe(dir: string, mode: Mode): Promise<void> {
     const flood = spawn(process.execPath, ['--import', 'tsx', self, '--flooder', String(port), mode], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     child = flood;
     await new Promise<void>((r) => flood.on('message', (m) => m === 'ready' && r()));
-    const quiet = await callLoop(port, honest, 3000);
+    const quiet = await callLoop(port, honest, 3000, gateway.pid);
     const load = loadavg()[0]!.toFixed(1);
     flood.send('go');
-    const flooded = await callLoop(port, honest, 5000);
+    const flooded = await callLoop(port, honest, 5000, gateway.pid);
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text();
     const paused = metrics
       .split('\n')
       .filter((l) => l.startsWith('voxgate_device_reads_paused_total{'))
       .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
-    const w = (x: Window) => `${x.calls} calls, p50 ${x.p50} ms, p99 ${x.p99} ms`;
+    const w = (x: Window) => `${x.calls} calls, p50 ${x.p50} ms, p99 ${x.p99} ms, gateway CPU ${x.cpu} ms/s`;
     console.log(`${mode.padEnd(6)} load ${load}  first 3 s: ${w(quiet)}  |  5 s of flood: ${w(flooded)}  |  reads paused: ${paused}`);
     ws.terminate();
   } finally {

@@ -25,12 +25,21 @@ export interface ReadBudgetDeps {
 export const MAX_HELD_FRAMES = 4096;
 export const MAX_HELD_BYTES = 1024 * 1024;
 
+/** Bytes a frame may hold for the price of one: past them it costs one more per started block (parsing is per byte). */
+export const FRAME_COST_BYTES = 4096;
+
+/** What a frame of `length` bytes (or UTF-16 units) spends: one, and one more per further 4 KiB (a 60 KB frame: 15). */
+export function frameCost(length: number): number {
+  return 1 + Math.floor(length / FRAME_COST_BYTES);
+}
+
 /**
  * One device's budget for unsolicited frames: every text frame but the replies to the gateway's own requests (those
  * are paced by the gateway, one call at a time), and audio that no voice session takes. A voice session's audio never
  * counts: its pace is the codec's, ~17 frames a second, and the relay's saturated rows carry thousands.
  *
- * A device may send `burst` at once and `ratePerSecond` after; past that its link stops reading until a frame's worth
+ * A device may send `burst` at once and `ratePerSecond` after, a frame counting once per 4 KiB it holds (`frameCost`:
+ * what a frame costs the gateway is its parse, per byte); past that its link stops reading until a frame's worth
  * is back, so a flood costs its sender time, not the other devices' CPU: its frames wait in its own socket and the
  * kernel's window instead of being parsed. Nothing the link already read is dropped (up to the hold's bound): frames
  * that arrive while reading is paused are held and handled in order, audio among them, once the budget allows.
@@ -67,10 +76,10 @@ export class ReadBudget {
     return this.held.length - this.next;
   }
 
-  /** An unsolicited frame was handled: spend one, and pause reading when the budget is out. */
-  spend(): void {
+  /** An unsolicited frame was handled: spend its cost (`frameCost`), and pause reading when the budget is out. */
+  spend(cost = 1): void {
     const now = this.now();
-    this.tokens = Math.min(this.limit.burst, this.tokens + ((now - this.at) / 1000) * this.limit.ratePerSecond) - 1;
+    this.tokens = Math.min(this.limit.burst, this.tokens + ((now - this.at) / 1000) * this.limit.ratePerSecond) - cost;
     this.at = now;
     if (this.tokens >= 0 || this.timer !== undefined || this.closed) return;
     // Back when the deficit is refilled: the frame just handled was paid for in advance.
@@ -99,7 +108,7 @@ export class ReadBudget {
         this.held[this.next++] = '';
         this.heldBytes -= frame.length;
         const solicited = typeof frame === 'string' ? this.d.handleText(frame) : this.d.handleAudio(frame);
-        if (!solicited) this.spend();
+        if (!solicited) this.spend(frameCost(frame.length));
       }
     } catch (err) {
       this.close();

@@ -15,7 +15,7 @@ import type { CallOutcome, DeviceHandle } from './device-handle.js';
 import { capForEvent } from './event-data.js';
 import { publishCatalogIncomplete, publishReady, publishToolsChanged } from './device-events.js';
 import { CLOSE_INTERNAL_ERROR, CLOSE_NO_HELLO, type DeviceLink } from './link.js';
-import { ReadBudget } from './read-budget.js';
+import { frameCost, ReadBudget } from './read-budget.js';
 import { RpcChannel, type RpcChannelDeps } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import { DeviceSetup, type ListedTools, type SetupDeps } from './setup.js';
@@ -236,7 +236,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     this.lastSeenAt = Date.now();
     const budget = this.readBudget;
     if (budget?.paused) return budget.hold(text);
-    if (!this.handleText(text)) this.spendRead();
+    if (!this.handleText(text)) this.spendRead(frameCost(text.length));
   }
 
   /** Handle one text frame; true when it answered a request of the gateway's (not counted against the read budget). */
@@ -278,12 +278,12 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
       return true;
     }
     const taken = this.voice.onAudio(this, data);
-    if (!taken) this.spendRead();
+    if (!taken) this.spendRead(frameCost(data.length));
     return taken;
   }
 
-  /** One unsolicited frame handled: past the budget the link stops reading for a while (read-budget.ts). */
-  private spendRead(): void {
+  /** One unsolicited frame handled, costing `cost`: past the budget the link stops reading for a while (read-budget.ts). */
+  private spendRead(cost: number): void {
     if (this.state === 'closed') return;
     (this.readBudget ??= new ReadBudget(this.settings.unsolicitedFrames, {
       pauseReading: () => this.link.pauseReading?.(),
@@ -306,7 +306,7 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
         this.log.error({ err }, 'unexpected error handling a held device frame; closing this connection');
         this.link.close(CLOSE_INTERNAL_ERROR, 'internal error');
       },
-    })).spend();
+    })).spend(cost);
   }
 
   /** The link refused a message over its size limit; the request it answers fails now. */

@@ -81,13 +81,14 @@ export const FramesSlice = z.strictObject({
   ),
   /**
    * Unsolicited frames per device (text frames but replies to the gateway's requests: notifications, listen, abort,
-   * hellos, bad frames; and audio no voice session takes): a real device sends a few a minute. Past the burst and the rate its link stops reading until
+   * hellos, bad frames; and audio no voice session takes), each counting once per 4 KiB it holds: a real device sends
+   * a few small ones a minute. Past the burst and the rate its link stops reading until
    * the budget refills (its frames wait, none is dropped), so one device's flood is paid for by that device alone.
    */
   devicePerSecond: env(
     'GATEWAY_FRAME_DEVICE_RATE',
     z.coerce.number().min(1).max(1_000_000).default(100),
-    "unsolicited frames a device may send per second (replies to the gateway's requests and a voice session's audio do not count); beyond, its link stops reading for a while",
+    "unsolicited frames a device may send per second, each counting once per 4 KiB it holds (replies to the gateway's requests and a voice session's audio do not count); beyond, its link stops reading for a while",
   ),
   deviceBurst: env('GATEWAY_FRAME_DEVICE_BURST', z.coerce.number().int().min(1).max(10_000_000).default(200), '… and at once'),
 });

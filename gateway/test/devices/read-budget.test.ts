@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { MAX_HELD_FRAMES, ReadBudget, type ReadBudgetDeps } from '../../src/devices/read-budget.js';
+import { frameCost, MAX_HELD_FRAMES, ReadBudget, type ReadBudgetDeps } from '../../src/devices/read-budget.js';
 
 /** A budget over recorded deps: what was handled, in order, and how often the link was paused and resumed. */
 function budgetOf(limit: { ratePerSecond: number; burst: number }, solicited: (text: string) => boolean = () => false) {
@@ -25,7 +25,7 @@ function budgetOf(limit: { ratePerSecond: number; burst: number }, solicited: (t
   /** What a session does with one frame from the link. */
   const frame = (text: string) => {
     if (budget.paused) return budget.hold(text);
-    if (!deps.handleText(text)) budget.spend();
+    if (!deps.handleText(text)) budget.spend(frameCost(text.length));
   };
   return { budget, seen, calls, frame };
 }
@@ -83,6 +83,21 @@ describe('ReadBudget: a device past its unsolicited-frame budget is paused, not 
     expect(calls.resume).toBe(0);
     vi.advanceTimersByTime(100);
     expect(calls.resume).toBe(1);
+  });
+
+  it('counts a frame once per 4 KiB it holds: parsing is per byte', () => {
+    expect([0, 100, 4095, 4096, 60_000, 65_536].map(frameCost)).toEqual([1, 1, 1, 2, 15, 17]);
+    const { calls, seen, frame } = budgetOf({ ratePerSecond: 10, burst: 30 });
+    frame('x'.repeat(60_000)); // 15
+    frame('y'.repeat(50_000)); // 13: 28 spent
+    expect(calls.pause).toBe(0);
+    frame('z'.repeat(12_000)); // 3: past the burst
+    expect(calls.pause).toBe(1);
+    frame('held');
+    vi.advanceTimersByTime(99);
+    expect(seen).toHaveLength(3);
+    vi.advanceTimersByTime(1); // the deficit of 1 refilled after 100 ms
+    expect(seen).toHaveLength(4);
   });
 
   it('does not count solicited frames (replies to the gateway) against the budget', () => {
