@@ -1,4 +1,8 @@
+import type { Logger } from 'pino';
+import type { Metrics } from '../metrics.js';
 import type { RateLimit } from '../throttle/token-bucket.js';
+import type { BadInputLog } from './bad-input-log.js';
+import { CLOSE_INTERNAL_ERROR, type DeviceLink } from './link.js';
 
 /** What a read budget works on: the session's link and its frame handlers. */
 export interface ReadBudgetDeps {
@@ -132,4 +136,40 @@ export class ReadBudget {
     this.next = 0;
     this.heldBytes = 0;
   }
+}
+
+/** What a device session lends its read budget (devices/session.ts). */
+export interface BudgetedSession {
+  readonly settings: { readonly unsolicitedFrames: RateLimit };
+  readonly transport: 'websocket' | 'mqtt';
+  readonly metrics: Pick<Metrics, 'readsPaused' | 'framesRejected' | 'handlerErrors'>;
+  readonly badInput: BadInputLog;
+  readonly log: Logger;
+}
+
+/** A session's budget: its link paused and resumed, its held frames handed to its handlers, what happens counted and logged. */
+export function sessionReadBudget(
+  s: BudgetedSession,
+  link: DeviceLink,
+  handleText: (text: string) => boolean,
+  handleAudio: (data: Buffer) => boolean,
+): ReadBudget {
+  return new ReadBudget(s.settings.unsolicitedFrames, {
+    pauseReading: () => link.pauseReading?.(),
+    resumeReading: () => link.resumeReading?.(),
+    handleText,
+    handleAudio,
+    paused: () => {
+      s.metrics.readsPaused.inc({ transport: s.transport });
+      const { ratePerSecond, burst } = s.settings.unsolicitedFrames;
+      s.badInput.note('warn', { reason: 'frame_rate', ratePerSecond, burst }, 'device sends unsolicited frames past its budget; reading paused');
+    },
+    dropped: (frames) => s.metrics.framesRejected.inc({ reason: 'over_rate' }, frames),
+    failed: (err) => {
+      // As the links' frame guard does (links/frame-guard.ts): counted, logged, this connection ended.
+      s.metrics.handlerErrors.inc({ transport: s.transport });
+      s.log.error({ err }, 'unexpected error handling a held device frame; closing this connection');
+      link.close(CLOSE_INTERNAL_ERROR, 'internal error');
+    },
+  });
 }

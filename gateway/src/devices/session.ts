@@ -14,8 +14,8 @@ import { DeviceClient, type DeviceClientDeps } from './device-client.js';
 import type { CallOutcome, DeviceHandle } from './device-handle.js';
 import { capForEvent } from './event-data.js';
 import { publishCatalogIncomplete, publishReady, publishToolsChanged } from './device-events.js';
-import { CLOSE_INTERNAL_ERROR, CLOSE_NO_HELLO, type DeviceLink } from './link.js';
-import { frameCost, ReadBudget } from './read-budget.js';
+import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
+import { frameCost, sessionReadBudget, type ReadBudget } from './read-budget.js';
 import { RpcChannel, type RpcChannelDeps } from './rpc-channel.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import { DeviceSetup, type ListedTools, type SetupDeps } from './setup.js';
@@ -285,28 +285,12 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
   /** One unsolicited frame handled, costing `cost`: past the budget the link stops reading for a while (read-budget.ts). */
   private spendRead(cost: number): void {
     if (this.state === 'closed') return;
-    (this.readBudget ??= new ReadBudget(this.settings.unsolicitedFrames, {
-      pauseReading: () => this.link.pauseReading?.(),
-      resumeReading: () => this.link.resumeReading?.(),
-      handleText: (text) => this.handleText(text),
-      handleAudio: (data) => {
-        const taken = this.voice.onAudio(this, data);
-        if (!taken) this.metrics.audioBytes.inc(data.length);
-        return taken;
-      },
-      paused: () => {
-        this.metrics.readsPaused.inc({ transport: this.transport });
-        const { ratePerSecond, burst } = this.settings.unsolicitedFrames;
-        this.badInput.note('warn', { reason: 'frame_rate', ratePerSecond, burst }, 'device sends unsolicited frames past its budget; reading paused');
-      },
-      dropped: (frames) => this.metrics.framesRejected.inc({ reason: 'over_rate' }, frames),
-      failed: (err) => {
-        // As the links' frame guard does (links/frame-guard.ts): counted, logged, this connection ended.
-        this.metrics.handlerErrors.inc({ transport: this.transport });
-        this.log.error({ err }, 'unexpected error handling a held device frame; closing this connection');
-        this.link.close(CLOSE_INTERNAL_ERROR, 'internal error');
-      },
-    })).spend(cost);
+    const handleAudio = (data: Buffer) => {
+      const taken = this.voice.onAudio(this, data);
+      if (!taken) this.metrics.audioBytes.inc(data.length);
+      return taken;
+    };
+    (this.readBudget ??= sessionReadBudget(this, this.link, (text) => this.handleText(text), handleAudio)).spend(cost);
   }
 
   /** The link refused a message over its size limit; the request it answers fails now. */
