@@ -96,8 +96,9 @@ export class ReadBudget {
     this.timer = setTimeout(this.resume, waitMs);
   }
 
-  /** A frame that came while reading was paused: handled later, in order. */
+  /** A frame that came while reading was paused: handled later, in order (after close: dropped with the connection). */
   hold(frame: string | Buffer): void {
+    if (this.closed) return;
     if (this.held.length - this.next >= MAX_HELD_FRAMES || this.heldBytes + frame.length > MAX_HELD_BYTES) return this.d.dropped(1);
     this.held.push(frame);
     this.heldBytes += frame.length;

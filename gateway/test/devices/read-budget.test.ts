@@ -147,6 +147,8 @@ describe('ReadBudget: a device past its unsolicited-frame budget is paused, not 
     frame('b');
     frame('c');
     budget.close();
+    budget.hold('late'); // what the closing link still hands over is not kept
+    expect(budget.waiting).toBe(0);
     vi.advanceTimersByTime(10_000);
     expect(seen).toEqual(['a', 'b']);
     expect(calls.resume).toBe(0);
