@@ -82,8 +82,8 @@ export const FramesSlice = z.strictObject({
   /**
    * Unsolicited frames per device (text frames but replies to the gateway's requests: notifications, listen, abort,
    * hellos, bad frames; and audio no voice session takes), each counting once per 4 KiB it holds: a real device sends
-   * a few small ones a minute. Past the burst and the rate its link stops reading until
-   * the budget refills (its frames wait, none is dropped), so one device's flood is paid for by that device alone.
+   * a few small ones a minute. Past the burst and the rate its link stops reading until the budget refills (its frames
+   * wait, none is dropped), so one device's flood is paid for by that device alone (devices/read-budget.ts).
    */
   devicePerSecond: env(
     'GATEWAY_FRAME_DEVICE_RATE',
