@@ -1,13 +1,15 @@
 /**
  * What one device's flood costs another device's callers (docs/performance.md, "dawn" and "readbudget"). The compiled
  * gateway on its embedded defaults, one honest WebSocket device answering `tools/call`, and an HTTP client calling it in
- * a loop (a `/healthz` after each call) for 3 s, then 5 s more while a second device, in a process of its own, sends
+ * a loop (a `/healthz` after each call) for 2 s (warm-up, not counted) and 3 s, then 5 s more while a second device, in a process of its own, sends
  * one kind of frame as fast as its socket takes them. Prints the honest calls made in each window, their p50 and p99,
  * the gateway's process CPU per second of the window (/proc/<pid>/stat), and how often it paused the flooder's reads.
- *   node --import tsx bench/tools/flood-probe.ts [mode...] [--gateway-dir=<checkout with gateway/dist built>]
+ *   node --import tsx bench/tools/flood-probe.ts [mode...] [--flooders=N] [--gateway-arg=<node option>]... [--gateway-dir=<dir>]
  * Modes: none (the flooder connected and silent), notif (`notifications/message`), listen (`listen` JSON), reply (MCP
  * results for an id never asked), big (60 KB `listen` frames), bin (400-byte binary frames, voice off). Default: all.
  * `--gateway-dir` runs another checkout's build (an older commit in a worktree) for a before/after comparison.
+ * `--flooders=N` (default 1): N flooding devices from the one process and address, each writing as fast as its socket
+ * takes frames (many devices, each under its own budget).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -58,17 +60,19 @@ function device(port: number, deviceId: string, tools: unknown[]): Promise<WebSo
 }
 
 /** The flooder's process: connects, says 'ready', and on 'go' writes its frames while its socket takes them. */
-async function flooder(port: number, mode: Mode): Promise<void> {
-  const ws = await device(port, '02:00:00:00:99:99', []);
+async function flooder(port: number, mode: Mode, count: number): Promise<void> {
+  const id = (i: number) => `02:00:00:00:${(0x99 - (i >> 8)).toString(16)}:${(i & 0xff).toString(16).padStart(2, '0')}`;
+  const sockets = await Promise.all(Array.from({ length: count }, (_, i) => device(port, id(i), [])));
   process.send?.('ready');
   process.on('message', (m) => {
     if (m !== 'go' || mode === 'none') return;
     const audio = Buffer.alloc(400);
     const pump = () => {
-      for (let i = 0; i < 64 && ws.bufferedAmount < 1 << 20; i++) {
-        if (mode === 'bin') ws.send(audio, { binary: true });
-        else ws.send(FLOOD_FRAMES[mode]);
-      }
+      for (const ws of sockets)
+        for (let i = 0; i < 64 && ws.bufferedAmount < 1 << 20; i++) {
+          if (mode === 'bin') ws.send(audio, { binary: true });
+          else ws.send(FLOOD_FRAMES[mode]);
+        }
       setImmediate(pump);
     };
     pump();
@@ -108,10 +112,10 @@ async function callLoop(port: number, deviceId: string, ms: number, pid: number 
 
 const exited = (p: ChildProcess) => new Promise<void>((r) => (p.exitCode !== null ? r() : p.once('exit', () => r())));
 
-async function probe(dir: string, mode: Mode): Promise<void> {
+async function probe(dir: string, mode: Mode, flooders: number): Promise<void> {
   const data = mkdtempSync(join(tmpdir(), 'flood-probe-'));
   const port = 20_000 + Math.floor(Math.random() * 20_000);
-  const gateway = spawn(process.execPath, [...gatewayNodeArgs(), join(dir, 'gateway/dist/main.js')], {
+  const gateway = spawn(process.execPath, [...gatewayNodeArgs(), ...gatewayArgs, join(dir, 'gateway/dist/main.js')], {
     cwd: dir,
     env: {
       ...process.env,
@@ -139,9 +143,12 @@ async function probe(dir: string, mode: Mode): Promise<void> {
     const honest = '02:00:00:00:11:11';
     const ws = await device(port, honest, [{ name: 'ping', description: 'answers pong', inputSchema: { type: 'object', properties: {} } }]);
     const self = fileURLToPath(import.meta.url);
-    const flood = spawn(process.execPath, ['--import', 'tsx', self, '--flooder', String(port), mode], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const flood = spawn(process.execPath, ['--import', 'tsx', self, '--flooder', String(port), mode, String(flooders)], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     child = flood;
     await new Promise<void>((r) => flood.on('message', (m) => m === 'ready' && r()));
+    await callLoop(port, honest, 2000, gateway.pid); // the gateway's JIT warm-up, not counted
     const quiet = await callLoop(port, honest, 3000, gateway.pid);
     const load = loadavg()[0]!.toFixed(1);
     flood.send('go');
@@ -152,7 +159,7 @@ async function probe(dir: string, mode: Mode): Promise<void> {
       .filter((l) => l.startsWith('voxgate_device_reads_paused_total{'))
       .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
     const w = (x: Window) => `${x.calls} calls, p50 ${x.p50} ms, p99 ${x.p99} ms, gateway CPU ${x.cpu} ms/s`;
-    console.log(`${mode.padEnd(6)} load ${load}  first 3 s: ${w(quiet)}  |  5 s of flood: ${w(flooded)}  |  reads paused: ${paused}`);
+    console.log(`${mode.padEnd(6)} load ${load}  quiet 3 s: ${w(quiet)}  |  5 s of flood: ${w(flooded)}  |  reads paused: ${paused}`);
     ws.terminate();
   } finally {
     child?.kill('SIGKILL');
@@ -163,11 +170,14 @@ async function probe(dir: string, mode: Mode): Promise<void> {
 }
 
 const args = process.argv.slice(2);
-if (args[0] === '--flooder') await flooder(Number(args[1]), args[2] as Mode);
+/** `--gateway-arg=<node option>` (repeatable): e.g. `--cpu-prof` for the gateway's profile of the whole probe. */
+const gatewayArgs = args.filter((a) => a.startsWith('--gateway-arg=')).map((a) => a.slice('--gateway-arg='.length));
+if (args[0] === '--flooder') await flooder(Number(args[1]), args[2] as Mode, Number(args[3]));
 else {
   const dirArg = args.find((a) => a.startsWith('--gateway-dir='));
   const dir = resolve(dirArg ? dirArg.slice('--gateway-dir='.length) : fileURLToPath(new URL('../..', import.meta.url)));
   const modes = args.filter((a): a is Mode => (MODES as readonly string[]).includes(a));
-  console.log(`gateway build: ${dir}`);
-  for (const mode of modes.length > 0 ? modes : MODES) await probe(dir, mode);
+  const flooders = Number(args.find((a) => a.startsWith('--flooders='))?.slice('--flooders='.length) ?? 1);
+  console.log(`gateway build: ${dir}; ${flooders} flooding device(s)`);
+  for (const mode of modes.length > 0 ? modes : MODES) await probe(dir, mode, flooders);
 }

@@ -50,8 +50,8 @@ export function createMetrics() {
     }),
     readsPaused: new Counter({
       name: 'voxgate_device_reads_paused_total',
-      help: "Times a device's link stopped reading: its unsolicited frames went past frames.devicePerSecond",
-      labelNames: ['transport'] as const,
+      help: 'Times a device\'s link stopped reading: its unsolicited frames went past its budget (frames.devicePerSecond) or its address\'s (budget="address": frames.addressPerSecond)',
+      labelNames: ['transport', 'budget'] as const,
       registers: [registry],
     }),
     audioBytes: new Counter({ name: 'voxgate_audio_bytes_received_total', help: 'Binary (audio) bytes received and not processed', registers: [registry] }),

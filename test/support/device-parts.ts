@@ -7,6 +7,7 @@ import { DeviceRegistry } from '../../gateway/src/devices/registry.js';
 import { badInputBudget, BadInputLog } from '../../gateway/src/devices/bad-input-log.js';
 import { CatalogBudget } from '../../gateway/src/devices/catalog-budget.js';
 import { NoVoiceHook } from '../../gateway/src/devices/no-voice-hook.js';
+import { SourceReadBudgets } from '../../gateway/src/devices/source-read-budgets.js';
 import { RpcChannel } from '../../gateway/src/devices/rpc-channel.js';
 import { DeviceSession, HELLO_RATE, type SessionShared } from '../../gateway/src/devices/session.js';
 import { KeyedTokenBucket } from '../../gateway/src/throttle/token-bucket.js';
@@ -33,6 +34,7 @@ export function testSettings(overrides: Partial<SessionSettings> = {}): SessionS
     clientInfo: { name: 'voxgate-test', version: '0.0.0' },
     frameLimits: { maxDepth: 64, maxBytes: 256 * 1024 },
     unsolicitedFrames: { ratePerSecond: 100, burst: 200 },
+    sourceFrames: new SourceReadBudgets({ ratePerSecond: 2000, burst: 4000 }),
     schemaLimits: { maxDepth: 32, maxBytes: 64 * 1024 },
     setupRetryMinMs: 5,
     setupRetryMaxMs: 20,

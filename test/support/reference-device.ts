@@ -84,6 +84,8 @@ export interface WebSocketConnectOptions {
   protocolVersion?: 1 | 2 | 3;
   /** CA certificates to trust for a wss:// URL (the device's bundled root). */
   ca?: Buffer | string;
+  /** The local address to connect from (another loopback address: another source for the gateway's per-address bounds). */
+  localAddress?: string;
 }
 export interface MqttConnectOptions {
   clientId: string;
@@ -349,7 +351,7 @@ export class ReferenceDevice {
     headers['Protocol-Version'] = String(version);
     Object.assign(headers, opts.headers);
 
-    const link = await this.openWsLink(target.toString(), headers, opts.ca);
+    const link = await this.openWsLink(target.toString(), headers, opts);
     if (opts.skipHello) return;
     const hello = JSON.stringify({
       type: 'hello',
@@ -361,8 +363,13 @@ export class ReferenceDevice {
     await this.sendHelloAndWait(link, hello, opts.helloTimeoutMs ?? HELLO_TIMEOUT_MS);
   }
 
-  private openWsLink(url: string, headers: Record<string, string>, ca?: Buffer | string): Promise<Link> {
-    const ws = new WebSocket(url, { headers, perMessageDeflate: false, ...(ca !== undefined ? { ca } : {}) });
+  private openWsLink(url: string, headers: Record<string, string>, { ca, localAddress }: WebSocketConnectOptions): Promise<Link> {
+    const ws = new WebSocket(url, {
+      headers,
+      perMessageDeflate: false,
+      ...(ca !== undefined ? { ca } : {}),
+      ...(localAddress !== undefined ? { localAddress } : {}),
+    });
     const closedInfo = deferred<CloseInfo>();
     const link: Link = {
       transport: 'websocket',

@@ -4,6 +4,7 @@ import { GATEWAY_NAME, GATEWAY_VERSION } from '../version.js';
 import { CatalogBudget } from './catalog-budget.js';
 import type { CallsConfig, DevicesConfig, SessionConfig } from './config.js';
 import { DeviceRegistry, type RegistryDeps } from './registry.js';
+import { SourceReadBudgets } from './source-read-budgets.js';
 import { ToolsPageCache } from './tools-page-cache.js';
 
 export interface RegistrySettings {
@@ -34,6 +35,7 @@ export function createRegistry(d: Omit<RegistryDeps, 'settings' | 'maxKnownDevic
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
       frameLimits: s.frames,
       unsolicitedFrames: { ratePerSecond: s.frames.devicePerSecond, burst: s.frames.deviceBurst },
+      sourceFrames: new SourceReadBudgets({ ratePerSecond: s.frames.addressPerSecond, burst: s.frames.addressBurst }),
       schemaLimits: s.schemas,
       setupRetryMinMs: s.session.setupRetryMinMs,
       setupRetryMaxMs: s.session.setupRetryMaxMs,

@@ -3,6 +3,7 @@ import type { Metrics } from '../metrics.js';
 import type { RateLimit } from '../throttle/token-bucket.js';
 import type { BadInputLog } from './bad-input-log.js';
 import { CLOSE_INTERNAL_ERROR, type DeviceLink } from './link.js';
+import { takeTokens, type SourceShare, type SourceReadBudgets, type Tokens } from './source-read-budgets.js';
 
 /** What a read budget works on: the session's link and its frame handlers. */
 export interface ReadBudgetDeps {
@@ -13,8 +14,8 @@ export interface ReadBudgetDeps {
   handleText(text: string): boolean;
   /** Handle a held audio frame; false when no voice session took it (it spends from the budget). */
   handleAudio(data: Buffer): boolean;
-  /** The budget ran out and reading paused: the first time in a while, a log line (throttled by the caller). */
-  paused(): void;
+  /** The budget ran out and reading paused (`by`: the device's own, or its address's shared one). */
+  paused(by: 'device' | 'address'): void;
   /** Frames past the hold's bound, dropped and counted. */
   dropped(frames: number): void;
   /** A held frame's handler threw (outside the link's frame guard, on a timer): end this connection only. */
@@ -48,11 +49,14 @@ export function frameCost(length: number): number {
  * kernel's window instead of being parsed. Nothing the link already read is dropped (up to the hold's bound): frames
  * that arrive while reading is paused are held and handled in order, audio among them, once the budget allows.
  *
+ * Every device from one source address also spends from that address's budget (`source`, source-read-budgets.ts):
+ * many devices each under their own budget cannot add up to a flood, and past the address's budget each of them
+ * pauses as it would past its own, for whichever deficit is longer.
+ *
  * Made for a session on its first unsolicited frame (most devices send a few an hour): no memory or timer before.
  */
 export class ReadBudget {
-  private tokens: number;
-  private at: number;
+  private readonly own: Tokens;
   private timer: NodeJS.Timeout | undefined;
   private held: Array<string | Buffer> = [];
   private next = 0;
@@ -65,9 +69,9 @@ export class ReadBudget {
     private readonly limit: RateLimit,
     private readonly d: ReadBudgetDeps,
     private readonly now: () => number = performance.now.bind(performance),
+    private readonly source?: SourceShare,
   ) {
-    this.tokens = limit.burst;
-    this.at = this.now();
+    this.own = { tokens: limit.burst, at: this.now() };
   }
 
   /** Reading is paused: frames the link still hands over are to be held (`hold`), not handled. */
@@ -83,17 +87,18 @@ export class ReadBudget {
   /** An unsolicited frame was handled: spend its cost (`frameCost`), and pause reading when the budget is out. */
   spend(cost = 1): void {
     const now = this.now();
-    this.tokens = Math.min(this.limit.burst, this.tokens + ((now - this.at) / 1000) * this.limit.ratePerSecond) - cost;
-    this.at = now;
-    if (this.tokens >= 0 || this.timer !== undefined || this.closed) return;
-    // Back when the deficit is refilled: the frame just handled was paid for in advance.
-    const waitMs = Math.ceil((-this.tokens / this.limit.ratePerSecond) * 1000);
+    const own = takeTokens(this.own, this.limit, now, cost);
+    const shared = this.source ? takeTokens(this.source.tokens, this.source.limit, now, cost) : 0;
+    if ((own >= 0 && shared >= 0) || this.timer !== undefined || this.closed) return;
+    // Back when the longer deficit is refilled: the frame just handled was paid for in advance.
+    const ownWait = -own / this.limit.ratePerSecond;
+    const sharedWait = this.source ? -shared / this.source.limit.ratePerSecond : 0;
     if (!this.stopped) {
       this.stopped = true;
       this.d.pauseReading();
-      this.d.paused();
+      this.d.paused(sharedWait > ownWait ? 'address' : 'device');
     }
-    this.timer = setTimeout(this.resume, waitMs);
+    this.timer = setTimeout(this.resume, Math.ceil(Math.max(ownWait, sharedWait) * 1000));
   }
 
   /** A frame that came while reading was paused: handled later, in order (after close: dropped with the connection). */
@@ -141,7 +146,7 @@ export class ReadBudget {
 
 /** What a device session lends its read budget (devices/session.ts). */
 export interface BudgetedSession {
-  readonly settings: { readonly unsolicitedFrames: RateLimit };
+  readonly settings: { readonly unsolicitedFrames: RateLimit; readonly sourceFrames: SourceReadBudgets };
   readonly transport: 'websocket' | 'mqtt';
   readonly metrics: Pick<Metrics, 'readsPaused' | 'framesRejected' | 'handlerErrors'>;
   readonly badInput: BadInputLog;
@@ -155,22 +160,33 @@ export function sessionReadBudget(
   handleText: (text: string) => boolean,
   handleAudio: (data: Buffer) => boolean,
 ): ReadBudget {
-  return new ReadBudget(s.settings.unsolicitedFrames, {
-    pauseReading: () => link.pauseReading?.(),
-    resumeReading: () => link.resumeReading?.(),
-    handleText,
-    handleAudio,
-    paused: () => {
-      s.metrics.readsPaused.inc({ transport: s.transport });
-      const { ratePerSecond, burst } = s.settings.unsolicitedFrames;
-      s.badInput.note('warn', { reason: 'frame_rate', ratePerSecond, burst }, 'device sends unsolicited frames past its budget; reading paused');
+  const now = performance.now.bind(performance);
+  const source = s.settings.sourceFrames.share(link.remoteAddress, now());
+  return new ReadBudget(
+    s.settings.unsolicitedFrames,
+    {
+      pauseReading: () => link.pauseReading?.(),
+      resumeReading: () => link.resumeReading?.(),
+      handleText,
+      handleAudio,
+      paused: (by) => {
+        s.metrics.readsPaused.inc({ transport: s.transport, budget: by });
+        const { ratePerSecond, burst } = by === 'address' ? source.limit : s.settings.unsolicitedFrames;
+        const msg =
+          by === 'address'
+            ? "devices at this device's address send unsolicited frames past their shared budget"
+            : 'device sends unsolicited frames past its budget';
+        s.badInput.note('warn', { reason: 'frame_rate', budget: by, ratePerSecond, burst, remote: link.remoteAddress }, `${msg}; reading paused`);
+      },
+      dropped: (frames) => s.metrics.framesRejected.inc({ reason: 'over_rate' }, frames),
+      failed: (err) => {
+        // As the links' frame guard does (links/frame-guard.ts): counted, logged, this connection ended.
+        s.metrics.handlerErrors.inc({ transport: s.transport });
+        s.log.error({ err }, 'unexpected error handling a held device frame; closing this connection');
+        link.close(CLOSE_INTERNAL_ERROR, 'internal error');
+      },
     },
-    dropped: (frames) => s.metrics.framesRejected.inc({ reason: 'over_rate' }, frames),
-    failed: (err) => {
-      // As the links' frame guard does (links/frame-guard.ts): counted, logged, this connection ended.
-      s.metrics.handlerErrors.inc({ transport: s.transport });
-      s.log.error({ err }, 'unexpected error handling a held device frame; closing this connection');
-      link.close(CLOSE_INTERNAL_ERROR, 'internal error');
-    },
-  });
+    now,
+    source,
+  );
 }

@@ -3,6 +3,7 @@ import type { SchemaLimits } from '../schemas/untrusted-schema.js';
 import type { RateLimit } from '../throttle/token-bucket.js';
 import type { CallTimeouts } from './call-queue.js';
 import type { CatalogBudget } from './catalog-budget.js';
+import type { SourceReadBudgets } from './source-read-budgets.js';
 
 /** What every device session of this gateway runs with (config `session`, `calls`, `frames`, `schemas`, `vision`). */
 export interface SessionSettings {
@@ -22,6 +23,8 @@ export interface SessionSettings {
   frameLimits: JsonLimits;
   /** Unsolicited text frames per device (`frames.devicePerSecond`, `deviceBurst`): past them its link pauses (read-budget.ts). */
   unsolicitedFrames: RateLimit;
+  /** The same frames per source address (`frames.addressPerSecond`, `addressBurst`), one set for every session. */
+  sourceFrames: SourceReadBudgets;
   /** Bounds of each tool schema in the catalog; a tool over them is left out. */
   schemaLimits: SchemaLimits;
   /** Setup (initialize, each tools/list page) is retried while the link is up: first wait, doubling up to the max. */

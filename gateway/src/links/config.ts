@@ -91,6 +91,17 @@ export const FramesSlice = z.strictObject({
     "unsolicited frames a device may send per second, each counting once per 4 KiB it holds (replies to the gateway's requests and a voice session's audio do not count); beyond, its link stops reading for a while",
   ),
   deviceBurst: env('GATEWAY_FRAME_DEVICE_BURST', z.coerce.number().int().min(1).max(10_000_000).default(200), '… and at once'),
+  /**
+   * The same frames, counted together for every device from one address (an IPv4 address or an IPv6 /64): one party
+   * may connect up to `*.maxConnectionsPerAddress` devices, each under its own budget. Past it each of them pauses as
+   * past its own. Behind a TCP proxy every device has the proxy's address: raise it with the connection caps.
+   */
+  addressPerSecond: env(
+    'GATEWAY_FRAME_ADDRESS_RATE',
+    z.coerce.number().min(1).max(10_000_000).default(2000),
+    '… and all devices from one address (IPv4, or IPv6 /64) together; behind a TCP proxy raise it with the connection caps',
+  ),
+  addressBurst: env('GATEWAY_FRAME_ADDRESS_BURST', z.coerce.number().int().min(1).max(100_000_000).default(4000), '… and at once'),
 });
 export type FramesConfig = z.infer<typeof FramesSlice>;
 

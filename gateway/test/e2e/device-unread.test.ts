@@ -45,7 +45,7 @@ describe('a device link peer that stops reading is cut', () => {
     // unpaced (the read budget would pace the floods that make the answers pile up: read-budget.test.ts covers it).
     t = await startTestGateway({
       events: { devicePerSecond: 100_000, deviceBurst: 100_000, history: { enabled: false } },
-      frames: { devicePerSecond: 1_000_000, deviceBurst: 1_000_000 },
+      frames: { devicePerSecond: 1_000_000, deviceBurst: 1_000_000, addressPerSecond: 1_000_000, addressBurst: 1_000_000 },
     });
   });
   afterAll(() => t.close());

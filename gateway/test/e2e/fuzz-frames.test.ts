@@ -164,7 +164,9 @@ describe('the gateway under generated hostile device frames', () => {
   beforeAll(async () => {
     // The attackers' frames unpaced: this run is about what each frame does at the parse boundary, not how many come
     // (the read budget's own tests pace floods: e2e/read-budget.test.ts).
-    t = await startTestGateway({ frames: { maxBytes: FRAME_MAX_BYTES, devicePerSecond: 1_000_000, deviceBurst: 1_000_000 } });
+    t = await startTestGateway({
+      frames: { maxBytes: FRAME_MAX_BYTES, devicePerSecond: 1_000_000, deviceBurst: 1_000_000, addressPerSecond: 1_000_000, addressBurst: 1_000_000 },
+    });
   });
   afterAll(async () => {
     for (const d of devices) d.terminate();
