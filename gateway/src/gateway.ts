@@ -26,6 +26,7 @@ import type { McpHub } from './hub/hub.js';
 import { Lifecycle, once, within } from './lifecycle.js';
 import { openListeners, warnIfOverOpenFileLimit } from './links/listeners.js';
 import type { MqttLink } from './links/mqtt.js';
+import { clientAddressOf } from './links/client-address.js';
 import { attachMcpEndpointLink } from './links/mcp-endpoint.js';
 import { attachWebSocketLink } from './links/ws.js';
 import { maxUnreadBytes } from './links/unread-bound.js';
@@ -348,6 +349,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
     liveCredential: (id: string) => registry.liveCredential(id),
   };
   const endpoints = config.mcp.endpoints;
+  const addressOf = clientAddressOf(config.http.trustProxy);
   const toolLink = core.mcpEndpoints
     ? attachMcpEndpointLink(http.server, {
         path: endpoints.path,
@@ -357,13 +359,14 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
         maxConnectionsPerToken: endpoints.maxConnectionsPerToken,
         unknownTokenRate: { perSecond: endpoints.unknownTokenPerSecond, burst: endpoints.unknownTokenBurst },
         connectRate: { perSecond: endpoints.connectsPerSecond, burst: endpoints.connectBurst },
+        addressOf,
         log,
         metrics,
       })
     : undefined;
   const otherPath = (p: string) => toolLink?.owns(p) ?? false;
   const unread = maxUnreadBytes(config.voice.maxBufferedBytes);
-  const ws = attachWebSocketLink(http.server, { ...config.ws, maxUnreadBytes: unread, otherPath, auth, registry, log, metrics });
+  const ws = attachWebSocketLink(http.server, { ...config.ws, maxUnreadBytes: unread, otherPath, auth, registry, addressOf, log, metrics });
   const closeWs = once(async (reason: string) => {
     ws.close(CLOSE_SHUTDOWN, reason);
     toolLink?.close();

@@ -25,6 +25,8 @@ export interface McpEndpointLinkOptions {
   unknownTokenRate: { perSecond: number; burst: number };
   /** Connections per known token: a bucket of `burst`, refilled at `perSecond`; past it, 429. */
   connectRate: { perSecond: number; burst: number };
+  /** The address a tool process connected from (its socket's, or a trusted proxy's X-Forwarded-For: client-address.ts). */
+  addressOf: (req: IncomingMessage) => string;
   log: Logger;
   metrics: Metrics;
 }
@@ -61,7 +63,7 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
   };
 
   const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, target: RequestTarget) => {
-    const remote = req.socket.remoteAddress ?? '';
+    const remote = o.addressOf(req);
     const header = req.headers.authorization;
     const token = bearerToken(header ?? undefined) ?? target.query('token') ?? '';
     const record = token ? o.endpoints.byToken(token) : undefined;

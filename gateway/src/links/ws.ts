@@ -26,6 +26,8 @@ export interface WsLinkOptions {
   maxUnreadBytes: number;
   auth: DeviceAuthPolicy;
   registry: DeviceRegistry;
+  /** The address a device connected from (its socket's, or a trusted proxy's X-Forwarded-For: client-address.ts). */
+  addressOf: (req: IncomingMessage) => string;
   log: Logger;
   metrics: Metrics;
 }
@@ -215,7 +217,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
     const verdict = checkWebSocketAuth(o.auth, bearerToken(h('authorization') ?? target.query('token') ?? undefined), clientId, deviceId);
     if (!verdict.ok) {
       o.metrics.authRefused.inc({ transport: 'websocket', reason: verdict.reason });
-      const remoteAddress = req.socket.remoteAddress ?? '';
+      const remoteAddress = o.addressOf(req);
       // Listed for the operator (GET /v1/enrollments/refused); logged once per device per minute, and within REFUSAL_LINES.
       const refused = o.auth.enrollment?.refused;
       const due = refused ? refused.record({ deviceId, clientId, transport: 'websocket', reason: verdict.reason, remoteAddress }) : {};
@@ -229,7 +231,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   const onConnection = (ws: DeviceSocket, req: IncomingMessage, deviceId: string, clientId: string, credential: string) => {
     ws.clients = clients;
     clients.add(ws);
-    const link = new WsDeviceLink(ws, req.socket.remoteAddress ?? '', ctx);
+    const link = new WsDeviceLink(ws, o.addressOf(req), ctx);
     const session = o.registry.connect({ deviceId, clientId, link, expectHello: true, credential });
     if (!session) return; // a live connection with other credentials holds this device; link closed
     link.session = session;

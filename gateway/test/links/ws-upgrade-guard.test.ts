@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { metricValue, registryPart, silentLog } from '../../../test/support/device-parts.js';
 import type { DeviceRegistry } from '../../src/devices/registry.js';
+import { clientAddressOf } from '../../src/links/client-address.js';
 import { attachWebSocketLink } from '../../src/links/ws.js';
 
 let server: Server | undefined;
@@ -42,6 +43,7 @@ describe('the device WebSocket upgrade guard', () => {
       maxConnections: 10,
       auth: { mode: 'open', tokens: [], secret: 'device-secret-0123456789', tokenMaxAgeSeconds: 3600 },
       registry: flaky,
+      addressOf: clientAddressOf([]),
       log: silentLog,
       metrics,
     });

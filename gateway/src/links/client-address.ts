@@ -1,0 +1,22 @@
+import type { IncomingMessage } from 'node:http';
+import proxyAddr from '@fastify/proxy-addr';
+import ipaddr from 'ipaddr.js';
+
+/**
+ * The address a WebSocket upgrade came from: its socket's, or behind a proxy listed in `http.trustProxy` the
+ * `X-Forwarded-For` entry that proxy vouches for, read as fastify reads it for HTTP requests (`req.ip`, the same
+ * library): from the nearest hop back while each hop is trusted. Device and tool connections then carry the
+ * address their logs, the refused list, the per-address frame budget and the voice server's `X-Forwarded-For` want,
+ * not the proxy's. What a trusted proxy forwards that is not an IP address (a misconfigured chain) counts as the
+ * socket's address. The default trusts nobody: a client cannot choose its address.
+ */
+export function clientAddressOf(trustProxy: readonly string[]): (req: IncomingMessage) => string {
+  if (trustProxy.length === 0) return socketAddress;
+  const trusted = proxyAddr.compile([...trustProxy]);
+  return (req) => {
+    const forwarded = proxyAddr(req, trusted);
+    return ipaddr.isValid(forwarded) ? forwarded : socketAddress(req);
+  };
+}
+
+const socketAddress = (req: IncomingMessage): string => req.socket.remoteAddress ?? '';
