@@ -8,7 +8,7 @@ import type { DeviceLink } from '../../gateway/src/devices/link.js';
 /** What the gateway side delivers frames to (a DeviceSession, or a test's own handler). */
 export interface LinkReceiver {
   onText(text: string): void;
-  onBinary?(data: Buffer): boolean;
+  onBinary?(data: Buffer): void;
   onClosed?(reason: string): void;
 }
 

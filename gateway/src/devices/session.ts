@@ -270,27 +270,29 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
    * Binary (audio) from the link: the voice hook's, when a voice session holds it (held in order while reading is
    * paused). Audio no session takes spends from the read budget: with no voice session it is a flood's.
    */
-  onBinary(data: Buffer): boolean {
+  onBinary(data: Buffer): void {
     this.lastSeenAt = Date.now();
     const budget = this.readBudget;
-    if (budget?.paused) {
-      budget.hold(data);
-      return true;
-    }
-    const taken = this.voice.onAudio(this, data);
-    if (!taken) this.spendRead(frameCost(data.length));
-    return taken;
+    if (budget?.paused) return budget.hold(data);
+    if (!this.takeAudio(data)) this.spendRead(frameCost(data.length));
+  }
+
+  /** Audio to the voice session that holds it; without one it is counted and dropped. True when taken. */
+  private takeAudio(data: Buffer): boolean {
+    if (this.voice.onAudio(this, data)) return true;
+    this.metrics.audioBytes.inc(data.length);
+    return false;
   }
 
   /** One unsolicited frame handled, costing `cost`: past the budget the link stops reading for a while (read-budget.ts). */
   private spendRead(cost: number): void {
     if (this.state === 'closed') return;
-    const handleAudio = (data: Buffer) => {
-      const taken = this.voice.onAudio(this, data);
-      if (!taken) this.metrics.audioBytes.inc(data.length);
-      return taken;
-    };
-    (this.readBudget ??= sessionReadBudget(this, this.link, (text) => this.handleText(text), handleAudio)).spend(cost);
+    (this.readBudget ??= sessionReadBudget(
+      this,
+      this.link,
+      (text) => this.handleText(text),
+      (data) => this.takeAudio(data),
+    )).spend(cost);
   }
 
   /** The link refused a message over its size limit; the request it answers fails now. */

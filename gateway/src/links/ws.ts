@@ -152,9 +152,8 @@ class WsDeviceLink implements DeviceLink {
     if (this.stalled()) return;
     if (isBinary) {
       this.o.metrics.hot.framesIn.websocket.audio.inc();
-      // Voice audio goes to the voice relay's session; without one it is counted and dropped.
-      if (!this.session.onBinary(toBuffer(data))) this.o.metrics.audioBytes.inc(byteLength(data));
-      return;
+      // Voice audio goes to the voice relay's session; without one the session counts and drops it.
+      return this.session.onBinary(toBuffer(data));
     }
     const text = data.toString();
     try {
@@ -288,9 +287,4 @@ export function refuse(socket: Duplex, status: number, text: string, detail = ''
 function toBuffer(d: RawData): Buffer {
   if (Buffer.isBuffer(d)) return d;
   return Array.isArray(d) ? Buffer.concat(d) : Buffer.from(d);
-}
-
-function byteLength(d: RawData): number {
-  if (Array.isArray(d)) return d.reduce((n, b) => n + b.length, 0);
-  return d instanceof ArrayBuffer ? d.byteLength : d.length;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { silentLog, sessionPair } from '../../../test/support/device-parts.js';
+import { metricValue, silentLog, sessionPair } from '../../../test/support/device-parts.js';
 import { NoVoiceHook } from '../../src/devices/no-voice-hook.js';
 
 describe('the default (no-voice) voice hook', () => {
@@ -23,12 +23,15 @@ describe('the default (no-voice) voice hook', () => {
     expect(goodbye).toEqual({ type: 'goodbye', session_id: hello.session_id });
   });
 
-  it('takes no audio and no other JSON', () => {
-    const { session } = sessionPair();
+  it('takes no audio and no other JSON', async () => {
+    const { session, metrics } = sessionPair();
     const hook = new NoVoiceHook(silentLog);
     expect(hook.onAudio()).toBe(false);
     expect(hook.onJson()).toBe(false);
     expect(() => hook.onClosed()).not.toThrow();
-    expect(session.onBinary(Buffer.from([1, 2, 3]))).toBe(false);
+    // The session counts the audio no one takes, and drops it.
+    const before = await metricValue(metrics, 'voxgate_audio_bytes_received_total');
+    session.onBinary(Buffer.from([1, 2, 3]));
+    expect(await metricValue(metrics, 'voxgate_audio_bytes_received_total')).toBe(before + 3);
   });
 });
