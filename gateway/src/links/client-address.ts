@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
+import { isIP } from 'node:net';
 import proxyAddr from '@fastify/proxy-addr';
-import ipaddr from 'ipaddr.js';
 
 /**
  * The address a WebSocket upgrade came from: its socket's, or behind a proxy listed in `http.trustProxy` the
@@ -15,7 +15,7 @@ export function clientAddressOf(trustProxy: readonly string[]): (req: IncomingMe
   const trusted = proxyAddr.compile([...trustProxy]);
   return (req) => {
     const forwarded = proxyAddr(req, trusted);
-    return ipaddr.isValid(forwarded) ? forwarded : socketAddress(req);
+    return isIP(forwarded) !== 0 ? forwarded : socketAddress(req);
   };
 }
 
