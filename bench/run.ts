@@ -22,7 +22,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { startGateway } from './lib/compiled.js';
+import { gatewayNodeArgs, startGateway } from './lib/compiled.js';
 import { fleetCaps, gatewayEnv } from './lib/gateway-env.js';
 import { ROOT, killAllNow, livePids, spawnTs, stopAll } from './lib/procs.js';
 import { limits, machine } from './lib/system.js';
@@ -73,7 +73,8 @@ async function main(b: Bench): Promise<void> {
     const fleet = new Fleet(Array.from({ length: fleetProcs }, (_, i) => spawnTs(`fleet${i}`, 'bench/fleet/fleet.ts', fleetArgs)));
     const wsRelay = spawnTs('ws-relay', 'bench/floors/ws-relay.ts');
     const mqttRelay = spawnTs('mqtt-relay', 'bench/floors/mqtt-relay.ts');
-    const bareWs = spawnTs('bare-ws', 'bench/floors/bare-ws.ts');
+    // The fleet floor that writes the gateway's rows runs SQLite with the gateway's WebAssembly options (Liftoff only).
+    const bareWs = spawnTs('bare-ws', 'bench/floors/bare-ws.ts', { nodeArgs: gatewayNodeArgs().filter((a) => a.includes('wasm')) });
     // Compiled, as `npm start` runs it (run.sh builds first); from sources through tsx only when the build is stale.
     const [started] = await Promise.all([
       startGateway('gateway', {

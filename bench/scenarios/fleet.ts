@@ -1,6 +1,6 @@
 /** A fleet of devices connecting, a reconnect storm, and a soak of calls over the whole fleet, each against bare connections. */
 import { runLoad } from '../lib/load.js';
-import { API_KEY, BODY, type Bench } from './bench.js';
+import { API_KEY, BODY, type Bench, type Result } from './bench.js';
 import type { Env } from './env.js';
 import { measured, threadCpuUs, type ThreadCpu } from '../lib/cpu.js';
 import type { Reply } from '../lib/procs.js';
@@ -39,50 +39,27 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   await mem(e.bareWs);
   await e.fleet.gc();
 
-  // Ready/s floor: the same devices doing the same four round trips (hello, initialize, two tools/list pages)
-  // against a server that parses each reply with JSON.parse and nothing else; then the same storm.
-  const floorReady = async () => (await e.bareWs.request<Reply & { ready?: number }>({ cmd: 'count' }, 30_000)).ready ?? 0;
-  const floorUrl = `${bareUrl}xiaozhi/v1/`;
-  t = performance.now();
-  const fc = await measuredPerDevice(e.bareWs.child.pid, N, async () => {
-    const r = await e.fleet.connect({
-      group: 'fleet-floor',
-      mode: 'device',
-      waitFor: 'ready',
-      transport: 'ws',
-      url: floorUrl,
-      count: N,
-      macGroup: 6,
-      sources: e.sources,
-      timeoutMs,
-    });
-    if (!r.ok) throw new Error(`floor fleet did not get ready: ${JSON.stringify(r.stats)}`);
-    await until('every device ready on the floor', async () => (await floorReady()) >= N, timeoutMs, 50);
-    return r;
-  });
+  // The device simulators are warmed first (their device code compiled) on a fifth of the fleet, untimed: before
+  // 2026-11-29 the floor's round was the simulators' first and the gateway's their second, so the floor's ready/s
+  // carried the simulators' warm-up (its round ~18 % slower in wall clock than an identical one after it).
+  // Then the ready/s floor: the same devices doing the same four round trips (hello, initialize, two tools/list
+  // pages) against a server that parses each reply with JSON.parse and nothing else, and the same storm (the goal
+  // rows). Then a second floor that does the same and writes what the gateway persists for each device
+  // (bench/floors/fleet-writes.ts): the gateway's own work against the same work.
+  await warmSimulators(e, Math.max(1, Math.floor(N / 5)), timeoutMs);
+  const floor = await floorRound(b, e, 'fleet-floor', 'v1', timeoutMs);
+  await e.bareWs.request({ cmd: 'writes' });
+  await mem(e.bareWs);
+  await e.fleet.gc();
+  const writing = await floorRound(b, e, 'fleet-floor-writes', 'writes/v1', timeoutMs);
+  const { ms: floorMs, cpu: fc, stormMs: floorStormMs, storm: floorStorm } = floor;
   const floorConnect = fc.result;
-  const floorMs = performance.now() - t;
-  b.log(`fleet floor: ${N} devices through hello, initialize and tools/list in ${floorMs.toFixed(0)} ms; ${(fc.cpu[0]! / N).toFixed(0)} µs CPU each`);
-  let floorStormMs = NaN;
-  let floorStorm: Awaited<ReturnType<typeof measuredPerDevice>> | undefined;
-  if (b.only.has('storm')) {
-    t = performance.now();
-    floorStorm = await measuredPerDevice(e.bareWs.child.pid, N, async () => {
-      const s = await e.fleet.storm('fleet-floor', timeoutMs);
-      if (!s.ok) throw new Error(`floor storm did not complete: ${JSON.stringify(s.stats)}`);
-      await until('every device ready again on the floor', async () => (await floorReady()) >= N, timeoutMs, 50);
-    });
-    floorStormMs = performance.now() - t;
-    b.log(`storm floor: ${N} devices ready again in ${floorStormMs.toFixed(0)} ms`);
-  }
-  await e.fleet.close('fleet-floor');
-  // The floor's 10 000 closes are its work, not the gateway's: they end before the gateway's window starts.
-  await until('the floor to see its devices gone', async () => (await count(e.bareWs)) === 0, timeoutMs, 50);
 
   // The gateway: N devices that say hello, answer initialize and a two-page tools/list.
   await e.fleet.gc();
   const gm0 = await mem(e.gateway);
   const ready0 = await metric(e.gwUrl, 'voxgate_devices_ready');
+  const events0 = await historyRows(e);
   t = performance.now();
   const gc = await measuredPerDevice(e.gateway.child.pid, N, async () => {
     const r = await e.fleet.connect({
@@ -103,6 +80,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
   const gwConnect = gc.result;
   const gwMs = performance.now() - t;
   const gm1 = await mem(e.gateway);
+  const gwEvents = (await historyRows(e, events0 + 2 * N)) - events0;
   b.log(
     `fleet gateway: ${N} devices ready in ${gwMs.toFixed(0)} ms; rss +${((gm1.rss - gm0.rss) / N).toFixed(0)} B, heap +${((gm1.heapUsed - gm0.heapUsed) / N).toFixed(0)} B each`,
   );
@@ -133,6 +111,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     ratio: ratio(cpuFloor, cpuGw),
     params: { devices: N, floorKind, load: gc.load, floorLoad: fc.load, threads: gc.threads, floorThreads: fc.threads },
   });
+  b.results.push(...againstWritingFloor('fleet', N, gwMs, gc, { ...writing, gwEvents }));
   const rssGw = perDevice(gm0.rss, gm1.rss);
   const rssFloor = perDevice(fm0.rss, fm1.rss);
   b.results.push({
@@ -180,6 +159,7 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
 
   if (b.only.has('storm')) {
     const readyNow = await metric(e.gwUrl, 'voxgate_devices_ready');
+    const stormEvents0 = await historyRows(e);
     t = performance.now();
     const gs = await measuredPerDevice(e.gateway.child.pid, N, async () => {
       const s = await e.fleet.storm('fleet-gw', timeoutMs);
@@ -218,6 +198,10 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
       ratio: ratio(floorStormMs, stormMs),
       params: { devices: N, floorKind, target: 2000, load: gs.load, floorLoad: floorStorm?.load },
     });
+    if (writing.storm) {
+      const gwEvents = (await historyRows(e, stormEvents0 + 3 * N)) - stormEvents0;
+      b.results.push(...againstWritingFloor('storm', N, stormMs, gs, { ms: writing.stormMs, cpu: writing.storm, rows: writing.stormRows, gwEvents }));
+    }
     const cpuStorm = gs.cpu[0]! / N;
     const cpuFloorStorm = (floorStorm?.cpu[0] ?? NaN) / N;
     b.results.push({
@@ -288,6 +272,139 @@ export async function fleetScenarios(b: Bench, e: Env): Promise<void> {
     );
   }
   await e.fleet.close('fleet-gw');
+}
+
+type PerDevice = Awaited<ReturnType<typeof measuredPerDevice>>;
+
+/**
+ * One floor's fleet round: N devices through the four round trips on bare-ws.ts's `path`, then (with the storm rows)
+ * all of them dropped and back; the floor sees them all gone before the next window starts.
+ */
+async function floorRound(b: Bench, e: Env, group: string, path: string, timeoutMs: number) {
+  const N = e.fleetN;
+  const floorReady = async () => (await e.bareWs.request<Reply & { ready?: number }>({ cmd: 'count' }, 30_000)).ready ?? 0;
+  const url = `ws://127.0.0.1:${(await e.bareWs.hello)['port'] as number}/xiaozhi/${path}/`;
+  let t = performance.now();
+  const cpu = await measuredPerDevice(e.bareWs.child.pid, N, async () => {
+    const r = await e.fleet.connect({ group, mode: 'device', waitFor: 'ready', transport: 'ws', url, count: N, macGroup: 6, sources: e.sources, timeoutMs });
+    if (!r.ok) throw new Error(`${group}: the floor's fleet did not get ready: ${JSON.stringify(r.stats)}`);
+    await until(`every device ready on ${group}`, async () => (await floorReady()) >= N, timeoutMs, 50);
+    return r;
+  });
+  const ms = performance.now() - t;
+  // Rows the writing floor committed for the round (its last batch goes out within 250 ms, after the window, as the
+  // gateway's does): what the rows' params show beside the gateway's history rows.
+  const rows = path.startsWith('writes') ? await floorRows(e, 2 * N, N, timeoutMs) : undefined;
+  b.log(`${group}: ${N} devices through hello, initialize and tools/list in ${ms.toFixed(0)} ms; ${(cpu.cpu[0]! / N).toFixed(0)} µs CPU each`);
+  let stormMs = NaN;
+  let storm: PerDevice | undefined;
+  let stormRows: Written | undefined;
+  if (b.only.has('storm')) {
+    t = performance.now();
+    storm = await measuredPerDevice(e.bareWs.child.pid, N, async () => {
+      const s = await e.fleet.storm(group, timeoutMs);
+      if (!s.ok) throw new Error(`${group}: the floor's storm did not complete: ${JSON.stringify(s.stats)}`);
+      await until(`every device ready again on ${group}`, async () => (await floorReady()) >= N, timeoutMs, 50);
+    });
+    stormMs = performance.now() - t;
+    if (rows) {
+      const after = await floorRows(e, rows.events + 3 * N, rows.records, timeoutMs);
+      stormRows = { events: after.events - rows.events, records: after.records - rows.records };
+    }
+    b.log(`${group} storm: ${N} devices ready again in ${stormMs.toFixed(0)} ms`);
+  }
+  await e.fleet.close(group);
+  // The floor's closes are its work, not the next window's: they end before it starts.
+  await until(`${group}: the floor to see its devices gone`, async () => (await count(e.bareWs)) === 0, timeoutMs, 50);
+  return { ms, cpu, stormMs, storm, rows, stormRows };
+}
+
+/**
+ * The gateway's history rows written so far (`voxgate_event_history_writes_total`); with `atLeast`, after waiting up to
+ * 5 s for that many (its last batch goes out within 250 ms of the window's end): what there is then, never a failure.
+ */
+async function historyRows(e: Env, atLeast = 0): Promise<number> {
+  const rows = () => metric(e.gwUrl, 'voxgate_event_history_writes_total', { outcome: 'written' });
+  await until('the gateway to write its history rows', async () => (await rows()) >= atLeast, 5_000, 50).catch(() => undefined);
+  return rows();
+}
+
+interface Written {
+  events: number;
+  records: number;
+}
+
+/** Devices through the floor's handshake and gone again, outside every window: what warms the simulators. */
+async function warmSimulators(e: Env, n: number, timeoutMs: number): Promise<void> {
+  const url = `ws://127.0.0.1:${(await e.bareWs.hello)['port'] as number}/xiaozhi/v1/`;
+  const r = await e.fleet.connect({
+    group: 'fleet-warmup',
+    mode: 'device',
+    waitFor: 'ready',
+    transport: 'ws',
+    url,
+    count: n,
+    macGroup: 6,
+    sources: e.sources,
+    timeoutMs,
+  });
+  if (!r.ok) throw new Error(`the warm-up fleet did not get ready: ${JSON.stringify(r.stats)}`);
+  await e.fleet.close('fleet-warmup');
+  await until('the floor to see the warm-up fleet gone', async () => (await count(e.bareWs)) === 0, timeoutMs, 50);
+  await mem(e.bareWs);
+  await e.fleet.gc();
+}
+
+/** The writing floor's committed rows, once at least these many are. */
+async function floorRows(e: Env, events: number, records: number, timeoutMs: number): Promise<Written> {
+  const written = async () => (await e.bareWs.request<Reply & { written?: Written }>({ cmd: 'count' }, 30_000)).written ?? { events: 0, records: 0 };
+  await until(
+    'the writing floor to commit its rows',
+    async () => {
+      const w = await written();
+      return w.events >= events && w.records >= records;
+    },
+    timeoutMs,
+    50,
+  );
+  return written();
+}
+
+/**
+ * The gateway's ready/s and CPU per device against the floor that also writes the gateway's rows: the gateway's own
+ * work against the same work. The goal rows stay the ones against the floor that writes nothing.
+ */
+function againstWritingFloor(
+  row: 'fleet' | 'storm',
+  n: number,
+  gwMs: number,
+  gw: PerDevice,
+  f: { ms: number; cpu: PerDevice; rows: Written | undefined; gwEvents: number },
+): Result[] {
+  const floorKind = 'hello, initialize, 2 tools/list pages; JSON.parse; the record and history rows the gateway writes, in SQLite';
+  const { ms: floorMs, cpu: floor } = f;
+  // The rows each side committed in the round: the floor's history rows and records, the gateway's history rows.
+  const load = { load: gw.load, floorLoad: floor.load, floorRows: f.rows, gatewayHistoryRows: f.gwEvents };
+  const cpuGw = gw.cpu[0]! / n;
+  const cpuFloor = floor.cpu[0]! / n;
+  return [
+    {
+      name: `${row}.ready_per_s_vs_writes`,
+      value: round(n / (gwMs / 1000)),
+      unit: 'devices/s',
+      floor: round(n / (floorMs / 1000)),
+      ratio: ratio(floorMs, gwMs),
+      params: { devices: n, floorKind, ...load },
+    },
+    {
+      name: `${row}.cpu_us_per_device_vs_writes`,
+      value: round(cpuGw),
+      unit: 'µs',
+      floor: round(cpuFloor),
+      ratio: ratio(cpuFloor, cpuGw),
+      params: { devices: n, floorKind, ...load, threads: gw.threads, floorThreads: floor.threads },
+    },
+  ];
 }
 
 /** `measured` for one process, with its CPU per device by thread over the same window. */

@@ -69,11 +69,15 @@ describe('bench harness (tiny mode)', () => {
       'mqtt_vs_ws.calls_per_s',
       'fleet.ready_per_s',
       'fleet.cpu_us_per_device',
+      'fleet.ready_per_s_vs_writes',
+      'fleet.cpu_us_per_device_vs_writes',
       'fleet.rss_per_device',
       'fleet.heap_per_device',
       'storm.ready_ms',
       'storm.ready_per_s',
       'storm.calls_after_ok',
+      'storm.ready_per_s_vs_writes',
+      'storm.cpu_us_per_device_vs_writes',
       'soak.calls_per_s',
       'soak.heap_after_gc',
       'soak.pending_end',
@@ -160,5 +164,17 @@ describe('bench harness (tiny mode)', () => {
     expect(after.value).toBe(after.floor);
     // Fleet size is the tiny one; every device came back.
     expect(doc.results.find((r) => r.name === 'fleet.ready_per_s')!.params['devices']).toBe(20);
+    // The writing floor committed what the gateway did: a record and two history rows per new device, three
+    // history rows per device in the storm and no record (the gateway holds a re-dialling device's last seen).
+    // (A device that had to retry its connection may add an online row on either side: at least, not exactly.)
+    for (const [name, events, records] of [
+      ['fleet.ready_per_s_vs_writes', 40, 20],
+      ['storm.ready_per_s_vs_writes', 60, 0],
+    ] as const) {
+      const p = doc.results.find((r) => r.name === name)!.params as { floorRows: { events: number; records: number }; gatewayHistoryRows: number };
+      expect(p.floorRows.records, name).toBe(records);
+      expect(p.floorRows.events, name).toBeGreaterThanOrEqual(events);
+      expect(p.gatewayHistoryRows, name).toBeGreaterThanOrEqual(events);
+    }
   });
 });
