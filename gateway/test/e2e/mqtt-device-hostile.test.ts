@@ -1,0 +1,231 @@
+import mqttPacket, { type Packet } from 'mqtt-packet';
+import { mqttPassword } from '@voxgate/protocol';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { RawMqtt } from '../../../test/support/raw-mqtt.js';
+import { until, withTimeout } from '../../../test/support/wait.js';
+
+let mac = 0x10;
+const nextMac = () => `02_00_00_00_0b_${(mac++).toString(16).padStart(2, '0')}`;
+const clientIdFor = (m: string) => `GID_voxgate@@@${m}@@@uuid-${m}`;
+const deviceIdOf = (m: string) => m.replace(/_/g, ':');
+const str = (s: string | Buffer) => {
+  const b = Buffer.isBuffer(s) ? s : Buffer.from(s);
+  return Buffer.concat([Buffer.from([b.length >> 8, b.length & 0xff]), b]);
+};
+/** A packet from its first byte and its body, with the remaining length written for it. */
+const frame = (first: number, body: Buffer) => {
+  const len: number[] = [];
+  let n = body.length;
+  do {
+    let b = n % 128;
+    n = Math.floor(n / 128);
+    if (n > 0) b |= 0x80;
+    len.push(b);
+  } while (n > 0);
+  return Buffer.concat([Buffer.from([first, ...len]), body]);
+};
+/** A CONNECT with the flags byte as given (mqtt-packet's generator would not write the illegal ones). */
+const rawConnect = (clientId: string, flags: number, fields: Array<string | Buffer> = []) =>
+  frame(0x10, Buffer.concat([str('MQTT'), Buffer.from([4, flags, 0, 60]), str(clientId), ...fields.map(str)]));
+const publishTo = (topic: Buffer, payload = '{}') => frame(0x30, Buffer.concat([str(topic), Buffer.from(payload)]));
+const gen = (p: Packet) => mqttPacket.generate(p);
+
+/**
+ * The device MQTT link (links/mqtt-device-connection.ts) against a hostile or non-conforming client: every violation
+ * of MQTT 3.1.1 a server must close on is closed and counted, what a device may do is answered, and a healthy device
+ * on the same gateway keeps being served, with nothing thrown out of a handler.
+ */
+describe('MQTT device link: hostile and non-conforming clients', () => {
+  let t: TestGateway;
+  let port: number;
+  let healthy: RawMqtt;
+  const cleanup: Array<() => void> = [];
+  const uncaught: unknown[] = [];
+  const onUncaught = (err: unknown) => uncaught.push(err);
+
+  beforeAll(async () => {
+    process.on('uncaughtException', onUncaught);
+    t = await startTestGateway({ mqtt: { connectTimeoutMs: 1000 } });
+    port = Number(new URL(t.mqttUrl).port);
+    healthy = (await RawMqtt.connect(port, { clientId: clientIdFor(nextMac()) })).c;
+  });
+  afterEach(async () => {
+    for (const f of cleanup.splice(0)) f();
+    // The healthy device is still served after each case.
+    healthy.send({ cmd: 'pingreq' });
+    await healthy.nextOf('pingresp', 5000);
+    expect(uncaught).toEqual([]);
+  });
+  afterAll(async () => {
+    healthy.destroy();
+    await t.close();
+    process.off('uncaughtException', onUncaught);
+  });
+
+  const open = async () => {
+    const c = await RawMqtt.open(port);
+    cleanup.push(() => c.destroy());
+    return c;
+  };
+  const device = async (m = nextMac()) => {
+    const { c, connack } = await RawMqtt.connect(port, { clientId: clientIdFor(m) });
+    cleanup.push(() => c.destroy());
+    expect(connack.returnCode).toBe(0);
+    return c;
+  };
+  const protocolErrors = () => t.metric('voxgate_frames_rejected_total', { reason: 'mqtt_protocol' });
+  /** The server closed the socket without writing a single packet back. */
+  const closedSilently = async (c: RawMqtt, what: string) => {
+    await withTimeout(c.closed.promise, 5000, what);
+    expect(c.endedByUs).toBe(false);
+    expect(c.packets.size).toBe(0);
+  };
+
+  it('closes a CONNECT with the reserved flag set, or with will flags that need the will flag [MQTT-3.1.2-3, -11, -13, -15]', async () => {
+    const before = await protocolErrors();
+    for (const flags of [0x03, 0x02 | 0x20, 0x02 | 0x08, 0x02 | 0x10]) {
+      const c = await open();
+      c.sendBytes(rawConnect(clientIdFor(nextMac()), flags));
+      await closedSilently(c, `CONNECT flags 0x${flags.toString(16)} to close the socket`);
+    }
+    expect(await protocolErrors()).toBe(before + 4);
+  });
+
+  it("never publishes a device's will, to a backend reading every event", async () => {
+    const backend = await open();
+    backend.send({
+      cmd: 'connect',
+      protocolId: 'MQTT',
+      protocolVersion: 4,
+      clean: true,
+      keepalive: 60,
+      clientId: 'backend-will',
+      username: 'b',
+      password: Buffer.from(TEST_API_KEY),
+    });
+    expect((await backend.nextOf('connack')).returnCode).toBe(0);
+    backend.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'voxgate/events/#', qos: 0 }] });
+    await backend.nextOf('suback');
+    const m = nextMac();
+    const online = t.nextEvent('device.online', deviceIdOf(m));
+    const c = await open();
+    c.sendBytes(rawConnect(clientIdFor(m), 0x02 | 0x04 | 0x08 | 0x20, ['voxgate/events/will/x', 'the will']));
+    expect((await c.nextOf('connack')).returnCode).toBe(0);
+    await online;
+    c.destroy();
+    // The offline event is published after the socket's close was handled: a will would have come before it.
+    let p = await backend.nextOf('publish');
+    while (!p.topic.startsWith(`voxgate/events/${deviceIdOf(m)}/device.offline`)) {
+      expect(p.topic).not.toBe('voxgate/events/will/x');
+      p = await backend.nextOf('publish');
+    }
+  });
+
+  it('answers a SUBSCRIBE of several filters with one return code each, in order; wildcards are refused', async () => {
+    const m = nextMac();
+    const c = await device(m);
+    const inbox = `devices/p2p/${m}`;
+    c.send({
+      cmd: 'subscribe',
+      messageId: 5,
+      subscriptions: [
+        { topic: 'devices/p2p/+', qos: 0 },
+        { topic: inbox, qos: 0 },
+        { topic: '#', qos: 1 },
+        { topic: inbox, qos: 2 },
+      ],
+    });
+    const suback = await c.nextOf('suback');
+    expect([suback.messageId, suback.granted]).toEqual([5, [128, 0, 128, 2]]);
+  });
+
+  it('closes a device that publishes to device-server with a trailing NUL or invalid UTF-8 in the topic [MQTT-1.5.3]', async () => {
+    for (const topic of [Buffer.from('device-server\u0000'), Buffer.concat([Buffer.from('device-server'), Buffer.from([0xff])])]) {
+      const c = await device();
+      c.sendBytes(publishTo(topic));
+      await withTimeout(c.closed.promise, 5000, 'a bad topic to close the socket');
+    }
+  });
+
+  it('takes a retained publish as a plain message (nothing is kept), and a DISCONNECT ends reading', async () => {
+    const c = await device();
+    c.send({ cmd: 'publish', topic: 'device-server', qos: 1, messageId: 3, payload: Buffer.from('{"type":"x"}'), retain: true, dup: false });
+    expect((await c.nextOf('puback')).messageId).toBe(3);
+    const before = await protocolErrors();
+    c.sendBytes(Buffer.concat([gen({ cmd: 'disconnect' }), gen({ cmd: 'pingreq' })]));
+    await withTimeout(c.closed.promise, 5000, 'DISCONNECT to close the socket');
+    // What came back arrived before the close: no PINGRESP, the PINGREQ after DISCONNECT was not read.
+    expect(c.packets.size).toBe(0);
+    expect(await protocolErrors()).toBe(before);
+  });
+
+  it('closes a slow CONNECT at the connect deadline, and sockets that never send one', async () => {
+    const before = await t.metric('voxgate_connections_refused_total', { reason: 'no_connect' });
+    const bytes = gen({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clean: true, keepalive: 60, clientId: clientIdFor(nextMac()) });
+    const slow = await open();
+    const silent = await Promise.all(Array.from({ length: 20 }, () => open()));
+    // One byte at a time, never the last: the deadline (1 s here) does not move with the bytes.
+    const started = Date.now();
+    let i = 0;
+    const drip = setInterval(() => i < bytes.length - 1 && !slow.socket.destroyed && slow.sendBytes(bytes.subarray(i, ++i)), 50);
+    cleanup.push(() => clearInterval(drip));
+    await withTimeout(slow.closed.promise, 5000, 'the slow CONNECT to be closed');
+    expect(Date.now() - started).toBeLessThan(3000);
+    await Promise.all(silent.map((c) => withTimeout(c.closed.promise, 5000, 'a silent socket to be closed')));
+    expect(await t.metric('voxgate_connections_refused_total', { reason: 'no_connect' })).toBe(before + 21);
+  });
+
+  it('closes a packet announcing more than the limit at once; a QoS 0 publish so announced before CONNECT waits for the deadline', async () => {
+    const huge = await open();
+    huge.sendBytes(Buffer.from([0x10, 0xff, 0xff, 0xff, 0x7f]));
+    await closedSilently(huge, 'a 256 MB CONNECT to be closed');
+    const pub = await open();
+    pub.sendBytes(Buffer.from([0x30, 0xff, 0xff, 0xff, 0x7f, 0x00, 0x01, 0x61]));
+    await closedSilently(pub, 'a 256 MB publish before CONNECT to be closed by the deadline');
+  });
+
+  it('answers thousands of packets in one read, and a socket reset mid-packet leaves the device offline', async () => {
+    const m = nextMac();
+    const c = await device(m);
+    c.sendBytes(Buffer.concat(Array.from({ length: 5000 }, () => gen({ cmd: 'pingreq' }))));
+    for (let n = 0; n < 5000; n++) await c.nextOf('pingresp');
+    const offline = t.nextEvent('device.offline', deviceIdOf(m));
+    c.sendBytes(publishTo(Buffer.from('device-server'), 'x'.repeat(1000)).subarray(0, 500));
+    await until(() => c.socket.bytesWritten > 0, 'the half packet to be written');
+    c.socket.resetAndDestroy();
+    await offline;
+  });
+});
+
+describe('MQTT device link with device auth on: takeovers need the credentials', () => {
+  const SECRET = 'mqtt-hostile-secret-0123456789';
+  let t: TestGateway;
+  let port: number;
+  const cleanup: Array<() => void> = [];
+  beforeAll(async () => {
+    t = await startTestGateway({ deviceAuth: 'hmac', deviceSecret: SECRET });
+    port = Number(new URL(t.mqttUrl).port);
+  });
+  afterEach(() => {
+    for (const f of cleanup.splice(0)) f();
+  });
+  afterAll(() => t.close());
+
+  it('an attacker with no or wrong credentials gets code 5 and the live device stays', async () => {
+    const m = nextMac();
+    const id = clientIdFor(m);
+    const username = Buffer.from('{"ip":"1.2.3.4"}').toString('base64');
+    const live = await RawMqtt.connect(port, { clientId: id, username, password: Buffer.from(mqttPassword(SECRET, id, username)) });
+    cleanup.push(() => live.c.destroy());
+    expect(live.connack.returnCode).toBe(0);
+    for (const creds of [{}, { username, password: Buffer.from('wrong') }, { username: 'other', password: Buffer.from(mqttPassword(SECRET, id, 'other')) }]) {
+      const a = await RawMqtt.connect(port, { clientId: id, ...creds });
+      cleanup.push(() => a.c.destroy());
+      expect(a.connack.returnCode).toBe(5);
+    }
+    live.c.send({ cmd: 'pingreq' });
+    await live.c.nextOf('pingresp');
+    expect(t.gw.registry.get(deviceIdOf(m))?.online).toBe(true);
+  });
+});
