@@ -20,6 +20,13 @@ const ack = (type: number, messageId: number): Buffer => Buffer.from([type, 0x02
 /** A clean session always: nothing is kept for a device between connections (sessionPresent 0). */
 const connack = (returnCode: number): Buffer => Buffer.from([0x20, 0x02, 0x00, returnCode]);
 
+/** Why a CONNECT breaks MQTT 3.1.1 where the parser lets it pass (the server must close [MQTT-4.8.0-1]), or undefined. */
+function connectViolation(p: IConnectPacket): string | undefined {
+  if ((p.will?.qos ?? 0) > 2) return 'will QoS 3 [MQTT-3.1.2-14]';
+  if (p.protocolVersion !== 5 && p.password !== undefined && p.username === undefined) return 'password without user name [MQTT-3.1.2-22]';
+  return undefined;
+}
+
 /** What the link decides about device connections (links/mqtt.ts): the policy, the sessions, the counters. One for all. */
 export interface MqttDeviceHooks<S> {
   /** Whether this CONNECT is a device's (its client id parses as one); anything else goes to the broker. */
@@ -176,6 +183,9 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
 
   private onConnect(p: Packet): void {
     if (p.cmd !== 'connect') return this.close(); // [MQTT-3.1.0-1]
+    // Checked for every client, device or backend: mqtt-packet reads these flags without refusing them.
+    const violation = connectViolation(p);
+    if (violation) return this.fail(new MqttFramingError(violation));
     if (!this.o.hooks.isDevice(p)) {
       const replay = Buffer.concat(this.early ?? []);
       this.release();

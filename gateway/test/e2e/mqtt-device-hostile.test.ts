@@ -92,6 +92,17 @@ describe('MQTT device link: hostile and non-conforming clients', () => {
     expect(await protocolErrors()).toBe(before + 4);
   });
 
+  it('closes a CONNECT with will QoS 3 [MQTT-3.1.2-14], and one with a password but no user name [MQTT-3.1.2-22]', async () => {
+    const before = await protocolErrors();
+    const willQos3 = await open();
+    willQos3.sendBytes(rawConnect(clientIdFor(nextMac()), 0x02 | 0x04 | 0x18, ['devices/will', 'gone']));
+    await closedSilently(willQos3, 'a will with QoS 3 to close the socket');
+    const passwordOnly = await open();
+    passwordOnly.sendBytes(rawConnect(clientIdFor(nextMac()), 0x02 | 0x40, ['secret']));
+    await closedSilently(passwordOnly, 'a password without a user name to close the socket');
+    expect(await protocolErrors()).toBe(before + 2);
+  });
+
   it("never publishes a device's will, to a backend reading every event", async () => {
     const backend = await open();
     backend.send({
