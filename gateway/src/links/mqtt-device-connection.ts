@@ -186,6 +186,11 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     // Checked for every client, device or backend: mqtt-packet reads these flags without refusing them.
     const violation = connectViolation(p);
     if (violation) return this.fail(new MqttFramingError(violation));
+    if (p.clientId === '' && !p.clean) {
+      // [MQTT-3.1.3-8]: no id, so no session to keep; aedes would serve it as a clean session.
+      this.o.hooks.malformed(this, new MqttFramingError('zero-length client id with clean session 0'));
+      return this.refuseConnect(CONNACK_IDENTIFIER_REJECTED);
+    }
     if (!this.o.hooks.isDevice(p)) {
       const replay = Buffer.concat(this.early ?? []);
       this.release();
@@ -198,18 +203,19 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     else if (p.protocolVersion === 3 && p.clientId.length > MQTT31_MAX_CLIENT_ID) refused = CONNACK_IDENTIFIER_REJECTED;
     this.clientId = p.clientId;
     const verdict = refused === undefined ? this.o.hooks.admit(this, p) : { refused };
-    if ('refused' in verdict) {
-      // Closed once the CONNACK is written [MQTT-3.2.2-5], so the device reads why.
-      this.release();
-      this.socket.end(connack(verdict.refused), () => this.socket.destroy());
-      return;
-    }
+    if ('refused' in verdict) return this.refuseConnect(verdict.refused);
     this.inbox = verdict.inbox;
     this.state = 'open';
     this.write(connack(0));
     this.keepaliveMs = verdict.keepaliveSeconds * 1500 + 1; // [MQTT-3.1.2-24]: 1.5 times the keepalive
     this.timer = setTimeout(this.checkKeepalive, this.keepaliveMs);
     this.o.hooks.ready(this, verdict);
+  }
+
+  /** Closed once the CONNACK is written [MQTT-3.2.2-5], so the client reads why. */
+  private refuseConnect(returnCode: number): void {
+    this.release();
+    this.socket.end(connack(returnCode), () => this.socket.destroy());
   }
 
   /** Fires once per keepalive period, not per packet: the socket is closed when the last packet is older than it. */

@@ -103,6 +103,27 @@ describe('MQTT device link: hostile and non-conforming clients', () => {
     expect(await protocolErrors()).toBe(before + 2);
   });
 
+  it('a zero-length client id: never a device; with clean session 0 identifier rejected (2) for anyone [MQTT-3.1.3-7, -8]', async () => {
+    const before = await protocolErrors();
+    // clean 0: code 2 whatever the credentials; clean 1: not a device, so the broker's answer (5 without an API key).
+    const cases: Array<[number, string[], number]> = [
+      [0x00, [], 2],
+      [0xc0, ['backend', TEST_API_KEY], 2],
+      [0x02, [], 5],
+    ];
+    for (const [flags, fields, code] of cases) {
+      const c = await open();
+      c.sendBytes(rawConnect('', flags, fields));
+      expect((await c.nextOf('connack')).returnCode).toBe(code);
+      await withTimeout(c.closed.promise, 5000, 'the refused client to be closed');
+    }
+    expect(await protocolErrors()).toBe(before + 2);
+    // A backend with an API key and clean session 1 is served under an id the broker gives it (libmosquitto's default).
+    const keyed = await open();
+    keyed.sendBytes(rawConnect('', 0xc2, ['backend', TEST_API_KEY]));
+    expect((await keyed.nextOf('connack')).returnCode).toBe(0);
+  });
+
   it("never publishes a device's will, to a backend reading every event", async () => {
     const backend = await open();
     backend.send({
