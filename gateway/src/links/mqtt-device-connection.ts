@@ -151,11 +151,14 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     if (this.state === 'closed') return;
     this.lastPacketAt = Date.now();
     if (this.state === 'connect') return this.onConnect(p);
+    // mqtt-packet reads a packet id of 0 (or -1, when the packet ends before it) without refusing it.
+    if ((p.cmd === 'subscribe' || p.cmd === 'unsubscribe' || (p.cmd === 'publish' && p.qos > 0)) && !(p.messageId! > 0))
+      return this.fail(new MqttFramingError(`${p.cmd} without a packet id [MQTT-2.3.1-1]`));
     switch (p.cmd) {
       case 'publish':
         if (p.qos === 2) return this.refuse('qos2', { clientId: this.clientId });
         if (p.topic !== DEVICE_PUBLISH_TOPIC) return this.refuse('publish_denied', { clientId: this.clientId, topic: p.topic });
-        if (p.qos === 1) this.write(ack(PUBACK, p.messageId ?? 0));
+        if (p.qos === 1) this.write(ack(PUBACK, p.messageId!));
         return this.o.hooks.message(this, typeof p.payload === 'string' ? p.payload : p.payload.toString('utf8'));
       case 'pingreq':
         this.o.hooks.ping(this);
@@ -169,7 +172,7 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
         return this.write(mqttPacket.generate({ cmd: 'suback', messageId: p.messageId, granted }));
       }
       case 'unsubscribe':
-        return this.write(ack(UNSUBACK, p.messageId ?? 0));
+        return this.write(ack(UNSUBACK, p.messageId!));
       case 'puback':
       case 'pubrec':
       case 'pubcomp':

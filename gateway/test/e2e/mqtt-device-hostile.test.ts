@@ -124,6 +124,25 @@ describe('MQTT device link: hostile and non-conforming clients', () => {
     expect((await keyed.nextOf('connack')).returnCode).toBe(0);
   });
 
+  it('closes a QoS 1 PUBLISH, a SUBSCRIBE or an UNSUBSCRIBE with packet id 0 [MQTT-2.3.1-1]', async () => {
+    const before = await protocolErrors();
+    const packets: Packet[] = [
+      { cmd: 'publish', topic: 'device-server', qos: 1, messageId: 0, payload: Buffer.from('{}'), retain: false, dup: false },
+      { cmd: 'subscribe', messageId: 0, subscriptions: [{ topic: 'devices/p2p/x', qos: 0 }] },
+      { cmd: 'unsubscribe', messageId: 0, unsubscriptions: ['devices/p2p/x'] },
+    ];
+    for (const p of packets) {
+      const c = await device();
+      c.sendBytes(Buffer.concat([gen(p), gen({ cmd: 'pingreq' })]));
+      await withTimeout(c.closed.promise, 5000, `a ${p.cmd} with packet id 0 to close the socket`);
+      // Only the session's own pushes (its MCP initialize) came back: no acknowledgement, no PINGRESP.
+      const cmds = new Set<string>();
+      while (c.packets.size > 0) cmds.add((await c.packets.next()).cmd);
+      expect([...cmds].filter((cmd) => cmd !== 'publish')).toEqual([]);
+    }
+    expect(await protocolErrors()).toBe(before + 3);
+  });
+
   it("never publishes a device's will, to a backend reading every event", async () => {
     const backend = await open();
     backend.send({
