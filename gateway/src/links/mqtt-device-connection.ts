@@ -178,14 +178,16 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
       case 'pubcomp':
       case 'pubrel':
         return; // answers to QoS packets the gateway never sends (it sends QoS 0), or to a QoS 2 it refuses
-      default:
-        // DISCONNECT, a second CONNECT [MQTT-3.1.0-2], or a packet only a server sends.
+      case 'disconnect':
         return this.close();
+      default:
+        // A second CONNECT [MQTT-3.1.0-2], or a packet only a server sends: counted and logged, as a parse error is.
+        return this.fail(new MqttFramingError(`unexpected ${p.cmd}`));
     }
   }
 
   private onConnect(p: Packet): void {
-    if (p.cmd !== 'connect') return this.close(); // [MQTT-3.1.0-1]
+    if (p.cmd !== 'connect') return this.fail(new MqttFramingError(`${p.cmd} before CONNECT`)); // [MQTT-3.1.0-1]
     // Checked for every client, device or backend: mqtt-packet reads these flags without refusing them.
     const violation = connectViolation(p);
     if (violation) return this.fail(new MqttFramingError(violation));

@@ -143,6 +143,37 @@ describe('MQTT device link: hostile and non-conforming clients', () => {
     expect(await protocolErrors()).toBe(before + 3);
   });
 
+  it('closes and counts a packet only a server sends, a second CONNECT, and AUTH; ignores acknowledgements of what it never sent', async () => {
+    const before = await protocolErrors();
+    const serverOnly: Buffer[] = [
+      gen({ cmd: 'connack', returnCode: 0, sessionPresent: false }),
+      gen({ cmd: 'suback', messageId: 1, granted: [0] }),
+      Buffer.from([0xb0, 0x02, 0x00, 0x01]),
+      gen({ cmd: 'pingresp' }),
+      gen({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clean: true, keepalive: 60, clientId: clientIdFor(nextMac()) }),
+      Buffer.from([0xf0, 0x00]),
+    ];
+    for (const bytes of serverOnly) {
+      const c = await device();
+      c.sendBytes(bytes);
+      await withTimeout(c.closed.promise, 5000, `packet 0x${bytes[0]!.toString(16)} to close the socket`);
+    }
+    expect(await protocolErrors()).toBe(before + serverOnly.length);
+
+    const c = await device();
+    for (const cmd of ['puback', 'pubrec', 'pubcomp', 'pubrel'] as const) c.send({ cmd, messageId: 9 } as Packet);
+    c.send({ cmd: 'pingreq' });
+    await c.nextOf('pingresp');
+  });
+
+  it('closes and counts a packet before CONNECT', async () => {
+    const before = await protocolErrors();
+    const c = await open();
+    c.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: '#', qos: 0 }] });
+    await closedSilently(c, 'a SUBSCRIBE before CONNECT to close the socket');
+    expect(await protocolErrors()).toBe(before + 1);
+  });
+
   it("never publishes a device's will, to a backend reading every event", async () => {
     const backend = await open();
     backend.send({
