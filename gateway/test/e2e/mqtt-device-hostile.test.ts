@@ -3,6 +3,7 @@ import { mqttPassword } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { RawMqtt } from '../../../test/support/raw-mqtt.js';
+import { ReferenceDevice } from '../../../test/support/reference-device.js';
 import { until, withTimeout } from '../../../test/support/wait.js';
 
 let mac = 0x10;
@@ -204,6 +205,28 @@ describe('MQTT device link: hostile and non-conforming clients', () => {
     }
   });
 
+  it("a client without the API key cannot take a backend's client id over", async () => {
+    const connect = (password?: string) => ({
+      cmd: 'connect' as const,
+      protocolId: 'MQTT' as const,
+      protocolVersion: 4 as const,
+      clean: true,
+      keepalive: 60,
+      clientId: 'backend-taken',
+      ...(password === undefined ? {} : { username: 'b', password: Buffer.from(password) }),
+    });
+    const backend = await open();
+    backend.send(connect(TEST_API_KEY));
+    expect((await backend.nextOf('connack')).returnCode).toBe(0);
+    for (const password of [undefined, 'wrong']) {
+      const attacker = await open();
+      attacker.send(connect(password));
+      expect((await attacker.nextOf('connack')).returnCode).toBe(5);
+    }
+    backend.send({ cmd: 'pingreq' });
+    await backend.nextOf('pingresp');
+  });
+
   it('answers a SUBSCRIBE of several filters with one return code each, in order; wildcards are refused', async () => {
     const m = nextMac();
     const c = await device(m);
@@ -293,6 +316,29 @@ describe('MQTT device link with device auth on: takeovers need the credentials',
     for (const f of cleanup.splice(0)) f();
   });
   afterAll(() => t.close());
+
+  it("a takeover with the device's own credentials fails its pending calls at once and closes the old socket", async () => {
+    const d = new ReferenceDevice({ deviceId: deviceIdOf(nextMac()) });
+    cleanup.push(() => d.terminate());
+    const id = clientIdFor(d.deviceId.replace(/:/g, '_'));
+    const username = Buffer.from('{"ip":"1.2.3.4"}').toString('base64');
+    const password = mqttPassword(SECRET, id, username);
+    const ready = t.nextEvent('device.ready', d.deviceId);
+    await d.connectMqtt(t.mqttUrl, { clientId: id, username, password });
+    await ready;
+    d.holdReplies();
+    const pending = t.api<{ code: string }>('POST', `/v1/devices/${d.deviceId}/tools/self.audio_speaker.set_volume/call`, { arguments: { volume: 3 } });
+    await d.waitForMcp((p) => p['method'] === 'tools/call');
+    const next = await RawMqtt.connect(port, { clientId: id, username, password: Buffer.from(password) });
+    cleanup.push(() => next.c.destroy());
+    expect(next.connack.returnCode).toBe(0);
+    const r = await pending;
+    expect([r.status, r.body.code]).toEqual([503, 'DEVICE_OFFLINE']);
+    await until(() => !d.connected, 'the replaced socket to be closed');
+    next.c.send({ cmd: 'pingreq' });
+    await next.c.nextOf('pingresp');
+    expect(t.gw.registry.get(d.deviceId)?.online).toBe(true);
+  });
 
   it('an attacker with no or wrong credentials gets code 5 and the live device stays', async () => {
     const m = nextMac();
