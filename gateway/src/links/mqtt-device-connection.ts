@@ -94,6 +94,7 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
   /** Bytes read before CONNECT was decided: replayed to the broker for a non-device client. */
   private early: Buffer[] | undefined = [];
   private keepaliveMs = 0;
+  /** performance.now() of the last packet: a wall-clock step (NTP) must not make every device look silent at once. */
   private lastPacketAt = 0;
   /** The CONNECT deadline until CONNECT, then the keepalive check. */
   private timer: NodeJS.Timeout | undefined;
@@ -149,7 +150,7 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
 
   private onPacket(p: Packet): void {
     if (this.state === 'closed') return;
-    this.lastPacketAt = Date.now();
+    this.lastPacketAt = performance.now();
     if (this.state === 'connect') return this.onConnect(p);
     // mqtt-packet reads a packet id of 0 (or -1, when the packet ends before it) without refusing it.
     if ((p.cmd === 'subscribe' || p.cmd === 'unsubscribe' || (p.cmd === 'publish' && p.qos > 0)) && !(p.messageId! > 0))
@@ -226,7 +227,7 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
   /** Fires once per keepalive period, not per packet: the socket is closed when the last packet is older than it. */
   private readonly checkKeepalive = (): void => {
     if (this.state === 'closed') return;
-    const idle = Date.now() - this.lastPacketAt;
+    const idle = performance.now() - this.lastPacketAt;
     if (idle >= this.keepaliveMs) return this.close();
     this.timer = setTimeout(this.checkKeepalive, this.keepaliveMs - idle);
   };
