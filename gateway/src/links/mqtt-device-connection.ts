@@ -20,6 +20,13 @@ const ack = (type: number, messageId: number): Buffer => Buffer.from([type, 0x02
 /** A clean session always: nothing is kept for a device between connections (sessionPresent 0). */
 const connack = (returnCode: number): Buffer => Buffer.from([0x20, 0x02, 0x00, returnCode]);
 
+/** Why a CONNECT breaks MQTT 3.1.1 where the parser lets it pass (the server must close [MQTT-4.8.0-1]), or undefined. */
+function connectViolation(p: IConnectPacket): string | undefined {
+  if ((p.will?.qos ?? 0) > 2) return 'will QoS 3 [MQTT-3.1.2-14]';
+  if (p.protocolVersion !== 5 && p.password !== undefined && p.username === undefined) return 'password without user name [MQTT-3.1.2-22]';
+  return undefined;
+}
+
 /** What the link decides about device connections (links/mqtt.ts): the policy, the sessions, the counters. One for all. */
 export interface MqttDeviceHooks<S> {
   /** Whether this CONNECT is a device's (its client id parses as one); anything else goes to the broker. */
@@ -87,6 +94,7 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
   /** Bytes read before CONNECT was decided: replayed to the broker for a non-device client. */
   private early: Buffer[] | undefined = [];
   private keepaliveMs = 0;
+  /** performance.now() of the last packet: a wall-clock step (NTP) must not make every device look silent at once. */
   private lastPacketAt = 0;
   /** The CONNECT deadline until CONNECT, then the keepalive check. */
   private timer: NodeJS.Timeout | undefined;
@@ -142,13 +150,16 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
 
   private onPacket(p: Packet): void {
     if (this.state === 'closed') return;
-    this.lastPacketAt = Date.now();
+    this.lastPacketAt = performance.now();
     if (this.state === 'connect') return this.onConnect(p);
+    // mqtt-packet reads a packet id of 0 (or -1, when the packet ends before it) without refusing it.
+    if ((p.cmd === 'subscribe' || p.cmd === 'unsubscribe' || (p.cmd === 'publish' && p.qos > 0)) && !(p.messageId! > 0))
+      return this.fail(new MqttFramingError(`${p.cmd} without a packet id [MQTT-2.3.1-1]`));
     switch (p.cmd) {
       case 'publish':
         if (p.qos === 2) return this.refuse('qos2', { clientId: this.clientId });
         if (p.topic !== DEVICE_PUBLISH_TOPIC) return this.refuse('publish_denied', { clientId: this.clientId, topic: p.topic });
-        if (p.qos === 1) this.write(ack(PUBACK, p.messageId ?? 0));
+        if (p.qos === 1) this.write(ack(PUBACK, p.messageId!));
         return this.o.hooks.message(this, typeof p.payload === 'string' ? p.payload : p.payload.toString('utf8'));
       case 'pingreq':
         this.o.hooks.ping(this);
@@ -162,20 +173,30 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
         return this.write(mqttPacket.generate({ cmd: 'suback', messageId: p.messageId, granted }));
       }
       case 'unsubscribe':
-        return this.write(ack(UNSUBACK, p.messageId ?? 0));
+        return this.write(ack(UNSUBACK, p.messageId!));
       case 'puback':
       case 'pubrec':
       case 'pubcomp':
       case 'pubrel':
         return; // answers to QoS packets the gateway never sends (it sends QoS 0), or to a QoS 2 it refuses
-      default:
-        // DISCONNECT, a second CONNECT [MQTT-3.1.0-2], or a packet only a server sends.
+      case 'disconnect':
         return this.close();
+      default:
+        // A second CONNECT [MQTT-3.1.0-2], or a packet only a server sends: counted and logged, as a parse error is.
+        return this.fail(new MqttFramingError(`unexpected ${p.cmd}`));
     }
   }
 
   private onConnect(p: Packet): void {
-    if (p.cmd !== 'connect') return this.close(); // [MQTT-3.1.0-1]
+    if (p.cmd !== 'connect') return this.fail(new MqttFramingError(`${p.cmd} before CONNECT`)); // [MQTT-3.1.0-1]
+    // Checked for every client, device or backend: mqtt-packet reads these flags without refusing them.
+    const violation = connectViolation(p);
+    if (violation) return this.fail(new MqttFramingError(violation));
+    if (p.clientId === '' && !p.clean) {
+      // [MQTT-3.1.3-8]: no id, so no session to keep; aedes would serve it as a clean session.
+      this.o.hooks.malformed(this, new MqttFramingError('zero-length client id with clean session 0'));
+      return this.refuseConnect(CONNACK_IDENTIFIER_REJECTED);
+    }
     if (!this.o.hooks.isDevice(p)) {
       const replay = Buffer.concat(this.early ?? []);
       this.release();
@@ -188,12 +209,7 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     else if (p.protocolVersion === 3 && p.clientId.length > MQTT31_MAX_CLIENT_ID) refused = CONNACK_IDENTIFIER_REJECTED;
     this.clientId = p.clientId;
     const verdict = refused === undefined ? this.o.hooks.admit(this, p) : { refused };
-    if ('refused' in verdict) {
-      // Closed once the CONNACK is written [MQTT-3.2.2-5], so the device reads why.
-      this.release();
-      this.socket.end(connack(verdict.refused), () => this.socket.destroy());
-      return;
-    }
+    if ('refused' in verdict) return this.refuseConnect(verdict.refused);
     this.inbox = verdict.inbox;
     this.state = 'open';
     this.write(connack(0));
@@ -202,10 +218,16 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     this.o.hooks.ready(this, verdict);
   }
 
+  /** Closed once the CONNACK is written [MQTT-3.2.2-5], so the client reads why. */
+  private refuseConnect(returnCode: number): void {
+    this.release();
+    this.socket.end(connack(returnCode), () => this.socket.destroy());
+  }
+
   /** Fires once per keepalive period, not per packet: the socket is closed when the last packet is older than it. */
   private readonly checkKeepalive = (): void => {
     if (this.state === 'closed') return;
-    const idle = Date.now() - this.lastPacketAt;
+    const idle = performance.now() - this.lastPacketAt;
     if (idle >= this.keepaliveMs) return this.close();
     this.timer = setTimeout(this.checkKeepalive, this.keepaliveMs - idle);
   };
