@@ -1,0 +1,50 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { ScriptedWsDevice, type ScriptedTool } from '../../../test/support/scripted-device.js';
+import { withTimeout } from '../../../test/support/wait.js';
+
+const TOOLS: ScriptedTool[] = [{ name: 'self.echo', inputSchema: { type: 'object', properties: { v: { type: 'integer' } } } }];
+
+describe('hostile WebSocket devices: frames no firmware sends', () => {
+  let t: TestGateway;
+  const devices: ScriptedWsDevice[] = [];
+  let mac = 0;
+
+  const join = async (): Promise<{ d: ScriptedWsDevice; id: string }> => {
+    const deviceId = `02:00:00:00:0d:${(mac++).toString(16).padStart(2, '0')}`;
+    const ready = t.nextEvent('device.ready', deviceId);
+    const d = await ScriptedWsDevice.connect(t.wsUrl, deviceId, TOOLS);
+    devices.push(d);
+    await ready;
+    return { d, id: deviceId };
+  };
+  const call = (deviceId: string, v: number) => t.api('POST', `/v1/devices/${deviceId}/tools/self.echo/call`, { arguments: { v } });
+
+  beforeAll(async () => {
+    t = await startTestGateway({ frames: { devicePerSecond: 100, deviceBurst: 20 } });
+  });
+  afterAll(async () => {
+    for (const d of devices) d.close();
+    await t.close();
+  });
+
+  it('a ping flood spends from the read budget like any unsolicited frame: reading pauses, every ping is still answered', async () => {
+    const { d: flooder, id: flooderId } = await join();
+    const other = await join();
+    const pausedBefore = await t.metric('voxgate_device_reads_paused_total', { transport: 'websocket', budget: 'device' });
+    // In rounds of 40, each awaited: ws itself cuts a peer with more than 60 pongs not yet written (maxPendingAutoPongs).
+    let pongs = 0;
+    let round: (() => void) | undefined;
+    flooder.ws.on('pong', () => {
+      if (++pongs % 40 === 0) round?.();
+    });
+    for (let r = 0; r < 5; r++) {
+      const done = new Promise<void>((resolve) => (round = resolve));
+      for (let i = 0; i < 40; i++) flooder.ws.ping();
+      await withTimeout(done, 15_000, `pongs of round ${r}`);
+    }
+    expect((await call(other.id, 1)).status).toBe(200);
+    expect(await t.metric('voxgate_device_reads_paused_total', { transport: 'websocket', budget: 'device' })).toBeGreaterThan(pausedBefore);
+    expect(t.logs.some((l) => l['reason'] === 'frame_rate' && l['deviceId'] === flooderId)).toBe(true);
+  });
+});
