@@ -197,7 +197,7 @@ class WsDeviceLink implements DeviceLink {
 /** Device WebSocket endpoint on the HTTP server: auth at the upgrade, frames to sessions, heartbeat. */
 export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   // The endpoint keeps its own set of sockets (see DeviceSocket): ws's clientTracking adds a closure per socket.
-  const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false, WebSocket: DeviceSocket, clientTracking: false });
+  const wss = deviceServer(o.maxPayloadBytes);
   const clients = new Set<DeviceSocket>();
   const base = trimSlashes(o.path);
   const fullLog = new ThrottledLog(o.log, 'warn', REFUSAL_LOG);
@@ -286,6 +286,28 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
       wss.close();
     },
   };
+}
+
+/**
+ * The pieces a device message may come in. Each costs a parse, but the read budget counts messages: ws's default (16 384)
+ * let a message of one-byte pieces cost ~55 ms of CPU for 4 tokens. esp_websocket_client cuts a message into pieces of
+ * its buffer (1 KiB by default; the xiaozhi firmware sends each message whole), so a largest message still fits.
+ */
+export function maxFragments(maxPayloadBytes: number): number {
+  return Math.ceil(maxPayloadBytes / 1024) + 1;
+}
+
+/** The endpoint's ws server: messages bounded in size and in pieces, the sockets tracked by the endpoint (see DeviceSocket). */
+function deviceServer(maxPayloadBytes: number) {
+  const maxPieces = maxFragments(maxPayloadBytes);
+  return new WebSocketServer({
+    noServer: true,
+    maxPayload: maxPayloadBytes,
+    maxFragments: maxPieces,
+    perMessageDeflate: false,
+    WebSocket: DeviceSocket,
+    clientTracking: false,
+  });
 }
 
 /** What every link of one endpoint shares, made once. */

@@ -47,4 +47,23 @@ describe('hostile WebSocket devices: frames no firmware sends', () => {
     expect(await t.metric('voxgate_device_reads_paused_total', { transport: 'websocket', budget: 'device' })).toBeGreaterThan(pausedBefore);
     expect(t.logs.some((l) => l['reason'] === 'frame_rate' && l['deviceId'] === flooderId)).toBe(true);
   });
+
+  it('a message in more pieces than esp_websocket_client would cut it into ends that connection, counted and logged; the others go on', async () => {
+    const { d: fragmenter, id: fragmenterId } = await join();
+    const { d: chunked, id: chunkedId } = await join();
+    const other = await join();
+    // esp_websocket_client cuts a message into pieces of its buffer (1 KiB by default): 60 KiB arrives in 60 of them.
+    const text = JSON.stringify({ type: 'mcp', payload: { jsonrpc: '2.0', method: 'notifications/big', params: { pad: 'x'.repeat(60 * 1024) } } });
+    const published = t.nextEvent('device.notification', chunkedId);
+    for (let at = 0; at < text.length; at += 1024) chunked.ws.send(text.slice(at, at + 1024), { fin: at + 1024 >= text.length });
+    expect(((await published).data as { method: string }).method).toBe('notifications/big');
+    // One byte a piece: parsing each piece costs what a whole frame does, and the read budget counts messages.
+    const rejectedBefore = await t.metric('voxgate_frames_rejected_total', { reason: 'ws_protocol' });
+    const closed = new Promise<number>((resolve) => fragmenter.ws.once('close', (code: number) => resolve(code)));
+    for (let i = 0; i < 2000; i++) fragmenter.ws.send('x', { fin: false });
+    expect(await withTimeout(closed, 15_000, 'the close')).toBe(1008);
+    expect(await t.metric('voxgate_frames_rejected_total', { reason: 'ws_protocol' })).toBe(rejectedBefore + 1);
+    expect(t.logs.some((l) => l['deviceId'] === fragmenterId && String(l['err']).includes('fragments'))).toBe(true);
+    expect((await call(other.id, 2)).status).toBe(200);
+  });
 });
