@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { ReferenceDevice } from '../../../test/support/reference-device.js';
 import { ScriptedWsDevice, type ScriptedTool } from '../../../test/support/scripted-device.js';
 import { withTimeout } from '../../../test/support/wait.js';
 
@@ -65,5 +66,23 @@ describe('hostile WebSocket devices: frames no firmware sends', () => {
     expect(await t.metric('voxgate_frames_rejected_total', { reason: 'ws_protocol' })).toBe(rejectedBefore + 1);
     expect(t.logs.some((l) => l['deviceId'] === fragmenterId && String(l['err']).includes('fragments'))).toBe(true);
     expect((await call(other.id, 2)).status).toBe(200);
+  });
+});
+
+describe('hostile WebSocket devices behind a trusted proxy (http.trustProxy)', () => {
+  it("a forwarded IPv6 address with a zone id of kilobytes counts as the proxy's, not as the device's address", async () => {
+    const t = await startTestGateway({ http: { trustProxy: ['loopback'] } });
+    const d = new ReferenceDevice({ deviceId: '02:00:00:00:0d:f0' });
+    try {
+      // node's isIP takes any zone id; a real proxy forwards none. The address goes into every log line and the refused list.
+      const ready = t.nextEvent('device.ready', d.deviceId);
+      await d.connectWebSocket(t.wsUrl, { headers: { 'X-Forwarded-For': `fe80::1%${'a'.repeat(8000)}` } });
+      await ready;
+      const remotes = t.logs.filter((l) => l['msg'] === 'device connected' && l['deviceId'] === d.deviceId).map((l) => l['remote']);
+      expect(remotes).toEqual(['127.0.0.1']);
+    } finally {
+      d.terminate();
+      await t.close();
+    }
   });
 });
