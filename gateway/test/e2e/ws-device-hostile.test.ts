@@ -1,8 +1,10 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 import { ScriptedWsDevice, type ScriptedTool } from '../../../test/support/scripted-device.js';
-import { withTimeout } from '../../../test/support/wait.js';
+import { once, withTimeout } from '../../../test/support/wait.js';
 
 const TOOLS: ScriptedTool[] = [{ name: 'self.echo', inputSchema: { type: 'object', properties: { v: { type: 'integer' } } } }];
 
@@ -66,6 +68,66 @@ describe('hostile WebSocket devices: frames no firmware sends', () => {
     expect(await t.metric('voxgate_frames_rejected_total', { reason: 'ws_protocol' })).toBe(rejectedBefore + 1);
     expect(t.logs.some((l) => l['deviceId'] === fragmenterId && String(l['err']).includes('fragments'))).toBe(true);
     expect((await call(other.id, 2)).status).toBe(200);
+  });
+});
+
+describe('hostile WebSocket devices: what holds', () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway();
+  });
+  afterAll(() => t.close());
+
+  it('frames before the hello, and replies to ids never sent or of another type, are dropped and counted; the device then sets up', async () => {
+    const deviceId = '02:00:00:00:0d:e0';
+    const ws = new WebSocket(t.wsUrl, { headers: { 'Device-Id': deviceId, 'Client-Id': 'c' }, perMessageDeflate: false });
+    await once(ws, 'open');
+    const late = await t.metric('voxgate_late_replies_total');
+    const badRpc = await t.metric('voxgate_frames_rejected_total', { reason: 'bad_jsonrpc' });
+    const reply = (id: unknown) => ws.send(JSON.stringify({ session_id: 'x', type: 'mcp', payload: { jsonrpc: '2.0', id, result: {} } }));
+    for (const id of [0, 1, '1', 1e300, -1, null]) reply(id);
+    ws.send(Buffer.from([0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]), { binary: true });
+    const ready = t.nextEvent('device.ready', deviceId);
+    const requests: Array<{ id: number; method: string }> = [];
+    ws.on('message', (data, binary) => {
+      if (binary) return;
+      const f = JSON.parse(String(data)) as { type: string; payload?: { id: number; method: string } };
+      if (f.type === 'mcp' && f.payload?.method) requests.push(f.payload);
+      const p = f.payload;
+      if (p?.method === 'initialize') reply2(p.id, '{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"x","version":"1"}}');
+      if (p?.method === 'tools/list') {
+        // An answer to an id already answered, and one of the right number as a string, before the real one.
+        reply(1);
+        reply(String(p.id));
+        reply2(p.id, '{"tools":[{"name":"self.x","inputSchema":{"type":"object"}}]}');
+      }
+    });
+    const reply2 = (id: number, result: string) => ws.send(`{"session_id":"x","type":"mcp","payload":{"jsonrpc":"2.0","id":${id},"result":${result}}}`);
+    ws.send(JSON.stringify({ type: 'hello', version: 1, transport: 'websocket', features: { mcp: true } }));
+    await ready;
+    expect(requests.map((r) => r.method)).toEqual(['initialize', 'tools/list']);
+    // A result with a null id is no response at all (JSON-RPC 2.0): refused as such, not matched.
+    expect(await t.metric('voxgate_late_replies_total')).toBe(late + 7);
+    expect(await t.metric('voxgate_frames_rejected_total', { reason: 'bad_jsonrpc' })).toBe(badRpc + 1);
+    ws.terminate();
+  });
+
+  it('a Device-Id header sent twice, or one that is not a MAC, is refused at the upgrade (400)', async () => {
+    const port = Number(new URL(t.baseUrl).port);
+    const upgrade = async (deviceIdLines: string): Promise<string> => {
+      const sock = connect(port, '127.0.0.1');
+      await once(sock, 'connect');
+      sock.write(
+        `GET /xiaozhi/v1/ HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${deviceIdLines}\r\n`,
+      );
+      let text = '';
+      sock.on('data', (c: Buffer) => (text += c.toString('latin1')));
+      await once(sock, 'close');
+      return text.split('\r\n')[0]!;
+    };
+    expect(await upgrade('Device-Id: 02:00:00:00:0d:e1\r\nDevice-Id: 02:00:00:00:0d:e2\r\n')).toBe('HTTP/1.1 400 Bad Request');
+    expect(await upgrade('Device-Id: 02:00:00:00:0d:\xe9\xe9\r\n')).toBe('HTTP/1.1 400 Bad Request');
+    expect(await upgrade('Device-Id: ../../02:00:00:00:0d:e1\r\n')).toBe('HTTP/1.1 400 Bad Request');
   });
 });
 
