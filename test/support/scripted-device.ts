@@ -26,7 +26,8 @@ export class ScriptedWsDevice {
   readonly requests = new AsyncQueue<ScriptedRequest>();
   private served: ScriptedTool[] | undefined;
 
-  private constructor(private readonly ws: WebSocket) {
+  /** The raw socket: for frames a device's own code would never write (pings, fragments, close frames). */
+  private constructor(readonly ws: WebSocket) {
     ws.on('message', (data: RawData, isBinary: boolean) => {
       if (isBinary) return;
       const frame = JSON.parse(String(data)) as { type?: string; payload?: { id?: unknown; method?: unknown; params?: Record<string, unknown> } };

@@ -277,6 +277,16 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
     if (!this.takeAudio(data)) this.spendRead(frameCost(data.length));
   }
 
+  /**
+   * A frame with nothing to hand on (a WebSocket ping or pong): traffic, and unsolicited. ws answers each ping with a
+   * pong of its own (a write, ~9 µs of CPU), so a flood of them spends from the read budget as other frames do; while
+   * reading is paused the ones of the read under way add to the debt. The heartbeat's pong is one every round.
+   */
+  onControl(): void {
+    this.lastSeenAt = Date.now();
+    this.spendRead(1);
+  }
+
   /** Audio to the voice session that holds it; without one it is counted and dropped. True when taken. */
   private takeAudio(data: Buffer): boolean {
     if (this.voice.onAudio(this, data)) return true;

@@ -42,6 +42,8 @@ class DeviceSocket extends WebSocket {
   /** Heard from since the heartbeat's last round (any frame, or the pong to its ping). */
   alive = true;
   link: WsDeviceLink | undefined = undefined;
+  /** Pings and pongs heard since the heartbeat's last round (see `keepalive`). */
+  controls = 0;
   /** The endpoint's open sockets (ws's clientTracking, without a listener per socket): left at 'close'. */
   clients: Set<DeviceSocket> | undefined = undefined;
 
@@ -57,14 +59,14 @@ class DeviceSocket extends WebSocket {
       case 'message':
         link.onMessage(a as RawData, b as boolean);
         return true;
-      // Keepalives are traffic: last seen moves with them (devices/records.ts writes it, throttled).
+      // Keepalives are traffic (last seen moves), and unsolicited frames: a flood of them spends the read budget.
       case 'pong':
         this.alive = true;
-        link.session.lastSeenAt = Date.now();
+        this.keepalive(link);
         return true;
       case 'ping':
         // ws answered it with a pong already: one the device does not read counts as unread.
-        link.session.lastSeenAt = Date.now();
+        this.keepalive(link);
         link.stalled();
         return true;
       case 'error':
@@ -74,7 +76,26 @@ class DeviceSocket extends WebSocket {
         return super.emit(event, a, b);
     }
   }
+
+  /** The heartbeat's round: heard from again by the next one, or dropped. */
+  heartbeat(): void {
+    this.alive = false;
+    this.controls = 0;
+    this.ping();
+  }
+
+  /**
+   * A ping or pong. The first few of a heartbeat round only move last seen: a device's keepalives (esp_websocket_client
+   * pings every 10 s) and the answer to ours make no read budget for it. Past them each spends from it.
+   */
+  private keepalive(link: WsDeviceLink): void {
+    if (++this.controls > FREE_CONTROL_FRAMES) link.session.onControl();
+    else link.session.lastSeenAt = Date.now();
+  }
 }
+
+/** Pings and pongs a device may send per heartbeat round before they spend from its read budget. */
+const FREE_CONTROL_FRAMES = 16;
 
 /** The options of every audio frame's send (ws copies them into its own: one shared object, none per frame). */
 const BINARY = { binary: true } as const;
@@ -176,7 +197,7 @@ class WsDeviceLink implements DeviceLink {
 /** Device WebSocket endpoint on the HTTP server: auth at the upgrade, frames to sessions, heartbeat. */
 export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   // The endpoint keeps its own set of sockets (see DeviceSocket): ws's clientTracking adds a closure per socket.
-  const wss = new WebSocketServer({ noServer: true, maxPayload: o.maxPayloadBytes, perMessageDeflate: false, WebSocket: DeviceSocket, clientTracking: false });
+  const wss = deviceServer(o.maxPayloadBytes);
   const clients = new Set<DeviceSocket>();
   const base = trimSlashes(o.path);
   const fullLog = new ThrottledLog(o.log, 'warn', REFUSAL_LOG);
@@ -244,8 +265,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
         ws.terminate();
         continue;
       }
-      ws.alive = false;
-      ws.ping();
+      ws.heartbeat();
     }
   }, o.heartbeatMs);
   heartbeat.unref();
@@ -266,6 +286,28 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
       wss.close();
     },
   };
+}
+
+/**
+ * The pieces a device message may come in. Each costs a parse, but the read budget counts messages: ws's default (16 384)
+ * let a message of one-byte pieces cost ~55 ms of CPU for 4 tokens. esp_websocket_client cuts a message into pieces of
+ * its buffer (1 KiB by default; the xiaozhi firmware sends each message whole), so a largest message still fits.
+ */
+export function maxFragments(maxPayloadBytes: number): number {
+  return Math.ceil(maxPayloadBytes / 1024) + 1;
+}
+
+/** The endpoint's ws server: messages bounded in size and in pieces, the sockets tracked by the endpoint (see DeviceSocket). */
+function deviceServer(maxPayloadBytes: number) {
+  const maxPieces = maxFragments(maxPayloadBytes);
+  return new WebSocketServer({
+    noServer: true,
+    maxPayload: maxPayloadBytes,
+    maxFragments: maxPieces,
+    perMessageDeflate: false,
+    WebSocket: DeviceSocket,
+    clientTracking: false,
+  });
 }
 
 /** What every link of one endpoint shares, made once. */

@@ -30,5 +30,8 @@ describe('clientAddressOf: the address of a WebSocket upgrade', () => {
     const of = clientAddressOf(['127.0.0.1']);
     for (const bad of ['not-an-address', 'x'.repeat(10_000), '3232235777', ' , ,']) expect(of(req('127.0.0.1', bad))).toBe('127.0.0.1');
     expect(of(req('127.0.0.1', '2001:db8::7'))).toBe('2001:db8::7');
+    // node's isIP takes a zone id of any length: an address no proxy forwards, kilobytes in every log line.
+    expect(of(req('127.0.0.1', `fe80::1%${'a'.repeat(10_000)}`))).toBe('127.0.0.1');
+    expect(of(req('127.0.0.1', '::ffff:198.51.100.7'))).toBe('::ffff:198.51.100.7');
   });
 });
