@@ -278,9 +278,10 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
   }
 
   /**
-   * A frame with nothing to hand on (a WebSocket ping or pong): traffic, and unsolicited. ws answers each ping with a
-   * pong of its own (a write, ~9 µs of CPU), so a flood of them spends from the read budget as other frames do; while
-   * reading is paused the ones of the read under way add to the debt. The heartbeat's pong is one every round.
+   * A frame with nothing to hand on (a WebSocket ping or pong; an MQTT PINGREQ, SUBSCRIBE or UNSUBSCRIBE): traffic, and
+   * unsolicited. Each is answered with a write of its own (ws's pong, the link's PINGRESP), so past a link's free few a
+   * flood of them spends from the read budget as other frames do; while reading is paused the ones of the read under
+   * way add to the debt.
    */
   onControl(): void {
     this.lastSeenAt = Date.now();

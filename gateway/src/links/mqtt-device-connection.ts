@@ -17,6 +17,9 @@ const PUBACK = 0x40;
 const UNSUBACK = 0xb0;
 /** An acknowledgement that carries only the packet id it answers (MQTT 3.1.1 PUBACK, UNSUBACK). */
 const ack = (type: number, messageId: number): Buffer => Buffer.from([type, 0x02, messageId >> 8, messageId & 0xff]);
+/** PINGREQ, SUBSCRIBE and UNSUBSCRIBE packets a device may send per keepalive period before they spend from its read budget. */
+const FREE_CONTROL_PACKETS = 16;
+
 /** A clean session always: nothing is kept for a device between connections (sessionPresent 0). */
 const connack = (returnCode: number): Buffer => Buffer.from([0x20, 0x02, 0x00, returnCode]);
 
@@ -39,6 +42,8 @@ export interface MqttDeviceHooks<S> {
   message(conn: MqttDeviceConnection<S>, text: string): void;
   /** A PINGREQ (traffic: last seen moves). */
   ping(conn: MqttDeviceConnection<S>): void;
+  /** A PINGREQ, SUBSCRIBE or UNSUBSCRIBE past the free few of a keepalive period: it spends from the device's read budget. */
+  control(conn: MqttDeviceConnection<S>): void;
   /** Something the device may not do; the connection is closed after this (counted and logged by the link). */
   refused(conn: MqttDeviceConnection<S>, reason: 'publish_denied' | 'qos2', detail: Record<string, unknown>): void;
   /** A packet the parser could not read, or the guard refused: the connection is closed after this. */
@@ -94,6 +99,8 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
   /** Bytes read before CONNECT was decided: replayed to the broker for a non-device client. */
   private early: Buffer[] | undefined = [];
   private keepaliveMs = 0;
+  /** PINGREQ, SUBSCRIBE and UNSUBSCRIBE packets since the last keepalive check (see `control`). */
+  private controls = 0;
   /** performance.now() of the last packet: a wall-clock step (NTP) must not make every device look silent at once. */
   private lastPacketAt = 0;
   /** The CONNECT deadline until CONNECT, then the keepalive check. */
@@ -162,9 +169,10 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
         if (p.qos === 1) this.write(ack(PUBACK, p.messageId!));
         return this.o.hooks.message(this, typeof p.payload === 'string' ? p.payload : p.payload.toString('utf8'));
       case 'pingreq':
-        this.o.hooks.ping(this);
+        this.control();
         return this.write(PINGRESP);
       case 'subscribe': {
+        this.control();
         const granted = p.subscriptions.map((s) => {
           if (s.topic === this.inbox) return s.qos;
           this.o.hooks.subscribeDenied(this, s.topic);
@@ -173,6 +181,7 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
         return this.write(mqttPacket.generate({ cmd: 'suback', messageId: p.messageId, granted }));
       }
       case 'unsubscribe':
+        this.control();
         return this.write(ack(UNSUBACK, p.messageId!));
       case 'puback':
       case 'pubrec':
@@ -224,9 +233,20 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     this.socket.end(connack(returnCode), () => this.socket.destroy());
   }
 
+  /**
+   * A packet answered at once that carries nothing to the session. A device's keepalives and its one subscription are a
+   * few per keepalive period and only move last seen; past them each spends from its read budget as an unsolicited
+   * frame does, so a flood of them (every one answered with a write) pauses reading like any other.
+   */
+  private control(): void {
+    if (++this.controls > FREE_CONTROL_PACKETS) this.o.hooks.control(this);
+    else this.o.hooks.ping(this);
+  }
+
   /** Fires once per keepalive period, not per packet: the socket is closed when the last packet is older than it. */
   private readonly checkKeepalive = (): void => {
     if (this.state === 'closed') return;
+    this.controls = 0;
     const idle = performance.now() - this.lastPacketAt;
     if (idle >= this.keepaliveMs) return this.close();
     this.timer = setTimeout(this.checkKeepalive, this.keepaliveMs - idle);

@@ -64,6 +64,7 @@ export function mqttDeviceHooks(
     ping(conn) {
       if (conn.owner) conn.owner.lastSeenAt = Date.now(); // traffic: last seen moves (devices/records.ts writes it, throttled)
     },
+    control: (conn) => conn.owner?.onControl(),
     refused: (_conn, reason, detail) => refusePublish(o, refusals, reason, detail),
     subscribeDenied(conn, topic) {
       o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'subscribe_denied' });

@@ -292,11 +292,22 @@ describe('MQTT device link: hostile and non-conforming clients', () => {
     await closedSilently(pub, 'a 256 MB publish before CONNECT to be closed by the deadline');
   });
 
-  it('answers thousands of packets in one read, and a socket reset mid-packet leaves the device offline', async () => {
+  it('answers thousands of packets in one read, and a flood of them pauses its reads: a PINGREQ is answered with a write', async () => {
     const m = nextMac();
     const c = await device(m);
+    const paused = () => t.metric('voxgate_device_reads_paused_total', { transport: 'mqtt', budget: 'device' });
+    const before = await paused();
     c.sendBytes(Buffer.concat(Array.from({ length: 5000 }, () => gen({ cmd: 'pingreq' }))));
     for (let n = 0; n < 5000; n++) await c.nextOf('pingresp');
+    expect(await paused()).toBeGreaterThan(before);
+    expect(t.logs.some((l) => l['reason'] === 'frame_rate' && l['deviceId'] === deviceIdOf(m))).toBe(true);
+  });
+
+  it('a socket reset mid-packet leaves the device offline', async () => {
+    const m = nextMac();
+    const c = await device(m);
+    c.send({ cmd: 'pingreq' });
+    await c.nextOf('pingresp');
     const offline = t.nextEvent('device.offline', deviceIdOf(m));
     c.sendBytes(publishTo(Buffer.from('device-server'), 'x'.repeat(1000)).subarray(0, 500));
     await until(() => c.socket.bytesWritten > 0, 'the half packet to be written');

@@ -30,6 +30,7 @@ const hooks: MqttDeviceHooks<unknown> = {
   ready: noop,
   message: noop,
   ping: noop,
+  control: noop,
   refused: noop,
   malformed: noop,
   oversized: noop,
