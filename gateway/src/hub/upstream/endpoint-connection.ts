@@ -1,4 +1,4 @@
-import type { CallToolResult, Transport } from '@modelcontextprotocol/client';
+import { ProtocolError, type CallToolResult, type Transport } from '@modelcontextprotocol/client';
 import type { CallContext } from './base.js';
 import { McpUpstream } from './mcp.js';
 import { WS_CLOSE, type WebSocketTransport } from './ws-transport.js';
@@ -49,13 +49,17 @@ export class EndpointConnection extends McpUpstream {
     this.keepAlive();
   }
 
-  /** MCP ping on a timer: a tool process that stopped answering is cut (4002), and its calls fail at once. */
+  /** MCP ping on a timer: a tool process that stopped answering (any answer, an error too) is cut (4002), and its calls fail at once. */
   private keepAlive(): void {
     clearInterval(this.pinger);
     this.pinger = setInterval(() => {
       const client = this.client;
       if (!client || this.state !== 'ready') return clearInterval(this.pinger);
-      client.ping({ timeout: this.pingIntervalMs }).catch(() => this.socket.closeWith(WS_CLOSE.unresponsive, 'no answer to ping'));
+      client.ping({ timeout: this.pingIntervalMs }).catch((e: unknown) => {
+        // A JSON-RPC error is an answer: hand-written tool servers answer `ping` with -32601, and are alive.
+        if (e instanceof ProtocolError) return;
+        this.socket.closeWith(WS_CLOSE.unresponsive, 'no answer to ping');
+      });
     }, this.pingIntervalMs);
     this.pinger.unref();
   }

@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { untilHub } from '../../../test/support/hub.js';
+
+/**
+ * The inbound MCP endpoint against tool processes that are not the SDK's: hand-written JSON-RPC loops (no `ping`),
+ * servers that ask their client things, and a gateway whose wall clock is stepped. Each is a raw WebSocket that
+ * answers initialize and tools/list (one tool, `hello`) and hands every other message to the test.
+ */
+type Rpc = { jsonrpc: '2.0'; id?: number | string; method?: string; params?: Record<string, unknown>; result?: unknown; error?: unknown };
+
+interface Fake {
+  ws: WebSocket;
+  send(msg: unknown): void;
+  closed: Promise<{ code: number; reason: string }>;
+  /** Resolves at the n-th message with this method the gateway sent (counted from the start). */
+  nth(method: string, n: number): Promise<Rpc>;
+}
+
+function fakeTool(url: string, onMessage: (m: Rpc, f: Fake) => void): Promise<Fake> {
+  const ws = new WebSocket(url);
+  const seen = new Map<string, Rpc[]>();
+  const waiters: Array<() => void> = [];
+  const f: Fake = {
+    ws,
+    send: (msg) => ws.send(typeof msg === 'string' ? msg : JSON.stringify(msg) + '\n'),
+    closed: new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() }))),
+    nth: (method, n) =>
+      new Promise((resolve) => {
+        const check = () => {
+          const m = seen.get(method)?.[n - 1];
+          if (m) resolve(m);
+          return m !== undefined;
+        };
+        if (!check()) waiters.push(check);
+      }),
+  };
+  ws.on('message', (data) => {
+    const m = JSON.parse(data.toString()) as Rpc;
+    if (m.method) seen.set(m.method, [...(seen.get(m.method) ?? []), m]);
+    if (m.method === 'initialize')
+      f.send({
+        jsonrpc: '2.0',
+        id: m.id,
+        result: { protocolVersion: (m.params as { protocolVersion: string }).protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'hand-written', version: '1' } },
+      });
+    else if (m.method === 'tools/list') f.send({ jsonrpc: '2.0', id: m.id, result: { tools: [{ name: 'hello', inputSchema: { type: 'object' } }] } });
+    else onMessage(m, f);
+    for (let i = waiters.length - 1; i >= 0; i--) if (waiters[i]!()) waiters.splice(i, 1);
+  });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(f));
+    ws.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
+    ws.once('error', reject);
+  });
+}
+
+const answerCalls = (m: Rpc, f: Fake) => {
+  if (m.method === 'tools/call') f.send({ jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: 'hello back' }] } });
+};
+
+describe('MCP endpoint fidelity with tool processes not built on an SDK', { timeout: 60_000 }, () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ mcp: { connectTimeoutMs: 5000, endpoints: { pingIntervalMs: 1000 } } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+  const create = async (name: string) => (await t.api<{ id: string; url: string; token: string }>('POST', '/v1/mcp/endpoints', { name })).body;
+  const ready = (name: string) => () => t.gw.hub.upstreams.get(name)?.state === 'ready';
+  const call = (tool: string) => t.api<{ content: Array<{ text: string }>; isError: boolean }>('POST', `/v1/tools/${tool}/call`, { arguments: {} });
+
+  it('keeps a tool process that answers ping with an error: an error is an answer (hand-written servers lack ping)', async () => {
+    const ep = await create('noping');
+    const f = await fakeTool(ep.url, (m, fake) => {
+      if (m.method === 'ping') fake.send({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'Method not found' } });
+      answerCalls(m, fake);
+    });
+    await untilHub(t.gw.hub, ready('noping'), 'the ping-less fake to be ready');
+    // The second keepalive ping comes a full interval after the first was answered with an error: not cut for it.
+    const second = await Promise.race([f.nth('ping', 2).then(() => 'second ping'), f.closed.then((c) => `closed ${c.code} ${c.reason}`)]);
+    expect(second).toBe('second ping');
+    expect(f.ws.readyState).toBe(WebSocket.OPEN);
+    const r = await call('mcp__noping__hello');
+    expect(r.body).toMatchObject({ isError: false, content: [{ text: 'hello back' }] });
+    f.ws.close();
+  });
+
+  it('still cuts a tool process that never answers ping (4002)', async () => {
+    const ep = await create('deaf');
+    const f = await fakeTool(ep.url, () => undefined);
+    await untilHub(t.gw.hub, ready('deaf'), 'the deaf fake to be ready');
+    expect(await f.closed).toEqual({ code: 4002, reason: 'no answer to ping' });
+  });
+});
