@@ -88,6 +88,42 @@ describe('MCP endpoint fidelity with tool processes not built on an SDK', { time
     f.ws.close();
   });
 
+  it('refuses sampling, elicitation and roots asked by a tool process with no caller to answer: each answered, counted, a few log lines', async () => {
+    const ep = await create('asker');
+    const f = await fakeTool(ep.url, (m, fake) => {
+      if (m.method === 'ping') fake.send({ jsonrpc: '2.0', id: m.id, result: {} });
+      answerCalls(m, fake);
+    });
+    await untilHub(t.gw.hub, ready('asker'), 'the asking fake to be ready');
+    const answers = new Map<string, Rpc>();
+    const all = new Promise<void>((resolve) =>
+      f.ws.on('message', (data) => {
+        const m = JSON.parse(data.toString()) as Rpc;
+        if (typeof m.id === 'string' && m.id.startsWith('ask') && m.method === undefined) answers.set(m.id, m);
+        if (answers.size === 301) resolve();
+      }),
+    );
+    const refusedBefore = await t.metric('voxgate_tool_calls_total', { kind: 'peer_request', outcome: 'refused' });
+    const linesBefore = t.logs.filter((l) => l.msg === 'request from an MCP server refused').length;
+    for (let i = 0; i < 150; i++) {
+      f.send({ jsonrpc: '2.0', id: `ask-s${i}`, method: 'sampling/createMessage', params: { messages: [], maxTokens: 1 } });
+      f.send({ jsonrpc: '2.0', id: `ask-e${i}`, method: 'elicitation/create', params: { message: 'name?', requestedSchema: { type: 'object', properties: {} } } });
+    }
+    f.send({ jsonrpc: '2.0', id: 'ask-roots', method: 'roots/list' });
+    await all;
+    expect(answers.get('ask-s0')?.error).toMatchObject({ message: expect.stringMatching(/refused by the Voxgate gateway: no MCP client is waiting/) });
+    expect(answers.get('ask-e149')?.error).toMatchObject({ message: expect.stringMatching(/refused by the Voxgate gateway/) });
+    expect(answers.get('ask-roots')?.error).toMatchObject({ code: -32601 });
+    expect((await t.metric('voxgate_tool_calls_total', { kind: 'peer_request', outcome: 'refused' })) - refusedBefore).toBe(300);
+    // A line for the operator, not one per request: the requests are the tool process's to send, 500 a second.
+    const lines = t.logs.filter((l) => l.msg === 'request from an MCP server refused').length - linesBefore;
+    expect(lines).toBeGreaterThanOrEqual(1);
+    expect(lines).toBeLessThanOrEqual(2);
+    // Still served.
+    expect((await call('mcp__asker__hello')).body).toMatchObject({ isError: false });
+    f.ws.close();
+  });
+
   it('still cuts a tool process that never answers ping (4002)', async () => {
     const ep = await create('deaf');
     const f = await fakeTool(ep.url, () => undefined);
