@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { untilHub } from '../../../test/support/hub.js';
@@ -129,5 +129,40 @@ describe('MCP endpoint fidelity with tool processes not built on an SDK', { time
     const f = await fakeTool(ep.url, () => undefined);
     await untilHub(t.gw.hub, ready('deaf'), 'the deaf fake to be ready');
     expect(await f.closed).toEqual({ code: 4002, reason: 'no answer to ping' });
+  });
+});
+
+describe("MCP endpoint when the gateway's wall clock steps back (NTP)", { timeout: 60_000 }, () => {
+  let t: TestGateway;
+  const realNow = Date.now.bind(Date);
+  let offset = 0;
+  beforeAll(async () => {
+    // Installed before the gateway starts: what it captures as its clock (a bucket's `now`) is this one too.
+    vi.spyOn(Date, 'now').mockImplementation(() => realNow() + offset);
+    t = await startTestGateway({ mcp: { connectTimeoutMs: 5000 } });
+  });
+  afterAll(async () => {
+    await t.close();
+    vi.restoreAllMocks();
+  });
+
+  it('keeps serving a tool process and lets it reconnect: its bounds measure on a monotonic clock', async () => {
+    const ep = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'clock' })).body;
+    const f = await fakeTool(ep.url, (m, fake) => {
+      if (m.method === 'ping') fake.send({ jsonrpc: '2.0', id: m.id, result: {} });
+      answerCalls(m, fake);
+    });
+    await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('clock')?.state === 'ready', 'the fake to be ready');
+    // An hour back: a bucket refilled by a negative time. The frame-rate bound took the tool process's next frame (its
+    // answer) for a flood and cut it (1008); the per-token connect bound answered its reconnect 429 for an hour.
+    offset = -3_600_000;
+    const r = await t.api<{ content: Array<{ text: string }>; isError: boolean }>('POST', '/v1/tools/mcp__clock__hello/call', { arguments: {} });
+    expect(r.body).toMatchObject({ isError: false, content: [{ text: 'hello back' }] });
+    expect(f.ws.readyState).toBe(WebSocket.OPEN);
+    f.ws.close();
+    await f.closed;
+    const again = await fakeTool(ep.url, answerCalls);
+    expect(again.ws.readyState).toBe(WebSocket.OPEN);
+    again.ws.close();
   });
 });

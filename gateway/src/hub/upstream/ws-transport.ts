@@ -45,7 +45,8 @@ export class WebSocketTransport implements Transport {
   private ws: WebSocket | undefined;
   private closed = false;
   private tokens: number;
-  private at = Date.now();
+  /** Monotonic: a wall clock stepped back refilled the bucket by a negative time, and cut every peer as a flood. */
+  private at = performance.now();
 
   constructor(
     private readonly socket: WebSocket | (() => Promise<WebSocket>),
@@ -102,7 +103,7 @@ export class WebSocketTransport implements Transport {
 
   private onFrame(data: RawData): void {
     if (this.closed) return;
-    const now = Date.now();
+    const now = performance.now();
     this.tokens = Math.min(this.o.maxMessagesPerSecond, this.tokens + ((now - this.at) / 1000) * this.o.maxMessagesPerSecond);
     this.at = now;
     if (this.tokens < 1) return this.refuse('flood', `over ${this.o.maxMessagesPerSecond} messages per second`);
