@@ -51,6 +51,8 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
   const log = o.log.child({ component: 'mcp-endpoint' });
   const fullLog = new ThrottledLog(log, 'warn', REFUSAL_LOG, now);
   const refusedLog = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 10_000 }, now);
+  // A line per endpoint per minute: a tool process may send 500 such frames a second.
+  const skippedLog = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 10_000 }, now);
   const warnFull = (fields: Record<string, unknown>, msg: string) => void fullLog.write(fields, msg);
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -122,6 +124,10 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
       onRefused: (reason, detail) => {
         o.metrics.framesRejected.inc({ reason });
         log.warn({ endpoint: record.name, reason, detail }, 'MCP endpoint frame refused; closing the connection');
+      },
+      onSkipped: (head) => {
+        o.metrics.framesRejected.inc({ reason: 'not_json' });
+        skippedLog.write({ endpoint: record.name, head }, 'MCP endpoint frame skipped: not one JSON-RPC message', record.id);
       },
     });
     log.info({ endpoint: record.name, remote }, 'MCP endpoint: a tool process connected');

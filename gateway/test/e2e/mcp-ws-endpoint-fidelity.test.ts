@@ -124,6 +124,24 @@ describe('MCP endpoint fidelity with tool processes not built on an SDK', { time
     f.ws.close();
   });
 
+  it('skips and counts a frame that is not one JSON-RPC message (a batch of 10 000, a stray line); a flood of them is still cut', async () => {
+    const ep = await create('batcher');
+    const f = await fakeTool(ep.url, (m, fake) => {
+      if (m.method === 'ping') fake.send({ jsonrpc: '2.0', id: m.id, result: {} });
+      answerCalls(m, fake);
+    });
+    await untilHub(t.gw.hub, ready('batcher'), 'the fake to be ready');
+    const skipped = () => t.metric('voxgate_frames_rejected_total', { reason: 'not_json' });
+    const before = await skipped();
+    f.send(JSON.stringify(Array.from({ length: 10_000 }, (_, i) => ({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: i } }))));
+    f.send('DEBUG: computing...\n');
+    // Frames are read in order: the call's answer comes after both were skipped.
+    expect((await call('mcp__batcher__hello')).body).toMatchObject({ isError: false, content: [{ text: 'hello back' }] });
+    expect((await skipped()) - before).toBe(2);
+    for (let i = 0; i < 20_000 && f.ws.readyState === WebSocket.OPEN; i++) f.send('not json');
+    expect(await f.closed).toMatchObject({ code: 1008 });
+  });
+
   it('still cuts a tool process that never answers ping (4002)', async () => {
     const ep = await create('deaf');
     const f = await fakeTool(ep.url, () => undefined);

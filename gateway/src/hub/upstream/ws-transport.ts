@@ -28,6 +28,12 @@ export interface WsTransportOptions {
   maxMessagesPerSecond: number;
   /** A frame was refused (the connection is closed with 1008). */
   onRefused?: (reason: 'too_deep' | 'too_large' | 'not_json' | 'flood', detail: string) => void;
+  /**
+   * Given, a frame that is not one JSON-RPC message is skipped and told here instead of refused: what mcp_pipe.py
+   * relays of its server's own stdout lines (a banner, a print()), as the gateway's stdio transport and xiaozhi's
+   * endpoint relay skip them. It still counts against maxMessagesPerSecond.
+   */
+  onSkipped?: (detail: string) => void;
 }
 
 /**
@@ -116,6 +122,7 @@ export class WebSocketTransport implements Transport {
     try {
       message = clientSdk().deserializeMessage(text);
     } catch {
+      if (this.o.onSkipped) return this.o.onSkipped(text.slice(0, 80));
       return this.refuse('not_json', 'a frame is not one JSON-RPC message');
     }
     try {
