@@ -142,6 +142,20 @@ describe('MCP endpoint fidelity with tool processes not built on an SDK', { time
     expect(await f.closed).toMatchObject({ code: 1008 });
   });
 
+  it('tells the caller of a tool whose answer was over the frame bound that it was too large, not to try again', async () => {
+    const ep = await create('huge');
+    const f = await fakeTool(ep.url, (m, fake) => {
+      if (m.method === 'ping') fake.send({ jsonrpc: '2.0', id: m.id, result: {} });
+      if (m.method === 'tools/call') fake.send({ jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: 'x'.repeat(3_000_000) }] } });
+    });
+    await untilHub(t.gw.hub, ready('huge'), 'the fake to be ready');
+    const r = await call('mcp__huge__hello');
+    expect(r.body.isError).toBe(true);
+    expect(r.body.content[0]!.text).toMatch(/^The tool server "huge" answered with a result too large to pass on: .*over the limit of \d+ bytes/);
+    expect(r.body.content[0]!.text).not.toMatch(/Try again/);
+    expect((await f.closed).code).toBe(1009);
+  });
+
   it('still cuts a tool process that never answers ping (4002)', async () => {
     const ep = await create('deaf');
     const f = await fakeTool(ep.url, () => undefined);

@@ -1,5 +1,7 @@
 import { ProtocolError, type CallToolResult, type Transport } from '@modelcontextprotocol/client';
+import { GatewayError } from '../../errors.js';
 import type { CallContext } from './base.js';
+import { tooLargeText } from './failure.js';
 import { McpUpstream } from './mcp.js';
 import { WS_CLOSE, type WebSocketTransport } from './ws-transport.js';
 
@@ -71,6 +73,13 @@ export class EndpointConnection extends McpUpstream {
     }
     try {
       return await super.call(tool, args, ctx);
+    } catch (e) {
+      // A frame over the bound ends the socket (1009), most likely this answer: "stopped, try again" would be retried.
+      if (this.socket.tooLargeFrame && e instanceof GatewayError && e.code === 'UPSTREAM_UNAVAILABLE') {
+        const why = `it sent a message over the limit of ${this.socket.maxFrameBytes} bytes (mcp.maxResultBytes, twice, plus framing) and was disconnected`;
+        throw new GatewayError('UPSTREAM_ERROR', tooLargeText(this.config.name, why));
+      }
+      throw e;
     } finally {
       if (--this.callsInFlight === 0) clearInterval(this.prober);
     }

@@ -68,7 +68,10 @@ export class WebSocketTransport implements Transport {
     const ws = typeof this.socket === 'function' ? await this.socket() : this.socket;
     this.ws = ws;
     ws.on('message', (data: RawData) => this.onFrame(data));
-    ws.on('error', (err) => this.onerror?.(err));
+    ws.on('error', (err: Error & { code?: string }) => {
+      if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') this.tooLargeFrame = true;
+      this.onerror?.(err);
+    });
     ws.on('close', () => this.ended());
     if (ws.isPaused) ws.resume();
     if (ws.readyState !== WebSocket.OPEN && ws.readyState !== WebSocket.CONNECTING) this.ended();
@@ -78,6 +81,12 @@ export class WebSocketTransport implements Transport {
     const ws = this.ws;
     if (!ws || ws.readyState !== WebSocket.OPEN) return Promise.reject(new Error('WebSocket not open'));
     return new Promise((resolve, reject) => ws.send(JSON.stringify(message), (err) => (err ? reject(err) : resolve())));
+  }
+
+  /** The peer sent a frame over maxPayload (ws closes with 1009): what the calls that fail with the socket are told. */
+  tooLargeFrame = false;
+  get maxFrameBytes(): number {
+    return this.o.limits.maxBytes;
   }
 
   /** What close() (the SDK client's own close) tells the peer. */
