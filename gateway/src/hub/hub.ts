@@ -156,7 +156,8 @@ export class McpHub {
         else d.metrics.hubLogsDropped.inc();
       },
       onResourceUpdated: (uri) => this.emit(this.updateListeners, (l) => l(cfg.name, uri)),
-      onPeerRequest: (method, params, signal) => routePeerRequest({ calls: this.calls, metrics: d.metrics, refusals: this.peerRefusals }, cfg.name, method, params, signal),
+      onPeerRequest: (method, params, signal) =>
+        routePeerRequest({ calls: this.calls, metrics: d.metrics, refusals: this.peerRefusals }, cfg.name, method, params, signal),
       onSchemaRefused: (reason) => d.metrics.schemasRefused.inc({ source: 'server', reason }),
       onToolsCut: (reason) => d.metrics.hubToolListsCut.inc({ reason }),
     });

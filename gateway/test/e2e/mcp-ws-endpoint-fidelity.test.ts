@@ -21,7 +21,7 @@ interface Fake {
 function fakeTool(url: string, onMessage: (m: Rpc, f: Fake) => void): Promise<Fake> {
   const ws = new WebSocket(url);
   const seen = new Map<string, Rpc[]>();
-  const waiters: Array<() => void> = [];
+  const waiters: Array<() => boolean> = [];
   const f: Fake = {
     ws,
     send: (msg) => ws.send(typeof msg === 'string' ? msg : JSON.stringify(msg) + '\n'),
@@ -43,7 +43,11 @@ function fakeTool(url: string, onMessage: (m: Rpc, f: Fake) => void): Promise<Fa
       f.send({
         jsonrpc: '2.0',
         id: m.id,
-        result: { protocolVersion: (m.params as { protocolVersion: string }).protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'hand-written', version: '1' } },
+        result: {
+          protocolVersion: (m.params as { protocolVersion: string }).protocolVersion,
+          capabilities: { tools: {} },
+          serverInfo: { name: 'hand-written', version: '1' },
+        },
       });
     else if (m.method === 'tools/list') f.send({ jsonrpc: '2.0', id: m.id, result: { tools: [{ name: 'hello', inputSchema: { type: 'object' } }] } });
     else onMessage(m, f);
@@ -107,7 +111,12 @@ describe('MCP endpoint fidelity with tool processes not built on an SDK', { time
     const linesBefore = t.logs.filter((l) => l.msg === 'request from an MCP server refused').length;
     for (let i = 0; i < 150; i++) {
       f.send({ jsonrpc: '2.0', id: `ask-s${i}`, method: 'sampling/createMessage', params: { messages: [], maxTokens: 1 } });
-      f.send({ jsonrpc: '2.0', id: `ask-e${i}`, method: 'elicitation/create', params: { message: 'name?', requestedSchema: { type: 'object', properties: {} } } });
+      f.send({
+        jsonrpc: '2.0',
+        id: `ask-e${i}`,
+        method: 'elicitation/create',
+        params: { message: 'name?', requestedSchema: { type: 'object', properties: {} } },
+      });
     }
     f.send({ jsonrpc: '2.0', id: 'ask-roots', method: 'roots/list' });
     await all;
