@@ -4,6 +4,7 @@ import { GatewayError } from '../errors.js';
 import { canSee } from '../principal.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
+import type { ThrottledLog } from '../throttle/throttled-log.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import type { FleetJobsPort } from './builtin.js';
 import { CallRunner } from './call-runner.js';
@@ -14,7 +15,7 @@ import { DeviceTools } from './device-tools.js';
 import { CallsInFlight } from './in-flight.js';
 import type { ToolTarget } from './names.js';
 import { ToolNamespace, visibleTo } from './namespace.js';
-import { routePeerRequest } from './peer-requests.js';
+import { peerRefusalLog, routePeerRequest } from './peer-requests.js';
 import { ServerLists } from './server-lists.js';
 import type {
   Caller,
@@ -94,6 +95,8 @@ export class McpHub {
   /** The hosted servers' resources, resource templates or prompts may have changed. */
   private readonly listsChanged: TickSignal;
   private readonly changeThrottles: ServerChangeThrottles;
+  /** Requests from servers refused (peer-requests.ts): counted each, logged a few per server. */
+  private readonly peerRefusals: ThrottledLog;
   private closed = false;
   private fleetJobs: FleetJobsPort | undefined;
 
@@ -105,6 +108,7 @@ export class McpHub {
     this.toolsChanged = new TickSignal(d.log, 'tools-changed');
     this.listsChanged = new TickSignal(d.log, 'lists-changed');
     this.changeThrottles = new ServerChangeThrottles(d.log, d.metrics.hubChangesHeld, d.settings.changeWindowMs);
+    this.peerRefusals = peerRefusalLog(d.log);
     const logRate = d.settings.logRatePerSecond;
     this.logRate = new KeyedTokenBucket({ ratePerSecond: logRate, burst: logRate }, { maxKeys: 1024, now: () => performance.now() });
     if (d.enabled) for (const cfg of d.servers) this.upstreams.set(cfg.name, this.upstreamFor(cfg));
@@ -152,7 +156,8 @@ export class McpHub {
         else d.metrics.hubLogsDropped.inc();
       },
       onResourceUpdated: (uri) => this.emit(this.updateListeners, (l) => l(cfg.name, uri)),
-      onPeerRequest: (method, params, signal) => routePeerRequest({ calls: this.calls, metrics: d.metrics, log: d.log }, cfg.name, method, params, signal),
+      onPeerRequest: (method, params, signal) =>
+        routePeerRequest({ calls: this.calls, metrics: d.metrics, refusals: this.peerRefusals }, cfg.name, method, params, signal),
       onSchemaRefused: (reason) => d.metrics.schemasRefused.inc({ source: 'server', reason }),
       onToolsCut: (reason) => d.metrics.hubToolListsCut.inc({ reason }),
     });

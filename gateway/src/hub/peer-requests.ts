@@ -1,6 +1,6 @@
-import type { Logger } from 'pino';
 import { clientSdk } from './client-sdk.js';
 import type { Metrics } from '../metrics.js';
+import { ThrottledLog, type LevelLog } from '../throttle/throttled-log.js';
 import type { CallsInFlight } from './in-flight.js';
 import type { PeerMethod } from './upstream/base.js';
 
@@ -11,7 +11,7 @@ import type { PeerMethod } from './upstream/base.js';
  * API or the assistant is a caller too, one that cannot answer: while it runs there, the request goes to nobody.
  */
 export function routePeerRequest(
-  d: { calls: CallsInFlight; metrics: Metrics; log: Logger },
+  d: { calls: CallsInFlight; metrics: Metrics; refusals: ThrottledLog },
   server: string,
   method: PeerMethod,
   params: Record<string, unknown>,
@@ -20,7 +20,7 @@ export function routePeerRequest(
   const peers = d.calls.peersOn(server);
   const refuse = (why: string) => {
     d.metrics.hubCalls.inc({ kind: 'peer_request', outcome: 'refused' });
-    d.log.info({ server, method, why }, 'request from an MCP server refused');
+    d.refusals.write({ server, method, why }, 'request from an MCP server refused', server);
     // Only an upstream MCP server asks: the SDK's client side is loaded (hub/client-sdk.ts).
     const { ProtocolError, ProtocolErrorCode } = clientSdk();
     return Promise.reject(new ProtocolError(ProtocolErrorCode.InvalidRequest, `${method} refused by the Voxgate gateway: ${why}`));
@@ -34,3 +34,9 @@ export function routePeerRequest(
   d.metrics.hubCalls.inc({ kind: 'peer_request', outcome: 'forwarded' });
   return peer.request(method, params, signal);
 }
+
+/**
+ * The log of refused requests: a line per server per 10 s (the next one says how many were held back). A tool process
+ * dialed in on an endpoint may ask 500 times a second (its frame bound), and each refusal was a line of our log.
+ */
+export const peerRefusalLog = (log: LevelLog): ThrottledLog => new ThrottledLog(log, 'info', { linesPerWindow: 1, windowMs: 10_000, maxKeys: 1024 });

@@ -42,12 +42,17 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
   const wss = new WebSocketServer({ noServer: true, maxPayload: o.bounds.limits.maxBytes, perMessageDeflate: false });
   const base = trimSlashes(o.path);
   const perToken = new Map<string, number>();
-  const limiter = new KeyedTokenBucket({ ratePerSecond: o.unknownTokenRate.perSecond, burst: o.unknownTokenRate.burst }, { maxKeys: 10_000 });
+  // Monotonic: on Date.now a wall clock stepped back (NTP) refilled a bucket by a negative time, refusing a token's
+  // reconnects (429) for as long as the step (and held the refusal lines back as long).
+  const now = () => performance.now();
+  const limiter = new KeyedTokenBucket({ ratePerSecond: o.unknownTokenRate.perSecond, burst: o.unknownTokenRate.burst }, { maxKeys: 10_000, now });
   // A tool process reconnecting in a loop made a session, log lines and a namespace rebuild per connection, unbounded.
-  const connects = new KeyedTokenBucket({ ratePerSecond: o.connectRate.perSecond, burst: o.connectRate.burst }, { maxKeys: 100_000 });
+  const connects = new KeyedTokenBucket({ ratePerSecond: o.connectRate.perSecond, burst: o.connectRate.burst }, { maxKeys: 100_000, now });
   const log = o.log.child({ component: 'mcp-endpoint' });
-  const fullLog = new ThrottledLog(log, 'warn', REFUSAL_LOG);
-  const refusedLog = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 10_000 });
+  const fullLog = new ThrottledLog(log, 'warn', REFUSAL_LOG, now);
+  const refusedLog = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 10_000 }, now);
+  // A line per endpoint per minute: a tool process may send 500 such frames a second.
+  const skippedLog = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 10_000 }, now);
   const warnFull = (fields: Record<string, unknown>, msg: string) => void fullLog.write(fields, msg);
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -119,6 +124,10 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
       onRefused: (reason, detail) => {
         o.metrics.framesRejected.inc({ reason });
         log.warn({ endpoint: record.name, reason, detail }, 'MCP endpoint frame refused; closing the connection');
+      },
+      onSkipped: (head) => {
+        o.metrics.framesRejected.inc({ reason: 'not_json' });
+        skippedLog.write({ endpoint: record.name, head }, 'MCP endpoint frame skipped: not one JSON-RPC message', record.id);
       },
     });
     log.info({ endpoint: record.name, remote }, 'MCP endpoint: a tool process connected');

@@ -24,8 +24,9 @@ interface Pipe {
   until(re: RegExp): Promise<string>;
 }
 
-function startPipe(endpoint: string): Pipe {
-  const child = spawn(PYTHON, [PIPE, process.execPath, EVERYTHING_BIN, 'stdio'], {
+/** The pipe around `server` (a command and its arguments): server-everything over stdio unless given. */
+function startPipe(endpoint: string, server: string[] = [process.execPath, EVERYTHING_BIN, 'stdio']): Pipe {
+  const child = spawn(PYTHON, [PIPE, ...server], {
     env: { ...process.env, MCP_ENDPOINT: endpoint, PIPE_INITIAL_BACKOFF: '0.2' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -203,6 +204,28 @@ describe.skipIf(!existsSync(PYTHON))('MCP endpoint: a pipe dials in', { timeout:
       expect(await names(TEST_API_KEY)).not.toContain('mcp__pipe__echo');
     } finally {
       await stop(pipe);
+    }
+  });
+
+  it('serves a server that prints a line of its own to stdout (a banner, a print()): the pipe relays it, the gateway skips it', async () => {
+    const created = (await t.api<Endpoint>('POST', '/v1/mcp/endpoints', { name: 'chatty' })).body;
+    const before = await t.metric('voxgate_frames_rejected_total', { reason: 'not_json' });
+    // The line comes before the server's answer to initialize: the pipe sends it as a frame of its own.
+    const banner = `echo 'Starting the calculator server...'; exec "${process.execPath}" "${EVERYTHING_BIN}" stdio`;
+    const pipe = startPipe(created.url, ['/bin/sh', '-c', banner]);
+    try {
+      await untilHub(hub(), ready('chatty'), 'the endpoint to be ready');
+      const echo = await t.api<{ content: Array<{ text: string }>; isError: boolean }>('POST', '/v1/tools/mcp__chatty__echo/call', {
+        arguments: { message: 'still here' },
+      });
+      expect(echo.body).toMatchObject({ isError: false, content: [{ text: expect.stringContaining('still here') }] });
+      expect(pipe.lines.filter((l) => l.startsWith('closed'))).toEqual([]);
+      expect(pipe.lines.filter((l) => l === 'connected')).toHaveLength(1);
+      expect((await t.metric('voxgate_frames_rejected_total', { reason: 'not_json' })) - before).toBe(1);
+      expect(t.logs.filter((l) => l.msg === 'MCP endpoint frame skipped: not one JSON-RPC message')).toHaveLength(1);
+    } finally {
+      await stop(pipe);
+      await t.api('DELETE', `/v1/mcp/endpoints/${created.id}`);
     }
   });
 

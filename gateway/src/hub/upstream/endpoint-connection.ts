@@ -1,5 +1,7 @@
-import type { CallToolResult, Transport } from '@modelcontextprotocol/client';
+import { ProtocolError, type CallToolResult, type Transport } from '@modelcontextprotocol/client';
+import { GatewayError } from '../../errors.js';
 import type { CallContext } from './base.js';
+import { tooLargeText } from './failure.js';
 import { McpUpstream } from './mcp.js';
 import { WS_CLOSE, type WebSocketTransport } from './ws-transport.js';
 
@@ -49,13 +51,17 @@ export class EndpointConnection extends McpUpstream {
     this.keepAlive();
   }
 
-  /** MCP ping on a timer: a tool process that stopped answering is cut (4002), and its calls fail at once. */
+  /** MCP ping on a timer: a tool process that stopped answering (any answer, an error too) is cut (4002), and its calls fail at once. */
   private keepAlive(): void {
     clearInterval(this.pinger);
     this.pinger = setInterval(() => {
       const client = this.client;
       if (!client || this.state !== 'ready') return clearInterval(this.pinger);
-      client.ping({ timeout: this.pingIntervalMs }).catch(() => this.socket.closeWith(WS_CLOSE.unresponsive, 'no answer to ping'));
+      client.ping({ timeout: this.pingIntervalMs }).catch((e: unknown) => {
+        // A JSON-RPC error is an answer: hand-written tool servers answer `ping` with -32601, and are alive.
+        if (e instanceof ProtocolError) return;
+        this.socket.closeWith(WS_CLOSE.unresponsive, 'no answer to ping');
+      });
     }, this.pingIntervalMs);
     this.pinger.unref();
   }
@@ -67,6 +73,13 @@ export class EndpointConnection extends McpUpstream {
     }
     try {
       return await super.call(tool, args, ctx);
+    } catch (e) {
+      // A frame over the bound ends the socket (1009), most likely this answer: "stopped, try again" would be retried.
+      if (this.socket.tooLargeFrame && e instanceof GatewayError && e.code === 'UPSTREAM_UNAVAILABLE') {
+        const why = `it sent a message over the limit of ${this.socket.maxFrameBytes} bytes (mcp.maxResultBytes, twice, plus framing) and was disconnected`;
+        throw new GatewayError('UPSTREAM_ERROR', tooLargeText(this.config.name, why));
+      }
+      throw e;
     } finally {
       if (--this.callsInFlight === 0) clearInterval(this.prober);
     }

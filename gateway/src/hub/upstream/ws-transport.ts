@@ -28,6 +28,12 @@ export interface WsTransportOptions {
   maxMessagesPerSecond: number;
   /** A frame was refused (the connection is closed with 1008). */
   onRefused?: (reason: 'too_deep' | 'too_large' | 'not_json' | 'flood', detail: string) => void;
+  /**
+   * Given, a frame that is not one JSON-RPC message is skipped and told here instead of refused: what mcp_pipe.py
+   * relays of its server's own stdout lines (a banner, a print()), as the gateway's stdio transport and xiaozhi's
+   * endpoint relay skip them. It still counts against maxMessagesPerSecond.
+   */
+  onSkipped?: (detail: string) => void;
 }
 
 /**
@@ -45,7 +51,8 @@ export class WebSocketTransport implements Transport {
   private ws: WebSocket | undefined;
   private closed = false;
   private tokens: number;
-  private at = Date.now();
+  /** Monotonic: a wall clock stepped back refilled the bucket by a negative time, and cut every peer as a flood. */
+  private at = performance.now();
 
   constructor(
     private readonly socket: WebSocket | (() => Promise<WebSocket>),
@@ -61,7 +68,10 @@ export class WebSocketTransport implements Transport {
     const ws = typeof this.socket === 'function' ? await this.socket() : this.socket;
     this.ws = ws;
     ws.on('message', (data: RawData) => this.onFrame(data));
-    ws.on('error', (err) => this.onerror?.(err));
+    ws.on('error', (err: Error & { code?: string }) => {
+      if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') this.tooLargeFrame = true;
+      this.onerror?.(err);
+    });
     ws.on('close', () => this.ended());
     if (ws.isPaused) ws.resume();
     if (ws.readyState !== WebSocket.OPEN && ws.readyState !== WebSocket.CONNECTING) this.ended();
@@ -71,6 +81,12 @@ export class WebSocketTransport implements Transport {
     const ws = this.ws;
     if (!ws || ws.readyState !== WebSocket.OPEN) return Promise.reject(new Error('WebSocket not open'));
     return new Promise((resolve, reject) => ws.send(JSON.stringify(message), (err) => (err ? reject(err) : resolve())));
+  }
+
+  /** The peer sent a frame over maxPayload (ws closes with 1009): what the calls that fail with the socket are told. */
+  tooLargeFrame = false;
+  get maxFrameBytes(): number {
+    return this.o.limits.maxBytes;
   }
 
   /** What close() (the SDK client's own close) tells the peer. */
@@ -102,7 +118,7 @@ export class WebSocketTransport implements Transport {
 
   private onFrame(data: RawData): void {
     if (this.closed) return;
-    const now = Date.now();
+    const now = performance.now();
     this.tokens = Math.min(this.o.maxMessagesPerSecond, this.tokens + ((now - this.at) / 1000) * this.o.maxMessagesPerSecond);
     this.at = now;
     if (this.tokens < 1) return this.refuse('flood', `over ${this.o.maxMessagesPerSecond} messages per second`);
@@ -115,6 +131,7 @@ export class WebSocketTransport implements Transport {
     try {
       message = clientSdk().deserializeMessage(text);
     } catch {
+      if (this.o.onSkipped) return this.o.onSkipped(text.slice(0, 80));
       return this.refuse('not_json', 'a frame is not one JSON-RPC message');
     }
     try {
