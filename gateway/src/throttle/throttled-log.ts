@@ -69,7 +69,8 @@ export class ThrottledLog {
       w = { start: now, written: 0, suppressed: 0 };
       this.windows.set(key, w);
     }
-    if (now - w.start >= this.o.windowMs) {
+    // A wall clock stepped back (NTP) starts a window too: otherwise lines were held back until it caught up.
+    if (now - w.start >= this.o.windowMs || now < w.start) {
       w.start = now;
       w.written = 0;
     }

@@ -36,7 +36,8 @@ export class KeyedTokenBucket {
     const now = this.now();
     let b = this.buckets.get(key);
     if (!b) this.buckets.set(key, (b = { tokens: this.limit.burst, at: now }));
-    b.tokens = Math.min(this.limit.burst, b.tokens + ((now - b.at) / 1000) * this.limit.ratePerSecond);
+    // A wall clock stepped back (NTP) gives a negative time: no refill then, not a debt of the whole step.
+    b.tokens = Math.min(this.limit.burst, b.tokens + (Math.max(0, now - b.at) / 1000) * this.limit.ratePerSecond);
     b.at = now;
     if (b.tokens >= 1) {
       b.tokens -= 1;

@@ -25,6 +25,18 @@ describe('ThrottledLog', () => {
     expect(lines[3]!.obj).toEqual({ i: 7 }); // nothing held back since the last line
   });
 
+  it('a wall clock stepped back starts a window: lines are not held back until it catches up', () => {
+    let now = 10_000_000;
+    const { log, lines } = recorder();
+    const t = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000 }, () => now);
+    expect(t.write({ i: 0 }, 'x')).toBe(true);
+    expect(t.write({ i: 1 }, 'x')).toBe(false);
+    now -= 3_600_000; // NTP steps the clock an hour back
+    expect(t.write({ i: 2 }, 'x')).toBe(true);
+    expect(lines.at(-1)!.obj).toEqual({ i: 2, suppressed: 1 });
+    expect(t.write({ i: 3 }, 'x')).toBe(false); // and the new window holds as any other
+  });
+
   it('keeps a window per key, bounded by maxKeys; a forgotten key starts afresh', () => {
     const now = 0;
     const { log, lines } = recorder();
