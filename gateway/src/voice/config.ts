@@ -20,8 +20,16 @@ export const VoiceUpstreamSlice = z.strictObject({
   ),
   /** Extra headers for the upstream upgrade. */
   headers: z.record(z.string().regex(/^[A-Za-z0-9-]{1,64}$/), z.string().max(4096)).default({}),
-  /** Upstream WebSocket open + its hello; past it the device gets an `alert` and the session ends. */
-  connectTimeoutMs: env('GATEWAY_VOICE_CONNECT_TIMEOUT_MS', Ms(10_000, 60_000), 'the voice server must open and answer the hello within this'),
+  /**
+   * Upstream WebSocket open + its hello; past it the device gets an `alert` and the session ends. Under the firmware's
+   * own 10 s wait for the server hello (websocket_protocol.cc, mqtt_protocol.cc), so the device reads why: at 10 s the
+   * alert came after it had given up with its own "failed to receive server hello".
+   */
+  connectTimeoutMs: env(
+    'GATEWAY_VOICE_CONNECT_TIMEOUT_MS',
+    Ms(8_000, 60_000),
+    "the voice server must open and answer the hello within this (the firmware waits 10 s for the gateway's)",
+  ),
 });
 
 export const VoiceUdpSlice = z.strictObject({

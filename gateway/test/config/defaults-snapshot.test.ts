@@ -14,4 +14,8 @@ describe('configuration defaults', () => {
     const config = loadConfig({});
     expect(`${JSON.stringify(config, null, 2)}\n`).toBe(snapshot);
   });
+
+  it("give up on a voice server before the firmware gives up on the gateway's hello (10 s), so the device reads the alert", () => {
+    expect(loadConfig({}).voice.upstream.connectTimeoutMs).toBeLessThan(10_000);
+  });
 });
