@@ -2,6 +2,19 @@ import { connect as netConnect, type Socket } from 'node:net';
 import mqttPacket, { type IConnackPacket, type IConnectPacket, type Packet } from 'mqtt-packet';
 import { AsyncQueue, deferred, once } from './wait.js';
 
+/** A packet from its first byte and its body, with the remaining length written for it (any packet, legal or not). */
+export function mqttFrame(first: number, body: Buffer): Buffer {
+  const len: number[] = [];
+  let n = body.length;
+  do {
+    let b = n % 128;
+    n = Math.floor(n / 128);
+    if (n > 0) b |= 0x80;
+    len.push(b);
+  } while (n > 0);
+  return Buffer.concat([Buffer.from([first, ...len]), body]);
+}
+
 /**
  * An MQTT client with no manners, for tests: it writes exactly the packets it is given (a QoS 2
  * PUBLISH never followed by PUBREL, a CONNECT with keepalive 0, nothing at all) and records the packets

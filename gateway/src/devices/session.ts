@@ -278,10 +278,8 @@ export class DeviceSession implements DeviceHandle, VoiceDevice, RpcChannelDeps,
   }
 
   /**
-   * A frame with nothing to hand on (a WebSocket ping or pong; an MQTT PINGREQ, SUBSCRIBE or UNSUBSCRIBE): traffic, and
-   * unsolicited. Each is answered with a write of its own (ws's pong, the link's PINGRESP), so past a link's free few a
-   * flood of them spends from the read budget as other frames do; while reading is paused the ones of the read under
-   * way add to the debt.
+   * A control frame past its link's free few (a WebSocket ping or pong; an MQTT PINGREQ, SUBSCRIBE, UNSUBSCRIBE): each
+   * is answered with a write, so a flood of them spends from the read budget as other unsolicited frames do.
    */
   onControl(): void {
     this.lastSeenAt = Date.now();

@@ -2,7 +2,7 @@ import mqttPacket, { type Packet } from 'mqtt-packet';
 import { mqttPassword } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
-import { RawMqtt } from '../../../test/support/raw-mqtt.js';
+import { mqttFrame, RawMqtt } from '../../../test/support/raw-mqtt.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 import { until, withTimeout } from '../../../test/support/wait.js';
 
@@ -14,22 +14,10 @@ const str = (s: string | Buffer) => {
   const b = Buffer.isBuffer(s) ? s : Buffer.from(s);
   return Buffer.concat([Buffer.from([b.length >> 8, b.length & 0xff]), b]);
 };
-/** A packet from its first byte and its body, with the remaining length written for it. */
-const frame = (first: number, body: Buffer) => {
-  const len: number[] = [];
-  let n = body.length;
-  do {
-    let b = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) b |= 0x80;
-    len.push(b);
-  } while (n > 0);
-  return Buffer.concat([Buffer.from([first, ...len]), body]);
-};
 /** A CONNECT with the flags byte as given (mqtt-packet's generator would not write the illegal ones). */
 const rawConnect = (clientId: string, flags: number, fields: Array<string | Buffer> = []) =>
-  frame(0x10, Buffer.concat([str('MQTT'), Buffer.from([4, flags, 0, 60]), str(clientId), ...fields.map(str)]));
-const publishTo = (topic: Buffer, payload = '{}') => frame(0x30, Buffer.concat([str(topic), Buffer.from(payload)]));
+  mqttFrame(0x10, Buffer.concat([str('MQTT'), Buffer.from([4, flags, 0, 60]), str(clientId), ...fields.map(str)]));
+const publishTo = (topic: Buffer, payload = '{}') => mqttFrame(0x30, Buffer.concat([str(topic), Buffer.from(payload)]));
 const gen = (p: Packet) => mqttPacket.generate(p);
 
 /**

@@ -1,19 +1,12 @@
 import { describe, expect, it } from 'vitest';
+import { mqttFrame } from '../../../test/support/raw-mqtt.js';
 import { MqttPacketGuard, PacketTooLargeError, type OversizedPublish } from '../../src/links/mqtt-packet-guard.js';
 
 /** An MQTT 3.1.1 PUBLISH: fixed header (type 3, QoS in bits 1-2), topic, packet id when QoS > 0, payload. */
 function publish(topic: string, payload: Buffer, qos = 0): Buffer {
   const t = Buffer.from(topic);
   const body = Buffer.concat([Buffer.from([t.length >> 8, t.length & 0xff]), t, qos > 0 ? Buffer.from([0, 1]) : Buffer.alloc(0), payload]);
-  const len: number[] = [];
-  let n = body.length;
-  do {
-    let b = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) b |= 0x80;
-    len.push(b);
-  } while (n > 0);
-  return Buffer.concat([Buffer.from([0x30 | (qos << 1), ...len]), body]);
+  return mqttFrame(0x30 | (qos << 1), body);
 }
 
 /** `input` through the guard in chunks of `chunk` bytes: what passed, the publishes skipped, and the verdict if one came. */
