@@ -171,7 +171,9 @@ export class Enrollment {
     // place with made-up ids (at the OTA rate limit, a few minutes) and each real device heard ENROLLMENT_BUSY.
     const source = sourceKey(r.remoteAddress);
     let fromSource = 0;
-    for (const c of this.claims.values()) if (c.status === 'pending' && sourceKey(c.remoteAddress) === source) fromSource++;
+    // Rejected codes count too: they hold places in maxPending until they expire, and an operator rejecting a flood
+    // made room for as much again from the same source.
+    for (const c of this.claims.values()) if (sourceKey(c.remoteAddress) === source) fromSource++;
     if (fromSource >= this.o.maxPendingPerAddress) {
       this.outcome('busy_address', r);
       throw new GatewayError('ENROLLMENT_BUSY', `too many devices from this address are waiting for approval (${fromSource}); try again later`, {

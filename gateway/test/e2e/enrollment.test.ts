@@ -224,6 +224,18 @@ describe('device enrollment (hmac device auth)', () => {
     expect((await ota(t, d)).body.websocket?.token).toBeDefined();
   });
 
+  it("a source's rejected codes still count against its share of the waiting places: rejecting a flood does not make room for more of it", async () => {
+    const t = await gateway({ enrollment: { maxPending: 8 } });
+    const codes: string[] = [];
+    for (const deviceId of [nextMac(), nextMac()]) codes.push((await otaFrom(t, '127.0.0.2', { deviceId, clientId: 'made-up' })).body.activation!.code);
+    for (const code of codes) expect((await t.api('POST', `/v1/enrollments/${code}/reject`)).status).toBe(200);
+    const more = await otaFrom(t, '127.0.0.2', { deviceId: nextMac(), clientId: 'made-up' });
+    expect([more.status, more.body.code]).toEqual([503, 'ENROLLMENT_BUSY']);
+    expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'busy_address' })).toBe(1);
+    // Another source still gets a code.
+    expect((await ota(t, device())).body.activation?.code).toMatch(/^\d{6}$/);
+  });
+
   it('a takeover of a live connection needs the credentials the live one proved: other valid ones are refused, counted and logged', async () => {
     const t = await gateway();
     const d = device();
