@@ -66,7 +66,11 @@ async function activate(
 }
 
 /** An OTA check from another loopback address (another source, as the gateway counts them), over a real socket. */
-function otaFrom(t: TestGateway, localAddress: string, d: { deviceId: string; clientId: string }): Promise<{ status: number; body: OtaResponse & Partial<Problem> }> {
+function otaFrom(
+  t: TestGateway,
+  localAddress: string,
+  d: { deviceId: string; clientId: string },
+): Promise<{ status: number; body: OtaResponse & Partial<Problem> }> {
   const u = new URL(t.baseUrl);
   const headers = { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' };
   return new Promise((resolve, reject) => {
