@@ -171,7 +171,9 @@ export class Enrollment {
     // place with made-up ids (at the OTA rate limit, a few minutes) and each real device heard ENROLLMENT_BUSY.
     const source = sourceKey(r.remoteAddress);
     let fromSource = 0;
-    for (const c of this.claims.values()) if (c.status === 'pending' && sourceKey(c.remoteAddress) === source) fromSource++;
+    // Rejected codes count too: they hold places in maxPending until they expire, and an operator rejecting a flood
+    // made room for as much again from the same source.
+    for (const c of this.claims.values()) if (sourceKey(c.remoteAddress) === source) fromSource++;
     if (fromSource >= this.o.maxPendingPerAddress) {
       this.outcome('busy_address', r);
       throw new GatewayError('ENROLLMENT_BUSY', `too many devices from this address are waiting for approval (${fromSource}); try again later`, {
@@ -183,11 +185,24 @@ export class Enrollment {
       throw new GatewayError('ENROLLMENT_BUSY', 'too many devices are waiting for approval; try again later', { retryAfterSeconds: 60 });
     }
     // Several devices may claim one id (one of them the real one): each gets its own code, and the
-    // operator approves the code shown on the device in front of them. Bounded per id: oldest goes.
+    // operator approves the code shown on the device in front of them. Bounded per id: past the bound a new claim
+    // gives up this source's oldest code for the id, else a rejected one, never another source's waiting code (the
+    // oldest of all went: one host naming the id under new client ids pushed out the code on the real device).
     const sameDevice = [...this.claims.values()].filter((c) => c.deviceId === r.deviceId).sort((a, b) => a.createdAt - b.createdAt);
-    for (const old of sameDevice.slice(0, Math.max(0, sameDevice.length - this.o.maxPendingPerDevice + 1))) {
-      await this.o.store.delete(CLAIMS, old.code);
-      this.claims.delete(old.code);
+    const excess = sameDevice.length - this.o.maxPendingPerDevice + 1;
+    if (excess > 0) {
+      const mine = sameDevice.filter((c) => sourceKey(c.remoteAddress) === source);
+      const givable = [...mine, ...sameDevice.filter((c) => c.status === 'rejected' && !mine.includes(c))];
+      if (givable.length < excess) {
+        this.outcome('busy_device', r);
+        throw new GatewayError('ENROLLMENT_BUSY', `this device id already has ${sameDevice.length} codes waiting from other addresses; try again later`, {
+          retryAfterSeconds: 60,
+        });
+      }
+      for (const old of givable.slice(0, excess)) {
+        await this.o.store.delete(CLAIMS, old.code);
+        this.claims.delete(old.code);
+      }
     }
     const claim: Claim = {
       code: this.newCode(),
@@ -306,7 +321,7 @@ export class Enrollment {
     this.o.metrics.enrollments.inc({ outcome });
     const line = { deviceId: r.deviceId, clientId: r.clientId, remote: r.remoteAddress, outcome, ...(detail ? { detail } : {}) };
     // Refusals are what a flood of made-up checks causes (from any address): a bounded number of lines per kind.
-    if (outcome === 'proof_refused' || outcome === 'refused' || outcome === 'busy' || outcome === 'busy_address')
+    if (outcome === 'proof_refused' || outcome === 'refused' || outcome === 'busy' || outcome === 'busy_address' || outcome === 'busy_device')
       this.refusals.write(line, 'OTA: no credentials for this request', outcome);
     else this.o.log.info(line, 'OTA enrollment decision');
   }

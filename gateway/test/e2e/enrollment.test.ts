@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mintDeviceToken, mqttPassword, OtaResponseSchema, type OtaResponse } from '@voxgate/protocol';
@@ -62,6 +63,25 @@ async function activate(
     body: JSON.stringify(body),
   });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+/** An OTA check from another loopback address (another source, as the gateway counts them), over a real socket. */
+function otaFrom(
+  t: TestGateway,
+  localAddress: string,
+  d: { deviceId: string; clientId: string },
+): Promise<{ status: number; body: OtaResponse & Partial<Problem> }> {
+  const u = new URL(t.baseUrl);
+  const headers = { 'device-id': d.deviceId, 'client-id': d.clientId, 'content-type': 'application/json' };
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: u.hostname, port: u.port, path: '/xiaozhi/ota/', method: 'POST', localAddress, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as OtaResponse & Partial<Problem> }));
+    });
+    req.on('error', reject);
+    req.end('{}');
+  });
 }
 
 /** Approve flow end to end; returns what the device collected. */
@@ -180,6 +200,45 @@ describe('device enrollment (hmac device auth)', () => {
       expect(await callable(t, victim.deviceId)).toBe(200);
     },
   );
+
+  it("a device id's places are shared fairly: checks from another address push out only their own codes, never the real device's", async () => {
+    const t = await gateway({ enrollment: { maxPendingPerDevice: 2 } });
+    const d = device();
+    const real = (await ota(t, d)).body.activation!.code;
+    // Someone elsewhere names the same device id under ever-new client ids: each new claim gives up its own oldest.
+    const codes: string[] = [];
+    for (const clientId of ['impostor-1', 'impostor-2', 'impostor-3']) {
+      const r = await otaFrom(t, '127.0.0.2', { deviceId: d.deviceId, clientId });
+      expect(r.status).toBe(200);
+      codes.push(r.body.activation!.code);
+    }
+    const pending = (await t.api<Pending>('GET', '/v1/enrollments')).body.enrollments.map((c) => c.code);
+    expect(pending.sort()).toEqual([real, codes[2]!].sort());
+    expect((await activate(t, d)).status).toBe(202);
+    // A third address, with no code of its own to give up: refused, counted; the waiting codes stay.
+    const third = await otaFrom(t, '127.0.0.3', { deviceId: d.deviceId, clientId: 'impostor-4' });
+    expect([third.status, third.body.code]).toEqual([503, 'ENROLLMENT_BUSY']);
+    expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'busy_device' })).toBe(1);
+    expect(t.logs.some((l) => l['outcome'] === 'busy_device' && l['deviceId'] === d.deviceId)).toBe(true);
+    // The operator rejects the impostor's code: that place is free again for anyone.
+    expect((await t.api('POST', `/v1/enrollments/${codes[2]}/reject`)).status).toBe(200);
+    expect((await otaFrom(t, '127.0.0.3', { deviceId: d.deviceId, clientId: 'impostor-4' })).status).toBe(200);
+    // The code on the real device still works.
+    expect((await t.api('POST', `/v1/enrollments/${real}/approve`)).status).toBe(200);
+    expect((await ota(t, d)).body.websocket?.token).toBeDefined();
+  });
+
+  it("a source's rejected codes still count against its share of the waiting places: rejecting a flood does not make room for more of it", async () => {
+    const t = await gateway({ enrollment: { maxPending: 8 } });
+    const codes: string[] = [];
+    for (const deviceId of [nextMac(), nextMac()]) codes.push((await otaFrom(t, '127.0.0.2', { deviceId, clientId: 'made-up' })).body.activation!.code);
+    for (const code of codes) expect((await t.api('POST', `/v1/enrollments/${code}/reject`)).status).toBe(200);
+    const more = await otaFrom(t, '127.0.0.2', { deviceId: nextMac(), clientId: 'made-up' });
+    expect([more.status, more.body.code]).toEqual([503, 'ENROLLMENT_BUSY']);
+    expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'busy_address' })).toBe(1);
+    // Another source still gets a code.
+    expect((await ota(t, device())).body.activation?.code).toMatch(/^\d{6}$/);
+  });
 
   it('a takeover of a live connection needs the credentials the live one proved: other valid ones are refused, counted and logged', async () => {
     const t = await gateway();
