@@ -10,7 +10,7 @@
  * - a reconnect storm: three history rows (`device.offline`, `device.online`, `device.ready`) and no record write (the
  *   gateway holds a known device's last seen while it re-dials within 5 s, and its catalog is unchanged).
  *
- * The same library (node-sqlite3-wasm), schema, indexes and pragmas as `gateway/src/store/sqlite-store.ts` and
+ * The same library (node-sqlite3-wasm), schema, indexes, pragmas and quiet checkpoint as `gateway/src/store/sqlite-store.ts` and
  * `gateway/src/events/history-sqlite.ts`, and their batching (history: every 250 ms or 500 rows, 32/8/1 rows per
  * INSERT; records: every 250 ms, 200 per transaction, the event loop given back between batches), without the
  * gateway's retention, tenants, metrics or error handling. Run the floor with the gateway's WebAssembly options
@@ -47,6 +47,7 @@ export class FleetWrites {
   private readonly db = new sqlite.Database(join(this.dir, 'floor.db'));
   private readonly inserts = new Map<number, sqlite.Statement>();
   private readonly upsert: sqlite.Statement;
+  private readonly statements: sqlite.Statement[] = [];
   private history: Row[] = [];
   private records = new Map<string, string>();
   private historyTimer: NodeJS.Timeout | NodeJS.Immediate | undefined;
@@ -55,12 +56,16 @@ export class FleetWrites {
   /** Rows committed, so the bench can show both sides wrote the same (`floorRows` in the rows' params). */
   readonly written = { events: 0, records: 0 };
   private readonly boot = Date.now().toString(36);
+  /** The store's quiet checkpoint (store/quiet-checkpoint.ts): once a second, after a second with no row changed. */
+  private readonly quietTimer: NodeJS.Timeout;
+  private changes = 0;
+  private pendingCheckpoint = false;
 
   constructor() {
     this.db.exec('PRAGMA locking_mode=EXCLUSIVE');
     this.db.get('PRAGMA journal_mode=WAL');
     this.db.exec('PRAGMA synchronous=NORMAL');
-    this.db.exec('PRAGMA wal_autocheckpoint=4000');
+    this.db.exec('PRAGMA wal_autocheckpoint=8000');
     this.db.exec('PRAGMA cache_size=-512');
     this.db.exec(`CREATE TABLE documents (collection TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, updated_at INTEGER NOT NULL,
       PRIMARY KEY (collection, key)) WITHOUT ROWID;
@@ -72,6 +77,16 @@ export class FleetWrites {
     this.upsert = this.db.prepare(
       'INSERT INTO documents (collection, key, value, updated_at) VALUES (?, ?, CAST(? AS TEXT), ?) ON CONFLICT (collection, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at',
     );
+    const total = this.db.prepare('SELECT total_changes() AS n');
+    this.quietTimer = setInterval(() => {
+      const n = (total.get() as { n: number }).n;
+      if (n !== this.changes) [this.changes, this.pendingCheckpoint] = [n, true];
+      else if (this.pendingCheckpoint) {
+        this.pendingCheckpoint = false;
+        this.db.get('PRAGMA wal_checkpoint(PASSIVE)');
+      }
+    }, 1000).unref();
+    this.statements.push(total);
   }
 
   event(type: string, device: string, data: Record<string, unknown>): void {
@@ -138,7 +153,8 @@ export class FleetWrites {
   }
 
   close(): void {
-    for (const st of [...this.inserts.values(), this.upsert]) st.finalize();
+    clearInterval(this.quietTimer);
+    for (const st of [...this.inserts.values(), this.upsert, ...this.statements]) st.finalize();
     this.db.close();
     rmSync(this.dir, { recursive: true, force: true });
   }

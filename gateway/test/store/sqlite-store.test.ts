@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { QuietCheckpoint } from '../../src/store/quiet-checkpoint.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 
 const dirs: string[] = [];
@@ -17,8 +18,8 @@ function tempDb(): string {
   dirs.push(dir);
   return join(dir, 'nested', 'voxgate.db');
 }
-function store(path: string): SqliteStore {
-  const s = new SqliteStore(path);
+function store(path: string, opts?: { quietCheckpointMs?: number }): SqliteStore {
+  const s = new SqliteStore(path, opts);
   open.push(s);
   return s;
 }
@@ -106,6 +107,23 @@ describe('SqliteStore', () => {
     const s = store(tempDb());
     const size = s.share((db) => ({ kib: (db.get('PRAGMA cache_size') as { cache_size: number }).cache_size, close: () => undefined })).kib;
     expect(size).toBe(-512);
+  });
+
+  it("copies its WAL back into the database once writes stop, not in the middle of them (SQLite's own at 8 000 pages)", async () => {
+    const path = tempDb();
+    const s = store(path, { quietCheckpointMs: 20 });
+    const pragma = (name: string) => s.share((db) => ({ v: Object.values(db.get(`PRAGMA ${name}`) as object)[0] as unknown, close: () => undefined })).v;
+    expect(pragma('wal_autocheckpoint')).toBe(8000);
+    const before = statSync(path).size;
+    // ~600 KB of records: in the WAL only, until a checkpoint copies the pages into the database file.
+    await s.putMany(
+      'devices',
+      Array.from({ length: 600 }, (_, i) => ({ key: `d${i}`, value: { pad: 'x'.repeat(1000), i } })),
+      { durable: false },
+    );
+    expect(statSync(path).size).toBe(before);
+    await vi.waitFor(() => expect(statSync(path).size).toBeGreaterThan(before + 600_000), { timeout: 30_000, interval: 20 });
+    expect(await s.get('devices', 'd599')).toEqual({ pad: 'x'.repeat(1000), i: 599 });
   });
 
   it('writes a putMany that is not durable like any other, keeps it across a reopen, and keeps FULL for the rest', async () => {
@@ -220,5 +238,18 @@ describe('embedded store (SQLite, WebAssembly)', () => {
     } finally {
       await store.close();
     }
+  });
+});
+
+describe('QuietCheckpoint', () => {
+  it('checkpoints on the first tick with no change after some, once, and never while the count moves', () => {
+    const q = new QuietCheckpoint(5);
+    expect(q.tick(5)).toBe(false); // nothing written since the store opened
+    expect(q.tick(9)).toBe(false); // writes in this interval
+    expect(q.tick(40)).toBe(false); // still writing
+    expect(q.tick(40)).toBe(true); // quiet: checkpoint now
+    expect(q.tick(40)).toBe(false); // nothing new to copy
+    expect(q.tick(41)).toBe(false);
+    expect(q.tick(41)).toBe(true);
   });
 });
