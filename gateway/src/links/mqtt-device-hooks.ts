@@ -70,6 +70,11 @@ export function mqttDeviceHooks(
       o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'subscribe_denied' });
       refusals.write({ clientId: conn.clientId, topic }, 'MQTT subscription denied', 'subscribe_denied');
     },
+    protocolRefused(conn, level, clientId) {
+      o.metrics.framesRejected.inc({ reason: 'mqtt_protocol_level' });
+      const fields = { remote: conn.remoteAddress, clientId: clientId?.slice(0, 128), protocolLevel: level };
+      refusals.write(fields, 'MQTT CONNECT refused: unacceptable protocol level', 'protocol_level');
+    },
     malformed(conn, err) {
       const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
       o.metrics.framesRejected.inc({ reason });

@@ -32,6 +32,7 @@ const hooks: MqttDeviceHooks<unknown> = {
   ping: noop,
   control: noop,
   refused: noop,
+  protocolRefused: noop,
   malformed: noop,
   oversized: noop,
   noConnect: noop,
