@@ -52,6 +52,8 @@ export interface MqttDeviceHooks<S> {
   malformed(conn: MqttDeviceConnection<S>, err: Error): void;
   /** A QoS 0 publish over the packet limit was skipped (the connection stays). */
   oversized(conn: MqttDeviceConnection<S>, info: OversizedPublish): void;
+  /** Silent past 1.5 times its keepalive [MQTT-3.1.2-24]: the socket is closed after this. */
+  keepaliveExpired(conn: MqttDeviceConnection<S>): void;
   /** No CONNECT came within the connect deadline: the socket is closed after this. */
   noConnect(conn: MqttDeviceConnection<S>): void;
   /** Something threw while a packet was handled: counted and logged; the connection is closed after this. */
@@ -260,7 +262,10 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     if (this.state === 'closed') return;
     this.controls = 0;
     const idle = performance.now() - this.lastPacketAt;
-    if (idle >= this.keepaliveMs) return this.close();
+    if (idle >= this.keepaliveMs) {
+      this.o.hooks.keepaliveExpired(this);
+      return this.close();
+    }
     this.timer = setTimeout(this.checkKeepalive, this.keepaliveMs - idle);
   };
 

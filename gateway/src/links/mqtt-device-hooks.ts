@@ -87,6 +87,12 @@ export function mqttDeviceHooks(
       if (session && info.topic === DEVICE_PUBLISH_TOPIC) return session.onOversizedMessage(info.bytes, info.limit, info.payloadHead);
       refusals.write({ remote: conn.remoteAddress, bytes: info.bytes, limit: info.limit }, 'oversized MQTT publish skipped', 'oversized');
     },
+    // A device that lost its network looks the same: counted apart from the closes it asked for, its calls told why.
+    keepaliveExpired(conn) {
+      o.metrics.connectionsRefused.inc({ listener: 'mqtt', reason: 'keepalive' });
+      refusals.write({ remote: conn.remoteAddress, clientId: conn.clientId }, 'MQTT device silent past 1.5x its keepalive; disconnected', 'keepalive');
+      conn.owner?.onClosed('mqtt keepalive expired');
+    },
     noConnect(conn) {
       o.metrics.connectionsRefused.inc({ listener: 'mqtt', reason: 'no_connect' });
       o.log.debug({ remote: conn.remoteAddress }, 'MQTT socket sent no CONNECT in time; closed');

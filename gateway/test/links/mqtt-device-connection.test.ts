@@ -35,6 +35,7 @@ const hooks: MqttDeviceHooks<unknown> = {
   protocolRefused: noop,
   malformed: noop,
   oversized: noop,
+  keepaliveExpired: noop,
   noConnect: noop,
   handlerFailed: noop,
   closed: noop,
