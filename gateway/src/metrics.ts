@@ -200,7 +200,7 @@ export function createMetrics() {
     }),
     connectionsRefused: new Counter({
       name: 'voxgate_connections_refused_total',
-      help: 'Connections refused or closed by a connection limit: listener_full, address_full, device_cap, no_connect, no_request, unread, keepalive (an MQTT device silent past 1.5x its keepalive)',
+      help: 'Connections refused or closed by a connection limit: listener_full, address_full, device_cap, no_connect, no_request, unread, keepalive (an MQTT device silent past 1.5x its keepalive, a WebSocket device that answered no ping for a heartbeat round)',
       labelNames: ['listener', 'reason'] as const,
       registers: [registry],
     }),
