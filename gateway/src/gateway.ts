@@ -329,6 +329,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       // Fleet registry (issue 23): name, room, tags, tenant; DELETE forgets; what OTA checks say of a device.
       deviceSettings: deviceSettings(core),
       deviceReports: (id, facts) => core.records.reported(id, facts),
+      deviceKnown: (id) => core.records.has(id),
       deviceTenants: core.deviceTenants,
       ...(core.mcpEndpoints ? { mcpEndpoints: { endpoints: core.mcpEndpoints, path: config.mcp.endpoints.path } } : {}),
       fleet: core.fleet,

@@ -44,7 +44,7 @@ export function createMetrics() {
     }),
     framesRejected: new Counter({
       name: 'voxgate_frames_rejected_total',
-      help: 'Device frames rejected',
+      help: "Frames rejected from devices, MQTT clients and tool processes, by reason (e.g. mqtt_protocol: malformed MQTT; mqtt_protocol_level: a CONNECT of an MQTT level other than 3.1 or 3.1.1, answered CONNACK 1; unknown_id: a hosted MCP server's response to no request waiting)",
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
@@ -200,7 +200,7 @@ export function createMetrics() {
     }),
     connectionsRefused: new Counter({
       name: 'voxgate_connections_refused_total',
-      help: 'Connections refused or closed by a connection limit: listener_full, address_full, device_cap, no_connect, no_request, unread',
+      help: 'Connections refused or closed by a connection limit: listener_full, address_full, device_cap, no_connect, no_request, unread, keepalive (an MQTT device silent past 1.5x its keepalive, a WebSocket device that answered no ping for a heartbeat round)',
       labelNames: ['listener', 'reason'] as const,
       registers: [registry],
     }),

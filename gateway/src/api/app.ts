@@ -94,6 +94,8 @@ export interface ApiDeps {
   deviceSettings?: DeviceSettingsDeps;
   /** What a device's OTA check said about it (board, firmware): the device records keep it (devices/records.ts). */
   deviceReports?: (deviceId: string, facts: DeviceReport) => boolean;
+  /** Whether the device records know the device (it connected): its OTA reports are kept apart from made-up ids'. */
+  deviceKnown?: (deviceId: string) => boolean;
   /** Queued calls and fleet jobs (/v1/devices/{id}/calls, /v1/calls, /v1/jobs). */
   fleet?: { calls: QueuedCalls; jobs: Jobs };
   /** Devices' tenants: what a tenant's API key may see (absent: no device has a tenant; operator keys see all). */
@@ -145,7 +147,13 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   await app.register(rootRoute, { version: d.version });
   // With metrics.port set, /metrics lives on its own listener (gateway.ts) and not here.
   if (s.metrics.port === undefined) await app.register(metricsRoute, { metrics: d.metrics, keys: metricsKeys(d.apiKeys, s.metrics.key) });
-  const firmware = new FirmwareService({ settings: s.ota, imagesDir: s.firmwareDir, log: d.log.child({ component: 'firmware' }), metrics: d.metrics });
+  const firmware = new FirmwareService({
+    settings: s.ota,
+    imagesDir: s.firmwareDir,
+    log: d.log.child({ component: 'firmware' }),
+    metrics: d.metrics,
+    ...(d.deviceKnown ? { isKnown: d.deviceKnown } : {}),
+  });
   const tenants = d.deviceTenants;
   const ota = {
     settings: s,

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { Counter } from 'prom-client';
 import type { FirmwareRolloutConfig, OtaConfig } from './config.js';
 import type { Metrics } from '../metrics.js';
+import { BoundedLru } from '../throttle/bounded-lru.js';
 import { FirmwareImages } from './images.js';
 import { firmwareVersionProblem, isNewerFirmware } from './version.js';
 import { deviceFacts, pickRollout, rolloutBucket, type DeviceFacts } from './rollout.js';
@@ -13,6 +14,13 @@ export interface FirmwareServiceDeps {
   imagesDir: string;
   log: Logger;
   metrics: Metrics;
+  /**
+   * Whether the gateway has recorded the device (devices/records.ts: it connected): its report is kept apart from those
+   * of ids no device has used, which anyone may name in a check. Absent: every report counts as a stranger's.
+   */
+  isKnown?: (deviceId: string) => boolean;
+  /** Reports kept for ids not known (STRANGER_REPORTS unless set; tests set it small). */
+  maxStrangerReports?: number;
 }
 
 export interface OfferRequest {
@@ -24,8 +32,13 @@ export interface OfferRequest {
   base: URL;
 }
 
-/** Devices whose reported version is remembered; the OTA endpoint is open, so this must stay bounded. */
+/** Known devices whose reported version is remembered, oldest out past it (devices.maxKnown bounds them already). */
 const MAX_REPORTED = 100_000;
+/**
+ * Reports of ids the gateway has not recorded (a device checking in before its first connection, or ids made up: the
+ * OTA endpoint is open). Least recently reported out past it: a flood of made-up ids takes these places only.
+ */
+const STRANGER_REPORTS = 10_000;
 
 /** What the OTA answer would offer a device now, for people (GET /v1/devices/{id}/firmware). */
 export interface FirmwarePreview {
@@ -53,7 +66,9 @@ interface Decision {
 export class FirmwareService {
   readonly images: FirmwareImages;
   private readonly rollouts: readonly FirmwareRolloutConfig[];
+  /** Reports of known devices, in the order they came (the oldest goes first past MAX_REPORTED). */
   private readonly reported = new Map<string, DeviceFacts>();
+  private readonly strangers: BoundedLru<string, DeviceFacts>;
   /** The boards rollouts name: only these are remembered per device (bounded by the config, not by devices). */
   private readonly rolloutBoards: ReadonlySet<string>;
   private readonly offers: Counter<'source'>;
@@ -61,6 +76,7 @@ export class FirmwareService {
 
   constructor(private readonly d: FirmwareServiceDeps) {
     this.images = new FirmwareImages(d.imagesDir);
+    this.strangers = new BoundedLru(d.maxStrangerReports ?? STRANGER_REPORTS);
     this.rollouts = d.settings.rollout ?? [];
     this.rolloutBoards = new Set(this.rollouts.flatMap((r) => r.boards ?? []));
     this.offers = new Counter({ name: 'voxgate_firmware_offers_total', help: 'OTA answers by where their firmware section came from', labelNames: ['source'] as const, registers: [d.metrics.registry] });
@@ -89,7 +105,7 @@ export class FirmwareService {
    * counter, nothing remembered). A device that never checked in matches rollouts by id and share only.
    */
   async preview(deviceId: string, base: URL): Promise<FirmwarePreview> {
-    const facts = this.reported.get(deviceId);
+    const facts = this.reportOf(deviceId);
     const d = await this.decide(deviceId, facts ?? { version: undefined, boards: [] }, base);
     return {
       reported: facts ? { version: facts.version ?? null, boards: facts.boards } : null,
@@ -101,7 +117,16 @@ export class FirmwareService {
 
   /** The version a device last reported to the OTA endpoint, if any. */
   reportedVersion(deviceId: string): string | undefined {
-    return this.reported.get(deviceId)?.version;
+    return this.reportOf(deviceId)?.version;
+  }
+
+  /** Reports held now: of known devices, and of ids not known (at most maxStrangerReports). */
+  get reportsHeld(): { known: number; strangers: number } {
+    return { known: this.reported.size, strangers: this.strangers.size };
+  }
+
+  private reportOf(deviceId: string): DeviceFacts | undefined {
+    return this.reported.get(deviceId) ?? this.strangers.get(deviceId);
   }
 
   /** A matching rollout with its image, else the baseline with its image, else nothing (`url: ""`). */
@@ -122,14 +147,18 @@ export class FirmwareService {
   /**
    * Remembers the version (and rollout boards) a check reported, for the preview and the device listing. Called only for
    * a check that counts as the device's own (api/ota.ts): anyone can name a device in a check, and a stranger's must not
-   * set the firmware version an operator sees for it.
+   * set the firmware version an operator sees for it. Ids no device has used go to a place of their own: one map for
+   * all, oldest out, let a flood of made-up ids push out the reports of the fleet's devices.
    */
   rememberReport(req: Pick<OfferRequest, 'deviceId' | 'userAgent' | 'body'>): void {
     const facts = deviceFacts(req.userAgent, req.body);
     if (!facts.version && !facts.boards.some((b) => this.rolloutBoards.has(b))) return;
+    const kept: DeviceFacts = { version: facts.version, boards: facts.boards.filter((b) => this.rolloutBoards.has(b)) };
+    if (!this.d.isKnown?.(req.deviceId)) return this.strangers.set(req.deviceId, kept);
+    this.strangers.delete(req.deviceId);
     this.reported.delete(req.deviceId);
     if (this.reported.size >= MAX_REPORTED) this.reported.delete(this.reported.keys().next().value!);
-    this.reported.set(req.deviceId, { version: facts.version, boards: facts.boards.filter((b) => this.rolloutBoards.has(b)) });
+    this.reported.set(req.deviceId, kept);
   }
 
   /**

@@ -59,3 +59,34 @@ export class ServerChangeThrottles {
     );
   }
 }
+
+/**
+ * Hosted servers' `notifications/resources/updated`, passed on per resource at most once per window (throttleChanges:
+ * the first at once, the last always told; the merged ones counted as held), and only for a resource some /mcp session
+ * subscribed to: an update tells a subscriber to read the resource again, so a flood of them says no more than one.
+ * Before, a tool process sent them at its frame rate (500 a second) and every subscribed session got each one, while
+ * every session's listener was offered the updates of resources nobody subscribed to. One entry per subscribed
+ * resource, dropped when its last subscription ends.
+ */
+export class ResourceUpdates {
+  private readonly passes = new Map<string, () => void>();
+
+  constructor(
+    private readonly throttles: ServerChangeThrottles,
+    private readonly subscribed: (server: string, uri: string) => boolean,
+    private readonly emit: (server: string, uri: string) => void,
+  ) {}
+
+  updated(server: string, uri: string): void {
+    if (!this.subscribed(server, uri)) return; // reaches no one
+    const key = `${server}\0${uri}`;
+    let pass = this.passes.get(key);
+    if (!pass) this.passes.set(key, (pass = this.throttles.for(server, () => this.emit(server, uri))));
+    pass();
+  }
+
+  /** The last subscription to the resource ended (an update still held goes out at its window's end, to no one). */
+  forget(server: string, uri: string): void {
+    this.passes.delete(`${server}\0${uri}`);
+  }
+}

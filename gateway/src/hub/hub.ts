@@ -4,12 +4,12 @@ import { GatewayError } from '../errors.js';
 import { canSee } from '../principal.js';
 import type { EventBus } from '../events/bus.js';
 import type { Metrics } from '../metrics.js';
-import type { ThrottledLog } from '../throttle/throttled-log.js';
+import { ThrottledLog } from '../throttle/throttled-log.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import type { FleetJobsPort } from './builtin.js';
 import { CallRunner } from './call-runner.js';
 import { callTarget } from './call-target.js';
-import { ServerChangeThrottles } from './change-throttle.js';
+import { ResourceUpdates, ServerChangeThrottles } from './change-throttle.js';
 import type { ServerConfig } from './config.js';
 import { DeviceTools } from './device-tools.js';
 import { CallsInFlight } from './in-flight.js';
@@ -97,6 +97,9 @@ export class McpHub {
   private readonly changeThrottles: ServerChangeThrottles;
   /** Requests from servers refused (peer-requests.ts): counted each, logged a few per server. */
   private readonly peerRefusals: ThrottledLog;
+  /** Responses of servers to requests no one made: counted each, a line per server a minute. */
+  private readonly unknownResponses: ThrottledLog;
+  private readonly resourceUpdates: ResourceUpdates;
   private closed = false;
   private fleetJobs: FleetJobsPort | undefined;
 
@@ -109,6 +112,7 @@ export class McpHub {
     this.listsChanged = new TickSignal(d.log, 'lists-changed');
     this.changeThrottles = new ServerChangeThrottles(d.log, d.metrics.hubChangesHeld, d.settings.changeWindowMs);
     this.peerRefusals = peerRefusalLog(d.log);
+    this.unknownResponses = new ThrottledLog(d.log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 1024 });
     const logRate = d.settings.logRatePerSecond;
     this.logRate = new KeyedTokenBucket({ ratePerSecond: logRate, burst: logRate }, { maxKeys: 1024, now: () => performance.now() });
     if (d.enabled) for (const cfg of d.servers) this.upstreams.set(cfg.name, this.upstreamFor(cfg));
@@ -116,6 +120,11 @@ export class McpHub {
     this.sees = (caller, deviceId) => canSee(caller, tenancy?.tenantOf(deviceId));
     this.namespace = new ToolNamespace(this.upstreams, d.registry, d.deviceTools, this.sees);
     this.lists = new ServerLists(this.upstreams, d.log);
+    this.resourceUpdates = new ResourceUpdates(
+      this.changeThrottles,
+      (server, uri) => this.lists.isSubscribed(server, uri),
+      (server, uri) => this.emit(this.updateListeners, (l) => l(server, uri)),
+    );
     this.devices = new DeviceTools({ ...d, sees: this.sees });
     this.runner = new CallRunner({ ...d, upstreams: this.upstreams, namespace: this.namespace, devices: this.devices, calls: this.calls });
     this.offBus = d.bus.subscribe((e) => {
@@ -155,7 +164,13 @@ export class McpHub {
         if (this.logRate.take(cfg.name).ok) this.emit(this.logListeners, (l) => l(cfg.name, params));
         else d.metrics.hubLogsDropped.inc();
       },
-      onResourceUpdated: (uri) => this.emit(this.updateListeners, (l) => l(cfg.name, uri)),
+      onResourceUpdated: (uri) => this.resourceUpdates.updated(cfg.name, uri),
+      // A tool process answering ids never asked: the SDK drops each; counted as the endpoint's other frames it refuses.
+      onUnknownResponse: () => {
+        d.metrics.framesRejected.inc({ reason: 'unknown_id' });
+        const msg = 'MCP server sent responses to requests nobody made (late, repeated or made up); dropped';
+        this.unknownResponses.write({ server: cfg.name }, msg, cfg.name);
+      },
       onPeerRequest: (method, params, signal) =>
         routePeerRequest({ calls: this.calls, metrics: d.metrics, refusals: this.peerRefusals }, cfg.name, method, params, signal),
       onSchemaRefused: (reason) => d.metrics.schemasRefused.inc({ source: 'server', reason }),
@@ -301,7 +316,10 @@ export class McpHub {
     return this.lists.subscribe(uri, caller);
   }
   unsubscribe(server: string, uri: string): Promise<void> {
-    return this.lists.unsubscribe(server, uri);
+    const done = this.lists.unsubscribe(server, uri);
+    // The count drops before the upstream is told (server-lists.ts): the last subscription's end is known now.
+    if (!this.lists.isSubscribed(server, uri)) this.resourceUpdates.forget(server, uri);
+    return done;
   }
 
   /** For the assistant: system instructions, per-tool response instructions, auto-context tools. */

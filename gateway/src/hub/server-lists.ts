@@ -142,6 +142,11 @@ export class ServerLists {
     return u.config.name;
   }
 
+  /** Whether some /mcp session holds a subscription to the server's resource. */
+  isSubscribed(server: string, uri: string): boolean {
+    return this.subscribed.has(`${server}\0${uri}`);
+  }
+
   async unsubscribe(server: string, uri: string): Promise<void> {
     const key = `${server}\0${uri}`;
     const n = this.subscribed.get(key) ?? 0;

@@ -3,7 +3,7 @@ import { DEVICE_PUBLISH_TOPIC } from '@voxgate/protocol';
 import mqttPacket, { type IConnectPacket, type Packet } from 'mqtt-packet';
 import type { DeviceLink } from '../devices/link.js';
 import type { UnreadCheck } from './mqtt-connection.js';
-import { MqttFramingError, MqttPacketGuard, type OversizedPublish } from './mqtt-packet-guard.js';
+import { connectProtocolLevel, MqttFramingError, MqttPacketGuard, type OversizedPublish } from './mqtt-packet-guard.js';
 import { leanParserList } from './mqtt-parser-buffer.js';
 
 /** CONNACK return codes (MQTT 3.1.1, 3.2.2.3). */
@@ -46,10 +46,14 @@ export interface MqttDeviceHooks<S> {
   control(conn: MqttDeviceConnection<S>): void;
   /** Something the device may not do; the connection is closed after this (counted and logged by the link). */
   refused(conn: MqttDeviceConnection<S>, reason: 'publish_denied' | 'qos2', detail: Record<string, unknown>): void;
+  /** A CONNECT of a protocol level the link does not speak: CONNACK 1 is written, then the connection is closed. */
+  protocolRefused(conn: MqttDeviceConnection<S>, level: number, clientId: string | undefined): void;
   /** A packet the parser could not read, or the guard refused: the connection is closed after this. */
   malformed(conn: MqttDeviceConnection<S>, err: Error): void;
   /** A QoS 0 publish over the packet limit was skipped (the connection stays). */
   oversized(conn: MqttDeviceConnection<S>, info: OversizedPublish): void;
+  /** Silent past 1.5 times its keepalive [MQTT-3.1.2-24]: the socket is closed after this. */
+  keepaliveExpired(conn: MqttDeviceConnection<S>): void;
   /** No CONNECT came within the connect deadline: the socket is closed after this. */
   noConnect(conn: MqttDeviceConnection<S>): void;
   /** Something threw while a packet was handled: counted and logged; the connection is closed after this. */
@@ -198,6 +202,8 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
 
   private onConnect(p: Packet): void {
     if (p.cmd !== 'connect') return this.fail(new MqttFramingError(`${p.cmd} before CONNECT`)); // [MQTT-3.1.0-1]
+    // MQTT 3.1 and 3.1.1 only, for every client (the broker speaks no more): MQTT 5 is read by the parser, the rest below.
+    if (p.protocolVersion !== 3 && p.protocolVersion !== 4) return this.refuseProtocol(p.protocolVersion ?? 0, p.clientId);
     // Checked for every client, device or backend: mqtt-packet reads these flags without refusing them.
     const violation = connectViolation(p);
     if (violation) return this.fail(new MqttFramingError(violation));
@@ -214,8 +220,7 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     this.early = undefined;
     clearTimeout(this.timer);
     let refused: number | undefined;
-    if (p.protocolVersion !== 3 && p.protocolVersion !== 4) refused = CONNACK_UNACCEPTABLE_PROTOCOL;
-    else if (p.protocolVersion === 3 && p.clientId.length > MQTT31_MAX_CLIENT_ID) refused = CONNACK_IDENTIFIER_REJECTED;
+    if (p.protocolVersion === 3 && p.clientId.length > MQTT31_MAX_CLIENT_ID) refused = CONNACK_IDENTIFIER_REJECTED;
     this.clientId = p.clientId;
     const verdict = refused === undefined ? this.o.hooks.admit(this, p) : { refused };
     if ('refused' in verdict) return this.refuseConnect(verdict.refused);
@@ -225,6 +230,15 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     this.keepaliveMs = verdict.keepaliveSeconds * 1500 + 1; // [MQTT-3.1.2-24]: 1.5 times the keepalive
     this.timer = setTimeout(this.checkKeepalive, this.keepaliveMs);
     this.o.hooks.ready(this, verdict);
+  }
+
+  /**
+   * [MQTT-3.1.2-2]: CONNACK 1, then close. The 3.1.1 CONNACK whatever the level asked, as mosquitto and aedes answer a
+   * level they do not speak (a v5 CONNACK would be a dialect this link does not otherwise write).
+   */
+  private refuseProtocol(level: number, clientId: string | undefined): void {
+    this.o.hooks.protocolRefused(this, level, clientId);
+    this.refuseConnect(CONNACK_UNACCEPTABLE_PROTOCOL);
   }
 
   /** Closed once the CONNACK is written [MQTT-3.2.2-5], so the client reads why. */
@@ -248,7 +262,10 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     if (this.state === 'closed') return;
     this.controls = 0;
     const idle = performance.now() - this.lastPacketAt;
-    if (idle >= this.keepaliveMs) return this.close();
+    if (idle >= this.keepaliveMs) {
+      this.o.hooks.keepaliveExpired(this);
+      return this.close();
+    }
     this.timer = setTimeout(this.checkKeepalive, this.keepaliveMs - idle);
   };
 
@@ -306,6 +323,11 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
 
   private fail(err: Error): void {
     if (this.state === 'closed') return;
+    if (this.state === 'connect' && this.early) {
+      // The parser refuses a CONNECT whose level it does not read (0, 6 and up) before the level could be answered.
+      const level = connectProtocolLevel(this.early.length === 1 ? this.early[0]! : Buffer.concat(this.early));
+      if (level !== undefined && (level & 0x7f) !== 3 && (level & 0x7f) !== 4) return this.refuseProtocol(level, undefined);
+    }
     this.o.hooks.malformed(this, err);
     this.close();
   }

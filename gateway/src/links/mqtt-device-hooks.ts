@@ -70,6 +70,11 @@ export function mqttDeviceHooks(
       o.metrics.authRefused.inc({ transport: 'mqtt', reason: 'subscribe_denied' });
       refusals.write({ clientId: conn.clientId, topic }, 'MQTT subscription denied', 'subscribe_denied');
     },
+    protocolRefused(conn, level, clientId) {
+      o.metrics.framesRejected.inc({ reason: 'mqtt_protocol_level' });
+      const fields = { remote: conn.remoteAddress, clientId: clientId?.slice(0, 128), protocolLevel: level };
+      refusals.write(fields, 'MQTT CONNECT refused: unacceptable protocol level', 'protocol_level');
+    },
     malformed(conn, err) {
       const reason = err instanceof PacketTooLargeError ? 'too_large' : 'mqtt_protocol';
       o.metrics.framesRejected.inc({ reason });
@@ -81,6 +86,12 @@ export function mqttDeviceHooks(
       const session = conn.owner;
       if (session && info.topic === DEVICE_PUBLISH_TOPIC) return session.onOversizedMessage(info.bytes, info.limit, info.payloadHead);
       refusals.write({ remote: conn.remoteAddress, bytes: info.bytes, limit: info.limit }, 'oversized MQTT publish skipped', 'oversized');
+    },
+    // A device that lost its network looks the same: counted apart from the closes it asked for, its calls told why.
+    keepaliveExpired(conn) {
+      o.metrics.connectionsRefused.inc({ listener: 'mqtt', reason: 'keepalive' });
+      refusals.write({ remote: conn.remoteAddress, clientId: conn.clientId }, 'MQTT device silent past 1.5x its keepalive; disconnected', 'keepalive');
+      conn.owner?.onClosed('mqtt keepalive expired');
     },
     noConnect(conn) {
       o.metrics.connectionsRefused.inc({ listener: 'mqtt', reason: 'no_connect' });

@@ -126,3 +126,21 @@ export class MqttPacketGuard {
     this.onOversized({ bytes: s.bytes, limit: this.limit, topic, payloadHead });
   }
 }
+
+/**
+ * The protocol level byte of a CONNECT (MQTT 3.1.1, 3.1.2.2), read from the bytes of the packet when they hold the
+ * fixed header, a protocol name the link knows (`MQTT`, or MQTT 3.1's `MQIsdp`) and the level; else undefined. For a
+ * CONNECT the parser refused: a level it does not read (0, 6 and up) must still be answered with CONNACK 1 [MQTT-3.1.2-2].
+ */
+export function connectProtocolLevel(bytes: Buffer): number | undefined {
+  if (bytes.length < 2 || bytes[0] !== 0x10) return undefined;
+  let i = 1;
+  while (i < bytes.length && i <= 4 && bytes[i]! & 0x80) i++;
+  i++; // past the last byte of the remaining length
+  if (i + 2 > bytes.length) return undefined;
+  const nameLength = bytes.readUInt16BE(i);
+  if (nameLength !== 4 && nameLength !== 6) return undefined;
+  const name = bytes.toString('latin1', i + 2, i + 2 + nameLength);
+  if (name !== 'MQTT' && name !== 'MQIsdp') return undefined;
+  return bytes[i + 2 + nameLength];
+}

@@ -194,6 +194,15 @@ class WsDeviceLink implements DeviceLink {
   }
 }
 
+/** A device that answered no ping for a heartbeat round (or lost its network: it looks the same): counted, its calls told why. */
+function dropSilent(ws: DeviceSocket, ctx: WsLinkContext): void {
+  ctx.metrics.connectionsRefused.inc({ listener: 'http', reason: 'keepalive' });
+  const session = ws.link?.session;
+  ctx.refusals.write({ deviceId: session?.deviceId }, 'WebSocket device answered no ping for a heartbeat round; disconnected', 'keepalive');
+  session?.onClosed('websocket heartbeat unanswered');
+  ws.terminate();
+}
+
 /** Device WebSocket endpoint on the HTTP server: auth at the upgrade, frames to sessions, heartbeat. */
 export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   // The endpoint keeps its own set of sockets (see DeviceSocket): ws's clientTracking adds a closure per socket.
@@ -262,7 +271,7 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
   const heartbeat = setInterval(() => {
     for (const ws of clients) {
       if (!ws.alive) {
-        ws.terminate();
+        dropSilent(ws, ctx);
         continue;
       }
       ws.heartbeat();

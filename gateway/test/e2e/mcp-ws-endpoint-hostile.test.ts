@@ -18,7 +18,12 @@ interface Hostile {
 }
 
 /** A tool process that answers initialize (tools with listChanged) and ping, and everything else through `answer`. */
-function hostile(url: string, answer: Answer, serverInfo = { name: 'hostile', version: '1' }): Promise<Hostile> {
+function hostile(
+  url: string,
+  answer: Answer,
+  serverInfo = { name: 'hostile', version: '1' },
+  capabilities: Record<string, unknown> = { tools: { listChanged: true } },
+): Promise<Hostile> {
   const ws = new WebSocket(url);
   const h: Hostile = { ws, asked: new Map(), send: (msg) => ws.send(JSON.stringify(msg) + '\n') };
   ws.on('message', (data) => {
@@ -31,7 +36,7 @@ function hostile(url: string, answer: Answer, serverInfo = { name: 'hostile', ve
         id: m.id,
         result: {
           protocolVersion: (m.params as { protocolVersion: string }).protocolVersion,
-          capabilities: { tools: { listChanged: true } },
+          capabilities,
           serverInfo,
         },
       });
@@ -238,5 +243,97 @@ describe('MCP endpoint: a tool process reconnecting in a loop', { timeout: 60_00
     const calm = await hostile(other.url, tools);
     await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('calm')?.state === 'ready', 'the other endpoint to be ready');
     calm.ws.close();
+  });
+});
+
+describe('MCP endpoint: a tool process sending what nobody asked for', { timeout: 90_000 }, () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    // A window long enough that every update of the flood but the first falls in it, however slow the machine.
+    t = await startTestGateway({ mcp: { changeWindowMs: 60_000 } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  /** Every frame the tool process sent before this has been handled: the gateway answers its ping after them. */
+  const handled = (h: Hostile, id: string) =>
+    new Promise<void>((resolve) => {
+      h.ws.on('message', (data) => {
+        if ((JSON.parse(data.toString()) as { id?: string }).id === id) resolve();
+      });
+      h.send({ jsonrpc: '2.0', id, method: 'ping' });
+    });
+  const echo: Answer = (m) => {
+    if (m.method === 'tools/list') return { tools: [{ name: 'echo', inputSchema: { type: 'object' } }] };
+    if (m.method === 'tools/call') return { content: [{ type: 'text', text: 'still here' }] };
+    return undefined;
+  };
+
+  it('responses to ids never asked are dropped, counted and logged once per server; the process is still served', async () => {
+    const ep = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'liar' })).body;
+    const h = await hostile(ep.url, echo);
+    await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('liar')?.state === 'ready', 'the endpoint to be ready');
+    const unknown = () => t.metric('voxgate_frames_rejected_total', { reason: 'unknown_id' });
+    const before = await unknown();
+    // Made-up ids: numbers the gateway never used (one in its tool-call lane's range), a string, an error answer.
+    const ids = [999_999, 2 ** 30 + 77, 'nobody-asked', 123_456];
+    for (let i = 0; i < 50; i++) {
+      const id = ids[i % ids.length]!;
+      h.send(i % 5 === 4 ? { jsonrpc: '2.0', id, error: { code: -32000, message: 'made up' } } : { jsonrpc: '2.0', id, result: { made: 'up' } });
+    }
+    await handled(h, 'sync-1');
+    // Before: each went to the SDK's onerror, a debug line each, counted nowhere.
+    await expect.poll(unknown).toBe(before + 50);
+    const lines = t.logs.filter((l) => l['msg'] === 'MCP server sent responses to requests nobody made (late, repeated or made up); dropped');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ server: 'liar', level: 40 });
+    const r = await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__liar__echo/call', { arguments: {} });
+    expect(r.status).toBe(200);
+    expect(h.ws.readyState).toBe(WebSocket.OPEN);
+    h.ws.close();
+  });
+
+  it('a flood of resources/updated reaches a subscribed /mcp session once per window, counted; the process is not cut', async () => {
+    const ep = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'chatty' })).body;
+    const resources: Answer = (m) => {
+      if (m.method === 'tools/list') return { tools: [] };
+      if (m.method === 'resources/list') return { resources: [{ uri: 'chatty://r', name: 'r' }] };
+      if (m.method === 'resources/subscribe') return {};
+      return undefined;
+    };
+    const h = await hostile(ep.url, resources, { name: 'chatty', version: '1' }, { tools: {}, resources: { subscribe: true } });
+    await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('chatty')?.state === 'ready', 'the endpoint to be ready');
+
+    const watcher = new Client({ name: 'watcher', version: '1' });
+    const updates: string[] = [];
+    let toolsChanged = 0;
+    watcher.setNotificationHandler('notifications/resources/updated', (n) => void updates.push(n.params.uri));
+    watcher.setNotificationHandler('notifications/tools/list_changed', () => void toolsChanged++);
+    await watcher.connect(
+      new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TEST_API_KEY}` } } }),
+    );
+    await watcher.subscribeResource({ uri: 'chatty://r' });
+    const held = () => t.metric('voxgate_mcp_server_changes_held_total');
+    const heldBefore = await held();
+
+    // 200 updates of the subscribed resource, 200 of one nobody subscribed to: within the frame rate, so never cut.
+    for (let i = 0; i < 200; i++) {
+      h.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: 'chatty://r' } });
+      h.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: 'chatty://other' } });
+      if (i % 50 === 49) await handled(h, `sync-${i}`);
+    }
+    // Before: every one of the 200 went on to the session (and each of the others to every session's listener).
+    await expect.poll(held).toBeGreaterThanOrEqual(heldBefore + 199);
+    await expect.poll(() => updates.length).toBe(1);
+    // A change after the flood is told after everything it caused: the session's stream keeps order.
+    const marker = toolsChanged;
+    await t.api('POST', '/v1/mcp/endpoints', { name: 'marker2' });
+    await expect.poll(() => toolsChanged).toBeGreaterThan(marker);
+    expect(updates).toEqual(['chatty://r']);
+    expect(h.ws.readyState).toBe(WebSocket.OPEN);
+    expect(t.gw.hub.upstreams.get('chatty')?.state).toBe('ready');
+    await watcher.close();
+    h.ws.close();
   });
 });

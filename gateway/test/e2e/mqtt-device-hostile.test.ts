@@ -92,6 +92,41 @@ describe('MQTT device link: hostile and non-conforming clients', () => {
     expect(await protocolErrors()).toBe(before + 2);
   });
 
+  it('answers a protocol level it does not support with CONNACK 1, then closes, device or backend, and counts it [MQTT-3.1.2-2]', async () => {
+    const levelRefusals = () => t.metric('voxgate_frames_rejected_total', { reason: 'mqtt_protocol_level' });
+    const before = await levelRefusals();
+    const protocolBefore = await protocolErrors();
+    const levelConnect = (clientId: string, level: number) => mqttFrame(0x10, Buffer.concat([str('MQTT'), Buffer.from([level, 0x02, 0, 60]), str(clientId)]));
+    const v5 = (clientId: string) => gen({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: true, keepalive: 60, clientId });
+    // Levels the parser cannot read (0, 6, 127, 0x86 a bridge flag on 6) and MQTT 5, which it reads, from a device client
+    // id and from a backend's. Before: 0 and 6+ were closed silently as malformed; 5 was answered, but counted nowhere.
+    const cases: Array<[string, Buffer]> = [
+      ['level 0, device', levelConnect(clientIdFor(nextMac()), 0)],
+      ['level 6, device', levelConnect(clientIdFor(nextMac()), 6)],
+      ['level 127, backend', levelConnect('backend-x', 127)],
+      ['level 6 with the bridge flag, backend', levelConnect('backend-y', 0x86)],
+      ['MQTT 5, device', v5(clientIdFor(nextMac()))],
+      ['MQTT 5, backend', v5('backend-z')],
+    ];
+    for (const [what, bytes] of cases) {
+      const c = await open();
+      c.sendBytes(bytes);
+      const connack = await c.nextOf('connack');
+      expect(connack.returnCode, what).toBe(1);
+      expect(connack.sessionPresent, what).toBe(false);
+      await withTimeout(c.closed.promise, 30_000, `${what}: the socket to be closed after CONNACK 1`);
+      expect(c.endedByUs).toBe(false);
+    }
+    expect(await levelRefusals()).toBe(before + cases.length);
+    expect(await protocolErrors()).toBe(protocolBefore);
+    expect(t.logs.some((l) => l['msg'] === 'MQTT CONNECT refused: unacceptable protocol level' && l['level'] === 40 && l['protocolLevel'] === 6)).toBe(true);
+    // A protocol name it does not know is still malformed: closed without an answer.
+    const named = await open();
+    named.sendBytes(mqttFrame(0x10, Buffer.concat([str('MQTX'), Buffer.from([4, 0x02, 0, 60]), str(clientIdFor(nextMac()))])));
+    await closedSilently(named, 'an unknown protocol name to close the socket');
+    expect(await protocolErrors()).toBe(protocolBefore + 1);
+  });
+
   it('a zero-length client id: never a device; with clean session 0 identifier rejected (2) for anyone [MQTT-3.1.3-7, -8]', async () => {
     const before = await protocolErrors();
     // clean 0: code 2 whatever the credentials; clean 1: not a device, so the broker's answer (5 without an API key).

@@ -157,16 +157,22 @@ describe('MQTT sessions, presence and keepalive (devices hold nothing at the bro
     expect(t.gw.registry.get(deviceIdOf(m))?.online).toBe(false);
   });
 
-  it('keepalive 0 is held to the maximum: a silent client is closed at 1.5x and goes offline', async () => {
+  it('keepalive 0 is held to the maximum: a silent client is closed at 1.5x, goes offline, and the close is counted', async () => {
     const short = await startTestGateway({ mqtt: { keepaliveMinSeconds: 1, keepaliveMaxSeconds: 1 } });
     cleanup.push(() => void short.close());
+    const silentCloses = () => short.metric('voxgate_connections_refused_total', { listener: 'mqtt', reason: 'keepalive' });
+    expect(await silentCloses()).toBe(0);
     const m = nextMac();
-    const offline = short.nextEvent('device.offline', deviceIdOf(m));
+    const offline = short.nextEvent('device.offline', deviceIdOf(m), 20_000);
     const { c } = await raw(clientIdFor(m), { keepalive: 0, port: Number(new URL(short.mqttUrl).port) });
     // It never pings; keepaliveMaxSeconds is 1 here, so the broker gives up after 1.5 s of silence.
     await withTimeout(c.closed.promise, 10_000, 'the broker to close a silent keepalive-0 client');
     expect(c.endedByUs).toBe(false);
-    await offline;
+    const gone = await offline;
+    // Before: a device dropped for its silence was counted nowhere (its close looked like any disconnect).
+    expect(await silentCloses()).toBe(1);
+    expect(short.logs.some((l) => l['msg'] === 'MQTT device silent past 1.5x its keepalive; disconnected' && l['clientId'] === clientIdFor(m))).toBe(true);
+    expect(gone.data).toMatchObject({ reason: 'mqtt keepalive expired' });
   });
 
   it('keeps a keepalive within [min, max]; 0 means "none" and gets the max', () => {

@@ -148,3 +148,37 @@ describe('hostile WebSocket devices behind a trusted proxy (http.trustProxy)', (
     }
   });
 });
+
+describe('hostile WebSocket devices: one that stops answering pings', () => {
+  it('is dropped after a heartbeat round unanswered, counted and logged; a device that answers stays', async () => {
+    // Pings every second: a device misses a round when it reads nothing between two.
+    const t = await startTestGateway({ ws: { heartbeatMs: 1000 } });
+    const devices: ScriptedWsDevice[] = [];
+    try {
+      const join = async (deviceId: string) => {
+        const ready = t.nextEvent('device.ready', deviceId);
+        const d = await ScriptedWsDevice.connect(t.wsUrl, deviceId, TOOLS);
+        devices.push(d);
+        await ready;
+        return d;
+      };
+      const mute = await join('02:00:00:00:0d:a0');
+      await join('02:00:00:00:0d:a1');
+      const dropped = () => t.metric('voxgate_connections_refused_total', { listener: 'http', reason: 'keepalive' });
+      expect(await dropped()).toBe(0);
+      const offline = t.nextEvent('device.offline', '02:00:00:00:0d:a0', 30_000);
+      // Reads nothing from here on (a half-open socket, a device that lost its network): no pong goes back.
+      mute.ws.pause();
+      expect((await offline).data).toMatchObject({ reason: 'websocket heartbeat unanswered' });
+      // Before: the heartbeat's terminate was counted nowhere.
+      expect(await dropped()).toBe(1);
+      expect(
+        t.logs.some((l) => l['msg'] === 'WebSocket device answered no ping for a heartbeat round; disconnected' && l['deviceId'] === '02:00:00:00:0d:a0'),
+      ).toBe(true);
+      expect(t.gw.registry.get('02:00:00:00:0d:a1')?.online).toBe(true);
+    } finally {
+      for (const d of devices) d.close();
+      await t.close();
+    }
+  });
+});

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { OtaConfig } from '../../src/firmware/config.js';
-import { FirmwareService } from '../../src/firmware/service.js';
+import { FirmwareService, type FirmwareServiceDeps } from '../../src/firmware/service.js';
 import { createMetrics } from '../../src/metrics.js';
 
 const mac = (i: number) => `02:00:00:00:00:${i.toString(16).padStart(2, '0')}`;
@@ -16,12 +16,12 @@ afterEach(() => {
 });
 
 /** The firmware service over an empty image directory, its log lines kept. */
-function service(settings: Partial<OtaConfig>) {
+function service(settings: Partial<OtaConfig>, extra: Pick<FirmwareServiceDeps, 'isKnown' | 'maxStrangerReports'> = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'voxgate-fw-'));
   dirs.push(dir);
   const logs: Array<Record<string, unknown>> = [];
   const log = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
-  const firmware = new FirmwareService({ settings: { firmwareVersion: '0.0.0', firmwareUrl: '', ...settings }, imagesDir: dir, log, metrics: createMetrics() });
+  const firmware = new FirmwareService({ settings: { firmwareVersion: '0.0.0', firmwareUrl: '', ...settings }, imagesDir: dir, log, metrics: createMetrics(), ...extra });
   return { firmware, logs };
 }
 const offer = (firmware: FirmwareService, deviceId: string, body: unknown = {}, userAgent = 'voxgate-devkit/1.0.0') =>
@@ -53,5 +53,39 @@ describe('FirmwareService: what the OTA answer offers', () => {
     // A check that says nothing about the version or a rollout's board is not remembered.
     firmware.rememberReport({ deviceId: mac(3), userAgent: 'curl', body: {} });
     expect(firmware.reportedVersion(mac(3))).toBeUndefined();
+  });
+});
+
+describe('FirmwareService: the reports it keeps', () => {
+  const report = (deviceId: string, version: string) => ({ deviceId, userAgent: 'voxgate-devkit/1.0.0', body: { application: { version } } });
+
+  it("a flood of checks naming made-up ids never pushes out a known device's report, and holds a bounded number of them", () => {
+    const known = new Set([mac(10), mac(11)]);
+    const { firmware } = service({}, { isKnown: (id) => known.has(id), maxStrangerReports: 64 });
+    firmware.rememberReport(report(mac(10), '1.2.3'));
+    firmware.rememberReport(report(mac(11), '1.2.4'));
+    // More than the 100 000 reports the service kept in all: before, one map, oldest out, so the fleet's went first.
+    const madeUp = (i: number) => `06:66:${[i >> 16, (i >> 8) & 0xff, i & 0xff, 0].map((b) => b.toString(16).padStart(2, '0')).join(':')}`;
+    for (let i = 0; i < 100_500; i++) firmware.rememberReport(report(madeUp(i), '6.6.6'));
+    expect(firmware.reportedVersion(mac(10))).toBe('1.2.3');
+    expect(firmware.reportedVersion(mac(11))).toBe('1.2.4');
+    expect(firmware.reportsHeld).toEqual({ known: 2, strangers: expect.any(Number) as number });
+    expect(firmware.reportsHeld.strangers).toBeLessThanOrEqual(64);
+  });
+
+  it("keeps a stranger's report until newer strangers' push it out; once the device is known, its report is kept apart", () => {
+    const known = new Set<string>();
+    const { firmware } = service({}, { isKnown: (id) => known.has(id), maxStrangerReports: 8 });
+    // A device checking in before its first connection: its report is there for the preview.
+    firmware.rememberReport(report(mac(20), '2.0.0'));
+    expect(firmware.reportedVersion(mac(20))).toBe('2.0.0');
+    for (let i = 0; i < 16; i++) firmware.rememberReport(report(`06:66:00:00:01:${i.toString(16).padStart(2, '0')}`, '6.6.6'));
+    expect(firmware.reportedVersion(mac(20))).toBeUndefined();
+    // It connected (the records know it): its next check is kept with the fleet's, whatever strangers come after.
+    known.add(mac(20));
+    firmware.rememberReport(report(mac(20), '2.0.1'));
+    for (let i = 0; i < 16; i++) firmware.rememberReport(report(`06:66:00:00:02:${i.toString(16).padStart(2, '0')}`, '6.6.6'));
+    expect(firmware.reportedVersion(mac(20))).toBe('2.0.1');
+    expect(firmware.reportsHeld.known).toBe(1);
   });
 });

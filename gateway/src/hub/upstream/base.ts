@@ -120,6 +120,8 @@ export interface UpstreamDeps {
   onOversized?: () => void;
   onLog?: (params: LoggingMessageNotificationParams) => void;
   onResourceUpdated?: (uri: string) => void;
+  /** A response (or progress) for a request no one waits for: late, repeated or made up (counted and logged by the hub). */
+  onUnknownResponse?: () => void;
   /** A request from the server (sampling, elicitation): the hub finds the one caller that may answer. */
   onPeerRequest?: (method: PeerMethod, params: Record<string, unknown>, signal: AbortSignal) => Promise<Record<string, unknown>>;
   /** A tool was left out because its schema is over the bounds (a metric). */

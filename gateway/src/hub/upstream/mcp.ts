@@ -25,6 +25,9 @@ import { boundedTools, oneAtATime, walkTools } from './tool-list.js';
 import type { ToolCallLane } from './tool-lane.js';
 import { makeTransport, withHeaders, type TransportHooks } from './transports.js';
 
+/** How the SDK's Protocol words a message for no request it waits for (its `_onresponse`, `_onprogress`). */
+const UNKNOWN_ID = /^Received a (?:response for an unknown message ID|progress notification for an unknown token)/;
+
 /** A real MCP server over stdio, Streamable HTTP, SSE or WebSocket, through the SDK v2 `Client`. */
 export class McpUpstream extends Upstream {
   protected client: Client | undefined;
@@ -151,7 +154,11 @@ export class McpUpstream extends Upstream {
     });
     // tools/call results checked by hand where the SDK's zod schema would accept them (the rest still by zod).
     speedUpToolsCall(wireCodecOf(client));
-    client.onerror = (e) => d.log.debug({ err: e.message }, 'upstream transport error');
+    client.onerror = (e) => {
+      // The SDK's verdict on a response (or progress) matching no request it or the tool-call lane waits for.
+      if (UNKNOWN_ID.test(e.message)) return d.onUnknownResponse?.();
+      d.log.debug({ err: e.message.slice(0, 512) }, 'upstream transport error');
+    };
     client.setNotificationHandler('notifications/message', (n) => {
       if (gen === this.generation) d.onLog?.(n.params);
     });
