@@ -4,6 +4,7 @@
  */
 import type { Logger } from 'pino';
 import type { SpeechRecognizer, SpeechSynthesizer } from '../contracts.js';
+import { boundedSynthesizer } from './bounded.js';
 import { CommandRecognizer } from './command-asr.js';
 import { CommandSynthesizer } from './command-tts.js';
 import { EdgeSynthesizer } from './edge-tts.js';
@@ -48,7 +49,12 @@ export interface SynthesizerOptions {
   env?: NodeJS.ProcessEnv;
 }
 
+/** A synthesiser of `voice.tts`, bounded in its audio's length and pace whatever its kind (./bounded.ts). */
 export function createSynthesizer(cfg: TtsConfig, log: Logger, opts: SynthesizerOptions = {}): SpeechSynthesizer {
+  return boundedSynthesizer(providerSynthesizer(cfg, log, opts), cfg.timeoutMs);
+}
+
+function providerSynthesizer(cfg: TtsConfig, log: Logger, opts: SynthesizerOptions): SpeechSynthesizer {
   const l = log.child({ component: 'tts' });
   const sampleRate = opts.sampleRate ?? 24_000;
   const voice = cfg.voice ?? DEFAULT_VOICE[cfg.provider];
