@@ -1,7 +1,8 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProviderError, type SpeechSynthesizer } from '../../../src/voice/converse/contracts.js';
-import { createSynthesizer, TtsConfigSchema } from '../../../src/voice/converse/providers/config.js';
+import { pcmToWav } from '../../../src/voice/converse/audio/wav.js';
+import { AsrConfigSchema, createRecognizer, createSynthesizer, TtsConfigSchema } from '../../../src/voice/converse/providers/config.js';
 import { speechPcm, startSpeechServer, type SpeechServer } from '../../support/speech-servers.js';
 
 /**
@@ -66,5 +67,25 @@ describe('a hostile synthesiser', () => {
       await new Promise((r) => setTimeout(r, 700));
     }
     expect(n).toBe(pcm.length);
+  });
+});
+
+describe('a hostile recogniser', () => {
+  const wav = pcmToWav(speechPcm('hello there', 16_000), 16_000);
+  const asr = () => createRecognizer(AsrConfigSchema.parse({ baseUrl: server?.url, apiKeyEnv: 'VOICE_KEY' }), log, env);
+
+  it('a transcript longer than any utterance is cut to 2048 characters', async () => {
+    const text = 'word '.repeat(20_000).trim();
+    server = await startSpeechServer({ transcribe: { text } });
+    const got = await asr().transcribe(wav, { signal: signal() });
+    expect(got.length).toBeLessThanOrEqual(2048);
+    expect(text.startsWith(got)).toBe(true);
+  });
+
+  it('a response of megabytes is refused before it is all read: code "too_long"', async () => {
+    // 8 MB of JSON: the SDK read all of it into memory (and the device was sent all of it as its `stt`).
+    server = await startSpeechServer({ transcribe: { text: 'x'.repeat(8 * 1024 * 1024) } });
+    const e = await rejection(asr().transcribe(wav, { signal: signal() }));
+    expect(e.code).toBe('too_long');
   });
 });

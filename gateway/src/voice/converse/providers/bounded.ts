@@ -1,10 +1,33 @@
 /**
- * Bounds every synthesiser (whichever kind) where its audio enters the gateway, on top of each provider's own idle
+ * Bounds every recogniser and synthesiser (whichever kind) where its audio enters the gateway, on top of each provider's own idle
  * timeout and byte cap: those let a provider that sends a few bytes inside every idle period (a slow drip) hold a
  * sentence, its turn and its speech slot for hours, and one that never stops talking play minutes of audio for a
  * sentence of three words.
  */
-import { ProviderError, type SpeechSynthesizer } from '../contracts.js';
+import type { Logger } from 'pino';
+import { ThrottledLog } from '../../../throttle/throttled-log.js';
+import { ProviderError, type SpeechRecognizer, type SpeechSynthesizer } from '../contracts.js';
+
+/** A transcript longer than this is cut (the longest utterance, 60 s of fast speech, is under 1 000 characters). */
+export const MAX_TRANSCRIPT_CHARS = 2048;
+
+/**
+ * `asr` whose transcripts are at most MAX_TRANSCRIPT_CHARS: what a recogniser answers goes to the device's display
+ * (`stt`), the event bus and the model. A longer one is cut, `onCut` told (a counter) and a line logged, one a minute.
+ */
+export function boundedRecognizer(asr: SpeechRecognizer, log: Logger, onCut?: () => void): SpeechRecognizer {
+  const lines = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000 });
+  return {
+    name: asr.name,
+    async transcribe(wav, opts) {
+      const text = await asr.transcribe(wav, opts);
+      if (text.length <= MAX_TRANSCRIPT_CHARS) return text;
+      onCut?.();
+      lines.write({ provider: asr.name, chars: text.length, max: MAX_TRANSCRIPT_CHARS }, 'transcript longer than any utterance; cut');
+      return text.slice(0, MAX_TRANSCRIPT_CHARS);
+    },
+  };
+}
 
 /** The longest a sentence's speech may be: 10 s, and 400 ms a character (slow speech of any language, with room). */
 export function maxSpeechMs(text: string): number {
