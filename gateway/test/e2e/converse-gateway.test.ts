@@ -74,7 +74,7 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
           maxConcurrentTurns: 200,
           maxConcurrentTurnsPerTenant: 200,
         },
-        voice: { mode: 'converse', udp: { publicHost: '127.0.0.1' } },
+        voice: { mode: 'converse', udp: { publicHost: '127.0.0.1' }, converse: { maxAnswerChars: 400 } },
       },
       {},
       { converseKit: standInKit },
@@ -301,6 +301,28 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     d.terminate();
     await withTimeout(req.aborted, 5000, 'the model request closed');
     await until(async () => (await t.metric('voxgate_voice_converse_sessions_active')) === 0, 'no session left');
+  });
+
+  it('an answer past voice.converse.maxAnswerChars is spoken up to there, the model request closed, the turn ended', { timeout: 90_000 }, async () => {
+    const d = await wsDevice(3);
+    const tooLong = () => t.metric('voxgate_voice_converse_provider_errors_total', { stage: 'llm', code: 'too_long' });
+    const before = await tooLong();
+    // A model that talks on and on (steered by a tool result, or broken): 300 sentences, and the stream held open after.
+    llm.script([{ chunks: Array.from({ length: 300 }, (_, i) => `This is sentence number ${i}. `), holdOpen: true }]);
+    const reply = t.nextEvent('voice.reply', d.deviceId, 80_000);
+    d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'listen', state: 'detect', text: 'tell me everything' }));
+    await until(() => llm.requests.length > 0 && llm.openConnections() > 0, 'the model was asked');
+    const req = llm.requests.at(-1)!;
+    await withTimeout(req.aborted, 60_000, 'the model request closed');
+    await until(() => stops(d) === 1, 'tts stop', 60_000);
+    const spoken = voiceFrames(d)
+      .filter((f) => f['state'] === 'sentence_start')
+      .map((f) => String(f['text']));
+    expect(spoken.length).toBeGreaterThan(5);
+    expect(spoken.join(' ').length).toBeLessThanOrEqual(400);
+    expect(spoken[0]).toBe('This is sentence number 0.');
+    expect((await reply).data).toMatchObject({ outcome: 'answered' });
+    expect(await tooLong()).toBe(before + 1);
   });
 
   it('PATCH /v1/devices/{id} {voiceMode}: "off" for one device gives it a plain hello', async () => {

@@ -73,6 +73,11 @@ export const converseConfigShape = {
       /** Utterances and wake words per device that reach the recogniser or the model, per minute (burst `turnBurst`). */
       turnsPerMinute: z.coerce.number().int().min(1).max(600).default(20),
       turnBurst: z.coerce.number().int().min(1).max(100).default(5),
+      /**
+       * Characters of one answer spoken at most (a model asked for one to three short sentences, or steered into talking
+       * on): past it the rest is not spoken and the model's request is closed.
+       */
+      maxAnswerChars: z.coerce.number().int().min(200).max(100_000).default(1500),
       /** Conversations remembered per device (the assistant's store bounds each one's length). */
       maxRememberedDevices: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
     })
@@ -122,6 +127,7 @@ export interface ConverseConfig {
     uplinkBurstMs: number;
     turnsPerMinute: number;
     turnBurst: number;
+    maxAnswerChars: number;
     maxRememberedDevices: number;
   };
   mode: VoiceMode;

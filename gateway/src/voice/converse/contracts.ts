@@ -106,10 +106,13 @@ export interface SpeechSynthesizer {
   synthesize(text: string, opts: SynthesizeOptions): AsyncIterable<Int16Array>;
 }
 
-/** A speech provider failed: `code` is stable (for metrics), `message` is safe to show (no key, no URL query). */
+/**
+ * A speech provider failed: `code` is stable (for metrics), `message` is safe to show (no key, no URL query). `slow`:
+ * a synthesiser delivering its audio slower than real time; `too_long`: more output than the request could need.
+ */
 export class ProviderError extends Error {
   constructor(
-    readonly code: 'timeout' | 'aborted' | 'http' | 'network' | 'bad_output' | 'process' | 'busy',
+    readonly code: 'timeout' | 'aborted' | 'http' | 'network' | 'bad_output' | 'process' | 'busy' | 'slow' | 'too_long',
     message: string,
     readonly provider: string,
   ) {

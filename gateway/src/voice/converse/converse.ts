@@ -262,6 +262,7 @@ export class Converse implements VoiceHook {
         asrTimeoutMs: this.d.config.asr.timeoutMs,
         preRollMs: this.d.config.converse.preRollMs,
         speculateAfterMs: this.d.config.converse.speculateAfterMs,
+        maxAnswerChars: this.d.config.converse.maxAnswerChars,
       },
       log,
       metrics: this.d.metrics,

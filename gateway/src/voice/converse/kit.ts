@@ -19,7 +19,8 @@ import { createRecognizer, createSynthesizer } from './providers/config.js';
 export function createConverseKit(config: VoiceConfig, log: Logger, metrics?: ConverseMetrics, env: NodeJS.ProcessEnv = process.env): ConverseKit {
   const pool = createEncoderPool(config, log, metrics);
   return {
-    asr: createRecognizer(config.asr, log, env),
+    // A transcript cut to its bound is the recogniser's fault, though the turn goes on: counted with its failures.
+    asr: createRecognizer(config.asr, log, env, () => metrics?.providerErrors.inc({ stage: 'asr', code: 'too_long' })),
     tts: createSynthesizer(config.tts, log, { sampleRate: config.sampleRate, env }),
     decoder: (rate) => createOpusDecoder(rate),
     encoder: (rate, frameMs) => pool.encoder(rate, frameMs),

@@ -4,6 +4,7 @@
  */
 import type { Logger } from 'pino';
 import type { SpeechRecognizer, SpeechSynthesizer } from '../contracts.js';
+import { boundedRecognizer, boundedSynthesizer } from './bounded.js';
 import { CommandRecognizer } from './command-asr.js';
 import { CommandSynthesizer } from './command-tts.js';
 import { EdgeSynthesizer } from './edge-tts.js';
@@ -27,8 +28,15 @@ function httpUrl(url: string | undefined, what: string): string | undefined {
   return url;
 }
 
-export function createRecognizer(cfg: AsrConfig, log: Logger, env: NodeJS.ProcessEnv = process.env): SpeechRecognizer {
+/**
+ * A recogniser of `voice.asr`, its transcripts bounded whatever its kind (./bounded.ts); `onCut` counts the ones cut.
+ */
+export function createRecognizer(cfg: AsrConfig, log: Logger, env: NodeJS.ProcessEnv = process.env, onCut?: () => void): SpeechRecognizer {
   const l = log.child({ component: 'asr' });
+  return boundedRecognizer(providerRecognizer(cfg, l, env), l, onCut);
+}
+
+function providerRecognizer(cfg: AsrConfig, l: Logger, env: NodeJS.ProcessEnv): SpeechRecognizer {
   if (cfg.provider === 'command') {
     return new CommandRecognizer({ command: cfg.command ?? '', args: cfg.args, language: cfg.language, timeoutMs: cfg.timeoutMs, log: l });
   }
@@ -48,7 +56,12 @@ export interface SynthesizerOptions {
   env?: NodeJS.ProcessEnv;
 }
 
+/** A synthesiser of `voice.tts`, bounded in its audio's length and pace whatever its kind (./bounded.ts). */
 export function createSynthesizer(cfg: TtsConfig, log: Logger, opts: SynthesizerOptions = {}): SpeechSynthesizer {
+  return boundedSynthesizer(providerSynthesizer(cfg, log, opts), cfg.timeoutMs);
+}
+
+function providerSynthesizer(cfg: TtsConfig, log: Logger, opts: SynthesizerOptions): SpeechSynthesizer {
   const l = log.child({ component: 'tts' });
   const sampleRate = opts.sampleRate ?? 24_000;
   const voice = cfg.voice ?? DEFAULT_VOICE[cfg.provider];

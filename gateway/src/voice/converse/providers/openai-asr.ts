@@ -7,6 +7,10 @@ import OpenAI, { toFile } from 'openai';
 import type { Logger } from 'pino';
 import type { RecognizeOptions, SpeechRecognizer } from '../contracts.js';
 import { deadline, toProviderError } from './errors.js';
+import { limitedFetch } from './limited-fetch.js';
+
+/** A transcription's JSON is a few hundred bytes for the longest utterance: more is not read (the SDK buffers it whole). */
+const MAX_RESPONSE_BYTES = 256 * 1024;
 
 export interface OpenAiRecognizerOptions {
   baseUrl?: string | undefined;
@@ -23,7 +27,13 @@ export class OpenAiRecognizer implements SpeechRecognizer {
 
   constructor(private readonly o: OpenAiRecognizerOptions) {
     // Local servers need no key, but the SDK insists on one. Retries would stretch a turn past the user's patience.
-    this.client = new OpenAI({ apiKey: o.apiKey ?? 'none', baseURL: o.baseUrl ?? null, maxRetries: 0, timeout: o.timeoutMs + 1000 });
+    this.client = new OpenAI({
+      apiKey: o.apiKey ?? 'none',
+      baseURL: o.baseUrl ?? null,
+      maxRetries: 0,
+      timeout: o.timeoutMs + 1000,
+      fetch: limitedFetch(MAX_RESPONSE_BYTES, this.name),
+    });
   }
 
   async transcribe(wav: Buffer, opts: RecognizeOptions): Promise<string> {

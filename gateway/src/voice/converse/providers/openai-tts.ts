@@ -9,6 +9,7 @@ import { ProviderError, type SpeechSynthesizer, type SynthesizeOptions } from '.
 import { WavStreamParser } from '../audio/wav.js';
 import { Resampler } from '../audio/resample.js';
 import { deadline, toProviderError } from './errors.js';
+import { limitedFetch } from './limited-fetch.js';
 
 /** What the API's `pcm` format is (OpenAI's documentation: 24 kHz, 16-bit signed, little-endian, mono). */
 export const OPENAI_PCM_RATE = 24_000;
@@ -35,7 +36,14 @@ export class OpenAiSynthesizer implements SpeechSynthesizer {
 
   constructor(private readonly o: OpenAiSynthesizerOptions) {
     this.sampleRate = o.sampleRate;
-    this.client = new OpenAI({ apiKey: o.apiKey ?? 'none', baseURL: o.baseUrl ?? null, maxRetries: 0, timeout: o.timeoutMs + 1000 });
+    // An error's body is read whole by the SDK: bounded like the audio.
+    this.client = new OpenAI({
+      apiKey: o.apiKey ?? 'none',
+      baseURL: o.baseUrl ?? null,
+      maxRetries: 0,
+      timeout: o.timeoutMs + 1000,
+      fetch: limitedFetch(MAX_BYTES + 64 * 1024, this.name),
+    });
   }
 
   async *synthesize(text: string, opts: SynthesizeOptions): AsyncIterable<Int16Array> {

@@ -1,4 +1,5 @@
 import { GatewayError } from '../../../errors.js';
+import { ThrottledLog } from '../../../throttle/throttled-log.js';
 import { ProviderError } from '../contracts.js';
 import type { ConverseStage, TurnOutcome } from '../metrics.js';
 import { DownlinkPacer } from './pacer.js';
@@ -11,6 +12,8 @@ import { UPLINK_RATE, type ConverseSessionDeps, type TurnHandle, type TurnSignal
 
 /** Spoken when the gateway is too busy to answer (its own bounds, not a provider's failure). */
 const BUSY_ANSWER = "I'm busy right now; please try again in a moment.";
+/** Why an answer's turn was cancelled at voice.converse.maxAnswerChars. */
+const TOO_LONG = 'the answer was longer than voice.converse.maxAnswerChars';
 
 /** When the transcription was sent (negative: speculatively, before the end of speech) and when it was ready. */
 interface AsrMarks {
@@ -51,6 +54,7 @@ export class ConverseSession {
   private frameSentHook: (() => void) | undefined;
   private readonly asrDeps: AsrRequestDeps;
   private readonly speculation: Speculation;
+  private lines: ThrottledLog | undefined;
 
   constructor(private readonly d: ConverseSessionDeps) {
     this.asrDeps = { asr: d.asr, wav: (p, r) => d.audio.wav(p, r), language: d.language, timeoutMs: d.limits.asrTimeoutMs };
@@ -269,8 +273,18 @@ export class ConverseSession {
 
   private async runTurn(turn: ActiveTurn, text: string): Promise<void> {
     const split = new SentenceSplitter();
+    const max = this.d.limits.maxAnswerChars ?? Infinity;
+    let chars = 0;
+    let cut = false;
     const say = (sentences: string[]) => {
       for (const s of sentences) {
+        if (cut) return;
+        const next = chars + (chars ? 1 : 0) + s.length;
+        if (next > max) {
+          cut = true;
+          return this.answerTooLong(turn, chars);
+        }
+        chars = next;
         turn.marks.firstSentence ??= performance.now();
         turn.spokenText.push(s);
         turn.speaker.say(s);
@@ -300,6 +314,7 @@ export class ConverseSession {
         turn.handle.cancel('aborted');
         return;
       }
+      if (cut) turn.handle.cancel(TOO_LONG);
       const r = await turn.handle.done;
       this.d.conversation.set(r.conversationId);
       say(split.flush());
@@ -311,6 +326,8 @@ export class ConverseSession {
       await turn.speaker.end();
     } catch (e) {
       if (turn.ac.signal.aborted || this.closed) return;
+      // Cut at maxAnswerChars (the model's request closed): what was said so far is the answer.
+      if (cut) return void (await turn.speaker.end());
       outcome = 'failed';
       const msg =
         e instanceof GatewayError && (e.code === 'TOO_MANY_TURNS' || e.code === 'CONVERSATION_BUSY' || e.code === 'MODEL_BUSY')
@@ -322,6 +339,17 @@ export class ConverseSession {
     } finally {
       if (this.turn === turn && !turn.ac.signal.aborted) this.finishTurn(turn, outcome);
     }
+  }
+
+  /**
+   * The answer reached maxAnswerChars (a model steered into talking on, or broken): the rest is not spoken and the
+   * model's request is closed; counted, logged a line a minute.
+   */
+  private answerTooLong(turn: ActiveTurn, spoken: number): void {
+    this.d.metrics.providerErrors.inc({ stage: 'llm', code: 'too_long' });
+    this.lines ??= new ThrottledLog(this.d.log, 'warn', { linesPerWindow: 1, windowMs: 60_000 });
+    this.lines.write({ spokenChars: spoken, maxAnswerChars: this.d.limits.maxAnswerChars }, 'answer longer than voice.converse.maxAnswerChars; cut');
+    turn.handle?.cancel(TOO_LONG);
   }
 
   /** The question has been spoken (`tts stop`): the device listens, and the next utterance answers it. */

@@ -61,6 +61,8 @@ export interface SessionLimits {
   preRollMs: number;
   /** Quiet after speech that starts a speculative transcription; 0 or absent: never. */
   speculateAfterMs?: number;
+  /** Characters of one answer spoken at most; absent: no bound. */
+  maxAnswerChars?: number;
 }
 
 /** Milliseconds from the end of speech, per part (the bench and the console read them). */
