@@ -35,6 +35,12 @@ export function createAssistantMetrics(registry: Registry) {
       labelNames: ['provider', 'direction'] as const,
       registers,
     }),
+    replyFaults: new Counter({
+      name: 'voxgate_assistant_model_reply_faults_total',
+      help: 'Model replies out of bounds, by provider and reason (too_large: the response past its byte bound; the reply refused)',
+      labelNames: ['provider', 'reason'] as const,
+      registers,
+    }),
   };
 }
 

@@ -8,7 +8,13 @@ export class AnthropicProvider implements ModelProvider {
   private readonly client: Anthropic;
 
   constructor(private readonly o: ProviderOptions) {
-    this.client = new Anthropic({ apiKey: o.apiKey ?? null, baseURL: o.baseUrl ?? null, maxRetries: o.maxRetries, timeout: o.timeoutMs });
+    this.client = new Anthropic({
+      apiKey: o.apiKey ?? null,
+      baseURL: o.baseUrl ?? null,
+      maxRetries: o.maxRetries,
+      timeout: o.timeoutMs,
+      ...(o.fetch ? { fetch: o.fetch } : {}),
+    });
   }
 
   async complete(req: ModelRequest): Promise<ModelReply> {
