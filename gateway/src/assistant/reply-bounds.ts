@@ -1,13 +1,14 @@
 /**
  * What a model's reply may be, whatever the server at the other end sends (a compromised or misconfigured
- * OpenAI-, Anthropic- or Gemini-compatible endpoint): its response read to a byte bound, derived from the model's
- * `maxTokens` so that no real answer comes near it. A reply past a bound is refused (the request closed, a
+ * OpenAI-, Anthropic- or Gemini-compatible endpoint): its response read to a byte bound, and its text to a length,
+ * both derived from the model's `maxTokens` so that no real answer comes near them. A reply past a bound is refused (the request closed, a
  * MODEL_ERROR for the caller); each fault is reported to `onFault` (counted, logged throttled, by the assistant).
  */
 import { limitedFetch, type FetchLike } from '../limited-fetch.js';
+import type { ModelProvider, ModelReply, ModelRequest } from './types.js';
 
 /** Why a reply was refused. */
-export type ReplyFault = 'too_large';
+export type ReplyFault = 'too_large' | 'too_long';
 
 export class ReplyRefused extends Error {
   constructor(
@@ -21,14 +22,45 @@ export class ReplyRefused extends Error {
 export interface ReplyLimits {
   /** Bytes of one response read (streamed or not, SSE framing included). */
   maxBytes: number;
+  /** Characters of the reply's text (what the caller gets, and the conversation keeps). */
+  maxChars: number;
 }
 
 /**
- * A real reply of `maxTokens` tokens streams at most a few hundred bytes of framing per token: 1 KiB per token,
- * and never less than 4 MiB, is far above it.
+ * A real reply of `maxTokens` tokens streams at most a few hundred bytes of framing per token, and a token is a few
+ * characters: 1 KiB and 16 characters per token, and never less than 4 MiB and 64 Ki characters, are far above it.
  */
 export function replyLimits(maxTokens: number): ReplyLimits {
-  return { maxBytes: Math.max(4 * 1024 * 1024, maxTokens * 1024) };
+  return { maxBytes: Math.max(4 * 1024 * 1024, maxTokens * 1024), maxChars: Math.max(64 * 1024, maxTokens * 16) };
+}
+
+/**
+ * One request to `inner` within `limits`: streamed text past `maxChars` closes the request at once (the deltas
+ * past the bound are not passed on); a reply's text past it, streamed or not, is refused.
+ */
+export async function boundedComplete(inner: ModelProvider, limits: ReplyLimits, req: ModelRequest): Promise<ModelReply> {
+  const tooLong = () => new ReplyRefused('too_long', `the reply was longer than ${limits.maxChars} characters`);
+  const stop = new AbortController();
+  let chars = 0;
+  const onText = req.onText;
+  const bounded: ModelRequest = { ...req, signal: AbortSignal.any([req.signal, stop.signal]) };
+  if (onText)
+    bounded.onText = (delta) => {
+      if (stop.signal.aborted) return;
+      chars += delta.length;
+      if (chars > limits.maxChars) stop.abort(tooLong());
+      else onText(delta);
+    };
+  let reply: ModelReply;
+  try {
+    reply = await inner.complete(bounded);
+  } catch (e) {
+    throw stop.signal.aborted ? (stop.signal.reason as ReplyRefused) : e;
+  }
+  // An SDK may end an aborted stream quietly instead of throwing.
+  if (stop.signal.aborted) throw stop.signal.reason as ReplyRefused;
+  if (reply.text.length > limits.maxChars) throw tooLong();
+  return reply;
 }
 
 /** The SDK clients' `fetch`: a response read past `maxBytes` fails with ReplyRefused `too_large`. */

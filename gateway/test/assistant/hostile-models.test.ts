@@ -52,6 +52,41 @@ describe('a hostile model endpoint', () => {
   const turn = async (a: Assistant, model: string, stream: boolean) =>
     (await a.start({ message: 'hello', model }, { principal: 'key-a' }, { stream, interactive: false, emit: () => undefined })).done;
 
+  it('stops a streamed reply past its text bound and closes the request (each provider)', async () => {
+    const { a, metrics } = assistant();
+    try {
+      for (const model of PROVIDERS) {
+        llm.requests.length = 0;
+        // 200 KiB of text, then the stream stays open: a model that talks on and never ends.
+        llm.script([{ chunks: Array.from({ length: 200 }, () => 'x'.repeat(1024)), holdOpen: true }]);
+        await expect(turn(a, model, true), apiOf[model]).rejects.toMatchObject({
+          code: 'MODEL_ERROR',
+          message: expect.stringContaining('longer than 65536 characters') as unknown,
+        });
+        await llm.requests[0]!.aborted;
+        expect(await metricValue(metrics, FAULTS, { provider: apiOf[model], reason: 'too_long' })).toBe(1);
+      }
+    } finally {
+      a.close();
+    }
+  }, 60_000);
+
+  it('keeps a non-streamed reply within its text bound (each provider)', async () => {
+    const { a, metrics } = assistant();
+    try {
+      for (const model of PROVIDERS) {
+        llm.script([{ text: 'y'.repeat(100 * 1024) }]);
+        await expect(turn(a, model, false), apiOf[model]).rejects.toMatchObject({
+          code: 'MODEL_ERROR',
+          message: expect.stringContaining('65536 characters') as unknown,
+        });
+        expect(await metricValue(metrics, FAULTS, { provider: apiOf[model], reason: 'too_long' })).toBe(1);
+      }
+    } finally {
+      a.close();
+    }
+  }, 60_000);
+
   it('reads a huge non-streamed body only up to its byte bound (each provider)', async () => {
     const { a, metrics } = assistant();
     try {

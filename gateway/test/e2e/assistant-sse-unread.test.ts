@@ -108,8 +108,9 @@ describe('a streamed turn that ended while its caller was not reading', () => {
 
   /** The turn completes; what the caller left unread is dropped with its socket after the write timeout, counted and logged. */
   async function expectTimedOut(path: string, body: unknown, cutsBefore: number): Promise<void> {
-    // 25 MiB: far past what the kernel's socket buffers take for a caller that reads nothing, and then the end.
-    llm.script([{ chunks: Array.from({ length: 400 }, () => 'x'.repeat(64 * 1024)) }]);
+    // 15 MiB: far past what the kernel's socket buffers take for a caller that reads nothing, and then the end (within
+    // the reply's text bound at maxTokens 1 000 000: 16 000 000 characters).
+    llm.script([{ chunks: Array.from({ length: 240 }, () => 'x'.repeat(64 * 1024)) }]);
     const completedBefore = await t.metric('voxgate_assistant_turns_total', { outcome: 'completed' });
     const s = await stalledPost(t, path, body);
     sockets.push(s);

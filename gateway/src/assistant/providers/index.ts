@@ -1,5 +1,5 @@
 import type { FetchLike } from '../../limited-fetch.js';
-import { refusalOf, replyFetch, replyLimits, type ReplyFault } from '../reply-bounds.js';
+import { boundedComplete, refusalOf, replyFetch, replyLimits, type ReplyFault } from '../reply-bounds.js';
 import type { ModelProvider, ModelReply, ModelRequest } from '../types.js';
 
 export interface ProviderOptions {
@@ -39,7 +39,7 @@ export function createProvider(
       client ??= load();
       const inner = await client;
       try {
-        return await inner.complete(req);
+        return await boundedComplete(inner, limits, req);
       } catch (e) {
         const refused = refusalOf(e);
         if (!refused) throw e;
