@@ -8,7 +8,7 @@ import { limitedFetch, type FetchLike } from '../limited-fetch.js';
 import type { ModelProvider, ModelReply, ModelRequest } from './types.js';
 
 /** Why a reply was refused. */
-export type ReplyFault = 'too_large' | 'too_long';
+export type ReplyFault = 'too_large' | 'too_long' | 'too_many_tool_calls';
 
 export class ReplyRefused extends Error {
   constructor(
@@ -24,19 +24,25 @@ export interface ReplyLimits {
   maxBytes: number;
   /** Characters of the reply's text (what the caller gets, and the conversation keeps). */
   maxChars: number;
+  /** Tool calls in one reply (assistant.maxToolCallsPerRound, at most 256, of them run; the rest answered "not run"). */
+  maxToolCalls: number;
 }
+
+/** More tool calls than any real reply asks for at once; the most maxToolCallsPerRound may be. */
+const MAX_TOOL_CALLS = 256;
 
 /**
  * A real reply of `maxTokens` tokens streams at most a few hundred bytes of framing per token, and a token is a few
  * characters: 1 KiB and 16 characters per token, and never less than 4 MiB and 64 Ki characters, are far above it.
  */
 export function replyLimits(maxTokens: number): ReplyLimits {
-  return { maxBytes: Math.max(4 * 1024 * 1024, maxTokens * 1024), maxChars: Math.max(64 * 1024, maxTokens * 16) };
+  return { maxBytes: Math.max(4 * 1024 * 1024, maxTokens * 1024), maxChars: Math.max(64 * 1024, maxTokens * 16), maxToolCalls: MAX_TOOL_CALLS };
 }
 
 /**
  * One request to `inner` within `limits`: streamed text past `maxChars` closes the request at once (the deltas
- * past the bound are not passed on); a reply's text past it, streamed or not, is refused.
+ * past the bound are not passed on); a reply's text past it, streamed or not, is refused, and so is a reply asking
+ * for more than `maxToolCalls` tool calls (none of them run).
  */
 export async function boundedComplete(inner: ModelProvider, limits: ReplyLimits, req: ModelRequest): Promise<ModelReply> {
   const tooLong = () => new ReplyRefused('too_long', `the reply was longer than ${limits.maxChars} characters`);
@@ -60,6 +66,8 @@ export async function boundedComplete(inner: ModelProvider, limits: ReplyLimits,
   // An SDK may end an aborted stream quietly instead of throwing.
   if (stop.signal.aborted) throw stop.signal.reason as ReplyRefused;
   if (reply.text.length > limits.maxChars) throw tooLong();
+  if (reply.toolCalls.length > limits.maxToolCalls)
+    throw new ReplyRefused('too_many_tool_calls', `the reply asked for ${reply.toolCalls.length} tool calls (at most ${limits.maxToolCalls} in one reply)`);
   return reply;
 }
 

@@ -6,7 +6,7 @@ import { createLogger } from '../../src/log.js';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
 import { llmModels } from '../../../test/support/assistant.js';
 import { metricValue } from '../../../test/support/device-parts.js';
-import { startLlmServer, type LlmServer } from '../../../test/support/llm-server.js';
+import { startLlmServer, type LlmServer, type ScriptedReply } from '../../../test/support/llm-server.js';
 
 /**
  * The model endpoint as a hostile or broken server (a compromised or misconfigured OpenAI-, Anthropic- or
@@ -142,6 +142,25 @@ describe('a hostile model endpoint', () => {
           llm.script([{ raw }]);
           await expect(turn(a, model, stream), `${apiOf[model]} stream=${stream}`).rejects.toMatchObject({ code: 'MODEL_ERROR' });
         }
+    } finally {
+      a.close();
+    }
+  }, 60_000);
+
+  it('refuses a reply that asks for hundreds of tool calls, running none (each provider)', async () => {
+    const { a, metrics, ran } = assistant();
+    const many: ScriptedReply = { toolCalls: Array.from({ length: 300 }, () => ({ name: LEVEL.name, arguments: { level: 1 } })) };
+    try {
+      for (const model of PROVIDERS)
+        for (const stream of [true, false]) {
+          llm.script([many, { text: 'done' }]);
+          await expect(turn(a, model, stream), `${apiOf[model]} stream=${stream}`).rejects.toMatchObject({
+            code: 'MODEL_ERROR',
+            message: expect.stringContaining('300 tool calls') as unknown,
+          });
+        }
+      expect(ran).toEqual([]);
+      expect(await metricValue(metrics, FAULTS, { provider: 'openai', reason: 'too_many_tool_calls' })).toBe(2);
     } finally {
       a.close();
     }
