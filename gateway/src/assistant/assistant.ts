@@ -72,7 +72,7 @@ export class Assistant {
       // The SDK's own timeout is a backstop: the turn's timer fires first and says MODEL_TIMEOUT.
       const onFault = (reason: string, detail: string) => {
         this.metrics.replyFaults.inc({ provider: m.provider, reason });
-        faults.write({ model: name, reason, detail }, 'assistant model reply out of bounds: refused', reason);
+        faults.write({ model: name, reason, detail }, 'assistant model reply out of bounds', reason);
       };
       const client = createProvider(
         m.provider,

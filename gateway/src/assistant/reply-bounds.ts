@@ -7,8 +7,8 @@
 import { limitedFetch, type FetchLike } from '../limited-fetch.js';
 import type { ModelProvider, ModelReply, ModelRequest } from './types.js';
 
-/** Why a reply was refused. */
-export type ReplyFault = 'too_large' | 'too_long' | 'too_many_tool_calls';
+/** Why a reply was refused; `bad_usage`: its token counts were not counts (ignored, the reply kept). */
+export type ReplyFault = 'too_large' | 'too_long' | 'too_many_tool_calls' | 'bad_usage';
 
 export class ReplyRefused extends Error {
   constructor(
@@ -69,6 +69,22 @@ export async function boundedComplete(inner: ModelProvider, limits: ReplyLimits,
   if (reply.toolCalls.length > limits.maxToolCalls)
     throw new ReplyRefused('too_many_tool_calls', `the reply asked for ${reply.toolCalls.length} tool calls (at most ${limits.maxToolCalls} in one reply)`);
   return reply;
+}
+
+/** More tokens than any one request has used: a count past it is not one. */
+const MAX_TOKENS_COUNTED = 100_000_000;
+const isCount = (n: unknown): n is number => Number.isSafeInteger(n) && (n as number) >= 0 && (n as number) <= MAX_TOKENS_COUNTED;
+
+/**
+ * The reply's usage as counts the metrics and the caller can take: a number that is not a whole count of tokens
+ * (negative, fractional, huge, not a number) becomes 0, reported once per reply. A negative one made the token
+ * counter throw (the turn failed), and a huge one made it infinite for good.
+ */
+export function saneUsage(reply: ModelReply, onFault: (detail: string) => void): ModelReply {
+  const { inputTokens, outputTokens } = reply.usage;
+  if (isCount(inputTokens) && isCount(outputTokens)) return reply;
+  onFault(`the reply's usage was not token counts: ${String(inputTokens).slice(0, 32)} in, ${String(outputTokens).slice(0, 32)} out`);
+  return { ...reply, usage: { inputTokens: isCount(inputTokens) ? inputTokens : 0, outputTokens: isCount(outputTokens) ? outputTokens : 0 } };
 }
 
 /** The SDK clients' `fetch`: a response read past `maxBytes` fails with ReplyRefused `too_large`. */

@@ -165,4 +165,22 @@ describe('a hostile model endpoint', () => {
       a.close();
     }
   }, 60_000);
+
+  it('ignores absurd usage numbers (negative, huge, fractional) and counts them', async () => {
+    const { a, metrics } = assistant();
+    try {
+      for (const model of PROVIDERS)
+        for (const stream of [true, false]) {
+          llm.script([{ text: 'fine', usage: { input: -5, output: 1e300 } }]);
+          const r = await turn(a, model, stream);
+          expect([r.text, r.usage], `${apiOf[model]} stream=${stream}`).toEqual(['fine', { inputTokens: 0, outputTokens: 0 }]);
+        }
+      llm.script([{ text: 'fine', usage: { input: 12.5, output: 7 } }]);
+      expect((await turn(a, 'oa', false)).usage).toEqual({ inputTokens: 0, outputTokens: 7 });
+      expect(await metricValue(metrics, FAULTS, { provider: 'openai', reason: 'bad_usage' })).toBe(3);
+      expect(await metricValue(metrics, 'voxgate_assistant_tokens_total', { provider: 'openai', direction: 'output' })).toBe(7);
+    } finally {
+      a.close();
+    }
+  }, 60_000);
 });

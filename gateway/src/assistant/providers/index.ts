@@ -1,5 +1,5 @@
 import type { FetchLike } from '../../limited-fetch.js';
-import { boundedComplete, refusalOf, replyFetch, replyLimits, type ReplyFault } from '../reply-bounds.js';
+import { boundedComplete, refusalOf, replyFetch, replyLimits, saneUsage, type ReplyFault } from '../reply-bounds.js';
 import type { ModelProvider, ModelReply, ModelRequest } from '../types.js';
 
 export interface ProviderOptions {
@@ -19,7 +19,8 @@ export type ProviderName = 'openai' | 'anthropic' | 'gemini';
  * One client per named model, built once: the SDK clients keep their connection pools. The SDK is loaded at the
  * model's first request, not at start: the three SDKs were ~400 modules and tens of MiB of an idle gateway's
  * memory, loaded whether or not a model is ever asked (docs/performance.md, idle memory).
- * Every reply is bounded (reply-bounds.ts); a refused one rejects with ReplyRefused, reported to `onFault` first.
+ * Every reply is bounded (reply-bounds.ts); a refused one rejects with ReplyRefused, reported to `onFault` first, as
+ * are usage numbers that are not token counts (then 0).
  */
 export function createProvider(
   provider: ProviderName,
@@ -39,7 +40,7 @@ export function createProvider(
       client ??= load();
       const inner = await client;
       try {
-        return await boundedComplete(inner, limits, req);
+        return saneUsage(await boundedComplete(inner, limits, req), (detail) => onFault('bad_usage', detail));
       } catch (e) {
         const refused = refusalOf(e);
         if (!refused) throw e;
