@@ -183,4 +183,24 @@ describe('a hostile model endpoint', () => {
       a.close();
     }
   }, 60_000);
+
+  it('does not run a tool with the half of its arguments an Anthropic stream sent before it stopped', async () => {
+    const { a, ran } = assistant();
+    try {
+      // A stream that ends inside a tool call's JSON (a model stopped at max_tokens, or a cut connection): the SDK's
+      // lenient parse makes {"level": 10} of `{"level": 100` cut short.
+      llm.script([{ toolCalls: [{ name: LEVEL.name, arguments: '{"level": 10' }] }, { text: 'I could not set it.' }]);
+      const r = await turn(a, 'an', true);
+      expect(ran).toEqual([]);
+      expect(r.toolCalls).toMatchObject([{ name: LEVEL.name, isError: true }]);
+      const results = JSON.stringify(llm.requests.at(-1)!.body['messages']);
+      expect(results).toContain('the arguments were not valid JSON');
+      // A whole object still runs.
+      llm.script([{ toolCalls: [{ name: LEVEL.name, arguments: '{"level": 100}' }] }, { text: 'Set.' }]);
+      await turn(a, 'an', true);
+      expect(ran).toEqual([{ level: 100 }]);
+    } finally {
+      a.close();
+    }
+  }, 60_000);
 });
