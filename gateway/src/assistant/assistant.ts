@@ -86,6 +86,7 @@ export class Assistant {
       maxConversations: d.config.maxConversations,
       maxTurns: d.config.maxConversationTurns,
       maxBytes: d.config.maxConversationBytes,
+      maxTotalBytes: d.config.maxStoredConversationBytes,
     });
     this.sweeper = setInterval(() => this.conversations.sweep(), Math.min(60_000, d.config.conversationTtlMs)).unref();
   }
