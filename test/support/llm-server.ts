@@ -30,6 +30,10 @@ export interface ScriptedReply {
   hang?: boolean;
   /** Streaming: after the text chunks, neither finish nor end: hold the stream open until the client goes away (a model still talking). */
   holdOpen?: boolean;
+  /** Streaming: the size of the pieces a tool call's arguments arrive in (default 5). */
+  argChunk?: number;
+  /** Answer 200 with this body as it is (a broken or hostile server), with the content type its request expects; then end, or hold open with holdOpen. */
+  raw?: string;
 }
 
 export interface RecordedRequest {
@@ -118,6 +122,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       res.end(JSON.stringify(err));
       return;
     }
+    if (reply.raw !== undefined) return sendRaw(res, rec.stream, reply, aborted);
     const calls = (reply.toolCalls ?? []).map((c, i) => ({
       id: c.id ?? `call_${requests.length}_${i}`,
       name: c.name,
@@ -154,7 +159,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       calls.forEach((c, i) => {
         send(chunk({ tool_calls: [{ index: i, id: c.id, type: 'function', function: { name: c.name, arguments: '' } }] }));
         // arguments arrive split, as the real service sends them
-        for (const part of c.args.match(/[\s\S]{1,5}/g) ?? []) send(chunk({ tool_calls: [{ index: i, function: { arguments: part } }] }));
+        for (const part of pieced(c.args, reply.argChunk)) send(chunk({ tool_calls: [{ index: i, function: { arguments: part } }] }));
       });
       send(chunk({}, calls.length ? 'tool_calls' : 'stop'));
       if ((body['stream_options'] as { include_usage?: boolean } | undefined)?.include_usage)
@@ -197,7 +202,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       }
       for (const c of calls) {
         send({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: c.id, name: c.name, input: {} } }, 'content_block_start');
-        for (const part of c.args.match(/[\s\S]{1,5}/g) ?? [])
+        for (const part of pieced(c.args, reply.argChunk))
           send({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: part } }, 'content_block_delta');
         send({ type: 'content_block_stop', index }, 'content_block_stop');
         index++;
@@ -230,6 +235,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
     requests.push(rec);
     const reply = await script(rec, served++ - base);
     if (reply.hang) return void (await aborted);
+    if (reply.raw !== undefined) return sendRaw(res, rec.stream, reply, aborted);
     if (reply.status) {
       res.writeHead(reply.status, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ error: { code: reply.status, message: reply.error ?? 'error', status: 'INVALID_ARGUMENT' } }));
@@ -255,6 +261,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       res.write(`data: ${JSON.stringify({ candidates: [candidate([{ text: p }])], modelVersion: model })}\r\n\r\n`);
       if (k === 0 && reply.hold) await reply.hold;
     }
+    if (reply.holdOpen) return void (await aborted);
     res.write(
       `data: ${JSON.stringify({ candidates: [candidate(calls.length ? calls : [{ text: '' }], 'STOP')], usageMetadata, modelVersion: model })}\r\n\r\n`,
     );
@@ -277,6 +284,25 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** A body as a broken or hostile server sends it: written as it is (in 64 KiB writes, as the client takes them). */
+async function sendRaw(res: ServerResponse, stream: boolean, reply: ScriptedReply, aborted: Promise<void>): Promise<void> {
+  res.writeHead(200, { 'content-type': stream ? 'text/event-stream' : 'application/json' });
+  const raw = reply.raw ?? '';
+  for (let at = 0; at < raw.length; at += 64 * 1024) {
+    if (res.destroyed) return;
+    if (!res.write(raw.slice(at, at + 64 * 1024))) await Promise.race([new Promise((resolve) => res.once('drain', resolve)), aborted]);
+  }
+  if (reply.holdOpen) return void (await aborted);
+  res.end();
+}
+
+/** A tool call's arguments in pieces of `size` characters (default 5), as the real services split them. */
+function pieced(args: string, size = 5): string[] {
+  const out: string[] = [];
+  for (let at = 0; at < args.length; at += size) out.push(args.slice(at, at + size));
+  return out;
 }
 
 function toScript(s: Script | ScriptedReply[]): Script {

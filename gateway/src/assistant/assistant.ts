@@ -6,6 +6,7 @@ import type { Tokens } from '../hub/credentials.js';
 import type { Caller, McpHub } from '../hub/hub.js';
 import type { Metrics } from '../metrics.js';
 import type { ModelGates } from '../throttle/model-gates.js';
+import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 import { bmpToPng } from '../vision/bmp-to-png.js';
 import { imageType } from '../vision/image-type.js';
 import { isOwner, ownerOf, shareOf } from '../principal.js';
@@ -62,18 +63,22 @@ export class Assistant {
     },
   ) {
     const env = d.env ?? process.env;
+    this.metrics = createAssistantMetrics(d.metrics.registry);
+    // A model endpoint out of bounds answers every request so: at most 10 lines per reason per 10 s, every one counted.
+    const faults = new ThrottledLog(d.log, 'warn', REFUSAL_LINES);
     for (const [name, m] of Object.entries(d.config.models)) {
       const apiKey = m.apiKeyEnv ? env[m.apiKeyEnv] : undefined;
       if (m.apiKeyEnv && !apiKey) d.log.warn({ model: name, apiKeyEnv: m.apiKeyEnv }, 'assistant model: the API key variable is not set');
       // The SDK's own timeout is a backstop: the turn's timer fires first and says MODEL_TIMEOUT.
-      const client = createProvider(m.provider, {
-        model: m.model,
-        baseUrl: m.baseUrl,
-        apiKey,
-        maxTokens: m.maxTokens,
-        maxRetries: m.maxRetries,
-        timeoutMs: d.config.modelTimeoutMs + 5000,
-      });
+      const onFault = (reason: string, detail: string) => {
+        this.metrics.replyFaults.inc({ provider: m.provider, reason });
+        faults.write({ model: name, reason, detail }, 'assistant model reply out of bounds', reason);
+      };
+      const client = createProvider(
+        m.provider,
+        { model: m.model, baseUrl: m.baseUrl, apiKey, maxTokens: m.maxTokens, maxRetries: m.maxRetries, timeoutMs: d.config.modelTimeoutMs + 5000 },
+        onFault,
+      );
       this.models.set(name, { name, provider: m.provider, client, toolMode: m.toolMode, secret: apiKey, endpoint: providerEndpoint(m.baseUrl) });
     }
     this.conversations = new ConversationStore({
@@ -81,9 +86,9 @@ export class Assistant {
       maxConversations: d.config.maxConversations,
       maxTurns: d.config.maxConversationTurns,
       maxBytes: d.config.maxConversationBytes,
+      maxTotalBytes: d.config.maxStoredConversationBytes,
     });
     this.sweeper = setInterval(() => this.conversations.sweep(), Math.min(60_000, d.config.conversationTtlMs)).unref();
-    this.metrics = createAssistantMetrics(d.metrics.registry);
   }
 
   modelList(): Array<{ name: string; provider: string; toolMode: string; default: boolean }> {

@@ -67,6 +67,8 @@ export const AssistantSlice = z
     /** Per conversation: user/answer pairs kept, and their total size; the oldest go first. */
     maxConversationTurns: z.coerce.number().int().min(1).max(1000).default(50),
     maxConversationBytes: Int(1024, 64 * 1024 * 1024, 256 * 1024),
+    /** All conversations together: past it, the least recently used of the tenant holding the most bytes is forgotten. */
+    maxStoredConversationBytes: Int(64 * 1024, 16 * 1024 * 1024 * 1024, 128 * 1024 * 1024),
     maxMessageBytes: Int(16, 1024 * 1024, 32 * 1024),
     /** Tool results are cut to this many characters before the model reads them. */
     maxToolResultChars: Int(256, 1024 * 1024, 16_000),

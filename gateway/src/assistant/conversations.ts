@@ -24,6 +24,8 @@ export interface ConversationLimits {
   maxConversations: number;
   maxTurns: number;
   maxBytes: number;
+  /** All conversations' bytes together: past it, the least recently used of the tenant holding the most bytes goes. */
+  maxTotalBytes: number;
 }
 
 /** The tenant part of an owner (principal.ts ownerOf: `<tenant>\u0000<principal>`); '' for keys and devices without one. */
@@ -31,12 +33,14 @@ const tenantOf = (owner: string | undefined): string => (owner === undefined ? '
 
 /**
  * Conversations in memory: expired after `ttlMs` idle, at most `maxConversations` (the least recently used
- * goes, taken from the tenant holding the most), each cut to its last `maxTurns` exchanges and `maxBytes`. A conversation belongs to its owner (the
- * key that started it, principal.ts): nobody else finds it.
+ * goes, taken from the tenant holding the most), each cut to its last `maxTurns` exchanges and `maxBytes`, and all
+ * of them to `maxTotalBytes` (the least recently used of the tenant holding the most bytes goes). A conversation
+ * belongs to its owner (the key that started it, principal.ts): nobody else finds it.
  */
 export class ConversationStore {
   // A Map keeps insertion order; touching re-inserts, so the first entry is the least recently used.
   private readonly byId = new Map<string, Conversation>();
+  private total = 0;
 
   constructor(private readonly limits: ConversationLimits) {}
 
@@ -44,7 +48,7 @@ export class ConversationStore {
     const c = this.byId.get(id);
     if (!c || c.owner !== owner) return undefined;
     if (now - c.updatedAt > this.limits.ttlMs && !c.busy) {
-      this.byId.delete(id);
+      this.drop(c);
       return undefined;
     }
     return c;
@@ -53,9 +57,9 @@ export class ConversationStore {
   create(owner: string | undefined, now = Date.now()): Conversation {
     this.sweep(now);
     while (this.byId.size >= this.limits.maxConversations) {
-      const oldest = this.evictable(tenantOf(owner));
+      const oldest = this.evictable(tenantOf(owner), () => 1);
       if (!oldest) break;
-      this.byId.delete(oldest.id);
+      this.drop(oldest);
     }
     const c: Conversation = { id: randomUUID(), owner, messages: [], bytes: 0, createdAt: now, updatedAt: now, busy: false };
     this.byId.set(c.id, c);
@@ -63,27 +67,43 @@ export class ConversationStore {
   }
 
   /**
-   * The conversation to forget when the store is full: the least recently used of the tenant holding the most (the
-   * creator's own on a tie), not of the whole store. One tenant creating conversations fast (a turn each) otherwise
-   * pushed out every other tenant's, and the devices' voice conversations with them.
+   * The conversation to forget when the store is full: the least recently used of the tenant holding the most (by
+   * `weight`: conversations, or bytes; the creator's own on a tie), not of the whole store. One tenant creating
+   * conversations fast (a turn each) otherwise pushed out every other tenant's, and the devices' voice conversations
+   * with them. `keep` (the conversation growing) is never taken.
    */
-  private evictable(creator: string): Conversation | undefined {
+  private evictable(creator: string, weight: (c: Conversation) => number, keep?: Conversation): Conversation | undefined {
+    const takable = (c: Conversation) => !c.busy && c !== keep;
     const held = new Map<string, number>();
-    for (const c of this.byId.values()) if (!c.busy) held.set(tenantOf(c.owner), (held.get(tenantOf(c.owner)) ?? 0) + 1);
+    for (const c of this.byId.values()) if (takable(c)) held.set(tenantOf(c.owner), (held.get(tenantOf(c.owner)) ?? 0) + weight(c));
     let group = creator;
     for (const [g, n] of held) if (n > (held.get(group) ?? 0)) group = g;
-    for (const c of this.byId.values()) if (!c.busy && tenantOf(c.owner) === group) return c;
+    for (const c of this.byId.values()) if (takable(c) && tenantOf(c.owner) === group) return c;
     return undefined;
   }
 
-  /** Keep one exchange, then trim: whole exchanges from the front until within the bounds. */
+  private drop(c: Conversation): void {
+    if (this.byId.delete(c.id)) this.total -= c.bytes;
+  }
+
+  /**
+   * Keep one exchange, then trim: whole exchanges from the front until within the bounds; then, past
+   * `maxTotalBytes`, forget other conversations (the least recently used of the tenant holding the most bytes).
+   */
   append(c: Conversation, user: string, answer: string, now = Date.now()): void {
     const at = new Date(now).toISOString();
+    const before = c.bytes;
     c.messages.push({ role: 'user', content: user, at }, { role: 'assistant', content: answer, at });
     c.bytes += Buffer.byteLength(user) + Buffer.byteLength(answer);
     while (c.messages.length > 2 && (c.messages.length / 2 > this.limits.maxTurns || c.bytes > this.limits.maxBytes)) {
       const [u, a] = c.messages.splice(0, 2);
       c.bytes -= Buffer.byteLength(u!.content) + Buffer.byteLength(a!.content);
+    }
+    if (this.byId.has(c.id)) this.total += c.bytes - before;
+    while (this.total > this.limits.maxTotalBytes) {
+      const oldest = this.evictable(tenantOf(c.owner), (x) => x.bytes, c);
+      if (!oldest) break;
+      this.drop(oldest);
     }
     this.touch(c, now);
   }
@@ -99,7 +119,7 @@ export class ConversationStore {
   delete(id: string, owner: string | undefined): boolean {
     const c = this.get(id, owner);
     if (!c) return false;
-    this.byId.delete(id);
+    this.drop(c);
     return true;
   }
 
@@ -107,11 +127,16 @@ export class ConversationStore {
   sweep(now = Date.now()): void {
     for (const c of this.byId.values()) {
       if (now - c.updatedAt <= this.limits.ttlMs) break;
-      if (!c.busy) this.byId.delete(c.id);
+      if (!c.busy) this.drop(c);
     }
   }
 
   get size(): number {
     return this.byId.size;
+  }
+
+  /** The bytes all conversations hold. */
+  get bytes(): number {
+    return this.total;
   }
 }

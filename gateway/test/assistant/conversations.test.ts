@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConversationStore } from '../../src/assistant/conversations.js';
 
-const limits = { ttlMs: 1000, maxConversations: 3, maxTurns: 2, maxBytes: 1000 };
+const limits = { ttlMs: 1000, maxConversations: 3, maxTurns: 2, maxBytes: 1000, maxTotalBytes: 1_000_000 };
 const T0 = 1_800_000_000_000;
 
 describe('ConversationStore', () => {
@@ -74,6 +74,29 @@ describe('ConversationStore', () => {
     expect(store.size).toBe(3);
     expect(store.get(b.id, 'k', T0 + 4)).toBeUndefined();
     for (const kept of [a, c, d]) expect(store.get(kept.id, 'k', T0 + 4)).toBe(kept);
+  });
+
+  it('bounds all conversations together in bytes: the tenant holding the most gives up its least recently used', () => {
+    // maxConversations × maxConversationBytes (10 000 × 256 KiB by default) was the only bound on what the store held:
+    // one key's conversations, each within its own bounds, could grow the gateway's memory by gigabytes.
+    const store = new ConversationStore({ ...limits, maxConversations: 100, maxTurns: 100, maxBytes: 10_000, maxTotalBytes: 1000 });
+    const acme = 'acme\u0000key:a';
+    const globex = 'globex\u0000key:b';
+    const victim = store.create(globex, T0);
+    store.append(victim, 'q', 'a'.repeat(199), T0);
+    const mine = Array.from({ length: 4 }, (_, n) => {
+      const c = store.create(acme, T0 + 1 + n);
+      store.append(c, 'q', 'x'.repeat(299), T0 + 1 + n);
+      return c;
+    });
+    expect(store.bytes).toBe(800);
+    expect(store.get(victim.id, globex, T0 + 10)).toBe(victim);
+    expect(mine.map((c) => store.get(c.id, acme, T0 + 10) !== undefined)).toEqual([false, false, true, true]);
+    // What is forgotten, deleted or expired no longer counts.
+    expect(store.delete(mine[3]!.id, acme)).toBe(true);
+    expect(store.bytes).toBe(500);
+    store.sweep(T0 + 5000);
+    expect([store.size, store.bytes]).toEqual([0, 0]);
   });
 
   it('never drops a busy conversation to make room: the store grows instead', () => {

@@ -68,7 +68,7 @@ describe('which tools a turn offers', () => {
 });
 
 describe('conversations in memory', () => {
-  const limits = { ttlMs: 1000, maxConversations: 2, maxTurns: 2, maxBytes: 1000 };
+  const limits = { ttlMs: 1000, maxConversations: 2, maxTurns: 2, maxBytes: 1000, maxTotalBytes: 1_000_000 };
 
   it('belong to their tenant and expire after the TTL', () => {
     const s = new ConversationStore(limits);

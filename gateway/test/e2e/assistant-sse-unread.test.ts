@@ -14,6 +14,9 @@ const BOUND = 64 * 1024;
 /** A model that streams 25 MiB and does not stop: far past what the kernel's socket buffers take for the caller. */
 const TALKER = { chunks: Array.from({ length: 400 }, () => 'x'.repeat(64 * 1024)), holdOpen: true };
 
+/** The models, each allowed a reply far past what these callers leave unread (a reply's bounds follow maxTokens). */
+const longTalkers = (llm: LlmServer) => Object.fromEntries(Object.entries(llmModels(llm)).map(([name, m]) => [name, { ...m, maxTokens: 1_000_000 }]));
+
 /** A caller that sends its request and never reads a byte of the answer: its socket is paused from the start. */
 async function stalledPost(t: TestGateway, path: string, body: unknown): Promise<Socket> {
   const s = connect(Number(new URL(t.baseUrl).port), '127.0.0.1');
@@ -42,7 +45,7 @@ describe('a streamed turn whose caller stops reading', () => {
   const sockets: Socket[] = [];
   beforeAll(async () => {
     llm = await startLlmServer();
-    t = await startTestGateway({ assistant: { models: llmModels(llm) }, events: { maxBufferedBytes: BOUND } });
+    t = await startTestGateway({ assistant: { models: longTalkers(llm) }, events: { maxBufferedBytes: BOUND } });
   });
   afterEach(() => {
     for (const s of sockets.splice(0)) s.destroy();
@@ -93,7 +96,7 @@ describe('a streamed turn that ended while its caller was not reading', () => {
   beforeAll(async () => {
     llm = await startLlmServer();
     // An unread bound the turn never reaches, and a write timeout short enough for a test.
-    t = await startTestGateway({ assistant: { models: llmModels(llm) }, events: { maxBufferedBytes: 256 * 1024 * 1024, writeTimeoutMs: 5000 } });
+    t = await startTestGateway({ assistant: { models: longTalkers(llm) }, events: { maxBufferedBytes: 256 * 1024 * 1024, writeTimeoutMs: 5000 } });
   });
   afterEach(() => {
     for (const s of sockets.splice(0)) s.destroy();
@@ -105,8 +108,9 @@ describe('a streamed turn that ended while its caller was not reading', () => {
 
   /** The turn completes; what the caller left unread is dropped with its socket after the write timeout, counted and logged. */
   async function expectTimedOut(path: string, body: unknown, cutsBefore: number): Promise<void> {
-    // 25 MiB: far past what the kernel's socket buffers take for a caller that reads nothing, and then the end.
-    llm.script([{ chunks: Array.from({ length: 400 }, () => 'x'.repeat(64 * 1024)) }]);
+    // 15 MiB: far past what the kernel's socket buffers take for a caller that reads nothing, and then the end (within
+    // the reply's text bound at maxTokens 1 000 000: 16 000 000 characters).
+    llm.script([{ chunks: Array.from({ length: 240 }, () => 'x'.repeat(64 * 1024)) }]);
     const completedBefore = await t.metric('voxgate_assistant_turns_total', { outcome: 'completed' });
     const s = await stalledPost(t, path, body);
     sockets.push(s);

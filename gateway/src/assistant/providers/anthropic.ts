@@ -1,6 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { ContentBlockParam, MessageParam, Tool } from '@anthropic-ai/sdk/resources/messages';
-import type { ChatMessage, ModelProvider, ModelReply, ModelRequest, ToolCallRequest } from '../types.js';
+import { parseArguments, type ChatMessage, type ModelProvider, type ModelReply, type ModelRequest, type ToolCallRequest } from '../types.js';
 import type { ProviderOptions } from './index.js';
 
 /** Anthropic Messages with tool use, through the official SDK. */
@@ -8,7 +8,13 @@ export class AnthropicProvider implements ModelProvider {
   private readonly client: Anthropic;
 
   constructor(private readonly o: ProviderOptions) {
-    this.client = new Anthropic({ apiKey: o.apiKey ?? null, baseURL: o.baseUrl ?? null, maxRetries: o.maxRetries, timeout: o.timeoutMs });
+    this.client = new Anthropic({
+      apiKey: o.apiKey ?? null,
+      baseURL: o.baseUrl ?? null,
+      maxRetries: o.maxRetries,
+      timeout: o.timeoutMs,
+      ...(o.fetch ? { fetch: o.fetch } : {}),
+    });
   }
 
   async complete(req: ModelRequest): Promise<ModelReply> {
@@ -20,21 +26,26 @@ export class AnthropicProvider implements ModelProvider {
       ...(req.tools.length ? { tools: req.tools.map(toTool), tool_choice: { type: req.toolChoice } } : {}),
     };
     let message: Anthropic.Message;
+    // Streamed: each tool_use block's arguments as they came, by block index. The SDK parses them leniently (a stream
+    // cut inside the JSON, at max_tokens or by a broken server, gives what came before the cut as the arguments).
+    const streamedArgs = new Map<number, string>();
     if (req.onText) {
       const onText = req.onText;
       const stream = this.client.messages.stream(body, { signal: req.signal });
       stream.on('text', (delta) => onText(delta));
+      stream.on('streamEvent', (e) => {
+        if (e.type === 'content_block_delta' && e.delta.type === 'input_json_delta')
+          streamedArgs.set(e.index, (streamedArgs.get(e.index) ?? '') + e.delta.partial_json);
+      });
       message = await stream.finalMessage();
     } else message = await this.client.messages.create({ ...body, stream: false }, { signal: req.signal });
     let text = '';
     const toolCalls: ToolCallRequest[] = [];
-    for (const b of message.content) {
+    for (const [k, b] of message.content.entries()) {
       if (b.type === 'text') text += b.text;
       else if (b.type === 'tool_use') {
-        const input = b.input;
-        if (typeof input === 'object' && input !== null && !Array.isArray(input))
-          toolCalls.push({ id: b.id, name: b.name, arguments: input as Record<string, unknown> });
-        else toolCalls.push({ id: b.id, name: b.name, arguments: {}, argumentsError: 'the arguments must be a JSON object' });
+        const { args, error } = parseArguments(req.onText ? (streamedArgs.get(k) ?? '') : b.input);
+        toolCalls.push(error ? { id: b.id, name: b.name, arguments: args, argumentsError: error } : { id: b.id, name: b.name, arguments: args });
       }
     }
     return { text, toolCalls, usage: { inputTokens: message.usage.input_tokens, outputTokens: message.usage.output_tokens } };

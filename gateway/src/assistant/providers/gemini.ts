@@ -9,7 +9,12 @@ export class GeminiProvider implements ModelProvider {
   constructor(private readonly o: ProviderOptions) {
     this.client = new GoogleGenAI({
       apiKey: o.apiKey ?? 'none',
-      httpOptions: { ...(o.baseUrl ? { baseUrl: o.baseUrl } : {}), timeout: o.timeoutMs, retryOptions: { attempts: o.maxRetries + 1 } },
+      httpOptions: {
+        ...(o.baseUrl ? { baseUrl: o.baseUrl } : {}),
+        ...(o.fetch ? { fetch: o.fetch } : {}),
+        timeout: o.timeoutMs,
+        retryOptions: { attempts: o.maxRetries + 1 },
+      },
     });
   }
 

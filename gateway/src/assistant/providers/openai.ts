@@ -9,7 +9,13 @@ export class OpenAiProvider implements ModelProvider {
 
   constructor(private readonly o: ProviderOptions) {
     // Local servers (Ollama, vLLM) need no key, but the SDK insists on one.
-    this.client = new OpenAI({ apiKey: o.apiKey ?? 'none', baseURL: o.baseUrl ?? null, maxRetries: o.maxRetries, timeout: o.timeoutMs });
+    this.client = new OpenAI({
+      apiKey: o.apiKey ?? 'none',
+      baseURL: o.baseUrl ?? null,
+      maxRetries: o.maxRetries,
+      timeout: o.timeoutMs,
+      ...(o.fetch ? { fetch: o.fetch } : {}),
+    });
   }
 
   async complete(req: ModelRequest): Promise<ModelReply> {

@@ -5,9 +5,9 @@
  */
 import OpenAI, { toFile } from 'openai';
 import type { Logger } from 'pino';
-import type { RecognizeOptions, SpeechRecognizer } from '../contracts.js';
+import { ProviderError, type RecognizeOptions, type SpeechRecognizer } from '../contracts.js';
 import { deadline, toProviderError } from './errors.js';
-import { limitedFetch } from './limited-fetch.js';
+import { limitedFetch } from '../../../limited-fetch.js';
 
 /** A transcription's JSON is a few hundred bytes for the longest utterance: more is not read (the SDK buffers it whole). */
 const MAX_RESPONSE_BYTES = 256 * 1024;
@@ -32,7 +32,7 @@ export class OpenAiRecognizer implements SpeechRecognizer {
       baseURL: o.baseUrl ?? null,
       maxRetries: 0,
       timeout: o.timeoutMs + 1000,
-      fetch: limitedFetch(MAX_RESPONSE_BYTES, this.name),
+      fetch: limitedFetch(MAX_RESPONSE_BYTES, () => new ProviderError('too_long', `the response was larger than ${MAX_RESPONSE_BYTES} bytes`, this.name)),
     });
   }
 

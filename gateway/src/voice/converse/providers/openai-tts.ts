@@ -9,7 +9,7 @@ import { ProviderError, type SpeechSynthesizer, type SynthesizeOptions } from '.
 import { WavStreamParser } from '../audio/wav.js';
 import { Resampler } from '../audio/resample.js';
 import { deadline, toProviderError } from './errors.js';
-import { limitedFetch } from './limited-fetch.js';
+import { limitedFetch } from '../../../limited-fetch.js';
 
 /** What the API's `pcm` format is (OpenAI's documentation: 24 kHz, 16-bit signed, little-endian, mono). */
 export const OPENAI_PCM_RATE = 24_000;
@@ -42,7 +42,7 @@ export class OpenAiSynthesizer implements SpeechSynthesizer {
       baseURL: o.baseUrl ?? null,
       maxRetries: 0,
       timeout: o.timeoutMs + 1000,
-      fetch: limitedFetch(MAX_BYTES + 64 * 1024, this.name),
+      fetch: limitedFetch(MAX_BYTES + 64 * 1024, () => new ProviderError('too_long', `the response was larger than ${MAX_BYTES + 64 * 1024} bytes`, this.name)),
     });
   }
 
