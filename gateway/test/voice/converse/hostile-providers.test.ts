@@ -1,9 +1,10 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ProviderError, type SpeechSynthesizer } from '../../../src/voice/converse/contracts.js';
+import type { SpeechSynthesizer } from '../../../src/voice/converse/contracts.js';
 import { pcmToWav } from '../../../src/voice/converse/audio/wav.js';
 import { AsrConfigSchema, createRecognizer, createSynthesizer, TtsConfigSchema } from '../../../src/voice/converse/providers/config.js';
 import { speechPcm, startSpeechServer, type SpeechServer } from '../../support/speech-servers.js';
+import { providerRejection } from '../../support/provider-error.js';
 
 /**
  * Speech providers that misbehave on purpose, over their real wire format (the OpenAI-compatible stand-in): a
@@ -27,15 +28,6 @@ async function drain(s: SpeechSynthesizer, text: string): Promise<number> {
   return n;
 }
 
-async function rejection(p: Promise<unknown>): Promise<ProviderError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(ProviderError);
-  return e as ProviderError;
-}
-
 describe('a hostile synthesiser', () => {
   const tts = (extra: Record<string, unknown> = {}) =>
     createSynthesizer(TtsConfigSchema.parse({ baseUrl: server?.url, apiKeyEnv: 'VOICE_KEY', ...extra }), log, { env });
@@ -44,7 +36,7 @@ describe('a hostile synthesiser', () => {
     // Two bytes (one sample, 1/24 ms of audio) every 5 ms: the idle timeout never fires, and the two minutes of audio
     // would take hours to arrive. Before, the sentence (and its turn, and its speech slot) waited all that time.
     server = await startSpeechServer({ speak: { pcm: new Int16Array(24_000 * 120).fill(100), chunkBytes: 2, chunkDelayMs: 5 } });
-    const e = await rejection(drain(tts({ timeoutMs: 500 }), 'A sentence.'));
+    const e = await providerRejection(drain(tts({ timeoutMs: 500 }), 'A sentence.'));
     expect(e.code).toBe('slow');
     await server.speeches[0]!.aborted;
   });
@@ -52,7 +44,7 @@ describe('a hostile synthesiser', () => {
   it('audio far longer than its sentence could take is cut: code "too_long", the request closed', { timeout: 60_000 }, async () => {
     // Three minutes of audio for "Hi." (under the 16 MB a response may carry): before, all of it was played.
     server = await startSpeechServer({ speak: { pcm: new Int16Array(24_000 * 180).fill(100), chunkBytes: 48_000 } });
-    const e = await rejection(drain(tts(), 'Hi.'));
+    const e = await providerRejection(drain(tts(), 'Hi.'));
     expect(e.code).toBe('too_long');
     await server.speeches[0]!.aborted;
   });
@@ -85,7 +77,7 @@ describe('a hostile recogniser', () => {
   it('a response of megabytes is refused before it is all read: code "too_long"', async () => {
     // 8 MB of JSON: the SDK read all of it into memory (and the device was sent all of it as its `stt`).
     server = await startSpeechServer({ transcribe: { text: 'x'.repeat(8 * 1024 * 1024) } });
-    const e = await rejection(asr().transcribe(wav, { signal: signal() }));
+    const e = await providerRejection(asr().transcribe(wav, { signal: signal() }));
     expect(e.code).toBe('too_long');
   });
 });

@@ -3,12 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { ProviderError, type SpeechSynthesizer } from '../../../src/voice/converse/contracts.js';
+import type { SpeechSynthesizer } from '../../../src/voice/converse/contracts.js';
 import { parseWav, pcmToWav } from '../../../src/voice/converse/audio/wav.js';
 import { resample } from '../../../src/voice/converse/audio/resample.js';
 import { AsrConfigSchema, createRecognizer, createSynthesizer, TtsConfigSchema } from '../../../src/voice/converse/providers/config.js';
 import { edgeVoiceName } from '../../../src/voice/converse/providers/edge-tts.js';
 import { espeakWav, speechPcm, startEdgeTtsServer, startSpeechServer, type EdgeTtsServer, type SpeechServer } from '../../support/speech-servers.js';
+import { providerRejection } from '../../support/provider-error.js';
 
 const log = pino({ level: 'silent' });
 const KEY = 'sk-test-secret-key-123456';
@@ -25,15 +26,6 @@ async function collect(s: SpeechSynthesizer, text: string, sig: AbortSignal = si
     off += p.length;
   }
   return out;
-}
-
-async function rejection(p: Promise<unknown>): Promise<ProviderError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(ProviderError);
-  return e as ProviderError;
 }
 
 let server: SpeechServer | undefined;
@@ -78,7 +70,7 @@ describe('openai transcription provider', () => {
 
   it('turns HTTP errors into ProviderError without the key', async () => {
     server = await startSpeechServer({ transcribe: { status: 401, error: `Incorrect API key provided: ${KEY}. See https://x.example/keys?token=abc` } });
-    const e = await rejection(asr().transcribe(wav, { signal: signal() }));
+    const e = await providerRejection(asr().transcribe(wav, { signal: signal() }));
     expect(e.code).toBe('http');
     expect(e.provider).toBe('openai');
     expect(e.message).toContain('401');
@@ -88,20 +80,20 @@ describe('openai transcription provider', () => {
 
   it('times out, and cancels on abort, closing the request', async () => {
     server = await startSpeechServer({ transcribe: { hang: true } });
-    const e = await rejection(asr({ timeoutMs: 500 }).transcribe(wav, { signal: signal() }));
+    const e = await providerRejection(asr({ timeoutMs: 500 }).transcribe(wav, { signal: signal() }));
     expect(e.code).toBe('timeout');
     await server.transcriptions[0]?.aborted;
     const ctl = new AbortController();
     const pending = asr().transcribe(wav, { signal: ctl.signal });
     await waitFor(() => server?.transcriptions.length === 2);
     ctl.abort();
-    expect((await rejection(pending)).code).toBe('aborted');
+    expect((await providerRejection(pending)).code).toBe('aborted');
     await server.transcriptions[1]?.aborted;
   });
 
   it('says network when nothing listens', async () => {
     const r = createRecognizer(AsrConfigSchema.parse({ baseUrl: 'http://127.0.0.1:9/v1', timeoutMs: 5000 }), log, {});
-    expect((await rejection(r.transcribe(wav, { signal: signal() }))).code).toBe('network');
+    expect((await providerRejection(r.transcribe(wav, { signal: signal() }))).code).toBe('network');
   });
 });
 
@@ -134,17 +126,17 @@ describe('openai speech provider', () => {
 
   it('fails mid-stream, on HTTP errors, on timeouts and on abort, closing the request', async () => {
     server = await startSpeechServer({ speak: { failAfterChunks: 2 } });
-    expect((await rejection(collect(tts(), 'A long sentence to say.'))).code).toBe('network');
+    expect((await providerRejection(collect(tts(), 'A long sentence to say.'))).code).toBe('network');
     server.onSpeak({ status: 500, error: 'boom' });
-    expect((await rejection(collect(tts(), 'x'))).code).toBe('http');
+    expect((await providerRejection(collect(tts(), 'x'))).code).toBe('http');
     server.onSpeak({ hang: true });
-    expect((await rejection(collect(tts({ timeoutMs: 500 }), 'x'))).code).toBe('timeout');
+    expect((await providerRejection(collect(tts({ timeoutMs: 500 }), 'x'))).code).toBe('timeout');
     server.onSpeak({ chunkBytes: 480, chunkDelayMs: 20 });
     const ctl = new AbortController();
     const it = tts().synthesize('A sentence that takes a while to stream.', { signal: ctl.signal })[Symbol.asyncIterator]();
     expect((await it.next()).done).toBe(false);
     ctl.abort();
-    expect((await rejection(it.next())).code).toBe('aborted');
+    expect((await providerRejection(it.next())).code).toBe('aborted');
     await server.speeches.at(-1)?.aborted;
   });
 });
@@ -175,17 +167,17 @@ describe('edge read-aloud provider', () => {
   it('fails when the service drops the socket or refuses the connection, times out, and cancels on abort', async () => {
     edge = await startEdgeTtsServer({ speak: { closeCode: 1011 } });
     const refused = createSynthesizer(TtsConfigSchema.parse({ provider: 'edge', baseUrl: edge.url.replace('/edge/v1', '/other') }), log);
-    const e = await rejection(collect(refused, 'x'));
+    const e = await providerRejection(collect(refused, 'x'));
     expect([e.code, e.message]).toEqual(['http', 'speech failed: HTTP 403']);
-    expect((await rejection(collect(tts(), 'x'))).code).toBe('network');
+    expect((await providerRejection(collect(tts(), 'x'))).code).toBe('network');
     edge.onSpeak({ hang: true });
-    expect((await rejection(collect(tts({ timeoutMs: 500 }), 'x'))).code).toBe('timeout');
+    expect((await providerRejection(collect(tts({ timeoutMs: 500 }), 'x'))).code).toBe('timeout');
     edge.onSpeak({ chunkBytes: 200, chunkDelayMs: 20 });
     const ctl = new AbortController();
     const it = tts().synthesize('Tom & Jerry <3', { signal: ctl.signal })[Symbol.asyncIterator]();
     expect((await it.next()).done).toBe(false);
     ctl.abort();
-    expect((await rejection(it.next())).code).toBe('aborted');
+    expect((await providerRejection(it.next())).code).toBe('aborted');
     await edge.requests.at(-1)?.aborted;
   });
 });
@@ -223,14 +215,14 @@ describe('command recogniser', () => {
       createRecognizer(AsrConfigSchema.parse({ provider: 'command', command, args, timeoutMs }), log);
     expect(await make('/bin/sh', ['-c', 'wc -c']).transcribe(wav, { signal: signal() })).toBe(String(wav.length));
     expect(await make('/bin/sh', ['-c', 'test -s "$0" && echo "  two\n words "', '{file}']).transcribe(wav, { signal: signal() })).toBe('two words');
-    expect((await rejection(make('/bin/sh', ['-c', 'sleep 30'], 500).transcribe(wav, { signal: signal() }))).code).toBe('timeout');
+    expect((await providerRejection(make('/bin/sh', ['-c', 'sleep 30'], 500).transcribe(wav, { signal: signal() }))).code).toBe('timeout');
     const ctl = new AbortController();
     const pending = make('/bin/sh', ['-c', 'sleep 30', '{file}']).transcribe(wav, { signal: ctl.signal });
     setImmediate(() => ctl.abort());
-    expect((await rejection(pending)).code).toBe('aborted');
-    expect((await rejection(make('/nonexistent/asr', []).transcribe(wav, { signal: signal() }))).code).toBe('process');
-    expect((await rejection(make('/bin/sh', ['-c', 'exit 3']).transcribe(wav, { signal: signal() }))).message).toContain('code 3');
-    expect((await rejection(make('/bin/sh', ['-c', 'head -c 100000 /dev/zero']).transcribe(wav, { signal: signal() }))).code).toBe('bad_output');
+    expect((await providerRejection(pending)).code).toBe('aborted');
+    expect((await providerRejection(make('/nonexistent/asr', []).transcribe(wav, { signal: signal() }))).code).toBe('process');
+    expect((await providerRejection(make('/bin/sh', ['-c', 'exit 3']).transcribe(wav, { signal: signal() }))).message).toContain('code 3');
+    expect((await providerRejection(make('/bin/sh', ['-c', 'head -c 100000 /dev/zero']).transcribe(wav, { signal: signal() }))).code).toBe('bad_output');
   });
 });
 
@@ -250,7 +242,7 @@ describe('command synthesiser', () => {
 
   it('refuses output that is not a WAV', async () => {
     const tts = createSynthesizer(TtsConfigSchema.parse({ provider: 'command', command: '/bin/echo', args: ['not a wav'] }), log);
-    expect((await rejection(collect(tts, 'x'))).code).toBe('bad_output');
+    expect((await providerRejection(collect(tts, 'x'))).code).toBe('bad_output');
   });
 });
 
