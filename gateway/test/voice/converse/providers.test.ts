@@ -250,9 +250,9 @@ describe('command synthesiser', () => {
     expect((await providerRejection(collect(tts, 'x'))).code).toBe('bad_output');
   });
 
-  it('kills a program still writing its file once the file passes the bound: code "too_long", the program gone', { timeout: 120_000 }, async () => {
-    // A real child process that writes past the bound and keeps writing. Before, the file was measured only when the
-    // program exited, and this one never does: it wrote until the sentence's timeout (here 10 minutes), disk or not.
+  it('kills a running program once its file passes the bound: code "too_long", the program gone', { timeout: 120_000 }, async () => {
+    // A real child process that writes past the bound and does not exit. Before, the file was measured only when the
+    // program exited: one writing without end filled the disk until the sentence's timeout (here 10 minutes).
     const bound = 1024 * 1024;
     const statusDir = mkdtempSync(join(tmpdir(), 'voxgate-test-status-'));
     afterTest.push(() => rmSync(statusDir, { recursive: true, force: true }));
@@ -271,13 +271,11 @@ describe('command synthesiser', () => {
     const e = await providerRejection(collect(tts, 'Hello.', stop.signal));
     expect(e.code).toBe('too_long');
     expect(e.message).toBe(`synthesiser output larger than ${bound} bytes`);
-    // The rejection comes after the program's close: it is gone (killed, with its group), and its file stopped near
-    // the bound (it writes 80 KiB a second past it; unbounded, it would have written 46 MiB in the 10 minutes).
+    // The rejection comes after the program's close: it is gone (killed, with its group) while it still ran (it never
+    // exits by itself; the sentence's timeout is 10 minutes), after passing the bound.
     const [pid, written] = readFileSync(status, 'utf8').split(' ').map(Number) as [number, number];
     expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
-    // (The status trails the file by the write under way when the kill came: 64 KiB while it passes the bound.)
-    expect(written).toBeGreaterThanOrEqual(bound);
-    expect(written).toBeLessThan(2 * bound);
+    expect(written).toBeGreaterThan(bound);
   });
 });
 
