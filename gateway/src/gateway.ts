@@ -330,6 +330,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       deviceSettings: deviceSettings(core),
       deviceReports: (id, facts) => core.records.reported(id, facts),
       deviceKnown: (id) => core.records.has(id),
+      onDeviceForgotten: (fn) => core.records.onForgotten(fn),
       deviceTenants: core.deviceTenants,
       ...(core.mcpEndpoints ? { mcpEndpoints: { endpoints: core.mcpEndpoints, path: config.mcp.endpoints.path } } : {}),
       fleet: core.fleet,

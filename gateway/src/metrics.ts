@@ -44,7 +44,7 @@ export function createMetrics() {
     }),
     framesRejected: new Counter({
       name: 'voxgate_frames_rejected_total',
-      help: "Frames rejected from devices, MQTT clients and tool processes, by reason (e.g. mqtt_protocol: malformed MQTT; mqtt_protocol_level: a CONNECT of an MQTT level other than 3.1 or 3.1.1, answered CONNACK 1; unknown_id: a hosted MCP server's response to no request waiting)",
+      help: "Frames rejected from devices, MQTT clients and tool processes, by reason (e.g. mqtt_protocol: malformed MQTT; mqtt_protocol_level: a CONNECT of an MQTT level other than 3.1 or 3.1.1, answered CONNACK 1, MQTT 5 the v5 CONNACK 0x84; unknown_id: a hosted MCP server's response to no request waiting)",
       labelNames: ['reason'] as const,
       registers: [registry],
     }),

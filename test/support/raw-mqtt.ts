@@ -27,18 +27,24 @@ export class RawMqtt {
   /** True when this side ended the connection (so a close is not the server's doing). */
   private ending = false;
 
-  private constructor(readonly socket: Socket) {
-    const parser = mqttPacket.parser({ protocolVersion: 4 });
+  private constructor(
+    readonly socket: Socket,
+    protocolVersion: 4 | 5,
+  ) {
+    const parser = mqttPacket.parser({ protocolVersion });
     parser.on('packet', (p: Packet) => this.packets.push(p));
     socket.on('data', (d: Buffer) => parser.parse(d));
     socket.on('error', () => {});
     socket.on('close', () => this.closed.resolve());
   }
 
-  /** A TCP connection (optionally from another loopback address), with nothing sent yet. */
-  static async open(port: number, opts: { localAddress?: string } = {}): Promise<RawMqtt> {
+  /**
+   * A TCP connection (optionally from another loopback address), with nothing sent yet. It reads what comes back as
+   * MQTT 3.1.1, or as MQTT 5 when asked (a v5 CONNACK carries a property length the 3.1.1 parser does not read).
+   */
+  static async open(port: number, opts: { localAddress?: string; protocolVersion?: 4 | 5 } = {}): Promise<RawMqtt> {
     const socket = netConnect({ port, host: '127.0.0.1', ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) });
-    const c = new RawMqtt(socket);
+    const c = new RawMqtt(socket, opts.protocolVersion ?? 4);
     await Promise.race([once(socket, 'connect'), c.closed.promise]);
     return c;
   }

@@ -96,6 +96,8 @@ export interface ApiDeps {
   deviceReports?: (deviceId: string, facts: DeviceReport) => boolean;
   /** Whether the device records know the device (it connected): its OTA reports are kept apart from made-up ids'. */
   deviceKnown?: (deviceId: string) => boolean;
+  /** Devices forgotten (DELETE here or on another instance, or past devices.maxKnown): their OTA reports go too. Returns the unsubscribe. */
+  onDeviceForgotten?: (fn: (deviceId: string) => void) => () => void;
   /** Queued calls and fleet jobs (/v1/devices/{id}/calls, /v1/calls, /v1/jobs). */
   fleet?: { calls: QueuedCalls; jobs: Jobs };
   /** Devices' tenants: what a tenant's API key may see (absent: no device has a tenant; operator keys see all). */
@@ -154,6 +156,8 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     metrics: d.metrics,
     ...(d.deviceKnown ? { isKnown: d.deviceKnown } : {}),
   });
+  const offForgotten = d.onDeviceForgotten?.((id) => firmware.forgetReport(id));
+  if (offForgotten) app.addHook('onClose', async () => offForgotten());
   const tenants = d.deviceTenants;
   const ota = {
     settings: s,
@@ -176,7 +180,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
     await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id), ...(tenants ? { tenancy: tenants } : {}) });
-    if (d.deviceSettings) await v1.register(deviceSettingsRoutes, { ...d.deviceSettings, tenants });
+    if (d.deviceSettings) await v1.register(deviceSettingsRoutes, { ...d.deviceSettings, ...forgetReportToo(d.deviceSettings, firmware), tenants });
     if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
     await v1.register(firmwareOfferRoute, { firmware, http: s.http });
     const { maxStreams, maxStreamsPerKey, maxBufferedBytes, writeTimeoutMs } = s.events;
@@ -216,6 +220,22 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     });
   }
   return app;
+}
+
+/**
+ * DELETE drops the id's OTA report whatever it answers: an id never recorded (it checked in, never connected) has a
+ * report but nothing in the records that would say it was forgotten. The answer stays the forget's (404 for such an id).
+ */
+function forgetReportToo(s: DeviceSettingsDeps, firmware: FirmwareService): Pick<DeviceSettingsDeps, 'forget'> {
+  const forget = s.forget;
+  if (!forget) return {};
+  return {
+    forget: async (deviceId) => {
+      const known = await forget(deviceId);
+      firmware.forgetReport(deviceId);
+      return known;
+    },
+  };
 }
 
 /** Who may scrape /metrics: every API key, plus the metrics key when one is set. */

@@ -146,7 +146,11 @@ export class DeviceRecords {
     return this.meta.has(deviceId);
   }
 
-  /** Another instance forgot a device (DELETE there): the registry drops it here too. */
+  /**
+   * A device was forgotten: by DELETE here or on another instance, or past `devices.maxKnown`. What is kept per device
+   * elsewhere goes with it: the registry drops its entry (already gone when the forget began here), the firmware
+   * service its OTA report.
+   */
   onForgotten(fn: (deviceId: string) => void): () => void {
     this.forgottenListeners.add(fn);
     return () => this.forgottenListeners.delete(fn);
@@ -262,6 +266,7 @@ export class DeviceRecords {
     this.noteForgotten(deviceId);
     this.dirty.delete(deviceId);
     if (named) for (const fn of this.changeListeners) fn(deviceId);
+    for (const fn of this.forgottenListeners) fn(deviceId);
     await this.enqueue(async () => {
       await this.store?.delete(DEVICE_FACTS_COLLECTION, deviceId);
       await this.store?.delete(DEVICE_META_COLLECTION, deviceId);

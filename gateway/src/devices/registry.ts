@@ -134,6 +134,7 @@ export class DeviceRegistry implements LocalDevices {
       this.added.push(id);
     }
     this.d.metrics.hot.devicesKnown.set(this.records.size);
+    // Forgets begun here (forget, makeRoomFor) drop the entry first: one still here was forgotten on another instance.
     records.onForgotten((id) => {
       const r = this.records.get(id);
       if (r) this.drop(r, 'forgotten on another gateway instance');

@@ -125,6 +125,15 @@ export class FirmwareService {
     return { known: this.reported.size, strangers: this.strangers.size };
   }
 
+  /**
+   * The device was forgotten (DELETE, here or on another instance, or past devices.maxKnown): its report goes with its
+   * record, wherever it is kept, so neither the preview nor the device listing shows it afterwards.
+   */
+  forgetReport(deviceId: string): void {
+    this.reported.delete(deviceId);
+    this.strangers.delete(deviceId);
+  }
+
   private reportOf(deviceId: string): DeviceFacts | undefined {
     return this.reported.get(deviceId) ?? this.strangers.get(deviceId);
   }
@@ -154,9 +163,10 @@ export class FirmwareService {
     const facts = deviceFacts(req.userAgent, req.body);
     if (!facts.version && !facts.boards.some((b) => this.rolloutBoards.has(b))) return;
     const kept: DeviceFacts = { version: facts.version, boards: facts.boards.filter((b) => this.rolloutBoards.has(b)) };
+    // One place per id: the newest report is the one read, whichever map it went to (`reportOf` reads the known first).
+    this.reported.delete(req.deviceId);
     if (!this.d.isKnown?.(req.deviceId)) return this.strangers.set(req.deviceId, kept);
     this.strangers.delete(req.deviceId);
-    this.reported.delete(req.deviceId);
     if (this.reported.size >= MAX_REPORTED) this.reported.delete(this.reported.keys().next().value!);
     this.reported.set(req.deviceId, kept);
   }

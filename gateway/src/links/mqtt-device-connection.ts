@@ -22,6 +22,12 @@ const FREE_CONTROL_PACKETS = 16;
 
 /** A clean session always: nothing is kept for a device between connections (sessionPresent 0). */
 const connack = (returnCode: number): Buffer => Buffer.from([0x20, 0x02, 0x00, returnCode]);
+/**
+ * The MQTT 5 refusal of an MQTT 5 CONNECT (MQTT 5.0 3.2.2.2, 4.13): acknowledge flags 0, reason 0x84 Unsupported
+ * Protocol Version, property length 0. The 3.1.1 form has no property length, so an MQTT 5 parser reads it as malformed
+ * or as reason 1, which MQTT 5 does not define as a refusal.
+ */
+const CONNACK_V5_UNSUPPORTED_PROTOCOL = Buffer.from([0x20, 0x03, 0x00, 0x84, 0x00]);
 
 /** Why a CONNECT breaks MQTT 3.1.1 where the parser lets it pass (the server must close [MQTT-4.8.0-1]), or undefined. */
 function connectViolation(p: IConnectPacket): string | undefined {
@@ -46,7 +52,7 @@ export interface MqttDeviceHooks<S> {
   control(conn: MqttDeviceConnection<S>): void;
   /** Something the device may not do; the connection is closed after this (counted and logged by the link). */
   refused(conn: MqttDeviceConnection<S>, reason: 'publish_denied' | 'qos2', detail: Record<string, unknown>): void;
-  /** A CONNECT of a protocol level the link does not speak: CONNACK 1 is written, then the connection is closed. */
+  /** A CONNECT of a protocol level the link does not speak: a refusing CONNACK is written, then the connection is closed. */
   protocolRefused(conn: MqttDeviceConnection<S>, level: number, clientId: string | undefined): void;
   /** A packet the parser could not read, or the guard refused: the connection is closed after this. */
   malformed(conn: MqttDeviceConnection<S>, err: Error): void;
@@ -202,7 +208,7 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
 
   private onConnect(p: Packet): void {
     if (p.cmd !== 'connect') return this.fail(new MqttFramingError(`${p.cmd} before CONNECT`)); // [MQTT-3.1.0-1]
-    // MQTT 3.1 and 3.1.1 only, for every client (the broker speaks no more): MQTT 5 is read by the parser, the rest below.
+    // MQTT 3.1 and 3.1.1 only, for every client (the broker speaks no more): MQTT 5 is read by the parser, the rest in fail().
     if (p.protocolVersion !== 3 && p.protocolVersion !== 4) return this.refuseProtocol(p.protocolVersion ?? 0, p.clientId);
     // Checked for every client, device or backend: mqtt-packet reads these flags without refusing them.
     const violation = connectViolation(p);
@@ -233,18 +239,24 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
   }
 
   /**
-   * [MQTT-3.1.2-2]: CONNACK 1, then close. The 3.1.1 CONNACK whatever the level asked, as mosquitto and aedes answer a
-   * level they do not speak (a v5 CONNACK would be a dialect this link does not otherwise write).
+   * A level this link does not speak, then close. MQTT 5 (with or without the bridge bit) gets the v5 CONNACK 0x84, the
+   * only form its client can read (MQTT 5.0 4.13); any other level the 3.1.1 CONNACK 1 [MQTT-3.1.2-2], as no other
+   * form is known to its client. Refused here for every client, device or backend, before the broker could read it:
+   * aedes would answer MQTT 5 in the 3.1.1 form.
    */
   private refuseProtocol(level: number, clientId: string | undefined): void {
     this.o.hooks.protocolRefused(this, level, clientId);
-    this.refuseConnect(CONNACK_UNACCEPTABLE_PROTOCOL);
+    this.refuseWith((level & 0x7f) === 5 ? CONNACK_V5_UNSUPPORTED_PROTOCOL : connack(CONNACK_UNACCEPTABLE_PROTOCOL));
+  }
+
+  private refuseConnect(returnCode: number): void {
+    this.refuseWith(connack(returnCode));
   }
 
   /** Closed once the CONNACK is written [MQTT-3.2.2-5], so the client reads why. */
-  private refuseConnect(returnCode: number): void {
+  private refuseWith(refusal: Buffer): void {
     this.release();
-    this.socket.end(connack(returnCode), () => this.socket.destroy());
+    this.socket.end(refusal, () => this.socket.destroy());
   }
 
   /**

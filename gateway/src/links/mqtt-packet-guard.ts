@@ -130,7 +130,8 @@ export class MqttPacketGuard {
 /**
  * The protocol level byte of a CONNECT (MQTT 3.1.1, 3.1.2.2), read from the bytes of the packet when they hold the
  * fixed header, a protocol name the link knows (`MQTT`, or MQTT 3.1's `MQIsdp`) and the level; else undefined. For a
- * CONNECT the parser refused: a level it does not read (0, 6 and up) must still be answered with CONNACK 1 [MQTT-3.1.2-2].
+ * CONNECT the parser refused: a level it does not read (0, 6 and up) must still be answered with CONNACK 1 [MQTT-3.1.2-2]
+ * (an MQTT 5 CONNECT with properties it refuses, with the v5 CONNACK 0x84).
  */
 export function connectProtocolLevel(bytes: Buffer): number | undefined {
   if (bytes.length < 2 || bytes[0] !== 0x10) return undefined;

@@ -107,3 +107,39 @@ describe('GET /v1/devices shows firmware versions', () => {
     }
   });
 });
+
+describe('DELETE /v1/devices/{id} forgets what the device reported to the OTA endpoint', () => {
+  it('the report goes with the device, known or never connected; a report after the forget is the one shown', async () => {
+    const g = await gatewayWithImages({}, {});
+    const known = FLEET[5]!;
+    const neverConnected = FLEET[6]!;
+    const reported = async (id: string) => (await g.t.api<{ reported: { version: string | null } | null }>('GET', `/v1/devices/${id}/firmware`)).body.reported;
+    try {
+      // Connected under the client id its OTA check names, so the check speaks for it and is kept as a known device's.
+      const online = g.t.nextEvent('device.online', known);
+      const ws = new WebSocket(g.t.wsUrl, { headers: { 'device-id': known, 'client-id': 'c0ffee00-0000-4000-8000-000000000001' } });
+      await once(ws, 'open');
+      await online;
+      await ota(g.t, known, { application: { version: '1.0.3' } });
+      expect(await reported(known)).toEqual({ version: '1.0.3', boards: [] });
+      expect((await g.t.api<{ firmwareVersion: string | null }>('GET', `/v1/devices/${known}`)).body.firmwareVersion).toBe('1.0.3');
+
+      const closed = once(ws, 'close');
+      expect((await g.t.api('DELETE', `/v1/devices/${known}`)).status).toBe(204);
+      await closed;
+      expect((await g.t.api('GET', `/v1/devices/${known}`)).status).toBe(404);
+      expect(await reported(known)).toBeNull();
+      // Its next check (now of an id the records do not know) is what the preview shows, not the forgotten one.
+      await ota(g.t, known, { application: { version: '1.0.4' } });
+      expect(await reported(known)).toEqual({ version: '1.0.4', boards: [] });
+
+      // An id that checked in and never connected: nothing recorded (404), and its report goes all the same.
+      await ota(g.t, neverConnected, { application: { version: '1.0.6' } });
+      expect(await reported(neverConnected)).toEqual({ version: '1.0.6', boards: [] });
+      expect((await g.t.api('DELETE', `/v1/devices/${neverConnected}`)).status).toBe(404);
+      expect(await reported(neverConnected)).toBeNull();
+    } finally {
+      await g.close();
+    }
+  });
+});

@@ -26,7 +26,7 @@ describe('the fleet registry in a cluster', () => {
     await nats?.stop();
   }, 60_000);
 
-  it('names a device held by one instance through another; a DELETE on the other closes it and every instance forgets it', async () => {
+  it('names a device held by one instance through another; a DELETE on the other closes it and every instance forgets it, its OTA report too', async () => {
     const [a, b] = gws as [TestGateway, TestGateway];
     const d = new ReferenceDevice({ deviceId: '02:00:00:00:23:81' });
     try {
@@ -40,9 +40,22 @@ describe('the fleet registry in a cluster', () => {
         { id: d.deviceId, online: true, name: 'Hall lamp' },
       ]);
 
+      // Its OTA check reaches a, under the client id it connects with: a keeps the report (in memory, a's own).
+      const check = await fetch(`${a.baseUrl}/xiaozhi/ota/`, {
+        method: 'POST',
+        headers: { 'device-id': d.deviceId, 'client-id': d.clientId, 'user-agent': 'voxgate-devkit/1.0.0', 'content-type': 'application/json' },
+        body: JSON.stringify({ application: { version: '2.3.81' } }),
+      });
+      expect(check.status).toBe(200);
+      const reported = async (g: TestGateway) =>
+        (await g.api<{ reported: { version: string | null } | null }>('GET', `/v1/devices/${d.deviceId}/firmware`)).body.reported;
+      expect(await reported(a)).toEqual({ version: '2.3.81', boards: [] });
+
       expect((await b.api('DELETE', `/v1/devices/${d.deviceId}`)).status).toBe(204);
       expect((await d.closed()).code).toBe(4006);
       for (const g of gws) await until(async () => (await g.api('GET', `/v1/devices/${d.deviceId}`)).status === 404, 'every instance to forget it');
+      // The DELETE on b reaches a's report too (the forget of the shared record, as it reached a's registry).
+      await until(async () => (await reported(a)) === null, "a to forget the device's OTA report");
     } finally {
       d.terminate();
     }

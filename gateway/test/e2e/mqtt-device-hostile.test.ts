@@ -1,3 +1,5 @@
+import { connect as netConnect } from 'node:net';
+import { connect as mqttConnect, ErrorWithReasonCode } from 'mqtt';
 import mqttPacket, { type Packet } from 'mqtt-packet';
 import { mqttPassword } from '@voxgate/protocol';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -97,16 +99,13 @@ describe('MQTT device link: hostile and non-conforming clients', () => {
     const before = await levelRefusals();
     const protocolBefore = await protocolErrors();
     const levelConnect = (clientId: string, level: number) => mqttFrame(0x10, Buffer.concat([str('MQTT'), Buffer.from([level, 0x02, 0, 60]), str(clientId)]));
-    const v5 = (clientId: string) => gen({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: true, keepalive: 60, clientId });
-    // Levels the parser cannot read (0, 6, 127, 0x86 a bridge flag on 6) and MQTT 5, which it reads, from a device client
-    // id and from a backend's. Before: 0 and 6+ were closed silently as malformed; 5 was answered, but counted nowhere.
+    // Levels the parser cannot read (0, 6, 127, 0x86 a bridge flag on 6), from a device client id and from a backend's
+    // (MQTT 5 gets its own CONNACK, below). Before: 0 and 6+ were closed silently as malformed.
     const cases: Array<[string, Buffer]> = [
       ['level 0, device', levelConnect(clientIdFor(nextMac()), 0)],
       ['level 6, device', levelConnect(clientIdFor(nextMac()), 6)],
       ['level 127, backend', levelConnect('backend-x', 127)],
       ['level 6 with the bridge flag, backend', levelConnect('backend-y', 0x86)],
-      ['MQTT 5, device', v5(clientIdFor(nextMac()))],
-      ['MQTT 5, backend', v5('backend-z')],
     ];
     for (const [what, bytes] of cases) {
       const c = await open();
@@ -125,6 +124,50 @@ describe('MQTT device link: hostile and non-conforming clients', () => {
     named.sendBytes(mqttFrame(0x10, Buffer.concat([str('MQTX'), Buffer.from([4, 0x02, 0, 60]), str(clientIdFor(nextMac()))])));
     await closedSilently(named, 'an unknown protocol name to close the socket');
     expect(await protocolErrors()).toBe(protocolBefore + 1);
+  });
+
+  it('answers an MQTT 5 CONNECT with the MQTT 5 CONNACK 0x84 (Unsupported Protocol Version), then closes, device or backend [MQTT 5.0 3.2.2.2, 4.13]', async () => {
+    const levelRefusals = () => t.metric('voxgate_frames_rejected_total', { reason: 'mqtt_protocol_level' });
+    const before = await levelRefusals();
+    const protocolBefore = await protocolErrors();
+    const v5 = (clientId: string) => gen({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: true, keepalive: 60, clientId });
+    // The exact bytes, read to the server's close: flags 0, reason 0x84, property length 0, and nothing else.
+    // Before: the 3.1.1 CONNACK 20 02 00 01, which an MQTT 5 parser reads as reason 1 with no property length.
+    const cases: Array<[string, Buffer]> = [
+      ['device', v5(clientIdFor(nextMac()))],
+      ['backend', v5('backend-z')],
+      // A bridge's MQTT 5 (level 0x85), and an MQTT 5 CONNECT whose properties the parser refuses (property 0xff).
+      ['bridge', mqttFrame(0x10, Buffer.concat([str('MQTT'), Buffer.from([0x85, 0x02, 0, 60, 0]), str('backend-b')]))],
+      ['unreadable properties', mqttFrame(0x10, Buffer.concat([str('MQTT'), Buffer.from([5, 0x02, 0, 60, 1, 0xff]), str(clientIdFor(nextMac()))]))],
+    ];
+    for (const [what, bytes] of cases) {
+      const socket = netConnect({ port, host: '127.0.0.1' });
+      cleanup.push(() => socket.destroy());
+      const got: Buffer[] = [];
+      socket.on('data', (d: Buffer) => got.push(d));
+      const ended = new Promise<void>((resolve) => socket.on('end', resolve));
+      socket.write(bytes);
+      await withTimeout(ended, 30_000, `${what}: the server to end the socket after the CONNACK`);
+      expect(Buffer.concat(got).toString('hex'), what).toBe('2003008400');
+    }
+    expect(await levelRefusals()).toBe(before + cases.length);
+    expect(await protocolErrors()).toBe(protocolBefore);
+    expect(t.logs.some((l) => l['msg'] === 'MQTT CONNECT refused: unacceptable protocol level' && l['protocolLevel'] === 5)).toBe(true);
+  });
+
+  it('a real MQTT 5 client (mqtt.js, protocolVersion 5) is told its protocol version is unsupported (reason 132), and is closed', async () => {
+    for (const clientId of [clientIdFor(nextMac()), 'backend-v5']) {
+      const client = mqttConnect(t.mqttUrl, { protocolVersion: 5, clientId, reconnectPeriod: 0, connectTimeout: 30_000 });
+      cleanup.push(() => client.end(true));
+      const closed = new Promise<void>((resolve) => client.once('close', resolve));
+      const failed = new Promise<Error>((resolve) => client.once('error', resolve));
+      const err = await withTimeout(failed, 30_000, `${clientId}: mqtt.js to report the refusal`);
+      expect(err, clientId).toBeInstanceOf(ErrorWithReasonCode);
+      expect((err as ErrorWithReasonCode).code, clientId).toBe(132);
+      expect(err.message, clientId).toBe('Connection refused: Unsupported Protocol Version');
+      await withTimeout(closed, 30_000, `${clientId}: the connection to close`);
+      expect(client.connected).toBe(false);
+    }
   });
 
   it('a zero-length client id: never a device; with clean session 0 identifier rejected (2) for anyone [MQTT-3.1.3-7, -8]', async () => {

@@ -88,4 +88,28 @@ describe('FirmwareService: the reports it keeps', () => {
     expect(firmware.reportedVersion(mac(20))).toBe('2.0.1');
     expect(firmware.reportsHeld.known).toBe(1);
   });
+
+  it('a forgotten device has no report, known or stranger; its next report, known or not, is the one read', () => {
+    const known = new Set([mac(30)]);
+    const { firmware } = service({}, { isKnown: (id) => known.has(id) });
+    firmware.rememberReport(report(mac(30), '3.0.0'));
+    firmware.rememberReport(report(mac(31), '3.1.0'));
+    expect(firmware.reportsHeld).toEqual({ known: 1, strangers: 1 });
+    firmware.forgetReport(mac(30));
+    firmware.forgetReport(mac(31));
+    expect(firmware.reportedVersion(mac(30))).toBeUndefined();
+    expect(firmware.reportedVersion(mac(31))).toBeUndefined();
+    expect(firmware.reportsHeld).toEqual({ known: 0, strangers: 0 });
+    // Forgotten, the device is no longer known: its next check is a stranger's, and it is what is read.
+    known.delete(mac(30));
+    firmware.rememberReport(report(mac(30), '3.0.1'));
+    expect(firmware.reportedVersion(mac(30))).toBe('3.0.1');
+    // Dropped past devices.maxKnown without a forget reaching the report: a stranger's check still replaces it.
+    known.add(mac(32));
+    firmware.rememberReport(report(mac(32), '3.2.0'));
+    known.delete(mac(32));
+    firmware.rememberReport(report(mac(32), '3.2.1'));
+    expect(firmware.reportedVersion(mac(32))).toBe('3.2.1');
+    expect(firmware.reportsHeld).toEqual({ known: 0, strangers: 2 });
+  });
 });

@@ -1,12 +1,14 @@
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { SpeechSynthesizer } from '../../../src/voice/converse/contracts.js';
 import { parseWav, pcmToWav } from '../../../src/voice/converse/audio/wav.js';
 import { resample } from '../../../src/voice/converse/audio/resample.js';
 import { AsrConfigSchema, createRecognizer, createSynthesizer, TtsConfigSchema } from '../../../src/voice/converse/providers/config.js';
+import { CommandSynthesizer } from '../../../src/voice/converse/providers/command-tts.js';
 import { edgeVoiceName } from '../../../src/voice/converse/providers/edge-tts.js';
 import { espeakWav, speechPcm, startEdgeTtsServer, startSpeechServer, type EdgeTtsServer, type SpeechServer } from '../../support/speech-servers.js';
 import { providerRejection } from '../../support/provider-error.js';
@@ -30,7 +32,10 @@ async function collect(s: SpeechSynthesizer, text: string, sig: AbortSignal = si
 
 let server: SpeechServer | undefined;
 let edge: EdgeTtsServer | undefined;
+/** Sentences a test may leave running (it failed before its program was killed), cancelled (which kills it); folders. */
+const afterTest: Array<() => void> = [];
 afterEach(async () => {
+  for (const f of afterTest.splice(0)) f();
   await server?.close();
   await edge?.close();
   server = edge = undefined;
@@ -243,6 +248,34 @@ describe('command synthesiser', () => {
   it('refuses output that is not a WAV', async () => {
     const tts = createSynthesizer(TtsConfigSchema.parse({ provider: 'command', command: '/bin/echo', args: ['not a wav'] }), log);
     expect((await providerRejection(collect(tts, 'x'))).code).toBe('bad_output');
+  });
+
+  it('kills a running program once its file passes the bound: code "too_long", the program gone', { timeout: 120_000 }, async () => {
+    // A real child process that writes past the bound and does not exit. Before, the file was measured only when the
+    // program exited: one writing without end filled the disk until the sentence's timeout (here 10 minutes).
+    const bound = 1024 * 1024;
+    const statusDir = mkdtempSync(join(tmpdir(), 'voxgate-test-status-'));
+    afterTest.push(() => rmSync(statusDir, { recursive: true, force: true }));
+    const status = join(statusDir, 'status');
+    const writer = fileURLToPath(new URL('../../fixtures/endless-wav-writer.mjs', import.meta.url));
+    const tts = new CommandSynthesizer({
+      command: process.execPath,
+      args: [writer, '{file}', String(bound), status],
+      sampleRate: 24_000,
+      timeoutMs: 600_000,
+      log,
+      maxWavBytes: bound,
+    });
+    const stop = new AbortController();
+    afterTest.push(() => stop.abort());
+    const e = await providerRejection(collect(tts, 'Hello.', stop.signal));
+    expect(e.code).toBe('too_long');
+    expect(e.message).toBe(`synthesiser output larger than ${bound} bytes`);
+    // The rejection comes after the program's close: it is gone (killed, with its group) while it still ran (it never
+    // exits by itself; the sentence's timeout is 10 minutes), after passing the bound.
+    const [pid, written] = readFileSync(status, 'utf8').split(' ').map(Number) as [number, number];
+    expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
+    expect(written).toBeGreaterThan(bound);
   });
 });
 

@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { ProviderError, type SpeechSynthesizer, type SynthesizeOptions } from '../contracts.js';
 import { resample } from '../audio/resample.js';
 import { WavError, parseWav } from '../audio/wav.js';
+import { watchFolderSize } from './folder-bound.js';
 import { fillArgs, runCommand } from './run-command.js';
 
 /** A sentence's WAV bigger than this is refused (≈ 6 minutes at 22 kHz). */
@@ -24,6 +25,8 @@ export interface CommandSynthesizerOptions {
   sampleRate: number;
   timeoutMs: number;
   log: Logger;
+  /** The largest WAV taken, on stdout or in the file (MAX_WAV_BYTES unless set; tests set it small). */
+  maxWavBytes?: number;
 }
 
 export class CommandSynthesizer implements SpeechSynthesizer {
@@ -56,6 +59,8 @@ export class CommandSynthesizer implements SpeechSynthesizer {
     const usesFile = this.o.args.some((a) => a.includes('{file}'));
     const usesText = this.o.args.some((a) => a.includes('{text}'));
     const dir = usesFile ? await mkdtemp(join(tmpdir(), 'voxgate-tts-')) : undefined;
+    const maxBytes = this.o.maxWavBytes ?? MAX_WAV_BYTES;
+    const tooLarge = () => new ProviderError('too_long', `synthesiser output larger than ${maxBytes} bytes`, this.name);
     try {
       const file = dir ? join(dir, 'speech.wav') : '';
       // A text starting with '-' must not be read as an option: a leading space is harmless to speech engines.
@@ -67,17 +72,21 @@ export class CommandSynthesizer implements SpeechSynthesizer {
         stdin: usesText ? undefined : text,
         timeoutMs: this.o.timeoutMs,
         signal: opts.signal,
-        maxStdout: usesFile ? 64 * 1024 : MAX_WAV_BYTES,
+        maxStdout: usesFile ? 64 * 1024 : maxBytes,
         provider: this.name,
+        // The file is measured while the program writes it, and the program killed once the file passes the bound:
+        // measured only after it exited, a program that kept writing filled the disk first.
+        guard: dir ? (kill) => watchFolderSize(dir, maxBytes, () => kill(tooLarge())) : undefined,
       });
       let wav: Buffer = r.stdout;
       if (dir) {
         const size = (await stat(file).catch(() => undefined))?.size;
         if (size === undefined) throw new ProviderError('bad_output', 'synthesiser wrote no file', this.name);
-        if (size > MAX_WAV_BYTES) throw new ProviderError('bad_output', 'synthesiser output too large', this.name);
+        // Written between the last measurement and the exit.
+        if (size > maxBytes) throw tooLarge();
         wav = await readFile(file);
       }
-      const parsed = parseWav(wav, MAX_WAV_BYTES);
+      const parsed = parseWav(wav, maxBytes);
       return resample(parsed.samples, parsed.sampleRate, this.sampleRate);
     } finally {
       if (dir) await rm(dir, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 /**
  * Runs a local speech program (a recogniser or a synthesiser) without a shell: arguments as given (after the
  * caller's placeholder substitution), optional stdin, stdout collected up to a bound, killed with its whole
- * process group on timeout, abort or too much output.
+ * process group on timeout, abort, too much output, or the caller's own guard.
  */
 import { spawn } from 'node:child_process';
 import { ProviderError } from '../contracts.js';
@@ -15,6 +15,11 @@ export interface RunOptions {
   signal: AbortSignal;
   maxStdout: number;
   provider: string;
+  /**
+   * Started with the program and stopped when it ends: a bound of the caller's own (the size of a file the program
+   * writes), which ends the program and its group through `kill`, failing the run with `why`.
+   */
+  guard?: ((kill: (why: ProviderError) => void) => () => void) | undefined;
 }
 
 export interface RunResult {
@@ -52,6 +57,7 @@ export function runCommand(o: RunOptions): Promise<RunResult> {
         new ProviderError(d.reason() === 'timeout' ? 'timeout' : 'aborted', d.reason() === 'timeout' ? `${name} timed out` : `${name} cancelled`, o.provider),
       );
     d.signal.addEventListener('abort', onAbort, { once: true });
+    const stopGuard = o.guard?.(kill);
     child.stdout.on('data', (c: Buffer) => {
       size += c.length;
       if (size > o.maxStdout) return kill(new ProviderError('bad_output', `${name} wrote more than ${o.maxStdout} bytes`, o.provider));
@@ -67,6 +73,7 @@ export function runCommand(o: RunOptions): Promise<RunResult> {
       settled = true;
       d.signal.removeEventListener('abort', onAbort);
       d.clear();
+      stopGuard?.();
       return true;
     };
     child.on('error', (err: NodeJS.ErrnoException) => {
