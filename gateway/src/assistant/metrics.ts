@@ -6,7 +6,7 @@ export function createAssistantMetrics(registry: Registry) {
   return {
     turns: new Counter({
       name: 'voxgate_assistant_turns_total',
-      help: 'Assistant turns by outcome (completed, failed, cancelled)',
+      help: 'Assistant turns by outcome (completed, failed, cancelled, timeout: past assistant.turnTimeoutMs, stopped)',
       labelNames: ['outcome'] as const,
       registers,
     }),
@@ -24,7 +24,7 @@ export function createAssistantMetrics(registry: Registry) {
     }),
     modelLatency: new Histogram({
       name: 'voxgate_assistant_model_seconds',
-      help: 'Model request duration, by provider and outcome',
+      help: 'Model request duration, by provider and outcome (ok, error, timeout: past modelTimeoutMs or the turn past turnTimeoutMs, cancelled)',
       labelNames: ['provider', 'outcome'] as const,
       buckets: [0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120],
       registers,
