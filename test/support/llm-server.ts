@@ -30,6 +30,11 @@ export interface ScriptedReply {
   hang?: boolean;
   /** Streaming: after the text chunks, neither finish nor end: hold the stream open until the client goes away (a model still talking). */
   holdOpen?: boolean;
+  /**
+   * Streaming: end the stream after the text and the tool calls, before the model's finish (no finish_reason and no
+   * [DONE]; no message_delta or message_stop; no finishReason): a server or a connection that died mid-reply.
+   */
+  cut?: boolean;
   /** Streaming: the size of the pieces a tool call's arguments arrive in (default 5). */
   argChunk?: number;
   /** Answer 200 with this body as it is (a broken or hostile server), with the content type its request expects; then end, or hold open with holdOpen. */
@@ -161,6 +166,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
         // arguments arrive split, as the real service sends them
         for (const part of pieced(c.args, reply.argChunk)) send(chunk({ tool_calls: [{ index: i, function: { arguments: part } }] }));
       });
+      if (reply.cut) return void res.end();
       send(chunk({}, calls.length ? 'tool_calls' : 'stop'));
       if ((body['stream_options'] as { include_usage?: boolean } | undefined)?.include_usage)
         send({
@@ -207,6 +213,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
         send({ type: 'content_block_stop', index }, 'content_block_stop');
         index++;
       }
+      if (reply.cut) return void res.end();
       send(
         { type: 'message_delta', delta: { stop_reason: calls.length ? 'tool_use' : 'end_turn', stop_sequence: null }, usage: { output_tokens: usage.output } },
         'message_delta',
@@ -262,9 +269,11 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
       if (k === 0 && reply.hold) await reply.hold;
     }
     if (reply.holdOpen) return void (await aborted);
-    res.write(
-      `data: ${JSON.stringify({ candidates: [candidate(calls.length ? calls : [{ text: '' }], 'STOP')], usageMetadata, modelVersion: model })}\r\n\r\n`,
-    );
+    // Cut: the calls come, but not the finish the last chunk of a whole reply carries.
+    const last = reply.cut
+      ? { candidates: [candidate(calls)], modelVersion: model }
+      : { candidates: [candidate(calls.length ? calls : [{ text: '' }], 'STOP')], usageMetadata, modelVersion: model };
+    if (!reply.cut || calls.length) res.write(`data: ${JSON.stringify(last)}\r\n\r\n`);
     res.end();
   }
 

@@ -37,7 +37,7 @@ export function createAssistantMetrics(registry: Registry) {
     }),
     replyFaults: new Counter({
       name: 'voxgate_assistant_model_reply_faults_total',
-      help: 'Model replies out of bounds, by provider and reason (too_large: the response past its byte bound, too_long: its text past its length, too_many_tool_calls: over 256 in one reply, each refused; bad_usage: token counts that are not counts, taken as 0)',
+      help: 'Model replies out of bounds, by provider and reason (too_large: the response past its byte bound, too_long: its text past its length, too_many_tool_calls: over 256 in one reply, truncated: a stream that ended before the model finished, each refused; bad_usage: token counts that are not counts, taken as 0)',
       labelNames: ['provider', 'reason'] as const,
       registers,
     }),

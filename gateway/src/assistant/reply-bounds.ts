@@ -7,8 +7,11 @@
 import { limitedFetch, type FetchLike } from '../limited-fetch.js';
 import type { ModelProvider, ModelReply, ModelRequest } from './types.js';
 
-/** Why a reply was refused; `bad_usage`: its token counts were not counts (ignored, the reply kept). */
-export type ReplyFault = 'too_large' | 'too_long' | 'too_many_tool_calls' | 'bad_usage';
+/**
+ * Why a reply was refused; `truncated`: its stream ended before the model said it had finished; `bad_usage`: its token
+ * counts were not counts (ignored, the reply kept).
+ */
+export type ReplyFault = 'too_large' | 'too_long' | 'too_many_tool_calls' | 'truncated' | 'bad_usage';
 
 export class ReplyRefused extends Error {
   constructor(
@@ -69,6 +72,17 @@ export async function boundedComplete(inner: ModelProvider, limits: ReplyLimits,
   if (reply.toolCalls.length > limits.maxToolCalls)
     throw new ReplyRefused('too_many_tool_calls', `the reply asked for ${reply.toolCalls.length} tool calls (at most ${limits.maxToolCalls} in one reply)`);
   return reply;
+}
+
+/**
+ * A streamed reply must end with the model's own word that it finished (OpenAI-compatible: a choice's finish_reason,
+ * which OpenAI, Ollama, vLLM, llama.cpp and LM Studio all send; Anthropic: message_stop; Gemini: a finishReason).
+ * A stream that just stops was cut, by the server or the connection: the SDKs end it quietly, and what came (half an
+ * answer, tool calls whose reply never finished) is not the answer. Not when the request was aborted: that is the
+ * caller's (a cancel, a timeout, a bound), and reported as such.
+ */
+export function checkFinished(finished: boolean, signal: AbortSignal, missing: string): void {
+  if (!finished && !signal.aborted) throw new ReplyRefused('truncated', `the reply stream ended before the model finished (${missing})`);
 }
 
 /** More tokens than any one request has used: a count past it is not one. */

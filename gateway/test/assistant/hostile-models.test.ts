@@ -203,4 +203,43 @@ describe('a hostile model endpoint', () => {
       a.close();
     }
   }, 60_000);
+
+  it('refuses a stream cut before the model finished, and runs none of its tool calls (each provider)', async () => {
+    const { a, metrics, ran } = assistant();
+    try {
+      for (const model of PROVIDERS) {
+        // The server (or the connection) dies mid-answer: no finish_reason / [DONE], no message_stop, no finishReason.
+        llm.script([{ text: 'The level is now', cut: true }]);
+        await expect(turn(a, model, true), apiOf[model]).rejects.toMatchObject({
+          code: 'MODEL_ERROR',
+          message: expect.stringContaining('the reply stream ended before the model finished') as unknown,
+        });
+        // A tool call whose arguments came whole, in a reply that did not: not run.
+        llm.script([{ toolCalls: [{ name: LEVEL.name, arguments: { level: 100 } }], cut: true }, { text: 'Set.' }]);
+        await expect(turn(a, model, true), apiOf[model]).rejects.toMatchObject({ code: 'MODEL_ERROR' });
+        expect(await metricValue(metrics, FAULTS, { provider: apiOf[model], reason: 'truncated' }), apiOf[model]).toBe(2);
+      }
+      expect(ran).toEqual([]);
+    } finally {
+      a.close();
+    }
+  }, 60_000);
+
+  it('takes a stream that finished as the answer, tool calls and text (each provider, as real servers send them)', async () => {
+    const { a, metrics, ran } = assistant();
+    try {
+      for (const model of PROVIDERS) {
+        llm.script([{ toolCalls: [{ name: LEVEL.name, arguments: { level: 100 } }] }, { text: 'Set to 100.' }]);
+        expect((await turn(a, model, true)).text, apiOf[model]).toBe('Set to 100.');
+        expect(await metricValue(metrics, FAULTS, { provider: apiOf[model], reason: 'truncated' })).toBe(0);
+      }
+      expect(ran).toEqual([{ level: 100 }, { level: 100 }, { level: 100 }]);
+      // A prompt Gemini blocks is answered by promptFeedback alone (no candidate, so no finishReason): not a cut.
+      llm.script([{ raw: 'data: {"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 3}}\r\n\r\n' }]);
+      expect((await turn(a, 'ge', true)).text).toBe('');
+      expect(await metricValue(metrics, FAULTS, { reason: 'truncated' })).toBe(0);
+    } finally {
+      a.close();
+    }
+  }, 60_000);
 });

@@ -1,5 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { ContentBlockParam, MessageParam, Tool } from '@anthropic-ai/sdk/resources/messages';
+import { checkFinished } from '../reply-bounds.js';
 import { parseArguments, type ChatMessage, type ModelProvider, type ModelReply, type ModelRequest, type ToolCallRequest } from '../types.js';
 import type { ProviderOptions } from './index.js';
 
@@ -33,10 +34,16 @@ export class AnthropicProvider implements ModelProvider {
       const onText = req.onText;
       const stream = this.client.messages.stream(body, { signal: req.signal });
       stream.on('text', (delta) => onText(delta));
+      let stopped = false;
       stream.on('streamEvent', (e) => {
+        if (e.type === 'message_stop') stopped = true;
         if (e.type === 'content_block_delta' && e.delta.type === 'input_json_delta')
           streamedArgs.set(e.index, (streamedArgs.get(e.index) ?? '') + e.delta.partial_json);
       });
+      // Rejects with what failed the stream (HTTP, parsing, a bound); resolves when it ended, finished or not. The SDK
+      // keeps a message only at message_stop: without it, finalMessage() fails with a message that says nothing of a cut.
+      await stream.done();
+      checkFinished(stopped, req.signal, 'no message_stop');
       message = await stream.finalMessage();
     } else message = await this.client.messages.create({ ...body, stream: false }, { signal: req.signal });
     let text = '';
