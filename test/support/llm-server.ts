@@ -22,6 +22,11 @@ export interface ScriptedReply {
   /** Answer with this HTTP status and error body instead. */
   status?: number;
   error?: string;
+  /**
+   * Reasoning before the answer, in these pieces, as each API carries it: OpenAI-compatible `reasoning_content` (as
+   * DeepSeek, vLLM and llama.cpp send it), an Anthropic thinking block, Gemini `thought` parts.
+   */
+  reasoning?: string[];
   /** Stream these text pieces (default: the text in 3-character pieces). */
   chunks?: string[];
   /** Before answering (or, when streaming, after the first chunk), wait for this. */
@@ -140,7 +145,8 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
     if (!rec.stream) {
       if (reply.hold) await reply.hold;
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(api === 'openai' ? openAiJson(model, text, calls, usage) : anthropicJson(model, text, calls, usage)));
+      const reasoning = reply.reasoning?.join('');
+      res.end(JSON.stringify(api === 'openai' ? openAiJson(model, text, calls, usage, reasoning) : anthropicJson(model, text, calls, usage, reasoning)));
       return;
     }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
@@ -155,6 +161,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
         choices: [{ index: 0, delta, finish_reason: finish }],
       });
       send(chunk({ role: 'assistant', content: '' }));
+      for (const p of reply.reasoning ?? []) send(chunk({ reasoning_content: p }));
       for (const [k, p] of pieces.entries()) {
         send(chunk({ content: p }));
         if (k === 0 && reply.hold) await reply.hold;
@@ -196,6 +203,13 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
         'message_start',
       );
       let index = 0;
+      if (reply.reasoning) {
+        send({ type: 'content_block_start', index, content_block: { type: 'thinking', thinking: '', signature: '' } }, 'content_block_start');
+        for (const p of reply.reasoning) send({ type: 'content_block_delta', index, delta: { type: 'thinking_delta', thinking: p } }, 'content_block_delta');
+        send({ type: 'content_block_delta', index, delta: { type: 'signature_delta', signature: 'sig' } }, 'content_block_delta');
+        send({ type: 'content_block_stop', index }, 'content_block_stop');
+        index++;
+      }
       if (pieces.length || !calls.length) {
         send({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } }, 'content_block_start');
         for (const [k, p] of pieces.entries()) {
@@ -256,13 +270,15 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
     }));
     const usageMetadata = { promptTokenCount: usage.input, candidatesTokenCount: usage.output, totalTokenCount: usage.input + usage.output };
     const candidate = (parts: unknown[], finish?: string) => ({ content: { role: 'model', parts }, index: 0, ...(finish ? { finishReason: finish } : {}) });
+    const thoughts = (reply.reasoning ?? []).map((p) => ({ text: p, thought: true }));
     if (!rec.stream) {
       if (reply.hold) await reply.hold;
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ candidates: [candidate([...(text ? [{ text }] : []), ...calls], 'STOP')], usageMetadata, modelVersion: model }));
+      res.end(JSON.stringify({ candidates: [candidate([...thoughts, ...(text ? [{ text }] : []), ...calls], 'STOP')], usageMetadata, modelVersion: model }));
       return;
     }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
+    for (const t of thoughts) res.write(`data: ${JSON.stringify({ candidates: [candidate([t])], modelVersion: model })}\r\n\r\n`);
     const pieces = reply.chunks ?? text.match(/[\s\S]{1,3}/g) ?? [];
     for (const [k, p] of pieces.entries()) {
       res.write(`data: ${JSON.stringify({ candidates: [candidate([{ text: p }])], modelVersion: model })}\r\n\r\n`);
@@ -321,8 +337,9 @@ function toScript(s: Script | ScriptedReply[]): Script {
 
 type Call = { id: string; name: string; args: string };
 
-function openAiJson(model: string, text: string, calls: Call[], usage: { input: number; output: number }) {
+function openAiJson(model: string, text: string, calls: Call[], usage: { input: number; output: number }, reasoning?: string) {
   const message: Record<string, unknown> = { role: 'assistant', content: text || null, refusal: null };
+  if (reasoning !== undefined) message['reasoning_content'] = reasoning;
   if (calls.length) message['tool_calls'] = calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.args } }));
   return {
     id: 'chatcmpl-1',
@@ -334,8 +351,9 @@ function openAiJson(model: string, text: string, calls: Call[], usage: { input: 
   };
 }
 
-function anthropicJson(model: string, text: string, calls: Call[], usage: { input: number; output: number }) {
+function anthropicJson(model: string, text: string, calls: Call[], usage: { input: number; output: number }, reasoning?: string) {
   const content: unknown[] = [];
+  if (reasoning !== undefined) content.push({ type: 'thinking', thinking: reasoning, signature: 'sig' });
   if (text) content.push({ type: 'text', text });
   for (const c of calls) content.push({ type: 'tool_use', id: c.id, name: c.name, input: JSON.parse(c.args) as unknown });
   return {

@@ -242,4 +242,53 @@ describe('a hostile model endpoint', () => {
       a.close();
     }
   }, 60_000);
+
+  it("bounds an Anthropic reply's thinking together with its text (streamed and not); a short one passes", async () => {
+    const { a, metrics } = assistant();
+    // 100 Ki characters of thinking and a two-word answer: the SDK keeps every thinking delta until the reply ends.
+    const endless = Array.from({ length: 100 }, () => 't'.repeat(1024));
+    try {
+      for (const stream of [true, false]) {
+        llm.script([{ reasoning: endless, text: 'Done now.' }]);
+        await expect(turn(a, 'an', stream), `stream=${stream}`).rejects.toMatchObject({
+          code: 'MODEL_ERROR',
+          message: expect.stringContaining('longer than 65536 characters (its thinking included)') as unknown,
+        });
+      }
+      expect(await metricValue(metrics, FAULTS, { provider: 'anthropic', reason: 'too_long' })).toBe(2);
+      for (const stream of [true, false]) {
+        llm.script([{ reasoning: ['The person wants a greeting.'], text: 'Hello!' }]);
+        expect((await turn(a, 'an', stream)).text, `stream=${stream}`).toBe('Hello!');
+      }
+    } finally {
+      a.close();
+    }
+  }, 60_000);
+
+  it('drops OpenAI-compatible reasoning_content and Gemini thoughts as they arrive: never the answer, never refused', async () => {
+    const { a, metrics } = assistant();
+    // Past the text bound: had the providers kept it (or counted it), the reply would be refused too_long.
+    const long = Array.from({ length: 100 }, () => 'r'.repeat(1024));
+    try {
+      for (const model of ['oa', 'ge'] as const)
+        for (const stream of [true, false]) {
+          llm.script([{ reasoning: long, text: 'Done now.' }]);
+          const deltas: string[] = [];
+          const started = await a.start(
+            { message: 'hello', model },
+            { principal: 'key-a' },
+            {
+              stream,
+              interactive: false,
+              emit: (e) => e.type === 'text.delta' && deltas.push(e.text),
+            },
+          );
+          expect((await started.done).text, `${apiOf[model]} stream=${stream}`).toBe('Done now.');
+          expect(deltas.join('')).toBe(stream ? 'Done now.' : '');
+        }
+      expect(await metricValue(metrics, FAULTS, { reason: 'too_long' })).toBe(0);
+    } finally {
+      a.close();
+    }
+  }, 60_000);
 });
