@@ -197,7 +197,9 @@ export class Assistant {
     const c = conv;
     const done = turn.run().then(
       (r) => {
-        this.conversations.append(c, userText, r.text);
+        // The caller has the answer whole; the conversation keeps what fits its bound (conversations.ts fitExchange).
+        if (this.conversations.append(c, userText, r.text))
+          log.info({ maxConversationBytes: this.d.config.maxConversationBytes }, 'assistant exchange larger than a conversation holds: stored cut');
         this.finish(turn, c, 'completed');
         log.info({ rounds: r.rounds, toolCalls: r.toolCalls.length, usage: r.usage, ms: Math.round(performance.now() - started) }, 'assistant turn completed');
         log.debug({ message: userText, answer: r.text }, 'assistant turn text');

@@ -33,7 +33,7 @@ describe('a hostile model endpoint', () => {
   });
 
   /** An assistant on the scripted server; `ran` gets the arguments of every tool call that reached the hub. */
-  function assistant(): { a: Assistant; metrics: Metrics; ran: Array<Record<string, unknown>> } {
+  function assistant(settings: Record<string, unknown> = {}): { a: Assistant; metrics: Metrics; ran: Array<Record<string, unknown>> } {
     const ran: Array<Record<string, unknown>> = [];
     const hub = {
       tools: () => [LEVEL],
@@ -41,12 +41,12 @@ describe('a hostile model endpoint', () => {
       callTarget: (name: string) => (name === LEVEL.name ? LEVEL : undefined),
       call: (_name: string, args: Record<string, unknown>) => {
         ran.push(args);
-        return Promise.resolve({ content: [{ type: 'text' as const, text: 'done' }], isError: false, durationMs: 1 });
+        return Promise.resolve({ content: [{ type: 'text' as const, text: `done: ${'r'.repeat(15_000)}` }], isError: false, durationMs: 1 });
       },
     } as unknown as McpHub;
     const metrics = createMetrics();
     // A long model timeout: the bounds below, not the timer, must end these replies.
-    const config = ConfigSchema.parse({ assistant: { models: llmModels(llm), modelTimeoutMs: 600_000 } }).assistant;
+    const config = ConfigSchema.parse({ assistant: { models: llmModels(llm), modelTimeoutMs: 600_000, ...settings } }).assistant;
     return { a: new Assistant({ config, hub, log: createLogger('silent'), metrics }), metrics, ran };
   }
   const turn = async (a: Assistant, model: string, stream: boolean) =>
@@ -287,6 +287,39 @@ describe('a hostile model endpoint', () => {
           expect(deltas.join('')).toBe(stream ? 'Done now.' : '');
         }
       expect(await metricValue(metrics, FAULTS, { reason: 'too_long' })).toBe(0);
+    } finally {
+      a.close();
+    }
+  }, 60_000);
+
+  it('stores an exchange larger than a conversation holds cut to its bound; the caller has it whole (each provider)', async () => {
+    // The smallest conversation bound (1 KiB) and a model that echoes its tool's long result into a 60 000-character
+    // answer, within the reply's text bound: the exchange alone is 60 times what the conversation may hold.
+    const { a } = assistant({ maxConversationBytes: 1024 });
+    try {
+      for (const model of PROVIDERS) {
+        const echo = `The job said: ${'r'.repeat(60_000)}`;
+        llm.script([{ toolCalls: [{ name: LEVEL.name, arguments: { level: 1 } }] }, { text: echo }]);
+        const r = await turn(a, model, true);
+        expect(r.text, apiOf[model]).toBe(echo);
+        const c = a.conversation(r.conversationId, { principal: 'key-a' })!;
+        const stored = c.messages.reduce((n, m) => n + Buffer.byteLength(m.content), 0);
+        expect([c.bytes, stored <= 1024, c.bytes === stored], apiOf[model]).toEqual([stored, true, true]);
+        expect(c.messages.map((m) => m.content)).toEqual([
+          'hello',
+          expect.stringMatching(/^The job said: r+\n\[\.\.\. cut when stored: the answer was 60014 characters\]$/),
+        ]);
+        // The next turn in it goes on, and the model reads the cut exchange.
+        llm.requests.length = 0;
+        llm.script([{ text: 'Anything else?' }]);
+        const next = await a.start(
+          { message: 'thanks', model, conversationId: r.conversationId },
+          { principal: 'key-a' },
+          { stream: true, interactive: false, emit: () => undefined },
+        );
+        expect((await next.done).text).toBe('Anything else?');
+        expect(JSON.stringify(llm.requests[0]!.body)).toContain('cut when stored');
+      }
     } finally {
       a.close();
     }
