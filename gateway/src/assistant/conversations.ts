@@ -156,7 +156,7 @@ export class ConversationStore {
  * conversation held one exchange of any size past its bound. Now the message keeps at most half the bound (more
  * when the answer needs less), the answer the rest, each cut one ending with a note the model reads next turn.
  */
-export function fitExchange(user: string, answer: string, bound: number): [string, string] {
+function fitExchange(user: string, answer: string, bound: number): [string, string] {
   const a = Buffer.byteLength(answer);
   if (Buffer.byteLength(user) + a <= bound) return [user, answer];
   const u = cutToBytes(user, Math.max(Math.floor(bound / 2), bound - a), 'message');
