@@ -9,7 +9,8 @@ import { startLlmServer, type LlmServer } from '../../../test/support/llm-server
  * route (JSON and SSE) and the OpenAI-compatible one (plain and streamed, read by the official openai client). The
  * model's own timeout is ten minutes here, so only the turn's deadline can end these turns.
  */
-const DEADLINE_MS = 3000;
+// Long enough for the four model requests to reach the stand-in first on a busy machine (each is asserted aborted there).
+const DEADLINE_MS = 8000;
 const NAMED = `within ${DEADLINE_MS} ms (assistant.turnTimeoutMs)`;
 
 describe('the turn deadline through the HTTP routes', () => {
