@@ -22,6 +22,11 @@ export interface ScriptedReply {
   /** Answer with this HTTP status and error body instead. */
   status?: number;
   error?: string;
+  /**
+   * Reasoning before the answer, in these pieces, as each API carries it: OpenAI-compatible `reasoning_content` (as
+   * DeepSeek, vLLM and llama.cpp send it), an Anthropic thinking block, Gemini `thought` parts.
+   */
+  reasoning?: string[];
   /** Stream these text pieces (default: the text in 3-character pieces). */
   chunks?: string[];
   /** Before answering (or, when streaming, after the first chunk), wait for this. */
@@ -30,6 +35,11 @@ export interface ScriptedReply {
   hang?: boolean;
   /** Streaming: after the text chunks, neither finish nor end: hold the stream open until the client goes away (a model still talking). */
   holdOpen?: boolean;
+  /**
+   * Streaming: end the stream after the text and the tool calls, before the model's finish (no finish_reason and no
+   * [DONE]; no message_delta or message_stop; no finishReason): a server or a connection that died mid-reply.
+   */
+  cut?: boolean;
   /** Streaming: the size of the pieces a tool call's arguments arrive in (default 5). */
   argChunk?: number;
   /** Answer 200 with this body as it is (a broken or hostile server), with the content type its request expects; then end, or hold open with holdOpen. */
@@ -135,7 +145,8 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
     if (!rec.stream) {
       if (reply.hold) await reply.hold;
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(api === 'openai' ? openAiJson(model, text, calls, usage) : anthropicJson(model, text, calls, usage)));
+      const reasoning = reply.reasoning?.join('');
+      res.end(JSON.stringify(api === 'openai' ? openAiJson(model, text, calls, usage, reasoning) : anthropicJson(model, text, calls, usage, reasoning)));
       return;
     }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
@@ -150,6 +161,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
         choices: [{ index: 0, delta, finish_reason: finish }],
       });
       send(chunk({ role: 'assistant', content: '' }));
+      for (const p of reply.reasoning ?? []) send(chunk({ reasoning_content: p }));
       for (const [k, p] of pieces.entries()) {
         send(chunk({ content: p }));
         if (k === 0 && reply.hold) await reply.hold;
@@ -161,6 +173,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
         // arguments arrive split, as the real service sends them
         for (const part of pieced(c.args, reply.argChunk)) send(chunk({ tool_calls: [{ index: i, function: { arguments: part } }] }));
       });
+      if (reply.cut) return void res.end();
       send(chunk({}, calls.length ? 'tool_calls' : 'stop'));
       if ((body['stream_options'] as { include_usage?: boolean } | undefined)?.include_usage)
         send({
@@ -190,6 +203,13 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
         'message_start',
       );
       let index = 0;
+      if (reply.reasoning) {
+        send({ type: 'content_block_start', index, content_block: { type: 'thinking', thinking: '', signature: '' } }, 'content_block_start');
+        for (const p of reply.reasoning) send({ type: 'content_block_delta', index, delta: { type: 'thinking_delta', thinking: p } }, 'content_block_delta');
+        send({ type: 'content_block_delta', index, delta: { type: 'signature_delta', signature: 'sig' } }, 'content_block_delta');
+        send({ type: 'content_block_stop', index }, 'content_block_stop');
+        index++;
+      }
       if (pieces.length || !calls.length) {
         send({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } }, 'content_block_start');
         for (const [k, p] of pieces.entries()) {
@@ -207,6 +227,7 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
         send({ type: 'content_block_stop', index }, 'content_block_stop');
         index++;
       }
+      if (reply.cut) return void res.end();
       send(
         { type: 'message_delta', delta: { stop_reason: calls.length ? 'tool_use' : 'end_turn', stop_sequence: null }, usage: { output_tokens: usage.output } },
         'message_delta',
@@ -249,22 +270,26 @@ export async function startLlmServer(initial: Script | ScriptedReply[] = []): Pr
     }));
     const usageMetadata = { promptTokenCount: usage.input, candidatesTokenCount: usage.output, totalTokenCount: usage.input + usage.output };
     const candidate = (parts: unknown[], finish?: string) => ({ content: { role: 'model', parts }, index: 0, ...(finish ? { finishReason: finish } : {}) });
+    const thoughts = (reply.reasoning ?? []).map((p) => ({ text: p, thought: true }));
     if (!rec.stream) {
       if (reply.hold) await reply.hold;
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ candidates: [candidate([...(text ? [{ text }] : []), ...calls], 'STOP')], usageMetadata, modelVersion: model }));
+      res.end(JSON.stringify({ candidates: [candidate([...thoughts, ...(text ? [{ text }] : []), ...calls], 'STOP')], usageMetadata, modelVersion: model }));
       return;
     }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
+    for (const t of thoughts) res.write(`data: ${JSON.stringify({ candidates: [candidate([t])], modelVersion: model })}\r\n\r\n`);
     const pieces = reply.chunks ?? text.match(/[\s\S]{1,3}/g) ?? [];
     for (const [k, p] of pieces.entries()) {
       res.write(`data: ${JSON.stringify({ candidates: [candidate([{ text: p }])], modelVersion: model })}\r\n\r\n`);
       if (k === 0 && reply.hold) await reply.hold;
     }
     if (reply.holdOpen) return void (await aborted);
-    res.write(
-      `data: ${JSON.stringify({ candidates: [candidate(calls.length ? calls : [{ text: '' }], 'STOP')], usageMetadata, modelVersion: model })}\r\n\r\n`,
-    );
+    // Cut: the calls come, but not the finish the last chunk of a whole reply carries.
+    const last = reply.cut
+      ? { candidates: [candidate(calls)], modelVersion: model }
+      : { candidates: [candidate(calls.length ? calls : [{ text: '' }], 'STOP')], usageMetadata, modelVersion: model };
+    if (!reply.cut || calls.length) res.write(`data: ${JSON.stringify(last)}\r\n\r\n`);
     res.end();
   }
 
@@ -312,8 +337,9 @@ function toScript(s: Script | ScriptedReply[]): Script {
 
 type Call = { id: string; name: string; args: string };
 
-function openAiJson(model: string, text: string, calls: Call[], usage: { input: number; output: number }) {
+function openAiJson(model: string, text: string, calls: Call[], usage: { input: number; output: number }, reasoning?: string) {
   const message: Record<string, unknown> = { role: 'assistant', content: text || null, refusal: null };
+  if (reasoning !== undefined) message['reasoning_content'] = reasoning;
   if (calls.length) message['tool_calls'] = calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.args } }));
   return {
     id: 'chatcmpl-1',
@@ -325,8 +351,9 @@ function openAiJson(model: string, text: string, calls: Call[], usage: { input: 
   };
 }
 
-function anthropicJson(model: string, text: string, calls: Call[], usage: { input: number; output: number }) {
+function anthropicJson(model: string, text: string, calls: Call[], usage: { input: number; output: number }, reasoning?: string) {
   const content: unknown[] = [];
+  if (reasoning !== undefined) content.push({ type: 'thinking', thinking: reasoning, signature: 'sig' });
   if (text) content.push({ type: 'text', text });
   for (const c of calls) content.push({ type: 'tool_use', id: c.id, name: c.name, input: JSON.parse(c.args) as unknown });
   return {

@@ -28,7 +28,7 @@ const EXPLAIN: Record<string, string> = {
   NETWORK: 'The browser could not reach the gateway.',
   MODEL_NOT_FOUND: 'No assistant model by this name (or none is configured): see assistant.models.',
   MODEL_ERROR: "The model's provider answered with an error (its message is in the detail).",
-  MODEL_TIMEOUT: 'The model did not answer in time (assistant.modelTimeoutMs).',
+  MODEL_TIMEOUT: 'The model did not answer in time (assistant.modelTimeoutMs), or the whole turn ran past assistant.turnTimeoutMs.',
   CONVERSATION_BUSY: 'A turn is already running in this conversation. Wait for it or cancel it.',
   TOO_MANY_TURNS: 'Too many assistant turns are running; retry shortly.',
   CANCELLED: 'The turn was cancelled.',

@@ -14,7 +14,7 @@ import { ConversationStore, type Conversation } from './conversations.js';
 import { createAssistantMetrics, type AssistantMetrics } from './metrics.js';
 import { createProvider } from './providers/index.js';
 import { buildToolset } from './toolset.js';
-import { modelLabel, resultText, Turn, TurnCancelled, type TurnEvent, type TurnModel, type TurnResult } from './turn.js';
+import { modelLabel, resultText, Turn, TurnCancelled, TurnTimedOut, type TurnEvent, type TurnModel, type TurnResult } from './turn.js';
 import type { ChatMessage, ImageInput } from './types.js';
 
 import type { AssistantConfig } from './config.js';
@@ -197,16 +197,20 @@ export class Assistant {
     const c = conv;
     const done = turn.run().then(
       (r) => {
-        this.conversations.append(c, userText, r.text);
+        // The caller has the answer whole; the conversation keeps what fits its bound (conversations.ts fitExchange).
+        if (this.conversations.append(c, userText, r.text))
+          log.info({ maxConversationBytes: this.d.config.maxConversationBytes }, 'assistant exchange larger than a conversation holds: stored cut');
         this.finish(turn, c, 'completed');
         log.info({ rounds: r.rounds, toolCalls: r.toolCalls.length, usage: r.usage, ms: Math.round(performance.now() - started) }, 'assistant turn completed');
         log.debug({ message: userText, answer: r.text }, 'assistant turn text');
         return r;
       },
       (e: unknown) => {
-        const outcome = e instanceof TurnCancelled ? 'cancelled' : 'failed';
+        const outcome = e instanceof TurnCancelled ? 'cancelled' : e instanceof TurnTimedOut ? 'timeout' : 'failed';
         this.finish(turn, c, outcome);
         if (e instanceof TurnCancelled) log.info({ reason: e.reason }, 'assistant turn cancelled');
+        else if (e instanceof TurnTimedOut)
+          log.warn({ turnTimeoutMs: e.timeoutMs, ms: Math.round(performance.now() - started) }, 'assistant turn ran past assistant.turnTimeoutMs; stopped');
         // Refused by modelRequests.llm: counted and logged (throttled) by the gate; a line per turn would flood.
         else if (e instanceof GatewayError && e.code === 'MODEL_BUSY') log.debug({ code: e.code, detail: e.message }, 'assistant turn refused');
         else if (e instanceof GatewayError) log.warn({ code: e.code, detail: e.message }, 'assistant turn failed');
@@ -217,7 +221,7 @@ export class Assistant {
     return { turn, done };
   }
 
-  private finish(turn: Turn, c: Conversation, outcome: 'completed' | 'failed' | 'cancelled'): void {
+  private finish(turn: Turn, c: Conversation, outcome: 'completed' | 'failed' | 'cancelled' | 'timeout'): void {
     this.turns.delete(turn.id);
     c.busy = false;
     this.conversations.touch(c);

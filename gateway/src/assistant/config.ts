@@ -54,6 +54,15 @@ export const AssistantSlice = z
     maxToolCallsPerRound: z.coerce.number().int().min(1).max(256).default(16),
     toolTimeoutMs: env('GATEWAY_ASSISTANT_TOOL_TIMEOUT_MS', Ms(30_000), 'one tool call of a turn'),
     modelTimeoutMs: Ms(120_000),
+    /**
+     * A whole turn, every model request, tool call and wait in it: past it, what still runs is stopped and the turn
+     * fails MODEL_TIMEOUT. Each model request also ends at modelTimeoutMs; whichever comes first ends it.
+     */
+    turnTimeoutMs: env(
+      'GATEWAY_ASSISTANT_TURN_TIMEOUT_MS',
+      Ms(300_000),
+      'a whole turn (its model requests, tool calls and waits); each model request also ends at `assistant.modelTimeoutMs`',
+    ),
     /** Tools that need a person's yes (besides those annotated destructiveHint): namespaced or short names. */
     confirm: env(
       'GATEWAY_ASSISTANT_CONFIRM',

@@ -86,16 +86,24 @@ export class ConversationStore {
     if (this.byId.delete(c.id)) this.total -= c.bytes;
   }
 
+  /** What one conversation may hold: `maxBytes`, and never more than all of them together. */
+  private get bound(): number {
+    return Math.min(this.limits.maxBytes, this.limits.maxTotalBytes);
+  }
+
   /**
-   * Keep one exchange, then trim: whole exchanges from the front until within the bounds; then, past
-   * `maxTotalBytes`, forget other conversations (the least recently used of the tenant holding the most bytes).
+   * Keep one exchange (cut to fit the conversation's bound when it alone is past it), then trim: whole exchanges from
+   * the front until within the bounds; then, past `maxTotalBytes`, forget other conversations (the least recently used
+   * of the tenant holding the most bytes). True when the exchange was cut: the caller had it whole, the next turn
+   * reads the cut one.
    */
-  append(c: Conversation, user: string, answer: string, now = Date.now()): void {
+  append(c: Conversation, user: string, answer: string, now = Date.now()): boolean {
     const at = new Date(now).toISOString();
     const before = c.bytes;
-    c.messages.push({ role: 'user', content: user, at }, { role: 'assistant', content: answer, at });
-    c.bytes += Buffer.byteLength(user) + Buffer.byteLength(answer);
-    while (c.messages.length > 2 && (c.messages.length / 2 > this.limits.maxTurns || c.bytes > this.limits.maxBytes)) {
+    const [u, a] = fitExchange(user, answer, this.bound);
+    c.messages.push({ role: 'user', content: u, at }, { role: 'assistant', content: a, at });
+    c.bytes += Buffer.byteLength(u) + Buffer.byteLength(a);
+    while (c.messages.length > 2 && (c.messages.length / 2 > this.limits.maxTurns || c.bytes > this.bound)) {
       const [u, a] = c.messages.splice(0, 2);
       c.bytes -= Buffer.byteLength(u!.content) + Buffer.byteLength(a!.content);
     }
@@ -106,6 +114,7 @@ export class ConversationStore {
       this.drop(oldest);
     }
     this.touch(c, now);
+    return u !== user || a !== answer;
   }
 
   touch(c: Conversation, now = Date.now()): void {
@@ -139,4 +148,31 @@ export class ConversationStore {
   get bytes(): number {
     return this.total;
   }
+}
+
+/**
+ * One exchange within `bound` bytes. An answer can be far larger than a conversation may hold (16 characters per
+ * maxTokens, a model echoing a long tool result, a long prompt template's message): it was kept whole, so a
+ * conversation held one exchange of any size past its bound. Now the message keeps at most half the bound (more
+ * when the answer needs less), the answer the rest, each cut one ending with a note the model reads next turn.
+ */
+function fitExchange(user: string, answer: string, bound: number): [string, string] {
+  const a = Buffer.byteLength(answer);
+  if (Buffer.byteLength(user) + a <= bound) return [user, answer];
+  const u = cutToBytes(user, Math.max(Math.floor(bound / 2), bound - a), 'message');
+  return [u, cutToBytes(answer, bound - Buffer.byteLength(u), 'answer')];
+}
+
+/** `text` in at most `max` UTF-8 bytes: its start, whole characters only, and a note when there is room for one. */
+function cutToBytes(text: string, max: number, what: string): string {
+  if (Buffer.byteLength(text) <= max) return text;
+  const note = `\n[... cut when stored: the ${what} was ${text.length} characters]`;
+  const room = max - Buffer.byteLength(note);
+  if (room < 0) return prefixOf(text, max);
+  return prefixOf(text, room) + note;
+}
+
+/** The longest start of `text` that fits `bytes` UTF-8 bytes (encodeInto never splits a character). */
+function prefixOf(text: string, bytes: number): string {
+  return text.slice(0, new TextEncoder().encodeInto(text, new Uint8Array(Math.max(0, bytes))).read);
 }

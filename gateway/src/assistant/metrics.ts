@@ -6,7 +6,7 @@ export function createAssistantMetrics(registry: Registry) {
   return {
     turns: new Counter({
       name: 'voxgate_assistant_turns_total',
-      help: 'Assistant turns by outcome (completed, failed, cancelled)',
+      help: 'Assistant turns by outcome (completed, failed, cancelled, timeout: past assistant.turnTimeoutMs, stopped)',
       labelNames: ['outcome'] as const,
       registers,
     }),
@@ -24,7 +24,7 @@ export function createAssistantMetrics(registry: Registry) {
     }),
     modelLatency: new Histogram({
       name: 'voxgate_assistant_model_seconds',
-      help: 'Model request duration, by provider and outcome',
+      help: 'Model request duration, by provider and outcome (ok, error, timeout: past modelTimeoutMs or the turn past turnTimeoutMs, cancelled)',
       labelNames: ['provider', 'outcome'] as const,
       buckets: [0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120],
       registers,
@@ -37,7 +37,7 @@ export function createAssistantMetrics(registry: Registry) {
     }),
     replyFaults: new Counter({
       name: 'voxgate_assistant_model_reply_faults_total',
-      help: 'Model replies out of bounds, by provider and reason (too_large: the response past its byte bound, too_long: its text past its length, too_many_tool_calls: over 256 in one reply, each refused; bad_usage: token counts that are not counts, taken as 0)',
+      help: 'Model replies out of bounds, by provider and reason (too_large: the response past its byte bound, too_long: its text past its length, too_many_tool_calls: over 256 in one reply, truncated: a stream that ended before the model finished, each refused; bad_usage: token counts that are not counts, taken as 0)',
       labelNames: ['provider', 'reason'] as const,
       registers,
     }),

@@ -7,8 +7,11 @@
 import { limitedFetch, type FetchLike } from '../limited-fetch.js';
 import type { ModelProvider, ModelReply, ModelRequest } from './types.js';
 
-/** Why a reply was refused; `bad_usage`: its token counts were not counts (ignored, the reply kept). */
-export type ReplyFault = 'too_large' | 'too_long' | 'too_many_tool_calls' | 'bad_usage';
+/**
+ * Why a reply was refused; `truncated`: its stream ended before the model said it had finished; `bad_usage`: its token
+ * counts were not counts (ignored, the reply kept).
+ */
+export type ReplyFault = 'too_large' | 'too_long' | 'too_many_tool_calls' | 'truncated' | 'bad_usage';
 
 export class ReplyRefused extends Error {
   constructor(
@@ -42,21 +45,30 @@ export function replyLimits(maxTokens: number): ReplyLimits {
 /**
  * One request to `inner` within `limits`: streamed text past `maxChars` closes the request at once (the deltas
  * past the bound are not passed on); a reply's text past it, streamed or not, is refused, and so is a reply asking
- * for more than `maxToolCalls` tool calls (none of them run).
+ * for more than `maxToolCalls` tool calls (none of them run). The thinking a provider reports (onThinking) counts
+ * with the text: a real model's thinking and answer share its maxTokens, so together they stay within the bound,
+ * while a server's endless thinking, kept whole by the SDK, grew until the byte bound (1 KiB per token) alone.
  */
 export async function boundedComplete(inner: ModelProvider, limits: ReplyLimits, req: ModelRequest): Promise<ModelReply> {
-  const tooLong = () => new ReplyRefused('too_long', `the reply was longer than ${limits.maxChars} characters`);
+  let thinking = 0;
+  const tooLong = () => new ReplyRefused('too_long', `the reply was longer than ${limits.maxChars} characters${thinking ? ' (its thinking included)' : ''}`);
   const stop = new AbortController();
   let chars = 0;
+  /** Counts `n` more characters; false (and the request closed) once past the bound. */
+  const within = (n: number): boolean => {
+    if (stop.signal.aborted) return false;
+    chars += n;
+    if (chars <= limits.maxChars) return true;
+    stop.abort(tooLong());
+    return false;
+  };
   const onText = req.onText;
   const bounded: ModelRequest = { ...req, signal: AbortSignal.any([req.signal, stop.signal]) };
-  if (onText)
-    bounded.onText = (delta) => {
-      if (stop.signal.aborted) return;
-      chars += delta.length;
-      if (chars > limits.maxChars) stop.abort(tooLong());
-      else onText(delta);
-    };
+  bounded.onThinking = (delta) => {
+    thinking += delta.length;
+    within(delta.length);
+  };
+  if (onText) bounded.onText = (delta) => void (within(delta.length) && onText(delta));
   let reply: ModelReply;
   try {
     reply = await inner.complete(bounded);
@@ -65,10 +77,21 @@ export async function boundedComplete(inner: ModelProvider, limits: ReplyLimits,
   }
   // An SDK may end an aborted stream quietly instead of throwing.
   if (stop.signal.aborted) throw stop.signal.reason as ReplyRefused;
-  if (reply.text.length > limits.maxChars) throw tooLong();
+  if (reply.text.length + thinking > limits.maxChars) throw tooLong();
   if (reply.toolCalls.length > limits.maxToolCalls)
     throw new ReplyRefused('too_many_tool_calls', `the reply asked for ${reply.toolCalls.length} tool calls (at most ${limits.maxToolCalls} in one reply)`);
   return reply;
+}
+
+/**
+ * A streamed reply must end with the model's own word that it finished (OpenAI-compatible: a choice's finish_reason,
+ * which OpenAI, Ollama, vLLM, llama.cpp and LM Studio all send; Anthropic: message_stop; Gemini: a finishReason).
+ * A stream that just stops was cut, by the server or the connection: the SDKs end it quietly, and what came (half an
+ * answer, tool calls whose reply never finished) is not the answer. Not when the request was aborted: that is the
+ * caller's (a cancel, a timeout, a bound), and reported as such.
+ */
+export function checkFinished(finished: boolean, signal: AbortSignal, missing: string): void {
+  if (!finished && !signal.aborted) throw new ReplyRefused('truncated', `the reply stream ended before the model finished (${missing})`);
 }
 
 /** More tokens than any one request has used: a count past it is not one. */

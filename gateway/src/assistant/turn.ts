@@ -18,6 +18,8 @@ export interface TurnSettings {
   maxToolCallsPerRound: number;
   toolTimeoutMs: number;
   modelTimeoutMs: number;
+  /** The whole turn (assistant.turnTimeoutMs): past it, what still runs is aborted and the turn fails (TurnTimedOut). */
+  turnTimeoutMs: number;
   confirm: 'ask' | 'deny' | 'allow';
   confirmTools: readonly string[];
   confirmTimeoutMs: number;
@@ -94,6 +96,20 @@ export class TurnCancelled extends Error {
 }
 
 /**
+ * The turn ran past assistant.turnTimeoutMs. modelTimeoutMs bounds each model request only, so a model that kept
+ * asking for tools (or tools that kept it waiting) could hold a turn, and a paid model, for (maxToolRounds + 1) ×
+ * modelTimeoutMs plus tool time. MODEL_TIMEOUT (504) for the caller, naming the bound.
+ */
+export class TurnTimedOut extends GatewayError {
+  constructor(readonly timeoutMs: number) {
+    super(
+      'MODEL_TIMEOUT',
+      `the turn did not finish within ${timeoutMs} ms (assistant.turnTimeoutMs); the model request and tool calls still running were stopped`,
+    );
+  }
+}
+
+/**
  * One turn of the tool loop (seed 000): ask the model with the tools; while it asks for tools, run them
  * (in parallel; each with a timeout; every failure a result the model reads) and ask again; past
  * `maxToolRounds` ask once more with tools disabled. Intermediate steps live only here.
@@ -140,6 +156,12 @@ export class Turn {
     if (!this.ac.signal.aborted) this.ac.abort(new TurnCancelled(reason));
   }
 
+  /** Why the turn stopped: cancelled, or past its deadline. */
+  private stopReason(): TurnCancelled | TurnTimedOut {
+    const r: unknown = this.ac.signal.reason;
+    return r instanceof TurnCancelled || r instanceof TurnTimedOut ? r : new TurnCancelled('aborted');
+  }
+
   /** A person's answer to a pending confirmation; false when there is none with this id. */
   confirm(callId: string, approve: boolean): boolean {
     const f = this.confirmations.get(callId);
@@ -148,7 +170,23 @@ export class Turn {
     return true;
   }
 
+  /**
+   * The tool loop within assistant.turnTimeoutMs: at the deadline the turn's signal aborts the model request in
+   * flight and every tool call still running (their results never reach the model), and run() rejects TurnTimedOut.
+   */
   async run(): Promise<TurnResult> {
+    const ms = this.d.settings.turnTimeoutMs;
+    const deadline = setTimeout(() => {
+      if (!this.ac.signal.aborted) this.ac.abort(new TurnTimedOut(ms));
+    }, ms);
+    try {
+      return await this.loop();
+    } finally {
+      clearTimeout(deadline);
+    }
+  }
+
+  private async loop(): Promise<TurnResult> {
     const { i } = this;
     const tools = i.model.toolMode === 'none' ? [] : i.toolset.specs;
     const messages = [...i.messages];
@@ -236,6 +274,7 @@ export class Turn {
       this.d.metrics.tokens.inc({ provider, direction: 'output' }, reply.usage.outputTokens);
       return reply;
     } catch (e) {
+      if (this.ac.signal.aborted) outcome = this.stopReason() instanceof TurnTimedOut ? 'timeout' : 'cancelled';
       this.throwIfCancelled();
       if (timeout.signal.aborted) {
         outcome = 'timeout';
@@ -257,7 +296,7 @@ export class Turn {
   }
 
   private throwIfCancelled(): void {
-    if (this.ac.signal.aborted) throw this.ac.signal.reason instanceof TurnCancelled ? this.ac.signal.reason : new TurnCancelled('aborted');
+    if (this.ac.signal.aborted) throw this.stopReason();
   }
 
   /** Run one tool call; whatever happens short of cancellation becomes a result the model reads. */
@@ -320,7 +359,7 @@ export class Turn {
       this.noteResponseInstruction(t);
       return finish(text, Boolean(r.isError), r.isError ? 'error' : 'ok');
     } catch (e) {
-      if (e instanceof TurnCancelled) throw e;
+      if (e instanceof TurnCancelled || e instanceof TurnTimedOut) throw e;
       this.throwIfCancelled();
       if (e instanceof GatewayError) {
         const offline = e.code === 'TOOL_NOT_FOUND' && t.source.kind === 'device';
@@ -363,7 +402,7 @@ export class Turn {
       const onAbort = () => {
         clearTimeout(timer);
         this.confirmations.delete(call.id);
-        reject(this.ac.signal.reason instanceof TurnCancelled ? this.ac.signal.reason : new TurnCancelled('aborted'));
+        reject(this.stopReason());
       };
       const timer = setTimeout(() => done('timeout'), timeoutMs);
       this.confirmations.set(call.id, (approve) => done(approve ? 'approved' : 'declined'));

@@ -45,6 +45,13 @@ export interface ModelRequest {
   signal: AbortSignal;
   /** Given: the provider streams and reports text as it arrives. */
   onText?: (delta: string) => void;
+  /**
+   * Reasoning the reply carries besides its answer that the SDK keeps until the reply ends (Anthropic thinking blocks),
+   * reported as it arrives (streamed) or once read (not): counted with the text against the reply's bound
+   * (reply-bounds.ts). Reasoning a provider drops on arrival (OpenAI-compatible reasoning_content, Gemini thoughts)
+   * is not reported: only the response's byte bound applies to it.
+   */
+  onThinking?: (delta: string) => void;
 }
 
 export interface ModelReply {

@@ -55,15 +55,46 @@ describe('ConversationStore', () => {
     expect(c.messages[0]).toMatchObject({ role: 'user', at: new Date(T0 + 2).toISOString() });
   });
 
-  it('trims old exchanges past maxBytes, but always keeps the last one', () => {
+  it('trims old exchanges past maxBytes, and keeps the last one, cut to fit when it alone is past them', () => {
     const store = new ConversationStore({ ...limits, maxTurns: 100, maxBytes: 20 });
     const c = store.create('k', T0);
     store.append(c, 'aaaaaaaa', 'bbbbbbbb', T0);
     store.append(c, 'cccccccc', 'dddddddd', T0);
     expect(c.messages.map((m) => m.content)).toEqual(['cccccccc', 'dddddddd']);
-    store.append(c, 'é'.repeat(50), 'x', T0);
-    expect(c.messages.map((m) => m.content)).toEqual(['é'.repeat(50), 'x']);
-    expect(c.bytes).toBe(101);
+    // 101 bytes in a 20-byte conversation: the message keeps what the answer leaves (no room for a note here).
+    expect(store.append(c, 'é'.repeat(50), 'x', T0)).toBe(true);
+    expect(c.messages.map((m) => m.content)).toEqual(['é'.repeat(9), 'x']);
+    expect(c.bytes).toBe(19);
+  });
+
+  it('cuts an exchange larger than its conversation to the bound, whole characters, with a note (never stored past it)', () => {
+    // One exchange alone used to be kept whole, however large: a conversation of 1 KiB held megabytes.
+    const store = new ConversationStore({ ...limits, maxBytes: 1024 });
+    const c = store.create('k', T0);
+    expect(store.append(c, 'tell me', '😀'.repeat(3000), T0)).toBe(true);
+    const [user, answer] = c.messages.map((m) => m.content);
+    expect(user).toBe('tell me');
+    expect(answer).toMatch(/^(😀)+\n\[\.\.\. cut when stored: the answer was 6000 characters\]$/);
+    expect(c.bytes).toBe(Buffer.byteLength(user! + answer!));
+    expect(c.bytes).toBeLessThanOrEqual(1024);
+    expect(c.bytes).toBeGreaterThan(1024 - 4);
+    // A long message and a long answer: each keeps half.
+    store.append(c, 'q'.repeat(5000), 'a'.repeat(5000), T0);
+    expect(c.messages.map((m) => [m.content.slice(0, 1), Buffer.byteLength(m.content)])).toEqual([
+      ['q', 512],
+      ['a', 512],
+    ]);
+    expect(store.bytes).toBe(1024);
+    // A message that fits with a short answer is not cut.
+    expect(store.append(c, 'q'.repeat(1000), 'ok', T0)).toBe(false);
+    expect(store.bytes).toBe(1002);
+  });
+
+  it('bounds one conversation by maxTotalBytes too, when that is the smaller', () => {
+    const store = new ConversationStore({ ...limits, maxBytes: 1_000_000, maxTotalBytes: 2000 });
+    const c = store.create('k', T0);
+    store.append(c, 'q', 'x'.repeat(10_000), T0);
+    expect([c.bytes, store.bytes, store.size]).toEqual([2000, 2000, 1]);
   });
 
   it('past maxConversations drops the least recently used idle one; a use makes it recent', () => {

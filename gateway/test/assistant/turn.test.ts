@@ -24,6 +24,7 @@ const settings: TurnSettings = {
   maxToolCallsPerRound: 8,
   toolTimeoutMs: 5000,
   modelTimeoutMs: 5000,
+  turnTimeoutMs: 60_000,
   confirm: 'ask',
   confirmTools: [],
   confirmTimeoutMs: 1000,

@@ -1,5 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
-import type { ContentBlockParam, MessageParam, Tool } from '@anthropic-ai/sdk/resources/messages';
+import type { ContentBlockParam, MessageParam, MessageStreamEvent, Tool } from '@anthropic-ai/sdk/resources/messages';
+import { checkFinished } from '../reply-bounds.js';
 import { parseArguments, type ChatMessage, type ModelProvider, type ModelReply, type ModelRequest, type ToolCallRequest } from '../types.js';
 import type { ProviderOptions } from './index.js';
 
@@ -33,16 +34,25 @@ export class AnthropicProvider implements ModelProvider {
       const onText = req.onText;
       const stream = this.client.messages.stream(body, { signal: req.signal });
       stream.on('text', (delta) => onText(delta));
+      let stopped = false;
       stream.on('streamEvent', (e) => {
+        if (e.type === 'message_stop') stopped = true;
+        thinkingOf(e, req.onThinking);
         if (e.type === 'content_block_delta' && e.delta.type === 'input_json_delta')
           streamedArgs.set(e.index, (streamedArgs.get(e.index) ?? '') + e.delta.partial_json);
       });
+      // Rejects with what failed the stream (HTTP, parsing, a bound); resolves when it ended, finished or not. The SDK
+      // keeps a message only at message_stop: without it, finalMessage() fails with a message that says nothing of a cut.
+      await stream.done();
+      checkFinished(stopped, req.signal, 'no message_stop');
       message = await stream.finalMessage();
     } else message = await this.client.messages.create({ ...body, stream: false }, { signal: req.signal });
     let text = '';
     const toolCalls: ToolCallRequest[] = [];
     for (const [k, b] of message.content.entries()) {
       if (b.type === 'text') text += b.text;
+      // Streamed, its thinking was reported as it came.
+      else if (!req.onText && (b.type === 'thinking' || b.type === 'redacted_thinking')) req.onThinking?.(b.type === 'thinking' ? b.thinking : b.data);
       else if (b.type === 'tool_use') {
         const { args, error } = parseArguments(req.onText ? (streamedArgs.get(k) ?? '') : b.input);
         toolCalls.push(error ? { id: b.id, name: b.name, arguments: args, argumentsError: error } : { id: b.id, name: b.name, arguments: args });
@@ -50,6 +60,16 @@ export class AnthropicProvider implements ModelProvider {
     }
     return { text, toolCalls, usage: { inputTokens: message.usage.input_tokens, outputTokens: message.usage.output_tokens } };
   }
+}
+
+/**
+ * The thinking a stream event adds to the message the SDK keeps (its thinking blocks, never used here: the gateway asks
+ * for none, but a server may send them), reported to `onThinking`. A signature replaces the one before: not counted.
+ */
+function thinkingOf(e: MessageStreamEvent, onThinking: ((delta: string) => void) | undefined): void {
+  if (e.type === 'content_block_delta' && e.delta.type === 'thinking_delta') onThinking?.(e.delta.thinking);
+  else if (e.type === 'content_block_start' && e.content_block.type === 'thinking') onThinking?.(e.content_block.thinking);
+  else if (e.type === 'content_block_start' && e.content_block.type === 'redacted_thinking') onThinking?.(e.content_block.data);
 }
 
 function toTool(t: { name: string; description: string; parameters: Record<string, unknown> }): Tool {

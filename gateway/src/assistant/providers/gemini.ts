@@ -1,4 +1,5 @@
 import { FunctionCallingConfigMode, GoogleGenAI, type Content, type GenerateContentResponse, type Part } from '@google/genai';
+import { checkFinished } from '../reply-bounds.js';
 import type { ChatMessage, ModelProvider, ModelReply, ModelRequest, ToolCallRequest } from '../types.js';
 import type { ProviderOptions } from './index.js';
 
@@ -35,7 +36,10 @@ export class GeminiProvider implements ModelProvider {
       },
     };
     const reply: ModelReply = { text: '', toolCalls: [], usage: { inputTokens: 0, outputTokens: 0 } };
+    let finished = false;
     const take = (r: GenerateContentResponse, onText?: (d: string) => void) => {
+      // A prompt Gemini blocks is answered by promptFeedback alone, no candidate: finished too.
+      if (r.candidates?.[0]?.finishReason !== undefined || r.promptFeedback?.blockReason !== undefined) finished = true;
       for (const p of r.candidates?.[0]?.content?.parts ?? []) {
         if (typeof p.text === 'string' && !p.thought) {
           reply.text += p.text;
@@ -46,8 +50,10 @@ export class GeminiProvider implements ModelProvider {
       // Usage is cumulative per response; the last chunk carries the totals.
       if (r.usageMetadata) reply.usage = { inputTokens: r.usageMetadata.promptTokenCount ?? 0, outputTokens: r.usageMetadata.candidatesTokenCount ?? 0 };
     };
-    if (req.onText) for await (const chunk of await this.client.models.generateContentStream(params)) take(chunk, req.onText);
-    else take(await this.client.models.generateContent(params));
+    if (req.onText) {
+      for await (const chunk of await this.client.models.generateContentStream(params)) take(chunk, req.onText);
+      checkFinished(finished, req.signal, 'no finishReason');
+    } else take(await this.client.models.generateContent(params));
     return reply;
   }
 }

@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
+import { checkFinished } from '../reply-bounds.js';
 import { parseArguments, type ChatMessage, type ModelProvider, type ModelReply, type ModelRequest, type ToolCallRequest } from '../types.js';
 import type { ProviderOptions } from './index.js';
 
@@ -39,7 +40,11 @@ export class OpenAiProvider implements ModelProvider {
     const usage = { inputTokens: 0, outputTokens: 0 };
     // Tool calls arrive as deltas keyed by index: the first carries id and name, later ones append arguments.
     const calls = new Map<number, { id: string; name: string; args: string }>();
+    let finished = false;
     for await (const chunk of stream) {
+      // The usage chunk, when asked for, comes after the one with finish_reason; [DONE] is the SDK's, never seen here.
+      const finish = chunk.choices[0]?.finish_reason;
+      if (finish !== null && finish !== undefined) finished = true;
       if (chunk.usage) {
         usage.inputTokens = chunk.usage.prompt_tokens;
         usage.outputTokens = chunk.usage.completion_tokens;
@@ -58,6 +63,7 @@ export class OpenAiProvider implements ModelProvider {
         calls.set(tc.index, c);
       }
     }
+    checkFinished(finished, req.signal, 'no finish_reason');
     const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([i, c]) => toCall(c.id || `call_${i}`, c.name, c.args));
     return { text, toolCalls, usage };
   }
