@@ -227,7 +227,7 @@ describe('command recogniser', () => {
     expect((await providerRejection(pending)).code).toBe('aborted');
     expect((await providerRejection(make('/nonexistent/asr', []).transcribe(wav, { signal: signal() }))).code).toBe('process');
     expect((await providerRejection(make('/bin/sh', ['-c', 'exit 3']).transcribe(wav, { signal: signal() }))).message).toContain('code 3');
-    expect((await providerRejection(make('/bin/sh', ['-c', 'head -c 100000 /dev/zero']).transcribe(wav, { signal: signal() }))).code).toBe('bad_output');
+    expect((await providerRejection(make('/bin/sh', ['-c', 'head -c 100000 /dev/zero']).transcribe(wav, { signal: signal() }))).code).toBe('too_long');
   });
 });
 

@@ -128,7 +128,7 @@ export class EdgeSynthesizer implements SpeechSynthesizer {
       const header = buf.toString('utf8', 2, 2 + headerLen);
       if (!/(^|\r\n)Path:audio(\r\n|$)/.test(header)) return;
       queue.push(buf.subarray(2 + headerLen));
-      if (queue.bytes > MAX_BYTES) fail(new ProviderError('bad_output', 'speech longer than the limit', this.name));
+      if (queue.bytes > MAX_BYTES) fail(new ProviderError('too_long', 'speech longer than the limit', this.name));
     });
     try {
       await decoder.ready;

@@ -61,7 +61,7 @@ export class OpenAiSynthesizer implements SpeechSynthesizer {
       for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
         d.touch();
         total += chunk.length;
-        if (total > MAX_BYTES) throw new ProviderError('bad_output', 'speech longer than the limit', this.name);
+        if (total > MAX_BYTES) throw new ProviderError('too_long', 'speech longer than the limit', this.name);
         let samples: Int16Array;
         if (wav) samples = wav.push(chunk);
         else {

@@ -60,7 +60,7 @@ export function runCommand(o: RunOptions): Promise<RunResult> {
     const stopGuard = o.guard?.(kill);
     child.stdout.on('data', (c: Buffer) => {
       size += c.length;
-      if (size > o.maxStdout) return kill(new ProviderError('bad_output', `${name} wrote more than ${o.maxStdout} bytes`, o.provider));
+      if (size > o.maxStdout) return kill(new ProviderError('too_long', `${name} wrote more than ${o.maxStdout} bytes`, o.provider));
       out.push(c);
     });
     child.stderr.on('data', (c: Buffer) => {
