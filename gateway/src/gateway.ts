@@ -204,7 +204,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const store = await openStore(config.cluster, config.dataDir, log);
   life.defer('store', () => store.close());
   // The event history's retention shares are per device tenant (a flood evicts its own tenant's oldest): read from here.
-  const deviceTenants = new DeviceTenants(config.enrollment.tenantRules ?? [], log.child({ component: 'tenancy' }));
+  const deviceTenants = new DeviceTenants(config.enrollment.tenantRules ?? [], log.child({ component: 'tenancy' }), { metrics });
   const { bus, eventLog } = openEvents(config, store, clusterLink, log, metrics, life, deviceTenants);
   const validators = new SchemaValidators({
     limits: config.schemas,
@@ -226,8 +226,8 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
       ? undefined
       : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked }, config.enrollment);
   // Tenancy (issue 20 item 6): each device's tenant, kept in the store and shared through it in a cluster;
-  // the hub, the device, event and enrollment routes and OTA (enrollment.tenantRules) read it.
-  await deviceTenants.attach(store);
+  // the hub, the device, event and enrollment routes and OTA (enrollment.tenantRules) read it. It follows the records.
+  await deviceTenants.attach(store, records);
   voice.useTenancy(deviceTenants);
   await loadHubCode(config.mcp);
   const hub = createHub({ log, metrics, registry: directory, bus, validators, deviceTenancy: deviceTenants }, config.mcp, {

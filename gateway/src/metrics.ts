@@ -192,6 +192,11 @@ export function createMetrics() {
       labelNames: ['kind'] as const,
       registers: [registry],
     }),
+    deviceTenantsDropped: new Counter({
+      name: 'voxgate_device_tenants_dropped_total',
+      help: 'Tenants enrollment.tenantRules gave device ids not recorded yet (OTA checks, no connection), dropped past the bound of 10 000 held in memory',
+      registers: [registry],
+    }),
     connectionsOpen: new Gauge({
       name: 'voxgate_connections_open',
       help: 'Open sockets per listener (devices, API callers, idle ones)',

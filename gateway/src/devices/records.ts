@@ -75,6 +75,7 @@ export class DeviceRecords {
   private flushTimer: NodeJS.Timeout | undefined;
   private readonly forgottenListeners = new Set<(deviceId: string) => void>();
   private readonly changeListeners = new Set<(deviceId: string) => void>();
+  private readonly recordedListeners = new Set<(deviceId: string) => void>();
   private store: RecordStore | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
   private readonly stops: Array<() => void> = [];
@@ -92,6 +93,7 @@ export class DeviceRecords {
       const known = this.facts.has(c.key);
       this.applyFacts(c.key, c.value);
       if (this.facts.has(c.key)) this.forgottenIds.delete(c.key);
+      if (!known && this.facts.has(c.key)) this.tellRecorded(c.key);
       if (known && !this.facts.has(c.key)) {
         this.noteForgotten(c.key);
         this.meta.delete(c.key);
@@ -156,6 +158,22 @@ export class DeviceRecords {
     return () => this.forgottenListeners.delete(fn);
   }
 
+  /** A device was recorded for the first time (or again after a forget), here or (shared store) on another instance. */
+  onRecorded(fn: (deviceId: string) => void): () => void {
+    this.recordedListeners.add(fn);
+    return () => this.recordedListeners.delete(fn);
+  }
+
+  private tellRecorded(deviceId: string): void {
+    for (const fn of this.recordedListeners) {
+      try {
+        fn(deviceId);
+      } catch (err) {
+        this.o.log.error({ err, deviceId }, 'device recorded listener failed');
+      }
+    }
+  }
+
   /** A device's name, room, tags or tenant changed (here or on another instance). */
   onMetaChange(fn: (deviceId: string) => void): () => void {
     this.changeListeners.add(fn);
@@ -184,7 +202,8 @@ export class DeviceRecords {
       };
       this.facts.set(deviceId, facts);
       this.held.set(deviceId, at);
-      return this.saveFacts(deviceId);
+      this.saveFacts(deviceId);
+      return this.tellRecorded(deviceId);
     }
     const changed = known.clientId !== a.clientId || known.transport !== a.transport;
     known.clientId = a.clientId;
