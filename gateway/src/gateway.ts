@@ -224,7 +224,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const enrollment =
     config.deviceAuth === 'open'
       ? undefined
-      : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked }, config.enrollment);
+      : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked, records }, config.enrollment);
   // Tenancy (issue 20 item 6): each device's tenant, kept in the store and shared through it in a cluster;
   // the hub, the device, event and enrollment routes and OTA (enrollment.tenantRules) read it. It follows the records.
   await deviceTenants.attach(store, records);
