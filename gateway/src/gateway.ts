@@ -245,7 +245,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
-  const fleet = await openFleet(config, { store, bus, log, registry, directory, hub, life, tenancy: deviceTenants, apiKeys: secrets.apiKeys });
+  const fleet = await openFleet(config, { store, bus, log, registry, directory, hub, life, tenancy: deviceTenants, apiKeys: secrets.apiKeys, metrics });
   return {
     metrics,
     tls,

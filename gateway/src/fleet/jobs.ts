@@ -154,8 +154,9 @@ export class Jobs implements DeliveryGate {
       throw new GatewayError('TOO_MANY_JOBS', `${running} jobs are running (at most ${this.d.settings.maxRunningJobs}); wait for one to end or cancel one`, {
         retryAfterSeconds: 10,
       });
+    const argumentBytes = this.d.calls.checkArguments(n.arguments);
     const deviceIds = [...new Set(await this.d.selector.select(n.filter))].sort();
-    this.d.calls.checkRoom(deviceIds.length);
+    this.d.calls.checkRoom(deviceIds.length, deviceIds.length * argumentBytes);
     const now = this.now();
     const at = new Date(now).toISOString();
     const ttlMs = Math.min(n.ttlMs ?? this.d.settings.defaultTtlMs, this.d.settings.maxTtlMs);

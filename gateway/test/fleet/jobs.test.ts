@@ -122,6 +122,11 @@ describe('fleet jobs', () => {
     const r = await rig(dir(), { config: { maxRunningJobs: 1 } });
     const empty = await r.fleet.jobs.create({ tool: 't', arguments: {}, filter: { board: 'nothing' }, concurrency: 1 });
     expect(empty).toMatchObject({ state: 'succeeded', total: 0 });
+    // Its arguments are bounded all the same (red team 9): kept with the job, they were checked only per selected device.
+    const big = { text: 'x'.repeat(20 * 1024) };
+    await expect(r.fleet.jobs.create({ tool: 't', arguments: big, filter: { board: 'nothing' }, concurrency: 1 })).rejects.toMatchObject({
+      code: 'PAYLOAD_TOO_LARGE',
+    });
     r.fake.add(mac(1));
     await r.fleet.jobs.create({ tool: 't', arguments: {}, filter: { ids: [mac(1)] }, concurrency: 1 });
     await expect(r.fleet.jobs.create({ tool: 't', arguments: {}, filter: { ids: [mac(1)] }, concurrency: 1 })).rejects.toMatchObject({ code: 'TOO_MANY_JOBS' });
