@@ -217,7 +217,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   life.defer('voice', closeVoice);
   const vision = visionOffer(config.vision, config.http.publicUrl, visionKey);
   const { records, registry, directory } = await openDevices(config, { voice, log, bus, metrics, vision, validators, store, life });
-  await voice.useStore(store);
+  await voice.useStore(store, records);
   const onRevoked = (deviceId: string) => {
     for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
   };

@@ -86,6 +86,32 @@ describe("a device's tenant lives as long as its record (red team 9)", () => {
     expect(await tenantRows(dir)).toEqual([]);
   }, 120_000);
 
+  it("a device forgotten past devices.maxKnown loses its voice mode with its record; a tenant's key sets no mode for an id never connected", async () => {
+    const dir = dataDir();
+    const OLD = '02:00:00:7e:00:11';
+    const NEW = '02:00:00:7e:00:12';
+    const rules = { devices: { maxKnown: 1 }, enrollment: { tenantRules: [{ tenant: 'acme', macPrefix: '02:00:00:7e' }] } };
+    let g = await start(dir, rules);
+    const old = await dial(g, OLD);
+    expect((await g.api('PATCH', `/v1/devices/${OLD}`, { voiceMode: 'off' })).status).toBe(200);
+    const offline = g.nextEvent('device.offline', OLD);
+    old.terminate();
+    await offline;
+    // A second device past maxKnown 1: the offline one is forgotten (record, and now its mode and tenant).
+    await dial(g, NEW);
+    expect((await g.api('GET', `/v1/devices/${OLD}`)).status).toBe(404);
+    // An id a rule gives acme at a check, never connected: acme's key may not store a mode for it (one row per made-up id).
+    const MADE_UP = '02:00:00:7e:00:99';
+    expect((await otaCheck(g, MADE_UP, 'made-up')).status).toBe(200);
+    expect((await g.api<{ code: string }>('PATCH', `/v1/devices/${MADE_UP}`, { voiceMode: 'off' }, { apiKey: KEY_A })).body.code).toBe('DEVICE_NOT_FOUND');
+    await stop(g);
+
+    g = await start(dir, rules);
+    // The forgotten id dials in again: a new device, with no mode of its own. Before, its old mode ("off") came back.
+    await dial(g, OLD);
+    expect((await g.api<{ voiceMode: string | null }>('PATCH', `/v1/devices/${OLD}`, {})).body.voiceMode).toBeNull();
+  }, 120_000);
+
   it('OTA checks naming made-up ids under a tenant rule store nothing; a device that connects keeps its tenant across a restart', async () => {
     const dir = dataDir();
     const rules = { enrollment: { tenantRules: [{ tenant: 'acme', macPrefix: '02:00:00:7e' }] } };
