@@ -76,6 +76,7 @@ export class DeviceRecords {
   private readonly forgottenListeners = new Set<(deviceId: string) => void>();
   private readonly changeListeners = new Set<(deviceId: string) => void>();
   private readonly recordedListeners = new Set<(deviceId: string) => void>();
+  private namedElsewhere: (deviceId: string) => boolean = () => false;
   private store: RecordStore | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
   private readonly stops: Array<() => void> = [];
@@ -145,7 +146,12 @@ export class DeviceRecords {
 
   /** Whether a person gave the device a name, room, tags or tenant (such devices are never forgotten automatically). */
   isNamed(deviceId: string): boolean {
-    return this.meta.has(deviceId);
+    return this.meta.has(deviceId) || this.namedElsewhere(deviceId);
+  }
+
+  /** What else says a person named a device: its tenant, kept by devices/tenants.ts (set by an operator, not a rule). */
+  countAsNamed(fn: (deviceId: string) => boolean): void {
+    this.namedElsewhere = fn;
   }
 
   /**

@@ -36,6 +36,8 @@ export function tenantByRules(rules: readonly TenantRule[], f: DeviceFacts): str
 /** What the tenants follow of the device records (records.ts): a rule's tenant is stored once the device is recorded. */
 export interface TenantRecords {
   has(deviceId: string): boolean;
+  /** A device whose tenant a person set (an operator's PATCH, an approval) counts as named: never forgotten past devices.maxKnown. */
+  countAsNamed(fn: (deviceId: string) => boolean): void;
   onRecorded(fn: (deviceId: string) => void): () => void;
   onForgotten(fn: (deviceId: string) => void): () => void;
 }
@@ -66,6 +68,8 @@ export class DeviceTenants implements DeviceTenancy {
   private readonly tenants = new Map<string, string>();
   /** Rules' tenants of ids not recorded yet (memory only, least recently checked first; see MAX_UNRECORDED_TENANTS). */
   private readonly unrecorded = new Map<string, string>();
+  /** Devices whose stored tenant a rule gave (`{tenant, rule: true}`): not a person's naming, so it keeps no device. */
+  private readonly byRule = new Set<string>();
   private readonly listeners = new Set<() => void>();
   private store: TenantDocuments | undefined;
   private recorded: ((deviceId: string) => boolean) | undefined;
@@ -100,6 +104,7 @@ export class DeviceTenants implements DeviceTenancy {
    */
   followRecords(records: TenantRecords): void {
     this.recorded = (id) => records.has(id);
+    records.countAsNamed((id) => this.tenants.has(id) && !this.byRule.has(id));
     records.onRecorded((id) => void this.promote(id));
     records.onForgotten((id) => void this.forgotten(id));
   }
@@ -119,14 +124,16 @@ export class DeviceTenants implements DeviceTenancy {
   }
 
   /** Set (or, with null, clear) a device's tenant. */
-  async set(deviceId: string, tenant: string | null): Promise<void> {
+  async set(deviceId: string, tenant: string | null, o: { byRule?: boolean } = {}): Promise<void> {
     if (tenant === null) {
       await this.store?.delete(DEVICE_TENANT_COLLECTION, deviceId);
       this.tenants.delete(deviceId);
     } else {
-      await this.store?.put(DEVICE_TENANT_COLLECTION, deviceId, { tenant });
+      await this.store?.put(DEVICE_TENANT_COLLECTION, deviceId, o.byRule ? { tenant, rule: true } : { tenant });
       this.tenants.set(deviceId, tenant);
     }
+    if (o.byRule && tenant !== null) this.byRule.add(deviceId);
+    else this.byRule.delete(deviceId);
     this.unrecorded.delete(deviceId);
     this.log?.info({ deviceId, tenant }, 'device tenant set');
     this.changed();
@@ -149,7 +156,7 @@ export class DeviceTenants implements DeviceTenancy {
     if (this.recorded && !this.recorded(id)) {
       this.hold(id, tenant);
       this.changed();
-    } else await this.set(id, tenant);
+    } else await this.set(id, tenant, { byRule: true });
     return tenant;
   }
 
@@ -175,7 +182,7 @@ export class DeviceTenants implements DeviceTenancy {
     if (tenant === undefined) return;
     if (this.tenants.has(deviceId)) return void this.unrecorded.delete(deviceId);
     try {
-      await this.set(deviceId, tenant);
+      await this.set(deviceId, tenant, { byRule: true });
     } catch (err) {
       this.log?.warn({ err, deviceId }, 'could not store the tenant a rule gave a device; it is held in memory until its next check');
     }
@@ -213,8 +220,11 @@ export class DeviceTenants implements DeviceTenancy {
 
   /** The store is outside the process: only a well-formed tenant is believed. */
   private apply(key: string, value: unknown): void {
-    const tenant = (value as { tenant?: unknown } | undefined)?.tenant;
+    const doc = value as { tenant?: unknown; rule?: unknown } | undefined;
+    const tenant = doc?.tenant;
     if (typeof tenant === 'string' && TENANT_PATTERN.test(tenant)) this.tenants.set(key, tenant);
     else this.tenants.delete(key);
+    if (this.tenants.has(key) && doc?.rule === true) this.byRule.add(key);
+    else this.byRule.delete(key);
   }
 }

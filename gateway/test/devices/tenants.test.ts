@@ -103,8 +103,10 @@ describe('DeviceTenants', () => {
     const recorded = new Set<string>();
     const onRecorded = new Set<(id: string) => void>();
     const onForgotten = new Set<(id: string) => void>();
+    let named: (id: string) => boolean = () => false;
     const records = {
       has: (id: string) => recorded.has(id),
+      countAsNamed: (fn: (id: string) => boolean) => void (named = fn),
       onRecorded: (fn: (id: string) => void) => (onRecorded.add(fn), () => onRecorded.delete(fn)),
       onForgotten: (fn: (id: string) => void) => (onForgotten.add(fn), () => onForgotten.delete(fn)),
     };
@@ -131,12 +133,18 @@ describe('DeviceTenants', () => {
     recorded.add(id(3));
     for (const fn of onRecorded) fn(id(3));
     await until(() => a.docs.has(id(3)), 'the tenant stored');
-    expect(a.docs.get(id(3))).toEqual({ tenant: 'acme' });
+    // Stored as a rule's: it does not count as a person naming the device (which would keep it past devices.maxKnown).
+    expect(a.docs.get(id(3))).toEqual({ tenant: 'acme', rule: true });
+    expect(named(id(3))).toBe(false);
     expect(t.unrecordedSize).toBe(2);
     // A recorded device's rule is stored at once, as before.
     recorded.add(id(7));
     await t.assignByRules({ deviceId: id(7) });
-    expect(a.docs.get(id(7))).toEqual({ tenant: 'acme' });
+    expect(a.docs.get(id(7))).toEqual({ tenant: 'acme', rule: true });
+    // An operator's tenant is a person's naming: such a device is never forgotten past devices.maxKnown.
+    await t.set(id(8), 'acme');
+    expect(named(id(8))).toBe(true);
+    await t.set(id(8), null);
     // Forgotten (DELETE, or past devices.maxKnown): its tenant goes with its record, stored and held alike.
     recorded.delete(id(3));
     for (const fn of onForgotten) fn(id(3));

@@ -86,20 +86,29 @@ describe("a device's tenant lives as long as its record (red team 9)", () => {
     expect(await tenantRows(dir)).toEqual([]);
   }, 120_000);
 
-  it("a device forgotten past devices.maxKnown loses its voice mode with its record; a tenant's key sets no mode for an id never connected", async () => {
+  it("a device forgotten past devices.maxKnown loses its voice mode with its record, one an operator gave a tenant is kept; a tenant's key sets no mode for an id never connected", async () => {
     const dir = dataDir();
+    const KEEP = '02:00:00:00:9a:21';
     const OLD = '02:00:00:7e:00:11';
     const NEW = '02:00:00:7e:00:12';
-    const rules = { devices: { maxKnown: 1 }, enrollment: { tenantRules: [{ tenant: 'acme', macPrefix: '02:00:00:7e' }] } };
+    const rules = { devices: { maxKnown: 2 }, enrollment: { tenantRules: [{ tenant: 'acme', macPrefix: '02:00:00:7e' }] } };
     let g = await start(dir, rules);
+    // An operator gives KEEP a tenant: a person named it, so it is never forgotten past the bound (as the docs said).
+    const keep = await dial(g, KEEP);
+    expect((await g.api('PATCH', `/v1/devices/${KEEP}`, { tenant: 'globex' })).status).toBe(200);
+    const keepOffline = g.nextEvent('device.offline', KEEP);
+    keep.terminate();
+    await keepOffline;
     const old = await dial(g, OLD);
     expect((await g.api('PATCH', `/v1/devices/${OLD}`, { voiceMode: 'off' })).status).toBe(200);
     const offline = g.nextEvent('device.offline', OLD);
     old.terminate();
     await offline;
-    // A second device past maxKnown 1: the offline one is forgotten (record, and now its mode and tenant).
+    // A third device past maxKnown 2: an offline one not named is forgotten (record, and now its mode and its rule's
+    // tenant). Before, KEEP (seen longest ago) went instead: a tenant did not count as a name.
     await dial(g, NEW);
     expect((await g.api('GET', `/v1/devices/${OLD}`)).status).toBe(404);
+    expect((await g.api<{ tenant: string | null }>('GET', `/v1/devices/${KEEP}`)).body.tenant).toBe('globex');
     // An id a rule gives acme at a check, never connected: acme's key may not store a mode for it (one row per made-up id).
     const MADE_UP = '02:00:00:7e:00:99';
     expect((await otaCheck(g, MADE_UP, 'made-up')).status).toBe(200);
