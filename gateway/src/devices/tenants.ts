@@ -188,6 +188,15 @@ export class DeviceTenants implements DeviceTenancy {
     }
   }
 
+  /**
+   * An id no longer known to enrollment (its enrollment dropped past enrollment.maxUnconnected) and not recorded: its
+   * tenant goes too, or approving made-up ids one after another would leave a row per id.
+   */
+  gone(deviceId: string): void {
+    if (this.recorded?.(deviceId) !== false) return;
+    void this.forgotten(deviceId);
+  }
+
   /** The device's record was forgotten: its tenant goes too (here; a shared store tells the other instances). */
   private async forgotten(deviceId: string): Promise<void> {
     const had = this.unrecorded.delete(deviceId);

@@ -26,8 +26,10 @@ export interface EnrollmentOptions {
   metrics: Metrics;
   /** Called after an operator revokes a device's credentials (re-enroll): close its live connection. */
   onRevoked?: (deviceId: string) => void;
-  /** Enrollments by the `open` policy kept for device ids not recorded (no connection yet, or forgotten): `enrollment.maxUnconnected`. */
+  /** Enrollments kept for device ids not recorded (no connection yet, or forgotten): `enrollment.maxUnconnected`. */
   maxUnconnected?: number | undefined;
+  /** An enrollment dropped past maxUnconnected: what else was kept for that id (its tenant) goes too. */
+  onDropped?: ((deviceId: string) => void) | undefined;
 }
 
 /** What enrollment follows of the device records (devices/records.ts), a port: which enrolled ids ever connected. */
@@ -38,10 +40,11 @@ export interface EnrolledRecords {
 }
 
 /**
- * `open` enrollments (trust on first use) of ids the gateway has not recorded, kept at most (the default of
- * `enrollment.maxUnconnected`): past it the oldest of them is dropped. Every OTA check naming a new id enrolled it, and
- * anyone may send checks: each was a row kept for ever, read whole at every start, and a device forgotten past
- * devices.maxKnown kept its enrollment too (red team 9).
+ * Enrollments of ids the gateway has not recorded (the device never connected, or was forgotten), kept at most (the
+ * default of `enrollment.maxUnconnected`): past it the oldest of them is dropped. Under the `open` policy every OTA
+ * check naming a new id enrolled it, and anyone may send checks; under `approve` a tenant's key could approve its own
+ * rule's claims for made-up ids, one after another: each was a row kept for ever, read whole at every start, and a
+ * device forgotten past devices.maxKnown kept its enrollment too (red team 9).
  */
 export const MAX_UNCONNECTED_OPEN_ENROLLMENTS = 10_000;
 
@@ -75,7 +78,7 @@ const CLAIMS = 'enrollment-claims';
 export class Enrollment {
   private readonly bindings = new Map<string, Binding>();
   private readonly claims = new Map<string, Claim>();
-  /** `open` enrollments of ids not recorded, oldest first (followRecords): bounded by maxUnconnected. */
+  /** Enrollments of ids not recorded, oldest first (followRecords): bounded by maxUnconnected. */
   private readonly unconnected = new Set<string>();
   private records: EnrolledRecords | undefined;
   private queue: Promise<unknown> = Promise.resolve();
@@ -114,7 +117,7 @@ export class Enrollment {
     const b = BindingSchema.safeParse(value);
     if (b.success && b.data.deviceId === deviceId) {
       this.bindings.set(deviceId, b.data);
-      if (b.data.via === 'open' && this.records && !this.records.has(deviceId)) this.unconnected.add(deviceId);
+      if (this.records && !this.records.has(deviceId)) this.unconnected.add(deviceId);
     } else this.o.log.error({ deviceId }, 'ignoring an unreadable enrollment record from the shared store');
   }
 
@@ -126,26 +129,25 @@ export class Enrollment {
   }
 
   /**
-   * Follow the device records: an `open` enrollment of an id that is not recorded (the device has not connected, or was
+   * Follow the device records: an enrollment of an id that is not recorded (the device has not connected, or was
    * forgotten) is one of at most `maxUnconnected`, the oldest dropped past it. Without this (parts, tests), none is.
    */
   followRecords(records: EnrolledRecords): void {
     this.records = records;
-    for (const b of [...this.bindings.values()].sort((x, y) => x.issuedAt - y.issuedAt))
-      if (b.via === 'open' && !records.has(b.deviceId)) this.unconnected.add(b.deviceId);
+    for (const b of [...this.bindings.values()].sort((x, y) => x.issuedAt - y.issuedAt)) if (!records.has(b.deviceId)) this.unconnected.add(b.deviceId);
     records.onRecorded((id) => void this.unconnected.delete(id));
     records.onForgotten((id) => {
-      if (this.bindings.get(id)?.via === 'open') this.unconnected.add(id);
+      if (this.bindings.has(id)) this.unconnected.add(id);
     });
-    void this.exclusive(() => this.dropUnconnected()).catch((err: unknown) => this.o.log.warn({ err }, 'could not drop open enrollments past the bound'));
+    void this.exclusive(() => this.dropUnconnected()).catch((err: unknown) => this.o.log.warn({ err }, 'could not drop enrollments past the bound'));
   }
 
-  /** `open` enrollments of ids not recorded (what maxUnconnected bounds). */
+  /** Enrollments of ids not recorded (what maxUnconnected bounds). */
   get unconnectedSize(): number {
     return this.unconnected.size;
   }
 
-  /** Past maxUnconnected, the oldest `open` enrollments of ids never recorded go (their devices enroll again at their next check). Inside exclusive. */
+  /** Past maxUnconnected, the oldest enrollments of ids not recorded go (their devices enroll again at their next check). Inside exclusive. */
   private async dropUnconnected(): Promise<void> {
     const max = this.o.maxUnconnected ?? MAX_UNCONNECTED_OPEN_ENROLLMENTS;
     let dropped = 0;
@@ -153,16 +155,17 @@ export class Enrollment {
       if (this.unconnected.size <= max) break;
       this.unconnected.delete(id);
       const b = this.bindings.get(id);
-      if (b?.via !== 'open' || this.records?.has(id)) continue;
+      if (!b || this.records?.has(id)) continue;
       await this.o.store.delete(BINDINGS, id);
       this.bindings.delete(id);
+      this.o.onDropped?.(id);
       this.o.metrics.enrollments.inc({ outcome: 'dropped_unconnected' });
       dropped++;
     }
     if (dropped > 0)
       this.refusals.write(
         { dropped, max },
-        'open enrollments of device ids that never connected dropped past the bound (oldest first); such a device enrolls again at its next OTA check',
+        'enrollments of device ids that never connected dropped past enrollment.maxUnconnected (oldest first); such a device enrolls again at its next OTA check',
         'dropped_unconnected',
       );
   }
@@ -185,14 +188,7 @@ export class Enrollment {
       await this.dropExpired();
       const bound = this.bindings.get(r.deviceId);
       if (bound) return this.otaForEnrolled(bound, r);
-      if (this.o.policy === 'open') {
-        const binding = await this.bind(r.deviceId, r.clientId, 'open', true);
-        if (this.records && !this.records.has(r.deviceId)) {
-          this.unconnected.add(r.deviceId);
-          await this.dropUnconnected();
-        }
-        return { kind: 'credentials', binding } as const;
-      }
+      if (this.o.policy === 'open') return { kind: 'credentials', binding: await this.bind(r.deviceId, r.clientId, 'open', true) } as const;
       if (this.o.policy === 'allowlist') {
         if (!this.o.allowlist.has(r.deviceId)) {
           this.outcome('refused', r, 'not on the allowlist');
@@ -370,6 +366,11 @@ export class Enrollment {
     await this.o.store.put(BINDINGS, deviceId, b);
     this.bindings.set(deviceId, b);
     this.o.log.info({ deviceId, clientId, via }, 'device enrolled');
+    if (this.records && !this.records.has(deviceId)) {
+      this.unconnected.delete(deviceId);
+      this.unconnected.add(deviceId);
+      await this.dropUnconnected();
+    }
     return b;
   }
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { OtaResponseSchema, type OtaResponse } from '@voxgate/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
+import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/support/gateway-harness.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
 
 /**
@@ -15,6 +15,7 @@ import { ReferenceDevice } from '../../../test/support/reference-device.js';
  */
 const SECRET = 'open-bound-device-secret-0123456789';
 const REAL = '02:00:00:00:9b:01';
+const KEY_A = 'key-tenant-acme-enroll-0123456789';
 
 describe('open enrollment of ids that never connect is bounded (red team 9)', () => {
   const gateways: TestGateway[] = [];
@@ -25,9 +26,15 @@ describe('open enrollment of ids that never connect is bounded (red team 9)', ()
     for (const g of gateways.splice(0)) await g.close();
     rmSync(dir, { recursive: true, force: true });
   });
-  const start = async () => {
+  const start = async (policy: 'open' | 'approve' = 'open') => {
     const g = await startTestGateway(
-      { deviceAuth: 'hmac', deviceSecret: SECRET, enrollment: { policy: 'open', maxUnconnected: 5, rateLimit: { burst: 100, perSecond: 50 } } },
+      {
+        deviceAuth: 'hmac',
+        deviceSecret: SECRET,
+        apiKeys: [TEST_API_KEY, KEY_A],
+        apiKeyTenants: { [KEY_A]: 'acme' },
+        enrollment: { policy, maxUnconnected: 5, rateLimit: { burst: 100, perSecond: 50 }, tenantRules: [{ tenant: 'acme', macPrefix: '02:00:00:7f' }] },
+      },
       {},
       { dataDir: dir },
     );
@@ -51,14 +58,15 @@ describe('open enrollment of ids that never connect is bounded (red team 9)', ()
     await ready;
     return d;
   };
-  const enrolledIds = async () => {
+  const idsIn = async (collection: string) => {
     const store = new SqliteStore(join(dir, 'voxgate.db'));
     try {
-      return (await store.list('enrollments')).map((r) => r.key);
+      return (await store.list(collection)).map((r) => r.key);
     } finally {
       await store.close();
     }
   };
+  const enrolledIds = () => idsIn('enrollments');
 
   it('keeps at most maxUnconnected of them, the oldest out; a device that connected keeps its enrollment through a restart', async () => {
     dir = mkdtempSync(join(tmpdir(), 'voxgate-open-bound-'));
@@ -79,5 +87,24 @@ describe('open enrollment of ids that never connect is bounded (red team 9)', ()
     // The real device's credentials still hold.
     await dial(g, token);
     expect((await g.api<{ state: string }>('GET', `/v1/devices/${REAL}`)).body.state).toBe('ready');
+  }, 120_000);
+
+  it("approve policy: a tenant's key approving its rule's claims for made-up ids, one after another, keeps at most maxUnconnected (and their tenants go with them)", async () => {
+    dir = mkdtempSync(join(tmpdir(), 'voxgate-open-bound-'));
+    const g = await start('approve');
+    const madeUp = Array.from({ length: 8 }, (_, n) => `02:00:00:7f:01:${n.toString(16).padStart(2, '0')}`);
+    for (const [n, id] of madeUp.entries()) {
+      const code = (await ota(g, id, `made-up-${n}`)).activation?.code;
+      expect(code).toBeTruthy();
+      // The claim is acme's (its rule): acme's key may approve it, and it stays approved while the next one comes.
+      const approved = await g.api<{ tenant: string }>('POST', `/v1/enrollments/${code}/approve`, undefined, { apiKey: KEY_A });
+      expect([approved.status, approved.body.tenant]).toEqual([200, 'acme']);
+    }
+    expect(await g.metric('voxgate_enrollment_decisions_total', { outcome: 'dropped_unconnected' })).toBe(3);
+    gateways.splice(0);
+    await g.close();
+    // Before: 8 enrollments and 8 tenant rows, one pair per made-up id, for ever.
+    expect((await enrolledIds()).sort()).toEqual(madeUp.slice(-5).sort());
+    expect((await idsIn('device-tenant')).sort()).toEqual(madeUp.slice(-5).sort());
   }, 120_000);
 });
