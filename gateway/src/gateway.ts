@@ -182,6 +182,26 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
   };
 }
 
+/**
+ * Enrollment (device auth other than `open`): revoked credentials close the device's connection, and an enrollment
+ * dropped past enrollment.maxUnconnected takes the id's tenant with it (red team 9).
+ */
+async function enrollmentOf(
+  config: Config,
+  d: { secrets: Secrets; store: Store; log: Logger; metrics: Metrics; registry: DeviceRegistry; records: DeviceRecords; deviceTenants: DeviceTenants },
+): Promise<Enrollment | undefined> {
+  if (config.deviceAuth === 'open') return undefined;
+  const onRevoked = (deviceId: string) => {
+    for (const s of d.registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
+  };
+  const { store, log, metrics, records } = d;
+  const onDropped = (id: string) => d.deviceTenants.gone(id);
+  return openEnrollment(
+    { deviceSecret: d.secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked, records, onDropped },
+    config.enrollment,
+  );
+}
+
 /** Events, devices, persisted state, the hub and the assistant; each registers its closer as it opens. */
 async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lifecycle, converseKit?: () => ConverseKit): Promise<Core> {
   const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
@@ -204,7 +224,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const store = await openStore(config.cluster, config.dataDir, log);
   life.defer('store', () => store.close());
   // The event history's retention shares are per device tenant (a flood evicts its own tenant's oldest): read from here.
-  const deviceTenants = new DeviceTenants(config.enrollment.tenantRules ?? [], log.child({ component: 'tenancy' }));
+  const deviceTenants = new DeviceTenants(config.enrollment.tenantRules ?? [], log.child({ component: 'tenancy' }), { metrics });
   const { bus, eventLog } = openEvents(config, store, clusterLink, log, metrics, life, deviceTenants);
   const validators = new SchemaValidators({
     limits: config.schemas,
@@ -217,17 +237,11 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   life.defer('voice', closeVoice);
   const vision = visionOffer(config.vision, config.http.publicUrl, visionKey);
   const { records, registry, directory } = await openDevices(config, { voice, log, bus, metrics, vision, validators, store, life });
-  await voice.useStore(store);
-  const onRevoked = (deviceId: string) => {
-    for (const s of registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
-  };
-  const enrollment =
-    config.deviceAuth === 'open'
-      ? undefined
-      : await openEnrollment({ deviceSecret: secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked }, config.enrollment);
+  await voice.useStore(store, records);
+  const enrollment = await enrollmentOf(config, { secrets, store, log, metrics, registry, records, deviceTenants });
   // Tenancy (issue 20 item 6): each device's tenant, kept in the store and shared through it in a cluster;
-  // the hub, the device, event and enrollment routes and OTA (enrollment.tenantRules) read it.
-  await deviceTenants.attach(store);
+  // the hub, the device, event and enrollment routes and OTA (enrollment.tenantRules) read it. It follows the records.
+  await deviceTenants.attach(store, records);
   voice.useTenancy(deviceTenants);
   await loadHubCode(config.mcp);
   const hub = createHub({ log, metrics, registry: directory, bus, validators, deviceTenancy: deviceTenants }, config.mcp, {
@@ -245,7 +259,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   voice.useAssistant(assistant, bus);
   const closeAssistant = once(() => assistant.close());
   life.defer('assistant', closeAssistant);
-  const fleet = await openFleet(config, { store, bus, log, registry, directory, hub, life, tenancy: deviceTenants, apiKeys: secrets.apiKeys });
+  const fleet = await openFleet(config, { store, bus, log, registry, directory, hub, life, tenancy: deviceTenants, apiKeys: secrets.apiKeys, metrics });
   return {
     metrics,
     tls,

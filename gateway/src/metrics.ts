@@ -192,6 +192,17 @@ export function createMetrics() {
       labelNames: ['kind'] as const,
       registers: [registry],
     }),
+    queuedCallBytesBound: new Counter({
+      name: 'voxgate_queued_call_bytes_bound_total',
+      help: 'Queued calls refused past fleet.maxQueuedBytes (queued_total) or maxQueuedBytesPerTenant (queued_tenant), and finished ones forgotten past keepFinishedBytes (finished)',
+      labelNames: ['bound'] as const,
+      registers: [registry],
+    }),
+    deviceTenantsDropped: new Counter({
+      name: 'voxgate_device_tenants_dropped_total',
+      help: 'Tenants enrollment.tenantRules gave device ids not recorded yet (OTA checks, no connection), dropped past the bound of 10 000 held in memory',
+      registers: [registry],
+    }),
     connectionsOpen: new Gauge({
       name: 'voxgate_connections_open',
       help: 'Open sockets per listener (devices, API callers, idle ones)',

@@ -131,6 +131,7 @@ export async function openFleet(
     tenancy?: Pick<DeviceTenants, 'tenantOf'> | undefined;
     /** The API keys configured (config or the secrets file): lasting work of any other key is settled, not run. */
     apiKeys: readonly string[];
+    metrics: Metrics;
   },
 ): Promise<Fleet> {
   const { registry } = d;
@@ -152,6 +153,7 @@ export async function openFleet(
       soleSender: !config.cluster.enabled,
       maxCallMs: config.calls.maxTimeoutMs,
       grants,
+      onBytesBound: (bound) => d.metrics.queuedCallBytesBound.inc({ bound }),
     },
     config.fleet,
   );

@@ -69,9 +69,15 @@ async function setTenant(req: FastifyRequest, d: DeviceSettingsDeps, id: string,
   await d.tenants.set(id, tenant);
 }
 
-/** The voice mode may be set before the device ever connects (it applies when it does). */
-async function applyVoiceMode(d: DeviceSettingsDeps, id: string, body: Patch): Promise<void> {
-  if (body.voiceMode !== undefined) await d.voiceModes.set(id, body.voiceMode);
+/**
+ * An operator may set the voice mode before the device ever connects (it applies when it does); a tenant's key only for a
+ * device that has (red team 9: through ids a rule gives its tenant at an OTA check, it could store a mode per made-up id).
+ */
+async function applyVoiceMode(req: FastifyRequest, d: DeviceSettingsDeps, id: string, body: Patch): Promise<void> {
+  if (body.voiceMode === undefined) return;
+  if (req.caller?.tenant !== undefined && d.records && !d.records.has(id))
+    throw new GatewayError('DEVICE_NOT_FOUND', `no device ${id} has connected yet: a tenant's key sets the voice mode of a known device`);
+  await d.voiceModes.set(id, body.voiceMode);
 }
 
 function nameChange(body: Patch): Partial<DeviceMeta> {
@@ -137,7 +143,7 @@ export async function deviceSettingsRoutes(app: FastifyInstance, d: DeviceSettin
       const body = parsed.data;
       await setTenant(req, d, id, body.tenant);
       await applyMeta(d, id, body);
-      await applyVoiceMode(d, id, body);
+      await applyVoiceMode(req, d, id, body);
       const meta = d.records?.has(id) ? d.records.getMeta(id) : undefined;
       return {
         id,

@@ -75,6 +75,8 @@ export class DeviceRecords {
   private flushTimer: NodeJS.Timeout | undefined;
   private readonly forgottenListeners = new Set<(deviceId: string) => void>();
   private readonly changeListeners = new Set<(deviceId: string) => void>();
+  private readonly recordedListeners = new Set<(deviceId: string) => void>();
+  private namedElsewhere: (deviceId: string) => boolean = () => false;
   private store: RecordStore | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
   private readonly stops: Array<() => void> = [];
@@ -92,6 +94,7 @@ export class DeviceRecords {
       const known = this.facts.has(c.key);
       this.applyFacts(c.key, c.value);
       if (this.facts.has(c.key)) this.forgottenIds.delete(c.key);
+      if (!known && this.facts.has(c.key)) this.tellRecorded(c.key);
       if (known && !this.facts.has(c.key)) {
         this.noteForgotten(c.key);
         this.meta.delete(c.key);
@@ -143,7 +146,12 @@ export class DeviceRecords {
 
   /** Whether a person gave the device a name, room, tags or tenant (such devices are never forgotten automatically). */
   isNamed(deviceId: string): boolean {
-    return this.meta.has(deviceId);
+    return this.meta.has(deviceId) || this.namedElsewhere(deviceId);
+  }
+
+  /** What else says a person named a device: its tenant, kept by devices/tenants.ts (set by an operator, not a rule). */
+  countAsNamed(fn: (deviceId: string) => boolean): void {
+    this.namedElsewhere = fn;
   }
 
   /**
@@ -154,6 +162,22 @@ export class DeviceRecords {
   onForgotten(fn: (deviceId: string) => void): () => void {
     this.forgottenListeners.add(fn);
     return () => this.forgottenListeners.delete(fn);
+  }
+
+  /** A device was recorded for the first time (or again after a forget), here or (shared store) on another instance. */
+  onRecorded(fn: (deviceId: string) => void): () => void {
+    this.recordedListeners.add(fn);
+    return () => this.recordedListeners.delete(fn);
+  }
+
+  private tellRecorded(deviceId: string): void {
+    for (const fn of this.recordedListeners) {
+      try {
+        fn(deviceId);
+      } catch (err) {
+        this.o.log.error({ err, deviceId }, 'device recorded listener failed');
+      }
+    }
   }
 
   /** A device's name, room, tags or tenant changed (here or on another instance). */
@@ -184,7 +208,8 @@ export class DeviceRecords {
       };
       this.facts.set(deviceId, facts);
       this.held.set(deviceId, at);
-      return this.saveFacts(deviceId);
+      this.saveFacts(deviceId);
+      return this.tellRecorded(deviceId);
     }
     const changed = known.clientId !== a.clientId || known.transport !== a.transport;
     known.clientId = a.clientId;

@@ -297,8 +297,8 @@ export class DeviceRegistry implements LocalDevices {
    * A new device id: index it for listing, and keep memory bounded under churn. Past the bound, forget 1% of
    * the offline devices: never-ready ones first (an id that connected but never finished initializing is
    * the cheap thing to forge), then the least recently seen. Online devices, and devices a person named
-   * (name, room, tags, tenant), are never forgotten this way: past the bound with nothing else to forget,
-   * the count grows (voxgate_devices_known) and a warning says so.
+   * (name, room, tags, a tenant an operator set; not a rule's), are never forgotten this way:
+   * past the bound with nothing else to forget, the count grows (voxgate_devices_known) and a warning says so.
    */
   private makeRoomFor(deviceId: string): void {
     this.added.push(deviceId);

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { TENANT_PATTERN } from '../config/fields.js';
 import type { TenantRule } from '../enrollment/config.js';
 import { canSee, type Principal } from '../principal.js';
+import { ThrottledLog } from '../throttle/throttled-log.js';
 
 /** One document per device that has a tenant: `{tenant}` under the device id. */
 export const DEVICE_TENANT_COLLECTION = 'device-tenant';
@@ -32,6 +33,22 @@ export function tenantByRules(rules: readonly TenantRule[], f: DeviceFacts): str
   return undefined;
 }
 
+/** What the tenants follow of the device records (records.ts): a rule's tenant is stored once the device is recorded. */
+export interface TenantRecords {
+  has(deviceId: string): boolean;
+  /** A device whose tenant a person set (an operator's PATCH, an approval) counts as named: never forgotten past devices.maxKnown. */
+  countAsNamed(fn: (deviceId: string) => boolean): void;
+  onRecorded(fn: (deviceId: string) => void): () => void;
+  onForgotten(fn: (deviceId: string) => void): () => void;
+}
+
+/**
+ * Tenants the rules gave device ids the gateway has not recorded (an OTA check, before any connection), held in memory
+ * only until the device connects, least recently checked out past this many. Anyone may send OTA checks naming made-up
+ * ids: stored at once, each was a row kept for ever and read whole at every start.
+ */
+export const MAX_UNRECORDED_TENANTS = 10_000;
+
 /** The tenant a device belongs to, if any: what every scoped route asks (a port; see principal.ts canSee). */
 export interface DeviceTenancy {
   tenantOf(deviceId: string): string | undefined;
@@ -49,17 +66,29 @@ export function deviceVisible(tenancy: DeviceTenancy, caller: Pick<Principal, 't
  */
 export class DeviceTenants implements DeviceTenancy {
   private readonly tenants = new Map<string, string>();
+  /** Rules' tenants of ids not recorded yet (memory only, least recently checked first; see MAX_UNRECORDED_TENANTS). */
+  private readonly unrecorded = new Map<string, string>();
+  /** Devices whose stored tenant a rule gave (`{tenant, rule: true}`): not a person's naming, so it keeps no device. */
+  private readonly byRule = new Set<string>();
   private readonly listeners = new Set<() => void>();
   private store: TenantDocuments | undefined;
+  private recorded: ((deviceId: string) => boolean) | undefined;
+  private readonly maxUnrecorded: number;
+  private readonly dropLog: ThrottledLog | undefined;
 
   constructor(
     private readonly rules: readonly TenantRule[] = [],
     private readonly log?: Logger,
-  ) {}
+    private readonly o: { maxUnrecorded?: number; metrics?: { deviceTenantsDropped: { inc(): void } } } = {},
+  ) {
+    this.maxUnrecorded = o.maxUnrecorded ?? MAX_UNRECORDED_TENANTS;
+    this.dropLog = log && new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000 });
+  }
 
-  /** Read every mapping once, then follow the changes other instances make. */
-  async attach(store: TenantDocuments): Promise<void> {
+  /** Read every mapping once, then follow the changes other instances make (and the device records: followRecords). */
+  async attach(store: TenantDocuments, records?: TenantRecords): Promise<void> {
     this.store = store;
+    if (records) this.followRecords(records);
     for (const { key, value } of await store.list(DEVICE_TENANT_COLLECTION)) this.apply(key, value);
     store.onChange?.(DEVICE_TENANT_COLLECTION, (c) => {
       this.apply(c.key, c.value);
@@ -67,8 +96,26 @@ export class DeviceTenants implements DeviceTenancy {
     });
   }
 
+  /**
+   * Follow the device records: a tenant the rules give an id not recorded yet is held in memory and stored when the
+   * device is recorded (it connected); a device forgotten (DELETE, or past devices.maxKnown) loses its tenant with its
+   * record, so an id that dials again is a new device, as its record says. Without this (tests), rules' tenants are
+   * stored at once and kept.
+   */
+  followRecords(records: TenantRecords): void {
+    this.recorded = (id) => records.has(id);
+    records.countAsNamed((id) => this.tenants.has(id) && !this.byRule.has(id));
+    records.onRecorded((id) => void this.promote(id));
+    records.onForgotten((id) => void this.forgotten(id));
+  }
+
   tenantOf(deviceId: string): string | undefined {
-    return this.tenants.get(deviceId);
+    return this.tenants.get(deviceId) ?? this.unrecorded.get(deviceId);
+  }
+
+  /** Rules' tenants held for ids not recorded yet (memory only). */
+  get unrecordedSize(): number {
+    return this.unrecorded.size;
   }
 
   /** The tenant the rules give a device with these facts (whether or not it has one now). */
@@ -77,25 +124,91 @@ export class DeviceTenants implements DeviceTenancy {
   }
 
   /** Set (or, with null, clear) a device's tenant. */
-  async set(deviceId: string, tenant: string | null): Promise<void> {
+  async set(deviceId: string, tenant: string | null, o: { byRule?: boolean } = {}): Promise<void> {
     if (tenant === null) {
       await this.store?.delete(DEVICE_TENANT_COLLECTION, deviceId);
       this.tenants.delete(deviceId);
     } else {
-      await this.store?.put(DEVICE_TENANT_COLLECTION, deviceId, { tenant });
+      await this.store?.put(DEVICE_TENANT_COLLECTION, deviceId, o.byRule ? { tenant, rule: true } : { tenant });
       this.tenants.set(deviceId, tenant);
     }
+    if (o.byRule && tenant !== null) this.byRule.add(deviceId);
+    else this.byRule.delete(deviceId);
+    this.unrecorded.delete(deviceId);
     this.log?.info({ deviceId, tenant }, 'device tenant set');
     this.changed();
   }
 
   /** A device without a tenant gets the one the rules name; one that has a tenant keeps it. Returns its tenant. */
   async assignByRules(facts: DeviceFacts): Promise<string | undefined> {
-    const now = this.tenants.get(facts.deviceId);
+    const id = facts.deviceId;
+    const now = this.tenants.get(id);
     if (now !== undefined) return now;
+    const held = this.unrecorded.get(id);
+    if (held !== undefined) {
+      // Checked again: the most recently checked are the last to go.
+      this.unrecorded.delete(id);
+      this.unrecorded.set(id, held);
+      return held;
+    }
     const tenant = this.ruleFor(facts);
-    if (tenant !== undefined) await this.set(facts.deviceId, tenant);
+    if (tenant === undefined) return undefined;
+    if (this.recorded && !this.recorded(id)) {
+      this.hold(id, tenant);
+      this.changed();
+    } else await this.set(id, tenant, { byRule: true });
     return tenant;
+  }
+
+  /** A rule's tenant for an id not recorded: in memory, the least recently checked dropped past the bound. */
+  private hold(deviceId: string, tenant: string): void {
+    this.unrecorded.set(deviceId, tenant);
+    let dropped = 0;
+    while (this.unrecorded.size > this.maxUnrecorded) {
+      this.unrecorded.delete(this.unrecorded.keys().next().value!);
+      dropped++;
+      this.o.metrics?.deviceTenantsDropped.inc();
+    }
+    if (dropped > 0)
+      this.dropLog?.write(
+        { max: this.maxUnrecorded },
+        'tenants that rules gave device ids not recorded (OTA checks, no connection) past the bound: the least recently checked dropped (one line a minute); such a device gets its tenant again at its next check',
+      );
+  }
+
+  /** The device was recorded (it connected, here or on another instance): the tenant its rule gave it is stored now. */
+  private async promote(deviceId: string): Promise<void> {
+    const tenant = this.unrecorded.get(deviceId);
+    if (tenant === undefined) return;
+    if (this.tenants.has(deviceId)) return void this.unrecorded.delete(deviceId);
+    try {
+      await this.set(deviceId, tenant, { byRule: true });
+    } catch (err) {
+      this.log?.warn({ err, deviceId }, 'could not store the tenant a rule gave a device; it is held in memory until its next check');
+    }
+  }
+
+  /**
+   * An id no longer known to enrollment (its enrollment dropped past enrollment.maxUnconnected) and not recorded: its
+   * tenant goes too, or approving made-up ids one after another would leave a row per id.
+   */
+  gone(deviceId: string): void {
+    if (this.recorded?.(deviceId) !== false) return;
+    void this.forgotten(deviceId);
+  }
+
+  /** The device's record was forgotten: its tenant goes too (here; a shared store tells the other instances). */
+  private async forgotten(deviceId: string): Promise<void> {
+    const had = this.unrecorded.delete(deviceId);
+    if (!this.tenants.has(deviceId)) {
+      if (had) this.changed();
+      return;
+    }
+    try {
+      await this.set(deviceId, null);
+    } catch (err) {
+      this.log?.warn({ err, deviceId }, 'could not clear the tenant of a forgotten device');
+    }
   }
 
   /** Called after any device's tenant changed (here or, with a shared store, elsewhere). */
@@ -116,8 +229,11 @@ export class DeviceTenants implements DeviceTenancy {
 
   /** The store is outside the process: only a well-formed tenant is believed. */
   private apply(key: string, value: unknown): void {
-    const tenant = (value as { tenant?: unknown } | undefined)?.tenant;
+    const doc = value as { tenant?: unknown; rule?: unknown } | undefined;
+    const tenant = doc?.tenant;
     if (typeof tenant === 'string' && TENANT_PATTERN.test(tenant)) this.tenants.set(key, tenant);
     else this.tenants.delete(key);
+    if (this.tenants.has(key) && doc?.rule === true) this.byRule.add(key);
+    else this.byRule.delete(key);
   }
 }

@@ -44,6 +44,11 @@ export const EnrollmentSlice = z.strictObject({
   pendingTtlSeconds: env('GATEWAY_ENROLLMENT_PENDING_TTL_S', Int(60, 30 * 24 * 3600, 3600), "a pending code lives this long after the device's last check"),
   maxPending: documented(z.coerce.number().int().min(1).max(100_000).default(1000), 'devices waiting for approval'),
   maxPendingPerDevice: documented(z.coerce.number().int().min(1).max(100).default(4), '… codes per device'),
+  /** Enrollments of device ids that have not connected (or were forgotten) kept at most, the oldest dropped past it. */
+  maxUnconnected: documented(
+    z.coerce.number().int().min(1).max(10_000_000).default(10_000),
+    'enrollments of ids that never connected (or were forgotten) kept at most, whatever the policy; past it the oldest go (such a device enrolls again at its next check)',
+  ),
   /** Optional (not defaulted): unset, it follows maxPending (a quarter of it). */
   maxPendingPerAddress: documented(
     z.coerce.number().int().min(1).max(100_000).optional(),

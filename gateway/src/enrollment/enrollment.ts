@@ -26,7 +26,27 @@ export interface EnrollmentOptions {
   metrics: Metrics;
   /** Called after an operator revokes a device's credentials (re-enroll): close its live connection. */
   onRevoked?: (deviceId: string) => void;
+  /** Enrollments kept for device ids not recorded (no connection yet, or forgotten): `enrollment.maxUnconnected`. */
+  maxUnconnected?: number | undefined;
+  /** An enrollment dropped past maxUnconnected: what else was kept for that id (its tenant) goes too. */
+  onDropped?: ((deviceId: string) => void) | undefined;
 }
+
+/** What enrollment follows of the device records (devices/records.ts), a port: which enrolled ids ever connected. */
+export interface EnrolledRecords {
+  has(deviceId: string): boolean;
+  onRecorded(fn: (deviceId: string) => void): () => void;
+  onForgotten(fn: (deviceId: string) => void): () => void;
+}
+
+/**
+ * Enrollments of ids the gateway has not recorded (the device never connected, or was forgotten), kept at most (the
+ * default of `enrollment.maxUnconnected`): past it the oldest of them is dropped. Under the `open` policy every OTA
+ * check naming a new id enrolled it, and anyone may send checks; under `approve` a tenant's key could approve its own
+ * rule's claims for made-up ids, one after another: each was a row kept for ever, read whole at every start, and a
+ * device forgotten past devices.maxKnown kept its enrollment too (red team 9).
+ */
+export const MAX_UNCONNECTED_OPEN_ENROLLMENTS = 10_000;
 
 export interface OtaRequest {
   deviceId: string;
@@ -58,6 +78,9 @@ const CLAIMS = 'enrollment-claims';
 export class Enrollment {
   private readonly bindings = new Map<string, Binding>();
   private readonly claims = new Map<string, Claim>();
+  /** Enrollments of ids not recorded, oldest first (followRecords): bounded by maxUnconnected. */
+  private readonly unconnected = new Set<string>();
+  private records: EnrolledRecords | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   /** Devices refused at connect, for the operator (per instance). */
   readonly refused: RefusedDevices;
@@ -92,8 +115,10 @@ export class Enrollment {
       return;
     }
     const b = BindingSchema.safeParse(value);
-    if (b.success && b.data.deviceId === deviceId) this.bindings.set(deviceId, b.data);
-    else this.o.log.error({ deviceId }, 'ignoring an unreadable enrollment record from the shared store');
+    if (b.success && b.data.deviceId === deviceId) {
+      this.bindings.set(deviceId, b.data);
+      if (this.records && !this.records.has(deviceId)) this.unconnected.add(deviceId);
+    } else this.o.log.error({ deviceId }, 'ignoring an unreadable enrollment record from the shared store');
   }
 
   private claimChanged(code: string, value: unknown): void {
@@ -101,6 +126,48 @@ export class Enrollment {
     const c = ClaimSchema.safeParse(value);
     if (c.success && c.data.code === code) this.claims.set(code, c.data);
     else this.o.log.error({ code }, 'ignoring an unreadable enrollment claim from the shared store');
+  }
+
+  /**
+   * Follow the device records: an enrollment of an id that is not recorded (the device has not connected, or was
+   * forgotten) is one of at most `maxUnconnected`, the oldest dropped past it. Without this (parts, tests), none is.
+   */
+  followRecords(records: EnrolledRecords): void {
+    this.records = records;
+    for (const b of [...this.bindings.values()].sort((x, y) => x.issuedAt - y.issuedAt)) if (!records.has(b.deviceId)) this.unconnected.add(b.deviceId);
+    records.onRecorded((id) => void this.unconnected.delete(id));
+    records.onForgotten((id) => {
+      if (this.bindings.has(id)) this.unconnected.add(id);
+    });
+    void this.exclusive(() => this.dropUnconnected()).catch((err: unknown) => this.o.log.warn({ err }, 'could not drop enrollments past the bound'));
+  }
+
+  /** Enrollments of ids not recorded (what maxUnconnected bounds). */
+  get unconnectedSize(): number {
+    return this.unconnected.size;
+  }
+
+  /** Past maxUnconnected, the oldest enrollments of ids not recorded go (their devices enroll again at their next check). Inside exclusive. */
+  private async dropUnconnected(): Promise<void> {
+    const max = this.o.maxUnconnected ?? MAX_UNCONNECTED_OPEN_ENROLLMENTS;
+    let dropped = 0;
+    for (const id of this.unconnected) {
+      if (this.unconnected.size <= max) break;
+      this.unconnected.delete(id);
+      const b = this.bindings.get(id);
+      if (!b || this.records?.has(id)) continue;
+      await this.o.store.delete(BINDINGS, id);
+      this.bindings.delete(id);
+      this.o.onDropped?.(id);
+      this.o.metrics.enrollments.inc({ outcome: 'dropped_unconnected' });
+      dropped++;
+    }
+    if (dropped > 0)
+      this.refusals.write(
+        { dropped, max },
+        'enrollments of device ids that never connected dropped past enrollment.maxUnconnected (oldest first); such a device enrolls again at its next OTA check',
+        'dropped_unconnected',
+      );
   }
 
   get policy(): EnrollmentPolicy {
@@ -273,6 +340,7 @@ export class Enrollment {
       if (!this.bindings.has(deviceId)) return false;
       await this.o.store.delete(BINDINGS, deviceId);
       this.bindings.delete(deviceId);
+      this.unconnected.delete(deviceId);
       this.o.log.warn({ deviceId }, 'device credentials revoked by an operator; it must enroll again');
       this.o.onRevoked?.(deviceId);
       return true;
@@ -298,6 +366,11 @@ export class Enrollment {
     await this.o.store.put(BINDINGS, deviceId, b);
     this.bindings.set(deviceId, b);
     this.o.log.info({ deviceId, clientId, via }, 'device enrolled');
+    if (this.records && !this.records.has(deviceId)) {
+      this.unconnected.delete(deviceId);
+      this.unconnected.add(deviceId);
+      await this.dropUnconnected();
+    }
     return b;
   }
 

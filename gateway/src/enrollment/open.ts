@@ -4,7 +4,7 @@ import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/store.js';
 import type { EnrollmentConfig } from './config.js';
 import { EnrollmentCredentials } from './credentials.js';
-import { Enrollment } from './enrollment.js';
+import { Enrollment, type EnrolledRecords } from './enrollment.js';
 
 export interface EnrollmentDeps {
   deviceSecret: string;
@@ -15,6 +15,10 @@ export interface EnrollmentDeps {
   metrics: Metrics;
   /** Revoked credentials must not keep a live connection: close the device's. */
   onRevoked: (deviceId: string) => void;
+  /** The device records: enrollments of ids that never connected are bounded (enrollment.maxUnconnected). */
+  records?: EnrolledRecords | undefined;
+  /** An enrollment dropped past that bound: what else is kept for the id (its tenant) goes too. */
+  onDropped?: ((deviceId: string) => void) | undefined;
 }
 
 /** Which devices may get credentials (hmac or token device auth), with its records loaded from the store. */
@@ -31,7 +35,10 @@ export async function openEnrollment(d: EnrollmentDeps, e: EnrollmentConfig): Pr
     log: d.log.child({ component: 'enrollment' }),
     metrics: d.metrics,
     onRevoked: d.onRevoked,
+    maxUnconnected: e.maxUnconnected,
+    onDropped: d.onDropped,
   });
+  if (d.records) enrollment.followRecords(d.records);
   d.log.info({ policy: e.policy }, 'device enrollment');
   return enrollment;
 }

@@ -18,6 +18,29 @@ export const FleetSlice = z.strictObject({
     z.coerce.number().int().min(1).max(10_000_000).default(25_000),
     "… and by one tenant's keys (the total is shared by every tenant and the operators)",
   ),
+  /**
+   * Bytes of JSON arguments the unfinished calls hold in all (each is at most maxArgumentsBytes), and those queued by one
+   * tenant's keys: every call is held in memory and read whole at start, and the counts alone allowed 100 000 × 16 KiB.
+   */
+  maxQueuedBytes: documented(
+    z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .max(16 * 1024 * 1024 * 1024)
+      .default(64 * 1024 * 1024),
+    'bytes of JSON arguments the unfinished queued calls hold in all; beyond, 429',
+  ),
+  maxQueuedBytesPerTenant: documented(
+    z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .max(16 * 1024 * 1024 * 1024)
+      .optional(),
+    "… and those queued by one tenant's keys",
+    'a quarter of `maxQueuedBytes`',
+  ),
   /** A queued call not delivered within its ttlMs is `expired`; this is the ttlMs when the caller gives none. */
   defaultTtlMs: env('GATEWAY_FLEET_DEFAULT_TTL_MS', Ms(DAY_MS, 30 * DAY_MS), 'how long a queued call waits for its device when the caller gives no `ttlMs`'),
   maxTtlMs: documented(Ms(7 * DAY_MS, 30 * DAY_MS), "cap on a caller's `ttlMs`"),
@@ -28,6 +51,16 @@ export const FleetSlice = z.strictObject({
     'finished calls kept (oldest forgotten first)',
   ),
   keepFinishedMs: documented(Ms(7 * DAY_MS, 365 * DAY_MS), '… and for at most this long'),
+  /** Bytes of arguments and results the finished calls kept hold in all: past it the oldest are forgotten. */
+  keepFinishedBytes: documented(
+    z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .max(16 * 1024 * 1024 * 1024)
+      .default(64 * 1024 * 1024),
+    '… and their JSON arguments and results in bytes',
+  ),
   /** Finished jobs kept (their counts; their calls follow the calls' own bounds). */
   keepJobs: documented(z.coerce.number().int().min(0).max(100_000).default(1000), 'finished jobs kept (oldest forgotten first)'),
   /** Jobs running at once; one more is 429. */

@@ -95,10 +95,14 @@ export class Jobs implements DeliveryGate {
 
   /** Read the jobs from the store; call after the calls are loaded, before delivery starts. */
   async load(): Promise<void> {
+    let skipped = 0;
     for (const { key, value } of await this.d.store.list(JOBS_COLLECTION)) {
       const parsed = JobSchema.safeParse(value);
       if (parsed.success && parsed.data.id === key) this.jobs.set(key, parsed.data);
+      else skipped++;
     }
+    // Skipped, not fatal for the start (a job's calls then run without its rollout); the count says how many.
+    if (skipped) this.d.log.warn({ skipped }, 'unreadable jobs in the store were skipped');
     for (const c of this.d.calls.all()) if (c.jobId !== undefined && this.jobs.has(c.jobId)) this.addCall(c.jobId, c.id);
     for (const job of this.jobs.values()) {
       if (job.state !== 'running') continue;
@@ -154,8 +158,9 @@ export class Jobs implements DeliveryGate {
       throw new GatewayError('TOO_MANY_JOBS', `${running} jobs are running (at most ${this.d.settings.maxRunningJobs}); wait for one to end or cancel one`, {
         retryAfterSeconds: 10,
       });
+    const argumentBytes = this.d.calls.checkArguments(n.arguments);
     const deviceIds = [...new Set(await this.d.selector.select(n.filter))].sort();
-    this.d.calls.checkRoom(deviceIds.length);
+    this.d.calls.checkRoom(deviceIds.length, deviceIds.length * argumentBytes);
     const now = this.now();
     const at = new Date(now).toISOString();
     const ttlMs = Math.min(n.ttlMs ?? this.d.settings.defaultTtlMs, this.d.settings.maxTtlMs);

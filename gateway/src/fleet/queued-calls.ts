@@ -3,6 +3,7 @@ import { upperBound } from '../devices/sorted-ids.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Store } from '../store/store.js';
+import { CallBytes, type BytesBound } from './call-bytes.js';
 import type { FleetConfig } from './config.js';
 import { ownerFields } from './key-grants.js';
 import type { SendClaims } from './send-claims.js';
@@ -18,12 +19,13 @@ export const CALL_INTERRUPTED = 'CALL_INTERRUPTED';
 export type QueuedCallsSettings = Pick<
   FleetConfig,
   'maxQueuedPerDevice' | 'maxQueuedTotal' | 'defaultTtlMs' | 'maxTtlMs' | 'keepFinished' | 'keepFinishedMs' | 'maxArgumentsBytes' | 'maxResultBytes'
-> & {
-  /** A call `sent` this long ago whose result never came was lost with its sender: failed CALL_INTERRUPTED. */
-  sentStaleMs: number;
-  /** Unfinished calls queued by one tenant's keys (absent: only the total bounds them). */
-  maxQueuedPerTenant?: number | undefined;
-};
+> &
+  Partial<Pick<FleetConfig, 'maxQueuedBytes' | 'maxQueuedBytesPerTenant' | 'keepFinishedBytes'>> & {
+    /** A call `sent` this long ago whose result never came was lost with its sender: failed CALL_INTERRUPTED. */
+    sentStaleMs: number;
+    /** Unfinished calls queued by one tenant's keys (absent: only the total bounds them). */
+    maxQueuedPerTenant?: number | undefined;
+  };
 
 export interface QueuedCallsDeps {
   store: Store;
@@ -33,6 +35,8 @@ export interface QueuedCallsDeps {
   now?: () => number;
   /** The cluster's send claims (send-claims.ts): cancelling or expiring a call takes it; a forgotten call's claim goes with it. */
   claims?: Pick<SendClaims, 'forget' | 'claim'> | undefined;
+  /** Counts what the byte bounds did: a call refused (queued_total, queued_tenant), a finished call forgotten (finished). */
+  onBytesBound?: ((bound: BytesBound) => void) | undefined;
 }
 
 export interface NewCall {
@@ -68,6 +72,8 @@ export class QueuedCalls {
   private unfinished = 0;
   /** Unfinished calls per tenant whose key queued them (QueuedCall.tenant). */
   private readonly unfinishedOf = new Map<string, number>();
+  /** The bytes the calls hold (call-bytes.ts): fleet.maxQueuedBytes, maxQueuedBytesPerTenant, keepFinishedBytes. */
+  private readonly bytes: CallBytes;
   private readonly listeners = new Set<CallListener>();
   private offStore: (() => void) | undefined;
   private readonly now: () => number;
@@ -78,6 +84,7 @@ export class QueuedCalls {
   constructor(private readonly d: QueuedCallsDeps) {
     this.now = d.now ?? Date.now;
     this.writer = new StoreWriter(d.store, CALLS_COLLECTION);
+    this.bytes = new CallBytes(d.settings, d.log, d.onBytesBound);
   }
 
   keepWhile(retains: (c: QueuedCall) => boolean): void {
@@ -134,22 +141,25 @@ export class QueuedCalls {
     return this.unfinished;
   }
 
-  /** Room for `n` more unfinished calls in total, or the 429 that says why not. */
-  checkRoom(n: number): void {
+  /** Room for `n` more unfinished calls in total, holding `bytes` of arguments, or the 429 that says why not. */
+  checkRoom(n: number, bytes = 0): void {
     const max = this.d.settings.maxQueuedTotal;
     if (this.unfinished + n > max)
       throw new GatewayError('QUEUE_FULL', `${this.unfinished} calls are queued in total (at most ${max}); wait for some to finish`, { retryAfterSeconds: 10 });
+    this.bytes.checkTotal(bytes);
   }
 
-  /** Room for one more unfinished call queued by the tenant's keys (maxQueuedPerTenant), or the 429 that says why not. */
-  private checkTenantRoom(tenant: string): void {
+  /** Room for one more unfinished call queued by the tenant's keys (maxQueuedPerTenant, and its bytes), or the 429 that says why not. */
+  private checkTenantRoom(tenant: string, bytes: number): void {
     const mine = this.unfinishedOf.get(tenant) ?? 0;
     const max = this.d.settings.maxQueuedPerTenant ?? Infinity;
-    if (mine + 1 <= max) return;
-    this.d.log.warn({ tenant, max }, 'queued call refused: fleet.maxQueuedPerTenant reached');
-    throw new GatewayError('QUEUE_FULL', `${mine} calls of your tenant are queued (at most ${max}); wait for some to finish or cancel some`, {
-      retryAfterSeconds: 10,
-    });
+    if (mine + 1 > max) {
+      this.d.log.warn({ tenant, max }, 'queued call refused: fleet.maxQueuedPerTenant reached');
+      throw new GatewayError('QUEUE_FULL', `${mine} calls of your tenant are queued (at most ${max}); wait for some to finish or cancel some`, {
+        retryAfterSeconds: 10,
+      });
+    }
+    this.bytes.checkTenant(tenant, bytes);
   }
 
   private countTenant(c: QueuedCall, by: 1 | -1): void {
@@ -157,6 +167,11 @@ export class QueuedCalls {
     const n = (this.unfinishedOf.get(c.tenant) ?? 0) + by;
     if (n > 0) this.unfinishedOf.set(c.tenant, n);
     else this.unfinishedOf.delete(c.tenant);
+  }
+
+  /** Bytes of arguments the unfinished calls hold, and of arguments and results the finished ones kept hold. */
+  get bytesHeld(): { unfinished: number; finished: number } {
+    return this.bytes.held;
   }
 
   /** The first unfinished call of the device (the next to deliver, or the one being delivered). */
@@ -188,8 +203,9 @@ export class QueuedCalls {
   /** Queue a call (202 at once; delivery follows). 429 QUEUE_FULL past the per-device or total bound. */
   async enqueue(n: NewCall): Promise<QueuedCall> {
     const c = this.prepare(n);
-    this.checkRoom(1);
-    if (n.tenant !== undefined) this.checkTenantRoom(n.tenant);
+    const size = CallBytes.sizeOf(c);
+    this.checkRoom(1, size);
+    if (n.tenant !== undefined) this.checkTenantRoom(n.tenant, size);
     this.index(c);
     try {
       await this.writer.put(c.id, c);
@@ -221,9 +237,7 @@ export class QueuedCalls {
   /** A new call's document, its arguments bounded (PAYLOAD_TOO_LARGE); the queue's bounds are not checked here. */
   draft(n: NewCall): QueuedCall {
     const s = this.d.settings;
-    const bytes = Buffer.byteLength(JSON.stringify(n.arguments));
-    if (bytes > s.maxArgumentsBytes)
-      throw new GatewayError('PAYLOAD_TOO_LARGE', `arguments are ${bytes} bytes of JSON; a queued call takes at most ${s.maxArgumentsBytes}`);
+    this.checkArguments(n.arguments);
     const now = this.now();
     const at = new Date(now).toISOString();
     const ttl = Math.min(n.ttlMs ?? s.defaultTtlMs, s.maxTtlMs);
@@ -239,6 +253,14 @@ export class QueuedCalls {
       ...(n.jobId !== undefined ? { jobId: n.jobId } : {}),
       ...ownerFields(n),
     };
+  }
+
+  /** The arguments' JSON bytes, or PAYLOAD_TOO_LARGE past maxArgumentsBytes (a job's too, even one that selects no device). */
+  checkArguments(args: Record<string, unknown>): number {
+    const bytes = Buffer.byteLength(JSON.stringify(args));
+    const max = this.d.settings.maxArgumentsBytes;
+    if (bytes > max) throw new GatewayError('PAYLOAD_TOO_LARGE', `arguments are ${bytes} bytes of JSON; a queued call takes at most ${max}`);
+    return bytes;
   }
 
   /** Queue calls already drafted (a job's), written as one batch; bounds were checked by the caller. */
@@ -325,12 +347,18 @@ export class QueuedCalls {
     const cutoff = new Date(now - s.keepFinishedMs).toISOString();
     const over = Math.max(0, finished.length - s.keepFinished);
     let forgotten = 0;
+    let byBytes = 0;
     for (let i = 0; i < finished.length; i++) {
       const c = finished[i]!;
-      if (i >= over && c.updatedAt >= cutoff) break;
+      if (i >= over && c.updatedAt >= cutoff) {
+        // Past keepFinishedBytes too (a running job's calls are not in `finished`: theirs count until the job ends).
+        if (!this.bytes.finishedOver) break;
+        byBytes++;
+      }
       await this.forget(c);
       forgotten++;
     }
+    this.bytes.forgotFinished(byBytes);
     return { expired: expire.length, interrupted: stale.length, forgotten };
   }
 
@@ -399,6 +427,7 @@ export class QueuedCalls {
     const old = this.calls.get(c.id);
     if (old) return this.replace(c);
     this.calls.set(c.id, c);
+    this.bytes.add(c);
     insertSorted(this.byDevice, c.deviceId, c.id);
     if (!isFinished(c.state)) {
       insertSorted(this.pending, c.deviceId, c.id);
@@ -411,6 +440,7 @@ export class QueuedCalls {
     const old = this.calls.get(c.id);
     if (!old) return this.index(c);
     this.calls.set(c.id, c);
+    this.bytes.replace(old, c);
     if (!isFinished(old.state) && isFinished(c.state)) {
       removeSorted(this.pending, c.deviceId, c.id);
       this.unfinished--;
@@ -422,6 +452,7 @@ export class QueuedCalls {
     const old = this.calls.get(c.id);
     if (!old) return;
     this.calls.delete(c.id);
+    this.bytes.remove(old);
     removeSorted(this.byDevice, old.deviceId, old.id);
     if (!isFinished(old.state)) {
       removeSorted(this.pending, old.deviceId, old.id);

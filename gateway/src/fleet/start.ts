@@ -25,6 +25,8 @@ export interface FleetDeps {
   now?: () => number;
   /** The API keys configured now (key-grants.ts): work of a key no longer configured is settled, never run. */
   grants?: KeyGrants | undefined;
+  /** Counts what the queued calls' byte bounds did (queued-calls.ts). */
+  onBytesBound?: ((bound: 'queued_total' | 'queued_tenant' | 'finished') => void) | undefined;
 }
 
 export interface Fleet {
@@ -42,7 +44,7 @@ export async function startFleet(d: FleetDeps, config: FleetConfig): Promise<Fle
   const now = d.now ?? Date.now;
   const sentStaleMs = d.maxCallMs + 60_000;
   const claims = sendClaims(d.store, { shared: !d.soleSender, log, staleMs: sentStaleMs, now });
-  const calls = new QueuedCalls({ store: d.store, bus: d.bus, log, settings: { ...config, sentStaleMs }, now, claims });
+  const calls = new QueuedCalls({ store: d.store, bus: d.bus, log, settings: { ...config, sentStaleMs }, now, claims, onBytesBound: d.onBytesBound });
   const { grants } = d;
   const jobs = new Jobs({ store: d.store, bus: d.bus, log, calls, selector: d.selector, settings: config, now, shared: !d.soleSender, grants });
   const delivery = new CallDelivery({ calls, port: d.port, bus: d.bus, log, gate: jobs, claims, grants });

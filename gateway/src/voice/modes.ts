@@ -15,9 +15,15 @@ export class DeviceVoiceModes {
   private readonly modes = new Map<string, VoiceMode>();
   private store: Store | undefined;
 
-  /** The store opens after the device registry: modes are read from it once it is there. */
-  async attach(store: Store): Promise<void> {
+  /**
+   * The store opens after the device registry: modes are read from it once it is there. With the device records, a
+   * device forgotten (DELETE, or past devices.maxKnown) loses its mode with its record: it comes back as a new device.
+   */
+  async attach(store: Store, records?: { onForgotten(fn: (deviceId: string) => void): () => void }): Promise<void> {
     this.store = store;
+    records?.onForgotten((id) => {
+      if (this.modes.has(id)) void this.set(id, null).catch(() => undefined); // a failed delete leaves the row: the next forget retries
+    });
     for (const { key, value } of await store.list(DEVICE_VOICE_COLLECTION)) this.apply(key, value);
     store.onChange?.(DEVICE_VOICE_COLLECTION, (c) => this.apply(c.key, c.value));
   }

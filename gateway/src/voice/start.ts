@@ -31,7 +31,8 @@ export interface Voice {
   metrics: VoiceMetrics;
   /** The UDP audio socket for MQTT devices (bound when a configured mode needs voice). */
   udp: UdpAudio | undefined;
-  useStore(store: Store): Promise<void>;
+  /** The store, and the device records (a forgotten device's voice mode goes with it). */
+  useStore(store: Store, records?: { onForgotten(fn: (deviceId: string) => void): () => void }): Promise<void>;
   useHub(hub: HubPort): void;
   useAssistant(assistant: Assistant, bus: EventBus): void;
   /** Devices' tenants (devices/tenants.ts): a device without a voice tenant talks with its own tenant's rights. */
@@ -99,7 +100,7 @@ export async function startVoice(
     modeOf,
     metrics: voiceMetrics,
     udp,
-    useStore: (store) => modes.attach(store),
+    useStore: (store, records) => modes.attach(store, records),
     useHub: (hub) => relay?.useHub(hub),
     useTenancy: (t) => {
       tenancy = t;

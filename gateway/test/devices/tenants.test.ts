@@ -4,6 +4,7 @@ import { visiblePage } from '../../src/devices/scoped-directory.js';
 import { DEVICE_TENANT_COLLECTION, DeviceTenants, tenantByRules, type TenantDocuments } from '../../src/devices/tenants.js';
 import { EnrollmentSlice } from '../../src/enrollment/config.js';
 import { canSee, mayUseServer } from '../../src/principal.js';
+import { until } from '../../../test/support/wait.js';
 
 /** A store shared by "instances": each watcher hears the writes made through the others (as NATS KV does). */
 function sharedStore() {
@@ -95,6 +96,63 @@ describe('DeviceTenants', () => {
     expect(await t.assignByRules({ deviceId: 'aa:bb:cc:00:00:09', board: 'kit-1' })).toBe('globex');
     expect(await t.assignByRules({ deviceId: '02:00:00:00:00:09' })).toBeUndefined();
     expect(t.tenantOf('02:00:00:00:00:09')).toBeUndefined();
+  });
+
+  it("a rule's tenant for an id not recorded is held in memory (bounded, least recently checked out), stored once the device is recorded, and goes when its record is forgotten", async () => {
+    const a = sharedStore()({});
+    const recorded = new Set<string>();
+    const onRecorded = new Set<(id: string) => void>();
+    const onForgotten = new Set<(id: string) => void>();
+    let named: (id: string) => boolean = () => false;
+    const records = {
+      has: (id: string) => recorded.has(id),
+      countAsNamed: (fn: (id: string) => boolean) => void (named = fn),
+      onRecorded: (fn: (id: string) => void) => (onRecorded.add(fn), () => onRecorded.delete(fn)),
+      onForgotten: (fn: (id: string) => void) => (onForgotten.add(fn), () => onForgotten.delete(fn)),
+    };
+    let dropped = 0;
+    const t = new DeviceTenants([{ tenant: 'acme', macPrefix: '02:00:00:7e' }], undefined, {
+      maxUnrecorded: 3,
+      metrics: { deviceTenantsDropped: { inc: () => void dropped++ } } as never,
+    });
+    await t.attach(a);
+    t.followRecords(records);
+    const id = (n: number) => `02:00:00:7e:00:0${n}`;
+    // OTA checks naming ids nobody connected with: nothing is stored, at most 3 are held.
+    for (let n = 1; n <= 5; n++) expect(await t.assignByRules({ deviceId: id(n) })).toBe('acme');
+    expect(a.docs.size).toBe(0);
+    expect(t.unrecordedSize).toBe(3);
+    expect(dropped).toBe(2);
+    expect([1, 2, 3, 4, 5].map((n) => t.tenantOf(id(n)))).toEqual([undefined, undefined, 'acme', 'acme', 'acme']);
+    // Checked again, 3 is the most recent: a new id pushes out 4.
+    await t.assignByRules({ deviceId: id(3) });
+    await t.assignByRules({ deviceId: id(6) });
+    expect(t.tenantOf(id(4))).toBeUndefined();
+    expect(t.tenantOf(id(3))).toBe('acme');
+    // 3 connects: recorded, its tenant is stored.
+    recorded.add(id(3));
+    for (const fn of onRecorded) fn(id(3));
+    await until(() => a.docs.has(id(3)), 'the tenant stored');
+    // Stored as a rule's: it does not count as a person naming the device (which would keep it past devices.maxKnown).
+    expect(a.docs.get(id(3))).toEqual({ tenant: 'acme', rule: true });
+    expect(named(id(3))).toBe(false);
+    expect(t.unrecordedSize).toBe(2);
+    // A recorded device's rule is stored at once, as before.
+    recorded.add(id(7));
+    await t.assignByRules({ deviceId: id(7) });
+    expect(a.docs.get(id(7))).toEqual({ tenant: 'acme', rule: true });
+    // An operator's tenant is a person's naming: such a device is never forgotten past devices.maxKnown.
+    await t.set(id(8), 'acme');
+    expect(named(id(8))).toBe(true);
+    await t.set(id(8), null);
+    // Forgotten (DELETE, or past devices.maxKnown): its tenant goes with its record, stored and held alike.
+    recorded.delete(id(3));
+    for (const fn of onForgotten) fn(id(3));
+    for (const fn of onForgotten) fn(id(6));
+    await until(() => !a.docs.has(id(3)), 'the tenant cleared');
+    expect(t.tenantOf(id(3))).toBeUndefined();
+    expect(t.tenantOf(id(6))).toBeUndefined();
+    expect([...a.docs.keys()]).toEqual([id(7)]);
   });
 
   it('the config refuses a rule without a matcher, an unknown key, or a bad tenant; no rules leaves the defaults as they were', () => {

@@ -118,10 +118,28 @@ describe('fleet jobs', () => {
     expect(second.fake.maxInFlight).toBe(1);
   });
 
+  it('an unreadable job in the store is skipped at start, never fatal; the others load', async () => {
+    const folder = dir();
+    const first = await rig(folder);
+    first.fake.add(mac(1));
+    const job = await first.fleet.jobs.create({ tool: 't', arguments: {}, filter: { ids: [mac(1)] }, concurrency: 1 });
+    await first.store.put(JOBS_COLLECTION, 'job_broken', { id: 'job_broken', tool: '', concurrency: -1 });
+    forget(first);
+    await first.stop();
+    const second = await rig(folder);
+    expect(second.fleet.jobs.get(job.id)).toMatchObject({ state: 'running', total: 1 });
+    expect(second.fleet.jobs.get('job_broken')).toBeUndefined();
+  });
+
   it('a job selecting no device ends at once; too many running jobs is 429', async () => {
     const r = await rig(dir(), { config: { maxRunningJobs: 1 } });
     const empty = await r.fleet.jobs.create({ tool: 't', arguments: {}, filter: { board: 'nothing' }, concurrency: 1 });
     expect(empty).toMatchObject({ state: 'succeeded', total: 0 });
+    // Its arguments are bounded all the same (red team 9): kept with the job, they were checked only per selected device.
+    const big = { text: 'x'.repeat(20 * 1024) };
+    await expect(r.fleet.jobs.create({ tool: 't', arguments: big, filter: { board: 'nothing' }, concurrency: 1 })).rejects.toMatchObject({
+      code: 'PAYLOAD_TOO_LARGE',
+    });
     r.fake.add(mac(1));
     await r.fleet.jobs.create({ tool: 't', arguments: {}, filter: { ids: [mac(1)] }, concurrency: 1 });
     await expect(r.fleet.jobs.create({ tool: 't', arguments: {}, filter: { ids: [mac(1)] }, concurrency: 1 })).rejects.toMatchObject({ code: 'TOO_MANY_JOBS' });
