@@ -105,7 +105,10 @@ export class DeviceTenants implements DeviceTenancy {
   followRecords(records: TenantRecords): void {
     this.recorded = (id) => records.has(id);
     records.countAsNamed((id) => this.tenants.has(id) && !this.byRule.has(id));
-    records.onRecorded((id) => void this.promote(id));
+    // Checked before the async step: every new device of a fleet passes here, almost none with a tenant held.
+    records.onRecorded((id) => {
+      if (this.unrecorded.has(id)) void this.promote(id);
+    });
     records.onForgotten((id) => void this.forgotten(id));
   }
 
