@@ -4,6 +4,13 @@ import { documented, env, Ms } from '../config/fields.js';
 
 const DAY_MS = 86_400_000;
 
+/** Bytes the queued calls hold (in memory, and read whole at start): from 1 KiB to 16 GiB. */
+const StoreBytes = z.coerce
+  .number()
+  .int()
+  .min(1024)
+  .max(16 * 1024 * 1024 * 1024);
+
 /** Queued calls and fleet jobs (docs/fleet.md): how many wait, for how long, and how long finished ones are kept. */
 export const FleetSlice = z.strictObject({
   /** Calls waiting or running per device; one more is 429 QUEUE_FULL. */
@@ -22,25 +29,8 @@ export const FleetSlice = z.strictObject({
    * Bytes of JSON arguments the unfinished calls hold in all (each is at most maxArgumentsBytes), and those queued by one
    * tenant's keys: every call is held in memory and read whole at start, and the counts alone allowed 100 000 × 16 KiB.
    */
-  maxQueuedBytes: documented(
-    z.coerce
-      .number()
-      .int()
-      .min(1024)
-      .max(16 * 1024 * 1024 * 1024)
-      .default(64 * 1024 * 1024),
-    'bytes of JSON arguments the unfinished queued calls hold in all; beyond, 429',
-  ),
-  maxQueuedBytesPerTenant: documented(
-    z.coerce
-      .number()
-      .int()
-      .min(1024)
-      .max(16 * 1024 * 1024 * 1024)
-      .optional(),
-    "… and those queued by one tenant's keys",
-    'a quarter of `maxQueuedBytes`',
-  ),
+  maxQueuedBytes: documented(StoreBytes.default(64 * 1024 * 1024), 'bytes of JSON arguments the unfinished queued calls hold in all; beyond, 429'),
+  maxQueuedBytesPerTenant: documented(StoreBytes.optional(), "… and those queued by one tenant's keys", 'a quarter of `maxQueuedBytes`'),
   /** A queued call not delivered within its ttlMs is `expired`; this is the ttlMs when the caller gives none. */
   defaultTtlMs: env('GATEWAY_FLEET_DEFAULT_TTL_MS', Ms(DAY_MS, 30 * DAY_MS), 'how long a queued call waits for its device when the caller gives no `ttlMs`'),
   maxTtlMs: documented(Ms(7 * DAY_MS, 30 * DAY_MS), "cap on a caller's `ttlMs`"),
@@ -52,15 +42,7 @@ export const FleetSlice = z.strictObject({
   ),
   keepFinishedMs: documented(Ms(7 * DAY_MS, 365 * DAY_MS), '… and for at most this long'),
   /** Bytes of arguments and results the finished calls kept hold in all: past it the oldest are forgotten. */
-  keepFinishedBytes: documented(
-    z.coerce
-      .number()
-      .int()
-      .min(1024)
-      .max(16 * 1024 * 1024 * 1024)
-      .default(64 * 1024 * 1024),
-    '… and their JSON arguments and results in bytes',
-  ),
+  keepFinishedBytes: documented(StoreBytes.default(64 * 1024 * 1024), '… and their JSON arguments and results in bytes'),
   /** Finished jobs kept (their counts; their calls follow the calls' own bounds). */
   keepJobs: documented(z.coerce.number().int().min(0).max(100_000).default(1000), 'finished jobs kept (oldest forgotten first)'),
   /** Jobs running at once; one more is 429. */
