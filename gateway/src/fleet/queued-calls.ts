@@ -3,7 +3,7 @@ import { upperBound } from '../devices/sorted-ids.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Store } from '../store/store.js';
-import { CallBytes, type BytesBound } from './call-bytes.js';
+import { CallTally, type BytesBound } from './call-tally.js';
 import type { FleetConfig } from './config.js';
 import { ownerFields } from './key-grants.js';
 import type { SendClaims } from './send-claims.js';
@@ -69,11 +69,8 @@ export class QueuedCalls {
   private readonly byDevice = new Map<string, string[]>();
   /** Per device: ids of its unfinished calls (queued or sent), sorted: the head is the next to deliver. */
   private readonly pending = new Map<string, string[]>();
-  private unfinished = 0;
-  /** Unfinished calls per tenant whose key queued them (QueuedCall.tenant). */
-  private readonly unfinishedOf = new Map<string, number>();
-  /** The bytes the calls hold (call-bytes.ts): fleet.maxQueuedBytes, maxQueuedBytesPerTenant, keepFinishedBytes. */
-  private readonly bytes: CallBytes;
+  /** What the calls hold, in calls and bytes, in all and per tenant (call-tally.ts), and the 429s of their bounds. */
+  private readonly tally: CallTally;
   private readonly listeners = new Set<CallListener>();
   private offStore: (() => void) | undefined;
   private readonly now: () => number;
@@ -84,7 +81,7 @@ export class QueuedCalls {
   constructor(private readonly d: QueuedCallsDeps) {
     this.now = d.now ?? Date.now;
     this.writer = new StoreWriter(d.store, CALLS_COLLECTION);
-    this.bytes = new CallBytes(d.settings, d.log, d.onBytesBound);
+    this.tally = new CallTally(d.settings, d.log, d.onBytesBound);
   }
 
   keepWhile(retains: (c: QueuedCall) => boolean): void {
@@ -138,40 +135,17 @@ export class QueuedCalls {
 
   /** Unfinished calls in total (what `maxQueuedTotal` bounds). */
   get unfinishedCount(): number {
-    return this.unfinished;
+    return this.tally.unfinished;
   }
 
   /** Room for `n` more unfinished calls in total, holding `bytes` of arguments, or the 429 that says why not. */
   checkRoom(n: number, bytes = 0): void {
-    const max = this.d.settings.maxQueuedTotal;
-    if (this.unfinished + n > max)
-      throw new GatewayError('QUEUE_FULL', `${this.unfinished} calls are queued in total (at most ${max}); wait for some to finish`, { retryAfterSeconds: 10 });
-    this.bytes.checkTotal(bytes);
-  }
-
-  /** Room for one more unfinished call queued by the tenant's keys (maxQueuedPerTenant, and its bytes), or the 429 that says why not. */
-  private checkTenantRoom(tenant: string, bytes: number): void {
-    const mine = this.unfinishedOf.get(tenant) ?? 0;
-    const max = this.d.settings.maxQueuedPerTenant ?? Infinity;
-    if (mine + 1 > max) {
-      this.d.log.warn({ tenant, max }, 'queued call refused: fleet.maxQueuedPerTenant reached');
-      throw new GatewayError('QUEUE_FULL', `${mine} calls of your tenant are queued (at most ${max}); wait for some to finish or cancel some`, {
-        retryAfterSeconds: 10,
-      });
-    }
-    this.bytes.checkTenant(tenant, bytes);
-  }
-
-  private countTenant(c: QueuedCall, by: 1 | -1): void {
-    if (c.tenant === undefined) return;
-    const n = (this.unfinishedOf.get(c.tenant) ?? 0) + by;
-    if (n > 0) this.unfinishedOf.set(c.tenant, n);
-    else this.unfinishedOf.delete(c.tenant);
+    this.tally.checkTotal(n, bytes);
   }
 
   /** Bytes of arguments the unfinished calls hold, and of arguments and results the finished ones kept hold. */
   get bytesHeld(): { unfinished: number; finished: number } {
-    return this.bytes.held;
+    return this.tally.held;
   }
 
   /** The first unfinished call of the device (the next to deliver, or the one being delivered). */
@@ -203,9 +177,9 @@ export class QueuedCalls {
   /** Queue a call (202 at once; delivery follows). 429 QUEUE_FULL past the per-device or total bound. */
   async enqueue(n: NewCall): Promise<QueuedCall> {
     const c = this.prepare(n);
-    const size = CallBytes.sizeOf(c);
+    const size = CallTally.sizeOf(c);
     this.checkRoom(1, size);
-    if (n.tenant !== undefined) this.checkTenantRoom(n.tenant, size);
+    if (n.tenant !== undefined) this.tally.checkTenant(n.tenant, size);
     this.index(c);
     try {
       await this.writer.put(c.id, c);
@@ -352,13 +326,13 @@ export class QueuedCalls {
       const c = finished[i]!;
       if (i >= over && c.updatedAt >= cutoff) {
         // Past keepFinishedBytes too (a running job's calls are not in `finished`: theirs count until the job ends).
-        if (!this.bytes.finishedOver) break;
+        if (!this.tally.finishedOver) break;
         byBytes++;
       }
       await this.forget(c);
       forgotten++;
     }
-    this.bytes.forgotFinished(byBytes);
+    this.tally.forgotFinished(byBytes);
     return { expired: expire.length, interrupted: stale.length, forgotten };
   }
 
@@ -427,38 +401,26 @@ export class QueuedCalls {
     const old = this.calls.get(c.id);
     if (old) return this.replace(c);
     this.calls.set(c.id, c);
-    this.bytes.add(c);
+    this.tally.add(c);
     insertSorted(this.byDevice, c.deviceId, c.id);
-    if (!isFinished(c.state)) {
-      insertSorted(this.pending, c.deviceId, c.id);
-      this.unfinished++;
-      this.countTenant(c, 1);
-    }
+    if (!isFinished(c.state)) insertSorted(this.pending, c.deviceId, c.id);
   }
 
   private replace(c: QueuedCall): void {
     const old = this.calls.get(c.id);
     if (!old) return this.index(c);
     this.calls.set(c.id, c);
-    this.bytes.replace(old, c);
-    if (!isFinished(old.state) && isFinished(c.state)) {
-      removeSorted(this.pending, c.deviceId, c.id);
-      this.unfinished--;
-      this.countTenant(old, -1);
-    }
+    this.tally.replace(old, c);
+    if (!isFinished(old.state) && isFinished(c.state)) removeSorted(this.pending, c.deviceId, c.id);
   }
 
   private unindex(c: QueuedCall): void {
     const old = this.calls.get(c.id);
     if (!old) return;
     this.calls.delete(c.id);
-    this.bytes.remove(old);
+    this.tally.remove(old);
     removeSorted(this.byDevice, old.deviceId, old.id);
-    if (!isFinished(old.state)) {
-      removeSorted(this.pending, old.deviceId, old.id);
-      this.unfinished--;
-      this.countTenant(old, -1);
-    }
+    if (!isFinished(old.state)) removeSorted(this.pending, old.deviceId, old.id);
   }
 }
 
