@@ -54,6 +54,6 @@ describe('configuration docs', () => {
 
   it('the cluster profile trusts the load balancer that sets X-Forwarded-For (the docs say it does)', () => {
     expect(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8')).toMatch(/^\s+GATEWAY_TRUST_PROXY: uniquelocal$/m);
-    expect(readFileSync(join(ROOT, 'examples/cluster/haproxy.cfg'), 'utf8')).toMatch(/^\s+option forwardfor$/m);
+    expect(readFileSync(join(ROOT, 'examples/cluster/haproxy.cfg'), 'utf8')).toMatch(/^\s+http-request set-header X-Forwarded-For %\[src\]$/m);
   });
 });

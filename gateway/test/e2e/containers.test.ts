@@ -1,5 +1,7 @@
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -244,7 +246,81 @@ describe('examples/cluster/haproxy.cfg', () => {
     const warnings = stderr.split('\n').filter((l) => l.includes('[WARNING]'));
     expect(warnings.filter((l) => !/could not resolve address 'gateway-\d'/.test(l))).toEqual([]);
   });
+
+  it("its HTTP frontend hands the gateways the device's own address, whatever X-Forwarded-For the device sent", async () => {
+    // The cluster profile trusts the private ranges, where LAN devices live too: an appended header (option
+    // forwardfor) let such a device name the address its budgets are kept under. The frontend's header rules run
+    // in a real haproxy in front of a server that echoes what reached it.
+    const haproxy = ['/usr/sbin/haproxy', '/usr/bin/haproxy'].find(existsSync)!;
+    const cfg = read('examples/cluster/haproxy.cfg');
+    const frontend = cfg.slice(cfg.indexOf('frontend http\n'), cfg.indexOf('\nbackend gateways_http'));
+    const rules = frontend.split('\n').filter((l) => /^\s+(http-request|option forwardfor)/.test(l));
+    expect(rules.length).toBeGreaterThan(0);
+    const seen: IncomingHttpHeaders[] = [];
+    const echo = createServer((req, res) => {
+      seen.push(req.headers);
+      res.end('ok');
+    });
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+    const dir = mkdtempSync(join(tmpdir(), 'voxgate-haproxy-'));
+    let proxy: ChildProcess | undefined;
+    try {
+      const port = await freePort();
+      const conf = join(dir, 'haproxy.cfg');
+      writeFileSync(
+        conf,
+        [
+          'defaults',
+          '    mode http',
+          '    timeout connect 5s',
+          '    timeout client 30s',
+          '    timeout server 30s',
+          'frontend http',
+          `    bind 127.0.0.1:${port}`,
+          ...rules,
+          '    default_backend echo',
+          'backend echo',
+          `    server echo 127.0.0.1:${(echo.address() as AddressInfo).port}`,
+          '',
+        ].join('\n'),
+      );
+      proxy = spawn(haproxy, ['-db', '-f', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const exited = new Promise<never>((_, reject) => proxy!.once('exit', (code) => reject(new Error(`haproxy exited (${code})`))));
+      const forged = { 'x-forwarded-for': '10.9.9.9', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.example', forwarded: 'for=10.9.9.9' };
+      await Promise.race([exited, untilServed(port, forged)]);
+      const h = seen.at(-1)!;
+      expect(h['x-forwarded-for']).toBe('127.0.0.1');
+      expect(h['x-forwarded-proto']).toBe('http');
+      expect(h['x-forwarded-host']).toBeUndefined();
+      expect(h.forwarded).toBeUndefined();
+    } finally {
+      proxy?.kill();
+      echo.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
+
+/** A port nobody listens on now (haproxy cannot be asked for port 0's choice). */
+async function freePort(): Promise<number> {
+  const s = createNetServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address() as AddressInfo;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+/** GET / through the proxy once it listens (refused until then: haproxy says nothing when it is up). */
+async function untilServed(port: number, headers: Record<string, string>): Promise<void> {
+  for (;;) {
+    const res = await fetch(`http://127.0.0.1:${port}/`, { headers }).catch(() => undefined);
+    if (res) {
+      expect(res.status).toBe(200);
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 // ------------------------------------------------------------------------------------------ health check
 describe('the image health check (gateway/dist/cli/healthcheck.js)', () => {
