@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Assistant, ChatRequest } from '../assistant/assistant.js';
-import type { TurnEvent } from '../assistant/turn.js';
+import type { TurnEvent } from '../assistant/turn-types.js';
 import { GatewayError } from '../errors.js';
 import { TokensSchema } from '../hub/credentials.js';
 import type { Metrics } from '../metrics.js';

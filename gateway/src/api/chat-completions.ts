@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Assistant } from '../assistant/assistant.js';
-import type { TurnEvent } from '../assistant/turn.js';
+import type { TurnEvent } from '../assistant/turn-types.js';
 import { GatewayError } from '../errors.js';
 import { answerOf, cancelOnDisconnect, failure, openTurnSse, tokensOf } from './turn-http.js';
 import { Problem, jsonSchema } from './schemas.js';

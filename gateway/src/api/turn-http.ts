@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { TurnCancelled } from '../assistant/turn.js';
+import { TurnCancelled } from '../assistant/turn-types.js';
 import { GatewayError } from '../errors.js';
 import { httpStatusOf } from './problem.js';
 import { mergeTokens, parseTokens, parseTokensHeader } from '../hub/credentials.js';

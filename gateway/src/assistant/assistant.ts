@@ -14,7 +14,8 @@ import { ConversationStore, type Conversation } from './conversations.js';
 import { createAssistantMetrics, type AssistantMetrics } from './metrics.js';
 import { createProvider } from './providers/index.js';
 import { buildToolset } from './toolset.js';
-import { modelLabel, resultText, Turn, TurnCancelled, TurnTimedOut, type TurnEvent, type TurnModel, type TurnResult } from './turn.js';
+import { modelLabel, resultText, Turn } from './turn.js';
+import { TurnCancelled, TurnTimedOut, type TurnEvent, type TurnModel, type TurnResult } from './turn-types.js';
 import type { ChatMessage, ImageInput } from './types.js';
 
 import type { AssistantConfig } from './config.js';
