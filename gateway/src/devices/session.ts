@@ -5,9 +5,8 @@ import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import { boundLog } from '../log.js';
 import type { Metrics } from '../metrics.js';
-import type { KeyedTokenBucket, RateLimit } from '../throttle/token-bucket.js';
 import type { SchemaValidators } from '../schemas/validators.js';
-import { BadInputLog, type BadInputBudget } from './bad-input-log.js';
+import { BadInputLog } from './bad-input-log.js';
 import { CallQueue, type CallQueueDeps } from './call-queue.js';
 import type { CatalogTool, ToolCatalog } from './catalog.js';
 import { DeviceClient, type DeviceClientDeps } from './device-client.js';
@@ -17,6 +16,7 @@ import { publishCatalogIncomplete, publishReady, publishToolsChanged } from './d
 import { CLOSE_NO_HELLO, type DeviceLink } from './link.js';
 import { frameCost, sessionReadBudget, type ReadBudget } from './read-budget.js';
 import { RpcChannel, type RpcChannelDeps } from './rpc-channel.js';
+import type { SessionDevice, SessionHost, SessionShared } from './session-shared.js';
 import type { SessionSettings, SessionState, SetupProgress } from './settings.js';
 import { DeviceSetup, type ListedTools, type SetupDeps } from './setup.js';
 import type { ToolsPageCache } from './tools-page-cache.js';
@@ -24,56 +24,6 @@ import type { VoiceDevice, VoiceHook } from './voice-hook.js';
 
 export type { CallOutcome } from './device-handle.js';
 export type { SessionSettings, SessionState, SetupProgress } from './settings.js';
-
-/** What is the device's own. */
-export interface SessionDevice {
-  deviceId: string;
-  clientId: string;
-  link: DeviceLink;
-  /** The registry's connection counter, in the session's log lines. */
-  epoch?: number;
-}
-
-/**
- * What every session of a gateway shares: the registry makes one object for all of its sessions, and each
- * session keeps a reference to it (one field, not eight: ~56 B per device).
- */
-export interface SessionShared {
-  /** The parent logger: the session's own (bound to its device id, transport and epoch) is made when it first logs. */
-  log: Logger;
-  bus: EventBus;
-  metrics: Metrics;
-  settings: SessionSettings;
-  /** This gateway's tools/list page cache, shared by its sessions. */
-  pages: ToolsPageCache;
-  /** Compiled argument validators, shared by schema content. */
-  validators: SchemaValidators;
-  /** Who holds the session (the registry): one object for every session, so no closures per device. */
-  host: SessionHost;
-  /** Answers hellos and carries voice sessions: the voice relay, or the no-voice hook (devices/no-voice-hook.ts). */
-  voice: VoiceHook;
-  /** Hellos after a connection's first, per device (HELLO_RATE): each one costs answers, a voice session, a log line. */
-  hellos: KeyedTokenBucket;
-  /** Bad-input lines of all sessions together (a new connection is a new session, with a budget of its own). */
-  badInputLines: BadInputBudget;
-}
-
-/**
- * Hellos a device may send after its connection's first: a few at once, then one every two seconds. A real device
- * sends one per conversation (MQTT) or per connection (WebSocket); a red team's MQTT device sent 5 000 in 118 ms
- * and got 10 000 answers and 5 000 log lines.
- */
-export const HELLO_RATE: RateLimit = { ratePerSecond: 0.5, burst: 5 };
-
-/** What a session asks of its holder (the registry), told which device or session it is. */
-export interface SessionHost {
-  /** Minted per (re)initialize: the vision token expires. */
-  vision(deviceId: string): VisionCapability | undefined;
-  /** The catalog hash this device had before (a previous connection), to tell a changed catalog. */
-  previousHash(session: DeviceSession): string | undefined;
-  onReady(session: DeviceSession): void;
-  onClosed(session: DeviceSession): void;
-}
 
 /**
  * One connection's MCP client for one device: dispatches its frames (replies to the RPC channel, hellos
