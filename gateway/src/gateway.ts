@@ -216,7 +216,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
         log,
         metricsRegistry: metrics.registry,
         replayLimit: config.events.bufferSize,
-        history: { maxEvents: config.events.history.maxEvents, maxAgeMs: historyMaxAgeMs(config.events.history) },
+        history: { maxEvents: config.events.history.maxEvents, maxBytes: config.events.history.maxBytes, maxAgeMs: historyMaxAgeMs(config.events.history) },
       })
     : undefined;
   if (clusterLink) life.defer('cluster connection', () => clusterLink.close());

@@ -169,6 +169,17 @@ export function createMetrics() {
       registers: [registry],
     }),
     eventHistorySize: new Gauge({ name: 'voxgate_event_history_size', help: 'Events kept in the event history (embedded store)', registers: [registry] }),
+    eventHistoryBytes: new Gauge({
+      name: 'voxgate_event_history_bytes',
+      help: "Bytes of the data of the events kept in the event history, each event's JSON text as stored (embedded store; events.history.maxBytes)",
+      registers: [registry],
+    }),
+    eventHistoryEvicted: new Counter({
+      name: 'voxgate_event_history_evicted_total',
+      help: 'Events dropped from the event history by retention, by the bound that dropped them (reason: age, events, events_per_tenant, bytes, bytes_per_tenant; embedded store)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     sseDropped: new Counter({
       name: 'voxgate_sse_streams_dropped_total',
       help: 'SSE streams closed or refused by the gateway, by reason (slow: a /v1/events reader past events.maxBufferedBytes unread; slow_turn: a streamed assistant turn or chat completion whose caller left that much unread, the turn cancelled; write_timeout: either, whose socket took none of what waited for events.writeTimeoutMs, also after a turn ended; total_cap, key_cap)',

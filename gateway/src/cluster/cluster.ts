@@ -27,7 +27,7 @@ export interface ClusterConnectDeps {
   /** At most this many events are replayed to a client resuming with `Last-Event-ID` (the bus's own ring size). */
   replayLimit: number;
   /** events.history's bounds: the event stream's, unless cluster.events sets its own. */
-  history: { maxEvents: number; maxAgeMs: number };
+  history: { maxEvents: number; maxBytes: number; maxAgeMs: number };
 }
 
 /** NATS reached and the event stream open: what the event bus replays from, before the instance joins. */

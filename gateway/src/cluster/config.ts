@@ -40,14 +40,15 @@ export const ClusterSlice = z.strictObject({
   events: z
     .strictObject({
       stream: Name.default('VOXGATE_EVENTS'),
-      // Unset: the event history's bounds (events.history.maxEvents, maxAgeHours); the stream is the cluster's history.
+      // Unset: the event history's bounds (events.history.maxEvents, maxBytes, maxAgeHours); the stream is the cluster's history.
       maxMsgs: z.coerce.number().int().min(1).max(1e9).optional(),
+      // The stream's own measure: whole stored messages (subject, headers, the relayed event's JSON), not only `data`.
       maxBytes: z.coerce
         .number()
         .int()
         .min(1024 * 1024)
         .max(1024 ** 4)
-        .default(256 * 1024 * 1024),
+        .optional(),
       maxAgeMs: z.coerce
         .number()
         .int()

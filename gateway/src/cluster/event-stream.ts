@@ -10,7 +10,7 @@ export interface EventStreamLimits {
   /** At most this many events are replayed after a `Last-Event-ID` (the bus's ring size). */
   replayLimit: number;
   /** events.history: the stream's bounds unless cluster.events sets its own. */
-  history: { maxEvents: number; maxAgeMs: number };
+  history: { maxEvents: number; maxBytes: number; maxAgeMs: number };
 }
 
 const decoder = new TextDecoder();
@@ -34,7 +34,8 @@ export async function openEventStream(nc: NatsConnection, config: ClusterConfig,
     discard: DiscardPolicy.Old,
     // The stream is the cluster's event history: its bounds are the history's unless cluster.events sets its own.
     max_msgs: config.events.maxMsgs ?? limits.history.maxEvents,
-    max_bytes: config.events.maxBytes,
+    // events.history.maxBytes counts events' data; the stream counts whole messages: the same setting, a little stricter here.
+    max_bytes: config.events.maxBytes ?? limits.history.maxBytes,
     max_age: Math.round(config.events.maxAgeMs ?? limits.history.maxAgeMs) * 1_000_000, // nanoseconds
     max_msg_size: config.maxMessageBytes,
   };

@@ -1,6 +1,16 @@
 import { z } from 'zod';
 import { Bool, documented, env, Int, Ms } from '../config/fields.js';
 
+/**
+ * Bytes of the event history's data, in all or per tenant: at least 1 MiB (about a hundred events of the 8 KiB a device
+ * may send), at most 64 GiB: within the range of the cluster's `events.maxBytes`, which defaults to it.
+ */
+const HistoryBytes = z.coerce
+  .number()
+  .int()
+  .min(1024 * 1024)
+  .max(64 * 1024 ** 3);
+
 /** The event bus, its replay buffer and the SSE streams that read it. */
 export const EventsSlice = z.strictObject({
   bufferSize: documented(
@@ -32,7 +42,7 @@ export const EventsSlice = z.strictObject({
   ),
   /**
    * The persisted event log (`GET /v1/events/history`, `Last-Event-ID` after a restart): a table in the
-   * SQLite store, or with the cluster on the JetStream event stream. Oldest dropped first past either bound.
+   * SQLite store, or with the cluster on the JetStream event stream. Oldest dropped first past any bound.
    */
   history: z
     .strictObject({
@@ -47,6 +57,22 @@ export const EventsSlice = z.strictObject({
         z.coerce.number().int().min(1).max(100_000_000).optional(),
         "events of one tenant's devices kept at most (devices without a tenant and fleet-wide events are one more tenant); past it, that tenant's oldest go",
         'no share below `maxEvents`',
+      ),
+      /**
+       * Events' data in bytes, as written: the JSON text of each event's `data` (UTF-8). Device-driven events carry up
+       * to 8 KiB each, so the count bound alone let the history reach ~800 MB, and a tenant of large events take far
+       * more of the disk than its count share.
+       */
+      maxBytes: env(
+        'GATEWAY_EVENTS_HISTORY_MAX_BYTES',
+        HistoryBytes.default(256 * 1024 * 1024),
+        "bytes of event data kept in the history at most (each event's `data` as its stored JSON text); past it, the tenant holding the most bytes loses its oldest first. With the cluster on, the event stream's `max_bytes` (whole messages)",
+      ),
+      maxBytesPerTenant: env(
+        'GATEWAY_EVENTS_HISTORY_MAX_BYTES_PER_TENANT',
+        HistoryBytes.optional(),
+        "… and those of one tenant's devices (embedded store); past it, that tenant's oldest go",
+        'no share below `maxBytes`',
       ),
       maxAgeHours: env(
         'GATEWAY_EVENTS_HISTORY_MAX_AGE_HOURS',

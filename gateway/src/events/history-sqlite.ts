@@ -5,7 +5,7 @@ import { ThrottledLog } from '../throttle/throttled-log.js';
 import { EVENT_TYPES, type EventType, type GatewayEvent, type Replay } from './bus.js';
 import type { EventsConfig } from './config.js';
 import { formatCursor, historyMaxAgeMs, parseCursor, type EventLog, type HistoryPage, type HistoryQuery } from './history.js';
-import { bucketOf, largestFirst, TenantBuckets, type Bucket } from './retention.js';
+import { bucketOf, TenantBuckets, type Bucket, type EvictionReason, type Freed, type OnEvicted } from './retention.js';
 
 export interface SqliteEventLogOptions {
   /**
@@ -14,6 +14,12 @@ export interface SqliteEventLogOptions {
    */
   maxEvents: number;
   maxEventsPerTenant?: number | undefined;
+  /**
+   * Bytes of the events' data kept at most (the JSON text as stored; unset: no bound), the same way: past `maxBytes`
+   * the tenant holding the most bytes loses its oldest first; past `maxBytesPerTenant`, a tenant loses its own oldest.
+   */
+  maxBytes?: number | undefined;
+  maxBytesPerTenant?: number | undefined;
   /** Each event's tenant (its device's, when written): whose share it counts against. Unset: one bucket for all. */
   tenantOf?: ((deviceId: string) => string | undefined) | undefined;
   maxAgeMs: number;
@@ -23,7 +29,7 @@ export interface SqliteEventLogOptions {
   /** At most this many events are replayed after a `Last-Event-ID` (the bus's ring size); more: resync. */
   replayLimit: number;
   log?: Logger | undefined;
-  metrics?: Pick<Metrics, 'eventHistory' | 'eventHistorySize'> | undefined;
+  metrics?: Pick<Metrics, 'eventHistory' | 'eventHistorySize' | 'eventHistoryBytes' | 'eventHistoryEvicted'> | undefined;
   /** The clock retention by age reads (tests inject one). */
   now?: () => number;
 }
@@ -62,11 +68,14 @@ export class SqliteEventLog implements EventLog {
   private timer: NodeJS.Timeout | undefined;
   private immediate: NodeJS.Immediate | undefined;
   private readonly pruneTimer: NodeJS.Timeout;
-  /** Rows in the table, counted once at open, then kept by every insert and delete. */
-  private count: number;
   private closed = false;
   private readonly now: () => number;
   private readonly warn: ThrottledLog | undefined;
+  /** One line a minute per byte bound (and tenant) that evicts: count evictions are the full history's steady state. */
+  private readonly evictionLines: ThrottledLog | undefined;
+  /** The evictions of the transaction under way: counted and logged once it commits (a rollback undid them). */
+  private readonly evicted: Array<{ reason: EvictionReason; key: string; freed: Freed }> = [];
+  private readonly onEvicted: OnEvicted = (reason, key, freed) => void this.evicted.push({ reason, key, freed });
   /** The store's `synchronous` level, restored after each of this log's commits. */
   private readonly storeSync: number;
   /** The inserts by rows per statement, prepared once (preparing costs more WebAssembly than a batch's rows); finalized at close. */
@@ -76,15 +85,16 @@ export class SqliteEventLog implements EventLog {
    * delete): a `since` past it has nothing to read, without a scan.
    */
   private maxAt: number | undefined;
-  /** Rows per tenant, counted in memory (retention.ts): per-tenant retention without a query per row. */
+  /** Rows and bytes per tenant and in all, counted in memory (retention.ts): retention without a query per row. */
   private readonly tenants: TenantBuckets;
   private tenantOf: (deviceId: string) => string | undefined;
 
   /** The options events.history sets. */
   static options(events: Pick<EventsConfig, 'history' | 'bufferSize'>, log?: Logger, metrics?: Metrics): SqliteEventLogOptions {
     const h = events.history;
-    const { maxEvents, maxEventsPerTenant, flushMs, batchSize } = h;
-    return { maxEvents, maxEventsPerTenant, maxAgeMs: historyMaxAgeMs(h), flushMs, batchSize, replayLimit: events.bufferSize, log, metrics };
+    const { maxEvents, maxEventsPerTenant, maxBytes, maxBytesPerTenant, flushMs, batchSize } = h;
+    const bounds = { maxEvents, maxEventsPerTenant, maxBytes, maxBytesPerTenant };
+    return { ...bounds, maxAgeMs: historyMaxAgeMs(h), flushMs, batchSize, replayLimit: events.bufferSize, log, metrics };
   }
 
   /**
@@ -98,6 +108,7 @@ export class SqliteEventLog implements EventLog {
     this.now = o.now ?? Date.now;
     this.tenantOf = o.tenantOf ?? (() => undefined);
     this.warn = o.log && new ThrottledLog(o.log, 'warn', { linesPerWindow: 1, windowMs: 60_000 });
+    this.evictionLines = o.log && new ThrottledLog(o.log, 'info', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 1024 });
     // Secondary indexes carry the rowid (seq): each serves its filter in event order. A time index (`events_at`,
     // before 2026-11-27) cost every row's insert more than its two readers needed: dropped from older files.
     db.exec(`CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, type TEXT NOT NULL,
@@ -111,7 +122,6 @@ export class SqliteEventLog implements EventLog {
     if (!columns.some((c) => c.name === 'tenant')) db.exec('ALTER TABLE events ADD COLUMN tenant TEXT');
     this.tenants = new TenantBuckets(db);
     this.tenants.load();
-    this.count = Number((db.get('SELECT COUNT(*) AS n FROM events') as { n: number }).n);
     this.storeSync = Number((db.get('PRAGMA synchronous') as { synchronous: number }).synchronous);
     this.transaction(() => this.retain());
     this.pruneTimer = setInterval(() => this.transaction(() => this.retain()), PRUNE_MS).unref();
@@ -141,7 +151,6 @@ export class SqliteEventLog implements EventLog {
     this.pending = [];
     const written = this.transaction(() => {
       this.insertRows(batch);
-      this.count += batch.length;
       this.retain();
     });
     if (written) return void this.o.metrics?.eventHistory.inc({ outcome: 'written' }, batch.length);
@@ -163,6 +172,7 @@ export class SqliteEventLog implements EventLog {
     let key: string | undefined;
     let bucket: Bucket | undefined;
     let last: number | bigint = 0;
+    let bytes = 0;
     for (const rows of INSERT_CHUNKS) {
       if (batch.length - i < rows) continue;
       const insert = this.insertOf(rows);
@@ -174,13 +184,19 @@ export class SqliteEventLog implements EventLog {
           if (at > maxAt) maxAt = at;
           const tenant = this.tenantOf(e.deviceId);
           if (bucketOf(tenant) !== key) bucket = this.tenants.bucket((key = bucketOf(tenant)));
+          // The bytes bound (history.maxBytes) counts the data's bytes as bound: known here, never encoded twice.
+          const data = dataJson(e.data);
           bucket!.count++;
-          values.push(e.id, e.type, e.deviceId, at, dataJson(e.data), tenant ?? null);
+          bucket!.bytes += data.length;
+          bytes += data.length;
+          values.push(e.id, e.type, e.deviceId, at, data, tenant ?? null);
         }
         last = insert.run(values).lastInsertRowid;
       }
     }
     this.tenants.floor = Number(last) + 1;
+    this.tenants.rows += batch.length;
+    this.tenants.bytes += bytes;
     if (this.maxAt !== undefined) this.maxAt = maxAt;
   }
 
@@ -243,38 +259,39 @@ export class SqliteEventLog implements EventLog {
   }
 
   /**
-   * Drop what is past the bounds: the oldest run of events older than `maxAgeMs` (rowid order, from the first row:
-   * it stops at the first younger event, so it reads what it deletes; an event timed out of order behind a younger
-   * one goes with the run it ends up in, and no read returns it meanwhile); then each tenant's oldest beyond
-   * `maxEventsPerTenant`; then, beyond `maxEvents`, the oldest of the tenants holding the most (never a smaller
-   * tenant's while a larger one has rows to give: one tenant's flood cannot push another's history out). Inside a
-   * transaction.
+   * Drop what is past the bounds (retention.ts): the oldest run of events older than `maxAgeMs` (rowid order, from the
+   * first row: it stops at the first younger event, so it reads what it deletes; an event timed out of order behind a
+   * younger one goes with the run it ends up in, and no read returns it meanwhile); then each tenant's oldest beyond its
+   * shares (`maxEventsPerTenant`, `maxBytesPerTenant`); then, beyond `maxEvents` and `maxBytes`, the oldest of the
+   * tenants holding the most (never a smaller tenant's while a larger one has rows to give: one tenant's flood cannot
+   * push another's history out). Inside a transaction.
    */
   private retain(): void {
-    this.retainByAge();
-    const cap = this.o.maxEventsPerTenant;
-    if (cap !== undefined) for (const [key, b] of [...this.tenants.buckets]) if (b.count > cap) this.count -= this.tenants.evict(key, b.count - cap);
-    const excess = this.count - this.o.maxEvents;
-    if (excess <= 0) return;
-    const counts = new Map([...this.tenants.buckets].map(([k, b]) => [k, b.count]));
-    for (const [key, n] of largestFirst(counts, excess)) this.count -= this.tenants.evict(key, n);
+    this.tenants.evictAged(this.now() - this.o.maxAgeMs, this.onEvicted);
+    this.tenants.retain(this.o, this.onEvicted);
   }
 
-  private retainByAge(): void {
-    const sql = 'DELETE FROM events WHERE seq < coalesce((SELECT seq FROM events WHERE at >= ? ORDER BY seq LIMIT 1), (SELECT max(seq) + 1 FROM events))';
-    const cutoff = this.now() - this.o.maxAgeMs;
-    // One tenant (the usual case): the count is enough. Several: which tenants' rows went, for their counts.
-    if (this.tenants.nonEmpty() <= 1) {
-      const aged = this.db.run(sql, [cutoff]).changes;
-      this.count -= aged;
-      for (const key of [...this.tenants.buckets.keys()]) this.tenants.forget(key, aged);
-      return;
+  /** The committed evictions, counted by bound; a byte bound's also logged (one line a minute; per tenant for a share). */
+  private reportEvictions(): void {
+    const byBytes = { evicted: 0, bytes: 0, tenants: [] as string[] };
+    for (const { reason, key, freed } of this.evicted.splice(0)) {
+      this.o.metrics?.eventHistoryEvicted.inc({ reason }, freed.rows);
+      if (reason === 'bytes') {
+        byBytes.evicted += freed.rows;
+        byBytes.bytes += freed.bytes;
+        if (byBytes.tenants.length < 10) byBytes.tenants.push(key || '(none)');
+      } else if (reason === 'bytes_per_tenant') {
+        const msg = "a tenant's event history past events.history.maxBytesPerTenant: its oldest events dropped (one line a minute per tenant)";
+        this.evictionLines?.write(
+          { tenant: key || '(none)', evicted: freed.rows, bytes: freed.bytes, maxBytesPerTenant: this.o.maxBytesPerTenant },
+          msg,
+          `tenant:${key}`,
+        );
+      }
     }
-    const rows = this.db.all(`${sql} RETURNING tenant`, [cutoff]) as Array<{ tenant: string | null }>;
-    this.count -= rows.length;
-    const gone = new Map<string, number>();
-    for (const r of rows) gone.set(bucketOf(r.tenant ?? undefined), (gone.get(bucketOf(r.tenant ?? undefined)) ?? 0) + 1);
-    for (const [key, n] of gone) this.tenants.forget(key, n);
+    if (byBytes.evicted === 0) return;
+    const msg = 'event history past events.history.maxBytes: the oldest events of the tenants holding the most bytes dropped (one line a minute)';
+    this.evictionLines?.write({ ...byBytes, maxBytes: this.o.maxBytes }, msg, 'total');
   }
 
   /** Age retention now (tests, with their clock); it also runs at every write and once a minute. */
@@ -284,24 +301,30 @@ export class SqliteEventLog implements EventLog {
 
   /** Events in the table (what retention bounds). */
   get size(): number {
-    return this.count;
+    return this.tenants.rows;
+  }
+
+  /** Bytes of their data (the JSON text as stored): what `maxBytes` bounds. */
+  get bytes(): number {
+    return this.tenants.bytes;
   }
 
   /** Run `fn` in one transaction; false (logged, rolled back, counts restored) when it fails. Never throws. */
   private transaction(fn: () => void): boolean {
     if (!this.db.isOpen) return false;
-    const count = this.count;
     const tenants = this.tenants.snapshot();
     try {
       this.db.exec('PRAGMA synchronous=NORMAL');
       this.db.exec('BEGIN');
       fn();
       this.db.exec('COMMIT');
-      this.o.metrics?.eventHistorySize.set(this.count);
+      this.reportEvictions();
+      this.o.metrics?.eventHistorySize.set(this.tenants.rows);
+      this.o.metrics?.eventHistoryBytes.set(this.tenants.bytes);
       return true;
     } catch (err) {
-      this.count = count;
       this.tenants.restore(tenants);
+      this.evicted.length = 0;
       try {
         if (this.db.inTransaction) this.db.exec('ROLLBACK');
       } catch {

@@ -26,7 +26,12 @@ describe.skipIf(!hasNats)('event history over the cluster event stream (JetStrea
     nats = await startNatsServer();
     nc = await connect({ servers: nats.url });
     const config = ClusterSlice.parse({ enabled: true, nats: { servers: [nats.url] }, events: { stream: 'HISTORY_TEST' } });
-    const stream = await openEventStream(nc, config, { replayLimit: 100, history: { maxEvents: 5000, maxAgeMs: 7 * 86_400_000 } }, createLogger('silent'));
+    const stream = await openEventStream(
+      nc,
+      config,
+      { replayLimit: 100, history: { maxEvents: 5000, maxBytes: 64 * 1024 * 1024, maxAgeMs: 7 * 86_400_000 } },
+      createLogger('silent'),
+    );
     read = stream.read;
     const js = jetstream(nc);
     for (let i = 0; i < 30; i++) {
@@ -58,7 +63,17 @@ describe.skipIf(!hasNats)('event history over the cluster event stream (JetStrea
   it('takes its bounds from events.history unless cluster.events sets its own', async () => {
     const info = await (await jetstreamManager(nc)).streams.info('HISTORY_TEST');
     expect(info.config.max_msgs).toBe(5000);
+    expect(info.config.max_bytes).toBe(64 * 1024 * 1024);
     expect(info.config.max_age).toBe(7 * 86_400_000 * 1_000_000);
+    // cluster.events.maxBytes, when set, is the stream's own (an instance opening it so updates it: the 30 events fit).
+    const own = ClusterSlice.parse({ enabled: true, nats: { servers: [nats.url] }, events: { stream: 'HISTORY_TEST', maxBytes: 2 * 1024 * 1024 } });
+    await openEventStream(
+      nc,
+      own,
+      { replayLimit: 100, history: { maxEvents: 5000, maxBytes: 64 * 1024 * 1024, maxAgeMs: 7 * 86_400_000 } },
+      createLogger('silent'),
+    );
+    expect((await (await jetstreamManager(nc)).streams.info('HISTORY_TEST')).config.max_bytes).toBe(2 * 1024 * 1024);
   });
 
   it('pages oldest first, filtered by device and type (one by the server, lists here) and by time', async () => {

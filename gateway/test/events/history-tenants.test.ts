@@ -5,9 +5,11 @@ import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventFilterFor } from '../../src/api/device-scope.js';
 import { eventHistoryRoutes } from '../../src/api/events-history.js';
+import { loadConfig } from '../../src/config.js';
 import { EventBus, type GatewayEvent } from '../../src/events/bus.js';
 import { SqliteEventLog, type SqliteEventLogOptions } from '../../src/events/history-sqlite.js';
 import { largestFirst } from '../../src/events/retention.js';
+import { createMetrics } from '../../src/metrics.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { apiPart, bearer } from '../../../test/support/api-parts.js';
 
@@ -128,6 +130,120 @@ describe('event history retention per tenant', () => {
     const r = await app.inject({ method: 'GET', url: '/v1/events/history?limit=1000', headers: bearer(GLOBEX_KEY) });
     expect(r.statusCode).toBe(200);
     expect(r.json<{ events: GatewayEvent[] }>().events).toEqual(mine);
+  });
+});
+
+/** Data whose stored JSON text is `n` bytes (two-byte characters: bytes, not characters, are what count). */
+const sized = (n: number): Record<string, unknown> => ({ b: 'é'.repeat((n - 8) / 2) });
+/** Bytes of the events' data as the log stores it: their JSON text in UTF-8. */
+const dataBytes = (events: GatewayEvent[]) => events.reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e.data)), 0);
+const everything = async (log: SqliteEventLog) => (await log.read({ limit: 1000 })).events;
+
+/** `n` notifications of `bytes` each from acme's devices, written in batches of 10. */
+function floodBig(bus: EventBus, log: SqliteEventLog, n: number, bytes: number): GatewayEvent[] {
+  const out: GatewayEvent[] = [];
+  for (let i = 0; i < n; i++) {
+    out.push(bus.publish('device.notification', dev('0a', i % 8), sized(bytes))!);
+    if (i % 10 === 9) log.flush();
+  }
+  log.flush();
+  return out;
+}
+
+describe('event history retention by bytes (events.history.maxBytes)', () => {
+  it('past maxBytes the oldest go, counted in bytes of the stored JSON text (UTF-8), and counted in the metrics', async () => {
+    const metrics = createMetrics();
+    const { log, bus } = open(tempDb(), { maxBytes: 10_000, metrics });
+    const sent = floodBig(bus, log, 30, 1008);
+    // 9 events of 1008 bytes fit in 10 000 (counting characters, 508 each, would keep 19).
+    const kept = await everything(log);
+    expect(kept.map((e) => e.id)).toEqual(sent.slice(-9).map((e) => e.id));
+    expect(log.bytes).toBe(9 * 1008);
+    expect(dataBytes(kept)).toBe(log.bytes);
+    expect(log.size).toBe(9);
+    const value = async (name: string, labels: Record<string, string> = {}) =>
+      (await metrics.registry.getSingleMetric(name)!.get()).values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l))?.value;
+    expect(await value('voxgate_event_history_evicted_total', { reason: 'bytes' })).toBe(21);
+    expect(await value('voxgate_event_history_bytes')).toBe(9 * 1008);
+  });
+
+  it("the tenant holding the most bytes loses its oldest first, not the one holding the most events (another tenant's small ones stay)", async () => {
+    const { log, bus } = open(tempDb(), { maxBytes: 40_000 });
+    // globex: the oldest events, and the most of them (300), but small; the operators' few; then acme's large ones.
+    const globex = Array.from({ length: 300 }, (_, i) => bus.publish('device.online', dev('0b', i % 4), { reason: 'flap' })!.id);
+    const operator = [bus.publish('device.online', dev('0c', 1))!.id];
+    log.flush();
+    const acme = floodBig(bus, log, 60, 1008);
+    expect(
+      await ids(
+        log,
+        [0, 1, 2, 3].map((i) => dev('0b', i)),
+      ),
+    ).toEqual(globex);
+    expect(await ids(log, [dev('0c', 1)])).toEqual(operator);
+    const kept = (await everything(log)).filter((e) => tenantOf(e.deviceId) === 'acme');
+    expect(kept.length).toBeGreaterThan(0);
+    expect(kept.map((e) => e.id)).toEqual(acme.slice(-kept.length).map((e) => e.id));
+    expect(log.bytes).toBeLessThanOrEqual(40_000);
+    expect(log.bytes).toBe(dataBytes(await everything(log)));
+    // As many of acme's as fit beside the others: largest first, down to the bound.
+    expect(log.bytes + 1008).toBeGreaterThan(40_000);
+  });
+
+  it("a tenant past its byte share (maxBytesPerTenant) loses its own oldest, whatever the total's room", async () => {
+    const { log, bus } = open(tempDb(), { maxBytesPerTenant: 8_000 });
+    const globex = Array.from({ length: 300 }, (_, i) => bus.publish('device.online', dev('0b', i % 4), { reason: 'flap' })!.id); // 5 100 bytes
+    const acme = floodBig(bus, log, 40, 1008);
+    expect(
+      await ids(
+        log,
+        [0, 1, 2, 3].map((i) => dev('0b', i)),
+      ),
+    ).toEqual(globex);
+    const kept = (await everything(log)).filter((e) => tenantOf(e.deviceId) === 'acme');
+    expect(kept.map((e) => e.id)).toEqual(acme.slice(-7).map((e) => e.id));
+  });
+
+  it('counts the bytes again after a restart (one scan at open): a lower bound evicts at open, and evictions go on', async () => {
+    const path = tempDb();
+    const first = open(path, { maxBytes: 1 << 30 });
+    const globex = [first.bus.publish('device.online', dev('0b', 1), { reason: 'x' })!.id, first.bus.publish('device.ready', dev('0b', 1))!.id];
+    floodBig(first.bus, first.log, 40, 1008);
+    const before = first.log.bytes;
+    expect(before).toBe(dataBytes(await everything(first.log)));
+    await first.close();
+
+    const same = open(path, { maxBytes: 1 << 30 });
+    expect(same.log.bytes).toBe(before);
+    await same.close();
+
+    const lower = open(path, { maxBytes: 20_000 });
+    const atOpen = await everything(lower.log);
+    expect(lower.log.bytes).toBeLessThanOrEqual(20_000);
+    expect(lower.log.bytes).toBe(dataBytes(atOpen));
+    expect(await ids(lower.log, [dev('0b', 1)])).toEqual(globex);
+    const acme = floodBig(lower.bus, lower.log, 30, 1008);
+    const kept = await everything(lower.log);
+    expect(dataBytes(kept)).toBe(lower.log.bytes);
+    expect(lower.log.bytes).toBeLessThanOrEqual(20_000);
+    expect(await ids(lower.log, [dev('0b', 1)])).toEqual(globex);
+    const keptAcme = kept.filter((e) => tenantOf(e.deviceId) === 'acme');
+    expect(keptAcme.map((e) => e.id)).toEqual(acme.slice(-keptAcme.length).map((e) => e.id));
+  });
+
+  it('is set by GATEWAY_EVENTS_HISTORY_MAX_BYTES(_PER_TENANT), 256 MiB and no share by default, at least 1 MiB', () => {
+    const options = (env: Record<string, string>) => SqliteEventLog.options(loadConfig(env).events);
+    expect(options({})).toMatchObject({ maxBytes: 256 * 1024 * 1024, maxBytesPerTenant: undefined });
+    const set = options({ GATEWAY_EVENTS_HISTORY_MAX_BYTES: '2097152', GATEWAY_EVENTS_HISTORY_MAX_BYTES_PER_TENANT: '1048576' });
+    expect(set).toMatchObject({ maxBytes: 2 * 1024 * 1024, maxBytesPerTenant: 1024 * 1024 });
+    expect(() => options({ GATEWAY_EVENTS_HISTORY_MAX_BYTES: '1000' })).toThrow(/events\.history\.maxBytes/);
+  });
+
+  it('the count bound still applies beside it (both bound the history)', async () => {
+    const { log, bus } = open(tempDb(), { maxEvents: 5, maxBytes: 1 << 30 });
+    const sent = floodBig(bus, log, 12, 108);
+    expect((await everything(log)).map((e) => e.id)).toEqual(sent.slice(-5).map((e) => e.id));
+    expect(log.bytes).toBe(5 * 108);
   });
 });
 
