@@ -9,13 +9,12 @@ import { createHttp } from './api/start.js';
 import { Assistant } from './assistant/assistant.js';
 import type { Cluster, ClusterConnection } from './cluster/cluster.js';
 import type { Config } from './config.js';
-import { CLOSE_REVOKED, CLOSE_SHUTDOWN } from './devices/link.js';
+import { CLOSE_SHUTDOWN } from './devices/link.js';
 import { type FleetDirectory } from './devices/directory.js';
 import { type DeviceRecords } from './devices/records.js';
 import { DeviceTenants } from './devices/tenants.js';
 import type { DeviceRegistry } from './devices/registry.js';
 import type { Enrollment } from './enrollment/enrollment.js';
-import { openEnrollment } from './enrollment/open.js';
 import { GatewayError } from './errors.js';
 import { type EventBus } from './events/bus.js';
 import { fanOutToMqtt } from './events/mqtt-fanout.js';
@@ -39,7 +38,7 @@ import { SchemaValidators } from './schemas/validators.js';
 import { resolveSecrets } from './secrets.js';
 import { openStore } from './store/open.js';
 import type { Store } from './store/store.js';
-import { logStarted } from './startup-summary.js';
+import { logStarted, warnAtStart } from './startup-summary.js';
 import { TlsCertificates } from './tls/certificates.js';
 import { GATEWAY_VERSION } from './version.js';
 import { assistantExplainer } from './assistant/vision.js';
@@ -48,7 +47,7 @@ import type { ConverseKit } from './voice/converse/converse.js';
 import { createModelGates, type ModelGates } from './throttle/model-gates.js';
 import { startVoice, type Voice } from './voice/start.js';
 import type { Fleet } from './fleet/start.js';
-import { deviceSettings, mqttOptions, openDevices, openEvents, openFleet, openSchedules, publishFleet } from './open-state.js';
+import { deviceSettings, enrollmentOf, mqttOptions, openDevices, openEvents, openFleet, openSchedules, publishFleet } from './open-state.js';
 import type { Gateway } from './gateway-handle.js';
 
 export type { Gateway };
@@ -58,25 +57,10 @@ export type { Gateway };
  * registers its closer as it opens (a Lifecycle stack), so a start that fails closes what it opened, and
  * close() runs the reverse of the start: drain hub calls, close devices, listeners, cluster, store.
  */
-/** Below this an API key is warned about at start (the generated ones have 36). */
-const MIN_API_KEY_CHARS = 20;
-
 export async function startGateway(config: Config, opts: { log?: Logger; converseKit?: () => ConverseKit } = {}): Promise<Gateway> {
   const log = opts.log ?? createLogger(config.logLevel, undefined, config.logFormat);
   const secrets = resolveSecrets(config.dataDir, { apiKeys: config.apiKeys, deviceSecret: config.deviceSecret });
-  if (secrets.tightenedFrom)
-    log.warn(
-      { file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom },
-      'the secrets file was readable by group or others; its mode is now 0600',
-    );
-  // A short key is guessable, and its fingerprint (stored with the work it queued) can be searched offline.
-  const weakKeys = secrets.apiKeys.filter((k) => k.length < MIN_API_KEY_CHARS).length;
-  if (weakKeys > 0)
-    log.warn(
-      { keys: weakKeys, minChars: MIN_API_KEY_CHARS },
-      `${weakKeys} API key(s) shorter than ${MIN_API_KEY_CHARS} characters: use long random keys (e.g. openssl rand -base64 24)`,
-    );
-  if (config.deviceAuth === 'open') log.warn('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
+  warnAtStart(config, secrets, log);
   const life = new Lifecycle(log);
   try {
     return await wire(config, log, secrets, life, opts.converseKit);
@@ -182,26 +166,6 @@ async function wire(config: Config, log: Logger, secrets: Secrets, life: Lifecyc
   };
 }
 
-/**
- * Enrollment (device auth other than `open`): revoked credentials close the device's connection, and an enrollment
- * dropped past enrollment.maxUnconnected takes the id's tenant with it (red team 9).
- */
-async function enrollmentOf(
-  config: Config,
-  d: { secrets: Secrets; store: Store; log: Logger; metrics: Metrics; registry: DeviceRegistry; records: DeviceRecords; deviceTenants: DeviceTenants },
-): Promise<Enrollment | undefined> {
-  if (config.deviceAuth === 'open') return undefined;
-  const onRevoked = (deviceId: string) => {
-    for (const s of d.registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
-  };
-  const { store, log, metrics, records } = d;
-  const onDropped = (id: string) => d.deviceTenants.gone(id);
-  return openEnrollment(
-    { deviceSecret: d.secrets.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked, records, onDropped },
-    config.enrollment,
-  );
-}
-
 /** Events, devices, persisted state, the hub and the assistant; each registers its closer as it opens. */
 async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lifecycle, converseKit?: () => ConverseKit): Promise<Core> {
   const visionKey = createHmac('sha256', secrets.deviceSecret).update('voxgate-vision').digest('base64url');
@@ -238,7 +202,7 @@ async function openCore(config: Config, log: Logger, secrets: Secrets, life: Lif
   const vision = visionOffer(config.vision, config.http.publicUrl, visionKey);
   const { records, registry, directory } = await openDevices(config, { voice, log, bus, metrics, vision, validators, store, life });
   await voice.useStore(store, records);
-  const enrollment = await enrollmentOf(config, { secrets, store, log, metrics, registry, records, deviceTenants });
+  const enrollment = await enrollmentOf(config, { deviceSecret: secrets.deviceSecret, store, log, metrics, registry, records, deviceTenants });
   // Tenancy (issue 20 item 6): each device's tenant, kept in the store and shared through it in a cluster;
   // the hub, the device, event and enrollment routes and OTA (enrollment.tenantRules) read it. It follows the records.
   await deviceTenants.attach(store, records);

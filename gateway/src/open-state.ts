@@ -1,7 +1,7 @@
 /**
  * The parts of the composition root that keep state (gateway.ts wires them): the event bus with its
- * history, the device registry with its lasting records, queued calls and jobs, schedules, and the
- * fleet published to remote MCP endpoints; and the MQTT broker's options.
+ * history, the device registry with its lasting records, enrollments, queued calls and jobs, schedules,
+ * and the fleet published to remote MCP endpoints; and the MQTT broker's options.
  */
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { Logger } from 'pino';
@@ -13,6 +13,8 @@ import { createRegistry } from './devices/create.js';
 import { FleetDirectory, type DeviceDirectory } from './devices/directory.js';
 import { DeviceRecords } from './devices/records.js';
 import { deviceForgetter } from './devices/forget.js';
+import { CLOSE_REVOKED } from './devices/link.js';
+import { openEnrollment } from './enrollment/open.js';
 import type { DeviceTenants } from './devices/tenants.js';
 import type { DeviceSettingsDeps } from './api/device-settings.js';
 import type { Enrollment } from './enrollment/enrollment.js';
@@ -257,4 +259,21 @@ export function deviceSettings(core: {
     also: [(id) => core.fleet.calls.forgetDevice(id)],
   });
   return { voiceModes: voice.modes, effectiveVoiceMode: (id) => voice.modeOf(id), records, forget, tenants: core.deviceTenants };
+}
+
+/**
+ * Enrollment (device auth other than `open`): revoked credentials close the device's connection, and an enrollment
+ * dropped past enrollment.maxUnconnected takes the id's tenant with it (red team 9).
+ */
+export async function enrollmentOf(
+  config: Config,
+  d: { deviceSecret: string; store: Store; log: Logger; metrics: Metrics; registry: DeviceRegistry; records: DeviceRecords; deviceTenants: DeviceTenants },
+): Promise<Enrollment | undefined> {
+  if (config.deviceAuth === 'open') return undefined;
+  const onRevoked = (deviceId: string) => {
+    for (const s of d.registry.sessions()) if (s.deviceId === deviceId) s.close(CLOSE_REVOKED, 'credentials revoked');
+  };
+  const { store, log, metrics, records } = d;
+  const onDropped = (id: string) => d.deviceTenants.gone(id);
+  return openEnrollment({ deviceSecret: d.deviceSecret, mqttGroup: config.mqtt.group, store, log, metrics, onRevoked, records, onDropped }, config.enrollment);
 }

@@ -123,3 +123,27 @@ export function logStarted(config: Config, log: Logger, http: FastifyInstance, m
   if (config.logFormat === 'pretty') log.info(`voxgate started (version ${GATEWAY_VERSION})\n${summaryText(summary, ports)}`);
   else log.info({ ...ports, version: GATEWAY_VERSION, ...summary }, 'voxgate started');
 }
+
+/** Below this an API key is warned about at start (the generated ones have 36). */
+const MIN_API_KEY_CHARS = 20;
+
+/** What the start warns of before anything opens: a secrets file others could read, short API keys, open device auth. */
+export function warnAtStart(
+  config: Pick<Config, 'dataDir' | 'deviceAuth'>,
+  secrets: { tightenedFrom?: string | undefined; apiKeys: readonly string[] },
+  log: Logger,
+): void {
+  if (secrets.tightenedFrom)
+    log.warn(
+      { file: `${config.dataDir}/secrets.json`, previousMode: secrets.tightenedFrom },
+      'the secrets file was readable by group or others; its mode is now 0600',
+    );
+  // A short key is guessable, and its fingerprint (stored with the work it queued) can be searched offline.
+  const weakKeys = secrets.apiKeys.filter((k) => k.length < MIN_API_KEY_CHARS).length;
+  if (weakKeys > 0)
+    log.warn(
+      { keys: weakKeys, minChars: MIN_API_KEY_CHARS },
+      `${weakKeys} API key(s) shorter than ${MIN_API_KEY_CHARS} characters: use long random keys (e.g. openssl rand -base64 24)`,
+    );
+  if (config.deviceAuth === 'open') log.warn('device auth is "open": any device may connect. Set GATEWAY_DEVICE_AUTH=hmac (or token) in production.');
+}
