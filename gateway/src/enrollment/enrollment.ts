@@ -5,6 +5,7 @@ import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/store.js';
 import { sourceKey } from '../throttle/source-key.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
+import { Claims } from './claims.js';
 import type { EnrollmentCredentials, OtaProof } from './credentials.js';
 import { BindingSchema, ClaimSchema, type Binding, type Claim } from './records.js';
 import { RefusedDevices } from './refused.js';
@@ -69,6 +70,8 @@ export type ActivationState = 'done' | 'pending' | 'rejected' | 'unknown';
 
 const BINDINGS = 'enrollments';
 const CLAIMS = 'enrollment-claims';
+/** Outcomes a flood of made-up checks causes (from any address): logged a bounded number of times per kind. */
+const REFUSALS: ReadonlySet<string> = new Set(['proof_refused', 'refused', 'busy', 'busy_address', 'busy_device']);
 
 /**
  * Which devices may join and with which credentials. The in-memory maps answer every read (auth runs on
@@ -77,7 +80,7 @@ const CLAIMS = 'enrollment-claims';
  */
 export class Enrollment {
   private readonly bindings = new Map<string, Binding>();
-  private readonly claims = new Map<string, Claim>();
+  private readonly claims = new Claims();
   /** Enrollments of ids not recorded, oldest first (followRecords): bounded by maxUnconnected. */
   private readonly unconnected = new Set<string>();
   private records: EnrolledRecords | undefined;
@@ -100,7 +103,7 @@ export class Enrollment {
     }
     for (const { key, value } of await o.store.list(CLAIMS)) {
       const c = ClaimSchema.safeParse(value);
-      if (c.success) e.claims.set(c.data.code, c.data);
+      if (c.success) e.claims.set(c.data);
       else o.log.error({ key }, 'ignoring an unreadable enrollment claim');
     }
     // A shared store (cluster): another instance's approvals, claims and revocations reach this one's maps.
@@ -124,7 +127,7 @@ export class Enrollment {
   private claimChanged(code: string, value: unknown): void {
     if (value === undefined) return void this.claims.delete(code);
     const c = ClaimSchema.safeParse(value);
-    if (c.success && c.data.code === code) this.claims.set(code, c.data);
+    if (c.success && c.data.code === code) this.claims.set(c.data);
     else this.o.log.error({ code }, 'ignoring an unreadable enrollment claim from the shared store');
   }
 
@@ -221,26 +224,27 @@ export class Enrollment {
 
   /** The device's pending claim (the same code on every retry), or a new one. */
   private async claimFor(r: OtaRequest): Promise<Claim> {
-    const now = Date.now();
-    const existing = [...this.claims.values()].find((c) => c.deviceId === r.deviceId && c.clientId === r.clientId);
+    const existing = this.claims.ofClient(r.deviceId, r.clientId);
     if (existing?.status === 'rejected') {
       this.outcome('rejected', r);
       throw new GatewayError('ENROLLMENT_REJECTED', 'an operator rejected this device; it may ask again later');
     }
-    if (existing) {
-      const refreshed = { ...existing, expiresAt: now + this.o.pendingTtlSeconds * 1000 };
-      await this.o.store.put(CLAIMS, refreshed.code, refreshed);
-      this.claims.set(refreshed.code, refreshed);
-      this.outcome('pending', r);
-      return refreshed;
-    }
+    if (!existing) return this.newClaim(r);
+    const refreshed = { ...existing, expiresAt: Date.now() + this.o.pendingTtlSeconds * 1000 };
+    await this.o.store.put(CLAIMS, refreshed.code, refreshed);
+    this.claims.set(refreshed);
+    this.outcome('pending', r);
+    return refreshed;
+  }
+
+  private async newClaim(r: OtaRequest): Promise<Claim> {
+    const now = Date.now();
     // maxPending bounds the claims, and anyone may ask for one: without a share per source, one host filled every
     // place with made-up ids (at the OTA rate limit, a few minutes) and each real device heard ENROLLMENT_BUSY.
     const source = sourceKey(r.remoteAddress);
-    let fromSource = 0;
     // Rejected codes count too: they hold places in maxPending until they expire, and an operator rejecting a flood
     // made room for as much again from the same source.
-    for (const c of this.claims.values()) if (sourceKey(c.remoteAddress) === source) fromSource++;
+    const fromSource = this.claims.heldBy(source);
     if (fromSource >= this.o.maxPendingPerAddress) {
       this.outcome('busy_address', r);
       throw new GatewayError('ENROLLMENT_BUSY', `too many devices from this address are waiting for approval (${fromSource}); try again later`, {
@@ -255,7 +259,7 @@ export class Enrollment {
     // operator approves the code shown on the device in front of them. Bounded per id: past the bound a new claim
     // gives up this source's oldest code for the id, else a rejected one, never another source's waiting code (the
     // oldest of all went: one host naming the id under new client ids pushed out the code on the real device).
-    const sameDevice = [...this.claims.values()].filter((c) => c.deviceId === r.deviceId).sort((a, b) => a.createdAt - b.createdAt);
+    const sameDevice = this.claims.ofDevice(r.deviceId).sort((a, b) => a.createdAt - b.createdAt);
     const excess = sameDevice.length - this.o.maxPendingPerDevice + 1;
     if (excess > 0) {
       const mine = sameDevice.filter((c) => sourceKey(c.remoteAddress) === source);
@@ -266,10 +270,7 @@ export class Enrollment {
           retryAfterSeconds: 60,
         });
       }
-      for (const old of givable.slice(0, excess)) {
-        await this.o.store.delete(CLAIMS, old.code);
-        this.claims.delete(old.code);
-      }
+      for (const old of givable.slice(0, excess)) await this.dropClaim(old.code);
     }
     const claim: Claim = {
       code: this.newCode(),
@@ -285,21 +286,31 @@ export class Enrollment {
       ...(r.board ? { board: r.board.slice(0, 128) } : {}),
     };
     await this.o.store.put(CLAIMS, claim.code, claim);
-    this.claims.set(claim.code, claim);
+    this.claims.set(claim);
     this.outcome('claimed', r);
     this.o.log.info({ deviceId: r.deviceId, clientId: r.clientId, code: claim.code, remote: r.remoteAddress }, 'device waits for enrollment approval');
     return claim;
+  }
+
+  private async dropClaim(code: string): Promise<void> {
+    await this.o.store.delete(CLAIMS, code);
+    this.claims.delete(code);
   }
 
   /** `POST <ota>/activate`: the device polls until an operator decided. */
   activate(deviceId: string, clientId: string, challenge: string | undefined): ActivationState {
     const b = this.bindings.get(deviceId);
     if (b && b.clientId === clientId) return 'done';
-    const now = Date.now();
-    const claim = [...this.claims.values()].find((c) => c.deviceId === deviceId && c.clientId === clientId && c.expiresAt > now);
+    const claim = this.claims.ofClient(deviceId, clientId);
     // A v2 device echoes the challenge of the answer it received: another answer's challenge is not its claim.
-    if (!claim || (challenge !== undefined && challenge !== claim.challenge)) return 'unknown';
+    if (!claim || claim.expiresAt <= Date.now() || (challenge !== undefined && challenge !== claim.challenge)) return 'unknown';
     return claim.status === 'rejected' ? 'rejected' : 'pending';
+  }
+
+  /** The pending claim behind a code, if it is live. */
+  pendingClaim(code: string): Claim | undefined {
+    const c = this.claims.get(code);
+    return c?.status === 'pending' && c.expiresAt > Date.now() ? c : undefined;
   }
 
   /** Pending claims, oldest first. */
@@ -313,11 +324,7 @@ export class Enrollment {
       const claim = this.liveClaim(code);
       if (claim.status !== 'pending') throw new GatewayError('ENROLLMENT_NOT_FOUND', `enrollment ${code} was rejected; the device must ask again`);
       const b = await this.bind(claim.deviceId, claim.clientId, 'approve', false);
-      for (const c of [...this.claims.values()]) {
-        if (c.deviceId !== claim.deviceId) continue;
-        await this.o.store.delete(CLAIMS, c.code);
-        this.claims.delete(c.code);
-      }
+      for (const c of this.claims.ofDevice(claim.deviceId)) await this.dropClaim(c.code);
       this.o.log.info({ deviceId: b.deviceId, clientId: b.clientId, code }, 'enrollment approved');
       return b;
     });
@@ -328,7 +335,7 @@ export class Enrollment {
       const claim = this.liveClaim(code);
       const rejected: Claim = { ...claim, status: 'rejected' };
       await this.o.store.put(CLAIMS, code, rejected);
-      this.claims.set(code, rejected);
+      this.claims.set(rejected);
       this.o.log.info({ deviceId: claim.deviceId, clientId: claim.clientId, code }, 'enrollment rejected');
       return rejected;
     });
@@ -377,25 +384,19 @@ export class Enrollment {
   private newCode(): string {
     for (;;) {
       const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
-      if (!this.claims.has(code)) return code;
+      if (!this.claims.get(code)) return code;
     }
   }
 
   private async dropExpired(): Promise<void> {
     const now = Date.now();
-    for (const c of [...this.claims.values()]) {
-      if (c.expiresAt > now) continue;
-      await this.o.store.delete(CLAIMS, c.code);
-      this.claims.delete(c.code);
-    }
+    for (let c = this.claims.firstExpired(now); c; c = this.claims.firstExpired(now)) await this.dropClaim(c.code);
   }
 
   private outcome(outcome: string, r: OtaRequest, detail?: string): void {
     this.o.metrics.enrollments.inc({ outcome });
     const line = { deviceId: r.deviceId, clientId: r.clientId, remote: r.remoteAddress, outcome, ...(detail ? { detail } : {}) };
-    // Refusals are what a flood of made-up checks causes (from any address): a bounded number of lines per kind.
-    if (outcome === 'proof_refused' || outcome === 'refused' || outcome === 'busy' || outcome === 'busy_address' || outcome === 'busy_device')
-      this.refusals.write(line, 'OTA: no credentials for this request', outcome);
+    if (REFUSALS.has(outcome)) this.refusals.write(line, 'OTA: no credentials for this request', outcome);
     else this.o.log.info(line, 'OTA enrollment decision');
   }
 
