@@ -18,6 +18,7 @@ export interface EnrollmentOptions {
   allowlist: ReadonlySet<string>;
   pendingTtlSeconds: number;
   maxPending: number;
+  /** Codes one source holds for one device id (past it, its oldest for the id goes); sources never block each other. */
   maxPendingPerDevice: number;
   /** Claims waiting from one source (throttle/source-key.ts). */
   maxPendingPerAddress: number;
@@ -71,7 +72,7 @@ export type ActivationState = 'done' | 'pending' | 'rejected' | 'unknown';
 const BINDINGS = 'enrollments';
 const CLAIMS = 'enrollment-claims';
 /** Outcomes a flood of made-up checks causes (from any address): logged a bounded number of times per kind. */
-const REFUSALS: ReadonlySet<string> = new Set(['proof_refused', 'refused', 'busy', 'busy_address', 'busy_device']);
+const REFUSALS: ReadonlySet<string> = new Set(['proof_refused', 'refused', 'busy', 'busy_address']);
 
 /**
  * Which devices may join and with which credentials. The in-memory maps answer every read (auth runs on
@@ -237,41 +238,46 @@ export class Enrollment {
     return refreshed;
   }
 
+  /**
+   * Several devices may claim one id (one of them the real one): each gets its own code, and the operator approves the
+   * code shown on the device in front of them. One source holds at most maxPendingPerDevice codes for an id (past it
+   * its oldest for the id goes), and claims from different sources never block each other: when the id's codes were
+   * bounded in all, four addresses naming a device's MAC (broadcast over WiFi) and refreshing their claims kept the
+   * real device at ENROLLMENT_BUSY. What one id may hold in all is bounded by the per-source share and maxPending.
+   */
   private async newClaim(r: OtaRequest): Promise<Claim> {
-    const now = Date.now();
+    const source = sourceKey(r.remoteAddress);
+    const mine = this.claims.ofDeviceFrom(r.deviceId, source);
+    const giving = mine.slice(0, Math.max(0, mine.length - this.o.maxPendingPerDevice + 1));
+    this.checkRoom(r, source, giving.length);
+    const claim = await this.createClaim(r);
+    for (const old of giving) await this.dropClaim(old.code);
+    this.outcome('claimed', r);
+    this.o.log.info({ deviceId: r.deviceId, clientId: r.clientId, code: claim.code, remote: r.remoteAddress }, 'device waits for enrollment approval');
+    return claim;
+  }
+
+  /** Throws ENROLLMENT_BUSY when a new claim (replacing `giving` of its source's codes) has no place. */
+  private checkRoom(r: OtaRequest, source: string, giving: number): void {
     // maxPending bounds the claims, and anyone may ask for one: without a share per source, one host filled every
     // place with made-up ids (at the OTA rate limit, a few minutes) and each real device heard ENROLLMENT_BUSY.
-    const source = sourceKey(r.remoteAddress);
     // Rejected codes count too: they hold places in maxPending until they expire, and an operator rejecting a flood
     // made room for as much again from the same source.
-    const fromSource = this.claims.heldBy(source);
+    const fromSource = this.claims.heldBy(source) - giving;
     if (fromSource >= this.o.maxPendingPerAddress) {
       this.outcome('busy_address', r);
       throw new GatewayError('ENROLLMENT_BUSY', `too many devices from this address are waiting for approval (${fromSource}); try again later`, {
         retryAfterSeconds: 60,
       });
     }
-    if (this.claims.size >= this.o.maxPending) {
+    if (this.claims.size - giving >= this.o.maxPending) {
       this.outcome('busy', r);
       throw new GatewayError('ENROLLMENT_BUSY', 'too many devices are waiting for approval; try again later', { retryAfterSeconds: 60 });
     }
-    // Several devices may claim one id (one of them the real one): each gets its own code, and the
-    // operator approves the code shown on the device in front of them. Bounded per id: past the bound a new claim
-    // gives up this source's oldest code for the id, else a rejected one, never another source's waiting code (the
-    // oldest of all went: one host naming the id under new client ids pushed out the code on the real device).
-    const sameDevice = this.claims.ofDevice(r.deviceId).sort((a, b) => a.createdAt - b.createdAt);
-    const excess = sameDevice.length - this.o.maxPendingPerDevice + 1;
-    if (excess > 0) {
-      const mine = sameDevice.filter((c) => sourceKey(c.remoteAddress) === source);
-      const givable = [...mine, ...sameDevice.filter((c) => c.status === 'rejected' && !mine.includes(c))];
-      if (givable.length < excess) {
-        this.outcome('busy_device', r);
-        throw new GatewayError('ENROLLMENT_BUSY', `this device id already has ${sameDevice.length} codes waiting from other addresses; try again later`, {
-          retryAfterSeconds: 60,
-        });
-      }
-      for (const old of givable.slice(0, excess)) await this.dropClaim(old.code);
-    }
+  }
+
+  private async createClaim(r: OtaRequest): Promise<Claim> {
+    const now = Date.now();
     const claim: Claim = {
       code: this.newCode(),
       deviceId: r.deviceId,
@@ -287,8 +293,6 @@ export class Enrollment {
     };
     await this.o.store.put(CLAIMS, claim.code, claim);
     this.claims.set(claim);
-    this.outcome('claimed', r);
-    this.o.log.info({ deviceId: r.deviceId, clientId: r.clientId, code: claim.code, remote: r.remoteAddress }, 'device waits for enrollment approval');
     return claim;
   }
 
