@@ -72,7 +72,9 @@ export type ActivationState = 'done' | 'pending' | 'rejected' | 'unknown';
 const BINDINGS = 'enrollments';
 const CLAIMS = 'enrollment-claims';
 /** Outcomes a flood of made-up checks causes (from any address): logged a bounded number of times per kind. */
-const REFUSALS: ReadonlySet<string> = new Set(['proof_refused', 'refused', 'busy', 'busy_address']);
+const REFUSALS: ReadonlySet<string> = new Set(['proof_refused', 'refused', 'busy', 'busy_address', 'no_free_code']);
+/** Fresh codes tried for a new claim before giving up: a code is taken only when another instance chose it at once. */
+const CODE_TRIES = 5;
 
 /**
  * Which devices may join and with which credentials. The in-memory maps answer every read (auth runs on
@@ -276,24 +278,42 @@ export class Enrollment {
     }
   }
 
+  /**
+   * A new claim under a code no other claim holds, here or on another instance: the store's put-if-absent decides, as two
+   * instances may pick the same code at once (with a plain put, the second overwrote the first's claim).
+   */
   private async createClaim(r: OtaRequest): Promise<Claim> {
     const now = Date.now();
-    const claim: Claim = {
-      code: this.newCode(),
-      deviceId: r.deviceId,
-      clientId: r.clientId,
-      challenge: randomBytes(16).toString('hex'),
-      status: 'pending',
-      createdAt: now,
-      expiresAt: now + this.o.pendingTtlSeconds * 1000,
-      remoteAddress: r.remoteAddress,
-      ...(r.userAgent ? { userAgent: r.userAgent.slice(0, 256) } : {}),
-      ...(r.firmwareVersion ? { firmwareVersion: r.firmwareVersion.slice(0, 64) } : {}),
-      ...(r.board ? { board: r.board.slice(0, 128) } : {}),
-    };
+    for (let i = 0; i < CODE_TRIES; i++) {
+      const claim: Claim = {
+        code: this.newCode(),
+        deviceId: r.deviceId,
+        clientId: r.clientId,
+        challenge: randomBytes(16).toString('hex'),
+        status: 'pending',
+        createdAt: now,
+        expiresAt: now + this.o.pendingTtlSeconds * 1000,
+        remoteAddress: r.remoteAddress,
+        ...(r.userAgent ? { userAgent: r.userAgent.slice(0, 256) } : {}),
+        ...(r.firmwareVersion ? { firmwareVersion: r.firmwareVersion.slice(0, 64) } : {}),
+        ...(r.board ? { board: r.board.slice(0, 128) } : {}),
+      };
+      if (await this.putNew(claim)) {
+        this.claims.set(claim);
+        return claim;
+      }
+    }
+    this.outcome('no_free_code', r);
+    throw new GatewayError('ENROLLMENT_BUSY', `no free enrollment code: each of the ${CODE_TRIES} tried was taken (by another instance); try again`, {
+      retryAfterSeconds: 5,
+    });
+  }
+
+  /** Put-if-absent; a store without it (tests' doubles) is one process's, where the code checked in memory is free. */
+  private async putNew(claim: Claim): Promise<boolean> {
+    if (this.o.store.create) return this.o.store.create(CLAIMS, claim.code, claim);
     await this.o.store.put(CLAIMS, claim.code, claim);
-    this.claims.set(claim);
-    return claim;
+    return true;
   }
 
   private async dropClaim(code: string): Promise<void> {

@@ -9,7 +9,7 @@ import { createMetrics } from '../../src/metrics.js';
 import type { Claim } from '../../src/enrollment/records.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import type { Store, StoreChange } from '../../src/store/store.js';
-import { silentLog } from '../../../test/support/device-parts.js';
+import { metricValue, silentLog } from '../../../test/support/device-parts.js';
 
 const T0 = Date.parse('2026-11-26T08:00:00Z');
 const ID = 'aa:bb:cc:dd:ee:01';
@@ -60,16 +60,30 @@ const foreignClaim = (code: string, deviceId: string, clientId: string, remoteAd
   remoteAddress,
 });
 
-/** A store shared with another instance, as nats-kv-store.ts is: `other` writes as that instance would (to the documents, then to this one's watch). */
+/**
+ * A store shared with another instance, as nats-kv-store.ts is: `other` writes as that instance would (to the
+ * documents, then to this one's watch). `create` may be told to find a code taken, as a race with that instance would.
+ */
 class SharedStore implements Store {
   private readonly listeners = new Map<string, Set<(c: StoreChange) => void>>();
-  constructor(private readonly inner: Store) {}
+  /** Codes `create` tried, and how many of the first tries find the key taken (by `taken`, written first). */
+  readonly tried: string[] = [];
+  takenTries = 0;
+  constructor(
+    private readonly inner: Store,
+    private readonly taken?: (key: string) => unknown,
+  ) {}
   get = (c: string, k: string) => this.inner.get(c, k);
   put = (c: string, k: string, v: unknown) => this.inner.put(c, k, v);
   putMany: Store['putMany'] = (c, e, o) => this.inner.putMany(c, e, o);
   delete = (c: string, k: string) => this.inner.delete(c, k);
   list = (c: string) => this.inner.list(c);
   close = () => this.inner.close();
+  async create(c: string, k: string, v: unknown): Promise<boolean> {
+    this.tried.push(k);
+    if (this.tried.length <= this.takenTries && this.taken) await this.other(c, k, this.taken(k));
+    return this.inner.create!(c, k, v);
+  }
   onChange(c: string, fn: (change: StoreChange) => void): () => void {
     let set = this.listeners.get(c);
     if (!set) this.listeners.set(c, (set = new Set()));
@@ -175,6 +189,32 @@ describe('Enrollment (approve policy)', () => {
     await e.approve(fifth.code);
     expect(e.pending().map((c) => c.deviceId)).toEqual(['aa:bb:cc:dd:ee:03']);
     expect(await shared.get('enrollment-claims', '100000')).toBeUndefined();
+  });
+
+  it('creates a new code put-if-absent: a code another instance took at the same moment is tried again, not overwritten', async () => {
+    const theirs = (key: string) => foreignClaim(key, 'aa:bb:cc:dd:ee:77', 'theirs', '198.51.100.7');
+    const shared = new SharedStore(sqliteStore().store, theirs);
+    shared.takenTries = 1;
+    const { e } = await enrollment({ store: shared });
+    const mine = await code(e);
+    expect(shared.tried).toHaveLength(2);
+    expect(mine.code).toBe(shared.tried[1]);
+    expect(await shared.get('enrollment-claims', shared.tried[0]!)).toMatchObject({ deviceId: 'aa:bb:cc:dd:ee:77' });
+    expect(await shared.get('enrollment-claims', mine.code)).toMatchObject({ deviceId: ID, clientId: 'client-1' });
+    // A refresh of an existing claim keeps its code (a plain put).
+    expect((await code(e)).code).toBe(mine.code);
+    expect(shared.tried).toHaveLength(2);
+  });
+
+  it('gives up with 503 ENROLLMENT_BUSY when every code it tries is taken, holding nothing', async () => {
+    const shared = new SharedStore(sqliteStore().store, (key) => foreignClaim(key, 'aa:bb:cc:dd:ee:77', 'theirs', '198.51.100.7'));
+    shared.takenTries = Infinity;
+    const { e, metrics } = await enrollment({ store: shared });
+    const refused = e.ota(request());
+    await expect(refused).rejects.toMatchObject({ code: 'ENROLLMENT_BUSY', message: expect.stringContaining('no free enrollment code') });
+    expect(shared.tried.length).toBeGreaterThan(1);
+    expect(e.pending().filter((c) => c.deviceId === ID)).toEqual([]);
+    expect(await metricValue(metrics, 'voxgate_enrollment_decisions_total', { outcome: 'no_free_code' })).toBe(1);
   });
 
   it('approves a code: credentials for its claimant, every other code of the device dropped, the code spent', async () => {
