@@ -96,7 +96,10 @@ export interface ApiDeps {
   deviceReports?: (deviceId: string, facts: DeviceReport) => boolean;
   /** Whether the device records know the device (it connected): its OTA reports are kept apart from made-up ids'. */
   deviceKnown?: (deviceId: string) => boolean;
-  /** Devices forgotten (DELETE here or on another instance, or past devices.maxKnown): their OTA reports go too. Returns the unsubscribe. */
+  /**
+   * Devices forgotten (DELETE here or on another instance, also of ids that never connected, or past devices.maxKnown):
+   * their OTA reports go too. Returns the unsubscribe.
+   */
   onDeviceForgotten?: (fn: (deviceId: string) => void) => () => void;
   /** Queued calls and fleet jobs (/v1/devices/{id}/calls, /v1/calls, /v1/jobs). */
   fleet?: { calls: QueuedCalls; jobs: Jobs };
@@ -180,7 +183,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       route.schema = { ...route.schema, security: [{ apiKey: [] }] };
     });
     await v1.register(deviceRoutes, { registry: d.registry, firmwareVersion: (id) => firmware.reportedVersion(id), ...(tenants ? { tenancy: tenants } : {}) });
-    if (d.deviceSettings) await v1.register(deviceSettingsRoutes, { ...d.deviceSettings, ...forgetReportToo(d.deviceSettings, firmware), tenants });
+    if (d.deviceSettings) await v1.register(deviceSettingsRoutes, { ...d.deviceSettings, tenants });
     if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
     await v1.register(firmwareOfferRoute, { firmware, http: s.http });
     const { maxStreams, maxStreamsPerKey, maxBufferedBytes, writeTimeoutMs } = s.events;
@@ -220,22 +223,6 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     });
   }
   return app;
-}
-
-/**
- * DELETE drops the id's OTA report whatever it answers: an id never recorded (it checked in, never connected) has a
- * report but nothing in the records that would say it was forgotten. The answer stays the forget's (404 for such an id).
- */
-function forgetReportToo(s: DeviceSettingsDeps, firmware: FirmwareService): Pick<DeviceSettingsDeps, 'forget'> {
-  const forget = s.forget;
-  if (!forget) return {};
-  return {
-    forget: async (deviceId) => {
-      const known = await forget(deviceId);
-      firmware.forgetReport(deviceId);
-      return known;
-    },
-  };
 }
 
 /** Who may scrape /metrics: every API key, plus the metrics key when one is set. */

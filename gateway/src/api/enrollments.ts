@@ -93,9 +93,7 @@ function scoped(tenants: EnrollmentTenants, need: () => Enrollment) {
     seesClaim,
     /** The pending claim behind a code, when this caller may see it (operators: whatever enrollment says). */
     claimFor: (req: FastifyRequest, code: string): Claim | undefined => {
-      const claim = need()
-        .pending()
-        .find((c) => c.code === code);
+      const claim = need().pendingClaim(code);
       if (req.caller?.tenant !== undefined && (!claim || !seesClaim(req, claim)))
         throw new GatewayError('ENROLLMENT_NOT_FOUND', `no pending enrollment has code ${code}`);
       return claim;

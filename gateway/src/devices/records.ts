@@ -95,7 +95,9 @@ export class DeviceRecords {
       this.applyFacts(c.key, c.value);
       if (this.facts.has(c.key)) this.forgottenIds.delete(c.key);
       if (!known && this.facts.has(c.key)) this.tellRecorded(c.key);
-      if (known && !this.facts.has(c.key)) {
+      // A delete of an id not recorded here is a forget too: of an id that never connected (see `forget`). The echo of
+      // this instance's own delete tells the listeners once more: each forgets what is already gone.
+      if (!this.facts.has(c.key) && (known || c.value === undefined)) {
         this.noteForgotten(c.key);
         this.meta.delete(c.key);
         for (const fn of this.forgottenListeners) fn(c.key);
@@ -155,9 +157,9 @@ export class DeviceRecords {
   }
 
   /**
-   * A device was forgotten: by DELETE here or on another instance, or past `devices.maxKnown`. What is kept per device
-   * elsewhere goes with it: the registry drops its entry (already gone when the forget began here), the firmware
-   * service its OTA report.
+   * A device was forgotten: by DELETE here or on another instance (also of an id that never connected), or past
+   * `devices.maxKnown`. What is kept per device elsewhere goes with it: the registry drops its entry (already gone when
+   * the forget began here), the firmware service its OTA report.
    */
   onForgotten(fn: (deviceId: string) => void): () => void {
     this.forgottenListeners.add(fn);
@@ -280,23 +282,26 @@ export class DeviceRecords {
     return next;
   }
 
-  /** Forget a device: both of its documents. False when it was not recorded. */
+  /**
+   * Forget a device: both of its documents. False when it was not recorded. An id never recorded (it checked in, never
+   * connected) is forgotten all the same, as what other parts keep for it (its OTA report) may be on any instance: the
+   * listeners hear it, and the delete of its facts document, which deletes nothing, reaches the other instances' watch.
+   */
   async forget(deviceId: string): Promise<boolean> {
     const known = this.facts.delete(deviceId);
     const named = this.meta.delete(deviceId);
     this.savedSeen.delete(deviceId);
     this.held.delete(deviceId);
     this.leaving.delete(deviceId);
-    if (!known && !named) return false;
     this.noteForgotten(deviceId);
     this.dirty.delete(deviceId);
     if (named) for (const fn of this.changeListeners) fn(deviceId);
     for (const fn of this.forgottenListeners) fn(deviceId);
     await this.enqueue(async () => {
       await this.store?.delete(DEVICE_FACTS_COLLECTION, deviceId);
-      await this.store?.delete(DEVICE_META_COLLECTION, deviceId);
+      if (known || named) await this.store?.delete(DEVICE_META_COLLECTION, deviceId);
     });
-    return true;
+    return known || named;
   }
 
   /**

@@ -43,7 +43,8 @@ export const EnrollmentSlice = z.strictObject({
   /** A pending activation code lives this long after the device's last OTA check. */
   pendingTtlSeconds: env('GATEWAY_ENROLLMENT_PENDING_TTL_S', Int(60, 30 * 24 * 3600, 3600), "a pending code lives this long after the device's last check"),
   maxPending: documented(z.coerce.number().int().min(1).max(100_000).default(1000), 'devices waiting for approval'),
-  maxPendingPerDevice: documented(z.coerce.number().int().min(1).max(100).default(4), '… codes per device'),
+  /** Codes one source holds for one device id; past it its oldest for the id goes. Sources never block each other. */
+  maxPendingPerDevice: documented(z.coerce.number().int().min(1).max(100).default(4), '… codes per device id from one source'),
   /** Enrollments of device ids that have not connected (or were forgotten) kept at most, the oldest dropped past it. */
   maxUnconnected: documented(
     z.coerce.number().int().min(1).max(10_000_000).default(10_000),

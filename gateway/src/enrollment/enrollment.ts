@@ -5,6 +5,7 @@ import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/store.js';
 import { sourceKey } from '../throttle/source-key.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
+import { Claims } from './claims.js';
 import type { EnrollmentCredentials, OtaProof } from './credentials.js';
 import { BindingSchema, ClaimSchema, type Binding, type Claim } from './records.js';
 import { RefusedDevices } from './refused.js';
@@ -17,6 +18,7 @@ export interface EnrollmentOptions {
   allowlist: ReadonlySet<string>;
   pendingTtlSeconds: number;
   maxPending: number;
+  /** Codes one source holds for one device id (past it, its oldest for the id goes); sources never block each other. */
   maxPendingPerDevice: number;
   /** Claims waiting from one source (throttle/source-key.ts). */
   maxPendingPerAddress: number;
@@ -69,6 +71,10 @@ export type ActivationState = 'done' | 'pending' | 'rejected' | 'unknown';
 
 const BINDINGS = 'enrollments';
 const CLAIMS = 'enrollment-claims';
+/** Outcomes a flood of made-up checks causes (from any address): logged a bounded number of times per kind. */
+const REFUSALS: ReadonlySet<string> = new Set(['proof_refused', 'refused', 'busy', 'busy_address', 'no_free_code']);
+/** Fresh codes tried for a new claim before giving up: a code is taken only when another instance chose it at once. */
+const CODE_TRIES = 5;
 
 /**
  * Which devices may join and with which credentials. The in-memory maps answer every read (auth runs on
@@ -77,7 +83,7 @@ const CLAIMS = 'enrollment-claims';
  */
 export class Enrollment {
   private readonly bindings = new Map<string, Binding>();
-  private readonly claims = new Map<string, Claim>();
+  private readonly claims = new Claims();
   /** Enrollments of ids not recorded, oldest first (followRecords): bounded by maxUnconnected. */
   private readonly unconnected = new Set<string>();
   private records: EnrolledRecords | undefined;
@@ -100,7 +106,7 @@ export class Enrollment {
     }
     for (const { key, value } of await o.store.list(CLAIMS)) {
       const c = ClaimSchema.safeParse(value);
-      if (c.success) e.claims.set(c.data.code, c.data);
+      if (c.success) e.claims.set(c.data);
       else o.log.error({ key }, 'ignoring an unreadable enrollment claim');
     }
     // A shared store (cluster): another instance's approvals, claims and revocations reach this one's maps.
@@ -124,7 +130,7 @@ export class Enrollment {
   private claimChanged(code: string, value: unknown): void {
     if (value === undefined) return void this.claims.delete(code);
     const c = ClaimSchema.safeParse(value);
-    if (c.success && c.data.code === code) this.claims.set(code, c.data);
+    if (c.success && c.data.code === code) this.claims.set(c.data);
     else this.o.log.error({ code }, 'ignoring an unreadable enrollment claim from the shared store');
   }
 
@@ -221,85 +227,114 @@ export class Enrollment {
 
   /** The device's pending claim (the same code on every retry), or a new one. */
   private async claimFor(r: OtaRequest): Promise<Claim> {
-    const now = Date.now();
-    const existing = [...this.claims.values()].find((c) => c.deviceId === r.deviceId && c.clientId === r.clientId);
+    const existing = this.claims.ofClient(r.deviceId, r.clientId);
     if (existing?.status === 'rejected') {
       this.outcome('rejected', r);
       throw new GatewayError('ENROLLMENT_REJECTED', 'an operator rejected this device; it may ask again later');
     }
-    if (existing) {
-      const refreshed = { ...existing, expiresAt: now + this.o.pendingTtlSeconds * 1000 };
-      await this.o.store.put(CLAIMS, refreshed.code, refreshed);
-      this.claims.set(refreshed.code, refreshed);
-      this.outcome('pending', r);
-      return refreshed;
-    }
+    if (!existing) return this.newClaim(r);
+    const refreshed = { ...existing, expiresAt: Date.now() + this.o.pendingTtlSeconds * 1000 };
+    await this.o.store.put(CLAIMS, refreshed.code, refreshed);
+    this.claims.set(refreshed);
+    this.outcome('pending', r);
+    return refreshed;
+  }
+
+  /**
+   * Several devices may claim one id (one of them the real one): each gets its own code, and the operator approves the
+   * code shown on the device in front of them. One source holds at most maxPendingPerDevice codes for an id (past it
+   * its oldest for the id goes), and claims from different sources never block each other: when the id's codes were
+   * bounded in all, four addresses naming a device's MAC (broadcast over WiFi) and refreshing their claims kept the
+   * real device at ENROLLMENT_BUSY. What one id may hold in all is bounded by the per-source share and maxPending.
+   */
+  private async newClaim(r: OtaRequest): Promise<Claim> {
+    const source = sourceKey(r.remoteAddress);
+    const mine = this.claims.ofDeviceFrom(r.deviceId, source);
+    const giving = mine.slice(0, Math.max(0, mine.length - this.o.maxPendingPerDevice + 1));
+    this.checkRoom(r, source, giving.length);
+    const claim = await this.createClaim(r);
+    for (const old of giving) await this.dropClaim(old.code);
+    this.outcome('claimed', r);
+    this.o.log.info({ deviceId: r.deviceId, clientId: r.clientId, code: claim.code, remote: r.remoteAddress }, 'device waits for enrollment approval');
+    return claim;
+  }
+
+  /** Throws ENROLLMENT_BUSY when a new claim (replacing `giving` of its source's codes) has no place. */
+  private checkRoom(r: OtaRequest, source: string, giving: number): void {
     // maxPending bounds the claims, and anyone may ask for one: without a share per source, one host filled every
     // place with made-up ids (at the OTA rate limit, a few minutes) and each real device heard ENROLLMENT_BUSY.
-    const source = sourceKey(r.remoteAddress);
-    let fromSource = 0;
     // Rejected codes count too: they hold places in maxPending until they expire, and an operator rejecting a flood
     // made room for as much again from the same source.
-    for (const c of this.claims.values()) if (sourceKey(c.remoteAddress) === source) fromSource++;
+    const fromSource = this.claims.heldBy(source) - giving;
     if (fromSource >= this.o.maxPendingPerAddress) {
       this.outcome('busy_address', r);
       throw new GatewayError('ENROLLMENT_BUSY', `too many devices from this address are waiting for approval (${fromSource}); try again later`, {
         retryAfterSeconds: 60,
       });
     }
-    if (this.claims.size >= this.o.maxPending) {
+    if (this.claims.size - giving >= this.o.maxPending) {
       this.outcome('busy', r);
       throw new GatewayError('ENROLLMENT_BUSY', 'too many devices are waiting for approval; try again later', { retryAfterSeconds: 60 });
     }
-    // Several devices may claim one id (one of them the real one): each gets its own code, and the
-    // operator approves the code shown on the device in front of them. Bounded per id: past the bound a new claim
-    // gives up this source's oldest code for the id, else a rejected one, never another source's waiting code (the
-    // oldest of all went: one host naming the id under new client ids pushed out the code on the real device).
-    const sameDevice = [...this.claims.values()].filter((c) => c.deviceId === r.deviceId).sort((a, b) => a.createdAt - b.createdAt);
-    const excess = sameDevice.length - this.o.maxPendingPerDevice + 1;
-    if (excess > 0) {
-      const mine = sameDevice.filter((c) => sourceKey(c.remoteAddress) === source);
-      const givable = [...mine, ...sameDevice.filter((c) => c.status === 'rejected' && !mine.includes(c))];
-      if (givable.length < excess) {
-        this.outcome('busy_device', r);
-        throw new GatewayError('ENROLLMENT_BUSY', `this device id already has ${sameDevice.length} codes waiting from other addresses; try again later`, {
-          retryAfterSeconds: 60,
-        });
-      }
-      for (const old of givable.slice(0, excess)) {
-        await this.o.store.delete(CLAIMS, old.code);
-        this.claims.delete(old.code);
+  }
+
+  /**
+   * A new claim under a code no other claim holds, here or on another instance: the store's put-if-absent decides, as two
+   * instances may pick the same code at once (with a plain put, the second overwrote the first's claim).
+   */
+  private async createClaim(r: OtaRequest): Promise<Claim> {
+    const now = Date.now();
+    for (let i = 0; i < CODE_TRIES; i++) {
+      const claim: Claim = {
+        code: this.newCode(),
+        deviceId: r.deviceId,
+        clientId: r.clientId,
+        challenge: randomBytes(16).toString('hex'),
+        status: 'pending',
+        createdAt: now,
+        expiresAt: now + this.o.pendingTtlSeconds * 1000,
+        remoteAddress: r.remoteAddress,
+        ...(r.userAgent ? { userAgent: r.userAgent.slice(0, 256) } : {}),
+        ...(r.firmwareVersion ? { firmwareVersion: r.firmwareVersion.slice(0, 64) } : {}),
+        ...(r.board ? { board: r.board.slice(0, 128) } : {}),
+      };
+      if (await this.putNew(claim)) {
+        this.claims.set(claim);
+        return claim;
       }
     }
-    const claim: Claim = {
-      code: this.newCode(),
-      deviceId: r.deviceId,
-      clientId: r.clientId,
-      challenge: randomBytes(16).toString('hex'),
-      status: 'pending',
-      createdAt: now,
-      expiresAt: now + this.o.pendingTtlSeconds * 1000,
-      remoteAddress: r.remoteAddress,
-      ...(r.userAgent ? { userAgent: r.userAgent.slice(0, 256) } : {}),
-      ...(r.firmwareVersion ? { firmwareVersion: r.firmwareVersion.slice(0, 64) } : {}),
-      ...(r.board ? { board: r.board.slice(0, 128) } : {}),
-    };
+    this.outcome('no_free_code', r);
+    throw new GatewayError('ENROLLMENT_BUSY', `no free enrollment code: each of the ${CODE_TRIES} tried was taken (by another instance); try again`, {
+      retryAfterSeconds: 5,
+    });
+  }
+
+  /** Put-if-absent; a store without it (tests' doubles) is one process's, where the code checked in memory is free. */
+  private async putNew(claim: Claim): Promise<boolean> {
+    if (this.o.store.create) return this.o.store.create(CLAIMS, claim.code, claim);
     await this.o.store.put(CLAIMS, claim.code, claim);
-    this.claims.set(claim.code, claim);
-    this.outcome('claimed', r);
-    this.o.log.info({ deviceId: r.deviceId, clientId: r.clientId, code: claim.code, remote: r.remoteAddress }, 'device waits for enrollment approval');
-    return claim;
+    return true;
+  }
+
+  private async dropClaim(code: string): Promise<void> {
+    await this.o.store.delete(CLAIMS, code);
+    this.claims.delete(code);
   }
 
   /** `POST <ota>/activate`: the device polls until an operator decided. */
   activate(deviceId: string, clientId: string, challenge: string | undefined): ActivationState {
     const b = this.bindings.get(deviceId);
     if (b && b.clientId === clientId) return 'done';
-    const now = Date.now();
-    const claim = [...this.claims.values()].find((c) => c.deviceId === deviceId && c.clientId === clientId && c.expiresAt > now);
+    const claim = this.claims.ofClient(deviceId, clientId);
     // A v2 device echoes the challenge of the answer it received: another answer's challenge is not its claim.
-    if (!claim || (challenge !== undefined && challenge !== claim.challenge)) return 'unknown';
+    if (!claim || claim.expiresAt <= Date.now() || (challenge !== undefined && challenge !== claim.challenge)) return 'unknown';
     return claim.status === 'rejected' ? 'rejected' : 'pending';
+  }
+
+  /** The pending claim behind a code, if it is live. */
+  pendingClaim(code: string): Claim | undefined {
+    const c = this.claims.get(code);
+    return c?.status === 'pending' && c.expiresAt > Date.now() ? c : undefined;
   }
 
   /** Pending claims, oldest first. */
@@ -313,11 +348,7 @@ export class Enrollment {
       const claim = this.liveClaim(code);
       if (claim.status !== 'pending') throw new GatewayError('ENROLLMENT_NOT_FOUND', `enrollment ${code} was rejected; the device must ask again`);
       const b = await this.bind(claim.deviceId, claim.clientId, 'approve', false);
-      for (const c of [...this.claims.values()]) {
-        if (c.deviceId !== claim.deviceId) continue;
-        await this.o.store.delete(CLAIMS, c.code);
-        this.claims.delete(c.code);
-      }
+      for (const c of this.claims.ofDevice(claim.deviceId)) await this.dropClaim(c.code);
       this.o.log.info({ deviceId: b.deviceId, clientId: b.clientId, code }, 'enrollment approved');
       return b;
     });
@@ -328,7 +359,7 @@ export class Enrollment {
       const claim = this.liveClaim(code);
       const rejected: Claim = { ...claim, status: 'rejected' };
       await this.o.store.put(CLAIMS, code, rejected);
-      this.claims.set(code, rejected);
+      this.claims.set(rejected);
       this.o.log.info({ deviceId: claim.deviceId, clientId: claim.clientId, code }, 'enrollment rejected');
       return rejected;
     });
@@ -377,25 +408,19 @@ export class Enrollment {
   private newCode(): string {
     for (;;) {
       const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
-      if (!this.claims.has(code)) return code;
+      if (!this.claims.get(code)) return code;
     }
   }
 
   private async dropExpired(): Promise<void> {
     const now = Date.now();
-    for (const c of [...this.claims.values()]) {
-      if (c.expiresAt > now) continue;
-      await this.o.store.delete(CLAIMS, c.code);
-      this.claims.delete(c.code);
-    }
+    for (let c = this.claims.firstExpired(now); c; c = this.claims.firstExpired(now)) await this.dropClaim(c.code);
   }
 
   private outcome(outcome: string, r: OtaRequest, detail?: string): void {
     this.o.metrics.enrollments.inc({ outcome });
     const line = { deviceId: r.deviceId, clientId: r.clientId, remote: r.remoteAddress, outcome, ...(detail ? { detail } : {}) };
-    // Refusals are what a flood of made-up checks causes (from any address): a bounded number of lines per kind.
-    if (outcome === 'proof_refused' || outcome === 'refused' || outcome === 'busy' || outcome === 'busy_address' || outcome === 'busy_device')
-      this.refusals.write(line, 'OTA: no credentials for this request', outcome);
+    if (REFUSALS.has(outcome)) this.refusals.write(line, 'OTA: no credentials for this request', outcome);
     else this.o.log.info(line, 'OTA enrollment decision');
   }
 

@@ -7,6 +7,7 @@ import { startTestGateway, TEST_API_KEY, type TestGateway } from '../../../test/
 import { startClusterMember } from '../../../test/support/gateway-process.js';
 import { startNatsServer, type NatsServer } from '../../../test/support/nats-server.js';
 import { ReferenceDevice } from '../../../test/support/reference-device.js';
+import { DEVICE_FACTS_COLLECTION } from '../../src/devices/record-shapes.js';
 import { openSse } from '../../../test/support/sse.js';
 import { until, withTimeout } from '../../../test/support/wait.js';
 
@@ -199,6 +200,34 @@ describe('many instances on NATS (issue 13)', () => {
     } finally {
       await nc.close();
     }
+  });
+
+  it('a DELETE of an id that never connected drops its OTA report on every instance, not only on the one that was asked', async () => {
+    const [a, b] = gws as [TestGateway, TestGateway, TestGateway];
+    const id = nextMac();
+    const reported = async (g: TestGateway) =>
+      (await g.api<{ reported: { version: string | null; boards: string[] } | null }>('GET', `/v1/devices/${id}/firmware`)).body.reported;
+    // The check lands on B (the report lives where the check did); the device never connects.
+    const check = await fetch(`${b.baseUrl}/xiaozhi/ota/`, {
+      method: 'POST',
+      headers: { 'device-id': id, 'client-id': 'never-connected', 'content-type': 'application/json' },
+      body: JSON.stringify({ application: { name: 'xiaozhi', version: '1.0.6' } }),
+    });
+    expect(check.status).toBe(200);
+    expect(await reported(b)).toEqual({ version: '1.0.6', boards: [] });
+    expect(await reported(a)).toBeNull();
+
+    // Forgotten on A: nothing is recorded there (404), and B hears the forget through the shared store's watch.
+    const heard = new Promise<void>((resolve) => {
+      const off = b.gw.store.onChange?.(DEVICE_FACTS_COLLECTION, (c) => {
+        if (c.key !== id || c.value !== undefined) return;
+        off?.();
+        resolve();
+      });
+    });
+    expect((await a.api('DELETE', `/v1/devices/${id}`)).status).toBe(404);
+    await withTimeout(heard, 30_000, "A's forget to reach gw-b");
+    expect(await reported(b)).toBeNull();
   });
 
   it('refuses to start when NATS cannot be reached, saying where it tried (without the password)', async () => {

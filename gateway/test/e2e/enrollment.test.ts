@@ -17,7 +17,7 @@ interface Problem {
   detail: string;
 }
 interface Pending {
-  enrollments: Array<{ code: string; deviceId: string; clientId: string; status: string; firmwareVersion?: string }>;
+  enrollments: Array<{ code: string; deviceId: string; clientId: string; status: string; remoteAddress: string; firmwareVersion?: string }>;
 }
 
 const cleanup: Array<() => Promise<void> | void> = [];
@@ -201,31 +201,76 @@ describe('device enrollment (hmac device auth)', () => {
     },
   );
 
-  it("a device id's places are shared fairly: checks from another address push out only their own codes, never the real device's", async () => {
-    const t = await gateway({ enrollment: { maxPendingPerDevice: 2 } });
+  it('claims of a device id from other addresses never keep the real device from its own code: five claim it first and keep refreshing, each holds at most 4 codes for it', async () => {
+    const t = await gateway();
     const d = device();
-    const real = (await ota(t, d)).body.activation!.code;
-    // Someone elsewhere names the same device id under ever-new client ids: each new claim gives up its own oldest.
-    const codes: string[] = [];
-    for (const clientId of ['impostor-1', 'impostor-2', 'impostor-3']) {
-      const r = await otaFrom(t, '127.0.0.2', { deviceId: d.deviceId, clientId });
-      expect(r.status).toBe(200);
-      codes.push(r.body.activation!.code);
+    // Its MAC is broadcast over WiFi: five addresses name it first, each under six client ids (past four, its own oldest goes).
+    const attackers = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5', '127.0.0.6'];
+    const held = new Map<string, string[]>();
+    for (const from of attackers) {
+      const codes: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const r = await otaFrom(t, from, { deviceId: d.deviceId, clientId: `${from}-impostor-${i}` });
+        expect(r.status).toBe(200);
+        codes.push(r.body.activation!.code);
+      }
+      held.set(from, codes);
     }
-    const pending = (await t.api<Pending>('GET', '/v1/enrollments')).body.enrollments.map((c) => c.code);
-    expect(pending.sort()).toEqual([real, codes[2]!].sort());
+    // They keep refreshing their claims: the same codes, each check pushing its expiry back.
+    const refresh = async () => {
+      for (const [from, codes] of held)
+        for (let i = 2; i < 6; i++) {
+          const r = await otaFrom(t, from, { deviceId: d.deviceId, clientId: `${from}-impostor-${i}` });
+          expect(r.body.activation?.code).toBe(codes[i]);
+        }
+    };
+    await refresh();
+    const first = await ota(t, d);
+    expect(first.status).toBe(200);
+    const real = first.body.activation!.code;
+    await refresh();
     expect((await activate(t, d)).status).toBe(202);
-    // A third address, with no code of its own to give up: refused, counted; the waiting codes stay.
-    const third = await otaFrom(t, '127.0.0.3', { deviceId: d.deviceId, clientId: 'impostor-4' });
-    expect([third.status, third.body.code]).toEqual([503, 'ENROLLMENT_BUSY']);
-    expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'busy_device' })).toBe(1);
-    expect(t.logs.some((l) => l['outcome'] === 'busy_device' && l['deviceId'] === d.deviceId)).toBe(true);
-    // The operator rejects the impostor's code: that place is free again for anyone.
-    expect((await t.api('POST', `/v1/enrollments/${codes[2]}/reject`)).status).toBe(200);
-    expect((await otaFrom(t, '127.0.0.3', { deviceId: d.deviceId, clientId: 'impostor-4' })).status).toBe(200);
-    // The code on the real device still works.
+    expect((await ota(t, d)).body.activation?.code).toBe(real);
+
+    const pending = (await t.api<Pending>('GET', '/v1/enrollments')).body.enrollments;
+    expect(pending.map((c) => c.code).sort()).toEqual([real, ...[...held.values()].flatMap((codes) => codes.slice(2))].sort());
+    for (const from of attackers) expect(pending.filter((c) => c.remoteAddress.endsWith(from)).length).toBe(4);
+    // Each address's two oldest codes are gone.
+    expect((await t.api<Problem>('POST', `/v1/enrollments/${held.get('127.0.0.2')![0]}/approve`)).body.code).toBe('ENROLLMENT_NOT_FOUND');
+
+    // The operator approves the code on the device in front of them: every other code of the id goes.
     expect((await t.api('POST', `/v1/enrollments/${real}/approve`)).status).toBe(200);
-    expect((await ota(t, d)).body.websocket?.token).toBeDefined();
+    expect((await t.api<Pending>('GET', '/v1/enrollments')).body.enrollments).toEqual([]);
+    expect((await activate(t, d)).status).toBe(200);
+    const creds = await ota(t, d);
+    expect(creds.body.websocket?.token).toBeDefined();
+    await online(t, d, creds.body);
+    // The impostors' next checks get no code and no credential.
+    const after = await otaFrom(t, '127.0.0.2', { deviceId: d.deviceId, clientId: '127.0.0.2-impostor-5' });
+    expect([after.status, after.body.activation, after.body.websocket?.token]).toEqual([200, undefined, undefined]);
+    expect(await callable(t, d.deviceId)).toBe(200);
+  });
+
+  it("a device id's codes from many addresses are bounded by each address's share and by maxPending: past them 503, nothing pushed out", async () => {
+    // A quarter of 8 per source: 2.
+    const t = await gateway({ enrollment: { maxPending: 8 } });
+    const d = device();
+    const codes: string[] = [];
+    for (const from of ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'])
+      for (const clientId of [`${from}-impostor-1`, `${from}-impostor-2`]) {
+        const r = await otaFrom(t, from, { deviceId: d.deviceId, clientId });
+        expect(r.status).toBe(200);
+        codes.push(r.body.activation!.code);
+      }
+    // A third code for the id from one address: its share is full (maxPendingPerDevice, 4, is not reached: nothing of its own goes).
+    const third = await otaFrom(t, '127.0.0.2', { deviceId: d.deviceId, clientId: '127.0.0.2-impostor-3' });
+    expect([third.status, third.body.code]).toEqual([503, 'ENROLLMENT_BUSY']);
+    expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'busy_address' })).toBe(1);
+    // Every place is taken: another address hears 503 as well, whatever id it names.
+    const full = await ota(t, d);
+    expect([full.status, full.body.code]).toEqual([503, 'ENROLLMENT_BUSY']);
+    expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'busy' })).toBe(1);
+    expect((await t.api<Pending>('GET', '/v1/enrollments')).body.enrollments.map((c) => c.code).sort()).toEqual([...codes].sort());
   });
 
   it("a source's rejected codes still count against its share of the waiting places: rejecting a flood does not make room for more of it", async () => {

@@ -86,6 +86,21 @@ describe("a device's tenant lives as long as its record (red team 9)", () => {
     expect(await tenantRows(dir)).toEqual([]);
   }, 120_000);
 
+  it('DELETE of an id approved with a tenant that never connected (nothing recorded) revokes its credentials and forgets that tenant too', async () => {
+    const dir = dataDir();
+    const ID = '02:00:00:00:9a:0f';
+    const g = await start(dir, { deviceAuth: 'hmac', deviceSecret: 'tenant-lifetime-device-secret-0123' });
+    const checked = (await (await otaCheck(g, ID, 'c0ffee00-0000-4000-8000-00000000000f')).json()) as { activation?: { code: string } };
+    expect((await g.api('POST', `/v1/enrollments/${checked.activation!.code}/approve`, { tenant: 'acme' })).status).toBe(200);
+    expect(g.gw.deviceTenants.tenantOf(ID)).toBe('acme');
+    expect((await g.api('DELETE', `/v1/devices/${ID}`)).status).toBe(204);
+    expect(g.gw.enrollment!.binding(ID)).toBeUndefined();
+    expect(g.gw.deviceTenants.tenantOf(ID)).toBeUndefined();
+    await stop(g);
+    // Before, the row stayed: the credentials were revoked, the tenant kept for ever.
+    expect(await tenantRows(dir)).toEqual([]);
+  });
+
   it("a device forgotten past devices.maxKnown loses its voice mode with its record, one an operator gave a tenant is kept; a tenant's key sets no mode for an id never connected", async () => {
     const dir = dataDir();
     const KEEP = '02:00:00:00:9a:21';
