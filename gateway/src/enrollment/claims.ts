@@ -1,8 +1,11 @@
+import { DeadlineQueue } from '../throttle/deadline-queue.js';
 import { sourceKey } from '../throttle/source-key.js';
 import type { Claim } from './records.js';
 
+/** A claim's expiry as queued: `deadline` is the claim's `expiresAt` when it was queued. */
 interface Expiry {
-  at: number;
+  deadline: number;
+  seq: number;
   code: string;
 }
 
@@ -19,8 +22,9 @@ export class Claims {
   private readonly byClient = new Map<string, string>();
   /** Codes held per source (throttle/source-key.ts), any id. */
   private readonly perSource = new Map<string, number>();
-  /** A binary min-heap of expiries; an entry whose claim was refreshed or deleted since is dropped when it reaches the top. */
-  private expiries: Expiry[] = [];
+  /** Expiries, earliest first; an entry whose claim was refreshed or deleted since is dropped when it reaches the top. */
+  private readonly expiries = new DeadlineQueue<Expiry>();
+  private seq = 0;
 
   get size(): number {
     return this.byCode.size;
@@ -63,7 +67,7 @@ export class Claims {
     if (old) this.unindex(old);
     this.byCode.set(claim.code, claim);
     this.index(claim);
-    if (old?.expiresAt !== claim.expiresAt) this.pushExpiry({ at: claim.expiresAt, code: claim.code });
+    if (old?.expiresAt !== claim.expiresAt) this.queueExpiry(claim);
   }
 
   delete(code: string): boolean {
@@ -76,10 +80,10 @@ export class Claims {
 
   /** The claim that expired first by `now`, if any; it stays until deleted (the store goes first). */
   firstExpired(now: number): Claim | undefined {
-    for (let top = this.expiries[0]; top && top.at <= now; top = this.expiries[0]) {
+    for (let top = this.expiries.peek(); top && top.deadline <= now; top = this.expiries.peek()) {
       const c = this.byCode.get(top.code);
-      if (c?.expiresAt === top.at) return c;
-      this.popExpiry();
+      if (c?.expiresAt === top.deadline) return c;
+      this.expiries.pop();
     }
     return undefined;
   }
@@ -110,38 +114,12 @@ export class Claims {
     else this.perSource.delete(source);
   }
 
-  private pushExpiry(e: Expiry): void {
-    // Each refresh leaves a stale entry until its time comes: past twice the claims, the heap is built again from them.
-    if (this.expiries.length > 2 * this.byCode.size + 64) return this.rebuildExpiries();
-    const h = this.expiries;
-    h.push(e);
-    let i = h.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (h[parent]!.at <= h[i]!.at) return;
-      [h[parent], h[i]] = [h[i]!, h[parent]!];
-      i = parent;
-    }
-  }
-
-  private popExpiry(): void {
-    const h = this.expiries;
-    const last = h.pop()!;
-    if (h.length === 0) return;
-    h[0] = last;
-    let i = 0;
-    for (;;) {
-      let least = i;
-      for (const child of [2 * i + 1, 2 * i + 2]) if (child < h.length && h[child]!.at < h[least]!.at) least = child;
-      if (least === i) return;
-      [h[least], h[i]] = [h[i]!, h[least]!];
-      i = least;
-    }
-  }
-
-  /** Sorted by expiry, an array is a heap already. */
-  private rebuildExpiries(): void {
-    this.expiries = [...this.byCode.values()].map((c) => ({ at: c.expiresAt, code: c.code })).sort((a, b) => a.at - b.at);
+  private queueExpiry(c: Claim): void {
+    // Each refresh leaves a stale entry until its time comes: past twice the claims, the queue is made again from them.
+    if (this.expiries.size > 2 * this.byCode.size + 64) {
+      this.expiries.drain();
+      for (const live of this.byCode.values()) this.expiries.push({ deadline: live.expiresAt, seq: this.seq++, code: live.code });
+    } else this.expiries.push({ deadline: c.expiresAt, seq: this.seq++, code: c.code });
   }
 }
 

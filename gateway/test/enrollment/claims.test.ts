@@ -67,7 +67,7 @@ describe('Claims: the waiting codes and their indexes', () => {
     // Refreshed many times: the last expiry counts.
     for (let round = 1; round <= 200; round++) c.set(claim('000007', { expiresAt: 5000 + round }));
     // Bounded: 200 refreshes of one claim left no more than twice the claims (plus a little) behind.
-    expect((c as unknown as { expiries: unknown[] }).expiries.length).toBeLessThanOrEqual(2 * 50 + 65);
+    expect((c as unknown as { expiries: { size: number } }).expiries.size).toBeLessThanOrEqual(2 * 50 + 65);
     expect(c.firstExpired(999)).toBeUndefined();
     // Offsets 0 to 24, but 9 (000007's first expiry, refreshed since).
     const early = drain(c, 1024);

@@ -1,7 +1,7 @@
 import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { EncodeJob } from '../../../src/voice/converse/contracts.js';
-import { DeadlineQueue } from '../../../src/voice/converse/audio/deadline-queue.js';
+import { DeadlineQueue } from '../../../src/throttle/deadline-queue.js';
 import { EncoderPool, type BackendHooks, type EncodeBackend, type PoolJob } from '../../../src/voice/converse/audio/encoder-pool.js';
 import { EncoderProcess } from '../../../src/voice/converse/audio/encoder-process.js';
 import { createOpusDecoder, createOpusEncoder } from '../../../src/voice/converse/audio/opus.js';

@@ -7,7 +7,7 @@
  * A device's encoder lives on one backend, so its frames are encoded in order. Under load the complexity drops.
  */
 import type { EncodeJob, OpusEncoder, ScheduledEncoder } from '../contracts.js';
-import { DeadlineQueue } from './deadline-queue.js';
+import { DeadlineQueue } from '../../../throttle/deadline-queue.js';
 import { createOpusEncoder } from './opus.js';
 
 /** What a backend needs to open one device's encoder. */
