@@ -1,4 +1,7 @@
-/** The device records' stored shapes and limits (records.ts keeps them; the API validates edits against the same limits). */
+/**
+ * The device records' shapes and limits: what is stored (records.ts keeps it; the API validates edits against the same
+ * limits), and what the registry reports to the records.
+ */
 import { z } from 'zod';
 
 /**
@@ -60,3 +63,32 @@ export interface RecordStore {
 }
 
 export const NO_META: Readonly<DeviceMeta> = Object.freeze({ name: null, room: null, tags: [], tenant: null });
+
+/** What the registry reports when a device connects. */
+export interface Admission {
+  clientId: string;
+  transport: 'websocket' | 'mqtt';
+  at: number;
+}
+
+/** What the registry reports when a device's catalog is loaded. */
+export interface Readiness {
+  catalogHash: string;
+  toolCount: number;
+  server: { name: string; version: string } | undefined;
+}
+
+/** A live device as the last-seen sweep reads it: a field write per frame, nothing more (see session.ts). */
+export interface SeenDevice {
+  readonly deviceId: string;
+  readonly lastSeenAt: number;
+}
+
+/** The server's name and version within the stored bounds: the same (shared) object when they already are. */
+export function boundedServer(s: { name: string; version: string }): { name: string; version: string } {
+  return s.name.length <= 256 && s.version.length <= 256 ? s : { name: s.name.slice(0, 256), version: s.version.slice(0, 256) };
+}
+
+export function sameServer(a: DeviceFacts['server'], b: DeviceFacts['server']): boolean {
+  return a === b || (a !== null && b !== null && a.name === b.name && a.version === b.version);
+}

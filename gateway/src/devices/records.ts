@@ -1,13 +1,18 @@
 import type { Logger } from 'pino';
 import {
+  boundedServer,
   DEVICE_FACTS_COLLECTION,
   DEVICE_META_COLLECTION,
   NO_META,
+  sameServer,
   StoredFacts,
   StoredMeta,
+  type Admission,
   type DeviceFacts,
   type DeviceMeta,
+  type Readiness,
   type RecordStore,
+  type SeenDevice,
 } from './record-shapes.js';
 
 export interface DeviceRecordsOptions {
@@ -16,26 +21,6 @@ export interface DeviceRecordsOptions {
   lastSeenWriteMs: number;
   /** Counts every store write by outcome. */
   onWrite?: (outcome: 'ok' | 'failed') => void;
-}
-
-/** What the registry reports when a device connects. */
-export interface Admission {
-  clientId: string;
-  transport: 'websocket' | 'mqtt';
-  at: number;
-}
-
-/** What the registry reports when a device's catalog is loaded. */
-export interface Readiness {
-  catalogHash: string;
-  toolCount: number;
-  server: { name: string; version: string } | undefined;
-}
-
-/** A live device as the last-seen sweep reads it: a field write per frame, nothing more (see session.ts). */
-export interface SeenDevice {
-  readonly deviceId: string;
-  readonly lastSeenAt: number;
 }
 
 /**
@@ -237,8 +222,10 @@ export class DeviceRecords {
     this.saveFacts(deviceId);
   }
 
-  /** What a recorded device told the (open) OTA endpoint: its board, and its firmware when it has not said otherwise. */
-  /** What an OTA check said; false when it was not taken (unproven, under another client id). */
+  /**
+   * What a recorded device told the (open) OTA endpoint: its board, and its firmware when it has not said otherwise.
+   * False when it was not taken (unproven, under another client id).
+   */
   reported(deviceId: string, r: { board: string | undefined; firmware: string | undefined; clientId?: string; proven?: boolean }): boolean {
     const f = this.facts.get(deviceId);
     if (!f) return true;
@@ -452,15 +439,6 @@ export class DeviceRecords {
     if (!parsed.success) return this.o.log.warn({ deviceId }, 'unreadable device metadata ignored');
     this.meta.set(deviceId, parsed.data);
   }
-}
-
-/** The server's name and version within the stored bounds: the same (shared) object when they already are. */
-function boundedServer(s: { name: string; version: string }): { name: string; version: string } {
-  return s.name.length <= 256 && s.version.length <= 256 ? s : { name: s.name.slice(0, 256), version: s.version.slice(0, 256) };
-}
-
-function sameServer(a: DeviceFacts['server'], b: DeviceFacts['server']): boolean {
-  return a === b || (a !== null && b !== null && a.name === b.name && a.version === b.version);
 }
 
 /** What a device's record adds to its listing. */
