@@ -90,6 +90,15 @@ export const EventsSlice = z.strictObject({
       ),
       batchSize: documented(z.coerce.number().int().min(1).max(10_000).default(500), '… or until this many wait'),
     })
+    // A share above the whole never applies: the operator meant something else (a unit, a digit), and is told so.
+    .refine((h) => !(typeof h.maxEventsPerTenant === 'number' && typeof h.maxEvents === 'number' && h.maxEventsPerTenant > h.maxEvents), {
+      path: ['maxEventsPerTenant'],
+      message: 'must be at most events.history.maxEvents: a share above the whole history would never apply',
+    })
+    .refine((h) => !(typeof h.maxBytesPerTenant === 'number' && typeof h.maxBytes === 'number' && h.maxBytesPerTenant > h.maxBytes), {
+      path: ['maxBytesPerTenant'],
+      message: 'must be at most events.history.maxBytes: a share above the whole history would never apply',
+    })
     .prefault({}),
 });
 export type EventsConfig = z.infer<typeof EventsSlice>;

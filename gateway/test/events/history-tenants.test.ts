@@ -239,6 +239,21 @@ describe('event history retention by bytes (events.history.maxBytes)', () => {
     expect(() => options({ GATEWAY_EVENTS_HISTORY_MAX_BYTES: '1000' })).toThrow(/events\.history\.maxBytes/);
   });
 
+  it('refuses a share above the whole (bytes or events): it would never apply', () => {
+    const options = (env: Record<string, string>) => SqliteEventLog.options(loadConfig(env).events);
+    expect(() => options({ GATEWAY_EVENTS_HISTORY_MAX_BYTES: '2097152', GATEWAY_EVENTS_HISTORY_MAX_BYTES_PER_TENANT: '4194304' })).toThrow(
+      /events\.history\.maxBytesPerTenant.*at most events\.history\.maxBytes/s,
+    );
+    expect(() => options({ GATEWAY_EVENTS_HISTORY_MAX_BYTES_PER_TENANT: String(512 * 1024 * 1024) })).toThrow(/maxBytesPerTenant/);
+    expect(() => options({ GATEWAY_EVENTS_HISTORY_MAX_EVENTS: '1000', GATEWAY_EVENTS_HISTORY_MAX_EVENTS_PER_TENANT: '1001' })).toThrow(
+      /events\.history\.maxEventsPerTenant.*at most events\.history\.maxEvents/s,
+    );
+    // Equal to the whole is allowed (one tenant may hold it all).
+    expect(options({ GATEWAY_EVENTS_HISTORY_MAX_EVENTS: '1000', GATEWAY_EVENTS_HISTORY_MAX_EVENTS_PER_TENANT: '1000' })).toMatchObject({
+      maxEventsPerTenant: 1000,
+    });
+  });
+
   it('the count bound still applies beside it (both bound the history)', async () => {
     const { log, bus } = open(tempDb(), { maxEvents: 5, maxBytes: 1 << 30 });
     const sent = floodBig(bus, log, 12, 108);
