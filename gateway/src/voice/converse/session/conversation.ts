@@ -51,6 +51,11 @@ export class ConverseSession {
   private closed = false;
   /** The last utterance was refused by the device's rate (the device was told once). */
   private limited = false;
+  /**
+   * Whether the utterance being heard may reach the recogniser: asked of the device's rate once, by its first request
+   * (speculative or final); undefined until then.
+   */
+  private utteranceAdmitted: boolean | undefined;
   private frameSentHook: (() => void) | undefined;
   private readonly asrDeps: AsrRequestDeps;
   private readonly speculation: Speculation;
@@ -136,7 +141,13 @@ export class ConverseSession {
     if (v !== 'silence') this.speechSeen = true;
     if (!this.speechSeen) this.trimPreRoll();
     if ((this.mode !== 'manual' && v === 'end') || this.samples >= (this.d.limits.maxUtteranceMs * UPLINK_RATE) / 1000) return this.endUtterance();
-    if (this.speechSeen) this.speculation.update(this.samples, this.d.audio.detector.quietMs, () => concat(this.chunks, this.samples));
+    if (this.speechSeen)
+      this.speculation.update(
+        this.samples,
+        this.d.audio.detector.quietMs,
+        () => concat(this.chunks, this.samples),
+        () => (this.utteranceAdmitted ??= this.admitted()),
+      );
   }
 
   /** The device went away or the session ended: everything stops, nothing more is sent. */
@@ -167,6 +178,7 @@ export class ConverseSession {
     this.chunks = [];
     this.samples = 0;
     this.speechSeen = false;
+    this.utteranceAdmitted = undefined;
     this.speculation.reset();
     this.d.audio.detector.reset();
   }
@@ -176,10 +188,12 @@ export class ConverseSession {
     // A speculative request already covers the utterance when only quiet followed it.
     const early = heard ? this.speculation.take(this.samples, this.d.audio.detector.quietMs) : undefined;
     const pcm = heard && !early ? concat(this.chunks, this.samples) : undefined;
+    // A speculative request was admitted before it was sent; an utterance refused then is not asked about again.
+    const admitted = this.utteranceAdmitted;
     this.resetUplink();
     // Silence or noise: no stt, no tts; the device keeps listening (or goes idle after a manual stop).
     if (!heard) return void this.d.metrics.outcome.silence.inc();
-    if (!early && !this.admitted()) return;
+    if (!early && !(admitted ?? this.admitted())) return;
     const speechEnd = performance.now();
     void this.transcribe(early ?? requestTranscript(this.asrDeps, pcm ?? new Int16Array(0)), speechEnd);
   }
