@@ -432,6 +432,9 @@ export class ConverseSession {
     const shown = stage === 'asr' ? 'Speech recognition failed' : stage === 'tts' ? 'Speech synthesis failed' : 'The assistant is unavailable';
     this.d.out.json(toDevice.alert(this.d.sessionId, `${shown} (${code})`));
     if (spoken && !this.closed) {
+      // A turn waiting for the answer to its question (the recogniser failed on it) ends here, its call not run: left
+      // in place it waited out assistant.confirmTimeoutMs, then spoke on with no abort or close reaching it.
+      this.cancelTurn('the answer to its question could not be heard');
       // Spoken through a throwaway turn of the speaker: the device hears why, not just silence.
       const ac = new AbortController();
       const speaker = this.speaker(ac.signal, { onError: () => undefined });

@@ -351,6 +351,31 @@ describe('conversation session (stand-in audio and providers)', () => {
     expect(isYes('是的')).toBe(true);
   });
 
+  it('a confirmation whose answer cannot be transcribed ends its turn: nothing is left running that abort or close cannot stop', async () => {
+    const h = make();
+    h.asr.texts = ['reboot the device', new ProviderError('http', 'transcription answered 503', 'fake-asr'), 'what time is it'];
+    h.turns.scripts = [{ confirm: { callId: 'call-7', name: 'self_reboot' } }, { deltas: ['It is noon.'] }];
+    h.session.input({ kind: 'listen_start', mode: 'auto' });
+    h.speak();
+    h.quiet();
+    await until(() => h.kinds().includes('tts:stop'), 'the question');
+    expect(h.session.state).toBe('listening');
+    // The answer to the question: the recogniser fails, the apology is spoken.
+    h.speak();
+    h.quiet();
+    await until(() => h.kinds().filter((k) => k === 'tts:stop').length === 2, 'the spoken apology');
+    await until(() => h.session.state === 'listening', 'listening again');
+    // The turn waiting for the yes is over (its tool not run), not left waiting out assistant.confirmTimeoutMs unreachable:
+    // before, the apology took its place, and neither an abort nor the device leaving reached it again.
+    expect(h.turns.cancelled).toHaveLength(1);
+    expect(h.turns.confirmations).toEqual([]);
+    h.speak();
+    h.quiet();
+    await until(() => h.turns.started.length === 2, 'the next turn');
+    await until(() => h.kinds().filter((k) => k === 'tts:stop').length === 3, 'its answer');
+    expect(h.turns.confirmations).toEqual([]);
+  });
+
   it('provider failures are shown (alert), counted, and the model failure is spoken', async () => {
     const h = make();
     h.asr.texts = [new ProviderError('http', 'transcription answered 503', 'fake-asr'), 'hello'];
