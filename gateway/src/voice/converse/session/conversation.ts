@@ -311,7 +311,7 @@ export class ConverseSession {
         say(split.push(e.text));
       } else if (e.type === 'confirmation.required' && 'callId' in e && 'arguments' in e) {
         say(split.flush());
-        say([confirmQuestion(e.name, this.d.language)]);
+        say([confirmQuestion(e, this.d.language, this.d.deviceId)]);
         void this.awaitConfirmation(turn, e.callId);
       } else if ((e.type === 'tool.call' || e.type === 'tool.result') && 'name' in e) {
         this.d.events.tool(
