@@ -56,6 +56,11 @@ export class ConverseSession {
    * (speculative or final); undefined until then.
    */
   private utteranceAdmitted: boolean | undefined;
+  /**
+   * Realtime: until then (the pacer's clock) the device still plays what it was sent, microphone open, so what it
+   * streams is not listened to (0: nothing left playing). Its echo canceller leaves some of our own voice in it.
+   */
+  private playingUntil = 0;
   private frameSentHook: (() => void) | undefined;
   private readonly asrDeps: AsrRequestDeps;
   private readonly speculation: Speculation;
@@ -80,6 +85,7 @@ export class ConverseSession {
         maxLeadFrames: d.limits.maxLeadFrames,
         maxQueued: d.limits.maxQueuedFrames,
         onLate: (cause) => d.metrics.framesLate[cause].inc(),
+        ...(d.now ? { now: d.now } : {}),
       },
     );
   }
@@ -123,6 +129,12 @@ export class ConverseSession {
     this.d.metrics.framesUp.inc();
     // Busy outside realtime: the audio is not listened to, so not decoded either.
     if (this.busy && this.mode !== 'realtime') return;
+    // Realtime, our answer over (or a question asked) while the device still plays its last frames: our own voice in its
+    // microphone is not the person's next utterance, nor the answer to the question (whose words include "yes").
+    if (this.playingUntil !== 0) {
+      if (!this.busy && this.mode === 'realtime' && this.pacer.clock < this.playingUntil) return;
+      this.playingUntil = 0;
+    }
     const pcm = this.d.audio.decoder.decode(opus);
     if (!pcm.length) return;
     if (this.busy) {
@@ -374,6 +386,7 @@ export class ConverseSession {
     this.d.metrics.outcome.confirmation.inc();
     this.busy = false;
     this.resetUplink();
+    this.playingUntil = this.pacer.playedOutAt;
   }
 
   private finishTurn(turn: ActiveTurn, outcome: TurnOutcome): void {
@@ -381,6 +394,7 @@ export class ConverseSession {
     this.busy = false;
     this.frameSentHook = undefined;
     this.resetUplink();
+    this.playingUntil = this.pacer.playedOutAt;
     this.d.metrics.outcome[outcome].inc();
     const m = turn.marks;
     const since = (t: number | undefined) => (t === undefined ? undefined : Math.round(t - m.speechEnd));
@@ -409,6 +423,8 @@ export class ConverseSession {
     if (hadTurn) this.d.metrics.outcome[outcome].inc();
     this.busy = false;
     this.resetUplink();
+    // Told to stop: the device plays nothing more.
+    this.playingUntil = 0;
   }
 
   private cancelTurn(reason: string): void {
@@ -448,6 +464,7 @@ export class ConverseSession {
         this.turn = undefined;
         this.busy = false;
         this.resetUplink();
+        this.playingUntil = this.pacer.playedOutAt;
       });
     }
   }

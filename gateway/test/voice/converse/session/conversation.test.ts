@@ -144,7 +144,7 @@ interface Sent {
   frame?: Uint8Array;
 }
 
-function harness() {
+function harness(o: { now?: () => number } = {}) {
   const asr = new FakeAsr();
   const tts = new FakeTts();
   const turns = new FakeTurns();
@@ -173,6 +173,7 @@ function harness() {
       reply: (e) => events.push({ kind: 'reply', data: e }),
     },
     conversation: { get: () => conversation, set: (id) => (conversation = id) },
+    ...(o.now ? { now: o.now } : {}),
   });
   const json = () => sent.filter((s) => s.json).map((s) => s.json!);
   const kinds = () => json().map((m) => (m['type'] === 'tts' ? `tts:${String(m['state'])}` : String(m['type'])));
@@ -192,8 +193,8 @@ const sessions: ConverseSession[] = [];
 afterEach(() => {
   for (const s of sessions.splice(0)) s.close();
 });
-function make() {
-  const h = harness();
+function make(o: { now?: () => number } = {}) {
+  const h = harness(o);
   sessions.push(h.session);
   return h;
 }
@@ -374,6 +375,32 @@ describe('conversation session (stand-in audio and providers)', () => {
     await until(() => h.turns.started.length === 2, 'the next turn');
     await until(() => h.kinds().filter((k) => k === 'tts:stop').length === 3, 'its answer');
     expect(h.turns.confirmations).toEqual([]);
+  });
+
+  it('realtime: a question is not answered by its own playback, still under way at the device when its last frame has left', async () => {
+    // The session's clock, held still while the device plays what it was sent (the pacer reads the same clock).
+    let clock = 0;
+    const h = make({ now: () => clock });
+    h.asr.texts = ['reboot the device', 'yes'];
+    h.turns.scripts = [{ confirm: { callId: 'call-7', name: 'self_reboot' } }];
+    h.session.input({ kind: 'listen_start', mode: 'realtime' });
+    h.speak();
+    h.quiet();
+    await until(() => h.kinds().includes('tts:stop') && h.session.state === 'listening', 'the question, its frames sent');
+    expect(h.frames()).toBe(3);
+    // The device plays "... Say yes to confirm." for 180 ms more and streams its microphone meanwhile (realtime): what
+    // its echo canceller left of it is not the person's answer. Before, it was transcribed as one, and its yes ran the tool.
+    h.speak();
+    h.quiet();
+    expect(h.asr.calls).toBe(1);
+    expect(h.turns.confirmations).toEqual([]);
+    // Once the question has been played, the person's answer is heard.
+    clock = 1000;
+    h.speak();
+    h.quiet();
+    await until(() => h.turns.confirmations.length === 1, 'the answer');
+    expect(h.turns.confirmations).toEqual([{ callId: 'call-7', approve: true }]);
+    expect(h.asr.calls).toBe(2);
   });
 
   it('provider failures are shown (alert), counted, and the model failure is spoken', async () => {
