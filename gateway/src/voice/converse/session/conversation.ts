@@ -27,6 +27,10 @@ interface ActiveTurn {
   speaker: Speaker;
   /** The confirmation the next utterance answers. */
   confirming?: string | undefined;
+  /** Questions asked one at a time: the last one asked, settled once it was answered (or will never be). */
+  questions?: Promise<void>;
+  /** Called when the utterance answering `confirming` was heard: the next question may be asked. */
+  answered?: (() => void) | undefined;
   spokenText: string[];
   marks: { speechEnd: number; llmFirst?: number; firstSentence?: number; firstAudio?: number; asr?: AsrMarks };
 }
@@ -258,6 +262,9 @@ export class ConverseSession {
       const yes = isYes(text);
       this.d.log.info({ approved: yes }, 'voice confirmation answered');
       if (!this.turn.handle.confirm(pending, yes)) this.d.log.warn('the confirmation had already expired');
+      const next = this.turn.answered;
+      this.turn.answered = undefined;
+      next?.();
       return;
     }
     this.startTurn(text, speechEnd, asr);
@@ -323,8 +330,10 @@ export class ConverseSession {
         say(split.push(e.text));
       } else if (e.type === 'confirmation.required' && 'callId' in e && 'arguments' in e) {
         say(split.flush());
-        say([confirmQuestion(e, this.d.language, this.d.deviceId)]);
-        void this.awaitConfirmation(turn, e.callId);
+        const question = confirmQuestion(e, this.d.language, this.d.deviceId);
+        // One question at a time (the calls of one reply run together): the next is asked once this one is answered,
+        // so an answer always answers the question just heard, never another one registered after it.
+        turn.questions = (turn.questions ?? Promise.resolve()).then(() => this.ask(turn, e.callId, () => say([question])));
       } else if ((e.type === 'tool.call' || e.type === 'tool.result') && 'name' in e) {
         this.d.events.tool(
           e.type === 'tool.call'
@@ -376,6 +385,15 @@ export class ConverseSession {
     this.lines ??= new ThrottledLog(this.d.log, 'warn', { linesPerWindow: 1, windowMs: 60_000 });
     this.lines.write({ spokenChars: spoken, maxAnswerChars: this.d.limits.maxAnswerChars }, 'answer longer than voice.converse.maxAnswerChars; cut');
     turn.handle?.cancel(TOO_LONG);
+  }
+
+  /** Asks one question of the turn's; settles once it is answered (never, when the turn ends first). */
+  private async ask(turn: ActiveTurn, callId: string, speak: () => void): Promise<void> {
+    if (turn.ac.signal.aborted || this.turn !== turn) return;
+    speak();
+    await this.awaitConfirmation(turn, callId);
+    if (turn.confirming !== callId) return;
+    await new Promise<void>((r) => (turn.answered = r));
   }
 
   /** The question has been spoken (`tts stop`): the device listens, and the next utterance answers it. */
