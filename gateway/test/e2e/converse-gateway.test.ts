@@ -203,6 +203,35 @@ describe('voice.mode "converse" through the gateway (stand-in audio kit)', () =>
     ).toEqual(['what can you do', 'yes']);
   });
 
+  it('a yes asked for device_call names the tool and the device it reaches, not the generic name', async () => {
+    const peer = await wsDevice(3);
+    const d = await wsDevice(3);
+    // Steered by text in a tool result, the model reaches another device's tool through the generic device_call:
+    // the question used to be "Should I run device call?", which said nothing of what a yes would run, or where.
+    llm.script([
+      {
+        toolCalls: [
+          { name: 'device_call', arguments: { device_id: peer.deviceId.replace(/:/g, '-'), tool: 'self.screen.set_brightness', arguments: { brightness: 5 } } },
+        ],
+      },
+      { text: 'All right.' },
+    ]);
+    d.sendRaw(JSON.stringify({ session_id: d.sessionId, type: 'listen', state: 'detect', text: 'what is the weather' }));
+    await until(() => stops(d) === 1, 'the question', 15_000);
+    const question = String(voiceFrames(d).find((f) => f['state'] === 'sentence_start')?.['text']);
+    expect(question).toBe(`Should I run screen set brightness on device ${peer.deviceId}? Say yes to confirm.`);
+    expect(peer.brightness).toBe(80);
+    // On the device itself, through device_call too: its own tool, as its short name would ask.
+    const own = await wsDevice(3);
+    llm.script([
+      { toolCalls: [{ name: 'device_call', arguments: { device_id: own.deviceId, tool: 'self.screen.set_brightness', arguments: { brightness: 5 } } }] },
+      { text: 'All right.' },
+    ]);
+    own.sendRaw(JSON.stringify({ session_id: own.sessionId, type: 'listen', state: 'detect', text: 'dim the screen' }));
+    await until(() => stops(own) === 1, 'the question', 15_000);
+    expect(voiceFrames(own).find((f) => f['state'] === 'sentence_start')?.['text']).toBe('Should I run screen set brightness? Say yes to confirm.');
+  });
+
   it('abort: tts stop within 500 ms, at most 3 more frames, and the model request closed', async () => {
     const d = await wsDevice(1);
     let release: () => void = () => undefined;

@@ -27,6 +27,10 @@ interface ActiveTurn {
   speaker: Speaker;
   /** The confirmation the next utterance answers. */
   confirming?: string | undefined;
+  /** Questions asked one at a time: the last one asked, settled once it was answered (or will never be). */
+  questions?: Promise<void>;
+  /** Called when the utterance answering `confirming` was heard: the next question may be asked. */
+  answered?: (() => void) | undefined;
   spokenText: string[];
   marks: { speechEnd: number; llmFirst?: number; firstSentence?: number; firstAudio?: number; asr?: AsrMarks };
 }
@@ -51,6 +55,16 @@ export class ConverseSession {
   private closed = false;
   /** The last utterance was refused by the device's rate (the device was told once). */
   private limited = false;
+  /**
+   * Whether the utterance being heard may reach the recogniser: asked of the device's rate once, by its first request
+   * (speculative or final); undefined until then.
+   */
+  private utteranceAdmitted: boolean | undefined;
+  /**
+   * Realtime: until then (the pacer's clock) the device still plays what it was sent, microphone open, so what it
+   * streams is not listened to (0: nothing left playing). Its echo canceller leaves some of our own voice in it.
+   */
+  private playingUntil = 0;
   private frameSentHook: (() => void) | undefined;
   private readonly asrDeps: AsrRequestDeps;
   private readonly speculation: Speculation;
@@ -75,6 +89,7 @@ export class ConverseSession {
         maxLeadFrames: d.limits.maxLeadFrames,
         maxQueued: d.limits.maxQueuedFrames,
         onLate: (cause) => d.metrics.framesLate[cause].inc(),
+        ...(d.now ? { now: d.now } : {}),
       },
     );
   }
@@ -118,6 +133,12 @@ export class ConverseSession {
     this.d.metrics.framesUp.inc();
     // Busy outside realtime: the audio is not listened to, so not decoded either.
     if (this.busy && this.mode !== 'realtime') return;
+    // Realtime, our answer over (or a question asked) while the device still plays its last frames: our own voice in its
+    // microphone is not the person's next utterance, nor the answer to the question (whose words include "yes").
+    if (this.playingUntil !== 0) {
+      if (!this.busy && this.mode === 'realtime' && this.pacer.clock < this.playingUntil) return;
+      this.playingUntil = 0;
+    }
     const pcm = this.d.audio.decoder.decode(opus);
     if (!pcm.length) return;
     if (this.busy) {
@@ -136,7 +157,13 @@ export class ConverseSession {
     if (v !== 'silence') this.speechSeen = true;
     if (!this.speechSeen) this.trimPreRoll();
     if ((this.mode !== 'manual' && v === 'end') || this.samples >= (this.d.limits.maxUtteranceMs * UPLINK_RATE) / 1000) return this.endUtterance();
-    if (this.speechSeen) this.speculation.update(this.samples, this.d.audio.detector.quietMs, () => concat(this.chunks, this.samples));
+    if (this.speechSeen)
+      this.speculation.update(
+        this.samples,
+        this.d.audio.detector.quietMs,
+        () => concat(this.chunks, this.samples),
+        () => (this.utteranceAdmitted ??= this.admitted()),
+      );
   }
 
   /** The device went away or the session ended: everything stops, nothing more is sent. */
@@ -167,6 +194,7 @@ export class ConverseSession {
     this.chunks = [];
     this.samples = 0;
     this.speechSeen = false;
+    this.utteranceAdmitted = undefined;
     this.speculation.reset();
     this.d.audio.detector.reset();
   }
@@ -176,10 +204,12 @@ export class ConverseSession {
     // A speculative request already covers the utterance when only quiet followed it.
     const early = heard ? this.speculation.take(this.samples, this.d.audio.detector.quietMs) : undefined;
     const pcm = heard && !early ? concat(this.chunks, this.samples) : undefined;
+    // A speculative request was admitted before it was sent; an utterance refused then is not asked about again.
+    const admitted = this.utteranceAdmitted;
     this.resetUplink();
     // Silence or noise: no stt, no tts; the device keeps listening (or goes idle after a manual stop).
     if (!heard) return void this.d.metrics.outcome.silence.inc();
-    if (!early && !this.admitted()) return;
+    if (!early && !(admitted ?? this.admitted())) return;
     const speechEnd = performance.now();
     void this.transcribe(early ?? requestTranscript(this.asrDeps, pcm ?? new Int16Array(0)), speechEnd);
   }
@@ -232,6 +262,9 @@ export class ConverseSession {
       const yes = isYes(text);
       this.d.log.info({ approved: yes }, 'voice confirmation answered');
       if (!this.turn.handle.confirm(pending, yes)) this.d.log.warn('the confirmation had already expired');
+      const next = this.turn.answered;
+      this.turn.answered = undefined;
+      next?.();
       return;
     }
     this.startTurn(text, speechEnd, asr);
@@ -297,8 +330,10 @@ export class ConverseSession {
         say(split.push(e.text));
       } else if (e.type === 'confirmation.required' && 'callId' in e && 'arguments' in e) {
         say(split.flush());
-        say([confirmQuestion(e.name, this.d.language)]);
-        void this.awaitConfirmation(turn, e.callId);
+        const question = confirmQuestion(e, this.d.language, this.d.deviceId);
+        // One question at a time (the calls of one reply run together): the next is asked once this one is answered,
+        // so an answer always answers the question just heard, never another one registered after it.
+        turn.questions = (turn.questions ?? Promise.resolve()).then(() => this.ask(turn, e.callId, () => say([question])));
       } else if ((e.type === 'tool.call' || e.type === 'tool.result') && 'name' in e) {
         this.d.events.tool(
           e.type === 'tool.call'
@@ -352,6 +387,15 @@ export class ConverseSession {
     turn.handle?.cancel(TOO_LONG);
   }
 
+  /** Asks one question of the turn's; settles once it is answered (never, when the turn ends first). */
+  private async ask(turn: ActiveTurn, callId: string, speak: () => void): Promise<void> {
+    if (turn.ac.signal.aborted || this.turn !== turn) return;
+    speak();
+    await this.awaitConfirmation(turn, callId);
+    if (turn.confirming !== callId) return;
+    await new Promise<void>((r) => (turn.answered = r));
+  }
+
   /** The question has been spoken (`tts stop`): the device listens, and the next utterance answers it. */
   private async awaitConfirmation(turn: ActiveTurn, callId: string): Promise<void> {
     await turn.speaker.end();
@@ -360,6 +404,7 @@ export class ConverseSession {
     this.d.metrics.outcome.confirmation.inc();
     this.busy = false;
     this.resetUplink();
+    this.playingUntil = this.pacer.playedOutAt;
   }
 
   private finishTurn(turn: ActiveTurn, outcome: TurnOutcome): void {
@@ -367,6 +412,7 @@ export class ConverseSession {
     this.busy = false;
     this.frameSentHook = undefined;
     this.resetUplink();
+    this.playingUntil = this.pacer.playedOutAt;
     this.d.metrics.outcome[outcome].inc();
     const m = turn.marks;
     const since = (t: number | undefined) => (t === undefined ? undefined : Math.round(t - m.speechEnd));
@@ -395,6 +441,8 @@ export class ConverseSession {
     if (hadTurn) this.d.metrics.outcome[outcome].inc();
     this.busy = false;
     this.resetUplink();
+    // Told to stop: the device plays nothing more.
+    this.playingUntil = 0;
   }
 
   private cancelTurn(reason: string): void {
@@ -418,6 +466,9 @@ export class ConverseSession {
     const shown = stage === 'asr' ? 'Speech recognition failed' : stage === 'tts' ? 'Speech synthesis failed' : 'The assistant is unavailable';
     this.d.out.json(toDevice.alert(this.d.sessionId, `${shown} (${code})`));
     if (spoken && !this.closed) {
+      // A turn waiting for the answer to its question (the recogniser failed on it) ends here, its call not run: left
+      // in place it waited out assistant.confirmTimeoutMs, then spoke on with no abort or close reaching it.
+      this.cancelTurn('the answer to its question could not be heard');
       // Spoken through a throwaway turn of the speaker: the device hears why, not just silence.
       const ac = new AbortController();
       const speaker = this.speaker(ac.signal, { onError: () => undefined });
@@ -431,6 +482,7 @@ export class ConverseSession {
         this.turn = undefined;
         this.busy = false;
         this.resetUplink();
+        this.playingUntil = this.pacer.playedOutAt;
       });
     }
   }

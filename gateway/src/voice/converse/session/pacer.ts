@@ -89,6 +89,19 @@ export class DownlinkPacer {
   }
 
   /**
+   * When the device will have played every frame of the segment sent so far (this pacer's clock; 0 before a frame):
+   * the last frame leaves up to the lead ahead of its playback.
+   */
+  get playedOutAt(): number {
+    return this.sentInSegment > 0 ? this.t0 + this.sentInSegment * this.o.frameMs : 0;
+  }
+
+  /** The clock frames are paced by. */
+  get clock(): number {
+    return this.now();
+  }
+
+  /**
    * Queue an item; resolves once it is queued (waits while the queue is full). False, and nothing queued,
    * once the pacer is closed or `signal` aborted (a cleared queue must not refill from a stale speaker).
    */

@@ -100,4 +100,6 @@ export interface ConverseSessionDeps {
   conversation: { get(): string | undefined; set(id: string): void };
   /** Whether an utterance or wake word may reach the recogniser or the model now (the device's rate); absent: always. */
   admit?: () => boolean;
+  /** The downlink's clock (ms; default performance.now): when frames are due, and when the device has played them. */
+  now?: () => number;
 }

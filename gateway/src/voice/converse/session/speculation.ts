@@ -50,12 +50,13 @@ export class Speculation {
 
   /**
    * After each uplink packet once speech was heard: `samples` heard so far, the last `quietMs` of them quiet.
-   * `audio()` gives them (called only when a request starts).
+   * `audio()` gives them (called only when a request starts); `admit()` says whether the utterance may reach the
+   * recogniser at all (asked only when a request would start: the device's rate of utterances).
    */
-  update(samples: number, quietMs: number | undefined, audio: () => Int16Array): void {
+  update(samples: number, quietMs: number | undefined, audio: () => Int16Array, admit: () => boolean = () => true): void {
     if (quietMs === undefined || this.d.afterMs <= 0) return;
     if (this.current && !this.covers(samples, quietMs)) this.abort();
-    if (this.current || quietMs < this.d.afterMs || this.started >= MAX_PER_UTTERANCE) return;
+    if (this.current || quietMs < this.d.afterMs || this.started >= MAX_PER_UTTERANCE || !admit()) return;
     this.started++;
     this.current = { ...requestTranscript(this.d, audio()), samples };
   }

@@ -93,6 +93,8 @@ class FakeTts implements SpeechSynthesizer {
 interface ScriptedTurn {
   deltas?: string[];
   confirm?: { callId: string; name: string };
+  /** Calls of one reply that each need a yes, asked for together (the assistant runs a reply's calls at once). */
+  confirms?: Array<{ callId: string; name: string }>;
   fail?: GatewayError;
   /** Hold the answer until this resolves. */
   hold?: Promise<void>;
@@ -108,13 +110,14 @@ class FakeTurns implements TurnPort {
     const s = this.scripts.shift() ?? { deltas: ['Okay.'] };
     const cancelled = deferred<never>();
     cancelled.promise.catch(() => undefined);
-    const confirmed = deferred<boolean>();
+    const asks = s.confirms ?? (s.confirm ? [s.confirm] : []);
+    const answers = new Map(asks.map((c) => [c.callId, deferred<boolean>()]));
     const done = (async () => {
       if (s.fail) throw s.fail;
-      if (s.confirm) {
-        emit({ type: 'confirmation.required', callId: s.confirm.callId, name: s.confirm.name, arguments: {} });
-        const yes = await Promise.race([confirmed.promise, cancelled.promise]);
-        emit({ type: 'text.delta', text: yes ? 'Done, it is rebooting. ' : 'All right, I left it alone. ' });
+      if (asks.length) {
+        for (const c of asks) emit({ type: 'confirmation.required', callId: c.callId, name: c.name, arguments: {} });
+        const yes = await Promise.race([Promise.all([...answers.values()].map((a) => a.promise)), cancelled.promise]);
+        emit({ type: 'text.delta', text: yes[0] ? 'Done, it is rebooting. ' : 'All right, I left it alone. ' });
       }
       for (const d of s.deltas ?? []) {
         await Promise.race([new Promise((r) => setImmediate(r)), cancelled.promise]);
@@ -130,8 +133,10 @@ class FakeTurns implements TurnPort {
       },
       confirm: (callId, approve) => {
         this.confirmations.push({ callId, approve });
-        confirmed.resolve(approve);
-        return true;
+        const a = answers.get(callId);
+        answers.delete(callId);
+        a?.resolve(approve);
+        return a !== undefined;
       },
       done,
     };
@@ -144,7 +149,7 @@ interface Sent {
   frame?: Uint8Array;
 }
 
-function harness() {
+function harness(o: { now?: () => number } = {}) {
   const asr = new FakeAsr();
   const tts = new FakeTts();
   const turns = new FakeTurns();
@@ -173,6 +178,7 @@ function harness() {
       reply: (e) => events.push({ kind: 'reply', data: e }),
     },
     conversation: { get: () => conversation, set: (id) => (conversation = id) },
+    ...(o.now ? { now: o.now } : {}),
   });
   const json = () => sent.filter((s) => s.json).map((s) => s.json!);
   const kinds = () => json().map((m) => (m['type'] === 'tts' ? `tts:${String(m['state'])}` : String(m['type'])));
@@ -192,8 +198,8 @@ const sessions: ConverseSession[] = [];
 afterEach(() => {
   for (const s of sessions.splice(0)) s.close();
 });
-function make() {
-  const h = harness();
+function make(o: { now?: () => number } = {}) {
+  const h = harness(o);
   sessions.push(h.session);
   return h;
 }
@@ -349,6 +355,95 @@ describe('conversation session (stand-in audio and providers)', () => {
     ).toBe('Done, it is rebooting.');
     expect(isYes('No, do not')).toBe(false);
     expect(isYes('是的')).toBe(true);
+  });
+
+  it('a confirmation whose answer cannot be transcribed ends its turn: nothing is left running that abort or close cannot stop', async () => {
+    const h = make();
+    h.asr.texts = ['reboot the device', new ProviderError('http', 'transcription answered 503', 'fake-asr'), 'what time is it'];
+    h.turns.scripts = [{ confirm: { callId: 'call-7', name: 'self_reboot' } }, { deltas: ['It is noon.'] }];
+    h.session.input({ kind: 'listen_start', mode: 'auto' });
+    h.speak();
+    h.quiet();
+    await until(() => h.kinds().includes('tts:stop'), 'the question');
+    expect(h.session.state).toBe('listening');
+    // The answer to the question: the recogniser fails, the apology is spoken.
+    h.speak();
+    h.quiet();
+    await until(() => h.kinds().filter((k) => k === 'tts:stop').length === 2, 'the spoken apology');
+    await until(() => h.session.state === 'listening', 'listening again');
+    // The turn waiting for the yes is over (its tool not run), not left waiting out assistant.confirmTimeoutMs unreachable:
+    // before, the apology took its place, and neither an abort nor the device leaving reached it again.
+    expect(h.turns.cancelled).toHaveLength(1);
+    expect(h.turns.confirmations).toEqual([]);
+    h.speak();
+    h.quiet();
+    await until(() => h.turns.started.length === 2, 'the next turn');
+    await until(() => h.kinds().filter((k) => k === 'tts:stop').length === 3, 'its answer');
+    expect(h.turns.confirmations).toEqual([]);
+  });
+
+  it('two calls of one reply that need a yes are asked one at a time: each answer answers the question heard just before it', async () => {
+    const h = make();
+    h.asr.texts = ['reboot both', 'yes', 'no'];
+    h.turns.scripts = [
+      {
+        confirms: [
+          { callId: 'call_1_1', name: 'self_reboot' },
+          { callId: 'call_1_2', name: 'self_factory_reset' },
+        ],
+      },
+    ];
+    const questions = () =>
+      h
+        .json()
+        .filter((m) => m['state'] === 'sentence_start')
+        .map((m) => String(m['text']));
+    h.session.input({ kind: 'listen_start', mode: 'auto' });
+    h.speak();
+    h.quiet();
+    await until(() => h.kinds().includes('tts:stop') && h.session.state === 'listening', 'the first question');
+    // Before, both questions were spoken back to back and the session took one answer, for whichever question it had
+    // registered last: a yes said to one question could run the other call, and the other was left waiting, the
+    // device deaf, until the assistant gave up on it.
+    expect(questions()).toEqual(['Should I run reboot? Say yes to confirm.']);
+    h.speak();
+    h.quiet();
+    await until(() => h.turns.confirmations.length === 1 && h.session.state === 'listening', 'the second question');
+    expect(h.turns.confirmations).toEqual([{ callId: 'call_1_1', approve: true }]);
+    expect(questions()).toEqual(['Should I run reboot? Say yes to confirm.', 'Should I run factory reset? Say yes to confirm.']);
+    h.speak();
+    h.quiet();
+    await until(() => h.turns.confirmations.length === 2, 'the second answer');
+    expect(h.turns.confirmations).toEqual([
+      { callId: 'call_1_1', approve: true },
+      { callId: 'call_1_2', approve: false },
+    ]);
+  });
+
+  it('realtime: a question is not answered by its own playback, still under way at the device when its last frame has left', async () => {
+    // The session's clock, held still while the device plays what it was sent (the pacer reads the same clock).
+    let clock = 0;
+    const h = make({ now: () => clock });
+    h.asr.texts = ['reboot the device', 'yes'];
+    h.turns.scripts = [{ confirm: { callId: 'call-7', name: 'self_reboot' } }];
+    h.session.input({ kind: 'listen_start', mode: 'realtime' });
+    h.speak();
+    h.quiet();
+    await until(() => h.kinds().includes('tts:stop') && h.session.state === 'listening', 'the question, its frames sent');
+    expect(h.frames()).toBe(3);
+    // The device plays "... Say yes to confirm." for 180 ms more and streams its microphone meanwhile (realtime): what
+    // its echo canceller left of it is not the person's answer. Before, it was transcribed as one, and its yes ran the tool.
+    h.speak();
+    h.quiet();
+    expect(h.asr.calls).toBe(1);
+    expect(h.turns.confirmations).toEqual([]);
+    // Once the question has been played, the person's answer is heard.
+    clock = 1000;
+    h.speak();
+    h.quiet();
+    await until(() => h.turns.confirmations.length === 1, 'the answer');
+    expect(h.turns.confirmations).toEqual([{ callId: 'call-7', approve: true }]);
+    expect(h.asr.calls).toBe(2);
   });
 
   it('provider failures are shown (alert), counted, and the model failure is spoken', async () => {
