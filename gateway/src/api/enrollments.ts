@@ -5,6 +5,7 @@ import type { DeviceTenants } from '../devices/tenants.js';
 import type { Enrollment } from '../enrollment/enrollment.js';
 import { canSee } from '../principal.js';
 import type { Binding, Claim } from '../enrollment/records.js';
+import type { ClaimPlace } from '../enrollment/claims.js';
 import { GatewayError } from '../errors.js';
 import { parseDeviceId, problems } from './route-helpers.js';
 import { DeviceIdParam, jsonSchema } from './schemas.js';
@@ -20,7 +21,21 @@ const PendingEnrollment = z.object({
   userAgent: z.string().optional(),
   firmwareVersion: z.string().optional(),
 });
-const EnrollmentList = z.object({ enrollments: z.array(PendingEnrollment) });
+const EnrollmentList = z.object({
+  enrollments: z.array(PendingEnrollment),
+  nextCursor: z.string().optional().describe('Pass as `cursor` for the following page; absent on the last page'),
+});
+const PAGE_MAX = 1000;
+const EnrollmentListQuery = z.object({
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .max(PAGE_MAX)
+    .optional()
+    .describe(`Pending enrollments per page (default and most ${PAGE_MAX}: enrollment.maxPending's default fits one page)`),
+  cursor: z.string().max(64).optional().describe("The previous page's nextCursor (opaque)"),
+});
 const EnrolledDevice = z.object({
   deviceId: z.string(),
   clientId: z.string(),
@@ -72,8 +87,13 @@ const NO_TENANTS: EnrollmentTenants = { tenantOf: () => undefined, ruleFor: () =
  * re-enrollment) or `enrollment.tenantRules` give the request to its tenant; everything else waits for an
  * operator. Whatever a tenant may not see answers 404, as if it did not exist.
  */
-function claimTenant(t: EnrollmentTenants, c: Claim): string | undefined {
-  return t.tenantOf(c.deviceId) ?? t.ruleFor({ deviceId: c.deviceId, clientId: c.clientId, board: c.board });
+function claimTenant(t: EnrollmentTenants, c: Claim, rules?: WeakMap<Claim, string | null>): string | undefined {
+  const own = t.tenantOf(c.deviceId);
+  if (own !== undefined || !rules) return own ?? t.ruleFor({ deviceId: c.deviceId, clientId: c.clientId, board: c.board });
+  // What the rules say of a claim never changes (the rules are configuration, a claim's facts are its own): asked once.
+  let byRule = rules.get(c);
+  if (byRule === undefined) rules.set(c, (byRule = t.ruleFor({ deviceId: c.deviceId, clientId: c.clientId, board: c.board }) ?? null));
+  return byRule ?? undefined;
 }
 
 /** The tenant an approval gives the device: a tenant's key gives its own; an operator names one, or the device keeps its own or gets the rules'. */
@@ -87,7 +107,8 @@ function approvedTenant(req: FastifyRequest, t: EnrollmentTenants, claim: Claim 
 /** Operators decide which devices join: pending activation codes, approve or reject, re-enroll. */
 /** The enrollment checks of one gateway, each through principal.ts canSee. */
 function scoped(tenants: EnrollmentTenants, need: () => Enrollment) {
-  const seesClaim = (req: FastifyRequest, c: Claim) => canSee(req.caller ?? {}, claimTenant(tenants, c));
+  const rules = new WeakMap<Claim, string | null>();
+  const seesClaim = (req: FastifyRequest, c: Claim) => canSee(req.caller ?? {}, claimTenant(tenants, c, rules));
   return {
     seesDevice: (req: FastifyRequest, deviceId: string) => canSee(req.caller ?? {}, tenants.tenantOf(deviceId)),
     seesClaim,
@@ -115,13 +136,23 @@ export async function enrollmentRoutes(
   };
   const { seesDevice, seesClaim, claimFor, view } = scoped(tenants, need);
 
-  app.get('/v1/enrollments', {
+  app.get<{ Querystring: z.infer<typeof EnrollmentListQuery> }>('/v1/enrollments', {
     schema: {
       tags,
-      summary: 'Devices waiting for approval, oldest first',
-      response: { 200: jsonSchema(EnrollmentList, 'output'), ...problems(401) },
+      summary: 'Devices waiting for approval, oldest first, in pages',
+      querystring: jsonSchema(EnrollmentListQuery),
+      response: { 200: jsonSchema(EnrollmentList, 'output'), ...problems(400, 401) },
     } as FastifySchema,
-    handler: async (req) => ({ enrollments: (opts.enrollment?.pending() ?? []).filter((c) => seesClaim(req, c)).map(claimView) }),
+    handler: async (req) => {
+      const after = req.query.cursor === undefined ? undefined : decodeCursor(req.query.cursor);
+      if (!opts.enrollment) return { enrollments: [] };
+      // A tenant's key: only the claims it may see fill its page (operators: every claim).
+      const sees = req.caller?.tenant === undefined ? undefined : (c: Claim) => seesClaim(req, c);
+      const page = opts.enrollment.pendingPage({ after, limit: req.query.limit ?? PAGE_MAX, ...(sees ? { sees } : {}) });
+      const last = page.claims.at(-1);
+      const enrollments = page.claims.map(claimView);
+      return page.more && last ? { enrollments, nextCursor: encodeCursor(last) } : { enrollments };
+    },
   });
 
   app.get('/v1/enrollments/refused', {
@@ -199,6 +230,18 @@ export async function enrollmentRoutes(
       return { deviceId: id, revoked: true };
     },
   });
+}
+
+/** A page cursor: the place of the page's last claim (its creation time and code), versioned and encoded: opaque to callers. */
+const CURSOR = /^e1:([0-9.e+-]{1,32}):(\d{6})$/;
+function encodeCursor(c: Claim): string {
+  return Buffer.from(`e1:${c.createdAt}:${c.code}`).toString('base64url');
+}
+function decodeCursor(cursor: string): ClaimPlace {
+  const m = CURSOR.exec(/^[A-Za-z0-9_-]+$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : '');
+  const createdAt = Number(m?.[1]);
+  if (!m || !Number.isFinite(createdAt)) throw new GatewayError('INVALID_REQUEST', 'cursor is not one this API gave out; start again without it');
+  return { createdAt, code: m[2]! };
 }
 
 function claimView(c: Claim): z.infer<typeof PendingEnrollment> {
