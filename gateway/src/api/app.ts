@@ -189,7 +189,9 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     const { maxStreams, maxStreamsPerKey, maxBufferedBytes, writeTimeoutMs } = s.events;
     await v1.register(eventRoutes, { bus: d.bus, metrics: d.metrics, maxStreams, maxStreamsPerKey, maxBufferedBytes, writeTimeoutMs, tenancy: tenants });
     if (d.eventHistory) await v1.register(eventHistoryRoutes, d.eventHistory);
-    await v1.register(enrollmentRoutes, { enrollment: d.enrollment, tenants });
+    // A claim for a recorded device counts for a tenant rule only under the client id the device connects with.
+    const connectsAs = (id: string) => d.registry.get(id)?.clientId;
+    await v1.register(enrollmentRoutes, { enrollment: d.enrollment, tenants, connectsAs });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) {

@@ -79,6 +79,8 @@ const APPROVE_BODY_JSON = {
 
 /** What the routes need of device tenancy (devices/tenants.ts). */
 export type EnrollmentTenants = Pick<DeviceTenants, 'tenantOf' | 'ruleFor' | 'set'>;
+/** The client id a device the gateway has recorded connects with (undefined: not recorded). */
+type ConnectsAs = (deviceId: string) => string | undefined;
 const NO_TENANTS: EnrollmentTenants = { tenantOf: () => undefined, ruleFor: () => undefined, set: async () => undefined };
 
 /**
@@ -87,9 +89,14 @@ const NO_TENANTS: EnrollmentTenants = { tenantOf: () => undefined, ruleFor: () =
  * re-enrollment) or `enrollment.tenantRules` give the request to its tenant; everything else waits for an
  * operator. Whatever a tenant may not see answers 404, as if it did not exist.
  */
-function claimTenant(t: EnrollmentTenants, c: Claim, rules?: WeakMap<Claim, string | null>): string | undefined {
+function claimTenant(t: EnrollmentTenants, c: Claim, connectsAs?: ConnectsAs, rules?: WeakMap<Claim, string | null>): string | undefined {
   const own = t.tenantOf(c.deviceId);
-  if (own !== undefined || !rules) return own ?? t.ruleFor({ deviceId: c.deviceId, clientId: c.clientId, board: c.board });
+  if (own !== undefined) return own;
+  // A device the gateway has recorded counts for a rule only under the client id it connects with (as at an OTA check,
+  // red team 7): a claim's client id and board are its sender's word, and anyone may send a check naming a known id.
+  const recorded = connectsAs?.(c.deviceId);
+  if (recorded !== undefined && recorded !== c.clientId) return undefined;
+  if (!rules) return t.ruleFor({ deviceId: c.deviceId, clientId: c.clientId, board: c.board });
   // What the rules say of a claim never changes (the rules are configuration, a claim's facts are its own): asked once.
   let byRule = rules.get(c);
   if (byRule === undefined) rules.set(c, (byRule = t.ruleFor({ deviceId: c.deviceId, clientId: c.clientId, board: c.board }) ?? null));
@@ -97,18 +104,24 @@ function claimTenant(t: EnrollmentTenants, c: Claim, rules?: WeakMap<Claim, stri
 }
 
 /** The tenant an approval gives the device: a tenant's key gives its own; an operator names one, or the device keeps its own or gets the rules'. */
-function approvedTenant(req: FastifyRequest, t: EnrollmentTenants, claim: Claim | undefined, asked: string | undefined): string | undefined {
+function approvedTenant(
+  req: FastifyRequest,
+  t: EnrollmentTenants,
+  connectsAs: ConnectsAs | undefined,
+  claim: Claim | undefined,
+  asked: string | undefined,
+): string | undefined {
   const mine = req.caller?.tenant;
-  if (mine === undefined) return asked ?? (claim ? claimTenant(t, claim) : undefined);
+  if (mine === undefined) return asked ?? (claim ? claimTenant(t, claim, connectsAs) : undefined);
   if (asked !== undefined && asked !== mine) throw new GatewayError('FORBIDDEN', `an API key of tenant "${mine}" approves devices for that tenant only`);
   return mine;
 }
 
 /** Operators decide which devices join: pending activation codes, approve or reject, re-enroll. */
 /** The enrollment checks of one gateway, each through principal.ts canSee. */
-function scoped(tenants: EnrollmentTenants, need: () => Enrollment) {
+function scoped(tenants: EnrollmentTenants, connectsAs: ConnectsAs | undefined, need: () => Enrollment) {
   const rules = new WeakMap<Claim, string | null>();
-  const seesClaim = (req: FastifyRequest, c: Claim) => canSee(req.caller ?? {}, claimTenant(tenants, c, rules));
+  const seesClaim = (req: FastifyRequest, c: Claim) => canSee(req.caller ?? {}, claimTenant(tenants, c, connectsAs, rules));
   return {
     seesDevice: (req: FastifyRequest, deviceId: string) => canSee(req.caller ?? {}, tenants.tenantOf(deviceId)),
     seesClaim,
@@ -126,7 +139,12 @@ function scoped(tenants: EnrollmentTenants, need: () => Enrollment) {
 // eslint-disable-next-line max-lines-per-function -- a route table: each route's schema is declarative data, its handler a few lines
 export async function enrollmentRoutes(
   app: FastifyInstance,
-  opts: { enrollment: Enrollment | undefined; tenants?: EnrollmentTenants | undefined },
+  opts: {
+    enrollment: Enrollment | undefined;
+    tenants?: EnrollmentTenants | undefined;
+    /** The client id a recorded device connects with: a claim for it under another client id gets no rule's tenant. */
+    connectsAs?: ConnectsAs | undefined;
+  },
 ): Promise<void> {
   const tags = ['enrollment'];
   const tenants = opts.tenants ?? NO_TENANTS;
@@ -134,7 +152,7 @@ export async function enrollmentRoutes(
     if (!opts.enrollment) throw new GatewayError('ENROLLMENT_NOT_FOUND', 'device auth is "open": devices need no enrollment');
     return opts.enrollment;
   };
-  const { seesDevice, seesClaim, claimFor, view } = scoped(tenants, need);
+  const { seesDevice, seesClaim, claimFor, view } = scoped(tenants, opts.connectsAs, need);
 
   app.get<{ Querystring: z.infer<typeof EnrollmentListQuery> }>('/v1/enrollments', {
     schema: {
@@ -182,7 +200,7 @@ export async function enrollmentRoutes(
     handler: async (req) => {
       const asked = ApproveBody.parse(req.body ?? {}).tenant;
       const claim = claimFor(req, req.params.code);
-      const tenant = approvedTenant(req, tenants, claim, asked);
+      const tenant = approvedTenant(req, tenants, opts.connectsAs, claim, asked);
       const b = await need().approve(req.params.code);
       if (tenant !== undefined && tenants.tenantOf(b.deviceId) !== tenant) await tenants.set(b.deviceId, tenant);
       return view(b);
