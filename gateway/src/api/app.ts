@@ -52,7 +52,7 @@ export interface ApiSettings extends OtaSettings {
   http: HttpConfig;
   metrics: Pick<MetricsConfig, 'key' | 'port'>;
   console: ConsoleConfig;
-  events: Pick<EventsConfig, 'maxStreams' | 'maxStreamsPerKey' | 'maxBufferedBytes' | 'writeTimeoutMs'>;
+  events: Pick<EventsConfig, 'maxStreams' | 'maxStreamsPerKey' | 'maxBufferedBytes' | 'writeTimeoutMs'> & Partial<Pick<EventsConfig, 'maxStreamsPerTenant'>>;
   mcpEndpoint: McpConfig['endpoint'];
   assistant: Pick<AssistantConfig, 'maxMessageBytes'>;
   ota: OtaConfig;
@@ -186,10 +186,22 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
     if (d.deviceSettings) await v1.register(deviceSettingsRoutes, { ...d.deviceSettings, tenants });
     if (d.vision) await v1.register(photoRoutes, { store: d.vision.store });
     await v1.register(firmwareOfferRoute, { firmware, http: s.http });
-    const { maxStreams, maxStreamsPerKey, maxBufferedBytes, writeTimeoutMs } = s.events;
-    await v1.register(eventRoutes, { bus: d.bus, metrics: d.metrics, maxStreams, maxStreamsPerKey, maxBufferedBytes, writeTimeoutMs, tenancy: tenants });
+    const { maxStreams, maxStreamsPerKey, maxStreamsPerTenant, maxBufferedBytes, writeTimeoutMs } = s.events;
+    const streamTenants = { apiKeys: d.apiKeys, tenantOf: d.tenantOf ?? (() => undefined), maxStreamsPerTenant };
+    await v1.register(eventRoutes, {
+      bus: d.bus,
+      metrics: d.metrics,
+      maxStreams,
+      maxStreamsPerKey,
+      maxBufferedBytes,
+      writeTimeoutMs,
+      tenancy: tenants,
+      streamTenants,
+    });
     if (d.eventHistory) await v1.register(eventHistoryRoutes, d.eventHistory);
-    await v1.register(enrollmentRoutes, { enrollment: d.enrollment, tenants });
+    // A claim for a recorded device counts for a tenant rule only under the client id the device connects with.
+    const connectsAs = (id: string) => d.registry.get(id)?.clientId;
+    await v1.register(enrollmentRoutes, { enrollment: d.enrollment, tenants, connectsAs });
     if (d.hub) await v1.register(toolRoutes, { hub: d.hub, hubEnabled: d.hubEnabled ?? false });
     if (d.mcpEndpoints) await v1.register(mcpEndpointRoutes, { ...d.mcpEndpoints, publicUrl: s.http.publicUrl });
     if (d.assistant) {

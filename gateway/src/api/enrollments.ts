@@ -5,6 +5,7 @@ import type { DeviceTenants } from '../devices/tenants.js';
 import type { Enrollment } from '../enrollment/enrollment.js';
 import { canSee } from '../principal.js';
 import type { Binding, Claim } from '../enrollment/records.js';
+import type { ClaimPlace } from '../enrollment/claims.js';
 import { GatewayError } from '../errors.js';
 import { parseDeviceId, problems } from './route-helpers.js';
 import { DeviceIdParam, jsonSchema } from './schemas.js';
@@ -20,7 +21,21 @@ const PendingEnrollment = z.object({
   userAgent: z.string().optional(),
   firmwareVersion: z.string().optional(),
 });
-const EnrollmentList = z.object({ enrollments: z.array(PendingEnrollment) });
+const EnrollmentList = z.object({
+  enrollments: z.array(PendingEnrollment),
+  nextCursor: z.string().optional().describe('Pass as `cursor` for the following page; absent on the last page'),
+});
+const PAGE_MAX = 1000;
+const EnrollmentListQuery = z.object({
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .max(PAGE_MAX)
+    .optional()
+    .describe(`Pending enrollments per page (default and most ${PAGE_MAX}: enrollment.maxPending's default fits one page)`),
+  cursor: z.string().max(64).optional().describe("The previous page's nextCursor (opaque)"),
+});
 const EnrolledDevice = z.object({
   deviceId: z.string(),
   clientId: z.string(),
@@ -64,6 +79,8 @@ const APPROVE_BODY_JSON = {
 
 /** What the routes need of device tenancy (devices/tenants.ts). */
 export type EnrollmentTenants = Pick<DeviceTenants, 'tenantOf' | 'ruleFor' | 'set'>;
+/** The client id a device the gateway has recorded connects with (undefined: not recorded). */
+type ConnectsAs = (deviceId: string) => string | undefined;
 const NO_TENANTS: EnrollmentTenants = { tenantOf: () => undefined, ruleFor: () => undefined, set: async () => undefined };
 
 /**
@@ -72,22 +89,39 @@ const NO_TENANTS: EnrollmentTenants = { tenantOf: () => undefined, ruleFor: () =
  * re-enrollment) or `enrollment.tenantRules` give the request to its tenant; everything else waits for an
  * operator. Whatever a tenant may not see answers 404, as if it did not exist.
  */
-function claimTenant(t: EnrollmentTenants, c: Claim): string | undefined {
-  return t.tenantOf(c.deviceId) ?? t.ruleFor({ deviceId: c.deviceId, clientId: c.clientId, board: c.board });
+function claimTenant(t: EnrollmentTenants, c: Claim, connectsAs?: ConnectsAs, rules?: WeakMap<Claim, string | null>): string | undefined {
+  const own = t.tenantOf(c.deviceId);
+  if (own !== undefined) return own;
+  // A device the gateway has recorded counts for a rule only under the client id it connects with (as at an OTA check,
+  // red team 7): a claim's client id and board are its sender's word, and anyone may send a check naming a known id.
+  const recorded = connectsAs?.(c.deviceId);
+  if (recorded !== undefined && recorded !== c.clientId) return undefined;
+  if (!rules) return t.ruleFor({ deviceId: c.deviceId, clientId: c.clientId, board: c.board });
+  // What the rules say of a claim never changes (the rules are configuration, a claim's facts are its own): asked once.
+  let byRule = rules.get(c);
+  if (byRule === undefined) rules.set(c, (byRule = t.ruleFor({ deviceId: c.deviceId, clientId: c.clientId, board: c.board }) ?? null));
+  return byRule ?? undefined;
 }
 
 /** The tenant an approval gives the device: a tenant's key gives its own; an operator names one, or the device keeps its own or gets the rules'. */
-function approvedTenant(req: FastifyRequest, t: EnrollmentTenants, claim: Claim | undefined, asked: string | undefined): string | undefined {
+function approvedTenant(
+  req: FastifyRequest,
+  t: EnrollmentTenants,
+  connectsAs: ConnectsAs | undefined,
+  claim: Claim | undefined,
+  asked: string | undefined,
+): string | undefined {
   const mine = req.caller?.tenant;
-  if (mine === undefined) return asked ?? (claim ? claimTenant(t, claim) : undefined);
+  if (mine === undefined) return asked ?? (claim ? claimTenant(t, claim, connectsAs) : undefined);
   if (asked !== undefined && asked !== mine) throw new GatewayError('FORBIDDEN', `an API key of tenant "${mine}" approves devices for that tenant only`);
   return mine;
 }
 
 /** Operators decide which devices join: pending activation codes, approve or reject, re-enroll. */
 /** The enrollment checks of one gateway, each through principal.ts canSee. */
-function scoped(tenants: EnrollmentTenants, need: () => Enrollment) {
-  const seesClaim = (req: FastifyRequest, c: Claim) => canSee(req.caller ?? {}, claimTenant(tenants, c));
+function scoped(tenants: EnrollmentTenants, connectsAs: ConnectsAs | undefined, need: () => Enrollment) {
+  const rules = new WeakMap<Claim, string | null>();
+  const seesClaim = (req: FastifyRequest, c: Claim) => canSee(req.caller ?? {}, claimTenant(tenants, c, connectsAs, rules));
   return {
     seesDevice: (req: FastifyRequest, deviceId: string) => canSee(req.caller ?? {}, tenants.tenantOf(deviceId)),
     seesClaim,
@@ -105,7 +139,12 @@ function scoped(tenants: EnrollmentTenants, need: () => Enrollment) {
 // eslint-disable-next-line max-lines-per-function -- a route table: each route's schema is declarative data, its handler a few lines
 export async function enrollmentRoutes(
   app: FastifyInstance,
-  opts: { enrollment: Enrollment | undefined; tenants?: EnrollmentTenants | undefined },
+  opts: {
+    enrollment: Enrollment | undefined;
+    tenants?: EnrollmentTenants | undefined;
+    /** The client id a recorded device connects with: a claim for it under another client id gets no rule's tenant. */
+    connectsAs?: ConnectsAs | undefined;
+  },
 ): Promise<void> {
   const tags = ['enrollment'];
   const tenants = opts.tenants ?? NO_TENANTS;
@@ -113,15 +152,25 @@ export async function enrollmentRoutes(
     if (!opts.enrollment) throw new GatewayError('ENROLLMENT_NOT_FOUND', 'device auth is "open": devices need no enrollment');
     return opts.enrollment;
   };
-  const { seesDevice, seesClaim, claimFor, view } = scoped(tenants, need);
+  const { seesDevice, seesClaim, claimFor, view } = scoped(tenants, opts.connectsAs, need);
 
-  app.get('/v1/enrollments', {
+  app.get<{ Querystring: z.infer<typeof EnrollmentListQuery> }>('/v1/enrollments', {
     schema: {
       tags,
-      summary: 'Devices waiting for approval, oldest first',
-      response: { 200: jsonSchema(EnrollmentList, 'output'), ...problems(401) },
+      summary: 'Devices waiting for approval, oldest first, in pages',
+      querystring: jsonSchema(EnrollmentListQuery),
+      response: { 200: jsonSchema(EnrollmentList, 'output'), ...problems(400, 401) },
     } as FastifySchema,
-    handler: async (req) => ({ enrollments: (opts.enrollment?.pending() ?? []).filter((c) => seesClaim(req, c)).map(claimView) }),
+    handler: async (req) => {
+      const after = req.query.cursor === undefined ? undefined : decodeCursor(req.query.cursor);
+      if (!opts.enrollment) return { enrollments: [] };
+      // A tenant's key: only the claims it may see fill its page (operators: every claim).
+      const sees = req.caller?.tenant === undefined ? undefined : (c: Claim) => seesClaim(req, c);
+      const page = opts.enrollment.pendingPage({ after, limit: req.query.limit ?? PAGE_MAX, ...(sees ? { sees } : {}) });
+      const last = page.claims.at(-1);
+      const enrollments = page.claims.map(claimView);
+      return page.more && last ? { enrollments, nextCursor: encodeCursor(last) } : { enrollments };
+    },
   });
 
   app.get('/v1/enrollments/refused', {
@@ -151,7 +200,7 @@ export async function enrollmentRoutes(
     handler: async (req) => {
       const asked = ApproveBody.parse(req.body ?? {}).tenant;
       const claim = claimFor(req, req.params.code);
-      const tenant = approvedTenant(req, tenants, claim, asked);
+      const tenant = approvedTenant(req, tenants, opts.connectsAs, claim, asked);
       const b = await need().approve(req.params.code);
       if (tenant !== undefined && tenants.tenantOf(b.deviceId) !== tenant) await tenants.set(b.deviceId, tenant);
       return view(b);
@@ -199,6 +248,18 @@ export async function enrollmentRoutes(
       return { deviceId: id, revoked: true };
     },
   });
+}
+
+/** A page cursor: the place of the page's last claim (its creation time and code), versioned and encoded: opaque to callers. */
+const CURSOR = /^e1:([0-9.e+-]{1,32}):(\d{6})$/;
+function encodeCursor(c: Claim): string {
+  return Buffer.from(`e1:${c.createdAt}:${c.code}`).toString('base64url');
+}
+function decodeCursor(cursor: string): ClaimPlace {
+  const m = CURSOR.exec(/^[A-Za-z0-9_-]+$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : '');
+  const createdAt = Number(m?.[1]);
+  if (!m || !Number.isFinite(createdAt)) throw new GatewayError('INVALID_REQUEST', 'cursor is not one this API gave out; start again without it');
+  return { createdAt, code: m[2]! };
 }
 
 function claimView(c: Claim): z.infer<typeof PendingEnrollment> {

@@ -9,6 +9,9 @@ import type { DeviceTenancy } from '../devices/tenants.js';
 import { callerSees, NO_TENANTS } from './device-scope.js';
 import { EventsQuery, Problem, jsonSchema } from './schemas.js';
 import { SseAnswers } from './sse-writer.js';
+import { KeyCounts } from '../throttle/key-counts.js';
+import { tenantsAmong, tenantShare } from '../throttle/tenant-share.js';
+import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
 
 export interface EventRouteOptions {
   bus: EventBus;
@@ -22,11 +25,18 @@ export interface EventRouteOptions {
   writeTimeoutMs: number;
   /** Devices' tenants: a tenant's key gets only its devices' events; fleet-wide events (no device) go to operator keys only. */
   tenancy?: DeviceTenancy | undefined;
+  /**
+   * Streams one tenant's keys hold together (keys without a tenant count as one): `maxStreamsPerTenant`, else a share of
+   * maxStreams (throttle/tenant-share.ts) once the keys belong to more than one tenant. Absent: no tenant bound.
+   */
+  streamTenants?: { apiKeys: () => readonly string[]; tenantOf: (key: string) => string | undefined; maxStreamsPerTenant: number | undefined } | undefined;
 }
 
 /** Server-sent events: every bus event the caller may see, filtered, resumable with `Last-Event-ID`. */
 export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions): Promise<void> {
-  const streams = new StreamCounter(opts.maxStreams, opts.maxStreamsPerKey);
+  const streams = new StreamCounter(opts.maxStreams, opts.maxStreamsPerKey, tenantCap(opts));
+  // As many as requests past a cap: bounded per reason.
+  const refusals = new ThrottledLog(app.log, 'warn', REFUSAL_LINES);
   const answers = new SseAnswers({ maxUnreadBytes: opts.maxBufferedBytes, writeTimeoutMs: opts.writeTimeoutMs, metrics: opts.metrics, log: app.log });
   app.get<{ Querystring: z.infer<typeof EventsQuery> }>('/v1/events', {
     schema: {
@@ -55,17 +65,13 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
       const lastEventId = req.headers['last-event-id'];
 
       const key = keyOf(req.headers.authorization);
-      const refused = streams.open(key);
+      const tenant = req.caller?.tenant ?? OPERATORS;
+      const refused = streams.open(key, tenant);
       if (refused) {
         opts.metrics.sseDropped.inc({ reason: refused });
-        req.log.warn({ reason: refused, open: streams.total }, 'SSE stream refused: too many open streams');
+        refusals.write({ reason: refused, open: streams.total }, 'SSE stream refused: too many open streams', refused);
         void reply.header('retry-after', '10');
-        throw new GatewayError(
-          'TOO_MANY_STREAMS',
-          refused === 'key_cap'
-            ? `this API key already has ${opts.maxStreamsPerKey} open event streams; close one first`
-            : 'the gateway has too many open event streams; retry later',
-        );
+        throw new GatewayError('TOO_MANY_STREAMS', REFUSED[refused](opts));
       }
 
       const res = reply.raw;
@@ -92,7 +98,7 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
             write(e);
           }
         for (const e of pending) if (!sent.has(e.id)) write(e);
-        if (res.destroyed) return void streams.close(key); // gone while the replay was looked up
+        if (res.destroyed) return void streams.close(key, tenant); // gone while the replay was looked up
       }
       unsubscribe = opts.bus.subscribe(write);
       opts.metrics.sseClients.inc();
@@ -101,7 +107,7 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
         if (closed) return;
         closed = true;
         unsubscribe();
-        streams.close(key);
+        streams.close(key, tenant);
         opts.metrics.sseClients.dec();
       };
       res.on('close', done);
@@ -119,30 +125,58 @@ function keyOf(authorization: string | undefined): string {
   return createHash('sha256').update(key).digest('base64url');
 }
 
-/** Open streams in total and per key, so one key can never take every stream. */
+/** Who the streams of keys without a tenant count against, together. */
+const OPERATORS = '\u0000operators';
+
+type StreamRefusal = 'total_cap' | 'key_cap' | 'tenant_cap';
+const REFUSED: Record<StreamRefusal, (o: EventRouteOptions) => string> = {
+  key_cap: (o) => `this API key already has ${o.maxStreamsPerKey} open event streams; close one first`,
+  tenant_cap: () => "this API key's tenant already holds its share of the open event streams; close one first",
+  total_cap: () => 'the gateway has too many open event streams; retry later',
+};
+
+/**
+ * What one tenant's keys may hold together: the set bound, else the share once the keys belong to more than one tenant
+ * (with every key in one, or none, there is nobody to keep room for). Read per stream opened: the key list may be reloaded.
+ */
+function tenantCap(o: EventRouteOptions): () => number {
+  const t = o.streamTenants;
+  if (!t) return () => o.maxStreams;
+  const share = tenantShare(o.maxStreams, t.maxStreamsPerTenant);
+  return () => (t.maxStreamsPerTenant !== undefined || tenantsAmong(t.apiKeys(), t.tenantOf) > 1 ? share : o.maxStreams);
+}
+
+/**
+ * Open streams in total, per key and per tenant (all its keys), so neither one key nor one tenant's keys can take every
+ * stream: before the tenant's bound (red team 10), a tenant with several keys, each under its own cap, held them all.
+ */
 class StreamCounter {
-  private readonly perKey = new Map<string, number>();
+  private readonly perKey = new KeyCounts<string>();
+  private readonly perTenant = new KeyCounts<string>();
   total = 0;
 
   constructor(
     private readonly max: number,
     private readonly maxPerKey: number,
+    private readonly maxPerTenant: () => number,
   ) {}
 
   /** Count a new stream; the reason when it is refused. */
-  open(key: string): 'total_cap' | 'key_cap' | undefined {
-    const n = this.perKey.get(key) ?? 0;
-    if (n >= this.maxPerKey) return 'key_cap';
+  open(key: string, tenant: string): StreamRefusal | undefined {
+    if (this.perKey.get(key) >= this.maxPerKey) return 'key_cap';
+    const perTenant = this.maxPerTenant();
+    // (A share as large as the whole is no bound of its own: the gateway's cap answers.)
+    if (perTenant < this.max && this.perTenant.get(tenant) >= perTenant) return 'tenant_cap';
     if (this.total >= this.max) return 'total_cap';
-    this.perKey.set(key, n + 1);
+    this.perKey.add(key, 1);
+    this.perTenant.add(tenant, 1);
     this.total++;
     return undefined;
   }
 
-  close(key: string): void {
-    const n = (this.perKey.get(key) ?? 1) - 1;
-    if (n <= 0) this.perKey.delete(key);
-    else this.perKey.set(key, n);
+  close(key: string, tenant: string): void {
+    this.perKey.add(key, -1);
+    this.perTenant.add(tenant, -1);
     this.total--;
   }
 }

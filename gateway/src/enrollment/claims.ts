@@ -20,6 +20,11 @@ export class Claims {
   private readonly byDevice = new Map<string, Map<string, Set<string>>>();
   /** The code of each (device id, client id): the same code on every retry. */
   private readonly byClient = new Map<string, string>();
+  /**
+   * Every claim by (createdAt, code), oldest first: what `GET /v1/enrollments` pages through from its cursor. It was
+   * sorted whole, filtered and answered whole at every call (red team 10).
+   */
+  private readonly ordered: Claim[] = [];
   /** Codes held per source (throttle/source-key.ts), any id. */
   private readonly perSource = new Map<string, number>();
   /** Expiries, earliest first; an entry whose claim was refreshed or deleted since is dropped when it reaches the top. */
@@ -78,6 +83,15 @@ export class Claims {
     return true;
   }
 
+  /**
+   * Hands `take` the claims after `after` (a claim's place in the listing's order), oldest first, until it answers false
+   * (that claim is left for the next page). Whether it stopped so: no sort and no copy of every claim per call.
+   */
+  walk(after: ClaimPlace | undefined, take: (c: Claim) => boolean): boolean {
+    for (let i = after === undefined ? 0 : this.placeOf(after, true); i < this.ordered.length; i++) if (!take(this.ordered[i]!)) return true;
+    return false;
+  }
+
   /** The claim that expired first by `now`, if any; it stays until deleted (the store goes first). */
   firstExpired(now: number): Claim | undefined {
     for (let top = this.expiries.peek(); top && top.deadline <= now; top = this.expiries.peek()) {
@@ -88,7 +102,21 @@ export class Claims {
     return undefined;
   }
 
+  /** Where `p` is (or would go) in `ordered`; `after`: the first place past every claim at or before `p`. */
+  private placeOf(p: ClaimPlace, after = false): number {
+    let lo = 0;
+    let hi = this.ordered.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const c = compare(this.ordered[mid]!, p);
+      if (c < 0 || (after && c === 0)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
   private index(c: Claim): void {
+    this.ordered.splice(this.placeOf(c), 0, c);
     const source = sourceKey(c.remoteAddress);
     let sources = this.byDevice.get(c.deviceId);
     if (!sources) this.byDevice.set(c.deviceId, (sources = new Map()));
@@ -100,6 +128,8 @@ export class Claims {
   }
 
   private unindex(c: Claim): void {
+    const at = this.placeOf(c);
+    if (this.ordered[at] === c) this.ordered.splice(at, 1);
     const source = sourceKey(c.remoteAddress);
     const sources = this.byDevice.get(c.deviceId);
     const codes = sources?.get(source);
@@ -122,5 +152,12 @@ export class Claims {
     } else this.expiries.push({ deadline: c.expiresAt, seq: this.seq++, code: c.code });
   }
 }
+
+/** A claim's place in the listing's order: its creation time, then its code. */
+export interface ClaimPlace {
+  createdAt: number;
+  code: string;
+}
+const compare = (c: ClaimPlace, p: ClaimPlace): number => c.createdAt - p.createdAt || (c.code < p.code ? -1 : c.code > p.code ? 1 : 0);
 
 const clientKey = (deviceId: string, clientId: string) => `${deviceId}\n${clientId}`;

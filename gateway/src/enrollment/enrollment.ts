@@ -5,7 +5,7 @@ import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/store.js';
 import { sourceKey } from '../throttle/source-key.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
-import { Claims } from './claims.js';
+import { Claims, type ClaimPlace } from './claims.js';
 import type { EnrollmentCredentials, OtaProof } from './credentials.js';
 import { BindingSchema, ClaimSchema, type Binding, type Claim } from './records.js';
 import { RefusedDevices } from './refused.js';
@@ -104,11 +104,14 @@ export class Enrollment {
       if (b.success) e.bindings.set(b.data.deviceId, b.data);
       else o.log.error({ key }, 'ignoring an unreadable enrollment record');
     }
+    const claims: Claim[] = [];
     for (const { key, value } of await o.store.list(CLAIMS)) {
       const c = ClaimSchema.safeParse(value);
-      if (c.success) e.claims.set(c.data);
+      if (c.success) claims.push(c.data);
       else o.log.error({ key }, 'ignoring an unreadable enrollment claim');
     }
+    // Oldest first: each goes at the end of the listing's order (claims.ts), not into the middle of what is read.
+    for (const c of claims.sort((a, b) => a.createdAt - b.createdAt)) e.claims.set(c);
     // A shared store (cluster): another instance's approvals, claims and revocations reach this one's maps.
     o.store.onChange?.(BINDINGS, (c) => e.bindingChanged(c.key, c.value));
     o.store.onChange?.(CLAIMS, (c) => e.claimChanged(c.key, c.value));
@@ -337,10 +340,26 @@ export class Enrollment {
     return c?.status === 'pending' && c.expiresAt > Date.now() ? c : undefined;
   }
 
-  /** Pending claims, oldest first. */
+  /** Pending claims, oldest first (every one: parts and tests; the API reads pages). */
   pending(): Claim[] {
+    return this.pendingPage({ limit: Number.MAX_SAFE_INTEGER }).claims;
+  }
+
+  /**
+   * One page of the pending claims `sees` keeps, oldest first, after `after` (a claim's place: the last of the previous
+   * page), at most `limit`; `more` when another follows. Walks the claims in their order (claims.ts), with no sort and no
+   * copy of every claim per call.
+   */
+  pendingPage(o: { after?: ClaimPlace | undefined; limit: number; sees?: (c: Claim) => boolean }): { claims: Claim[]; more: boolean } {
     const now = Date.now();
-    return [...this.claims.values()].filter((c) => c.status === 'pending' && c.expiresAt > now).sort((a, b) => a.createdAt - b.createdAt);
+    const claims: Claim[] = [];
+    const more = this.claims.walk(o.after, (c) => {
+      if (c.status !== 'pending' || c.expiresAt <= now || (o.sees && !o.sees(c))) return true;
+      if (claims.length === o.limit) return false;
+      claims.push(c);
+      return true;
+    });
+    return { claims, more };
   }
 
   approve(code: string): Promise<Binding> {

@@ -27,6 +27,13 @@ export const EventsSlice = z.strictObject({
   /** Open SSE streams in total and per API key; beyond, 429 TOO_MANY_STREAMS. */
   maxStreams: env('GATEWAY_SSE_MAX_STREAMS', z.coerce.number().int().min(1).max(100_000).default(1000), 'open `GET /v1/events` streams in total'),
   maxStreamsPerKey: env('GATEWAY_SSE_MAX_STREAMS_PER_KEY', z.coerce.number().int().min(1).max(100_000).default(100), '… and per API key'),
+  /** Optional (not defaulted): unset, a share of maxStreams (throttle/tenant-share.ts) once the keys belong to more than one tenant. */
+  maxStreamsPerTenant: env(
+    'GATEWAY_SSE_MAX_STREAMS_PER_TENANT',
+    z.coerce.number().int().min(1).max(100_000).optional(),
+    '… per tenant, all its API keys together (keys without a tenant count as one)',
+    '3/4 of maxStreams, rounded up, once the API keys belong to more than one tenant (until then: maxStreams)',
+  ),
   /** A stream whose unsent bytes pass this is closed (a reader too slow for the event rate, or a turn's caller that stopped reading). */
   maxBufferedBytes: documented(
     Int(64 * 1024, 256 * 1024 * 1024, 1024 * 1024),

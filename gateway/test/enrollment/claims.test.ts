@@ -124,4 +124,39 @@ describe('Claims: the waiting codes and their indexes', () => {
       }),
     );
   });
+
+  it('walks the claims in their order (creation time, code) from a place, through sets, refreshes and deletes', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ code: fc.integer({ min: 100000, max: 100040 }).map(String), createdAt: fc.integer({ min: 0, max: 5 }), drop: fc.boolean() }), {
+          maxLength: 60,
+        }),
+        fc.integer({ min: 1, max: 7 }),
+        (ops, limit) => {
+          const c = new Claims();
+          const model = new Map<string, Claim>();
+          for (const op of ops) {
+            if (op.drop) {
+              c.delete(op.code);
+              model.delete(op.code);
+            } else {
+              const x = claim(op.code, { createdAt: op.createdAt, expiresAt: 1000 + op.createdAt });
+              c.set(x);
+              model.set(op.code, x);
+            }
+          }
+          const want = [...model.values()].sort((a, b) => a.createdAt - b.createdAt || (a.code < b.code ? -1 : 1)).map((x) => x.code);
+          // Pages of `limit`, each after the last claim of the one before: every claim once, in order.
+          const got: string[] = [];
+          for (let after: Claim | undefined, more = true; more;) {
+            const page: Claim[] = [];
+            more = c.walk(after, (x) => (page.length === limit ? false : (page.push(x), true)));
+            got.push(...page.map((x) => x.code));
+            after = page.at(-1);
+          }
+          expect(got).toEqual(want);
+        },
+      ),
+    );
+  });
 });
