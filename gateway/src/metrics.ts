@@ -182,7 +182,7 @@ export function createMetrics() {
     }),
     sseDropped: new Counter({
       name: 'voxgate_sse_streams_dropped_total',
-      help: 'SSE streams closed or refused by the gateway, by reason (slow: a /v1/events reader past events.maxBufferedBytes unread; slow_turn: a streamed assistant turn or chat completion whose caller left that much unread, the turn cancelled; write_timeout: either, whose socket took none of what waited for events.writeTimeoutMs, also after a turn ended; total_cap, key_cap)',
+      help: 'SSE streams closed or refused by the gateway, by reason (slow: a /v1/events reader past events.maxBufferedBytes unread; slow_turn: a streamed assistant turn or chat completion whose caller left that much unread, the turn cancelled; write_timeout: either, whose socket took none of what waited for events.writeTimeoutMs, also after a turn ended; total_cap, key_cap, tenant_cap: a new /v1/events stream refused at the total cap, a key cap or a tenant cap)',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),

@@ -12,22 +12,21 @@ import type { DeviceVoiceModes } from '../voice/modes.js';
 import { NO_TENANTS, visibleDeviceId } from './device-scope.js';
 import { problems } from './route-helpers.js';
 import { DeviceIdParam, jsonSchema } from './schemas.js';
+import { hasUnshowable } from '../schemas/showable.js';
 
 /**
- * What a name or room may not hold: controls (C0, DEL, C1), bidirectional formatting and the line and paragraph
- * separators. Both go as written into every device tool's description (`[device <id> "<name>" in <room>]`), which
- * `/v1/tools`, `/mcp`, the assistant and `voxgate chat`'s `/tools` (an operator's terminal) show: a tenant's key named its
- * device with terminal escapes or a right-to-left override, and every operator listing tools got them (red team 10).
+ * A name or room as people write it: trimmed, at least one character once trimmed, nothing a screen would obey. Both go
+ * as written into every device tool's description (`[device <id> "<name>" in <room>]`), which `/v1/tools`, `/mcp`, the
+ * assistant and `voxgate chat`'s `/tools` (an operator's terminal) show: a tenant's key named its device with terminal
+ * escapes or a right-to-left override, and every operator listing tools got them (red team 10).
  */
-const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
-/** A name or room as people write it: trimmed, at least one character once trimmed, nothing a screen would obey. */
 const Label = (max: number) =>
   z
     .string()
     .trim()
     .min(1)
     .max(max)
-    .refine((s) => !UNSHOWABLE.test(s), 'must not hold control characters, line breaks or bidirectional formatting characters');
+    .refine((s) => !hasUnshowable(s), 'must not hold control characters, line breaks or bidirectional formatting characters');
 const Tag = z.string().min(1).max(MAX_TAG).regex(TAG_PATTERN);
 
 /**

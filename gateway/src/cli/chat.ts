@@ -1,6 +1,7 @@
 import { createInterface } from 'node:readline';
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { Readable, Writable } from 'node:stream';
+import { forTerminal } from '../schemas/showable.js';
 import { ApiError, GatewayClient, type TurnEventData } from './client.js';
 
 /**
@@ -69,8 +70,10 @@ const TIMED_OUT = Symbol('timed out');
 // eslint-disable-next-line max-lines-per-function -- the REPL's commands share its state (model, device, conversation); each command is a few lines
 export async function runChat(o: ChatOptions): Promise<number> {
   const api = new GatewayClient(o.url.replace(/\/+$/, ''), o.key);
-  const out = (s: string) => o.output.write(s);
-  const info = (s: string) => o.errors.write(`${s}\n`);
+  // What the gateway sends (answers, tool names and descriptions, devices' names, errors) may carry a device's, a
+  // tool's or a model's terminal escapes: the terminal shows them, never obeys them.
+  const out = (s: string) => o.output.write(forTerminal(s));
+  const info = (s: string) => o.errors.write(`${forTerminal(s)}\n`);
   const state = { conversationId: undefined as string | undefined, model: o.model, device: o.device, resources: [] as string[] };
   let running: { turnId?: string; ac: AbortController; cancelling: boolean } | undefined;
 
@@ -94,7 +97,7 @@ export async function runChat(o: ChatOptions): Promise<number> {
   });
   const nextLine = (prompt: string): Promise<string | typeof INTERRUPTED | undefined> => {
     if (o.interactive) {
-      rl.setPrompt(prompt);
+      rl.setPrompt(forTerminal(prompt));
       rl.prompt();
     }
     if (typed.length) return Promise.resolve(typed.shift());
