@@ -270,6 +270,9 @@ describe('console', () => {
 
     const page = await openPage(t);
     await signIn(page, TEST_API_KEY);
+    // The device's own page (it never connected) finds its code through the listing's device filter, in any spelling.
+    await page.evaluate(`location.hash = '#/devices/${device.deviceId.toUpperCase().replace(/:/g, '-')}'`);
+    await page.locator(`section[aria-labelledby="enroll-h"] li[data-code="${code}"]`).waitFor();
     await page.getByRole('link', { name: 'Enrollments' }).click();
     const item = page.locator(`li[data-code="${code}"]`);
     await item.waitFor();

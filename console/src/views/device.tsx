@@ -152,8 +152,11 @@ function EnrollmentPanel({ id }: { id: string }) {
     },
     [id],
   );
-  const pending = useLoad((signal) => api<{ enrollments: PendingEnrollment[] }>('GET', '/v1/enrollments', undefined, { signal }), [id]);
-  const mine = (pending.data?.enrollments ?? []).filter((p) => p.deviceId === id);
+  const pending = useLoad(
+    (signal) => api<{ enrollments: PendingEnrollment[] }>('GET', `/v1/enrollments?device=${encodeURIComponent(id)}`, undefined, { signal }),
+    [id],
+  );
+  const mine = pending.data?.enrollments ?? [];
   const b = binding.data;
   const [decided, setDecided] = useState<string>();
   const reload = (message: string) => (setDecided(message), binding.reload(), pending.reload());

@@ -8,7 +8,19 @@ const POLL_MS = 5000;
 
 /** Devices waiting for an operator: the code each shows and speaks, approve or reject. */
 export function EnrollmentsView() {
-  const list = useLoad((signal) => api<{ enrollments: PendingEnrollment[] }>('GET', '/v1/enrollments', undefined, { signal }), []);
+  // Pages of up to 1 000, oldest first: the cursors of the pages before this one.
+  const [cursors, setCursors] = useState<string[]>([]);
+  const cursor = cursors[cursors.length - 1];
+  const list = useLoad(
+    (signal) =>
+      api<{ enrollments: PendingEnrollment[]; nextCursor?: string }>(
+        'GET',
+        `/v1/enrollments${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`,
+        undefined,
+        { signal },
+      ),
+    [cursor],
+  );
   const refused = useLoad((signal) => api<{ refused: RefusedDevice[] }>('GET', '/v1/enrollments/refused', undefined, { signal }), []);
   const [decided, setDecided] = useState<string>();
   // A device asking to join sends no event (it is not connected yet): look again now and then.
@@ -37,6 +49,16 @@ export function EnrollmentsView() {
           <EnrollmentRow key={p.code} pending={p} onDone={(msg) => (setDecided(msg), list.reload())} />
         ))}
       </ul>
+      {(cursors.length > 0 || list.data?.nextCursor) && (
+        <nav class="pager" aria-label="Pages">
+          <button type="button" disabled={cursors.length === 0} onClick={() => setCursors((c) => c.slice(0, -1))}>
+            Previous
+          </button>
+          <button type="button" disabled={!list.data?.nextCursor} onClick={() => list.data?.nextCursor && setCursors((c) => [...c, list.data!.nextCursor!])}>
+            Next
+          </button>
+        </nav>
+      )}
       {refused.data && refused.data.refused.length > 0 && <RefusedDevices devices={refused.data.refused} />}
     </section>
   );

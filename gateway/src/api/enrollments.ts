@@ -35,6 +35,7 @@ const EnrollmentListQuery = z.object({
     .optional()
     .describe(`Pending enrollments per page (default and most ${PAGE_MAX}: enrollment.maxPending's default fits one page)`),
   cursor: z.string().max(64).optional().describe("The previous page's nextCursor (opaque)"),
+  device: z.string().max(64).optional().describe("Only this device id's codes (any MAC spelling): a device's page in the console"),
 });
 const EnrolledDevice = z.object({
   deviceId: z.string(),
@@ -166,7 +167,8 @@ export async function enrollmentRoutes(
       if (!opts.enrollment) return { enrollments: [] };
       // A tenant's key: only the claims it may see fill its page (operators: every claim).
       const sees = req.caller?.tenant === undefined ? undefined : (c: Claim) => seesClaim(req, c);
-      const page = opts.enrollment.pendingPage({ after, limit: req.query.limit ?? PAGE_MAX, ...(sees ? { sees } : {}) });
+      const deviceId = req.query.device === undefined ? undefined : parseDeviceId(req.query.device);
+      const page = opts.enrollment.pendingPage({ after, limit: req.query.limit ?? PAGE_MAX, deviceId, ...(sees ? { sees } : {}) });
       const last = page.claims.at(-1);
       const enrollments = page.claims.map(claimView);
       return page.more && last ? { enrollments, nextCursor: encodeCursor(last) } : { enrollments };

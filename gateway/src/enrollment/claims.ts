@@ -158,6 +158,7 @@ export interface ClaimPlace {
   createdAt: number;
   code: string;
 }
-const compare = (c: ClaimPlace, p: ClaimPlace): number => c.createdAt - p.createdAt || (c.code < p.code ? -1 : c.code > p.code ? 1 : 0);
+/** The listing's order: creation time, then code. */
+export const compare = (c: ClaimPlace, p: ClaimPlace): number => c.createdAt - p.createdAt || (c.code < p.code ? -1 : c.code > p.code ? 1 : 0);
 
 const clientKey = (deviceId: string, clientId: string) => `${deviceId}\n${clientId}`;

@@ -91,6 +91,30 @@ describe('the pending enrollments are listed in pages', { timeout: 120_000 }, ()
     expect(after.body.enrollments.every((e) => e.deviceId.startsWith('02:00:00:00:0d'))).toBe(true);
   });
 
+  it("lists one device's codes (any MAC spelling) from its index, in the same order and pages; a tenant only its own", async () => {
+    // A second client id of one acme device: two codes for it.
+    const res = await fetch(`${g.baseUrl}/xiaozhi/ota/`, {
+      method: 'POST',
+      headers: { 'device-id': acmeId(3), 'client-id': 'client-second', 'content-type': 'application/json' },
+      body: JSON.stringify({ application: { version: '1.7.6' }, board: { type: 'sim-board' } }),
+    });
+    expect(res.status).toBe(200);
+    const all = (await g.api<Listing>('GET', '/v1/enrollments')).body.enrollments.filter((e) => e.deviceId === acmeId(3));
+    expect(all).toHaveLength(2);
+    const spelled = acmeId(3).toUpperCase().replace(/:/g, '-');
+    const one = await g.api<Listing>('GET', `/v1/enrollments?device=${spelled}`);
+    expect(one.body).toEqual({ enrollments: all });
+    const first = await g.api<Listing>('GET', `/v1/enrollments?device=${acmeId(3)}&limit=1`);
+    expect(first.body.enrollments).toEqual([all[0]]);
+    const second = await g.api<Listing>('GET', `/v1/enrollments?device=${acmeId(3)}&limit=1&cursor=${first.body.nextCursor}`);
+    expect(second.body).toEqual({ enrollments: [all[1]] });
+    expect((await g.api<Listing>('GET', `/v1/enrollments?device=${acmeId(3)}`, undefined, { apiKey: KEY_A })).body.enrollments).toHaveLength(2);
+    // Another tenant's (here: the operators') device is not there for acme's key; a malformed id is 400.
+    expect((await g.api<Listing>('GET', `/v1/enrollments?device=${otherId(3)}`, undefined, { apiKey: KEY_A })).body).toEqual({ enrollments: [] });
+    expect((await g.api<Listing>('GET', `/v1/enrollments?device=${otherId(3)}`)).body.enrollments).toHaveLength(1);
+    expect((await g.api<{ code: string }>('GET', '/v1/enrollments?device=lamp')).status).toBe(400);
+  });
+
   it('refuses a cursor it did not give out, and a limit past 1 000', async () => {
     for (const q of ['cursor=abc', `cursor=${Buffer.from('e1:x:123456').toString('base64url')}`, 'limit=1001', 'limit=0']) {
       const r = await g.api<{ code: string }>('GET', `/v1/enrollments?${q}`);
