@@ -113,6 +113,12 @@ export function createMetrics() {
       help: 'Messages from stdio MCP servers over mcp.maxResultBytes, skipped',
       registers: [registry],
     }),
+    hubUnread: new Counter({
+      name: 'voxgate_mcp_server_unread_total',
+      help: "Hosted MCP servers and tool processes that left more than the bound unread of what the gateway writes them, by transport: a WebSocket (a tool process on an MCP endpoint, a dialed server, a publish target) is cut; a stdio server's message is refused, and the call it carried fails",
+      labelNames: ['transport'] as const,
+      registers: [registry],
+    }),
     hubToolListsCut: new Counter({
       name: 'voxgate_mcp_server_tool_lists_cut_total',
       help: "Hosted MCP servers' tool lists cut by a bound: tools (mcp.maxToolsPerServer), bytes (mcp.maxToolBytesPerServer), pages (64)",

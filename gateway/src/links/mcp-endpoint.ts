@@ -125,6 +125,11 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
         o.metrics.framesRejected.inc({ reason });
         log.warn({ endpoint: record.name, reason, detail }, 'MCP endpoint frame refused; closing the connection');
       },
+      onUnread: (unread) => {
+        o.metrics.hubUnread.inc({ transport: 'endpoint' });
+        const fields = { endpoint: record.name, remote, unread, maxUnreadBytes: o.bounds.maxUnreadBytes };
+        fullLog.write(fields, 'MCP endpoint: the tool process stopped reading what it is sent; connection cut', 'unread');
+      },
       onSkipped: (head) => {
         o.metrics.framesRejected.inc({ reason: 'not_json' });
         skippedLog.write({ endpoint: record.name, head }, 'MCP endpoint frame skipped: not one JSON-RPC message', record.id);

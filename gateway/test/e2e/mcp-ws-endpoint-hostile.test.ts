@@ -337,3 +337,49 @@ describe('MCP endpoint: a tool process sending what nobody asked for', { timeout
     h.ws.close();
   });
 });
+
+describe('MCP endpoint: a tool process that stops reading what it is sent', { timeout: 120_000 }, () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({});
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('is cut once it leaves the bound unread, its call fails clearly, and another endpoint is still served', async () => {
+    const echo: Answer = (m) => {
+      if (m.method === 'tools/list') return { tools: [{ name: 'echo', inputSchema: { type: 'object' } }] };
+      if (m.method === 'tools/call') return { content: [{ type: 'text', text: 'here' }] };
+      return undefined;
+    };
+    const deafEp = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'deaf' })).body;
+    const calmEp = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'calm' })).body;
+    const deaf = await hostile(deafEp.url, echo);
+    const calm = await hostile(calmEp.url, echo);
+    await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('deaf')?.state === 'ready' && t.gw.hub.upstreams.get('calm')?.state === 'ready', 'both');
+
+    // It reads nothing more (its TCP window closes), and asks for answers whose ids are ~1.5 MB each: every answer
+    // echoes its id. A call to it waits meanwhile.
+    deaf.ws.pause();
+    const call = t.api<{ content: Array<{ text: string }>; isError?: boolean }>('POST', '/v1/tools/mcp__deaf__echo/call', { arguments: {} });
+    const id = 'x'.repeat(1_500_000);
+    const cut = () => t.gw.hub.upstreams.get('deaf')?.state !== 'ready';
+    // Before: every answer waited in the gateway's memory (~400 MB for 400 such requests, the socket still open).
+    // (Its writes fail once it is cut: the connection is reset.)
+    for (let i = 0; i < 300 && !cut() && deaf.ws.readyState === WebSocket.OPEN; i++)
+      await new Promise<void>((resolve) => deaf.ws.send(JSON.stringify({ jsonrpc: '2.0', id: `${id}${i}`, method: 'ping' }), () => resolve()));
+    await untilHub(t.gw.hub, cut, 'the deaf tool process to be cut');
+    expect(await t.metric('voxgate_mcp_server_unread_total', { transport: 'endpoint' })).toBe(1);
+    expect(t.logs.filter((l) => l['msg'] === 'MCP endpoint: the tool process stopped reading what it is sent; connection cut')).toHaveLength(1);
+    const answer = await call;
+    expect(answer.status).toBe(200);
+    expect(answer.body.isError).toBe(true);
+    expect(answer.body.content[0]!.text).toContain('stopped reading what the gateway sends it');
+
+    const r = await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__calm__echo/call', { arguments: {} });
+    expect(r.body.content[0]!.text).toBe('here');
+    deaf.ws.terminate();
+    calm.ws.close();
+  });
+});

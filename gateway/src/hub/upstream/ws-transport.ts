@@ -29,6 +29,13 @@ export interface WsTransportOptions {
   /** A frame was refused (the connection is closed with 1008). */
   onRefused?: (reason: 'too_deep' | 'too_large' | 'not_json' | 'flood', detail: string) => void;
   /**
+   * Bytes the peer may leave unread before the next write (checked before each, so one large message always leaves
+   * whole). Past it the socket is cut (terminated: a close frame would queue behind what it does not read) and told
+   * through `onUnread`. Unset: unbounded.
+   */
+  maxUnreadBytes?: number;
+  onUnread?: (unread: number) => void;
+  /**
    * Given, a frame that is not one JSON-RPC message is skipped and told here instead of refused: what mcp_pipe.py
    * relays of its server's own stdout lines (a banner, a print()), as the gateway's stdio transport and xiaozhi's
    * endpoint relay skip them. It still counts against maxMessagesPerSecond.
@@ -80,11 +87,29 @@ export class WebSocketTransport implements Transport {
   send(message: JSONRPCMessage): Promise<void> {
     const ws = this.ws;
     if (!ws || ws.readyState !== WebSocket.OPEN) return Promise.reject(new Error('WebSocket not open'));
+    if (this.o.maxUnreadBytes !== undefined && ws.bufferedAmount > this.o.maxUnreadBytes) {
+      this.cutUnread(ws);
+      return Promise.reject(new Error('WebSocket cut: the peer stopped reading what it is sent'));
+    }
     return new Promise((resolve, reject) => ws.send(JSON.stringify(message), (err) => (err ? reject(err) : resolve())));
   }
 
   /** The peer sent a frame over maxPayload (ws closes with 1009): what the calls that fail with the socket are told. */
   tooLargeFrame = false;
+  /**
+   * The peer left more than maxUnreadBytes unread, and was cut. A peer that keeps sending requests (each answered:
+   * a `ping`, an unknown method, its id echoed back up to the frame bound long) while it reads nothing had every
+   * answer kept in the gateway's memory: ~400 MB in seconds from one tool process (red team 10).
+   */
+  stalled = false;
+
+  private cutUnread(ws: WebSocket): void {
+    if (this.stalled) return;
+    this.stalled = true;
+    this.o.onUnread?.(ws.bufferedAmount);
+    ws.terminate();
+    this.ended();
+  }
   get maxFrameBytes(): number {
     return this.o.limits.maxBytes;
   }
