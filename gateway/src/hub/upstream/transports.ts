@@ -7,6 +7,7 @@ import { clientSdk } from '../client-sdk.js';
 import { guardedFetch } from '../ssrf.js';
 import { ChildStdioTransport } from '../stdio-transport.js';
 import type { HubSettings } from './base.js';
+import { boundedMessages } from './bounded-messages.js';
 import { messageBound } from './result-cap.js';
 import { dialWebSocket, WebSocketTransport, type WsTransportOptions } from './ws-transport.js';
 
@@ -81,7 +82,9 @@ export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportH
   }
   // Headers: the template filled with the current call's tokens, or (no call: connect, listing) the
   // headers whose placeholders need no token.
-  const fetchFn = guardedFetch(allowPrivate, () => callHeaders.getStore() ?? fillHeaders(c.headersTemplate, undefined, c.name, true));
+  const guarded = guardedFetch(allowPrivate, () => callHeaders.getStore() ?? fillHeaders(c.headersTemplate, undefined, c.name, true));
+  // Each answer (a JSON body, an SSE event) within the message bound a stdio server's lines have (bounded-messages.ts).
+  const fetchFn = boundedMessages(guarded, messageBound(s.maxResultBytes), s.maxResultBytes, hooks.onOversized);
   const url = new URL(c.url!);
   // Made by an McpUpstream, whose module brought the SDK's client side (hub/upstream/mcp-kinds.ts).
   const { SSEClientTransport, StreamableHTTPClientTransport } = clientSdk();
