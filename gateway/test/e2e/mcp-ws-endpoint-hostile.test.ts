@@ -132,6 +132,30 @@ describe('MCP endpoint: a hostile tool list', { timeout: 60_000 }, () => {
     first.ws.close();
     second.ws.close();
   });
+  it('processes naming themselves alike share the bound too: past it with a newer one, the older goes (4000)', async () => {
+    const ep = await create('twins');
+    // Two tools of ~20 KB each, under one serverInfo name, tool names apart: no newer one lists every tool of the older.
+    const fat =
+      (prefix: string): Answer =>
+      (m) =>
+        m.method === 'tools/list'
+          ? { tools: [0, 1].map((i) => ({ name: `${prefix}${i}`, description: 'x'.repeat(20_000), inputSchema: { type: 'object' } })) }
+          : undefined;
+    const first = await hostile(ep.url, fat('a'), { name: 'twin', version: '1' });
+    await untilHub(hub(), () => hub().upstreams.get('twins')?.state === 'ready', 'the first process');
+    const closed = new Promise<number>((resolve) => first.ws.once('close', (code) => resolve(code)));
+    const second = await hostile(ep.url, fat('b'), { name: 'twin', version: '1' });
+    const names = () =>
+      hub()
+        .upstreams.get('twins')!
+        .tools.map((x) => x.name);
+    await untilHub(hub(), () => names().includes('b0'), 'the second process to be served');
+    // Before: each listed into a whole share of its own (the other counted as its old self), and the endpoint kept
+    // both, ~80 KB over its 64 KiB; eight such sockets held eight times the bound.
+    expect(names().sort()).toEqual(['b0', 'b1']);
+    expect(await closed).toBe(4000);
+    second.ws.close();
+  });
 });
 
 describe('MCP endpoint: what a tool process says reaches our log bounded', { timeout: 60_000 }, () => {
