@@ -407,3 +407,65 @@ describe('MCP endpoint: a tool process that stops reading what it is sent', { ti
     calm.ws.close();
   });
 });
+
+describe("MCP endpoint: one tenant's tool processes sending more than the gateway should parse", { timeout: 120_000 }, () => {
+  const ACME_KEY = 'acme-key-0123456789abcdef';
+  const GLOBEX_KEY = 'globex-key-0123456789abcdef';
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({
+      apiKeys: [TEST_API_KEY, ACME_KEY, GLOBEX_KEY],
+      apiKeyTenants: { [ACME_KEY]: 'acme', [GLOBEX_KEY]: 'globex' },
+      mcp: { endpoints: { readBytesPerSecond: 256 * 1024 } },
+    });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it("are read no faster than the tenant's byte budget (TCP backpressure), nothing dropped; another tenant's are read as before", async () => {
+    const echo: Answer = (m) => {
+      if (m.method === 'tools/list') return { tools: [{ name: 'echo', inputSchema: { type: 'object' } }] };
+      if (m.method === 'tools/call') return { content: [{ type: 'text', text: 'here' }] };
+      return undefined;
+    };
+    const acmeEp = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'chatty' }, { apiKey: ACME_KEY })).body;
+    const globexEp = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'calm' }, { apiKey: GLOBEX_KEY })).body;
+    const acme = await hostile(acmeEp.url, echo);
+    const globex = await hostile(globexEp.url, echo);
+    await untilHub(
+      t.gw.hub,
+      () => t.gw.hub.upstreams.get('acme/chatty')?.state === 'ready' && t.gw.hub.upstreams.get('globex/calm')?.state === 'ready',
+      'both',
+    );
+    const answered = (h: Hostile, id: string) =>
+      new Promise<void>((resolve) => {
+        h.ws.on('message', (data) => {
+          if ((JSON.parse(data.toString()) as { id?: string }).id === id) resolve();
+        });
+        h.send({ jsonrpc: '2.0', id, method: 'ping' });
+      });
+
+    // Eight messages of ~200 KB of small objects (what costs the most to parse), far within the frame rate and size
+    // bounds: 1.6 MB against a budget of 256 KiB a second.
+    const big = {
+      jsonrpc: '2.0',
+      method: 'notifications/message',
+      params: { level: 'debug', data: Array.from({ length: 8000 }, (_, i) => ({ i, s: 'yyyyyyyyyy' })) },
+    };
+    for (let i = 0; i < 8; i++) acme.send(big);
+    const paused = () => t.metric('voxgate_device_reads_paused_total', { transport: 'mcp_endpoint', budget: 'tenant' });
+    // Before: every frame was parsed as fast as it came; one process at 16 such 2 MB frames a second held the loop.
+    await expect.poll(paused).toBeGreaterThanOrEqual(1);
+    expect(t.logs.filter((l) => typeof l['msg'] === 'string' && l['msg'].includes('reading paused'))).toHaveLength(1);
+    // The other tenant's process is not held back by acme's budget.
+    const r = await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__calm__echo/call', { arguments: {} }, { apiKey: GLOBEX_KEY });
+    expect(r.body.content[0]!.text).toBe('here');
+    // Nothing was dropped or cut: what acme sent after the flood is answered once the flood was read.
+    await answered(acme, 'after-the-flood');
+    expect(acme.ws.readyState).toBe(WebSocket.OPEN);
+    expect(t.gw.hub.upstreams.get('acme/chatty')?.state).toBe('ready');
+    acme.ws.close();
+    globex.ws.close();
+  });
+});

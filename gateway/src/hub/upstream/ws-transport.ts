@@ -36,6 +36,13 @@ export interface WsTransportOptions {
   maxUnreadBytes?: number;
   onUnread?: (unread: number) => void;
   /**
+   * What the peer's frames spend, shared with whoever shares the budget: `take` answers how long (ms) to stop reading
+   * the socket (0: go on). The frame in hand is handled; the socket is paused until the deficit is repaid.
+   */
+  readBudget?: { take(bytes: number): number };
+  /** Reading paused for the read budget. */
+  onReadPaused?: () => void;
+  /**
    * Given, a frame that is not one JSON-RPC message is skipped and told here instead of refused: what mcp_pipe.py
    * relays of its server's own stdout lines (a banner, a print()), as the gateway's stdio transport and xiaozhi's
    * endpoint relay skip them. It still counts against maxMessagesPerSecond.
@@ -148,7 +155,9 @@ export class WebSocketTransport implements Transport {
     this.at = now;
     if (this.tokens < 1) return this.refuse('flood', `over ${this.o.maxMessagesPerSecond} messages per second`);
     this.tokens -= 1;
-    const text = (Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer)).toString('utf8').trim();
+    const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+    this.spend(bytes.length);
+    const text = bytes.toString('utf8').trim();
     if (text === '') return;
     const bounds = checkJsonBounds(text, this.o.limits);
     if (!bounds.ok) return this.refuse(bounds.reason, bounds.detail);
@@ -164,6 +173,22 @@ export class WebSocketTransport implements Transport {
     } catch (e) {
       this.onerror?.(e as Error);
     }
+  }
+
+  private readPaused = false;
+
+  /** The read budget: past it the socket is not read until the deficit is repaid (frames already read still come). */
+  private spend(bytes: number): void {
+    const wait = this.o.readBudget?.take(bytes) ?? 0;
+    const ws = this.ws;
+    if (wait <= 0 || this.readPaused || !ws) return;
+    this.readPaused = true;
+    ws.pause();
+    this.o.onReadPaused?.();
+    setTimeout(() => {
+      this.readPaused = false;
+      if (!this.closed) ws.resume();
+    }, wait).unref();
   }
 
   private refuse(reason: 'too_deep' | 'too_large' | 'not_json' | 'flood', detail: string): void {
