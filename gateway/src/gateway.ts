@@ -339,6 +339,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
         maxConnectionsPerToken: endpoints.maxConnectionsPerToken,
         unknownTokenRate: { perSecond: endpoints.unknownTokenPerSecond, burst: endpoints.unknownTokenBurst },
         connectRate: { perSecond: endpoints.connectsPerSecond, burst: endpoints.connectBurst },
+        readBytesPerSecond: endpoints.readBytesPerSecond,
         addressOf,
         log,
         metrics,

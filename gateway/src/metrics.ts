@@ -50,7 +50,7 @@ export function createMetrics() {
     }),
     readsPaused: new Counter({
       name: 'voxgate_device_reads_paused_total',
-      help: 'Times a device\'s link stopped reading: its unsolicited frames went past its budget (frames.devicePerSecond) or its address\'s (budget="address": frames.addressPerSecond)',
+      help: 'Times a device\'s link stopped reading: its unsolicited frames went past its budget (frames.devicePerSecond) or its address\'s (budget="address": frames.addressPerSecond); transport="mcp_endpoint", budget="tenant": a tenant\'s tool processes past mcp.endpoints.readBytesPerSecond',
       labelNames: ['transport', 'budget'] as const,
       registers: [registry],
     }),
@@ -111,6 +111,12 @@ export function createMetrics() {
     hubOversized: new Counter({
       name: 'voxgate_mcp_server_oversized_messages_total',
       help: 'Messages from stdio MCP servers over mcp.maxResultBytes, skipped',
+      registers: [registry],
+    }),
+    hubUnread: new Counter({
+      name: 'voxgate_mcp_server_unread_total',
+      help: "Hosted MCP servers and tool processes that left more than the bound unread of what the gateway writes them, by transport: a WebSocket (a tool process on an MCP endpoint, a dialed server, a publish target) is cut; a stdio server's message is refused, and the call it carried fails",
+      labelNames: ['transport'] as const,
       registers: [registry],
     }),
     hubToolListsCut: new Counter({

@@ -68,10 +68,11 @@ export class FleetPublisher {
       return this.retry();
     }
     if (this.stopped) return void ws.close(1001, 'gateway shutting down');
-    const transport = new WebSocketTransport(
-      ws,
-      wsBounds(s, (reason, detail) => log.warn({ reason, detail }, 'publish: frame refused; closing')),
-    );
+    const transport = new WebSocketTransport(ws, {
+      ...wsBounds(s, (reason, detail) => log.warn({ reason, detail }, 'publish: frame refused; closing')),
+      // Dialed again with the backoff, so at most a line per attempt.
+      onUnread: (unread) => log.warn({ unread }, 'publish: the MCP endpoint stopped reading what it is sent; connection cut'),
+    });
     this.transport = transport;
     const caller = this.target.tenant === undefined ? {} : { tenant: this.target.tenant };
     const server = facade.buildFacadeServer(this.hub, caller, { log, version: this.o.version, allowedTools: this.target.allowed_tools });

@@ -285,6 +285,18 @@ export const McpEndpointsConfigSchema = z
     /** Endpoint tokens kept in all, and per tenant (operator keys count as one tenant): each is a server in the hub and a stored record. */
     maxEndpoints: z.coerce.number().int().min(1).max(100_000).default(1024),
     maxEndpointsPerTenant: z.coerce.number().int().min(1).max(100_000).default(64),
+    /**
+     * Bytes a second one tenant's tool processes may send together (operators' endpoints count as one tenant), a
+     * second's worth at once; past it their sockets are not read until the budget is back (TCP backpressure: their
+     * own writes wait). Each message is parsed and checked, ~30 ms per MB of small objects: without a bound one tool
+     * process at 16 such 2 MB frames a second held the event loop for every device and caller (red team 10).
+     */
+    readBytesPerSecond: z.coerce
+      .number()
+      .int()
+      .min(64 * 1024)
+      .max(1024 * 1024 * 1024)
+      .default(8 * 1024 * 1024),
     /** MCP ping to each connected tool process; one unanswered within the interval cuts it (4002). */
     pingIntervalMs: z.coerce.number().int().min(1000).max(3_600_000).default(30_000),
   })

@@ -99,6 +99,8 @@ export class McpHub {
   private readonly peerRefusals: ThrottledLog;
   /** Responses of servers to requests no one made: counted each, a line per server a minute. */
   private readonly unknownResponses: ThrottledLog;
+  /** Servers past the unread bound: counted each time, a line per server a minute. */
+  private readonly unread: ThrottledLog;
   private readonly resourceUpdates: ResourceUpdates;
   private closed = false;
   private fleetJobs: FleetJobsPort | undefined;
@@ -113,6 +115,7 @@ export class McpHub {
     this.changeThrottles = new ServerChangeThrottles(d.log, d.metrics.hubChangesHeld, d.settings.changeWindowMs);
     this.peerRefusals = peerRefusalLog(d.log);
     this.unknownResponses = new ThrottledLog(d.log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 1024 });
+    this.unread = new ThrottledLog(d.log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 1024 });
     const logRate = d.settings.logRatePerSecond;
     this.logRate = new KeyedTokenBucket({ ratePerSecond: logRate, burst: logRate }, { maxKeys: 1024, now: () => performance.now() });
     if (d.enabled) for (const cfg of d.servers) this.upstreams.set(cfg.name, this.upstreamFor(cfg));
@@ -160,6 +163,14 @@ export class McpHub {
       },
       onListsChanged: listsChanged,
       onOversized: () => d.metrics.hubOversized.inc(),
+      onUnread: (transport) => {
+        d.metrics.hubUnread.inc({ transport });
+        const msg =
+          transport === 'stdio'
+            ? 'MCP server is not reading its stdin: messages to it refused (its calls fail) until it reads'
+            : 'MCP server stopped reading what it is sent; its WebSocket cut';
+        this.unread.write({ server: cfg.name, transport }, msg, cfg.name);
+      },
       onLog: (params) => {
         if (this.logRate.take(cfg.name).ok) this.emit(this.logListeners, (l) => l(cfg.name, params));
         else d.metrics.hubLogsDropped.inc();

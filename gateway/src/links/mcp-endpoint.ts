@@ -2,6 +2,8 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { takeTokens, type Tokens } from '../devices/source-read-budgets.js';
+import { BoundedLru } from '../throttle/bounded-lru.js';
 import { sourceKey } from '../throttle/source-key.js';
 import { KeyedTokenBucket } from '../throttle/token-bucket.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
@@ -25,6 +27,8 @@ export interface McpEndpointLinkOptions {
   unknownTokenRate: { perSecond: number; burst: number };
   /** Connections per known token: a bucket of `burst`, refilled at `perSecond`; past it, 429. */
   connectRate: { perSecond: number; burst: number };
+  /** Bytes a second one tenant's tool processes may send together (a second's worth at once); past it, not read. */
+  readBytesPerSecond: number;
   /** The address a tool process connected from (its socket's, or a trusted proxy's X-Forwarded-For: client-address.ts). */
   addressOf: (req: IncomingMessage) => string;
   log: Logger;
@@ -54,6 +58,22 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
   // A line per endpoint per minute: a tool process may send 500 such frames a second.
   const skippedLog = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 10_000 }, now);
   const warnFull = (fields: Record<string, unknown>, msg: string) => void fullLog.write(fields, msg);
+  // One byte budget per tenant (operators' endpoints: one), shared by all its tool processes: what they send is
+  // parsed on the event loop every device and caller shares (ws-transport.ts readBudget).
+  const readRate = { ratePerSecond: o.readBytesPerSecond, burst: o.readBytesPerSecond };
+  const readBudgets = new BoundedLru<string, Tokens>(10_000);
+  const readBudgetOf = (tenant: string | undefined) => {
+    const key = tenant ?? '\u0000operators';
+    return {
+      take: (bytes: number): number => {
+        let b = readBudgets.get(key);
+        if (!b) readBudgets.set(key, (b = { tokens: readRate.burst, at: now() }));
+        const left = takeTokens(b, readRate, now(), bytes);
+        return left >= 0 ? 0 : Math.ceil((-left / readRate.ratePerSecond) * 1000);
+      },
+    };
+  };
+  const pausedLog = new ThrottledLog(log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 10_000 }, now);
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const target = new RequestTarget(req.url);
@@ -124,6 +144,17 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
       onRefused: (reason, detail) => {
         o.metrics.framesRejected.inc({ reason });
         log.warn({ endpoint: record.name, reason, detail }, 'MCP endpoint frame refused; closing the connection');
+      },
+      onUnread: (unread) => {
+        o.metrics.hubUnread.inc({ transport: 'endpoint' });
+        const fields = { endpoint: record.name, remote, unread, maxUnreadBytes: o.bounds.maxUnreadBytes };
+        fullLog.write(fields, 'MCP endpoint: the tool process stopped reading what it is sent; connection cut', 'unread');
+      },
+      readBudget: readBudgetOf(record.tenant),
+      onReadPaused: () => {
+        o.metrics.readsPaused.inc({ transport: 'mcp_endpoint', budget: 'tenant' });
+        const fields = { endpoint: record.name, tenant: record.tenant, readBytesPerSecond: o.readBytesPerSecond };
+        pausedLog.write(fields, "MCP endpoint: a tenant's tool processes send more than mcp.endpoints.readBytesPerSecond; reading paused", record.tenant ?? '');
       },
       onSkipped: (head) => {
         o.metrics.framesRejected.inc({ reason: 'not_json' });

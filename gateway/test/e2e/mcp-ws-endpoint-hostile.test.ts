@@ -132,6 +132,30 @@ describe('MCP endpoint: a hostile tool list', { timeout: 60_000 }, () => {
     first.ws.close();
     second.ws.close();
   });
+  it('processes naming themselves alike share the bound too: past it with a newer one, the older goes (4000)', async () => {
+    const ep = await create('twins');
+    // Two tools of ~20 KB each, under one serverInfo name, tool names apart: no newer one lists every tool of the older.
+    const fat =
+      (prefix: string): Answer =>
+      (m) =>
+        m.method === 'tools/list'
+          ? { tools: [0, 1].map((i) => ({ name: `${prefix}${i}`, description: 'x'.repeat(20_000), inputSchema: { type: 'object' } })) }
+          : undefined;
+    const first = await hostile(ep.url, fat('a'), { name: 'twin', version: '1' });
+    await untilHub(hub(), () => hub().upstreams.get('twins')?.state === 'ready', 'the first process');
+    const closed = new Promise<number>((resolve) => first.ws.once('close', (code) => resolve(code)));
+    const second = await hostile(ep.url, fat('b'), { name: 'twin', version: '1' });
+    const names = () =>
+      hub()
+        .upstreams.get('twins')!
+        .tools.map((x) => x.name);
+    await untilHub(hub(), () => names().includes('b0'), 'the second process to be served');
+    // Before: each listed into a whole share of its own (the other counted as its old self), and the endpoint kept
+    // both, ~80 KB over its 64 KiB; eight such sockets held eight times the bound.
+    expect(names().sort()).toEqual(['b0', 'b1']);
+    expect(await closed).toBe(4000);
+    second.ws.close();
+  });
 });
 
 describe('MCP endpoint: what a tool process says reaches our log bounded', { timeout: 60_000 }, () => {
@@ -335,5 +359,113 @@ describe('MCP endpoint: a tool process sending what nobody asked for', { timeout
     expect(t.gw.hub.upstreams.get('chatty')?.state).toBe('ready');
     await watcher.close();
     h.ws.close();
+  });
+});
+
+describe('MCP endpoint: a tool process that stops reading what it is sent', { timeout: 120_000 }, () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({});
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('is cut once it leaves the bound unread, its call fails clearly, and another endpoint is still served', async () => {
+    const echo: Answer = (m) => {
+      if (m.method === 'tools/list') return { tools: [{ name: 'echo', inputSchema: { type: 'object' } }] };
+      if (m.method === 'tools/call') return { content: [{ type: 'text', text: 'here' }] };
+      return undefined;
+    };
+    const deafEp = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'deaf' })).body;
+    const calmEp = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'calm' })).body;
+    const deaf = await hostile(deafEp.url, echo);
+    const calm = await hostile(calmEp.url, echo);
+    await untilHub(t.gw.hub, () => t.gw.hub.upstreams.get('deaf')?.state === 'ready' && t.gw.hub.upstreams.get('calm')?.state === 'ready', 'both');
+
+    // It reads nothing more (its TCP window closes), and asks for answers whose ids are ~1.5 MB each: every answer
+    // echoes its id. A call to it waits meanwhile.
+    deaf.ws.pause();
+    const call = t.api<{ content: Array<{ text: string }>; isError?: boolean }>('POST', '/v1/tools/mcp__deaf__echo/call', { arguments: {} });
+    const id = 'x'.repeat(1_500_000);
+    const cut = () => t.gw.hub.upstreams.get('deaf')?.state !== 'ready';
+    // Before: every answer waited in the gateway's memory (~400 MB for 400 such requests, the socket still open).
+    // (Its writes fail once it is cut: the connection is reset.)
+    for (let i = 0; i < 300 && !cut() && deaf.ws.readyState === WebSocket.OPEN; i++)
+      await new Promise<void>((resolve) => deaf.ws.send(JSON.stringify({ jsonrpc: '2.0', id: `${id}${i}`, method: 'ping' }), () => resolve()));
+    await untilHub(t.gw.hub, cut, 'the deaf tool process to be cut');
+    expect(await t.metric('voxgate_mcp_server_unread_total', { transport: 'endpoint' })).toBe(1);
+    expect(t.logs.filter((l) => l['msg'] === 'MCP endpoint: the tool process stopped reading what it is sent; connection cut')).toHaveLength(1);
+    const answer = await call;
+    expect(answer.status).toBe(200);
+    expect(answer.body.isError).toBe(true);
+    expect(answer.body.content[0]!.text).toContain('stopped reading what the gateway sends it');
+
+    const r = await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__calm__echo/call', { arguments: {} });
+    expect(r.body.content[0]!.text).toBe('here');
+    deaf.ws.terminate();
+    calm.ws.close();
+  });
+});
+
+describe("MCP endpoint: one tenant's tool processes sending more than the gateway should parse", { timeout: 120_000 }, () => {
+  const ACME_KEY = 'acme-key-0123456789abcdef';
+  const GLOBEX_KEY = 'globex-key-0123456789abcdef';
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({
+      apiKeys: [TEST_API_KEY, ACME_KEY, GLOBEX_KEY],
+      apiKeyTenants: { [ACME_KEY]: 'acme', [GLOBEX_KEY]: 'globex' },
+      mcp: { endpoints: { readBytesPerSecond: 256 * 1024 } },
+    });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it("are read no faster than the tenant's byte budget (TCP backpressure), nothing dropped; another tenant's are read as before", async () => {
+    const echo: Answer = (m) => {
+      if (m.method === 'tools/list') return { tools: [{ name: 'echo', inputSchema: { type: 'object' } }] };
+      if (m.method === 'tools/call') return { content: [{ type: 'text', text: 'here' }] };
+      return undefined;
+    };
+    const acmeEp = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'chatty' }, { apiKey: ACME_KEY })).body;
+    const globexEp = (await t.api<{ url: string }>('POST', '/v1/mcp/endpoints', { name: 'calm' }, { apiKey: GLOBEX_KEY })).body;
+    const acme = await hostile(acmeEp.url, echo);
+    const globex = await hostile(globexEp.url, echo);
+    await untilHub(
+      t.gw.hub,
+      () => t.gw.hub.upstreams.get('acme/chatty')?.state === 'ready' && t.gw.hub.upstreams.get('globex/calm')?.state === 'ready',
+      'both',
+    );
+    const answered = (h: Hostile, id: string) =>
+      new Promise<void>((resolve) => {
+        h.ws.on('message', (data) => {
+          if ((JSON.parse(data.toString()) as { id?: string }).id === id) resolve();
+        });
+        h.send({ jsonrpc: '2.0', id, method: 'ping' });
+      });
+
+    // Eight messages of ~200 KB of small objects (what costs the most to parse), far within the frame rate and size
+    // bounds: 1.6 MB against a budget of 256 KiB a second.
+    const big = {
+      jsonrpc: '2.0',
+      method: 'notifications/message',
+      params: { level: 'debug', data: Array.from({ length: 8000 }, (_, i) => ({ i, s: 'yyyyyyyyyy' })) },
+    };
+    for (let i = 0; i < 8; i++) acme.send(big);
+    const paused = () => t.metric('voxgate_device_reads_paused_total', { transport: 'mcp_endpoint', budget: 'tenant' });
+    // Before: every frame was parsed as fast as it came; one process at 16 such 2 MB frames a second held the loop.
+    await expect.poll(paused).toBeGreaterThanOrEqual(1);
+    expect(t.logs.filter((l) => typeof l['msg'] === 'string' && l['msg'].includes('reading paused'))).toHaveLength(1);
+    // The other tenant's process is not held back by acme's budget.
+    const r = await t.api<{ content: Array<{ text: string }> }>('POST', '/v1/tools/mcp__calm__echo/call', { arguments: {} }, { apiKey: GLOBEX_KEY });
+    expect(r.body.content[0]!.text).toBe('here');
+    // Nothing was dropped or cut: what acme sent after the flood is answered once the flood was read.
+    await answered(acme, 'after-the-flood');
+    expect(acme.ws.readyState).toBe(WebSocket.OPEN);
+    expect(t.gw.hub.upstreams.get('acme/chatty')?.state).toBe('ready');
+    acme.ws.close();
+    globex.ws.close();
   });
 });

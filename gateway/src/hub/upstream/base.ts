@@ -118,6 +118,8 @@ export interface UpstreamDeps {
   onListsChanged?: () => void;
   /** A message over the size limit was skipped (counted by the hub). */
   onOversized?: () => void;
+  /** The server left more than the bound unread of what the gateway writes it (counted and logged by the hub). */
+  onUnread?: (transport: 'stdio' | 'websocket') => void;
   onLog?: (params: LoggingMessageNotificationParams) => void;
   onResourceUpdated?: (uri: string) => void;
   /** A response (or progress) for a request no one waits for: late, repeated or made up (counted and logged by the hub). */

@@ -79,6 +79,11 @@ export class EndpointConnection extends McpUpstream {
         const why = `it sent a message over the limit of ${this.socket.maxFrameBytes} bytes (mcp.maxResultBytes, twice, plus framing) and was disconnected`;
         throw new GatewayError('UPSTREAM_ERROR', tooLargeText(this.config.name, why));
       }
+      if (this.socket.stalled && e instanceof GatewayError && e.code === 'UPSTREAM_UNAVAILABLE')
+        throw new GatewayError(
+          'UPSTREAM_UNAVAILABLE',
+          `The tool server "${this.config.name}" stopped reading what the gateway sends it and was disconnected. Try again once it has reconnected.`,
+        );
       throw e;
     } finally {
       if (--this.callsInFlight === 0) clearInterval(this.prober);

@@ -75,14 +75,37 @@ export class EndpointUpstream extends Upstream {
   }
 
   /**
-   * Bytes of the tools the other connections keep, but those of a process that names itself as `c` does (its
-   * serverInfo, known once initialize is answered): likely `c` reconnecting, to be replaced once `c` lists them all.
+   * Bytes of the tools the other connections keep, but those of an older one whose process names itself as `c` does
+   * (its serverInfo, known once initialize is answered): likely `c` reconnecting, to be replaced once `c` lists them
+   * all, or once the two together are over the bound (`evictOverBudget`).
    */
   private toolBytesBesides(c: EndpointConnection): number {
     const name = c.status().serverInfo?.name;
+    const mine = this.members.indexOf(c);
     let bytes = 0;
-    for (const m of this.members) if (m !== c && (name === undefined || m.status().serverInfo?.name !== name)) bytes += m.toolBytes;
+    this.members.forEach((m, i) => {
+      const olderTwin = name !== undefined && m.status().serverInfo?.name === name && (mine === -1 || i < mine);
+      if (m !== c && !olderTwin) bytes += m.toolBytes;
+    });
     return bytes;
+  }
+
+  /**
+   * `c` listed into the share of older connections named as it is (toolBytesBesides): when the endpoint's tools are
+   * over mcp.maxToolBytesPerServer with them, they go, oldest first (4000, replaced), as a reconnecting process's old
+   * socket does. Without this, processes on one token naming themselves alike and listing tools apart each kept a
+   * whole share: eight sockets, eight times the bound (red team 10).
+   */
+  private evictOverBudget(c: EndpointConnection): void {
+    const name = c.status().serverInfo?.name;
+    let total = this.members.reduce((n, m) => n + m.toolBytes, 0);
+    for (const old of this.members.slice(0, Math.max(0, this.members.indexOf(c)))) {
+      if (total <= this.d.settings.maxToolBytes) return;
+      if (name === undefined || old.status().serverInfo?.name !== name) continue;
+      total -= old.toolBytes;
+      this.members = this.members.filter((m) => m !== old);
+      void old.closeWith(WS_CLOSE.replaced, 'replaced by a newer connection with the same token and name: together over the tool bound');
+    }
   }
 
   /** Older connections whose every tool `c` lists too: the same process reconnected. */
@@ -103,6 +126,7 @@ export class EndpointUpstream extends Upstream {
     if (this.joining.has(c)) return; // told once it is in (attach)
     if (c.state !== 'ready') this.members = this.members.filter((m) => m !== c);
     if (this.closed) return;
+    if (c.state === 'ready') this.evictOverBudget(c);
     const owners = new Map<string, EndpointConnection>();
     const tools: Tool[] = [];
     // Newest first: where two list one name, the newer connection's definition and calls.

@@ -55,6 +55,10 @@ export class McpUpstream extends Upstream {
           'upstream message over the size limit skipped; the server stays connected',
         );
       },
+      onUnread: ({ transport, unread }) => {
+        this.d.onUnread?.(transport);
+        this.d.log.debug({ unread }, 'upstream server is not reading what the gateway writes it');
+      },
       onStderr: (line) => {
         this.stderrTail.push(line);
         if (this.stderrTail.length > 20) this.stderrTail.shift();

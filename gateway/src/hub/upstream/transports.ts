@@ -7,13 +7,28 @@ import { clientSdk } from '../client-sdk.js';
 import { guardedFetch } from '../ssrf.js';
 import { ChildStdioTransport } from '../stdio-transport.js';
 import type { HubSettings } from './base.js';
+import { boundedMessages } from './bounded-messages.js';
 import { messageBound } from './result-cap.js';
 import { dialWebSocket, WebSocketTransport, type WsTransportOptions } from './ws-transport.js';
 
-/** Bounds on what a WebSocket peer (a dialed server, a tool process that dialed in) sends. */
+/**
+ * What a hosted server or a tool process may leave unread of what the gateway writes to it, before the next write: two
+ * messages of the largest size it may send (its requests' ids come back in the answers), and the device links' margin
+ * (links/unread-bound.ts) for the calls the gateway writes it. ~8 MiB at the default mcp.maxResultBytes.
+ */
+export function unreadBound(s: Pick<HubSettings, 'maxResultBytes'>): number {
+  return 2 * messageBound(s.maxResultBytes) + 4 * 1024 * 1024;
+}
+
+/** Bounds on what a WebSocket peer (a dialed server, a tool process that dialed in) sends, and leaves unread. */
 export function wsBounds(s: HubSettings, onRefused?: WsTransportOptions['onRefused']): WsTransportOptions {
   const maxBytes = messageBound(s.maxResultBytes);
-  return { limits: { maxDepth: DEFAULT_JSON_LIMITS.maxDepth, maxBytes }, maxMessagesPerSecond: 500, ...(onRefused ? { onRefused } : {}) };
+  return {
+    limits: { maxDepth: DEFAULT_JSON_LIMITS.maxDepth, maxBytes },
+    maxMessagesPerSecond: 500,
+    maxUnreadBytes: unreadBound(s),
+    ...(onRefused ? { onRefused } : {}),
+  };
 }
 
 /** Headers for the HTTP request being made right now on behalf of one call (its caller's tokens). */
@@ -27,6 +42,8 @@ export function withHeaders<T>(headers: Record<string, string>, fn: () => Promis
 export interface TransportHooks {
   onOversized: (info: { bytes: number; id: string | number | undefined }) => void;
   onStderr: (line: string) => void;
+  /** The server left more than unreadBound unread: a stdio write refused, a WebSocket cut. */
+  onUnread?: (info: { transport: 'stdio' | 'websocket'; unread: number }) => void;
 }
 
 /** The SDK transport for a server: our own stdio transport (process groups), or Streamable HTTP / SSE / WebSocket through the SSRF guard. */
@@ -42,6 +59,8 @@ export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportH
       maxResultBytes: s.maxResultBytes,
       onOversized: hooks.onOversized,
       onStderr: hooks.onStderr,
+      maxUnreadBytes: unreadBound(s),
+      onUnread: (unread) => hooks.onUnread?.({ transport: 'stdio', unread }),
     });
   }
   const allowPrivate = c.allowPrivateNetwork ?? s.allowPrivateNetwork;
@@ -56,14 +75,16 @@ export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportH
         handshakeTimeoutMs: s.connectTimeoutMs,
         subprotocol: 'mcp',
       });
-    return new WebSocketTransport(
-      dial,
-      wsBounds(s, (reason, detail) => hooks.onStderr(`frame refused (${reason}): ${detail}`)),
-    );
+    return new WebSocketTransport(dial, {
+      ...wsBounds(s, (reason, detail) => hooks.onStderr(`frame refused (${reason}): ${detail}`)),
+      onUnread: (unread) => hooks.onUnread?.({ transport: 'websocket', unread }),
+    });
   }
   // Headers: the template filled with the current call's tokens, or (no call: connect, listing) the
   // headers whose placeholders need no token.
-  const fetchFn = guardedFetch(allowPrivate, () => callHeaders.getStore() ?? fillHeaders(c.headersTemplate, undefined, c.name, true));
+  const guarded = guardedFetch(allowPrivate, () => callHeaders.getStore() ?? fillHeaders(c.headersTemplate, undefined, c.name, true));
+  // Each answer (a JSON body, an SSE event) within the message bound a stdio server's lines have (bounded-messages.ts).
+  const fetchFn = boundedMessages(guarded, messageBound(s.maxResultBytes), s.maxResultBytes, hooks.onOversized);
   const url = new URL(c.url!);
   // Made by an McpUpstream, whose module brought the SDK's client side (hub/upstream/mcp-kinds.ts).
   const { SSEClientTransport, StreamableHTTPClientTransport } = clientSdk();

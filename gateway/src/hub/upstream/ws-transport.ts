@@ -29,6 +29,20 @@ export interface WsTransportOptions {
   /** A frame was refused (the connection is closed with 1008). */
   onRefused?: (reason: 'too_deep' | 'too_large' | 'not_json' | 'flood', detail: string) => void;
   /**
+   * Bytes the peer may leave unread before the next write (checked before each, so one large message always leaves
+   * whole). Past it the socket is cut (terminated: a close frame would queue behind what it does not read) and told
+   * through `onUnread`. Unset: unbounded.
+   */
+  maxUnreadBytes?: number;
+  onUnread?: (unread: number) => void;
+  /**
+   * What the peer's frames spend, shared with whoever shares the budget: `take` answers how long (ms) to stop reading
+   * the socket (0: go on). The frame in hand is handled; the socket is paused until the deficit is repaid.
+   */
+  readBudget?: { take(bytes: number): number };
+  /** Reading paused for the read budget. */
+  onReadPaused?: () => void;
+  /**
    * Given, a frame that is not one JSON-RPC message is skipped and told here instead of refused: what mcp_pipe.py
    * relays of its server's own stdout lines (a banner, a print()), as the gateway's stdio transport and xiaozhi's
    * endpoint relay skip them. It still counts against maxMessagesPerSecond.
@@ -80,11 +94,29 @@ export class WebSocketTransport implements Transport {
   send(message: JSONRPCMessage): Promise<void> {
     const ws = this.ws;
     if (!ws || ws.readyState !== WebSocket.OPEN) return Promise.reject(new Error('WebSocket not open'));
+    if (this.o.maxUnreadBytes !== undefined && ws.bufferedAmount > this.o.maxUnreadBytes) {
+      this.cutUnread(ws);
+      return Promise.reject(new Error('WebSocket cut: the peer stopped reading what it is sent'));
+    }
     return new Promise((resolve, reject) => ws.send(JSON.stringify(message), (err) => (err ? reject(err) : resolve())));
   }
 
   /** The peer sent a frame over maxPayload (ws closes with 1009): what the calls that fail with the socket are told. */
   tooLargeFrame = false;
+  /**
+   * The peer left more than maxUnreadBytes unread, and was cut. A peer that keeps sending requests (each answered:
+   * a `ping`, an unknown method, its id echoed back up to the frame bound long) while it reads nothing had every
+   * answer kept in the gateway's memory: ~400 MB in seconds from one tool process (red team 10).
+   */
+  stalled = false;
+
+  private cutUnread(ws: WebSocket): void {
+    if (this.stalled) return;
+    this.stalled = true;
+    this.o.onUnread?.(ws.bufferedAmount);
+    ws.terminate();
+    this.ended();
+  }
   get maxFrameBytes(): number {
     return this.o.limits.maxBytes;
   }
@@ -123,7 +155,9 @@ export class WebSocketTransport implements Transport {
     this.at = now;
     if (this.tokens < 1) return this.refuse('flood', `over ${this.o.maxMessagesPerSecond} messages per second`);
     this.tokens -= 1;
-    const text = (Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer)).toString('utf8').trim();
+    const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+    this.spend(bytes.length);
+    const text = bytes.toString('utf8').trim();
     if (text === '') return;
     const bounds = checkJsonBounds(text, this.o.limits);
     if (!bounds.ok) return this.refuse(bounds.reason, bounds.detail);
@@ -139,6 +173,22 @@ export class WebSocketTransport implements Transport {
     } catch (e) {
       this.onerror?.(e as Error);
     }
+  }
+
+  private readPaused = false;
+
+  /** The read budget: past it the socket is not read until the deficit is repaid (frames already read still come). */
+  private spend(bytes: number): void {
+    const wait = this.o.readBudget?.take(bytes) ?? 0;
+    const ws = this.ws;
+    if (wait <= 0 || this.readPaused || !ws) return;
+    this.readPaused = true;
+    ws.pause();
+    this.o.onReadPaused?.();
+    setTimeout(() => {
+      this.readPaused = false;
+      if (!this.closed) ws.resume();
+    }, wait).unref();
   }
 
   private refuse(reason: 'too_deep' | 'too_large' | 'not_json' | 'flood', detail: string): void {

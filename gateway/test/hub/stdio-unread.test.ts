@@ -1,0 +1,39 @@
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FIXTURE_SERVER } from '../../../test/support/hub.js';
+import { buildHub, type BuiltHub } from './support.js';
+
+const DEAF = fileURLToPath(new URL('./fixtures/deaf-server.mjs', import.meta.url));
+
+/**
+ * A hosted stdio server that stops reading its stdin while it keeps sending requests (red team 10): every answer the
+ * gateway wrote it (each echoing an id up to the message bound long) waited in the gateway's memory, ~860 MB from one
+ * child in seconds, and each write past the pipe's buffer added a 'drain' listener.
+ */
+describe('a stdio server that reads nothing of what it is sent', { timeout: 60_000 }, () => {
+  let b: BuiltHub | undefined;
+  afterEach(async () => {
+    await b?.hub.close();
+    b = undefined;
+  });
+
+  it('has what waits for it bounded: writes past the bound are refused, its calls fail clearly, counted, logged once; others are served', async () => {
+    b = buildHub({ deaf: { command: process.execPath, args: [DEAF] }, fix: { command: process.execPath, args: [FIXTURE_SERVER] } }, { callTimeoutMs: 60_000 });
+    const { hub } = b;
+    await hub.start();
+    expect(hub.servers({}).map((s) => s.state)).toEqual(['ready', 'ready']);
+    // The bound is reached well before its 40 requests of ~1 MB are answered.
+    await b.untilLog((l) => l['msg'] === 'MCP server is not reading its stdin: messages to it refused (its calls fail) until it reads');
+    expect((await b.metrics.hubUnread.get()).values.find((v) => v.labels['transport'] === 'stdio')?.value).toBeGreaterThan(0);
+
+    // Before: the call was queued behind everything else and waited out its whole timeout.
+    const r = await hub.call('mcp__deaf__echo', {}, {});
+    expect(r.isError).toBe(true);
+    expect(JSON.stringify(r.content)).toContain('is not reading its input');
+    // Not killed (it may be busy, not hostile): it stays, and the other server serves as before.
+    expect(hub.servers({}).find((s) => s.name === 'deaf')?.state).toBe('ready');
+    expect((await hub.call('mcp__fix__echo', { text: 'hi' }, {})).isError).toBeFalsy();
+    await b.untilLog((l) => l['stderr'] === 'deaf: all sent');
+    expect(b.logs.filter((l) => typeof l['msg'] === 'string' && l['msg'].startsWith('MCP server is not reading its stdin'))).toHaveLength(1);
+  });
+});
