@@ -64,7 +64,12 @@ export function eventFilterFor(req: FastifyRequest, tenancy: DeviceTenancy): ((e
 /** The directory as this request's caller sees it. */
 export function callerDirectory(req: FastifyRequest, dir: DeviceDirectory, tenancy: DeviceTenancy): DeviceDirectory {
   const caller = req.caller ?? {};
-  return caller.tenant === undefined ? dir : scopedDirectory(dir, (id) => deviceVisible(tenancy, caller, id));
+  const tenant = caller.tenant;
+  if (tenant === undefined) return dir;
+  // A tenant's pages read its own devices (the tenancy's index), not the fleet filtered.
+  const devicesOf = tenancy.devicesOf?.bind(tenancy);
+  const own = devicesOf && (() => devicesOf(tenant));
+  return scopedDirectory(dir, (id) => deviceVisible(tenancy, caller, id), own);
 }
 
 /**

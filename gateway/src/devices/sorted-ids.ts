@@ -33,3 +33,42 @@ export function mergeSorted(a: readonly string[], b: readonly string[]): string[
   while (j < b.length) out[k++] = b[j++]!;
   return out;
 }
+
+/**
+ * A set of ids kept in id order: added ids wait unsorted and are merged in at the next read (a load of many adds
+ * pays one sort, not a sorted insert each); a delete merges first, then takes the id out in O(log n) + a splice.
+ * The caller adds an id only when it is not there (the tenancy's index knows which set holds an id).
+ */
+export class SortedIds {
+  private order: string[] = [];
+  private added: string[] = [];
+
+  add(id: string): void {
+    this.added.push(id);
+  }
+
+  delete(id: string): boolean {
+    const order = this.merged();
+    const at = lowerBound(order, id);
+    if (order[at] !== id) return false;
+    order.splice(at, 1);
+    return true;
+  }
+
+  /** Every id, sorted: read it synchronously (a later add or delete changes it). */
+  sorted(): readonly string[] {
+    return this.merged();
+  }
+
+  private merged(): string[] {
+    if (this.added.length > 0) {
+      this.order = mergeSorted(this.order, this.added.sort());
+      this.added = [];
+    }
+    return this.order;
+  }
+
+  get size(): number {
+    return this.order.length + this.added.length;
+  }
+}

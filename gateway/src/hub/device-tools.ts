@@ -1,14 +1,21 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { GatewayError } from '../errors.js';
-import { visiblePage } from '../devices/scoped-directory.js';
+import { ownPage, visiblePage } from '../devices/scoped-directory.js';
 import type { Caller, HubDevices } from './types.js';
 import type { CallContext } from './upstream/base.js';
 
 /** The generic device tools (`devices_list`, `device_call`) and calls to one device's tool. */
 export class DeviceTools {
   constructor(
-    private readonly d: { registry: HubDevices; deviceCallTimeoutMs: number; devicesListMax: number; sees: (caller: Caller, deviceId: string) => boolean },
+    private readonly d: {
+      registry: HubDevices;
+      deviceCallTimeoutMs: number;
+      devicesListMax: number;
+      sees: (caller: Caller, deviceId: string) => boolean;
+      /** A tenant's device ids, sorted (devices/tenants.ts): a tenant's list reads these, not the fleet filtered. */
+      devicesOf?: (tenant: string) => readonly string[];
+    },
   ) {}
 
   /** One page: a fleet of thousands must not become one tool result (an LLM's context, a /mcp message). */
@@ -16,7 +23,10 @@ export class DeviceTools {
     const onlineOnly = args['online_only'] !== false;
     const room = typeof args['room'] === 'string' && args['room'] !== '' ? args['room'].slice(0, 64) : undefined;
     const filter = { ...(onlineOnly ? { online: true } : {}), ...(room !== undefined ? { room } : {}) };
-    const page = visiblePage(this.d.registry, filter, { limit: this.d.devicesListMax, after: undefined }, (id) => this.d.sees(caller, id));
+    const visible = (id: string) => this.d.sees(caller, id);
+    const opts = { limit: this.d.devicesListMax, after: undefined };
+    const own = caller.tenant === undefined ? undefined : this.d.devicesOf?.(caller.tenant);
+    const page = own ? ownPage(this.d.registry, own, filter, opts, visible) : visiblePage(this.d.registry, filter, opts, visible);
     const devices = page.devices.map((d) => {
       const session = d.online ? this.d.registry.find(d.id) : undefined;
       const tools =

@@ -66,6 +66,8 @@ export interface HubDeps {
 /** What the hub asks of device tenancy: a device's tenant, and word when any device's tenant changed. */
 export interface DeviceTenancyPort {
   tenantOf(deviceId: string): string | undefined;
+  /** A tenant's device ids, sorted (devices/tenants.ts): `devices_list` for a tenant reads these, not the fleet. */
+  devicesOf?(tenant: string): readonly string[];
   onChange?(fn: () => void): () => void;
 }
 
@@ -128,7 +130,8 @@ export class McpHub {
       (server, uri) => this.lists.isSubscribed(server, uri),
       (server, uri) => this.emit(this.updateListeners, (l) => l(server, uri)),
     );
-    this.devices = new DeviceTools({ ...d, sees: this.sees });
+    const devicesOf = tenancy?.devicesOf?.bind(tenancy);
+    this.devices = new DeviceTools({ ...d, sees: this.sees, ...(devicesOf ? { devicesOf } : {}) });
     this.runner = new CallRunner({ ...d, upstreams: this.upstreams, namespace: this.namespace, devices: this.devices, calls: this.calls });
     this.offBus = d.bus.subscribe((e) => {
       if (e.type === 'device.ready' || e.type === 'device.tools_changed' || e.type === 'device.offline') this.changed();

@@ -51,7 +51,7 @@ export interface Instructions {
 }
 
 /** What the hub needs of the device registry (a port: tests give a small stand-in). */
-export type HubDevices = Pick<DeviceDirectory, 'ready' | 'onChange' | 'page' | 'device' | 'find' | 'describe'>;
+export type HubDevices = Pick<DeviceDirectory, 'ready' | 'onChange' | 'page' | 'get' | 'device' | 'find' | 'describe'>;
 
 /** Which devices a caller may see and act on (devices/tenants.ts through principal.ts canSee). */
 export type DeviceVisibility = (caller: Caller, deviceId: string) => boolean;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { DeviceFilter, DevicePage, DeviceSummary, PageRequest } from '../../src/devices/directory.js';
-import { visiblePage } from '../../src/devices/scoped-directory.js';
+import { ownPage, visiblePage } from '../../src/devices/scoped-directory.js';
 import { DEVICE_TENANT_COLLECTION, DeviceTenants, tenantByRules, type TenantDocuments } from '../../src/devices/tenants.js';
 import { EnrollmentSlice } from '../../src/enrollment/config.js';
 import { canSee, mayUseServer } from '../../src/principal.js';
@@ -155,6 +155,69 @@ describe('DeviceTenants', () => {
     expect([...a.docs.keys()]).toEqual([id(7)]);
   });
 
+  it("each tenant's index (devicesOf, sorted) follows every change: the store's rows at start, PATCH, clearing, another instance's change, a rule's held tenant, its drop past the bound, its promotion, forgetting", async () => {
+    const store = sharedStore();
+    const a = store({});
+    const id = (n: number) => `02:00:00:7e:00:${n.toString(16).padStart(2, '0')}`;
+    a.docs.set(id(9), { tenant: 'acme' });
+    a.docs.set(id(2), { tenant: 'acme', rule: true });
+    a.docs.set(id(5), { tenant: 'globex' });
+    a.docs.set(id(7), { tenant: 'not a tenant!' });
+    const recorded = new Set<string>([id(2), id(5), id(9)]);
+    const onRecorded = new Set<(id: string) => void>();
+    const onForgotten = new Set<(id: string) => void>();
+    const records = {
+      has: (x: string) => recorded.has(x),
+      countAsNamed: () => undefined,
+      onRecorded: (fn: (id: string) => void) => (onRecorded.add(fn), () => onRecorded.delete(fn)),
+      onForgotten: (fn: (id: string) => void) => (onForgotten.add(fn), () => onForgotten.delete(fn)),
+    };
+    const t = new DeviceTenants([{ tenant: 'initech', macPrefix: '02:00:00:7e' }], undefined, { maxUnrecorded: 2 });
+    await t.attach(a, records);
+    const other = new DeviceTenants();
+    await other.attach(store({}));
+    const all = Array.from({ length: 32 }, (_, n) => id(n));
+    // The index is exactly what tenantOf says, for every tenant, in id order.
+    const agrees = () => {
+      for (const tenant of ['acme', 'globex', 'initech']) expect(t.devicesOf(tenant)).toEqual(all.filter((x) => t.tenantOf(x) === tenant));
+    };
+    expect(t.devicesOf('acme')).toEqual([id(2), id(9)]);
+    expect(t.devicesOf('globex')).toEqual([id(5)]);
+    agrees();
+    // An operator's PATCH: moved from acme to globex, then cleared.
+    await t.set(id(1), 'acme');
+    await t.set(id(9), 'globex');
+    expect(t.devicesOf('acme')).toEqual([id(1), id(2)]);
+    expect(t.devicesOf('globex')).toEqual([id(5), id(9)]);
+    await t.set(id(1), null);
+    expect(t.devicesOf('acme')).toEqual([id(2)]);
+    agrees();
+    // Another instance's change, through the shared store.
+    await other.set(id(3), 'acme');
+    await other.set(id(2), 'globex');
+    expect(t.devicesOf('acme')).toEqual([id(3)]);
+    expect(t.devicesOf('globex')).toEqual([id(2), id(5), id(9)]);
+    agrees();
+    // A rule's tenant for ids not recorded: held (and listed in the index) until dropped past the bound of 2.
+    for (const n of [20, 21, 22]) await t.assignByRules({ deviceId: id(n) });
+    expect(t.devicesOf('initech')).toEqual([id(21), id(22)]);
+    agrees();
+    // Recorded: stored, still initech's once.
+    recorded.add(id(21));
+    for (const fn of onRecorded) fn(id(21));
+    await until(() => a.docs.has(id(21)), 'the tenant stored');
+    expect(t.devicesOf('initech')).toEqual([id(21), id(22)]);
+    agrees();
+    // Forgotten (DELETE, past devices.maxKnown, or on another instance): out of the index, stored or held.
+    for (const fn of onForgotten) fn(id(21));
+    for (const fn of onForgotten) fn(id(22));
+    for (const fn of onForgotten) fn(id(5));
+    await until(() => !a.docs.has(id(21)) && !a.docs.has(id(5)), 'the tenants cleared');
+    expect(t.devicesOf('initech')).toEqual([]);
+    expect(t.devicesOf('globex')).toEqual([id(2), id(9)]);
+    agrees();
+  });
+
   it('the config refuses a rule without a matcher, an unknown key, or a bad tenant; no rules leaves the defaults as they were', () => {
     expect(EnrollmentSlice.safeParse({ tenantRules: [{ tenant: 'acme' }] }).success).toBe(false);
     expect(EnrollmentSlice.safeParse({ tenantRules: [{ tenant: 'acme', macPrefix: 'aa:bb', mac: 'x' }] }).success).toBe(false);
@@ -184,5 +247,48 @@ describe('visiblePage: one page of the devices a caller may see', () => {
     expect(second.devices.map((d) => d.id)).toEqual([ids[301], ids[650]]);
     expect(second.next).toBeUndefined();
     expect(visiblePage(dir, {}, { limit: 5 }, () => false)).toEqual({ devices: [], next: undefined });
+  });
+});
+
+describe("ownPage: a tenant's page read from its own ids gives the page visiblePage gives from the fleet's", () => {
+  // A fleet with tenants and rooms spread over it; the directory summarizes every id it lists.
+  const ids = Array.from({ length: 600 }, (_, i) => `02:00:00:00:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 0xff).toString(16).padStart(2, '0')}`);
+  const tenantOf = (id: string) => ['acme', 'globex', undefined, undefined, undefined, undefined, undefined][parseInt(id.slice(-2), 16) % 7] ?? undefined;
+  const summary = (id: string) =>
+    ({ id, online: parseInt(id.slice(-2), 16) % 3 === 0, room: parseInt(id.slice(-2), 16) % 2 === 0 ? 'den' : 'hall', tags: [] }) as unknown as DeviceSummary;
+  let got = 0;
+  const dir = {
+    get(id: string): DeviceSummary | undefined {
+      got++;
+      return ids.includes(id) ? summary(id) : undefined;
+    },
+    page(f: DeviceFilter, o: PageRequest): DevicePage {
+      const start = o.after === undefined ? 0 : ids.findIndex((x) => x > o.after!);
+      const devices: DeviceSummary[] = [];
+      let i = start < 0 ? ids.length : start;
+      for (; i < ids.length && devices.length < o.limit; i++) {
+        const d = summary(ids[i]!);
+        if ((f.online === undefined || d.online === f.online) && (f.room === undefined || d.room === f.room)) devices.push(d);
+      }
+      return { devices, next: devices.length === o.limit && i < ids.length ? devices.at(-1)!.id : undefined };
+    },
+  };
+
+  it('same devices, same order, same cursor, for every filter and page size; the directory asked only for the own ids', () => {
+    // The index may hold ids the directory does not list (a rule's tenant for an id not recorded yet).
+    const own = [...ids.filter((id) => tenantOf(id) === 'acme'), '02:00:00:00:ff:f0'].sort();
+    const visible = (id: string) => tenantOf(id) === 'acme' || id === '02:00:00:00:ff:f0';
+    for (const filter of [{}, { online: true }, { room: 'den' }, { online: false, room: 'hall' }] as DeviceFilter[])
+      for (const limit of [1, 2, 7, 50, 500]) {
+        let after: string | undefined;
+        for (let n = 0; n < 1000; n++) {
+          got = 0;
+          const mine = ownPage(dir, own, filter, { limit, after }, visible);
+          expect(got).toBeLessThanOrEqual(own.length);
+          expect(mine).toEqual(visiblePage(dir, filter, { limit, after }, visible));
+          if (mine.next === undefined) break;
+          after = mine.next;
+        }
+      }
   });
 });

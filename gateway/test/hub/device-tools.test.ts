@@ -15,6 +15,7 @@ describe('device tools name what people call a device (issue 23)', () => {
     ready: () => [],
     onChange: () => () => undefined,
     page: (filter: DeviceFilter) => ({ devices: fleet.filter((d) => matchesFilter(d, filter)), next: undefined }),
+    get: (id) => fleet.find((d) => d.id === id),
     device: () => {
       throw new Error('not in this test');
     },
@@ -39,6 +40,28 @@ describe('device tools name what people call a device (issue 23)', () => {
     expect(living.devices.map((d) => d['device_id'])).toEqual(['02:00:00:00:23:71']);
     const acme = tools.list({}, { tenant: 'acme' }).structuredContent as { devices: Array<Record<string, unknown>> };
     expect(acme.devices.map((d) => d['device_id'])).toEqual(['02:00:00:00:23:72']);
+  });
+
+  it("devices_list for a tenant reads its own devices (the tenancy's index), never the fleet's pages", () => {
+    const asked: string[] = [];
+    const own = new DeviceTools({
+      registry: {
+        ...registry,
+        page: () => {
+          throw new Error("a tenant's list walked the fleet");
+        },
+        get: (id) => (asked.push(id), registry.get(id)),
+      },
+      deviceCallTimeoutMs: 1000,
+      devicesListMax: 10,
+      sees: (caller, id) => caller.tenant === undefined || id.endsWith(':72'),
+      devicesOf: (tenant) => (tenant === 'acme' ? ['02:00:00:00:23:72'] : []),
+    });
+    const acme = own.list({}, { tenant: 'acme' }).structuredContent as { devices: Array<Record<string, unknown>> };
+    expect(acme.devices.map((d) => d['device_id'])).toEqual(['02:00:00:00:23:72']);
+    expect((own.list({ room: 'living room' }, { tenant: 'acme' }).structuredContent as { devices: unknown[] }).devices).toEqual([]);
+    expect((own.list({}, { tenant: 'globex' }).structuredContent as { devices: unknown[] }).devices).toEqual([]);
+    expect(asked).toEqual(['02:00:00:00:23:72', '02:00:00:00:23:72']);
   });
 
   it("a device tool's description names the device's name and room, without brackets from people's words", () => {

@@ -16,6 +16,7 @@ function devicesPort(ready: ListedDevice[], describe?: HubDevices['describe']): 
     ready: () => ready,
     onChange: () => () => undefined,
     page: () => ({ devices: [], next: undefined }),
+    get: () => undefined,
     device: () => {
       throw new Error('not in this test');
     },

@@ -17,6 +17,7 @@ const noDevices: HubDevices = {
   ready: () => [],
   onChange: () => () => undefined,
   page: () => ({ devices: [], next: undefined }),
+  get: () => undefined,
   find: () => undefined,
   device: (id: string) => {
     throw new Error(`no device ${id}`);
