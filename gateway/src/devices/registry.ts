@@ -15,7 +15,7 @@ import { badInputBudget } from './bad-input-log.js';
 import { DeviceSession } from './session.js';
 import { HELLO_RATE, type SessionHost, type SessionShared } from './session-shared.js';
 import type { SessionSettings } from './settings.js';
-import { lowerBound, mergeSorted, upperBound } from './sorted-ids.js';
+import { SortedIds, upperBound } from './sorted-ids.js';
 import type { ToolsPageCache } from './tools-page-cache.js';
 import type { VoiceHook } from './voice-hook.js';
 
@@ -83,13 +83,12 @@ export class DeviceRegistry implements LocalDevices {
   };
   /** What every session shares (session.ts): one object, not a deps object per device. */
   private readonly shared: SessionShared;
-  /** Every known device id, sorted (with `added`): pages of the listing without sorting the fleet per request. */
-  private order: string[] = [];
   /**
-   * Ids known since `order` was last read, unsorted: merged in when the order is next read (a listing), so a fleet
-   * dialling in pays no O(n) sorted insert per new device (~2 % of the ready path's CPU at a few thousand).
+   * Every known device id, sorted: pages of the listing without sorting the fleet per request. New ids are merged in
+   * when the order is next read (a listing), so a fleet dialling in pays no O(n) sorted insert per new device (~2 % of
+   * the ready path's CPU at a few thousand).
    */
-  private added: string[] = [];
+  private readonly known = new SortedIds();
   private epochs = 0;
   private readyCount = 0;
   /** When "known devices over the bound" was last logged (once a minute at most). */
@@ -132,7 +131,7 @@ export class DeviceRegistry implements LocalDevices {
         credential: '',
       };
       this.records.set(id, r);
-      this.added.push(id);
+      this.known.add(id);
     }
     this.d.metrics.hot.devicesKnown.set(this.records.size);
     // Forgets begun here (forget, makeRoomFor) drop the entry first: one still here was forgotten on another instance.
@@ -171,9 +170,7 @@ export class DeviceRegistry implements LocalDevices {
       this.d.metrics.hot.devicesReady.set(this.readyCount);
     }
     this.records.delete(r.id);
-    const order = this.sorted();
-    const at = lowerBound(order, r.id);
-    if (order[at] === r.id) order.splice(at, 1);
+    this.known.delete(r.id);
     this.d.metrics.hot.devicesKnown.set(this.records.size);
   }
 
@@ -302,7 +299,7 @@ export class DeviceRegistry implements LocalDevices {
    * past the bound with nothing else to forget, the count grows (voxgate_devices_known) and a warning says so.
    */
   private makeRoomFor(deviceId: string): void {
-    this.added.push(deviceId);
+    this.known.add(deviceId);
     const max = this.d.maxKnownDevices ?? Infinity;
     if (this.records.size < max) return;
     const named = (id: string) => this.d.records?.isNamed(id) ?? false;
@@ -321,8 +318,7 @@ export class DeviceRegistry implements LocalDevices {
       this.records.delete(r.id);
       void this.d.records?.forget(r.id).catch(() => undefined);
     }
-    const gone = new Set(drop.map((r) => r.id));
-    this.order = this.sorted().filter((id) => !gone.has(id));
+    this.known.deleteAll(new Set(drop.map((r) => r.id)));
     if (neverReady > 0) this.d.metrics.devicesForgotten.inc({ kind: 'never_ready' }, neverReady);
     if (drop.length > neverReady) this.d.metrics.devicesForgotten.inc({ kind: 'offline' }, drop.length - neverReady);
     this.d.log.info({ forgotten: drop.length, neverReady, known: this.records.size }, 'forgot offline devices (never-ready first, then least recently seen)');
@@ -353,7 +349,7 @@ export class DeviceRegistry implements LocalDevices {
    */
   page(filter: DeviceFilter, opts: PageRequest): DevicePage {
     const devices: DeviceSummary[] = [];
-    const order = this.sorted();
+    const order = this.known.sorted();
     let i = opts.after === undefined ? 0 : upperBound(order, opts.after);
     for (; i < order.length && devices.length < opts.limit; i++) {
       const r = this.records.get(order[i]!);
@@ -366,16 +362,7 @@ export class DeviceRegistry implements LocalDevices {
   }
 
   ids(): readonly string[] {
-    return this.sorted();
-  }
-
-  /** Every known id in order: what was added since the last read is sorted and merged in first. */
-  private sorted(): string[] {
-    if (this.added.length > 0) {
-      this.order = mergeSorted(this.order, this.added.sort());
-      this.added = [];
-    }
-    return this.order;
+    return this.known.sorted();
   }
 
   ready(): ReadyDevice[] {

@@ -35,8 +35,9 @@ export function mergeSorted(a: readonly string[], b: readonly string[]): string[
 }
 
 /**
- * A set of ids kept in id order: added ids wait unsorted and are merged in at the next read (a load of many adds
- * pays one sort, not a sorted insert each); a delete merges first, then takes the id out in O(log n) + a splice.
+ * A set of ids kept in id order: added ids wait unsorted and are merged in at the next read (a load of many adds, or a
+ * fleet dialling in, pays one sort, not a sorted insert each); a delete merges first, then takes the id out in
+ * O(log n) + a splice. The registry's known devices and each tenant's (tenants.ts) are kept in one.
  * The caller adds an id only when it is not there (the tenancy's index knows which set holds an id).
  */
 export class SortedIds {
@@ -53,6 +54,11 @@ export class SortedIds {
     if (order[at] !== id) return false;
     order.splice(at, 1);
     return true;
+  }
+
+  /** Takes every id in `gone` out in one pass. */
+  deleteAll(gone: ReadonlySet<string>): void {
+    this.order = this.merged().filter((id) => !gone.has(id));
   }
 
   /** Every id, sorted: read it synchronously (a later add or delete changes it). */
