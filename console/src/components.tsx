@@ -115,3 +115,20 @@ export function DeviceStatus({ online, state, stale }: { online: boolean; state:
     );
   return online ? <Badge tone={state === 'ready' ? 'ok' : 'warn'}>{known}</Badge> : <Badge tone="off">offline</Badge>;
 }
+
+/**
+ * Previous and Next over a cursor-paged listing: `cursors` are the cursors of the pages before this one (the last one
+ * read this page), `next` the page's nextCursor.
+ */
+export function Pager({ cursors, next, onChange }: { cursors: string[]; next: string | undefined; onChange: (cursors: string[]) => void }) {
+  return (
+    <nav class="pager" aria-label="Pages">
+      <button type="button" disabled={cursors.length === 0} onClick={() => onChange(cursors.slice(0, -1))}>
+        Previous
+      </button>
+      <button type="button" disabled={!next} onClick={() => next && onChange([...cursors, next])}>
+        Next
+      </button>
+    </nav>
+  );
+}

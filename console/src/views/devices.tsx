@@ -5,7 +5,7 @@ import { useCoalesced, useLoad, useOnEvent, useStale } from '../lib/hooks.js';
 import type { Device, DeviceList } from '../lib/types.js';
 import type { DeviceMeta } from '../lib/fleet-types.js';
 import { loopbackHint } from '../lib/lan-hint.js';
-import { Ago, CatalogWarning, DeviceStatus, Loading, ProblemBox } from '../components.js';
+import { Ago, CatalogWarning, DeviceStatus, Loading, ProblemBox, Pager } from '../components.js';
 
 /** A device as listed; name, room and tags where the gateway keeps them (FLEET-API.md). */
 type Listed = Device & Partial<DeviceMeta>;
@@ -187,14 +187,7 @@ export function DevicesView() {
           </table>
         </div>
       )}
-      <nav class="pager" aria-label="Pages">
-        <button type="button" disabled={cursors.length === 0} onClick={() => setCursors((c) => c.slice(0, -1))}>
-          Previous
-        </button>
-        <button type="button" disabled={!list.data?.nextCursor} onClick={() => list.data?.nextCursor && setCursors((c) => [...c, list.data!.nextCursor!])}>
-          Next
-        </button>
-      </nav>
+      <Pager cursors={cursors} next={list.data?.nextCursor} onChange={setCursors} />
     </section>
   );
 }

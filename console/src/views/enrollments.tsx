@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
 import { useAction, useLoad } from '../lib/hooks.js';
 import type { PendingEnrollment, RefusedDevice } from '../lib/types.js';
-import { Badge, Loading, ProblemBox, Ago } from '../components.js';
+import { Badge, Loading, ProblemBox, Ago, Pager } from '../components.js';
 
 const POLL_MS = 5000;
 
@@ -49,16 +49,7 @@ export function EnrollmentsView() {
           <EnrollmentRow key={p.code} pending={p} onDone={(msg) => (setDecided(msg), list.reload())} />
         ))}
       </ul>
-      {(cursors.length > 0 || list.data?.nextCursor) && (
-        <nav class="pager" aria-label="Pages">
-          <button type="button" disabled={cursors.length === 0} onClick={() => setCursors((c) => c.slice(0, -1))}>
-            Previous
-          </button>
-          <button type="button" disabled={!list.data?.nextCursor} onClick={() => list.data?.nextCursor && setCursors((c) => [...c, list.data!.nextCursor!])}>
-            Next
-          </button>
-        </nav>
-      )}
+      {(cursors.length > 0 || list.data?.nextCursor) && <Pager cursors={cursors} next={list.data?.nextCursor} onChange={setCursors} />}
       {refused.data && refused.data.refused.length > 0 && <RefusedDevices devices={refused.data.refused} />}
     </section>
   );

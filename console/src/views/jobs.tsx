@@ -5,7 +5,7 @@ import { EMPTY_JOB_FORM, jobBody, jobProgress, type JobForm } from '../lib/fleet
 import { CALL_STATES, type CallState, type Job, type JobDeviceList, type JobList } from '../lib/fleet-types.js';
 import { type Invalid, problemOf, useAction, useCoalesced, useLoad, useOnEvent } from '../lib/hooks.js';
 import type { Problem } from '../lib/types.js';
-import { Ago, Badge, Json, Loading, NotAvailable, ProblemBox } from '../components.js';
+import { Ago, Badge, Json, Loading, NotAvailable, ProblemBox, Pager } from '../components.js';
 import { JobFields, filterText } from './job-form.js';
 import { ResultView } from './tool-form.js';
 
@@ -238,18 +238,7 @@ function JobDetail({ id }: { id: string }) {
               </li>
             ))}
           </ul>
-          <nav class="pager" aria-label="Pages">
-            <button type="button" disabled={cursors.length === 0} onClick={() => setCursors((c) => c.slice(0, -1))}>
-              Previous
-            </button>
-            <button
-              type="button"
-              disabled={!devices.data?.nextCursor}
-              onClick={() => devices.data?.nextCursor && setCursors((c) => [...c, devices.data!.nextCursor!])}
-            >
-              Next
-            </button>
-          </nav>
+          <Pager cursors={cursors} next={devices.data?.nextCursor} onChange={setCursors} />
           <details>
             <summary>raw</summary>
             <Json value={j} />
