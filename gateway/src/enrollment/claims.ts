@@ -85,11 +85,36 @@ export class Claims {
 
   /**
    * Hands `take` the claims after `after` (a claim's place in the listing's order), oldest first, until it answers false
-   * (that claim is left for the next page). Whether it stopped so: no sort and no copy of every claim per call.
+   * (that claim is left for the next page); only `deviceId`'s when given. Whether it stopped so: no sort and no copy of
+   * every claim per call.
    */
-  walk(after: ClaimPlace | undefined, take: (c: Claim) => boolean): boolean {
+  walk(after: ClaimPlace | undefined, take: (c: Claim) => boolean, deviceId?: string): boolean {
+    if (deviceId !== undefined) {
+      // One device's codes, from its index (a few: the per-source share bounds them), in the same order.
+      for (const c of this.ofDevice(deviceId).sort(compare)) if ((after === undefined || compare(c, after) > 0) && !take(c)) return true;
+      return false;
+    }
     for (let i = after === undefined ? 0 : this.placeOf(after, true); i < this.ordered.length; i++) if (!take(this.ordered[i]!)) return true;
     return false;
+  }
+
+  /**
+   * One page of the claims pending at `now` that `sees` keeps (of `deviceId` only, when given), oldest first, after
+   * `after` (the last of the previous page), at most `limit`; `more` when another follows.
+   */
+  pendingPage(o: PageQuery, now: number): { claims: Claim[]; more: boolean } {
+    const claims: Claim[] = [];
+    const more = this.walk(
+      o.after,
+      (c) => {
+        if (c.status !== 'pending' || c.expiresAt <= now || (o.sees && !o.sees(c))) return true;
+        if (claims.length === o.limit) return false;
+        claims.push(c);
+        return true;
+      },
+      o.deviceId,
+    );
+    return { claims, more };
   }
 
   /** The claim that expired first by `now`, if any; it stays until deleted (the store goes first). */
@@ -151,6 +176,14 @@ export class Claims {
       for (const live of this.byCode.values()) this.expiries.push({ deadline: live.expiresAt, seq: this.seq++, code: live.code });
     } else this.expiries.push({ deadline: c.expiresAt, seq: this.seq++, code: c.code });
   }
+}
+
+/** What a page of pending claims asks for (GET /v1/enrollments). */
+export interface PageQuery {
+  after?: ClaimPlace | undefined;
+  limit: number;
+  sees?: (c: Claim) => boolean;
+  deviceId?: string | undefined;
 }
 
 /** A claim's place in the listing's order: its creation time, then its code. */

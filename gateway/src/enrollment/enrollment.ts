@@ -5,7 +5,7 @@ import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/store.js';
 import { sourceKey } from '../throttle/source-key.js';
 import { REFUSAL_LINES, ThrottledLog } from '../throttle/throttled-log.js';
-import { Claims, compare, type ClaimPlace } from './claims.js';
+import { Claims, type PageQuery } from './claims.js';
 import type { EnrollmentCredentials, OtaProof } from './credentials.js';
 import { BindingSchema, ClaimSchema, type Binding, type Claim } from './records.js';
 import { RefusedDevices } from './refused.js';
@@ -345,32 +345,9 @@ export class Enrollment {
     return this.pendingPage({ limit: Number.MAX_SAFE_INTEGER }).claims;
   }
 
-  /**
-   * One page of the pending claims `sees` keeps, oldest first, after `after` (a claim's place: the last of the previous
-   * page), at most `limit`; `more` when another follows. Walks the claims in their order (claims.ts), with no sort and no
-   * copy of every claim per call.
-   */
-  pendingPage(o: { after?: ClaimPlace | undefined; limit: number; sees?: (c: Claim) => boolean; deviceId?: string | undefined }): {
-    claims: Claim[];
-    more: boolean;
-  } {
-    const now = Date.now();
-    const claims: Claim[] = [];
-    const walk =
-      o.deviceId === undefined
-        ? this.claims.walk.bind(this.claims)
-        : // One device's codes, from its index (a few: the per-source share bounds them), in the same order.
-          (after: ClaimPlace | undefined, take: (c: Claim) => boolean) => {
-            for (const c of this.claims.ofDevice(o.deviceId!).sort(compare)) if ((after === undefined || compare(c, after) > 0) && !take(c)) return true;
-            return false;
-          };
-    const more = walk(o.after, (c) => {
-      if (c.status !== 'pending' || c.expiresAt <= now || (o.sees && !o.sees(c))) return true;
-      if (claims.length === o.limit) return false;
-      claims.push(c);
-      return true;
-    });
-    return { claims, more };
+  /** One page of the pending claims (claims.ts: walked in their order, with no sort and no copy of every claim per call). */
+  pendingPage(o: PageQuery): { claims: Claim[]; more: boolean } {
+    return this.claims.pendingPage(o, Date.now());
   }
 
   approve(code: string): Promise<Binding> {

@@ -8,32 +8,14 @@ import { Speaker, type SpeakerDeps } from './speaker.js';
 import { toDevice, type ListenMode, type VoiceInput } from './wire.js';
 import { confirmQuestion, isYes } from './confirm-words.js';
 import { Speculation, requestTranscript, type AsrRequest, type AsrRequestDeps } from './speculation.js';
-import { UPLINK_RATE, type ConverseSessionDeps, type TurnHandle, type TurnSignal, type TurnTimings } from './ports.js';
+import { UPLINK_RATE, type ConverseSessionDeps, type TurnSignal } from './ports.js';
+import { concat, timingsOf, type ActiveTurn, type AsrMarks } from './active-turn.js';
+import { describeFailure } from './failure.js';
 
 /** Spoken when the gateway is too busy to answer (its own bounds, not a provider's failure). */
 const BUSY_ANSWER = "I'm busy right now; please try again in a moment.";
 /** Why an answer's turn was cancelled at voice.converse.maxAnswerChars. */
 const TOO_LONG = 'the answer was longer than voice.converse.maxAnswerChars';
-
-/** When the transcription was sent (negative: speculatively, before the end of speech) and when it was ready. */
-interface AsrMarks {
-  startMs: number;
-  readyMs: number;
-}
-
-interface ActiveTurn {
-  ac: AbortController;
-  handle?: TurnHandle;
-  speaker: Speaker;
-  /** The confirmation the next utterance answers. */
-  confirming?: string | undefined;
-  /** Questions asked one at a time: the last one asked, settled once it was answered (or will never be). */
-  questions?: Promise<void>;
-  /** Called when the utterance answering `confirming` was heard: the next question may be asked. */
-  answered?: (() => void) | undefined;
-  spokenText: string[];
-  marks: { speechEnd: number; llmFirst?: number; firstSentence?: number; firstAudio?: number; asr?: AsrMarks };
-}
 
 /**
  * One device's conversation: it listens (manual, auto or realtime), hears the end of an utterance,
@@ -414,21 +396,7 @@ export class ConverseSession {
     this.resetUplink();
     this.playingUntil = this.pacer.playedOutAt;
     this.d.metrics.outcome[outcome].inc();
-    const m = turn.marks;
-    const since = (t: number | undefined) => (t === undefined ? undefined : Math.round(t - m.speechEnd));
-    const timings: TurnTimings = {};
-    if (m.asr) {
-      timings.asrMs = Math.round(m.asr.readyMs);
-      timings.asrStartMs = Math.round(m.asr.startMs);
-    }
-    const parts: Array<[keyof TurnTimings, number | undefined]> = [
-      ['llmFirstTokenMs', since(m.llmFirst)],
-      ['firstSentenceMs', since(m.firstSentence)],
-      ['firstAudioMs', since(m.firstAudio)],
-      ['totalMs', since(performance.now())],
-    ];
-    for (const [k, v] of parts) if (v !== undefined) timings[k] = v;
-    this.d.events.reply({ text: turn.spokenText.join(' '), outcome, timings });
+    this.d.events.reply({ text: turn.spokenText.join(' '), outcome, timings: timingsOf(turn.marks, performance.now()) });
   }
 
   /** Abort or barge-in: stop the audio now, cancel the turn's model and synthesis, tell the device. */
@@ -456,15 +424,12 @@ export class ConverseSession {
 
   /** Counted, logged without secrets, shown on the device (and spoken where speech still works). */
   private providerFailed(stage: ConverseStage, e: unknown, spoken: string | undefined): void {
-    const code = e instanceof ProviderError ? e.code : e instanceof GatewayError ? e.code.toLowerCase() : 'error';
-    const provider = e instanceof ProviderError ? e.provider : stage;
-    const message = e instanceof Error ? e.message.slice(0, 300) : String(e).slice(0, 300);
+    const { code, provider, message, shown } = describeFailure(stage, e);
     this.d.metrics.providerErrors.inc({ stage, code });
     // A refusal by the gateway-wide bound (modelRequests) is counted and logged, throttled, by the gate.
     if (code === 'busy' || code === 'model_busy') this.d.log.debug({ stage, code, provider, err: message }, 'voice provider request refused');
     else this.d.log.warn({ stage, code, provider, err: message }, 'voice provider failed');
-    const shown = stage === 'asr' ? 'Speech recognition failed' : stage === 'tts' ? 'Speech synthesis failed' : 'The assistant is unavailable';
-    this.d.out.json(toDevice.alert(this.d.sessionId, `${shown} (${code})`));
+    this.d.out.json(toDevice.alert(this.d.sessionId, shown));
     if (spoken && !this.closed) {
       // A turn waiting for the answer to its question (the recogniser failed on it) ends here, its call not run: left
       // in place it waited out assistant.confirmTimeoutMs, then spoke on with no abort or close reaching it.
@@ -486,14 +451,4 @@ export class ConverseSession {
       });
     }
   }
-}
-
-function concat(chunks: Int16Array[], samples: number): Int16Array {
-  const out = new Int16Array(samples);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
 }
