@@ -23,7 +23,7 @@ import { classifyFailure, describeCallFailure, describeFailure, sessionMayBeLost
 import { overCap } from './result-cap.js';
 import { boundedTools, oneAtATime, walkTools } from './tool-list.js';
 import type { ToolCallLane } from './tool-lane.js';
-import { makeTransport, withHeaders, type TransportHooks } from './transports.js';
+import { makeTransport, upstreamHooks, withHeaders, type TransportHooks } from './transports.js';
 
 /** How the SDK's Protocol words a message for no request it waits for (its `_onresponse`, `_onprogress`). */
 const UNKNOWN_ID = /^Received a (?:response for an unknown message ID|progress notification for an unknown token)/;
@@ -47,24 +47,7 @@ export class McpUpstream extends Upstream {
   async start(): Promise<void> {
     if (this.stopping) return;
     const gen = ++this.generation;
-    const transport = this.createTransport({
-      onOversized: ({ bytes, id }) => {
-        this.d.onOversized?.();
-        this.d.log.warn(
-          { bytes, limit: this.d.settings.maxResultBytes, answersRequest: id !== undefined },
-          'upstream message over the size limit skipped; the server stays connected',
-        );
-      },
-      onUnread: ({ transport, unread }) => {
-        this.d.onUnread?.(transport);
-        this.d.log.debug({ unread }, 'upstream server is not reading what the gateway writes it');
-      },
-      onStderr: (line) => {
-        this.stderrTail.push(line);
-        if (this.stderrTail.length > 20) this.stderrTail.shift();
-        this.d.log.debug({ stderr: line }, 'upstream stderr');
-      },
-    });
+    const transport = this.createTransport(upstreamHooks(this.d, this.stderrTail));
     const client = this.makeClient(gen);
     this.client = client;
     this.transport = transport;

@@ -6,7 +6,7 @@ import { fillHeaders } from '../credentials.js';
 import { clientSdk } from '../client-sdk.js';
 import { guardedFetch } from '../ssrf.js';
 import { ChildStdioTransport } from '../stdio-transport.js';
-import type { HubSettings } from './base.js';
+import type { HubSettings, UpstreamDeps } from './base.js';
 import { boundedMessages } from './bounded-messages.js';
 import { messageBound } from './result-cap.js';
 import { dialWebSocket, WebSocketTransport, type WsTransportOptions } from './ws-transport.js';
@@ -44,6 +44,28 @@ export interface TransportHooks {
   onStderr: (line: string) => void;
   /** The server left more than unreadBound unread: a stdio write refused, a WebSocket cut. */
   onUnread?: (info: { transport: 'stdio' | 'websocket'; unread: number }) => void;
+}
+
+/** What a server's transport tells its upstream: counted (`d`'s hooks), logged, its stderr's last 20 lines kept in `stderrTail`. */
+export function upstreamHooks(d: Pick<UpstreamDeps, 'log' | 'settings' | 'onOversized' | 'onUnread'>, stderrTail: string[]): TransportHooks {
+  return {
+    onOversized: ({ bytes, id }) => {
+      d.onOversized?.();
+      d.log.warn(
+        { bytes, limit: d.settings.maxResultBytes, answersRequest: id !== undefined },
+        'upstream message over the size limit skipped; the server stays connected',
+      );
+    },
+    onUnread: ({ transport, unread }) => {
+      d.onUnread?.(transport);
+      d.log.debug({ unread }, 'upstream server is not reading what the gateway writes it');
+    },
+    onStderr: (line) => {
+      stderrTail.push(line);
+      if (stderrTail.length > 20) stderrTail.shift();
+      d.log.debug({ stderr: line }, 'upstream stderr');
+    },
+  };
 }
 
 /** The SDK transport for a server: our own stdio transport (process groups), or Streamable HTTP / SSE / WebSocket through the SSRF guard. */

@@ -2,7 +2,7 @@ import { GatewayError } from '../../../errors.js';
 import { ThrottledLog } from '../../../throttle/throttled-log.js';
 import { ProviderError } from '../contracts.js';
 import type { ConverseStage, TurnOutcome } from '../metrics.js';
-import { DownlinkPacer } from './pacer.js';
+import { sessionPacer, type DownlinkPacer } from './pacer.js';
 import { SentenceSplitter } from '../audio/sentences.js';
 import { Speaker, type SpeakerDeps } from './speaker.js';
 import { toDevice, type ListenMode, type VoiceInput } from './wire.js';
@@ -56,24 +56,7 @@ export class ConverseSession {
     this.asrDeps = { asr: d.asr, wav: (p, r) => d.audio.wav(p, r), language: d.language, timeoutMs: d.limits.asrTimeoutMs };
     const counted = (r: 'used' | 'aborted') => d.metrics.speculativeAsr[r].inc();
     this.speculation = new Speculation({ ...this.asrDeps, afterMs: d.limits.speculateAfterMs ?? 0, counted });
-    this.pacer = new DownlinkPacer(
-      {
-        frame: (opus, ts) => {
-          this.frameSentHook?.();
-          d.metrics.framesDown.inc();
-          d.out.frame(opus, ts);
-        },
-        json: (m) => d.out.json(m),
-      },
-      {
-        frameMs: d.limits.frameMs,
-        leadFrames: d.limits.leadFrames,
-        maxLeadFrames: d.limits.maxLeadFrames,
-        maxQueued: d.limits.maxQueuedFrames,
-        onLate: (cause) => d.metrics.framesLate[cause].inc(),
-        ...(d.now ? { now: d.now } : {}),
-      },
-    );
+    this.pacer = sessionPacer(d, () => this.frameSentHook?.());
   }
 
   get state(): 'listening' | 'busy' | 'idle' {

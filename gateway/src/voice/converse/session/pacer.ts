@@ -8,6 +8,7 @@
  * (see PacedItem): Opus encoders are stateful, and the queue's order is the encoder's order.
  */
 import type { EncodeJob, ScheduledEncoder } from '../contracts.js';
+import type { ConverseSessionDeps } from './ports.js';
 
 /**
  * A frame is its Opus packet, or how to make it: encoded when it is due (a plain encoder), or PCM handed to a
@@ -241,4 +242,26 @@ function packet(opus: Uint8Array | (() => Uint8Array)): Uint8Array | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A conversation's pacer: its device's downlink, its limits and metrics; `beforeFrame` runs as each frame goes out. */
+export function sessionPacer(d: ConverseSessionDeps, beforeFrame: () => void): DownlinkPacer {
+  return new DownlinkPacer(
+    {
+      frame: (opus, ts) => {
+        beforeFrame();
+        d.metrics.framesDown.inc();
+        d.out.frame(opus, ts);
+      },
+      json: (m) => d.out.json(m),
+    },
+    {
+      frameMs: d.limits.frameMs,
+      leadFrames: d.limits.leadFrames,
+      maxLeadFrames: d.limits.maxLeadFrames,
+      maxQueued: d.limits.maxQueuedFrames,
+      onLate: (cause) => d.metrics.framesLate[cause].inc(),
+      ...(d.now ? { now: d.now } : {}),
+    },
+  );
 }
