@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { SpeechDetector, SpeechRecognizer, SpeechSynthesizer, VadState } from '../../src/voice/converse/contracts.js';
+import type { SpeechRecognizer, SpeechSynthesizer } from '../../src/voice/converse/contracts.js';
 import type { ConverseKit } from '../../src/voice/converse/converse.js';
 import { llmModels } from '../../../test/support/assistant.js';
 import { startTestGateway, type TestGateway } from '../../../test/support/gateway-harness.js';
@@ -16,29 +16,6 @@ import { packetOf, pcmBytes, standInCodec, wsUplink } from '../support/voice-cli
 
 const speech = (frames: number) => Array.from({ length: frames }, () => packetOf(new Int16Array(960).fill(1005)));
 const silence = (frames: number) => Array.from({ length: frames }, () => packetOf(new Int16Array(960)));
-
-/** The stand-in detector (speech in any non-zero sample, the end after 5 quiet frames), with its quiet run in ms. */
-function quietTimingDetector(): SpeechDetector {
-  let speaking = false;
-  let quiet = 0;
-  return {
-    get quietMs() {
-      return quiet * 60;
-    },
-    push(pcm): VadState {
-      if (pcm.some((s) => s !== 0)) {
-        speaking = true;
-        quiet = 0;
-        return 'speech';
-      }
-      return !speaking ? 'silence' : ++quiet >= 5 ? 'end' : 'speech';
-    },
-    reset() {
-      speaking = false;
-      quiet = 0;
-    },
-  };
-}
 
 describe('voice.mode "converse": speculative recognition is within the device turn rate', () => {
   let llm: LlmServer;
@@ -66,7 +43,7 @@ describe('voice.mode "converse": speculative recognition is within the device tu
           yield new Int16Array(1440).fill(7);
         },
       };
-      return { asr, tts, ...standInCodec(), detector: quietTimingDetector, wav: (p) => pcmBytes(p), resample: (p) => p };
+      return { asr, tts, ...standInCodec({ quietMs: true }), wav: (p) => pcmBytes(p), resample: (p) => p };
     };
     t = await startTestGateway(
       {

@@ -59,9 +59,10 @@ export const packetOf = (p: Int16Array) => Buffer.concat([Buffer.of(TOC_60MS), p
 /**
  * The codec and speech detector of the e2e tests' stand-in kit, for packets made by packetOf, so a test needs no
  * codec in the loop: the decoder returns the PCM after the TOC byte; the encoder makes a TOC byte and the frame's
- * first 32 bytes; the detector hears speech in any non-zero sample and the end after 5 silent frames.
+ * first 32 bytes; the detector hears speech in any non-zero sample and the end after 5 silent frames (of 60 ms; with
+ * `quietMs`, it reports its quiet run as the real one does).
  */
-export function standInCodec(): Pick<ConverseKit, 'decoder' | 'encoder' | 'detector'> {
+export function standInCodec(o: { quietMs?: boolean } = {}): Pick<ConverseKit, 'decoder' | 'encoder' | 'detector'> {
   const decoder = (sampleRate: number): OpusDecoder => ({
     sampleRate,
     decode: (packet) => {
@@ -80,7 +81,7 @@ export function standInCodec(): Pick<ConverseKit, 'decoder' | 'encoder' | 'detec
   const detector = (): SpeechDetector => {
     let speaking = false;
     let quiet = 0;
-    return {
+    const d: SpeechDetector = {
       push(pcm): VadState {
         if (pcm.some((s) => s !== 0)) {
           speaking = true;
@@ -94,6 +95,9 @@ export function standInCodec(): Pick<ConverseKit, 'decoder' | 'encoder' | 'detec
         quiet = 0;
       },
     };
+    // The real detector reports its quiet run, which is what lets a conversation transcribe speculatively.
+    if (o.quietMs) Object.defineProperty(d, 'quietMs', { get: () => quiet * 60 });
+    return d;
   };
   return { decoder, encoder, detector };
 }
