@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import { DeadlineQueue } from '../throttle/deadline-queue.js';
 import { sourceKey } from '../throttle/source-key.js';
 import type { Claim } from './records.js';
@@ -25,8 +26,11 @@ export class Claims {
    * sorted whole, filtered and answered whole at every call (red team 10).
    */
   private readonly ordered: Claim[] = [];
-  /** Codes held per source (throttle/source-key.ts), any id. */
-  private readonly perSource = new Map<string, number>();
+  /** Codes held per source (throttle/source-key.ts), any id, least recently set first. */
+  private readonly bySource = new Map<string, Set<string>>();
+  /** Sources by how many codes they hold, and the most any holds: the largest holder without a scan of every source. */
+  private readonly byHeld = new Map<number, Set<string>>();
+  private mostHeld = 0;
   /** Expiries, earliest first; an entry whose claim was refreshed or deleted since is dropped when it reaches the top. */
   private readonly expiries = new DeadlineQueue<Expiry>();
   private seq = 0;
@@ -62,9 +66,28 @@ export class Claims {
     return [...codes].map((code) => this.byCode.get(code)!).sort((a, b) => a.createdAt - b.createdAt);
   }
 
+  /** A random six-digit code no claim here holds (another instance may hold it: the store's put-if-absent decides). */
+  freeCode(): string {
+    for (;;) {
+      const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
+      if (!this.byCode.has(code)) return code;
+    }
+  }
+
   /** Codes one source holds, for any id. */
   heldBy(source: string): number {
-    return this.perSource.get(source) ?? 0;
+    return this.bySource.get(source)?.size ?? 0;
+  }
+
+  /**
+   * The least recently set claim of the source holding the most codes, if that source is not `except` and holds more
+   * than `above`: what a new claim from a smaller source takes the place of when every place is held.
+   */
+  largestHoldersOldest(except: string, above: number): Claim | undefined {
+    for (let held = this.mostHeld; held > above; held--)
+      for (const source of this.byHeld.get(held) ?? [])
+        if (source !== except) for (const code of this.bySource.get(source)!) return this.byCode.get(code);
+    return undefined;
   }
 
   set(claim: Claim): void {
@@ -149,7 +172,10 @@ export class Claims {
     if (!codes) sources.set(source, (codes = new Set()));
     codes.add(c.code);
     this.byClient.set(clientKey(c.deviceId, c.clientId), c.code);
-    this.perSource.set(source, (this.perSource.get(source) ?? 0) + 1);
+    let held = this.bySource.get(source);
+    if (!held) this.bySource.set(source, (held = new Set()));
+    held.add(c.code);
+    this.moveHeld(source, held.size - 1, held.size);
   }
 
   private unindex(c: Claim): void {
@@ -164,9 +190,24 @@ export class Claims {
     // Two instances may have claimed one (id, client) at once: only this code's entry goes.
     const key = clientKey(c.deviceId, c.clientId);
     if (this.byClient.get(key) === c.code) this.byClient.delete(key);
-    const held = (this.perSource.get(source) ?? 1) - 1;
-    if (held > 0) this.perSource.set(source, held);
-    else this.perSource.delete(source);
+    const held = this.bySource.get(source);
+    if (!held?.delete(c.code)) return;
+    if (held.size === 0) this.bySource.delete(source);
+    this.moveHeld(source, held.size + 1, held.size);
+  }
+
+  /** A source's count moved by one: its place among the levels, and the top level. */
+  private moveHeld(source: string, from: number, to: number): void {
+    const level = this.byHeld.get(from);
+    level?.delete(source);
+    if (level?.size === 0) this.byHeld.delete(from);
+    if (to > 0) {
+      let next = this.byHeld.get(to);
+      if (!next) this.byHeld.set(to, (next = new Set()));
+      next.add(source);
+    }
+    if (to > this.mostHeld) this.mostHeld = to;
+    else if (from === this.mostHeld && !this.byHeld.has(from)) this.mostHeld = to;
   }
 
   private queueExpiry(c: Claim): void {

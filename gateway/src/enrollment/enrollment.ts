@@ -1,4 +1,4 @@
-import { randomBytes, randomInt } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
@@ -244,26 +244,30 @@ export class Enrollment {
   }
 
   /**
-   * Several devices may claim one id (one of them the real one): each gets its own code, and the operator approves the
-   * code shown on the device in front of them. One source holds at most maxPendingPerDevice codes for an id (past it
-   * its oldest for the id goes), and claims from different sources never block each other: when the id's codes were
-   * bounded in all, four addresses naming a device's MAC (broadcast over WiFi) and refreshing their claims kept the
-   * real device at ENROLLMENT_BUSY. What one id may hold in all is bounded by the per-source share and maxPending.
+   * Several devices may claim one id (one the real one): each gets its own code, the operator approves the one shown on
+   * the device in front of them. One source holds at most maxPendingPerDevice codes for an id (past it its oldest for
+   * the id goes); sources never block each other (when an id's codes were bounded in all, four addresses naming a
+   * device's MAC, broadcast over WiFi, kept the real device at ENROLLMENT_BUSY).
    */
   private async newClaim(r: OtaRequest): Promise<Claim> {
     const source = sourceKey(r.remoteAddress);
     const mine = this.claims.ofDeviceFrom(r.deviceId, source);
     const giving = mine.slice(0, Math.max(0, mine.length - this.o.maxPendingPerDevice + 1));
-    this.checkRoom(r, source, giving.length);
+    const displacing = this.checkRoom(r, source, giving.length);
     const claim = await this.createClaim(r);
     for (const old of giving) await this.dropClaim(old.code);
+    if (displacing) await this.displace(displacing, r);
     this.outcome('claimed', r);
     this.o.log.info({ deviceId: r.deviceId, clientId: r.clientId, code: claim.code, remote: r.remoteAddress }, 'device waits for enrollment approval');
     return claim;
   }
 
-  /** Throws ENROLLMENT_BUSY when a new claim (replacing `giving` of its source's codes) has no place. */
-  private checkRoom(r: OtaRequest, source: string, giving: number): void {
+  /**
+   * Throws ENROLLMENT_BUSY when a new claim (replacing `giving` of its source's codes) has no place. When every place is
+   * held, the claim whose place it takes: the largest holder's, if that holds more than this source would (red team 11:
+   * refused, four sources of a quarter each held every place by refreshing their claims, and no other device enrolled).
+   */
+  private checkRoom(r: OtaRequest, source: string, giving: number): Claim | undefined {
     // maxPending bounds the claims, and anyone may ask for one: without a share per source, one host filled every
     // place with made-up ids (at the OTA rate limit, a few minutes) and each real device heard ENROLLMENT_BUSY.
     // Rejected codes count too: they hold places in maxPending until they expire, and an operator rejecting a flood
@@ -275,10 +279,19 @@ export class Enrollment {
         retryAfterSeconds: 60,
       });
     }
-    if (this.claims.size - giving >= this.o.maxPending) {
-      this.outcome('busy', r);
-      throw new GatewayError('ENROLLMENT_BUSY', 'too many devices are waiting for approval; try again later', { retryAfterSeconds: 60 });
-    }
+    if (this.claims.size - giving < this.o.maxPending) return undefined;
+    const displaced = this.claims.largestHoldersOldest(source, fromSource + 1);
+    if (displaced) return displaced;
+    this.outcome('busy', r);
+    throw new GatewayError('ENROLLMENT_BUSY', 'too many devices are waiting for approval; try again later', { retryAfterSeconds: 60 });
+  }
+
+  /** A claim gives its place to a smaller source's (checkRoom); that device gets a new code at its next check. */
+  private async displace(c: Claim, by: OtaRequest): Promise<void> {
+    await this.dropClaim(c.code);
+    this.o.metrics.enrollments.inc({ outcome: 'displaced' });
+    const line = { deviceId: c.deviceId, code: c.code, remote: c.remoteAddress, forDevice: by.deviceId, forRemote: by.remoteAddress };
+    this.refusals.write(line, "enrollment.maxPending reached: a claim from a smaller address took the place of the largest one's least recently refreshed", 'displaced');
   }
 
   /**
@@ -289,7 +302,7 @@ export class Enrollment {
     const now = Date.now();
     for (let i = 0; i < CODE_TRIES; i++) {
       const claim: Claim = {
-        code: this.newCode(),
+        code: this.claims.freeCode(),
         deviceId: r.deviceId,
         clientId: r.clientId,
         challenge: randomBytes(16).toString('hex'),
@@ -410,13 +423,6 @@ export class Enrollment {
       await this.dropUnconnected();
     }
     return b;
-  }
-
-  private newCode(): string {
-    for (;;) {
-      const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
-      if (!this.claims.get(code)) return code;
-    }
   }
 
   private async dropExpired(): Promise<void> {

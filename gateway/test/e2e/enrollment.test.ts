@@ -251,7 +251,7 @@ describe('device enrollment (hmac device auth)', () => {
     expect(await callable(t, d.deviceId)).toBe(200);
   });
 
-  it("a device id's codes from many addresses are bounded by each address's share and by maxPending: past them 503, nothing pushed out", async () => {
+  it("a device id's codes from many addresses are bounded by each address's share and by maxPending; when every place is held, another address's code takes the place of the largest holder's oldest", async () => {
     // A quarter of 8 per source: 2.
     const t = await gateway({ enrollment: { maxPending: 8 } });
     const d = device();
@@ -266,11 +266,17 @@ describe('device enrollment (hmac device auth)', () => {
     const third = await otaFrom(t, '127.0.0.2', { deviceId: d.deviceId, clientId: '127.0.0.2-impostor-3' });
     expect([third.status, third.body.code]).toEqual([503, 'ENROLLMENT_BUSY']);
     expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'busy_address' })).toBe(1);
-    // Every place is taken: another address hears 503 as well, whatever id it names.
-    const full = await ota(t, d);
-    expect([full.status, full.body.code]).toEqual([503, 'ENROLLMENT_BUSY']);
+    // Every place is taken by four addresses. Another address still gets a code (red team 11: four addresses refreshing
+    // their claims kept every other device from enrolling): the oldest code of the first address holding the most goes.
+    const real = await ota(t, d);
+    expect(real.body.activation?.code).toMatch(/^\d{6}$/);
+    expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'displaced' })).toBe(1);
+    const waiting = (await t.api<Pending>('GET', '/v1/enrollments')).body.enrollments.map((c) => c.code);
+    expect(waiting.sort()).toEqual([...codes.slice(1), real.body.activation!.code].sort());
+    // The address that gave a place up holds fewer than the others now: it cannot take one back from them.
+    const back = await otaFrom(t, '127.0.0.2', { deviceId: nextMac(), clientId: '127.0.0.2-impostor-4' });
+    expect([back.status, back.body.code]).toEqual([503, 'ENROLLMENT_BUSY']);
     expect(await t.metric('voxgate_enrollment_decisions_total', { outcome: 'busy' })).toBe(1);
-    expect((await t.api<Pending>('GET', '/v1/enrollments')).body.enrollments.map((c) => c.code).sort()).toEqual([...codes].sort());
   });
 
   it("a source's rejected codes still count against its share of the waiting places: rejecting a flood does not make room for more of it", async () => {

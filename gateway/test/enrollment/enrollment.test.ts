@@ -166,6 +166,37 @@ describe('Enrollment (approve policy)', () => {
     expect(e.activate(ID, 'real', undefined)).toBe('done');
   });
 
+  it('four sources holding every place cannot keep another from enrolling: the largest holder gives up its oldest claim', async () => {
+    vi.useFakeTimers({ now: T0, toFake: ['Date'] });
+    const { e, metrics } = await enrollment({ maxPending: 8, maxPendingPerAddress: 2 });
+    const flooders = ['10.0.0.1', '10.0.0.2', '2001:db8:1:2::5', '10.0.0.4'];
+    const held = new Map<string, string[]>();
+    for (const remoteAddress of flooders)
+      for (const n of [1, 2]) {
+        const deviceId = `aa:bb:cc:dd:${String(flooders.indexOf(remoteAddress)).padStart(2, '0')}:0${n}`;
+        held.set(remoteAddress, [...(held.get(remoteAddress) ?? []), (await code(e, 'made-up', { deviceId, remoteAddress })).code]);
+        vi.setSystemTime(Date.now() + 1000);
+      }
+    // Refreshing their claims keeps them: they need no new place.
+    for (const remoteAddress of flooders) await code(e, 'made-up', { deviceId: `aa:bb:cc:dd:0${flooders.indexOf(remoteAddress)}:01`, remoteAddress });
+    expect(e.pending()).toHaveLength(8);
+    // The real device, from a fifth source, gets a code: the oldest claim of the first source holding the most goes.
+    const real = await code(e, 'real', { remoteAddress: '192.0.2.1' });
+    expect(e.pending().map((c) => c.code)).toContain(real.code);
+    expect(e.pending()).toHaveLength(8);
+    expect(await metricValue(metrics, 'voxgate_enrollment_decisions_total', { outcome: 'displaced' })).toBe(1);
+    const gone = [...held.values()].flat().filter((c) => !e.pending().some((p) => p.code === c));
+    expect(gone).toEqual([held.get('10.0.0.1')![1]]); // refreshed last, its first claim is its most recently set
+    // The source that gave a place up cannot take one back from the larger ones, nor from the real device.
+    await expect(e.ota(request('x', { deviceId: 'aa:bb:cc:dd:ee:77', remoteAddress: '10.0.0.1' }))).rejects.toMatchObject({ code: 'ENROLLMENT_BUSY' });
+    // Another address in the IPv6 /64 is the same source: no place from the others either.
+    await expect(e.ota(request('x', { deviceId: 'aa:bb:cc:dd:ee:78', remoteAddress: '2001:db8:1:2::99' }))).rejects.toMatchObject({ code: 'ENROLLMENT_BUSY' });
+    // A sixth source takes a place too, from a source still holding two; the real device's claim stays.
+    const sixth = await code(e, 'sixth', { deviceId: 'aa:bb:cc:dd:ee:79', remoteAddress: '192.0.2.2' });
+    expect(e.pending().map((c) => c.code)).toEqual(expect.arrayContaining([real.code, sixth.code]));
+    expect(await metricValue(metrics, 'voxgate_enrollment_decisions_total', { outcome: 'displaced' })).toBe(2);
+  });
+
   it("claims another instance writes (the shared store's watch) count and are found like this one's", async () => {
     const shared = new SharedStore(sqliteStore().store);
     const { e } = await enrollment({ store: shared, maxPendingPerDevice: 2, maxPendingPerAddress: 2 });
