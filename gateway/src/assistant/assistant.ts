@@ -115,7 +115,11 @@ export class Assistant {
 
   /** Check everything a turn needs (model, conversation, device, resources, prompt), then start it. Errors here are the caller's (problem+json). */
   // eslint-disable-next-line max-lines-per-function -- the checks a turn needs, in the order their errors must come (model, conversation, device, resources, prompt)
-  async start(req: ChatRequest, caller: Caller, o: { stream: boolean; interactive: boolean; emit(e: TurnEvent): void }): Promise<StartedTurn> {
+  async start(
+    req: ChatRequest,
+    caller: Caller,
+    o: { stream: boolean; interactive: boolean; asksOneAtATime?: boolean; emit(e: TurnEvent): void },
+  ): Promise<StartedTurn> {
     const model = this.model(req.model);
     if (this.turns.size >= this.d.config.maxConcurrentTurns)
       throw new GatewayError('TOO_MANY_TURNS', `${this.turns.size} assistant turns are running; try again shortly`);
@@ -186,6 +190,7 @@ export class Assistant {
         messages,
         query: req.message ?? '',
         interactive: o.interactive,
+        asksOneAtATime: o.asksOneAtATime,
         stream: o.stream,
         emit: o.emit,
       },

@@ -76,6 +76,12 @@ export interface TurnInput {
   query: string;
   /** A person can answer confirmations (a stream is open). */
   interactive: boolean;
+  /**
+   * The caller puts confirmations to the person one at a time (a voice device speaks them) and says when each is asked
+   * (Turn.asked): each window starts then, not when the call is made, so a later question's is not spent while an
+   * earlier one is asked and answered.
+   */
+  asksOneAtATime?: boolean | undefined;
   /** Stream text from the model as it arrives. */
   stream: boolean;
   emit(e: TurnEvent): void;

@@ -23,7 +23,7 @@ export const ROUND_LIMIT_MESSAGE = (n: number) =>
  */
 export class Turn {
   private readonly ac = new AbortController();
-  private readonly confirmations = new Map<string, (approve: boolean) => void>();
+  private readonly confirmations = new Map<string, { answer(approve: boolean): void; asked(): void }>();
   private readonly responseInstructions = new Map<string, string>();
   private readonly contextSections: string[] = [];
   private readonly records: ToolCallRecord[] = [];
@@ -71,9 +71,21 @@ export class Turn {
 
   /** A person's answer to a pending confirmation; false when there is none with this id. */
   confirm(callId: string, approve: boolean): boolean {
-    const f = this.confirmations.get(callId);
-    if (!f) return false;
-    f(approve);
+    const c = this.confirmations.get(callId);
+    if (!c) return false;
+    c.answer(approve);
+    return true;
+  }
+
+  /**
+   * The question of a pending confirmation has been put to the person (a caller that asks one at a time,
+   * `asksOneAtATime`): its window, assistant.confirmTimeoutMs, starts now; once started it runs on. False when none is
+   * pending with this id.
+   */
+  asked(callId: string): boolean {
+    const c = this.confirmations.get(callId);
+    if (!c) return false;
+    c.asked();
     return true;
   }
 
@@ -300,6 +312,7 @@ export class Turn {
     if (!this.i.interactive) return 'nobody';
     const timeoutMs = this.d.settings.confirmTimeoutMs;
     return new Promise<ConfirmAnswer>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
       const done = (v: ConfirmAnswer) => {
         clearTimeout(timer);
         this.confirmations.delete(call.id);
@@ -311,9 +324,12 @@ export class Turn {
         this.confirmations.delete(call.id);
         reject(this.stopReason());
       };
-      const timer = setTimeout(() => done('timeout'), timeoutMs);
-      this.confirmations.set(call.id, (approve) => done(approve ? 'approved' : 'declined'));
+      // The window: from the call, or, for a caller asking one question at a time, from when this one is asked (until
+      // then the question waits its turn within the turn's deadline, assistant.turnTimeoutMs).
+      const open = () => void (timer ??= setTimeout(() => done('timeout'), timeoutMs));
+      this.confirmations.set(call.id, { answer: (approve) => done(approve ? 'approved' : 'declined'), asked: open });
       this.ac.signal.addEventListener('abort', onAbort, { once: true });
+      if (!this.i.asksOneAtATime) open();
       this.i.emit({ type: 'confirmation.required', callId: call.id, name: call.name, arguments: call.arguments, timeoutMs });
     });
   }

@@ -11,19 +11,27 @@ function frameMicros(config: number): number {
   if (config < 16) return [10_000, 20_000][config % 2]!;
   return [2_500, 5_000, 10_000, 20_000][config % 4]!;
 }
+/** frameMicros of each of the 32 configs, worked out once. */
+const FRAME_MICROS = Int32Array.from({ length: 32 }, (_, config) => frameMicros(config));
 
 export interface OpusShape {
-  stereo: boolean;
+  readonly stereo: boolean;
   /** Audio the packet carries, in microseconds. */
-  durationMicros: number;
+  readonly durationMicros: number;
 }
 
-/** The packet's shape, or undefined when it breaks the framing rules (R1–R7 of RFC 6716 §3.4). */
+/** The one object opusShape answers with, refilled by every call. */
+const shape = { stereo: false, durationMicros: 0 };
+
+/**
+ * The packet's shape, or undefined when it breaks the framing rules (R1–R7 of RFC 6716 §3.4). Read on every uplink
+ * packet, so it allocates nothing: the answer is one object, refilled by the next call (read it at once, never keep it).
+ */
 export function opusShape(p: Uint8Array): OpusShape | undefined {
   const n = p.length;
   if (n < 1) return undefined;
   const toc = p[0]!;
-  const frame = frameMicros(toc >> 3);
+  const frame = FRAME_MICROS[toc >> 3]!;
   const stereo = (toc & 0x04) !== 0;
   const code = toc & 0x03;
   let frames: number;
@@ -33,7 +41,7 @@ export function opusShape(p: Uint8Array): OpusShape | undefined {
     frames = 2;
   } else if (code === 2) {
     const len = frameLength(p, 1);
-    if (!len || len.value > n - len.next) return undefined; // R4
+    if (len < 0 || len > n - 1 - lengthBytes(p, 1)) return undefined; // R4
     frames = 2;
   } else {
     if (n < 2) return undefined; // R6/R7: a frame-count byte
@@ -56,23 +64,31 @@ export function opusShape(p: Uint8Array): OpusShape | undefined {
       // VBR: M − 1 frame lengths, then the frames; the lengths must fit what is left.
       for (let k = 0; k < frames - 1; k++) {
         const len = frameLength(p, i);
-        if (!len) return undefined;
-        rest -= len.next - i + len.value;
-        i = len.next;
+        if (len < 0) return undefined;
+        const next = i + lengthBytes(p, i);
+        rest -= next - i + len;
+        i = next;
         if (rest < 0) return undefined;
       }
     } else if (rest % frames !== 0) return undefined; // R6: CBR frames of one size
   }
-  return { stereo, durationMicros: frames * frame };
+  shape.stereo = stereo;
+  shape.durationMicros = frames * frame;
+  return shape;
 }
 
-/** A frame length (1 or 2 bytes, §3.2.1) at `i`. */
-function frameLength(p: Uint8Array, i: number): { value: number; next: number } | undefined {
-  if (i >= p.length) return undefined;
+/** A frame length (§3.2.1) at `i`, or -1 when the packet ends before it does. */
+function frameLength(p: Uint8Array, i: number): number {
+  if (i >= p.length) return -1;
   const b = p[i]!;
-  if (b < 252) return { value: b, next: i + 1 };
-  if (i + 1 >= p.length) return undefined;
-  return { value: b + 4 * p[i + 1]!, next: i + 2 };
+  if (b < 252) return b;
+  if (i + 1 >= p.length) return -1;
+  return b + 4 * p[i + 1]!;
+}
+
+/** The bytes a frame length at `i` takes (one below 252, else two); frameLength has found it whole. */
+function lengthBytes(p: Uint8Array, i: number): number {
+  return p[i]! < 252 ? 1 : 2;
 }
 
 /** What the device said it sends (its hello's audio_params); a field it did not give is not checked. */

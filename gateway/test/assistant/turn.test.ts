@@ -1,11 +1,12 @@
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { metricValue, silentLog } from '../../../test/support/device-parts.js';
+import { deferred } from '../../../test/support/wait.js';
 import { createAssistantMetrics } from '../../src/assistant/metrics.js';
 import { buildToolset } from '../../src/assistant/toolset.js';
 import { Turn } from '../../src/assistant/turn.js';
-import type { TurnEvent, TurnSettings } from '../../src/assistant/turn-types.js';
+import { TurnTimedOut, type TurnEvent, type TurnSettings } from '../../src/assistant/turn-types.js';
 import type { ChatMessage, ModelProvider, ModelReply, ModelRequest, ToolCallRequest } from '../../src/assistant/types.js';
 import type { HubTool } from '../../src/hub/hub.js';
 import type { Metrics } from '../../src/metrics.js';
@@ -48,12 +49,19 @@ function model(replies: Array<{ text?: string; toolCalls?: Array<Omit<ToolCallRe
 }
 
 /** A turn over a fake hub holding `tools`; `ran` records every call that reached it. */
-function turnWith(o: { interactive: boolean; settings?: Partial<TurnSettings>; tools?: HubTool[]; result?: CallToolResult }) {
+function turnWith(o: {
+  interactive: boolean;
+  asksOneAtATime?: boolean;
+  settings?: Partial<TurnSettings>;
+  tools?: HubTool[];
+  result?: CallToolResult;
+  replies?: Parameters<typeof model>[0];
+}) {
   const registry = new Registry();
   const metrics = createAssistantMetrics(registry);
   const tools = o.tools ?? [reset];
   const ran: string[] = [];
-  const client = model([{ toolCalls: [{ name: RESET, arguments: {} }] }, { text: 'ok' }]);
+  const client = model(o.replies ?? [{ toolCalls: [{ name: RESET, arguments: {} }] }, { text: 'ok' }]);
   const events: TurnEvent[] = [];
   const hub = {
     callTarget: (name: string) => tools.find((t) => t.name === name),
@@ -73,6 +81,7 @@ function turnWith(o: { interactive: boolean; settings?: Partial<TurnSettings>; t
       messages: [{ role: 'user', content: 'reset the lamp' }],
       query: 'reset the lamp',
       interactive: o.interactive,
+      asksOneAtATime: o.asksOneAtATime,
       stream: false,
       emit: (e) => {
         events.push(e);
@@ -138,5 +147,72 @@ describe('Turn: the wording of a call that was not confirmed', () => {
     const allowed = turnWith({ interactive: false, settings: { confirm: 'allow' } });
     await allowed.turn.run();
     expect(allowed.ran).toEqual([RESET]);
+  });
+});
+
+/**
+ * A caller that asks its questions one at a time (a voice device speaks them) starts each window when it asks
+ * (Turn.asked): the calls of one reply all wait from the start, so a window counted from the call was spent, for a later
+ * question, while the ones before it were asked and answered. The windows here run on the test's clock.
+ */
+describe('Turn: confirmations asked one at a time', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+  const twoResets = [
+    {
+      toolCalls: [
+        { name: RESET, arguments: {} },
+        { name: RESET, arguments: { keep: 'wifi' } },
+      ],
+    },
+    { text: 'ok' },
+  ];
+  /** The turn, running, once both of its confirmations are pending: their call ids in order. */
+  const twoQuestions = async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const t = turnWith({ interactive: true, asksOneAtATime: true, replies: twoResets });
+    const ids: string[] = [];
+    const both = deferred();
+    t.answerAsks((id) => {
+      ids.push(id);
+      if (ids.length === 2) both.resolve();
+    });
+    const run = t.turn.run();
+    run.catch(() => undefined);
+    await both.promise;
+    return { ...t, run, ids };
+  };
+
+  it('each window starts when its question is asked: the second is confirmed after the first took most of its window', async () => {
+    const t = await twoQuestions();
+    // Not asked yet: no window runs, however long they wait (five windows here).
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(t.turn.asked(t.ids[0]!)).toBe(true);
+    await vi.advanceTimersByTimeAsync(900);
+    expect(t.turn.confirm(t.ids[0]!, true)).toBe(true);
+    expect(t.turn.asked(t.ids[1]!)).toBe(true);
+    // 900 ms into its own window, 6800 ms after its call was made.
+    await vi.advanceTimersByTimeAsync(900);
+    expect(t.turn.confirm(t.ids[1]!, true)).toBe(true);
+    expect((await t.run).text).toBe('ok');
+    expect(t.ran).toEqual([RESET, RESET]);
+  });
+
+  it('a question asked and not answered closes after its window; one never asked ends with the turn, at its deadline', async () => {
+    const t = await twoQuestions();
+    t.turn.asked(t.ids[0]!);
+    // Asking again does not restart the window.
+    await vi.advanceTimersByTimeAsync(600);
+    t.turn.asked(t.ids[0]!);
+    await vi.advanceTimersByTimeAsync(400);
+    expect(t.events.find((e) => e.type === 'tool.result')).toMatchObject({ callId: t.ids[0], isError: true });
+    expect(t.turn.confirm(t.ids[0]!, true)).toBe(false);
+    expect(await t.outcome('unconfirmed')).toBe(1);
+    // The second, never asked, waits within the turn's deadline (assistant.turnTimeoutMs), not past it.
+    await vi.advanceTimersByTimeAsync(settings.turnTimeoutMs);
+    await expect(t.run).rejects.toBeInstanceOf(TurnTimedOut);
+    expect(t.turn.confirm(t.ids[1]!, true)).toBe(false);
+    expect(t.ran).toEqual([]);
   });
 });

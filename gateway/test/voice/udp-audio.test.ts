@@ -266,6 +266,22 @@ describe('Opus packet shape (RFC 6716 §3)', () => {
     expect(opusShape(Buffer.alloc(0))).toBeUndefined();
   });
 
+  it('allocates nothing per packet: one answer, refilled by each call, every check still made', () => {
+    const mono = opusShape(Buffer.from([0x58, 1, 2]));
+    expect(mono).toEqual({ stereo: false, durationMicros: 60_000 });
+    // CELT 20 ms stereo, code 3 VBR: two frames, the first one's length (2) in a byte, then frames of 2 and 3 bytes.
+    const stereo = opusShape(Buffer.from([0xff, 0x82, 2, 1, 2, 3, 4, 5]));
+    expect(stereo).toBe(mono);
+    expect(stereo).toEqual({ stereo: true, durationMicros: 40_000 });
+    // A frame length past the end (R7), a two-byte length cut short, code 2's first frame longer than the packet (R4).
+    expect(opusShape(Buffer.from([0xff, 0x82, 9, 1, 2]))).toBeUndefined();
+    expect(opusShape(Buffer.from([0xff, 0x82, 253]))).toBeUndefined();
+    expect(opusShape(Buffer.from([0xfe, 5, 1, 2]))).toBeUndefined();
+    // Code 2 with a two-byte first length (253 + 4 × 0) that fits exactly.
+    expect(opusShape(Buffer.from([0xfe, 253, 0, ...new Uint8Array(253)]))).toBe(mono);
+    expect(mono).toEqual({ stereo: true, durationMicros: 40_000 });
+  });
+
   it('random bytes (what a wrong key decrypts to) pass as 60 ms mono rarely', () => {
     let pass = 0;
     const n = 20_000;

@@ -15,7 +15,7 @@ export interface VoiceTurnSettings {
 
 /**
  * The assistant's turn for a device's utterance: bound to the device (its tools first, then the hub's for its
- * tenant), streamed (synthesis starts with the first sentence), interactive (confirmations are asked aloud),
+ * tenant), streamed (synthesis starts with the first sentence), interactive (confirmations are asked aloud, one at a time),
  * in the device's conversation. A forgotten conversation starts afresh rather than failing the turn.
  */
 export function assistantTurns(assistant: Assistant, settings: VoiceTurnSettings, profile: DeviceProfile): TurnPort {
@@ -30,7 +30,8 @@ export function assistantTurns(assistant: Assistant, settings: VoiceTurnSettings
           // The device owns its voice conversation (principal.ts): no API key can read or answer it.
           // A device without a (voice) tenant is no operator: it reaches the devices without a tenant only, never a tenant's.
           { tenant: profile.tenant, principal: `device:${req.deviceId}`, ...(profile.tenant === undefined ? { untenantedOnly: true } : {}) },
-          { stream: true, interactive: true, emit },
+          // Its questions are spoken one at a time: each window starts when the session has asked it (TurnHandle.asked).
+          { stream: true, interactive: true, asksOneAtATime: true, emit },
         );
       let started;
       try {
@@ -47,6 +48,7 @@ export function assistantTurns(assistant: Assistant, settings: VoiceTurnSettings
       return {
         cancel: (reason) => turn.cancel(reason),
         confirm: (callId, approve) => turn.confirm(callId, approve),
+        asked: (callId) => turn.asked(callId),
         done: answer,
       };
     },

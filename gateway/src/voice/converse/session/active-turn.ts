@@ -12,11 +12,11 @@ export interface ActiveTurn {
   ac: AbortController;
   handle?: TurnHandle;
   speaker: Speaker;
-  /** The confirmation the next utterance answers. */
+  /** The confirmation the next utterance answers (its question spoken, its window open). */
   confirming?: string | undefined;
-  /** Questions asked one at a time: the last one asked, settled once it was answered (or will never be). */
+  /** Questions asked one at a time (questions.ts): the last one asked, settled once it was answered or its window closed (or will never be). */
   questions?: Promise<void>;
-  /** Called when the utterance answering `confirming` was heard: the next question may be asked. */
+  /** Called when the utterance answering `confirming` was heard, or its window closed: the next question may be asked. */
   answered?: (() => void) | undefined;
   spokenText: string[];
   marks: { speechEnd: number; llmFirst?: number; firstSentence?: number; firstAudio?: number; asr?: AsrMarks };

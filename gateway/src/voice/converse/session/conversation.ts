@@ -7,6 +7,7 @@ import { SentenceSplitter } from '../audio/sentences.js';
 import { Speaker, type SpeakerDeps } from './speaker.js';
 import { toDevice, type ListenMode, type VoiceInput } from './wire.js';
 import { confirmQuestion, isYes } from './confirm-words.js';
+import { Questions } from './questions.js';
 import { Speculation, requestTranscript, type AsrRequest, type AsrRequestDeps } from './speculation.js';
 import { UPLINK_RATE, type ConverseSessionDeps, type TurnSignal } from './ports.js';
 import { concat, timingsOf, type ActiveTurn, type AsrMarks } from './active-turn.js';
@@ -50,6 +51,7 @@ export class ConverseSession {
   private frameSentHook: (() => void) | undefined;
   private readonly asrDeps: AsrRequestDeps;
   private readonly speculation: Speculation;
+  private readonly questions: Questions;
   private lines: ThrottledLog | undefined;
 
   constructor(private readonly d: ConverseSessionDeps) {
@@ -57,6 +59,20 @@ export class ConverseSession {
     const counted = (r: 'used' | 'aborted') => d.metrics.speculativeAsr[r].inc();
     this.speculation = new Speculation({ ...this.asrDeps, afterMs: d.limits.speculateAfterMs ?? 0, counted });
     this.pacer = sessionPacer(d, () => this.frameSentHook?.());
+    this.questions = new Questions({
+      log: d.log,
+      live: (turn) => !turn.ac.signal.aborted && this.turn === turn,
+      listen: () => {
+        this.d.metrics.outcome.confirmation.inc();
+        this.busy = false;
+        this.resetUplink();
+        this.playingUntil = this.pacer.playedOutAt;
+      },
+      speakOn: () => {
+        this.busy = true;
+        this.resetUplink();
+      },
+    });
   }
 
   get state(): 'listening' | 'busy' | 'idle' {
@@ -195,6 +211,9 @@ export class ConverseSession {
   }
 
   private async transcribe(req: AsrRequest, speechEnd: number): Promise<void> {
+    // Heard after a question: the answer to that one, whatever happens to it while this is transcribed.
+    const asked = this.turn?.confirming;
+    const asking = this.turn;
     this.busy = true;
     const ac = req.ac;
     this.asrAc = ac;
@@ -217,20 +236,12 @@ export class ConverseSession {
       return;
     }
     const asr: AsrMarks = { startMs: req.startedAt - speechEnd, readyMs: performance.now() - speechEnd };
-    const pending = this.turn?.confirming;
-    if (pending !== undefined && this.turn?.handle) {
+    if (asked !== undefined && asking && this.turn === asking) {
       this.d.out.json(toDevice.stt(this.d.sessionId, text));
       this.d.events.transcript(text);
-      this.turn.confirming = undefined;
-      this.turn.marks = { speechEnd, asr };
-      this.frameSentHook = this.firstFrameHook(this.turn);
-      const yes = isYes(text);
-      this.d.log.info({ approved: yes }, 'voice confirmation answered');
-      if (!this.turn.handle.confirm(pending, yes)) this.d.log.warn('the confirmation had already expired');
-      const next = this.turn.answered;
-      this.turn.answered = undefined;
-      next?.();
-      return;
+      asking.marks = { speechEnd, asr };
+      this.frameSentHook = this.firstFrameHook(asking);
+      return this.questions.answer(asking, asked, isYes(text));
     }
     this.startTurn(text, speechEnd, asr);
   }
@@ -296,15 +307,14 @@ export class ConverseSession {
       } else if (e.type === 'confirmation.required' && 'callId' in e && 'arguments' in e) {
         say(split.flush());
         const question = confirmQuestion(e, this.d.language, this.d.deviceId);
-        // One question at a time (the calls of one reply run together): the next is asked once this one is answered,
-        // so an answer always answers the question just heard, never another one registered after it.
-        turn.questions = (turn.questions ?? Promise.resolve()).then(() => this.ask(turn, e.callId, () => say([question])));
+        this.questions.queue(turn, e.callId, () => say([question]));
       } else if ((e.type === 'tool.call' || e.type === 'tool.result') && 'name' in e) {
         this.d.events.tool(
           e.type === 'tool.call'
             ? { phase: 'call', name: e.name }
             : { phase: 'result', name: e.name, isError: 'isError' in e && e.isError, durationMs: 'durationMs' in e ? e.durationMs : 0 },
         );
+        if (e.type === 'tool.result' && 'callId' in e) this.questions.settled(turn, e.callId);
       }
     };
     let outcome: TurnOutcome = 'answered';
@@ -314,6 +324,7 @@ export class ConverseSession {
         turn.handle.cancel('aborted');
         return;
       }
+      this.questions.started(turn);
       if (cut) turn.handle.cancel(TOO_LONG);
       const r = await turn.handle.done;
       this.d.conversation.set(r.conversationId);
@@ -350,26 +361,6 @@ export class ConverseSession {
     this.lines ??= new ThrottledLog(this.d.log, 'warn', { linesPerWindow: 1, windowMs: 60_000 });
     this.lines.write({ spokenChars: spoken, maxAnswerChars: this.d.limits.maxAnswerChars }, 'answer longer than voice.converse.maxAnswerChars; cut');
     turn.handle?.cancel(TOO_LONG);
-  }
-
-  /** Asks one question of the turn's; settles once it is answered (never, when the turn ends first). */
-  private async ask(turn: ActiveTurn, callId: string, speak: () => void): Promise<void> {
-    if (turn.ac.signal.aborted || this.turn !== turn) return;
-    speak();
-    await this.awaitConfirmation(turn, callId);
-    if (turn.confirming !== callId) return;
-    await new Promise<void>((r) => (turn.answered = r));
-  }
-
-  /** The question has been spoken (`tts stop`): the device listens, and the next utterance answers it. */
-  private async awaitConfirmation(turn: ActiveTurn, callId: string): Promise<void> {
-    await turn.speaker.end();
-    if (turn.ac.signal.aborted || this.turn !== turn) return;
-    turn.confirming = callId;
-    this.d.metrics.outcome.confirmation.inc();
-    this.busy = false;
-    this.resetUplink();
-    this.playingUntil = this.pacer.playedOutAt;
   }
 
   private finishTurn(turn: ActiveTurn, outcome: TurnOutcome): void {

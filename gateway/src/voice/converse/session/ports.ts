@@ -11,6 +11,8 @@ export const UPLINK_RATE = 16_000;
 export interface TurnHandle {
   cancel(reason: string): void;
   confirm(callId: string, approve: boolean): boolean;
+  /** The confirmation's question has been spoken: its window (assistant.confirmTimeoutMs) starts now. */
+  asked(callId: string): boolean;
   /** Resolves with the answer; rejects with a GatewayError (model failures) or the turn's cancellation. */
   done: Promise<{ text: string; conversationId: string }>;
 }

@@ -53,7 +53,8 @@ function fakeDetector(): SpeechDetector {
 
 class FakeAsr implements SpeechRecognizer {
   readonly name = 'fake-asr';
-  texts: Array<string | Error | 'hang'> = [];
+  /** Transcripts in turn: a text, a failure, one that never comes ('hang'), or one that comes when the test says. */
+  texts: Array<string | Error | 'hang' | Promise<string>> = [];
   calls = 0;
   signals: AbortSignal[] = [];
   async transcribe(_wav: Buffer, o: { signal: AbortSignal }): Promise<string> {
@@ -66,7 +67,7 @@ class FakeAsr implements SpeechRecognizer {
       );
     }
     if (t instanceof Error) throw t;
-    return t as string;
+    return await t;
   }
 }
 
@@ -104,7 +105,21 @@ class FakeTurns implements TurnPort {
   scripts: ScriptedTurn[] = [];
   started: string[] = [];
   cancelled: string[] = [];
+  /** The answers taken; `refused`: those given to no pending confirmation, or past its window. */
   confirmations: Array<{ callId: string; approve: boolean }> = [];
+  refused: string[] = [];
+  /** The questions the session said it had asked, in order. */
+  asked: string[] = [];
+  /** A confirmation's window on `clock`: from when the session said its question was asked (else from the call). */
+  windowMs = Infinity;
+  clock: () => number = () => performance.now();
+  private readonly expiries = new Map<string, () => void>();
+
+  /** A confirmation's window closes unanswered, as the assistant's timer closes it: its call's result, not run. */
+  expire(callId: string): void {
+    this.expiries.get(callId)?.();
+  }
+
   async start(req: { text: string }, emit: (e: TurnSignal) => void): Promise<TurnHandle> {
     this.started.push(req.text);
     const s = this.scripts.shift() ?? { deltas: ['Okay.'] };
@@ -112,10 +127,22 @@ class FakeTurns implements TurnPort {
     cancelled.promise.catch(() => undefined);
     const asks = s.confirms ?? (s.confirm ? [s.confirm] : []);
     const answers = new Map(asks.map((c) => [c.callId, deferred<boolean>()]));
+    const opened = new Map<string, number>();
+    for (const c of asks)
+      this.expiries.set(c.callId, () => {
+        const a = answers.get(c.callId);
+        if (!a) return;
+        answers.delete(c.callId);
+        emit({ type: 'tool.result', callId: c.callId, name: c.name, isError: true, durationMs: 0 });
+        a.resolve(false);
+      });
     const done = (async () => {
       if (s.fail) throw s.fail;
       if (asks.length) {
-        for (const c of asks) emit({ type: 'confirmation.required', callId: c.callId, name: c.name, arguments: {} });
+        for (const c of asks) {
+          opened.set(c.callId, this.clock());
+          emit({ type: 'confirmation.required', callId: c.callId, name: c.name, arguments: {} });
+        }
         const yes = await Promise.race([Promise.all([...answers.values()].map((a) => a.promise)), cancelled.promise]);
         emit({ type: 'text.delta', text: yes[0] ? 'Done, it is rebooting. ' : 'All right, I left it alone. ' });
       }
@@ -132,11 +159,23 @@ class FakeTurns implements TurnPort {
         cancelled.reject(new Error(reason));
       },
       confirm: (callId, approve) => {
-        this.confirmations.push({ callId, approve });
         const a = answers.get(callId);
+        if (!a || this.clock() - opened.get(callId)! > this.windowMs) {
+          this.refused.push(callId);
+          return false;
+        }
+        this.confirmations.push({ callId, approve });
         answers.delete(callId);
-        a?.resolve(approve);
-        return a !== undefined;
+        a.resolve(approve);
+        return true;
+      },
+      asked: (callId) => {
+        if (!answers.has(callId)) return false;
+        if (!this.asked.includes(callId)) {
+          this.asked.push(callId);
+          opened.set(callId, this.clock());
+        }
+        return true;
       },
       done,
     };
@@ -153,6 +192,7 @@ function harness(o: { now?: () => number } = {}) {
   const asr = new FakeAsr();
   const tts = new FakeTts();
   const turns = new FakeTurns();
+  if (o.now) turns.clock = o.now;
   const sent: Sent[] = [];
   const events: Array<{ kind: string; data: unknown }> = [];
   const registry = new Registry();
@@ -418,6 +458,87 @@ describe('conversation session (stand-in audio and providers)', () => {
       { callId: 'call_1_1', approve: true },
       { callId: 'call_1_2', approve: false },
     ]);
+  });
+
+  it("each question's window starts when it has been spoken: the second can be confirmed after the first took most of the window", async () => {
+    // One clock for the session and the assistant's windows (1 s), moved on by the test only.
+    let clock = 0;
+    const h = make({ now: () => clock });
+    h.turns.windowMs = 1000;
+    h.asr.texts = ['reboot both', 'yes', 'yes'];
+    h.turns.scripts = [
+      {
+        confirms: [
+          { callId: 'call_1_1', name: 'self_reboot' },
+          { callId: 'call_1_2', name: 'self_factory_reset' },
+        ],
+      },
+    ];
+    h.session.input({ kind: 'listen_start', mode: 'auto' });
+    h.speak();
+    h.quiet();
+    await until(() => h.kinds().includes('tts:stop') && h.session.state === 'listening', 'the first question');
+    expect(h.turns.asked).toEqual(['call_1_1']);
+    // The person takes 900 ms of the first question's 1000 to answer it.
+    clock = 900;
+    h.speak();
+    h.quiet();
+    await until(() => h.turns.confirmations.length === 1 && h.session.state === 'listening', 'the second question');
+    expect(h.turns.asked).toEqual(['call_1_1', 'call_1_2']);
+    // The second is answered 900 ms after it was asked, 1800 ms after its call was made: before, its window ran from
+    // the call, so it had expired (here, and in the assistant it would have closed before it was even spoken).
+    clock = 1800;
+    h.speak();
+    h.quiet();
+    await until(() => h.turns.confirmations.length + h.turns.refused.length === 2, 'the second answer');
+    expect(h.turns.refused).toEqual([]);
+    expect(h.turns.confirmations).toEqual([
+      { callId: 'call_1_1', approve: true },
+      { callId: 'call_1_2', approve: true },
+    ]);
+  });
+
+  it('a question whose window closes unanswered is not run, and the next is asked at once; a late answer answers only the first', async () => {
+    const h = make();
+    const late = deferred<string>();
+    h.asr.texts = ['reboot both', late.promise, 'yes'];
+    h.turns.scripts = [
+      {
+        confirms: [
+          { callId: 'call_1_1', name: 'self_reboot' },
+          { callId: 'call_1_2', name: 'self_factory_reset' },
+        ],
+      },
+    ];
+    const questions = () =>
+      h
+        .json()
+        .filter((m) => m['state'] === 'sentence_start')
+        .map((m) => String(m['text']));
+    h.session.input({ kind: 'listen_start', mode: 'auto' });
+    h.speak();
+    h.quiet();
+    await until(() => h.kinds().includes('tts:stop') && h.session.state === 'listening', 'the first question');
+    // The person answers, but the window closes while the answer is being transcribed.
+    h.speak();
+    h.quiet();
+    await until(() => h.asr.calls === 2, 'the answer sent to the recogniser');
+    h.turns.expire('call_1_1');
+    // The turn moves on: the second question is asked (before, the session waited on for an answer to the first, the
+    // second unasked, its window never started).
+    await until(() => questions().length === 2 && h.session.state === 'listening', 'the second question');
+    expect(questions()[1]).toBe('Should I run factory reset? Say yes to confirm.');
+    // The late yes was said to the first question: it does not answer the second, nor start a turn of its own.
+    late.resolve('yes');
+    await until(() => h.turns.refused.length === 1, 'the late answer');
+    expect(h.turns.refused).toEqual(['call_1_1']);
+    expect(h.turns.started).toHaveLength(1);
+    expect(h.session.state).toBe('listening');
+    h.speak();
+    h.quiet();
+    await until(() => h.turns.confirmations.length === 1, 'the answer to the second question');
+    expect(h.turns.confirmations).toEqual([{ callId: 'call_1_2', approve: true }]);
+    await until(() => h.events.some((e) => e.kind === 'reply'), 'the turn ended');
   });
 
   it('realtime: a question is not answered by its own playback, still under way at the device when its last frame has left', async () => {

@@ -135,7 +135,7 @@ class Turns implements TurnPort {
       emit({ type: 'text.delta', text: 'It is noon.' });
       return { text: 'It is noon.', conversationId: 'c' };
     })();
-    return Promise.resolve({ cancel: () => undefined, confirm: () => false, done });
+    return Promise.resolve({ cancel: () => undefined, confirm: () => false, asked: () => false, done });
   }
 }
 
