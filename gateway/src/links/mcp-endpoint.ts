@@ -2,10 +2,9 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { takeTokens, type Tokens } from '../devices/source-read-budgets.js';
 import { BoundedLru } from '../throttle/bounded-lru.js';
 import { sourceKey } from '../throttle/source-key.js';
-import { KeyedTokenBucket } from '../throttle/token-bucket.js';
+import { KeyedTokenBucket, readPauseMs, type Tokens } from '../throttle/token-bucket.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { WebSocketTransport, WS_CLOSE, type EndpointRecord, type McpEndpoints, type WsTransportOptions } from '../hub/endpoints.js';
 import { REFUSAL_LOG } from './connection-limits.js';
@@ -68,8 +67,7 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
       take: (bytes: number): number => {
         let b = readBudgets.get(key);
         if (!b) readBudgets.set(key, (b = { tokens: readRate.burst, at: now() }));
-        const left = takeTokens(b, readRate, now(), bytes);
-        return left >= 0 ? 0 : Math.ceil((-left / readRate.ratePerSecond) * 1000);
+        return readPauseMs(b, readRate, now(), bytes);
       },
     };
   };
