@@ -119,6 +119,22 @@ export function createMetrics() {
       labelNames: ['transport'] as const,
       registers: [registry],
     }),
+    hubUnreadBytes: new Gauge({
+      name: 'voxgate_mcp_unread_bytes',
+      help: 'Bytes the gateway wrote to hosted MCP servers and tool processes that their sockets and pipes have not taken yet, all together, against mcp.unreadBudgetBytes',
+      registers: [registry],
+    }),
+    hubUnreadPeak: new Gauge({
+      name: 'voxgate_mcp_unread_bytes_peak',
+      help: 'The most voxgate_mcp_unread_bytes has been since the gateway started (never past mcp.unreadBudgetBytes)',
+      registers: [registry],
+    }),
+    hubUnreadFull: new Counter({
+      name: 'voxgate_mcp_unread_budget_full_total',
+      help: "Writes to hosted MCP servers and tool processes that did not fit in mcp.unreadBudgetBytes, by outcome: refused (the writer's tenant or server held the most: the message not sent, the call it carried failed), cut (a peer of the tenant or server holding the most was cut to make room for another's write: a WebSocket closed, a stdio server restarted)",
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     hubToolListsCut: new Counter({
       name: 'voxgate_mcp_server_tool_lists_cut_total',
       help: "Hosted MCP servers' tool lists cut by a bound: tools (mcp.maxToolsPerServer), bytes (mcp.maxToolBytesPerServer), pages (64)",

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { z } from 'zod';
-import { Bool, Csv, env, HttpUrl, Int, Ms, Tenant } from '../config/fields.js';
+import { Bool, Csv, documented, env, HttpUrl, Int, Ms, Tenant } from '../config/fields.js';
 
 /**
  * The `mcpServers` file: Claude Desktop–compatible (`{"mcpServers": {"name": {"command": ..., "args": [...]}}}`),
@@ -347,6 +347,22 @@ export const McpSlice = z.strictObject({
   restartMaxDelayMs: Ms(30_000),
   restartResetMs: Ms(60_000),
   maxResultBytes: Int(1024, 64 * 1024 * 1024, 1024 * 1024),
+  /**
+   * Bytes the gateway holds at most of what it wrote to its hosted servers and tool processes and they have not read,
+   * all together. Each is bounded on its own (2 × the message bound + 4 MiB, ~8 MiB), but 256 tool processes at that
+   * bound held 2 GiB. Unset: 128 MiB (16 peers at their own bound, 60 of the largest messages on their way at once),
+   * or two peers' bounds when `maxResultBytes` makes those larger (hub/unread-total.ts).
+   */
+  unreadBudgetBytes: documented(
+    z.coerce
+      .number()
+      .int()
+      .min(1024 * 1024)
+      .max(64 * 1024 * 1024 * 1024)
+      .optional(),
+    'bytes of what the gateway wrote them that its hosted servers and tool processes, all together, have not read yet; past it the tenant or server holding the most gives way: see [docs/mcp-hub.md](docs/mcp-hub.md)',
+    '128 MiB, or twice what one may leave unread when that is more (`mcp.maxResultBytes` over ~15 MiB)',
+  ),
   /** One server's announcements of change (tools, prompts, resources; its comings and goings) reach `/mcp` sessions at most once per this (0: each at once). */
   changeWindowMs: Int(0, 60_000, 1000),
   maxToolsPerServer: z.coerce.number().int().min(1).max(10_000).default(512),

@@ -4,6 +4,7 @@ import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import { clientSdk, clientSdkLoaded, loadClientSdk } from './client-sdk.js';
 import { checkMessage } from './jsonrpc-check.js';
 import { BoundedLineReader, idOfTruncated } from './line-reader.js';
+import { UNREAD_FULL, type UnreadPlace, type UnreadShare } from './unread-total.js';
 
 /** JSON-RPC error code of the answer made up for a request whose real answer was over the size limit. */
 export const RESULT_TOO_LARGE = -32099;
@@ -34,6 +35,12 @@ export interface ChildStdioOptions {
    */
   maxUnreadBytes?: number;
   onUnread?: (unread: number) => void;
+  /**
+   * The gateway's total of what its peers leave unread, and this server's group in it (hub/unread-total.ts): a write
+   * that does not fit is refused (it throws); cut to make room for another's, the server goes as if it had crashed
+   * (what waits for it dropped, its process group killed: restarted with the backoff). Unset: only maxUnreadBytes.
+   */
+  unread?: UnreadPlace | undefined;
 }
 
 /**
@@ -94,7 +101,10 @@ export class ChildStdioTransport implements Transport {
         reject(e);
         this.onerror?.(e);
       });
-      child.once('spawn', () => resolve());
+      child.once('spawn', () => {
+        if (this.o.unread) this.share = this.o.unread.total.join(this.o.unread, () => this.cut(child));
+        resolve();
+      });
       let drain: NodeJS.Timeout | undefined;
       child.once('exit', (code, signal) => {
         this.exitInfo = { code, signal };
@@ -109,6 +119,7 @@ export class ChildStdioTransport implements Transport {
       });
       child.once('close', () => {
         clearTimeout(drain);
+        this.share?.leave();
         this.child = undefined;
         this.lines.clear();
         this.onclose?.();
@@ -208,9 +219,14 @@ export class ChildStdioTransport implements Transport {
       throw new Error(`the server is not reading its input: ${unread} bytes written to it wait unread (over ${this.o.maxUnreadBytes})`);
     }
     const text = clientSdk().serializeMessage(message);
+    const share = this.share;
+    // Counted until the pipe has taken it (the write's callback): what waits in memory is what is counted.
+    const bytes = share ? Buffer.byteLength(text) : 0;
+    if (share && !share.take(bytes)) throw new Error(UNREAD_FULL);
+    const done = share ? () => share.give(bytes) : undefined;
     if (!this.corked && this.lastBatch <= 1 && (this.tap?.size ?? 0) <= 1) {
       this.lastBatch = 1;
-      if (stdin.write(text)) return undefined;
+      if (stdin.write(text, done)) return undefined;
       return this.drained(stdin);
     }
     if (!this.corked) {
@@ -224,8 +240,17 @@ export class ChildStdioTransport implements Transport {
       });
     }
     this.batch++;
-    if (stdin.write(text)) return undefined;
+    if (stdin.write(text, done)) return undefined;
     return this.drained(stdin);
+  }
+
+  /** This server's part of the gateway's unread total (with `unread`, from its spawn to its pipes' close). */
+  private share: UnreadShare | undefined;
+
+  /** Cut for the gateway's unread total: what waits for it is dropped with its stdin, and its group killed (then restarted). */
+  private cut(child: ChildProcess): void {
+    child.stdin?.destroy();
+    signalGroup(child, 'SIGKILL');
   }
 
   /** One promise for every write waiting on a full pipe (a listener each was one more 'drain' listener per message). */

@@ -6,7 +6,7 @@ import { BoundedLru } from '../throttle/bounded-lru.js';
 import { sourceKey } from '../throttle/source-key.js';
 import { KeyedTokenBucket, readPauseMs, type Tokens } from '../throttle/token-bucket.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
-import { WebSocketTransport, WS_CLOSE, type EndpointRecord, type McpEndpoints, type WsTransportOptions } from '../hub/endpoints.js';
+import { WebSocketTransport, WS_CLOSE, type EndpointRecord, type McpEndpoints, type UnreadTotal, type WsTransportOptions } from '../hub/endpoints.js';
 import { REFUSAL_LOG } from './connection-limits.js';
 import { bearerToken } from './device-auth.js';
 import { guardFrame } from './frame-guard.js';
@@ -28,6 +28,8 @@ export interface McpEndpointLinkOptions {
   connectRate: { perSecond: number; burst: number };
   /** Bytes a second one tenant's tool processes may send together (a second's worth at once); past it, not read. */
   readBytesPerSecond: number;
+  /** What every hosted server and tool process together may leave unread; a tenant's tool processes count as one group. */
+  unreadTotal?: UnreadTotal | undefined;
   /** The address a tool process connected from (its socket's, or a trusted proxy's X-Forwarded-For: client-address.ts). */
   addressOf: (req: IncomingMessage) => string;
   log: Logger;
@@ -149,6 +151,8 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
         fullLog.write(fields, 'MCP endpoint: the tool process stopped reading what it is sent; connection cut', 'unread');
       },
       readBudget: readBudgetOf(record.tenant),
+      // A tenant's tool processes hold their part together (operators' endpoints: one part), as they share readBudget.
+      unread: o.unreadTotal && { total: o.unreadTotal, group: `tenant:${record.tenant ?? ''}`, who: { endpoint: record.name, tenant: record.tenant, remote } },
       onReadPaused: () => {
         o.metrics.readsPaused.inc({ transport: 'mcp_endpoint', budget: 'tenant' });
         const fields = { endpoint: record.name, tenant: record.tenant, readBytesPerSecond: o.readBytesPerSecond };

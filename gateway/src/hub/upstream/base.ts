@@ -19,6 +19,7 @@ import { shownServerName } from '../names.js';
 import type { Tokens } from '../credentials.js';
 import type { SchemaLimits } from '../../schemas/untrusted-schema.js';
 import type { SchemaValidators } from '../../schemas/validators.js';
+import type { UnreadTotal } from '../unread-total.js';
 
 export type ServerState = 'starting' | 'ready' | 'failed' | 'restarting' | 'stopped' | 'disabled';
 
@@ -47,6 +48,8 @@ export interface HubSettings {
   /** Hosted servers' tool schemas are untrusted: bounded at load, compiled only by the shared safe validators. */
   schemaLimits: SchemaLimits;
   validators: SchemaValidators;
+  /** What every hosted server and tool process together may leave unread (hub/unread-total.ts). Unset: each peer's own bound only. */
+  unreadTotal?: UnreadTotal | undefined;
 }
 
 export interface Progress {

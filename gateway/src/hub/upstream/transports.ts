@@ -9,6 +9,7 @@ import { ChildStdioTransport } from '../stdio-transport.js';
 import type { HubSettings, UpstreamDeps } from './base.js';
 import { boundedMessages } from './bounded-messages.js';
 import { messageBound } from './result-cap.js';
+import type { UnreadPlace } from '../unread-total.js';
 import { dialWebSocket, WebSocketTransport, type WsTransportOptions } from './ws-transport.js';
 
 /**
@@ -18,6 +19,14 @@ import { dialWebSocket, WebSocketTransport, type WsTransportOptions } from './ws
  */
 export function unreadBound(s: Pick<HubSettings, 'maxResultBytes'>): number {
   return 2 * messageBound(s.maxResultBytes) + 4 * 1024 * 1024;
+}
+
+/**
+ * Where a peer counts in the gateway's unread total, when there is one: `group` is whose holdings are compared (a
+ * tenant's tool processes together, each hosted server on its own), `who` names it in the log lines.
+ */
+export function unreadPlace(s: Pick<HubSettings, 'unreadTotal'>, group: string, who: Record<string, unknown>): UnreadPlace | undefined {
+  return s.unreadTotal ? { total: s.unreadTotal, group, who } : undefined;
 }
 
 /** Bounds on what a WebSocket peer (a dialed server, a tool process that dialed in) sends, and leaves unread. */
@@ -83,6 +92,7 @@ export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportH
       onStderr: hooks.onStderr,
       maxUnreadBytes: unreadBound(s),
       onUnread: (unread) => hooks.onUnread?.({ transport: 'stdio', unread }),
+      unread: unreadPlace(s, `server:${c.name}`, { server: c.name }),
     });
   }
   const allowPrivate = c.allowPrivateNetwork ?? s.allowPrivateNetwork;
@@ -100,6 +110,7 @@ export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportH
     return new WebSocketTransport(dial, {
       ...wsBounds(s, (reason, detail) => hooks.onStderr(`frame refused (${reason}): ${detail}`)),
       onUnread: (unread) => hooks.onUnread?.({ transport: 'websocket', unread }),
+      unread: unreadPlace(s, `server:${c.name}`, { server: c.name }),
     });
   }
   // Headers: the template filled with the current call's tokens, or (no call: connect, listing) the
