@@ -50,7 +50,7 @@ export function createMetrics() {
     }),
     readsPaused: new Counter({
       name: 'voxgate_device_reads_paused_total',
-      help: 'Times a device\'s link stopped reading: its unsolicited frames went past its budget (frames.devicePerSecond) or its address\'s (budget="address": frames.addressPerSecond); transport="mcp_endpoint", budget="tenant": a tenant\'s tool processes past mcp.endpoints.readBytesPerSecond',
+      help: 'Times a device\'s link stopped reading: its unsolicited frames went past its budget (frames.devicePerSecond) or its address\'s (budget="address": frames.addressPerSecond); transport="mcp_endpoint", budget="tenant": a tenant\'s tool processes past mcp.endpoints.readBytesPerSecond; transport="mcp_stdio", budget="server": a stdio server past mcp.stdioReadBytesPerSecond (or its read_bytes_per_second)',
       labelNames: ['transport', 'budget'] as const,
       registers: [registry],
     }),

@@ -50,6 +50,7 @@ export function createHub(d: HubCreateDeps, mcp: McpConfig, s: { schemas: Schema
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
       schemaLimits: s.schemas,
       validators: d.validators,
+      stdioReadBytesPerSecond: mcp.stdioReadBytesPerSecond,
       // One for the gateway: every hosted server, tool process and publish target counts in it.
       unreadTotal: new UnreadTotal(unreadBudget(mcp.unreadBudgetBytes, unreadBound(mcp)), {
         log: d.log.child({ component: 'hub' }),

@@ -5,6 +5,7 @@ import { clientSdk, clientSdkLoaded, loadClientSdk } from './client-sdk.js';
 import { checkMessage } from './jsonrpc-check.js';
 import { BoundedLineReader, idOfTruncated } from './line-reader.js';
 import { UNREAD_FULL, type UnreadPlace, type UnreadShare } from './unread-total.js';
+import type { ByteBudget } from '../throttle/token-bucket.js';
 
 /** JSON-RPC error code of the answer made up for a request whose real answer was over the size limit. */
 export const RESULT_TOO_LARGE = -32099;
@@ -41,6 +42,13 @@ export interface ChildStdioOptions {
    * (what waits for it dropped, its process group killed: restarted with the backoff). Unset: only maxUnreadBytes.
    */
   unread?: UnreadPlace | undefined;
+  /**
+   * What the server's output spends (throttle/token-bucket.ts byteBudget): `take` answers how long (ms) to stop reading
+   * its stdout (0: go on). The chunk in hand is handled; its writes wait in the pipe meanwhile. Unset: read as it comes.
+   */
+  readBudget?: ByteBudget | undefined;
+  /** Reading paused for the read budget. */
+  onReadPaused?: (() => void) | undefined;
 }
 
 /**
@@ -127,6 +135,7 @@ export class ChildStdioTransport implements Transport {
       });
       child.stdin!.on('error', (e) => this.onerror?.(e));
       child.stdout!.on('data', (chunk: Buffer) => {
+        this.spend(child, chunk.length);
         for (const line of this.lines.push(chunk)) {
           if (line.kind === 'oversized') {
             this.oversized(line.bytes, idOfTruncated(line.head, line.tail));
@@ -242,6 +251,21 @@ export class ChildStdioTransport implements Transport {
     this.batch++;
     if (stdin.write(text, done)) return undefined;
     return this.drained(stdin);
+  }
+
+  private readPaused = false;
+
+  /** The read budget: past it the server's stdout is not read until the deficit is repaid (what was read is handled). */
+  private spend(child: ChildProcess, bytes: number): void {
+    const wait = this.o.readBudget?.take(bytes) ?? 0;
+    if (wait <= 0 || this.readPaused) return;
+    this.readPaused = true;
+    child.stdout?.pause();
+    this.o.onReadPaused?.();
+    setTimeout(() => {
+      this.readPaused = false;
+      child.stdout?.resume();
+    }, wait).unref();
   }
 
   /** This server's part of the gateway's unread total (with `unread`, from its spawn to its pipes' close). */

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { BoundedLru } from '../throttle/bounded-lru.js';
 import { sourceKey } from '../throttle/source-key.js';
-import { KeyedTokenBucket, readPauseMs, type Tokens } from '../throttle/token-bucket.js';
+import { byteBudget, KeyedTokenBucket, type ByteBudget } from '../throttle/token-bucket.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
 import { WebSocketTransport, WS_CLOSE, type EndpointRecord, type McpEndpoints, type UnreadTotal, type WsTransportOptions } from '../hub/endpoints.js';
 import { REFUSAL_LOG } from './connection-limits.js';
@@ -61,15 +61,14 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
   const warnFull = (fields: Record<string, unknown>, msg: string) => void fullLog.write(fields, msg);
   // One byte budget per tenant (operators' endpoints: one), shared by all its tool processes: what they send is
   // parsed on the event loop every device and caller shares (ws-transport.ts readBudget).
-  const readRate = { ratePerSecond: o.readBytesPerSecond, burst: o.readBytesPerSecond };
-  const readBudgets = new BoundedLru<string, Tokens>(10_000);
-  const readBudgetOf = (tenant: string | undefined) => {
+  const readBudgets = new BoundedLru<string, ByteBudget>(10_000);
+  const readBudgetOf = (tenant: string | undefined): ByteBudget => {
     const key = tenant ?? '\u0000operators';
     return {
-      take: (bytes: number): number => {
+      take: (bytes) => {
         let b = readBudgets.get(key);
-        if (!b) readBudgets.set(key, (b = { tokens: readRate.burst, at: now() }));
-        return readPauseMs(b, readRate, now(), bytes);
+        if (!b) readBudgets.set(key, (b = byteBudget(o.readBytesPerSecond, now)));
+        return b.take(bytes);
       },
     };
   };

@@ -29,6 +29,18 @@ export function readPauseMs(b: Tokens, limit: RateLimit, now: number, bytes: num
   return left >= 0 ? 0 : Math.ceil((-left / limit.ratePerSecond) * 1000);
 }
 
+/** A reader's byte budget: `take` spends bytes read, and answers how long (ms) to stop reading (readPauseMs). */
+export interface ByteBudget {
+  take(bytes: number): number;
+}
+
+/** One reader's (or one party's readers') budget of `ratePerSecond` bytes, a second's worth at once, full when made. */
+export function byteBudget(ratePerSecond: number, now: () => number = () => performance.now()): ByteBudget {
+  const limit = { ratePerSecond, burst: ratePerSecond };
+  const b: Tokens = { tokens: limit.burst, at: now() };
+  return { take: (bytes) => readPauseMs(b, limit, now(), bytes) };
+}
+
 /** What one `take` says: pass, or refused with the whole seconds until a token is back (for Retry-After). */
 export type Take = { ok: true } | { ok: false; retryAfterSeconds: number };
 

@@ -10,6 +10,7 @@ import type { HubSettings, UpstreamDeps } from './base.js';
 import { boundedMessages } from './bounded-messages.js';
 import { messageBound } from './result-cap.js';
 import type { UnreadPlace } from '../unread-total.js';
+import { byteBudget } from '../../throttle/token-bucket.js';
 import { dialWebSocket, WebSocketTransport, type WsTransportOptions } from './ws-transport.js';
 
 /**
@@ -53,11 +54,14 @@ export interface TransportHooks {
   onStderr: (line: string) => void;
   /** The server left more than unreadBound unread: a stdio write refused, a WebSocket cut. */
   onUnread?: (info: { transport: 'stdio' | 'websocket'; unread: number }) => void;
+  /** A stdio server past its read budget: its output waits in its pipe for a while. */
+  onReadPaused?: () => void;
 }
 
 /** What a server's transport tells its upstream: counted (`d`'s hooks), logged, its stderr's last 20 lines kept in `stderrTail`. */
-export function upstreamHooks(d: Pick<UpstreamDeps, 'log' | 'settings' | 'onOversized' | 'onUnread'>, stderrTail: string[]): TransportHooks {
+export function upstreamHooks(d: Pick<UpstreamDeps, 'log' | 'settings' | 'onOversized' | 'onUnread' | 'onReadPaused'>, stderrTail: string[]): TransportHooks {
   return {
+    onReadPaused: () => d.onReadPaused?.(),
     onOversized: ({ bytes, id }) => {
       d.onOversized?.();
       d.log.warn(
@@ -80,6 +84,7 @@ export function upstreamHooks(d: Pick<UpstreamDeps, 'log' | 'settings' | 'onOver
 /** The SDK transport for a server: our own stdio transport (process groups), or Streamable HTTP / SSE / WebSocket through the SSRF guard. */
 export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportHooks): Transport {
   if (c.type === 'stdio') {
+    const readRate = c.readBytesPerSecond ?? s.stdioReadBytesPerSecond;
     return new ChildStdioTransport({
       command: c.command!,
       args: c.args,
@@ -93,6 +98,9 @@ export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportH
       maxUnreadBytes: unreadBound(s),
       onUnread: (unread) => hooks.onUnread?.({ transport: 'stdio', unread }),
       unread: unreadPlace(s, `server:${c.name}`, { server: c.name }),
+      // Its own, from each start: a restart is bounded (mcp.maxRestarts, with backoff).
+      readBudget: readRate === undefined ? undefined : byteBudget(readRate),
+      onReadPaused: hooks.onReadPaused,
     });
   }
   const allowPrivate = c.allowPrivateNetwork ?? s.allowPrivateNetwork;
