@@ -74,4 +74,29 @@ describe('stdio servers that read nothing, together', { timeout: 120_000 }, () =
     expect(peak).toBeGreaterThan(budget - 1_100_000);
     expect((await metrics.hubUnreadBytes.get()).values[0]!.value).toBeLessThanOrEqual(budget);
   });
+
+  it("make room for another server's message: the one holding the most is cut, as if it crashed, and restarted", async () => {
+    const budget = 4 * 1024 * 1024;
+    const deaf = { command: process.execPath, args: [DEAF], env: { PINGS: '6' } };
+    // Results up to 4 MiB, so that fix may echo 1.5 MB (more than the budget has left once deaf fills it).
+    b = buildHub(
+      { deaf, fix: { command: process.execPath, args: [FIXTURE_SERVER] } },
+      { callTimeoutMs: 60_000, maxResultBytes: 4 * 1024 * 1024 },
+      { unreadBudgetBytes: budget },
+    );
+    const { hub, metrics } = b;
+    await hub.start();
+    await b.untilLog((l) => String(l['msg']).startsWith('MCP unread budget full') && l['server'] === 'deaf');
+
+    const text = 'z'.repeat(1_500_000);
+    const r = await hub.call('mcp__fix__echo', { text }, {});
+    expect(r.isError).toBeFalsy();
+    expect((r.content as Array<{ text: string }>)[0]!.text).toHaveLength(text.length);
+    const cut = (await metrics.hubUnreadFull.get()).values.find((v) => v.labels['outcome'] === 'cut')?.value;
+    expect(cut).toBeGreaterThanOrEqual(1);
+    expect(b.logs.find((l) => String(l['msg']).includes('holding the most cut'))).toMatchObject({ cut: { server: 'deaf' }, for: { server: 'fix' } });
+    // Its process group killed, it is restarted with the backoff, as after a crash.
+    await b.untilLog((l) => String(l['msg']).startsWith('upstream MCP server connection lost') && l['server'] === 'deaf');
+    expect((await metrics.hubUnreadPeak.get()).values[0]!.value).toBeLessThanOrEqual(budget);
+  });
 });
