@@ -340,6 +340,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
         unknownTokenRate: { perSecond: endpoints.unknownTokenPerSecond, burst: endpoints.unknownTokenBurst },
         connectRate: { perSecond: endpoints.connectsPerSecond, burst: endpoints.connectBurst },
         readBytesPerSecond: endpoints.readBytesPerSecond,
+        unreadTotal: hub.settings.unreadTotal,
         addressOf,
         log,
         metrics,

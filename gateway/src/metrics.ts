@@ -50,7 +50,7 @@ export function createMetrics() {
     }),
     readsPaused: new Counter({
       name: 'voxgate_device_reads_paused_total',
-      help: 'Times a device\'s link stopped reading: its unsolicited frames went past its budget (frames.devicePerSecond) or its address\'s (budget="address": frames.addressPerSecond); transport="mcp_endpoint", budget="tenant": a tenant\'s tool processes past mcp.endpoints.readBytesPerSecond',
+      help: 'Times a device\'s link stopped reading: its unsolicited frames went past its budget (frames.devicePerSecond) or its address\'s (budget="address": frames.addressPerSecond); transport="mcp_endpoint", budget="tenant": a tenant\'s tool processes past mcp.endpoints.readBytesPerSecond; transport="mcp_stdio", budget="server": a stdio server past mcp.stdioReadBytesPerSecond (or its read_bytes_per_second)',
       labelNames: ['transport', 'budget'] as const,
       registers: [registry],
     }),
@@ -117,6 +117,22 @@ export function createMetrics() {
       name: 'voxgate_mcp_server_unread_total',
       help: "Hosted MCP servers and tool processes that left more than the bound unread of what the gateway writes them, by transport: a WebSocket (a tool process on an MCP endpoint, a dialed server, a publish target) is cut; a stdio server's message is refused, and the call it carried fails",
       labelNames: ['transport'] as const,
+      registers: [registry],
+    }),
+    hubUnreadBytes: new Gauge({
+      name: 'voxgate_mcp_unread_bytes',
+      help: 'Bytes the gateway wrote to hosted MCP servers and tool processes that their sockets and pipes have not taken yet, all together, against mcp.unreadBudgetBytes',
+      registers: [registry],
+    }),
+    hubUnreadPeak: new Gauge({
+      name: 'voxgate_mcp_unread_bytes_peak',
+      help: 'The most voxgate_mcp_unread_bytes has been since the gateway started (never past mcp.unreadBudgetBytes)',
+      registers: [registry],
+    }),
+    hubUnreadFull: new Counter({
+      name: 'voxgate_mcp_unread_budget_full_total',
+      help: "Writes to hosted MCP servers and tool processes that did not fit in mcp.unreadBudgetBytes, by outcome: refused (the writer's tenant or server held the most: the message not sent, the call it carried failed), cut (a peer of the tenant or server holding the most was cut to make room for another's write: a WebSocket closed, a stdio server restarted)",
+      labelNames: ['outcome'] as const,
       registers: [registry],
     }),
     hubToolListsCut: new Counter({

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.js';
-import type { RateLimit } from '../throttle/token-bucket.js';
+import { takeTokens, type RateLimit, type Tokens } from '../throttle/token-bucket.js';
 import type { BadInputLog } from './bad-input-log.js';
 import { CLOSE_INTERNAL_ERROR, type DeviceLink } from './link.js';
-import { takeTokens, type SourceShare, type SourceReadBudgets, type Tokens } from './source-read-budgets.js';
+import type { SourceShare, SourceReadBudgets } from './source-read-budgets.js';
 
 /** What a read budget works on: the session's link and its frame handlers. */
 export interface ReadBudgetDeps {

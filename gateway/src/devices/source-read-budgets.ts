@@ -1,19 +1,6 @@
 import { BoundedLru } from '../throttle/bounded-lru.js';
 import { sourceKey } from '../throttle/source-key.js';
-import type { RateLimit } from '../throttle/token-bucket.js';
-
-/** A token bucket's state: `tokens` as of `at` (ms; negative: owed). */
-export interface Tokens {
-  tokens: number;
-  at: number;
-}
-
-/** Refill `b` for the time since `at` (up to the burst), then take `cost`: the tokens left, negative when owed. */
-export function takeTokens(b: Tokens, limit: RateLimit, now: number, cost: number): number {
-  b.tokens = Math.min(limit.burst, b.tokens + ((now - b.at) / 1000) * limit.ratePerSecond) - cost;
-  b.at = now;
-  return b.tokens;
-}
+import type { RateLimit, Tokens } from '../throttle/token-bucket.js';
 
 /** One source's budget, which every read budget of a device from that source spends from too. */
 export interface SourceShare {

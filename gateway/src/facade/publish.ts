@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { McpHub } from '../hub/hub.js';
-import { wsBounds } from '../hub/upstream/transports.js';
+import { unreadPlace, wsBounds } from '../hub/upstream/transports.js';
 import { dialWebSocket, WebSocketTransport } from '../hub/upstream/ws-transport.js';
 
 export interface PublishTarget {
@@ -72,6 +72,8 @@ export class FleetPublisher {
       ...wsBounds(s, (reason, detail) => log.warn({ reason, detail }, 'publish: frame refused; closing')),
       // Dialed again with the backoff, so at most a line per attempt.
       onUnread: (unread) => log.warn({ unread }, 'publish: the MCP endpoint stopped reading what it is sent; connection cut'),
+      // Its URL may carry a token: the host alone names it.
+      unread: unreadPlace(s, 'publish', { publish: new URL(this.target.url).host }),
     });
     this.transport = transport;
     const caller = this.target.tenant === undefined ? {} : { tenant: this.target.tenant };

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { z } from 'zod';
-import { Bool, Csv, env, HttpUrl, Int, Ms, Tenant } from '../config/fields.js';
+import { Bool, Csv, documented, env, HttpUrl, Int, Ms, Tenant } from '../config/fields.js';
 
 /**
  * The `mcpServers` file: Claude Desktop–compatible (`{"mcpServers": {"name": {"command": ..., "args": [...]}}}`),
@@ -61,6 +61,13 @@ export const ServerEntrySchema = z
     tenants: z.array(Tenant).max(1024).optional(),
     /** Outbound HTTP (http, sse, openapi) may reach private, loopback and link-local addresses. */
     allow_private_network: z.boolean().optional(),
+    /** A stdio server: bytes a second read from it (a second's worth at once), instead of `mcp.stdioReadBytesPerSecond`. */
+    read_bytes_per_second: z
+      .number()
+      .int()
+      .min(64 * 1024)
+      .max(1024 * 1024 * 1024)
+      .optional(),
     disabled: z.boolean().default(false),
   })
   .strict();
@@ -86,6 +93,8 @@ export interface ServerConfig {
   autoContextTools: string[];
   tenants?: string[];
   allowPrivateNetwork?: boolean;
+  /** stdio: bytes a second read from it (unset: mcp.stdioReadBytesPerSecond). */
+  readBytesPerSecond?: number;
   disabled: boolean;
 }
 
@@ -140,6 +149,7 @@ function normalise(name: string, e: z.output<typeof ServerEntrySchema>, baseDir:
     throw new Error(type === 'websocket' ? 'a websocket server\'s "url" is ws:// or wss://' : `a ${type} server's "url" is http:// or https://`);
   if (type === 'websocket' && Object.values({ ...e.headers, ...e.headers_template }).some((v) => v.includes('${')))
     throw new Error('a websocket server sends its headers once, when it connects: ${name} placeholders (filled per call) cannot apply');
+  if (e.read_bytes_per_second !== undefined && type !== 'stdio') throw new Error('"read_bytes_per_second" applies to stdio servers');
   if (type === 'builtin' && !e.tools?.length) throw new Error('a builtin server needs "tools" (current_time, calculator, fleet_start_job)');
   if (type === 'openapi') {
     if (!e.openapi_spec) throw new Error('an openapi server needs "openapi_spec"');
@@ -167,6 +177,7 @@ function normalise(name: string, e: z.output<typeof ServerEntrySchema>, baseDir:
   if (e.response_instruction !== undefined) cfg.responseInstruction = e.response_instruction;
   if (e.tenants) cfg.tenants = e.tenants;
   if (e.allow_private_network !== undefined) cfg.allowPrivateNetwork = e.allow_private_network;
+  if (e.read_bytes_per_second !== undefined) cfg.readBytesPerSecond = e.read_bytes_per_second;
   if (e.openapi_spec !== undefined) cfg.openapiSpec = typeof e.openapi_spec === 'string' ? readSpecFile(e.openapi_spec, baseDir) : e.openapi_spec;
   return cfg;
 }
@@ -347,6 +358,38 @@ export const McpSlice = z.strictObject({
   restartMaxDelayMs: Ms(30_000),
   restartResetMs: Ms(60_000),
   maxResultBytes: Int(1024, 64 * 1024 * 1024, 1024 * 1024),
+  /**
+   * Bytes the gateway holds at most of what it wrote to its hosted servers and tool processes and they have not read,
+   * all together. Each is bounded on its own (2 × the message bound + 4 MiB, ~8 MiB), but 256 tool processes at that
+   * bound held 2 GiB. Unset: 128 MiB (16 peers at their own bound, 60 of the largest messages on their way at once),
+   * or two peers' bounds when `maxResultBytes` makes those larger (hub/unread-total.ts).
+   */
+  unreadBudgetBytes: documented(
+    z.coerce
+      .number()
+      .int()
+      .min(1024 * 1024)
+      .max(64 * 1024 * 1024 * 1024)
+      .optional(),
+    'bytes of what the gateway wrote them that its hosted servers and tool processes, all together, have not read yet; past it the tenant or server holding the most gives way: see [docs/mcp-hub.md](docs/mcp-hub.md)',
+    '128 MiB, or twice what one may leave unread when that is more (`mcp.maxResultBytes` over ~15 MiB)',
+  ),
+  /**
+   * Bytes a second read from each stdio server (a second's worth at once); past it its stdout is not read until the
+   * budget is back (its writes wait in the pipe, nothing is dropped). A server's own `read_bytes_per_second` wins. On by
+   * default, as `mcp.endpoints.readBytesPerSecond` is for tool processes: the operator chooses the command, not what it
+   * sends (often a package from a registry, relaying what it fetched), and each line is parsed on the event loop every
+   * device and caller shares (~30 ms per MB of small objects).
+   */
+  stdioReadBytesPerSecond: documented(
+    z.coerce
+      .number()
+      .int()
+      .min(64 * 1024)
+      .max(1024 * 1024 * 1024)
+      .default(8 * 1024 * 1024),
+    "bytes a second the gateway reads from each stdio server, a second's worth at once; past it the server's output waits in its pipe (a server's `read_bytes_per_second` wins)",
+  ),
   /** One server's announcements of change (tools, prompts, resources; its comings and goings) reach `/mcp` sessions at most once per this (0: each at once). */
   changeWindowMs: Int(0, 60_000, 1000),
   maxToolsPerServer: z.coerce.number().int().min(1).max(10_000).default(512),

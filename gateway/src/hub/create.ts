@@ -4,6 +4,8 @@ import { hubEnabled, type McpConfig } from './config.js';
 import { McpHub, type HubDeps } from './hub.js';
 import type { HubSettings } from './upstream/base.js';
 import { loadMcpUpstreams, needsMcpClient } from './upstream/create.js';
+import { unreadBound } from './upstream/transports.js';
+import { unreadBudget, UnreadTotal } from './unread-total.js';
 
 export interface HubCreateDeps extends Pick<HubDeps, 'log' | 'metrics' | 'registry' | 'bus' | 'deviceTenancy'> {
   validators: HubSettings['validators'];
@@ -48,6 +50,12 @@ export function createHub(d: HubCreateDeps, mcp: McpConfig, s: { schemas: Schema
       clientInfo: { name: GATEWAY_NAME, version: GATEWAY_VERSION },
       schemaLimits: s.schemas,
       validators: d.validators,
+      stdioReadBytesPerSecond: mcp.stdioReadBytesPerSecond,
+      // One for the gateway: every hosted server, tool process and publish target counts in it.
+      unreadTotal: new UnreadTotal(unreadBudget(mcp.unreadBudgetBytes, unreadBound(mcp)), {
+        log: d.log.child({ component: 'hub' }),
+        metrics: d.metrics,
+      }),
     },
   });
 }

@@ -247,6 +247,7 @@ export class McpEndpoints {
 
 /** The transport an accepted endpoint socket becomes (links/mcp-endpoint.ts hands it over through this module). */
 export { WebSocketTransport, WS_CLOSE, type WsTransportOptions } from './upstream/ws-transport.js';
+export type { UnreadTotal } from './unread-total.js';
 
 /** The endpoint's server's key in the hub. */
 const keyOf = (r: EndpointRecord): string => serverKey(r.tenant, r.name);

@@ -103,6 +103,8 @@ export class McpHub {
   private readonly unknownResponses: ThrottledLog;
   /** Servers past the unread bound: counted each time, a line per server a minute. */
   private readonly unread: ThrottledLog;
+  /** stdio servers past their read budget: counted each time, a line per server a minute. */
+  private readonly readPaused: ThrottledLog;
   private readonly resourceUpdates: ResourceUpdates;
   private closed = false;
   private fleetJobs: FleetJobsPort | undefined;
@@ -118,6 +120,7 @@ export class McpHub {
     this.peerRefusals = peerRefusalLog(d.log);
     this.unknownResponses = new ThrottledLog(d.log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 1024 });
     this.unread = new ThrottledLog(d.log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 1024 });
+    this.readPaused = new ThrottledLog(d.log, 'warn', { linesPerWindow: 1, windowMs: 60_000, maxKeys: 1024 });
     const logRate = d.settings.logRatePerSecond;
     this.logRate = new KeyedTokenBucket({ ratePerSecond: logRate, burst: logRate }, { maxKeys: 1024, now: () => performance.now() });
     if (d.enabled) for (const cfg of d.servers) this.upstreams.set(cfg.name, this.upstreamFor(cfg));
@@ -173,6 +176,11 @@ export class McpHub {
             ? 'MCP server is not reading its stdin: messages to it refused (its calls fail) until it reads'
             : 'MCP server stopped reading what it is sent; its WebSocket cut';
         this.unread.write({ server: cfg.name, transport }, msg, cfg.name);
+      },
+      onReadPaused: () => {
+        d.metrics.readsPaused.inc({ transport: 'mcp_stdio', budget: 'server' });
+        const fields = { server: cfg.name, readBytesPerSecond: cfg.readBytesPerSecond ?? d.settings.stdioReadBytesPerSecond };
+        this.readPaused.write(fields, 'MCP server sends more than its read budget (mcp.stdioReadBytesPerSecond); reading its output paused', cfg.name);
       },
       onLog: (params) => {
         if (this.logRate.take(cfg.name).ok) this.emit(this.logListeners, (l) => l(cfg.name, params));

@@ -4,6 +4,8 @@ import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import { clientSdk, clientSdkLoaded, loadClientSdk } from './client-sdk.js';
 import { checkMessage } from './jsonrpc-check.js';
 import { BoundedLineReader, idOfTruncated } from './line-reader.js';
+import { UNREAD_FULL, type UnreadPlace, type UnreadShare } from './unread-total.js';
+import type { ByteBudget } from '../throttle/token-bucket.js';
 
 /** JSON-RPC error code of the answer made up for a request whose real answer was over the size limit. */
 export const RESULT_TOO_LARGE = -32099;
@@ -34,6 +36,19 @@ export interface ChildStdioOptions {
    */
   maxUnreadBytes?: number;
   onUnread?: (unread: number) => void;
+  /**
+   * The gateway's total of what its peers leave unread, and this server's group in it (hub/unread-total.ts): a write
+   * that does not fit is refused (it throws); cut to make room for another's, the server goes as if it had crashed
+   * (what waits for it dropped, its process group killed: restarted with the backoff). Unset: only maxUnreadBytes.
+   */
+  unread?: UnreadPlace | undefined;
+  /**
+   * What the server's output spends (throttle/token-bucket.ts byteBudget): `take` answers how long (ms) to stop reading
+   * its stdout (0: go on). The chunk in hand is handled; its writes wait in the pipe meanwhile. Unset: read as it comes.
+   */
+  readBudget?: ByteBudget | undefined;
+  /** Reading paused for the read budget. */
+  onReadPaused?: (() => void) | undefined;
 }
 
 /**
@@ -94,7 +109,10 @@ export class ChildStdioTransport implements Transport {
         reject(e);
         this.onerror?.(e);
       });
-      child.once('spawn', () => resolve());
+      child.once('spawn', () => {
+        if (this.o.unread) this.share = this.o.unread.total.join(this.o.unread, () => this.cut(child));
+        resolve();
+      });
       let drain: NodeJS.Timeout | undefined;
       child.once('exit', (code, signal) => {
         this.exitInfo = { code, signal };
@@ -109,6 +127,7 @@ export class ChildStdioTransport implements Transport {
       });
       child.once('close', () => {
         clearTimeout(drain);
+        this.share?.leave();
         this.child = undefined;
         this.lines.clear();
         this.onclose?.();
@@ -116,6 +135,7 @@ export class ChildStdioTransport implements Transport {
       });
       child.stdin!.on('error', (e) => this.onerror?.(e));
       child.stdout!.on('data', (chunk: Buffer) => {
+        this.spend(child, chunk.length);
         for (const line of this.lines.push(chunk)) {
           if (line.kind === 'oversized') {
             this.oversized(line.bytes, idOfTruncated(line.head, line.tail));
@@ -208,9 +228,14 @@ export class ChildStdioTransport implements Transport {
       throw new Error(`the server is not reading its input: ${unread} bytes written to it wait unread (over ${this.o.maxUnreadBytes})`);
     }
     const text = clientSdk().serializeMessage(message);
+    const share = this.share;
+    // Counted until the pipe has taken it (the write's callback): what waits in memory is what is counted.
+    const bytes = share ? Buffer.byteLength(text) : 0;
+    if (share && !share.take(bytes)) throw new Error(UNREAD_FULL);
+    const done = share ? () => share.give(bytes) : undefined;
     if (!this.corked && this.lastBatch <= 1 && (this.tap?.size ?? 0) <= 1) {
       this.lastBatch = 1;
-      if (stdin.write(text)) return undefined;
+      if (stdin.write(text, done)) return undefined;
       return this.drained(stdin);
     }
     if (!this.corked) {
@@ -224,8 +249,32 @@ export class ChildStdioTransport implements Transport {
       });
     }
     this.batch++;
-    if (stdin.write(text)) return undefined;
+    if (stdin.write(text, done)) return undefined;
     return this.drained(stdin);
+  }
+
+  private readPaused = false;
+
+  /** The read budget: past it the server's stdout is not read until the deficit is repaid (what was read is handled). */
+  private spend(child: ChildProcess, bytes: number): void {
+    const wait = this.o.readBudget?.take(bytes) ?? 0;
+    if (wait <= 0 || this.readPaused) return;
+    this.readPaused = true;
+    child.stdout?.pause();
+    this.o.onReadPaused?.();
+    setTimeout(() => {
+      this.readPaused = false;
+      child.stdout?.resume();
+    }, wait).unref();
+  }
+
+  /** This server's part of the gateway's unread total (with `unread`, from its spawn to its pipes' close). */
+  private share: UnreadShare | undefined;
+
+  /** Cut for the gateway's unread total: what waits for it is dropped with its stdin, and its group killed (then restarted). */
+  private cut(child: ChildProcess): void {
+    child.stdin?.destroy();
+    signalGroup(child, 'SIGKILL');
   }
 
   /** One promise for every write waiting on a full pipe (a listener each was one more 'drain' listener per message). */

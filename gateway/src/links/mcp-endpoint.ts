@@ -2,12 +2,11 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { takeTokens, type Tokens } from '../devices/source-read-budgets.js';
 import { BoundedLru } from '../throttle/bounded-lru.js';
 import { sourceKey } from '../throttle/source-key.js';
-import { KeyedTokenBucket } from '../throttle/token-bucket.js';
+import { byteBudget, KeyedTokenBucket, type ByteBudget } from '../throttle/token-bucket.js';
 import { ThrottledLog } from '../throttle/throttled-log.js';
-import { WebSocketTransport, WS_CLOSE, type EndpointRecord, type McpEndpoints, type WsTransportOptions } from '../hub/endpoints.js';
+import { WebSocketTransport, WS_CLOSE, type EndpointRecord, type McpEndpoints, type UnreadTotal, type WsTransportOptions } from '../hub/endpoints.js';
 import { REFUSAL_LOG } from './connection-limits.js';
 import { bearerToken } from './device-auth.js';
 import { guardFrame } from './frame-guard.js';
@@ -29,6 +28,8 @@ export interface McpEndpointLinkOptions {
   connectRate: { perSecond: number; burst: number };
   /** Bytes a second one tenant's tool processes may send together (a second's worth at once); past it, not read. */
   readBytesPerSecond: number;
+  /** What every hosted server and tool process together may leave unread; a tenant's tool processes count as one group. */
+  unreadTotal?: UnreadTotal | undefined;
   /** The address a tool process connected from (its socket's, or a trusted proxy's X-Forwarded-For: client-address.ts). */
   addressOf: (req: IncomingMessage) => string;
   log: Logger;
@@ -60,16 +61,14 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
   const warnFull = (fields: Record<string, unknown>, msg: string) => void fullLog.write(fields, msg);
   // One byte budget per tenant (operators' endpoints: one), shared by all its tool processes: what they send is
   // parsed on the event loop every device and caller shares (ws-transport.ts readBudget).
-  const readRate = { ratePerSecond: o.readBytesPerSecond, burst: o.readBytesPerSecond };
-  const readBudgets = new BoundedLru<string, Tokens>(10_000);
-  const readBudgetOf = (tenant: string | undefined) => {
+  const readBudgets = new BoundedLru<string, ByteBudget>(10_000);
+  const readBudgetOf = (tenant: string | undefined): ByteBudget => {
     const key = tenant ?? '\u0000operators';
     return {
-      take: (bytes: number): number => {
+      take: (bytes) => {
         let b = readBudgets.get(key);
-        if (!b) readBudgets.set(key, (b = { tokens: readRate.burst, at: now() }));
-        const left = takeTokens(b, readRate, now(), bytes);
-        return left >= 0 ? 0 : Math.ceil((-left / readRate.ratePerSecond) * 1000);
+        if (!b) readBudgets.set(key, (b = byteBudget(o.readBytesPerSecond, now)));
+        return b.take(bytes);
       },
     };
   };
@@ -151,6 +150,8 @@ export function attachMcpEndpointLink(server: Server, o: McpEndpointLinkOptions)
         fullLog.write(fields, 'MCP endpoint: the tool process stopped reading what it is sent; connection cut', 'unread');
       },
       readBudget: readBudgetOf(record.tenant),
+      // A tenant's tool processes hold their part together (operators' endpoints: one part), as they share readBudget.
+      unread: o.unreadTotal && { total: o.unreadTotal, group: `tenant:${record.tenant ?? ''}`, who: { endpoint: record.name, tenant: record.tenant, remote } },
       onReadPaused: () => {
         o.metrics.readsPaused.inc({ transport: 'mcp_endpoint', budget: 'tenant' });
         const fields = { endpoint: record.name, tenant: record.tenant, readBytesPerSecond: o.readBytesPerSecond };

@@ -7,6 +7,8 @@ import { buildFacadeServer } from '../../src/facade/mcp-server.js';
 import { parseServers } from '../../src/hub/config.js';
 import { McpHub, type Caller } from '../../src/hub/hub.js';
 import { loadMcpUpstreams } from '../../src/hub/upstream/create.js';
+import { unreadBound } from '../../src/hub/upstream/transports.js';
+import { unreadBudget, UnreadTotal } from '../../src/hub/unread-total.js';
 import type { HubDevices } from '../../src/hub/types.js';
 import type { HubSettings } from '../../src/hub/upstream/base.js';
 import { createMetrics } from '../../src/metrics.js';
@@ -35,8 +37,11 @@ export interface BuiltHub {
 // The gateway loads the MCP client only when a server needs it (hub/create.ts); these hubs always may.
 await loadMcpUpstreams();
 
-/** A McpHub over these `mcpServers` entries, with no devices and the configuration's defaults. */
-export function buildHub(servers: Record<string, unknown>, settings: Partial<HubSettings> = {}): BuiltHub {
+/**
+ * A McpHub over these `mcpServers` entries, with no devices and the configuration's defaults (`unreadBudgetBytes`:
+ * `mcp.unreadBudgetBytes`, the gateway's unread total of every server; unset, its default).
+ */
+export function buildHub(servers: Record<string, unknown>, settings: Partial<HubSettings> = {}, o: { unreadBudgetBytes?: number } = {}): BuiltHub {
   const logs: Array<Record<string, unknown>> = [];
   const lines = new EventEmitter();
   const sink = new Writable({
@@ -90,6 +95,10 @@ export function buildHub(servers: Record<string, unknown>, settings: Partial<Hub
       clientInfo: { name: 'voxgate-test', version: '0.0.0' },
       schemaLimits: limits,
       validators: new SchemaValidators({ limits, maxCached: 64 }),
+      unreadTotal: new UnreadTotal(unreadBudget(o.unreadBudgetBytes, unreadBound({ maxResultBytes: settings.maxResultBytes ?? 1024 * 1024 })), {
+        log,
+        metrics,
+      }),
       ...settings,
     },
   });

@@ -19,6 +19,7 @@ import { shownServerName } from '../names.js';
 import type { Tokens } from '../credentials.js';
 import type { SchemaLimits } from '../../schemas/untrusted-schema.js';
 import type { SchemaValidators } from '../../schemas/validators.js';
+import type { UnreadTotal } from '../unread-total.js';
 
 export type ServerState = 'starting' | 'ready' | 'failed' | 'restarting' | 'stopped' | 'disabled';
 
@@ -47,6 +48,10 @@ export interface HubSettings {
   /** Hosted servers' tool schemas are untrusted: bounded at load, compiled only by the shared safe validators. */
   schemaLimits: SchemaLimits;
   validators: SchemaValidators;
+  /** What every hosted server and tool process together may leave unread (hub/unread-total.ts). Unset: each peer's own bound only. */
+  unreadTotal?: UnreadTotal | undefined;
+  /** Bytes a second read from each stdio server (a server's own `read_bytes_per_second` wins). Unset: no bound. */
+  stdioReadBytesPerSecond?: number | undefined;
 }
 
 export interface Progress {
@@ -120,6 +125,8 @@ export interface UpstreamDeps {
   onOversized?: () => void;
   /** The server left more than the bound unread of what the gateway writes it (counted and logged by the hub). */
   onUnread?: (transport: 'stdio' | 'websocket') => void;
+  /** A stdio server sent more than its read budget: its output is not read for a while (counted and logged by the hub). */
+  onReadPaused?: () => void;
   onLog?: (params: LoggingMessageNotificationParams) => void;
   onResourceUpdated?: (uri: string) => void;
   /** A response (or progress) for a request no one waits for: late, repeated or made up (counted and logged by the hub). */

@@ -9,6 +9,8 @@ import { ChildStdioTransport } from '../stdio-transport.js';
 import type { HubSettings, UpstreamDeps } from './base.js';
 import { boundedMessages } from './bounded-messages.js';
 import { messageBound } from './result-cap.js';
+import type { UnreadPlace } from '../unread-total.js';
+import { byteBudget } from '../../throttle/token-bucket.js';
 import { dialWebSocket, WebSocketTransport, type WsTransportOptions } from './ws-transport.js';
 
 /**
@@ -18,6 +20,14 @@ import { dialWebSocket, WebSocketTransport, type WsTransportOptions } from './ws
  */
 export function unreadBound(s: Pick<HubSettings, 'maxResultBytes'>): number {
   return 2 * messageBound(s.maxResultBytes) + 4 * 1024 * 1024;
+}
+
+/**
+ * Where a peer counts in the gateway's unread total, when there is one: `group` is whose holdings are compared (a
+ * tenant's tool processes together, each hosted server on its own), `who` names it in the log lines.
+ */
+export function unreadPlace(s: Pick<HubSettings, 'unreadTotal'>, group: string, who: Record<string, unknown>): UnreadPlace | undefined {
+  return s.unreadTotal ? { total: s.unreadTotal, group, who } : undefined;
 }
 
 /** Bounds on what a WebSocket peer (a dialed server, a tool process that dialed in) sends, and leaves unread. */
@@ -44,11 +54,14 @@ export interface TransportHooks {
   onStderr: (line: string) => void;
   /** The server left more than unreadBound unread: a stdio write refused, a WebSocket cut. */
   onUnread?: (info: { transport: 'stdio' | 'websocket'; unread: number }) => void;
+  /** A stdio server past its read budget: its output waits in its pipe for a while. */
+  onReadPaused?: () => void;
 }
 
 /** What a server's transport tells its upstream: counted (`d`'s hooks), logged, its stderr's last 20 lines kept in `stderrTail`. */
-export function upstreamHooks(d: Pick<UpstreamDeps, 'log' | 'settings' | 'onOversized' | 'onUnread'>, stderrTail: string[]): TransportHooks {
+export function upstreamHooks(d: Pick<UpstreamDeps, 'log' | 'settings' | 'onOversized' | 'onUnread' | 'onReadPaused'>, stderrTail: string[]): TransportHooks {
   return {
+    onReadPaused: () => d.onReadPaused?.(),
     onOversized: ({ bytes, id }) => {
       d.onOversized?.();
       d.log.warn(
@@ -71,6 +84,7 @@ export function upstreamHooks(d: Pick<UpstreamDeps, 'log' | 'settings' | 'onOver
 /** The SDK transport for a server: our own stdio transport (process groups), or Streamable HTTP / SSE / WebSocket through the SSRF guard. */
 export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportHooks): Transport {
   if (c.type === 'stdio') {
+    const readRate = c.readBytesPerSecond ?? s.stdioReadBytesPerSecond;
     return new ChildStdioTransport({
       command: c.command!,
       args: c.args,
@@ -83,6 +97,10 @@ export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportH
       onStderr: hooks.onStderr,
       maxUnreadBytes: unreadBound(s),
       onUnread: (unread) => hooks.onUnread?.({ transport: 'stdio', unread }),
+      unread: unreadPlace(s, `server:${c.name}`, { server: c.name }),
+      // Its own, from each start: a restart is bounded (mcp.maxRestarts, with backoff).
+      readBudget: readRate === undefined ? undefined : byteBudget(readRate),
+      onReadPaused: hooks.onReadPaused,
     });
   }
   const allowPrivate = c.allowPrivateNetwork ?? s.allowPrivateNetwork;
@@ -100,6 +118,7 @@ export function makeTransport(c: ServerConfig, s: HubSettings, hooks: TransportH
     return new WebSocketTransport(dial, {
       ...wsBounds(s, (reason, detail) => hooks.onStderr(`frame refused (${reason}): ${detail}`)),
       onUnread: (unread) => hooks.onUnread?.({ transport: 'websocket', unread }),
+      unread: unreadPlace(s, `server:${c.name}`, { server: c.name }),
     });
   }
   // Headers: the template filled with the current call's tokens, or (no call: connect, listing) the

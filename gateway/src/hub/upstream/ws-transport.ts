@@ -4,6 +4,7 @@ import { WebSocket, type RawData } from 'ws';
 import { clientSdk, clientSdkLoaded, loadClientSdk } from '../client-sdk.js';
 import { assertPublicHost, guardedLookup } from '../ssrf.js';
 import type { MessageTap } from '../stdio-transport.js';
+import { UNREAD_FULL, type UnreadPlace, type UnreadShare } from '../unread-total.js';
 
 /** Close codes every MCP-over-WebSocket connection of the gateway uses (inbound endpoint, outbound, publish). */
 export const WS_CLOSE = {
@@ -35,6 +36,11 @@ export interface WsTransportOptions {
    */
   maxUnreadBytes?: number;
   onUnread?: (unread: number) => void;
+  /**
+   * The gateway's total of what its peers leave unread, and this peer's group in it (hub/unread-total.ts): a write that
+   * does not fit is refused, or another peer is cut to make room. Unset: only maxUnreadBytes bounds this peer.
+   */
+  unread?: UnreadPlace | undefined;
   /**
    * What the peer's frames spend, shared with whoever shares the budget: `take` answers how long (ms) to stop reading
    * the socket (0: go on). The frame in hand is handled; the socket is paused until the deficit is repaid.
@@ -81,15 +87,24 @@ export class WebSocketTransport implements Transport {
     if (!clientSdkLoaded()) await loadClientSdk();
     const ws = typeof this.socket === 'function' ? await this.socket() : this.socket;
     this.ws = ws;
+    const live = ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING;
+    // Cut for the total: the bytes it holds go with its socket.
+    if (live && this.o.unread) this.share = this.o.unread.total.join(this.o.unread, () => this.cut(ws));
     ws.on('message', (data: RawData) => this.onFrame(data));
     ws.on('error', (err: Error & { code?: string }) => {
       if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') this.tooLargeFrame = true;
       this.onerror?.(err);
     });
-    ws.on('close', () => this.ended());
+    ws.on('close', () => {
+      this.share?.leave();
+      this.ended();
+    });
     if (ws.isPaused) ws.resume();
-    if (ws.readyState !== WebSocket.OPEN && ws.readyState !== WebSocket.CONNECTING) this.ended();
+    if (!live) this.ended();
   }
+
+  /** This peer's part of the gateway's unread total (set once started, with `unread`). */
+  private share: UnreadShare | undefined;
 
   send(message: JSONRPCMessage): Promise<void> {
     const ws = this.ws;
@@ -98,13 +113,25 @@ export class WebSocketTransport implements Transport {
       this.cutUnread(ws);
       return Promise.reject(new Error('WebSocket cut: the peer stopped reading what it is sent'));
     }
-    return new Promise((resolve, reject) => ws.send(JSON.stringify(message), (err) => (err ? reject(err) : resolve())));
+    const text = JSON.stringify(message);
+    const share = this.share;
+    if (!share) return new Promise((resolve, reject) => ws.send(text, (err) => (err ? reject(err) : resolve())));
+    // Counted until the socket has taken it (the send's callback), so that what waits in memory is what is counted.
+    const bytes = Buffer.byteLength(text);
+    if (!share.take(bytes)) return Promise.reject(new Error(UNREAD_FULL));
+    return new Promise((resolve, reject) =>
+      ws.send(text, (err) => {
+        share.give(bytes);
+        if (err) reject(err);
+        else resolve();
+      }),
+    );
   }
 
   /** The peer sent a frame over maxPayload (ws closes with 1009): what the calls that fail with the socket are told. */
   tooLargeFrame = false;
   /**
-   * The peer left more than maxUnreadBytes unread, and was cut. A peer that keeps sending requests (each answered:
+   * The peer was cut for what it left unread: more than maxUnreadBytes, or the most of a full unread total. A peer that keeps sending requests (each answered:
    * a `ping`, an unknown method, its id echoed back up to the frame bound long) while it reads nothing had every
    * answer kept in the gateway's memory: ~400 MB in seconds from one tool process (red team 10).
    */
@@ -112,8 +139,14 @@ export class WebSocketTransport implements Transport {
 
   private cutUnread(ws: WebSocket): void {
     if (this.stalled) return;
-    this.stalled = true;
     this.o.onUnread?.(ws.bufferedAmount);
+    this.cut(ws);
+  }
+
+  /** Terminated (a close frame would queue behind what it does not read): what waited for it goes with the socket. */
+  private cut(ws: WebSocket): void {
+    if (this.stalled) return;
+    this.stalled = true;
     ws.terminate();
     this.ended();
   }
