@@ -85,8 +85,7 @@ export class Claims {
    */
   largestHoldersOldest(except: string, above: number): Claim | undefined {
     for (let held = this.mostHeld; held > above; held--)
-      for (const source of this.byHeld.get(held) ?? [])
-        if (source !== except) for (const code of this.bySource.get(source)!) return this.byCode.get(code);
+      for (const source of this.byHeld.get(held) ?? []) if (source !== except) for (const code of this.bySource.get(source)!) return this.byCode.get(code);
     return undefined;
   }
 

@@ -291,7 +291,11 @@ export class Enrollment {
     await this.dropClaim(c.code);
     this.o.metrics.enrollments.inc({ outcome: 'displaced' });
     const line = { deviceId: c.deviceId, code: c.code, remote: c.remoteAddress, forDevice: by.deviceId, forRemote: by.remoteAddress };
-    this.refusals.write(line, "enrollment.maxPending reached: a claim from a smaller address took the place of the largest one's least recently refreshed", 'displaced');
+    this.refusals.write(
+      line,
+      "enrollment.maxPending reached: a claim from a smaller address took the place of the largest one's least recently refreshed",
+      'displaced',
+    );
   }
 
   /**
