@@ -20,7 +20,10 @@ export interface SqliteEventLogOptions {
    */
   maxBytes?: number | undefined;
   maxBytesPerTenant?: number | undefined;
-  /** Each event's tenant (its device's, when written): whose share it counts against. Unset: one bucket for all. */
+  /**
+   * The tenant of an event that does not carry one (GatewayEvent.tenant: a bus with the devices' tenants records it at
+   * publish, and the gateway's does): its device's, when written. Unset: none.
+   */
   tenantOf?: ((deviceId: string) => string | undefined) | undefined;
   maxAgeMs: number;
   /** Events wait at most this long before they are written, or until `batchSize` of them wait. */
@@ -51,7 +54,11 @@ interface Row {
   device: string;
   at: number;
   data: string;
+  tenant: string | null;
 }
+
+/** The columns an event is read back from. */
+const COLUMNS = 'seq, id, type, device, at, data, tenant';
 
 /**
  * The embedded event log: a table of its own in the store's SQLite file (the store lends its one handle),
@@ -127,7 +134,7 @@ export class SqliteEventLog implements EventLog {
     this.pruneTimer = setInterval(() => this.transaction(() => this.retain()), PRUNE_MS).unref();
   }
 
-  /** Each device's tenant (devices/tenants.ts, known after the log opens): events count against their tenant's share. */
+  /** Each device's tenant (devices/tenants.ts), for events that carry none (see SqliteEventLogOptions.tenantOf). */
   useTenancy(tenantOf: (deviceId: string) => string | undefined): void {
     this.tenantOf = tenantOf;
   }
@@ -182,7 +189,8 @@ export class SqliteEventLog implements EventLog {
           const e = batch[i]!;
           const at = atMs(e.at, this.now);
           if (at > maxAt) maxAt = at;
-          const tenant = this.tenantOf(e.deviceId);
+          // The tenant the event was published under (a move before this batch is written changes nothing of it).
+          const tenant = e.tenant ?? this.tenantOf(e.deviceId);
           if (bucketOf(tenant) !== key) bucket = this.tenants.bucket((key = bucketOf(tenant)));
           // The bytes bound (history.maxBytes) counts the data's bytes as bound: known here, never encoded twice.
           const data = dataJson(e.data);
@@ -231,8 +239,14 @@ export class SqliteEventLog implements EventLog {
       where.push(`${column} IN (${[...values].map(() => '?').join(', ')})`);
       params.push(...values);
     }
+    // A tenant's rows only, filtered as they are read (no index: the page follows seq, or the device or type index), so
+    // a page is not emptied after the read. A row without a tenant (an operator's, or older than the column) never matches.
+    if (q.tenant !== undefined) {
+      where.push('tenant = ?');
+      params.push(q.tenant);
+    }
     params.push(q.limit + 1);
-    const sql = `SELECT seq, id, type, device, at, data FROM events WHERE ${where.join(' AND ')} ORDER BY seq ${newest ? 'DESC' : 'ASC'} LIMIT ?`;
+    const sql = `SELECT ${COLUMNS} FROM events WHERE ${where.join(' AND ')} ORDER BY seq ${newest ? 'DESC' : 'ASC'} LIMIT ?`;
     const rows = this.db.all(sql, params) as unknown as Row[];
     const page = rows.slice(0, q.limit);
     const events = page.flatMap((r) => toEvent(r) ?? []);
@@ -247,7 +261,7 @@ export class SqliteEventLog implements EventLog {
     const row = this.db.get('SELECT seq FROM events WHERE id = ? ORDER BY seq DESC LIMIT 1', [lastId]) as { seq: number } | null;
     if (!row) return undefined;
     const after = [row.seq, this.o.replayLimit + 1];
-    const rows = this.db.all('SELECT seq, id, type, device, at, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?', after) as unknown as Row[];
+    const rows = this.db.all(`SELECT ${COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, after) as unknown as Row[];
     if (rows.length > this.o.replayLimit) return { resync: 'expired' };
     return { events: rows.flatMap((r) => toEvent(r) ?? []) };
   }
@@ -393,7 +407,7 @@ function toEvent(r: Row): GatewayEvent | undefined {
   if (!KNOWN_TYPES.has(r.type)) return undefined;
   try {
     const data = JSON.parse(r.data) as Record<string, unknown>;
-    return { id: r.id, type: r.type as EventType, deviceId: r.device, at: new Date(Number(r.at)).toISOString(), data };
+    return { id: r.id, type: r.type as EventType, deviceId: r.device, at: new Date(Number(r.at)).toISOString(), data, tenant: r.tenant ?? undefined };
   } catch {
     return undefined;
   }
