@@ -126,6 +126,14 @@ describe('event history in the embedded store (SQLite)', () => {
     const acmeOfB = written.filter((e) => e.tenant === 'acme' && e.deviceId === B).map((e) => e.id);
     expect((await all(log, { tenant: 'acme', devices: new Set([B]), limit: 2, order: 'newest' })).ids).toEqual(acmeOfB.reverse());
     expect((await all(log, { tenant: 'initech', limit: 5 })).ids).toEqual([]);
+    // Sparse among many: a page reads a window of the table at most; short pages go on from where they stopped.
+    const { log: windowed } = open(tempDb(), { scanWindow: 4 });
+    for (const e of written) windowed.append(e);
+    for (const order of ['oldest', 'newest'] as const) {
+      const paged = await all(windowed, { tenant: 'acme', limit: 100, order });
+      expect(paged).toEqual({ ids: order === 'oldest' ? acme : [...acme].reverse(), pages: 8 });
+      expect(await all(windowed, { tenant: 'initech', limit: 100, order })).toEqual({ ids: [], pages: 8 });
+    }
     // A replay says whose each event is: the stream filters it as a page does.
     const replay = await log.replay(written[0]!.id);
     expect(replay && 'events' in replay && replay.events.map((e) => e.tenant)).toEqual(written.slice(1).map((e) => e.tenant));
