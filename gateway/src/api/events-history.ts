@@ -87,7 +87,7 @@ export async function eventHistoryRoutes(app: FastifyInstance, opts: EventHistor
       // Only ids the caller may not see: answered as ids with no events (the page read for them said whether they had more).
       if (asked?.size === 0) return { events: [] };
       const limit = q.limit ?? HISTORY_PAGE_DEFAULT;
-      // A tenant's key: its tenant's events only, filtered by the log as it reads (its `next` counts nobody else's).
+      // A tenant's key: its tenant's events only, filtered by the log as it reads (its `next` passes over nobody else's).
       const page = await opts.log.read({ devices: asked, types, since, cursor: q.cursor, limit, order: q.order, tenant: visible?.tenant });
       const events = visible ? page.events.filter((e) => visible.sees(e)) : page.events;
       return page.next === undefined ? { events } : { events, next: page.next };

@@ -86,7 +86,7 @@ export const RelayedEvent = z.object({
     .regex(/^[0-9a-z]{1,32}-\d{1,15}$/)
     .optional(),
   at: z.string().max(64).optional(),
-  /** The tenant the event was published under (null: none); absent from instances older than it (2026-12). */
+  /** The tenant the event was published under (null: none); absent from instances from before 2026-11-30. */
   tenant: z.string().regex(TENANT_PATTERN).nullable().optional(),
 });
 export type RelayedEvent = z.infer<typeof RelayedEvent>;

@@ -12,7 +12,7 @@ export interface PhotoRecord {
   mimeType: string;
   question: string;
   /**
-   * The device's tenant when the photo came (absent: none, or a sidecar older than it, 2026-12): a tenant's key sees
+   * The device's tenant when the photo came (absent: none, or a sidecar from before 2026-11-30): a tenant's key sees
    * only its tenant's photos, so a device moved to another tenant takes none of them along (vision/photo-routes.ts).
    */
   tenant?: string | undefined;
