@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { metricsKeys } from './api/app.js';
 import { startMetricsListener } from './api/health.js';
-import { eventFilterFor } from './api/device-scope.js';
+import { eventVisibility } from './api/device-scope.js';
 import { createHttp } from './api/start.js';
 import { Assistant } from './assistant/assistant.js';
 import type { Cluster, ClusterConnection } from './cluster/cluster.js';
@@ -313,7 +313,7 @@ async function openFront(config: Config, log: Logger, secrets: Secrets, core: Co
       ...(core.mcpEndpoints ? { mcpEndpoints: { endpoints: core.mcpEndpoints, path: config.mcp.endpoints.path } } : {}),
       fleet: core.fleet,
       // History: device tenancy's per-request filter (a tenant's key reads its devices' events only).
-      ...(core.eventLog ? { eventHistory: { log: core.eventLog, visibleTo: (req: FastifyRequest) => eventFilterFor(req, core.deviceTenants) } } : {}),
+      ...(core.eventLog ? { eventHistory: { log: core.eventLog, visibleTo: (req: FastifyRequest) => eventVisibility(req, core.deviceTenants) } } : {}),
     },
     tls,
   );

@@ -55,14 +55,15 @@ export function openEvents(
   tenancy?: Pick<DeviceTenants, 'tenantOf'>,
 ) {
   const eventLog = openEventLog(config, store, clusterLink, log, metrics);
-  // Each event counts against its device's tenant's retention share (the embedded history: events/retention.ts).
-  if (tenancy && eventLog instanceof SqliteEventLog) eventLog.useTenancy((id) => tenancy.tenantOf(id));
   const bus = new EventBus({
     bufferSize: config.events.bufferSize,
     metrics,
     log: log.child({ component: 'events' }),
     deviceRate: { ratePerSecond: config.events.devicePerSecond, burst: config.events.deviceBurst },
     replaySource: eventLog ?? clusterLink?.replay,
+    // Each event records its device's tenant as it is published: a tenant's key reads only what was published under it
+    // (api/device-scope.ts eventVisibility), and the event counts against that tenant's retention share (events/retention.ts).
+    ...(tenancy ? { tenantOf: (id: string) => tenancy.tenantOf(id) } : {}),
   });
   if (eventLog) {
     const unsubscribe = bus.subscribe((e) => eventLog.append(e));

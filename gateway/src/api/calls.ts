@@ -34,10 +34,17 @@ const CallList = z.object({ calls: z.array(QueuedCallOut), nextCursor: z.string(
 /** Queued calls: calls that wait for their device (offline, busy, or connected only for a voice session). */
 export async function callRoutes(app: FastifyInstance, opts: { calls: QueuedCalls; tenancy?: DeviceTenancy | undefined }): Promise<void> {
   const tenancy = opts.tenancy ?? NO_TENANTS;
-  /** A call on a device the caller may not see is not there for it (404), like the device itself. */
+  /**
+   * A call is there for an operator key (every call), and for a tenant's key only when a key of that tenant queued it
+   * (its `tenant`) and its device is still that tenant's. Any other is not there (404), like another tenant's device:
+   * a device moved from one tenant to another takes none of its old tenant's calls (their arguments, their results)
+   * to the new one, nor leaves them to the old one; a call of an operator's key, or of a job, is no tenant's.
+   */
   const visibleCall = (req: FastifyRequest, id: string) => {
     const c = opts.calls.get(id);
-    if (!c || !callerSees(req, tenancy, c.deviceId)) throw new GatewayError('NOT_FOUND', `no queued call ${id}`);
+    const tenant = req.caller?.tenant;
+    if (!c || !callerSees(req, tenancy, c.deviceId) || (tenant !== undefined && c.tenant !== tenant))
+      throw new GatewayError('NOT_FOUND', `no queued call ${id}`);
     return c;
   };
   const { calls } = opts;
@@ -64,7 +71,7 @@ export async function callRoutes(app: FastifyInstance, opts: { calls: QueuedCall
   app.get<{ Params: z.infer<typeof DeviceIdParam>; Querystring: z.infer<typeof CallListQuery> }>('/v1/devices/:deviceId/calls', {
     schema: {
       tags,
-      summary: "The device's queued calls, oldest first (finished ones while they are retained)",
+      summary: "The device's queued calls, oldest first (finished ones while they are retained); a tenant's key: those its tenant queued",
       params: jsonSchema(DeviceIdParam),
       querystring: jsonSchema(CallListQuery),
       response: { 200: jsonSchema(CallList, 'output'), ...problems(400, 401) },
@@ -72,7 +79,9 @@ export async function callRoutes(app: FastifyInstance, opts: { calls: QueuedCall
     handler: async (req) => {
       const deviceId = parseDeviceId(req.params.deviceId);
       const { state, limit, cursor } = req.query;
-      const page = calls.forDevice(deviceId, { state, limit: limit ?? PAGE_DEFAULT, after: cursor === undefined ? undefined : decodeCursor(cursor) });
+      const after = cursor === undefined ? undefined : decodeCursor(cursor);
+      // A tenant's key: its tenant's calls only (the device is its own: the scope hook answered 404 otherwise).
+      const page = calls.forDevice(deviceId, { state, limit: limit ?? PAGE_DEFAULT, after, tenant: req.caller?.tenant });
       return page.next === undefined ? { calls: page.calls.map(publicCall) } : { calls: page.calls.map(publicCall), nextCursor: encodeCursor(page.next) };
     },
   });

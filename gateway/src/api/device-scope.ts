@@ -4,6 +4,7 @@ import type { DeviceDirectory } from '../devices/directory.js';
 import { scopedDirectory } from '../devices/scoped-directory.js';
 import { deviceVisible, type DeviceTenancy } from '../devices/tenants.js';
 import { GatewayError } from '../errors.js';
+import type { GatewayEvent } from '../events/bus.js';
 import { parseDeviceId } from './route-helpers.js';
 
 /**
@@ -56,9 +57,28 @@ export function scopeDeviceRoutes(app: FastifyInstance, tenancy: DeviceTenancy):
   });
 }
 
-/** For the event log's pages: undefined for an operator (every event), else a filter to the caller's devices' events. */
-export function eventFilterFor(req: FastifyRequest, tenancy: DeviceTenancy): ((e: { deviceId: string }) => boolean) | undefined {
-  return req.caller?.tenant === undefined ? undefined : (e) => callerSees(req, tenancy, e.deviceId);
+/** Which events a tenant's key sees (the stream, its replay, the history's pages): see `eventVisibility`. */
+export interface EventVisibility {
+  /** The caller's tenant: only events published under it (GatewayEvent.tenant) are its. */
+  tenant: string;
+  /** Whether the caller may see the device now: a device moved to another tenant is not its (404), nor its events. */
+  seesDevice(deviceId: string): boolean;
+  /** Both: the event was published under the caller's tenant, and its device is still the caller's tenant's. */
+  sees(e: Pick<GatewayEvent, 'deviceId' | 'tenant'>): boolean;
+}
+
+/**
+ * What this request's caller sees of the events: undefined for an operator (every event). A tenant's key sees an event
+ * only if it was published under that tenant (its device's tenant then; GatewayEvent.tenant) while the device is still
+ * that tenant's: a device moved from one tenant to another takes none of its past to the new one (what its old owner's
+ * people said to it, the old owner's calls), and leaves none of it readable by the old one. Events without a tenant
+ * (devices without one, fleet-wide events, rows older than the tenant column) are operators' only.
+ */
+export function eventVisibility(req: FastifyRequest, tenancy: DeviceTenancy): EventVisibility | undefined {
+  const tenant = req.caller?.tenant;
+  if (tenant === undefined) return undefined;
+  const seesDevice = (deviceId: string) => callerSees(req, tenancy, deviceId);
+  return { tenant, seesDevice, sees: (e) => e.tenant === tenant && seesDevice(e.deviceId) };
 }
 
 /** The directory as this request's caller sees it. */

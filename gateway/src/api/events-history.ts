@@ -1,9 +1,10 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
 import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { z } from 'zod';
-import { EVENT_TYPES, type EventType, type GatewayEvent } from '../events/bus.js';
+import { EVENT_TYPES, type EventType } from '../events/bus.js';
 import { parseCursor, type EventLog } from '../events/history.js';
 import { GatewayError } from '../errors.js';
+import type { EventVisibility } from './device-scope.js';
 import { problems } from './route-helpers.js';
 import { jsonSchema } from './schemas.js';
 
@@ -48,11 +49,12 @@ export const EventsHistoryPage = z.object({
 export interface EventHistoryRouteOptions {
   log: EventLog;
   /**
-   * Which events the caller may see (device tenancy plugs in here): called once per request, the predicate
-   * it returns drops events from the page, and the ids of a `device` filter the caller may not see from the query.
+   * Which events the caller may see (device tenancy plugs in here; api/device-scope.ts eventVisibility): called once
+   * per request. The log reads the caller's tenant's events only (filtered as read: a page is not emptied after it),
+   * the ids of a `device` filter the caller may not see are taken from the query, and the page keeps what `sees`.
    * Undefined (or no hook): every event.
    */
-  visibleTo?: ((req: FastifyRequest) => ((e: Pick<GatewayEvent, 'deviceId'>) => boolean) | undefined) | undefined;
+  visibleTo?: ((req: FastifyRequest) => EventVisibility | undefined) | undefined;
 }
 
 /** `GET /v1/events/history`: the persisted event log, in pages, filtered by device, type and time. */
@@ -84,8 +86,10 @@ export async function eventHistoryRoutes(app: FastifyInstance, opts: EventHistor
       const asked = visible ? seenOnly(devices, visible) : devices;
       // Only ids the caller may not see: answered as ids with no events (the page read for them said whether they had more).
       if (asked?.size === 0) return { events: [] };
-      const page = await opts.log.read({ devices: asked, types, since, cursor: q.cursor, limit: q.limit ?? HISTORY_PAGE_DEFAULT, order: q.order });
-      const events = visible ? page.events.filter(visible) : page.events;
+      const limit = q.limit ?? HISTORY_PAGE_DEFAULT;
+      // A tenant's key: its tenant's events only, filtered by the log as it reads (its `next` passes over nobody else's).
+      const page = await opts.log.read({ devices: asked, types, since, cursor: q.cursor, limit, order: q.order, tenant: visible?.tenant });
+      const events = visible ? page.events.filter((e) => visible.sees(e)) : page.events;
       return page.next === undefined ? { events } : { events, next: page.next };
     },
   });
@@ -96,9 +100,9 @@ export async function eventHistoryRoutes(app: FastifyInstance, opts: EventHistor
  * `next` said whether that device had more events: following it counted them, `type` and `since` told their kinds and
  * times, and any id was told apart from a device's (red team 10).
  */
-function seenOnly(devices: Set<string> | undefined, visible: (e: { deviceId: string }) => boolean): Set<string> | undefined {
+function seenOnly(devices: Set<string> | undefined, visible: EventVisibility): Set<string> | undefined {
   if (!devices) return undefined;
-  return new Set([...devices].filter((deviceId) => visible({ deviceId })));
+  return new Set([...devices].filter((deviceId) => visible.seesDevice(deviceId)));
 }
 
 function list<T>(raw: string | undefined, max: number, each: (s: string) => T): Set<T> | undefined {

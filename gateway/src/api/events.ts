@@ -6,7 +6,7 @@ import { EVENT_TYPES, sseFrame, type EventBus, type EventType, type GatewayEvent
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { DeviceTenancy } from '../devices/tenants.js';
-import { callerSees, NO_TENANTS } from './device-scope.js';
+import { eventVisibility, NO_TENANTS } from './device-scope.js';
 import { EventsQuery, Problem, jsonSchema } from './schemas.js';
 import { SseAnswers } from './sse-writer.js';
 import { KeyCounts } from '../throttle/key-counts.js';
@@ -59,9 +59,10 @@ export async function eventRoutes(app: FastifyInstance, opts: EventRouteOptions)
           throw new GatewayError('INVALID_REQUEST', `unknown event type "${s.slice(0, 64)}"; known: ${EVENT_TYPES.join(', ')}`);
         return s as EventType;
       });
-      const tenancy = opts.tenancy ?? NO_TENANTS;
-      // Asked per event (replayed ones too): a device moved to another tenant stops streaming to the old one at once.
-      const wanted = (e: GatewayEvent) => (!devices || devices.has(e.deviceId)) && (!types || types.has(e.type)) && callerSees(req, tenancy, e.deviceId);
+      // Asked per event (replayed ones too): a device moved to another tenant stops streaming to the old one at once, and
+      // the new one gets only what was published under it (GatewayEvent.tenant), never the old one's replayed.
+      const visible = eventVisibility(req, opts.tenancy ?? NO_TENANTS);
+      const wanted = (e: GatewayEvent) => (!devices || devices.has(e.deviceId)) && (!types || types.has(e.type)) && (!visible || visible.sees(e));
       const lastEventId = req.headers['last-event-id'];
 
       const key = keyOf(req.headers.authorization);

@@ -27,7 +27,9 @@ export function relayEvents(d: EventRelayDeps): { close(): void } {
   const offBus = d.bus.subscribe((e) => {
     if (relaying) return;
     writePresence(d, e);
-    const body = JSON.stringify({ origin: instanceId, type: e.type, deviceId: e.deviceId, data: e.data, id: e.id, at: e.at });
+    // The tenant it was published under (null: none) goes with it: the other instances, and the stream (the cluster's
+    // history), keep it, so a tenant reads only what happened under it (api/device-scope.ts eventVisibility).
+    const body = JSON.stringify({ origin: instanceId, type: e.type, deviceId: e.deviceId, data: e.data, id: e.id, at: e.at, tenant: e.tenant ?? null });
     if (Buffer.byteLength(body) > d.maxMessageBytes) return void d.metrics.eventsRefused.inc();
     nc.publish(eventSubject(e.deviceId, e.type), body);
   });
@@ -42,7 +44,9 @@ export function relayEvents(d: EventRelayDeps): { close(): void } {
       if (e.origin === instanceId || staleOffline(e.type, e.deviceId, e.origin)) return;
       relaying = true;
       try {
-        d.bus.publish(e.type, e.deviceId, e.data, e.id !== undefined && e.at !== undefined ? { id: e.id, at: e.at } : undefined);
+        // An instance from before the tenant was relayed sends none (undefined): the device's tenant here is taken.
+        const origin = e.id !== undefined && e.at !== undefined ? { id: e.id, at: e.at } : {};
+        d.bus.publish(e.type, e.deviceId, e.data, { ...origin, tenant: e.tenant });
       } finally {
         relaying = false;
       }

@@ -79,9 +79,12 @@ export async function openEventStream(nc: NatsConnection, config: ClusterConfig,
   return { replay, read };
 }
 
-/** The event a stored message carries, timed by its origin (else by when the stream stored it). */
+/**
+ * The event a stored message carries, timed by its origin (else by when the stream stored it), with the tenant it was
+ * published under (none: an operator's, or a message from an instance that did not relay it yet).
+ */
 function toEvent(e: RelayedEvent, id: string, storedAtMs: number): GatewayEvent {
-  return { id, type: e.type, deviceId: e.deviceId, at: e.at ?? new Date(storedAtMs).toISOString(), data: e.data };
+  return { id, type: e.type, deviceId: e.deviceId, at: e.at ?? new Date(storedAtMs).toISOString(), data: e.data, tenant: e.tenant ?? undefined };
 }
 
 function parse(data: Uint8Array): RelayedEvent | undefined {

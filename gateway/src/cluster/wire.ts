@@ -1,5 +1,6 @@
 import { normalizeDeviceId } from '@voxgate/protocol';
 import { z } from 'zod';
+import { TENANT_PATTERN } from '../config/fields.js';
 import { ERROR_CODES } from '../errors.js';
 import { EVENT_TYPES } from '../events/bus.js';
 
@@ -85,6 +86,8 @@ export const RelayedEvent = z.object({
     .regex(/^[0-9a-z]{1,32}-\d{1,15}$/)
     .optional(),
   at: z.string().max(64).optional(),
+  /** The tenant the event was published under (null: none); absent from instances from before 2026-11-30. */
+  tenant: z.string().regex(TENANT_PATTERN).nullable().optional(),
 });
 export type RelayedEvent = z.infer<typeof RelayedEvent>;
 

@@ -36,6 +36,22 @@ export interface GatewayEvent {
   deviceId: string;
   at: string;
   data: Record<string, unknown>;
+  /**
+   * The tenant the event belongs to, recorded when it was published: its device's tenant then (a queued call's
+   * `call.state`: the tenant of the key that queued the call); absent for none (operators only). A tenant's key sees
+   * an event only if it was published under that tenant, so a device moved to another tenant takes none of its past
+   * with it (api/device-scope.ts eventVisibility). Never on the wire: `eventJson` leaves it out.
+   */
+  tenant?: string | undefined;
+}
+
+/** What a publisher may say of an event beyond its type, device and data. */
+export interface PublishOptions {
+  /** An event relayed from another instance keeps that instance's id and time. */
+  id?: string | undefined;
+  at?: string | undefined;
+  /** Whose event it is: a tenant, or null for none; absent: its device's tenant now (EventBusOptions.tenantOf). */
+  tenant?: string | null | undefined;
 }
 
 export type EventListener = (e: GatewayEvent) => void;
@@ -62,6 +78,8 @@ export interface EventBusOptions {
   replaySource?: ReplaySource | undefined;
   /** The boot epoch (tests); default: this start's time in base 36 plus 16 random bits. */
   boot?: string;
+  /** Each device's tenant (devices/tenants.ts), recorded on every event as it is published. Unset: no event has one. */
+  tenantOf?: ((deviceId: string) => string | undefined) | undefined;
 }
 
 /**
@@ -96,7 +114,7 @@ export class EventBus {
   }
 
   /** Publish to every listener; undefined when a device-driven event is over its device's rate (dropped). */
-  publish(type: EventType, deviceId: string, data: Record<string, unknown> = {}, origin?: { id: string; at: string }): GatewayEvent | undefined {
+  publish(type: EventType, deviceId: string, data: Record<string, unknown> = {}, o?: PublishOptions): GatewayEvent | undefined {
     if (this.limiter) {
       if (type === 'device.offline') {
         this.limiter.forget(deviceId);
@@ -105,7 +123,8 @@ export class EventBus {
     }
     // An event relayed from another instance keeps that instance's id, so its id means the same everywhere.
     ++this.seq;
-    const e: GatewayEvent = { id: origin?.id ?? `${this.boot}-${this.seq}`, type, deviceId, at: origin?.at ?? this.now(), data };
+    const tenant = o?.tenant === undefined ? this.o.tenantOf?.(deviceId) : (o.tenant ?? undefined);
+    const e: GatewayEvent = { id: o?.id ?? `${this.boot}-${this.seq}`, type, deviceId, at: o?.at ?? this.now(), data, tenant };
     if (this.bufferSize > 0) this.ring[this.seq % this.bufferSize] = e;
     if (this.o.metrics) this.countOf(type, this.o.metrics).inc();
     for (const l of this.listeners) {
@@ -183,11 +202,13 @@ const sse = new WeakMap<GatewayEvent, string>();
 export function eventJson(e: GatewayEvent): string {
   let s = json.get(e);
   if (s === undefined) {
+    // The wire's fields only: the event's tenant is the gateway's to know.
+    const { id, type, deviceId, at } = e;
     try {
-      s = JSON.stringify(e);
+      s = JSON.stringify({ id, type, deviceId, at, data: e.data });
     } catch {
       // Device data that cannot be serialized (too deep, a cycle) must never break the fan-out.
-      s = JSON.stringify({ ...e, data: { unserializable: true } });
+      s = JSON.stringify({ id, type, deviceId, at, data: { unserializable: true } });
     }
     json.set(e, s);
   }

@@ -20,7 +20,10 @@ export interface SqliteEventLogOptions {
    */
   maxBytes?: number | undefined;
   maxBytesPerTenant?: number | undefined;
-  /** Each event's tenant (its device's, when written): whose share it counts against. Unset: one bucket for all. */
+  /**
+   * The tenant of an event that does not carry one (GatewayEvent.tenant: a bus with the devices' tenants records it at
+   * publish, and the gateway's does): its device's, when written. Unset: none.
+   */
   tenantOf?: ((deviceId: string) => string | undefined) | undefined;
   maxAgeMs: number;
   /** Events wait at most this long before they are written, or until `batchSize` of them wait. */
@@ -32,6 +35,8 @@ export interface SqliteEventLogOptions {
   metrics?: Pick<Metrics, 'eventHistory' | 'eventHistorySize' | 'eventHistoryBytes' | 'eventHistoryEvicted'> | undefined;
   /** The clock retention by age reads (tests inject one). */
   now?: () => number;
+  /** Places of seq one tenant's page reads at most (tests; default SCAN_WINDOW). */
+  scanWindow?: number | undefined;
 }
 
 /** How often age retention runs when no event arrives to trigger it. */
@@ -41,6 +46,12 @@ const MAX_PENDING_BATCHES = 20;
 /** A stored event's data past this is replaced (the bus already bounds what devices send: 8 KiB). */
 const MAX_DATA_CHARS = 64 * 1024;
 const KNOWN_TYPES: ReadonlySet<string> = new Set(EVENT_TYPES);
+/**
+ * Places of seq one tenant's page reads at most: its rows may be few among many. Without a bound, a key of a tenant with
+ * no events read the whole table per request (~200 ms of the event loop at 100 000 events, a tenth of them 8 KiB; ~16 ms
+ * for this window).
+ */
+const SCAN_WINDOW = 10_000;
 /** Rows per insert statement, largest first (6 bound values a row: far below SQLite's 32 766). */
 const INSERT_CHUNKS = [32, 8, 1] as const;
 
@@ -51,7 +62,11 @@ interface Row {
   device: string;
   at: number;
   data: string;
+  tenant: string | null;
 }
+
+/** The columns an event is read back from. */
+const COLUMNS = 'seq, id, type, device, at, data, tenant';
 
 /**
  * The embedded event log: a table of its own in the store's SQLite file (the store lends its one handle),
@@ -127,7 +142,7 @@ export class SqliteEventLog implements EventLog {
     this.pruneTimer = setInterval(() => this.transaction(() => this.retain()), PRUNE_MS).unref();
   }
 
-  /** Each device's tenant (devices/tenants.ts, known after the log opens): events count against their tenant's share. */
+  /** Each device's tenant (devices/tenants.ts), for events that carry none (see SqliteEventLogOptions.tenantOf). */
   useTenancy(tenantOf: (deviceId: string) => string | undefined): void {
     this.tenantOf = tenantOf;
   }
@@ -182,7 +197,8 @@ export class SqliteEventLog implements EventLog {
           const e = batch[i]!;
           const at = atMs(e.at, this.now);
           if (at > maxAt) maxAt = at;
-          const tenant = this.tenantOf(e.deviceId);
+          // The tenant the event was published under (a move before this batch is written changes nothing of it).
+          const tenant = e.tenant ?? this.tenantOf(e.deviceId);
           if (bucketOf(tenant) !== key) bucket = this.tenants.bucket((key = bucketOf(tenant)));
           // The bytes bound (history.maxBytes) counts the data's bytes as bound: known here, never encoded twice.
           const data = dataJson(e.data);
@@ -231,13 +247,40 @@ export class SqliteEventLog implements EventLog {
       where.push(`${column} IN (${[...values].map(() => '?').join(', ')})`);
       params.push(...values);
     }
+    // A tenant's rows only, filtered as they are read (no index: the page follows seq, or the device or type index), so
+    // a page is not emptied after the read. A row without a tenant (an operator's, or older than the column) never matches.
+    // Its rows may be few among many: a page reads at most SCAN_WINDOW places of seq, and a short page says where it stopped.
+    let window: { edge: number; more: boolean } | undefined;
+    if (q.tenant !== undefined) {
+      window = this.tenantWindow(newest, after);
+      if (!window) return { events: [] };
+      where.push('tenant = ?', newest ? 'seq >= ?' : 'seq <= ?');
+      params.push(q.tenant, window.edge);
+    }
     params.push(q.limit + 1);
-    const sql = `SELECT seq, id, type, device, at, data FROM events WHERE ${where.join(' AND ')} ORDER BY seq ${newest ? 'DESC' : 'ASC'} LIMIT ?`;
+    const sql = `SELECT ${COLUMNS} FROM events WHERE ${where.join(' AND ')} ORDER BY seq ${newest ? 'DESC' : 'ASC'} LIMIT ?`;
     const rows = this.db.all(sql, params) as unknown as Row[];
     const page = rows.slice(0, q.limit);
     const events = page.flatMap((r) => toEvent(r) ?? []);
     const last = page.at(-1);
-    return rows.length > q.limit && last ? { events, next: formatCursor(last.seq) } : { events };
+    if (rows.length > q.limit && last) return { events, next: formatCursor(last.seq) };
+    // The window's end as the cursor: the next page goes on from there (`seq > edge`, or `seq < edge` going back).
+    return window?.more ? { events, next: formatCursor(window.edge) } : { events };
+  }
+
+  /**
+   * The far edge of a tenant's page: SCAN_WINDOW places of seq from where it starts (the cursor, else the table's first
+   * or last row), and whether rows lie beyond it. Undefined when the table is empty.
+   */
+  private tenantWindow(newest: boolean, after: number | undefined): { edge: number; more: boolean } | undefined {
+    const { lo, hi } = this.db.get('SELECT min(seq) AS lo, max(seq) AS hi FROM events') as { lo: number | null; hi: number | null };
+    if (lo === null || hi === null) return undefined;
+    if (newest) {
+      const edge = Math.min(after ?? hi + 1, hi + 1) - (this.o.scanWindow ?? SCAN_WINDOW);
+      return { edge, more: edge > lo };
+    }
+    const edge = Math.max(after ?? lo - 1, lo - 1) + (this.o.scanWindow ?? SCAN_WINDOW);
+    return { edge, more: edge < hi };
   }
 
   /** The events after `lastId` (any start's id the log still holds), at most `replayLimit` of them. */
@@ -247,7 +290,7 @@ export class SqliteEventLog implements EventLog {
     const row = this.db.get('SELECT seq FROM events WHERE id = ? ORDER BY seq DESC LIMIT 1', [lastId]) as { seq: number } | null;
     if (!row) return undefined;
     const after = [row.seq, this.o.replayLimit + 1];
-    const rows = this.db.all('SELECT seq, id, type, device, at, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?', after) as unknown as Row[];
+    const rows = this.db.all(`SELECT ${COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, after) as unknown as Row[];
     if (rows.length > this.o.replayLimit) return { resync: 'expired' };
     return { events: rows.flatMap((r) => toEvent(r) ?? []) };
   }
@@ -393,7 +436,7 @@ function toEvent(r: Row): GatewayEvent | undefined {
   if (!KNOWN_TYPES.has(r.type)) return undefined;
   try {
     const data = JSON.parse(r.data) as Record<string, unknown>;
-    return { id: r.id, type: r.type as EventType, deviceId: r.device, at: new Date(Number(r.at)).toISOString(), data };
+    return { id: r.id, type: r.type as EventType, deviceId: r.device, at: new Date(Number(r.at)).toISOString(), data, tenant: r.tenant ?? undefined };
   } catch {
     return undefined;
   }

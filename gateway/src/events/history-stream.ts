@@ -26,7 +26,8 @@ const CLOCK_SKEW_MS = 60_000;
 /**
  * The event history of a cluster: pages read from the JetStream stream every instance already writes
  * (its retention is the history's), with an ordered consumer per page. One device and/or one type are
- * filtered by the server (the subject says both); lists are filtered here. The cursor is a stream sequence.
+ * filtered by the server (the subject says both); lists, and a tenant (each message says which it was published
+ * under), are filtered here, as the scan reads. The cursor is a stream sequence.
  */
 export function streamHistory(d: StreamHistoryDeps): (q: HistoryQuery) => Promise<HistoryPage> {
   return async (q) => {

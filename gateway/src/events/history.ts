@@ -21,6 +21,11 @@ export interface HistoryQuery {
   devices?: ReadonlySet<string> | undefined;
   /** Only these types (any of them). */
   types?: ReadonlySet<EventType> | undefined;
+  /**
+   * Only events published under this tenant (GatewayEvent.tenant): a tenant's key reads these (api/device-scope.ts
+   * eventVisibility). Undefined: every event, whoever's.
+   */
+  tenant?: string | undefined;
   /** Only events at or after this time (epoch ms). */
   since?: number | undefined;
   /** Where the previous page stopped (its `next`); the page goes on from there. */
@@ -46,9 +51,9 @@ export function parseCursor(cursor: string): number | undefined {
 
 export const formatCursor = (position: number): string => String(position);
 
-/** Whether `e` passes the query's device and type filters. */
-export function matches(q: Pick<HistoryQuery, 'devices' | 'types'>, e: Pick<GatewayEvent, 'deviceId' | 'type'>): boolean {
-  return (!q.devices || q.devices.has(e.deviceId)) && (!q.types || q.types.has(e.type));
+/** Whether `e` passes the query's device, type and tenant filters. */
+export function matches(q: Pick<HistoryQuery, 'devices' | 'types' | 'tenant'>, e: Pick<GatewayEvent, 'deviceId' | 'type' | 'tenant'>): boolean {
+  return (!q.devices || q.devices.has(e.deviceId)) && (!q.types || q.types.has(e.type)) && (q.tenant === undefined || e.tenant === q.tenant);
 }
 
 /** events.history.maxAgeHours in milliseconds. */

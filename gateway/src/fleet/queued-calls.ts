@@ -159,19 +159,27 @@ export class QueuedCalls {
     return [...this.pending.keys()];
   }
 
-  /** One page of a device's calls, oldest first, after the call id `after`. */
+  /**
+   * One page of a device's calls, oldest first, after the call id `after`; with `tenant`, only the calls that tenant's
+   * keys queued. `next` only when a call that matches follows: a page says nothing of the calls the filters leave out
+   * (another tenant's, before the device moved).
+   */
   forDevice(
     deviceId: string,
-    o: { state?: CallState | undefined; limit: number; after?: string | undefined },
+    o: { state?: CallState | undefined; limit: number; after?: string | undefined; tenant?: string | undefined },
   ): { calls: QueuedCall[]; next: string | undefined } {
     const ids = this.byDevice.get(deviceId) ?? [];
     const out: QueuedCall[] = [];
+    const wanted = (c: QueuedCall | undefined): c is QueuedCall =>
+      c !== undefined && (o.state === undefined || c.state === o.state) && (o.tenant === undefined || c.tenant === o.tenant);
     let i = o.after === undefined ? 0 : upperBound(ids, o.after);
     for (; i < ids.length && out.length < o.limit; i++) {
       const c = this.calls.get(ids[i]!);
-      if (c && (o.state === undefined || c.state === o.state)) out.push(c);
+      if (wanted(c)) out.push(c);
     }
-    return { calls: out, next: out.length === o.limit && i < ids.length ? out[out.length - 1]!.id : undefined };
+    let more = false;
+    for (; i < ids.length && out.length === o.limit && !more; i++) more = wanted(this.calls.get(ids[i]!));
+    return { calls: out, next: more ? out[out.length - 1]!.id : undefined };
   }
 
   /** Queue a call (202 at once; delivery follows). 429 QUEUE_FULL past the per-device or total bound. */
@@ -381,10 +389,15 @@ export class QueuedCalls {
     this.notify(c, old?.state, false);
   }
 
-  /** Listeners first (a job's counts follow), then the event: who reads the job on hearing the event sees the change. */
+  /**
+   * Listeners first (a job's counts follow), then the event: who reads the job on hearing the event sees the change.
+   * The event is the call's tenant's (none: an operator's, a job's), not its device's: a call of a device's former
+   * tenant that expires or is cancelled after the device moved tells the new tenant nothing.
+   */
   private announce(c: QueuedCall, previous: CallState | undefined): void {
     this.notify(c, previous, true);
-    this.d.bus.publish('call.state', c.deviceId, { callId: c.id, state: c.state, ...(c.jobId !== undefined ? { jobId: c.jobId } : {}) });
+    const data = { callId: c.id, state: c.state, ...(c.jobId !== undefined ? { jobId: c.jobId } : {}) };
+    this.d.bus.publish('call.state', c.deviceId, data, { tenant: c.tenant ?? null });
   }
 
   private notify(c: QueuedCall, previous: CallState | undefined, local: boolean): void {

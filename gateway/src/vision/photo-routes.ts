@@ -1,9 +1,9 @@
-import type { FastifyInstance, FastifySchema } from 'fastify';
+import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { z } from 'zod';
 import { parseDeviceId } from '../api/route-helpers.js';
 import { DeviceIdParam, jsonSchema } from '../api/schemas.js';
 import { GatewayError } from '../errors.js';
-import type { PhotoStore } from './photo-store.js';
+import type { PhotoRecord, PhotoStore } from './photo-store.js';
 
 const Photo = z.object({
   id: z.string(),
@@ -15,9 +15,14 @@ const Photo = z.object({
 });
 const PhotoParams = DeviceIdParam.extend({ photoId: z.string().regex(/^[0-9a-z]{1,40}$/) });
 
-/** The photos devices uploaded for vision (bounded store): list them, fetch one. */
+/**
+ * The photos devices uploaded for vision (bounded store): list them, fetch one. An operator key sees every photo of the
+ * device; a tenant's key (the device is its tenant's: the scope hook answered 404 otherwise) only those taken while the
+ * device was its tenant's: a device moved from another tenant brings none of that tenant's photos along.
+ */
 export async function photoRoutes(app: FastifyInstance, opts: { store: PhotoStore }): Promise<void> {
   const tags = ['devices'];
+  const callersOwn = (req: FastifyRequest, r: PhotoRecord) => req.caller?.tenant === undefined || r.tenant === req.caller.tenant;
   app.get<{ Params: z.infer<typeof DeviceIdParam> }>('/v1/devices/:deviceId/photos', {
     schema: {
       tags,
@@ -25,13 +30,13 @@ export async function photoRoutes(app: FastifyInstance, opts: { store: PhotoStor
       params: jsonSchema(DeviceIdParam),
       response: { 200: jsonSchema(z.object({ photos: z.array(Photo) }), 'output') },
     } as FastifySchema,
-    handler: async (req) => ({ photos: opts.store.list(parseDeviceId(req.params.deviceId)) }),
+    handler: async (req) => ({ photos: opts.store.list(parseDeviceId(req.params.deviceId)).filter((r) => callersOwn(req, r)) }),
   });
   app.get<{ Params: z.infer<typeof PhotoParams> }>('/v1/devices/:deviceId/photos/:photoId', {
     schema: { tags, summary: 'One photo (the image bytes)', params: jsonSchema(PhotoParams) } as FastifySchema,
     handler: async (req, reply) => {
       const found = opts.store.read(parseDeviceId(req.params.deviceId), req.params.photoId);
-      if (!found) throw new GatewayError('NOT_FOUND', `no photo ${req.params.photoId} for this device`);
+      if (!found || !callersOwn(req, found.record)) throw new GatewayError('NOT_FOUND', `no photo ${req.params.photoId} for this device`);
       return reply.type(found.record.mimeType).header('x-content-type-options', 'nosniff').send(found.data);
     },
   });

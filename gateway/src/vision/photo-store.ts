@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { TENANT_PATTERN } from '../config/fields.js';
 
 export interface PhotoRecord {
   id: string;
@@ -10,6 +11,11 @@ export interface PhotoRecord {
   bytes: number;
   mimeType: string;
   question: string;
+  /**
+   * The device's tenant when the photo came (absent: none, or a sidecar from before 2026-11-30): a tenant's key sees
+   * only its tenant's photos, so a device moved to another tenant takes none of them along (vision/photo-routes.ts).
+   */
+  tenant?: string | undefined;
 }
 
 const PhotoMeta = z.object({
@@ -19,6 +25,7 @@ const PhotoMeta = z.object({
   bytes: z.number().int().min(0),
   mimeType: z.string().max(64),
   question: z.string().max(4096),
+  tenant: z.string().regex(TENANT_PATTERN).optional(),
 });
 
 export interface PhotoStoreLimits {
@@ -58,7 +65,9 @@ export class PhotoStore {
   save(deviceId: string, data: Buffer, meta: { mimeType: string; question: string }): PhotoRecord {
     // Ids sort in arrival order (time, then a per-process counter), also after a restart.
     const id = `${Date.now().toString(36).padStart(9, '0')}${(this.seq++ % 36 ** 4).toString(36).padStart(4, '0')}${randomBytes(4).toString('hex')}`;
+    const tenant = this.tenantOf(deviceId);
     const record: PhotoRecord = { id, deviceId, at: new Date().toISOString(), bytes: data.length, mimeType: meta.mimeType, question: meta.question };
+    if (tenant !== undefined) record.tenant = tenant;
     const dir = this.deviceDir(deviceId);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     writeFileSync(join(dir, `${id}.img`), data, { mode: 0o600 });

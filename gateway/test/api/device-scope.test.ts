@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { callerDirectory, eventFilterFor, operatorOnly, scopeDeviceRoutes, visibleDeviceId } from '../../src/api/device-scope.js';
+import { callerDirectory, eventVisibility, operatorOnly, scopeDeviceRoutes, visibleDeviceId } from '../../src/api/device-scope.js';
 import type { DeviceDirectory, DeviceSummary } from '../../src/devices/directory.js';
 import type { DeviceTenancy } from '../../src/devices/tenants.js';
 import { apiPart, bearer } from '../../../test/support/api-parts.js';
@@ -44,8 +44,14 @@ async function app(): Promise<FastifyInstance> {
           .devices.map((d) => d.id),
       }));
       scope.get('/v1/events/history', async (req) => {
-        const filter = eventFilterFor(req, tenancy);
-        return { all: filter === undefined, kept: [MINE, THEIRS, NOBODYS, ''].filter((deviceId) => filter?.({ deviceId }) ?? true) };
+        const filter = eventVisibility(req, tenancy);
+        // Events of MINE published under acme, under globex (before it moved to acme), and under no tenant.
+        const published = ['acme', 'globex', undefined].map((tenant) => ({ deviceId: MINE, tenant }));
+        return {
+          all: filter === undefined,
+          kept: [MINE, THEIRS, NOBODYS, ''].filter((deviceId) => filter?.seesDevice(deviceId) ?? true),
+          keptOfMine: published.filter((e) => filter?.sees(e) ?? true).map((e) => e.tenant ?? null),
+        };
       });
       await scope.register(async (ops) => {
         operatorOnly(ops, 'schedules');
@@ -89,8 +95,9 @@ describe('device routes through the caller’s tenant (api/device-scope.ts)', ()
     const a = await app();
     expect((await get(a, '/v1/devices', OPERATOR)).body).toEqual({ ids: [MINE, THEIRS, NOBODYS] });
     expect((await get(a, '/v1/devices', GLOBEX)).body).toEqual({ ids: [THEIRS] });
-    expect((await get(a, '/v1/events/history', OPERATOR)).body).toEqual({ all: true, kept: [MINE, THEIRS, NOBODYS, ''] });
-    expect((await get(a, '/v1/events/history', ACME)).body).toEqual({ all: false, kept: [MINE] });
+    expect((await get(a, '/v1/events/history', OPERATOR)).body).toEqual({ all: true, kept: [MINE, THEIRS, NOBODYS, ''], keptOfMine: ['acme', 'globex', null] });
+    // Of its own device, only what was published under its tenant: not the previous tenant's, nor what had none.
+    expect((await get(a, '/v1/events/history', ACME)).body).toEqual({ all: false, kept: [MINE], keptOfMine: ['acme'] });
     await a.close();
   });
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { eventFilterFor } from '../../src/api/device-scope.js';
+import { eventVisibility } from '../../src/api/device-scope.js';
 import { eventHistoryRoutes } from '../../src/api/events-history.js';
 import { EventBus, type GatewayEvent } from '../../src/events/bus.js';
 import { SqliteEventLog } from '../../src/events/history-sqlite.js';
@@ -26,11 +26,12 @@ async function historyPart() {
   const store = new SqliteStore(join(dir, 'voxgate.db'));
   cleanup.push(() => store.close());
   const log = store.share((db) => new SqliteEventLog(db, { maxEvents: 1000, maxAgeMs: 3_600_000, flushMs: 60_000, batchSize: 500, replayLimit: 100 }));
-  const bus = new EventBus({ bufferSize: 100 });
-  bus.subscribe((e) => log.append(e));
-  // A tenant's key sees its devices' events only (DEVICE is acme's), as the gateway wires it.
+  // A tenant's key sees its devices' events only (DEVICE is acme's), as the gateway wires it: each event records its
+  // device's tenant as it is published.
   const tenancy = { tenantOf: (id: string) => (id === DEVICE ? 'acme' : undefined) };
-  const app: FastifyInstance = await apiPart((scope) => scope.register(eventHistoryRoutes, { log, visibleTo: (req) => eventFilterFor(req, tenancy) }), {
+  const bus = new EventBus({ bufferSize: 100, tenantOf: tenancy.tenantOf });
+  bus.subscribe((e) => log.append(e));
+  const app: FastifyInstance = await apiPart((scope) => scope.register(eventHistoryRoutes, { log, visibleTo: (req) => eventVisibility(req, tenancy) }), {
     keys: ['part-api-key-0123456789', TENANT_KEY],
     tenantOf: (k) => (k === TENANT_KEY ? 'acme' : undefined),
   });
@@ -52,7 +53,8 @@ describe('GET /v1/events/history', () => {
       bus.publish('device.online', OTHER)!,
       bus.publish('device.offline', DEVICE, { reason: 'closed' })!,
     ];
-    const mine = published.filter((e) => e.deviceId === DEVICE);
+    // As served: the tenant an event was published under is the gateway's, never on the wire.
+    const mine = published.filter((e) => e.deviceId === DEVICE).map(({ tenant: _, ...wire }) => wire);
     // A read writes what waits first: every event published is there.
     const all = await history(`device=${DEVICE}`);
     expect(all.status).toBe(200);

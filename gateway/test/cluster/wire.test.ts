@@ -60,6 +60,13 @@ describe('cluster wire schemas', () => {
     expect(RelayedEvent.parse(e)).toMatchObject({ deviceId: 'aa:bb:cc:dd:ee:01', id: 'k3x9-12' });
     expect(RelayedEvent.safeParse({ ...e, type: 'device.exploded' }).success).toBe(false);
     expect(RelayedEvent.safeParse({ ...e, id: 'not an id' }).success).toBe(false);
+    // The tenant it was published under: a tenant's name, null for none, absent from an older instance.
+    expect([RelayedEvent.parse({ ...e, tenant: 'acme' }).tenant, RelayedEvent.parse({ ...e, tenant: null }).tenant, RelayedEvent.parse(e).tenant]).toEqual([
+      'acme',
+      null,
+      undefined,
+    ]);
+    for (const tenant of ['', 'a b', 'x'.repeat(65), 7]) expect(RelayedEvent.safeParse({ ...e, tenant }).success).toBe(false);
   });
 
   it('bounds a stored catalog', () => {

@@ -76,6 +76,23 @@ describe('EventBus', () => {
     const e = bus.publish('device.online', A, {}, { id: 'there-7', at: '2026-11-26T08:00:00.000Z' })!;
     expect([e.id, e.at]).toEqual(['there-7', '2026-11-26T08:00:00.000Z']);
   });
+
+  it('records the tenant each event is published under (its device’s then, or the one the publisher names), never on the wire', () => {
+    const tenants = new Map([[A, 'acme']]);
+    const bus = new EventBus({ bufferSize: 10, tenantOf: (id) => tenants.get(id) });
+    const before = bus.publish('device.online', A)!;
+    tenants.set(A, 'globex');
+    const after = bus.publish('device.ready', A)!;
+    // A queued call's event is its caller's tenant's (null: none), whoever has the device now.
+    const named = bus.publish('call.state', A, { callId: 'c' }, { tenant: 'acme' })!;
+    const none = bus.publish('call.state', A, { callId: 'd' }, { tenant: null })!;
+    expect([before, after, named, none, bus.publish('device.online', B)!].map((e) => e.tenant)).toEqual(['acme', 'globex', 'acme', undefined, undefined]);
+    // The ring keeps it for a Last-Event-ID replay.
+    const replay = bus.since(before.id);
+    expect('events' in replay && replay.events.map((e) => e.tenant)).toEqual(['globex', 'acme', undefined, undefined]);
+    expect(JSON.parse(eventJson(before))).toEqual({ id: before.id, type: 'device.online', deviceId: A, at: before.at, data: {} });
+    expect(sseFrame(named)).not.toContain('acme');
+  });
 });
 
 describe('eventJson and sseFrame', () => {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { eventFilterFor } from '../../src/api/device-scope.js';
+import { eventVisibility } from '../../src/api/device-scope.js';
 import { eventHistoryRoutes } from '../../src/api/events-history.js';
 import { loadConfig } from '../../src/config.js';
 import { EventBus, type GatewayEvent } from '../../src/events/bus.js';
@@ -120,7 +120,7 @@ describe('event history retention per tenant', () => {
     // Tenancy plugged in after the log opens, as gateway.ts does.
     const { log, bus } = open(tempDb(), { maxEvents: 100, maxEventsPerTenant: 40, tenantOf: undefined });
     log.useTenancy(tenantOf);
-    const app: FastifyInstance = await apiPart((scope) => scope.register(eventHistoryRoutes, { log, visibleTo: (req) => eventFilterFor(req, { tenantOf }) }), {
+    const app: FastifyInstance = await apiPart((scope) => scope.register(eventHistoryRoutes, { log, visibleTo: (req) => eventVisibility(req, { tenantOf }) }), {
       keys: ['part-api-key-0123456789', GLOBEX_KEY],
       tenantOf: (k) => (k === GLOBEX_KEY ? 'globex' : undefined),
     });

@@ -113,6 +113,32 @@ describe('event history in the embedded store (SQLite)', () => {
     expect((await log.read({ devices: new Set(['aa:bb:cc:dd:ee:99']), limit: 5 })).events).toEqual([]);
   });
 
+  it("reads a tenant's events only, filtered as it reads: full pages, no `next` past the last (rows without a tenant are nobody's)", async () => {
+    const { log } = open(tempDb(), { replayLimit: 100 });
+    const tenants = ['acme', 'globex', undefined];
+    const written = Array.from({ length: 30 }, (_, i) => ({ ...event('device.message', i % 2 ? B : A, T0 + i, { i }), tenant: tenants[i % 3] }));
+    for (const e of written) log.append(e);
+    const acme = written.filter((e) => e.tenant === 'acme').map((e) => e.id);
+    const first = await log.read({ tenant: 'acme', limit: 4 });
+    expect(first.events.map((e) => [e.id, e.tenant])).toEqual(acme.slice(0, 4).map((id) => [id, 'acme']));
+    // Ten of acme's, five a page: two pages, the second without a `next` though globex's and nobody's rows follow it.
+    expect(await all(log, { tenant: 'acme', limit: 5 })).toEqual({ ids: acme, pages: 2 });
+    const acmeOfB = written.filter((e) => e.tenant === 'acme' && e.deviceId === B).map((e) => e.id);
+    expect((await all(log, { tenant: 'acme', devices: new Set([B]), limit: 2, order: 'newest' })).ids).toEqual(acmeOfB.reverse());
+    expect((await all(log, { tenant: 'initech', limit: 5 })).ids).toEqual([]);
+    // Sparse among many: a page reads a window of the table at most; short pages go on from where they stopped.
+    const { log: windowed } = open(tempDb(), { scanWindow: 4 });
+    for (const e of written) windowed.append(e);
+    for (const order of ['oldest', 'newest'] as const) {
+      const paged = await all(windowed, { tenant: 'acme', limit: 100, order });
+      expect(paged).toEqual({ ids: order === 'oldest' ? acme : [...acme].reverse(), pages: 8 });
+      expect(await all(windowed, { tenant: 'initech', limit: 100, order })).toEqual({ ids: [], pages: 8 });
+    }
+    // A replay says whose each event is: the stream filters it as a page does.
+    const replay = await log.replay(written[0]!.id);
+    expect(replay && 'events' in replay && replay.events.map((e) => e.tenant)).toEqual(written.slice(1).map((e) => e.tenant));
+  });
+
   it('pages newest first (a timeline that starts now), each `next` going further back', async () => {
     const { log } = open(tempDb());
     const written = Array.from({ length: 12 }, (_, i) => event('device.message', i % 3 ? A : B, T0 + i, { i }));
