@@ -34,9 +34,11 @@ describe('a hostile synthesiser', () => {
 
   it('dripping audio slower than real time (each chunk inside the idle timeout) is cut: code "slow", the request closed', { timeout: 60_000 }, async () => {
     // Two bytes (one sample, 1/24 ms of audio) every 5 ms: the idle timeout never fires, and the two minutes of audio
-    // would take hours to arrive. Before, the sentence (and its turn, and its speech slot) waited all that time.
+    // would take hours to arrive. Before, the sentence (and its turn, and its speech slot) waited all that time. The
+    // idle timeout is 3 s, not less: on a busy machine one stall of the stand-in longer than it ends the request as
+    // "timeout" before the drip adds up to "slow".
     server = await startSpeechServer({ speak: { pcm: new Int16Array(24_000 * 120).fill(100), chunkBytes: 2, chunkDelayMs: 5 } });
-    const e = await providerRejection(drain(tts({ timeoutMs: 500 }), 'A sentence.'));
+    const e = await providerRejection(drain(tts({ timeoutMs: 3000 }), 'A sentence.'));
     expect(e.code).toBe('slow');
     await server.speeches[0]!.aborted;
   });
