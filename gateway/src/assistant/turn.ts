@@ -23,7 +23,8 @@ export const ROUND_LIMIT_MESSAGE = (n: number) =>
  */
 export class Turn {
   private readonly ac = new AbortController();
-  private readonly confirmations = new Map<string, { answer(approve: boolean): void; asked(): void }>();
+  /** Pending confirmations, in the order they were asked for; `open` once its window runs. */
+  private readonly confirmations = new Map<string, { answer(approve: boolean): void; asked(): void; readonly open: boolean }>();
   private readonly responseInstructions = new Map<string, string>();
   private readonly contextSections: string[] = [];
   private readonly records: ToolCallRecord[] = [];
@@ -304,6 +305,17 @@ export class Turn {
     return Promise.resolve({ text, isError: true });
   }
 
+  /**
+   * For a caller that shows the questions as they come (the HTTP API; `voxgate chat` puts them one after another), the
+   * windows of one turn run one after another: the next opens when the one before is answered or closes. All from the
+   * call, a later question's window was spent while the one before it was answered, and the answer came too late.
+   */
+  private openNextWindow(): void {
+    if (this.i.asksOneAtATime) return;
+    const pending = [...this.confirmations.values()];
+    if (!pending.some((c) => c.open)) pending[0]?.asked();
+  }
+
   private async askConfirmation(call: ToolCallRequest): Promise<ConfirmAnswer> {
     const policy = this.d.settings.confirm;
     if (policy === 'allow') return 'approved';
@@ -317,6 +329,7 @@ export class Turn {
         clearTimeout(timer);
         this.confirmations.delete(call.id);
         this.ac.signal.removeEventListener('abort', onAbort);
+        this.openNextWindow();
         resolve(v);
       };
       const onAbort = () => {
@@ -324,12 +337,19 @@ export class Turn {
         this.confirmations.delete(call.id);
         reject(this.stopReason());
       };
-      // The window: from the call, or, for a caller asking one question at a time, from when this one is asked (until
-      // then the question waits its turn within the turn's deadline, assistant.turnTimeoutMs).
+      // The window: from when this question is asked (a caller asking one at a time says when: Turn.asked), else from
+      // when the one before it was settled (openNextWindow). Until then it waits within the turn's deadline.
       const open = () => void (timer ??= setTimeout(() => done('timeout'), timeoutMs));
-      this.confirmations.set(call.id, { answer: (approve) => done(approve ? 'approved' : 'declined'), asked: open });
+      const answer = (approve: boolean) => done(approve ? 'approved' : 'declined');
+      this.confirmations.set(call.id, {
+        answer,
+        asked: open,
+        get open() {
+          return timer !== undefined;
+        },
+      });
       this.ac.signal.addEventListener('abort', onAbort, { once: true });
-      if (!this.i.asksOneAtATime) open();
+      this.openNextWindow();
       this.i.emit({ type: 'confirmation.required', callId: call.id, name: call.name, arguments: call.arguments, timeoutMs });
     });
   }

@@ -169,9 +169,9 @@ describe('Turn: confirmations asked one at a time', () => {
     { text: 'ok' },
   ];
   /** The turn, running, once both of its confirmations are pending: their call ids in order. */
-  const twoQuestions = async () => {
+  const twoQuestions = async (asksOneAtATime = true) => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const t = turnWith({ interactive: true, asksOneAtATime: true, replies: twoResets });
+    const t = turnWith({ interactive: true, asksOneAtATime, replies: twoResets });
     const ids: string[] = [];
     const both = deferred();
     t.answerAsks((id) => {
@@ -214,5 +214,31 @@ describe('Turn: confirmations asked one at a time', () => {
     await expect(t.run).rejects.toBeInstanceOf(TurnTimedOut);
     expect(t.turn.confirm(t.ids[1]!, true)).toBe(false);
     expect(t.ran).toEqual([]);
+  });
+
+  it('a caller that does not say when it asks (the HTTP API): the windows run one after another, each from when the one before was settled', async () => {
+    const t = await twoQuestions(false);
+    // The first window runs from the call; the second has not started while the first is answered, 900 ms in.
+    await vi.advanceTimersByTimeAsync(900);
+    expect(t.turn.confirm(t.ids[0]!, true)).toBe(true);
+    // 1800 ms after both calls were made, 900 ms into the second's own window: still answerable.
+    await vi.advanceTimersByTimeAsync(900);
+    expect(t.turn.confirm(t.ids[1]!, false)).toBe(true);
+    expect((await t.run).text).toBe('ok');
+    expect(t.ran).toEqual([RESET]);
+  });
+
+  it('without answers, the HTTP windows close one after another: the second a window after the first', async () => {
+    const t = await twoQuestions(false);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(t.turn.confirm(t.ids[0]!, true)).toBe(false);
+    expect(t.events.filter((e) => e.type === 'tool.result').map((e) => e.callId)).toEqual([t.ids[0]]);
+    await vi.advanceTimersByTimeAsync(999);
+    expect(t.events.filter((e) => e.type === 'tool.result')).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(t.turn.confirm(t.ids[1]!, true)).toBe(false);
+    expect((await t.run).text).toBe('ok');
+    expect(t.ran).toEqual([]);
+    expect(await t.outcome('unconfirmed')).toBe(2);
   });
 });
