@@ -5,8 +5,13 @@ export interface CachedPage {
   /** Unique per cached text in this process; 0 for a page that was not cached. */
   readonly serial: number;
   readonly result: ToolsListResult;
-  /** Its tools' size (`toolBytes` summed): what a walk counts against `session.maxCatalogBytes`. */
+  /** Its tools' size (`toolBytes` summed): what the catalog keeps of it, cut at `session.maxCatalogBytes`. */
   readonly bytes: number;
+  /**
+   * What the device listed on it: `bytes`, and the tools left out (schemas over the bounds) and any other member, each
+   * by its JSON in UTF-8. A walk stops asking once its pages listed `session.maxCatalogBytes` (tools-walk.ts).
+   */
+  readonly listed: number;
 }
 
 /**
@@ -65,12 +70,12 @@ export class ToolsPageCache {
     return e.page;
   }
 
-  /** Store the validated parse of `pageText` itself (see the class comment); `bytes` is its tools' size when known. */
-  store(pageText: string, result: ToolsListResult, bytes = pageBytes(result.tools)): CachedPage {
+  /** Store the validated parse of `pageText` itself (see the class comment); `bytes` is its tools' size when known, `listed` what it listed. */
+  store(pageText: string, result: ToolsListResult, bytes = pageBytes(result.tools), listed = bytes): CachedPage {
     const existing = this.pages.get(pageText);
     if (existing) return existing.page;
     if (this.pages.size >= this.maxPages) this.evict(this.pages.keys().next().value!);
-    const e: Entry = { text: pageText, page: { serial: ++serials, result, bytes } };
+    const e: Entry = { text: pageText, page: { serial: ++serials, result, bytes, listed } };
     this.pages.set(pageText, e);
     this.remember(e);
     return e.page;
