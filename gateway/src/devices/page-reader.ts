@@ -13,17 +13,20 @@ import {
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
+import type { BadInputLog } from './bad-input-log.js';
 import { guardToolSchemas, type SchemaLimits } from '../schemas/untrusted-schema.js';
 import type { RawReplyReader } from './rpc-channel.js';
 import { toolBytes, type CachedPage, type ToolsPageCache } from './tools-page-cache.js';
 
-/** What a walk's reader reads: the session's setup context (setup.ts `SetupDeps`) is one; `log` is read only to write. */
+/** What a walk's reader reads: the session's setup context (setup.ts `SetupDeps`) is one; `log` and `badInput` are read only to write. */
 export interface PageReaderDeps {
   readonly pages: ToolsPageCache;
   readonly settings: { readonly frameLimits: JsonLimits; readonly schemaLimits: SchemaLimits };
   readonly transport: 'websocket' | 'mqtt';
   readonly metrics: Metrics;
   readonly log: Logger;
+  /** The device's bad-input lines (bad-input-log.ts: per session, and within the gateway's budget for all). */
+  readonly badInput: Pick<BadInputLog, 'note'>;
 }
 
 /**
@@ -95,7 +98,8 @@ export class PageReader implements RawReplyReader {
       if (!schemas.ok) {
         this.d.metrics.schemasRefused.inc({ source: 'device', reason: schemas.reason });
         const { reason, detail } = schemas;
-        this.d.log.warn({ tool: tool.name, reason, detail }, 'tool schema over the bounds; tool left out of the catalog');
+        // A line per tool was written without a bound: a page may list a thousand such tools, on every walk (red team 11).
+        this.d.badInput.note('warn', { tool: tool.name, reason, detail }, 'tool schema over the bounds; tool left out of the catalog');
         // Left out, but listed: a page of such tools costs its reading as much as a page of kept ones.
         leftOut += toolBytes(tool);
         continue;

@@ -15,7 +15,14 @@ describe('resultTail', () => {
 
 describe('PageReader', () => {
   const reader = () =>
-    new PageReader({ pages: new ToolsPageCache(), settings: testSettings(), transport: 'websocket', metrics: createMetrics(), log: silentLog });
+    new PageReader({
+      pages: new ToolsPageCache(),
+      settings: testSettings(),
+      transport: 'websocket',
+      metrics: createMetrics(),
+      log: silentLog,
+      badInput: { note: () => undefined },
+    });
   let deep: Record<string, unknown> = { type: 'object' };
   for (let i = 0; i < 20; i++) deep = { type: 'object', properties: { a: deep } };
   const kept = { name: 'kept', inputSchema: { type: 'object' } };

@@ -95,6 +95,11 @@ describe('a tools/list walk is bounded by what the device listed, kept or not', 
     expect(asked.pages).toBe(pagesFor(bytesPerPage));
     expect(asked.pages).toBeLessThan(MAX_PAGES);
     expect(await t.metric('voxgate_schemas_refused_total')).toBe(refusedBefore + 10 * asked.pages);
+    // Each is counted; the lines about them are the device's bad input, 20 a minute (a line per tool before: a page of
+    // a thousand such tools wrote a thousand lines, on every walk).
+    const lines = t.logs.filter((l) => l['msg'] === 'tool schema over the bounds; tool left out of the catalog' && l['deviceId'] === deviceId);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.length).toBeLessThanOrEqual(20);
     expect((await t.api('GET', `/v1/devices/${deviceId}`)).body).toMatchObject({ state: 'ready', toolCount: 0 });
   });
 });
