@@ -1,20 +1,30 @@
 import { z } from 'zod';
+import { safeJsonText } from './json.js';
 
 /** The MCP revision the gateway asks for; reference devices answer 2024-11-05 whatever is asked. */
 export const GATEWAY_PROTOCOL_VERSION = '2024-11-05';
 export const TOOL_NAME_MAX = 128;
 
-export const InitializeResultSchema = z
-  .object({
-    protocolVersion: z.string().max(64).catch('unknown'),
-    capabilities: z.record(z.string(), z.unknown()).catch({}),
-    serverInfo: z
-      .object({ name: z.string().max(256).catch('unknown'), version: z.string().max(128).catch('unknown') })
-      .loose()
-      .catch({ name: 'unknown', version: 'unknown' }),
-    instructions: z.string().max(16_384).optional().catch(undefined),
-  })
-  .loose();
+/** A device's capabilities are kept whole up to this many characters of JSON (the firmware's: `{"tools":{}}`), else as `{}`. */
+export const MAX_CAPABILITIES_CHARS = 4096;
+
+/**
+ * A device's initialize answer, as the gateway keeps it for the device's whole connection and publishes it (`device.ready`
+ * carries its serverInfo): its MCP fields only, each bounded. Members MCP does not define are dropped, at the top and in
+ * serverInfo, and capabilities past MAX_CAPABILITIES_CHARS are dropped whole: both were kept as sent, so one answer
+ * of a frame's size (256 KiB over MQTT) was held per connection and sat in every device.ready event (red team 11).
+ */
+export const InitializeResultSchema = z.object({
+  protocolVersion: z.string().max(64).catch('unknown'),
+  capabilities: z
+    .record(z.string(), z.unknown())
+    .refine((c) => safeJsonText(c, '').length <= MAX_CAPABILITIES_CHARS)
+    .catch({}),
+  serverInfo: z
+    .object({ name: z.string().max(256).catch('unknown'), version: z.string().max(128).catch('unknown') })
+    .catch({ name: 'unknown', version: 'unknown' }),
+  instructions: z.string().max(16_384).optional().catch(undefined),
+});
 export type InitializeResult = z.infer<typeof InitializeResultSchema>;
 
 export const ToolAnnotationsSchema = z

@@ -38,7 +38,7 @@ export function cutToBytes(walk: ToolsWalk, settings: Pick<SessionSettings, 'max
   const after = tools.length > 0 ? tools[tools.length - 1]!.name : undefined;
   settings.catalogs.refused(
     'device_bytes',
-    { deviceId, page, after, listedBytes: walk.bytes, keptBytes: used, cap: max },
+    { deviceId, page, after, listedBytes: walk.listed, keptBytes: used, cap: max },
     'device catalog over session.maxCatalogBytes; catalog cut',
   );
   if (tools.length > settings.maxTools) tools.length = settings.maxTools;

@@ -4,6 +4,7 @@ import {
   describeIssues,
   referenceResultTail,
   referenceResultText,
+  safeJsonText,
   tryParseJson,
   type JsonLimits,
   type Tool,
@@ -12,17 +13,20 @@ import {
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
+import type { BadInputLog } from './bad-input-log.js';
 import { guardToolSchemas, type SchemaLimits } from '../schemas/untrusted-schema.js';
 import type { RawReplyReader } from './rpc-channel.js';
 import { toolBytes, type CachedPage, type ToolsPageCache } from './tools-page-cache.js';
 
-/** What a walk's reader reads: the session's setup context (setup.ts `SetupDeps`) is one; `log` is read only to write. */
+/** What a walk's reader reads: the session's setup context (setup.ts `SetupDeps`) is one; `log` and `badInput` are read only to write. */
 export interface PageReaderDeps {
   readonly pages: ToolsPageCache;
   readonly settings: { readonly frameLimits: JsonLimits; readonly schemaLimits: SchemaLimits };
   readonly transport: 'websocket' | 'mqtt';
   readonly metrics: Metrics;
   readonly log: Logger;
+  /** The device's bad-input lines (bad-input-log.ts: per session, and within the gateway's budget for all). */
+  readonly badInput: Pick<BadInputLog, 'note'>;
 }
 
 /**
@@ -59,7 +63,7 @@ export class PageReader implements RawReplyReader {
       const parsed = tryParseJson(pageText);
       const valid = parsed.ok ? this.validate(parsed.value) : undefined;
       if (!valid?.ok) return undefined;
-      page = this.d.pages.store(pageText, valid.page, valid.bytes);
+      page = this.d.pages.store(pageText, valid.page, valid.bytes, valid.listed);
       this.d.metrics.hot.toolsPages.parsed.inc();
     }
     this.d.metrics.hot.framesIn[this.d.transport].mcp.inc();
@@ -75,24 +79,29 @@ export class PageReader implements RawReplyReader {
       throw new GatewayError('DEVICE_ERROR', `malformed tools/list page ${pageNumber}: ${r.detail}`, { method: 'tools/list', malformed: true });
     }
     this.d.metrics.hot.toolsPages.parsed.inc();
-    return { serial: 0, result: r.page, bytes: r.bytes };
+    return { serial: 0, result: r.page, bytes: r.bytes, listed: r.listed };
   }
 
   /**
-   * A tools/list result, validated, and the size of the tools kept (`toolBytes`, measured once per page text: a cached
-   * page carries it); tools whose schemas are over the bounds are left out (logged, counted).
+   * A tools/list result, validated: its tools and cursor (other members are dropped), the size of the tools kept
+   * (`toolBytes`, measured once per page text: a cached page carries it) and of all it listed; tools whose schemas are
+   * over the bounds are left out (logged, counted).
    */
-  private validate(raw: unknown): { ok: true; page: ToolsListResult; bytes: number } | { ok: false; detail: string } {
+  private validate(raw: unknown): { ok: true; page: ToolsListResult; bytes: number; listed: number } | { ok: false; detail: string } {
     const r = ToolsListResultSchema.safeParse(raw);
     if (!r.success) return { ok: false, detail: describeIssues(r.error.issues) };
     const tools: Tool[] = [];
     let bytes = 0;
+    let leftOut = 0;
     for (const tool of r.data.tools) {
       const schemas = guardToolSchemas(tool.inputSchema, tool.outputSchema, this.d.settings.schemaLimits);
       if (!schemas.ok) {
         this.d.metrics.schemasRefused.inc({ source: 'device', reason: schemas.reason });
         const { reason, detail } = schemas;
-        this.d.log.warn({ tool: tool.name, reason, detail }, 'tool schema over the bounds; tool left out of the catalog');
+        // A line per tool was written without a bound: a page may list a thousand such tools, on every walk (red team 11).
+        this.d.badInput.note('warn', { tool: tool.name, reason, detail }, 'tool schema over the bounds; tool left out of the catalog');
+        // Left out, but listed: a page of such tools costs its reading as much as a page of kept ones.
+        leftOut += toolBytes(tool);
         continue;
       }
       const kept: Tool = { ...tool, inputSchema: schemas.inputSchema };
@@ -100,6 +109,10 @@ export class PageReader implements RawReplyReader {
       tools.push(kept);
       bytes += toolBytes(kept);
     }
-    return { ok: true, page: { ...r.data, tools }, bytes };
+    const { tools: _listed, nextCursor, ...other } = r.data;
+    // Members a page has beside its tools and cursor are read, counted as listed, and not kept.
+    if (Object.keys(other).length > 0) leftOut += Buffer.byteLength(safeJsonText(other, ''));
+    const page: ToolsListResult = nextCursor === undefined ? { tools } : { tools, nextCursor };
+    return { ok: true, page, bytes, listed: bytes + leftOut };
   }
 }

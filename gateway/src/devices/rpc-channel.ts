@@ -227,7 +227,8 @@ export class RpcChannel {
   refuseOversized(bytes: number, limit: number, head: string): void {
     const id = unparsableReplyId(head);
     const detail = `device reply of ${bytes} bytes exceeds the ${limit}-byte limit (mqtt.maxPacketBytes); it was refused`;
-    this.d.log.warn({ bytes, limit, id }, 'device message over the size limit refused');
+    // The device's bad input, within its budget: an MQTT device may send such messages one after another (red team 11).
+    this.d.badInput.note('warn', { bytes, limit, id }, 'device message over the size limit refused');
     if (id === undefined || !this.find(id)) return;
     const p = this.take(id);
     p?.reject(new GatewayError('DEVICE_ERROR', detail, { method: p.rpcMethod, bytes, limit }));

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
+import type { BadInputLog } from './bad-input-log.js';
 import type { CallQueue } from './call-queue.js';
 import { capGap, cutToBytes, holdOrRefuse } from './catalog-bounds.js';
 import type { CatalogHolder } from './catalog-budget.js';
@@ -19,6 +20,8 @@ export const RELIST_GAP_MS = 1000;
 export interface SetupDeps {
   deviceId: string;
   log: Logger;
+  /** The device's bad-input lines, for what its pages list wrong (page-reader.ts); read only to write. */
+  readonly badInput: Pick<BadInputLog, 'note'>;
   metrics: Metrics;
   settings: SessionSettings;
   channel: RpcChannel;

@@ -5,8 +5,13 @@ export interface CachedPage {
   /** Unique per cached text in this process; 0 for a page that was not cached. */
   readonly serial: number;
   readonly result: ToolsListResult;
-  /** Its tools' size (`toolBytes` summed): what a walk counts against `session.maxCatalogBytes`. */
+  /** Its tools' size (`toolBytes` summed): what the catalog keeps of it, cut at `session.maxCatalogBytes`. */
   readonly bytes: number;
+  /**
+   * What the device listed on it: `bytes`, and the tools left out (schemas over the bounds) and any other member, each
+   * by its JSON in UTF-8. A walk stops asking once its pages listed `session.maxCatalogBytes` (tools-walk.ts).
+   */
+  readonly listed: number;
 }
 
 /**
@@ -31,6 +36,12 @@ interface Entry {
 }
 
 const DEFAULT_MAX_PAGES = 256;
+/**
+ * Characters of page text the cache holds in all (each entry holds its text and its parse). A firmware's pages are at
+ * most 8000 bytes, so 256 of them are 2 MB; the count alone let pages as large as a frame (256 KiB over MQTT) be kept,
+ * 256 of them, ~128 MB with their parse, which any device could fill by listing new pages (red team 11).
+ */
+const DEFAULT_MAX_CHARS = 4 * 1024 * 1024;
 /** Entries found last, compared before the Map is asked: a firmware's few pages, and a few firmwares at once. */
 const RECENT = 8;
 /** Serials are process-wide: catalogs are interned by the serials of their pages (ToolCatalog.fromPages). */
@@ -54,8 +65,13 @@ export class ToolsPageCache {
   private readonly pages = new Map<string, Entry>();
   private readonly recent: Entry[] = [];
   private next = 0;
+  /** The entries' texts' length summed, against `maxChars`. */
+  private chars = 0;
 
-  constructor(private readonly maxPages = DEFAULT_MAX_PAGES) {}
+  constructor(
+    private readonly maxPages = DEFAULT_MAX_PAGES,
+    private readonly maxChars = DEFAULT_MAX_CHARS,
+  ) {}
 
   get(pageText: string): CachedPage | undefined {
     for (const e of this.recent) if (e.text.length === pageText.length && e.text === pageText) return e.page;
@@ -65,13 +81,17 @@ export class ToolsPageCache {
     return e.page;
   }
 
-  /** Store the validated parse of `pageText` itself (see the class comment); `bytes` is its tools' size when known. */
-  store(pageText: string, result: ToolsListResult, bytes = pageBytes(result.tools)): CachedPage {
+  /** Store the validated parse of `pageText` itself (see the class comment); `bytes` is its tools' size when known, `listed` what it listed. */
+  store(pageText: string, result: ToolsListResult, bytes = pageBytes(result.tools), listed = bytes): CachedPage {
     const existing = this.pages.get(pageText);
     if (existing) return existing.page;
-    if (this.pages.size >= this.maxPages) this.evict(this.pages.keys().next().value!);
-    const e: Entry = { text: pageText, page: { serial: ++serials, result, bytes } };
+    // A page larger than the whole bound is not kept (serial 0: its catalog is built from its tools).
+    if (pageText.length > this.maxChars) return { serial: 0, result, bytes, listed };
+    while (this.pages.size > 0 && (this.pages.size >= this.maxPages || this.chars + pageText.length > this.maxChars))
+      this.evict(this.pages.keys().next().value!);
+    const e: Entry = { text: pageText, page: { serial: ++serials, result, bytes, listed } };
     this.pages.set(pageText, e);
+    this.chars += pageText.length;
     this.remember(e);
     return e.page;
   }
@@ -85,6 +105,7 @@ export class ToolsPageCache {
   private evict(text: string): void {
     const e = this.pages.get(text);
     this.pages.delete(text);
+    if (e !== undefined) this.chars -= e.text.length;
     const at = e === undefined ? -1 : this.recent.indexOf(e);
     if (at < 0) return;
     // An evicted entry must not be found by comparison either; which slot is replaced next is only a heuristic.

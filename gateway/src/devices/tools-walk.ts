@@ -20,8 +20,10 @@ export class ToolsWalk {
   readonly reader: PageReader;
   readonly pages: CachedPage[] = [];
   count = 0;
-  /** The pages' size (CachedPage.bytes summed), against `maxCatalogBytes`. */
+  /** The pages' size (CachedPage.bytes summed): the catalog is cut at `maxCatalogBytes` of it. */
   bytes = 0;
+  /** What the pages listed (CachedPage.listed summed, at least `bytes`): the walk stops asking at `maxCatalogBytes` of it. */
+  listed = 0;
   /** The walk stopped at `maxCatalogBytes` with pages left unasked: the catalog is cut (setup.ts). */
   overBytes = false;
   /** The walk stopped at `maxToolPages` or `maxTools` with pages left unasked: the catalog is cut (catalog-bounds.ts). */
@@ -54,6 +56,7 @@ export class ToolsWalk {
     this.pages.push(p);
     this.count += p.result.tools.length;
     this.bytes += p.bytes;
+    this.listed += p.listed;
     const next = p.result.nextCursor;
     if (next === undefined || next === '') return true;
     if (next === this.firstCursor || this.seen?.has(next)) {
@@ -68,8 +71,9 @@ export class ToolsWalk {
       this.capped = 'tools';
       return true;
     }
-    // Pages past the byte bound would only be cut: not asked, so a walk holds at most the bound and one page.
-    if (this.bytes >= settings.maxCatalogBytes) return (this.overBytes = true);
+    // Pages past the byte bound would only be cut: not asked, so a walk holds at most the bound and one page. What was
+    // listed counts, kept or not: pages of tools left out, or of other members, cost their reading as much (red team 11).
+    if (this.listed >= settings.maxCatalogBytes) return (this.overBytes = true);
     if (this.firstCursor === undefined) this.firstCursor = next;
     else (this.seen ??= new Set([this.firstCursor])).add(next);
     this.cursor = next;

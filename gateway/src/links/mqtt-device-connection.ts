@@ -3,7 +3,7 @@ import { DEVICE_PUBLISH_TOPIC } from '@voxgate/protocol';
 import mqttPacket, { type IConnectPacket, type Packet } from 'mqtt-packet';
 import type { DeviceLink } from '../devices/link.js';
 import type { UnreadCheck } from './mqtt-connection.js';
-import { connectProtocolLevel, MqttFramingError, MqttPacketGuard, type OversizedPublish } from './mqtt-packet-guard.js';
+import { connectProtocolLevel, MAX_CONNECT_BYTES, MqttFramingError, MqttPacketGuard, type OversizedPublish } from './mqtt-packet-guard.js';
 import { leanParserList } from './mqtt-parser-buffer.js';
 
 /** CONNACK return codes (MQTT 3.1.1, 3.2.2.3). */
@@ -126,7 +126,9 @@ export class MqttDeviceConnection<S = unknown> implements DeviceLink {
     readonly remoteAddress: string,
     private readonly o: MqttDeviceOptions<S>,
   ) {
-    this.guard = new MqttPacketGuard(o.maxPacketBytes, (info) => this.o.hooks.oversized(this, info));
+    // The CONNECT comes before any credentials: it is held to far less than the packets after it (MAX_CONNECT_BYTES).
+    const connectLimit = Math.min(o.maxPacketBytes, MAX_CONNECT_BYTES);
+    this.guard = new MqttPacketGuard(o.maxPacketBytes, (info) => this.o.hooks.oversized(this, info), connectLimit);
     // An idle socket holds a descriptor: one that never sends CONNECT is closed soon.
     this.timer = setTimeout(this.noConnect, o.connectTimeoutMs);
     leanParserList(this.parser);

@@ -5,10 +5,20 @@ export class PacketTooLargeError extends MqttFramingError {
   constructor(
     readonly bytes: number,
     readonly limit: number,
+    what = 'MQTT packet',
   ) {
-    super(`MQTT packet of ${bytes} bytes exceeds the ${limit}-byte limit`);
+    super(`${what} of ${bytes} bytes exceeds the ${limit}-byte limit`);
   }
 }
+
+/**
+ * The first packet of a connection, its CONNECT [MQTT-3.1.0-1], comes before anyone is authenticated: a device's is a
+ * few hundred bytes (a client id of at most 256 characters, the OTA's user name, a 44-character password), a backend's
+ * carries an API key (which HTTP's 16 KiB of headers bounds too); wills are dropped unread. Held to the packet limit
+ * (256 KiB), every socket on the MQTT port could hold a quarter of a megabyte of a CONNECT it never finishes, with no
+ * credentials, until the connect deadline (red team 11).
+ */
+export const MAX_CONNECT_BYTES = 16 * 1024;
 
 /** A QoS 0 PUBLISH over the limit that was skipped (never buffered, never seen by the broker). */
 export interface OversizedPublish {
@@ -39,11 +49,17 @@ export class MqttPacketGuard {
   private multiplier = 1;
   private remaining = 0;
   private skipped: { bytes: number; head: Buffer[]; headBytes: number } | undefined;
+  /** The connection's first packet is still to come: it is held to `firstLimit` (when given), and never skipped. */
+  private first: boolean;
 
   constructor(
     private readonly limit: number,
     private readonly onOversized: (info: OversizedPublish) => void = () => undefined,
-  ) {}
+    /** What a connection's first packet (its CONNECT) may be, whatever `limit` allows after it (MAX_CONNECT_BYTES). */
+    private readonly firstLimit?: number,
+  ) {
+    this.first = firstLimit !== undefined;
+  }
 
   /**
    * The bytes of `chunk` that pass (the chunk itself when it holds whole packets under the limit), undefined
@@ -92,6 +108,10 @@ export class MqttPacketGuard {
         }
         const total = this.header.length + this.length;
         this.remaining = this.length;
+        const firstLimit = this.first ? this.firstLimit : undefined;
+        this.first = false;
+        // Refused before a byte of it is held, and never skipped: a first packet is a CONNECT, or a violation.
+        if (firstLimit !== undefined && total > firstLimit) return new PacketTooLargeError(total, firstLimit, 'first MQTT packet (CONNECT)');
         if (total > this.limit) {
           const first = this.header[0]!;
           const qos0Publish = first >> 4 === PUBLISH && (first & 0x06) === 0;

@@ -47,6 +47,7 @@ function setupPair(overrides: Partial<SessionSettings> = {}, pages = new ToolsPa
     transport: 'mqtt',
     vision: () => undefined,
     session,
+    badInput: { note: () => undefined },
   });
   return { setup, device, metrics, session, close, logReads: () => logReads, setState: (s: SessionState) => (state = s) };
 }

@@ -62,6 +62,20 @@ describe('tools/list page cache', () => {
     expect(cache.get('b')).toBe(b);
   });
 
+  it('holds at most 4 Mi characters of page text: pages as large as a frame push out the oldest (red team 11)', () => {
+    // 256 pages of 200 000 characters each, as one device listing made-up pages would send: before, all 256 were kept.
+    const cache = new ToolsPageCache();
+    const texts = Array.from({ length: 256 }, (_, i) => `{"tools":[],"pad":"${String(i).padStart(200_000, 'x')}"}`);
+    for (const t of texts) cache.store(t, { tools: [] });
+    const kept = texts.filter((t) => cache.get(t) !== undefined);
+    expect(kept.length * 200_000).toBeLessThanOrEqual(4 * 1024 * 1024);
+    expect(kept).toEqual(texts.slice(texts.length - kept.length));
+    // A firmware's pages (under 8 KB) still fill all 256 places.
+    const small = Array.from({ length: 256 }, (_, i) => `{"tools":[],"pad":"${String(i).padStart(7900, 'y')}"}`);
+    for (const t of small) cache.store(t, { tools: [] });
+    expect(small.every((t) => cache.get(t) !== undefined)).toBe(true);
+  });
+
   it('finds a page by equal text from any string, and never one it dropped, however recently it was found', () => {
     const cache = new ToolsPageCache(2);
     const a = cache.store('{"tools":[],"x":1}', { tools: [] });

@@ -195,6 +195,19 @@ describe('reference-firmware devices over MQTT (embedded broker)', () => {
     expect(after.status).toBe(200);
   });
 
+  it('counts every message over mqtt.maxPacketBytes, and writes their lines within the bad-input budget of the device', async () => {
+    const { d } = await onlineDevice();
+    const before = await t.metric('voxgate_frames_rejected_total', { reason: 'too_large' });
+    // Each is skipped as it streams by: the line about it was unbounded (one per 256 KiB sent, from every device).
+    const big = 'z'.repeat(300 * 1024);
+    for (let i = 0; i < 40; i++) d.sendRaw(big);
+    await expect.poll(() => t.metric('voxgate_frames_rejected_total', { reason: 'too_large' })).toBe(before + 40);
+    const lines = t.logs.filter((l) => l['msg'] === 'device message over the size limit refused' && l['deviceId'] === d.deviceId);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.length).toBeLessThanOrEqual(20);
+    expect(d.connected).toBe(true);
+  });
+
   it('fails pending calls at once when an MQTT device drops', async () => {
     const { d } = await onlineDevice();
     d.holdReplies();

@@ -71,6 +71,53 @@ describe('hostile WebSocket devices: frames no firmware sends', () => {
   });
 });
 
+describe('hostile WebSocket devices: an initialize answer as large as a frame (red team 11)', () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway();
+  });
+  afterAll(() => t.close());
+
+  /** A device that answers initialize with `result`, then lists TOOLS: its device.ready event. */
+  const setUp = async (deviceId: string, result: Record<string, unknown>) => {
+    const ready = t.nextEvent('device.ready', deviceId);
+    const d = await ScriptedWsDevice.connect(t.wsUrl, deviceId);
+    d.reply((await d.next('initialize')).id, JSON.stringify(result));
+    d.reply((await d.next('tools/list')).id, JSON.stringify({ tools: TOOLS }));
+    return { d, ready: await ready };
+  };
+
+  it('keeps and publishes the MCP fields of the answer only: what else it carries is held by no connection and no event', async () => {
+    // Members MCP does not define, at the top and in serverInfo, and capabilities of 20 KiB: the frame is ~60 KiB.
+    const pad = 'p'.repeat(20 * 1024);
+    const deviceId = '02:00:00:00:0d:f0';
+    const { d, ready } = await setUp(deviceId, {
+      protocolVersion: '2024-11-05',
+      capabilities: { tools: {}, pad },
+      serverInfo: { name: 'fw', version: '1.0', pad },
+      pad,
+    });
+    // Before, device.ready carried the whole serverInfo (every SSE stream, MQTT backend, the event ring of 1000 and the
+    // history held it), and the session kept the whole answer for its connection.
+    expect(ready.data['server']).toEqual({ name: 'fw', version: '1.0' });
+    expect(JSON.stringify(ready.data).length).toBeLessThan(512);
+    expect(t.gw.registry.find(deviceId)?.initialize).toEqual({ protocolVersion: '2024-11-05', capabilities: {}, serverInfo: { name: 'fw', version: '1.0' } });
+    d.close();
+
+    // A real firmware's answer is kept as it came, its capabilities and instructions included.
+    const plain = {
+      protocolVersion: '2024-11-05',
+      capabilities: { tools: {}, experimental: { x: 1 } },
+      serverInfo: { name: 'fw', version: '2' },
+      instructions: 'hi',
+    };
+    const other = await setUp('02:00:00:00:0d:f1', plain);
+    expect(t.gw.registry.find('02:00:00:00:0d:f1')?.initialize).toEqual(plain);
+    expect(other.ready.data['server']).toEqual({ name: 'fw', version: '2' });
+    other.d.close();
+  });
+});
+
 describe('hostile WebSocket devices: what holds', () => {
   let t: TestGateway;
   beforeAll(async () => {

@@ -64,4 +64,20 @@ describe('MQTT packet guard', () => {
       expect(skipped).toBe(packets.length - packets.filter((p) => p.length <= limit).length);
     }
   });
+
+  it('holds the first packet of a connection (its CONNECT) to its own limit, refused on its length alone, even as a QoS 0 publish', () => {
+    const first = (p: Buffer) => new MqttPacketGuard(1000, () => undefined, 100).pass(p);
+    const over = first(mqttFrame(0x10, Buffer.alloc(99)));
+    expect(over).toBeInstanceOf(PacketTooLargeError);
+    expect((over as PacketTooLargeError).message).toBe('first MQTT packet (CONNECT) of 101 bytes exceeds the 100-byte limit');
+    // Its fixed header alone is enough: nothing of the body is waited for, or held.
+    expect(first(Buffer.from([0x10, 0xe0, 0x0c]))).toBeInstanceOf(PacketTooLargeError);
+    expect(first(publish('device-server', Buffer.alloc(200)))).toBeInstanceOf(PacketTooLargeError);
+    // At the limit it passes, and the packets after it are held to the packet limit only.
+    const guard = new MqttPacketGuard(1000, () => undefined, 100);
+    const connect = mqttFrame(0x10, Buffer.alloc(98));
+    const later = publish('device-server', Buffer.alloc(900));
+    const passed = guard.pass(Buffer.concat([connect, later]));
+    expect(Buffer.isBuffer(passed) && passed.equals(Buffer.concat([connect, later]))).toBe(true);
+  });
 });
