@@ -1,4 +1,4 @@
-/** Binary searches over a sorted array of ids (the device listing's order, the cluster's presence index). */
+/** Binary searches over a sorted array of ids (the device listing's order, the cluster's presence index), and sorted id lists kept per key (a device's queued calls). */
 
 /** The index of the first element of sorted `a` not less than `v`. */
 export function lowerBound(a: readonly string[], v: string): number {
@@ -77,4 +77,21 @@ export class SortedIds {
   get size(): number {
     return this.order.length + this.added.length;
   }
+}
+
+/** Adds `id` to the sorted ids `m` keeps under `key` (appended when it sorts last, as new ids mostly do). */
+export function insertSorted(m: Map<string, string[]>, key: string, id: string): void {
+  let ids = m.get(key);
+  if (!ids) m.set(key, (ids = []));
+  if (ids.length === 0 || ids[ids.length - 1]! < id) ids.push(id);
+  else ids.splice(upperBound(ids, id), 0, id);
+}
+
+/** Takes `id` out of the sorted ids `m` keeps under `key`; the key goes with its last id. */
+export function removeSorted(m: Map<string, string[]>, key: string, id: string): void {
+  const ids = m.get(key);
+  if (!ids) return;
+  const i = ids[0] === id ? 0 : ids.indexOf(id);
+  if (i >= 0) ids.splice(i, 1);
+  if (ids.length === 0) m.delete(key);
 }

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { upperBound } from '../devices/sorted-ids.js';
+import { insertSorted, removeSorted, upperBound } from '../devices/sorted-ids.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import type { Store } from '../store/store.js';
@@ -435,19 +435,4 @@ export class QueuedCalls {
     removeSorted(this.byDevice, old.deviceId, old.id);
     if (!isFinished(old.state)) removeSorted(this.pending, old.deviceId, old.id);
   }
-}
-
-function insertSorted(m: Map<string, string[]>, key: string, id: string): void {
-  let ids = m.get(key);
-  if (!ids) m.set(key, (ids = []));
-  if (ids.length === 0 || ids[ids.length - 1]! < id) ids.push(id);
-  else ids.splice(upperBound(ids, id), 0, id);
-}
-
-function removeSorted(m: Map<string, string[]>, key: string, id: string): void {
-  const ids = m.get(key);
-  if (!ids) return;
-  const i = ids[0] === id ? 0 : ids.indexOf(id);
-  if (i >= 0) ids.splice(i, 1);
-  if (ids.length === 0) m.delete(key);
 }
