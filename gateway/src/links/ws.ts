@@ -13,6 +13,7 @@ import { bearerToken, checkWebSocketAuth, type DeviceAuthPolicy } from './device
 import { guardFrame, handlerFailed } from './frame-guard.js';
 import { RequestTarget, trimSlashes } from './request-target.js';
 import { UnreadBound } from './unread-bound.js';
+import { hasUnshowable } from '../schemas/showable.js';
 
 export interface WsLinkOptions {
   path: string;
@@ -237,12 +238,12 @@ export function attachWebSocketLink(server: Server, o: WsLinkOptions) {
       return refuse(socket, 503, 'Service Unavailable', 'the gateway holds as many devices as it may; try again later');
     }
     const h = (name: string) => headerValue(req, name) ?? target.query(name) ?? target.query(name.replace('-', '_')) ?? undefined;
-    const deviceId = normalizeDeviceId(h('device-id') ?? '');
-    if (!deviceId) {
-      o.metrics.authRefused.inc({ transport: 'websocket', reason: 'bad_device_id' });
-      return refuse(socket, 400, 'Bad Request', 'Device-Id header must be a MAC address');
+    const who = identify(h);
+    if ('refused' in who) {
+      o.metrics.authRefused.inc({ transport: 'websocket', reason: who.refused });
+      return refuse(socket, 400, 'Bad Request', who.message);
     }
-    const clientId = (h('client-id') ?? deviceId).slice(0, 64);
+    const { deviceId, clientId } = who;
     const verdict = checkWebSocketAuth(o.auth, bearerToken(h('authorization') ?? target.query('token') ?? undefined), clientId, deviceId);
     if (!verdict.ok) {
       o.metrics.authRefused.inc({ transport: 'websocket', reason: verdict.reason });
@@ -338,4 +339,19 @@ export function refuse(socket: Duplex, status: number, text: string, detail = ''
 function toBuffer(d: RawData): Buffer {
   if (Buffer.isBuffer(d)) return d;
   return Array.isArray(d) ? Buffer.concat(d) : Buffer.from(d);
+}
+
+/**
+ * The device's ids from its headers (or the query string): a MAC address, and a client id of at most 64 characters (the
+ * device id when absent). The API and the console show the client id: a query string's percent-escapes could carry a
+ * terminal's controls or reorder what is read (red team 11); the firmware's is a UUID.
+ */
+function identify(
+  h: (name: string) => string | undefined,
+): { deviceId: string; clientId: string } | { refused: 'bad_device_id' | 'bad_client_id'; message: string } {
+  const deviceId = normalizeDeviceId(h('device-id') ?? '');
+  if (!deviceId) return { refused: 'bad_device_id', message: 'Device-Id header must be a MAC address' };
+  const clientId = (h('client-id') ?? deviceId).slice(0, 64);
+  if (hasUnshowable(clientId)) return { refused: 'bad_client_id', message: 'Client-Id must not hold control or bidirectional-formatting characters' };
+  return { deviceId, clientId };
 }

@@ -161,11 +161,11 @@ describe('hostile WebSocket devices: what holds', () => {
 
   it('a Device-Id header sent twice, or one that is not a MAC, is refused at the upgrade (400)', async () => {
     const port = Number(new URL(t.baseUrl).port);
-    const upgrade = async (deviceIdLines: string): Promise<string> => {
+    const upgrade = async (deviceIdLines: string, path = '/xiaozhi/v1/'): Promise<string> => {
       const sock = connect(port, '127.0.0.1');
       await once(sock, 'connect');
       sock.write(
-        `GET /xiaozhi/v1/ HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${deviceIdLines}\r\n`,
+        `GET ${path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${deviceIdLines}\r\n`,
       );
       let text = '';
       sock.on('data', (c: Buffer) => (text += c.toString('latin1')));
@@ -175,6 +175,16 @@ describe('hostile WebSocket devices: what holds', () => {
     expect(await upgrade('Device-Id: 02:00:00:00:0d:e1\r\nDevice-Id: 02:00:00:00:0d:e2\r\n')).toBe('HTTP/1.1 400 Bad Request');
     expect(await upgrade('Device-Id: 02:00:00:00:0d:\xe9\xe9\r\n')).toBe('HTTP/1.1 400 Bad Request');
     expect(await upgrade('Device-Id: ../../02:00:00:00:0d:e1\r\n')).toBe('HTTP/1.1 400 Bad Request');
+    // A client id the API and the console would show with a terminal's escape, or reordered by a right-to-left override
+    // (red team 11): percent-escaped in the query string, which reaches it decoded.
+    const before = await t.metric('voxgate_device_auth_refused_total', { transport: 'websocket', reason: 'bad_client_id' });
+    expect(await upgrade('Device-Id: 02:00:00:00:0d:e3\r\n', '/xiaozhi/v1/?client-id=%1B%5B2J%1B%5D0%3Bowned%07')).toBe('HTTP/1.1 400 Bad Request');
+    expect(await upgrade('Device-Id: 02:00:00:00:0d:e3\r\n', '/xiaozhi/v1/?client_id=uuid-%E2%80%AEfdp.exe')).toBe('HTTP/1.1 400 Bad Request');
+    expect(await t.metric('voxgate_device_auth_refused_total', { transport: 'websocket', reason: 'bad_client_id' })).toBe(before + 2);
+    // A UUID, as the firmware sends, in the same place: upgraded.
+    expect(await upgrade('Device-Id: 02:00:00:00:0d:e3\r\n', '/xiaozhi/v1/?client-id=8f3c2a1e-1b2c-4d5e-9f00-0123456789ab')).toBe(
+      'HTTP/1.1 101 Switching Protocols',
+    );
   });
 });
 
