@@ -58,6 +58,8 @@ export interface DeviceTenancy {
    * not the fleet. Read it synchronously. Absent (a port without an index): the listing filters the fleet's pages.
    */
   devicesOf?(tenant: string): readonly string[];
+  /** How many tenants have a device (voice/tenant-shares.ts: a tenant's share applies once there is one). */
+  tenantCount?(): number;
 }
 
 /** Whether `caller` may see and act on the device (an unknown device has no tenant: operators only). */
@@ -130,6 +132,10 @@ export class DeviceTenants implements DeviceTenancy {
 
   devicesOf(tenant: string): readonly string[] {
     return this.index.get(tenant)?.sorted() ?? [];
+  }
+
+  tenantCount(): number {
+    return this.index.size;
   }
 
   /** Called after every change of `tenants` or `unrecorded` for the device: its place in the index follows `tenantOf`. */

@@ -59,6 +59,13 @@ export const voiceFields = {
   udp: VoiceUdpSlice.prefault({}),
   /** Voice sessions at once; a hello past it gets an `alert`. */
   maxSessions: env('GATEWAY_VOICE_MAX_SESSIONS', Count(1000), 'voice sessions at once; a hello past it gets an `alert`'),
+  /** Optional (not defaulted): unset, a share of maxSessions (voice/tenant-shares.ts) once any device has a tenant. */
+  maxSessionsPerTenant: env(
+    'GATEWAY_VOICE_MAX_SESSIONS_PER_TENANT',
+    z.coerce.number().int().min(1).max(10_000_000).optional(),
+    '… per tenant, all its devices together (devices without a tenant count as one); a hello past it gets the same `alert`',
+    '3/4 of maxSessions, rounded up, once any device has a tenant (until then: maxSessions)',
+  ),
   /** Bytes queued on one side's socket above which further audio for it is dropped (and counted). */
   maxBufferedBytes: z.coerce
     .number()
@@ -98,6 +105,12 @@ export const VoiceSlice = z
   .refine((v) => !(v?.mode === 'relay' && !v.upstream?.url), {
     path: ['upstream', 'url'],
     message: 'voice.mode "relay" needs the voice server\'s WebSocket URL',
+    when: always,
+  })
+  // A share above the whole never applies: the operator meant something else (a unit, a digit), and is told so.
+  .refine((v) => !(typeof v?.maxSessionsPerTenant === 'number' && typeof v.maxSessions === 'number' && v.maxSessionsPerTenant > v.maxSessions), {
+    path: ['maxSessionsPerTenant'],
+    message: 'must be at most voice.maxSessions: a share above the whole would never apply',
     when: always,
   })
   .refine((v) => !(v?.upstream?.token !== undefined && v.upstream.hmacSecret !== undefined), {

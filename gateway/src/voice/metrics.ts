@@ -19,7 +19,7 @@ export function createVoiceMetrics(registry: Registry) {
   return {
     sessions: new Counter({
       name: 'voxgate_voice_sessions_total',
-      help: 'Voice session starts by transport and outcome (opened, busy, upstream_refused, upstream_timeout, upstream_error)',
+      help: 'Voice session starts by transport and outcome (opened, busy, tenant_full: the device tenant held voice.maxSessionsPerTenant, upstream_refused, upstream_timeout, upstream_error)',
       labelNames: ['transport', 'outcome'] as const,
       registers,
     }),

@@ -13,6 +13,7 @@ import { CLOSE_NORMAL, CLOSE_VOICE_UNAVAILABLE } from '../devices/link.js';
 import { endUdpVoiceRequest } from '../devices/no-voice-hook.js';
 import type { VoiceDevice, VoiceHook } from '../devices/voice-hook.js';
 import type { VoiceMetrics } from './metrics.js';
+import type { VoiceSlot, VoiceTenantShares } from './tenant-shares.js';
 import { answerUpstreamMcp, type HubExposure, type HubPort } from './upstream-mcp.js';
 import { openUpstream, parseUpstreamJson, UpstreamError } from './upstream.js';
 
@@ -66,6 +67,8 @@ class VoiceSession implements VoiceSessionHandle {
   ended = false;
   upstreamSessionId = '';
   mcpInFlight = 0;
+  /** Its place in its tenant's share (voice.maxSessionsPerTenant), released when it is dropped. */
+  slot?: VoiceSlot;
 
   constructor(
     readonly device: VoiceDevice,
@@ -93,6 +96,8 @@ export interface VoiceRelayDeps {
   metrics: VoiceMetrics;
   /** Present when MQTT devices may open voice sessions over UDP. */
   udp?: UdpAudioFactory;
+  /** Sessions per device tenant, shared with the conversation (voice/tenant-shares.ts). */
+  shares?: VoiceTenantShares | undefined;
 }
 
 /**
@@ -154,8 +159,13 @@ export class VoiceRelay implements VoiceHook {
       this.refuse(device, transport, 'The voice service is busy; try again later');
       return false;
     }
+    if (this.d.shares && !this.d.shares.admits(device.deviceId, transport)) {
+      this.refuse(device, transport, 'The voice service is busy; try again later');
+      return false;
+    }
     const vs = new VoiceSession(device, transport, this);
     this.sessions.set(device, vs);
+    vs.slot = this.d.shares?.take(device.deviceId);
     this.d.metrics.active.set(this.sessions.size);
     const deviceVersion = hello.success && isBinaryProtocolVersion(hello.data.version) ? hello.data.version : 1;
     try {
@@ -164,8 +174,7 @@ export class VoiceRelay implements VoiceHook {
           ? this.d.udp!.open(vs, { channels: hello.data?.audio_params?.channels, frameDurationMs: hello.data?.audio_params?.frame_duration })
           : this.webSocketPath(device, deviceVersion);
     } catch (e) {
-      this.sessions.delete(device);
-      this.d.metrics.active.set(this.sessions.size);
+      this.drop(vs);
       this.d.metrics.sessions.inc({ transport, outcome: 'udp_unavailable' });
       log.warn({ err: e instanceof Error ? e.message : String(e) }, 'voice session refused: no UDP binding');
       this.refuse(device, transport, 'The voice service is busy; try again later');
@@ -208,10 +217,7 @@ export class VoiceRelay implements VoiceHook {
       const reason = e instanceof UpstreamError ? e.reason : 'upstream_error';
       this.d.metrics.sessions.inc({ transport, outcome: reason });
       log.warn({ reason, err: e instanceof Error ? e.message : String(e) }, 'voice server unavailable');
-      if (this.sessions.get(device) === vs) {
-        this.sessions.delete(device);
-        this.d.metrics.active.set(this.sessions.size);
-      }
+      this.drop(vs);
       vs.ended = true;
       vs.path.close();
       if (device.state !== 'closed') this.refuse(device, transport, 'The voice server is unavailable; try again later');
@@ -329,8 +335,7 @@ export class VoiceRelay implements VoiceHook {
   private end(vs: VoiceSession, reason: EndReason): void {
     if (vs.ended) return;
     vs.ended = true;
-    if (this.sessions.get(vs.device) === vs) this.sessions.delete(vs.device);
-    this.d.metrics.active.set(this.sessions.size);
+    this.drop(vs);
     this.d.metrics.ended.inc({ reason });
     vs.path?.close();
     const up = vs.upstream;
@@ -355,6 +360,13 @@ export class VoiceRelay implements VoiceHook {
       vs.device.close(CLOSE_NORMAL, `voice session ended (${reason})`);
     }
     this.d.log.info({ deviceId: vs.deviceId, reason }, 'voice session ended');
+  }
+
+  /** The session leaves the table and frees its tenant's share (once: the slot ignores a second release). */
+  private drop(vs: VoiceSession): void {
+    if (this.sessions.get(vs.device) === vs) this.sessions.delete(vs.device);
+    vs.slot?.release();
+    this.d.metrics.active.set(this.sessions.size);
   }
 
   private hubExposure(deviceId: string): HubExposure | undefined {

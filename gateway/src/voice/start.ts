@@ -18,6 +18,7 @@ import { DeviceVoiceModes, voiceModeOf, voiceProfileOf } from './modes.js';
 import { VoiceRelay, type VoiceConfig } from './relay.js';
 import type { HubPort } from './upstream-mcp.js';
 import { UdpAudio } from './udp-audio.js';
+import { VoiceTenantShares } from './tenant-shares.js';
 
 export interface Voice {
   /** What device sessions call: routes each voice session to the relay, the conversation, or neither. */
@@ -29,6 +30,8 @@ export interface Voice {
   /** The mode a device's next voice session uses. */
   modeOf(deviceId: string): VoiceMode;
   metrics: VoiceMetrics;
+  /** Voice sessions per device tenant (voice.maxSessionsPerTenant), relay and conversation together. */
+  shares: VoiceTenantShares;
   /** The UDP audio socket for MQTT devices (bound when a configured mode needs voice). */
   udp: UdpAudio | undefined;
   /** The store, and the device records (a forgotten device's voice mode goes with it). */
@@ -54,38 +57,22 @@ export async function startVoice(
   const voiceMetrics = createVoiceMetrics(metrics.registry);
   const voiceLog = log.child({ component: 'voice' });
   const udp = voiceConfigured(config) ? await UdpAudio.start(config, voiceMetrics, voiceLog) : undefined;
-  const relay = config.upstream.url ? new VoiceRelay({ config, log: voiceLog, metrics: voiceMetrics, ...(udp ? { udp } : {}) }) : undefined;
+  const shares = new VoiceTenantShares(config, voiceMetrics, voiceLog);
+  const relay = config.upstream.url ? new VoiceRelay({ config, log: voiceLog, metrics: voiceMetrics, shares, ...(udp ? { udp } : {}) }) : undefined;
   const modes = new DeviceVoiceModes();
   let tenancy: DeviceTenancy = { tenantOf: () => undefined };
-  let kit: ConverseKit | undefined;
-  let loading: Promise<ConverseKit> | undefined;
-  let closed = false;
   const converseMetrics = createConverseMetrics(metrics.registry);
-  const makeKit = o.kit ?? (() => loadConverseKit(config, voiceLog, converseMetrics));
-  const kitOf = (): ConverseKit | Promise<ConverseKit> => {
-    if (kit) return kit;
-    const made = makeKit();
-    if (!(made instanceof Promise)) return (kit = made);
-    return (loading ??= made.then(
-      (k) => {
-        if (closed) k.close?.(); // the gateway closed while the code loaded: nothing may keep running
-        return (kit = k);
-      },
-      (e: unknown) => {
-        loading = undefined; // the next conversation tries again
-        throw e;
-      },
-    ));
-  };
+  const kit = lazyKit(o.kit ?? (() => loadConverseKit(config, voiceLog, converseMetrics)));
   const converse = new Converse({
     config,
     log: voiceLog,
     metrics: converseMetrics,
     voiceMetrics,
-    kit: kitOf,
+    kit: () => kit.get(),
     udp,
     profile: (deviceId) => voiceProfileOf(config, deviceId, tenancy.tenantOf(deviceId)),
     gates: o.gates,
+    shares,
   });
   const modeOf = (id: string) => voiceModeOf(config, modes, id, tenancy.tenantOf(id));
   const hook = new VoiceModeRouter({ modeOf, relay, converse, off: new NoVoiceHook(voiceLog), stale: new StaleChannelGoodbye(voiceLog) });
@@ -99,11 +86,13 @@ export async function startVoice(
     modes,
     modeOf,
     metrics: voiceMetrics,
+    shares,
     udp,
     useStore: (store, records) => modes.attach(store, records),
     useHub: (hub) => relay?.useHub(hub),
     useTenancy: (t) => {
       tenancy = t;
+      shares.useTenancy(t);
       relay?.useTenancy((id) => t.tenantOf(id));
     },
     useAssistant(assistant, bus) {
@@ -116,11 +105,38 @@ export async function startVoice(
       );
     },
     close: () => {
-      closed = true;
       relay?.close();
       converse.close();
-      kit?.close?.();
+      kit.close();
       udp?.close();
+    },
+  };
+}
+
+/** The audio kit, made at the first conversation; one made while the gateway closed is closed at once. */
+function lazyKit(make: () => ConverseKit | Promise<ConverseKit>): { get(): ConverseKit | Promise<ConverseKit>; close(): void } {
+  let kit: ConverseKit | undefined;
+  let loading: Promise<ConverseKit> | undefined;
+  let closed = false;
+  return {
+    get() {
+      if (kit) return kit;
+      const made = make();
+      if (!(made instanceof Promise)) return (kit = made);
+      return (loading ??= made.then(
+        (k) => {
+          if (closed) k.close?.(); // the gateway closed while the code loaded: nothing may keep running
+          return (kit = k);
+        },
+        (e: unknown) => {
+          loading = undefined; // the next conversation tries again
+          throw e;
+        },
+      ));
+    },
+    close() {
+      closed = true;
+      kit?.close?.();
     },
   };
 }

@@ -19,6 +19,7 @@ import { ConverseSession } from './session/conversation.js';
 import { UPLINK_RATE, type SessionEvents, type TurnPort } from './session/ports.js';
 import { udpTransport, webSocketTransport, type ConverseTransport } from './session/transport.js';
 import { readVoiceInput, toDevice } from './session/wire.js';
+import type { VoiceSlot, VoiceTenantShares } from '../tenant-shares.js';
 
 /** The audio side (codecs, detector, WAV, resampler) and the speech providers a conversation uses. */
 export interface ConverseKit {
@@ -59,6 +60,8 @@ export interface ConverseDeps {
   profile(deviceId: string): DeviceProfile;
   /** The gateway-wide bounds on speech requests (modelRequests.asr / .tts); absent: none. */
   gates?: Pick<ModelGates, 'asr' | 'tts'> | undefined;
+  /** Sessions per device tenant, shared with the relay (voice/tenant-shares.ts). */
+  shares?: VoiceTenantShares | undefined;
 }
 
 const FRAME_MS = 60;
@@ -77,6 +80,8 @@ interface Entry {
   lastAudioAt: number;
   /** The device's uplink budget (the same object the per-device map keeps across its sessions). */
   budget: AudioBudget;
+  /** Its place in its tenant's share (voice.maxSessionsPerTenant), released when it ends. */
+  slot: VoiceSlot | undefined;
 }
 
 /**
@@ -204,8 +209,9 @@ export class Converse implements VoiceHook {
           )
         : webSocketTransport(device, version, this.d.config.maxFrameBytes, this.d.config.maxBufferedBytes, drops);
     const session = this.newSession(kit, device, id, transport, turns(device.deviceId), log);
-    const entry: Entry = { device, id, transport, session, lastAudioAt: Date.now(), budget: this.audioBudget(device.deviceId) };
+    const entry: Entry = { device, id, transport, session, lastAudioAt: Date.now(), budget: this.audioBudget(device.deviceId), slot: undefined };
     ref.entry = entry;
+    entry.slot = this.d.shares?.take(device.deviceId);
     this.entries.set(device, entry);
     this.d.metrics.active.set(this.entries.size);
     this.d.voiceMetrics.sessions.inc({ transport: transportKind, outcome: 'opened' });
@@ -215,7 +221,7 @@ export class Converse implements VoiceHook {
     return true;
   }
 
-  /** Refuses the session (and says why) when UDP is off or voice.maxSessions is reached. */
+  /** Refuses the session (and says why) when UDP is off, or voice.maxSessions or the tenant's share is reached. */
   private admit(device: VoiceDevice, transportKind: 'udp' | 'websocket', log: Logger): boolean {
     if (transportKind === 'udp' && !this.d.udp) {
       this.d.voiceMetrics.sessions.inc({ transport: transportKind, outcome: 'udp_unavailable' });
@@ -225,6 +231,10 @@ export class Converse implements VoiceHook {
     if (this.entries.size >= this.d.config.maxSessions) {
       this.d.voiceMetrics.sessions.inc({ transport: transportKind, outcome: 'busy' });
       log.warn({ maxSessions: this.d.config.maxSessions }, 'conversation refused: voice.maxSessions reached');
+      this.refuse(device, 'The voice service is busy; try again later');
+      return false;
+    }
+    if (this.d.shares && !this.d.shares.admits(device.deviceId, transportKind)) {
       this.refuse(device, 'The voice service is busy; try again later');
       return false;
     }
@@ -358,6 +368,7 @@ export class Converse implements VoiceHook {
   private end(e: Entry, reason: 'device_closed' | 'device_goodbye' | 'idle' | 'replaced' | 'shutdown'): void {
     if (this.entries.get(e.device) !== e) return;
     this.entries.delete(e.device);
+    e.slot?.release();
     this.d.metrics.active.set(this.entries.size);
     this.d.voiceMetrics.ended.inc({ reason });
     e.session.close();
