@@ -171,6 +171,22 @@ export function createMetrics() {
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
+    mcpEndpointUnreadBytes: new Gauge({
+      name: 'voxgate_mcp_endpoint_unread_bytes',
+      help: "Bytes the gateway wrote on /mcp responses (sessions' SSE streams and JSON answers, stateless streams) that their clients' sockets have not taken yet, all together, against mcp.endpoint.unreadBudgetBytes",
+      registers: [registry],
+    }),
+    mcpEndpointUnreadPeak: new Gauge({
+      name: 'voxgate_mcp_endpoint_unread_bytes_peak',
+      help: 'The most voxgate_mcp_endpoint_unread_bytes has been since the gateway started (never past mcp.endpoint.unreadBudgetBytes)',
+      registers: [registry],
+    }),
+    mcpEndpointUnreadFull: new Counter({
+      name: 'voxgate_mcp_endpoint_unread_budget_full_total',
+      help: "Writes on /mcp responses that did not fit in mcp.endpoint.unreadBudgetBytes, by outcome: refused (the writer's tenant, or key without one, held the most: its response cut, an SSE stream to be resumed with Last-Event-ID), cut (a response of the tenant or key holding the most was cut to make room for another's write)",
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     mcpStreamsCut: new Counter({
       name: 'voxgate_mcp_endpoint_streams_cut_total',
       help: '/mcp streams cut because their client left more than 1 MiB unread, by kind (session: a GET stream or POST answer; stateless: a subscriptions/listen stream or SSE answer)',

@@ -228,6 +228,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
         maxSessionsPerKey: s.mcpEndpoint.maxSessionsPerKey,
         maxSessionsPerTenant: s.mcpEndpoint.maxSessionsPerTenant,
         sessionIdleMs: s.mcpEndpoint.sessionIdleMs,
+        unreadBudgetBytes: s.mcpEndpoint.unreadBudgetBytes,
         version: d.version,
         bodyLimitBytes: s.http.bodyLimitBytes,
         publicUrl: s.http.publicUrl,

@@ -13,6 +13,7 @@ import { deeperThan, MAX_JSON_DEPTH } from './jsonrpc-message.js';
 import { METADATA_PATH, registerNoOAuthRoutes } from './no-oauth.js';
 import { requestOrigins } from './request-origins.js';
 import { boundUnread, HeldStreams, MAX_UNREAD_BYTES } from './sse-stream.js';
+import { countUnread, endpointUnreadTotal, unreadGroup } from './response-unread.js';
 import { SessionTable } from './session-table.js';
 import { SessionAdmission } from './session-admission.js';
 import { ListenSlots, listensIn } from './listen-slots.js';
@@ -53,6 +54,8 @@ export interface McpEndpointOptions {
   bodyLimitBytes: number;
   /** Resumability: what a session's SSE streams sent is kept within these bounds (defaults: event-store.ts). */
   eventStore?: Partial<EventStoreLimits>;
+  /** What all /mcp responses together may leave unread (`mcp.endpoint.unreadBudgetBytes`; default: response-unread.ts). */
+  unreadBudgetBytes?: number | undefined;
   /** `http.publicUrl`: the resource named in the protected-resource metadata; else the request's own origin. */
   publicUrl?: string | undefined;
 }
@@ -115,6 +118,11 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
   const admission = new SessionAdmission({ sessions, limits, metrics: o.metrics, refusals, evictions, close: (id, why) => void closeSession(id, why) });
   const listening = new ListenSlots({ limits, metrics: o.metrics, refusals });
   const eventStores = new BoundedEventStores({ ...DEFAULT_EVENT_STORE_LIMITS, ...o.eventStore });
+  // Each stream is cut at MAX_UNREAD_BYTES; all of them together within the budget, the tenant or key holding the most
+  // giving way (response-unread.ts): 1000 sessions at their own bound held 1 GiB.
+  const unread = endpointUnreadTotal(o.unreadBudgetBytes, log, o.metrics);
+  const countWrites = (reply: FastifyReply, caller: ApiCaller, fp: string, stream: 'session' | 'stateless') =>
+    countUnread(reply.raw, unread, { group: unreadGroup(caller.tenant, fp), who: { tenant: caller.tenant, stream } });
   // A POST's SSE answer leaves with its headers in one write: sessions' answers through held streams
   // (sse-stream.ts), the SDK's stateless answers through deferred headers (deferred-headers.ts).
   const held = new HeldStreams();
@@ -293,6 +301,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
       s.lastUsed = Date.now();
       counted.session.inc();
       reply.hijack();
+      countWrites(reply, caller, s.keyFingerprint, 'session');
       await s.transport.handleRequest(req.raw, reply.raw, req.body, authInfo);
       return reply;
     }
@@ -334,6 +343,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
         transport.useFastEntry(mcp.fastEntryOf(server));
         o.metrics.mcpRequests.inc({ outcome: 'initialize' });
         reply.hijack();
+        countWrites(reply, caller, keyFingerprint, 'session');
         await transport.handleRequest(req.raw, reply.raw, req.body, authInfo);
       } finally {
         if (!registered) {
@@ -356,6 +366,7 @@ export async function registerMcpEndpoint(app: FastifyInstance, o: McpEndpointOp
     }
     counted.stateless.inc();
     reply.hijack();
+    countWrites(reply, caller, fingerprint(caller, req.headers.authorization), 'stateless');
     deferHeaders(req, reply);
     // A client that stops reading its listen stream is cut, not queued for (sse-stream.ts): its slot is free again.
     boundUnread(reply.raw, () => cutUnread(caller, 'stateless'));

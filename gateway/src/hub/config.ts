@@ -427,6 +427,21 @@ export const McpSlice = z.strictObject({
         '3/4 of maxSessions, rounded up, once the API keys belong to more than one tenant (until then: maxSessions)',
       ),
       sessionIdleMs: Ms(30 * 60_000, 24 * 3_600_000),
+      /**
+       * Bytes all `/mcp` responses together may hold of what their clients have not read (each stream is cut at 1 MiB on
+       * its own; 1000 sessions held 1 GiB). Past it the tenant, or key without one, holding the most gives way: its
+       * response is cut (an SSE stream is resumed with Last-Event-ID). Unset: 64 MiB (facade/response-unread.ts).
+       */
+      unreadBudgetBytes: documented(
+        z.coerce
+          .number()
+          .int()
+          .min(4 * 1024 * 1024)
+          .max(64 * 1024 * 1024 * 1024)
+          .optional(),
+        'bytes of `/mcp` responses, all sessions and streams together, that their clients have not read yet; past it the tenant (or key without one) holding the most has a response cut: see [docs/mcp-hub.md](docs/mcp-hub.md)',
+        '64 MiB',
+      ),
     })
     .prefault({}),
   endpoints: McpEndpointsConfigSchema,

@@ -55,6 +55,23 @@ export function unreadBudget(configured: number | undefined, perPeer: number): n
 export const UNREAD_FULL =
   "not sent: the gateway holds as much as it may of what its hosted servers and tool processes have not read yet (mcp.unreadBudgetBytes), and this one's tenant or server holds the most of it";
 
+/**
+ * The metrics a total moves: its bytes held, their peak, and its writes that did not fit by outcome. The hub's by
+ * default (`voxgate_mcp_unread_*`); /mcp's response streams have their own (`voxgate_mcp_endpoint_unread_*`).
+ */
+export type UnreadMetrics = Pick<Metrics, 'hubUnreadBytes' | 'hubUnreadPeak' | 'hubUnreadFull'>;
+
+/** What a total's warnings say: a write refused (the writer's group holds the most), a peer cut for another's write. */
+export interface UnreadLines {
+  refused: string;
+  cut: string;
+}
+
+const HUB_LINES: UnreadLines = {
+  refused: 'MCP unread budget full (mcp.unreadBudgetBytes): a message to a server or tool process whose tenant or server holds the most of it refused',
+  cut: 'MCP unread budget full (mcp.unreadBudgetBytes): the peer holding the most of the tenant or server holding the most cut, to make room for another',
+};
+
 /** Cuts a full total needs to make room for one write: each frees a peer's bytes. */
 const MAX_CUTS_PER_WRITE = 64;
 
@@ -81,10 +98,14 @@ export class UnreadTotal {
   /** A line a minute per group and outcome: a flood is refused hundreds of times a second. */
   private readonly lines: ThrottledLog;
 
+  /** The two log lines' messages (`UnreadLines`): the hub's unless the constructor is told others. */
+  private readonly says: UnreadLines;
+
   constructor(
     readonly maxBytes: number,
-    o: { log: LevelLog; metrics: Pick<Metrics, 'hubUnreadBytes' | 'hubUnreadPeak' | 'hubUnreadFull'> },
+    o: { log: LevelLog; metrics: UnreadMetrics; lines?: UnreadLines },
   ) {
+    this.says = o.lines ?? HUB_LINES;
     this.gauge = bindGauge(o.metrics.hubUnreadBytes, {});
     this.peakGauge = bindGauge(o.metrics.hubUnreadPeak, {});
     this.refused = bindCounter(o.metrics.hubUnreadFull, { outcome: 'refused' });
@@ -115,8 +136,7 @@ export class UnreadTotal {
     if (this.bytes + bytes > this.maxBytes && !this.makeRoom(m, bytes)) {
       this.refused.inc();
       const fields = { ...m.who, bytes, heldByItsGroup: m.group.held, held: this.bytes, maxBytes: this.maxBytes };
-      const msg = 'MCP unread budget full (mcp.unreadBudgetBytes): a message to a server or tool process whose tenant or server holds the most of it refused';
-      this.lines.write(fields, msg, `refused:${m.group.key}`);
+      this.lines.write(fields, this.says.refused, `refused:${m.group.key}`);
       return false;
     }
     m.held += bytes;
@@ -154,9 +174,7 @@ export class UnreadTotal {
       if (!victim) return false;
       this.cuts.inc();
       const fields = { cut: victim.who, held: victim.held, heldByItsGroup: victim.group.held, for: writer.who, bytes, maxBytes: this.maxBytes };
-      const msg =
-        'MCP unread budget full (mcp.unreadBudgetBytes): the peer holding the most of the tenant or server holding the most cut, to make room for another';
-      this.lines.write(fields, msg, `cut:${victim.group.key}`);
+      this.lines.write(fields, this.says.cut, `cut:${victim.group.key}`);
       this.leave(victim);
       victim.cut!();
     }
