@@ -62,12 +62,7 @@ export const ServerEntrySchema = z
     /** Outbound HTTP (http, sse, openapi) may reach private, loopback and link-local addresses. */
     allow_private_network: z.boolean().optional(),
     /** A stdio server: bytes a second read from it (a second's worth at once), instead of `mcp.stdioReadBytesPerSecond`. */
-    read_bytes_per_second: z
-      .number()
-      .int()
-      .min(64 * 1024)
-      .max(1024 * 1024 * 1024)
-      .optional(),
+    read_bytes_per_second: z.number().int().min(65_536).max(1_073_741_824).optional(),
     disabled: z.boolean().default(false),
   })
   .strict();
